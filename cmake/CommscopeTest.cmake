@@ -1,0 +1,32 @@
+# One helper registers every test with its label (unit, mpi, slow) and, for MPI tests,
+# its rank count. MPI tests get the root/oversubscribe environment CI needs.
+find_package(GTest REQUIRED)
+include(GoogleTest)
+
+# commscope_add_gtest(NAME <name> SOURCES <files...> LABEL unit|mpi|slow [RANKS n])
+function(commscope_add_gtest)
+  cmake_parse_arguments(T "" "NAME;LABEL;RANKS" "SOURCES" ${ARGN})
+  if(NOT T_LABEL MATCHES "^(unit|mpi|slow)$")
+    message(FATAL_ERROR "commscope_add_gtest(${T_NAME}): LABEL must be unit, mpi or slow, got '${T_LABEL}'")
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE commscope::core GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${T_NAME} PRIVATE
+    COMMSCOPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    COMMSCOPE_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+  gtest_discover_tests(${T_NAME}
+    PROPERTIES LABELS ${T_LABEL}
+    ENVIRONMENT "COMMSCOPE_PRESETS=${PROJECT_SOURCE_DIR}/presets"
+    DISCOVERY_TIMEOUT 30)
+endfunction()
+
+# commscope_add_cli_test(NAME <name> LABEL unit|mpi|slow COMMAND <cmd...>)
+# Runs a shell script against the built `commscope` binary.
+function(commscope_add_script_test)
+  cmake_parse_arguments(T "" "NAME;LABEL;SCRIPT" "" ${ARGN})
+  add_test(NAME ${T_NAME}
+    COMMAND bash ${T_SCRIPT} $<TARGET_FILE:commscope>
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${T_NAME} PROPERTIES LABELS ${T_LABEL} TIMEOUT 120
+    ENVIRONMENT "COMMSCOPE_PRESETS=${PROJECT_SOURCE_DIR}/presets")
+endfunction()

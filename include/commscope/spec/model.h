@@ -1,0 +1,81 @@
+// ModelSpec: the architecture of a transformer language model, as far as cost, memory and
+// communication depend on it. Not the weights, not the tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "commscope/util/result.h"
+
+namespace commscope {
+
+enum class ArchKind : std::uint8_t {
+  gpt,    // decoder-only, learned positions, LayerNorm, GELU MLP (GPT-2, Megatron GPT)
+  bert,   // encoder-only, post-LN, token-type embeddings, pooler
+  t5,     // encoder-decoder, relative position bias, RMS norm, no biases
+  llama,  // decoder-only, rotary positions, RMSNorm, SwiGLU, grouped-query attention
+};
+enum class PositionEmbedding : std::uint8_t { learned, relative, rotary, none };
+enum class NormKind : std::uint8_t { layernorm, rmsnorm };
+enum class MlpKind : std::uint8_t { gelu, relu, swiglu, geglu };
+
+std::string_view to_string(ArchKind k);
+std::string_view to_string(PositionEmbedding p);
+std::string_view to_string(NormKind n);
+std::string_view to_string(MlpKind m);
+
+struct ModelSpec {
+  std::string name;
+  ArchKind kind = ArchKind::gpt;
+  int encoder_layers = 0;        // encoder blocks (BERT, T5)
+  int decoder_layers = 0;        // decoder blocks (GPT, Llama, T5)
+  std::int64_t hidden = 0;       // model width h
+  std::int64_t heads = 0;        // query heads a
+  std::int64_t kv_heads = 0;     // key/value heads (== heads without grouped-query attention)
+  std::int64_t head_dim = 0;     // channels per head (h / heads unless given, e.g. T5-3B: 128)
+  std::int64_t ffn = 0;          // MLP inner width f
+  std::int64_t vocab = 0;        // vocabulary V (as padded for training)
+  std::int64_t seq_length = 0;   // tokens per sample s (encoder input for T5)
+  std::int64_t decoder_seq_length = 0;  // T5 decoder tokens per sample (0: same as seq_length)
+  std::int64_t max_positions = 0;       // learned position table size (0: seq_length)
+  std::int64_t type_vocab = 0;          // BERT token-type embeddings
+  std::int64_t relative_attention_buckets = 0;  // T5 relative position bias buckets
+  bool tied_embeddings = true;   // LM head shares the input embedding
+  bool bias = true;              // linear layers carry biases
+  bool dropout = true;           // dropout layers (masks are stored for backward)
+  bool pooler = false;           // BERT pooler (dense h x h on [CLS])
+  PositionEmbedding position = PositionEmbedding::learned;
+  NormKind norm = NormKind::layernorm;
+  MlpKind mlp = MlpKind::gelu;
+  std::vector<std::string> sources;  // where the numbers come from
+
+  int layers() const { return encoder_layers + decoder_layers; }
+  std::int64_t q_dim() const { return heads * head_dim; }      // width of Q (and attention out)
+  std::int64_t kv_dim() const { return kv_heads * head_dim; }  // width of K and of V
+  std::int64_t dec_seq() const { return decoder_seq_length ? decoder_seq_length : seq_length; }
+  bool gated_mlp() const { return mlp == MlpKind::swiglu || mlp == MlpKind::geglu; }
+};
+
+// Fills what the kind implies and the file left out (kv_heads, head_dim, ffn, ...).
+void apply_model_defaults(ModelSpec& m);
+
+// Checks internal consistency: positive sizes, heads divide hidden where required, etc.
+Status validate_model(const ModelSpec& m, const std::string& where);
+
+// Loads commscope's own model JSON or a Hugging Face config.json (recognised by
+// "model_type"); `where` names the source in errors.
+Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& where);
+
+// A Hugging Face config.json (model_type gpt2, bert, t5, llama, mistral).
+Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::string& where);
+
+// Loads a model preset by name (presets/models/<name>.json) or by path.
+Result<ModelSpec> load_model(const std::string& name_or_path);
+
+nlohmann::json to_json(const ModelSpec& m);
+
+}  // namespace commscope

@@ -1,0 +1,80 @@
+// ParallelPlan: how one training job is split over GPUs (DP, ZeRO, TP, SP, PP), its batch
+// sizes and precision. PlanInput is what a user gave (every field optional), merged from
+// defaults, a DeepSpeed config and command-line flags; resolve_scenario() turns it into a
+// ParallelPlan checked against the model and the system.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "commscope/spec/system.h"
+#include "commscope/util/result.h"
+#include "commscope/util/units.h"
+
+namespace commscope {
+
+enum class Precision : std::uint8_t { fp32, fp16, bf16 };  // fp16/bf16: mixed, fp32 master
+enum class Recompute : std::uint8_t { none, selective, full };
+enum class Schedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
+
+std::string_view to_string(Precision p);
+std::string_view to_string(Recompute r);
+std::string_view to_string(Schedule s);
+std::optional<Precision> precision_from_name(std::string_view s);
+std::optional<Recompute> recompute_from_name(std::string_view s);
+std::optional<Schedule> schedule_from_name(std::string_view s);
+// Data type of weights, activations and gradients on the wire for a precision.
+DType compute_dtype(Precision p);
+
+struct ParallelPlan {
+  int dp = 1;              // data-parallel size
+  int tp = 1;              // tensor-parallel size
+  int pp = 1;              // pipeline-parallel size
+  int virtual_stages = 1;  // model chunks per pipeline rank (interleaved schedule)
+  bool sequence_parallel = false;
+  int zero = 0;  // ZeRO stage 0..3
+  std::int64_t micro_batch = 1;
+  std::int64_t global_batch = 1;
+  std::int64_t grad_accum = 1;  // micro-batches per iteration = global / (micro x dp)
+  Precision precision = Precision::bf16;
+  Recompute recompute = Recompute::none;
+  Schedule schedule = Schedule::one_f_one_b;
+  Bytes ddp_bucket = units::mib(25);            // PyTorch DDP bucket_cap_mb=25
+  std::int64_t zero_reduce_bucket = 500000000;    // DeepSpeed reduce_bucket_size (elements)
+  std::int64_t zero_allgather_bucket = 500000000; // DeepSpeed allgather_bucket_size (elements)
+  bool overlap_grad_reduce = true;   // DDP / DeepSpeed overlap_comm
+  bool overlap_param_gather = true;  // ZeRO-3 prefetch of the next layer's parameters
+
+  int model_parallel() const { return tp * pp; }
+  int gpus() const { return dp * tp * pp; }
+  DType dtype() const { return compute_dtype(precision); }
+};
+
+// Every field optional: what one source (defaults, DeepSpeed config, flags) says.
+struct PlanInput {
+  std::optional<int> dp, tp, pp, virtual_stages, zero;
+  std::optional<bool> sequence_parallel, overlap_grad_reduce, overlap_param_gather;
+  std::optional<std::int64_t> micro_batch, global_batch, grad_accum;
+  std::optional<Precision> precision;
+  std::optional<Recompute> recompute;
+  std::optional<Schedule> schedule;
+  std::optional<double> ddp_bucket_mb;  // MiB, as PyTorch's bucket_cap_mb
+  std::optional<std::int64_t> zero_reduce_bucket, zero_allgather_bucket;
+  std::optional<int> gpus, nodes;
+  std::optional<std::int64_t> seq_length, decoder_seq_length;
+
+  // Fields set in `over` replace those here.
+  void merge(const PlanInput& over);
+};
+
+// A DeepSpeed ds_config.json as a plan: batch sizes, gradient accumulation, ZeRO stage and
+// bucket sizes, fp16/bf16, overlap_comm. "auto" (Hugging Face Trainer) leaves a field unset.
+Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where);
+Result<PlanInput> load_deepspeed_config(const std::string& path);
+
+nlohmann::json to_json(const ParallelPlan& p);
+
+}  // namespace commscope

@@ -1,0 +1,45 @@
+// Scenario: a model, a system with its network protocol, and a parallel plan, resolved and
+// checked against each other. The single entry point every verb uses to turn user input
+// into something the workload builder can trust.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "commscope/spec/model.h"
+#include "commscope/spec/plan.h"
+#include "commscope/spec/system.h"
+
+namespace commscope {
+
+struct ScenarioInput {
+  std::string model = "gpt2-large";
+  std::string system = "polaris";
+  std::string network;  // empty: the system's own
+  PlanInput plan;
+};
+
+struct Scenario {
+  ModelSpec model;
+  SystemSpec system;
+  NetworkProtocol network;
+  ParallelPlan plan;
+  int nodes = 1;
+  int gpus_per_node = 1;  // GPUs used per node (<= system.node.gpus)
+  std::vector<std::string> warnings;
+
+  int gpus() const { return plan.gpus(); }
+};
+
+// Built-in defaults: GPT-2 Large, data parallel on 4 Polaris nodes, micro-batch 4, bf16.
+ScenarioInput default_scenario_input();
+
+// Loads the presets and resolves the plan. Every error names the field, the value and what
+// was expected. Rules of thumb from the seeds are warnings, not errors.
+Result<Scenario> resolve_scenario(const ScenarioInput& in);
+
+// Resolves with specs already loaded (used by sweeps and tests).
+Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkProtocol network,
+                                  const PlanInput& plan);
+
+}  // namespace commscope

@@ -1,0 +1,83 @@
+// SystemSpec: one cluster's GPU, node and NICs, and NetworkProtocol: what the NICs run
+// (line rate, achievable fraction, per-message latency). Not the topology beyond a node.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "commscope/util/result.h"
+#include "commscope/util/units.h"
+
+namespace commscope {
+
+enum class DType : std::uint8_t { fp32, fp16, bf16, fp64, int32, int64, int8, fp8 };
+std::string_view to_string(DType d);
+int dtype_bytes(DType d);
+
+// Peak dense throughput per data type (0 where the GPU has none).
+struct PeakFlops {
+  FlopsPerSecond fp64, fp32, tf32, fp16, bf16, fp8;
+  // The tensor-core rate a training step in this precision runs its GEMMs at.
+  FlopsPerSecond for_dtype(DType d) const;
+};
+
+struct GpuSpec {
+  std::string name;
+  PeakFlops peak;
+  Bytes memory;                     // device memory
+  BytesPerSecond memory_bandwidth;  // HBM bandwidth
+};
+
+enum class IntraNodeTopology : std::uint8_t { nvswitch, nvlink_mesh, pcie };
+std::string_view to_string(IntraNodeTopology t);
+
+struct NodeSpec {
+  int gpus = 0;
+  IntraNodeTopology topology = IntraNodeTopology::nvswitch;
+  BytesPerSecond link_bandwidth;     // per GPU, per direction, all NVLink links together
+  BytesPerSecond p2p_bandwidth;      // measured GPU-to-GPU copy bandwidth
+  BytesPerSecond host_copy_pinned;   // host<->device, pinned memory (measured)
+  BytesPerSecond host_copy_pageable; // host<->device, pageable memory (measured)
+};
+
+struct NicSpec {
+  int count = 0;             // compute NICs per node
+  BytesPerSecond line_rate;  // per NIC, as built
+  std::string model;
+};
+
+struct SystemSpec {
+  std::string name;
+  GpuSpec gpu;
+  NodeSpec node;
+  NicSpec nics;
+  std::string network;  // protocol preset the NICs run unless --network says otherwise
+  int max_nodes = 0;    // nodes in the machine (0: unknown)
+  std::vector<std::string> sources;
+};
+
+enum class Transport : std::uint8_t { tcp, ipoib, rdma, roce, slingshot };
+std::string_view to_string(Transport t);
+
+struct NetworkProtocol {
+  std::string name;
+  Transport transport = Transport::rdma;
+  BytesPerSecond line_rate;   // per port (NIC) when the NICs run this protocol
+  BytesPerSecond achievable;  // per port, the highest rate observed for this protocol
+  Seconds latency;            // small-message one-way latency, software stack included
+  std::vector<std::string> sources;
+  double efficiency() const { return achievable / line_rate; }
+};
+
+Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& where);
+Result<SystemSpec> load_system(const std::string& name_or_path);
+Result<NetworkProtocol> network_from_json(const nlohmann::json& j, const std::string& where);
+Result<NetworkProtocol> load_network(const std::string& name_or_path);
+
+nlohmann::json to_json(const SystemSpec& s);
+nlohmann::json to_json(const NetworkProtocol& p);
+
+}  // namespace commscope

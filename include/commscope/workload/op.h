@@ -1,0 +1,107 @@
+// Op and OpList: the ops of one training iteration for one rank (the first shared language,
+// "Workload"). Compute ops carry FLOPs and bytes moved; communication ops carry collective,
+// process group, element count and bytes; both carry their dependencies. Not their cost:
+// that is the cost layer's business.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "commscope/spec/system.h"
+
+namespace commscope {
+
+enum class OpKind : std::uint8_t { compute, comm };
+enum class Phase : std::uint8_t { forward, backward, recompute, optimizer };
+// What a compute op is, as far as its efficiency is concerned.
+enum class ComputeClass : std::uint8_t { gemm, attention, elementwise, norm, embedding, loss, optimizer };
+enum class Collective : std::uint8_t {
+  all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send, recv
+};
+// Process groups in Megatron's terms; "embedding" is the first and last pipeline stage.
+enum class CommGroup : std::uint8_t { data, tensor, pipeline, embedding };
+
+std::string_view to_string(OpKind k);
+std::string_view to_string(Phase p);
+std::string_view to_string(ComputeClass c);
+std::string_view to_string(Collective c);
+std::string_view to_string(CommGroup g);
+
+// nccl-tests' bus-bandwidth factor for a collective over n ranks: busbw = algbw x factor.
+// all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; the rest 1.
+double bus_factor(Collective c, int n);
+
+// Layer index of ops that belong to no transformer block.
+inline constexpr std::int32_t kEmbeddingLayer = -1;
+inline constexpr std::int32_t kHeadLayer = -2;
+inline constexpr std::int32_t kNoLayer = -3;
+
+struct Op {
+  OpKind kind = OpKind::compute;
+  Phase phase = Phase::forward;
+  ComputeClass compute = ComputeClass::elementwise;  // compute ops
+  Collective collective = Collective::all_reduce;    // comm ops
+  CommGroup group = CommGroup::data;                 // comm ops
+  DType dtype = DType::fp32;
+  // Only the last micro-batch of an iteration runs this op (DDP gradient buckets under
+  // gradient accumulation); otherwise an op of the forward/backward lists runs every
+  // micro-batch.
+  bool last_microbatch_only = false;
+  std::int32_t layer = kNoLayer;  // transformer block (encoder blocks first), or k*Layer
+  std::int32_t index = 0;         // bucket number, or 0
+  std::string_view name;          // static string: "qkv", "attn_scores", "ddp_bucket", ...
+
+  // compute
+  double flops = 0;      // floating-point operations on this rank
+  double mem_bytes = 0;  // bytes read and written in device memory
+  std::int64_t m = 0, n = 0, k = 0;  // GEMM shape on this rank (0 when not a GEMM)
+  std::int64_t grad_params = 0;      // parameters whose gradient this op completes
+
+  // comm
+  int group_size = 1;         // ranks in the process group
+  int peer = 0;               // send/recv: +1 next stage, -1 previous stage
+  std::int64_t elements = 0;  // nccl-tests "count" x ranks where the buffer is split: see bytes
+  // Bytes per rank in nccl-tests' "size" sense: the all-reduce buffer, the all-gather output,
+  // the reduce-scatter input, the broadcast buffer, the message of a send or receive.
+  double bytes = 0;
+
+  std::uint32_t dep_begin = 0, dep_count = 0;  // into OpList::deps
+
+  bool is_matmul() const {
+    return kind == OpKind::compute &&
+           (compute == ComputeClass::gemm || compute == ComputeClass::attention);
+  }
+  // Bytes that cross this rank's links, one direction, under a ring: bytes x bus factor.
+  double wire_bytes() const { return bytes * bus_factor(collective, group_size); }
+};
+
+// Ops of one list (one micro-batch's forward, or backward, or the once-per-iteration step),
+// in program order. Dependencies are indices of earlier ops of the same list; dependencies
+// across lists and micro-batches follow from the schedule.
+class OpList {
+ public:
+  std::uint32_t add(Op op, std::initializer_list<std::uint32_t> deps = {});
+  std::uint32_t add(Op op, std::span<const std::uint32_t> deps);
+  std::span<const std::uint32_t> deps_of(std::uint32_t i) const {
+    const Op& o = ops_[i];
+    return {deps_.data() + o.dep_begin, o.dep_count};
+  }
+  const std::vector<Op>& ops() const { return ops_; }
+  std::size_t size() const { return ops_.size(); }
+  bool empty() const { return ops_.empty(); }
+  const Op& operator[](std::size_t i) const { return ops_[i]; }
+  std::uint32_t last() const { return static_cast<std::uint32_t>(ops_.size() - 1); }
+  void reserve(std::size_t n) {
+    ops_.reserve(n);
+    deps_.reserve(2 * n);
+  }
+
+ private:
+  std::vector<Op> ops_;
+  std::vector<std::uint32_t> deps_;
+};
+
+}  // namespace commscope

@@ -1,0 +1,47 @@
+// Parameter counts of a model, whole and as one rank holds them under TP and PP. Exact
+// integer counts, not estimates.
+#pragma once
+
+#include <cstdint>
+
+#include "commscope/spec/model.h"
+
+namespace commscope {
+
+// The kinds of transformer block.
+enum class BlockKind : std::uint8_t {
+  encoder,        // bidirectional self-attention + MLP (BERT, T5 encoder)
+  decoder,        // causal self-attention + MLP (GPT, Llama)
+  cross_decoder,  // causal self-attention + cross-attention + MLP (T5 decoder)
+};
+
+// Block kind of layer i (encoder blocks first).
+BlockKind block_kind(const ModelSpec& m, int layer);
+
+// Parameters of one block, whole (tp = 1) or as one of tp tensor-parallel ranks holds them.
+// Includes T5's relative position bias on the first block of each stack.
+std::int64_t block_params(const ModelSpec& m, int layer, int tp = 1);
+// The part of block_params that every TP rank holds whole (norms, row-parallel biases).
+std::int64_t block_replicated_params(const ModelSpec& m, int layer);
+
+// Parameters outside the blocks.
+struct OuterParams {
+  std::int64_t word_embedding = 0;      // V x h (vocab-parallel under TP)
+  std::int64_t position_embedding = 0;  // learned position table, token types, embedding norm
+  std::int64_t final_norm = 0;          // final norm(s): T5 has one per stack
+  std::int64_t lm_head = 0;             // untied LM head V x h (0 when tied)
+  std::int64_t pooler = 0;              // BERT pooler
+};
+OuterParams outer_params(const ModelSpec& m);
+
+struct ParamCount {
+  std::int64_t total = 0;      // every parameter once (a tied embedding once)
+  std::int64_t blocks = 0;     // all transformer blocks
+  std::int64_t embedding = 0;  // word + position embeddings (+ token types, embedding norm)
+  std::int64_t final_norm = 0;
+  std::int64_t lm_head = 0;
+  std::int64_t pooler = 0;
+};
+ParamCount count_params(const ModelSpec& m);
+
+}  // namespace commscope

@@ -1,0 +1,81 @@
+// Workload: the ops of one training iteration for each distinct rank role (one per pipeline
+// stage; TP and DP ranks of a stage are alike), built from (model, plan). The simulator runs
+// it with modelled costs, the trainer with real kernels, a replay with stand-in compute.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "commscope/spec/scenario.h"
+#include "commscope/workload/op.h"
+
+namespace commscope {
+
+// One model chunk of a pipeline rank: a contiguous run of blocks (one chunk per rank unless
+// the schedule is interleaved).
+struct Chunk {
+  int virtual_stage = 0;  // chunk * pp + stage
+  int first_layer = 0;    // blocks [first_layer, first_layer + layers)
+  int layers = 0;
+  OpList forward;   // one micro-batch forward
+  OpList backward;  // one micro-batch backward (recompute included)
+};
+
+struct Role {
+  int stage = 0;          // pipeline stage
+  int ranks = 1;          // ranks that play this role (DP x TP)
+  std::vector<Chunk> chunks;
+  OpList step;            // once per iteration, after the last backward
+  std::int64_t params = 0;  // parameters this rank holds (TP shard of its stage, tied copy included)
+};
+
+struct Workload {
+  Scenario scenario;
+  int microbatches = 1;  // per iteration (gradient-accumulation steps)
+  std::vector<Role> roles;
+};
+
+// Builds the workload. The scenario must come from resolve_scenario (checked sizes).
+Workload build_workload(const Scenario& sc);
+
+// How often an op of a chunk list runs per iteration.
+inline std::int64_t runs_per_iteration(const Op& op, int microbatches) {
+  return op.last_microbatch_only ? 1 : microbatches;
+}
+
+// ---- summaries ----
+
+// Communication of one rank of a role per iteration, by (group, collective).
+struct CommVolume {
+  CommGroup group;
+  Collective collective;
+  int group_size = 1;
+  DType dtype = DType::fp32;
+  std::int64_t calls = 0;
+  double bytes = 0;       // sum of nccl-tests sizes over the calls
+  double wire_bytes = 0;  // sum of bytes x bus factor: what crosses this rank's links
+};
+std::vector<CommVolume> comm_volume(const Workload& w, const Role& r);
+
+struct FlopCount {
+  double model = 0;     // matmul FLOPs of forward and backward, all ranks, per iteration
+  double hardware = 0;  // model + recomputed matmuls
+};
+FlopCount iteration_flops(const Workload& w);
+
+// Memory of one rank of a role, by kind.
+struct MemoryBreakdown {
+  Bytes weights, gradients, optimizer, activations, comm_buffers;
+  Bytes total() const { return weights + gradients + optimizer + activations + comm_buffers; }
+};
+MemoryBreakdown memory_per_rank(const Workload& w, const Role& r);
+
+// Activation bytes one block keeps for backward for one micro-batch on one rank, after
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
+// generalised to GQA, gated MLPs, cross-attention and no dropout.
+Bytes block_activation_bytes(const Scenario& sc, int layer);
+
+// Micro-batches whose activations a stage holds at its peak, per chunk of work.
+std::int64_t inflight_microbatches(const Scenario& sc, int stage);
+
+}  // namespace commscope

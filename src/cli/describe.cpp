@@ -1,0 +1,40 @@
+// `commscope describe`: parameters, FLOPs, memory per rank and communication volume of one
+// (model, plan, system), before anything runs.
+#include <fmt/format.h>
+
+#include "commscope/report/describe.h"
+#include "scenario_options.h"
+#include "verbs.h"
+
+namespace commscope::cli {
+
+Verb add_describe(CLI::App& app) {
+  struct State {
+    ScenarioOptions scenario;
+    std::string format = "table";
+    std::string output;
+  };
+  auto st = std::make_shared<State>();
+  CLI::App* cmd = app.add_subcommand(
+      "describe",
+      "Parameters, FLOPs, memory per rank (and whether it fits) and communication per iteration of a model "
+      "under a parallel plan on a system. Defaults: GPT-2 Large, data parallel on 4 Polaris nodes.");
+  add_scenario_options(*cmd, st->scenario);
+  cmd->add_option("--format", st->format, "output: table|json|csv|md [table]");
+  cmd->add_option("-o,--output", st->output, "write the output to this file (whole or not at all)");
+  return {cmd, [st]() -> int {
+            auto format = format_from_name(st->format);
+            if (!format)
+              return fail(fmt::format("--format: expected one of {}, got '{}'", format_choices(), st->format));
+            auto input = scenario_input(st->scenario);
+            if (!input) return fail(input.error().message);
+            auto sc = resolve_scenario(*input);
+            if (!sc) return fail(sc.error().message);
+            Workload w = build_workload(*sc);
+            Description d = describe(w);
+            print_warnings(d.warnings);
+            return emit(render_describe(w, d, *format), st->output);
+          }};
+}
+
+}  // namespace commscope::cli

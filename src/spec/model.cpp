@@ -1,0 +1,279 @@
+// Model specs: commscope's own JSON, Hugging Face config.json, defaults per architecture.
+#include "commscope/spec/model.h"
+
+#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+
+#include "commscope/spec/preset.h"
+#include "commscope/util/json_fields.h"
+
+namespace commscope {
+
+namespace {
+constexpr EnumName<ArchKind> kArchNames[] = {
+    {ArchKind::gpt, "gpt"}, {ArchKind::bert, "bert"}, {ArchKind::t5, "t5"}, {ArchKind::llama, "llama"}};
+constexpr EnumName<PositionEmbedding> kPosNames[] = {{PositionEmbedding::learned, "learned"},
+                                                     {PositionEmbedding::relative, "relative"},
+                                                     {PositionEmbedding::rotary, "rotary"},
+                                                     {PositionEmbedding::none, "none"}};
+constexpr EnumName<NormKind> kNormNames[] = {{NormKind::layernorm, "layernorm"},
+                                             {NormKind::rmsnorm, "rmsnorm"}};
+constexpr EnumName<MlpKind> kMlpNames[] = {{MlpKind::gelu, "gelu"},
+                                           {MlpKind::relu, "relu"},
+                                           {MlpKind::swiglu, "swiglu"},
+                                           {MlpKind::geglu, "geglu"}};
+
+template <class E, std::size_t N>
+void read_enum(FieldReader& r, std::string_view key, const EnumName<E> (&table)[N], E& out) {
+  std::string s;
+  if (!r.read(key, s)) return;
+  if (auto e = enum_from_name(table, s)) {
+    out = *e;
+  } else {
+    r.fail(key, "one of " + enum_choices(table), "'" + s + "'");
+  }
+}
+
+// What an architecture kind implies unless the file says otherwise.
+void set_kind_defaults(ModelSpec& m) {
+  switch (m.kind) {
+    case ArchKind::gpt:
+      m.position = PositionEmbedding::learned;
+      m.norm = NormKind::layernorm;
+      m.mlp = MlpKind::gelu;
+      m.bias = m.dropout = m.tied_embeddings = true;
+      break;
+    case ArchKind::bert:
+      m.position = PositionEmbedding::learned;
+      m.norm = NormKind::layernorm;
+      m.mlp = MlpKind::gelu;
+      m.bias = m.dropout = m.tied_embeddings = m.pooler = true;
+      m.type_vocab = 2;
+      break;
+    case ArchKind::t5:
+      m.position = PositionEmbedding::relative;
+      m.norm = NormKind::rmsnorm;
+      m.mlp = MlpKind::relu;
+      m.bias = false;
+      m.dropout = m.tied_embeddings = true;
+      m.relative_attention_buckets = 32;
+      break;
+    case ArchKind::llama:
+      m.position = PositionEmbedding::rotary;
+      m.norm = NormKind::rmsnorm;
+      m.mlp = MlpKind::swiglu;
+      m.bias = m.dropout = m.tied_embeddings = false;
+      break;
+  }
+}
+}  // namespace
+
+std::string_view to_string(ArchKind k) { return enum_to_name(kArchNames, k); }
+std::string_view to_string(PositionEmbedding p) { return enum_to_name(kPosNames, p); }
+std::string_view to_string(NormKind n) { return enum_to_name(kNormNames, n); }
+std::string_view to_string(MlpKind m) { return enum_to_name(kMlpNames, m); }
+
+void apply_model_defaults(ModelSpec& m) {
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.head_dim == 0 && m.heads > 0) m.head_dim = m.hidden / m.heads;
+  if (m.ffn == 0 && (m.kind == ArchKind::gpt || m.kind == ArchKind::bert)) m.ffn = 4 * m.hidden;
+  if (m.max_positions == 0 && m.position == PositionEmbedding::learned)
+    m.max_positions = m.seq_length;
+  if (m.kind == ArchKind::t5 && m.decoder_seq_length == 0) m.decoder_seq_length = m.seq_length;
+}
+
+Status validate_model(const ModelSpec& m, const std::string& where) {
+  auto err = [&](std::string_view field, auto value, std::string_view expected) {
+    return Error{fmt::format("{}: field '{}': expected {}, got {}", where, field, expected, value)};
+  };
+  if (m.hidden <= 0) return err("hidden", m.hidden, "a positive integer");
+  if (m.heads <= 0) return err("heads", m.heads, "a positive integer");
+  if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0)
+    return err("kv_heads", m.kv_heads, fmt::format("a positive divisor of heads ({})", m.heads));
+  if (m.head_dim <= 0) return err("head_dim", m.head_dim, "a positive integer");
+  if (m.ffn <= 0) return err("ffn", m.ffn, "a positive integer");
+  if (m.vocab <= 0) return err("vocab", m.vocab, "a positive integer");
+  if (m.seq_length <= 0) return err("seq_length", m.seq_length, "a positive integer");
+  if (m.encoder_layers < 0) return err("encoder_layers", m.encoder_layers, "zero or more");
+  if (m.decoder_layers < 0) return err("decoder_layers", m.decoder_layers, "zero or more");
+  switch (m.kind) {
+    case ArchKind::gpt:
+    case ArchKind::llama:
+      if (m.encoder_layers != 0 || m.decoder_layers <= 0)
+        return err("layers", fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
+                   fmt::format("decoder layers only for a {} model", to_string(m.kind)));
+      break;
+    case ArchKind::bert:
+      if (m.decoder_layers != 0 || m.encoder_layers <= 0)
+        return err("layers", fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
+                   "encoder layers only for a bert model");
+      break;
+    case ArchKind::t5:
+      if (m.decoder_layers <= 0 || m.encoder_layers <= 0)
+        return err("layers", fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
+                   "encoder and decoder layers for a t5 model");
+      break;
+  }
+  if (m.position == PositionEmbedding::learned && m.seq_length > m.max_positions)
+    return err("seq_length", m.seq_length,
+               fmt::format("at most max_positions ({}) with learned position embeddings", m.max_positions));
+  if (m.kind == ArchKind::t5 && m.dec_seq() > m.max_positions && m.position == PositionEmbedding::learned)
+    return err("decoder_seq_length", m.dec_seq(), "at most max_positions");
+  return {};
+}
+
+Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& where) {
+  if (j.contains("model_type")) return model_from_hf_config(j, where);
+  ModelSpec m;
+  FieldReader r(j, where);
+  r.require("name", m.name);
+  read_enum(r, "kind", kArchNames, m.kind);
+  if (!r.has("kind")) r.fail("kind", "one of " + enum_choices(kArchNames), "nothing (missing)");
+  set_kind_defaults(m);
+  int layers = 0;
+  if (r.read("layers", layers)) {
+    if (m.kind == ArchKind::bert) m.encoder_layers = layers;
+    else if (m.kind == ArchKind::t5) m.encoder_layers = m.decoder_layers = layers;
+    else m.decoder_layers = layers;
+  }
+  r.read("encoder_layers", m.encoder_layers);
+  r.read("decoder_layers", m.decoder_layers);
+  r.require("hidden", m.hidden);
+  r.require("heads", m.heads);
+  r.read("kv_heads", m.kv_heads);
+  r.read("head_dim", m.head_dim);
+  r.read("ffn", m.ffn);
+  r.require("vocab", m.vocab);
+  r.require("seq_length", m.seq_length);
+  r.read("decoder_seq_length", m.decoder_seq_length);
+  r.read("max_positions", m.max_positions);
+  r.read("type_vocab", m.type_vocab);
+  r.read("relative_attention_buckets", m.relative_attention_buckets);
+  r.read("tied_embeddings", m.tied_embeddings);
+  r.read("bias", m.bias);
+  r.read("dropout", m.dropout);
+  r.read("pooler", m.pooler);
+  read_enum(r, "position_embedding", kPosNames, m.position);
+  read_enum(r, "norm", kNormNames, m.norm);
+  read_enum(r, "mlp", kMlpNames, m.mlp);
+  r.read("sources", m.sources);
+  if (m.sources.empty()) r.read("source", m.sources);
+  CS_RETURN_IF_ERROR(r.status());
+  apply_model_defaults(m);
+  CS_RETURN_IF_ERROR(validate_model(m, where));
+  return m;
+}
+
+Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::string& where) {
+  ModelSpec m;
+  FieldReader r(j, where);
+  r.allow_unknown();
+  std::string type;
+  r.read("model_type", type);
+  std::string name;
+  if (!r.read("_name_or_path", name) || name.empty()) {
+    auto slash = where.find_last_of('/');
+    name = where.substr(slash == std::string::npos ? 0 : slash + 1);
+  }
+  m.name = name;
+  m.sources = {"Hugging Face config.json: " + where};
+  if (type == "gpt2") {
+    m.kind = ArchKind::gpt;
+    set_kind_defaults(m);
+    r.require("n_layer", m.decoder_layers);
+    r.require("n_embd", m.hidden);
+    r.require("n_head", m.heads);
+    r.require("vocab_size", m.vocab);
+    m.max_positions = 1024;
+    r.read("n_positions", m.max_positions);
+    r.read("n_inner", m.ffn);
+    r.read("tie_word_embeddings", m.tied_embeddings);
+    m.seq_length = m.max_positions;
+  } else if (type == "bert") {
+    m.kind = ArchKind::bert;
+    set_kind_defaults(m);
+    r.require("num_hidden_layers", m.encoder_layers);
+    r.require("hidden_size", m.hidden);
+    r.require("num_attention_heads", m.heads);
+    r.require("intermediate_size", m.ffn);
+    r.require("vocab_size", m.vocab);
+    m.max_positions = 512;
+    r.read("max_position_embeddings", m.max_positions);
+    r.read("type_vocab_size", m.type_vocab);
+    m.seq_length = m.max_positions;
+  } else if (type == "t5") {
+    m.kind = ArchKind::t5;
+    set_kind_defaults(m);
+    r.require("num_layers", m.encoder_layers);
+    m.decoder_layers = m.encoder_layers;
+    r.read("num_decoder_layers", m.decoder_layers);
+    r.require("d_model", m.hidden);
+    r.require("num_heads", m.heads);
+    r.require("d_kv", m.head_dim);
+    r.require("d_ff", m.ffn);
+    r.require("vocab_size", m.vocab);
+    r.read("relative_attention_num_buckets", m.relative_attention_buckets);
+    r.read("tie_word_embeddings", m.tied_embeddings);
+    std::string ff = "relu";
+    r.read("feed_forward_proj", ff);
+    if (ff == "relu") m.mlp = MlpKind::relu;
+    else if (ff == "gated-gelu") m.mlp = MlpKind::geglu;
+    else r.fail("feed_forward_proj", "relu or gated-gelu", "'" + ff + "'");
+    // The T5 paper's pre-training lengths: 512 input tokens, 114 target tokens on average.
+    m.seq_length = 512;
+    m.decoder_seq_length = 114;
+  } else if (type == "llama" || type == "mistral") {
+    m.kind = ArchKind::llama;
+    set_kind_defaults(m);
+    r.require("num_hidden_layers", m.decoder_layers);
+    r.require("hidden_size", m.hidden);
+    r.require("num_attention_heads", m.heads);
+    r.read("num_key_value_heads", m.kv_heads);
+    r.read("head_dim", m.head_dim);
+    r.require("intermediate_size", m.ffn);
+    r.require("vocab_size", m.vocab);
+    r.read("max_position_embeddings", m.max_positions);
+    r.read("tie_word_embeddings", m.tied_embeddings);
+    bool attention_bias = false;
+    r.read("attention_bias", attention_bias);
+    r.check(!attention_bias, "attention_bias", "false (biased attention is not modelled)", "true");
+    // A training sequence length is not part of config.json; 4096 unless the table is shorter.
+    m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
+    m.max_positions = 0;
+  } else {
+    return Error{fmt::format("{}: field 'model_type': expected one of gpt2|bert|t5|llama|mistral, got '{}'",
+                             where, type)};
+  }
+  CS_RETURN_IF_ERROR(r.status());
+  apply_model_defaults(m);
+  CS_RETURN_IF_ERROR(validate_model(m, where));
+  return m;
+}
+
+Result<ModelSpec> load_model(const std::string& name_or_path) {
+  CS_ASSIGN_OR_RETURN(auto path, find_preset(PresetKind::model, name_or_path));
+  CS_ASSIGN_OR_RETURN(auto j, read_json_file(path));
+  return model_from_json(j, path.string());
+}
+
+nlohmann::json to_json(const ModelSpec& m) {
+  nlohmann::json j = {{"name", m.name},
+                      {"kind", to_string(m.kind)},
+                      {"encoder_layers", m.encoder_layers},
+                      {"decoder_layers", m.decoder_layers},
+                      {"hidden", m.hidden},
+                      {"heads", m.heads},
+                      {"kv_heads", m.kv_heads},
+                      {"head_dim", m.head_dim},
+                      {"ffn", m.ffn},
+                      {"vocab", m.vocab},
+                      {"seq_length", m.seq_length},
+                      {"tied_embeddings", m.tied_embeddings},
+                      {"position_embedding", to_string(m.position)},
+                      {"norm", to_string(m.norm)},
+                      {"mlp", to_string(m.mlp)}};
+  if (m.kind == ArchKind::t5) j["decoder_seq_length"] = m.dec_seq();
+  return j;
+}
+
+}  // namespace commscope

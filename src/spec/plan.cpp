@@ -1,0 +1,146 @@
+// Plans: names of the enums, merging of plan inputs, and the DeepSpeed config loader.
+#include "commscope/spec/plan.h"
+
+#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+
+#include "commscope/util/json_fields.h"
+
+namespace commscope {
+
+namespace {
+constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}};
+constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}};
+constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::gpipe, "gpipe"},
+                                                 {Schedule::one_f_one_b, "1f1b"},
+                                                 {Schedule::interleaved, "interleaved"}};
+
+template <class T>
+void take(std::optional<T>& into, const std::optional<T>& from) {
+  if (from) into = from;
+}
+
+bool is_auto(const FieldReader& r, std::string_view key) {
+  const auto& j = r.raw();
+  auto it = j.find(std::string(key));
+  return it != j.end() && it->is_string() && it->get<std::string>() == "auto";
+}
+
+// A DeepSpeed field that may say "auto".
+template <class T>
+void read_or_auto(FieldReader& r, std::string_view key, std::optional<T>& out) {
+  if (is_auto(r, key)) return;
+  r.read(key, out);
+}
+
+bool enabled(FieldReader& parent, std::string_view key) {
+  auto o = parent.object(key);
+  o.allow_unknown();
+  if (is_auto(o, "enabled")) return false;
+  bool on = false;
+  o.read("enabled", on);
+  return on;
+}
+}  // namespace
+
+std::string_view to_string(Precision p) { return enum_to_name(kPrecisionNames, p); }
+std::string_view to_string(Recompute r) { return enum_to_name(kRecomputeNames, r); }
+std::string_view to_string(Schedule s) { return enum_to_name(kScheduleNames, s); }
+std::optional<Precision> precision_from_name(std::string_view s) {
+  return enum_from_name(kPrecisionNames, s);
+}
+std::optional<Recompute> recompute_from_name(std::string_view s) {
+  return enum_from_name(kRecomputeNames, s);
+}
+std::optional<Schedule> schedule_from_name(std::string_view s) {
+  return enum_from_name(kScheduleNames, s);
+}
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::fp32: return DType::fp32;
+    case Precision::fp16: return DType::fp16;
+    case Precision::bf16: return DType::bf16;
+  }
+  return DType::fp32;
+}
+
+void PlanInput::merge(const PlanInput& o) {
+  take(dp, o.dp);
+  take(tp, o.tp);
+  take(pp, o.pp);
+  take(virtual_stages, o.virtual_stages);
+  take(zero, o.zero);
+  take(sequence_parallel, o.sequence_parallel);
+  take(overlap_grad_reduce, o.overlap_grad_reduce);
+  take(overlap_param_gather, o.overlap_param_gather);
+  take(micro_batch, o.micro_batch);
+  take(global_batch, o.global_batch);
+  take(grad_accum, o.grad_accum);
+  take(precision, o.precision);
+  take(recompute, o.recompute);
+  take(schedule, o.schedule);
+  take(ddp_bucket_mb, o.ddp_bucket_mb);
+  take(zero_reduce_bucket, o.zero_reduce_bucket);
+  take(zero_allgather_bucket, o.zero_allgather_bucket);
+  take(gpus, o.gpus);
+  take(nodes, o.nodes);
+  take(seq_length, o.seq_length);
+  take(decoder_seq_length, o.decoder_seq_length);
+}
+
+Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
+  PlanInput p;
+  FieldReader r(j, where);
+  r.allow_unknown();
+  read_or_auto(r, "train_batch_size", p.global_batch);
+  read_or_auto(r, "train_micro_batch_size_per_gpu", p.micro_batch);
+  read_or_auto(r, "gradient_accumulation_steps", p.grad_accum);
+  auto z = r.object("zero_optimization");
+  z.allow_unknown();
+  read_or_auto(z, "stage", p.zero);
+  read_or_auto(z, "reduce_bucket_size", p.zero_reduce_bucket);
+  read_or_auto(z, "allgather_bucket_size", p.zero_allgather_bucket);
+  read_or_auto(z, "overlap_comm", p.overlap_grad_reduce);
+  if (p.zero && (*p.zero < 0 || *p.zero > 3))
+    z.fail("stage", "0, 1, 2 or 3", std::to_string(*p.zero));
+  bool fp16 = enabled(r, "fp16");
+  bool bf16 = enabled(r, "bf16");
+  if (fp16 && bf16) r.fail("bf16.enabled", "not both fp16 and bf16 enabled", "true");
+  // DeepSpeed trains in fp32 unless fp16 or bf16 is enabled.
+  p.precision = fp16 ? Precision::fp16 : bf16 ? Precision::bf16 : Precision::fp32;
+  for (auto [key, val] : {std::pair{"train_batch_size", p.global_batch},
+                          std::pair{"train_micro_batch_size_per_gpu", p.micro_batch},
+                          std::pair{"gradient_accumulation_steps", p.grad_accum}})
+    if (val && *val <= 0) r.fail(key, "a positive integer", std::to_string(*val));
+  CS_RETURN_IF_ERROR(z.status());
+  CS_RETURN_IF_ERROR(r.status());
+  return p;
+}
+
+Result<PlanInput> load_deepspeed_config(const std::string& path) {
+  CS_ASSIGN_OR_RETURN(auto j, read_json_file(path));
+  return plan_from_deepspeed(j, path);
+}
+
+nlohmann::json to_json(const ParallelPlan& p) {
+  return {{"dp", p.dp},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"virtual_stages", p.virtual_stages},
+          {"sequence_parallel", p.sequence_parallel},
+          {"zero", p.zero},
+          {"micro_batch", p.micro_batch},
+          {"global_batch", p.global_batch},
+          {"grad_accum", p.grad_accum},
+          {"precision", to_string(p.precision)},
+          {"recompute", to_string(p.recompute)},
+          {"schedule", to_string(p.schedule)},
+          {"ddp_bucket_bytes", p.ddp_bucket.value()},
+          {"overlap_grad_reduce", p.overlap_grad_reduce},
+          {"overlap_param_gather", p.overlap_param_gather}};
+}
+
+}  // namespace commscope

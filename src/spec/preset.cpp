@@ -1,0 +1,74 @@
+// Preset lookup: names resolve to files under the preset roots, paths are taken as given.
+#include "commscope/spec/preset.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace commscope {
+
+namespace fs = std::filesystem;
+
+std::string_view preset_folder(PresetKind kind) {
+  switch (kind) {
+    case PresetKind::model: return "models";
+    case PresetKind::system: return "systems";
+    case PresetKind::network: return "networks";
+  }
+  return "";
+}
+
+static std::string_view kind_word(PresetKind kind) {
+  switch (kind) {
+    case PresetKind::model: return "model";
+    case PresetKind::system: return "system";
+    case PresetKind::network: return "network";
+  }
+  return "";
+}
+
+std::vector<fs::path> preset_roots() {
+  std::vector<fs::path> roots;
+  if (const char* env = std::getenv("COMMSCOPE_PRESETS"); env && *env) roots.emplace_back(env);
+  roots.emplace_back(COMMSCOPE_PRESET_DIR);
+  roots.emplace_back(COMMSCOPE_INSTALL_PRESET_DIR);
+  return roots;
+}
+
+std::vector<std::string> list_presets(PresetKind kind) {
+  std::set<std::string> names;
+  for (const auto& root : preset_roots()) {
+    std::error_code ec;
+    fs::path dir = root / preset_folder(kind);
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".json") names.insert(e.path().stem().string());
+  }
+  return {names.begin(), names.end()};
+}
+
+Result<fs::path> find_preset(PresetKind kind, const std::string& name_or_path) {
+  if (name_or_path.empty())
+    return Error{fmt::format("--{}: expected a preset name or a JSON file, got ''", kind_word(kind))};
+  std::error_code ec;
+  bool looks_like_path = name_or_path.find('/') != std::string::npos ||
+                         (name_or_path.size() > 5 &&
+                          name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+  if (looks_like_path) {
+    if (!fs::is_regular_file(name_or_path, ec))
+      return Error{fmt::format("--{}: file '{}' does not exist or is not a regular file",
+                               kind_word(kind), name_or_path)};
+    return fs::path(name_or_path);
+  }
+  for (const auto& root : preset_roots()) {
+    fs::path p = root / preset_folder(kind) / (name_or_path + ".json");
+    if (fs::is_regular_file(p, ec)) return p;
+  }
+  auto names = list_presets(kind);
+  return Error{fmt::format("--{}: unknown {} preset '{}'; expected one of: {} (or a path to a JSON file)",
+                           kind_word(kind), kind_word(kind), name_or_path, fmt::join(names, ", "))};
+}
+
+}  // namespace commscope

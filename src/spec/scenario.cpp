@@ -1,0 +1,228 @@
+// Resolving a scenario: GPU count, data-parallel size, batch sizes and the checks that make
+// a plan possible for a model on a system.
+#include "commscope/spec/scenario.h"
+
+#include <fmt/format.h>
+
+namespace commscope {
+
+namespace {
+Error bad(std::string_view field, std::string_view expected, std::string_view got) {
+  return Error{fmt::format("{}: expected {}, got {}", field, expected, got)};
+}
+std::string num(std::int64_t v) { return std::to_string(v); }
+}  // namespace
+
+ScenarioInput default_scenario_input() {
+  ScenarioInput in;
+  in.model = "gpt2-large";
+  in.system = "polaris";
+  in.plan.nodes = 4;
+  in.plan.micro_batch = 4;
+  return in;
+}
+
+Result<Scenario> resolve_scenario(const ScenarioInput& in) {
+  CS_ASSIGN_OR_RETURN(auto model, load_model(in.model));
+  CS_ASSIGN_OR_RETURN(auto system, load_system(in.system));
+  CS_ASSIGN_OR_RETURN(auto network, load_network(in.network.empty() ? system.network : in.network));
+  return resolve_scenario(std::move(model), std::move(system), std::move(network), in.plan);
+}
+
+Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkProtocol network,
+                                  const PlanInput& in) {
+  Scenario sc;
+  auto& plan = sc.plan;
+  auto& warn = sc.warnings;
+  const int gpn = system.node.gpus;
+
+  // ---- model overrides ----
+  if (in.seq_length) {
+    if (*in.seq_length <= 0) return bad("--seq-length", "a positive integer", num(*in.seq_length));
+    model.seq_length = *in.seq_length;
+  }
+  if (in.decoder_seq_length) {
+    if (*in.decoder_seq_length <= 0 || model.kind != ArchKind::t5)
+      return bad("--decoder-seq-length", "a positive integer, for an encoder-decoder model",
+                 num(*in.decoder_seq_length));
+    model.decoder_seq_length = *in.decoder_seq_length;
+  }
+  CS_RETURN_IF_ERROR(validate_model(model, "model '" + model.name + "'"));
+
+  // ---- sizes ----
+  plan.tp = in.tp.value_or(1);
+  plan.pp = in.pp.value_or(1);
+  plan.virtual_stages = in.virtual_stages.value_or(1);
+  if (plan.tp < 1) return bad("--tensor-model-parallel-size", "a positive integer", num(plan.tp));
+  if (plan.pp < 1) return bad("--pipeline-model-parallel-size", "a positive integer", num(plan.pp));
+  if (plan.virtual_stages < 1)
+    return bad("--virtual-pipeline-stages", "a positive integer", num(plan.virtual_stages));
+
+  int gpus = 0, nodes = 0;
+  if (in.nodes && *in.nodes < 1) return bad("--nodes", "a positive integer", num(*in.nodes));
+  if (in.gpus && *in.gpus < 1) return bad("--gpus", "a positive integer", num(*in.gpus));
+  if (in.gpus && in.nodes) {
+    gpus = *in.gpus;
+    nodes = *in.nodes;
+    if (gpus % nodes != 0 || gpus / nodes > gpn)
+      return bad("--gpus", fmt::format("a multiple of --nodes {} with at most {} GPUs per node on {}",
+                                       nodes, gpn, system.name),
+                 num(gpus));
+  } else if (in.gpus) {
+    gpus = *in.gpus;
+    nodes = (gpus + gpn - 1) / gpn;
+    if (gpus > gpn && gpus % gpn != 0)
+      return bad("--gpus", fmt::format("at most {} or a multiple of {} (GPUs per {} node)", gpn, gpn,
+                                       system.name),
+                 num(gpus));
+  } else if (in.dp) {
+    gpus = *in.dp * plan.tp * plan.pp;
+    nodes = in.nodes.value_or((gpus + gpn - 1) / gpn);
+  } else {
+    nodes = in.nodes.value_or(1);
+    gpus = nodes * gpn;
+  }
+  if (system.max_nodes > 0 && nodes > system.max_nodes)
+    warn.push_back(fmt::format("{} nodes requested; {} has {} nodes", nodes, system.name,
+                               system.max_nodes));
+  sc.nodes = nodes;
+  sc.gpus_per_node = gpus / nodes;
+
+  if (in.dp) {
+    plan.dp = *in.dp;
+    if (plan.dp < 1) return bad("--dp", "a positive integer", num(plan.dp));
+    if (plan.dp * plan.tp * plan.pp != gpus)
+      return bad("--dp", fmt::format("DP x TP x PP = the GPU count {} (TP {} x PP {})", gpus, plan.tp,
+                                     plan.pp),
+                 fmt::format("DP {} (product {})", plan.dp, plan.dp * plan.tp * plan.pp));
+  } else {
+    if (gpus % (plan.tp * plan.pp) != 0)
+      return bad("--gpus",
+                 fmt::format("a multiple of TP x PP = {} x {} = {}", plan.tp, plan.pp, plan.tp * plan.pp),
+                 fmt::format("{} GPUs", gpus));
+    plan.dp = gpus / (plan.tp * plan.pp);
+  }
+
+  // ---- tensor parallel ----
+  if (model.heads % plan.tp != 0)
+    return bad("--tensor-model-parallel-size",
+               fmt::format("a divisor of the {} attention heads of {}", model.heads, model.name),
+               num(plan.tp));
+  if (model.kv_heads % plan.tp != 0)
+    return bad("--tensor-model-parallel-size",
+               fmt::format("a divisor of the {} key/value heads of {}", model.kv_heads, model.name),
+               num(plan.tp));
+  if (model.vocab % plan.tp != 0) {
+    // Megatron pads the vocabulary to a multiple of 128 x TP (--make-vocab-size-divisible-by).
+    std::int64_t unit = 128LL * plan.tp;
+    std::int64_t padded = (model.vocab + unit - 1) / unit * unit;
+    warn.push_back(fmt::format("vocabulary {} padded to {} (a multiple of 128 x TP {}), as Megatron does",
+                               model.vocab, padded, plan.tp));
+    model.vocab = padded;
+  }
+  plan.sequence_parallel = in.sequence_parallel.value_or(false);
+  if (plan.sequence_parallel && plan.tp == 1) {
+    warn.push_back("--sequence-parallel has no effect with tensor-parallel size 1; turned off");
+    plan.sequence_parallel = false;
+  }
+  if (plan.tp > sc.gpus_per_node)
+    warn.push_back(fmt::format(
+        "tensor-parallel size {} exceeds the {} GPUs per node: every TP all-reduce crosses the "
+        "network (the seeds advise TP within a node)",
+        plan.tp, sc.gpus_per_node));
+
+  // ---- pipeline ----
+  const int layers = model.layers();
+  plan.schedule = in.schedule.value_or(plan.virtual_stages > 1 ? Schedule::interleaved
+                                                               : Schedule::one_f_one_b);
+  if (plan.schedule == Schedule::interleaved && plan.virtual_stages < 2)
+    return bad("--virtual-pipeline-stages", "2 or more for the interleaved schedule",
+               num(plan.virtual_stages));
+  if (plan.schedule != Schedule::interleaved && plan.virtual_stages > 1)
+    return bad("--schedule", "interleaved when --virtual-pipeline-stages is above 1",
+               std::string(to_string(plan.schedule)));
+  if (plan.virtual_stages > 1 && plan.pp < 2)
+    return bad("--virtual-pipeline-stages", "1 without pipeline parallelism (PP 1)",
+               num(plan.virtual_stages));
+  if (layers % (plan.pp * plan.virtual_stages) != 0)
+    return bad(plan.virtual_stages > 1 ? "--virtual-pipeline-stages" : "--pipeline-model-parallel-size",
+               fmt::format("PP x virtual stages to divide the {} layers of {}", layers, model.name),
+               fmt::format("{} x {} = {}", plan.pp, plan.virtual_stages, plan.pp * plan.virtual_stages));
+  if (plan.pp > 1 && plan.tp * plan.pp > sc.gpus_per_node && plan.pp < nodes)
+    warn.push_back(fmt::format(
+        "pipeline-parallel size {} is smaller than the {} nodes: the seeds advise PP of at least the "
+        "node count when the model spans nodes",
+        plan.pp, nodes));
+
+  // ---- ZeRO ----
+  plan.zero = in.zero.value_or(0);
+  if (plan.zero < 0 || plan.zero > 3) return bad("--zero", "0, 1, 2 or 3", num(plan.zero));
+  if (plan.zero >= 2 && plan.pp > 1)
+    return bad("--zero", "0 or 1 with pipeline parallelism (DeepSpeed allows ZeRO-2/3 only without PP)",
+               num(plan.zero));
+  if (plan.zero > 0 && plan.dp == 1)
+    warn.push_back(fmt::format("ZeRO-{} with data-parallel size 1 shards nothing", plan.zero));
+
+  // ---- batch ----
+  plan.micro_batch = in.micro_batch.value_or(1);
+  if (plan.micro_batch < 1) return bad("--micro-batch-size", "a positive integer", num(plan.micro_batch));
+  const std::int64_t per_step = plan.micro_batch * plan.dp;
+  if (in.global_batch) {
+    plan.global_batch = *in.global_batch;
+    if (plan.global_batch < 1 || plan.global_batch % per_step != 0)
+      return bad("--global-batch-size",
+                 fmt::format("a multiple of micro-batch x data-parallel size = {} x {} = {}",
+                             plan.micro_batch, plan.dp, per_step),
+                 num(plan.global_batch));
+    plan.grad_accum = plan.global_batch / per_step;
+    if (in.grad_accum && *in.grad_accum != plan.grad_accum)
+      return bad("gradient_accumulation_steps",
+                 fmt::format("global batch / (micro-batch x DP) = {} / {} = {}", plan.global_batch,
+                             per_step, plan.grad_accum),
+                 num(*in.grad_accum));
+  } else {
+    plan.grad_accum = in.grad_accum.value_or(1);
+    if (plan.grad_accum < 1)
+      return bad("gradient_accumulation_steps", "a positive integer", num(plan.grad_accum));
+    plan.global_batch = per_step * plan.grad_accum;
+  }
+  if (plan.schedule == Schedule::interleaved && plan.grad_accum % plan.pp != 0)
+    return bad("--global-batch-size",
+               fmt::format("micro-batches per iteration ({}) a multiple of PP {} for the interleaved "
+                           "schedule, as Megatron requires",
+                           plan.grad_accum, plan.pp),
+               num(plan.global_batch));
+  if (plan.pp > 1 && plan.grad_accum < plan.pp)
+    warn.push_back(fmt::format("{} micro-batches for {} pipeline stages: the bubble dominates",
+                               plan.grad_accum, plan.pp));
+
+  // ---- the rest ----
+  plan.precision = in.precision.value_or(Precision::bf16);
+  if (plan.precision == Precision::bf16 && system.gpu.peak.bf16.value() <= 0)
+    return bad("--precision", fmt::format("fp16 or fp32 ({} has no bfloat16)", system.gpu.name), "bf16");
+  plan.recompute = in.recompute.value_or(Recompute::none);
+  if (in.ddp_bucket_mb) {
+    if (!(*in.ddp_bucket_mb > 0))
+      return bad("--ddp-bucket-size", "a positive size in MiB", fmt::format("{}", *in.ddp_bucket_mb));
+    plan.ddp_bucket = units::mib(*in.ddp_bucket_mb);
+  }
+  if (in.zero_reduce_bucket) {
+    if (*in.zero_reduce_bucket < 1)
+      return bad("reduce_bucket_size", "a positive element count", num(*in.zero_reduce_bucket));
+    plan.zero_reduce_bucket = *in.zero_reduce_bucket;
+  }
+  if (in.zero_allgather_bucket) {
+    if (*in.zero_allgather_bucket < 1)
+      return bad("allgather_bucket_size", "a positive element count", num(*in.zero_allgather_bucket));
+    plan.zero_allgather_bucket = *in.zero_allgather_bucket;
+  }
+  plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);
+  plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
+
+  sc.model = std::move(model);
+  sc.system = std::move(system);
+  sc.network = std::move(network);
+  return sc;
+}
+
+}  // namespace commscope

@@ -1,0 +1,163 @@
+// System and network-protocol presets. Units in the files are named in the field (…_gbs is
+// GB/s, …_gbps is Gbit/s, …_gib is GiB, …_tflops is TFLOP/s, …_us is microseconds) and
+// converted here, once.
+#include "commscope/spec/system.h"
+
+#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+
+#include "commscope/spec/preset.h"
+#include "commscope/util/json_fields.h"
+
+namespace commscope {
+
+namespace {
+constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::fp32, "float32"}, {DType::fp16, "float16"}, {DType::bf16, "bfloat16"},
+    {DType::fp64, "float64"}, {DType::int32, "int32"},  {DType::int64, "int64"},
+    {DType::int8, "int8"},    {DType::fp8, "float8"}};
+constexpr EnumName<IntraNodeTopology> kTopoNames[] = {{IntraNodeTopology::nvswitch, "nvswitch"},
+                                                      {IntraNodeTopology::nvlink_mesh, "nvlink-mesh"},
+                                                      {IntraNodeTopology::pcie, "pcie"}};
+constexpr EnumName<Transport> kTransportNames[] = {{Transport::tcp, "tcp"},
+                                                   {Transport::ipoib, "ipoib"},
+                                                   {Transport::rdma, "rdma"},
+                                                   {Transport::roce, "roce"},
+                                                   {Transport::slingshot, "slingshot"}};
+
+// Reads a required positive number.
+double positive(FieldReader& r, std::string_view key, bool required = true) {
+  double v = 0;
+  bool present = r.read(key, v);
+  if (!present && required) r.fail(key, "a positive number", "nothing (missing)");
+  if (present && !(v > 0)) r.fail(key, "a positive number", fmt::format("{}", v));
+  return v;
+}
+}  // namespace
+
+std::string_view to_string(DType d) { return enum_to_name(kDTypeNames, d); }
+std::string_view to_string(IntraNodeTopology t) { return enum_to_name(kTopoNames, t); }
+std::string_view to_string(Transport t) { return enum_to_name(kTransportNames, t); }
+
+int dtype_bytes(DType d) {
+  switch (d) {
+    case DType::fp64:
+    case DType::int64: return 8;
+    case DType::fp32:
+    case DType::int32: return 4;
+    case DType::fp16:
+    case DType::bf16: return 2;
+    case DType::int8:
+    case DType::fp8: return 1;
+  }
+  return 0;
+}
+
+FlopsPerSecond PeakFlops::for_dtype(DType d) const {
+  switch (d) {
+    case DType::fp16: return fp16;
+    case DType::bf16: return bf16;
+    case DType::fp8: return fp8;
+    case DType::fp64: return fp64;
+    default: return tf32.value() > 0 ? tf32 : fp32;  // fp32 training runs GEMMs on TF32
+  }
+}
+
+Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& where) {
+  SystemSpec s;
+  FieldReader r(j, where);
+  r.require("name", s.name);
+  r.read("network", s.network);
+  if (!r.has("network")) r.fail("network", "the name of a network preset", "nothing (missing)");
+  r.read("max_nodes", s.max_nodes);
+  r.read("sources", s.sources);
+
+  auto g = r.object("gpu");
+  g.require("name", s.gpu.name);
+  s.gpu.memory = units::gib(positive(g, "memory_gib"));
+  s.gpu.memory_bandwidth = units::gb_per_s(positive(g, "memory_bandwidth_gbs"));
+  auto p = g.object("peak_tflops");
+  s.gpu.peak.fp32 = units::tflop_per_s(positive(p, "fp32"));
+  s.gpu.peak.fp64 = units::tflop_per_s(positive(p, "fp64", false));
+  s.gpu.peak.tf32 = units::tflop_per_s(positive(p, "tf32", false));
+  s.gpu.peak.fp16 = units::tflop_per_s(positive(p, "fp16"));
+  s.gpu.peak.bf16 = units::tflop_per_s(positive(p, "bf16", false));
+  s.gpu.peak.fp8 = units::tflop_per_s(positive(p, "fp8", false));
+
+  auto n = r.object("node");
+  n.require("gpus", s.node.gpus);
+  n.check(s.node.gpus > 0, "gpus", "a positive integer", std::to_string(s.node.gpus));
+  std::string topo = "nvswitch";
+  n.read("topology", topo);
+  if (auto t = enum_from_name(kTopoNames, topo)) s.node.topology = *t;
+  else n.fail("topology", "one of " + enum_choices(kTopoNames), "'" + topo + "'");
+  s.node.link_bandwidth = units::gb_per_s(positive(n, "link_bandwidth_gbs"));
+  s.node.p2p_bandwidth = units::gb_per_s(positive(n, "p2p_bandwidth_gbs"));
+  s.node.host_copy_pinned = units::gb_per_s(positive(n, "host_copy_pinned_gbs", false));
+  s.node.host_copy_pageable = units::gb_per_s(positive(n, "host_copy_pageable_gbs", false));
+
+  auto nic = r.object("nics");
+  nic.require("count", s.nics.count);
+  nic.check(s.nics.count > 0, "count", "a positive integer", std::to_string(s.nics.count));
+  s.nics.line_rate = units::gbit_per_s(positive(nic, "line_rate_gbps"));
+  nic.read("model", s.nics.model);
+
+  CS_RETURN_IF_ERROR(p.status());
+  CS_RETURN_IF_ERROR(g.status());
+  CS_RETURN_IF_ERROR(n.status());
+  CS_RETURN_IF_ERROR(nic.status());
+  CS_RETURN_IF_ERROR(r.status());
+  return s;
+}
+
+Result<SystemSpec> load_system(const std::string& name_or_path) {
+  CS_ASSIGN_OR_RETURN(auto path, find_preset(PresetKind::system, name_or_path));
+  CS_ASSIGN_OR_RETURN(auto j, read_json_file(path));
+  return system_from_json(j, path.string());
+}
+
+Result<NetworkProtocol> network_from_json(const nlohmann::json& j, const std::string& where) {
+  NetworkProtocol p;
+  FieldReader r(j, where);
+  r.require("name", p.name);
+  std::string transport;
+  r.require("transport", transport);
+  if (auto t = enum_from_name(kTransportNames, transport)) p.transport = *t;
+  else if (!transport.empty())
+    r.fail("transport", "one of " + enum_choices(kTransportNames), "'" + transport + "'");
+  double line = positive(r, "line_rate_gbps");
+  double achievable = positive(r, "achievable_gbps");
+  r.check(achievable <= line, "achievable_gbps",
+          fmt::format("at most line_rate_gbps ({})", line), fmt::format("{}", achievable));
+  p.line_rate = units::gbit_per_s(line);
+  p.achievable = units::gbit_per_s(achievable);
+  p.latency = units::us(positive(r, "latency_us"));
+  r.read("sources", p.sources);
+  CS_RETURN_IF_ERROR(r.status());
+  return p;
+}
+
+Result<NetworkProtocol> load_network(const std::string& name_or_path) {
+  CS_ASSIGN_OR_RETURN(auto path, find_preset(PresetKind::network, name_or_path));
+  CS_ASSIGN_OR_RETURN(auto j, read_json_file(path));
+  return network_from_json(j, path.string());
+}
+
+nlohmann::json to_json(const SystemSpec& s) {
+  return {{"name", s.name},
+          {"gpu", s.gpu.name},
+          {"gpus_per_node", s.node.gpus},
+          {"gpu_memory_bytes", s.gpu.memory.value()},
+          {"nics_per_node", s.nics.count},
+          {"nic_line_rate_gbps", units::to_gbit_per_s(s.nics.line_rate)}};
+}
+
+nlohmann::json to_json(const NetworkProtocol& p) {
+  return {{"name", p.name},
+          {"transport", to_string(p.transport)},
+          {"line_rate_gbps", units::to_gbit_per_s(p.line_rate)},
+          {"achievable_gbps", units::to_gbit_per_s(p.achievable)},
+          {"latency_us", units::to_us(p.latency)}};
+}
+
+}  // namespace commscope

@@ -1,0 +1,181 @@
+// FieldReader: typed access to JSON objects with messages that name file, field and value.
+#include "commscope/util/json_fields.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace commscope {
+
+Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno))};
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string text = buf.str();
+  if (text.empty()) return Error{fmt::format("{}: empty file, expected a JSON object", path.string())};
+  try {
+    // Files written on Windows (and the vTrain CSVs) may carry a UTF-8 byte-order mark.
+    auto j = nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/false);
+    if (!j.is_object())
+      return Error{fmt::format("{}: expected a JSON object at the top level, got {}", path.string(),
+                               j.type_name())};
+    return j;
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() repeats the position; keep only the reason after the last ": ".
+    std::string what = e.what();
+    auto pos = what.rfind(": ");
+    std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
+    return Error{
+        fmt::format("{}: invalid JSON at byte {}: {}", path.string(), e.byte, reason)};
+  }
+}
+
+std::string json_excerpt(const nlohmann::json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+FieldReader::FieldReader(const nlohmann::json& object, std::string where, std::string prefix)
+    : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {}
+
+std::string FieldReader::path(std::string_view key) const {
+  return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+}
+
+bool FieldReader::has(std::string_view key) const {
+  if (!object_.is_object()) return false;
+  auto it = object_.find(std::string(key));
+  return it != object_.end() && !it->is_null();
+}
+
+const nlohmann::json* FieldReader::get(std::string_view key) {
+  seen_.emplace_back(key);
+  if (!object_.is_object()) return nullptr;
+  auto it = object_.find(std::string(key));
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+void FieldReader::fail(std::string_view key, std::string_view expected, std::string_view got) {
+  if (error_) return;
+  error_ = Error{fmt::format("{}: field '{}': expected {}, got {}", where_, path(key), expected, got)};
+}
+
+void FieldReader::check(bool ok, std::string_view key, std::string_view expected,
+                        std::string_view got) {
+  if (!ok) fail(key, expected, got);
+}
+
+bool FieldReader::read(std::string_view key, std::int64_t& out) {
+  const auto* v = get(key);
+  if (!v) return false;
+  if (v->is_number_integer()) {
+    out = v->get<std::int64_t>();
+    return true;
+  }
+  if (v->is_number_float()) {
+    double d = v->get<double>();
+    // 5e8 (DeepSpeed bucket sizes are often written so) is an integer.
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) {
+      out = static_cast<std::int64_t>(d);
+      return true;
+    }
+  }
+  fail(key, "an integer", json_excerpt(*v));
+  return false;
+}
+
+bool FieldReader::read(std::string_view key, int& out) {
+  std::int64_t v = 0;
+  if (!read(key, v)) return false;
+  if (v < INT32_MIN || v > INT32_MAX) {
+    fail(key, "an integer that fits in 32 bits", std::to_string(v));
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool FieldReader::read(std::string_view key, double& out) {
+  const auto* v = get(key);
+  if (!v) return false;
+  if (!v->is_number()) {
+    fail(key, "a number", json_excerpt(*v));
+    return false;
+  }
+  out = v->get<double>();
+  return true;
+}
+
+bool FieldReader::read(std::string_view key, bool& out) {
+  const auto* v = get(key);
+  if (!v) return false;
+  if (!v->is_boolean()) {
+    fail(key, "true or false", json_excerpt(*v));
+    return false;
+  }
+  out = v->get<bool>();
+  return true;
+}
+
+bool FieldReader::read(std::string_view key, std::string& out) {
+  const auto* v = get(key);
+  if (!v) return false;
+  if (!v->is_string()) {
+    fail(key, "a string", json_excerpt(*v));
+    return false;
+  }
+  out = v->get<std::string>();
+  return true;
+}
+
+bool FieldReader::read(std::string_view key, std::vector<std::string>& out) {
+  const auto* v = get(key);
+  if (!v) return false;
+  if (v->is_string()) {
+    out = {v->get<std::string>()};
+    return true;
+  }
+  if (!v->is_array() ||
+      !std::all_of(v->begin(), v->end(), [](const auto& e) { return e.is_string(); })) {
+    fail(key, "a string or a list of strings", json_excerpt(*v));
+    return false;
+  }
+  out = v->get<std::vector<std::string>>();
+  return true;
+}
+
+FieldReader FieldReader::object(std::string_view key) {
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  const auto* v = get(key);
+  if (v && !v->is_object()) {
+    fail(key, "an object", json_excerpt(*v));
+    return FieldReader(kEmpty, where_, path(key));
+  }
+  return FieldReader(v ? *v : kEmpty, where_, path(key));
+}
+
+Status FieldReader::status() const {
+  if (error_) return *error_;
+  if (!allow_unknown_ && object_.is_object()) {
+    for (const auto& [k, v] : object_.items()) {
+      if (std::find(seen_.begin(), seen_.end(), k) != seen_.end()) continue;
+      if (!k.empty() && (k[0] == '_' || k == "comment" || k == "source" || k == "sources"))
+        continue;  // documentation fields are free
+      std::string known;
+      for (const auto& s : seen_) known += (known.empty() ? "" : ", ") + s;
+      return Error{fmt::format("{}: field '{}': unknown field; expected one of: {}", where_,
+                               path(k), known)};
+    }
+  }
+  return {};
+}
+
+}  // namespace commscope

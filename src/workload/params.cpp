@@ -1,0 +1,84 @@
+// Exact parameter counts, tensor by tensor, for the four architecture kinds.
+#include "commscope/workload/params.h"
+
+namespace commscope {
+
+namespace {
+std::int64_t norm_params(const ModelSpec& m) {
+  return m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden;  // weight (+ bias)
+}
+std::int64_t mlp_in_width(const ModelSpec& m) { return m.gated_mlp() ? 2 * m.ffn : m.ffn; }
+
+// Split (column- or row-parallel, or split by heads) and replicated parts of a block.
+struct BlockParts {
+  std::int64_t split = 0;
+  std::int64_t replicated = 0;
+};
+
+BlockParts block_parts(const ModelSpec& m, int layer) {
+  const std::int64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), fin = mlp_in_width(m);
+  const std::int64_t bias = m.bias ? 1 : 0;
+  BlockParts p;
+  auto attention = [&] {
+    p.split += h * (q + 2 * kv) + bias * (q + 2 * kv);  // QKV: column-parallel
+    p.split += q * h;                                   // output: row-parallel
+    p.replicated += bias * h;                           // its bias is added after the reduce
+  };
+  BlockKind kind = block_kind(m, layer);
+  attention();
+  p.replicated += 2 * norm_params(m);
+  if (kind == BlockKind::cross_decoder) {
+    attention();
+    p.replicated += norm_params(m);
+  }
+  p.split += h * fin + bias * fin + fin / (m.gated_mlp() ? 2 : 1) * h;  // MLP in and out
+  p.replicated += bias * h;
+  // T5: relative position bias (buckets x heads) in the first block of each stack.
+  if (m.position == PositionEmbedding::relative &&
+      (layer == 0 || (m.encoder_layers > 0 && layer == m.encoder_layers)))
+    p.split += m.relative_attention_buckets * m.heads;
+  return p;
+}
+}  // namespace
+
+BlockKind block_kind(const ModelSpec& m, int layer) {
+  if (layer < m.encoder_layers) return BlockKind::encoder;
+  return m.encoder_layers > 0 ? BlockKind::cross_decoder : BlockKind::decoder;
+}
+
+std::int64_t block_params(const ModelSpec& m, int layer, int tp) {
+  BlockParts p = block_parts(m, layer);
+  return p.split / tp + p.replicated;
+}
+
+std::int64_t block_replicated_params(const ModelSpec& m, int layer) {
+  return block_parts(m, layer).replicated;
+}
+
+OuterParams outer_params(const ModelSpec& m) {
+  OuterParams o;
+  o.word_embedding = m.vocab * m.hidden;
+  if (m.position == PositionEmbedding::learned) o.position_embedding += m.max_positions * m.hidden;
+  o.position_embedding += m.type_vocab * m.hidden;
+  if (m.kind == ArchKind::bert) o.position_embedding += norm_params(m);  // embedding LayerNorm
+  // BERT is post-LN (no final norm); T5 has one per stack; GPT and Llama one.
+  int final_norms = m.kind == ArchKind::bert ? 0 : m.kind == ArchKind::t5 ? 2 : 1;
+  o.final_norm = final_norms * norm_params(m);
+  o.lm_head = m.tied_embeddings ? 0 : m.vocab * m.hidden;
+  o.pooler = m.pooler ? m.hidden * m.hidden + m.hidden : 0;
+  return o;
+}
+
+ParamCount count_params(const ModelSpec& m) {
+  ParamCount c;
+  for (int l = 0; l < m.layers(); ++l) c.blocks += block_params(m, l);
+  OuterParams o = outer_params(m);
+  c.embedding = o.word_embedding + o.position_embedding;
+  c.final_norm = o.final_norm;
+  c.lm_head = o.lm_head;
+  c.pooler = o.pooler;
+  c.total = c.blocks + c.embedding + c.final_norm + c.lm_head + c.pooler;
+  return c;
+}
+
+}  // namespace commscope

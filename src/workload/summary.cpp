@@ -1,0 +1,175 @@
+// What describe reports of a workload: communication volume per group and collective,
+// FLOPs per iteration, and memory per rank.
+#include <algorithm>
+#include <tuple>
+
+#include "commscope/workload/params.h"
+#include "commscope/workload/workload.h"
+
+namespace commscope {
+
+std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
+  std::vector<CommVolume> out;
+  auto add = [&](const Op& op, std::int64_t runs) {
+    if (op.kind != OpKind::comm || runs == 0) return;
+    auto it = std::find_if(out.begin(), out.end(), [&](const CommVolume& v) {
+      return v.group == op.group && v.collective == op.collective && v.group_size == op.group_size &&
+             v.dtype == op.dtype;
+    });
+    if (it == out.end()) {
+      out.push_back({op.group, op.collective, op.group_size, op.dtype, 0, 0, 0});
+      it = out.end() - 1;
+    }
+    it->calls += runs;
+    it->bytes += op.bytes * static_cast<double>(runs);
+    it->wire_bytes += op.wire_bytes() * static_cast<double>(runs);
+  };
+  for (const Chunk& ch : r.chunks) {
+    for (const Op& op : ch.forward.ops()) add(op, runs_per_iteration(op, w.microbatches));
+    for (const Op& op : ch.backward.ops()) add(op, runs_per_iteration(op, w.microbatches));
+  }
+  for (const Op& op : r.step.ops()) add(op, 1);
+  std::sort(out.begin(), out.end(), [](const CommVolume& a, const CommVolume& b) {
+    return std::tie(a.group, a.collective, a.dtype) < std::tie(b.group, b.collective, b.dtype);
+  });
+  return out;
+}
+
+FlopCount iteration_flops(const Workload& w) {
+  FlopCount f;
+  for (const Role& r : w.roles) {
+    double model = 0, recompute = 0;
+    for (const Chunk& ch : r.chunks)
+      for (const OpList* list : {&ch.forward, &ch.backward})
+        for (const Op& op : list->ops()) {
+          if (!op.is_matmul()) continue;
+          double runs = static_cast<double>(runs_per_iteration(op, w.microbatches));
+          (op.phase == Phase::recompute ? recompute : model) += op.flops * runs;
+        }
+    f.model += model * r.ranks;
+    f.hardware += (model + recompute) * r.ranks;
+  }
+  return f;
+}
+
+std::int64_t inflight_microbatches(const Scenario& sc, int stage) {
+  const auto& p = sc.plan;
+  const std::int64_t m = p.grad_accum;
+  if (p.pp == 1) return 1;  // gradient accumulation frees each micro-batch's activations
+  switch (p.schedule) {
+    case Schedule::gpipe: return m;
+    case Schedule::one_f_one_b: return std::min<std::int64_t>(p.pp - stage, m);
+    case Schedule::interleaved:
+      // Megatron's warm-up: (pp - stage - 1) x 2 + (v - 1) x pp chunk-micro-batches, plus
+      // the one in flight; counted in chunks.
+      return std::min<std::int64_t>(m * p.virtual_stages,
+                                    (p.pp - stage - 1) * 2LL + (p.virtual_stages - 1LL) * p.pp + 1);
+  }
+  return 1;
+}
+
+Bytes block_activation_bytes(const Scenario& sc, int layer) {
+  const ModelSpec& m = sc.model;
+  const ParallelPlan& p = sc.plan;
+  const double a = dtype_bytes(p.dtype());  // bytes per stored activation element
+  const double t = p.tp;
+  const double b = static_cast<double>(p.micro_batch);
+  const double mask = m.dropout ? 1.0 : 0.0;  // a dropout mask is one byte per element
+  const double h = static_cast<double>(m.hidden);
+  const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim());
+  const double f = static_cast<double>(m.ffn), heads = static_cast<double>(m.heads);
+  const BlockKind kind = block_kind(m, layer);
+  const double s = static_cast<double>(kind == BlockKind::encoder ? m.seq_length : m.dec_seq());
+  // Outside the tensor-parallel region activations are whole on every TP rank unless
+  // sequence parallelism splits them.
+  const double out_div = p.sequence_parallel ? t : 1.0;
+
+  if (p.recompute == Recompute::full) return Bytes(a * s * b * h / out_div);  // the block input
+
+  double outside = 0, inside = 0;
+  auto attention = [&](double sq, double skv, bool keep_core) {
+    outside += a * sq * b * h;                // norm output = QKV input
+    inside += a * (sq * b * q + skv * b * kv);  // Q and K
+    inside += a * skv * b * kv;               // V
+    if (keep_core) {
+      double scores = b * heads * sq * skv;
+      inside += a * scores;                           // softmax output
+      inside += m.dropout ? (mask + a) * scores : 0;  // dropout mask and output
+    }
+    inside += a * sq * b * q;   // input of the output projection
+    outside += mask * sq * b * h;  // dropout mask after the projection
+    outside += a * sq * b * h;  // norm input
+  };
+  const bool keep_core = p.recompute != Recompute::selective;
+  attention(s, s, keep_core);
+  if (kind == BlockKind::cross_decoder) attention(s, static_cast<double>(m.seq_length), keep_core);
+  // MLP: norm input, MLP input, activation input and output (gated: both branches and the
+  // product), dropout mask.
+  outside += a * s * b * h + a * s * b * h + mask * s * b * h;
+  inside += m.gated_mlp() ? 4.0 * a * s * b * f : 2.0 * a * s * b * f;
+  return Bytes(outside / out_div + inside / t);
+}
+
+MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
+  const Scenario& sc = w.scenario;
+  const ParallelPlan& p = sc.plan;
+  const ModelSpec& m = sc.model;
+  const double P = static_cast<double>(r.params);
+  const double d = p.dp;
+  const bool mixed = p.precision != Precision::fp32;
+  // Bytes per parameter (ZeRO paper, mixed-precision Adam: 2 + 2 + 12; fp32 Adam: 4 + 4 + 8).
+  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = mixed ? 12 : 8;
+  MemoryBreakdown mem;
+  mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
+  mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));
+  mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
+
+  // Activations: the chunk with the most, times the micro-batches (or chunk-micro-batches)
+  // in flight, plus what the first and last stages keep outside the blocks.
+  const double a = dtype_bytes(p.dtype());
+  const double b = static_cast<double>(p.micro_batch), h = static_cast<double>(m.hidden);
+  const double out_div = p.sequence_parallel ? p.tp : 1;
+  Bytes per_chunk;
+  for (const Chunk& ch : r.chunks) {
+    Bytes c;
+    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) c += block_activation_bytes(sc, l);
+    per_chunk = std::max(per_chunk, c);
+  }
+  const double inflight = static_cast<double>(inflight_microbatches(sc, r.stage));
+  mem.activations = per_chunk * inflight;
+  if (r.stage == 0 && m.dropout)  // embedding dropout mask
+    mem.activations += Bytes(inflight * static_cast<double>(m.seq_length) * b * h / out_div);
+  if (r.stage == p.pp - 1) {
+    const double s = static_cast<double>(m.dec_seq());
+    // final-norm input, LM-head input, fp32 logits of the vocab shard
+    mem.activations += Bytes(a * s * b * h * (1 + 1 / out_div) + 4.0 * s * b * m.vocab / p.tp);
+  }
+
+  // Communication buffers: a DDP bucket; DeepSpeed's reduce and all-gather buckets; ZeRO-3's
+  // gathered current and prefetched block; pipeline send and receive buffers.
+  const double elem = dtype_bytes(p.dtype());
+  Bytes buffers;
+  if (p.dp > 1) {
+    if (p.zero == 0) buffers += Bytes(std::min(p.ddp_bucket.value(), P * gb));
+    if (p.zero == 1 || p.zero == 2)
+      buffers += Bytes(elem * (std::min<double>(static_cast<double>(p.zero_reduce_bucket), P) +
+                               std::min<double>(static_cast<double>(p.zero_allgather_bucket), P)));
+    if (p.zero == 3) {
+      std::int64_t largest = 0;
+      for (const Chunk& ch : r.chunks)
+        for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+          largest = std::max(largest, block_params(m, l, p.tp));
+      buffers += Bytes(2.0 * elem * static_cast<double>(largest));
+    }
+  }
+  if (p.pp > 1) {
+    const double tokens = static_cast<double>(m.seq_length + (m.encoder_layers > 0 && m.decoder_layers > 0
+                                                                  ? m.dec_seq()
+                                                                  : 0));
+    buffers += Bytes(2.0 * a * b * tokens * h / out_div);
+  }
+  mem.comm_buffers = buffers;
+  return mem;
+}
+
+}  // namespace commscope
