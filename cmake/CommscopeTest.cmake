@@ -19,14 +19,3 @@ function(commscope_add_gtest)
     ENVIRONMENT "COMMSCOPE_PRESETS=${PROJECT_SOURCE_DIR}/presets"
     DISCOVERY_TIMEOUT 30)
 endfunction()
-
-# commscope_add_cli_test(NAME <name> LABEL unit|mpi|slow COMMAND <cmd...>)
-# Runs a shell script against the built `commscope` binary.
-function(commscope_add_script_test)
-  cmake_parse_arguments(T "" "NAME;LABEL;SCRIPT" "" ${ARGN})
-  add_test(NAME ${T_NAME}
-    COMMAND bash ${T_SCRIPT} $<TARGET_FILE:commscope>
-    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(${T_NAME} PROPERTIES LABELS ${T_LABEL} TIMEOUT 120
-    ENVIRONMENT "COMMSCOPE_PRESETS=${PROJECT_SOURCE_DIR}/presets")
-endfunction()

@@ -15,17 +15,19 @@ Verb add_describe(CLI::App& app) {
     std::string output;
   };
   auto st = std::make_shared<State>();
-  CLI::App* cmd = app.add_subcommand(
-      "describe",
-      "Parameters, FLOPs, memory per rank (and whether it fits) and communication per iteration of a model "
-      "under a parallel plan on a system. Defaults: GPT-2 Large, data parallel on 4 Polaris nodes.");
+  CLI::App* cmd = app.add_subcommand("describe",
+                                     "Parameters, FLOPs, memory per rank (and whether it fits) and "
+                                     "communication per iteration of a model "
+                                     "under a parallel plan on a system. Defaults: GPT-2 Large, "
+                                     "data parallel on 4 Polaris nodes.");
   add_scenario_options(*cmd, st->scenario);
   cmd->add_option("--format", st->format, "output: table|json|csv|md [table]");
   cmd->add_option("-o,--output", st->output, "write the output to this file (whole or not at all)");
   return {cmd, [st]() -> int {
             auto format = format_from_name(st->format);
             if (!format)
-              return fail(fmt::format("--format: expected one of {}, got '{}'", format_choices(), st->format));
+              return fail(fmt::format("--format: expected one of {}, got '{}'", format_choices(),
+                                      st->format));
             auto input = scenario_input(st->scenario);
             if (!input) return fail(input.error().message);
             auto sc = resolve_scenario(*input);

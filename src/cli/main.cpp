@@ -31,7 +31,8 @@ int emit(const std::string& text, const std::string& output_path) {
 
 Verb add_presets(CLI::App& app) {
   auto kind = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("presets", "List the built-in presets: models, systems, networks.");
+  CLI::App* cmd =
+      app.add_subcommand("presets", "List the built-in presets: models, systems, networks.");
   cmd->add_option("kind", *kind, "models|systems|networks (all when omitted)");
   return {cmd, [kind]() -> int {
             std::vector<PresetKind> kinds;
@@ -39,7 +40,8 @@ Verb add_presets(CLI::App& app) {
             if (kind->empty() || *kind == "systems") kinds.push_back(PresetKind::system);
             if (kind->empty() || *kind == "networks") kinds.push_back(PresetKind::network);
             if (kinds.empty())
-              return fail(fmt::format("presets: expected one of models|systems|networks, got '{}'", *kind));
+              return fail(
+                  fmt::format("presets: expected one of models|systems|networks, got '{}'", *kind));
             for (auto k : kinds) {
               fmt::print("{}:\n", preset_folder(k));
               for (const auto& n : list_presets(k)) fmt::print("  {}\n", n);
@@ -53,7 +55,8 @@ Verb add_presets(CLI::App& app) {
 int main(int argc, char** argv) {
   using namespace commscope::cli;
   CLI::App app{
-      "commscope: where distributed LLM training time goes, what the network delivers, and what training "
+      "commscope: where distributed LLM training time goes, what the network delivers, and what "
+      "training "
       "will cost on another network or at another scale."};
   app.set_version_flag("--version", std::string("commscope ") + COMMSCOPE_VERSION);
   app.require_subcommand(1);
@@ -66,6 +69,15 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 says "Could not convert: --tp = abc"; say it the commscope way.
+    std::string msg = e.what();
+    const std::string prefix = "Could not convert: ";
+    auto eq = msg.find(" = ");
+    if (msg.rfind(prefix, 0) == 0 && eq != std::string::npos)
+      return fail(fmt::format("{}: expected a number, got '{}'",
+                              msg.substr(prefix.size(), eq - prefix.size()), msg.substr(eq + 3)));
+    return fail(msg);
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();

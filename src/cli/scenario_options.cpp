@@ -7,8 +7,10 @@ namespace commscope::cli {
 
 namespace {
 template <class T>
-CLI::Option* opt(CLI::App& cmd, const std::string& names, std::optional<T>& target, const std::string& help) {
-  return cmd.add_option_function<T>(names, [&target](const T& v) { target = v; }, help);
+CLI::Option* opt(CLI::App& cmd, const std::string& names, std::optional<T>& target,
+                 const std::string& help) {
+  return cmd.add_option_function<T>(
+      names, [&target](const T& v) { target = v; }, help);
 }
 }  // namespace
 
@@ -16,47 +18,66 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   const char* g_model = "Model and system";
   const char* g_plan = "Parallel plan (Megatron-LM spellings)";
   const char* g_batch = "Batch and precision";
-  cmd.add_option("--model", o.model, "model preset name or JSON file (own format or Hugging Face config.json) [gpt2-large]")
+  cmd.add_option(
+         "--model", o.model,
+         "model preset name or JSON file (own format or Hugging Face config.json) [gpt2-large]")
       ->group(g_model);
   cmd.add_option("--system", o.system, "system preset name or JSON file [polaris]")->group(g_model);
-  cmd.add_option("--network", o.network, "network protocol preset name or JSON file [the system's own]")
+  cmd.add_option("--network", o.network,
+                 "network protocol preset name or JSON file [the system's own]")
       ->group(g_model);
   opt(cmd, "--nodes", o.flags.nodes, "nodes [4 with the defaults]")->group(g_model);
   opt(cmd, "--gpus", o.flags.gpus, "GPUs in all (default: nodes x GPUs per node)")->group(g_model);
-  opt(cmd, "--seq-length", o.flags.seq_length, "tokens per sample (the model's unless given)")->group(g_model);
-  opt(cmd, "--decoder-seq-length", o.flags.decoder_seq_length, "decoder tokens per sample (T5)")->group(g_model);
+  opt(cmd, "--seq-length", o.flags.seq_length, "tokens per sample (the model's unless given)")
+      ->group(g_model);
+  opt(cmd, "--decoder-seq-length", o.flags.decoder_seq_length, "decoder tokens per sample (T5)")
+      ->group(g_model);
 
-  opt(cmd, "--tp,--tensor-model-parallel-size", o.flags.tp, "tensor-parallel size [1]")->group(g_plan);
-  opt(cmd, "--pp,--pipeline-model-parallel-size", o.flags.pp, "pipeline-parallel size [1]")->group(g_plan);
-  opt(cmd, "--dp,--data-parallel-size", o.flags.dp, "data-parallel size [GPUs / (TP x PP)]")->group(g_plan);
+  opt(cmd, "--tp,--tensor-model-parallel-size", o.flags.tp, "tensor-parallel size [1]")
+      ->group(g_plan);
+  opt(cmd, "--pp,--pipeline-model-parallel-size", o.flags.pp, "pipeline-parallel size [1]")
+      ->group(g_plan);
+  opt(cmd, "--dp,--data-parallel-size", o.flags.dp, "data-parallel size [GPUs / (TP x PP)]")
+      ->group(g_plan);
   opt(cmd, "--vp,--virtual-pipeline-stages", o.flags.virtual_stages,
       "model chunks per pipeline rank (interleaved 1F1B) [1]")
       ->group(g_plan);
-  cmd.add_flag("--sequence-parallel", [&o](std::int64_t) { o.flags.sequence_parallel = true; },
-               "Megatron sequence parallelism (with TP > 1)")
+  cmd.add_flag(
+         "--sequence-parallel", [&o](std::int64_t) { o.flags.sequence_parallel = true; },
+         "Megatron sequence parallelism (with TP > 1)")
       ->group(g_plan);
   opt(cmd, "--zero,--zero-stage", o.flags.zero, "ZeRO stage 0, 1, 2 or 3 [0]")->group(g_plan);
-  cmd.add_option("--schedule", o.schedule, "pipeline schedule: gpipe|1f1b|interleaved [1f1b]")->group(g_plan);
-  cmd.add_option("--recompute-granularity", o.recompute, "activation recompute: none|selective|full [none]")
+  cmd.add_option("--schedule", o.schedule, "pipeline schedule: gpipe|1f1b|interleaved [1f1b]")
       ->group(g_plan);
-  cmd.add_flag("--recompute-activations", o.recompute_activations, "same as --recompute-granularity selective")
+  cmd.add_option("--recompute-granularity", o.recompute,
+                 "activation recompute: none|selective|full [none]")
       ->group(g_plan);
-  opt(cmd, "--ddp-bucket-size", o.flags.ddp_bucket_mb, "DDP gradient bucket in MiB (PyTorch bucket_cap_mb) [25]")
+  cmd.add_flag("--recompute-activations", o.recompute_activations,
+               "same as --recompute-granularity selective")
+      ->group(g_plan);
+  opt(cmd, "--ddp-bucket-size", o.flags.ddp_bucket_mb,
+      "DDP gradient bucket in MiB (PyTorch bucket_cap_mb) [25]")
       ->group(g_plan);
   cmd.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
                "gradient reduction waits for the end of backward")
       ->group(g_plan);
-  cmd.add_flag("--no-overlap-param-gather", o.no_overlap_param_gather, "ZeRO-3 gathers without prefetch")
+  cmd.add_flag("--no-overlap-param-gather", o.no_overlap_param_gather,
+               "ZeRO-3 gathers without prefetch")
       ->group(g_plan);
-  cmd.add_option("--deepspeed-config,--deepspeed_config", o.deepspeed_config,
-                 "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
+  cmd.add_option(
+         "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
+         "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
       ->group(g_plan);
 
-  opt(cmd, "--micro-batch-size", o.flags.micro_batch, "samples per GPU per micro-batch [4 with the defaults]")
+  opt(cmd, "--micro-batch-size", o.flags.micro_batch,
+      "samples per GPU per micro-batch [4 with the defaults]")
       ->group(g_batch);
-  opt(cmd, "--global-batch-size", o.flags.global_batch, "samples per iteration [micro-batch x DP]")->group(g_batch);
-  opt(cmd, "--gradient-accumulation-steps", o.flags.grad_accum, "micro-batches per iteration")->group(g_batch);
-  cmd.add_option("--precision", o.precision, "fp32|fp16|bf16 (fp16/bf16: mixed with fp32 master) [bf16]")
+  opt(cmd, "--global-batch-size", o.flags.global_batch, "samples per iteration [micro-batch x DP]")
+      ->group(g_batch);
+  opt(cmd, "--gradient-accumulation-steps", o.flags.grad_accum, "micro-batches per iteration")
+      ->group(g_batch);
+  cmd.add_option("--precision", o.precision,
+                 "fp32|fp16|bf16 (fp16/bf16: mixed with fp32 master) [bf16]")
       ->group(g_batch);
   cmd.add_flag("--fp16", o.fp16, "same as --precision fp16")->group(g_batch);
   cmd.add_flag("--bf16", o.bf16, "same as --precision bf16")->group(g_batch);
@@ -79,22 +100,27 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
   if (o.bf16) flags.precision = Precision::bf16;
   if (!o.precision.empty()) {
     auto p = precision_from_name(o.precision);
-    if (!p) return Error{fmt::format("--precision: expected one of fp32|fp16|bf16, got '{}'", o.precision)};
+    if (!p)
+      return Error{
+          fmt::format("--precision: expected one of fp32|fp16|bf16, got '{}'", o.precision)};
     if ((o.fp16 || o.bf16) && *p != *flags.precision)
-      return Error{fmt::format("--precision: '{}' contradicts --{}", o.precision, o.fp16 ? "fp16" : "bf16")};
+      return Error{
+          fmt::format("--precision: '{}' contradicts --{}", o.precision, o.fp16 ? "fp16" : "bf16")};
     flags.precision = *p;
   }
   if (o.recompute_activations) flags.recompute = Recompute::selective;
   if (!o.recompute.empty()) {
     auto r = recompute_from_name(o.recompute);
     if (!r)
-      return Error{
-          fmt::format("--recompute-granularity: expected one of none|selective|full, got '{}'", o.recompute)};
+      return Error{fmt::format(
+          "--recompute-granularity: expected one of none|selective|full, got '{}'", o.recompute)};
     flags.recompute = *r;
   }
   if (!o.schedule.empty()) {
     auto s = schedule_from_name(o.schedule);
-    if (!s) return Error{fmt::format("--schedule: expected one of gpipe|1f1b|interleaved, got '{}'", o.schedule)};
+    if (!s)
+      return Error{
+          fmt::format("--schedule: expected one of gpipe|1f1b|interleaved, got '{}'", o.schedule)};
     flags.schedule = *s;
   }
   if (o.no_overlap_grad_reduce) flags.overlap_grad_reduce = false;

@@ -29,7 +29,8 @@ Description describe(const Workload& w) {
   }
   if (!d.fits)
     d.warnings.push_back(fmt::format(
-        "does not fit: {} per rank needed at the fullest stage, {} has {} per GPU (try ZeRO, TP, PP, "
+        "does not fit: {} per rank needed at the fullest stage, {} has {} per GPU (try ZeRO, TP, "
+        "PP, "
         "recompute or a smaller micro-batch)",
         human_bytes(d.max_memory), sc.system.gpu.name, human_bytes(sc.system.gpu.memory)));
   return d;
@@ -52,7 +53,8 @@ std::string stage_ranges(const std::vector<int>& stages) {
 
 Table memory_table(const Description& d, bool human) {
   Table t;
-  t.header = {"stage", "params", "weights", "gradients", "optimizer", "activations", "buffers", "total", "fits"};
+  t.header = {"stage",       "params",  "weights", "gradients", "optimizer",
+              "activations", "buffers", "total",   "fits"};
   t.right = {false, true, true, true, true, true, true, true, false};
   auto bytes = [&](Bytes b) { return human ? human_bytes(b) : fmt::format("{:.0f}", b.value()); };
   std::map<std::vector<std::string>, std::vector<int>> merged;
@@ -70,21 +72,31 @@ Table memory_table(const Description& d, bool human) {
     r.insert(r.end(), row.begin(), row.end());
     t.add(std::move(r));
   }
+  // A deep pipeline in a terminal: the first stages, the last, and where to find the rest.
+  if (human && t.rows.size() > 8) {
+    std::size_t hidden = t.rows.size() - 5;
+    t.rows.erase(t.rows.begin() + 3, t.rows.end() - 2);
+    t.rows.insert(t.rows.begin() + 3, {fmt::format("({} more)", hidden)});
+  }
   return t;
 }
 
 Table comm_table(const Description& d, bool human) {
   Table t;
-  t.header = {"stage", "group", "collective", "ranks", "dtype", "calls", "bytes/rank", "wire bytes/rank"};
+  t.header = {"stage", "group", "collective", "ranks",
+              "dtype", "calls", "bytes/rank", "wire bytes/rank"};
   t.right = {false, false, false, true, false, true, true, true};
   auto bytes = [&](double b) { return human ? human_bytes(Bytes(b)) : fmt::format("{:.0f}", b); };
   std::map<std::vector<std::string>, std::vector<int>> merged;
   std::vector<std::vector<std::string>> order;
   for (const auto& s : d.stages)
     for (const auto& c : s.comm) {
-      std::vector<std::string> row = {std::string(to_string(c.group)), std::string(to_string(c.collective)),
-                                      std::to_string(c.group_size),     std::string(to_string(c.dtype)),
-                                      with_commas(c.calls),             bytes(c.bytes),
+      std::vector<std::string> row = {std::string(to_string(c.group)),
+                                      std::string(to_string(c.collective)),
+                                      std::to_string(c.group_size),
+                                      std::string(to_string(c.dtype)),
+                                      with_commas(c.calls),
+                                      bytes(c.bytes),
                                       bytes(c.wire_bytes)};
       if (!merged.count(row)) order.push_back(row);
       merged[row].push_back(s.stage);
@@ -103,18 +115,21 @@ std::string headline(const Workload& w) {
   std::string out = fmt::format(
       "{} on {}: {} node{} x {} GPU{} = {} x {}; network {} ({} NIC{} per node at {:g} Gbps)\n",
       sc.model.name, sc.system.name, sc.nodes, sc.nodes == 1 ? "" : "s", sc.gpus_per_node,
-      sc.gpus_per_node == 1 ? "" : "s", sc.gpus(), sc.system.gpu.name, sc.network.name, sc.system.nics.count,
-      sc.system.nics.count == 1 ? "" : "s", units::to_gbit_per_s(sc.network.line_rate));
+      sc.gpus_per_node == 1 ? "" : "s", sc.gpus(), sc.system.gpu.name, sc.network.name,
+      sc.system.nics.count, sc.system.nics.count == 1 ? "" : "s",
+      units::to_gbit_per_s(sc.network.line_rate));
   out += fmt::format(
-      "plan: DP {} x TP {}{} x PP {}{}, ZeRO-{}; micro-batch {}, global batch {} ({} micro-batch{} per "
+      "plan: DP {} x TP {}{} x PP {}{}, ZeRO-{}; micro-batch {}, global batch {} ({} micro-batch{} "
+      "per "
       "iteration); {}, recompute {}, schedule {}\n",
       p.dp, p.tp, p.sequence_parallel ? " (SP)" : "", p.pp,
-      p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "", p.zero, p.micro_batch,
-      p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es", to_string(p.precision),
-      to_string(p.recompute), to_string(p.schedule));
-  out += fmt::format("sequence {} tokens{}, vocabulary {}\n", sc.model.seq_length,
-                     sc.model.kind == ArchKind::t5 ? fmt::format(" (decoder {})", sc.model.dec_seq()) : "",
-                     sc.model.vocab);
+      p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "", p.zero,
+      p.micro_batch, p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
+      to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
+  out += fmt::format(
+      "sequence {} tokens{}, vocabulary {}\n", sc.model.seq_length,
+      sc.model.kind == ArchKind::t5 ? fmt::format(" (decoder {})", sc.model.dec_seq()) : "",
+      sc.model.vocab);
   return out;
 }
 
@@ -124,7 +139,8 @@ Table summary_table(const Workload& w, const Description& d) {
   Table t;
   t.header = {"quantity", "value", "note"};
   t.right = {false, true, false};
-  t.add({"parameters", with_commas(d.params.total), human_count(static_cast<double>(d.params.total))});
+  t.add({"parameters", with_commas(d.params.total),
+         human_count(static_cast<double>(d.params.total))});
   t.add({"parameters per rank (max)", with_commas(d.max_params), "TP shard of the fullest stage"});
   t.add({"model FLOPs / iteration", human_si(d.flops.model, "FLOP"),
          fmt::format("{} per token", human_si(d.flops.model / tokens, "FLOP"))});
@@ -147,8 +163,10 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
   j["nodes"] = sc.nodes;
   j["gpus"] = sc.gpus();
   j["params_total"] = d.params.total;
-  j["params"] = {{"blocks", d.params.blocks},         {"embedding", d.params.embedding},
-                 {"final_norm", d.params.final_norm}, {"lm_head", d.params.lm_head},
+  j["params"] = {{"blocks", d.params.blocks},
+                 {"embedding", d.params.embedding},
+                 {"final_norm", d.params.final_norm},
+                 {"lm_head", d.params.lm_head},
                  {"pooler", d.params.pooler}};
   j["params_per_rank"] = d.max_params;
   j["flops_per_iteration"] = d.flops.model;
@@ -185,16 +203,38 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
 
 std::string render_describe(const Workload& w, const Description& d, Format f) {
   switch (f) {
-    case Format::json: return describe_json(w, d).dump(2) + "\n";
+    case Format::json:
+      return describe_json(w, d).dump(2) + "\n";
     case Format::csv: {
       // One row per pipeline stage, self-describing so that rows of many runs concatenate.
       const Scenario& sc = w.scenario;
       const auto& p = sc.plan;
       Table t;
-      t.header = {"model", "system", "network", "nodes", "gpus", "dp", "tp", "pp", "zero", "micro_batch",
-                  "global_batch", "stage", "params", "weights_bytes", "gradients_bytes", "optimizer_bytes",
-                  "activations_bytes", "comm_buffers_bytes", "memory_bytes", "fits", "comm_data_bytes",
-                  "comm_tensor_bytes", "comm_pipeline_bytes", "comm_embedding_bytes", "wire_bytes"};
+      t.header = {"model",
+                  "system",
+                  "network",
+                  "nodes",
+                  "gpus",
+                  "dp",
+                  "tp",
+                  "pp",
+                  "zero",
+                  "micro_batch",
+                  "global_batch",
+                  "stage",
+                  "params",
+                  "weights_bytes",
+                  "gradients_bytes",
+                  "optimizer_bytes",
+                  "activations_bytes",
+                  "comm_buffers_bytes",
+                  "memory_bytes",
+                  "fits",
+                  "comm_data_bytes",
+                  "comm_tensor_bytes",
+                  "comm_pipeline_bytes",
+                  "comm_embedding_bytes",
+                  "wire_bytes"};
       for (const auto& s : d.stages) {
         double by_group[4] = {0, 0, 0, 0}, wire = 0;
         for (const auto& c : s.comm) {
@@ -202,24 +242,43 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
           wire += c.wire_bytes;
         }
         auto num = [](double v) { return fmt::format("{:.0f}", v); };
-        t.add({sc.model.name, sc.system.name, sc.network.name, std::to_string(sc.nodes),
-               std::to_string(sc.gpus()), std::to_string(p.dp), std::to_string(p.tp), std::to_string(p.pp),
-               std::to_string(p.zero), std::to_string(p.micro_batch), std::to_string(p.global_batch),
-               std::to_string(s.stage), std::to_string(s.params), num(s.memory.weights.value()),
-               num(s.memory.gradients.value()), num(s.memory.optimizer.value()),
-               num(s.memory.activations.value()), num(s.memory.comm_buffers.value()),
-               num(s.memory.total().value()), s.fits ? "true" : "false", num(by_group[0]), num(by_group[1]),
-               num(by_group[2]), num(by_group[3]), num(wire)});
+        t.add({sc.model.name,
+               sc.system.name,
+               sc.network.name,
+               std::to_string(sc.nodes),
+               std::to_string(sc.gpus()),
+               std::to_string(p.dp),
+               std::to_string(p.tp),
+               std::to_string(p.pp),
+               std::to_string(p.zero),
+               std::to_string(p.micro_batch),
+               std::to_string(p.global_batch),
+               std::to_string(s.stage),
+               std::to_string(s.params),
+               num(s.memory.weights.value()),
+               num(s.memory.gradients.value()),
+               num(s.memory.optimizer.value()),
+               num(s.memory.activations.value()),
+               num(s.memory.comm_buffers.value()),
+               num(s.memory.total().value()),
+               s.fits ? "true" : "false",
+               num(by_group[0]),
+               num(by_group[1]),
+               num(by_group[2]),
+               num(by_group[3]),
+               num(wire)});
       }
       return render_csv(t);
     }
     case Format::md:
-      return "## " + headline(w) + "\n" + render_markdown(summary_table(w, d)) + "\n### Memory per rank\n\n" +
-             render_markdown(memory_table(d, true)) + "\n### Communication per iteration, per rank\n\n" +
+      return "## " + headline(w) + "\n" + render_markdown(summary_table(w, d)) +
+             "\n### Memory per rank\n\n" + render_markdown(memory_table(d, true)) +
+             "\n### Communication per iteration, per rank\n\n" +
              render_markdown(comm_table(d, true));
     case Format::table: {
-      std::string out = headline(w) + "\n" + render_text(summary_table(w, d)) + "\nMemory per rank\n" +
-                        render_text(memory_table(d, true)) + "\nCommunication per iteration, per rank\n";
+      std::string out = headline(w) + "\n" + render_text(summary_table(w, d)) +
+                        "\nMemory per rank\n" + render_text(memory_table(d, true)) +
+                        "\nCommunication per iteration, per rank\n";
       Table c = comm_table(d, true);
       out += c.rows.empty() ? "  none: a single rank does not communicate\n" : render_text(c);
       return out;

@@ -15,7 +15,9 @@ std::optional<Format> format_from_name(std::string_view s) {
   if (s == "md" || s == "markdown") return Format::md;
   return std::nullopt;
 }
-std::string_view format_choices() { return "table|json|csv|md"; }
+std::string_view format_choices() {
+  return "table|json|csv|md";
+}
 
 std::string render_text(const Table& t, std::string_view indent) {
   std::vector<std::size_t> w(t.header.size(), 0);

@@ -1,8 +1,8 @@
 // Model specs: commscope's own JSON, Hugging Face config.json, defaults per architecture.
 #include "commscope/spec/model.h"
 
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commscope/spec/preset.h"
 #include "commscope/util/json_fields.h"
@@ -10,8 +10,10 @@
 namespace commscope {
 
 namespace {
-constexpr EnumName<ArchKind> kArchNames[] = {
-    {ArchKind::gpt, "gpt"}, {ArchKind::bert, "bert"}, {ArchKind::t5, "t5"}, {ArchKind::llama, "llama"}};
+constexpr EnumName<ArchKind> kArchNames[] = {{ArchKind::gpt, "gpt"},
+                                             {ArchKind::bert, "bert"},
+                                             {ArchKind::t5, "t5"},
+                                             {ArchKind::llama, "llama"}};
 constexpr EnumName<PositionEmbedding> kPosNames[] = {{PositionEmbedding::learned, "learned"},
                                                      {PositionEmbedding::relative, "relative"},
                                                      {PositionEmbedding::rotary, "rotary"},
@@ -68,10 +70,18 @@ void set_kind_defaults(ModelSpec& m) {
 }
 }  // namespace
 
-std::string_view to_string(ArchKind k) { return enum_to_name(kArchNames, k); }
-std::string_view to_string(PositionEmbedding p) { return enum_to_name(kPosNames, p); }
-std::string_view to_string(NormKind n) { return enum_to_name(kNormNames, n); }
-std::string_view to_string(MlpKind m) { return enum_to_name(kMlpNames, m); }
+std::string_view to_string(ArchKind k) {
+  return enum_to_name(kArchNames, k);
+}
+std::string_view to_string(PositionEmbedding p) {
+  return enum_to_name(kPosNames, p);
+}
+std::string_view to_string(NormKind n) {
+  return enum_to_name(kNormNames, n);
+}
+std::string_view to_string(MlpKind m) {
+  return enum_to_name(kMlpNames, m);
+}
 
 void apply_model_defaults(ModelSpec& m) {
   if (m.kv_heads == 0) m.kv_heads = m.heads;
@@ -100,24 +110,29 @@ Status validate_model(const ModelSpec& m, const std::string& where) {
     case ArchKind::gpt:
     case ArchKind::llama:
       if (m.encoder_layers != 0 || m.decoder_layers <= 0)
-        return err("layers", fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
+        return err("layers",
+                   fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
                    fmt::format("decoder layers only for a {} model", to_string(m.kind)));
       break;
     case ArchKind::bert:
       if (m.decoder_layers != 0 || m.encoder_layers <= 0)
-        return err("layers", fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
+        return err("layers",
+                   fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
                    "encoder layers only for a bert model");
       break;
     case ArchKind::t5:
       if (m.decoder_layers <= 0 || m.encoder_layers <= 0)
-        return err("layers", fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
+        return err("layers",
+                   fmt::format("{} encoder + {} decoder", m.encoder_layers, m.decoder_layers),
                    "encoder and decoder layers for a t5 model");
       break;
   }
   if (m.position == PositionEmbedding::learned && m.seq_length > m.max_positions)
     return err("seq_length", m.seq_length,
-               fmt::format("at most max_positions ({}) with learned position embeddings", m.max_positions));
-  if (m.kind == ArchKind::t5 && m.dec_seq() > m.max_positions && m.position == PositionEmbedding::learned)
+               fmt::format("at most max_positions ({}) with learned position embeddings",
+                           m.max_positions));
+  if (m.kind == ArchKind::t5 && m.dec_seq() > m.max_positions &&
+      m.position == PositionEmbedding::learned)
     return err("decoder_seq_length", m.dec_seq(), "at most max_positions");
   return {};
 }
@@ -132,9 +147,12 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   set_kind_defaults(m);
   int layers = 0;
   if (r.read("layers", layers)) {
-    if (m.kind == ArchKind::bert) m.encoder_layers = layers;
-    else if (m.kind == ArchKind::t5) m.encoder_layers = m.decoder_layers = layers;
-    else m.decoder_layers = layers;
+    if (m.kind == ArchKind::bert)
+      m.encoder_layers = layers;
+    else if (m.kind == ArchKind::t5)
+      m.encoder_layers = m.decoder_layers = layers;
+    else
+      m.decoder_layers = layers;
   }
   r.read("encoder_layers", m.encoder_layers);
   r.read("decoder_layers", m.decoder_layers);
@@ -216,9 +234,12 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     r.read("tie_word_embeddings", m.tied_embeddings);
     std::string ff = "relu";
     r.read("feed_forward_proj", ff);
-    if (ff == "relu") m.mlp = MlpKind::relu;
-    else if (ff == "gated-gelu") m.mlp = MlpKind::geglu;
-    else r.fail("feed_forward_proj", "relu or gated-gelu", "'" + ff + "'");
+    if (ff == "relu")
+      m.mlp = MlpKind::relu;
+    else if (ff == "gated-gelu")
+      m.mlp = MlpKind::geglu;
+    else
+      r.fail("feed_forward_proj", "relu or gated-gelu", "'" + ff + "'");
     // The T5 paper's pre-training lengths: 512 input tokens, 114 target tokens on average.
     m.seq_length = 512;
     m.decoder_seq_length = 114;
@@ -241,8 +262,9 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
     m.max_positions = 0;
   } else {
-    return Error{fmt::format("{}: field 'model_type': expected one of gpt2|bert|t5|llama|mistral, got '{}'",
-                             where, type)};
+    return Error{
+        fmt::format("{}: field 'model_type': expected one of gpt2|bert|t5|llama|mistral, got '{}'",
+                    where, type)};
   }
   CS_RETURN_IF_ERROR(r.status());
   apply_model_defaults(m);

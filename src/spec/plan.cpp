@@ -1,8 +1,8 @@
 // Plans: names of the enums, merging of plan inputs, and the DeepSpeed config loader.
 #include "commscope/spec/plan.h"
 
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commscope/util/json_fields.h"
 
@@ -45,9 +45,15 @@ bool enabled(FieldReader& parent, std::string_view key) {
 }
 }  // namespace
 
-std::string_view to_string(Precision p) { return enum_to_name(kPrecisionNames, p); }
-std::string_view to_string(Recompute r) { return enum_to_name(kRecomputeNames, r); }
-std::string_view to_string(Schedule s) { return enum_to_name(kScheduleNames, s); }
+std::string_view to_string(Precision p) {
+  return enum_to_name(kPrecisionNames, p);
+}
+std::string_view to_string(Recompute r) {
+  return enum_to_name(kRecomputeNames, r);
+}
+std::string_view to_string(Schedule s) {
+  return enum_to_name(kScheduleNames, s);
+}
 std::optional<Precision> precision_from_name(std::string_view s) {
   return enum_from_name(kPrecisionNames, s);
 }
@@ -60,9 +66,12 @@ std::optional<Schedule> schedule_from_name(std::string_view s) {
 
 DType compute_dtype(Precision p) {
   switch (p) {
-    case Precision::fp32: return DType::fp32;
-    case Precision::fp16: return DType::fp16;
-    case Precision::bf16: return DType::bf16;
+    case Precision::fp32:
+      return DType::fp32;
+    case Precision::fp16:
+      return DType::fp16;
+    case Precision::bf16:
+      return DType::bf16;
   }
   return DType::fp32;
 }

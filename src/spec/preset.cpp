@@ -13,18 +13,24 @@ namespace fs = std::filesystem;
 
 std::string_view preset_folder(PresetKind kind) {
   switch (kind) {
-    case PresetKind::model: return "models";
-    case PresetKind::system: return "systems";
-    case PresetKind::network: return "networks";
+    case PresetKind::model:
+      return "models";
+    case PresetKind::system:
+      return "systems";
+    case PresetKind::network:
+      return "networks";
   }
   return "";
 }
 
 static std::string_view kind_word(PresetKind kind) {
   switch (kind) {
-    case PresetKind::model: return "model";
-    case PresetKind::system: return "system";
-    case PresetKind::network: return "network";
+    case PresetKind::model:
+      return "model";
+    case PresetKind::system:
+      return "system";
+    case PresetKind::network:
+      return "network";
   }
   return "";
 }
@@ -51,11 +57,12 @@ std::vector<std::string> list_presets(PresetKind kind) {
 
 Result<fs::path> find_preset(PresetKind kind, const std::string& name_or_path) {
   if (name_or_path.empty())
-    return Error{fmt::format("--{}: expected a preset name or a JSON file, got ''", kind_word(kind))};
+    return Error{
+        fmt::format("--{}: expected a preset name or a JSON file, got ''", kind_word(kind))};
   std::error_code ec;
-  bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                         (name_or_path.size() > 5 &&
-                          name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+  bool looks_like_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
   if (looks_like_path) {
     if (!fs::is_regular_file(name_or_path, ec))
       return Error{fmt::format("--{}: file '{}' does not exist or is not a regular file",
@@ -67,8 +74,9 @@ Result<fs::path> find_preset(PresetKind kind, const std::string& name_or_path) {
     if (fs::is_regular_file(p, ec)) return p;
   }
   auto names = list_presets(kind);
-  return Error{fmt::format("--{}: unknown {} preset '{}'; expected one of: {} (or a path to a JSON file)",
-                           kind_word(kind), kind_word(kind), name_or_path, fmt::join(names, ", "))};
+  return Error{
+      fmt::format("--{}: unknown {} preset '{}'; expected one of: {} (or a path to a JSON file)",
+                  kind_word(kind), kind_word(kind), name_or_path, fmt::join(names, ", "))};
 }
 
 }  // namespace commscope

@@ -10,7 +10,9 @@ namespace {
 Error bad(std::string_view field, std::string_view expected, std::string_view got) {
   return Error{fmt::format("{}: expected {}, got {}", field, expected, got)};
 }
-std::string num(std::int64_t v) { return std::to_string(v); }
+std::string num(std::int64_t v) {
+  return std::to_string(v);
+}
 }  // namespace
 
 ScenarioInput default_scenario_input() {
@@ -58,52 +60,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.virtual_stages < 1)
     return bad("--virtual-pipeline-stages", "a positive integer", num(plan.virtual_stages));
 
-  int gpus = 0, nodes = 0;
-  if (in.nodes && *in.nodes < 1) return bad("--nodes", "a positive integer", num(*in.nodes));
-  if (in.gpus && *in.gpus < 1) return bad("--gpus", "a positive integer", num(*in.gpus));
-  if (in.gpus && in.nodes) {
-    gpus = *in.gpus;
-    nodes = *in.nodes;
-    if (gpus % nodes != 0 || gpus / nodes > gpn)
-      return bad("--gpus", fmt::format("a multiple of --nodes {} with at most {} GPUs per node on {}",
-                                       nodes, gpn, system.name),
-                 num(gpus));
-  } else if (in.gpus) {
-    gpus = *in.gpus;
-    nodes = (gpus + gpn - 1) / gpn;
-    if (gpus > gpn && gpus % gpn != 0)
-      return bad("--gpus", fmt::format("at most {} or a multiple of {} (GPUs per {} node)", gpn, gpn,
-                                       system.name),
-                 num(gpus));
-  } else if (in.dp) {
-    gpus = *in.dp * plan.tp * plan.pp;
-    nodes = in.nodes.value_or((gpus + gpn - 1) / gpn);
-  } else {
-    nodes = in.nodes.value_or(1);
-    gpus = nodes * gpn;
-  }
-  if (system.max_nodes > 0 && nodes > system.max_nodes)
-    warn.push_back(fmt::format("{} nodes requested; {} has {} nodes", nodes, system.name,
-                               system.max_nodes));
-  sc.nodes = nodes;
-  sc.gpus_per_node = gpus / nodes;
-
-  if (in.dp) {
-    plan.dp = *in.dp;
-    if (plan.dp < 1) return bad("--dp", "a positive integer", num(plan.dp));
-    if (plan.dp * plan.tp * plan.pp != gpus)
-      return bad("--dp", fmt::format("DP x TP x PP = the GPU count {} (TP {} x PP {})", gpus, plan.tp,
-                                     plan.pp),
-                 fmt::format("DP {} (product {})", plan.dp, plan.dp * plan.tp * plan.pp));
-  } else {
-    if (gpus % (plan.tp * plan.pp) != 0)
-      return bad("--gpus",
-                 fmt::format("a multiple of TP x PP = {} x {} = {}", plan.tp, plan.pp, plan.tp * plan.pp),
-                 fmt::format("{} GPUs", gpus));
-    plan.dp = gpus / (plan.tp * plan.pp);
-  }
-
-  // ---- tensor parallel ----
+  // TP must split the heads: checked before the GPU count, which TP also enters.
   if (model.heads % plan.tp != 0)
     return bad("--tensor-model-parallel-size",
                fmt::format("a divisor of the {} attention heads of {}", model.heads, model.name),
@@ -112,12 +69,63 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     return bad("--tensor-model-parallel-size",
                fmt::format("a divisor of the {} key/value heads of {}", model.kv_heads, model.name),
                num(plan.tp));
+  int gpus = 0, nodes = 0;
+  if (in.nodes && *in.nodes < 1) return bad("--nodes", "a positive integer", num(*in.nodes));
+  if (in.gpus && *in.gpus < 1) return bad("--gpus", "a positive integer", num(*in.gpus));
+  if (in.gpus && in.nodes) {
+    gpus = *in.gpus;
+    nodes = *in.nodes;
+    if (gpus % nodes != 0 || gpus / nodes > gpn)
+      return bad("--gpus",
+                 fmt::format("a multiple of --nodes {} with at most {} GPUs per node on {}", nodes,
+                             gpn, system.name),
+                 num(gpus));
+  } else if (in.gpus) {
+    gpus = *in.gpus;
+    nodes = (gpus + gpn - 1) / gpn;
+    if (gpus > gpn && gpus % gpn != 0)
+      return bad(
+          "--gpus",
+          fmt::format("at most {} or a multiple of {} (GPUs per {} node)", gpn, gpn, system.name),
+          num(gpus));
+  } else if (in.dp) {
+    gpus = *in.dp * plan.tp * plan.pp;
+    nodes = in.nodes.value_or((gpus + gpn - 1) / gpn);
+  } else {
+    nodes = in.nodes.value_or(1);
+    gpus = nodes * gpn;
+  }
+  if (system.max_nodes > 0 && nodes > system.max_nodes)
+    warn.push_back(
+        fmt::format("{} nodes requested; {} has {} nodes", nodes, system.name, system.max_nodes));
+  sc.nodes = nodes;
+  sc.gpus_per_node = gpus / nodes;
+
+  if (in.dp) {
+    plan.dp = *in.dp;
+    if (plan.dp < 1) return bad("--dp", "a positive integer", num(plan.dp));
+    if (plan.dp * plan.tp * plan.pp != gpus)
+      return bad(
+          "--dp",
+          fmt::format("DP x TP x PP = the GPU count {} (TP {} x PP {})", gpus, plan.tp, plan.pp),
+          fmt::format("DP {} (product {})", plan.dp, plan.dp * plan.tp * plan.pp));
+  } else {
+    if (gpus % (plan.tp * plan.pp) != 0)
+      return bad(
+          "--gpus",
+          fmt::format("a multiple of TP x PP = {} x {} = {}", plan.tp, plan.pp, plan.tp * plan.pp),
+          fmt::format("{} GPUs", gpus));
+    plan.dp = gpus / (plan.tp * plan.pp);
+  }
+
+  // ---- tensor parallel ----
   if (model.vocab % plan.tp != 0) {
     // Megatron pads the vocabulary to a multiple of 128 x TP (--make-vocab-size-divisible-by).
     std::int64_t unit = 128LL * plan.tp;
     std::int64_t padded = (model.vocab + unit - 1) / unit * unit;
-    warn.push_back(fmt::format("vocabulary {} padded to {} (a multiple of 128 x TP {}), as Megatron does",
-                               model.vocab, padded, plan.tp));
+    warn.push_back(
+        fmt::format("vocabulary {} padded to {} (a multiple of 128 x TP {}), as Megatron does",
+                    model.vocab, padded, plan.tp));
     model.vocab = padded;
   }
   plan.sequence_parallel = in.sequence_parallel.value_or(false);
@@ -133,8 +141,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
 
   // ---- pipeline ----
   const int layers = model.layers();
-  plan.schedule = in.schedule.value_or(plan.virtual_stages > 1 ? Schedule::interleaved
-                                                               : Schedule::one_f_one_b);
+  plan.schedule =
+      in.schedule.value_or(plan.virtual_stages > 1 ? Schedule::interleaved : Schedule::one_f_one_b);
   if (plan.schedule == Schedule::interleaved && plan.virtual_stages < 2)
     return bad("--virtual-pipeline-stages", "2 or more for the interleaved schedule",
                num(plan.virtual_stages));
@@ -145,27 +153,33 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     return bad("--virtual-pipeline-stages", "1 without pipeline parallelism (PP 1)",
                num(plan.virtual_stages));
   if (layers % (plan.pp * plan.virtual_stages) != 0)
-    return bad(plan.virtual_stages > 1 ? "--virtual-pipeline-stages" : "--pipeline-model-parallel-size",
-               fmt::format("PP x virtual stages to divide the {} layers of {}", layers, model.name),
-               fmt::format("{} x {} = {}", plan.pp, plan.virtual_stages, plan.pp * plan.virtual_stages));
-  if (plan.pp > 1 && plan.tp * plan.pp > sc.gpus_per_node && plan.pp < nodes)
+    return bad(
+        plan.virtual_stages > 1 ? "--virtual-pipeline-stages" : "--pipeline-model-parallel-size",
+        fmt::format("PP x virtual stages to divide the {} layers of {}", layers, model.name),
+        fmt::format("{} x {} = {}", plan.pp, plan.virtual_stages, plan.pp * plan.virtual_stages));
+  // The seeds' rule for model parallelism: PP at least the number of nodes a model replica
+  // spans (which keeps TP inside a node).
+  const int replica_nodes = (plan.tp * plan.pp + sc.gpus_per_node - 1) / sc.gpus_per_node;
+  if (replica_nodes > 1 && plan.pp < replica_nodes)
     warn.push_back(fmt::format(
-        "pipeline-parallel size {} is smaller than the {} nodes: the seeds advise PP of at least the "
-        "node count when the model spans nodes",
-        plan.pp, nodes));
+        "pipeline-parallel size {} is smaller than the {} nodes one model replica spans: the seeds "
+        "advise PP of at least that node count, with TP inside a node",
+        plan.pp, replica_nodes));
 
   // ---- ZeRO ----
   plan.zero = in.zero.value_or(0);
   if (plan.zero < 0 || plan.zero > 3) return bad("--zero", "0, 1, 2 or 3", num(plan.zero));
   if (plan.zero >= 2 && plan.pp > 1)
-    return bad("--zero", "0 or 1 with pipeline parallelism (DeepSpeed allows ZeRO-2/3 only without PP)",
+    return bad("--zero",
+               "0 or 1 with pipeline parallelism (DeepSpeed allows ZeRO-2/3 only without PP)",
                num(plan.zero));
   if (plan.zero > 0 && plan.dp == 1)
     warn.push_back(fmt::format("ZeRO-{} with data-parallel size 1 shards nothing", plan.zero));
 
   // ---- batch ----
   plan.micro_batch = in.micro_batch.value_or(1);
-  if (plan.micro_batch < 1) return bad("--micro-batch-size", "a positive integer", num(plan.micro_batch));
+  if (plan.micro_batch < 1)
+    return bad("--micro-batch-size", "a positive integer", num(plan.micro_batch));
   const std::int64_t per_step = plan.micro_batch * plan.dp;
   if (in.global_batch) {
     plan.global_batch = *in.global_batch;
@@ -187,11 +201,12 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     plan.global_batch = per_step * plan.grad_accum;
   }
   if (plan.schedule == Schedule::interleaved && plan.grad_accum % plan.pp != 0)
-    return bad("--global-batch-size",
-               fmt::format("micro-batches per iteration ({}) a multiple of PP {} for the interleaved "
-                           "schedule, as Megatron requires",
-                           plan.grad_accum, plan.pp),
-               num(plan.global_batch));
+    return bad(
+        "--global-batch-size",
+        fmt::format("micro-batches per iteration ({}) a multiple of PP {} for the interleaved "
+                    "schedule, as Megatron requires",
+                    plan.grad_accum, plan.pp),
+        num(plan.global_batch));
   if (plan.pp > 1 && plan.grad_accum < plan.pp)
     warn.push_back(fmt::format("{} micro-batches for {} pipeline stages: the bubble dominates",
                                plan.grad_accum, plan.pp));
@@ -199,11 +214,13 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   // ---- the rest ----
   plan.precision = in.precision.value_or(Precision::bf16);
   if (plan.precision == Precision::bf16 && system.gpu.peak.bf16.value() <= 0)
-    return bad("--precision", fmt::format("fp16 or fp32 ({} has no bfloat16)", system.gpu.name), "bf16");
+    return bad("--precision", fmt::format("fp16 or fp32 ({} has no bfloat16)", system.gpu.name),
+               "bf16");
   plan.recompute = in.recompute.value_or(Recompute::none);
   if (in.ddp_bucket_mb) {
     if (!(*in.ddp_bucket_mb > 0))
-      return bad("--ddp-bucket-size", "a positive size in MiB", fmt::format("{}", *in.ddp_bucket_mb));
+      return bad("--ddp-bucket-size", "a positive size in MiB",
+                 fmt::format("{}", *in.ddp_bucket_mb));
     plan.ddp_bucket = units::mib(*in.ddp_bucket_mb);
   }
   if (in.zero_reduce_bucket) {
@@ -213,7 +230,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   }
   if (in.zero_allgather_bucket) {
     if (*in.zero_allgather_bucket < 1)
-      return bad("allgather_bucket_size", "a positive element count", num(*in.zero_allgather_bucket));
+      return bad("allgather_bucket_size", "a positive element count",
+                 num(*in.zero_allgather_bucket));
     plan.zero_allgather_bucket = *in.zero_allgather_bucket;
   }
   plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);

@@ -3,8 +3,8 @@
 // converted here, once.
 #include "commscope/spec/system.h"
 
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commscope/spec/preset.h"
 #include "commscope/util/json_fields.h"
@@ -12,13 +12,14 @@
 namespace commscope {
 
 namespace {
-constexpr EnumName<DType> kDTypeNames[] = {
-    {DType::fp32, "float32"}, {DType::fp16, "float16"}, {DType::bf16, "bfloat16"},
-    {DType::fp64, "float64"}, {DType::int32, "int32"},  {DType::int64, "int64"},
-    {DType::int8, "int8"},    {DType::fp8, "float8"}};
-constexpr EnumName<IntraNodeTopology> kTopoNames[] = {{IntraNodeTopology::nvswitch, "nvswitch"},
-                                                      {IntraNodeTopology::nvlink_mesh, "nvlink-mesh"},
-                                                      {IntraNodeTopology::pcie, "pcie"}};
+constexpr EnumName<DType> kDTypeNames[] = {{DType::fp32, "float32"},  {DType::fp16, "float16"},
+                                           {DType::bf16, "bfloat16"}, {DType::fp64, "float64"},
+                                           {DType::int32, "int32"},   {DType::int64, "int64"},
+                                           {DType::int8, "int8"},     {DType::fp8, "float8"}};
+constexpr EnumName<IntraNodeTopology> kTopoNames[] = {
+    {IntraNodeTopology::nvswitch, "nvswitch"},
+    {IntraNodeTopology::nvlink_mesh, "nvlink-mesh"},
+    {IntraNodeTopology::pcie, "pcie"}};
 constexpr EnumName<Transport> kTransportNames[] = {{Transport::tcp, "tcp"},
                                                    {Transport::ipoib, "ipoib"},
                                                    {Transport::rdma, "rdma"},
@@ -35,31 +36,46 @@ double positive(FieldReader& r, std::string_view key, bool required = true) {
 }
 }  // namespace
 
-std::string_view to_string(DType d) { return enum_to_name(kDTypeNames, d); }
-std::string_view to_string(IntraNodeTopology t) { return enum_to_name(kTopoNames, t); }
-std::string_view to_string(Transport t) { return enum_to_name(kTransportNames, t); }
+std::string_view to_string(DType d) {
+  return enum_to_name(kDTypeNames, d);
+}
+std::string_view to_string(IntraNodeTopology t) {
+  return enum_to_name(kTopoNames, t);
+}
+std::string_view to_string(Transport t) {
+  return enum_to_name(kTransportNames, t);
+}
 
 int dtype_bytes(DType d) {
   switch (d) {
     case DType::fp64:
-    case DType::int64: return 8;
+    case DType::int64:
+      return 8;
     case DType::fp32:
-    case DType::int32: return 4;
+    case DType::int32:
+      return 4;
     case DType::fp16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
     case DType::int8:
-    case DType::fp8: return 1;
+    case DType::fp8:
+      return 1;
   }
   return 0;
 }
 
 FlopsPerSecond PeakFlops::for_dtype(DType d) const {
   switch (d) {
-    case DType::fp16: return fp16;
-    case DType::bf16: return bf16;
-    case DType::fp8: return fp8;
-    case DType::fp64: return fp64;
-    default: return tf32.value() > 0 ? tf32 : fp32;  // fp32 training runs GEMMs on TF32
+    case DType::fp16:
+      return fp16;
+    case DType::bf16:
+      return bf16;
+    case DType::fp8:
+      return fp8;
+    case DType::fp64:
+      return fp64;
+    default:
+      return tf32.value() > 0 ? tf32 : fp32;  // fp32 training runs GEMMs on TF32
   }
 }
 
@@ -89,8 +105,10 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& 
   n.check(s.node.gpus > 0, "gpus", "a positive integer", std::to_string(s.node.gpus));
   std::string topo = "nvswitch";
   n.read("topology", topo);
-  if (auto t = enum_from_name(kTopoNames, topo)) s.node.topology = *t;
-  else n.fail("topology", "one of " + enum_choices(kTopoNames), "'" + topo + "'");
+  if (auto t = enum_from_name(kTopoNames, topo))
+    s.node.topology = *t;
+  else
+    n.fail("topology", "one of " + enum_choices(kTopoNames), "'" + topo + "'");
   s.node.link_bandwidth = units::gb_per_s(positive(n, "link_bandwidth_gbs"));
   s.node.p2p_bandwidth = units::gb_per_s(positive(n, "p2p_bandwidth_gbs"));
   s.node.host_copy_pinned = units::gb_per_s(positive(n, "host_copy_pinned_gbs", false));
@@ -122,13 +140,14 @@ Result<NetworkProtocol> network_from_json(const nlohmann::json& j, const std::st
   r.require("name", p.name);
   std::string transport;
   r.require("transport", transport);
-  if (auto t = enum_from_name(kTransportNames, transport)) p.transport = *t;
+  if (auto t = enum_from_name(kTransportNames, transport))
+    p.transport = *t;
   else if (!transport.empty())
     r.fail("transport", "one of " + enum_choices(kTransportNames), "'" + transport + "'");
   double line = positive(r, "line_rate_gbps");
   double achievable = positive(r, "achievable_gbps");
-  r.check(achievable <= line, "achievable_gbps",
-          fmt::format("at most line_rate_gbps ({})", line), fmt::format("{}", achievable));
+  r.check(achievable <= line, "achievable_gbps", fmt::format("at most line_rate_gbps ({})", line),
+          fmt::format("{}", achievable));
   p.line_rate = units::gbit_per_s(line);
   p.achievable = units::gbit_per_s(achievable);
   p.latency = units::us(positive(r, "latency_us"));

@@ -1,12 +1,12 @@
 // write, fsync, rename: a reader never sees half a file.
 #include "commscope/util/atomic_file.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -15,7 +15,8 @@ namespace commscope {
 Status write_file_atomic(const std::string& path, std::string_view content) {
   std::string tmp = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return Error{fmt::format("{}: cannot create a file beside it: {}", path, std::strerror(errno))};
+  if (fd < 0)
+    return Error{fmt::format("{}: cannot create a file beside it: {}", path, std::strerror(errno))};
   auto fail = [&](const char* what) {
     int err = errno;
     ::close(fd);

@@ -18,7 +18,8 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
   std::stringstream buf;
   buf << in.rdbuf();
   std::string text = buf.str();
-  if (text.empty()) return Error{fmt::format("{}: empty file, expected a JSON object", path.string())};
+  if (text.empty())
+    return Error{fmt::format("{}: empty file, expected a JSON object", path.string())};
   try {
     // Files written on Windows (and the vTrain CSVs) may carry a UTF-8 byte-order mark.
     auto j = nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/false);
@@ -31,8 +32,7 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
     std::string what = e.what();
     auto pos = what.rfind(": ");
     std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
-    return Error{
-        fmt::format("{}: invalid JSON at byte {}: {}", path.string(), e.byte, reason)};
+    return Error{fmt::format("{}: invalid JSON at byte {}: {}", path.string(), e.byte, reason)};
   }
 }
 
@@ -65,7 +65,8 @@ const nlohmann::json* FieldReader::get(std::string_view key) {
 
 void FieldReader::fail(std::string_view key, std::string_view expected, std::string_view got) {
   if (error_) return;
-  error_ = Error{fmt::format("{}: field '{}': expected {}, got {}", where_, path(key), expected, got)};
+  error_ =
+      Error{fmt::format("{}: field '{}': expected {}, got {}", where_, path(key), expected, got)};
 }
 
 void FieldReader::check(bool ok, std::string_view key, std::string_view expected,

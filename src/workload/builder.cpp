@@ -23,11 +23,11 @@ enum class StepKind : std::uint8_t { compute, tp_enter, tp_exit };
 
 struct Step {
   StepKind kind = StepKind::compute;
-  Op op;                        // compute: the forward op
-  std::int64_t tp_elements = 0; // tp_enter/exit: activation elements b x s x h
-  std::int64_t grad_params = 0; // parameters whose gradient the backward of this step completes
-  bool attention_core = false;  // recomputed under selective recompute
-  bool gathers_input = false;   // GEMM that reads an SP-gathered input (re-gathered for wgrad)
+  Op op;                         // compute: the forward op
+  std::int64_t tp_elements = 0;  // tp_enter/exit: activation elements b x s x h
+  std::int64_t grad_params = 0;  // parameters whose gradient the backward of this step completes
+  bool attention_core = false;   // recomputed under selective recompute
+  bool gathers_input = false;    // GEMM that reads an SP-gathered input (re-gathered for wgrad)
   bool vocab_parallel_loss = false;  // cross-entropy over a vocabulary split across TP ranks
 };
 
@@ -97,8 +97,13 @@ class Bucketer {
 class Builder {
  public:
   explicit Builder(const Scenario& sc)
-      : sc_(sc), m_(sc.model), p_(sc.plan), t_(sc.plan.tp), dt_(sc.plan.dtype()),
-        a_(dtype_bytes(dt_)), b_(sc.plan.micro_batch) {}
+      : sc_(sc),
+        m_(sc.model),
+        p_(sc.plan),
+        t_(sc.plan.tp),
+        dt_(sc.plan.dtype()),
+        a_(dtype_bytes(dt_)),
+        b_(sc.plan.micro_batch) {}
 
   Workload build() {
     Workload w;
@@ -137,8 +142,8 @@ class Builder {
     o.layer = layer;
     o.m = M, o.n = N, o.k = K;
     o.flops = 2.0 * static_cast<double>(M) * static_cast<double>(K) * static_cast<double>(N);
-    o.mem_bytes = a_ * (static_cast<double>(M) * K + static_cast<double>(K) * N +
-                        static_cast<double>(M) * N);
+    o.mem_bytes =
+        a_ * (static_cast<double>(M) * K + static_cast<double>(K) * N + static_cast<double>(M) * N);
     return o;
   }
   // elements touched, FLOPs per element, bytes read+written per element.
@@ -193,48 +198,55 @@ class Builder {
   double act_bytes_rw() const { return 2.0 * a_; }
 
   // ---- programs ----
-  void attention(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv, bool cross,
-                 bool first_in_stack) const {
+  void attention(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
+                 bool cross, bool first_in_stack) const {
     const std::int64_t h = m_.hidden, q = m_.q_dim(), kv = m_.kv_dim(), bias = m_.bias ? 1 : 0;
     const std::int64_t Tq = b_ * s_q, Tkv = b_ * s_kv, heads = m_.heads / t_;
     prog.push_back(tp(StepKind::tp_enter, Tq * h, layer));
     if (!cross) {
-      Step qkv = compute(gemm("qkv", layer, Tq, h, (q + 2 * kv) / t_), (h + bias) * (q + 2 * kv) / t_);
+      Step qkv =
+          compute(gemm("qkv", layer, Tq, h, (q + 2 * kv) / t_), (h + bias) * (q + 2 * kv) / t_);
       qkv.gathers_input = true;
       prog.push_back(qkv);
     } else {
       Step qs = compute(gemm("cross_q", layer, Tq, h, q / t_), (h + bias) * q / t_);
       qs.gathers_input = true;
       prog.push_back(qs);
-      prog.push_back(tp(StepKind::tp_enter, Tkv * h, layer));  // the encoder output enters the region
+      prog.push_back(
+          tp(StepKind::tp_enter, Tkv * h, layer));  // the encoder output enters the region
       Step kvs = compute(gemm("cross_kv", layer, Tkv, h, 2 * kv / t_), (h + bias) * 2 * kv / t_);
       kvs.gathers_input = true;
       prog.push_back(kvs);
     }
     const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
     const double core_flops = 2.0 * score_elems * m_.head_dim;
-    Op scores = elementwise(cross ? "cross_scores" : "attn_scores", ComputeClass::attention, layer, 0, 0, 0);
+    Op scores = elementwise(cross ? "cross_scores" : "attn_scores", ComputeClass::attention, layer,
+                            0, 0, 0);
     scores.flops = core_flops;
-    scores.mem_bytes = a_ * (static_cast<double>(Tq) * q / t_ + static_cast<double>(Tkv) * kv / t_ + score_elems);
+    scores.mem_bytes =
+        a_ * (static_cast<double>(Tq) * q / t_ + static_cast<double>(Tkv) * kv / t_ + score_elems);
     Step sc = compute(scores, first_in_stack && m_.position == PositionEmbedding::relative
                                   ? m_.relative_attention_buckets * m_.heads / t_
                                   : 0);
     sc.attention_core = true;
     prog.push_back(sc);
-    Step sm = compute(elementwise(cross ? "cross_softmax" : "softmax", ComputeClass::elementwise, layer,
-                                  score_elems, 5, act_bytes_rw() + (m_.dropout ? 1 : 0)));
+    Step sm = compute(elementwise(cross ? "cross_softmax" : "softmax", ComputeClass::elementwise,
+                                  layer, score_elems, 5, act_bytes_rw() + (m_.dropout ? 1 : 0)));
     sm.attention_core = true;
     prog.push_back(sm);
     Op values = scores;
     values.name = cross ? "cross_values" : "attn_values";
-    values.mem_bytes = a_ * (score_elems + static_cast<double>(Tkv) * kv / t_ + static_cast<double>(Tq) * q / t_);
+    values.mem_bytes =
+        a_ * (score_elems + static_cast<double>(Tkv) * kv / t_ + static_cast<double>(Tq) * q / t_);
     Step va = compute(values);
     va.attention_core = true;
     prog.push_back(va);
-    prog.push_back(compute(gemm(cross ? "cross_out" : "attn_out", layer, Tq, q / t_, h), q / t_ * h + bias * h));
+    prog.push_back(compute(gemm(cross ? "cross_out" : "attn_out", layer, Tq, q / t_, h),
+                           q / t_ * h + bias * h));
     prog.push_back(tp(StepKind::tp_exit, Tq * h, layer));
-    prog.push_back(compute(elementwise(cross ? "cross_residual" : "attn_residual", ComputeClass::elementwise,
-                                       layer, outside_tokens(Tq) * h, 2, 3.0 * a_)));
+    prog.push_back(
+        compute(elementwise(cross ? "cross_residual" : "attn_residual", ComputeClass::elementwise,
+                            layer, outside_tokens(Tq) * h, 2, 3.0 * a_)));
   }
 
   void mlp(std::vector<Step>& prog, int layer, std::int64_t s) const {
@@ -254,8 +266,8 @@ class Builder {
   }
 
   Step norm(std::string_view name, int layer, std::int64_t tokens) const {
-    return compute(elementwise(name, ComputeClass::norm, layer, outside_tokens(tokens) * m_.hidden, 5,
-                               act_bytes_rw()),
+    return compute(elementwise(name, ComputeClass::norm, layer, outside_tokens(tokens) * m_.hidden,
+                               5, act_bytes_rw()),
                    norm_params());
   }
 
@@ -283,13 +295,15 @@ class Builder {
     Op emb = elementwise("embedding", ComputeClass::embedding, kEmbeddingLayer,
                          static_cast<double>(T) * h / t_, 1, 2.0 * a_);
     prog.push_back(compute(emb, grads));
-    prog.push_back(tp(StepKind::tp_exit, T * h, kEmbeddingLayer));  // vocab-parallel lookup: partial sums
+    prog.push_back(
+        tp(StepKind::tp_exit, T * h, kEmbeddingLayer));  // vocab-parallel lookup: partial sums
     if (m_.kind == ArchKind::bert)
       prog.push_back(compute(elementwise("embedding_norm", ComputeClass::norm, kEmbeddingLayer,
                                          outside_tokens(T) * h, 5, act_bytes_rw())));
     if (m_.dropout)
-      prog.push_back(compute(elementwise("embedding_dropout", ComputeClass::elementwise, kEmbeddingLayer,
-                                         outside_tokens(T) * h, 1, act_bytes_rw() + 1)));
+      prog.push_back(
+          compute(elementwise("embedding_dropout", ComputeClass::elementwise, kEmbeddingLayer,
+                              outside_tokens(T) * h, 1, act_bytes_rw() + 1)));
     return prog;
   }
 
@@ -325,11 +339,13 @@ class Builder {
     for (const Step& st : prog) {
       if (core_only && !st.attention_core) continue;
       switch (st.kind) {
-        case StepKind::compute: e.chain(st.op); break;
+        case StepKind::compute:
+          e.chain(st.op);
+          break;
         case StepKind::tp_enter:
           if (t_ > 1 && p_.sequence_parallel)
-            e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_, st.tp_elements, dt_,
-                         st.op.layer));
+            e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
+                         st.tp_elements, dt_, st.op.layer));
           break;
         case StepKind::tp_exit:
           if (t_ > 1)
@@ -342,7 +358,8 @@ class Builder {
         // Vocab-parallel cross-entropy: max, sum of exponentials, target logit (fp32, b x s).
         const std::int64_t T = b_ * m_.dec_seq();
         for (auto nm : {"ce_max", "ce_sum_exp", "ce_target"})
-          e.chain(comm(nm, Collective::all_reduce, CommGroup::tensor, t_, T, DType::fp32, kHeadLayer));
+          e.chain(
+              comm(nm, Collective::all_reduce, CommGroup::tensor, t_, T, DType::fp32, kHeadLayer));
       }
     }
   }
@@ -371,8 +388,8 @@ class Builder {
           break;
         case StepKind::tp_exit:
           if (t_ > 1 && p_.sequence_parallel)
-            e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_, st.tp_elements, dt_,
-                         st.op.layer));
+            e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
+                         st.tp_elements, dt_, st.op.layer));
           break;
       }
     }
@@ -381,8 +398,8 @@ class Builder {
   // ZeRO-3: gather a module's parameters before its forward and before its backward.
   void gather_params(Emitter& e, std::int64_t params, int layer) const {
     if (p_.zero != 3 || p_.dp == 1 || params == 0) return;
-    std::uint32_t i = e.side(comm("zero3_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp,
-                                  params, dt_, layer),
+    std::uint32_t i = e.side(comm("zero3_param_all_gather", Collective::all_gather, CommGroup::data,
+                                  p_.dp, params, dt_, layer),
                              {});
     e.need(i);
   }
@@ -422,8 +439,10 @@ class Builder {
         m_.kind == ArchKind::t5 && first <= m_.encoder_layers && m_.encoder_layers < end;
     std::vector<std::vector<Step>> blocks;
     for (int l = first; l < end; ++l) blocks.push_back(block_program(l));
-    std::vector<Step> emb = is_first ? embedding_program(m_.seq_length, embedding_grads()) : std::vector<Step>{};
-    std::vector<Step> dec_emb = decoder_embedding_here ? embedding_program(m_.dec_seq(), 0) : std::vector<Step>{};
+    std::vector<Step> emb =
+        is_first ? embedding_program(m_.seq_length, embedding_grads()) : std::vector<Step>{};
+    std::vector<Step> dec_emb =
+        decoder_embedding_here ? embedding_program(m_.dec_seq(), 0) : std::vector<Step>{};
     std::vector<Step> head = is_last ? head_program() : std::vector<Step>{};
     const std::int64_t emb_params = embedding_grads();
 
@@ -431,8 +450,8 @@ class Builder {
     ch.forward.reserve(blocks.size() * 24 + 16);
     Emitter f(ch.forward, Phase::forward);
     if (!is_first)
-      f.chain(comm("pp_recv_activation", Collective::recv, CommGroup::pipeline, 2, boundary_elements(first),
-                   dt_, first));
+      f.chain(comm("pp_recv_activation", Collective::recv, CommGroup::pipeline, 2,
+                   boundary_elements(first), dt_, first));
     if (is_first) {
       gather_params(f, emb_params, kEmbeddingLayer);
       emit_forward(f, emb);
@@ -446,8 +465,8 @@ class Builder {
       gather_params(f, head_params(), kHeadLayer);
       emit_forward(f, head);
     } else {
-      f.side(comm("pp_send_activation", Collective::send, CommGroup::pipeline, 2, boundary_elements(end), dt_,
-                  end - 1),
+      f.side(comm("pp_send_activation", Collective::send, CommGroup::pipeline, 2,
+                  boundary_elements(end), dt_, end - 1),
              {f.prev()});
     }
 
@@ -459,8 +478,8 @@ class Builder {
       // DDP all-reduces buckets on the last micro-batch only; ZeRO-2/3 reduce-scatter every
       // micro-batch, since each rank keeps only its shard of the gradients.
       Op proto = comm(p_.zero == 0 ? "ddp_bucket" : "zero_grad_bucket",
-                      p_.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter, CommGroup::data,
-                      p_.dp, 0, dt_, kNoLayer);
+                      p_.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter,
+                      CommGroup::data, p_.dp, 0, dt_, kNoLayer);
       proto.last_microbatch_only = p_.zero == 0;
       std::int64_t cap = p_.zero == 0 ? static_cast<std::int64_t>(p_.ddp_bucket.value() / a_)
                                       : p_.zero_reduce_bucket;
@@ -468,8 +487,8 @@ class Builder {
     }
     Bucketer* g = bucketer ? &*bucketer : nullptr;
     if (!is_last)
-      bw.chain(comm("pp_recv_gradient", Collective::recv, CommGroup::pipeline, 2, boundary_elements(end), dt_,
-                    end - 1));
+      bw.chain(comm("pp_recv_gradient", Collective::recv, CommGroup::pipeline, 2,
+                    boundary_elements(end), dt_, end - 1));
     if (is_last) {
       gather_params(bw, head_params(), kHeadLayer);
       emit_backward(bw, head, g);
@@ -490,13 +509,14 @@ class Builder {
     }
     if (g && bw.has_prev()) g->flush(bw.prev());
     if (!is_first)
-      bw.side(comm("pp_send_gradient", Collective::send, CommGroup::pipeline, 2, boundary_elements(first), dt_,
-                   first),
+      bw.side(comm("pp_send_gradient", Collective::send, CommGroup::pipeline, 2,
+                   boundary_elements(first), dt_, first),
               {bw.prev()});
   }
 
   // Splits `total` elements into collectives of at most `cap` elements, chained in order.
-  void bucketed(Emitter& e, std::string_view name, Collective c, std::int64_t total, std::int64_t cap) const {
+  void bucketed(Emitter& e, std::string_view name, Collective c, std::int64_t total,
+                std::int64_t cap) const {
     std::int32_t index = 0;
     for (std::int64_t done = 0; done < total; done += cap) {
       Op op = comm(name, c, CommGroup::data, p_.dp, std::min(cap, total - done), dt_, kNoLayer);
@@ -513,7 +533,8 @@ class Builder {
       for (const Chunk& ch : r.chunks)
         for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
           replicated += block_replicated_params(m_, l);
-      e.chain(comm("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, t_, replicated, dt_, kNoLayer));
+      e.chain(comm("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, t_, replicated,
+                   dt_, kNoLayer));
     }
     const bool holds_embedding = r.stage == 0 || r.stage == p_.pp - 1;
     if (p_.pp > 1 && m_.tied_embeddings && holds_embedding)
@@ -521,13 +542,16 @@ class Builder {
                    outer_params(m_).word_embedding / t_, dt_, kEmbeddingLayer));
     const bool sharded = p_.zero >= 1 && p_.dp > 1;
     if (p_.zero == 1 && p_.dp > 1)
-      bucketed(e, "zero_grad_reduce_scatter", Collective::reduce_scatter, r.params, p_.zero_reduce_bucket);
-    const double owned = sharded ? static_cast<double>(r.params) / p_.dp : static_cast<double>(r.params);
+      bucketed(e, "zero_grad_reduce_scatter", Collective::reduce_scatter, r.params,
+               p_.zero_reduce_bucket);
+    const double owned =
+        sharded ? static_cast<double>(r.params) / p_.dp : static_cast<double>(r.params);
     // Adam: fp32 master weight, two moments and the gradient read; master, moments and the
     // low-precision weight copy written: 28 bytes per parameter; about 12 FLOPs per parameter.
     e.chain(elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, 28));
     if ((p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
-      bucketed(e, "zero_param_all_gather", Collective::all_gather, r.params, p_.zero_allgather_bucket);
+      bucketed(e, "zero_param_all_gather", Collective::all_gather, r.params,
+               p_.zero_allgather_bucket);
   }
 
   const Scenario& sc_;
@@ -542,6 +566,8 @@ class Builder {
 
 }  // namespace
 
-Workload build_workload(const Scenario& sc) { return Builder(sc).build(); }
+Workload build_workload(const Scenario& sc) {
+  return Builder(sc).build();
+}
 
 }  // namespace commscope

@@ -11,39 +11,57 @@ constexpr EnumName<Phase> kPhase[] = {{Phase::forward, "forward"},
                                       {Phase::backward, "backward"},
                                       {Phase::recompute, "recompute"},
                                       {Phase::optimizer, "optimizer"}};
-constexpr EnumName<ComputeClass> kClass[] = {
-    {ComputeClass::gemm, "gemm"},           {ComputeClass::attention, "attention"},
-    {ComputeClass::elementwise, "elementwise"}, {ComputeClass::norm, "norm"},
-    {ComputeClass::embedding, "embedding"}, {ComputeClass::loss, "loss"},
-    {ComputeClass::optimizer, "optimizer"}};
-constexpr EnumName<Collective> kColl[] = {
-    {Collective::all_reduce, "all_reduce"},         {Collective::all_gather, "all_gather"},
-    {Collective::reduce_scatter, "reduce_scatter"}, {Collective::broadcast, "broadcast"},
-    {Collective::reduce, "reduce"},                 {Collective::all_to_all, "all_to_all"},
-    {Collective::send, "send"},                     {Collective::recv, "recv"}};
+constexpr EnumName<ComputeClass> kClass[] = {{ComputeClass::gemm, "gemm"},
+                                             {ComputeClass::attention, "attention"},
+                                             {ComputeClass::elementwise, "elementwise"},
+                                             {ComputeClass::norm, "norm"},
+                                             {ComputeClass::embedding, "embedding"},
+                                             {ComputeClass::loss, "loss"},
+                                             {ComputeClass::optimizer, "optimizer"}};
+constexpr EnumName<Collective> kColl[] = {{Collective::all_reduce, "all_reduce"},
+                                          {Collective::all_gather, "all_gather"},
+                                          {Collective::reduce_scatter, "reduce_scatter"},
+                                          {Collective::broadcast, "broadcast"},
+                                          {Collective::reduce, "reduce"},
+                                          {Collective::all_to_all, "all_to_all"},
+                                          {Collective::send, "send"},
+                                          {Collective::recv, "recv"}};
 constexpr EnumName<CommGroup> kGroup[] = {{CommGroup::data, "data"},
                                           {CommGroup::tensor, "tensor"},
                                           {CommGroup::pipeline, "pipeline"},
                                           {CommGroup::embedding, "embedding"}};
 }  // namespace
 
-std::string_view to_string(OpKind k) { return enum_to_name(kKind, k); }
-std::string_view to_string(Phase p) { return enum_to_name(kPhase, p); }
-std::string_view to_string(ComputeClass c) { return enum_to_name(kClass, c); }
-std::string_view to_string(Collective c) { return enum_to_name(kColl, c); }
-std::string_view to_string(CommGroup g) { return enum_to_name(kGroup, g); }
+std::string_view to_string(OpKind k) {
+  return enum_to_name(kKind, k);
+}
+std::string_view to_string(Phase p) {
+  return enum_to_name(kPhase, p);
+}
+std::string_view to_string(ComputeClass c) {
+  return enum_to_name(kClass, c);
+}
+std::string_view to_string(Collective c) {
+  return enum_to_name(kColl, c);
+}
+std::string_view to_string(CommGroup g) {
+  return enum_to_name(kGroup, g);
+}
 
 double bus_factor(Collective c, int n) {
   if (n <= 1) return c == Collective::send || c == Collective::recv ? 1.0 : 0.0;
   switch (c) {
-    case Collective::all_reduce: return 2.0 * (n - 1) / n;
+    case Collective::all_reduce:
+      return 2.0 * (n - 1) / n;
     case Collective::all_gather:
     case Collective::reduce_scatter:
-    case Collective::all_to_all: return static_cast<double>(n - 1) / n;
+    case Collective::all_to_all:
+      return static_cast<double>(n - 1) / n;
     case Collective::broadcast:
     case Collective::reduce:
     case Collective::send:
-    case Collective::recv: return 1.0;
+    case Collective::recv:
+      return 1.0;
   }
   return 1.0;
 }

@@ -7,7 +7,9 @@ namespace {
 std::int64_t norm_params(const ModelSpec& m) {
   return m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden;  // weight (+ bias)
 }
-std::int64_t mlp_in_width(const ModelSpec& m) { return m.gated_mlp() ? 2 * m.ffn : m.ffn; }
+std::int64_t mlp_in_width(const ModelSpec& m) {
+  return m.gated_mlp() ? 2 * m.ffn : m.ffn;
+}
 
 // Split (column- or row-parallel, or split by heads) and replicated parts of a block.
 struct BlockParts {

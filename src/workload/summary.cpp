@@ -13,8 +13,8 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
   auto add = [&](const Op& op, std::int64_t runs) {
     if (op.kind != OpKind::comm || runs == 0) return;
     auto it = std::find_if(out.begin(), out.end(), [&](const CommVolume& v) {
-      return v.group == op.group && v.collective == op.collective && v.group_size == op.group_size &&
-             v.dtype == op.dtype;
+      return v.group == op.group && v.collective == op.collective &&
+             v.group_size == op.group_size && v.dtype == op.dtype;
     });
     if (it == out.end()) {
       out.push_back({op.group, op.collective, op.group_size, op.dtype, 0, 0, 0});
@@ -57,8 +57,10 @@ std::int64_t inflight_microbatches(const Scenario& sc, int stage) {
   const std::int64_t m = p.grad_accum;
   if (p.pp == 1) return 1;  // gradient accumulation frees each micro-batch's activations
   switch (p.schedule) {
-    case Schedule::gpipe: return m;
-    case Schedule::one_f_one_b: return std::min<std::int64_t>(p.pp - stage, m);
+    case Schedule::gpipe:
+      return m;
+    case Schedule::one_f_one_b:
+      return std::min<std::int64_t>(p.pp - stage, m);
     case Schedule::interleaved:
       // Megatron's warm-up: (pp - stage - 1) x 2 + (v - 1) x pp chunk-micro-batches, plus
       // the one in flight; counted in chunks.
@@ -88,17 +90,17 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
 
   double outside = 0, inside = 0;
   auto attention = [&](double sq, double skv, bool keep_core) {
-    outside += a * sq * b * h;                // norm output = QKV input
+    outside += a * sq * b * h;                  // norm output = QKV input
     inside += a * (sq * b * q + skv * b * kv);  // Q and K
-    inside += a * skv * b * kv;               // V
+    inside += a * skv * b * kv;                 // V
     if (keep_core) {
       double scores = b * heads * sq * skv;
       inside += a * scores;                           // softmax output
       inside += m.dropout ? (mask + a) * scores : 0;  // dropout mask and output
     }
-    inside += a * sq * b * q;   // input of the output projection
+    inside += a * sq * b * q;      // input of the output projection
     outside += mask * sq * b * h;  // dropout mask after the projection
-    outside += a * sq * b * h;  // norm input
+    outside += a * sq * b * h;     // norm input
   };
   const bool keep_core = p.recompute != Recompute::selective;
   attention(s, s, keep_core);
@@ -132,7 +134,8 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   Bytes per_chunk;
   for (const Chunk& ch : r.chunks) {
     Bytes c;
-    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) c += block_activation_bytes(sc, l);
+    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+      c += block_activation_bytes(sc, l);
     per_chunk = std::max(per_chunk, c);
   }
   const double inflight = static_cast<double>(inflight_microbatches(sc, r.stage));
@@ -163,9 +166,8 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     }
   }
   if (p.pp > 1) {
-    const double tokens = static_cast<double>(m.seq_length + (m.encoder_layers > 0 && m.decoder_layers > 0
-                                                                  ? m.dec_seq()
-                                                                  : 0));
+    const double tokens = static_cast<double>(
+        m.seq_length + (m.encoder_layers > 0 && m.decoder_layers > 0 ? m.dec_seq() : 0));
     buffers += Bytes(2.0 * a * b * tokens * h / out_div);
   }
   mem.comm_buffers = buffers;

@@ -26,7 +26,7 @@ struct Description {
   ParamCount params;
   FlopCount flops;
   std::vector<StageDescription> stages;
-  Bytes max_memory;        // the fullest rank
+  Bytes max_memory;  // the fullest rank
   std::int64_t max_params = 0;
   bool fits = true;
   std::vector<std::string> warnings;  // the scenario's, and "does not fit"

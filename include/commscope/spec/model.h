@@ -31,23 +31,23 @@ std::string_view to_string(MlpKind m);
 struct ModelSpec {
   std::string name;
   ArchKind kind = ArchKind::gpt;
-  int encoder_layers = 0;        // encoder blocks (BERT, T5)
-  int decoder_layers = 0;        // decoder blocks (GPT, Llama, T5)
-  std::int64_t hidden = 0;       // model width h
-  std::int64_t heads = 0;        // query heads a
-  std::int64_t kv_heads = 0;     // key/value heads (== heads without grouped-query attention)
-  std::int64_t head_dim = 0;     // channels per head (h / heads unless given, e.g. T5-3B: 128)
-  std::int64_t ffn = 0;          // MLP inner width f
-  std::int64_t vocab = 0;        // vocabulary V (as padded for training)
-  std::int64_t seq_length = 0;   // tokens per sample s (encoder input for T5)
+  int encoder_layers = 0;       // encoder blocks (BERT, T5)
+  int decoder_layers = 0;       // decoder blocks (GPT, Llama, T5)
+  std::int64_t hidden = 0;      // model width h
+  std::int64_t heads = 0;       // query heads a
+  std::int64_t kv_heads = 0;    // key/value heads (== heads without grouped-query attention)
+  std::int64_t head_dim = 0;    // channels per head (h / heads unless given, e.g. T5-3B: 128)
+  std::int64_t ffn = 0;         // MLP inner width f
+  std::int64_t vocab = 0;       // vocabulary V (as padded for training)
+  std::int64_t seq_length = 0;  // tokens per sample s (encoder input for T5)
   std::int64_t decoder_seq_length = 0;  // T5 decoder tokens per sample (0: same as seq_length)
   std::int64_t max_positions = 0;       // learned position table size (0: seq_length)
   std::int64_t type_vocab = 0;          // BERT token-type embeddings
   std::int64_t relative_attention_buckets = 0;  // T5 relative position bias buckets
-  bool tied_embeddings = true;   // LM head shares the input embedding
-  bool bias = true;              // linear layers carry biases
-  bool dropout = true;           // dropout layers (masks are stored for backward)
-  bool pooler = false;           // BERT pooler (dense h x h on [CLS])
+  bool tied_embeddings = true;                  // LM head shares the input embedding
+  bool bias = true;                             // linear layers carry biases
+  bool dropout = true;                          // dropout layers (masks are stored for backward)
+  bool pooler = false;                          // BERT pooler (dense h x h on [CLS])
   PositionEmbedding position = PositionEmbedding::learned;
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;

@@ -42,11 +42,11 @@ struct ParallelPlan {
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
   Schedule schedule = Schedule::one_f_one_b;
-  Bytes ddp_bucket = units::mib(25);            // PyTorch DDP bucket_cap_mb=25
-  std::int64_t zero_reduce_bucket = 500000000;    // DeepSpeed reduce_bucket_size (elements)
-  std::int64_t zero_allgather_bucket = 500000000; // DeepSpeed allgather_bucket_size (elements)
-  bool overlap_grad_reduce = true;   // DDP / DeepSpeed overlap_comm
-  bool overlap_param_gather = true;  // ZeRO-3 prefetch of the next layer's parameters
+  Bytes ddp_bucket = units::mib(25);               // PyTorch DDP bucket_cap_mb=25
+  std::int64_t zero_reduce_bucket = 500000000;     // DeepSpeed reduce_bucket_size (elements)
+  std::int64_t zero_allgather_bucket = 500000000;  // DeepSpeed allgather_bucket_size (elements)
+  bool overlap_grad_reduce = true;                 // DDP / DeepSpeed overlap_comm
+  bool overlap_param_gather = true;                // ZeRO-3 prefetch of the next layer's parameters
 
   int model_parallel() const { return tp * pp; }
   int gpus() const { return dp * tp * pp; }

@@ -37,10 +37,10 @@ std::string_view to_string(IntraNodeTopology t);
 struct NodeSpec {
   int gpus = 0;
   IntraNodeTopology topology = IntraNodeTopology::nvswitch;
-  BytesPerSecond link_bandwidth;     // per GPU, per direction, all NVLink links together
-  BytesPerSecond p2p_bandwidth;      // measured GPU-to-GPU copy bandwidth
-  BytesPerSecond host_copy_pinned;   // host<->device, pinned memory (measured)
-  BytesPerSecond host_copy_pageable; // host<->device, pageable memory (measured)
+  BytesPerSecond link_bandwidth;      // per GPU, per direction, all NVLink links together
+  BytesPerSecond p2p_bandwidth;       // measured GPU-to-GPU copy bandwidth
+  BytesPerSecond host_copy_pinned;    // host<->device, pinned memory (measured)
+  BytesPerSecond host_copy_pageable;  // host<->device, pageable memory (measured)
 };
 
 struct NicSpec {

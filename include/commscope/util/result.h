@@ -20,7 +20,7 @@ struct Error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -51,7 +51,9 @@ class [[nodiscard]] Status {
   bool ok_ = true;
 };
 
-inline Status ok_status() { return {}; }
+inline Status ok_status() {
+  return {};
+}
 
 [[noreturn]] inline void check_failed(const char* cond, const char* file, int line) {
   std::fprintf(stderr, "commscope: internal error: %s at %s:%d\n", cond, file, line);
@@ -64,14 +66,13 @@ inline Status ok_status() { return {}; }
 #define CS_CONCAT(a, b) CS_CONCAT_INNER(a, b)
 
 // Programmer errors: abort with file:line.
-#define CS_CHECK(cond) \
-  ((cond) ? (void)0 : ::commscope::check_failed(#cond, __FILE__, __LINE__))
+#define CS_CHECK(cond) ((cond) ? (void)0 : ::commscope::check_failed(#cond, __FILE__, __LINE__))
 
 // Early return of an error from a function returning Result<U> or Status.
-#define CS_RETURN_IF_ERROR(expr)                             \
-  do {                                                       \
-    auto cs_status_ = (expr);                                \
-    if (!cs_status_.ok()) return cs_status_.error();         \
+#define CS_RETURN_IF_ERROR(expr)                     \
+  do {                                               \
+    auto cs_status_ = (expr);                        \
+    if (!cs_status_.ok()) return cs_status_.error(); \
   } while (0)
 
 #define CS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

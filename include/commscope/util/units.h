@@ -50,12 +50,18 @@ using Flops = Quantity<FlopsTag>;                    // floating-point operation
 using BytesPerSecond = Quantity<BytesPerSecondTag>;  // bytes per second
 using FlopsPerSecond = Quantity<FlopsPerSecondTag>;  // FLOP/s
 
-constexpr Seconds operator/(Bytes b, BytesPerSecond r) { return Seconds(b.value() / r.value()); }
-constexpr Seconds operator/(Flops f, FlopsPerSecond r) { return Seconds(f.value() / r.value()); }
+constexpr Seconds operator/(Bytes b, BytesPerSecond r) {
+  return Seconds(b.value() / r.value());
+}
+constexpr Seconds operator/(Flops f, FlopsPerSecond r) {
+  return Seconds(f.value() / r.value());
+}
 constexpr BytesPerSecond operator/(Bytes b, Seconds s) {
   return BytesPerSecond(b.value() / s.value());
 }
-constexpr Bytes operator*(BytesPerSecond r, Seconds s) { return Bytes(r.value() * s.value()); }
+constexpr Bytes operator*(BytesPerSecond r, Seconds s) {
+  return Bytes(r.value() * s.value());
+}
 
 // ---- conversions from the units used in preset files and flags (decimal SI unless "i") ----
 namespace units {
@@ -63,21 +69,47 @@ constexpr double kKiB = 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-constexpr Bytes gib(double v) { return Bytes(v * kGiB); }
-constexpr Bytes gb(double v) { return Bytes(v * 1e9); }
-constexpr Bytes mb(double v) { return Bytes(v * 1e6); }
-constexpr Bytes mib(double v) { return Bytes(v * kMiB); }
+constexpr Bytes gib(double v) {
+  return Bytes(v * kGiB);
+}
+constexpr Bytes gb(double v) {
+  return Bytes(v * 1e9);
+}
+constexpr Bytes mb(double v) {
+  return Bytes(v * 1e6);
+}
+constexpr Bytes mib(double v) {
+  return Bytes(v * kMiB);
+}
 // GB/s (decimal bytes) -> bytes/s.
-constexpr BytesPerSecond gb_per_s(double v) { return BytesPerSecond(v * 1e9); }
+constexpr BytesPerSecond gb_per_s(double v) {
+  return BytesPerSecond(v * 1e9);
+}
 // Gbit/s (decimal bits, as NIC line rates are quoted) -> bytes/s.
-constexpr BytesPerSecond gbit_per_s(double v) { return BytesPerSecond(v * 1e9 / 8.0); }
-constexpr double to_gbit_per_s(BytesPerSecond r) { return r.value() * 8.0 / 1e9; }
-constexpr double to_gb_per_s(BytesPerSecond r) { return r.value() / 1e9; }
-constexpr FlopsPerSecond tflop_per_s(double v) { return FlopsPerSecond(v * 1e12); }
-constexpr double to_tflop_per_s(FlopsPerSecond r) { return r.value() / 1e12; }
-constexpr Seconds us(double v) { return Seconds(v * 1e-6); }
-constexpr double to_us(Seconds s) { return s.value() * 1e6; }
-constexpr double to_gib(Bytes b) { return b.value() / kGiB; }
+constexpr BytesPerSecond gbit_per_s(double v) {
+  return BytesPerSecond(v * 1e9 / 8.0);
+}
+constexpr double to_gbit_per_s(BytesPerSecond r) {
+  return r.value() * 8.0 / 1e9;
+}
+constexpr double to_gb_per_s(BytesPerSecond r) {
+  return r.value() / 1e9;
+}
+constexpr FlopsPerSecond tflop_per_s(double v) {
+  return FlopsPerSecond(v * 1e12);
+}
+constexpr double to_tflop_per_s(FlopsPerSecond r) {
+  return r.value() / 1e12;
+}
+constexpr Seconds us(double v) {
+  return Seconds(v * 1e-6);
+}
+constexpr double to_us(Seconds s) {
+  return s.value() * 1e6;
+}
+constexpr double to_gib(Bytes b) {
+  return b.value() / kGiB;
+}
 }  // namespace units
 
 }  // namespace commscope

@@ -17,9 +17,24 @@ namespace commscope {
 enum class OpKind : std::uint8_t { compute, comm };
 enum class Phase : std::uint8_t { forward, backward, recompute, optimizer };
 // What a compute op is, as far as its efficiency is concerned.
-enum class ComputeClass : std::uint8_t { gemm, attention, elementwise, norm, embedding, loss, optimizer };
+enum class ComputeClass : std::uint8_t {
+  gemm,
+  attention,
+  elementwise,
+  norm,
+  embedding,
+  loss,
+  optimizer
+};
 enum class Collective : std::uint8_t {
-  all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send, recv
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  all_to_all,
+  send,
+  recv
 };
 // Process groups in Megatron's terms; "embedding" is the first and last pipeline stage.
 enum class CommGroup : std::uint8_t { data, tensor, pipeline, embedding };
@@ -55,8 +70,8 @@ struct Op {
   std::string_view name;          // static string: "qkv", "attn_scores", "ddp_bucket", ...
 
   // compute
-  double flops = 0;      // floating-point operations on this rank
-  double mem_bytes = 0;  // bytes read and written in device memory
+  double flops = 0;                  // floating-point operations on this rank
+  double mem_bytes = 0;              // bytes read and written in device memory
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape on this rank (0 when not a GEMM)
   std::int64_t grad_params = 0;      // parameters whose gradient this op completes
 

@@ -22,11 +22,12 @@ struct Chunk {
 };
 
 struct Role {
-  int stage = 0;          // pipeline stage
-  int ranks = 1;          // ranks that play this role (DP x TP)
+  int stage = 0;  // pipeline stage
+  int ranks = 1;  // ranks that play this role (DP x TP)
   std::vector<Chunk> chunks;
-  OpList step;            // once per iteration, after the last backward
-  std::int64_t params = 0;  // parameters this rank holds (TP shard of its stage, tied copy included)
+  OpList step;  // once per iteration, after the last backward
+  std::int64_t params =
+      0;  // parameters this rank holds (TP shard of its stage, tied copy included)
 };
 
 struct Workload {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs with apt-get exactly the Debian packages commscope needs that are missing, and
+# nothing when all are there (idempotent). docs/DEPENDENCIES.md says what each one is for.
+set -euo pipefail
+
+PACKAGES=(
+  g++ cmake make             # toolchain
+  libcli11-dev               # command line
+  libfmt-dev                 # formatting
+  nlohmann-json3-dev         # configs and result documents
+  libgtest-dev libgmock-dev  # tests
+  clang-format               # the formatting check the test suite runs
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,192 @@
+// The `commscope` binary end to end: outputs, exit statuses, one-line errors, no partial files.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("commscope_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome run(const std::string& args) {
+    std::string cmd = std::string(COMMSCOPE_BIN) + " " + args + " >" + (dir_ / "out").string() +
+                      " 2>" + (dir_ / "err").string() + " </dev/null";
+    int rc = std::system(cmd.c_str());
+    Outcome r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(dir_ / "out");
+    r.err = slurp(dir_ / "err");
+    return r;
+  }
+  fs::path dir_;
+};
+
+int lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+TEST_F(Cli, DefaultScenario) {
+  Outcome r = run("describe");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("gpt2-large on polaris: 4 nodes x 4 GPUs = 16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("774,030,080"), std::string::npos);
+  EXPECT_NE(r.out.find("all_reduce"), std::string::npos);
+}
+
+TEST_F(Cli, JsonCarriesTheDocumentedFields) {
+  Outcome r = run("describe --format json --tp 2 --pp 2 --global-batch-size 64");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  // TP 2 pads GPT-2's vocabulary 50,257 to 50,432 (a multiple of 128 x 2), as Megatron does:
+  // 175 more embedding rows of 1,280.
+  EXPECT_EQ(j["params_total"].get<std::int64_t>(), 774030080 + 175 * 1280);
+  EXPECT_NE(r.err.find("padded to 50432"), std::string::npos) << r.err;
+  EXPECT_GT(j["flops_per_iteration"].get<double>(), 0);
+  EXPECT_GT(j["memory_per_rank_bytes"].get<double>(), 0);
+  EXPECT_EQ(j["plan"]["dp"], 4);
+  bool saw_pipeline = false, saw_tensor = false;
+  for (const auto& c : j["comm"]) {
+    for (const char* k :
+         {"group", "collective", "calls", "bytes_per_rank", "wire_bytes_per_rank", "stage"})
+      EXPECT_TRUE(c.contains(k)) << k;
+    saw_pipeline |= c["group"] == "pipeline";
+    saw_tensor |= c["group"] == "tensor";
+  }
+  EXPECT_TRUE(saw_pipeline && saw_tensor);
+  EXPECT_EQ(j["stages"].size(), 2u);
+}
+
+TEST_F(Cli, CsvAndMarkdown) {
+  Outcome csv = run("describe --format csv --pp 4 --global-batch-size 16 --model gpt2-medium");
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  EXPECT_EQ(lines(csv.out), 1 + 4);  // header + one row per stage
+  EXPECT_EQ(csv.out.rfind("model,system,network,nodes,gpus,dp,tp,pp", 0), 0u);
+  Outcome md = run("describe --format md");
+  ASSERT_EQ(md.status, 0) << md.err;
+  EXPECT_NE(md.out.find("| stage |"), std::string::npos);
+}
+
+TEST_F(Cli, MegatronAndDeepSpeedSpellings) {
+  Outcome r =
+      run("describe --format json --system dgx-a100-80gb --nodes 2 --tensor-model-parallel-size 2 "
+          "--pipeline-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 32 "
+          "--sequence-parallel "
+          "--recompute-granularity selective --fp16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["plan"]["tp"], 2);
+  EXPECT_EQ(j["plan"]["pp"], 2);
+  EXPECT_EQ(j["plan"]["dp"], 4);
+  EXPECT_EQ(j["plan"]["grad_accum"], 4);
+  EXPECT_EQ(j["plan"]["sequence_parallel"], true);
+  EXPECT_EQ(j["plan"]["precision"], "fp16");
+  EXPECT_EQ(j["plan"]["recompute"], "selective");
+
+  Outcome ds = run(
+      std::string("describe --format json --system dgx-a100-80gb --nodes 2 --deepspeed-config ") +
+      COMMSCOPE_SOURCE_DIR "/tests/data/deepspeed/zero3_bf16.json");
+  ASSERT_EQ(ds.status, 0) << ds.err;
+  auto k = nlohmann::json::parse(ds.out);
+  EXPECT_EQ(k["plan"]["zero"], 3);
+  EXPECT_EQ(k["plan"]["global_batch"], 256);
+}
+
+TEST_F(Cli, HuggingFaceConfigAsModel) {
+  Outcome r = run(
+      std::string(
+          "describe --format json --system dgx-h100 --nodes 8 --tp 8 --pp 2 --global-batch-size 64 "
+          "--model ") +
+      COMMSCOPE_SOURCE_DIR "/tests/data/hf/llama-2-70b.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["params_total"].get<std::int64_t>(), 68976648192);
+}
+
+TEST_F(Cli, BadPlanIsOneLineAndStatusTwo) {
+  Outcome r = run("describe --tp 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(
+      r.err.rfind(
+          "commscope: --tensor-model-parallel-size: expected a divisor of the 20 attention heads",
+          0),
+      0u)
+      << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST_F(Cli, BadFlagsAreOneLineAndStatusTwo) {
+  for (const char* args :
+       {"describe --tp abc", "describe --no-such-flag", "describe --format xml",
+        "describe --model no-such-model", "describe --precision fp8", "frobnicate"}) {
+    SCOPED_TRACE(args);
+    Outcome r = run(args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("commscope: ", 0), 0u) << r.err;
+  }
+}
+
+TEST_F(Cli, OutputFileIsWholeOrAbsent) {
+  fs::path out = dir_ / "describe.json";
+  Outcome ok = run("describe --format json -o " + out.string());
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_TRUE(ok.out.empty());
+  auto j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["params_total"].get<std::int64_t>(), 774030080);
+
+  // A failing run leaves an existing file as it was and creates nothing beside it.
+  std::string before = slurp(out);
+  Outcome bad = run("describe --format json --pp 7 -o " + out.string());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(slurp(out), before);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_))
+    files += e.path().filename().string().rfind("describe", 0) == 0;
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(Cli, DoesNotFitIsAWarningNotAnError) {
+  Outcome r = run("describe --format json --model gpt3-175b --system thetagpu-tg40 --nodes 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("commscope: warning: does not fit"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["fits"], false);
+}
+
+TEST_F(Cli, HelpAndPresets) {
+  Outcome h = run("describe --help");
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("--tensor-model-parallel-size"), std::string::npos);
+  Outcome p = run("presets networks");
+  EXPECT_EQ(p.status, 0);
+  EXPECT_NE(p.out.find("rdma-100g"), std::string::npos);
+}
+
+}  // namespace

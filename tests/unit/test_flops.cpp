@@ -1,0 +1,76 @@
+// FLOPs per iteration against closed forms from the literature.
+#include <gtest/gtest.h>
+
+#include "commscope/workload/params.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::plan;
+using testing::scenario;
+
+// Narayanan et al. 2021 (SC'21), Section 5.1, for B samples per iteration:
+//   without recompute: F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+//   with full recompute: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))
+double megatron_flops(const ModelSpec& m, double B, bool full_recompute) {
+  const double s = m.seq_length, l = m.layers(), h = m.hidden, V = m.vocab;
+  return full_recompute ? 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+                        : 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+struct Case {
+  const char* model;
+  int gpus, tp, pp;
+  std::int64_t micro, global;
+};
+
+TEST(Flops, MegatronClosedForms) {
+  const Case cases[] = {{"megatron-1.7b", 8, 1, 1, 4, 32},
+                        {"megatron-18.4b", 64, 8, 2, 2, 64},
+                        {"megatron-145.6b", 1536, 8, 8, 1, 1536},
+                        {"gpt3-175b", 1024, 8, 16, 1, 512},
+                        {"megatron-1t", 3072, 8, 64, 1, 384}};
+  for (const auto& c : cases) {
+    for (auto recompute : {Recompute::none, Recompute::full}) {
+      SCOPED_TRACE(std::string(c.model) + (recompute == Recompute::full ? " full recompute" : ""));
+      PlanInput p = plan(c.gpus, c.tp, c.pp, c.micro, c.global);
+      p.recompute = recompute;
+      Scenario sc = scenario(c.model, "dgx-a100-80gb", p);
+      FlopCount f = iteration_flops(build_workload(sc));
+      const double B = static_cast<double>(c.global);
+      EXPECT_NEAR(f.model / megatron_flops(sc.model, B, false), 1.0, 1e-12);
+      EXPECT_NEAR(f.hardware / megatron_flops(sc.model, B, recompute == Recompute::full), 1.0,
+                  1e-12);
+    }
+  }
+}
+
+// Selective recompute repeats only QK^T and attention-over-values: 4 B s^2 h per layer
+// (Korthikanti et al. 2022, Section 5).
+TEST(Flops, SelectiveRecomputeAddsAttentionOnly) {
+  PlanInput p = plan(16, 4, 2, 2, 32);
+  p.recompute = Recompute::selective;
+  Scenario sc = scenario("megatron-7.5b", "dgx-a100-80gb", p);
+  FlopCount f = iteration_flops(build_workload(sc));
+  const double B = 32, s = sc.model.seq_length, h = sc.model.hidden, l = sc.model.layers();
+  EXPECT_NEAR((f.hardware - f.model) / (4 * B * s * s * h * l), 1.0, 1e-12);
+}
+
+// Chowdhery et al. 2022 (PaLM), Appendix B: model FLOPs per token = 6N + 12 L H Q T with N
+// the non-embedding parameters, here the matmul weights (including the untied LM head).
+TEST(Flops, LlamaMatchesPaLMFormula) {
+  for (const char* name : {"llama2-7b", "llama3-8b", "llama2-70b"}) {
+    SCOPED_TRACE(name);
+    Scenario sc = scenario(name, "dgx-h100", plan(16, 8, 1, 1, 16));
+    const ModelSpec& m = sc.model;
+    const double h = m.hidden, f = m.ffn, l = m.layers(), kv = m.kv_dim(), s = m.seq_length;
+    const double matmul_weights = l * (h * h + 2 * h * kv + h * h + 3 * h * f) + m.vocab * h;
+    const double tokens = 16 * s;
+    FlopCount got = iteration_flops(build_workload(sc));
+    EXPECT_NEAR(got.model / (tokens * (6 * matmul_weights + 12 * l * h * s)), 1.0, 1e-12);
+  }
+}
+
+}  // namespace
+}  // namespace commscope

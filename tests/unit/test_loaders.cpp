@@ -1,0 +1,149 @@
+// Loading foreign configs: Hugging Face config.json as a model, DeepSpeed ds_config.json as
+// a plan; the presets themselves all load.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/spec/preset.h"
+#include "commscope/workload/params.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+const std::string kData = COMMSCOPE_SOURCE_DIR "/tests/data/";
+
+TEST(Loaders, EveryPresetLoads) {
+  for (const auto& n : list_presets(PresetKind::model)) {
+    auto m = load_model(n);
+    EXPECT_TRUE(m.ok()) << n << ": " << (m.ok() ? "" : m.error().message);
+    if (m.ok()) {
+      EXPECT_EQ(m->name, n);
+      EXPECT_FALSE(m->sources.empty()) << n << " cites no source";
+    }
+  }
+  for (const auto& n : list_presets(PresetKind::system)) {
+    auto s = load_system(n);
+    EXPECT_TRUE(s.ok()) << n << ": " << (s.ok() ? "" : s.error().message);
+    if (s.ok()) {
+      EXPECT_FALSE(s->sources.empty()) << n << " cites no source";
+      EXPECT_TRUE(load_network(s->network).ok()) << n << "'s network " << s->network;
+    }
+  }
+  for (const auto& n : list_presets(PresetKind::network)) {
+    auto p = load_network(n);
+    EXPECT_TRUE(p.ok()) << n << ": " << (p.ok() ? "" : p.error().message);
+    if (p.ok()) EXPECT_FALSE(p->sources.empty()) << n << " cites no source";
+  }
+  EXPECT_EQ(list_presets(PresetKind::model).size(), 27u);
+}
+
+TEST(Loaders, SeedProtocolsCarryTheObservedPeaks) {
+  // The seeds observed at most 9, 20 and 60 Gbps for TCP/IP, IPoIB and RDMA.
+  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("tcp-10g")->achievable), 9);
+  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("ipoib-100g")->achievable), 20);
+  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("rdma-100g")->achievable), 60);
+  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("rdma-100g")->line_rate), 100);
+}
+
+TEST(Loaders, ExaCommTable4) {
+  auto p = load_system("polaris");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->node.gpus, 4);
+  EXPECT_EQ(p->nics.count, 2);
+  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(p->nics.line_rate) * p->nics.count, 200);
+  EXPECT_DOUBLE_EQ(units::to_gb_per_s(p->node.p2p_bandwidth), 80.5);
+  EXPECT_DOUBLE_EQ(units::to_gb_per_s(p->node.host_copy_pinned), 24.6);
+  EXPECT_DOUBLE_EQ(units::to_gb_per_s(p->gpu.memory_bandwidth), 1555);
+  auto tg80 = load_system("thetagpu-tg80");
+  ASSERT_TRUE(tg80.ok());
+  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(tg80->nics.line_rate) * tg80->nics.count, 1600);
+  EXPECT_DOUBLE_EQ(units::to_gb_per_s(tg80->node.p2p_bandwidth), 278.8);
+  EXPECT_DOUBLE_EQ(units::to_gb_per_s(tg80->gpu.memory_bandwidth), 2039);
+}
+
+// A Hugging Face config.json loads to the same architecture as the preset of that model.
+TEST(Loaders, HuggingFaceConfigs) {
+  struct Case {
+    const char* file;
+    const char* preset;
+  };
+  for (auto c : {Case{"gpt2-large.json", "gpt2-large"}, Case{"bert-base-uncased.json", "bert-base"},
+                 Case{"t5-small.json", "t5-small"}, Case{"llama-2-70b.json", "llama2-70b"}}) {
+    SCOPED_TRACE(c.file);
+    auto m = load_model(kData + "hf/" + c.file);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    ModelSpec p = testing::model(c.preset);
+    EXPECT_EQ(m->kind, p.kind);
+    EXPECT_EQ(m->layers(), p.layers());
+    EXPECT_EQ(m->kv_heads, p.kv_heads);
+    EXPECT_EQ(m->ffn, p.ffn);
+    EXPECT_EQ(m->tied_embeddings, p.tied_embeddings);
+    EXPECT_EQ(count_params(*m).total, count_params(p).total);
+  }
+  auto llama = load_model(kData + "hf/llama-2-70b.json");
+  EXPECT_EQ(llama->name, "meta-llama/Llama-2-70b-hf");
+  EXPECT_EQ(llama->seq_length, 4096);
+}
+
+TEST(Loaders, HuggingFaceUnsupportedType) {
+  nlohmann::json j = {{"model_type", "mamba"}};
+  auto m = model_from_json(j, "config.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find(
+                "field 'model_type': expected one of gpt2|bert|t5|llama|mistral, got 'mamba'"),
+            std::string::npos)
+      << m.error().message;
+}
+
+TEST(Loaders, DeepSpeedConfig) {
+  auto p = load_deepspeed_config(kData + "deepspeed/zero3_bf16.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(*p->zero, 3);
+  EXPECT_EQ(*p->global_batch, 256);
+  EXPECT_EQ(*p->micro_batch, 4);
+  EXPECT_EQ(*p->grad_accum, 4);
+  EXPECT_EQ(*p->precision, Precision::bf16);
+  EXPECT_EQ(*p->zero_reduce_bucket, 50000000);
+  EXPECT_EQ(*p->zero_allgather_bucket, 200000000);
+  EXPECT_TRUE(*p->overlap_grad_reduce);
+
+  // 256 = 4 x 4 x DP: the plan resolves on 16 GPUs and rejects 8.
+  ScenarioInput in;
+  in.model = "gpt2-large";
+  in.system = "dgx-a100-80gb";
+  in.plan = *p;
+  in.plan.gpus = 16;
+  auto sc = resolve_scenario(in);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  EXPECT_EQ(sc->plan.dp, 16);
+  EXPECT_EQ(sc->plan.grad_accum, 4);
+  in.plan.gpus = 8;
+  auto bad = resolve_scenario(in);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("gradient_accumulation_steps"), std::string::npos)
+      << bad.error().message;
+}
+
+TEST(Loaders, DeepSpeedAutoLeavesFieldsUnset) {
+  auto p = load_deepspeed_config(kData + "deepspeed/hf_trainer_auto.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(*p->zero, 2);
+  EXPECT_FALSE(p->global_batch.has_value());
+  EXPECT_FALSE(p->micro_batch.has_value());
+  EXPECT_FALSE(p->zero_reduce_bucket.has_value());
+  EXPECT_EQ(*p->zero_allgather_bucket, 500000000);
+  EXPECT_FALSE(*p->overlap_grad_reduce);
+  EXPECT_EQ(*p->precision, Precision::fp32);  // fp16 "auto" is not a decision
+}
+
+TEST(Loaders, DeepSpeedBadStage) {
+  nlohmann::json j = {{"zero_optimization", {{"stage", 4}}}};
+  auto p = plan_from_deepspeed(j, "ds.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message,
+            "ds.json: field 'zero_optimization.stage': expected 0, 1, 2 or 3, got 4");
+}
+
+}  // namespace
+}  // namespace commscope

@@ -1,0 +1,107 @@
+// Parameter counts against published figures and the Megatron-LM closed form.
+#include <gtest/gtest.h>
+
+#include "commscope/workload/params.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::model;
+
+// Published parameter counts. GPT-2, BERT, T5 and Llama: what Hugging Face transformers'
+// model.num_parameters() reports for openai-community/gpt2{,-medium,-large,-xl},
+// google-bert/bert-{base,large}-uncased (BertModel, pooler included),
+// google-t5/t5-{small,base,large,3b} (T5ForConditionalGeneration, shared embedding counted
+// once) and meta-llama/Llama-2-{7b,13b,70b}-hf, Meta-Llama-3-{8B,70B}, Llama-3.1-405B, as
+// printed on their model cards and in the transformers documentation.
+struct Published {
+  const char* preset;
+  std::int64_t params;
+};
+constexpr Published kPublished[] = {
+    {"gpt2-small", 124439808},     {"gpt2-medium", 354823168}, {"gpt2-large", 774030080},
+    {"gpt2-xl", 1557611200},       {"bert-base", 109482240},   {"bert-large", 335141888},
+    {"t5-small", 60506624},        {"t5-base", 222903552},     {"t5-large", 737668096},
+    {"t5-3b", 2851598336},         {"llama2-7b", 6738415616},  {"llama2-13b", 13015864320},
+    {"llama2-70b", 68976648192},   {"llama3-8b", 8030261248},  {"llama3-70b", 70553706496},
+    {"llama3-405b", 405853388800},
+};
+
+TEST(Params, MatchPublishedCounts) {
+  for (const auto& p : kPublished) {
+    SCOPED_TRACE(p.preset);
+    EXPECT_EQ(count_params(model(p.preset)).total, p.params);
+  }
+}
+
+// Narayanan et al. 2021 (SC'21), Section 5.1: P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh)),
+// i.e. 12lh^2 + 13lh + (V+s)h. The formula leaves out the final LayerNorm (2h), which the
+// model has; commscope counts it, so the count is the formula plus 2h.
+TEST(Params, MegatronClosedForm) {
+  const char* presets[] = {"megatron-1.7b",   "megatron-3.6b",   "megatron-7.5b",
+                           "megatron-18.4b",  "megatron-39.1b",  "megatron-76.1b",
+                           "megatron-145.6b", "megatron-310.1b", "megatron-529.6b",
+                           "megatron-1t",     "gpt3-175b"};
+  for (const char* name : presets) {
+    SCOPED_TRACE(name);
+    ModelSpec m = model(name);
+    const std::int64_t l = m.layers(), h = m.hidden, V = m.vocab, s = m.seq_length;
+    const std::int64_t formula = 12 * l * h * h + 13 * l * h + (V + s) * h;
+    ParamCount c = count_params(m);
+    EXPECT_EQ(c.total - c.final_norm, formula);
+    EXPECT_EQ(c.final_norm, 2 * h);
+  }
+  // The rounded sizes of Table 1 (in billions).
+  EXPECT_NEAR(count_params(model("megatron-1t")).total / 1e9, 1008.0, 0.05);
+  EXPECT_NEAR(count_params(model("megatron-18.4b")).total / 1e9, 18.4, 0.05);
+  EXPECT_NEAR(count_params(model("megatron-529.6b")).total / 1e9, 529.6, 0.05);
+}
+
+// Under TP each rank holds 1/t of the split tensors and all of the replicated ones, so the
+// per-rank counts of a stage times t minus (t-1) replicated copies give back the whole.
+TEST(Params, TensorParallelShardsAddUp) {
+  for (const char* name : {"gpt2-large", "llama2-70b", "t5-3b", "bert-large"}) {
+    ModelSpec m = model(name);
+    for (int tp : {2, 4, 8}) {
+      if (m.heads % tp || m.kv_heads % tp) continue;
+      for (int l : {0, m.layers() - 1}) {
+        SCOPED_TRACE(std::string(name) + " tp " + std::to_string(tp) + " layer " +
+                     std::to_string(l));
+        EXPECT_EQ(block_params(m, l, tp) * tp - (tp - 1) * block_replicated_params(m, l),
+                  block_params(m, l));
+      }
+    }
+  }
+}
+
+// Every rank's parameters, over all ranks of a model-parallel group, add up to the model
+// (plus the last stage's copy of a tied embedding under PP).
+TEST(Params, RolesAddUpToTheModel) {
+  using testing::plan;
+  using testing::scenario;
+  struct Case {
+    const char* model;
+    int gpus, tp, pp;
+  };
+  for (auto c : {Case{"megatron-3.6b", 16, 2, 2}, Case{"llama2-7b", 8, 4, 2},
+                 Case{"gpt2-xl", 4, 1, 4}, Case{"t5-large", 8, 1, 4}}) {
+    SCOPED_TRACE(c.model);
+    Scenario sc = scenario(c.model, "dgx-a100-80gb", plan(c.gpus, c.tp, c.pp, 1, 64));
+    Workload w = build_workload(sc);
+    std::int64_t sum = 0, replicated = 0;
+    for (const Role& r : w.roles) {
+      sum += r.params * c.tp;
+      for (const Chunk& ch : r.chunks)
+        for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+          replicated += block_replicated_params(sc.model, l) * (c.tp - 1);
+    }
+    OuterParams o = outer_params(sc.model);
+    std::int64_t outer_replicated = (o.position_embedding + o.final_norm + o.pooler) * (c.tp - 1);
+    std::int64_t tied_copy = sc.model.tied_embeddings && c.pp > 1 ? o.word_embedding : 0;
+    EXPECT_EQ(sum - replicated - outer_replicated - tied_copy, count_params(sc.model).total);
+  }
+}
+
+}  // namespace
+}  // namespace commscope

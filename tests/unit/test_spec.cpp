@@ -1,3 +1,0 @@
-#include <gtest/gtest.h>
-#include "commscope/spec/scenario.h"
-TEST(Spec, Placeholder) { EXPECT_TRUE(true); }

@@ -1,0 +1,144 @@
+// Every plan and preset error is one message naming the field, the value and what was
+// expected; rules of thumb from the seeds are warnings.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "commscope/report/describe.h"
+#include "commscope/util/json_fields.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::plan;
+using testing::scenario;
+using testing::scenario_error;
+
+void expect_one_line(const std::string& msg) {
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(Validation, TensorParallelMustDivideHeads) {
+  std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", plan(24, 3));
+  EXPECT_NE(e.find("--tensor-model-parallel-size"), std::string::npos) << e;
+  EXPECT_NE(e.find("divisor of the 20 attention heads"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 3"), std::string::npos) << e;
+  expect_one_line(e);
+}
+
+TEST(Validation, TensorParallelMustDivideKvHeads) {
+  std::string e = scenario_error("llama2-70b", "dgx-a100-80gb", plan(16, 16));
+  EXPECT_NE(e.find("divisor of the 8 key/value heads"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 16"), std::string::npos) << e;
+}
+
+TEST(Validation, PipelineMustDivideLayers) {
+  std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", plan(8, 1, 8));
+  EXPECT_NE(e.find("--pipeline-model-parallel-size"), std::string::npos) << e;
+  EXPECT_NE(e.find("36 layers"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 8 x 1 = 8"), std::string::npos) << e;
+}
+
+TEST(Validation, GlobalBatchMustBeMultipleOfMicroTimesDp) {
+  std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", plan(16, 1, 1, 4, 100));
+  EXPECT_NE(e.find("--global-batch-size"), std::string::npos) << e;
+  EXPECT_NE(e.find("4 x 16 = 64"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 100"), std::string::npos) << e;
+}
+
+TEST(Validation, ProductOfSizesMustEqualGpuCount) {
+  PlanInput p = plan(16, 2, 2);
+  p.dp = 3;
+  std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", p);
+  EXPECT_NE(e.find("--dp"), std::string::npos) << e;
+  EXPECT_NE(e.find("GPU count 16"), std::string::npos) << e;
+  EXPECT_NE(e.find("DP 3 (product 12)"), std::string::npos) << e;
+  // Without --dp, a GPU count that TP x PP does not divide.
+  std::string e2 = scenario_error("gpt2-large", "dgx-a100-80gb", plan(8, 4, 3));
+  EXPECT_NE(e2.find("multiple of TP x PP = 4 x 3 = 12"), std::string::npos) << e2;
+}
+
+TEST(Validation, ModelThatDoesNotFitIsReported) {
+  Scenario sc = scenario("gpt3-175b", "thetagpu-tg40", plan(8));
+  Description d = describe(build_workload(sc));
+  EXPECT_FALSE(d.fits);
+  ASSERT_FALSE(d.warnings.empty());
+  EXPECT_NE(d.warnings.back().find("does not fit"), std::string::npos);
+  EXPECT_NE(d.warnings.back().find("A100-SXM4-40GB"), std::string::npos);
+}
+
+TEST(Validation, MalformedJsonPreset) {
+  auto m = load_model(COMMSCOPE_SOURCE_DIR "/tests/data/bad/truncated-model.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("truncated-model.json: invalid JSON at byte"), std::string::npos)
+      << m.error().message;
+  expect_one_line(m.error().message);
+}
+
+TEST(Validation, UnknownPresetName) {
+  auto m = load_model("gpt2-huge");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("unknown model preset 'gpt2-huge'"), std::string::npos);
+  EXPECT_NE(m.error().message.find("gpt2-large"), std::string::npos) << "lists the known presets";
+  auto s = load_system("frontier");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("unknown system preset 'frontier'"), std::string::npos);
+}
+
+TEST(Validation, UnknownFieldInPreset) {
+  auto m = load_model(COMMSCOPE_SOURCE_DIR "/tests/data/bad/typo-model.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("field 'hiden': unknown field"), std::string::npos)
+      << m.error().message;
+}
+
+TEST(Validation, WrongTypeInPreset) {
+  auto s = load_system(COMMSCOPE_SOURCE_DIR "/tests/data/bad/wrong-type-system.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("field 'gpu.memory_gib': expected a number, got \"forty\""),
+            std::string::npos)
+      << s.error().message;
+}
+
+TEST(Validation, SequenceLongerThanPositionTable) {
+  PlanInput p = plan(8);
+  p.seq_length = 2048;
+  std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", p);
+  EXPECT_NE(e.find("'seq_length': expected at most max_positions (1024)"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 2048"), std::string::npos) << e;
+}
+
+TEST(Validation, ZeroTwoAndThreeNotWithPipeline) {
+  PlanInput p = plan(8, 1, 2, 1, 8);
+  p.zero = 3;
+  std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", p);
+  EXPECT_NE(e.find("--zero"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 3"), std::string::npos) << e;
+}
+
+TEST(Validation, InterleavedNeedsMicrobatchesMultipleOfPp) {
+  PlanInput p = plan(4, 1, 4, 1, 6);
+  p.virtual_stages = 2;
+  std::string e = scenario_error("megatron-1.7b", "dgx-a100-80gb", p);
+  EXPECT_NE(e.find("multiple of PP 4"), std::string::npos) << e;
+}
+
+TEST(Validation, RulesOfThumbAreWarnings) {
+  // TP beyond a node: 8-way TP on 4-GPU Polaris nodes.
+  Scenario tp = scenario("megatron-18.4b", "polaris", plan(16, 8, 1, 1));
+  EXPECT_TRUE(std::any_of(tp.warnings.begin(), tp.warnings.end(), [](const std::string& w) {
+    return w.find("exceeds the 4 GPUs per node") != std::string::npos;
+  }));
+  // PP smaller than the nodes a model replica spans: TP 8 x PP 2 = 16 GPUs on 4-GPU nodes.
+  Scenario pp = scenario("megatron-18.4b", "polaris", plan(32, 8, 2, 1, 8));
+  EXPECT_TRUE(std::any_of(pp.warnings.begin(), pp.warnings.end(), [](const std::string& w) {
+    return w.find("smaller than the 4 nodes one model replica spans") != std::string::npos;
+  }));
+  // No warnings for a plan that follows both rules: TP 4 in a node, PP 8 over 8 nodes.
+  Scenario ok = scenario("megatron-18.4b", "polaris", plan(32, 4, 8, 1, 32));
+  EXPECT_TRUE(ok.warnings.empty()) << ok.warnings.front();
+}
+
+}  // namespace
+}  // namespace commscope
