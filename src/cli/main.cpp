@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       "will cost on another network or at another scale."};
   app.set_version_flag("--version", std::string("commscope ") + COMMSCOPE_VERSION);
   app.require_subcommand(1);
-  std::vector<Verb> verbs = {add_describe(app), add_presets(app)};
+  std::vector<Verb> verbs = {add_describe(app), add_predict(app), add_presets(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -78,6 +78,11 @@ int main(int argc, char** argv) {
       return fail(fmt::format("{}: expected a number, got '{}'",
                               msg.substr(prefix.size(), eq - prefix.size()), msg.substr(eq + 3)));
     return fail(msg);
+  } catch (const CLI::ValidationError& e) {
+    // Our own list parsing: "--tp: expected an integer, got 'x'", possibly prefixed by CLI11.
+    std::string msg = e.what();
+    auto dash = msg.find("--");
+    return fail(dash == std::string::npos ? msg : msg.substr(dash));
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();

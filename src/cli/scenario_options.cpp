@@ -1,6 +1,9 @@
 // Scenario options: flag names follow Megatron-LM (and DeepSpeed where it has the term).
 #include "scenario_options.h"
 
+#include <charconv>
+#include <type_traits>
+
 #include <fmt/format.h>
 
 namespace commscope::cli {
@@ -12,41 +15,85 @@ CLI::Option* opt(CLI::App& cmd, const std::string& names, std::optional<T>& targ
   return cmd.add_option_function<T>(
       names, [&target](const T& v) { target = v; }, help);
 }
+// A flag that takes a comma list ("--tp 1,2,4"); values are checked as they are parsed.
+template <class T>
+CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& target,
+                  const std::string& help) {
+  return cmd.add_option_function<std::string>(
+      names,
+      [&target, names](const std::string& text) {
+        target.clear();
+        std::string flag = "--" + names.substr(names.rfind("--") + 2);
+        std::size_t pos = 0;
+        while (pos <= text.size()) {
+          std::size_t comma = text.find(',', pos);
+          std::string item =
+              text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+          if constexpr (std::is_same_v<T, std::string>) {
+            if (item.empty())
+              throw CLI::ValidationError(flag + ": expected a name, got an empty item in '" + text +
+                                         "'");
+            target.push_back(item);
+          } else {
+            T v{};
+            auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+            if (ec != std::errc() || end != item.data() + item.size())
+              throw CLI::ValidationError(flag + ": expected an integer, got '" + item + "'");
+            target.push_back(v);
+          }
+          if (comma == std::string::npos) break;
+          pos = comma + 1;
+        }
+      },
+      help + " (comma list)");
+}
+
+// Every combination of the values of one flag with the inputs so far.
+template <class T, class Set>
+std::vector<ScenarioInput> times(const std::vector<ScenarioInput>& in, const std::vector<T>& values,
+                                 Set&& set) {
+  if (values.empty()) return in;
+  std::vector<ScenarioInput> out;
+  for (const auto& base : in)
+    for (const auto& v : values) {
+      ScenarioInput x = base;
+      set(x, v);
+      out.push_back(std::move(x));
+    }
+  return out;
+}
 }  // namespace
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   const char* g_model = "Model and system";
   const char* g_plan = "Parallel plan (Megatron-LM spellings)";
   const char* g_batch = "Batch and precision";
-  cmd.add_option(
-         "--model", o.model,
-         "model preset name or JSON file (own format or Hugging Face config.json) [gpt2-large]")
+  list(cmd, "--model", o.model,
+       "model preset name or JSON file (own format or Hugging Face config.json) [gpt2-large]")
       ->group(g_model);
-  cmd.add_option("--system", o.system, "system preset name or JSON file [polaris]")->group(g_model);
-  cmd.add_option("--network", o.network,
-                 "network protocol preset name or JSON file [the system's own]")
+  list(cmd, "--system", o.system, "system preset name or JSON file [polaris]")->group(g_model);
+  list(cmd, "--network", o.network, "network protocol preset name or JSON file [the system's own]")
       ->group(g_model);
-  opt(cmd, "--nodes", o.flags.nodes, "nodes [4 with the defaults]")->group(g_model);
-  opt(cmd, "--gpus", o.flags.gpus, "GPUs in all (default: nodes x GPUs per node)")->group(g_model);
-  opt(cmd, "--seq-length", o.flags.seq_length, "tokens per sample (the model's unless given)")
+  list(cmd, "--nodes", o.nodes, "nodes [4 with the defaults]")->group(g_model);
+  list(cmd, "--gpus", o.gpus, "GPUs in all (default: nodes x GPUs per node)")->group(g_model);
+  list(cmd, "--seq-length", o.seq_length, "tokens per sample (the model's unless given)")
       ->group(g_model);
   opt(cmd, "--decoder-seq-length", o.flags.decoder_seq_length, "decoder tokens per sample (T5)")
       ->group(g_model);
 
-  opt(cmd, "--tp,--tensor-model-parallel-size", o.flags.tp, "tensor-parallel size [1]")
+  list(cmd, "--tp,--tensor-model-parallel-size", o.tp, "tensor-parallel size [1]")->group(g_plan);
+  list(cmd, "--pp,--pipeline-model-parallel-size", o.pp, "pipeline-parallel size [1]")
       ->group(g_plan);
-  opt(cmd, "--pp,--pipeline-model-parallel-size", o.flags.pp, "pipeline-parallel size [1]")
+  list(cmd, "--dp,--data-parallel-size", o.dp, "data-parallel size [GPUs / (TP x PP)]")
       ->group(g_plan);
-  opt(cmd, "--dp,--data-parallel-size", o.flags.dp, "data-parallel size [GPUs / (TP x PP)]")
-      ->group(g_plan);
-  opt(cmd, "--vp,--virtual-pipeline-stages", o.flags.virtual_stages,
-      "model chunks per pipeline rank (interleaved 1F1B) [1]")
+  list(cmd, "--vp,--virtual-pipeline-stages", o.vp,
+       "model chunks per pipeline rank (interleaved 1F1B) [1]")
       ->group(g_plan);
   cmd.add_flag(
          "--sequence-parallel", [&o](std::int64_t) { o.flags.sequence_parallel = true; },
          "Megatron sequence parallelism (with TP > 1)")
       ->group(g_plan);
-  opt(cmd, "--zero,--zero-stage", o.flags.zero, "ZeRO stage 0, 1, 2 or 3 [0]")->group(g_plan);
+  list(cmd, "--zero,--zero-stage", o.zero, "ZeRO stage 0, 1, 2 or 3 [0]")->group(g_plan);
   cmd.add_option("--schedule", o.schedule, "pipeline schedule: gpipe|1f1b|interleaved [1f1b]")
       ->group(g_plan);
   cmd.add_option("--recompute-granularity", o.recompute,
@@ -69,10 +116,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
       ->group(g_plan);
 
-  opt(cmd, "--micro-batch-size", o.flags.micro_batch,
-      "samples per GPU per micro-batch [4 with the defaults]")
+  list(cmd, "--micro-batch-size", o.micro_batch,
+       "samples per GPU per micro-batch [4 with the defaults]")
       ->group(g_batch);
-  opt(cmd, "--global-batch-size", o.flags.global_batch, "samples per iteration [micro-batch x DP]")
+  list(cmd, "--global-batch-size", o.global_batch, "samples per iteration [micro-batch x DP]")
       ->group(g_batch);
   opt(cmd, "--gradient-accumulation-steps", o.flags.grad_accum, "micro-batches per iteration")
       ->group(g_batch);
@@ -83,14 +130,11 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_flag("--bf16", o.bf16, "same as --precision bf16")->group(g_batch);
 }
 
-Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
+Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   ScenarioInput in = default_scenario_input();
   PlanInput flags = o.flags;
   // The default of 4 nodes gives way when the user sizes the job another way.
-  if (flags.gpus || flags.dp) in.plan.nodes.reset();
-  if (!o.model.empty()) in.model = o.model;
-  if (!o.system.empty()) in.system = o.system;
-  in.network = o.network;
+  if (!o.gpus.empty() || !o.dp.empty()) in.plan.nodes.reset();
   if (!o.deepspeed_config.empty()) {
     CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config));
     in.plan.merge(ds);
@@ -126,7 +170,33 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
   if (o.no_overlap_grad_reduce) flags.overlap_grad_reduce = false;
   if (o.no_overlap_param_gather) flags.overlap_param_gather = false;
   in.plan.merge(flags);
-  return in;
+
+  std::vector<ScenarioInput> all = {in};
+  all = times(all, o.model, [](ScenarioInput& x, const std::string& v) { x.model = v; });
+  all = times(all, o.system, [](ScenarioInput& x, const std::string& v) { x.system = v; });
+  all = times(all, o.network, [](ScenarioInput& x, const std::string& v) { x.network = v; });
+  all = times(all, o.nodes, [](ScenarioInput& x, int v) { x.plan.nodes = v; });
+  all = times(all, o.gpus, [](ScenarioInput& x, int v) { x.plan.gpus = v; });
+  all = times(all, o.tp, [](ScenarioInput& x, int v) { x.plan.tp = v; });
+  all = times(all, o.pp, [](ScenarioInput& x, int v) { x.plan.pp = v; });
+  all = times(all, o.dp, [](ScenarioInput& x, int v) { x.plan.dp = v; });
+  all = times(all, o.vp, [](ScenarioInput& x, int v) { x.plan.virtual_stages = v; });
+  all = times(all, o.zero, [](ScenarioInput& x, int v) { x.plan.zero = v; });
+  all = times(all, o.micro_batch, [](ScenarioInput& x, std::int64_t v) { x.plan.micro_batch = v; });
+  all =
+      times(all, o.global_batch, [](ScenarioInput& x, std::int64_t v) { x.plan.global_batch = v; });
+  all = times(all, o.seq_length, [](ScenarioInput& x, std::int64_t v) { x.plan.seq_length = v; });
+  return all;
+}
+
+Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
+  CS_ASSIGN_OR_RETURN(auto all, scenario_inputs(o));
+  if (all.size() != 1)
+    return Error{
+        fmt::format("expected one value per flag (this verb does not sweep), got {} combinations; "
+                    "use `commscope predict` for sweeps",
+                    all.size())};
+  return all.front();
 }
 
 }  // namespace commscope::cli

@@ -11,7 +11,11 @@
 namespace commscope::cli {
 
 struct ScenarioOptions {
-  std::string model, system, network, deepspeed_config;
+  // Sweepable: each takes a comma list; predict runs every combination.
+  std::vector<std::string> model, system, network;
+  std::vector<int> nodes, gpus, tp, pp, dp, vp, zero;
+  std::vector<std::int64_t> micro_batch, global_batch, seq_length;
+  std::string deepspeed_config;
   PlanInput flags;
   std::string precision, recompute, schedule;
   bool fp16 = false, bf16 = false, recompute_activations = false;
@@ -20,7 +24,11 @@ struct ScenarioOptions {
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 
-// Builds the ScenarioInput from the built-in defaults, the DeepSpeed config and the flags.
+// Builds the ScenarioInputs from the built-in defaults, the DeepSpeed config and the flags:
+// one per combination of the comma lists, the last flag varying fastest.
+Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o);
+
+// The same for verbs that take one scenario: more than one value of a flag is an error.
 Result<ScenarioInput> scenario_input(const ScenarioOptions& o);
 
 }  // namespace commscope::cli

@@ -120,6 +120,27 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& 
   s.nics.line_rate = units::gbit_per_s(positive(nic, "line_rate_gbps"));
   nic.read("model", s.nics.model);
 
+  auto cal = r.object("calibration");
+  if (r.has("calibration")) {
+    Calibration& c = s.calibration;
+    c.fitted = true;
+    auto fraction = [&](std::string_view key, double& out) {
+      if (cal.read(key, out))
+        cal.check(out > 0 && out <= 1, key, "a fraction in (0, 1]", fmt::format("{}", out));
+    };
+    fraction("gemm_efficiency", c.gemm_efficiency);
+    fraction("attention_efficiency", c.attention_efficiency);
+    fraction("memory_efficiency", c.memory_efficiency);
+    fraction("intra_node_efficiency", c.intra_node_efficiency);
+    double v = 0;
+    if (cal.read("gemm_half_gflops", v)) c.gemm_half_flops = v * 1e9;
+    if (cal.read("kernel_overhead_us", v)) c.kernel_overhead = units::us(v);
+    if (cal.read("intra_node_latency_us", v)) c.intra_node_latency = units::us(v);
+    cal.check(c.gemm_half_flops >= 0 && c.kernel_overhead.value() >= 0 &&
+                  c.intra_node_latency.value() >= 0,
+              "gemm_half_gflops", "non-negative values", "a negative one");
+  }
+  CS_RETURN_IF_ERROR(cal.status());
   CS_RETURN_IF_ERROR(p.status());
   CS_RETURN_IF_ERROR(g.status());
   CS_RETURN_IF_ERROR(n.status());

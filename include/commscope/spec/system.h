@@ -49,6 +49,19 @@ struct NicSpec {
   std::string model;
 };
 
+// Calibratable efficiencies of the cost models (docs/cost-model.md). Defaults are round
+// numbers, not fits; a system preset that was fitted says on what data in its sources.
+struct Calibration {
+  double gemm_efficiency = 0.75;              // fraction of tensor-core peak a large GEMM reaches
+  double gemm_half_flops = 2e9;               // GEMM FLOPs at which it reaches half that fraction
+  double attention_efficiency = 0.5;          // fraction of peak for attention matmuls (unfused)
+  double memory_efficiency = 0.75;            // fraction of HBM bandwidth for element-wise ops
+  Seconds kernel_overhead = units::us(3);     // launch and tail per kernel
+  double intra_node_efficiency = 0.75;        // fraction of NVLink bandwidth collectives reach
+  Seconds intra_node_latency = units::us(6);  // per step of an intra-node collective
+  bool fitted = false;  // whether the preset's values were fitted (see its sources)
+};
+
 struct SystemSpec {
   std::string name;
   GpuSpec gpu;
@@ -56,6 +69,7 @@ struct SystemSpec {
   NicSpec nics;
   std::string network;  // protocol preset the NICs run unless --network says otherwise
   int max_nodes = 0;    // nodes in the machine (0: unknown)
+  Calibration calibration;
   std::vector<std::string> sources;
 };
 

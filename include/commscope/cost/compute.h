@@ -1,0 +1,18 @@
+// Compute cost: how long one compute op of the workload takes on a GPU, a roofline with
+// per-class efficiencies and a per-kernel overhead. Not communication (collective.h).
+#pragma once
+
+#include "commscope/spec/system.h"
+#include "commscope/workload/op.h"
+
+namespace commscope {
+
+// The fraction of tensor-core peak a GEMM (or attention matmul) of `flops` reaches:
+// eff_max x flops / (flops + half_flops). Small GEMMs run far below peak; the half-point is
+// calibrated per system.
+double matmul_efficiency(double flops, double eff_max, double half_flops);
+
+// max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + kernel overhead.
+Seconds compute_time(const Op& op, const GpuSpec& gpu, const Calibration& cal);
+
+}  // namespace commscope

@@ -1,0 +1,129 @@
+// The iteration simulator: runs a workload with modelled costs on each rank role's streams
+// (compute; one communication stream per process group), honouring the op dependencies and
+// the pipeline schedule, and says how long one iteration takes and where the time goes.
+// Not a packet-level network simulator: collectives cost what cost/collective.h says.
+#pragma once
+
+#include <vector>
+
+#include "commscope/timeline/timeline.h"
+#include "commscope/workload/workload.h"
+
+namespace commscope {
+
+// Streams of a simulated rank.
+enum SimStream : std::int32_t {
+  kComputeStream = 0,
+  kTensorStream = 1,
+  kDataStream = 2,
+  kPipelineStream = 3,
+  kEmbeddingStream = 4
+};
+std::int32_t stream_of(const Op& op);
+
+// One op list run once from time 0.
+struct ListRun {
+  double blocking_end = 0;  // the compute stream and the collectives it waits for are done
+  double end = 0;           // every op is done (overlapped gradient reduction included)
+  std::vector<Event> events;
+};
+
+// Runs an op list with the given op durations (seconds). `last_microbatch` includes the ops
+// that run only on the last micro-batch (DDP buckets). Pipeline sends and receives take no
+// time here: the pipeline scheduler places them.
+ListRun run_list(const OpList& list, const std::vector<double>& durations, const ParallelPlan& plan,
+                 bool last_microbatch, Timeline* names = nullptr);
+
+// One forward or backward of one chunk for one micro-batch on one stage.
+struct PipelineTask {
+  int stage = 0, chunk = 0, microbatch = 0;
+  bool backward = false;
+  double start = 0, end = 0;
+  double ready = 0;           // when its input had arrived
+  double transfer_start = 0;  // when the transfer it waited for began (ready - p2p), or ready
+};
+
+// Per stage, in execution order, the tasks of a schedule (GPipe, 1F1B, interleaved 1F1B as
+// Megatron orders them).
+std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m);
+
+// Places the tasks in time. duration(task) gives a task's length, p2p(task) the time of the
+// transfer that feeds it (activation for a forward, gradient for a backward).
+template <class Duration, class Transfer>
+void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
+                       Duration&& duration, Transfer&& p2p);
+
+struct StagePrediction {
+  int stage = 0;
+  double end = 0;       // when the stage's iteration ends (optimizer step included)
+  Breakdown breakdown;  // over [0, iteration time]
+};
+
+struct Prediction {
+  double iteration_time = 0;  // seconds
+  std::vector<StagePrediction> stages;
+  Breakdown mean;     // mean over stages
+  Timeline timeline;  // filled when asked for
+};
+
+struct SimOptions {
+  bool timeline = false;  // build the full event timeline (for --trace)
+};
+
+Prediction simulate(const Workload& w, const SimOptions& o = {});
+
+// ---- template definition ----
+template <class Duration, class Transfer>
+void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
+                       Duration&& duration, Transfer&& p2p) {
+  const int V = pp * v;
+  // done[vs][mb][backward] end times; -1 while not scheduled
+  int m = 0;
+  for (const auto& st : order)
+    for (const auto& t : st) m = std::max(m, t.microbatch + 1);
+  std::vector<double> done(static_cast<std::size_t>(V) * m * 2, -1.0);
+  auto at = [&](int vs, int mb, bool bw) -> double& {
+    return done[(static_cast<std::size_t>(vs) * m + mb) * 2 + (bw ? 1 : 0)];
+  };
+  std::vector<std::size_t> next(order.size(), 0);
+  std::vector<double> free_at(order.size(), 0.0);
+  std::size_t remaining = 0;
+  for (const auto& st : order) remaining += st.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (std::size_t s = 0; s < order.size(); ++s) {
+      while (next[s] < order[s].size()) {
+        PipelineTask& t = order[s][next[s]];
+        const int vs = t.chunk * pp + t.stage;
+        double ready = 0, transfer = 0;
+        bool ok = true;
+        if (!t.backward && vs > 0) {
+          double e = at(vs - 1, t.microbatch, false);
+          ok = e >= 0;
+          transfer = e;
+          ready = e + p2p(t);
+        } else if (t.backward && vs < V - 1) {
+          double e = at(vs + 1, t.microbatch, true);
+          ok = e >= 0;
+          transfer = e;
+          ready = e + p2p(t);
+        } else {
+          transfer = ready = 0;
+        }
+        if (!ok) break;
+        t.ready = ready;
+        t.transfer_start = transfer;
+        t.start = std::max(free_at[s], ready);
+        t.end = t.start + duration(t);
+        free_at[s] = t.end;
+        at(vs, t.microbatch, t.backward) = t.end;
+        ++next[s];
+        --remaining;
+        progress = true;
+      }
+    }
+    if (!progress) break;  // a schedule that deadlocks is a programming error; caught by tests
+  }
+}
+
+}  // namespace commscope

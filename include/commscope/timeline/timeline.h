@@ -1,0 +1,87 @@
+// Timeline: what happened (or would happen) in one or more iterations: events with rank,
+// stream, start, duration, kind, name, collective, bytes and group (the second shared
+// language). The simulator writes one, benchmarks and the trainer record one, a trace reader
+// reads one; breakdown() turns any of them into where the time went.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "commscope/workload/op.h"
+
+namespace commscope {
+
+enum class EventKind : std::uint8_t { compute, comm, memcpy };
+std::string_view to_string(EventKind k);
+
+struct Event {
+  std::int32_t rank = 0;    // process (a rank, or a pipeline stage standing for its ranks)
+  std::int32_t stream = 0;  // stream (thread/track) within the rank
+  double start = 0;         // seconds
+  double dur = 0;           // seconds
+  EventKind kind = EventKind::compute;
+  bool has_collective = false;
+  Collective collective = Collective::all_reduce;
+  CommGroup group = CommGroup::data;
+  std::uint32_t name = 0;  // Timeline::names index
+  std::int32_t microbatch = -1;
+  std::int32_t layer = kNoLayer;
+  double bytes = 0;    // comm: nccl-tests size
+  int group_size = 0;  // comm: ranks in the group (0: unknown)
+  double end() const { return start + dur; }
+};
+
+class Timeline {
+ public:
+  std::vector<Event> events;
+  std::map<std::int32_t, std::string> rank_names;                             // process names
+  std::map<std::pair<std::int32_t, std::int32_t>, std::string> stream_names;  // thread names
+
+  std::uint32_t intern(std::string_view name);
+  const std::string& name(const Event& e) const { return names_[e.name]; }
+  const std::vector<std::string>& names() const { return names_; }
+  std::vector<std::int32_t> ranks() const;
+
+ private:
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, std::uint32_t> index_;
+};
+
+// Time of one process group's or collective's communication on a rank.
+struct CommShare {
+  double total = 0;    // union of its events
+  double exposed = 0;  // the part not overlapped by compute
+};
+
+// Where a rank's time went in a window. compute + exposed_comm + memcpy_only + idle = wall;
+// overlapped + exposed = comm.
+struct Breakdown {
+  double wall = 0;        // window length
+  double compute = 0;     // union of compute events
+  double comm = 0;        // union of communication events
+  double overlapped = 0;  // communication while computing
+  double exposed = 0;     // communication while not computing
+  double memcpy = 0;      // memory copies while neither computing nor communicating
+  double idle = 0;        // nothing at all
+  double bubble = 0;      // the part of idle a pipeline schedule leaves (set by the simulator)
+  std::map<CommGroup, CommShare> by_group;
+  std::map<Collective, CommShare> by_collective;
+
+  // Adds another breakdown's times (a later, disjoint stretch of the same rank).
+  void add(const Breakdown& o);
+  void scale(double k);
+};
+
+// The breakdown of one rank's events in [t0, t1] (events are clipped to the window). With
+// t1 <= t0 the window is that rank's first start to last end.
+Breakdown breakdown(const Timeline& t, std::int32_t rank, double t0 = 0, double t1 = -1);
+
+// The same over a plain list of events (all taken as one rank's).
+Breakdown breakdown(const std::vector<Event>& events, double t0, double t1);
+
+}  // namespace commscope

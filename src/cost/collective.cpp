@@ -1,0 +1,125 @@
+// Alpha-beta costs of collectives. Bandwidth terms use nccl-tests' bus factors: a ring
+// all-reduce moves 2(n-1)/n of the buffer over each rank's link, all-gather and reduce-scatter
+// (n-1)/n, broadcast, reduce and send/receive the whole buffer.
+#include "commscope/cost/collective.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace commscope {
+
+namespace {
+int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+int ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+// Latency steps of a ring algorithm over n ranks.
+int ring_steps(Collective c, int n) {
+  switch (c) {
+    case Collective::all_reduce:
+      return 2 * (n - 1);
+    case Collective::send:
+    case Collective::recv:
+      return 1;
+    default:
+      return n - 1;
+  }
+}
+}  // namespace
+
+GroupPlacement place_group(const Scenario& sc, CommGroup g) {
+  const auto& p = sc.plan;
+  const int gpn = sc.gpus_per_node;
+  GroupPlacement out;
+  // Ranks of the group are `size` ranks `stride` apart in Megatron's order.
+  int size = 1, stride = 1;
+  switch (g) {
+    case CommGroup::tensor:
+      size = p.tp, stride = 1;
+      break;
+    case CommGroup::data:
+      size = p.dp, stride = p.tp;
+      break;
+    case CommGroup::pipeline:
+      size = 2, stride = p.tp * p.dp;
+      break;
+    case CommGroup::embedding:
+      size = 2, stride = p.tp * p.dp * std::max(1, p.pp - 1);
+      break;
+  }
+  out.size = size;
+  if (stride >= gpn) {
+    out.per_node = 1;
+  } else {
+    out.per_node = std::min(size, gpn / stride);
+  }
+  out.nodes = ceil_div(size, out.per_node);
+  // Every GPU of a node runs its own group's collective at the same time (all TP ranks do
+  // their DP all-reduce together), so a node's NICs are shared by gpn / per_node groups.
+  out.concurrent = std::max(1, std::min(gpn, sc.gpus()) / out.per_node);
+  return out;
+}
+
+LinkModel link_model(const Scenario& sc) {
+  const auto& cal = sc.system.calibration;
+  LinkModel l;
+  l.intra = sc.system.node.topology == IntraNodeTopology::pcie
+                ? sc.system.node.p2p_bandwidth
+                : sc.system.node.link_bandwidth * cal.intra_node_efficiency;
+  l.node = sc.network.achievable * static_cast<double>(sc.system.nics.count);
+  l.intra_latency = cal.intra_node_latency;
+  l.net_latency = sc.network.latency;
+  return l;
+}
+
+Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
+                        CollectiveAlgorithm a) {
+  const int n = g.size;
+  if (n <= 1 && c != Collective::send && c != Collective::recv) return Seconds(0);
+  if (bytes <= 0) return Seconds(0);
+  const bool crosses = g.nodes > 1;
+  // A ring that crosses nodes carries bus x bytes over each node boundary; rings spread over
+  // the node's NICs, which the concurrent groups share.
+  const double net_per_group = l.node.value() / g.concurrent;
+  const double alpha = crosses ? l.net_latency.value() : l.intra_latency.value();
+  const double beta_rank = crosses ? std::min(l.intra.value(), net_per_group) : l.intra.value();
+  const double bus = bus_factor(c, n);
+
+  // Flat ring: every rank's link carries bus x bytes.
+  const double ring = ring_steps(c, n) * alpha + bus * bytes / beta_rank;
+  if (a == CollectiveAlgorithm::ring || !crosses || c == Collective::send ||
+      c == Collective::recv || c == Collective::broadcast || c == Collective::reduce ||
+      c == Collective::all_to_all)
+    return Seconds(ring);
+
+  // Tree (NCCL's double binary tree, all-reduce only): log-depth latency, ring bandwidth.
+  const double tree =
+      c == Collective::all_reduce ? 2.0 * ceil_log2(n) * alpha + bus * bytes / beta_rank : ring;
+  // Hierarchical: inside each node over NVLink (bus factor of per_node ranks), across nodes
+  // each node moves the whole buffer share through its NICs (bus factor of the node count).
+  const int k = g.per_node, N = g.nodes;
+  const double intra = k > 1 ? ring_steps(c, k) * l.intra_latency.value() +
+                                   bus_factor(c, k) * bytes / l.intra.value()
+                             : 0.0;
+  const double inter =
+      ring_steps(c, N) * l.net_latency.value() + bus_factor(c, N) * bytes / net_per_group;
+  const double hier = intra + inter;
+  switch (a) {
+    case CollectiveAlgorithm::tree:
+      return Seconds(tree);
+    case CollectiveAlgorithm::hierarchical:
+      return Seconds(hier);
+    default:
+      return Seconds(std::min({ring, tree, hier}));
+  }
+}
+
+Seconds comm_time(const Op& op, const Scenario& sc) {
+  return collective_time(op.collective, op.bytes, place_group(sc, op.group), link_model(sc));
+}
+
+}  // namespace commscope

@@ -1,0 +1,193 @@
+// Prediction rows, scaling, the seeds' projection, and their printing.
+#include "commscope/report/predict.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commscope/cost/collective.h"
+#include "commscope/workload/params.h"
+
+namespace commscope {
+
+PredictRow predict_row(const Workload& w, const Prediction& p) {
+  const Scenario& sc = w.scenario;
+  PredictRow r;
+  r.scenario = sc;
+  r.iteration_time = p.iteration_time;
+  const double tokens =
+      static_cast<double>(sc.plan.global_batch) *
+      static_cast<double>(sc.model.kind == ArchKind::t5 ? sc.model.seq_length + sc.model.dec_seq()
+                                                        : sc.model.seq_length);
+  const FlopCount f = iteration_flops(w);
+  r.tokens_per_s = tokens / p.iteration_time;
+  r.tflops_per_gpu = f.model / p.iteration_time / sc.gpus() / 1e12;
+  r.mfu = f.model / p.iteration_time / sc.gpus() /
+          sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
+  const Breakdown& b = p.mean;
+  r.compute = b.compute, r.comm = b.comm, r.overlapped = b.overlapped, r.exposed = b.exposed;
+  r.bubble = b.bubble, r.idle = b.idle - b.bubble;
+  r.by_group = b.by_group;
+  r.by_collective = b.by_collective;
+  for (const auto& s : p.stages) r.stage_times.push_back(s.end);
+  for (const Role& role : w.roles) {
+    double m = memory_per_rank(w, role).total().value();
+    r.memory_per_gpu = std::max(r.memory_per_gpu, m);
+  }
+  r.fits = r.memory_per_gpu <= sc.system.gpu.memory.value();
+  return r;
+}
+
+namespace {
+// Model TFLOP per GPU per iteration.
+double work_per_gpu(const PredictRow& r) {
+  return r.tflops_per_gpu * r.iteration_time;
+}
+// Modelled time of the data-parallel all-reduce of one rank's gradients.
+double dp_allreduce_time(const PredictRow& r) {
+  const Scenario& sc = r.scenario;
+  const double bytes = static_cast<double>(count_params(sc.model).total) /
+                       (sc.plan.tp * sc.plan.pp) * dtype_bytes(sc.plan.dtype());
+  return collective_time(Collective::all_reduce, bytes, place_group(sc, CommGroup::data),
+                         link_model(sc))
+      .value();
+}
+}  // namespace
+
+void add_scaling(std::vector<PredictRow>& rows) {
+  if (rows.empty()) return;
+  const PredictRow& g = rows.front();
+  const double t_comm_g = g.exposed, t_compute_g = g.iteration_time - g.exposed;
+  const double ar_g = dp_allreduce_time(g);
+  for (auto& r : rows) {
+    r.speedup = r.tokens_per_s / g.tokens_per_s;
+    r.scaling_efficiency = r.speedup * g.scenario.gpus() / r.scenario.gpus();
+    const double ar_n = dp_allreduce_time(r);
+    r.network_efficiency = ar_n > 0 && ar_g > 0 ? ar_g / ar_n : 1.0;
+    const double work_ratio = work_per_gpu(r) / work_per_gpu(g);
+    r.projected_time = t_compute_g * work_ratio + t_comm_g / r.network_efficiency;
+    r.projection_error = r.projected_time / r.iteration_time - 1.0;
+  }
+}
+
+nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scaling) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    const auto& sc = r.scenario;
+    nlohmann::json j = {{"model", sc.model.name},
+                        {"system", sc.system.name},
+                        {"network", sc.network.name},
+                        {"nodes", sc.nodes},
+                        {"gpus", sc.gpus()},
+                        {"plan", to_json(sc.plan)},
+                        {"iteration_time_s", r.iteration_time},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"tflops_per_gpu", r.tflops_per_gpu},
+                        {"mfu", r.mfu},
+                        {"compute_s", r.compute},
+                        {"comm_s", r.comm},
+                        {"comm_share", r.share(r.comm)},
+                        {"overlapped_comm_s", r.overlapped},
+                        {"exposed_comm_s", r.exposed},
+                        {"exposed_comm_share", r.share(r.exposed)},
+                        {"bubble_s", r.bubble},
+                        {"bubble_share", r.share(r.bubble)},
+                        {"idle_s", r.idle},
+                        {"memory_per_gpu_bytes", r.memory_per_gpu},
+                        {"fits", r.fits},
+                        {"stage_end_s", r.stage_times}};
+    for (const auto& [g, s] : r.by_group)
+      j["comm_by_group"][std::string(to_string(g))] = {{"total_s", s.total},
+                                                       {"exposed_s", s.exposed}};
+    for (const auto& [c, s] : r.by_collective)
+      j["comm_by_collective"][std::string(to_string(c))] = {{"total_s", s.total},
+                                                            {"exposed_s", s.exposed}};
+    if (scaling) {
+      j["speedup"] = r.speedup;
+      j["scaling_efficiency"] = r.scaling_efficiency;
+      j["network_efficiency"] = r.network_efficiency;
+      j["projected_iteration_time_s"] = r.projected_time;
+      j["projection_error"] = r.projection_error;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bool scaling) {
+  if (f == Format::json)
+    return nlohmann::json{{"predictions", predictions_json(rows, scaling)}}.dump(2) + "\n";
+  const bool human = f != Format::csv;
+  Table t;
+  t.header = {"model", "system", "network", "nodes", "gpus", "dp",
+              "tp",    "pp",     "zero",    "mbs",   "gbs"};
+  if (human) {
+    t.header.insert(t.header.end(), {"iter", "tokens/s", "TFLOP/s/GPU", "MFU", "comm", "exposed",
+                                     "bubble", "mem/GPU", "fits"});
+    if (scaling)
+      t.header.insert(t.header.end(), {"speedup", "scaling eff", "projected", "proj err"});
+  } else {
+    t.header.insert(t.header.end(), {"iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu",
+                                     "comm_share", "exposed_comm_share", "bubble_share",
+                                     "exposed_comm_s", "memory_per_gpu_bytes", "fits"});
+    if (scaling)
+      t.header.insert(t.header.end(), {"speedup", "scaling_efficiency",
+                                       "projected_iteration_time_s", "projection_error"});
+  }
+  t.right.assign(t.header.size(), true);
+  for (int i = 0; i < 3; ++i) t.right[i] = false;
+  for (const auto& r : rows) {
+    const auto& sc = r.scenario;
+    const auto& p = sc.plan;
+    std::vector<std::string> row = {
+        sc.model.name,
+        sc.system.name,
+        sc.network.name,
+        std::to_string(sc.nodes),
+        std::to_string(sc.gpus()),
+        std::to_string(p.dp),
+        std::to_string(p.tp) + (p.sequence_parallel && human ? "sp" : ""),
+        std::to_string(p.pp),
+        std::to_string(p.zero),
+        std::to_string(p.micro_batch),
+        std::to_string(p.global_batch)};
+    if (human) {
+      auto pct = [&](double x) { return fmt::format("{:.1f}%", 100 * r.share(x)); };
+      row.insert(row.end(),
+                 {r.iteration_time >= 1 ? fmt::format("{:.3f} s", r.iteration_time)
+                                        : fmt::format("{:.1f} ms", r.iteration_time * 1e3),
+                  human_si(r.tokens_per_s, ""), fmt::format("{:.1f}", r.tflops_per_gpu),
+                  fmt::format("{:.1f}%", 100 * r.mfu), pct(r.comm), pct(r.exposed), pct(r.bubble),
+                  human_bytes(Bytes(r.memory_per_gpu)), r.fits ? "yes" : "NO"});
+      if (scaling)
+        row.insert(
+            row.end(),
+            {fmt::format("{:.2f}x", r.speedup), fmt::format("{:.1f}%", 100 * r.scaling_efficiency),
+             r.projected_time >= 1 ? fmt::format("{:.3f} s", r.projected_time)
+                                   : fmt::format("{:.1f} ms", r.projected_time * 1e3),
+             fmt::format("{:+.1f}%", 100 * r.projection_error)});
+    } else {
+      row.insert(row.end(),
+                 {fmt::format("{:.6g}", r.iteration_time), fmt::format("{:.6g}", r.tokens_per_s),
+                  fmt::format("{:.6g}", r.tflops_per_gpu), fmt::format("{:.6g}", r.mfu),
+                  fmt::format("{:.6g}", r.share(r.comm)), fmt::format("{:.6g}", r.share(r.exposed)),
+                  fmt::format("{:.6g}", r.share(r.bubble)), fmt::format("{:.6g}", r.exposed),
+                  fmt::format("{:.0f}", r.memory_per_gpu), r.fits ? "true" : "false"});
+      if (scaling)
+        row.insert(
+            row.end(),
+            {fmt::format("{:.6g}", r.speedup), fmt::format("{:.6g}", r.scaling_efficiency),
+             fmt::format("{:.6g}", r.projected_time), fmt::format("{:.6g}", r.projection_error)});
+    }
+    t.add(std::move(row));
+  }
+  switch (f) {
+    case Format::csv:
+      return render_csv(t);
+    case Format::md:
+      return render_markdown(t);
+    default:
+      return render_text(t, "");
+  }
+}
+
+}  // namespace commscope

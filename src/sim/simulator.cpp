@@ -1,0 +1,393 @@
+// The simulator in two levels. (1) Each chunk's forward and backward list runs once as a list
+// schedule: an op starts when its dependencies are done and its stream is free, streams being
+// in-order queues as CUDA streams are. (2) The pipeline schedule places those runs as tasks on
+// the stages, with the point-to-point transfers between them; the optimizer step follows.
+// Runs are computed once per chunk and reused for every micro-batch, which keeps the 1T model
+// on 3072 GPUs (64 stages x 64 micro-batches) within milliseconds.
+#include "commscope/sim/simulator.h"
+
+#include <algorithm>
+
+#include "commscope/cost/collective.h"
+#include "commscope/cost/compute.h"
+
+namespace commscope {
+
+std::int32_t stream_of(const Op& op) {
+  if (op.kind == OpKind::compute) return kComputeStream;
+  switch (op.group) {
+    case CommGroup::tensor:
+      return kTensorStream;
+    case CommGroup::data:
+      return kDataStream;
+    case CommGroup::pipeline:
+      return kPipelineStream;
+    case CommGroup::embedding:
+      return kEmbeddingStream;
+  }
+  return kComputeStream;
+}
+
+namespace {
+bool is_param_gather(const Op& op) {
+  return op.name == "zero3_param_all_gather";
+}
+bool is_grad_bucket(const Op& op) {
+  return op.name == "ddp_bucket" || op.name == "zero_grad_bucket";
+}
+
+Event event_of(const Op& op, double start, double dur, Timeline* names) {
+  Event e;
+  e.stream = stream_of(op);
+  e.start = start;
+  e.dur = dur;
+  e.kind = op.kind == OpKind::compute ? EventKind::compute : EventKind::comm;
+  if (op.kind == OpKind::comm) {
+    e.has_collective = true;
+    e.collective = op.collective;
+    e.group = op.group;
+    e.bytes = op.bytes;
+    e.group_size = op.group_size;
+  }
+  e.layer = op.layer;
+  if (names) e.name = names->intern(op.name);
+  return e;
+}
+}  // namespace
+
+ListRun run_list(const OpList& list, const std::vector<double>& dur, const ParallelPlan& plan,
+                 bool last_microbatch, Timeline* names) {
+  ListRun r;
+  const std::size_t n = list.size();
+  std::vector<double> end(n, 0.0);
+  double stream_free[5] = {0, 0, 0, 0, 0};
+  double consumer_start = 0;  // start of the op that used the latest parameter gather
+  double chain_end = 0;
+  std::vector<std::uint32_t> deferred;
+  r.events.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Op& op = list[i];
+    double ready = 0;
+    bool uses_gather = false;
+    for (auto d : list.deps_of(i)) {
+      ready = std::max(ready, end[d]);
+      uses_gather |= is_param_gather(list[d]);
+    }
+    if ((op.last_microbatch_only && !last_microbatch) ||
+        (op.kind == OpKind::comm && op.group == CommGroup::pipeline)) {
+      end[i] = ready;  // not run here
+      continue;
+    }
+    if (is_param_gather(op))  // ZeRO-3: one layer of prefetch, or none
+      ready = std::max(ready, plan.overlap_param_gather ? consumer_start : chain_end);
+    if (is_grad_bucket(op) && !plan.overlap_grad_reduce) {
+      deferred.push_back(i);
+      continue;
+    }
+    const std::int32_t s = stream_of(op);
+    double start = std::max(ready, stream_free[s]);
+    end[i] = start + dur[i];
+    stream_free[s] = end[i];
+    if (s == kComputeStream || s == kTensorStream) chain_end = std::max(chain_end, end[i]);
+    if (uses_gather) consumer_start = start;
+    r.events.push_back(event_of(op, start, dur[i], names));
+  }
+  for (auto i : deferred) {  // gradient reduction after the whole backward
+    double start = std::max(chain_end, stream_free[kDataStream]);
+    end[i] = start + dur[i];
+    stream_free[kDataStream] = end[i];
+    r.events.push_back(event_of(list[i], start, dur[i], names));
+  }
+  r.blocking_end = chain_end;
+  r.end = chain_end;
+  for (double f : stream_free) r.end = std::max(r.end, f);
+  return r;
+}
+
+std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
+  std::vector<std::vector<PipelineTask>> order(pp);
+  for (int st = 0; st < pp; ++st) {
+    auto& o = order[st];
+    auto task = [&](int chunk, int mb, bool bw) {
+      PipelineTask t;
+      t.stage = st, t.chunk = chunk, t.microbatch = mb, t.backward = bw;
+      o.push_back(t);
+    };
+    if (s == Schedule::gpipe || pp == 1) {
+      // One micro-batch at a time without PP (gradient accumulation); GPipe: all forwards first.
+      if (pp == 1) {
+        for (int mb = 0; mb < m; ++mb) {
+          for (int c = 0; c < v; ++c) task(c, mb, false);
+          for (int c = v - 1; c >= 0; --c) task(c, mb, true);
+        }
+      } else {
+        for (int mb = 0; mb < m; ++mb) task(0, mb, false);
+        for (int mb = 0; mb < m; ++mb) task(0, mb, true);
+      }
+    } else if (s == Schedule::one_f_one_b) {
+      const int warmup = std::min(pp - st - 1, m);
+      for (int i = 0; i < warmup; ++i) task(0, i, false);
+      for (int i = 0; i < m - warmup; ++i) {
+        task(0, warmup + i, false);
+        task(0, i, true);
+      }
+      for (int i = m - warmup; i < m; ++i) task(0, i, true);
+    } else {
+      // Megatron's interleaved 1F1B: the k-th forward runs chunk (k / pp) % v of micro-batch
+      // (k / (pp v)) pp + k % pp; backwards walk the chunks in reverse.
+      const int total = m * v;
+      const int warmup = std::min((pp - st - 1) * 2 + (v - 1) * pp, total);
+      auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
+      auto fwd = [&](int k) { task((k / pp) % v, mb_of(k), false); };
+      auto bwd = [&](int k) { task(v - 1 - (k / pp) % v, mb_of(k), true); };
+      for (int k = 0; k < warmup; ++k) fwd(k);
+      for (int i = 0; i < total - warmup; ++i) {
+        fwd(warmup + i);
+        bwd(i);
+      }
+      for (int k = total - warmup; k < total; ++k) bwd(k);
+    }
+  }
+  return order;
+}
+
+namespace {
+
+struct ChunkRuns {
+  std::vector<double> fwd_dur, bwd_dur;
+  ListRun fwd, bwd, bwd_last;
+  double fwd_p2p = 0, bwd_p2p = 0;  // transfer feeding this chunk's forward / backward
+  Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
+};
+
+std::vector<double> durations(const OpList& l, const Scenario& sc) {
+  std::vector<double> d(l.size());
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    const Op& op = l[i];
+    d[i] = op.kind == OpKind::compute
+               ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
+               : comm_time(op, sc).value();
+  }
+  return d;
+}
+
+double p2p_of(const OpList& l, const Scenario& sc) {
+  for (const Op& op : l.ops())
+    if (op.kind == OpKind::comm && op.collective == Collective::recv)
+      return comm_time(op, sc).value();
+  return 0;
+}
+
+using Intervals = std::vector<std::pair<double, double>>;
+Intervals merge(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+double len(const Intervals& v) {
+  double s = 0;
+  for (auto& iv : v) s += iv.second - iv.first;
+  return s;
+}
+double inter(const Intervals& a, const Intervals& b) {
+  double s = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) s += hi - lo;
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return s;
+}
+
+// Communication of a tail counted as hidden behind later compute.
+Breakdown as_overlapped(Breakdown b) {
+  b.overlapped += b.exposed;
+  b.exposed = 0;
+  b.idle = 0;
+  b.wall = 0;
+  for (auto& [g, s] : b.by_group) s.exposed = 0;
+  for (auto& [c, s] : b.by_collective) s.exposed = 0;
+  return b;
+}
+
+}  // namespace
+
+Prediction simulate(const Workload& w, const SimOptions& opt) {
+  const Scenario& sc = w.scenario;
+  const ParallelPlan& plan = sc.plan;
+  const int pp = plan.pp, v = plan.virtual_stages, m = w.microbatches;
+  Prediction pred;
+  Timeline* names = opt.timeline ? &pred.timeline : nullptr;
+
+  // (1) every chunk's runs, once
+  std::vector<std::vector<ChunkRuns>> runs(pp);
+  for (int s = 0; s < pp; ++s) {
+    const Role& role = w.roles[s];
+    runs[s].resize(role.chunks.size());
+    for (std::size_t c = 0; c < role.chunks.size(); ++c) {
+      const Chunk& ch = role.chunks[c];
+      ChunkRuns& r = runs[s][c];
+      r.fwd_dur = durations(ch.forward, sc);
+      r.bwd_dur = durations(ch.backward, sc);
+      r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names);
+      r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names);
+      r.bwd = m > 1 ? run_list(ch.backward, r.bwd_dur, plan, false, names) : r.bwd_last;
+      r.fwd_p2p = p2p_of(ch.forward, sc);
+      r.bwd_p2p = p2p_of(ch.backward, sc);
+      r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
+      r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
+      r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
+      if (r.bwd.end > r.bwd.blocking_end)
+        r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
+      if (r.bwd_last.end > r.bwd_last.blocking_end)
+        r.bwd_last_tail = breakdown(r.bwd_last.events, r.bwd_last.blocking_end, r.bwd_last.end);
+    }
+  }
+  auto run_of = [&](const PipelineTask& t) -> const ListRun& {
+    const ChunkRuns& r = runs[t.stage][t.chunk];
+    return !t.backward ? r.fwd : t.microbatch == m - 1 ? r.bwd_last : r.bwd;
+  };
+
+  // (2) the pipeline
+  auto order = pipeline_order(plan.schedule, pp, v, m);
+  schedule_pipeline(
+      order, pp, v, [&](const PipelineTask& t) { return run_of(t).blocking_end; },
+      [&](const PipelineTask& t) {
+        const ChunkRuns& r = runs[t.stage][t.chunk];
+        return t.backward ? r.bwd_p2p : r.fwd_p2p;
+      });
+
+  // (3) the step, once the stage's last backward and its gradient reduction are done
+  std::vector<double> ready(pp, 0.0), last_task_end(pp, 0.0);
+  for (int s = 0; s < pp; ++s)
+    for (const auto& t : order[s]) {
+      last_task_end[s] = std::max(last_task_end[s], t.end);
+      ready[s] = std::max(ready[s], t.start + run_of(t).end);
+    }
+  std::vector<ListRun> steps(pp);
+  std::vector<double> step_start(pp);
+  const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
+  for (int s = 0; s < pp; ++s) {
+    const Role& role = w.roles[s];
+    steps[s] = run_list(role.step, durations(role.step, sc), plan, true, names);
+    step_start[s] = ready[s];
+    if (embedding_sync && (s == 0 || s == pp - 1))
+      step_start[s] = std::max(ready[0], ready[pp - 1]);
+  }
+  for (int s = 0; s < pp; ++s)
+    pred.iteration_time = std::max(pred.iteration_time, step_start[s] + steps[s].end);
+  const double T = pred.iteration_time;
+
+  // (4) per-stage breakdowns composed from the runs' breakdowns
+  for (int s = 0; s < pp; ++s) {
+    Breakdown b;
+    Intervals busy, p2p;
+    for (const auto& t : order[s]) {
+      const ChunkRuns& r = runs[s][t.chunk];
+      const bool last = t.backward && t.microbatch == m - 1;
+      b.add(!t.backward ? r.fwd_in : last ? r.bwd_last_in : r.bwd_in);
+      if (t.backward) b.add(as_overlapped(last ? r.bwd_last_tail : r.bwd_tail));
+      busy.emplace_back(t.start, t.end);
+      if (t.ready > t.transfer_start) p2p.emplace_back(t.transfer_start, t.ready);
+    }
+    // transfers this stage sends: the receivers' transfer windows
+    for (int o = 0; o < pp; ++o) {
+      if (o == s) continue;
+      for (const auto& t : order[o]) {
+        if (t.ready <= t.transfer_start) continue;
+        const int vs = t.chunk * pp + t.stage;
+        const int from = t.backward ? vs + 1 : vs - 1;
+        if (from % pp == s) p2p.emplace_back(t.transfer_start, t.ready);
+      }
+    }
+    busy = merge(std::move(busy));
+    p2p = merge(std::move(p2p));
+    const double p2p_total = len(p2p), p2p_hidden = inter(p2p, busy);
+    b.comm += p2p_total;
+    b.overlapped += p2p_hidden;
+    b.exposed += p2p_total - p2p_hidden;
+    b.by_group[CommGroup::pipeline].total += p2p_total;
+    b.by_group[CommGroup::pipeline].exposed += p2p_total - p2p_hidden;
+    if (p2p_total > 0) {
+      b.by_collective[Collective::send].total += p2p_total;
+      b.by_collective[Collective::send].exposed += p2p_total - p2p_hidden;
+    }
+    // the wait for gradient reduction after the last task: exposed, not overlapped
+    const double tail_wait = std::max(0.0, ready[s] - last_task_end[s]);
+    b.overlapped -= tail_wait;
+    b.exposed += tail_wait;
+    for (const auto& t : order[s])
+      if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s]) {
+        for (auto& [g, share] : runs[s][t.chunk].bwd_last_tail.by_group)
+          b.by_group[g].exposed += std::min(share.total, tail_wait);
+        for (auto& [c, share] : runs[s][t.chunk].bwd_last_tail.by_collective)
+          b.by_collective[c].exposed += std::min(share.total, tail_wait);
+      }
+    Breakdown step = breakdown(steps[s].events, 0, steps[s].end);
+    step.idle = 0;
+    b.add(step);
+    const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
+    const double busy_time = len(busy) + (p2p_total - p2p_hidden) + tail_wait + steps[s].end;
+    b.wall = T;
+    b.idle = std::max(0.0, T - busy_time);
+    b.bubble = pp > 1 ? std::max(0.0, b.idle - waiting) : 0.0;
+    StagePrediction sp;
+    sp.stage = s;
+    sp.end = step_start[s] + steps[s].end;
+    sp.breakdown = b;
+    pred.stages.push_back(sp);
+    pred.mean.add(b);
+  }
+  pred.mean.scale(1.0 / pp);
+
+  // (5) the full timeline, when asked for
+  if (opt.timeline) {
+    Timeline& tl = pred.timeline;
+    static const char* kStreams[] = {"compute", "tensor-parallel comm", "data-parallel comm",
+                                     "pipeline comm", "embedding comm"};
+    const std::uint32_t send_name = tl.intern("pp_transfer");
+    for (int s = 0; s < pp; ++s) {
+      tl.rank_names[s] =
+          "stage " + std::to_string(s) + " (" + std::to_string(w.roles[s].ranks) + " ranks)";
+      for (int k = 0; k < 5; ++k) tl.stream_names[{s, k}] = kStreams[k];
+      for (const auto& t : order[s]) {
+        for (Event e : run_of(t).events) {
+          e.rank = s;
+          e.start += t.start;
+          e.microbatch = t.microbatch;
+          tl.events.push_back(e);
+        }
+        if (t.ready > t.transfer_start) {
+          Event e;
+          e.rank = s;
+          e.stream = kPipelineStream;
+          e.start = t.transfer_start;
+          e.dur = t.ready - t.transfer_start;
+          e.kind = EventKind::comm;
+          e.has_collective = true;
+          e.collective = Collective::recv;
+          e.group = CommGroup::pipeline;
+          e.name = send_name;
+          e.microbatch = t.microbatch;
+          tl.events.push_back(e);
+        }
+      }
+      for (Event e : steps[s].events) {
+        e.rank = s;
+        e.start += step_start[s];
+        tl.events.push_back(e);
+      }
+    }
+  }
+  return pred;
+}
+
+}  // namespace commscope

@@ -1,0 +1,168 @@
+// Interval arithmetic for breakdowns: each category's events are merged into disjoint
+// intervals, then intersected with a two-pointer sweep. O(n log n) in the events.
+#include "commscope/timeline/timeline.h"
+
+#include <algorithm>
+#include <set>
+
+namespace commscope {
+
+std::string_view to_string(EventKind k) {
+  switch (k) {
+    case EventKind::compute:
+      return "compute";
+    case EventKind::comm:
+      return "comm";
+    case EventKind::memcpy:
+      return "memcpy";
+  }
+  return "?";
+}
+
+std::uint32_t Timeline::intern(std::string_view name) {
+  auto it = index_.find(std::string(name));
+  if (it != index_.end()) return it->second;
+  auto id = static_cast<std::uint32_t>(names_.size());
+  names_.emplace_back(name);
+  index_.emplace(names_.back(), id);
+  return id;
+}
+
+std::vector<std::int32_t> Timeline::ranks() const {
+  std::set<std::int32_t> r;
+  for (const auto& e : events) r.insert(e.rank);
+  return {r.begin(), r.end()};
+}
+
+void Breakdown::add(const Breakdown& o) {
+  wall += o.wall, compute += o.compute, comm += o.comm, overlapped += o.overlapped;
+  exposed += o.exposed, memcpy += o.memcpy, idle += o.idle, bubble += o.bubble;
+  for (const auto& [g, s] : o.by_group)
+    by_group[g].total += s.total, by_group[g].exposed += s.exposed;
+  for (const auto& [c, s] : o.by_collective)
+    by_collective[c].total += s.total, by_collective[c].exposed += s.exposed;
+}
+
+void Breakdown::scale(double k) {
+  wall *= k, compute *= k, comm *= k, overlapped *= k, exposed *= k, memcpy *= k, idle *= k,
+      bubble *= k;
+  for (auto& [g, s] : by_group) s.total *= k, s.exposed *= k;
+  for (auto& [c, s] : by_collective) s.total *= k, s.exposed *= k;
+}
+
+namespace {
+
+using Intervals = std::vector<std::pair<double, double>>;
+
+// Sorts and merges into disjoint intervals.
+Intervals merged(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+
+double length(const Intervals& v) {
+  double s = 0;
+  for (const auto& iv : v) s += iv.second - iv.first;
+  return s;
+}
+
+// Length of the intersection of two disjoint, sorted interval lists.
+double overlap(const Intervals& a, const Intervals& b) {
+  double s = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) s += hi - lo;
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return s;
+}
+
+Intervals united(const Intervals& a, const Intervals& b) {
+  Intervals all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  return merged(std::move(all));
+}
+
+template <class Pred>
+Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
+  Intervals c, m, y;
+  std::map<CommGroup, Intervals> g;
+  std::map<Collective, Intervals> k;
+  double lo = 1e300, hi = -1e300;
+  for_each_event([&](const Event& e) { lo = std::min(lo, e.start), hi = std::max(hi, e.end()); });
+  if (t1 <= t0) t0 = lo, t1 = hi;
+  Breakdown b;
+  if (!(t1 > t0)) return b;
+  for_each_event([&](const Event& e) {
+    double s = std::max(e.start, t0), f = std::min(e.end(), t1);
+    if (f <= s) return;
+    switch (e.kind) {
+      case EventKind::compute:
+        c.emplace_back(s, f);
+        break;
+      case EventKind::memcpy:
+        y.emplace_back(s, f);
+        break;
+      case EventKind::comm:
+        m.emplace_back(s, f);
+        if (e.has_collective) {
+          g[e.group].emplace_back(s, f);
+          k[e.collective].emplace_back(s, f);
+        }
+        break;
+    }
+  });
+  c = merged(std::move(c));
+  m = merged(std::move(m));
+  y = merged(std::move(y));
+  b.wall = t1 - t0;
+  b.compute = length(c);
+  b.comm = length(m);
+  b.overlapped = overlap(c, m);
+  b.exposed = b.comm - b.overlapped;
+  Intervals cm = united(c, m);
+  double busy_cm = length(cm);
+  b.memcpy = length(y) - overlap(cm, y);
+  b.idle = std::max(0.0, b.wall - busy_cm - b.memcpy);
+  for (auto& [grp, iv] : g) {
+    Intervals u = merged(std::move(iv));
+    double tot = length(u);
+    b.by_group[grp] = {tot, tot - overlap(c, u)};
+  }
+  for (auto& [col, iv] : k) {
+    Intervals u = merged(std::move(iv));
+    double tot = length(u);
+    b.by_collective[col] = {tot, tot - overlap(c, u)};
+  }
+  return b;
+}
+
+}  // namespace
+
+Breakdown breakdown(const Timeline& t, std::int32_t rank, double t0, double t1) {
+  return breakdown_of(
+      [&](auto&& f) {
+        for (const auto& e : t.events)
+          if (e.rank == rank) f(e);
+      },
+      t0, t1);
+}
+
+Breakdown breakdown(const std::vector<Event>& events, double t0, double t1) {
+  return breakdown_of(
+      [&](auto&& f) {
+        for (const auto& e : events) f(e);
+      },
+      t0, t1);
+}
+
+}  // namespace commscope
