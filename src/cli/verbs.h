@@ -16,6 +16,8 @@ struct Verb {
 Verb add_describe(CLI::App& app);
 Verb add_presets(CLI::App& app);
 Verb add_predict(CLI::App& app);
+Verb add_validate(CLI::App& app);
+Verb add_calibrate(CLI::App& app);
 
 // Prints "commscope: <message>" on stderr and returns exit status 2.
 int fail(const std::string& message);

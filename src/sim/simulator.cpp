@@ -160,21 +160,31 @@ struct ChunkRuns {
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
 };
 
-std::vector<double> durations(const OpList& l, const Scenario& sc) {
-  std::vector<double> d(l.size());
-  for (std::size_t i = 0; i < l.size(); ++i) {
-    const Op& op = l[i];
-    d[i] = op.kind == OpKind::compute
-               ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
-               : comm_time(op, sc).value();
+// Placements per group, computed once per simulation.
+struct Costs {
+  const Scenario& sc;
+  LinkModel links;
+  GroupPlacement place[4];
+  explicit Costs(const Scenario& s) : sc(s), links(link_model(s)) {
+    for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding})
+      place[static_cast<int>(g)] = place_group(s, g);
   }
+  double of(const Op& op) const {
+    return op.kind == OpKind::compute
+               ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
+               : collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links).value();
+  }
+};
+
+std::vector<double> durations(const OpList& l, const Costs& costs) {
+  std::vector<double> d(l.size());
+  for (std::size_t i = 0; i < l.size(); ++i) d[i] = costs.of(l[i]);
   return d;
 }
 
-double p2p_of(const OpList& l, const Scenario& sc) {
+double p2p_of(const OpList& l, const Costs& costs) {
   for (const Op& op : l.ops())
-    if (op.kind == OpKind::comm && op.collective == Collective::recv)
-      return comm_time(op, sc).value();
+    if (op.kind == OpKind::comm && op.collective == Collective::recv) return costs.of(op);
   return 0;
 }
 
@@ -221,7 +231,14 @@ Breakdown as_overlapped(Breakdown b) {
 }  // namespace
 
 Prediction simulate(const Workload& w, const SimOptions& opt) {
-  const Scenario& sc = w.scenario;
+  // A calibration other than the system's: a copy of the scenario with it (the ops are not copied).
+  Scenario calibrated;
+  if (opt.calibration) {
+    calibrated = w.scenario;
+    calibrated.system.calibration = *opt.calibration;
+  }
+  const Scenario& sc = opt.calibration ? calibrated : w.scenario;
+  const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages, m = w.microbatches;
   Prediction pred;
@@ -235,13 +252,13 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     for (std::size_t c = 0; c < role.chunks.size(); ++c) {
       const Chunk& ch = role.chunks[c];
       ChunkRuns& r = runs[s][c];
-      r.fwd_dur = durations(ch.forward, sc);
-      r.bwd_dur = durations(ch.backward, sc);
+      r.fwd_dur = durations(ch.forward, costs);
+      r.bwd_dur = durations(ch.backward, costs);
       r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names);
       r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names);
       r.bwd = m > 1 ? run_list(ch.backward, r.bwd_dur, plan, false, names) : r.bwd_last;
-      r.fwd_p2p = p2p_of(ch.forward, sc);
-      r.bwd_p2p = p2p_of(ch.backward, sc);
+      r.fwd_p2p = p2p_of(ch.forward, costs);
+      r.bwd_p2p = p2p_of(ch.backward, costs);
       r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
       r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
       r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
@@ -277,7 +294,7 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {
     const Role& role = w.roles[s];
-    steps[s] = run_list(role.step, durations(role.step, sc), plan, true, names);
+    steps[s] = run_list(role.step, durations(role.step, costs), plan, true, names);
     step_start[s] = ready[s];
     if (embedding_sync && (s == 0 || s == pp - 1))
       step_start[s] = std::max(ready[0], ready[pp - 1]);

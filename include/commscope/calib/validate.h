@@ -1,0 +1,47 @@
+// Predicted vs measured iteration times, error metrics, and the fit of a system's cost-model
+// efficiencies to measured runs (Nelder-Mead on the mean absolute log error).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "commscope/calib/measured.h"
+#include "commscope/workload/workload.h"
+
+namespace commscope {
+
+// A measured run with its workload built once (calibration changes costs, not ops).
+struct PreparedRun {
+  std::string source;
+  int line = 0;
+  int index = 0;  // 0-based data row in its file
+  Workload workload;
+  double measured_s = 0;
+};
+
+// Builds the workloads; runs whose plan is invalid are reported in `skipped`.
+std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs, std::vector<std::string>& skipped);
+
+// Simulated iteration time of a run under a calibration.
+double predicted_time(const PreparedRun& run, const Calibration& cal);
+
+struct ErrorSummary {
+  std::size_t rows = 0;
+  double mape = 0;    // mean |predicted/measured - 1|
+  double median = 0;  // median of the same
+  double max = 0;
+  double bias = 0;    // mean of predicted/measured - 1
+};
+ErrorSummary summarize(const std::vector<double>& signed_errors);
+
+// Which rows a split keeps: "all", "even" (rows 0, 2, 4, ... of each file) or "odd".
+bool in_split(const PreparedRun& r, const std::string& split);
+
+// Fits gemm_efficiency, gemm_half_flops, attention_efficiency, memory_efficiency,
+// kernel_overhead and intra_node_efficiency to the runs, starting from `start`. `progress`
+// is called after each improvement with the evaluation count and the objective.
+Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start, int max_evaluations,
+                            const std::function<void(int, double)>& progress = {});
+
+}  // namespace commscope

@@ -1,0 +1,155 @@
+// Validation and fitting.
+#include "commscope/calib/validate.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "commscope/sim/simulator.h"
+
+namespace commscope {
+
+std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs, std::vector<std::string>& skipped) {
+  std::vector<PreparedRun> out;
+  std::map<std::string, int> index;
+  for (const auto& r : runs) {
+    int i = index[r.source]++;
+    auto sc = resolve_run(r);
+    if (!sc) {
+      skipped.push_back(r.source + ": line " + std::to_string(r.line) + ": " + sc.error().message);
+      continue;
+    }
+    PreparedRun p;
+    p.source = r.source;
+    p.line = r.line;
+    p.index = i;
+    p.workload = build_workload(*sc);
+    p.measured_s = r.measured_s;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+double predicted_time(const PreparedRun& run, const Calibration& cal) {
+  SimOptions o;
+  o.calibration = &cal;
+  return simulate(run.workload, o).iteration_time;
+}
+
+ErrorSummary summarize(const std::vector<double>& e) {
+  ErrorSummary s;
+  s.rows = e.size();
+  if (e.empty()) return s;
+  std::vector<double> a(e.size());
+  std::transform(e.begin(), e.end(), a.begin(), [](double x) { return std::fabs(x); });
+  s.mape = std::accumulate(a.begin(), a.end(), 0.0) / a.size();
+  s.bias = std::accumulate(e.begin(), e.end(), 0.0) / e.size();
+  s.max = *std::max_element(a.begin(), a.end());
+  std::sort(a.begin(), a.end());
+  s.median = a.size() % 2 ? a[a.size() / 2] : 0.5 * (a[a.size() / 2 - 1] + a[a.size() / 2]);
+  return s;
+}
+
+bool in_split(const PreparedRun& r, const std::string& split) {
+  if (split == "even") return r.index % 2 == 0;
+  if (split == "odd") return r.index % 2 == 1;
+  return true;
+}
+
+namespace {
+constexpr int kParams = 6;
+using Vec = std::array<double, kParams>;
+
+double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double logit(double p) { return std::log(p / (1.0 - p)); }
+
+// Unconstrained coordinates: efficiencies through a logistic, sizes and times through exp.
+Calibration decode(const Vec& x, Calibration c) {
+  c.gemm_efficiency = logistic(x[0]);
+  c.gemm_half_flops = std::exp(x[1]);
+  c.attention_efficiency = logistic(x[2]);
+  c.memory_efficiency = logistic(x[3]);
+  c.kernel_overhead = Seconds(std::exp(x[4]));
+  c.intra_node_efficiency = logistic(x[5]);
+  return c;
+}
+Vec encode(const Calibration& c) {
+  return {logit(std::clamp(c.gemm_efficiency, 1e-3, 0.999)), std::log(std::max(c.gemm_half_flops, 1.0)),
+          logit(std::clamp(c.attention_efficiency, 1e-3, 0.999)), logit(std::clamp(c.memory_efficiency, 1e-3, 0.999)),
+          std::log(std::max(c.kernel_overhead.value(), 1e-7)), logit(std::clamp(c.intra_node_efficiency, 1e-3, 0.999))};
+}
+}  // namespace
+
+Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start, int max_evaluations,
+                            const std::function<void(int, double)>& progress) {
+  int evaluations = 0;
+  double best_seen = 1e300;
+  auto objective = [&](const Vec& x) {
+    Calibration c = decode(x, start);
+    double s = 0;
+    for (const auto* r : runs) s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s));
+    ++evaluations;
+    double f = s / std::max<std::size_t>(runs.size(), 1);
+    if (f < best_seen) {
+      best_seen = f;
+      if (progress) progress(evaluations, f);
+    }
+    return f;
+  };
+  // Nelder-Mead (Lagarias et al. 1998 coefficients: reflection 1, expansion 2, contraction
+  // 0.5, shrink 0.5), initial simplex one unit along each coordinate.
+  std::array<Vec, kParams + 1> p;
+  std::array<double, kParams + 1> f;
+  p[0] = encode(start);
+  for (int i = 0; i < kParams; ++i) {
+    p[i + 1] = p[0];
+    p[i + 1][i] += i == 1 ? 1.5 : 0.7;
+  }
+  for (int i = 0; i <= kParams; ++i) f[i] = objective(p[i]);
+  while (evaluations < max_evaluations) {
+    std::array<int, kParams + 1> idx;
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return f[a] < f[b]; });
+    auto P = p;
+    auto F = f;
+    for (int i = 0; i <= kParams; ++i) p[i] = P[idx[i]], f[i] = F[idx[i]];
+    if (f[kParams] - f[0] < 1e-6) break;
+    Vec centroid{};
+    for (int i = 0; i < kParams; ++i)
+      for (int k = 0; k < kParams; ++k) centroid[k] += p[i][k] / kParams;
+    auto along = [&](double t) {
+      Vec v;
+      for (int k = 0; k < kParams; ++k) v[k] = centroid[k] + t * (p[kParams][k] - centroid[k]);
+      return v;
+    };
+    Vec xr = along(-1.0);
+    double fr = objective(xr);
+    if (fr < f[0]) {
+      Vec xe = along(-2.0);
+      double fe = objective(xe);
+      if (fe < fr) p[kParams] = xe, f[kParams] = fe;
+      else p[kParams] = xr, f[kParams] = fr;
+    } else if (fr < f[kParams - 1]) {
+      p[kParams] = xr, f[kParams] = fr;
+    } else {
+      Vec xc = fr < f[kParams] ? along(-0.5) : along(0.5);
+      double fc = objective(xc);
+      if (fc < std::min(fr, f[kParams])) {
+        p[kParams] = xc, f[kParams] = fc;
+      } else {
+        for (int i = 1; i <= kParams; ++i) {
+          for (int k = 0; k < kParams; ++k) p[i][k] = p[0][k] + 0.5 * (p[i][k] - p[0][k]);
+          f[i] = objective(p[i]);
+        }
+      }
+    }
+  }
+  int best = static_cast<int>(std::min_element(f.begin(), f.end()) - f.begin());
+  Calibration out = decode(p[best], start);
+  out.fitted = true;
+  return out;
+}
+
+}  // namespace commscope
