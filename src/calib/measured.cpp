@@ -18,9 +18,12 @@ std::vector<std::string> split(const std::string& line) {
   std::string cur;
   bool quoted = false;
   for (char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) out.push_back(cur), cur.clear();
-    else if (c != '\r') cur += c;
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      out.push_back(cur), cur.clear();
+    else if (c != '\r')
+      cur += c;
   }
   out.push_back(cur);
   for (auto& s : out) {
@@ -57,7 +60,9 @@ MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string
   m.heads = static_cast<std::int64_t>(v.at("attention heads"));
   m.decoder_layers = static_cast<int>(v.at("# layers"));
   m.seq_length = m.max_positions = static_cast<std::int64_t>(v.at("sequence length"));
-  m.vocab = 50257;
+  // Megatron pads the vocabulary to a multiple of 128 x TP (--make-vocab-size-divisible-by 128).
+  const std::int64_t unit = 128 * static_cast<std::int64_t>(v.at("tensor parallelism"));
+  m.vocab = (50257 + unit - 1) / unit * unit;
   m.kv_heads = m.heads;
   m.head_dim = m.hidden / m.heads;
   m.ffn = 4 * m.hidden;
@@ -82,19 +87,24 @@ MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string
 
 }  // namespace
 
-Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path, const std::string& system) {
+Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
+                                                   const std::string& system) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open", path)};
   std::string line;
-  if (!std::getline(in, line)) return Error{fmt::format("{}: empty file, expected a header line", path)};
+  if (!std::getline(in, line))
+    return Error{fmt::format("{}: empty file, expected a header line", path)};
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // UTF-8 byte-order mark
   const std::vector<std::string> header = split(line);
-  auto has = [&](const std::string& h) { return std::find(header.begin(), header.end(), h) != header.end(); };
+  auto has = [&](const std::string& h) {
+    return std::find(header.begin(), header.end(), h) != header.end();
+  };
   const bool vtrain = has("iteration time (ms)");
   if (!vtrain && !has("measured_s"))
-    return Error{fmt::format("{}: line 1: expected a vTrain header (… iteration time (ms)) or a commscope header "
-                             "(model,…,measured_s), got '{}'",
-                             path, line.substr(0, 80))};
+    return Error{fmt::format(
+        "{}: line 1: expected a vTrain header (… iteration time (ms)) or a commscope header "
+        "(model,…,measured_s), got '{}'",
+        path, line.substr(0, 80))};
   std::vector<MeasuredRun> runs;
   int lineno = 1;
   while (std::getline(in, line)) {
@@ -102,20 +112,23 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path, cons
     if (line.empty() || line == "\r") continue;
     auto cells = split(line);
     if (cells.size() != header.size())
-      return Error{fmt::format("{}: line {}: expected {} columns, got {}", path, lineno, header.size(), cells.size())};
+      return Error{fmt::format("{}: line {}: expected {} columns, got {}", path, lineno,
+                               header.size(), cells.size())};
     MeasuredRun r;
     if (vtrain) {
       std::map<std::string, double> v;
       for (std::size_t c = 0; c < header.size(); ++c) {
         double x = 0;
         if (!parse(cells[c], x) || !(x > 0))
-          return Error{fmt::format("{}: line {}: column '{}': expected a positive number, got '{}'", path, lineno,
-                                   header[c], cells[c])};
+          return Error{fmt::format("{}: line {}: column '{}': expected a positive number, got '{}'",
+                                   path, lineno, header[c], cells[c])};
         v[header[c]] = x;
       }
-      for (const char* need : {"# GPUs", "global batch", "micro batch", "hidden size", "attention heads", "# layers",
-                               "sequence length", "tensor parallelism", "data parallelism", "pipeline parallelism"})
-        if (!v.count(need)) return Error{fmt::format("{}: line 1: expected a column '{}'", path, need)};
+      for (const char* need :
+           {"# GPUs", "global batch", "micro batch", "hidden size", "attention heads", "# layers",
+            "sequence length", "tensor parallelism", "data parallelism", "pipeline parallelism"})
+        if (!v.count(need))
+          return Error{fmt::format("{}: line 1: expected a column '{}'", path, need)};
       r = vtrain_run(v, system);
     } else {
       r.input.system = system;
@@ -124,14 +137,17 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path, cons
         const std::string& x = cells[c];
         if (x.empty()) continue;
         auto bad = [&](std::string_view expected) {
-          return Error{
-              fmt::format("{}: line {}: column '{}': expected {}, got '{}'", path, lineno, h, expected, x)};
+          return Error{fmt::format("{}: line {}: column '{}': expected {}, got '{}'", path, lineno,
+                                   h, expected, x)};
         };
         std::int64_t i = 0;
         double d = 0;
-        if (h == "model") r.input.model = x;
-        else if (h == "system") r.input.system = x;
-        else if (h == "network") r.input.network = x;
+        if (h == "model")
+          r.input.model = x;
+        else if (h == "system")
+          r.input.system = x;
+        else if (h == "network")
+          r.input.network = x;
         else if (h == "measured_s") {
           if (!parse(x, d) || !(d > 0)) return bad("a positive number of seconds");
           r.measured_s = d;
@@ -150,38 +166,53 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path, cons
         } else {
           if (!parse(x, i) || i < 0) return bad("a non-negative integer");
           auto& p = r.input.plan;
-          if (h == "nodes") p.nodes = static_cast<int>(i);
-          else if (h == "gpus") p.gpus = static_cast<int>(i);
-          else if (h == "tp") p.tp = static_cast<int>(i);
-          else if (h == "pp") p.pp = static_cast<int>(i);
-          else if (h == "dp") p.dp = static_cast<int>(i);
-          else if (h == "zero") p.zero = static_cast<int>(i);
-          else if (h == "micro_batch") p.micro_batch = i;
-          else if (h == "global_batch") p.global_batch = i;
-          else if (h == "seq_length") p.seq_length = i;
+          if (h == "nodes")
+            p.nodes = static_cast<int>(i);
+          else if (h == "gpus")
+            p.gpus = static_cast<int>(i);
+          else if (h == "tp")
+            p.tp = static_cast<int>(i);
+          else if (h == "pp")
+            p.pp = static_cast<int>(i);
+          else if (h == "dp")
+            p.dp = static_cast<int>(i);
+          else if (h == "zero")
+            p.zero = static_cast<int>(i);
+          else if (h == "micro_batch")
+            p.micro_batch = i;
+          else if (h == "global_batch")
+            p.global_batch = i;
+          else if (h == "seq_length")
+            p.seq_length = i;
           else
-            return Error{fmt::format("{}: line 1: unknown column '{}'; expected model, system, network, nodes, "
-                                     "gpus, tp, pp, dp, zero, micro_batch, global_batch, seq_length, precision, "
-                                     "recompute, schedule, measured_s",
-                                     path, h)};
+            return Error{fmt::format(
+                "{}: line 1: unknown column '{}'; expected model, system, network, nodes, "
+                "gpus, tp, pp, dp, zero, micro_batch, global_batch, seq_length, precision, "
+                "recompute, schedule, measured_s",
+                path, h)};
         }
       }
-      if (r.input.model.empty()) return Error{fmt::format("{}: line {}: column 'model': expected a model, got ''", path, lineno)};
+      if (r.input.model.empty())
+        return Error{
+            fmt::format("{}: line {}: column 'model': expected a model, got ''", path, lineno)};
       if (r.measured_s <= 0)
-        return Error{fmt::format("{}: line {}: column 'measured_s': expected a positive number, got ''", path, lineno)};
+        return Error{fmt::format(
+            "{}: line {}: column 'measured_s': expected a positive number, got ''", path, lineno)};
     }
     r.source = path;
     r.line = lineno;
     runs.push_back(std::move(r));
   }
-  if (runs.empty()) return Error{fmt::format("{}: expected at least one measured run, got none", path)};
+  if (runs.empty())
+    return Error{fmt::format("{}: expected at least one measured run, got none", path)};
   return runs;
 }
 
 Result<Scenario> resolve_run(const MeasuredRun& run) {
   if (run.model.name.empty()) return resolve_scenario(run.input);
   CS_ASSIGN_OR_RETURN(auto system, load_system(run.input.system));
-  CS_ASSIGN_OR_RETURN(auto network, load_network(run.input.network.empty() ? system.network : run.input.network));
+  CS_ASSIGN_OR_RETURN(auto network,
+                      load_network(run.input.network.empty() ? system.network : run.input.network));
   return resolve_scenario(run.model, system, network, run.input.plan);
 }
 

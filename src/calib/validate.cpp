@@ -11,7 +11,8 @@
 
 namespace commscope {
 
-std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs, std::vector<std::string>& skipped) {
+std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
+                                      std::vector<std::string>& skipped) {
   std::vector<PreparedRun> out;
   std::map<std::string, int> index;
   for (const auto& r : runs) {
@@ -59,11 +60,15 @@ bool in_split(const PreparedRun& r, const std::string& split) {
 }
 
 namespace {
-constexpr int kParams = 6;
+constexpr int kParams = 10;
 using Vec = std::array<double, kParams>;
 
-double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double logit(double p) { return std::log(p / (1.0 - p)); }
+double logistic(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double logit(double p) {
+  return std::log(p / (1.0 - p));
+}
 
 // Unconstrained coordinates: efficiencies through a logistic, sizes and times through exp.
 Calibration decode(const Vec& x, Calibration c) {
@@ -73,25 +78,41 @@ Calibration decode(const Vec& x, Calibration c) {
   c.memory_efficiency = logistic(x[3]);
   c.kernel_overhead = Seconds(std::exp(x[4]));
   c.intra_node_efficiency = logistic(x[5]);
+  c.iteration_overhead = Seconds(std::exp(x[6]));
+  c.microbatch_overhead = Seconds(std::exp(x[7]));
+  c.intra_node_latency = Seconds(std::exp(x[8]));
+  c.gemm_steepness = std::exp(x[9]);
   return c;
 }
 Vec encode(const Calibration& c) {
-  return {logit(std::clamp(c.gemm_efficiency, 1e-3, 0.999)), std::log(std::max(c.gemm_half_flops, 1.0)),
-          logit(std::clamp(c.attention_efficiency, 1e-3, 0.999)), logit(std::clamp(c.memory_efficiency, 1e-3, 0.999)),
-          std::log(std::max(c.kernel_overhead.value(), 1e-7)), logit(std::clamp(c.intra_node_efficiency, 1e-3, 0.999))};
+  return {logit(std::clamp(c.gemm_efficiency, 1e-3, 0.999)),
+          std::log(std::max(c.gemm_half_flops, 1.0)),
+          logit(std::clamp(c.attention_efficiency, 1e-3, 0.999)),
+          logit(std::clamp(c.memory_efficiency, 1e-3, 0.999)),
+          std::log(std::max(c.kernel_overhead.value(), 1e-7)),
+          logit(std::clamp(c.intra_node_efficiency, 1e-3, 0.999)),
+          std::log(std::max(c.iteration_overhead.value(), 1e-4)),
+          std::log(std::max(c.microbatch_overhead.value(), 1e-5)),
+          std::log(std::max(c.intra_node_latency.value(), 1e-6)),
+          std::log(c.gemm_steepness)};
 }
 }  // namespace
 
-Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start, int max_evaluations,
-                            const std::function<void(int, double)>& progress) {
+Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
+                            int max_evaluations, const std::function<void(int, double)>& progress) {
   int evaluations = 0;
   double best_seen = 1e300;
+  // Each file weighs the same, so that 109 multi-node runs are not drowned by 1,440 single-node
+  // ones.
+  std::map<std::string, std::size_t> per_file;
+  for (const auto* r : runs) per_file[r->source]++;
   auto objective = [&](const Vec& x) {
     Calibration c = decode(x, start);
     double s = 0;
-    for (const auto* r : runs) s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s));
+    for (const auto* r : runs)
+      s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) / per_file[r->source];
     ++evaluations;
-    double f = s / std::max<std::size_t>(runs.size(), 1);
+    double f = s / std::max<std::size_t>(per_file.size(), 1);
     if (f < best_seen) {
       best_seen = f;
       if (progress) progress(evaluations, f);
@@ -129,8 +150,10 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
     if (fr < f[0]) {
       Vec xe = along(-2.0);
       double fe = objective(xe);
-      if (fe < fr) p[kParams] = xe, f[kParams] = fe;
-      else p[kParams] = xr, f[kParams] = fr;
+      if (fe < fr)
+        p[kParams] = xe, f[kParams] = fe;
+      else
+        p[kParams] = xr, f[kParams] = fr;
     } else if (fr < f[kParams - 1]) {
       p[kParams] = xr, f[kParams] = fr;
     } else {

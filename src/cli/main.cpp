@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
       "will cost on another network or at another scale."};
   app.set_version_flag("--version", std::string("commscope ") + COMMSCOPE_VERSION);
   app.require_subcommand(1);
-  std::vector<Verb> verbs = {add_describe(app), add_predict(app), add_validate(app), add_calibrate(app),
-                             add_presets(app)};
+  std::vector<Verb> verbs = {add_describe(app), add_predict(app), add_validate(app),
+                             add_calibrate(app), add_presets(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

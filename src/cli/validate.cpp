@@ -17,7 +17,8 @@ namespace commscope::cli {
 
 namespace {
 
-Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files, const std::string& system,
+Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files,
+                                           const std::string& system,
                                            std::vector<std::string>& skipped) {
   std::vector<MeasuredRun> all;
   for (const auto& f : files) {
@@ -29,7 +30,9 @@ Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files
   return prepare_runs(all, skipped);
 }
 
-bool valid_split(const std::string& s) { return s == "all" || s == "even" || s == "odd"; }
+bool valid_split(const std::string& s) {
+  return s == "all" || s == "even" || s == "odd";
+}
 
 }  // namespace
 
@@ -40,78 +43,100 @@ Verb add_validate(CLI::App& app) {
     bool quiet = false;
   };
   auto st = std::make_shared<State>();
-  CLI::App* cmd = app.add_subcommand(
-      "validate",
-      "Predict measured runs and report the error per row and as MAPE, median and maximum. Reads vTrain's "
-      "ground-truth CSVs and commscope's CSV format (docs/validate.md).");
+  CLI::App* cmd =
+      app.add_subcommand("validate",
+                         "Predict measured runs and report the error per row and as MAPE, median "
+                         "and maximum. Reads vTrain's "
+                         "ground-truth CSVs and commscope's CSV format (docs/validate.md).");
   cmd->add_option("files", st->files, "measured-run CSV files")->required();
-  cmd->add_option("--system", st->system, "system profile for every row (vTrain rows) [vtrain-a100]");
+  cmd->add_option("--system", st->system,
+                  "system profile for every row (vTrain rows) [vtrain-a100]");
   cmd->add_option("--rows", st->rows, "all|even|odd: rows 0,2,4... or 1,3,5... of each file [all]");
   cmd->add_option("--format", st->format, "output: table|json|csv|md [table]");
   cmd->add_option("-o,--output", st->output, "write the output to this file (whole or not at all)");
   cmd->add_flag("--summary-only", st->quiet, "only the error summary, not every row");
-  return {cmd, [st]() -> int {
-            auto format = format_from_name(st->format);
-            if (!format) return fail(fmt::format("--format: expected one of {}, got '{}'", format_choices(), st->format));
-            if (!valid_split(st->rows)) return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
-            std::vector<std::string> skipped;
-            auto runs = load_runs(st->files, st->system, skipped);
-            if (!runs) return fail(runs.error().message);
-            const bool progress = ::isatty(STDERR_FILENO);
-            Table rows;
-            rows.header = {"file", "line", "model", "gpus", "tp", "pp", "dp", "mbs", "gbs", "measured_s", "predicted_s",
-                           "error"};
-            rows.right = {false, true, false, true, true, true, true, true, true, true, true, true};
-            nlohmann::json jrows = nlohmann::json::array();
-            std::map<std::pair<std::string, std::string>, std::vector<double>> errors;  // (file, split)
-            std::size_t done = 0;
-            for (const auto& r : *runs) {
-              if (!in_split(r, st->rows)) continue;
-              if (progress && ++done % 20 == 0) std::fprintf(stderr, "\rcommscope: validating %zu rows", done);
-              const auto& sc = r.workload.scenario;
-              double pred = predicted_time(r, sc.system.calibration);
-              double err = pred / r.measured_s - 1.0;
-              std::string file = r.source.substr(r.source.find_last_of('/') + 1);
-              errors[{file, "all"}].push_back(err);
-              errors[{file, r.index % 2 ? "odd" : "even"}].push_back(err);
-              errors[{"(all files)", "all"}].push_back(err);
-              rows.add({file, std::to_string(r.line), sc.model.name, std::to_string(sc.gpus()), std::to_string(sc.plan.tp),
-                        std::to_string(sc.plan.pp), std::to_string(sc.plan.dp), std::to_string(sc.plan.micro_batch),
-                        std::to_string(sc.plan.global_batch), fmt::format("{:.4f}", r.measured_s),
-                        fmt::format("{:.4f}", pred), fmt::format("{:+.1f}%", 100 * err)});
-              jrows.push_back({{"file", file}, {"line", r.line}, {"model", sc.model.name}, {"gpus", sc.gpus()},
-                               {"plan", to_json(sc.plan)}, {"measured_s", r.measured_s}, {"predicted_s", pred},
-                               {"error", err}});
-            }
-            if (progress) std::fprintf(stderr, "\r\033[K");
-            print_warnings(skipped);
-            Table summary;
-            summary.header = {"file", "rows", "n", "MAPE", "median", "max", "bias"};
-            summary.right = {false, false, true, true, true, true, true};
-            nlohmann::json jsum = nlohmann::json::array();
-            for (const auto& [key, e] : errors) {
-              ErrorSummary s = summarize(e);
-              summary.add({key.first, key.second, std::to_string(s.rows), fmt::format("{:.1f}%", 100 * s.mape),
-                           fmt::format("{:.1f}%", 100 * s.median), fmt::format("{:.1f}%", 100 * s.max),
-                           fmt::format("{:+.1f}%", 100 * s.bias)});
-              jsum.push_back({{"file", key.first}, {"rows", key.second}, {"n", s.rows}, {"mape", s.mape},
-                              {"median_ape", s.median}, {"max_ape", s.max}, {"bias", s.bias}});
-            }
-            std::string out;
-            switch (*format) {
-              case Format::json:
-                out = nlohmann::json{{"system", st->system}, {"rows", jrows}, {"summary", jsum}}.dump(2) + "\n";
-                break;
-              case Format::csv: out = render_csv(rows); break;
-              case Format::md:
-                out = (st->quiet ? "" : render_markdown(rows) + "\n") + render_markdown(summary);
-                break;
-              case Format::table:
-                out = (st->quiet ? "" : render_text(rows, "") + "\n") + render_text(summary, "");
-                break;
-            }
-            return emit(out, st->output);
-          }};
+  return {
+      cmd, [st]() -> int {
+        auto format = format_from_name(st->format);
+        if (!format)
+          return fail(
+              fmt::format("--format: expected one of {}, got '{}'", format_choices(), st->format));
+        if (!valid_split(st->rows))
+          return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
+        std::vector<std::string> skipped;
+        auto runs = load_runs(st->files, st->system, skipped);
+        if (!runs) return fail(runs.error().message);
+        const bool progress = ::isatty(STDERR_FILENO);
+        Table rows;
+        rows.header = {"file", "line", "model", "gpus",       "tp",          "pp",
+                       "dp",   "mbs",  "gbs",   "measured_s", "predicted_s", "error"};
+        rows.right = {false, true, false, true, true, true, true, true, true, true, true, true};
+        nlohmann::json jrows = nlohmann::json::array();
+        std::map<std::pair<std::string, std::string>, std::vector<double>> errors;  // (file, split)
+        std::size_t done = 0;
+        for (const auto& r : *runs) {
+          if (!in_split(r, st->rows)) continue;
+          if (progress && ++done % 20 == 0)
+            std::fprintf(stderr, "\rcommscope: validating %zu rows", done);
+          const auto& sc = r.workload.scenario;
+          double pred = predicted_time(r, sc.system.calibration);
+          double err = pred / r.measured_s - 1.0;
+          std::string file = r.source.substr(r.source.find_last_of('/') + 1);
+          errors[{file, "all"}].push_back(err);
+          errors[{file, r.index % 2 ? "odd" : "even"}].push_back(err);
+          errors[{"(all files)", "all"}].push_back(err);
+          rows.add({file, std::to_string(r.line), sc.model.name, std::to_string(sc.gpus()),
+                    std::to_string(sc.plan.tp), std::to_string(sc.plan.pp),
+                    std::to_string(sc.plan.dp), std::to_string(sc.plan.micro_batch),
+                    std::to_string(sc.plan.global_batch), fmt::format("{:.4f}", r.measured_s),
+                    fmt::format("{:.4f}", pred), fmt::format("{:+.1f}%", 100 * err)});
+          jrows.push_back({{"file", file},
+                           {"line", r.line},
+                           {"model", sc.model.name},
+                           {"gpus", sc.gpus()},
+                           {"plan", to_json(sc.plan)},
+                           {"measured_s", r.measured_s},
+                           {"predicted_s", pred},
+                           {"error", err}});
+        }
+        if (progress) std::fprintf(stderr, "\r\033[K");
+        print_warnings(skipped);
+        Table summary;
+        summary.header = {"file", "rows", "n", "MAPE", "median", "max", "bias"};
+        summary.right = {false, false, true, true, true, true, true};
+        nlohmann::json jsum = nlohmann::json::array();
+        for (const auto& [key, e] : errors) {
+          ErrorSummary s = summarize(e);
+          summary.add({key.first, key.second, std::to_string(s.rows),
+                       fmt::format("{:.1f}%", 100 * s.mape), fmt::format("{:.1f}%", 100 * s.median),
+                       fmt::format("{:.1f}%", 100 * s.max), fmt::format("{:+.1f}%", 100 * s.bias)});
+          jsum.push_back({{"file", key.first},
+                          {"rows", key.second},
+                          {"n", s.rows},
+                          {"mape", s.mape},
+                          {"median_ape", s.median},
+                          {"max_ape", s.max},
+                          {"bias", s.bias}});
+        }
+        std::string out;
+        switch (*format) {
+          case Format::json:
+            out =
+                nlohmann::json{{"system", st->system}, {"rows", jrows}, {"summary", jsum}}.dump(2) +
+                "\n";
+            break;
+          case Format::csv:
+            out = render_csv(rows);
+            break;
+          case Format::md:
+            out = (st->quiet ? "" : render_markdown(rows) + "\n") + render_markdown(summary);
+            break;
+          case Format::table:
+            out = (st->quiet ? "" : render_text(rows, "") + "\n") + render_text(summary, "");
+            break;
+        }
+        return emit(out, st->output);
+      }};
 }
 
 Verb add_calibrate(CLI::App& app) {
@@ -121,59 +146,68 @@ Verb add_calibrate(CLI::App& app) {
     int evaluations = 400;
   };
   auto st = std::make_shared<State>();
-  CLI::App* cmd = app.add_subcommand(
-      "calibrate",
-      "Fit a system's cost-model efficiencies (GEMM, attention, memory, kernel overhead, NVLink) to measured "
-      "runs and write the system preset with the fitted calibration. Fit on one split, validate on the other.");
+  CLI::App* cmd = app.add_subcommand("calibrate",
+                                     "Fit a system's cost-model efficiencies (GEMM, attention, "
+                                     "memory, kernel overhead, NVLink) to measured "
+                                     "runs and write the system preset with the fitted "
+                                     "calibration. Fit on one split, validate on the other.");
   cmd->add_option("files", st->files, "measured-run CSV files")->required();
   cmd->add_option("--system", st->system, "the system preset to start from [vtrain-a100]");
   cmd->add_option("--rows", st->rows, "all|even|odd: the rows to fit on [even]");
   cmd->add_option("--evaluations", st->evaluations, "objective evaluations at most [400]");
   cmd->add_option("-o,--output", st->output, "the system JSON to write (stdout when omitted)");
-  return {cmd, [st]() -> int {
-            if (!valid_split(st->rows)) return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
-            if (st->evaluations < 10) return fail(fmt::format("--evaluations: expected at least 10, got {}", st->evaluations));
-            auto path = find_preset(PresetKind::system, st->system);
-            if (!path) return fail(path.error().message);
-            auto raw = read_json_file(*path);
-            if (!raw) return fail(raw.error().message);
-            std::vector<std::string> skipped;
-            auto runs = load_runs(st->files, st->system, skipped);
-            if (!runs) return fail(runs.error().message);
-            print_warnings(skipped);
-            std::vector<const PreparedRun*> fit;
-            for (const auto& r : *runs)
-              if (in_split(r, st->rows)) fit.push_back(&r);
-            if (fit.empty()) return fail("--rows: no rows to fit on");
-            const bool tty = ::isatty(STDERR_FILENO);
-            Calibration start = runs->front().workload.scenario.system.calibration;
-            Calibration c = fit_calibration(fit, start, st->evaluations, [&](int n, double f) {
-              if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
-            });
-            if (tty) std::fprintf(stderr, "\n");
-            nlohmann::json j = raw.value();
-            j["calibration"] = {{"gemm_efficiency", c.gemm_efficiency},
-                                {"gemm_half_gflops", c.gemm_half_flops / 1e9},
-                                {"attention_efficiency", c.attention_efficiency},
-                                {"memory_efficiency", c.memory_efficiency},
-                                {"kernel_overhead_us", units::to_us(c.kernel_overhead)},
-                                {"intra_node_efficiency", c.intra_node_efficiency},
-                                {"intra_node_latency_us", units::to_us(c.intra_node_latency)}};
-            std::vector<std::string> files;
-            for (const auto& f : st->files) files.push_back(f.substr(f.find_last_of('/') + 1));
-            std::string note = fmt::format(
-                "calibration fitted by `commscope calibrate --rows {}` on {} rows of {} (Nelder-Mead, mean |log "
-                "error|); validate on the other rows",
-                st->rows, fit.size(), fmt::join(files, ", "));
-            auto& sources = j["sources"];
-            if (!sources.is_array()) sources = nlohmann::json::array();
-            nlohmann::json kept = nlohmann::json::array();
-            for (const auto& s : sources)
-              if (!(s.is_string() && s.get<std::string>().rfind("calibration fitted by", 0) == 0)) kept.push_back(s);
-            kept.push_back(note);
-            j["sources"] = kept;
-            return emit(j.dump(2) + "\n", st->output);
-          }};
+  return {
+      cmd, [st]() -> int {
+        if (!valid_split(st->rows))
+          return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
+        if (st->evaluations < 10)
+          return fail(fmt::format("--evaluations: expected at least 10, got {}", st->evaluations));
+        auto path = find_preset(PresetKind::system, st->system);
+        if (!path) return fail(path.error().message);
+        auto raw = read_json_file(*path);
+        if (!raw) return fail(raw.error().message);
+        std::vector<std::string> skipped;
+        auto runs = load_runs(st->files, st->system, skipped);
+        if (!runs) return fail(runs.error().message);
+        print_warnings(skipped);
+        std::vector<const PreparedRun*> fit;
+        for (const auto& r : *runs)
+          if (in_split(r, st->rows)) fit.push_back(&r);
+        if (fit.empty()) return fail("--rows: no rows to fit on");
+        const bool tty = ::isatty(STDERR_FILENO);
+        Calibration start;  // the defaults: a fit does not depend on an earlier one
+        Calibration c = fit_calibration(fit, start, st->evaluations, [&](int n, double f) {
+          if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
+        });
+        if (tty) std::fprintf(stderr, "\n");
+        nlohmann::json j = raw.value();
+        j["calibration"] = {{"gemm_efficiency", c.gemm_efficiency},
+                            {"gemm_half_gflops", c.gemm_half_flops / 1e9},
+                            {"gemm_steepness", c.gemm_steepness},
+                            {"attention_efficiency", c.attention_efficiency},
+                            {"memory_efficiency", c.memory_efficiency},
+                            {"kernel_overhead_us", units::to_us(c.kernel_overhead)},
+                            {"intra_node_efficiency", c.intra_node_efficiency},
+                            {"intra_node_latency_us", units::to_us(c.intra_node_latency)},
+                            {"iteration_overhead_ms", c.iteration_overhead.value() * 1e3},
+                            {"microbatch_overhead_us", units::to_us(c.microbatch_overhead)}};
+        std::vector<std::string> files;
+        for (const auto& f : st->files) files.push_back(f.substr(f.find_last_of('/') + 1));
+        std::string note = fmt::format(
+            "calibration fitted by `commscope calibrate --rows {}` on {} rows of {} (Nelder-Mead, "
+            "mean |log "
+            "error|); validate on the other rows",
+            st->rows, fit.size(), fmt::join(files, ", "));
+        auto& sources = j["sources"];
+        if (!sources.is_array()) sources = nlohmann::json::array();
+        nlohmann::json kept = nlohmann::json::array();
+        for (const auto& s : sources)
+          if (!(s.is_string() && s.get<std::string>().rfind("calibration fitted by", 0) == 0))
+            kept.push_back(s);
+        kept.push_back(note);
+        j["sources"] = kept;
+        return emit(j.dump(2) + "\n", st->output);
+      }};
 }
 
 }  // namespace commscope::cli

@@ -2,11 +2,14 @@
 #include "commscope/cost/compute.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace commscope {
 
-double matmul_efficiency(double flops, double eff_max, double half_flops) {
-  return flops <= 0 ? eff_max : eff_max * flops / (flops + half_flops);
+double matmul_efficiency(double flops, double eff_max, double half_flops, double steepness) {
+  if (flops <= 0 || half_flops <= 0) return eff_max;
+  const double r = std::pow(flops / half_flops, steepness);
+  return eff_max * r / (1.0 + r);
 }
 
 Seconds compute_time(const Op& op, const GpuSpec& gpu, const Calibration& cal) {
@@ -16,12 +19,12 @@ Seconds compute_time(const Op& op, const GpuSpec& gpu, const Calibration& cal) {
   const double peak = gpu.peak.for_dtype(op.dtype).value();
   switch (op.compute) {
     case ComputeClass::gemm:
-      t_flops =
-          op.flops / (peak * matmul_efficiency(op.flops, cal.gemm_efficiency, cal.gemm_half_flops));
+      t_flops = op.flops / (peak * matmul_efficiency(op.flops, cal.gemm_efficiency,
+                                                     cal.gemm_half_flops, cal.gemm_steepness));
       break;
     case ComputeClass::attention:
-      t_flops = op.flops /
-                (peak * matmul_efficiency(op.flops, cal.attention_efficiency, cal.gemm_half_flops));
+      t_flops = op.flops / (peak * matmul_efficiency(op.flops, cal.attention_efficiency,
+                                                     cal.gemm_half_flops, cal.gemm_steepness));
       break;
     default:
       // Element-wise work runs on the CUDA cores at the fp32 rate, and is memory-bound anyway.

@@ -172,7 +172,8 @@ struct Costs {
   double of(const Op& op) const {
     return op.kind == OpKind::compute
                ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
-               : collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links).value();
+               : collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links)
+                     .value();
   }
 };
 
@@ -275,8 +276,10 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
 
   // (2) the pipeline
   auto order = pipeline_order(plan.schedule, pp, v, m);
+  // Host-side time per micro-batch, half before each forward and half before each backward.
+  const double host = 0.5 * sc.system.calibration.microbatch_overhead.value();
   schedule_pipeline(
-      order, pp, v, [&](const PipelineTask& t) { return run_of(t).blocking_end; },
+      order, pp, v, [&](const PipelineTask& t) { return host + run_of(t).blocking_end; },
       [&](const PipelineTask& t) {
         const ChunkRuns& r = runs[t.stage][t.chunk];
         return t.backward ? r.bwd_p2p : r.fwd_p2p;

@@ -134,9 +134,12 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& 
     fraction("intra_node_efficiency", c.intra_node_efficiency);
     double v = 0;
     if (cal.read("gemm_half_gflops", v)) c.gemm_half_flops = v * 1e9;
+    if (cal.read("gemm_steepness", v)) c.gemm_steepness = v;
     if (cal.read("kernel_overhead_us", v)) c.kernel_overhead = units::us(v);
     if (cal.read("intra_node_latency_us", v)) c.intra_node_latency = units::us(v);
-    cal.check(c.gemm_half_flops >= 0 && c.kernel_overhead.value() >= 0 &&
+    if (cal.read("iteration_overhead_ms", v)) c.iteration_overhead = Seconds(v * 1e-3);
+    if (cal.read("microbatch_overhead_us", v)) c.microbatch_overhead = units::us(v);
+    cal.check(c.gemm_half_flops >= 0 && c.gemm_steepness > 0 && c.kernel_overhead.value() >= 0 &&
                   c.intra_node_latency.value() >= 0,
               "gemm_half_gflops", "non-negative values", "a negative one");
   }

@@ -21,7 +21,8 @@ struct PreparedRun {
 };
 
 // Builds the workloads; runs whose plan is invalid are reported in `skipped`.
-std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs, std::vector<std::string>& skipped);
+std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
+                                      std::vector<std::string>& skipped);
 
 // Simulated iteration time of a run under a calibration.
 double predicted_time(const PreparedRun& run, const Calibration& cal);
@@ -31,7 +32,7 @@ struct ErrorSummary {
   double mape = 0;    // mean |predicted/measured - 1|
   double median = 0;  // median of the same
   double max = 0;
-  double bias = 0;    // mean of predicted/measured - 1
+  double bias = 0;  // mean of predicted/measured - 1
 };
 ErrorSummary summarize(const std::vector<double>& signed_errors);
 
@@ -41,7 +42,8 @@ bool in_split(const PreparedRun& r, const std::string& split);
 // Fits gemm_efficiency, gemm_half_flops, attention_efficiency, memory_efficiency,
 // kernel_overhead and intra_node_efficiency to the runs, starting from `start`. `progress`
 // is called after each improvement with the evaluation count and the objective.
-Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start, int max_evaluations,
+Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
+                            int max_evaluations,
                             const std::function<void(int, double)>& progress = {});
 
 }  // namespace commscope

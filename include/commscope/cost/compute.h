@@ -8,9 +8,9 @@
 namespace commscope {
 
 // The fraction of tensor-core peak a GEMM (or attention matmul) of `flops` reaches:
-// eff_max x flops / (flops + half_flops). Small GEMMs run far below peak; the half-point is
-// calibrated per system.
-double matmul_efficiency(double flops, double eff_max, double half_flops);
+// eff_max x f^k / (f^k + half^k), a Hill curve: small GEMMs run far below peak. The maximum,
+// the half-point and the steepness k are calibrated per system.
+double matmul_efficiency(double flops, double eff_max, double half_flops, double steepness = 1.0);
 
 // max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + kernel overhead.
 Seconds compute_time(const Op& op, const GpuSpec& gpu, const Calibration& cal);

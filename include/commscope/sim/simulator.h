@@ -67,7 +67,7 @@ struct Prediction {
 };
 
 struct SimOptions {
-  bool timeline = false;                   // build the full event timeline (for --trace)
+  bool timeline = false;                     // build the full event timeline (for --trace)
   const Calibration* calibration = nullptr;  // instead of the system's (for fitting)
 };
 

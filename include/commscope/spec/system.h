@@ -54,11 +54,15 @@ struct NicSpec {
 struct Calibration {
   double gemm_efficiency = 0.75;              // fraction of tensor-core peak a large GEMM reaches
   double gemm_half_flops = 2e9;               // GEMM FLOPs at which it reaches half that fraction
+  double gemm_steepness = 1.0;                // Hill exponent of that curve (1: f / (f + half))
   double attention_efficiency = 0.5;          // fraction of peak for attention matmuls (unfused)
   double memory_efficiency = 0.75;            // fraction of HBM bandwidth for element-wise ops
   Seconds kernel_overhead = units::us(3);     // launch and tail per kernel
   double intra_node_efficiency = 0.75;        // fraction of NVLink bandwidth collectives reach
   Seconds intra_node_latency = units::us(6);  // per step of an intra-node collective
+  Seconds iteration_overhead = Seconds(0);  // host-side time per iteration (framework, launch gaps)
+  Seconds microbatch_overhead =
+      Seconds(0);       // host-side time per micro-batch and chunk (schedule engine)
   bool fitted = false;  // whether the preset's values were fitted (see its sources)
 };
 
