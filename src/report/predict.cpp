@@ -95,12 +95,14 @@ nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scalin
                         {"memory_per_gpu_bytes", r.memory_per_gpu},
                         {"fits", r.fits},
                         {"stage_end_s", r.stage_times}};
-    for (const auto& [g, s] : r.by_group)
+    r.by_group.for_each([&](CommGroup g, const CommShare& s) {
       j["comm_by_group"][std::string(to_string(g))] = {{"total_s", s.total},
                                                        {"exposed_s", s.exposed}};
-    for (const auto& [c, s] : r.by_collective)
+    });
+    r.by_collective.for_each([&](Collective c, const CommShare& s) {
       j["comm_by_collective"][std::string(to_string(c))] = {{"total_s", s.total},
                                                             {"exposed_s", s.exposed}};
+    });
     if (scaling) {
       j["speedup"] = r.speedup;
       j["scaling_efficiency"] = r.scaling_efficiency;

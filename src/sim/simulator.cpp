@@ -7,6 +7,7 @@
 #include "commscope/sim/simulator.h"
 
 #include <algorithm>
+#include <array>
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
@@ -191,7 +192,7 @@ double p2p_of(const OpList& l, const Costs& costs) {
 
 using Intervals = std::vector<std::pair<double, double>>;
 Intervals merge(Intervals v) {
-  std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
   Intervals out;
   for (auto& iv : v) {
     if (iv.second <= iv.first) continue;
@@ -224,8 +225,8 @@ Breakdown as_overlapped(Breakdown b) {
   b.exposed = 0;
   b.idle = 0;
   b.wall = 0;
-  for (auto& [g, s] : b.by_group) s.exposed = 0;
-  for (auto& [c, s] : b.by_collective) s.exposed = 0;
+  for (auto& s : b.by_group.v) s.exposed = 0;
+  for (auto& s : b.by_collective.v) s.exposed = 0;
   return b;
 }
 
@@ -261,12 +262,14 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
       r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
-      r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
       r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
-      if (r.bwd.end > r.bwd.blocking_end)
-        r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
       if (r.bwd_last.end > r.bwd_last.blocking_end)
         r.bwd_last_tail = breakdown(r.bwd_last.events, r.bwd_last.blocking_end, r.bwd_last.end);
+      if (m > 1) {
+        r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
+        if (r.bwd.end > r.bwd.blocking_end)
+          r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
+      }
     }
   }
   auto run_of = [&](const PipelineTask& t) -> const ListRun& {
@@ -306,29 +309,44 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     pred.iteration_time = std::max(pred.iteration_time, step_start[s] + steps[s].end);
   const double T = pred.iteration_time;
 
-  // (4) per-stage breakdowns composed from the runs' breakdowns
+  // (4) per-stage breakdowns composed from the runs' breakdowns. Each transfer occupies the
+  // receiving and the sending stage.
+  std::vector<Intervals> p2p_of_stage(pp);
+  for (int s = 0; s < pp; ++s)
+    for (const auto& t : order[s]) {
+      if (t.ready <= t.transfer_start) continue;
+      const int vs = t.chunk * pp + t.stage;
+      const int from = (t.backward ? vs + 1 : vs - 1) % pp;
+      p2p_of_stage[s].emplace_back(t.transfer_start, t.ready);
+      p2p_of_stage[from].emplace_back(t.transfer_start, t.ready);
+    }
   for (int s = 0; s < pp; ++s) {
     Breakdown b;
-    Intervals busy, p2p;
+    Intervals busy;
+    Intervals& p2p = p2p_of_stage[s];
+    busy.reserve(order[s].size());
+    // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
+    std::vector<std::array<double, 3>> count(runs[s].size(),
+                                             {0, 0, 0});  // forward, backward, last backward
     for (const auto& t : order[s]) {
-      const ChunkRuns& r = runs[s][t.chunk];
       const bool last = t.backward && t.microbatch == m - 1;
-      b.add(!t.backward ? r.fwd_in : last ? r.bwd_last_in : r.bwd_in);
-      if (t.backward) b.add(as_overlapped(last ? r.bwd_last_tail : r.bwd_tail));
-      busy.emplace_back(t.start, t.end);
-      if (t.ready > t.transfer_start) p2p.emplace_back(t.transfer_start, t.ready);
+      count[t.chunk][!t.backward ? 0 : last ? 2 : 1] += 1;
+      busy.emplace_back(t.start,
+                        t.end);  // a stage runs its tasks one after another: sorted, disjoint
     }
-    // transfers this stage sends: the receivers' transfer windows
-    for (int o = 0; o < pp; ++o) {
-      if (o == s) continue;
-      for (const auto& t : order[o]) {
-        if (t.ready <= t.transfer_start) continue;
-        const int vs = t.chunk * pp + t.stage;
-        const int from = t.backward ? vs + 1 : vs - 1;
-        if (from % pp == s) p2p.emplace_back(t.transfer_start, t.ready);
+    for (std::size_t c = 0; c < runs[s].size(); ++c) {
+      const ChunkRuns& r = runs[s][c];
+      const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
+                                                     &r.bwd_tail, &r.bwd_last_tail};
+      const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
+                                           count[c][2]};
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        if (times[k] == 0) continue;
+        Breakdown part = k >= 3 ? as_overlapped(*parts[k]) : *parts[k];
+        part.scale(times[k]);
+        b.add(part);
       }
     }
-    busy = merge(std::move(busy));
     p2p = merge(std::move(p2p));
     const double p2p_total = len(p2p), p2p_hidden = inter(p2p, busy);
     b.comm += p2p_total;
@@ -346,10 +364,13 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     b.exposed += tail_wait;
     for (const auto& t : order[s])
       if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s]) {
-        for (auto& [g, share] : runs[s][t.chunk].bwd_last_tail.by_group)
+        runs[s][t.chunk].bwd_last_tail.by_group.for_each([&](CommGroup g, const CommShare& share) {
           b.by_group[g].exposed += std::min(share.total, tail_wait);
-        for (auto& [c, share] : runs[s][t.chunk].bwd_last_tail.by_collective)
-          b.by_collective[c].exposed += std::min(share.total, tail_wait);
+        });
+        runs[s][t.chunk].bwd_last_tail.by_collective.for_each(
+            [&](Collective c, const CommShare& share) {
+              b.by_collective[c].exposed += std::min(share.total, tail_wait);
+            });
       }
     Breakdown step = breakdown(steps[s].events, 0, steps[s].end);
     step.idle = 0;
@@ -386,6 +407,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
           tl.events.push_back(e);
         }
         if (t.ready > t.transfer_start) {
+          // The transfer occupies the receiver's and the sender's pipeline stream.
+          const int vs = t.chunk * pp + t.stage;
+          const int from = (t.backward ? vs + 1 : vs - 1) % pp;
           Event e;
           e.rank = s;
           e.stream = kPipelineStream;
@@ -397,6 +421,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
           e.group = CommGroup::pipeline;
           e.name = send_name;
           e.microbatch = t.microbatch;
+          tl.events.push_back(e);
+          e.rank = from;
+          e.collective = Collective::send;
           tl.events.push_back(e);
         }
       }

@@ -37,17 +37,19 @@ std::vector<std::int32_t> Timeline::ranks() const {
 void Breakdown::add(const Breakdown& o) {
   wall += o.wall, compute += o.compute, comm += o.comm, overlapped += o.overlapped;
   exposed += o.exposed, memcpy += o.memcpy, idle += o.idle, bubble += o.bubble;
-  for (const auto& [g, s] : o.by_group)
-    by_group[g].total += s.total, by_group[g].exposed += s.exposed;
-  for (const auto& [c, s] : o.by_collective)
-    by_collective[c].total += s.total, by_collective[c].exposed += s.exposed;
+  for (std::size_t i = 0; i < by_group.v.size(); ++i)
+    by_group.v[i].total += o.by_group.v[i].total, by_group.v[i].exposed += o.by_group.v[i].exposed;
+  for (std::size_t i = 0; i < by_collective.v.size(); ++i) {
+    by_collective.v[i].total += o.by_collective.v[i].total;
+    by_collective.v[i].exposed += o.by_collective.v[i].exposed;
+  }
 }
 
 void Breakdown::scale(double k) {
   wall *= k, compute *= k, comm *= k, overlapped *= k, exposed *= k, memcpy *= k, idle *= k,
       bubble *= k;
-  for (auto& [g, s] : by_group) s.total *= k, s.exposed *= k;
-  for (auto& [c, s] : by_collective) s.total *= k, s.exposed *= k;
+  for (auto& s : by_group.v) s.total *= k, s.exposed *= k;
+  for (auto& s : by_collective.v) s.total *= k, s.exposed *= k;
 }
 
 namespace {
@@ -56,7 +58,7 @@ using Intervals = std::vector<std::pair<double, double>>;
 
 // Sorts and merges into disjoint intervals.
 Intervals merged(Intervals v) {
-  std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
   Intervals out;
   for (const auto& iv : v) {
     if (iv.second <= iv.first) continue;
@@ -95,8 +97,8 @@ Intervals united(const Intervals& a, const Intervals& b) {
 template <class Pred>
 Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   Intervals c, m, y;
-  std::map<CommGroup, Intervals> g;
-  std::map<Collective, Intervals> k;
+  std::array<Intervals, 4> g;
+  std::array<Intervals, 8> k;
   double lo = 1e300, hi = -1e300;
   for_each_event([&](const Event& e) { lo = std::min(lo, e.start), hi = std::max(hi, e.end()); });
   if (t1 <= t0) t0 = lo, t1 = hi;
@@ -115,8 +117,8 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
       case EventKind::comm:
         m.emplace_back(s, f);
         if (e.has_collective) {
-          g[e.group].emplace_back(s, f);
-          k[e.collective].emplace_back(s, f);
+          g[static_cast<std::size_t>(e.group)].emplace_back(s, f);
+          k[static_cast<std::size_t>(e.collective)].emplace_back(s, f);
         }
         break;
     }
@@ -133,15 +135,17 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   double busy_cm = length(cm);
   b.memcpy = length(y) - overlap(cm, y);
   b.idle = std::max(0.0, b.wall - busy_cm - b.memcpy);
-  for (auto& [grp, iv] : g) {
-    Intervals u = merged(std::move(iv));
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (g[i].empty()) continue;
+    Intervals u = merged(std::move(g[i]));
     double tot = length(u);
-    b.by_group[grp] = {tot, tot - overlap(c, u)};
+    b.by_group.v[i] = {tot, tot - overlap(c, u)};
   }
-  for (auto& [col, iv] : k) {
-    Intervals u = merged(std::move(iv));
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    if (k[i].empty()) continue;
+    Intervals u = merged(std::move(k[i]));
     double tot = length(u);
-    b.by_collective[col] = {tot, tot - overlap(c, u)};
+    b.by_collective.v[i] = {tot, tot - overlap(c, u)};
   }
   return b;
 }

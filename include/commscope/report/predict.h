@@ -26,8 +26,8 @@ struct PredictRow {
          idle = 0;            // s, mean over stages
   double memory_per_gpu = 0;  // bytes, the fullest rank
   bool fits = true;
-  std::map<CommGroup, CommShare> by_group;
-  std::map<Collective, CommShare> by_collective;
+  GroupShares by_group;
+  CollectiveShares by_collective;
   std::vector<double> stage_times;  // when each stage finished
   // against the first row of a sweep
   double speedup = 0, scaling_efficiency = 0;

@@ -4,6 +4,7 @@
 // reads one; breakdown() turns any of them into where the time went.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -58,6 +59,28 @@ struct CommShare {
   double exposed = 0;  // the part not overlapped by compute
 };
 
+// Communication shares indexed by an enum (process group or collective): a fixed array, not a
+// map, since breakdowns are added up thousands of times per prediction.
+template <class E, std::size_t N>
+struct ShareTable {
+  std::array<CommShare, N> v{};
+  CommShare& operator[](E e) { return v[static_cast<std::size_t>(e)]; }
+  const CommShare& operator[](E e) const { return v[static_cast<std::size_t>(e)]; }
+  // Calls f(E, const CommShare&) for every entry with any time.
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < N; ++i)
+      if (v[i].total > 0 || v[i].exposed > 0) f(static_cast<E>(i), v[i]);
+  }
+  template <class F>
+  void for_each(F&& f) {
+    for (std::size_t i = 0; i < N; ++i)
+      if (v[i].total > 0 || v[i].exposed > 0) f(static_cast<E>(i), v[i]);
+  }
+};
+using GroupShares = ShareTable<CommGroup, 4>;
+using CollectiveShares = ShareTable<Collective, 8>;
+
 // Where a rank's time went in a window. compute + exposed_comm + memcpy_only + idle = wall;
 // overlapped + exposed = comm.
 struct Breakdown {
@@ -69,8 +92,8 @@ struct Breakdown {
   double memcpy = 0;      // memory copies while neither computing nor communicating
   double idle = 0;        // nothing at all
   double bubble = 0;      // the part of idle a pipeline schedule leaves (set by the simulator)
-  std::map<CommGroup, CommShare> by_group;
-  std::map<Collective, CommShare> by_collective;
+  GroupShares by_group;
+  CollectiveShares by_collective;
 
   // Adds another breakdown's times (a later, disjoint stretch of the same rank).
   void add(const Breakdown& o);

@@ -1,0 +1,87 @@
+// How fast `predict` is: one prediction of the 1T Megatron model on 3072 GPUs (TP 8, PP 64,
+// 64 micro-batches; target at most 20 ms), and a sweep of a 13B model (llama2-13b) on 64 GPUs
+// over every valid (TP, PP, DP, ZeRO, micro-batch) plan (target at least 10,000 plans per
+// second on one core; Calculon reports about 1.7 ms per plan). Prints the figures and ratios.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "commscope/sim/simulator.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+}  // namespace
+
+int main() {
+  using namespace commscope;
+  auto big = load_model("megatron-1t");
+  auto mid = load_model("llama2-13b");
+  auto dgx = load_system("dgx-a100-80gb");
+  auto ib = load_network("ib-hdr-200");
+  if (!big.ok() || !mid.ok() || !dgx.ok() || !ib.ok()) {
+    std::fprintf(stderr, "bench: presets not found (set COMMSCOPE_PRESETS)\n");
+    return 2;
+  }
+
+  // 1) the 1T model: resolve + build + simulate, median of repetitions
+  PlanInput p1;
+  p1.gpus = 3072, p1.tp = 8, p1.pp = 64, p1.micro_batch = 1, p1.global_batch = 6 * 64;
+  std::vector<double> t;
+  double sink = 0;
+  for (int i = 0; i < 15; ++i) {
+    auto t0 = Clock::now();
+    auto sc = resolve_scenario(*big, *dgx, *ib, p1);
+    if (!sc.ok()) return std::fprintf(stderr, "bench: %s\n", sc.error().message.c_str()), 2;
+    sink += simulate(build_workload(*sc)).iteration_time;
+    t.push_back(ms_since(t0));
+  }
+  std::sort(t.begin(), t.end());
+  const double one_t = t[t.size() / 2];
+
+  // 2) every valid plan of llama2-13b on 64 GPUs, global batch 512
+  std::vector<PlanInput> plans;
+  for (int tp : {1, 2, 4, 8})
+    for (int pp : {1, 2, 4, 5, 8, 10, 20, 40})
+      for (int zero : {0, 1, 2, 3})
+        for (std::int64_t mb : {1, 2, 4, 8}) {
+          PlanInput p;
+          p.gpus = 64, p.tp = tp, p.pp = pp, p.zero = zero, p.micro_batch = mb,
+          p.global_batch = 512;
+          p.recompute = Recompute::selective;
+          plans.push_back(p);
+        }
+  int valid = 0;
+  std::vector<double> sweeps;
+  for (int rep = 0; rep < 7; ++rep) {  // median of 7 sweeps
+    valid = 0;
+    auto t0 = Clock::now();
+    for (const auto& p : plans) {
+      auto sc = resolve_scenario(*mid, *dgx, *ib, p);
+      if (!sc.ok()) continue;
+      ++valid;
+      sink += simulate(build_workload(*sc)).iteration_time;
+    }
+    sweeps.push_back(ms_since(t0));
+  }
+  std::sort(sweeps.begin(), sweeps.end());
+  const double sweep_ms = sweeps[sweeps.size() / 2];
+  const double per_plan_ms = sweep_ms / valid;
+  const double plans_per_s = 1e3 / per_plan_ms;
+
+  std::printf(
+      "predict megatron-1t, 3072 GPUs, TP8 PP64, 64 micro-batches: %8.3f ms  (target <= 20 ms: "
+      "%.0f%% of it)\n",
+      one_t, 100 * one_t / 20);
+  std::printf(
+      "sweep llama2-13b on 64 GPUs: %d valid plans of %zu in %.1f ms = %.3f ms per plan = %.0f "
+      "plans/s\n",
+      valid, plans.size(), sweep_ms, per_plan_ms, plans_per_s);
+  std::printf("  target >= 10000 plans/s: %.2fx; Calculon's ~1.7 ms per plan: %.1fx faster\n",
+              plans_per_s / 1e4, 1.7 / per_plan_ms);
+  if (sink < 0) std::puts("");
+  return 0;
+}

@@ -1,0 +1,133 @@
+// Cost models against closed forms: alpha-beta ring collectives with nccl-tests' bus factors,
+// hierarchical collectives, NIC sharing, the roofline of compute ops; monotonicity.
+#include <gtest/gtest.h>
+
+#include "commscope/cost/collective.h"
+#include "commscope/cost/compute.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::plan;
+using testing::scenario;
+
+TEST(Cost, BusFactorsAreNcclTests) {
+  // nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n,
+  // broadcast and reduce 1; alltoall (n-1)/n; send/recv 1.
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::all_reduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::all_gather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::reduce_scatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::all_to_all, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::broadcast, 16), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::send, 2), 1.0);
+}
+
+// Inside one node a ring all-reduce of S bytes over n ranks takes 2(n-1) alpha +
+// 2(n-1)/n S / B (Thakur, Rabenseifner, Gropp 2005, Section 4).
+TEST(Cost, RingAllReduceInsideANode) {
+  Scenario sc = scenario("megatron-1.7b", "dgx-a100-80gb", plan(8, 8));
+  LinkModel l = link_model(sc);
+  GroupPlacement g = place_group(sc, CommGroup::tensor);
+  EXPECT_EQ(g.size, 8);
+  EXPECT_EQ(g.nodes, 1);
+  const double S = 64e6, n = 8;
+  const double expect =
+      2 * (n - 1) * l.intra_latency.value() + 2 * (n - 1) / n * S / l.intra.value();
+  EXPECT_NEAR(collective_time(Collective::all_reduce, S, g, l).value(), expect, 1e-15);
+  EXPECT_NEAR(collective_time(Collective::all_gather, S, g, l).value(),
+              (n - 1) * l.intra_latency.value() + (n - 1) / n * S / l.intra.value(), 1e-15);
+}
+
+// Across nodes: the best of ring, tree and hierarchical; hierarchical is intra-node
+// reduce-scatter + all-gather (bus factor of k ranks over NVLink) plus an all-reduce among the
+// N nodes through the node's NICs, shared by the groups running at the same time.
+TEST(Cost, HierarchicalAcrossNodes) {
+  Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", plan(32));  // DP 32 over 4 nodes
+  LinkModel l = link_model(sc);
+  GroupPlacement g = place_group(sc, CommGroup::data);
+  EXPECT_EQ(g.nodes, 4);
+  EXPECT_EQ(g.per_node, 8);
+  EXPECT_EQ(g.concurrent, 1);
+  const double S = 1e9;
+  const double hier = 2 * 7 * l.intra_latency.value() + 2.0 * 7 / 8 * S / l.intra.value() +
+                      2 * 3 * l.net_latency.value() + 2.0 * 3 / 4 * S / l.node.value();
+  EXPECT_NEAR(
+      collective_time(Collective::all_reduce, S, g, l, CollectiveAlgorithm::hierarchical).value(),
+      hier, 1e-12);
+  const double best = collective_time(Collective::all_reduce, S, g, l).value();
+  EXPECT_LE(best, hier);
+  EXPECT_LE(best,
+            collective_time(Collective::all_reduce, S, g, l, CollectiveAlgorithm::ring).value());
+  // The node's bandwidth: 8 NICs x the protocol's achievable 180 Gbps.
+  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(l.node), 8 * 180);
+}
+
+// Megatron's rank order (tensor fastest): with TP 2 on Polaris's 4-GPU nodes each node holds
+// two DP groups' ranks, so two groups share the node's two NICs.
+TEST(Cost, PlacementAndNicSharing) {
+  Scenario sc = scenario("gpt2-large", "polaris", plan(16, 2));
+  GroupPlacement t = place_group(sc, CommGroup::tensor), d = place_group(sc, CommGroup::data);
+  EXPECT_EQ(t.nodes, 1);
+  EXPECT_EQ(t.per_node, 2);
+  EXPECT_EQ(d.size, 8);
+  EXPECT_EQ(d.per_node, 2);
+  EXPECT_EQ(d.nodes, 4);
+  EXPECT_EQ(d.concurrent, 2);
+  // TP 8 on 4-GPU nodes: the tensor group spans two nodes.
+  Scenario wide = scenario("megatron-18.4b", "polaris", plan(16, 8, 1, 1));
+  EXPECT_EQ(place_group(wide, CommGroup::tensor).nodes, 2);
+  // Send/receive between pipeline stages: one message of S bytes, alpha + S / B.
+  Scenario pp = scenario("megatron-1.7b", "dgx-a100-80gb", plan(16, 8, 2, 1, 8));
+  GroupPlacement p = place_group(pp, CommGroup::pipeline);
+  EXPECT_EQ(p.nodes, 2);
+  LinkModel l = link_model(pp);
+  EXPECT_NEAR(collective_time(Collective::send, 1e8, p, l).value(),
+              l.net_latency.value() + 1e8 / (l.node.value() / p.concurrent), 1e-15);
+}
+
+// Roofline: a large GEMM is compute-bound at peak x efficiency; an element-wise op is
+// memory-bound; both pay the kernel overhead.
+TEST(Cost, ComputeRoofline) {
+  auto sys = load_system("dgx-a100-80gb");
+  ASSERT_TRUE(sys.ok());
+  const Calibration& c = sys->calibration;
+  Op gemm;
+  gemm.compute = ComputeClass::gemm;
+  gemm.dtype = DType::bf16;
+  gemm.flops = 2.0 * 8192 * 8192 * 8192;
+  gemm.mem_bytes = 3.0 * 8192 * 8192 * 2;
+  const double eff =
+      matmul_efficiency(gemm.flops, c.gemm_efficiency, c.gemm_half_flops, c.gemm_steepness);
+  EXPECT_NEAR(compute_time(gemm, sys->gpu, c).value(),
+              gemm.flops / (312e12 * eff) + c.kernel_overhead.value(), 1e-12);
+  Op ew;
+  ew.compute = ComputeClass::elementwise;
+  ew.flops = 1e6;
+  ew.mem_bytes = 1e9;
+  EXPECT_NEAR(compute_time(ew, sys->gpu, c).value(),
+              1e9 / (2039e9 * c.memory_efficiency) + c.kernel_overhead.value(), 1e-12);
+  // The efficiency curve: half of the maximum at the half-point, rising with size.
+  EXPECT_NEAR(matmul_efficiency(5e9, 0.8, 5e9, 1.3), 0.4, 1e-12);
+  EXPECT_LT(matmul_efficiency(1e8, 0.8, 5e9, 1.3), matmul_efficiency(1e10, 0.8, 5e9, 1.3));
+}
+
+TEST(Cost, MoreBandwidthNeverSlower) {
+  Scenario sc = scenario("gpt2-large", "polaris", plan(32, 2));
+  LinkModel l = link_model(sc);
+  for (auto c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                 Collective::send}) {
+    for (auto grp : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline}) {
+      GroupPlacement g = place_group(sc, grp);
+      double base = collective_time(c, 3e8, g, l).value();
+      LinkModel faster = l;
+      faster.node = l.node * 2.0;
+      EXPECT_LE(collective_time(c, 3e8, g, faster).value(), base);
+      faster.intra = l.intra * 2.0;
+      EXPECT_LE(collective_time(c, 3e8, g, faster).value(), base);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace commscope

@@ -1,0 +1,239 @@
+// The simulator on hand-computable cases and properties.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commscope/cost/collective.h"
+#include "commscope/cost/compute.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/timeline/chrome.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::plan;
+using testing::scenario;
+
+Op compute_op(std::string_view name) {
+  Op o;
+  o.kind = OpKind::compute;
+  o.name = name;
+  return o;
+}
+Op comm_op(std::string_view name, CommGroup g) {
+  Op o;
+  o.kind = OpKind::comm;
+  o.group = g;
+  o.group_size = 8;
+  o.name = name;
+  return o;
+}
+
+// DDP with one bucket ready after the first of two backward ops: the bucket's all-reduce
+// overlaps the second op, exposed = max(0, comm - overlap window) = max(0, 1.5 - 1) = 0.5.
+TEST(Sim, DdpBucketExposedIsCommMinusWindow) {
+  for (double comm : {0.4, 1.0, 1.5, 3.0}) {
+    OpList l;
+    auto a = l.add(compute_op("bwd_a"));
+    l.add(compute_op("bwd_b"), {a});
+    Op bucket = comm_op("ddp_bucket", CommGroup::data);
+    bucket.last_microbatch_only = true;
+    l.add(bucket, {a});
+    ParallelPlan p;
+    ListRun r = run_list(l, {1.0, 1.0, comm}, p, true);
+    EXPECT_DOUBLE_EQ(r.blocking_end, 2.0);
+    EXPECT_DOUBLE_EQ(r.end, std::max(2.0, 1.0 + comm));
+    Breakdown b = breakdown(r.events, 0, r.end);
+    EXPECT_DOUBLE_EQ(b.exposed, std::max(0.0, comm - 1.0));
+    EXPECT_DOUBLE_EQ(b.overlapped, std::min(comm, 1.0));
+    // Without overlap the reduction waits for the end of backward: all of it exposed.
+    p.overlap_grad_reduce = false;
+    ListRun late = run_list(l, {1.0, 1.0, comm}, p, true);
+    EXPECT_DOUBLE_EQ(late.end, 2.0 + comm);
+    // Not on an accumulation micro-batch.
+    ListRun accum = run_list(l, {1.0, 1.0, comm}, ParallelPlan{}, false);
+    EXPECT_DOUBLE_EQ(accum.end, 2.0);
+  }
+}
+
+// ZeRO-3: gathers of 0.5 before each of 4 layers of 1.0. With one layer of prefetch only the
+// first gather is exposed: 0.5 + 4; without prefetch each layer waits: 4 x 1.5.
+TEST(Sim, ZeroThreePrefetchHidesGathersShorterThanALayer) {
+  OpList l;
+  std::uint32_t prev = 0;
+  for (int layer = 0; layer < 4; ++layer) {
+    auto g = l.add(comm_op("zero3_param_all_gather", CommGroup::data));
+    prev = layer == 0 ? l.add(compute_op("layer"), {g}) : l.add(compute_op("layer"), {prev, g});
+  }
+  std::vector<double> d = {0.5, 1, 0.5, 1, 0.5, 1, 0.5, 1};
+  ParallelPlan p;
+  EXPECT_DOUBLE_EQ(run_list(l, d, p, true).end, 4.5);
+  p.overlap_param_gather = false;
+  EXPECT_DOUBLE_EQ(run_list(l, d, p, true).end, 6.0);
+  // A gather longer than a layer is exposed by the difference, each time.
+  std::vector<double> slow = {1.5, 1, 1.5, 1, 1.5, 1, 1.5, 1};
+  p.overlap_param_gather = true;
+  EXPECT_DOUBLE_EQ(run_list(l, slow, p, true).end, 1.5 + 3 * 1.5 + 1);
+}
+
+// 1F1B and GPipe with equal stage times and free transfers: every stage idles (p-1)(tf+tb)
+// of (m+p-1)(tf+tb), the bubble fraction (p-1)/(m+p-1) (Narayanan et al. 2021, Section 2.2).
+// Interleaved with v chunks of 1/v the time: (p-1)/(v m + p - 1) of the wall time.
+TEST(Sim, PipelineBubble) {
+  for (auto s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}) {
+    for (int p : {2, 4, 8}) {
+      for (int m : {8, 16}) {
+        const int v = s == Schedule::interleaved ? 2 : 1;
+        SCOPED_TRACE(fmt::format("{} p {} m {}", to_string(s), p, m));
+        const double tf = 1.0 / v, tb = 2.0 / v;
+        auto order = pipeline_order(s, p, v, m);
+        schedule_pipeline(
+            order, p, v, [&](const PipelineTask& t) { return t.backward ? tb : tf; },
+            [](const PipelineTask&) { return 0.0; });
+        double wall = 0;
+        for (const auto& st : order)
+          for (const auto& t : st) wall = std::max(wall, t.end);
+        const double busy = m * v * (tf + tb);
+        EXPECT_NEAR((wall - busy) / wall, (p - 1.0) / (v * m + p - 1.0), 1e-12);
+        for (const auto& st : order) EXPECT_EQ(st.size(), static_cast<std::size_t>(2 * m * v));
+      }
+    }
+  }
+}
+
+// A whole DDP iteration with one bucket: the all-reduce starts when backward ends, so the
+// iteration is forward + backward + all-reduce + optimizer, exactly.
+TEST(Sim, DdpIterationWithOneBucket) {
+  PlanInput p = plan(16, 1, 1, 2);
+  p.ddp_bucket_mb = 1e6;
+  Scenario sc = scenario("gpt2-medium", "polaris", p);
+  Workload w = build_workload(sc);
+  const Role& r = w.roles[0];
+  double fwd = 0, bwd = 0, ar = 0, step = 0;
+  for (const Op& op : r.chunks[0].forward.ops())
+    fwd += compute_time(op, sc.system.gpu, sc.system.calibration).value();
+  for (const Op& op : r.chunks[0].backward.ops()) {
+    if (op.kind == OpKind::compute)
+      bwd += compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    else
+      ar += comm_time(op, sc).value();
+  }
+  for (const Op& op : r.step.ops())
+    step += compute_time(op, sc.system.gpu, sc.system.calibration).value();
+  Prediction pr = simulate(w);
+  EXPECT_NEAR(pr.iteration_time, fwd + bwd + ar + step, 1e-12);
+  EXPECT_NEAR(pr.mean.exposed, ar, 1e-12);
+  EXPECT_NEAR(pr.mean.overlapped, 0, 1e-12);
+  // The ring formula for that one all-reduce on 4 Polaris nodes.
+  const double S = 2.0 * r.params;
+  EXPECT_NEAR(
+      ar,
+      collective_time(Collective::all_reduce, S, place_group(sc, CommGroup::data), link_model(sc))
+          .value(),
+      1e-15);
+}
+
+struct Case {
+  const char* model;
+  const char* system;
+  int gpus, tp, pp, zero;
+  std::int64_t micro, global;
+};
+const Case kCases[] = {{"gpt2-large", "polaris", 16, 1, 1, 0, 4, 64},
+                       {"gpt2-large", "polaris", 16, 1, 1, 3, 2, 64},
+                       {"megatron-7.5b", "dgx-a100-80gb", 64, 8, 4, 1, 1, 128},
+                       {"llama2-13b", "dgx-h100", 32, 4, 2, 0, 2, 64},
+                       {"t5-large", "thetagpu-tg40", 16, 2, 4, 0, 4, 64},
+                       {"bert-large", "polaris", 8, 1, 1, 2, 8, 128}};
+
+Scenario make(const Case& c) {
+  PlanInput p = plan(c.gpus, c.tp, c.pp, c.micro, c.global);
+  p.zero = c.zero;
+  return scenario(c.model, c.system, p);
+}
+
+// The parts of a breakdown add up to the iteration, and the composed breakdown (from each
+// chunk's run) agrees with the breakdown of the full expanded timeline.
+TEST(Sim, BreakdownAddsUpAndMatchesTheTimeline) {
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(std::string(c.model) + " on " + c.system);
+    Workload w = build_workload(make(c));
+    SimOptions o;
+    o.timeline = true;
+    Prediction p = simulate(w, o);
+    for (const auto& st : p.stages) {
+      const Breakdown& b = st.breakdown;
+      EXPECT_NEAR(b.compute + b.exposed + b.memcpy + b.idle, p.iteration_time,
+                  1e-9 * p.iteration_time);
+      EXPECT_NEAR(b.overlapped + b.exposed, b.comm, 1e-9 * p.iteration_time);
+      Breakdown full = breakdown(p.timeline, st.stage, 0, p.iteration_time);
+      EXPECT_NEAR(full.compute, b.compute, 1e-9 * p.iteration_time);
+      EXPECT_NEAR(full.exposed, b.exposed, 0.02 * p.iteration_time);
+      EXPECT_NEAR(full.idle, b.idle, 0.02 * p.iteration_time);
+    }
+  }
+}
+
+TEST(Sim, MoreBandwidthOrFlopsNeverSlower) {
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.model);
+    Scenario sc = make(c);
+    double base = simulate(build_workload(sc)).iteration_time;
+    Scenario fast_net = sc;
+    fast_net.network.achievable = sc.network.achievable * 2.0;
+    fast_net.system.node.link_bandwidth = sc.system.node.link_bandwidth * 2.0;
+    EXPECT_LE(simulate(build_workload(fast_net)).iteration_time, base * (1 + 1e-12));
+    Scenario fast_gpu = sc;
+    fast_gpu.system.gpu.peak.bf16 = sc.system.gpu.peak.bf16 * 2.0;
+    fast_gpu.system.gpu.peak.fp16 = sc.system.gpu.peak.fp16 * 2.0;
+    fast_gpu.system.gpu.memory_bandwidth = sc.system.gpu.memory_bandwidth * 2.0;
+    EXPECT_LE(simulate(build_workload(fast_gpu)).iteration_time, base * (1 + 1e-12));
+  }
+}
+
+TEST(Sim, NoCommunicationMeansZeroShare) {
+  Prediction p =
+      simulate(build_workload(scenario("gpt2-small", "dgx-a100-80gb", plan(1, 1, 1, 4))));
+  EXPECT_EQ(p.mean.comm, 0);
+  EXPECT_EQ(p.mean.exposed, 0);
+  EXPECT_GT(p.iteration_time, 0);
+}
+
+// The Chrome trace is valid JSON with one complete event per op instance the iteration runs.
+TEST(Sim, ChromeTraceHasOneEventPerOp) {
+  Scenario sc = make(kCases[4]);  // T5, TP 2, PP 4
+  Workload w = build_workload(sc);
+  SimOptions o;
+  o.timeline = true;
+  Prediction p = simulate(w, o);
+  std::size_t expected = 0;
+  for (const Role& r : w.roles) {
+    for (const Chunk& ch : r.chunks) {
+      for (const Op& op : ch.forward.ops())
+        if (!(op.kind == OpKind::comm && op.group == CommGroup::pipeline))
+          expected += w.microbatches;
+      for (const Op& op : ch.backward.ops())
+        if (!(op.kind == OpKind::comm && op.group == CommGroup::pipeline))
+          expected += op.last_microbatch_only ? 1 : w.microbatches;
+      // one transfer event on each side per received activation or gradient
+      expected +=
+          2 * ((ch.virtual_stage > 0 ? w.microbatches : 0) +
+               (ch.virtual_stage < sc.plan.pp * sc.plan.virtual_stages - 1 ? w.microbatches : 0));
+    }
+    expected += r.step.size();
+  }
+  auto j = nlohmann::json::parse(chrome_trace_json(p.timeline));
+  std::size_t complete = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++complete;
+    EXPECT_GE(e["dur"].get<double>(), 0);
+    EXPECT_TRUE(e.contains("pid") && e.contains("tid") && e.contains("ts") && e.contains("name"));
+  }
+  EXPECT_EQ(complete, expected);
+}
+
+}  // namespace
+}  // namespace commscope
