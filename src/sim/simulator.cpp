@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
@@ -161,6 +162,24 @@ struct ChunkRuns {
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
 };
 
+// Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
+// layer numbers.
+bool same_costs(const OpList& a, const OpList& b) {
+  if (a.size() != b.size()) return false;
+  for (std::uint32_t i = 0; i < a.size(); ++i) {
+    const Op &x = a[i], &y = b[i];
+    if (x.kind != y.kind || x.compute != y.compute || x.collective != y.collective ||
+        x.group != y.group || x.dtype != y.dtype ||
+        x.last_microbatch_only != y.last_microbatch_only || x.flops != y.flops ||
+        x.mem_bytes != y.mem_bytes || x.bytes != y.bytes || x.group_size != y.group_size ||
+        x.name != y.name || x.dep_count != y.dep_count)
+      return false;
+    auto da = a.deps_of(i), db = b.deps_of(i);
+    if (!std::equal(da.begin(), da.end(), db.begin())) return false;
+  }
+  return true;
+}
+
 // Placements per group, computed once per simulation.
 struct Costs {
   const Scenario& sc;
@@ -202,6 +221,12 @@ Intervals merge(Intervals v) {
       out.push_back(iv);
   }
   return out;
+}
+Intervals unite(const Intervals& a, const Intervals& b) {
+  Intervals all;
+  all.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(all));
+  return merge(std::move(all));
 }
 double len(const Intervals& v) {
   double s = 0;
@@ -247,33 +272,54 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   Timeline* names = opt.timeline ? &pred.timeline : nullptr;
 
   // (1) every chunk's runs, once
-  std::vector<std::vector<ChunkRuns>> runs(pp);
+  // Middle pipeline stages usually have op lists that cost the same: run those once. (Not when
+  // building a timeline, whose events carry their stage's layer numbers.)
+  std::vector<ChunkRuns> pool;
+  std::vector<std::vector<std::size_t>> index(pp);
+  pool.reserve(static_cast<std::size_t>(pp) * v);
   for (int s = 0; s < pp; ++s) {
     const Role& role = w.roles[s];
-    runs[s].resize(role.chunks.size());
     for (std::size_t c = 0; c < role.chunks.size(); ++c) {
       const Chunk& ch = role.chunks[c];
-      ChunkRuns& r = runs[s][c];
+      if (s > 0 && !opt.timeline) {
+        const Chunk& prev = w.roles[s - 1].chunks[c];
+        if (same_costs(ch.forward, prev.forward) && same_costs(ch.backward, prev.backward)) {
+          index[s].push_back(index[s - 1][c]);
+          continue;
+        }
+      }
+      index[s].push_back(pool.size());
+      ChunkRuns& r = pool.emplace_back();
       r.fwd_dur = durations(ch.forward, costs);
       r.bwd_dur = durations(ch.backward, costs);
       r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names);
       r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names);
-      r.bwd = m > 1 ? run_list(ch.backward, r.bwd_dur, plan, false, names) : r.bwd_last;
+      // Only DDP's gradient buckets run on the last micro-batch alone; without them every
+      // backward is the same run.
+      const bool last_differs =
+          m > 1 && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
+                               [](const Op& op) { return op.last_microbatch_only; });
+      if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names);
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
       r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
       r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
       if (r.bwd_last.end > r.bwd_last.blocking_end)
         r.bwd_last_tail = breakdown(r.bwd_last.events, r.bwd_last.blocking_end, r.bwd_last.end);
-      if (m > 1) {
+      if (last_differs) {
         r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
         if (r.bwd.end > r.bwd.blocking_end)
           r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
+      } else {
+        r.bwd = r.bwd_last;
+        r.bwd_in = r.bwd_last_in;
+        r.bwd_tail = r.bwd_last_tail;
       }
     }
   }
+  auto runs_of = [&](int s, int c) -> const ChunkRuns& { return pool[index[s][c]]; };
   auto run_of = [&](const PipelineTask& t) -> const ListRun& {
-    const ChunkRuns& r = runs[t.stage][t.chunk];
+    const ChunkRuns& r = runs_of(t.stage, t.chunk);
     return !t.backward ? r.fwd : t.microbatch == m - 1 ? r.bwd_last : r.bwd;
   };
 
@@ -284,7 +330,7 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   schedule_pipeline(
       order, pp, v, [&](const PipelineTask& t) { return host + run_of(t).blocking_end; },
       [&](const PipelineTask& t) {
-        const ChunkRuns& r = runs[t.stage][t.chunk];
+        const ChunkRuns& r = runs_of(t.stage, t.chunk);
         return t.backward ? r.bwd_p2p : r.fwd_p2p;
       });
 
@@ -311,22 +357,22 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
 
   // (4) per-stage breakdowns composed from the runs' breakdowns. Each transfer occupies the
   // receiving and the sending stage.
-  std::vector<Intervals> p2p_of_stage(pp);
+  std::vector<Intervals> received(pp), sent(pp);  // each in task order, so nearly always sorted
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
       if (t.ready <= t.transfer_start) continue;
       const int vs = t.chunk * pp + t.stage;
       const int from = (t.backward ? vs + 1 : vs - 1) % pp;
-      p2p_of_stage[s].emplace_back(t.transfer_start, t.ready);
-      p2p_of_stage[from].emplace_back(t.transfer_start, t.ready);
+      received[s].emplace_back(t.transfer_start, t.ready);
+      sent[from].emplace_back(t.transfer_start, t.ready);
     }
   for (int s = 0; s < pp; ++s) {
     Breakdown b;
     Intervals busy;
-    Intervals& p2p = p2p_of_stage[s];
+    Intervals p2p = unite(merge(std::move(received[s])), merge(std::move(sent[s])));
     busy.reserve(order[s].size());
     // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
-    std::vector<std::array<double, 3>> count(runs[s].size(),
+    std::vector<std::array<double, 3>> count(index[s].size(),
                                              {0, 0, 0});  // forward, backward, last backward
     for (const auto& t : order[s]) {
       const bool last = t.backward && t.microbatch == m - 1;
@@ -334,8 +380,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       busy.emplace_back(t.start,
                         t.end);  // a stage runs its tasks one after another: sorted, disjoint
     }
-    for (std::size_t c = 0; c < runs[s].size(); ++c) {
-      const ChunkRuns& r = runs[s][c];
+    for (std::size_t c = 0; c < index[s].size(); ++c) {
+      const ChunkRuns& r = runs_of(s, static_cast<int>(c));
       const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
                                                      &r.bwd_tail, &r.bwd_last_tail};
       const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
@@ -347,7 +393,6 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
         b.add(part);
       }
     }
-    p2p = merge(std::move(p2p));
     const double p2p_total = len(p2p), p2p_hidden = inter(p2p, busy);
     b.comm += p2p_total;
     b.overlapped += p2p_hidden;
@@ -364,11 +409,12 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     b.exposed += tail_wait;
     for (const auto& t : order[s])
       if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s]) {
-        runs[s][t.chunk].bwd_last_tail.by_group.for_each([&](CommGroup g, const CommShare& share) {
-          b.by_group[g].exposed += std::min(share.total, tail_wait);
-        });
-        runs[s][t.chunk].bwd_last_tail.by_collective.for_each(
-            [&](Collective c, const CommShare& share) {
+        runs_of(s, t.chunk)
+            .bwd_last_tail.by_group.for_each([&](CommGroup g, const CommShare& share) {
+              b.by_group[g].exposed += std::min(share.total, tail_wait);
+            });
+        runs_of(s, t.chunk)
+            .bwd_last_tail.by_collective.for_each([&](Collective c, const CommShare& share) {
               b.by_collective[c].exposed += std::min(share.total, tail_wait);
             });
       }

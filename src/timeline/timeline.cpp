@@ -3,6 +3,7 @@
 #include "commscope/timeline/timeline.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 namespace commscope {
@@ -88,20 +89,26 @@ double overlap(const Intervals& a, const Intervals& b) {
   return s;
 }
 
+// Union of two sorted, disjoint lists, in linear time.
 Intervals united(const Intervals& a, const Intervals& b) {
-  Intervals all = a;
-  all.insert(all.end(), b.begin(), b.end());
+  Intervals all;
+  all.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(all));
   return merged(std::move(all));
 }
 
 template <class Pred>
 Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
-  Intervals c, m, y;
+  // Events of one stream come in time order, so per-stream lists are usually sorted already:
+  // lists are unioned by linear merges, and sorted only when they are not.
+  Intervals c, y, other;
   std::array<Intervals, 4> g;
   std::array<Intervals, 8> k;
-  double lo = 1e300, hi = -1e300;
-  for_each_event([&](const Event& e) { lo = std::min(lo, e.start), hi = std::max(hi, e.end()); });
-  if (t1 <= t0) t0 = lo, t1 = hi;
+  if (t1 <= t0) {  // the window the events span
+    double lo = 1e300, hi = -1e300;
+    for_each_event([&](const Event& e) { lo = std::min(lo, e.start), hi = std::max(hi, e.end()); });
+    t0 = lo, t1 = hi;
+  }
   Breakdown b;
   if (!(t1 > t0)) return b;
   for_each_event([&](const Event& e) {
@@ -115,18 +122,32 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
         y.emplace_back(s, f);
         break;
       case EventKind::comm:
-        m.emplace_back(s, f);
         if (e.has_collective) {
           g[static_cast<std::size_t>(e.group)].emplace_back(s, f);
           k[static_cast<std::size_t>(e.collective)].emplace_back(s, f);
+        } else {
+          other.emplace_back(s, f);
         }
         break;
     }
   });
   c = merged(std::move(c));
-  m = merged(std::move(m));
   y = merged(std::move(y));
+  Intervals m = merged(std::move(other));
   b.wall = t1 - t0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (g[i].empty()) continue;
+    Intervals u = merged(std::move(g[i]));
+    double tot = length(u);
+    b.by_group.v[i] = {tot, tot - overlap(c, u)};
+    m = m.empty() ? std::move(u) : united(m, u);
+  }
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    if (k[i].empty()) continue;
+    Intervals u = merged(std::move(k[i]));
+    double tot = length(u);
+    b.by_collective.v[i] = {tot, tot - overlap(c, u)};
+  }
   b.compute = length(c);
   b.comm = length(m);
   b.overlapped = overlap(c, m);
@@ -135,18 +156,6 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   double busy_cm = length(cm);
   b.memcpy = length(y) - overlap(cm, y);
   b.idle = std::max(0.0, b.wall - busy_cm - b.memcpy);
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    if (g[i].empty()) continue;
-    Intervals u = merged(std::move(g[i]));
-    double tot = length(u);
-    b.by_group.v[i] = {tot, tot - overlap(c, u)};
-  }
-  for (std::size_t i = 0; i < k.size(); ++i) {
-    if (k[i].empty()) continue;
-    Intervals u = merged(std::move(k[i]));
-    double tot = length(u);
-    b.by_collective.v[i] = {tot, tot - overlap(c, u)};
-  }
   return b;
 }
 
@@ -161,7 +170,49 @@ Breakdown breakdown(const Timeline& t, std::int32_t rank, double t0, double t1) 
       t0, t1);
 }
 
+// Events that never overlap (a compute chain with blocking collectives, the common case for a
+// forward pass): the breakdown is plain sums. Returns false when any two events overlap.
+bool sequential_breakdown(const std::vector<Event>& events, double t0, double t1, Breakdown& b) {
+  double last_end = -1e300;
+  for (const auto& e : events) {
+    if (e.start < last_end) return false;
+    last_end = e.end();
+  }
+  if (t1 <= t0) {
+    if (events.empty()) return true;
+    t0 = events.front().start, t1 = last_end;
+  }
+  b = Breakdown{};
+  b.wall = t1 - t0;
+  double busy = 0;
+  for (const auto& e : events) {
+    const double d = std::min(e.end(), t1) - std::max(e.start, t0);
+    if (d <= 0) continue;
+    busy += d;
+    switch (e.kind) {
+      case EventKind::compute:
+        b.compute += d;
+        break;
+      case EventKind::memcpy:
+        b.memcpy += d;
+        break;
+      case EventKind::comm:
+        b.comm += d;
+        if (e.has_collective) {
+          b.by_group[e.group].total += d, b.by_group[e.group].exposed += d;
+          b.by_collective[e.collective].total += d, b.by_collective[e.collective].exposed += d;
+        }
+        break;
+    }
+  }
+  b.exposed = b.comm;
+  b.idle = std::max(0.0, b.wall - busy);
+  return true;
+}
+
 Breakdown breakdown(const std::vector<Event>& events, double t0, double t1) {
+  Breakdown fast;
+  if (sequential_breakdown(events, t0, t1, fast)) return fast;
   return breakdown_of(
       [&](auto&& f) {
         for (const auto& e : events) f(e);

@@ -36,7 +36,7 @@ class Emitter {
   Emitter(OpList& list, Phase phase) : list_(list), phase_(phase) {}
   void set_phase(Phase p) { phase_ = p; }
   // An op on the compute chain: depends on the previous chain op and on anything pending.
-  std::uint32_t chain(Op op) {
+  std::uint32_t chain(Op op) {  // by value: the caller's op is a template stamped here
     op.phase = phase_;
     deps_.clear();
     if (has_prev_) deps_.push_back(prev_);
@@ -335,23 +335,28 @@ class Builder {
   }
 
   // ---- emitting programs as ops ----
-  void emit_forward(Emitter& e, const std::vector<Step>& prog, bool core_only = false) const {
+  // Programs are built once per kind of block; `layer` stamps the block's index on its ops.
+  void emit_forward(Emitter& e, const std::vector<Step>& prog, int layer,
+                    bool core_only = false) const {
     for (const Step& st : prog) {
       if (core_only && !st.attention_core) continue;
       switch (st.kind) {
-        case StepKind::compute:
-          e.chain(st.op);
+        case StepKind::compute: {
+          Op op = st.op;
+          op.layer = layer;
+          e.chain(op);
           break;
+        }
         case StepKind::tp_enter:
           if (t_ > 1 && p_.sequence_parallel)
             e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
-                         st.tp_elements, dt_, st.op.layer));
+                         st.tp_elements, dt_, layer));
           break;
         case StepKind::tp_exit:
           if (t_ > 1)
             e.chain(comm(p_.sequence_parallel ? "sp_reduce_scatter" : "tp_all_reduce",
                          p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                         CommGroup::tensor, t_, st.tp_elements, dt_, st.op.layer));
+                         CommGroup::tensor, t_, st.tp_elements, dt_, layer));
           break;
       }
       if (st.vocab_parallel_loss && t_ > 1) {
@@ -364,15 +369,16 @@ class Builder {
     }
   }
 
-  void emit_backward(Emitter& e, const std::vector<Step>& prog, Bucketer* grads) const {
+  void emit_backward(Emitter& e, const std::vector<Step>& prog, int layer, Bucketer* grads) const {
     for (auto it = prog.rbegin(); it != prog.rend(); ++it) {
       const Step& st = *it;
       switch (st.kind) {
         case StepKind::compute: {
           if (t_ > 1 && p_.sequence_parallel && st.gathers_input)  // Megatron re-gathers for wgrad
             e.chain(comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
-                         st.op.m * m_.hidden, dt_, st.op.layer));
+                         st.op.m * m_.hidden, dt_, layer));
           Op op = st.op;
+          op.layer = layer;
           op.flops *= 2;  // data gradient and weight (or second input) gradient
           op.mem_bytes *= 2;
           op.grad_params = st.grad_params;
@@ -384,12 +390,12 @@ class Builder {
           if (t_ > 1)
             e.chain(comm(p_.sequence_parallel ? "sp_reduce_scatter" : "tp_all_reduce",
                          p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                         CommGroup::tensor, t_, st.tp_elements, dt_, st.op.layer));
+                         CommGroup::tensor, t_, st.tp_elements, dt_, layer));
           break;
         case StepKind::tp_exit:
           if (t_ > 1 && p_.sequence_parallel)
             e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
-                         st.tp_elements, dt_, st.op.layer));
+                         st.tp_elements, dt_, layer));
           break;
       }
     }
@@ -437,8 +443,25 @@ class Builder {
     const bool is_first = ch.virtual_stage == 0, is_last = ch.virtual_stage == last_vs_;
     const bool decoder_embedding_here =
         m_.kind == ArchKind::t5 && first <= m_.encoder_layers && m_.encoder_layers < end;
-    std::vector<std::vector<Step>> blocks;
-    for (int l = first; l < end; ++l) blocks.push_back(block_program(l));
+    // One program per kind of block (encoder, decoder, the first of a T5 stack with its
+    // relative position bias), shared by the blocks of that kind.
+    std::vector<std::vector<Step>> programs;
+    std::vector<std::pair<int, bool>> program_keys;
+    std::vector<std::size_t> program_of;
+    for (int l = first; l < end; ++l) {
+      std::pair<int, bool> key = {static_cast<int>(block_kind(m_, l)),
+                                  l == 0 || l == m_.encoder_layers};
+      auto it = std::find(program_keys.begin(), program_keys.end(), key);
+      if (it == program_keys.end()) {
+        program_keys.push_back(key);
+        programs.push_back(block_program(l));
+        it = program_keys.end() - 1;
+      }
+      program_of.push_back(static_cast<std::size_t>(it - program_keys.begin()));
+    }
+    auto blocks = [&](int l) -> const std::vector<Step>& {
+      return programs[program_of[l - first]];
+    };
     std::vector<Step> emb =
         is_first ? embedding_program(m_.seq_length, embedding_grads()) : std::vector<Step>{};
     std::vector<Step> dec_emb =
@@ -447,23 +470,24 @@ class Builder {
     const std::int64_t emb_params = embedding_grads();
 
     // forward
-    ch.forward.reserve(blocks.size() * 24 + 16);
+    ch.forward.reserve(static_cast<std::size_t>(ch.layers) * 24 + 16);
     Emitter f(ch.forward, Phase::forward);
     if (!is_first)
       f.chain(comm("pp_recv_activation", Collective::recv, CommGroup::pipeline, 2,
                    boundary_elements(first), dt_, first));
     if (is_first) {
       gather_params(f, emb_params, kEmbeddingLayer);
-      emit_forward(f, emb);
+      emit_forward(f, emb, kEmbeddingLayer);
     }
     for (int l = first; l < end; ++l) {
-      if (l == m_.encoder_layers && decoder_embedding_here) emit_forward(f, dec_emb);
+      if (l == m_.encoder_layers && decoder_embedding_here)
+        emit_forward(f, dec_emb, kEmbeddingLayer);
       gather_params(f, block_params(m_, l, t_), l);
-      emit_forward(f, blocks[l - first]);
+      emit_forward(f, blocks(l), l);
     }
     if (is_last) {
       gather_params(f, head_params(), kHeadLayer);
-      emit_forward(f, head);
+      emit_forward(f, head, kHeadLayer);
     } else {
       f.side(comm("pp_send_activation", Collective::send, CommGroup::pipeline, 2,
                   boundary_elements(end), dt_, end - 1),
@@ -471,7 +495,7 @@ class Builder {
     }
 
     // backward
-    ch.backward.reserve(blocks.size() * 40 + 16);
+    ch.backward.reserve(static_cast<std::size_t>(ch.layers) * 40 + 16);
     Emitter bw(ch.backward, Phase::backward);
     std::optional<Bucketer> bucketer;
     if (p_.dp > 1 && p_.zero != 1) {
@@ -491,21 +515,22 @@ class Builder {
                     boundary_elements(end), dt_, end - 1));
     if (is_last) {
       gather_params(bw, head_params(), kHeadLayer);
-      emit_backward(bw, head, g);
+      emit_backward(bw, head, kHeadLayer, g);
     }
     for (int l = end - 1; l >= first; --l) {
       gather_params(bw, block_params(m_, l, t_), l);
       if (p_.recompute != Recompute::none) {
         bw.set_phase(Phase::recompute);
-        emit_forward(bw, blocks[l - first], p_.recompute == Recompute::selective);
+        emit_forward(bw, blocks(l), l, p_.recompute == Recompute::selective);
         bw.set_phase(Phase::backward);
       }
-      emit_backward(bw, blocks[l - first], g);
-      if (l == m_.encoder_layers && decoder_embedding_here) emit_backward(bw, dec_emb, g);
+      emit_backward(bw, blocks(l), l, g);
+      if (l == m_.encoder_layers && decoder_embedding_here)
+        emit_backward(bw, dec_emb, kEmbeddingLayer, g);
     }
     if (is_first) {
       gather_params(bw, emb_params, kEmbeddingLayer);
-      emit_backward(bw, emb, g);
+      emit_backward(bw, emb, kEmbeddingLayer, g);
     }
     if (g && bw.has_prev()) g->flush(bw.prev());
     if (!is_first)

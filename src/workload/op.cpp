@@ -66,15 +66,15 @@ double bus_factor(Collective c, int n) {
   return 1.0;
 }
 
-std::uint32_t OpList::add(Op op, std::initializer_list<std::uint32_t> deps) {
+std::uint32_t OpList::add(const Op& op, std::initializer_list<std::uint32_t> deps) {
   return add(op, std::span<const std::uint32_t>(deps.begin(), deps.size()));
 }
 
-std::uint32_t OpList::add(Op op, std::span<const std::uint32_t> deps) {
-  op.dep_begin = static_cast<std::uint32_t>(deps_.size());
-  op.dep_count = static_cast<std::uint32_t>(deps.size());
+std::uint32_t OpList::add(const Op& op, std::span<const std::uint32_t> deps) {
+  Op& o = ops_.emplace_back(op);
+  o.dep_begin = static_cast<std::uint32_t>(deps_.size());
+  o.dep_count = static_cast<std::uint32_t>(deps.size());
   deps_.insert(deps_.end(), deps.begin(), deps.end());
-  ops_.push_back(op);
   return static_cast<std::uint32_t>(ops_.size() - 1);
 }
 

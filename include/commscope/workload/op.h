@@ -98,8 +98,8 @@ struct Op {
 // across lists and micro-batches follow from the schedule.
 class OpList {
  public:
-  std::uint32_t add(Op op, std::initializer_list<std::uint32_t> deps = {});
-  std::uint32_t add(Op op, std::span<const std::uint32_t> deps);
+  std::uint32_t add(const Op& op, std::initializer_list<std::uint32_t> deps = {});
+  std::uint32_t add(const Op& op, std::span<const std::uint32_t> deps);
   std::span<const std::uint32_t> deps_of(std::uint32_t i) const {
     const Op& o = ops_[i];
     return {deps_.data() + o.dep_begin, o.dep_count};
