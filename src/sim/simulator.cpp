@@ -357,19 +357,25 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
 
   // (4) per-stage breakdowns composed from the runs' breakdowns. Each transfer occupies the
   // receiving and the sending stage.
-  std::vector<Intervals> received(pp), sent(pp);  // each in task order, so nearly always sorted
+  // Transfers by stage, direction and side: each list follows micro-batch order, so it is
+  // sorted by construction and the lists unite in linear time.
+  std::vector<std::array<Intervals, 4>> transfers(
+      pp);  // forward in, backward in, forward out, backward out
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
       if (t.ready <= t.transfer_start) continue;
       const int vs = t.chunk * pp + t.stage;
       const int from = (t.backward ? vs + 1 : vs - 1) % pp;
-      received[s].emplace_back(t.transfer_start, t.ready);
-      sent[from].emplace_back(t.transfer_start, t.ready);
+      transfers[s][t.backward ? 1 : 0].emplace_back(t.transfer_start, t.ready);
+      transfers[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
   for (int s = 0; s < pp; ++s) {
     Breakdown b;
     Intervals busy;
-    Intervals p2p = unite(merge(std::move(received[s])), merge(std::move(sent[s])));
+    Intervals p2p;
+    for (auto& list : transfers[s])
+      if (!list.empty())
+        p2p = p2p.empty() ? merge(std::move(list)) : unite(p2p, merge(std::move(list)));
     busy.reserve(order[s].size());
     // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
     std::vector<std::array<double, 3>> count(index[s].size(),

@@ -103,8 +103,8 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   // lists are unioned by linear merges, and sorted only when they are not.
   Intervals c, y, other;
   std::array<Intervals, 4> g;
-  std::array<Intervals, 8> k;
-  if (t1 <= t0) {  // the window the events span
+  std::array<Intervals, 32> k;  // by (group, collective): one stream each, so in time order
+  if (t1 <= t0) {               // the window the events span
     double lo = 1e300, hi = -1e300;
     for_each_event([&](const Event& e) { lo = std::min(lo, e.start), hi = std::max(hi, e.end()); });
     t0 = lo, t1 = hi;
@@ -124,7 +124,8 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
       case EventKind::comm:
         if (e.has_collective) {
           g[static_cast<std::size_t>(e.group)].emplace_back(s, f);
-          k[static_cast<std::size_t>(e.collective)].emplace_back(s, f);
+          k[static_cast<std::size_t>(e.group) * 8 + static_cast<std::size_t>(e.collective)]
+              .emplace_back(s, f);
         } else {
           other.emplace_back(s, f);
         }
@@ -142,11 +143,16 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
     b.by_group.v[i] = {tot, tot - overlap(c, u)};
     m = m.empty() ? std::move(u) : united(m, u);
   }
-  for (std::size_t i = 0; i < k.size(); ++i) {
-    if (k[i].empty()) continue;
-    Intervals u = merged(std::move(k[i]));
+  for (std::size_t col = 0; col < 8; ++col) {
+    Intervals u;
+    for (std::size_t grp = 0; grp < 4; ++grp) {
+      Intervals& part = k[grp * 8 + col];
+      if (part.empty()) continue;
+      u = u.empty() ? merged(std::move(part)) : united(u, merged(std::move(part)));
+    }
+    if (u.empty()) continue;
     double tot = length(u);
-    b.by_collective.v[i] = {tot, tot - overlap(c, u)};
+    b.by_collective.v[col] = {tot, tot - overlap(c, u)};
   }
   b.compute = length(c);
   b.comm = length(m);

@@ -404,9 +404,10 @@ class Builder {
   // ZeRO-3: gather a module's parameters before its forward and before its backward.
   void gather_params(Emitter& e, std::int64_t params, int layer) const {
     if (p_.zero != 3 || p_.dp == 1 || params == 0) return;
-    std::uint32_t i = e.side(comm("zero3_param_all_gather", Collective::all_gather, CommGroup::data,
-                                  p_.dp, params, dt_, layer),
-                             {});
+    Op gather = comm("zero3_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp,
+                     params, dt_, layer);
+    gather.tag = OpTag::param_gather;
+    std::uint32_t i = e.side(gather, {});
     e.need(i);
   }
 
@@ -505,6 +506,7 @@ class Builder {
                       p_.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter,
                       CommGroup::data, p_.dp, 0, dt_, kNoLayer);
       proto.last_microbatch_only = p_.zero == 0;
+      proto.tag = OpTag::grad_bucket;
       std::int64_t cap = p_.zero == 0 ? static_cast<std::int64_t>(p_.ddp_bucket.value() / a_)
                                       : p_.zero_reduce_bucket;
       bucketer.emplace(bw, proto, cap);

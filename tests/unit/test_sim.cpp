@@ -40,6 +40,7 @@ TEST(Sim, DdpBucketExposedIsCommMinusWindow) {
     l.add(compute_op("bwd_b"), {a});
     Op bucket = comm_op("ddp_bucket", CommGroup::data);
     bucket.last_microbatch_only = true;
+    bucket.tag = OpTag::grad_bucket;
     l.add(bucket, {a});
     ParallelPlan p;
     ListRun r = run_list(l, {1.0, 1.0, comm}, p, true);
@@ -64,7 +65,9 @@ TEST(Sim, ZeroThreePrefetchHidesGathersShorterThanALayer) {
   OpList l;
   std::uint32_t prev = 0;
   for (int layer = 0; layer < 4; ++layer) {
-    auto g = l.add(comm_op("zero3_param_all_gather", CommGroup::data));
+    Op gather = comm_op("zero3_param_all_gather", CommGroup::data);
+    gather.tag = OpTag::param_gather;
+    auto g = l.add(gather);
     prev = layer == 0 ? l.add(compute_op("layer"), {g}) : l.add(compute_op("layer"), {prev, g});
   }
   std::vector<double> d = {0.5, 1, 0.5, 1, 0.5, 1, 0.5, 1};

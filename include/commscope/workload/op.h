@@ -38,6 +38,9 @@ enum class Collective : std::uint8_t {
 };
 // Process groups in Megatron's terms; "embedding" is the first and last pipeline stage.
 enum class CommGroup : std::uint8_t { data, tensor, pipeline, embedding };
+// Ops the simulator treats specially: ZeRO-3 parameter gathers (prefetched) and gradient
+// buckets (deferred without overlap).
+enum class OpTag : std::uint8_t { none, param_gather, grad_bucket };
 
 std::string_view to_string(OpKind k);
 std::string_view to_string(Phase p);
@@ -65,6 +68,7 @@ struct Op {
   // gradient accumulation); otherwise an op of the forward/backward lists runs every
   // micro-batch.
   bool last_microbatch_only = false;
+  OpTag tag = OpTag::none;
   std::int32_t layer = kNoLayer;  // transformer block (encoder blocks first), or k*Layer
   std::int32_t index = 0;         // bucket number, or 0
   std::string_view name;          // static string: "qkv", "attn_scores", "ddp_bucket", ...
