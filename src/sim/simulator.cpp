@@ -110,6 +110,7 @@ std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v,
   std::vector<std::vector<PipelineTask>> order(pp);
   for (int st = 0; st < pp; ++st) {
     auto& o = order[st];
+    o.reserve(static_cast<std::size_t>(2) * m * v);
     auto task = [&](int chunk, int mb, bool bw) {
       PipelineTask t;
       t.stage = st, t.chunk = chunk, t.microbatch = mb, t.backward = bw;
@@ -210,37 +211,43 @@ double p2p_of(const OpList& l, const Costs& costs) {
 }
 
 using Intervals = std::vector<std::pair<double, double>>;
-Intervals merge(Intervals v) {
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
-  Intervals out;
-  for (auto& iv : v) {
+// Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
+// disjoint list: one merging sweep, no allocation.
+std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
+                                            const Intervals& busy) {
+  std::array<std::size_t, 4> at{};
+  std::size_t b = 0;
+  double total = 0, hidden = 0, cs = 0, ce = -1;
+  bool open = false;
+  auto close = [&] {
+    total += ce - cs;
+    while (b < busy.size() && busy[b].second <= cs) ++b;
+    for (std::size_t j = b; j < busy.size() && busy[j].first < ce; ++j)
+      hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
+  };
+  for (;;) {
+    int next = -1;
+    for (int k = 0; k < 4; ++k)
+      if (at[k] < lists[k].size() &&
+          (next < 0 || lists[k][at[k]].first < lists[next][at[next]].first))
+        next = k;
+    if (next < 0) break;
+    const auto& iv = lists[next][at[next]++];
     if (iv.second <= iv.first) continue;
-    if (!out.empty() && iv.first <= out.back().second)
-      out.back().second = std::max(out.back().second, iv.second);
-    else
-      out.push_back(iv);
+    if (open && iv.first <= ce) {
+      ce = std::max(ce, iv.second);
+    } else {
+      if (open) close();
+      cs = iv.first, ce = iv.second, open = true;
+    }
   }
-  return out;
+  if (open) close();
+  return {total, hidden};
 }
-Intervals unite(const Intervals& a, const Intervals& b) {
-  Intervals all;
-  all.reserve(a.size() + b.size());
-  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(all));
-  return merge(std::move(all));
-}
+
 double len(const Intervals& v) {
   double s = 0;
   for (auto& iv : v) s += iv.second - iv.first;
-  return s;
-}
-double inter(const Intervals& a, const Intervals& b) {
-  double s = 0;
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) s += hi - lo;
-    (a[i].second < b[j].second) ? ++i : ++j;
-  }
   return s;
 }
 
@@ -322,16 +329,35 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     const ChunkRuns& r = runs_of(t.stage, t.chunk);
     return !t.backward ? r.fwd : t.microbatch == m - 1 ? r.bwd_last : r.bwd;
   };
+  // Per (stage, chunk): task lengths and feeding transfers, flat for the per-task loops.
+  // Host-side time per micro-batch, half before each forward and half before each backward.
+  const double host = 0.5 * sc.system.calibration.microbatch_overhead.value();
+  struct TaskCost {
+    double fwd, bwd, bwd_last, fwd_p2p, bwd_p2p;
+  };
+  std::vector<TaskCost> task_cost(static_cast<std::size_t>(pp) * v);
+  for (int s = 0; s < pp; ++s)
+    for (int c = 0; c < v; ++c) {
+      const ChunkRuns& r = runs_of(s, c);
+      task_cost[static_cast<std::size_t>(s) * v + c] = {
+          host + r.fwd.blocking_end, host + r.bwd.blocking_end, host + r.bwd_last.blocking_end,
+          r.fwd_p2p, r.bwd_p2p};
+    }
+  auto cost_of = [&](const PipelineTask& t) -> const TaskCost& {
+    return task_cost[static_cast<std::size_t>(t.stage) * v + t.chunk];
+  };
 
   // (2) the pipeline
   auto order = pipeline_order(plan.schedule, pp, v, m);
-  // Host-side time per micro-batch, half before each forward and half before each backward.
-  const double host = 0.5 * sc.system.calibration.microbatch_overhead.value();
   schedule_pipeline(
-      order, pp, v, [&](const PipelineTask& t) { return host + run_of(t).blocking_end; },
+      order, pp, v,
       [&](const PipelineTask& t) {
-        const ChunkRuns& r = runs_of(t.stage, t.chunk);
-        return t.backward ? r.bwd_p2p : r.fwd_p2p;
+        const TaskCost& k = cost_of(t);
+        return !t.backward ? k.fwd : t.microbatch == m - 1 ? k.bwd_last : k.bwd;
+      },
+      [&](const PipelineTask& t) {
+        const TaskCost& k = cost_of(t);
+        return t.backward ? k.bwd_p2p : k.fwd_p2p;
       });
 
   // (3) the step, once the stage's last backward and its gradient reduction are done
@@ -339,8 +365,11 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
       last_task_end[s] = std::max(last_task_end[s], t.end);
-      ready[s] = std::max(ready[s], t.start + run_of(t).end);
+      // only a last backward's gradient reduction outlasts its task
+      if (t.backward && t.microbatch == m - 1)
+        ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
     }
+  for (int s = 0; s < pp; ++s) ready[s] = std::max(ready[s], last_task_end[s]);
   std::vector<ListRun> steps(pp);
   std::vector<double> step_start(pp);
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
@@ -372,10 +401,6 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   for (int s = 0; s < pp; ++s) {
     Breakdown b;
     Intervals busy;
-    Intervals p2p;
-    for (auto& list : transfers[s])
-      if (!list.empty())
-        p2p = p2p.empty() ? merge(std::move(list)) : unite(p2p, merge(std::move(list)));
     busy.reserve(order[s].size());
     // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
     std::vector<std::array<double, 3>> count(index[s].size(),
@@ -399,7 +424,7 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
         b.add(part);
       }
     }
-    const double p2p_total = len(p2p), p2p_hidden = inter(p2p, busy);
+    const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
     b.comm += p2p_total;
     b.overlapped += p2p_hidden;
     b.exposed += p2p_total - p2p_hidden;
