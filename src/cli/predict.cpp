@@ -34,66 +34,69 @@ Verb add_predict(CLI::App& app) {
       "--scaling", st->scaling,
       "strong (fixed global batch) or weak (fixed per-GPU batch): speedup, scaling efficiency and "
       "the seeds' projection against the first point");
-  return {
-      cmd, [st]() -> int {
-        auto format = format_from_name(st->format);
-        if (!format)
-          return fail(
-              fmt::format("--format: expected one of {}, got '{}'", format_choices(), st->format));
-        Scaling scaling = Scaling::none;
-        if (st->scaling == "strong")
-          scaling = Scaling::strong;
-        else if (st->scaling == "weak")
-          scaling = Scaling::weak;
-        else if (!st->scaling.empty())
-          return fail(fmt::format("--scaling: expected strong or weak, got '{}'", st->scaling));
-        auto inputs = scenario_inputs(st->scenario);
-        if (!inputs) return fail(inputs.error().message);
-        if (!st->trace.empty() && inputs->size() != 1)
-          return fail(fmt::format("--trace: expected a single scenario, got {} combinations",
-                                  inputs->size()));
-        if (scaling == Scaling::strong && st->scenario.global_batch.empty() && !inputs->empty()) {
-          // Strong scaling keeps the first point's global batch.
-          auto first = resolve_scenario(inputs->front());
-          if (!first) return fail(first.error().message);
-          for (auto& in : inputs.value()) in.plan.global_batch = first->plan.global_batch;
-        }
-        const bool progress = inputs->size() > 20 && ::isatty(STDERR_FILENO);
-        std::vector<PredictRow> rows;
-        std::vector<std::string> skipped;
-        std::string trace_json;
-        for (std::size_t i = 0; i < inputs->size(); ++i) {
-          if (progress)
-            std::fprintf(stderr, "\rcommscope: predicting %zu/%zu", i + 1, inputs->size());
-          auto sc = resolve_scenario((*inputs)[i]);
-          if (!sc) {
-            if (inputs->size() == 1) return fail(sc.error().message);
-            skipped.push_back(sc.error().message);
-            continue;
-          }
-          Workload w = build_workload(*sc);
-          SimOptions so;
-          so.timeline = !st->trace.empty();
-          Prediction p = simulate(w, so);
-          rows.push_back(predict_row(w, p));
-          if (inputs->size() == 1) print_warnings(sc->warnings);
-          if (!rows.back().fits && inputs->size() == 1)
-            print_warnings({fmt::format("does not fit: {} per GPU needed, {} available",
-                                        human_bytes(Bytes(rows.back().memory_per_gpu)),
-                                        human_bytes(sc->system.gpu.memory))});
-          if (so.timeline) trace_json = chrome_trace_json(p.timeline);
-        }
-        if (progress) std::fprintf(stderr, "\r\033[K");
-        for (const auto& s : skipped) print_warnings({"skipped: " + s});
-        if (rows.empty())
-          return fail(fmt::format("no valid scenario among {} combinations", inputs->size()));
-        if (scaling != Scaling::none) add_scaling(rows);
-        if (!st->trace.empty()) {
-          Status s = write_file_atomic(st->trace, trace_json);
-          if (!s.ok()) return fail(s.error().message);
-        }
-        return emit(render_predictions(rows, *format, scaling != Scaling::none), st->output);
-      }};
+  return {cmd, [st]() -> int {
+            auto format = format_from_name(st->format);
+            if (!format)
+              return fail(fmt::format("--format: expected one of {}, got '{}'", format_choices(),
+                                      st->format));
+            Scaling scaling = Scaling::none;
+            if (st->scaling == "strong")
+              scaling = Scaling::strong;
+            else if (st->scaling == "weak")
+              scaling = Scaling::weak;
+            else if (!st->scaling.empty())
+              return fail(fmt::format("--scaling: expected strong or weak, got '{}'", st->scaling));
+            auto inputs = scenario_inputs(st->scenario);
+            if (!inputs) return fail(inputs.error().message);
+            if (!st->trace.empty() && inputs->size() != 1)
+              return fail(fmt::format("--trace: expected a single scenario, got {} combinations",
+                                      inputs->size()));
+            if (scaling == Scaling::strong && st->scenario.global_batch.empty()) {
+              // Strong scaling keeps one global batch for every point: the largest point's default
+              // (micro-batch x DP), so that the smaller points accumulate gradients.
+              std::int64_t global = 0;
+              for (const auto& in : *inputs)
+                if (auto sc = resolve_scenario(in))
+                  global = std::max(global, sc->plan.global_batch);
+              if (global > 0)
+                for (auto& in : inputs.value()) in.plan.global_batch = global;
+            }
+            const bool progress = inputs->size() > 20 && ::isatty(STDERR_FILENO);
+            std::vector<PredictRow> rows;
+            std::vector<std::string> skipped;
+            std::string trace_json;
+            for (std::size_t i = 0; i < inputs->size(); ++i) {
+              if (progress)
+                std::fprintf(stderr, "\rcommscope: predicting %zu/%zu", i + 1, inputs->size());
+              auto sc = resolve_scenario((*inputs)[i]);
+              if (!sc) {
+                if (inputs->size() == 1) return fail(sc.error().message);
+                skipped.push_back(sc.error().message);
+                continue;
+              }
+              Workload w = build_workload(*sc);
+              SimOptions so;
+              so.timeline = !st->trace.empty();
+              Prediction p = simulate(w, so);
+              rows.push_back(predict_row(w, p));
+              if (inputs->size() == 1) print_warnings(sc->warnings);
+              if (!rows.back().fits && inputs->size() == 1)
+                print_warnings({fmt::format("does not fit: {} per GPU needed, {} available",
+                                            human_bytes(Bytes(rows.back().memory_per_gpu)),
+                                            human_bytes(sc->system.gpu.memory))});
+              if (so.timeline) trace_json = chrome_trace_json(p.timeline);
+            }
+            if (progress) std::fprintf(stderr, "\r\033[K");
+            for (const auto& s : skipped) print_warnings({"skipped: " + s});
+            if (rows.empty())
+              return fail(fmt::format("no valid scenario among {} combinations", inputs->size()));
+            if (scaling != Scaling::none) add_scaling(rows);
+            if (!st->trace.empty()) {
+              Status s = write_file_atomic(st->trace, trace_json);
+              if (!s.ok()) return fail(s.error().message);
+            }
+            return emit(render_predictions(rows, *format, scaling != Scaling::none), st->output);
+          }};
 }
 
 }  // namespace commscope::cli

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -187,6 +188,83 @@ TEST_F(Cli, HelpAndPresets) {
   Outcome p = run("presets networks");
   EXPECT_EQ(p.status, 0);
   EXPECT_NE(p.out.find("rdma-100g"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+class CliPredict : public Cli {};
+
+TEST_F(CliPredict, DefaultPredictionAndDocumentedFields) {
+  Outcome r = run("predict --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out)["predictions"];
+  ASSERT_EQ(j.size(), 1u);
+  for (const char* k : {"iteration_time_s", "comm_share", "exposed_comm_s", "tflops_per_gpu", "mfu",
+                        "memory_per_gpu_bytes", "tokens_per_s", "bubble_share", "fits"})
+    EXPECT_TRUE(j[0].contains(k)) << k;
+  EXPECT_GT(j[0]["iteration_time_s"].get<double>(), 0);
+  EXPECT_LE(j[0]["mfu"].get<double>(), 1.0);
+}
+
+// The seeds' experiment: the same training over TCP/IP, IPoIB and RDMA; RDMA is fastest.
+TEST_F(CliPredict, SweepsEveryCombination) {
+  Outcome r = run("predict --format json --network tcp-10g,ipoib-100g,rdma-100g --zero 0,3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out)["predictions"];
+  ASSERT_EQ(j.size(), 6u);
+  double t[3] = {0, 0, 0};
+  for (const auto& p : j)
+    if (p["plan"]["zero"] == 0) {
+      std::string n = p["network"];
+      t[n == "tcp-10g" ? 0 : n == "ipoib-100g" ? 1 : 2] = p["iteration_time_s"];
+    }
+  EXPECT_GT(t[0], t[1]);
+  EXPECT_GT(t[1], t[2]);
+  Outcome csv = run("predict --format csv --nodes 1,2,4 --scaling strong");
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  EXPECT_EQ(lines(csv.out), 4);
+  EXPECT_NE(csv.out.find("scaling_efficiency"), std::string::npos);
+}
+
+TEST_F(CliPredict, InvalidCombinationsAreSkippedWithAWarning) {
+  Outcome r = run("predict --format csv --tp 1,3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out), 2);  // header + the valid one
+  EXPECT_NE(r.err.find("skipped: --tensor-model-parallel-size"), std::string::npos) << r.err;
+  Outcome all_bad = run("predict --tp 3,7");
+  EXPECT_EQ(all_bad.status, 2);
+}
+
+TEST_F(CliPredict, TraceOpensAsChromeJson) {
+  fs::path trace = dir_ / "trace.json";
+  Outcome r =
+      run("predict --model megatron-1.7b --system dgx-a100-80gb --nodes 2 --tp 4 --pp 2 "
+          "--global-batch-size 16 --micro-batch-size 1 --trace " +
+          trace.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(trace));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  std::set<int> pids;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X") pids.insert(e["pid"].get<int>());
+  EXPECT_EQ(pids.size(), 2u);  // one process per pipeline stage
+  Outcome sweep = run("predict --nodes 1,2 --trace " + trace.string());
+  EXPECT_EQ(sweep.status, 2);
+}
+
+TEST_F(CliPredict, ValidateAndCalibrate) {
+  Outcome v = run(std::string("validate --summary-only --rows odd ") + COMMSCOPE_SHARED_DIR +
+                  "/validation/vtrain/ground_truth_multi.csv");
+  ASSERT_EQ(v.status, 0) << v.err;
+  EXPECT_NE(v.out.find("MAPE"), std::string::npos);
+  Outcome bad = run("validate --rows middle x.csv");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(lines(bad.err), 1);
+  Outcome missing = run("validate no-such-file.csv");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find("no-such-file.csv: cannot open"), std::string::npos) << missing.err;
 }
 
 }  // namespace
