@@ -96,6 +96,9 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   list(cmd, "--zero,--zero-stage", o.zero, "ZeRO stage 0, 1, 2 or 3 [0]")->group(g_plan);
   cmd.add_option("--schedule", o.schedule, "pipeline schedule: gpipe|1f1b|interleaved [1f1b]")
       ->group(g_plan);
+  cmd.add_option("--rank-order", o.rank_order,
+                 "how ranks map to nodes: tp-dp-pp (Megatron's default) or tp-pp-dp [tp-dp-pp]")
+      ->group(g_plan);
   cmd.add_option("--recompute-granularity", o.recompute,
                  "activation recompute: none|selective|full [none]")
       ->group(g_plan);
@@ -166,6 +169,13 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       return Error{
           fmt::format("--schedule: expected one of gpipe|1f1b|interleaved, got '{}'", o.schedule)};
     flags.schedule = *s;
+  }
+  if (!o.rank_order.empty()) {
+    auto r = rank_order_from_name(o.rank_order);
+    if (!r)
+      return Error{
+          fmt::format("--rank-order: expected tp-dp-pp or tp-pp-dp, got '{}'", o.rank_order)};
+    flags.rank_order = *r;
   }
   if (o.no_overlap_grad_reduce) flags.overlap_grad_reduce = false;
   if (o.no_overlap_param_gather) flags.overlap_param_gather = false;

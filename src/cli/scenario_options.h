@@ -17,7 +17,7 @@ struct ScenarioOptions {
   std::vector<std::int64_t> micro_batch, global_batch, seq_length;
   std::string deepspeed_config;
   PlanInput flags;
-  std::string precision, recompute, schedule;
+  std::string precision, recompute, schedule, rank_order;
   bool fp16 = false, bf16 = false, recompute_activations = false;
   bool no_overlap_grad_reduce = false, no_overlap_param_gather = false;
 };

@@ -37,18 +37,21 @@ GroupPlacement place_group(const Scenario& sc, CommGroup g) {
   GroupPlacement out;
   // Ranks of the group are `size` ranks `stride` apart in Megatron's order.
   int size = 1, stride = 1;
+  const bool dp_before_pp = p.rank_order == RankOrder::tp_dp_pp;
+  const int dp_stride = dp_before_pp ? p.tp : p.tp * p.pp;
+  const int pp_stride = dp_before_pp ? p.tp * p.dp : p.tp;
   switch (g) {
     case CommGroup::tensor:
       size = p.tp, stride = 1;
       break;
     case CommGroup::data:
-      size = p.dp, stride = p.tp;
+      size = p.dp, stride = dp_stride;
       break;
     case CommGroup::pipeline:
-      size = 2, stride = p.tp * p.dp;
+      size = 2, stride = pp_stride;
       break;
     case CommGroup::embedding:
-      size = 2, stride = p.tp * p.dp * std::max(1, p.pp - 1);
+      size = 2, stride = pp_stride * std::max(1, p.pp - 1);
       break;
   }
   out.size = size;

@@ -17,6 +17,9 @@ constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::gpipe, "gpipe"},
                                                  {Schedule::one_f_one_b, "1f1b"},
                                                  {Schedule::interleaved, "interleaved"}};
 
+constexpr EnumName<RankOrder> kRankOrderNames[] = {{RankOrder::tp_dp_pp, "tp-dp-pp"},
+                                                   {RankOrder::tp_pp_dp, "tp-pp-dp"}};
+
 template <class T>
 void take(std::optional<T>& into, const std::optional<T>& from) {
   if (from) into = from;
@@ -64,6 +67,13 @@ std::optional<Schedule> schedule_from_name(std::string_view s) {
   return enum_from_name(kScheduleNames, s);
 }
 
+std::string_view to_string(RankOrder o) {
+  return enum_to_name(kRankOrderNames, o);
+}
+std::optional<RankOrder> rank_order_from_name(std::string_view s) {
+  return enum_from_name(kRankOrderNames, s);
+}
+
 DType compute_dtype(Precision p) {
   switch (p) {
     case Precision::fp32:
@@ -92,6 +102,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(recompute, o.recompute);
   take(schedule, o.schedule);
   take(ddp_bucket_mb, o.ddp_bucket_mb);
+  take(rank_order, o.rank_order);
   take(zero_reduce_bucket, o.zero_reduce_bucket);
   take(zero_allgather_bucket, o.zero_allgather_bucket);
   take(gpus, o.gpus);
@@ -149,7 +160,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"schedule", to_string(p.schedule)},
           {"ddp_bucket_bytes", p.ddp_bucket.value()},
           {"overlap_grad_reduce", p.overlap_grad_reduce},
-          {"overlap_param_gather", p.overlap_param_gather}};
+          {"overlap_param_gather", p.overlap_param_gather},
+          {"rank_order", to_string(p.rank_order)}};
 }
 
 }  // namespace commscope

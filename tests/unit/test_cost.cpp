@@ -88,6 +88,20 @@ TEST(Cost, PlacementAndNicSharing) {
 
 // Roofline: a large GEMM is compute-bound at peak x efficiency; an element-wise op is
 // memory-bound; both pay the kernel overhead.
+// Megatron's --use-tp-pp-dp-mapping: data-parallel peers TP x PP ranks apart. With TP 2,
+// PP 4, DP 2 on two 8-GPU nodes the DP group then crosses nodes and the pipeline stays inside.
+TEST(Cost, RankOrder) {
+  PlanInput p = plan(16, 2, 4, 1, 16);
+  Scenario dp_first = scenario("megatron-1.7b", "dgx-a100-80gb", p);
+  EXPECT_EQ(place_group(dp_first, CommGroup::data).nodes, 1);
+  EXPECT_EQ(place_group(dp_first, CommGroup::pipeline).nodes, 1);
+  p.rank_order = RankOrder::tp_pp_dp;
+  Scenario pp_first = scenario("megatron-1.7b", "dgx-a100-80gb", p);
+  EXPECT_EQ(place_group(pp_first, CommGroup::data).nodes, 2);
+  EXPECT_EQ(place_group(pp_first, CommGroup::data).per_node, 1);
+  EXPECT_EQ(place_group(pp_first, CommGroup::pipeline).nodes, 1);
+}
+
 TEST(Cost, ComputeRoofline) {
   auto sys = load_system("dgx-a100-80gb");
   ASSERT_TRUE(sys.ok());

@@ -19,6 +19,9 @@ namespace commscope {
 enum class Precision : std::uint8_t { fp32, fp16, bf16 };  // fp16/bf16: mixed, fp32 master
 enum class Recompute : std::uint8_t { none, selective, full };
 enum class Schedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
+// How ranks map to (tensor, data, pipeline) coordinates, fastest first. Megatron's default is
+// tp-dp-pp (rank = t + TP (d + DP p)); --use-tp-pp-dp-mapping gives tp-pp-dp.
+enum class RankOrder : std::uint8_t { tp_dp_pp, tp_pp_dp };
 
 std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
@@ -26,6 +29,8 @@ std::string_view to_string(Schedule s);
 std::optional<Precision> precision_from_name(std::string_view s);
 std::optional<Recompute> recompute_from_name(std::string_view s);
 std::optional<Schedule> schedule_from_name(std::string_view s);
+std::string_view to_string(RankOrder o);
+std::optional<RankOrder> rank_order_from_name(std::string_view s);
 // Data type of weights, activations and gradients on the wire for a precision.
 DType compute_dtype(Precision p);
 
@@ -47,6 +52,7 @@ struct ParallelPlan {
   std::int64_t zero_allgather_bucket = 500000000;  // DeepSpeed allgather_bucket_size (elements)
   bool overlap_grad_reduce = true;                 // DDP / DeepSpeed overlap_comm
   bool overlap_param_gather = true;                // ZeRO-3 prefetch of the next layer's parameters
+  RankOrder rank_order = RankOrder::tp_dp_pp;
 
   int model_parallel() const { return tp * pp; }
   int gpus() const { return dp * tp * pp; }
@@ -61,6 +67,7 @@ struct PlanInput {
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
   std::optional<Schedule> schedule;
+  std::optional<RankOrder> rank_order;
   std::optional<double> ddp_bucket_mb;  // MiB, as PyTorch's bucket_cap_mb
   std::optional<std::int64_t> zero_reduce_bucket, zero_allgather_bucket;
   std::optional<int> gpus, nodes;
