@@ -11,8 +11,7 @@ namespace commscope::cli {
 Verb add_describe(CLI::App& app) {
   struct State {
     ScenarioOptions scenario;
-    std::string format = "table";
-    std::string output;
+    OutputOptions out;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("describe",
@@ -21,13 +20,10 @@ Verb add_describe(CLI::App& app) {
                                      "under a parallel plan on a system. Defaults: GPT-2 Large, "
                                      "data parallel on 4 Polaris nodes.");
   add_scenario_options(*cmd, st->scenario);
-  cmd->add_option("--format", st->format, "output: table|json|csv|md [table]");
-  cmd->add_option("-o,--output", st->output, "write the output to this file (whole or not at all)");
+  add_output_options(*cmd, st->out);
   return {cmd, [st]() -> int {
-            auto format = format_from_name(st->format);
-            if (!format)
-              return fail(fmt::format("--format: expected one of {}, got '{}'", format_choices(),
-                                      st->format));
+            auto format = output_format(st->out);
+            if (!format) return fail(format.error().message);
             auto input = scenario_input(st->scenario);
             if (!input) return fail(input.error().message);
             auto sc = resolve_scenario(*input);
@@ -35,7 +31,7 @@ Verb add_describe(CLI::App& app) {
             Workload w = build_workload(*sc);
             Description d = describe(w);
             print_warnings(d.warnings);
-            return emit(render_describe(w, d, *format), st->output);
+            return emit(render_describe(w, d, *format), st->out.path);
           }};
 }
 

@@ -20,6 +20,18 @@ void print_warnings(const std::vector<std::string>& warnings) {
   for (const auto& w : warnings) std::fprintf(stderr, "commscope: warning: %s\n", w.c_str());
 }
 
+void add_output_options(CLI::App& cmd, OutputOptions& o) {
+  cmd.add_option("--format", o.format, "output: table|json|csv|md [table]");
+  cmd.add_option("-o,--output", o.path, "write the output to this file (whole or not at all)");
+}
+
+Result<Format> output_format(const OutputOptions& o) {
+  auto f = format_from_name(o.format);
+  if (!f)
+    return Error{fmt::format("--format: expected one of {}, got '{}'", format_choices(), o.format)};
+  return *f;
+}
+
 int emit(const std::string& text, const std::string& output_path) {
   if (output_path.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);

@@ -16,7 +16,8 @@ namespace commscope::cli {
 Verb add_predict(CLI::App& app) {
   struct State {
     ScenarioOptions scenario;
-    std::string format = "table", output, trace, scaling;
+    OutputOptions out;
+    std::string trace, scaling;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("predict",
@@ -26,8 +27,7 @@ Verb add_predict(CLI::App& app) {
                                      "--network take comma lists: every "
                                      "combination is predicted.");
   add_scenario_options(*cmd, st->scenario);
-  cmd->add_option("--format", st->format, "output: table|json|csv|md [table]");
-  cmd->add_option("-o,--output", st->output, "write the output to this file (whole or not at all)");
+  add_output_options(*cmd, st->out);
   cmd->add_option("--trace", st->trace,
                   "write the predicted timeline as a Chrome trace (Perfetto) to this file");
   cmd->add_option(
@@ -35,10 +35,8 @@ Verb add_predict(CLI::App& app) {
       "strong (fixed global batch) or weak (fixed per-GPU batch): speedup, scaling efficiency and "
       "the seeds' projection against the first point");
   return {cmd, [st]() -> int {
-            auto format = format_from_name(st->format);
-            if (!format)
-              return fail(fmt::format("--format: expected one of {}, got '{}'", format_choices(),
-                                      st->format));
+            auto format = output_format(st->out);
+            if (!format) return fail(format.error().message);
             Scaling scaling = Scaling::none;
             if (st->scaling == "strong")
               scaling = Scaling::strong;
@@ -95,7 +93,7 @@ Verb add_predict(CLI::App& app) {
               Status s = write_file_atomic(st->trace, trace_json);
               if (!s.ok()) return fail(s.error().message);
             }
-            return emit(render_predictions(rows, *format, scaling != Scaling::none), st->output);
+            return emit(render_predictions(rows, *format, scaling != Scaling::none), st->out.path);
           }};
 }
 

@@ -39,7 +39,8 @@ bool valid_split(const std::string& s) {
 Verb add_validate(CLI::App& app) {
   struct State {
     std::vector<std::string> files;
-    std::string system = "vtrain-a100", rows = "all", format = "table", output;
+    std::string system = "vtrain-a100", rows = "all";
+    OutputOptions out;
     bool quiet = false;
   };
   auto st = std::make_shared<State>();
@@ -52,15 +53,12 @@ Verb add_validate(CLI::App& app) {
   cmd->add_option("--system", st->system,
                   "system profile for every row (vTrain rows) [vtrain-a100]");
   cmd->add_option("--rows", st->rows, "all|even|odd: rows 0,2,4... or 1,3,5... of each file [all]");
-  cmd->add_option("--format", st->format, "output: table|json|csv|md [table]");
-  cmd->add_option("-o,--output", st->output, "write the output to this file (whole or not at all)");
+  add_output_options(*cmd, st->out);
   cmd->add_flag("--summary-only", st->quiet, "only the error summary, not every row");
   return {
       cmd, [st]() -> int {
-        auto format = format_from_name(st->format);
-        if (!format)
-          return fail(
-              fmt::format("--format: expected one of {}, got '{}'", format_choices(), st->format));
+        auto format = output_format(st->out);
+        if (!format) return fail(format.error().message);
         if (!valid_split(st->rows))
           return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
         std::vector<std::string> skipped;
@@ -135,7 +133,7 @@ Verb add_validate(CLI::App& app) {
             out = (st->quiet ? "" : render_text(rows, "") + "\n") + render_text(summary, "");
             break;
         }
-        return emit(out, st->output);
+        return emit(out, st->out.path);
       }};
 }
 

@@ -6,6 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "commscope/report/table.h"
+#include "commscope/util/result.h"
+
 namespace commscope::cli {
 
 struct Verb {
@@ -18,6 +21,15 @@ Verb add_presets(CLI::App& app);
 Verb add_predict(CLI::App& app);
 Verb add_validate(CLI::App& app);
 Verb add_calibrate(CLI::App& app);
+
+// --format and -o/--output, for the verbs that print documents.
+struct OutputOptions {
+  std::string format = "table";
+  std::string path;  // empty: stdout
+};
+void add_output_options(CLI::App& cmd, OutputOptions& o);
+// The parsed --format, or "--format: expected one of table|json|csv|md, got 'x'".
+Result<Format> output_format(const OutputOptions& o);
 
 // Prints "commscope: <message>" on stderr and returns exit status 2.
 int fail(const std::string& message);
