@@ -64,7 +64,8 @@ Verb add_presets(CLI::App& app) {
 
 }  // namespace commscope::cli
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   using namespace commscope::cli;
   CLI::App app{
       "commscope: where distributed LLM training time goes, what the network delivers, and what "
@@ -106,4 +107,16 @@ int main(int argc, char** argv) {
   for (const auto& v : verbs)
     if (v.command->parsed()) return v.run();
   return fail("expected a verb; see --help");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Out of memory and the like: one line and status 2, not a crash.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    return commscope::cli::fail(std::string("internal error: ") + e.what());
+  } catch (...) {
+    return commscope::cli::fail("internal error: unexpected exception");
+  }
 }

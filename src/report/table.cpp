@@ -37,6 +37,7 @@ std::string render_text(const Table& t, std::string_view indent) {
   };
   std::string out = line(t.header);
   std::vector<std::string> rule;
+  rule.reserve(w.size());
   for (auto x : w) rule.emplace_back(x, '-');
   out += line(rule);
   for (const auto& r : t.rows) out += line(r);
@@ -92,7 +93,7 @@ std::string with_commas(std::int64_t v) {
 }
 
 std::string human_bytes(Bytes b) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = b.value();
   int u = 0;
   while (std::fabs(v) >= 1024.0 && u < 5) v /= 1024.0, ++u;
@@ -100,14 +101,14 @@ std::string human_bytes(Bytes b) {
 }
 
 std::string human_si(double v, std::string_view unit) {
-  static const char* kPrefix[] = {"", "K", "M", "G", "T", "P", "E", "Z"};
+  static constexpr const char* kPrefix[] = {"", "K", "M", "G", "T", "P", "E", "Z"};
   int p = 0;
   while (std::fabs(v) >= 1000.0 && p < 7) v /= 1000.0, ++p;
   return fmt::format("{:.2f} {}{}", v, kPrefix[p], unit);
 }
 
 std::string human_count(double v) {
-  static const char* kSuffix[] = {"", "K", "M", "B", "T"};
+  static constexpr const char* kSuffix[] = {"", "K", "M", "B", "T"};
   int p = 0;
   while (std::fabs(v) >= 1000.0 && p < 4) v /= 1000.0, ++p;
   return p == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, kSuffix[p]);

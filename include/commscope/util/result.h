@@ -75,6 +75,7 @@ inline Status ok_status() {
     if (!cs_status_.ok()) return cs_status_.error(); \
   } while (0)
 
+// NOLINTBEGIN(bugprone-macro-parentheses): lhs is a declaration, it cannot be parenthesized.
 #define CS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.error();             \
@@ -83,3 +84,4 @@ inline Status ok_status() {
 // CS_ASSIGN_OR_RETURN(auto x, f()); declares x from a Result or returns its error.
 #define CS_ASSIGN_OR_RETURN(lhs, expr) \
   CS_ASSIGN_OR_RETURN_IMPL(CS_CONCAT(cs_result_, __LINE__), lhs, expr)
+// NOLINTEND(bugprone-macro-parentheses)
