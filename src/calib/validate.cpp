@@ -133,9 +133,9 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
     std::array<int, kParams + 1> idx;
     std::iota(idx.begin(), idx.end(), 0);
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return f[a] < f[b]; });
-    auto P = p;
-    auto F = f;
-    for (int i = 0; i <= kParams; ++i) p[i] = P[idx[i]], f[i] = F[idx[i]];
+    auto points = p;
+    auto values = f;
+    for (int i = 0; i <= kParams; ++i) p[i] = points[idx[i]], f[i] = values[idx[i]];
     if (f[kParams] - f[0] < 1e-6) break;
     Vec centroid{};
     for (int i = 0; i < kParams; ++i)

@@ -36,16 +36,17 @@ class Emitter {
   Emitter(OpList& list, Phase phase) : list_(list), phase_(phase) {}
   void set_phase(Phase p) { phase_ = p; }
   // An op on the compute chain: depends on the previous chain op and on anything pending.
-  std::uint32_t chain(Op op) {  // by value: the caller's op is a template stamped here
-    op.phase = phase_;
+  std::uint32_t chain(const Op& op) {
     deps_.clear();
     if (has_prev_) deps_.push_back(prev_);
     deps_.insert(deps_.end(), pending_.begin(), pending_.end());
     pending_.clear();
     prev_ = list_.add(op, deps_);
+    list_.edit(prev_).phase = phase_;
     has_prev_ = true;
     return prev_;
   }
+  Op& edit(std::uint32_t i) { return list_.edit(i); }
   // An op off the chain (overlappable communication), depending on the given ops.
   std::uint32_t side(Op op, std::initializer_list<std::uint32_t> deps) {
     op.phase = phase_;
@@ -341,12 +342,9 @@ class Builder {
     for (const Step& st : prog) {
       if (core_only && !st.attention_core) continue;
       switch (st.kind) {
-        case StepKind::compute: {
-          Op op = st.op;
-          op.layer = layer;
-          e.chain(op);
+        case StepKind::compute:
+          e.edit(e.chain(st.op)).layer = layer;
           break;
-        }
         case StepKind::tp_enter:
           if (t_ > 1 && p_.sequence_parallel)
             e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
@@ -377,12 +375,12 @@ class Builder {
           if (t_ > 1 && p_.sequence_parallel && st.gathers_input)  // Megatron re-gathers for wgrad
             e.chain(comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
                          st.op.m * m_.hidden, dt_, layer));
-          Op op = st.op;
+          std::uint32_t i = e.chain(st.op);
+          Op& op = e.edit(i);
           op.layer = layer;
           op.flops *= 2;  // data gradient and weight (or second input) gradient
           op.mem_bytes *= 2;
           op.grad_params = st.grad_params;
-          std::uint32_t i = e.chain(op);
           if (grads) grads->add(i, st.grad_params);
           break;
         }

@@ -77,12 +77,12 @@ Prediction simulate(const Workload& w, const SimOptions& o = {});
 template <class Duration, class Transfer>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
                        Duration&& duration, Transfer&& p2p) {
-  const int V = pp * v;
+  const int stages_total = pp * v;  // virtual stages
   // done[vs][mb][backward] end times; -1 while not scheduled
   int m = 0;
   for (const auto& st : order)
     for (const auto& t : st) m = std::max(m, t.microbatch + 1);
-  std::vector<double> done(static_cast<std::size_t>(V) * m * 2, -1.0);
+  std::vector<double> done(static_cast<std::size_t>(stages_total) * m * 2, -1.0);
   auto at = [&](int vs, int mb, bool bw) -> double& {
     return done[(static_cast<std::size_t>(vs) * m + mb) * 2 + (bw ? 1 : 0)];
   };
@@ -103,7 +103,7 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
           ok = e >= 0;
           transfer = e;
           ready = e + p2p(t);
-        } else if (t.backward && vs < V - 1) {
+        } else if (t.backward && vs < stages_total - 1) {
           double e = at(vs + 1, t.microbatch, true);
           ok = e >= 0;
           transfer = e;

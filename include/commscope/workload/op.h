@@ -112,6 +112,8 @@ class OpList {
   std::size_t size() const { return ops_.size(); }
   bool empty() const { return ops_.empty(); }
   const Op& operator[](std::size_t i) const { return ops_[i]; }
+  // For builders: the op just added, to adjust in place (not its dependencies).
+  Op& edit(std::uint32_t i) { return ops_[i]; }
   std::uint32_t last() const { return static_cast<std::uint32_t>(ops_.size() - 1); }
   void reserve(std::size_t n) {
     ops_.reserve(n);
