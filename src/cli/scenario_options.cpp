@@ -9,12 +9,6 @@
 namespace commscope::cli {
 
 namespace {
-template <class T>
-CLI::Option* opt(CLI::App& cmd, const std::string& names, std::optional<T>& target,
-                 const std::string& help) {
-  return cmd.add_option_function<T>(
-      names, [&target](const T& v) { target = v; }, help);
-}
 // A flag that takes a comma list ("--tp 1,2,4"); values are checked as they are parsed.
 template <class T>
 CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& target,
@@ -38,7 +32,7 @@ CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& targe
             T v{};
             auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
             if (ec != std::errc() || end != item.data() + item.size())
-              throw CLI::ValidationError(flag + ": expected an integer, got '" + item + "'");
+              throw CLI::ValidationError(flag + ": expected a number, got '" + item + "'");
             target.push_back(v);
           }
           if (comma == std::string::npos) break;
@@ -78,7 +72,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   list(cmd, "--gpus", o.gpus, "GPUs in all (default: nodes x GPUs per node)")->group(g_model);
   list(cmd, "--seq-length", o.seq_length, "tokens per sample (the model's unless given)")
       ->group(g_model);
-  opt(cmd, "--decoder-seq-length", o.flags.decoder_seq_length, "decoder tokens per sample (T5)")
+  list(cmd, "--decoder-seq-length", o.decoder_seq_length, "decoder tokens per sample (T5)")
       ->group(g_model);
 
   list(cmd, "--tp,--tensor-model-parallel-size", o.tp, "tensor-parallel size [1]")->group(g_plan);
@@ -105,8 +99,8 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_flag("--recompute-activations", o.recompute_activations,
                "same as --recompute-granularity selective")
       ->group(g_plan);
-  opt(cmd, "--ddp-bucket-size", o.flags.ddp_bucket_mb,
-      "DDP gradient bucket in MiB (PyTorch bucket_cap_mb) [25]")
+  list(cmd, "--ddp-bucket-size", o.ddp_bucket_mb,
+       "DDP gradient bucket in MiB (PyTorch bucket_cap_mb) [25]")
       ->group(g_plan);
   cmd.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
                "gradient reduction waits for the end of backward")
@@ -124,7 +118,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
       ->group(g_batch);
   list(cmd, "--global-batch-size", o.global_batch, "samples per iteration [micro-batch x DP]")
       ->group(g_batch);
-  opt(cmd, "--gradient-accumulation-steps", o.flags.grad_accum, "micro-batches per iteration")
+  list(cmd, "--gradient-accumulation-steps", o.grad_accum, "micro-batches per iteration")
       ->group(g_batch);
   cmd.add_option("--precision", o.precision,
                  "fp32|fp16|bf16 (fp16/bf16: mixed with fp32 master) [bf16]")
@@ -196,6 +190,10 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   all =
       times(all, o.global_batch, [](ScenarioInput& x, std::int64_t v) { x.plan.global_batch = v; });
   all = times(all, o.seq_length, [](ScenarioInput& x, std::int64_t v) { x.plan.seq_length = v; });
+  all = times(all, o.decoder_seq_length,
+              [](ScenarioInput& x, std::int64_t v) { x.plan.decoder_seq_length = v; });
+  all = times(all, o.grad_accum, [](ScenarioInput& x, std::int64_t v) { x.plan.grad_accum = v; });
+  all = times(all, o.ddp_bucket_mb, [](ScenarioInput& x, double v) { x.plan.ddp_bucket_mb = v; });
   return all;
 }
 

@@ -14,7 +14,8 @@ struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.
   std::vector<std::string> model, system, network;
   std::vector<int> nodes, gpus, tp, pp, dp, vp, zero;
-  std::vector<std::int64_t> micro_batch, global_batch, seq_length;
+  std::vector<std::int64_t> micro_batch, global_batch, seq_length, decoder_seq_length, grad_accum;
+  std::vector<double> ddp_bucket_mb;
   std::string deepspeed_config;
   PlanInput flags;
   std::string precision, recompute, schedule, rank_order;
