@@ -8,6 +8,8 @@ PACKAGES=(
   libcli11-dev               # command line
   libfmt-dev                 # formatting
   nlohmann-json3-dev         # configs and result documents
+  libsimdjson-dev            # reading traces
+  zlib1g-dev                 # gzip traces
   libgtest-dev libgmock-dev  # tests
   clang-format               # the formatting check the test suite runs
 )

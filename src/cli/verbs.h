@@ -21,6 +21,7 @@ Verb add_presets(CLI::App& app);
 Verb add_predict(CLI::App& app);
 Verb add_validate(CLI::App& app);
 Verb add_calibrate(CLI::App& app);
+Verb add_analyze(CLI::App& app);
 
 // --format and -o/--output, for the verbs that print documents.
 struct OutputOptions {

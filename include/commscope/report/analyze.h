@@ -1,0 +1,78 @@
+// `analyze`: where the time went in real traces, per rank and across ranks: the temporal
+// breakdown of the GPU timeline (per ProfilerStep when annotated), per-collective statistics
+// with nccl-tests' algbw and busbw, stragglers, top kernels. Reads with timeline/trace_reader.h,
+// breaks down with the timeline layer's one breakdown routine.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "commscope/report/table.h"
+#include "commscope/timeline/trace_reader.h"
+
+namespace commscope {
+
+struct StepBreakdown {
+  std::string name;
+  Breakdown breakdown;
+};
+
+struct RankAnalysis {
+  int rank = 0;
+  std::string file;
+  Breakdown total;  // window: the rank's first to last GPU event
+  std::vector<StepBreakdown> steps;
+  std::size_t kernels = 0, comm_kernels = 0;
+};
+
+// Summary of a list of values.
+struct Distribution {
+  std::size_t n = 0;
+  double min = 0, p50 = 0, mean = 0, p90 = 0, max = 0;
+};
+Distribution distribution(std::vector<double> v);
+
+struct CollectiveStats {
+  Collective collective = Collective::all_reduce;
+  std::string name;  // as the trace calls it ("allreduce")
+  std::size_t calls = 0;
+  double total_s = 0;
+  Distribution time_s, bytes, algbw, busbw;  // algbw/busbw in bytes/s, over calls with sizes
+};
+
+// The k-th call of a collective on every rank that made it.
+struct CallSpread {
+  std::string collective;
+  std::size_t call = 0;
+  double min_s = 0, max_s = 0;
+  int fastest_rank = 0, slowest_rank = 0;
+};
+
+struct KernelStat {
+  std::string name;
+  bool comm = false;
+  std::size_t calls = 0;
+  double total_s = 0;
+};
+
+struct Analysis {
+  std::vector<RankAnalysis> ranks;
+  std::vector<CollectiveStats> collectives;
+  std::vector<CallSpread> spreads;  // largest spread first
+  std::vector<KernelStat> top_kernels;
+  int slowest_rank = -1;  // the most compute: the rank the others wait for in collectives
+  std::vector<std::string> bad_files;
+};
+
+// algbw = bytes / time; busbw = algbw x nccl-tests' factor for the collective and group size.
+double algbw(double bytes, double seconds);
+double busbw(Collective c, int group_size, double bytes, double seconds);
+
+Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels = 15);
+
+std::string render_analysis(const Analysis& a, Format f);
+nlohmann::json analysis_json(const Analysis& a);
+
+}  // namespace commscope
