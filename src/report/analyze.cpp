@@ -15,30 +15,37 @@ Distribution distribution(std::vector<double> v) {
   d.n = v.size();
   if (v.empty()) return d;
   std::sort(v.begin(), v.end());
-  auto q = [&](double p) { return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5)]; };
+  auto q = [&](double p) {
+    return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
+  };
   d.min = v.front(), d.max = v.back(), d.p50 = q(0.5), d.p90 = q(0.9);
   d.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   return d;
 }
 
-double algbw(double bytes, double seconds) { return seconds > 0 ? bytes / seconds : 0; }
+double algbw(double bytes, double seconds) {
+  return seconds > 0 ? bytes / seconds : 0;
+}
 double busbw(Collective c, int group_size, double bytes, double seconds) {
   return algbw(bytes, seconds) * bus_factor(c, group_size);
 }
 
 Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
   Analysis a;
-  std::map<std::string, CollectiveStats> stats;                      // by name
+  std::map<std::string, CollectiveStats> stats;                       // by name
   std::map<std::string, std::vector<double>> times, sizes, alg, bus;  // by name
-  std::map<std::string, std::map<int, std::vector<double>>> per_rank_calls;  // name -> rank -> durations
+  std::map<std::string, std::map<int, std::vector<double>>>
+      per_rank_calls;  // name -> rank -> durations
   std::map<std::string, KernelStat> kernels;
   for (const TraceFile& tf : files) {
-    for (std::int32_t r : tf.own_format ? tf.timeline.ranks() : std::vector<std::int32_t>{std::max(tf.rank, 0)}) {
+    for (std::int32_t r :
+         tf.own_format ? tf.timeline.ranks() : std::vector<std::int32_t>{std::max(tf.rank, 0)}) {
       RankAnalysis ra;
       ra.rank = r;
       ra.file = tf.path;
       ra.total = breakdown(tf.timeline, r);
-      for (const auto& s : tf.steps) ra.steps.push_back({s.name, breakdown(tf.timeline, r, s.start, s.end)});
+      for (const auto& s : tf.steps)
+        ra.steps.push_back({s.name, breakdown(tf.timeline, r, s.start, s.end)});
       a.ranks.push_back(std::move(ra));
     }
     for (std::size_t i = 0; i < tf.timeline.events.size(); ++i) {
@@ -51,8 +58,10 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
       if (!tf.own_format) ra.kernels++, ra.comm_kernels += e.kind == EventKind::comm;
       if (e.kind != EventKind::comm || !e.has_collective) continue;
       const std::int32_t ci = i < tf.comm_index.size() ? tf.comm_index[i] : -1;
-      std::string cname = ci >= 0 ? tf.comm_args[ci].collective : std::string(to_string(e.collective));
-      if (ci >= 0 && is_comm_kernel(cname)) cname = std::string(to_string(e.collective));  // generic kernel name
+      std::string cname =
+          ci >= 0 ? tf.comm_args[ci].collective : std::string(to_string(e.collective));
+      if (ci >= 0 && is_comm_kernel(cname))
+        cname = std::string(to_string(e.collective));  // generic kernel name
       CollectiveStats& s = stats[cname];
       s.collective = e.collective, s.name = cname, s.calls++, s.total_s += e.dur;
       times[cname].push_back(e.dur);
@@ -60,7 +69,8 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
       if (e.bytes > 0 && e.dur > 0) {
         sizes[cname].push_back(e.bytes);
         alg[cname].push_back(algbw(e.bytes, e.dur));
-        if (e.group_size > 0) bus[cname].push_back(busbw(e.collective, e.group_size, e.bytes, e.dur));
+        if (e.group_size > 0)
+          bus[cname].push_back(busbw(e.collective, e.group_size, e.bytes, e.dur));
       }
     }
   }
@@ -71,8 +81,9 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
     s.busbw = distribution(bus[name]);
     a.collectives.push_back(s);
   }
-  std::sort(a.collectives.begin(), a.collectives.end(),
-            [](const CollectiveStats& x, const CollectiveStats& y) { return x.total_s > y.total_s; });
+  std::sort(
+      a.collectives.begin(), a.collectives.end(),
+      [](const CollectiveStats& x, const CollectiveStats& y) { return x.total_s > y.total_s; });
   // Stragglers: the k-th call of a collective on each rank; NCCL kernels wait for the last
   // rank to arrive, so the rank with the shortest kernel arrived last.
   for (const auto& [name, by_rank] : per_rank_calls) {
@@ -89,8 +100,9 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
       a.spreads.push_back(cs);
     }
   }
-  std::sort(a.spreads.begin(), a.spreads.end(),
-            [](const CallSpread& x, const CallSpread& y) { return x.max_s - x.min_s > y.max_s - y.min_s; });
+  std::sort(a.spreads.begin(), a.spreads.end(), [](const CallSpread& x, const CallSpread& y) {
+    return x.max_s - x.min_s > y.max_s - y.min_s;
+  });
   for (auto& [n, k] : kernels) a.top_kernels.push_back(k);
   std::sort(a.top_kernels.begin(), a.top_kernels.end(),
             [](const KernelStat& x, const KernelStat& y) { return x.total_s > y.total_s; });
@@ -98,24 +110,33 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
   double most = -1;
   for (const auto& r : a.ranks)
     if (r.total.compute > most) most = r.total.compute, a.slowest_rank = r.rank;
-  std::sort(a.ranks.begin(), a.ranks.end(), [](const RankAnalysis& x, const RankAnalysis& y) { return x.rank < y.rank; });
+  std::sort(a.ranks.begin(), a.ranks.end(),
+            [](const RankAnalysis& x, const RankAnalysis& y) { return x.rank < y.rank; });
   return a;
 }
 
 namespace {
-std::string ms(double s) { return fmt::format("{:.3f}", s * 1e3); }
-std::string pct(double part, double whole) { return whole > 0 ? fmt::format("{:.1f}%", 100 * part / whole) : "-"; }
-std::string gbs(double bps) { return fmt::format("{:.2f}", bps / 1e9); }
+std::string ms(double s) {
+  return fmt::format("{:.3f}", s * 1e3);
+}
+std::string pct(double part, double whole) {
+  return whole > 0 ? fmt::format("{:.1f}%", 100 * part / whole) : "-";
+}
+std::string gbs(double bps) {
+  return fmt::format("{:.2f}", bps / 1e9);
+}
 
 Table rank_table(const Analysis& a, bool human) {
   Table t;
-  t.header = {"rank", "window", "wall_ms", "compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "memcpy_ms",
-              "idle_ms", "compute", "exposed", "overlapped", "idle"};
+  t.header = {
+      "rank",      "window",  "wall_ms", "compute_ms", "exposed_comm_ms", "overlapped_comm_ms",
+      "memcpy_ms", "idle_ms", "compute", "exposed",    "overlapped",      "idle"};
   t.right.assign(t.header.size(), true);
   t.right[1] = false;
   auto row = [&](int rank, const std::string& window, const Breakdown& b) {
-    t.add({std::to_string(rank), window, ms(b.wall), ms(b.compute), ms(b.exposed), ms(b.overlapped), ms(b.memcpy),
-           ms(b.idle), pct(b.compute, b.wall), pct(b.exposed, b.wall), pct(b.overlapped, b.wall), pct(b.idle, b.wall)});
+    t.add({std::to_string(rank), window, ms(b.wall), ms(b.compute), ms(b.exposed), ms(b.overlapped),
+           ms(b.memcpy), ms(b.idle), pct(b.compute, b.wall), pct(b.exposed, b.wall),
+           pct(b.overlapped, b.wall), pct(b.idle, b.wall)});
   };
   for (const auto& r : a.ranks) {
     row(r.rank, "trace", r.total);
@@ -127,13 +148,14 @@ Table rank_table(const Analysis& a, bool human) {
 
 Table collective_table(const Analysis& a) {
   Table t;
-  t.header = {"collective", "calls", "total_ms", "mean_ms", "p50_bytes", "max_bytes", "algbw_p50_GBps", "busbw_p50_GBps",
-              "busbw_max_GBps"};
+  t.header = {"collective", "calls",          "total_ms",       "mean_ms",       "p50_bytes",
+              "max_bytes",  "algbw_p50_GBps", "busbw_p50_GBps", "busbw_max_GBps"};
   t.right.assign(t.header.size(), true);
   t.right[0] = false;
   for (const auto& c : a.collectives)
-    t.add({c.name, std::to_string(c.calls), ms(c.total_s), ms(c.time_s.mean), fmt::format("{:.0f}", c.bytes.p50),
-           fmt::format("{:.0f}", c.bytes.max), c.algbw.n ? gbs(c.algbw.p50) : "-", c.busbw.n ? gbs(c.busbw.p50) : "-",
+    t.add({c.name, std::to_string(c.calls), ms(c.total_s), ms(c.time_s.mean),
+           fmt::format("{:.0f}", c.bytes.p50), fmt::format("{:.0f}", c.bytes.max),
+           c.algbw.n ? gbs(c.algbw.p50) : "-", c.busbw.n ? gbs(c.busbw.p50) : "-",
            c.busbw.n ? gbs(c.busbw.max) : "-"});
   return t;
 }
@@ -144,13 +166,15 @@ Table kernel_table(const Analysis& a) {
   t.right = {false, false, true, true, true};
   for (const auto& k : a.top_kernels)
     t.add({k.name.size() > 90 ? k.name.substr(0, 87) + "..." : k.name, k.comm ? "comm" : "compute",
-           std::to_string(k.calls), ms(k.total_s), fmt::format("{:.1f}", k.total_s / k.calls * 1e6)});
+           std::to_string(k.calls), ms(k.total_s),
+           fmt::format("{:.1f}", k.total_s / k.calls * 1e6)});
   return t;
 }
 
 Table spread_table(const Analysis& a) {
   Table t;
-  t.header = {"collective", "call", "min_ms", "max_ms", "spread_ms", "fastest rank", "slowest rank"};
+  t.header = {"collective", "call",         "min_ms",      "max_ms",
+              "spread_ms",  "fastest rank", "slowest rank"};
   t.right = {false, true, true, true, true, true, true};
   for (std::size_t i = 0; i < a.spreads.size() && i < 10; ++i) {
     const auto& s = a.spreads[i];
@@ -163,19 +187,25 @@ Table spread_table(const Analysis& a) {
 
 nlohmann::json analysis_json(const Analysis& a) {
   auto bd = [](const Breakdown& b) {
-    return nlohmann::json{{"wall_s", b.wall},           {"compute_s", b.compute}, {"comm_s", b.comm},
-                          {"exposed_comm_s", b.exposed}, {"overlapped_comm_s", b.overlapped},
-                          {"memcpy_s", b.memcpy},        {"idle_s", b.idle}};
+    return nlohmann::json{{"wall_s", b.wall},
+                          {"compute_s", b.compute},
+                          {"comm_s", b.comm},
+                          {"exposed_comm_s", b.exposed},
+                          {"overlapped_comm_s", b.overlapped},
+                          {"memcpy_s", b.memcpy},
+                          {"idle_s", b.idle}};
   };
   auto dist = [](const Distribution& d) {
-    return nlohmann::json{{"n", d.n}, {"min", d.min}, {"p50", d.p50}, {"mean", d.mean}, {"p90", d.p90}, {"max", d.max}};
+    return nlohmann::json{{"n", d.n},       {"min", d.min}, {"p50", d.p50},
+                          {"mean", d.mean}, {"p90", d.p90}, {"max", d.max}};
   };
   nlohmann::json j;
   j["ranks"] = nlohmann::json::array();
   for (const auto& r : a.ranks) {
     nlohmann::json x = {{"rank", r.rank}, {"file", r.file}, {"breakdown", bd(r.total)}};
     x["steps"] = nlohmann::json::array();
-    for (const auto& s : r.steps) x["steps"].push_back({{"name", s.name}, {"breakdown", bd(s.breakdown)}});
+    for (const auto& s : r.steps)
+      x["steps"].push_back({{"name", s.name}, {"breakdown", bd(s.breakdown)}});
     j["ranks"].push_back(std::move(x));
   }
   j["collectives"] = nlohmann::json::array();
@@ -201,7 +231,8 @@ nlohmann::json analysis_json(const Analysis& a) {
   }
   j["top_kernels"] = nlohmann::json::array();
   for (const auto& k : a.top_kernels)
-    j["top_kernels"].push_back({{"name", k.name}, {"comm", k.comm}, {"calls", k.calls}, {"total_s", k.total_s}});
+    j["top_kernels"].push_back(
+        {{"name", k.name}, {"comm", k.comm}, {"calls", k.calls}, {"total_s", k.total_s}});
   j["slowest_rank"] = a.slowest_rank;
   j["bad_files"] = a.bad_files;
   return j;
@@ -209,19 +240,25 @@ nlohmann::json analysis_json(const Analysis& a) {
 
 std::string render_analysis(const Analysis& a, Format f) {
   switch (f) {
-    case Format::json: return analysis_json(a).dump(2) + "\n";
-    case Format::csv: return render_csv(rank_table(a, false));
+    case Format::json:
+      return analysis_json(a).dump(2) + "\n";
+    case Format::csv:
+      return render_csv(rank_table(a, false));
     case Format::md:
-      return "### Time per rank\n\n" + render_markdown(rank_table(a, true)) + "\n### Collectives\n\n" +
-             render_markdown(collective_table(a)) + "\n### Top kernels\n\n" + render_markdown(kernel_table(a));
+      return "### Time per rank\n\n" + render_markdown(rank_table(a, true)) +
+             "\n### Collectives\n\n" + render_markdown(collective_table(a)) +
+             "\n### Top kernels\n\n" + render_markdown(kernel_table(a));
     case Format::table: {
       std::string out = "Time per rank (GPU timeline)\n" + render_text(rank_table(a, true));
       if (!a.collectives.empty()) out += "\nCollectives\n" + render_text(collective_table(a));
-      if (!a.spreads.empty()) out += "\nLargest spread of a collective call across ranks\n" + render_text(spread_table(a));
+      if (!a.spreads.empty())
+        out +=
+            "\nLargest spread of a collective call across ranks\n" + render_text(spread_table(a));
       out += "\nTop kernels\n" + render_text(kernel_table(a));
       if (a.ranks.size() > 1)
-        out += fmt::format("\nslowest rank: {} (the most compute time: the others wait for it in collectives)\n",
-                           a.slowest_rank);
+        out += fmt::format(
+            "\nslowest rank: {} (the most compute time: the others wait for it in collectives)\n",
+            a.slowest_rank);
       return out;
     }
   }

@@ -21,8 +21,12 @@ namespace od = simdjson::ondemand;
 
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+bool contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
 
 std::string lower(std::string_view s) {
   std::string o(s);
@@ -39,9 +43,10 @@ Result<std::string> load(const std::string& path) {
     if (!in) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
     const auto size = static_cast<std::size_t>(in.tellg());
     if (size > simdjson::SIMDJSON_MAXSIZE_BYTES)
-      return Error{fmt::format("{}: {:.1f} GiB of JSON is over simdjson's 4 GiB document limit; split the "
-                               "trace (one file per rank, fewer active steps in torch.profiler's schedule)",
-                               path, static_cast<double>(size) / (1 << 30))};
+      return Error{
+          fmt::format("{}: {:.1f} GiB of JSON is over simdjson's 4 GiB document limit; split the "
+                      "trace (one file per rank, fewer active steps in torch.profiler's schedule)",
+                      path, static_cast<double>(size) / (1 << 30))};
     buf.reserve(size + simdjson::SIMDJSON_PADDING);
     buf.resize(size);
     in.seekg(0);
@@ -59,29 +64,33 @@ Result<std::string> load(const std::string& path) {
       unsigned char t[4];
       raw.seekg(static_cast<std::streamoff>(csize - 4));
       raw.read(reinterpret_cast<char*>(t), 4);
-      const std::size_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::size_t>(t[3]) << 24);
+      const std::size_t isize =
+          t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::size_t>(t[3]) << 24);
       buf.reserve(std::max(isize, csize) + simdjson::SIMDJSON_PADDING);
     }
   }
   std::size_t len = 0;
   for (;;) {
     if (buf.capacity() < len + (1 << 20) + simdjson::SIMDJSON_PADDING)
-      buf.reserve(std::max<std::size_t>(buf.capacity() * 3 / 2, len + (1 << 20)) + simdjson::SIMDJSON_PADDING);
+      buf.reserve(std::max<std::size_t>(buf.capacity() * 3 / 2, len + (1 << 20)) +
+                  simdjson::SIMDJSON_PADDING);
     buf.resize(len + (1 << 20));
     int n = gzread(f, buf.data() + len, 1 << 20);
     if (n < 0) {
       int code = 0;
       std::string msg = gzerror(f, &code);
       gzclose(f);
-      return Error{fmt::format("{}: corrupt gzip stream after {} uncompressed bytes: {}", path, len, msg)};
+      return Error{
+          fmt::format("{}: corrupt gzip stream after {} uncompressed bytes: {}", path, len, msg)};
     }
     len += static_cast<std::size_t>(n);
     if (n == 0) break;
     if (len > simdjson::SIMDJSON_MAXSIZE_BYTES) {
       gzclose(f);
-      return Error{fmt::format("{}: over 4 GiB of JSON once uncompressed, simdjson's document limit; split the "
-                               "trace (one file per rank, fewer active steps in torch.profiler's schedule)",
-                               path)};
+      return Error{fmt::format(
+          "{}: over 4 GiB of JSON once uncompressed, simdjson's document limit; split the "
+          "trace (one file per rank, fewer active steps in torch.profiler's schedule)",
+          path)};
     }
   }
   // gzread stops at a truncated stream without an error; gzclose/gzeof tell.
@@ -89,13 +98,16 @@ Result<std::string> load(const std::string& path) {
   int code = 0;
   std::string msg = gzerror(f, &code);
   gzclose(f);
-  if (code != Z_OK && code != Z_STREAM_END) return Error{fmt::format("{}: corrupt gzip stream: {}", path, msg)};
+  if (code != Z_OK && code != Z_STREAM_END)
+    return Error{fmt::format("{}: corrupt gzip stream: {}", path, msg)};
   if (!complete) return Error{fmt::format("{}: truncated gzip stream after {} bytes", path, len)};
   buf.resize(len);
   return buf;
 }
 
-int dtype_bytes_of(std::string_view d) { return profiler_dtype_bytes(d); }
+int dtype_bytes_of(std::string_view d) {
+  return profiler_dtype_bytes(d);
+}
 
 }  // namespace
 
@@ -107,15 +119,24 @@ bool is_comm_kernel(std::string_view n) {
 bool collective_from_name(std::string_view name, Collective& out) {
   const std::string s = lower(name);
   auto has = [&](const char* p) { return s.find(p) != std::string::npos; };
-  if (has("alltoall") || has("all_to_all")) out = Collective::all_to_all;
-  else if (has("allgather") || has("all_gather")) out = Collective::all_gather;
-  else if (has("reducescatter") || has("reduce_scatter")) out = Collective::reduce_scatter;
-  else if (has("allreduce") || has("all_reduce")) out = Collective::all_reduce;
-  else if (has("broadcast")) out = Collective::broadcast;
-  else if (has("sendrecv") || has("send")) out = Collective::send;
-  else if (has("recv")) out = Collective::recv;
-  else if (has("reduce")) out = Collective::reduce;
-  else return false;
+  if (has("alltoall") || has("all_to_all"))
+    out = Collective::all_to_all;
+  else if (has("allgather") || has("all_gather"))
+    out = Collective::all_gather;
+  else if (has("reducescatter") || has("reduce_scatter"))
+    out = Collective::reduce_scatter;
+  else if (has("allreduce") || has("all_reduce"))
+    out = Collective::all_reduce;
+  else if (has("broadcast"))
+    out = Collective::broadcast;
+  else if (has("sendrecv") || has("send"))
+    out = Collective::send;
+  else if (has("recv"))
+    out = Collective::recv;
+  else if (has("reduce"))
+    out = Collective::reduce;
+  else
+    return false;
   return true;
 }
 
@@ -124,8 +145,8 @@ int profiler_dtype_bytes(std::string_view dtype) {
   if (d == "float" || d == "float32" || d == "int" || d == "int32" || d == "uint32") return 4;
   if (d == "half" || d == "float16" || d == "bfloat16" || d == "short" || d == "int16") return 2;
   if (d == "double" || d == "float64" || d == "long" || d == "int64" || d == "uint64") return 8;
-  if (d == "byte" || d == "char" || d == "int8" || d == "uint8" || d == "bool" || d == "float8_e4m3fn" ||
-      d == "float8_e5m2")
+  if (d == "byte" || d == "char" || d == "int8" || d == "uint8" || d == "bool" ||
+      d == "float8_e4m3fn" || d == "float8_e5m2")
     return 1;
   return 0;
 }
@@ -163,9 +184,10 @@ class Reader {
     od::parser parser;
     od::document doc;
     simdjson::padded_string_view view(text_.data(), text_.size(), text_.capacity());
-    if (auto e = parser.iterate(view).get(doc)) return fail(doc, e, "");
+    if (auto e = parser.iterate(view).get(doc)) return fail_before_document(e);
     od::object root;
-    if (auto e = doc.get_object().get(root)) return fail(doc, e, "expected a JSON object at the top level");
+    if (auto e = doc.get_object().get(root))
+      return fail(doc, e, "expected a JSON object at the top level");
     bool saw_events = false;
     for (auto field : root) {
       std::string_view key;
@@ -173,7 +195,8 @@ class Reader {
       if (key == "traceEvents") {
         saw_events = true;
         od::array arr;
-        if (auto e = field.value().get_array().get(arr)) return fail(doc, e, "field 'traceEvents': expected an array");
+        if (auto e = field.value().get_array().get(arr))
+          return fail(doc, e, "field 'traceEvents': expected an array");
         std::size_t index = 0;
         for (auto item : arr) {
           od::object obj;
@@ -191,14 +214,17 @@ class Reader {
           std::string_view k;
           if (f.unescaped_key().get(k)) break;
           std::int64_t v = 0;
-          if (k == "rank" && !f.value().get_int64().get(v)) tf.rank = static_cast<int>(v);
-          else if (k == "world_size" && !f.value().get_int64().get(v)) tf.world_size = static_cast<int>(v);
+          if (k == "rank" && !f.value().get_int64().get(v))
+            tf.rank = static_cast<int>(v);
+          else if (k == "world_size" && !f.value().get_int64().get(v))
+            tf.world_size = static_cast<int>(v);
         }
       } else if (key == "otherData") {
         // commscope writes {"producer": "commscope"}; nothing else is needed from it
       }
     }
-    if (!saw_events) return Error{fmt::format("{}: missing 'traceEvents': not a Chrome or Kineto trace", name_)};
+    if (!saw_events)
+      return Error{fmt::format("{}: missing 'traceEvents': not a Chrome or Kineto trace", name_)};
     finish(tf);
     return tf;
   }
@@ -246,17 +272,22 @@ class Reader {
           od::value av;
           if (a.value().get(av)) return fmt::format("event {}: bad value of args.{}", index, k);
           if (k == "Collective name" || k == "collective") {
-            if (av.get_string().get(ev.collective_name)) return type_error(index, "args.Collective name", "a string");
+            if (av.get_string().get(ev.collective_name))
+              return type_error(index, "args.Collective name", "a string");
           } else if (k == "In msg nelems") {
-            if (av.get_int64().get(ev.in_nelems)) return type_error(index, "args.In msg nelems", "an integer");
+            if (av.get_int64().get(ev.in_nelems))
+              return type_error(index, "args.In msg nelems", "an integer");
           } else if (k == "Out msg nelems") {
-            if (av.get_int64().get(ev.out_nelems)) return type_error(index, "args.Out msg nelems", "an integer");
+            if (av.get_int64().get(ev.out_nelems))
+              return type_error(index, "args.Out msg nelems", "an integer");
           } else if (k == "Group size" || k == "group_size") {
-            if (av.get_int64().get(ev.group_size)) return type_error(index, "args.Group size", "an integer");
+            if (av.get_int64().get(ev.group_size))
+              return type_error(index, "args.Group size", "an integer");
           } else if (k == "dtype") {
             if (av.get_string().get(ev.dtype)) return type_error(index, "args.dtype", "a string");
           } else if (k == "group") {
-            if (av.get_string().get(ev.group_name)) return type_error(index, "args.group", "a string");
+            if (av.get_string().get(ev.group_name))
+              return type_error(index, "args.group", "a string");
           } else if (k == "bytes") {
             if (av.get_double().get(ev.bytes)) return type_error(index, "args.bytes", "a number");
           }
@@ -266,7 +297,8 @@ class Reader {
     return {};
   }
 
-  static std::string type_error(std::size_t index, std::string_view key, std::string_view expected) {
+  static std::string type_error(std::size_t index, std::string_view key,
+                                std::string_view expected) {
     return fmt::format("event {}: field '{}': expected {}", index, key, expected);
   }
 
@@ -274,19 +306,23 @@ class Reader {
     if (ev.ph != "X") return {};
     const bool own = ev.cat == "compute" || ev.cat == "comm" || ev.cat == "memcpy";
     const bool kernel = ev.cat == "kernel" || ev.cat == "Kernel";
-    const bool copy = ev.cat == "gpu_memcpy" || ev.cat == "gpu_memset" || ev.cat == "Memcpy" || ev.cat == "Memset";
+    const bool copy = ev.cat == "gpu_memcpy" || ev.cat == "gpu_memset" || ev.cat == "Memcpy" ||
+                      ev.cat == "Memset";
     const bool step = (ev.cat == "gpu_user_annotation" || ev.cat == "user_annotation") &&
                       starts_with(ev.name, "ProfilerStep#");
     if (!own && !kernel && !copy && !step) return {};
     if (!std::isfinite(ev.ts))
-      return Error{fmt::format("{}: event {}: field 'ts': expected a finite number, got {}", name_, index,
-                               std::isnan(ev.ts) ? std::string("nothing") : fmt::format("{}", ev.ts))};
+      return Error{
+          fmt::format("{}: event {}: field 'ts': expected a finite number, got {}", name_, index,
+                      std::isnan(ev.ts) ? std::string("nothing") : fmt::format("{}", ev.ts))};
     if (!ev.has_dur || !std::isfinite(ev.dur) || ev.dur < 0)
-      return Error{fmt::format("{}: event {}: field 'dur': expected a non-negative number of microseconds, got {}",
-                               name_, index, ev.has_dur ? fmt::format("{}", ev.dur) : std::string("nothing"))};
+      return Error{fmt::format(
+          "{}: event {}: field 'dur': expected a non-negative number of microseconds, got {}",
+          name_, index, ev.has_dur ? fmt::format("{}", ev.dur) : std::string("nothing"))};
     if (ev.dur > 1e11)  // more than a day
-      return Error{fmt::format("{}: event {}: field 'dur': expected at most a day (1e11 us), got {}", name_, index,
-                               ev.dur)};
+      return Error{
+          fmt::format("{}: event {}: field 'dur': expected at most a day (1e11 us), got {}", name_,
+                      index, ev.dur)};
     const double start = ev.ts * 1e-6, dur = ev.dur * 1e-6;
     if (step) {
       StepWindow w{std::string(ev.name), start, start + dur, ev.cat == "gpu_user_annotation"};
@@ -302,7 +338,9 @@ class Reader {
     std::int32_t comm_index = -1;
     if (own) {
       tf.own_format = true;
-      e.kind = ev.cat == "compute" ? EventKind::compute : ev.cat == "comm" ? EventKind::comm : EventKind::memcpy;
+      e.kind = ev.cat == "compute" ? EventKind::compute
+               : ev.cat == "comm"  ? EventKind::comm
+                                   : EventKind::memcpy;
       if (e.kind == EventKind::comm) {
         Collective c;
         if (collective_from_name(ev.collective_name, c)) {
@@ -358,10 +396,12 @@ class Reader {
       // One rank per Kineto file: its events carry the file's rank.
       for (auto& e : tf.timeline.events) e.rank = std::max(tf.rank, 0);
     }
-    std::sort(tf.steps.begin(), tf.steps.end(), [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
+    std::sort(tf.steps.begin(), tf.steps.end(),
+              [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
     // Prefer the GPU-side step annotations when the trace has them.
     if (std::any_of(tf.steps.begin(), tf.steps.end(), [](const StepWindow& s) { return s.on_gpu; }))
-      tf.steps.erase(std::remove_if(tf.steps.begin(), tf.steps.end(), [](const StepWindow& s) { return !s.on_gpu; }),
+      tf.steps.erase(std::remove_if(tf.steps.begin(), tf.steps.end(),
+                                    [](const StepWindow& s) { return !s.on_gpu; }),
                      tf.steps.end());
   }
 
@@ -372,12 +412,47 @@ class Reader {
   }
 
   Error fail(od::document& doc, simdjson::error_code e, const std::string& what) {
+    if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT)
+      return Error{
+          fmt::format("{}: byte {}: truncated JSON: the document ends before its last '}}' or ']'",
+                      name_, text_.size())};
     std::string reason = simdjson::error_message(e);
     if (e == simdjson::UTF8_ERROR) reason = "invalid UTF-8";
-    if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT || e == simdjson::TAPE_ERROR)
-      reason = "truncated or malformed JSON";
+    if (e == simdjson::TAPE_ERROR) reason = "malformed JSON";
     const std::size_t at = offset(doc);
-    return Error{fmt::format("{}: byte {}: {}{}", name_, at, what.empty() ? "" : what + ": ", reason)};
+    return Error{
+        fmt::format("{}: byte {}: {}{}", name_, at, what.empty() ? "" : what + ": ", reason)};
+  }
+
+  // Errors of the first pass (structure and UTF-8), before there is a document to ask.
+  Error fail_before_document(simdjson::error_code e) {
+    if (e == simdjson::UTF8_ERROR)
+      return Error{fmt::format("{}: byte {}: invalid UTF-8", name_, first_invalid_utf8())};
+    if (e == simdjson::CAPACITY)
+      return Error{fmt::format(
+          "{}: over simdjson's 4 GiB document limit; split the trace (one file per rank, "
+          "fewer active steps in torch.profiler's schedule)",
+          name_)};
+    return Error{fmt::format("{}: byte 0: {}", name_, simdjson::error_message(e))};
+  }
+
+  // Offset of the first byte that breaks UTF-8 (RFC 3629).
+  std::size_t first_invalid_utf8() const {
+    const auto* p = reinterpret_cast<const unsigned char*>(text_.data());
+    const std::size_t n = text_.size();
+    for (std::size_t i = 0; i < n;) {
+      const unsigned char c = p[i];
+      std::size_t len = c < 0x80         ? 1
+                        : (c >> 5) == 6  ? 2
+                        : (c >> 4) == 14 ? 3
+                        : (c >> 3) == 30 ? 4
+                                         : 0;
+      if (len == 0 || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4)) return i;
+      for (std::size_t k = 1; k < len; ++k)
+        if ((p[i + k] & 0xC0) != 0x80) return i;
+      i += len;
+    }
+    return n;
   }
 
   Error located(od::document& doc, const std::string& what) {

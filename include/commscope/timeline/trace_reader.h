@@ -22,7 +22,7 @@ struct StepWindow {
 
 // What a communication kernel's args say (NCCL's profiler args), kept per comm event.
 struct CommArgs {
-  std::string collective;   // "Collective name" as written, or from the kernel name
+  std::string collective;  // "Collective name" as written, or from the kernel name
   std::int64_t in_nelems = 0, out_nelems = 0;
   std::string dtype;
   int group_size = 0;
@@ -30,13 +30,13 @@ struct CommArgs {
 
 struct TraceFile {
   std::string path;
-  int rank = -1;        // distributedInfo.rank, else from the file name, else assigned
-  int world_size = 0;   // distributedInfo.world_size (0: unknown)
-  bool own_format = false;  // a commscope Chrome trace (its pids are ranks or stages)
+  int rank = -1;                 // distributedInfo.rank, else from the file name, else assigned
+  int world_size = 0;            // distributedInfo.world_size (0: unknown)
+  bool own_format = false;       // a commscope Chrome trace (its pids are ranks or stages)
   std::uint64_t json_bytes = 0;  // uncompressed size
-  Timeline timeline;    // GPU events; times in seconds from the trace's own origin
+  Timeline timeline;             // GPU events; times in seconds from the trace's own origin
   std::vector<StepWindow> steps;
-  std::vector<CommArgs> comm_args;  // parallel to the comm events, by index (see comm_index)
+  std::vector<CommArgs> comm_args;       // parallel to the comm events, by index (see comm_index)
   std::vector<std::int32_t> comm_index;  // per event: index into comm_args, or -1
 };
 

@@ -1,0 +1,266 @@
+// The trace reader and analyze on real Kineto traces, the breakdown against brute force, a
+// Chrome round trip, and bad input.
+#include <gtest/gtest.h>
+
+#include <zlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "commscope/report/analyze.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/timeline/chrome.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+const std::string kTraces = COMMSCOPE_SOURCE_DIR "/tests/data/traces/";
+
+// nccl_parser_config_nccl_data.json.gz: one rank of a 2-rank NCCL 2.17 job on A100 (HTA's
+// test data): 2,700 kernels, of which 15 NCCL all-reduce and 6 broadcast kernels.
+TEST(Trace, RealKinetoTraceCounts) {
+  auto t = read_trace(kTraces + "nccl_parser_config_nccl_data.json.gz");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->rank, 0);
+  EXPECT_EQ(t->world_size, 2);
+  EXPECT_FALSE(t->own_format);
+  std::size_t kernels = 0, comm = 0, ar = 0, bc = 0, copies = 0;
+  for (const auto& e : t->timeline.events) {
+    kernels += e.kind != EventKind::memcpy;
+    copies += e.kind == EventKind::memcpy;
+    if (e.kind != EventKind::comm) continue;
+    ++comm;
+    ar += e.collective == Collective::all_reduce;
+    bc += e.collective == Collective::broadcast;
+  }
+  EXPECT_EQ(kernels, 2700u);
+  EXPECT_EQ(copies, 960u + 114u);  // gpu_memcpy and gpu_memset events
+  EXPECT_EQ(comm, 21u);
+  EXPECT_EQ(ar, 15u);
+  EXPECT_EQ(bc, 6u);
+  ASSERT_EQ(t->steps.size(), 3u);
+  EXPECT_EQ(t->steps[0].name, "ProfilerStep#4");
+  EXPECT_FALSE(t->steps[0].on_gpu);  // this trace annotates steps on the CPU side only
+
+  Analysis a = analyze({*t});
+  ASSERT_EQ(a.collectives.size(), 2u);
+  EXPECT_EQ(a.collectives[0].name, "allreduce");
+  EXPECT_EQ(a.collectives[0].calls, 15u);
+  EXPECT_EQ(a.collectives[1].name, "broadcast");
+  EXPECT_EQ(a.collectives[1].calls, 6u);
+  ASSERT_EQ(a.ranks.size(), 1u);
+  EXPECT_EQ(a.ranks[0].steps.size(), 3u);
+}
+
+// The first all-reduce: "In msg nelems" 6,637,568 of "Float" in 2,636.669 us over "Group size"
+// 2: algbw = 6,637,568 x 4 B / 2,636.669 us = 10.0696 GB/s; busbw = algbw x 2(2-1)/2.
+TEST(Trace, AlgbwOfOneKernelByHand) {
+  auto t = read_trace(kTraces + "nccl_parser_config_nccl_data.json.gz");
+  ASSERT_TRUE(t.ok());
+  const Event* first = nullptr;  // the first all-reduce kernel in the file
+  for (const auto& e : t->timeline.events)
+    if (!first && e.kind == EventKind::comm && e.collective == Collective::all_reduce) first = &e;
+  ASSERT_NE(first, nullptr);
+  EXPECT_DOUBLE_EQ(first->bytes, 6637568.0 * 4);
+  EXPECT_EQ(first->group_size, 2);
+  EXPECT_NEAR(first->dur, 2636.669e-6, 1e-12);
+  EXPECT_NEAR(algbw(first->bytes, first->dur) / 1e9, 10.0696264870, 1e-8);
+  EXPECT_NEAR(busbw(Collective::all_reduce, 2, first->bytes, first->dur),
+              algbw(first->bytes, first->dur), 1e-6);
+}
+
+// Two sampled ranks of a 128-rank job: ranks from distributedInfo, generic SendRecv kernels.
+TEST(Trace, RanksFromDistributedInfo) {
+  std::vector<TraceFile> files;
+  for (int r : {0, 1}) {
+    auto t = read_trace(kTraces + "trace_filter_sampled_rank-" + std::to_string(r) + ".json.gz");
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    EXPECT_EQ(t->rank, r);
+    EXPECT_EQ(t->world_size, 128);
+    files.push_back(std::move(t).value());
+  }
+  Analysis a = analyze(files);
+  ASSERT_EQ(a.ranks.size(), 2u);
+  EXPECT_EQ(a.ranks[1].rank, 1);
+  ASSERT_FALSE(a.collectives.empty());
+  EXPECT_EQ(a.collectives[0].collective, Collective::send);
+  EXPECT_FALSE(a.spreads.empty());
+  // A ROCm trace without distributedInfo nor collectives.
+  auto amd = read_trace(kTraces + "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz");
+  ASSERT_TRUE(amd.ok()) << amd.error().message;
+  EXPECT_EQ(amd->rank, -1);
+  EXPECT_EQ(amd->comm_args.size(), 0u);
+}
+
+TEST(Trace, KernelNamesOfEveryNcclGeneration) {
+  for (const char* n : {"ncclKernel_AllReduce_RING_LL_Sum_float", "ncclDevKernel_AllGather_RING_LL",
+                        "ncclSymkDevKernel_AllReduce_sum_f32", "rcclGenericKernel"})
+    EXPECT_TRUE(is_comm_kernel(n)) << n;
+  EXPECT_FALSE(is_comm_kernel("void at::native::vectorized_elementwise_kernel"));
+  Collective c;
+  ASSERT_TRUE(collective_from_name("ncclDevKernel_ReduceScatter_RING", c));
+  EXPECT_EQ(c, Collective::reduce_scatter);
+  ASSERT_TRUE(collective_from_name("all_to_all", c));  // "Collective name" beats a SendRecv kernel
+  EXPECT_EQ(c, Collective::all_to_all);
+}
+
+// The sweep-line breakdown against brute force on random timelines: intervals on an integer
+// grid, each unit [k, k+1) classified by which events cover its midpoint.
+TEST(Trace, BreakdownEqualsBruteForce) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<Event> ev;
+    const int horizon = 60;
+    std::uniform_int_distribution<int> start(0, horizon - 1), len(0, 12), kind(0, 9), grp(0, 3),
+        col(0, 3);
+    for (int i = 0, n = 1 + trial % 30; i < n; ++i) {
+      Event e;
+      e.start = start(rng);
+      e.dur = std::min(len(rng), horizon - static_cast<int>(e.start));
+      int k = kind(rng);
+      e.kind = k < 5 ? EventKind::compute : k < 9 ? EventKind::comm : EventKind::memcpy;
+      e.has_collective = e.kind == EventKind::comm;
+      e.group = static_cast<CommGroup>(grp(rng));
+      e.collective = static_cast<Collective>(col(rng));
+      ev.push_back(e);
+    }
+    Breakdown b = breakdown(ev, 0, horizon);
+    double compute = 0, comm = 0, overlapped = 0, memcpy = 0, idle = 0;
+    double group_exposed[4] = {0, 0, 0, 0};
+    for (int u = 0; u < horizon; ++u) {
+      const double x = u + 0.5;
+      bool c = false, m = false, y = false, g[4] = {false, false, false, false};
+      for (const auto& e : ev)
+        if (e.start <= x && x < e.end()) {
+          c |= e.kind == EventKind::compute;
+          m |= e.kind == EventKind::comm;
+          y |= e.kind == EventKind::memcpy;
+          if (e.kind == EventKind::comm) g[static_cast<int>(e.group)] = true;
+        }
+      compute += c, comm += m, overlapped += c && m, memcpy += y && !c && !m,
+          idle += !c && !m && !y;
+      for (int i = 0; i < 4; ++i) group_exposed[i] += g[i] && !c;
+    }
+    ASSERT_DOUBLE_EQ(b.compute, compute) << trial;
+    ASSERT_DOUBLE_EQ(b.comm, comm) << trial;
+    ASSERT_DOUBLE_EQ(b.overlapped, overlapped) << trial;
+    ASSERT_DOUBLE_EQ(b.exposed, comm - overlapped) << trial;
+    ASSERT_DOUBLE_EQ(b.memcpy, memcpy) << trial;
+    ASSERT_DOUBLE_EQ(b.idle, idle) << trial;
+    for (int i = 0; i < 4; ++i)
+      ASSERT_DOUBLE_EQ(b.by_group.v[i].exposed, group_exposed[i]) << trial;
+  }
+}
+
+// A predicted timeline written as a Chrome trace and read back gives the same breakdown.
+TEST(Trace, ChromeRoundTrip) {
+  PlanInput p = testing::plan(16, 2, 2, 1, 16);
+  Scenario sc = testing::scenario("megatron-1.7b", "dgx-a100-80gb", p);
+  SimOptions o;
+  o.timeline = true;
+  Prediction pred = simulate(build_workload(sc), o);
+  auto back = read_trace_text("roundtrip.json", chrome_trace_json(pred.timeline));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(back->own_format);
+  EXPECT_EQ(back->timeline.events.size(), pred.timeline.events.size());
+  for (std::int32_t r : pred.timeline.ranks()) {
+    Breakdown a = breakdown(pred.timeline, r), b = breakdown(back->timeline, r);
+    const double tol =
+        1e-9 * static_cast<double>(pred.timeline.events.size());  // microseconds kept to 3 decimals
+    EXPECT_NEAR(a.wall, b.wall, tol);
+    EXPECT_NEAR(a.compute, b.compute, tol);
+    EXPECT_NEAR(a.exposed, b.exposed, tol);
+    EXPECT_NEAR(a.overlapped, b.overlapped, tol);
+    EXPECT_NEAR(a.idle, b.idle, tol);
+    for (int g = 0; g < 4; ++g) EXPECT_NEAR(a.by_group.v[g].total, b.by_group.v[g].total, tol);
+  }
+}
+
+std::string error_of(const std::string& text) {
+  auto r = read_trace_text("bad.json", text);
+  EXPECT_FALSE(r.ok()) << text.substr(0, 60);
+  return r.ok() ? "" : r.error().message;
+}
+
+TEST(Trace, BadInputIsOneLineNamingWhere) {
+  const std::string ok_event =
+      R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":5})";
+  struct Case {
+    std::string text, expect;
+  };
+  const Case cases[] = {
+      {"", "bad.json: empty file"},
+      {"   \n", "bad.json: empty file"},
+      {R"({"traceEvents":[)" + ok_event + ",", "bad.json: byte"},
+      {R"({"traceEvents":[)" + ok_event, "bad.json: byte"},
+      {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"\xff\xfe\",\"ts\":1,\"dur\":"
+       "1}]}",
+       "invalid UTF-8"},
+      {R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":"5"}]})",
+       "event 0: field 'dur': expected a number"},
+      {R"({"traceEvents":[{"ph":"X","cat":"kernel","name":3,"ts":1,"dur":5}]})",
+       "event 0: field 'name': expected a string"},
+      {R"({"schemaVersion":1})", "missing 'traceEvents'"},
+      {R"([1,2,3])", "expected a JSON object"},
+      {R"({"traceEvents":[)" + ok_event +
+           R"(,{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":-3}]})",
+       "event 1: field 'dur': expected a non-negative number of microseconds, got -3"},
+      {R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1e15}]})",
+       "event 0: field 'dur': expected at most a day"},
+      {R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","dur":4}]})", "event 0: field 'ts'"},
+  };
+  for (const auto& c : cases) {
+    std::string e = error_of(c.text);
+    EXPECT_NE(e.find(c.expect), std::string::npos) << "got: " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
+TEST(Trace, CorruptGzip) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("commscope_trace_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // A valid gzip of a valid trace, cut in the middle.
+  std::string json = R"({"traceEvents":[)";
+  for (int i = 0; i < 2000; ++i)
+    json += (i ? "," : "") +
+            std::string(R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":)") +
+            std::to_string(i * 10) + R"(,"dur":5})";
+  json += "]}";
+  const std::string whole = (dir / "whole.json.gz").string();
+  gzFile g = gzopen(whole.c_str(), "wb");
+  gzwrite(g, json.data(), static_cast<unsigned>(json.size()));
+  gzclose(g);
+  auto ok = read_trace(whole);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->timeline.events.size(), 2000u);
+  std::ifstream in(whole, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream((dir / "cut.json.gz").string(), std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  auto cut = read_trace((dir / "cut.json.gz").string());
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.error().message.find("cut.json.gz"), std::string::npos) << cut.error().message;
+  EXPECT_NE(cut.error().message.find("gzip"), std::string::npos) << cut.error().message;
+  std::string garbage = bytes;
+  for (std::size_t i = 20; i < garbage.size() - 8; i += 7)
+    garbage[i] = static_cast<char>(garbage[i] ^ 0x5a);
+  std::ofstream((dir / "garbage.json.gz").string(), std::ios::binary)
+      .write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  auto bad = read_trace((dir / "garbage.json.gz").string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("garbage.json.gz"), std::string::npos) << bad.error().message;
+  fs::remove_all(dir);
+}
+
+TEST(Trace, RankFromFileName) {
+  EXPECT_EQ(rank_from_file_name("/x/trace_rank-12.json.gz"), 12);
+  EXPECT_EQ(rank_from_file_name("worker_rank3.pt.trace.json"), 3);
+  EXPECT_EQ(rank_from_file_name("trace.json"), -1);
+}
+
+}  // namespace
+}  // namespace commscope
