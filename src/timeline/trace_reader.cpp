@@ -215,9 +215,9 @@ class Reader {
           if (f.unescaped_key().get(k)) break;
           std::int64_t v = 0;
           if (k == "rank" && !f.value().get_int64().get(v))
-            tf.rank = static_cast<int>(v);
+            tf.rank = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : -1;
           else if (k == "world_size" && !f.value().get_int64().get(v))
-            tf.world_size = static_cast<int>(v);
+            tf.world_size = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : 0;
         }
       } else if (key == "otherData") {
         // commscope writes {"producer": "commscope"}; nothing else is needed from it
@@ -255,12 +255,13 @@ class Reader {
         if (t == od::json_type::number) {
           double d = 0;
           if (v.get_double().get(d)) return type_error(index, key, "a number");
+          if (!(std::fabs(d) < 2e9)) return type_error(index, key, "a process or thread id below 2^31");
           x = static_cast<std::int64_t>(d);
         } else if (t == od::json_type::string) {
-          std::string_view s;
+          std::string_view s;  // "stream 7", "PID 12": the digits
           if (v.get_string().get(s)) return type_error(index, key, "a string");
           for (char c : s)
-            if (c >= '0' && c <= '9') x = x * 10 + (c - '0');
+            if (c >= '0' && c <= '9' && x < 100000000) x = x * 10 + (c - '0');
         }
         (key == "pid" ? ev.pid : ev.tid) = x;
       } else if (key == "args") {
@@ -347,8 +348,8 @@ class Reader {
           e.has_collective = true;
           e.collective = c;
           e.group = group_of(ev.group_name);
-          e.bytes = ev.bytes;
-          e.group_size = static_cast<int>(ev.group_size);
+          e.bytes = std::isfinite(ev.bytes) && ev.bytes > 0 ? ev.bytes : 0;
+          e.group_size = sane_count(ev.group_size);
         }
       }
     } else if (copy) {
@@ -357,10 +358,10 @@ class Reader {
       e.kind = EventKind::comm;
       CommArgs a;
       a.collective = std::string(ev.collective_name.empty() ? ev.name : ev.collective_name);
-      a.in_nelems = ev.in_nelems;
-      a.out_nelems = ev.out_nelems;
+      a.in_nelems = std::max<std::int64_t>(ev.in_nelems, 0);
+      a.out_nelems = std::max<std::int64_t>(ev.out_nelems, 0);
       a.dtype = std::string(ev.dtype);
-      a.group_size = static_cast<int>(ev.group_size);
+      a.group_size = sane_count(ev.group_size);
       Collective c;
       // The argument is the truth when present (a SendRecv kernel may be an all-to-all).
       if (collective_from_name(a.collective, c) ||
@@ -382,6 +383,9 @@ class Reader {
     tf.comm_index.push_back(comm_index);
     return {};
   }
+
+  // A group size as the profiler writes it; nonsense becomes 0 (unknown).
+  static int sane_count(std::int64_t v) { return v > 0 && v < (1 << 24) ? static_cast<int>(v) : 0; }
 
   static CommGroup group_of(std::string_view g) {
     if (g == "tensor") return CommGroup::tensor;

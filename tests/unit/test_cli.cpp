@@ -268,3 +268,62 @@ TEST_F(CliPredict, ValidateAndCalibrate) {
 }
 
 }  // namespace
+
+namespace {
+
+class CliAnalyze : public Cli {};
+
+TEST_F(CliAnalyze, RealTracesAndDirectories) {
+  const std::string traces = COMMSCOPE_SOURCE_DIR "/tests/data/traces/";
+  Outcome r = run("analyze --format json " + traces + "nccl_parser_config_nccl_data.json.gz");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["ranks"].size(), 1u);
+  EXPECT_EQ(j["ranks"][0]["rank"], 0);
+  EXPECT_EQ(j["ranks"][0]["steps"].size(), 3u);
+  for (const char* k : {"wall_s", "compute_s", "exposed_comm_s", "overlapped_comm_s", "memcpy_s", "idle_s"})
+    EXPECT_TRUE(j["ranks"][0]["breakdown"].contains(k)) << k;
+  EXPECT_EQ(j["collectives"][0]["calls"], 15);
+  EXPECT_TRUE(j["collectives"][0].contains("busbw_bytes_per_s"));
+
+  // A directory with two ranks and one bad file: the good ones are analysed, the bad one reported.
+  fs::path d = dir_ / "traces";
+  fs::create_directories(d);
+  fs::copy_file(traces + "trace_filter_sampled_rank-0.json.gz", d / "trace_filter_sampled_rank-0.json.gz");
+  fs::copy_file(traces + "trace_filter_sampled_rank-1.json.gz", d / "trace_filter_sampled_rank-1.json.gz");
+  std::ofstream(d / "broken.json") << R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":-2}]})";
+  Outcome dir = run("analyze --format json " + d.string());
+  ASSERT_EQ(dir.status, 0) << dir.err;
+  auto k = nlohmann::json::parse(dir.out);
+  EXPECT_EQ(k["ranks"].size(), 2u);
+  EXPECT_EQ(k["bad_files"].size(), 1u);
+  EXPECT_NE(dir.err.find("broken.json: event 0: field 'dur'"), std::string::npos) << dir.err;
+  Outcome strict = run("analyze --strict " + d.string());
+  EXPECT_EQ(strict.status, 2);
+  EXPECT_EQ(lines(strict.err), 1) << strict.err;
+}
+
+TEST_F(CliAnalyze, BadInputs) {
+  std::ofstream(dir_ / "empty.json") << "";
+  Outcome e = run("analyze " + (dir_ / "empty.json").string());
+  EXPECT_EQ(e.status, 2);
+  EXPECT_EQ(lines(e.err), 1);
+  EXPECT_NE(e.err.find("empty.json: empty file"), std::string::npos) << e.err;
+  Outcome missing = run("analyze " + (dir_ / "nope.json").string());
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find("nope.json: cannot open"), std::string::npos) << missing.err;
+}
+
+// A predicted timeline written with --trace reads back with analyze: one rank per stage.
+TEST_F(CliAnalyze, ReadsCommscopeTraces) {
+  fs::path trace = dir_ / "pred.json";
+  Outcome p = run("predict --model megatron-1.7b --system dgx-a100-80gb --nodes 2 --tp 4 --pp 2 "
+                  "--global-batch-size 16 --micro-batch-size 1 --trace " + trace.string());
+  ASSERT_EQ(p.status, 0) << p.err;
+  Outcome a = run("analyze --format json " + trace.string());
+  ASSERT_EQ(a.status, 0) << a.err;
+  auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["ranks"].size(), 2u);
+}
+
+}  // namespace
