@@ -20,20 +20,22 @@ namespace {
 void step_events(std::string& out, std::int64_t& id, double t) {
   for (int k = 0; k < 8; ++k, ++id) {
     const double ts = t + k * 120.0;
-    fmt::format_to(std::back_inserter(out),
-                   R"J(  {{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 4242, "tid": 4242, "ts": {:.3f}, "dur": 35.125, "args": {{"External id": {}, "Ev Idx": {}, "Record function id": 0, "Concrete Inputs": ["", "", ""], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"], "Input Dims": [[8, 2048, 4096], [12288, 4096], [12288]]}}}},
+    fmt::format_to(
+        std::back_inserter(out),
+        R"J(  {{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 4242, "tid": 4242, "ts": {:.3f}, "dur": 35.125, "args": {{"External id": {}, "Ev Idx": {}, "Record function id": 0, "Concrete Inputs": ["", "", ""], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"], "Input Dims": [[8, 2048, 4096], [12288, 4096], [12288]]}}}},
   {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242, "ts": {:.3f}, "dur": 5.250, "args": {{"External id": {}, "cbid": 211, "correlation": {}}}}},
   {{"ph": "s", "id": {}, "pid": 4242, "tid": 4242, "ts": {:.3f}, "cat": "ac2g", "name": "ac2g"}},
   {{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas", "pid": 0, "tid": 7, "ts": {:.3f}, "dur": 98.750, "args": {{"External id": {}, "queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": {}, "registers per thread": 168, "shared memory": 213248, "blocks per SM": 1.0, "warps per SM": 12.0, "grid": [132, 1, 1], "block": [384, 1, 1], "est. achieved occupancy %": 19}}}},
   {{"ph": "f", "id": {}, "pid": 0, "tid": 7, "ts": {:.3f}, "cat": "ac2g", "name": "ac2g", "bp": "e"}},
 )J",
-                   ts, id, id, ts + 36, id, id, id, ts + 36, ts + 40, id, id, id, ts + 40);
+        ts, id, id, ts + 36, id, id, id, ts + 36, ts + 40, id, id, id, ts + 40);
   }
-  fmt::format_to(std::back_inserter(out),
-                 R"J(  {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 21, "ts": {:.3f}, "dur": 812.500, "args": {{"External id": {}, "queued": 0, "device": 0, "context": 1, "stream": 21, "correlation": {}, "registers per thread": 96, "shared memory": 87568, "grid": [16, 1, 1], "block": [640, 1, 1], "Collective name": "allreduce", "In msg nelems": 12582912, "Out msg nelems": 12582912, "Group size": 8, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7]"}}}},
+  fmt::format_to(
+      std::back_inserter(out),
+      R"J(  {{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 21, "ts": {:.3f}, "dur": 812.500, "args": {{"External id": {}, "queued": 0, "device": 0, "context": 1, "stream": 21, "correlation": {}, "registers per thread": 96, "shared memory": 87568, "grid": [16, 1, 1], "block": [640, 1, 1], "Collective name": "allreduce", "In msg nelems": 12582912, "Out msg nelems": 12582912, "Group size": 8, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7]"}}}},
   {{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": {:.3f}, "dur": 12.250, "args": {{"External id": {}, "device": 0, "context": 1, "stream": 7, "correlation": {}, "bytes": 50331648, "memory bandwidth (GB/s)": 2054.6}}}},
 )J",
-                 t + 200, id, id, t + 1000, id + 1, id + 1);
+      t + 200, id, id, t + 1000, id + 1, id + 1);
   id += 2;
 }
 
@@ -42,14 +44,17 @@ void step_events(std::string& out, std::int64_t& id, double t) {
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   const double size_mb = argc > 1 ? std::stod(argv[1]) : 1024;
-  const std::string path = argc > 2 ? argv[2] : (fs::temp_directory_path() / "commscope_bench_trace.json").string();
+  const std::string path =
+      argc > 2 ? argv[2] : (fs::temp_directory_path() / "commscope_bench_trace.json").string();
   const auto target = static_cast<std::uintmax_t>(size_mb * 1e6);
   std::error_code ec;
   if (!fs::exists(path, ec) || fs::file_size(path, ec) < target * 9 / 10) {
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) return std::fprintf(stderr, "bench: cannot write %s\n", path.c_str()), 2;
-    std::fputs(R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}, "traceEvents": [
-)", f);
+    std::fputs(
+        R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}, "traceEvents": [
+)",
+        f);
     std::string chunk;
     std::int64_t id = 1;
     std::uintmax_t written = 0;
@@ -60,8 +65,10 @@ int main(int argc, char** argv) {
       std::fwrite(chunk.data(), 1, chunk.size(), f);
       written += chunk.size();
     }
-    std::fputs(R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 4242, "tid": 4242, "ts": 1000000000.0, "dur": 1.0}
-], "displayTimeUnit": "ms"})", f);
+    std::fputs(
+        R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 4242, "tid": 4242, "ts": 1000000000.0, "dur": 1.0}
+], "displayTimeUnit": "ms"})",
+        f);
     std::fclose(f);
   }
   const double bytes = static_cast<double>(fs::file_size(path));
@@ -79,8 +86,9 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &ru);
   const double peak = static_cast<double>(ru.ru_maxrss) * 1024.0;
   std::printf("trace %s: %.0f MB, %zu GPU events kept\n", path.c_str(), bytes / 1e6, events);
-  std::printf("read: %.2f s = %.0f MB/s on one core (target >= 300 MB/s: %.2fx)\n", best, bytes / 1e6 / best,
-              bytes / 1e6 / best / 300);
-  std::printf("peak resident memory: %.0f MB = %.2fx the file (target <= 1.5x)\n", peak / 1e6, peak / bytes);
+  std::printf("read: %.2f s = %.0f MB/s on one core (target >= 300 MB/s: %.2fx)\n", best,
+              bytes / 1e6 / best, bytes / 1e6 / best / 300);
+  std::printf("peak resident memory: %.0f MB = %.2fx the file (target <= 1.5x)\n", peak / 1e6,
+              peak / bytes);
   return 0;
 }

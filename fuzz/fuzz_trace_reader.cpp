@@ -9,7 +9,8 @@
 #include "commscope/timeline/trace_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  auto r = commscope::read_trace_text("fuzz.json", std::string(reinterpret_cast<const char*>(data), size));
+  auto r = commscope::read_trace_text("fuzz.json",
+                                      std::string(reinterpret_cast<const char*>(data), size));
   if (r.ok()) {
     commscope::Analysis a = commscope::analyze({r.value()}, 5);
     (void)commscope::render_analysis(a, commscope::Format::table);

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -18,6 +19,7 @@
 namespace commscope {
 
 namespace od = simdjson::ondemand;
+using namespace std::string_view_literals;
 
 namespace {
 
@@ -34,76 +36,72 @@ std::string lower(std::string_view s) {
   return o;
 }
 
-// Reads the whole file into a buffer with simdjson's padding; .gz through zlib.
-Result<std::string> load(const std::string& path) {
-  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-  std::string buf;
-  if (!gz) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
-    const auto size = static_cast<std::size_t>(in.tellg());
-    if (size > simdjson::SIMDJSON_MAXSIZE_BYTES)
-      return Error{
-          fmt::format("{}: {:.1f} GiB of JSON is over simdjson's 4 GiB document limit; split the "
-                      "trace (one file per rank, fewer active steps in torch.profiler's schedule)",
-                      path, static_cast<double>(size) / (1 << 30))};
-    buf.reserve(size + simdjson::SIMDJSON_PADDING);
-    buf.resize(size);
-    in.seekg(0);
-    if (size && !in.read(buf.data(), static_cast<std::streamsize>(size)))
-      return Error{fmt::format("{}: read failed", path)};
-    return buf;
+// Where the JSON text comes from, in blocks: a plain file, a gzip file, or memory.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Appends up to n bytes to out; 0 at the end. Errors are values.
+  virtual Result<std::size_t> read(std::string& out, std::size_t n) = 0;
+};
+
+class FileSource : public Source {
+ public:
+  explicit FileSource(std::FILE* f) : f_(f) {}
+  ~FileSource() override { std::fclose(f_); }
+  Result<std::size_t> read(std::string& out, std::size_t n) override {
+    const std::size_t old = out.size();
+    out.resize(old + n);
+    const std::size_t got = std::fread(out.data() + old, 1, n, f_);
+    out.resize(old + got);
+    if (got == 0 && std::ferror(f_)) return Error{"read failed"};
+    return got;
   }
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
-  {
-    // The gzip trailer holds the uncompressed size modulo 4 GiB: a good first reservation.
-    std::ifstream raw(path, std::ios::binary | std::ios::ate);
-    const auto csize = static_cast<std::size_t>(raw.tellg());
-    if (csize >= 4) {
-      unsigned char t[4];
-      raw.seekg(static_cast<std::streamoff>(csize - 4));
-      raw.read(reinterpret_cast<char*>(t), 4);
-      const std::size_t isize =
-          t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::size_t>(t[3]) << 24);
-      buf.reserve(std::max(isize, csize) + simdjson::SIMDJSON_PADDING);
-    }
+
+ private:
+  std::FILE* f_;
+};
+
+class GzSource : public Source {
+ public:
+  explicit GzSource(gzFile f) : f_(f) {}
+  ~GzSource() override { gzclose(f_); }
+  Result<std::size_t> read(std::string& out, std::size_t n) override {
+    const std::size_t old = out.size();
+    out.resize(old + n);
+    const int got = gzread(f_, out.data() + old, static_cast<unsigned>(n));
+    out.resize(old + static_cast<std::size_t>(std::max(got, 0)));
+    int code = Z_OK;
+    const char* msg = gzerror(f_, &code);
+    if (got < 0 || (code != Z_OK && code != Z_STREAM_END && code != Z_BUF_ERROR))
+      return Error{fmt::format("corrupt gzip stream after {} uncompressed bytes: {}", total_, msg)};
+    total_ += static_cast<std::size_t>(std::max(got, 0));
+    if (got == 0 && !gzeof(f_))
+      return Error{fmt::format("corrupt gzip stream after {} uncompressed bytes", total_)};
+    // gzread ends a truncated stream quietly: zlib then reports Z_BUF_ERROR.
+    if (got == 0 && code == Z_BUF_ERROR)
+      return Error{fmt::format("truncated gzip stream after {} uncompressed bytes", total_)};
+    return static_cast<std::size_t>(got);
   }
-  std::size_t len = 0;
-  for (;;) {
-    if (buf.capacity() < len + (1 << 20) + simdjson::SIMDJSON_PADDING)
-      buf.reserve(std::max<std::size_t>(buf.capacity() * 3 / 2, len + (1 << 20)) +
-                  simdjson::SIMDJSON_PADDING);
-    buf.resize(len + (1 << 20));
-    int n = gzread(f, buf.data() + len, 1 << 20);
-    if (n < 0) {
-      int code = 0;
-      std::string msg = gzerror(f, &code);
-      gzclose(f);
-      return Error{
-          fmt::format("{}: corrupt gzip stream after {} uncompressed bytes: {}", path, len, msg)};
-    }
-    len += static_cast<std::size_t>(n);
-    if (n == 0) break;
-    if (len > simdjson::SIMDJSON_MAXSIZE_BYTES) {
-      gzclose(f);
-      return Error{fmt::format(
-          "{}: over 4 GiB of JSON once uncompressed, simdjson's document limit; split the "
-          "trace (one file per rank, fewer active steps in torch.profiler's schedule)",
-          path)};
-    }
+
+ private:
+  gzFile f_;
+  std::size_t total_ = 0;
+};
+
+class StringSource : public Source {
+ public:
+  explicit StringSource(std::string text) : text_(std::move(text)) {}
+  Result<std::size_t> read(std::string& out, std::size_t n) override {
+    const std::size_t k = std::min(n, text_.size() - at_);
+    out.append(text_, at_, k);
+    at_ += k;
+    return k;
   }
-  // gzread stops at a truncated stream without an error; gzclose/gzeof tell.
-  const bool complete = gzeof(f);
-  int code = 0;
-  std::string msg = gzerror(f, &code);
-  gzclose(f);
-  if (code != Z_OK && code != Z_STREAM_END)
-    return Error{fmt::format("{}: corrupt gzip stream: {}", path, msg)};
-  if (!complete) return Error{fmt::format("{}: truncated gzip stream after {} bytes", path, len)};
-  buf.resize(len);
-  return buf;
-}
+
+ private:
+  std::string text_;
+  std::size_t at_ = 0;
+};
 
 int dtype_bytes_of(std::string_view d) {
   return profiler_dtype_bytes(d);
@@ -142,11 +140,14 @@ bool collective_from_name(std::string_view name, Collective& out) {
 
 int profiler_dtype_bytes(std::string_view dtype) {
   const std::string d = lower(dtype);
-  if (d == "float" || d == "float32" || d == "int" || d == "int32" || d == "uint32") return 4;
-  if (d == "half" || d == "float16" || d == "bfloat16" || d == "short" || d == "int16") return 2;
-  if (d == "double" || d == "float64" || d == "long" || d == "int64" || d == "uint64") return 8;
-  if (d == "byte" || d == "char" || d == "int8" || d == "uint8" || d == "bool" ||
-      d == "float8_e4m3fn" || d == "float8_e5m2")
+  if (d == "float"sv || d == "float32"sv || d == "int"sv || d == "int32"sv || d == "uint32"sv)
+    return 4;
+  if (d == "half"sv || d == "float16"sv || d == "bfloat16"sv || d == "short"sv || d == "int16"sv)
+    return 2;
+  if (d == "double"sv || d == "float64"sv || d == "long"sv || d == "int64"sv || d == "uint64"sv)
+    return 8;
+  if (d == "byte"sv || d == "char"sv || d == "int8"sv || d == "uint8"sv || d == "bool"sv ||
+      d == "float8_e4m3fn"sv || d == "float8_e5m2"sv)
     return 1;
   return 0;
 }
@@ -173,58 +174,178 @@ struct RawEvent {
 
 class Reader {
  public:
-  Reader(const std::string& name, std::string& text) : name_(name), text_(text) {}
+  Reader(const std::string& name, Source& source) : name_(name), source_(source) {}
 
+  // One forward pass: a small lexical scanner walks the top-level object and cuts the
+  // traceEvents array into chunks of whole events, each parsed by simdjson On-Demand as it is
+  // cut; the buffer holds one chunk at a time, so memory stays a fraction of the file.
   Result<TraceFile> run() {
     TraceFile tf;
     tf.path = name_;
-    tf.json_bytes = text_.size();
-    if (text_.find_first_not_of(" \t\r\n") == std::string::npos)
-      return Error{fmt::format("{}: empty file, expected a JSON object with 'traceEvents'", name_)};
-    od::parser parser;
-    od::document doc;
-    simdjson::padded_string_view view(text_.data(), text_.size(), text_.capacity());
-    if (auto e = parser.iterate(view).get(doc)) return fail_before_document(e);
-    od::object root;
-    if (auto e = doc.get_object().get(root))
-      return fail(doc, e, "expected a JSON object at the top level");
-    bool saw_events = false;
-    for (auto field : root) {
-      std::string_view key;
-      if (auto e = field.unescaped_key().get(key)) return fail(doc, e, "");
-      if (key == "traceEvents") {
-        saw_events = true;
-        od::array arr;
-        if (auto e = field.value().get_array().get(arr))
-          return fail(doc, e, "field 'traceEvents': expected an array");
-        std::size_t index = 0;
-        for (auto item : arr) {
-          od::object obj;
-          if (auto e = item.get_object().get(obj))
-            return fail(doc, e, fmt::format("event {}: expected an object", index));
-          RawEvent ev;
-          if (auto err = read_event(obj, ev, index); !err.empty()) return located(doc, err);
-          if (auto st = take(ev, index, tf); !st.ok()) return st.error();
-          ++index;
+    enum class Mode { start, key, colon, value, events, done } mode = Mode::start;
+    std::string key, info;  // current top-level key; distributedInfo's text
+    bool capture_info = false, saw_events = false;
+    int depth = 0;
+    bool in_string = false, escape = false;
+    std::size_t value_start = 0, event_start = 0, chunk_start = std::string::npos, chunk_end = 0;
+    std::size_t i = 0;
+    for (;;) {
+      if (i == buf_.size()) {
+        // Keep what is still needed (the pending chunk, or the current event or value).
+        std::size_t keep =
+            std::min({i, chunk_start, mode == Mode::events && depth > 2 ? event_start : i,
+                      mode == Mode::value && capture_info ? value_start : i});
+        if (mode == Mode::key && in_string) keep = std::min(keep, key_start_);
+        shift(keep, i, value_start, event_start, chunk_start, chunk_end);
+        auto got = source_.read(buf_, kBlock);
+        if (!got) return Error{fmt::format("{}: {}", name_, got.error().message)};
+        if (*got == 0) break;
+      }
+      if (in_string && !escape) {
+        // Jump to the next quote; most of a trace's bytes are inside strings.
+        const void* q = std::memchr(buf_.data() + i, '"', buf_.size() - i);
+        const std::size_t stop =
+            q ? static_cast<std::size_t>(static_cast<const char*>(q) - buf_.data()) : buf_.size();
+        std::size_t slashes = 0;
+        while (stop - slashes > i && buf_[stop - slashes - 1] == '\\') ++slashes;
+        if (!q) {
+          escape = slashes % 2 == 1;  // a backslash ends the block: the next byte is escaped
+          i = buf_.size();
+          continue;
         }
-      } else if (key == "distributedInfo") {
-        od::object info;
-        if (field.value().get_object().get(info)) continue;  // not an object: ignore
-        for (auto f : info) {
-          std::string_view k;
-          if (f.unescaped_key().get(k)) break;
-          std::int64_t v = 0;
-          if (k == "rank" && !f.value().get_int64().get(v))
-            tf.rank = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : -1;
-          else if (k == "world_size" && !f.value().get_int64().get(v))
-            tf.world_size = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : 0;
+        if (slashes % 2 == 1) {  // an escaped quote: still inside the string
+          i = stop + 1;
+          continue;
         }
-      } else if (key == "otherData") {
-        // commscope writes {"producer": "commscope"}; nothing else is needed from it
+        i = stop;  // the closing quote, handled below
+      }
+      if (!in_string && mode == Mode::events && depth > 2) {
+        // Inside an event only quotes and brackets matter: skip numbers and punctuation fast.
+        const char* p = buf_.data() + i;
+        const char* end = buf_.data() + buf_.size();
+        while (p < end && !kStructural[static_cast<unsigned char>(*p)]) ++p;
+        i = static_cast<std::size_t>(p - buf_.data());
+        if (i == buf_.size()) continue;
+      }
+      const char c = buf_[i];
+      const std::size_t at = i++;
+      if (in_string) {
+        if (escape)
+          escape = false;
+        else if (c == '\\')
+          escape = true;
+        else if (c == '"') {
+          in_string = false;
+          if (mode == Mode::key) {
+            key.assign(buf_, key_start_ + 1, at - key_start_ - 1);
+            mode = Mode::colon;
+          }
+        }
+        continue;
+      }
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+      switch (mode) {
+        case Mode::start:
+          if (c != '{') return bad(at, "expected a JSON object at the top level");
+          depth = 1;
+          mode = Mode::key;
+          break;
+        case Mode::key:
+          if (c == '"') {
+            in_string = true;
+            key_start_ = at;
+          } else if (c == '}') {
+            depth = 0;
+            mode = Mode::done;
+          } else if (c != ',') {
+            return bad(at, "expected a key in the top-level object");
+          }
+          break;
+        case Mode::colon:
+          if (c != ':') return bad(at, fmt::format("expected ':' after \"{}\"", key));
+          mode = Mode::value;
+          value_start = i;
+          capture_info = key == "distributedInfo"sv;
+          if (key == "traceEvents"sv) {
+            // the array starts with the next non-blank character
+            saw_events = true;
+            mode = Mode::events;
+            events_open_ = false;
+          }
+          break;
+        case Mode::value:
+          if (c == '"') {
+            in_string = true;
+          } else if (c == '{' || c == '[') {
+            ++depth;
+          } else if (c == '}' || c == ']') {
+            if (depth == 1) {  // the end of the root object
+              if (c != '}') return bad(at, "unbalanced ']'");
+              if (capture_info) info.assign(buf_, value_start, at - value_start);
+              depth = 0;
+              mode = Mode::done;
+              break;
+            }
+            --depth;
+          } else if (c == ',' && depth == 1) {
+            if (capture_info) info.assign(buf_, value_start, at - value_start);
+            capture_info = false;
+            mode = Mode::key;
+          }
+          break;
+        case Mode::events:
+          if (!events_open_) {
+            if (c != '[') return bad(at, "field 'traceEvents': expected an array");
+            events_open_ = true;
+            depth = 2;
+            break;
+          }
+          if (c == '"') {
+            in_string = true;
+          } else if (c == '{' || c == '[') {
+            if (depth == 2) {
+              if (c != '{')
+                return bad(at, fmt::format("event {}: expected an object", index_ + pending_));
+              event_start = at;
+              if (chunk_start == std::string::npos) chunk_start = at;
+            }
+            ++depth;
+          } else if (c == '}' || c == ']') {
+            if (depth == 2) {
+              if (c != ']') return bad(at, "unbalanced '}' in traceEvents");
+              if (auto st = flush(chunk_start, chunk_end, tf); !st.ok()) return st.error();
+              chunk_start = std::string::npos;
+              depth = 1;
+              mode = Mode::key;
+              break;
+            }
+            --depth;
+            if (depth == 2) {  // an event ends
+              chunk_end = i;
+              ++pending_;
+              if (chunk_end - chunk_start >= kChunk) {
+                if (auto st = flush(chunk_start, chunk_end, tf); !st.ok()) return st.error();
+                chunk_start = std::string::npos;
+              }
+            }
+          } else if (depth == 2 && c != ',') {
+            return bad(at, fmt::format("event {}: expected an object", index_ + pending_));
+          }
+          break;
+        case Mode::done:
+          return bad(at, "content after the end of the top-level object");
       }
     }
+    if (consumed_ + buf_.size() == 0 || (mode == Mode::start))
+      return Error{fmt::format("{}: empty file, expected a JSON object with 'traceEvents'", name_)};
+    if (mode != Mode::done || in_string)
+      return Error{
+          fmt::format("{}: byte {}: truncated JSON: the document ends before its last '}}' or ']'",
+                      name_, consumed_ + buf_.size())};
     if (!saw_events)
       return Error{fmt::format("{}: missing 'traceEvents': not a Chrome or Kineto trace", name_)};
+    if (!info.empty()) read_info(info, tf);
+    tf.json_bytes = consumed_ + buf_.size();
     finish(tf);
     return tf;
   }
@@ -237,25 +358,26 @@ class Reader {
       if (field.unescaped_key().get(key)) return fmt::format("event {}: bad key", index);
       od::value v;
       if (field.value().get(v)) return fmt::format("event {}: bad value of '{}'", index, key);
-      if (key == "ph") {
+      if (key == "ph"sv) {
         if (v.get_string().get(ev.ph)) return type_error(index, key, "a string");
-      } else if (key == "cat") {
+      } else if (key == "cat"sv) {
         if (v.get_string().get(ev.cat)) return type_error(index, key, "a string");
-      } else if (key == "name") {
+      } else if (key == "name"sv) {
         if (v.get_string().get(ev.name)) return type_error(index, key, "a string");
-      } else if (key == "ts") {
+      } else if (key == "ts"sv) {
         if (v.get_double().get(ev.ts)) return type_error(index, key, "a number");
-      } else if (key == "dur") {
+      } else if (key == "dur"sv) {
         if (v.get_double().get(ev.dur)) return type_error(index, key, "a number");
         ev.has_dur = true;
-      } else if (key == "pid" || key == "tid") {
+      } else if (key == "pid"sv || key == "tid"sv) {
         std::int64_t x = 0;
         od::json_type t;
         if (v.type().get(t)) return type_error(index, key, "a number or a string");
         if (t == od::json_type::number) {
           double d = 0;
           if (v.get_double().get(d)) return type_error(index, key, "a number");
-          if (!(std::fabs(d) < 2e9)) return type_error(index, key, "a process or thread id below 2^31");
+          if (!(std::fabs(d) < 2e9))
+            return type_error(index, key, "a process or thread id below 2^31");
           x = static_cast<std::int64_t>(d);
         } else if (t == od::json_type::string) {
           std::string_view s;  // "stream 7", "PID 12": the digits
@@ -263,8 +385,8 @@ class Reader {
           for (char c : s)
             if (c >= '0' && c <= '9' && x < 100000000) x = x * 10 + (c - '0');
         }
-        (key == "pid" ? ev.pid : ev.tid) = x;
-      } else if (key == "args") {
+        (key == "pid"sv ? ev.pid : ev.tid) = x;
+      } else if (key == "args"sv) {
         od::object args;
         if (v.get_object().get(args)) continue;  // args of another shape: not ours to judge
         for (auto a : args) {
@@ -272,24 +394,24 @@ class Reader {
           if (a.unescaped_key().get(k)) return fmt::format("event {}: bad key in args", index);
           od::value av;
           if (a.value().get(av)) return fmt::format("event {}: bad value of args.{}", index, k);
-          if (k == "Collective name" || k == "collective") {
+          if (k == "Collective name"sv || k == "collective"sv) {
             if (av.get_string().get(ev.collective_name))
               return type_error(index, "args.Collective name", "a string");
-          } else if (k == "In msg nelems") {
+          } else if (k == "In msg nelems"sv) {
             if (av.get_int64().get(ev.in_nelems))
               return type_error(index, "args.In msg nelems", "an integer");
-          } else if (k == "Out msg nelems") {
+          } else if (k == "Out msg nelems"sv) {
             if (av.get_int64().get(ev.out_nelems))
               return type_error(index, "args.Out msg nelems", "an integer");
-          } else if (k == "Group size" || k == "group_size") {
+          } else if (k == "Group size"sv || k == "group_size"sv) {
             if (av.get_int64().get(ev.group_size))
               return type_error(index, "args.Group size", "an integer");
-          } else if (k == "dtype") {
+          } else if (k == "dtype"sv) {
             if (av.get_string().get(ev.dtype)) return type_error(index, "args.dtype", "a string");
-          } else if (k == "group") {
+          } else if (k == "group"sv) {
             if (av.get_string().get(ev.group_name))
               return type_error(index, "args.group", "a string");
-          } else if (k == "bytes") {
+          } else if (k == "bytes"sv) {
             if (av.get_double().get(ev.bytes)) return type_error(index, "args.bytes", "a number");
           }
         }
@@ -304,12 +426,12 @@ class Reader {
   }
 
   Status take(const RawEvent& ev, std::size_t index, TraceFile& tf) {
-    if (ev.ph != "X") return {};
-    const bool own = ev.cat == "compute" || ev.cat == "comm" || ev.cat == "memcpy";
-    const bool kernel = ev.cat == "kernel" || ev.cat == "Kernel";
-    const bool copy = ev.cat == "gpu_memcpy" || ev.cat == "gpu_memset" || ev.cat == "Memcpy" ||
-                      ev.cat == "Memset";
-    const bool step = (ev.cat == "gpu_user_annotation" || ev.cat == "user_annotation") &&
+    if (ev.ph != "X"sv) return {};
+    const bool own = ev.cat == "compute"sv || ev.cat == "comm"sv || ev.cat == "memcpy"sv;
+    const bool kernel = ev.cat == "kernel"sv || ev.cat == "Kernel"sv;
+    const bool copy = ev.cat == "gpu_memcpy"sv || ev.cat == "gpu_memset"sv ||
+                      ev.cat == "Memcpy"sv || ev.cat == "Memset"sv;
+    const bool step = (ev.cat == "gpu_user_annotation"sv || ev.cat == "user_annotation"sv) &&
                       starts_with(ev.name, "ProfilerStep#");
     if (!own && !kernel && !copy && !step) return {};
     if (!std::isfinite(ev.ts))
@@ -326,7 +448,7 @@ class Reader {
                       index, ev.dur)};
     const double start = ev.ts * 1e-6, dur = ev.dur * 1e-6;
     if (step) {
-      StepWindow w{std::string(ev.name), start, start + dur, ev.cat == "gpu_user_annotation"};
+      StepWindow w{std::string(ev.name), start, start + dur, ev.cat == "gpu_user_annotation"sv};
       tf.steps.push_back(std::move(w));
       return {};
     }
@@ -339,9 +461,9 @@ class Reader {
     std::int32_t comm_index = -1;
     if (own) {
       tf.own_format = true;
-      e.kind = ev.cat == "compute" ? EventKind::compute
-               : ev.cat == "comm"  ? EventKind::comm
-                                   : EventKind::memcpy;
+      e.kind = ev.cat == "compute"sv ? EventKind::compute
+               : ev.cat == "comm"sv  ? EventKind::comm
+                                     : EventKind::memcpy;
       if (e.kind == EventKind::comm) {
         Collective c;
         if (collective_from_name(ev.collective_name, c)) {
@@ -388,9 +510,9 @@ class Reader {
   static int sane_count(std::int64_t v) { return v > 0 && v < (1 << 24) ? static_cast<int>(v) : 0; }
 
   static CommGroup group_of(std::string_view g) {
-    if (g == "tensor") return CommGroup::tensor;
-    if (g == "pipeline") return CommGroup::pipeline;
-    if (g == "embedding") return CommGroup::embedding;
+    if (g == "tensor"sv) return CommGroup::tensor;
+    if (g == "pipeline"sv) return CommGroup::pipeline;
+    if (g == "embedding"sv) return CommGroup::embedding;
     return CommGroup::data;
   }
 
@@ -409,41 +531,100 @@ class Reader {
                      tf.steps.end());
   }
 
-  std::size_t offset(od::document& doc) {
+  static constexpr std::size_t kBlock = 4 << 20;  // bytes read at a time
+  // The characters the scanner must see inside an event.
+  static constexpr std::array<bool, 256> kStructural = [] {
+    std::array<bool, 256> t{};
+    for (unsigned char c : {'"', '{', '}', '[', ']'}) t[c] = true;
+    return t;
+  }();
+  static constexpr std::size_t kChunk = 8 << 20;  // events parsed at a time, in bytes
+
+  // Drops the first `keep` bytes of the buffer (already scanned and no longer needed).
+  void shift(std::size_t keep, std::size_t& i, std::size_t& value_start, std::size_t& event_start,
+             std::size_t& chunk_start, std::size_t& chunk_end) {
+    if (keep == 0) return;
+    buf_.erase(0, keep);
+    consumed_ += keep;
+    i -= keep;
+    auto move = [&](std::size_t& x) {
+      if (x != std::string::npos) x = x >= keep ? x - keep : 0;
+    };
+    move(value_start), move(event_start), move(chunk_start), move(chunk_end), move(key_start_);
+  }
+
+  Error bad(std::size_t at, const std::string& what) {
+    return Error{fmt::format("{}: byte {}: {}", name_, consumed_ + at, what)};
+  }
+
+  // Parses the events in buf_[from, to) as the array they are part of.
+  Status flush(std::size_t from, std::size_t to, TraceFile& tf) {
+    if (from == std::string::npos || to <= from) return {};
+    chunk_.assign(1, '[');
+    chunk_.append(buf_, from, to - from);
+    chunk_.push_back(']');
+    const std::size_t file_offset = consumed_ + from - 1;  // of chunk_[0]
+    chunk_.reserve(chunk_.size() + simdjson::SIMDJSON_PADDING);
+    od::document doc;
+    simdjson::padded_string_view view(chunk_.data(), chunk_.size(), chunk_.capacity());
+    auto where = [&](std::size_t event) {
+      const char* p = nullptr;
+      std::size_t off = doc.current_location().get(p) || !p
+                            ? chunk_.size()
+                            : static_cast<std::size_t>(p - chunk_.data());
+      return fmt::format("{}: byte {}: event {}", name_, file_offset + off, event);
+    };
+    if (auto e = parser_.iterate(view).get(doc)) {
+      if (e == simdjson::UTF8_ERROR)
+        return Error{fmt::format("{}: byte {}: invalid UTF-8", name_,
+                                 file_offset + first_invalid_utf8(chunk_))};
+      return Error{fmt::format("{}: byte {}: {}", name_, file_offset, simdjson::error_message(e))};
+    }
+    od::array arr;
+    if (auto e = doc.get_array().get(arr))
+      return Error{where(index_) + ": " + simdjson::error_message(e)};
+    for (auto item : arr) {
+      od::object obj;
+      if (item.get_object().get(obj)) return Error{where(index_) + ": expected an object"};
+      RawEvent ev;
+      if (auto err = read_event(obj, ev, index_); !err.empty())
+        return Error{fmt::format("{}: byte {}: {}", name_, file_offset + location(doc), err)};
+      if (auto st = take(ev, index_, tf); !st.ok()) return st.error();
+      ++index_;
+    }
+    pending_ = 0;
+    return {};
+  }
+
+  std::size_t location(od::document& doc) {
     const char* p = nullptr;
-    if (doc.current_location().get(p) || p == nullptr) return text_.size();
-    return static_cast<std::size_t>(p - text_.data());
+    if (doc.current_location().get(p) || p == nullptr) return chunk_.size();
+    return static_cast<std::size_t>(p - chunk_.data());
   }
 
-  Error fail(od::document& doc, simdjson::error_code e, const std::string& what) {
-    if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT)
-      return Error{
-          fmt::format("{}: byte {}: truncated JSON: the document ends before its last '}}' or ']'",
-                      name_, text_.size())};
-    std::string reason = simdjson::error_message(e);
-    if (e == simdjson::UTF8_ERROR) reason = "invalid UTF-8";
-    if (e == simdjson::TAPE_ERROR) reason = "malformed JSON";
-    const std::size_t at = offset(doc);
-    return Error{
-        fmt::format("{}: byte {}: {}{}", name_, at, what.empty() ? "" : what + ": ", reason)};
-  }
-
-  // Errors of the first pass (structure and UTF-8), before there is a document to ask.
-  Error fail_before_document(simdjson::error_code e) {
-    if (e == simdjson::UTF8_ERROR)
-      return Error{fmt::format("{}: byte {}: invalid UTF-8", name_, first_invalid_utf8())};
-    if (e == simdjson::CAPACITY)
-      return Error{fmt::format(
-          "{}: over simdjson's 4 GiB document limit; split the trace (one file per rank, "
-          "fewer active steps in torch.profiler's schedule)",
-          name_)};
-    return Error{fmt::format("{}: byte 0: {}", name_, simdjson::error_message(e))};
+  void read_info(std::string& text, TraceFile& tf) {
+    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    od::parser parser;
+    od::document doc;
+    simdjson::padded_string_view view(text.data(), text.size(), text.capacity());
+    od::object info;
+    if (parser.iterate(view).get(doc) || doc.get_object().get(info))
+      return;  // not an object: ignore
+    for (auto f : info) {
+      std::string_view k;
+      if (f.unescaped_key().get(k)) break;
+      std::int64_t v = 0;
+      if (k == "rank"sv && !f.value().get_int64().get(v))
+        tf.rank = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : -1;
+      else if (k == "world_size"sv && !f.value().get_int64().get(v))
+        tf.world_size = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : 0;
+    }
   }
 
   // Offset of the first byte that breaks UTF-8 (RFC 3629).
-  std::size_t first_invalid_utf8() const {
-    const auto* p = reinterpret_cast<const unsigned char*>(text_.data());
-    const std::size_t n = text_.size();
+  static std::size_t first_invalid_utf8(const std::string& text) {
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
     for (std::size_t i = 0; i < n;) {
       const unsigned char c = p[i];
       std::size_t len = c < 0x80         ? 1
@@ -459,24 +640,37 @@ class Reader {
     return n;
   }
 
-  Error located(od::document& doc, const std::string& what) {
-    return Error{fmt::format("{}: byte {}: {}", name_, offset(doc), what)};
-  }
-
   const std::string& name_;
-  std::string& text_;
+  Source& source_;
+  std::string buf_, chunk_;
+  od::parser parser_;
+  std::size_t consumed_ = 0;  // bytes dropped from the front of buf_
+  std::size_t index_ = 0;     // events parsed so far
+  std::size_t pending_ = 0;   // events cut but not parsed yet
+  std::size_t key_start_ = 0;
+  bool events_open_ = false;
 };
 
 }  // namespace
 
 Result<TraceFile> read_trace_text(const std::string& name, std::string text) {
-  text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  return Reader(name, text).run();
+  StringSource source(std::move(text));
+  return Reader(name, source).run();
 }
 
 Result<TraceFile> read_trace(const std::string& path) {
-  CS_ASSIGN_OR_RETURN(std::string text, load(path));
-  return Reader(path, text).run();
+  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  if (gz) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+    gzbuffer(f, 1 << 20);
+    GzSource source(f);
+    return Reader(path, source).run();
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+  FileSource source(f);
+  return Reader(path, source).run();
 }
 
 }  // namespace commscope

@@ -281,7 +281,8 @@ TEST_F(CliAnalyze, RealTracesAndDirectories) {
   ASSERT_EQ(j["ranks"].size(), 1u);
   EXPECT_EQ(j["ranks"][0]["rank"], 0);
   EXPECT_EQ(j["ranks"][0]["steps"].size(), 3u);
-  for (const char* k : {"wall_s", "compute_s", "exposed_comm_s", "overlapped_comm_s", "memcpy_s", "idle_s"})
+  for (const char* k :
+       {"wall_s", "compute_s", "exposed_comm_s", "overlapped_comm_s", "memcpy_s", "idle_s"})
     EXPECT_TRUE(j["ranks"][0]["breakdown"].contains(k)) << k;
   EXPECT_EQ(j["collectives"][0]["calls"], 15);
   EXPECT_TRUE(j["collectives"][0].contains("busbw_bytes_per_s"));
@@ -289,9 +290,12 @@ TEST_F(CliAnalyze, RealTracesAndDirectories) {
   // A directory with two ranks and one bad file: the good ones are analysed, the bad one reported.
   fs::path d = dir_ / "traces";
   fs::create_directories(d);
-  fs::copy_file(traces + "trace_filter_sampled_rank-0.json.gz", d / "trace_filter_sampled_rank-0.json.gz");
-  fs::copy_file(traces + "trace_filter_sampled_rank-1.json.gz", d / "trace_filter_sampled_rank-1.json.gz");
-  std::ofstream(d / "broken.json") << R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":-2}]})";
+  fs::copy_file(traces + "trace_filter_sampled_rank-0.json.gz",
+                d / "trace_filter_sampled_rank-0.json.gz");
+  fs::copy_file(traces + "trace_filter_sampled_rank-1.json.gz",
+                d / "trace_filter_sampled_rank-1.json.gz");
+  std::ofstream(d / "broken.json")
+      << R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":-2}]})";
   Outcome dir = run("analyze --format json " + d.string());
   ASSERT_EQ(dir.status, 0) << dir.err;
   auto k = nlohmann::json::parse(dir.out);
@@ -317,8 +321,10 @@ TEST_F(CliAnalyze, BadInputs) {
 // A predicted timeline written with --trace reads back with analyze: one rank per stage.
 TEST_F(CliAnalyze, ReadsCommscopeTraces) {
   fs::path trace = dir_ / "pred.json";
-  Outcome p = run("predict --model megatron-1.7b --system dgx-a100-80gb --nodes 2 --tp 4 --pp 2 "
-                  "--global-batch-size 16 --micro-batch-size 1 --trace " + trace.string());
+  Outcome p =
+      run("predict --model megatron-1.7b --system dgx-a100-80gb --nodes 2 --tp 4 --pp 2 "
+          "--global-batch-size 16 --micro-batch-size 1 --trace " +
+          trace.string());
   ASSERT_EQ(p.status, 0) << p.err;
   Outcome a = run("analyze --format json " + trace.string());
   ASSERT_EQ(a.status, 0) << a.err;
