@@ -100,7 +100,10 @@ Verb add_analyze(CLI::App& app) {
             // Ranks: distributedInfo, the file name, --rank, else the first free numbers.
             std::set<int> used;
             for (const auto& f : files)
-              if (f.rank >= 0) used.insert(f.rank);
+              if (f.rank >= 0 && !used.insert(f.rank).second)
+                print_warnings({fmt::format(
+                    "{}: rank {} is claimed by another trace too (traces of different jobs?)",
+                    f.path, f.rank)});
             if (st->rank >= 0) {
               if (files.size() != 1)
                 return fail("--rank: expected a single trace file, got " +

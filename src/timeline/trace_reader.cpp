@@ -578,6 +578,11 @@ class Reader {
       if (e == simdjson::UTF8_ERROR)
         return Error{fmt::format("{}: byte {}: invalid UTF-8", name_,
                                  file_offset + first_invalid_utf8(chunk_))};
+      if (e == simdjson::CAPACITY)
+        return Error{fmt::format(
+            "{}: byte {}: event {} is over simdjson's 4 GiB document limit; split the trace "
+            "(one file per rank, fewer active steps in torch.profiler's schedule)",
+            name_, file_offset, index_)};
       return Error{fmt::format("{}: byte {}: {}", name_, file_offset, simdjson::error_message(e))};
     }
     od::array arr;
