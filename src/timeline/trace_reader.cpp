@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <regex>
 
 #include <fmt/format.h>
@@ -102,10 +101,6 @@ class StringSource : public Source {
   std::string text_;
   std::size_t at_ = 0;
 };
-
-int dtype_bytes_of(std::string_view d) {
-  return profiler_dtype_bytes(d);
-}
 
 }  // namespace
 
@@ -492,7 +487,7 @@ class Reader {
         e.collective = c;
         e.group = CommGroup::data;  // a trace does not say which parallelism a group serves
         e.group_size = a.group_size;
-        const double elem = dtype_bytes_of(a.dtype);
+        const double elem = profiler_dtype_bytes(a.dtype);
         const std::int64_t nelems = c == Collective::all_gather ? a.out_nelems : a.in_nelems;
         e.bytes = elem * static_cast<double>(nelems);
       }
