@@ -94,8 +94,8 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
       CallSpread cs;
       cs.collective = name, cs.call = k, cs.min_s = 1e300, cs.max_s = -1;
       for (const auto& [r, v] : by_rank) {
-        if (v[k] < cs.min_s) cs.min_s = v[k], cs.fastest_rank = r;
-        if (v[k] > cs.max_s) cs.max_s = v[k], cs.slowest_rank = r;
+        if (v[k] < cs.min_s) cs.min_s = v[k], cs.late_rank = r;
+        if (v[k] > cs.max_s) cs.max_s = v[k], cs.waiting_rank = r;
       }
       a.spreads.push_back(cs);
     }
@@ -179,7 +179,7 @@ Table spread_table(const Analysis& a) {
   for (std::size_t i = 0; i < a.spreads.size() && i < 10; ++i) {
     const auto& s = a.spreads[i];
     t.add({s.collective, std::to_string(s.call), ms(s.min_s), ms(s.max_s), ms(s.max_s - s.min_s),
-           std::to_string(s.fastest_rank), std::to_string(s.slowest_rank)});
+           std::to_string(s.late_rank), std::to_string(s.waiting_rank)});
   }
   return t;
 }
@@ -226,8 +226,8 @@ nlohmann::json analysis_json(const Analysis& a) {
                                {"min_s", s.min_s},
                                {"max_s", s.max_s},
                                {"spread_s", s.max_s - s.min_s},
-                               {"fastest_rank", s.fastest_rank},
-                               {"slowest_rank", s.slowest_rank}});
+                               {"late_rank", s.late_rank},
+                               {"waiting_rank", s.waiting_rank}});
   }
   j["top_kernels"] = nlohmann::json::array();
   for (const auto& k : a.top_kernels)

@@ -47,7 +47,8 @@ struct CallSpread {
   std::string collective;
   std::size_t call = 0;
   double min_s = 0, max_s = 0;
-  int fastest_rank = 0, slowest_rank = 0;
+  int late_rank = 0;     // the shortest kernel: it arrived last, the others waited for it
+  int waiting_rank = 0;  // the longest kernel: it waited the longest
 };
 
 struct KernelStat {
