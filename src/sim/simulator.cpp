@@ -6,6 +6,8 @@
 // on 3072 GPUs (64 stages x 64 micro-batches) within milliseconds.
 #include "commscope/sim/simulator.h"
 
+#include "commscope/timeline/intervals.h"
+
 #include <algorithm>
 #include <array>
 #include <iterator>
@@ -210,7 +212,6 @@ double p2p_of(const OpList& l, const Costs& costs) {
   return 0;
 }
 
-using Intervals = std::vector<std::pair<double, double>>;
 // Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
 // disjoint list: one merging sweep, no allocation.
 std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
@@ -243,12 +244,6 @@ std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& list
   }
   if (open) close();
   return {total, hidden};
-}
-
-double len(const Intervals& v) {
-  double s = 0;
-  for (auto& iv : v) s += iv.second - iv.first;
-  return s;
 }
 
 // Communication of a tail counted as hidden behind later compute.
@@ -453,7 +448,7 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     step.idle = 0;
     b.add(step);
     const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
-    const double busy_time = len(busy) + (p2p_total - p2p_hidden) + tail_wait + steps[s].end;
+    const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + steps[s].end;
     b.wall = T;
     b.idle = std::max(0.0, T - busy_time);
     b.bubble = pp > 1 ? std::max(0.0, b.idle - waiting) : 0.0;

@@ -2,6 +2,8 @@
 // intervals, then intersected with a two-pointer sweep. O(n log n) in the events.
 #include "commscope/timeline/timeline.h"
 
+#include "commscope/timeline/intervals.h"
+
 #include <algorithm>
 #include <iterator>
 #include <set>
@@ -54,48 +56,6 @@ void Breakdown::scale(double k) {
 }
 
 namespace {
-
-using Intervals = std::vector<std::pair<double, double>>;
-
-// Sorts and merges into disjoint intervals.
-Intervals merged(Intervals v) {
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
-  Intervals out;
-  for (const auto& iv : v) {
-    if (iv.second <= iv.first) continue;
-    if (!out.empty() && iv.first <= out.back().second)
-      out.back().second = std::max(out.back().second, iv.second);
-    else
-      out.push_back(iv);
-  }
-  return out;
-}
-
-double length(const Intervals& v) {
-  double s = 0;
-  for (const auto& iv : v) s += iv.second - iv.first;
-  return s;
-}
-
-// Length of the intersection of two disjoint, sorted interval lists.
-double overlap(const Intervals& a, const Intervals& b) {
-  double s = 0;
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) s += hi - lo;
-    (a[i].second < b[j].second) ? ++i : ++j;
-  }
-  return s;
-}
-
-// Union of two sorted, disjoint lists, in linear time.
-Intervals united(const Intervals& a, const Intervals& b) {
-  Intervals all;
-  all.reserve(a.size() + b.size());
-  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(all));
-  return merged(std::move(all));
-}
 
 template <class Pred>
 Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {

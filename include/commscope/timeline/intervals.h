@@ -1,0 +1,21 @@
+// Sorted, disjoint time intervals and the few operations on them that breakdowns need.
+// Shared by the timeline's breakdown and the simulator's composition of stage breakdowns.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+namespace commscope {
+
+using Intervals = std::vector<std::pair<double, double>>;  // [start, end) pairs, seconds
+
+// Sorts (only when needed) and merges overlapping or touching intervals.
+Intervals merged(Intervals v);
+// Total length.
+double length(const Intervals& v);
+// Length of the intersection of two sorted, disjoint lists.
+double overlap(const Intervals& a, const Intervals& b);
+// Union of two sorted, disjoint lists, in linear time.
+Intervals united(const Intervals& a, const Intervals& b);
+
+}  // namespace commscope
