@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev         # configs and result documents
   libsimdjson-dev            # reading traces
   zlib1g-dev                 # gzip traces
+  libopenmpi-dev openmpi-bin # bench over MPI
   libgtest-dev libgmock-dev  # tests
   clang-format               # the formatting check the test suite runs
 )

@@ -22,6 +22,7 @@ Verb add_predict(CLI::App& app);
 Verb add_validate(CLI::App& app);
 Verb add_calibrate(CLI::App& app);
 Verb add_analyze(CLI::App& app);
+Verb add_bench(CLI::App& app);
 
 // --format and -o/--output, for the verbs that print documents.
 struct OutputOptions {

@@ -1,0 +1,60 @@
+// The collective benchmark harness over MPI, in the manner of nccl-tests: one harness owns the
+// size sweep, warm-up, timing, min/avg/max over ranks, the correctness check and the printing;
+// each collective is a small descriptor (its counts, its expected result, its bus-bandwidth
+// factor, the call).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "commscope/workload/op.h"
+
+namespace commscope::bench {
+
+enum class DataType { f32, f64, i32 };
+enum class ReduceOp { sum, max, min };
+
+struct Options {
+  std::size_t min_bytes = 8, max_bytes = 32 << 20;  // -b, -e
+  double factor = 2;                                // -f
+  int warmup = 5, iters = 20;                       // -w, -n
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  bool check = true;
+  std::vector<Collective> collectives;  // empty: all
+  int corrupt_rank = -1;                // tests: this rank corrupts one received value
+};
+
+// One measurement: nccl-tests' time is per iteration; bandwidths in bytes/s.
+struct Measure {
+  double time_s = 0, time_min_s = 0, time_max_s = 0;  // time: the slowest rank's
+  double algbw = 0, busbw = 0;
+  long wrong = 0;
+};
+
+struct Row {
+  Collective collective = Collective::all_reduce;
+  std::size_t bytes = 0, count = 0;
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int root = -1;  // -1 for collectives without a root
+  int ranks = 1;
+  Measure out_of_place, in_place;
+};
+
+std::string_view to_string(DataType d);
+std::string_view to_string(ReduceOp o);
+int element_bytes(DataType d);
+
+// Runs the sweep of every selected collective on `comm`; every rank gets the same rows.
+std::vector<Row> run(const Options& o, MPI_Comm comm);
+
+// nccl-tests' table for one collective, with the "#wrong" and average bus bandwidth lines.
+std::string render_nccl_tests(const std::vector<Row>& rows, Collective c);
+
+}  // namespace commscope::bench

@@ -1,0 +1,321 @@
+// Collective descriptors and the harness. Inputs are small integers seeded by rank and index,
+// exact in every data type, so the expected result of each element is known exactly.
+#include "commscope/bench/harness.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "commscope/comm/mpi.h"
+
+namespace commscope::bench {
+
+std::string_view to_string(DataType d) {
+  switch (d) {
+    case DataType::f32:
+      return "float";
+    case DataType::f64:
+      return "double";
+    case DataType::i32:
+      return "int32";
+  }
+  return "?";
+}
+std::string_view to_string(ReduceOp o) {
+  switch (o) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+  }
+  return "?";
+}
+int element_bytes(DataType d) {
+  return d == DataType::f64 ? 8 : 4;
+}
+
+namespace {
+
+MPI_Datatype mpi_type(DataType d) {
+  return d == DataType::f32 ? MPI_FLOAT : d == DataType::f64 ? MPI_DOUBLE : MPI_INT;
+}
+MPI_Op mpi_op(ReduceOp o) {
+  return o == ReduceOp::sum ? MPI_SUM : o == ReduceOp::max ? MPI_MAX : MPI_MIN;
+}
+
+// The seeded input of a rank's element i: a small integer, exact in float, double and int32.
+double seed(int rank, std::size_t i) {
+  return static_cast<double>((rank * 37 + static_cast<long>(i % 1009) * 11) % 101);
+}
+
+double reduce_of(ReduceOp op, int ranks, std::size_t i) {
+  double acc = seed(0, i);
+  for (int r = 1; r < ranks; ++r) {
+    double v = seed(r, i);
+    acc = op == ReduceOp::sum ? acc + v : op == ReduceOp::max ? std::max(acc, v) : std::min(acc, v);
+  }
+  return acc;
+}
+
+// Typed buffer access through doubles (the values are exact in all three types).
+struct Buffer {
+  DataType type;
+  std::vector<char> bytes;
+  Buffer(DataType t, std::size_t n)
+      : type(t), bytes(std::max<std::size_t>(n, 1) * element_bytes(t)) {}
+  void* data() { return bytes.data(); }
+  double get(std::size_t i) const {
+    switch (type) {
+      case DataType::f32:
+        return reinterpret_cast<const float*>(bytes.data())[i];
+      case DataType::f64:
+        return reinterpret_cast<const double*>(bytes.data())[i];
+      case DataType::i32:
+        return reinterpret_cast<const std::int32_t*>(bytes.data())[i];
+    }
+    return 0;
+  }
+  void set(std::size_t i, double v) {
+    switch (type) {
+      case DataType::f32:
+        reinterpret_cast<float*>(bytes.data())[i] = static_cast<float>(v);
+        break;
+      case DataType::f64:
+        reinterpret_cast<double*>(bytes.data())[i] = v;
+        break;
+      case DataType::i32:
+        reinterpret_cast<std::int32_t*>(bytes.data())[i] = static_cast<std::int32_t>(v);
+        break;
+    }
+  }
+};
+
+// One collective: how a size in bytes becomes counts, how buffers are filled, what the result
+// must be, and the call. Sizes follow nccl-tests: the all-gather output, the reduce-scatter
+// input, the all-to-all total, the buffer of the others.
+struct Descriptor {
+  Collective kind;
+  bool rooted, reduces;
+  // elements per rank of the send and receive buffers for a total of `count` elements
+  std::size_t send_count(std::size_t count, int n) const {
+    switch (kind) {
+      case Collective::all_gather:
+        return count / n;
+      default:
+        return count;
+    }
+  }
+  std::size_t recv_count(std::size_t count, int n) const {
+    switch (kind) {
+      case Collective::reduce_scatter:
+        return count / n;
+      default:
+        return count;
+    }
+  }
+};
+
+const Descriptor kDescriptors[] = {
+    {Collective::all_reduce, false, true},     {Collective::all_gather, false, false},
+    {Collective::reduce_scatter, false, true}, {Collective::broadcast, true, false},
+    {Collective::reduce, true, true},          {Collective::all_to_all, false, false},
+    {Collective::send, false, false},  // send/receive with the ring neighbour
+};
+
+// The value element i of rank `me`'s result buffer must hold.
+double expected(const Descriptor& d, const Options& o, int me, int n, std::size_t count,
+                std::size_t i) {
+  switch (d.kind) {
+    case Collective::all_reduce:
+    case Collective::reduce:
+      return reduce_of(o.op, n, i);
+    case Collective::reduce_scatter:
+      return reduce_of(o.op, n, static_cast<std::size_t>(me) * (count / n) + i);
+    case Collective::all_gather: {
+      const std::size_t per = count / n;
+      return seed(static_cast<int>(i / per), i % per);
+    }
+    case Collective::broadcast:
+      return seed(o.root, i);
+    case Collective::all_to_all: {
+      const std::size_t per = count / n;  // block j of my result comes from rank j, its block `me`
+      const int from = static_cast<int>(i / per);
+      return seed(from, static_cast<std::size_t>(me) * per + i % per);
+    }
+    case Collective::send:
+      return seed((me - 1 + n) % n, i);
+    default:
+      return 0;
+  }
+}
+
+void call(const Descriptor& d, const Options& o, void* send, void* recv, std::size_t count, int n,
+          int me, MPI_Comm comm) {
+  const MPI_Datatype t = mpi_type(o.dtype);
+  const MPI_Op op = mpi_op(o.op);
+  const int c = static_cast<int>(count);
+  switch (d.kind) {
+    case Collective::all_reduce:
+      CS_MPI_CHECK(MPI_Allreduce(send, recv, c, t, op, comm));
+      break;
+    case Collective::all_gather:
+      CS_MPI_CHECK(MPI_Allgather(send, c / n, t, recv, c / n, t, comm));
+      break;
+    case Collective::reduce_scatter:
+      CS_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, c / n, t, op, comm));
+      break;
+    case Collective::broadcast:
+      CS_MPI_CHECK(MPI_Bcast(recv, c, t, o.root, comm));
+      break;
+    case Collective::reduce:
+      CS_MPI_CHECK(MPI_Reduce(send, recv, c, t, op, o.root, comm));
+      break;
+    case Collective::all_to_all:
+      CS_MPI_CHECK(MPI_Alltoall(send, c / n, t, recv, c / n, t, comm));
+      break;
+    case Collective::send:
+      CS_MPI_CHECK(MPI_Sendrecv(send, c, t, (me + 1) % n, 0, recv, c, t, (me - 1 + n) % n, 0, comm,
+                                MPI_STATUS_IGNORE));
+      break;
+    default:
+      break;
+  }
+}
+
+Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool in_place,
+                MPI_Comm comm) {
+  int me = 0, n = 1;
+  CS_MPI_CHECK(MPI_Comm_rank(comm, &me));
+  CS_MPI_CHECK(MPI_Comm_size(comm, &n));
+  // In-place exists for the collectives MPI defines it for; send/receive and all-to-all run
+  // out-of-place both times (as nccl-tests reports them).
+  const bool ip = in_place && d.kind != Collective::send && d.kind != Collective::all_to_all;
+  const std::size_t sc = d.send_count(count, n), rc = d.recv_count(count, n);
+  Buffer send(o.dtype, d.kind == Collective::broadcast ? 0 : (ip ? 0 : sc));
+  Buffer recv(o.dtype, d.kind == Collective::reduce_scatter && ip ? count : rc);
+  auto fill = [&] {
+    Buffer& in = ip ? recv : send;
+    if (d.kind == Collective::broadcast) {
+      for (std::size_t i = 0; i < rc; ++i) recv.set(i, me == o.root ? seed(o.root, i) : -1);
+      return;
+    }
+    if (ip && d.kind == Collective::all_gather) {  // my block in place in the output
+      for (std::size_t i = 0; i < count; ++i) recv.set(i, -1);
+      for (std::size_t i = 0; i < sc; ++i)
+        recv.set(static_cast<std::size_t>(me) * sc + i, seed(me, i));
+      return;
+    }
+    const std::size_t n_in = ip && d.kind == Collective::reduce_scatter ? count : sc;
+    for (std::size_t i = 0; i < n_in; ++i) in.set(i, seed(me, i));
+  };
+  void* sendp = d.kind == Collective::broadcast ? nullptr : ip ? MPI_IN_PLACE : send.data();
+  if (ip && d.kind == Collective::reduce && me != o.root)
+    sendp = recv.data();  // MPI: IN_PLACE at the root only
+  fill();
+  for (int w = 0; w < o.warmup; ++w) call(d, o, sendp, recv.data(), count, n, me, comm);
+  long wrong = 0;
+  if (o.check) {
+    fill();
+    call(d, o, sendp, recv.data(), count, n, me, comm);
+    if (me == o.corrupt_rank && rc > 0) recv.set(rc / 2, recv.get(rc / 2) + 1);
+    const bool has_result = !(d.kind == Collective::reduce && me != o.root);
+    if (has_result)
+      for (std::size_t i = 0; i < rc; ++i)
+        if (recv.get(i) != expected(d, o, me, n, count, i)) ++wrong;
+  }
+  CS_MPI_CHECK(MPI_Barrier(comm));
+  const double t0 = MPI_Wtime();
+  for (int it = 0; it < o.iters; ++it) call(d, o, sendp, recv.data(), count, n, me, comm);
+  const double mine = (MPI_Wtime() - t0) / std::max(o.iters, 1);
+  Measure m;
+  double sum = 0;
+  CS_MPI_CHECK(MPI_Allreduce(&mine, &m.time_max_s, 1, MPI_DOUBLE, MPI_MAX, comm));
+  CS_MPI_CHECK(MPI_Allreduce(&mine, &m.time_min_s, 1, MPI_DOUBLE, MPI_MIN, comm));
+  CS_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, comm));
+  CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, comm));
+  m.time_s = m.time_max_s;
+  (void)sum;
+  m.wrong = wrong;
+  const double bytes = static_cast<double>(count) * element_bytes(o.dtype);
+  m.algbw = m.time_s > 0 ? bytes / m.time_s : 0;
+  m.busbw = m.algbw * bus_factor(d.kind, n);
+  return m;
+}
+
+}  // namespace
+
+std::vector<Row> run(const Options& o, MPI_Comm comm) {
+  int n = 1;
+  CS_MPI_CHECK(MPI_Comm_size(comm, &n));
+  std::vector<Row> rows;
+  const std::size_t elem = static_cast<std::size_t>(element_bytes(o.dtype));
+  for (const Descriptor& d : kDescriptors) {
+    if (!o.collectives.empty() &&
+        std::find(o.collectives.begin(), o.collectives.end(), d.kind) == o.collectives.end())
+      continue;
+    // Counts that split evenly: all-gather, reduce-scatter and all-to-all need multiples of n.
+    const bool split = d.kind == Collective::all_gather || d.kind == Collective::reduce_scatter ||
+                       d.kind == Collective::all_to_all;
+    std::size_t last = SIZE_MAX;
+    for (double b = static_cast<double>(o.min_bytes);
+         b <= static_cast<double>(o.max_bytes) * 1.0000001;
+         b = b < 1          ? 1
+             : o.factor > 1 ? b * o.factor
+                            : b + std::max(1.0, -o.factor)) {
+      std::size_t count = static_cast<std::size_t>(b) / elem;
+      if (split) count = count / n * n;
+      if (count == last) continue;
+      last = count;
+      Row r;
+      r.collective = d.kind, r.count = count, r.bytes = count * elem, r.dtype = o.dtype,
+      r.op = o.op;
+      r.root = d.rooted ? o.root : -1;
+      r.ranks = n;
+      r.out_of_place = measure(d, o, count, false, comm);
+      r.in_place = measure(d, o, count, true, comm);
+      rows.push_back(r);
+      if (o.min_bytes == o.max_bytes) break;
+    }
+  }
+  return rows;
+}
+
+std::string render_nccl_tests(const std::vector<Row>& rows, Collective c) {
+  std::string out;
+  out += fmt::format("# {} over {} ranks\n", to_string(c), rows.empty() ? 0 : rows.front().ranks);
+  out +=
+      "#                                                              out-of-place                 "
+      "      in-place\n";
+  out +=
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n";
+  out +=
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+      "(us)  (GB/s)  (GB/s)\n";
+  double busbw_sum = 0;
+  long wrong = 0;
+  int n = 0;
+  for (const auto& r : rows) {
+    if (r.collective != c) continue;
+    const bool reduces =
+        c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
+    out += fmt::format(
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7.2f}  {:>6.2f}  {:>6.2f}  {:>5}  {:>7.2f}  "
+        "{:>6.2f}  {:>6.2f}  {:>5}\n",
+        r.bytes, r.count, to_string(r.dtype), reduces ? to_string(r.op) : "none", r.root,
+        r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9, r.out_of_place.busbw / 1e9,
+        r.out_of_place.wrong, r.in_place.time_s * 1e6, r.in_place.algbw / 1e9,
+        r.in_place.busbw / 1e9, r.in_place.wrong);
+    busbw_sum += r.out_of_place.busbw + r.in_place.busbw;
+    wrong += r.out_of_place.wrong + r.in_place.wrong;
+    n += 2;
+  }
+  out += fmt::format("# Out of bounds values : {} {}\n", wrong, wrong ? "WRONG" : "OK");
+  out += fmt::format("# Avg bus bandwidth    : {:.4f} \n#\n", n ? busbw_sum / n / 1e9 : 0.0);
+  return out;
+}
+
+}  // namespace commscope::bench

@@ -1,0 +1,172 @@
+// commscope-bench: the MPI program behind `commscope bench`. Run it under mpirun, mpiexec or
+// srun (or let `commscope bench --ranks N` launch it). Flags follow nccl-tests.
+#include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "commscope/bench/harness.h"
+#include "commscope/comm/mpi.h"
+#include "commscope/timeline/trace_reader.h"
+
+namespace {
+
+// "8", "64K", "128M", "1G" -> bytes (binary multiples, as nccl-tests).
+bool parse_size(const std::string& s, std::size_t& out) {
+  if (s.empty()) return false;
+  std::size_t mult = 1, len = s.size();
+  switch (s.back()) {
+    case 'K':
+    case 'k':
+      mult = 1ull << 10, --len;
+      break;
+    case 'M':
+    case 'm':
+      mult = 1ull << 20, --len;
+      break;
+    case 'G':
+    case 'g':
+      mult = 1ull << 30, --len;
+      break;
+    default:
+      break;
+  }
+  try {
+    std::size_t used = 0;
+    const unsigned long long v = std::stoull(s.substr(0, len), &used);
+    if (used != len) return false;
+    out = v * mult;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace commscope;
+  comm::Session mpi(&argc, &argv);
+  CLI::App app{
+      "commscope-bench: collective benchmarks over MPI, printed as nccl-tests prints them"};
+  std::string b = "8", e = "32M", dtype = "float", op = "sum", format = "table";
+  std::vector<std::string> names;
+  bench::Options o;
+  app.add_option("-b,--minbytes", b, "smallest size (8, 64K, 1M) [8]");
+  app.add_option("-e,--maxbytes", e, "largest size [32M]");
+  app.add_option("-f,--stepfactor", o.factor, "size multiplier between steps [2]");
+  app.add_option("-w,--warmup_iters", o.warmup, "warm-up iterations [5]");
+  app.add_option("-n,--iters", o.iters, "timed iterations [20]");
+  app.add_option("-d,--datatype", dtype, "float|double|int32 [float]");
+  app.add_option("-o,--op", op, "sum|max|min [sum]");
+  app.add_option("-r,--root", o.root, "root of broadcast and reduce [0]");
+  app.add_option("-c,--check", o.check, "check results (1) or not (0) [1]");
+  app.add_option("--collectives", names,
+                 "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,sendrecv [all]")
+      ->delimiter(',');
+  app.add_option("--format", format, "table|json|csv [table]");
+  app.add_option("--corrupt-rank", o.corrupt_rank, "(tests) this rank corrupts one received value")
+      ->group("");
+  auto fail = [&](const std::string& msg) {
+    if (mpi.rank() == 0) std::fprintf(stderr, "commscope: %s\n", msg.c_str());
+    return 2;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& ex) {
+    return mpi.rank() == 0 ? app.exit(ex) : 0;
+  } catch (const CLI::ParseError& ex) {
+    return fail(std::string(ex.what()) + " (see --help)");
+  }
+  if (!parse_size(b, o.min_bytes))
+    return fail(fmt::format("-b: expected a size such as 8, 64K or 1M, got '{}'", b));
+  if (!parse_size(e, o.max_bytes))
+    return fail(fmt::format("-e: expected a size such as 8, 64K or 1M, got '{}'", e));
+  if (o.max_bytes < o.min_bytes)
+    return fail(fmt::format("-e: expected at least -b ({}), got {}", o.min_bytes, o.max_bytes));
+  if (o.factor <= 1 && o.factor > -1)
+    return fail(fmt::format("-f: expected a factor above 1, got {}", o.factor));
+  if (o.iters < 1) return fail(fmt::format("-n: expected at least 1 iteration, got {}", o.iters));
+  if (o.root < 0 || o.root >= mpi.size())
+    return fail(fmt::format("-r: expected a root in [0, {}), got {}", mpi.size(), o.root));
+  if (dtype == "float")
+    o.dtype = bench::DataType::f32;
+  else if (dtype == "double")
+    o.dtype = bench::DataType::f64;
+  else if (dtype == "int32" || dtype == "int")
+    o.dtype = bench::DataType::i32;
+  else
+    return fail(fmt::format("-d: expected float, double or int32, got '{}'", dtype));
+  if (op == "sum")
+    o.op = bench::ReduceOp::sum;
+  else if (op == "max")
+    o.op = bench::ReduceOp::max;
+  else if (op == "min")
+    o.op = bench::ReduceOp::min;
+  else
+    return fail(fmt::format("-o: expected sum, max or min, got '{}'", op));
+  for (const auto& n : names) {
+    Collective c;
+    if (n == "sendrecv")
+      c = Collective::send;
+    else if (!collective_from_name(n, c))
+      return fail(fmt::format("--collectives: unknown collective '{}'", n));
+    o.collectives.push_back(c);
+  }
+  if (format != "table" && format != "json" && format != "csv")
+    return fail(fmt::format("--format: expected table, json or csv, got '{}'", format));
+
+  std::vector<bench::Row> rows = bench::run(o, MPI_COMM_WORLD);
+  long wrong = 0;
+  for (const auto& r : rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
+  if (mpi.rank() == 0) {
+    if (format == "table") {
+      std::vector<Collective> seen;
+      for (const auto& r : rows)
+        if (std::find(seen.begin(), seen.end(), r.collective) == seen.end())
+          seen.push_back(r.collective);
+      for (auto c : seen) std::fputs(bench::render_nccl_tests(rows, c).c_str(), stdout);
+    } else {
+      nlohmann::json j = nlohmann::json::array();
+      std::string csv =
+          "collective,ranks,size_bytes,count,type,redop,root,oop_time_us,oop_algbw_GBps,oop_busbw_"
+          "GBps,oop_wrong,"
+          "ip_time_us,ip_algbw_GBps,ip_busbw_GBps,ip_wrong\n";
+      for (const auto& r : rows) {
+        auto m = [](const bench::Measure& x) {
+          return nlohmann::json{{"time_us", x.time_s * 1e6},
+                                {"time_min_us", x.time_min_s * 1e6},
+                                {"algbw_GBps", x.algbw / 1e9},
+                                {"busbw_GBps", x.busbw / 1e9},
+                                {"wrong", x.wrong}};
+        };
+        j.push_back({{"collective", to_string(r.collective)},
+                     {"ranks", r.ranks},
+                     {"size_bytes", r.bytes},
+                     {"count", r.count},
+                     {"type", bench::to_string(r.dtype)},
+                     {"redop", bench::to_string(r.op)},
+                     {"root", r.root},
+                     {"out_of_place", m(r.out_of_place)},
+                     {"in_place", m(r.in_place)}});
+        csv += fmt::format(
+            "{},{},{},{},{},{},{},{:.3f},{:.4f},{:.4f},{},{:.3f},{:.4f},{:.4f},{}\n",
+            to_string(r.collective), r.ranks, r.bytes, r.count, bench::to_string(r.dtype),
+            bench::to_string(r.op), r.root, r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9,
+            r.out_of_place.busbw / 1e9, r.out_of_place.wrong, r.in_place.time_s * 1e6,
+            r.in_place.algbw / 1e9, r.in_place.busbw / 1e9, r.in_place.wrong);
+      }
+      std::fputs(
+          format == "json" ? (nlohmann::json{{"results", j}}.dump(2) + "\n").c_str() : csv.c_str(),
+          stdout);
+    }
+    std::fflush(stdout);
+    if (wrong)
+      std::fprintf(stderr,
+                   "commscope: %ld wrong values: the collectives returned incorrect results\n",
+                   wrong);
+  }
+  return wrong ? 1 : 0;
+}

@@ -1,0 +1,34 @@
+// MPI session and error reporting.
+#include "commscope/comm/mpi.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace commscope::comm {
+
+void mpi_failed(int code, const char* call, const char* file, int line) {
+  int rank = -1, initialized = 0, len = 0;
+  char msg[MPI_MAX_ERROR_STRING] = "unknown MPI error";
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Error_string(code, msg, &len);
+  }
+  std::fprintf(stderr, "commscope: rank %d: %s failed at %s:%d: %s\n", rank, call, file, line, msg);
+  std::fflush(stderr);
+  if (initialized) MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
+Session::Session(int* argc, char*** argv) {
+  CS_MPI_CHECK(MPI_Init(argc, argv));
+  CS_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  CS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  CS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+}
+
+Session::~Session() {
+  MPI_Finalize();
+}
+
+}  // namespace commscope::comm

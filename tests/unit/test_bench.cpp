@@ -1,0 +1,70 @@
+// commscope bench end to end over real MPI (Open MPI's mpirun, oversubscribed on this machine):
+// the busbw column against algbw x nccl-tests' factor, and a corrupted result caught.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/workload/op.h"
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+};
+
+Outcome run(const std::string& args) {
+  Outcome o;
+  std::string cmd = std::string(COMMSCOPE_BIN) + " bench " + args + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
+  int rc = ::pclose(p);
+  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return o;
+}
+
+commscope::Collective kind(const std::string& name) {
+  using commscope::Collective;
+  for (auto c :
+       {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+        Collective::broadcast, Collective::reduce, Collective::all_to_all, Collective::send})
+    if (to_string(c) == name) return c;
+  ADD_FAILURE() << name;
+  return Collective::all_reduce;
+}
+
+TEST(Bench, BusbwIsAlgbwTimesTheNcclTestsFactor) {
+  for (int ranks : {2, 4}) {
+    Outcome o =
+        run("--ranks " + std::to_string(ranks) + " -- -b 4K -e 64K -f 4 -n 3 -w 1 --format json");
+    ASSERT_EQ(o.status, 0) << o.out;
+    auto j = nlohmann::json::parse(o.out)["results"];
+    ASSERT_EQ(j.size(), 7u * 3u);
+    for (const auto& r : j) {
+      const double factor = commscope::bus_factor(kind(r["collective"]), ranks);
+      for (const char* side : {"out_of_place", "in_place"}) {
+        EXPECT_NEAR(r[side]["busbw_GBps"].get<double>(),
+                    r[side]["algbw_GBps"].get<double>() * factor, 1e-9)
+            << r["collective"];
+        EXPECT_EQ(r[side]["wrong"], 0);
+      }
+    }
+  }
+}
+
+TEST(Bench, CorruptedResultIsCaught) {
+  Outcome o = run(
+      "--ranks 2 -- -b 1K -e 1K -n 1 -w 0 --collectives all_reduce --corrupt-rank 1 --format json");
+  EXPECT_NE(o.status, 0);
+  auto j = nlohmann::json::parse(o.out)["results"];
+  EXPECT_GT(j[0]["out_of_place"]["wrong"].get<long>(), 0);
+}
+
+}  // namespace
