@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +66,28 @@ TEST(Bench, CorruptedResultIsCaught) {
   EXPECT_NE(o.status, 0);
   auto j = nlohmann::json::parse(o.out)["results"];
   EXPECT_GT(j[0]["out_of_place"]["wrong"].get<long>(), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// bench -> fit -> a network profile that predict accepts.
+TEST(Bench, FitMakesAProfileForPredict) {
+  const std::string dir = ::testing::TempDir();
+  const std::string json = dir + "/commscope_bench_fit.json",
+                    profile = dir + "/commscope_measured.json";
+  Outcome o = run(
+      "--ranks 2 -- -b 64K -e 4M -f 4 -n 3 -w 1 --collectives all_reduce --format json > " + json);
+  ASSERT_EQ(o.status, 0);
+  const std::string fit =
+      std::string(COMMSCOPE_BIN) + " fit " + json + " -o " + profile + " > /dev/null";
+  ASSERT_EQ(std::system(fit.c_str()), 0);
+  const std::string predict =
+      std::string(COMMSCOPE_BIN) + " predict --format csv --network " + profile + " > /dev/null";
+  EXPECT_EQ(std::system(predict.c_str()), 0);
+  std::remove(json.c_str());
+  std::remove(profile.c_str());
 }
 
 }  // namespace
