@@ -283,6 +283,88 @@ std::vector<Row> run(const Options& o, MPI_Comm comm) {
   return rows;
 }
 
+std::vector<P2PRow> run_p2p(const Options& o, MPI_Comm comm, int window) {
+  int me = 0, n = 1;
+  CS_MPI_CHECK(MPI_Comm_rank(comm, &me));
+  CS_MPI_CHECK(MPI_Comm_size(comm, &n));
+  std::vector<P2PRow> rows;
+  if (n < 2) return rows;
+  // Each message of the window has its own buffer (receives into one buffer would overlap);
+  // large messages use a smaller window so that the window stays within 256 MiB.
+  constexpr std::size_t kWindowBytes = std::size_t{256} << 20;
+  std::vector<char> buf(
+      std::min(std::max<std::size_t>(o.max_bytes, 1) * static_cast<std::size_t>(window),
+               std::max<std::size_t>(kWindowBytes, o.max_bytes)));
+  char ack = 0;
+  for (double b = static_cast<double>(o.min_bytes);
+       b <= static_cast<double>(o.max_bytes) * 1.0000001;
+       b = b < 1          ? 1
+           : o.factor > 1 ? b * o.factor
+                          : b + std::max(1.0, -o.factor)) {
+    const auto bytes = static_cast<std::size_t>(b);
+    const int c = static_cast<int>(bytes);
+    P2PRow r;
+    r.bytes = bytes;
+    // latency: ping-pong between ranks 0 and 1
+    for (int pass = 0; pass < 2; ++pass) {  // warm-up pass, then the timed one
+      const int iters = pass == 0 ? o.warmup : o.iters;
+      CS_MPI_CHECK(MPI_Barrier(comm));
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < iters && me < 2; ++i) {
+        if (me == 0) {
+          CS_MPI_CHECK(MPI_Send(buf.data(), c, MPI_CHAR, 1, 1, comm));
+          CS_MPI_CHECK(MPI_Recv(buf.data(), c, MPI_CHAR, 1, 1, comm, MPI_STATUS_IGNORE));
+        } else {
+          CS_MPI_CHECK(MPI_Recv(buf.data(), c, MPI_CHAR, 0, 1, comm, MPI_STATUS_IGNORE));
+          CS_MPI_CHECK(MPI_Send(buf.data(), c, MPI_CHAR, 0, 1, comm));
+        }
+      }
+      if (pass == 1) r.latency_s = (MPI_Wtime() - t0) / (2.0 * std::max(iters, 1));
+    }
+    // bandwidth: a window of messages in flight, one acknowledgement
+    const int win = static_cast<int>(std::clamp<std::size_t>(
+        buf.size() / std::max<std::size_t>(bytes, 1), 1, static_cast<std::size_t>(window)));
+    std::vector<MPI_Request> req(static_cast<std::size_t>(win));
+    for (int pass = 0; pass < 2; ++pass) {
+      const int iters = pass == 0 ? o.warmup : o.iters;
+      CS_MPI_CHECK(MPI_Barrier(comm));
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < iters && me < 2; ++i) {
+        for (int w = 0; w < win; ++w) {
+          char* p = buf.data() + static_cast<std::size_t>(w) * std::max<std::size_t>(bytes, 1);
+          if (me == 0)
+            CS_MPI_CHECK(MPI_Isend(p, c, MPI_CHAR, 1, 2, comm, &req[static_cast<std::size_t>(w)]));
+          else
+            CS_MPI_CHECK(MPI_Irecv(p, c, MPI_CHAR, 0, 2, comm, &req[static_cast<std::size_t>(w)]));
+        }
+        CS_MPI_CHECK(MPI_Waitall(win, req.data(), MPI_STATUSES_IGNORE));
+        if (me == 0)
+          CS_MPI_CHECK(MPI_Recv(&ack, 1, MPI_CHAR, 1, 3, comm, MPI_STATUS_IGNORE));
+        else
+          CS_MPI_CHECK(MPI_Send(&ack, 1, MPI_CHAR, 0, 3, comm));
+      }
+      if (pass == 1) {
+        const double t = MPI_Wtime() - t0;
+        r.bandwidth = t > 0 ? static_cast<double>(bytes) * win * std::max(iters, 1) / t : 0;
+      }
+    }
+    CS_MPI_CHECK(MPI_Bcast(&r.latency_s, 1, MPI_DOUBLE, 0, comm));
+    CS_MPI_CHECK(MPI_Bcast(&r.bandwidth, 1, MPI_DOUBLE, 0, comm));
+    rows.push_back(r);
+    if (o.min_bytes == o.max_bytes) break;
+  }
+  return rows;
+}
+
+std::string render_osu(const std::vector<P2PRow>& rows) {
+  std::string out =
+      "# commscope point-to-point (ranks 0 and 1; latency as osu_latency, bandwidth as osu_bw)\n";
+  out += "# Size          Latency (us)     Bandwidth (MB/s)\n";
+  for (const auto& r : rows)
+    out += fmt::format("{:<14}{:>14.2f}{:>21.2f}\n", r.bytes, r.latency_s * 1e6, r.bandwidth / 1e6);
+  return out;
+}
+
 std::string render_nccl_tests(const std::vector<Row>& rows, Collective c) {
   std::string out;
   out += fmt::format("# {} over {} ranks\n", to_string(c), rows.empty() ? 0 : rows.front().ranks);

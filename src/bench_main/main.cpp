@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
                  "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,sendrecv [all]")
       ->delimiter(',');
   app.add_option("--format", format, "table|json|csv [table]");
+  bool p2p = false;
+  app.add_flag("--p2p", p2p,
+               "point-to-point latency and bandwidth between ranks 0 and 1 (osu_latency, osu_bw)");
   app.add_option("--corrupt-rank", o.corrupt_rank, "(tests) this rank corrupts one received value")
       ->group("");
   auto fail = [&](const std::string& msg) {
@@ -118,6 +121,28 @@ int main(int argc, char** argv) {
   if (format != "table" && format != "json" && format != "csv")
     return fail(fmt::format("--format: expected table, json or csv, got '{}'", format));
 
+  if (p2p) {
+    if (mpi.size() < 2) return fail("--p2p: expected at least 2 ranks, got 1");
+    auto p = bench::run_p2p(o, MPI_COMM_WORLD);
+    if (mpi.rank() == 0) {
+      if (format == "table") {
+        std::fputs(bench::render_osu(p).c_str(), stdout);
+      } else {
+        nlohmann::json j = nlohmann::json::array();
+        std::string csv = "size_bytes,latency_us,bandwidth_MBps\n";
+        for (const auto& r : p) {
+          j.push_back({{"size_bytes", r.bytes},
+                       {"latency_us", r.latency_s * 1e6},
+                       {"bandwidth_MBps", r.bandwidth / 1e6}});
+          csv += fmt::format("{},{:.3f},{:.3f}\n", r.bytes, r.latency_s * 1e6, r.bandwidth / 1e6);
+        }
+        std::fputs(
+            format == "json" ? (nlohmann::json{{"p2p", j}}.dump(2) + "\n").c_str() : csv.c_str(),
+            stdout);
+      }
+    }
+    return 0;
+  }
   std::vector<bench::Row> rows = bench::run(o, MPI_COMM_WORLD);
   long wrong = 0;
   for (const auto& r : rows) wrong += r.out_of_place.wrong + r.in_place.wrong;

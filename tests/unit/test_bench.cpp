@@ -91,3 +91,20 @@ TEST(Bench, FitMakesAProfileForPredict) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Bench, PointToPointLatencyAndBandwidth) {
+  Outcome o = run("--ranks 2 -- --p2p -b 1 -e 1M -f 32 -n 20 -w 2 --format json");
+  ASSERT_EQ(o.status, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out)["p2p"];
+  ASSERT_EQ(j.size(), 5u);  // 1, 32, 1K, 32K, 1M
+  for (const auto& r : j) {
+    EXPECT_GT(r["latency_us"].get<double>(), 0);
+    EXPECT_GT(r["bandwidth_MBps"].get<double>(), 0);
+  }
+  EXPECT_GT(j[4]["latency_us"].get<double>(),
+            j[0]["latency_us"].get<double>());  // 1 MB takes longer than 1 B
+}
+
+}  // namespace

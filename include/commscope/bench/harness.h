@@ -54,6 +54,17 @@ int element_bytes(DataType d);
 // Runs the sweep of every selected collective on `comm`; every rank gets the same rows.
 std::vector<Row> run(const Options& o, MPI_Comm comm);
 
+// Point-to-point between ranks 0 and 1, as the OSU micro-benchmarks measure it: latency is half
+// the round trip of a ping-pong (osu_latency); bandwidth sends a window of messages in flight
+// and waits for one acknowledgement (osu_bw).
+struct P2PRow {
+  std::size_t bytes = 0;
+  double latency_s = 0;
+  double bandwidth = 0;  // bytes/s
+};
+std::vector<P2PRow> run_p2p(const Options& o, MPI_Comm comm, int window = 64);
+std::string render_osu(const std::vector<P2PRow>& rows);
+
 // nccl-tests' table for one collective, with the "#wrong" and average bus bandwidth lines.
 std::string render_nccl_tests(const std::vector<Row>& rows, Collective c);
 
