@@ -367,7 +367,8 @@ std::string render_osu(const std::vector<P2PRow>& rows) {
 
 std::string render_nccl_tests(const std::vector<Row>& rows, Collective c) {
   std::string out;
-  out += fmt::format("# {} over {} ranks\n", to_string(c), rows.empty() ? 0 : rows.front().ranks);
+  out += fmt::format("# {} over {} ranks ({})\n", to_string(c),
+                     rows.empty() ? 0 : rows.front().ranks, rows.empty() ? "" : rows.front().group);
   out +=
       "#                                                              out-of-place                 "
       "      in-place\n";

@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--format", format, "table|json|csv [table]");
   bool p2p = false;
+  std::string split;
+  app.add_option("--split", split,
+                 "node: run each collective inside each node and across nodes separately");
   app.add_flag("--p2p", p2p,
                "point-to-point latency and bandwidth between ranks 0 and 1 (osu_latency, osu_bw)");
   app.add_option("--corrupt-rank", o.corrupt_rank, "(tests) this rank corrupts one received value")
@@ -143,16 +146,57 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  std::vector<bench::Row> rows = bench::run(o, MPI_COMM_WORLD);
+  if (!split.empty() && split != "node")
+    return fail(fmt::format("--split: expected node, got '{}'", split));
+  std::vector<bench::Row> rows;
+  if (split == "node") {
+    // Inside the node: the ranks that share memory. Across nodes: the ranks with the same
+    // local rank, one per node, all such groups running at once (as data-parallel groups do).
+    MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+    CS_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank(),
+                                     MPI_INFO_NULL, &node));
+    int local = 0, per_node = 1, nodes = 1;
+    CS_MPI_CHECK(MPI_Comm_rank(node, &local));
+    CS_MPI_CHECK(MPI_Comm_size(node, &per_node));
+    CS_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, local, mpi.rank(), &cross));
+    CS_MPI_CHECK(MPI_Comm_size(cross, &nodes));
+    bench::Options local_options = o;
+    local_options.root = 0;
+    for (auto [comm, name] : {std::pair{node, "intra-node"}, std::pair{cross, "inter-node"}}) {
+      int size = 1;
+      CS_MPI_CHECK(MPI_Comm_size(comm, &size));
+      std::vector<bench::Row> part;
+      if (size > 1) part = bench::run(local_options, comm);
+      // rank 0 of the world prints: it is rank 0 of its node and of its cross group
+      for (auto& r : part) r.group = name;
+      rows.insert(rows.end(), part.begin(), part.end());
+    }
+    CS_MPI_CHECK(MPI_Comm_free(&node));
+    CS_MPI_CHECK(MPI_Comm_free(&cross));
+    if (mpi.rank() == 0 && rows.empty())
+      std::fprintf(
+          stderr,
+          "commscope: --split node: every group has a single rank (%d ranks per node, %d nodes)\n",
+          per_node, nodes);
+  } else {
+    rows = bench::run(o, MPI_COMM_WORLD);
+  }
   long wrong = 0;
   for (const auto& r : rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
+  CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD));
   if (mpi.rank() == 0) {
     if (format == "table") {
       std::vector<Collective> seen;
       for (const auto& r : rows)
         if (std::find(seen.begin(), seen.end(), r.collective) == seen.end())
           seen.push_back(r.collective);
-      for (auto c : seen) std::fputs(bench::render_nccl_tests(rows, c).c_str(), stdout);
+      for (const char* g : {"world", "intra-node", "inter-node"})
+        for (auto c : seen) {
+          std::vector<bench::Row> part;
+          for (const auto& r : rows)
+            if (r.group == g && r.collective == c) part.push_back(r);
+          if (!part.empty()) std::fputs(bench::render_nccl_tests(part, c).c_str(), stdout);
+        }
     } else {
       nlohmann::json j = nlohmann::json::array();
       std::string csv =
@@ -168,6 +212,7 @@ int main(int argc, char** argv) {
                                 {"wrong", x.wrong}};
         };
         j.push_back({{"collective", to_string(r.collective)},
+                     {"group", r.group},
                      {"ranks", r.ranks},
                      {"size_bytes", r.bytes},
                      {"count", r.count},

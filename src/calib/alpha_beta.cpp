@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -52,7 +53,7 @@ Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path)
   if (!j.contains("results") || !j["results"].is_array())
     return Error{fmt::format(
         "{}: field 'results': expected the array commscope-bench --format json writes", path)};
-  std::map<std::pair<int, int>, MeasuredCollective> by;
+  std::map<std::tuple<std::string, int, int>, MeasuredCollective> by;
   std::size_t i = 0;
   for (const auto& r : j["results"]) {
     Collective c;
@@ -71,8 +72,9 @@ Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path)
       return Error{fmt::format(
           "{}: results[{}]: expected ranks and out_of_place.time_us, got ranks {} time {}", path, i,
           ranks, us)};
-    auto& m = by[{static_cast<int>(c), ranks}];
-    m.collective = c, m.ranks = ranks;
+    const std::string group = r.value("group", "world");
+    auto& m = by[{group, static_cast<int>(c), ranks}];
+    m.collective = c, m.ranks = ranks, m.group = group;
     if (bytes > 0) m.samples.push_back({bytes, us * 1e-6});
     ++i;
   }

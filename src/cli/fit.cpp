@@ -35,10 +35,11 @@ Verb add_fit(CLI::App& app) {
             auto measured = read_bench_json(st->input);
             if (!measured) return fail(measured.error().message);
             Table t;
-            t.header = {"collective", "ranks", "sizes",       "alpha_us",
-                        "busbw_GBps", "r2",    "max_residual"};
-            t.right = {false, true, true, true, true, true, true};
+            t.header = {"group",    "collective", "ranks", "sizes",
+                        "alpha_us", "busbw_GBps", "r2",    "max_residual"};
+            t.right = {false, false, true, true, true, true, true, true};
             const AlphaBetaFit* all_reduce = nullptr;
+            bool all_reduce_inter = false;
             int ar_ranks = 0;
             std::vector<AlphaBetaFit> fits;
             fits.reserve(measured->size());
@@ -53,7 +54,7 @@ Verb add_fit(CLI::App& app) {
               double worst = 0;
               for (std::size_t i = 0; i < m.samples.size(); ++i)
                 worst = std::max(worst, std::fabs(f->residuals[i]) / m.samples[i].seconds);
-              t.add({std::string(to_string(m.collective)), std::to_string(m.ranks),
+              t.add({m.group, std::string(to_string(m.collective)), std::to_string(m.ranks),
                      std::to_string(m.samples.size()), fmt::format("{:.2f}", f->alpha * 1e6),
                      fmt::format("{:.3f}", f->busbw(m.collective, m.ranks) / 1e9),
                      fmt::format("{:.4f}", f->r2), fmt::format("{:.1f}%", 100 * worst)});

@@ -108,3 +108,23 @@ TEST(Bench, PointToPointLatencyAndBandwidth) {
 }
 
 }  // namespace
+
+namespace {
+
+// On one machine every rank shares the node: --split node gives intra-node groups of all the
+// ranks, and no inter-node rows (groups of one rank are skipped).
+TEST(Bench, SplitNode) {
+  Outcome o =
+      run("--ranks 4 -- --split node -b 4K -e 4K -n 2 -w 1 --collectives all_reduce,all_gather "
+          "--format json");
+  ASSERT_EQ(o.status, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out)["results"];
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& r : j) {
+    EXPECT_EQ(r["group"], "intra-node");
+    EXPECT_EQ(r["ranks"], 4);
+    EXPECT_EQ(r["out_of_place"]["wrong"], 0);
+  }
+}
+
+}  // namespace

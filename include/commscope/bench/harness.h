@@ -44,6 +44,7 @@ struct Row {
   ReduceOp op = ReduceOp::sum;
   int root = -1;  // -1 for collectives without a root
   int ranks = 1;
+  std::string group = "world";  // world, or with --split node: intra-node / inter-node
   Measure out_of_place, in_place;
 };
 

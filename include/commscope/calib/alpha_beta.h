@@ -33,6 +33,7 @@ Result<AlphaBetaFit> fit_alpha_beta(const std::vector<Sample>& samples);
 // grouped by collective: (collective, ranks, samples).
 struct MeasuredCollective {
   Collective collective = Collective::all_reduce;
+  std::string group = "world";  // world, intra-node or inter-node (commscope-bench --split node)
   int ranks = 0;
   std::vector<Sample> samples;
 };
