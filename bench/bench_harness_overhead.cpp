@@ -1,0 +1,50 @@
+// The harness's overhead: for 1 MiB to 64 MiB, the harness's out-of-place all-reduce time
+// against a bare timed MPI_Allreduce loop on the same buffers, side by side in one run
+// (target: at most 2% slower). Run under mpirun: mpirun -np 2 ./build/bench/bench_harness_overhead
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "commscope/bench/harness.h"
+#include "commscope/comm/mpi.h"
+
+int main(int argc, char** argv) {
+  commscope::comm::Session mpi(&argc, &argv);
+  const int iters = 50, reps = 5;
+  if (mpi.rank() == 0)
+    std::printf("# size      bare_us  harness_us   ratio   (median of %d runs of %d iterations)\n",
+                reps, iters);
+  for (std::size_t bytes = 1 << 20; bytes <= (64u << 20); bytes *= 4) {
+    const std::size_t count = bytes / 4;
+    std::vector<float> in(count, 1.0f), out(count);
+    std::vector<double> bare, harness;
+    for (int r = 0; r < reps; ++r) {
+      for (int w = 0; w < 5; ++w)
+        CS_MPI_CHECK(MPI_Allreduce(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT,
+                                   MPI_SUM, MPI_COMM_WORLD));
+      CS_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < iters; ++i)
+        CS_MPI_CHECK(MPI_Allreduce(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT,
+                                   MPI_SUM, MPI_COMM_WORLD));
+      double mine = (MPI_Wtime() - t0) / iters, slowest = 0;
+      CS_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+      bare.push_back(slowest);
+
+      commscope::bench::Options o;
+      o.min_bytes = o.max_bytes = bytes;
+      o.iters = iters;
+      o.warmup = 5;
+      o.check = false;
+      o.collectives = {commscope::Collective::all_reduce};
+      harness.push_back(commscope::bench::run(o, MPI_COMM_WORLD).front().out_of_place.time_s);
+    }
+    std::sort(bare.begin(), bare.end());
+    std::sort(harness.begin(), harness.end());
+    const double b = bare[reps / 2], h = harness[reps / 2];
+    if (mpi.rank() == 0)
+      std::printf("%9zu  %9.1f  %10.1f  %6.3f\n", bytes, b * 1e6, h * 1e6, h / b);
+  }
+  if (mpi.rank() == 0) std::printf("# target: ratio <= 1.02 at 1 MiB and above\n");
+  return 0;
+}
