@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 
 #include <fmt/format.h>
 
@@ -230,6 +231,7 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
   const double t0 = MPI_Wtime();
   for (int it = 0; it < o.iters; ++it) call(d, o, sendp, recv.data(), count, n, me, comm);
   const double mine = (MPI_Wtime() - t0) / std::max(o.iters, 1);
+  if (me == o.kill_rank) std::raise(SIGKILL);  // tests: a rank dies in the middle of the job
   Measure m;
   double sum = 0;
   CS_MPI_CHECK(MPI_Allreduce(&mine, &m.time_max_s, 1, MPI_DOUBLE, MPI_MAX, comm));

@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
                "point-to-point latency and bandwidth between ranks 0 and 1 (osu_latency, osu_bw)");
   app.add_option("--corrupt-rank", o.corrupt_rank, "(tests) this rank corrupts one received value")
       ->group("");
+  int kill_rank = -1;
+  app.add_option("--kill-rank", kill_rank,
+                 "(tests) this rank kills itself once the sweep has started")
+      ->group("");
   auto fail = [&](const std::string& msg) {
     if (mpi.rank() == 0) std::fprintf(stderr, "commscope: %s\n", msg.c_str());
     return 2;
@@ -146,6 +150,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  o.kill_rank = kill_rank;
   if (!split.empty() && split != "node")
     return fail(fmt::format("--split: expected node, got '{}'", split));
   std::vector<bench::Row> rows;

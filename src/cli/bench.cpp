@@ -84,7 +84,13 @@ Verb add_bench(CLI::App& app) {
         }
         int status = 0;
         if (::waitpid(pid, &status, 0) < 0) return fail("waitpid failed");
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+        const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (rc > 1)  // 1: wrong values, reported by commscope-bench itself
+          return fail(
+              fmt::format("bench: the MPI job ended with status {}: a rank failed or died (see "
+                          "mpirun's message above)",
+                          rc));
+        return rc;
       }};
 }
 

@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -125,6 +126,19 @@ TEST(Bench, SplitNode) {
     EXPECT_EQ(r["ranks"], 4);
     EXPECT_EQ(r["out_of_place"]["wrong"], 0);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A rank that dies mid-run ends the job with an error, promptly: no hang.
+TEST(Bench, KilledRankEndsTheJob) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome o = run("--ranks 2 -- -b 1K -e 64M -n 20 --kill-rank 1");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(o.status, 2);
+  EXPECT_LT(s, 30.0);
 }
 
 }  // namespace

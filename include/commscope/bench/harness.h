@@ -28,6 +28,7 @@ struct Options {
   bool check = true;
   std::vector<Collective> collectives;  // empty: all
   int corrupt_rank = -1;                // tests: this rank corrupts one received value
+  int kill_rank = -1;                   // tests: this rank dies after the first measurement
 };
 
 // One measurement: nccl-tests' time is per iteration; bandwidths in bytes/s.
