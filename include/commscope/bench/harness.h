@@ -33,7 +33,8 @@ struct Options {
 
 // One measurement: nccl-tests' time is per iteration; bandwidths in bytes/s.
 struct Measure {
-  double time_s = 0, time_min_s = 0, time_max_s = 0;  // time: the slowest rank's
+  double time_s = 0;  // the slowest rank's time per iteration (what the collective costs)
+  double time_min_s = 0, time_avg_s = 0, time_max_s = 0;  // over ranks
   double algbw = 0, busbw = 0;
   long wrong = 0;
 };
