@@ -104,6 +104,26 @@ class StringSource : public Source {
 
 }  // namespace
 
+// Categories of the events the reader keeps (Kineto's, and commscope's own).
+static bool kept_category(std::string_view c) {
+  if (c.empty()) return false;
+  switch (c[0]) {  // most events are cpu_op, cuda_runtime, ac2g: rejected on the first letter
+    case 'k':
+    case 'K':
+    case 'g':
+    case 'u':
+    case 'c':
+    case 'm':
+    case 'M':
+      break;
+    default:
+      return false;
+  }
+  return c == "kernel"sv || c == "gpu_memcpy"sv || c == "gpu_memset"sv ||
+         c == "gpu_user_annotation"sv || c == "user_annotation"sv || c == "compute"sv ||
+         c == "comm"sv || c == "memcpy"sv || c == "Kernel"sv || c == "Memcpy"sv || c == "Memset"sv;
+}
+
 bool is_comm_kernel(std::string_view n) {
   return starts_with(n, "nccl") || starts_with(n, "rccl") || contains(n, "ncclKernel") ||
          contains(n, "ncclDevKernel") || contains(n, "ncclSymkDevKernel");
@@ -348,6 +368,7 @@ class Reader {
  private:
   // Reads the fields of one event in document order.
   std::string read_event(od::object& obj, RawEvent& ev, std::size_t index) {
+    bool skip = false;  // decided by "ph" and "cat", which Kineto writes first
     for (auto field : obj) {
       std::string_view key;
       if (field.unescaped_key().get(key)) return fmt::format("event {}: bad key", index);
@@ -355,8 +376,12 @@ class Reader {
       if (field.value().get(v)) return fmt::format("event {}: bad value of '{}'", index, key);
       if (key == "ph"sv) {
         if (v.get_string().get(ev.ph)) return type_error(index, key, "a string");
+        skip = skip || ev.ph != "X"sv;
       } else if (key == "cat"sv) {
         if (v.get_string().get(ev.cat)) return type_error(index, key, "a string");
+        skip = skip || !kept_category(ev.cat);
+      } else if (skip) {
+        continue;  // CPU ops, runtime calls, flows: the rest of the event is skipped unread
       } else if (key == "name"sv) {
         if (v.get_string().get(ev.name)) return type_error(index, key, "a string");
       } else if (key == "ts"sv) {
