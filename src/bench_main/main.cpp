@@ -9,7 +9,6 @@
 
 #include "commscope/bench/harness.h"
 #include "commscope/comm/mpi.h"
-#include "commscope/timeline/trace_reader.h"
 
 namespace {
 
@@ -119,9 +118,7 @@ int main(int argc, char** argv) {
     return fail(fmt::format("-o: expected sum, max or min, got '{}'", op));
   for (const auto& n : names) {
     Collective c;
-    if (n == "sendrecv")
-      c = Collective::send;
-    else if (!collective_from_name(n, c))
+    if (!collective_from_name(n, c))
       return fail(fmt::format("--collectives: unknown collective '{}'", n));
     o.collectives.push_back(c);
   }

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "commscope/timeline/trace_reader.h"
 #include "commscope/util/json_fields.h"
 
 namespace commscope {
@@ -58,11 +57,7 @@ Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path)
   for (const auto& r : j["results"]) {
     Collective c;
     const std::string name = r.value("collective", "");
-    if (name == "send")
-      c = Collective::send;
-    else if (name == "recv")
-      c = Collective::recv;
-    else if (!collective_from_name(name, c))
+    if (!collective_from_name(name, c))
       return Error{fmt::format("{}: results[{}].collective: expected a collective, got '{}'", path,
                                i, name)};
     const int ranks = r.value("ranks", 0);

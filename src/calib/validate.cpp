@@ -171,7 +171,6 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
   }
   int best = static_cast<int>(std::min_element(f.begin(), f.end()) - f.begin());
   Calibration out = decode(p[best], start);
-  out.fitted = true;
   return out;
 }
 

@@ -58,8 +58,15 @@ Verb add_fit(CLI::App& app) {
                      std::to_string(m.samples.size()), fmt::format("{:.2f}", f->alpha * 1e6),
                      fmt::format("{:.3f}", f->busbw(m.collective, m.ranks) / 1e9),
                      fmt::format("{:.4f}", f->r2), fmt::format("{:.1f}%", 100 * worst)});
-              if (m.collective == Collective::all_reduce && m.ranks >= ar_ranks)
+              // The profile describes the network: the inter-node all-reduce when there is one,
+              // else the all-reduce over the most ranks.
+              const bool inter = m.group == "inter-node";
+              if (m.collective == Collective::all_reduce &&
+                  (inter ? !all_reduce_inter || m.ranks >= ar_ranks
+                         : !all_reduce_inter && m.ranks >= ar_ranks)) {
                 all_reduce = &fits.back(), ar_ranks = m.ranks;
+                all_reduce_inter = all_reduce_inter || inter;
+              }
             }
             std::string out = render_text(t, "");
             if (!st->output.empty()) {

@@ -123,7 +123,6 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& 
   auto cal = r.object("calibration");
   if (r.has("calibration")) {
     Calibration& c = s.calibration;
-    c.fitted = true;
     auto fraction = [&](std::string_view key, double& out) {
       if (cal.read(key, out))
         cal.check(out > 0 && out <= 1, key, "a fraction in (0, 1]", fmt::format("{}", out));

@@ -129,30 +129,6 @@ bool is_comm_kernel(std::string_view n) {
          contains(n, "ncclDevKernel") || contains(n, "ncclSymkDevKernel");
 }
 
-bool collective_from_name(std::string_view name, Collective& out) {
-  const std::string s = lower(name);
-  auto has = [&](const char* p) { return s.find(p) != std::string::npos; };
-  if (has("alltoall") || has("all_to_all"))
-    out = Collective::all_to_all;
-  else if (has("allgather") || has("all_gather"))
-    out = Collective::all_gather;
-  else if (has("reducescatter") || has("reduce_scatter"))
-    out = Collective::reduce_scatter;
-  else if (has("allreduce") || has("all_reduce"))
-    out = Collective::all_reduce;
-  else if (has("broadcast"))
-    out = Collective::broadcast;
-  else if (has("sendrecv") || has("send"))
-    out = Collective::send;
-  else if (has("recv"))
-    out = Collective::recv;
-  else if (has("reduce"))
-    out = Collective::reduce;
-  else
-    return false;
-  return true;
-}
-
 int profiler_dtype_bytes(std::string_view dtype) {
   const std::string d = lower(dtype);
   if (d == "float"sv || d == "float32"sv || d == "int"sv || d == "int32"sv || d == "uint32"sv)

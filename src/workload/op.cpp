@@ -1,6 +1,9 @@
 // Names of the op enums, bus factors, and the op list's dependency pool.
 #include "commscope/workload/op.h"
 
+#include <cctype>
+#include <string>
+
 #include "commscope/util/json_fields.h"
 
 namespace commscope {
@@ -46,6 +49,31 @@ std::string_view to_string(Collective c) {
 }
 std::string_view to_string(CommGroup g) {
   return enum_to_name(kGroup, g);
+}
+
+bool collective_from_name(std::string_view name, Collective& out) {
+  std::string s(name);
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  auto has = [&](const char* p) { return s.find(p) != std::string::npos; };
+  if (has("alltoall") || has("all_to_all"))
+    out = Collective::all_to_all;
+  else if (has("allgather") || has("all_gather"))
+    out = Collective::all_gather;
+  else if (has("reducescatter") || has("reduce_scatter"))
+    out = Collective::reduce_scatter;
+  else if (has("allreduce") || has("all_reduce"))
+    out = Collective::all_reduce;
+  else if (has("broadcast"))
+    out = Collective::broadcast;
+  else if (has("sendrecv") || has("send"))
+    out = Collective::send;
+  else if (has("recv"))
+    out = Collective::recv;
+  else if (has("reduce"))
+    out = Collective::reduce;
+  else
+    return false;
+  return true;
 }
 
 double bus_factor(Collective c, int n) {

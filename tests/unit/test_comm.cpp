@@ -46,7 +46,9 @@ TEST(Comm, ZeroStagesMoveTheZeroPaperVolumes) {
       Workload w = build_workload(sc);
       volume[z] = wire(w, w.roles[0], CommGroup::data);
       const double psi = static_cast<double>(count_params(sc.model).total);
-      if (z == 0) EXPECT_NEAR(volume[0] / (2.0 * (d - 1) / d * psi * 2 /*bf16*/), 1.0, 1e-12);
+      if (z == 0) {
+        EXPECT_NEAR(volume[0] / (2.0 * (d - 1) / d * psi * 2 /*bf16*/), 1.0, 1e-12);
+      }
     }
     EXPECT_NEAR(volume[1] / volume[0], 1.0, 1e-12);
     EXPECT_NEAR(volume[2] / volume[0], 1.0, 1e-12);
@@ -147,9 +149,10 @@ TEST(Comm, EmbeddingAllReduceOnlyWithPipelineAndTiedEmbeddings) {
   for (const Role& r : pp.roles) {
     const bool ends = r.stage == 0 || r.stage == 3;
     EXPECT_EQ(embedding_calls(pp, r), ends ? 1 : 0);
-    if (ends)
+    if (ends) {
       EXPECT_EQ(bytes(pp, r, CommGroup::embedding, Collective::all_reduce),
                 2.0 * sc.model.vocab / 2 * sc.model.hidden);
+    }
   }
 
   Workload untied = build_workload(scenario("llama2-7b", "dgx-a100-80gb", plan(8, 2, 4, 1, 16)));

@@ -33,7 +33,9 @@ TEST(Loaders, EveryPresetLoads) {
   for (const auto& n : list_presets(PresetKind::network)) {
     auto p = load_network(n);
     EXPECT_TRUE(p.ok()) << n << ": " << (p.ok() ? "" : p.error().message);
-    if (p.ok()) EXPECT_FALSE(p->sources.empty()) << n << " cites no source";
+    if (p.ok()) {
+      EXPECT_FALSE(p->sources.empty()) << n << " cites no source";
+    }
   }
   EXPECT_EQ(list_presets(PresetKind::model).size(), 27u);
 }

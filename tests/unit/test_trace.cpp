@@ -105,6 +105,15 @@ TEST(Trace, KernelNamesOfEveryNcclGeneration) {
   EXPECT_EQ(c, Collective::reduce_scatter);
   ASSERT_TRUE(collective_from_name("all_to_all", c));  // "Collective name" beats a SendRecv kernel
   EXPECT_EQ(c, Collective::all_to_all);
+  // the spellings commscope-bench and its JSON use
+  for (auto k : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                 Collective::broadcast, Collective::reduce, Collective::all_to_all,
+                 Collective::send, Collective::recv}) {
+    ASSERT_TRUE(collective_from_name(to_string(k), c)) << to_string(k);
+    EXPECT_EQ(c, k) << to_string(k);
+  }
+  ASSERT_TRUE(collective_from_name("sendrecv", c));
+  EXPECT_EQ(c, Collective::send);
 }
 
 // The sweep-line breakdown against brute force on random timelines: intervals on an integer

@@ -62,8 +62,7 @@ struct Calibration {
   Seconds intra_node_latency = units::us(6);  // per step of an intra-node collective
   Seconds iteration_overhead = Seconds(0);  // host-side time per iteration (framework, launch gaps)
   Seconds microbatch_overhead =
-      Seconds(0);       // host-side time per micro-batch and chunk (schedule engine)
-  bool fitted = false;  // whether the preset's values were fitted (see its sources)
+      Seconds(0);  // host-side time per micro-batch and chunk (schedule engine)
 };
 
 struct SystemSpec {

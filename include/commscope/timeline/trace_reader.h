@@ -40,8 +40,6 @@ struct TraceFile {
   std::vector<std::int32_t> comm_index;  // per event: index into comm_args, or -1
 };
 
-// The collective a kernel name or a "Collective name" argument stands for.
-bool collective_from_name(std::string_view name, Collective& out);
 // Whether a kernel name is an NCCL/RCCL communication kernel (every NCCL generation's names:
 // ncclKernel_*, ncclDevKernel_*, ncclSymkDevKernel_*, and RCCL's).
 bool is_comm_kernel(std::string_view name);

@@ -47,6 +47,10 @@ std::string_view to_string(Phase p);
 std::string_view to_string(ComputeClass c);
 std::string_view to_string(Collective c);
 std::string_view to_string(CommGroup g);
+// The collective a name stands for, in any of the spellings met in practice: commscope's
+// ("all_reduce"), PyTorch's "Collective name" ("allreduce", "_allgather_base"), NCCL kernel
+// names ("ncclDevKernel_ReduceScatter_RING_LL"), "sendrecv". False when none.
+bool collective_from_name(std::string_view name, Collective& out);
 
 // nccl-tests' bus-bandwidth factor for a collective over n ranks: busbw = algbw x factor.
 // all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; the rest 1.
