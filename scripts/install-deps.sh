@@ -10,7 +10,9 @@ PACKAGES=(
   nlohmann-json3-dev         # configs and result documents
   libsimdjson-dev            # reading traces
   zlib1g-dev                 # gzip traces
-  libopenmpi-dev openmpi-bin # bench over MPI
+  libopenmpi-dev openmpi-bin # bench and train over MPI
+  libopenblas-dev            # train: matrix products
+  iproute2                   # bench/train --emulate: ip netns, veth, bridge, tc
   libgtest-dev libgmock-dev  # tests
   clang-format               # the formatting check the test suite runs
 )

@@ -67,6 +67,12 @@ struct Buffer {
   std::vector<char> bytes;
   Buffer(DataType t, std::size_t n)
       : type(t), bytes(std::max<std::size_t>(n, 1) * element_bytes(t)) {}
+  // Grows (never shrinks) to hold n elements: the sweep allocates its buffers once, for the
+  // largest size, and reuses them (as nccl-tests does), so no size pays for fresh pages.
+  void ensure(std::size_t n) {
+    const std::size_t want = std::max<std::size_t>(n, 1) * element_bytes(type);
+    if (bytes.size() < want) bytes.resize(want);
+  }
   void* data() { return bytes.data(); }
   double get(std::size_t i) const {
     switch (type) {
@@ -94,27 +100,45 @@ struct Buffer {
   }
 };
 
+// How `count` elements split over n ranks when n does not divide them: the first count % n
+// ranks hold one element more (as MPI_Scatterv users do). Even splits use the plain calls.
+struct Split {
+  std::size_t count = 0;
+  int n = 1;
+  std::size_t block(int r) const {
+    return count / n + (static_cast<std::size_t>(r) < count % n ? 1 : 0);
+  }
+  std::size_t displ(int r) const {
+    return static_cast<std::size_t>(r) * (count / n) +
+           std::min(static_cast<std::size_t>(r), count % n);
+  }
+  bool even() const { return count % n == 0; }
+  // rank owning element i
+  int owner(std::size_t i) const {
+    int r = 0;
+    while (r + 1 < n && displ(r + 1) <= i) ++r;
+    return r;
+  }
+};
+
 // One collective: how a size in bytes becomes counts, how buffers are filled, what the result
 // must be, and the call. Sizes follow nccl-tests: the all-gather output, the reduce-scatter
 // input, the all-to-all total, the buffer of the others.
 struct Descriptor {
   Collective kind;
   bool rooted, reduces;
-  // elements per rank of the send and receive buffers for a total of `count` elements
-  std::size_t send_count(std::size_t count, int n) const {
-    switch (kind) {
-      case Collective::all_gather:
-        return count / n;
-      default:
-        return count;
-    }
+  // elements of rank `me`'s send and receive buffers for a total of `count` elements
+  std::size_t send_count(const Split& s, int me) const {
+    return kind == Collective::all_gather ? s.block(me) : s.count;
   }
-  std::size_t recv_count(std::size_t count, int n) const {
+  std::size_t recv_count(const Split& s, int me) const {
     switch (kind) {
       case Collective::reduce_scatter:
-        return count / n;
+        return s.block(me);
+      case Collective::all_to_all:  // block `me` from every rank
+        return s.block(me) * static_cast<std::size_t>(s.n);
       default:
-        return count;
+        return s.count;
     }
   }
 };
@@ -127,24 +151,25 @@ const Descriptor kDescriptors[] = {
 };
 
 // The value element i of rank `me`'s result buffer must hold.
-double expected(const Descriptor& d, const Options& o, int me, int n, std::size_t count,
-                std::size_t i) {
+double expected(const Descriptor& d, const Options& o, int me, const Split& s, std::size_t i) {
+  const int n = s.n;
   switch (d.kind) {
     case Collective::all_reduce:
     case Collective::reduce:
       return reduce_of(o.op, n, i);
     case Collective::reduce_scatter:
-      return reduce_of(o.op, n, static_cast<std::size_t>(me) * (count / n) + i);
+      return reduce_of(o.op, n, s.displ(me) + i);
     case Collective::all_gather: {
-      const std::size_t per = count / n;
-      return seed(static_cast<int>(i / per), i % per);
+      const int from = s.owner(i);
+      return seed(from, i - s.displ(from));
     }
     case Collective::broadcast:
       return seed(o.root, i);
     case Collective::all_to_all: {
-      const std::size_t per = count / n;  // block j of my result comes from rank j, its block `me`
+      // block j of my result comes from rank j: its elements [displ(me), displ(me)+block(me))
+      const std::size_t per = s.block(me);
       const int from = static_cast<int>(i / per);
-      return seed(from, static_cast<std::size_t>(me) * per + i % per);
+      return seed(from, s.displ(me) + i % per);
     }
     case Collective::send:
       return seed((me - 1 + n) % n, i);
@@ -153,20 +178,44 @@ double expected(const Descriptor& d, const Options& o, int me, int n, std::size_
   }
 }
 
-void call(const Descriptor& d, const Options& o, void* send, void* recv, std::size_t count, int n,
-          int me, MPI_Comm comm) {
+// Counts and displacements for the v-variants, built once per size.
+struct VArgs {
+  std::vector<int> counts, displs, rcounts, rdispls;
+};
+VArgs v_args(const Descriptor& d, const Split& s, int me) {
+  VArgs v;
+  for (int r = 0; r < s.n; ++r) {
+    v.counts.push_back(static_cast<int>(s.block(r)));
+    v.displs.push_back(static_cast<int>(s.displ(r)));
+    if (d.kind == Collective::all_to_all) {
+      v.rcounts.push_back(static_cast<int>(s.block(me)));
+      v.rdispls.push_back(static_cast<int>(s.block(me)) * r);
+    }
+  }
+  return v;
+}
+
+void call(const Descriptor& d, const Options& o, void* send, void* recv, const Split& s,
+          const VArgs& v, int me, MPI_Comm comm) {
   const MPI_Datatype t = mpi_type(o.dtype);
   const MPI_Op op = mpi_op(o.op);
-  const int c = static_cast<int>(count);
+  const int c = static_cast<int>(s.count), n = s.n;
   switch (d.kind) {
     case Collective::all_reduce:
       CS_MPI_CHECK(MPI_Allreduce(send, recv, c, t, op, comm));
       break;
     case Collective::all_gather:
-      CS_MPI_CHECK(MPI_Allgather(send, c / n, t, recv, c / n, t, comm));
+      if (s.even())
+        CS_MPI_CHECK(MPI_Allgather(send, c / n, t, recv, c / n, t, comm));
+      else
+        CS_MPI_CHECK(MPI_Allgatherv(send, v.counts[static_cast<std::size_t>(me)], t, recv,
+                                    v.counts.data(), v.displs.data(), t, comm));
       break;
     case Collective::reduce_scatter:
-      CS_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, c / n, t, op, comm));
+      if (s.even())
+        CS_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, c / n, t, op, comm));
+      else
+        CS_MPI_CHECK(MPI_Reduce_scatter(send, recv, v.counts.data(), t, op, comm));
       break;
     case Collective::broadcast:
       CS_MPI_CHECK(MPI_Bcast(recv, c, t, o.root, comm));
@@ -175,7 +224,11 @@ void call(const Descriptor& d, const Options& o, void* send, void* recv, std::si
       CS_MPI_CHECK(MPI_Reduce(send, recv, c, t, op, o.root, comm));
       break;
     case Collective::all_to_all:
-      CS_MPI_CHECK(MPI_Alltoall(send, c / n, t, recv, c / n, t, comm));
+      if (s.even())
+        CS_MPI_CHECK(MPI_Alltoall(send, c / n, t, recv, c / n, t, comm));
+      else
+        CS_MPI_CHECK(MPI_Alltoallv(send, v.counts.data(), v.displs.data(), t, recv,
+                                   v.rcounts.data(), v.rdispls.data(), t, comm));
       break;
     case Collective::send:
       CS_MPI_CHECK(MPI_Sendrecv(send, c, t, (me + 1) % n, 0, recv, c, t, (me - 1 + n) % n, 0, comm,
@@ -187,16 +240,18 @@ void call(const Descriptor& d, const Options& o, void* send, void* recv, std::si
 }
 
 Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool in_place,
-                MPI_Comm comm) {
+                Buffer& send, Buffer& recv, MPI_Comm comm) {
   int me = 0, n = 1;
   CS_MPI_CHECK(MPI_Comm_rank(comm, &me));
   CS_MPI_CHECK(MPI_Comm_size(comm, &n));
   // In-place exists for the collectives MPI defines it for; send/receive and all-to-all run
   // out-of-place both times (as nccl-tests reports them).
   const bool ip = in_place && d.kind != Collective::send && d.kind != Collective::all_to_all;
-  const std::size_t sc = d.send_count(count, n), rc = d.recv_count(count, n);
-  Buffer send(o.dtype, d.kind == Collective::broadcast ? 0 : (ip ? 0 : sc));
-  Buffer recv(o.dtype, d.kind == Collective::reduce_scatter && ip ? count : rc);
+  const Split split{count, n};
+  const VArgs v = v_args(d, split, me);
+  const std::size_t sc = d.send_count(split, me), rc = d.recv_count(split, me);
+  send.ensure(d.kind == Collective::broadcast ? 0 : (ip ? 0 : sc));
+  recv.ensure(d.kind == Collective::reduce_scatter && ip ? count : rc);
   auto fill = [&] {
     Buffer& in = ip ? recv : send;
     if (d.kind == Collective::broadcast) {
@@ -205,8 +260,7 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
     }
     if (ip && d.kind == Collective::all_gather) {  // my block in place in the output
       for (std::size_t i = 0; i < count; ++i) recv.set(i, -1);
-      for (std::size_t i = 0; i < sc; ++i)
-        recv.set(static_cast<std::size_t>(me) * sc + i, seed(me, i));
+      for (std::size_t i = 0; i < sc; ++i) recv.set(split.displ(me) + i, seed(me, i));
       return;
     }
     const std::size_t n_in = ip && d.kind == Collective::reduce_scatter ? count : sc;
@@ -216,20 +270,20 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
   if (ip && d.kind == Collective::reduce && me != o.root)
     sendp = recv.data();  // MPI: IN_PLACE at the root only
   fill();
-  for (int w = 0; w < o.warmup; ++w) call(d, o, sendp, recv.data(), count, n, me, comm);
+  for (int w = 0; w < o.warmup; ++w) call(d, o, sendp, recv.data(), split, v, me, comm);
   long wrong = 0;
   if (o.check) {
     fill();
-    call(d, o, sendp, recv.data(), count, n, me, comm);
+    call(d, o, sendp, recv.data(), split, v, me, comm);
     if (me == o.corrupt_rank && rc > 0) recv.set(rc / 2, recv.get(rc / 2) + 1);
     const bool has_result = !(d.kind == Collective::reduce && me != o.root);
     if (has_result)
       for (std::size_t i = 0; i < rc; ++i)
-        if (recv.get(i) != expected(d, o, me, n, count, i)) ++wrong;
+        if (recv.get(i) != expected(d, o, me, split, i)) ++wrong;
   }
   CS_MPI_CHECK(MPI_Barrier(comm));
   const double t0 = MPI_Wtime();
-  for (int it = 0; it < o.iters; ++it) call(d, o, sendp, recv.data(), count, n, me, comm);
+  for (int it = 0; it < o.iters; ++it) call(d, o, sendp, recv.data(), split, v, me, comm);
   const double mine = (MPI_Wtime() - t0) / std::max(o.iters, 1);
   if (me == o.kill_rank) std::raise(SIGKILL);  // tests: a rank dies in the middle of the job
   Measure m;
@@ -254,13 +308,13 @@ std::vector<Row> run(const Options& o, MPI_Comm comm) {
   CS_MPI_CHECK(MPI_Comm_size(comm, &n));
   std::vector<Row> rows;
   const std::size_t elem = static_cast<std::size_t>(element_bytes(o.dtype));
+  // The largest buffers the sweep needs: the count plus one element per rank (uneven splits).
+  const std::size_t most = o.max_bytes / elem + static_cast<std::size_t>(n);
+  Buffer send(o.dtype, most), recv(o.dtype, most);  // zero-filled: every page touched
   for (const Descriptor& d : kDescriptors) {
     if (!o.collectives.empty() &&
         std::find(o.collectives.begin(), o.collectives.end(), d.kind) == o.collectives.end())
       continue;
-    // Counts that split evenly: all-gather, reduce-scatter and all-to-all need multiples of n.
-    const bool split = d.kind == Collective::all_gather || d.kind == Collective::reduce_scatter ||
-                       d.kind == Collective::all_to_all;
     std::size_t last = SIZE_MAX;
     for (double b = static_cast<double>(o.min_bytes);
          b <= static_cast<double>(o.max_bytes) * 1.0000001;
@@ -268,7 +322,6 @@ std::vector<Row> run(const Options& o, MPI_Comm comm) {
              : o.factor > 1 ? b * o.factor
                             : b + std::max(1.0, -o.factor)) {
       std::size_t count = static_cast<std::size_t>(b) / elem;
-      if (split) count = count / n * n;
       if (count == last) continue;
       last = count;
       Row r;
@@ -276,8 +329,8 @@ std::vector<Row> run(const Options& o, MPI_Comm comm) {
       r.op = o.op;
       r.root = d.rooted ? o.root : -1;
       r.ranks = n;
-      r.out_of_place = measure(d, o, count, false, comm);
-      r.in_place = measure(d, o, count, true, comm);
+      r.out_of_place = measure(d, o, count, false, send, recv, comm);
+      r.in_place = measure(d, o, count, true, send, recv, comm);
       rows.push_back(r);
       if (o.min_bytes == o.max_bytes) break;
     }

@@ -70,6 +70,10 @@ int main(int argc, char** argv) {
   std::string split;
   app.add_option("--split", split,
                  "node: run each collective inside each node and across nodes separately");
+  int window = 64;
+  app.add_option("--window", window,
+                 "--p2p: messages in flight in the bandwidth test, as osu_bw -W [64]")
+      ->check(CLI::Range(1, 1024));
   app.add_flag("--p2p", p2p,
                "point-to-point latency and bandwidth between ranks 0 and 1 (osu_latency, osu_bw)");
   app.add_option("--corrupt-rank", o.corrupt_rank, "(tests) this rank corrupts one received value")
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
 
   if (p2p) {
     if (mpi.size() < 2) return fail("--p2p: expected at least 2 ranks, got 1");
-    auto p = bench::run_p2p(o, MPI_COMM_WORLD);
+    auto p = bench::run_p2p(o, MPI_COMM_WORLD, window);
     if (mpi.rank() == 0) {
       if (format == "table") {
         std::fputs(bench::render_osu(p).c_str(), stdout);

@@ -20,8 +20,20 @@ void mpi_failed(int code, const char* call, const char* file, int line) {
   std::_Exit(3);
 }
 
-Session::Session(int* argc, char*** argv) {
-  CS_MPI_CHECK(MPI_Init(argc, argv));
+Session::Session(int* argc, char*** argv, bool serialized_threads) {
+  if (serialized_threads) {
+    int provided = MPI_THREAD_SINGLE;
+    CS_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+    if (provided < MPI_THREAD_SERIALIZED) {
+      std::fprintf(stderr,
+                   "commscope: this MPI library does not provide MPI_THREAD_SERIALIZED (got %d), "
+                   "which the communication thread needs\n",
+                   provided);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  } else {
+    CS_MPI_CHECK(MPI_Init(argc, argv));
+  }
   CS_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   CS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   CS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));

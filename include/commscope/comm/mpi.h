@@ -13,7 +13,9 @@ namespace commscope::comm {
 // silently.
 class Session {
  public:
-  Session(int* argc, char*** argv);
+  // serialized_threads: MPI_Init_thread(MPI_THREAD_SERIALIZED), for a program whose MPI calls
+  // come from a communication thread (one thread at a time).
+  Session(int* argc, char*** argv, bool serialized_threads = false);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

@@ -1,0 +1,37 @@
+// Launching an MPI program of commscope's (commscope-bench, commscope-train) with mpirun on
+// this machine: the rank count, the transport, and optionally emulated nodes (emulate.h).
+// Under a cluster's own launcher (mpirun with a hostfile, srun) the programs run as launched.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commscope/util/result.h"
+
+namespace commscope::launch {
+
+struct JobOptions {
+  int ranks = 2;
+  std::string transport;  // "" (Open MPI's choice), "tcp", "shm" or "rdma"
+  std::string emulate;    // "" or an --emulate spec
+};
+
+// Flags every launching verb shares, with their help text.
+inline constexpr const char* kTransportHelp =
+    "tcp|shm|rdma: force Open MPI's TCP or shared-memory BTL, or UCX over RDMA hardware";
+inline constexpr const char* kEmulateHelp =
+    "tcp-10g|ipoib-100g|rdma-100g|rate=<bits/s>[,nodes=K]: run the ranks as K emulated nodes "
+    "(network namespaces, shaped links; needs root; docs/bench.md)";
+
+// The mpirun arguments for a transport ("" gives none). Error for an unknown transport, and
+// for rdma where this machine has no RDMA device.
+Result<std::vector<std::string>> transport_args(const std::string& transport);
+
+// Runs `mpirun ... program args` and returns its exit status. With emulation the nodes exist
+// only while the job runs, and the per-node traffic is printed to `report` afterwards.
+// Errors (one line): program or mpirun missing, bad --emulate/--transport, no privileges.
+Result<int> run_mpi_job(const std::string& program, const std::vector<std::string>& args,
+                        const JobOptions& options, std::FILE* report);
+
+}  // namespace commscope::launch

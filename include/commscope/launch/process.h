@@ -1,0 +1,28 @@
+// Child processes for the launchers: a command run to completion with its output captured
+// (ip, tc), and a job (mpirun) run in the foreground with Ctrl-C and termination forwarded to
+// it, so that the caller's cleanup always runs afterwards.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace commscope::launch {
+
+struct CommandResult {
+  int status = -1;     // exit status, 128 + signal, or -1 when it could not start
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv[0] (searched on PATH) with no shell in between.
+CommandResult run_command(const std::vector<std::string>& argv);
+
+// Runs argv in the foreground, its output going where ours goes. SIGINT, SIGTERM and SIGHUP
+// received meanwhile are passed on to it; returns its exit status (128 + signal when killed).
+// `interrupted` tells whether one of those signals arrived.
+int run_job(const std::vector<std::string>& argv, bool* interrupted = nullptr);
+
+// Whether `prog` is an executable on PATH; the folder of the running executable.
+bool on_path(const std::string& prog);
+std::string self_dir();
+
+}  // namespace commscope::launch

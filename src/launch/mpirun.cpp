@@ -1,0 +1,88 @@
+#include "commscope/launch/mpirun.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commscope/launch/emulate.h"
+#include "commscope/launch/process.h"
+
+namespace commscope::launch {
+
+namespace {
+bool has_rdma_device() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+}  // namespace
+
+Result<std::vector<std::string>> transport_args(const std::string& transport) {
+  if (transport.empty()) return std::vector<std::string>{};
+  if (transport == "tcp")
+    return std::vector<std::string>{"--mca", "pml", "ob1", "--mca", "btl", "self,tcp"};
+  if (transport == "shm")
+    return std::vector<std::string>{"--mca", "pml", "ob1", "--mca", "btl", "self,vader"};
+  if (transport == "rdma") {
+    if (!has_rdma_device())
+      return Error{
+          "--transport rdma: this machine has no RDMA device (/sys/class/infiniband is empty); "
+          "use tcp or shm here, or --emulate rdma-100g for its bandwidth over TCP"};
+    return std::vector<std::string>{"--mca", "pml", "ucx", "--mca", "osc", "ucx"};
+  }
+  return Error{fmt::format("--transport: expected tcp, shm or rdma, got '{}'", transport)};
+}
+
+Result<int> run_mpi_job(const std::string& program, const std::vector<std::string>& args,
+                        const JobOptions& o, std::FILE* report) {
+  if (o.ranks < 1)
+    return Error{fmt::format("--ranks: expected a positive integer, got {}", o.ranks)};
+  if (::access(program.c_str(), X_OK) != 0)
+    return Error{fmt::format(
+        "{}: not found: commscope was built without MPI (install libopenmpi-dev openmpi-bin with "
+        "scripts/install-deps.sh and rebuild)",
+        program)};
+  if (!on_path("mpirun"))
+    return Error{"mpirun: not found on PATH: install openmpi-bin (scripts/install-deps.sh)"};
+  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(o.ranks)};
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+
+  std::unique_ptr<EmulatedCluster> cluster;
+  if (!o.emulate.empty()) {
+    if (!o.transport.empty() && o.transport != "tcp")
+      return Error{fmt::format(
+          "--transport {}: --emulate runs MPI over TCP on the emulated links (rdma-100g emulates "
+          "RDMA's bandwidth, not its transport); drop --transport",
+          o.transport)};
+    CS_ASSIGN_OR_RETURN(EmulationSpec spec, parse_emulation(o.emulate));
+    CS_ASSIGN_OR_RETURN(cluster, EmulatedCluster::create(spec, o.ranks));
+    for (auto& a : cluster->mpirun_args()) argv.push_back(a);
+  } else {
+    argv.push_back("--oversubscribe");
+    CS_ASSIGN_OR_RETURN(std::vector<std::string> t, transport_args(o.transport));
+    for (auto& a : t) argv.push_back(a);
+  }
+  argv.push_back(program);
+  for (const auto& a : args) argv.push_back(a);
+
+  if (cluster) cluster->start_monitor();
+  bool interrupted = false;
+  const int rc = run_job(argv, &interrupted);
+  if (cluster) {
+    const auto traffic = cluster->stop_monitor();
+    if (report && !interrupted)
+      for (const auto& line : traffic_lines(cluster->spec(), traffic))
+        std::fprintf(report, "%s\n", line.c_str());
+    cluster.reset();  // namespaces, links and qdiscs go now
+  }
+  if (interrupted)
+    return Error{fmt::format("interrupted: the MPI job was stopped{}",
+                             o.emulate.empty() ? "" : " and the emulated network removed")};
+  if (rc == 127) return Error{"mpirun: could not be started"};
+  return rc;
+}
+
+}  // namespace commscope::launch

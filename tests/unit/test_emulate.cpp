@@ -1,0 +1,225 @@
+// Emulated nodes (network namespaces, veth, bridge, tc tbf) under `commscope bench --emulate`:
+// a shaped link delivers its rate, collectives are correct across nodes, and nothing is left
+// behind: not after success, not after a rank dies, not after Ctrl-C. Needs root (CI runs as
+// root); skipped otherwise, except the checks that need no privileges.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/launch/emulate.h"
+#include "commscope/launch/mpirun.h"
+#include "commscope/launch/process.h"
+
+namespace {
+
+using commscope::launch::emulation_leftovers;
+using commscope::launch::run_command;
+
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+
+Outcome bench(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {COMMSCOPE_BIN, "bench"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string err_path = ::testing::TempDir() + "emulate_err.txt";
+  std::string cmd;
+  for (const auto& a : argv) cmd += "'" + a + "' ";
+  cmd += "2>" + err_path;
+  Outcome o;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
+  const int rc = ::pclose(p);
+  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  std::ifstream f(err_path);
+  o.err.assign(std::istreambuf_iterator<char>(f), {});
+  return o;
+}
+
+// The "cs<pid>" prefix of the nodes a run reported ("#      cs603n0   ...").
+std::string prefix_in(const std::string& report) {
+  std::smatch m;
+  static const std::regex re(R"(\b(cs\d+)n0\b)");
+  return std::regex_search(report, m, re) ? m[1].str() : "";
+}
+
+bool is_root() {
+  return ::geteuid() == 0;
+}
+
+TEST(Emulate, ParsesProfilesAndKeepsTheirRatios) {
+  auto tcp = commscope::launch::parse_emulation("tcp-10g");
+  auto ipoib = commscope::launch::parse_emulation("ipoib-100g,nodes=2");
+  auto rdma = commscope::launch::parse_emulation("rdma-100g");
+  ASSERT_TRUE(tcp.ok() && ipoib.ok() && rdma.ok());
+  // The presets' achievable rates (9, 20 and 60 Gb/s), divided by one factor.
+  EXPECT_DOUBLE_EQ(tcp->full_rate_bps, 9e9);
+  EXPECT_DOUBLE_EQ(tcp->shaped_rate_bps, 9e9 / commscope::launch::kEmulationScale);
+  EXPECT_DOUBLE_EQ(rdma->shaped_rate_bps / tcp->shaped_rate_bps, 60.0 / 9.0);
+  EXPECT_DOUBLE_EQ(ipoib->shaped_rate_bps / tcp->shaped_rate_bps, 20.0 / 9.0);
+  EXPECT_EQ(ipoib->nodes, 2);
+  auto rate = commscope::launch::parse_emulation("rate=1.5e8,nodes=4");
+  ASSERT_TRUE(rate.ok());
+  EXPECT_DOUBLE_EQ(rate->shaped_rate_bps, 1.5e8);
+  EXPECT_EQ(rate->nodes, 4);
+  for (const char* bad : {"", "rate=", "rate=-5M", "rate=10X", "nope-1g", "tcp-10g,nodes=0",
+                          "tcp-10g,nodes=x", "tcp-10g,speed=1"}) {
+    auto r = commscope::launch::parse_emulation(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos);
+    EXPECT_NE(r.error().message.find("--emulate"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Emulate, BadFlagsAreOneLineErrors) {
+  Outcome o = bench({"--emulate", "tcp-10g,nodes=3", "--ranks", "2", "--", "--p2p"});
+  EXPECT_EQ(o.status, 2);
+  if (is_root()) {
+    EXPECT_NE(o.err.find("nodes: expected a divisor of the rank count 2, got 3"), std::string::npos)
+        << o.err;
+  }
+  o = bench({"--emulate", "rdma-100g", "--transport", "rdma", "--", "--p2p"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("--emulate runs MPI over TCP"), std::string::npos) << o.err;
+  o = bench({"--transport", "carrier-pigeon", "--", "--p2p"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("--transport: expected tcp, shm or rdma, got 'carrier-pigeon'"),
+            std::string::npos)
+      << o.err;
+  std::error_code ec;
+  const bool rdma_here = std::filesystem::directory_iterator("/sys/class/infiniband", ec) !=
+                         std::filesystem::directory_iterator();
+  if (!rdma_here || ec) {
+    o = bench({"--transport", "rdma", "--", "--p2p"});
+    EXPECT_EQ(o.status, 2);
+    EXPECT_NE(o.err.find("no RDMA device"), std::string::npos) << o.err;
+  }
+}
+
+TEST(Emulate, TransportsTcpAndShmRunCorrectly) {
+  for (const char* t : {"tcp", "shm"}) {
+    Outcome o = bench({"--transport", t, "--ranks", "2", "--", "-b", "0", "-e", "12", "-f", "-4",
+                       "-n", "1", "-w", "0", "--format", "csv"});
+    EXPECT_EQ(o.status, 0) << t << o.err;
+  }
+}
+
+TEST(Emulate, WithoutPrivilegesOneClearError) {
+  if (!is_root() || !commscope::launch::on_path("setpriv"))
+    GTEST_SKIP() << "needs root and setpriv";
+  const std::string cmd = std::string(
+                              "setpriv --reuid=65534 --regid=65534 --clear-groups "
+                              "--inh-caps=-all ") +
+                          COMMSCOPE_BIN + " bench --emulate tcp-10g -- --p2p 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[1024];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_NE(out.find("needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN)"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST(Emulate, ShapedLinkDeliversItsRateAndLeavesNothing) {
+  if (!is_root()) GTEST_SKIP() << "needs root";
+  constexpr double kRate = 200e6;  // bits/s
+  Outcome o = bench({"--emulate", "rate=200M,nodes=2", "--ranks", "2", "--", "--p2p", "-b", "4M",
+                     "-e", "4M", "-n", "5", "-w", "1", "--window", "4", "--format", "json"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const double mbps = nlohmann::json::parse(o.out)["p2p"][0]["bandwidth_MBps"].get<double>();
+  const double bits = mbps * 1e6 * 8;
+  EXPECT_NEAR(bits, kRate, 0.15 * kRate) << "measured " << bits / 1e6 << " Mb/s";
+  // The NIC counters saw the sender near the rate too (and never far above it).
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(o.err, m, std::regex(R"(cs\d+n0\s+([\d.]+)\s+([\d.]+)\s+([\d.]+))")))
+      << o.err;
+  const double sent_mb = std::stod(m[1]), peak_gbps = std::stod(m[3]);
+  EXPECT_GT(sent_mb, 4.0 * 4 * 6 * 0.99);  // 6 passes of 4 messages of 4 MiB at least
+  EXPECT_NEAR(peak_gbps * 1e9, kRate, 0.15 * kRate);
+  const std::string prefix = prefix_in(o.err);
+  ASSERT_FALSE(prefix.empty()) << o.err;
+  EXPECT_TRUE(emulation_leftovers(prefix).empty());
+}
+
+TEST(Emulate, CollectivesAreCorrectAcrossNodes) {
+  if (!is_root()) GTEST_SKIP() << "needs root";
+  // 4 ranks on 2 nodes: shared memory inside a node, TCP over the shaped links between them.
+  Outcome o = bench({"--emulate", "rdma-100g,nodes=2", "--ranks", "4", "--", "-b", "0", "-e", "28",
+                     "-f", "-4", "-n", "1", "-w", "0", "--format", "csv"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("all_to_all"), std::string::npos);
+  const std::string prefix = prefix_in(o.err);
+  ASSERT_FALSE(prefix.empty()) << o.err;
+  EXPECT_TRUE(emulation_leftovers(prefix).empty());
+}
+
+TEST(Emulate, ARankThatDiesLeavesNothing) {
+  if (!is_root()) GTEST_SKIP() << "needs root";
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome o = bench({"--emulate", "rate=500M", "--ranks", "2", "--", "-b", "1K", "-e", "64K", "-n",
+                     "200", "--kill-rank", "1"});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_LT(secs, 30);
+  // The run failed, so it printed no traffic: look for any namespace of a dead commscope.
+  const std::string ns = run_command({"ip", "netns", "list"}).output;
+  std::smatch m;
+  std::string rest = ns;
+  static const std::regex re(R"(cs(\d+)n\d+)");
+  while (std::regex_search(rest, m, re)) {
+    EXPECT_TRUE(std::filesystem::exists("/proc/" + m[1].str())) << "left behind: " << m[0];
+    rest = m.suffix();
+  }
+}
+
+TEST(Emulate, CtrlCRemovesEverything) {
+  if (!is_root()) GTEST_SKIP() << "needs root";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(COMMSCOPE_BIN, COMMSCOPE_BIN, "bench", "--emulate", "rate=50M", "--ranks", "2", "--",
+            "--p2p", "-b", "4M", "-e", "4M", "-n", "100", nullptr);
+    std::_Exit(127);
+  }
+  const std::string prefix = "cs" + std::to_string(pid) + "n";
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    up = run_command({"ip", "netns", "list"}).output.find(prefix + "1") != std::string::npos;
+  }
+  EXPECT_TRUE(up) << "the emulated nodes never appeared";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the job is running
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_TRUE(emulation_leftovers("cs" + std::to_string(pid)).empty());
+}
+
+}  // namespace
