@@ -75,7 +75,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<Verb> verbs = {add_describe(app),  add_predict(app), add_validate(app),
                              add_calibrate(app), add_analyze(app), add_bench(app),
-                             add_fit(app),       add_presets(app)};
+                             add_train(app),     add_fit(app),     add_presets(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -23,6 +23,7 @@ Verb add_validate(CLI::App& app);
 Verb add_calibrate(CLI::App& app);
 Verb add_analyze(CLI::App& app);
 Verb add_bench(CLI::App& app);
+Verb add_train(CLI::App& app);
 Verb add_fit(CLI::App& app);
 
 // --format and -o/--output, for the verbs that print documents.

@@ -25,34 +25,19 @@
 #include "commscope/launch/emulate.h"
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
+#include "test_util.h"
 
 namespace {
 
 using commscope::launch::emulation_leftovers;
 using commscope::launch::run_command;
 
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
+using commscope::testing::Outcome;
 
 Outcome bench(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {COMMSCOPE_BIN, "bench"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string err_path = ::testing::TempDir() + "emulate_err.txt";
-  std::string cmd;
-  for (const auto& a : argv) cmd += "'" + a + "' ";
-  cmd += "2>" + err_path;
-  Outcome o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
-  const int rc = ::pclose(p);
-  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream f(err_path);
-  o.err.assign(std::istreambuf_iterator<char>(f), {});
-  return o;
+  std::string cmd = std::string("'") + COMMSCOPE_BIN + "' bench";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  return commscope::testing::run_shell(cmd);
 }
 
 // The "cs<pid>" prefix of the nodes a run reported ("#      cs603n0   ...").

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "commscope/spec/scenario.h"
@@ -50,6 +55,27 @@ inline PlanInput plan(int gpus, int tp = 1, int pp = 1, std::int64_t micro = 1,
   p.micro_batch = micro;
   if (global) p.global_batch = global;
   return p;
+}
+
+// A shell command's exit status, stdout and stderr (stderr through a file in the test's
+// temporary folder).
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+inline Outcome run_shell(const std::string& cmd) {
+  const std::string err_path = ::testing::TempDir() + "commscope_test_stderr.txt";
+  Outcome o;
+  FILE* p = ::popen((cmd + " 2>" + err_path).c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
+  const int rc = ::pclose(p);
+  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  std::ifstream f(err_path);
+  o.err.assign(std::istreambuf_iterator<char>(f), {});
+  return o;
 }
 
 }  // namespace commscope::testing

@@ -1,0 +1,916 @@
+// The distributed trainer. Its communication is read off the workload (build_workload) for the
+// same model and plan, so that what it sends is, byte for byte, what describe and predict
+// count: DDP gradient buckets (all-reduce, last micro-batch only), ZeRO-2/3 gradient buckets
+// (reduce-scatter, every micro-batch), ZeRO-1 gradient reduce-scatter and ZeRO-1/2 parameter
+// all-gather at the step, ZeRO-3 per-module parameter gathers before forward and backward.
+// Every MPI call of a step runs on one communication thread (a FIFO "stream", as NCCL's), so
+// bucket all-reduces run while backward continues on the main thread.
+#include "commscope/train/trainer.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commscope/comm/mpi.h"
+#include "commscope/spec/scenario.h"
+#include "commscope/timeline/chrome.h"
+#include "commscope/timeline/timeline.h"
+#include "commscope/train/data.h"
+#include "commscope/train/kernels.h"
+#include "commscope/train/optim.h"
+#include "commscope/util/atomic_file.h"
+#include "commscope/workload/workload.h"
+
+namespace commscope::train {
+
+std::string_view to_string(Strategy s) {
+  switch (s) {
+    case Strategy::ddp:
+      return "ddp";
+    case Strategy::zero1:
+      return "zero1";
+    case Strategy::zero2:
+      return "zero2";
+    case Strategy::zero3:
+      return "zero3";
+  }
+  return "?";
+}
+
+ModelSpec model_spec(const GptConfig& c, const std::string& name) {
+  ModelSpec m;
+  m.name = name;
+  m.kind = ArchKind::gpt;
+  m.decoder_layers = c.layers;
+  m.hidden = c.hidden;
+  m.heads = c.heads;
+  m.vocab = c.vocab;
+  m.seq_length = c.seq;
+  m.max_positions = c.max_positions;
+  m.tied_embeddings = true;
+  m.bias = true;
+  m.dropout = false;
+  m.position = PositionEmbedding::learned;
+  m.norm = NormKind::layernorm;
+  m.mlp = MlpKind::gelu;
+  apply_model_defaults(m);
+  m.ffn = 4 * c.hidden;
+  return m;
+}
+
+Result<GptConfig> config_from_model(const ModelSpec& m) {
+  const std::string where = "--model " + m.name;
+  if (m.kind != ArchKind::gpt || m.position != PositionEmbedding::learned ||
+      m.norm != NormKind::layernorm || m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias ||
+      m.kv_heads != m.heads || m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden)
+    return Error{fmt::format(
+        "{}: expected a GPT-2-shaped model (learned positions, LayerNorm, GELU MLP of 4h, biases, "
+        "tied LM head, no GQA); got kind {}",
+        where, to_string(m.kind))};
+  GptConfig c;
+  c.layers = m.decoder_layers;
+  c.hidden = static_cast<int>(m.hidden);
+  c.heads = static_cast<int>(m.heads);
+  c.vocab = static_cast<int>(m.vocab);
+  c.seq = static_cast<int>(m.seq_length);
+  c.max_positions = static_cast<int>(m.max_positions ? m.max_positions : m.seq_length);
+  return c;
+}
+
+Status validate(const TrainOptions& o, int world) {
+  CS_RETURN_IF_ERROR(commscope::train::validate(o.model));
+  if (o.micro_batch < 1)
+    return Error{fmt::format("--micro-batch: expected a positive integer, got {}", o.micro_batch)};
+  const std::int64_t per_step = static_cast<std::int64_t>(o.micro_batch) * world;
+  const std::int64_t g = o.global_batch ? o.global_batch : per_step;
+  if (g < 1 || g % per_step != 0)
+    return Error{fmt::format(
+        "--global-batch: expected a multiple of micro-batch x ranks = {} x {} = {}, got {}",
+        o.micro_batch, world, per_step, g)};
+  if (o.steps < 1)
+    return Error{fmt::format("--steps: expected a positive integer, got {}", o.steps)};
+  if (o.warmup < 0 || o.warmup >= o.steps)
+    return Error{
+        fmt::format("--warmup: expected 0 to steps - 1 = {}, got {}", o.steps - 1, o.warmup)};
+  if (!(o.lr > 0)) return Error{fmt::format("--lr: expected a positive number, got {}", o.lr)};
+  if (!(o.bucket_mb > 0))
+    return Error{fmt::format("--bucket-mb: expected a positive number, got {}", o.bucket_mb)};
+  if (o.zero_bucket < 1)
+    return Error{fmt::format("--zero-bucket: expected a positive integer, got {}", o.zero_bucket)};
+  if (o.threads < 1)
+    return Error{fmt::format("--threads: expected a positive integer, got {}", o.threads)};
+  if (o.format != "table" && o.format != "json")
+    return Error{fmt::format("--format: expected table or json, got '{}'", o.format)};
+  if (o.checkpoint_every < 0)
+    return Error{fmt::format("--checkpoint-every: expected 0 or more, got {}", o.checkpoint_every)};
+  if ((o.checkpoint_every > 0 || o.resume) && o.checkpoint_dir.empty())
+    return Error{"--checkpoint: expected a folder with --checkpoint-every or --resume"};
+  return ok_status();
+}
+
+namespace {
+
+// ---- the communication stream ----
+class CommStream {
+ public:
+  CommStream() : worker_([this] { loop(); }) {}
+  ~CommStream() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  std::uint64_t submit(std::function<void()> task) {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.push_back(std::move(task));
+    cv_.notify_all();
+    return ++submitted_;
+  }
+  void wait(std::uint64_t ticket) {
+    std::unique_lock<std::mutex> l(mu_);
+    done_cv_.wait(l, [&] { return done_ >= ticket; });
+  }
+  void drain() { wait(submitted()); }
+  std::uint64_t submitted() {
+    std::lock_guard<std::mutex> l(mu_);
+    return submitted_;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return quit_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++done_;
+      }
+      done_cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::function<void()>> queue_;
+  std::uint64_t submitted_ = 0, done_ = 0;
+  bool quit_ = false;
+  std::thread worker_;
+};
+
+// A contiguous range of the flat buffer split over ranks as ZeRO partitions it: rank r owns
+// [lo(r), lo(r+1)), the first total % n ranks one element more.
+struct Partition {
+  std::int64_t total = 0;
+  int n = 1;
+  std::int64_t lo(int r) const { return r * (total / n) + std::min<std::int64_t>(r, total % n); }
+  std::int64_t hi(int r) const { return lo(r + 1); }
+};
+
+// One communication op of the plan, mapped onto the flat buffer.
+struct CommOp {
+  std::string_view name;
+  Collective collective;
+  std::int64_t offset = 0, elements = 0;
+  int layer = kNoLayer;
+};
+
+struct Recorded {
+  std::vector<Event> events;
+  Timeline* names = nullptr;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& o, MPI_Comm comm) : o_(o), comm_(comm) {
+    MPI_Comm_rank(comm, &me_);
+    MPI_Comm_size(comm, &n_);
+  }
+  int run();
+
+ private:
+  Status plan();
+  void record_compute(const OpRecord& r);
+  // Runs one MPI collective on the stream and records it.
+  // outside_workload: a collective the workload does not model (the loss and gradient-norm
+  // scalars, checkpoint agreement, the re-gather after a resume): timed, not counted.
+  std::uint64_t collective(const CommOp& op, std::function<void()> call,
+                           bool outside_workload = false);
+  std::uint64_t all_reduce_grads(const CommOp& op);
+  std::uint64_t reduce_scatter_grads(const CommOp& op, bool accumulate_and_clear);
+  std::uint64_t all_gather_params(const CommOp& op, bool outside_workload = false);
+  std::uint64_t gather_module(Range r, std::vector<float>& into, int layer);
+  float micro_step(std::int64_t first_sequence, bool last);
+  float forward_backward_zero3(const std::int32_t* tok, const std::int32_t* tgt);
+  void optimizer_step(std::int64_t step, double* grad_norm);
+  Status save(std::int64_t step);
+  Result<std::int64_t> load();
+
+  const TrainOptions& o_;
+  MPI_Comm comm_;
+  int me_ = 0, n_ = 1;
+  std::int64_t accum_ = 1;
+  std::unique_ptr<Gpt> model_;
+  std::unique_ptr<TokenSource> data_;
+  Partition part_;
+  std::vector<float> params_, grads_;  // ZeRO-3: params_ holds only the gathered modules' copy
+  std::vector<float> shard_params_, shard_grads_, m_, v_;
+  std::vector<CommOp> bucket_ops_;  // backward buckets (DDP all-reduce, ZeRO-2/3 reduce-scatter)
+  std::vector<std::int64_t> bucket_end_;   // completed-gradient count at which each starts
+  std::vector<CommOp> step_rs_, step_ag_;  // ZeRO-1 reduce-scatter, ZeRO-1/2 all-gather
+  CommStream stream_;
+  Timeline tl_;
+  std::vector<Event> compute_events_, comm_events_;  // main thread, stream thread
+  std::map<std::pair<CommGroup, Collective>, std::pair<std::int64_t, double>> measured_;
+  std::vector<CommVolume> expected_;
+  double t0_ = 0;
+  std::int32_t microbatch_ = 0;
+};
+
+void Trainer::record_compute(const OpRecord& r) {
+  Event e;
+  e.rank = me_;
+  e.stream = 0;
+  e.start = r.start_s - t0_;
+  e.dur = r.end_s - r.start_s;
+  e.kind = EventKind::compute;
+  e.name = tl_.intern(r.name);
+  e.layer = r.layer == kTrainEmbeddingLayer ? kEmbeddingLayer
+            : r.layer == kTrainHeadLayer    ? kHeadLayer
+                                            : r.layer;
+  e.microbatch = microbatch_;
+  compute_events_.push_back(e);
+}
+
+std::uint64_t Trainer::collective(const CommOp& op, std::function<void()> call, bool metric) {
+  // Interned here, on the main thread: the stream thread must not touch the name table.
+  const std::uint32_t name = tl_.intern(op.name);
+  const std::int32_t mb = microbatch_;
+  return stream_.submit([this, op, call = std::move(call), name, mb, metric] {
+    Event e;
+    e.rank = me_;
+    e.stream = 1;
+    e.start = Gpt::now() - t0_;
+    call();
+    e.dur = Gpt::now() - t0_ - e.start;
+    e.kind = EventKind::comm;
+    e.has_collective = true;
+    e.collective = op.collective;
+    e.group = CommGroup::data;
+    e.group_size = n_;
+    e.name = name;
+    e.layer = op.layer;
+    e.microbatch = mb;
+    e.bytes = static_cast<double>(op.elements) * sizeof(float);
+    comm_events_.push_back(e);
+    if (!metric) {
+      auto& m = measured_[{CommGroup::data, op.collective}];
+      m.first += 1;
+      m.second += e.bytes;
+    }
+  });
+}
+
+std::uint64_t Trainer::all_reduce_grads(const CommOp& op) {
+  float* p = grads_.data() + op.offset;
+  const int count = static_cast<int>(op.elements);
+  return collective(op, [this, p, count] {
+    CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, comm_));
+  });
+}
+
+// Reduce-scatter of grads_[offset, offset+elements) onto the ranks' partitions; each rank's
+// part is added into its shard of the gradients. With `clear`, the bucket's full-size gradients
+// are zeroed afterwards (ZeRO-2/3 keep only the shard).
+std::uint64_t Trainer::reduce_scatter_grads(const CommOp& op, bool clear) {
+  return collective(op, [this, op, clear] {
+    std::vector<int> counts(static_cast<std::size_t>(n_));
+    for (int r = 0; r < n_; ++r) {
+      const std::int64_t a = std::max(op.offset, part_.lo(r));
+      const std::int64_t b = std::min(op.offset + op.elements, part_.hi(r));
+      counts[static_cast<std::size_t>(r)] = static_cast<int>(std::max<std::int64_t>(0, b - a));
+    }
+    const int mine = counts[static_cast<std::size_t>(me_)];
+    std::vector<float> out(static_cast<std::size_t>(std::max(mine, 1)));
+    CS_MPI_CHECK(MPI_Reduce_scatter(grads_.data() + op.offset, out.data(), counts.data(), MPI_FLOAT,
+                                    MPI_SUM, comm_));
+    const std::int64_t a = std::max(op.offset, part_.lo(me_)) - part_.lo(me_);
+    for (int i = 0; i < mine; ++i)
+      shard_grads_[static_cast<std::size_t>(a + i)] += out[static_cast<std::size_t>(i)];
+    if (clear)
+      std::fill(grads_.begin() + op.offset, grads_.begin() + op.offset + op.elements, 0.0f);
+  });
+}
+
+// All-gather of params_[offset, offset+elements) from the owners' shards.
+std::uint64_t Trainer::all_gather_params(const CommOp& op, bool outside_workload) {
+  return collective(
+      op,
+      [this, op] {
+        std::vector<int> counts(static_cast<std::size_t>(n_)), displs(static_cast<std::size_t>(n_));
+        for (int r = 0; r < n_; ++r) {
+          const std::int64_t a = std::max(op.offset, part_.lo(r));
+          const std::int64_t b = std::min(op.offset + op.elements, part_.hi(r));
+          counts[static_cast<std::size_t>(r)] = static_cast<int>(std::max<std::int64_t>(0, b - a));
+          displs[static_cast<std::size_t>(r)] =
+              static_cast<int>(std::max<std::int64_t>(0, a - op.offset));
+        }
+        const std::int64_t a = std::max(op.offset, part_.lo(me_)) - part_.lo(me_);
+        CS_MPI_CHECK(MPI_Allgatherv(shard_params_.data() + a, counts[static_cast<std::size_t>(me_)],
+                                    MPI_FLOAT, params_.data() + op.offset, counts.data(),
+                                    displs.data(), MPI_FLOAT, comm_));
+      },
+      outside_workload);
+}
+
+// ZeRO-3: gathers one module's parameters into `into` (allocated here, released by the caller).
+std::uint64_t Trainer::gather_module(Range r, std::vector<float>& into, int layer) {
+  if (n_ == 1) {  // one rank holds everything: nothing to gather (the workload has no gather)
+    into.assign(shard_params_.begin() + r.offset, shard_params_.begin() + r.offset + r.size);
+    return 0;
+  }
+  into.assign(static_cast<std::size_t>(r.size), 0.0f);
+  CommOp op{"zero3_param_all_gather", Collective::all_gather, r.offset, r.size, layer};
+  float* dst = into.data();
+  return collective(op, [this, r, dst] {
+    std::vector<int> counts(static_cast<std::size_t>(n_)), displs(static_cast<std::size_t>(n_));
+    for (int k = 0; k < n_; ++k) {
+      const std::int64_t a = std::max(r.offset, part_.lo(k));
+      const std::int64_t b = std::min(r.offset + r.size, part_.hi(k));
+      counts[static_cast<std::size_t>(k)] = static_cast<int>(std::max<std::int64_t>(0, b - a));
+      displs[static_cast<std::size_t>(k)] =
+          static_cast<int>(std::max<std::int64_t>(0, a - r.offset));
+    }
+    const std::int64_t a = std::max(r.offset, part_.lo(me_)) - part_.lo(me_);
+    CS_MPI_CHECK(MPI_Allgatherv(shard_params_.data() + a, counts[static_cast<std::size_t>(me_)],
+                                MPI_FLOAT, dst, counts.data(), displs.data(), MPI_FLOAT, comm_));
+  });
+}
+
+Status Trainer::plan() {
+  const int world = n_;
+  accum_ = (o_.global_batch ? o_.global_batch : static_cast<std::int64_t>(o_.micro_batch) * world) /
+           (static_cast<std::int64_t>(o_.micro_batch) * world);
+  // The workload of the same model and plan: the single source of the communication.
+  CS_ASSIGN_OR_RETURN(SystemSpec system, load_system("polaris"));
+  CS_ASSIGN_OR_RETURN(NetworkProtocol net, load_network("rdma-100g"));
+  PlanInput p;
+  p.dp = world;
+  p.gpus = world;
+  p.nodes = (world + system.node.gpus - 1) / system.node.gpus;
+  if (world % system.node.gpus != 0 && world > system.node.gpus) p.nodes = std::nullopt;
+  p.zero = static_cast<int>(o_.strategy);
+  p.micro_batch = o_.micro_batch;
+  p.grad_accum = accum_;
+  p.precision = Precision::fp32;
+  p.recompute = Recompute::none;
+  p.ddp_bucket_mb = o_.bucket_mb;
+  p.zero_reduce_bucket = o_.zero_bucket;
+  p.zero_allgather_bucket = o_.zero_bucket;
+  CS_ASSIGN_OR_RETURN(Scenario sc,
+                      resolve_scenario(model_spec(o_.model, o_.model_name), system, net, p));
+  const Workload w = build_workload(sc);
+  CS_CHECK(w.roles.size() == 1 && w.roles[0].chunks.size() == 1);
+  const Role& role = w.roles[0];
+  expected_ = comm_volume(w, role);
+  const ParamLayout& layout = model_->layout();
+  if (role.params != layout.total())
+    return Error{fmt::format("internal: the workload counts {} parameters, the trainer holds {}",
+                             role.params, layout.total())};
+  part_ = Partition{layout.total(), n_};
+
+  // Backward buckets: the workload's grad_bucket ops, in backward order, over the buffer from
+  // its end (backward completes gradients in reverse memory order).
+  std::int64_t done = 0;
+  for (const Op& op : role.chunks[0].backward.ops()) {
+    if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
+    done += op.elements;
+    bucket_ops_.push_back(
+        CommOp{op.name, op.collective, layout.total() - done, op.elements, op.layer});
+    bucket_end_.push_back(done);
+  }
+  std::int64_t offset = 0;
+  for (const Op& op : role.step.ops()) {
+    if (op.kind != OpKind::comm) continue;
+    CommOp c{op.name, op.collective, offset, op.elements, op.layer};
+    if (op.collective == Collective::reduce_scatter) step_rs_.push_back(c);
+    if (op.collective == Collective::all_gather) step_ag_.push_back(c);
+    offset += op.elements;
+    if (offset >= layout.total()) offset = 0;  // the all-gathers start again from the beginning
+  }
+  // The group boundaries must fall on bucket boundaries: check it once.
+  std::int64_t completed = 0;
+  std::size_t next = 0;
+  for (const auto& g : layout.backward_groups()) {
+    completed += g.range.size;
+    while (next < bucket_end_.size() && bucket_end_[next] < completed &&
+           bucket_end_[next] > completed - g.range.size)
+      return Error{"internal: a workload bucket boundary falls inside a parameter group"};
+    while (next < bucket_end_.size() && bucket_end_[next] <= completed) ++next;
+  }
+  return ok_status();
+}
+
+float Trainer::forward_backward_zero3(const std::int32_t* tok, const std::int32_t* tgt) {
+  const ParamLayout& L = model_->layout();
+  const int layers = o_.model.layers;
+  std::vector<float> emb, cur, nxt, head;
+  // forward: each module gathered before its forward, the next one prefetched meanwhile
+  std::uint64_t t = gather_module(L.embedding(), emb, kEmbeddingLayer);
+  std::uint64_t tn = gather_module(L.block(0), nxt, 0);
+  stream_.wait(t);
+  model_->forward_embedding(emb.data(), tok);
+  for (int l = 0; l < layers; ++l) {
+    stream_.wait(tn);
+    cur.swap(nxt);
+    if (l + 1 < layers)
+      tn = gather_module(L.block(l + 1), nxt, l + 1);
+    else
+      tn = gather_module(L.head(), head, kHeadLayer);
+    model_->forward_block(l, cur.data());
+    cur.clear();
+    cur.shrink_to_fit();  // released after use
+  }
+  stream_.wait(tn);
+  // The tied LM head uses the embedding gathered for the forward: it stays until the head's
+  // backward (the workload gathers it again for the embedding's backward, and so do we).
+  const float loss = model_->forward_head(emb.data(), head.data(), tgt);
+  head.clear();
+
+  // backward
+  std::size_t bucket = 0;
+  std::int64_t completed = 0;
+  auto on_group = [&](const ParamLayout::Group& g) {
+    completed += g.range.size;
+    while (bucket < bucket_ops_.size() && bucket_end_[bucket] <= completed)
+      reduce_scatter_grads(bucket_ops_[bucket++], true);
+  };
+  t = gather_module(L.head(), head, kHeadLayer);
+  tn = gather_module(L.block(layers - 1), nxt, layers - 1);
+  stream_.wait(t);
+  const Range e = L.embedding(), h = L.head();
+  model_->backward_head(emb.data(), head.data(), grads_.data() + e.offset,
+                        grads_.data() + h.offset);
+  on_group(L.backward_groups().front());
+  head.clear();
+  emb.clear();
+  emb.shrink_to_fit();
+  for (int l = layers - 1; l >= 0; --l) {
+    stream_.wait(tn);
+    cur.swap(nxt);
+    if (l > 0)
+      tn = gather_module(L.block(l - 1), nxt, l - 1);
+    else
+      tn = gather_module(L.embedding(), emb, kEmbeddingLayer);
+    model_->backward_block(l, cur.data(), grads_.data() + L.block(l).offset, on_group);
+    cur.clear();
+    cur.shrink_to_fit();
+  }
+  stream_.wait(tn);
+  model_->backward_embedding(grads_.data() + e.offset);
+  on_group(L.backward_groups().back());
+  emb.clear();
+  return loss;
+}
+
+// One micro-batch on this rank: sequences [first, first + micro_batch).
+float Trainer::micro_step(std::int64_t first, bool last) {
+  const int b = o_.micro_batch, T = o_.model.seq;
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(b) * T), tgt(tok.size());
+  for (int i = 0; i < b; ++i)
+    data_->sequence(first + i, T, tok.data() + static_cast<std::size_t>(i) * T,
+                    tgt.data() + static_cast<std::size_t>(i) * T);
+  if (o_.strategy == Strategy::zero3) {
+    const float loss = forward_backward_zero3(tok.data(), tgt.data());
+    stream_.drain();
+    return loss;
+  }
+  const float loss = model_->forward(params_.data(), tok.data(), tgt.data());
+  const bool buckets =
+      n_ > 1 && (o_.strategy == Strategy::zero2 || (o_.strategy == Strategy::ddp && last));
+  std::size_t bucket = 0;
+  std::int64_t completed = 0;
+  model_->backward(params_.data(), grads_.data(), [&](const ParamLayout::Group& g) {
+    if (!buckets) return;
+    completed += g.range.size;
+    // A bucket starts as soon as its last gradient is final, while backward goes on.
+    while (bucket < bucket_ops_.size() && bucket_end_[bucket] <= completed) {
+      const CommOp& op = bucket_ops_[bucket++];
+      if (o_.strategy == Strategy::ddp)
+        all_reduce_grads(op);
+      else
+        reduce_scatter_grads(op, true);
+    }
+  });
+  stream_.drain();
+  return loss;
+}
+
+void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
+  const float scale = 1.0f / static_cast<float>(accum_ * n_);  // mean over the global batch
+  AdamW h;
+  h.lr = o_.lr;
+  const bool sharded = o_.strategy != Strategy::ddp;
+  if (o_.strategy == Strategy::zero1 && n_ > 1)
+    for (const CommOp& op : step_rs_) reduce_scatter_grads(op, false);
+  stream_.drain();
+  if (sharded && n_ == 1) {
+    // One rank: the shard is everything, and no collective ran to fill it.
+    for (std::size_t i = 0; i < grads_.size(); ++i) shard_grads_[i] += grads_[i];
+  }
+  const std::vector<float>& g = sharded ? shard_grads_ : grads_;
+  double sq = sum_of_squares(g.data(), static_cast<std::int64_t>(g.size()));
+  if (sharded && n_ > 1) {  // the global norm needs every shard: one scalar all-reduce
+    CommOp op{"grad_norm_all_reduce", Collective::all_reduce, 0, 2, kNoLayer};
+    collective(
+        op,
+        [this, &sq] {
+          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, comm_));
+        },
+        true);
+    stream_.drain();
+  }
+  const double norm = std::sqrt(sq) * scale;
+  *grad_norm = norm;
+  const float k = scale * clip_factor(norm, o_.clip);
+  const double t = Gpt::now();
+  if (sharded) {
+    adamw_step(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(),
+               static_cast<std::int64_t>(shard_params_.size()), h, step, k);
+    std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f);
+  } else {
+    adamw_step(params_.data(), grads_.data(), m_.data(), v_.data(),
+               static_cast<std::int64_t>(params_.size()), h, step, k);
+  }
+  record_compute(OpRecord{"adam", kNoLayer, false, t, Gpt::now(), 0});
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
+    if (n_ > 1) {
+      for (const CommOp& op : step_ag_) all_gather_params(op);
+      stream_.drain();
+    } else {
+      params_ = shard_params_;
+    }
+  }
+}
+
+// ---- checkpoints: one file per rank (its parameters or shard, AdamW moments), then a
+// manifest written by rank 0 once every rank's file is on disk ----
+Status Trainer::save(std::int64_t step) {
+  std::error_code ec;
+  std::filesystem::create_directories(o_.checkpoint_dir, ec);
+  const std::vector<float>& p = o_.strategy == Strategy::ddp ? params_ : shard_params_;
+  std::string blob;
+  auto put = [&](const std::vector<float>& v) {
+    const std::uint64_t n = v.size();
+    blob.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    blob.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  put(p);
+  put(m_);
+  put(v_);
+  const Status s =
+      write_file_atomic(fmt::format("{}/step{}.rank{}.bin", o_.checkpoint_dir, step, me_), blob);
+  int ok = s.ok() ? 1 : 0, all = 0;
+  collective(
+      CommOp{"checkpoint_barrier", Collective::all_reduce, 0, 1, kNoLayer},
+      [&] { CS_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm_)); }, true);
+  stream_.drain();
+  if (!s.ok()) return s;
+  if (!all) return Error{"--checkpoint: another rank could not write its checkpoint file"};
+  if (me_ == 0) {
+    nlohmann::json j = {{"step", step},
+                        {"ranks", n_},
+                        {"strategy", to_string(o_.strategy)},
+                        {"seed", o_.seed},
+                        {"data_position", step * accum_ * n_ * o_.micro_batch},
+                        {"layers", o_.model.layers},
+                        {"hidden", o_.model.hidden},
+                        {"heads", o_.model.heads},
+                        {"vocab", o_.model.vocab},
+                        {"seq", o_.model.seq},
+                        {"global_batch", accum_ * n_ * o_.micro_batch}};
+    CS_RETURN_IF_ERROR(write_file_atomic(o_.checkpoint_dir + "/latest.json", j.dump(2) + "\n"));
+  }
+  return ok_status();
+}
+
+Result<std::int64_t> Trainer::load() {
+  const std::string manifest = o_.checkpoint_dir + "/latest.json";
+  std::ifstream f(manifest);
+  if (!f) return Error{fmt::format("--resume: {}: no checkpoint there", manifest)};
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.contains("step"))
+    return Error{fmt::format("--resume: {}: not a commscope checkpoint manifest", manifest)};
+  auto same = [&](const char* key, auto value) -> Status {
+    if (!j.contains(key) || j[key] != value)
+      return Error{fmt::format("--resume: {}: {} is {}, this run has {}", manifest, key,
+                               j.value(key, nlohmann::json()).dump(),
+                               nlohmann::json(value).dump())};
+    return ok_status();
+  };
+  CS_RETURN_IF_ERROR(same("ranks", n_));
+  CS_RETURN_IF_ERROR(same("strategy", std::string(to_string(o_.strategy))));
+  CS_RETURN_IF_ERROR(same("seed", o_.seed));
+  CS_RETURN_IF_ERROR(same("layers", o_.model.layers));
+  CS_RETURN_IF_ERROR(same("hidden", o_.model.hidden));
+  CS_RETURN_IF_ERROR(same("vocab", o_.model.vocab));
+  CS_RETURN_IF_ERROR(same("seq", o_.model.seq));
+  CS_RETURN_IF_ERROR(same("global_batch", accum_ * n_ * o_.micro_batch));
+  const std::int64_t step = j["step"].get<std::int64_t>();
+  const std::string path = fmt::format("{}/step{}.rank{}.bin", o_.checkpoint_dir, step, me_);
+  std::ifstream b(path, std::ios::binary);
+  std::vector<float>& p = o_.strategy == Strategy::ddp ? params_ : shard_params_;
+  for (std::vector<float>* v : {&p, &m_, &v_}) {
+    std::uint64_t n = 0;
+    b.read(reinterpret_cast<char*>(&n), sizeof(n));
+    if (!b || n != v->size())
+      return Error{fmt::format("--resume: {}: truncated or from another model", path)};
+    b.read(reinterpret_cast<char*>(v->data()), static_cast<std::streamsize>(n * sizeof(float)));
+    if (!b) return Error{fmt::format("--resume: {}: truncated", path)};
+  }
+  return step;
+}
+
+int Trainer::run() {
+  set_threads(o_.threads);
+  model_ = std::make_unique<Gpt>(o_.model, o_.micro_batch);
+  if (o_.data.empty()) {
+    data_ = std::make_unique<TokenSource>(TokenSource::synthetic(o_.model.vocab, o_.seed));
+  } else {
+    auto d = TokenSource::text_file(o_.data, o_.model.vocab, o_.model.seq);
+    if (!d.ok()) {
+      if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", d.error().message.c_str());
+      return 2;
+    }
+    data_ = std::make_unique<TokenSource>(std::move(d).value());
+  }
+  if (Status s = plan(); !s.ok()) {
+    if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+    return 2;
+  }
+  const ParamLayout& L = model_->layout();
+  const std::int64_t P = L.total();
+  std::vector<float> full(static_cast<std::size_t>(P));
+  init_params(L, full.data(), o_.seed);  // every rank the same: deterministic from the seed
+  grads_.assign(static_cast<std::size_t>(P), 0.0f);
+  const bool sharded = o_.strategy != Strategy::ddp;
+  const std::int64_t own = sharded ? part_.hi(me_) - part_.lo(me_) : P;
+  if (sharded) {
+    shard_params_.assign(full.begin() + part_.lo(me_), full.begin() + part_.hi(me_));
+    shard_grads_.assign(static_cast<std::size_t>(own), 0.0f);
+  }
+  if (o_.strategy != Strategy::zero3) params_ = full;  // ZeRO-3 gathers module by module
+  full.clear();
+  full.shrink_to_fit();
+  m_.assign(static_cast<std::size_t>(own), 0.0f);
+  v_.assign(static_cast<std::size_t>(own), 0.0f);
+
+  std::int64_t start = 0;
+  if (o_.resume) {
+    auto s = load();
+    if (!s.ok()) {
+      if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+      return 2;
+    }
+    start = *s;
+    if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
+      // parameters are rebuilt from the shards, as after an optimizer step
+      // Outside the iterations, so outside the workload's accounting.
+      for (const CommOp& op : step_ag_) all_gather_params(op, true);
+      if (n_ == 1) params_ = shard_params_;
+      stream_.drain();
+    }
+  }
+  model_->set_observer([this](const OpRecord& r) { record_compute(r); });
+
+  const std::int64_t G = accum_ * n_ * o_.micro_batch;
+  const double tokens_per_step = static_cast<double>(G) * o_.model.seq;
+  struct StepRow {
+    std::int64_t step;
+    double loss, seconds, grad_norm;
+    Breakdown br;
+  };
+  std::vector<StepRow> rows;
+  CS_MPI_CHECK(MPI_Barrier(comm_));
+  t0_ = Gpt::now();
+  for (std::int64_t step = start + 1; step <= o_.steps; ++step) {
+    if (me_ == o_.kill_rank && step == o_.kill_step) ::raise(SIGKILL);
+    const double ts = Gpt::now() - t0_;
+    double loss_sum = 0;
+    for (std::int64_t k = 0; k < accum_; ++k) {
+      microbatch_ = static_cast<std::int32_t>(k);
+      // The global batch of step s is sequences [(s-1) G, s G); micro-batch k of rank r takes
+      // its b sequences at k (b n) + r b: the same sequences whatever the rank count.
+      const std::int64_t first = (step - 1) * G + k * o_.micro_batch * n_ +
+                                 static_cast<std::int64_t>(me_) * o_.micro_batch;
+      loss_sum += micro_step(first, k == accum_ - 1);
+    }
+    double norm = 0;
+    optimizer_step(step, &norm);
+    double loss_all = 0;
+    collective(
+        CommOp{"loss_all_reduce", Collective::all_reduce, 0, 2, kNoLayer},
+        [&] { CS_MPI_CHECK(MPI_Allreduce(&loss_sum, &loss_all, 1, MPI_DOUBLE, MPI_SUM, comm_)); },
+        true);
+    stream_.drain();
+    const double te = Gpt::now() - t0_;
+    std::vector<Event> evs;
+    for (const Event& e : compute_events_)
+      if (e.start >= ts) evs.push_back(e);
+    for (const Event& e : comm_events_)
+      if (e.start >= ts) evs.push_back(e);
+    rows.push_back(
+        {step, loss_all / static_cast<double>(accum_ * n_), te - ts, norm, breakdown(evs, ts, te)});
+    if (me_ == 0 && o_.format == "table")
+      std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f\n",
+                  static_cast<long long>(step), rows.back().loss, (te - ts) * 1e3,
+                  tokens_per_step / (te - ts), rows.back().br.compute * 1e3,
+                  rows.back().br.overlapped * 1e3, rows.back().br.exposed * 1e3,
+                  rows.back().br.idle * 1e3);
+    std::fflush(stdout);
+    if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) {
+      if (Status s = save(step); !s.ok()) {
+        std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+        return 2;
+      }
+    }
+  }
+  stream_.drain();
+
+  // ---- results ----
+  const std::int64_t iterations = static_cast<std::int64_t>(rows.size());
+  Breakdown avg;
+  double avg_time = 0;
+  int counted = 0;
+  for (const StepRow& r : rows)
+    if (r.step > start + o_.warmup || iterations <= o_.warmup) {
+      avg.add(r.br);
+      avg_time += r.seconds;
+      ++counted;
+    }
+  if (counted > 0) {
+    avg.scale(1.0 / counted);
+    avg_time /= counted;
+  }
+  // FLOPs of the whole job per step: every rank runs accum micro-batches.
+  const double flops = model_->matmul_flops_per_step() * static_cast<double>(accum_ * n_);
+
+  if (!o_.trace_dir.empty()) {
+    Timeline t = tl_;
+    t.events = compute_events_;
+    t.events.insert(t.events.end(), comm_events_.begin(), comm_events_.end());
+    t.rank_names[me_] = fmt::format("rank {}", me_);
+    t.stream_names[{me_, 0}] = "compute";
+    t.stream_names[{me_, 1}] = "communication";
+    std::error_code ec;
+    std::filesystem::create_directories(o_.trace_dir, ec);
+    const Status s =
+        write_file_atomic(fmt::format("{}/rank{}.json", o_.trace_dir, me_), chrome_trace_json(t));
+    if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+  }
+
+  if (me_ != 0) return 0;
+  nlohmann::json comm = nlohmann::json::array();
+  bool match = true;
+  std::map<std::pair<CommGroup, Collective>, const CommVolume*> exp;
+  for (const CommVolume& v : expected_) exp[{v.group, v.collective}] = &v;
+  std::set<std::pair<CommGroup, Collective>> keys;
+  for (auto& [k, v] : measured_) keys.insert(k);
+  for (auto& [k, v] : exp) keys.insert(k);
+  for (const auto& k : keys) {
+    const auto it = measured_.find(k);
+    const double calls =
+        it == measured_.end() ? 0 : static_cast<double>(it->second.first) / iterations;
+    const double bytes =
+        it == measured_.end() ? 0 : it->second.second / static_cast<double>(iterations);
+    const CommVolume* e = exp.count(k) ? exp[k] : nullptr;
+    const double ecalls = e ? static_cast<double>(e->calls) : 0, ebytes = e ? e->bytes : 0;
+    match = match && calls == ecalls && bytes == ebytes;
+    comm.push_back({{"group", to_string(k.first)},
+                    {"collective", to_string(k.second)},
+                    {"calls_per_iteration", calls},
+                    {"bytes_per_iteration", bytes},
+                    {"workload_calls", ecalls},
+                    {"workload_bytes", ebytes}});
+  }
+  auto br_json = [](const Breakdown& b) {
+    return nlohmann::json{{"wall_s", b.wall},
+                          {"compute_s", b.compute},
+                          {"comm_s", b.comm},
+                          {"overlapped_comm_s", b.overlapped},
+                          {"exposed_comm_s", b.exposed},
+                          {"idle_s", b.idle}};
+  };
+  {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const StepRow& r : rows)
+      steps.push_back({{"step", r.step},
+                       {"loss", r.loss},
+                       {"grad_norm", r.grad_norm},
+                       {"time_s", r.seconds},
+                       {"tokens_per_s", tokens_per_step / r.seconds},
+                       {"gflops", flops / r.seconds / 1e9},
+                       {"breakdown", br_json(r.br)}});
+    nlohmann::json j = {{"model",
+                         {{"name", o_.model_name},
+                          {"layers", o_.model.layers},
+                          {"hidden", o_.model.hidden},
+                          {"heads", o_.model.heads},
+                          {"vocab", o_.model.vocab},
+                          {"seq", o_.model.seq},
+                          {"parameters", P}}},
+                        {"strategy", to_string(o_.strategy)},
+                        {"ranks", n_},
+                        {"micro_batch", o_.micro_batch},
+                        {"grad_accum", accum_},
+                        {"global_batch", G},
+                        {"data", data_->describe()},
+                        {"steps", steps},
+                        {"average",
+                         {{"after_warmup_steps", o_.warmup},
+                          {"time_s", avg_time},
+                          {"tokens_per_s", avg_time > 0 ? tokens_per_step / avg_time : 0},
+                          {"gflops", avg_time > 0 ? flops / avg_time / 1e9 : 0},
+                          {"comm_share", avg.wall > 0 ? avg.comm / avg.wall : 0},
+                          {"breakdown", br_json(avg)}}},
+                        {"communication", comm},
+                        {"communication_matches_workload", match}};
+    if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
+    if (!o_.summary_file.empty()) {
+      const Status s = write_file_atomic(o_.summary_file, j.dump(2) + "\n");
+      if (!s.ok()) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+    }
+  }
+  if (o_.format == "table") {
+    std::printf(
+        "# average after %d warm-up steps: %.2f ms/step, %.0f tokens/s, %.2f GFLOP/s (all ranks), "
+        "compute %.2f ms, communication %.2f ms (overlapped %.2f, exposed %.2f), idle %.2f ms\n",
+        o_.warmup, avg_time * 1e3, avg_time > 0 ? tokens_per_step / avg_time : 0,
+        avg_time > 0 ? flops / avg_time / 1e9 : 0, avg.compute * 1e3, avg.comm * 1e3,
+        avg.overlapped * 1e3, avg.exposed * 1e3, avg.idle * 1e3);
+    std::printf("# communication per iteration, rank 0, measured vs the workload (describe):\n");
+    std::printf("# %-8s %-15s %8s %14s %8s %14s\n", "group", "collective", "calls", "bytes",
+                "w.calls", "w.bytes");
+    for (const auto& c : comm)
+      std::printf("# %-8s %-15s %8.0f %14.0f %8.0f %14.0f\n", c["group"].get<std::string>().c_str(),
+                  c["collective"].get<std::string>().c_str(),
+                  c["calls_per_iteration"].get<double>(), c["bytes_per_iteration"].get<double>(),
+                  c["workload_calls"].get<double>(), c["workload_bytes"].get<double>());
+    std::printf("# %s\n", match ? "measured communication equals the workload's, byte for byte"
+                                : "MISMATCH: measured communication differs from the workload's");
+  }
+  return match ? 0 : 1;
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& o, MPI_Comm comm) {
+  int me = 0, n = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
+  if (Status s = validate(o, n); !s.ok()) {
+    if (me == 0) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+    return 2;
+  }
+  Trainer t(o, comm);
+  if (me == 0 && o.format == "table") {
+    const std::int64_t g =
+        o.global_batch ? o.global_batch : static_cast<std::int64_t>(o.micro_batch) * n;
+    std::printf(
+        "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), %s over %d "
+        "ranks, global batch %lld (micro-batch %d x %lld accumulation x %d ranks)\n",
+        o.model_name.c_str(), o.model.layers, o.model.hidden, o.model.heads, o.model.vocab,
+        o.model.seq, std::string(to_string(o.strategy)).c_str(), n, static_cast<long long>(g),
+        o.micro_batch, static_cast<long long>(g / (static_cast<std::int64_t>(o.micro_batch) * n)),
+        n);
+    std::printf("%6s %10s %10s %10s %9s %9s %9s %9s\n", "step", "loss", "time_ms", "tokens/s",
+                "comp_ms", "ovl_ms", "exp_ms", "idle_ms");
+  }
+  return t.run();
+}
+
+}  // namespace commscope::train
