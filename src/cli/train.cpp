@@ -3,6 +3,7 @@
 // compares them); under mpirun or srun it runs as launched. docs/train.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -45,7 +46,6 @@ Verb add_train(CLI::App& app) {
                   std::string(launch::kEmulateHelp) +
                       "; repeat it (--emulate tcp-10g --emulate rdma-100g) to compare profiles");
   cmd->allow_extras();
-  cmd->prefix_command();
   return {
       cmd, [st, cmd]() -> int {
         std::vector<std::string> args = st->args;
@@ -76,6 +76,7 @@ Verb add_train(CLI::App& app) {
         struct Row {
           std::string profile;
           nlohmann::json summary;
+          double peak_gbps = 0, busy_gbps = 0;  // full scale, the busiest node
         };
         std::vector<Row> rows;
         for (const std::string& e : st->emulate) {
@@ -87,8 +88,10 @@ Verb add_train(CLI::App& app) {
           a.push_back("--summary");
           a.push_back(tmpl);
           std::printf("# ---- --emulate %s ----\n", e.c_str());
+          std::fflush(stdout);
           st->job.emulate = e;
-          auto rc = launch::run_mpi_job(prog, a, st->job, stdout);
+          std::vector<launch::NodeTraffic> traffic;
+          auto rc = launch::run_mpi_job(prog, a, st->job, stdout, &traffic);
           nlohmann::json j;
           std::ifstream f(tmpl);
           if (f) j = nlohmann::json::parse(f, nullptr, false);
@@ -97,15 +100,25 @@ Verb add_train(CLI::App& app) {
           if (*rc != 0 || j.is_discarded() || j.is_null())
             return fail(
                 fmt::format("train --emulate {}: the MPI job ended with status {}", e, *rc));
-          rows.push_back({e, j});
+          Row row{e, j};
+          auto spec = launch::parse_emulation(e);
+          const double scale = spec.ok() ? spec->scale : 1.0;
+          for (const auto& t : traffic) {
+            row.peak_gbps = std::max(row.peak_gbps, t.peak_tx_bps * scale / 1e9);
+            row.busy_gbps = std::max(row.busy_gbps, t.mean_busy_bps * scale / 1e9);
+          }
+          rows.push_back(row);
         }
-        std::printf("# comparison (averages after warm-up, rank 0):\n");
-        std::printf("# %-24s %12s %12s %10s\n", "profile", "step (ms)", "tokens/s", "comm %");
+        std::printf(
+            "# comparison (averages after warm-up, rank 0; Gb/s per node at full scale, "
+            "from the emulated NICs' byte counters):\n");
+        std::printf("# %-24s %12s %12s %10s %12s %12s\n", "profile", "step (ms)", "tokens/s",
+                    "comm %", "peak Gb/s", "busy Gb/s");
         for (const Row& r : rows) {
           const auto& a = r.summary["average"];
-          std::printf("# %-24s %12.2f %12.0f %9.1f%%\n", r.profile.c_str(),
+          std::printf("# %-24s %12.2f %12.0f %9.1f%% %12.2f %12.2f\n", r.profile.c_str(),
                       a["time_s"].get<double>() * 1e3, a["tokens_per_s"].get<double>(),
-                      a["comm_share"].get<double>() * 100);
+                      a["comm_share"].get<double>() * 100, r.peak_gbps, r.busy_gbps);
         }
         return 0;
       }};

@@ -37,7 +37,8 @@ Result<std::vector<std::string>> transport_args(const std::string& transport) {
 }
 
 Result<int> run_mpi_job(const std::string& program, const std::vector<std::string>& args,
-                        const JobOptions& o, std::FILE* report) {
+                        const JobOptions& o, std::FILE* report,
+                        std::vector<NodeTraffic>* traffic_out) {
   if (o.ranks < 1)
     return Error{fmt::format("--ranks: expected a positive integer, got {}", o.ranks)};
   if (::access(program.c_str(), X_OK) != 0)
@@ -73,6 +74,7 @@ Result<int> run_mpi_job(const std::string& program, const std::vector<std::strin
   const int rc = run_job(argv, &interrupted);
   if (cluster) {
     const auto traffic = cluster->stop_monitor();
+    if (traffic_out) *traffic_out = traffic;
     if (report && !interrupted)
       for (const auto& line : traffic_lines(cluster->spec(), traffic))
         std::fprintf(report, "%s\n", line.c_str());

@@ -379,9 +379,11 @@ Status Trainer::plan() {
   CS_ASSIGN_OR_RETURN(NetworkProtocol net, load_network("rdma-100g"));
   PlanInput p;
   p.dp = world;
+  // The system only places ranks for the cost model, which the trainer does not use: one node
+  // holding every rank keeps any rank count valid. The communication ops do not depend on it.
+  system.node.gpus = world;
   p.gpus = world;
-  p.nodes = (world + system.node.gpus - 1) / system.node.gpus;
-  if (world % system.node.gpus != 0 && world > system.node.gpus) p.nodes = std::nullopt;
+  p.nodes = 1;
   p.zero = static_cast<int>(o_.strategy);
   p.micro_batch = o_.micro_batch;
   p.grad_accum = accum_;
@@ -715,6 +717,8 @@ int Trainer::run() {
     Breakdown br;
   };
   std::vector<StepRow> rows;
+  // FLOPs of the whole job per step: every rank runs accum micro-batches.
+  const double flops = model_->matmul_flops_per_step() * static_cast<double>(accum_ * n_);
   CS_MPI_CHECK(MPI_Barrier(comm_));
   t0_ = Gpt::now();
   for (std::int64_t step = start + 1; step <= o_.steps; ++step) {
@@ -746,11 +750,11 @@ int Trainer::run() {
     rows.push_back(
         {step, loss_all / static_cast<double>(accum_ * n_), te - ts, norm, breakdown(evs, ts, te)});
     if (me_ == 0 && o_.format == "table")
-      std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f\n",
+      std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
                   static_cast<long long>(step), rows.back().loss, (te - ts) * 1e3,
-                  tokens_per_step / (te - ts), rows.back().br.compute * 1e3,
-                  rows.back().br.overlapped * 1e3, rows.back().br.exposed * 1e3,
-                  rows.back().br.idle * 1e3);
+                  tokens_per_step / (te - ts), flops / (te - ts) / 1e9,
+                  rows.back().br.compute * 1e3, rows.back().br.overlapped * 1e3,
+                  rows.back().br.exposed * 1e3, rows.back().br.idle * 1e3);
     std::fflush(stdout);
     if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) {
       if (Status s = save(step); !s.ok()) {
@@ -776,8 +780,6 @@ int Trainer::run() {
     avg.scale(1.0 / counted);
     avg_time /= counted;
   }
-  // FLOPs of the whole job per step: every rank runs accum micro-batches.
-  const double flops = model_->matmul_flops_per_step() * static_cast<double>(accum_ * n_);
 
   if (!o_.trace_dir.empty()) {
     Timeline t = tl_;
@@ -907,8 +909,8 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
         o.model.seq, std::string(to_string(o.strategy)).c_str(), n, static_cast<long long>(g),
         o.micro_batch, static_cast<long long>(g / (static_cast<std::int64_t>(o.micro_batch) * n)),
         n);
-    std::printf("%6s %10s %10s %10s %9s %9s %9s %9s\n", "step", "loss", "time_ms", "tokens/s",
-                "comp_ms", "ovl_ms", "exp_ms", "idle_ms");
+    std::printf("%6s %10s %10s %10s %9s %9s %9s %9s %9s\n", "step", "loss", "time_ms", "tokens/s",
+                "GFLOP/s", "comp_ms", "ovl_ms", "exp_ms", "idle_ms");
   }
   return t.run();
 }

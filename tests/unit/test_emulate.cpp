@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -205,6 +206,46 @@ TEST(Emulate, CtrlCRemovesEverything) {
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
   EXPECT_TRUE(emulation_leftovers("cs" + std::to_string(pid)).empty());
+}
+
+}  // namespace
+
+namespace {
+
+// The same training under two emulated networks, compared: each profile's row has the traffic
+// its nodes really sent, never above the shaped rate (plus the bucket's burst).
+TEST(Emulate, TrainComparesProfiles) {
+  if (!is_root()) GTEST_SKIP() << "needs root";
+  const std::string cmd =
+      std::string("'") + COMMSCOPE_BIN +
+      "' train --ranks 2 --emulate rate=400M --emulate rate=100M,nodes=2 --steps 3 --warmup 1 "
+      "--layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --micro-batch 2 --bucket-mb 0.05";
+  Outcome o = commscope::testing::run_shell(cmd);
+  ASSERT_EQ(o.status, 0) << o.err;
+  ASSERT_NE(o.out.find("# comparison"), std::string::npos) << o.out;
+  static const std::regex row(
+      R"(# (rate=\S+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+))");
+  std::map<std::string, double> peak;
+  for (auto it = std::sregex_iterator(o.out.begin(), o.out.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    const double comm_share = std::stod((*it)[4]);
+    EXPECT_GT(comm_share, 0);
+    EXPECT_LE(comm_share, 100);
+    peak[(*it)[1]] = std::stod((*it)[5]);
+  }
+  ASSERT_EQ(peak.size(), 2u) << o.out;
+  EXPECT_GT(peak["rate=400M"], 0);
+  EXPECT_LE(peak["rate=400M"], 0.4 * 1.15);
+  EXPECT_GT(peak["rate=100M,nodes=2"], 0);
+  EXPECT_LE(peak["rate=100M,nodes=2"], 0.1 * 1.15);
+  // Both runs' nodes are gone.
+  std::smatch m;
+  std::string rest = run_command({"ip", "netns", "list"}).output;
+  static const std::regex ns(R"(cs(\d+)n\d+)");
+  while (std::regex_search(rest, m, ns)) {
+    EXPECT_TRUE(std::filesystem::exists("/proc/" + m[1].str())) << "left behind: " << m[0];
+    rest = m.suffix();
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "commscope/launch/emulate.h"
 #include "commscope/util/result.h"
 
 namespace commscope::launch {
@@ -31,7 +32,9 @@ Result<std::vector<std::string>> transport_args(const std::string& transport);
 // Runs `mpirun ... program args` and returns its exit status. With emulation the nodes exist
 // only while the job runs, and the per-node traffic is printed to `report` afterwards.
 // Errors (one line): program or mpirun missing, bad --emulate/--transport, no privileges.
+// `traffic`, when given, receives the per-node traffic of an emulated run.
 Result<int> run_mpi_job(const std::string& program, const std::vector<std::string>& args,
-                        const JobOptions& options, std::FILE* report);
+                        const JobOptions& options, std::FILE* report,
+                        std::vector<NodeTraffic>* traffic = nullptr);
 
 }  // namespace commscope::launch
