@@ -212,6 +212,16 @@ class Trainer {
   int run();
 
  private:
+  // True when every rank's `ok` is true (a collective: call with the stream idle).
+  bool agree(bool ok) {
+    int mine = ok ? 1 : 0, all = 0, first_bad = n_;
+    CS_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_));
+    int me_bad = ok ? n_ : me_;
+    CS_MPI_CHECK(MPI_Allreduce(&me_bad, &first_bad, 1, MPI_INT, MPI_MIN, comm_));
+    agree_first_failure_ = first_bad == me_;
+    return all == 1;
+  }
+  bool agree_first_failure_ = false;
   Status plan();
   void record_compute(const OpRecord& r);
   // Runs one MPI collective on the stream and records it.
@@ -664,8 +674,9 @@ int Trainer::run() {
     data_ = std::make_unique<TokenSource>(TokenSource::synthetic(o_.model.vocab, o_.seed));
   } else {
     auto d = TokenSource::text_file(o_.data, o_.model.vocab, o_.model.seq);
-    if (!d.ok()) {
-      if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", d.error().message.c_str());
+    if (!agree(d.ok())) {  // each rank reads the file: a rank that cannot must stop them all
+      if (!d.ok() && (me_ == 0 || agree_first_failure_))
+        std::fprintf(stderr, "commscope: %s\n", d.error().message.c_str());
       return 2;
     }
     data_ = std::make_unique<TokenSource>(std::move(d).value());
@@ -694,8 +705,10 @@ int Trainer::run() {
   std::int64_t start = 0;
   if (o_.resume) {
     auto s = load();
-    if (!s.ok()) {
-      if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+    // Every rank reads its own file: they agree on the outcome before any collective, so that
+    // one rank's bad file ends the whole job instead of leaving the others waiting.
+    if (!agree(s.ok())) {
+      if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
       return 2;
     }
     start = *s;

@@ -167,3 +167,75 @@ TEST(Train, BadFlagsAreOneLineErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+// The trainer's measured communication against `commscope describe` run as a user would, for
+// the same model (a commscope model JSON) and plan: calls and bytes per group and collective.
+TEST(Train, DescribeSaysTheSameBytes) {
+  const std::string model = ::testing::TempDir() + "train_tiny_model.json";
+  {
+    std::ofstream f(model);
+    f << R"({"name": "tiny", "kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "ffn": 256,
+             "vocab": 256, "seq_length": 32, "max_positions": 32})";
+  }
+  for (int zero = 0; zero <= 3; ++zero) {
+    const std::string strategy = zero == 0 ? "ddp" : "zero" + std::to_string(zero);
+    Outcome t = train(2,
+                      " --layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --micro-batch 2 "
+                      "--global-batch 8 --bucket-mb 0.05 --steps 2 --warmup 1 --format json "
+                      "--strategy " +
+                          strategy);
+    ASSERT_EQ(t.status, 0) << strategy << t.err;
+    Outcome d = commscope::testing::run_shell(
+        std::string(COMMSCOPE_BIN) + " describe --model " + model +
+        " --system polaris --gpus 2 --nodes 1 --zero " + std::to_string(zero) +
+        " --micro-batch-size 2 --global-batch-size 8 --precision fp32 --ddp-bucket-size 0.05 "
+        "--format json");
+    ASSERT_EQ(d.status, 0) << d.err;
+    const auto described = nlohmann::json::parse(d.out)["comm"];
+    const auto measured = nlohmann::json::parse(t.out)["communication"];
+    ASSERT_EQ(described.size(), measured.size()) << strategy << d.out;
+    for (const auto& c : described) {
+      bool found = false;
+      for (const auto& m : measured)
+        if (m["group"] == c["group"] && m["collective"] == c["collective"]) {
+          found = true;
+          EXPECT_EQ(m["bytes_per_iteration"].get<double>(), c["bytes_per_rank"].get<double>())
+              << strategy << " " << c["collective"];
+          EXPECT_EQ(m["calls_per_iteration"].get<double>(), c["calls"].get<double>())
+              << strategy << " " << c["collective"];
+        }
+      EXPECT_TRUE(found) << strategy << " " << c["collective"];
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A damaged checkpoint is refused with one line, and so is one from another run.
+TEST(Train, DamagedOrForeignCheckpointsAreRefused) {
+  const std::string dir = ::testing::TempDir() + "train_ckpt_damaged";
+  std::filesystem::remove_all(dir);
+  const std::string common = kSmall + "--warmup 1 --strategy zero1 --checkpoint " + dir;
+  ASSERT_EQ(train(2, common + " --steps 2 --checkpoint-every 2").status, 0);
+  const std::string file = dir + "/step2.rank1.bin";
+  ASSERT_TRUE(std::filesystem::exists(file));
+  // Another seed: the manifest says which field differs.
+  Outcome o = train(2, common + " --steps 4 --resume --seed 7");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("seed is 1234, this run has 7"), std::string::npos) << o.err;
+  // Another rank count.
+  o = train(1, kSmall + "--steps 4 --warmup 1 --strategy zero1 --checkpoint " + dir + " --resume");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("ranks is 2, this run has 1"), std::string::npos) << o.err;
+  // A truncated rank file.
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+  o = train(2, common + " --steps 4 --resume");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("step2.rank1.bin: truncated"), std::string::npos) << o.err;
+}
+
+}  // namespace
