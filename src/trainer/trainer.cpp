@@ -708,7 +708,8 @@ int Trainer::run() {
     // Every rank reads its own file: they agree on the outcome before any collective, so that
     // one rank's bad file ends the whole job instead of leaving the others waiting.
     if (!agree(s.ok())) {
-      if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+      if (!s.ok() && agree_first_failure_)  // one line, from the first rank that failed
+        std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
       return 2;
     }
     start = *s;
