@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -64,7 +65,10 @@ struct Outcome {
   std::string out, err;
 };
 inline Outcome run_shell(const std::string& cmd) {
-  const std::string err_path = ::testing::TempDir() + "commscope_test_stderr.txt";
+  // One file per process and call: tests run in parallel processes.
+  static int calls = 0;
+  const std::string err_path = ::testing::TempDir() + "commscope_stderr_" +
+                               std::to_string(::getpid()) + "_" + std::to_string(++calls) + ".txt";
   Outcome o;
   FILE* p = ::popen((cmd + " 2>" + err_path).c_str(), "r");
   if (!p) return o;
@@ -73,8 +77,11 @@ inline Outcome run_shell(const std::string& cmd) {
   while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
   const int rc = ::pclose(p);
   o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream f(err_path);
-  o.err.assign(std::istreambuf_iterator<char>(f), {});
+  {
+    std::ifstream f(err_path);
+    o.err.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  std::remove(err_path.c_str());
   return o;
 }
 
