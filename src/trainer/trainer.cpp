@@ -433,16 +433,15 @@ Status Trainer::plan() {
     offset += op.elements;
     if (offset >= layout.total()) offset = 0;  // the all-gathers start again from the beginning
   }
-  // The group boundaries must fall on bucket boundaries: check it once.
+  // Every bucket must end where a parameter group ends (the workload closes buckets after the
+  // op that completes a group's gradients); otherwise the layouts disagree.
+  std::set<std::int64_t> group_ends;
   std::int64_t completed = 0;
-  std::size_t next = 0;
-  for (const auto& g : layout.backward_groups()) {
-    completed += g.range.size;
-    while (next < bucket_end_.size() && bucket_end_[next] < completed &&
-           bucket_end_[next] > completed - g.range.size)
-      return Error{"internal: a workload bucket boundary falls inside a parameter group"};
-    while (next < bucket_end_.size() && bucket_end_[next] <= completed) ++next;
-  }
+  for (const auto& g : layout.backward_groups()) group_ends.insert(completed += g.range.size);
+  for (std::int64_t end : bucket_end_)
+    if (!group_ends.count(end))
+      return Error{fmt::format(
+          "internal: a workload bucket ends after {} gradients, inside a parameter group", end)};
   return ok_status();
 }
 

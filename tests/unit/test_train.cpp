@@ -260,3 +260,19 @@ TEST(Train, LossFallsOnARealText) {
 }
 
 }  // namespace
+
+namespace {
+
+// `commscope train` started by mpirun (as srun would) becomes the rank it was started as.
+TEST(Train, RunsAsLaunchedUnderMpirun) {
+  Outcome o = commscope::testing::run_shell(
+      std::string(MPIEXEC) + " -np 2 --oversubscribe " +
+      (::geteuid() == 0 ? "--allow-run-as-root " : "") + COMMSCOPE_BIN +
+      " train --steps 2 --warmup 0 --layers 2 --hidden 64 --vocab 256 --seq 32 --format json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);  // one document: only rank 0 prints
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_TRUE(j["communication_matches_workload"].get<bool>());
+}
+
+}  // namespace
