@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "comm_stream.h"
 #include "commscope/comm/mpi.h"
 #include "commscope/spec/scenario.h"
 #include "commscope/timeline/chrome.h"
@@ -126,81 +127,12 @@ Status validate(const TrainOptions& o, int world) {
 
 namespace {
 
-// ---- the communication stream ----
-class CommStream {
- public:
-  CommStream() : worker_([this] { loop(); }) {}
-  ~CommStream() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
-  std::uint64_t submit(std::function<void()> task) {
-    std::lock_guard<std::mutex> l(mu_);
-    queue_.push_back(std::move(task));
-    cv_.notify_all();
-    return ++submitted_;
-  }
-  void wait(std::uint64_t ticket) {
-    std::unique_lock<std::mutex> l(mu_);
-    done_cv_.wait(l, [&] { return done_ >= ticket; });
-  }
-  void drain() { wait(submitted()); }
-  std::uint64_t submitted() {
-    std::lock_guard<std::mutex> l(mu_);
-    return submitted_;
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return quit_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        ++done_;
-      }
-      done_cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
-  std::deque<std::function<void()>> queue_;
-  std::uint64_t submitted_ = 0, done_ = 0;
-  bool quit_ = false;
-  std::thread worker_;
-};
-
-// A contiguous range of the flat buffer split over ranks as ZeRO partitions it: rank r owns
-// [lo(r), lo(r+1)), the first total % n ranks one element more.
-struct Partition {
-  std::int64_t total = 0;
-  int n = 1;
-  std::int64_t lo(int r) const { return r * (total / n) + std::min<std::int64_t>(r, total % n); }
-  std::int64_t hi(int r) const { return lo(r + 1); }
-};
-
 // One communication op of the plan, mapped onto the flat buffer.
 struct CommOp {
   std::string_view name;
   Collective collective;
   std::int64_t offset = 0, elements = 0;
   int layer = kNoLayer;
-};
-
-struct Recorded {
-  std::vector<Event> events;
-  Timeline* names = nullptr;
 };
 
 class Trainer {
@@ -737,6 +669,7 @@ int Trainer::run() {
   for (std::int64_t step = start + 1; step <= o_.steps; ++step) {
     if (me_ == o_.kill_rank && step == o_.kill_step) ::raise(SIGKILL);
     const double ts = Gpt::now() - t0_;
+    const std::size_t first_compute = compute_events_.size(), first_comm = comm_events_.size();
     double loss_sum = 0;
     for (std::int64_t k = 0; k < accum_; ++k) {
       microbatch_ = static_cast<std::int32_t>(k);
@@ -755,11 +688,11 @@ int Trainer::run() {
         true);
     stream_.drain();
     const double te = Gpt::now() - t0_;
-    std::vector<Event> evs;
-    for (const Event& e : compute_events_)
-      if (e.start >= ts) evs.push_back(e);
-    for (const Event& e : comm_events_)
-      if (e.start >= ts) evs.push_back(e);
+    // This step's events: both lists grow in time order.
+    std::vector<Event> evs(compute_events_.begin() + static_cast<std::ptrdiff_t>(first_compute),
+                           compute_events_.end());
+    evs.insert(evs.end(), comm_events_.begin() + static_cast<std::ptrdiff_t>(first_comm),
+               comm_events_.end());
     rows.push_back(
         {step, loss_all / static_cast<double>(accum_ * n_), te - ts, norm, breakdown(evs, ts, te)});
     if (me_ == 0 && o_.format == "table")
