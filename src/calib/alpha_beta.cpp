@@ -34,6 +34,18 @@ Result<AlphaBetaFit> fit_alpha_beta(const std::vector<Sample>& s) {
   AlphaBetaFit f;
   f.beta = (sw * sxy - sx * sy) / den;
   f.alpha = (sy - f.beta * sx) / sw;
+  // Latency and time per byte cannot be negative. When the unconstrained fit says otherwise
+  // (small sizes faster than the line suggests: a shaper's burst, a cache), the constrained
+  // least-squares optimum lies on the boundary: refit the other parameter alone.
+  if (f.alpha < 0) {
+    f.alpha = 0;
+    f.beta = sxy / sxx;  // weighted least squares through the origin
+    f.clamped = true;
+  } else if (f.beta < 0) {
+    f.beta = 0;
+    f.alpha = sy / sw;  // weighted mean time
+    f.clamped = true;
+  }
   double mean = 0;
   for (const auto& p : s) mean += p.seconds / static_cast<double>(s.size());
   double ss_res = 0, ss_tot = 0;

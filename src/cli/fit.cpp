@@ -51,6 +51,13 @@ Verb add_fit(CLI::App& app) {
                 continue;
               }
               fits.push_back(*f);
+              if (f->clamped)
+                print_warnings({fmt::format(
+                    "{} {} over {} ranks: the unconstrained fit gave a negative {}; refitted "
+                    "with it at 0 (a latency below what the sweep resolves, or small sizes faster "
+                    "than the network: a shaper's burst, a cache)",
+                    m.group, to_string(m.collective), m.ranks,
+                    f->alpha == 0 ? "latency" : "time per byte")});
               double worst = 0;
               for (std::size_t i = 0; i < m.samples.size(); ++i)
                 worst = std::max(worst, std::fabs(f->residuals[i]) / m.samples[i].seconds);

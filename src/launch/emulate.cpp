@@ -203,10 +203,12 @@ Status EmulatedCluster::setup() {
   CS_RETURN_IF_ERROR(run({"ip", "addr", "add", subnet_ + "254/24", "dev", br}));
   CS_RETURN_IF_ERROR(run({"ip", "link", "set", br, "up"}));
 
-  // tbf: the bucket must hold at least one timer tick's worth of bytes at the rate, and one
-  // 64 KiB segment; the queue holds 50 ms.
+  // tbf: a bucket of 32 KiB (or 1 ms at the rate, if more), so that a small message cannot pass
+  // at more than the rate (a larger burst made 64 KiB messages look free and the fitted latency
+  // negative), while tbf's high-resolution watchdog still holds the rate (measured within 5%);
+  // the queue holds 50 ms.
   const double rate = spec_.shaped_rate_bps;
-  const auto burst = static_cast<long long>(std::max(65536.0 * 2, rate / 8 / 100));
+  const auto burst = static_cast<long long>(std::max(32768.0, rate / 8 / 1000));
   for (int k = 0; k < nodes_; ++k) {
     const std::string ns = node(k);
     CS_RETURN_IF_ERROR(run({"ip", "netns", "add", ns}));

@@ -34,5 +34,34 @@ TEST(Fit, NeedsTwoSizes) {
   EXPECT_FALSE(fit_alpha_beta({{1024, 1e-5}, {2048, 0}}).ok());
 }
 
+// Times whose line through them crosses zero above size 0 (the small size rode a shaper's
+// burst): the constrained fit puts alpha at 0 and beta at the weighted least-squares slope
+// through the origin, sum(w x y) / sum(w x^2) with w = 1/y^2, i.e. mean(x/y) / mean((x/y)^2).
+TEST(Fit, NegativeLatencyIsRefittedThroughTheOrigin) {
+  const std::vector<Sample> s = {
+      {65536, 2e-4}, {262144, 6.0e-2}, {1048576, 2.0e-1}, {4194304, 1.06}};
+  double sxy = 0, sxx = 0;
+  for (const auto& p : s) {
+    const double w = 1 / (p.seconds * p.seconds);
+    sxy += w * p.bytes * p.seconds;
+    sxx += w * p.bytes * p.bytes;
+  }
+  auto f = fit_alpha_beta(s);
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(f->clamped);
+  EXPECT_EQ(f->alpha, 0);
+  EXPECT_DOUBLE_EQ(f->beta, sxy / sxx);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    EXPECT_DOUBLE_EQ(f->residuals[i], s[i].seconds - f->beta * s[i].bytes);
+  // Times that fall with size: beta at 0, alpha at the weighted mean time.
+  auto g = fit_alpha_beta({{1024, 2e-5}, {2048, 1e-5}});
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g->clamped);
+  EXPECT_EQ(g->beta, 0);
+  EXPECT_DOUBLE_EQ(g->alpha, (1 / 2e-5 + 1 / 1e-5) / (1 / (2e-5 * 2e-5) + 1 / (1e-5 * 1e-5)));
+  // A clean sweep is not clamped (RecoversKnownAlphaAndBeta covers its values).
+  EXPECT_FALSE(fit_alpha_beta({{1024, 1e-5}, {2048, 1.5e-5}})->clamped);
+}
+
 }  // namespace
 }  // namespace commscope

@@ -22,11 +22,13 @@ struct AlphaBetaFit {
   double beta = 0;                // seconds per byte of size
   double r2 = 0;                  // coefficient of determination
   std::vector<double> residuals;  // measured - fitted, seconds, per sample
+  bool clamped = false;           // the unconstrained fit had alpha < 0 or beta < 0: that one is 0
   // The bus bandwidth the fit implies for a collective over n ranks: factor / beta (bytes/s).
   double busbw(Collective c, int n) const { return beta > 0 ? bus_factor(c, n) / beta : 0; }
 };
 
-// Ordinary least squares of seconds on bytes. Needs two distinct sizes.
+// Least squares of seconds on bytes, weighted by 1/t^2, with alpha >= 0 and beta >= 0.
+// Needs two distinct sizes.
 Result<AlphaBetaFit> fit_alpha_beta(const std::vector<Sample>& samples);
 
 // Measured collectives from commscope-bench's JSON ({"results": [...]}), out-of-place times,
