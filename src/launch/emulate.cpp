@@ -188,7 +188,7 @@ Status EmulatedCluster::setup() {
   const long pid = ::getpid();
   for (int attempt = 0; attempt < 256 && subnet_.empty(); ++attempt) {
     std::string cand =
-        fmt::format("10.{}.{}.", 200 + (pid + attempt) % 50, (pid / 50 + attempt * 7) % 250 + 1);
+        fmt::format("10.{}.{}.", 200 + (pid + attempt) % 50, (pid / 50 + 7L * attempt) % 250 + 1);
     if (addrs.find(" " + cand) == std::string::npos) subnet_ = cand;
   }
   if (subnet_.empty()) return Error{"--emulate: no free 10.x.y.0/24 subnet for the bridge"};
@@ -335,13 +335,13 @@ EmulatedCluster::~EmulatedCluster() {
 }
 
 void remove_stale_emulations() {
-  static const std::regex ns_re(R"(^cs(\d+)n\d+$)"), br_re(R"(^cs(\d+)br$)");
+  static const std::regex kNodeName(R"(^cs(\d+)n\d+$)"), kBridgeName(R"(^cs(\d+)br$)");
   std::stringstream nss(run_command({"ip", "netns", "list"}).output);
   std::string line;
   std::smatch m;
   while (std::getline(nss, line)) {
     std::string name = line.substr(0, line.find(' '));
-    if (std::regex_match(name, m, ns_re) && !pid_alive(std::stol(m[1]))) {
+    if (std::regex_match(name, m, kNodeName) && !pid_alive(std::stol(m[1]))) {
       std::stringstream ps(run_command({"ip", "netns", "pids", name}).output);
       long p = 0;
       while (ps >> p)
@@ -355,7 +355,7 @@ void remove_stale_emulations() {
     const auto a = line.find(": "), b = line.find(':', a + 2);
     if (a == std::string::npos || b == std::string::npos) continue;
     std::string name = line.substr(a + 2, b - a - 2);
-    if (std::regex_match(name, m, br_re) && !pid_alive(std::stol(m[1])))
+    if (std::regex_match(name, m, kBridgeName) && !pid_alive(std::stol(m[1])))
       run_command({"ip", "link", "del", name});
   }
 }

@@ -71,7 +71,7 @@ ModelSpec model_spec(const GptConfig& c, const std::string& name) {
   m.norm = NormKind::layernorm;
   m.mlp = MlpKind::gelu;
   apply_model_defaults(m);
-  m.ffn = 4 * c.hidden;
+  m.ffn = 4 * static_cast<std::int64_t>(c.hidden);
   return m;
 }
 
@@ -378,21 +378,21 @@ Status Trainer::plan() {
 }
 
 float Trainer::forward_backward_zero3(const std::int32_t* tok, const std::int32_t* tgt) {
-  const ParamLayout& L = model_->layout();
+  const ParamLayout& layout = model_->layout();
   const int layers = o_.model.layers;
   std::vector<float> emb, cur, nxt, head;
   // forward: each module gathered before its forward, the next one prefetched meanwhile
-  std::uint64_t t = gather_module(L.embedding(), emb, kEmbeddingLayer);
-  std::uint64_t tn = gather_module(L.block(0), nxt, 0);
+  std::uint64_t t = gather_module(layout.embedding(), emb, kEmbeddingLayer);
+  std::uint64_t tn = gather_module(layout.block(0), nxt, 0);
   stream_.wait(t);
   model_->forward_embedding(emb.data(), tok);
   for (int l = 0; l < layers; ++l) {
     stream_.wait(tn);
     cur.swap(nxt);
     if (l + 1 < layers)
-      tn = gather_module(L.block(l + 1), nxt, l + 1);
+      tn = gather_module(layout.block(l + 1), nxt, l + 1);
     else
-      tn = gather_module(L.head(), head, kHeadLayer);
+      tn = gather_module(layout.head(), head, kHeadLayer);
     model_->forward_block(l, cur.data());
     cur.clear();
     cur.shrink_to_fit();  // released after use
@@ -411,13 +411,13 @@ float Trainer::forward_backward_zero3(const std::int32_t* tok, const std::int32_
     while (bucket < bucket_ops_.size() && bucket_end_[bucket] <= completed)
       reduce_scatter_grads(bucket_ops_[bucket++], true);
   };
-  t = gather_module(L.head(), head, kHeadLayer);
-  tn = gather_module(L.block(layers - 1), nxt, layers - 1);
+  t = gather_module(layout.head(), head, kHeadLayer);
+  tn = gather_module(layout.block(layers - 1), nxt, layers - 1);
   stream_.wait(t);
-  const Range e = L.embedding(), h = L.head();
+  const Range e = layout.embedding(), h = layout.head();
   model_->backward_head(emb.data(), head.data(), grads_.data() + e.offset,
                         grads_.data() + h.offset);
-  on_group(L.backward_groups().front());
+  on_group(layout.backward_groups().front());
   head.clear();
   emb.clear();
   emb.shrink_to_fit();
@@ -425,27 +425,27 @@ float Trainer::forward_backward_zero3(const std::int32_t* tok, const std::int32_
     stream_.wait(tn);
     cur.swap(nxt);
     if (l > 0)
-      tn = gather_module(L.block(l - 1), nxt, l - 1);
+      tn = gather_module(layout.block(l - 1), nxt, l - 1);
     else
-      tn = gather_module(L.embedding(), emb, kEmbeddingLayer);
-    model_->backward_block(l, cur.data(), grads_.data() + L.block(l).offset, on_group);
+      tn = gather_module(layout.embedding(), emb, kEmbeddingLayer);
+    model_->backward_block(l, cur.data(), grads_.data() + layout.block(l).offset, on_group);
     cur.clear();
     cur.shrink_to_fit();
   }
   stream_.wait(tn);
   model_->backward_embedding(grads_.data() + e.offset);
-  on_group(L.backward_groups().back());
+  on_group(layout.backward_groups().back());
   emb.clear();
   return loss;
 }
 
 // One micro-batch on this rank: sequences [first, first + micro_batch).
 float Trainer::micro_step(std::int64_t first, bool last) {
-  const int b = o_.micro_batch, T = o_.model.seq;
-  std::vector<std::int32_t> tok(static_cast<std::size_t>(b) * T), tgt(tok.size());
+  const int b = o_.micro_batch, seq = o_.model.seq;
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(b) * seq), tgt(tok.size());
   for (int i = 0; i < b; ++i)
-    data_->sequence(first + i, T, tok.data() + static_cast<std::size_t>(i) * T,
-                    tgt.data() + static_cast<std::size_t>(i) * T);
+    data_->sequence(first + i, seq, tok.data() + static_cast<std::size_t>(i) * seq,
+                    tgt.data() + static_cast<std::size_t>(i) * seq);
   if (o_.strategy == Strategy::zero3) {
     const float loss = forward_backward_zero3(tok.data(), tgt.data());
     stream_.drain();
@@ -616,13 +616,13 @@ int Trainer::run() {
     if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
     return 2;
   }
-  const ParamLayout& L = model_->layout();
-  const std::int64_t P = L.total();
-  std::vector<float> full(static_cast<std::size_t>(P));
-  init_params(L, full.data(), o_.seed);  // every rank the same: deterministic from the seed
-  grads_.assign(static_cast<std::size_t>(P), 0.0f);
+  const ParamLayout& layout = model_->layout();
+  const std::int64_t total = layout.total();
+  std::vector<float> full(static_cast<std::size_t>(total));
+  init_params(layout, full.data(), o_.seed);  // every rank the same: deterministic from the seed
+  grads_.assign(static_cast<std::size_t>(total), 0.0f);
   const bool sharded = o_.strategy != Strategy::ddp;
-  const std::int64_t own = sharded ? part_.hi(me_) - part_.lo(me_) : P;
+  const std::int64_t own = sharded ? part_.hi(me_) - part_.lo(me_) : total;
   if (sharded) {
     shard_params_.assign(full.begin() + part_.lo(me_), full.begin() + part_.hi(me_));
     shard_grads_.assign(static_cast<std::size_t>(own), 0.0f);
@@ -654,8 +654,8 @@ int Trainer::run() {
   }
   model_->set_observer([this](const OpRecord& r) { record_compute(r); });
 
-  const std::int64_t G = accum_ * n_ * o_.micro_batch;
-  const double tokens_per_step = static_cast<double>(G) * o_.model.seq;
+  const std::int64_t global = accum_ * n_ * o_.micro_batch;
+  const double tokens_per_step = static_cast<double>(global) * o_.model.seq;
   struct StepRow {
     std::int64_t step;
     double loss, seconds, grad_norm;
@@ -673,9 +673,9 @@ int Trainer::run() {
     double loss_sum = 0;
     for (std::int64_t k = 0; k < accum_; ++k) {
       microbatch_ = static_cast<std::int32_t>(k);
-      // The global batch of step s is sequences [(s-1) G, s G); micro-batch k of rank r takes
+      // The global batch of step s (G sequences) is [(s-1) G, s G); micro-batch k of rank r takes
       // its b sequences at k (b n) + r b: the same sequences whatever the rank count.
-      const std::int64_t first = (step - 1) * G + k * o_.micro_batch * n_ +
+      const std::int64_t first = (step - 1) * global + k * o_.micro_batch * n_ +
                                  static_cast<std::int64_t>(me_) * o_.micro_batch;
       loss_sum += micro_step(first, k == accum_ - 1);
     }
@@ -790,12 +790,12 @@ int Trainer::run() {
                           {"heads", o_.model.heads},
                           {"vocab", o_.model.vocab},
                           {"seq", o_.model.seq},
-                          {"parameters", P}}},
+                          {"parameters", total}}},
                         {"strategy", to_string(o_.strategy)},
                         {"ranks", n_},
                         {"micro_batch", o_.micro_batch},
                         {"grad_accum", accum_},
-                        {"global_batch", G},
+                        {"global_batch", global},
                         {"data", data_->describe()},
                         {"steps", steps},
                         {"average",
