@@ -335,7 +335,7 @@ EmulatedCluster::~EmulatedCluster() {
 }
 
 void remove_stale_emulations() {
-  static const std::regex kNodeName(R"(^cs(\d+)n\d+$)"), kBridgeName(R"(^cs(\d+)br$)");
+  static const std::regex kNodeName(R"(^cs(\d+)n\d+$)"), kLinkName(R"(^cs(\d+)(br|h\d+)$)");
   std::stringstream nss(run_command({"ip", "netns", "list"}).output);
   std::string line;
   std::smatch m;
@@ -349,13 +349,17 @@ void remove_stale_emulations() {
       run_command({"ip", "netns", "del", name});
     }
   }
-  std::stringstream links(run_command({"ip", "-o", "link", "show", "type", "bridge"}).output);
+  // The host ends of the veth pairs (a namespace's own devices go asynchronously after
+  // `ip netns del`, or not at all while something still holds it), then the bridges.
+  std::stringstream links(run_command({"ip", "-o", "link", "show"}).output);
   while (std::getline(links, line)) {
-    // "12: cs123br: <BROADCAST,...>"
-    const auto a = line.find(": "), b = line.find(':', a + 2);
-    if (a == std::string::npos || b == std::string::npos) continue;
+    // "12: cs123h0@if11: <BROADCAST,...>", "13: cs123br: <BROADCAST,...>"
+    const auto a = line.find(": ");
+    if (a == std::string::npos) continue;
+    const auto b = line.find_first_of(":@", a + 2);
+    if (b == std::string::npos) continue;
     std::string name = line.substr(a + 2, b - a - 2);
-    if (std::regex_match(name, m, kBridgeName) && !pid_alive(std::stol(m[1])))
+    if (std::regex_match(name, m, kLinkName) && !pid_alive(std::stol(m[1])))
       run_command({"ip", "link", "del", name});
   }
 }

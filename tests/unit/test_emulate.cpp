@@ -249,3 +249,44 @@ TEST(Emulate, TrainComparesProfiles) {
 }
 
 }  // namespace
+
+namespace {
+
+// commscope killed outright (SIGKILL: no cleanup can run) leaves its nodes behind; the next
+// --emulate run removes them, and the processes still inside them.
+TEST(Emulate, LeftoversOfAKilledRunAreRemovedByTheNext) {
+  if (!is_root()) GTEST_SKIP() << "needs root";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(COMMSCOPE_BIN, COMMSCOPE_BIN, "bench", "--emulate", "rate=50M", "--ranks", "2", "--",
+            "--p2p", "-b", "4M", "-e", "4M", "-n", "100", nullptr);
+    std::_Exit(127);
+  }
+  const std::string prefix = "cs" + std::to_string(pid);
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    up = run_command({"ip", "netns", "list"}).output.find(prefix + "n1") != std::string::npos;
+  }
+  ASSERT_TRUE(up) << "the emulated nodes never appeared";
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_FALSE(emulation_leftovers(prefix).empty());  // nothing could clean up
+  Outcome o = bench({"--emulate", "rate=500M", "--ranks", "2", "--", "-b", "8", "-e", "8", "-n",
+                     "1", "-w", "0", "--collectives", "all_reduce"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_TRUE(emulation_leftovers(prefix).empty());
+  // The orphaned job (mpirun outside the namespaces) ends once its ranks are gone.
+  for (int i = 0; i < 100; ++i) {
+    if (run_command({"pgrep", "-f", "rate=50M"}).status != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
