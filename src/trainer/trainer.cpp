@@ -170,6 +170,27 @@ class Trainer {
   void optimizer_step(std::int64_t step, double* grad_norm);
   Status save(std::int64_t step);
   Result<std::int64_t> load();
+  bool setup();
+  bool resume();
+  Status train();
+  void write_trace() const;
+  int report() const;
+  // Tokens and matrix-product FLOPs of one step of the whole job (every rank, every
+  // micro-batch).
+  double tokens_per_step_() const {
+    return static_cast<double>(accum_ * n_ * o_.micro_batch) * o_.model.seq;
+  }
+  double flops_per_step_() const {
+    return model_->matmul_flops_per_step() * static_cast<double>(accum_ * n_);
+  }
+
+  struct StepRow {
+    std::int64_t step;
+    double loss, seconds, grad_norm;
+    Breakdown br;
+  };
+  std::vector<StepRow> rows_;
+  std::int64_t start_ = 0;  // the step a resumed run continues after
 
   const TrainOptions& o_;
   MPI_Comm comm_;
@@ -598,7 +619,9 @@ Result<std::int64_t> Trainer::load() {
   return step;
 }
 
-int Trainer::run() {
+// Data, the communication plan, the parameters (all of them, or this rank's partition) and
+// AdamW's moments. False after printing the error.
+bool Trainer::setup() {
   set_threads(o_.threads);
   model_ = std::make_unique<Gpt>(o_.model, o_.micro_batch);
   if (o_.data.empty()) {
@@ -608,13 +631,13 @@ int Trainer::run() {
     if (!agree(d.ok())) {  // each rank reads the file: a rank that cannot must stop them all
       if (!d.ok() && (me_ == 0 || agree_first_failure_))
         std::fprintf(stderr, "commscope: %s\n", d.error().message.c_str());
-      return 2;
+      return false;
     }
     data_ = std::make_unique<TokenSource>(std::move(d).value());
   }
   if (Status s = plan(); !s.ok()) {
     if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
-    return 2;
+    return false;
   }
   const ParamLayout& layout = model_->layout();
   const std::int64_t total = layout.total();
@@ -633,40 +656,39 @@ int Trainer::run() {
   m_.assign(static_cast<std::size_t>(own), 0.0f);
   v_.assign(static_cast<std::size_t>(own), 0.0f);
 
-  std::int64_t start = 0;
-  if (o_.resume) {
-    auto s = load();
-    // Every rank reads its own file: they agree on the outcome before any collective, so that
-    // one rank's bad file ends the whole job instead of leaving the others waiting.
-    if (!agree(s.ok())) {
-      if (!s.ok() && agree_first_failure_)  // one line, from the first rank that failed
-        std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
-      return 2;
-    }
-    start = *s;
-    if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
-      // parameters are rebuilt from the shards, as after an optimizer step
-      // Outside the iterations, so outside the workload's accounting.
-      for (const CommOp& op : step_ag_) all_gather_params(op, true);
-      if (n_ == 1) params_ = shard_params_;
-      stream_.drain();
-    }
-  }
-  model_->set_observer([this](const OpRecord& r) { record_compute(r); });
+  return true;
+}
 
+// --resume: this rank's checkpoint, agreed on by every rank. False after printing the error.
+bool Trainer::resume() {
+  if (!o_.resume) return true;
+  auto s = load();
+  // Every rank reads its own file: they agree on the outcome before any collective, so that
+  // one rank's bad file ends the whole job instead of leaving the others waiting.
+  if (!agree(s.ok())) {
+    if (!s.ok() && agree_first_failure_)  // one line, from the first rank that failed
+      std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+    return false;
+  }
+  start_ = *s;
+  if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
+    // parameters are rebuilt from the shards, as after an optimizer step
+    // Outside the iterations, so outside the workload's accounting.
+    for (const CommOp& op : step_ag_) all_gather_params(op, true);
+    if (n_ == 1) params_ = shard_params_;
+    stream_.drain();
+  }
+  return true;
+}
+
+// The steps, each recorded as a row: loss, time and the breakdown of its events.
+Status Trainer::train() {
   const std::int64_t global = accum_ * n_ * o_.micro_batch;
-  const double tokens_per_step = static_cast<double>(global) * o_.model.seq;
-  struct StepRow {
-    std::int64_t step;
-    double loss, seconds, grad_norm;
-    Breakdown br;
-  };
-  std::vector<StepRow> rows;
-  // FLOPs of the whole job per step: every rank runs accum micro-batches.
-  const double flops = model_->matmul_flops_per_step() * static_cast<double>(accum_ * n_);
+  const double tokens_per_step = tokens_per_step_();
+  const double flops = flops_per_step_();
   CS_MPI_CHECK(MPI_Barrier(comm_));
   t0_ = Gpt::now();
-  for (std::int64_t step = start + 1; step <= o_.steps; ++step) {
+  for (std::int64_t step = start_ + 1; step <= o_.steps; ++step) {
     if (me_ == o_.kill_rank && step == o_.kill_step) ::raise(SIGKILL);
     const double ts = Gpt::now() - t0_;
     const std::size_t first_compute = compute_events_.size(), first_comm = comm_events_.size();
@@ -693,31 +715,52 @@ int Trainer::run() {
                            compute_events_.end());
     evs.insert(evs.end(), comm_events_.begin() + static_cast<std::ptrdiff_t>(first_comm),
                comm_events_.end());
-    rows.push_back(
+    rows_.push_back(
         {step, loss_all / static_cast<double>(accum_ * n_), te - ts, norm, breakdown(evs, ts, te)});
     if (me_ == 0 && o_.format == "table")
       std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
-                  static_cast<long long>(step), rows.back().loss, (te - ts) * 1e3,
+                  static_cast<long long>(step), rows_.back().loss, (te - ts) * 1e3,
                   tokens_per_step / (te - ts), flops / (te - ts) / 1e9,
-                  rows.back().br.compute * 1e3, rows.back().br.overlapped * 1e3,
-                  rows.back().br.exposed * 1e3, rows.back().br.idle * 1e3);
+                  rows_.back().br.compute * 1e3, rows_.back().br.overlapped * 1e3,
+                  rows_.back().br.exposed * 1e3, rows_.back().br.idle * 1e3);
     std::fflush(stdout);
     if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) {
-      if (Status s = save(step); !s.ok()) {
-        std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
-        return 2;
-      }
+      CS_RETURN_IF_ERROR(save(step));
     }
   }
   stream_.drain();
 
-  // ---- results ----
-  const std::int64_t iterations = static_cast<std::int64_t>(rows.size());
+  return ok_status();
+}
+
+// --trace: this rank's timeline as a Chrome trace.
+void Trainer::write_trace() const {
+  if (o_.trace_dir.empty()) return;
+  Timeline t = tl_;
+  t.events = compute_events_;
+  t.events.insert(t.events.end(), comm_events_.begin(), comm_events_.end());
+  t.rank_names[me_] = fmt::format("rank {}", me_);
+  t.stream_names[{me_, 0}] = "compute";
+  t.stream_names[{me_, 1}] = "communication";
+  std::error_code ec;
+  std::filesystem::create_directories(o_.trace_dir, ec);
+  const Status s =
+      write_file_atomic(fmt::format("{}/rank{}.json", o_.trace_dir, me_), chrome_trace_json(t));
+  if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+}
+
+// Rank 0: the averages after warm-up, the communication against the workload; table or json.
+int Trainer::report() const {
+  const std::int64_t total = model_->layout().total();
+  const std::int64_t global = accum_ * n_ * o_.micro_batch;
+  const double tokens_per_step = tokens_per_step_();
+  const double flops = flops_per_step_();
+  const std::int64_t iterations = static_cast<std::int64_t>(rows_.size());
   Breakdown avg;
   double avg_time = 0;
   int counted = 0;
-  for (const StepRow& r : rows)
-    if (r.step > start + o_.warmup || iterations <= o_.warmup) {
+  for (const StepRow& r : rows_)
+    if (r.step > start_ + o_.warmup || iterations <= o_.warmup) {
       avg.add(r.br);
       avg_time += r.seconds;
       ++counted;
@@ -727,21 +770,6 @@ int Trainer::run() {
     avg_time /= counted;
   }
 
-  if (!o_.trace_dir.empty()) {
-    Timeline t = tl_;
-    t.events = compute_events_;
-    t.events.insert(t.events.end(), comm_events_.begin(), comm_events_.end());
-    t.rank_names[me_] = fmt::format("rank {}", me_);
-    t.stream_names[{me_, 0}] = "compute";
-    t.stream_names[{me_, 1}] = "communication";
-    std::error_code ec;
-    std::filesystem::create_directories(o_.trace_dir, ec);
-    const Status s =
-        write_file_atomic(fmt::format("{}/rank{}.json", o_.trace_dir, me_), chrome_trace_json(t));
-    if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
-  }
-
-  if (me_ != 0) return 0;
   nlohmann::json comm = nlohmann::json::array();
   bool match = true;
   std::map<std::pair<CommGroup, Collective>, const CommVolume*> exp;
@@ -775,7 +803,7 @@ int Trainer::run() {
   };
   {
     nlohmann::json steps = nlohmann::json::array();
-    for (const StepRow& r : rows)
+    for (const StepRow& r : rows_)
       steps.push_back({{"step", r.step},
                        {"loss", r.loss},
                        {"grad_norm", r.grad_norm},
@@ -832,6 +860,17 @@ int Trainer::run() {
                                 : "MISMATCH: measured communication differs from the workload's");
   }
   return match ? 0 : 1;
+}
+
+int Trainer::run() {
+  if (!setup() || !resume()) return 2;
+  model_->set_observer([this](const OpRecord& r) { record_compute(r); });
+  if (Status s = train(); !s.ok()) {
+    std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+    return 2;
+  }
+  write_trace();
+  return me_ == 0 ? report() : 0;
 }
 
 }  // namespace
