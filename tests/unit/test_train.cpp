@@ -10,10 +10,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/scenario.h"
+#include "commscope/workload/workload.h"
 #include "test_util.h"
 
 namespace {
@@ -273,6 +276,60 @@ TEST(Train, RunsAsLaunchedUnderMpirun) {
   const auto j = nlohmann::json::parse(o.out);  // one document: only rank 0 prints
   EXPECT_EQ(j["ranks"], 2);
   EXPECT_TRUE(j["communication_matches_workload"].get<bool>());
+}
+
+}  // namespace
+
+namespace {
+
+// The trainer runs the workload's compute ops, not ops of its own: every (op, layer) of the
+// workload's forward and backward lists appears in the trainer's trace once per micro-batch
+// and direction, and nothing else does (plus the optimizer step, once per step).
+TEST(Train, RunsTheWorkloadsComputeOps) {
+  const std::string dir = ::testing::TempDir() + "train_ops_trace";
+  std::filesystem::remove_all(dir);
+  const int steps = 2;
+  Outcome o = train(2,
+                    " --layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --micro-batch 2 "
+                    "--global-batch 8 --steps " +
+                        std::to_string(steps) + " --warmup 1 --trace " + dir);
+  ASSERT_EQ(o.status, 0) << o.err;
+
+  using commscope::OpKind;
+  commscope::ScenarioInput in;
+  in.model = ::testing::TempDir() + "train_ops_model.json";
+  {
+    std::ofstream f(in.model);
+    f << R"({"name": "tiny", "kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "ffn": 256,
+             "vocab": 256, "seq_length": 32, "max_positions": 32, "dropout": false})";
+  }
+  in.system = "polaris";
+  in.plan.gpus = 2;
+  in.plan.nodes = 1;
+  in.plan.micro_batch = 2;
+  in.plan.global_batch = 8;
+  in.plan.precision = commscope::Precision::fp32;
+  auto sc = commscope::resolve_scenario(in);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  const auto w = commscope::build_workload(*sc);
+  const int micro = w.microbatches;  // 2: 8 sequences = 2 per rank x 2 ranks x 2
+  std::map<std::pair<std::string, int>, int> want;
+  const auto& chunk = w.roles[0].chunks[0];
+  for (const auto* list : {&chunk.forward, &chunk.backward})
+    for (const auto& op : list->ops())
+      if (op.kind == OpKind::compute)
+        want[{std::string(op.name), std::max(op.layer, -1)}] += steps * micro;
+  for (const auto& op : w.roles[0].step.ops())
+    if (op.kind == OpKind::compute) want[{std::string(op.name), -1}] += steps;
+
+  std::ifstream f(dir + "/rank0.json");
+  ASSERT_TRUE(f);
+  std::map<std::pair<std::string, int>, int> got;
+  const auto trace = nlohmann::json::parse(f);
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("tid", -1) == 0)
+      got[{e["name"].get<std::string>(), e["args"].value("layer", -1)}] += 1;
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace
