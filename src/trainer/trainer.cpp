@@ -8,6 +8,7 @@
 #include "commscope/train/trainer.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -162,7 +163,15 @@ class Trainer {
   std::uint64_t collective(const CommOp& op, std::function<void()> call,
                            bool outside_workload = false);
   std::uint64_t all_reduce_grads(const CommOp& op);
-  std::uint64_t reduce_scatter_grads(const CommOp& op, bool accumulate_and_clear);
+  // Reduce-scatter of op's range, read from `src` (kept alive by `keep` until it ran), onto the
+  // ranks' partitions; each rank's part is added into its shard of the gradients.
+  std::uint64_t reduce_scatter_grads(const CommOp& op, const float* src,
+                                     std::shared_ptr<const std::vector<float>> keep = nullptr);
+  // ZeRO-2/3 backward: gradients go from one module's buffer to the open bucket's buffer and
+  // are reduce-scattered from there; nothing full-size is kept.
+  void backward_sharded(const float* wte_emb, const float* lnf,
+                        const std::function<const float*(int)>& block_params,
+                        const std::function<void(int)>& before_block);
   std::uint64_t all_gather_params(const CommOp& op, bool outside_workload = false);
   std::uint64_t gather_module(Range r, std::vector<float>& into, int layer);
   float micro_step(std::int64_t first_sequence, bool last);
@@ -182,6 +191,17 @@ class Trainer {
   }
   double flops_per_step_() const {
     return model_->matmul_flops_per_step() * static_cast<double>(accum_ * n_);
+  }
+
+  // What this rank holds between steps (bytes), and its peak resident memory.
+  nlohmann::json memory_json() const {
+    auto bytes = [](const std::vector<float>& v) { return static_cast<double>(v.size()) * 4; };
+    struct rusage ru = {};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return {{"parameters", bytes(params_) + bytes(shard_params_)},
+            {"gradients", bytes(grads_) + bytes(shard_grads_)},
+            {"optimizer_state", bytes(m_) + bytes(v_)},
+            {"peak_resident", static_cast<double>(ru.ru_maxrss) * 1024}};
   }
 
   struct StepRow {
@@ -265,11 +285,9 @@ std::uint64_t Trainer::all_reduce_grads(const CommOp& op) {
   });
 }
 
-// Reduce-scatter of grads_[offset, offset+elements) onto the ranks' partitions; each rank's
-// part is added into its shard of the gradients. With `clear`, the bucket's full-size gradients
-// are zeroed afterwards (ZeRO-2/3 keep only the shard).
-std::uint64_t Trainer::reduce_scatter_grads(const CommOp& op, bool clear) {
-  return collective(op, [this, op, clear] {
+std::uint64_t Trainer::reduce_scatter_grads(const CommOp& op, const float* src,
+                                            std::shared_ptr<const std::vector<float>> keep) {
+  return collective(op, [this, op, src, keep = std::move(keep)] {
     std::vector<int> counts(static_cast<std::size_t>(n_));
     for (int r = 0; r < n_; ++r) {
       const std::int64_t a = std::max(op.offset, part_.lo(r));
@@ -278,14 +296,55 @@ std::uint64_t Trainer::reduce_scatter_grads(const CommOp& op, bool clear) {
     }
     const int mine = counts[static_cast<std::size_t>(me_)];
     std::vector<float> out(static_cast<std::size_t>(std::max(mine, 1)));
-    CS_MPI_CHECK(MPI_Reduce_scatter(grads_.data() + op.offset, out.data(), counts.data(), MPI_FLOAT,
-                                    MPI_SUM, comm_));
+    CS_MPI_CHECK(MPI_Reduce_scatter(src, out.data(), counts.data(), MPI_FLOAT, MPI_SUM, comm_));
     const std::int64_t a = std::max(op.offset, part_.lo(me_)) - part_.lo(me_);
     for (int i = 0; i < mine; ++i)
       shard_grads_[static_cast<std::size_t>(a + i)] += out[static_cast<std::size_t>(i)];
-    if (clear)
-      std::fill(grads_.begin() + op.offset, grads_.begin() + op.offset + op.elements, 0.0f);
   });
+}
+
+void Trainer::backward_sharded(const float* wte_emb, const float* lnf,
+                               const std::function<const float*(int)>& block_params,
+                               const std::function<void(int)>& before_block) {
+  const ParamLayout& layout = model_->layout();
+  std::size_t bucket = 0;
+  std::int64_t completed = 0;
+  std::shared_ptr<std::vector<float>> open;  // the bucket being filled
+  // A group's gradients are final at `src`: into the open bucket, which goes when complete.
+  // One rank: no buckets, the shard is the whole buffer.
+  auto done = [&](const ParamLayout::Group& g, const float* src) {
+    const auto n = static_cast<std::size_t>(g.range.size);
+    if (bucket_ops_.empty()) {
+      float* dst = shard_grads_.data() + g.range.offset;
+      for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+      return;
+    }
+    const CommOp& op = bucket_ops_[bucket];
+    if (!open) open = std::make_shared<std::vector<float>>(static_cast<std::size_t>(op.elements));
+    std::copy(src, src + n, open->data() + (g.range.offset - op.offset));
+    completed += g.range.size;
+    if (completed >= bucket_end_[bucket]) {
+      reduce_scatter_grads(op, open->data(), open);
+      open.reset();
+      ++bucket;
+    }
+  };
+  const Range e = layout.embedding(), h = layout.head();
+  std::vector<float> d_emb(static_cast<std::size_t>(e.size), 0.0f);
+  std::vector<float> d_head(static_cast<std::size_t>(h.size), 0.0f), d_block;
+  model_->backward_head(wte_emb, lnf, d_emb.data(), d_head.data());
+  done(layout.backward_groups().front(), d_head.data());
+  for (int l = o_.model.layers - 1; l >= 0; --l) {
+    before_block(l);
+    const Range b = layout.block(l);
+    d_block.assign(static_cast<std::size_t>(b.size), 0.0f);
+    model_->backward_block(l, block_params(l), d_block.data(), [&](const ParamLayout::Group& g) {
+      done(g, d_block.data() + (g.range.offset - b.offset));
+    });
+  }
+  before_block(-1);
+  model_->backward_embedding(d_emb.data());
+  done(layout.backward_groups().back(), d_emb.data());
 }
 
 // All-gather of params_[offset, offset+elements) from the owners' shards.
@@ -424,38 +483,32 @@ float Trainer::forward_backward_zero3(const std::int32_t* tok, const std::int32_
   const float loss = model_->forward_head(emb.data(), head.data(), tgt);
   head.clear();
 
-  // backward
-  std::size_t bucket = 0;
-  std::int64_t completed = 0;
-  auto on_group = [&](const ParamLayout::Group& g) {
-    completed += g.range.size;
-    while (bucket < bucket_ops_.size() && bucket_end_[bucket] <= completed)
-      reduce_scatter_grads(bucket_ops_[bucket++], true);
-  };
+  // backward: the head, then each block with the one below prefetched, then the embedding
   t = gather_module(layout.head(), head, kHeadLayer);
   tn = gather_module(layout.block(layers - 1), nxt, layers - 1);
   stream_.wait(t);
-  const Range e = layout.embedding(), h = layout.head();
-  model_->backward_head(emb.data(), head.data(), grads_.data() + e.offset,
-                        grads_.data() + h.offset);
-  on_group(layout.backward_groups().front());
-  head.clear();
-  emb.clear();
-  emb.shrink_to_fit();
-  for (int l = layers - 1; l >= 0; --l) {
-    stream_.wait(tn);
-    cur.swap(nxt);
-    if (l > 0)
-      tn = gather_module(layout.block(l - 1), nxt, l - 1);
-    else
-      tn = gather_module(layout.embedding(), emb, kEmbeddingLayer);
-    model_->backward_block(l, cur.data(), grads_.data() + layout.block(l).offset, on_group);
-    cur.clear();
-    cur.shrink_to_fit();
-  }
-  stream_.wait(tn);
-  model_->backward_embedding(grads_.data() + e.offset);
-  on_group(layout.backward_groups().back());
+  std::vector<float> held_emb = std::move(emb);  // the tied head's weights, until its backward
+  bool head_done = false;
+  backward_sharded(
+      held_emb.data(), head.data(), [&](int) { return cur.data(); },
+      [&](int l) {
+        if (!head_done) {  // the head's backward has run: its parameters go
+          head_done = true;
+          head.clear();
+          held_emb.clear();
+          held_emb.shrink_to_fit();
+        }
+        cur.clear();
+        cur.shrink_to_fit();  // the previous block's parameters: released after use
+        stream_.wait(tn);
+        if (l < 0) {
+          emb.swap(nxt);  // the embedding, gathered again for its backward
+          return;
+        }
+        cur.swap(nxt);
+        tn = l > 0 ? gather_module(layout.block(l - 1), nxt, l - 1)
+                   : gather_module(layout.embedding(), nxt, kEmbeddingLayer);
+      });
   emb.clear();
   return loss;
 }
@@ -473,21 +526,24 @@ float Trainer::micro_step(std::int64_t first, bool last) {
     return loss;
   }
   const float loss = model_->forward(params_.data(), tok.data(), tgt.data());
-  const bool buckets =
-      n_ > 1 && (o_.strategy == Strategy::zero2 || (o_.strategy == Strategy::ddp && last));
+  if (o_.strategy == Strategy::zero2) {
+    const ParamLayout& layout = model_->layout();
+    backward_sharded(
+        params_.data() + layout.embedding().offset, params_.data() + layout.head().offset,
+        [&](int l) { return params_.data() + layout.block(l).offset; }, [](int) {});
+    stream_.drain();
+    return loss;
+  }
+  // DDP (and ZeRO-1, which reduces at the step): gradients accumulate in the full buffer.
+  const bool buckets = n_ > 1 && o_.strategy == Strategy::ddp && last;
   std::size_t bucket = 0;
   std::int64_t completed = 0;
   model_->backward(params_.data(), grads_.data(), [&](const ParamLayout::Group& g) {
     if (!buckets) return;
     completed += g.range.size;
     // A bucket starts as soon as its last gradient is final, while backward goes on.
-    while (bucket < bucket_ops_.size() && bucket_end_[bucket] <= completed) {
-      const CommOp& op = bucket_ops_[bucket++];
-      if (o_.strategy == Strategy::ddp)
-        all_reduce_grads(op);
-      else
-        reduce_scatter_grads(op, true);
-    }
+    while (bucket < bucket_ops_.size() && bucket_end_[bucket] <= completed)
+      all_reduce_grads(bucket_ops_[bucket++]);
   });
   stream_.drain();
   return loss;
@@ -499,9 +555,9 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   h.lr = o_.lr;
   const bool sharded = o_.strategy != Strategy::ddp;
   if (o_.strategy == Strategy::zero1 && n_ > 1)
-    for (const CommOp& op : step_rs_) reduce_scatter_grads(op, false);
+    for (const CommOp& op : step_rs_) reduce_scatter_grads(op, grads_.data() + op.offset);
   stream_.drain();
-  if (sharded && n_ == 1) {
+  if (o_.strategy == Strategy::zero1 && n_ == 1) {
     // One rank: the shard is everything, and no collective ran to fill it.
     for (std::size_t i = 0; i < grads_.size(); ++i) shard_grads_[i] += grads_[i];
   }
@@ -643,7 +699,9 @@ bool Trainer::setup() {
   const std::int64_t total = layout.total();
   std::vector<float> full(static_cast<std::size_t>(total));
   init_params(layout, full.data(), o_.seed);  // every rank the same: deterministic from the seed
-  grads_.assign(static_cast<std::size_t>(total), 0.0f);
+  // DDP and ZeRO-1 accumulate gradients in a full-size buffer; ZeRO-2/3 only in their shard.
+  if (o_.strategy == Strategy::ddp || o_.strategy == Strategy::zero1)
+    grads_.assign(static_cast<std::size_t>(total), 0.0f);
   const bool sharded = o_.strategy != Strategy::ddp;
   const std::int64_t own = sharded ? part_.hi(me_) - part_.lo(me_) : total;
   if (sharded) {
@@ -834,7 +892,8 @@ int Trainer::report() const {
                           {"comm_share", avg.wall > 0 ? avg.comm / avg.wall : 0},
                           {"breakdown", br_json(avg)}}},
                         {"communication", comm},
-                        {"communication_matches_workload", match}};
+                        {"communication_matches_workload", match},
+                        {"memory_per_rank_bytes", memory_json()}};
     if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
     if (!o_.summary_file.empty()) {
       const Status s = write_file_atomic(o_.summary_file, j.dump(2) + "\n");
@@ -848,6 +907,12 @@ int Trainer::report() const {
         o_.warmup, avg_time * 1e3, avg_time > 0 ? tokens_per_step / avg_time : 0,
         avg_time > 0 ? flops / avg_time / 1e9 : 0, avg.compute * 1e3, avg.comm * 1e3,
         avg.overlapped * 1e3, avg.exposed * 1e3, avg.idle * 1e3);
+    const auto mem = memory_json();
+    std::printf(
+        "# state held per rank (rank 0): parameters %.1f MB, gradients %.1f MB, optimizer %.1f MB; "
+        "peak resident %.1f MB\n",
+        mem["parameters"].get<double>() / 1e6, mem["gradients"].get<double>() / 1e6,
+        mem["optimizer_state"].get<double>() / 1e6, mem["peak_resident"].get<double>() / 1e6);
     std::printf("# communication per iteration, rank 0, measured vs the workload (describe):\n");
     std::printf("# %-8s %-15s %8s %14s %8s %14s\n", "group", "collective", "calls", "bytes",
                 "w.calls", "w.bytes");
