@@ -333,3 +333,32 @@ TEST(Train, RunsTheWorkloadsComputeOps) {
 }
 
 }  // namespace
+
+namespace {
+
+// What a rank holds between steps, by strategy (ZeRO paper, Rajbhandari et al. 2020, Fig. 1:
+// stage 1 partitions the optimizer state, 2 also the gradients, 3 also the parameters). The
+// tiny model has V h + P h + L (12 h^2 + 13 h) + 2 h = 118,528 parameters; rank 0 of 2 owns half.
+TEST(Train, ZeroPartitionsWhatEachStageSays) {
+  const double all = 118528.0 * 4, half = all / 2;
+  struct Expect {
+    const char* strategy;
+    double params, grads, optimizer;
+  };
+  // ZeRO-1/2 keep the full parameters for forward and backward and their fp32 shard for AdamW.
+  const Expect cases[] = {{"ddp", all, all, 2 * all},
+                          {"zero1", all + half, all + half, 2 * half},
+                          {"zero2", all + half, half, 2 * half},
+                          {"zero3", half, half, 2 * half}};
+  for (const Expect& e : cases) {
+    Outcome o = train(2, kSmall + "--steps 1 --warmup 0 --strategy " + e.strategy);
+    ASSERT_EQ(o.status, 0) << o.err;
+    const auto m = nlohmann::json::parse(o.out)["memory_per_rank_bytes"];
+    EXPECT_EQ(m["parameters"].get<double>(), e.params) << e.strategy;
+    EXPECT_EQ(m["gradients"].get<double>(), e.grads) << e.strategy;
+    EXPECT_EQ(m["optimizer_state"].get<double>(), e.optimizer) << e.strategy;
+    EXPECT_GT(m["peak_resident"].get<double>(), 0);
+  }
+}
+
+}  // namespace
