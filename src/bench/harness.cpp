@@ -331,7 +331,9 @@ std::vector<Row> run(const Options& o, MPI_Comm comm) {
       r.ranks = n;
       r.out_of_place = measure(d, o, count, false, send, recv, comm);
       r.in_place = measure(d, o, count, true, send, recv, comm);
+      r.group = o.group;
       rows.push_back(r);
+      if (o.on_row) o.on_row(r);
       if (o.min_bytes == o.max_bytes) break;
     }
   }
@@ -420,10 +422,8 @@ std::string render_osu(const std::vector<P2PRow>& rows) {
   return out;
 }
 
-std::string render_nccl_tests(const std::vector<Row>& rows, Collective c) {
-  std::string out;
-  out += fmt::format("# {} over {} ranks ({})\n", to_string(c),
-                     rows.empty() ? 0 : rows.front().ranks, rows.empty() ? "" : rows.front().group);
+std::string render_nccl_header(Collective c, int ranks, const std::string& group) {
+  std::string out = fmt::format("# {} over {} ranks ({})\n", to_string(c), ranks, group);
   out +=
       "#                                                              out-of-place                 "
       "      in-place\n";
@@ -433,27 +433,44 @@ std::string render_nccl_tests(const std::vector<Row>& rows, Collective c) {
   out +=
       "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
       "(us)  (GB/s)  (GB/s)\n";
+  return out;
+}
+
+std::string render_nccl_row(const Row& r) {
+  const Collective c = r.collective;
+  const bool reduces =
+      c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
+  return fmt::format(
+      "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7.2f}  {:>6.2f}  {:>6.2f}  {:>5}  {:>7.2f}  "
+      "{:>6.2f}  {:>6.2f}  {:>5}\n",
+      r.bytes, r.count, to_string(r.dtype), reduces ? to_string(r.op) : "none", r.root,
+      r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9, r.out_of_place.busbw / 1e9,
+      r.out_of_place.wrong, r.in_place.time_s * 1e6, r.in_place.algbw / 1e9, r.in_place.busbw / 1e9,
+      r.in_place.wrong);
+}
+
+std::string render_nccl_footer(const std::vector<Row>& rows) {
   double busbw_sum = 0;
   long wrong = 0;
   int n = 0;
   for (const auto& r : rows) {
-    if (r.collective != c) continue;
-    const bool reduces =
-        c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
-    out += fmt::format(
-        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7.2f}  {:>6.2f}  {:>6.2f}  {:>5}  {:>7.2f}  "
-        "{:>6.2f}  {:>6.2f}  {:>5}\n",
-        r.bytes, r.count, to_string(r.dtype), reduces ? to_string(r.op) : "none", r.root,
-        r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9, r.out_of_place.busbw / 1e9,
-        r.out_of_place.wrong, r.in_place.time_s * 1e6, r.in_place.algbw / 1e9,
-        r.in_place.busbw / 1e9, r.in_place.wrong);
     busbw_sum += r.out_of_place.busbw + r.in_place.busbw;
     wrong += r.out_of_place.wrong + r.in_place.wrong;
     n += 2;
   }
-  out += fmt::format("# Out of bounds values : {} {}\n", wrong, wrong ? "WRONG" : "OK");
+  std::string out = fmt::format("# Out of bounds values : {} {}\n", wrong, wrong ? "WRONG" : "OK");
   out += fmt::format("# Avg bus bandwidth    : {:.4f} \n#\n", n ? busbw_sum / n / 1e9 : 0.0);
   return out;
+}
+
+std::string render_nccl_tests(const std::vector<Row>& rows, Collective c) {
+  std::vector<Row> mine;
+  for (const auto& r : rows)
+    if (r.collective == c) mine.push_back(r);
+  std::string out = render_nccl_header(c, mine.empty() ? 0 : mine.front().ranks,
+                                       mine.empty() ? "" : mine.front().group);
+  for (const auto& r : mine) out += render_nccl_row(r);
+  return out + render_nccl_footer(mine);
 }
 
 }  // namespace commscope::bench

@@ -152,6 +152,24 @@ int main(int argc, char** argv) {
     return 0;
   }
   o.kill_rank = kill_rank;
+  // The table is printed as the sweep goes (nccl-tests does the same): a block per group and
+  // collective, each row as soon as it is measured.
+  std::vector<bench::Row> block;
+  auto end_block = [&] {
+    if (!block.empty()) std::fputs(bench::render_nccl_footer(block).c_str(), stdout);
+    block.clear();
+  };
+  if (format == "table" && mpi.rank() == 0)
+    o.on_row = [&](const bench::Row& r) {
+      if (block.empty() || block.back().collective != r.collective ||
+          block.back().group != r.group) {
+        end_block();
+        std::fputs(bench::render_nccl_header(r.collective, r.ranks, r.group).c_str(), stdout);
+      }
+      block.push_back(r);
+      std::fputs(bench::render_nccl_row(r).c_str(), stdout);
+      std::fflush(stdout);
+    };
   if (!split.empty() && split != "node")
     return fail(fmt::format("--split: expected node, got '{}'", split));
   std::vector<bench::Row> rows;
@@ -171,10 +189,10 @@ int main(int argc, char** argv) {
     for (auto [comm, name] : {std::pair{node, "intra-node"}, std::pair{cross, "inter-node"}}) {
       int size = 1;
       CS_MPI_CHECK(MPI_Comm_size(comm, &size));
+      local_options.group = name;
       std::vector<bench::Row> part;
-      if (size > 1) part = bench::run(local_options, comm);
       // rank 0 of the world prints: it is rank 0 of its node and of its cross group
-      for (auto& r : part) r.group = name;
+      if (size > 1) part = bench::run(local_options, comm);
       rows.insert(rows.end(), part.begin(), part.end());
     }
     CS_MPI_CHECK(MPI_Comm_free(&node));
@@ -192,17 +210,7 @@ int main(int argc, char** argv) {
   CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD));
   if (mpi.rank() == 0) {
     if (format == "table") {
-      std::vector<Collective> seen;
-      for (const auto& r : rows)
-        if (std::find(seen.begin(), seen.end(), r.collective) == seen.end())
-          seen.push_back(r.collective);
-      for (const char* g : {"world", "intra-node", "inter-node"})
-        for (auto c : seen) {
-          std::vector<bench::Row> part;
-          for (const auto& r : rows)
-            if (r.group == g && r.collective == c) part.push_back(r);
-          if (!part.empty()) std::fputs(bench::render_nccl_tests(part, c).c_str(), stdout);
-        }
+      end_block();
     } else {
       nlohmann::json j = nlohmann::json::array();
       std::string csv =

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -139,6 +142,38 @@ TEST(Bench, KilledRankEndsTheJob) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(o.status, 2);
   EXPECT_LT(s, 30.0);
+}
+
+}  // namespace
+
+namespace {
+
+// The table, printed as the sweep goes, has nccl-tests' shape: per collective a header, one
+// line per size whose busbw columns match the JSON run's layout, and the two closing lines.
+TEST(Bench, TableHasTheNcclTestsShape) {
+  Outcome o = run("--ranks 2 -- -b 8 -e 512 -f 8 -n 2 -w 1 --collectives all_reduce,all_gather");
+  ASSERT_EQ(o.status, 0) << o.out;
+  std::istringstream in(o.out);
+  std::string line;
+  std::vector<std::string> headers;
+  int rows = 0, oob = 0, avg = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# all_", 0) == 0) headers.push_back(line);
+    if (line.rfind("# Out of bounds values : 0 OK", 0) == 0) ++oob;
+    if (line.rfind("# Avg bus bandwidth    :", 0) == 0) ++avg;
+    if (!line.empty() && line[0] != '#') {
+      std::istringstream f(line);
+      std::vector<std::string> cols{std::istream_iterator<std::string>(f), {}};
+      EXPECT_EQ(cols.size(), 13u) << line;  // size count type redop root, 4 + 4 measures
+      ++rows;
+    }
+  }
+  ASSERT_EQ(headers.size(), 2u) << o.out;
+  EXPECT_EQ(headers[0], "# all_reduce over 2 ranks (world)");
+  EXPECT_EQ(headers[1], "# all_gather over 2 ranks (world)");
+  EXPECT_EQ(rows, 2 * 3);  // 8, 64, 512 bytes each
+  EXPECT_EQ(oob, 2);
+  EXPECT_EQ(avg, 2);
 }
 
 }  // namespace

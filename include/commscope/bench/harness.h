@@ -29,6 +29,9 @@ struct Options {
   std::vector<Collective> collectives;  // empty: all
   int corrupt_rank = -1;                // tests: this rank corrupts one received value
   int kill_rank = -1;                   // tests: this rank dies after the first measurement
+  std::string group = "world";          // the label of the rows (--split node: intra/inter-node)
+  // Called by every rank after each size, so that a table can be printed as the sweep goes.
+  std::function<void(const struct Row&)> on_row;
 };
 
 // One measurement: nccl-tests' time is per iteration; bandwidths in bytes/s.
@@ -68,7 +71,11 @@ struct P2PRow {
 std::vector<P2PRow> run_p2p(const Options& o, MPI_Comm comm, int window = 64);
 std::string render_osu(const std::vector<P2PRow>& rows);
 
-// nccl-tests' table for one collective, with the "#wrong" and average bus bandwidth lines.
+// nccl-tests' table for one collective, with the "#wrong" and average bus bandwidth lines:
+// the header, one line per row, the footer (render_nccl_tests is the three together).
+std::string render_nccl_header(Collective c, int ranks, const std::string& group);
+std::string render_nccl_row(const Row& r);
+std::string render_nccl_footer(const std::vector<Row>& rows);
 std::string render_nccl_tests(const std::vector<Row>& rows, Collective c);
 
 }  // namespace commscope::bench
