@@ -362,3 +362,40 @@ TEST(Train, ZeroPartitionsWhatEachStageSays) {
 }
 
 }  // namespace
+
+namespace {
+
+// One breakdown routine: `commscope analyze` on the trainer's traces finds the compute and the
+// overlapped and exposed communication the trainer reported, summed over its steps.
+TEST(Train, AnalyzeOfItsTracesAgreesWithItsReport) {
+  const std::string dir = ::testing::TempDir() + "train_analyze_traces";
+  std::filesystem::remove_all(dir);
+  Outcome t = train(2,
+                    " --layers 2 --hidden 128 --heads 4 --vocab 512 --seq 64 --micro-batch 2 "
+                    "--bucket-mb 0.1 --steps 3 --warmup 0 --format json --trace " +
+                        dir);
+  ASSERT_EQ(t.status, 0) << t.err;
+  double compute = 0, overlapped = 0, exposed = 0;
+  const auto report = nlohmann::json::parse(t.out);
+  for (const auto& s : report["steps"]) {
+    compute += s["breakdown"]["compute_s"].get<double>();
+    overlapped += s["breakdown"]["overlapped_comm_s"].get<double>();
+    exposed += s["breakdown"]["exposed_comm_s"].get<double>();
+  }
+  Outcome a = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " analyze " + dir +
+                                            " --format json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto doc = nlohmann::json::parse(a.out);
+  bool found = false;
+  for (const auto& r : doc["ranks"]) {
+    if (r["rank"] != 0) continue;
+    found = true;
+    // The trace stores microseconds with 3 decimals: nanosecond rounding per event.
+    EXPECT_NEAR(r["breakdown"]["compute_s"].get<double>(), compute, 1e-6);
+    EXPECT_NEAR(r["breakdown"]["overlapped_comm_s"].get<double>(), overlapped, 1e-6);
+    EXPECT_NEAR(r["breakdown"]["exposed_comm_s"].get<double>(), exposed, 1e-6);
+  }
+  EXPECT_TRUE(found) << a.out;
+}
+
+}  // namespace
