@@ -181,6 +181,9 @@ class Trainer {
   Result<std::int64_t> load();
   bool setup();
   bool resume();
+  void averages(Breakdown* avg, double* time) const;
+  void gather_ranks();
+  nlohmann::json per_rank_ = nlohmann::json::array();  // rank 0: every rank's averages
   Status train();
   void write_trace() const;
   int report() const;
@@ -807,6 +810,44 @@ void Trainer::write_trace() const {
   if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
 }
 
+// This rank's breakdown and step time averaged over the steps after the warm-up (all steps
+// when there are no more).
+void Trainer::averages(Breakdown* avg, double* time) const {
+  const auto iterations = static_cast<std::int64_t>(rows_.size());
+  int counted = 0;
+  for (const StepRow& r : rows_)
+    if (r.step > start_ + o_.warmup || iterations <= o_.warmup) {
+      avg->add(r.br);
+      *time += r.seconds;
+      ++counted;
+    }
+  if (counted > 0) {
+    avg->scale(1.0 / counted);
+    *time /= counted;
+  }
+}
+
+// Every rank's averages, to rank 0 (the stream is idle: a plain collective).
+void Trainer::gather_ranks() {
+  Breakdown avg;
+  double time = 0;
+  averages(&avg, &time);
+  const double mine[6] = {time, avg.compute, avg.overlapped, avg.exposed, avg.idle, avg.comm};
+  std::vector<double> all(static_cast<std::size_t>(6 * n_));
+  CS_MPI_CHECK(MPI_Gather(mine, 6, MPI_DOUBLE, all.data(), 6, MPI_DOUBLE, 0, comm_));
+  if (me_ != 0) return;
+  for (int r = 0; r < n_; ++r) {
+    const double* x = all.data() + 6 * r;
+    per_rank_.push_back({{"rank", r},
+                         {"time_s", x[0]},
+                         {"compute_s", x[1]},
+                         {"overlapped_comm_s", x[2]},
+                         {"exposed_comm_s", x[3]},
+                         {"idle_s", x[4]},
+                         {"comm_s", x[5]}});
+  }
+}
+
 // Rank 0: the averages after warm-up, the communication against the workload; table or json.
 int Trainer::report() const {
   const std::int64_t total = model_->layout().total();
@@ -816,17 +857,7 @@ int Trainer::report() const {
   const std::int64_t iterations = static_cast<std::int64_t>(rows_.size());
   Breakdown avg;
   double avg_time = 0;
-  int counted = 0;
-  for (const StepRow& r : rows_)
-    if (r.step > start_ + o_.warmup || iterations <= o_.warmup) {
-      avg.add(r.br);
-      avg_time += r.seconds;
-      ++counted;
-    }
-  if (counted > 0) {
-    avg.scale(1.0 / counted);
-    avg_time /= counted;
-  }
+  averages(&avg, &avg_time);
 
   nlohmann::json comm = nlohmann::json::array();
   bool match = true;
@@ -893,7 +924,8 @@ int Trainer::report() const {
                           {"breakdown", br_json(avg)}}},
                         {"communication", comm},
                         {"communication_matches_workload", match},
-                        {"memory_per_rank_bytes", memory_json()}};
+                        {"memory_per_rank_bytes", memory_json()},
+                        {"per_rank", per_rank_}};
     if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
     if (!o_.summary_file.empty()) {
       const Status s = write_file_atomic(o_.summary_file, j.dump(2) + "\n");
@@ -907,6 +939,13 @@ int Trainer::report() const {
         o_.warmup, avg_time * 1e3, avg_time > 0 ? tokens_per_step / avg_time : 0,
         avg_time > 0 ? flops / avg_time / 1e9 : 0, avg.compute * 1e3, avg.comm * 1e3,
         avg.overlapped * 1e3, avg.exposed * 1e3, avg.idle * 1e3);
+    std::printf("# per rank, averages after warm-up (ms):\n#   %4s %9s %9s %9s %9s %9s\n", "rank",
+                "step", "compute", "ovl_comm", "exp_comm", "idle");
+    for (const auto& r : per_rank_)
+      std::printf("#   %4d %9.2f %9.2f %9.2f %9.2f %9.2f\n", r["rank"].get<int>(),
+                  r["time_s"].get<double>() * 1e3, r["compute_s"].get<double>() * 1e3,
+                  r["overlapped_comm_s"].get<double>() * 1e3,
+                  r["exposed_comm_s"].get<double>() * 1e3, r["idle_s"].get<double>() * 1e3);
     const auto mem = memory_json();
     std::printf(
         "# state held per rank (rank 0): parameters %.1f MB, gradients %.1f MB, optimizer %.1f MB; "
@@ -935,6 +974,7 @@ int Trainer::run() {
     return 2;
   }
   write_trace();
+  gather_ranks();
   return me_ == 0 ? report() : 0;
 }
 

@@ -91,6 +91,13 @@ TEST(Train, DdpOverlapsBucketsWithBackward) {
   const auto j = nlohmann::json::parse(o.out);
   ASSERT_GT(j["communication"][0]["calls_per_iteration"].get<double>(), 3);  // several buckets
   EXPECT_GT(j["average"]["breakdown"]["overlapped_comm_s"].get<double>(), 0);
+  // Every rank's averages reach rank 0's report.
+  ASSERT_EQ(j["per_rank"].size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(j["per_rank"][r]["rank"], r);
+    EXPECT_GT(j["per_rank"][r]["compute_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(j["per_rank"][0]["compute_s"], j["average"]["breakdown"]["compute_s"]);
   const auto& b = j["average"]["breakdown"];
   EXPECT_NEAR(b["overlapped_comm_s"].get<double>() + b["exposed_comm_s"].get<double>(),
               b["comm_s"].get<double>(), 1e-9);
