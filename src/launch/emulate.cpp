@@ -394,6 +394,10 @@ std::vector<std::string> traffic_lines(const EmulationSpec& spec,
                                    spec.full_rate_bps / 1e9, spec.scale)
                      : "rate as given",
       spec.scale));
+  out.push_back(
+      "# emulated: a bandwidth ceiling per node, shared by its ranks; not emulated: latency, "
+      "RDMA's "
+      "zero copy and CPU offload (every profile runs over TCP)");
   out.push_back(fmt::format("# {:>12} {:>12} {:>12} {:>14} {:>14} {:>16}", "node", "sent (MB)",
                             "recv (MB)", "peak (Gb/s)", "busy (Gb/s)", "full-scale peak"));
   for (const NodeTraffic& t : traffic)
