@@ -59,7 +59,15 @@ Result<int> run_mpi_job(const std::string& program, const std::vector<std::strin
           "RDMA's bandwidth, not its transport); drop --transport",
           o.transport)};
     CS_ASSIGN_OR_RETURN(EmulationSpec spec, parse_emulation(o.emulate));
-    CS_ASSIGN_OR_RETURN(cluster, EmulatedCluster::create(spec, o.ranks));
+    {
+      // Ctrl-C while the nodes are being created: finish (or fail), remove them, stop.
+      SignalGuard guard;
+      CS_ASSIGN_OR_RETURN(cluster, EmulatedCluster::create(spec, o.ranks));
+      if (guard.caught()) {
+        cluster.reset();
+        return Error{"interrupted while creating the emulated network; it was removed"};
+      }
+    }
     for (auto& a : cluster->mpirun_args()) argv.push_back(a);
   } else {
     argv.push_back("--oversubscribe");

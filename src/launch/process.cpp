@@ -113,6 +113,33 @@ int run_job(const std::vector<std::string>& argv_in, bool* interrupted) {
   return rc;
 }
 
+namespace {
+volatile std::sig_atomic_t g_guard_caught = 0;
+extern "C" void note_signal(int) {
+  g_guard_caught = 1;
+}
+}  // namespace
+
+SignalGuard::SignalGuard() {
+  g_guard_caught = 0;
+  struct sigaction sa = {};
+  sa.sa_handler = note_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int_);
+  ::sigaction(SIGTERM, &sa, &old_term_);
+  ::sigaction(SIGHUP, &sa, &old_hup_);
+}
+
+SignalGuard::~SignalGuard() {
+  ::sigaction(SIGINT, &old_int_, nullptr);
+  ::sigaction(SIGTERM, &old_term_, nullptr);
+  ::sigaction(SIGHUP, &old_hup_, nullptr);
+}
+
+bool SignalGuard::caught() const {
+  return g_guard_caught != 0;
+}
+
 bool on_path(const std::string& prog) {
   const char* path = std::getenv("PATH");
   if (!path) return false;

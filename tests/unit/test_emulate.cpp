@@ -290,3 +290,34 @@ TEST(Emulate, LeftoversOfAKilledRunAreRemovedByTheNext) {
 }
 
 }  // namespace
+
+namespace {
+
+// Ctrl-C while the nodes are still being created (as soon as the first namespace exists, of
+// 8): commscope finishes or abandons the creation, removes everything and stops with status 2.
+TEST(Emulate, CtrlCDuringSetupRemovesEverything) {
+  if (!is_root()) GTEST_SKIP() << "needs root";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(COMMSCOPE_BIN, COMMSCOPE_BIN, "bench", "--emulate", "rate=50M,nodes=8", "--ranks", "8",
+            "--", "--p2p", "-b", "4M", "-e", "4M", "-n", "100", nullptr);
+    std::_Exit(127);
+  }
+  const std::string prefix = "cs" + std::to_string(pid);
+  for (int i = 0; i < 2000; ++i) {
+    if (run_command({"ip", "netns", "list"}).output.find(prefix + "n0") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_TRUE(emulation_leftovers(prefix).empty());
+}
+
+}  // namespace

@@ -3,6 +3,7 @@
 // it, so that the caller's cleanup always runs afterwards.
 #pragma once
 
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,21 @@ CommandResult run_command(const std::vector<std::string>& argv);
 // received meanwhile are passed on to it; returns its exit status (128 + signal when killed).
 // `interrupted` tells whether one of those signals arrived.
 int run_job(const std::vector<std::string>& argv, bool* interrupted = nullptr);
+
+// While it lives, SIGINT, SIGTERM and SIGHUP only set a flag (for work that must not be cut
+// in half, such as creating emulated nodes, which then cleans up and stops).
+class SignalGuard {
+ public:
+  SignalGuard();
+  ~SignalGuard();
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+  bool caught() const;
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{}, old_hup_{};
+};
 
 // Whether `prog` is an executable on PATH; the folder of the running executable.
 bool on_path(const std::string& prog);
