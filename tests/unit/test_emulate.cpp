@@ -48,6 +48,31 @@ std::string prefix_in(const std::string& report) {
   return std::regex_search(report, m, re) ? m[1].str() : "";
 }
 
+// Starts `commscope bench --emulate SPEC --ranks N -- --p2p` (a long run: 100 passes of 4 MiB)
+// in the background, its output discarded; returns its pid.
+pid_t spawn_long_bench(const char* spec, const char* ranks) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(COMMSCOPE_BIN, COMMSCOPE_BIN, "bench", "--emulate", spec, "--ranks", ranks, "--",
+            "--p2p", "-b", "4M", "-e", "4M", "-n", "100", nullptr);
+    std::_Exit(127);
+  }
+  return pid;
+}
+
+// Waits (up to `seconds`) until the namespace `name` exists.
+bool wait_for_namespace(const std::string& name, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (run_command({"ip", "netns", "list"}).output.find(name) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
 bool is_root() {
   return ::geteuid() == 0;
 }
@@ -182,23 +207,10 @@ TEST(Emulate, ARankThatDiesLeavesNothing) {
 
 TEST(Emulate, CtrlCRemovesEverything) {
   if (!is_root()) GTEST_SKIP() << "needs root";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::execl(COMMSCOPE_BIN, COMMSCOPE_BIN, "bench", "--emulate", "rate=50M", "--ranks", "2", "--",
-            "--p2p", "-b", "4M", "-e", "4M", "-n", "100", nullptr);
-    std::_Exit(127);
-  }
-  const std::string prefix = "cs" + std::to_string(pid) + "n";
-  bool up = false;
-  for (int i = 0; i < 200 && !up; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    up = run_command({"ip", "netns", "list"}).output.find(prefix + "1") != std::string::npos;
-  }
-  EXPECT_TRUE(up) << "the emulated nodes never appeared";
+  const pid_t pid = spawn_long_bench("rate=50M", "2");
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(wait_for_namespace("cs" + std::to_string(pid) + "n1", 10))
+      << "the emulated nodes never appeared";
   std::this_thread::sleep_for(std::chrono::seconds(2));  // the job is running
   ::kill(pid, SIGINT);
   int status = 0;
@@ -256,23 +268,10 @@ namespace {
 // --emulate run removes them, and the processes still inside them.
 TEST(Emulate, LeftoversOfAKilledRunAreRemovedByTheNext) {
   if (!is_root()) GTEST_SKIP() << "needs root";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::execl(COMMSCOPE_BIN, COMMSCOPE_BIN, "bench", "--emulate", "rate=50M", "--ranks", "2", "--",
-            "--p2p", "-b", "4M", "-e", "4M", "-n", "100", nullptr);
-    std::_Exit(127);
-  }
+  const pid_t pid = spawn_long_bench("rate=50M", "2");
+  ASSERT_GT(pid, 0);
   const std::string prefix = "cs" + std::to_string(pid);
-  bool up = false;
-  for (int i = 0; i < 200 && !up; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    up = run_command({"ip", "netns", "list"}).output.find(prefix + "n1") != std::string::npos;
-  }
-  ASSERT_TRUE(up) << "the emulated nodes never appeared";
+  ASSERT_TRUE(wait_for_namespace(prefix + "n1", 10)) << "the emulated nodes never appeared";
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(pid, SIGKILL);
   int status = 0;
@@ -297,21 +296,10 @@ namespace {
 // 8): commscope finishes or abandons the creation, removes everything and stops with status 2.
 TEST(Emulate, CtrlCDuringSetupRemovesEverything) {
   if (!is_root()) GTEST_SKIP() << "needs root";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::execl(COMMSCOPE_BIN, COMMSCOPE_BIN, "bench", "--emulate", "rate=50M,nodes=8", "--ranks", "8",
-            "--", "--p2p", "-b", "4M", "-e", "4M", "-n", "100", nullptr);
-    std::_Exit(127);
-  }
+  const pid_t pid = spawn_long_bench("rate=50M,nodes=8", "8");
+  ASSERT_GT(pid, 0);
   const std::string prefix = "cs" + std::to_string(pid);
-  for (int i = 0; i < 2000; ++i) {
-    if (run_command({"ip", "netns", "list"}).output.find(prefix + "n0") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  wait_for_namespace(prefix + "n0", 10);
   ::kill(pid, SIGINT);
   int status = 0;
   ::waitpid(pid, &status, 0);
