@@ -35,8 +35,10 @@ Verb add_bench(CLI::App& app) {
             for (const auto& a : cmd->remaining()) args.push_back(a);
             // The traffic report goes with the table, or beside a json/csv document.
             std::FILE* report = stdout;
-            for (std::size_t i = 0; i + 1 < args.size(); ++i)
-              if (args[i] == "--format" && args[i + 1] != "table") report = stderr;
+            for (std::size_t i = 0; i < args.size(); ++i)
+              if ((args[i] == "--format" && i + 1 < args.size() && args[i + 1] != "table") ||
+                  (args[i].rfind("--format=", 0) == 0 && args[i] != "--format=table"))
+                report = stderr;
             auto rc =
                 launch::run_mpi_job(launch::self_dir() + "/commscope-bench", args, st->job, report);
             if (!rc.ok()) return fail(rc.error().message);
