@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "commscope/comm/mpi.h"
+#include "commscope/comm/partition.h"
 
 namespace commscope::bench {
 
@@ -100,26 +101,15 @@ struct Buffer {
   }
 };
 
-// How `count` elements split over n ranks when n does not divide them: the first count % n
-// ranks hold one element more (as MPI_Scatterv users do). Even splits use the plain calls.
-struct Split {
-  std::size_t count = 0;
-  int n = 1;
-  std::size_t block(int r) const {
-    return count / n + (static_cast<std::size_t>(r) < count % n ? 1 : 0);
-  }
-  std::size_t displ(int r) const {
-    return static_cast<std::size_t>(r) * (count / n) +
-           std::min(static_cast<std::size_t>(r), count % n);
-  }
-  bool even() const { return count % n == 0; }
-  // rank owning element i
-  int owner(std::size_t i) const {
-    int r = 0;
-    while (r + 1 < n && displ(r + 1) <= i) ++r;
-    return r;
-  }
-};
+// How a count splits over the ranks (comm/partition.h); even splits use the plain calls, the
+// others the v-variants.
+using Split = comm::Partition;
+std::size_t block(const Split& s, int r) {
+  return static_cast<std::size_t>(s.size(r));
+}
+std::size_t displ(const Split& s, int r) {
+  return static_cast<std::size_t>(s.lo(r));
+}
 
 // One collective: how a size in bytes becomes counts, how buffers are filled, what the result
 // must be, and the call. Sizes follow nccl-tests: the all-gather output, the reduce-scatter
@@ -129,16 +119,16 @@ struct Descriptor {
   bool rooted, reduces;
   // elements of rank `me`'s send and receive buffers for a total of `count` elements
   std::size_t send_count(const Split& s, int me) const {
-    return kind == Collective::all_gather ? s.block(me) : s.count;
+    return kind == Collective::all_gather ? block(s, me) : static_cast<std::size_t>(s.total);
   }
   std::size_t recv_count(const Split& s, int me) const {
     switch (kind) {
       case Collective::reduce_scatter:
-        return s.block(me);
+        return block(s, me);
       case Collective::all_to_all:  // block `me` from every rank
-        return s.block(me) * static_cast<std::size_t>(s.n);
+        return block(s, me) * static_cast<std::size_t>(s.n);
       default:
-        return s.count;
+        return static_cast<std::size_t>(s.total);
     }
   }
 };
@@ -158,18 +148,18 @@ double expected(const Descriptor& d, const Options& o, int me, const Split& s, s
     case Collective::reduce:
       return reduce_of(o.op, n, i);
     case Collective::reduce_scatter:
-      return reduce_of(o.op, n, s.displ(me) + i);
+      return reduce_of(o.op, n, displ(s, me) + i);
     case Collective::all_gather: {
-      const int from = s.owner(i);
-      return seed(from, i - s.displ(from));
+      const int from = s.owner(static_cast<std::int64_t>(i));
+      return seed(from, i - displ(s, from));
     }
     case Collective::broadcast:
       return seed(o.root, i);
     case Collective::all_to_all: {
       // block j of my result comes from rank j: its elements [displ(me), displ(me)+block(me))
-      const std::size_t per = s.block(me);
+      const std::size_t per = block(s, me);
       const int from = static_cast<int>(i / per);
-      return seed(from, s.displ(me) + i % per);
+      return seed(from, displ(s, me) + i % per);
     }
     case Collective::send:
       return seed((me - 1 + n) % n, i);
@@ -184,14 +174,14 @@ struct VArgs {
 };
 VArgs v_args(const Descriptor& d, const Split& s, int me) {
   VArgs v;
-  for (int r = 0; r < s.n; ++r) {
-    v.counts.push_back(static_cast<int>(s.block(r)));
-    v.displs.push_back(static_cast<int>(s.displ(r)));
-    if (d.kind == Collective::all_to_all) {
-      v.rcounts.push_back(static_cast<int>(s.block(me)));
-      v.rdispls.push_back(static_cast<int>(s.block(me)) * r);
+  Split::Pieces p = s.pieces(0, s.total);
+  v.counts = std::move(p.counts);
+  v.displs = std::move(p.displs);
+  if (d.kind == Collective::all_to_all)
+    for (int r = 0; r < s.n; ++r) {
+      v.rcounts.push_back(static_cast<int>(block(s, me)));
+      v.rdispls.push_back(static_cast<int>(block(s, me)) * r);
     }
-  }
   return v;
 }
 
@@ -199,7 +189,7 @@ void call(const Descriptor& d, const Options& o, void* send, void* recv, const S
           const VArgs& v, int me, MPI_Comm comm) {
   const MPI_Datatype t = mpi_type(o.dtype);
   const MPI_Op op = mpi_op(o.op);
-  const int c = static_cast<int>(s.count), n = s.n;
+  const int c = static_cast<int>(s.total), n = s.n;
   switch (d.kind) {
     case Collective::all_reduce:
       CS_MPI_CHECK(MPI_Allreduce(send, recv, c, t, op, comm));
@@ -247,7 +237,7 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
   // In-place exists for the collectives MPI defines it for; send/receive and all-to-all run
   // out-of-place both times (as nccl-tests reports them).
   const bool ip = in_place && d.kind != Collective::send && d.kind != Collective::all_to_all;
-  const Split split{count, n};
+  const Split split{static_cast<std::int64_t>(count), n};
   const VArgs v = v_args(d, split, me);
   const std::size_t sc = d.send_count(split, me), rc = d.recv_count(split, me);
   send.ensure(d.kind == Collective::broadcast ? 0 : (ip ? 0 : sc));
@@ -260,7 +250,7 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
     }
     if (ip && d.kind == Collective::all_gather) {  // my block in place in the output
       for (std::size_t i = 0; i < count; ++i) recv.set(i, -1);
-      for (std::size_t i = 0; i < sc; ++i) recv.set(split.displ(me) + i, seed(me, i));
+      for (std::size_t i = 0; i < sc; ++i) recv.set(displ(split, me) + i, seed(me, i));
       return;
     }
     const std::size_t n_in = ip && d.kind == Collective::reduce_scatter ? count : sc;

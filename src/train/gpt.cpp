@@ -121,8 +121,8 @@ ParamLayout::ParamLayout(const GptConfig& cfg) {
     tensors_.push_back({std::move(name), layer, o, size});
     o += size;
   };
-  add("wte", kTrainEmbeddingLayer, cfg.vocab * h);
-  add("wpe", kTrainEmbeddingLayer, cfg.max_positions * h);
+  add("wte", kEmbeddingLayer, cfg.vocab * h);
+  add("wpe", kEmbeddingLayer, cfg.max_positions * h);
   embedding_ = {0, o};
   for (int l = 0; l < cfg.layers; ++l) {
     const std::int64_t start = o;
@@ -141,11 +141,11 @@ ParamLayout::ParamLayout(const GptConfig& cfg) {
     blocks_.push_back({start, o - start});
   }
   head_ = {o, 2 * h};
-  add("lnf.w", kTrainHeadLayer, h);
-  add("lnf.b", kTrainHeadLayer, h);
+  add("lnf.w", kHeadLayer, h);
+  add("lnf.b", kHeadLayer, h);
   total_ = o;
 
-  groups_.push_back({"head", kTrainHeadLayer, head_});
+  groups_.push_back({"head", kHeadLayer, head_});
   const BlockOffsets bo(h);
   for (int l = cfg.layers - 1; l >= 0; --l) {
     const std::int64_t s = blocks_[static_cast<std::size_t>(l)].offset;
@@ -159,7 +159,7 @@ ParamLayout::ParamLayout(const GptConfig& cfg) {
     group("qkv", bo.qkv_w, bo.attn_out_w);
     group("norm_attn", bo.norm_attn_w, bo.qkv_w);
   }
-  groups_.push_back({"embedding", kTrainEmbeddingLayer, embedding_});
+  groups_.push_back({"embedding", kEmbeddingLayer, embedding_});
 }
 
 Range ParamLayout::block(int l) const {
@@ -284,7 +284,7 @@ void Gpt::forward_embedding(const float* emb, const std::int32_t* tokens) {
   }
   const float* wte = emb;
   const float* wpe = emb + static_cast<std::int64_t>(cfg_.vocab) * ch;
-  timed("embedding", kTrainEmbeddingLayer, false, 0,
+  timed("embedding", kEmbeddingLayer, false, 0,
         [&] { encoder_forward(encoded_.data(), tokens_.data(), wte, wpe, nb, seq, ch); });
   forward_done_ = false;
 }
@@ -342,15 +342,15 @@ float Gpt::forward_head(const float* wte, const float* lnf, const std::int32_t* 
     targets_[i] = targets[i];
   }
   const float* x = blocks_.back().res3.data();
-  timed("final_norm", kTrainHeadLayer, false, 0, [&] {
+  timed("final_norm", kHeadLayer, false, 0, [&] {
     layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, lnf, lnf + ch, rows, ch);
   });
-  timed("lm_head", kTrainHeadLayer, false, 2.0 * static_cast<double>(rows) * ch * vocab, [&] {
+  timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(rows) * ch * vocab, [&] {
     matmul_forward(probs_.data(), lnf_.data(), wte, static_cast<const float*>(nullptr), rows, ch,
                    vocab);
   });
   float loss = 0;
-  timed("cross_entropy", kTrainHeadLayer, false, 0, [&] {
+  timed("cross_entropy", kHeadLayer, false, 0, [&] {
     loss = crossentropy_forward(probs_.data(), losses_.data(), probs_.data(), targets_.data(), rows,
                                 vocab);
   });
@@ -363,14 +363,14 @@ void Gpt::backward_head(const float* wte, const float* lnf, float* d_wte, float*
   forward_done_ = false;
   const int ch = cfg_.hidden, vocab = cfg_.vocab;
   const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
-  timed("cross_entropy", kTrainHeadLayer, true, 0,
+  timed("cross_entropy", kHeadLayer, true, 0,
         [&] { crossentropy_backward(probs_.data(), probs_.data(), targets_.data(), rows, vocab); });
-  timed("lm_head", kTrainHeadLayer, true, 4.0 * static_cast<double>(rows) * ch * vocab, [&] {
+  timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(rows) * ch * vocab, [&] {
     zero(dln_);
     matmul_backward(dln_.data(), d_wte, static_cast<float*>(nullptr), probs_.data(), lnf_.data(),
                     wte, rows, ch, vocab);
   });
-  timed("final_norm", kTrainHeadLayer, true, 0, [&] {
+  timed("final_norm", kHeadLayer, true, 0, [&] {
     zero(dres_);
     layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, dln_.data(), blocks_.back().res3.data(),
                        lnf, lnf_mean_.data(), lnf_rstd_.data(), rows, ch);
@@ -456,7 +456,7 @@ void Gpt::backward_embedding(float* d_emb) {
   const int ch = cfg_.hidden;
   float* d_wte = d_emb;
   float* d_wpe = d_emb + static_cast<std::int64_t>(cfg_.vocab) * ch;
-  timed("embedding", kTrainEmbeddingLayer, true, 0, [&] {
+  timed("embedding", kEmbeddingLayer, true, 0, [&] {
     encoder_backward(d_wte, d_wpe, dres_.data(), tokens_.data(), batch_, cfg_.seq, ch);
   });
 }

@@ -1,13 +1,14 @@
-// The trainer's communication stream and ZeRO's partitions (internal to src/trainer).
+// The trainer's communication stream (internal to src/trainer).
 #pragma once
 
-#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
+
+#include "commscope/comm/partition.h"
 
 namespace commscope::train {
 
@@ -68,13 +69,7 @@ class CommStream {
   std::thread worker_;
 };
 
-// A contiguous range of the flat buffer split over ranks as ZeRO partitions it: rank r owns
-// [lo(r), lo(r+1)), the first total % n ranks one element more.
-struct Partition {
-  std::int64_t total = 0;
-  int n = 1;
-  std::int64_t lo(int r) const { return r * (total / n) + std::min<std::int64_t>(r, total % n); }
-  std::int64_t hi(int r) const { return lo(r + 1); }
-};
+// ZeRO's partitions of the flat buffer.
+using comm::Partition;
 
 }  // namespace commscope::train

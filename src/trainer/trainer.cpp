@@ -173,6 +173,7 @@ class Trainer {
                         const std::function<const float*(int)>& block_params,
                         const std::function<void(int)>& before_block);
   std::uint64_t all_gather_params(const CommOp& op, bool outside_workload = false);
+  std::uint64_t gather_from_shards(const CommOp& op, float* dst, bool outside_workload = false);
   std::uint64_t gather_module(Range r, std::vector<float>& into, int layer);
   float micro_step(std::int64_t first_sequence, bool last);
   float forward_backward_zero3(const std::int32_t* tok, const std::int32_t* tgt);
@@ -222,10 +223,15 @@ class Trainer {
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<TokenSource> data_;
   Partition part_;
-  std::vector<float> params_, grads_;  // ZeRO-3: params_ holds only the gathered modules' copy
+  // The full parameters (not ZeRO-3, which gathers module by module) and the full gradients
+  // (DDP and ZeRO-1 only).
+  std::vector<float> params_, grads_;
   std::vector<float> shard_params_, shard_grads_, m_, v_;
-  std::vector<CommOp> bucket_ops_;  // backward buckets (DDP all-reduce, ZeRO-2/3 reduce-scatter)
-  std::vector<std::int64_t> bucket_end_;   // completed-gradient count at which each starts
+  // Backward buckets (DDP all-reduce, ZeRO-2/3 reduce-scatter), in backward order over the
+  // buffer from its end.
+  std::vector<CommOp> bucket_ops_;
+  // Gradients backward has completed when bucket k is complete.
+  std::int64_t bucket_end(std::size_t k) const { return part_.total - bucket_ops_[k].offset; }
   std::vector<CommOp> step_rs_, step_ag_;  // ZeRO-1 reduce-scatter, ZeRO-1/2 all-gather
   CommStream stream_;
   Timeline tl_;
@@ -244,18 +250,17 @@ void Trainer::record_compute(const OpRecord& r) {
   e.dur = r.end_s - r.start_s;
   e.kind = EventKind::compute;
   e.name = tl_.intern(r.name);
-  e.layer = r.layer == kTrainEmbeddingLayer ? kEmbeddingLayer
-            : r.layer == kTrainHeadLayer    ? kHeadLayer
-                                            : r.layer;
+  e.layer = r.layer;  // the workload's layer numbers
   e.microbatch = microbatch_;
   compute_events_.push_back(e);
 }
 
-std::uint64_t Trainer::collective(const CommOp& op, std::function<void()> call, bool metric) {
+std::uint64_t Trainer::collective(const CommOp& op, std::function<void()> call,
+                                  bool outside_workload) {
   // Interned here, on the main thread: the stream thread must not touch the name table.
   const std::uint32_t name = tl_.intern(op.name);
   const std::int32_t mb = microbatch_;
-  return stream_.submit([this, op, call = std::move(call), name, mb, metric] {
+  return stream_.submit([this, op, call = std::move(call), name, mb, outside_workload] {
     Event e;
     e.rank = me_;
     e.stream = 1;
@@ -272,7 +277,7 @@ std::uint64_t Trainer::collective(const CommOp& op, std::function<void()> call, 
     e.microbatch = mb;
     e.bytes = static_cast<double>(op.elements) * sizeof(float);
     comm_events_.push_back(e);
-    if (!metric) {
+    if (!outside_workload) {
       auto& m = measured_[{CommGroup::data, op.collective}];
       m.first += 1;
       m.second += e.bytes;
@@ -291,18 +296,12 @@ std::uint64_t Trainer::all_reduce_grads(const CommOp& op) {
 std::uint64_t Trainer::reduce_scatter_grads(const CommOp& op, const float* src,
                                             std::shared_ptr<const std::vector<float>> keep) {
   return collective(op, [this, op, src, keep = std::move(keep)] {
-    std::vector<int> counts(static_cast<std::size_t>(n_));
-    for (int r = 0; r < n_; ++r) {
-      const std::int64_t a = std::max(op.offset, part_.lo(r));
-      const std::int64_t b = std::min(op.offset + op.elements, part_.hi(r));
-      counts[static_cast<std::size_t>(r)] = static_cast<int>(std::max<std::int64_t>(0, b - a));
-    }
-    const int mine = counts[static_cast<std::size_t>(me_)];
+    const Partition::Pieces p = part_.pieces(op.offset, op.elements);
+    const int mine = p.counts[static_cast<std::size_t>(me_)];
     std::vector<float> out(static_cast<std::size_t>(std::max(mine, 1)));
-    CS_MPI_CHECK(MPI_Reduce_scatter(src, out.data(), counts.data(), MPI_FLOAT, MPI_SUM, comm_));
-    const std::int64_t a = std::max(op.offset, part_.lo(me_)) - part_.lo(me_);
-    for (int i = 0; i < mine; ++i)
-      shard_grads_[static_cast<std::size_t>(a + i)] += out[static_cast<std::size_t>(i)];
+    CS_MPI_CHECK(MPI_Reduce_scatter(src, out.data(), p.counts.data(), MPI_FLOAT, MPI_SUM, comm_));
+    float* shard = shard_grads_.data() + part_.in_shard(me_, op.offset);
+    for (int i = 0; i < mine; ++i) shard[i] += out[static_cast<std::size_t>(i)];
   });
 }
 
@@ -326,7 +325,7 @@ void Trainer::backward_sharded(const float* wte_emb, const float* lnf,
     if (!open) open = std::make_shared<std::vector<float>>(static_cast<std::size_t>(op.elements));
     std::copy(src, src + n, open->data() + (g.range.offset - op.offset));
     completed += g.range.size;
-    if (completed >= bucket_end_[bucket]) {
+    if (completed >= bucket_end(bucket)) {
       reduce_scatter_grads(op, open->data(), open);
       open.reset();
       ++bucket;
@@ -350,25 +349,22 @@ void Trainer::backward_sharded(const float* wte_emb, const float* lnf,
   done(layout.backward_groups().back(), d_emb.data());
 }
 
-// All-gather of params_[offset, offset+elements) from the owners' shards.
-std::uint64_t Trainer::all_gather_params(const CommOp& op, bool outside_workload) {
+// All-gather of op's range of the parameters from the owners' shards into `dst`.
+std::uint64_t Trainer::gather_from_shards(const CommOp& op, float* dst, bool outside_workload) {
   return collective(
       op,
-      [this, op] {
-        std::vector<int> counts(static_cast<std::size_t>(n_)), displs(static_cast<std::size_t>(n_));
-        for (int r = 0; r < n_; ++r) {
-          const std::int64_t a = std::max(op.offset, part_.lo(r));
-          const std::int64_t b = std::min(op.offset + op.elements, part_.hi(r));
-          counts[static_cast<std::size_t>(r)] = static_cast<int>(std::max<std::int64_t>(0, b - a));
-          displs[static_cast<std::size_t>(r)] =
-              static_cast<int>(std::max<std::int64_t>(0, a - op.offset));
-        }
-        const std::int64_t a = std::max(op.offset, part_.lo(me_)) - part_.lo(me_);
-        CS_MPI_CHECK(MPI_Allgatherv(shard_params_.data() + a, counts[static_cast<std::size_t>(me_)],
-                                    MPI_FLOAT, params_.data() + op.offset, counts.data(),
-                                    displs.data(), MPI_FLOAT, comm_));
+      [this, op, dst] {
+        const Partition::Pieces p = part_.pieces(op.offset, op.elements);
+        CS_MPI_CHECK(MPI_Allgatherv(shard_params_.data() + part_.in_shard(me_, op.offset),
+                                    p.counts[static_cast<std::size_t>(me_)], MPI_FLOAT, dst,
+                                    p.counts.data(), p.displs.data(), MPI_FLOAT, comm_));
       },
       outside_workload);
+}
+
+// ZeRO-1/2: params_[offset, offset+elements) from the owners' shards, after the step.
+std::uint64_t Trainer::all_gather_params(const CommOp& op, bool outside_workload) {
+  return gather_from_shards(op, params_.data() + op.offset, outside_workload);
 }
 
 // ZeRO-3: gathers one module's parameters into `into` (allocated here, released by the caller).
@@ -378,21 +374,9 @@ std::uint64_t Trainer::gather_module(Range r, std::vector<float>& into, int laye
     return 0;
   }
   into.assign(static_cast<std::size_t>(r.size), 0.0f);
-  CommOp op{"zero3_param_all_gather", Collective::all_gather, r.offset, r.size, layer};
-  float* dst = into.data();
-  return collective(op, [this, r, dst] {
-    std::vector<int> counts(static_cast<std::size_t>(n_)), displs(static_cast<std::size_t>(n_));
-    for (int k = 0; k < n_; ++k) {
-      const std::int64_t a = std::max(r.offset, part_.lo(k));
-      const std::int64_t b = std::min(r.offset + r.size, part_.hi(k));
-      counts[static_cast<std::size_t>(k)] = static_cast<int>(std::max<std::int64_t>(0, b - a));
-      displs[static_cast<std::size_t>(k)] =
-          static_cast<int>(std::max<std::int64_t>(0, a - r.offset));
-    }
-    const std::int64_t a = std::max(r.offset, part_.lo(me_)) - part_.lo(me_);
-    CS_MPI_CHECK(MPI_Allgatherv(shard_params_.data() + a, counts[static_cast<std::size_t>(me_)],
-                                MPI_FLOAT, dst, counts.data(), displs.data(), MPI_FLOAT, comm_));
-  });
+  return gather_from_shards(
+      CommOp{"zero3_param_all_gather", Collective::all_gather, r.offset, r.size, layer},
+      into.data());
 }
 
 Status Trainer::plan() {
@@ -437,7 +421,6 @@ Status Trainer::plan() {
     done += op.elements;
     bucket_ops_.push_back(
         CommOp{op.name, op.collective, layout.total() - done, op.elements, op.layer});
-    bucket_end_.push_back(done);
   }
   std::int64_t offset = 0;
   for (const Op& op : role.step.ops()) {
@@ -453,10 +436,11 @@ Status Trainer::plan() {
   std::set<std::int64_t> group_ends;
   std::int64_t completed = 0;
   for (const auto& g : layout.backward_groups()) group_ends.insert(completed += g.range.size);
-  for (std::int64_t end : bucket_end_)
-    if (!group_ends.count(end))
+  for (std::size_t k = 0; k < bucket_ops_.size(); ++k)
+    if (!group_ends.count(bucket_end(k)))
       return Error{fmt::format(
-          "internal: a workload bucket ends after {} gradients, inside a parameter group", end)};
+          "internal: a workload bucket ends after {} gradients, inside a parameter group",
+          bucket_end(k))};
   return ok_status();
 }
 
@@ -545,7 +529,7 @@ float Trainer::micro_step(std::int64_t first, bool last) {
     if (!buckets) return;
     completed += g.range.size;
     // A bucket starts as soon as its last gradient is final, while backward goes on.
-    while (bucket < bucket_ops_.size() && bucket_end_[bucket] <= completed)
+    while (bucket < bucket_ops_.size() && bucket_end(bucket) <= completed)
       all_reduce_grads(bucket_ops_[bucket++]);
   });
   stream_.drain();

@@ -50,6 +50,23 @@ TEST(CommStream, PartitionTilesTheBufferFirstRanksTakeTheRemainder) {
   const commscope::train::Partition q{3, 4};  // 1, 1, 1, 0
   EXPECT_EQ(q.hi(2), 3);
   EXPECT_EQ(q.lo(3), q.hi(3));
+  // owner() in constant time agrees with the ranges, element by element.
+  for (const auto& part :
+       {p, q, commscope::train::Partition{17, 5}, commscope::train::Partition{20, 4}})
+    for (std::int64_t i = 0; i < part.total; ++i) {
+      const int r = part.owner(i);
+      EXPECT_GE(i, part.lo(r));
+      EXPECT_LT(i, part.hi(r));
+    }
+  // A range [4, 9) of p: rank 1 owns 4..5 (2 elements at 0), rank 2 6..7 (2 at 2), rank 3 8 (1 at
+  // 4).
+  const auto pieces = p.pieces(4, 5);
+  EXPECT_EQ(pieces.counts, (std::vector<int>{0, 2, 2, 1}));
+  EXPECT_EQ(pieces.displs[1], 0);
+  EXPECT_EQ(pieces.displs[2], 2);
+  EXPECT_EQ(pieces.displs[3], 4);
+  EXPECT_EQ(p.in_shard(1, 4), 1);  // element 4 is the second of rank 1's [3, 6)
+  EXPECT_EQ(p.in_shard(2, 4), 0);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commscope/util/result.h"
+#include "commscope/workload/op.h"
 
 namespace commscope::train {
 
@@ -25,9 +26,8 @@ struct Range {
   std::int64_t offset = 0, size = 0;
 };
 
-// Layer of ParamTensor and Group: -1 embedding, -2 head (final norm), else block index.
-inline constexpr int kTrainEmbeddingLayer = -1;
-inline constexpr int kTrainHeadLayer = -2;
+// Layer of ParamTensor, Group and OpRecord: the block index, or the workload's layer numbers
+// kEmbeddingLayer and kHeadLayer (the final norm) of workload/op.h.
 
 struct ParamTensor {
   std::string name;  // "wte", "wpe", "norm_attn.w", ..., "mlp_out.b", "lnf.w", "lnf.b"
