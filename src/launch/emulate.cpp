@@ -306,19 +306,48 @@ std::vector<NodeTraffic> EmulatedCluster::stop_monitor() {
   return traffic_;
 }
 
+namespace {
+
+// Names of the network namespaces, and of the links ("12: cs123h0@if11: <...>" gives cs123h0).
+std::vector<std::string> namespace_names() {
+  std::vector<std::string> out;
+  std::stringstream in(run_command({"ip", "netns", "list"}).output);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line.substr(0, line.find(' ')));  // "cs1n0 (id: 0)"
+  return out;
+}
+std::vector<std::string> link_names() {
+  std::vector<std::string> out;
+  std::stringstream in(run_command({"ip", "-o", "link", "show"}).output);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto a = line.find(": ");
+    if (a == std::string::npos) continue;
+    const auto b = line.find_first_of(":@", a + 2);
+    if (b != std::string::npos) out.push_back(line.substr(a + 2, b - a - 2));
+  }
+  return out;
+}
+
+// Kills whatever still runs in a namespace (a daemon of a failed job), then deletes it.
+void remove_namespace(const std::string& name) {
+  std::stringstream ps(run_command({"ip", "netns", "pids", name}).output);
+  long p = 0;
+  while (ps >> p)
+    if (p > 1) ::kill(static_cast<pid_t>(p), SIGKILL);
+  run_command({"ip", "netns", "del", name});
+}
+
+}  // namespace
+
 void EmulatedCluster::teardown() {
   stop_monitor();
   for (int k = 0; k < namespaces_; ++k) {
-    // Whatever still runs in the node (a daemon of a failed job) goes first.
-    const CommandResult pids = run_command({"ip", "netns", "pids", node(k)});
-    std::stringstream ps(pids.output);
-    long p = 0;
-    while (ps >> p)
-      if (p > 1) ::kill(static_cast<pid_t>(p), SIGKILL);
     // Deleting one end of a veth pair deletes both at once; a namespace's own devices go
     // asynchronously after `ip netns del`, so the link goes first.
     run_command({"ip", "link", "del", host_if(k)});
-    run_command({"ip", "netns", "del", node(k)});
+    remove_namespace(node(k));
   }
   namespaces_ = 0;
   if (bridge_) run_command({"ip", "link", "del", prefix_ + "br"});
@@ -336,50 +365,21 @@ EmulatedCluster::~EmulatedCluster() {
 
 void remove_stale_emulations() {
   static const std::regex kNodeName(R"(^cs(\d+)n\d+$)"), kLinkName(R"(^cs(\d+)(br|h\d+)$)");
-  std::stringstream nss(run_command({"ip", "netns", "list"}).output);
-  std::string line;
   std::smatch m;
-  while (std::getline(nss, line)) {
-    std::string name = line.substr(0, line.find(' '));
-    if (std::regex_match(name, m, kNodeName) && !pid_alive(std::stol(m[1]))) {
-      std::stringstream ps(run_command({"ip", "netns", "pids", name}).output);
-      long p = 0;
-      while (ps >> p)
-        if (p > 1) ::kill(static_cast<pid_t>(p), SIGKILL);
-      run_command({"ip", "netns", "del", name});
-    }
-  }
+  for (const std::string& name : namespace_names())
+    if (std::regex_match(name, m, kNodeName) && !pid_alive(std::stol(m[1]))) remove_namespace(name);
   // The host ends of the veth pairs (a namespace's own devices go asynchronously after
   // `ip netns del`, or not at all while something still holds it), then the bridges.
-  std::stringstream links(run_command({"ip", "-o", "link", "show"}).output);
-  while (std::getline(links, line)) {
-    // "12: cs123h0@if11: <BROADCAST,...>", "13: cs123br: <BROADCAST,...>"
-    const auto a = line.find(": ");
-    if (a == std::string::npos) continue;
-    const auto b = line.find_first_of(":@", a + 2);
-    if (b == std::string::npos) continue;
-    std::string name = line.substr(a + 2, b - a - 2);
+  for (const std::string& name : link_names())
     if (std::regex_match(name, m, kLinkName) && !pid_alive(std::stol(m[1])))
       run_command({"ip", "link", "del", name});
-  }
 }
 
 std::vector<std::string> emulation_leftovers(const std::string& prefix) {
   std::vector<std::string> out;
-  std::stringstream nss(run_command({"ip", "netns", "list"}).output + "\n" +
-                        run_command({"ip", "-o", "link", "show"}).output);
-  std::string line;
-  while (std::getline(nss, line)) {
-    std::string name = line;
-    const auto a = line.find(": ");
-    if (a != std::string::npos && a < 8) {  // "12: name@if3: <...>"
-      const auto b = line.find_first_of(":@", a + 2);
-      name = line.substr(a + 2, b - a - 2);
-    } else {
-      name = line.substr(0, line.find(' '));
-    }
-    if (!name.empty() && name.rfind(prefix, 0) == 0) out.push_back(name);
-  }
+  for (const auto& names : {namespace_names(), link_names()})
+    for (const std::string& name : names)
+      if (name.rfind(prefix, 0) == 0) out.push_back(name);
   return out;
 }
 

@@ -31,7 +31,8 @@ int decode(int status) {
 volatile std::sig_atomic_t g_child = 0;
 volatile std::sig_atomic_t g_signalled = 0;
 
-extern "C" void forward_signal(int sig) {
+// SIGINT, SIGTERM, SIGHUP while a SignalGuard lives: noted, and passed on to the job if one runs.
+extern "C" void note_and_forward(int sig) {
   g_signalled = 1;
   if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
 }
@@ -80,20 +81,12 @@ CommandResult run_command(const std::vector<std::string>& argv_in) {
 
 int run_job(const std::vector<std::string>& argv_in, bool* interrupted) {
   std::vector<std::string> argv = argv_in;
-  g_signalled = 0;
-  struct sigaction sa = {}, old_int = {}, old_term = {}, old_hup = {};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  ::sigaction(SIGHUP, &sa, &old_hup);
+  SignalGuard guard;  // Ctrl-C goes to the job, and we wait for it to end
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   int rc = -1;
   if (pid == 0) {
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGTERM, &old_term, nullptr);
-    ::sigaction(SIGHUP, &old_hup, nullptr);
+    guard.restore();  // the job gets the default handling
     auto cargv = c_argv(argv);
     ::execvp(cargv[0], cargv.data());
     std::_Exit(127);
@@ -106,24 +99,14 @@ int run_job(const std::vector<std::string>& argv_in, bool* interrupted) {
     g_child = 0;
     rc = decode(status);
   }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGHUP, &old_hup, nullptr);
-  if (interrupted) *interrupted = g_signalled != 0;
+  if (interrupted) *interrupted = guard.caught();
   return rc;
 }
 
-namespace {
-volatile std::sig_atomic_t g_guard_caught = 0;
-extern "C" void note_signal(int) {
-  g_guard_caught = 1;
-}
-}  // namespace
-
 SignalGuard::SignalGuard() {
-  g_guard_caught = 0;
+  g_signalled = 0;
   struct sigaction sa = {};
-  sa.sa_handler = note_signal;
+  sa.sa_handler = note_and_forward;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &old_int_);
   ::sigaction(SIGTERM, &sa, &old_term_);
@@ -131,13 +114,17 @@ SignalGuard::SignalGuard() {
 }
 
 SignalGuard::~SignalGuard() {
+  restore();
+}
+
+void SignalGuard::restore() const {
   ::sigaction(SIGINT, &old_int_, nullptr);
   ::sigaction(SIGTERM, &old_term_, nullptr);
   ::sigaction(SIGHUP, &old_hup_, nullptr);
 }
 
 bool SignalGuard::caught() const {
-  return g_guard_caught != 0;
+  return g_signalled != 0;
 }
 
 bool on_path(const std::string& prog) {

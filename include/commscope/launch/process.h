@@ -22,8 +22,9 @@ CommandResult run_command(const std::vector<std::string>& argv);
 // `interrupted` tells whether one of those signals arrived.
 int run_job(const std::vector<std::string>& argv, bool* interrupted = nullptr);
 
-// While it lives, SIGINT, SIGTERM and SIGHUP only set a flag (for work that must not be cut
-// in half, such as creating emulated nodes, which then cleans up and stops).
+// While it lives, SIGINT, SIGTERM and SIGHUP set a flag and are passed on to the job run_job
+// runs, instead of ending this process: for work that must not be cut in half (creating
+// emulated nodes, which then cleans up and stops; waiting for a job, whose cleanup follows).
 class SignalGuard {
  public:
   SignalGuard();
@@ -31,6 +32,7 @@ class SignalGuard {
   SignalGuard(const SignalGuard&) = delete;
   SignalGuard& operator=(const SignalGuard&) = delete;
   bool caught() const;
+  void restore() const;  // the handlers from before (a forked child calls it before exec)
 
  private:
   struct sigaction old_int_ {
