@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/bench/harness.h"
+#include "commscope/comm/flags.h"
 #include "commscope/comm/mpi.h"
 
 namespace {
@@ -82,28 +83,19 @@ int main(int argc, char** argv) {
   app.add_option("--kill-rank", kill_rank,
                  "(tests) this rank kills itself once the sweep has started")
       ->group("");
-  auto fail = [&](const std::string& msg) {
-    if (mpi.rank() == 0) std::fprintf(stderr, "commscope: %s\n", msg.c_str());
-    return 2;
-  };
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& ex) {
-    return mpi.rank() == 0 ? app.exit(ex) : 0;
-  } catch (const CLI::ParseError& ex) {
-    return fail(std::string(ex.what()) + " (see --help)");
-  }
+  if (auto stop = comm::parse_flags(app, argc, argv, mpi)) return *stop;
   if (!parse_size(b, o.min_bytes))
-    return fail(fmt::format("-b: expected a size such as 8, 64K or 1M, got '{}'", b));
+    return mpi.fail(fmt::format("-b: expected a size such as 8, 64K or 1M, got '{}'", b));
   if (!parse_size(e, o.max_bytes))
-    return fail(fmt::format("-e: expected a size such as 8, 64K or 1M, got '{}'", e));
+    return mpi.fail(fmt::format("-e: expected a size such as 8, 64K or 1M, got '{}'", e));
   if (o.max_bytes < o.min_bytes)
-    return fail(fmt::format("-e: expected at least -b ({}), got {}", o.min_bytes, o.max_bytes));
+    return mpi.fail(fmt::format("-e: expected at least -b ({}), got {}", o.min_bytes, o.max_bytes));
   if (o.factor <= 1 && o.factor > -1)
-    return fail(fmt::format("-f: expected a factor above 1, got {}", o.factor));
-  if (o.iters < 1) return fail(fmt::format("-n: expected at least 1 iteration, got {}", o.iters));
+    return mpi.fail(fmt::format("-f: expected a factor above 1, got {}", o.factor));
+  if (o.iters < 1)
+    return mpi.fail(fmt::format("-n: expected at least 1 iteration, got {}", o.iters));
   if (o.root < 0 || o.root >= mpi.size())
-    return fail(fmt::format("-r: expected a root in [0, {}), got {}", mpi.size(), o.root));
+    return mpi.fail(fmt::format("-r: expected a root in [0, {}), got {}", mpi.size(), o.root));
   if (dtype == "float")
     o.dtype = bench::DataType::f32;
   else if (dtype == "double")
@@ -111,7 +103,7 @@ int main(int argc, char** argv) {
   else if (dtype == "int32" || dtype == "int")
     o.dtype = bench::DataType::i32;
   else
-    return fail(fmt::format("-d: expected float, double or int32, got '{}'", dtype));
+    return mpi.fail(fmt::format("-d: expected float, double or int32, got '{}'", dtype));
   if (op == "sum")
     o.op = bench::ReduceOp::sum;
   else if (op == "max")
@@ -119,18 +111,18 @@ int main(int argc, char** argv) {
   else if (op == "min")
     o.op = bench::ReduceOp::min;
   else
-    return fail(fmt::format("-o: expected sum, max or min, got '{}'", op));
+    return mpi.fail(fmt::format("-o: expected sum, max or min, got '{}'", op));
   for (const auto& n : names) {
     Collective c;
     if (!collective_from_name(n, c))
-      return fail(fmt::format("--collectives: unknown collective '{}'", n));
+      return mpi.fail(fmt::format("--collectives: unknown collective '{}'", n));
     o.collectives.push_back(c);
   }
   if (format != "table" && format != "json" && format != "csv")
-    return fail(fmt::format("--format: expected table, json or csv, got '{}'", format));
+    return mpi.fail(fmt::format("--format: expected table, json or csv, got '{}'", format));
 
   if (p2p) {
-    if (mpi.size() < 2) return fail("--p2p: expected at least 2 ranks, got 1");
+    if (mpi.size() < 2) return mpi.fail("--p2p: expected at least 2 ranks, got 1");
     auto p = bench::run_p2p(o, MPI_COMM_WORLD, window);
     if (mpi.rank() == 0) {
       if (format == "table") {
@@ -171,7 +163,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     };
   if (!split.empty() && split != "node")
-    return fail(fmt::format("--split: expected node, got '{}'", split));
+    return mpi.fail(fmt::format("--split: expected node, got '{}'", split));
   std::vector<bench::Row> rows;
   if (split == "node") {
     // Inside the node: the ranks that share memory. Across nodes: the ranks with the same

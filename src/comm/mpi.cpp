@@ -39,6 +39,11 @@ Session::Session(int* argc, char*** argv, bool serialized_threads) {
   CS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
 }
 
+int Session::fail(const std::string& message) const {
+  if (rank_ == 0) std::fprintf(stderr, "commscope: %s\n", message.c_str());
+  return 2;
+}
+
 Session::~Session() {
   MPI_Finalize();
 }

@@ -1,12 +1,12 @@
 // commscope-train: the MPI program behind `commscope train`. Run it under mpirun, mpiexec or
 // srun (or let `commscope train --ranks N` launch it). docs/train.md describes the flags.
-#include <cstdio>
 #include <optional>
 #include <string>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "commscope/comm/flags.h"
 #include "commscope/comm/mpi.h"
 #include "commscope/spec/model.h"
 #include "commscope/train/trainer.h"
@@ -53,22 +53,12 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", o.resume, "continue from the checkpoint folder's latest checkpoint");
   app.add_option("--kill-rank", o.kill_rank, "(tests) this rank dies ...")->group("");
   app.add_option("--kill-at-step", o.kill_step, "(tests) ... at the start of this step")->group("");
-  auto fail = [&](const std::string& msg) {
-    if (mpi.rank() == 0) std::fprintf(stderr, "commscope: %s\n", msg.c_str());
-    return 2;
-  };
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& ex) {
-    return mpi.rank() == 0 ? app.exit(ex) : 0;
-  } catch (const CLI::ParseError& ex) {
-    return fail(std::string(ex.what()) + " (see --help)");
-  }
+  if (auto stop = comm::parse_flags(app, argc, argv, mpi)) return *stop;
   if (!model.empty()) {
     auto m = load_model(model);
-    if (!m.ok()) return fail(m.error().message);
+    if (!m.ok()) return mpi.fail(m.error().message);
     auto c = train::config_from_model(*m);
-    if (!c.ok()) return fail(c.error().message);
+    if (!c.ok()) return mpi.fail(c.error().message);
     o.model = *c;
     o.model_name = m->name;
   }
@@ -89,6 +79,7 @@ int main(int argc, char** argv) {
   else if (strategy == "zero3")
     o.strategy = train::Strategy::zero3;
   else
-    return fail(fmt::format("--strategy: expected ddp, zero1, zero2 or zero3, got '{}'", strategy));
+    return mpi.fail(
+        fmt::format("--strategy: expected ddp, zero1, zero2 or zero3, got '{}'", strategy));
   return train::run_training(o, MPI_COMM_WORLD);
 }

@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <string>
+
 namespace commscope::comm {
 
 [[noreturn]] void mpi_failed(int code, const char* call, const char* file, int line);
@@ -21,6 +23,8 @@ class Session {
   Session& operator=(const Session&) = delete;
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // A bad flag or input: one line on stderr, from rank 0 only; returns exit status 2.
+  int fail(const std::string& message) const;
 
  private:
   int rank_ = 0, size_ = 1;
