@@ -15,24 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/workload/op.h"
+#include "test_util.h"
 
 namespace {
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-};
+using commscope::testing::Outcome;
 
 Outcome run(const std::string& args) {
-  Outcome o;
-  std::string cmd = std::string(COMMSCOPE_BIN) + " bench " + args + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
-  int rc = ::pclose(p);
-  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return o;
+  return commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " bench " + args);
 }
 
 commscope::Collective kind(const std::string& name) {

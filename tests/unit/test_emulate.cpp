@@ -137,19 +137,14 @@ TEST(Emulate, TransportsTcpAndShmRunCorrectly) {
 TEST(Emulate, WithoutPrivilegesOneClearError) {
   if (!is_root() || !commscope::launch::on_path("setpriv"))
     GTEST_SKIP() << "needs root and setpriv";
-  const std::string cmd = std::string(
-                              "setpriv --reuid=65534 --regid=65534 --clear-groups "
-                              "--inh-caps=-all ") +
-                          COMMSCOPE_BIN + " bench --emulate tcp-10g -- --p2p 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[1024];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int rc = ::pclose(p);
-  EXPECT_EQ(WEXITSTATUS(rc), 2);
-  EXPECT_NE(out.find("needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN)"), std::string::npos) << out;
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  Outcome o = commscope::testing::run_shell(
+      std::string("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ") +
+      COMMSCOPE_BIN + " bench --emulate tcp-10g -- --p2p");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN)"), std::string::npos)
+      << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;  // one line
+  EXPECT_TRUE(o.out.empty()) << o.out;
 }
 
 TEST(Emulate, ShapedLinkDeliversItsRateAndLeavesNothing) {

@@ -46,6 +46,18 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+// (L(x + eps) - L(x - eps)) / 2 eps for one coordinate x of the loss's input, restored after.
+template <class T, class Loss>
+double central_difference(T& x, T eps, const Loss& loss) {
+  const T saved = x;
+  x = saved + eps;
+  const double lp = loss();
+  x = saved - eps;
+  const double lm = loss();
+  x = saved;
+  return (lp - lm) / (2.0 * static_cast<double>(eps));
+}
+
 // Central finite differences, eps 1e-5, in double: the truncation error is O(eps^2) ~ 1e-10 and
 // the rounding error ~ 1e-16 |L| / eps ~ 1e-10 for these losses, so each element must satisfy
 // |analytic - fd| <= 1e-6 max(|analytic|, |fd|) + 1e-8.
@@ -55,13 +67,7 @@ void expect_fd(std::vector<double>& x, const std::vector<double>& analytic,
   constexpr double kEps = 1e-5, kRel = 1e-6, kAbs = 1e-8;
   int bad = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + kEps;
-    const double lp = loss();
-    x[i] = saved - kEps;
-    const double lm = loss();
-    x[i] = saved;
-    const double fd = (lp - lm) / (2 * kEps);
+    const double fd = central_difference(x[i], kEps, loss);
     const double err = std::abs(analytic[i] - fd);
     if (err > kRel * std::max(std::abs(analytic[i]), std::abs(fd)) + kAbs && ++bad <= 5) {
       ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", fd " << fd;
@@ -615,14 +621,7 @@ TEST(TrainGpt, GradientMatchesFiniteDifferencesOfTheFloatLoss) {
     for (std::int64_t i = t.offset; i < t.offset + t.size; ++i) {
       if (std::abs(grads[i]) > std::abs(grads[best])) best = i;
     }
-    const float saved = params[best];
-    const float eps = 1e-2f;
-    params[best] = saved + eps;
-    const double lp = loss();
-    params[best] = saved - eps;
-    const double lm = loss();
-    params[best] = saved;
-    const double fd = (lp - lm) / (2.0 * eps);
+    const double fd = central_difference(params[best], 1e-2f, loss);
     EXPECT_NEAR(grads[best], fd, 5e-3 * std::abs(fd) + 2e-5) << t.name << " layer " << t.layer;
   }
 }
