@@ -11,9 +11,9 @@ function(commscope_add_gtest)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE commscope::core GTest::gtest GTest::gtest_main)
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(${T_NAME} PRIVATE
-    COMMSCOPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    COMMSCOPE_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+    COMMSCOPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS ${T_LABEL}
     ENVIRONMENT "COMMSCOPE_PRESETS=${PROJECT_SOURCE_DIR}/presets"

@@ -9,7 +9,7 @@ out=${FUZZ_DIR:-build-fuzz}
 mkdir -p "$out/corpus"
 cp -n tests/fuzz/corpus/* "$out/corpus/" 2>/dev/null || true
 CXX=${CXX:-clang++}
-sources=(fuzz/fuzz_trace_reader.cpp src/timeline/trace_reader.cpp src/timeline/timeline.cpp src/timeline/intervals.cpp
+sources=(tests/fuzz/fuzz_trace_reader.cpp src/timeline/trace_reader.cpp src/timeline/timeline.cpp src/timeline/intervals.cpp
          src/workload/op.cpp src/report/analyze.cpp src/report/table.cpp src/util/json_fields.cpp
          src/spec/system.cpp src/spec/preset.cpp)
 "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

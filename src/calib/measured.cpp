@@ -49,7 +49,7 @@ bool parse(const std::string& s, T& out) {
   }
 }
 
-// The publishers' stated settings for the vTrain measurements (../shared/validation/README.md):
+// The publishers' stated settings for the vTrain measurements (data/vtrain/README.md):
 // GPT with vocabulary 50,257, 1F1B, activation checkpointing (full recompute), data-parallel
 // gradients reduced after the last backward without bucketing; Megatron-DeepSpeed trains in fp16.
 MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string& system) {

@@ -1,5 +1,5 @@
 // Measured iteration times to validate and calibrate predictions against: the vTrain CSVs
-// (../shared/validation/vtrain, Megatron-DeepSpeed on A100) and commscope's own CSV format
+// (data/vtrain, Megatron-DeepSpeed on A100) and commscope's own CSV format
 // (docs/validate.md). Not the fitting (fit.h) nor the comparison (validate.h).
 #pragma once
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "commscope/gpt/gpt.h"
 #include "commscope/spec/model.h"
-#include "commscope/train/gpt.h"
 #include "commscope/util/result.h"
 
 namespace commscope::train {

@@ -1,4 +1,4 @@
-// The trainer's communication stream (internal to src/trainer).
+// The trainer's communication stream (internal to src/train).
 #pragma once
 
 #include <condition_variable>

@@ -11,7 +11,7 @@
 namespace commscope {
 namespace {
 
-const std::string kVtrain = COMMSCOPE_SHARED_DIR "/validation/vtrain/";
+const std::string kVtrain = COMMSCOPE_SOURCE_DIR "/data/vtrain/";
 
 TEST(Validate, Summary) {
   ErrorSummary s = summarize({0.1, -0.2, 0.05, -0.05});

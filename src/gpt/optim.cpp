@@ -1,5 +1,5 @@
 // AdamW and gradient-norm helpers: see optim.h.
-#include "commscope/train/optim.h"
+#include "commscope/gpt/optim.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Token streams: see data.h.
-#include "commscope/train/data.h"
+#include "commscope/gpt/data.h"
 
 #include <filesystem>
 #include <fstream>

@@ -255,8 +255,8 @@ TEST_F(CliPredict, TraceOpensAsChromeJson) {
 }
 
 TEST_F(CliPredict, ValidateAndCalibrate) {
-  Outcome v = run(std::string("validate --summary-only --rows odd ") + COMMSCOPE_SHARED_DIR +
-                  "/validation/vtrain/ground_truth_multi.csv");
+  Outcome v = run(std::string("validate --summary-only --rows odd ") + COMMSCOPE_SOURCE_DIR +
+                  "/data/vtrain/ground_truth_multi.csv");
   ASSERT_EQ(v.status, 0) << v.err;
   EXPECT_NE(v.out.find("MAPE"), std::string::npos);
   Outcome bad = run("validate --rows middle x.csv");
@@ -274,7 +274,7 @@ namespace {
 class CliAnalyze : public Cli {};
 
 TEST_F(CliAnalyze, RealTracesAndDirectories) {
-  const std::string traces = COMMSCOPE_SOURCE_DIR "/tests/data/traces/";
+  const std::string traces = COMMSCOPE_SOURCE_DIR "/data/traces/";
   Outcome r = run("analyze --format json " + traces + "nccl_parser_config_nccl_data.json.gz");
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);

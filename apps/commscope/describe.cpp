@@ -2,8 +2,8 @@
 // (model, plan, system), before anything runs.
 #include <fmt/format.h>
 
+#include "common/scenario_options.h"
 #include "commscope/report/describe.h"
-#include "scenario_options.h"
 #include "verbs.h"
 
 namespace commscope::cli {

@@ -16,10 +16,10 @@
 #include <string_view>
 #include <vector>
 
-#include "commscope/train/data.h"
-#include "commscope/train/gpt.h"
-#include "commscope/train/kernels.h"
-#include "commscope/train/optim.h"
+#include "commscope/gpt/data.h"
+#include "commscope/gpt/gpt.h"
+#include "commscope/gpt/kernels.h"
+#include "commscope/gpt/optim.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // reassociation needed), and for float a branch-free exp (Cody-Waite reduction and a degree-6
 // polynomial, about 2 ulp) instead of the libm call. Double keeps libm's exp for the
 // finite-difference tests.
-#include "commscope/train/kernels.h"
+#include "commscope/gpt/kernels.h"
 
 #include <cblas.h>
 

@@ -17,7 +17,7 @@
 namespace commscope {
 namespace {
 
-const std::string kTraces = COMMSCOPE_SOURCE_DIR "/tests/data/traces/";
+const std::string kTraces = COMMSCOPE_SOURCE_DIR "/data/traces/";
 
 // nccl_parser_config_nccl_data.json.gz: one rank of a 2-rank NCCL 2.17 job on A100 (HTA's
 // test data): 2,700 kernels, of which 15 NCCL all-reduce and 6 broadcast kernels.

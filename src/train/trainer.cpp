@@ -30,12 +30,12 @@
 
 #include "comm_stream.h"
 #include "commscope/comm/mpi.h"
+#include "commscope/gpt/data.h"
+#include "commscope/gpt/kernels.h"
+#include "commscope/gpt/optim.h"
 #include "commscope/spec/scenario.h"
 #include "commscope/timeline/chrome.h"
 #include "commscope/timeline/timeline.h"
-#include "commscope/train/data.h"
-#include "commscope/train/kernels.h"
-#include "commscope/train/optim.h"
 #include "commscope/util/atomic_file.h"
 #include "commscope/workload/workload.h"
 

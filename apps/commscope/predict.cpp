@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "common/scenario_options.h"
 #include "commscope/report/predict.h"
 #include "commscope/timeline/chrome.h"
 #include "commscope/util/atomic_file.h"
-#include "scenario_options.h"
 #include "verbs.h"
 
 namespace commscope::cli {

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../src/trainer/comm_stream.h"
+#include "../../src/train/comm_stream.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // GPT-2 over a flat parameter buffer: see gpt.h.
-#include "commscope/train/gpt.h"
+#include "commscope/gpt/gpt.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "commscope/train/kernels.h"
+#include "commscope/gpt/kernels.h"
 
 namespace commscope::train {
 
