@@ -12,10 +12,6 @@
 namespace commscope {
 
 namespace {
-constexpr EnumName<DType> kDTypeNames[] = {{DType::fp32, "float32"},  {DType::fp16, "float16"},
-                                           {DType::bf16, "bfloat16"}, {DType::fp64, "float64"},
-                                           {DType::int32, "int32"},   {DType::int64, "int64"},
-                                           {DType::int8, "int8"},     {DType::fp8, "float8"}};
 constexpr EnumName<IntraNodeTopology> kTopoNames[] = {
     {IntraNodeTopology::nvswitch, "nvswitch"},
     {IntraNodeTopology::nvlink_mesh, "nvlink-mesh"},
@@ -36,32 +32,11 @@ double positive(FieldReader& r, std::string_view key, bool required = true) {
 }
 }  // namespace
 
-std::string_view to_string(DType d) {
-  return enum_to_name(kDTypeNames, d);
-}
 std::string_view to_string(IntraNodeTopology t) {
   return enum_to_name(kTopoNames, t);
 }
 std::string_view to_string(Transport t) {
   return enum_to_name(kTransportNames, t);
-}
-
-int dtype_bytes(DType d) {
-  switch (d) {
-    case DType::fp64:
-    case DType::int64:
-      return 8;
-    case DType::fp32:
-    case DType::int32:
-      return 4;
-    case DType::fp16:
-    case DType::bf16:
-      return 2;
-    case DType::int8:
-    case DType::fp8:
-      return 1;
-  }
-  return 0;
 }
 
 FlopsPerSecond PeakFlops::for_dtype(DType d) const {
@@ -185,21 +160,60 @@ Result<NetworkProtocol> load_network(const std::string& name_or_path) {
   return network_from_json(j, path.string());
 }
 
+// The preset format system_from_json reads: every field it knows, optional ones when set.
 nlohmann::json to_json(const SystemSpec& s) {
-  return {{"name", s.name},
-          {"gpu", s.gpu.name},
-          {"gpus_per_node", s.node.gpus},
-          {"gpu_memory_bytes", s.gpu.memory.value()},
-          {"nics_per_node", s.nics.count},
-          {"nic_line_rate_gbps", units::to_gbit_per_s(s.nics.line_rate)}};
+  using namespace units;
+  nlohmann::json peak = {{"fp32", for_file(to_tflop_per_s(s.gpu.peak.fp32))},
+                         {"fp16", for_file(to_tflop_per_s(s.gpu.peak.fp16))}};
+  auto optional = [](nlohmann::json& j, const char* key, double v) {
+    if (v > 0) j[key] = v;
+  };
+  optional(peak, "fp64", for_file(to_tflop_per_s(s.gpu.peak.fp64)));
+  optional(peak, "tf32", for_file(to_tflop_per_s(s.gpu.peak.tf32)));
+  optional(peak, "bf16", for_file(to_tflop_per_s(s.gpu.peak.bf16)));
+  optional(peak, "fp8", for_file(to_tflop_per_s(s.gpu.peak.fp8)));
+  nlohmann::json node = {{"gpus", s.node.gpus},
+                         {"topology", to_string(s.node.topology)},
+                         {"link_bandwidth_gbs", for_file(to_gb_per_s(s.node.link_bandwidth))},
+                         {"p2p_bandwidth_gbs", for_file(to_gb_per_s(s.node.p2p_bandwidth))}};
+  optional(node, "host_copy_pinned_gbs", for_file(to_gb_per_s(s.node.host_copy_pinned)));
+  optional(node, "host_copy_pageable_gbs", for_file(to_gb_per_s(s.node.host_copy_pageable)));
+  nlohmann::json nics = {{"count", s.nics.count},
+                         {"line_rate_gbps", for_file(to_gbit_per_s(s.nics.line_rate))}};
+  if (!s.nics.model.empty()) nics["model"] = s.nics.model;
+  const Calibration& c = s.calibration;
+  nlohmann::json j = {{"name", s.name},
+                      {"network", s.network},
+                      {"gpu",
+                       {{"name", s.gpu.name},
+                        {"memory_gib", for_file(to_gib(s.gpu.memory))},
+                        {"memory_bandwidth_gbs", for_file(to_gb_per_s(s.gpu.memory_bandwidth))},
+                        {"peak_tflops", peak}}},
+                      {"node", node},
+                      {"nics", nics},
+                      {"calibration",
+                       {{"gemm_efficiency", c.gemm_efficiency},
+                        {"gemm_half_gflops", for_file(c.gemm_half_flops / 1e9)},
+                        {"gemm_steepness", c.gemm_steepness},
+                        {"attention_efficiency", c.attention_efficiency},
+                        {"memory_efficiency", c.memory_efficiency},
+                        {"kernel_overhead_us", for_file(to_us(c.kernel_overhead))},
+                        {"intra_node_efficiency", c.intra_node_efficiency},
+                        {"intra_node_latency_us", for_file(to_us(c.intra_node_latency))},
+                        {"iteration_overhead_ms", for_file(c.iteration_overhead.value() * 1e3)},
+                        {"microbatch_overhead_us", for_file(to_us(c.microbatch_overhead))}}}};
+  if (s.max_nodes > 0) j["max_nodes"] = s.max_nodes;
+  if (!s.sources.empty()) j["sources"] = s.sources;
+  return j;
 }
 
 nlohmann::json to_json(const NetworkProtocol& p) {
   return {{"name", p.name},
           {"transport", to_string(p.transport)},
-          {"line_rate_gbps", units::to_gbit_per_s(p.line_rate)},
-          {"achievable_gbps", units::to_gbit_per_s(p.achievable)},
-          {"latency_us", units::to_us(p.latency)}};
+          {"line_rate_gbps", units::for_file(units::to_gbit_per_s(p.line_rate))},
+          {"achievable_gbps", units::for_file(units::to_gbit_per_s(p.achievable))},
+          {"latency_us", units::for_file(units::to_us(p.latency))},
+          {"sources", p.sources}};
 }
 
 }  // namespace commscope

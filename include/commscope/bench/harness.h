@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "commscope/workload/op.h"
+#include "commscope/spec/vocabulary.h"
 
 namespace commscope::bench {
 

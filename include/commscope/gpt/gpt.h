@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "commscope/spec/vocabulary.h"
 #include "commscope/util/result.h"
-#include "commscope/workload/op.h"
 
 namespace commscope::train {
 
@@ -27,7 +27,7 @@ struct Range {
 };
 
 // Layer of ParamTensor, Group and OpRecord: the block index, or the workload's layer numbers
-// kEmbeddingLayer and kHeadLayer (the final norm) of workload/op.h.
+// kEmbeddingLayer and kHeadLayer (the final norm) of spec/vocabulary.h.
 
 struct ParamTensor {
   std::string name;  // "wte", "wpe", "norm_attn.w", ..., "mlp_out.b", "lnf.w", "lnf.b"

@@ -8,14 +8,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "commscope/spec/vocabulary.h"
 #include "commscope/util/result.h"
 #include "commscope/util/units.h"
 
 namespace commscope {
-
-enum class DType : std::uint8_t { fp32, fp16, bf16, fp64, int32, int64, int8, fp8 };
-std::string_view to_string(DType d);
-int dtype_bytes(DType d);
 
 // Peak dense throughput per data type (0 where the GPU has none).
 struct PeakFlops {

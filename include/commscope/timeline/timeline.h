@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "commscope/workload/op.h"
+#include "commscope/spec/vocabulary.h"
 
 namespace commscope {
 
@@ -78,8 +78,8 @@ struct ShareTable {
       if (v[i].total > 0 || v[i].exposed > 0) f(static_cast<E>(i), v[i]);
   }
 };
-using GroupShares = ShareTable<CommGroup, 4>;
-using CollectiveShares = ShareTable<Collective, 8>;
+using GroupShares = ShareTable<CommGroup, kCommGroupCount>;
+using CollectiveShares = ShareTable<Collective, kCollectiveCount>;
 
 // Where a rank's time went in a window. compute + exposed_comm + memcpy_only + idle = wall;
 // overlapped + exposed = comm.

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <compare>
+#include <cstdio>
+#include <cstdlib>
 
 namespace commscope {
 
@@ -109,6 +111,13 @@ constexpr double to_us(Seconds s) {
 }
 constexpr double to_gib(Bytes b) {
   return b.value() / kGiB;
+}
+// A converted quantity as a file should hold it: 15 significant digits, so that a conversion's
+// last-bit error does not show as 24.999999999999996 and a written preset reads back to itself.
+inline double for_file(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return std::strtod(buf, nullptr);
 }
 }  // namespace units
 

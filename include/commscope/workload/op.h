@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "commscope/spec/system.h"
+#include "commscope/spec/vocabulary.h"
 
 namespace commscope {
 
@@ -26,18 +26,6 @@ enum class ComputeClass : std::uint8_t {
   loss,
   optimizer
 };
-enum class Collective : std::uint8_t {
-  all_reduce,
-  all_gather,
-  reduce_scatter,
-  broadcast,
-  reduce,
-  all_to_all,
-  send,
-  recv
-};
-// Process groups in Megatron's terms; "embedding" is the first and last pipeline stage.
-enum class CommGroup : std::uint8_t { data, tensor, pipeline, embedding };
 // Ops the simulator treats specially: ZeRO-3 parameter gathers (prefetched) and gradient
 // buckets (deferred without overlap).
 enum class OpTag : std::uint8_t { none, param_gather, grad_bucket };
@@ -45,21 +33,6 @@ enum class OpTag : std::uint8_t { none, param_gather, grad_bucket };
 std::string_view to_string(OpKind k);
 std::string_view to_string(Phase p);
 std::string_view to_string(ComputeClass c);
-std::string_view to_string(Collective c);
-std::string_view to_string(CommGroup g);
-// The collective a name stands for, in any of the spellings met in practice: commscope's
-// ("all_reduce"), PyTorch's "Collective name" ("allreduce", "_allgather_base"), NCCL kernel
-// names ("ncclDevKernel_ReduceScatter_RING_LL"), "sendrecv". False when none.
-bool collective_from_name(std::string_view name, Collective& out);
-
-// nccl-tests' bus-bandwidth factor for a collective over n ranks: busbw = algbw x factor.
-// all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; the rest 1.
-double bus_factor(Collective c, int n);
-
-// Layer index of ops that belong to no transformer block.
-inline constexpr std::int32_t kEmbeddingLayer = -1;
-inline constexpr std::int32_t kHeadLayer = -2;
-inline constexpr std::int32_t kNoLayer = -3;
 
 struct Op {
   OpKind kind = OpKind::compute;

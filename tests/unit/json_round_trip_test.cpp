@@ -1,0 +1,139 @@
+// Each JSON type commscope writes is read back by the reader beside its writer into the same
+// value: every shipped model, system and network preset, and breakdowns of real simulated and
+// hand-built timelines (through text, so number formatting is part of the trip).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/spec/model.h"
+#include "commscope/spec/preset.h"
+#include "commscope/spec/system.h"
+#include "commscope/timeline/breakdown_json.h"
+#include "commscope/timeline/timeline.h"
+
+namespace commscope {
+namespace {
+
+nlohmann::json through_text(const nlohmann::json& j) {
+  return nlohmann::json::parse(j.dump());
+}
+
+TEST(JsonRoundTrip, EveryModelPreset) {
+  const auto names = list_presets(PresetKind::model);
+  ASSERT_FALSE(names.empty());
+  for (const auto& n : names) {
+    auto m = load_model(n);
+    ASSERT_TRUE(m.ok()) << n << ": " << m.error().message;
+    const nlohmann::json written = to_json(*m);
+    auto back = model_from_json(through_text(written), n);
+    ASSERT_TRUE(back.ok()) << n << ": " << back.error().message;
+    EXPECT_EQ(to_json(*back), written) << n;
+  }
+}
+
+TEST(JsonRoundTrip, EverySystemAndNetworkPreset) {
+  for (const auto& n : list_presets(PresetKind::system)) {
+    auto s = load_system(n);
+    ASSERT_TRUE(s.ok()) << n << ": " << s.error().message;
+    const nlohmann::json written = to_json(*s);
+    auto back = system_from_json(through_text(written), n);
+    ASSERT_TRUE(back.ok()) << n << ": " << back.error().message;
+    EXPECT_EQ(to_json(*back), written) << n;
+  }
+  for (const auto& n : list_presets(PresetKind::network)) {
+    auto p = load_network(n);
+    ASSERT_TRUE(p.ok()) << n << ": " << p.error().message;
+    const nlohmann::json written = to_json(*p);
+    auto back = network_from_json(through_text(written), n);
+    ASSERT_TRUE(back.ok()) << n << ": " << back.error().message;
+    EXPECT_EQ(to_json(*back), written) << n;
+  }
+}
+
+// A rank that computes, communicates partly under compute, copies memory and idles.
+Timeline sample_timeline() {
+  Timeline t;
+  auto ev = [&](EventKind k, double start, double dur) {
+    Event e;
+    e.kind = k;
+    e.start = start;
+    e.dur = dur;
+    e.name = t.intern(std::string(to_string(k)));
+    return e;
+  };
+  t.events.push_back(ev(EventKind::compute, 0.0, 1.0));
+  Event ar = ev(EventKind::comm, 0.5, 1.0 / 3);  // a third of a second: not exact in decimal
+  ar.has_collective = true;
+  ar.collective = Collective::all_reduce;
+  ar.group = CommGroup::data;
+  t.events.push_back(ar);
+  Event ag = ev(EventKind::comm, 1.2, 0.25);
+  ag.has_collective = true;
+  ag.collective = Collective::all_gather;
+  ag.group = CommGroup::tensor;
+  t.events.push_back(ag);
+  t.events.push_back(ev(EventKind::memcpy, 1.5, 0.1));
+  t.events.push_back(ev(EventKind::compute, 2.0, 0.7));
+  return t;
+}
+
+void expect_same(const Breakdown& a, const Breakdown& b) {
+  EXPECT_EQ(a.wall, b.wall);
+  EXPECT_EQ(a.compute, b.compute);
+  EXPECT_EQ(a.comm, b.comm);
+  EXPECT_EQ(a.overlapped, b.overlapped);
+  EXPECT_EQ(a.exposed, b.exposed);
+  EXPECT_EQ(a.memcpy, b.memcpy);
+  EXPECT_EQ(a.idle, b.idle);
+  EXPECT_EQ(a.bubble, b.bubble);
+  for (std::size_t i = 0; i < kCommGroupCount; ++i) {
+    EXPECT_EQ(a.by_group.v[i].total, b.by_group.v[i].total) << i;
+    EXPECT_EQ(a.by_group.v[i].exposed, b.by_group.v[i].exposed) << i;
+  }
+  for (std::size_t i = 0; i < kCollectiveCount; ++i) {
+    EXPECT_EQ(a.by_collective.v[i].total, b.by_collective.v[i].total) << i;
+    EXPECT_EQ(a.by_collective.v[i].exposed, b.by_collective.v[i].exposed) << i;
+  }
+}
+
+TEST(JsonRoundTrip, Breakdown) {
+  Breakdown b = breakdown(sample_timeline(), 0);
+  b.bubble = 0.125;
+  // The sample really has every part, so the trip is tested on non-zero values.
+  ASSERT_GT(b.overlapped, 0);
+  ASSERT_GT(b.exposed, 0);
+  ASSERT_GT(b.memcpy, 0);
+  ASSERT_GT(b.idle, 0);
+  ASSERT_GT(b.by_group[CommGroup::tensor].total, 0);
+  const nlohmann::json j = breakdown_to_json(b);
+  EXPECT_EQ(j["comm_by_collective"].size(), 2u);
+  auto back = breakdown_from_json(through_text(j), "test");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same(b, *back);
+  EXPECT_EQ(breakdown_to_json(*back), j);
+}
+
+TEST(JsonRoundTrip, BreakdownReaderNamesWhatIsWrong) {
+  const nlohmann::json good = breakdown_to_json(breakdown(sample_timeline(), 0));
+  auto message = [](const nlohmann::json& j) {
+    auto r = breakdown_from_json(j, "doc.json");
+    return r.ok() ? std::string("accepted") : r.error().message;
+  };
+  nlohmann::json j = good;
+  j.erase("idle_s");
+  EXPECT_NE(message(j).find("'idle_s'"), std::string::npos) << message(j);
+  j = good;
+  j["compute_s"] = -1.0;
+  EXPECT_NE(message(j).find("'compute_s'"), std::string::npos) << message(j);
+  j = good;
+  j["comm_by_group"]["bogus"] = {{"total_s", 1.0}, {"exposed_s", 0.0}};
+  EXPECT_NE(message(j).find("bogus"), std::string::npos) << message(j);
+  j = good;
+  j["comm_by_collective"]["all_reduce"].erase("exposed_s");
+  EXPECT_NE(message(j).find("comm_by_collective.all_reduce.exposed_s"), std::string::npos)
+      << message(j);
+  EXPECT_NE(message(nlohmann::json::array()).find("doc.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace commscope
