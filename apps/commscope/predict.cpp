@@ -75,6 +75,8 @@ Verb add_predict(CLI::App& app) {
               Workload w = build_workload(*sc);
               SimOptions so;
               so.timeline = !st->trace.empty();
+              if (so.timeline)
+                if (Status s = check_timeline_size(w); !s.ok()) return fail(s.error().message);
               Prediction p = simulate(w, so);
               rows.push_back(predict_row(w, p));
               if (inputs->size() == 1) print_warnings(sc->warnings);

@@ -14,6 +14,7 @@
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
+#include "commscope/spec/limits.h"
 
 namespace commscope {
 
@@ -507,6 +508,23 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     }
   }
   return pred;
+}
+
+std::int64_t timeline_events(const Workload& w) {
+  std::int64_t n = 0;
+  for (const auto& role : w.roles) {
+    std::int64_t per_microbatch = 0;
+    for (const auto& c : role.chunks)
+      per_microbatch += static_cast<std::int64_t>(c.forward.size() + c.backward.size()) + 2;
+    n += per_microbatch * w.microbatches + static_cast<std::int64_t>(role.step.size());
+  }
+  return n;
+}
+
+Status check_timeline_size(const Workload& w) {
+  return limits::check_at_most("--trace", timeline_events(w), limits::kMaxTraceEvents,
+                               "events in one trace, commscope's limit; use fewer micro-batches "
+                               "or layers");
 }
 
 }  // namespace commscope

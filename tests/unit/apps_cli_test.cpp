@@ -267,6 +267,72 @@ TEST_F(CliPredict, ValidateAndCalibrate) {
   EXPECT_NE(missing.err.find("no-such-file.csv: cannot open"), std::string::npos) << missing.err;
 }
 
+// Item 6 of issue 10: every extreme input is refused with one line and status 2, at once.
+// The 60 s timeout only catches a hang (status 124 from timeout(1)); it never decides a pass.
+class CliLimits : public Cli {
+ protected:
+  void expect_refused(const std::string& args, const std::string& field) {
+    SCOPED_TRACE(args);
+    Outcome r = run("timeout 60 " + std::string(COMMSCOPE_BIN) + " " + args);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(field), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+  Outcome run(const std::string& shell_args) {
+    std::string cmd = shell_args + " >" + (dir_ / "out").string() + " 2>" +
+                      (dir_ / "err").string() + " </dev/null";
+    int rc = std::system(cmd.c_str());
+    Outcome r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(dir_ / "out");
+    r.err = slurp(dir_ / "err");
+    return r;
+  }
+};
+
+TEST_F(CliLimits, HugeGpuCountsAreRefused) {
+  // These looped forever in the tree's ceil-log2 over int.
+  expect_refused("predict --gpus 1073741828", "--gpus: expected at most 1048576");
+  expect_refused("predict --dp 1073741828", "--dp: expected at most 1048576");
+  expect_refused("predict --nodes 268435457 --system polaris", "--nodes: expected at most");
+  expect_refused("predict --gpus 2000000000 --micro-batch-size 2000000000", "--gpus");
+  expect_refused("predict --micro-batch-size 2000000000", "--micro-batch-size: expected at most");
+  // DP x TP x PP each within the limit, the product not.
+  expect_refused("predict --dp 1048576 --tp 4", "DP x TP x PP at most");
+  expect_refused("describe --nodes 1000000", "--nodes: expected at most");
+}
+
+TEST_F(CliLimits, HugeModelFilesAreRefusedBeforeAllocating) {
+  // 100 bytes that used to grow predict and describe to 8.4 GB.
+  fs::path model = dir_ / "layers.json";
+  std::ofstream(model) << R"({"name":"x","kind":"gpt","layers":1e9,"hidden":64,"heads":4,)"
+                       << R"("vocab":100,"seq_length":64})";
+  expect_refused("predict --model " + model.string(), "field 'layers': expected at most 4096");
+  expect_refused("describe --model " + model.string(), "field 'layers': expected at most 4096");
+  fs::path wide = dir_ / "hidden.json";
+  std::ofstream(wide) << R"({"name":"x","kind":"gpt","layers":2,"hidden":1e12,"heads":4,)"
+                      << R"("vocab":100,"seq_length":64})";
+  expect_refused("describe --model " + wide.string(), "field 'hidden': expected at most");
+}
+
+TEST_F(CliLimits, HugeBatchesSequencesSweepsAndTracesAreRefused) {
+  expect_refused("predict --global-batch-size 4294967296000", "--global-batch-size");
+  expect_refused("predict --gradient-accumulation-steps 1000000000",
+                 "gradient_accumulation_steps: expected at most 65536");
+  expect_refused("predict --seq-length 100000000", "seq_length");
+  std::string twenty = "1";  // 20^4 = 160,000 plans, more than the 100,000 allowed
+  for (int i = 2; i <= 20; ++i) twenty += "," + std::to_string(i);
+  expect_refused("predict --tp " + twenty + " --pp " + twenty + " --dp " + twenty +
+                     " --micro-batch-size " + twenty,
+                 "sweep: expected at most 100000 plans (the product of the comma lists' lengths; "
+                 "commscope's limit), got 160000");
+  expect_refused("predict --pp 36 --nodes 9 --gradient-accumulation-steps 50000 --trace " +
+                     (dir_ / "t.json").string(),
+                 "--trace: expected at most");
+  EXPECT_FALSE(fs::exists(dir_ / "t.json"));
+}
+
 }  // namespace
 
 namespace {
