@@ -162,7 +162,8 @@ namespace {
 struct ChunkRuns {
   std::vector<double> fwd_dur, bwd_dur;
   ListRun fwd, bwd, bwd_last;
-  double fwd_p2p = 0, bwd_p2p = 0;  // transfer feeding this chunk's forward / backward
+  double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
+  double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
 };
 
@@ -207,10 +208,18 @@ std::vector<double> durations(const OpList& l, const Costs& costs) {
   return d;
 }
 
-double p2p_of(const OpList& l, const Costs& costs) {
+const Op* recv_op(const OpList& l) {
   for (const Op& op : l.ops())
-    if (op.kind == OpKind::comm && op.collective == Collective::recv) return costs.of(op);
-  return 0;
+    if (op.kind == OpKind::comm && op.collective == Collective::recv) return &op;
+  return nullptr;
+}
+double p2p_of(const OpList& l, const Costs& costs) {
+  const Op* op = recv_op(l);
+  return op ? costs.of(*op) : 0.0;
+}
+double p2p_bytes_of(const OpList& l) {
+  const Op* op = recv_op(l);
+  return op ? op->bytes : 0.0;
 }
 
 // Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
@@ -305,6 +314,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names);
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
+      r.fwd_p2p_bytes = p2p_bytes_of(ch.forward);
+      r.bwd_p2p_bytes = p2p_bytes_of(ch.backward);
       r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
       r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
       if (r.bwd_last.end > r.bwd_last.blocking_end)
@@ -492,6 +503,11 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
           e.has_collective = true;
           e.collective = Collective::recv;
           e.group = CommGroup::pipeline;
+          // The size of the activation (forward) or its gradient (backward) that describe
+          // counts: the recv op of the task's list.
+          const ChunkRuns& r = runs_of(t.stage, t.chunk);
+          e.bytes = t.backward ? r.bwd_p2p_bytes : r.fwd_p2p_bytes;
+          e.group_size = 2;
           e.name = send_name;
           e.microbatch = t.microbatch;
           tl.events.push_back(e);
