@@ -1,6 +1,8 @@
 // validate and calibrate: readers, metrics, the fit, and the held-out error on vTrain's data.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -68,12 +70,67 @@ TEST(Validate, CommscopeCsvAndErrors) {
   auto bad = read_measured_csv((dir / "bad.csv").string(), "x");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find(
-                "line 2: column 'measured_s': expected a positive number of seconds, got 'fast'"),
+                "line 2: column 'measured_s': expected a positive, finite number of seconds, got "
+                "'fast'"),
             std::string::npos)
       << bad.error().message;
   auto short_row = read_measured_csv((dir / "short.csv").string(), "x");
   ASSERT_FALSE(short_row.ok());
   EXPECT_NE(short_row.error().message.find("line 2: expected 2 columns, got 1"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Rows that used to be accepted: a CSV without a model column ran every row as the default
+// model; measured_s = inf (and huge counts that wrapped around int) were taken as measured.
+TEST(Validate, RefusesMissingModelNonFiniteTimesAndFifos) {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / ("commscope_validate_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  auto no_model = read_measured_csv(write("nomodel.csv", "nodes,tp,measured_s\n4,1,0.25\n"), "x");
+  ASSERT_FALSE(no_model.ok());
+  EXPECT_NE(no_model.error().message.find("line 1: expected a column 'model'"), std::string::npos)
+      << no_model.error().message;
+  auto blank = read_measured_csv(write("blank.csv", "model,measured_s\n,0.25\n"), "x");
+  ASSERT_FALSE(blank.ok());
+  EXPECT_NE(blank.error().message.find("line 2: column 'model'"), std::string::npos);
+  for (const char* t : {"inf", "-inf", "nan", "1e999", "0", "-1"}) {
+    SCOPED_TRACE(t);
+    auto r = read_measured_csv(
+        write("inf.csv",
+              (std::string("model,measured_s\ngpt2-large,0.5\ngpt2-large,") + t + "\n").c_str()),
+        "x");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("line 3: column 'measured_s': expected a positive, finite"),
+              std::string::npos)
+        << r.error().message;
+  }
+  auto wrap =
+      read_measured_csv(write("wrap.csv", "model,gpus,measured_s\ngpt2-large,4294967300,1\n"), "x");
+  ASSERT_FALSE(wrap.ok());
+  EXPECT_NE(wrap.error().message.find("column 'gpus'"), std::string::npos);
+  auto vtrain_inf = read_measured_csv(
+      write("vinf.csv",
+            "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+            "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n"
+            "8,8,1,1024,16,24,1024,1,8,1,inf\n"),
+      "vtrain-a100");
+  ASSERT_FALSE(vtrain_inf.ok());
+  EXPECT_NE(vtrain_inf.error().message.find("line 2: column 'iteration time (ms)'"),
+            std::string::npos)
+      << vtrain_inf.error().message;
+  // A FIFO would block the reader forever: refused before it is opened.
+  const fs::path fifo = dir / "pipe.csv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto from_fifo = read_measured_csv(fifo.string(), "x");
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_NE(from_fifo.error().message.find("expected a regular file (a CSV), got a FIFO"),
+            std::string::npos)
+      << from_fifo.error().message;
   fs::remove_all(dir);
 }
 
