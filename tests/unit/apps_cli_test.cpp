@@ -333,6 +333,37 @@ TEST_F(CliLimits, HugeBatchesSequencesSweepsAndTracesAreRefused) {
   EXPECT_FALSE(fs::exists(dir_ / "t.json"));
 }
 
+// Messages that misled: "expected a number, got '1e9'" for an integer flag, "A subcommand is
+// required" for an unknown verb, CLI11's multi-line messages.
+TEST_F(Cli, MessagesSayWhatWasExpected) {
+  Outcome half = run("predict --micro-batch-size 1.5");
+  EXPECT_EQ(half.status, 2);
+  EXPECT_EQ(half.err, "commscope: --micro-batch-size: expected an integer, got '1.5'\n");
+  // An exact integer written with an exponent is that integer.
+  Outcome exp = run("describe --format json --micro-batch-size 4e0");
+  EXPECT_EQ(exp.status, 0) << exp.err;
+  Outcome verb = run("frobnicate");
+  EXPECT_EQ(verb.status, 2);
+  EXPECT_EQ(lines(verb.err), 1);
+  EXPECT_EQ(
+      verb.err.rfind("commscope: unknown verb 'frobnicate'; the verbs are describe, predict", 0),
+      0u)
+      << verb.err;
+  Outcome none = run("");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_EQ(lines(none.err), 1);
+  EXPECT_NE(none.err.find("the verbs are"), std::string::npos) << none.err;
+  Outcome unknown_flag = run("predict --no-such-flag");
+  EXPECT_EQ(unknown_flag.status, 2);
+  EXPECT_EQ(lines(unknown_flag.err), 1);
+  EXPECT_EQ(unknown_flag.err.rfind("commscope: predict: ", 0), 0u) << unknown_flag.err;
+  EXPECT_NE(unknown_flag.err.find("--no-such-flag"), std::string::npos);
+  Outcome missing = run("validate");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(lines(missing.err), 1);
+  EXPECT_EQ(missing.err.rfind("commscope: validate: ", 0), 0u) << missing.err;
+}
+
 }  // namespace
 
 namespace {
