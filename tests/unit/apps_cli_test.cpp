@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -232,9 +233,69 @@ TEST_F(CliPredict, InvalidCombinationsAreSkippedWithAWarning) {
   Outcome r = run("predict --format csv --tp 1,3");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(lines(r.out), 2);  // header + the valid one
-  EXPECT_NE(r.err.find("skipped: --tensor-model-parallel-size"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err,
+            "commscope: warning: 1 of 2 plans skipped: 1 --tensor-model-parallel-size (expected a "
+            "divisor of the 20 attention heads of gpt2-large)\n");
   Outcome all_bad = run("predict --tp 3,7");
   EXPECT_EQ(all_bad.status, 2);
+  EXPECT_EQ(lines(all_bad.err), 1) << all_bad.err;
+}
+
+// A sweep says what it skipped in one line with counts (it printed a line per plan), and how
+// many plans do not fit (it said nothing).
+TEST_F(CliPredict, SweepSummaryTopAndSort) {
+  const std::string sweep =
+      "predict --format json --tp 1,2,3,4,5,8 --pp 1,2,3,5 "
+      "--micro-batch-size 1,8,64";
+  Outcome all = run(sweep);
+  ASSERT_EQ(all.status, 0) << all.err;
+  auto rows = nlohmann::json::parse(all.out)["predictions"];
+  std::size_t no_fit = 0;
+  for (const auto& p : rows) no_fit += p["fits"] == false;
+  const std::size_t skipped = 6 * 4 * 3 - rows.size();
+  ASSERT_GT(skipped, 0u);
+  ASSERT_GT(no_fit, 0u);
+  EXPECT_EQ(lines(all.err), 2) << all.err;
+  EXPECT_NE(all.err.find(std::to_string(skipped) + " of 72 plans skipped: "), std::string::npos)
+      << all.err;
+  EXPECT_NE(all.err.find(std::to_string(no_fit) + " of " + std::to_string(rows.size()) +
+                         " predicted plans do not fit"),
+            std::string::npos)
+      << all.err;
+  // --top 3 --sort tokens: the three highest tokens/s of the full sweep, best first.
+  std::vector<double> tokens;
+  for (const auto& p : rows) tokens.push_back(p["tokens_per_s"]);
+  std::sort(tokens.rbegin(), tokens.rend());
+  Outcome top = run(sweep + " --top 3 --sort tokens");
+  ASSERT_EQ(top.status, 0) << top.err;
+  auto best = nlohmann::json::parse(top.out)["predictions"];
+  ASSERT_EQ(best.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(best[i]["tokens_per_s"].get<double>(), tokens[i]);
+  // --sort memory: ascending memory per GPU, every row kept.
+  Outcome mem = run(sweep + " --sort memory");
+  ASSERT_EQ(mem.status, 0) << mem.err;
+  auto by_mem = nlohmann::json::parse(mem.out)["predictions"];
+  ASSERT_EQ(by_mem.size(), rows.size());
+  for (std::size_t i = 1; i < by_mem.size(); ++i)
+    EXPECT_LE(by_mem[i - 1]["memory_per_gpu_bytes"].get<double>(),
+              by_mem[i]["memory_per_gpu_bytes"].get<double>());
+  // --top alone sorts by iteration time.
+  Outcome fastest = run(sweep + " --top 1");
+  ASSERT_EQ(fastest.status, 0) << fastest.err;
+  double min_time = 1e300;
+  for (const auto& p : rows) min_time = std::min(min_time, p["iteration_time_s"].get<double>());
+  EXPECT_DOUBLE_EQ(
+      nlohmann::json::parse(fastest.out)["predictions"][0]["iteration_time_s"].get<double>(),
+      min_time);
+  // Not a terminal: no progress output, whatever the sweep's length.
+  EXPECT_EQ(all.err.find("predicting"), std::string::npos);
+  for (const char* bad : {"predict --top -1", "predict --top x", "predict --sort speed"}) {
+    SCOPED_TRACE(bad);
+    Outcome b = run(bad);
+    EXPECT_EQ(b.status, 2);
+    EXPECT_EQ(lines(b.err), 1) << b.err;
+    EXPECT_TRUE(b.out.empty());
+  }
 }
 
 TEST_F(CliPredict, TraceOpensAsChromeJson) {
