@@ -3,11 +3,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "commscope/calib/validate.h"
+#include "commscope/report/validation.h"
 #include "test_util.h"
 
 namespace commscope {
@@ -132,6 +134,36 @@ TEST(Validate, RefusesMissingModelNonFiniteTimesAndFifos) {
             std::string::npos)
       << from_fifo.error().message;
   fs::remove_all(dir);
+}
+
+// validate's analysis in the library: each row's error is predicted/measured - 1 of that
+// run, the odd split keeps rows 1, 3, 5..., and the summaries are summarize() of those errors.
+TEST(Validate, ValidateRunsRowsAndSummaries) {
+  auto runs = read_measured_csv(kVtrain + "ground_truth_single.csv", "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  std::vector<std::string> skipped;
+  auto prepared = prepare_runs(*runs, skipped);
+  ASSERT_GT(prepared.size(), 4u);
+  Validation v = validate_runs(prepared, "odd");
+  std::vector<double> errors;
+  for (const auto& r : prepared)
+    if (r.index % 2 == 1)
+      errors.push_back(predicted_time(r, r.workload.scenario.system.calibration) / r.measured_s -
+                       1.0);
+  ASSERT_EQ(v.rows.size(), errors.size());
+  for (std::size_t i = 0; i < errors.size(); ++i) EXPECT_DOUBLE_EQ(v.rows[i].error, errors[i]);
+  const ErrorSummary want = summarize(errors);
+  bool found = false;
+  for (const auto& [key, s] : v.summary)
+    if (key.first == "(all files)") {
+      found = true;
+      EXPECT_EQ(s.rows, want.rows);
+      EXPECT_DOUBLE_EQ(s.mape, want.mape);
+      EXPECT_DOUBLE_EQ(s.max, want.max);
+    }
+  EXPECT_TRUE(found);
+  const std::string csv = render_validation(v, Format::csv, "vtrain-a100", false);
+  EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')), errors.size() + 1);
 }
 
 // The fit recovers times generated with a known calibration, starting from the defaults.
