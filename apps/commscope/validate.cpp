@@ -117,17 +117,6 @@ Verb add_calibrate(CLI::App& app) {
           if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
         });
         if (tty) std::fprintf(stderr, "\n");
-        nlohmann::json j = raw.value();
-        j["calibration"] = {{"gemm_efficiency", c.gemm_efficiency},
-                            {"gemm_half_gflops", c.gemm_half_flops / 1e9},
-                            {"gemm_steepness", c.gemm_steepness},
-                            {"attention_efficiency", c.attention_efficiency},
-                            {"memory_efficiency", c.memory_efficiency},
-                            {"kernel_overhead_us", units::to_us(c.kernel_overhead)},
-                            {"intra_node_efficiency", c.intra_node_efficiency},
-                            {"intra_node_latency_us", units::to_us(c.intra_node_latency)},
-                            {"iteration_overhead_ms", c.iteration_overhead.value() * 1e3},
-                            {"microbatch_overhead_us", units::to_us(c.microbatch_overhead)}};
         std::vector<std::string> files;
         for (const auto& f : st->files) files.push_back(f.substr(f.find_last_of('/') + 1));
         std::string note = fmt::format(
@@ -135,14 +124,7 @@ Verb add_calibrate(CLI::App& app) {
             "mean |log "
             "error|); validate on the other rows",
             st->rows, fit.size(), fmt::join(files, ", "));
-        auto& sources = j["sources"];
-        if (!sources.is_array()) sources = nlohmann::json::array();
-        nlohmann::json kept = nlohmann::json::array();
-        for (const auto& s : sources)
-          if (!(s.is_string() && s.get<std::string>().rfind("calibration fitted by", 0) == 0))
-            kept.push_back(s);
-        kept.push_back(note);
-        j["sources"] = kept;
+        nlohmann::json j = with_calibration(raw.value(), c, note);
         return emit(j.dump(2) + "\n", st->output);
       }};
 }

@@ -166,6 +166,20 @@ TEST(Validate, ValidateRunsRowsAndSummaries) {
   EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')), errors.size() + 1);
 }
 
+// calibrate's output: the fitted values in the system files' units, one "fitted by" note.
+TEST(Validate, WithCalibrationReplacesTheFitNote) {
+  nlohmann::json sys = {{"name", "x"},
+                        {"sources", {"vendor sheet", "calibration fitted by an earlier run"}}};
+  Calibration c;
+  c.gemm_half_flops = 2.5e12;
+  c.kernel_overhead = Seconds(4e-6);
+  nlohmann::json j = with_calibration(sys, c, "calibration fitted by this run");
+  EXPECT_DOUBLE_EQ(j["calibration"]["gemm_half_gflops"].get<double>(), 2500.0);
+  EXPECT_NEAR(j["calibration"]["kernel_overhead_us"].get<double>(), 4.0, 1e-9);
+  EXPECT_EQ(j["sources"], nlohmann::json({"vendor sheet", "calibration fitted by this run"}));
+  EXPECT_EQ(j["name"], "x");
+}
+
 // The fit recovers times generated with a known calibration, starting from the defaults.
 TEST(Validate, FitRecoversAKnownCalibration) {
   auto runs = read_measured_csv(kVtrain + "ground_truth_single.csv", "vtrain-a100");
