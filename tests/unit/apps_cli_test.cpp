@@ -388,10 +388,13 @@ TEST_F(CliLimits, HugeBatchesSequencesSweepsAndTracesAreRefused) {
                      " --micro-batch-size " + twenty,
                  "sweep: expected at most 100000 plans (the product of the comma lists' lengths; "
                  "commscope's limit), got 160000");
-  expect_refused("predict --pp 36 --nodes 9 --gradient-accumulation-steps 50000 --trace " +
+  expect_refused("predict --pp 4 --nodes 1 --gradient-accumulation-steps 60000 --trace " +
                      (dir_ / "t.json").string(),
                  "--trace: expected at most");
   EXPECT_FALSE(fs::exists(dir_ / "t.json"));
+  // PP x micro-batches above the simulator's 2^20 pipeline tasks.
+  expect_refused("predict --pp 36 --nodes 9 --gradient-accumulation-steps 60000",
+                 "expected PP x virtual stages x micro-batches at most 1048576");
 }
 
 // Messages that misled: "expected a number, got '1e9'" for an integer flag, "A subcommand is

@@ -36,10 +36,10 @@ inline constexpr std::int64_t kMaxTokensPerMicroBatch = std::int64_t{1} << 32;
 inline constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 32;
 // Micro-batches per iteration (gradient accumulation steps): 2^16.
 inline constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 16;
-// Pipeline tasks the schedule places: PP x virtual stages x micro-batches: 2^21 (the
+// Pipeline tasks the schedule places: PP x virtual stages x micro-batches: 2^20 (the
 // 1T-parameter GPT on 3072 GPUs has 64 x 64 = 4096). The simulator's memory and time are
 // linear in it.
-inline constexpr std::int64_t kMaxPipelineTasks = std::int64_t{1} << 21;
+inline constexpr std::int64_t kMaxPipelineTasks = std::int64_t{1} << 20;
 // Events in a --trace timeline (micro-batches x ops): 2^20, about 150 MB of Chrome JSON.
 inline constexpr std::int64_t kMaxTraceEvents = std::int64_t{1} << 20;
 // Plans in one predict sweep (the product of the comma lists' lengths): 100,000.
