@@ -22,8 +22,8 @@ std::optional<T> parse_number(const std::string& item) {
   const char* last = first + item.size();
   T v{};
   auto [end, ec] = std::from_chars(first, last, v);
-  if (ec == std::errc() && end == last) return v;
   if constexpr (std::is_integral_v<T>) {
+    if (ec == std::errc() && end == last) return v;
     double d = 0;
     auto [dend, dec] = std::from_chars(first, last, d);
     if (dec == std::errc() && dend == last && std::isfinite(d) && d == std::floor(d) &&
@@ -57,10 +57,21 @@ CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& targe
             target.push_back(item);
           } else {
             auto v = parse_number<T>(item);
-            if (!v)
-              throw CLI::ValidationError(flag + ": expected " +
-                                         (std::is_integral_v<T> ? "an integer" : "a number") +
-                                         ", got '" + item + "'");
+            if (!v) {
+              // A whole number too large for the flag says so; anything else is not a number
+              // of the flag's kind.
+              double d = 0;
+              auto [dend, dec] = std::from_chars(item.data(), item.data() + item.size(), d);
+              const bool whole = dend == item.data() + item.size() &&
+                                 (dec == std::errc::result_out_of_range ||
+                                  (dec == std::errc() && std::isfinite(d) && d == std::floor(d)));
+              std::string expected = "a finite number";
+              if constexpr (std::is_integral_v<T>)
+                expected =
+                    whole ? "an integer of at most " + std::to_string(std::numeric_limits<T>::max())
+                          : "an integer";
+              throw CLI::ValidationError(flag + ": expected " + expected + ", got '" + item + "'");
+            }
             target.push_back(*v);
           }
           if (comma == std::string::npos) break;

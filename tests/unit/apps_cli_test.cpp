@@ -403,6 +403,13 @@ TEST_F(Cli, MessagesSayWhatWasExpected) {
   Outcome half = run("predict --micro-batch-size 1.5");
   EXPECT_EQ(half.status, 2);
   EXPECT_EQ(half.err, "commscope: --micro-batch-size: expected an integer, got '1.5'\n");
+  Outcome wide = run("predict --tp 99999999999");
+  EXPECT_EQ(wide.err,
+            "commscope: --tensor-model-parallel-size: expected an integer of at most 2147483647, "
+            "got '99999999999'\n");
+  Outcome inf = run("predict --ddp-bucket-size inf");
+  EXPECT_EQ(inf.status, 2);
+  EXPECT_EQ(inf.err, "commscope: --ddp-bucket-size: expected a finite number, got 'inf'\n");
   // An exact integer written with an exponent is that integer.
   Outcome exp = run("describe --format json --micro-batch-size 4e0");
   EXPECT_EQ(exp.status, 0) << exp.err;
