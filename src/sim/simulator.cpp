@@ -280,6 +280,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages, m = w.microbatches;
+  // resolve_scenario keeps these within the limits; a hand-made plan past them is a bug.
+  CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
+  CS_CHECK(!opt.timeline || timeline_events(w) <= limits::kMaxTraceEvents);
   Prediction pred;
   Timeline* names = opt.timeline ? &pred.timeline : nullptr;
 
