@@ -62,7 +62,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.virtual_stages < 1)
     return bad("--virtual-pipeline-stages", "a positive integer", num(plan.virtual_stages));
   // Sizes within the limits (spec/limits.h) before any product of them is formed.
-  const std::string gpu_why = "GPUs in one job, commscope's limit";
+  constexpr std::string_view gpu_why = "GPUs in one job, commscope's limit";
   CS_RETURN_IF_ERROR(
       limits::check_at_most("--tensor-model-parallel-size", plan.tp, limits::kMaxGpus, gpu_why));
   CS_RETURN_IF_ERROR(limits::check_at_most("--pipeline-model-parallel-size", plan.pp,
@@ -218,10 +218,14 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.micro_batch = in.micro_batch.value_or(1);
   if (plan.micro_batch < 1)
     return bad("--micro-batch-size", "a positive integer", num(plan.micro_batch));
-  CS_RETURN_IF_ERROR(limits::check_at_most(
-      "--micro-batch-size", plan.micro_batch * model.seq_length, limits::kMaxTokensPerMicroBatch,
-      fmt::format("tokens per micro-batch: micro-batch x sequence length {}, commscope's limit",
-                  model.seq_length)));
+  if (plan.micro_batch * model.seq_length > limits::kMaxTokensPerMicroBatch)  // messages only then
+    return limits::check_at_most(
+               "--micro-batch-size", plan.micro_batch * model.seq_length,
+               limits::kMaxTokensPerMicroBatch,
+               fmt::format("tokens per micro-batch: micro-batch x sequence length {}, "
+                           "commscope's limit",
+                           model.seq_length))
+        .error();
   const std::int64_t per_step = plan.micro_batch * plan.dp;
   if (in.global_batch) {
     plan.global_batch = *in.global_batch;
@@ -242,11 +246,13 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
       return bad("gradient_accumulation_steps", "a positive integer", num(plan.grad_accum));
     plan.global_batch = per_step * plan.grad_accum;
   }
-  CS_RETURN_IF_ERROR(limits::check_at_most(
-      "--global-batch-size", plan.global_batch, limits::kMaxGlobalBatch,
-      fmt::format("samples per iteration, micro-batch {} x DP {} x {} micro-batches; "
-                  "commscope's limit",
-                  plan.micro_batch, plan.dp, plan.grad_accum)));
+  if (plan.global_batch > limits::kMaxGlobalBatch)
+    return limits::check_at_most(
+               "--global-batch-size", plan.global_batch, limits::kMaxGlobalBatch,
+               fmt::format("samples per iteration, micro-batch {} x DP {} x {} micro-batches; "
+                           "commscope's limit",
+                           plan.micro_batch, plan.dp, plan.grad_accum))
+        .error();
   CS_RETURN_IF_ERROR(limits::check_at_most(
       in.global_batch ? "--global-batch-size" : "gradient_accumulation_steps", plan.grad_accum,
       limits::kMaxMicroBatches, "micro-batches per iteration, commscope's limit"));
