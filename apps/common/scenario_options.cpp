@@ -2,13 +2,40 @@
 #include "scenario_options.h"
 
 #include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <type_traits>
 
 #include <fmt/format.h>
 
+#include "commscope/spec/limits.h"
+
 namespace commscope::cli {
 
 namespace {
+// One item of a comma list. Integers may be written as exact decimal exponents ("1e9"), as
+// configs often are; "1.5" or "1e-3" are not integers.
+template <class T>
+std::optional<T> parse_number(const std::string& item) {
+  const char* first = item.data();
+  const char* last = first + item.size();
+  T v{};
+  auto [end, ec] = std::from_chars(first, last, v);
+  if constexpr (std::is_integral_v<T>) {
+    if (ec == std::errc() && end == last) return v;
+    double d = 0;
+    auto [dend, dec] = std::from_chars(first, last, d);
+    if (dec == std::errc() && dend == last && std::isfinite(d) && d == std::floor(d) &&
+        d >= static_cast<double>(std::numeric_limits<T>::min()) &&
+        d < -static_cast<double>(std::numeric_limits<T>::min()))
+      return static_cast<T>(d);
+  } else {
+    if (ec == std::errc() && end == last && std::isfinite(v)) return v;
+  }
+  return std::nullopt;
+}
+
 // A flag that takes a comma list ("--tp 1,2,4"); values are checked as they are parsed.
 template <class T>
 CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& target,
@@ -29,11 +56,23 @@ CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& targe
                                          "'");
             target.push_back(item);
           } else {
-            T v{};
-            auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-            if (ec != std::errc() || end != item.data() + item.size())
-              throw CLI::ValidationError(flag + ": expected a number, got '" + item + "'");
-            target.push_back(v);
+            auto v = parse_number<T>(item);
+            if (!v) {
+              // A whole number too large for the flag says so; anything else is not a number
+              // of the flag's kind.
+              double d = 0;
+              auto [dend, dec] = std::from_chars(item.data(), item.data() + item.size(), d);
+              const bool whole = dend == item.data() + item.size() &&
+                                 (dec == std::errc::result_out_of_range ||
+                                  (dec == std::errc() && std::isfinite(d) && d == std::floor(d)));
+              std::string expected = "a finite number";
+              if constexpr (std::is_integral_v<T>)
+                expected =
+                    whole ? "an integer of at most " + std::to_string(std::numeric_limits<T>::max())
+                          : "an integer";
+              throw CLI::ValidationError(flag + ": expected " + expected + ", got '" + item + "'");
+            }
+            target.push_back(*v);
           }
           if (comma == std::string::npos) break;
           pos = comma + 1;
@@ -175,6 +214,19 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (o.no_overlap_param_gather) flags.overlap_param_gather = false;
   in.plan.merge(flags);
 
+  // The sweep's size before it is built: the product of the comma lists' lengths.
+  double plans = 1;
+  for (std::size_t n :
+       {o.model.size(), o.system.size(), o.network.size(), o.nodes.size(), o.gpus.size(),
+        o.tp.size(), o.pp.size(), o.dp.size(), o.vp.size(), o.zero.size(), o.micro_batch.size(),
+        o.global_batch.size(), o.seq_length.size(), o.decoder_seq_length.size(),
+        o.grad_accum.size(), o.ddp_bucket_mb.size()})
+    plans *= static_cast<double>(std::max<std::size_t>(n, 1));
+  if (plans > static_cast<double>(limits::kMaxSweepPlans))
+    return Error{fmt::format(
+        "sweep: expected at most {} plans (the product of the comma lists' lengths; commscope's "
+        "limit), got {:.0f}",
+        limits::kMaxSweepPlans, plans)};
   std::vector<ScenarioInput> all = {in};
   all = times(all, o.model, [](ScenarioInput& x, const std::string& v) { x.model = v; });
   all = times(all, o.system, [](ScenarioInput& x, const std::string& v) { x.system = v; });

@@ -76,6 +76,28 @@ int run(int argc, char** argv) {
   std::vector<Verb> verbs = {add_describe(app),  add_predict(app), add_validate(app),
                              add_calibrate(app), add_analyze(app), add_bench(app),
                              add_train(app),     add_fit(app),     add_presets(app)};
+  // The verbs by name, for the messages below.
+  std::string verb_list;
+  for (const auto& v : verbs) verb_list += (verb_list.empty() ? "" : ", ") + v.command->get_name();
+  // An unknown verb: CLI11 would say "A subcommand is required" or "not expected".
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string first = argv[1];
+    bool known = false;
+    for (const auto& v : verbs) known |= v.command->get_name() == first;
+    if (!known) return fail(fmt::format("unknown verb '{}'; the verbs are {}", first, verb_list));
+  }
+  if (argc < 2)
+    return fail(fmt::format("expected a verb; the verbs are {} (see --help)", verb_list));
+  // CLI11's own messages as one line, prefixed with the verb they concern.
+  std::string where;
+  for (const auto& v : verbs)
+    if (argc > 1 && v.command->get_name() == argv[1]) where = v.command->get_name() + ": ";
+  auto one_line = [](std::string msg) {
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    for (auto& c : msg)
+      if (c == '\n') c = ' ';
+    return msg;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -85,25 +107,34 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ConversionError& e) {
-    // CLI11 says "Could not convert: --tp = abc"; say it the commscope way.
-    std::string msg = e.what();
+    // CLI11 says "Could not convert: --top = abc"; say it the commscope way, with the type the
+    // flag takes.
+    std::string msg = one_line(e.what());
     const std::string prefix = "Could not convert: ";
     auto eq = msg.find(" = ");
-    if (msg.rfind(prefix, 0) == 0 && eq != std::string::npos)
-      return fail(fmt::format("{}: expected a number, got '{}'",
-                              msg.substr(prefix.size(), eq - prefix.size()), msg.substr(eq + 3)));
-    return fail(msg);
+    if (msg.rfind(prefix, 0) == 0 && eq != std::string::npos) {
+      const std::string flag = msg.substr(prefix.size(), eq - prefix.size());
+      std::string expected = "a number";
+      for (const auto& v : verbs)
+        if (const CLI::Option* o = v.command->get_option_no_throw(flag)) {
+          const std::string type = o->get_type_name();
+          if (type == "INT")
+            expected = "an integer";
+          else if (type == "UINT")
+            expected = "a non-negative integer";
+          else if (type == "FLOAT")
+            expected = "a number";
+        }
+      return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, msg.substr(eq + 3)));
+    }
+    return fail(where + msg);
   } catch (const CLI::ValidationError& e) {
     // Our own list parsing: "--tp: expected an integer, got 'x'", possibly prefixed by CLI11.
-    std::string msg = e.what();
+    std::string msg = one_line(e.what());
     auto dash = msg.find("--");
-    return fail(dash == std::string::npos ? msg : msg.substr(dash));
+    return fail(dash == std::string::npos ? where + msg : msg.substr(dash));
   } catch (const CLI::ParseError& e) {
-    std::string msg = e.what();
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-    for (auto& c : msg)
-      if (c == '\n') c = ' ';
-    return fail(msg + " (see --help)");
+    return fail(where + one_line(e.what()) + " (see --help)");
   }
   for (const auto& v : verbs)
     if (v.command->parsed()) return v.run();

@@ -9,6 +9,7 @@
 
 #include "commscope/calib/validate.h"
 #include "commscope/report/table.h"
+#include "commscope/report/validation.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/json_fields.h"
 #include "verbs.h"
@@ -55,86 +56,24 @@ Verb add_validate(CLI::App& app) {
   cmd->add_option("--rows", st->rows, "all|even|odd: rows 0,2,4... or 1,3,5... of each file [all]");
   add_output_options(*cmd, st->out);
   cmd->add_flag("--summary-only", st->quiet, "only the error summary, not every row");
-  return {
-      cmd, [st]() -> int {
-        auto format = output_format(st->out);
-        if (!format) return fail(format.error().message);
-        if (!valid_split(st->rows))
-          return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
-        std::vector<std::string> skipped;
-        auto runs = load_runs(st->files, st->system, skipped);
-        if (!runs) return fail(runs.error().message);
-        const bool progress = ::isatty(STDERR_FILENO);
-        Table rows;
-        rows.header = {"file", "line", "model", "gpus",       "tp",          "pp",
-                       "dp",   "mbs",  "gbs",   "measured_s", "predicted_s", "error"};
-        rows.right = {false, true, false, true, true, true, true, true, true, true, true, true};
-        nlohmann::json jrows = nlohmann::json::array();
-        std::map<std::pair<std::string, std::string>, std::vector<double>> errors;  // (file, split)
-        std::size_t done = 0;
-        for (const auto& r : *runs) {
-          if (!in_split(r, st->rows)) continue;
-          if (progress && ++done % 20 == 0)
-            std::fprintf(stderr, "\rcommscope: validating %zu rows", done);
-          const auto& sc = r.workload.scenario;
-          double pred = predicted_time(r, sc.system.calibration);
-          double err = pred / r.measured_s - 1.0;
-          std::string file = r.source.substr(r.source.find_last_of('/') + 1);
-          errors[{file, "all"}].push_back(err);
-          errors[{file, r.index % 2 ? "odd" : "even"}].push_back(err);
-          errors[{"(all files)", "all"}].push_back(err);
-          rows.add({file, std::to_string(r.line), sc.model.name, std::to_string(sc.gpus()),
-                    std::to_string(sc.plan.tp), std::to_string(sc.plan.pp),
-                    std::to_string(sc.plan.dp), std::to_string(sc.plan.micro_batch),
-                    std::to_string(sc.plan.global_batch), fmt::format("{:.4f}", r.measured_s),
-                    fmt::format("{:.4f}", pred), fmt::format("{:+.1f}%", 100 * err)});
-          jrows.push_back({{"file", file},
-                           {"line", r.line},
-                           {"model", sc.model.name},
-                           {"gpus", sc.gpus()},
-                           {"plan", to_json(sc.plan)},
-                           {"measured_s", r.measured_s},
-                           {"predicted_s", pred},
-                           {"error", err}});
-        }
-        if (progress) std::fprintf(stderr, "\r\033[K");
-        print_warnings(skipped);
-        Table summary;
-        summary.header = {"file", "rows", "n", "MAPE", "median", "max", "bias"};
-        summary.right = {false, false, true, true, true, true, true};
-        nlohmann::json jsum = nlohmann::json::array();
-        for (const auto& [key, e] : errors) {
-          ErrorSummary s = summarize(e);
-          summary.add({key.first, key.second, std::to_string(s.rows),
-                       fmt::format("{:.1f}%", 100 * s.mape), fmt::format("{:.1f}%", 100 * s.median),
-                       fmt::format("{:.1f}%", 100 * s.max), fmt::format("{:+.1f}%", 100 * s.bias)});
-          jsum.push_back({{"file", key.first},
-                          {"rows", key.second},
-                          {"n", s.rows},
-                          {"mape", s.mape},
-                          {"median_ape", s.median},
-                          {"max_ape", s.max},
-                          {"bias", s.bias}});
-        }
-        std::string out;
-        switch (*format) {
-          case Format::json:
-            out =
-                nlohmann::json{{"system", st->system}, {"rows", jrows}, {"summary", jsum}}.dump(2) +
-                "\n";
-            break;
-          case Format::csv:
-            out = render_csv(rows);
-            break;
-          case Format::md:
-            out = (st->quiet ? "" : render_markdown(rows) + "\n") + render_markdown(summary);
-            break;
-          case Format::table:
-            out = (st->quiet ? "" : render_text(rows, "") + "\n") + render_text(summary, "");
-            break;
-        }
-        return emit(out, st->out.path);
-      }};
+  return {cmd, [st]() -> int {
+            auto format = output_format(st->out);
+            if (!format) return fail(format.error().message);
+            if (!valid_split(st->rows))
+              return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
+            std::vector<std::string> skipped;
+            auto runs = load_runs(st->files, st->system, skipped);
+            if (!runs) return fail(runs.error().message);
+            const bool progress = ::isatty(STDERR_FILENO);
+            Validation v = validate_runs(*runs, st->rows, [&](std::size_t done) {
+              if (progress && done % 20 == 0)
+                std::fprintf(stderr, "\rcommscope: validating %zu rows", done);
+            });
+            if (progress) std::fprintf(stderr, "\r\033[K");
+            print_warnings(skipped);
+            const std::string out = render_validation(v, *format, st->system, st->quiet);
+            return emit(out, st->out.path);
+          }};
 }
 
 Verb add_calibrate(CLI::App& app) {
@@ -178,17 +117,6 @@ Verb add_calibrate(CLI::App& app) {
           if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
         });
         if (tty) std::fprintf(stderr, "\n");
-        nlohmann::json j = raw.value();
-        j["calibration"] = {{"gemm_efficiency", c.gemm_efficiency},
-                            {"gemm_half_gflops", c.gemm_half_flops / 1e9},
-                            {"gemm_steepness", c.gemm_steepness},
-                            {"attention_efficiency", c.attention_efficiency},
-                            {"memory_efficiency", c.memory_efficiency},
-                            {"kernel_overhead_us", units::to_us(c.kernel_overhead)},
-                            {"intra_node_efficiency", c.intra_node_efficiency},
-                            {"intra_node_latency_us", units::to_us(c.intra_node_latency)},
-                            {"iteration_overhead_ms", c.iteration_overhead.value() * 1e3},
-                            {"microbatch_overhead_us", units::to_us(c.microbatch_overhead)}};
         std::vector<std::string> files;
         for (const auto& f : st->files) files.push_back(f.substr(f.find_last_of('/') + 1));
         std::string note = fmt::format(
@@ -196,14 +124,7 @@ Verb add_calibrate(CLI::App& app) {
             "mean |log "
             "error|); validate on the other rows",
             st->rows, fit.size(), fmt::join(files, ", "));
-        auto& sources = j["sources"];
-        if (!sources.is_array()) sources = nlohmann::json::array();
-        nlohmann::json kept = nlohmann::json::array();
-        for (const auto& s : sources)
-          if (!(s.is_string() && s.get<std::string>().rfind("calibration fitted by", 0) == 0))
-            kept.push_back(s);
-        kept.push_back(note);
-        j["sources"] = kept;
+        nlohmann::json j = with_calibration(raw.value(), c, note);
         return emit(j.dump(2) + "\n", st->output);
       }};
 }

@@ -3,11 +3,16 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "commscope/spec/limits.h"
 
 namespace commscope {
 
@@ -89,6 +94,14 @@ MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string
 
 Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                                                    const std::string& system) {
+  // A FIFO or a device would block or never end: only regular files.
+  std::error_code ec;
+  const auto type = std::filesystem::status(path, ec).type();
+  if (!ec && type != std::filesystem::file_type::regular)
+    return Error{fmt::format("{}: expected a regular file (a CSV), got {}", path,
+                             type == std::filesystem::file_type::fifo        ? "a FIFO"
+                             : type == std::filesystem::file_type::directory ? "a directory"
+                                                                             : "a special file")};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open", path)};
   std::string line;
@@ -105,11 +118,23 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         "{}: line 1: expected a vTrain header (… iteration time (ms)) or a commscope header "
         "(model,…,measured_s), got '{}'",
         path, line.substr(0, 80))};
+  // Every commscope row names its model: without the column every row would silently be the
+  // default model.
+  if (!vtrain && !has("model"))
+    return Error{fmt::format(
+        "{}: line 1: expected a column 'model' (a preset name or model JSON per row), got the "
+        "columns '{}'",
+        path, line.substr(0, 120))};
   std::vector<MeasuredRun> runs;
   int lineno = 1;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
+    if (static_cast<std::int64_t>(runs.size()) >= limits::kMaxMeasuredRows)
+      return Error{
+          fmt::format("{}: line {}: expected at most {} measured runs per file "
+                      "(commscope's limit), got more",
+                      path, lineno, limits::kMaxMeasuredRows)};
     auto cells = split(line);
     if (cells.size() != header.size())
       return Error{fmt::format("{}: line {}: expected {} columns, got {}", path, lineno,
@@ -119,9 +144,13 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
       std::map<std::string, double> v;
       for (std::size_t c = 0; c < header.size(); ++c) {
         double x = 0;
-        if (!parse(cells[c], x) || !(x > 0))
-          return Error{fmt::format("{}: line {}: column '{}': expected a positive number, got '{}'",
-                                   path, lineno, header[c], cells[c])};
+        // Sizes and counts become integers: at most 2^31.
+        if (!parse(cells[c], x) || !(x > 0) || !std::isfinite(x) ||
+            (header[c] != "iteration time (ms)" && x > std::numeric_limits<int>::max()))
+          return Error{
+              fmt::format("{}: line {}: column '{}': expected a positive finite number{}, got '{}'",
+                          path, lineno, header[c],
+                          header[c] != "iteration time (ms)" ? " up to 2147483647" : "", cells[c])};
         v[header[c]] = x;
       }
       for (const char* need :
@@ -132,6 +161,7 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
       r = vtrain_run(v, system);
     } else {
       r.input.system = system;
+      r.input.model.clear();  // no default: each row names its model
       for (std::size_t c = 0; c < header.size(); ++c) {
         const std::string& h = header[c];
         const std::string& x = cells[c];
@@ -149,7 +179,8 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         else if (h == "network")
           r.input.network = x;
         else if (h == "measured_s") {
-          if (!parse(x, d) || !(d > 0)) return bad("a positive number of seconds");
+          if (!parse(x, d) || !(d > 0) || !std::isfinite(d))
+            return bad("a positive, finite number of seconds");
           r.measured_s = d;
         } else if (h == "precision") {
           auto p = precision_from_name(x);
@@ -164,7 +195,8 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           if (!p) return bad("gpipe, 1f1b or interleaved");
           r.input.plan.schedule = p;
         } else {
-          if (!parse(x, i) || i < 0) return bad("a non-negative integer");
+          if (!parse(x, i) || i < 0 || i > std::numeric_limits<int>::max())
+            return bad("a non-negative integer up to 2147483647");
           auto& p = r.input.plan;
           if (h == "nodes")
             p.nodes = static_cast<int>(i);

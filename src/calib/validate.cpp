@@ -174,4 +174,26 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
   return out;
 }
 
+nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const std::string& note) {
+  j["calibration"] = {{"gemm_efficiency", c.gemm_efficiency},
+                      {"gemm_half_gflops", c.gemm_half_flops / 1e9},
+                      {"gemm_steepness", c.gemm_steepness},
+                      {"attention_efficiency", c.attention_efficiency},
+                      {"memory_efficiency", c.memory_efficiency},
+                      {"kernel_overhead_us", units::to_us(c.kernel_overhead)},
+                      {"intra_node_efficiency", c.intra_node_efficiency},
+                      {"intra_node_latency_us", units::to_us(c.intra_node_latency)},
+                      {"iteration_overhead_ms", c.iteration_overhead.value() * 1e3},
+                      {"microbatch_overhead_us", units::to_us(c.microbatch_overhead)}};
+  auto& sources = j["sources"];
+  if (!sources.is_array()) sources = nlohmann::json::array();
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& s : sources)
+    if (!(s.is_string() && s.get<std::string>().rfind("calibration fitted by", 0) == 0))
+      kept.push_back(s);
+  kept.push_back(note);
+  j["sources"] = kept;
+  return j;
+}
+
 }  // namespace commscope

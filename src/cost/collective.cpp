@@ -4,6 +4,7 @@
 #include "commscope/cost/collective.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace commscope {
@@ -12,11 +13,14 @@ namespace {
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }
-int ceil_log2(int n) {
-  int k = 0;
-  while ((1 << k) < n) ++k;
-  return k;
+}  // namespace
+
+int ceil_log2(std::uint64_t n) {
+  // Bits needed to count n - 1: 0 for n <= 1, 64 for n above 2^63. No loop, no overflow.
+  return n <= 1 ? 0 : std::bit_width(n - 1);
 }
+
+namespace {
 // Latency steps of a ring algorithm over n ranks.
 int ring_steps(Collective c, int n) {
   switch (c) {

@@ -1,10 +1,14 @@
 // Prediction rows, scaling, the seeds' projection, and their printing.
 #include "commscope/report/predict.h"
 
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/cost/collective.h"
+#include "commscope/timeline/chrome.h"
 #include "commscope/workload/params.h"
 
 namespace commscope {
@@ -67,6 +71,144 @@ void add_scaling(std::vector<PredictRow>& rows) {
     r.projected_time = t_compute_g * work_ratio + t_comm_g / r.network_efficiency;
     r.projection_error = r.projected_time / r.iteration_time - 1.0;
   }
+}
+
+std::optional<SortKey> sort_key_from_name(std::string_view s) {
+  if (s == "time") return SortKey::time;
+  if (s == "tokens") return SortKey::tokens;
+  if (s == "mfu") return SortKey::mfu;
+  if (s == "memory") return SortKey::memory;
+  return std::nullopt;
+}
+
+namespace {
+// "field: expected X, got Y" without the value: plans skipped for one reason share it.
+std::string skip_reason(const std::string& message) {
+  auto got = message.rfind(", got ");
+  return got == std::string::npos ? message : message.substr(0, got);
+}
+
+void sort_rows(std::vector<PredictRow>& rows, SortKey key) {
+  auto by = [&](auto f, bool ascending) {
+    std::stable_sort(rows.begin(), rows.end(), [&](const PredictRow& a, const PredictRow& b) {
+      return ascending ? f(a) < f(b) : f(a) > f(b);
+    });
+  };
+  switch (key) {
+    case SortKey::none:
+      break;
+    case SortKey::time:
+      by([](const PredictRow& r) { return r.iteration_time; }, true);
+      break;
+    case SortKey::tokens:
+      by([](const PredictRow& r) { return r.tokens_per_s; }, false);
+      break;
+    case SortKey::mfu:
+      by([](const PredictRow& r) { return r.mfu; }, false);
+      break;
+    case SortKey::memory:
+      by([](const PredictRow& r) { return r.memory_per_gpu; }, true);
+      break;
+  }
+}
+}  // namespace
+
+Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
+                                  const SweepOptions& o) {
+  SweepResult out;
+  std::vector<ScenarioInput> inputs = inputs_in;
+  out.plans = inputs.size();
+  const bool single = inputs.size() == 1;
+  if (o.trace && !single)
+    return Error{
+        fmt::format("--trace: expected a single scenario, got {} combinations", inputs.size())};
+  if (o.top < 0)
+    return Error{fmt::format("--top: expected a non-negative integer, got '{}'", o.top)};
+  if (o.scaling == Scaling::strong) {
+    // One global batch for every point: the largest point's default (micro-batch x DP).
+    bool given = false;
+    for (const auto& in : inputs) given |= in.plan.global_batch.has_value();
+    if (!given) {
+      std::int64_t global = 0;
+      for (const auto& in : inputs)
+        if (auto sc = resolve_scenario(in)) global = std::max(global, sc->plan.global_batch);
+      if (global > 0)
+        for (auto& in : inputs) in.plan.global_batch = global;
+    }
+  }
+  // Per field: plans skipped, the first reason, whether all reasons were the same.
+  struct Reason {
+    std::size_t count = 0;
+    std::string first;
+    bool varied = false;
+  };
+  std::map<std::string, Reason> reasons;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto sc = resolve_scenario(inputs[i]);
+    if (!sc) {
+      if (single) return sc.error();
+      ++out.skipped;
+      const std::string why = skip_reason(sc.error().message);
+      const auto colon = why.find(": expected ");
+      Reason& r = reasons[colon == std::string::npos ? why : why.substr(0, colon)];
+      const std::string rest = colon == std::string::npos ? "" : why.substr(colon + 2);
+      if (r.count++ == 0)
+        r.first = rest;
+      else
+        r.varied |= rest != r.first;
+    } else {
+      Workload w = build_workload(*sc);
+      SimOptions so;
+      so.timeline = o.trace;
+      if (so.timeline) CS_RETURN_IF_ERROR(check_timeline_size(w));
+      Prediction p = simulate(w, so);
+      out.rows.push_back(predict_row(w, p));
+      if (!out.rows.back().fits) ++out.do_not_fit;
+      if (single) {
+        out.warnings = sc->warnings;
+        if (!out.rows.back().fits)
+          out.warnings.push_back(fmt::format("does not fit: {} per GPU needed, {} available",
+                                             human_bytes(Bytes(out.rows.back().memory_per_gpu)),
+                                             human_bytes(sc->system.gpu.memory)));
+      }
+      if (so.timeline) out.trace_json = chrome_trace_json(p.timeline);
+    }
+    if (o.progress) o.progress(i + 1, inputs.size());
+  }
+  for (const auto& [field, r] : reasons)
+    out.skip_reasons.emplace_back(
+        r.first.empty() ? field : fmt::format("{} ({}{})", field, r.varied ? "e.g. " : "", r.first),
+        r.count);
+  std::stable_sort(out.skip_reasons.begin(), out.skip_reasons.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (out.rows.empty())
+    return Error{fmt::format("no valid scenario among {} combinations; most frequent reason: {}",
+                             inputs.size(), out.skip_reasons.front().first)};
+  if (!single) out.warnings = sweep_summary(out);
+  if (o.scaling != Scaling::none) add_scaling(out.rows);
+  sort_rows(out.rows, o.sort == SortKey::none && o.top > 0 ? SortKey::time : o.sort);
+  if (o.top > 0 && static_cast<std::size_t>(o.top) < out.rows.size())
+    out.rows.resize(static_cast<std::size_t>(o.top));
+  return out;
+}
+
+std::vector<std::string> sweep_summary(const SweepResult& r) {
+  std::vector<std::string> lines;
+  if (r.skipped > 0) {
+    std::string s = fmt::format("{} of {} plans skipped:", r.skipped, r.plans);
+    const std::size_t shown = std::min<std::size_t>(r.skip_reasons.size(), 4);
+    for (std::size_t i = 0; i < shown; ++i)
+      s += fmt::format("{} {} {}", i ? ";" : "", r.skip_reasons[i].second, r.skip_reasons[i].first);
+    std::size_t rest = 0;
+    for (std::size_t i = shown; i < r.skip_reasons.size(); ++i) rest += r.skip_reasons[i].second;
+    if (rest > 0) s += fmt::format("; {} x {} other reasons", rest, r.skip_reasons.size() - shown);
+    lines.push_back(std::move(s));
+  }
+  if (r.do_not_fit > 0)
+    lines.push_back(
+        fmt::format("{} of {} predicted plans do not fit in GPU memory (their fits column says no)",
+                    r.do_not_fit, r.plans - r.skipped));
+  return lines;
 }
 
 nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scaling) {

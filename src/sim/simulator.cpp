@@ -14,6 +14,7 @@
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
+#include "commscope/spec/limits.h"
 
 namespace commscope {
 
@@ -161,7 +162,8 @@ namespace {
 struct ChunkRuns {
   std::vector<double> fwd_dur, bwd_dur;
   ListRun fwd, bwd, bwd_last;
-  double fwd_p2p = 0, bwd_p2p = 0;  // transfer feeding this chunk's forward / backward
+  double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
+  double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
 };
 
@@ -206,10 +208,18 @@ std::vector<double> durations(const OpList& l, const Costs& costs) {
   return d;
 }
 
-double p2p_of(const OpList& l, const Costs& costs) {
+const Op* recv_op(const OpList& l) {
   for (const Op& op : l.ops())
-    if (op.kind == OpKind::comm && op.collective == Collective::recv) return costs.of(op);
-  return 0;
+    if (op.kind == OpKind::comm && op.collective == Collective::recv) return &op;
+  return nullptr;
+}
+double p2p_of(const OpList& l, const Costs& costs) {
+  const Op* op = recv_op(l);
+  return op ? costs.of(*op) : 0.0;
+}
+double p2p_bytes_of(const OpList& l) {
+  const Op* op = recv_op(l);
+  return op ? op->bytes : 0.0;
 }
 
 // Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
@@ -270,6 +280,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages, m = w.microbatches;
+  // resolve_scenario keeps these within the limits; a hand-made plan past them is a bug.
+  CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
+  CS_CHECK(!opt.timeline || timeline_events(w) <= limits::kMaxTraceEvents);
   Prediction pred;
   Timeline* names = opt.timeline ? &pred.timeline : nullptr;
 
@@ -304,6 +317,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names);
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
+      r.fwd_p2p_bytes = p2p_bytes_of(ch.forward);
+      r.bwd_p2p_bytes = p2p_bytes_of(ch.backward);
       r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
       r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
       if (r.bwd_last.end > r.bwd_last.blocking_end)
@@ -491,6 +506,11 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
           e.has_collective = true;
           e.collective = Collective::recv;
           e.group = CommGroup::pipeline;
+          // The size of the activation (forward) or its gradient (backward) that describe
+          // counts: the recv op of the task's list.
+          const ChunkRuns& r = runs_of(t.stage, t.chunk);
+          e.bytes = t.backward ? r.bwd_p2p_bytes : r.fwd_p2p_bytes;
+          e.group_size = 2;
           e.name = send_name;
           e.microbatch = t.microbatch;
           tl.events.push_back(e);
@@ -507,6 +527,23 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     }
   }
   return pred;
+}
+
+std::int64_t timeline_events(const Workload& w) {
+  std::int64_t n = 0;
+  for (const auto& role : w.roles) {
+    std::int64_t per_microbatch = 0;
+    for (const auto& c : role.chunks)
+      per_microbatch += static_cast<std::int64_t>(c.forward.size() + c.backward.size()) + 2;
+    n += per_microbatch * w.microbatches + static_cast<std::int64_t>(role.step.size());
+  }
+  return n;
+}
+
+Status check_timeline_size(const Workload& w) {
+  return limits::check_at_most("--trace", timeline_events(w), limits::kMaxTraceEvents,
+                               "events in one trace, commscope's limit; use fewer micro-batches "
+                               "or layers");
 }
 
 }  // namespace commscope

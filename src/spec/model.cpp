@@ -1,9 +1,12 @@
 // Model specs: commscope's own JSON, Hugging Face config.json, defaults per architecture.
 #include "commscope/spec/model.h"
 
+#include <tuple>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/limits.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/json_fields.h"
 
@@ -106,6 +109,24 @@ Status validate_model(const ModelSpec& m, const std::string& where) {
   if (m.seq_length <= 0) return err("seq_length", m.seq_length, "a positive integer");
   if (m.encoder_layers < 0) return err("encoder_layers", m.encoder_layers, "zero or more");
   if (m.decoder_layers < 0) return err("decoder_layers", m.decoder_layers, "zero or more");
+  // The limits (spec/limits.h) before anything is built from the sizes.
+  for (auto [field, value, limit] :
+       {std::tuple{"hidden", m.hidden, limits::kMaxHidden},
+        std::tuple{"heads", m.heads, limits::kMaxHidden},
+        std::tuple{"kv_heads", m.kv_heads, limits::kMaxHidden},
+        std::tuple{"head_dim", m.head_dim, limits::kMaxHidden},
+        std::tuple{"ffn", m.ffn, limits::kMaxFfn}, std::tuple{"vocab", m.vocab, limits::kMaxVocab},
+        std::tuple{"seq_length", m.seq_length, limits::kMaxSeqLength},
+        std::tuple{"decoder_seq_length", m.decoder_seq_length, limits::kMaxSeqLength},
+        std::tuple{"max_positions", m.max_positions, limits::kMaxSeqLength},
+        std::tuple{"type_vocab", m.type_vocab, limits::kMaxVocab},
+        std::tuple{"relative_attention_buckets", m.relative_attention_buckets,
+                   limits::kMaxSeqLength},
+        std::tuple{"layers", static_cast<std::int64_t>(m.encoder_layers) + m.decoder_layers,
+                   limits::kMaxLayers}})
+    if (value > limit)
+      return err(field, value,
+                 fmt::format("at most {} (commscope's limit, docs/limits.md)", limit));
   switch (m.kind) {
     case ArchKind::gpt:
     case ArchKind::llama:

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "commscope/spec/limits.h"
+
 namespace commscope {
 
 namespace {
@@ -59,6 +61,31 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.pp < 1) return bad("--pipeline-model-parallel-size", "a positive integer", num(plan.pp));
   if (plan.virtual_stages < 1)
     return bad("--virtual-pipeline-stages", "a positive integer", num(plan.virtual_stages));
+  // Sizes within the limits (spec/limits.h) before any product of them is formed.
+  constexpr std::string_view gpu_why = "GPUs in one job, commscope's limit";
+  CS_RETURN_IF_ERROR(
+      limits::check_at_most("--tensor-model-parallel-size", plan.tp, limits::kMaxGpus, gpu_why));
+  CS_RETURN_IF_ERROR(limits::check_at_most("--pipeline-model-parallel-size", plan.pp,
+                                           model.layers(), "the model's layer count"));
+  CS_RETURN_IF_ERROR(limits::check_at_most("--virtual-pipeline-stages", plan.virtual_stages,
+                                           model.layers(), "the model's layer count"));
+  if (in.gpus)
+    CS_RETURN_IF_ERROR(limits::check_at_most("--gpus", *in.gpus, limits::kMaxGpus, gpu_why));
+  if (in.nodes)
+    CS_RETURN_IF_ERROR(limits::check_at_most("--nodes", *in.nodes, limits::kMaxGpus, gpu_why));
+  if (in.dp) CS_RETURN_IF_ERROR(limits::check_at_most("--dp", *in.dp, limits::kMaxGpus, gpu_why));
+  if (in.micro_batch)
+    CS_RETURN_IF_ERROR(limits::check_at_most("--micro-batch-size", *in.micro_batch,
+                                             limits::kMaxMicroBatch,
+                                             "samples per micro-batch, commscope's limit"));
+  if (in.global_batch)
+    CS_RETURN_IF_ERROR(limits::check_at_most("--global-batch-size", *in.global_batch,
+                                             limits::kMaxGlobalBatch,
+                                             "samples per iteration, commscope's limit"));
+  if (in.grad_accum)
+    CS_RETURN_IF_ERROR(limits::check_at_most("gradient_accumulation_steps", *in.grad_accum,
+                                             limits::kMaxMicroBatches,
+                                             "micro-batches per iteration, commscope's limit"));
 
   // TP must split the heads: checked before the GPU count, which TP also enters.
   if (model.heads % plan.tp != 0)
@@ -89,11 +116,22 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
           fmt::format("at most {} or a multiple of {} (GPUs per {} node)", gpn, gpn, system.name),
           num(gpus));
   } else if (in.dp) {
-    gpus = *in.dp * plan.tp * plan.pp;
+    const std::int64_t product = std::int64_t{*in.dp} * plan.tp * plan.pp;
+    if (product > limits::kMaxGpus)
+      return bad("--dp",
+                 fmt::format("DP x TP x PP at most {} GPUs (commscope's limit)", limits::kMaxGpus),
+                 fmt::format("{} x {} x {} = {}", *in.dp, plan.tp, plan.pp, product));
+    gpus = static_cast<int>(product);
     nodes = in.nodes.value_or((gpus + gpn - 1) / gpn);
   } else {
     nodes = in.nodes.value_or(1);
-    gpus = nodes * gpn;
+    const std::int64_t all = std::int64_t{nodes} * gpn;
+    if (all > limits::kMaxGpus)
+      return bad("--nodes",
+                 fmt::format("at most {} GPUs in all (commscope's limit; {} GPUs per {} node)",
+                             limits::kMaxGpus, gpn, system.name),
+                 fmt::format("{} nodes = {} GPUs", nodes, all));
+    gpus = static_cast<int>(all);
   }
   if (system.max_nodes > 0 && nodes > system.max_nodes)
     warn.push_back(
@@ -180,6 +218,14 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.micro_batch = in.micro_batch.value_or(1);
   if (plan.micro_batch < 1)
     return bad("--micro-batch-size", "a positive integer", num(plan.micro_batch));
+  if (plan.micro_batch * model.seq_length > limits::kMaxTokensPerMicroBatch)  // messages only then
+    return limits::check_at_most(
+               "--micro-batch-size", plan.micro_batch * model.seq_length,
+               limits::kMaxTokensPerMicroBatch,
+               fmt::format("tokens per micro-batch: micro-batch x sequence length {}, "
+                           "commscope's limit",
+                           model.seq_length))
+        .error();
   const std::int64_t per_step = plan.micro_batch * plan.dp;
   if (in.global_batch) {
     plan.global_batch = *in.global_batch;
@@ -199,6 +245,25 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     if (plan.grad_accum < 1)
       return bad("gradient_accumulation_steps", "a positive integer", num(plan.grad_accum));
     plan.global_batch = per_step * plan.grad_accum;
+  }
+  if (plan.global_batch > limits::kMaxGlobalBatch)
+    return limits::check_at_most(
+               "--global-batch-size", plan.global_batch, limits::kMaxGlobalBatch,
+               fmt::format("samples per iteration, micro-batch {} x DP {} x {} micro-batches; "
+                           "commscope's limit",
+                           plan.micro_batch, plan.dp, plan.grad_accum))
+        .error();
+  CS_RETURN_IF_ERROR(limits::check_at_most(
+      in.global_batch ? "--global-batch-size" : "gradient_accumulation_steps", plan.grad_accum,
+      limits::kMaxMicroBatches, "micro-batches per iteration, commscope's limit"));
+  {
+    const std::int64_t tasks = std::int64_t{plan.pp} * plan.virtual_stages * plan.grad_accum;
+    if (tasks > limits::kMaxPipelineTasks)
+      return bad(
+          "gradient_accumulation_steps",
+          fmt::format("PP x virtual stages x micro-batches at most {} (commscope's limit)",
+                      limits::kMaxPipelineTasks),
+          fmt::format("{} x {} x {} = {}", plan.pp, plan.virtual_stages, plan.grad_accum, tasks));
   }
   if (plan.schedule == Schedule::interleaved && plan.grad_accum % plan.pp != 0)
     return bad(

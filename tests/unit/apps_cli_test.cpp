@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -232,9 +233,69 @@ TEST_F(CliPredict, InvalidCombinationsAreSkippedWithAWarning) {
   Outcome r = run("predict --format csv --tp 1,3");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(lines(r.out), 2);  // header + the valid one
-  EXPECT_NE(r.err.find("skipped: --tensor-model-parallel-size"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err,
+            "commscope: warning: 1 of 2 plans skipped: 1 --tensor-model-parallel-size (expected a "
+            "divisor of the 20 attention heads of gpt2-large)\n");
   Outcome all_bad = run("predict --tp 3,7");
   EXPECT_EQ(all_bad.status, 2);
+  EXPECT_EQ(lines(all_bad.err), 1) << all_bad.err;
+}
+
+// A sweep says what it skipped in one line with counts (it printed a line per plan), and how
+// many plans do not fit (it said nothing).
+TEST_F(CliPredict, SweepSummaryTopAndSort) {
+  const std::string sweep =
+      "predict --format json --tp 1,2,3,4,5,8 --pp 1,2,3,5 "
+      "--micro-batch-size 1,8,64";
+  Outcome all = run(sweep);
+  ASSERT_EQ(all.status, 0) << all.err;
+  auto rows = nlohmann::json::parse(all.out)["predictions"];
+  std::size_t no_fit = 0;
+  for (const auto& p : rows) no_fit += p["fits"] == false;
+  const std::size_t skipped = 6 * 4 * 3 - rows.size();
+  ASSERT_GT(skipped, 0u);
+  ASSERT_GT(no_fit, 0u);
+  EXPECT_EQ(lines(all.err), 2) << all.err;
+  EXPECT_NE(all.err.find(std::to_string(skipped) + " of 72 plans skipped: "), std::string::npos)
+      << all.err;
+  EXPECT_NE(all.err.find(std::to_string(no_fit) + " of " + std::to_string(rows.size()) +
+                         " predicted plans do not fit"),
+            std::string::npos)
+      << all.err;
+  // --top 3 --sort tokens: the three highest tokens/s of the full sweep, best first.
+  std::vector<double> tokens;
+  for (const auto& p : rows) tokens.push_back(p["tokens_per_s"]);
+  std::sort(tokens.rbegin(), tokens.rend());
+  Outcome top = run(sweep + " --top 3 --sort tokens");
+  ASSERT_EQ(top.status, 0) << top.err;
+  auto best = nlohmann::json::parse(top.out)["predictions"];
+  ASSERT_EQ(best.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(best[i]["tokens_per_s"].get<double>(), tokens[i]);
+  // --sort memory: ascending memory per GPU, every row kept.
+  Outcome mem = run(sweep + " --sort memory");
+  ASSERT_EQ(mem.status, 0) << mem.err;
+  auto by_mem = nlohmann::json::parse(mem.out)["predictions"];
+  ASSERT_EQ(by_mem.size(), rows.size());
+  for (std::size_t i = 1; i < by_mem.size(); ++i)
+    EXPECT_LE(by_mem[i - 1]["memory_per_gpu_bytes"].get<double>(),
+              by_mem[i]["memory_per_gpu_bytes"].get<double>());
+  // --top alone sorts by iteration time.
+  Outcome fastest = run(sweep + " --top 1");
+  ASSERT_EQ(fastest.status, 0) << fastest.err;
+  double min_time = 1e300;
+  for (const auto& p : rows) min_time = std::min(min_time, p["iteration_time_s"].get<double>());
+  EXPECT_DOUBLE_EQ(
+      nlohmann::json::parse(fastest.out)["predictions"][0]["iteration_time_s"].get<double>(),
+      min_time);
+  // Not a terminal: no progress output, whatever the sweep's length.
+  EXPECT_EQ(all.err.find("predicting"), std::string::npos);
+  for (const char* bad : {"predict --top -1", "predict --top x", "predict --sort speed"}) {
+    SCOPED_TRACE(bad);
+    Outcome b = run(bad);
+    EXPECT_EQ(b.status, 2);
+    EXPECT_EQ(lines(b.err), 1) << b.err;
+    EXPECT_TRUE(b.out.empty());
+  }
 }
 
 TEST_F(CliPredict, TraceOpensAsChromeJson) {
@@ -265,6 +326,113 @@ TEST_F(CliPredict, ValidateAndCalibrate) {
   Outcome missing = run("validate no-such-file.csv");
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.err.find("no-such-file.csv: cannot open"), std::string::npos) << missing.err;
+}
+
+// Item 6 of issue 10: every extreme input is refused with one line and status 2, at once.
+// The 60 s timeout only catches a hang (status 124 from timeout(1)); it never decides a pass.
+class CliLimits : public Cli {
+ protected:
+  void expect_refused(const std::string& args, const std::string& field) {
+    SCOPED_TRACE(args);
+    Outcome r = run("timeout 60 " + std::string(COMMSCOPE_BIN) + " " + args);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(field), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+  Outcome run(const std::string& shell_args) {
+    std::string cmd = shell_args + " >" + (dir_ / "out").string() + " 2>" +
+                      (dir_ / "err").string() + " </dev/null";
+    int rc = std::system(cmd.c_str());
+    Outcome r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(dir_ / "out");
+    r.err = slurp(dir_ / "err");
+    return r;
+  }
+};
+
+TEST_F(CliLimits, HugeGpuCountsAreRefused) {
+  // These looped forever in the tree's ceil-log2 over int.
+  expect_refused("predict --gpus 1073741828", "--gpus: expected at most 1048576");
+  expect_refused("predict --dp 1073741828", "--dp: expected at most 1048576");
+  expect_refused("predict --nodes 268435457 --system polaris", "--nodes: expected at most");
+  expect_refused("predict --gpus 2000000000 --micro-batch-size 2000000000", "--gpus");
+  expect_refused("predict --micro-batch-size 2000000000", "--micro-batch-size: expected at most");
+  // DP x TP x PP each within the limit, the product not.
+  expect_refused("predict --dp 1048576 --tp 4", "DP x TP x PP at most");
+  expect_refused("describe --nodes 1000000", "--nodes: expected at most");
+}
+
+TEST_F(CliLimits, HugeModelFilesAreRefusedBeforeAllocating) {
+  // 100 bytes that used to grow predict and describe to 8.4 GB.
+  fs::path model = dir_ / "layers.json";
+  std::ofstream(model) << R"({"name":"x","kind":"gpt","layers":1e9,"hidden":64,"heads":4,)"
+                       << R"("vocab":100,"seq_length":64})";
+  expect_refused("predict --model " + model.string(), "field 'layers': expected at most 4096");
+  expect_refused("describe --model " + model.string(), "field 'layers': expected at most 4096");
+  fs::path wide = dir_ / "hidden.json";
+  std::ofstream(wide) << R"({"name":"x","kind":"gpt","layers":2,"hidden":1e12,"heads":4,)"
+                      << R"("vocab":100,"seq_length":64})";
+  expect_refused("describe --model " + wide.string(), "field 'hidden': expected at most");
+}
+
+TEST_F(CliLimits, HugeBatchesSequencesSweepsAndTracesAreRefused) {
+  expect_refused("predict --global-batch-size 4294967296000", "--global-batch-size");
+  expect_refused("predict --gradient-accumulation-steps 1000000000",
+                 "gradient_accumulation_steps: expected at most 65536");
+  expect_refused("predict --seq-length 100000000", "seq_length");
+  std::string twenty = "1";  // 20^4 = 160,000 plans, more than the 100,000 allowed
+  for (int i = 2; i <= 20; ++i) twenty += "," + std::to_string(i);
+  expect_refused("predict --tp " + twenty + " --pp " + twenty + " --dp " + twenty +
+                     " --micro-batch-size " + twenty,
+                 "sweep: expected at most 100000 plans (the product of the comma lists' lengths; "
+                 "commscope's limit), got 160000");
+  expect_refused("predict --pp 4 --nodes 1 --gradient-accumulation-steps 60000 --trace " +
+                     (dir_ / "t.json").string(),
+                 "--trace: expected at most");
+  EXPECT_FALSE(fs::exists(dir_ / "t.json"));
+  // PP x micro-batches above the simulator's 2^20 pipeline tasks.
+  expect_refused("predict --pp 36 --nodes 9 --gradient-accumulation-steps 60000",
+                 "expected PP x virtual stages x micro-batches at most 1048576");
+}
+
+// Messages that misled: "expected a number, got '1e9'" for an integer flag, "A subcommand is
+// required" for an unknown verb, CLI11's multi-line messages.
+TEST_F(Cli, MessagesSayWhatWasExpected) {
+  Outcome half = run("predict --micro-batch-size 1.5");
+  EXPECT_EQ(half.status, 2);
+  EXPECT_EQ(half.err, "commscope: --micro-batch-size: expected an integer, got '1.5'\n");
+  Outcome wide = run("predict --tp 99999999999");
+  EXPECT_EQ(wide.err,
+            "commscope: --tensor-model-parallel-size: expected an integer of at most 2147483647, "
+            "got '99999999999'\n");
+  Outcome inf = run("predict --ddp-bucket-size inf");
+  EXPECT_EQ(inf.status, 2);
+  EXPECT_EQ(inf.err, "commscope: --ddp-bucket-size: expected a finite number, got 'inf'\n");
+  // An exact integer written with an exponent is that integer.
+  Outcome exp = run("describe --format json --micro-batch-size 4e0");
+  EXPECT_EQ(exp.status, 0) << exp.err;
+  Outcome verb = run("frobnicate");
+  EXPECT_EQ(verb.status, 2);
+  EXPECT_EQ(lines(verb.err), 1);
+  EXPECT_EQ(
+      verb.err.rfind("commscope: unknown verb 'frobnicate'; the verbs are describe, predict", 0),
+      0u)
+      << verb.err;
+  Outcome none = run("");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_EQ(lines(none.err), 1);
+  EXPECT_NE(none.err.find("the verbs are"), std::string::npos) << none.err;
+  Outcome unknown_flag = run("predict --no-such-flag");
+  EXPECT_EQ(unknown_flag.status, 2);
+  EXPECT_EQ(lines(unknown_flag.err), 1);
+  EXPECT_EQ(unknown_flag.err.rfind("commscope: predict: ", 0), 0u) << unknown_flag.err;
+  EXPECT_NE(unknown_flag.err.find("--no-such-flag"), std::string::npos);
+  Outcome missing = run("validate");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(lines(missing.err), 1);
+  EXPECT_EQ(missing.err.rfind("commscope: validate: ", 0), 0u) << missing.err;
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // validate and calibrate: readers, metrics, the fit, and the held-out error on vTrain's data.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "commscope/calib/validate.h"
+#include "commscope/report/validation.h"
 #include "test_util.h"
 
 namespace commscope {
@@ -68,13 +72,112 @@ TEST(Validate, CommscopeCsvAndErrors) {
   auto bad = read_measured_csv((dir / "bad.csv").string(), "x");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find(
-                "line 2: column 'measured_s': expected a positive number of seconds, got 'fast'"),
+                "line 2: column 'measured_s': expected a positive, finite number of seconds, got "
+                "'fast'"),
             std::string::npos)
       << bad.error().message;
   auto short_row = read_measured_csv((dir / "short.csv").string(), "x");
   ASSERT_FALSE(short_row.ok());
   EXPECT_NE(short_row.error().message.find("line 2: expected 2 columns, got 1"), std::string::npos);
   fs::remove_all(dir);
+}
+
+// Rows that used to be accepted: a CSV without a model column ran every row as the default
+// model; measured_s = inf (and huge counts that wrapped around int) were taken as measured.
+TEST(Validate, RefusesMissingModelNonFiniteTimesAndFifos) {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / ("commscope_validate_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  auto no_model = read_measured_csv(write("nomodel.csv", "nodes,tp,measured_s\n4,1,0.25\n"), "x");
+  ASSERT_FALSE(no_model.ok());
+  EXPECT_NE(no_model.error().message.find("line 1: expected a column 'model'"), std::string::npos)
+      << no_model.error().message;
+  auto blank = read_measured_csv(write("blank.csv", "model,measured_s\n,0.25\n"), "x");
+  ASSERT_FALSE(blank.ok());
+  EXPECT_NE(blank.error().message.find("line 2: column 'model'"), std::string::npos);
+  for (const char* t : {"inf", "-inf", "nan", "1e999", "0", "-1"}) {
+    SCOPED_TRACE(t);
+    auto r = read_measured_csv(
+        write("inf.csv",
+              (std::string("model,measured_s\ngpt2-large,0.5\ngpt2-large,") + t + "\n").c_str()),
+        "x");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("line 3: column 'measured_s': expected a positive, finite"),
+              std::string::npos)
+        << r.error().message;
+  }
+  auto wrap =
+      read_measured_csv(write("wrap.csv", "model,gpus,measured_s\ngpt2-large,4294967300,1\n"), "x");
+  ASSERT_FALSE(wrap.ok());
+  EXPECT_NE(wrap.error().message.find("column 'gpus'"), std::string::npos);
+  auto vtrain_inf = read_measured_csv(
+      write("vinf.csv",
+            "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+            "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n"
+            "8,8,1,1024,16,24,1024,1,8,1,inf\n"),
+      "vtrain-a100");
+  ASSERT_FALSE(vtrain_inf.ok());
+  EXPECT_NE(vtrain_inf.error().message.find("line 2: column 'iteration time (ms)'"),
+            std::string::npos)
+      << vtrain_inf.error().message;
+  // A FIFO would block the reader forever: refused before it is opened.
+  const fs::path fifo = dir / "pipe.csv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto from_fifo = read_measured_csv(fifo.string(), "x");
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_NE(from_fifo.error().message.find("expected a regular file (a CSV), got a FIFO"),
+            std::string::npos)
+      << from_fifo.error().message;
+  fs::remove_all(dir);
+}
+
+// validate's analysis in the library: each row's error is predicted/measured - 1 of that
+// run, the odd split keeps rows 1, 3, 5..., and the summaries are summarize() of those errors.
+TEST(Validate, ValidateRunsRowsAndSummaries) {
+  auto runs = read_measured_csv(kVtrain + "ground_truth_single.csv", "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  std::vector<std::string> skipped;
+  auto prepared = prepare_runs(*runs, skipped);
+  ASSERT_GT(prepared.size(), 4u);
+  Validation v = validate_runs(prepared, "odd");
+  std::vector<double> errors;
+  for (const auto& r : prepared)
+    if (r.index % 2 == 1)
+      errors.push_back(predicted_time(r, r.workload.scenario.system.calibration) / r.measured_s -
+                       1.0);
+  ASSERT_EQ(v.rows.size(), errors.size());
+  for (std::size_t i = 0; i < errors.size(); ++i) EXPECT_DOUBLE_EQ(v.rows[i].error, errors[i]);
+  const ErrorSummary want = summarize(errors);
+  bool found = false;
+  for (const auto& [key, s] : v.summary)
+    if (key.first == "(all files)") {
+      found = true;
+      EXPECT_EQ(s.rows, want.rows);
+      EXPECT_DOUBLE_EQ(s.mape, want.mape);
+      EXPECT_DOUBLE_EQ(s.max, want.max);
+    }
+  EXPECT_TRUE(found);
+  const std::string csv = render_validation(v, Format::csv, "vtrain-a100", false);
+  EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')), errors.size() + 1);
+}
+
+// calibrate's output: the fitted values in the system files' units, one "fitted by" note.
+TEST(Validate, WithCalibrationReplacesTheFitNote) {
+  nlohmann::json sys = {{"name", "x"},
+                        {"sources", {"vendor sheet", "calibration fitted by an earlier run"}}};
+  Calibration c;
+  c.gemm_half_flops = 2.5e12;
+  c.kernel_overhead = Seconds(4e-6);
+  nlohmann::json j = with_calibration(sys, c, "calibration fitted by this run");
+  EXPECT_DOUBLE_EQ(j["calibration"]["gemm_half_gflops"].get<double>(), 2500.0);
+  EXPECT_NEAR(j["calibration"]["kernel_overhead_us"].get<double>(), 4.0, 1e-9);
+  EXPECT_EQ(j["sources"], nlohmann::json({"vendor sheet", "calibration fitted by this run"}));
+  EXPECT_EQ(j["name"], "x");
 }
 
 // The fit recovers times generated with a known calibration, starting from the defaults.

@@ -145,3 +145,26 @@ TEST(Cost, MoreBandwidthNeverSlower) {
 
 }  // namespace
 }  // namespace commscope
+
+namespace commscope {
+namespace {
+
+// The tree depth for every 64-bit rank count: the old `while ((1 << k) < n)` over int never
+// ended above 2^30. Checked against the definition 2^(k-1) < n <= 2^k.
+TEST(Cost, CeilLog2CoversAll64BitInputs) {
+  EXPECT_EQ(ceil_log2(0), 0);
+  EXPECT_EQ(ceil_log2(1), 0);
+  EXPECT_EQ(ceil_log2(2), 1);
+  EXPECT_EQ(ceil_log2(3), 2);
+  for (int k = 1; k < 64; ++k) {
+    const std::uint64_t p = std::uint64_t{1} << k;
+    EXPECT_EQ(ceil_log2(p), k) << p;
+    EXPECT_EQ(ceil_log2(p + 1), k + 1) << p;
+    EXPECT_EQ(ceil_log2(p - 1), k == 1 ? 0 : k) << p;
+  }
+  EXPECT_EQ(ceil_log2(1073741828u), 31);
+  EXPECT_EQ(ceil_log2(~std::uint64_t{0}), 64);
+}
+
+}  // namespace
+}  // namespace commscope

@@ -238,5 +238,27 @@ TEST(Sim, ChromeTraceHasOneEventPerOp) {
   EXPECT_EQ(complete, expected);
 }
 
+// Pipeline transfers in the timeline carry the size describe counts: one micro-batch's
+// activation, micro-batch x sequence x hidden elements in bf16 (GPT-2 Large: 2 x 1024 x 1280 x
+// 2 bytes = 5.24 MB per transfer); they were written with bytes 0.
+TEST(Sim, PipelineTransfersInTheTimelineCarryTheirBytes) {
+  Workload w = build_workload(scenario("gpt2-large", "polaris", plan(8, 1, 2, 2, 16)));
+  SimOptions o;
+  o.timeline = true;
+  Prediction p = simulate(w, o);
+  const double expected = 2.0 * 1024 * 1280 * 2;
+  int transfers = 0;
+  for (const Event& e : p.timeline.events)
+    if (e.has_collective && e.group == CommGroup::pipeline &&
+        (e.collective == Collective::send || e.collective == Collective::recv)) {
+      ++transfers;
+      EXPECT_DOUBLE_EQ(e.bytes, expected);
+      EXPECT_EQ(e.group_size, 2);
+    }
+  EXPECT_GT(transfers, 0);
+  // The bound --trace checks before building a timeline holds.
+  EXPECT_LE(static_cast<std::int64_t>(p.timeline.events.size()), timeline_events(w));
+}
+
 }  // namespace
 }  // namespace commscope

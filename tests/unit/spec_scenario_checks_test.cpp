@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "commscope/report/describe.h"
+#include "commscope/spec/limits.h"
 #include "commscope/util/json_fields.h"
 #include "test_util.h"
 
@@ -138,6 +139,47 @@ TEST(Validation, RulesOfThumbAreWarnings) {
   // No warnings for a plan that follows both rules: TP 4 in a node, PP 8 over 8 nodes.
   Scenario ok = scenario("megatron-18.4b", "polaris", plan(32, 4, 8, 1, 32));
   EXPECT_TRUE(ok.warnings.empty()) << ok.warnings.front();
+}
+
+// The limits (spec/limits.h) hold at the boundary of each, and each refusal names the field,
+// the value and the limit.
+TEST(Validation, LimitsAreEnforcedAtTheirBoundary) {
+  PlanInput dp;
+  dp.dp = static_cast<int>(limits::kMaxGpus) + 1;
+  EXPECT_NE(scenario_error("gpt2-large", "dgx-a100-80gb", dp)
+                .find("--dp: expected at most 1048576 (GPUs in one job, commscope's limit), got "
+                      "1048577"),
+            std::string::npos);
+  // DP x TP x PP: each within the limit, the product formed in 64 bits and refused.
+  PlanInput product;
+  product.dp = static_cast<int>(limits::kMaxGpus);
+  product.tp = 4;
+  EXPECT_NE(scenario_error("gpt2-large", "dgx-a100-80gb", product).find("1048576 x 4 x 1"),
+            std::string::npos);
+  PlanInput accum = plan(8);
+  accum.grad_accum = limits::kMaxMicroBatches + 1;
+  EXPECT_NE(scenario_error("gpt2-large", "dgx-a100-80gb", accum)
+                .find("gradient_accumulation_steps: expected at most 65536"),
+            std::string::npos);
+  accum.grad_accum = limits::kMaxMicroBatches;  // at the limit: a valid plan
+  ScenarioInput at_limit;
+  at_limit.model = "gpt2-large";
+  at_limit.system = "dgx-a100-80gb";
+  at_limit.plan = accum;
+  auto ok = resolve_scenario(at_limit);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+
+  ModelSpec m = load_model("gpt2-large").value();
+  m.decoder_layers = static_cast<int>(limits::kMaxLayers);
+  EXPECT_TRUE(validate_model(m, "m").ok());
+  m.decoder_layers = static_cast<int>(limits::kMaxLayers) + 1;
+  Status s = validate_model(m, "m");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("m: field 'layers': expected at most 4096"), std::string::npos)
+      << s.error().message;
+  m = load_model("gpt2-large").value();
+  m.hidden = limits::kMaxHidden + 1;
+  EXPECT_FALSE(validate_model(m, "m").ok());
 }
 
 }  // namespace

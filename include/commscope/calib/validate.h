@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "commscope/calib/measured.h"
 #include "commscope/workload/workload.h"
 
@@ -45,5 +47,10 @@ bool in_split(const PreparedRun& r, const std::string& split);
 Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
                             int max_evaluations,
                             const std::function<void(int, double)>& progress = {});
+
+// A system JSON with the fitted calibration in its "calibration" object (the units of the
+// system files: GFLOP/s, us, ms) and `note` as its only "calibration fitted by" source.
+nlohmann::json with_calibration(nlohmann::json system, const Calibration& c,
+                                const std::string& note);
 
 }  // namespace commscope

@@ -4,6 +4,8 @@
 // network protocol's achievable rate and per-message latency.
 #pragma once
 
+#include <cstdint>
+
 #include "commscope/spec/scenario.h"
 #include "commscope/workload/op.h"
 
@@ -29,6 +31,10 @@ struct LinkModel {
   Seconds net_latency;    // per step across nodes (the protocol's)
 };
 LinkModel link_model(const Scenario& sc);
+
+// Depth of a binary tree over n ranks: the least k with 2^k >= n (0 for n <= 1), for every
+// 64-bit n (a shifting loop over int never ended above 2^30).
+int ceil_log2(std::uint64_t n);
 
 // Time of one collective of `bytes` (nccl-tests "size") over a placed group.
 Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,

@@ -3,7 +3,10 @@
 // row's breakdown. Gathers and prints; the numbers come from the simulator.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 
 #include "commscope/report/table.h"
 #include "commscope/sim/simulator.h"
+#include "commscope/spec/scenario.h"
 
 namespace commscope {
 
@@ -45,6 +49,45 @@ PredictRow predict_row(const Workload& w, const Prediction& p);
 // GPU, and eff(g -> n) the ratio of the modelled times of the data-parallel gradient
 // all-reduce at g and at n ranks.
 void add_scaling(std::vector<PredictRow>& rows);
+
+// ---- sweeps: every combination resolved, built and simulated ----
+
+// How `predict --sort` orders rows: iteration time and memory ascending, tokens/s and MFU
+// descending (the best first).
+enum class SortKey { none, time, tokens, mfu, memory };
+std::optional<SortKey> sort_key_from_name(std::string_view s);  // time|tokens|mfu|memory
+
+struct SweepOptions {
+  Scaling scaling = Scaling::none;
+  bool trace = false;            // one scenario only: its Chrome trace in SweepResult::trace_json
+  SortKey sort = SortKey::none;  // none keeps the sweep's order
+  std::int64_t top = 0;          // keep the first `top` rows after sorting (0: all); with no
+                                 // sort key given, rows are sorted by iteration time
+  // Called after each plan with (plans done, plans in all); may be empty.
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+struct SweepResult {
+  std::vector<PredictRow> rows;  // sorted and cut as asked
+  std::size_t plans = 0;         // combinations tried
+  std::size_t skipped = 0;       // combinations that were not a valid plan
+  // Reasons for skipping ("--tp: expected a divisor of the 20 attention heads of gpt2-large")
+  // and how many plans each skipped, most frequent first.
+  std::vector<std::pair<std::string, std::size_t>> skip_reasons;
+  std::size_t do_not_fit = 0;         // predicted plans that need more memory than a GPU has
+  std::vector<std::string> warnings;  // a single scenario's warnings (a sweep's: the summary)
+  std::string trace_json;             // with SweepOptions::trace
+};
+
+// Predicts every input. A single input that is not a valid plan is an error; in a sweep it is
+// skipped and counted. Strong scaling without a global batch gives every point the largest
+// point's default global batch, so that the smaller points accumulate gradients. Scaling and
+// the projection are computed against the first valid row, before sorting.
+Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs, const SweepOptions& o);
+
+// The sweep's warnings as at most two lines: "N of M plans skipped: reasons with counts" and
+// "K plans do not fit in GPU memory".
+std::vector<std::string> sweep_summary(const SweepResult& r);
 
 std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bool scaling);
 nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scaling);

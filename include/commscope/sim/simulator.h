@@ -73,6 +73,11 @@ struct SimOptions {
 
 Prediction simulate(const Workload& w, const SimOptions& o = {});
 
+// Events the full timeline of w would hold (an upper bound), counted without building it.
+std::int64_t timeline_events(const Workload& w);
+// Error "--trace: expected at most N events (...), got M" above limits::kMaxTraceEvents.
+Status check_timeline_size(const Workload& w);
+
 // ---- template definition ----
 template <class Duration, class Transfer>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
