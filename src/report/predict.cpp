@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/cost/collective.h"
+#include "commscope/timeline/breakdown_json.h"
 #include "commscope/timeline/chrome.h"
 #include "commscope/workload/params.h"
 
@@ -27,11 +28,7 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
   r.tflops_per_gpu = f.model / p.iteration_time / sc.gpus() / 1e12;
   r.mfu = f.model / p.iteration_time / sc.gpus() /
           sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
-  const Breakdown& b = p.mean;
-  r.compute = b.compute, r.comm = b.comm, r.overlapped = b.overlapped, r.exposed = b.exposed;
-  r.bubble = b.bubble, r.idle = b.idle - b.bubble;
-  r.by_group = b.by_group;
-  r.by_collective = b.by_collective;
+  r.breakdown = p.mean;
   for (const auto& s : p.stages) r.stage_times.push_back(s.end);
   for (const Role& role : w.roles) {
     double m = memory_per_rank(w, role).total().value();
@@ -60,7 +57,7 @@ double dp_allreduce_time(const PredictRow& r) {
 void add_scaling(std::vector<PredictRow>& rows) {
   if (rows.empty()) return;
   const PredictRow& g = rows.front();
-  const double t_comm_g = g.exposed, t_compute_g = g.iteration_time - g.exposed;
+  const double t_comm_g = g.breakdown.exposed, t_compute_g = g.iteration_time - t_comm_g;
   const double ar_g = dp_allreduce_time(g);
   for (auto& r : rows) {
     r.speedup = r.tokens_per_s / g.tokens_per_s;
@@ -225,26 +222,15 @@ nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scalin
                         {"tokens_per_s", r.tokens_per_s},
                         {"tflops_per_gpu", r.tflops_per_gpu},
                         {"mfu", r.mfu},
-                        {"compute_s", r.compute},
-                        {"comm_s", r.comm},
-                        {"comm_share", r.share(r.comm)},
-                        {"overlapped_comm_s", r.overlapped},
-                        {"exposed_comm_s", r.exposed},
-                        {"exposed_comm_share", r.share(r.exposed)},
-                        {"bubble_s", r.bubble},
-                        {"bubble_share", r.share(r.bubble)},
-                        {"idle_s", r.idle},
                         {"memory_per_gpu_bytes", r.memory_per_gpu},
                         {"fits", r.fits},
                         {"stage_end_s", r.stage_times}};
-    r.by_group.for_each([&](CommGroup g, const CommShare& s) {
-      j["comm_by_group"][std::string(to_string(g))] = {{"total_s", s.total},
-                                                       {"exposed_s", s.exposed}};
-    });
-    r.by_collective.for_each([&](Collective c, const CommShare& s) {
-      j["comm_by_collective"][std::string(to_string(c))] = {{"total_s", s.total},
-                                                            {"exposed_s", s.exposed}};
-    });
+    // The breakdown's one JSON form, flat in the row, and each part's share of the iteration.
+    const Breakdown& b = r.breakdown;
+    j.update(breakdown_to_json(b));
+    j["comm_share"] = r.share(b.comm);
+    j["exposed_comm_share"] = r.share(b.exposed);
+    j["bubble_share"] = r.share(b.bubble);
     if (scaling) {
       j["speedup"] = r.speedup;
       j["scaling_efficiency"] = r.scaling_efficiency;
@@ -282,6 +268,7 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
   for (const auto& r : rows) {
     const auto& sc = r.scenario;
     const auto& p = sc.plan;
+    const Breakdown& b = r.breakdown;
     std::vector<std::string> row = {
         sc.model.name,
         sc.system.name,
@@ -300,7 +287,7 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
                  {r.iteration_time >= 1 ? fmt::format("{:.3f} s", r.iteration_time)
                                         : fmt::format("{:.1f} ms", r.iteration_time * 1e3),
                   human_si(r.tokens_per_s, ""), fmt::format("{:.1f}", r.tflops_per_gpu),
-                  fmt::format("{:.1f}%", 100 * r.mfu), pct(r.comm), pct(r.exposed), pct(r.bubble),
+                  fmt::format("{:.1f}%", 100 * r.mfu), pct(b.comm), pct(b.exposed), pct(b.bubble),
                   human_bytes(Bytes(r.memory_per_gpu)), r.fits ? "yes" : "NO"});
       if (scaling)
         row.insert(
@@ -313,8 +300,8 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
       row.insert(row.end(),
                  {fmt::format("{:.6g}", r.iteration_time), fmt::format("{:.6g}", r.tokens_per_s),
                   fmt::format("{:.6g}", r.tflops_per_gpu), fmt::format("{:.6g}", r.mfu),
-                  fmt::format("{:.6g}", r.share(r.comm)), fmt::format("{:.6g}", r.share(r.exposed)),
-                  fmt::format("{:.6g}", r.share(r.bubble)), fmt::format("{:.6g}", r.exposed),
+                  fmt::format("{:.6g}", r.share(b.comm)), fmt::format("{:.6g}", r.share(b.exposed)),
+                  fmt::format("{:.6g}", r.share(b.bubble)), fmt::format("{:.6g}", b.exposed),
                   fmt::format("{:.0f}", r.memory_per_gpu), r.fits ? "true" : "false"});
       if (scaling)
         row.insert(

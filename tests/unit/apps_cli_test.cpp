@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commscope/timeline/breakdown_json.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -207,6 +209,11 @@ TEST_F(CliPredict, DefaultPredictionAndDocumentedFields) {
     EXPECT_TRUE(j[0].contains(k)) << k;
   EXPECT_GT(j[0]["iteration_time_s"].get<double>(), 0);
   EXPECT_LE(j[0]["mfu"].get<double>(), 1.0);
+  // The row holds the breakdown's one JSON form: its reader takes it, and the parts add up.
+  auto b = commscope::breakdown_from_json(j[0], "predict row");
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_NEAR(b->compute + b->exposed + b->memcpy + b->idle, b->wall, 1e-9 * b->wall);
+  EXPECT_GT(b->by_collective[commscope::Collective::all_reduce].total, 0);
 }
 
 // The seeds' experiment: the same training over TCP/IP, IPoIB and RDMA; RDMA is fastest.

@@ -26,12 +26,9 @@ struct PredictRow {
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;  // model FLOPs / s / GPU, in TFLOP/s
   double mfu = 0;             // model FLOPs utilisation: achieved / peak of the precision
-  double compute = 0, comm = 0, overlapped = 0, exposed = 0, bubble = 0,
-         idle = 0;            // s, mean over stages
+  Breakdown breakdown;        // s, mean over stages (idle includes the bubble)
   double memory_per_gpu = 0;  // bytes, the fullest rank
   bool fits = true;
-  GroupShares by_group;
-  CollectiveShares by_collective;
   std::vector<double> stage_times;  // when each stage finished
   // against the first row of a sweep
   double speedup = 0, scaling_efficiency = 0;
