@@ -12,6 +12,9 @@
 
 namespace commscope::launch {
 
+// The most ranks `--ranks` launches on this one machine (docs/bench.md).
+inline constexpr int kMaxLocalRanks = 256;
+
 struct JobOptions {
   int ranks = 2;
   std::string transport;  // "" (Open MPI's choice), "tcp", "shm" or "rdma"
@@ -28,6 +31,11 @@ inline constexpr const char* kEmulateHelp =
 // The mpirun arguments for a transport ("" gives none). Error for an unknown transport, and
 // for rdma where this machine has no RDMA device.
 Result<std::vector<std::string>> transport_args(const std::string& transport);
+
+// The options alone, before anything is started: --ranks from 1 to kMaxLocalRanks, the
+// transport's name, the --emulate spec and its combination with --transport. Errors name the
+// flag.
+Status check_job_options(const JobOptions& options);
 
 // Runs `mpirun ... program args` and returns its exit status. With emulation the nodes exist
 // only while the job runs, and the per-node traffic is printed to `report` afterwards.
