@@ -27,8 +27,9 @@ Verb add_bench(CLI::App& app) {
                                      "`mpirun -np N commscope-bench ARGS`; "
                                      "commscope-bench's flags follow nccl-tests (-b 8 -e 128M -f 2 "
                                      "-n 20 -w 5 -d float -o sum -r 0 "
-                                     "--collectives ... --format table|json|csv).");
-  cmd->add_option("--ranks", st->job.ranks, "ranks to launch on this machine [2]");
+                                     "--collectives ... --format table|json|csv; `bench -- --help` "
+                                     "lists them). They are checked before mpirun starts.");
+  cmd->add_option("--ranks", st->job.ranks, "ranks to launch on this machine, 1 to 256 [2]");
   cmd->add_option("--transport", st->job.transport, launch::kTransportHelp);
   cmd->add_option("--emulate", st->job.emulate, launch::kEmulateHelp);
   cmd->add_option("args", st->args, "arguments for commscope-bench (after --)");

@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Kind { file, stream };
+enum class Kind { file, stream, descriptor };
 
 // How a path is to be written: `target` is the regular file (after following links) that is
 // replaced, or the path of the device or FIFO that is written straight into.
@@ -29,7 +29,27 @@ struct Plan {
   std::string target;
   bool exists = false;
   mode_t mode = 0644;
+  int fd = -1;  // Kind::descriptor: the open descriptor the path names
 };
+
+// /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: the descriptor this process already has
+// open (-1 for other paths). Writing to it keeps what the shell set up (`>> log` appends; a
+// rename would replace the file, an open would start at offset 0).
+int own_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string p = prefix;
+    if (path.rfind(p, 0) != 0 || path.size() == p.size() || path.size() > p.size() + 6) continue;
+    int fd = 0;
+    for (std::size_t i = p.size(); i < path.size(); ++i) {
+      if (path[i] < '0' || path[i] > '9') return -1;
+      fd = fd * 10 + (path[i] - '0');
+    }
+    return fd;
+  }
+  return -1;
+}
 
 const char* type_name(mode_t m) {
   if (S_ISDIR(m)) return "a folder";
@@ -79,6 +99,19 @@ Status check_folder(const std::string& path, const std::string& dir) {
 Result<Plan> plan_for(const std::string& path) {
   if (path.empty()) return Error{"output path: expected a file path, got ''"};
   Plan plan;
+  if (const int fd = own_descriptor(path); fd >= 0) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return Error{fmt::format("{}: descriptor {} is not open", path, fd)};
+    if (S_ISDIR(st.st_mode)) return refused(path, st.st_mode);
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+      return Error{fmt::format("{}: descriptor {} is not open for writing", path, fd)};
+    plan.kind = Kind::descriptor;
+    plan.target = path;
+    plan.fd = fd;
+    plan.exists = true;
+    return plan;
+  }
   struct stat lst {};
   if (::lstat(path.c_str(), &lst) != 0) {
     if (errno != ENOENT && errno != ENOTDIR)
@@ -204,6 +237,14 @@ Status check_output_path(const std::string& path) {
 Status write_file_atomic(const std::string& path, std::string_view content) {
   CS_ASSIGN_OR_RETURN(Plan plan, plan_for(path));
   if (plan.kind == Kind::stream) return write_stream(path, content);
+  if (plan.kind == Kind::descriptor) {
+    // stdout may hold buffered text of this process: it goes first.
+    if (plan.fd == 1) std::fflush(stdout);
+    if (plan.fd == 2) std::fflush(stderr);
+    if (Status s = write_all(plan.fd, content); !s.ok())
+      return Error{fmt::format("{}: write failed: {}", path, s.error().message)};
+    return {};
+  }
   return write_replacing(path, plan, content);
 }
 

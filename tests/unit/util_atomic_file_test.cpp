@@ -177,6 +177,21 @@ TEST_F(OutputFile, FifoIsWrittenIntoWithAReader) {
   EXPECT_EQ(entries(), std::vector<std::string>{"pipe"});
 }
 
+// /dev/fd/N names a descriptor this process has open: written to it, nothing created.
+TEST_F(OutputFile, OwnDescriptorIsWrittenTo) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string path = "/dev/fd/" + std::to_string(fds[1]);
+  Status s = write_file_atomic(path, "via the descriptor\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ::close(fds[1]);
+  char buf[64] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
+  ::close(fds[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0), "via the descriptor\n");
+  EXPECT_FALSE(check_output_path("/dev/fd/" + std::to_string(fds[0])).ok()) << "closed now";
+}
+
 // The CLI end to end: `commscope predict -o /dev/null` leaves /dev/null a character device
 // (it had replaced it with a regular file when run as root). The private copy goes first.
 TEST_F(OutputFile, PredictToDevNullKeepsTheDevice) {
@@ -201,6 +216,16 @@ TEST_F(OutputFile, PredictToDevNullKeepsTheDevice) {
   fs::create_directories(dir_ / "sub");
   const std::string cmd2 = std::string(COMMSCOPE_BIN) + " predict -o " + (dir_ / "sub").string() +
                            " 2>" + (dir_ / "err").string() + " >/dev/null </dev/null";
+  // -o /dev/stdout with stdout appended to a file: the file keeps what it held.
+  const fs::path log = dir_ / "log";
+  std::ofstream(log) << "kept\n";
+  const std::string append = std::string(COMMSCOPE_BIN) +
+                             " predict --format csv -o /dev/stdout >>" + log.string() +
+                             " 2>/dev/null </dev/null";
+  ASSERT_EQ(std::system(append.c_str()), 0);
+  const std::string logged = slurp(log);
+  EXPECT_EQ(logged.rfind("kept\n", 0), 0u) << logged;
+  EXPECT_GT(logged.size(), 10u) << logged;
   const int rc = std::system(cmd2.c_str());
   EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 2);
   const std::string err = slurp(dir_ / "err");

@@ -26,7 +26,8 @@ inline constexpr const char* kTransportHelp =
     "tcp|shm|rdma: force Open MPI's TCP or shared-memory BTL, or UCX over RDMA hardware";
 inline constexpr const char* kEmulateHelp =
     "tcp-10g|ipoib-100g|rdma-100g|rate=<bits/s>[,nodes=K]: run the ranks as K emulated nodes "
-    "(network namespaces, shaped links; needs root; docs/bench.md)";
+    "(network namespaces, shaped links; rate 100k to 100G, K 1 to 64; needs root; "
+    "docs/bench.md)";
 
 // The mpirun arguments for a transport ("" gives none). Error for an unknown transport, and
 // for rdma where this machine has no RDMA device.

@@ -10,6 +10,8 @@
 //   - a character device (/dev/null, a terminal, /dev/stdout on one) or a FIFO: written straight
 //     into, never created, truncated or renamed. A FIFO without a reader is waited for at most
 //     `kFifoReaderWaitSeconds`, then refused;
+//   - /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: written to that open descriptor of
+//     this process (so `-o /dev/stdout >> log` appends, as the shell set it up);
 //   - a directory, socket, block device or anything else: refused.
 #pragma once
 
