@@ -37,10 +37,9 @@ Verb add_fit(CLI::App& app) {
         ProfileOptions& po = st->profile;
         po.source = st->input;
         if (line->count() > 0) po.line_rate_gbps = st->line_rate_gbps;
-        if (!st->output.empty()) {
-          if (Status s = check_profile_options(po); !s.ok()) return fail(s.error().message);
+        if (Status s = check_profile_options(po); !s.ok()) return fail(s.error().message);
+        if (!st->output.empty())
           if (Status s = check_output_path(st->output); !s.ok()) return fail(s.error().message);
-        }
         auto measured = read_bench_json(st->input);
         if (!measured) return fail(measured.error().message);
         const BenchFits fits = fit_bench(*measured);

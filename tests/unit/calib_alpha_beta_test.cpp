@@ -175,6 +175,7 @@ TEST(FitCli, FlagsAndOutputFolder) {
     EXPECT_NE(line.find(bad.substr(0, bad.find(' '))), std::string::npos) << line;
     EXPECT_FALSE(fs::exists(dir / "presets-mine")) << bad;
   }
+  EXPECT_EQ(run("fit " + in + " --transport foo"), 2) << "checked without -o too";
   ASSERT_EQ(run("fit " + in + " -o " + out + " --transport roce --line-rate-gbps 100"), 0);
   EXPECT_EQ(run("predict --network " + out), 0);
   fs::remove_all(dir);
