@@ -1,5 +1,7 @@
 // commscope-bench: the MPI program behind `commscope bench`. Run it under mpirun, mpiexec or
 // srun (or let `commscope bench --ranks N` launch it). Flags follow nccl-tests.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -10,116 +12,57 @@
 #include "commscope/bench/harness.h"
 #include "commscope/comm/flags.h"
 #include "commscope/comm/mpi.h"
-
-namespace {
-
-// "8", "64K", "128M", "1G" -> bytes (binary multiples, as nccl-tests).
-bool parse_size(const std::string& s, std::size_t& out) {
-  if (s.empty()) return false;
-  std::size_t mult = 1, len = s.size();
-  switch (s.back()) {
-    case 'K':
-    case 'k':
-      mult = 1ull << 10, --len;
-      break;
-    case 'M':
-    case 'm':
-      mult = 1ull << 20, --len;
-      break;
-    case 'G':
-    case 'g':
-      mult = 1ull << 30, --len;
-      break;
-    default:
-      break;
-  }
-  try {
-    std::size_t used = 0;
-    const unsigned long long v = std::stoull(s.substr(0, len), &used);
-    if (used != len) return false;
-    out = v * mult;
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-}  // namespace
+#include "commscope/launch/bench_flags.h"
 
 int main(int argc, char** argv) {
   using namespace commscope;
   comm::Session mpi(&argc, &argv);
   CLI::App app{
       "commscope-bench: collective benchmarks over MPI, printed as nccl-tests prints them"};
-  std::string b = "8", e = "32M", dtype = "float", op = "sum", format = "table";
-  std::vector<std::string> names;
-  bench::Options o;
-  app.add_option("-b,--minbytes", b, "smallest size (8, 64K, 1M) [8]");
-  app.add_option("-e,--maxbytes", e, "largest size [32M]");
-  app.add_option("-f,--stepfactor", o.factor, "size multiplier between steps [2]");
-  app.add_option("-w,--warmup_iters", o.warmup, "warm-up iterations [5]");
-  app.add_option("-n,--iters", o.iters, "timed iterations [20]");
-  app.add_option("-d,--datatype", dtype, "float|double|int32 [float]");
-  app.add_option("-o,--op", op, "sum|max|min [sum]");
-  app.add_option("-r,--root", o.root, "root of broadcast and reduce [0]");
-  app.add_option("-c,--check", o.check, "check results (1) or not (0) [1]");
-  app.add_option("--collectives", names,
-                 "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,sendrecv [all]")
-      ->delimiter(',');
-  app.add_option("--format", format, "table|json|csv [table]");
-  bool p2p = false;
-  std::string split;
-  app.add_option("--split", split,
-                 "node: run each collective inside each node and across nodes separately");
-  int window = 64;
-  app.add_option("--window", window,
-                 "--p2p: messages in flight in the bandwidth test, as osu_bw -W [64]")
-      ->check(CLI::Range(1, 1024));
-  app.add_flag("--p2p", p2p,
-               "point-to-point latency and bandwidth between ranks 0 and 1 (osu_latency, osu_bw)");
-  app.add_option("--corrupt-rank", o.corrupt_rank, "(tests) this rank corrupts one received value")
-      ->group("");
-  int kill_rank = -1;
-  app.add_option("--kill-rank", kill_rank,
-                 "(tests) this rank kills itself once the sweep has started")
-      ->group("");
+  launch::BenchFlags f;
+  launch::add_bench_flags(app, f);
   if (auto stop = comm::parse_flags(app, argc, argv, mpi)) return *stop;
-  if (!parse_size(b, o.min_bytes))
-    return mpi.fail(fmt::format("-b: expected a size such as 8, 64K or 1M, got '{}'", b));
-  if (!parse_size(e, o.max_bytes))
-    return mpi.fail(fmt::format("-e: expected a size such as 8, 64K or 1M, got '{}'", e));
-  if (o.max_bytes < o.min_bytes)
-    return mpi.fail(fmt::format("-e: expected at least -b ({}), got {}", o.min_bytes, o.max_bytes));
-  if (o.factor <= 1 && o.factor > -1)
-    return mpi.fail(fmt::format("-f: expected a factor above 1, got {}", o.factor));
-  if (o.iters < 1)
-    return mpi.fail(fmt::format("-n: expected at least 1 iteration, got {}", o.iters));
-  if (o.root < 0 || o.root >= mpi.size())
-    return mpi.fail(fmt::format("-r: expected a root in [0, {}), got {}", mpi.size(), o.root));
-  if (dtype == "float")
-    o.dtype = bench::DataType::f32;
-  else if (dtype == "double")
-    o.dtype = bench::DataType::f64;
-  else if (dtype == "int32" || dtype == "int")
-    o.dtype = bench::DataType::i32;
-  else
-    return mpi.fail(fmt::format("-d: expected float, double or int32, got '{}'", dtype));
-  if (op == "sum")
-    o.op = bench::ReduceOp::sum;
-  else if (op == "max")
-    o.op = bench::ReduceOp::max;
-  else if (op == "min")
-    o.op = bench::ReduceOp::min;
-  else
-    return mpi.fail(fmt::format("-o: expected sum, max or min, got '{}'", op));
-  for (const auto& n : names) {
-    Collective c;
-    if (!collective_from_name(n, c))
-      return mpi.fail(fmt::format("--collectives: unknown collective '{}'", n));
-    o.collectives.push_back(c);
+  // The same checks as `commscope bench` makes before it launches (launch/bench_flags.h), for
+  // runs under mpirun, mpiexec or srun directly.
+  auto sweep = launch::check_bench_flags(f, mpi.size());
+  if (!sweep) return mpi.fail(sweep.error().message);
+  {
+    // The buffers of the ranks on this node must fit its memory: checked before allocating.
+    MPI_Comm node = MPI_COMM_NULL;
+    CS_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank(),
+                                     MPI_INFO_NULL, &node));
+    int here = 1;
+    CS_MPI_CHECK(MPI_Comm_size(node, &here));
+    CS_MPI_CHECK(MPI_Comm_free(&node));
+    const Status mem = launch::check_bench_memory(f, *sweep, mpi.size(), here);
+    int bad = mem.ok() ? 0 : 1;
+    CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (bad)
+      return mpi.fail(
+          mem.ok() ? fmt::format("-e: {} does not fit the memory of another node", f.max_bytes)
+                   : mem.error().message);
   }
-  if (format != "table" && format != "json" && format != "csv")
-    return mpi.fail(fmt::format("--format: expected table, json or csv, got '{}'", format));
+  bench::Options o;
+  o.min_bytes = sweep->min_bytes;
+  o.max_bytes = sweep->max_bytes;
+  o.factor = f.factor;
+  o.warmup = f.warmup;
+  o.iters = f.iters;
+  o.root = f.root;
+  o.check = f.check != 0;
+  o.collectives = sweep->collectives;
+  o.corrupt_rank = f.corrupt_rank;
+  o.dtype = f.dtype == "double"  ? bench::DataType::f64
+            : f.dtype == "float" ? bench::DataType::f32
+                                 : bench::DataType::i32;
+  o.op = f.op == "max"   ? bench::ReduceOp::max
+         : f.op == "min" ? bench::ReduceOp::min
+                         : bench::ReduceOp::sum;
+  const std::string& format = f.format;
+  const std::string& split = f.split;
+  const bool p2p = f.p2p;
+  const int window = f.window;
+  const int kill_rank = f.kill_rank;
 
   if (p2p) {
     if (mpi.size() < 2) return mpi.fail("--p2p: expected at least 2 ranks, got 1");
@@ -151,16 +94,45 @@ int main(int argc, char** argv) {
     if (!block.empty()) std::fputs(bench::render_nccl_footer(block).c_str(), stdout);
     block.clear();
   };
-  if (format == "table" && mpi.rank() == 0)
+  // Progress on stderr (rank 0): when asked (`commscope bench` asks when its stderr is a
+  // terminal) or when this rank's stderr is one. One status line, rewritten after each size.
+  const bool progress = mpi.rank() == 0 && (f.progress || ::isatty(STDERR_FILENO) == 1);
+  const int per_sweep = sweep->sizes;
+  const int sweeps = static_cast<int>(sweep->collectives.empty() ? launch::kBenchCollectives
+                                                                 : sweep->collectives.size()) *
+                     (split == "node" ? 2 : 1);
+  int done_in_sweep = 0, sweep_index = 0;
+  bench::Row previous;
+  auto clear_progress = [&] {
+    if (progress) {
+      std::fputs("\r\033[K", stderr);
+      std::fflush(stderr);
+    }
+  };
+  if (mpi.rank() == 0)
     o.on_row = [&](const bench::Row& r) {
-      if (block.empty() || block.back().collective != r.collective ||
-          block.back().group != r.group) {
-        end_block();
-        std::fputs(bench::render_nccl_header(r.collective, r.ranks, r.group).c_str(), stdout);
+      const bool new_block =
+          done_in_sweep == 0 || previous.collective != r.collective || previous.group != r.group;
+      if (new_block) ++sweep_index, done_in_sweep = 0;
+      ++done_in_sweep;
+      previous = r;
+      if (format == "table") {
+        clear_progress();
+        if (block.empty() || block.back().collective != r.collective ||
+            block.back().group != r.group) {
+          end_block();
+          std::fputs(bench::render_nccl_header(r.collective, r.ranks, r.group).c_str(), stdout);
+        }
+        block.push_back(r);
+        std::fputs(bench::render_nccl_row(r).c_str(), stdout);
+        std::fflush(stdout);  // each row as it is measured, also through a pipe
       }
-      block.push_back(r);
-      std::fputs(bench::render_nccl_row(r).c_str(), stdout);
-      std::fflush(stdout);
+      if (progress) {
+        std::fprintf(stderr, "\r\033[Kcommscope-bench: %s %s: %d/%d sizes (%zu bytes), sweep %d/%d",
+                     r.group.c_str(), std::string(to_string(r.collective)).c_str(), done_in_sweep,
+                     per_sweep, r.bytes, sweep_index, sweeps);
+        std::fflush(stderr);
+      }
     };
   if (!split.empty() && split != "node")
     return mpi.fail(fmt::format("--split: expected node, got '{}'", split));
@@ -201,6 +173,7 @@ int main(int argc, char** argv) {
   for (const auto& r : rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
   CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD));
   if (mpi.rank() == 0) {
+    clear_progress();
     if (format == "table") {
       end_block();
     } else {

@@ -1,10 +1,13 @@
 // `commscope bench`: runs commscope-bench, the MPI program beside this binary. With --ranks N it
 // launches mpirun itself for a quick local run (optionally over emulated nodes); otherwise run
 // commscope-bench under mpirun, mpiexec or srun directly (docs/bench.md).
+#include <unistd.h>
+
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "commscope/launch/bench_flags.h"
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
 #include "verbs.h"
@@ -24,8 +27,9 @@ Verb add_bench(CLI::App& app) {
                                      "`mpirun -np N commscope-bench ARGS`; "
                                      "commscope-bench's flags follow nccl-tests (-b 8 -e 128M -f 2 "
                                      "-n 20 -w 5 -d float -o sum -r 0 "
-                                     "--collectives ... --format table|json|csv).");
-  cmd->add_option("--ranks", st->job.ranks, "ranks to launch on this machine [2]");
+                                     "--collectives ... --format table|json|csv; `bench -- --help` "
+                                     "lists them). They are checked before mpirun starts.");
+  cmd->add_option("--ranks", st->job.ranks, "ranks to launch on this machine, 1 to 256 [2]");
   cmd->add_option("--transport", st->job.transport, launch::kTransportHelp);
   cmd->add_option("--emulate", st->job.emulate, launch::kEmulateHelp);
   cmd->add_option("args", st->args, "arguments for commscope-bench (after --)");
@@ -33,12 +37,36 @@ Verb add_bench(CLI::App& app) {
   return {cmd, [st, cmd]() -> int {
             std::vector<std::string> args = st->args;
             for (const auto& a : cmd->remaining()) args.push_back(a);
+            // commscope-bench's flags, parsed and checked here by the same definition before
+            // anything is launched (launch/bench_flags.h).
+            launch::BenchFlags flags;
+            CLI::App program{"commscope-bench: collective benchmarks over MPI"};
+            program.name("commscope-bench");
+            launch::add_bench_flags(program, flags);
+            try {
+              std::vector<std::string> reversed;
+              for (auto it = args.rbegin(); it != args.rend(); ++it)
+                if (*it != "--") reversed.push_back(*it);
+              program.parse(reversed);
+            } catch (const CLI::CallForHelp&) {
+              std::fputs(program.help().c_str(), stdout);
+              return 0;
+            } catch (const CLI::ParseError& ex) {
+              return fail(fmt::format("bench: {} (commscope-bench's flags, see bench -- --help)",
+                                      ex.what()));
+            }
+            if (Status s = launch::check_job_options(st->job); !s.ok())
+              return fail(s.error().message);
+            auto sweep = launch::check_bench_flags(flags, st->job.ranks);
+            if (!sweep) return fail(sweep.error().message);
+            // Every rank runs on this machine: their buffers together must fit its memory.
+            if (Status s = launch::check_bench_memory(flags, *sweep, st->job.ranks, st->job.ranks);
+                !s.ok())
+              return fail(s.error().message);
+            if (::isatty(STDERR_FILENO) == 1 && !flags.progress)
+              args.insert(args.begin(), "--progress");
             // The traffic report goes with the table, or beside a json/csv document.
-            std::FILE* report = stdout;
-            for (std::size_t i = 0; i < args.size(); ++i)
-              if ((args[i] == "--format" && i + 1 < args.size() && args[i + 1] != "table") ||
-                  (args[i].rfind("--format=", 0) == 0 && args[i] != "--format=table"))
-                report = stderr;
+            std::FILE* report = flags.format == "table" ? stdout : stderr;
             auto rc =
                 launch::run_mpi_job(launch::self_dir() + "/commscope-bench", args, st->job, report);
             if (!rc.ok()) return fail(rc.error().message);

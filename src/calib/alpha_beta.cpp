@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/system.h"
 #include "commscope/util/json_fields.h"
 
 namespace commscope {
@@ -88,6 +89,95 @@ Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path)
   std::vector<MeasuredCollective> out;
   for (auto& [k, v] : by) out.push_back(std::move(v));
   return out;
+}
+
+BenchFits fit_bench(const std::vector<MeasuredCollective>& measured) {
+  BenchFits out;
+  bool profile_inter = false;
+  int profile_ranks = 0;
+  for (const auto& m : measured) {
+    auto f = fit_alpha_beta(m.samples);
+    if (!f) {
+      out.warnings.push_back(fmt::format("{} {} over {} ranks: {}", m.group,
+                                         to_string(m.collective), m.ranks, f.error().message));
+      continue;
+    }
+    if (f->clamped)
+      out.warnings.push_back(fmt::format(
+          "{} {} over {} ranks: the unconstrained fit gave a negative {}; refitted with it at 0 "
+          "(a latency below what the sweep resolves, or small sizes faster than the network: a "
+          "shaper's burst, a cache)",
+          m.group, to_string(m.collective), m.ranks, f->alpha == 0 ? "latency" : "time per byte"));
+    FitRow row{m, std::move(*f), 0};
+    for (std::size_t i = 0; i < m.samples.size(); ++i)
+      row.worst_residual =
+          std::max(row.worst_residual, std::fabs(row.fit.residuals[i]) / m.samples[i].seconds);
+    // The profile describes the network: the inter-node all-reduce when there is one, else the
+    // all-reduce over the most ranks.
+    const bool inter = m.group == "inter-node";
+    if (m.collective == Collective::all_reduce &&
+        (inter ? !profile_inter || m.ranks >= profile_ranks
+               : !profile_inter && m.ranks >= profile_ranks)) {
+      out.profile_row = static_cast<int>(out.rows.size());
+      profile_ranks = m.ranks;
+      profile_inter = profile_inter || inter;
+    }
+    out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+namespace {
+// A profile with the given transport and placeholder numbers, read by the network loader: the
+// transport names come from the loader's own table.
+Status check_transport(const std::string& transport) {
+  const nlohmann::json probe = {{"name", "probe"},
+                                {"transport", transport},
+                                {"line_rate_gbps", 1},
+                                {"achievable_gbps", 1},
+                                {"latency_us", 1}};
+  auto p = network_from_json(probe, "--transport");
+  if (!p) return Error{"fit: " + p.error().message};
+  return {};
+}
+}  // namespace
+
+Status check_profile_options(const ProfileOptions& o) {
+  if (o.name.empty()) return Error{"fit: --name: expected a profile name, got ''"};
+  CS_RETURN_IF_ERROR(check_transport(o.transport));
+  if (o.nics_per_node < 1 || o.nics_per_node > 1024)
+    return Error{fmt::format("fit: --nics-per-node: expected an integer from 1 to 1024, got {}",
+                             o.nics_per_node)};
+  if (o.line_rate_gbps && !(std::isfinite(*o.line_rate_gbps) && *o.line_rate_gbps > 0))
+    return Error{fmt::format("fit: --line-rate-gbps: expected a positive finite number, got {}",
+                             *o.line_rate_gbps)};
+  return {};
+}
+
+Result<nlohmann::json> network_profile(const BenchFits& fits, const ProfileOptions& o) {
+  CS_RETURN_IF_ERROR(check_profile_options(o));
+  if (fits.profile_row < 0)
+    return Error{
+        "fit: --output: expected an all_reduce sweep in the results to make a profile from"};
+  const FitRow& row = fits.rows[static_cast<std::size_t>(fits.profile_row)];
+  const int ranks = row.measured.ranks;
+  const double gbps = row.fit.busbw(Collective::all_reduce, ranks) * 8 / 1e9 / o.nics_per_node;
+  // A ring all-reduce pays alpha over 2(n-1) steps: the per-step latency.
+  const double latency_us = std::max(row.fit.alpha, 0.0) * 1e6 / std::max(2 * (ranks - 1), 1);
+  nlohmann::json p = {{"name", o.name},
+                      {"transport", o.transport},
+                      {"line_rate_gbps", std::max(o.line_rate_gbps.value_or(0.0), gbps)},
+                      {"achievable_gbps", gbps},
+                      {"latency_us", std::max(latency_us, 0.01)},
+                      {"sources",
+                       {fmt::format("fitted by commscope fit from {} ({} all_reduce over {} ranks)",
+                                    o.source, row.measured.group, ranks)}}};
+  // The loader predict uses: what it refuses is not written.
+  auto back = network_from_json(p, "fitted profile");
+  if (!back)
+    return Error{fmt::format("fit: the {} all_reduce over {} ranks makes no usable profile: {}",
+                             row.measured.group, ranks, back.error().message)};
+  return p;
 }
 
 }  // namespace commscope

@@ -22,6 +22,8 @@ namespace commscope::launch {
 
 namespace {
 
+constexpr const char* kEmulateTmpRoot = "/tmp";
+
 // "200M", "1.5e9", "10G" (decimal multiples, bits/s).
 bool parse_rate(const std::string& s, double& out) {
   if (s.empty()) return false;
@@ -117,11 +119,12 @@ Result<EmulationSpec> parse_emulation(const std::string& spec) {
       try {
         std::size_t used = 0;
         const int k = std::stoi(part.substr(6), &used);
-        if (used != part.size() - 6 || k < 1 || k > 64) throw std::out_of_range("nodes");
+        if (used != part.size() - 6 || k < 1 || k > kMaxEmulatedNodes)
+          throw std::out_of_range("nodes");
         e.nodes = k;
       } catch (...) {
-        return Error{fmt::format("--emulate: nodes: expected an integer from 1 to 64, got '{}'",
-                                 part.substr(6))};
+        return Error{fmt::format("--emulate: nodes: expected an integer from 1 to {}, got '{}'",
+                                 kMaxEmulatedNodes, part.substr(6))};
       }
       continue;
     }
@@ -131,6 +134,11 @@ Result<EmulationSpec> parse_emulation(const std::string& spec) {
                     part, spec)};
   }
   if (first) return Error{"--emulate: expected tcp-10g, ipoib-100g, rdma-100g or rate=<bits/s>"};
+  if (!(e.shaped_rate_bps >= kMinShapedRateBps && e.shaped_rate_bps <= kMaxShapedRateBps))
+    return Error{fmt::format(
+        "--emulate: {}: expected a shaped rate from 100k to 100G bits/s, got {:g} bits/s{}",
+        e.profile == "rate" ? "rate" : e.profile, e.shaped_rate_bps,
+        e.profile == "rate" ? "" : fmt::format(" (the profile's rate / {:g})", kEmulationScale))};
   return e;
 }
 
@@ -193,8 +201,10 @@ Status EmulatedCluster::setup() {
   }
   if (subnet_.empty()) return Error{"--emulate: no free 10.x.y.0/24 subnet for the bridge"};
 
-  char tmpl[] = "/tmp/commscope-emulate-XXXXXX";
-  if (!::mkdtemp(tmpl)) return Error{"--emulate: cannot create a temporary folder in /tmp"};
+  // The pid in the name lets the next run's stale cleanup remove it after a SIGKILL.
+  std::string tmpl = fmt::format("{}/commscope-emulate-{}-XXXXXX", kEmulateTmpRoot, pid);
+  if (!::mkdtemp(tmpl.data()))
+    return Error{fmt::format("--emulate: cannot create a temporary folder in {}", kEmulateTmpRoot)};
   tmpdir_ = tmpl;
 
   const std::string br = prefix_ + "br";
@@ -364,8 +374,19 @@ EmulatedCluster::~EmulatedCluster() {
 }
 
 void remove_stale_emulations() {
-  static const std::regex kNodeName(R"(^cs(\d+)n\d+$)"), kLinkName(R"(^cs(\d+)(br|h\d+)$)");
+  static const std::regex kNodeName(R"(^cs(\d{1,9})n\d+$)"), kLinkName(R"(^cs(\d{1,9})(br|h\d+)$)"),
+      kTmpName(R"(^commscope-emulate-(\d{1,9})-\w{6}$)");
   std::smatch m;
+  {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(kEmulateTmpRoot, ec)) {
+      const std::string name = e.path().filename().string();
+      std::error_code ec2;
+      if (std::regex_match(name, m, kTmpName) && !pid_alive(std::stol(m[1])) &&
+          e.is_directory(ec2) && !e.is_symlink(ec2))
+        std::filesystem::remove_all(e.path(), ec2);
+    }
+  }
   for (const std::string& name : namespace_names())
     if (std::regex_match(name, m, kNodeName) && !pid_alive(std::stol(m[1]))) remove_namespace(name);
   // The host ends of the veth pairs (a namespace's own devices go asynchronously after

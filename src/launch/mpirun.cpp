@@ -36,11 +36,40 @@ Result<std::vector<std::string>> transport_args(const std::string& transport) {
   return Error{fmt::format("--transport: expected tcp, shm or rdma, got '{}'", transport)};
 }
 
+Status check_job_options(const JobOptions& o) {
+  if (o.ranks < 1 || o.ranks > kMaxLocalRanks)
+    return Error{
+        fmt::format("--ranks: expected an integer from 1 to {} (ranks on this machine; "
+                    "for more, run commscope-bench under your cluster's launcher), "
+                    "got {}",
+                    kMaxLocalRanks, o.ranks)};
+  if (!o.emulate.empty()) {
+    if (!o.transport.empty() && o.transport != "tcp")
+      return Error{fmt::format(
+          "--transport {}: --emulate runs MPI over TCP on the emulated links (rdma-100g emulates "
+          "RDMA's bandwidth, not its transport); drop --transport",
+          o.transport)};
+    CS_ASSIGN_OR_RETURN(EmulationSpec spec, parse_emulation(o.emulate));
+    const int nodes = spec.nodes > 0 ? spec.nodes : o.ranks;
+    if (nodes > kMaxEmulatedNodes)
+      return Error{
+          fmt::format("--emulate: expected at most {} nodes (one per rank without "
+                      "nodes=), got {}",
+                      kMaxEmulatedNodes, nodes)};
+    if (o.ranks % nodes != 0)
+      return Error{fmt::format("--emulate: nodes: expected a divisor of the rank count {}, got {}",
+                               o.ranks, nodes)};
+    return {};
+  }
+  CS_ASSIGN_OR_RETURN(std::vector<std::string> t, transport_args(o.transport));
+  (void)t;
+  return {};
+}
+
 Result<int> run_mpi_job(const std::string& program, const std::vector<std::string>& args,
                         const JobOptions& o, std::FILE* report,
                         std::vector<NodeTraffic>* traffic_out) {
-  if (o.ranks < 1)
-    return Error{fmt::format("--ranks: expected a positive integer, got {}", o.ranks)};
+  CS_RETURN_IF_ERROR(check_job_options(o));
   if (::access(program.c_str(), X_OK) != 0)
     return Error{fmt::format(
         "{}: not found: commscope was built without MPI (install libopenmpi-dev openmpi-bin with "

@@ -1,49 +1,251 @@
-// write, fsync, rename: a reader never sees half a file.
+// Output files: what the path names decides how it is written (atomic_file.h).
 #include "commscope/util/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
 namespace commscope {
+namespace {
 
-Status write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    return Error{fmt::format("{}: cannot create a file beside it: {}", path, std::strerror(errno))};
-  auto fail = [&](const char* what) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("{}: {} failed: {}", path, what, std::strerror(err))};
-  };
+namespace fs = std::filesystem;
+
+enum class Kind { file, stream, descriptor };
+
+// How a path is to be written: `target` is the regular file (after following links) that is
+// replaced, or the path of the device or FIFO that is written straight into.
+struct Plan {
+  Kind kind = Kind::file;
+  std::string target;
+  bool exists = false;
+  mode_t mode = 0644;
+  int fd = -1;  // Kind::descriptor: the open descriptor the path names
+};
+
+// /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: the descriptor this process already has
+// open (-1 for other paths). Writing to it keeps what the shell set up (`>> log` appends; a
+// rename would replace the file, an open would start at offset 0).
+int own_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string p = prefix;
+    if (path.rfind(p, 0) != 0 || path.size() == p.size() || path.size() > p.size() + 6) continue;
+    int fd = 0;
+    for (std::size_t i = p.size(); i < path.size(); ++i) {
+      if (path[i] < '0' || path[i] > '9') return -1;
+      fd = fd * 10 + (path[i] - '0');
+    }
+    return fd;
+  }
+  return -1;
+}
+
+const char* type_name(mode_t m) {
+  if (S_ISDIR(m)) return "a folder";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a regular file";
+}
+
+Error refused(const std::string& path, mode_t m) {
+  return Error{
+      fmt::format("{}: is {}; expected a regular file, a new path, a character device or a FIFO",
+                  path, type_name(m))};
+}
+
+std::string parent_of(const std::string& target) {
+  fs::path p = fs::path(target).parent_path();
+  return p.empty() ? std::string(".") : p.string();
+}
+
+// The folder `dir` either exists and is writable, or can be created: its nearest existing
+// ancestor is a writable folder.
+Status check_folder(const std::string& path, const std::string& dir) {
+  fs::path d = dir;
+  for (;;) {
+    struct stat st {};
+    if (::stat(d.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return Error{fmt::format("{}: {} is not a folder", path, d.string())};
+      if (::access(d.c_str(), W_OK | X_OK) != 0)
+        return Error{fmt::format("{}: cannot write in folder {}: {}", path, d.string(),
+                                 std::strerror(errno))};
+      return {};
+    }
+    if (errno != ENOENT && errno != ENOTDIR)
+      return Error{fmt::format("{}: {}: {}", path, d.string(), std::strerror(errno))};
+    struct stat lst {};
+    if (::lstat(d.c_str(), &lst) == 0)  // a dangling link where a folder should be
+      return Error{fmt::format("{}: {} is a symbolic link to a missing folder", path, d.string())};
+    if (!d.has_parent_path() || d.parent_path() == d) {
+      d = ".";
+      continue;
+    }
+    d = d.parent_path();
+  }
+}
+
+Result<Plan> plan_for(const std::string& path) {
+  if (path.empty()) return Error{"output path: expected a file path, got ''"};
+  Plan plan;
+  if (const int fd = own_descriptor(path); fd >= 0) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return Error{fmt::format("{}: descriptor {} is not open", path, fd)};
+    if (S_ISDIR(st.st_mode)) return refused(path, st.st_mode);
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+      return Error{fmt::format("{}: descriptor {} is not open for writing", path, fd)};
+    plan.kind = Kind::descriptor;
+    plan.target = path;
+    plan.fd = fd;
+    plan.exists = true;
+    return plan;
+  }
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR)
+      return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+    if (path.back() == '/')
+      return Error{fmt::format("{}: names a folder; expected a file path", path)};
+    plan.target = path;
+    CS_RETURN_IF_ERROR(check_folder(path, parent_of(path)));
+    return plan;
+  }
+  struct stat st = lst;
+  if (S_ISLNK(lst.st_mode)) {
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT)
+        return Error{fmt::format(
+            "{}: is a symbolic link to a missing file; not writing through a dangling link", path)};
+      return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+    }
+  }
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    plan.kind = Kind::stream;
+    plan.target = path;
+    plan.exists = true;
+    if (::access(path.c_str(), W_OK) != 0)
+      return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+    return plan;
+  }
+  if (!S_ISREG(st.st_mode)) return refused(path, st.st_mode);
+  plan.exists = true;
+  plan.mode = st.st_mode & 07777;
+  if (S_ISLNK(lst.st_mode)) {
+    char buf[PATH_MAX];
+    if (!::realpath(path.c_str(), buf))
+      return Error{fmt::format("{}: cannot follow the link: {}", path, std::strerror(errno))};
+    plan.target = buf;
+  } else {
+    plan.target = path;
+  }
+  CS_RETURN_IF_ERROR(check_folder(path, parent_of(plan.target)));
+  return plan;
+}
+
+Status write_all(int fd, std::string_view content) {
   std::size_t done = 0;
   while (done < content.size()) {
     ssize_t n = ::write(fd, content.data() + done, content.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return fail("write");
+      return Error{std::strerror(errno)};
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fchmod(fd, 0644) != 0) return fail("chmod");
-  if (::fsync(fd) != 0) return fail("fsync");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("{}: close failed: {}", path, std::strerror(errno))};
+  return {};
+}
+
+// A character device or FIFO: opened for writing as it is (no O_CREAT, no O_TRUNC). O_NONBLOCK
+// makes the open of a FIFO without a reader fail at once instead of blocking; it is retried
+// until a reader comes or the wait is over, then cleared for the writes.
+Status write_stream(const std::string& path, std::string_view content) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(kFifoReaderWaitSeconds);
+  int fd = -1;
+  for (;;) {
+    fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0) break;
+    if (errno == EINTR) continue;
+    if (errno != ENXIO)
+      return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+    if (std::chrono::steady_clock::now() >= deadline)
+      return Error{
+          fmt::format("{}: no reader opened the FIFO within {} s", path, kFifoReaderWaitSeconds)};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  Status s = write_all(fd, content);
+  const int close_rc = ::close(fd);
+  if (!s.ok()) return Error{fmt::format("{}: write failed: {}", path, s.error().message)};
+  if (close_rc != 0) return Error{fmt::format("{}: close failed: {}", path, std::strerror(errno))};
+  return {};
+}
+
+// A regular file or a new path: write, fsync, rename; a reader never sees half a file.
+Status write_replacing(const std::string& path, const Plan& plan, std::string_view content) {
+  const std::string dir = parent_of(plan.target);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Error{fmt::format("{}: cannot create folder {}: {}", path, dir, ec.message())};
+  std::string tmp = plan.target + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    return Error{fmt::format("{}: cannot create a file beside it: {}", path, std::strerror(errno))};
+  auto fail = [&](const std::string& what) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Error{fmt::format("{}: {}", path, what)};
+  };
+  if (Status s = write_all(fd, content); !s.ok()) return fail("write failed: " + s.error().message);
+  if (::fchmod(fd, plan.mode) != 0)
+    return fail(fmt::format("chmod failed: {}", std::strerror(errno)));
+  if (::fsync(fd) != 0) return fail(fmt::format("fsync failed: {}", std::strerror(errno)));
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Error{fmt::format("{}: close failed: {}", path, std::strerror(err))};
+  }
+  if (std::rename(tmp.c_str(), plan.target.c_str()) != 0) {
+    const int err = errno;
     ::unlink(tmp.c_str());
     return Error{fmt::format("{}: rename failed: {}", path, std::strerror(err))};
   }
   return {};
+}
+
+}  // namespace
+
+Status check_output_path(const std::string& path) {
+  auto plan = plan_for(path);
+  if (!plan.ok()) return plan.error();
+  return {};
+}
+
+Status write_file_atomic(const std::string& path, std::string_view content) {
+  CS_ASSIGN_OR_RETURN(Plan plan, plan_for(path));
+  if (plan.kind == Kind::stream) return write_stream(path, content);
+  if (plan.kind == Kind::descriptor) {
+    // stdout may hold buffered text of this process: it goes first.
+    if (plan.fd == 1) std::fflush(stdout);
+    if (plan.fd == 2) std::fflush(stderr);
+    if (Status s = write_all(plan.fd, content); !s.ok())
+      return Error{fmt::format("{}: write failed: {}", path, s.error().message)};
+    return {};
+  }
+  return write_replacing(path, plan, content);
 }
 
 }  // namespace commscope

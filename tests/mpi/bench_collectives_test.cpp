@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +54,70 @@ TEST(Bench, BusbwIsAlgbwTimesTheNcclTestsFactor) {
       }
     }
   }
+}
+
+// Bad flags of commscope-bench are refused by `commscope bench` itself before mpirun starts:
+// one line naming the flag, status 2, nothing on stdout, no Open MPI banner, no allocation
+// (-e 100G aborted with std::bad_alloc and a backtrace).
+TEST(Bench, BadFlagsAreRefusedBeforeLaunch) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-- -b 100G -e 100G", "-e: 100G needs about"},
+      {"-- -f nan", "-f: expected a finite factor"},
+      {"-- -f inf", "-f: expected a finite factor"},
+      {"-- -f -0.5", "-f: expected a finite factor"},
+      {"-- -n 0", "-n: expected"},
+      {"-- -n -5", "-n: expected"},
+      {"-- -w -1", "-w: expected"},
+      {"-- -b 1 -e 1G -f 1.001", "-f: expected at most 1024 sizes"},
+      {"-- -e 99999999999999999999", "-e: expected a size"},
+      {"-- -e 2T", "-e: expected at most 1T"},
+      {"-- -r 2", "-r: expected a root in [0, 2)"},
+      {"-- --collectives all_reduce,nope", "--collectives: expected"},
+      {"-- --format xml", "--format: expected"},
+      {"-- --no-such-flag", "--no-such-flag"},
+      {"--ranks 100000", "--ranks: expected an integer from 1 to 256"},
+      {"--ranks 0", "--ranks: expected an integer from 1 to 256"},
+      {"--ranks 2 --emulate rate=1e30", "--emulate: rate: expected a shaped rate"},
+  };
+  for (const auto& [args, want] : cases) {
+    Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << args << ": " << o.err;
+    EXPECT_TRUE(o.out.empty()) << args << ": " << o.out;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+    EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << args << ": " << o.err;
+    EXPECT_NE(o.err.find(want), std::string::npos) << args << ": " << o.err;
+  }
+}
+
+// commscope-bench run directly under mpirun checks the same flags, and its memory, itself.
+TEST(Bench, TheMpiProgramChecksItsFlagsToo) {
+  for (const auto& [args, want] :
+       std::vector<std::pair<std::string, std::string>>{{"-f nan", "-f: expected a finite"},
+                                                        {"-n 0", "-n: expected"},
+                                                        {"-b 100G -e 100G", "-e: 100G needs"}}) {
+    // The flags commscope bench adds for its own launches (launch/mpirun.cpp).
+    const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
+    Outcome o = commscope::testing::run_shell(
+        std::string(MPIEXEC) + root + " --oversubscribe -np 2 " + COMMSCOPE_BENCH_BIN + " " + args);
+    EXPECT_NE(o.status, 0) << args;
+    EXPECT_NE(o.err.find(want), std::string::npos) << args << ": " << o.err;
+    EXPECT_EQ(o.err.find("bad_alloc"), std::string::npos) << args << ": " << o.err;
+  }
+}
+
+// Progress on stderr when asked (commscope bench asks when its stderr is a terminal), one status
+// per size; none when not asked and stderr is not a terminal (as here).
+TEST(Bench, ProgressOnlyWhenAsked) {
+  Outcome quiet = run("--ranks 2 -- -b 1K -e 4K -n 1 -w 0 --collectives all_reduce --format json");
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("sizes"), std::string::npos) << quiet.err;
+  Outcome loud =
+      run("--ranks 2 -- -b 1K -e 4K -n 1 -w 0 --collectives all_reduce --format json --progress");
+  ASSERT_EQ(loud.status, 0) << loud.err;
+  EXPECT_NE(loud.err.find("all_reduce: 3/3 sizes (4096 bytes), sweep 1/1"), std::string::npos)
+      << loud.err;
+  // stdout stays the JSON document.
+  EXPECT_EQ(nlohmann::json::parse(loud.out)["results"].size(), 3u);
 }
 
 TEST(Bench, CorruptedResultIsCaught) {

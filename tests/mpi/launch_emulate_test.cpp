@@ -77,6 +77,35 @@ bool is_root() {
   return ::geteuid() == 0;
 }
 
+// The temporary folders /tmp/commscope-emulate-<pid>-* of process `pid`.
+std::vector<std::string> emulate_tmp_folders(long pid) {
+  std::vector<std::string> out;
+  const std::string start = "commscope-emulate-" + std::to_string(pid) + "-";
+  for (const auto& e : std::filesystem::directory_iterator("/tmp"))
+    if (e.path().filename().string().rfind(start, 0) == 0) out.push_back(e.path().string());
+  return out;
+}
+
+// The stale cleanup removes the temporary folders of processes that are gone (a SIGKILLed
+// run's) and keeps those of live ones; it needs no privileges for that.
+TEST(Emulate, StaleTemporaryFoldersOfDeadProcessesAreRemoved) {
+  const pid_t dead = ::fork();
+  if (dead == 0) std::_Exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::filesystem::path gone = "/tmp/commscope-emulate-" + std::to_string(dead) + "-aB3xYz";
+  const std::filesystem::path live =
+      "/tmp/commscope-emulate-" + std::to_string(::getpid()) + "-aB3xYz";
+  std::filesystem::create_directories(gone);
+  std::ofstream(gone / "hostfile") << "localhost\n";
+  std::filesystem::create_directories(live);
+  commscope::launch::remove_stale_emulations();
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  std::filesystem::remove_all(live);
+  std::filesystem::remove_all(gone);
+}
+
 TEST(Emulate, ParsesProfilesAndKeepsTheirRatios) {
   auto tcp = commscope::launch::parse_emulation("tcp-10g");
   auto ipoib = commscope::launch::parse_emulation("ipoib-100g,nodes=2");
@@ -92,8 +121,13 @@ TEST(Emulate, ParsesProfilesAndKeepsTheirRatios) {
   ASSERT_TRUE(rate.ok());
   EXPECT_DOUBLE_EQ(rate->shaped_rate_bps, 1.5e8);
   EXPECT_EQ(rate->nodes, 4);
-  for (const char* bad : {"", "rate=", "rate=-5M", "rate=10X", "nope-1g", "tcp-10g,nodes=0",
-                          "tcp-10g,nodes=x", "tcp-10g,speed=1"}) {
+  // The documented range of shaped rates: its ends are accepted.
+  EXPECT_TRUE(commscope::launch::parse_emulation("rate=100k").ok());
+  EXPECT_TRUE(commscope::launch::parse_emulation("rate=100G,nodes=64").ok());
+  for (const char* bad :
+       {"", "rate=", "rate=-5M", "rate=10X", "nope-1g", "tcp-10g,nodes=0", "tcp-10g,nodes=x",
+        "tcp-10g,speed=1", "rate=1e30", "rate=99k", "rate=100.1G", "rate=1e400", "tcp-10g,nodes=65",
+        "tcp-10g,nodes=99999999999999999999"}) {
     auto r = commscope::launch::parse_emulation(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().message.find('\n'), std::string::npos);
@@ -272,10 +306,12 @@ TEST(Emulate, LeftoversOfAKilledRunAreRemovedByTheNext) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_FALSE(emulation_leftovers(prefix).empty());  // nothing could clean up
+  EXPECT_FALSE(emulate_tmp_folders(pid).empty());     // nor its temporary folder
   Outcome o = bench({"--emulate", "rate=500M", "--ranks", "2", "--", "-b", "8", "-e", "8", "-n",
                      "1", "-w", "0", "--collectives", "all_reduce"});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_TRUE(emulation_leftovers(prefix).empty());
+  EXPECT_TRUE(emulate_tmp_folders(pid).empty());
   // The orphaned job (mpirun outside the namespaces) ends once its ranks are gone.
   for (int i = 0; i < 100; ++i) {
     if (run_command({"pgrep", "-f", "rate=50M"}).status != 0) break;

@@ -1,10 +1,19 @@
 // The alpha-beta fit recovers known latency and bandwidth from synthetic timings.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "commscope/calib/alpha_beta.h"
+#include "commscope/spec/system.h"
 
 namespace commscope {
 namespace {
@@ -61,6 +70,115 @@ TEST(Fit, NegativeLatencyIsRefittedThroughTheOrigin) {
   EXPECT_DOUBLE_EQ(g->alpha, (1 / 2e-5 + 1 / 1e-5) / (1 / (2e-5 * 2e-5) + 1 / (1e-5 * 1e-5)));
   // A clean sweep is not clamped (RecoversKnownAlphaAndBeta covers its values).
   EXPECT_FALSE(fit_alpha_beta({{1024, 1e-5}, {2048, 1.5e-5}})->clamped);
+}
+
+// A sweep of exact alpha + beta x size times.
+MeasuredCollective sweep(Collective c, const std::string& group, int ranks, double alpha,
+                         double beta) {
+  MeasuredCollective m;
+  m.collective = c, m.group = group, m.ranks = ranks;
+  for (double b = 1024; b <= 64.0 * (1 << 20); b *= 4) m.samples.push_back({b, alpha + beta * b});
+  return m;
+}
+
+// The profile comes from the inter-node all-reduce even when a world or intra-node one has more
+// ranks; its rate is the ring all-reduce bus bandwidth 2(n-1)/n / beta per NIC, its latency alpha
+// over the ring's 2(n-1) steps; and the loader predict uses reads it back.
+TEST(Profile, FromTheInterNodeAllReduce) {
+  const double alpha = 40e-6, beta = 1 / 5e9;  // 5 GB/s algorithm bandwidth
+  const std::vector<MeasuredCollective> m = {
+      sweep(Collective::all_reduce, "world", 16, 1e-6, 1 / 50e9),
+      sweep(Collective::all_reduce, "inter-node", 4, alpha, beta),
+      sweep(Collective::all_gather, "inter-node", 4, alpha, beta / 2),
+      sweep(Collective::all_reduce, "intra-node", 8, 1e-6, 1 / 90e9)};
+  const BenchFits fits = fit_bench(m);
+  ASSERT_EQ(fits.rows.size(), 4u);
+  ASSERT_EQ(fits.profile_row, 1);
+  ProfileOptions o;
+  o.transport = "rdma";
+  o.nics_per_node = 2;
+  auto p = network_profile(fits, o);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const double gbps = 2.0 * 3 / 4 / beta * 8 / 1e9 / 2;
+  EXPECT_NEAR((*p)["achievable_gbps"].get<double>() / gbps, 1, 1e-6);
+  EXPECT_NEAR((*p)["latency_us"].get<double>() / (alpha * 1e6 / 6), 1, 1e-6);
+  EXPECT_EQ((*p)["transport"], "rdma");
+  auto back = network_from_json(*p, "test");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  // Without an inter-node group: the all-reduce over the most ranks.
+  EXPECT_EQ(fit_bench({m[0], m[2], m[3]}).profile_row, 0);
+  // No all-reduce: no profile, and the error names --output.
+  auto none = network_profile(fit_bench({m[2]}), ProfileOptions{});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("--output"), std::string::npos);
+}
+
+TEST(Profile, BadOptionsAreRefusedNamingTheFlag) {
+  const auto fits = fit_bench({sweep(Collective::all_reduce, "world", 4, 1e-5, 1e-9)});
+  auto refused = [&](const ProfileOptions& o, const std::string& flag) {
+    Status s = check_profile_options(o);
+    ASSERT_FALSE(s.ok()) << flag;
+    EXPECT_NE(s.error().message.find(flag), std::string::npos) << s.error().message;
+    EXPECT_FALSE(network_profile(fits, o).ok()) << flag;
+  };
+  ProfileOptions o;
+  o.transport = "foo";
+  refused(o, "--transport");
+  for (double bad : {std::nan(""), -1.0, 0.0, HUGE_VAL}) {
+    ProfileOptions l;
+    l.line_rate_gbps = bad;
+    refused(l, "--line-rate-gbps");
+  }
+  ProfileOptions n;
+  n.nics_per_node = 0;
+  refused(n, "--nics-per-node");
+  ProfileOptions e;
+  e.name = "";
+  refused(e, "--name");
+  for (const char* t : {"tcp", "ipoib", "rdma", "roce", "slingshot"}) {
+    ProfileOptions ok;
+    ok.transport = t;
+    EXPECT_TRUE(check_profile_options(ok).ok()) << t;
+    EXPECT_TRUE(network_profile(fits, ok).ok()) << t;
+  }
+}
+
+// `commscope fit` end to end: bad flags fail before anything is written; -o into a missing
+// folder creates it, and predict --network reads the profile.
+TEST(FitCli, FlagsAndOutputFolder) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("commscope_fit_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  nlohmann::json results = nlohmann::json::array();
+  for (double b = 1024; b <= 16.0 * (1 << 20); b *= 4)
+    results.push_back({{"collective", "all_reduce"},
+                       {"ranks", 4},
+                       {"size_bytes", b},
+                       {"out_of_place", {{"time_us", 30 + b / 2e3}}}});
+  std::ofstream(dir / "bench.json") << nlohmann::json{{"results", results}}.dump();
+  auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(COMMSCOPE_BIN) + " " + args + " >/dev/null 2>" +
+                            (dir / "err").string() + " </dev/null";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  const std::string in = (dir / "bench.json").string();
+  const std::string out = (dir / "presets-mine" / "x.json").string();
+  for (const std::string& bad :
+       {"--transport foo", "--line-rate-gbps nan", "--line-rate-gbps -3", "--nics-per-node 0"}) {
+    EXPECT_EQ(run("fit " + in + " -o " + out + " " + bad), 2) << bad;
+    std::ifstream err(dir / "err");
+    std::string line, more;
+    std::getline(err, line);
+    EXPECT_FALSE(std::getline(err, more)) << "one line: " << line << " / " << more;
+    EXPECT_NE(line.find(bad.substr(0, bad.find(' '))), std::string::npos) << line;
+    EXPECT_FALSE(fs::exists(dir / "presets-mine")) << bad;
+  }
+  EXPECT_EQ(run("fit " + in + " --transport foo"), 2) << "checked without -o too";
+  ASSERT_EQ(run("fit " + in + " -o " + out + " --transport roce --line-rate-gbps 100"), 0);
+  EXPECT_EQ(run("predict --network " + out), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // by least squares, with residuals; and the network profile a fit makes for `predict`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,36 @@ struct MeasuredCollective {
   std::vector<Sample> samples;
 };
 Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path);
+
+// `commscope fit`: the fit of each measured collective, and which one describes the network.
+struct FitRow {
+  MeasuredCollective measured;
+  AlphaBetaFit fit;
+  double worst_residual = 0;  // largest |residual| / measured time over the samples
+};
+struct BenchFits {
+  std::vector<FitRow> rows;           // the collectives that could be fitted, in input order
+  std::vector<std::string> warnings;  // collectives that could not, and boundary refits
+  // The row the network profile comes from: the inter-node all-reduce over the most ranks when
+  // there is one, else the all-reduce over the most ranks; -1 when no all-reduce was fitted.
+  int profile_row = -1;
+};
+BenchFits fit_bench(const std::vector<MeasuredCollective>& measured);
+
+// What the user says about the measured network (the flags of `commscope fit`).
+struct ProfileOptions {
+  std::string name = "measured";
+  std::string transport = "tcp";         // a name of the network loader's table (spec/system.h)
+  int nics_per_node = 1;                 // the bandwidth is per NIC port
+  std::optional<double> line_rate_gbps;  // per port; none: the measured rate
+  std::string source;                    // the results file, for the profile's sources
+};
+// The options alone, so a CLI can refuse them before reading anything. Errors name the flag.
+Status check_profile_options(const ProfileOptions& o);
+
+// The network profile of the all-reduce fit: per NIC port bandwidth, per-step latency of a ring
+// (alpha over 2(n-1) steps). It is read back by the same loader `predict --network` uses before
+// it is returned, so a profile fit writes is one predict accepts.
+Result<nlohmann::json> network_profile(const BenchFits& fits, const ProfileOptions& o);
 
 }  // namespace commscope

@@ -28,6 +28,12 @@ namespace commscope::launch {
 // 90 Mb/s, rdma-100g's 60 Gb/s 600 Mb/s, which veth pairs on a 2-core machine sustain.
 inline constexpr double kEmulationScale = 100;
 
+// Documented ranges (docs/bench.md): the shaped rate per node, and the node count. Outside
+// them tc's burst arithmetic overflows or the machine cannot hold the namespaces.
+inline constexpr double kMinShapedRateBps = 1e5;   // 100 kbit/s
+inline constexpr double kMaxShapedRateBps = 1e11;  // 100 Gbit/s
+inline constexpr int kMaxEmulatedNodes = 64;
+
 struct EmulationSpec {
   std::string profile;         // network preset name, or "rate" for rate=<bits/s>
   double full_rate_bps = 0;    // the profile's achievable rate at full scale (bits/s)
@@ -37,7 +43,8 @@ struct EmulationSpec {
 };
 
 // "tcp-10g", "ipoib-100g", "rdma-100g" (any network preset: its achievable_gbps),
-// "rate=200M" or "rate=1.5e9" (bits/s, k/M/G decimal), optionally ",nodes=K".
+// "rate=200M" or "rate=1.5e9" (bits/s, k/M/G decimal), optionally ",nodes=K". The shaped rate
+// must lie in [kMinShapedRateBps, kMaxShapedRateBps], K in [1, kMaxEmulatedNodes].
 Result<EmulationSpec> parse_emulation(const std::string& spec);
 
 // Root, or both CAP_NET_ADMIN and CAP_SYS_ADMIN in the effective set.
@@ -92,7 +99,8 @@ class EmulatedCluster {
   std::vector<NodeTraffic> traffic_;
 };
 
-// Removes namespaces and bridges named cs<pid>... whose process no longer exists.
+// Removes namespaces and bridges named cs<pid>..., and temporary folders
+// /tmp/commscope-emulate-<pid>-*, whose process no longer exists.
 void remove_stale_emulations();
 // Names of the namespaces and links whose names start with `prefix` (for tests).
 std::vector<std::string> emulation_leftovers(const std::string& prefix);

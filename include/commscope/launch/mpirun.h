@@ -12,6 +12,9 @@
 
 namespace commscope::launch {
 
+// The most ranks `--ranks` launches on this one machine (docs/bench.md).
+inline constexpr int kMaxLocalRanks = 256;
+
 struct JobOptions {
   int ranks = 2;
   std::string transport;  // "" (Open MPI's choice), "tcp", "shm" or "rdma"
@@ -23,11 +26,17 @@ inline constexpr const char* kTransportHelp =
     "tcp|shm|rdma: force Open MPI's TCP or shared-memory BTL, or UCX over RDMA hardware";
 inline constexpr const char* kEmulateHelp =
     "tcp-10g|ipoib-100g|rdma-100g|rate=<bits/s>[,nodes=K]: run the ranks as K emulated nodes "
-    "(network namespaces, shaped links; needs root; docs/bench.md)";
+    "(network namespaces, shaped links; rate 100k to 100G, K 1 to 64; needs root; "
+    "docs/bench.md)";
 
 // The mpirun arguments for a transport ("" gives none). Error for an unknown transport, and
 // for rdma where this machine has no RDMA device.
 Result<std::vector<std::string>> transport_args(const std::string& transport);
+
+// The options alone, before anything is started: --ranks from 1 to kMaxLocalRanks, the
+// transport's name, the --emulate spec and its combination with --transport. Errors name the
+// flag.
+Status check_job_options(const JobOptions& options);
 
 // Runs `mpirun ... program args` and returns its exit status. With emulation the nodes exist
 // only while the job runs, and the per-node traffic is printed to `report` afterwards.

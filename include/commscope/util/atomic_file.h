@@ -1,5 +1,18 @@
-// Writing an output file so that it is either whole or absent: write a temporary file
-// beside it, flush it to disk, rename it over the target.
+// Writing an output file (`-o/--output` of every verb) so that it is either whole or absent,
+// without replacing things that are not files.
+//
+// What the path names decides how it is written (docs/CONTRIBUTING.md, "Output files"):
+//   - a regular file, or nothing yet: a temporary file beside it, flushed to disk, renamed over
+//     it (a reader never sees half a file; an existing file keeps its permission bits);
+//     missing parent folders are created first, like `mkdir -p`;
+//   - a symbolic link: followed; its target is written as above when the target is a regular
+//     file. A dangling link is refused (as `cp` refuses to write through one);
+//   - a character device (/dev/null, a terminal, /dev/stdout on one) or a FIFO: written straight
+//     into, never created, truncated or renamed. A FIFO without a reader is waited for at most
+//     `kFifoReaderWaitSeconds`, then refused;
+//   - /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: written to that open descriptor of
+//     this process (so `-o /dev/stdout >> log` appends, as the shell set it up);
+//   - a directory, socket, block device or anything else: refused.
 #pragma once
 
 #include <string>
@@ -9,6 +22,15 @@
 
 namespace commscope {
 
+inline constexpr int kFifoReaderWaitSeconds = 30;
+
+// Writes `content` to `path` by the rules above. Errors name the path: "<path>: <why>".
 Status write_file_atomic(const std::string& path, std::string_view content);
+
+// Says now whether write_file_atomic(path, ...) could succeed, without creating or changing
+// anything: verbs call it before long work so that a bad -o fails in a second, not after it.
+// Checks the kind of thing the path names, that a dangling link or a non-folder does not stand
+// in the way of the parent folders, and that the folder to be written is writable.
+Status check_output_path(const std::string& path);
 
 }  // namespace commscope

@@ -1,0 +1,237 @@
+// Output files (util/atomic_file.h): regular files and new paths are replaced whole, links are
+// followed, devices and FIFOs are written into, folders and other things are refused.
+#include "commscope/util/atomic_file.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace commscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class OutputFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("commscope_atomic_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Names in the folder, to see that no temporary file is left behind.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> v;
+    for (const auto& e : fs::directory_iterator(dir_)) v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+  fs::path dir_;
+};
+
+TEST_F(OutputFile, RegularFileIsReplacedWholeAndKeepsItsMode) {
+  const fs::path p = dir_ / "out.json";
+  std::ofstream(p) << "old content that is longer than the new one\n";
+  ASSERT_EQ(::chmod(p.c_str(), 0600), 0);
+  ASSERT_TRUE(check_output_path(p).ok());
+  Status s = write_file_atomic(p, "new\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(slurp(p), "new\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(entries(), std::vector<std::string>{"out.json"});
+}
+
+TEST_F(OutputFile, NewPathIsCreated) {
+  const fs::path p = dir_ / "new.csv";
+  ASSERT_TRUE(check_output_path(p).ok());
+  EXPECT_FALSE(fs::exists(p)) << "the check creates nothing";
+  ASSERT_TRUE(write_file_atomic(p, "a,b\n").ok());
+  EXPECT_EQ(slurp(p), "a,b\n");
+  EXPECT_EQ(entries(), std::vector<std::string>{"new.csv"});
+}
+
+TEST_F(OutputFile, MissingParentFoldersAreCreated) {
+  const fs::path p = dir_ / "presets-mine" / "networks" / "x.json";
+  Status c = check_output_path(p);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_FALSE(fs::exists(dir_ / "presets-mine")) << "the check creates nothing";
+  Status s = write_file_atomic(p, "{}\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(slurp(p), "{}\n");
+}
+
+TEST_F(OutputFile, AFileWhereAFolderShouldBeIsRefused) {
+  std::ofstream(dir_ / "plain") << "x";
+  const fs::path p = dir_ / "plain" / "sub" / "x.json";
+  Status c = check_output_path(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("is not a folder"), std::string::npos) << c.error().message;
+  EXPECT_FALSE(write_file_atomic(p, "x").ok());
+  EXPECT_EQ(slurp(dir_ / "plain"), "x");
+}
+
+TEST_F(OutputFile, SymlinkToRegularFileWritesTheTargetAndStaysALink) {
+  const fs::path target = dir_ / "target.json";
+  const fs::path link = dir_ / "link.json";
+  std::ofstream(target) << "old\n";
+  fs::create_symlink("target.json", link);  // relative, as users make them
+  ASSERT_TRUE(check_output_path(link).ok());
+  Status s = write_file_atomic(link, "new\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(fs::read_symlink(link), fs::path("target.json"));
+  EXPECT_EQ(slurp(target), "new\n");
+  EXPECT_EQ(entries(), (std::vector<std::string>{"link.json", "target.json"}));
+}
+
+TEST_F(OutputFile, DanglingSymlinkIsRefusedAndLeftAlone) {
+  const fs::path link = dir_ / "dangling.json";
+  fs::create_symlink(dir_ / "missing.json", link);
+  Status c = check_output_path(link);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("dangling"), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find(link.string()), std::string::npos) << c.error().message;
+  EXPECT_FALSE(write_file_atomic(link, "x").ok());
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_FALSE(fs::exists(dir_ / "missing.json"));
+  EXPECT_EQ(entries(), std::vector<std::string>{"dangling.json"});
+}
+
+TEST_F(OutputFile, DirectoryIsRefusedWithOneLine) {
+  const fs::path d = dir_ / "folder";
+  fs::create_directories(d);
+  for (const std::string& p : {d.string(), d.string() + "/"}) {
+    Status c = check_output_path(p);
+    ASSERT_FALSE(c.ok()) << p;
+    EXPECT_NE(c.error().message.find("folder"), std::string::npos) << c.error().message;
+    EXPECT_EQ(c.error().message.find('\n'), std::string::npos);
+    EXPECT_FALSE(write_file_atomic(p, "x").ok());
+    EXPECT_TRUE(fs::is_directory(d));
+    EXPECT_TRUE(fs::is_empty(d));
+  }
+  EXPECT_EQ(entries(), std::vector<std::string>{"folder"});
+  EXPECT_FALSE(check_output_path("").ok());
+}
+
+TEST_F(OutputFile, DevNullStaysACharacterDevice) {
+  // First a private copy of /dev/null (made with mknod, as root), so that a broken writer
+  // replaces that and not the machine's /dev/null.
+  const fs::path node = dir_ / "null";
+  if (::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    ASSERT_TRUE(check_output_path(node).ok());
+    Status s = write_file_atomic(node, "discarded\n");
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    struct stat st {};
+    ASSERT_EQ(::lstat(node.c_str(), &st), 0);
+    ASSERT_TRUE(S_ISCHR(st.st_mode)) << "the private device node was replaced";
+    EXPECT_EQ(entries(), std::vector<std::string>{"null"});
+  }
+  Status s = write_file_atomic("/dev/null", "discarded\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  struct stat st {};
+  ASSERT_EQ(::lstat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+TEST_F(OutputFile, FifoIsWrittenIntoWithAReader) {
+  const fs::path fifo = dir_ / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] {
+    std::ifstream in(fifo);  // blocks until the writer opens
+    std::stringstream s;
+    s << in.rdbuf();
+    received = s.str();
+  });
+  ASSERT_TRUE(check_output_path(fifo).ok());
+  Status s = write_file_atomic(fifo, "through the pipe\n");
+  reader.join();
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(received, "through the pipe\n");
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(entries(), std::vector<std::string>{"pipe"});
+}
+
+// /dev/fd/N names a descriptor this process has open: written to it, nothing created.
+TEST_F(OutputFile, OwnDescriptorIsWrittenTo) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string path = "/dev/fd/" + std::to_string(fds[1]);
+  Status s = write_file_atomic(path, "via the descriptor\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ::close(fds[1]);
+  char buf[64] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
+  ::close(fds[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0), "via the descriptor\n");
+  EXPECT_FALSE(check_output_path("/dev/fd/" + std::to_string(fds[0])).ok()) << "closed now";
+}
+
+// The CLI end to end: `commscope predict -o /dev/null` leaves /dev/null a character device
+// (it had replaced it with a regular file when run as root). The private copy goes first.
+TEST_F(OutputFile, PredictToDevNullKeepsTheDevice) {
+  auto predict_to = [](const std::string& path) {
+    const std::string cmd =
+        std::string(COMMSCOPE_BIN) + " predict -o " + path + " >/dev/null 2>&1 </dev/null";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  const fs::path node = dir_ / "null";
+  if (::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    ASSERT_EQ(predict_to(node.string()), 0);
+    struct stat st {};
+    ASSERT_EQ(::lstat(node.c_str(), &st), 0);
+    ASSERT_TRUE(S_ISCHR(st.st_mode)) << "predict -o replaced the device node";
+  }
+  ASSERT_EQ(predict_to("/dev/null"), 0);
+  struct stat st {};
+  ASSERT_EQ(::lstat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  // A folder is refused with one line and status 2.
+  fs::create_directories(dir_ / "sub");
+  const std::string cmd2 = std::string(COMMSCOPE_BIN) + " predict -o " + (dir_ / "sub").string() +
+                           " 2>" + (dir_ / "err").string() + " >/dev/null </dev/null";
+  // -o /dev/stdout with stdout appended to a file: the file keeps what it held.
+  const fs::path log = dir_ / "log";
+  std::ofstream(log) << "kept\n";
+  const std::string append = std::string(COMMSCOPE_BIN) +
+                             " predict --format csv -o /dev/stdout >>" + log.string() +
+                             " 2>/dev/null </dev/null";
+  ASSERT_EQ(std::system(append.c_str()), 0);
+  const std::string logged = slurp(log);
+  EXPECT_EQ(logged.rfind("kept\n", 0), 0u) << logged;
+  EXPECT_GT(logged.size(), 10u) << logged;
+  const int rc = std::system(cmd2.c_str());
+  EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 2);
+  const std::string err = slurp(dir_ / "err");
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find((dir_ / "sub").string()), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace commscope
