@@ -165,7 +165,7 @@ TEST(FitCli, FlagsAndOutputFolder) {
   };
   const std::string in = (dir / "bench.json").string();
   const std::string out = (dir / "presets-mine" / "x.json").string();
-  for (const std::string& bad :
+  for (const std::string bad :
        {"--transport foo", "--line-rate-gbps nan", "--line-rate-gbps -3", "--nics-per-node 0"}) {
     EXPECT_EQ(run("fit " + in + " -o " + out + " " + bad), 2) << bad;
     std::ifstream err(dir / "err");
