@@ -324,10 +324,10 @@ class Reader {
               break;
             }
             --depth;
-            if (depth == 2) {  // an event ends
-              if (auto st = check_held(i - event_start, fmt::format("event {}", index_ + pending_));
-                  !st.ok())
-                return st.error();
+            if (depth == 2) {                                 // an event ends
+              if (i - event_start > limits_.max_event_bytes)  // (formatted only when over)
+                return check_held(i - event_start, fmt::format("event {}", index_ + pending_))
+                    .error();
               chunk_end = i;
               ++pending_;
               if (chunk_end - chunk_start >= kChunk) {
