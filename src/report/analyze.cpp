@@ -30,13 +30,21 @@ double busbw(Collective c, int group_size, double bytes, double seconds) {
   return algbw(bytes, seconds) * bus_factor(c, group_size);
 }
 
-Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
-  Analysis a;
-  std::map<std::string, CollectiveStats> stats;                       // by name
-  std::map<std::string, std::vector<double>> times, sizes, alg, bus;  // by name
-  std::map<std::string, std::map<int, std::vector<double>>>
-      per_rank_calls;  // name -> rank -> durations
-  std::map<std::string, KernelStat> kernels;
+namespace {
+// The collective a communication event belongs to, as the trace names it ("allreduce"), or
+// empty when the event is no collective.
+std::string collective_label(const TraceFile& tf, std::size_t i) {
+  const Event& e = tf.timeline.events[i];
+  if (e.kind != EventKind::comm || !e.has_collective) return {};
+  const std::int32_t ci = i < tf.comm_index.size() ? tf.comm_index[i] : -1;
+  std::string name = ci >= 0 ? tf.comm_args[ci].collective : std::string(to_string(e.collective));
+  if (ci >= 0 && is_comm_kernel(name)) name = std::string(to_string(e.collective));  // generic
+  return name;
+}
+}  // namespace
+
+std::vector<RankAnalysis> analyze_breakdowns(const std::vector<TraceFile>& files) {
+  std::vector<RankAnalysis> ranks;
   for (const TraceFile& tf : files) {
     for (std::int32_t r :
          tf.own_format ? tf.timeline.ranks() : std::vector<std::int32_t>{std::max(tf.rank, 0)}) {
@@ -46,26 +54,29 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
       ra.total = breakdown(tf.timeline, r);
       for (const auto& s : tf.steps)
         ra.steps.push_back({s.name, breakdown(tf.timeline, r, s.start, s.end)});
-      a.ranks.push_back(std::move(ra));
+      if (!tf.own_format)
+        for (const Event& e : tf.timeline.events)
+          if (e.kind != EventKind::memcpy)
+            ra.kernels++, ra.comm_kernels += e.kind == EventKind::comm;
+      ranks.push_back(std::move(ra));
     }
+  }
+  std::sort(ranks.begin(), ranks.end(),
+            [](const RankAnalysis& x, const RankAnalysis& y) { return x.rank < y.rank; });
+  return ranks;
+}
+
+std::vector<CollectiveStats> analyze_collectives(const std::vector<TraceFile>& files) {
+  std::map<std::string, CollectiveStats> stats;                       // by name
+  std::map<std::string, std::vector<double>> times, sizes, alg, bus;  // by name
+  for (const TraceFile& tf : files)
     for (std::size_t i = 0; i < tf.timeline.events.size(); ++i) {
+      const std::string cname = collective_label(tf, i);
+      if (cname.empty()) continue;
       const Event& e = tf.timeline.events[i];
-      if (e.kind == EventKind::memcpy) continue;
-      const std::string& name = tf.timeline.name(e);
-      KernelStat& k = kernels[name];
-      k.name = name, k.comm = e.kind == EventKind::comm, k.calls++, k.total_s += e.dur;
-      auto& ra = a.ranks.back();
-      if (!tf.own_format) ra.kernels++, ra.comm_kernels += e.kind == EventKind::comm;
-      if (e.kind != EventKind::comm || !e.has_collective) continue;
-      const std::int32_t ci = i < tf.comm_index.size() ? tf.comm_index[i] : -1;
-      std::string cname =
-          ci >= 0 ? tf.comm_args[ci].collective : std::string(to_string(e.collective));
-      if (ci >= 0 && is_comm_kernel(cname))
-        cname = std::string(to_string(e.collective));  // generic kernel name
       CollectiveStats& s = stats[cname];
       s.collective = e.collective, s.name = cname, s.calls++, s.total_s += e.dur;
       times[cname].push_back(e.dur);
-      per_rank_calls[cname][e.rank].push_back(e.dur);
       if (e.bytes > 0 && e.dur > 0) {
         sizes[cname].push_back(e.bytes);
         alg[cname].push_back(algbw(e.bytes, e.dur));
@@ -73,19 +84,32 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
           bus[cname].push_back(busbw(e.collective, e.group_size, e.bytes, e.dur));
       }
     }
-  }
+  std::vector<CollectiveStats> out;
   for (auto& [name, s] : stats) {
     s.time_s = distribution(times[name]);
     s.bytes = distribution(sizes[name]);
     s.algbw = distribution(alg[name]);
     s.busbw = distribution(bus[name]);
-    a.collectives.push_back(s);
+    out.push_back(s);
   }
-  std::sort(
-      a.collectives.begin(), a.collectives.end(),
-      [](const CollectiveStats& x, const CollectiveStats& y) { return x.total_s > y.total_s; });
-  // Stragglers: the k-th call of a collective on each rank; NCCL kernels wait for the last
-  // rank to arrive, so the rank with the shortest kernel arrived last.
+  std::sort(out.begin(), out.end(), [](const CollectiveStats& x, const CollectiveStats& y) {
+    return x.total_s > y.total_s;
+  });
+  return out;
+}
+
+std::vector<CallSpread> analyze_stragglers(const std::vector<TraceFile>& files) {
+  // name -> rank -> durations of its calls in order
+  std::map<std::string, std::map<int, std::vector<double>>> per_rank_calls;
+  for (const TraceFile& tf : files)
+    for (std::size_t i = 0; i < tf.timeline.events.size(); ++i) {
+      const std::string cname = collective_label(tf, i);
+      if (!cname.empty())
+        per_rank_calls[cname][tf.timeline.events[i].rank].push_back(tf.timeline.events[i].dur);
+    }
+  // The k-th call of a collective on each rank; NCCL kernels wait for the last rank to arrive,
+  // so the rank with the shortest kernel arrived last.
+  std::vector<CallSpread> spreads;
   for (const auto& [name, by_rank] : per_rank_calls) {
     if (by_rank.size() < 2) continue;
     std::size_t n = SIZE_MAX;
@@ -97,21 +121,47 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
         if (v[k] < cs.min_s) cs.min_s = v[k], cs.late_rank = r;
         if (v[k] > cs.max_s) cs.max_s = v[k], cs.waiting_rank = r;
       }
-      a.spreads.push_back(cs);
+      spreads.push_back(cs);
     }
   }
-  std::sort(a.spreads.begin(), a.spreads.end(), [](const CallSpread& x, const CallSpread& y) {
+  std::stable_sort(spreads.begin(), spreads.end(), [](const CallSpread& x, const CallSpread& y) {
     return x.max_s - x.min_s > y.max_s - y.min_s;
   });
-  for (auto& [n, k] : kernels) a.top_kernels.push_back(k);
-  std::sort(a.top_kernels.begin(), a.top_kernels.end(),
-            [](const KernelStat& x, const KernelStat& y) { return x.total_s > y.total_s; });
-  if (a.top_kernels.size() > top_kernels) a.top_kernels.resize(top_kernels);
+  return spreads;
+}
+
+std::vector<KernelStat> analyze_top_kernels(const std::vector<TraceFile>& files, std::size_t k) {
+  std::map<std::string, KernelStat> kernels;
+  for (const TraceFile& tf : files)
+    for (const Event& e : tf.timeline.events) {
+      if (e.kind == EventKind::memcpy) continue;
+      const std::string& name = tf.timeline.name(e);
+      KernelStat& s = kernels[name];
+      s.name = name, s.comm = e.kind == EventKind::comm, s.calls++, s.total_s += e.dur;
+    }
+  std::vector<KernelStat> top;
+  for (auto& [n, s] : kernels) top.push_back(s);
+  std::stable_sort(top.begin(), top.end(),
+                   [](const KernelStat& x, const KernelStat& y) { return x.total_s > y.total_s; });
+  if (top.size() > k) top.resize(k);
+  return top;
+}
+
+int slowest_rank(const std::vector<RankAnalysis>& ranks) {
+  int slowest = -1;
   double most = -1;
-  for (const auto& r : a.ranks)
-    if (r.total.compute > most) most = r.total.compute, a.slowest_rank = r.rank;
-  std::sort(a.ranks.begin(), a.ranks.end(),
-            [](const RankAnalysis& x, const RankAnalysis& y) { return x.rank < y.rank; });
+  for (const auto& r : ranks)
+    if (r.total.compute > most) most = r.total.compute, slowest = r.rank;
+  return slowest;
+}
+
+Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
+  Analysis a;
+  a.ranks = analyze_breakdowns(files);
+  a.collectives = analyze_collectives(files);
+  a.spreads = analyze_stragglers(files);
+  a.top_kernels = analyze_top_kernels(files, top_kernels);
+  a.slowest_rank = slowest_rank(a.ranks);
   return a;
 }
 
@@ -173,8 +223,9 @@ Table kernel_table(const Analysis& a) {
 
 Table spread_table(const Analysis& a) {
   Table t;
-  t.header = {"collective", "call",         "min_ms",      "max_ms",
-              "spread_ms",  "fastest rank", "slowest rank"};
+  // The shortest kernel's rank arrived last (the others waited in the kernel for it); the
+  // longest kernel's rank arrived first and waited the longest.
+  t.header = {"collective", "call", "min_ms", "max_ms", "spread_ms", "late_rank", "waiting_rank"};
   t.right = {false, true, true, true, true, true, true};
   for (std::size_t i = 0; i < a.spreads.size() && i < 10; ++i) {
     const auto& s = a.spreads[i];

@@ -2,6 +2,8 @@
 // into plain records as they are met; everything but the GPU timeline is skipped unread.
 #include "commscope/timeline/trace_reader.h"
 
+#include "commscope/util/input_file.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -165,7 +167,8 @@ struct RawEvent {
 
 class Reader {
  public:
-  Reader(const std::string& name, Source& source) : name_(name), source_(source) {}
+  Reader(const std::string& name, Source& source, const ReadLimits& limits)
+      : name_(name), source_(source), limits_(limits) {}
 
   // One forward pass: a small lexical scanner walks the top-level object and cuts the
   // traceEvents array into chunks of whole events, each parsed by simdjson On-Demand as it is
@@ -187,6 +190,16 @@ class Reader {
             std::min({i, chunk_start, mode == Mode::events && depth > 2 ? event_start : i,
                       mode == Mode::value && capture_info ? value_start : i});
         if (mode == Mode::key && in_string) keep = std::min(keep, key_start_);
+        // Memory stays bounded: one event, value or key may not grow past the limit.
+        if (auto st = check_held(mode == Mode::events && depth > 2     ? i - event_start
+                                 : mode == Mode::value && capture_info ? i - value_start
+                                 : mode == Mode::key && in_string      ? i - key_start_
+                                                                       : 0,
+                                 mode == Mode::events  ? fmt::format("event {}", index_ + pending_)
+                                 : mode == Mode::value ? std::string("field 'distributedInfo'")
+                                                       : std::string("a top-level key"));
+            !st.ok())
+          return st.error();
         shift(keep, i, value_start, event_start, chunk_start, chunk_end);
         auto got = source_.read(buf_, kBlock);
         if (!got) return Error{fmt::format("{}: {}", name_, got.error().message)};
@@ -311,7 +324,10 @@ class Reader {
               break;
             }
             --depth;
-            if (depth == 2) {  // an event ends
+            if (depth == 2) {                                 // an event ends
+              if (i - event_start > limits_.max_event_bytes)  // (formatted only when over)
+                return check_held(i - event_start, fmt::format("event {}", index_ + pending_))
+                    .error();
               chunk_end = i;
               ++pending_;
               if (chunk_end - chunk_start >= kChunk) {
@@ -416,6 +432,39 @@ class Reader {
     return {};
   }
 
+  Status check_held(std::size_t bytes, const std::string& what) const {
+    if (bytes <= limits_.max_event_bytes) return {};
+    return Error{fmt::format(
+        "{}: byte {}: {} is over the maximum size of one event, {} MiB; split the trace or check "
+        "that it is not damaged",
+        name_, consumed_, what, limits_.max_event_bytes >> 20)};
+  }
+
+  // Counts what an event keeps in memory; refuses past --max-events or the memory budget.
+  // Memory is counted as the vectors' capacities after their next growth (so that the growth
+  // that would pass the limit is refused before it is made) plus the strings.
+  Status count_kept(const TraceFile& tf, std::size_t index, std::size_t string_bytes) {
+    string_bytes_ += string_bytes;
+    ++kept_events_;
+    auto next = [](const auto& v) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      return (v.size() == v.capacity() ? 2 * v.capacity() + 1 : v.capacity()) * sizeof(T);
+    };
+    const std::uint64_t kept_bytes = string_bytes_ + next(tf.timeline.events) +
+                                     next(tf.comm_index) + next(tf.comm_args) + next(tf.steps);
+    if (limits_.max_events > 0 && kept_events_ > limits_.max_events)
+      return Error{fmt::format(
+          "{}: event {}: more than {} events kept (--max-events); raise the limit or split the "
+          "trace",
+          name_, index, limits_.max_events)};
+    if (limits_.max_kept_bytes > 0 && kept_bytes > limits_.max_kept_bytes)
+      return Error{fmt::format(
+          "{}: event {}: the events kept pass the memory limit of {} MiB per file (derived from "
+          "the available memory; --max-events sets a count instead); split the trace",
+          name_, index, limits_.max_kept_bytes >> 20)};
+    return {};
+  }
+
   static std::string type_error(std::size_t index, std::string_view key,
                                 std::string_view expected) {
     return fmt::format("event {}: field '{}': expected {}", index, key, expected);
@@ -430,15 +479,16 @@ class Reader {
     const bool step = (ev.cat == "gpu_user_annotation"sv || ev.cat == "user_annotation"sv) &&
                       starts_with(ev.name, "ProfilerStep#");
     if (!own && !kernel && !copy && !step) return {};
-    if (!std::isfinite(ev.ts))
-      return Error{
-          fmt::format("{}: event {}: field 'ts': expected a finite number, got {}", name_, index,
-                      std::isnan(ev.ts) ? std::string("nothing") : fmt::format("{}", ev.ts))};
+    if (!std::isfinite(ev.ts) || std::fabs(ev.ts) > kMaxAbsTimestampUs)
+      return Error{fmt::format(
+          "{}: event {}: field 'ts': expected a finite number of microseconds within +-1e17, got "
+          "{}",
+          name_, index, std::isnan(ev.ts) ? std::string("nothing") : fmt::format("{}", ev.ts))};
     if (!ev.has_dur || !std::isfinite(ev.dur) || ev.dur < 0)
       return Error{fmt::format(
           "{}: event {}: field 'dur': expected a non-negative number of microseconds, got {}",
           name_, index, ev.has_dur ? fmt::format("{}", ev.dur) : std::string("nothing"))};
-    if (ev.dur > 1e11)  // more than a day
+    if (ev.dur > kMaxDurationUs)  // more than a day
       return Error{
           fmt::format("{}: event {}: field 'dur': expected at most a day (1e11 us), got {}", name_,
                       index, ev.dur)};
@@ -446,14 +496,17 @@ class Reader {
     if (step) {
       StepWindow w{std::string(ev.name), start, start + dur, ev.cat == "gpu_user_annotation"sv};
       tf.steps.push_back(std::move(w));
-      return {};
+      return count_kept(tf, index, ev.name.size());
     }
     Event e;
     e.rank = static_cast<std::int32_t>(ev.pid);
     e.stream = static_cast<std::int32_t>(ev.tid);
     e.start = start;
     e.dur = dur;
+    const std::size_t names = tf.timeline.names().size();
     e.name = tf.timeline.intern(ev.name);
+    // A new name is kept twice (the list and the index) with their overheads.
+    std::size_t kept = tf.timeline.names().size() > names ? 2 * ev.name.size() + 96 : 0;
     std::int32_t comm_index = -1;
     if (own) {
       tf.own_format = true;
@@ -466,7 +519,7 @@ class Reader {
           e.has_collective = true;
           e.collective = c;
           e.group = group_of(ev.group_name);
-          e.bytes = std::isfinite(ev.bytes) && ev.bytes > 0 ? ev.bytes : 0;
+          e.bytes = std::isfinite(ev.bytes) && ev.bytes > 0 && ev.bytes < 1e18 ? ev.bytes : 0;
           e.group_size = sane_count(ev.group_size);
         }
       }
@@ -476,8 +529,8 @@ class Reader {
       e.kind = EventKind::comm;
       CommArgs a;
       a.collective = std::string(ev.collective_name.empty() ? ev.name : ev.collective_name);
-      a.in_nelems = std::max<std::int64_t>(ev.in_nelems, 0);
-      a.out_nelems = std::max<std::int64_t>(ev.out_nelems, 0);
+      a.in_nelems = sane_nelems(ev.in_nelems);
+      a.out_nelems = sane_nelems(ev.out_nelems);
       a.dtype = std::string(ev.dtype);
       a.group_size = sane_count(ev.group_size);
       Collective c;
@@ -493,14 +546,18 @@ class Reader {
         e.bytes = elem * static_cast<double>(nelems);
       }
       comm_index = static_cast<std::int32_t>(tf.comm_args.size());
+      kept += a.collective.size() + a.dtype.size();
       tf.comm_args.push_back(std::move(a));
     } else {
       e.kind = EventKind::compute;
     }
     tf.timeline.events.push_back(e);
     tf.comm_index.push_back(comm_index);
-    return {};
+    return count_kept(tf, index, kept);
   }
+
+  // An element count as the profiler writes it; negative or absurd (over 2^50) is unknown (0).
+  static std::int64_t sane_nelems(std::int64_t v) { return v > 0 && v < (1ll << 50) ? v : 0; }
 
   // A group size as the profiler writes it; nonsense becomes 0 (unknown).
   static int sane_count(std::int64_t v) { return v > 0 && v < (1 << 24) ? static_cast<int>(v) : 0; }
@@ -643,6 +700,8 @@ class Reader {
 
   const std::string& name_;
   Source& source_;
+  const ReadLimits limits_;
+  std::uint64_t string_bytes_ = 0, kept_events_ = 0;
   std::string buf_, chunk_;
   od::parser parser_;
   std::size_t consumed_ = 0;  // bytes dropped from the front of buf_
@@ -654,24 +713,32 @@ class Reader {
 
 }  // namespace
 
-Result<TraceFile> read_trace_text(const std::string& name, std::string text) {
+Result<TraceFile> read_trace_text(const std::string& name, std::string text,
+                                  const ReadLimits& limits) {
   StringSource source(std::move(text));
-  return Reader(name, source).run();
+  return Reader(name, source, limits).run();
 }
 
-Result<TraceFile> read_trace(const std::string& path) {
+void set_rank(TraceFile& tf, int rank) {
+  tf.rank = rank;
+  for (auto& e : tf.timeline.events) e.rank = rank;
+}
+
+Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits) {
+  // A FIFO or a device would block or never end: only regular files are read.
+  if (auto st = check_regular_file(path); !st.ok()) return st.error();
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
   if (gz) {
     gzFile f = gzopen(path.c_str(), "rb");
     if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
     gzbuffer(f, 1 << 20);
     GzSource source(f);
-    return Reader(path, source).run();
+    return Reader(path, source, limits).run();
   }
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
   FileSource source(f);
-  return Reader(path, source).run();
+  return Reader(path, source, limits).run();
 }
 
 }  // namespace commscope

@@ -9,8 +9,11 @@
 #include "commscope/timeline/trace_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  auto r = commscope::read_trace_text("fuzz.json",
-                                      std::string(reinterpret_cast<const char*>(data), size));
+  commscope::ReadLimits limits;  // small bounds: the fuzzer also checks that they hold
+  limits.max_event_bytes = 1 << 20;
+  limits.max_kept_bytes = 64 << 20;
+  auto r = commscope::read_trace_text(
+      "fuzz.json", std::string(reinterpret_cast<const char*>(data), size), limits);
   if (r.ok()) {
     commscope::Analysis a = commscope::analyze({r.value()}, 5);
     (void)commscope::render_analysis(a, commscope::Format::table);

@@ -9,6 +9,9 @@
 #include <fstream>
 #include <random>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "commscope/report/analyze.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/timeline/chrome.h"
@@ -269,6 +272,133 @@ TEST(Trace, RankFromFileName) {
   EXPECT_EQ(rank_from_file_name("/x/trace_rank-12.json.gz"), 12);
   EXPECT_EQ(rank_from_file_name("worker_rank3.pt.trace.json"), 3);
   EXPECT_EQ(rank_from_file_name("trace.json"), -1);
+}
+
+// A Kineto-shaped trace with no rank in it: two kernels on rank r.
+std::string two_kernels(int comm_dur_us) {
+  return std::string(R"({"traceEvents":[)") +
+         R"({"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":0,"dur":100},)" +
+         R"({"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,)" +
+         R"("tid":8,"ts":50,"dur":)" + std::to_string(comm_dur_us) +
+         R"(,"args":{"Collective name":"allreduce","In msg nelems":-5,"dtype":"Float",)" +
+         R"("Group size":2}}]})";
+}
+
+// The rank given to a file is the rank of its events: the breakdown is the same, relabelled.
+TEST(Trace, SetRankRelabelsTheEvents) {
+  auto t = read_trace_text("x.json", two_kernels(100));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->rank, -1);
+  const Analysis before = analyze({*t});
+  TraceFile moved = *t;
+  set_rank(moved, 3);
+  const Analysis after = analyze({moved});
+  ASSERT_EQ(before.ranks.size(), 1u);
+  ASSERT_EQ(after.ranks.size(), 1u);
+  EXPECT_EQ(after.ranks[0].rank, 3);
+  EXPECT_GT(after.ranks[0].total.wall, 0);
+  EXPECT_EQ(after.ranks[0].total.wall, before.ranks[0].total.wall);
+  EXPECT_EQ(after.ranks[0].total.compute, before.ranks[0].total.compute);
+  EXPECT_EQ(after.ranks[0].total.exposed, before.ranks[0].total.exposed);
+  for (const auto& e : moved.timeline.events) EXPECT_EQ(e.rank, 3);
+}
+
+// A negative element count is unknown, not a negative size.
+TEST(Trace, NegativeSizesAreUnknown) {
+  auto t = read_trace_text("x.json", two_kernels(100));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  for (const auto& e : t->timeline.events) EXPECT_GE(e.bytes, 0);
+  const auto c = analyze_collectives({*t});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].bytes.n, 0u);  // no call with a known size
+}
+
+// Timestamps and durations out of any sane range are refused, naming the field and the value.
+TEST(Trace, AbsurdTimesAreRefused) {
+  for (const char* ts : {"1e300", "9.2e18", "-2e17"}) {
+    auto t = read_trace_text("x.json", std::string(R"({"traceEvents":[{"ph":"X","cat":"kernel",)") +
+                                           R"("name":"k","ts":)" + ts + R"(,"dur":1}]})");
+    ASSERT_FALSE(t.ok()) << ts;
+    EXPECT_NE(t.error().message.find("field 'ts'"), std::string::npos) << t.error().message;
+  }
+  auto d = read_trace_text("x.json", R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k",)"
+                                     R"("ts":0,"dur":1e13}]})");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("field 'dur'"), std::string::npos) << d.error().message;
+}
+
+// The straggler analyzer: the rank with the shortest kernel of a call arrived last.
+TEST(Trace, StragglerRanksByWhatTheyMean) {
+  auto r0 = read_trace_text("a.json", two_kernels(900));  // waited 900 us in the kernel
+  auto r1 = read_trace_text("b.json", two_kernels(100));  // arrived last: short kernel
+  ASSERT_TRUE(r0.ok() && r1.ok());
+  TraceFile a = *r0, b = *r1;
+  set_rank(a, 0);
+  set_rank(b, 1);
+  const auto s = analyze_stragglers({a, b});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].late_rank, 1);
+  EXPECT_EQ(s[0].waiting_rank, 0);
+  EXPECT_NEAR(s[0].max_s - s[0].min_s, 800e-6, 1e-12);
+  const std::string text = render_analysis(analyze({a, b}), Format::table);
+  EXPECT_NE(text.find("late_rank"), std::string::npos) << text;
+  EXPECT_EQ(text.find("fastest"), std::string::npos) << text;
+}
+
+// One event over the maximum event size, and more events than allowed, are refused with one
+// message naming the file and the limit.
+TEST(Trace, MemoryLimitsAreRefused) {
+  ReadLimits small;
+  small.max_event_bytes = 1 << 20;
+  std::string big = R"({"traceEvents":[{"ph":"X","cat":"kernel","name":")" +
+                    std::string(3 << 20, 'a') + R"(","ts":0,"dur":1}]})";
+  auto t = read_trace_text("big.json", big, small);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message.find("big.json"), std::string::npos) << t.error().message;
+  EXPECT_NE(t.error().message.find("maximum size of one event, 1 MiB"), std::string::npos)
+      << t.error().message;
+
+  std::string many = R"({"traceEvents":[)";
+  for (int i = 0; i < 100; ++i)
+    many += (i ? "," : "") + std::string(R"({"ph":"X","cat":"kernel","name":"k","ts":)") +
+            std::to_string(i) + R"(,"dur":1})";
+  many += "]}";
+  ReadLimits count;
+  count.max_events = 50;
+  auto m = read_trace_text("many.json", many, count);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("more than 50 events kept (--max-events)"), std::string::npos)
+      << m.error().message;
+  ReadLimits bytes;
+  bytes.max_kept_bytes = 1000;
+  auto b = read_trace_text("many.json", many, bytes);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("memory limit"), std::string::npos) << b.error().message;
+  EXPECT_TRUE(read_trace_text("many.json", many).ok());  // no limit: read
+}
+
+// Only regular files and directories with traces are listed.
+TEST(Trace, ListTracesRefusesWhatIsNoTrace) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) /
+                   ("commscope_list_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "empty");
+  const std::string fifo = (dir / "fifo.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = list_traces({fifo});
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("fifo.json: not a regular file"), std::string::npos)
+      << f.error().message;
+  auto r = read_trace(fifo);  // the reader itself never opens it
+  ASSERT_FALSE(r.ok());
+  auto e = list_traces({(dir / "empty").string()});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("a directory with no .json or .json.gz traces"),
+            std::string::npos)
+      << e.error().message;
+  // The FIFO in a directory is not listed; the directory has no trace.
+  auto d = list_traces({dir.string()});
+  EXPECT_FALSE(d.ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -71,6 +71,20 @@ struct Analysis {
 double algbw(double bytes, double seconds);
 double busbw(Collective c, int group_size, double bytes, double seconds);
 
+// One analyzer per question (as Holistic Trace Analysis has one per question):
+// Where the time went per rank and per ProfilerStep window, ranks in order.
+std::vector<RankAnalysis> analyze_breakdowns(const std::vector<TraceFile>& files);
+// Per collective over all ranks: calls, time, sizes, algbw/busbw; most total time first.
+std::vector<CollectiveStats> analyze_collectives(const std::vector<TraceFile>& files);
+// The k-th call of each collective on every rank: the spread of its kernel times and the late
+// (shortest kernel) and waiting (longest kernel) ranks; largest spread first.
+std::vector<CallSpread> analyze_stragglers(const std::vector<TraceFile>& files);
+// Compute and communication kernels by total time over all ranks, the first k.
+std::vector<KernelStat> analyze_top_kernels(const std::vector<TraceFile>& files, std::size_t k);
+// The rank with the most compute time (-1 when none).
+int slowest_rank(const std::vector<RankAnalysis>& ranks);
+
+// All of the above.
 Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels = 15);
 
 std::string render_analysis(const Analysis& a, Format f);

@@ -46,12 +46,58 @@ bool is_comm_kernel(std::string_view name);
 // Bytes of one element of a profiler dtype name ("Float", "BFloat16", ...); 0 when unknown.
 int profiler_dtype_bytes(std::string_view dtype);
 
+// What one file may cost in memory. The reader holds one chunk of events (about 8 MB) and the
+// event being cut, plus what it keeps; each bound is refused with one message naming the file
+// and the limit, before the memory is taken.
+struct ReadLimits {
+  static constexpr std::uint64_t kDefaultMaxEventBytes = 64ull << 20;
+  std::uint64_t max_event_bytes = kDefaultMaxEventBytes;  // JSON text of one event or value
+  std::uint64_t max_events = 0;      // events kept (kernels, copies, steps); 0: no count limit
+  std::uint64_t max_kept_bytes = 0;  // memory kept (vector capacities, strings); 0: none
+};
+
+// Bounds of the sane values of an event (microseconds): |ts| <= 1e17 (3 000 years),
+// 0 <= dur <= 1e11 (a day). Values outside are refused with the event's index.
+inline constexpr double kMaxAbsTimestampUs = 1e17;
+inline constexpr double kMaxDurationUs = 1e11;
+
 // Reads one .json or .json.gz trace. Errors name the file and the byte offset or the event
 // index: "trace.json: byte 1234: ...", "trace.json: event 17: field 'dur': expected ...".
-Result<TraceFile> read_trace(const std::string& path);
+// Anything but a regular file is refused (a FIFO would block forever).
+Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits = {});
 
 // Reads a trace from memory (for tests and the fuzzer); `name` stands in for the path.
-Result<TraceFile> read_trace_text(const std::string& name, std::string text);
+Result<TraceFile> read_trace_text(const std::string& name, std::string text,
+                                  const ReadLimits& limits = {});
+
+// Sets the rank of a Kineto trace: on the file and on every one of its events.
+void set_rank(TraceFile& tf, int rank);
+
+// The trace files named by `inputs`: files as given, directories expanded to their .json and
+// .json.gz files (sorted). Refused: a missing path, a FIFO/device/socket, a directory with no
+// traces ("d: a directory with no .json or .json.gz traces").
+Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inputs);
+
+struct TraceReadOptions {
+  int jobs = 0;         // files read in parallel; 0: all cores
+  int rank = -1;        // the rank of a single trace that states none; -1: none given
+  bool strict = false;  // any unreadable file is an error (else it is listed in `bad`)
+  ReadLimits limits;    // max_kept_bytes 0: derived from available memory (see read_traces)
+};
+
+struct TraceSet {
+  std::vector<TraceFile> files;
+  std::vector<std::string> bad;       // one message per unreadable file (skipped)
+  std::vector<std::string> warnings;  // ranks claimed twice, ranks assigned
+};
+
+// Lists and reads traces in parallel threads and gives every Kineto file a rank:
+// distributedInfo, else its name, else options.rank (one file only), else the first free one.
+// Without a limit in options.limits, each file may keep an eighth of the available
+// memory (available_memory_bytes()) divided by the files read at once. Fails when no file is
+// readable, with options.strict when any is not, or when --rank is given for several files.
+Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
+                             const TraceReadOptions& options);
 
 // The rank a file name states (rank-3, rank_3, rank3), or -1.
 int rank_from_file_name(const std::string& path);

@@ -1,0 +1,21 @@
+// Opening input files safely: a path must be a regular file (a FIFO, device or socket would
+// block a reader forever or never end), and how much memory a reader may take.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "commscope/util/result.h"
+
+namespace commscope {
+
+// OK when `path` is a regular file (symbolic links followed). Otherwise one message naming
+// the path: "x: cannot open: No such file or directory", "x: is a directory, expected a file",
+// "x: not a regular file (a FIFO, socket or device), expected a file".
+Status check_regular_file(const std::string& path);
+
+// Bytes of memory this process may still use: the smaller of /proc/meminfo's MemAvailable and
+// the address-space limit (RLIMIT_AS) when one is set; 0 when neither is known.
+std::uint64_t available_memory_bytes();
+
+}  // namespace commscope

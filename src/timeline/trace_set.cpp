@@ -1,0 +1,120 @@
+// Sets of traces: the directory walk, the parallel reading, the ranks of the files.
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "commscope/timeline/trace_reader.h"
+#include "commscope/util/input_file.h"
+
+namespace commscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+bool is_trace_name(const fs::path& p) {
+  const std::string n = p.filename().string();
+  auto ends = [&](const std::string& s) {
+    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends(".json") || ends(".json.gz");
+}
+}  // namespace
+
+Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inputs) {
+  std::vector<std::string> paths;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(in, ec)) {
+      if (auto st = check_regular_file(in); !st.ok()) return st.error();
+      paths.push_back(in);
+      continue;
+    }
+    std::vector<std::string> found;
+    fs::directory_iterator it(in, ec);
+    if (ec) return Error{fmt::format("{}: cannot open the directory: {}", in, ec.message())};
+    for (const auto& e : it) {
+      std::error_code ec2;
+      // Regular files only: a FIFO named x.json would block the reader.
+      if (e.is_regular_file(ec2) && is_trace_name(e.path())) found.push_back(e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    if (found.empty())
+      return Error{fmt::format("{}: a directory with no .json or .json.gz traces", in)};
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  return paths;
+}
+
+Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
+                             const TraceReadOptions& options) {
+  CS_ASSIGN_OR_RETURN(std::vector<std::string> paths, list_traces(inputs));
+  if (options.rank >= 0 && paths.size() != 1)
+    return Error{fmt::format("--rank: expected a single trace file, got {}", paths.size())};
+  const unsigned threads = std::max(
+      1u, std::min<unsigned>(static_cast<unsigned>(paths.size()),
+                             options.jobs > 0 ? static_cast<unsigned>(options.jobs)
+                                              : std::max(1u, std::thread::hardware_concurrency())));
+  ReadLimits limits = options.limits;
+  if (limits.max_kept_bytes == 0 && limits.max_events == 0) {
+    // An eighth of what is available, shared by the files read at once: a vector growing
+    // holds its old and new storage for a moment, and the analysis copies a rank's events.
+    const std::uint64_t avail = available_memory_bytes();
+    if (avail > 0) limits.max_kept_bytes = std::max<std::uint64_t>(avail / 8 / threads, 16 << 20);
+  }
+  // Read in parallel: one file per task.
+  std::vector<Result<TraceFile>> results(paths.size(), Error{""});
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < paths.size();) {
+        try {
+          results[i] = read_trace(paths[i], limits);
+        } catch (const std::bad_alloc&) {
+          results[i] =
+              Error{fmt::format("{}: out of memory while reading; split the trace or "
+                                "read fewer files at once (-j)",
+                                paths[i])};
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+
+  TraceSet set;
+  for (auto& r : results) {
+    if (r.ok())
+      set.files.push_back(std::move(r).value());
+    else
+      set.bad.push_back(r.error().message);
+  }
+  if (!set.bad.empty() && (options.strict || set.files.empty())) return Error{set.bad.front()};
+
+  // Ranks: distributedInfo, the file name, --rank, else the first free numbers.
+  std::set<int> used;
+  for (const auto& f : set.files)
+    if (f.rank >= 0 && !used.insert(f.rank).second)
+      set.warnings.push_back(
+          fmt::format("{}: rank {} is claimed by another trace too (traces of different jobs?)",
+                      f.path, f.rank));
+  if (options.rank >= 0 && set.files.size() == 1 && set.files[0].rank < 0 &&
+      !set.files[0].own_format) {
+    set_rank(set.files[0], options.rank);
+    used.insert(options.rank);
+  }
+  int free_rank = 0;
+  for (auto& f : set.files)
+    if (f.rank < 0 && !f.own_format) {
+      while (used.count(free_rank)) ++free_rank;
+      set_rank(f, free_rank);
+      used.insert(free_rank);
+      set.warnings.push_back(
+          fmt::format("{}: no rank in the trace or its name; taken as rank {}", f.path, f.rank));
+    }
+  return set;
+}
+
+}  // namespace commscope

@@ -1,0 +1,42 @@
+// Safe opening of input files and the memory a reader may take.
+#include "commscope/util/input_file.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace commscope {
+
+Status check_regular_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Error{path + ": cannot open: " + std::strerror(errno)};
+  if (S_ISDIR(st.st_mode)) return Error{path + ": is a directory, expected a file"};
+  if (!S_ISREG(st.st_mode))
+    return Error{path + ": not a regular file (a FIFO, socket or device), expected a file"};
+  return {};
+}
+
+std::uint64_t available_memory_bytes() {
+  std::uint64_t avail = 0;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long long kb = 0;
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+        avail = kb * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    avail = avail == 0 ? rl.rlim_cur : std::min<std::uint64_t>(avail, rl.rlim_cur);
+  return avail;
+}
+
+}  // namespace commscope

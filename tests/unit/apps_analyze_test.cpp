@@ -1,0 +1,222 @@
+// `commscope analyze` end to end: real traces, directories, one-line errors, bounded memory.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using commscope::testing::Outcome;
+using commscope::testing::run_shell;
+
+int lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// One gzip member holding `text`; gzip readers read concatenated members as one stream.
+std::string gzip_member(const std::string& text) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 31, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// A gzip file of head + block x copies + tail, small on disk: the block is compressed once.
+void write_repeated_gzip(const fs::path& p, const std::string& head, const std::string& block,
+                         std::size_t copies, const std::string& tail) {
+  std::ofstream f(p, std::ios::binary);
+  const std::string b = gzip_member(block);
+  f << gzip_member(head);
+  for (std::size_t i = 0; i < copies; ++i) f << b;
+  f << gzip_member(tail);
+}
+
+class CliAnalyze : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("commscope_analyze_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // The binary with `args`; `limit` is a shell prefix such as "ulimit -v N;".
+  Outcome run(const std::string& args, const std::string& limit = "") {
+    return run_shell(limit + std::string(COMMSCOPE_BIN) + " " + args + " </dev/null");
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliAnalyze, RealTracesAndDirectories) {
+  const std::string traces = COMMSCOPE_SOURCE_DIR "/data/traces/";
+  Outcome r = run("analyze --format json " + traces + "nccl_parser_config_nccl_data.json.gz");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["ranks"].size(), 1u);
+  EXPECT_EQ(j["ranks"][0]["rank"], 0);
+  EXPECT_EQ(j["ranks"][0]["steps"].size(), 3u);
+  for (const char* k :
+       {"wall_s", "compute_s", "exposed_comm_s", "overlapped_comm_s", "memcpy_s", "idle_s"})
+    EXPECT_TRUE(j["ranks"][0]["breakdown"].contains(k)) << k;
+  EXPECT_EQ(j["collectives"][0]["calls"], 15);
+  EXPECT_TRUE(j["collectives"][0].contains("busbw_bytes_per_s"));
+
+  // A directory with two ranks and one bad file: the good ones are analysed, the bad one reported.
+  fs::path d = dir_ / "traces";
+  fs::create_directories(d);
+  fs::copy_file(traces + "trace_filter_sampled_rank-0.json.gz",
+                d / "trace_filter_sampled_rank-0.json.gz");
+  fs::copy_file(traces + "trace_filter_sampled_rank-1.json.gz",
+                d / "trace_filter_sampled_rank-1.json.gz");
+  std::ofstream(d / "broken.json")
+      << R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":-2}]})";
+  Outcome dir = run("analyze --format json " + d.string());
+  ASSERT_EQ(dir.status, 0) << dir.err;
+  auto k = nlohmann::json::parse(dir.out);
+  EXPECT_EQ(k["ranks"].size(), 2u);
+  EXPECT_EQ(k["bad_files"].size(), 1u);
+  EXPECT_NE(dir.err.find("broken.json: event 0: field 'dur'"), std::string::npos) << dir.err;
+  // The straggler keys and the table's columns say the same thing.
+  ASSERT_FALSE(k["stragglers"].empty());
+  EXPECT_TRUE(k["stragglers"][0].contains("late_rank"));
+  Outcome text = run("analyze " + d.string());
+  EXPECT_NE(text.out.find("late_rank"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("waiting_rank"), std::string::npos) << text.out;
+  Outcome strict = run("analyze --strict " + d.string());
+  EXPECT_EQ(strict.status, 2);
+  EXPECT_EQ(lines(strict.err), 1) << strict.err;
+}
+
+TEST_F(CliAnalyze, BadInputs) {
+  std::ofstream(dir_ / "empty.json") << "";
+  Outcome e = run("analyze " + (dir_ / "empty.json").string());
+  EXPECT_EQ(e.status, 2);
+  EXPECT_EQ(lines(e.err), 1);
+  EXPECT_NE(e.err.find("empty.json: empty file"), std::string::npos) << e.err;
+  Outcome missing = run("analyze " + (dir_ / "nope.json").string());
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find("nope.json: cannot open"), std::string::npos) << missing.err;
+}
+
+// A predicted timeline written with --trace reads back with analyze: one rank per stage.
+TEST_F(CliAnalyze, ReadsCommscopeTraces) {
+  fs::path trace = dir_ / "pred.json";
+  Outcome p =
+      run("predict --model megatron-1.7b --system dgx-a100-80gb --nodes 2 --tp 4 --pp 2 "
+          "--global-batch-size 16 --micro-batch-size 1 --trace " +
+          trace.string());
+  ASSERT_EQ(p.status, 0) << p.err;
+  Outcome a = run("analyze --format json " + trace.string());
+  ASSERT_EQ(a.status, 0) << a.err;
+  auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["ranks"].size(), 2u);
+}
+
+TEST_F(CliAnalyze, BadFlagsAreOneLineEach) {
+  const std::string trace =
+      COMMSCOPE_SOURCE_DIR "/data/traces/nccl_parser_config_nccl_data.json.gz";
+  for (const auto& [flags, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--top -1", "--top: expected a non-negative integer, got '-1'"},
+           {"-j 0", "--jobs: expected a positive integer, got '0'"},
+           {"--rank -5", "--rank: expected a non-negative integer below 2^24, got '-5'"},
+           {"--max-events 0", "--max-events: expected a positive integer, got '0'"}}) {
+    Outcome r = run("analyze " + flags + " " + trace);
+    EXPECT_EQ(r.status, 2) << flags;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << flags;
+  }
+}
+
+// A FIFO would block the reader forever; a directory without traces is not "an empty file".
+TEST_F(CliAnalyze, FifoAndDirectoryAreRefused) {
+  const std::string fifo = (dir_ / "pipe.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Outcome f = run("analyze " + fifo, "timeout 60 ");
+  EXPECT_EQ(f.status, 2);
+  EXPECT_EQ(lines(f.err), 1) << f.err;
+  EXPECT_NE(f.err.find("pipe.json: not a regular file"), std::string::npos) << f.err;
+  fs::create_directories(dir_ / "none");
+  Outcome d = run("analyze " + (dir_ / "none").string());
+  EXPECT_EQ(d.status, 2);
+  EXPECT_EQ(lines(d.err), 1) << d.err;
+  EXPECT_NE(d.err.find("none: a directory with no .json or .json.gz traces"), std::string::npos)
+      << d.err;
+  // The directory holding only the FIFO: nothing to read, not a hang.
+  Outcome only = run("analyze " + dir_.string(), "timeout 60 ");
+  EXPECT_EQ(only.status, 2) << only.err;
+}
+
+// `analyze FILE --rank 3` reports the same as without it, relabelled as rank 3.
+TEST_F(CliAnalyze, RankFlagRelabelsTheReport) {
+  fs::path t = dir_ / "single.json";
+  std::ofstream(t) << R"({"traceEvents":[)"
+                      R"({"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":0,"dur":100},)"
+                      R"({"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce","pid":0,"tid":8,)"
+                      R"("ts":50,"dur":100}]})";
+  Outcome plain = run("analyze --format json " + t.string());
+  Outcome three = run("analyze --format json --rank 3 " + t.string());
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(three.status, 0) << three.err;
+  auto a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(three.out);
+  EXPECT_EQ(b["ranks"][0]["rank"], 3);
+  EXPECT_GT(a["ranks"][0]["breakdown"]["compute_s"].get<double>(), 0);
+  EXPECT_EQ(a["ranks"][0]["breakdown"], b["ranks"][0]["breakdown"]);
+  EXPECT_EQ(b["slowest_rank"], 3);
+  a["ranks"][0]["rank"] = 3;
+  a["slowest_rank"] = 3;
+  EXPECT_EQ(a, b);
+}
+
+// Memory stays bounded: a few MB of gzip holding one 5 GiB event, or billions of bytes of
+// small events, are refused with one line naming the file and the limit, under a 1.5 GiB
+// address-space limit (without the bounds the reader would need several GiB and crash).
+TEST_F(CliAnalyze, GzipBombsAreRefusedWithinMemory) {
+  const std::string limit = "ulimit -v 1572864; timeout 300 ";
+  const fs::path huge = dir_ / "huge_event.json.gz";
+  write_repeated_gzip(huge, R"({"traceEvents":[{"ph":"X","cat":"kernel","name":")",
+                      std::string(1 << 20, 'a'), 5120, R"(","ts":0,"dur":1}]})");
+  EXPECT_LT(fs::file_size(huge), 20u << 20);
+  Outcome h = run("analyze " + huge.string(), limit);
+  EXPECT_EQ(h.status, 2) << h.err;
+  EXPECT_EQ(lines(h.err), 1) << h.err;
+  EXPECT_NE(h.err.find("huge_event.json.gz"), std::string::npos) << h.err;
+  EXPECT_NE(h.err.find("maximum size of one event"), std::string::npos) << h.err;
+
+  const fs::path many = dir_ / "many_events.json.gz";
+  std::string block;
+  while (block.size() < (1u << 20))
+    block += R"(,{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1})";
+  // About 50 million kept events: several GiB as records.
+  write_repeated_gzip(many,
+                      R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":0,"dur":1})",
+                      block, 2500, "]}");
+  EXPECT_LT(fs::file_size(many), 20u << 20);
+  Outcome m = run("analyze " + many.string(), limit);
+  EXPECT_EQ(m.status, 2) << m.err;
+  EXPECT_EQ(lines(m.err), 1) << m.err;
+  EXPECT_NE(m.err.find("many_events.json.gz"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find("memory limit"), std::string::npos) << m.err;
+  // A count given with --max-events is the limit instead.
+  Outcome c = run("analyze --max-events 1000 " + many.string(), limit);
+  EXPECT_EQ(c.status, 2) << c.err;
+  EXPECT_NE(c.err.find("more than 1000 events kept (--max-events)"), std::string::npos) << c.err;
+}
+
+}  // namespace
