@@ -1,6 +1,8 @@
 // CSV readers for measured runs.
 #include "commscope/calib/measured.h"
 
+#include "commscope/util/input_file.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -95,13 +97,7 @@ MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string
 Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                                                    const std::string& system) {
   // A FIFO or a device would block or never end: only regular files.
-  std::error_code ec;
-  const auto type = std::filesystem::status(path, ec).type();
-  if (!ec && type != std::filesystem::file_type::regular)
-    return Error{fmt::format("{}: expected a regular file (a CSV), got {}", path,
-                             type == std::filesystem::file_type::fifo        ? "a FIFO"
-                             : type == std::filesystem::file_type::directory ? "a directory"
-                                                                             : "a special file")};
+  CS_RETURN_IF_ERROR(check_regular_file(path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open", path)};
   std::string line;

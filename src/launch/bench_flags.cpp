@@ -1,6 +1,8 @@
 // commscope-bench's flags, shared by the MPI program and its launcher (bench_flags.h).
 #include "commscope/launch/bench_flags.h"
 
+#include "commscope/util/input_file.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -165,21 +167,9 @@ std::uint64_t bench_bytes_per_rank(const BenchFlags& f, const BenchSweep& s, int
   return 2 * most * elem;
 }
 
-std::uint64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream ls(line.substr(13));
-      std::uint64_t kib = 0;
-      if (ls >> kib) return kib * 1024;
-    }
-  return 0;
-}
-
 Status check_bench_memory(const BenchFlags& f, const BenchSweep& s, int ranks, int ranks_here) {
   const std::uint64_t per_rank = bench_bytes_per_rank(f, s, ranks);
-  const std::uint64_t avail = available_memory();
+  const std::uint64_t avail = available_memory_bytes();
   if (avail == 0) return {};  // unknown: nothing to compare with
   const double need = static_cast<double>(per_rank) * std::max(ranks_here, 1);
   // A margin for MPI's own buffers and the rest of the machine.

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/timeline/breakdown_json.h"
+
 namespace commscope {
 
 Distribution distribution(std::vector<double> v) {
@@ -237,15 +239,6 @@ Table spread_table(const Analysis& a) {
 }  // namespace
 
 nlohmann::json analysis_json(const Analysis& a) {
-  auto bd = [](const Breakdown& b) {
-    return nlohmann::json{{"wall_s", b.wall},
-                          {"compute_s", b.compute},
-                          {"comm_s", b.comm},
-                          {"exposed_comm_s", b.exposed},
-                          {"overlapped_comm_s", b.overlapped},
-                          {"memcpy_s", b.memcpy},
-                          {"idle_s", b.idle}};
-  };
   auto dist = [](const Distribution& d) {
     return nlohmann::json{{"n", d.n},       {"min", d.min}, {"p50", d.p50},
                           {"mean", d.mean}, {"p90", d.p90}, {"max", d.max}};
@@ -253,10 +246,11 @@ nlohmann::json analysis_json(const Analysis& a) {
   nlohmann::json j;
   j["ranks"] = nlohmann::json::array();
   for (const auto& r : a.ranks) {
-    nlohmann::json x = {{"rank", r.rank}, {"file", r.file}, {"breakdown", bd(r.total)}};
+    nlohmann::json x = {
+        {"rank", r.rank}, {"file", r.file}, {"breakdown", breakdown_to_json(r.total)}};
     x["steps"] = nlohmann::json::array();
     for (const auto& s : r.steps)
-      x["steps"].push_back({{"name", s.name}, {"breakdown", bd(s.breakdown)}});
+      x["steps"].push_back({{"name", s.name}, {"breakdown", breakdown_to_json(s.breakdown)}});
     j["ranks"].push_back(std::move(x));
   }
   j["collectives"] = nlohmann::json::array();

@@ -1,6 +1,7 @@
 // The `commscope` binary end to end: outputs, exit statuses, one-line errors, no partial files.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -402,6 +403,30 @@ TEST_F(CliLimits, HugeBatchesSequencesSweepsAndTracesAreRefused) {
   // PP x micro-batches above the simulator's 2^20 pipeline tasks.
   expect_refused("predict --pp 36 --nodes 9 --gradient-accumulation-steps 60000",
                  "expected PP x virtual stages x micro-batches at most 1048576");
+}
+
+// A configuration that is a FIFO would block the reader forever, and one of gigabytes would be
+// read whole into memory: both are refused at once with one line naming the file.
+TEST_F(Cli, ConfigFilesThatCannotBeReadSafelyAreRefused) {
+  const fs::path fifo = dir_ / "model.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Outcome f = run("describe --model " + fifo.string());
+  EXPECT_EQ(f.status, 2);
+  EXPECT_EQ(lines(f.err), 1);
+  EXPECT_NE(f.err.find("not a regular file"), std::string::npos) << f.err;
+  const fs::path big = dir_ / "big.json";
+  {
+    std::ofstream out(big);
+    out << "{\"name\": \"x\"}";
+  }
+  fs::resize_file(big, (64ull << 20) + 1);  // sparse: no disk is spent
+  Outcome b = run("predict --system " + big.string());
+  EXPECT_EQ(b.status, 2);
+  EXPECT_EQ(lines(b.err), 1);
+  EXPECT_NE(b.err.find("at most 64 MiB"), std::string::npos) << b.err;
+  Outcome d = run("predict --model " + dir_.string());
+  EXPECT_EQ(d.status, 2);
+  EXPECT_NE(d.err.find("not a regular file"), std::string::npos) << d.err;
 }
 
 // Messages that misled: "expected a number, got '1e9'" for an integer flag, "A subcommand is

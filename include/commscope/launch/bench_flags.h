@@ -68,7 +68,4 @@ bool parse_bench_size(const std::string& s, std::uint64_t& out);
 std::uint64_t bench_bytes_per_rank(const BenchFlags& f, const BenchSweep& s, int ranks);
 Status check_bench_memory(const BenchFlags& f, const BenchSweep& s, int ranks, int ranks_here);
 
-// MemAvailable in bytes, 0 when unknown.
-std::uint64_t available_memory();
-
 }  // namespace commscope::launch
