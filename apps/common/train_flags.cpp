@@ -73,6 +73,9 @@ void add_train_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--bucket-mb", f.old_bucket_mb, "use --ddp-bucket-size")->group(g_old);
   app.add_option("--summary", f.old_summary, "use -o/--output")->group(g_old);
   app.add_option("--seq", f.old_seq, "use --seq-length")->group(g_old);
+  app.add_flag("--progress", o.progress_forced,
+               "(set by commscope train on a terminal) show the progress line under mpirun")
+      ->group("");
   app.add_option("--kill-rank", o.kill_rank, "(tests) this rank dies ...")->group("");
   app.add_option("--kill-at-step", o.kill_step, "(tests) ... at the start of this step")->group("");
 }

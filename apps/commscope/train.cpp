@@ -101,6 +101,9 @@ Verb add_train(CLI::App& app) {
         if (Status r = train::check_ranks(st->job.ranks); !r.ok()) return fail(r.error().message);
         if (int rc = check_trainer_flags(args, st->job.ranks); rc != 0) return rc;
 #endif
+        // The ranks' stderr is mpirun's pipe: rank 0 shows its progress line when ours is a
+        // terminal (one run: the comparison of several profiles prints its own lines).
+        if (::isatty(STDERR_FILENO) == 1 && st->emulate.size() <= 1) args.push_back("--progress");
         if (st->emulate.size() <= 1) {
           st->job.emulate = st->emulate.empty() ? "" : st->emulate.front();
           auto rc = launch::run_mpi_job(prog, args, st->job, stdout);

@@ -550,7 +550,9 @@ Status Trainer::train() {
   CS_MPI_CHECK(MPI_Barrier(comm_));
   t0_ = Gpt::now();
   // Rank 0 on a terminal shows its progress on stderr; nothing when stderr is a file or pipe.
-  const bool progress = me_ == 0 && o_.progress && ::isatty(STDERR_FILENO) == 1;
+  // Under mpirun stderr is a pipe: `commscope train` says (--progress) when its own is a terminal.
+  const bool progress =
+      me_ == 0 && o_.progress && (o_.progress_forced || ::isatty(STDERR_FILENO) == 1);
   const double t_first = 0;
   for (std::int64_t step = start_ + 1; step <= o_.steps; ++step) {
     if (me_ == o_.kill_rank && step == o_.kill_step) ::raise(SIGKILL);

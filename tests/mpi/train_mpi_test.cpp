@@ -97,7 +97,12 @@ TEST(Train, DdpOverlapsBucketsWithBackward) {
   ASSERT_EQ(o.status, 0) << o.err;
   const auto j = nlohmann::json::parse(o.out);
   ASSERT_GT(j["communication"][0]["calls_per_iteration"].get<double>(), 3);  // several buckets
-  EXPECT_GT(j["average"]["breakdown"]["overlapped_comm_s"].get<double>(), 0);
+  // Over all steps (one step's overlap can be lost when this shared 2-core machine deschedules
+  // the communication thread; some step overlaps).
+  double overlapped = 0;
+  for (const auto& step : j["steps"])
+    overlapped += step["breakdown"]["overlapped_comm_s"].get<double>();
+  EXPECT_GT(overlapped, 0);
   // Every rank's averages reach rank 0's report.
   ASSERT_EQ(j["per_rank"].size(), 2u);
   for (int r = 0; r < 2; ++r) {
@@ -197,6 +202,21 @@ TEST(Train, BadFlagsAreOneLineErrors) {
   }
 }
 
+// `commscope train --help` and `commscope predict --help` share their plan flags.
+TEST(Train, TrainAndPredictShareThePlanFlags) {
+  Outcome t = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " train --help");
+  Outcome p = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " predict --help");
+  ASSERT_EQ(t.status, 0);
+  ASSERT_EQ(p.status, 0);
+  for (const char* flag :
+       {"--model", "--system", "--seq-length", "--zero,--zero-stage", "--micro-batch-size",
+        "--global-batch-size", "--ddp-bucket-size", "--deepspeed-config",
+        "--gradient-accumulation-steps", "--tp,--tensor-model-parallel-size"}) {
+    EXPECT_NE(t.out.find(flag), std::string::npos) << flag;
+    EXPECT_NE(p.out.find(flag), std::string::npos) << flag;
+  }
+}
+
 // `commscope train` parses and checks the trainer's flags itself before it launches mpirun: a
 // bad flag is one line (no Open MPI banner: nothing was launched), status 2.
 TEST(Train, TheLauncherRefusesBadFlagsBeforeMpirun) {
@@ -251,6 +271,12 @@ TEST(Train, OldSpellingsStillWorkAndWarnOnce) {
     EXPECT_EQ(old.err.find(line, at + 1), std::string::npos) << flag << " warned twice" << old.err;
   }
   EXPECT_EQ(losses(nlohmann::json::parse(old.out)), losses(nlohmann::json::parse(now.out)));
+  // No progress line when stderr is not a terminal (above: nothing on stderr); the line
+  // `commscope train` asks for on a terminal is overwritten in place.
+  Outcome shown = train(2, sizes + "--seq-length 32 --micro-batch-size 2 --progress");
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.err.find("\r\033[Kstep 2/2  loss "), std::string::npos) << shown.err;
+  EXPECT_EQ(shown.err.find('\n'), std::string::npos) << shown.err;
   std::ifstream a(dir + "/new.json"), b(dir + "/old.json");
   ASSERT_TRUE(a && b);
   EXPECT_EQ(nlohmann::json::parse(a)["strategy"], nlohmann::json::parse(b)["strategy"]);

@@ -56,7 +56,8 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   bool resume = false;
-  bool progress = true;                // a progress line on a terminal (rank 0)
+  bool progress = true;          // a progress line on a terminal (rank 0)
+  bool progress_forced = false;  // commscope train's stderr is a terminal (mpirun's pipes are not)
   int kill_rank = -1, kill_step = -1;  // tests: this rank dies at the start of this step
 };
 
