@@ -85,6 +85,29 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
   EXPECT_TRUE(parse({"--precision", "fp32", "--tp", "1"}, nullptr).ok());
 }
 
+// A DeepSpeed config gives the trainer its batch sizes, ZeRO stage and buckets, as it gives
+// describe and predict; one that enables fp16 is refused.
+TEST(TrainOptions, DeepSpeedConfigSetsThePlan) {
+  const std::string ds = ::testing::TempDir() + "train_ds_config.json";
+  std::ofstream(ds) << R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2,
+      "zero_optimization": {"stage": 2, "reduce_bucket_size": 5000, "allgather_bucket_size": 6000}})";
+  auto o = parse({"--deepspeed-config", ds}, nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->strategy, Strategy::zero2);
+  EXPECT_EQ(o->micro_batch, 2);
+  EXPECT_EQ(global_batch(*o, 4), 16);
+  EXPECT_EQ(o->zero_reduce_bucket, 5000);
+  EXPECT_EQ(o->zero_allgather_bucket, 6000);
+  auto flags_win = parse({"--deepspeed-config", ds, "--zero", "1"}, nullptr);
+  ASSERT_TRUE(flags_win.ok());
+  EXPECT_EQ(flags_win->strategy, Strategy::zero1);
+  const std::string fp16 = ::testing::TempDir() + "train_ds_fp16.json";
+  std::ofstream(fp16) << R"({"fp16": {"enabled": true}})";
+  auto refused = parse({"--deepspeed-config", fp16}, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message.rfind("--precision: ", 0), 0u) << refused.error().message;
+}
+
 TEST(TrainOptions, DefaultWarmupClampsToTheSteps) {
   auto one = parse({"--steps", "1"}, nullptr);
   ASSERT_TRUE(one.ok());
