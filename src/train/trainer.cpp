@@ -389,7 +389,7 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   const float scale = 1.0f / static_cast<float>(accum_ * n_);  // mean over the global batch
   AdamW h;
   h.lr = o_.lr;
-  const bool sharded = o_.strategy != Strategy::ddp;
+  const bool sharded = sh_.shards_optimizer();
   if (o_.strategy == Strategy::zero1 && n_ > 1)
     for (const CommOp& op : sh_.step_reduce_scatter)
       reduce_scatter_grads(op, grads_.data() + op.offset);
@@ -424,7 +424,7 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   }
   record_compute(OpRecord{"adam", kNoLayer, false, t, Gpt::now(), 0});
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
+  if (sh_.gathers_params_after_step()) {
     if (n_ > 1) {
       for (const CommOp& op : sh_.step_all_gather) all_gather_params(op);
       stream_.drain();
@@ -437,7 +437,7 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
 // ---- checkpoints: one file per rank (its parameters or shard, AdamW moments), then a
 // manifest written by rank 0 once every rank's file is on disk ----
 Status Trainer::save(std::int64_t step) {
-  const std::vector<float>& p = o_.strategy == Strategy::ddp ? params_ : shard_params_;
+  const std::vector<float>& p = sh_.shards_optimizer() ? shard_params_ : params_;
   const Status s = write_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), {&p, &m_, &v_});
   int ok = s.ok() ? 1 : 0, all = 0;
   collective(
@@ -474,7 +474,7 @@ Result<std::int64_t> Trainer::load() {
     if (!j.contains(key) || j[key] != want[key])
       return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key,
                                j.value(key, nlohmann::json()).dump(), want[key].dump())};
-  std::vector<float>& p = o_.strategy == Strategy::ddp ? params_ : shard_params_;
+  std::vector<float>& p = sh_.shards_optimizer() ? shard_params_ : params_;
   CS_RETURN_IF_ERROR(
       read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), {&p, &m_, &v_}));
   return step;
@@ -532,7 +532,7 @@ bool Trainer::resume() {
     return false;
   }
   start_ = *s;
-  if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
+  if (sh_.gathers_params_after_step()) {
     // parameters are rebuilt from the shards, as after an optimizer step
     // Outside the iterations, so outside the workload's accounting.
     for (const CommOp& op : sh_.step_all_gather) all_gather_params(op, true);

@@ -46,6 +46,9 @@ struct Sharding {
     return strategy == Strategy::zero2 || strategy == Strategy::zero3;
   }
   bool shards_parameters() const { return strategy == Strategy::zero3; }
+  // ZeRO-1/2: each rank updates its partition, and the full parameters forward and backward
+  // read are all-gathered from the partitions after the step.
+  bool gathers_params_after_step() const { return shards_optimizer() && !shards_parameters(); }
   // Elements of the optimizer state (and of the shards) rank r owns.
   std::int64_t owned(int r) const { return shards_optimizer() ? part.size(r) : part.total; }
 
