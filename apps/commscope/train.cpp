@@ -13,6 +13,9 @@
 
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
+#ifdef COMMSCOPE_HAVE_TRAIN
+#include "common/train_flags.h"
+#endif
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -23,6 +26,31 @@ bool under_mpi_launcher() {
     if (std::getenv(v)) return true;
   return false;
 }
+
+#ifdef COMMSCOPE_HAVE_TRAIN
+// The trainer's flags parsed and checked here, as every rank of commscope-train will, so that a
+// bad flag fails at once instead of from inside the MPI job behind Open MPI's banner.
+int check_trainer_flags(const std::vector<std::string>& args, int ranks) {
+  CLI::App app;
+  TrainFlags f;
+  add_train_flags(app, f);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    std::string msg = e.what();
+    for (auto& c : msg)
+      if (c == '\n') c = ' ';
+    const auto dash = msg.find("--");
+    const bool ours = e.get_name() == "ValidationError" && dash != std::string::npos;
+    return fail((ours ? msg.substr(dash) : msg) + " (see --help)");
+  }
+  auto o = train_options(f, nullptr);  // the trainer's rank 0 prints the deprecation warnings
+  if (!o.ok()) return fail(o.error().message);
+  if (Status st = train::validate(*o, ranks, ranks); !st.ok()) return fail(st.error().message);
+  return 0;
+}
+#endif
 }  // namespace
 
 Verb add_train(CLI::App& app) {
@@ -30,26 +58,34 @@ Verb add_train(CLI::App& app) {
     launch::JobOptions job;
     std::vector<std::string> emulate;
     std::vector<std::string> args;
+#ifdef COMMSCOPE_HAVE_TRAIN
+    TrainFlags flags;  // for --help and the check before launch; forwarded as given
+#endif
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a CPU GPT-2 over MPI with DDP or ZeRO-1/2/3 and record its timeline: per-step loss, "
       "time, tokens/s, GFLOP/s and the compute/communication breakdown, the communication "
-      "checked against the workload. Launches `mpirun -np N commscope-train ARGS`; "
-      "commscope-train's flags: --model --layers --hidden --heads --vocab --seq --strategy "
-      "--micro-batch --global-batch --steps --lr --data --bucket-mb --trace --format "
-      "--checkpoint --checkpoint-every --resume (commscope-train --help).");
+      "checked against the workload (`commscope describe --system cpu-host` with the same plan "
+      "flags). Launches `mpirun -np N commscope-train ARGS`, after checking ARGS here.");
   cmd->add_option("--ranks", st->job.ranks, "ranks to launch on this machine [2]");
   cmd->add_option("--transport", st->job.transport, launch::kTransportHelp);
   cmd->add_option("--emulate", st->emulate,
                   std::string(launch::kEmulateHelp) +
                       "; repeat it (--emulate tcp-10g --emulate rdma-100g) to compare profiles");
-  cmd->allow_extras();
+#ifdef COMMSCOPE_HAVE_TRAIN
+  add_train_flags(*cmd, st->flags);
+#endif
+  cmd->add_option("args", st->args, "more commscope-train flags (after --)");
   return {
       cmd, [st, cmd]() -> int {
-        std::vector<std::string> args = st->args;
-        for (const auto& a : cmd->remaining()) args.push_back(a);
+#ifdef COMMSCOPE_HAVE_TRAIN
+        std::vector<std::string> args = parsed_args(*cmd, {"ranks", "transport", "emulate"});
+#else
+        std::vector<std::string> args;
+#endif
+        args.insert(args.end(), st->args.begin(), st->args.end());
         const std::string prog = launch::self_dir() + "/commscope-train";
         if (under_mpi_launcher() && cmd->count("--ranks") == 0 && st->emulate.empty()) {
           // Launched by mpirun or srun: this process is a rank; become the trainer.
@@ -61,6 +97,13 @@ Verb add_train(CLI::App& app) {
           ::execv(prog.c_str(), c.data());
           return fail(fmt::format("{}: cannot be started (built without MPI or OpenBLAS?)", prog));
         }
+#ifdef COMMSCOPE_HAVE_TRAIN
+        if (Status r = train::check_ranks(st->job.ranks); !r.ok()) return fail(r.error().message);
+        if (int rc = check_trainer_flags(args, st->job.ranks); rc != 0) return rc;
+#endif
+        // The ranks' stderr is mpirun's pipe: rank 0 shows its progress line when ours is a
+        // terminal (one run: the comparison of several profiles prints its own lines).
+        if (::isatty(STDERR_FILENO) == 1 && st->emulate.size() <= 1) args.push_back("--progress");
         if (st->emulate.size() <= 1) {
           st->job.emulate = st->emulate.empty() ? "" : st->emulate.front();
           auto rc = launch::run_mpi_job(prog, args, st->job, stdout);
@@ -85,7 +128,7 @@ Verb add_train(CLI::App& app) {
           if (fd < 0) return fail("cannot create a temporary file in /tmp");
           ::close(fd);
           std::vector<std::string> a = args;
-          a.push_back("--summary");
+          a.push_back("--output");
           a.push_back(tmpl);
           std::printf("# ---- --emulate %s ----\n", e.c_str());
           std::fflush(stdout);

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "commscope/comm/collectives.h"
 #include "commscope/comm/mpi.h"
 #include "commscope/comm/partition.h"
 
@@ -192,20 +193,13 @@ void call(const Descriptor& d, const Options& o, void* send, void* recv, const S
   const int c = static_cast<int>(s.total), n = s.n;
   switch (d.kind) {
     case Collective::all_reduce:
-      CS_MPI_CHECK(MPI_Allreduce(send, recv, c, t, op, comm));
+      comm::all_reduce(send, recv, c, t, op, comm);
       break;
     case Collective::all_gather:
-      if (s.even())
-        CS_MPI_CHECK(MPI_Allgather(send, c / n, t, recv, c / n, t, comm));
-      else
-        CS_MPI_CHECK(MPI_Allgatherv(send, v.counts[static_cast<std::size_t>(me)], t, recv,
-                                    v.counts.data(), v.displs.data(), t, comm));
+      comm::all_gather(send, recv, v.counts, v.displs, t, comm);
       break;
     case Collective::reduce_scatter:
-      if (s.even())
-        CS_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, c / n, t, op, comm));
-      else
-        CS_MPI_CHECK(MPI_Reduce_scatter(send, recv, v.counts.data(), t, op, comm));
+      comm::reduce_scatter(send, recv, v.counts, t, op, comm);
       break;
     case Collective::broadcast:
       CS_MPI_CHECK(MPI_Bcast(recv, c, t, o.root, comm));

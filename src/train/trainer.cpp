@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm_stream.h"
+#include "commscope/comm/collectives.h"
 #include "commscope/comm/mpi.h"
 #include "commscope/gpt/data.h"
 #include "commscope/gpt/kernels.h"
@@ -36,105 +37,15 @@
 #include "commscope/spec/scenario.h"
 #include "commscope/timeline/chrome.h"
 #include "commscope/timeline/timeline.h"
+#include "commscope/train/checkpoint.h"
+#include "commscope/train/sharding.h"
 #include "commscope/util/atomic_file.h"
 #include "commscope/workload/workload.h"
+#include "report.h"
 
 namespace commscope::train {
 
-std::string_view to_string(Strategy s) {
-  switch (s) {
-    case Strategy::ddp:
-      return "ddp";
-    case Strategy::zero1:
-      return "zero1";
-    case Strategy::zero2:
-      return "zero2";
-    case Strategy::zero3:
-      return "zero3";
-  }
-  return "?";
-}
-
-ModelSpec model_spec(const GptConfig& c, const std::string& name) {
-  ModelSpec m;
-  m.name = name;
-  m.kind = ArchKind::gpt;
-  m.decoder_layers = c.layers;
-  m.hidden = c.hidden;
-  m.heads = c.heads;
-  m.vocab = c.vocab;
-  m.seq_length = c.seq;
-  m.max_positions = c.max_positions;
-  m.tied_embeddings = true;
-  m.bias = true;
-  m.dropout = false;
-  m.position = PositionEmbedding::learned;
-  m.norm = NormKind::layernorm;
-  m.mlp = MlpKind::gelu;
-  apply_model_defaults(m);
-  m.ffn = 4 * static_cast<std::int64_t>(c.hidden);
-  return m;
-}
-
-Result<GptConfig> config_from_model(const ModelSpec& m) {
-  const std::string where = "--model " + m.name;
-  if (m.kind != ArchKind::gpt || m.position != PositionEmbedding::learned ||
-      m.norm != NormKind::layernorm || m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias ||
-      m.kv_heads != m.heads || m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden)
-    return Error{fmt::format(
-        "{}: expected a GPT-2-shaped model (learned positions, LayerNorm, GELU MLP of 4h, biases, "
-        "tied LM head, no GQA); got kind {}",
-        where, to_string(m.kind))};
-  GptConfig c;
-  c.layers = m.decoder_layers;
-  c.hidden = static_cast<int>(m.hidden);
-  c.heads = static_cast<int>(m.heads);
-  c.vocab = static_cast<int>(m.vocab);
-  c.seq = static_cast<int>(m.seq_length);
-  c.max_positions = static_cast<int>(m.max_positions ? m.max_positions : m.seq_length);
-  return c;
-}
-
-Status validate(const TrainOptions& o, int world) {
-  CS_RETURN_IF_ERROR(commscope::train::validate(o.model));
-  if (o.micro_batch < 1)
-    return Error{fmt::format("--micro-batch: expected a positive integer, got {}", o.micro_batch)};
-  const std::int64_t per_step = static_cast<std::int64_t>(o.micro_batch) * world;
-  const std::int64_t g = o.global_batch ? o.global_batch : per_step;
-  if (g < 1 || g % per_step != 0)
-    return Error{fmt::format(
-        "--global-batch: expected a multiple of micro-batch x ranks = {} x {} = {}, got {}",
-        o.micro_batch, world, per_step, g)};
-  if (o.steps < 1)
-    return Error{fmt::format("--steps: expected a positive integer, got {}", o.steps)};
-  if (o.warmup < 0 || o.warmup >= o.steps)
-    return Error{
-        fmt::format("--warmup: expected 0 to steps - 1 = {}, got {}", o.steps - 1, o.warmup)};
-  if (!(o.lr > 0)) return Error{fmt::format("--lr: expected a positive number, got {}", o.lr)};
-  if (!(o.bucket_mb > 0))
-    return Error{fmt::format("--bucket-mb: expected a positive number, got {}", o.bucket_mb)};
-  if (o.zero_bucket < 1)
-    return Error{fmt::format("--zero-bucket: expected a positive integer, got {}", o.zero_bucket)};
-  if (o.threads < 1)
-    return Error{fmt::format("--threads: expected a positive integer, got {}", o.threads)};
-  if (o.format != "table" && o.format != "json")
-    return Error{fmt::format("--format: expected table or json, got '{}'", o.format)};
-  if (o.checkpoint_every < 0)
-    return Error{fmt::format("--checkpoint-every: expected 0 or more, got {}", o.checkpoint_every)};
-  if ((o.checkpoint_every > 0 || o.resume) && o.checkpoint_dir.empty())
-    return Error{"--checkpoint: expected a folder with --checkpoint-every or --resume"};
-  return ok_status();
-}
-
 namespace {
-
-// One communication op of the plan, mapped onto the flat buffer.
-struct CommOp {
-  std::string_view name;
-  Collective collective;
-  std::int64_t offset = 0, elements = 0;
-  int layer = kNoLayer;
-};
 
 class Trainer {
  public:
@@ -179,10 +90,10 @@ class Trainer {
   float forward_backward_zero3(const std::int32_t* tok, const std::int32_t* tgt);
   void optimizer_step(std::int64_t step, double* grad_norm);
   Status save(std::int64_t step);
+  nlohmann::json manifest(std::int64_t step) const;
   Result<std::int64_t> load();
   bool setup();
   bool resume();
-  void averages(Breakdown* avg, double* time) const;
   void gather_ranks();
   nlohmann::json per_rank_ = nlohmann::json::array();  // rank 0: every rank's averages
   Status train();
@@ -208,11 +119,6 @@ class Trainer {
             {"peak_resident", static_cast<double>(ru.ru_maxrss) * 1024}};
   }
 
-  struct StepRow {
-    std::int64_t step;
-    double loss, seconds, grad_norm;
-    Breakdown br;
-  };
   std::vector<StepRow> rows_;
   std::int64_t start_ = 0;  // the step a resumed run continues after
 
@@ -222,21 +128,16 @@ class Trainer {
   std::int64_t accum_ = 1;
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<TokenSource> data_;
-  Partition part_;
+  Sharding sh_;  // the buckets and partitions, from the workload (plan())
+  const Partition& part_ = sh_.part;
   // The full parameters (not ZeRO-3, which gathers module by module) and the full gradients
   // (DDP and ZeRO-1 only).
   std::vector<float> params_, grads_;
   std::vector<float> shard_params_, shard_grads_, m_, v_;
-  // Backward buckets (DDP all-reduce, ZeRO-2/3 reduce-scatter), in backward order over the
-  // buffer from its end.
-  std::vector<CommOp> bucket_ops_;
-  // Gradients backward has completed when bucket k is complete.
-  std::int64_t bucket_end(std::size_t k) const { return part_.total - bucket_ops_[k].offset; }
-  std::vector<CommOp> step_rs_, step_ag_;  // ZeRO-1 reduce-scatter, ZeRO-1/2 all-gather
   CommStream stream_;
   Timeline tl_;
   std::vector<Event> compute_events_, comm_events_;  // main thread, stream thread
-  std::map<std::pair<CommGroup, Collective>, std::pair<std::int64_t, double>> measured_;
+  MeasuredComm measured_;
   std::vector<CommVolume> expected_;
   double t0_ = 0;
   std::int32_t microbatch_ = 0;
@@ -289,7 +190,7 @@ std::uint64_t Trainer::all_reduce_grads(const CommOp& op) {
   float* p = grads_.data() + op.offset;
   const int count = static_cast<int>(op.elements);
   return collective(op, [this, p, count] {
-    CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, comm_));
+    comm::all_reduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, comm_);
   });
 }
 
@@ -299,7 +200,7 @@ std::uint64_t Trainer::reduce_scatter_grads(const CommOp& op, const float* src,
     const Partition::Pieces p = part_.pieces(op.offset, op.elements);
     const int mine = p.counts[static_cast<std::size_t>(me_)];
     std::vector<float> out(static_cast<std::size_t>(std::max(mine, 1)));
-    CS_MPI_CHECK(MPI_Reduce_scatter(src, out.data(), p.counts.data(), MPI_FLOAT, MPI_SUM, comm_));
+    comm::reduce_scatter(src, out.data(), p.counts, MPI_FLOAT, MPI_SUM, comm_);
     float* shard = shard_grads_.data() + part_.in_shard(me_, op.offset);
     for (int i = 0; i < mine; ++i) shard[i] += out[static_cast<std::size_t>(i)];
   });
@@ -316,16 +217,16 @@ void Trainer::backward_sharded(const float* wte_emb, const float* lnf,
   // One rank: no buckets, the shard is the whole buffer.
   auto done = [&](const ParamLayout::Group& g, const float* src) {
     const auto n = static_cast<std::size_t>(g.range.size);
-    if (bucket_ops_.empty()) {
+    if (sh_.buckets.empty()) {
       float* dst = shard_grads_.data() + g.range.offset;
       for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
       return;
     }
-    const CommOp& op = bucket_ops_[bucket];
+    const CommOp& op = sh_.buckets[bucket];
     if (!open) open = std::make_shared<std::vector<float>>(static_cast<std::size_t>(op.elements));
     std::copy(src, src + n, open->data() + (g.range.offset - op.offset));
     completed += g.range.size;
-    if (completed >= bucket_end(bucket)) {
+    if (completed >= sh_.bucket_end(bucket)) {
       reduce_scatter_grads(op, open->data(), open);
       open.reset();
       ++bucket;
@@ -355,9 +256,8 @@ std::uint64_t Trainer::gather_from_shards(const CommOp& op, float* dst, bool out
       op,
       [this, op, dst] {
         const Partition::Pieces p = part_.pieces(op.offset, op.elements);
-        CS_MPI_CHECK(MPI_Allgatherv(shard_params_.data() + part_.in_shard(me_, op.offset),
-                                    p.counts[static_cast<std::size_t>(me_)], MPI_FLOAT, dst,
-                                    p.counts.data(), p.displs.data(), MPI_FLOAT, comm_));
+        comm::all_gather(shard_params_.data() + part_.in_shard(me_, op.offset), dst, p.counts,
+                         p.displs, MPI_FLOAT, comm_);
       },
       outside_workload);
 }
@@ -381,66 +281,15 @@ std::uint64_t Trainer::gather_module(Range r, std::vector<float>& into, int laye
 
 Status Trainer::plan() {
   const int world = n_;
-  accum_ = (o_.global_batch ? o_.global_batch : static_cast<std::int64_t>(o_.micro_batch) * world) /
-           (static_cast<std::int64_t>(o_.micro_batch) * world);
-  // The workload of the same model and plan: the single source of the communication.
-  CS_ASSIGN_OR_RETURN(SystemSpec system, load_system("polaris"));
-  CS_ASSIGN_OR_RETURN(NetworkProtocol net, load_network("rdma-100g"));
-  PlanInput p;
-  p.dp = world;
-  // The system only places ranks for the cost model, which the trainer does not use: one node
-  // holding every rank keeps any rank count valid. The communication ops do not depend on it.
-  system.node.gpus = world;
-  p.gpus = world;
-  p.nodes = 1;
-  p.zero = static_cast<int>(o_.strategy);
-  p.micro_batch = o_.micro_batch;
-  p.grad_accum = accum_;
-  p.precision = Precision::fp32;
-  p.recompute = Recompute::none;
-  p.ddp_bucket_mb = o_.bucket_mb;
-  p.zero_reduce_bucket = o_.zero_bucket;
-  p.zero_allgather_bucket = o_.zero_bucket;
-  CS_ASSIGN_OR_RETURN(Scenario sc,
-                      resolve_scenario(model_spec(o_.model, o_.model_name), system, net, p));
+  accum_ = global_batch(o_, world) / (static_cast<std::int64_t>(o_.micro_batch) * world);
+  // The workload of the same model and plan, resolved on the CPU host as `commscope describe
+  // --system cpu-host` resolves it: the single source of the communication.
+  CS_ASSIGN_OR_RETURN(Scenario sc, train_scenario(o_, world));
   const Workload w = build_workload(sc);
-  CS_CHECK(w.roles.size() == 1 && w.roles[0].chunks.size() == 1);
-  const Role& role = w.roles[0];
-  expected_ = comm_volume(w, role);
+  if (w.roles.size() != 1) return Error{"internal: the trainer's workload has several roles"};
+  expected_ = comm_volume(w, w.roles[0]);
   const ParamLayout& layout = model_->layout();
-  if (role.params != layout.total())
-    return Error{fmt::format("internal: the workload counts {} parameters, the trainer holds {}",
-                             role.params, layout.total())};
-  part_ = Partition{layout.total(), n_};
-
-  // Backward buckets: the workload's grad_bucket ops, in backward order, over the buffer from
-  // its end (backward completes gradients in reverse memory order).
-  std::int64_t done = 0;
-  for (const Op& op : role.chunks[0].backward.ops()) {
-    if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
-    done += op.elements;
-    bucket_ops_.push_back(
-        CommOp{op.name, op.collective, layout.total() - done, op.elements, op.layer});
-  }
-  std::int64_t offset = 0;
-  for (const Op& op : role.step.ops()) {
-    if (op.kind != OpKind::comm) continue;
-    CommOp c{op.name, op.collective, offset, op.elements, op.layer};
-    if (op.collective == Collective::reduce_scatter) step_rs_.push_back(c);
-    if (op.collective == Collective::all_gather) step_ag_.push_back(c);
-    offset += op.elements;
-    if (offset >= layout.total()) offset = 0;  // the all-gathers start again from the beginning
-  }
-  // Every bucket must end where a parameter group ends (the workload closes buckets after the
-  // op that completes a group's gradients); otherwise the layouts disagree.
-  std::set<std::int64_t> group_ends;
-  std::int64_t completed = 0;
-  for (const auto& g : layout.backward_groups()) group_ends.insert(completed += g.range.size);
-  for (std::size_t k = 0; k < bucket_ops_.size(); ++k)
-    if (!group_ends.count(bucket_end(k)))
-      return Error{fmt::format(
-          "internal: a workload bucket ends after {} gradients, inside a parameter group",
-          bucket_end(k))};
+  CS_ASSIGN_OR_RETURN(sh_, Sharding::build(w, layout, o_.strategy, n_));
   return ok_status();
 }
 
@@ -529,8 +378,8 @@ float Trainer::micro_step(std::int64_t first, bool last) {
     if (!buckets) return;
     completed += g.range.size;
     // A bucket starts as soon as its last gradient is final, while backward goes on.
-    while (bucket < bucket_ops_.size() && bucket_end(bucket) <= completed)
-      all_reduce_grads(bucket_ops_[bucket++]);
+    while (bucket < sh_.buckets.size() && sh_.bucket_end(bucket) <= completed)
+      all_reduce_grads(sh_.buckets[bucket++]);
   });
   stream_.drain();
   return loss;
@@ -540,9 +389,10 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   const float scale = 1.0f / static_cast<float>(accum_ * n_);  // mean over the global batch
   AdamW h;
   h.lr = o_.lr;
-  const bool sharded = o_.strategy != Strategy::ddp;
+  const bool sharded = sh_.shards_optimizer();
   if (o_.strategy == Strategy::zero1 && n_ > 1)
-    for (const CommOp& op : step_rs_) reduce_scatter_grads(op, grads_.data() + op.offset);
+    for (const CommOp& op : sh_.step_reduce_scatter)
+      reduce_scatter_grads(op, grads_.data() + op.offset);
   stream_.drain();
   if (o_.strategy == Strategy::zero1 && n_ == 1) {
     // One rank: the shard is everything, and no collective ran to fill it.
@@ -574,9 +424,9 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   }
   record_compute(OpRecord{"adam", kNoLayer, false, t, Gpt::now(), 0});
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
+  if (sh_.gathers_params_after_step()) {
     if (n_ > 1) {
-      for (const CommOp& op : step_ag_) all_gather_params(op);
+      for (const CommOp& op : sh_.step_all_gather) all_gather_params(op);
       stream_.drain();
     } else {
       params_ = shard_params_;
@@ -587,20 +437,8 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
 // ---- checkpoints: one file per rank (its parameters or shard, AdamW moments), then a
 // manifest written by rank 0 once every rank's file is on disk ----
 Status Trainer::save(std::int64_t step) {
-  std::error_code ec;
-  std::filesystem::create_directories(o_.checkpoint_dir, ec);
-  const std::vector<float>& p = o_.strategy == Strategy::ddp ? params_ : shard_params_;
-  std::string blob;
-  auto put = [&](const std::vector<float>& v) {
-    const std::uint64_t n = v.size();
-    blob.append(reinterpret_cast<const char*>(&n), sizeof(n));
-    blob.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  };
-  put(p);
-  put(m_);
-  put(v_);
-  const Status s =
-      write_file_atomic(fmt::format("{}/step{}.rank{}.bin", o_.checkpoint_dir, step, me_), blob);
+  const std::vector<float>& p = sh_.shards_optimizer() ? shard_params_ : params_;
+  const Status s = write_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), {&p, &m_, &v_});
   int ok = s.ok() ? 1 : 0, all = 0;
   collective(
       CommOp{"checkpoint_barrier", Collective::all_reduce, 0, 1, kNoLayer},
@@ -608,57 +446,37 @@ Status Trainer::save(std::int64_t step) {
   stream_.drain();
   if (!s.ok()) return s;
   if (!all) return Error{"--checkpoint: another rank could not write its checkpoint file"};
-  if (me_ == 0) {
-    nlohmann::json j = {{"step", step},
-                        {"ranks", n_},
-                        {"strategy", to_string(o_.strategy)},
-                        {"seed", o_.seed},
-                        {"data_position", step * accum_ * n_ * o_.micro_batch},
-                        {"layers", o_.model.layers},
-                        {"hidden", o_.model.hidden},
-                        {"heads", o_.model.heads},
-                        {"vocab", o_.model.vocab},
-                        {"seq", o_.model.seq},
-                        {"global_batch", accum_ * n_ * o_.micro_batch}};
-    CS_RETURN_IF_ERROR(write_file_atomic(o_.checkpoint_dir + "/latest.json", j.dump(2) + "\n"));
-  }
+  if (me_ == 0) CS_RETURN_IF_ERROR(write_manifest(o_.checkpoint_dir, manifest(step)));
   return ok_status();
 }
 
+nlohmann::json Trainer::manifest(std::int64_t step) const {
+  return {{"step", step},
+          {"ranks", n_},
+          {"strategy", to_string(o_.strategy)},
+          {"seed", o_.seed},
+          {"data_position", step * accum_ * n_ * o_.micro_batch},
+          {"layers", o_.model.layers},
+          {"hidden", o_.model.hidden},
+          {"heads", o_.model.heads},
+          {"vocab", o_.model.vocab},
+          {"seq", o_.model.seq},
+          {"global_batch", accum_ * n_ * o_.micro_batch}};
+}
+
 Result<std::int64_t> Trainer::load() {
-  const std::string manifest = o_.checkpoint_dir + "/latest.json";
-  std::ifstream f(manifest);
-  if (!f) return Error{fmt::format("--resume: {}: no checkpoint there", manifest)};
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.contains("step"))
-    return Error{fmt::format("--resume: {}: not a commscope checkpoint manifest", manifest)};
-  auto same = [&](const char* key, auto value) -> Status {
-    if (!j.contains(key) || j[key] != value)
-      return Error{fmt::format("--resume: {}: {} is {}, this run has {}", manifest, key,
-                               j.value(key, nlohmann::json()).dump(),
-                               nlohmann::json(value).dump())};
-    return ok_status();
-  };
-  CS_RETURN_IF_ERROR(same("ranks", n_));
-  CS_RETURN_IF_ERROR(same("strategy", std::string(to_string(o_.strategy))));
-  CS_RETURN_IF_ERROR(same("seed", o_.seed));
-  CS_RETURN_IF_ERROR(same("layers", o_.model.layers));
-  CS_RETURN_IF_ERROR(same("hidden", o_.model.hidden));
-  CS_RETURN_IF_ERROR(same("vocab", o_.model.vocab));
-  CS_RETURN_IF_ERROR(same("seq", o_.model.seq));
-  CS_RETURN_IF_ERROR(same("global_batch", accum_ * n_ * o_.micro_batch));
+  CS_ASSIGN_OR_RETURN(nlohmann::json j, read_manifest(o_.checkpoint_dir));
+  const std::string where = manifest_file(o_.checkpoint_dir);
   const std::int64_t step = j["step"].get<std::int64_t>();
-  const std::string path = fmt::format("{}/step{}.rank{}.bin", o_.checkpoint_dir, step, me_);
-  std::ifstream b(path, std::ios::binary);
-  std::vector<float>& p = o_.strategy == Strategy::ddp ? params_ : shard_params_;
-  for (std::vector<float>* v : {&p, &m_, &v_}) {
-    std::uint64_t n = 0;
-    b.read(reinterpret_cast<char*>(&n), sizeof(n));
-    if (!b || n != v->size())
-      return Error{fmt::format("--resume: {}: truncated or from another model", path)};
-    b.read(reinterpret_cast<char*>(v->data()), static_cast<std::streamsize>(n * sizeof(float)));
-    if (!b) return Error{fmt::format("--resume: {}: truncated", path)};
-  }
+  const nlohmann::json want = manifest(step);
+  for (const char* key :
+       {"ranks", "strategy", "seed", "layers", "hidden", "vocab", "seq", "global_batch"})
+    if (!j.contains(key) || j[key] != want[key])
+      return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key,
+                               j.value(key, nlohmann::json()).dump(), want[key].dump())};
+  std::vector<float>& p = sh_.shards_optimizer() ? shard_params_ : params_;
+  CS_RETURN_IF_ERROR(
+      read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), {&p, &m_, &v_}));
   return step;
 }
 
@@ -687,15 +505,13 @@ bool Trainer::setup() {
   std::vector<float> full(static_cast<std::size_t>(total));
   init_params(layout, full.data(), o_.seed);  // every rank the same: deterministic from the seed
   // DDP and ZeRO-1 accumulate gradients in a full-size buffer; ZeRO-2/3 only in their shard.
-  if (o_.strategy == Strategy::ddp || o_.strategy == Strategy::zero1)
-    grads_.assign(static_cast<std::size_t>(total), 0.0f);
-  const bool sharded = o_.strategy != Strategy::ddp;
-  const std::int64_t own = sharded ? part_.hi(me_) - part_.lo(me_) : total;
-  if (sharded) {
+  if (!sh_.shards_gradients()) grads_.assign(static_cast<std::size_t>(total), 0.0f);
+  const std::int64_t own = sh_.owned(me_);
+  if (sh_.shards_optimizer()) {
     shard_params_.assign(full.begin() + part_.lo(me_), full.begin() + part_.hi(me_));
     shard_grads_.assign(static_cast<std::size_t>(own), 0.0f);
   }
-  if (o_.strategy != Strategy::zero3) params_ = full;  // ZeRO-3 gathers module by module
+  if (!sh_.shards_parameters()) params_ = full;  // ZeRO-3 gathers module by module
   full.clear();
   full.shrink_to_fit();
   m_.assign(static_cast<std::size_t>(own), 0.0f);
@@ -716,10 +532,10 @@ bool Trainer::resume() {
     return false;
   }
   start_ = *s;
-  if (o_.strategy == Strategy::zero1 || o_.strategy == Strategy::zero2) {
+  if (sh_.gathers_params_after_step()) {
     // parameters are rebuilt from the shards, as after an optimizer step
     // Outside the iterations, so outside the workload's accounting.
-    for (const CommOp& op : step_ag_) all_gather_params(op, true);
+    for (const CommOp& op : sh_.step_all_gather) all_gather_params(op, true);
     if (n_ == 1) params_ = shard_params_;
     stream_.drain();
   }
@@ -733,6 +549,11 @@ Status Trainer::train() {
   const double flops = flops_per_step_();
   CS_MPI_CHECK(MPI_Barrier(comm_));
   t0_ = Gpt::now();
+  // Rank 0 on a terminal shows its progress on stderr; nothing when stderr is a file or pipe.
+  // Under mpirun stderr is a pipe: `commscope train` says (--progress) when its own is a terminal.
+  const bool progress =
+      me_ == 0 && o_.progress && (o_.progress_forced || ::isatty(STDERR_FILENO) == 1);
+  const double t_first = 0;
   for (std::int64_t step = start_ + 1; step <= o_.steps; ++step) {
     if (me_ == o_.kill_rank && step == o_.kill_step) ::raise(SIGKILL);
     const double ts = Gpt::now() - t0_;
@@ -769,53 +590,40 @@ Status Trainer::train() {
                   rows_.back().br.compute * 1e3, rows_.back().br.overlapped * 1e3,
                   rows_.back().br.exposed * 1e3, rows_.back().br.idle * 1e3);
     std::fflush(stdout);
+    if (progress) {  // one line, overwritten in place: step k/N, loss, ETA
+      const double per_step = (te - t_first) / static_cast<double>(step - start_);
+      std::fprintf(stderr, "\r\033[Kstep %lld/%d  loss %.4f  %.0f ms/step  ETA %.0f s",
+                   static_cast<long long>(step), o_.steps, rows_.back().loss, per_step * 1e3,
+                   per_step * static_cast<double>(o_.steps - step));
+      std::fflush(stderr);
+    }
     if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) {
       CS_RETURN_IF_ERROR(save(step));
     }
   }
   stream_.drain();
-
+  if (progress) std::fprintf(stderr, "\r\033[K");
   return ok_status();
 }
 
 // --trace: this rank's timeline as a Chrome trace.
 void Trainer::write_trace() const {
-  if (o_.trace_dir.empty()) return;
+  if (o_.trace.empty()) return;
   Timeline t = tl_;
   t.events = compute_events_;
   t.events.insert(t.events.end(), comm_events_.begin(), comm_events_.end());
   t.rank_names[me_] = fmt::format("rank {}", me_);
   t.stream_names[{me_, 0}] = "compute";
   t.stream_names[{me_, 1}] = "communication";
-  std::error_code ec;
-  std::filesystem::create_directories(o_.trace_dir, ec);
-  const Status s =
-      write_file_atomic(fmt::format("{}/rank{}.json", o_.trace_dir, me_), chrome_trace_json(t));
+  const Status s = write_file_atomic(trace_path(o_.trace, me_), chrome_trace_json(t));
   if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
-}
-
-// This rank's breakdown and step time averaged over the steps after the warm-up (all steps
-// when there are no more).
-void Trainer::averages(Breakdown* avg, double* time) const {
-  const auto iterations = static_cast<std::int64_t>(rows_.size());
-  int counted = 0;
-  for (const StepRow& r : rows_)
-    if (r.step > start_ + o_.warmup || iterations <= o_.warmup) {
-      avg->add(r.br);
-      *time += r.seconds;
-      ++counted;
-    }
-  if (counted > 0) {
-    avg->scale(1.0 / counted);
-    *time /= counted;
-  }
 }
 
 // Every rank's averages, to rank 0 (the stream is idle: a plain collective).
 void Trainer::gather_ranks() {
   Breakdown avg;
   double time = 0;
-  averages(&avg, &time);
+  averages(rows_, start_, o_.warmup, &avg, &time);
   const double mine[6] = {time, avg.compute, avg.overlapped, avg.exposed, avg.idle, avg.comm};
   std::vector<double> all(static_cast<std::size_t>(6 * n_));
   CS_MPI_CHECK(MPI_Gather(mine, 6, MPI_DOUBLE, all.data(), 6, MPI_DOUBLE, 0, comm_));
@@ -832,122 +640,23 @@ void Trainer::gather_ranks() {
   }
 }
 
-// Rank 0: the averages after warm-up, the communication against the workload; table or json.
+// Rank 0: the averages after warm-up, the communication against the workload (report.h).
 int Trainer::report() const {
-  const std::int64_t total = model_->layout().total();
-  const std::int64_t global = accum_ * n_ * o_.micro_batch;
-  const double tokens_per_step = tokens_per_step_();
-  const double flops = flops_per_step_();
-  const std::int64_t iterations = static_cast<std::int64_t>(rows_.size());
-  Breakdown avg;
-  double avg_time = 0;
-  averages(&avg, &avg_time);
-
-  nlohmann::json comm = nlohmann::json::array();
-  bool match = true;
-  std::map<std::pair<CommGroup, Collective>, const CommVolume*> exp;
-  for (const CommVolume& v : expected_) exp[{v.group, v.collective}] = &v;
-  std::set<std::pair<CommGroup, Collective>> keys;
-  for (auto& [k, v] : measured_) keys.insert(k);
-  for (auto& [k, v] : exp) keys.insert(k);
-  for (const auto& k : keys) {
-    const auto it = measured_.find(k);
-    const double calls =
-        it == measured_.end() ? 0 : static_cast<double>(it->second.first) / iterations;
-    const double bytes =
-        it == measured_.end() ? 0 : it->second.second / static_cast<double>(iterations);
-    const CommVolume* e = exp.count(k) ? exp[k] : nullptr;
-    const double ecalls = e ? static_cast<double>(e->calls) : 0, ebytes = e ? e->bytes : 0;
-    match = match && calls == ecalls && bytes == ebytes;
-    comm.push_back({{"group", to_string(k.first)},
-                    {"collective", to_string(k.second)},
-                    {"calls_per_iteration", calls},
-                    {"bytes_per_iteration", bytes},
-                    {"workload_calls", ecalls},
-                    {"workload_bytes", ebytes}});
-  }
-  auto br_json = [](const Breakdown& b) {
-    return nlohmann::json{{"wall_s", b.wall},
-                          {"compute_s", b.compute},
-                          {"comm_s", b.comm},
-                          {"overlapped_comm_s", b.overlapped},
-                          {"exposed_comm_s", b.exposed},
-                          {"idle_s", b.idle}};
-  };
-  {
-    nlohmann::json steps = nlohmann::json::array();
-    for (const StepRow& r : rows_)
-      steps.push_back({{"step", r.step},
-                       {"loss", r.loss},
-                       {"grad_norm", r.grad_norm},
-                       {"time_s", r.seconds},
-                       {"tokens_per_s", tokens_per_step / r.seconds},
-                       {"gflops", flops / r.seconds / 1e9},
-                       {"breakdown", br_json(r.br)}});
-    nlohmann::json j = {{"model",
-                         {{"name", o_.model_name},
-                          {"layers", o_.model.layers},
-                          {"hidden", o_.model.hidden},
-                          {"heads", o_.model.heads},
-                          {"vocab", o_.model.vocab},
-                          {"seq", o_.model.seq},
-                          {"parameters", total}}},
-                        {"strategy", to_string(o_.strategy)},
-                        {"ranks", n_},
-                        {"micro_batch", o_.micro_batch},
-                        {"grad_accum", accum_},
-                        {"global_batch", global},
-                        {"data", data_->describe()},
-                        {"steps", steps},
-                        {"average",
-                         {{"after_warmup_steps", o_.warmup},
-                          {"time_s", avg_time},
-                          {"tokens_per_s", avg_time > 0 ? tokens_per_step / avg_time : 0},
-                          {"gflops", avg_time > 0 ? flops / avg_time / 1e9 : 0},
-                          {"comm_share", avg.wall > 0 ? avg.comm / avg.wall : 0},
-                          {"breakdown", br_json(avg)}}},
-                        {"communication", comm},
-                        {"communication_matches_workload", match},
-                        {"memory_per_rank_bytes", memory_json()},
-                        {"per_rank", per_rank_}};
-    if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
-    if (!o_.summary_file.empty()) {
-      const Status s = write_file_atomic(o_.summary_file, j.dump(2) + "\n");
-      if (!s.ok()) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
-    }
-  }
-  if (o_.format == "table") {
-    std::printf(
-        "# average after %d warm-up steps: %.2f ms/step, %.0f tokens/s, %.2f GFLOP/s (all ranks), "
-        "compute %.2f ms, communication %.2f ms (overlapped %.2f, exposed %.2f), idle %.2f ms\n",
-        o_.warmup, avg_time * 1e3, avg_time > 0 ? tokens_per_step / avg_time : 0,
-        avg_time > 0 ? flops / avg_time / 1e9 : 0, avg.compute * 1e3, avg.comm * 1e3,
-        avg.overlapped * 1e3, avg.exposed * 1e3, avg.idle * 1e3);
-    std::printf("# per rank, averages after warm-up (ms):\n#   %4s %9s %9s %9s %9s %9s\n", "rank",
-                "step", "compute", "ovl_comm", "exp_comm", "idle");
-    for (const auto& r : per_rank_)
-      std::printf("#   %4d %9.2f %9.2f %9.2f %9.2f %9.2f\n", r["rank"].get<int>(),
-                  r["time_s"].get<double>() * 1e3, r["compute_s"].get<double>() * 1e3,
-                  r["overlapped_comm_s"].get<double>() * 1e3,
-                  r["exposed_comm_s"].get<double>() * 1e3, r["idle_s"].get<double>() * 1e3);
-    const auto mem = memory_json();
-    std::printf(
-        "# state held per rank (rank 0): parameters %.1f MB, gradients %.1f MB, optimizer %.1f MB; "
-        "peak resident %.1f MB\n",
-        mem["parameters"].get<double>() / 1e6, mem["gradients"].get<double>() / 1e6,
-        mem["optimizer_state"].get<double>() / 1e6, mem["peak_resident"].get<double>() / 1e6);
-    std::printf("# communication per iteration, rank 0, measured vs the workload (describe):\n");
-    std::printf("# %-8s %-15s %8s %14s %8s %14s\n", "group", "collective", "calls", "bytes",
-                "w.calls", "w.bytes");
-    for (const auto& c : comm)
-      std::printf("# %-8s %-15s %8.0f %14.0f %8.0f %14.0f\n", c["group"].get<std::string>().c_str(),
-                  c["collective"].get<std::string>().c_str(),
-                  c["calls_per_iteration"].get<double>(), c["bytes_per_iteration"].get<double>(),
-                  c["workload_calls"].get<double>(), c["workload_bytes"].get<double>());
-    std::printf("# %s\n", match ? "measured communication equals the workload's, byte for byte"
-                                : "MISMATCH: measured communication differs from the workload's");
-  }
-  return match ? 0 : 1;
+  RunRecord r;
+  r.o = &o_;
+  r.ranks = n_;
+  r.accum = accum_;
+  r.parameters = model_->layout().total();
+  r.tokens_per_step = tokens_per_step_();
+  r.flops_per_step = flops_per_step_();
+  r.data = data_->describe();
+  r.start = start_;
+  r.rows = &rows_;
+  r.measured = &measured_;
+  r.expected = &expected_;
+  r.memory = memory_json();
+  r.per_rank = per_rank_;
+  return print_report(r);
 }
 
 int Trainer::run() {
@@ -968,14 +677,25 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
   int me = 0, n = 1;
   MPI_Comm_rank(comm, &me);
   MPI_Comm_size(comm, &n);
-  if (Status s = validate(o, n); !s.ok()) {
-    if (me == 0) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+  // Ranks on this node: the memory check counts what they need together.
+  MPI_Comm node = MPI_COMM_NULL;
+  int here = n;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &here);
+    MPI_Comm_free(&node);
+  }
+  const Status s = validate(o, n, here);
+  // Every rank checks (memory and folders may differ between nodes); the first that fails says
+  // why, and all stop.
+  int bad = s.ok() ? n : me, first = n;
+  MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first < n) {
+    if (me == first) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
     return 2;
   }
   Trainer t(o, comm);
   if (me == 0 && o.format == "table") {
-    const std::int64_t g =
-        o.global_batch ? o.global_batch : static_cast<std::int64_t>(o.micro_batch) * n;
+    const std::int64_t g = global_batch(o, n);
     std::printf(
         "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), %s over %d "
         "ranks, global batch %lld (micro-batch %d x %lld accumulation x %d ranks)\n",

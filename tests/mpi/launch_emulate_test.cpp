@@ -260,7 +260,8 @@ TEST(Emulate, TrainComparesProfiles) {
   const std::string cmd =
       std::string("'") + COMMSCOPE_BIN +
       "' train --ranks 2 --emulate rate=400M --emulate rate=100M,nodes=2 --steps 3 --warmup 1 "
-      "--layers 2 --hidden 64 --heads 4 --vocab 256 --seq 32 --micro-batch 2 --bucket-mb 0.05";
+      "--layers 2 --hidden 64 --heads 4 --vocab 256 --seq-length 32 --micro-batch-size 2 "
+      "--ddp-bucket-size 0.05";
   Outcome o = commscope::testing::run_shell(cmd);
   ASSERT_EQ(o.status, 0) << o.err;
   ASSERT_NE(o.out.find("# comparison"), std::string::npos) << o.out;

@@ -1,0 +1,32 @@
+// The trainer's checkpoints (no MPI here): one file per rank, step<s>.rank<r>.bin, holding
+// that rank's parameters (all of them, or its ZeRO partition) and AdamW moments, then a CRC-32
+// (zlib's) over all of it; and latest.json, the manifest rank 0 writes once every rank's file
+// is on disk. Every file is written whole or not at all (util/atomic_file.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/util/result.h"
+
+namespace commscope::train {
+
+std::string checkpoint_file(const std::string& dir, std::int64_t step, int rank);
+std::string manifest_file(const std::string& dir);
+
+// File layout: for each part, its element count (uint64, little-endian as the machine) and its
+// floats; then the CRC-32 of everything before it (uint32) and the magic "CSCK".
+Status write_checkpoint(const std::string& path,
+                        const std::vector<const std::vector<float>*>& parts);
+// Fills `parts`, whose sizes say what this run expects. Errors name the file and say whether
+// it is missing, truncated, damaged (checksum), or from another model.
+Status read_checkpoint(const std::string& path, const std::vector<std::vector<float>*>& parts);
+
+// The manifest: {"step", "ranks", "strategy", "seed", "data_position", sizes, "global_batch"}.
+Status write_manifest(const std::string& dir, const nlohmann::json& manifest);
+Result<nlohmann::json> read_manifest(const std::string& dir);
+
+}  // namespace commscope::train

@@ -1,0 +1,102 @@
+// The trainer's options and every check that can run before MPI starts: the plan (the same
+// ScenarioInput describe and predict resolve), the limits (ranks, memory), the outputs.
+// No MPI here: `commscope train` runs these checks in its own process before it launches
+// mpirun, and every rank of commscope-train runs them again.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commscope/gpt/gpt.h"
+#include "commscope/spec/model.h"
+#include "commscope/spec/scenario.h"
+#include "commscope/util/result.h"
+
+namespace commscope::train {
+
+// ZeRO stage 0 (DDP) to 3: the values are the stages.
+enum class Strategy { ddp = 0, zero1 = 1, zero2 = 2, zero3 = 3 };
+std::string_view to_string(Strategy s);
+// "ddp", "zero1", "zero2", "zero3" (the deprecated --strategy spellings).
+std::optional<Strategy> strategy_from_name(std::string_view name);
+
+// The system the trainer describes itself on (presets/systems/cpu-host.json).
+inline constexpr const char* kDefaultSystem = "cpu-host";
+// The trainer's default model (presets/models/gpt2-tiny-cpu.json).
+inline constexpr const char* kDefaultModel = "gpt2-tiny-cpu";
+// The most ranks `commscope train --ranks` launches on one machine (docs/train.md).
+inline constexpr int kMaxRanks = 1024;
+
+struct TrainOptions {
+  GptConfig model;
+  std::string model_name = "custom";
+  std::string system = kDefaultSystem;  // --system: where the plan is resolved (and described)
+  std::string network;                  // --network: empty, the system's own
+  Strategy strategy = Strategy::ddp;
+  int micro_batch = 4;                 // sequences per rank per micro-batch
+  std::int64_t global_batch = 0;       // sequences per step (0: micro_batch x ranks x accum)
+  std::int64_t grad_accum = 0;         // micro-batches per step (0: from the global batch)
+  std::optional<int> gpus, dp, nodes;  // must agree with the rank count when given
+  int steps = 20;
+  int warmup = 2;             // steps left out of the averages
+  bool warmup_given = false;  // an explicit --warmup (the default is clamped to steps - 1)
+  float lr = 1e-3f;
+  float clip = 1.0f;  // global gradient-norm clipping (0: off)
+  std::uint64_t seed = 1234;
+  std::string data;       // text file (byte-level tokens); empty: the synthetic stream
+  double bucket_mb = 25;  // DDP bucket (MiB), PyTorch's bucket_cap_mb
+  std::int64_t zero_reduce_bucket = 500'000'000;     // ZeRO reduce bucket (elements)
+  std::int64_t zero_allgather_bucket = 500'000'000;  // ZeRO all-gather bucket (elements)
+  int threads = 1;                                   // BLAS threads per rank
+  std::string trace;                                 // one Chrome trace per rank (trace_path)
+  std::string format = "table";                      // table | json
+  std::string output;  // -o: also write the json document here (rank 0)
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  bool resume = false;
+  bool progress = true;          // a progress line on a terminal (rank 0)
+  bool progress_forced = false;  // commscope train's stderr is a terminal (mpirun's pipes are not)
+  int kill_rank = -1, kill_step = -1;  // tests: this rank dies at the start of this step
+};
+
+// The ModelSpec that describes the trainer's GPT to the workload builder.
+ModelSpec model_spec(const GptConfig& cfg, const std::string& name);
+// A GptConfig from a model preset (GPT kind only), or an error naming what does not fit.
+Result<GptConfig> config_from_model(const ModelSpec& m);
+
+// TrainOptions from the shared plan (ScenarioInput: --model, --system, --zero,
+// --micro-batch-size, ...). Plan flags the CPU trainer cannot honour (tensor or pipeline
+// parallelism, fp16/bf16, recompute, ...) are an error naming the flag. `o` keeps the
+// trainer-only fields it already holds.
+Status apply_plan(const ScenarioInput& in, TrainOptions& o);
+
+// 1 <= ranks <= kMaxRanks.
+Status check_ranks(int ranks);
+
+// Sequences per step for `world` ranks (the global batch).
+std::int64_t global_batch(const TrainOptions& o, int world);
+
+// Every check that needs no MPI: the flags against the rank count, the memory the model, its
+// activations and the optimizer need against what this machine has (ranks_here of the ranks
+// on it), the outputs (-o, --trace, --checkpoint) writable. One line naming the flag.
+Status validate(const TrainOptions& o, int world, int ranks_here);
+
+// Bytes one rank allocates for o's model and plan on `world` ranks: parameters, gradients,
+// AdamW moments (sharded as the strategy says), activations and logits of one micro-batch.
+double memory_per_rank_bytes(const TrainOptions& o, int world);
+// MemAvailable of /proc/meminfo (or physical pages x page size), bytes.
+double available_memory_bytes();
+
+// The scenario of this model and plan on o.system (data parallel over `world` ranks, fp32, no
+// recompute): what `commscope describe --system cpu-host ...` resolves for the same flags.
+Result<Scenario> train_scenario(const TrainOptions& o, int world);
+
+// Where rank r writes its Chrome trace: a path ending in '/' or naming an existing folder is a
+// folder (FOLDER/rank<r>.json); otherwise `.rank<r>` goes before the extension
+// (run.json -> run.rank0.json, run -> run.rank0).
+std::string trace_path(const std::string& trace, int rank);
+bool trace_is_folder(const std::string& trace);
+
+}  // namespace commscope::train

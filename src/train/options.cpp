@@ -1,0 +1,395 @@
+// The trainer's options and the checks that run before MPI starts (options.h). No MPI here.
+#include "commscope/train/options.h"
+
+#include "commscope/train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace commscope::train {
+
+std::string_view to_string(Strategy s) {
+  switch (s) {
+    case Strategy::ddp:
+      return "ddp";
+    case Strategy::zero1:
+      return "zero1";
+    case Strategy::zero2:
+      return "zero2";
+    case Strategy::zero3:
+      return "zero3";
+  }
+  return "?";
+}
+
+std::optional<Strategy> strategy_from_name(std::string_view name) {
+  for (Strategy s : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::zero3})
+    if (to_string(s) == name) return s;
+  return std::nullopt;
+}
+
+ModelSpec model_spec(const GptConfig& c, const std::string& name) {
+  ModelSpec m;
+  m.name = name;
+  m.kind = ArchKind::gpt;
+  m.decoder_layers = c.layers;
+  m.hidden = c.hidden;
+  m.heads = c.heads;
+  m.vocab = c.vocab;
+  m.seq_length = c.seq;
+  m.max_positions = c.max_positions;
+  m.tied_embeddings = true;
+  m.bias = true;
+  m.dropout = false;
+  m.position = PositionEmbedding::learned;
+  m.norm = NormKind::layernorm;
+  m.mlp = MlpKind::gelu;
+  apply_model_defaults(m);
+  m.ffn = 4 * static_cast<std::int64_t>(c.hidden);
+  return m;
+}
+
+Result<GptConfig> config_from_model(const ModelSpec& m) {
+  const std::string where = "--model " + m.name;
+  if (m.kind != ArchKind::gpt || m.position != PositionEmbedding::learned ||
+      m.norm != NormKind::layernorm || m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias ||
+      m.kv_heads != m.heads || m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden)
+    return Error{fmt::format(
+        "{}: expected a GPT-2-shaped model (learned positions, LayerNorm, GELU MLP of 4h, biases, "
+        "tied LM head, no GQA); got kind {}",
+        where, to_string(m.kind))};
+  constexpr std::int64_t kInt = 1 << 30;
+  if (m.hidden > kInt || m.heads > kInt || m.vocab > kInt || m.seq_length > kInt ||
+      m.max_positions > kInt)
+    return Error{fmt::format("{}: expected sizes below 2^30, got hidden {}, vocab {}, seq {}",
+                             where, m.hidden, m.vocab, m.seq_length)};
+  GptConfig c;
+  c.layers = m.decoder_layers;
+  c.hidden = static_cast<int>(m.hidden);
+  c.heads = static_cast<int>(m.heads);
+  c.vocab = static_cast<int>(m.vocab);
+  c.seq = static_cast<int>(m.seq_length);
+  c.max_positions = static_cast<int>(m.max_positions ? m.max_positions : m.seq_length);
+  return c;
+}
+
+Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
+  const PlanInput& p = in.plan;
+  auto refuse = [](std::string_view flag, std::string_view got, std::string_view why) {
+    return Error{fmt::format("{}: {}, got {}", flag, why, got)};
+  };
+  const char* later =
+      "expected 1: the CPU trainer is data parallel only (tensor and pipeline "
+      "parallelism are a later issue)";
+  if (p.tp && *p.tp != 1)
+    return refuse("--tensor-model-parallel-size", std::to_string(*p.tp), later);
+  if (p.pp && *p.pp != 1)
+    return refuse("--pipeline-model-parallel-size", std::to_string(*p.pp), later);
+  if (p.virtual_stages && *p.virtual_stages != 1)
+    return refuse("--virtual-pipeline-stages", std::to_string(*p.virtual_stages), later);
+  if (p.sequence_parallel && *p.sequence_parallel)
+    return Error{
+        "--sequence-parallel: the CPU trainer has no tensor parallelism to split "
+        "sequences over (a later issue)"};
+  if (p.schedule) return Error{"--schedule: the CPU trainer has no pipeline to schedule"};
+  if (p.precision && *p.precision != Precision::fp32)
+    return refuse("--precision", std::string(to_string(*p.precision)),
+                  "expected fp32: the CPU trainer has no mixed precision (--fp16, --bf16 and "
+                  "DeepSpeed's fp16/bf16 sections are refused)");
+  if (p.recompute && *p.recompute != Recompute::none)
+    return refuse("--recompute-granularity", std::string(to_string(*p.recompute)),
+                  "expected none: the CPU trainer keeps every activation");
+  if (p.overlap_grad_reduce && !*p.overlap_grad_reduce)
+    return Error{
+        "--no-overlap-grad-reduce: the CPU trainer always overlaps the gradient "
+        "reduction with backward"};
+  if (p.overlap_param_gather && !*p.overlap_param_gather)
+    return Error{"--no-overlap-param-gather: the CPU trainer always prefetches one module"};
+  if (p.decoder_seq_length)
+    return Error{"--decoder-seq-length: the CPU trainer trains decoder-only GPTs"};
+  if (p.rank_order && *p.rank_order != RankOrder{})
+    return Error{"--rank-order: the CPU trainer is data parallel only; rank order has no meaning"};
+  if (p.zero) {
+    if (*p.zero < 0 || *p.zero > 3)
+      return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");
+    o.strategy = static_cast<Strategy>(*p.zero);
+  }
+  if (p.micro_batch) {
+    if (*p.micro_batch < 1 || *p.micro_batch > (1 << 20))
+      return refuse("--micro-batch-size", std::to_string(*p.micro_batch),
+                    "expected a positive integer");
+    o.micro_batch = static_cast<int>(*p.micro_batch);
+  }
+  if (p.global_batch) o.global_batch = *p.global_batch;
+  if (p.grad_accum) o.grad_accum = *p.grad_accum;
+  if (p.ddp_bucket_mb) o.bucket_mb = *p.ddp_bucket_mb;
+  if (p.zero_reduce_bucket) o.zero_reduce_bucket = *p.zero_reduce_bucket;
+  if (p.zero_allgather_bucket) o.zero_allgather_bucket = *p.zero_allgather_bucket;
+  o.gpus = p.gpus;
+  o.dp = p.dp;
+  o.nodes = p.nodes;
+  o.system = in.system.empty() ? kDefaultSystem : in.system;
+  o.network = in.network;
+
+  CS_ASSIGN_OR_RETURN(ModelSpec m, load_model(in.model.empty() ? kDefaultModel : in.model));
+  CS_ASSIGN_OR_RETURN(GptConfig c, config_from_model(m));
+  o.model = c;
+  o.model_name = m.name;
+  if (p.seq_length) {
+    if (*p.seq_length < 1 || *p.seq_length > (1 << 30))
+      return refuse("--seq-length", std::to_string(*p.seq_length), "expected a positive integer");
+    o.model.seq = static_cast<int>(*p.seq_length);
+    // Longer than the preset's positions: the position table grows (the trainer's own model).
+    o.model.max_positions = std::max(o.model.max_positions, o.model.seq);
+  }
+  if (!o.warmup_given) o.warmup = std::clamp(o.warmup, 0, std::max(o.steps - 1, 0));
+  return ok_status();
+}
+
+Status check_ranks(int ranks) {
+  if (ranks < 1 || ranks > kMaxRanks)
+    return Error{
+        fmt::format("--ranks: expected 1 to {} ranks on one machine, got {}", kMaxRanks, ranks)};
+  return ok_status();
+}
+
+std::int64_t global_batch(const TrainOptions& o, int world) {
+  const std::int64_t per = static_cast<std::int64_t>(o.micro_batch) * world;
+  if (o.global_batch) return o.global_batch;
+  return per * std::max<std::int64_t>(o.grad_accum, 1);
+}
+
+namespace {
+
+double params_of(const GptConfig& c) {
+  const double h = c.hidden, v = c.vocab, p = c.max_positions, l = c.layers;
+  return v * h + p * h + l * (12 * h * h + 13 * h) + 2 * h;
+}
+
+bool writable_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::is_directory(dir.empty() ? "." : dir, ec) &&
+         ::access((dir.empty() ? std::filesystem::path(".") : dir).c_str(), W_OK | X_OK) == 0;
+}
+
+// A file the run will write: its folder exists and is writable, and it is not a folder.
+Status check_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Error{fmt::format("{}: expected a file to write, got the folder '{}'", flag, path)};
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!writable_dir(dir))
+    return Error{
+        fmt::format("{}: cannot write '{}': the folder '{}' does not exist or is not "
+                    "writable",
+                    flag, path, dir.empty() ? "." : dir.string())};
+  return ok_status();
+}
+
+// A folder the run will write into: created now, then checked.
+Status check_folder(const std::string& flag, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!writable_dir(dir))
+    return Error{fmt::format("{}: cannot write into '{}': {}", flag, dir,
+                             ec ? ec.message() : "not a writable folder")};
+  return ok_status();
+}
+
+std::string gib(double bytes) {
+  return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
+}
+
+}  // namespace
+
+double memory_per_rank_bytes(const TrainOptions& o, int world) {
+  const GptConfig& c = o.model;
+  const double n = std::max(world, 1);
+  const double P = params_of(c), shard = std::ceil(P / n);
+  const double h = c.hidden, v = c.vocab, l = c.layers;
+  const double largest_module = std::max({v * h + c.max_positions * h, 12 * h * h + 13 * h});
+  const double zero_bucket = std::min<double>(static_cast<double>(o.zero_reduce_bucket), P);
+  double state = 0;  // floats
+  switch (o.strategy) {
+    case Strategy::ddp:
+      state = 4 * P;
+      break;
+    case Strategy::zero1:
+      state = 2 * P + 4 * shard;
+      break;
+    case Strategy::zero2:
+      state = P + 4 * shard + zero_bucket + largest_module;
+      break;
+    case Strategy::zero3:
+      state = 4 * shard + zero_bucket + 4 * largest_module;
+      break;
+  }
+  state = std::max(state, P + 3 * shard);  // setup holds the whole initialisation once
+  // Gpt's activations (gpt.h): about 16 B T h + B heads T^2 floats per block, the logits and
+  // probabilities B T V, and the scratch of a few B T 4h.
+  const double b = o.micro_batch, t = c.seq;
+  const double acts = l * (16 * b * t * h + b * c.heads * t * t) + 2 * b * t * v + 8 * b * t * h;
+  return 4 * (state + acts);
+}
+
+double available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      std::istringstream s(line.substr(13));
+      double kib = 0;
+      if (s >> kib) return kib * 1024;
+    }
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
+}
+
+Status validate(const TrainOptions& o, int world, int ranks_here) {
+  CS_RETURN_IF_ERROR(check_ranks(world));
+  if (Status s = validate(o.model); !s.ok()) return s;
+  if (o.micro_batch < 1)
+    return Error{
+        fmt::format("--micro-batch-size: expected a positive integer, got {}", o.micro_batch)};
+  for (auto [flag, v] : {std::pair{"--gpus", o.gpus}, std::pair{"--data-parallel-size", o.dp}})
+    if (v && *v != world)
+      return Error{
+          fmt::format("{}: expected the rank count {} (the trainer is data parallel over "
+                      "every rank), got {}",
+                      flag, world, *v)};
+  if (o.nodes && (*o.nodes < 1 || *o.nodes > world))
+    return Error{fmt::format("--nodes: expected 1 to the rank count {}, got {}", world, *o.nodes)};
+  const std::int64_t per_step = static_cast<std::int64_t>(o.micro_batch) * world;
+  if (o.grad_accum < 0)
+    return Error{fmt::format("--gradient-accumulation-steps: expected a positive integer, got {}",
+                             o.grad_accum)};
+  const std::int64_t g = global_batch(o, world);
+  if (g < 1 || g % per_step != 0)
+    return Error{fmt::format(
+        "--global-batch-size: expected a multiple of micro-batch x ranks = {} x {} = {}, got {}",
+        o.micro_batch, world, per_step, g)};
+  if (o.grad_accum > 0 && o.global_batch && g / per_step != o.grad_accum)
+    return Error{fmt::format(
+        "--gradient-accumulation-steps: expected global batch / (micro-batch x ranks) = {}, got {}",
+        g / per_step, o.grad_accum)};
+  if (o.steps < 1)
+    return Error{fmt::format("--steps: expected a positive integer, got {}", o.steps)};
+  if (o.warmup < 0 || o.warmup >= o.steps)
+    return Error{
+        fmt::format("--warmup: expected 0 to steps - 1 = {}, got {}", o.steps - 1, o.warmup)};
+  if (!(o.lr > 0)) return Error{fmt::format("--lr: expected a positive number, got {}", o.lr)};
+  if (!(o.clip >= 0))
+    return Error{fmt::format("--clip: expected 0 or a positive number, got {}", o.clip)};
+  if (!(o.bucket_mb > 0))
+    return Error{
+        fmt::format("--ddp-bucket-size: expected a positive number (MiB), got {}", o.bucket_mb)};
+  if (o.zero_reduce_bucket < 1 || o.zero_allgather_bucket < 1)
+    return Error{fmt::format("--zero-bucket: expected a positive integer, got {}",
+                             std::min(o.zero_reduce_bucket, o.zero_allgather_bucket))};
+  if (o.threads < 1 || o.threads > 1024)
+    return Error{fmt::format("--threads: expected 1 to 1024, got {}", o.threads)};
+  if (o.format != "table" && o.format != "json")
+    return Error{fmt::format("--format: expected table or json, got '{}'", o.format)};
+  if (o.checkpoint_every < 0)
+    return Error{fmt::format("--checkpoint-every: expected 0 or more, got {}", o.checkpoint_every)};
+  if ((o.checkpoint_every > 0 || o.resume) && o.checkpoint_dir.empty())
+    return Error{"--checkpoint: expected a folder with --checkpoint-every or --resume"};
+
+  // Memory, before anything is allocated.
+  const double need = memory_per_rank_bytes(o, world);
+  const double have = available_memory_bytes();
+  const int here = std::clamp(ranks_here, 1, world);
+  if (have > 0 && need * here > have) {
+    const GptConfig& c = o.model;
+    const double h = c.hidden, b = o.micro_batch, t = c.seq;
+    const double acts =
+        4 * (c.layers * (16 * b * t * h + b * c.heads * t * t) + 2 * b * t * c.vocab);
+    const std::string what =
+        acts > need / 2
+            ? fmt::format("--seq-length {} with --micro-batch-size {}", c.seq, o.micro_batch)
+            : fmt::format("--model {} (layers {}, hidden {}, vocab {})", o.model_name, c.layers,
+                          c.hidden, c.vocab);
+    return Error{fmt::format(
+        "{}: needs {:.3g} bytes ({}) per rank for parameters, gradients, optimizer state and "
+        "activations, x {} ranks on this machine; it has {:.3g} bytes ({}) available",
+        what, need, gib(need), here, have, gib(have))};
+  }
+
+  // Outputs, before training: a run must not train for an hour and then fail to write.
+  if (!o.output.empty()) CS_RETURN_IF_ERROR(check_file("-o/--output", o.output));
+  if (!o.trace.empty()) {
+    if (trace_is_folder(o.trace))
+      CS_RETURN_IF_ERROR(check_folder("--trace", o.trace));
+    else
+      CS_RETURN_IF_ERROR(check_file("--trace", trace_path(o.trace, 0)));
+  }
+  if (o.checkpoint_every > 0) CS_RETURN_IF_ERROR(check_folder("--checkpoint", o.checkpoint_dir));
+  if (o.resume) {
+    CS_ASSIGN_OR_RETURN(nlohmann::json j, read_manifest(o.checkpoint_dir));
+    const std::string manifest = manifest_file(o.checkpoint_dir);
+    const auto step = j["step"].get<std::int64_t>();
+    if (o.steps <= step)
+      return Error{fmt::format(
+          "--steps: expected more than the checkpoint's step {} (--steps counts every step, the "
+          "resumed ones included; {} continues at step {}), got {}: nothing to do",
+          step, manifest, step + 1, o.steps)};
+  }
+  return ok_status();
+}
+
+Result<Scenario> train_scenario(const TrainOptions& o, int world) {
+  CS_ASSIGN_OR_RETURN(SystemSpec system, load_system(o.system));
+  CS_ASSIGN_OR_RETURN(NetworkProtocol net,
+                      load_network(o.network.empty() ? system.network : o.network));
+  PlanInput p;
+  p.dp = world;
+  p.gpus = world;
+  // Ranks per node: as the rank count fits the system's nodes; a rank count the node size does
+  // not divide runs as one node of that many ranks (the communication ops do not depend on it).
+  const int gpn = system.node.gpus;
+  if (o.nodes) {
+    p.nodes = *o.nodes;
+    if (world % *o.nodes != 0 || world / *o.nodes > gpn)
+      system.node.gpus = std::max(gpn, (world + *o.nodes - 1) / *o.nodes);
+  } else if (world > gpn && world % gpn != 0) {
+    system.node.gpus = world;
+    p.nodes = 1;
+  }
+  p.zero = static_cast<int>(o.strategy);
+  p.micro_batch = o.micro_batch;
+  p.grad_accum = global_batch(o, world) / (static_cast<std::int64_t>(o.micro_batch) * world);
+  p.precision = Precision::fp32;
+  p.recompute = Recompute::none;
+  p.ddp_bucket_mb = o.bucket_mb;
+  p.zero_reduce_bucket = o.zero_reduce_bucket;
+  p.zero_allgather_bucket = o.zero_allgather_bucket;
+  return resolve_scenario(model_spec(o.model, o.model_name), system, net, p);
+}
+
+bool trace_is_folder(const std::string& trace) {
+  std::error_code ec;
+  return !trace.empty() && (trace.back() == '/' || std::filesystem::is_directory(trace, ec));
+}
+
+std::string trace_path(const std::string& trace, int rank) {
+  if (trace_is_folder(trace)) {
+    std::string dir = trace;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return fmt::format("{}/rank{}.json", dir, rank);
+  }
+  const std::filesystem::path p(trace);
+  const std::string ext = p.extension().string();
+  std::filesystem::path out = p;
+  out.replace_extension();
+  return fmt::format("{}.rank{}{}", out.string(), rank, ext);
+}
+
+}  // namespace commscope::train

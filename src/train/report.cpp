@@ -1,0 +1,149 @@
+// The trainer's report (report.h).
+#include "report.h"
+
+#include <cstdio>
+#include <set>
+
+#include "commscope/util/atomic_file.h"
+
+namespace commscope::train {
+
+void averages(const std::vector<StepRow>& rows, std::int64_t start, int warmup, Breakdown* avg,
+              double* time) {
+  const auto iterations = static_cast<std::int64_t>(rows.size());
+  int counted = 0;
+  for (const StepRow& r : rows)
+    if (r.step > start + warmup || iterations <= warmup) {
+      avg->add(r.br);
+      *time += r.seconds;
+      ++counted;
+    }
+  if (counted > 0) {
+    avg->scale(1.0 / counted);
+    *time /= counted;
+  }
+}
+
+// Rank 0: the averages after warm-up, the communication against the workload; table or json.
+int print_report(const RunRecord& r) {
+  const TrainOptions& o_ = *r.o;
+  const std::vector<StepRow>& rows_ = *r.rows;
+  const int n_ = r.ranks;
+  const std::int64_t accum_ = r.accum;
+  const std::int64_t total = r.parameters;
+  const std::int64_t global = accum_ * n_ * o_.micro_batch;
+  const double tokens_per_step = r.tokens_per_step;
+  const double flops = r.flops_per_step;
+  const std::int64_t iterations = static_cast<std::int64_t>(rows_.size());
+  Breakdown avg;
+  double avg_time = 0;
+  averages(rows_, r.start, o_.warmup, &avg, &avg_time);
+
+  nlohmann::json comm = nlohmann::json::array();
+  bool match = true;
+  std::map<std::pair<CommGroup, Collective>, const CommVolume*> exp;
+  for (const CommVolume& v : *r.expected) exp[{v.group, v.collective}] = &v;
+  std::set<std::pair<CommGroup, Collective>> keys;
+  for (auto& [k, v] : *r.measured) keys.insert(k);
+  for (auto& [k, v] : exp) keys.insert(k);
+  for (const auto& k : keys) {
+    const auto it = r.measured->find(k);
+    const double calls =
+        it == r.measured->end() ? 0 : static_cast<double>(it->second.first) / iterations;
+    const double bytes =
+        it == r.measured->end() ? 0 : it->second.second / static_cast<double>(iterations);
+    const CommVolume* e = exp.count(k) ? exp[k] : nullptr;
+    const double ecalls = e ? static_cast<double>(e->calls) : 0, ebytes = e ? e->bytes : 0;
+    match = match && calls == ecalls && bytes == ebytes;
+    comm.push_back({{"group", to_string(k.first)},
+                    {"collective", to_string(k.second)},
+                    {"calls_per_iteration", calls},
+                    {"bytes_per_iteration", bytes},
+                    {"workload_calls", ecalls},
+                    {"workload_bytes", ebytes}});
+  }
+  auto br_json = [](const Breakdown& b) {
+    return nlohmann::json{{"wall_s", b.wall},
+                          {"compute_s", b.compute},
+                          {"comm_s", b.comm},
+                          {"overlapped_comm_s", b.overlapped},
+                          {"exposed_comm_s", b.exposed},
+                          {"idle_s", b.idle}};
+  };
+  {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const StepRow& row : rows_)
+      steps.push_back({{"step", row.step},
+                       {"loss", row.loss},
+                       {"grad_norm", row.grad_norm},
+                       {"time_s", row.seconds},
+                       {"tokens_per_s", tokens_per_step / row.seconds},
+                       {"gflops", flops / row.seconds / 1e9},
+                       {"breakdown", br_json(row.br)}});
+    nlohmann::json j = {{"model",
+                         {{"name", o_.model_name},
+                          {"layers", o_.model.layers},
+                          {"hidden", o_.model.hidden},
+                          {"heads", o_.model.heads},
+                          {"vocab", o_.model.vocab},
+                          {"seq", o_.model.seq},
+                          {"parameters", total}}},
+                        {"strategy", to_string(o_.strategy)},
+                        {"ranks", n_},
+                        {"micro_batch", o_.micro_batch},
+                        {"grad_accum", accum_},
+                        {"global_batch", global},
+                        {"data", r.data},
+                        {"steps", steps},
+                        {"average",
+                         {{"after_warmup_steps", o_.warmup},
+                          {"time_s", avg_time},
+                          {"tokens_per_s", avg_time > 0 ? tokens_per_step / avg_time : 0},
+                          {"gflops", avg_time > 0 ? flops / avg_time / 1e9 : 0},
+                          {"comm_share", avg.wall > 0 ? avg.comm / avg.wall : 0},
+                          {"breakdown", br_json(avg)}}},
+                        {"communication", comm},
+                        {"communication_matches_workload", match},
+                        {"memory_per_rank_bytes", r.memory},
+                        {"per_rank", r.per_rank}};
+    if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
+    if (!o_.output.empty()) {
+      const Status s = write_file_atomic(o_.output, j.dump(2) + "\n");
+      if (!s.ok()) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+    }
+  }
+  if (o_.format == "table") {
+    std::printf(
+        "# average after %d warm-up steps: %.2f ms/step, %.0f tokens/s, %.2f GFLOP/s (all ranks), "
+        "compute %.2f ms, communication %.2f ms (overlapped %.2f, exposed %.2f), idle %.2f ms\n",
+        o_.warmup, avg_time * 1e3, avg_time > 0 ? tokens_per_step / avg_time : 0,
+        avg_time > 0 ? flops / avg_time / 1e9 : 0, avg.compute * 1e3, avg.comm * 1e3,
+        avg.overlapped * 1e3, avg.exposed * 1e3, avg.idle * 1e3);
+    std::printf("# per rank, averages after warm-up (ms):\n#   %4s %9s %9s %9s %9s %9s\n", "rank",
+                "step", "compute", "ovl_comm", "exp_comm", "idle");
+    for (const auto& pr : r.per_rank)
+      std::printf("#   %4d %9.2f %9.2f %9.2f %9.2f %9.2f\n", pr["rank"].get<int>(),
+                  pr["time_s"].get<double>() * 1e3, pr["compute_s"].get<double>() * 1e3,
+                  pr["overlapped_comm_s"].get<double>() * 1e3,
+                  pr["exposed_comm_s"].get<double>() * 1e3, pr["idle_s"].get<double>() * 1e3);
+    const auto mem = r.memory;
+    std::printf(
+        "# state held per rank (rank 0): parameters %.1f MB, gradients %.1f MB, optimizer %.1f MB; "
+        "peak resident %.1f MB\n",
+        mem["parameters"].get<double>() / 1e6, mem["gradients"].get<double>() / 1e6,
+        mem["optimizer_state"].get<double>() / 1e6, mem["peak_resident"].get<double>() / 1e6);
+    std::printf("# communication per iteration, rank 0, measured vs the workload (describe):\n");
+    std::printf("# %-8s %-15s %8s %14s %8s %14s\n", "group", "collective", "calls", "bytes",
+                "w.calls", "w.bytes");
+    for (const auto& c : comm)
+      std::printf("# %-8s %-15s %8.0f %14.0f %8.0f %14.0f\n", c["group"].get<std::string>().c_str(),
+                  c["collective"].get<std::string>().c_str(),
+                  c["calls_per_iteration"].get<double>(), c["bytes_per_iteration"].get<double>(),
+                  c["workload_calls"].get<double>(), c["workload_bytes"].get<double>());
+    std::printf("# %s\n", match ? "measured communication equals the workload's, byte for byte"
+                                : "MISMATCH: measured communication differs from the workload's");
+  }
+  return match ? 0 : 1;
+}
+
+}  // namespace commscope::train

@@ -1,0 +1,51 @@
+// The trainer's report (internal to src/train): the per-step rows, their averages after the
+// warm-up, and rank 0's table or json document with the communication measured against the
+// workload.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/timeline/timeline.h"
+#include "commscope/train/options.h"
+#include "commscope/workload/workload.h"
+
+namespace commscope::train {
+
+struct StepRow {
+  std::int64_t step;
+  double loss, seconds, grad_norm;
+  Breakdown br;
+};
+
+// Calls and bytes sent, by group and collective, over the whole run.
+using MeasuredComm = std::map<std::pair<CommGroup, Collective>, std::pair<std::int64_t, double>>;
+
+// A breakdown and step time averaged over the steps after the warm-up (steps after
+// start + warmup; all of them when there are no more).
+void averages(const std::vector<StepRow>& rows, std::int64_t start, int warmup, Breakdown* avg,
+              double* time);
+
+// What rank 0 reports about a run.
+struct RunRecord {
+  const TrainOptions* o = nullptr;
+  int ranks = 1;
+  std::int64_t accum = 1, parameters = 0, start = 0;
+  double tokens_per_step = 0, flops_per_step = 0;  // the whole job's
+  std::string data;                                // the token source, described
+  const std::vector<StepRow>* rows = nullptr;
+  const MeasuredComm* measured = nullptr;
+  const std::vector<CommVolume>* expected = nullptr;  // the workload's comm_volume
+  nlohmann::json memory, per_rank;
+};
+
+// Prints the table or the json document (and writes -o); 0, or 1 when the measured
+// communication differs from the workload's.
+int print_report(const RunRecord& r);
+
+}  // namespace commscope::train

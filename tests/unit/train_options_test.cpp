@@ -1,0 +1,182 @@
+// The trainer's options without MPI (train/options.h, apps/common/train_flags.h): the shared
+// plan flags, the deprecated spellings, the trace paths, the limits checked before anything is
+// allocated.
+#include "commscope/train/options.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/train_flags.h"
+#include "commscope/workload/workload.h"
+
+namespace {
+
+using namespace commscope;
+using namespace commscope::train;
+
+// The options argv gives, or the error.
+Result<TrainOptions> parse(std::vector<std::string> args, std::vector<std::string>* warnings) {
+  CLI::App app;
+  cli::TrainFlags f;
+  cli::add_train_flags(app, f);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  app.parse(reversed);
+  return cli::train_options(f, warnings);
+}
+
+TEST(TrainOptions, PlanFlagsMeanWhatDescribeSays) {
+  std::vector<std::string> w;
+  auto o = parse({"--zero", "3", "--micro-batch-size", "2", "--global-batch-size", "16",
+                  "--ddp-bucket-size", "0.5", "--seq-length", "64", "-o", "x.json"},
+                 &w);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(o->strategy, Strategy::zero3);
+  EXPECT_EQ(o->micro_batch, 2);
+  EXPECT_EQ(global_batch(*o, 2), 16);
+  EXPECT_EQ(o->bucket_mb, 0.5);
+  EXPECT_EQ(o->model.seq, 64);
+  EXPECT_EQ(o->output, "x.json");
+  EXPECT_EQ(o->model_name, "gpt2-tiny-cpu");  // the default model is a preset describe can name
+  EXPECT_EQ(o->model.layers, 4);
+  EXPECT_EQ(o->model.hidden, 256);
+  EXPECT_EQ(o->system, "cpu-host");
+}
+
+TEST(TrainOptions, OldSpellingsWarnOnceEachAndMeanTheSame) {
+  std::vector<std::string> w;
+  auto old = parse({"--strategy", "zero1", "--micro-batch", "2", "--global-batch", "8",
+                    "--bucket-mb", "1", "--summary", "s.json", "--seq", "32"},
+                   &w);
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(w.size(), 6u);
+  auto now = parse({"--zero", "1", "--micro-batch-size", "2", "--global-batch-size", "8",
+                    "--ddp-bucket-size", "1", "-o", "s.json", "--seq-length", "32"},
+                   nullptr);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(old->strategy, now->strategy);
+  EXPECT_EQ(old->micro_batch, now->micro_batch);
+  EXPECT_EQ(old->global_batch, now->global_batch);
+  EXPECT_EQ(old->bucket_mb, now->bucket_mb);
+  EXPECT_EQ(old->output, now->output);
+  EXPECT_EQ(old->model.seq, now->model.seq);
+  auto both = parse({"--micro-batch", "2", "--micro-batch-size", "4"}, nullptr);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().message.find("--micro-batch-size"), std::string::npos);
+}
+
+TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
+  for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--tp", "2"}, "--tensor-model-parallel-size"},
+           {{"--pp", "2"}, "--pipeline-model-parallel-size"},
+           {{"--vp", "2"}, "--virtual-pipeline-stages"},
+           {{"--fp16"}, "--precision"},
+           {{"--precision", "bf16"}, "--precision"},
+           {{"--recompute-granularity", "full"}, "--recompute-granularity"},
+           {{"--sequence-parallel"}, "--sequence-parallel"},
+           {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
+           {{"--zero", "0,1"}, "combinations"}}) {
+    auto o = parse(args, nullptr);
+    ASSERT_FALSE(o.ok()) << flag;
+    EXPECT_NE(o.error().message.find(flag), std::string::npos) << o.error().message;
+  }
+  EXPECT_TRUE(parse({"--precision", "fp32", "--tp", "1"}, nullptr).ok());
+}
+
+// A DeepSpeed config gives the trainer its batch sizes, ZeRO stage and buckets, as it gives
+// describe and predict; one that enables fp16 is refused.
+TEST(TrainOptions, DeepSpeedConfigSetsThePlan) {
+  const std::string ds = ::testing::TempDir() + "train_ds_config.json";
+  std::ofstream(ds) << R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2,
+      "zero_optimization": {"stage": 2, "reduce_bucket_size": 5000, "allgather_bucket_size": 6000}})";
+  auto o = parse({"--deepspeed-config", ds}, nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->strategy, Strategy::zero2);
+  EXPECT_EQ(o->micro_batch, 2);
+  EXPECT_EQ(global_batch(*o, 4), 16);
+  EXPECT_EQ(o->zero_reduce_bucket, 5000);
+  EXPECT_EQ(o->zero_allgather_bucket, 6000);
+  auto flags_win = parse({"--deepspeed-config", ds, "--zero", "1"}, nullptr);
+  ASSERT_TRUE(flags_win.ok());
+  EXPECT_EQ(flags_win->strategy, Strategy::zero1);
+  const std::string fp16 = ::testing::TempDir() + "train_ds_fp16.json";
+  std::ofstream(fp16) << R"({"fp16": {"enabled": true}})";
+  auto refused = parse({"--deepspeed-config", fp16}, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message.rfind("--precision: ", 0), 0u) << refused.error().message;
+}
+
+TEST(TrainOptions, DefaultWarmupClampsToTheSteps) {
+  auto one = parse({"--steps", "1"}, nullptr);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->warmup, 0);
+  EXPECT_TRUE(validate(*one, 1, 1).ok());
+  auto explicit_warmup = parse({"--steps", "1", "--warmup", "1"}, nullptr);
+  ASSERT_TRUE(explicit_warmup.ok());
+  const Status s = validate(*explicit_warmup, 1, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, "--warmup: expected 0 to steps - 1 = 0, got 1");
+}
+
+TEST(TrainOptions, TracePaths) {
+  EXPECT_EQ(trace_path("run.json", 3), "run.rank3.json");
+  EXPECT_EQ(trace_path("out/run.trace.json", 0), "out/run.trace.rank0.json");
+  EXPECT_EQ(trace_path("run", 1), "run.rank1");
+  EXPECT_EQ(trace_path("traces/", 2), "traces/rank2.json");
+  const std::string dir = ::testing::TempDir() + "train_trace_dir";
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(trace_path(dir, 1), dir + "/rank1.json");  // an existing folder
+}
+
+// The estimate counts the parameter state exactly as the trainer holds it (16 bytes per
+// parameter under DDP: the parameters, gradients and AdamW's two moments in fp32) plus the
+// activations, and grows linearly in the layers and quadratically in the sequence.
+TEST(TrainOptions, MemoryIsComputedBeforeAllocating) {
+  TrainOptions o;
+  o.model = {4, 256, 4, 4096, 128, 128};
+  const double p = static_cast<double>(ParamLayout(o.model).total());
+  const double ddp = memory_per_rank_bytes(o, 1);
+  EXPECT_GT(ddp, 16 * p);
+  EXPECT_LT(ddp, 16 * p + 200e6);  // activations of batch 4 x 128 tokens: tens of MB
+  o.strategy = Strategy::zero3;
+  EXPECT_LT(memory_per_rank_bytes(o, 4), ddp);
+  o.strategy = Strategy::ddp;
+  o.model.layers = 1'000'000'000;
+  o.model_name = "huge";
+  const Status s = validate(o, 2, 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("layers 1000000000"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("bytes"), std::string::npos);
+  o.model.layers = 4;
+  o.model.seq = o.model.max_positions = 100000;
+  const Status t = validate(o, 2, 2);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().message.rfind("--seq-length 100000", 0), 0u) << t.error().message;
+}
+
+TEST(TrainOptions, RanksAndOutputsAreCheckedBeforeLaunch) {
+  EXPECT_TRUE(check_ranks(kMaxRanks).ok());
+  EXPECT_FALSE(check_ranks(kMaxRanks + 1).ok());
+  EXPECT_FALSE(check_ranks(0).ok());
+  TrainOptions o;
+  o.model = {2, 64, 4, 256, 32, 32};
+  o.output = "/nonexistent/dir/summary.json";
+  auto s = validate(o, 1, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message.rfind("-o/--output: cannot write '/nonexistent/dir/summary.json'", 0),
+            0u);
+  o.output.clear();
+  const std::string file = ::testing::TempDir() + "train_options_a_file";
+  { std::ofstream(file) << "x"; }
+  o.trace = file + "/traces/";  // a folder below a file cannot be created
+  auto t = validate(o, 1, 1);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().message.rfind("--trace: cannot write into", 0), 0u) << t.error().message;
+  o.trace = ::testing::TempDir() + "train_options_traces/";
+  EXPECT_TRUE(validate(o, 1, 1).ok());
+  EXPECT_TRUE(std::filesystem::is_directory(o.trace));  // created before training
+}
+
+}  // namespace
