@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "commscope/timeline/breakdown_json.h"
 #include "commscope/util/atomic_file.h"
 
 namespace commscope::train {
@@ -62,14 +63,6 @@ int print_report(const RunRecord& r) {
                     {"workload_calls", ecalls},
                     {"workload_bytes", ebytes}});
   }
-  auto br_json = [](const Breakdown& b) {
-    return nlohmann::json{{"wall_s", b.wall},
-                          {"compute_s", b.compute},
-                          {"comm_s", b.comm},
-                          {"overlapped_comm_s", b.overlapped},
-                          {"exposed_comm_s", b.exposed},
-                          {"idle_s", b.idle}};
-  };
   {
     nlohmann::json steps = nlohmann::json::array();
     for (const StepRow& row : rows_)
@@ -79,7 +72,7 @@ int print_report(const RunRecord& r) {
                        {"time_s", row.seconds},
                        {"tokens_per_s", tokens_per_step / row.seconds},
                        {"gflops", flops / row.seconds / 1e9},
-                       {"breakdown", br_json(row.br)}});
+                       {"breakdown", breakdown_to_json(row.br)}});
     nlohmann::json j = {{"model",
                          {{"name", o_.model_name},
                           {"layers", o_.model.layers},
@@ -101,7 +94,7 @@ int print_report(const RunRecord& r) {
                           {"tokens_per_s", avg_time > 0 ? tokens_per_step / avg_time : 0},
                           {"gflops", avg_time > 0 ? flops / avg_time / 1e9 : 0},
                           {"comm_share", avg.wall > 0 ? avg.comm / avg.wall : 0},
-                          {"breakdown", br_json(avg)}}},
+                          {"breakdown", breakdown_to_json(avg)}}},
                         {"communication", comm},
                         {"communication_matches_workload", match},
                         {"memory_per_rank_bytes", r.memory},

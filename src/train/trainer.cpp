@@ -24,9 +24,11 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include "commscope/timeline/breakdown_json.h"
 
 #include "comm_stream.h"
 #include "commscope/comm/collectives.h"
@@ -35,6 +37,7 @@
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
 #include "commscope/spec/scenario.h"
+#include "commscope/timeline/breakdown_json.h"
 #include "commscope/timeline/chrome.h"
 #include "commscope/timeline/timeline.h"
 #include "commscope/train/checkpoint.h"
@@ -619,24 +622,22 @@ void Trainer::write_trace() const {
   if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
 }
 
-// Every rank's averages, to rank 0 (the stream is idle: a plain collective).
+// Every rank's averages, to rank 0 (the stream is idle: a plain collective). A Breakdown is
+// plain numbers, so it travels as bytes and is written by the one breakdown JSON writer.
 void Trainer::gather_ranks() {
-  Breakdown avg;
-  double time = 0;
-  averages(rows_, start_, o_.warmup, &avg, &time);
-  const double mine[6] = {time, avg.compute, avg.overlapped, avg.exposed, avg.idle, avg.comm};
-  std::vector<double> all(static_cast<std::size_t>(6 * n_));
-  CS_MPI_CHECK(MPI_Gather(mine, 6, MPI_DOUBLE, all.data(), 6, MPI_DOUBLE, 0, comm_));
-  if (me_ != 0) return;
-  for (int r = 0; r < n_; ++r) {
-    const double* x = all.data() + 6 * r;
-    per_rank_.push_back({{"rank", r},
-                         {"time_s", x[0]},
-                         {"compute_s", x[1]},
-                         {"overlapped_comm_s", x[2]},
-                         {"exposed_comm_s", x[3]},
-                         {"idle_s", x[4]},
-                         {"comm_s", x[5]}});
+  static_assert(std::is_trivially_copyable_v<Breakdown>);
+  struct Averages {
+    double time = 0;
+    Breakdown breakdown;
+  } mine;
+  averages(rows_, start_, o_.warmup, &mine.breakdown, &mine.time);
+  std::vector<Averages> all(static_cast<std::size_t>(me_ == 0 ? n_ : 0));
+  CS_MPI_CHECK(
+      MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm_));
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    nlohmann::json x = {{"rank", r}, {"time_s", all[static_cast<std::size_t>(r)].time}};
+    x.update(breakdown_to_json(all[static_cast<std::size_t>(r)].breakdown));
+    per_rank_.push_back(std::move(x));
   }
 }
 

@@ -3,6 +3,7 @@
 #include "commscope/train/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,12 +13,16 @@ namespace {
 using namespace commscope::train;
 
 struct Files : ::testing::Test {
-  std::string dir = ::testing::TempDir() + "train_checkpoint_test";
+  // One folder per test and process: ctest runs this file's tests in parallel processes.
+  std::string dir = ::testing::TempDir() + "train_checkpoint_test_" +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                    std::to_string(::getpid());
   std::vector<float> a = {1.5f, -2.0f, 3.25f}, b = {0.5f, 0.25f};
   void SetUp() override {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
   }
+  void TearDown() override { std::filesystem::remove_all(dir); }
   std::string path() const { return checkpoint_file(dir, 6, 1); }
   std::string read_back(std::vector<float>& x, std::vector<float>& y) {
     auto s = read_checkpoint(path(), {&x, &y});
