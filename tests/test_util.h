@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -15,6 +17,24 @@
 #include "commscope/workload/workload.h"
 
 namespace commscope::testing {
+
+// A folder of this test process's own under the temporary folder ("…/commscope_test_<pid>/"),
+// created on first use and removed when the process exits, whether its tests passed or not.
+// Tests put what they write here, so that a run leaves nothing behind.
+inline const std::string& scratch() {
+  // Never freed: the exit handler still reads it after static destructors have run.
+  static const std::string* dir = [] {
+    auto* d = new std::string(::testing::TempDir() + "commscope_test_" +
+                              std::to_string(::getpid()) + "/");
+    std::filesystem::create_directories(*d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch(), ec);
+    });
+    return d;
+  }();
+  return *dir;
+}
 
 inline ModelSpec model(const std::string& name) {
   auto m = load_model(name);

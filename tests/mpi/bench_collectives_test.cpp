@@ -134,9 +134,9 @@ namespace {
 
 // bench -> fit -> a network profile that predict accepts.
 TEST(Bench, FitMakesAProfileForPredict) {
-  const std::string dir = ::testing::TempDir();
-  const std::string json = dir + "/commscope_bench_fit.json",
-                    profile = dir + "/commscope_measured.json";
+  const std::string dir = commscope::testing::scratch();
+  const std::string json = dir + "commscope_bench_fit.json",
+                    profile = dir + "commscope_measured.json";
   Outcome o = run(
       "--ranks 2 -- -b 64K -e 4M -f 4 -n 3 -w 1 --collectives all_reduce --format json > " + json);
   ASSERT_EQ(o.status, 0);

@@ -116,7 +116,7 @@ TEST(Train, DdpOverlapsBucketsWithBackward) {
 }
 
 TEST(Train, TracesOpenAsChromeJson) {
-  const std::string dir = ::testing::TempDir() + "train_traces";
+  const std::string dir = commscope::testing::scratch() + "train_traces";
   std::filesystem::remove_all(dir);
   Outcome o = train(2, kSmall + "--steps 3 --warmup 1 --zero 3 --trace " + dir + "/");
   ASSERT_EQ(o.status, 0) << o.err;
@@ -142,7 +142,7 @@ TEST(Train, TracesOpenAsChromeJson) {
 // was never interrupted.
 TEST(Train, KillAndResumeReproducesTheTrajectory) {
   for (const char* s : {"ddp", "zero2"}) {
-    const std::string dir = ::testing::TempDir() + "train_ckpt_" + s;
+    const std::string dir = commscope::testing::scratch() + "train_ckpt_" + s;
     std::filesystem::remove_all(dir);
     const std::string common = kSmall + "--steps 9" + zero(s);
     Outcome full = train(2, common);
@@ -248,7 +248,7 @@ TEST(Train, TheLauncherRefusesBadFlagsBeforeMpirun) {
 
 // The spellings of earlier releases still work, give the same run, and each warns once (rank 0).
 TEST(Train, OldSpellingsStillWorkAndWarnOnce) {
-  const std::string dir = ::testing::TempDir() + "train_old_spellings";
+  const std::string dir = commscope::testing::scratch() + "train_old_spellings";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string sizes = " --layers 2 --hidden 64 --heads 4 --vocab 256 --steps 2 --warmup 1 ";
@@ -324,7 +324,7 @@ namespace {
 
 // A damaged checkpoint is refused with one line, and so is one from another run.
 TEST(Train, DamagedOrForeignCheckpointsAreRefused) {
-  const std::string dir = ::testing::TempDir() + "train_ckpt_damaged";
+  const std::string dir = commscope::testing::scratch() + "train_ckpt_damaged";
   std::filesystem::remove_all(dir);
   const std::string common = kSmall + "--warmup 1 --zero 1 --checkpoint " + dir;
   ASSERT_EQ(train(2, common + " --steps 2 --checkpoint-every 2").status, 0);
@@ -419,7 +419,7 @@ namespace {
 // workload's forward and backward lists appears in the trainer's trace once per micro-batch
 // and direction, and nothing else does (plus the optimizer step, once per step).
 TEST(Train, RunsTheWorkloadsComputeOps) {
-  const std::string dir = ::testing::TempDir() + "train_ops_trace";
+  const std::string dir = commscope::testing::scratch() + "train_ops_trace";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const int steps = 2;
@@ -431,7 +431,7 @@ TEST(Train, RunsTheWorkloadsComputeOps) {
 
   using commscope::OpKind;
   commscope::ScenarioInput in;
-  in.model = ::testing::TempDir() + "train_ops_model.json";
+  in.model = commscope::testing::scratch() + "train_ops_model.json";
   {
     std::ofstream f(in.model);
     f << R"({"name": "tiny", "kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "ffn": 256,
@@ -507,7 +507,7 @@ namespace {
 // One breakdown routine: `commscope analyze` on the trainer's traces finds the compute and the
 // overlapped and exposed communication the trainer reported, summed over its steps.
 TEST(Train, AnalyzeOfItsTracesAgreesWithItsReport) {
-  const std::string dir = ::testing::TempDir() + "train_analyze_traces";
+  const std::string dir = commscope::testing::scratch() + "train_analyze_traces";
   std::filesystem::remove_all(dir);
   Outcome t = train(2,
                     " --layers 2 --hidden 128 --heads 4 --vocab 512 --seq-length 64 "

@@ -379,8 +379,7 @@ TEST(Trace, MemoryLimitsAreRefused) {
 
 // Only regular files and directories with traces are listed.
 TEST(Trace, ListTracesRefusesWhatIsNoTrace) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) /
-                   ("commscope_list_" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::path(commscope::testing::scratch()) / "list";
   std::filesystem::create_directories(dir / "empty");
   const std::string fifo = (dir / "fifo.json").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

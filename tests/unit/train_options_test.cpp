@@ -10,6 +10,7 @@
 
 #include "common/train_flags.h"
 #include "commscope/workload/workload.h"
+#include "test_util.h"
 
 namespace {
 
@@ -88,7 +89,7 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
 // A DeepSpeed config gives the trainer its batch sizes, ZeRO stage and buckets, as it gives
 // describe and predict; one that enables fp16 is refused.
 TEST(TrainOptions, DeepSpeedConfigSetsThePlan) {
-  const std::string ds = ::testing::TempDir() + "train_ds_config.json";
+  const std::string ds = commscope::testing::scratch() + "train_ds_config.json";
   std::ofstream(ds) << R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2,
       "zero_optimization": {"stage": 2, "reduce_bucket_size": 5000, "allgather_bucket_size": 6000}})";
   auto o = parse({"--deepspeed-config", ds}, nullptr);
@@ -101,7 +102,7 @@ TEST(TrainOptions, DeepSpeedConfigSetsThePlan) {
   auto flags_win = parse({"--deepspeed-config", ds, "--zero", "1"}, nullptr);
   ASSERT_TRUE(flags_win.ok());
   EXPECT_EQ(flags_win->strategy, Strategy::zero1);
-  const std::string fp16 = ::testing::TempDir() + "train_ds_fp16.json";
+  const std::string fp16 = commscope::testing::scratch() + "train_ds_fp16.json";
   std::ofstream(fp16) << R"({"fp16": {"enabled": true}})";
   auto refused = parse({"--deepspeed-config", fp16}, nullptr);
   ASSERT_FALSE(refused.ok());
@@ -125,7 +126,7 @@ TEST(TrainOptions, TracePaths) {
   EXPECT_EQ(trace_path("out/run.trace.json", 0), "out/run.trace.rank0.json");
   EXPECT_EQ(trace_path("run", 1), "run.rank1");
   EXPECT_EQ(trace_path("traces/", 2), "traces/rank2.json");
-  const std::string dir = ::testing::TempDir() + "train_trace_dir";
+  const std::string dir = commscope::testing::scratch() + "train_trace_dir";
   std::filesystem::create_directories(dir);
   EXPECT_EQ(trace_path(dir, 1), dir + "/rank1.json");  // an existing folder
 }
@@ -168,13 +169,13 @@ TEST(TrainOptions, RanksAndOutputsAreCheckedBeforeLaunch) {
   EXPECT_EQ(s.error().message.rfind("-o/--output: cannot write '/nonexistent/dir/summary.json'", 0),
             0u);
   o.output.clear();
-  const std::string file = ::testing::TempDir() + "train_options_a_file";
+  const std::string file = commscope::testing::scratch() + "train_options_a_file";
   { std::ofstream(file) << "x"; }
   o.trace = file + "/traces/";  // a folder below a file cannot be created
   auto t = validate(o, 1, 1);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error().message.rfind("--trace: cannot write into", 0), 0u) << t.error().message;
-  o.trace = ::testing::TempDir() + "train_options_traces/";
+  o.trace = commscope::testing::scratch() + "train_options_traces/";
   EXPECT_TRUE(validate(o, 1, 1).ok());
   EXPECT_TRUE(std::filesystem::is_directory(o.trace));  // created before training
 }
