@@ -3,14 +3,11 @@
 // compares them); under mpirun or srun it runs as launched. docs/train.md.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
+#include "commscope/launch/compare.h"
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
 #ifdef COMMSCOPE_HAVE_TRAIN
@@ -116,53 +113,9 @@ Verb add_train(CLI::App& app) {
           return *rc;
         }
         // Several profiles: one run each, then the comparison the seeds make.
-        struct Row {
-          std::string profile;
-          nlohmann::json summary;
-          double peak_gbps = 0, busy_gbps = 0;  // full scale, the busiest node
-        };
-        std::vector<Row> rows;
-        for (const std::string& e : st->emulate) {
-          char tmpl[] = "/tmp/commscope-train-XXXXXX";
-          const int fd = ::mkstemp(tmpl);
-          if (fd < 0) return fail("cannot create a temporary file in /tmp");
-          ::close(fd);
-          std::vector<std::string> a = args;
-          a.push_back("--output");
-          a.push_back(tmpl);
-          std::printf("# ---- --emulate %s ----\n", e.c_str());
-          std::fflush(stdout);
-          st->job.emulate = e;
-          std::vector<launch::NodeTraffic> traffic;
-          auto rc = launch::run_mpi_job(prog, a, st->job, stdout, &traffic);
-          nlohmann::json j;
-          std::ifstream f(tmpl);
-          if (f) j = nlohmann::json::parse(f, nullptr, false);
-          std::remove(tmpl);
-          if (!rc.ok()) return fail(rc.error().message);
-          if (*rc != 0 || j.is_discarded() || j.is_null())
-            return fail(
-                fmt::format("train --emulate {}: the MPI job ended with status {}", e, *rc));
-          Row row{e, j};
-          auto spec = launch::parse_emulation(e);
-          const double scale = spec.ok() ? spec->scale : 1.0;
-          for (const auto& t : traffic) {
-            row.peak_gbps = std::max(row.peak_gbps, t.peak_tx_bps * scale / 1e9);
-            row.busy_gbps = std::max(row.busy_gbps, t.mean_busy_bps * scale / 1e9);
-          }
-          rows.push_back(row);
-        }
-        std::printf(
-            "# comparison (averages after warm-up, rank 0; Gb/s per node at full scale, "
-            "from the emulated NICs' byte counters):\n");
-        std::printf("# %-24s %12s %12s %10s %12s %12s\n", "profile", "step (ms)", "tokens/s",
-                    "comm %", "peak Gb/s", "busy Gb/s");
-        for (const Row& r : rows) {
-          const auto& a = r.summary["average"];
-          std::printf("# %-24s %12.2f %12.0f %9.1f%% %12.2f %12.2f\n", r.profile.c_str(),
-                      a["time_s"].get<double>() * 1e3, a["tokens_per_s"].get<double>(),
-                      a["comm_share"].get<double>() * 100, r.peak_gbps, r.busy_gbps);
-        }
+        auto runs = launch::run_per_profile(prog, args, st->job, st->emulate, stdout);
+        if (!runs.ok()) return fail("train " + runs.error().message);
+        std::fputs(launch::render_profile_comparison(*runs).c_str(), stdout);
         return 0;
       }};
 }
