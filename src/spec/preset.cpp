@@ -74,6 +74,14 @@ Result<fs::path> find_preset(PresetKind kind, const std::string& name_or_path) {
     if (fs::is_regular_file(p, ec)) return p;
   }
   auto names = list_presets(kind);
+  if (names.empty()) {
+    std::vector<std::string> looked;
+    for (const auto& root : preset_roots()) looked.push_back((root / preset_folder(kind)).string());
+    return Error{fmt::format(
+        "--{}: unknown {} preset '{}': no {} presets could be read in {} (set COMMSCOPE_PRESETS "
+        "to commscope's presets/ folder, or give a path to a JSON file)",
+        kind_word(kind), kind_word(kind), name_or_path, kind_word(kind), fmt::join(looked, ", "))};
+  }
   return Error{
       fmt::format("--{}: unknown {} preset '{}'; expected one of: {} (or a path to a JSON file)",
                   kind_word(kind), kind_word(kind), name_or_path, fmt::join(names, ", "))};
