@@ -76,6 +76,30 @@ struct SystemSpec {
 enum class Transport : std::uint8_t { tcp, ipoib, rdma, roce, slingshot };
 std::string_view to_string(Transport t);
 
+// Where a measured curve's ranks sat: all on one node, or across nodes.
+enum class CurveScope : std::uint8_t { intra_node, inter_node };
+std::string_view to_string(CurveScope s);
+
+// One point of a measured bus-bandwidth curve: nccl-tests "size" and the busbw at that size.
+struct CurvePoint {
+  double bytes = 0;      // size, bytes (> 0)
+  BytesPerSecond busbw;  // bus bandwidth, bytes/s (> 0)
+};
+
+// Measured bus bandwidth of one collective as a function of size, at one rank and node count
+// (one nccl-tests or commscope-bench sweep). Points sorted by strictly increasing size.
+struct BusBwCurve {
+  Collective collective = Collective::all_reduce;
+  CurveScope scope = CurveScope::inter_node;
+  int ranks = 0;  // ranks of the measured group (>= 2; 2 for send/recv)
+  int nodes = 0;  // nodes they spanned (1 for intra_node)
+  std::vector<CurvePoint> points;
+};
+
+// Bounds on the curves a network profile may hold (docs/cost-model.md).
+inline constexpr std::size_t kMaxCurves = 1024;
+inline constexpr std::size_t kMaxCurvePoints = 4096;
+
 struct NetworkProtocol {
   std::string name;
   Transport transport = Transport::rdma;
@@ -83,6 +107,8 @@ struct NetworkProtocol {
   BytesPerSecond achievable;  // per port, the highest rate observed for this protocol
   Seconds latency;            // small-message one-way latency, software stack included
   std::vector<std::string> sources;
+  // Measured bus-bandwidth curves (`commscope fit` of nccl-tests logs); empty: the model alone.
+  std::vector<BusBwCurve> curves;
   double efficiency() const { return achievable / line_rate; }
 };
 
