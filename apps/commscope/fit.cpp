@@ -55,7 +55,7 @@ Verb add_fit(CLI::App& app) {
             std::optional<Collective> collective;
             if (!st->collective.empty()) {
               Collective c;
-              if (!collective_from_name(st->collective, c))
+              if (!collective_from_name(st->collective, c) || to_string(c) != st->collective)
                 return fail(
                     "fit: --collective: expected a collective (all_reduce, all_gather, "
                     "reduce_scatter, broadcast, reduce, all_to_all, send), got '" +

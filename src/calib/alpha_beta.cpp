@@ -129,8 +129,15 @@ Result<std::vector<BusBwCurve>> measured_curves(const std::vector<MeasuredCollec
     c.collective = static_cast<Collective>(std::get<0>(k));
     c.scope = static_cast<CurveScope>(std::get<1>(k));
     c.ranks = std::get<2>(k), c.nodes = std::get<3>(k);
-    for (const auto& [bytes, sc] : pts)
-      c.points.push_back({bytes, BytesPerSecond(sc.first / sc.second)});
+    // Mean busbw per size, as times; then no size takes longer than a larger one (noise at
+    // small sizes: the smaller size takes the larger one's time), so the cost is monotone.
+    std::vector<std::pair<double, double>> t;  // (bytes, seconds)
+    const double bus = bus_factor(c.collective, c.ranks);
+    for (const auto& [bytes, sc] : pts) t.emplace_back(bytes, bytes * bus / (sc.first / sc.second));
+    for (std::size_t i = t.size() - 1; i-- > 0;)
+      t[i].second = std::min(t[i].second, t[i + 1].second);
+    for (const auto& [bytes, seconds] : t)
+      c.points.push_back({bytes, BytesPerSecond(bytes * bus / seconds)});
     out.push_back(std::move(c));
   }
   return out;

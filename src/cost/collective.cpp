@@ -153,8 +153,18 @@ CollectiveCost collective_cost(Collective c, double bytes, const GroupPlacement&
       const double bus = bus_factor(c, std::max(n, 2));
       const CurvePoint& first = cv->points.front();
       double t;
-      if (bytes >= first.bytes) {
-        t = bus * bytes / (curve_busbw(*cv, bytes) * share);
+      if (bytes >= cv->points.back().bytes) {
+        t = bus * bytes / (cv->points.back().busbw.value() * share);
+      } else if (bytes >= first.bytes) {
+        // Between two points, busbw is linear in log(size), so log(time) is convex in log(size):
+        // below the lower point's time only before its minimum. That floor keeps time
+        // non-decreasing in size wherever the points' times are (fit makes them so).
+        const auto hi = std::upper_bound(cv->points.begin(), cv->points.end(), bytes,
+                                         [](double b, const CurvePoint& q) { return b < q.bytes; });
+        const CurvePoint& lo = *(hi - 1);
+        const double x = std::log(bytes / lo.bytes) / std::log(hi->bytes / lo.bytes);
+        const double bw = lo.busbw.value() + x * (hi->busbw.value() - lo.busbw.value());
+        t = std::max(bus * bytes / (bw * share), bus * lo.bytes / (lo.busbw.value() * share));
       } else {
         // Below the smallest measured size: its time, scaled as the alpha-beta model scales.
         const double t0 = bus * first.bytes / (first.busbw.value() * share);

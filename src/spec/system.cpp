@@ -97,7 +97,8 @@ Result<std::vector<BusBwCurve>> curves_from_json(const nlohmann::json& j,
     FieldReader r(j[i], where, at);
     std::string name, scope;
     r.require("collective", name);
-    if (!name.empty() && !collective_from_name(name, c.collective))
+    if (!name.empty() &&
+        !(collective_from_name(name, c.collective) && to_string(c.collective) == name))
       r.fail("collective", "a collective (all_reduce, all_gather, ...)", "'" + name + "'");
     r.require("scope", scope);
     if (auto s = enum_from_name(kScopeNames, scope))
