@@ -80,7 +80,7 @@ LinkModel link_model(const Scenario& sc) {
   l.node = sc.network.achievable * static_cast<double>(sc.system.nics.count);
   l.intra_latency = cal.intra_node_latency;
   l.net_latency = sc.network.latency;
-  attach_curves(l, sc.network.curves);
+  attach_curves(l, sc.network.curves.span());
   return l;
 }
 
@@ -114,8 +114,10 @@ const BusBwCurve* curve_for(Collective c, const GroupPlacement& g, const LinkMod
   double best_nodes = 0, best_ranks = 0;
   for (const auto& cv : l.curves) {
     if (cv.collective != key || cv.scope != scope || cv.points.empty()) continue;
-    const double dn = std::fabs(std::log(static_cast<double>(cv.nodes) / std::max(g.nodes, 1)));
-    const double dr = std::fabs(std::log(static_cast<double>(cv.ranks) / std::max(g.size, 1)));
+    // max(a/b, b/a) orders as |log(a/b)| does, without a logarithm on the hot path.
+    auto far = [](double a, double b) { return a > b ? a / b : b / a; };
+    const double dn = far(cv.nodes, std::max(g.nodes, 1));
+    const double dr = far(cv.ranks, std::max(g.size, 1));
     if (!best || dn < best_nodes || (dn == best_nodes && dr < best_ranks)) {
       best = &cv;
       best_nodes = dn, best_ranks = dr;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,29 @@ struct BusBwCurve {
 inline constexpr std::size_t kMaxCurves = 1024;
 inline constexpr std::size_t kMaxCurvePoints = 4096;
 
+// A profile's curves, shared and immutable: scenarios copy their network per plan (sweeps of
+// thousands), and copying a pointer keeps that free. Reads like a const vector; assigning a
+// vector replaces the whole set.
+class CurveSet {
+ public:
+  CurveSet() = default;
+  CurveSet(std::vector<BusBwCurve> v)  // NOLINT: implicit, so `net.curves = fitted` reads plainly
+      : v_(v.empty() ? nullptr : std::make_shared<const std::vector<BusBwCurve>>(std::move(v))) {}
+  std::size_t size() const { return v_ ? v_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const BusBwCurve* begin() const { return v_ ? v_->data() : nullptr; }
+  const BusBwCurve* end() const { return begin() + size(); }
+  const BusBwCurve& operator[](std::size_t i) const { return (*v_)[i]; }
+  const BusBwCurve& front() const { return v_->front(); }
+  const BusBwCurve& back() const { return v_->back(); }
+  std::span<const BusBwCurve> span() const { return {begin(), size()}; }
+  std::vector<BusBwCurve> copy() const { return v_ ? *v_ : std::vector<BusBwCurve>{}; }
+  void clear() { v_.reset(); }
+
+ private:
+  std::shared_ptr<const std::vector<BusBwCurve>> v_;
+};
+
 struct NetworkProtocol {
   std::string name;
   Transport transport = Transport::rdma;
@@ -108,7 +133,7 @@ struct NetworkProtocol {
   Seconds latency;            // small-message one-way latency, software stack included
   std::vector<std::string> sources;
   // Measured bus-bandwidth curves (`commscope fit` of nccl-tests logs); empty: the model alone.
-  std::vector<BusBwCurve> curves;
+  CurveSet curves;
   double efficiency() const { return achievable / line_rate; }
 };
 
