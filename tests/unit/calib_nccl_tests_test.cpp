@@ -243,6 +243,25 @@ TEST(NcclTests, FitWritesTheCurves) {
   EXPECT_EQ(inter->nodes, 2);
   ASSERT_EQ(inter->points.size(), 31u);
   EXPECT_NEAR(inter->points.back().busbw.value(), 338.82e9, 0.01e9);
+  // predict --network uses the curves and says so per collective: TP 8 inside each node (the
+  // intra-node rccl curve) and DP 2 across the two nodes (the inter-node curve).
+  const std::string predict =
+      bin + " predict --model llama2-13b --system dgx-h100 --gpus 16 --tp 8 --network ";
+  auto js = testing::run_shell(predict + out + " --format json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto row = nlohmann::json::parse(js.out)["predictions"][0];
+  EXPECT_EQ(row["cost_source"], nlohmann::json({{"all_reduce", "curve"}})) << row["cost_source"];
+  auto text = testing::run_shell(predict + out);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("collective costs: all_reduce from measured curves"), std::string::npos)
+      << text.out;
+  // Without curves: the model, and no footnote.
+  auto plain = testing::run_shell(predict + "ib-ndr-400 --format json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["predictions"][0]["cost_source"],
+            nlohmann::json({{"all_reduce", "model"}}));
+  EXPECT_EQ(testing::run_shell(predict + "ib-ndr-400").out.find("collective costs"),
+            std::string::npos);
   // Neither format, and a bad --format: one line, status 2, nothing written.
   fs::remove_all(dir);
   auto neither = testing::run_shell(bin + " fit " + data("README.md") + " -o " + out);
