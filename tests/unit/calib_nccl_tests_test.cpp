@@ -3,6 +3,7 @@
 // (columns left out, in-place only, concatenated, truncated) and `commscope fit` of a log.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -275,6 +276,17 @@ TEST(NcclTests, FitWritesTheCurves) {
             std::string::npos)
       << fmt.err;
   EXPECT_FALSE(fs::exists(out));
+  // A truncated row: one line naming file and line, status 2, nothing written.
+  fs::create_directories(dir);
+  const std::string cut = (dir / "cut.txt").string();
+  std::ofstream(cut) << "# nThread 1 nGpus 2\n#  size count type redop root time algbw busbw "
+                        "#wrong\n   8  2  float  sum  -1  5.0\n";
+  auto trunc = testing::run_shell(bin + " fit " + cut + " -o " + out);
+  EXPECT_EQ(trunc.status, 2);
+  EXPECT_NE(trunc.err.find(cut + ":3: row: expected 9 columns"), std::string::npos) << trunc.err;
+  EXPECT_EQ(std::count(trunc.err.begin(), trunc.err.end(), '\n'), 1);
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(dir);
 }
 
 }  // namespace
