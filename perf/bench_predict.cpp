@@ -1,7 +1,10 @@
 // How fast `predict` is: one prediction of the 1T Megatron model on 3072 GPUs (TP 8, PP 64,
 // 64 micro-batches; target at most 20 ms), and a sweep of a 13B model (llama2-13b) on 64 GPUs
 // over every valid (TP, PP, DP, ZeRO, micro-batch) plan (target at least 10,000 plans per
-// second on one core; Calculon reports about 1.7 ms per plan). Prints the figures and ratios.
+// second on one core; Calculon reports about 1.7 ms per plan), once with the network model alone
+// and once with measured bus-bandwidth curves in the profile (20 curves of 31 sizes: all-reduce,
+// all-gather, reduce-scatter and send/recv inside a node and on 2, 4, 8 nodes, the shape of
+// a nccl-tests sweep from 8 B to 8 GiB). Prints the figures and ratios.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -55,21 +58,46 @@ int main() {
           plans.push_back(p);
         }
   int valid = 0;
-  std::vector<double> sweeps;
-  for (int rep = 0; rep < 7; ++rep) {  // median of 7 sweeps
-    valid = 0;
-    auto t0 = Clock::now();
-    for (const auto& p : plans) {
-      auto sc = resolve_scenario(*mid, *dgx, *ib, p);
-      if (!sc.ok()) continue;
-      ++valid;
-      sink += simulate(build_workload(*sc)).iteration_time;
+  auto sweep = [&](const NetworkProtocol& net, double& best) {
+    std::vector<double> sweeps;
+    for (int rep = 0; rep < 7; ++rep) {  // median of 7 sweeps
+      valid = 0;
+      auto t0 = Clock::now();
+      for (const auto& p : plans) {
+        auto sc = resolve_scenario(*mid, *dgx, net, p);
+        if (!sc.ok()) continue;
+        ++valid;
+        sink += simulate(build_workload(*sc)).iteration_time;
+      }
+      sweeps.push_back(ms_since(t0));
     }
-    sweeps.push_back(ms_since(t0));
-  }
-  std::sort(sweeps.begin(), sweeps.end());
-  const double sweep_ms = sweeps[sweeps.size() / 2];
-  const double best_ms = sweeps.front();
+    std::sort(sweeps.begin(), sweeps.end());
+    best = sweeps.front();
+    return sweeps[sweeps.size() / 2];
+  };
+  double best_ms = 0, best_curves_ms = 0;
+  const double sweep_ms = sweep(*ib, best_ms);
+  // The same network with curves: busbw rising from 0 at 8 B towards the achievable rate.
+  NetworkProtocol curved = *ib;
+  std::vector<BusBwCurve> curves;
+  for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                       Collective::send})
+    for (int nodes : {1, 2, 4, 8}) {
+      BusBwCurve cv;
+      cv.collective = c;
+      cv.scope = nodes > 1 ? CurveScope::inter_node : CurveScope::intra_node;
+      cv.nodes = nodes, cv.ranks = nodes * 8;
+      const double peak = nodes > 1 ? ib->achievable.value() * 8 : 200e9;
+      for (double b = 8; b <= 8.6e9; b *= 2)
+        cv.points.push_back({b, BytesPerSecond(peak * b / (b + 4e6))});
+      curves.push_back(std::move(cv));
+      if (nodes == 1) {  // a second intra-node rank count
+        curves.push_back(curves.back());
+        curves.back().ranks = 4;
+      }
+    }
+  curved.curves = std::move(curves);
+  const double curves_ms = sweep(curved, best_curves_ms);
   const double per_plan_ms = sweep_ms / valid;
   const double plans_per_s = 1e3 / per_plan_ms;
 
@@ -88,6 +116,11 @@ int main() {
       "  target >= 10000 plans/s: median %.2fx, best %.2fx; Calculon's ~1.7 ms per plan: %.1fx "
       "faster\n",
       plans_per_s / 1e4, 1e3 * valid / best_ms / 1e4, 1.7 / per_plan_ms);
+  std::printf(
+      "sweep with measured curves (%zu curves): %.1f ms = %.0f plans/s (best %.0f); with/without "
+      "curves: median %.2fx, best %.2fx the time\n",
+      curved.curves.size(), curves_ms, 1e3 * valid / curves_ms, 1e3 * valid / best_curves_ms,
+      curves_ms / sweep_ms, best_curves_ms / best_ms);
   if (sink < 0) std::puts("");
   return 0;
 }

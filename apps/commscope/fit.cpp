@@ -1,9 +1,10 @@
-// `commscope fit`: alpha-beta fits of commscope-bench results, and the network profile that
-// `predict --network profile.json` accepts.
+// `commscope fit`: alpha-beta fits and measured bus-bandwidth curves of commscope-bench results
+// or nccl-tests/rccl-tests logs, and the network profile that `predict --network` accepts.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/alpha_beta.h"
+#include "commscope/calib/nccl_tests.h"
 #include "commscope/report/table.h"
 #include "commscope/util/atomic_file.h"
 #include "verbs.h"
@@ -12,17 +13,27 @@ namespace commscope::cli {
 
 Verb add_fit(CLI::App& app) {
   struct State {
-    std::string input, output;
+    std::vector<std::string> inputs;
+    std::string output, format = "auto", collective;
     ProfileOptions profile;
     double line_rate_gbps = 0;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("fit",
                                      "Fit latency and bandwidth (t = alpha + beta x size) to each "
-                                     "collective of a commscope-bench --format json "
-                                     "run, print the fits and their residuals, and write a network "
-                                     "profile for predict --network.");
-  cmd->add_option("results", st->input, "commscope-bench --format json output")->required();
+                                     "collective of commscope-bench --format json runs or "
+                                     "nccl-tests/rccl-tests logs, print the fits and their "
+                                     "residuals, and write a network profile (the all-reduce fit "
+                                     "and every measured busbw curve) for predict --network.");
+  cmd->add_option("results", st->inputs,
+                  "commscope-bench --format json output or nccl-tests/rccl-tests text output "
+                  "(all_reduce_perf ...), one or more files")
+      ->required();
+  cmd->add_option("--format", st->format,
+                  "auto|bench-json|nccl-tests: how to read the inputs [auto: by content]");
+  cmd->add_option("--collective", st->collective,
+                  "collective of nccl-tests logs that do not name their program "
+                  "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send)");
   cmd->add_option("-o,--output", st->output,
                   "network profile JSON to write (from the all-reduce fit); missing folders are "
                   "created");
@@ -32,36 +43,58 @@ Verb add_fit(CLI::App& app) {
                   "NICs the measured node used (bandwidth is per NIC port), 1 to 1024 [1]");
   CLI::Option* line = cmd->add_option("--line-rate-gbps", st->line_rate_gbps,
                                       "NIC line rate, Gbit/s [the measured rate]");
-  return {
-      cmd, [st, line]() -> int {
-        ProfileOptions& po = st->profile;
-        po.source = st->input;
-        if (line->count() > 0) po.line_rate_gbps = st->line_rate_gbps;
-        if (Status s = check_profile_options(po); !s.ok()) return fail(s.error().message);
-        if (!st->output.empty())
-          if (Status s = check_output_path(st->output); !s.ok()) return fail(s.error().message);
-        auto measured = read_bench_json(st->input);
-        if (!measured) return fail(measured.error().message);
-        const BenchFits fits = fit_bench(*measured);
-        print_warnings(fits.warnings);
-        Table t;
-        t.header = {"group",    "collective", "ranks", "sizes",
-                    "alpha_us", "busbw_GBps", "r2",    "max_residual"};
-        t.right = {false, false, true, true, true, true, true, true};
-        for (const auto& r : fits.rows) {
-          const auto& m = r.measured;
-          t.add({m.group, std::string(to_string(m.collective)), std::to_string(m.ranks),
-                 std::to_string(m.samples.size()), fmt::format("{:.2f}", r.fit.alpha * 1e6),
-                 fmt::format("{:.3f}", r.fit.busbw(m.collective, m.ranks) / 1e9),
-                 fmt::format("{:.4f}", r.fit.r2), fmt::format("{:.1f}%", 100 * r.worst_residual)});
-        }
-        if (!st->output.empty()) {
-          auto profile = network_profile(fits, po);
-          if (!profile) return fail(profile.error().message);
-          if (int rc = emit(profile->dump(2) + "\n", st->output); rc != 0) return rc;
-        }
-        return emit(render_text(t, ""), "");
-      }};
+  return {cmd, [st, line]() -> int {
+            ProfileOptions& po = st->profile;
+            for (const auto& in : st->inputs) po.source += (po.source.empty() ? "" : ", ") + in;
+            if (line->count() > 0) po.line_rate_gbps = st->line_rate_gbps;
+            if (Status s = check_profile_options(po); !s.ok()) return fail(s.error().message);
+            const auto format = measured_format_from_name(st->format);
+            if (!format)
+              return fail("fit: --format: expected auto, bench-json or nccl-tests, got '" +
+                          st->format + "'");
+            std::optional<Collective> collective;
+            if (!st->collective.empty()) {
+              Collective c;
+              if (!collective_from_name(st->collective, c) || to_string(c) != st->collective)
+                return fail(
+                    "fit: --collective: expected a collective (all_reduce, all_gather, "
+                    "reduce_scatter, broadcast, reduce, all_to_all, send), got '" +
+                    st->collective + "'");
+              collective = c;
+            }
+            if (!st->output.empty())
+              if (Status s = check_output_path(st->output); !s.ok()) return fail(s.error().message);
+            std::vector<MeasuredCollective> all;
+            for (const auto& in : st->inputs) {
+              auto measured = read_measured(in, *format, collective);
+              if (!measured) return fail(measured.error().message);
+              for (auto& m : *measured) all.push_back(std::move(m));
+            }
+            const BenchFits fits = fit_bench(all);
+            print_warnings(fits.warnings);
+            Table t;
+            t.header = {"group",    "collective", "ranks",          "nodes", "sizes",
+                        "alpha_us", "busbw_GBps", "max_busbw_GBps", "r2",    "max_residual"};
+            t.right = {false, false, true, true, true, true, true, true, true, true};
+            for (const auto& r : fits.rows) {
+              const auto& m = r.measured;
+              double peak = 0;  // the highest measured busbw, from the times
+              for (const auto& s : m.samples)
+                peak = std::max(peak, s.bytes * bus_factor(m.collective, m.ranks) / s.seconds);
+              t.add({m.group, std::string(to_string(m.collective)), std::to_string(m.ranks),
+                     m.nodes > 0 ? std::to_string(m.nodes) : "-", std::to_string(m.samples.size()),
+                     fmt::format("{:.2f}", r.fit.alpha * 1e6),
+                     fmt::format("{:.3f}", r.fit.busbw(m.collective, m.ranks) / 1e9),
+                     fmt::format("{:.3f}", peak / 1e9), fmt::format("{:.4f}", r.fit.r2),
+                     fmt::format("{:.1f}%", 100 * r.worst_residual)});
+            }
+            if (!st->output.empty()) {
+              auto profile = network_profile(fits, po);
+              if (!profile) return fail(profile.error().message);
+              if (int rc = emit(profile->dump(2) + "\n", st->output); rc != 0) return rc;
+            }
+            return emit(render_text(t, ""), "");
+          }};
 }
 
 }  // namespace commscope::cli

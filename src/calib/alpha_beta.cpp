@@ -91,8 +91,64 @@ Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path)
   return out;
 }
 
+Result<std::vector<BusBwCurve>> measured_curves(const std::vector<MeasuredCollective>& measured,
+                                                std::vector<std::string>* warnings) {
+  // (collective, scope, ranks, nodes) -> size -> (sum of busbw, count)
+  std::map<std::tuple<int, int, int, int>, std::map<double, std::pair<double, int>>> by;
+  for (const auto& m : measured) {
+    int nodes = m.nodes;
+    if (nodes <= 0 && m.group == "intra-node") nodes = 1;
+    if (nodes <= 0 && m.group == "inter-node") nodes = m.ranks;  // one rank per node
+    if (nodes <= 0 || m.ranks < 2) {
+      if (warnings)
+        warnings->push_back(fmt::format(
+            "{} {} over {} ranks: no curve ({})", m.group, to_string(m.collective), m.ranks,
+            m.ranks < 2 ? "one rank" : "the nodes it spanned are unknown: use --split node"));
+      continue;
+    }
+    const CurveScope scope = nodes > 1 ? CurveScope::inter_node : CurveScope::intra_node;
+    const Collective key = m.collective == Collective::recv ? Collective::send : m.collective;
+    auto& pts = by[{static_cast<int>(key), static_cast<int>(scope), m.ranks, nodes}];
+    const double bus = bus_factor(key, m.ranks);
+    for (const auto& s : m.samples) {
+      if (!(s.bytes > 0 && s.seconds > 0)) continue;
+      auto& [sum, count] = pts[s.bytes];
+      sum += s.bytes * bus / s.seconds;
+      ++count;
+    }
+  }
+  std::vector<BusBwCurve> out;
+  for (const auto& [k, pts] : by) {
+    if (pts.empty()) continue;
+    if (out.size() >= kMaxCurves)
+      return Error{fmt::format("fit: expected at most {} curves, got more", kMaxCurves)};
+    if (pts.size() > kMaxCurvePoints)
+      return Error{fmt::format("fit: expected at most {} sizes per curve, got {}", kMaxCurvePoints,
+                               pts.size())};
+    BusBwCurve c;
+    c.collective = static_cast<Collective>(std::get<0>(k));
+    c.scope = static_cast<CurveScope>(std::get<1>(k));
+    c.ranks = std::get<2>(k), c.nodes = std::get<3>(k);
+    // Mean busbw per size, as times; then no size takes longer than a larger one (noise at
+    // small sizes: the smaller size takes the larger one's time), so the cost is monotone.
+    std::vector<std::pair<double, double>> t;  // (bytes, seconds)
+    const double bus = bus_factor(c.collective, c.ranks);
+    for (const auto& [bytes, sc] : pts) t.emplace_back(bytes, bytes * bus / (sc.first / sc.second));
+    for (std::size_t i = t.size() - 1; i-- > 0;)
+      t[i].second = std::min(t[i].second, t[i + 1].second);
+    for (const auto& [bytes, seconds] : t)
+      c.points.push_back({bytes, BytesPerSecond(bytes * bus / seconds)});
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 BenchFits fit_bench(const std::vector<MeasuredCollective>& measured) {
   BenchFits out;
+  if (auto c = measured_curves(measured, &out.warnings))
+    out.curves = std::move(*c);
+  else
+    out.warnings.push_back(c.error().message + "; the profile holds no curves");
   bool profile_inter = false;
   int profile_ranks = 0;
   for (const auto& m : measured) {
@@ -172,6 +228,14 @@ Result<nlohmann::json> network_profile(const BenchFits& fits, const ProfileOptio
                       {"sources",
                        {fmt::format("fitted by commscope fit from {} ({} all_reduce over {} ranks)",
                                     o.source, row.measured.group, ranks)}}};
+  if (!fits.curves.empty()) {
+    NetworkProtocol with;
+    with.curves = fits.curves;
+    p["curves"] = to_json(with)["curves"];
+    p["sources"].push_back(
+        fmt::format("curves: measured bus bandwidth per size of {} sweeps in {} (commscope fit)",
+                    fits.curves.size(), o.source));
+  }
   // The loader predict uses: what it refuses is not written.
   auto back = network_from_json(p, "fitted profile");
   if (!back)

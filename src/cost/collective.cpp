@@ -80,11 +80,114 @@ LinkModel link_model(const Scenario& sc) {
   l.node = sc.network.achievable * static_cast<double>(sc.system.nics.count);
   l.intra_latency = cal.intra_node_latency;
   l.net_latency = sc.network.latency;
+  attach_curves(l, sc.network.curves.span());
   return l;
+}
+
+namespace {
+// Curves are keyed by send for both halves of a send/receive pair (nccl-tests sendrecv_perf).
+Collective curve_key(Collective c) {
+  return c == Collective::recv ? Collective::send : c;
+}
+std::uint32_t mask_bit(Collective c, CurveScope s) {
+  return std::uint32_t{1} << (static_cast<unsigned>(curve_key(c)) * 2 + static_cast<unsigned>(s));
+}
+}  // namespace
+
+void attach_curves(LinkModel& l, std::span<const BusBwCurve> curves) {
+  l.curves = curves;
+  l.curve_mask = 0;
+  for (const auto& c : curves)
+    if (!c.points.empty()) l.curve_mask |= mask_bit(c.collective, c.scope);
+}
+
+std::string_view to_string(CostSource s) {
+  return s == CostSource::curve ? "curve" : "model";
+}
+
+const BusBwCurve* curve_for(Collective c, const GroupPlacement& g, const LinkModel& l) {
+  const CurveScope scope = g.nodes > 1 ? CurveScope::inter_node : CurveScope::intra_node;
+  if (!(l.curve_mask & mask_bit(c, scope))) return nullptr;
+  const Collective key = curve_key(c);
+  // Nearest in nodes first (what the NICs see), then in ranks, on a log scale; the first of equals.
+  const BusBwCurve* best = nullptr;
+  double best_nodes = 0, best_ranks = 0;
+  for (const auto& cv : l.curves) {
+    if (cv.collective != key || cv.scope != scope || cv.points.empty()) continue;
+    // max(a/b, b/a) orders as |log(a/b)| does, without a logarithm on the hot path.
+    auto far = [](double a, double b) { return a > b ? a / b : b / a; };
+    const double dn = far(cv.nodes, std::max(g.nodes, 1));
+    const double dr = far(cv.ranks, std::max(g.size, 1));
+    if (!best || dn < best_nodes || (dn == best_nodes && dr < best_ranks)) {
+      best = &cv;
+      best_nodes = dn, best_ranks = dr;
+    }
+  }
+  return best;
+}
+
+double curve_busbw(const BusBwCurve& curve, double bytes) {
+  const auto& p = curve.points;
+  if (bytes <= p.front().bytes) return p.front().busbw.value();
+  if (bytes >= p.back().bytes) return p.back().busbw.value();
+  // First point above bytes; sizes strictly increase (the loader checks).
+  const auto hi = std::upper_bound(p.begin(), p.end(), bytes,
+                                   [](double b, const CurvePoint& q) { return b < q.bytes; });
+  const auto lo = hi - 1;
+  const double x = std::log(bytes / lo->bytes) / std::log(hi->bytes / lo->bytes);
+  return lo->busbw.value() + x * (hi->busbw.value() - lo->busbw.value());
+}
+
+namespace {
+Seconds model_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
+                   CollectiveAlgorithm a);
+}  // namespace
+
+CollectiveCost collective_cost(Collective c, double bytes, const GroupPlacement& g,
+                               const LinkModel& l, CollectiveAlgorithm a) {
+  const int n = g.size;
+  if (n <= 1 && c != Collective::send && c != Collective::recv) return {Seconds(0)};
+  if (bytes <= 0) return {Seconds(0)};
+  if (l.curve_mask && a == CollectiveAlgorithm::automatic) {
+    if (const BusBwCurve* cv = curve_for(c, g, l)) {
+      // The curve was measured with one group on the node's NICs; concurrent groups share them.
+      const double share = g.nodes > 1 ? 1.0 / g.concurrent : 1.0;
+      const double bus = bus_factor(c, std::max(n, 2));
+      const CurvePoint& first = cv->points.front();
+      double t;
+      if (bytes >= cv->points.back().bytes) {
+        t = bus * bytes / (cv->points.back().busbw.value() * share);
+      } else if (bytes >= first.bytes) {
+        // Between two points, busbw is linear in log(size), so log(time) is convex in log(size):
+        // below the lower point's time only before its minimum. That floor keeps time
+        // non-decreasing in size wherever the points' times are (fit makes them so).
+        const auto hi = std::upper_bound(cv->points.begin(), cv->points.end(), bytes,
+                                         [](double b, const CurvePoint& q) { return b < q.bytes; });
+        const CurvePoint& lo = *(hi - 1);
+        const double x = std::log(bytes / lo.bytes) / std::log(hi->bytes / lo.bytes);
+        const double bw = lo.busbw.value() + x * (hi->busbw.value() - lo.busbw.value());
+        t = std::max(bus * bytes / (bw * share), bus * lo.bytes / (lo.busbw.value() * share));
+      } else {
+        // Below the smallest measured size: its time, scaled as the alpha-beta model scales.
+        const double t0 = bus * first.bytes / (first.busbw.value() * share);
+        const double m = model_time(c, bytes, g, l, a).value();
+        const double m0 = model_time(c, first.bytes, g, l, a).value();
+        t = m0 > 0 ? t0 * m / m0 : t0;
+      }
+      return {Seconds(t), CostSource::curve};
+    }
+  }
+  return {model_time(c, bytes, g, l, a), CostSource::model};
 }
 
 Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
                         CollectiveAlgorithm a) {
+  return collective_cost(c, bytes, g, l, a).time;
+}
+
+namespace {
+Seconds model_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
+                   CollectiveAlgorithm a) {
   const int n = g.size;
   if (n <= 1 && c != Collective::send && c != Collective::recv) return Seconds(0);
   if (bytes <= 0) return Seconds(0);
@@ -124,6 +227,7 @@ Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, con
       return Seconds(std::min({ring, tree, hier}));
   }
 }
+}  // namespace
 
 Seconds comm_time(const Op& op, const Scenario& sc) {
   return collective_time(op.collective, op.bytes, place_group(sc, op.group), link_model(sc));

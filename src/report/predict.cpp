@@ -35,8 +35,50 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
     r.memory_per_gpu = std::max(r.memory_per_gpu, m);
   }
   r.fits = r.memory_per_gpu <= sc.system.gpu.memory.value();
+  // Which source each collective's cost came from (the simulator asks collective_cost the same).
+  const LinkModel links = link_model(sc);
+  GroupPlacement place[4];
+  for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding})
+    place[static_cast<int>(g)] = place_group(sc, g);
+  auto mark = [&](const OpList& ops) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      if (op.kind == OpKind::compute) continue;
+      const auto& g = place[static_cast<int>(op.group)];
+      const bool curve = curve_for(op.collective, g, links) != nullptr;
+      r.cost_sources[static_cast<std::size_t>(op.collective)] |= curve ? 2 : 1;
+    }
+  };
+  for (const Role& role : w.roles) {
+    for (const Chunk& c : role.chunks) mark(c.forward), mark(c.backward);
+    mark(role.step);
+  }
   return r;
 }
+
+namespace {
+// "curve" (every use from a measured curve), "model" (none), "mixed" (some groups each way).
+std::string_view cost_source_name(std::uint8_t bits) {
+  return bits == 2 ? "curve" : bits == 1 ? "model" : bits == 3 ? "mixed" : "";
+}
+
+// The text table's footnote when a network profile's curves priced any collective.
+std::string cost_source_note(const std::vector<PredictRow>& rows) {
+  std::array<std::uint8_t, kCollectiveCount> all{};
+  for (const auto& r : rows)
+    for (std::size_t c = 0; c < kCollectiveCount; ++c) all[c] |= r.cost_sources[c];
+  if (std::none_of(all.begin(), all.end(), [](std::uint8_t b) { return b & 2; })) return "";
+  std::string note = "collective costs:";
+  for (std::size_t c = 0; c < kCollectiveCount; ++c)
+    if (all[c])
+      note += fmt::format(" {} {};", to_string(static_cast<Collective>(c)),
+                          all[c] == 2   ? "from measured curves"
+                          : all[c] == 1 ? "from the model"
+                                        : "from curves where the scope has one, else the model");
+  note.back() = '\n';
+  return note;
+}
+}  // namespace
 
 namespace {
 // Model TFLOP per GPU per iteration.
@@ -231,6 +273,12 @@ nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scalin
     j["comm_share"] = r.share(b.comm);
     j["exposed_comm_share"] = r.share(b.exposed);
     j["bubble_share"] = r.share(b.bubble);
+    nlohmann::json sources = nlohmann::json::object();
+    for (std::size_t c = 0; c < kCollectiveCount; ++c)
+      if (r.cost_sources[c])
+        sources[std::string(to_string(static_cast<Collective>(c)))] =
+            cost_source_name(r.cost_sources[c]);
+    j["cost_source"] = std::move(sources);
     if (scaling) {
       j["speedup"] = r.speedup;
       j["scaling_efficiency"] = r.scaling_efficiency;
@@ -317,7 +365,7 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
     case Format::md:
       return render_markdown(t);
     default:
-      return render_text(t, "");
+      return render_text(t, "") + cost_source_note(rows);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/limits.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/json_fields.h"
 
@@ -16,6 +17,8 @@ constexpr EnumName<IntraNodeTopology> kTopoNames[] = {
     {IntraNodeTopology::nvswitch, "nvswitch"},
     {IntraNodeTopology::nvlink_mesh, "nvlink-mesh"},
     {IntraNodeTopology::pcie, "pcie"}};
+constexpr EnumName<CurveScope> kScopeNames[] = {{CurveScope::intra_node, "intra_node"},
+                                                {CurveScope::inter_node, "inter_node"}};
 constexpr EnumName<Transport> kTransportNames[] = {{Transport::tcp, "tcp"},
                                                    {Transport::ipoib, "ipoib"},
                                                    {Transport::rdma, "rdma"},
@@ -38,6 +41,93 @@ std::string_view to_string(IntraNodeTopology t) {
 std::string_view to_string(Transport t) {
   return enum_to_name(kTransportNames, t);
 }
+std::string_view to_string(CurveScope s) {
+  return enum_to_name(kScopeNames, s);
+}
+
+namespace {
+// A curve's "points": [[size_bytes, busbw_gbs], ...], sizes strictly increasing.
+Status curve_points(const nlohmann::json* j, const std::string& where, const std::string& at,
+                    std::vector<CurvePoint>& out) {
+  const std::string field = at + ".points";
+  if (!j || !j->is_array() || j->empty())
+    return Error{
+        fmt::format("{}: field '{}': expected a non-empty array of [size_bytes, "
+                    "busbw_gbs] pairs, got {}",
+                    where, field, j ? json_excerpt(*j) : "nothing (missing)")};
+  if (j->size() > kMaxCurvePoints)
+    return Error{fmt::format("{}: field '{}': expected at most {} points, got {}", where, field,
+                             kMaxCurvePoints, j->size())};
+  out.reserve(j->size());
+  for (std::size_t k = 0; k < j->size(); ++k) {
+    const auto& p = (*j)[k];
+    const bool pair = p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number();
+    const double bytes = pair ? p[0].get<double>() : 0, gbs = pair ? p[1].get<double>() : 0;
+    if (!pair || !(bytes > 0 && bytes <= 1e15) || !(gbs > 0 && gbs <= 1e6))
+      return Error{fmt::format(
+          "{}: field '{}[{}]': expected [size_bytes in (0, 1e15], busbw_gbs in (0, 1e6]], got {}",
+          where, field, k, json_excerpt(p))};
+    if (!out.empty() && !(bytes > out.back().bytes))
+      return Error{
+          fmt::format("{}: field '{}[{}]': expected a size above the previous point's {}, "
+                      "got {}",
+                      where, field, k, out.back().bytes, bytes)};
+    out.push_back({bytes, units::gb_per_s(gbs)});
+  }
+  return {};
+}
+
+// "curves": [{"collective", "scope", "ranks", "nodes", "points": [[size_bytes, busbw_gbs], ...]}]
+Result<std::vector<BusBwCurve>> curves_from_json(const nlohmann::json& j,
+                                                 const std::string& where) {
+  std::vector<BusBwCurve> out;
+  if (!j.is_array())
+    return Error{fmt::format("{}: field 'curves': expected an array of curves, got {}", where,
+                             json_excerpt(j))};
+  if (j.size() > kMaxCurves)
+    return Error{fmt::format("{}: field 'curves': expected at most {} curves, got {}", where,
+                             kMaxCurves, j.size())};
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string at = fmt::format("curves[{}]", i);
+    if (!j[i].is_object())
+      return Error{
+          fmt::format("{}: field '{}': expected an object, got {}", where, at, json_excerpt(j[i]))};
+    BusBwCurve c;
+    FieldReader r(j[i], where, at);
+    std::string name, scope;
+    r.require("collective", name);
+    if (!name.empty() &&
+        !(collective_from_name(name, c.collective) && to_string(c.collective) == name))
+      r.fail("collective", "a collective (all_reduce, all_gather, ...)", "'" + name + "'");
+    r.require("scope", scope);
+    if (auto s = enum_from_name(kScopeNames, scope))
+      c.scope = *s;
+    else if (!scope.empty())
+      r.fail("scope", "one of " + enum_choices(kScopeNames), "'" + scope + "'");
+    r.require("ranks", c.ranks);
+    r.require("nodes", c.nodes);
+    r.check(c.ranks >= 2 && c.ranks <= limits::kMaxGpus, "ranks",
+            fmt::format("an integer from 2 to {}", limits::kMaxGpus), std::to_string(c.ranks));
+    r.check(c.nodes >= 1 && c.nodes <= c.ranks, "nodes",
+            fmt::format("an integer from 1 to ranks ({})", c.ranks), std::to_string(c.nodes));
+    r.check((c.scope == CurveScope::intra_node) == (c.nodes == 1), "scope",
+            c.nodes == 1 ? "intra_node for a curve on 1 node" : "inter_node for nodes > 1",
+            "'" + scope + "'");
+    const nlohmann::json* pts = r.raw().contains("points") ? &r.raw()["points"] : nullptr;
+    CS_RETURN_IF_ERROR(curve_points(pts, where, at, c.points));
+    r.allow_unknown();
+    for (auto it = j[i].begin(); it != j[i].end(); ++it) {
+      const std::string& k = it.key();
+      if (k != "collective" && k != "scope" && k != "ranks" && k != "nodes" && k != "points")
+        r.fail(k, "one of collective, scope, ranks, nodes, points", "an unknown field");
+    }
+    CS_RETURN_IF_ERROR(r.status());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+}  // namespace
 
 FlopsPerSecond PeakFlops::for_dtype(DType d) const {
   switch (d) {
@@ -134,7 +224,13 @@ Result<SystemSpec> load_system(const std::string& name_or_path) {
 
 Result<NetworkProtocol> network_from_json(const nlohmann::json& j, const std::string& where) {
   NetworkProtocol p;
-  FieldReader r(j, where);
+  // The curves are read on their own; the strict reader sees the rest.
+  nlohmann::json rest = j;
+  if (j.is_object() && j.contains("curves")) {
+    CS_ASSIGN_OR_RETURN(p.curves, curves_from_json(j["curves"], where));
+    rest.erase("curves");
+  }
+  FieldReader r(rest, where);
   r.require("name", p.name);
   std::string transport;
   r.require("transport", transport);
@@ -208,12 +304,26 @@ nlohmann::json to_json(const SystemSpec& s) {
 }
 
 nlohmann::json to_json(const NetworkProtocol& p) {
-  return {{"name", p.name},
-          {"transport", to_string(p.transport)},
-          {"line_rate_gbps", units::for_file(units::to_gbit_per_s(p.line_rate))},
-          {"achievable_gbps", units::for_file(units::to_gbit_per_s(p.achievable))},
-          {"latency_us", units::for_file(units::to_us(p.latency))},
-          {"sources", p.sources}};
+  nlohmann::json j = {{"name", p.name},
+                      {"transport", to_string(p.transport)},
+                      {"line_rate_gbps", units::for_file(units::to_gbit_per_s(p.line_rate))},
+                      {"achievable_gbps", units::for_file(units::to_gbit_per_s(p.achievable))},
+                      {"latency_us", units::for_file(units::to_us(p.latency))},
+                      {"sources", p.sources}};
+  if (p.curves.empty()) return j;
+  nlohmann::json curves = nlohmann::json::array();
+  for (const auto& c : p.curves) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& pt : c.points)
+      points.push_back({units::for_file(pt.bytes), units::for_file(units::to_gb_per_s(pt.busbw))});
+    curves.push_back({{"collective", to_string(c.collective)},
+                      {"scope", to_string(c.scope)},
+                      {"ranks", c.ranks},
+                      {"nodes", c.nodes},
+                      {"points", std::move(points)}});
+  }
+  j["curves"] = std::move(curves);
+  return j;
 }
 
 }  // namespace commscope

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commscope/calib/alpha_beta.h"
+#include "commscope/calib/nccl_tests.h"
 #include "commscope/spec/model.h"
 #include "commscope/spec/preset.h"
 #include "commscope/spec/system.h"
@@ -48,6 +50,26 @@ TEST(JsonRoundTrip, EverySystemAndNetworkPreset) {
     ASSERT_TRUE(back.ok()) << n << ": " << back.error().message;
     EXPECT_EQ(to_json(*back), written) << n;
   }
+}
+
+// A network profile with measured curves (fit of the real nccl-tests logs in
+// tests/data/nccl-tests/): written, read and written again to the same JSON.
+TEST(JsonRoundTrip, NetworkProfileWithCurves) {
+  std::vector<MeasuredCollective> m;
+  for (const char* f : {"a3mega-h100-2x8-all_reduce.txt", "rccl-mi300x-1x8-all_reduce.txt"}) {
+    auto logs = read_nccl_tests(std::string(COMMSCOPE_SOURCE_DIR) + "/tests/data/nccl-tests/" + f);
+    ASSERT_TRUE(logs.ok()) << logs.error().message;
+    for (auto& x : to_measured(*logs)) m.push_back(x);
+  }
+  auto p = load_network("ib-ndr-400");
+  ASSERT_TRUE(p.ok());
+  p->curves = fit_bench(m).curves;
+  ASSERT_EQ(p->curves.size(), 2u);
+  const nlohmann::json written = to_json(*p);
+  auto back = network_from_json(through_text(written), "profile");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(to_json(*back), written);
+  EXPECT_EQ(back->curves[1].points.size(), 31u);
 }
 
 // A rank that computes, communicates partly under compute, copies memory and idles.

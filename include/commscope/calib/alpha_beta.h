@@ -8,6 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "commscope/spec/system.h"
 #include "commscope/util/result.h"
 #include "commscope/workload/op.h"
 
@@ -16,6 +17,7 @@ namespace commscope {
 struct Sample {
   double bytes = 0;    // nccl-tests size
   double seconds = 0;  // time of one call
+  double busbw = 0;    // bus bandwidth the source printed, bytes/s (0: not given)
 };
 
 struct AlphaBetaFit {
@@ -38,6 +40,7 @@ struct MeasuredCollective {
   Collective collective = Collective::all_reduce;
   std::string group = "world";  // world, intra-node or inter-node (commscope-bench --split node)
   int ranks = 0;
+  int nodes = 0;  // nodes the ranks spanned (0: not known, as in commscope-bench JSON)
   std::vector<Sample> samples;
 };
 Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path);
@@ -54,8 +57,17 @@ struct BenchFits {
   // The row the network profile comes from: the inter-node all-reduce over the most ranks when
   // there is one, else the all-reduce over the most ranks; -1 when no all-reduce was fitted.
   int profile_row = -1;
+  // The measured bus-bandwidth curves: one per (collective, scope, ranks, nodes), busbw from
+  // each sample's time (size x bus_factor / time, as nccl-tests computes it), sizes merged
+  // (mean) where several sweeps measured the same. Sweeps whose nodes are unknown ("world" of
+  // commscope-bench) or of one rank make none (a warning says so).
+  std::vector<BusBwCurve> curves;
 };
 BenchFits fit_bench(const std::vector<MeasuredCollective>& measured);
+
+// The curves of fit_bench alone; errors when they exceed kMaxCurves or kMaxCurvePoints.
+Result<std::vector<BusBwCurve>> measured_curves(const std::vector<MeasuredCollective>& measured,
+                                                std::vector<std::string>* warnings = nullptr);
 
 // What the user says about the measured network (the flags of `commscope fit`).
 struct ProfileOptions {
@@ -70,7 +82,8 @@ Status check_profile_options(const ProfileOptions& o);
 
 // The network profile of the all-reduce fit: per NIC port bandwidth, per-step latency of a ring
 // (alpha over 2(n-1) steps). It is read back by the same loader `predict --network` uses before
-// it is returned, so a profile fit writes is one predict accepts.
+// it is returned, so a profile fit writes is one predict accepts. It holds fits.curves as
+// "curves" (spec/system.h).
 Result<nlohmann::json> network_profile(const BenchFits& fits, const ProfileOptions& o);
 
 }  // namespace commscope

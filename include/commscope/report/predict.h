@@ -3,6 +3,7 @@
 // row's breakdown. Gathers and prints; the numbers come from the simulator.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -34,6 +35,9 @@ struct PredictRow {
   double speedup = 0, scaling_efficiency = 0;
   double projected_time = 0, projection_error = 0;  // the seeds' projection
   double network_efficiency = 0;                    // eff(g -> n) used by the projection
+  // Per collective the workload uses: bit 1 when some op's cost came from the alpha-beta model,
+  // bit 2 when some came from a measured curve of the network profile (0: not used).
+  std::array<std::uint8_t, kCollectiveCount> cost_sources{};
 
   double share(double part) const { return iteration_time > 0 ? part / iteration_time : 0; }
 };

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,53 @@ struct SystemSpec {
 enum class Transport : std::uint8_t { tcp, ipoib, rdma, roce, slingshot };
 std::string_view to_string(Transport t);
 
+// Where a measured curve's ranks sat: all on one node, or across nodes.
+enum class CurveScope : std::uint8_t { intra_node, inter_node };
+std::string_view to_string(CurveScope s);
+
+// One point of a measured bus-bandwidth curve: nccl-tests "size" and the busbw at that size.
+struct CurvePoint {
+  double bytes = 0;      // size, bytes (> 0)
+  BytesPerSecond busbw;  // bus bandwidth, bytes/s (> 0)
+};
+
+// Measured bus bandwidth of one collective as a function of size, at one rank and node count
+// (one nccl-tests or commscope-bench sweep). Points sorted by strictly increasing size.
+struct BusBwCurve {
+  Collective collective = Collective::all_reduce;
+  CurveScope scope = CurveScope::inter_node;
+  int ranks = 0;  // ranks of the measured group (>= 2; 2 for send/recv)
+  int nodes = 0;  // nodes they spanned (1 for intra_node)
+  std::vector<CurvePoint> points;
+};
+
+// Bounds on the curves a network profile may hold (docs/cost-model.md).
+inline constexpr std::size_t kMaxCurves = 1024;
+inline constexpr std::size_t kMaxCurvePoints = 4096;
+
+// A profile's curves, shared and immutable: scenarios copy their network per plan (sweeps of
+// thousands), and copying a pointer keeps that free. Reads like a const vector; assigning a
+// vector replaces the whole set.
+class CurveSet {
+ public:
+  CurveSet() = default;
+  CurveSet(std::vector<BusBwCurve> v)  // NOLINT: implicit, so `net.curves = fitted` reads plainly
+      : v_(v.empty() ? nullptr : std::make_shared<const std::vector<BusBwCurve>>(std::move(v))) {}
+  std::size_t size() const { return v_ ? v_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const BusBwCurve* begin() const { return v_ ? v_->data() : nullptr; }
+  const BusBwCurve* end() const { return begin() + size(); }
+  const BusBwCurve& operator[](std::size_t i) const { return (*v_)[i]; }
+  const BusBwCurve& front() const { return v_->front(); }
+  const BusBwCurve& back() const { return v_->back(); }
+  std::span<const BusBwCurve> span() const { return {begin(), size()}; }
+  std::vector<BusBwCurve> copy() const { return v_ ? *v_ : std::vector<BusBwCurve>{}; }
+  void clear() { v_.reset(); }
+
+ private:
+  std::shared_ptr<const std::vector<BusBwCurve>> v_;
+};
+
 struct NetworkProtocol {
   std::string name;
   Transport transport = Transport::rdma;
@@ -83,6 +132,8 @@ struct NetworkProtocol {
   BytesPerSecond achievable;  // per port, the highest rate observed for this protocol
   Seconds latency;            // small-message one-way latency, software stack included
   std::vector<std::string> sources;
+  // Measured bus-bandwidth curves (`commscope fit` of nccl-tests logs); empty: the model alone.
+  CurveSet curves;
   double efficiency() const { return achievable / line_rate; }
 };
 

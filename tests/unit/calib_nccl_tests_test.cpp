@@ -1,0 +1,293 @@
+// The nccl-tests / rccl-tests reader on the real logs of tests/data/nccl-tests/ (sources in its
+// README.md): numbers checked against the printed tables, and on variants of those logs
+// (columns left out, in-place only, concatenated, truncated) and `commscope fit` of a log.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/calib/alpha_beta.h"
+#include "commscope/calib/nccl_tests.h"
+#include "commscope/spec/system.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string data(const std::string& name) {
+  return std::string(COMMSCOPE_SOURCE_DIR) + "/tests/data/nccl-tests/" + name;
+}
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+const std::string kA3 = "a3mega-h100-2x8-all_reduce.txt";
+const std::string kRccl = "rccl-mi300x-1x8-all_reduce.txt";
+
+// The lines of a text, with f applied to each (returning "" drops the line).
+template <class F>
+std::string edit_lines(const std::string& text, F f) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    std::string e = f(line);
+    if (!e.empty()) out += e + "\n";
+  }
+  return out;
+}
+
+TEST(NcclTests, RealTwoNodeH100Log) {
+  auto logs = read_nccl_tests(data(kA3));
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  ASSERT_EQ(logs->size(), 1u);
+  const NcclTestsLog& l = logs->front();
+  EXPECT_EQ(l.collective, Collective::all_reduce);
+  EXPECT_EQ(l.program, "all_reduce_perf");
+  EXPECT_EQ(l.ranks, 16);  // 16 Rank lines
+  EXPECT_EQ(l.nodes, 2);   // ztan-mig-235z, ztan-mig-gq73
+  ASSERT_EQ(l.rows.size(), 31u);
+  const auto& first = l.rows.front();
+  EXPECT_EQ(first.bytes, 8);
+  EXPECT_DOUBLE_EQ(first.oop_seconds, 135.8e-6);
+  EXPECT_DOUBLE_EQ(first.ip_seconds, 123.5e-6);
+  const auto& last = l.rows.back();
+  EXPECT_EQ(last.bytes, 8589934592.0);
+  EXPECT_DOUBLE_EQ(last.oop_seconds, 47535e-6);
+  EXPECT_DOUBLE_EQ(last.oop_algbw, 180.71e9);
+  EXPECT_DOUBLE_EQ(last.oop_busbw, 338.82e9);
+  EXPECT_DOUBLE_EQ(last.ip_busbw, 337.35e9);
+  ASSERT_TRUE(l.avg_busbw.has_value());
+  EXPECT_DOUBLE_EQ(*l.avg_busbw, 70.742e9);
+  // Every row: busbw = algbw x 2(n-1)/n as nccl-tests prints them (each rounded to 0.01).
+  for (const auto& r : l.rows)
+    EXPECT_NEAR(r.oop_busbw, r.oop_algbw * 2 * 15 / 16, 0.02e9) << "line " << r.line;
+}
+
+TEST(NcclTests, RealRcclLogOneNodeEightGpusOneProcess) {
+  auto logs = read_nccl_tests(data(kRccl));
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  ASSERT_EQ(logs->size(), 1u);
+  const NcclTestsLog& l = logs->front();
+  EXPECT_EQ(l.collective, Collective::all_reduce);
+  EXPECT_EQ(l.ranks, 8);  // -g 8: eight Rank lines of one process
+  EXPECT_EQ(l.nodes, 1);
+  ASSERT_EQ(l.rows.size(), 25u);
+  EXPECT_EQ(l.rows.front().bytes, 8);
+  EXPECT_DOUBLE_EQ(l.rows.front().oop_seconds, 45.92e-6);
+  EXPECT_EQ(l.rows.back().bytes, 134217728.0);
+  EXPECT_DOUBLE_EQ(l.rows.back().oop_seconds, 801.4e-6);
+  EXPECT_DOUBLE_EQ(l.rows.back().oop_busbw, 293.07e9);
+  EXPECT_DOUBLE_EQ(l.rows.back().ip_seconds, 811.1e-6);
+  const auto m = to_measured(*logs);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].group, "intra-node");
+  EXPECT_EQ(m[0].nodes, 1);
+  EXPECT_EQ(m[0].samples.size(), 25u);
+}
+
+TEST(NcclTests, ConcatenatedLogsAreReadInOrder) {
+  const std::string both = slurp(data(kA3)) + "\n" + slurp(data(kRccl));
+  auto logs = parse_nccl_tests(both, "both");
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  ASSERT_EQ(logs->size(), 2u);
+  EXPECT_EQ((*logs)[0].nodes, 2);
+  EXPECT_EQ((*logs)[0].rows.size(), 31u);
+  EXPECT_EQ((*logs)[1].nodes, 1);
+  EXPECT_EQ((*logs)[1].rows.size(), 25u);
+  EXPECT_GT((*logs)[1].first_line, (*logs)[0].rows.back().line);
+}
+
+TEST(NcclTests, CollectiveFromProgramColumnsOrFlag) {
+  // Without the command line, the columns (redop sum, root -1) and busbw/algbw = 2(n-1)/n say
+  // all_reduce.
+  const std::string bare = edit_lines(slurp(data(kA3)), [](const std::string& l) {
+    return l.find("all_reduce_perf") != std::string::npos ? std::string() : l;
+  });
+  auto inferred = parse_nccl_tests(bare, "bare");
+  ASSERT_TRUE(inferred.ok()) << inferred.error().message;
+  EXPECT_EQ(inferred->front().collective, Collective::all_reduce);
+  EXPECT_EQ(inferred->front().program, "");
+  // A reduce op of none and no root do not decide (all_gather or alltoall): an error that asks
+  // for --collective, unless the flag gives it.
+  const std::string none = edit_lines(bare, [](std::string l) {
+    const auto at = l.find("     sum ");
+    if (at != std::string::npos) l.replace(at, 9, "    none ");
+    return l;
+  });
+  auto ambiguous = parse_nccl_tests(none, "none.txt");
+  ASSERT_FALSE(ambiguous.ok());
+  EXPECT_NE(ambiguous.error().message.find("--collective"), std::string::npos);
+  EXPECT_EQ(ambiguous.error().message.rfind("none.txt:", 0), 0u);
+  auto given = parse_nccl_tests(none, "none.txt", Collective::all_gather);
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(given->front().collective, Collective::all_gather);
+  // The program name wins over the flag; "reduce_perf" is not read inside "all_reduce_perf".
+  auto named = parse_nccl_tests(slurp(data(kA3)), "a3", Collective::reduce);
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->front().collective, Collective::all_reduce);
+  auto gather = parse_nccl_tests("$ ./build/all_gather_perf -b 8 -e 128M\n" + none, "g");
+  ASSERT_TRUE(gather.ok());
+  EXPECT_EQ(gather->front().collective, Collective::all_gather);
+}
+
+// Older nccl-tests builds print no redop and root columns and call #wrong "error".
+TEST(NcclTests, ColumnsWithoutRedopAndRoot) {
+  const std::string old = edit_lines(slurp(data(kA3)), [](std::string l) {
+    for (const char* drop : {"   redop    root", "     sum      -1"}) {
+      const auto at = l.find(drop);
+      if (at != std::string::npos) l.erase(at, std::string(drop).size());
+    }
+    for (auto at = l.find("#wrong"); at != std::string::npos; at = l.find("#wrong"))
+      l.replace(at, 6, " error");
+    return l;
+  });
+  ASSERT_EQ(old.find("redop"), std::string::npos);
+  auto logs = parse_nccl_tests(old, "old");
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  ASSERT_EQ(logs->front().rows.size(), 31u);
+  EXPECT_DOUBLE_EQ(logs->front().rows.back().oop_busbw, 338.82e9);
+  EXPECT_DOUBLE_EQ(logs->front().rows.back().ip_busbw, 337.35e9);
+}
+
+TEST(NcclTests, InPlaceOnlyTable) {
+  // Keep the in-place group alone: label line, header and rows cut after the first 4 fields.
+  const std::string text = edit_lines(slurp(data(kRccl)), [](std::string l) {
+    if (l.find("out-of-place") != std::string::npos) return std::string("#   in-place");
+    if (l.find("size         count") != std::string::npos || (!l.empty() && l[0] == ' ')) {
+      std::istringstream in(l);
+      std::vector<std::string> f{std::istream_iterator<std::string>(in), {}};
+      const bool header = f[0] == "#";
+      std::string out = header ? "#" : "";
+      const std::size_t base = header ? 1 : 0;
+      for (std::size_t i = base; i < f.size(); ++i)
+        if (i - base < 5 || i - base >= 9) out += " " + f[i];
+      return out;
+    }
+    return l;
+  });
+  auto logs = parse_nccl_tests(text, "ip");
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  const auto& last = logs->front().rows.back();
+  EXPECT_FALSE(last.has_out_of_place);
+  EXPECT_TRUE(last.has_in_place);
+  EXPECT_DOUBLE_EQ(last.ip_seconds, 811.1e-6);
+  // The measured samples fall back to the in-place times.
+  EXPECT_DOUBLE_EQ(to_measured(*logs)[0].samples.back().seconds, 811.1e-6);
+}
+
+TEST(NcclTests, MalformedRowsNameTheLine) {
+  const std::string text = slurp(data(kRccl));
+  // Line 35 of the file is the 1 MiB row: truncate it after the out-of-place time.
+  std::istringstream in(text);
+  std::string line, cut;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (++n == 35) {
+      ASSERT_EQ(line.find("1048576"), 5u);
+      line = line.substr(0, line.find("65.38") + 5);
+    }
+    cut += line + "\n";
+  }
+  auto r = parse_nccl_tests(cut, "cut.txt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message.rfind("cut.txt:35: row: expected 13 columns", 0), 0u)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.find('\n'), std::string::npos);
+  // A field that is not a number.
+  std::string bad = text;
+  bad.replace(bad.find("801.4"), 5, "80x.4");
+  auto b = parse_nccl_tests(bad, "bad.txt");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("bad.txt:42: time: expected a positive number"),
+            std::string::npos)
+      << b.error().message;
+  // No table at all.
+  EXPECT_FALSE(parse_nccl_tests("hello\nworld\n", "x").ok());
+  EXPECT_FALSE(looks_like_nccl_tests("{\"results\": []}"));
+  EXPECT_TRUE(looks_like_nccl_tests(text));
+}
+
+TEST(NcclTests, RowAndLogCountsAreBounded) {
+  std::string text = "# nThread 1 nGpus 2\n# size count type redop root time algbw busbw #wrong\n";
+  for (std::size_t i = 0; i <= kMaxNcclTestsRows; ++i)
+    text += std::to_string(i + 1) + " 1 float sum -1 1.0 0.0 0.0 0\n";
+  auto r = parse_nccl_tests(text, "many", Collective::all_reduce);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("at most 4096 rows"), std::string::npos) << r.error().message;
+}
+
+// `commscope fit` of the real log writes a profile whose curve holds every size's busbw.
+TEST(NcclTests, FitWritesTheCurves) {
+  const fs::path dir = fs::temp_directory_path() / ("cs_fit_nccl_" + std::to_string(::getpid()));
+  const std::string out = (dir / "p.json").string();
+  const std::string bin = COMMSCOPE_BIN;
+  auto r = testing::run_shell(bin + " fit " + data(kA3) + " " + data(kRccl) + " -o " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("inter-node"), std::string::npos);
+  auto p = load_network(out);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_EQ(p->curves.size(), 2u);
+  const BusBwCurve* inter = nullptr;
+  for (const auto& c : p->curves)
+    if (c.scope == CurveScope::inter_node) inter = &c;
+  ASSERT_NE(inter, nullptr);
+  EXPECT_EQ(inter->ranks, 16);
+  EXPECT_EQ(inter->nodes, 2);
+  ASSERT_EQ(inter->points.size(), 31u);
+  EXPECT_NEAR(inter->points.back().busbw.value(), 338.82e9, 0.01e9);
+  // predict --network uses the curves and says so per collective: TP 8 inside each node (the
+  // intra-node rccl curve) and DP 2 across the two nodes (the inter-node curve).
+  const std::string predict =
+      bin + " predict --model llama2-13b --system dgx-h100 --gpus 16 --tp 8 --network ";
+  auto js = testing::run_shell(predict + out + " --format json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto row = nlohmann::json::parse(js.out)["predictions"][0];
+  EXPECT_EQ(row["cost_source"], nlohmann::json({{"all_reduce", "curve"}})) << row["cost_source"];
+  auto text = testing::run_shell(predict + out);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("collective costs: all_reduce from measured curves"), std::string::npos)
+      << text.out;
+  // Without curves: the model, and no footnote.
+  auto plain = testing::run_shell(predict + "ib-ndr-400 --format json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["predictions"][0]["cost_source"],
+            nlohmann::json({{"all_reduce", "model"}}));
+  EXPECT_EQ(testing::run_shell(predict + "ib-ndr-400").out.find("collective costs"),
+            std::string::npos);
+  // Neither format, and a bad --format: one line, status 2, nothing written.
+  fs::remove_all(dir);
+  auto neither = testing::run_shell(bin + " fit " + data("README.md") + " -o " + out);
+  EXPECT_EQ(neither.status, 2);
+  EXPECT_NE(neither.err.find("expected commscope-bench JSON or nccl-tests output"),
+            std::string::npos)
+      << neither.err;
+  auto fmt = testing::run_shell(bin + " fit --format csv " + data(kA3) + " -o " + out);
+  EXPECT_EQ(fmt.status, 2);
+  EXPECT_NE(fmt.err.find("--format: expected auto, bench-json or nccl-tests, got 'csv'"),
+            std::string::npos)
+      << fmt.err;
+  EXPECT_FALSE(fs::exists(out));
+  // A truncated row: one line naming file and line, status 2, nothing written.
+  fs::create_directories(dir);
+  const std::string cut = (dir / "cut.txt").string();
+  std::ofstream(cut) << "# nThread 1 nGpus 2\n#  size count type redop root time algbw busbw "
+                        "#wrong\n   8  2  float  sum  -1  5.0\n";
+  auto trunc = testing::run_shell(bin + " fit " + cut + " -o " + out);
+  EXPECT_EQ(trunc.status, 2);
+  EXPECT_NE(trunc.err.find(cut + ":3: row: expected 9 columns"), std::string::npos) << trunc.err;
+  EXPECT_EQ(std::count(trunc.err.begin(), trunc.err.end(), '\n'), 1);
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace commscope
