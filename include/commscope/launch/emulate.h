@@ -4,9 +4,11 @@
 // kEmulationScale, so that all three profiles fit one machine with their ratios kept). MPI runs
 // over TCP on those interfaces; ranks of one node share its link (and shared memory).
 //
-// What is emulated: a bandwidth ceiling per node and NIC sharing between a node's ranks. What is
-// not: latency (no netem here), RDMA's zero copy and CPU offload (every profile runs over TCP),
-// switch contention beyond the per-node ceiling.
+// What is emulated: a bandwidth ceiling per node and direction (full duplex: each direction
+// gets its rate while the other is busy), and NIC sharing between a node's ranks. What is not:
+// latency (this kernel has no netem, fq or etf qdisc: nothing here can delay a packet), RDMA's
+// zero copy and CPU offload (every profile runs over TCP), switch contention beyond the per-node
+// ceiling.
 //
 // Needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN. Everything created (namespaces, links, qdiscs,
 // the launcher's temporary files) is removed by the destructor, also when the job fails or is
@@ -69,7 +71,8 @@ class EmulatedCluster {
   EmulatedCluster& operator=(const EmulatedCluster&) = delete;
 
   // mpirun arguments that run the ranks in the nodes: hostfile, the launch agent that enters
-  // a node's namespace, TCP on the bridge's subnet only.
+  // a node's namespace, TCP on the bridge's subnet only, the TCP BTL without its "put"
+  // protocol (with it, the two directions of a link took turns).
   std::vector<std::string> mpirun_args() const;
   // Starts and stops sampling the byte counters (every 200 ms).
   void start_monitor();
