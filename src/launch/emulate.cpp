@@ -256,7 +256,10 @@ Status EmulatedCluster::setup() {
 std::vector<std::string> EmulatedCluster::mpirun_args() const {
   const std::string net = subnet_ + "0/24";
   return {"--hostfile", tmpdir_ + "/hostfile", "--mca", "plm_rsh_agent", tmpdir_ + "/agent",
-          "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "oob_tcp_if_include", net,
+          // Open MPI's session folders (/tmp/ompi.<host>.<uid> by default, one per emulated
+          // host name) go into our own folder, which teardown and the stale cleanup remove.
+          "--mca", "orte_tmpdir_base", tmpdir_, "--mca", "plm_rsh_no_tree_spawn", "1", "--mca",
+          "oob_tcp_if_include", net,
           // TCP between nodes on the emulated links, shared memory within a node.
           "--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include",
           net,
@@ -408,6 +411,16 @@ std::vector<std::string> emulation_leftovers(const std::string& prefix) {
   for (const auto& names : {namespace_names(), link_names()})
     for (const std::string& name : names)
       if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  // The run's temporary folder (prefix "cs<pid>": /tmp/commscope-emulate-<pid>-*) and Open
+  // MPI's session folders of its hosts, had they gone to /tmp (/tmp/ompi.cs<pid>n<k>.<uid>).
+  const std::string pid = prefix.size() > 2 ? prefix.substr(2) : prefix;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(kEmulateTmpRoot, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("commscope-emulate-" + pid + "-", 0) == 0 ||
+        name.rfind("ompi." + prefix + "n", 0) == 0)
+      out.push_back(e.path().string());
+  }
   return out;
 }
 

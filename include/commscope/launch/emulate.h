@@ -105,7 +105,8 @@ class EmulatedCluster {
 // Removes namespaces and bridges named cs<pid>..., and temporary folders
 // /tmp/commscope-emulate-<pid>-*, whose process no longer exists.
 void remove_stale_emulations();
-// Names of the namespaces and links whose names start with `prefix` (for tests).
+// Names of the namespaces and links whose names start with `prefix` ("cs<pid>"), and the
+// run's temporary and Open MPI session folders still in /tmp (for tests).
 std::vector<std::string> emulation_leftovers(const std::string& prefix);
 
 // One-line descriptions of per-node traffic, for printing after a run.
