@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include "commscope/spec/scenario.h"
@@ -77,6 +78,30 @@ inline PlanInput plan(int gpus, int tp = 1, int pp = 1, std::int64_t micro = 1,
   if (global) p.global_batch = global;
   return p;
 }
+
+// A file's whole text ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A fixture whose each test has its own empty folder dir_ (inside scratch()), removed after it.
+class TestFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(scratch()) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::filesystem::path dir_;
+};
 
 // A shell command's exit status, stdout and stderr (stderr through a file in the test's
 // temporary folder).

@@ -82,11 +82,7 @@ Result<int> run_mpi_job(const std::string& program, const std::vector<std::strin
 
   std::unique_ptr<EmulatedCluster> cluster;
   if (!o.emulate.empty()) {
-    if (!o.transport.empty() && o.transport != "tcp")
-      return Error{fmt::format(
-          "--transport {}: --emulate runs MPI over TCP on the emulated links (rdma-100g emulates "
-          "RDMA's bandwidth, not its transport); drop --transport",
-          o.transport)};
+    // check_job_options above refused a transport other than TCP and a bad spec.
     CS_ASSIGN_OR_RETURN(EmulationSpec spec, parse_emulation(o.emulate));
     {
       // Ctrl-C while the nodes are being created: finish (or fail), remove them, stop.

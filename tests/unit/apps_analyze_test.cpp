@@ -47,20 +47,12 @@ void write_repeated_gzip(const fs::path& p, const std::string& head, const std::
   f << gzip_member(tail);
 }
 
-class CliAnalyze : public ::testing::Test {
+class CliAnalyze : public commscope::testing::TestFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("commscope_analyze_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   // The binary with `args`; `limit` is a shell prefix such as "ulimit -v N;".
   Outcome run(const std::string& args, const std::string& limit = "") {
     return run_shell(limit + std::string(COMMSCOPE_BIN) + " " + args + " </dev/null");
   }
-  fs::path dir_;
 };
 
 TEST_F(CliAnalyze, RealTracesAndDirectories) {

@@ -15,32 +15,20 @@
 
 #include "commscope/timeline/breakdown_json.h"
 
+#include "test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
+using commscope::testing::slurp;
 
 struct Outcome {
   int status = -1;
   std::string out, err;
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class Cli : public ::testing::Test {
+class Cli : public commscope::testing::TestFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("commscope_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   Outcome run(const std::string& args) {
     std::string cmd = std::string(COMMSCOPE_BIN) + " " + args + " >" + (dir_ / "out").string() +
                       " 2>" + (dir_ / "err").string() + " </dev/null";
@@ -51,7 +39,6 @@ class Cli : public ::testing::Test {
     r.err = slurp(dir_ / "err");
     return r;
   }
-  fs::path dir_;
 };
 
 int lines(const std::string& s) {

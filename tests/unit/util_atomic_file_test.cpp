@@ -16,29 +16,16 @@
 #include <sstream>
 #include <thread>
 
+#include "test_util.h"
+
 namespace commscope {
 namespace {
 
 namespace fs = std::filesystem;
+using commscope::testing::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class OutputFile : public ::testing::Test {
+class OutputFile : public commscope::testing::TestFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("commscope_atomic_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Names in the folder, to see that no temporary file is left behind.
   std::vector<std::string> entries() const {
     std::vector<std::string> v;
@@ -46,7 +33,6 @@ class OutputFile : public ::testing::Test {
     std::sort(v.begin(), v.end());
     return v;
   }
-  fs::path dir_;
 };
 
 TEST_F(OutputFile, RegularFileIsReplacedWholeAndKeepsItsMode) {
