@@ -75,7 +75,7 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
   // Every band of every corpus file, so an empty band shows as n = 0 rather than not at all.
   std::set<std::string> corpus_files;
   for (const auto& row : v.rows)
-    if (!row.id.empty()) corpus_files.insert(row.file);
+    if (row.split == "fit" || row.split == "heldout") corpus_files.insert(row.file);
   for (const auto& file : corpus_files)
     for (const char* band : {"gpus <=64", "gpus 65-512", "gpus >512"})
       for (const char* sp : {"fit", "heldout", "all"})
