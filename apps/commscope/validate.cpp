@@ -75,8 +75,9 @@ Verb add_validate(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("validate",
                          "Predict measured runs and report the error per row and as MAPE, median "
-                         "and maximum. Reads vTrain's "
-                         "ground-truth CSVs and commscope's CSV format (docs/validate.md).");
+                         "and maximum. Reads vTrain's ground-truth CSVs, commscope's CSV format "
+                         "and the validation corpus (data/validation-comm/training.csv; summary "
+                         "per split, strategy and GPU band), docs/validate.md.");
   cmd->add_option("files", st->files, "measured-run CSV files")->required();
   cmd->add_option("--system", st->system,
                   "system profile for every row (vTrain rows) [vtrain-a100]");
@@ -102,6 +103,10 @@ Verb add_validate(CLI::App& app) {
             });
             if (progress) std::fprintf(stderr, "\r\033[K");
             print_warnings(skipped);
+            if (v.rows.empty())
+              return fail(fmt::format(
+                  "--rows {}: expected at least one row to predict, got none{}", st->rows,
+                  skipped.empty() ? "" : " (the warnings above say why rows were skipped)"));
             const std::string out = render_validation(v, *format, st->system, st->quiet);
             return emit(out, st->out.path);
           }};

@@ -454,6 +454,22 @@ TEST(ValidateCorpus, CliPrintsBothHalvesAndCalibrateRefusesHeldOut) {
   auto odd = run_shell(bin + " validate " + kCorpus + " --rows odd");
   EXPECT_EQ(odd.status, 2);
   EXPECT_NE(odd.err.find("expected fit, heldout or all"), std::string::npos) << odd.err;
+  // A corpus file whose every row is skipped: the count, then one error, nothing on stdout.
+  const std::string empty = testing::scratch() + "/all_skipped.csv";
+  {
+    std::ifstream in(kCorpus);
+    std::string header;
+    std::getline(in, header);
+    std::ofstream f(empty);
+    f << header << "\n"
+      << "x1,s,m,1,24,2048,16,,,16,,A100-80GB,,fsdp,,1,1,16,4,64,,,samples_per_s,32,fit,\n";
+  }
+  auto none = run_shell(bin + " validate " + empty);
+  EXPECT_EQ(none.status, 2);
+  EXPECT_TRUE(none.out.empty()) << none.out;
+  EXPECT_NE(none.err.find("skipped 1 of 1 rows: 1 no seq_length"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("expected at least one row to predict, got none"), std::string::npos)
+      << none.err;
   auto fitv = run_shell(bin + " validate " + kVtrain + "ground_truth_multi.csv --rows fit");
   EXPECT_EQ(fitv.status, 2);
   EXPECT_NE(fitv.err.find("expected even, odd or all"), std::string::npos) << fitv.err;
