@@ -125,6 +125,11 @@ std::string model_preset_for(const std::string& model) {
   return it == presets.end() ? "" : it->second;
 }
 
+// A cell quoted in a skip reason, at most 40 characters: the reasons stay few and short.
+std::string clip(const std::string& s) {
+  return s.size() <= 40 ? s : s.substr(0, 40) + "…";
+}
+
 struct CorpusRow {
   const std::vector<std::string>& header;
   const std::vector<std::string>& cells;
@@ -185,7 +190,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // The system: the shipped DGX-class preset of the GPU, with its GPUs per node.
   const std::string system = system_for_gpu(row.get("gpu"));
   if (system.empty())
-    return (reason = fmt::format("no system preset for gpu '{}'", row.get("gpu")), r);
+    return (reason = fmt::format("no system preset for gpu '{}'", clip(row.get("gpu"))), r);
   auto sys = load_system(system);
   if (!sys) return sys.error();
   if (per_node && *per_node != sys->node.gpus)
@@ -234,7 +239,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     p.zero = 0;
   } else
     return (reason = strategy.empty() ? std::string("no strategy")
-                                      : fmt::format("strategy '{}' not known", strategy),
+                                      : fmt::format("strategy '{}' not known", clip(strategy)),
             r);
   if (tp) p.tp = static_cast<int>(*tp);
   if (pp) p.pp = static_cast<int>(*pp);
@@ -265,7 +270,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     const double flops = iteration_flops(build_workload(*sc)).model;
     r.measured_s = flops / (value * 1e12 * static_cast<double>(*gpus));
   } else
-    return (reason = fmt::format("metric '{}' not known", metric), r);
+    return (reason = fmt::format("metric '{}' not known", clip(metric)), r);
   if (!(r.measured_s > 0) || !std::isfinite(r.measured_s))
     return row.bad("value", "a value giving a positive finite iteration time");
   return r;
@@ -313,10 +318,12 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         path, line.substr(0, 120))};
   std::vector<MeasuredRun> runs;
   int lineno = 1;
+  std::int64_t data_rows = 0;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
-    if (static_cast<std::int64_t>(runs.size()) >= limits::kMaxMeasuredRows)
+    // Skipped corpus rows count too: the reasons kept for them are bounded by the same limit.
+    if (data_rows++ >= limits::kMaxMeasuredRows)
       return Error{
           fmt::format("{}: line {}: expected at most {} measured runs per file "
                       "(commscope's limit), got more",
