@@ -23,7 +23,19 @@ Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files
                                            std::vector<std::string>& skipped) {
   std::vector<MeasuredRun> all;
   for (const auto& f : files) {
-    CS_ASSIGN_OR_RETURN(auto runs, read_measured_csv(f, system));
+    SkipCounts skips;
+    CS_ASSIGN_OR_RETURN(auto runs, read_measured_csv(f, system, &skips));
+    // The corpus rows that are no scenario: one line per file, the count per reason.
+    if (!skips.empty()) {
+      int n = 0;
+      std::vector<std::string> parts;
+      for (const auto& [reason, count] : skips) {
+        n += count;
+        parts.push_back(fmt::format("{} {}", count, reason));
+      }
+      skipped.push_back(fmt::format("{}: skipped {} of {} rows: {}", f, n,
+                                    n + static_cast<int>(runs.size()), fmt::join(parts, ", ")));
+    }
     all.insert(all.end(), runs.begin(), runs.end());
   }
   // Check the system once, for a clear error before any row.
@@ -32,7 +44,22 @@ Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files
 }
 
 bool valid_split(const std::string& s) {
-  return s == "all" || s == "even" || s == "odd";
+  return s == "all" || s == "even" || s == "odd" || s == "fit" || s == "heldout";
+}
+
+// fit|heldout select by the corpus's split column, even|odd by row index in the other formats.
+Status check_split(const std::vector<PreparedRun>& runs, const std::string& rows) {
+  for (const auto& r : runs) {
+    if (!r.split.empty() && (rows == "even" || rows == "odd"))
+      return Error{fmt::format(
+          "--rows: expected fit, heldout or all for the validation corpus ({} has a split "
+          "column), got '{}'",
+          r.source, rows)};
+    if (r.split.empty() && (rows == "fit" || rows == "heldout"))
+      return Error{fmt::format(
+          "--rows: expected even, odd or all for {} (no split column), got '{}'", r.source, rows)};
+  }
+  return {};
 }
 
 }  // namespace
@@ -48,22 +75,27 @@ Verb add_validate(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("validate",
                          "Predict measured runs and report the error per row and as MAPE, median "
-                         "and maximum. Reads vTrain's "
-                         "ground-truth CSVs and commscope's CSV format (docs/validate.md).");
+                         "and maximum. Reads vTrain's ground-truth CSVs, commscope's CSV format "
+                         "and the validation corpus (data/validation-comm/training.csv; summary "
+                         "per split, strategy and GPU band), docs/validate.md.");
   cmd->add_option("files", st->files, "measured-run CSV files")->required();
   cmd->add_option("--system", st->system,
                   "system profile for every row (vTrain rows) [vtrain-a100]");
-  cmd->add_option("--rows", st->rows, "all|even|odd: rows 0,2,4... or 1,3,5... of each file [all]");
+  cmd->add_option("--rows", st->rows,
+                  "all|even|odd|fit|heldout: rows 0,2,4... or 1,3,5... of each file; fit or "
+                  "heldout by the validation corpus's split column [all]");
   add_output_options(*cmd, st->out);
   cmd->add_flag("--summary-only", st->quiet, "only the error summary, not every row");
   return {cmd, [st]() -> int {
             auto format = output_format(st->out);
             if (!format) return fail(format.error().message);
             if (!valid_split(st->rows))
-              return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
+              return fail(fmt::format("--rows: expected all, even, odd, fit or heldout, got '{}'",
+                                      st->rows));
             std::vector<std::string> skipped;
             auto runs = load_runs(st->files, st->system, skipped);
             if (!runs) return fail(runs.error().message);
+            if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
             const bool progress = ::isatty(STDERR_FILENO);
             Validation v = validate_runs(*runs, st->rows, [&](std::size_t done) {
               if (progress && done % 20 == 0)
@@ -71,6 +103,10 @@ Verb add_validate(CLI::App& app) {
             });
             if (progress) std::fprintf(stderr, "\r\033[K");
             print_warnings(skipped);
+            if (v.rows.empty())
+              return fail(fmt::format(
+                  "--rows {}: expected at least one row to predict, got none{}", st->rows,
+                  skipped.empty() ? "" : " (the warnings above say why rows were skipped)"));
             const std::string out = render_validation(v, *format, st->system, st->quiet);
             return emit(out, st->out.path);
           }};
@@ -90,13 +126,15 @@ Verb add_calibrate(CLI::App& app) {
                                      "calibration. Fit on one split, validate on the other.");
   cmd->add_option("files", st->files, "measured-run CSV files")->required();
   cmd->add_option("--system", st->system, "the system preset to start from [vtrain-a100]");
-  cmd->add_option("--rows", st->rows, "all|even|odd: the rows to fit on [even]");
+  cmd->add_option("--rows", st->rows,
+                  "all|even|odd: the rows to fit on [even]; fit for the validation corpus (its "
+                  "held-out rows are never fitted on)");
   cmd->add_option("--evaluations", st->evaluations, "objective evaluations at most [400]");
   cmd->add_option("-o,--output", st->output, "the system JSON to write (stdout when omitted)");
   return {
       cmd, [st]() -> int {
         if (!valid_split(st->rows))
-          return fail(fmt::format("--rows: expected all, even or odd, got '{}'", st->rows));
+          return fail(fmt::format("--rows: expected all, even, odd or fit, got '{}'", st->rows));
         if (st->evaluations < 10)
           return fail(fmt::format("--evaluations: expected at least 10, got {}", st->evaluations));
         auto path = find_preset(PresetKind::system, st->system);
@@ -106,6 +144,14 @@ Verb add_calibrate(CLI::App& app) {
         std::vector<std::string> skipped;
         auto runs = load_runs(st->files, st->system, skipped);
         if (!runs) return fail(runs.error().message);
+        // The corpus's held-out rows are never for fitting: only --rows fit fits on it.
+        for (const auto& r : *runs)
+          if (!r.split.empty() && st->rows != "fit")
+            return fail(fmt::format(
+                "--rows: {} is the validation corpus, whose held-out rows are never fitted on: "
+                "expected fit, got '{}'",
+                r.source, st->rows));
+        if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
         print_warnings(skipped);
         std::vector<const PreparedRun*> fit;
         for (const auto& r : *runs)

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "commscope/spec/limits.h"
+#include "commscope/workload/workload.h"
 
 namespace commscope {
 
@@ -92,10 +93,201 @@ MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string
   return r;
 }
 
+// --- the communication-bound validation corpus (data/validation-comm/training.csv) ---
+
+constexpr const char* kCorpusColumns[] = {
+    "id",           "source_id", "model",         "parameters_b",
+    "layers",       "hidden",    "heads",         "seq_length",
+    "vocab",        "gpus",      "gpus_per_node", "gpu",
+    "interconnect", "framework", "strategy",      "tp",
+    "pp",           "dp",        "micro_batch",   "global_batch",
+    "precision",    "recompute", "metric",        "value",
+    "split",        "notes"};
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The model presets whose architecture a corpus row names (Llama rows); others are GPT-shaped
+// from the row's layers/hidden/heads. The key is the name lowercased without spaces, '-', '_'
+// and a trailing "architecture".
+std::string model_preset_for(const std::string& model) {
+  std::string k;
+  for (char c : lower(model))
+    if (c != ' ' && c != '-' && c != '_') k += c;
+  if (k.size() > 12 && k.ends_with("architecture")) k.resize(k.size() - 12);
+  static const std::map<std::string, std::string> presets = {
+      {"llama27b", "llama2-7b"},    {"llama213b", "llama2-13b"}, {"llama270b", "llama2-70b"},
+      {"llama38b", "llama3-8b"},    {"llama3.18b", "llama3-8b"}, {"llama370b", "llama3-70b"},
+      {"llama3.170b", "llama3-70b"}};
+  auto it = presets.find(k);
+  return it == presets.end() ? "" : it->second;
+}
+
+// A cell quoted in a skip reason, at most 40 characters: the reasons stay few and short.
+std::string clip(const std::string& s) {
+  return s.size() <= 40 ? s : s.substr(0, 40) + "…";
+}
+
+struct CorpusRow {
+  const std::vector<std::string>& header;
+  const std::vector<std::string>& cells;
+  const std::string& path;
+  int lineno;
+  const std::string& get(const char* column) const {
+    static const std::string none;
+    for (std::size_t c = 0; c < header.size(); ++c)
+      if (header[c] == column) return cells[c];
+    return none;
+  }
+  Error bad(const char* column, std::string_view expected) const {
+    return Error{fmt::format("{}: line {}: column '{}': expected {}, got '{}'", path, lineno,
+                             column, expected, get(column))};
+  }
+  // An integer cell: nullopt when empty, an error when not a positive integer up to 2^31 - 1.
+  Result<std::optional<std::int64_t>> count(const char* column) const {
+    const std::string& x = get(column);
+    if (x.empty()) return std::optional<std::int64_t>();
+    std::int64_t i = 0;
+    if (!parse(x, i) || i < 1 || i > std::numeric_limits<int>::max())
+      return bad(column, "a positive integer up to 2147483647");
+    return std::optional<std::int64_t>(i);
+  }
+};
+
+// One corpus row as a run, or the reason it cannot be one (an empty run name and `reason`).
+Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
+  MeasuredRun r;
+  r.id = row.get("id");
+  r.split = row.get("split");
+  if (r.split != "fit" && r.split != "heldout") return row.bad("split", "fit or heldout");
+  CS_ASSIGN_OR_RETURN(auto layers, row.count("layers"));
+  CS_ASSIGN_OR_RETURN(auto hidden, row.count("hidden"));
+  CS_ASSIGN_OR_RETURN(auto heads, row.count("heads"));
+  CS_ASSIGN_OR_RETURN(auto seq, row.count("seq_length"));
+  CS_ASSIGN_OR_RETURN(auto vocab, row.count("vocab"));
+  CS_ASSIGN_OR_RETURN(auto gpus, row.count("gpus"));
+  CS_ASSIGN_OR_RETURN(auto per_node, row.count("gpus_per_node"));
+  CS_ASSIGN_OR_RETURN(auto tp, row.count("tp"));
+  CS_ASSIGN_OR_RETURN(auto pp, row.count("pp"));
+  CS_ASSIGN_OR_RETURN(auto dp, row.count("dp"));
+  CS_ASSIGN_OR_RETURN(auto micro, row.count("micro_batch"));
+  CS_ASSIGN_OR_RETURN(auto global, row.count("global_batch"));
+  double value = 0;
+  const std::string& vcell = row.get("value");
+  if (!vcell.empty() && (!parse(vcell, value) || !(value > 0) || !std::isfinite(value)))
+    return row.bad("value", "a positive finite number");
+  const std::string framework = lower(row.get("framework"));
+  std::string strategy = lower(row.get("strategy"));
+  const std::string metric = row.get("metric");
+  // The first missing thing is the reason; the order is the order of the docs' list.
+  if (vcell.empty()) return (reason = "no value", r);
+  if (!gpus) return (reason = "no gpus", r);
+  if (!seq) return (reason = "no seq_length", r);
+  if (!micro) return (reason = "no micro_batch", r);
+  if (!global) return (reason = "no global_batch", r);
+  // The system: the shipped DGX-class preset of the GPU, with its GPUs per node.
+  const std::string system = system_for_gpu(row.get("gpu"));
+  if (system.empty())
+    return (reason = fmt::format("no system preset for gpu '{}'", clip(row.get("gpu"))), r);
+  auto sys = load_system(system);
+  if (!sys) return sys.error();
+  if (per_node && *per_node != sys->node.gpus)
+    return (reason = fmt::format("gpus_per_node {} differs from {}'s {}", *per_node, system,
+                                 sys->node.gpus),
+            r);
+  r.input.system = system;
+  // The model: a preset of the named architecture, else GPT-shaped from the row.
+  const std::string preset = model_preset_for(row.get("model"));
+  if (!preset.empty()) {
+    r.input.model = preset;
+  } else {
+    if (!layers || !hidden || !heads) return (reason = "no layers/hidden/heads", r);
+    ModelSpec& m = r.model;
+    m.kind = ArchKind::gpt;
+    m.hidden = *hidden;
+    m.heads = *heads;
+    m.decoder_layers = static_cast<int>(*layers);
+    m.seq_length = m.max_positions = *seq;
+    m.vocab = vocab ? *vocab : 50257;
+    m.kv_heads = m.heads;
+    m.head_dim = m.hidden / m.heads;
+    m.ffn = 4 * m.hidden;
+    m.name = row.get("model");
+    m.sources = {fmt::format("{} row {} ({}), GPT-shaped from its layers/hidden/heads",
+                             row.path.substr(row.path.find_last_of('/') + 1), r.id,
+                             row.get("source_id"))};
+  }
+  // The plan.
+  PlanInput& p = r.input.plan;
+  p.gpus = static_cast<int>(*gpus);
+  p.seq_length = *seq;
+  p.micro_batch = *micro;
+  p.global_batch = *global;
+  if (strategy.empty() && framework == "fsdp") strategy = "fsdp_full_shard";  // FSDP's default
+  if (strategy == "fsdp_full_shard" || strategy == "zero3")
+    p.zero = 3;
+  else if (strategy == "zero2")
+    p.zero = 2;
+  else if (strategy == "zero1")
+    p.zero = 1;
+  else if (strategy == "ddp")
+    p.zero = 0;
+  else if (strategy == "3d" || strategy == "megatron") {
+    if (!tp || !pp) return (reason = "no tp/pp for a 3d row", r);
+    p.zero = 0;
+  } else
+    return (reason = strategy.empty() ? std::string("no strategy")
+                                      : fmt::format("strategy '{}' not known", clip(strategy)),
+            r);
+  if (tp) p.tp = static_cast<int>(*tp);
+  if (pp) p.pp = static_cast<int>(*pp);
+  if (dp) p.dp = static_cast<int>(*dp);
+  r.group = fmt::format("{}/{}", framework.empty() ? "-" : framework, strategy);
+  // bf16 unless the row says fp16 or fp32 (amp_bf16, "mixed precision (16-bit)" and
+  // "bf16 + Float8 nn.Linear" are bf16: FP8 GEMMs are not modelled).
+  const std::string prec = lower(row.get("precision"));
+  p.precision = prec.find("fp16") != std::string::npos ? Precision::fp16
+                : prec.rfind("fp32", 0) == 0           ? Precision::fp32
+                                                       : Precision::bf16;
+  // none, selective or full; unknown or empty is none.
+  auto rc = recompute_from_name(lower(row.get("recompute")));
+  p.recompute = rc ? *rc : Recompute::none;
+  // The measured iteration time from the metric.
+  const double tokens = static_cast<double>(*global) * static_cast<double>(*seq);
+  if (metric == "tokens_per_s_per_gpu")
+    r.measured_s = tokens / (value * static_cast<double>(*gpus));
+  else if (metric == "iteration_time_s")
+    r.measured_s = value;
+  else if (metric == "samples_per_s")
+    r.measured_s = static_cast<double>(*global) / value;
+  else if (metric == "tflops_per_gpu") {
+    // Model FLOPs per iteration, as `describe` counts them (no recompute).
+    r.source = row.path;
+    auto sc = resolve_run(r);
+    if (!sc) return (reason = "scenario rejected: " + sc.error().message, r);
+    const double flops = iteration_flops(build_workload(*sc)).model;
+    r.measured_s = flops / (value * 1e12 * static_cast<double>(*gpus));
+  } else
+    return (reason = fmt::format("metric '{}' not known", clip(metric)), r);
+  if (!(r.measured_s > 0) || !std::isfinite(r.measured_s))
+    return row.bad("value", "a value giving a positive finite iteration time");
+  return r;
+}
+
 }  // namespace
 
+std::string system_for_gpu(const std::string& gpu) {
+  const std::string g = lower(gpu);
+  if (g == "a100-40gb" || g == "a100-sxm4-40gb") return "dgx-a100-40gb";
+  if (g == "a100-80gb" || g == "a100-sxm4-80gb") return "dgx-a100-80gb";
+  if (g.rfind("h100", 0) == 0) return "dgx-h100";
+  return "";
+}
+
 Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
-                                                   const std::string& system) {
+                                                   const std::string& system, SkipCounts* skipped) {
   // A FIFO or a device would block or never end: only regular files.
   CS_RETURN_IF_ERROR(check_regular_file(path));
   std::ifstream in(path, std::ios::binary);
@@ -109,24 +301,29 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
     return std::find(header.begin(), header.end(), h) != header.end();
   };
   const bool vtrain = has("iteration time (ms)");
-  if (!vtrain && !has("measured_s"))
+  bool corpus = true;
+  for (const char* c : kCorpusColumns) corpus = corpus && has(c);
+  if (!vtrain && !corpus && !has("measured_s"))
     return Error{fmt::format(
-        "{}: line 1: expected a vTrain header (… iteration time (ms)) or a commscope header "
-        "(model,…,measured_s), got '{}'",
+        "{}: line 1: expected a vTrain header (… iteration time (ms)), a commscope header "
+        "(model,…,measured_s) or the validation corpus header (id,source_id,…,split,notes), "
+        "got '{}'",
         path, line.substr(0, 80))};
   // Every commscope row names its model: without the column every row would silently be the
   // default model.
-  if (!vtrain && !has("model"))
+  if (!vtrain && !corpus && !has("model"))
     return Error{fmt::format(
         "{}: line 1: expected a column 'model' (a preset name or model JSON per row), got the "
         "columns '{}'",
         path, line.substr(0, 120))};
   std::vector<MeasuredRun> runs;
   int lineno = 1;
+  std::int64_t data_rows = 0;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
-    if (static_cast<std::int64_t>(runs.size()) >= limits::kMaxMeasuredRows)
+    // Skipped corpus rows count too: the reasons kept for them are bounded by the same limit.
+    if (data_rows++ >= limits::kMaxMeasuredRows)
       return Error{
           fmt::format("{}: line {}: expected at most {} measured runs per file "
                       "(commscope's limit), got more",
@@ -136,7 +333,14 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
       return Error{fmt::format("{}: line {}: expected {} columns, got {}", path, lineno,
                                header.size(), cells.size())};
     MeasuredRun r;
-    if (vtrain) {
+    if (corpus) {
+      std::string reason;
+      CS_ASSIGN_OR_RETURN(r, corpus_run(CorpusRow{header, cells, path, lineno}, reason));
+      if (!reason.empty()) {
+        if (skipped) ++(*skipped)[reason];
+        continue;
+      }
+    } else if (vtrain) {
       std::map<std::string, double> v;
       for (std::size_t c = 0; c < header.size(); ++c) {
         double x = 0;
@@ -231,7 +435,7 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
     r.line = lineno;
     runs.push_back(std::move(r));
   }
-  if (runs.empty())
+  if (runs.empty() && !(corpus && lineno > 1))
     return Error{fmt::format("{}: expected at least one measured run, got none", path)};
   return runs;
 }

@@ -26,6 +26,9 @@ std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
     p.source = r.source;
     p.line = r.line;
     p.index = i;
+    p.id = r.id;
+    p.split = r.split;
+    p.group = r.group;
     p.workload = build_workload(*sc);
     p.measured_s = r.measured_s;
     out.push_back(std::move(p));
@@ -56,6 +59,7 @@ ErrorSummary summarize(const std::vector<double>& e) {
 bool in_split(const PreparedRun& r, const std::string& split) {
   if (split == "even") return r.index % 2 == 0;
   if (split == "odd") return r.index % 2 == 1;
+  if (split == "fit" || split == "heldout") return r.split == split;
   return true;
 }
 

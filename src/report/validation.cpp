@@ -2,16 +2,45 @@
 #include "commscope/report/validation.h"
 
 #include <map>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace commscope {
 
+std::string gpu_band(int gpus) {
+  return gpus <= 64 ? "gpus <=64" : gpus <= 512 ? "gpus 65-512" : "gpus >512";
+}
+
+namespace {
+// The order the summary prints in: per file, the whole file first, then strategies, then the
+// bands in increasing GPU count; within each, fit, heldout, all (or even, odd, all).
+using Key = std::tuple<std::string, int, std::string, int, std::string>;
+Key key(const std::string& file, const std::string& group, const std::string& split) {
+  int rank = group == "(all)"         ? 0
+             : group == "gpus <=64"   ? 2
+             : group == "gpus 65-512" ? 3
+             : group == "gpus >512"   ? 4
+                                      : 1;
+  int srank = split == "fit" || split == "even" ? 0 : split == "heldout" || split == "odd" ? 1 : 2;
+  return {file == "(all files)" ? "\x7f" : file, rank, group, srank, split};
+}
+}  // namespace
+
 Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string& split,
                          const std::function<void(std::size_t)>& progress) {
   Validation v;
-  std::map<std::pair<std::string, std::string>, std::vector<double>> errors;  // (file, split)
+  std::map<Key, std::pair<ValidationSummary, std::vector<double>>> errors;
+  auto add = [&](const std::string& file, const std::string& group, const std::string& sp,
+                 const double* e) {
+    auto& slot = errors[key(file, group, sp)];
+    slot.first.file = file;
+    slot.first.group = group;
+    slot.first.split = sp;
+    if (e) slot.second.push_back(*e);
+  };
   for (const auto& r : runs) {
     if (!in_split(r, split)) continue;
     const Scenario& sc = r.workload.scenario;
@@ -22,32 +51,63 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
     row.measured_s = r.measured_s;
     row.predicted_s = predicted_time(r, sc.system.calibration);
     row.error = row.predicted_s / r.measured_s - 1.0;
-    errors[{row.file, "all"}].push_back(row.error);
-    errors[{row.file, r.index % 2 ? "odd" : "even"}].push_back(row.error);
-    errors[{"(all files)", "all"}].push_back(row.error);
+    row.id = r.id;
+    row.group = r.group;
+    const double* e = &row.error;
+    if (!r.split.empty()) {  // the corpus: both halves, per strategy and per GPU-count band
+      row.split = r.split;
+      for (const std::string& g : {std::string("(all)"), r.group, gpu_band(sc.gpus())}) {
+        add(row.file, g, r.split, e);
+        if (split == "all") {
+          add(row.file, g, "all", e);
+          add(row.file, g, r.split == "fit" ? "heldout" : "fit", nullptr);  // both, always
+        }
+      }
+    } else {
+      row.split = r.index % 2 ? "odd" : "even";
+      add(row.file, "(all)", "all", e);
+      add(row.file, "(all)", row.split, e);
+      add("(all files)", "(all)", "all", e);
+    }
     v.rows.push_back(std::move(row));
     if (progress) progress(v.rows.size());
   }
-  for (const auto& [key, e] : errors) v.summary.emplace_back(key, summarize(e));
+  // Every band of every corpus file, so an empty band shows as n = 0 rather than not at all.
+  std::set<std::string> corpus_files;
+  for (const auto& row : v.rows)
+    if (row.split == "fit" || row.split == "heldout") corpus_files.insert(row.file);
+  for (const auto& file : corpus_files)
+    for (const char* band : {"gpus <=64", "gpus 65-512", "gpus >512"})
+      for (const char* sp : {"fit", "heldout", "all"})
+        if (split == "all" || split == sp) add(file, band, sp, nullptr);
+  for (auto& [k, slot] : errors) {
+    slot.first.errors = summarize(slot.second);
+    v.summary.push_back(std::move(slot.first));
+  }
   return v;
 }
 
 std::string render_validation(const Validation& v, Format f, const std::string& system,
                               bool summary_only) {
   Table rows;
-  rows.header = {"file", "line", "model", "gpus",       "tp",          "pp",
-                 "dp",   "mbs",  "gbs",   "measured_s", "predicted_s", "error"};
-  rows.right = {false, true, false, true, true, true, true, true, true, true, true, true};
+  rows.header = {"file", "line", "id",  "split", "group",      "model",       "gpus", "tp",
+                 "pp",   "dp",   "mbs", "gbs",   "measured_s", "predicted_s", "error"};
+  rows.right = {false, true, false, false, false, false, true, true,
+                true,  true, true,  true,  true,  true,  true};
   nlohmann::json jrows = nlohmann::json::array();
   for (const auto& r : v.rows) {
     const Scenario& sc = *r.scenario;
-    rows.add({r.file, std::to_string(r.line), sc.model.name, std::to_string(sc.gpus()),
+    rows.add({r.file, std::to_string(r.line), r.id.empty() ? "-" : r.id, r.split,
+              r.group.empty() ? "-" : r.group, sc.model.name, std::to_string(sc.gpus()),
               std::to_string(sc.plan.tp), std::to_string(sc.plan.pp), std::to_string(sc.plan.dp),
               std::to_string(sc.plan.micro_batch), std::to_string(sc.plan.global_batch),
               fmt::format("{:.4f}", r.measured_s), fmt::format("{:.4f}", r.predicted_s),
               fmt::format("{:+.1f}%", 100 * r.error)});
     jrows.push_back({{"file", r.file},
                      {"line", r.line},
+                     {"id", r.id},
+                     {"split", r.split},
+                     {"group", r.group},
                      {"model", sc.model.name},
                      {"gpus", sc.gpus()},
                      {"plan", to_json(sc.plan)},
@@ -56,15 +116,19 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                      {"error", r.error}});
   }
   Table summary;
-  summary.header = {"file", "rows", "n", "MAPE", "median", "max", "bias"};
-  summary.right = {false, false, true, true, true, true, true};
+  summary.header = {"file", "group", "rows", "n", "MAPE", "median", "max", "bias"};
+  summary.right = {false, false, false, true, true, true, true, true};
   nlohmann::json jsum = nlohmann::json::array();
-  for (const auto& [key, s] : v.summary) {
-    summary.add({key.first, key.second, std::to_string(s.rows),
-                 fmt::format("{:.1f}%", 100 * s.mape), fmt::format("{:.1f}%", 100 * s.median),
-                 fmt::format("{:.1f}%", 100 * s.max), fmt::format("{:+.1f}%", 100 * s.bias)});
-    jsum.push_back({{"file", key.first},
-                    {"rows", key.second},
+  for (const auto& sr : v.summary) {
+    const ErrorSummary& s = sr.errors;
+    auto pct = [&](double x, const char* spec) {
+      return s.rows == 0 ? std::string("-") : fmt::format(fmt::runtime(spec), 100 * x);
+    };
+    summary.add({sr.file, sr.group, sr.split, std::to_string(s.rows), pct(s.mape, "{:.1f}%"),
+                 pct(s.median, "{:.1f}%"), pct(s.max, "{:.1f}%"), pct(s.bias, "{:+.1f}%")});
+    jsum.push_back({{"file", sr.file},
+                    {"group", sr.group},
+                    {"rows", sr.split},
                     {"n", s.rows},
                     {"mape", s.mape},
                     {"median_ape", s.median},

@@ -7,9 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "commscope/calib/validate.h"
 #include "commscope/report/validation.h"
+#include "commscope/workload/workload.h"
 #include "test_util.h"
 
 namespace commscope {
@@ -154,12 +158,12 @@ TEST(Validate, ValidateRunsRowsAndSummaries) {
   for (std::size_t i = 0; i < errors.size(); ++i) EXPECT_DOUBLE_EQ(v.rows[i].error, errors[i]);
   const ErrorSummary want = summarize(errors);
   bool found = false;
-  for (const auto& [key, s] : v.summary)
-    if (key.first == "(all files)") {
+  for (const auto& sr : v.summary)
+    if (sr.file == "(all files)") {
       found = true;
-      EXPECT_EQ(s.rows, want.rows);
-      EXPECT_DOUBLE_EQ(s.mape, want.mape);
-      EXPECT_DOUBLE_EQ(s.max, want.max);
+      EXPECT_EQ(sr.errors.rows, want.rows);
+      EXPECT_DOUBLE_EQ(sr.errors.mape, want.mape);
+      EXPECT_DOUBLE_EQ(sr.errors.max, want.max);
     }
   EXPECT_TRUE(found);
   const std::string csv = render_validation(v, Format::csv, "vtrain-a100", false);
@@ -222,6 +226,253 @@ TEST(Validate, HeldOutErrorOnVtrain) {
     EXPECT_LE(s.mape, 0.10);
     EXPECT_GT(s.rows, 50u);
   }
+}
+
+// --- the communication-bound validation corpus (data/validation-comm/training.csv) ---
+
+const std::string kCorpus = COMMSCOPE_SOURCE_DIR "/data/validation-comm/training.csv";
+
+// The corpus's data rows, counted here without the reader: (id, split, cells by column name).
+std::vector<std::map<std::string, std::string>> corpus_rows() {
+  std::ifstream f(kCorpus);
+  std::string line;
+  std::getline(f, line);
+  auto cells = [](const std::string& l) {
+    std::vector<std::string> out(1);
+    bool q = false;
+    for (char c : l)
+      if (c == '"')
+        q = !q;
+      else if (c == ',' && !q)
+        out.emplace_back();
+      else
+        out.back() += c;
+    return out;
+  };
+  const auto header = cells(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    auto c = cells(line);
+    std::map<std::string, std::string> m;
+    for (std::size_t i = 0; i < header.size() && i < c.size(); ++i) m[header[i]] = c[i];
+    rows.push_back(m);
+  }
+  return rows;
+}
+
+// Every row of the shipped corpus is either a run or counted under a reason; every run builds
+// a scenario; tokens/s per GPU becomes global_batch x seq / (value x gpus).
+TEST(ValidateCorpus, ReadsTheShippedCorpus) {
+  const auto rows = corpus_rows();
+  ASSERT_EQ(rows.size(), 104u);
+  SkipCounts skips;
+  auto runs = read_measured_csv(kCorpus, "vtrain-a100", &skips);
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  int skipped = 0;
+  for (const auto& [reason, n] : skips) {
+    EXPECT_FALSE(reason.empty());
+    skipped += n;
+  }
+  EXPECT_EQ(runs->size() + static_cast<std::size_t>(skipped), rows.size());
+  EXPECT_GT(runs->size(), 0u);
+  // The rows the reader kept are exactly those that state seq_length, micro_batch and
+  // global_batch (all GPUs of the corpus have a preset), in file order, with their split.
+  std::size_t k = 0;
+  for (const auto& row : rows) {
+    const bool complete = !row.at("seq_length").empty() && !row.at("micro_batch").empty() &&
+                          !row.at("global_batch").empty();
+    if (!complete) continue;
+    ASSERT_LT(k, runs->size());
+    EXPECT_EQ((*runs)[k].id, row.at("id"));
+    EXPECT_EQ((*runs)[k].split, row.at("split"));
+    ++k;
+  }
+  EXPECT_EQ(k, runs->size());
+  std::vector<std::string> why;
+  auto prepared = prepare_runs(*runs, why);
+  EXPECT_EQ(prepared.size(), runs->size()) << (why.empty() ? "" : why.front());
+
+  // Two rows by hand. t001: 125m, 8 A100-40GB, gbs 624, seq 2048, 136334 tokens/s/GPU.
+  const MeasuredRun& a = runs->front();
+  EXPECT_EQ(a.id, "t001");
+  EXPECT_DOUBLE_EQ(a.measured_s, 624.0 * 2048 / (136334.0 * 8));
+  EXPECT_EQ(a.input.system, "dgx-a100-40gb");
+  EXPECT_EQ(*a.input.plan.zero, 3);
+  EXPECT_EQ(a.model.hidden, 768);
+  EXPECT_EQ(a.model.vocab, 50368);
+  EXPECT_EQ(a.group, "fsdp/fsdp_full_shard");
+  // t057: MPT-70b, 64 H100-80GB, gbs 2048 x 2048 tokens at 1039 tokens/s/GPU, full recompute.
+  auto b = std::find_if(runs->begin(), runs->end(), [](auto& r) { return r.id == "t057"; });
+  ASSERT_NE(b, runs->end());
+  EXPECT_DOUBLE_EQ(b->measured_s, 2048.0 * 2048 / (1039.0 * 64));
+  EXPECT_EQ(b->input.system, "dgx-h100");
+  EXPECT_EQ(*b->input.plan.recompute, Recompute::full);
+  EXPECT_EQ(b->split, "heldout");
+}
+
+TEST(ValidateCorpus, MetricConversionsAndSkipReasons) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(testing::scratch()) / "corpus";
+  fs::create_directories(dir);
+  const std::string head =
+      "id,source_id,model,parameters_b,layers,hidden,heads,seq_length,vocab,gpus,gpus_per_node,"
+      "gpu,interconnect,framework,strategy,tp,pp,dp,micro_batch,global_batch,precision,"
+      "recompute,metric,value,split,notes\n";
+  {
+    std::ofstream f(dir / "c.csv");
+    f << head
+      << "x1,s,GPT-7.5B,7.5,36,4096,32,2048,51200,128,8,A100-SXM4-80GB,ib,megatron,3d,4,1,32,"
+         "1,512,fp16,unknown,tflops_per_gpu,142,fit,\"a, quoted note\"\n"
+      << "x2,s,m,1,24,2048,16,2048,,16,,A100-80GB,,deepspeed,zero1,1,1,16,4,64,,,"
+         "iteration_time_s,1.5,heldout,\n"
+      << "x3,s,m,1,24,2048,16,2048,,16,,H100-80GB,,deepspeed,zero2,1,1,16,4,64,,,"
+         "samples_per_s,32,heldout,\n"
+      << "x4,s,m,1,24,2048,16,2048,,16,,V100-32GB,,fsdp,,1,1,16,4,64,,,"
+         "samples_per_s,32,fit,\n"
+      << "x5,s,m,1,24,2048,16,2048,,16,,V100-32GB,,fsdp,,1,1,16,4,64,,,"
+         "samples_per_s,32,fit,\n"
+      << "x6,s,m,1,24,2048,16,2048,,16,,A100-40GB,,fsdp,,1,1,16,4,64,,,"
+         "furlongs,3,fit,\n";
+  }
+  SkipCounts skips;
+  auto runs = read_measured_csv((dir / "c.csv").string(), "vtrain-a100", &skips);
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  ASSERT_EQ(runs->size(), 3u);
+  EXPECT_EQ(skips.size(), 2u);
+  EXPECT_EQ(skips["no system preset for gpu 'V100-32GB'"], 2);
+  EXPECT_EQ(skips["metric 'furlongs' not known"], 1);
+  // tflops_per_gpu: model FLOPs of the iteration (describe's count) / (value x 1e12 x gpus);
+  // against the count of the built workload, and within 3% of the closed form
+  // 72 B s l h^2 (1 + s/6h + V/12lh) (Narayanan et al. eq. (3) without the recompute pass).
+  const MeasuredRun& t = (*runs)[0];
+  auto sc = resolve_run(t);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  const double flops = iteration_flops(build_workload(*sc)).model;
+  EXPECT_DOUBLE_EQ(t.measured_s, flops / (142e12 * 128));
+  const double B = 512, s = 2048, l = 36, h = 4096, V = 51200;
+  const double closed = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(t.measured_s / (closed / (142e12 * 128)), 1.0, 0.03);
+  EXPECT_EQ(*t.input.plan.tp, 4);
+  EXPECT_EQ(*t.input.plan.precision, Precision::fp16);
+  EXPECT_EQ(*t.input.plan.recompute, Recompute::none);  // "unknown" is none
+  // iteration_time_s is the time; samples_per_s is global_batch / value; empty vocab 50257.
+  EXPECT_DOUBLE_EQ((*runs)[1].measured_s, 1.5);
+  EXPECT_EQ((*runs)[1].model.vocab, 50257);
+  EXPECT_EQ(*(*runs)[1].input.plan.zero, 1);
+  EXPECT_EQ(*(*runs)[1].input.plan.precision, Precision::bf16);
+  EXPECT_DOUBLE_EQ((*runs)[2].measured_s, 64.0 / 32);
+  EXPECT_EQ(*(*runs)[2].input.plan.zero, 2);
+  EXPECT_EQ((*runs)[2].input.system, "dgx-h100");
+
+  // A split other than fit|heldout, or a malformed count, is an error naming the column.
+  {
+    std::ofstream f(dir / "bad.csv");
+    f << head
+      << "x1,s,m,1,24,2048,16,2048,,16,,A100-80GB,,fsdp,,1,1,16,4,64,,,"
+         "samples_per_s,32,train,\n";
+  }
+  auto bad = read_measured_csv((dir / "bad.csv").string(), "vtrain-a100");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("column 'split': expected fit or heldout, got 'train'"),
+            std::string::npos)
+      << bad.error().message;
+  {
+    std::ofstream f(dir / "bad2.csv");
+    f << head
+      << "x1,s,m,1,24,2048,16,2048,,16,,A100-80GB,,fsdp,,1,1,16,-4,64,,,"
+         "samples_per_s,32,fit,\n";
+  }
+  bad = read_measured_csv((dir / "bad2.csv").string(), "vtrain-a100");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("line 2: column 'micro_batch'"), std::string::npos)
+      << bad.error().message;
+}
+
+// --rows fit|heldout select by the split column; "all" reports both halves, per strategy and
+// per GPU-count band, each summary the errors of exactly its rows.
+TEST(ValidateCorpus, SplitSelectionAndSummaries) {
+  auto runs = read_measured_csv(kCorpus, "vtrain-a100");
+  ASSERT_TRUE(runs.ok());
+  std::vector<std::string> why;
+  auto prepared = prepare_runs(*runs, why);
+  std::size_t fit = 0, held = 0;
+  for (const auto& p : prepared) (p.split == "fit" ? fit : held)++;
+  ASSERT_GT(fit, 0u);
+  ASSERT_GT(held, 0u);
+  Validation h = validate_runs(prepared, "heldout");
+  EXPECT_EQ(h.rows.size(), held);
+  for (const auto& r : h.rows) EXPECT_EQ(r.split, "heldout");
+  for (const auto& s : h.summary) EXPECT_EQ(s.split, "heldout");
+  Validation all = validate_runs(prepared, "all");
+  EXPECT_EQ(all.rows.size(), fit + held);
+  std::map<std::tuple<std::string, std::string>, std::vector<double>> want;
+  for (const auto& r : all.rows) {
+    const std::string band = gpu_band(r.scenario->gpus());
+    for (const std::string& g : {std::string("(all)"), r.group, band}) {
+      want[{g, r.split}].push_back(r.error);
+      want[{g, "all"}].push_back(r.error);
+    }
+  }
+  std::set<std::tuple<std::string, std::string>> seen;
+  for (const auto& s : all.summary) {
+    seen.insert({s.group, s.split});
+    const auto& e = want[{s.group, s.split}];
+    EXPECT_EQ(s.errors.rows, e.size()) << s.group << " " << s.split;
+    if (!e.empty()) {
+      EXPECT_DOUBLE_EQ(s.errors.mape, summarize(e).mape);
+    }
+  }
+  for (const char* g : {"(all)", "gpus <=64", "gpus 65-512", "gpus >512"})
+    for (const char* sp : {"fit", "heldout", "all"})
+      EXPECT_TRUE(seen.count({g, sp})) << g << " " << sp;
+}
+
+TEST(ValidateCorpus, CliPrintsBothHalvesAndCalibrateRefusesHeldOut) {
+  using testing::run_shell;
+  const std::string bin = COMMSCOPE_BIN;
+  auto v = run_shell(bin + " validate " + kCorpus + " --summary-only");
+  ASSERT_EQ(v.status, 0) << v.err;
+  EXPECT_NE(v.out.find("(all)                 fit"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("(all)                 heldout"), std::string::npos) << v.out;
+  // The skipped rows: one warning line with the counts per reason.
+  EXPECT_EQ(std::count(v.err.begin(), v.err.end(), '\n'), 1) << v.err;
+  EXPECT_NE(v.err.find("skipped"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find("no seq_length"), std::string::npos) << v.err;
+  auto j = run_shell(bin + " validate " + kCorpus + " --rows heldout --format json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  auto doc = nlohmann::json::parse(j.out);
+  ASSERT_FALSE(doc["rows"].empty());
+  for (const auto& r : doc["rows"]) EXPECT_EQ(r["split"], "heldout");
+  for (const char* rows : {"heldout", "all", "even"}) {
+    auto c = run_shell(bin + " calibrate " + kCorpus + " --rows " + rows);
+    EXPECT_EQ(c.status, 2) << rows;
+    EXPECT_TRUE(c.out.empty()) << rows;
+    EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+    EXPECT_NE(c.err.find("--rows"), std::string::npos) << c.err;
+  }
+  auto odd = run_shell(bin + " validate " + kCorpus + " --rows odd");
+  EXPECT_EQ(odd.status, 2);
+  EXPECT_NE(odd.err.find("expected fit, heldout or all"), std::string::npos) << odd.err;
+  // A corpus file whose every row is skipped: the count, then one error, nothing on stdout.
+  const std::string empty = testing::scratch() + "/all_skipped.csv";
+  {
+    std::ifstream in(kCorpus);
+    std::string header;
+    std::getline(in, header);
+    std::ofstream f(empty);
+    f << header << "\n"
+      << "x1,s,m,1,24,2048,16,,,16,,A100-80GB,,fsdp,,1,1,16,4,64,,,samples_per_s,32,fit,\n";
+  }
+  auto none = run_shell(bin + " validate " + empty);
+  EXPECT_EQ(none.status, 2);
+  EXPECT_TRUE(none.out.empty()) << none.out;
+  EXPECT_NE(none.err.find("skipped 1 of 1 rows: 1 no seq_length"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("expected at least one row to predict, got none"), std::string::npos)
+      << none.err;
+  auto fitv = run_shell(bin + " validate " + kVtrain + "ground_truth_multi.csv --rows fit");
+  EXPECT_EQ(fitv.status, 2);
+  EXPECT_NE(fitv.err.find("expected even, odd or all"), std::string::npos) << fitv.err;
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // Measured iteration times to validate and calibrate predictions against: the vTrain CSVs
-// (data/vtrain, Megatron-DeepSpeed on A100) and commscope's own CSV format
-// (docs/validate.md). Not the fitting (fit.h) nor the comparison (validate.h).
+// (data/vtrain, Megatron-DeepSpeed on A100), commscope's own CSV format and the
+// communication-bound validation corpus (data/validation-comm/training.csv), docs/validate.md. Not
+// the fitting (fit.h) nor the comparison (validate.h).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,12 +18,26 @@ struct MeasuredRun {
   ScenarioInput input;  // model (preset, path or built in), system, network, plan
   ModelSpec model;      // the model when the file defines it inline (vTrain), else empty name
   double measured_s = 0;
+  // The validation corpus only (empty otherwise): its row id, its `split` column ("fit" or
+  // "heldout") and "framework/strategy" as the row states them (e.g. "deepspeed/zero3").
+  std::string id, split, group;
 };
 
-// Reads either format, told apart by the header. A UTF-8 byte-order mark is skipped. Errors
-// name the file, the line and the column.
+// Rows of a validation-corpus file that could not become a scenario, counted per reason
+// ("no micro_batch", "no system preset for gpu 'X'", ...).
+using SkipCounts = std::map<std::string, int>;
+
+// The shipped system preset for a corpus `gpu` cell (A100-40GB -> dgx-a100-40gb, A100-80GB
+// and A100-SXM4-80GB -> dgx-a100-80gb, H100... -> dgx-h100), or "" when there is none.
+std::string system_for_gpu(const std::string& gpu);
+
+// Reads any of the three formats, told apart by the header. A UTF-8 byte-order mark is
+// skipped. Errors name the file, the line and the column. Corpus rows that cannot become a
+// scenario (a field the source does not state, a GPU without a preset) are left out and
+// counted in `skipped` per reason; a malformed cell is an error.
 Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
-                                                   const std::string& system);
+                                                   const std::string& system,
+                                                   SkipCounts* skipped = nullptr);
 
 // Resolves a run into a scenario (inline model or preset).
 Result<Scenario> resolve_run(const MeasuredRun& run);

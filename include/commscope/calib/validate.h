@@ -17,7 +17,8 @@ namespace commscope {
 struct PreparedRun {
   std::string source;
   int line = 0;
-  int index = 0;  // 0-based data row in its file
+  int index = 0;                 // 0-based data row in its file
+  std::string id, split, group;  // the validation corpus's (MeasuredRun), else empty
   Workload workload;
   double measured_s = 0;
 };
@@ -38,7 +39,8 @@ struct ErrorSummary {
 };
 ErrorSummary summarize(const std::vector<double>& signed_errors);
 
-// Which rows a split keeps: "all", "even" (rows 0, 2, 4, ... of each file) or "odd".
+// Which rows a split keeps: "all", "even" (rows 0, 2, 4, ... of each file), "odd", or for
+// the validation corpus "fit" or "heldout" (its `split` column).
 bool in_split(const PreparedRun& r, const std::string& split);
 
 // Fits gemm_efficiency, gemm_half_flops, attention_efficiency, memory_efficiency,

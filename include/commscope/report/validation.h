@@ -19,16 +19,33 @@ struct ValidationRow {
   int line = 0;
   Scenario const* scenario = nullptr;  // the run's (owned by the PreparedRun)
   double measured_s = 0, predicted_s = 0;
-  double error = 0;  // predicted / measured - 1
+  double error = 0;   // predicted / measured - 1
+  std::string id;     // the corpus row id, else empty
+  std::string split;  // "fit"|"heldout" (corpus) or "even"|"odd" (the row's index)
+  std::string group;  // "framework/strategy" (corpus), else empty
+};
+
+// The summary of a set of rows' errors.
+struct ValidationSummary {
+  std::string file;   // the CSV's name or "(all files)"
+  std::string group;  // "(all)", "framework/strategy" or a GPU-count band "gpus <=64",
+                      // "gpus 65-512", "gpus >512" (the corpus)
+  std::string split;  // "all", "even", "odd", "fit" or "heldout"
+  ErrorSummary errors;
 };
 
 struct Validation {
   std::vector<ValidationRow> rows;
-  // (file or "(all files)", split "all"|"even"|"odd") and the summary of its rows' errors.
-  std::vector<std::pair<std::pair<std::string, std::string>, ErrorSummary>> summary;
+  // vTrain and commscope files: per file and split, and over all files. The corpus: per file,
+  // split (fit and heldout, both always when the split asked for is "all"), strategy and band.
+  std::vector<ValidationSummary> summary;
 };
 
-// Predicts the runs of the split ("all", "even", "odd") with their systems' calibrations.
+// The GPU-count band of a corpus row: "gpus <=64", "gpus 65-512" or "gpus >512".
+std::string gpu_band(int gpus);
+
+// Predicts the runs of the split ("all", "even", "odd", "fit", "heldout") with their systems'
+// calibrations.
 // `progress(done)` is called after each row; it may be empty.
 Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string& split,
                          const std::function<void(std::size_t)>& progress = {});
