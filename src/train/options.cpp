@@ -2,14 +2,13 @@
 #include "commscope/train/options.h"
 
 #include "commscope/train/checkpoint.h"
+#include "commscope/util/input_file.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -240,19 +239,6 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
   return 4 * (state + acts);
 }
 
-double available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream s(line.substr(13));
-      double kib = 0;
-      if (s >> kib) return kib * 1024;
-    }
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
-}
-
 Status validate(const TrainOptions& o, int world, int ranks_here) {
   CS_RETURN_IF_ERROR(check_ranks(world));
   if (Status s = validate(o.model); !s.ok()) return s;
@@ -305,7 +291,7 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
 
   // Memory, before anything is allocated.
   const double need = memory_per_rank_bytes(o, world);
-  const double have = available_memory_bytes();
+  const double have = static_cast<double>(commscope::available_memory_bytes());
   const int here = std::clamp(ranks_here, 1, world);
   if (have > 0 && need * here > have) {
     const GptConfig& c = o.model;

@@ -86,8 +86,6 @@ Status validate(const TrainOptions& o, int world, int ranks_here);
 // Bytes one rank allocates for o's model and plan on `world` ranks: parameters, gradients,
 // AdamW moments (sharded as the strategy says), activations and logits of one micro-batch.
 double memory_per_rank_bytes(const TrainOptions& o, int world);
-// MemAvailable of /proc/meminfo (or physical pages x page size), bytes.
-double available_memory_bytes();
 
 // The scenario of this model and plan on o.system (data parallel over `world` ranks, fp32, no
 // recompute): what `commscope describe --system cpu-host ...` resolves for the same flags.
