@@ -72,7 +72,8 @@ int print_report(const RunRecord& r) {
                        {"time_s", row.seconds},
                        {"tokens_per_s", tokens_per_step / row.seconds},
                        {"gflops", flops / row.seconds / 1e9},
-                       {"breakdown", breakdown_to_json(row.br)}});
+                       {"breakdown", breakdown_to_json(row.br)},
+                       {"buckets_issued_during_backward", row.buckets_during_backward}});
     nlohmann::json j = {{"model",
                          {{"name", o_.model_name},
                           {"layers", o_.model.layers},

@@ -21,6 +21,9 @@ struct StepRow {
   std::int64_t step;
   double loss, seconds, grad_norm;
   Breakdown br;
+  // DDP gradient buckets handed to the communication stream while backward still had
+  // gradients to compute: what lets them overlap it (program order, not timing).
+  std::int64_t buckets_during_backward = 0;
 };
 
 // Calls and bytes sent, by group and collective, over the whole run.

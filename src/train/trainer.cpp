@@ -144,6 +144,7 @@ class Trainer {
   std::vector<CommVolume> expected_;
   double t0_ = 0;
   std::int32_t microbatch_ = 0;
+  std::int64_t buckets_during_backward_ = 0;  // this step's (StepRow)
 };
 
 void Trainer::record_compute(const OpRecord& r) {
@@ -381,8 +382,11 @@ float Trainer::micro_step(std::int64_t first, bool last) {
     if (!buckets) return;
     completed += g.range.size;
     // A bucket starts as soon as its last gradient is final, while backward goes on.
-    while (bucket < sh_.buckets.size() && sh_.bucket_end(bucket) <= completed)
+    const bool more_to_compute = completed < static_cast<std::int64_t>(grads_.size());
+    while (bucket < sh_.buckets.size() && sh_.bucket_end(bucket) <= completed) {
       all_reduce_grads(sh_.buckets[bucket++]);
+      if (more_to_compute) ++buckets_during_backward_;
+    }
   });
   stream_.drain();
   return loss;
@@ -584,8 +588,9 @@ Status Trainer::train() {
                            compute_events_.end());
     evs.insert(evs.end(), comm_events_.begin() + static_cast<std::ptrdiff_t>(first_comm),
                comm_events_.end());
-    rows_.push_back(
-        {step, loss_all / static_cast<double>(accum_ * n_), te - ts, norm, breakdown(evs, ts, te)});
+    rows_.push_back({step, loss_all / static_cast<double>(accum_ * n_), te - ts, norm,
+                     breakdown(evs, ts, te), buckets_during_backward_});
+    buckets_during_backward_ = 0;
     if (me_ == 0 && o_.format == "table")
       std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
                   static_cast<long long>(step), rows_.back().loss, (te - ts) * 1e3,

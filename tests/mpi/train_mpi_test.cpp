@@ -96,13 +96,18 @@ TEST(Train, DdpOverlapsBucketsWithBackward) {
                     "--zero 0");
   ASSERT_EQ(o.status, 0) << o.err;
   const auto j = nlohmann::json::parse(o.out);
-  ASSERT_GT(j["communication"][0]["calls_per_iteration"].get<double>(), 3);  // several buckets
-  // Over all steps (one step's overlap can be lost when this shared 2-core machine deschedules
-  // the communication thread; some step overlaps).
-  double overlapped = 0;
-  for (const auto& step : j["steps"])
-    overlapped += step["breakdown"]["overlapped_comm_s"].get<double>();
-  EXPECT_GT(overlapped, 0);
+  const double buckets = j["communication"][0]["calls_per_iteration"].get<double>();
+  ASSERT_GT(buckets, 3);  // several buckets
+  // Every bucket but the last is handed to the communication stream while backward still has
+  // gradients to compute (program order: deterministic). How much of that time really overlaps
+  // depends on the scheduler of this shared 2-core machine, so it is bounded, not required:
+  // a test never fails on timing.
+  for (const auto& step : j["steps"]) {
+    EXPECT_GE(step["buckets_issued_during_backward"].get<double>(), buckets - 1) << step;
+    const auto& sb = step["breakdown"];
+    EXPECT_GE(sb["overlapped_comm_s"].get<double>(), 0);
+    EXPECT_LE(sb["overlapped_comm_s"].get<double>(), sb["comm_s"].get<double>() + 1e-12);
+  }
   // Every rank's averages reach rank 0's report.
   ASSERT_EQ(j["per_rank"].size(), 2u);
   for (int r = 0; r < 2; ++r) {
