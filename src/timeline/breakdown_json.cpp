@@ -28,13 +28,15 @@ template <class Table>
 nlohmann::json shares_json(const Table& t) {
   nlohmann::json j = nlohmann::json::object();
   t.for_each([&](auto e, const CommShare& s) {
-    j[std::string(to_string(e))] = {{"total_s", s.total}, {"exposed_s", s.exposed}};
+    j[std::string(to_string(e))] = {
+        {"total_s", s.total}, {"exposed_s", s.exposed}, {"profiler_s", s.profiler}};
   });
   return j;
 }
 
-// Reads j[key] = {"<name>": {"total_s": x, "exposed_s": y}} into a share table; parse(name)
-// gives the enum or nothing. Absent: no communication of that kind.
+// Reads j[key] = {"<name>": {"total_s": x, "exposed_s": y, "profiler_s": z}} into a share
+// table; parse(name) gives the enum or nothing. Absent: no communication of that kind.
+// profiler_s is optional (files written before it existed): then it equals total_s.
 template <class Table, class Parse>
 Status read_shares(const nlohmann::json& j, const char* key, const std::string& where, Table& out,
                    Parse parse) {
@@ -58,6 +60,16 @@ Status read_shares(const nlohmann::json& j, const char* key, const std::string& 
                         key, name, field, v ? json_excerpt(*v) : std::string("nothing"))};
       *dst = x;
     }
+    share.profiler = share.total;
+    if (value.contains("profiler_s")) {
+      const nlohmann::json& v = value.at("profiler_s");
+      const double x = v.is_number() ? v.get<double>() : -1.0;
+      if (!(std::isfinite(x) && x >= 0))
+        return Error{fmt::format(
+            "{}: field '{}.{}.profiler_s': expected finite non-negative seconds, got {}", where,
+            key, name, json_excerpt(v))};
+      share.profiler = x;
+    }
   }
   return {};
 }
@@ -66,6 +78,7 @@ Status read_shares(const nlohmann::json& j, const char* key, const std::string& 
 nlohmann::json breakdown_to_json(const Breakdown& b) {
   nlohmann::json j = nlohmann::json::object();
   for (const Field& f : kFields) j[f.key] = b.*f.member;
+  j["profiler_comm_s"] = b.profiler_comm;
   j["comm_by_group"] = shares_json(b.by_group);
   j["comm_by_collective"] = shares_json(b.by_collective);
   return j;
@@ -83,6 +96,10 @@ Result<Breakdown> breakdown_from_json(const nlohmann::json& j, const std::string
     if (!std::isfinite(v) || v < 0)
       r.fail(f.key, "finite non-negative seconds", json_excerpt(j.at(f.key)));
   }
+  b.profiler_comm = b.comm;  // optional: files written before it existed
+  r.read("profiler_comm_s", b.profiler_comm);
+  if (!std::isfinite(b.profiler_comm) || b.profiler_comm < 0)
+    r.fail("profiler_comm_s", "finite non-negative seconds", json_excerpt(j.at("profiler_comm_s")));
   CS_RETURN_IF_ERROR(r.status());
   CS_RETURN_IF_ERROR(read_shares(j, "comm_by_group", where, b.by_group, comm_group_from_name));
   CS_RETURN_IF_ERROR(

@@ -40,19 +40,20 @@ std::vector<std::int32_t> Timeline::ranks() const {
 void Breakdown::add(const Breakdown& o) {
   wall += o.wall, compute += o.compute, comm += o.comm, overlapped += o.overlapped;
   exposed += o.exposed, memcpy += o.memcpy, idle += o.idle, bubble += o.bubble;
-  for (std::size_t i = 0; i < by_group.v.size(); ++i)
-    by_group.v[i].total += o.by_group.v[i].total, by_group.v[i].exposed += o.by_group.v[i].exposed;
-  for (std::size_t i = 0; i < by_collective.v.size(); ++i) {
-    by_collective.v[i].total += o.by_collective.v[i].total;
-    by_collective.v[i].exposed += o.by_collective.v[i].exposed;
-  }
+  profiler_comm += o.profiler_comm;
+  auto add_share = [](CommShare& a, const CommShare& b) {
+    a.total += b.total, a.exposed += b.exposed, a.profiler += b.profiler;
+  };
+  for (std::size_t i = 0; i < by_group.v.size(); ++i) add_share(by_group.v[i], o.by_group.v[i]);
+  for (std::size_t i = 0; i < by_collective.v.size(); ++i)
+    add_share(by_collective.v[i], o.by_collective.v[i]);
 }
 
 void Breakdown::scale(double k) {
   wall *= k, compute *= k, comm *= k, overlapped *= k, exposed *= k, memcpy *= k, idle *= k,
-      bubble *= k;
-  for (auto& s : by_group.v) s.total *= k, s.exposed *= k;
-  for (auto& s : by_collective.v) s.total *= k, s.exposed *= k;
+      bubble *= k, profiler_comm *= k;
+  for (auto& s : by_group.v) s.total *= k, s.exposed *= k, s.profiler *= k;
+  for (auto& s : by_collective.v) s.total *= k, s.exposed *= k, s.profiler *= k;
 }
 
 namespace {
@@ -61,10 +62,10 @@ template <class Pred>
 Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   // Events of one stream come in time order, so per-stream lists are usually sorted already:
   // lists are unioned by linear merges, and sorted only when they are not.
-  Intervals c, y, other;
-  std::array<Intervals, 4> g;
-  std::array<Intervals, 32> k;  // by (group, collective): one stream each, so in time order
-  if (t1 <= t0) {               // the window the events span
+  Intervals c, y, other, prof;  // prof: every call from entry (start - wait) to end
+  std::array<Intervals, 4> g, pg;
+  std::array<Intervals, 32> k, pk;  // by (group, collective): one stream each, so in time order
+  if (t1 <= t0) {                   // the window the events span
     double lo = 1e300, hi = -1e300;
     for_each_event([&](const Event& e) { lo = std::min(lo, e.start), hi = std::max(hi, e.end()); });
     t0 = lo, t1 = hi;
@@ -73,7 +74,18 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   if (!(t1 > t0)) return b;
   for_each_event([&](const Event& e) {
     double s = std::max(e.start, t0), f = std::min(e.end(), t1);
-    if (f <= s) return;
+    if (f <= s) {
+      // A call that transferred nothing in the window may still have waited in it.
+      const double ps = std::max(e.start - std::max(e.wait, 0.0), t0);
+      if (e.kind != EventKind::comm || f <= ps) return;
+      prof.emplace_back(ps, f);
+      if (e.has_collective) {
+        const auto gi = static_cast<std::size_t>(e.group);
+        pg[gi].emplace_back(ps, f);
+        pk[gi * 8 + static_cast<std::size_t>(e.collective)].emplace_back(ps, f);
+      }
+      return;
+    }
     switch (e.kind) {
       case EventKind::compute:
         c.emplace_back(s, f);
@@ -81,15 +93,19 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
       case EventKind::memcpy:
         y.emplace_back(s, f);
         break;
-      case EventKind::comm:
+      case EventKind::comm: {
+        const double ps = std::max(e.start - std::max(e.wait, 0.0), t0);
+        prof.emplace_back(ps, f);
         if (e.has_collective) {
-          g[static_cast<std::size_t>(e.group)].emplace_back(s, f);
-          k[static_cast<std::size_t>(e.group) * 8 + static_cast<std::size_t>(e.collective)]
-              .emplace_back(s, f);
+          const auto gi = static_cast<std::size_t>(e.group);
+          const auto ki = gi * 8 + static_cast<std::size_t>(e.collective);
+          g[gi].emplace_back(s, f), pg[gi].emplace_back(ps, f);
+          k[ki].emplace_back(s, f), pk[ki].emplace_back(ps, f);
         } else {
           other.emplace_back(s, f);
         }
         break;
+      }
     }
   });
   c = merged(std::move(c));
@@ -97,27 +113,34 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   Intervals m = merged(std::move(other));
   b.wall = t1 - t0;
   for (std::size_t i = 0; i < g.size(); ++i) {
+    if (pg[i].empty()) continue;  // every call of the group is in pg, with or without a wait
+    b.by_group.v[i].profiler = length(merged(std::move(pg[i])));
     if (g[i].empty()) continue;
     Intervals u = merged(std::move(g[i]));
-    double tot = length(u);
-    b.by_group.v[i] = {tot, tot - overlap(c, u)};
+    const double tot = length(u);
+    b.by_group.v[i].total = tot, b.by_group.v[i].exposed = tot - overlap(c, u);
     m = m.empty() ? std::move(u) : united(m, u);
   }
   for (std::size_t col = 0; col < 8; ++col) {
-    Intervals u;
+    Intervals u, pu;
     for (std::size_t grp = 0; grp < 4; ++grp) {
+      Intervals& ppart = pk[grp * 8 + col];
+      if (!ppart.empty())
+        pu = pu.empty() ? merged(std::move(ppart)) : united(pu, merged(std::move(ppart)));
       Intervals& part = k[grp * 8 + col];
-      if (part.empty()) continue;
-      u = u.empty() ? merged(std::move(part)) : united(u, merged(std::move(part)));
+      if (!part.empty())
+        u = u.empty() ? merged(std::move(part)) : united(u, merged(std::move(part)));
     }
+    b.by_collective.v[col].profiler = length(pu);
     if (u.empty()) continue;
-    double tot = length(u);
-    b.by_collective.v[col] = {tot, tot - overlap(c, u)};
+    const double tot = length(u);
+    b.by_collective.v[col].total = tot, b.by_collective.v[col].exposed = tot - overlap(c, u);
   }
   b.compute = length(c);
   b.comm = length(m);
   b.overlapped = overlap(c, m);
   b.exposed = b.comm - b.overlapped;
+  b.profiler_comm = length(merged(std::move(prof)));
   Intervals cm = united(c, m);
   double busy_cm = length(cm);
   b.memcpy = length(y) - overlap(cm, y);
@@ -141,7 +164,7 @@ Breakdown breakdown(const Timeline& t, std::int32_t rank, double t0, double t1) 
 bool sequential_breakdown(const std::vector<Event>& events, double t0, double t1, Breakdown& b) {
   double last_end = -1e300;
   for (const auto& e : events) {
-    if (e.start < last_end) return false;
+    if (e.start < last_end || e.wait > 0) return false;  // waits overlap what came before
     last_end = e.end();
   }
   if (t1 <= t0) {
@@ -165,13 +188,14 @@ bool sequential_breakdown(const std::vector<Event>& events, double t0, double t1
       case EventKind::comm:
         b.comm += d;
         if (e.has_collective) {
-          b.by_group[e.group].total += d, b.by_group[e.group].exposed += d;
-          b.by_collective[e.collective].total += d, b.by_collective[e.collective].exposed += d;
+          for (CommShare* s : {&b.by_group[e.group], &b.by_collective[e.collective]})
+            s->total += d, s->exposed += d, s->profiler += d;
         }
         break;
     }
   }
   b.exposed = b.comm;
+  b.profiler_comm = b.comm;
   b.idle = std::max(0.0, b.wall - busy);
   return true;
 }

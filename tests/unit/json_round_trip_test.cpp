@@ -93,6 +93,7 @@ Timeline sample_timeline() {
   ag.has_collective = true;
   ag.collective = Collective::all_gather;
   ag.group = CommGroup::tensor;
+  ag.wait = 0.125;  // entered the call before its peers: a profiler sees 0.375 s
   t.events.push_back(ag);
   t.events.push_back(ev(EventKind::memcpy, 1.5, 0.1));
   t.events.push_back(ev(EventKind::compute, 2.0, 0.7));
@@ -108,13 +109,16 @@ void expect_same(const Breakdown& a, const Breakdown& b) {
   EXPECT_EQ(a.memcpy, b.memcpy);
   EXPECT_EQ(a.idle, b.idle);
   EXPECT_EQ(a.bubble, b.bubble);
+  EXPECT_EQ(a.profiler_comm, b.profiler_comm);
   for (std::size_t i = 0; i < kCommGroupCount; ++i) {
+    EXPECT_EQ(a.by_group.v[i].profiler, b.by_group.v[i].profiler) << i;
     EXPECT_EQ(a.by_group.v[i].total, b.by_group.v[i].total) << i;
     EXPECT_EQ(a.by_group.v[i].exposed, b.by_group.v[i].exposed) << i;
   }
   for (std::size_t i = 0; i < kCollectiveCount; ++i) {
     EXPECT_EQ(a.by_collective.v[i].total, b.by_collective.v[i].total) << i;
     EXPECT_EQ(a.by_collective.v[i].exposed, b.by_collective.v[i].exposed) << i;
+    EXPECT_EQ(a.by_collective.v[i].profiler, b.by_collective.v[i].profiler) << i;
   }
 }
 
@@ -127,6 +131,7 @@ TEST(JsonRoundTrip, Breakdown) {
   ASSERT_GT(b.memcpy, 0);
   ASSERT_GT(b.idle, 0);
   ASSERT_GT(b.by_group[CommGroup::tensor].total, 0);
+  ASSERT_GT(b.profiler_comm, b.comm);  // the sample's all-gather waited for its peers
   const nlohmann::json j = breakdown_to_json(b);
   EXPECT_EQ(j["comm_by_collective"].size(), 2u);
   auto back = breakdown_from_json(through_text(j), "test");
@@ -155,6 +160,17 @@ TEST(JsonRoundTrip, BreakdownReaderNamesWhatIsWrong) {
   EXPECT_NE(message(j).find("comm_by_collective.all_reduce.exposed_s"), std::string::npos)
       << message(j);
   EXPECT_NE(message(nlohmann::json::array()).find("doc.json"), std::string::npos);
+  // Files written before the profiler view existed read with profiler = total.
+  j = good;
+  j.erase("profiler_comm_s");
+  for (auto& [name, share] : j["comm_by_group"].items()) share.erase("profiler_s");
+  auto old = breakdown_from_json(j, "old.json");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(old->profiler_comm, old->comm);
+  EXPECT_EQ(old->by_group[CommGroup::tensor].profiler, old->by_group[CommGroup::tensor].total);
+  j = good;
+  j["profiler_comm_s"] = -2.0;
+  EXPECT_NE(message(j).find("'profiler_comm_s'"), std::string::npos) << message(j);
 }
 
 }  // namespace

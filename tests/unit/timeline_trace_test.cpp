@@ -137,25 +137,37 @@ TEST(Trace, BreakdownEqualsBruteForce) {
       e.has_collective = e.kind == EventKind::comm;
       e.group = static_cast<CommGroup>(grp(rng));
       e.collective = static_cast<Collective>(col(rng));
+      // Half the trials give some calls a wait for their peers before the transfer.
+      if (e.kind == EventKind::comm && trial % 2) e.wait = std::min<double>(len(rng), e.start);
       ev.push_back(e);
     }
     Breakdown b = breakdown(ev, 0, horizon);
-    double compute = 0, comm = 0, overlapped = 0, memcpy = 0, idle = 0;
-    double group_exposed[4] = {0, 0, 0, 0};
+    double compute = 0, comm = 0, overlapped = 0, memcpy = 0, idle = 0, profiler = 0;
+    double group_exposed[4] = {0, 0, 0, 0}, group_profiler[4] = {0, 0, 0, 0};
     for (int u = 0; u < horizon; ++u) {
       const double x = u + 0.5;
-      bool c = false, m = false, y = false, g[4] = {false, false, false, false};
-      for (const auto& e : ev)
+      bool c = false, m = false, y = false, g[4] = {false, false, false, false}, p = false,
+           pg[4] = {false, false, false, false};
+      for (const auto& e : ev) {
+        if (e.kind == EventKind::comm && e.start - e.wait <= x && x < e.end())
+          p = true, pg[static_cast<int>(e.group)] = true;
         if (e.start <= x && x < e.end()) {
           c |= e.kind == EventKind::compute;
           m |= e.kind == EventKind::comm;
           y |= e.kind == EventKind::memcpy;
           if (e.kind == EventKind::comm) g[static_cast<int>(e.group)] = true;
         }
+      }
       compute += c, comm += m, overlapped += c && m, memcpy += y && !c && !m,
-          idle += !c && !m && !y;
-      for (int i = 0; i < 4; ++i) group_exposed[i] += g[i] && !c;
+          idle += !c && !m && !y, profiler += p;
+      for (int i = 0; i < 4; ++i) group_exposed[i] += g[i] && !c, group_profiler[i] += pg[i];
     }
+    ASSERT_DOUBLE_EQ(b.profiler_comm, profiler) << trial;
+    if (trial % 2 == 0) {
+      ASSERT_DOUBLE_EQ(b.profiler_comm, b.comm) << trial;
+    }
+    for (int i = 0; i < 4; ++i)
+      ASSERT_DOUBLE_EQ(b.by_group.v[i].profiler, group_profiler[i]) << trial;
     ASSERT_DOUBLE_EQ(b.compute, compute) << trial;
     ASSERT_DOUBLE_EQ(b.comm, comm) << trial;
     ASSERT_DOUBLE_EQ(b.overlapped, overlapped) << trial;

@@ -1,7 +1,9 @@
 // The one JSON form of a Breakdown, written by predict, analyze and train alike, and its
 // reader. Keys (seconds): wall_s, compute_s, comm_s, overlapped_comm_s, exposed_comm_s,
-// memcpy_s, idle_s, bubble_s, and comm_by_group / comm_by_collective as
-// {"<name>": {"total_s": x, "exposed_s": y}} for every group or collective with any time.
+// memcpy_s, idle_s, bubble_s, profiler_comm_s (communication as a profiler records it, waits
+// for peers included), and comm_by_group / comm_by_collective as
+// {"<name>": {"total_s": x, "exposed_s": y, "profiler_s": z}} for every group or collective with
+// any time. The reader takes files without the profiler keys (then profiler = total).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -34,6 +34,9 @@ struct Event {
   std::int32_t layer = kNoLayer;
   double bytes = 0;    // comm: nccl-tests size
   int group_size = 0;  // comm: ranks in the group (0: unknown)
+  // comm: seconds this rank spent in the call before the transfer could begin, waiting for its
+  // peers (a profiler records the kernel from start - wait to end; the causal view from start).
+  double wait = 0;
   double end() const { return start + dur; }
 };
 
@@ -55,8 +58,9 @@ class Timeline {
 
 // Time of one process group's or collective's communication on a rank.
 struct CommShare {
-  double total = 0;    // union of its events
-  double exposed = 0;  // the part not overlapped by compute
+  double total = 0;     // union of its events
+  double exposed = 0;   // the part not overlapped by compute
+  double profiler = 0;  // union of its events as a profiler records them (wait for peers included)
 };
 
 // Communication shares indexed by an enum (process group or collective): a fixed array, not a
@@ -70,28 +74,32 @@ struct ShareTable {
   template <class F>
   void for_each(F&& f) const {
     for (std::size_t i = 0; i < N; ++i)
-      if (v[i].total > 0 || v[i].exposed > 0) f(static_cast<E>(i), v[i]);
+      if (v[i].total > 0 || v[i].exposed > 0 || v[i].profiler > 0) f(static_cast<E>(i), v[i]);
   }
   template <class F>
   void for_each(F&& f) {
     for (std::size_t i = 0; i < N; ++i)
-      if (v[i].total > 0 || v[i].exposed > 0) f(static_cast<E>(i), v[i]);
+      if (v[i].total > 0 || v[i].exposed > 0 || v[i].profiler > 0) f(static_cast<E>(i), v[i]);
   }
 };
 using GroupShares = ShareTable<CommGroup, kCommGroupCount>;
 using CollectiveShares = ShareTable<Collective, kCollectiveCount>;
 
 // Where a rank's time went in a window. compute + exposed_comm + memcpy_only + idle = wall;
-// overlapped + exposed = comm.
+// overlapped + exposed = comm. profiler_comm is communication as a profiler records it: each
+// call from the moment the rank entered it (Event::wait before its start) to its end, so the
+// wait for a peer (a pipeline stage's receive, a straggler's all-reduce) counts as communication
+// there, while the causal view books it as bubble or idle.
 struct Breakdown {
-  double wall = 0;        // window length
-  double compute = 0;     // union of compute events
-  double comm = 0;        // union of communication events
-  double overlapped = 0;  // communication while computing
-  double exposed = 0;     // communication while not computing
-  double memcpy = 0;      // memory copies while neither computing nor communicating
-  double idle = 0;        // nothing at all
-  double bubble = 0;      // the part of idle a pipeline schedule leaves (set by the simulator)
+  double wall = 0;           // window length
+  double compute = 0;        // union of compute events
+  double comm = 0;           // union of communication events
+  double overlapped = 0;     // communication while computing
+  double exposed = 0;        // communication while not computing
+  double memcpy = 0;         // memory copies while neither computing nor communicating
+  double idle = 0;           // nothing at all
+  double bubble = 0;         // the part of idle a pipeline schedule leaves (set by the simulator)
+  double profiler_comm = 0;  // union of communication calls including their waits (>= comm)
   GroupShares by_group;
   CollectiveShares by_collective;
 
