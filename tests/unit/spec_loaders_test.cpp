@@ -40,11 +40,14 @@ TEST(Loaders, EveryPresetLoads) {
   EXPECT_EQ(list_presets(PresetKind::model).size(), 28u);
 }
 
-TEST(Loaders, SeedProtocolsCarryTheObservedPeaks) {
-  // The seeds observed at most 9, 20 and 60 Gbps for TCP/IP, IPoIB and RDMA.
-  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("tcp-10g")->achievable), 9);
-  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("ipoib-100g")->achievable), 20);
-  EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("rdma-100g")->achievable), 60);
+TEST(Loaders, SeedProtocolsOrderedByRate) {
+  // The presets come from independent measurements (data/seeds/protocols.csv; their values are
+  // checked against that file in report_seeds_test): TCP on 10 GbE below IPoIB below RDMA.
+  const double tcp = units::to_gbit_per_s(load_network("tcp-10g")->achievable);
+  const double ipoib = units::to_gbit_per_s(load_network("ipoib-100g")->achievable);
+  const double rdma = units::to_gbit_per_s(load_network("rdma-100g")->achievable);
+  EXPECT_LT(tcp, ipoib);
+  EXPECT_LT(ipoib, rdma);
   EXPECT_DOUBLE_EQ(units::to_gbit_per_s(load_network("rdma-100g")->line_rate), 100);
 }
 
