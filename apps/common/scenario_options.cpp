@@ -259,4 +259,15 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
   return all.front();
 }
 
+std::string first_scenario_flag_given(const CLI::App& cmd) {
+  for (const CLI::Option* opt : cmd.get_options()) {
+    const std::string& g = opt->get_group();
+    if ((g == "Model and system" || g == "Parallel plan (Megatron-LM spellings)" ||
+         g == "Batch and precision") &&
+        opt->count() > 0)
+      return opt->get_name(false, true).substr(0, opt->get_name(false, true).find(','));
+  }
+  return "";
+}
+
 }  // namespace commscope::cli

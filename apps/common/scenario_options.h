@@ -29,6 +29,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 // one per combination of the comma lists, the last flag varying fastest.
 Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o);
 
+// The first scenario flag (model, system, plan, batch) given on the command line, as the user
+// spelled its long name ("--model"), or empty when none was: for options that replace them all.
+std::string first_scenario_flag_given(const CLI::App& cmd);
+
 // The same for verbs that take one scenario: more than one value of a flag is an error.
 Result<ScenarioInput> scenario_input(const ScenarioOptions& o);
 

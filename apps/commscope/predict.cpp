@@ -5,13 +5,51 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/scenario_options.h"
 #include "commscope/report/predict.h"
+#include "commscope/report/seeds.h"
 #include "commscope/util/atomic_file.h"
 #include "verbs.h"
 
 namespace commscope::cli {
+
+namespace {
+// `predict --scenario seeds`: every run of the scenario, then the comparison with the headlines.
+int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format format,
+                       const std::string& path) {
+  const std::string given = first_scenario_flag_given(cmd);
+  if (!given.empty())
+    return fail(
+        fmt::format("--scenario: cannot be combined with {} (the scenario sets the runs)", given));
+  for (const char* other : {"--trace", "--scaling", "--sort", "--top"})
+    if (cmd.count(other) > 0)
+      return fail(fmt::format("--scenario: cannot be combined with {}", other));
+  auto scenario = load_seeds_scenario(name);
+  if (!scenario) return fail(scenario.error().message);
+  auto result = predict_seeds(*scenario);
+  if (!result) return fail(result.error().message);
+  if (result->do_not_fit > 0)
+    print_warnings(
+        {fmt::format("{} of {} seed runs do not fit in GPU memory (their fits column "
+                     "says no; the comparisons leave them out)",
+                     result->do_not_fit, result->rows.size())});
+  std::string out;
+  switch (format) {
+    case Format::json:
+      out = seeds_json(*result).dump(2) + "\n";
+      break;
+    case Format::csv:
+      out = render_predictions(result->rows, format, false);
+      break;
+    default:
+      out = render_predictions(result->rows, format, false) + "\n" +
+            render_seed_comparisons(result->comparisons, format);
+  }
+  return emit(out, path);
+}
+}  // namespace
 
 Verb add_predict(CLI::App& app) {
   struct State {
@@ -19,6 +57,7 @@ Verb add_predict(CLI::App& app) {
     OutputOptions out;
     std::string trace, scaling, sort;
     std::int64_t top = 0;
+    std::string scenario_name;  // --scenario
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("predict",
@@ -40,9 +79,15 @@ Verb add_predict(CLI::App& app) {
                   "[the sweep's order]");
   cmd->add_option("--top", st->top,
                   "keep the first K rows after sorting (by time unless --sort says) [0: all]");
-  return {cmd, [st]() -> int {
+  cmd->add_option("--scenario", st->scenario_name,
+                  "seeds: the seed studies' runs (UC Merced TCP/IPoIB/RDMA; Polaris vs ThetaGPU "
+                  "ZeRO), their rows and a comparison with the studies' headline numbers "
+                  "(docs/seeds.md); replaces the scenario flags");
+  return {cmd, [st, cmd]() -> int {
             auto format = output_format(st->out);
             if (!format) return fail(format.error().message);
+            if (!st->scenario_name.empty())
+              return run_seeds_scenario(*cmd, st->scenario_name, *format, st->out.path);
             SweepOptions so;
             if (st->scaling == "strong")
               so.scaling = Scaling::strong;
