@@ -86,7 +86,7 @@ Verb add_predict(CLI::App& app) {
   return {cmd, [st, cmd]() -> int {
             auto format = output_format(st->out);
             if (!format) return fail(format.error().message);
-            if (!st->scenario_name.empty())
+            if (cmd->count("--scenario") > 0)
               return run_seeds_scenario(*cmd, st->scenario_name, *format, st->out.path);
             SweepOptions so;
             if (st->scaling == "strong")

@@ -382,8 +382,9 @@ TEST(SeedsCli, PredictScenarioSeeds) {
             seeds().rows.size() + 1);
 
   for (const std::string bad :
-       {"predict --scenario nope", "predict --scenario seeds --model gpt2-large",
-        "predict --scenario seeds --zero 1", "predict --scenario seeds --top 3"}) {
+       {"predict --scenario nope", "predict --scenario ''",
+        "predict --scenario seeds --model gpt2-large", "predict --scenario seeds --zero 1",
+        "predict --scenario seeds --top 3"}) {
     o = run_shell(bin + " " + bad);
     EXPECT_EQ(o.status, 2) << bad;
     EXPECT_TRUE(o.out.empty()) << bad;
