@@ -349,6 +349,11 @@ TEST(Seeds, BadScenarioFilesAreRefusedWithTheField) {
   j = good;
   j.erase("headlines");
   expect_error(j, "headlines");
+  // More runs than docs/limits.md allows: refused while the runs are listed, before predicting.
+  j = good;
+  j["groups"][0]["models"] = std::vector<std::string>(101, "gpt2-medium");
+  j["groups"][0]["plans"] = std::vector<nlohmann::json>(100, {{"nodes", 2}});
+  expect_error(j, "at most 10000 runs");
   expect_error(nlohmann::json::array(), "object");
 }
 
