@@ -465,6 +465,11 @@ std::string fmt_value(double v, const std::string& unit) {
   if (unit == "%") return fmt::format("{:.1f}%", v);
   return fmt::format("{:.1f} {}", v, unit);
 }
+// A published figure as published (59.25%, 2.5x), not rounded to the predictions' digits.
+std::string fmt_seed(double v, const std::string& unit) {
+  if (unit == "x" || unit == "%") return fmt::format("{:g}{}", v, unit);
+  return fmt::format("{:g} {}", v, unit);
+}
 }  // namespace
 
 std::string render_seed_comparisons(const std::vector<SeedComparison>& cs, Format f) {
@@ -477,7 +482,7 @@ std::string render_seed_comparisons(const std::vector<SeedComparison>& cs, Forma
     std::string diff = unit == "x"   ? fmt::format("{:+.2f}x", c.difference)
                        : unit == "%" ? fmt::format("{:+.1f} pt", c.difference)
                                      : fmt::format("{:+.1f} {}", c.difference, unit);
-    t.add({c.headline.says, c.headline.study, fmt_value(c.headline.seed, unit),
+    t.add({c.headline.says, c.headline.study, fmt_seed(c.headline.seed, unit),
            fmt_value(c.predicted, unit), diff, c.where, c.reason});
   }
   switch (f) {
@@ -492,11 +497,22 @@ std::string render_seed_comparisons(const std::vector<SeedComparison>& cs, Forma
         const std::string unit = c.headline.unit;
         out += fmt::format("\n  {} ({})\n", c.headline.says, c.headline.study);
         out += fmt::format("    seed {}   commscope {}   difference {}   ({})\n",
-                           fmt_value(c.headline.seed, unit), fmt_value(c.predicted, unit),
+                           fmt_seed(c.headline.seed, unit), fmt_value(c.predicted, unit),
                            unit == "x"   ? fmt::format("{:+.2f}x", c.difference)
                            : unit == "%" ? fmt::format("{:+.1f} pt", c.difference)
                                          : fmt::format("{:+.1f} {}", c.difference, unit),
                            c.where);
+        // Two bars on one scale: the seed's figure and commscope's.
+        const double top = std::max(std::abs(c.headline.seed), std::abs(c.predicted));
+        auto bar = [&](double v) {
+          const int n = top > 0 ? static_cast<int>(std::lround(40 * std::abs(v) / top)) : 0;
+          std::string b;
+          for (int i = 0; i < n; ++i) b += "\u2588";
+          return b;
+        };
+        out += fmt::format("    seed      {} {}\n", bar(c.headline.seed),
+                           fmt_seed(c.headline.seed, unit));
+        out += fmt::format("    commscope {} {}\n", bar(c.predicted), fmt_value(c.predicted, unit));
         out += fmt::format("    why: {}\n", c.reason);
       }
       return out;
