@@ -26,6 +26,8 @@
 #include "commscope/launch/emulate.h"
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
+#include "commscope/spec/system.h"
+#include "commscope/util/units.h"
 #include "test_util.h"
 
 namespace {
@@ -111,11 +113,17 @@ TEST(Emulate, ParsesProfilesAndKeepsTheirRatios) {
   auto ipoib = commscope::launch::parse_emulation("ipoib-100g,nodes=2");
   auto rdma = commscope::launch::parse_emulation("rdma-100g");
   ASSERT_TRUE(tcp.ok() && ipoib.ok() && rdma.ok());
-  // The presets' achievable rates (9, 20 and 60 Gb/s), divided by one factor.
-  EXPECT_DOUBLE_EQ(tcp->full_rate_bps, 9e9);
-  EXPECT_DOUBLE_EQ(tcp->shaped_rate_bps, 9e9 / commscope::launch::kEmulationScale);
-  EXPECT_DOUBLE_EQ(rdma->shaped_rate_bps / tcp->shaped_rate_bps, 60.0 / 9.0);
-  EXPECT_DOUBLE_EQ(ipoib->shaped_rate_bps / tcp->shaped_rate_bps, 20.0 / 9.0);
+  // The presets' achievable rates (data/seeds/protocols.csv), divided by one factor.
+  auto gbps = [](const char* name) {
+    return commscope::units::to_gbit_per_s(commscope::load_network(name)->achievable);
+  };
+  EXPECT_DOUBLE_EQ(tcp->full_rate_bps, gbps("tcp-10g") * 1e9);
+  EXPECT_DOUBLE_EQ(tcp->shaped_rate_bps,
+                   gbps("tcp-10g") * 1e9 / commscope::launch::kEmulationScale);
+  EXPECT_DOUBLE_EQ(rdma->shaped_rate_bps / tcp->shaped_rate_bps,
+                   gbps("rdma-100g") / gbps("tcp-10g"));
+  EXPECT_DOUBLE_EQ(ipoib->shaped_rate_bps / tcp->shaped_rate_bps,
+                   gbps("ipoib-100g") / gbps("tcp-10g"));
   EXPECT_EQ(ipoib->nodes, 2);
   auto rate = commscope::launch::parse_emulation("rate=1.5e8,nodes=4");
   ASSERT_TRUE(rate.ok());
