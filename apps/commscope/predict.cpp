@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/scenario_options.h"
 #include "commscope/report/predict.h"
@@ -35,19 +34,7 @@ int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format form
         {fmt::format("{} of {} seed runs do not fit in GPU memory (their fits column "
                      "says no; the comparisons leave them out)",
                      result->do_not_fit, result->rows.size())});
-  std::string out;
-  switch (format) {
-    case Format::json:
-      out = seeds_json(*result).dump(2) + "\n";
-      break;
-    case Format::csv:
-      out = render_predictions(result->rows, format, false);
-      break;
-    default:
-      out = render_predictions(result->rows, format, false) + "\n" +
-            render_seed_comparisons(result->comparisons, format);
-  }
-  return emit(out, path);
+  return emit(render_seeds(*result, format), path);
 }
 }  // namespace
 

@@ -520,6 +520,18 @@ std::string render_seed_comparisons(const std::vector<SeedComparison>& cs, Forma
   }
 }
 
+std::string render_seeds(const SeedsResult& r, Format f) {
+  switch (f) {
+    case Format::json:
+      return seeds_json(r).dump(2) + "\n";
+    case Format::csv:
+      return render_predictions(r.rows, f, false);
+    default:
+      return render_predictions(r.rows, f, false) + "\n" +
+             render_seed_comparisons(r.comparisons, f);
+  }
+}
+
 nlohmann::json seeds_json(const SeedsResult& r) {
   nlohmann::json j = {{"predictions", predictions_json(r.rows, false)}};
   auto& preds = j["predictions"];

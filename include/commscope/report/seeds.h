@@ -84,6 +84,9 @@ Result<SeedComparison> compare_headline(const SeedHeadline& h, const std::vector
 double bucket_nic_rate_gbps(const PredictRow& r);
 
 std::string render_seed_comparisons(const std::vector<SeedComparison>& c, Format f);
+// The whole document `predict --scenario` prints: table and md, the rows then the comparisons;
+// csv, the rows only; json, seeds_json.
+std::string render_seeds(const SeedsResult& r, Format f);
 // {"predictions": [... each with "seed_group"], "seeds": [comparisons]}
 nlohmann::json seeds_json(const SeedsResult& r);
 
