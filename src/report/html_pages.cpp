@@ -162,6 +162,12 @@ class Reader {
       fail(join(path, key), "a positive integer", json_excerpt(v));
     return static_cast<int>(v.get<std::int64_t>());
   }
+  int index(const nlohmann::json& obj, const std::string& path, std::string_view key) const {
+    const auto& v = at(obj, path, key, "a non-negative integer");
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > (1 << 24))
+      fail(join(path, key), "a non-negative integer", json_excerpt(v));
+    return static_cast<int>(v.get<std::int64_t>());
+  }
   std::string text(const nlohmann::json& obj, const std::string& path, std::string_view key) const {
     const auto& v = at(obj, path, key, "a string");
     if (!v.is_string() || v.get_ref<const std::string&>().size() > 4096)
@@ -649,7 +655,7 @@ Result<Document> train_page(const nlohmann::json& doc, const std::string& where)
       const std::string p = fmt::format("per_rank[{}]", i);
       auto b = breakdown_from_json(per_rank[i], where + ": " + p);
       if (!b) return b.error();
-      labels.push_back(fmt::format("rank {}", r.count(per_rank[i], p, "rank") - 0));
+      labels.push_back(fmt::format("rank {}", r.index(per_rank[i], p, "rank")));
       bds.push_back(*b);
     }
     if (per_rank.size() > kMaxBars)
@@ -835,7 +841,9 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
       auto& slot = by_group[g][r.network];
       slot = slot > 0 ? std::min(slot, r.measured.iteration) : r.measured.iteration;
     }
-    if (net_order.size() > 1 && group_order.size() <= kMaxBars) {
+    // Only the strategies and sizes measured on more than one network have a ratio.
+    std::erase_if(group_order, [&](const std::string& g) { return by_group[g].size() < 2; });
+    if (!group_order.empty() && group_order.size() <= kMaxBars) {
       Chart ra;
       ra.title = "Network ratios: iteration time over the fastest network";
       ra.caption =
