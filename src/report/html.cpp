@@ -47,6 +47,7 @@ constexpr std::string_view kPageScript = R"JS("use strict";
     } else if (ticks === "bytes") {
       a.ticks = { callback: function (v) { return decimalBytes(v); } };
     }
+    if (type === "linear") a.beginAtZero = true;
     return a;
   }
   function colour(s, i) { return s.color || palette[i % palette.length]; }
