@@ -165,6 +165,7 @@ th, td { padding: .18rem .5rem; border-bottom: 1px solid var(--line); text-align
          white-space: nowrap; }
 th { position: sticky; top: 0; background: var(--panel); }
 td.num, th.num { text-align: right; }
+.table-block td:first-child { white-space: normal; overflow-wrap: anywhere; min-width: 24ch; }
 p.empty { color: var(--muted); font-style: italic; }
 footer { margin-top: 3rem; color: var(--muted); font-size: .8rem; }
 @media (max-width: 900px) { .figure-body { grid-template-columns: 1fr; } }

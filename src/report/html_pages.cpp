@@ -398,13 +398,13 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
     const auto& sc = rows.front().scenario;
     d.subtitle = fmt::format("{} on {} over {}: {} plan{}", sc.model.name, sc.system.name,
                              sc.network.name, all_rows.size(), all_rows.size() == 1 ? "" : "s");
-    const auto best = std::min_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-      return a.iteration_time < b.iteration_time;
+    const auto best = std::max_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return a.tokens_per_s < b.tokens_per_s;
     });
     d.facts = {{"plans", std::to_string(all_rows.size())},
-               {"fastest plan", labels[static_cast<std::size_t>(best - rows.begin())]},
-               {"its iteration", fmt::format("{} ms", ms(best->iteration_time))},
+               {"most tokens/s", labels[static_cast<std::size_t>(best - rows.begin())]},
                {"its tokens/s", with_commas(static_cast<std::int64_t>(best->tokens_per_s))},
+               {"its iteration", fmt::format("{} ms", ms(best->iteration_time))},
                {"its MFU", fmt::format("{} %", pct(best->mfu))}};
   }
   if (n < all_rows.size()) d.notes.push_back(left_out_note(n, all_rows.size(), "plans"));
