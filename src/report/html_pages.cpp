@@ -374,7 +374,7 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
   }
 
   const auto& sum = r.at(j, "", "summary", "an object");
-  const int nruns = r.count(sum, "summary", "runs");
+  const int nruns = r.index(sum, "summary", "runs");
   if (static_cast<std::size_t>(nruns) != c.runs.size())
     r.fail("summary.runs", fmt::format("{} (the entries of 'runs')", c.runs.size()),
            json_excerpt(sum.at("runs")));

@@ -52,37 +52,56 @@ flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
   --disable-background-networking --disable-component-update --disable-sync
   --disable-extensions --host-resolver-rules="MAP * ~NOTFOUND" --hide-scrollbars
   --virtual-time-budget=10000)
-status=0
-for name in "${reports[@]}"; do
-  page="$out/$name.html"
-  [ -s "$page" ] || fail "$page: not written"
+# check NAME PAGE: opens PAGE; prints what is wrong and returns 1, or returns 0.
+check() {
+  local name=$1 page=$2 bad=0
+  local profile
   profile=$(mktemp -d "$work/profile-XXXXXX")
   timeout 120 "$browser" "${flags[@]}" --user-data-dir="$profile" --enable-logging=stderr --v=0 \
     --dump-dom "file://$page" >"$work/$name.dom" 2>"$work/$name.log" ||
     fail "$name: chromium failed: $(grep -v dbus "$work/$name.log" | tail -3)"
+  local console charts rendered figures marked
   console=$(grep -E ':CONSOLE[:(]' "$work/$name.log" || true)
   charts=$(grep -o 'data-charts="[0-9]*"' "$work/$name.dom" | head -1 | grep -o '[0-9]*')
   rendered=$(grep -o 'data-charts-rendered="[0-9]*"' "$work/$name.dom" | head -1 | grep -o '[0-9]*')
   figures=$(grep -o '<figure class="chart"' "$work/$name.dom" | wc -l)
   marked=$(grep -o '<figure class="chart" id="chart-[0-9]*" data-rendered="true"' "$work/$name.dom" | wc -l)
   if [ -n "$console" ]; then
-    echo "browser_report_test: $name: console messages:" >&2
-    echo "$console" >&2
-    status=1
+    echo "browser_report_test: $name: console messages:"
+    echo "$console"
+    bad=1
   fi
   if [ -z "$charts" ] || [ "$charts" -lt 1 ] || [ "${rendered:-x}" != "$charts" ] ||
     [ "$figures" -ne "$charts" ] || [ "$marked" -ne "$charts" ]; then
-    echo "browser_report_test: $name: $charts charts, $figures figures, ${rendered:-no} rendered, $marked marked rendered" >&2
-    status=1
+    echo "browser_report_test: $name: ${charts:-no} charts, $figures figures, ${rendered:-none} rendered, $marked marked rendered"
+    bad=1
   fi
+  CHARTS=${charts:-1}
+  return $bad
+}
+
+# The check itself must catch a page whose charts do not draw: a copy of the predict page with
+# Chart.js's constructor broken.
+sed 's/new Chart(canvas, config(c))/new Chart(null, config(c))/' "$out/predict.html" \
+  >"$work/broken.html"
+cmp -s "$out/predict.html" "$work/broken.html" && fail "could not make the broken page"
+if check broken "$work/broken.html" >/dev/null; then
+  fail "a page whose charts cannot draw passed the check"
+fi
+
+status=0
+for name in "${reports[@]}"; do
+  page="$out/$name.html"
+  [ -s "$page" ] || fail "$page: not written"
+  check "$name" "$page" >&2 || status=1
   # The screenshot: tall enough for every chart (about 560 px each) and the tables.
-  height=$((900 + 600 * ${charts:-1}))
+  height=$((900 + 600 * CHARTS))
   ((height > 16000)) && height=16000
   profile=$(mktemp -d "$work/profile-XXXXXX")
   timeout 120 "$browser" "${flags[@]}" --user-data-dir="$profile" --window-size=1280,$height \
     --screenshot="$out/$name.png" "file://$page" >/dev/null 2>&1 ||
     fail "$name: the screenshot failed"
   [ -s "$out/$name.png" ] || fail "$name: no screenshot"
-  echo "browser_report_test: $name: $charts charts rendered, no console message; screenshot $out/$name.png"
+  [ $status -eq 0 ] && echo "browser_report_test: $name: $CHARTS charts rendered, no console message; screenshot $out/$name.png"
 done
 exit $status

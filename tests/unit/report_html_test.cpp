@@ -334,6 +334,22 @@ TEST(HtmlPages, CharacterizeShowsEveryFigureFromTheFile) {
       }
 }
 
+TEST(HtmlPages, CharacterizeWithoutRunsSaysWhatIsMissing) {
+  nlohmann::json j = fixture();
+  j["runs"] = nlohmann::json::array();
+  j["projection"] = nlohmann::json::array();
+  j["summary"]["runs"] = 0;
+  j.erase("compute");
+  auto d = html::characterize_page(j, "c");
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  auto page = html::render(*d);
+  ASSERT_TRUE(page.ok());
+  // Only the busbw curves draw; the run charts say they have no data.
+  EXPECT_EQ(chart_specs(*page).size(), j["network"].size());
+  EXPECT_NE(page->find("Achieved Gb/s per node over time: no data."), std::string::npos);
+  EXPECT_NE(page->find("Predicted against measured time: no data."), std::string::npos);
+}
+
 struct BadCase {
   std::string pointer;   // JSON pointer of the field changed
   nlohmann::json value;  // null: removed
