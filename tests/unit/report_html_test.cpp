@@ -464,8 +464,11 @@ TEST_F(HtmlCli, HtmlPathIsCheckedBeforeTheWork) {
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
     EXPECT_TRUE(o.out.empty()) << verb;
   }
-  auto o = cli("train --ranks 2 --emulate tcp-10g --emulate rdma-100g --html " +
-               (dir_ / "t.html").string());
+  auto o = cli("train --ranks 2 --html " + dir_.string());
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(o.err.rfind("commscope: --html: " + dir_.string() + ": ", 0), 0u) << o.err;
+  o = cli("train --ranks 2 --emulate tcp-10g --emulate rdma-100g --html " +
+          (dir_ / "t.html").string());
   EXPECT_EQ(o.status, 2);
   EXPECT_EQ(o.err, "commscope: --html: expected one run, got 2 --emulate profiles\n");
 }
