@@ -42,7 +42,8 @@ constexpr std::string_view kPageScript = R"JS("use strict";
       a.ticks = { callback: function (v) {
         var m = v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9));
         if (Math.abs(m - 1) > 1e-6) return "";
-        return ticks === "bytes" ? decimalBytes(v) : Number(v).toPrecision(1);
+        if (ticks === "bytes") return decimalBytes(v);
+        return v >= 1e5 || v < 1e-3 ? Number(v).toExponential(0) : String(Number(v));
       } };
     } else if (ticks === "bytes") {
       a.ticks = { callback: function (v) { return decimalBytes(v); } };

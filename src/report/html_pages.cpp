@@ -54,16 +54,33 @@ double gbps(double bytes_per_s) {
   return bytes_per_s * 8 / 1e9;
 }
 
+// A table with its header; the first `text_columns` columns are text, the others numbers
+// (right-aligned).
+Table table(std::vector<std::string> header, std::size_t text_columns) {
+  Table t;
+  t.right.assign(header.size(), true);
+  for (std::size_t i = 0; i < std::min(text_columns, header.size()); ++i) t.right[i] = false;
+  t.header = std::move(header);
+  return t;
+}
+
+// A chart with its kind, title, caption and axis titles (with units).
+Chart chart(ChartKind kind, std::string title, std::string caption, std::string x_label,
+            std::string y_label) {
+  Chart c;
+  c.kind = kind;
+  c.title = std::move(title);
+  c.caption = std::move(caption);
+  c.x_label = std::move(x_label);
+  c.y_label = std::move(y_label);
+  return c;
+}
+
 // A stacked chart of breakdowns (ms), one bar per label, with its table.
 Chart breakdown_chart(const std::string& title, const std::string& caption,
                       const std::vector<std::string>& labels,
                       const std::vector<Breakdown>& breakdowns, const std::string& what) {
-  Chart c;
-  c.title = title;
-  c.caption = caption;
-  c.kind = ChartKind::stacked_bar;
-  c.x_label = what;
-  c.y_label = "time (ms)";
+  Chart c = chart(ChartKind::stacked_bar, title, caption, what, "time (ms)");
   c.categories = labels;
   for (std::size_t p = 0; p < kPartCount; ++p) {
     Series s{kParts[p].label, {}, {}, "time", false, kParts[p].colour};
@@ -423,20 +440,16 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
 
   Section comm{"Communication per collective", {}, {}, {}};
   {
-    Chart c;
-    c.title = "Share of the iteration per collective";
-    c.caption =
+    Chart c = chart(
+        ChartKind::bar, "Share of the iteration per collective",
         "Per plan, the time each collective runs (the union of its calls, overlapped or not) as "
-        "a percentage of the iteration; the exposed part is in the table.";
-    c.kind = ChartKind::bar;
-    c.x_label = "plan";
-    c.y_label = "share of the iteration (%)";
+        "a percentage of the iteration; the exposed part is in the table.",
+        "plan", "share of the iteration (%)");
     c.categories = labels;
     std::set<Collective> used;
     for (const auto& r : rows)
       r.breakdown.by_collective.for_each([&](Collective k, const CommShare&) { used.insert(k); });
-    c.table.header = {"plan", "collective", "time ms", "exposed ms", "share %"};
-    c.table.right = {false, false, true, true, true};
+    c.table = table({"plan", "collective", "time ms", "exposed ms", "share %"}, 2);
     for (Collective k : used) {
       Series s{std::string(to_string(k)), {}, {}, "", false, ""};
       for (const auto& r : rows)
@@ -454,14 +467,11 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
 
   Section thr{"Throughput", {}, {}, {}};
   {
-    Chart c;
-    c.title = "Tokens per second per plan";
-    c.caption =
-        "Predicted training throughput of the whole job (global batch x sequence length "
-        "/ iteration time), with MFU and memory per GPU in the table.";
-    c.kind = ChartKind::bar;
-    c.x_label = "plan";
-    c.y_label = "tokens/s";
+    Chart c =
+        chart(ChartKind::bar, "Tokens per second per plan",
+              "Predicted training throughput of the whole job (global batch x sequence length "
+              "/ iteration time), with MFU and memory per GPU in the table.",
+              "plan", "tokens/s");
     c.categories = labels;
     Series s{"tokens/s", {}, {}, "", false, "#59a14f"};
     c.table.header = {"plan",  "iteration ms", "tokens/s", "TFLOP/s/GPU",
@@ -481,21 +491,17 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
 
   if (scaling && rows.size() > 1) {
     Section sc{"Scaling and the seeds' projection", {}, {}, {}};
-    Chart c;
-    c.title = "Predicted against projected iteration time";
-    c.caption =
-        "Per plan, the simulated iteration and the seeds' projection from the first plan's "
-        "breakdown (compute scaled by work, exposed communication by the all-reduce's "
-        "efficiency); their difference is the projection error in the table.";
-    c.kind = ChartKind::bar;
-    c.x_label = "plan";
-    c.y_label = "iteration time (ms)";
+    Chart c =
+        chart(ChartKind::bar, "Predicted against projected iteration time",
+              "Per plan, the simulated iteration and the seeds' projection from the first plan's "
+              "breakdown (compute scaled by work, exposed communication by the all-reduce's "
+              "efficiency); their difference is the projection error in the table.",
+              "plan", "iteration time (ms)");
     c.categories = labels;
     Series sim{"simulated", {}, {}, "", false, "#4e79a7"};
     Series proj{"projected", {}, {}, "", false, "#f28e2b"};
-    c.table.header = {"plan",       "simulated ms", "projected ms",
-                      "proj err %", "speedup",      "scaling eff %"};
-    c.table.right = {false, true, true, true, true, true};
+    c.table = table(
+        {"plan", "simulated ms", "projected ms", "proj err %", "speedup", "scaling eff %"}, 1);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       sim.values.push_back(rows[i].iteration_time * 1e3);
       proj.values.push_back(rows[i].projected_time * 1e3);
@@ -543,18 +549,13 @@ Document analysis_page(const Analysis& a) {
     Section comm{"Collectives", {}, {}, {}};
     std::vector<std::string> names;
     for (const auto& c : a.collectives) names.push_back(c.name);
-    Chart t;
-    t.title = "Time per collective";
-    t.caption =
-        "Kernel time of each collective summed over calls and ranks, most first; calls "
-        "and sizes in the table.";
-    t.kind = ChartKind::bar;
-    t.x_label = "collective";
-    t.y_label = "total time (ms)";
+    Chart t = chart(ChartKind::bar, "Time per collective",
+                    "Kernel time of each collective summed over calls and ranks, most first; calls "
+                    "and sizes in the table.",
+                    "collective", "total time (ms)");
     t.categories = names;
     Series s{"total time", {}, {}, "", false, "#e15759"};
-    t.table.header = {"collective", "calls", "total ms", "p50 ms", "p50 size"};
-    t.table.right = {false, true, true, true, true};
+    t.table = table({"collective", "calls", "total ms", "p50 ms", "p50 size"}, 1);
     for (const auto& c : a.collectives) {
       s.values.push_back(c.total_s * 1e3);
       t.table.add({c.name, with_commas(static_cast<std::int64_t>(c.calls)), ms(c.total_s),
@@ -563,20 +564,16 @@ Document analysis_page(const Analysis& a) {
     t.series.push_back(std::move(s));
     comm.charts.push_back(std::move(t));
 
-    Chart bw;
-    bw.title = "Achieved bandwidth per collective";
-    bw.caption =
-        "nccl-tests' algbw (bytes / time) and busbw (algbw x the collective's bus factor "
-        "for its group size), median and maximum over the calls with sizes, in Gb/s.";
-    bw.kind = ChartKind::bar;
-    bw.x_label = "collective";
-    bw.y_label = "bandwidth (Gb/s)";
+    Chart bw =
+        chart(ChartKind::bar, "Achieved bandwidth per collective",
+              "nccl-tests' algbw (bytes / time) and busbw (algbw x the collective's bus factor "
+              "for its group size), median and maximum over the calls with sizes, in Gb/s.",
+              "collective", "bandwidth (Gb/s)");
     bw.categories = names;
     Series alg{"algbw p50", {}, {}, "", false, "#76b7b2"};
     Series bus{"busbw p50", {}, {}, "", false, "#4e79a7"};
     Series busmax{"busbw max", {}, {}, "", false, "#a0cbe8"};
-    bw.table.header = {"collective", "calls with size", "algbw p50", "busbw p50", "busbw max"};
-    bw.table.right = {false, true, true, true, true};
+    bw.table = table({"collective", "calls with size", "algbw p50", "busbw p50", "busbw max"}, 1);
     for (const auto& c : a.collectives) {
       const bool sized = c.busbw.n > 0;
       alg.values.push_back(sized ? gbps(c.algbw.p50) : NAN);
@@ -594,8 +591,7 @@ Document analysis_page(const Analysis& a) {
       tb.caption =
           "The k-th call of a collective on every rank: the shortest kernel is the rank "
           "that arrived last, the longest the one that waited for it.";
-      tb.table.header = {"collective", "call", "min ms", "max ms", "late rank", "waiting rank"};
-      tb.table.right = {false, true, true, true, true, true};
+      tb.table = table({"collective", "call", "min ms", "max ms", "late rank", "waiting rank"}, 1);
       for (std::size_t i = 0; i < std::min<std::size_t>(a.spreads.size(), 20); ++i) {
         const auto& sp = a.spreads[i];
         tb.table.add({sp.collective, std::to_string(sp.call), ms(sp.min_s), ms(sp.max_s),
@@ -610,8 +606,7 @@ Document analysis_page(const Analysis& a) {
     Section k{"Top kernels", {}, {}, {}};
     TableBlock tb;
     tb.title = "Kernels by total time over all ranks";
-    tb.table.header = {"kernel", "kind", "calls", "total ms"};
-    tb.table.right = {false, false, true, true};
+    tb.table = table({"kernel", "kind", "calls", "total ms"}, 2);
     for (const auto& kst : a.top_kernels)
       tb.table.add({kst.name, kst.comm ? "comm" : "compute",
                     with_commas(static_cast<std::int64_t>(kst.calls)), ms(kst.total_s)});
@@ -672,19 +667,15 @@ Result<Document> train_page(const nlohmann::json& doc, const std::string& where)
     double bytes_per_step = 0;
     if (!comm.empty()) {
       Section s{"Collectives", {}, {}, {}};
-      Chart c;
-      c.title = "Bytes per iteration per collective, measured and from the workload";
-      c.caption =
-          "What each rank sent per iteration through each collective, against what the "
-          "workload of the same model and plan counts (they match when the trainer "
-          "executes the workload's communication exactly).";
-      c.kind = ChartKind::bar;
-      c.x_label = "group / collective";
-      c.y_label = "MB per iteration";
+      Chart c = chart(ChartKind::bar,
+                      "Bytes per iteration per collective, measured and from the workload",
+                      "What each rank sent per iteration through each collective, against what the "
+                      "workload of the same model and plan counts (they match when the trainer "
+                      "executes the workload's communication exactly).",
+                      "group / collective", "MB per iteration");
       Series meas{"measured", {}, {}, "", false, "#4e79a7"};
       Series work{"workload", {}, {}, "", false, "#bab0ac"};
-      c.table.header = {"group", "collective", "calls", "MB", "workload calls", "workload MB"};
-      c.table.right = {false, false, true, true, true, true};
+      c.table = table({"group", "collective", "calls", "MB", "workload calls", "workload MB"}, 2);
       for (std::size_t i = 0; i < comm.size(); ++i) {
         const std::string p = fmt::format("communication[{}]", i);
         const std::string g = r.text(comm[i], p, "group"), k = r.text(comm[i], p, "collective");
@@ -707,25 +698,17 @@ Result<Document> train_page(const nlohmann::json& doc, const std::string& where)
     const auto& steps = r.array(doc, "", "steps", 1 << 20);
     if (!steps.empty()) {
       Section s{"Over the run", {}, {}, {}};
-      Chart st;
-      st.title = "Step time";
-      st.caption =
-          "Wall time of every step (the first ones include warm-up), and its exposed "
-          "communication, against the time since the first step began.";
-      st.kind = ChartKind::line;
-      st.x_label = "time since start (s)";
-      st.y_label = "time (ms)";
+      Chart st = chart(ChartKind::line, "Step time",
+                       "Wall time of every step (the first ones include warm-up), and its exposed "
+                       "communication, against the time since the first step began.",
+                       "time since start (s)", "time (ms)");
       Series total{"step time", {}, {}, "", false, "#4e79a7"};
       Series exposed{"exposed comm", {}, {}, "", false, "#e15759"};
-      Chart rate;
-      rate.title = "Collective payload rate per rank over time";
-      rate.caption =
-          "Per step, the bytes one rank sends through collectives in an iteration "
-          "(the table above) divided by the step's wall time, in Gb/s: the "
-          "communication rate the training sustains, not the link's peak.";
-      rate.kind = ChartKind::line;
-      rate.x_label = "time since start (s)";
-      rate.y_label = "Gb/s per rank";
+      Chart rate = chart(ChartKind::line, "Collective payload rate per rank over time",
+                         "Per step, the bytes one rank sends through collectives in an iteration "
+                         "(the table above) divided by the step's wall time, in Gb/s: the "
+                         "communication rate the training sustains, not the link's peak.",
+                         "time since start (s)", "Gb/s per rank");
       Series g{"payload rate", {}, {}, "", false, "#f28e2b"};
       st.table.header = {"step", "end s", "time ms", "exposed ms", "tokens/s", "Gb/s per rank"};
       st.table.right.assign(st.table.header.size(), true);
@@ -791,16 +774,12 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
   // 1. The stacked time distribution per strategy and network, measured beside predicted.
   if (!c.runs.empty()) {
     Section s{"Where the time goes, per strategy and network", {}, {}, {}};
-    Chart ch;
-    ch.title = "Iteration time distribution, measured and predicted";
-    ch.caption =
-        "Per run (strategy, network, nodes x ranks per node), two stacked bars: the "
-        "measured iteration (left, dark) and commscope's prediction (right, light), "
-        "split into compute alone, compute with overlapped communication, exposed "
-        "communication, pipeline bubble and other idle time.";
-    ch.kind = ChartKind::stacked_bar;
-    ch.x_label = "run";
-    ch.y_label = "iteration time (ms)";
+    Chart ch = chart(ChartKind::stacked_bar, "Iteration time distribution, measured and predicted",
+                     "Per run (strategy, network, nodes x ranks per node), two stacked bars: the "
+                     "measured iteration (left, dark) and commscope's prediction (right, light), "
+                     "split into compute alone, compute with overlapped communication, exposed "
+                     "communication, pipeline bubble and other idle time.",
+                     "run", "iteration time (ms)");
     ch.categories = labels;
     for (int side = 0; side < 2; ++side)
       for (std::size_t p = 0; p < kPartCount; ++p) {
@@ -817,9 +796,9 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
         }
         ch.series.push_back(std::move(se));
       }
-    ch.table.header = {"run",         "strategy",     "network", "nodes",         "ranks",
-                       "measured ms", "predicted ms", "error %", "exposed comm %"};
-    ch.table.right = {false, false, false, true, true, true, true, true, true};
+    ch.table = table({"run", "strategy", "network", "nodes", "ranks", "measured ms", "predicted ms",
+                      "error %", "exposed comm %"},
+                     3);
     for (std::size_t i = 0; i < nshown; ++i) {
       const Run& r = c.runs[i];
       ch.table.add(
@@ -844,18 +823,13 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
     // Only the strategies and sizes measured on more than one network have a ratio.
     std::erase_if(group_order, [&](const std::string& g) { return by_group[g].size() < 2; });
     if (!group_order.empty() && group_order.size() <= kMaxBars) {
-      Chart ra;
-      ra.title = "Network ratios: iteration time over the fastest network";
-      ra.caption =
-          "For each strategy and size, the measured iteration on each network divided "
-          "by the fastest network's (1.0 = the fastest; TCP at 2.5 takes 2.5 times as "
-          "long as RDMA when RDMA is the fastest).";
-      ra.kind = ChartKind::bar;
-      ra.x_label = "strategy, nodes x ranks per node";
-      ra.y_label = "iteration time / fastest network's";
+      Chart ra = chart(ChartKind::bar, "Network ratios: iteration time over the fastest network",
+                       "For each strategy and size, the measured iteration on each network divided "
+                       "by the fastest network's (1.0 = the fastest; TCP at 2.5 takes 2.5 times as "
+                       "long as RDMA when RDMA is the fastest).",
+                       "strategy, nodes x ranks per node", "iteration time / fastest network's");
       ra.categories = group_order;
-      ra.table.header = {"strategy", "network", "iteration ms", "ratio"};
-      ra.table.right = {false, false, true, true};
+      ra.table = table({"strategy", "network", "iteration ms", "ratio"}, 2);
       for (const auto& n : net_order) ra.series.push_back({n, {}, {}, "", false, ""});
       for (const auto& g : group_order) {
         double best = INFINITY;
@@ -876,15 +850,11 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
   // 3. Per-collective share of the iteration.
   {
     Section s{"Communication per collective", {}, {}, {}};
-    Chart ch;
-    ch.title = "Share of the iteration per collective (measured)";
-    ch.caption =
-        "Per run, the time each collective's transfers took (union of its calls) as a "
-        "percentage of the measured iteration; the table adds the prediction and the "
-        "profiler's view (calls from entry, waits for peers included).";
-    ch.kind = ChartKind::bar;
-    ch.x_label = "run";
-    ch.y_label = "share of the iteration (%)";
+    Chart ch = chart(ChartKind::bar, "Share of the iteration per collective (measured)",
+                     "Per run, the time each collective's transfers took (union of its calls) as a "
+                     "percentage of the measured iteration; the table adds the prediction and the "
+                     "profiler's view (calls from entry, waits for peers included).",
+                     "run", "share of the iteration (%)");
     ch.categories = labels;
     std::vector<std::string> keys;
     for (std::size_t i = 0; i < nshown; ++i)
@@ -903,9 +873,9 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
       }
       ch.series.push_back(std::move(se));
     }
-    ch.table.header = {"run",          "group",   "collective",           "measured ms",
-                       "predicted ms", "error %", "measured profiler ms", "predicted profiler ms"};
-    ch.table.right = {false, false, false, true, true, true, true, true};
+    ch.table = table({"run", "group", "collective", "measured ms", "predicted ms", "error %",
+                      "measured profiler ms", "predicted profiler ms"},
+                     3);
     for (std::size_t i = 0; i < nshown; ++i)
       for (const auto& k : c.runs[i].collectives)
         ch.table.add({c.runs[i].id, k.group, k.collective, ms(k.measured), ms(k.predicted),
@@ -913,17 +883,12 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
     s.charts.push_back(std::move(ch));
 
     // 4. Achieved Gb/s per node over time.
-    Chart tp;
-    tp.title = "Achieved Gb/s per node over time";
-    tp.caption =
-        "What each node's NIC carried during each run (bytes counted by the network "
-        "interface over the sampling interval), in Gb/s, against the time since the "
-        "run began; the table gives each run's mean and peak.";
-    tp.kind = ChartKind::line;
-    tp.x_label = "time since start (s)";
-    tp.y_label = "Gb/s per node";
-    tp.table.header = {"run", "samples", "mean Gb/s", "peak Gb/s"};
-    tp.table.right = {false, true, true, true};
+    Chart tp = chart(ChartKind::line, "Achieved Gb/s per node over time",
+                     "What each node's NIC carried during each run (bytes counted by the network "
+                     "interface over the sampling interval), in Gb/s, against the time since the "
+                     "run began; the table gives each run's mean and peak.",
+                     "time since start (s)", "Gb/s per node");
+    tp.table = table({"run", "samples", "mean Gb/s", "peak Gb/s"}, 1);
     for (std::size_t i = 0; i < nshown; ++i) {
       const Run& r = c.runs[i];
       if (r.throughput.empty()) continue;
@@ -955,8 +920,7 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
     sc.band = band;
     Series it{"iterations", {}, {}, "", false, "#4e79a7"};
     Series co{"collectives", {}, {}, "", false, "#f28e2b"};
-    sc.table.header = {"run", "what", "measured ms", "predicted ms", "error %"};
-    sc.table.right = {false, false, true, true, true};
+    sc.table = table({"run", "what", "measured ms", "predicted ms", "error %"}, 2);
     for (std::size_t i = 0; i < nshown; ++i) {
       const Run& r = c.runs[i];
       it.points.push_back({r.measured.iteration, r.predicted.iteration});
@@ -990,9 +954,9 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
       ch.y_label = "busbw (Gb/s)";
       ch.x_axis = Axis::log;
       ch.x_ticks = Ticks::bytes;
-      ch.table.header = {"collective",    "group",      "ranks",           "bytes",
-                         "measured Gb/s", "model Gb/s", "model / measured"};
-      ch.table.right = {false, false, true, true, true, true, true};
+      ch.table = table({"collective", "group", "ranks", "bytes", "measured Gb/s", "model Gb/s",
+                        "model / measured"},
+                       2);
       static constexpr const char* kColours[] = {"#4e79a7", "#f28e2b", "#e15759", "#59a14f",
                                                  "#b07aa1", "#76b7b2", "#edc948", "#9c755f"};
       for (std::size_t k = 0; k < n.curves.size(); ++k) {
@@ -1019,20 +983,16 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
   // 7. The projection against measurement.
   if (!c.projection.empty()) {
     Section s{"Projection against measurement", {}, {}, {}};
-    Chart ch;
-    ch.title = "Measured, projected and simulated iteration time";
-    ch.caption =
-        "Per run: the measured iteration, the seeds' projection from its base run's "
-        "measured breakdown, and commscope's simulation of the run itself.";
-    ch.kind = ChartKind::bar;
-    ch.x_label = "run (projected from base run)";
-    ch.y_label = "iteration time (ms)";
+    Chart ch = chart(ChartKind::bar, "Measured, projected and simulated iteration time",
+                     "Per run: the measured iteration, the seeds' projection from its base run's "
+                     "measured breakdown, and commscope's simulation of the run itself.",
+                     "run (projected from base run)", "iteration time (ms)");
     Series m{"measured", {}, {}, "", false, "#4e79a7"};
     Series pj{"projected", {}, {}, "", false, "#f28e2b"};
     Series sm{"simulated", {}, {}, "", false, "#59a14f"};
-    ch.table.header = {"run",          "base run",           "measured ms",
-                       "projected ms", "projection error %", "simulation error %"};
-    ch.table.right = {false, false, true, true, true, true};
+    ch.table = table({"run", "base run", "measured ms", "projected ms", "projection error %",
+                      "simulation error %"},
+                     2);
     std::map<std::string, const Run*> by_id;
     for (const Run& r : c.runs) by_id[r.id] = &r;
     for (std::size_t i = 0; i < std::min(c.projection.size(), kMaxBars); ++i) {
@@ -1068,8 +1028,7 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
           "Measured GEMM throughput; {:.3f} TFLOP/s is what the system "
           "profile uses.",
           c.gemm_tflops);
-      g.table.header = {"op", "m", "n", "k", "TFLOP/s"};
-      g.table.right = {false, true, true, true, true};
+      g.table = table({"op", "m", "n", "k", "TFLOP/s"}, 1);
       g.table.rows = c.gemm_points;
       s.tables.push_back(std::move(g));
     }
