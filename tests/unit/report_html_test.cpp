@@ -216,9 +216,14 @@ TEST(HtmlPages, AnalysisShowsEveryRankAndCollective) {
   const html::Document d = html::analysis_page(a);
   const html::Chart& dist = d.sections.at(0).charts.at(0);
   ASSERT_EQ(dist.categories.size(), a.ranks.size());
-  for (std::size_t i = 0; i < a.ranks.size(); ++i)
+  for (std::size_t i = 0; i < a.ranks.size(); ++i) {
     EXPECT_NEAR(stack_sum(dist, i, "time"), a.ranks[i].total.wall * 1e3,
                 1e-9 * a.ranks[i].total.wall * 1e3);
+    // The table adds the profiler's view of communication (waits included).
+    EXPECT_EQ(dist.table.header.back(), "profiler comm ms");
+    EXPECT_EQ(dist.table.rows.at(i).back(),
+              fmt::format("{:.3f}", a.ranks[i].total.profiler_comm * 1e3));
+  }
   if (!a.collectives.empty()) {
     const html::Chart& t = d.sections.at(1).charts.at(0);
     ASSERT_EQ(t.categories.size(), a.collectives.size());
