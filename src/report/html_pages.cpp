@@ -2,6 +2,7 @@
 #include "commscope/report/html_pages.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -622,7 +623,10 @@ Document analysis_page(const Analysis& a) {
 Result<Document> train_page(const nlohmann::json& doc, const std::string& where) {
   try {
     const Reader r(where);
-    if (!doc.is_object()) r.fail("", "a commscope-train json document", json_excerpt(doc));
+    if (!doc.is_object())
+      return Error{
+          fmt::format("{}: expected the json document of commscope-train (an object), got {}",
+                      where, json_excerpt(doc))};
     Document d;
     d.title = "commscope train";
     const auto& model = r.at(doc, "", "model", "an object");

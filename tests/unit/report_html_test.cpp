@@ -380,6 +380,9 @@ TEST(HtmlPages, CharacterizeErrorsNameTheField) {
        "field 'projection[0].base_run': expected the id of a run in 'runs', got \"nope\""},
       {"/summary/runs", 3, "field 'summary.runs': expected 7 (the entries of 'runs'), got 3"},
       {"/quick", "yes", "field 'quick': expected true or false, got \"yes\""},
+      {"/runs/0", 3, "field 'runs[0]': expected an object, got 3"},
+      {"/network/0/curves", "all",
+       "field 'network[0].curves': expected an array of at most 256 entries, got \"all\""},
   };
   for (const auto& c : cases) {
     nlohmann::json j = fixture();
