@@ -192,6 +192,31 @@ TEST(HtmlPages, PredictStacksAddUpToTheIterationAndEveryPlanIsShown) {
   EXPECT_EQ(chart_specs(*page).size(), 3u);
 }
 
+TEST(HtmlPages, PredictWithScalingShowsTheProjection) {
+  std::vector<ScenarioInput> inputs;
+  for (int nodes : {1, 2, 4}) {
+    ScenarioInput in;
+    in.plan.nodes = nodes;
+    inputs.push_back(in);
+  }
+  SweepOptions so;
+  so.scaling = Scaling::weak;
+  auto sweep = predict_sweep(inputs, so);
+  ASSERT_TRUE(sweep.ok()) << sweep.error().message;
+  const auto& rows = sweep->rows;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(html::predict_page(rows, false).sections.size(), 3u);
+  const html::Document d = html::predict_page(rows, true);
+  ASSERT_EQ(d.sections.size(), 4u);
+  const html::Chart& c = d.sections[3].charts.at(0);
+  ASSERT_EQ(c.series.size(), 2u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_DOUBLE_EQ(c.series[0].values[i], rows[i].iteration_time * 1e3);
+    EXPECT_DOUBLE_EQ(c.series[1].values[i], rows[i].projected_time * 1e3);
+  }
+  EXPECT_GT(rows[2].projected_time, 0);
+}
+
 TEST(HtmlPages, PredictCutsLongSweepsAndSaysSo) {
   std::vector<PredictRow> rows(html::kMaxBars + 5);
   for (auto& r : rows) r.iteration_time = 1, r.breakdown.wall = 1, r.breakdown.compute = 1;
