@@ -60,8 +60,10 @@ struct HtmlJson {
   std::string path;
   bool temporary = false;
   Status open(std::vector<std::string>& args) {
-    for (std::size_t i = 0; i + 1 < args.size(); ++i)
-      if (args[i] == "-o" || args[i] == "--output") path = args[i + 1];  // the last one wins
+    for (std::size_t i = 0; i < args.size(); ++i) {  // the last one wins, as in the trainer
+      if ((args[i] == "-o" || args[i] == "--output") && i + 1 < args.size()) path = args[i + 1];
+      if (args[i].rfind("--output=", 0) == 0) path = args[i].substr(9);
+    }
     if (!path.empty()) return {};
     std::error_code ec;
     std::string tmpl =
