@@ -15,6 +15,8 @@ PACKAGES=(
   iproute2                   # bench/train --emulate: ip netns, veth, bridge, tc
   libgtest-dev libgmock-dev  # tests
   clang-format               # the formatting check the test suite runs
+  libjs-chart.js             # HTML reports: Chart.js, inlined into the binary at build time
+  chromium                   # the browser test of the HTML reports (headless)
 )
 
 missing=()

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "commscope/report/analyze.h"
+#include "commscope/report/html_pages.h"
+#include "commscope/util/atomic_file.h"
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -13,6 +15,7 @@ Verb add_analyze(CLI::App& app) {
     OutputOptions out;
     long long rank = -1, jobs = 0, top = 15, max_events = 0;
     bool strict = false;
+    std::string html;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand(
@@ -32,6 +35,10 @@ Verb add_analyze(CLI::App& app) {
                   "[derived from available memory]");
   cmd->add_flag("--strict", st->strict,
                 "any unreadable file is fatal (by default it is reported and skipped)");
+  cmd->add_option("--html", st->html,
+                  "also write a self-contained HTML report (breakdown per rank, time and "
+                  "bandwidth per collective: charts beside their tables; docs/report.md) to this "
+                  "file");
   return {cmd, [st, cmd]() -> int {
             auto format = output_format(st->out);
             if (!format) return fail(format.error().message);
@@ -45,6 +52,8 @@ Verb add_analyze(CLI::App& app) {
               return bad("--rank", "a non-negative integer below 2^24", st->rank);
             if (cmd->count("--max-events") && st->max_events < 1)
               return bad("--max-events", "a positive integer", st->max_events);
+            if (Status s = st->html.empty() ? Status{} : check_output_path(st->html); !s.ok())
+              return fail("--html: " + s.error().message);
             TraceReadOptions o;
             o.jobs = static_cast<int>(std::min<long long>(st->jobs, 1024));
             o.rank = static_cast<int>(st->rank);
@@ -56,6 +65,9 @@ Verb add_analyze(CLI::App& app) {
             print_warnings(set->warnings);
             Analysis a = analyze(set->files, static_cast<std::size_t>(st->top));
             a.bad_files = set->bad;
+            if (!st->html.empty())
+              if (Status s = html::write(st->html, html::analysis_page(a)); !s.ok())
+                return fail("--html: " + s.error().message);
             return emit(render_analysis(a, *format), st->out.path);
           }};
 }

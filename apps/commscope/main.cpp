@@ -76,6 +76,7 @@ int run(int argc, char** argv) {
   std::vector<Verb> verbs = {add_describe(app),  add_predict(app), add_validate(app),
                              add_calibrate(app), add_analyze(app), add_bench(app),
                              add_train(app),     add_fit(app),     add_presets(app)};
+  verbs.push_back(add_report(app));
   // The verbs by name, for the messages below.
   std::string verb_list;
   for (const auto& v : verbs) verb_list += (verb_list.empty() ? "" : ", ") + v.command->get_name();

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/scenario_options.h"
+#include "commscope/report/html_pages.h"
 #include "commscope/report/predict.h"
 #include "commscope/report/seeds.h"
 #include "commscope/util/atomic_file.h"
@@ -45,6 +46,7 @@ Verb add_predict(CLI::App& app) {
     std::string trace, scaling, sort;
     std::int64_t top = 0;
     std::string scenario_name;  // --scenario
+    std::string html;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("predict",
@@ -70,6 +72,9 @@ Verb add_predict(CLI::App& app) {
                   "seeds: the seed studies' runs (UC Merced TCP/IPoIB/RDMA; Polaris vs ThetaGPU "
                   "ZeRO), their rows and a comparison with the studies' headline numbers "
                   "(docs/seeds.md); replaces the scenario flags");
+  cmd->add_option("--html", st->html,
+                  "also write a self-contained HTML report (time distribution, collectives, "
+                  "tokens/s: charts beside their tables; docs/report.md) to this file");
   return {cmd, [st, cmd]() -> int {
             auto format = output_format(st->out);
             if (!format) return fail(format.error().message);
@@ -93,6 +98,8 @@ Verb add_predict(CLI::App& app) {
             so.trace = !st->trace.empty();
             auto inputs = scenario_inputs(st->scenario);
             if (!inputs) return fail(inputs.error().message);
+            if (Status s = st->html.empty() ? Status{} : check_output_path(st->html); !s.ok())
+              return fail("--html: " + s.error().message);
             // Progress on a terminal once a sweep has run for 2 s, at most ten updates a second.
             const bool tty = ::isatty(STDERR_FILENO);
             const auto t0 = std::chrono::steady_clock::now();
@@ -116,6 +123,11 @@ Verb add_predict(CLI::App& app) {
               Status s = write_file_atomic(st->trace, result->trace_json);
               if (!s.ok()) return fail(s.error().message);
             }
+            if (!st->html.empty())
+              if (Status s = html::write(
+                      st->html, html::predict_page(result->rows, so.scaling != Scaling::none));
+                  !s.ok())
+                return fail("--html: " + s.error().message);
             return emit(render_predictions(result->rows, *format, so.scaling != Scaling::none),
                         st->out.path);
           }};

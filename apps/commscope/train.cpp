@@ -3,13 +3,18 @@
 // compares them); under mpirun or srun it runs as launched. docs/train.md.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include "commscope/launch/compare.h"
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
+#include "commscope/report/html_pages.h"
+#include "commscope/util/atomic_file.h"
 #ifdef COMMSCOPE_HAVE_TRAIN
 #include "common/train_flags.h"
 #endif
@@ -48,6 +53,34 @@ int check_trainer_flags(const std::vector<std::string>& args, int ranks) {
   return 0;
 }
 #endif
+
+// Where `train --html` finds the trainer's json document: the -o/--output the user gave, or a
+// temporary file added to the trainer's arguments and removed afterwards.
+struct HtmlJson {
+  std::string path;
+  bool temporary = false;
+  Status open(std::vector<std::string>& args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {  // the last one wins, as in the trainer
+      if ((args[i] == "-o" || args[i] == "--output") && i + 1 < args.size()) path = args[i + 1];
+      if (args[i].rfind("--output=", 0) == 0) path = args[i].substr(9);
+    }
+    if (!path.empty()) return {};
+    std::error_code ec;
+    std::string tmpl =
+        (std::filesystem::temp_directory_path(ec) / "commscope-train-XXXXXX.json").string();
+    const int fd = ::mkstemps(tmpl.data(), 5);
+    if (fd < 0) return Error{tmpl + ": cannot create a temporary file: " + std::strerror(errno)};
+    ::close(fd);
+    path = tmpl;
+    temporary = true;
+    args.push_back("-o");
+    args.push_back(path);
+    return {};
+  }
+  ~HtmlJson() {
+    if (temporary) std::remove(path.c_str());
+  }
+};
 }  // namespace
 
 Verb add_train(CLI::App& app) {
@@ -55,6 +88,7 @@ Verb add_train(CLI::App& app) {
     launch::JobOptions job;
     std::vector<std::string> emulate;
     std::vector<std::string> args;
+    std::string html;
 #ifdef COMMSCOPE_HAVE_TRAIN
     TrainFlags flags;  // for --help and the check before launch; forwarded as given
 #endif
@@ -74,16 +108,34 @@ Verb add_train(CLI::App& app) {
 #ifdef COMMSCOPE_HAVE_TRAIN
   add_train_flags(*cmd, st->flags);
 #endif
+  cmd->add_option("--html", st->html,
+                  "also write a self-contained HTML report of the run (per-rank breakdown, "
+                  "collectives, step time and payload rate over time; docs/report.md) to this "
+                  "file; one run (--ranks, at most one --emulate)");
   cmd->add_option("args", st->args, "more commscope-train flags (after --)");
   return {
       cmd, [st, cmd]() -> int {
 #ifdef COMMSCOPE_HAVE_TRAIN
-        std::vector<std::string> args = parsed_args(*cmd, {"ranks", "transport", "emulate"});
+        std::vector<std::string> args =
+            parsed_args(*cmd, {"ranks", "transport", "emulate", "html"});
 #else
         std::vector<std::string> args;
 #endif
         args.insert(args.end(), st->args.begin(), st->args.end());
         const std::string prog = launch::self_dir() + "/commscope-train";
+        // --html: the trainer's json document (-o, or a temporary file) rendered after the run.
+        HtmlJson html_json;
+        if (!st->html.empty()) {
+          if (under_mpi_launcher() && cmd->count("--ranks") == 0 && st->emulate.empty())
+            return fail("--html: needs --ranks (under mpirun or srun, write -o run.json instead)");
+          if (st->emulate.size() > 1)
+            return fail("--html: expected one run, got " + std::to_string(st->emulate.size()) +
+                        " --emulate profiles");
+          if (Status s = check_output_path(st->html); !s.ok())
+            return fail("--html: " + s.error().message);
+          auto j = html_json.open(args);
+          if (!j.ok()) return fail("--html: " + j.error().message);
+        }
         if (under_mpi_launcher() && cmd->count("--ranks") == 0 && st->emulate.empty()) {
           // Launched by mpirun or srun: this process is a rank; become the trainer.
           std::vector<std::string> argv = {prog};
@@ -110,6 +162,9 @@ Verb add_train(CLI::App& app) {
                 "train: the MPI job ended with status {}: a rank failed or died (see mpirun's "
                 "message above)",
                 *rc));
+          if (!st->html.empty() && *rc <= 1)  // 1: the run finished, its communication differed
+            if (Status s = html::write_train_report(html_json.path, st->html); !s.ok())
+              return fail("--html: " + s.error().message);
           return *rc;
         }
         // Several profiles: one run each, then the comparison the seeds make.
