@@ -18,7 +18,7 @@ namespace commscope::cli {
 namespace {
 // `predict --scenario seeds`: every run of the scenario, then the comparison with the headlines.
 int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format format,
-                       const std::string& path) {
+                       const std::string& path, const std::string& html_path) {
   const std::string given = first_scenario_flag_given(cmd);
   if (!given.empty())
     return fail(
@@ -26,6 +26,8 @@ int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format form
   for (const char* other : {"--trace", "--scaling", "--sort", "--top"})
     if (cmd.count(other) > 0)
       return fail(fmt::format("--scenario: cannot be combined with {}", other));
+  if (Status s = html_path.empty() ? Status{} : check_output_path(html_path); !s.ok())
+    return fail("--html: " + s.error().message);
   auto scenario = load_seeds_scenario(name);
   if (!scenario) return fail(scenario.error().message);
   auto result = predict_seeds(*scenario);
@@ -35,6 +37,9 @@ int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format form
         {fmt::format("{} of {} seed runs do not fit in GPU memory (their fits column "
                      "says no; the comparisons leave them out)",
                      result->do_not_fit, result->rows.size())});
+  if (!html_path.empty())
+    if (Status s = html::write(html_path, html::seeds_page(*result)); !s.ok())
+      return fail("--html: " + s.error().message);
   return emit(render_seeds(*result, format), path);
 }
 }  // namespace
@@ -79,7 +84,7 @@ Verb add_predict(CLI::App& app) {
             auto format = output_format(st->out);
             if (!format) return fail(format.error().message);
             if (cmd->count("--scenario") > 0)
-              return run_seeds_scenario(*cmd, st->scenario_name, *format, st->out.path);
+              return run_seeds_scenario(*cmd, st->scenario_name, *format, st->out.path, st->html);
             SweepOptions so;
             if (st->scaling == "strong")
               so.scaling = Scaling::strong;

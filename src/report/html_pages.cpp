@@ -520,6 +520,80 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
   return d;
 }
 
+Document seeds_page(const SeedsResult& r) {
+  Document d;
+  d.title = "The seed studies as commscope predicts them";
+  d.subtitle = fmt::format(
+      "{} runs, {} headline figures (presets/scenarios/seeds.json, "
+      "docs/seeds.md)",
+      r.rows.size(), r.comparisons.size());
+  d.facts = {{"runs", std::to_string(r.rows.size())},
+             {"headlines", std::to_string(r.comparisons.size())},
+             {"runs that do not fit", std::to_string(r.do_not_fit)}};
+  if (r.do_not_fit > 0)
+    d.notes.push_back(fmt::format(
+        "{} runs need more GPU memory than their system has; the comparisons leave them out.",
+        r.do_not_fit));
+
+  Section head{"The studies' headline numbers against commscope's", {}, {}, {}};
+  head.paragraphs.push_back(
+      "Each headline as the study states it, the same figure computed from commscope's rows "
+      "below (nothing is fitted to the studies' numbers), their difference and the reason "
+      "derived from the rows.");
+  // One chart per unit, so that bars on one axis are comparable.
+  std::vector<std::string> units;
+  for (const auto& c : r.comparisons)
+    if (std::find(units.begin(), units.end(), c.headline.unit) == units.end())
+      units.push_back(c.headline.unit);
+  for (const auto& unit : units) {
+    Chart c = chart(ChartKind::bar, fmt::format("Headlines in {}", unit),
+                    "Per headline, the study's published figure beside commscope's prediction "
+                    "of it; the table gives the difference and what it rests on.",
+                    "headline", unit);
+    Series seed{"seed study", {}, {}, "", false, "#bab0ac"};
+    Series pred{"commscope", {}, {}, "", false, "#4e79a7"};
+    c.table = table({"headline", "study", "says", "seed", "commscope", "difference", "where",
+                     "basis", "reason"},
+                    3);
+    for (const auto& k : r.comparisons) {
+      if (k.headline.unit != unit) continue;
+      c.categories.push_back(k.headline.id);
+      seed.values.push_back(k.headline.seed);
+      pred.values.push_back(k.predicted);
+      c.table.add({k.headline.id, k.headline.study, k.headline.says, num(k.headline.seed),
+                   num(k.predicted), num(k.difference), k.where, std::to_string(k.basis),
+                   k.reason});
+    }
+    c.series = {std::move(seed), std::move(pred)};
+    head.charts.push_back(std::move(c));
+  }
+  d.sections.push_back(std::move(head));
+
+  // The runs, group by group: where each run's iteration goes.
+  std::vector<std::string> groups;
+  for (const auto& g : r.row_group)
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+  for (const auto& g : groups) {
+    std::vector<PredictRow> rows;
+    for (std::size_t i = 0; i < r.rows.size() && i < r.row_group.size(); ++i)
+      if (r.row_group[i] == g && rows.size() < kMaxBars) rows.push_back(r.rows[i]);
+    std::vector<Breakdown> bds;
+    for (const auto& row : rows) bds.push_back(row.breakdown);
+    Section sec{fmt::format("Runs of group {}", g), {}, {}, {}};
+    const std::size_t all =
+        static_cast<std::size_t>(std::count(r.row_group.begin(), r.row_group.end(), g));
+    if (rows.size() < all) sec.paragraphs.push_back(left_out_note(rows.size(), all, "runs"));
+    sec.charts.push_back(breakdown_chart(
+        fmt::format("Time distribution, {}", g),
+        "One bar per run: the predicted iteration split into compute alone, compute with "
+        "communication overlapped, exposed communication, memory copies, pipeline bubble and "
+        "other idle; the table adds communication as a profiler records it.",
+        predict_labels(rows), bds, "run"));
+    d.sections.push_back(std::move(sec));
+  }
+  return d;
+}
+
 Document analysis_page(const Analysis& a) {
   Document d;
   d.title = "commscope analyze";

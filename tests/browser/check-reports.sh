@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The browser test of the HTML reports (docs/report.md): makes each report commscope writes
-# (predict --html, analyze --html, train --html when the trainer is built, report DIR on the
+# (predict --html, analyze --html, train --html when the trainer is built, report seeds, report DIR on the
 # characterize fixture), opens it in headless Chromium (Debian's package) and fails on
 #   - any console message (the pages log nothing when all is well: a script error, a blocked
 #     load or a chart that drew nothing all show up there),
@@ -40,7 +40,9 @@ export COMMSCOPE_PRESETS="$src/presets"
 cp -r "$src/tests/data/characterize" "$work/characterize" || fail "cannot copy the fixture"
 "$bin" report "$work/characterize" -o "$out/report.html" 2>"$work/report.txt" ||
   fail "report failed: $(cat "$work/report.txt")"
-reports=(predict analyze report)
+(cd "$work" && "$bin" report seeds -o "$out/seeds.html" 2>"$work/seeds.txt") ||
+  fail "report seeds failed: $(cat "$work/seeds.txt")"
+reports=(predict analyze report seeds)
 if [ "$with_train" = train ]; then
   "$bin" train --ranks 2 --steps 3 --html "$out/train.html" >"$work/train.txt" 2>&1 ||
     fail "train --html failed: $(tail -5 "$work/train.txt")"

@@ -12,6 +12,7 @@
 #include "commscope/report/analyze.h"
 #include "commscope/report/html.h"
 #include "commscope/report/predict.h"
+#include "commscope/report/seeds.h"
 
 namespace commscope::html {
 
@@ -23,6 +24,10 @@ inline constexpr std::size_t kMaxBars = 64;
 // with overlapped communication, exposed communication, memory copies, pipeline bubble, other
 // idle), each collective's share of the iteration, tokens/s; with scaling, the projection.
 Document predict_page(const std::vector<PredictRow>& rows, bool scaling);
+
+// `predict --scenario seeds --html` and `commscope report seeds`: the studies' headline figures
+// beside commscope's, one chart per unit, then each group's runs as stacked time distributions.
+Document seeds_page(const SeedsResult& r);
 
 // analyze: the breakdown per rank, per collective its time and achieved algbw/busbw, the
 // largest spreads between ranks and the top kernels.
