@@ -15,6 +15,10 @@ PACKAGES=(
   iproute2                   # bench/train --emulate: ip netns, veth, bridge, tc
   libgtest-dev libgmock-dev  # tests
   clang-format               # the formatting check the test suite runs
+  python3-dev pybind11-dev   # the Python module (python/, docs/python.md)
+  python3-pytest             # its tests
+  python3-numpy python3-matplotlib # the Python example (docs/examples/) plots with matplotlib
+  dpkg-dev                   # cpack -G DEB: dpkg-shlibdeps finds the package's dependencies
 )
 
 missing=()

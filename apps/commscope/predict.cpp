@@ -9,6 +9,7 @@
 #include "common/scenario_options.h"
 #include "commscope/report/predict.h"
 #include "commscope/util/atomic_file.h"
+#include "embed.h"
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -76,6 +77,7 @@ Verb add_predict(CLI::App& app) {
                 shown = true;
                 std::fprintf(stderr, "\rcommscope: predicting %zu/%zu", done, total);
               };
+            so.progress = with_interrupt_check(std::move(so.progress));  // Ctrl-C in Python
             auto result = predict_sweep(*inputs, so);
             if (shown) std::fprintf(stderr, "\r\033[K");
             if (!result) return fail(result.error().message);
