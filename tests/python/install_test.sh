@@ -59,7 +59,11 @@ cd "$tmp"
 unshare --mount --propagation private env -u COMMSCOPE_PRESETS \
   TMP="$tmp" PREFIX="$prefix" PYDIR="$pydir" PY="$py" SRC="$src" BUILD="$build" bash -euo pipefail -c '
   mount -t tmpfs none "$SRC"
-  [ -d "$BUILD/CMakeFiles" ] && mount -t tmpfs none "$BUILD"
+  if [ -d "$BUILD/CMakeFiles" ]; then mount -t tmpfs none "$BUILD"; fi
+  # A real installation on this machine must not stand in for the one under test.
+  for d in /usr/local/share/commscope /usr/share/commscope; do
+    if [ -d "$d" ]; then mount -t tmpfs none "$d"; fi
+  done
   [ ! -e "$SRC/presets" ] && [ ! -e "$BUILD/commscope" ]
   cli="$PREFIX/bin/commscope"
   "$cli" --version

@@ -34,6 +34,24 @@ CASES = [
     (["predict", "--tp", "3,5"], ("predict", (), {"tp": [3, 5]})),
     (["predict", "--nodes", ",".join(["1"] * 400), "--tp", ",".join(["1"] * 400)],
      ("predict", (), {"nodes": [1] * 400, "tp": [1] * 400})),
+    # the CLI's extreme inputs (tests/unit/apps_cli_test.cpp, CliLimits): refused at once
+    (["predict", "--gpus", "1073741828"], ("predict", (), {"gpus": 1073741828})),
+    (["predict", "--dp", "1048576", "--tp", "4"], ("predict", (), {"dp": 1048576, "tp": 4})),
+    (["predict", "--micro-batch-size", "1.5"], ("predict", (), {"micro_batch_size": 1.5})),
+    (["predict", "--tp", "99999999999"], ("predict", (), {"tp": 99999999999})),
+    (["predict", "--ddp-bucket-size", "inf"], ("predict", (), {"ddp_bucket_size": float("inf")})),
+    (["predict", "--gradient-accumulation-steps", "1000000000"],
+     ("predict", (), {"gradient_accumulation_steps": 1000000000})),
+    (["predict", "--seq-length", "100000000"], ("predict", (), {"seq_length": 100000000})),
+    (["predict"] + [a for f in ("--tp", "--pp", "--dp", "--micro-batch-size")
+                    for a in (f, ",".join(str(i) for i in range(1, 21)))],
+     ("predict", (), {k: list(range(1, 21)) for k in ("tp", "pp", "dp", "micro_batch_size")})),
+    (["predict", "--pp", "36", "--nodes", "9", "--gradient-accumulation-steps", "60000"],
+     ("predict", (), {"pp": 36, "nodes": 9, "gradient_accumulation_steps": 60000})),
+    (["describe", "--nodes", "1000000"], ("describe", (), {"nodes": 1000000})),
+    (["analyze", TRACE, "--rank", "-5"], ("analyze", (TRACE,), {"rank": -5})),
+    (["analyze", TRACE, "--max-events", "0"], ("analyze", (TRACE,), {"max_events": 0})),
+    (["frobnicate"], ("run", ("frobnicate",), {})),
     (["validate", "no-such.csv"], ("validate", ("no-such.csv",), {})),
     (["validate", MEASURED, "--rows", "third"], ("validate", (MEASURED,), {"rows": "third"})),
     (["validate", MEASURED, "--system", "nope"], ("validate", (MEASURED,), {"system": "nope"})),
@@ -70,6 +88,30 @@ def test_the_interpreter_survives_every_bad_case(commscope):
             getattr(commscope, name)(*positionals, **kwargs)
     assert commscope.describe()["params_total"] > 0
     assert commscope.predict()["predictions"]
+
+
+def test_model_files_that_cannot_be_read_safely(cli, commscope, tmp_path):
+    # A FIFO would block a reader forever; a 100-byte model of 1e9 layers would take gigabytes.
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    layers = tmp_path / "layers.json"
+    layers.write_text('{"name":"x","kind":"gpt","layers":1e9,"hidden":64,"heads":4,'
+                      '"vocab":100,"seq_length":64}')
+    for verb in ("describe", "predict"):
+        for path in (fifo, layers):
+            expected = cli.error(verb, "--model", str(path))
+            with pytest.raises(commscope.Error) as info:
+                getattr(commscope, verb)(model=path)
+            assert str(info.value) == expected
+
+
+def test_nothing_is_written_on_error(commscope, tmp_path):
+    out, trace = tmp_path / "out.json", tmp_path / "trace.json"
+    with pytest.raises(commscope.Error):
+        commscope.describe(pp=7, output=out)
+    with pytest.raises(commscope.Error):
+        commscope.predict(pp=4, nodes=1, gradient_accumulation_steps=60000, trace=trace)
+    assert not out.exists() and not trace.exists()
 
 
 def test_load_trace_errors(commscope, tmp_path):
