@@ -38,15 +38,17 @@ set(CPACK_PACKAGE_DESCRIPTION
   "The commscope CLI (predict, analyze, validate, fit, describe), the MPI programs commscope-bench and commscope-train, the presets, the Python module and the C++ library with its CMake package.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_SET_DESTDIR ON)
+set(CPACK_INSTALL_PREFIX /usr)  # with CPACK_SET_DESTDIR, the prefix the package installs into
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 # The shared libraries the programs and the module link (libc, fmt, simdjson, zlib, Open MPI,
 # OpenBLAS) by dpkg-shlibdeps; Python's ABI by hand: the module is built for this interpreter.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-if(DEFINED Python3_VERSION_MINOR)
-  math(EXPR _cs_next_minor "${Python3_VERSION_MINOR} + 1")
+if(DEFINED COMMSCOPE_PYTHON_VERSION_MINOR)
+  set(_cs_py "${COMMSCOPE_PYTHON_VERSION_MAJOR}.${COMMSCOPE_PYTHON_VERSION_MINOR}")
+  math(EXPR _cs_next_minor "${COMMSCOPE_PYTHON_VERSION_MINOR} + 1")
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}~), python3 (<< ${Python3_VERSION_MAJOR}.${_cs_next_minor})")
+    "python3 (>= ${_cs_py}~), python3 (<< ${COMMSCOPE_PYTHON_VERSION_MAJOR}.${_cs_next_minor})")
 endif()
 # mpirun for bench/train; the headers' own dependencies for find_package(commscope).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "openmpi-bin, python3-numpy, python3-matplotlib")
