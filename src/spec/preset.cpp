@@ -39,20 +39,26 @@ static std::string_view kind_word(PresetKind kind) {
 
 // The installed presets beside the binary that holds this code: <prefix>/share/commscope/presets
 // for a program in <prefix>/bin or a Python module in <prefix>/lib/python3/dist-packages/commscope
-// (found by walking up at most four folders); empty when there is none.
+// (found by walking up at most four folders); empty when there is none. The binary is the file
+// dladdr names (the module's path); for the main program that is only the name it was started
+// by ("commscope", found through PATH), so the kernel's /proc/self/exe is asked next.
 fs::path installed_preset_root() {
+  std::vector<fs::path> binaries;
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<const void*>(&installed_preset_root), &info) == 0 ||
-      info.dli_fname == nullptr || *info.dli_fname == '\0')
-    return {};
-  std::error_code ec;
-  fs::path dir = fs::canonical(info.dli_fname, ec);
-  if (ec) return {};
-  dir = dir.parent_path();
-  for (int up = 0; up < 4 && dir.has_relative_path(); ++up) {
+  if (::dladdr(reinterpret_cast<const void*>(&installed_preset_root), &info) != 0 &&
+      info.dli_fname != nullptr && std::string_view(info.dli_fname).find('/') != std::string::npos)
+    binaries.emplace_back(info.dli_fname);
+  binaries.emplace_back("/proc/self/exe");
+  for (const auto& binary : binaries) {
+    std::error_code ec;
+    fs::path dir = fs::canonical(binary, ec);
+    if (ec) continue;
     dir = dir.parent_path();
-    fs::path candidate = dir / "share" / "commscope" / "presets";
-    if (fs::is_directory(candidate, ec)) return candidate;
+    for (int up = 0; up < 4 && dir.has_relative_path(); ++up) {
+      dir = dir.parent_path();
+      fs::path candidate = dir / "share" / "commscope" / "presets";
+      if (fs::is_directory(candidate, ec)) return candidate;
+    }
   }
   return {};
 }

@@ -68,6 +68,8 @@ unshare --mount --propagation private env -u COMMSCOPE_PRESETS \
   cli="$PREFIX/bin/commscope"
   "$cli" --version
   "$cli" presets networks | grep -q rdma-100g
+  # Started through PATH (its name alone in argv[0]), as users start it.
+  PATH="$PREFIX/bin:$PATH" commscope predict --network rdma-100g --format json > /dev/null
   "$cli" predict --model gpt2-large --network rdma-100g --nodes 2,4 --format json > cli.json
   "$cli" analyze trace.json.gz --format json > analyze.json
   PYTHONPATH="$PYDIR" "$PY" - <<PYEOF
