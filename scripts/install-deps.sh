@@ -18,6 +18,7 @@ PACKAGES=(
   python3-dev pybind11-dev   # the Python module (python/, docs/python.md)
   python3-pytest             # its tests
   python3-numpy python3-matplotlib # the Python example (docs/examples/) plots with matplotlib
+  python3-pandas             # the module's optional .to_pandas(), tested
   dpkg-dev                   # cpack -G DEB: dpkg-shlibdeps finds the package's dependencies
 )
 

@@ -53,7 +53,9 @@ comm = [e for e in kernels if e["kind"] == "comm"]
 print(f"{trace}: {len(comm)} communication kernels")
 
 # %% 4. Compare: the share of busy time that is exposed communication, measured on the trace
-# and predicted for the same kind of job (data parallel over 2 A100 ranks of one node).
+# and predicted for the same kind of job (data parallel over 2 A100 ranks of one node). The
+# trace's model is not known (HTA's test job), so this shows the method, not a validation:
+# with your own job, predict its model and plan and analyze its traces (docs/analyze.md).
 def exposed_share(b):
     busy = b["compute_s"] + b["exposed_comm_s"]
     return b["exposed_comm_s"] / busy if busy > 0 else 0.0
@@ -63,3 +65,8 @@ predicted = commscope.predict(model="gpt2-large", system="dgx-a100-80gb", nodes=
 p = predicted["predictions"][0]
 print(f"exposed communication, share of busy time: measured {exposed_share(measured):.1%}, "
       f"predicted {exposed_share(p):.1%} ({p['model']} on {p['gpus']} GPUs of {p['system']})")
+# The measured all-reduce bus bandwidth (nccl-tests' busbw): what the network delivered.
+ar = [c for c in analysis["collectives"] if c["kind"] == "all_reduce"]
+if ar:
+    print(f"all-reduce busbw in the trace: median {ar[0]['busbw_bytes_per_s']['p50'] / 1e9:.1f} GB/s "
+          f"over {ar[0]['calls']} calls")

@@ -21,3 +21,4 @@ def test_predict_and_analyze_example(tmp_path):
     out = r.stdout
     assert "15 predictions" in out
     assert "exposed communication, share of busy time: measured " in out
+    assert "all-reduce busbw in the trace: median " in out
