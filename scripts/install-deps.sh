@@ -17,6 +17,11 @@ PACKAGES=(
   clang-format               # the formatting check the test suite runs
   libjs-chart.js             # HTML reports: Chart.js, inlined into the binary at build time
   chromium                   # the browser test of the HTML reports (headless)
+  python3-dev pybind11-dev   # the Python module (python/, docs/python.md)
+  python3-pytest             # its tests
+  python3-numpy python3-matplotlib # the Python example (docs/examples/) plots with matplotlib
+  python3-pandas             # the module's optional .to_pandas(), tested
+  dpkg-dev                   # cpack -G DEB: dpkg-shlibdeps finds the package's dependencies
 )
 
 missing=()

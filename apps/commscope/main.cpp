@@ -7,16 +7,25 @@
 
 #include "commscope/spec/preset.h"
 #include "commscope/util/atomic_file.h"
+#include "embed.h"
 #include "verbs.h"
 
 namespace commscope::cli {
 
 int fail(const std::string& message) {
+  if (Capture* c = current_capture()) {
+    c->errors.push_back(message);
+    return 2;
+  }
   std::fprintf(stderr, "commscope: %s\n", message.c_str());
   return 2;
 }
 
 void print_warnings(const std::vector<std::string>& warnings) {
+  if (Capture* c = current_capture()) {
+    c->warnings.insert(c->warnings.end(), warnings.begin(), warnings.end());
+    return;
+  }
   for (const auto& w : warnings) std::fprintf(stderr, "commscope: warning: %s\n", w.c_str());
 }
 
@@ -34,6 +43,10 @@ Result<Format> output_format(const OutputOptions& o) {
 
 int emit(const std::string& text, const std::string& output_path) {
   if (output_path.empty()) {
+    if (Capture* c = current_capture()) {
+      c->out += text;
+      return 0;
+    }
     std::fwrite(text.data(), 1, text.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
   }
@@ -143,6 +156,12 @@ int run(int argc, char** argv) {
 }
 }  // namespace
 
+// The same parser and verbs for a host program (embed.h): the Python module.
+int commscope::cli::run_command(int argc, char** argv) {
+  return run(argc, argv);
+}
+
+#ifndef COMMSCOPE_CLI_NO_MAIN
 int main(int argc, char** argv) {
   // Out of memory and the like: one line and status 2, not a crash.
   try {
@@ -153,3 +172,4 @@ int main(int argc, char** argv) {
     return commscope::cli::fail("internal error: unexpected exception");
   }
 }
+#endif

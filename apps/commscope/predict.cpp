@@ -11,6 +11,7 @@
 #include "commscope/report/predict.h"
 #include "commscope/report/seeds.h"
 #include "commscope/util/atomic_file.h"
+#include "embed.h"
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -120,6 +121,7 @@ Verb add_predict(CLI::App& app) {
                 shown = true;
                 std::fprintf(stderr, "\rcommscope: predicting %zu/%zu", done, total);
               };
+            so.progress = with_interrupt_check(std::move(so.progress));  // Ctrl-C in Python
             auto result = predict_sweep(*inputs, so);
             if (shown) std::fprintf(stderr, "\r\033[K");
             if (!result) return fail(result.error().message);

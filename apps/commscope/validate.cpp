@@ -12,6 +12,7 @@
 #include "commscope/report/validation.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/json_fields.h"
+#include "embed.h"
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -98,6 +99,7 @@ Verb add_validate(CLI::App& app) {
             if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
             const bool progress = ::isatty(STDERR_FILENO);
             Validation v = validate_runs(*runs, st->rows, [&](std::size_t done) {
+              check_interrupt();  // Ctrl-C in Python (embed.h)
               if (progress && done % 20 == 0)
                 std::fprintf(stderr, "\rcommscope: validating %zu rows", done);
             });
@@ -160,6 +162,7 @@ Verb add_calibrate(CLI::App& app) {
         const bool tty = ::isatty(STDERR_FILENO);
         Calibration start;  // the defaults: a fit does not depend on an earlier one
         Calibration c = fit_calibration(fit, start, st->evaluations, [&](int n, double f) {
+          check_interrupt();  // Ctrl-C in Python (embed.h)
           if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
         });
         if (tty) std::fprintf(stderr, "\n");

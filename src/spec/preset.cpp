@@ -1,6 +1,8 @@
 // Preset lookup: names resolve to files under the preset roots, paths are taken as given.
 #include "commscope/spec/preset.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -35,9 +37,37 @@ static std::string_view kind_word(PresetKind kind) {
   return "";
 }
 
+// The installed presets beside the binary that holds this code: <prefix>/share/commscope/presets
+// for a program in <prefix>/bin or a Python module in <prefix>/lib/python3/dist-packages/commscope
+// (found by walking up at most four folders); empty when there is none. The binary is the file
+// dladdr names (the module's path); for the main program that is only the name it was started
+// by ("commscope", found through PATH), so the kernel's /proc/self/exe is asked next.
+fs::path installed_preset_root() {
+  std::vector<fs::path> binaries;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<const void*>(&installed_preset_root), &info) != 0 &&
+      info.dli_fname != nullptr && std::string_view(info.dli_fname).find('/') != std::string::npos)
+    binaries.emplace_back(info.dli_fname);
+  binaries.emplace_back("/proc/self/exe");
+  for (const auto& binary : binaries) {
+    std::error_code ec;
+    fs::path dir = fs::canonical(binary, ec);
+    if (ec) continue;
+    dir = dir.parent_path();
+    for (int up = 0; up < 4 && dir.has_relative_path(); ++up) {
+      dir = dir.parent_path();
+      fs::path candidate = dir / "share" / "commscope" / "presets";
+      if (fs::is_directory(candidate, ec)) return candidate;
+    }
+  }
+  return {};
+}
+
 std::vector<fs::path> preset_roots() {
   std::vector<fs::path> roots;
   if (const char* env = std::getenv("COMMSCOPE_PRESETS"); env && *env) roots.emplace_back(env);
+  if (fs::path installed = installed_preset_root(); !installed.empty())
+    roots.push_back(std::move(installed));
   roots.emplace_back(COMMSCOPE_PRESET_DIR);
   roots.emplace_back(COMMSCOPE_INSTALL_PRESET_DIR);
   return roots;

@@ -1,0 +1,244 @@
+"""commscope from Python: the CLI's verbs in-process, with keyword arguments for flags.
+
+Every verb function builds the argument vector the ``commscope`` program would get
+(``micro_batch_size=1`` -> ``--micro-batch-size=1``, ``nodes=[4, 8]`` -> ``--nodes=4,8``,
+``sequence_parallel=True`` -> ``--sequence-parallel``) and runs the CLI's own parser and verb
+inside this process (no subprocess), so results are the CLI's JSON documents as dicts and lists,
+errors are the CLI's one-line messages, and a flag added to the CLI works here unchanged.
+docs/python.md says more.
+"""
+
+import json as _json
+import os as _os
+import tempfile as _tempfile
+import warnings as _warnings
+
+from . import _commscope
+from ._commscope import Error  # a ValueError carrying the CLI's one-line message
+
+__all__ = [
+    "Error", "CommscopeWarning", "Document", "Rows", "Trace", "describe", "predict", "validate",
+    "calibrate", "analyze", "fit", "load_trace", "presets", "run", "argv", "__version__",
+]
+
+__version__ = _commscope.version()
+
+
+class CommscopeWarning(UserWarning):
+    """A warning the CLI would print as ``commscope: warning: ...``."""
+
+
+def _pandas():
+    try:
+        import pandas  # noqa: F401  (optional)
+    except ImportError as e:  # pragma: no cover - depends on the machine
+        raise ImportError("to_pandas() needs pandas (apt-get install python3-pandas)") from e
+    return pandas
+
+
+class Rows(list):
+    """A list of dicts (one per row); ``pandas.DataFrame(rows)`` works, or ``rows.to_pandas()``."""
+
+    def to_pandas(self):
+        return _pandas().json_normalize(list(self))
+
+
+class Document(dict):
+    """A verb's JSON document as a dict. ``to_pandas()`` gives its table of rows (the list
+    ``rows_key`` names, flattened with ``pandas.json_normalize``)."""
+
+    rows_key = None
+
+    def to_pandas(self, key=None):
+        key = key or self.rows_key
+        if key is None:
+            return _pandas().json_normalize(dict(self))
+        return _pandas().json_normalize(self[key])
+
+
+def _wrap(value, rows_key=None):
+    if isinstance(value, list):
+        return Rows(value)
+    if isinstance(value, dict):
+        doc = Document(value)
+        if rows_key is None:
+            lists = [k for k, v in value.items() if isinstance(v, list) and v
+                     and all(isinstance(x, dict) for x in v)]
+            rows_key = "rows" if "rows" in lists else (lists[0] if len(lists) == 1 else None)
+        doc.rows_key = rows_key
+        return doc
+    return value
+
+
+def _flag_value(name, value):
+    if isinstance(value, (list, tuple)):
+        items = [_flag_value(name, v) for v in value]
+        return ",".join(items)
+    if isinstance(value, bool):
+        raise Error(f"--{name}: expected a single value in a list, got {value!r}")
+    if isinstance(value, _os.PathLike):
+        return _os.fspath(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def argv(verb, *positionals, **flags):
+    """The argument vector ``commscope`` gets for these arguments (after the program name):
+    ``argv("predict", nodes=[4, 8])`` is ``["predict", "--nodes=4,8"]``."""
+    args = [str(verb)]
+    for p in positionals:
+        if isinstance(p, (list, tuple)):
+            args.extend(_os.fspath(x) if isinstance(x, _os.PathLike) else str(x) for x in p)
+        else:
+            args.append(_os.fspath(p) if isinstance(p, _os.PathLike) else str(p))
+    for key, value in flags.items():
+        name = key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(f"--{name}")
+        else:
+            args.append(f"--{name}={_flag_value(name, value)}")
+    return args
+
+
+def _caller_stacklevel():
+    """The stacklevel of the first frame outside this module (for warnings.warn)."""
+    import sys
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def _call(args):
+    status, out, errors, warnings = _commscope.run(args)
+    for w in warnings:
+        _warnings.warn(w, CommscopeWarning, stacklevel=_caller_stacklevel())
+    if status != 0:
+        raise Error(errors[-1] if errors else f"{args[0]}: failed with status {status}")
+    return out.decode("utf-8")
+
+
+def _document(verb, positionals, flags, rows_key=None):
+    """Runs a verb that prints a --format document: JSON unless format= says otherwise; the text
+    for table/csv/md; None when output= wrote it to a file."""
+    flags = dict(flags)
+    fmt = flags.setdefault("format", "json")
+    text = _call(argv(verb, *positionals, **flags))
+    if flags.get("output") or fmt != "json":
+        return None if flags.get("output") else text
+    return _wrap(_json.loads(text), rows_key)
+
+
+def run(verb, *positionals, **flags):
+    """Any verb of the CLI, including ones added after this module was written: returns the
+    parsed JSON document when the verb printed JSON, else its text."""
+    text = _call(argv(verb, *positionals, **flags))
+    try:
+        return _wrap(_json.loads(text))
+    except ValueError:
+        return text
+
+
+def describe(**flags):
+    """``commscope describe``: parameters, FLOPs, memory per rank, communication volume.
+    Flags as the CLI's (``model="gpt2-large", nodes=4, tp=2, zero=1, ...``)."""
+    return _document("describe", (), flags)
+
+
+def predict(**flags):
+    """``commscope predict``: one plan or a sweep (lists for comma flags:
+    ``nodes=[4, 8, 16]``); the rows are ``result["predictions"]``. Ctrl-C stops a sweep."""
+    return _document("predict", (), flags, rows_key="predictions")
+
+
+def validate(files, **flags):
+    """``commscope validate FILES``: predicted vs measured iteration times."""
+    return _document("validate", (files,), flags)
+
+
+def analyze(paths, **flags):
+    """``commscope analyze PATHS``: where the time went in Kineto/Chrome traces."""
+    return _document("analyze", (paths,), flags)
+
+
+def calibrate(files, **flags):
+    """``commscope calibrate FILES``: the system preset with fitted efficiencies, as a dict
+    (written to ``output=`` instead when given)."""
+    text = _call(argv("calibrate", files, **flags))
+    return None if flags.get("output") else _wrap(_json.loads(text))
+
+
+def fit(results, **flags):
+    """``commscope fit RESULTS``: the network profile (the all-reduce fit and the measured busbw
+    curves) that ``predict(network=...)`` accepts, as a dict; also written to ``output=`` when
+    given. ``format=`` is the CLI's input format (auto|bench-json|nccl-tests)."""
+    if flags.get("output"):
+        _call(argv("fit", results, **flags))
+        with open(flags["output"], encoding="utf-8") as f:
+            return _wrap(_json.load(f))
+    with _tempfile.TemporaryDirectory(prefix="commscope-fit-") as tmp:
+        path = _os.path.join(tmp, "profile.json")
+        _call(argv("fit", results, output=path, **flags))
+        with open(path, encoding="utf-8") as f:
+            return _wrap(_json.load(f))
+
+
+def presets(kind=None):
+    """The preset names: ``{"models": [...], "systems": [...], "networks": [...]}``, or one
+    kind's list (``presets("models")``)."""
+    kinds = ("models", "systems", "networks")
+    if kind is None:
+        return {k: _commscope.presets(k) for k in kinds}
+    if kind not in kinds:
+        raise Error(f"presets: expected one of models|systems|networks, got '{kind}'")
+    return _commscope.presets(kind)
+
+
+class Trace:
+    """One trace as the library reads it (``load_trace``): GPU kernels, copies and
+    ProfilerStep windows of a PyTorch profiler (Kineto) or commscope Chrome trace."""
+
+    def __init__(self, native):
+        self._t = native
+
+    path = property(lambda self: self._t.path)
+    rank = property(lambda self: self._t.rank, doc="the trace's rank (-1: none stated)")
+    world_size = property(lambda self: self._t.world_size, doc="0: unknown")
+    ranks = property(lambda self: self._t.ranks, doc="the ranks (processes) of its events")
+
+    def __len__(self):
+        return self._t.event_count
+
+    def __repr__(self):
+        return f"<commscope.Trace {self.path!r}: {len(self)} events, ranks {self.ranks}>"
+
+    def events(self):
+        """Events as dicts: rank, stream, name, kind (compute|comm|memcpy), start_s, dur_s,
+        end_s, wait_s, collective, bytes, group_size."""
+        return Rows(self._t.events())
+
+    def steps(self):
+        """ProfilerStep#N windows: name, start_s, end_s, on_gpu."""
+        return Rows(self._t.steps())
+
+    def breakdown(self, rank=None, t0=0.0, t1=-1.0):
+        """Where one rank's time went in [t0, t1] (the whole trace by default): the breakdown
+        document analyze and predict write (wall_s, compute_s, exposed_comm_s, ...)."""
+        if rank is None:
+            ranks = self.ranks
+            if not ranks:
+                raise Error(f"{self.path}: no events to break down")
+            rank = ranks[0]
+        return _wrap(_json.loads(self._t.breakdown_json(int(rank), float(t0), float(t1))))
+
+    def to_pandas(self):
+        return self.events().to_pandas()
+
+
+def load_trace(path, max_events=0):
+    """Reads one .json or .json.gz trace (``commscope analyze``'s reader) into a Trace.
+    ``max_events``: refuse files with more events (0: bounded by available memory only)."""
+    return Trace(_commscope.load_trace(_os.fspath(path), int(max_events)))

@@ -1,0 +1,142 @@
+# Bad arguments raise commscope.Error with the CLI's own one-line message (docs/python.md,
+# issue 17), and the interpreter keeps working: each verb gets the CLI's bad-input cases.
+import os
+
+import pytest
+
+from conftest import source_path
+
+MEASURED = source_path("data", "vtrain", "ground_truth_multi.csv")
+NCCL_LOG = source_path("tests", "data", "nccl-tests", "a3mega-h100-2x8-all_reduce.txt")
+TRACE = source_path("data", "traces", "trace_filter_sampled_rank-0.json.gz")
+
+# (CLI arguments, the Python call as (function name, positionals, keyword arguments))
+CASES = [
+    # flags the CLI converts or checks itself
+    (["describe", "--tp", "x"], ("describe", (), {"tp": "x"})),
+    (["describe", "--tp", "3"], ("describe", (), {"tp": 3})),
+    (["describe", "--nodes", "2,4"], ("describe", (), {"nodes": [2, 4]})),
+    (["describe", "--model", "no-such-model"], ("describe", (), {"model": "no-such-model"})),
+    (["describe", "--model", source_path("tests", "data", "bad", "truncated-model.json")],
+     ("describe", (), {"model": source_path("tests", "data", "bad", "truncated-model.json")})),
+    (["describe", "--model", source_path("tests", "data", "bad", "typo-model.json")],
+     ("describe", (), {"model": source_path("tests", "data", "bad", "typo-model.json")})),
+    (["describe", "--no-such-flag=1"], ("describe", (), {"no_such_flag": 1})),
+    (["predict", "--top", "-1"], ("predict", (), {"top": -1})),
+    (["predict", "--top", "abc"], ("predict", (), {"top": "abc"})),
+    (["predict", "--nodes", "4,,8"], ("predict", (), {"nodes": "4,,8"})),
+    (["predict", "--scaling", "medium"], ("predict", (), {"scaling": "medium"})),
+    (["predict", "--sort", "speed"], ("predict", (), {"sort": "speed"})),
+    (["predict", "--format", "xml"], ("predict", (), {"format": "xml"})),
+    (["predict", "--network", "carrier-pigeon"], ("predict", (), {"network": "carrier-pigeon"})),
+    (["predict", "--system", source_path("tests", "data", "bad", "wrong-type-system.json")],
+     ("predict", (), {"system": source_path("tests", "data", "bad", "wrong-type-system.json")})),
+    (["predict", "--tp", "3,5"], ("predict", (), {"tp": [3, 5]})),
+    (["predict", "--nodes", ",".join(["1"] * 400), "--tp", ",".join(["1"] * 400)],
+     ("predict", (), {"nodes": [1] * 400, "tp": [1] * 400})),
+    # the CLI's extreme inputs (tests/unit/apps_cli_test.cpp, CliLimits): refused at once
+    (["predict", "--gpus", "1073741828"], ("predict", (), {"gpus": 1073741828})),
+    (["predict", "--dp", "1048576", "--tp", "4"], ("predict", (), {"dp": 1048576, "tp": 4})),
+    (["predict", "--micro-batch-size", "1.5"], ("predict", (), {"micro_batch_size": 1.5})),
+    (["predict", "--tp", "99999999999"], ("predict", (), {"tp": 99999999999})),
+    (["predict", "--ddp-bucket-size", "inf"], ("predict", (), {"ddp_bucket_size": float("inf")})),
+    (["predict", "--gradient-accumulation-steps", "1000000000"],
+     ("predict", (), {"gradient_accumulation_steps": 1000000000})),
+    (["predict", "--seq-length", "100000000"], ("predict", (), {"seq_length": 100000000})),
+    (["predict"] + [a for f in ("--tp", "--pp", "--dp", "--micro-batch-size")
+                    for a in (f, ",".join(str(i) for i in range(1, 21)))],
+     ("predict", (), {k: list(range(1, 21)) for k in ("tp", "pp", "dp", "micro_batch_size")})),
+    (["predict", "--pp", "36", "--nodes", "9", "--gradient-accumulation-steps", "60000"],
+     ("predict", (), {"pp": 36, "nodes": 9, "gradient_accumulation_steps": 60000})),
+    (["describe", "--nodes", "1000000"], ("describe", (), {"nodes": 1000000})),
+    (["analyze", TRACE, "--rank", "-5"], ("analyze", (TRACE,), {"rank": -5})),
+    (["analyze", TRACE, "--max-events", "0"], ("analyze", (TRACE,), {"max_events": 0})),
+    (["frobnicate"], ("run", ("frobnicate",), {})),
+    (["validate", "no-such.csv"], ("validate", ("no-such.csv",), {})),
+    (["validate", MEASURED, "--rows", "third"], ("validate", (MEASURED,), {"rows": "third"})),
+    (["validate", MEASURED, "--system", "nope"], ("validate", (MEASURED,), {"system": "nope"})),
+    (["calibrate", MEASURED, "--evaluations", "5"],
+     ("calibrate", (MEASURED,), {"evaluations": 5})),
+    (["calibrate", MEASURED, "--rows", "x"], ("calibrate", (MEASURED,), {"rows": "x"})),
+    (["analyze", "no-such-dir/"], ("analyze", ("no-such-dir/",), {})),
+    (["analyze", TRACE, "--top", "-1"], ("analyze", (TRACE,), {"top": -1})),
+    (["analyze", TRACE, "--jobs", "0"], ("analyze", (TRACE,), {"jobs": 0})),
+    (["analyze", MEASURED], ("analyze", (MEASURED,), {})),
+    (["fit", "no-such.txt"], ("fit", ("no-such.txt",), {})),
+    (["fit", NCCL_LOG, "--collective", "allreduce"],
+     ("fit", (NCCL_LOG,), {"collective": "allreduce"})),
+    (["fit", NCCL_LOG, "--nics-per-node", "0"], ("fit", (NCCL_LOG,), {"nics_per_node": 0})),
+    (["fit", NCCL_LOG, "--format", "csv"], ("fit", (NCCL_LOG,), {"format": "csv"})),
+    (["fit", MEASURED], ("fit", (MEASURED,), {})),
+]
+
+
+@pytest.mark.parametrize("cli_args,call", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_bad_arguments_raise_the_cli_message(cli, commscope, cli_args, call):
+    expected = cli.error(*cli_args)
+    name, positionals, kwargs = call
+    with pytest.raises(commscope.Error) as info:
+        getattr(commscope, name)(*positionals, **kwargs)
+    assert str(info.value) == expected
+    assert isinstance(info.value, ValueError)
+
+
+def test_the_interpreter_survives_every_bad_case(commscope):
+    # After all the errors above (and here), a good call still answers.
+    for _, (name, positionals, kwargs) in CASES:
+        with pytest.raises(commscope.Error):
+            getattr(commscope, name)(*positionals, **kwargs)
+    assert commscope.describe()["params_total"] > 0
+    assert commscope.predict()["predictions"]
+
+
+def test_model_files_that_cannot_be_read_safely(cli, commscope, tmp_path):
+    # A FIFO would block a reader forever; a 100-byte model of 1e9 layers would take gigabytes.
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    layers = tmp_path / "layers.json"
+    layers.write_text('{"name":"x","kind":"gpt","layers":1e9,"hidden":64,"heads":4,'
+                      '"vocab":100,"seq_length":64}')
+    for verb in ("describe", "predict"):
+        for path in (fifo, layers):
+            expected = cli.error(verb, "--model", str(path))
+            with pytest.raises(commscope.Error) as info:
+                getattr(commscope, verb)(model=path)
+            assert str(info.value) == expected
+
+
+def test_nothing_is_written_on_error(commscope, tmp_path):
+    out, trace = tmp_path / "out.json", tmp_path / "trace.json"
+    with pytest.raises(commscope.Error):
+        commscope.describe(pp=7, output=out)
+    with pytest.raises(commscope.Error):
+        commscope.predict(pp=4, nodes=1, gradient_accumulation_steps=60000, trace=trace)
+    assert not out.exists() and not trace.exists()
+
+
+def test_load_trace_errors(commscope, tmp_path):
+    with pytest.raises(commscope.Error) as info:
+        commscope.load_trace(tmp_path / "missing.json")
+    assert "missing.json" in str(info.value)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [ {"ph": "X", "ts": "soon"} ]}')
+    with pytest.raises(commscope.Error) as info:
+        commscope.load_trace(bad)
+    assert "bad.json" in str(info.value)
+    with pytest.raises(commscope.Error):
+        commscope.load_trace(TRACE, max_events=-1)
+    # A FIFO would block a naive reader forever: refused, as analyze refuses it.
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(commscope.Error):
+        commscope.load_trace(fifo)
+    # The event limit refuses a file with more events, naming the limit.
+    with pytest.raises(commscope.Error):
+        commscope.load_trace(TRACE, max_events=1)
+
+
+def test_presets_kind_error(commscope, cli):
+    expected = cli.error("presets", "gadgets")
+    with pytest.raises(commscope.Error) as info:
+        commscope.presets("gadgets")
+    assert str(info.value) == expected

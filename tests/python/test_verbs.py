@@ -1,0 +1,168 @@
+# The Python results equal the CLI's JSON for the same arguments, verb by verb (issue 17): the
+# CLI runs as a separate program (COMMSCOPE_BIN), the module in this interpreter.
+import json
+import math
+
+import pytest
+
+from conftest import source_path
+
+MEASURED = source_path("data", "vtrain", "ground_truth_multi.csv")
+NCCL_LOG = source_path("tests", "data", "nccl-tests", "a3mega-h100-2x8-all_reduce.txt")
+TRACES = source_path("data", "traces")
+NCCL_TRACE = source_path("data", "traces", "nccl_parser_config_nccl_data.json.gz")
+
+# (CLI arguments without --format json, the Python call)
+SAME = [
+    (["describe"], ("describe", (), {})),
+    (["describe", "--model", "llama2-70b", "--system", "dgx-h100", "--nodes", "16", "--tp", "8",
+      "--pp", "4", "--sequence-parallel", "--micro-batch-size", "1", "--zero", "1"],
+     ("describe", (), {"model": "llama2-70b", "system": "dgx-h100", "nodes": 16, "tp": 8, "pp": 4,
+                       "sequence_parallel": True, "micro_batch_size": 1, "zero": 1})),
+    (["describe", "--model", source_path("tests", "data", "hf", "t5-small.json")],
+     ("describe", (), {"model": source_path("tests", "data", "hf", "t5-small.json")})),
+    (["predict"], ("predict", (), {})),
+    (["predict", "--model", "gpt2-large", "--network", "tcp-10g,ipoib-100g,rdma-100g", "--nodes",
+      "1,2,4,8"], ("predict", (), {"model": "gpt2-large",
+                                   "network": ["tcp-10g", "ipoib-100g", "rdma-100g"],
+                                   "nodes": [1, 2, 4, 8]})),
+    (["predict", "--model", "megatron-18.4b", "--nodes", "4,8,16", "--tp", "4", "--pp", "4",
+      "--micro-batch-size", "1", "--zero", "1", "--scaling", "strong", "--sort", "mfu", "--top",
+      "2"],
+     ("predict", (), {"model": "megatron-18.4b", "nodes": "4,8,16", "tp": 4, "pp": 4,
+                      "micro_batch_size": 1, "zero": 1, "scaling": "strong", "sort": "mfu",
+                      "top": 2})),
+    (["predict", "--tp", "1,2,3", "--ddp-bucket-size", "12.5"],
+     ("predict", (), {"tp": (1, 2, 3), "ddp_bucket_size": 12.5})),
+    (["validate", MEASURED, "--rows", "odd"], ("validate", (MEASURED,), {"rows": "odd"})),
+    (["validate", MEASURED, "--summary-only"],
+     ("validate", ([MEASURED],), {"summary_only": True})),
+    (["analyze", TRACES], ("analyze", (TRACES,), {})),
+    (["analyze", NCCL_TRACE, "--top", "3", "--jobs", "1"],
+     ("analyze", ([NCCL_TRACE],), {"top": 3, "jobs": 1})),
+]
+
+
+def _ids(cases):
+    return [" ".join(c[0])[:70].replace(source_path(""), "") for c in cases]
+
+
+@pytest.mark.parametrize("cli_args,call", SAME, ids=_ids(SAME))
+def test_python_equals_cli_json(cli, commscope, cli_args, call):
+    expected = cli.json(*cli_args, "--format", "json")
+    name, positionals, kwargs = call
+    got = getattr(commscope, name)(*positionals, **kwargs)
+    assert isinstance(got, dict)
+    assert got == expected
+    # Plain containers: the document survives a JSON round trip unchanged.
+    assert json.loads(json.dumps(got)) == expected
+
+
+def test_text_formats_equal_the_cli(cli, commscope):
+    for fmt in ("table", "csv", "md"):
+        r = cli.run("predict", "--nodes", "1,2", "--format", fmt)
+        assert r.returncode == 0
+        assert commscope.predict(nodes=[1, 2], format=fmt) == r.stdout
+
+
+def test_output_file_written_as_the_cli_writes_it(cli, commscope, tmp_path):
+    mine, theirs = tmp_path / "py.json", tmp_path / "cli.json"
+    assert commscope.describe(nodes=2, output=mine) is None
+    assert cli.run("describe", "--nodes", "2", "--format", "json", "-o", str(theirs)).returncode == 0
+    assert json.loads(mine.read_text()) == json.loads(theirs.read_text())
+
+
+def test_fit_returns_the_profile_the_cli_writes(cli, commscope, tmp_path):
+    out = tmp_path / "cli-profile.json"
+    r = cli.run("fit", NCCL_LOG, "--name", "a3mega", "--transport", "roce", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    profile = commscope.fit(NCCL_LOG, name="a3mega", transport="roce")
+    expected = json.loads(out.read_text())
+    assert profile == expected
+    # and written to output= as well, when asked
+    mine = tmp_path / "py-profile.json"
+    assert commscope.fit([NCCL_LOG], name="a3mega", transport="roce", output=mine) == expected
+    assert json.loads(mine.read_text()) == expected
+    # The profile is what predict --network accepts.
+    rows = commscope.predict(network=str(mine))["predictions"]
+    assert rows[0]["network"] == expected["name"]
+
+
+def test_calibrate_returns_the_system_the_cli_prints(cli, commscope):
+    args = (MEASURED,)
+    kwargs = {"rows": "even", "evaluations": 12}
+    expected = cli.json("calibrate", MEASURED, "--rows", "even", "--evaluations", "12")
+    assert commscope.calibrate(*args, **kwargs) == expected
+
+
+def test_presets_equal_the_cli_listing(cli, commscope):
+    r = cli.run("presets")
+    assert r.returncode == 0
+    listing, kind = {}, None
+    for line in r.stdout.splitlines():
+        if line.endswith(":"):
+            kind = line[:-1]
+            listing[kind] = []
+        else:
+            listing[kind].append(line.strip())
+    assert commscope.presets() == listing
+    assert commscope.presets("networks") == listing["networks"]
+
+
+def test_warnings_are_the_cli_warnings(cli, commscope):
+    # analyze of the shipped folder warns about ranks; the same lines arrive as Python warnings.
+    r = cli.run("analyze", TRACES, "--format", "json")
+    expected = [line[len("commscope: warning: "):] for line in r.stderr.splitlines()]
+    assert expected, "the shipped traces are expected to warn (a rank claimed twice)"
+    with pytest.warns(commscope.CommscopeWarning) as record:
+        commscope.analyze(TRACES)
+    assert [str(w.message) for w in record] == expected
+
+
+def test_generic_run_and_argv(cli, commscope):
+    assert commscope.argv("predict", nodes=[4, 8], sequence_parallel=True, trace=None,
+                          fp16=False, micro_batch_size=1) == [
+        "predict", "--nodes=4,8", "--sequence-parallel", "--micro-batch-size=1"]
+    # Any verb through run(), e.g. one added to the CLI later, with the CLI's spelling.
+    assert commscope.run("describe", format="json", nodes=2) == cli.json(
+        "describe", "--nodes", "2", "--format", "json")
+
+
+def test_load_trace_matches_analyze(commscope):
+    trace = commscope.load_trace(NCCL_TRACE)
+    analysis = commscope.analyze(NCCL_TRACE)
+    rank = analysis["ranks"][0]
+    assert trace.rank == rank["rank"]
+    assert trace.ranks == [rank["rank"]]
+    # The whole-trace breakdown is analyze's per-rank breakdown (the same library routine).
+    assert trace.breakdown() == rank["breakdown"]
+    events = trace.events()
+    assert len(events) == len(trace) > 0
+    comm = [e for e in events if e["kind"] == "comm"]
+    # Analyze counts the calls per collective; the events say the same.
+    assert analysis["collectives"]
+    for c in analysis["collectives"]:
+        assert sum(1 for e in comm if e["collective"] == c["kind"]) == c["calls"]
+    assert len(comm) == sum(c["calls"] for c in analysis["collectives"])
+    for e in events:
+        assert e["end_s"] == pytest.approx(e["start_s"] + e["dur_s"])
+        assert e["kind"] in ("compute", "comm", "memcpy")
+    # Steps are ProfilerStep windows in order.
+    steps = trace.steps()
+    assert [s["start_s"] for s in steps] == sorted(s["start_s"] for s in steps)
+    assert all(s["name"].startswith("ProfilerStep") for s in steps)
+    assert not math.isnan(trace.breakdown(t0=0.0, t1=1e-3)["wall_s"])
+
+
+def test_to_pandas(commscope):
+    pandas = pytest.importorskip("pandas")
+    sweep = commscope.predict(nodes=[1, 2, 4])
+    frame = sweep.to_pandas()
+    assert list(frame["nodes"]) == [1, 2, 4]
+    assert list(frame["iteration_time_s"]) == [r["iteration_time_s"] for r in sweep["predictions"]]
+    # nested plan fields are flattened, as pandas.json_normalize does
+    assert list(frame["plan.dp"]) == [r["plan"]["dp"] for r in sweep["predictions"]]
+    plain = pandas.DataFrame(sweep["predictions"])
+    assert len(plain) == 3
+    events = commscope.load_trace(NCCL_TRACE).to_pandas()
+    assert len(events) == len(commscope.load_trace(NCCL_TRACE))
