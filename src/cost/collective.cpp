@@ -102,6 +102,8 @@ LinkModel link_model(const Scenario& sc) {
   l.max_channels = t.max_channels;
   l.ll128 = t.ll128 && sc.system.node.topology != IntraNodeTopology::pcie;
   l.oversubscription = sc.system.scale.oversubscription;
+  l.nic = sc.network.achievable;
+  l.nics_per_group = sc.system.scale.nics_per_group;
   l.leaf_nodes = sc.system.scale.leaf_nodes;
   l.switch_latency = units::us(sc.system.scale.switch_latency_us);
   return l;
@@ -173,6 +175,7 @@ int fat_tree_switches(int nodes, int leaf_nodes) {
 
 double group_net_bandwidth(const GroupPlacement& g, const LinkModel& l) {
   double bw = l.node.value() / std::max(1, g.concurrent);
+  if (l.nics_per_group > 0) bw = std::min(bw, l.nic.value() * l.nics_per_group);
   if (g.nodes > l.leaf_nodes) bw /= std::max(1.0, l.oversubscription);
   return bw;
 }

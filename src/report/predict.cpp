@@ -341,7 +341,7 @@ nlohmann::json scale_effects_json(const PredictRow& r) {
   return {{"straggler_cv", e.straggler_cv},           {"straggler_wait_s", r.straggler_wait},
           {"oversubscription", e.oversubscription},   {"leaf_nodes", e.leaf_nodes},
           {"switch_latency_us", e.switch_latency_us}, {"nic_sharing", e.nic_sharing},
-          {"inter_node_groups", std::move(sharing)}};
+          {"nics_per_group", e.nics_per_group},       {"inter_node_groups", std::move(sharing)}};
 }
 
 nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scaling) {

@@ -323,6 +323,9 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j_in, const std::strin
       sc.check(e.switch_latency_us >= 0 && e.switch_latency_us <= 1e3, "switch_latency_us",
                "microseconds in [0, 1000]", fmt::format("{}", e.switch_latency_us));
     sc.read("nic_sharing", e.nic_sharing);
+    if (sc.read("nics_per_group", e.nics_per_group))
+      sc.check(e.nics_per_group >= 0 && e.nics_per_group <= 1024, "nics_per_group",
+               "an integer from 0 (all of the node's) to 1024", std::to_string(e.nics_per_group));
   }
   // NCCL enables LL128 on NVLink systems only (tuning.cc); a PCIe node runs LL and Simple.
   if (s.node.topology == IntraNodeTopology::pcie) s.nccl.ll128 = false;
@@ -421,11 +424,9 @@ nlohmann::json to_json(const SystemSpec& s) {
   if (s.max_nodes > 0) j["max_nodes"] = s.max_nodes;
   if (!s.sources.empty()) j["sources"] = s.sources;
   const ScaleEffects& e = s.scale;
-  j["scale"] = {{"straggler_cv", e.straggler_cv},
-                {"oversubscription", e.oversubscription},
-                {"leaf_nodes", e.leaf_nodes},
-                {"switch_latency_us", e.switch_latency_us},
-                {"nic_sharing", e.nic_sharing}};
+  j["scale"] = {{"straggler_cv", e.straggler_cv}, {"oversubscription", e.oversubscription},
+                {"leaf_nodes", e.leaf_nodes},     {"switch_latency_us", e.switch_latency_us},
+                {"nic_sharing", e.nic_sharing},   {"nics_per_group", e.nics_per_group}};
   // NCCL's tables only where they differ from the defaults (NcclTuning).
   const NcclTuning& t = s.nccl;
   const NcclTuning d;

@@ -150,6 +150,14 @@ TEST(Cost, ContentionAndFatTreeHops) {
   const double slow = collective_time(Collective::all_reduce, 4e9, g, l).value();
   const double fast = collective_time(Collective::all_reduce, 4e9, g, link_model(flat)).value();
   EXPECT_NEAR(slow / fast, 2.0, 0.05);
+  // One NIC per group: the group's share is capped at one NIC's achievable rate.
+  Scenario one = flat;
+  one.system.scale.nics_per_group = 1;
+  GroupPlacement whole = place_group(one, CommGroup::tensor);  // 8 per node, all of the NICs
+  whole.nodes = 2;
+  whole.concurrent = 1;
+  EXPECT_DOUBLE_EQ(group_net_bandwidth(whole, link_model(one)), one.network.achievable.value());
+  EXPECT_DOUBLE_EQ(group_net_bandwidth(whole, link_model(flat)), link_model(flat).node.value());
   // NIC sharing off.
   sc.system.scale.nic_sharing = false;
   EXPECT_EQ(place_group(sc, CommGroup::data).concurrent, 1);

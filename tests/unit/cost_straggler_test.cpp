@@ -111,3 +111,46 @@ TEST(Straggler, LargerGroupsWaitLonger) {
 
 }  // namespace
 }  // namespace commscope
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/report/predict.h"
+
+namespace commscope {
+namespace {
+
+// predict's JSON row names the path that priced each collective, the scale effects and the
+// profiler's communication beside the causal one; the text of one prediction lists them.
+TEST(Straggler, PredictShowsPathsScaleEffectsAndProfilerView) {
+  ScenarioInput in;
+  in.model = "megatron-1.7b";
+  in.system = "dgx-a100-80gb";
+  in.plan = testing::plan(32, 8, 2, 1, 16);
+  auto r = predict_sweep({in}, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto j = predictions_json(r->rows, false)[0];
+  ASSERT_TRUE(j.contains("cost_path"));
+  for (const auto& [c, paths] : j["cost_path"].items()) {
+    ASSERT_TRUE(paths.is_array()) << c;
+    EXPECT_FALSE(paths.empty()) << c;
+    for (const auto& p : paths) EXPECT_EQ(p.get<std::string>().rfind("model:", 0), 0u) << p;
+  }
+  EXPECT_TRUE(j["cost_path"].contains("all_reduce"));
+  EXPECT_EQ(j["cost_path"]["send"], nlohmann::json::array({"model:p2p/Simple"}));
+  const auto& e = j["scale_effects"];
+  EXPECT_EQ(e["straggler_cv"], 0.01);
+  EXPECT_GT(e["straggler_wait_s"].get<double>(), 0.0);
+  EXPECT_EQ(e["oversubscription"], 1.0);
+  EXPECT_TRUE(e["inter_node_groups"].contains("data"));
+  // Profiler's view: at least the causal communication, and the pipeline's receives waited.
+  EXPECT_GE(j["profiler_comm_s"].get<double>(), j["comm_s"].get<double>());
+  const auto& pg = j["comm_by_group"]["pipeline"];
+  EXPECT_GT(pg["profiler_s"].get<double>(), pg["total_s"].get<double>());
+  const std::string text = render_predictions(r->rows, Format::table, false);
+  EXPECT_NE(text.find("prof comm"), std::string::npos);
+  EXPECT_NE(text.find("collective paths: "), std::string::npos);
+  EXPECT_NE(text.find("scale effects: stragglers cv 0.01"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace commscope

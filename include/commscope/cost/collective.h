@@ -60,6 +60,9 @@ struct LinkModel {
   // Contention (ScaleEffects): oversubscription above a leaf switch of leaf_nodes nodes; the
   // latency of each switch an inter-node hop crosses beyond the first.
   double oversubscription = 1;
+  // One NIC's bandwidth and the NICs a group's collective spreads over (0: all).
+  BytesPerSecond nic;
+  int nics_per_group = 0;
   int leaf_nodes = 1;
   Seconds switch_latency;
 };

@@ -99,6 +99,10 @@ struct ScaleEffects {
   int leaf_nodes = 32;              // nodes under one leaf switch (the fabric's first level)
   double switch_latency_us = 0.13;  // per switch traversed by an inter-node hop
   bool nic_sharing = true;          // concurrent groups share a node's NICs (false: each has all)
+  // NICs of a node one group's collective spreads its channels over (0: all of them). A ring
+  // whose traffic leaves the node through fewer NICs than the node has gets that many NICs'
+  // bandwidth, shared as above.
+  int nics_per_group = 0;
 };
 
 struct SystemSpec {
