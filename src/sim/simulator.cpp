@@ -230,11 +230,28 @@ struct Costs {
     }
   }
   double of(const Op& op) const {
-    return op.kind == OpKind::compute
-               ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
-               : collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links)
-                     .value();
+    if (op.kind == OpKind::compute)
+      return compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    // Layers repeat the same few collectives: remember the last distinct ones (NCCL's model
+    // weighs up to six algorithm/protocol paths per call).
+    for (std::size_t i = 0; i < cached; ++i) {
+      const Memo& m = memo[i];
+      if (m.bytes == op.bytes && m.collective == op.collective && m.group == op.group) return m.t;
+    }
+    const double t =
+        collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links).value();
+    memo[next_memo] = {op.bytes, t, op.collective, op.group};
+    next_memo = (next_memo + 1) % memo.size();
+    cached = std::min(cached + 1, memo.size());
+    return t;
   }
+  struct Memo {
+    double bytes, t;
+    Collective collective;
+    CommGroup group;
+  };
+  mutable std::array<Memo, 16> memo{};
+  mutable std::size_t cached = 0, next_memo = 0;
 };
 
 std::vector<double> durations(const OpList& l, const Costs& costs) {
