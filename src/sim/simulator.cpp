@@ -460,6 +460,12 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   // for the sender included), a send from when it began.
   std::vector<std::array<Intervals, 4>> profiled(pp);
   for (int s = 0; s < pp; ++s)
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t per_list = static_cast<std::size_t>(m) * v;  // one per micro-batch, chunk
+      transfers[s][k].reserve(per_list);
+      profiled[s][k].reserve(per_list);
+    }
+  for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
       if (t.ready <= t.transfer_start) continue;
       const int vs = t.chunk * pp + t.stage;
