@@ -154,3 +154,52 @@ TEST(Straggler, PredictShowsPathsScaleEffectsAndProfilerView) {
 
 }  // namespace
 }  // namespace commscope
+
+namespace commscope {
+namespace {
+
+// A strong-scaling sweep (global batch fixed, GPUs doubling) of ZeRO-3 as in Narayanan et al.'s
+// Table 2 (GPT-3 175B, 384 to 1,536 A100s): the predicted efficiency falls with every doubling
+// (per-rank communication stays while compute halves; ring latency grows with the ranks), with
+// the stragglers off and on. (On, it need not fall faster: the wait is a share of compute,
+// which shrinks per GPU, while E[max of n] grows only as sqrt(2 ln n).)
+TEST(Straggler, StrongScalingEfficiencyFalls) {
+  auto sweep = [](double cv) {
+    std::vector<ScenarioInput> in;
+    for (int gpus : {384, 768, 1536}) {
+      ScenarioInput s;
+      s.model = "gpt3-175b";
+      s.system = "dgx-a100-80gb";
+      s.plan = testing::plan(gpus, 1, 1, 1536 / gpus, 1536);
+      s.plan.zero = 3;
+      in.push_back(s);
+    }
+    SweepOptions o;
+    o.scaling = Scaling::strong;
+    auto r = predict_sweep(in, o);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    std::vector<double> eff;
+    if (!r.ok()) return eff;
+    for (auto row : r->rows) {
+      // The same rows with the preset's spread replaced: simulate again.
+      row.scenario.system.scale.straggler_cv = cv;
+      const Prediction p = simulate(build_workload(row.scenario));
+      eff.push_back(p.iteration_time);
+    }
+    // Efficiency against the first point: t(384) x 384 / (t(n) x n).
+    std::vector<double> out;
+    for (std::size_t i = 0; i < eff.size(); ++i)
+      out.push_back(eff[0] * 384 / (eff[i] * (384 << i)));
+    return out;
+  };
+  const auto off = sweep(0), on = sweep(0.02);
+  ASSERT_EQ(off.size(), 3u);
+  ASSERT_EQ(on.size(), 3u);
+  EXPECT_LT(off[1], 1.0);
+  EXPECT_LT(off[2], off[1]);
+  EXPECT_LT(on[1], 1.0);
+  EXPECT_LT(on[2], on[1]);
+}
+
+}  // namespace
+}  // namespace commscope
