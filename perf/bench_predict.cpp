@@ -4,7 +4,8 @@
 // second on one core; Calculon reports about 1.7 ms per plan), once with the network model alone
 // and once with measured bus-bandwidth curves in the profile (20 curves of 31 sizes: all-reduce,
 // all-gather, reduce-scatter and send/recv inside a node and on 2, 4, 8 nodes, the shape of
-// a nccl-tests sweep from 8 B to 8 GiB). Prints the figures and ratios.
+// a nccl-tests sweep from 8 B to 8 GiB), and once more without stragglers (straggler_cv 0).
+// Prints the figures and ratios.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -58,13 +59,14 @@ int main() {
           plans.push_back(p);
         }
   int valid = 0;
+  SystemSpec system = *dgx;  // the sweeps' system (stragglers as the preset says, then off)
   auto sweep = [&](const NetworkProtocol& net, double& best) {
     std::vector<double> sweeps;
     for (int rep = 0; rep < 7; ++rep) {  // median of 7 sweeps
       valid = 0;
       auto t0 = Clock::now();
       for (const auto& p : plans) {
-        auto sc = resolve_scenario(*mid, *dgx, net, p);
+        auto sc = resolve_scenario(*mid, system, net, p);
         if (!sc.ok()) continue;
         ++valid;
         sink += simulate(build_workload(*sc)).iteration_time;
@@ -98,6 +100,10 @@ int main() {
     }
   curved.curves = std::move(curves);
   const double curves_ms = sweep(curved, best_curves_ms);
+  // Without stragglers (scale.straggler_cv 0): what the per-collective wait costs in speed.
+  double best_still_ms = 0;
+  system.scale.straggler_cv = 0;
+  const double still_ms = sweep(*ib, best_still_ms);
   const double per_plan_ms = sweep_ms / valid;
   const double plans_per_s = 1e3 / per_plan_ms;
 
@@ -121,6 +127,12 @@ int main() {
       "curves: median %.2fx, best %.2fx the time\n",
       curved.curves.size(), curves_ms, 1e3 * valid / curves_ms, 1e3 * valid / best_curves_ms,
       curves_ms / sweep_ms, best_curves_ms / best_ms);
+  std::printf(
+      "sweep without stragglers (straggler_cv 0, default %.3g): %.1f ms = %.0f plans/s (best "
+      "%.0f); "
+      "with/without stragglers: median %.2fx, best %.2fx the time\n",
+      dgx->scale.straggler_cv, still_ms, 1e3 * valid / still_ms, 1e3 * valid / best_still_ms,
+      sweep_ms / still_ms, best_ms / best_still_ms);
   if (sink < 0) std::puts("");
   return 0;
 }

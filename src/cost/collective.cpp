@@ -1,11 +1,15 @@
-// Alpha-beta costs of collectives. Bandwidth terms use nccl-tests' bus factors: a ring
-// all-reduce moves 2(n-1)/n of the buffer over each rank's link, all-gather and reduce-scatter
-// (n-1)/n, broadcast, reduce and send/receive the whole buffer.
+// Costs of collectives: measured curves, else NCCL's algorithm/protocol model (its structure
+// after NCCL's src/graph/tuning.cc, own code; constants in the system preset's NcclTuning).
+// Bandwidth terms use nccl-tests' bus factors: a ring all-reduce moves 2(n-1)/n of the buffer
+// over each rank's link, all-gather and reduce-scatter (n-1)/n, broadcast, reduce and
+// send/receive the whole buffer.
 #include "commscope/cost/collective.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+
+#include <fmt/format.h>
 
 namespace commscope {
 
@@ -68,6 +72,7 @@ GroupPlacement place_group(const Scenario& sc, CommGroup g) {
   // Every GPU of a node runs its own group's collective at the same time (all TP ranks do
   // their DP all-reduce together), so a node's NICs are shared by gpn / per_node groups.
   out.concurrent = std::max(1, std::min(gpn, sc.gpus()) / out.per_node);
+  if (!sc.system.scale.nic_sharing) out.concurrent = 1;
   return out;
 }
 
@@ -81,6 +86,26 @@ LinkModel link_model(const Scenario& sc) {
   l.intra_latency = cal.intra_node_latency;
   l.net_latency = sc.network.latency;
   attach_curves(l, sc.network.curves.span());
+  // NCCL's tables. The calibrated per-step latencies are the ring Simple hops of their link;
+  // the other algorithms and protocols scale by NCCL's ratios for that link kind.
+  const NcclTuning& t = sc.system.nccl;
+  const int intra_kind = sc.system.node.topology == IntraNodeTopology::pcie ? 1 : 0;
+  const double intra_ref = t.hop_latency_us[intra_kind][0][2], net_ref = t.hop_latency_us[2][0][2];
+  for (int a = 0; a < 2; ++a)
+    for (int p = 0; p < 3; ++p) {
+      l.base[a][p] = t.base_latency_us[a][p] * 1e-6;
+      l.intra_hop[a][p] = l.intra_latency.value() * t.hop_latency_us[intra_kind][a][p] / intra_ref;
+      l.net_hop[a][p] = l.net_latency.value() * t.hop_latency_us[2][a][p] / net_ref;
+      l.fraction[a][p] = t.bandwidth_fraction[a][p];
+    }
+  for (int p = 0; p < 3; ++p) l.channel_bytes[p] = t.channel_bytes[p];
+  l.max_channels = t.max_channels;
+  l.ll128 = t.ll128 && sc.system.node.topology != IntraNodeTopology::pcie;
+  l.oversubscription = sc.system.scale.oversubscription;
+  l.nic = sc.network.achievable;
+  l.nics_per_group = sc.system.scale.nics_per_group;
+  l.leaf_nodes = sc.system.scale.leaf_nodes;
+  l.switch_latency = units::us(sc.system.scale.switch_latency_us);
   return l;
 }
 
@@ -103,6 +128,56 @@ void attach_curves(LinkModel& l, std::span<const BusBwCurve> curves) {
 
 std::string_view to_string(CostSource s) {
   return s == CostSource::curve ? "curve" : "model";
+}
+
+std::string_view to_string(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::automatic:
+      return "auto";
+    case CollectiveAlgorithm::ring:
+      return "ring";
+    case CollectiveAlgorithm::tree:
+      return "tree";
+    case CollectiveAlgorithm::hierarchical:
+      return "hierarchical";
+    case CollectiveAlgorithm::p2p:
+      return "p2p";
+  }
+  return "auto";
+}
+
+std::string_view to_string(CollectiveProtocol p) {
+  switch (p) {
+    case CollectiveProtocol::automatic:
+      return "auto";
+    case CollectiveProtocol::ll:
+      return "LL";
+    case CollectiveProtocol::ll128:
+      return "LL128";
+    case CollectiveProtocol::simple:
+      return "Simple";
+  }
+  return "auto";
+}
+
+std::string cost_path(const CollectiveCost& c) {
+  if (c.source == CostSource::curve) return "curve";
+  return fmt::format("model:{}/{}", to_string(c.algorithm), to_string(c.protocol));
+}
+
+int fat_tree_switches(int nodes, int leaf_nodes) {
+  if (nodes <= 1) return 0;
+  const double leaf = std::max(1, leaf_nodes);
+  int levels = 1;
+  for (double reach = leaf; reach < nodes && levels < 8; reach *= std::max(2.0, leaf)) ++levels;
+  return 2 * levels - 1;
+}
+
+double group_net_bandwidth(const GroupPlacement& g, const LinkModel& l) {
+  double bw = l.node.value() / std::max(1, g.concurrent);
+  if (l.nics_per_group > 0) bw = std::min(bw, l.nic.value() * l.nics_per_group);
+  if (g.nodes > l.leaf_nodes) bw /= std::max(1.0, l.oversubscription);
+  return bw;
 }
 
 const BusBwCurve* curve_for(Collective c, const GroupPlacement& g, const LinkModel& l) {
@@ -139,16 +214,16 @@ double curve_busbw(const BusBwCurve& curve, double bytes) {
 }
 
 namespace {
-Seconds model_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
-                   CollectiveAlgorithm a);
+CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
+                          CollectiveAlgorithm a, CollectiveProtocol p);
 }  // namespace
 
 CollectiveCost collective_cost(Collective c, double bytes, const GroupPlacement& g,
-                               const LinkModel& l, CollectiveAlgorithm a) {
+                               const LinkModel& l, CollectiveAlgorithm a, CollectiveProtocol p) {
   const int n = g.size;
   if (n <= 1 && c != Collective::send && c != Collective::recv) return {Seconds(0)};
   if (bytes <= 0) return {Seconds(0)};
-  if (l.curve_mask && a == CollectiveAlgorithm::automatic) {
+  if (l.curve_mask && a == CollectiveAlgorithm::automatic && p == CollectiveProtocol::automatic) {
     if (const BusBwCurve* cv = curve_for(c, g, l)) {
       // The curve was measured with one group on the node's NICs; concurrent groups share them.
       const double share = g.nodes > 1 ? 1.0 / g.concurrent : 1.0;
@@ -170,14 +245,14 @@ CollectiveCost collective_cost(Collective c, double bytes, const GroupPlacement&
       } else {
         // Below the smallest measured size: its time, scaled as the alpha-beta model scales.
         const double t0 = bus * first.bytes / (first.busbw.value() * share);
-        const double m = model_time(c, bytes, g, l, a).value();
-        const double m0 = model_time(c, first.bytes, g, l, a).value();
+        const double m = model_cost(c, bytes, g, l, a, p).time.value();
+        const double m0 = model_cost(c, first.bytes, g, l, a, p).time.value();
         t = m0 > 0 ? t0 * m / m0 : t0;
       }
       return {Seconds(t), CostSource::curve};
     }
   }
-  return {model_time(c, bytes, g, l, a), CostSource::model};
+  return model_cost(c, bytes, g, l, a, p);
 }
 
 Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
@@ -186,46 +261,89 @@ Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, con
 }
 
 namespace {
-Seconds model_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
-                   CollectiveAlgorithm a) {
+// Share of the bandwidth the channels NCCL runs for `bytes` with protocol p reach: one
+// channel per channel_bytes (LL's ring threshold grows with the ranks), from 1 to
+// max_channels. Counted continuously, so that below full channels the transfer takes one
+// channel's chunk time and time never falls as the size grows.
+double channel_share(double bytes, int p, int n, const LinkModel& l) {
+  const double per = l.channel_bytes[p] * (p == 0 ? n : 1);
+  return std::clamp(bytes / per, 1.0, static_cast<double>(l.max_channels)) / l.max_channels;
+}
+
+CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
+                          CollectiveAlgorithm a, CollectiveProtocol proto) {
   const int n = g.size;
-  if (n <= 1 && c != Collective::send && c != Collective::recv) return Seconds(0);
-  if (bytes <= 0) return Seconds(0);
+  if (n <= 1 && c != Collective::send && c != Collective::recv) return {Seconds(0)};
+  if (bytes <= 0) return {Seconds(0)};
   const bool crosses = g.nodes > 1;
   // A ring that crosses nodes carries bus x bytes over each node boundary; rings spread over
-  // the node's NICs, which the concurrent groups share.
-  const double net_per_group = l.node.value() / g.concurrent;
-  const double alpha = crosses ? l.net_latency.value() : l.intra_latency.value();
+  // the node's NICs, which the concurrent groups share (and the spine, when oversubscribed).
+  const double net_per_group = group_net_bandwidth(g, l);
   const double beta_rank = crosses ? std::min(l.intra.value(), net_per_group) : l.intra.value();
   const double bus = bus_factor(c, n);
+  // Each inter-node hop: the network's latency through one switch, plus the further switches
+  // of the fat tree the group spans.
+  const double extra =
+      crosses ? (fat_tree_switches(g.nodes, l.leaf_nodes) - 1) * l.switch_latency.value() : 0.0;
 
-  // Flat ring: every rank's link carries bus x bytes.
-  const double ring = ring_steps(c, n) * alpha + bus * bytes / beta_rank;
-  if (a == CollectiveAlgorithm::ring || !crosses || c == Collective::send ||
-      c == Collective::recv || c == Collective::broadcast || c == Collective::reduce ||
-      c == Collective::all_to_all)
-    return Seconds(ring);
-
-  // Tree (NCCL's double binary tree, all-reduce only): log-depth latency, ring bandwidth.
-  const double tree =
-      c == Collective::all_reduce ? 2.0 * ceil_log2(n) * alpha + bus * bytes / beta_rank : ring;
-  // Hierarchical: inside each node over NVLink (bus factor of per_node ranks), across nodes
-  // each node moves the whole buffer share through its NICs (bus factor of the node count).
-  const int k = g.per_node, N = g.nodes;
-  const double intra = k > 1 ? ring_steps(c, k) * l.intra_latency.value() +
-                                   bus_factor(c, k) * bytes / l.intra.value()
-                             : 0.0;
-  const double inter =
-      ring_steps(c, N) * l.net_latency.value() + bus_factor(c, N) * bytes / net_per_group;
-  const double hier = intra + inter;
-  switch (a) {
-    case CollectiveAlgorithm::tree:
-      return Seconds(tree);
-    case CollectiveAlgorithm::hierarchical:
-      return Seconds(hier);
-    default:
-      return Seconds(std::min({ring, tree, hier}));
+  // Point-to-point (send/receive, all-to-all): one message per peer, Simple, no protocol choice.
+  if (c == Collective::send || c == Collective::recv || c == Collective::all_to_all) {
+    const double hop = crosses ? l.net_hop[0][2] + extra : l.intra_hop[0][2];
+    return {Seconds(ring_steps(c, n) * hop + bus * bytes / beta_rank), CostSource::model,
+            CollectiveAlgorithm::p2p, CollectiveProtocol::simple};
   }
+
+  if (a == CollectiveAlgorithm::hierarchical) {
+    // commscope's two-level form: inside each node over NVLink (bus factor of per_node
+    // ranks), across nodes each node moves the whole buffer through its NICs (bus factor of
+    // the node count). Not an NCCL algorithm; priced only when asked for.
+    const int k = g.per_node, N = g.nodes;
+    const double intra = k > 1 ? ring_steps(c, k) * l.intra_latency.value() +
+                                     bus_factor(c, k) * bytes / l.intra.value()
+                               : 0.0;
+    const double inter = N > 1 ? ring_steps(c, N) * (l.net_latency.value() + extra) +
+                                     bus_factor(c, N) * bytes / net_per_group
+                               : 0.0;
+    return {Seconds(intra + inter), CostSource::model, CollectiveAlgorithm::hierarchical,
+            CollectiveProtocol::simple};
+  }
+
+  CollectiveCost best{Seconds(-1)};
+  auto consider = [&](CollectiveAlgorithm alg, int p, double t) {
+    if (best.time.value() < 0 || t < best.time.value())
+      best = {Seconds(t), CostSource::model, alg, static_cast<CollectiveProtocol>(p + 1)};
+  };
+  const int p_lo = proto == CollectiveProtocol::automatic ? 0 : static_cast<int>(proto) - 1;
+  const int p_hi = proto == CollectiveProtocol::automatic ? 2 : p_lo;
+  // Ring: NCCL's 2(n-1) steps for all-reduce (n-1 for the others), 2(N-1) (N-1) of them
+  // across nodes at the network's hop latency, the rest inside nodes.
+  if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::ring ||
+      c != Collective::all_reduce) {
+    const int steps = ring_steps(c, n);
+    const int inter = crosses ? std::min(steps, ring_steps(c, g.nodes)) : 0;
+    for (int p = p_lo; p <= p_hi; ++p) {
+      if (p == 1 && !l.ll128 && proto == CollectiveProtocol::automatic) continue;
+      const double lat =
+          l.base[0][p] + (steps - inter) * l.intra_hop[0][p] + inter * (l.net_hop[0][p] + extra);
+      const double bw = beta_rank * l.fraction[0][p] * channel_share(bytes, p, n, l);
+      consider(CollectiveAlgorithm::ring, p, lat + bus * bytes / bw);
+    }
+  }
+  // Tree (all-reduce only, NCCL's double binary tree): a chain of per_node ranks inside each
+  // node and log2(nodes) levels across them, up and down; algorithm bandwidth half the bus
+  // bandwidth (time 2 S / busbw).
+  if (c == Collective::all_reduce &&
+      (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::tree)) {
+    const int k = std::max(1, g.per_node);
+    for (int p = p_lo; p <= p_hi; ++p) {
+      if (p == 1 && !l.ll128 && proto == CollectiveProtocol::automatic) continue;
+      const double lat = l.base[1][p] + 2.0 * ((k - 1) * l.intra_hop[1][p] +
+                                               ceil_log2(g.nodes) * (l.net_hop[1][p] + extra));
+      const double bw = beta_rank * l.fraction[1][p] * channel_share(bytes, p, 1, l);
+      consider(CollectiveAlgorithm::tree, p, lat + 2.0 * bytes / bw);
+    }
+  }
+  return best;
 }
 }  // namespace
 

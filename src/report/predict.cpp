@@ -29,6 +29,7 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
   r.mfu = f.model / p.iteration_time / sc.gpus() /
           sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
   r.breakdown = p.mean;
+  r.straggler_wait = p.straggler_wait;
   for (const auto& s : p.stages) r.stage_times.push_back(s.end);
   for (const Role& role : w.roles) {
     double m = memory_per_rank(w, role).total().value();
@@ -40,13 +41,29 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
   GroupPlacement place[4];
   for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding})
     place[static_cast<int>(g)] = place_group(sc, g);
+  // Distinct (collective, group, size) triples are few; each is priced once.
+  struct Seen {
+    Collective c;
+    CommGroup g;
+    double bytes;
+  };
+  std::vector<Seen> seen;
   auto mark = [&](const OpList& ops) {
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const Op& op = ops[i];
       if (op.kind == OpKind::compute) continue;
+      if (std::any_of(seen.begin(), seen.end(), [&](const Seen& x) {
+            return x.c == op.collective && x.g == op.group && x.bytes == op.bytes;
+          }))
+        continue;
+      seen.push_back({op.collective, op.group, op.bytes});
       const auto& g = place[static_cast<int>(op.group)];
       const bool curve = curve_for(op.collective, g, links) != nullptr;
-      r.cost_sources[static_cast<std::size_t>(op.collective)] |= curve ? 2 : 1;
+      const auto c = static_cast<std::size_t>(op.collective);
+      r.cost_sources[c] |= curve ? 2 : 1;
+      if (curve) continue;
+      const CollectiveCost cost = collective_cost(op.collective, op.bytes, g, links);
+      if (cost.time.value() > 0) r.cost_paths[c] |= std::uint8_t(1u << cost_path_index(cost));
     }
   };
   for (const Role& role : w.roles) {
@@ -54,6 +71,26 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
     mark(role.step);
   }
   return r;
+}
+
+int cost_path_index(const CollectiveCost& c) {
+  switch (c.algorithm) {
+    case CollectiveAlgorithm::tree:
+      return 3 + static_cast<int>(c.protocol) - 1;
+    case CollectiveAlgorithm::p2p:
+      return 6;
+    case CollectiveAlgorithm::hierarchical:
+      return 7;
+    default:
+      return static_cast<int>(c.protocol) - 1;
+  }
+}
+
+std::string_view cost_path_name(int i) {
+  static constexpr std::string_view kNames[] = {
+      "model:ring/LL",    "model:ring/LL128",  "model:ring/Simple", "model:tree/LL",
+      "model:tree/LL128", "model:tree/Simple", "model:p2p/Simple",  "model:hierarchical/Simple"};
+  return i >= 0 && i < 8 ? kNames[i] : "";
 }
 
 namespace {
@@ -77,6 +114,45 @@ std::string cost_source_note(const std::vector<PredictRow>& rows) {
                                         : "from curves where the scope has one, else the model");
   note.back() = '\n';
   return note;
+}
+// One prediction's communication per group and collective, causal (total, exposed) beside
+// the profiler's view (each call from entry, the wait for peers included), then which path
+// priced each collective and the scale effects.
+std::string comm_detail(const PredictRow& r) {
+  const Breakdown& b = r.breakdown;
+  Table t;
+  t.header = {"communication", "total", "exposed", "profiler", "profiler - total"};
+  t.right = {false, true, true, true, true};
+  auto ms = [](double x) { return fmt::format("{:.3f} ms", x * 1e3); };
+  auto add = [&](std::string name, const CommShare& s) {
+    t.add({std::move(name), ms(s.total), ms(s.exposed), ms(s.profiler), ms(s.profiler - s.total)});
+  };
+  b.by_group.for_each(
+      [&](CommGroup g, const CommShare& s) { add(fmt::format("group {}", to_string(g)), s); });
+  b.by_collective.for_each(
+      [&](Collective c, const CommShare& s) { add(std::string(to_string(c)), s); });
+  if (t.rows.empty()) return "";
+  std::string out = "\n" + render_text(t, "");
+  std::string paths;
+  for (std::size_t c = 0; c < kCollectiveCount; ++c) {
+    if (!r.cost_sources[c]) continue;
+    std::string list = r.cost_sources[c] & 2 ? "curve" : "";
+    for (int i = 0; i < 8; ++i)
+      if (r.cost_paths[c] & (1u << i))
+        list += fmt::format("{}{}", list.empty() ? "" : ", ", cost_path_name(i));
+    paths += fmt::format(" {} {};", to_string(static_cast<Collective>(c)), list);
+  }
+  if (!paths.empty()) {
+    paths.back() = '\n';
+    out += "collective paths:" + paths;
+  }
+  const ScaleEffects& e = r.scenario.system.scale;
+  out += fmt::format(
+      "scale effects: stragglers cv {:g} (wait {:.3f} ms per iteration); oversubscription {:g} "
+      "above {} nodes; NIC sharing {}\n",
+      e.straggler_cv, r.straggler_wait * 1e3, e.oversubscription, e.leaf_nodes,
+      e.nic_sharing ? "on" : "off");
+  return out;
 }
 }  // namespace
 
@@ -250,6 +326,24 @@ std::vector<std::string> sweep_summary(const SweepResult& r) {
   return lines;
 }
 
+nlohmann::json scale_effects_json(const PredictRow& r) {
+  const Scenario& sc = r.scenario;
+  const ScaleEffects& e = sc.system.scale;
+  nlohmann::json sharing = nlohmann::json::object();
+  for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline}) {
+    const GroupPlacement p = place_group(sc, g);
+    if (p.nodes > 1)
+      sharing[std::string(to_string(g))] = {
+          {"nodes", p.nodes},
+          {"groups_per_nic_set", p.concurrent},
+          {"oversubscribed", p.nodes > e.leaf_nodes && e.oversubscription > 1}};
+  }
+  return {{"straggler_cv", e.straggler_cv},           {"straggler_wait_s", r.straggler_wait},
+          {"oversubscription", e.oversubscription},   {"leaf_nodes", e.leaf_nodes},
+          {"switch_latency_us", e.switch_latency_us}, {"nic_sharing", e.nic_sharing},
+          {"nics_per_group", e.nics_per_group},       {"inter_node_groups", std::move(sharing)}};
+}
+
 nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scaling) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : rows) {
@@ -279,6 +373,18 @@ nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scalin
         sources[std::string(to_string(static_cast<Collective>(c)))] =
             cost_source_name(r.cost_sources[c]);
     j["cost_source"] = std::move(sources);
+    // Which of NCCL's paths priced each collective without a curve.
+    nlohmann::json paths = nlohmann::json::object();
+    for (std::size_t c = 0; c < kCollectiveCount; ++c) {
+      if (!r.cost_sources[c]) continue;
+      nlohmann::json list = nlohmann::json::array();
+      if (r.cost_sources[c] & 2) list.push_back("curve");
+      for (int i = 0; i < 8; ++i)
+        if (r.cost_paths[c] & (1u << i)) list.push_back(cost_path_name(i));
+      paths[std::string(to_string(static_cast<Collective>(c)))] = std::move(list);
+    }
+    j["cost_path"] = std::move(paths);
+    j["scale_effects"] = scale_effects_json(r);
     if (scaling) {
       j["speedup"] = r.speedup;
       j["scaling_efficiency"] = r.scaling_efficiency;
@@ -300,13 +406,14 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
               "tp",    "pp",     "zero",    "mbs",   "gbs"};
   if (human) {
     t.header.insert(t.header.end(), {"iter", "tokens/s", "TFLOP/s/GPU", "MFU", "comm", "exposed",
-                                     "bubble", "mem/GPU", "fits"});
+                                     "bubble", "prof comm", "mem/GPU", "fits"});
     if (scaling)
       t.header.insert(t.header.end(), {"speedup", "scaling eff", "projected", "proj err"});
   } else {
-    t.header.insert(t.header.end(), {"iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu",
-                                     "comm_share", "exposed_comm_share", "bubble_share",
-                                     "exposed_comm_s", "memory_per_gpu_bytes", "fits"});
+    t.header.insert(t.header.end(),
+                    {"iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "comm_share",
+                     "exposed_comm_share", "bubble_share", "exposed_comm_s", "memory_per_gpu_bytes",
+                     "fits", "profiler_comm_share", "straggler_wait_s"});
     if (scaling)
       t.header.insert(t.header.end(), {"speedup", "scaling_efficiency",
                                        "projected_iteration_time_s", "projection_error"});
@@ -331,12 +438,13 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
         std::to_string(p.global_batch)};
     if (human) {
       auto pct = [&](double x) { return fmt::format("{:.1f}%", 100 * r.share(x)); };
-      row.insert(row.end(),
-                 {r.iteration_time >= 1 ? fmt::format("{:.3f} s", r.iteration_time)
-                                        : fmt::format("{:.1f} ms", r.iteration_time * 1e3),
-                  human_si(r.tokens_per_s, ""), fmt::format("{:.1f}", r.tflops_per_gpu),
-                  fmt::format("{:.1f}%", 100 * r.mfu), pct(b.comm), pct(b.exposed), pct(b.bubble),
-                  human_bytes(Bytes(r.memory_per_gpu)), r.fits ? "yes" : "NO"});
+      row.insert(
+          row.end(),
+          {r.iteration_time >= 1 ? fmt::format("{:.3f} s", r.iteration_time)
+                                 : fmt::format("{:.1f} ms", r.iteration_time * 1e3),
+           human_si(r.tokens_per_s, ""), fmt::format("{:.1f}", r.tflops_per_gpu),
+           fmt::format("{:.1f}%", 100 * r.mfu), pct(b.comm), pct(b.exposed), pct(b.bubble),
+           pct(b.profiler_comm), human_bytes(Bytes(r.memory_per_gpu)), r.fits ? "yes" : "NO"});
       if (scaling)
         row.insert(
             row.end(),
@@ -350,7 +458,9 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
                   fmt::format("{:.6g}", r.tflops_per_gpu), fmt::format("{:.6g}", r.mfu),
                   fmt::format("{:.6g}", r.share(b.comm)), fmt::format("{:.6g}", r.share(b.exposed)),
                   fmt::format("{:.6g}", r.share(b.bubble)), fmt::format("{:.6g}", b.exposed),
-                  fmt::format("{:.0f}", r.memory_per_gpu), r.fits ? "true" : "false"});
+                  fmt::format("{:.0f}", r.memory_per_gpu), r.fits ? "true" : "false",
+                  fmt::format("{:.6g}", r.share(b.profiler_comm)),
+                  fmt::format("{:.6g}", r.straggler_wait)});
       if (scaling)
         row.insert(
             row.end(),
@@ -365,7 +475,8 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
     case Format::md:
       return render_markdown(t);
     default:
-      return render_text(t, "") + cost_source_note(rows);
+      return render_text(t, "") + cost_source_note(rows) +
+             (rows.size() == 1 ? comm_detail(rows.front()) : std::string());
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
+#include "commscope/cost/straggler.h"
 #include "commscope/spec/limits.h"
 
 namespace commscope {
@@ -61,8 +62,20 @@ Event event_of(const Op& op, double start, double dur, Timeline* names) {
 }  // namespace
 
 ListRun run_list(const OpList& list, const std::vector<double>& dur, const ParallelPlan& plan,
-                 bool last_microbatch, Timeline* names) {
+                 bool last_microbatch, Timeline* names, const Stragglers* st) {
   ListRun r;
+  const bool strag = st && st->cv > 0;
+  double since[5] = {0, 0, 0, 0, 0};  // compute run since each stream's previous collective
+  // Where a collective on stream s entered at `entry` (its rank ready at `ready`) begins: when
+  // the slowest of its group is there too. Returns the wait.
+  auto straggle = [&](std::int32_t s, double ready, double entry, double& start) {
+    start = entry;
+    if (!strag) return 0.0;
+    const double delay = st->cv * st->emax[s] * since[s];
+    since[s] = 0;
+    start = std::max(entry, ready + delay);
+    return start - entry;
+  };
   const std::size_t n = list.size();
   std::vector<double> end(n, 0.0);
   double stream_free[5] = {0, 0, 0, 0, 0};
@@ -91,17 +104,28 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     }
     const std::int32_t s = stream_of(op);
     double start = std::max(ready, stream_free[s]);
+    double wait = 0;
+    if (op.kind == OpKind::comm) {
+      wait = straggle(s, ready, start, start);
+    } else if (strag) {
+      for (double& x : since) x += dur[i];
+    }
     end[i] = start + dur[i];
     stream_free[s] = end[i];
     if (s == kComputeStream || s == kTensorStream) chain_end = std::max(chain_end, end[i]);
     if (uses_gather) consumer_start = start;
     r.events.push_back(event_of(op, start, dur[i], names));
+    r.events.back().wait = wait;
+    r.wait += wait;
   }
   for (auto i : deferred) {  // gradient reduction after the whole backward
     double start = std::max(chain_end, stream_free[kDataStream]);
+    const double wait = straggle(kDataStream, chain_end, start, start);
     end[i] = start + dur[i];
     stream_free[kDataStream] = end[i];
     r.events.push_back(event_of(list[i], start, dur[i], names));
+    r.events.back().wait = wait;
+    r.wait += wait;
   }
   r.blocking_end = chain_end;
   r.end = chain_end;
@@ -190,16 +214,44 @@ struct Costs {
   const Scenario& sc;
   LinkModel links;
   GroupPlacement place[4];
+  Stragglers stragglers;
   explicit Costs(const Scenario& s) : sc(s), links(link_model(s)) {
     for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding})
       place[static_cast<int>(g)] = place_group(s, g);
+    stragglers.cv = s.system.scale.straggler_cv;
+    if (stragglers.cv > 0) {
+      Op probe;
+      probe.kind = OpKind::comm;
+      for (auto g :
+           {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding}) {
+        probe.group = g;
+        stragglers.emax[stream_of(probe)] = expected_max_normal(place[static_cast<int>(g)].size);
+      }
+    }
   }
   double of(const Op& op) const {
-    return op.kind == OpKind::compute
-               ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
-               : collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links)
-                     .value();
+    if (op.kind == OpKind::compute)
+      return compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    // Layers repeat the same few collectives: remember the last distinct ones (NCCL's model
+    // weighs up to six algorithm/protocol paths per call).
+    for (std::size_t i = 0; i < cached; ++i) {
+      const Memo& m = memo[i];
+      if (m.bytes == op.bytes && m.collective == op.collective && m.group == op.group) return m.t;
+    }
+    const double t =
+        collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links).value();
+    memo[next_memo] = {op.bytes, t, op.collective, op.group};
+    next_memo = (next_memo + 1) % memo.size();
+    cached = std::min(cached + 1, memo.size());
+    return t;
   }
+  struct Memo {
+    double bytes, t;
+    Collective collective;
+    CommGroup group;
+  };
+  mutable std::array<Memo, 16> memo{};
+  mutable std::size_t cached = 0, next_memo = 0;
 };
 
 std::vector<double> durations(const OpList& l, const Costs& costs) {
@@ -272,11 +324,13 @@ Breakdown as_overlapped(Breakdown b) {
 Prediction simulate(const Workload& w, const SimOptions& opt) {
   // A calibration other than the system's: a copy of the scenario with it (the ops are not copied).
   Scenario calibrated;
-  if (opt.calibration) {
+  const bool own = opt.calibration || opt.scale;
+  if (own) {
     calibrated = w.scenario;
-    calibrated.system.calibration = *opt.calibration;
+    if (opt.calibration) calibrated.system.calibration = *opt.calibration;
+    if (opt.scale) calibrated.system.scale = *opt.scale;
   }
-  const Scenario& sc = opt.calibration ? calibrated : w.scenario;
+  const Scenario& sc = own ? calibrated : w.scenario;
   const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages, m = w.microbatches;
@@ -307,14 +361,15 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       ChunkRuns& r = pool.emplace_back();
       r.fwd_dur = durations(ch.forward, costs);
       r.bwd_dur = durations(ch.backward, costs);
-      r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names);
-      r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names);
+      const Stragglers* st = &costs.stragglers;
+      r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names, st);
+      r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names, st);
       // Only DDP's gradient buckets run on the last micro-batch alone; without them every
       // backward is the same run.
       const bool last_differs =
           m > 1 && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
                                [](const Op& op) { return op.last_microbatch_only; });
-      if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names);
+      if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names, st);
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
       r.fwd_p2p_bytes = p2p_bytes_of(ch.forward);
@@ -385,7 +440,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {
     const Role& role = w.roles[s];
-    steps[s] = run_list(role.step, durations(role.step, costs), plan, true, names);
+    steps[s] =
+        run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
     step_start[s] = ready[s];
     if (embedding_sync && (s == 0 || s == pp - 1))
       step_start[s] = std::max(ready[0], ready[pp - 1]);
@@ -400,6 +456,15 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   // sorted by construction and the lists unite in linear time.
   std::vector<std::array<Intervals, 4>> transfers(
       pp);  // forward in, backward in, forward out, backward out
+  // The same as a profiler records them: a receive from when the stage posted it (the wait
+  // for the sender included), a send from when it began.
+  std::vector<std::array<Intervals, 4>> profiled(pp);
+  for (int s = 0; s < pp; ++s)
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t per_list = static_cast<std::size_t>(m) * v;  // one per micro-batch, chunk
+      transfers[s][k].reserve(per_list);
+      profiled[s][k].reserve(per_list);
+    }
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
       if (t.ready <= t.transfer_start) continue;
@@ -407,6 +472,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       const int from = (t.backward ? vs + 1 : vs - 1) % pp;
       transfers[s][t.backward ? 1 : 0].emplace_back(t.transfer_start, t.ready);
       transfers[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
+      profiled[s][t.backward ? 1 : 0].emplace_back(t.transfer_start - t.recv_wait(), t.ready);
+      profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
   for (int s = 0; s < pp; ++s) {
     Breakdown b;
@@ -421,8 +488,10 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       busy.emplace_back(t.start,
                         t.end);  // a stage runs its tasks one after another: sorted, disjoint
     }
+    double waited = steps[s].wait;  // for stragglers, over the iteration
     for (std::size_t c = 0; c < index[s].size(); ++c) {
       const ChunkRuns& r = runs_of(s, static_cast<int>(c));
+      waited += count[c][0] * r.fwd.wait + count[c][1] * r.bwd.wait + count[c][2] * r.bwd_last.wait;
       const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
                                                      &r.bwd_tail, &r.bwd_last_tail};
       const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
@@ -435,6 +504,10 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       }
     }
     const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
+    const double p2p_profiled = union_and_overlap(profiled[s], {}).first;
+    b.profiler_comm += p2p_profiled;
+    b.by_group[CommGroup::pipeline].profiler += p2p_profiled;
+    if (p2p_profiled > 0) b.by_collective[Collective::send].profiler += p2p_profiled;
     b.comm += p2p_total;
     b.overlapped += p2p_hidden;
     b.exposed += p2p_total - p2p_hidden;
@@ -459,20 +532,23 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
               b.by_collective[c].exposed += std::min(share.total, tail_wait);
             });
       }
+    // Idle inside the runs: collectives waiting for stragglers (nothing else leaves gaps there).
+    const double idle_inside = b.idle;
     Breakdown step = breakdown(steps[s].events, 0, steps[s].end);
-    step.idle = 0;
     b.add(step);
     const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
     const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + steps[s].end;
     b.wall = T;
-    b.idle = std::max(0.0, T - busy_time);
-    b.bubble = pp > 1 ? std::max(0.0, b.idle - waiting) : 0.0;
+    const double outside = std::max(0.0, T - busy_time);
+    b.idle = outside + idle_inside + step.idle;
+    b.bubble = pp > 1 ? std::max(0.0, outside - waiting) : 0.0;
     StagePrediction sp;
     sp.stage = s;
     sp.end = step_start[s] + steps[s].end;
     sp.breakdown = b;
     pred.stages.push_back(sp);
     pred.mean.add(b);
+    pred.straggler_wait += waited / pp;
   }
   pred.mean.scale(1.0 / pp);
 
@@ -513,9 +589,11 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
           e.group_size = 2;
           e.name = send_name;
           e.microbatch = t.microbatch;
+          e.wait = t.recv_wait();  // the receiver posted it before the sender was there
           tl.events.push_back(e);
           e.rank = from;
           e.collective = Collective::send;
+          e.wait = 0;
           tl.events.push_back(e);
         }
       }

@@ -3,6 +3,8 @@
 // converted here, once.
 #include "commscope/spec/system.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -127,6 +129,93 @@ Result<std::vector<BusBwCurve>> curves_from_json(const nlohmann::json& j,
   }
   return out;
 }
+
+// Reads a numeric array of a fixed shape (nested arrays, row-major) into out, each value
+// checked by ok; the field named in the error.
+Status numeric_array(const nlohmann::json& j, const std::string& where, const std::string& field,
+                     std::span<const std::size_t> shape, double* out, bool (*ok)(double),
+                     std::string_view expected) {
+  std::string dims;
+  for (auto d : shape) dims += fmt::format("{}{}", dims.empty() ? "" : " x ", d);
+  const std::size_t total = [&] {
+    std::size_t t = 1;
+    for (auto d : shape) t *= d;
+    return t;
+  }();
+  std::vector<double> flat;
+  flat.reserve(total);
+  // Depth-first walk checking each level's length.
+  auto walk = [&](auto&& self, const nlohmann::json& v, std::size_t level) -> bool {
+    if (level == shape.size()) {
+      if (!v.is_number()) return false;
+      const double x = v.get<double>();
+      if (!ok(x)) return false;
+      flat.push_back(x);
+      return true;
+    }
+    if (!v.is_array() || v.size() != shape[level]) return false;
+    for (const auto& e : v)
+      if (!self(self, e, level + 1)) return false;
+    return true;
+  };
+  if (!walk(walk, j, 0))
+    return Error{fmt::format("{}: field '{}': expected a {} array of {}, got {}", where, field,
+                             dims, expected, json_excerpt(j))};
+  std::copy(flat.begin(), flat.end(), out);
+  return {};
+}
+
+// The optional "nccl" object of a system preset: NCCL's tuning constants (NcclTuning).
+Status nccl_from_json(const nlohmann::json& j, const std::string& where, NcclTuning& t) {
+  if (!j.is_object())
+    return Error{
+        fmt::format("{}: field 'nccl': expected an object, got {}", where, json_excerpt(j))};
+  auto nonneg = [](double x) { return x >= 0 && x <= 1e6; };
+  auto fraction = [](double x) { return x > 0 && x <= 1; };
+  auto positive_bytes = [](double x) { return x >= 1 && x <= 1e12; };
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const std::string field = "nccl." + k;
+    const nlohmann::json& v = it.value();
+    if (k == "base_latency_us") {
+      const std::size_t shape[] = {2, 3};
+      CS_RETURN_IF_ERROR(
+          numeric_array(v, where, field, shape, &t.base_latency_us[0][0], nonneg,
+                        "microseconds in [0, 1e6] ([ring, tree] x [LL, LL128, Simple])"));
+    } else if (k == "hop_latency_us") {
+      const std::size_t shape[] = {3, 2, 3};
+      CS_RETURN_IF_ERROR(numeric_array(
+          v, where, field, shape, &t.hop_latency_us[0][0][0],
+          [](double x) { return x > 0 && x <= 1e6; },
+          "positive microseconds ([NVLink, PCIe, network] x [ring, tree] x [LL, LL128, Simple])"));
+    } else if (k == "bandwidth_fraction") {
+      const std::size_t shape[] = {2, 3};
+      CS_RETURN_IF_ERROR(numeric_array(v, where, field, shape, &t.bandwidth_fraction[0][0],
+                                       fraction,
+                                       "fractions in (0, 1] ([ring, tree] x [LL, LL128, Simple])"));
+    } else if (k == "channel_bytes") {
+      const std::size_t shape[] = {3};
+      CS_RETURN_IF_ERROR(numeric_array(v, where, field, shape, t.channel_bytes, positive_bytes,
+                                       "byte counts in [1, 1e12] ([LL, LL128, Simple])"));
+    } else if (k == "max_channels") {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 64)
+        return Error{fmt::format("{}: field '{}': expected an integer from 1 to 64, got {}", where,
+                                 field, json_excerpt(v))};
+      t.max_channels = v.get<int>();
+    } else if (k == "ll128") {
+      if (!v.is_boolean())
+        return Error{fmt::format("{}: field '{}': expected true or false, got {}", where, field,
+                                 json_excerpt(v))};
+      t.ll128 = v.get<bool>();
+    } else if (k != "sources") {
+      return Error{fmt::format(
+          "{}: field '{}': unknown field; expected one of: base_latency_us, hop_latency_us, "
+          "bandwidth_fraction, channel_bytes, max_channels, ll128, sources",
+          where, field)};
+    }
+  }
+  return {};
+}
 }  // namespace
 
 FlopsPerSecond PeakFlops::for_dtype(DType d) const {
@@ -144,8 +233,18 @@ FlopsPerSecond PeakFlops::for_dtype(DType d) const {
   }
 }
 
-Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& where) {
+Result<SystemSpec> system_from_json(const nlohmann::json& j_in, const std::string& where) {
   SystemSpec s;
+  // NCCL's tuning tables are read on their own (nested arrays); the strict reader sees the rest.
+  const nlohmann::json* jp = &j_in;
+  nlohmann::json rest;
+  if (j_in.is_object() && j_in.contains("nccl")) {
+    CS_RETURN_IF_ERROR(nccl_from_json(j_in["nccl"], where, s.nccl));
+    rest = j_in;
+    rest.erase("nccl");
+    jp = &rest;
+  }
+  const nlohmann::json& j = *jp;
   FieldReader r(j, where);
   r.require("name", s.name);
   r.read("network", s.network);
@@ -207,6 +306,30 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j, const std::string& 
                   c.intra_node_latency.value() >= 0,
               "gemm_half_gflops", "non-negative values", "a negative one");
   }
+  auto sc = r.object("scale");
+  if (r.has("scale")) {
+    ScaleEffects& e = s.scale;
+    if (sc.read("straggler_cv", e.straggler_cv))
+      sc.check(e.straggler_cv >= 0 && e.straggler_cv <= 1, "straggler_cv",
+               "a coefficient of variation in [0, 1] (0: off)", fmt::format("{}", e.straggler_cv));
+    if (sc.read("oversubscription", e.oversubscription))
+      sc.check(e.oversubscription >= 1 && e.oversubscription <= 1000, "oversubscription",
+               "a ratio in [1, 1000] (1: non-blocking)", fmt::format("{}", e.oversubscription));
+    if (sc.read("leaf_nodes", e.leaf_nodes))
+      sc.check(e.leaf_nodes >= 1 && e.leaf_nodes <= limits::kMaxGpus, "leaf_nodes",
+               fmt::format("an integer from 1 to {}", limits::kMaxGpus),
+               std::to_string(e.leaf_nodes));
+    if (sc.read("switch_latency_us", e.switch_latency_us))
+      sc.check(e.switch_latency_us >= 0 && e.switch_latency_us <= 1e3, "switch_latency_us",
+               "microseconds in [0, 1000]", fmt::format("{}", e.switch_latency_us));
+    sc.read("nic_sharing", e.nic_sharing);
+    if (sc.read("nics_per_group", e.nics_per_group))
+      sc.check(e.nics_per_group >= 0 && e.nics_per_group <= 1024, "nics_per_group",
+               "an integer from 0 (all of the node's) to 1024", std::to_string(e.nics_per_group));
+  }
+  // NCCL enables LL128 on NVLink systems only (tuning.cc); a PCIe node runs LL and Simple.
+  if (s.node.topology == IntraNodeTopology::pcie) s.nccl.ll128 = false;
+  CS_RETURN_IF_ERROR(sc.status());
   CS_RETURN_IF_ERROR(cal.status());
   CS_RETURN_IF_ERROR(p.status());
   CS_RETURN_IF_ERROR(g.status());
@@ -300,6 +423,37 @@ nlohmann::json to_json(const SystemSpec& s) {
                         {"microbatch_overhead_us", for_file(to_us(c.microbatch_overhead))}}}};
   if (s.max_nodes > 0) j["max_nodes"] = s.max_nodes;
   if (!s.sources.empty()) j["sources"] = s.sources;
+  const ScaleEffects& e = s.scale;
+  j["scale"] = {{"straggler_cv", e.straggler_cv}, {"oversubscription", e.oversubscription},
+                {"leaf_nodes", e.leaf_nodes},     {"switch_latency_us", e.switch_latency_us},
+                {"nic_sharing", e.nic_sharing},   {"nics_per_group", e.nics_per_group}};
+  // NCCL's tables only where they differ from the defaults (NcclTuning).
+  const NcclTuning& t = s.nccl;
+  const NcclTuning d;
+  nlohmann::json nccl = nlohmann::json::object();
+  auto rows = [](const double* v, std::size_t n, std::size_t width) {
+    nlohmann::json out = nlohmann::json::array();
+    for (std::size_t i = 0; i < n; i += width)
+      out.push_back(std::vector<double>(v + i, v + i + width));
+    return out;
+  };
+  auto differs = [](const double* a, const double* b, std::size_t n) {
+    return !std::equal(a, a + n, b);
+  };
+  if (differs(&t.base_latency_us[0][0], &d.base_latency_us[0][0], 6))
+    nccl["base_latency_us"] = rows(&t.base_latency_us[0][0], 6, 3);
+  if (differs(&t.hop_latency_us[0][0][0], &d.hop_latency_us[0][0][0], 18)) {
+    nlohmann::json h = nlohmann::json::array();
+    for (int k = 0; k < 3; ++k) h.push_back(rows(&t.hop_latency_us[k][0][0], 6, 3));
+    nccl["hop_latency_us"] = std::move(h);
+  }
+  if (differs(&t.bandwidth_fraction[0][0], &d.bandwidth_fraction[0][0], 6))
+    nccl["bandwidth_fraction"] = rows(&t.bandwidth_fraction[0][0], 6, 3);
+  if (differs(t.channel_bytes, d.channel_bytes, 3))
+    nccl["channel_bytes"] = std::vector<double>(t.channel_bytes, t.channel_bytes + 3);
+  if (t.max_channels != d.max_channels) nccl["max_channels"] = t.max_channels;
+  if (t.ll128 != d.ll128 && s.node.topology != IntraNodeTopology::pcie) nccl["ll128"] = t.ll128;
+  if (!nccl.empty()) j["nccl"] = std::move(nccl);
   return j;
 }
 

@@ -60,7 +60,8 @@ std::string chrome_trace_json(const Timeline& t) {
     fmt::format_to(
         std::back_inserter(out),
         R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
-        escaped(t.name(e)), to_string(e.kind), e.rank, e.stream, e.start * 1e6, e.dur * 1e6);
+        escaped(t.name(e)), to_string(e.kind), e.rank, e.stream, (e.start - e.wait) * 1e6,
+        (e.dur + e.wait) * 1e6);
     bool a = false;
     auto arg = [&](std::string_view k, auto v) {
       fmt::format_to(std::back_inserter(out), "{}\"{}\":{}", a ? "," : "", k, v);
@@ -71,6 +72,8 @@ std::string chrome_trace_json(const Timeline& t) {
       arg("group", fmt::format("\"{}\"", to_string(e.group)));
       arg("bytes", fmt::format("{:.0f}", e.bytes));
       if (e.group_size) arg("group_size", e.group_size);
+      // The slice spans the call as a profiler records it; wait_us of it before the transfer.
+      if (e.wait > 0) arg("wait_us", fmt::format("{:.3f}", e.wait * 1e6));
     }
     if (e.microbatch >= 0) arg("microbatch", e.microbatch);
     if (e.layer >= 0) arg("layer", e.layer);

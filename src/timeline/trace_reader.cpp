@@ -162,6 +162,7 @@ struct RawEvent {
   std::int64_t pid = 0, tid = 0;
   std::int64_t in_nelems = 0, out_nelems = 0, group_size = 0;
   double bytes = 0;
+  double wait_us = 0;  // own format: the part of the slice spent waiting for peers
   bool has_dur = false;
 };
 
@@ -425,6 +426,9 @@ class Reader {
               return type_error(index, "args.group", "a string");
           } else if (k == "bytes"sv) {
             if (av.get_double().get(ev.bytes)) return type_error(index, "args.bytes", "a number");
+          } else if (k == "wait_us"sv) {
+            if (av.get_double().get(ev.wait_us))
+              return type_error(index, "args.wait_us", "a number");
           }
         }
       }
@@ -521,6 +525,13 @@ class Reader {
           e.group = group_of(ev.group_name);
           e.bytes = std::isfinite(ev.bytes) && ev.bytes > 0 && ev.bytes < 1e18 ? ev.bytes : 0;
           e.group_size = sane_count(ev.group_size);
+        }
+        // commscope's slices span the call from entry; the transfer begins wait_us later.
+        const double wait = ev.wait_us * 1e-6;
+        if (std::isfinite(wait) && wait > 0 && wait <= e.dur) {
+          e.wait = wait;
+          e.start += wait;
+          e.dur -= wait;
         }
       }
     } else if (copy) {

@@ -277,11 +277,14 @@ TEST(ValidateCorpus, ReadsTheShippedCorpus) {
   EXPECT_EQ(runs->size() + static_cast<std::size_t>(skipped), rows.size());
   EXPECT_GT(runs->size(), 0u);
   // The rows the reader kept are exactly those that state seq_length, micro_batch and
-  // global_batch (all GPUs of the corpus have a preset), in file order, with their split.
+  // global_batch, and tp and pp for a 3d row (all GPUs of the corpus have a preset), in file
+  // order, with their split.
   std::size_t k = 0;
   for (const auto& row : rows) {
+    const bool three_d = row.at("strategy") == "3d" || row.at("strategy") == "megatron";
     const bool complete = !row.at("seq_length").empty() && !row.at("micro_batch").empty() &&
-                          !row.at("global_batch").empty();
+                          !row.at("global_batch").empty() &&
+                          (!three_d || (!row.at("tp").empty() && !row.at("pp").empty()));
     if (!complete) continue;
     ASSERT_LT(k, runs->size());
     EXPECT_EQ((*runs)[k].id, row.at("id"));

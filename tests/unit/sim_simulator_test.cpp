@@ -6,6 +6,7 @@
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
+#include "commscope/cost/straggler.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/timeline/chrome.h"
 #include "test_util.h"
@@ -125,8 +126,22 @@ TEST(Sim, DdpIterationWithOneBucket) {
   }
   for (const Op& op : r.step.ops())
     step += compute_time(op, sc.system.gpu, sc.system.calibration).value();
-  Prediction pr = simulate(w);
+  ScaleEffects no_stragglers = sc.system.scale;
+  no_stragglers.straggler_cv = 0;
+  SimOptions off;
+  off.scale = &no_stragglers;
+  Prediction pr = simulate(w, off);
   EXPECT_NEAR(pr.iteration_time, fwd + bwd + ar + step, 1e-12);
+  // With stragglers the all-reduce waits for the slowest of the 16 ranks' backward:
+  // cv x E[max of 16] x backward, once (the one synchronising collective).
+  ScaleEffects spread = no_stragglers;
+  spread.straggler_cv = 0.04;
+  SimOptions on;
+  on.scale = &spread;
+  const Prediction ps = simulate(w, on);
+  EXPECT_NEAR(ps.straggler_wait, 0.04 * expected_max_normal(16) * bwd, 1e-12);
+  EXPECT_NEAR(ps.iteration_time, fwd + bwd + ps.straggler_wait + ar + step, 1e-12);
+  EXPECT_NEAR(ps.mean.profiler_comm - ps.mean.comm, ps.straggler_wait, 1e-12);
   EXPECT_NEAR(pr.mean.exposed, ar, 1e-12);
   EXPECT_NEAR(pr.mean.overlapped, 0, 1e-12);
   // The ring formula for that one all-reduce on 4 Polaris nodes.
@@ -258,6 +273,60 @@ TEST(Sim, PipelineTransfersInTheTimelineCarryTheirBytes) {
   EXPECT_GT(transfers, 0);
   // The bound --trace checks before building a timeline holds.
   EXPECT_LE(static_cast<std::int64_t>(p.timeline.events.size()), timeline_events(w));
+}
+
+}  // namespace
+}  // namespace commscope
+
+namespace commscope {
+namespace {
+
+// The profiler's view of a pipeline: stage 1 posts its first forward receive at time 0 and
+// waits until stage 0's first forward ends (the causal view books that as bubble). With
+// 1F1B on PP 2 the receive's wait is exactly that forward's length, the timeline's receive
+// carries it as Event::wait, and the stage's profiler pipeline time exceeds the causal one by
+// at least it.
+TEST(Sim, PipelineReceiveWaitIsTheProfilersView) {
+  Scenario sc = scenario("megatron-1.7b", "dgx-a100-80gb", plan(2, 1, 2, 1, 4));
+  sc.system.scale.straggler_cv = 0;
+  const Workload w = build_workload(sc);
+  SimOptions o;
+  o.timeline = true;
+  const Prediction p = simulate(w, o);
+  const Event* recv = nullptr;
+  for (const Event& e : p.timeline.events)
+    if (e.rank == 1 && e.collective == Collective::recv && e.microbatch == 0 &&
+        e.group == CommGroup::pipeline && (!recv || e.start < recv->start))
+      recv = &e;
+  ASSERT_NE(recv, nullptr);
+  // Posted at 0: the wait is the transfer's start, which is stage 0's first forward end.
+  EXPECT_NEAR(recv->wait, recv->start, 1e-15);
+  EXPECT_GT(recv->wait, 0.0);
+  double first_fwd_end = 0;
+  for (const Event& e : p.timeline.events)
+    if (e.rank == 0 && e.microbatch == 0 && e.stream != kPipelineStream &&
+        e.end() <= recv->start + 1e-15)
+      first_fwd_end = std::max(first_fwd_end, e.end());
+  EXPECT_NEAR(recv->start, first_fwd_end, 1e-9);
+  // Stage 1's breakdown: profiler pipeline time >= causal + that wait; the full timeline's
+  // breakdown agrees with the composed one on the profiler's total.
+  const Breakdown& b1 = p.stages[1].breakdown;
+  EXPECT_GE(b1.by_group[CommGroup::pipeline].profiler,
+            b1.by_group[CommGroup::pipeline].total + recv->wait - 1e-12);
+  EXPECT_GE(b1.profiler_comm, b1.comm + recv->wait - 1e-12);
+  const Breakdown t1 = breakdown(p.timeline, 1, 0, p.iteration_time);
+  EXPECT_NEAR(t1.by_group[CommGroup::pipeline].profiler, b1.by_group[CommGroup::pipeline].profiler,
+              1e-9);
+  // The Chrome trace shows the receive from its entry, with the wait in its args.
+  const auto trace = nlohmann::json::parse(chrome_trace_json(p.timeline));
+  bool found = false;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "X" && e["pid"] == 1 && e["args"].contains("wait_us") &&
+        e["args"]["collective"] == "recv") {
+      found = true;
+      EXPECT_GE(e["ts"].get<double>(), -1e-6);
+    }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

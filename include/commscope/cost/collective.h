@@ -1,11 +1,14 @@
-// Collective cost: latency/bandwidth (alpha-beta) time of a collective over a process group
-// placed on a cluster: flat ring, tree, or hierarchical (inside the node over NVLink, across
-// nodes over the NICs), the node's NICs shared by the groups that use them at once, and the
-// network protocol's achievable rate and per-message latency.
+// Collective cost: a measured busbw curve where the network profile has one, else NCCL's
+// model: ring or tree, LL / LL128 / Simple with their bandwidth fractions and per-hop
+// latencies by link kind (NVLink, PCIe, network), the channels a size fills, ring latency
+// growing with ranks and tree latency with log2(nodes), fat-tree switch hops; the node's NICs
+// shared by the groups that use them at once and the fabric's oversubscription
+// (docs/cost-model.md).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "commscope/spec/scenario.h"
@@ -13,7 +16,13 @@
 
 namespace commscope {
 
-enum class CollectiveAlgorithm : std::uint8_t { automatic, ring, tree, hierarchical };
+// automatic: NCCL's choice (the fastest ring or tree protocol); hierarchical is commscope's
+// two-level form, priced only when asked for; p2p is what send/receive and all-to-all report.
+enum class CollectiveAlgorithm : std::uint8_t { automatic, ring, tree, hierarchical, p2p };
+std::string_view to_string(CollectiveAlgorithm a);  // "auto", "ring", "tree", ...
+// NCCL's protocols (automatic: the fastest).
+enum class CollectiveProtocol : std::uint8_t { automatic, ll, ll128, simple };
+std::string_view to_string(CollectiveProtocol p);  // "auto", "LL", "LL128", "Simple"
 
 // Where a process group's ranks sit, under Megatron's rank order (tensor fastest, then data,
 // then pipeline: rank = t + TP x (d + DP x p)) with GPUs filled node by node.
@@ -37,6 +46,25 @@ struct LinkModel {
   // Bit (collective x 2 + scope) set when some curve covers that collective and scope: the
   // model's path costs one test when none does.
   std::uint32_t curve_mask = 0;
+
+  // NCCL's model (NcclTuning, system preset): per-call base latency, per-hop latency inside
+  // the node and across nodes, bandwidth fractions [ring, tree][LL, LL128, Simple]; the
+  // bytes that fill one channel per protocol; channels at full bandwidth; LL128 enabled.
+  double base[2][3] = {};
+  double intra_hop[2][3] = {};
+  double net_hop[2][3] = {};
+  double fraction[2][3] = {};
+  double channel_bytes[3] = {};
+  int max_channels = 1;
+  bool ll128 = true;
+  // Contention (ScaleEffects): oversubscription above a leaf switch of leaf_nodes nodes; the
+  // latency of each switch an inter-node hop crosses beyond the first.
+  double oversubscription = 1;
+  // One NIC's bandwidth and the NICs a group's collective spreads over (0: all).
+  BytesPerSecond nic;
+  int nics_per_group = 0;
+  int leaf_nodes = 1;
+  Seconds switch_latency;
 };
 LinkModel link_model(const Scenario& sc);
 // The same with curves taken from `curves` (a profile's), kept by reference.
@@ -53,7 +81,20 @@ std::string_view to_string(CostSource s);  // "model", "curve"
 struct CollectiveCost {
   Seconds time;
   CostSource source = CostSource::model;
+  // The model's path (what the model would pick, also when a curve priced it).
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  CollectiveProtocol protocol = CollectiveProtocol::simple;
 };
+// "curve", or "model:ring/LL128", "model:tree/Simple", "model:p2p/Simple" ...
+std::string cost_path(const CollectiveCost& c);
+
+// Switches an inter-node hop crosses in a fat tree of leaf switches of `leaf_nodes` nodes:
+// 1 within one leaf, 3 through a spine, 5 through a core ... (2 levels - 1).
+int fat_tree_switches(int nodes, int leaf_nodes);
+
+// The inter-node bandwidth one group gets per node: the node's NICs shared by the concurrent
+// groups, over the oversubscription once the group spans more than one leaf switch.
+double group_net_bandwidth(const GroupPlacement& g, const LinkModel& l);
 
 // Time of one collective of `bytes` (nccl-tests "size") over a placed group. With the automatic
 // algorithm and a curve for the collective and the group's scope (inside one node or across
@@ -62,7 +103,8 @@ struct CollectiveCost {
 // node's NICs (inter-node); otherwise the alpha-beta model.
 CollectiveCost collective_cost(Collective c, double bytes, const GroupPlacement& g,
                                const LinkModel& l,
-                               CollectiveAlgorithm a = CollectiveAlgorithm::automatic);
+                               CollectiveAlgorithm a = CollectiveAlgorithm::automatic,
+                               CollectiveProtocol p = CollectiveProtocol::automatic);
 Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
                         CollectiveAlgorithm a = CollectiveAlgorithm::automatic);
 

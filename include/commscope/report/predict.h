@@ -13,6 +13,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "commscope/cost/collective.h"
 #include "commscope/report/table.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/spec/scenario.h"
@@ -38,11 +39,22 @@ struct PredictRow {
   // Per collective the workload uses: bit 1 when some op's cost came from the alpha-beta model,
   // bit 2 when some came from a measured curve of the network profile (0: not used).
   std::array<std::uint8_t, kCollectiveCount> cost_sources{};
+  // Per collective, the paths of NCCL's model that priced its ops (bit i: cost_path_name(i):
+  // ring LL/LL128/Simple, tree LL/LL128/Simple, p2p, hierarchical), beside cost_sources.
+  std::array<std::uint8_t, kCollectiveCount> cost_paths{};
+  double straggler_wait = 0;  // s per iteration a rank's collectives waited for stragglers
 
   double share(double part) const { return iteration_time > 0 ? part / iteration_time : 0; }
 };
 
 PredictRow predict_row(const Workload& w, const Prediction& p);
+
+// The bit of PredictRow::cost_paths a model path sets, and its name ("model:ring/LL128" ...).
+int cost_path_index(const CollectiveCost& c);
+std::string_view cost_path_name(int i);
+// The scale effects that priced a row: straggler spread and the wait it caused, the fabric's
+// oversubscription, NIC sharing of each inter-node group (docs/cost-model.md).
+nlohmann::json scale_effects_json(const PredictRow& r);
 
 // Fills speedup, scaling efficiency and the projection of every row from rows[0].
 // Projection (ExaComm'24 panel, 003 seed): t(n) = t_compute(g) x work(n)/work(g) +

@@ -25,14 +25,24 @@ std::int32_t stream_of(const Op& op);
 struct ListRun {
   double blocking_end = 0;  // the compute stream and the collectives it waits for are done
   double end = 0;           // every op is done (overlapped gradient reduction included)
+  double wait = 0;          // seconds collectives waited for the slowest rank (sum of Event::wait)
   std::vector<Event> events;
+};
+
+// Stragglers (docs/cost-model.md, "Scale effects"): a collective on stream s begins when the
+// slowest of its group reaches it, cv x emax[s] x (the compute run since that stream's
+// previous collective) after the mean rank; the waiting ranks' calls carry it as Event::wait.
+struct Stragglers {
+  double cv = 0;                     // coefficient of variation of compute time (0: off)
+  double emax[5] = {0, 0, 0, 0, 0};  // E[max of n std normals] for each stream's group
 };
 
 // Runs an op list with the given op durations (seconds). `last_microbatch` includes the ops
 // that run only on the last micro-batch (DDP buckets). Pipeline sends and receives take no
 // time here: the pipeline scheduler places them.
 ListRun run_list(const OpList& list, const std::vector<double>& durations, const ParallelPlan& plan,
-                 bool last_microbatch, Timeline* names = nullptr);
+                 bool last_microbatch, Timeline* names = nullptr,
+                 const Stragglers* stragglers = nullptr);
 
 // One forward or backward of one chunk for one micro-batch on one stage.
 struct PipelineTask {
@@ -41,6 +51,9 @@ struct PipelineTask {
   double start = 0, end = 0;
   double ready = 0;           // when its input had arrived
   double transfer_start = 0;  // when the transfer it waited for began (ready - p2p), or ready
+  double posted = 0;  // when the stage was free to post the receive (its previous task's end)
+  // Seconds the receive waited for the sender before the transfer began (the profiler's view).
+  double recv_wait() const { return transfer_start > posted ? transfer_start - posted : 0; }
 };
 
 // Per stage, in execution order, the tasks of a schedule (GPipe, 1F1B, interleaved 1F1B as
@@ -61,6 +74,8 @@ struct StagePrediction {
 
 struct Prediction {
   double iteration_time = 0;  // seconds
+  // Mean over stages of the seconds one rank's collectives waited for stragglers per iteration.
+  double straggler_wait = 0;
   std::vector<StagePrediction> stages;
   Breakdown mean;     // mean over stages
   Timeline timeline;  // filled when asked for
@@ -69,6 +84,7 @@ struct Prediction {
 struct SimOptions {
   bool timeline = false;                     // build the full event timeline (for --trace)
   const Calibration* calibration = nullptr;  // instead of the system's (for fitting)
+  const ScaleEffects* scale = nullptr;       // instead of the system's (for fitting, switches)
 };
 
 Prediction simulate(const Workload& w, const SimOptions& o = {});
@@ -119,6 +135,7 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
         if (!ok) break;
         t.ready = ready;
         t.transfer_start = transfer;
+        t.posted = free_at[s];
         t.start = std::max(free_at[s], ready);
         t.end = t.start + duration(t);
         free_at[s] = t.end;

@@ -64,6 +64,47 @@ struct Calibration {
       Seconds(0);  // host-side time per micro-batch and chunk (schedule engine)
 };
 
+// NCCL's cost model for collectives priced without a measured curve (docs/cost-model.md,
+// "Algorithms and protocols"). Index order: link kind {NVLink, PCIe, network}, algorithm
+// {ring, tree}, protocol {LL, LL128, Simple}. The defaults are NCCL's own tuning constants,
+// src/graph/tuning.cc of NCCL 2.9 (baseLat, hwLat, the protocol bandwidth factors of
+// ncclTopoTuneModel) and src/include/devcomm.h (thread thresholds); a system preset may
+// override any of them in its "nccl" object.
+struct NcclTuning {
+  // Per-call base latency, us (tuning.cc baseLat).
+  double base_latency_us[2][3] = {{3.6, 10.0, 8.4}, {4.4, 4.4, 0.0}};
+  // Per-hop latency, us, by link kind (tuning.cc hwLat). The model keeps the calibrated ring
+  // Simple hop latency of each link (intra_node_latency_us, the network's latency_us) and
+  // scales the other algorithms and protocols by these ratios.
+  double hop_latency_us[3][2][3] = {{{0.47, 1.9, 3.4}, {0.52, 1.2, 28}},
+                                    {{1.0, 2.5, 5.7}, {1.0, 1.9, 28}},
+                                    {{2.7, 4.0, 9.6}, {5.0, 8.5, 50}}};
+  // Fraction of the link's bus bandwidth each protocol reaches (tuning.cc: ring LL 1/4,
+  // LL128 0.92 (120/128 of each line carries data), tree 0.9 x (LL 1/3.8, LL128 0.915)).
+  double bandwidth_fraction[2][3] = {{0.25, 0.92, 1.0}, {0.9 / 3.8, 0.9 * 0.915, 0.9}};
+  // Bytes one channel takes before NCCL adds another: threads x per-thread threshold
+  // (devcomm.h: LL 8 x 512 threads, x ranks for the ring; LL128 8 x 640; Simple 64 x 512).
+  double channel_bytes[3] = {4096, 5120, 32768};
+  int max_channels = 16;  // channels at full bandwidth (NCCL's ring count on NVSwitch systems)
+  bool ll128 = true;      // LL128 enabled (NCCL enables it on NVLink systems only)
+};
+
+// Scale effects (docs/cost-model.md, "Scale effects"): each one off at its neutral value.
+struct ScaleEffects {
+  // Coefficient of variation of a rank's compute time between two synchronising collectives;
+  // every collective waits for the slowest of its group (0: off).
+  double straggler_cv = 0.01;
+  // Fabric oversubscription above a leaf switch (1: non-blocking fat tree).
+  double oversubscription = 1.0;
+  int leaf_nodes = 32;              // nodes under one leaf switch (the fabric's first level)
+  double switch_latency_us = 0.13;  // per switch traversed by an inter-node hop
+  bool nic_sharing = true;          // concurrent groups share a node's NICs (false: each has all)
+  // NICs of a node one group's collective spreads its channels over (0: all of them). A ring
+  // whose traffic leaves the node through fewer NICs than the node has gets that many NICs'
+  // bandwidth, shared as above.
+  int nics_per_group = 0;
+};
+
 struct SystemSpec {
   std::string name;
   GpuSpec gpu;
@@ -72,6 +113,8 @@ struct SystemSpec {
   std::string network;  // protocol preset the NICs run unless --network says otherwise
   int max_nodes = 0;    // nodes in the machine (0: unknown)
   Calibration calibration;
+  NcclTuning nccl;
+  ScaleEffects scale;
   std::vector<std::string> sources;
 };
 

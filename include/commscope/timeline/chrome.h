@@ -1,6 +1,7 @@
 // Writing a Timeline as a Chrome trace (the JSON Perfetto and chrome://tracing open): one
 // process per rank (or pipeline stage), one thread per stream, one complete ("X") event per
-// event, times in microseconds.
+// event, times in microseconds. A communication event with a wait (Event::wait) spans the
+// call as a profiler records it, from entry; its args carry wait_us.
 #pragma once
 
 #include <string>
