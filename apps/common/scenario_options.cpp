@@ -147,6 +147,34 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_flag("--no-overlap-param-gather", o.no_overlap_param_gather,
                "ZeRO-3 gathers without prefetch")
       ->group(g_plan);
+  const char* g_fw = "Framework collective patterns (docs/workload.md)";
+  cmd.add_option("--framework", o.framework,
+                 "whose collective pattern: megatron|deepspeed|fsdp [commscope's own]")
+      ->group(g_fw);
+  cmd.add_option("--fsdp-sharding", o.fsdp_sharding,
+                 "FSDP ShardingStrategy: full_shard|shard_grad_op|hybrid_shard|no_shard "
+                 "[full_shard]")
+      ->group(g_fw);
+  cmd.add_option("--fsdp-wrap", o.fsdp_wrap,
+                 "FSDP units: block (transformer_auto_wrap_policy: one per block + root) | model "
+                 "(one unit) [block]")
+      ->group(g_fw);
+  cmd.add_option("--fsdp-prefetch", o.fsdp_prefetch,
+                 "FSDP backward_prefetch: backward_pre|backward_post|none [backward_pre]")
+      ->group(g_fw);
+  cmd.add_flag("--fsdp-limit-all-gathers{true}", o.fsdp_limit_all_gathers,
+               "FSDP limit_all_gathers (=false to lift it) [true]")
+      ->group(g_fw);
+  cmd.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
+               "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "
+               "all-gather over DP")
+      ->group(g_fw);
+  cmd.add_flag("--overlap-grad-reduce", o.overlap_grad_reduce,
+               "Megatron-LM: reduce gradient buckets during backward [off under megatron]")
+      ->group(g_fw);
+  cmd.add_flag("--overlap-param-gather", o.overlap_param_gather,
+               "Megatron-LM: gather parameter buckets during the next forward [off]")
+      ->group(g_fw);
   cmd.add_option(
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
@@ -212,6 +240,56 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   }
   if (o.no_overlap_grad_reduce) flags.overlap_grad_reduce = false;
   if (o.no_overlap_param_gather) flags.overlap_param_gather = false;
+  if (o.overlap_grad_reduce && o.no_overlap_grad_reduce)
+    return Error{
+        "--overlap-grad-reduce: expected at most one of it and --no-overlap-grad-reduce, "
+        "got both"};
+  if (o.overlap_param_gather && o.no_overlap_param_gather)
+    return Error{
+        "--overlap-param-gather: expected at most one of it and "
+        "--no-overlap-param-gather, got both"};
+  if (o.overlap_grad_reduce) flags.overlap_grad_reduce = true;
+  if (o.overlap_param_gather) flags.overlap_param_gather = true;
+  if (o.use_distributed_optimizer) flags.use_distributed_optimizer = true;
+  if (!o.framework.empty()) {
+    auto f = framework_from_name(o.framework);
+    if (!f || *f == Framework::none)
+      return Error{fmt::format("--framework: expected one of megatron|deepspeed|fsdp, got '{}'",
+                               o.framework)};
+    flags.framework = *f;
+  }
+  if (!o.fsdp_sharding.empty()) {
+    auto v = fsdp_sharding_from_name(o.fsdp_sharding);
+    if (!v)
+      return Error{fmt::format(
+          "--fsdp-sharding: expected one of full_shard|shard_grad_op|hybrid_shard|no_shard, got "
+          "'{}'",
+          o.fsdp_sharding)};
+    flags.fsdp_sharding = *v;
+  }
+  if (!o.fsdp_wrap.empty()) {
+    auto v = fsdp_wrap_from_name(o.fsdp_wrap);
+    if (!v)
+      return Error{fmt::format("--fsdp-wrap: expected block or model, got '{}'", o.fsdp_wrap)};
+    flags.fsdp_wrap = *v;
+  }
+  if (!o.fsdp_prefetch.empty()) {
+    auto v = fsdp_prefetch_from_name(o.fsdp_prefetch);
+    if (!v)
+      return Error{
+          fmt::format("--fsdp-prefetch: expected one of backward_pre|backward_post|none, got '{}'",
+                      o.fsdp_prefetch)};
+    flags.fsdp_prefetch = *v;
+  }
+  if (!o.fsdp_limit_all_gathers.empty()) {
+    const std::string& v = o.fsdp_limit_all_gathers;
+    if (v == "true" || v == "1")
+      flags.fsdp_limit_all_gathers = true;
+    else if (v == "false" || v == "0")
+      flags.fsdp_limit_all_gathers = false;
+    else
+      return Error{fmt::format("--fsdp-limit-all-gathers: expected true or false, got '{}'", v)};
+  }
   in.plan.merge(flags);
 
   // The sweep's size before it is built: the product of the comma lists' lengths.
