@@ -177,7 +177,7 @@ bool same_costs(const OpList& a, const OpList& b) {
         x.group != y.group || x.dtype != y.dtype ||
         x.last_microbatch_only != y.last_microbatch_only || x.flops != y.flops ||
         x.mem_bytes != y.mem_bytes || x.bytes != y.bytes || x.group_size != y.group_size ||
-        x.name != y.name || x.dep_count != y.dep_count)
+        x.name != y.name || x.dep_count != y.dep_count || x.span != y.span)
       return false;
     auto da = a.deps_of(i), db = b.deps_of(i);
     if (!std::equal(da.begin(), da.end(), db.begin())) return false;
@@ -195,10 +195,27 @@ struct Costs {
       place[static_cast<int>(g)] = place_group(s, g);
   }
   double of(const Op& op) const {
-    return op.kind == OpKind::compute
-               ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
-               : collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links)
-                     .value();
+    if (op.kind == OpKind::compute)
+      return compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    if (op.span != GroupSpan::whole)
+      return collective_time(op.collective, op.bytes, sub(op), links).value();
+    return collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links)
+        .value();
+  }
+  // A sub-group of the op's group (FSDP HYBRID_SHARD): its ranks on one node, or one rank on
+  // each of group_size nodes, every GPU of a node in such a group at once.
+  GroupPlacement sub(const Op& op) const {
+    GroupPlacement g;
+    const int gpn = std::max(1, std::min(sc.gpus_per_node, sc.gpus()));
+    g.size = op.group_size;
+    if (op.span == GroupSpan::intra_node) {
+      g.nodes = 1, g.per_node = op.group_size;
+      g.concurrent = std::max(1, gpn / op.group_size);
+    } else {
+      g.nodes = op.group_size, g.per_node = 1;
+      g.concurrent = gpn;
+    }
+    return g;
   }
 };
 
