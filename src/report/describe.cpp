@@ -22,6 +22,7 @@ Description describe(const Workload& w) {
     s.memory = memory_per_rank(w, r);
     s.fits = s.memory.total() <= sc.system.gpu.memory;
     s.comm = comm_volume(w, r);
+    if (sc.plan.framework != Framework::none) s.pattern = comm_pattern(w, r);
     d.max_memory = std::max(d.max_memory, s.memory.total());
     d.max_params = std::max(d.max_params, s.params);
     d.fits = d.fits && s.fits;
@@ -98,6 +99,43 @@ Table comm_table(const Description& d, bool human) {
                                       with_commas(c.calls),
                                       bytes(c.bytes),
                                       bytes(c.wire_bytes)};
+      if (!merged.count(row)) order.push_back(row);
+      merged[row].push_back(s.stage);
+    }
+  for (auto& row : order) {
+    std::vector<std::string> r = {stage_ranges(merged[row])};
+    r.insert(r.end(), row.begin(), row.end());
+    t.add(std::move(r));
+  }
+  return t;
+}
+
+// The framework's collective pattern, stage by stage (stages with identical rows merged).
+Table pattern_table(const Description& d, bool human) {
+  Table t;
+  t.header = {"stage",  "collective op", "collective", "group",      "ranks",     "dtype",
+              "issued", "every",         "calls",      "bytes/call", "bytes/rank"};
+  t.right = {false, false, false, false, true, false, false, false, true, true, true};
+  auto bytes = [&](double b) { return human ? human_bytes(Bytes(b)) : fmt::format("{:.0f}", b); };
+  std::map<std::vector<std::string>, std::vector<int>> merged;
+  std::vector<std::vector<std::string>> order;
+  for (const auto& s : d.stages)
+    for (const auto& c : s.pattern) {
+      std::string group(to_string(c.group));
+      if (c.span != GroupSpan::whole) group += fmt::format(" ({})", to_string(c.span));
+      std::string per_call = c.min_call == c.max_call
+                                 ? bytes(c.max_call)
+                                 : bytes(c.min_call) + " - " + bytes(c.max_call);
+      std::vector<std::string> row = {std::string(c.name),
+                                      std::string(to_string(c.collective)),
+                                      group,
+                                      std::to_string(c.group_size),
+                                      std::string(to_string(c.dtype)),
+                                      std::string(to_string(c.phase)),
+                                      std::string(to_string(c.every)),
+                                      with_commas(c.calls),
+                                      per_call,
+                                      bytes(c.bytes)};
       if (!merged.count(row)) order.push_back(row);
       merged[row].push_back(s.stage);
     }
@@ -187,6 +225,22 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                              {"comm_buffers_bytes", s.memory.comm_buffers.value()},
                              {"total_bytes", s.memory.total().value()}}},
                            {"fits", s.fits}});
+    for (const auto& c : s.pattern) {
+      if (!j.contains("pattern")) j["pattern"] = nlohmann::json::array();
+      j["pattern"].push_back({{"stage", s.stage},
+                              {"name", c.name},
+                              {"collective", to_string(c.collective)},
+                              {"group", to_string(c.group)},
+                              {"span", c.span == GroupSpan::whole ? "whole" : to_string(c.span)},
+                              {"group_size", c.group_size},
+                              {"dtype", to_string(c.dtype)},
+                              {"phase", to_string(c.phase)},
+                              {"every", to_string(c.every)},
+                              {"calls", c.calls},
+                              {"bytes_per_rank", c.bytes},
+                              {"min_bytes_per_call", c.min_call},
+                              {"max_bytes_per_call", c.max_call}});
+    }
     for (const auto& c : s.comm)
       j["comm"].push_back({{"stage", s.stage},
                            {"group", to_string(c.group)},
@@ -274,13 +328,24 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
       return "## " + headline(w) + "\n" + render_markdown(summary_table(w, d)) +
              "\n### Memory per rank\n\n" + render_markdown(memory_table(d, true)) +
              "\n### Communication per iteration, per rank\n\n" +
-             render_markdown(comm_table(d, true));
+             render_markdown(comm_table(d, true)) +
+             (w.scenario.plan.framework == Framework::none
+                  ? std::string()
+                  : fmt::format("\n### Collective pattern ({}), per rank\n\n",
+                                to_string(w.scenario.plan.framework)) +
+                        render_markdown(pattern_table(d, true)));
     case Format::table: {
       std::string out = headline(w) + "\n" + render_text(summary_table(w, d)) +
                         "\nMemory per rank\n" + render_text(memory_table(d, true)) +
                         "\nCommunication per iteration, per rank\n";
       Table c = comm_table(d, true);
       out += c.rows.empty() ? "  none: a single rank does not communicate\n" : render_text(c);
+      if (w.scenario.plan.framework != Framework::none) {
+        Table p = pattern_table(d, true);
+        out += fmt::format("\nCollective pattern ({}), per rank\n",
+                           to_string(w.scenario.plan.framework));
+        out += p.rows.empty() ? "  none: a single rank does not communicate\n" : render_text(p);
+      }
       return out;
     }
   }
