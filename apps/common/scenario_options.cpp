@@ -162,8 +162,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--fsdp-prefetch", o.fsdp_prefetch,
                  "FSDP backward_prefetch: backward_pre|backward_post|none [backward_pre]")
       ->group(g_fw);
-  cmd.add_flag("--fsdp-limit-all-gathers{true}", o.fsdp_limit_all_gathers,
-               "FSDP limit_all_gathers (=false to lift it) [true]")
+  cmd.add_flag_function(
+         "--fsdp-limit-all-gathers",
+         [&o](std::int64_t n) { o.fsdp_limit_all_gathers = n > 0 ? "true" : "false"; },
+         "FSDP limit_all_gathers (=false to lift it) [true]")
       ->group(g_fw);
   cmd.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
                "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "

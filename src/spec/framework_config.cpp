@@ -66,7 +66,7 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
       plan.fsdp_sharding = in.fsdp_sharding.value_or(FsdpSharding::full_shard);
       plan.fsdp_wrap = in.fsdp_wrap.value_or(FsdpWrap::block);
       plan.fsdp_prefetch = in.fsdp_prefetch.value_or(FsdpPrefetch::backward_pre);
-      // FullyShardedDataParallel(limit_all_gathers=True) is the default since PyTorch 2.1.
+      // FullyShardedDataParallel(limit_all_gathers=True) is PyTorch 2.x's default.
       plan.fsdp_limit_all_gathers = in.fsdp_limit_all_gathers.value_or(true);
       switch (plan.fsdp_sharding) {
         case FsdpSharding::full_shard:

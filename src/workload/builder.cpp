@@ -123,7 +123,7 @@ class Bucketer {
 
 // ---- DeepSpeed ZeRO-3's parameter coordinator, replayed on a trace of module uses ----
 //
-// deepspeed/runtime/zero/partitioned_param_coordinator.py (DeepSpeed 0.14-0.16),
+// deepspeed/runtime/zero/partitioned_param_coordinator.py (DeepSpeed master, commit 03aecee),
 // PartitionedParameterCoordinator: fetch_sub_module fires at each module's pre-forward and
 // pre-backward hook (recompute's forward included). It (1) all-gathers the module's parameters
 // that are not available, in one coalesced call, the module waiting for it; (2) walks the
