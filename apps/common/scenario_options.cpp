@@ -162,11 +162,9 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--fsdp-prefetch", o.fsdp_prefetch,
                  "FSDP backward_prefetch: backward_pre|backward_post|none [backward_pre]")
       ->group(g_fw);
-  cmd.add_flag_function(
-         "--fsdp-limit-all-gathers",
-         [&o](std::int64_t n) { o.fsdp_limit_all_gathers = n > 0 ? "true" : "false"; },
-         "FSDP limit_all_gathers (=false to lift it) [true]")
-      ->group(g_fw);
+  o.fsdp_limit_all_gathers_flag = cmd.add_flag("--fsdp-limit-all-gathers", o.fsdp_limit_all_gathers,
+                                               "FSDP limit_all_gathers (=false to lift it) [true]")
+                                      ->group(g_fw);
   cmd.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
                "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "
                "all-gather over DP")
@@ -283,15 +281,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
                       o.fsdp_prefetch)};
     flags.fsdp_prefetch = *v;
   }
-  if (!o.fsdp_limit_all_gathers.empty()) {
-    const std::string& v = o.fsdp_limit_all_gathers;
-    if (v == "true" || v == "1")
-      flags.fsdp_limit_all_gathers = true;
-    else if (v == "false" || v == "0")
-      flags.fsdp_limit_all_gathers = false;
-    else
-      return Error{fmt::format("--fsdp-limit-all-gathers: expected true or false, got '{}'", v)};
-  }
+  if (o.fsdp_limit_all_gathers_flag && o.fsdp_limit_all_gathers_flag->count() > 0)
+    flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
   in.plan.merge(flags);
 
   // The sweep's size before it is built: the product of the comma lists' lengths.

@@ -17,6 +17,36 @@ DType megatron_grad_dtype(const ParallelPlan& plan) {
   return plan.precision == Precision::bf16 ? DType::fp32 : plan.dtype();
 }
 
+Framework framework_of_name(std::string_view name) {
+  auto f = framework_from_name(name);
+  return f ? *f : Framework::none;
+}
+
+Status apply_framework(Framework f, PlanInput& p) {
+  if (f == Framework::none) return Status{};
+  const int zero = p.zero.value_or(0);
+  switch (f) {
+    case Framework::none:
+    case Framework::deepspeed:
+      break;
+    case Framework::fsdp:
+      p.fsdp_sharding = zero >= 3   ? FsdpSharding::full_shard
+                        : zero == 2 ? FsdpSharding::shard_grad_op
+                                    : FsdpSharding::no_shard;
+      p.zero.reset();
+      break;
+    case Framework::megatron:
+      if (zero >= 2)
+        return bad("--framework", "a plan Megatron-LM runs (ZeRO 0 or 1)",
+                   fmt::format("megatron with ZeRO-{}", zero));
+      if (zero == 1) p.use_distributed_optimizer = true;
+      p.zero.reset();
+      break;
+  }
+  p.framework = f;
+  return Status{};
+}
+
 Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<std::string>& warn) {
   plan.framework = in.framework.value_or(Framework::none);
   const Framework f = plan.framework;

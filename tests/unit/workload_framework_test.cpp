@@ -393,7 +393,9 @@ TEST(Fsdp, LimitAllGathersBoundsGathersInFlight) {
       EXPECT_EQ(f[deps[0]].kind, OpKind::compute);
       ++checked;
     }
-    if (limit) EXPECT_EQ(checked, w.scenario.model.layers() - 2);
+    if (limit) {
+      EXPECT_EQ(checked, w.scenario.model.layers() - 2);
+    }
   }
 }
 
@@ -474,8 +476,11 @@ TEST(Megatron, WithoutOverlapOrDistributedOptimizer) {
 
   Workload d =
       build_workload(scenario("llama2-7b", "dgx-a100-80gb", megatron_plan(16, false, true)));
-  for (const auto& v : comm_volume(d, d.roles[0]))
-    if (v.group == CommGroup::data) EXPECT_EQ(v.collective, Collective::all_reduce);
+  for (const auto& v : comm_volume(d, d.roles[0])) {
+    if (v.group == CommGroup::data) {
+      EXPECT_EQ(v.collective, Collective::all_reduce);
+    }
+  }
   EXPECT_EQ(named(d.roles[0].step, "megatron_param_all_gather").calls, 0);
 }
 
@@ -522,6 +527,36 @@ TEST(FrameworkPlan, DeepSpeedConfigKeys) {
       "ds.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("stage3_prefetch_bucket_size"), std::string::npos);
+}
+
+// A measured run's ZeRO stage in each framework's terms (validate --framework).
+TEST(FrameworkPlan, ApplyFrameworkToAZeroPlan) {
+  PlanInput p;
+  p.zero = 3;
+  ASSERT_TRUE(apply_framework(Framework::fsdp, p).ok());
+  EXPECT_EQ(*p.fsdp_sharding, FsdpSharding::full_shard);
+  EXPECT_FALSE(p.zero.has_value());
+  EXPECT_EQ(*p.framework, Framework::fsdp);
+  PlanInput q;
+  q.zero = 2;
+  ASSERT_TRUE(apply_framework(Framework::fsdp, q).ok());
+  EXPECT_EQ(*q.fsdp_sharding, FsdpSharding::shard_grad_op);
+  PlanInput r;
+  r.zero = 1;
+  ASSERT_TRUE(apply_framework(Framework::megatron, r).ok());
+  EXPECT_TRUE(*r.use_distributed_optimizer);
+  EXPECT_FALSE(r.zero.has_value());
+  PlanInput s;
+  s.zero = 3;
+  auto st = apply_framework(Framework::megatron, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message.rfind("--framework: expected", 0), 0u);
+  PlanInput d;
+  d.zero = 3;
+  ASSERT_TRUE(apply_framework(Framework::deepspeed, d).ok());
+  EXPECT_EQ(*d.zero, 3);
+  EXPECT_EQ(framework_of_name("fsdp"), Framework::fsdp);
+  EXPECT_EQ(framework_of_name("-"), Framework::none);
 }
 
 // ---- describe ----
@@ -619,6 +654,28 @@ TEST(FrameworkCli, DescribeJsonCarriesThePattern) {
   EXPECT_FALSE(nlohmann::json::parse(none.out)["plan"].contains("framework"));
 }
 
+// validate --framework row predicts each corpus row with its own framework's pattern; an
+// unknown framework is a one-line error.
+TEST(FrameworkCli, ValidateTakesTheRowsFramework) {
+  const std::string corpus =
+      std::string(COMMSCOPE_SOURCE_DIR) + "/data/validation-comm/training.csv";
+  CliRun own = run("validate " + corpus + " --format json");
+  CliRun row = run("validate " + corpus + " --framework row --format json");
+  ASSERT_EQ(own.status, 0) << own.err;
+  ASSERT_EQ(row.status, 0) << row.err;
+  auto a = nlohmann::json::parse(own.out), b = nlohmann::json::parse(row.out);
+  ASSERT_EQ(a["rows"].size(), b["rows"].size());
+  bool differs = false;  // the FSDP rows' predictions change with FSDP's pattern
+  for (std::size_t i = 0; i < a["rows"].size(); ++i)
+    differs |= a["rows"][i]["predicted_s"] != b["rows"][i]["predicted_s"];
+  EXPECT_TRUE(differs);
+  CliRun bad = run("validate " + corpus + " --framework pytorch");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err,
+            "commscope: --framework: expected one of megatron|deepspeed|fsdp|row, got "
+            "'pytorch'\n");
+}
+
 TEST(FrameworkCli, BadValuesAreOneLineErrors) {
   for (const char* args :
        {"--framework pytorch", "--framework fsdp --fsdp-sharding everything",
@@ -630,7 +687,8 @@ TEST(FrameworkCli, BadValuesAreOneLineErrors) {
     EXPECT_EQ(r.status, 2);
     EXPECT_TRUE(r.out.empty());
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_EQ(r.err.rfind("commscope: --", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.rfind("commscope: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("--"), std::string::npos) << r.err;  // names the flag
   }
 }
 

@@ -17,6 +17,14 @@ namespace commscope {
 // NO_SHARD 0; Megatron's distributed optimizer 1. An error names the flag.
 Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<std::string>& warn);
 
+// A plan stated as a ZeRO stage (a measured run's "zero3", "fsdp_full_shard", "ddp") in a
+// framework's terms: FSDP's sharding from the stage (3 FULL_SHARD, 2 SHARD_GRAD_OP, 0 or 1
+// NO_SHARD), Megatron's distributed optimizer for ZeRO-1; DeepSpeed keeps the stage. An error
+// when the framework has no such plan (Megatron-LM with ZeRO-2/3).
+Status apply_framework(Framework f, PlanInput& p);
+// The framework a name stands for (megatron, deepspeed, fsdp; none for anything else).
+Framework framework_of_name(std::string_view name);
+
 // The data type of Megatron-LM's gradient buffers: fp32 under bf16 (Megatron's arguments.py
 // sets accumulate_allreduce_grads_in_fp32 for bf16), the parameters' otherwise.
 DType megatron_grad_dtype(const ParallelPlan& plan);
