@@ -81,6 +81,19 @@ CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& targe
       help + " (comma list)");
 }
 
+// A flag naming one value of an enum: unset when not given, an error naming the flag when
+// the name is none of `expected`.
+template <class E>
+Status named_value(const char* flag, const std::string& text,
+                   std::optional<E> (*parse)(std::string_view), const char* expected,
+                   std::optional<E>& into) {
+  if (text.empty()) return {};
+  auto v = parse(text);
+  if (!v) return Error{fmt::format("{}: expected {}, got '{}'", flag, expected, text)};
+  into = *v;
+  return {};
+}
+
 // Every combination of the values of one flag with the inputs so far.
 template <class T, class Set>
 std::vector<ScenarioInput> times(const std::vector<ScenarioInput>& in, const std::vector<T>& values,
@@ -258,29 +271,13 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
                                o.framework)};
     flags.framework = *f;
   }
-  if (!o.fsdp_sharding.empty()) {
-    auto v = fsdp_sharding_from_name(o.fsdp_sharding);
-    if (!v)
-      return Error{fmt::format(
-          "--fsdp-sharding: expected one of full_shard|shard_grad_op|hybrid_shard|no_shard, got "
-          "'{}'",
-          o.fsdp_sharding)};
-    flags.fsdp_sharding = *v;
-  }
-  if (!o.fsdp_wrap.empty()) {
-    auto v = fsdp_wrap_from_name(o.fsdp_wrap);
-    if (!v)
-      return Error{fmt::format("--fsdp-wrap: expected block or model, got '{}'", o.fsdp_wrap)};
-    flags.fsdp_wrap = *v;
-  }
-  if (!o.fsdp_prefetch.empty()) {
-    auto v = fsdp_prefetch_from_name(o.fsdp_prefetch);
-    if (!v)
-      return Error{
-          fmt::format("--fsdp-prefetch: expected one of backward_pre|backward_post|none, got '{}'",
-                      o.fsdp_prefetch)};
-    flags.fsdp_prefetch = *v;
-  }
+  CS_RETURN_IF_ERROR(named_value("--fsdp-sharding", o.fsdp_sharding, fsdp_sharding_from_name,
+                                 "one of full_shard|shard_grad_op|hybrid_shard|no_shard",
+                                 flags.fsdp_sharding));
+  CS_RETURN_IF_ERROR(named_value("--fsdp-wrap", o.fsdp_wrap, fsdp_wrap_from_name, "block or model",
+                                 flags.fsdp_wrap));
+  CS_RETURN_IF_ERROR(named_value("--fsdp-prefetch", o.fsdp_prefetch, fsdp_prefetch_from_name,
+                                 "one of backward_pre|backward_post|none", flags.fsdp_prefetch));
   if (o.fsdp_limit_all_gathers_flag && o.fsdp_limit_all_gathers_flag->count() > 0)
     flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
   in.plan.merge(flags);

@@ -82,31 +82,39 @@ Table memory_table(const Description& d, bool human) {
   return t;
 }
 
+// Rows keyed by their content, each printed once with the stages that have it ("0-62").
+class MergedRows {
+ public:
+  void add(int stage, std::vector<std::string> row) {
+    if (!stages_.count(row)) order_.push_back(row);
+    stages_[row].push_back(stage);
+  }
+  void into(Table& t) {
+    for (auto& row : order_) {
+      std::vector<std::string> r = {stage_ranges(stages_[row])};
+      r.insert(r.end(), row.begin(), row.end());
+      t.add(std::move(r));
+    }
+  }
+
+ private:
+  std::map<std::vector<std::string>, std::vector<int>> stages_;
+  std::vector<std::vector<std::string>> order_;
+};
+
 Table comm_table(const Description& d, bool human) {
   Table t;
   t.header = {"stage", "group", "collective", "ranks",
               "dtype", "calls", "bytes/rank", "wire bytes/rank"};
   t.right = {false, false, false, true, false, true, true, true};
   auto bytes = [&](double b) { return human ? human_bytes(Bytes(b)) : fmt::format("{:.0f}", b); };
-  std::map<std::vector<std::string>, std::vector<int>> merged;
-  std::vector<std::vector<std::string>> order;
+  MergedRows merged;
   for (const auto& s : d.stages)
-    for (const auto& c : s.comm) {
-      std::vector<std::string> row = {std::string(to_string(c.group)),
-                                      std::string(to_string(c.collective)),
-                                      std::to_string(c.group_size),
-                                      std::string(to_string(c.dtype)),
-                                      with_commas(c.calls),
-                                      bytes(c.bytes),
-                                      bytes(c.wire_bytes)};
-      if (!merged.count(row)) order.push_back(row);
-      merged[row].push_back(s.stage);
-    }
-  for (auto& row : order) {
-    std::vector<std::string> r = {stage_ranges(merged[row])};
-    r.insert(r.end(), row.begin(), row.end());
-    t.add(std::move(r));
-  }
+    for (const auto& c : s.comm)
+      merged.add(s.stage, {std::string(to_string(c.group)), std::string(to_string(c.collective)),
+                           std::to_string(c.group_size), std::string(to_string(c.dtype)),
+                           with_commas(c.calls), bytes(c.bytes), bytes(c.wire_bytes)});
+  merged.into(t);
   return t;
 }
 
@@ -117,8 +125,7 @@ Table pattern_table(const Description& d, bool human) {
               "issued", "every",         "calls",      "bytes/call", "bytes/rank"};
   t.right = {false, false, false, false, true, false, false, false, true, true, true};
   auto bytes = [&](double b) { return human ? human_bytes(Bytes(b)) : fmt::format("{:.0f}", b); };
-  std::map<std::vector<std::string>, std::vector<int>> merged;
-  std::vector<std::vector<std::string>> order;
+  MergedRows merged;
   for (const auto& s : d.stages)
     for (const auto& c : s.pattern) {
       std::string group(to_string(c.group));
@@ -126,24 +133,12 @@ Table pattern_table(const Description& d, bool human) {
       std::string per_call = c.min_call == c.max_call
                                  ? bytes(c.max_call)
                                  : bytes(c.min_call) + " - " + bytes(c.max_call);
-      std::vector<std::string> row = {std::string(c.name),
-                                      std::string(to_string(c.collective)),
-                                      group,
-                                      std::to_string(c.group_size),
-                                      std::string(to_string(c.dtype)),
-                                      std::string(to_string(c.phase)),
-                                      std::string(to_string(c.every)),
-                                      with_commas(c.calls),
-                                      per_call,
-                                      bytes(c.bytes)};
-      if (!merged.count(row)) order.push_back(row);
-      merged[row].push_back(s.stage);
+      merged.add(s.stage, {std::string(c.name), std::string(to_string(c.collective)), group,
+                           std::to_string(c.group_size), std::string(to_string(c.dtype)),
+                           std::string(to_string(c.phase)), std::string(to_string(c.every)),
+                           with_commas(c.calls), per_call, bytes(c.bytes)});
     }
-  for (auto& row : order) {
-    std::vector<std::string> r = {stage_ranges(merged[row])};
-    r.insert(r.end(), row.begin(), row.end());
-    t.add(std::move(r));
-  }
+  merged.into(t);
   return t;
 }
 
