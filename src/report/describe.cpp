@@ -159,6 +159,31 @@ std::string headline(const Workload& w) {
       p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "", p.zero,
       p.micro_batch, p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
       to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
+  switch (p.framework) {  // the framework's pattern, when one is chosen
+    case Framework::none:
+      break;
+    case Framework::deepspeed:
+      out += fmt::format(
+          "framework: DeepSpeed (stage3 prefetch bucket {}, max live {}, reuse distance {}, "
+          "persistence threshold {}, reduce bucket {}, overlap_comm {})\n",
+          p.zero3_prefetch_bucket, p.zero3_max_live_params, p.zero3_max_reuse_distance,
+          p.zero3_persistence_threshold, p.zero_reduce_bucket, p.overlap_grad_reduce);
+      break;
+    case Framework::fsdp:
+      out += fmt::format(
+          "framework: PyTorch FSDP ({}, wrap {}, backward prefetch {}, limit_all_gathers {}; "
+          "memory as ZeRO-{})\n",
+          to_string(p.fsdp_sharding), to_string(p.fsdp_wrap), to_string(p.fsdp_prefetch),
+          p.fsdp_limit_all_gathers, p.zero);
+      break;
+    case Framework::megatron:
+      out += fmt::format(
+          "framework: Megatron-LM (distributed optimizer {}, overlap grad reduce {}, overlap param "
+          "gather {}, bucket {} parameters)\n",
+          p.use_distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather,
+          p.megatron_bucket);
+      break;
+  }
   out += fmt::format(
       "sequence {} tokens{}, vocabulary {}\n", sc.model.seq_length,
       sc.model.kind == ArchKind::t5 ? fmt::format(" (decoder {})", sc.model.dec_seq()) : "",
