@@ -177,6 +177,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
       ->group(g_fw);
   o.fsdp_limit_all_gathers_flag = cmd.add_flag("--fsdp-limit-all-gathers", o.fsdp_limit_all_gathers,
                                                "FSDP limit_all_gathers (=false to lift it) [true]")
+                                      ->type_name("BOOLEAN")
                                       ->group(g_fw);
   cmd.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
                "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "

@@ -676,6 +676,18 @@ TEST(FrameworkCli, ValidateTakesTheRowsFramework) {
             "'pytorch'\n");
 }
 
+TEST(FrameworkCli, LimitAllGathersIsABooleanFlag) {
+  CliRun bad = run("describe --framework fsdp --fsdp-limit-all-gathers=maybe");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "commscope: --fsdp-limit-all-gathers: expected true or false, got 'maybe'\n");
+  CliRun off = run("describe --framework fsdp --fsdp-limit-all-gathers=false --format json");
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_FALSE(nlohmann::json::parse(off.out)["plan"]["fsdp_limit_all_gathers"].get<bool>());
+  CliRun on = run("describe --framework fsdp --fsdp-limit-all-gathers --format json");
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_TRUE(nlohmann::json::parse(on.out)["plan"]["fsdp_limit_all_gathers"].get<bool>());
+}
+
 TEST(FrameworkCli, BadValuesAreOneLineErrors) {
   for (const char* args :
        {"--framework pytorch", "--framework fsdp --fsdp-sharding everything",
