@@ -81,6 +81,19 @@ CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& targe
       help + " (comma list)");
 }
 
+// A flag naming one value of an enum: unset when not given, an error naming the flag when
+// the name is none of `expected`.
+template <class E>
+Status named_value(const char* flag, const std::string& text,
+                   std::optional<E> (*parse)(std::string_view), const char* expected,
+                   std::optional<E>& into) {
+  if (text.empty()) return {};
+  auto v = parse(text);
+  if (!v) return Error{fmt::format("{}: expected {}, got '{}'", flag, expected, text)};
+  into = *v;
+  return {};
+}
+
 // Every combination of the values of one flag with the inputs so far.
 template <class T, class Set>
 std::vector<ScenarioInput> times(const std::vector<ScenarioInput>& in, const std::vector<T>& values,
@@ -147,6 +160,35 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_flag("--no-overlap-param-gather", o.no_overlap_param_gather,
                "ZeRO-3 gathers without prefetch")
       ->group(g_plan);
+  const char* g_fw = "Framework collective patterns (docs/workload.md)";
+  cmd.add_option("--framework", o.framework,
+                 "whose collective pattern: megatron|deepspeed|fsdp [commscope's own]")
+      ->group(g_fw);
+  cmd.add_option("--fsdp-sharding", o.fsdp_sharding,
+                 "FSDP ShardingStrategy: full_shard|shard_grad_op|hybrid_shard|no_shard "
+                 "[full_shard]")
+      ->group(g_fw);
+  cmd.add_option("--fsdp-wrap", o.fsdp_wrap,
+                 "FSDP units: block (transformer_auto_wrap_policy: one per block + root) | model "
+                 "(one unit) [block]")
+      ->group(g_fw);
+  cmd.add_option("--fsdp-prefetch", o.fsdp_prefetch,
+                 "FSDP backward_prefetch: backward_pre|backward_post|none [backward_pre]")
+      ->group(g_fw);
+  o.fsdp_limit_all_gathers_flag = cmd.add_flag("--fsdp-limit-all-gathers", o.fsdp_limit_all_gathers,
+                                               "FSDP limit_all_gathers (=false to lift it) [true]")
+                                      ->type_name("BOOLEAN")
+                                      ->group(g_fw);
+  cmd.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
+               "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "
+               "all-gather over DP")
+      ->group(g_fw);
+  cmd.add_flag("--overlap-grad-reduce", o.overlap_grad_reduce,
+               "Megatron-LM: reduce gradient buckets during backward [off under megatron]")
+      ->group(g_fw);
+  cmd.add_flag("--overlap-param-gather", o.overlap_param_gather,
+               "Megatron-LM: gather parameter buckets during the next forward [off]")
+      ->group(g_fw);
   cmd.add_option(
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
@@ -212,6 +254,33 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   }
   if (o.no_overlap_grad_reduce) flags.overlap_grad_reduce = false;
   if (o.no_overlap_param_gather) flags.overlap_param_gather = false;
+  if (o.overlap_grad_reduce && o.no_overlap_grad_reduce)
+    return Error{
+        "--overlap-grad-reduce: expected at most one of it and --no-overlap-grad-reduce, "
+        "got both"};
+  if (o.overlap_param_gather && o.no_overlap_param_gather)
+    return Error{
+        "--overlap-param-gather: expected at most one of it and "
+        "--no-overlap-param-gather, got both"};
+  if (o.overlap_grad_reduce) flags.overlap_grad_reduce = true;
+  if (o.overlap_param_gather) flags.overlap_param_gather = true;
+  if (o.use_distributed_optimizer) flags.use_distributed_optimizer = true;
+  if (!o.framework.empty()) {
+    auto f = framework_from_name(o.framework);
+    if (!f || *f == Framework::none)
+      return Error{fmt::format("--framework: expected one of megatron|deepspeed|fsdp, got '{}'",
+                               o.framework)};
+    flags.framework = *f;
+  }
+  CS_RETURN_IF_ERROR(named_value("--fsdp-sharding", o.fsdp_sharding, fsdp_sharding_from_name,
+                                 "one of full_shard|shard_grad_op|hybrid_shard|no_shard",
+                                 flags.fsdp_sharding));
+  CS_RETURN_IF_ERROR(named_value("--fsdp-wrap", o.fsdp_wrap, fsdp_wrap_from_name, "block or model",
+                                 flags.fsdp_wrap));
+  CS_RETURN_IF_ERROR(named_value("--fsdp-prefetch", o.fsdp_prefetch, fsdp_prefetch_from_name,
+                                 "one of backward_pre|backward_post|none", flags.fsdp_prefetch));
+  if (o.fsdp_limit_all_gathers_flag && o.fsdp_limit_all_gathers_flag->count() > 0)
+    flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
   in.plan.merge(flags);
 
   // The sweep's size before it is built: the product of the comma lists' lengths.

@@ -138,6 +138,8 @@ int run(int argc, char** argv) {
             expected = "a non-negative integer";
           else if (type == "FLOAT")
             expected = "a number";
+          else if (type == "BOOLEAN")
+            expected = "true or false";
         }
       return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, msg.substr(eq + 3)));
     }

@@ -10,6 +10,7 @@
 #include "commscope/calib/validate.h"
 #include "commscope/report/table.h"
 #include "commscope/report/validation.h"
+#include "commscope/spec/framework_config.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/json_fields.h"
 #include "embed.h"
@@ -21,7 +22,8 @@ namespace {
 
 Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files,
                                            const std::string& system,
-                                           std::vector<std::string>& skipped) {
+                                           std::vector<std::string>& skipped,
+                                           const std::string& framework = "") {
   std::vector<MeasuredRun> all;
   for (const auto& f : files) {
     SkipCounts skips;
@@ -38,6 +40,22 @@ Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files
                                     n + static_cast<int>(runs.size()), fmt::join(parts, ", ")));
     }
     all.insert(all.end(), runs.begin(), runs.end());
+  }
+  // --framework: every row's plan in that framework's pattern (docs/workload.md), or with
+  // `row` the framework each corpus row states; a row it cannot apply to is skipped.
+  if (!framework.empty()) {
+    std::vector<MeasuredRun> kept;
+    for (auto& r : all) {
+      const Framework f = framework == "row"
+                              ? framework_of_name(r.group.substr(0, r.group.find('/')))
+                              : framework_of_name(framework);
+      if (auto s = apply_framework(f, r.input.plan); !s.ok()) {
+        skipped.push_back(r.source + ": line " + std::to_string(r.line) + ": " + s.error().message);
+        continue;
+      }
+      kept.push_back(std::move(r));
+    }
+    all = std::move(kept);
   }
   // Check the system once, for a clear error before any row.
   CS_RETURN_IF_ERROR(load_system(system).ok() ? Status() : Status(load_system(system).error()));
@@ -68,7 +86,7 @@ Status check_split(const std::vector<PreparedRun>& runs, const std::string& rows
 Verb add_validate(CLI::App& app) {
   struct State {
     std::vector<std::string> files;
-    std::string system = "vtrain-a100", rows = "all";
+    std::string system = "vtrain-a100", rows = "all", framework;
     OutputOptions out;
     bool quiet = false;
   };
@@ -87,31 +105,40 @@ Verb add_validate(CLI::App& app) {
                   "heldout by the validation corpus's split column [all]");
   add_output_options(*cmd, st->out);
   cmd->add_flag("--summary-only", st->quiet, "only the error summary, not every row");
-  return {cmd, [st]() -> int {
-            auto format = output_format(st->out);
-            if (!format) return fail(format.error().message);
-            if (!valid_split(st->rows))
-              return fail(fmt::format("--rows: expected all, even, odd, fit or heldout, got '{}'",
-                                      st->rows));
-            std::vector<std::string> skipped;
-            auto runs = load_runs(st->files, st->system, skipped);
-            if (!runs) return fail(runs.error().message);
-            if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
-            const bool progress = ::isatty(STDERR_FILENO);
-            Validation v = validate_runs(*runs, st->rows, [&](std::size_t done) {
-              check_interrupt();  // Ctrl-C in Python (embed.h)
-              if (progress && done % 20 == 0)
-                std::fprintf(stderr, "\rcommscope: validating %zu rows", done);
-            });
-            if (progress) std::fprintf(stderr, "\r\033[K");
-            print_warnings(skipped);
-            if (v.rows.empty())
-              return fail(fmt::format(
-                  "--rows {}: expected at least one row to predict, got none{}", st->rows,
-                  skipped.empty() ? "" : " (the warnings above say why rows were skipped)"));
-            const std::string out = render_validation(v, *format, st->system, st->quiet);
-            return emit(out, st->out.path);
-          }};
+  cmd->add_option("--framework", st->framework,
+                  "predict every row with this framework's collective pattern: "
+                  "megatron|deepspeed|fsdp, or row (each corpus row's own framework) "
+                  "[commscope's own]");
+  return {
+      cmd, [st]() -> int {
+        auto format = output_format(st->out);
+        if (!format) return fail(format.error().message);
+        if (!st->framework.empty() && st->framework != "row" &&
+            framework_of_name(st->framework) == Framework::none)
+          return fail(fmt::format(
+              "--framework: expected one of megatron|deepspeed|fsdp|row, got '{}'", st->framework));
+        if (!valid_split(st->rows))
+          return fail(
+              fmt::format("--rows: expected all, even, odd, fit or heldout, got '{}'", st->rows));
+        std::vector<std::string> skipped;
+        auto runs = load_runs(st->files, st->system, skipped, st->framework);
+        if (!runs) return fail(runs.error().message);
+        if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
+        const bool progress = ::isatty(STDERR_FILENO);
+        Validation v = validate_runs(*runs, st->rows, [&](std::size_t done) {
+          check_interrupt();  // Ctrl-C in Python (embed.h)
+          if (progress && done % 20 == 0)
+            std::fprintf(stderr, "\rcommscope: validating %zu rows", done);
+        });
+        if (progress) std::fprintf(stderr, "\r\033[K");
+        print_warnings(skipped);
+        if (v.rows.empty())
+          return fail(fmt::format(
+              "--rows {}: expected at least one row to predict, got none{}", st->rows,
+              skipped.empty() ? "" : " (the warnings above say why rows were skipped)"));
+        const std::string out = render_validation(v, *format, st->system, st->quiet);
+        return emit(out, st->out.path);
+      }};
 }
 
 Verb add_calibrate(CLI::App& app) {

@@ -22,6 +22,7 @@ Description describe(const Workload& w) {
     s.memory = memory_per_rank(w, r);
     s.fits = s.memory.total() <= sc.system.gpu.memory;
     s.comm = comm_volume(w, r);
+    if (sc.plan.framework != Framework::none) s.pattern = comm_pattern(w, r);
     d.max_memory = std::max(d.max_memory, s.memory.total());
     d.max_params = std::max(d.max_params, s.params);
     d.fits = d.fits && s.fits;
@@ -81,31 +82,63 @@ Table memory_table(const Description& d, bool human) {
   return t;
 }
 
+// Rows keyed by their content, each printed once with the stages that have it ("0-62").
+class MergedRows {
+ public:
+  void add(int stage, std::vector<std::string> row) {
+    if (!stages_.count(row)) order_.push_back(row);
+    stages_[row].push_back(stage);
+  }
+  void into(Table& t) {
+    for (auto& row : order_) {
+      std::vector<std::string> r = {stage_ranges(stages_[row])};
+      r.insert(r.end(), row.begin(), row.end());
+      t.add(std::move(r));
+    }
+  }
+
+ private:
+  std::map<std::vector<std::string>, std::vector<int>> stages_;
+  std::vector<std::vector<std::string>> order_;
+};
+
 Table comm_table(const Description& d, bool human) {
   Table t;
   t.header = {"stage", "group", "collective", "ranks",
               "dtype", "calls", "bytes/rank", "wire bytes/rank"};
   t.right = {false, false, false, true, false, true, true, true};
   auto bytes = [&](double b) { return human ? human_bytes(Bytes(b)) : fmt::format("{:.0f}", b); };
-  std::map<std::vector<std::string>, std::vector<int>> merged;
-  std::vector<std::vector<std::string>> order;
+  MergedRows merged;
   for (const auto& s : d.stages)
-    for (const auto& c : s.comm) {
-      std::vector<std::string> row = {std::string(to_string(c.group)),
-                                      std::string(to_string(c.collective)),
-                                      std::to_string(c.group_size),
-                                      std::string(to_string(c.dtype)),
-                                      with_commas(c.calls),
-                                      bytes(c.bytes),
-                                      bytes(c.wire_bytes)};
-      if (!merged.count(row)) order.push_back(row);
-      merged[row].push_back(s.stage);
+    for (const auto& c : s.comm)
+      merged.add(s.stage, {std::string(to_string(c.group)), std::string(to_string(c.collective)),
+                           std::to_string(c.group_size), std::string(to_string(c.dtype)),
+                           with_commas(c.calls), bytes(c.bytes), bytes(c.wire_bytes)});
+  merged.into(t);
+  return t;
+}
+
+// The framework's collective pattern, stage by stage (stages with identical rows merged).
+Table pattern_table(const Description& d, bool human) {
+  Table t;
+  t.header = {"stage",  "collective op", "collective", "group",      "ranks",     "dtype",
+              "issued", "every",         "calls",      "bytes/call", "bytes/rank"};
+  t.right = {false, false, false, false, true, false, false, false, true, true, true};
+  auto bytes = [&](double b) { return human ? human_bytes(Bytes(b)) : fmt::format("{:.0f}", b); };
+  MergedRows merged;
+  for (const auto& s : d.stages)
+    for (const auto& c : s.pattern) {
+      std::string group(to_string(c.group));
+      if (c.span != GroupSpan::whole) group += fmt::format(" ({})", to_string(c.span));
+      std::string per_call = c.min_call == c.max_call
+                                 ? bytes(c.max_call)
+                                 : bytes(c.min_call) + " - " + bytes(c.max_call);
+      merged.add(s.stage, {std::string(c.name), std::string(to_string(c.collective)), group,
+                           std::to_string(c.group_size), std::string(to_string(c.dtype)),
+                           std::string(to_string(c.phase)), std::string(to_string(c.every)),
+                           with_commas(c.calls), per_call, bytes(c.bytes)});
     }
-  for (auto& row : order) {
-    std::vector<std::string> r = {stage_ranges(merged[row])};
-    r.insert(r.end(), row.begin(), row.end());
-    t.add(std::move(r));
-  }
+  merged.into(t);
   return t;
 }
 
@@ -126,6 +159,31 @@ std::string headline(const Workload& w) {
       p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "", p.zero,
       p.micro_batch, p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
       to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
+  switch (p.framework) {  // the framework's pattern, when one is chosen
+    case Framework::none:
+      break;
+    case Framework::deepspeed:
+      out += fmt::format(
+          "framework: DeepSpeed (stage3 prefetch bucket {}, max live {}, reuse distance {}, "
+          "persistence threshold {}, reduce bucket {}, overlap_comm {})\n",
+          p.zero3_prefetch_bucket, p.zero3_max_live_params, p.zero3_max_reuse_distance,
+          p.zero3_persistence_threshold, p.zero_reduce_bucket, p.overlap_grad_reduce);
+      break;
+    case Framework::fsdp:
+      out += fmt::format(
+          "framework: PyTorch FSDP ({}, wrap {}, backward prefetch {}, limit_all_gathers {}; "
+          "memory as ZeRO-{})\n",
+          to_string(p.fsdp_sharding), to_string(p.fsdp_wrap), to_string(p.fsdp_prefetch),
+          p.fsdp_limit_all_gathers, p.zero);
+      break;
+    case Framework::megatron:
+      out += fmt::format(
+          "framework: Megatron-LM (distributed optimizer {}, overlap grad reduce {}, overlap param "
+          "gather {}, bucket {} parameters)\n",
+          p.use_distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather,
+          p.megatron_bucket);
+      break;
+  }
   out += fmt::format(
       "sequence {} tokens{}, vocabulary {}\n", sc.model.seq_length,
       sc.model.kind == ArchKind::t5 ? fmt::format(" (decoder {})", sc.model.dec_seq()) : "",
@@ -187,6 +245,22 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                              {"comm_buffers_bytes", s.memory.comm_buffers.value()},
                              {"total_bytes", s.memory.total().value()}}},
                            {"fits", s.fits}});
+    for (const auto& c : s.pattern) {
+      if (!j.contains("pattern")) j["pattern"] = nlohmann::json::array();
+      j["pattern"].push_back({{"stage", s.stage},
+                              {"name", c.name},
+                              {"collective", to_string(c.collective)},
+                              {"group", to_string(c.group)},
+                              {"span", c.span == GroupSpan::whole ? "whole" : to_string(c.span)},
+                              {"group_size", c.group_size},
+                              {"dtype", to_string(c.dtype)},
+                              {"phase", to_string(c.phase)},
+                              {"every", to_string(c.every)},
+                              {"calls", c.calls},
+                              {"bytes_per_rank", c.bytes},
+                              {"min_bytes_per_call", c.min_call},
+                              {"max_bytes_per_call", c.max_call}});
+    }
     for (const auto& c : s.comm)
       j["comm"].push_back({{"stage", s.stage},
                            {"group", to_string(c.group)},
@@ -274,13 +348,24 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
       return "## " + headline(w) + "\n" + render_markdown(summary_table(w, d)) +
              "\n### Memory per rank\n\n" + render_markdown(memory_table(d, true)) +
              "\n### Communication per iteration, per rank\n\n" +
-             render_markdown(comm_table(d, true));
+             render_markdown(comm_table(d, true)) +
+             (w.scenario.plan.framework == Framework::none
+                  ? std::string()
+                  : fmt::format("\n### Collective pattern ({}), per rank\n\n",
+                                to_string(w.scenario.plan.framework)) +
+                        render_markdown(pattern_table(d, true)));
     case Format::table: {
       std::string out = headline(w) + "\n" + render_text(summary_table(w, d)) +
                         "\nMemory per rank\n" + render_text(memory_table(d, true)) +
                         "\nCommunication per iteration, per rank\n";
       Table c = comm_table(d, true);
       out += c.rows.empty() ? "  none: a single rank does not communicate\n" : render_text(c);
+      if (w.scenario.plan.framework != Framework::none) {
+        Table p = pattern_table(d, true);
+        out += fmt::format("\nCollective pattern ({}), per rank\n",
+                           to_string(w.scenario.plan.framework));
+        out += p.rows.empty() ? "  none: a single rank does not communicate\n" : render_text(p);
+      }
       return out;
     }
   }

@@ -201,7 +201,7 @@ bool same_costs(const OpList& a, const OpList& b) {
         x.group != y.group || x.dtype != y.dtype ||
         x.last_microbatch_only != y.last_microbatch_only || x.flops != y.flops ||
         x.mem_bytes != y.mem_bytes || x.bytes != y.bytes || x.group_size != y.group_size ||
-        x.name != y.name || x.dep_count != y.dep_count)
+        x.name != y.name || x.dep_count != y.dep_count || x.span != y.span)
       return false;
     auto da = a.deps_of(i), db = b.deps_of(i);
     if (!std::equal(da.begin(), da.end(), db.begin())) return false;
@@ -232,6 +232,8 @@ struct Costs {
   double of(const Op& op) const {
     if (op.kind == OpKind::compute)
       return compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    if (op.span != GroupSpan::whole)
+      return collective_time(op.collective, op.bytes, sub(op), links).value();
     // Layers repeat the same few collectives: remember the last distinct ones (NCCL's model
     // weighs up to six algorithm/protocol paths per call).
     for (std::size_t i = 0; i < cached; ++i) {
@@ -244,6 +246,21 @@ struct Costs {
     next_memo = (next_memo + 1) % memo.size();
     cached = std::min(cached + 1, memo.size());
     return t;
+  }
+  // A sub-group of the op's group (FSDP HYBRID_SHARD): its ranks on one node, or one rank on
+  // each of group_size nodes, every GPU of a node in such a group at once.
+  GroupPlacement sub(const Op& op) const {
+    GroupPlacement g;
+    const int gpn = std::max(1, std::min(sc.gpus_per_node, sc.gpus()));
+    g.size = op.group_size;
+    if (op.span == GroupSpan::intra_node) {
+      g.nodes = 1, g.per_node = op.group_size;
+      g.concurrent = std::max(1, gpn / op.group_size);
+    } else {
+      g.nodes = op.group_size, g.per_node = 1;
+      g.concurrent = gpn;
+    }
+    return g;
   }
   struct Memo {
     double bytes, t;

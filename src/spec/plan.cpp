@@ -20,6 +20,22 @@ constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::gpipe, "gpipe"},
 constexpr EnumName<RankOrder> kRankOrderNames[] = {{RankOrder::tp_dp_pp, "tp-dp-pp"},
                                                    {RankOrder::tp_pp_dp, "tp-pp-dp"}};
 
+constexpr EnumName<Framework> kFrameworkNames[] = {{Framework::none, "none"},
+                                                   {Framework::megatron, "megatron"},
+                                                   {Framework::deepspeed, "deepspeed"},
+                                                   {Framework::fsdp, "fsdp"}};
+constexpr EnumName<FsdpSharding> kFsdpShardingNames[] = {
+    {FsdpSharding::full_shard, "full_shard"},
+    {FsdpSharding::shard_grad_op, "shard_grad_op"},
+    {FsdpSharding::hybrid_shard, "hybrid_shard"},
+    {FsdpSharding::no_shard, "no_shard"}};
+constexpr EnumName<FsdpPrefetch> kFsdpPrefetchNames[] = {
+    {FsdpPrefetch::backward_pre, "backward_pre"},
+    {FsdpPrefetch::backward_post, "backward_post"},
+    {FsdpPrefetch::none, "none"}};
+constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::block, "block"},
+                                                 {FsdpWrap::model, "model"}};
+
 template <class T>
 void take(std::optional<T>& into, const std::optional<T>& from) {
   if (from) into = from;
@@ -74,6 +90,31 @@ std::optional<RankOrder> rank_order_from_name(std::string_view s) {
   return enum_from_name(kRankOrderNames, s);
 }
 
+std::string_view to_string(Framework f) {
+  return enum_to_name(kFrameworkNames, f);
+}
+std::string_view to_string(FsdpSharding s) {
+  return enum_to_name(kFsdpShardingNames, s);
+}
+std::string_view to_string(FsdpPrefetch p) {
+  return enum_to_name(kFsdpPrefetchNames, p);
+}
+std::string_view to_string(FsdpWrap w) {
+  return enum_to_name(kFsdpWrapNames, w);
+}
+std::optional<Framework> framework_from_name(std::string_view s) {
+  return enum_from_name(kFrameworkNames, s);
+}
+std::optional<FsdpSharding> fsdp_sharding_from_name(std::string_view s) {
+  return enum_from_name(kFsdpShardingNames, s);
+}
+std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s) {
+  return enum_from_name(kFsdpPrefetchNames, s);
+}
+std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s) {
+  return enum_from_name(kFsdpWrapNames, s);
+}
+
 DType compute_dtype(Precision p) {
   switch (p) {
     case Precision::fp32:
@@ -109,6 +150,17 @@ void PlanInput::merge(const PlanInput& o) {
   take(nodes, o.nodes);
   take(seq_length, o.seq_length);
   take(decoder_seq_length, o.decoder_seq_length);
+  take(framework, o.framework);
+  take(zero3_prefetch_bucket, o.zero3_prefetch_bucket);
+  take(zero3_max_live_params, o.zero3_max_live_params);
+  take(zero3_max_reuse_distance, o.zero3_max_reuse_distance);
+  take(zero3_persistence_threshold, o.zero3_persistence_threshold);
+  take(contiguous_gradients, o.contiguous_gradients);
+  take(fsdp_sharding, o.fsdp_sharding);
+  take(fsdp_wrap, o.fsdp_wrap);
+  take(fsdp_prefetch, o.fsdp_prefetch);
+  take(fsdp_limit_all_gathers, o.fsdp_limit_all_gathers);
+  take(use_distributed_optimizer, o.use_distributed_optimizer);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -124,6 +176,21 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   read_or_auto(z, "reduce_bucket_size", p.zero_reduce_bucket);
   read_or_auto(z, "allgather_bucket_size", p.zero_allgather_bucket);
   read_or_auto(z, "overlap_comm", p.overlap_grad_reduce);
+  // ZeRO-3's fetch and release rules (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig):
+  // element counts, often written as 5e7.
+  read_or_auto(z, "stage3_prefetch_bucket_size", p.zero3_prefetch_bucket);
+  read_or_auto(z, "stage3_max_live_parameters", p.zero3_max_live_params);
+  read_or_auto(z, "stage3_max_reuse_distance", p.zero3_max_reuse_distance);
+  read_or_auto(z, "stage3_param_persistence_threshold", p.zero3_persistence_threshold);
+  read_or_auto(z, "contiguous_gradients", p.contiguous_gradients);
+  for (auto [key, val] :
+       {std::pair{"reduce_bucket_size", p.zero_reduce_bucket},
+        std::pair{"allgather_bucket_size", p.zero_allgather_bucket},
+        std::pair{"stage3_prefetch_bucket_size", p.zero3_prefetch_bucket},
+        std::pair{"stage3_max_live_parameters", p.zero3_max_live_params},
+        std::pair{"stage3_max_reuse_distance", p.zero3_max_reuse_distance},
+        std::pair{"stage3_param_persistence_threshold", p.zero3_persistence_threshold}})
+    if (val && *val < 0) z.fail(key, "a non-negative element count", std::to_string(*val));
   if (p.zero && (*p.zero < 0 || *p.zero > 3))
     z.fail("stage", "0, 1, 2 or 3", std::to_string(*p.zero));
   bool fp16 = enabled(r, "fp16");
@@ -146,22 +213,50 @@ Result<PlanInput> load_deepspeed_config(const std::string& path) {
 }
 
 nlohmann::json to_json(const ParallelPlan& p) {
-  return {{"dp", p.dp},
-          {"tp", p.tp},
-          {"pp", p.pp},
-          {"virtual_stages", p.virtual_stages},
-          {"sequence_parallel", p.sequence_parallel},
-          {"zero", p.zero},
-          {"micro_batch", p.micro_batch},
-          {"global_batch", p.global_batch},
-          {"grad_accum", p.grad_accum},
-          {"precision", to_string(p.precision)},
-          {"recompute", to_string(p.recompute)},
-          {"schedule", to_string(p.schedule)},
-          {"ddp_bucket_bytes", p.ddp_bucket.value()},
-          {"overlap_grad_reduce", p.overlap_grad_reduce},
-          {"overlap_param_gather", p.overlap_param_gather},
-          {"rank_order", to_string(p.rank_order)}};
+  nlohmann::json j = {{"dp", p.dp},
+                      {"tp", p.tp},
+                      {"pp", p.pp},
+                      {"virtual_stages", p.virtual_stages},
+                      {"sequence_parallel", p.sequence_parallel},
+                      {"zero", p.zero},
+                      {"micro_batch", p.micro_batch},
+                      {"global_batch", p.global_batch},
+                      {"grad_accum", p.grad_accum},
+                      {"precision", to_string(p.precision)},
+                      {"recompute", to_string(p.recompute)},
+                      {"schedule", to_string(p.schedule)},
+                      {"ddp_bucket_bytes", p.ddp_bucket.value()},
+                      {"overlap_grad_reduce", p.overlap_grad_reduce},
+                      {"overlap_param_gather", p.overlap_param_gather},
+                      {"rank_order", to_string(p.rank_order)}};
+  // The framework and its options only when one is chosen: the default plan's JSON is as before.
+  switch (p.framework) {
+    case Framework::none:
+      break;
+    case Framework::deepspeed:
+      j["framework"] = to_string(p.framework);
+      j["reduce_bucket_size"] = p.zero_reduce_bucket;
+      j["allgather_bucket_size"] = p.zero_allgather_bucket;
+      j["stage3_prefetch_bucket_size"] = p.zero3_prefetch_bucket;
+      j["stage3_max_live_parameters"] = p.zero3_max_live_params;
+      j["stage3_max_reuse_distance"] = p.zero3_max_reuse_distance;
+      j["stage3_param_persistence_threshold"] = p.zero3_persistence_threshold;
+      j["contiguous_gradients"] = p.contiguous_gradients;
+      break;
+    case Framework::fsdp:
+      j["framework"] = to_string(p.framework);
+      j["fsdp_sharding"] = to_string(p.fsdp_sharding);
+      j["fsdp_wrap"] = to_string(p.fsdp_wrap);
+      j["fsdp_prefetch"] = to_string(p.fsdp_prefetch);
+      j["fsdp_limit_all_gathers"] = p.fsdp_limit_all_gathers;
+      break;
+    case Framework::megatron:
+      j["framework"] = to_string(p.framework);
+      j["use_distributed_optimizer"] = p.use_distributed_optimizer;
+      j["ddp_bucket_params"] = p.megatron_bucket;
+      break;
+  }
+  return j;
 }
 
 }  // namespace commscope

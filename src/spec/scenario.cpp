@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "commscope/spec/framework_config.h"
 #include "commscope/spec/limits.h"
 
 namespace commscope {
@@ -302,6 +303,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);
   plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
+  CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
 
   sc.model = std::move(model);
   sc.system = std::move(system);

@@ -5,9 +5,11 @@
 // Shapes (per rank): b micro-batch, s tokens per sample, h hidden, q = heads x head_dim,
 // kv = kv_heads x head_dim, f FFN width, V vocabulary, t tensor-parallel size.
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <vector>
 
+#include "commscope/spec/framework_config.h"
 #include "commscope/workload/params.h"
 #include "commscope/workload/workload.h"
 
@@ -35,6 +37,7 @@ class Emitter {
  public:
   Emitter(OpList& list, Phase phase) : list_(list), phase_(phase) {}
   void set_phase(Phase p) { phase_ = p; }
+  Phase phase() const { return phase_; }
   // An op on the compute chain: depends on the previous chain op and on anything pending.
   std::uint32_t chain(const Op& op) {
     deps_.clear();
@@ -68,12 +71,29 @@ class Emitter {
 
 // Groups gradients into buckets in the order backward completes them and emits one
 // collective per bucket as soon as its last gradient exists (PyTorch DDP, DeepSpeed ZeRO-2/3).
+//
+// Two closing rules: PyTorch DDP's and Megatron-LM's (a bucket is closed once it holds at least
+// the cap), and DeepSpeed's (`flush_before`: stage3.py, reduce_independent_p_g_buckets_and_
+// remove_grads, reduces the bucket before a gradient that would take it past reduce_bucket_size).
+// `blocking`: the collective runs on the compute stream (DeepSpeed without overlap_comm).
+// `sizes`, when given, receives each bucket's element count.
 class Bucketer {
  public:
-  Bucketer(Emitter& e, Op proto, std::int64_t cap_elements)
-      : e_(e), proto_(proto), cap_(std::max<std::int64_t>(cap_elements, 1)) {}
+  Bucketer(Emitter& e, Op proto, std::int64_t cap_elements, bool flush_before = false,
+           bool blocking = false, std::vector<std::int64_t>* sizes = nullptr)
+      : e_(e),
+        proto_(proto),
+        cap_(std::max<std::int64_t>(cap_elements, 1)),
+        flush_before_(flush_before),
+        blocking_(blocking),
+        sizes_(sizes) {}
   void add(std::uint32_t producer, std::int64_t grads) {
     if (grads <= 0) return;
+    if (flush_before_) {
+      if (acc_ > 0 && acc_ + grads > cap_) flush(producer);
+      acc_ += grads;
+      return;
+    }
     acc_ += grads;
     if (acc_ >= cap_) flush(producer);
   }
@@ -83,7 +103,11 @@ class Bucketer {
     op.index = index_++;
     op.elements = acc_;
     op.bytes = static_cast<double>(acc_) * dtype_bytes(op.dtype);
-    e_.side(op, {producer});
+    if (blocking_)
+      e_.chain(op);
+    else
+      e_.side(op, {producer});
+    if (sizes_) sizes_->push_back(acc_);
     acc_ = 0;
   }
 
@@ -91,9 +115,158 @@ class Bucketer {
   Emitter& e_;
   Op proto_;
   std::int64_t cap_;
+  bool flush_before_, blocking_;
+  std::vector<std::int64_t>* sizes_;
   std::int64_t acc_ = 0;
   std::int32_t index_ = 0;
 };
+
+// ---- DeepSpeed ZeRO-3's parameter coordinator, replayed on a trace of module uses ----
+//
+// deepspeed/runtime/zero/partitioned_param_coordinator.py (DeepSpeed master, commit 03aecee),
+// PartitionedParameterCoordinator: fetch_sub_module fires at each module's pre-forward and
+// pre-backward hook (recompute's forward included). It (1) all-gathers the module's parameters
+// that are not available, in one coalesced call, the module waiting for it; (2) walks the
+// recorded trace past the module and all-gathers, in one more call, the parameters that are
+// not available until stage3_prefetch_bucket_size elements are on their way, or
+// stage3_max_live_parameters minus those available; release_sub_module then releases the
+// module's parameters unless they are used again within stage3_max_reuse_distance elements of
+// the trace or a prefetch already passed their next use (__params_to_release). Parameters of
+// at most stage3_param_persistence_threshold elements are persistent: gathered once at the
+// first step and never again. One trace covers one micro-batch's forward and backward.
+struct ParamTensor {
+  std::int64_t id = 0;
+  std::int64_t numel = 0;
+};
+struct ModuleUse {
+  std::vector<ParamTensor> tensors;  // all the module's parameters (persistent ones too)
+  bool backward = false;             // in the backward list (recompute included)
+};
+struct Zero3Gather {
+  std::int64_t elements = 0;  // the gathered output: each tensor padded to a multiple of DP
+  std::size_t issued_at = 0;  // trace position whose hook issues it
+  bool defer = false;  // issued in forward, used only in backward: emitted where backward begins
+};
+struct Zero3Plan {
+  std::vector<Zero3Gather> gathers;
+  std::vector<std::vector<std::size_t>> issue;  // per position: gathers issued there, in order
+  std::vector<std::vector<std::size_t>> needs;  // per position: gathers the module waits for
+};
+
+Zero3Plan plan_zero3(const std::vector<ModuleUse>& trace, const ParallelPlan& p) {
+  Zero3Plan out;
+  const std::size_t n = trace.size();
+  out.issue.resize(n);
+  out.needs.resize(n);
+  // Dense tensor ids.
+  std::vector<std::int64_t> ids;
+  for (const auto& u : trace)
+    for (const auto& t : u.tensors) ids.push_back(t.id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  auto dense = [&](std::int64_t id) {
+    return static_cast<std::size_t>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
+  };
+  std::vector<std::int64_t> numel(ids.size(), 0);
+  for (const auto& u : trace)
+    for (const auto& t : u.tensors) numel[dense(t.id)] = t.numel;
+  auto persistent = [&](std::size_t t) { return numel[t] <= p.zero3_persistence_threshold; };
+  // Prefix sums of the trace's elements (every parameter, as __params_to_release counts) and
+  // each use's next use of the same tensor.
+  std::vector<double> prefix(n + 1, 0.0);
+  for (std::size_t j = 0; j < n; ++j) {
+    double sum = 0;
+    for (const auto& t : trace[j].tensors) sum += static_cast<double>(t.numel);
+    prefix[j + 1] = prefix[j] + sum;
+  }
+  // next use of each (position, tensor slot), flat: slot k of position j at first[j] + k
+  std::vector<std::size_t> first(n + 1, 0);
+  for (std::size_t j = 0; j < n; ++j) first[j + 1] = first[j] + trace[j].tensors.size();
+  std::vector<std::int64_t> next(first[n], -1);
+  std::vector<std::int64_t> seen(ids.size(), -1);
+  for (std::size_t j = n; j-- > 0;) {
+    for (std::size_t k = 0; k < trace[j].tensors.size(); ++k)
+      next[first[j] + k] = seen[dense(trace[j].tensors[k].id)];
+    for (const auto& t : trace[j].tensors) seen[dense(t.id)] = static_cast<std::int64_t>(j);
+  }
+  std::vector<bool> avail(ids.size(), false);
+  std::vector<std::int64_t> holder(ids.size(), -1);
+  std::vector<std::vector<std::size_t>> users;  // per gather: positions that wait for it
+  std::int64_t live = 0;
+  std::size_t queue = 0;  // next trace position the prefetcher has not passed
+  const std::int64_t dp = p.dp;
+  auto padded = [dp](std::int64_t e) { return (e + dp - 1) / dp * dp; };
+  auto new_gather = [&](std::size_t at) {
+    out.gathers.push_back({0, at, false});
+    users.emplace_back();
+    out.issue[at].push_back(out.gathers.size() - 1);
+    return static_cast<std::int64_t>(out.gathers.size() - 1);
+  };
+  for (std::size_t j = 0; j < n; ++j) {
+    // (1) fetch what the module lacks
+    std::int64_t g = -1;
+    for (const auto& t : trace[j].tensors) {
+      const std::size_t d = dense(t.id);
+      if (persistent(d) || avail[d]) continue;
+      if (g < 0) g = new_gather(j);
+      out.gathers[g].elements += padded(t.numel);
+      avail[d] = true;
+      holder[d] = g;
+      live += t.numel;
+    }
+    for (const auto& t : trace[j].tensors) {
+      const std::size_t d = dense(t.id);
+      if (persistent(d) || holder[d] < 0) continue;
+      auto& nd = out.needs[j];
+      if (std::find(nd.begin(), nd.end(), static_cast<std::size_t>(holder[d])) == nd.end()) {
+        nd.push_back(static_cast<std::size_t>(holder[d]));
+        users[holder[d]].push_back(j);
+      }
+    }
+    // (2) prefetch past the module
+    queue = std::max(queue, j + 1);
+    if (p.zero3_prefetch_bucket > 0) {
+      const std::int64_t budget = std::min(p.zero3_max_live_params - live, p.zero3_prefetch_bucket);
+      std::int64_t prefetching = 0, pg = -1;
+      while (queue < n && prefetching < budget) {
+        for (const auto& t : trace[queue].tensors) {
+          const std::size_t d = dense(t.id);
+          if (persistent(d) || avail[d]) continue;
+          if (pg < 0) pg = new_gather(j);
+          out.gathers[pg].elements += padded(t.numel);
+          avail[d] = true;
+          holder[d] = pg;
+          prefetching += t.numel;
+        }
+        ++queue;
+      }
+      live += prefetching;
+    }
+    // (3) release after the module's use
+    for (std::size_t k = 0; k < trace[j].tensors.size(); ++k) {
+      const auto& t = trace[j].tensors[k];
+      const std::size_t d = dense(t.id);
+      if (persistent(d) || !avail[d]) continue;
+      const std::int64_t nu = next[first[j] + k];
+      const bool keep =
+          nu >= 0 &&
+          ((static_cast<std::size_t>(nu) > j + 1 && static_cast<std::size_t>(nu) < queue) ||
+           prefix[nu] - prefix[j + 1] < static_cast<double>(p.zero3_max_reuse_distance));
+      if (!keep) {
+        avail[d] = false;
+        live -= t.numel;
+      }
+    }
+  }
+  // A gather the forward issues for backward's modules alone waits where backward begins.
+  for (std::size_t g = 0; g < out.gathers.size(); ++g) {
+    auto& ga = out.gathers[g];
+    if (trace[ga.issued_at].backward || users[g].empty()) continue;
+    ga.defer = std::all_of(users[g].begin(), users[g].end(),
+                           [&](std::size_t u) { return trace[u].backward; });
+  }
+  return out;
+}
 
 class Builder {
  public:
@@ -114,6 +287,7 @@ class Builder {
     const int chunk_layers = m_.layers() / (p_.pp * v);
     last_vs_ = p_.pp * v - 1;
     for (int s = 0; s < p_.pp; ++s) {
+      megatron_buckets_.clear();
       Role r;
       r.stage = s;
       r.ranks = p_.dp * p_.tp;
@@ -339,10 +513,12 @@ class Builder {
   // Programs are built once per kind of block; `layer` stamps the block's index on its ops.
   void emit_forward(Emitter& e, const std::vector<Step>& prog, int layer,
                     bool core_only = false) const {
-    for (const Step& st : prog) {
+    for (std::size_t idx = 0; idx < prog.size(); ++idx) {
+      const Step& st = prog[idx];
       if (core_only && !st.attention_core) continue;
       switch (st.kind) {
         case StepKind::compute:
+          if (zero3_mode_ != Zero3Mode::off) module_hook(e, st, layer, idx);
           e.edit(e.chain(st.op)).layer = layer;
           break;
         case StepKind::tp_enter:
@@ -372,6 +548,9 @@ class Builder {
       const Step& st = *it;
       switch (st.kind) {
         case StepKind::compute: {
+          if (zero3_mode_ != Zero3Mode::off)
+            module_hook(e, st, layer,
+                        prog.size() - 1 - static_cast<std::size_t>(it - prog.rbegin()));
           if (t_ > 1 && p_.sequence_parallel && st.gathers_input)  // Megatron re-gathers for wgrad
             e.chain(comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
                          st.op.m * m_.hidden, dt_, layer));
@@ -401,7 +580,7 @@ class Builder {
 
   // ZeRO-3: gather a module's parameters before its forward and before its backward.
   void gather_params(Emitter& e, std::int64_t params, int layer) const {
-    if (p_.zero != 3 || p_.dp == 1 || params == 0) return;
+    if (p_.framework != Framework::none || p_.zero != 3 || p_.dp == 1 || params == 0) return;
     Op gather = comm("zero3_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp,
                      params, dt_, layer);
     gather.tag = OpTag::param_gather;
@@ -437,7 +616,188 @@ class Builder {
     return n;
   }
 
+  // ---- framework patterns ----
+  // Data-parallel communication as commscope has always written it: no framework, or
+  // DeepSpeed below ZeRO-3 (whose stages 0-2 that pattern already follows).
+  bool own_dp_pattern() const {
+    return p_.framework == Framework::none ||
+           (p_.framework == Framework::deepspeed && p_.zero != 3);
+  }
+  bool deepspeed_zero3() const {
+    return p_.framework == Framework::deepspeed && p_.zero == 3 && p_.dp > 1;
+  }
+
+  // The parameter tensors of the nn.Module a compute step stands for (DeepSpeed's hooks fire
+  // per module with parameters: each Linear, LayerNorm, Embedding). A tied LM head without PP
+  // uses the word embedding's tensor.
+  void module_tensors(const Step& st, int layer, std::size_t idx,
+                      std::vector<ParamTensor>& out) const {
+    out.clear();
+    const Op& o = st.op;
+    const std::int64_t word = outer_params(m_).word_embedding / t_;
+    constexpr std::int64_t kWord = 1, kPositions = 2;
+    auto id = [&](int k) {
+      return (static_cast<std::int64_t>(layer + 8) << 16) | (static_cast<std::int64_t>(idx) << 2) |
+             k;
+    };
+    if (o.compute == ComputeClass::embedding) {
+      out.push_back({kWord, word});
+      if (st.grad_params > word) out.push_back({kPositions, st.grad_params - word});
+      return;
+    }
+    if (o.name == "lm_head") {
+      if (m_.tied_embeddings && p_.pp == 1)
+        out.push_back({kWord, word});
+      else if (st.grad_params > 0)
+        out.push_back({id(0), st.grad_params});  // no bias
+      return;
+    }
+    if (st.grad_params <= 0) return;
+    if (o.compute == ComputeClass::norm) {  // weight (and bias), hidden elements each
+      int k = 0;
+      for (std::int64_t left = st.grad_params; left > 0; left -= m_.hidden)
+        out.push_back({id(k++), std::min(left, m_.hidden)});
+      return;
+    }
+    if (o.compute == ComputeClass::gemm && m_.bias && st.grad_params > o.n) {
+      out.push_back({id(0), st.grad_params - o.n});
+      out.push_back({id(1), o.n});
+      return;
+    }
+    out.push_back({id(0), st.grad_params});
+  }
+
+  void module_hook(Emitter& e, const Step& st, int layer, std::size_t idx) const {
+    module_tensors(st, layer, idx, tensors_);
+    if (tensors_.empty()) return;
+    const bool backward = e.phase() != Phase::forward;
+    if (zero3_mode_ == Zero3Mode::record) {
+      trace_.push_back({tensors_, backward});
+      return;
+    }
+    const Zero3Plan& plan = zero3_plan_;
+    const std::size_t j = pos_++;
+    CS_CHECK(j < plan.issue.size());
+    auto emit = [&](std::size_t g, bool after_prev) {
+      Op op = comm("ds_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp,
+                   plan.gathers[g].elements, dt_, layer);
+      op.tag = OpTag::param_gather;
+      op.index = static_cast<std::int32_t>(g);
+      gather_op_[g] = after_prev && e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
+      gather_in_backward_[g] = backward;
+      gather_emitted_[g] = true;
+    };
+    if (backward && !in_backward_) {
+      in_backward_ = true;
+      for (std::size_t g = 0; g < plan.gathers.size(); ++g)
+        if (plan.gathers[g].defer) emit(g, false);
+    }
+    for (std::size_t g : plan.issue[j])
+      if (!plan.gathers[g].defer) emit(g, true);
+    for (std::size_t g : plan.needs[j])
+      if (gather_emitted_[g] && gather_in_backward_[g] == backward) e.need(gather_op_[g]);
+  }
+
+  // PyTorch FSDP's process groups: the shard group (all of DP, or under HYBRID_SHARD the DP
+  // ranks on one node) and the replicate group (HYBRID_SHARD: one rank per node).
+  struct FsdpGroups {
+    int shard = 1, replicate = 1;
+    bool hybrid = false;
+  };
+  FsdpGroups fsdp_groups() const {
+    FsdpGroups g;
+    g.shard = p_.dp;
+    if (p_.fsdp_sharding != FsdpSharding::hybrid_shard) return g;
+    const int gpn = std::max(1, sc_.gpus_per_node);
+    const int stride = p_.rank_order == RankOrder::tp_dp_pp ? p_.tp : p_.tp * p_.pp;
+    const int per_node = stride >= gpn ? 1 : std::min(p_.dp, gpn / stride);
+    g.shard = std::gcd(p_.dp, per_node);
+    g.replicate = p_.dp / g.shard;
+    g.hybrid = g.replicate > 1;
+    return g;
+  }
+  bool fsdp() const { return p_.framework == Framework::fsdp && p_.dp > 1; }
+  bool fsdp_sharded() const { return fsdp() && p_.fsdp_sharding != FsdpSharding::no_shard; }
+  bool fsdp_reshards_after_forward() const {
+    return p_.fsdp_sharding == FsdpSharding::full_shard ||
+           p_.fsdp_sharding == FsdpSharding::hybrid_shard;
+  }
+  // The all-gather of one FSDP unit's flat parameter (padded to a multiple of the shard group,
+  // FlatParamHandle._get_shard), issued after `after` when given; none when nothing is sharded.
+  std::optional<std::uint32_t> fsdp_gather(Emitter& e, std::int64_t params, int layer,
+                                           std::optional<std::uint32_t> after) const {
+    const FsdpGroups g = fsdp_groups();
+    if (!fsdp_sharded() || g.shard < 2 || params <= 0) return std::nullopt;
+    Op op = comm("fsdp_all_gather", Collective::all_gather, CommGroup::data, g.shard,
+                 (params + g.shard - 1) / g.shard * g.shard, dt_, layer);
+    op.tag = OpTag::param_gather;
+    if (g.hybrid) op.span = GroupSpan::intra_node;
+    return after ? e.side(op, {*after}) : e.side(op, {});
+  }
+  // An FSDP unit's gradient reduction after its backward (`after`): reduce-scatter over the
+  // shard group, then under HYBRID_SHARD the all-reduce of the shard over the replicate group;
+  // NO_SHARD all-reduces the whole gradient.
+  void fsdp_reduce(Emitter& e, std::int64_t params, int layer, std::uint32_t after) const {
+    if (!fsdp() || params <= 0) return;
+    const FsdpGroups g = fsdp_groups();
+    if (p_.fsdp_sharding == FsdpSharding::no_shard) {
+      Op op = comm("fsdp_all_reduce", Collective::all_reduce, CommGroup::data, p_.dp, params, dt_,
+                   layer);
+      op.tag = OpTag::grad_bucket;
+      e.side(op, {after});
+      return;
+    }
+    std::int64_t shard_elems = params;
+    std::uint32_t last = after;
+    if (g.shard > 1) {
+      const std::int64_t padded = (params + g.shard - 1) / g.shard * g.shard;
+      Op rs = comm("fsdp_reduce_scatter", Collective::reduce_scatter, CommGroup::data, g.shard,
+                   padded, dt_, layer);
+      rs.tag = OpTag::grad_bucket;
+      if (g.hybrid) rs.span = GroupSpan::intra_node;
+      last = e.side(rs, {after});
+      shard_elems = padded / g.shard;
+    }
+    if (g.hybrid) {
+      Op ar = comm("fsdp_replicate_all_reduce", Collective::all_reduce, CommGroup::data,
+                   g.replicate, shard_elems, dt_, layer);
+      ar.tag = OpTag::grad_bucket;
+      ar.span = GroupSpan::inter_node;
+      e.side(ar, {last});
+    }
+  }
+  std::optional<std::uint32_t> prev_of(const Emitter& e) const {
+    return e.has_prev() ? std::optional<std::uint32_t>(e.prev()) : std::nullopt;
+  }
+
   void build_chunk(Chunk& ch) const {
+    if (!deepspeed_zero3()) {
+      build_chunk_ops(ch);
+      return;
+    }
+    // DeepSpeed ZeRO-3: record the trace of module uses on a scratch copy, replay the
+    // coordinator on it, then build with its gathers.
+    Chunk scratch;
+    scratch.virtual_stage = ch.virtual_stage;
+    scratch.first_layer = ch.first_layer;
+    scratch.layers = ch.layers;
+    trace_.clear();
+    zero3_mode_ = Zero3Mode::record;
+    build_chunk_ops(scratch);
+    zero3_plan_ = plan_zero3(trace_, p_);
+    const std::size_t ng = zero3_plan_.gathers.size();
+    gather_op_.assign(ng, 0);
+    gather_in_backward_.assign(ng, false);
+    gather_emitted_.assign(ng, false);
+    pos_ = 0;
+    in_backward_ = false;
+    zero3_mode_ = Zero3Mode::emit;
+    build_chunk_ops(ch);
+    CS_CHECK(pos_ == trace_.size());
+    zero3_mode_ = Zero3Mode::off;
+  }
+
+  void build_chunk_ops(Chunk& ch) const {
     const int first = ch.first_layer, end = ch.first_layer + ch.layers;
     const bool is_first = ch.virtual_stage == 0, is_last = ch.virtual_stage == last_vs_;
     const bool decoder_embedding_here =
@@ -474,6 +834,21 @@ class Builder {
     if (!is_first)
       f.chain(comm("pp_recv_activation", Collective::recv, CommGroup::pipeline, 2,
                    boundary_elements(first), dt_, first));
+    // FSDP: the root unit (what no block holds, or the whole chunk without auto-wrap) is
+    // gathered first and, being the root, kept through backward (FSDP does not reshard the
+    // root after forward).
+    const bool fsdp_blocks = fsdp() && p_.fsdp_wrap == FsdpWrap::block;
+    std::int64_t fsdp_root = 0;
+    if (fsdp())
+      fsdp_root = p_.fsdp_wrap == FsdpWrap::model
+                      ? chunk_params(ch)
+                      : (is_first ? emb_params : 0) + (is_last ? head_params() : 0);
+    if (auto g = fsdp_gather(f, fsdp_root, is_first ? kEmbeddingLayer : first, std::nullopt))
+      f.need(*g);
+    // limit_all_gathers: a unit's all-gather waits until the unit two before it has been
+    // resharded after its forward (the free-event queue of depth 2 in
+    // torch/distributed/fsdp/_runtime_utils.py, _unshard).
+    std::vector<std::uint32_t> forward_end;
     if (is_first) {
       gather_params(f, emb_params, kEmbeddingLayer);
       emit_forward(f, emb, kEmbeddingLayer);
@@ -482,7 +857,15 @@ class Builder {
       if (l == m_.encoder_layers && decoder_embedding_here)
         emit_forward(f, dec_emb, kEmbeddingLayer);
       gather_params(f, block_params(m_, l, t_), l);
+      if (fsdp_blocks) {
+        const std::size_t u = forward_end.size();
+        std::optional<std::uint32_t> after;
+        if (p_.fsdp_limit_all_gathers && fsdp_reshards_after_forward() && u >= 2)
+          after = forward_end[u - 2];
+        if (auto g = fsdp_gather(f, block_params(m_, l, t_), l, after)) f.need(*g);
+      }
       emit_forward(f, blocks(l), l);
+      forward_end.push_back(f.prev());
     }
     if (is_last) {
       gather_params(f, head_params(), kHeadLayer);
@@ -497,7 +880,26 @@ class Builder {
     ch.backward.reserve(static_cast<std::size_t>(ch.layers) * 40 + 16);
     Emitter bw(ch.backward, Phase::backward);
     std::optional<Bucketer> bucketer;
-    if (p_.dp > 1 && p_.zero != 1) {
+    if (deepspeed_zero3()) {
+      // stage3.py: gradients reduce-scattered in reduce_bucket_size buckets every micro-batch,
+      // on their own stream under overlap_comm, on the compute stream otherwise.
+      Op proto = comm("ds_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, p_.dp,
+                      0, dt_, kNoLayer);
+      proto.tag = OpTag::grad_bucket;
+      bucketer.emplace(bw, proto, p_.zero_reduce_bucket, true, !p_.overlap_grad_reduce);
+    } else if (p_.framework == Framework::megatron && p_.dp > 1 && p_.overlap_grad_reduce) {
+      // Megatron-LM (megatron/core/distributed/param_and_grad_buffer.py): buckets of at least
+      // bucket_size parameters in backward order, each reduced when its last gradient is
+      // ready, on the last micro-batch only (no_sync before); reduce-scatter under the
+      // distributed optimizer, all-reduce otherwise; in the gradient buffer's type.
+      Op proto =
+          comm("megatron_grad_bucket",
+               p_.use_distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce,
+               CommGroup::data, p_.dp, 0, megatron_grad_dtype(p_), kNoLayer);
+      proto.tag = OpTag::grad_bucket;
+      proto.last_microbatch_only = true;
+      bucketer.emplace(bw, proto, p_.megatron_bucket, false, false, &megatron_buckets_);
+    } else if (p_.dp > 1 && own_dp_pattern() && p_.zero != 1) {
       // DDP all-reduces buckets on the last micro-batch only; ZeRO-2/3 reduce-scatter every
       // micro-batch, since each rank keeps only its shard of the gradients.
       Op proto = comm(p_.zero == 0 ? "ddp_bucket" : "zero_grad_bucket",
@@ -516,15 +918,38 @@ class Builder {
     if (is_last) {
       gather_params(bw, head_params(), kHeadLayer);
       emit_backward(bw, head, kHeadLayer, g);
+      if (!is_first && p_.fsdp_wrap == FsdpWrap::block)  // a root of head parameters only
+        fsdp_reduce(bw, fsdp_root, kHeadLayer, bw.prev());
     }
+    // FSDP units in backward: FULL_SHARD and HYBRID_SHARD gather each unit again before its
+    // backward (recompute included); backward_pre issues the next unit's gather before this
+    // unit's gradient computation, backward_post after it (before the reduce-scatter), none
+    // at the next unit's own pre-backward, behind this unit's reduction.
+    std::vector<std::optional<std::uint32_t>> prefetched(static_cast<std::size_t>(ch.layers));
     for (int l = end - 1; l >= first; --l) {
       gather_params(bw, block_params(m_, l, t_), l);
+      const bool regather = fsdp_blocks && fsdp_reshards_after_forward();
+      if (regather) {
+        auto& mine = prefetched[static_cast<std::size_t>(l - first)];
+        if (!mine) mine = fsdp_gather(bw, block_params(m_, l, t_), l, prev_of(bw));
+        if (mine) bw.need(*mine);
+        if (p_.fsdp_prefetch == FsdpPrefetch::backward_pre && l > first)
+          prefetched[static_cast<std::size_t>(l - 1 - first)] =
+              fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, prev_of(bw));
+      }
       if (p_.recompute != Recompute::none) {
         bw.set_phase(Phase::recompute);
         emit_forward(bw, blocks(l), l, p_.recompute == Recompute::selective);
         bw.set_phase(Phase::backward);
       }
       emit_backward(bw, blocks(l), l, g);
+      if (fsdp_blocks) {
+        const std::uint32_t done = bw.prev();
+        if (regather && p_.fsdp_prefetch == FsdpPrefetch::backward_post && l > first)
+          prefetched[static_cast<std::size_t>(l - 1 - first)] =
+              fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, done);
+        fsdp_reduce(bw, block_params(m_, l, t_), l, done);
+      }
       if (l == m_.encoder_layers && decoder_embedding_here)
         emit_backward(bw, dec_emb, kEmbeddingLayer, g);
     }
@@ -532,6 +957,8 @@ class Builder {
       gather_params(bw, emb_params, kEmbeddingLayer);
       emit_backward(bw, emb, kEmbeddingLayer, g);
     }
+    if (fsdp() && (is_first || p_.fsdp_wrap == FsdpWrap::model) && bw.has_prev())
+      fsdp_reduce(bw, fsdp_root, is_first ? kEmbeddingLayer : first, bw.prev());
     if (g && bw.has_prev()) g->flush(bw.prev());
     if (!is_first)
       bw.side(comm("pp_send_gradient", Collective::send, CommGroup::pipeline, 2,
@@ -566,17 +993,43 @@ class Builder {
       e.chain(comm("embedding_grad_all_reduce", Collective::all_reduce, CommGroup::embedding, 2,
                    outer_params(m_).word_embedding / t_, dt_, kEmbeddingLayer));
     const bool sharded = p_.zero >= 1 && p_.dp > 1;
-    if (p_.zero == 1 && p_.dp > 1)
+    const bool own = own_dp_pattern();
+    if (own && p_.zero == 1 && p_.dp > 1)
       bucketed(e, "zero_grad_reduce_scatter", Collective::reduce_scatter, r.params,
                p_.zero_reduce_bucket);
+    const bool megatron = p_.framework == Framework::megatron && p_.dp > 1;
+    if (megatron && !p_.overlap_grad_reduce) {
+      // Without --overlap-grad-reduce Megatron-LM has one bucket of everything, reduced in
+      // finalize_model_grads after the last backward.
+      Op op =
+          comm("megatron_grad_reduce",
+               p_.use_distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce,
+               CommGroup::data, p_.dp, r.params, megatron_grad_dtype(p_), kNoLayer);
+      op.tag = OpTag::grad_bucket;
+      e.chain(op);
+    }
     const double owned =
         sharded ? static_cast<double>(r.params) / p_.dp : static_cast<double>(r.params);
     // Adam: fp32 master weight, two moments and the gradient read; master, moments and the
     // low-precision weight copy written: 28 bytes per parameter; about 12 FLOPs per parameter.
     e.chain(elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, 28));
-    if ((p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
+    if (own && (p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
       bucketed(e, "zero_param_all_gather", Collective::all_gather, r.params,
                p_.zero_allgather_bucket);
+    if (megatron && p_.use_distributed_optimizer) {
+      // The distributed optimizer all-gathers the updated parameters bucket by bucket (the
+      // gradient buckets' layout), in the parameters' type.
+      std::vector<std::int64_t> one = {r.params};
+      const auto& sizes = p_.overlap_grad_reduce ? megatron_buckets_ : one;
+      std::int32_t index = 0;
+      for (std::int64_t n : sizes) {
+        Op op = comm("megatron_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp, n,
+                     dt_, kNoLayer);
+        op.tag = OpTag::param_gather;
+        op.index = index++;
+        e.chain(op);
+      }
+    }
   }
 
   const Scenario& sc_;
@@ -587,6 +1040,18 @@ class Builder {
   const double a_;
   const std::int64_t b_;
   int last_vs_ = 0;
+  // Megatron: the gradient buckets' sizes of the role being built (for the parameter gather).
+  mutable std::vector<std::int64_t> megatron_buckets_;
+  // DeepSpeed ZeRO-3: the trace being recorded or replayed.
+  enum class Zero3Mode : std::uint8_t { off, record, emit };
+  mutable Zero3Mode zero3_mode_ = Zero3Mode::off;
+  mutable std::vector<ModuleUse> trace_;
+  mutable std::vector<ParamTensor> tensors_;
+  mutable Zero3Plan zero3_plan_;
+  mutable std::size_t pos_ = 0;
+  mutable bool in_backward_ = false;
+  mutable std::vector<std::uint32_t> gather_op_;
+  mutable std::vector<bool> gather_in_backward_, gather_emitted_;
 };
 
 }  // namespace

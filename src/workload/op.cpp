@@ -22,6 +22,18 @@ constexpr EnumName<ComputeClass> kClass[] = {{ComputeClass::gemm, "gemm"},
                                              {ComputeClass::optimizer, "optimizer"}};
 }  // namespace
 
+std::string_view to_string(GroupSpan s) {
+  switch (s) {
+    case GroupSpan::whole:
+      return "";
+    case GroupSpan::intra_node:
+      return "intra-node";
+    case GroupSpan::inter_node:
+      return "inter-node";
+  }
+  return "";
+}
+
 std::string_view to_string(OpKind k) {
   return enum_to_name(kKind, k);
 }

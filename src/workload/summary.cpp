@@ -35,6 +35,51 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
   return out;
 }
 
+std::string_view to_string(PatternCollective::Every e) {
+  switch (e) {
+    case PatternCollective::Every::microbatch:
+      return "every micro-batch";
+    case PatternCollective::Every::last_microbatch:
+      return "last micro-batch";
+    case PatternCollective::Every::iteration:
+      return "once per iteration";
+  }
+  return "";
+}
+
+std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
+  std::vector<PatternCollective> out;
+  auto add = [&](const Op& op, PatternCollective::Every every) {
+    if (op.kind != OpKind::comm) return;
+    const std::int64_t runs =
+        every == PatternCollective::Every::microbatch ? w.microbatches : std::int64_t{1};
+    auto it = std::find_if(out.begin(), out.end(), [&](const PatternCollective& v) {
+      return v.name == op.name && v.collective == op.collective && v.group == op.group &&
+             v.span == op.span && v.group_size == op.group_size && v.dtype == op.dtype &&
+             v.phase == op.phase && v.every == every;
+    });
+    if (it == out.end()) {
+      PatternCollective p;
+      p.name = op.name, p.collective = op.collective, p.group = op.group, p.span = op.span;
+      p.group_size = op.group_size, p.dtype = op.dtype, p.phase = op.phase, p.every = every;
+      p.min_call = p.max_call = op.bytes;
+      out.push_back(p);
+      it = out.end() - 1;
+    }
+    it->calls += runs;
+    it->bytes += op.bytes * static_cast<double>(runs);
+    it->min_call = std::min(it->min_call, op.bytes);
+    it->max_call = std::max(it->max_call, op.bytes);
+  };
+  for (const Chunk& ch : r.chunks)
+    for (const OpList* list : {&ch.forward, &ch.backward})
+      for (const Op& op : list->ops())
+        add(op, op.last_microbatch_only ? PatternCollective::Every::last_microbatch
+                                        : PatternCollective::Every::microbatch);
+  for (const Op& op : r.step.ops()) add(op, PatternCollective::Every::iteration);
+  return out;
+}
+
 FlopCount iteration_flops(const Workload& w) {
   FlopCount f;
   for (const Role& r : w.roles) {

@@ -20,6 +20,8 @@ struct StageDescription {
   MemoryBreakdown memory;
   bool fits = true;
   std::vector<CommVolume> comm;
+  // Each collective of the pattern, with a framework chosen (--framework); empty otherwise.
+  std::vector<PatternCollective> pattern;
 };
 
 struct Description {

@@ -31,6 +31,27 @@ std::optional<Recompute> recompute_from_name(std::string_view s);
 std::optional<Schedule> schedule_from_name(std::string_view s);
 std::string_view to_string(RankOrder o);
 std::optional<RankOrder> rank_order_from_name(std::string_view s);
+// Whose collective pattern the workload follows (docs/workload.md, "Framework patterns").
+// `none` is commscope's own idealised pattern (ZeRO-3 gathers one coalesced buffer per block,
+// one block of prefetch), kept as the default so that every prediction is unchanged unless a
+// framework is chosen.
+enum class Framework : std::uint8_t { none, megatron, deepspeed, fsdp };
+// PyTorch FSDP's ShardingStrategy.
+enum class FsdpSharding : std::uint8_t { full_shard, shard_grad_op, hybrid_shard, no_shard };
+// PyTorch FSDP's BackwardPrefetch (none: backward_prefetch=None).
+enum class FsdpPrefetch : std::uint8_t { backward_pre, backward_post, none };
+// FSDP units: one per transformer block plus the root (transformer_auto_wrap_policy), or the
+// whole model as one unit (no auto-wrap policy).
+enum class FsdpWrap : std::uint8_t { block, model };
+std::string_view to_string(Framework f);
+std::string_view to_string(FsdpSharding s);
+std::string_view to_string(FsdpPrefetch p);
+std::string_view to_string(FsdpWrap w);
+std::optional<Framework> framework_from_name(std::string_view s);
+std::optional<FsdpSharding> fsdp_sharding_from_name(std::string_view s);
+std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s);
+std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s);
+
 // Data type of weights, activations and gradients on the wire for a precision.
 DType compute_dtype(Precision p);
 
@@ -54,6 +75,26 @@ struct ParallelPlan {
   bool overlap_param_gather = true;                // ZeRO-3 prefetch of the next layer's parameters
   RankOrder rank_order = RankOrder::tp_dp_pp;
 
+  // ---- framework patterns (used only when framework != none) ----
+  Framework framework = Framework::none;
+  // DeepSpeed zero_optimization (elements), defaults of deepspeed/runtime/zero/config.py.
+  std::int64_t zero3_prefetch_bucket = 50000000;       // stage3_prefetch_bucket_size
+  std::int64_t zero3_max_live_params = 1000000000;     // stage3_max_live_parameters
+  std::int64_t zero3_max_reuse_distance = 1000000000;  // stage3_max_reuse_distance
+  std::int64_t zero3_persistence_threshold = 100000;   // stage3_param_persistence_threshold
+  bool contiguous_gradients = true;                    // memory layout only, no collective
+  // PyTorch FSDP (torch.distributed.fsdp.FullyShardedDataParallel defaults).
+  FsdpSharding fsdp_sharding = FsdpSharding::full_shard;
+  FsdpWrap fsdp_wrap = FsdpWrap::block;
+  FsdpPrefetch fsdp_prefetch = FsdpPrefetch::backward_pre;
+  bool fsdp_limit_all_gathers = true;
+  // Megatron-LM --use-distributed-optimizer; its overlap flags are overlap_grad_reduce and
+  // overlap_param_gather above (off unless given under --framework megatron, Megatron's
+  // defaults); its gradient buckets hold megatron_bucket parameters (Megatron's default
+  // max(40M, 1M x DP); without --overlap-grad-reduce one bucket of everything).
+  bool use_distributed_optimizer = false;
+  std::int64_t megatron_bucket = 40000000;
+
   int model_parallel() const { return tp * pp; }
   int gpus() const { return dp * tp * pp; }
   DType dtype() const { return compute_dtype(precision); }
@@ -72,6 +113,15 @@ struct PlanInput {
   std::optional<std::int64_t> zero_reduce_bucket, zero_allgather_bucket;
   std::optional<int> gpus, nodes;
   std::optional<std::int64_t> seq_length, decoder_seq_length;
+  // framework patterns
+  std::optional<Framework> framework;
+  std::optional<std::int64_t> zero3_prefetch_bucket, zero3_max_live_params,
+      zero3_max_reuse_distance, zero3_persistence_threshold;
+  std::optional<bool> contiguous_gradients;
+  std::optional<FsdpSharding> fsdp_sharding;
+  std::optional<FsdpWrap> fsdp_wrap;
+  std::optional<FsdpPrefetch> fsdp_prefetch;
+  std::optional<bool> fsdp_limit_all_gathers, use_distributed_optimizer;
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);

@@ -29,6 +29,11 @@ enum class ComputeClass : std::uint8_t {
 // Ops the simulator treats specially: ZeRO-3 parameter gathers (prefetched) and gradient
 // buckets (deferred without overlap).
 enum class OpTag : std::uint8_t { none, param_gather, grad_bucket };
+// The part of its process group a collective runs over: the whole group, or (PyTorch FSDP's
+// HYBRID_SHARD) the group's ranks on one node (the shard group) or one rank per node (the
+// replicate group). group_size is then the sub-group's size.
+enum class GroupSpan : std::uint8_t { whole, intra_node, inter_node };
+std::string_view to_string(GroupSpan s);  // "", "intra-node", "inter-node"
 
 std::string_view to_string(OpKind k);
 std::string_view to_string(Phase p);
@@ -46,9 +51,10 @@ struct Op {
   // micro-batch.
   bool last_microbatch_only = false;
   OpTag tag = OpTag::none;
-  std::int32_t layer = kNoLayer;  // transformer block (encoder blocks first), or k*Layer
-  std::int32_t index = 0;         // bucket number, or 0
-  std::string_view name;          // static string: "qkv", "attn_scores", "ddp_bucket", ...
+  GroupSpan span = GroupSpan::whole;  // comm ops
+  std::int32_t layer = kNoLayer;      // transformer block (encoder blocks first), or k*Layer
+  std::int32_t index = 0;             // bucket number, or 0
+  std::string_view name;              // static string: "qkv", "attn_scores", "ddp_bucket", ...
 
   // compute
   double flops = 0;                  // floating-point operations on this rank

@@ -58,6 +58,25 @@ struct CommVolume {
 };
 std::vector<CommVolume> comm_volume(const Workload& w, const Role& r);
 
+// One collective of the pattern a role issues (describe's "collective pattern"): the ops of
+// one name, collective, (sub-)group, type and phase, with how often they run per iteration.
+struct PatternCollective {
+  std::string_view name;  // the op's name: "ds_param_all_gather", "fsdp_reduce_scatter", ...
+  Collective collective = Collective::all_reduce;
+  CommGroup group = CommGroup::data;
+  GroupSpan span = GroupSpan::whole;
+  int group_size = 1;
+  DType dtype = DType::fp32;
+  Phase phase = Phase::forward;  // where it is issued: forward, backward, recompute, optimizer
+  // How often: every micro-batch, the last micro-batch only, or once per iteration (the step).
+  enum class Every : std::uint8_t { microbatch, last_microbatch, iteration } every;
+  std::int64_t calls = 0;             // per iteration
+  double bytes = 0;                   // per iteration: the sum of nccl-tests sizes
+  double min_call = 0, max_call = 0;  // the smallest and largest call
+};
+std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r);
+std::string_view to_string(PatternCollective::Every e);  // "micro-batch", ...
+
 struct FlopCount {
   double model = 0;     // matmul FLOPs of forward and backward, all ranks, per iteration
   double hardware = 0;  // model + recomputed matmuls

@@ -1,0 +1,144 @@
+// Framework options: defaults from each framework's own code, and the checks between them.
+#include "commscope/spec/framework_config.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace commscope {
+
+namespace {
+Error bad(std::string_view field, std::string_view expected, std::string_view got) {
+  return Error{fmt::format("{}: expected {}, got {}", field, expected, got)};
+}
+}  // namespace
+
+DType megatron_grad_dtype(const ParallelPlan& plan) {
+  return plan.precision == Precision::bf16 ? DType::fp32 : plan.dtype();
+}
+
+Framework framework_of_name(std::string_view name) {
+  auto f = framework_from_name(name);
+  return f ? *f : Framework::none;
+}
+
+Status apply_framework(Framework f, PlanInput& p) {
+  if (f == Framework::none) return Status{};
+  const int zero = p.zero.value_or(0);
+  switch (f) {
+    case Framework::none:
+    case Framework::deepspeed:
+      break;
+    case Framework::fsdp:
+      p.fsdp_sharding = zero >= 3   ? FsdpSharding::full_shard
+                        : zero == 2 ? FsdpSharding::shard_grad_op
+                                    : FsdpSharding::no_shard;
+      p.zero.reset();
+      break;
+    case Framework::megatron:
+      if (zero >= 2)
+        return bad("--framework", "a plan Megatron-LM runs (ZeRO 0 or 1)",
+                   fmt::format("megatron with ZeRO-{}", zero));
+      if (zero == 1) p.use_distributed_optimizer = true;
+      p.zero.reset();
+      break;
+  }
+  p.framework = f;
+  return Status{};
+}
+
+Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<std::string>& warn) {
+  plan.framework = in.framework.value_or(Framework::none);
+  const Framework f = plan.framework;
+  const std::string fw(to_string(f));
+  // Options of one framework given for another: say so rather than ignore them.
+  if (f != Framework::fsdp) {
+    const char* given = in.fsdp_sharding            ? "--fsdp-sharding"
+                        : in.fsdp_wrap              ? "--fsdp-wrap"
+                        : in.fsdp_prefetch          ? "--fsdp-prefetch"
+                        : in.fsdp_limit_all_gathers ? "--fsdp-limit-all-gathers"
+                                                    : nullptr;
+    if (given) return bad(given, "--framework fsdp", fmt::format("--framework {}", fw));
+  }
+  if (f != Framework::megatron && in.use_distributed_optimizer)
+    return bad("--use-distributed-optimizer", "--framework megatron",
+               fmt::format("--framework {}", fw));
+
+  // DeepSpeed's ZeRO-3 keys (read from a config whatever the framework; used by deepspeed).
+  auto count = [](const std::optional<std::int64_t>& v, std::int64_t& into, const char* key,
+                  std::int64_t min) -> Status {
+    if (!v) return Status{};
+    if (*v < min)
+      return bad(key, min > 0 ? "a positive element count" : "a non-negative element count",
+                 std::to_string(*v));
+    into = *v;
+    return Status{};
+  };
+  CS_RETURN_IF_ERROR(count(in.zero3_prefetch_bucket, plan.zero3_prefetch_bucket,
+                           "stage3_prefetch_bucket_size", 0));
+  CS_RETURN_IF_ERROR(
+      count(in.zero3_max_live_params, plan.zero3_max_live_params, "stage3_max_live_parameters", 0));
+  CS_RETURN_IF_ERROR(count(in.zero3_max_reuse_distance, plan.zero3_max_reuse_distance,
+                           "stage3_max_reuse_distance", 0));
+  CS_RETURN_IF_ERROR(count(in.zero3_persistence_threshold, plan.zero3_persistence_threshold,
+                           "stage3_param_persistence_threshold", 0));
+  plan.contiguous_gradients = in.contiguous_gradients.value_or(true);
+
+  switch (f) {
+    case Framework::none:
+    case Framework::deepspeed:
+      break;
+    case Framework::fsdp:
+      if (in.zero)
+        return bad("--zero",
+                   "no ZeRO stage with --framework fsdp (FSDP's sharding is --fsdp-sharding)",
+                   std::to_string(*in.zero));
+      plan.fsdp_sharding = in.fsdp_sharding.value_or(FsdpSharding::full_shard);
+      plan.fsdp_wrap = in.fsdp_wrap.value_or(FsdpWrap::block);
+      plan.fsdp_prefetch = in.fsdp_prefetch.value_or(FsdpPrefetch::backward_pre);
+      // FullyShardedDataParallel(limit_all_gathers=True) is PyTorch 2.x's default.
+      plan.fsdp_limit_all_gathers = in.fsdp_limit_all_gathers.value_or(true);
+      switch (plan.fsdp_sharding) {
+        case FsdpSharding::full_shard:
+        case FsdpSharding::hybrid_shard:
+          plan.zero = 3;
+          break;
+        case FsdpSharding::shard_grad_op:
+          plan.zero = 2;
+          break;
+        case FsdpSharding::no_shard:
+          plan.zero = 0;
+          break;
+      }
+      if (plan.dp == 1 && plan.fsdp_sharding != FsdpSharding::no_shard)
+        warn.push_back("FSDP with data-parallel size 1 shards nothing");
+      break;
+    case Framework::megatron:
+      if (in.zero && *in.zero != 0)
+        return bad("--zero",
+                   "0 with --framework megatron (Megatron-LM shards the optimizer with "
+                   "--use-distributed-optimizer)",
+                   std::to_string(*in.zero));
+      plan.use_distributed_optimizer = in.use_distributed_optimizer.value_or(false);
+      plan.zero = plan.use_distributed_optimizer ? 1 : 0;
+      // Megatron-LM's --overlap-grad-reduce and --overlap-param-gather are off by default.
+      plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(false);
+      plan.overlap_param_gather = in.overlap_param_gather.value_or(false);
+      if (plan.overlap_param_gather && !plan.use_distributed_optimizer)
+        return Error{
+            "--overlap-param-gather: expected --use-distributed-optimizer with it (Megatron-LM "
+            "gathers parameters only under the distributed optimizer), got neither"};
+      // megatron/core/distributed/distributed_data_parallel.py: bucket_size defaults to
+      // max(40000000, 1000000 x DP) parameters; --ddp-bucket-size (here in MiB of gradients)
+      // overrides it.
+      plan.megatron_bucket = std::max<std::int64_t>(40000000, std::int64_t{1000000} * plan.dp);
+      if (in.ddp_bucket_mb)
+        plan.megatron_bucket = std::max<std::int64_t>(
+            1, static_cast<std::int64_t>(plan.ddp_bucket.value() /
+                                         dtype_bytes(megatron_grad_dtype(plan))));
+      break;
+  }
+  return Status{};
+}
+
+}  // namespace commscope

@@ -1,0 +1,708 @@
+// The frameworks' collective patterns (--framework deepspeed|fsdp|megatron) against each
+// framework's documented rules, computed here independently from the model's tensor shapes:
+// - DeepSpeed ZeRO-3: deepspeed/runtime/zero/partitioned_param_coordinator.py (fetch_sub_module,
+//   __params_to_release), stage3.py (reduce buckets), config.py (the stage3_* defaults);
+// - PyTorch FSDP: torch/distributed/fsdp/_runtime_utils.py (_unshard with limit_all_gathers,
+//   _pre_backward_hook / _post_backward_hook prefetch, _reduce_grad, HYBRID_SHARD's all-reduce);
+// - Megatron-LM: megatron/core/distributed/param_and_grad_buffer.py and
+//   distributed_data_parallel.py (bucket_size default, reduce-scatter under the distributed
+//   optimizer, the parameter all-gather).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/report/describe.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/spec/framework_config.h"
+#include "commscope/workload/params.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::plan;
+using testing::scenario;
+
+// Each tensor's elements padded to a multiple of n (DeepSpeed partitions and FSDP's flat
+// parameter both pad so that n ranks hold equal shards).
+std::int64_t pad(std::int64_t e, std::int64_t n) {
+  return (e + n - 1) / n * n;
+}
+
+// GPT-2's parameter tensors (LayerNorm with bias, biased Linears, tied head), from the model's
+// shapes: one block's, in module order, each module a list of tensors.
+std::vector<std::vector<std::int64_t>> gpt2_block_modules(const ModelSpec& m) {
+  const std::int64_t h = m.hidden, f = m.ffn;
+  return {{h, h}, {h * 3 * h, 3 * h}, {h * h, h}, {h, h}, {h * f, f}, {f * h, h}};
+}
+
+struct Gathers {
+  std::int64_t calls = 0;
+  double bytes = 0;
+};
+Gathers named(const OpList& l, std::string_view name) {
+  Gathers g;
+  for (const Op& op : l.ops())
+    if (op.kind == OpKind::comm && op.name == name) ++g.calls, g.bytes += op.bytes;
+  return g;
+}
+
+PlanInput ds_plan(int gpus) {
+  PlanInput p = plan(gpus);
+  p.framework = Framework::deepspeed;
+  p.zero = 3;
+  return p;
+}
+
+// ---- DeepSpeed ZeRO-3 ----
+
+// Without prefetch, releasing everything at once (stage3_max_reuse_distance 0) and without
+// persistent parameters, every module's pre-forward and pre-backward hook gathers exactly that
+// module's tensors, each padded to a multiple of DP (DP 3 pads the 50257-row embedding).
+TEST(DeepSpeedZero3, EveryModuleUseGathersItsPaddedTensors) {
+  const int d = 3;
+  PlanInput p = ds_plan(d);
+  p.zero3_prefetch_bucket = 0;
+  p.zero3_max_reuse_distance = 0;
+  p.zero3_persistence_threshold = 0;
+  Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+  const ModelSpec& m = sc.model;
+  const int L = m.layers();
+  double block = 0;
+  std::int64_t block_numel = 0;
+  for (const auto& mod : gpt2_block_modules(m))
+    for (auto t : mod) block += static_cast<double>(pad(t, d)), block_numel += t;
+  ASSERT_EQ(block_numel, block_params(m, 0));  // the shapes above are GPT-2's
+  const double wte = static_cast<double>(pad(m.vocab * m.hidden, d));
+  const double wpe = static_cast<double>(pad(m.seq_length * m.hidden, d));
+  const double final_norm = 2.0 * static_cast<double>(pad(m.hidden, d));
+  // forward: embedding (wte, wpe), 6 modules per block, final norm, the tied head (wte again)
+  const double expected = (wte + wpe + L * block + final_norm + wte) * 2 /*bf16*/;
+  Workload w = build_workload(sc);
+  const Chunk& ch = w.roles[0].chunks[0];
+  Gathers fwd = named(ch.forward, "ds_param_all_gather");
+  Gathers bwd = named(ch.backward, "ds_param_all_gather");
+  EXPECT_EQ(fwd.calls, 6 * L + 3);
+  EXPECT_DOUBLE_EQ(fwd.bytes, expected);
+  EXPECT_EQ(bwd.calls, 6 * L + 3);
+  EXPECT_DOUBLE_EQ(bwd.bytes, expected);
+
+  // Under full recompute each block's modules fire their pre-forward hooks again before their
+  // backward: one more gather per module (the head is not recomputed).
+  p.recompute = Recompute::full;
+  Workload wr = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+  Gathers bwd_r = named(wr.roles[0].chunks[0].backward, "ds_param_all_gather");
+  EXPECT_EQ(bwd_r.calls, 12 * L + 3);
+  EXPECT_DOUBLE_EQ(bwd_r.bytes, expected + L * block * 2);
+}
+
+// stage3_param_persistence_threshold: tensors of at most that many elements (norms, biases of
+// GPT-2 Large) are never gathered again; modules with only such tensors gather nothing.
+TEST(DeepSpeedZero3, PersistentParametersAreNotGathered) {
+  PlanInput p = ds_plan(16);
+  p.zero3_prefetch_bucket = 0;
+  p.zero3_max_reuse_distance = 0;  // the default threshold, 1e5, stays
+  Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+  const ModelSpec& m = sc.model;
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
+  ASSERT_LT(f, 1e5);  // every norm and bias is persistent
+  const double wte = static_cast<double>(m.vocab) * h;
+  const double wpe = static_cast<double>(m.seq_length) * h;
+  const double weights = 3 * h * h + h * h + 2 * h * f;  // qkv, out, fc, proj
+  Workload w = build_workload(sc);
+  Gathers fwd = named(w.roles[0].chunks[0].forward, "ds_param_all_gather");
+  EXPECT_EQ(fwd.calls, 4 * m.layers() + 2);  // embedding, 4 Linears per block, tied head
+  EXPECT_DOUBLE_EQ(fwd.bytes, (wte + wpe + m.layers() * weights + wte) * 2);
+}
+
+// A prefetch budget past the whole model (stage3_max_live_parameters too): the first hook
+// fetches the embedding and prefetches every other parameter in one call; a prefetch that has
+// passed a parameter's next use keeps it (__params_to_release), so backward gathers nothing.
+// With stage3_max_live_parameters 0 nothing may be prefetched: one gather per module use.
+TEST(DeepSpeedZero3, PrefetchBoundedByBucketAndLiveParameters) {
+  PlanInput p = ds_plan(16);
+  p.zero3_prefetch_bucket = std::int64_t{1} << 40;
+  p.zero3_max_live_params = std::int64_t{1} << 40;
+  // 1: a module used again right away (the tied head, forward then backward) keeps its
+  // tensors; with 0 DeepSpeed's traversal stops before looking at that next use.
+  p.zero3_max_reuse_distance = 1;
+  p.zero3_persistence_threshold = 0;
+  Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+  Workload w = build_workload(sc);
+  const Chunk& ch = w.roles[0].chunks[0];
+  Gathers fwd = named(ch.forward, "ds_param_all_gather");
+  EXPECT_EQ(fwd.calls, 2);
+  EXPECT_DOUBLE_EQ(fwd.bytes, static_cast<double>(count_params(sc.model).total) * 2);
+  EXPECT_EQ(named(ch.backward, "ds_param_all_gather").calls, 0);
+
+  p.zero3_max_live_params = 0;
+  Workload w0 = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+  EXPECT_EQ(named(w0.roles[0].chunks[0].forward, "ds_param_all_gather").calls,
+            6 * sc.model.layers() + 3);
+  EXPECT_EQ(named(w0.roles[0].chunks[0].backward, "ds_param_all_gather").calls,
+            6 * sc.model.layers() + 2);  // the head's kept from its forward
+}
+
+// A prefetch call adds upcoming parameters while fewer than stage3_prefetch_bucket_size
+// elements are on their way: each call but the last is at least the bucket and less than the
+// bucket plus the largest module.
+TEST(DeepSpeedZero3, PrefetchCallsFillTheBucket) {
+  PlanInput p = ds_plan(16);  // 16 divides every GPT-2 Large tensor: no padding
+  p.zero3_persistence_threshold = 0;
+  p.zero3_max_reuse_distance = 1;  // as above: the tied head is not fetched again
+  Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+  const std::int64_t h = sc.model.hidden;
+  const std::int64_t largest = sc.model.vocab * h + sc.model.seq_length * h;  // the embedding
+  const std::int64_t bucket = 3 * 4 * h * h;
+  p.zero3_prefetch_bucket = bucket;
+  p.zero3_max_live_params = std::int64_t{1} << 40;
+  Workload w = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+  std::vector<std::pair<std::int32_t, std::int64_t>> by_index;  // issue order, elements
+  const Chunk& ch = w.roles[0].chunks[0];
+  for (const OpList* l : {&ch.forward, &ch.backward})
+    for (const Op& op : l->ops())
+      if (op.name == "ds_param_all_gather") by_index.emplace_back(op.index, op.elements);
+  std::sort(by_index.begin(), by_index.end());
+  ASSERT_GE(by_index.size(), 3u);
+  EXPECT_EQ(by_index[0].second, largest);  // the first hook fetches the embedding
+  for (std::size_t i = 1; i + 1 < by_index.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_GE(by_index[i].second, bucket);
+    EXPECT_LT(by_index[i].second, bucket + largest);
+  }
+}
+
+// stage3_max_reuse_distance: a parameter used again within that many elements of the trace is
+// kept. Past the whole trace nothing is gathered twice: not the tied head, not in backward.
+TEST(DeepSpeedZero3, ReuseDistanceKeepsParameters) {
+  PlanInput p = ds_plan(16);
+  p.zero3_prefetch_bucket = 0;
+  p.zero3_persistence_threshold = 0;
+  p.zero3_max_reuse_distance = std::int64_t{1} << 40;
+  Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+  Workload w = build_workload(sc);
+  Gathers fwd = named(w.roles[0].chunks[0].forward, "ds_param_all_gather");
+  EXPECT_EQ(fwd.calls, 6 * sc.model.layers() + 2);
+  EXPECT_DOUBLE_EQ(fwd.bytes, static_cast<double>(count_params(sc.model).total) * 2);
+  EXPECT_EQ(named(w.roles[0].chunks[0].backward, "ds_param_all_gather").calls, 0);
+}
+
+// Gradients: DeepSpeed reduces the bucket before a gradient that would take it past
+// reduce_bucket_size, every micro-batch; recomputed here from the order backward completes
+// gradients.
+TEST(DeepSpeedZero3, GradientsReduceScatterInReduceBuckets) {
+  PlanInput p = ds_plan(16);
+  p.global_batch = 64;  // 4 micro-batches
+  const std::int64_t cap = 50000000;
+  p.zero_reduce_bucket = cap;
+  Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+  Workload w = build_workload(sc);
+  const OpList& bw = w.roles[0].chunks[0].backward;
+  std::vector<std::int64_t> expected;
+  std::int64_t acc = 0;
+  for (const Op& op : bw.ops()) {
+    if (op.kind != OpKind::compute || op.grad_params <= 0) continue;
+    if (acc > 0 && acc + op.grad_params > cap) expected.push_back(acc), acc = 0;
+    acc += op.grad_params;
+  }
+  expected.push_back(acc);
+  std::vector<std::int64_t> got;
+  for (const Op& op : bw.ops())
+    if (op.name == "ds_grad_reduce_scatter") {
+      got.push_back(op.elements);
+      EXPECT_EQ(op.collective, Collective::reduce_scatter);
+      EXPECT_FALSE(op.last_microbatch_only);
+    }
+  EXPECT_EQ(got, expected);
+  std::int64_t sum = 0;
+  for (auto g : got) sum += g;
+  EXPECT_EQ(sum, w.roles[0].params);
+  EXPECT_EQ(w.microbatches, 4);
+}
+
+// DeepSpeed below ZeRO-3 keeps commscope's pattern, which already follows stages 0-2.
+TEST(DeepSpeedZero3, LowerStagesUnchanged) {
+  for (int z = 0; z <= 2; ++z) {
+    PlanInput p = plan(16);
+    p.zero = z;
+    Workload a = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+    p.framework = Framework::deepspeed;
+    Workload b = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+    auto va = comm_volume(a, a.roles[0]), vb = comm_volume(b, b.roles[0]);
+    ASSERT_EQ(va.size(), vb.size());
+    for (std::size_t i = 0; i < va.size(); ++i) {
+      EXPECT_EQ(va[i].calls, vb[i].calls);
+      EXPECT_DOUBLE_EQ(va[i].bytes, vb[i].bytes);
+    }
+  }
+}
+
+// ---- PyTorch FSDP ----
+
+PlanInput fsdp_plan(int gpus, FsdpSharding s) {
+  PlanInput p = plan(gpus);
+  p.framework = Framework::fsdp;
+  p.fsdp_sharding = s;
+  return p;
+}
+
+struct FsdpForm {
+  double root = 0;                 // root unit: embedding, final norm (tied head)
+  std::vector<std::int64_t> unit;  // one per block
+};
+FsdpForm fsdp_units(const ModelSpec& m) {
+  FsdpForm f;
+  const OuterParams o = outer_params(m);
+  f.root = static_cast<double>(o.word_embedding + o.position_embedding + o.final_norm);
+  for (int l = 0; l < m.layers(); ++l) f.unit.push_back(block_params(m, l));
+  return f;
+}
+
+// FULL_SHARD: per unit an all-gather before forward, again before backward, a reduce-scatter
+// after backward; the root unit is gathered once (FSDP does not reshard the root after
+// forward). SHARD_GRAD_OP keeps the gathered parameters for backward. Flat parameters padded to
+// a multiple of the shard group.
+TEST(Fsdp, FullShardAndShardGradOpCallsAndBytes) {
+  const int d = 16;
+  for (auto s : {FsdpSharding::full_shard, FsdpSharding::shard_grad_op}) {
+    SCOPED_TRACE(to_string(s));
+    Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", fsdp_plan(d, s));
+    FsdpForm f = fsdp_units(sc.model);
+    double units = 0;
+    for (auto u : f.unit) units += static_cast<double>(pad(u, d));
+    const double root = static_cast<double>(pad(static_cast<std::int64_t>(f.root), d));
+    const int L = sc.model.layers();
+    Workload w = build_workload(sc);
+    const Chunk& ch = w.roles[0].chunks[0];
+    Gathers fwd = named(ch.forward, "fsdp_all_gather");
+    Gathers bwd = named(ch.backward, "fsdp_all_gather");
+    Gathers rs = named(ch.backward, "fsdp_reduce_scatter");
+    EXPECT_EQ(fwd.calls, L + 1);
+    EXPECT_DOUBLE_EQ(fwd.bytes, (root + units) * 2);
+    const bool regather = s == FsdpSharding::full_shard;
+    EXPECT_EQ(bwd.calls, regather ? L : 0);
+    EXPECT_DOUBLE_EQ(bwd.bytes, regather ? units * 2 : 0.0);
+    EXPECT_EQ(rs.calls, L + 1);
+    EXPECT_DOUBLE_EQ(rs.bytes, (root + units) * 2);
+  }
+}
+
+// HYBRID_SHARD on Polaris (4 GPUs a node), 4 nodes: all-gather and reduce-scatter over the 4
+// GPUs of a node, then the reduced shard (1/4) all-reduced over the 4 nodes. NO_SHARD: one
+// all-reduce of each unit's gradient. Without auto-wrap: one unit, the whole model.
+TEST(Fsdp, HybridNoShardAndOneUnit) {
+  Scenario sc = scenario("gpt2-large", "polaris", fsdp_plan(16, FsdpSharding::hybrid_shard));
+  FsdpForm f = fsdp_units(sc.model);
+  const int L = sc.model.layers();
+  Workload w = build_workload(sc);
+  const OpList& bw = w.roles[0].chunks[0].backward;
+  double shard_sum = 0;
+  for (auto u : f.unit) shard_sum += static_cast<double>(pad(u, 4) / 4);
+  shard_sum += static_cast<double>(pad(static_cast<std::int64_t>(f.root), 4) / 4);
+  Gathers ar = named(bw, "fsdp_replicate_all_reduce");
+  EXPECT_EQ(ar.calls, L + 1);
+  EXPECT_DOUBLE_EQ(ar.bytes, shard_sum * 2);
+  for (const Op& op : bw.ops()) {
+    if (op.name == "fsdp_all_gather" || op.name == "fsdp_reduce_scatter") {
+      EXPECT_EQ(op.group_size, 4);
+      EXPECT_EQ(op.span, GroupSpan::intra_node);
+    }
+    if (op.name == "fsdp_replicate_all_reduce") {
+      EXPECT_EQ(op.group_size, 4);
+      EXPECT_EQ(op.span, GroupSpan::inter_node);
+    }
+  }
+
+  Scenario ns = scenario("gpt2-large", "dgx-a100-80gb", fsdp_plan(16, FsdpSharding::no_shard));
+  Workload wn = build_workload(ns);
+  Gathers nar = named(wn.roles[0].chunks[0].backward, "fsdp_all_reduce");
+  EXPECT_EQ(nar.calls, L + 1);
+  EXPECT_DOUBLE_EQ(nar.bytes, static_cast<double>(count_params(ns.model).total) * 2);
+  EXPECT_EQ(named(wn.roles[0].chunks[0].forward, "fsdp_all_gather").calls, 0);
+
+  PlanInput one = fsdp_plan(16, FsdpSharding::full_shard);
+  one.fsdp_wrap = FsdpWrap::model;
+  Workload wm = build_workload(scenario("gpt2-large", "dgx-a100-80gb", one));
+  EXPECT_EQ(named(wm.roles[0].chunks[0].forward, "fsdp_all_gather").calls, 1);
+  EXPECT_EQ(named(wm.roles[0].chunks[0].backward, "fsdp_all_gather").calls, 0);
+  EXPECT_EQ(named(wm.roles[0].chunks[0].backward, "fsdp_reduce_scatter").calls, 1);
+}
+
+// Where backward gathers are issued: backward_pre before this unit's gradient computation,
+// backward_post after it and before its reduce-scatter, none after its reduce-scatter.
+TEST(Fsdp, BackwardPrefetchIssuePoints) {
+  for (auto pf : {FsdpPrefetch::backward_pre, FsdpPrefetch::backward_post, FsdpPrefetch::none}) {
+    SCOPED_TRACE(to_string(pf));
+    PlanInput p = fsdp_plan(16, FsdpSharding::full_shard);
+    p.fsdp_prefetch = pf;
+    Workload w = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+    const OpList& bw = w.roles[0].chunks[0].backward;
+    const int l = 20;  // a middle block: where is block l-1's gather among block l's ops?
+    std::size_t gather = 0, first_compute = 0, last_compute = 0, rs = 0;
+    bool seen_compute = false;
+    for (std::size_t i = 0; i < bw.size(); ++i) {
+      const Op& op = bw[i];
+      if (op.layer == l - 1 && op.name == "fsdp_all_gather") gather = i;
+      if (op.layer == l && op.kind == OpKind::compute) {
+        if (!seen_compute) first_compute = i, seen_compute = true;
+        last_compute = i;
+      }
+      if (op.layer == l && op.name == "fsdp_reduce_scatter") rs = i;
+    }
+    ASSERT_TRUE(seen_compute && gather && rs);
+    switch (pf) {
+      case FsdpPrefetch::backward_pre:
+        EXPECT_LT(gather, first_compute);
+        break;
+      case FsdpPrefetch::backward_post:
+        EXPECT_GT(gather, last_compute);
+        EXPECT_LT(gather, rs);
+        break;
+      case FsdpPrefetch::none:
+        EXPECT_GT(gather, rs);
+        break;
+    }
+  }
+}
+
+// limit_all_gathers: a unit's forward all-gather waits for the unit two before it to finish
+// (at most two units' gathers in flight); without it the gathers wait for nothing.
+TEST(Fsdp, LimitAllGathersBoundsGathersInFlight) {
+  for (bool limit : {true, false}) {
+    SCOPED_TRACE(limit);
+    PlanInput p = fsdp_plan(16, FsdpSharding::full_shard);
+    p.fsdp_limit_all_gathers = limit;
+    Workload w = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+    const OpList& f = w.roles[0].chunks[0].forward;
+    int checked = 0;
+    for (std::uint32_t i = 0; i < f.size(); ++i) {
+      if (f[i].name != "fsdp_all_gather" || f[i].layer < 0) continue;
+      auto deps = f.deps_of(i);
+      if (!limit || f[i].layer < 2) {
+        EXPECT_TRUE(deps.empty());
+        continue;
+      }
+      ASSERT_EQ(deps.size(), 1u);
+      EXPECT_EQ(f[deps[0]].layer, f[i].layer - 2);
+      EXPECT_EQ(f[deps[0]].kind, OpKind::compute);
+      ++checked;
+    }
+    if (limit) {
+      EXPECT_EQ(checked, w.scenario.model.layers() - 2);
+    }
+  }
+}
+
+// The limit only adds dependencies, so the simulated iteration cannot get shorter.
+TEST(Fsdp, SimulatorHonoursTheLimit) {
+  PlanInput p = fsdp_plan(32, FsdpSharding::full_shard);
+  p.fsdp_limit_all_gathers = false;
+  const double free =
+      simulate(build_workload(scenario("llama2-7b", "dgx-a100-80gb", p))).iteration_time;
+  p.fsdp_limit_all_gathers = true;
+  const double limited =
+      simulate(build_workload(scenario("llama2-7b", "dgx-a100-80gb", p))).iteration_time;
+  EXPECT_GT(free, 0);
+  EXPECT_GE(limited, free);
+}
+
+// ---- Megatron-LM ----
+
+PlanInput megatron_plan(int gpus, bool dist_opt, bool overlap) {
+  PlanInput p = plan(gpus);
+  p.framework = Framework::megatron;
+  p.use_distributed_optimizer = dist_opt;
+  p.overlap_grad_reduce = overlap;
+  p.global_batch = 4 * gpus;  // 4 micro-batches
+  return p;
+}
+
+// Buckets of at least bucket_size = max(40M, 1M x DP) parameters in backward order, reduced
+// on the last micro-batch only, in fp32 under bf16; the distributed optimizer reduce-scatters
+// them and all-gathers the parameters bucket by bucket in bf16 after the step.
+TEST(Megatron, DistributedOptimizerBuckets) {
+  for (int d : {16, 64}) {
+    SCOPED_TRACE(d);
+    Scenario sc = scenario("llama2-7b", "dgx-a100-80gb", megatron_plan(d, true, true));
+    const std::int64_t cap = std::max<std::int64_t>(40000000, std::int64_t{1000000} * d);
+    EXPECT_EQ(sc.plan.megatron_bucket, cap);
+    Workload w = build_workload(sc);
+    const Role& r = w.roles[0];
+    std::vector<std::int64_t> expected;
+    std::int64_t acc = 0;
+    for (const Op& op : r.chunks[0].backward.ops()) {
+      if (op.kind != OpKind::compute || op.grad_params <= 0) continue;
+      acc += op.grad_params;
+      if (acc >= cap) expected.push_back(acc), acc = 0;
+    }
+    if (acc) expected.push_back(acc);
+    std::vector<std::int64_t> rs, ag;
+    for (const Op& op : r.chunks[0].backward.ops())
+      if (op.name == "megatron_grad_bucket") {
+        rs.push_back(op.elements);
+        EXPECT_TRUE(op.last_microbatch_only);
+        EXPECT_EQ(op.collective, Collective::reduce_scatter);
+        EXPECT_EQ(op.dtype, DType::fp32);
+      }
+    for (const Op& op : r.step.ops())
+      if (op.name == "megatron_param_all_gather") {
+        ag.push_back(op.elements);
+        EXPECT_EQ(op.dtype, DType::bf16);
+      }
+    EXPECT_EQ(rs, expected);
+    EXPECT_EQ(ag, expected);
+  }
+}
+
+// Without --overlap-grad-reduce one bucket of everything after backward; without the
+// distributed optimizer an all-reduce and no parameter gather.
+TEST(Megatron, WithoutOverlapOrDistributedOptimizer) {
+  Workload w =
+      build_workload(scenario("llama2-7b", "dgx-a100-80gb", megatron_plan(16, true, false)));
+  const Role& r = w.roles[0];
+  Gathers rs = named(r.step, "megatron_grad_reduce");
+  EXPECT_EQ(rs.calls, 1);
+  EXPECT_DOUBLE_EQ(rs.bytes, static_cast<double>(r.params) * 4);
+  Gathers ag = named(r.step, "megatron_param_all_gather");
+  EXPECT_EQ(ag.calls, 1);
+  EXPECT_DOUBLE_EQ(ag.bytes, static_cast<double>(r.params) * 2);
+  EXPECT_EQ(named(r.chunks[0].backward, "megatron_grad_bucket").calls, 0);
+
+  Workload d =
+      build_workload(scenario("llama2-7b", "dgx-a100-80gb", megatron_plan(16, false, true)));
+  for (const auto& v : comm_volume(d, d.roles[0])) {
+    if (v.group == CommGroup::data) {
+      EXPECT_EQ(v.collective, Collective::all_reduce);
+    }
+  }
+  EXPECT_EQ(named(d.roles[0].step, "megatron_param_all_gather").calls, 0);
+}
+
+// ---- plan checks ----
+
+TEST(FrameworkPlan, OptionsOfAnotherFrameworkAreErrors) {
+  PlanInput p = plan(16);
+  p.fsdp_sharding = FsdpSharding::hybrid_shard;
+  EXPECT_EQ(testing::scenario_error("gpt2-large", "dgx-a100-80gb", p),
+            "--fsdp-sharding: expected --framework fsdp, got --framework none");
+  PlanInput q = plan(16);
+  q.framework = Framework::fsdp;
+  q.zero = 3;
+  EXPECT_NE(testing::scenario_error("gpt2-large", "dgx-a100-80gb", q).find("--zero:"),
+            std::string::npos);
+  PlanInput r = plan(16);
+  r.framework = Framework::megatron;
+  r.overlap_param_gather = true;
+  EXPECT_NE(
+      testing::scenario_error("gpt2-large", "dgx-a100-80gb", r).find("--overlap-param-gather"),
+      std::string::npos);
+  PlanInput s = plan(16);
+  s.use_distributed_optimizer = true;
+  EXPECT_NE(testing::scenario_error("gpt2-large", "dgx-a100-80gb", s)
+                .find("--use-distributed-optimizer: expected --framework megatron"),
+            std::string::npos);
+}
+
+// The DeepSpeed config's zero_optimization keys reach the plan.
+TEST(FrameworkPlan, DeepSpeedConfigKeys) {
+  auto ds = plan_from_deepspeed(nlohmann::json::parse(R"({"zero_optimization": {
+      "stage": 3, "stage3_prefetch_bucket_size": 2e7, "stage3_max_live_parameters": 3e8,
+      "stage3_max_reuse_distance": 4e8, "stage3_param_persistence_threshold": "auto",
+      "reduce_bucket_size": 6e7, "contiguous_gradients": false, "overlap_comm": false}})"),
+                                "ds.json");
+  ASSERT_TRUE(ds.ok()) << ds.error().message;
+  EXPECT_EQ(*ds->zero3_prefetch_bucket, 20000000);
+  EXPECT_EQ(*ds->zero3_max_live_params, 300000000);
+  EXPECT_EQ(*ds->zero3_max_reuse_distance, 400000000);
+  EXPECT_FALSE(ds->zero3_persistence_threshold.has_value());
+  EXPECT_FALSE(*ds->contiguous_gradients);
+  auto bad = plan_from_deepspeed(
+      nlohmann::json::parse(R"({"zero_optimization": {"stage3_prefetch_bucket_size": -1}})"),
+      "ds.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("stage3_prefetch_bucket_size"), std::string::npos);
+}
+
+// A measured run's ZeRO stage in each framework's terms (validate --framework).
+TEST(FrameworkPlan, ApplyFrameworkToAZeroPlan) {
+  PlanInput p;
+  p.zero = 3;
+  ASSERT_TRUE(apply_framework(Framework::fsdp, p).ok());
+  EXPECT_EQ(*p.fsdp_sharding, FsdpSharding::full_shard);
+  EXPECT_FALSE(p.zero.has_value());
+  EXPECT_EQ(*p.framework, Framework::fsdp);
+  PlanInput q;
+  q.zero = 2;
+  ASSERT_TRUE(apply_framework(Framework::fsdp, q).ok());
+  EXPECT_EQ(*q.fsdp_sharding, FsdpSharding::shard_grad_op);
+  PlanInput r;
+  r.zero = 1;
+  ASSERT_TRUE(apply_framework(Framework::megatron, r).ok());
+  EXPECT_TRUE(*r.use_distributed_optimizer);
+  EXPECT_FALSE(r.zero.has_value());
+  PlanInput s;
+  s.zero = 3;
+  auto st = apply_framework(Framework::megatron, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message.rfind("--framework: expected", 0), 0u);
+  PlanInput d;
+  d.zero = 3;
+  ASSERT_TRUE(apply_framework(Framework::deepspeed, d).ok());
+  EXPECT_EQ(*d.zero, 3);
+  EXPECT_EQ(framework_of_name("fsdp"), Framework::fsdp);
+  EXPECT_EQ(framework_of_name("-"), Framework::none);
+}
+
+// ---- describe ----
+
+double pattern_bytes(const Description& d, std::string_view name, Phase phase) {
+  double sum = 0;
+  for (const auto& s : d.stages)
+    for (const auto& c : s.pattern)
+      if (c.name == name && c.phase == phase) sum += c.bytes;
+  return sum;
+}
+
+// describe lists each collective of the pattern; its bytes per iteration against the closed
+// forms above, for each framework, with 2 micro-batches.
+TEST(FrameworkDescribe, BytesPerCollectiveMatchClosedForms) {
+  const int d = 16, mb = 2;
+  {
+    PlanInput p = ds_plan(d);
+    p.global_batch = mb * d;
+    p.zero3_prefetch_bucket = 0;
+    p.zero3_max_reuse_distance = 0;
+    p.zero3_persistence_threshold = 0;
+    Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+    Workload w = build_workload(sc);
+    Description desc = describe(w);
+    const double total = static_cast<double>(count_params(sc.model).total);
+    const double wte = static_cast<double>(outer_params(sc.model).word_embedding);
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "ds_param_all_gather", Phase::forward),
+                     mb * (total + wte) * 2);
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "ds_param_all_gather", Phase::backward),
+                     mb * (total + wte) * 2);
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "ds_grad_reduce_scatter", Phase::backward),
+                     mb * total * 2);
+  }
+  {
+    PlanInput p = fsdp_plan(d, FsdpSharding::full_shard);
+    p.global_batch = mb * d;
+    Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+    FsdpForm f = fsdp_units(sc.model);
+    double units = 0;
+    for (auto u : f.unit) units += static_cast<double>(pad(u, d));
+    const double root = static_cast<double>(pad(static_cast<std::int64_t>(f.root), d));
+    Description desc = describe(build_workload(sc));
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "fsdp_all_gather", Phase::forward),
+                     mb * (root + units) * 2);
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "fsdp_all_gather", Phase::backward), mb * units * 2);
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "fsdp_reduce_scatter", Phase::backward),
+                     mb * (root + units) * 2);
+  }
+  {
+    PlanInput p = megatron_plan(d, true, true);
+    Scenario sc = scenario("llama2-7b", "dgx-a100-80gb", p);
+    Workload w = build_workload(sc);
+    Description desc = describe(w);
+    const double params = static_cast<double>(count_params(sc.model).total);
+    // last micro-batch only: once per iteration whatever the micro-batch count
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "megatron_grad_bucket", Phase::backward), params * 4);
+    EXPECT_DOUBLE_EQ(pattern_bytes(desc, "megatron_param_all_gather", Phase::optimizer),
+                     params * 2);
+  }
+  // Without a framework describe lists no pattern.
+  Description none = describe(build_workload(scenario("gpt2-large", "dgx-a100-80gb", plan(d))));
+  EXPECT_TRUE(none.stages[0].pattern.empty());
+}
+
+// ---- the command line ----
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+CliRun run(const std::string& args) {
+  auto o = testing::run_shell(std::string(COMMSCOPE_BIN) + " " + args + " </dev/null");
+  return {o.status, o.out, o.err};
+}
+
+TEST(FrameworkCli, DescribeJsonCarriesThePattern) {
+  CliRun r = run("describe --framework fsdp --fsdp-sharding hybrid_shard --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["plan"]["framework"], "fsdp");
+  EXPECT_EQ(j["plan"]["fsdp_sharding"], "hybrid_shard");
+  ASSERT_TRUE(j.contains("pattern"));
+  bool replicate = false;
+  for (const auto& c : j["pattern"])
+    if (c["name"] == "fsdp_replicate_all_reduce") {
+      replicate = true;
+      EXPECT_EQ(c["span"], "inter-node");
+      EXPECT_GT(c["bytes_per_rank"].get<double>(), 0);
+    }
+  EXPECT_TRUE(replicate);
+  CliRun none = run("describe --format json");
+  ASSERT_EQ(none.status, 0);
+  EXPECT_FALSE(nlohmann::json::parse(none.out).contains("pattern"));
+  EXPECT_FALSE(nlohmann::json::parse(none.out)["plan"].contains("framework"));
+}
+
+// validate --framework row predicts each corpus row with its own framework's pattern; an
+// unknown framework is a one-line error.
+TEST(FrameworkCli, ValidateTakesTheRowsFramework) {
+  const std::string corpus =
+      std::string(COMMSCOPE_SOURCE_DIR) + "/data/validation-comm/training.csv";
+  CliRun own = run("validate " + corpus + " --format json");
+  CliRun row = run("validate " + corpus + " --framework row --format json");
+  ASSERT_EQ(own.status, 0) << own.err;
+  ASSERT_EQ(row.status, 0) << row.err;
+  auto a = nlohmann::json::parse(own.out), b = nlohmann::json::parse(row.out);
+  ASSERT_EQ(a["rows"].size(), b["rows"].size());
+  bool differs = false;  // the FSDP rows' predictions change with FSDP's pattern
+  for (std::size_t i = 0; i < a["rows"].size(); ++i)
+    differs |= a["rows"][i]["predicted_s"] != b["rows"][i]["predicted_s"];
+  EXPECT_TRUE(differs);
+  CliRun bad = run("validate " + corpus + " --framework pytorch");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err,
+            "commscope: --framework: expected one of megatron|deepspeed|fsdp|row, got "
+            "'pytorch'\n");
+}
+
+TEST(FrameworkCli, LimitAllGathersIsABooleanFlag) {
+  CliRun bad = run("describe --framework fsdp --fsdp-limit-all-gathers=maybe");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "commscope: --fsdp-limit-all-gathers: expected true or false, got 'maybe'\n");
+  CliRun off = run("describe --framework fsdp --fsdp-limit-all-gathers=false --format json");
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_FALSE(nlohmann::json::parse(off.out)["plan"]["fsdp_limit_all_gathers"].get<bool>());
+  CliRun on = run("describe --framework fsdp --fsdp-limit-all-gathers --format json");
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_TRUE(nlohmann::json::parse(on.out)["plan"]["fsdp_limit_all_gathers"].get<bool>());
+}
+
+TEST(FrameworkCli, BadValuesAreOneLineErrors) {
+  for (const char* args :
+       {"--framework pytorch", "--framework fsdp --fsdp-sharding everything",
+        "--framework fsdp --fsdp-prefetch sideways", "--framework fsdp --fsdp-wrap layer",
+        "--framework fsdp --fsdp-limit-all-gathers=maybe", "--use-distributed-optimizer",
+        "--overlap-grad-reduce --no-overlap-grad-reduce", "--framework megatron --zero 1"}) {
+    SCOPED_TRACE(args);
+    CliRun r = run(std::string("describe ") + args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("commscope: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("--"), std::string::npos) << r.err;  // names the flag
+  }
+}
+
+}  // namespace
+}  // namespace commscope
