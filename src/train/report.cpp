@@ -32,7 +32,7 @@ int print_report(const RunRecord& r) {
   const int n_ = r.ranks;
   const std::int64_t accum_ = r.accum;
   const std::int64_t total = r.parameters;
-  const std::int64_t global = accum_ * n_ * o_.micro_batch;
+  const std::int64_t global = accum_ * (r.dp > 0 ? r.dp : n_) * o_.micro_batch;
   const double tokens_per_step = r.tokens_per_step;
   const double flops = r.flops_per_step;
   const std::int64_t iterations = static_cast<std::int64_t>(rows_.size());
@@ -97,9 +97,10 @@ int print_report(const RunRecord& r) {
                           {"comm_share", avg.wall > 0 ? avg.comm / avg.wall : 0},
                           {"breakdown", breakdown_to_json(avg)}}},
                         {"communication", comm},
-                        {"communication_matches_workload", match},
+                        {"communication_matches_workload", match && r.other_ranks_match},
                         {"memory_per_rank_bytes", r.memory},
                         {"per_rank", r.per_rank}};
+    if (!r.parallel.is_null()) j["parallel"] = r.parallel;
     if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
     if (!o_.output.empty()) {
       const Status s = write_file_atomic(o_.output, j.dump(2) + "\n");
@@ -137,7 +138,34 @@ int print_report(const RunRecord& r) {
     std::printf("# %s\n", match ? "measured communication equals the workload's, byte for byte"
                                 : "MISMATCH: measured communication differs from the workload's");
   }
+  if (!r.other_ranks_match) {
+    if (o_.format == "table")
+      std::printf("# MISMATCH: another rank's communication differs from its stage's workload\n");
+    return 1;
+  }
   return match ? 0 : 1;
+}
+
+bool comm_matches(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
+                  std::int64_t iterations) {
+  if (iterations <= 0) return true;
+  std::map<std::pair<CommGroup, Collective>, std::pair<double, double>> want;
+  for (const CommVolume& v : expected) {
+    auto& w = want[{v.group, v.collective}];
+    w.first += static_cast<double>(v.calls);
+    w.second += v.bytes;
+  }
+  for (const auto& [k, m] : measured)
+    if (!want.count(k) && m.first > 0) return false;
+  for (const auto& [k, w] : want) {
+    const auto it = measured.find(k);
+    const double calls = it == measured.end() ? 0 : static_cast<double>(it->second.first);
+    const double bytes = it == measured.end() ? 0 : it->second.second;
+    if (calls / static_cast<double>(iterations) != w.first ||
+        bytes / static_cast<double>(iterations) != w.second)
+      return false;
+  }
+  return true;
 }
 
 }  // namespace commscope::train
