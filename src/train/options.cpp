@@ -303,7 +303,7 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--gradient-accumulation-steps: expected global batch / (micro-batch x data-parallel "
         "ranks) = {}, got {}",
         g / per_step, o.grad_accum)};
-  if (model_parallel(o))  // layers per stage, the schedule: resolve_scenario's checks
+  if (model_parallel(o) || o.vpp != 1 || o.schedule)  // layers per stage, the schedule
     if (Result<Scenario> sc = train_scenario(o, world); !sc.ok()) return sc.error();
   if (o.steps < 1)
     return Error{fmt::format("--steps: expected a positive integer, got {}", o.steps)};

@@ -606,8 +606,37 @@ int PipelineTrainer::report() {
   const bool mine = comm_matches(measured_, expected_, static_cast<std::int64_t>(rows_.size()));
   int ok = mine ? 1 : 0, all = 0;
   CS_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world_));
+  // Each stage's communication table, from its first rank (tensor and data rank 0), to rank 0.
+  const std::string table =
+      g_.t == 0 && g_.d == 0
+          ? nlohmann::json{{"stage", g_.p},
+                           {"rank", me_},
+                           {"communication", comm_table(measured_, expected_,
+                                                        static_cast<std::int64_t>(rows_.size()))}}
+                .dump()
+          : std::string();
+  int len = static_cast<int>(table.size());
+  std::vector<int> lens(static_cast<std::size_t>(n_)), displs(static_cast<std::size_t>(n_));
+  CS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world_));
+  int sum = 0;
+  for (int i = 0; i < n_; ++i) {
+    displs[static_cast<std::size_t>(i)] = sum;
+    sum += lens[static_cast<std::size_t>(i)];
+  }
+  std::string tables(static_cast<std::size_t>(me_ == 0 ? sum : 0), '\0');
+  CS_MPI_CHECK(MPI_Gatherv(table.data(), len, MPI_CHAR, tables.data(), lens.data(), displs.data(),
+                           MPI_CHAR, 0, world_));
   if (me_ != 0) return all ? 0 : 1;
   RunRecord r;
+  r.by_stage = nlohmann::json::array();
+  for (int i = 0; i < n_; ++i)
+    if (lens[static_cast<std::size_t>(i)] > 0)
+      r.by_stage.push_back(nlohmann::json::parse(
+          tables.substr(static_cast<std::size_t>(displs[static_cast<std::size_t>(i)]),
+                        static_cast<std::size_t>(lens[static_cast<std::size_t>(i)]))));
+  std::sort(
+      r.by_stage.begin(), r.by_stage.end(),
+      [](const nlohmann::json& a, const nlohmann::json& b) { return a["stage"] < b["stage"]; });
   r.o = &o_;
   r.ranks = n_;
   r.dp = g_.dp;

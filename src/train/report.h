@@ -50,7 +50,13 @@ struct RunRecord {
   int dp = 0;
   bool other_ranks_match = true;
   nlohmann::json parallel;
+  nlohmann::json by_stage;  // per pipeline stage: its first rank's communication table
 };
+
+// Per group and collective: calls and bytes per iteration, measured and the workload's
+// (`matches`: whether all are equal). The json "communication" array.
+nlohmann::json comm_table(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
+                          std::int64_t iterations, bool* matches = nullptr);
 
 // Whether the measured calls and bytes per iteration equal the workload's, for every group and
 // collective either has.
