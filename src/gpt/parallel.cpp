@@ -62,6 +62,11 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
     return Error{fmt::format(
         "--tensor-model-parallel-size: expected a divisor of the vocabulary ({}), got {}",
         cfg.vocab, s.tp)};
+  if (s.sequence_parallel && s.tp > 1 && cfg.seq % s.tp != 0)
+    return Error{fmt::format(
+        "--sequence-parallel: expected a sequence length ({}) divisible by the tensor-parallel "
+        "size {}",
+        cfg.seq, s.tp)};
   if (s.layers < 1 || s.first_layer < 0 || s.first_layer + s.layers > cfg.layers)
     return Error{fmt::format("internal: blocks [{}, {}) outside the model's {}", s.first_layer,
                              s.first_layer + s.layers, cfg.layers)};
@@ -103,6 +108,13 @@ Range ShardLayout::block(int l) const {
   const int i = l - s_.first_layer;
   CS_CHECK(i >= 0 && i < static_cast<int>(blocks_.size()));
   return blocks_[static_cast<std::size_t>(i)];
+}
+
+std::vector<Range> ShardLayout::sequence_parallel_partial() const {
+  std::vector<Range> out;
+  for (const Range& r : replicated_)
+    if (!(s_.embedding && r.offset == word_embedding().size)) out.push_back(r);  // not wpe
+  return out;
 }
 
 Range ShardLayout::word_embedding() const {
@@ -178,32 +190,36 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   CS_CHECK(batch >= 1 && slots >= 1);
   const std::size_t n = static_cast<std::size_t>(batch) * cfg.seq;
   const std::size_t c = cfg.hidden, cl = static_cast<std::size_t>(hl_);
+  sp_ = s.sequence_parallel && s.tp > 1;
+  // Rows of the residual stream on this rank: a sequence shard under sequence parallelism.
+  const std::size_t r = sp_ ? n / static_cast<std::size_t>(s.tp) : n;
+  rows_l_ = static_cast<std::int64_t>(r);
   const std::size_t att = static_cast<std::size_t>(batch) * heads_l_ * cfg.seq * cfg.seq;
   slots_.resize(static_cast<std::size_t>(slots));
   for (Slot& sl : slots_) {
     sl.tokens.resize(n);
     sl.targets.resize(n);
-    sl.input.resize(n * c);
+    sl.input.resize(r * c);
     sl.blocks.resize(static_cast<std::size_t>(s.layers));
     for (auto& b : sl.blocks) {
-      b.ln1.resize(n * c);
-      b.ln1_mean.resize(n);
-      b.ln1_rstd.resize(n);
+      b.ln1.resize(r * c);
+      b.ln1_mean.resize(r);
+      b.ln1_rstd.resize(r);
       b.qkv.resize(3 * n * cl);
       b.att.resize(att);
       b.atty.resize(n * cl);
-      b.res2.resize(n * c);
-      b.ln2.resize(n * c);
-      b.ln2_mean.resize(n);
-      b.ln2_rstd.resize(n);
+      b.res2.resize(r * c);
+      b.ln2.resize(r * c);
+      b.ln2_mean.resize(r);
+      b.ln2_rstd.resize(r);
       b.fch.resize(4 * n * cl);
       b.fch_gelu.resize(4 * n * cl);
-      b.res3.resize(n * c);
+      b.res3.resize(r * c);
     }
     if (s.head) {
-      sl.lnf.resize(n * c);
-      sl.lnf_mean.resize(n);
-      sl.lnf_rstd.resize(n);
+      sl.lnf.resize(r * c);
+      sl.lnf_mean.resize(r);
+      sl.lnf_rstd.resize(r);
       sl.probs.resize(n * static_cast<std::size_t>(vocab_l_));
       sl.losses.resize(n);
       sl.ce_max.resize(n);
@@ -211,7 +227,10 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
     }
   }
   tmp_.resize(n * c);
-  dres_.resize(n * c);
+  gath_.resize(sp_ ? n * c : 0);
+  part_.resize(sp_ ? r * c : 0);
+  dln_s_.resize(sp_ ? r * c : 0);
+  dres_.resize(r * c);
   dtmp_.resize(n * c);
   dln_.resize(n * c);
   dqkv_.resize(3 * n * cl);
@@ -238,8 +257,18 @@ void GptShard::reduce(float* data, std::int64_t n, bool max, std::string_view na
   all_reduce_(data, n, max, name, layer);
 }
 
+void GptShard::gather(const float* shard, float* full, std::string_view name, int layer) {
+  CS_CHECK(sequence_ != nullptr);
+  sequence_(true, shard, full, rows_l_ * cfg_.hidden, name, layer);
+}
+
+void GptShard::scatter(const float* full, float* shard, std::string_view name, int layer) {
+  CS_CHECK(sequence_ != nullptr);
+  sequence_(false, full, shard, rows_l_ * cfg_.hidden, name, layer);
+}
+
 std::int64_t GptShard::activation_elements() const {
-  return static_cast<std::int64_t>(batch_) * cfg_.seq * cfg_.hidden;
+  return rows_l_ * cfg_.hidden;
 }
 
 const float* GptShard::output(int slot) const {
@@ -250,6 +279,20 @@ const float* GptShard::block_input(const Slot& s, int l) const {
   const int i = l - s_.first_layer;
   return i == 0 ? s.input.data() : s.blocks[static_cast<std::size_t>(i - 1)].res3.data();
 }
+
+namespace {
+// out[r, c] = x[r, c] + (y[r, c] + bias[c]) over rows x ch.
+void add_bias_residual(float* out, const float* x, const float* y, const float* bias,
+                       std::int64_t rows, int ch) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < ch; ++c) out[i * ch + c] = x[i * ch + c] + (y[i * ch + c] + bias[c]);
+}
+// db[c] += column sums of d[rows, ch].
+void bias_grad(float* db, const float* d, std::int64_t rows, int ch) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < ch; ++c) db[c] += d[i * ch + c];
+}
+}  // namespace
 
 float GptShard::forward(int slot, const float* params, const std::int32_t* tokens,
                         const float* input, const std::int32_t* targets) {
@@ -268,28 +311,39 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
             [&] { encoder_forward(s.input.data(), s.tokens.data(), wte, wpe, nb, seq, ch); });
     } else {
       // Vocabulary-parallel lookup: the rows of this rank's vocabulary, zero elsewhere, summed
-      // over the group; then the positions (held whole by every rank).
+      // over the group (reduce-scattered onto sequence shards under sequence parallelism); the
+      // positions, held whole by every rank, added once.
       const std::int32_t lo = s_.tp_rank * vocab_l_;
+      float* out_all = sp_ ? gath_.data() : s.input.data();
+      const bool add_positions = sp_ && s_.tp_rank == 0;
       timed("embedding", kEmbeddingLayer, false, 0, [&] {
         for (std::int64_t i = 0; i < rows; ++i) {
-          float* out = s.input.data() + i * ch;
+          float* out = out_all + i * ch;
           const std::int32_t tok = s.tokens[static_cast<std::size_t>(i)] - lo;
           if (tok >= 0 && tok < vocab_l_)
             std::copy(wte + static_cast<std::int64_t>(tok) * ch,
                       wte + static_cast<std::int64_t>(tok + 1) * ch, out);
           else
             std::fill(out, out + ch, 0.0f);
+          if (add_positions) {
+            const float* p = wpe + (i % seq) * ch;
+            for (int c = 0; c < ch; ++c) out[c] += p[c];
+          }
         }
       });
-      reduce(s.input.data(), rows * ch, false, "tp_all_reduce", kEmbeddingLayer);
-      for (std::int64_t i = 0; i < rows; ++i) {
-        float* out = s.input.data() + i * ch;
-        const float* p = wpe + (i % seq) * ch;
-        for (int c = 0; c < ch; ++c) out[c] += p[c];
+      if (sp_) {
+        scatter(gath_.data(), s.input.data(), "sp_reduce_scatter", kEmbeddingLayer);
+      } else {
+        reduce(s.input.data(), rows * ch, false, "tp_all_reduce", kEmbeddingLayer);
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float* out = s.input.data() + i * ch;
+          const float* p = wpe + (i % seq) * ch;
+          for (int c = 0; c < ch; ++c) out[c] += p[c];
+        }
       }
     }
   } else {
-    std::copy(input, input + rows * ch, s.input.data());
+    std::copy(input, input + rows_l_ * ch, s.input.data());
   }
   for (int l = s_.first_layer; l < s_.first_layer + s_.layers; ++l)
     forward_block(s, l, params + layout_.block(l).offset);
@@ -305,19 +359,33 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
 void GptShard::forward_block(Slot& s, int l, const float* block) {
   const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
   const int cl = hl_, nh = heads_l_;
-  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq;
+  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
   const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
   const double attn_flops = 2.0 * nb * seq * static_cast<double>(seq) * cl;
   const LocalBlock o(ch, s_.tp);
   const bool split = s_.tp > 1;
   BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
   const float* inp = block_input(s, l);
+  // Megatron's g: all-reduce the row-parallel partial sums (reduce-scatter them under sequence
+  // parallelism); then bias and residual on this rank's rows.
+  auto exit_region = [&](float* out, const float* x, const float* bias, std::string_view name) {
+    if (sp_) scatter(tmp_.data(), part_.data(), "sp_reduce_scatter", l);
+    if (!sp_) reduce(tmp_.data(), rows * ch, false, "tp_all_reduce", l);
+    timed(name, l, false, 0, [&] {
+      if (!split)
+        residual_forward(out, x, tmp_.data(), rows * ch);
+      else
+        add_bias_residual(out, x, sp_ ? part_.data() : tmp_.data(), bias, rl, ch);
+    });
+  };
   timed("norm_attn", l, false, 0, [&] {
     layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), inp,
-                      block + o.norm_attn_w, block + o.norm_attn_b, rows, ch);
+                      block + o.norm_attn_w, block + o.norm_attn_b, rl, ch);
   });
+  if (sp_) gather(a.ln1.data(), gath_.data(), "sp_all_gather", l);
+  const float* x1 = sp_ ? gath_.data() : a.ln1.data();
   timed("qkv", l, false, 2 * fn * fc * 3 * fcl, [&] {
-    matmul_forward(a.qkv.data(), a.ln1.data(), block + o.qkv_w, block + o.qkv_b, rows, ch, 3 * cl);
+    matmul_forward(a.qkv.data(), x1, block + o.qkv_w, block + o.qkv_b, rows, ch, 3 * cl);
   });
   timed("attn_scores", l, false, attn_flops,
         [&] { attention_scores_forward(a.att.data(), a.qkv.data(), nb, seq, cl, nh); });
@@ -325,29 +393,19 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
   timed("attn_values", l, false, attn_flops, [&] {
     attention_values_forward(a.atty.data(), a.att.data(), a.qkv.data(), nb, seq, cl, nh);
   });
-  // Row-parallel: partial sums, all-reduced (Megatron's g), then the bias once.
   timed("attn_out", l, false, 2 * fn * fcl * fc, [&] {
     matmul_forward(tmp_.data(), a.atty.data(), block + o.attn_out_w,
                    split ? nullptr : block + o.attn_out_b, rows, cl, ch);
   });
-  reduce(tmp_.data(), rows * ch, false, "tp_all_reduce", l);
-  auto residual_bias = [&](float* out, const float* x, const float* bias) {
-    if (!split) {
-      residual_forward(out, x, tmp_.data(), rows * ch);
-      return;
-    }
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (int c = 0; c < ch; ++c) out[i * ch + c] = x[i * ch + c] + (tmp_[i * ch + c] + bias[c]);
-  };
-  timed("attn_residual", l, false, 0,
-        [&] { residual_bias(a.res2.data(), inp, block + o.attn_out_b); });
+  exit_region(a.res2.data(), inp, block + o.attn_out_b, "attn_residual");
   timed("norm_mlp", l, false, 0, [&] {
     layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
-                      block + o.norm_mlp_w, block + o.norm_mlp_b, rows, ch);
+                      block + o.norm_mlp_w, block + o.norm_mlp_b, rl, ch);
   });
+  if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather", l);
+  const float* x2 = sp_ ? gath_.data() : a.ln2.data();
   timed("mlp_in", l, false, 2 * fn * fc * 4 * fcl, [&] {
-    matmul_forward(a.fch.data(), a.ln2.data(), block + o.mlp_in_w, block + o.mlp_in_b, rows, ch,
-                   4 * cl);
+    matmul_forward(a.fch.data(), x2, block + o.mlp_in_w, block + o.mlp_in_b, rows, ch, 4 * cl);
   });
   timed("mlp_act", l, false, 0,
         [&] { gelu_forward(a.fch_gelu.data(), a.fch.data(), 4 * rows * cl); });
@@ -355,9 +413,7 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
     matmul_forward(tmp_.data(), a.fch_gelu.data(), block + o.mlp_out_w,
                    split ? nullptr : block + o.mlp_out_b, rows, 4 * cl, ch);
   });
-  reduce(tmp_.data(), rows * ch, false, "tp_all_reduce", l);
-  timed("mlp_residual", l, false, 0,
-        [&] { residual_bias(a.res3.data(), a.res2.data(), block + o.mlp_out_b); });
+  exit_region(a.res3.data(), a.res2.data(), block + o.mlp_out_b, "mlp_residual");
 }
 
 float GptShard::forward_head(Slot& s, const float* wte, const float* lnf) {
@@ -365,12 +421,13 @@ float GptShard::forward_head(Slot& s, const float* wte, const float* lnf) {
   const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
   const float* x = s.blocks.back().res3.data();
   timed("final_norm", kHeadLayer, false, 0, [&] {
-    layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, lnf, lnf + ch, rows,
+    layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, lnf, lnf + ch, rows_l_,
                       ch);
   });
+  if (sp_) gather(s.lnf.data(), gath_.data(), "sp_all_gather", kHeadLayer);
+  const float* xf = sp_ ? gath_.data() : s.lnf.data();
   timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(rows) * ch * vl, [&] {
-    matmul_forward(s.probs.data(), s.lnf.data(), wte, static_cast<const float*>(nullptr), rows, ch,
-                   vl);
+    matmul_forward(s.probs.data(), xf, wte, static_cast<const float*>(nullptr), rows, ch, vl);
   });
   if (s_.tp == 1) {
     float loss = 0;
@@ -437,7 +494,7 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
     backward_head(s, params + w.offset, params + h.offset, grads + w.offset, grads + h.offset);
     done(h.offset);
   } else {
-    std::copy(d_output, d_output + rows * ch, dres_.data());
+    std::copy(d_output, d_output + rows_l_ * ch, dres_.data());
   }
   for (int l = s_.first_layer + s_.layers - 1; l >= s_.first_layer; --l) {
     const std::int64_t off = layout_.block(l).offset;
@@ -453,10 +510,14 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
         encoder_backward(d_wte, d_wpe, dres_.data(), s.tokens.data(), batch_, seq, ch);
       });
     } else {
+      // Every rank has the whole gradient of the lookup (gathered from the sequence shards
+      // under sequence parallelism): its vocabulary rows, and the positions whole.
+      if (sp_) gather(dres_.data(), dtmp_.data(), "sp_all_gather", kEmbeddingLayer);
+      const float* dall = sp_ ? dtmp_.data() : dres_.data();
       const std::int32_t lo = s_.tp_rank * vocab_l_;
       timed("embedding", kEmbeddingLayer, true, 0, [&] {
         for (std::int64_t i = 0; i < rows; ++i) {
-          const float* g = dres_.data() + i * ch;
+          const float* g = dall + i * ch;
           const std::int32_t tok = s.tokens[static_cast<std::size_t>(i)] - lo;
           if (tok >= 0 && tok < vocab_l_) {
             float* d = d_wte + static_cast<std::int64_t>(tok) * ch;
@@ -490,60 +551,85 @@ void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float*
       }
     });
   }
+  // Megatron re-gathers the LM head's input for its weight gradient.
+  if (sp_) gather(s.lnf.data(), gath_.data(), "sp_all_gather_wgrad", kHeadLayer);
+  const float* xf = sp_ ? gath_.data() : s.lnf.data();
   timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(rows) * ch * vl, [&] {
     zero(dln_);
-    matmul_backward(dln_.data(), d_wte, static_cast<float*>(nullptr), s.probs.data(), s.lnf.data(),
-                    wte, rows, ch, vl);
+    matmul_backward(dln_.data(), d_wte, static_cast<float*>(nullptr), s.probs.data(), xf, wte, rows,
+                    ch, vl);
   });
-  reduce(dln_.data(), rows * ch, false, "tp_all_reduce", kHeadLayer);
+  if (sp_)
+    scatter(dln_.data(), dln_s_.data(), "sp_reduce_scatter", kHeadLayer);
+  else
+    reduce(dln_.data(), rows * ch, false, "tp_all_reduce", kHeadLayer);
   timed("final_norm", kHeadLayer, true, 0, [&] {
     zero(dres_);
-    layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, dln_.data(), s.blocks.back().res3.data(),
-                       lnf, s.lnf_mean.data(), s.lnf_rstd.data(), rows, ch);
+    layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, sp_ ? dln_s_.data() : dln_.data(),
+                       s.blocks.back().res3.data(), lnf, s.lnf_mean.data(), s.lnf_rstd.data(),
+                       rows_l_, ch);
   });
 }
 
 void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block) {
   const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
   const int cl = hl_, nh = heads_l_;
-  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq;
+  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
   const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
   const double attn_flops = 4.0 * nb * seq * static_cast<double>(seq) * cl;
   const LocalBlock o(ch, s_.tp);
   const BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
   const float* inp = block_input(s, l);
-  timed("mlp_residual", l, true, 0, [&] {
-    zero(dtmp_);
-    residual_backward(dres_.data(), dtmp_.data(), dres_.data(), rows * ch);
-  });
+  // The residual's gradient into the region: whole rows, gathered from the sequence shards
+  // under sequence parallelism (the row-parallel bias's gradient from this rank's rows: the
+  // step all-reduces it over the group).
+  auto into_region = [&](std::string_view name, float* d_bias) {
+    timed(name, l, true, 0, [&] {
+      if (sp_) {
+        bias_grad(d_bias, dres_.data(), rl, ch);
+      } else {
+        zero(dtmp_);
+        residual_backward(dres_.data(), dtmp_.data(), dres_.data(), rows * ch);
+      }
+    });
+    if (sp_) gather(dres_.data(), dtmp_.data(), "sp_all_gather", l);
+  };
+  // Megatron's f, backward: the partial input gradients all-reduced (reduce-scattered onto
+  // the sequence shards).
+  auto out_of_region = [&] {
+    if (sp_)
+      scatter(dln_.data(), dln_s_.data(), "sp_reduce_scatter", l);
+    else
+      reduce(dln_.data(), rows * ch, false, "tp_all_reduce", l);
+    return sp_ ? dln_s_.data() : dln_.data();
+  };
+  into_region("mlp_residual", d_block + o.mlp_out_b);
   timed("mlp_out", l, true, 4 * fn * 4 * fcl * fc, [&] {
     zero(dfch_gelu_);
-    matmul_backward(dfch_gelu_.data(), d_block + o.mlp_out_w, d_block + o.mlp_out_b, dtmp_.data(),
-                    a.fch_gelu.data(), block + o.mlp_out_w, rows, 4 * cl, ch);
+    matmul_backward(dfch_gelu_.data(), d_block + o.mlp_out_w, sp_ ? nullptr : d_block + o.mlp_out_b,
+                    dtmp_.data(), a.fch_gelu.data(), block + o.mlp_out_w, rows, 4 * cl, ch);
   });
   timed("mlp_act", l, true, 0, [&] {
     zero(dfch_);
     gelu_backward(dfch_.data(), a.fch.data(), dfch_gelu_.data(), 4 * rows * cl);
   });
+  if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather_wgrad", l);
   timed("mlp_in", l, true, 4 * fn * fc * 4 * fcl, [&] {
     zero(dln_);
     matmul_backward(dln_.data(), d_block + o.mlp_in_w, d_block + o.mlp_in_b, dfch_.data(),
-                    a.ln2.data(), block + o.mlp_in_w, rows, ch, 4 * cl);
+                    sp_ ? gath_.data() : a.ln2.data(), block + o.mlp_in_w, rows, ch, 4 * cl);
   });
-  reduce(dln_.data(), rows * ch, false, "tp_all_reduce", l);  // Megatron's f, backward
+  const float* dln2 = out_of_region();
   timed("norm_mlp", l, true, 0, [&] {
-    layernorm_backward(dres_.data(), d_block + o.norm_mlp_w, d_block + o.norm_mlp_b, dln_.data(),
+    layernorm_backward(dres_.data(), d_block + o.norm_mlp_w, d_block + o.norm_mlp_b, dln2,
                        a.res2.data(), block + o.norm_mlp_w, a.ln2_mean.data(), a.ln2_rstd.data(),
-                       rows, ch);
+                       rl, ch);
   });
-  timed("attn_residual", l, true, 0, [&] {
-    zero(dtmp_);
-    residual_backward(dres_.data(), dtmp_.data(), dres_.data(), rows * ch);
-  });
+  into_region("attn_residual", d_block + o.attn_out_b);
   timed("attn_out", l, true, 4 * fn * fcl * fc, [&] {
     zero(datty_);
-    matmul_backward(datty_.data(), d_block + o.attn_out_w, d_block + o.attn_out_b, dtmp_.data(),
-                    a.atty.data(), block + o.attn_out_w, rows, cl, ch);
+    matmul_backward(datty_.data(), d_block + o.attn_out_w, sp_ ? nullptr : d_block + o.attn_out_b,
+                    dtmp_.data(), a.atty.data(), block + o.attn_out_w, rows, cl, ch);
   });
   timed("attn_values", l, true, attn_flops, [&] {
     zero(dqkv_);
@@ -555,15 +641,16 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
   timed("attn_scores", l, true, attn_flops, [&] {
     attention_scores_backward(dqkv_.data(), datt_.data(), a.qkv.data(), nb, seq, cl, nh);
   });
+  if (sp_) gather(a.ln1.data(), gath_.data(), "sp_all_gather_wgrad", l);
   timed("qkv", l, true, 4 * fn * fc * 3 * fcl, [&] {
     zero(dln_);
-    matmul_backward(dln_.data(), d_block + o.qkv_w, d_block + o.qkv_b, dqkv_.data(), a.ln1.data(),
-                    block + o.qkv_w, rows, ch, 3 * cl);
+    matmul_backward(dln_.data(), d_block + o.qkv_w, d_block + o.qkv_b, dqkv_.data(),
+                    sp_ ? gath_.data() : a.ln1.data(), block + o.qkv_w, rows, ch, 3 * cl);
   });
-  reduce(dln_.data(), rows * ch, false, "tp_all_reduce", l);
+  const float* dln1 = out_of_region();
   timed("norm_attn", l, true, 0, [&] {
-    layernorm_backward(dres_.data(), d_block + o.norm_attn_w, d_block + o.norm_attn_b, dln_.data(),
-                       inp, block + o.norm_attn_w, a.ln1_mean.data(), a.ln1_rstd.data(), rows, ch);
+    layernorm_backward(dres_.data(), d_block + o.norm_attn_w, d_block + o.norm_attn_b, dln1, inp,
+                       block + o.norm_attn_w, a.ln1_mean.data(), a.ln1_rstd.data(), rl, ch);
   });
 }
 

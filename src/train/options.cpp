@@ -88,10 +88,7 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   if (p.tp) o.tp = *p.tp;
   if (p.pp) o.pp = *p.pp;
   if (p.virtual_stages) o.vpp = *p.virtual_stages;
-  if (p.sequence_parallel && *p.sequence_parallel)
-    return Error{
-        "--sequence-parallel: the CPU trainer splits tensors but not yet sequences (tensor "
-        "parallelism without it is supported)"};
+  if (p.sequence_parallel) o.sequence_parallel = *p.sequence_parallel;
   if (p.schedule) o.schedule = *p.schedule;
   if (p.rank_order) o.rank_order = *p.rank_order;
   if (p.precision && *p.precision != Precision::fp32)
@@ -303,7 +300,13 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--gradient-accumulation-steps: expected global batch / (micro-batch x data-parallel "
         "ranks) = {}, got {}",
         g / per_step, o.grad_accum)};
-  if (model_parallel(o) || o.vpp != 1 || o.schedule)  // layers per stage, the schedule
+  if (o.sequence_parallel && o.tp > 1 && o.model.seq % o.tp != 0)
+    return Error{fmt::format(
+        "--sequence-parallel: expected a sequence length ({}) divisible by the tensor-parallel "
+        "size {}",
+        o.model.seq, o.tp)};
+  // Layers per stage, the schedule, sequence parallelism without TP: resolve_scenario's checks.
+  if (model_parallel(o) || o.vpp != 1 || o.schedule || o.sequence_parallel)
     if (Result<Scenario> sc = train_scenario(o, world); !sc.ok()) return sc.error();
   if (o.steps < 1)
     return Error{fmt::format("--steps: expected a positive integer, got {}", o.steps)};
@@ -382,6 +385,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   p.virtual_stages = o.vpp;
   if (o.schedule) p.schedule = *o.schedule;
   p.rank_order = o.rank_order;
+  p.sequence_parallel = o.sequence_parallel;
   // Ranks per node: as the rank count fits the system's nodes; a rank count the node size does
   // not divide runs as one node of that many ranks (the communication ops do not depend on it).
   const int gpn = system.node.gpus;

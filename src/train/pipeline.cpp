@@ -236,6 +236,7 @@ bool PipelineTrainer::setup() {
     s.layers = wc.layers;
     s.embedding = wc.virtual_stage == 0;
     s.head = wc.virtual_stage == last_vs;
+    s.sequence_parallel = o_.sequence_parallel;
     ChunkState ch;
     ch.virtual_stage = wc.virtual_stage;
     ch.model = std::make_unique<GptShard>(o_.model, s, o_.micro_batch, static_cast<int>(accum_));
@@ -272,6 +273,23 @@ bool PipelineTrainer::setup() {
                       });
           stream_.wait(tk);
         });
+    ch.model->set_sequence_comm([this](bool gather, const float* in, float* out, std::int64_t shard,
+                                       std::string_view name, int layer) {
+      const int count = static_cast<int>(shard);
+      const std::vector<int> counts(static_cast<std::size_t>(g_.tp), count);
+      std::vector<int> displs(counts.size());
+      for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = static_cast<int>(i) * count;
+      const double bytes = static_cast<double>(shard) * g_.tp * sizeof(float);
+      const std::uint64_t tk =
+          comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter,
+                  CommGroup::tensor, g_.tp, layer, bytes, [this, gather, in, out, counts, displs] {
+                    if (gather)
+                      comm::all_gather(in, out, counts, displs, MPI_FLOAT, tp_comm_);
+                    else
+                      comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, tp_comm_);
+                  });
+      stream_.wait(tk);
+    });
     ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
     chunks_.push_back(std::move(ch));
   }
@@ -398,6 +416,29 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
 
 void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   const int last_vs = g_.pp * v_ - 1;
+  // Sequence parallelism: the norms', row-parallel biases' and final norm's gradients are
+  // sums over this rank's sequence shard; one all-reduce over the group completes them.
+  if (o_.sequence_parallel && g_.tp > 1) {
+    auto packed = std::make_shared<std::vector<float>>();
+    for (const ChunkState& ch : chunks_)
+      for (const Range& r : ch.model->layout().sequence_parallel_partial())
+        packed->insert(packed->end(), ch.grads.begin() + r.offset,
+                       ch.grads.begin() + r.offset + r.size);
+    const int n = static_cast<int>(packed->size());
+    comm_op("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp, kNoLayer,
+            static_cast<double>(n) * sizeof(float), [this, packed, n] {
+              comm::all_reduce(MPI_IN_PLACE, packed->data(), n, MPI_FLOAT, MPI_SUM, tp_comm_);
+            });
+    stream_.drain();
+    std::size_t at = 0;
+    for (ChunkState& ch : chunks_)
+      for (const Range& r : ch.model->layout().sequence_parallel_partial()) {
+        std::copy(packed->begin() + static_cast<std::ptrdiff_t>(at),
+                  packed->begin() + static_cast<std::ptrdiff_t>(at + r.size),
+                  ch.grads.begin() + r.offset);
+        at += static_cast<std::size_t>(r.size);
+      }
+  }
   // The tied embedding: the first stage's word embedding and the last stage's copy get the sum
   // of both gradients (Megatron's embedding group).
   if (g_.pp > 1) {
@@ -463,6 +504,7 @@ nlohmann::json PipelineTrainer::manifest(std::int64_t step) const {
           {"pipeline_model_parallel_size", o_.pp},
           {"virtual_pipeline_stages", o_.vpp},
           {"rank_order", to_string(o_.rank_order)},
+          {"sequence_parallel", o_.sequence_parallel},
           {"seed", o_.seed},
           {"data_position", step * accum_ * g_.dp * o_.micro_batch},
           {"layers", o_.model.layers},
@@ -498,9 +540,10 @@ bool PipelineTrainer::resume() {
     CS_ASSIGN_OR_RETURN(nlohmann::json j, read_manifest(o_.checkpoint_dir));
     const std::int64_t step = j["step"].get<std::int64_t>();
     const nlohmann::json want = manifest(step);
-    for (const char* key : {"ranks", "strategy", "tensor_model_parallel_size",
-                            "pipeline_model_parallel_size", "virtual_pipeline_stages", "rank_order",
-                            "seed", "layers", "hidden", "heads", "vocab", "seq", "global_batch"})
+    for (const char* key :
+         {"ranks", "strategy", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+          "virtual_pipeline_stages", "rank_order", "sequence_parallel", "seed", "layers", "hidden",
+          "heads", "vocab", "seq", "global_batch"})
       if (!j.contains(key) || j[key] != want[key])
         return Error{fmt::format("--resume: {}: {} is {}, this run has {}",
                                  manifest_file(o_.checkpoint_dir), key,
@@ -660,9 +703,11 @@ int PipelineTrainer::report() {
               {"peak_resident", static_cast<double>(ru.ru_maxrss) * 1024}};
   r.per_rank = per_rank_;
   r.other_ranks_match = all == 1;
-  r.parallel = {{"tensor_model_parallel_size", g_.tp}, {"pipeline_model_parallel_size", g_.pp},
-                {"data_parallel_size", g_.dp},         {"virtual_pipeline_stages", v_},
-                {"schedule", to_string(schedule_)},    {"rank_order", to_string(o_.rank_order)}};
+  r.parallel = {
+      {"tensor_model_parallel_size", g_.tp},   {"pipeline_model_parallel_size", g_.pp},
+      {"data_parallel_size", g_.dp},           {"virtual_pipeline_stages", v_},
+      {"schedule", to_string(schedule_)},      {"sequence_parallel", o_.sequence_parallel},
+      {"rank_order", to_string(o_.rank_order)}};
   return print_report(r);
 }
 

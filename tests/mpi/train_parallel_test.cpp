@@ -56,6 +56,7 @@ TEST(TrainParallel, SameLossAsOneRankForEveryPlanAndSchedule) {
   };
   const Plan plans[] = {
       {2, "--tp 2"},
+      {2, "--tp 2 --sequence-parallel"},
       {2, "--pp 2 --schedule gpipe"},
       {2, "--pp 2 --schedule 1f1b"},
       {2, "--pp 2 --virtual-pipeline-stages 2"},  // interleaved 1F1B
@@ -66,6 +67,8 @@ TEST(TrainParallel, SameLossAsOneRankForEveryPlanAndSchedule) {
       {8, "--tp 2 --pp 2 --schedule 1f1b"},
       {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"},
       {8, "--tp 2 --pp 2 --rank-order tp-pp-dp"},
+      {8, "--tp 2 --pp 2 --sequence-parallel --schedule gpipe"},
+      {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2 --sequence-parallel"},
   };
   for (const Plan& p : plans) {
     // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
@@ -89,10 +92,12 @@ TEST(TrainParallel, EveryStageSendsWhatDescribeSays) {
     std::string flags;
   };
   const Plan plans[] = {{2, "--tp 2"},
+                        {2, "--tp 2 --sequence-parallel"},
                         {4, "--pp 4 --schedule gpipe"},
                         {4, "--tp 2 --pp 2"},
                         {8, "--tp 2 --pp 2"},
-                        {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"}};
+                        {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"},
+                        {8, "--tp 2 --pp 2 --sequence-parallel"}};
   for (const Plan& p : plans) {
     const std::string flags = " --model gpt2-tiny-cpu --system cpu-host --gpus " +
                               std::to_string(p.ranks) + " " + p.flags +
@@ -218,7 +223,8 @@ TEST(TrainParallel, PipelineSchedulesRunInTheirDefinedOrder) {
 // Killed after the step-5 checkpoint, resumed: exactly the losses of the uninterrupted run,
 // under TP 2 x PP 2 (each rank's shard of its stage) and interleaved PP.
 TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
-  for (const std::string plan : {"--tp 2 --pp 2", "--pp 2 --virtual-pipeline-stages 2"}) {
+  for (const std::string plan :
+       {"--tp 2 --pp 2 --sequence-parallel", "--pp 2 --virtual-pipeline-stages 2"}) {
     const int ranks = plan.find("--tp 2") != std::string::npos ? 4 : 2;
     const std::string dir = commscope::testing::scratch() + "train_ckpt_mp" + std::to_string(ranks);
     std::filesystem::remove_all(dir);
@@ -252,21 +258,24 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
     std::string args, expect;
   };
   const Case cases[] = {
-      {2, "--layers 4 --heads 4 --tp 3",
+      {2, "--seq-length 16 --layers 4 --heads 4 --tp 3",
        "--tensor-model-parallel-size: expected a divisor of the rank count 2, got 3"},
-      {2, "--layers 4 --heads 4 --tp 2 --pp 2",
+      {2, "--seq-length 16 --layers 4 --heads 4 --tp 2 --pp 2",
        "--pipeline-model-parallel-size: expected TP x PP to divide"},
-      {4, "--layers 4 --heads 2 --tp 4", "--tensor-model-parallel-size"},
-      {2, "--layers 3 --heads 4 --pp 2", "--pipeline-model-parallel-size"},
-      {2, "--layers 4 --heads 4 --tp 2 --zero 1",
+      {4, "--seq-length 16 --layers 4 --heads 2 --tp 4", "--tensor-model-parallel-size"},
+      {2, "--seq-length 16 --layers 3 --heads 4 --pp 2", "--pipeline-model-parallel-size"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --tp 2 --zero 1",
        "--zero: expected 0 with tensor or pipeline parallelism"},
-      {2, "--layers 4 --heads 4 --tp 2 --sequence-parallel", "--sequence-parallel"},
-      {2, "--layers 4 --heads 4 --virtual-pipeline-stages 2", "--virtual-pipeline-stages"},
+      {2, "--layers 4 --heads 4 --tp 2 --seq-length 15 --sequence-parallel",
+       "--sequence-parallel: expected a sequence length (15) divisible"},
+      {4, "--seq-length 16 --layers 4 --heads 4 --tp 2 --global-batch-size 3",
+       "--global-batch-size: expected a multiple of micro-batch x data-parallel ranks = 1 x 2 = "
+       "2, got 3"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --virtual-pipeline-stages 2",
+       "--virtual-pipeline-stages"},
   };
   for (const Case& c : cases) {
-    Outcome o =
-        train(c.ranks,
-              " --hidden 64 --vocab 256 --seq-length 16 --micro-batch-size 1 --steps 1 " + c.args);
+    Outcome o = train(c.ranks, " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " + c.args);
     EXPECT_EQ(o.status, 2) << c.args << ": " << o.err;
     EXPECT_NE(o.err.find(c.expect), std::string::npos) << c.args << ": " << o.err;
     EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << c.args << ": " << o.err;

@@ -63,8 +63,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     const double d = std::abs(static_cast<double>(got[i]) - want[i]) / (1e-3 + std::abs(want[i]));
     if (d > worst) worst = d, at = i;
   }
-  EXPECT_LT(worst, tol) << what << ": element " << at << " got " << got[at] << " want "
-                        << want[at];
+  EXPECT_LT(worst, tol) << what << ": element " << at << " got " << got[at] << " want " << want[at];
 }
 
 TEST(GptShard, OneShardOfEverythingIsTheModel) {
@@ -84,8 +83,10 @@ TEST(GptShard, OneShardOfEverythingIsTheModel) {
 }
 
 // Two tensor-parallel ranks on two threads: each all-reduce sums (or takes the maximum of) the
-// two ranks' buffers.
-TEST(GptShard, TwoTensorParallelShardsGiveTheModelsLossAndGradients) {
+// two ranks' buffers; with sequence parallelism the gathers and reduce-scatters go the same
+// way, and the norms' and row-parallel biases' partial gradients are summed at the end.
+void two_tensor_parallel_shards(bool sequence_parallel) {
+  SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "tensor parallel");
   const GptConfig c = small();
   const Reference r = reference(c, 2);
   constexpr int kTp = 2;
@@ -100,7 +101,22 @@ TEST(GptShard, TwoTensorParallelShardsGiveTheModelsLossAndGradients) {
     s.tp = kTp;
     s.tp_rank = t;
     s.layers = c.layers;
+    s.sequence_parallel = sequence_parallel;
     GptShard m(c, s, 2, 1);
+    m.set_sequence_comm([&, t](bool gather, const float* in, float* out, std::int64_t shard,
+                               std::string_view, int) {
+      ++calls[t];
+      posted[t] = const_cast<float*>(in);
+      sync.arrive_and_wait();
+      if (gather) {
+        for (int o = 0; o < kTp; ++o) std::copy(posted[o], posted[o] + shard, out + o * shard);
+      } else {
+        std::fill(out, out + shard, 0.0f);
+        for (int o = 0; o < kTp; ++o)
+          for (std::int64_t i = 0; i < shard; ++i) out[i] += posted[o][t * shard + i];
+      }
+      sync.arrive_and_wait();
+    });
     m.set_all_reduce([&, t](float* data, std::int64_t n, bool max, std::string_view, int) {
       ++calls[t];
       posted[t] = data;
@@ -120,6 +136,16 @@ TEST(GptShard, TwoTensorParallelShardsGiveTheModelsLossAndGradients) {
     grads[t].assign(p.size(), 0.0f);
     losses[t] = m.forward(0, p.data(), r.tok.data(), nullptr, r.tgt.data());
     m.backward(0, p.data(), grads[t].data(), nullptr);
+    if (sequence_parallel) {  // the step's all-reduce of the partial gradients
+      for (const Range& r : m.layout().sequence_parallel_partial()) {
+        posted[t] = grads[t].data() + r.offset;
+        sync.arrive_and_wait();
+        std::vector<float> sum(posted[0], posted[0] + r.size);
+        for (std::int64_t i = 0; i < r.size; ++i) sum[static_cast<std::size_t>(i)] += posted[1][i];
+        sync.arrive_and_wait();
+        std::copy(sum.begin(), sum.end(), grads[t].begin() + r.offset);
+      }
+    }
     full_slice[t].assign(p.size(), 0.0f);
     m.layout().from_full(r.grads.data(), full_slice[t].data());
   };
@@ -129,10 +155,22 @@ TEST(GptShard, TwoTensorParallelShardsGiveTheModelsLossAndGradients) {
   for (int t = 0; t < kTp; ++t) {
     EXPECT_NEAR(losses[t], r.loss, 1e-5) << t;
     expect_close(grads[t], full_slice[t], 1e-3, t == 0 ? "rank 0 gradients" : "rank 1 gradients");
-    // The embedding, 2 per block and the head forward (1 + 4 + 3 cross-entropy), 2 per block
-    // and the head backward (4 + 1): the workload's tensor-parallel all-reduces.
-    EXPECT_EQ(calls[t], 1 + 2 * c.layers + 3 + 2 * c.layers + 1) << t;
+    // The workload's tensor-parallel collectives. Without sequence parallelism: forward the
+    // embedding's, 2 per block, the cross-entropy's 3; backward 2 per block and the head's:
+    // 4L + 5. With it: forward the embedding's reduce-scatter, 4 per block (gather, scatter,
+    // gather, scatter), the head's gather and the 3 cross-entropy all-reduces; backward the
+    // head's re-gather and scatter, 6 per block (gather into each region, re-gather each
+    // column-parallel GEMM's input, scatter out of each), the embedding's gather: 10L + 8.
+    EXPECT_EQ(calls[t], sequence_parallel ? 10 * c.layers + 8 : 4 * c.layers + 5) << t;
   }
+}
+
+TEST(GptShard, TwoTensorParallelShardsGiveTheModelsLossAndGradients) {
+  two_tensor_parallel_shards(false);
+}
+
+TEST(GptShard, TwoSequenceParallelShardsGiveTheModelsLossAndGradients) {
+  two_tensor_parallel_shards(true);
 }
 
 // Two pipeline chunks, run one after the other: the first's output is the second's input, the
@@ -163,8 +201,8 @@ TEST(GptShard, TwoPipelineChunksGiveTheModelsLossAndGradients) {
   ASSERT_EQ(we.size, copy.size);
   ASSERT_GT(we.size, 0);
   for (std::int64_t i = 0; i < we.size; ++i) {
-    const float sum = ga[static_cast<std::size_t>(we.offset + i)] +
-                      gb[static_cast<std::size_t>(copy.offset + i)];
+    const float sum =
+        ga[static_cast<std::size_t>(we.offset + i)] + gb[static_cast<std::size_t>(copy.offset + i)];
     ga[static_cast<std::size_t>(we.offset + i)] = gb[static_cast<std::size_t>(copy.offset + i)] =
         sum;
   }

@@ -21,6 +21,10 @@ struct ShardSpec {
   int first_layer = 0, layers = 0;  // blocks [first_layer, first_layer + layers)
   bool embedding = true;            // the first chunk: word and position embeddings
   bool head = true;                 // the last chunk: final norm and the (tied) LM head
+  // Megatron's sequence parallelism (tp > 1): outside the tensor-parallel regions (norms,
+  // residuals, the stream between blocks and stages) each rank holds batch x seq / tp rows;
+  // the regions' entries all-gather them, their exits reduce-scatter.
+  bool sequence_parallel = false;
 };
 
 // heads, vocab divisible by tp; blocks within the model. The error names the field.
@@ -50,6 +54,9 @@ class ShardLayout {
   // Ranges every tensor-parallel rank holds whole (norms, row-parallel biases, wpe, lnf): a
   // global norm counts them once.
   const std::vector<Range>& replicated() const { return replicated_; }
+  // The replicated ranges whose gradients are partial sums under sequence parallelism (norms,
+  // row-parallel biases, lnf: all but wpe), all-reduced over the group at the step.
+  std::vector<Range> sequence_parallel_partial() const;
   // The shard's values from the full model's buffer (ParamLayout order): parameters or
   // gradients.
   void from_full(const float* full, float* shard) const;
@@ -80,6 +87,13 @@ class GptShard {
   const ShardSpec& spec() const { return s_; }
   void set_observer(OpObserver o) { observer_ = std::move(o); }
   void set_all_reduce(AllReduce f) { all_reduce_ = std::move(f); }
+  // Sequence parallelism: gather = true all-gathers `shard` elements from every rank into
+  // `out` (tp x shard, in rank order); false reduce-scatters `in` (tp x shard) and leaves
+  // this rank's block of the sum in `out`. Names "sp_all_gather", "sp_all_gather_wgrad",
+  // "sp_reduce_scatter".
+  using SequenceComm = std::function<void(bool gather, const float* in, float* out,
+                                          std::int64_t shard, std::string_view name, int layer)>;
+  void set_sequence_comm(SequenceComm f) { sequence_ = std::move(f); }
 
   // Forward of one micro-batch into activation slot `slot`. The first chunk reads tokens
   // [batch, seq]; the others `input` [batch, seq, hidden] (copied). The last chunk returns the
@@ -87,7 +101,8 @@ class GptShard {
   float forward(int slot, const float* params, const std::int32_t* tokens, const float* input,
                 const std::int32_t* targets);
   const float* output(int slot) const;
-  std::int64_t activation_elements() const;  // batch x seq x hidden
+  // batch x seq x hidden (/ tp under sequence parallelism): what crosses a stage boundary.
+  std::int64_t activation_elements() const;
 
   // Backward of the slot's forward (one backward per forward), accumulating (+=) into grads.
   // d_output: dL/d output for a chunk that is not the last (ignored on the last). on_done(k)
@@ -112,6 +127,8 @@ class GptShard {
   template <class F>
   void timed(std::string_view name, int layer, bool backward, double flops, F&& f);
   void reduce(float* data, std::int64_t n, bool max, std::string_view name, int layer);
+  void gather(const float* shard, float* full, std::string_view name, int layer);
+  void scatter(const float* full, float* shard, std::string_view name, int layer);
   void forward_block(Slot& s, int l, const float* block);
   void backward_block(Slot& s, int l, const float* block, float* d_block);
   float forward_head(Slot& s, const float* wte, const float* lnf);
@@ -125,7 +142,11 @@ class GptShard {
   int hl_, heads_l_, vocab_l_;  // local: h/t, heads/t, V/t
   OpObserver observer_;
   AllReduce all_reduce_;
+  SequenceComm sequence_;
+  bool sp_ = false;
+  std::int64_t rows_l_ = 0;  // rows of the residual stream on this rank
   std::vector<Slot> slots_;
+  std::vector<float> gath_, part_, dln_s_;  // sequence parallelism: gathered, scattered rows
   std::vector<float> dres_, dtmp_, dln_, dqkv_, datt_, datty_, dfch_, dfch_gelu_, tmp_;
 };
 

@@ -41,6 +41,7 @@ struct TrainOptions {
   int tp = 1, pp = 1, vpp = 1;
   std::optional<Schedule> schedule;
   RankOrder rank_order = RankOrder::tp_dp_pp;
+  bool sequence_parallel = false;      // Megatron's, with tp > 1
   int micro_batch = 4;                 // sequences per rank per micro-batch
   std::int64_t global_batch = 0;       // sequences per step (0: micro_batch x ranks x accum)
   std::int64_t grad_accum = 0;         // micro-batches per step (0: from the global batch)
