@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -92,8 +93,21 @@ class PipelineTrainer {
   void run_schedule(std::int64_t step, double* loss_sum);
   void optimizer_step(std::int64_t step, double* grad_norm);
   void record_compute(const OpRecord& r);
+  // kind: what the call is for the causal split (attribute_waits). peer/tag: a send's
+  // destination or a receive's source (pipeline ranks) and the message's tag.
+  enum class Kind : std::uint8_t { collective, outside, send, recv };
   std::uint64_t comm_op(std::string_view name, Collective c, CommGroup g, int group_size, int layer,
-                        double bytes, std::function<void()> call, bool outside_workload = false);
+                        double bytes, std::function<void()> call, bool outside_workload = false,
+                        int peer = -1, int tag = -1);
+  // After a step (stream idle): the time each of this step's calls waited for its peers, from
+  // every group member's entry times (a collective can start when the last one enters) and
+  // the senders' post times (a receive can complete once its message was sent). Moves that
+  // wait out of the call's causal duration into Event::wait.
+  void attribute_waits(std::size_t first);
+  struct CommMeta {
+    Kind kind;
+    int peer, tag;
+  };
   std::int64_t first_sequence(std::int64_t step, int mb) const {
     const std::int64_t global = accum_ * g_.dp * o_.micro_batch;
     return (step - 1) * global + static_cast<std::int64_t>(mb) * o_.micro_batch * g_.dp +
@@ -129,6 +143,7 @@ class PipelineTrainer {
   std::vector<std::shared_ptr<std::vector<float>>> send_buffers_;
   Timeline tl_;
   std::vector<Event> compute_events_, comm_events_, task_events_;
+  std::vector<CommMeta> comm_meta_;  // beside comm_events_ (the stream thread's)
   MeasuredComm measured_;
   std::vector<CommVolume> expected_;
   std::vector<StepRow> rows_;
@@ -153,33 +168,39 @@ void PipelineTrainer::record_compute(const OpRecord& r) {
 
 std::uint64_t PipelineTrainer::comm_op(std::string_view name, Collective c, CommGroup g,
                                        int group_size, int layer, double bytes,
-                                       std::function<void()> call, bool outside_workload) {
+                                       std::function<void()> call, bool outside_workload, int peer,
+                                       int tag) {
   const std::uint32_t nm = tl_.intern(name);  // main thread: the stream must not intern
   const std::int32_t mb = microbatch_;
-  return stream_.submit(
-      [this, c, g, group_size, layer, bytes, call = std::move(call), nm, mb, outside_workload] {
-        Event e;
-        e.rank = me_;
-        e.stream = 1;
-        e.start = Gpt::now() - t0_;
-        call();
-        e.dur = Gpt::now() - t0_ - e.start;
-        e.kind = EventKind::comm;
-        e.has_collective = true;
-        e.collective = c;
-        e.group = g;
-        e.group_size = group_size;
-        e.name = nm;
-        e.layer = layer;
-        e.microbatch = mb;
-        e.bytes = bytes;
-        comm_events_.push_back(e);
-        if (!outside_workload) {
-          auto& m = measured_[{g, c}];
-          m.first += 1;
-          m.second += bytes;
-        }
-      });
+  return stream_.submit([this, c, g, group_size, layer, bytes, call = std::move(call), nm, mb,
+                         outside_workload, peer, tag] {
+    Event e;
+    e.rank = me_;
+    e.stream = 1;
+    e.start = Gpt::now() - t0_;
+    call();
+    e.dur = Gpt::now() - t0_ - e.start;
+    e.kind = EventKind::comm;
+    e.has_collective = true;
+    e.collective = c;
+    e.group = g;
+    e.group_size = group_size;
+    e.name = nm;
+    e.layer = layer;
+    e.microbatch = mb;
+    e.bytes = bytes;
+    comm_events_.push_back(e);
+    const Kind k = outside_workload        ? Kind::outside
+                   : c == Collective::send ? Kind::send
+                   : c == Collective::recv ? Kind::recv
+                                           : Kind::collective;
+    comm_meta_.push_back({k, peer, tag});
+    if (!outside_workload) {
+      auto& m = measured_[{g, c}];
+      m.first += 1;
+      m.second += bytes;
+    }
+  });
 }
 
 bool PipelineTrainer::setup() {
@@ -324,12 +345,13 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       if (vs > 0) {  // the activation from the previous stage
         in.resize(static_cast<std::size_t>(n));
         float* dst = in.data();
-        stream_.wait(comm_op("pp_recv_activation", Collective::recv, CommGroup::pipeline, 2,
-                             s.first_layer, bytes, [this, dst, n, prev, vs, mb] {
-                               CS_MPI_CHECK(MPI_Recv(dst, static_cast<int>(n), MPI_FLOAT, prev,
-                                                     tag(vs, mb, false), pp_comm_,
-                                                     MPI_STATUS_IGNORE));
-                             }));
+        stream_.wait(comm_op(
+            "pp_recv_activation", Collective::recv, CommGroup::pipeline, 2, s.first_layer, bytes,
+            [this, dst, n, prev, vs, mb] {
+              CS_MPI_CHECK(MPI_Recv(dst, static_cast<int>(n), MPI_FLOAT, prev, tag(vs, mb, false),
+                                    pp_comm_, MPI_STATUS_IGNORE));
+            },
+            false, prev, tag(vs, mb, false)));
       }
       const std::int64_t first = first_sequence(step, mb);
       if (s.embedding || s.head)
@@ -340,26 +362,31 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       if (s.head && g_.t == 0) *loss_sum += loss;
       if (vs < last_vs) {
         auto buf = std::make_shared<std::vector<float>>(m.output(mb), m.output(mb) + n);
-        comm_op("pp_send_activation", Collective::send, CommGroup::pipeline, 2,
-                s.first_layer + s.layers - 1, bytes, [this, buf, n, next, vs, mb] {
-                  MPI_Request r;
-                  CS_MPI_CHECK(MPI_Isend(buf->data(), static_cast<int>(n), MPI_FLOAT, next,
-                                         tag(vs + 1, mb, false), pp_comm_, &r));
-                  pending_sends_.push_back(r);
-                  send_buffers_.push_back(buf);
-                });
+        comm_op(
+            "pp_send_activation", Collective::send, CommGroup::pipeline, 2,
+            s.first_layer + s.layers - 1, bytes,
+            [this, buf, n, next, vs, mb] {
+              MPI_Request r;
+              CS_MPI_CHECK(MPI_Isend(buf->data(), static_cast<int>(n), MPI_FLOAT, next,
+                                     tag(vs + 1, mb, false), pp_comm_, &r));
+              pending_sends_.push_back(r);
+              send_buffers_.push_back(buf);
+            },
+            false, next, tag(vs + 1, mb, false));
       }
     } else {
       std::vector<float> dout;
       if (vs < last_vs) {  // the gradient from the next stage
         dout.resize(static_cast<std::size_t>(n));
         float* dst = dout.data();
-        stream_.wait(comm_op("pp_recv_gradient", Collective::recv, CommGroup::pipeline, 2,
-                             s.first_layer + s.layers - 1, bytes, [this, dst, n, next, vs, mb] {
-                               CS_MPI_CHECK(MPI_Recv(dst, static_cast<int>(n), MPI_FLOAT, next,
-                                                     tag(vs, mb, true), pp_comm_,
-                                                     MPI_STATUS_IGNORE));
-                             }));
+        stream_.wait(comm_op(
+            "pp_recv_gradient", Collective::recv, CommGroup::pipeline, 2,
+            s.first_layer + s.layers - 1, bytes,
+            [this, dst, n, next, vs, mb] {
+              CS_MPI_CHECK(MPI_Recv(dst, static_cast<int>(n), MPI_FLOAT, next, tag(vs, mb, true),
+                                    pp_comm_, MPI_STATUS_IGNORE));
+            },
+            false, next, tag(vs, mb, true)));
       }
       // DDP: the chunk's buckets on its last micro-batch, each as soon as its gradients are.
       const bool buckets = g_.dp > 1 && mb == ch.last_backward_mb;
@@ -380,14 +407,16 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       });
       if (vs > 0) {
         auto buf = std::make_shared<std::vector<float>>(m.input_grad(), m.input_grad() + n);
-        comm_op("pp_send_gradient", Collective::send, CommGroup::pipeline, 2, s.first_layer, bytes,
-                [this, buf, n, prev, vs, mb] {
-                  MPI_Request r;
-                  CS_MPI_CHECK(MPI_Isend(buf->data(), static_cast<int>(n), MPI_FLOAT, prev,
-                                         tag(vs - 1, mb, true), pp_comm_, &r));
-                  pending_sends_.push_back(r);
-                  send_buffers_.push_back(buf);
-                });
+        comm_op(
+            "pp_send_gradient", Collective::send, CommGroup::pipeline, 2, s.first_layer, bytes,
+            [this, buf, n, prev, vs, mb] {
+              MPI_Request r;
+              CS_MPI_CHECK(MPI_Isend(buf->data(), static_cast<int>(n), MPI_FLOAT, prev,
+                                     tag(vs - 1, mb, true), pp_comm_, &r));
+              pending_sends_.push_back(r);
+              send_buffers_.push_back(buf);
+            },
+            false, prev, tag(vs - 1, mb, true));
       }
     }
     // The task as a range on its own track (Megatron's forward-/backward-step ranges):
@@ -412,6 +441,74 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
     send_buffers_.clear();
   });
   stream_.drain();
+}
+
+void PipelineTrainer::attribute_waits(std::size_t first) {
+  const std::size_t end = comm_events_.size();
+  // Collectives: per group, this step's calls in program order; every member made the same
+  // calls (checked: the counts are compared first), so call k could start when the last member
+  // entered it. Clocks: steady_clock, shared by the ranks of one machine (across machines the
+  // wait is only as good as their clocks' agreement).
+  auto collectives = [&](CommGroup g, MPI_Comm comm) {
+    if (comm == MPI_COMM_NULL) return;
+    int size = 1;
+    CS_MPI_CHECK(MPI_Comm_size(comm, &size));
+    if (size < 2) return;
+    std::vector<std::size_t> idx;
+    std::vector<double> entry;
+    for (std::size_t i = first; i < end; ++i)
+      if (comm_meta_[i].kind == Kind::collective && comm_events_[i].group == g) {
+        idx.push_back(i);
+        entry.push_back(comm_events_[i].start + t0_);  // absolute: every rank's t0 differs
+      }
+    int n = static_cast<int>(entry.size()), lo = 0, hi = 0;
+    CS_MPI_CHECK(MPI_Allreduce(&n, &lo, 1, MPI_INT, MPI_MIN, comm));
+    CS_MPI_CHECK(MPI_Allreduce(&n, &hi, 1, MPI_INT, MPI_MAX, comm));
+    if (lo != hi || n == 0) return;
+    const auto un = static_cast<std::size_t>(n);
+    std::vector<double> all(un * static_cast<std::size_t>(size));
+    CS_MPI_CHECK(MPI_Allgather(entry.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, comm));
+    for (std::size_t k = 0; k < un; ++k) {
+      double last = entry[k];
+      for (std::size_t r = 0; r < static_cast<std::size_t>(size); ++r)
+        last = std::max(last, all[r * un + k]);
+      Event& e = comm_events_[idx[k]];
+      const double w = std::clamp(last - entry[k], 0.0, e.dur);
+      e.wait = w, e.start += w, e.dur -= w;
+    }
+  };
+  collectives(CommGroup::tensor, tp_comm_);
+  collectives(CommGroup::data, dp_comm_);
+  collectives(CommGroup::embedding, emb_comm_);
+  if (g_.pp < 2) return;
+  // Receives: the message could arrive once its sender posted it. Every send of the step as
+  // (source, destination, tag, time), gathered over the pipeline group.
+  std::vector<double> mine;
+  for (std::size_t i = first; i < end; ++i)
+    if (comm_meta_[i].kind == Kind::send)
+      mine.insert(mine.end(),
+                  {static_cast<double>(g_.p), static_cast<double>(comm_meta_[i].peer),
+                   static_cast<double>(comm_meta_[i].tag), comm_events_[i].start + t0_});
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(g_.pp)), displs(lens.size());
+  CS_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, pp_comm_));
+  int total = 0;
+  for (std::size_t r = 0; r < lens.size(); ++r) displs[r] = total, total += lens[r];
+  std::vector<double> sends(static_cast<std::size_t>(total));
+  CS_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_DOUBLE, sends.data(), lens.data(),
+                              displs.data(), MPI_DOUBLE, pp_comm_));
+  std::map<std::pair<int, int>, double> posted;  // (source, tag) -> time, sends to this stage
+  for (std::size_t k = 0; k + 3 < sends.size(); k += 4)
+    if (static_cast<int>(sends[k + 1]) == g_.p)
+      posted[{static_cast<int>(sends[k]), static_cast<int>(sends[k + 2])}] = sends[k + 3];
+  for (std::size_t i = first; i < end; ++i) {
+    if (comm_meta_[i].kind != Kind::recv) continue;
+    const auto it = posted.find({comm_meta_[i].peer, comm_meta_[i].tag});
+    if (it == posted.end()) continue;
+    Event& e = comm_events_[i];
+    const double w = std::clamp(it->second - (e.start + t0_), 0.0, e.dur);
+    e.wait = w, e.start += w, e.dur -= w;
+  }
 }
 
 void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
@@ -590,6 +687,7 @@ Status PipelineTrainer::train() {
         true);
     stream_.drain();
     const double te = Gpt::now() - t0_;
+    attribute_waits(first_comm);
     std::vector<Event> evs(compute_events_.begin() + static_cast<std::ptrdiff_t>(first_compute),
                            compute_events_.end());
     evs.insert(evs.end(), comm_events_.begin() + static_cast<std::ptrdiff_t>(first_comm),

@@ -251,6 +251,28 @@ TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
   }
 }
 
+// The profiler's view beside the causal one: each call's wait for its peers (the last
+// member's entry into a collective, a receive's sender posting the message) is moved out of
+// the causal time, so the profiler's communication (entry to return) is never below the
+// causal one, by group and in all, on every step; and the communication still matches.
+TEST(TrainParallel, ProfilerViewHoldsTheWaitsTheCausalViewLeavesOut) {
+  Outcome o = train(4, kModel + " --global-batch-size 8 --steps 4 --warmup 1 --tp 2 --pp 2");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_TRUE(j["communication_matches_workload"].get<bool>());
+  for (const auto& step : j["steps"]) {
+    const auto& b = step["breakdown"];
+    EXPECT_GE(b["profiler_comm_s"].get<double>(), b["comm_s"].get<double>() - 1e-12);
+    EXPECT_LE(b["profiler_comm_s"].get<double>(), b["wall_s"].get<double>() + 1e-9);
+    for (const char* g : {"tensor", "pipeline", "embedding"}) {
+      ASSERT_TRUE(b["comm_by_group"].contains(g)) << g;
+      const auto& share = b["comm_by_group"][g];
+      EXPECT_GE(share["profiler_s"].get<double>(), share["total_s"].get<double>() - 1e-12) << g;
+      EXPECT_GT(share["profiler_s"].get<double>(), 0) << g;
+    }
+  }
+}
+
 // Plans the trainer cannot run are one line naming the flag, status 2.
 TEST(TrainParallel, BadPlansAreOneLineErrors) {
   struct Case {

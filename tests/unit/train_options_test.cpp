@@ -73,7 +73,6 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--fp16"}, "--precision"},
            {{"--precision", "bf16"}, "--precision"},
            {{"--recompute-granularity", "full"}, "--recompute-granularity"},
-           {{"--sequence-parallel"}, "--sequence-parallel"},
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
            {{"--zero", "0,1"}, "combinations"}}) {
     auto o = parse(args, nullptr);
