@@ -273,6 +273,27 @@ TEST(TrainParallel, ProfilerViewHoldsTheWaitsTheCausalViewLeavesOut) {
   }
 }
 
+// --emulate compares a model-parallel run across emulated networks as it does DDP (as root):
+// one run per profile, each with its communication equal to the workload's, then the table.
+TEST(TrainParallel, EmulatedNetworksCompareAModelParallelRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  Outcome o = commscope::testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " train --ranks 4 --tp 2 --pp 2 --layers 4 --hidden 64 --vocab 256 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --steps 3 --warmup 1 "
+      "--emulate tcp-10g,nodes=2 --emulate rdma-100g,nodes=2");
+  ASSERT_EQ(o.status, 0) << o.err;
+  std::size_t matches = 0;
+  for (std::size_t at = 0; (at = o.out.find("equals the workload's", at)) != std::string::npos;
+       ++at)
+    ++matches;
+  EXPECT_EQ(matches, 2u) << o.out;
+  const std::size_t table = o.out.find("# profile");
+  ASSERT_NE(table, std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("tcp-10g,nodes=2", table), std::string::npos);
+  EXPECT_NE(o.out.find("rdma-100g,nodes=2", table), std::string::npos);
+}
+
 // Plans the trainer cannot run are one line naming the flag, status 2.
 TEST(TrainParallel, BadPlansAreOneLineErrors) {
   struct Case {
