@@ -1,6 +1,7 @@
 // The trainer's options and the checks that run before MPI starts (options.h). No MPI here.
 #include "commscope/train/options.h"
 
+#include "commscope/sim/simulator.h"
 #include "commscope/train/checkpoint.h"
 #include "commscope/util/input_file.h"
 
@@ -150,6 +151,26 @@ Status check_ranks(int ranks) {
   return ok_status();
 }
 
+int activations_in_flight(const TrainOptions& o, int world, int stage) {
+  const int dp = data_parallel(o, world);
+  const std::int64_t m =
+      std::max<std::int64_t>(global_batch(o, world) / (std::int64_t{o.micro_batch} * dp), 1);
+  if (o.pp <= 1 || m > (1 << 20)) return 1;
+  const Schedule s = o.schedule.value_or(o.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b);
+  const auto order = pipeline_order(s, o.pp, o.vpp, static_cast<int>(m));
+  int most = 1;
+  for (int p = 0; p < o.pp; ++p) {
+    if (stage >= 0 && p != stage) continue;
+    std::vector<int> open(static_cast<std::size_t>(o.vpp), 0);
+    for (const PipelineTask& t : order[static_cast<std::size_t>(p)]) {
+      int& k = open[static_cast<std::size_t>(t.chunk)];
+      k += t.backward ? -1 : 1;
+      most = std::max(most, k);
+    }
+  }
+  return most;
+}
+
 int data_parallel(const TrainOptions& o, int world) {
   const int mp = std::max(o.tp, 1) * std::max(o.pp, 1);
   return std::max(world / mp, 1);
@@ -208,15 +229,14 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
   const GptConfig& c = o.model;
   if (model_parallel(o)) {
     // A stage's shard: its blocks split over TP, the embedding and the tied copy, DDP's 4
-    // floats per parameter; activations of every micro-batch of the step in flight (GPipe's
-    // worst case), the logits split over TP; setup holds the whole initialisation once.
+    // floats per parameter; activations of the micro-batches the schedule holds at once (all
+    // of them under GPipe, at most PP under 1F1B), the logits split over TP; setup holds the
+    // whole initialisation once.
     const double t = std::max(o.tp, 1), stages = std::max(o.pp, 1);
     const double h = c.hidden, v = c.vocab, b = o.micro_batch, s = c.seq;
     const double l = std::ceil(c.layers / stages);
     const double P = l * (12 * h * h / t + 13 * h) + 2 * v * h / t + c.max_positions * h + 2 * h;
-    const double dp = data_parallel(o, world);
-    const double accum =
-        std::max<double>(static_cast<double>(global_batch(o, world)) / (b * dp), 1);
+    const double accum = activations_in_flight(o, world);  // micro-batches held at once
     const double acts =
         accum * (l * (16 * b * s * h + b * c.heads / t * s * s) + 2 * b * s * v / t) +
         8 * b * s * h;
@@ -308,6 +328,13 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   // Layers per stage, the schedule, sequence parallelism without TP: resolve_scenario's checks.
   if (model_parallel(o) || o.vpp != 1 || o.schedule || o.sequence_parallel)
     if (Result<Scenario> sc = train_scenario(o, world); !sc.ok()) return sc.error();
+  // Pipeline messages are tagged by (virtual stage, micro-batch, direction); MPI guarantees
+  // tags up to 32767.
+  if (o.pp > 1 && 2 * static_cast<std::int64_t>(o.pp) * o.vpp * (g / per_step) > 32767)
+    return Error{fmt::format(
+        "--global-batch-size: expected at most {} micro-batches per step with {} pipeline stages "
+        "x {} virtual stages (MPI message tags), got {}",
+        32767 / (2 * o.pp * o.vpp), o.pp, o.vpp, g / per_step)};
   if (o.steps < 1)
     return Error{fmt::format("--steps: expected a positive integer, got {}", o.steps)};
   if (o.warmup < 0 || o.warmup >= o.steps)

@@ -59,6 +59,14 @@ Grid Grid::of(const TrainOptions& o, int world, int rank) {
 
 namespace {
 
+// The most micro-batches of chunk c whose forward has run and backward not yet, in `order`.
+int max_in_flight(const std::vector<PipelineTask>& order, int c) {
+  int open = 0, most = 1;
+  for (const PipelineTask& t : order)
+    if (t.chunk == c) most = std::max(most, open += t.backward ? -1 : 1);
+  return most;
+}
+
 // One model chunk of this rank: its shard of the model, its parameters, gradients and AdamW
 // moments, and its DDP buckets (ranges of its buffer, in backward order).
 struct ChunkState {
@@ -70,6 +78,10 @@ struct ChunkState {
   };
   std::vector<Bucket> buckets;
   int last_backward_mb = 0;  // the micro-batch whose backward issues the buckets
+  // Activation slots: as many as the schedule has micro-batches in flight on this chunk; a
+  // forward takes a free one, its backward gives it back.
+  std::vector<int> free_slots;
+  std::map<int, int> slot_of;  // micro-batch -> slot
 };
 
 class PipelineTrainer {
@@ -260,7 +272,9 @@ bool PipelineTrainer::setup() {
     s.sequence_parallel = o_.sequence_parallel;
     ChunkState ch;
     ch.virtual_stage = wc.virtual_stage;
-    ch.model = std::make_unique<GptShard>(o_.model, s, o_.micro_batch, static_cast<int>(accum_));
+    const int slots = max_in_flight(order_, c);
+    for (int k = slots - 1; k >= 0; --k) ch.free_slots.push_back(k);
+    ch.model = std::make_unique<GptShard>(o_.model, s, o_.micro_batch, slots);
     const std::int64_t total = ch.model->layout().total();
     held += total;
     ch.params.assign(static_cast<std::size_t>(total), 0.0f);
@@ -358,10 +372,14 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
         for (int i = 0; i < b; ++i)
           data_->sequence(first + i, seq, tok.data() + static_cast<std::size_t>(i) * seq,
                           tgt.data() + static_cast<std::size_t>(i) * seq);
-      const float loss = m.forward(mb, ch.params.data(), tok.data(), in.data(), tgt.data());
+      CS_CHECK(!ch.free_slots.empty());
+      const int slot = ch.free_slots.back();
+      ch.free_slots.pop_back();
+      ch.slot_of[mb] = slot;
+      const float loss = m.forward(slot, ch.params.data(), tok.data(), in.data(), tgt.data());
       if (s.head && g_.t == 0) *loss_sum += loss;
       if (vs < last_vs) {
-        auto buf = std::make_shared<std::vector<float>>(m.output(mb), m.output(mb) + n);
+        auto buf = std::make_shared<std::vector<float>>(m.output(slot), m.output(slot) + n);
         comm_op(
             "pp_send_activation", Collective::send, CommGroup::pipeline, 2,
             s.first_layer + s.layers - 1, bytes,
@@ -391,7 +409,10 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       // DDP: the chunk's buckets on its last micro-batch, each as soon as its gradients are.
       const bool buckets = g_.dp > 1 && mb == ch.last_backward_mb;
       std::size_t next_bucket = 0;
-      m.backward(mb, ch.params.data(), ch.grads.data(), dout.data(), [&](std::int64_t completed) {
+      const int slot = ch.slot_of.at(mb);
+      ch.slot_of.erase(mb);
+      ch.free_slots.push_back(slot);
+      m.backward(slot, ch.params.data(), ch.grads.data(), dout.data(), [&](std::int64_t completed) {
         if (!buckets) return;
         const std::int64_t total = static_cast<std::int64_t>(ch.grads.size());
         while (next_bucket < ch.buckets.size() &&

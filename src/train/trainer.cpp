@@ -482,6 +482,10 @@ Result<std::int64_t> Trainer::load() {
     if (!j.contains(key) || j[key] != want[key])
       return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key,
                                j.value(key, nlohmann::json()).dump(), want[key].dump())};
+  for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size"})
+    if (j.contains(key) && j[key] != 1)  // a model-parallel run's shards
+      return Error{
+          fmt::format("--resume: {}: {} is {}, this run has 1", where, key, j[key].dump())};
   std::vector<float>& p = sh_.shards_optimizer() ? shard_params_ : params_;
   CS_RETURN_IF_ERROR(
       read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), {&p, &m_, &v_}));

@@ -248,6 +248,11 @@ TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
                                      std::to_string(ranks) + " --checkpoint " + dir + " --resume");
     EXPECT_EQ(other.status, 2);
     EXPECT_NE(other.err.find("--resume"), std::string::npos) << other.err;
+    // Nor a data-parallel run on as many ranks.
+    Outcome dp =
+        train(ranks, kModel + " --global-batch-size 8 --steps 9 --checkpoint " + dir + " --resume");
+    EXPECT_EQ(dp.status, 2);
+    EXPECT_NE(dp.err.find("model_parallel_size"), std::string::npos) << dp.err;
   }
 }
 
@@ -314,6 +319,8 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
       {4, "--seq-length 16 --layers 4 --heads 4 --tp 2 --global-batch-size 3",
        "--global-batch-size: expected a multiple of micro-batch x data-parallel ranks = 1 x 2 = "
        "2, got 3"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --pp 2 --gradient-accumulation-steps 9000",
+       "--global-batch-size: expected at most 8191 micro-batches per step with 2 pipeline stages"},
       {2, "--seq-length 16 --layers 4 --heads 4 --virtual-pipeline-stages 2",
        "--virtual-pipeline-stages"},
   };

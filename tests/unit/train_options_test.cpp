@@ -113,6 +113,25 @@ TEST(TrainOptions, ModelParallelPlansAreCheckedAgainstTheRankCount) {
   EXPECT_NE(vs.error().message.find("--virtual-pipeline-stages"), std::string::npos);
 }
 
+// The activations a stage holds at once follow the schedule: GPipe every micro-batch of the
+// step, 1F1B at most PP - stage, interleaved more than 1F1B on the first stage.
+TEST(TrainOptions, ActivationsInFlightFollowTheSchedule) {
+  auto o =
+      parse({"--pp", "4", "--layers", "8", "--micro-batch-size", "1", "--global-batch-size", "8"},
+            nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  for (int stage = 0; stage < 4; ++stage) EXPECT_EQ(activations_in_flight(*o, 4, stage), 4 - stage);
+  o->schedule = Schedule::gpipe;
+  for (int stage = 0; stage < 4; ++stage) EXPECT_EQ(activations_in_flight(*o, 4, stage), 8);
+  o->schedule = Schedule::interleaved;
+  o->vpp = 2;
+  EXPECT_GT(activations_in_flight(*o, 4, 0), 4);  // per chunk, more than 1F1B's 4
+  EXPECT_LE(activations_in_flight(*o, 4, 0), 8);
+  auto d = parse({"--micro-batch-size", "1", "--global-batch-size", "8"}, nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(activations_in_flight(*d, 1), 1);  // no pipeline: one micro-batch at a time
+}
+
 // A DeepSpeed config gives the trainer its batch sizes, ZeRO stage and buckets, as it gives
 // describe and predict; one that enables fp16 is refused.
 TEST(TrainOptions, DeepSpeedConfigSetsThePlan) {

@@ -84,6 +84,11 @@ Status check_ranks(int ranks);
 
 // Sequences per step for `world` ranks (the global batch).
 std::int64_t global_batch(const TrainOptions& o, int world);
+// Micro-batches a stage's chunk holds activations for at once under the plan's schedule: the
+// most forwards begun and not yet backward (GPipe: all of them; 1F1B: at most PP - stage).
+// Over every stage and chunk when stage < 0.
+int activations_in_flight(const TrainOptions& o, int world, int stage = -1);
+
 // Data-parallel replicas among `world` ranks: world / (tp x pp) (at least 1).
 int data_parallel(const TrainOptions& o, int world);
 // Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it.
