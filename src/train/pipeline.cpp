@@ -715,6 +715,12 @@ Status PipelineTrainer::train() {
                comm_events_.end());
     rows_.push_back({step, loss_all / static_cast<double>(accum_ * g_.dp), te - ts, norm,
                      breakdown(evs, ts, te), 0});
+    // The pipeline bubble this stage saw: the time its receives waited for the neighbouring
+    // stage to send (idle in the causal view; the receives run one at a time).
+    double bubble = 0;
+    for (std::size_t i = first_comm; i < comm_events_.size(); ++i)
+      if (comm_meta_[i].kind == Kind::recv) bubble += comm_events_[i].wait;
+    rows_.back().br.bubble = std::min(bubble, rows_.back().br.idle);
     if (me_ == 0 && o_.format == "table")
       std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
                   static_cast<long long>(step), rows_.back().loss, (te - ts) * 1e3,

@@ -269,6 +269,9 @@ TEST(TrainParallel, ProfilerViewHoldsTheWaitsTheCausalViewLeavesOut) {
     const auto& b = step["breakdown"];
     EXPECT_GE(b["profiler_comm_s"].get<double>(), b["comm_s"].get<double>() - 1e-12);
     EXPECT_LE(b["profiler_comm_s"].get<double>(), b["wall_s"].get<double>() + 1e-9);
+    // The bubble: the receives' waits for the neighbouring stage, a part of the idle time.
+    EXPECT_GE(b["bubble_s"].get<double>(), 0);
+    EXPECT_LE(b["bubble_s"].get<double>(), b["idle_s"].get<double>() + 1e-12);
     for (const char* g : {"tensor", "pipeline", "embedding"}) {
       ASSERT_TRUE(b["comm_by_group"].contains(g)) << g;
       const auto& share = b["comm_by_group"][g];
