@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
   using namespace commscope;
   comm::Session mpi(&argc, &argv, /*serialized_threads=*/true);
   CLI::App app{
-      "commscope-train: a CPU GPT-2 trained over MPI with DDP or ZeRO-1/2/3 (--zero), its "
-      "timeline recorded"};
+      "commscope-train: a CPU GPT-2 trained over MPI with DDP or ZeRO-1/2/3 (--zero), or with "
+      "Megatron's tensor, sequence and pipeline parallelism (--tp, --sequence-parallel, --pp, "
+      "--schedule), its timeline recorded"};
   cli::TrainFlags f;
   cli::add_train_flags(app, f);
   if (auto stop = comm::parse_flags(app, argc, argv, mpi)) return *stop;

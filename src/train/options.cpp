@@ -1,6 +1,7 @@
 // The trainer's options and the checks that run before MPI starts (options.h). No MPI here.
 #include "commscope/train/options.h"
 
+#include "commscope/sim/simulator.h"
 #include "commscope/train/checkpoint.h"
 #include "commscope/util/input_file.h"
 
@@ -85,20 +86,12 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   auto refuse = [](std::string_view flag, std::string_view got, std::string_view why) {
     return Error{fmt::format("{}: {}, got {}", flag, why, got)};
   };
-  const char* later =
-      "expected 1: the CPU trainer is data parallel only (tensor and pipeline "
-      "parallelism are a later issue)";
-  if (p.tp && *p.tp != 1)
-    return refuse("--tensor-model-parallel-size", std::to_string(*p.tp), later);
-  if (p.pp && *p.pp != 1)
-    return refuse("--pipeline-model-parallel-size", std::to_string(*p.pp), later);
-  if (p.virtual_stages && *p.virtual_stages != 1)
-    return refuse("--virtual-pipeline-stages", std::to_string(*p.virtual_stages), later);
-  if (p.sequence_parallel && *p.sequence_parallel)
-    return Error{
-        "--sequence-parallel: the CPU trainer has no tensor parallelism to split "
-        "sequences over (a later issue)"};
-  if (p.schedule) return Error{"--schedule: the CPU trainer has no pipeline to schedule"};
+  if (p.tp) o.tp = *p.tp;
+  if (p.pp) o.pp = *p.pp;
+  if (p.virtual_stages) o.vpp = *p.virtual_stages;
+  if (p.sequence_parallel) o.sequence_parallel = *p.sequence_parallel;
+  if (p.schedule) o.schedule = *p.schedule;
+  if (p.rank_order) o.rank_order = *p.rank_order;
   if (p.precision && *p.precision != Precision::fp32)
     return refuse("--precision", std::string(to_string(*p.precision)),
                   "expected fp32: the CPU trainer has no mixed precision (--fp16, --bf16 and "
@@ -114,8 +107,6 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{"--no-overlap-param-gather: the CPU trainer always prefetches one module"};
   if (p.decoder_seq_length)
     return Error{"--decoder-seq-length: the CPU trainer trains decoder-only GPTs"};
-  if (p.rank_order && *p.rank_order != RankOrder{})
-    return Error{"--rank-order: the CPU trainer is data parallel only; rank order has no meaning"};
   if (p.zero) {
     if (*p.zero < 0 || *p.zero > 3)
       return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");
@@ -160,8 +151,33 @@ Status check_ranks(int ranks) {
   return ok_status();
 }
 
+int activations_in_flight(const TrainOptions& o, int world, int stage) {
+  const int dp = data_parallel(o, world);
+  const std::int64_t m =
+      std::max<std::int64_t>(global_batch(o, world) / (std::int64_t{o.micro_batch} * dp), 1);
+  if (o.pp <= 1 || m > (1 << 20)) return 1;
+  const Schedule s = o.schedule.value_or(o.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b);
+  const auto order = pipeline_order(s, o.pp, o.vpp, static_cast<int>(m));
+  int most = 1;
+  for (int p = 0; p < o.pp; ++p) {
+    if (stage >= 0 && p != stage) continue;
+    std::vector<int> open(static_cast<std::size_t>(o.vpp), 0);
+    for (const PipelineTask& t : order[static_cast<std::size_t>(p)]) {
+      int& k = open[static_cast<std::size_t>(t.chunk)];
+      k += t.backward ? -1 : 1;
+      most = std::max(most, k);
+    }
+  }
+  return most;
+}
+
+int data_parallel(const TrainOptions& o, int world) {
+  const int mp = std::max(o.tp, 1) * std::max(o.pp, 1);
+  return std::max(world / mp, 1);
+}
+
 std::int64_t global_batch(const TrainOptions& o, int world) {
-  const std::int64_t per = static_cast<std::int64_t>(o.micro_batch) * world;
+  const std::int64_t per = static_cast<std::int64_t>(o.micro_batch) * data_parallel(o, world);
   if (o.global_batch) return o.global_batch;
   return per * std::max<std::int64_t>(o.grad_accum, 1);
 }
@@ -211,6 +227,21 @@ std::string gib(double bytes) {
 
 double memory_per_rank_bytes(const TrainOptions& o, int world) {
   const GptConfig& c = o.model;
+  if (model_parallel(o)) {
+    // A stage's shard: its blocks split over TP, the embedding and the tied copy, DDP's 4
+    // floats per parameter; activations of the micro-batches the schedule holds at once (all
+    // of them under GPipe, at most PP under 1F1B), the logits split over TP; setup holds the
+    // whole initialisation once.
+    const double t = std::max(o.tp, 1), stages = std::max(o.pp, 1);
+    const double h = c.hidden, v = c.vocab, b = o.micro_batch, s = c.seq;
+    const double l = std::ceil(c.layers / stages);
+    const double P = l * (12 * h * h / t + 13 * h) + 2 * v * h / t + c.max_positions * h + 2 * h;
+    const double accum = activations_in_flight(o, world);  // micro-batches held at once
+    const double acts =
+        accum * (l * (16 * b * s * h + b * c.heads / t * s * s) + 2 * b * s * v / t) +
+        8 * b * s * h;
+    return 4 * (4 * P + params_of(c) + acts);
+  }
   const double n = std::max(world, 1);
   const double P = params_of(c), shard = std::ceil(P / n);
   const double h = c.hidden, v = c.vocab, l = c.layers;
@@ -245,27 +276,65 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   if (o.micro_batch < 1)
     return Error{
         fmt::format("--micro-batch-size: expected a positive integer, got {}", o.micro_batch)};
-  for (auto [flag, v] : {std::pair{"--gpus", o.gpus}, std::pair{"--data-parallel-size", o.dp}})
-    if (v && *v != world)
-      return Error{
-          fmt::format("{}: expected the rank count {} (the trainer is data parallel over "
-                      "every rank), got {}",
-                      flag, world, *v)};
+  if (o.tp < 1 || world % o.tp != 0)
+    return Error{
+        fmt::format("--tensor-model-parallel-size: expected a divisor of the rank count {}, got {}",
+                    world, o.tp)};
+  if (o.pp < 1 || world % (o.tp * o.pp) != 0)
+    return Error{fmt::format(
+        "--pipeline-model-parallel-size: expected TP x PP to divide the rank count {} (TP {}), "
+        "got {}",
+        world, o.tp, o.pp)};
+  if (model_parallel(o) && o.strategy != Strategy::ddp)
+    return Error{fmt::format(
+        "--zero: expected 0 with tensor or pipeline parallelism (the CPU trainer's model-parallel "
+        "runs are data parallel with DDP), got {}",
+        static_cast<int>(o.strategy))};
+  if (model_parallel(o)) {
+    if (o.model.heads % o.tp != 0 || o.model.vocab % o.tp != 0)
+      return Error{fmt::format(
+          "--tensor-model-parallel-size: expected a divisor of the heads ({}) and the vocabulary "
+          "({}), got {}",
+          o.model.heads, o.model.vocab, o.tp)};
+  }
+  if (o.gpus && *o.gpus != world)
+    return Error{fmt::format("--gpus: expected the rank count {}, got {}", world, *o.gpus)};
+  for (auto [flag, v] : {std::pair{"--data-parallel-size", o.dp}})
+    if (v && *v != data_parallel(o, world))
+      return Error{fmt::format("{}: expected the rank count / (TP x PP) = {}, got {}", flag,
+                               data_parallel(o, world), *v)};
   if (o.nodes && (*o.nodes < 1 || *o.nodes > world))
     return Error{fmt::format("--nodes: expected 1 to the rank count {}, got {}", world, *o.nodes)};
-  const std::int64_t per_step = static_cast<std::int64_t>(o.micro_batch) * world;
+  const int dp = data_parallel(o, world);
+  const std::int64_t per_step = static_cast<std::int64_t>(o.micro_batch) * dp;
   if (o.grad_accum < 0)
     return Error{fmt::format("--gradient-accumulation-steps: expected a positive integer, got {}",
                              o.grad_accum)};
   const std::int64_t g = global_batch(o, world);
   if (g < 1 || g % per_step != 0)
     return Error{fmt::format(
-        "--global-batch-size: expected a multiple of micro-batch x ranks = {} x {} = {}, got {}",
-        o.micro_batch, world, per_step, g)};
+        "--global-batch-size: expected a multiple of micro-batch x {} = {} x {} = {}, got {}",
+        model_parallel(o) ? "data-parallel ranks" : "ranks", o.micro_batch, dp, per_step, g)};
   if (o.grad_accum > 0 && o.global_batch && g / per_step != o.grad_accum)
     return Error{fmt::format(
-        "--gradient-accumulation-steps: expected global batch / (micro-batch x ranks) = {}, got {}",
+        "--gradient-accumulation-steps: expected global batch / (micro-batch x data-parallel "
+        "ranks) = {}, got {}",
         g / per_step, o.grad_accum)};
+  if (o.sequence_parallel && o.tp > 1 && o.model.seq % o.tp != 0)
+    return Error{fmt::format(
+        "--sequence-parallel: expected a sequence length ({}) divisible by the tensor-parallel "
+        "size {}",
+        o.model.seq, o.tp)};
+  // Layers per stage, the schedule, sequence parallelism without TP: resolve_scenario's checks.
+  if (model_parallel(o) || o.vpp != 1 || o.schedule || o.sequence_parallel)
+    if (Result<Scenario> sc = train_scenario(o, world); !sc.ok()) return sc.error();
+  // Pipeline messages are tagged by (virtual stage, micro-batch, direction); MPI guarantees
+  // tags up to 32767.
+  if (o.pp > 1 && 2 * static_cast<std::int64_t>(o.pp) * o.vpp * (g / per_step) > 32767)
+    return Error{fmt::format(
+        "--global-batch-size: expected at most {} micro-batches per step with {} pipeline stages "
+        "x {} virtual stages (MPI message tags), got {}",
+        32767 / (2 * o.pp * o.vpp), o.pp, o.vpp, g / per_step)};
   if (o.steps < 1)
     return Error{fmt::format("--steps: expected a positive integer, got {}", o.steps)};
   if (o.warmup < 0 || o.warmup >= o.steps)
@@ -336,8 +405,14 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   CS_ASSIGN_OR_RETURN(NetworkProtocol net,
                       load_network(o.network.empty() ? system.network : o.network));
   PlanInput p;
-  p.dp = world;
+  p.dp = data_parallel(o, world);
   p.gpus = world;
+  p.tp = o.tp;
+  p.pp = o.pp;
+  p.virtual_stages = o.vpp;
+  if (o.schedule) p.schedule = *o.schedule;
+  p.rank_order = o.rank_order;
+  p.sequence_parallel = o.sequence_parallel;
   // Ranks per node: as the rank count fits the system's nodes; a rank count the node size does
   // not divide runs as one node of that many ranks (the communication ops do not depend on it).
   const int gpn = system.node.gpus;
@@ -351,7 +426,8 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   }
   p.zero = static_cast<int>(o.strategy);
   p.micro_batch = o.micro_batch;
-  p.grad_accum = global_batch(o, world) / (static_cast<std::int64_t>(o.micro_batch) * world);
+  p.grad_accum =
+      global_batch(o, world) / (static_cast<std::int64_t>(o.micro_batch) * data_parallel(o, world));
   p.precision = Precision::fp32;
   p.recompute = Recompute::none;
   p.ddp_bucket_mb = o.bucket_mb;

@@ -1,6 +1,7 @@
 // The trainer's report (report.h).
 #include "report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -32,7 +33,7 @@ int print_report(const RunRecord& r) {
   const int n_ = r.ranks;
   const std::int64_t accum_ = r.accum;
   const std::int64_t total = r.parameters;
-  const std::int64_t global = accum_ * n_ * o_.micro_batch;
+  const std::int64_t global = accum_ * (r.dp > 0 ? r.dp : n_) * o_.micro_batch;
   const double tokens_per_step = r.tokens_per_step;
   const double flops = r.flops_per_step;
   const std::int64_t iterations = static_cast<std::int64_t>(rows_.size());
@@ -40,29 +41,8 @@ int print_report(const RunRecord& r) {
   double avg_time = 0;
   averages(rows_, r.start, o_.warmup, &avg, &avg_time);
 
-  nlohmann::json comm = nlohmann::json::array();
   bool match = true;
-  std::map<std::pair<CommGroup, Collective>, const CommVolume*> exp;
-  for (const CommVolume& v : *r.expected) exp[{v.group, v.collective}] = &v;
-  std::set<std::pair<CommGroup, Collective>> keys;
-  for (auto& [k, v] : *r.measured) keys.insert(k);
-  for (auto& [k, v] : exp) keys.insert(k);
-  for (const auto& k : keys) {
-    const auto it = r.measured->find(k);
-    const double calls =
-        it == r.measured->end() ? 0 : static_cast<double>(it->second.first) / iterations;
-    const double bytes =
-        it == r.measured->end() ? 0 : it->second.second / static_cast<double>(iterations);
-    const CommVolume* e = exp.count(k) ? exp[k] : nullptr;
-    const double ecalls = e ? static_cast<double>(e->calls) : 0, ebytes = e ? e->bytes : 0;
-    match = match && calls == ecalls && bytes == ebytes;
-    comm.push_back({{"group", to_string(k.first)},
-                    {"collective", to_string(k.second)},
-                    {"calls_per_iteration", calls},
-                    {"bytes_per_iteration", bytes},
-                    {"workload_calls", ecalls},
-                    {"workload_bytes", ebytes}});
-  }
+  const nlohmann::json comm = comm_table(*r.measured, *r.expected, iterations, &match);
   {
     nlohmann::json steps = nlohmann::json::array();
     for (const StepRow& row : rows_)
@@ -97,9 +77,11 @@ int print_report(const RunRecord& r) {
                           {"comm_share", avg.wall > 0 ? avg.comm / avg.wall : 0},
                           {"breakdown", breakdown_to_json(avg)}}},
                         {"communication", comm},
-                        {"communication_matches_workload", match},
+                        {"communication_matches_workload", match && r.other_ranks_match},
                         {"memory_per_rank_bytes", r.memory},
                         {"per_rank", r.per_rank}};
+    if (!r.parallel.is_null()) j["parallel"] = r.parallel;
+    if (!r.by_stage.is_null()) j["communication_by_stage"] = r.by_stage;
     if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
     if (!o_.output.empty()) {
       const Status s = write_file_atomic(o_.output, j.dump(2) + "\n");
@@ -137,7 +119,62 @@ int print_report(const RunRecord& r) {
     std::printf("# %s\n", match ? "measured communication equals the workload's, byte for byte"
                                 : "MISMATCH: measured communication differs from the workload's");
   }
+  if (!r.other_ranks_match) {
+    if (o_.format == "table")
+      std::printf("# MISMATCH: another rank's communication differs from its stage's workload\n");
+    return 1;
+  }
   return match ? 0 : 1;
+}
+
+nlohmann::json comm_table(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
+                          std::int64_t iterations, bool* matches) {
+  nlohmann::json comm = nlohmann::json::array();
+  bool match = true;
+  std::map<std::pair<CommGroup, Collective>, const CommVolume*> exp;
+  for (const CommVolume& v : expected) exp[{v.group, v.collective}] = &v;
+  std::set<std::pair<CommGroup, Collective>> keys;
+  for (auto& [k, v] : measured) keys.insert(k);
+  for (auto& [k, v] : exp) keys.insert(k);
+  const double its = static_cast<double>(std::max<std::int64_t>(iterations, 1));
+  for (const auto& k : keys) {
+    const auto it = measured.find(k);
+    const double calls = it == measured.end() ? 0 : static_cast<double>(it->second.first) / its;
+    const double bytes = it == measured.end() ? 0 : it->second.second / its;
+    const CommVolume* e = exp.count(k) ? exp[k] : nullptr;
+    const double ecalls = e ? static_cast<double>(e->calls) : 0, ebytes = e ? e->bytes : 0;
+    match = match && calls == ecalls && bytes == ebytes;
+    comm.push_back({{"group", to_string(k.first)},
+                    {"collective", to_string(k.second)},
+                    {"calls_per_iteration", calls},
+                    {"bytes_per_iteration", bytes},
+                    {"workload_calls", ecalls},
+                    {"workload_bytes", ebytes}});
+  }
+  if (matches) *matches = match;
+  return comm;
+}
+
+bool comm_matches(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
+                  std::int64_t iterations) {
+  if (iterations <= 0) return true;
+  std::map<std::pair<CommGroup, Collective>, std::pair<double, double>> want;
+  for (const CommVolume& v : expected) {
+    auto& w = want[{v.group, v.collective}];
+    w.first += static_cast<double>(v.calls);
+    w.second += v.bytes;
+  }
+  for (const auto& [k, m] : measured)
+    if (!want.count(k) && m.first > 0) return false;
+  for (const auto& [k, w] : want) {
+    const auto it = measured.find(k);
+    const double calls = it == measured.end() ? 0 : static_cast<double>(it->second.first);
+    const double bytes = it == measured.end() ? 0 : it->second.second;
+    if (calls / static_cast<double>(iterations) != w.first ||
+        bytes / static_cast<double>(iterations) != w.second)
+      return false;
+  }
+  return true;
 }
 
 }  // namespace commscope::train

@@ -45,7 +45,23 @@ struct RunRecord {
   const MeasuredComm* measured = nullptr;
   const std::vector<CommVolume>* expected = nullptr;  // the workload's comm_volume
   nlohmann::json memory, per_rank;
+  // Model-parallel runs: the data-parallel size (0: every rank is a replica), whether every
+  // other rank's communication equals its own stage's workload, the plan ({} when DP only).
+  int dp = 0;
+  bool other_ranks_match = true;
+  nlohmann::json parallel;
+  nlohmann::json by_stage;  // per pipeline stage: its first rank's communication table
 };
+
+// Per group and collective: calls and bytes per iteration, measured and the workload's
+// (`matches`: whether all are equal). The json "communication" array.
+nlohmann::json comm_table(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
+                          std::int64_t iterations, bool* matches = nullptr);
+
+// Whether the measured calls and bytes per iteration equal the workload's, for every group and
+// collective either has.
+bool comm_matches(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
+                  std::int64_t iterations);
 
 // Prints the table or the json document (and writes -o); 0, or 1 when the measured
 // communication differs from the workload's.

@@ -44,6 +44,7 @@
 #include "commscope/train/sharding.h"
 #include "commscope/util/atomic_file.h"
 #include "commscope/workload/workload.h"
+#include "pipeline.h"
 #include "report.h"
 
 namespace commscope::train {
@@ -481,6 +482,10 @@ Result<std::int64_t> Trainer::load() {
     if (!j.contains(key) || j[key] != want[key])
       return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key,
                                j.value(key, nlohmann::json()).dump(), want[key].dump())};
+  for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size"})
+    if (j.contains(key) && j[key] != 1)  // a model-parallel run's shards
+      return Error{
+          fmt::format("--resume: {}: {} is {}, this run has 1", where, key, j[key].dump())};
   std::vector<float>& p = sh_.shards_optimizer() ? shard_params_ : params_;
   CS_RETURN_IF_ERROR(
       read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), {&p, &m_, &v_}));
@@ -699,6 +704,21 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
     if (me == first) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
     return 2;
   }
+  if (me == 0 && o.format == "table" && model_parallel(o)) {
+    const int dp = data_parallel(o, n);
+    const std::int64_t g = global_batch(o, n);
+    std::printf(
+        "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), TP %d x PP %d "
+        "x DP %d over %d ranks (%s), global batch %lld (micro-batch %d x %lld micro-batches x %d "
+        "data-parallel ranks)\n",
+        o.model_name.c_str(), o.model.layers, o.model.hidden, o.model.heads, o.model.vocab,
+        o.model.seq, o.tp, o.pp, dp, n, std::string(to_string(o.rank_order)).c_str(),
+        static_cast<long long>(g), o.micro_batch,
+        static_cast<long long>(g / (static_cast<std::int64_t>(o.micro_batch) * dp)), dp);
+    std::printf("%6s %10s %10s %10s %9s %9s %9s %9s %9s\n", "step", "loss", "time_ms", "tokens/s",
+                "GFLOP/s", "comp_ms", "ovl_ms", "exp_ms", "idle_ms");
+  }
+  if (model_parallel(o)) return run_pipeline_training(o, comm);
   Trainer t(o, comm);
   if (me == 0 && o.format == "table") {
     const std::int64_t g = global_batch(o, n);

@@ -985,6 +985,9 @@ class Builder {
       for (const Chunk& ch : r.chunks)
         for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
           replicated += block_replicated_params(m_, l);
+      // The final norm sees only its sequence shard too (Megatron all-reduces it with them).
+      for (const Chunk& ch : r.chunks)
+        if (ch.virtual_stage == last_vs_) replicated += outer_params(m_).final_norm;
       e.chain(comm("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, t_, replicated,
                    dt_, kNoLayer));
     }

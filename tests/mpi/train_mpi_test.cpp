@@ -186,8 +186,9 @@ TEST(Train, BadFlagsAreOneLineErrors) {
       {1, "--steps 0", "--steps: expected a positive integer, got 0"},
       {2, "--gpus 4", "--gpus: expected the rank count 2"},
       // Plan flags of describe and predict the CPU trainer cannot honour name themselves.
-      {1, "--tp 2", "--tensor-model-parallel-size: expected 1"},
-      {1, "--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size: expected 1"},
+      {1, "--tp 2", "--tensor-model-parallel-size: expected a divisor of the rank count 1, got 2"},
+      {1, "--pipeline-model-parallel-size 2",
+       "--pipeline-model-parallel-size: expected TP x PP to divide the rank count 1"},
       {1, "--bf16", "--precision: expected fp32"},
       {1, "--recompute-activations", "--recompute-granularity: expected none"},
       // Memory is computed before anything is allocated (these once ate the machine or threw
@@ -229,7 +230,7 @@ TEST(Train, TheLauncherRefusesBadFlagsBeforeMpirun) {
     std::string args, expect;
   };
   const Case cases[] = {
-      {"--ranks 2 --tp 2", "--tensor-model-parallel-size: expected 1"},
+      {"--ranks 2 --tp 3", "--tensor-model-parallel-size: expected a divisor of the rank count 2"},
       {"--ranks 100000", "--ranks: expected 1 to 1024 ranks on one machine, got 100000"},
       {"--ranks 2 --layers 1000000000", "layers 1000000000"},
       {"--ranks 2 --seq-length 100000", "--seq-length 100000 with --micro-batch-size 4: needs"},

@@ -70,13 +70,9 @@ TEST(TrainOptions, OldSpellingsWarnOnceEachAndMeanTheSame) {
 
 TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
   for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--tp", "2"}, "--tensor-model-parallel-size"},
-           {{"--pp", "2"}, "--pipeline-model-parallel-size"},
-           {{"--vp", "2"}, "--virtual-pipeline-stages"},
            {{"--fp16"}, "--precision"},
            {{"--precision", "bf16"}, "--precision"},
            {{"--recompute-granularity", "full"}, "--recompute-granularity"},
-           {{"--sequence-parallel"}, "--sequence-parallel"},
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
            {{"--zero", "0,1"}, "combinations"}}) {
     auto o = parse(args, nullptr);
@@ -84,6 +80,56 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
     EXPECT_NE(o.error().message.find(flag), std::string::npos) << o.error().message;
   }
   EXPECT_TRUE(parse({"--precision", "fp32", "--tp", "1"}, nullptr).ok());
+}
+
+// Tensor and pipeline parallelism are plans of the trainer now: checked against the rank count
+// (TP x PP divides it, DP is the rest) and the model, each error naming its flag.
+TEST(TrainOptions, ModelParallelPlansAreCheckedAgainstTheRankCount) {
+  auto o = parse({"--tp", "2", "--pp", "2", "--layers", "4", "--micro-batch-size", "1"}, nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->tp, 2);
+  EXPECT_EQ(o->pp, 2);
+  EXPECT_EQ(data_parallel(*o, 8), 2);
+  EXPECT_EQ(global_batch(*o, 8), 2);  // micro-batch x DP, not x ranks
+  EXPECT_TRUE(validate(*o, 8, 1).ok());
+  EXPECT_TRUE(validate(*o, 4, 1).ok());
+  for (const auto& [world, flag] :
+       std::vector<std::pair<int, std::string>>{{1, "--tensor-model-parallel-size"},
+                                                {2, "--pipeline-model-parallel-size"},
+                                                {6, "--pipeline-model-parallel-size"}}) {
+    const Status s = validate(*o, world, 1);
+    ASSERT_FALSE(s.ok()) << world;
+    EXPECT_EQ(s.error().message.rfind(flag, 0), 0u) << s.error().message;
+  }
+  auto z = parse({"--tp", "2", "--zero", "2"}, nullptr);
+  ASSERT_TRUE(z.ok());
+  const Status zs = validate(*z, 2, 1);
+  ASSERT_FALSE(zs.ok());
+  EXPECT_EQ(zs.error().message.rfind("--zero", 0), 0u) << zs.error().message;
+  auto v = parse({"--vp", "2"}, nullptr);  // interleaving without a pipeline
+  ASSERT_TRUE(v.ok());
+  const Status vs = validate(*v, 1, 1);
+  ASSERT_FALSE(vs.ok());
+  EXPECT_NE(vs.error().message.find("--virtual-pipeline-stages"), std::string::npos);
+}
+
+// The activations a stage holds at once follow the schedule: GPipe every micro-batch of the
+// step, 1F1B at most PP - stage, interleaved more than 1F1B on the first stage.
+TEST(TrainOptions, ActivationsInFlightFollowTheSchedule) {
+  auto o =
+      parse({"--pp", "4", "--layers", "8", "--micro-batch-size", "1", "--global-batch-size", "8"},
+            nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  for (int stage = 0; stage < 4; ++stage) EXPECT_EQ(activations_in_flight(*o, 4, stage), 4 - stage);
+  o->schedule = Schedule::gpipe;
+  for (int stage = 0; stage < 4; ++stage) EXPECT_EQ(activations_in_flight(*o, 4, stage), 8);
+  o->schedule = Schedule::interleaved;
+  o->vpp = 2;
+  EXPECT_GT(activations_in_flight(*o, 4, 0), 4);  // per chunk, more than 1F1B's 4
+  EXPECT_LE(activations_in_flight(*o, 4, 0), 8);
+  auto d = parse({"--micro-batch-size", "1", "--global-batch-size", "8"}, nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(activations_in_flight(*d, 1), 1);  // no pipeline: one micro-batch at a time
 }
 
 // A DeepSpeed config gives the trainer its batch sizes, ZeRO stage and buckets, as it gives

@@ -35,6 +35,13 @@ struct TrainOptions {
   std::string system = kDefaultSystem;  // --system: where the plan is resolved (and described)
   std::string network;                  // --network: empty, the system's own
   Strategy strategy = Strategy::ddp;
+  // Model parallelism (Megatron): tensor-parallel size, pipeline stages, model chunks per stage
+  // (interleaved 1F1B), the pipeline schedule (unset: 1F1B, or interleaved with vpp > 1), the
+  // placement of ranks. The data-parallel size is the rank count / (tp x pp).
+  int tp = 1, pp = 1, vpp = 1;
+  std::optional<Schedule> schedule;
+  RankOrder rank_order = RankOrder::tp_dp_pp;
+  bool sequence_parallel = false;      // Megatron's, with tp > 1
   int micro_batch = 4;                 // sequences per rank per micro-batch
   std::int64_t global_batch = 0;       // sequences per step (0: micro_batch x ranks x accum)
   std::int64_t grad_accum = 0;         // micro-batches per step (0: from the global batch)
@@ -77,6 +84,17 @@ Status check_ranks(int ranks);
 
 // Sequences per step for `world` ranks (the global batch).
 std::int64_t global_batch(const TrainOptions& o, int world);
+// Micro-batches a stage's chunk holds activations for at once under the plan's schedule: the
+// most forwards begun and not yet backward (GPipe: all of them; 1F1B: at most PP - stage).
+// Over every stage and chunk when stage < 0.
+int activations_in_flight(const TrainOptions& o, int world, int stage = -1);
+
+// Data-parallel replicas among `world` ranks: world / (tp x pp) (at least 1).
+int data_parallel(const TrainOptions& o, int world);
+// Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it.
+inline bool model_parallel(const TrainOptions& o) {
+  return o.tp > 1 || o.pp > 1;
+}
 
 // Every check that needs no MPI: the flags against the rank count, the memory the model, its
 // activations and the optimizer need against what this machine has (ranks_here of the ranks

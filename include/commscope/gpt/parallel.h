@@ -1,0 +1,153 @@
+// The GPT-2 of gpt.h split the Megatron way: a tensor-parallel shard (column-parallel QKV and
+// MLP-up, row-parallel attention-out and MLP-down, vocabulary-parallel embedding, LM head and
+// cross-entropy) of one pipeline chunk (a contiguous run of blocks, with the embedding on the
+// first chunk and the final norm and LM head on the last). No MPI here: the tensor-parallel
+// all-reduces go through a callback the trainer provides, pipeline sends and receives are the
+// trainer's (this class takes the received activation and gives the one to send).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "commscope/gpt/gpt.h"
+
+namespace commscope::train {
+
+// Which part of the model a rank holds.
+struct ShardSpec {
+  int tp = 1, tp_rank = 0;          // tensor-parallel size and this rank's place in it
+  int first_layer = 0, layers = 0;  // blocks [first_layer, first_layer + layers)
+  bool embedding = true;            // the first chunk: word and position embeddings
+  bool head = true;                 // the last chunk: final norm and the (tied) LM head
+  // Megatron's sequence parallelism (tp > 1): outside the tensor-parallel regions (norms,
+  // residuals, the stream between blocks and stages) each rank holds batch x seq / tp rows;
+  // the regions' entries all-gather them, their exits reduce-scatter.
+  bool sequence_parallel = false;
+};
+
+// heads, vocab divisible by tp; blocks within the model. The error names the field.
+Status validate(const GptConfig& cfg, const ShardSpec& s);
+
+// The shard's flat buffer, in this order (h hidden, V vocabulary, P positions, t = tp):
+// [wte shard V/t x h (vocabulary rows [r V/t, (r+1) V/t)), wpe P x h] on the first chunk; per
+// block: norm_attn w,b [h]; qkv.w [3h/t, h] (this rank's h/t rows of q, then of k, then of v);
+// qkv.b [3h/t]; attn_out.w [h, h/t] (its h/t input columns); attn_out.b [h]; norm_mlp w,b;
+// mlp_in.w [4h/t, h]; mlp_in.b [4h/t]; mlp_out.w [h, 4h/t]; mlp_out.b [h]; then on the last
+// chunk lnf w,b [h], and, when the last chunk is not also the first (pipeline parallel), a copy
+// of the wte shard for the tied LM head (Megatron's shared embedding on the last stage).
+// Backward completes gradients in reverse memory order, module by module. The sizes are the
+// workload's (block_params(m, l, t), embedding and head parameters).
+class ShardLayout {
+ public:
+  ShardLayout(const GptConfig& cfg, const ShardSpec& s);  // both must pass validate()
+  std::int64_t total() const { return total_; }
+  Range embedding() const { return embedding_; }  // size 0 when absent
+  Range block(int l) const;                       // l: the model's block index
+  Range head() const { return head_; }            // lnf w,b (size 0 when absent)
+  Range head_copy() const { return head_copy_; }  // the tied wte copy (size 0 when absent)
+  // The embedding's wte shard (size 0 without the embedding).
+  Range word_embedding() const;
+  // The wte shard the LM head reads: the embedding's, or the copy.
+  Range lm_head_weight() const;
+  // Ranges every tensor-parallel rank holds whole (norms, row-parallel biases, wpe, lnf): a
+  // global norm counts them once.
+  const std::vector<Range>& replicated() const { return replicated_; }
+  // The replicated ranges whose gradients are partial sums under sequence parallelism (norms,
+  // row-parallel biases, lnf: all but wpe), all-reduced over the group at the step.
+  std::vector<Range> sequence_parallel_partial() const;
+  // The shard's values from the full model's buffer (ParamLayout order): parameters or
+  // gradients.
+  void from_full(const float* full, float* shard) const;
+
+ private:
+  GptConfig cfg_;
+  ShardSpec s_;
+  std::vector<Range> blocks_, replicated_;
+  Range embedding_, head_, head_copy_;
+  std::int64_t total_ = 0;
+};
+
+// Matrix-product FLOPs of one forward + backward of the whole (unsplit) model for `batch`
+// sequences, as Gpt::matmul_flops_per_step counts them.
+double gpt_matmul_flops(const GptConfig& cfg, int batch);
+
+class GptShard {
+ public:
+  // Sums (max = false) or maxima of n floats over the tensor-parallel group, in place; name and
+  // layer are the workload's ("tp_all_reduce", "ce_max", "ce_sum_exp", "ce_target"). Called
+  // only when tp > 1, in the same order on every rank of the group.
+  using AllReduce =
+      std::function<void(float* data, std::int64_t n, bool max, std::string_view name, int layer)>;
+
+  // Activations for `slots` micro-batches of `batch` sequences in flight at once.
+  GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slots);
+  const ShardLayout& layout() const { return layout_; }
+  const ShardSpec& spec() const { return s_; }
+  void set_observer(OpObserver o) { observer_ = std::move(o); }
+  void set_all_reduce(AllReduce f) { all_reduce_ = std::move(f); }
+  // Sequence parallelism: gather = true all-gathers `shard` elements from every rank into
+  // `out` (tp x shard, in rank order); false reduce-scatters `in` (tp x shard) and leaves
+  // this rank's block of the sum in `out`. Names "sp_all_gather", "sp_all_gather_wgrad",
+  // "sp_reduce_scatter".
+  using SequenceComm = std::function<void(bool gather, const float* in, float* out,
+                                          std::int64_t shard, std::string_view name, int layer)>;
+  void set_sequence_comm(SequenceComm f) { sequence_ = std::move(f); }
+
+  // Forward of one micro-batch into activation slot `slot`. The first chunk reads tokens
+  // [batch, seq]; the others `input` [batch, seq, hidden] (copied). The last chunk returns the
+  // mean cross-entropy over targets; the others return 0 and leave output(slot).
+  float forward(int slot, const float* params, const std::int32_t* tokens, const float* input,
+                const std::int32_t* targets);
+  const float* output(int slot) const;
+  // batch x seq x hidden (/ tp under sequence parallelism): what crosses a stage boundary.
+  std::int64_t activation_elements() const;
+
+  // Backward of the slot's forward (one backward per forward), accumulating (+=) into grads.
+  // d_output: dL/d output for a chunk that is not the last (ignored on the last). on_done(k)
+  // after each module: the last k elements of the buffer have their final gradients.
+  // input_grad() then holds dL/d input (chunks that are not the first).
+  void backward(int slot, const float* params, float* grads, const float* d_output,
+                const std::function<void(std::int64_t)>& on_done = {});
+  const float* input_grad() const { return dres_.data(); }
+
+ private:
+  struct BlockActs {
+    std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu, res3;
+  };
+  struct Slot {
+    std::vector<std::int32_t> tokens, targets;
+    std::vector<float> input;  // the embedding's output, or the received activation
+    std::vector<BlockActs> blocks;
+    std::vector<float> lnf, lnf_mean, lnf_rstd, probs, losses, ce_max, ce_sum;
+    bool forward_done = false;
+  };
+  template <class F>
+  void timed(std::string_view name, int layer, bool backward, double flops, F&& f);
+  void reduce(float* data, std::int64_t n, bool max, std::string_view name, int layer);
+  void gather(const float* shard, float* full, std::string_view name, int layer);
+  void scatter(const float* full, float* shard, std::string_view name, int layer);
+  void forward_block(Slot& s, int l, const float* block);
+  void backward_block(Slot& s, int l, const float* block, float* d_block);
+  float forward_head(Slot& s, const float* wte, const float* lnf);
+  void backward_head(Slot& s, const float* wte, const float* lnf, float* d_wte, float* d_lnf);
+  const float* block_input(const Slot& s, int l) const;
+
+  GptConfig cfg_;
+  ShardSpec s_;
+  ShardLayout layout_;
+  int batch_;
+  int hl_, heads_l_, vocab_l_;  // local: h/t, heads/t, V/t
+  OpObserver observer_;
+  AllReduce all_reduce_;
+  SequenceComm sequence_;
+  bool sp_ = false;
+  std::int64_t rows_l_ = 0;  // rows of the residual stream on this rank
+  std::vector<Slot> slots_;
+  std::vector<float> gath_, part_, dln_s_;  // sequence parallelism: gathered, scattered rows
+  std::vector<float> dres_, dtmp_, dln_, dqkv_, datt_, datty_, dfch_, dfch_gelu_, tmp_;
+};
+
+}  // namespace commscope::train

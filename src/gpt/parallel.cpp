@@ -1,0 +1,657 @@
+// The tensor- and pipeline-parallel GPT shard (parallel.h).
+#include "commscope/gpt/parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "commscope/gpt/kernels.h"
+
+namespace commscope::train {
+
+namespace {
+
+// Offsets of a block's tensors from the block's start in a shard (h hidden, t tensor-parallel).
+struct LocalBlock {
+  std::int64_t norm_attn_w, norm_attn_b, qkv_w, qkv_b, attn_out_w, attn_out_b, norm_mlp_w,
+      norm_mlp_b, mlp_in_w, mlp_in_b, mlp_out_w, mlp_out_b, size;
+  LocalBlock(std::int64_t h, std::int64_t t) {
+    const std::int64_t hl = h / t, fl = 4 * h / t;
+    std::int64_t o = 0;
+    auto take = [&o](std::int64_t n) {
+      const std::int64_t at = o;
+      o += n;
+      return at;
+    };
+    norm_attn_w = take(h);
+    norm_attn_b = take(h);
+    qkv_w = take(3 * hl * h);
+    qkv_b = take(3 * hl);
+    attn_out_w = take(h * hl);
+    attn_out_b = take(h);
+    norm_mlp_w = take(h);
+    norm_mlp_b = take(h);
+    mlp_in_w = take(fl * h);
+    mlp_in_b = take(fl);
+    mlp_out_w = take(h * fl);
+    mlp_out_b = take(h);
+    size = o;
+  }
+};
+
+void zero(std::vector<float>& v) {
+  std::memset(v.data(), 0, v.size() * sizeof(float));
+}
+
+}  // namespace
+
+Status validate(const GptConfig& cfg, const ShardSpec& s) {
+  CS_RETURN_IF_ERROR(validate(cfg));
+  if (s.tp < 1 || s.tp_rank < 0 || s.tp_rank >= s.tp)
+    return Error{
+        fmt::format("--tensor-model-parallel-size: expected a positive size, got {}", s.tp)};
+  if (cfg.heads % s.tp != 0)
+    return Error{
+        fmt::format("--tensor-model-parallel-size: expected a divisor of the heads ({}), got {}",
+                    cfg.heads, s.tp)};
+  if (cfg.vocab % s.tp != 0)
+    return Error{fmt::format(
+        "--tensor-model-parallel-size: expected a divisor of the vocabulary ({}), got {}",
+        cfg.vocab, s.tp)};
+  if (s.sequence_parallel && s.tp > 1 && cfg.seq % s.tp != 0)
+    return Error{fmt::format(
+        "--sequence-parallel: expected a sequence length ({}) divisible by the tensor-parallel "
+        "size {}",
+        cfg.seq, s.tp)};
+  if (s.layers < 1 || s.first_layer < 0 || s.first_layer + s.layers > cfg.layers)
+    return Error{fmt::format("internal: blocks [{}, {}) outside the model's {}", s.first_layer,
+                             s.first_layer + s.layers, cfg.layers)};
+  return ok_status();
+}
+
+// ---- ShardLayout ----
+
+ShardLayout::ShardLayout(const GptConfig& cfg, const ShardSpec& s) : cfg_(cfg), s_(s) {
+  CS_CHECK(validate(cfg, s).ok());
+  const std::int64_t h = cfg.hidden, wte = static_cast<std::int64_t>(cfg.vocab) / s.tp * h;
+  std::int64_t o = 0;
+  if (s.embedding) {
+    embedding_ = {0, wte + static_cast<std::int64_t>(cfg.max_positions) * h};
+    replicated_.push_back({wte, static_cast<std::int64_t>(cfg.max_positions) * h});
+    o = embedding_.size;
+  }
+  const LocalBlock lb(h, s.tp);
+  for (int l = 0; l < s.layers; ++l) {
+    blocks_.push_back({o, lb.size});
+    for (auto [at, n] : {std::pair{lb.norm_attn_w, 2 * h}, std::pair{lb.attn_out_b, 3 * h},
+                         std::pair{lb.mlp_out_b, h}})
+      replicated_.push_back({o + at, n});
+    o += lb.size;
+  }
+  if (s.head) {
+    head_ = {o, 2 * h};
+    replicated_.push_back(head_);
+    o += 2 * h;
+    if (!s.embedding) {
+      head_copy_ = {o, wte};
+      o += wte;
+    }
+  }
+  total_ = o;
+}
+
+Range ShardLayout::block(int l) const {
+  const int i = l - s_.first_layer;
+  CS_CHECK(i >= 0 && i < static_cast<int>(blocks_.size()));
+  return blocks_[static_cast<std::size_t>(i)];
+}
+
+std::vector<Range> ShardLayout::sequence_parallel_partial() const {
+  std::vector<Range> out;
+  for (const Range& r : replicated_)
+    if (!(s_.embedding && r.offset == word_embedding().size)) out.push_back(r);  // not wpe
+  return out;
+}
+
+Range ShardLayout::word_embedding() const {
+  if (!s_.embedding) return {};
+  return {0, static_cast<std::int64_t>(cfg_.vocab) / s_.tp * cfg_.hidden};
+}
+
+Range ShardLayout::lm_head_weight() const {
+  CS_CHECK(s_.head);
+  if (s_.embedding) return {0, static_cast<std::int64_t>(cfg_.vocab) / s_.tp * cfg_.hidden};
+  return head_copy_;
+}
+
+void ShardLayout::from_full(const float* full, float* shard) const {
+  const ParamLayout pl(cfg_);
+  const std::int64_t h = cfg_.hidden, t = s_.tp, r = s_.tp_rank, hl = h / t, fl = 4 * h / t;
+  const std::int64_t vl = cfg_.vocab / t;
+  auto find = [&](std::string_view name, int layer) -> const float* {
+    for (const auto& x : pl.tensors())
+      if (x.name == name && x.layer == layer) return full + x.offset;
+    CS_CHECK(false);
+    return nullptr;
+  };
+  auto copy = [](const float* from, std::int64_t n, float* to) { std::copy(from, from + n, to); };
+  const float* wte = find("wte", kEmbeddingLayer) + r * vl * h;
+  if (s_.embedding) {
+    copy(wte, vl * h, shard);
+    copy(find("wpe", kEmbeddingLayer), cfg_.max_positions * h, shard + vl * h);
+  }
+  const LocalBlock lb(h, t);
+  for (int l = s_.first_layer; l < s_.first_layer + s_.layers; ++l) {
+    float* b = shard + block(l).offset;
+    copy(find("norm_attn.w", l), h, b + lb.norm_attn_w);
+    copy(find("norm_attn.b", l), h, b + lb.norm_attn_b);
+    for (std::int64_t part = 0; part < 3; ++part) {  // q, k, v: this rank's heads of each
+      copy(find("qkv.w", l) + (part * h + r * hl) * h, hl * h, b + lb.qkv_w + part * hl * h);
+      copy(find("qkv.b", l) + part * h + r * hl, hl, b + lb.qkv_b + part * hl);
+    }
+    for (std::int64_t row = 0; row < h; ++row)  // row-parallel: this rank's input columns
+      copy(find("attn_out.w", l) + row * h + r * hl, hl, b + lb.attn_out_w + row * hl);
+    copy(find("attn_out.b", l), h, b + lb.attn_out_b);
+    copy(find("norm_mlp.w", l), h, b + lb.norm_mlp_w);
+    copy(find("norm_mlp.b", l), h, b + lb.norm_mlp_b);
+    copy(find("mlp_in.w", l) + r * fl * h, fl * h, b + lb.mlp_in_w);
+    copy(find("mlp_in.b", l) + r * fl, fl, b + lb.mlp_in_b);
+    for (std::int64_t row = 0; row < h; ++row)
+      copy(find("mlp_out.w", l) + row * 4 * h + r * fl, fl, b + lb.mlp_out_w + row * fl);
+    copy(find("mlp_out.b", l), h, b + lb.mlp_out_b);
+  }
+  if (s_.head) {
+    copy(find("lnf.w", kHeadLayer), h, shard + head_.offset);
+    copy(find("lnf.b", kHeadLayer), h, shard + head_.offset + h);
+    if (head_copy_.size > 0) copy(wte, vl * h, shard + head_copy_.offset);
+  }
+}
+
+double gpt_matmul_flops(const GptConfig& cfg, int batch) {
+  const double n = static_cast<double>(batch) * cfg.seq, c = cfg.hidden;
+  const double per_block = 2 * n * c * (3 * c + c + 4 * c + 4 * c) + 2 * 2.0 * n * cfg.seq * c;
+  return 3 * (cfg.layers * per_block + 2 * n * c * cfg.vocab);
+}
+
+// ---- GptShard ----
+
+GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slots)
+    : cfg_(cfg),
+      s_(s),
+      layout_(cfg, s),
+      batch_(batch),
+      hl_(cfg.hidden / s.tp),
+      heads_l_(cfg.heads / s.tp),
+      vocab_l_(cfg.vocab / s.tp) {
+  CS_CHECK(batch >= 1 && slots >= 1);
+  const std::size_t n = static_cast<std::size_t>(batch) * cfg.seq;
+  const std::size_t c = cfg.hidden, cl = static_cast<std::size_t>(hl_);
+  sp_ = s.sequence_parallel && s.tp > 1;
+  // Rows of the residual stream on this rank: a sequence shard under sequence parallelism.
+  const std::size_t r = sp_ ? n / static_cast<std::size_t>(s.tp) : n;
+  rows_l_ = static_cast<std::int64_t>(r);
+  const std::size_t att = static_cast<std::size_t>(batch) * heads_l_ * cfg.seq * cfg.seq;
+  slots_.resize(static_cast<std::size_t>(slots));
+  for (Slot& sl : slots_) {
+    sl.tokens.resize(n);
+    sl.targets.resize(n);
+    sl.input.resize(r * c);
+    sl.blocks.resize(static_cast<std::size_t>(s.layers));
+    for (auto& b : sl.blocks) {
+      b.ln1.resize(r * c);
+      b.ln1_mean.resize(r);
+      b.ln1_rstd.resize(r);
+      b.qkv.resize(3 * n * cl);
+      b.att.resize(att);
+      b.atty.resize(n * cl);
+      b.res2.resize(r * c);
+      b.ln2.resize(r * c);
+      b.ln2_mean.resize(r);
+      b.ln2_rstd.resize(r);
+      b.fch.resize(4 * n * cl);
+      b.fch_gelu.resize(4 * n * cl);
+      b.res3.resize(r * c);
+    }
+    if (s.head) {
+      sl.lnf.resize(r * c);
+      sl.lnf_mean.resize(r);
+      sl.lnf_rstd.resize(r);
+      sl.probs.resize(n * static_cast<std::size_t>(vocab_l_));
+      sl.losses.resize(n);
+      sl.ce_max.resize(n);
+      sl.ce_sum.resize(n);
+    }
+  }
+  tmp_.resize(n * c);
+  gath_.resize(sp_ ? n * c : 0);
+  part_.resize(sp_ ? r * c : 0);
+  dln_s_.resize(sp_ ? r * c : 0);
+  dres_.resize(r * c);
+  dtmp_.resize(n * c);
+  dln_.resize(n * c);
+  dqkv_.resize(3 * n * cl);
+  datt_.resize(att);
+  datty_.resize(n * cl);
+  dfch_.resize(4 * n * cl);
+  dfch_gelu_.resize(4 * n * cl);
+}
+
+template <class F>
+void GptShard::timed(std::string_view name, int layer, bool backward, double flops, F&& f) {
+  if (!observer_) {
+    f();
+    return;
+  }
+  const double start = Gpt::now();
+  f();
+  observer_(OpRecord{name, layer, backward, start, Gpt::now(), flops});
+}
+
+void GptShard::reduce(float* data, std::int64_t n, bool max, std::string_view name, int layer) {
+  if (s_.tp == 1) return;
+  CS_CHECK(all_reduce_ != nullptr);
+  all_reduce_(data, n, max, name, layer);
+}
+
+void GptShard::gather(const float* shard, float* full, std::string_view name, int layer) {
+  CS_CHECK(sequence_ != nullptr);
+  sequence_(true, shard, full, rows_l_ * cfg_.hidden, name, layer);
+}
+
+void GptShard::scatter(const float* full, float* shard, std::string_view name, int layer) {
+  CS_CHECK(sequence_ != nullptr);
+  sequence_(false, full, shard, rows_l_ * cfg_.hidden, name, layer);
+}
+
+std::int64_t GptShard::activation_elements() const {
+  return rows_l_ * cfg_.hidden;
+}
+
+const float* GptShard::output(int slot) const {
+  return slots_[static_cast<std::size_t>(slot)].blocks.back().res3.data();
+}
+
+const float* GptShard::block_input(const Slot& s, int l) const {
+  const int i = l - s_.first_layer;
+  return i == 0 ? s.input.data() : s.blocks[static_cast<std::size_t>(i - 1)].res3.data();
+}
+
+namespace {
+// out[r, c] = x[r, c] + (y[r, c] + bias[c]) over rows x ch.
+void add_bias_residual(float* out, const float* x, const float* y, const float* bias,
+                       std::int64_t rows, int ch) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < ch; ++c) out[i * ch + c] = x[i * ch + c] + (y[i * ch + c] + bias[c]);
+}
+// db[c] += column sums of d[rows, ch].
+void bias_grad(float* db, const float* d, std::int64_t rows, int ch) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < ch; ++c) db[c] += d[i * ch + c];
+}
+}  // namespace
+
+float GptShard::forward(int slot, const float* params, const std::int32_t* tokens,
+                        const float* input, const std::int32_t* targets) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
+  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq;
+  if (s_.embedding) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      CS_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab);
+      s.tokens[static_cast<std::size_t>(i)] = tokens[i];
+    }
+    const float* wte = params + layout_.embedding().offset;
+    const float* wpe = wte + static_cast<std::int64_t>(vocab_l_) * ch;
+    if (s_.tp == 1) {
+      timed("embedding", kEmbeddingLayer, false, 0,
+            [&] { encoder_forward(s.input.data(), s.tokens.data(), wte, wpe, nb, seq, ch); });
+    } else {
+      // Vocabulary-parallel lookup: the rows of this rank's vocabulary, zero elsewhere, summed
+      // over the group (reduce-scattered onto sequence shards under sequence parallelism); the
+      // positions, held whole by every rank, added once.
+      const std::int32_t lo = s_.tp_rank * vocab_l_;
+      float* out_all = sp_ ? gath_.data() : s.input.data();
+      const bool add_positions = sp_ && s_.tp_rank == 0;
+      timed("embedding", kEmbeddingLayer, false, 0, [&] {
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float* out = out_all + i * ch;
+          const std::int32_t tok = s.tokens[static_cast<std::size_t>(i)] - lo;
+          if (tok >= 0 && tok < vocab_l_)
+            std::copy(wte + static_cast<std::int64_t>(tok) * ch,
+                      wte + static_cast<std::int64_t>(tok + 1) * ch, out);
+          else
+            std::fill(out, out + ch, 0.0f);
+          if (add_positions) {
+            const float* p = wpe + (i % seq) * ch;
+            for (int c = 0; c < ch; ++c) out[c] += p[c];
+          }
+        }
+      });
+      if (sp_) {
+        scatter(gath_.data(), s.input.data(), "sp_reduce_scatter", kEmbeddingLayer);
+      } else {
+        reduce(s.input.data(), rows * ch, false, "tp_all_reduce", kEmbeddingLayer);
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float* out = s.input.data() + i * ch;
+          const float* p = wpe + (i % seq) * ch;
+          for (int c = 0; c < ch; ++c) out[c] += p[c];
+        }
+      }
+    }
+  } else {
+    std::copy(input, input + rows_l_ * ch, s.input.data());
+  }
+  for (int l = s_.first_layer; l < s_.first_layer + s_.layers; ++l)
+    forward_block(s, l, params + layout_.block(l).offset);
+  s.forward_done = true;
+  if (!s_.head) return 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    CS_CHECK(targets[i] >= 0 && targets[i] < cfg_.vocab);
+    s.targets[static_cast<std::size_t>(i)] = targets[i];
+  }
+  return forward_head(s, params + layout_.lm_head_weight().offset, params + layout_.head().offset);
+}
+
+void GptShard::forward_block(Slot& s, int l, const float* block) {
+  const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
+  const int cl = hl_, nh = heads_l_;
+  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
+  const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
+  const double attn_flops = 2.0 * nb * seq * static_cast<double>(seq) * cl;
+  const LocalBlock o(ch, s_.tp);
+  const bool split = s_.tp > 1;
+  BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
+  const float* inp = block_input(s, l);
+  // Megatron's g: all-reduce the row-parallel partial sums (reduce-scatter them under sequence
+  // parallelism); then bias and residual on this rank's rows.
+  auto exit_region = [&](float* out, const float* x, const float* bias, std::string_view name) {
+    if (sp_) scatter(tmp_.data(), part_.data(), "sp_reduce_scatter", l);
+    if (!sp_) reduce(tmp_.data(), rows * ch, false, "tp_all_reduce", l);
+    timed(name, l, false, 0, [&] {
+      if (!split)
+        residual_forward(out, x, tmp_.data(), rows * ch);
+      else
+        add_bias_residual(out, x, sp_ ? part_.data() : tmp_.data(), bias, rl, ch);
+    });
+  };
+  timed("norm_attn", l, false, 0, [&] {
+    layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), inp,
+                      block + o.norm_attn_w, block + o.norm_attn_b, rl, ch);
+  });
+  if (sp_) gather(a.ln1.data(), gath_.data(), "sp_all_gather", l);
+  const float* x1 = sp_ ? gath_.data() : a.ln1.data();
+  timed("qkv", l, false, 2 * fn * fc * 3 * fcl, [&] {
+    matmul_forward(a.qkv.data(), x1, block + o.qkv_w, block + o.qkv_b, rows, ch, 3 * cl);
+  });
+  timed("attn_scores", l, false, attn_flops,
+        [&] { attention_scores_forward(a.att.data(), a.qkv.data(), nb, seq, cl, nh); });
+  timed("softmax", l, false, 0, [&] { attention_softmax_forward(a.att.data(), nb, seq, nh); });
+  timed("attn_values", l, false, attn_flops, [&] {
+    attention_values_forward(a.atty.data(), a.att.data(), a.qkv.data(), nb, seq, cl, nh);
+  });
+  timed("attn_out", l, false, 2 * fn * fcl * fc, [&] {
+    matmul_forward(tmp_.data(), a.atty.data(), block + o.attn_out_w,
+                   split ? nullptr : block + o.attn_out_b, rows, cl, ch);
+  });
+  exit_region(a.res2.data(), inp, block + o.attn_out_b, "attn_residual");
+  timed("norm_mlp", l, false, 0, [&] {
+    layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
+                      block + o.norm_mlp_w, block + o.norm_mlp_b, rl, ch);
+  });
+  if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather", l);
+  const float* x2 = sp_ ? gath_.data() : a.ln2.data();
+  timed("mlp_in", l, false, 2 * fn * fc * 4 * fcl, [&] {
+    matmul_forward(a.fch.data(), x2, block + o.mlp_in_w, block + o.mlp_in_b, rows, ch, 4 * cl);
+  });
+  timed("mlp_act", l, false, 0,
+        [&] { gelu_forward(a.fch_gelu.data(), a.fch.data(), 4 * rows * cl); });
+  timed("mlp_out", l, false, 2 * fn * 4 * fcl * fc, [&] {
+    matmul_forward(tmp_.data(), a.fch_gelu.data(), block + o.mlp_out_w,
+                   split ? nullptr : block + o.mlp_out_b, rows, 4 * cl, ch);
+  });
+  exit_region(a.res3.data(), a.res2.data(), block + o.mlp_out_b, "mlp_residual");
+}
+
+float GptShard::forward_head(Slot& s, const float* wte, const float* lnf) {
+  const int ch = cfg_.hidden, vl = vocab_l_;
+  const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
+  const float* x = s.blocks.back().res3.data();
+  timed("final_norm", kHeadLayer, false, 0, [&] {
+    layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, lnf, lnf + ch, rows_l_,
+                      ch);
+  });
+  if (sp_) gather(s.lnf.data(), gath_.data(), "sp_all_gather", kHeadLayer);
+  const float* xf = sp_ ? gath_.data() : s.lnf.data();
+  timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(rows) * ch * vl, [&] {
+    matmul_forward(s.probs.data(), xf, wte, static_cast<const float*>(nullptr), rows, ch, vl);
+  });
+  if (s_.tp == 1) {
+    float loss = 0;
+    timed("cross_entropy", kHeadLayer, false, 0, [&] {
+      loss = crossentropy_forward(s.probs.data(), s.losses.data(), s.probs.data(), s.targets.data(),
+                                  rows, vl);
+    });
+    return loss;
+  }
+  // Vocabulary-parallel cross-entropy (Megatron): the row maxima, the sums of exponentials and
+  // the target logits, each all-reduced over the group; probabilities stay split.
+  const std::int32_t lo = s_.tp_rank * vl;
+  float* tgt = s.losses.data();  // the target logit first, the loss after
+  timed("cross_entropy", kHeadLayer, false, 0, [&] {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const float* z = s.probs.data() + i * vl;
+      s.ce_max[static_cast<std::size_t>(i)] = *std::max_element(z, z + vl);
+      const std::int32_t t = s.targets[static_cast<std::size_t>(i)] - lo;
+      tgt[i] = t >= 0 && t < vl ? z[t] : 0.0f;  // the target's logit, 0 off this rank
+    }
+  });
+  reduce(s.ce_max.data(), rows, true, "ce_max", kHeadLayer);
+  timed("cross_entropy", kHeadLayer, false, 0, [&] {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      float* z = s.probs.data() + i * vl;
+      const float m = s.ce_max[static_cast<std::size_t>(i)];
+      double sum = 0;
+      for (int v = 0; v < vl; ++v) {
+        z[v] = std::exp(z[v] - m);
+        sum += z[v];
+      }
+      s.ce_sum[static_cast<std::size_t>(i)] = static_cast<float>(sum);
+    }
+  });
+  reduce(s.ce_sum.data(), rows, false, "ce_sum_exp", kHeadLayer);
+  reduce(tgt, rows, false, "ce_target", kHeadLayer);
+  double total = 0;
+  timed("cross_entropy", kHeadLayer, false, 0, [&] {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const float sum = s.ce_sum[static_cast<std::size_t>(i)];
+      tgt[i] = std::log(sum) + s.ce_max[static_cast<std::size_t>(i)] - tgt[i];
+      total += tgt[i];
+      float* z = s.probs.data() + i * vl;
+      const float inv = 1.0f / sum;
+      for (int v = 0; v < vl; ++v) z[v] *= inv;
+    }
+  });
+  return static_cast<float>(total / static_cast<double>(rows));
+}
+
+void GptShard::backward(int slot, const float* params, float* grads, const float* d_output,
+                        const std::function<void(std::int64_t)>& on_done) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  CS_CHECK(s.forward_done);
+  s.forward_done = false;
+  const std::int64_t total = layout_.total();
+  auto done = [&](std::int64_t offset) {
+    if (on_done) on_done(total - offset);
+  };
+  const int ch = cfg_.hidden;
+  const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
+  if (s_.head) {
+    const Range w = layout_.lm_head_weight(), h = layout_.head();
+    backward_head(s, params + w.offset, params + h.offset, grads + w.offset, grads + h.offset);
+    done(h.offset);
+  } else {
+    std::copy(d_output, d_output + rows_l_ * ch, dres_.data());
+  }
+  for (int l = s_.first_layer + s_.layers - 1; l >= s_.first_layer; --l) {
+    const std::int64_t off = layout_.block(l).offset;
+    backward_block(s, l, params + off, grads + off);
+    done(off);
+  }
+  if (s_.embedding) {
+    const int seq = cfg_.seq;
+    float* d_wte = grads + layout_.embedding().offset;
+    float* d_wpe = d_wte + static_cast<std::int64_t>(vocab_l_) * ch;
+    if (s_.tp == 1) {
+      timed("embedding", kEmbeddingLayer, true, 0, [&] {
+        encoder_backward(d_wte, d_wpe, dres_.data(), s.tokens.data(), batch_, seq, ch);
+      });
+    } else {
+      // Every rank has the whole gradient of the lookup (gathered from the sequence shards
+      // under sequence parallelism): its vocabulary rows, and the positions whole.
+      if (sp_) gather(dres_.data(), dtmp_.data(), "sp_all_gather", kEmbeddingLayer);
+      const float* dall = sp_ ? dtmp_.data() : dres_.data();
+      const std::int32_t lo = s_.tp_rank * vocab_l_;
+      timed("embedding", kEmbeddingLayer, true, 0, [&] {
+        for (std::int64_t i = 0; i < rows; ++i) {
+          const float* g = dall + i * ch;
+          const std::int32_t tok = s.tokens[static_cast<std::size_t>(i)] - lo;
+          if (tok >= 0 && tok < vocab_l_) {
+            float* d = d_wte + static_cast<std::int64_t>(tok) * ch;
+            for (int c = 0; c < ch; ++c) d[c] += g[c];
+          }
+          float* dp = d_wpe + (i % seq) * ch;
+          for (int c = 0; c < ch; ++c) dp[c] += g[c];
+        }
+      });
+    }
+    done(layout_.embedding().offset);
+  }
+}
+
+void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float* d_wte,
+                             float* d_lnf) {
+  const int ch = cfg_.hidden, vl = vocab_l_;
+  const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
+  if (s_.tp == 1) {
+    timed("cross_entropy", kHeadLayer, true, 0, [&] {
+      crossentropy_backward(s.probs.data(), s.probs.data(), s.targets.data(), rows, vl);
+    });
+  } else {
+    const std::int32_t lo = s_.tp_rank * vl;
+    timed("cross_entropy", kHeadLayer, true, 0, [&] {
+      const float inv_n = 1.0f / static_cast<float>(rows);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        float* z = s.probs.data() + i * vl;
+        const std::int32_t t = s.targets[static_cast<std::size_t>(i)] - lo;
+        for (int v = 0; v < vl; ++v) z[v] = (z[v] - (v == t ? 1.0f : 0.0f)) * inv_n;
+      }
+    });
+  }
+  // Megatron re-gathers the LM head's input for its weight gradient.
+  if (sp_) gather(s.lnf.data(), gath_.data(), "sp_all_gather_wgrad", kHeadLayer);
+  const float* xf = sp_ ? gath_.data() : s.lnf.data();
+  timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(rows) * ch * vl, [&] {
+    zero(dln_);
+    matmul_backward(dln_.data(), d_wte, static_cast<float*>(nullptr), s.probs.data(), xf, wte, rows,
+                    ch, vl);
+  });
+  if (sp_)
+    scatter(dln_.data(), dln_s_.data(), "sp_reduce_scatter", kHeadLayer);
+  else
+    reduce(dln_.data(), rows * ch, false, "tp_all_reduce", kHeadLayer);
+  timed("final_norm", kHeadLayer, true, 0, [&] {
+    zero(dres_);
+    layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, sp_ ? dln_s_.data() : dln_.data(),
+                       s.blocks.back().res3.data(), lnf, s.lnf_mean.data(), s.lnf_rstd.data(),
+                       rows_l_, ch);
+  });
+}
+
+void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block) {
+  const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
+  const int cl = hl_, nh = heads_l_;
+  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
+  const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
+  const double attn_flops = 4.0 * nb * seq * static_cast<double>(seq) * cl;
+  const LocalBlock o(ch, s_.tp);
+  const BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
+  const float* inp = block_input(s, l);
+  // The residual's gradient into the region: whole rows, gathered from the sequence shards
+  // under sequence parallelism (the row-parallel bias's gradient from this rank's rows: the
+  // step all-reduces it over the group).
+  auto into_region = [&](std::string_view name, float* d_bias) {
+    timed(name, l, true, 0, [&] {
+      if (sp_) {
+        bias_grad(d_bias, dres_.data(), rl, ch);
+      } else {
+        zero(dtmp_);
+        residual_backward(dres_.data(), dtmp_.data(), dres_.data(), rows * ch);
+      }
+    });
+    if (sp_) gather(dres_.data(), dtmp_.data(), "sp_all_gather", l);
+  };
+  // Megatron's f, backward: the partial input gradients all-reduced (reduce-scattered onto
+  // the sequence shards).
+  auto out_of_region = [&] {
+    if (sp_)
+      scatter(dln_.data(), dln_s_.data(), "sp_reduce_scatter", l);
+    else
+      reduce(dln_.data(), rows * ch, false, "tp_all_reduce", l);
+    return sp_ ? dln_s_.data() : dln_.data();
+  };
+  into_region("mlp_residual", d_block + o.mlp_out_b);
+  timed("mlp_out", l, true, 4 * fn * 4 * fcl * fc, [&] {
+    zero(dfch_gelu_);
+    matmul_backward(dfch_gelu_.data(), d_block + o.mlp_out_w, sp_ ? nullptr : d_block + o.mlp_out_b,
+                    dtmp_.data(), a.fch_gelu.data(), block + o.mlp_out_w, rows, 4 * cl, ch);
+  });
+  timed("mlp_act", l, true, 0, [&] {
+    zero(dfch_);
+    gelu_backward(dfch_.data(), a.fch.data(), dfch_gelu_.data(), 4 * rows * cl);
+  });
+  if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather_wgrad", l);
+  timed("mlp_in", l, true, 4 * fn * fc * 4 * fcl, [&] {
+    zero(dln_);
+    matmul_backward(dln_.data(), d_block + o.mlp_in_w, d_block + o.mlp_in_b, dfch_.data(),
+                    sp_ ? gath_.data() : a.ln2.data(), block + o.mlp_in_w, rows, ch, 4 * cl);
+  });
+  const float* dln2 = out_of_region();
+  timed("norm_mlp", l, true, 0, [&] {
+    layernorm_backward(dres_.data(), d_block + o.norm_mlp_w, d_block + o.norm_mlp_b, dln2,
+                       a.res2.data(), block + o.norm_mlp_w, a.ln2_mean.data(), a.ln2_rstd.data(),
+                       rl, ch);
+  });
+  into_region("attn_residual", d_block + o.attn_out_b);
+  timed("attn_out", l, true, 4 * fn * fcl * fc, [&] {
+    zero(datty_);
+    matmul_backward(datty_.data(), d_block + o.attn_out_w, sp_ ? nullptr : d_block + o.attn_out_b,
+                    dtmp_.data(), a.atty.data(), block + o.attn_out_w, rows, cl, ch);
+  });
+  timed("attn_values", l, true, attn_flops, [&] {
+    zero(dqkv_);
+    attention_values_backward(datt_.data(), dqkv_.data(), datty_.data(), a.att.data(), a.qkv.data(),
+                              nb, seq, cl, nh);
+  });
+  timed("softmax", l, true, 0,
+        [&] { attention_softmax_backward(datt_.data(), a.att.data(), nb, seq, nh); });
+  timed("attn_scores", l, true, attn_flops, [&] {
+    attention_scores_backward(dqkv_.data(), datt_.data(), a.qkv.data(), nb, seq, cl, nh);
+  });
+  if (sp_) gather(a.ln1.data(), gath_.data(), "sp_all_gather_wgrad", l);
+  timed("qkv", l, true, 4 * fn * fc * 3 * fcl, [&] {
+    zero(dln_);
+    matmul_backward(dln_.data(), d_block + o.qkv_w, d_block + o.qkv_b, dqkv_.data(),
+                    sp_ ? gath_.data() : a.ln1.data(), block + o.qkv_w, rows, ch, 3 * cl);
+  });
+  const float* dln1 = out_of_region();
+  timed("norm_attn", l, true, 0, [&] {
+    layernorm_backward(dres_.data(), d_block + o.norm_attn_w, d_block + o.norm_attn_b, dln1, inp,
+                       block + o.norm_attn_w, a.ln1_mean.data(), a.ln1_rstd.data(), rl, ch);
+  });
+}
+
+}  // namespace commscope::train

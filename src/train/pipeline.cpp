@@ -1,0 +1,858 @@
+// The model-parallel trainer (Megatron's tensor, pipeline and data parallelism over MPI): each
+// rank holds a tensor-parallel shard (gpt/parallel.h) of its pipeline stage's chunks, runs the
+// plan's schedule (sim/simulator.h's pipeline_order: GPipe, 1F1B, interleaved 1F1B), sends
+// activations and gradients to the neighbouring stages, all-reduces within its tensor-parallel
+// group, all-reduces DDP buckets over its data-parallel group and the tied embedding's gradient
+// between the first and last stages. Its communication is the workload's for its stage
+// (build_workload, comm_volume), checked every run on every rank.
+#include "pipeline.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "comm_stream.h"
+#include "commscope/comm/collectives.h"
+#include "commscope/comm/mpi.h"
+#include "commscope/gpt/data.h"
+#include "commscope/gpt/kernels.h"
+#include "commscope/gpt/optim.h"
+#include "commscope/gpt/parallel.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/timeline/breakdown_json.h"
+#include "commscope/timeline/chrome.h"
+#include "commscope/timeline/timeline.h"
+#include "commscope/train/checkpoint.h"
+#include "commscope/util/atomic_file.h"
+#include "commscope/workload/workload.h"
+#include "report.h"
+
+namespace commscope::train {
+
+Grid Grid::of(const TrainOptions& o, int world, int rank) {
+  Grid g;
+  g.tp = o.tp;
+  g.pp = o.pp;
+  g.dp = world / (o.tp * o.pp);
+  g.t = rank % g.tp;
+  if (o.rank_order == RankOrder::tp_dp_pp) {  // Megatron's default: rank = t + TP (d + DP p)
+    g.d = (rank / g.tp) % g.dp;
+    g.p = rank / (g.tp * g.dp);
+  } else {  // tp-pp-dp: rank = t + TP (p + PP d)
+    g.p = (rank / g.tp) % g.pp;
+    g.d = rank / (g.tp * g.pp);
+  }
+  return g;
+}
+
+namespace {
+
+// The most micro-batches of chunk c whose forward has run and backward not yet, in `order`.
+int max_in_flight(const std::vector<PipelineTask>& order, int c) {
+  int open = 0, most = 1;
+  for (const PipelineTask& t : order)
+    if (t.chunk == c) most = std::max(most, open += t.backward ? -1 : 1);
+  return most;
+}
+
+// One model chunk of this rank: its shard of the model, its parameters, gradients and AdamW
+// moments, and its DDP buckets (ranges of its buffer, in backward order).
+struct ChunkState {
+  int virtual_stage = 0;
+  std::unique_ptr<GptShard> model;
+  std::vector<float> params, grads, m, v;
+  struct Bucket {
+    std::int64_t offset, elements;
+  };
+  std::vector<Bucket> buckets;
+  int last_backward_mb = 0;  // the micro-batch whose backward issues the buckets
+  // Activation slots: as many as the schedule has micro-batches in flight on this chunk; a
+  // forward takes a free one, its backward gives it back.
+  std::vector<int> free_slots;
+  std::map<int, int> slot_of;  // micro-batch -> slot
+};
+
+class PipelineTrainer {
+ public:
+  PipelineTrainer(const TrainOptions& o, MPI_Comm comm) : o_(o), world_(comm) {
+    MPI_Comm_rank(comm, &me_);
+    MPI_Comm_size(comm, &n_);
+    g_ = Grid::of(o, n_, me_);
+    v_ = o.vpp;
+  }
+  ~PipelineTrainer() {
+    for (MPI_Comm* c : {&tp_comm_, &dp_comm_, &pp_comm_, &emb_comm_, &mp_comm_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
+  int run();
+
+ private:
+  bool setup();
+  bool resume();
+  Status train();
+  void run_schedule(std::int64_t step, double* loss_sum);
+  void optimizer_step(std::int64_t step, double* grad_norm);
+  void record_compute(const OpRecord& r);
+  // kind: what the call is for the causal split (attribute_waits). peer/tag: a send's
+  // destination or a receive's source (pipeline ranks) and the message's tag.
+  enum class Kind : std::uint8_t { collective, outside, send, recv };
+  std::uint64_t comm_op(std::string_view name, Collective c, CommGroup g, int group_size, int layer,
+                        double bytes, std::function<void()> call, bool outside_workload = false,
+                        int peer = -1, int tag = -1);
+  // After a step (stream idle): the time each of this step's calls waited for its peers, from
+  // every group member's entry times (a collective can start when the last one enters) and
+  // the senders' post times (a receive can complete once its message was sent). Moves that
+  // wait out of the call's causal duration into Event::wait.
+  void attribute_waits(std::size_t first);
+  struct CommMeta {
+    Kind kind;
+    int peer, tag;
+  };
+  std::int64_t first_sequence(std::int64_t step, int mb) const {
+    const std::int64_t global = accum_ * g_.dp * o_.micro_batch;
+    return (step - 1) * global + static_cast<std::int64_t>(mb) * o_.micro_batch * g_.dp +
+           static_cast<std::int64_t>(g_.d) * o_.micro_batch;
+  }
+  int tag(int virtual_stage, int mb, bool gradient) const {
+    return (virtual_stage * static_cast<int>(accum_) + mb) * 2 + (gradient ? 1 : 0);
+  }
+  nlohmann::json manifest(std::int64_t step) const;
+  Status save(std::int64_t step);
+  void write_trace() const;
+  void gather_ranks();
+  int report();
+  bool agree(bool ok) {
+    int mine = ok ? 1 : 0, all = 0;
+    CS_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world_));
+    return all == 1;
+  }
+
+  const TrainOptions& o_;
+  MPI_Comm world_;
+  MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pp_comm_ = MPI_COMM_NULL,
+           emb_comm_ = MPI_COMM_NULL, mp_comm_ = MPI_COMM_NULL;
+  int me_ = 0, n_ = 1, v_ = 1;
+  Grid g_;
+  std::int64_t accum_ = 1;
+  Schedule schedule_ = Schedule::one_f_one_b;
+  std::vector<ChunkState> chunks_;
+  std::vector<PipelineTask> order_;  // this stage's tasks per step, in schedule order
+  std::unique_ptr<TokenSource> data_;
+  CommStream stream_;
+  std::vector<MPI_Request> pending_sends_;  // the stream thread's
+  std::vector<std::shared_ptr<std::vector<float>>> send_buffers_;
+  Timeline tl_;
+  std::vector<Event> compute_events_, comm_events_, task_events_;
+  std::vector<CommMeta> comm_meta_;  // beside comm_events_ (the stream thread's)
+  MeasuredComm measured_;
+  std::vector<CommVolume> expected_;
+  std::vector<StepRow> rows_;
+  std::int64_t start_ = 0;
+  double t0_ = 0;
+  std::int32_t microbatch_ = 0;
+  nlohmann::json per_rank_ = nlohmann::json::array();
+};
+
+void PipelineTrainer::record_compute(const OpRecord& r) {
+  Event e;
+  e.rank = me_;
+  e.stream = 0;
+  e.start = r.start_s - t0_;
+  e.dur = r.end_s - r.start_s;
+  e.kind = EventKind::compute;
+  e.name = tl_.intern(r.name);
+  e.layer = r.layer;
+  e.microbatch = microbatch_;
+  compute_events_.push_back(e);
+}
+
+std::uint64_t PipelineTrainer::comm_op(std::string_view name, Collective c, CommGroup g,
+                                       int group_size, int layer, double bytes,
+                                       std::function<void()> call, bool outside_workload, int peer,
+                                       int tag) {
+  const std::uint32_t nm = tl_.intern(name);  // main thread: the stream must not intern
+  const std::int32_t mb = microbatch_;
+  return stream_.submit([this, c, g, group_size, layer, bytes, call = std::move(call), nm, mb,
+                         outside_workload, peer, tag] {
+    Event e;
+    e.rank = me_;
+    e.stream = 1;
+    e.start = Gpt::now() - t0_;
+    call();
+    e.dur = Gpt::now() - t0_ - e.start;
+    e.kind = EventKind::comm;
+    e.has_collective = true;
+    e.collective = c;
+    e.group = g;
+    e.group_size = group_size;
+    e.name = nm;
+    e.layer = layer;
+    e.microbatch = mb;
+    e.bytes = bytes;
+    comm_events_.push_back(e);
+    const Kind k = outside_workload        ? Kind::outside
+                   : c == Collective::send ? Kind::send
+                   : c == Collective::recv ? Kind::recv
+                                           : Kind::collective;
+    comm_meta_.push_back({k, peer, tag});
+    if (!outside_workload) {
+      auto& m = measured_[{g, c}];
+      m.first += 1;
+      m.second += bytes;
+    }
+  });
+}
+
+bool PipelineTrainer::setup() {
+  set_threads(o_.threads);
+  // Communicators: ranks alike but for their tensor (data, pipeline) coordinate.
+  const int t = g_.t, d = g_.d, p = g_.p;
+  CS_MPI_CHECK(MPI_Comm_split(world_, p * g_.dp + d, t, &tp_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, p * g_.tp + t, d, &dp_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, d * g_.tp + t, p, &pp_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, d, me_, &mp_comm_));
+  const bool ends = g_.pp > 1 && (p == 0 || p == g_.pp - 1);
+  CS_MPI_CHECK(MPI_Comm_split(world_, ends ? d * g_.tp + t : MPI_UNDEFINED, p, &emb_comm_));
+
+  if (o_.data.empty()) {
+    data_ = std::make_unique<TokenSource>(TokenSource::synthetic(o_.model.vocab, o_.seed));
+  } else {
+    auto src = TokenSource::text_file(o_.data, o_.model.vocab, o_.model.seq);
+    if (!agree(src.ok())) {
+      if (!src.ok() && me_ == 0)
+        std::fprintf(stderr, "commscope: %s\n", src.error().message.c_str());
+      if (me_ == 0 && src.ok())
+        std::fprintf(stderr, "commscope: --data: another rank could not read '%s'\n",
+                     o_.data.c_str());
+      return false;
+    }
+    data_ = std::make_unique<TokenSource>(std::move(src).value());
+  }
+
+  // The workload of this model and plan: this stage's role gives the communication.
+  auto sc = train_scenario(o_, n_);
+  if (!sc.ok()) {
+    if (me_ == 0) std::fprintf(stderr, "commscope: %s\n", sc.error().message.c_str());
+    return false;
+  }
+  const Workload w = build_workload(*sc);
+  accum_ = w.microbatches;
+  schedule_ = sc->plan.schedule;
+  const Role& role = w.roles[static_cast<std::size_t>(p)];
+  expected_ = comm_volume(w, role);
+  order_ =
+      pipeline_order(schedule_, g_.pp, v_, static_cast<int>(accum_))[static_cast<std::size_t>(p)];
+
+  const ParamLayout full_layout(o_.model);
+  std::vector<float> full(static_cast<std::size_t>(full_layout.total()));
+  init_params(full_layout, full.data(), o_.seed);  // every rank the same, then its shard
+  const int last_vs = g_.pp * v_ - 1;
+  std::int64_t held = 0;
+  for (int c = 0; c < v_; ++c) {
+    const Chunk& wc = role.chunks[static_cast<std::size_t>(c)];
+    ShardSpec s;
+    s.tp = g_.tp;
+    s.tp_rank = t;
+    s.first_layer = wc.first_layer;
+    s.layers = wc.layers;
+    s.embedding = wc.virtual_stage == 0;
+    s.head = wc.virtual_stage == last_vs;
+    s.sequence_parallel = o_.sequence_parallel;
+    ChunkState ch;
+    ch.virtual_stage = wc.virtual_stage;
+    const int slots = max_in_flight(order_, c);
+    for (int k = slots - 1; k >= 0; --k) ch.free_slots.push_back(k);
+    ch.model = std::make_unique<GptShard>(o_.model, s, o_.micro_batch, slots);
+    const std::int64_t total = ch.model->layout().total();
+    held += total;
+    ch.params.assign(static_cast<std::size_t>(total), 0.0f);
+    ch.model->layout().from_full(full.data(), ch.params.data());
+    ch.grads.assign(ch.params.size(), 0.0f);
+    ch.m.assign(ch.params.size(), 0.0f);
+    ch.v.assign(ch.params.size(), 0.0f);
+    // DDP buckets: the workload's, laid from the end of the chunk's buffer (backward completes
+    // gradients in reverse memory order).
+    std::int64_t done = 0;
+    for (const Op& op : wc.backward.ops()) {
+      if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
+      done += op.elements;
+      ch.buckets.push_back({total - done, op.elements});
+    }
+    if (done > total) {
+      if (me_ == 0)
+        std::fprintf(stderr, "commscope: internal: the workload's buckets cover %lld of %lld\n",
+                     static_cast<long long>(done), static_cast<long long>(total));
+      return false;
+    }
+    for (const PipelineTask& task : order_)
+      if (task.backward && task.chunk == c) ch.last_backward_mb = task.microbatch;
+    ch.model->set_all_reduce(
+        [this](float* data, std::int64_t n, bool max, std::string_view name, int layer) {
+          const std::uint64_t tk =
+              comm_op(name, Collective::all_reduce, CommGroup::tensor, g_.tp, layer,
+                      static_cast<double>(n) * sizeof(float), [this, data, n, max] {
+                        comm::all_reduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT,
+                                         max ? MPI_MAX : MPI_SUM, tp_comm_);
+                      });
+          stream_.wait(tk);
+        });
+    ch.model->set_sequence_comm([this](bool gather, const float* in, float* out, std::int64_t shard,
+                                       std::string_view name, int layer) {
+      const int count = static_cast<int>(shard);
+      const std::vector<int> counts(static_cast<std::size_t>(g_.tp), count);
+      std::vector<int> displs(counts.size());
+      for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = static_cast<int>(i) * count;
+      const double bytes = static_cast<double>(shard) * g_.tp * sizeof(float);
+      const std::uint64_t tk =
+          comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter,
+                  CommGroup::tensor, g_.tp, layer, bytes, [this, gather, in, out, counts, displs] {
+                    if (gather)
+                      comm::all_gather(in, out, counts, displs, MPI_FLOAT, tp_comm_);
+                    else
+                      comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, tp_comm_);
+                  });
+      stream_.wait(tk);
+    });
+    ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
+    chunks_.push_back(std::move(ch));
+  }
+  if (held != role.params) {
+    if (me_ == 0)
+      std::fprintf(stderr,
+                   "commscope: internal: the workload counts %lld parameters, rank holds %lld\n",
+                   static_cast<long long>(role.params), static_cast<long long>(held));
+    return false;
+  }
+  return true;
+}
+
+// The forward and backward tasks of one step, in the schedule's order, with the sends and
+// receives between stages.
+void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
+  const int b = o_.micro_batch, seq = o_.model.seq;
+  const int last_vs = g_.pp * v_ - 1;
+  const int prev = (g_.p - 1 + g_.pp) % g_.pp, next = (g_.p + 1) % g_.pp;
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(b) * seq), tgt(tok.size());
+  for (const PipelineTask& task : order_) {
+    ChunkState& ch = chunks_[static_cast<std::size_t>(task.chunk)];
+    GptShard& m = *ch.model;
+    const int vs = ch.virtual_stage, mb = task.microbatch;
+    const ShardSpec& s = m.spec();
+    const std::int64_t n = m.activation_elements();
+    const double bytes = static_cast<double>(n) * sizeof(float);
+    microbatch_ = mb;
+    const double task_start = Gpt::now();
+    if (!task.backward) {
+      std::vector<float> in;
+      if (vs > 0) {  // the activation from the previous stage
+        in.resize(static_cast<std::size_t>(n));
+        float* dst = in.data();
+        stream_.wait(comm_op(
+            "pp_recv_activation", Collective::recv, CommGroup::pipeline, 2, s.first_layer, bytes,
+            [this, dst, n, prev, vs, mb] {
+              CS_MPI_CHECK(MPI_Recv(dst, static_cast<int>(n), MPI_FLOAT, prev, tag(vs, mb, false),
+                                    pp_comm_, MPI_STATUS_IGNORE));
+            },
+            false, prev, tag(vs, mb, false)));
+      }
+      const std::int64_t first = first_sequence(step, mb);
+      if (s.embedding || s.head)
+        for (int i = 0; i < b; ++i)
+          data_->sequence(first + i, seq, tok.data() + static_cast<std::size_t>(i) * seq,
+                          tgt.data() + static_cast<std::size_t>(i) * seq);
+      CS_CHECK(!ch.free_slots.empty());
+      const int slot = ch.free_slots.back();
+      ch.free_slots.pop_back();
+      ch.slot_of[mb] = slot;
+      const float loss = m.forward(slot, ch.params.data(), tok.data(), in.data(), tgt.data());
+      if (s.head && g_.t == 0) *loss_sum += loss;
+      if (vs < last_vs) {
+        auto buf = std::make_shared<std::vector<float>>(m.output(slot), m.output(slot) + n);
+        comm_op(
+            "pp_send_activation", Collective::send, CommGroup::pipeline, 2,
+            s.first_layer + s.layers - 1, bytes,
+            [this, buf, n, next, vs, mb] {
+              MPI_Request r;
+              CS_MPI_CHECK(MPI_Isend(buf->data(), static_cast<int>(n), MPI_FLOAT, next,
+                                     tag(vs + 1, mb, false), pp_comm_, &r));
+              pending_sends_.push_back(r);
+              send_buffers_.push_back(buf);
+            },
+            false, next, tag(vs + 1, mb, false));
+      }
+    } else {
+      std::vector<float> dout;
+      if (vs < last_vs) {  // the gradient from the next stage
+        dout.resize(static_cast<std::size_t>(n));
+        float* dst = dout.data();
+        stream_.wait(comm_op(
+            "pp_recv_gradient", Collective::recv, CommGroup::pipeline, 2,
+            s.first_layer + s.layers - 1, bytes,
+            [this, dst, n, next, vs, mb] {
+              CS_MPI_CHECK(MPI_Recv(dst, static_cast<int>(n), MPI_FLOAT, next, tag(vs, mb, true),
+                                    pp_comm_, MPI_STATUS_IGNORE));
+            },
+            false, next, tag(vs, mb, true)));
+      }
+      // DDP: the chunk's buckets on its last micro-batch, each as soon as its gradients are.
+      const bool buckets = g_.dp > 1 && mb == ch.last_backward_mb;
+      std::size_t next_bucket = 0;
+      const int slot = ch.slot_of.at(mb);
+      ch.slot_of.erase(mb);
+      ch.free_slots.push_back(slot);
+      m.backward(slot, ch.params.data(), ch.grads.data(), dout.data(), [&](std::int64_t completed) {
+        if (!buckets) return;
+        const std::int64_t total = static_cast<std::int64_t>(ch.grads.size());
+        while (next_bucket < ch.buckets.size() &&
+               total - ch.buckets[next_bucket].offset <= completed) {
+          const auto bk = ch.buckets[next_bucket++];
+          float* p = ch.grads.data() + bk.offset;
+          comm_op("ddp_bucket", Collective::all_reduce, CommGroup::data, g_.dp, kNoLayer,
+                  static_cast<double>(bk.elements) * sizeof(float), [this, p, bk] {
+                    comm::all_reduce(MPI_IN_PLACE, p, static_cast<int>(bk.elements), MPI_FLOAT,
+                                     MPI_SUM, dp_comm_);
+                  });
+        }
+      });
+      if (vs > 0) {
+        auto buf = std::make_shared<std::vector<float>>(m.input_grad(), m.input_grad() + n);
+        comm_op(
+            "pp_send_gradient", Collective::send, CommGroup::pipeline, 2, s.first_layer, bytes,
+            [this, buf, n, prev, vs, mb] {
+              MPI_Request r;
+              CS_MPI_CHECK(MPI_Isend(buf->data(), static_cast<int>(n), MPI_FLOAT, prev,
+                                     tag(vs - 1, mb, true), pp_comm_, &r));
+              pending_sends_.push_back(r);
+              send_buffers_.push_back(buf);
+            },
+            false, prev, tag(vs - 1, mb, true));
+      }
+    }
+    // The task as a range on its own track (Megatron's forward-/backward-step ranges):
+    // microbatch, chunk as layer. Not part of the breakdown.
+    Event e;
+    e.rank = me_;
+    e.stream = 2;
+    e.start = task_start - t0_;
+    e.dur = Gpt::now() - task_start;
+    e.kind = EventKind::compute;
+    e.name = tl_.intern(task.backward ? "backward_step" : "forward_step");
+    e.microbatch = mb;
+    e.layer = task.chunk;
+    task_events_.push_back(e);
+  }
+  // Every send complete before the buffers go (the receivers have them by now or soon).
+  stream_.submit([this] {
+    if (!pending_sends_.empty())
+      CS_MPI_CHECK(MPI_Waitall(static_cast<int>(pending_sends_.size()), pending_sends_.data(),
+                               MPI_STATUSES_IGNORE));
+    pending_sends_.clear();
+    send_buffers_.clear();
+  });
+  stream_.drain();
+}
+
+void PipelineTrainer::attribute_waits(std::size_t first) {
+  const std::size_t end = comm_events_.size();
+  // Collectives: per group, this step's calls in program order; every member made the same
+  // calls (checked: the counts are compared first), so call k could start when the last member
+  // entered it. Clocks: steady_clock, shared by the ranks of one machine (across machines the
+  // wait is only as good as their clocks' agreement).
+  auto collectives = [&](CommGroup g, MPI_Comm comm) {
+    if (comm == MPI_COMM_NULL) return;
+    int size = 1;
+    CS_MPI_CHECK(MPI_Comm_size(comm, &size));
+    if (size < 2) return;
+    std::vector<std::size_t> idx;
+    std::vector<double> entry;
+    for (std::size_t i = first; i < end; ++i)
+      if (comm_meta_[i].kind == Kind::collective && comm_events_[i].group == g) {
+        idx.push_back(i);
+        entry.push_back(comm_events_[i].start + t0_);  // absolute: every rank's t0 differs
+      }
+    int n = static_cast<int>(entry.size()), lo = 0, hi = 0;
+    CS_MPI_CHECK(MPI_Allreduce(&n, &lo, 1, MPI_INT, MPI_MIN, comm));
+    CS_MPI_CHECK(MPI_Allreduce(&n, &hi, 1, MPI_INT, MPI_MAX, comm));
+    if (lo != hi || n == 0) return;
+    const auto un = static_cast<std::size_t>(n);
+    std::vector<double> all(un * static_cast<std::size_t>(size));
+    CS_MPI_CHECK(MPI_Allgather(entry.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, comm));
+    for (std::size_t k = 0; k < un; ++k) {
+      double last = entry[k];
+      for (std::size_t r = 0; r < static_cast<std::size_t>(size); ++r)
+        last = std::max(last, all[r * un + k]);
+      Event& e = comm_events_[idx[k]];
+      const double w = std::clamp(last - entry[k], 0.0, e.dur);
+      e.wait = w, e.start += w, e.dur -= w;
+    }
+  };
+  collectives(CommGroup::tensor, tp_comm_);
+  collectives(CommGroup::data, dp_comm_);
+  collectives(CommGroup::embedding, emb_comm_);
+  if (g_.pp < 2) return;
+  // Receives: the message could arrive once its sender posted it. Every send of the step as
+  // (source, destination, tag, time), gathered over the pipeline group.
+  std::vector<double> mine;
+  for (std::size_t i = first; i < end; ++i)
+    if (comm_meta_[i].kind == Kind::send)
+      mine.insert(mine.end(),
+                  {static_cast<double>(g_.p), static_cast<double>(comm_meta_[i].peer),
+                   static_cast<double>(comm_meta_[i].tag), comm_events_[i].start + t0_});
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(g_.pp)), displs(lens.size());
+  CS_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, pp_comm_));
+  int total = 0;
+  for (std::size_t r = 0; r < lens.size(); ++r) displs[r] = total, total += lens[r];
+  std::vector<double> sends(static_cast<std::size_t>(total));
+  CS_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_DOUBLE, sends.data(), lens.data(),
+                              displs.data(), MPI_DOUBLE, pp_comm_));
+  std::map<std::pair<int, int>, double> posted;  // (source, tag) -> time, sends to this stage
+  for (std::size_t k = 0; k + 3 < sends.size(); k += 4)
+    if (static_cast<int>(sends[k + 1]) == g_.p)
+      posted[{static_cast<int>(sends[k]), static_cast<int>(sends[k + 2])}] = sends[k + 3];
+  for (std::size_t i = first; i < end; ++i) {
+    if (comm_meta_[i].kind != Kind::recv) continue;
+    const auto it = posted.find({comm_meta_[i].peer, comm_meta_[i].tag});
+    if (it == posted.end()) continue;
+    Event& e = comm_events_[i];
+    const double w = std::clamp(it->second - (e.start + t0_), 0.0, e.dur);
+    e.wait = w, e.start += w, e.dur -= w;
+  }
+}
+
+void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
+  const int last_vs = g_.pp * v_ - 1;
+  // Sequence parallelism: the norms', row-parallel biases' and final norm's gradients are
+  // sums over this rank's sequence shard; one all-reduce over the group completes them.
+  if (o_.sequence_parallel && g_.tp > 1) {
+    auto packed = std::make_shared<std::vector<float>>();
+    for (const ChunkState& ch : chunks_)
+      for (const Range& r : ch.model->layout().sequence_parallel_partial())
+        packed->insert(packed->end(), ch.grads.begin() + r.offset,
+                       ch.grads.begin() + r.offset + r.size);
+    const int n = static_cast<int>(packed->size());
+    comm_op("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp, kNoLayer,
+            static_cast<double>(n) * sizeof(float), [this, packed, n] {
+              comm::all_reduce(MPI_IN_PLACE, packed->data(), n, MPI_FLOAT, MPI_SUM, tp_comm_);
+            });
+    stream_.drain();
+    std::size_t at = 0;
+    for (ChunkState& ch : chunks_)
+      for (const Range& r : ch.model->layout().sequence_parallel_partial()) {
+        std::copy(packed->begin() + static_cast<std::ptrdiff_t>(at),
+                  packed->begin() + static_cast<std::ptrdiff_t>(at + r.size),
+                  ch.grads.begin() + r.offset);
+        at += static_cast<std::size_t>(r.size);
+      }
+  }
+  // The tied embedding: the first stage's word embedding and the last stage's copy get the sum
+  // of both gradients (Megatron's embedding group).
+  if (g_.pp > 1) {
+    for (ChunkState& ch : chunks_) {
+      const ShardLayout& l = ch.model->layout();
+      Range r{};
+      if (ch.virtual_stage == 0) r = l.word_embedding();
+      if (ch.virtual_stage == last_vs) r = l.head_copy();
+      if (r.size == 0) continue;
+      float* p = ch.grads.data() + r.offset;
+      const std::int64_t n = r.size;
+      comm_op("embedding_grad_all_reduce", Collective::all_reduce, CommGroup::embedding, 2,
+              kEmbeddingLayer, static_cast<double>(n) * sizeof(float), [this, p, n] {
+                comm::all_reduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                                 emb_comm_);
+              });
+    }
+    stream_.drain();
+  }
+  // The global norm over the model: every tensor-parallel split once, replicated tensors on
+  // tensor rank 0 only, the tied copy not at all; summed over the model-parallel group.
+  double sq = 0;
+  for (const ChunkState& ch : chunks_) {
+    const ShardLayout& l = ch.model->layout();
+    double all = sum_of_squares(ch.grads.data(), static_cast<std::int64_t>(ch.grads.size()));
+    if (l.head_copy().size > 0)
+      all -= sum_of_squares(ch.grads.data() + l.head_copy().offset, l.head_copy().size);
+    if (g_.t != 0)
+      for (const Range& r : l.replicated())
+        all -= sum_of_squares(ch.grads.data() + r.offset, r.size);
+    sq += all;
+  }
+  if (g_.tp * g_.pp > 1) {
+    comm_op(
+        "grad_norm_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp * g_.pp, kNoLayer,
+        8,
+        [this, &sq] {
+          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, mp_comm_));
+        },
+        true);
+    stream_.drain();
+  }
+  const float scale = 1.0f / static_cast<float>(accum_ * g_.dp);
+  const double norm = std::sqrt(std::max(sq, 0.0)) * scale;
+  *grad_norm = norm;
+  const float k = scale * clip_factor(norm, o_.clip);
+  AdamW h;
+  h.lr = o_.lr;
+  const double t = Gpt::now();
+  for (ChunkState& ch : chunks_) {
+    adamw_step(ch.params.data(), ch.grads.data(), ch.m.data(), ch.v.data(),
+               static_cast<std::int64_t>(ch.params.size()), h, step, k);
+    std::fill(ch.grads.begin(), ch.grads.end(), 0.0f);
+  }
+  record_compute(OpRecord{"adam", kNoLayer, false, t, Gpt::now(), 0});
+}
+
+nlohmann::json PipelineTrainer::manifest(std::int64_t step) const {
+  return {{"step", step},
+          {"ranks", n_},
+          {"strategy", to_string(o_.strategy)},
+          {"tensor_model_parallel_size", o_.tp},
+          {"pipeline_model_parallel_size", o_.pp},
+          {"virtual_pipeline_stages", o_.vpp},
+          {"rank_order", to_string(o_.rank_order)},
+          {"sequence_parallel", o_.sequence_parallel},
+          {"seed", o_.seed},
+          {"data_position", step * accum_ * g_.dp * o_.micro_batch},
+          {"layers", o_.model.layers},
+          {"hidden", o_.model.hidden},
+          {"heads", o_.model.heads},
+          {"vocab", o_.model.vocab},
+          {"seq", o_.model.seq},
+          {"global_batch", accum_ * g_.dp * o_.micro_batch}};
+}
+
+Status PipelineTrainer::save(std::int64_t step) {
+  std::vector<const std::vector<float>*> parts;
+  for (const ChunkState& ch : chunks_) {
+    parts.push_back(&ch.params);
+    parts.push_back(&ch.m);
+    parts.push_back(&ch.v);
+  }
+  const Status s = write_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), parts);
+  int ok = s.ok() ? 1 : 0, all = 0;
+  comm_op(
+      "checkpoint_barrier", Collective::all_reduce, CommGroup::data, n_, kNoLayer, 4,
+      [&] { CS_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world_)); }, true);
+  stream_.drain();
+  if (!s.ok()) return s;
+  if (!all) return Error{"--checkpoint: another rank could not write its checkpoint file"};
+  if (me_ == 0) CS_RETURN_IF_ERROR(write_manifest(o_.checkpoint_dir, manifest(step)));
+  return ok_status();
+}
+
+bool PipelineTrainer::resume() {
+  if (!o_.resume) return true;
+  auto load = [&]() -> Result<std::int64_t> {
+    CS_ASSIGN_OR_RETURN(nlohmann::json j, read_manifest(o_.checkpoint_dir));
+    const std::int64_t step = j["step"].get<std::int64_t>();
+    const nlohmann::json want = manifest(step);
+    for (const char* key :
+         {"ranks", "strategy", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+          "virtual_pipeline_stages", "rank_order", "sequence_parallel", "seed", "layers", "hidden",
+          "heads", "vocab", "seq", "global_batch"})
+      if (!j.contains(key) || j[key] != want[key])
+        return Error{fmt::format("--resume: {}: {} is {}, this run has {}",
+                                 manifest_file(o_.checkpoint_dir), key,
+                                 j.value(key, nlohmann::json()).dump(), want[key].dump())};
+    std::vector<std::vector<float>*> parts;
+    for (ChunkState& ch : chunks_) {
+      parts.push_back(&ch.params);
+      parts.push_back(&ch.m);
+      parts.push_back(&ch.v);
+    }
+    CS_RETURN_IF_ERROR(read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), parts));
+    return step;
+  };
+  auto s = load();
+  int bad = s.ok() ? n_ : me_, first = n_;
+  CS_MPI_CHECK(MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, world_));
+  if (first < n_) {
+    if (me_ == first) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+    return false;
+  }
+  start_ = *s;
+  return true;
+}
+
+Status PipelineTrainer::train() {
+  const double tokens_per_step =
+      static_cast<double>(accum_ * g_.dp * o_.micro_batch) * o_.model.seq;
+  const double flops =
+      gpt_matmul_flops(o_.model, o_.micro_batch) * static_cast<double>(accum_ * g_.dp);
+  CS_MPI_CHECK(MPI_Barrier(world_));
+  t0_ = Gpt::now();
+  for (std::int64_t step = start_ + 1; step <= o_.steps; ++step) {
+    if (me_ == o_.kill_rank && step == o_.kill_step) ::raise(SIGKILL);
+    const double ts = Gpt::now() - t0_;
+    const std::size_t first_compute = compute_events_.size(), first_comm = comm_events_.size();
+    double loss_sum = 0;
+    run_schedule(step, &loss_sum);
+    double norm = 0;
+    optimizer_step(step, &norm);
+    double loss_all = 0;
+    comm_op(
+        "loss_all_reduce", Collective::all_reduce, CommGroup::data, n_, kNoLayer, 8,
+        [&] { CS_MPI_CHECK(MPI_Allreduce(&loss_sum, &loss_all, 1, MPI_DOUBLE, MPI_SUM, world_)); },
+        true);
+    stream_.drain();
+    const double te = Gpt::now() - t0_;
+    attribute_waits(first_comm);
+    std::vector<Event> evs(compute_events_.begin() + static_cast<std::ptrdiff_t>(first_compute),
+                           compute_events_.end());
+    evs.insert(evs.end(), comm_events_.begin() + static_cast<std::ptrdiff_t>(first_comm),
+               comm_events_.end());
+    rows_.push_back({step, loss_all / static_cast<double>(accum_ * g_.dp), te - ts, norm,
+                     breakdown(evs, ts, te), 0});
+    // The pipeline bubble this stage saw: the time its receives waited for the neighbouring
+    // stage to send (idle in the causal view; the receives run one at a time).
+    double bubble = 0;
+    for (std::size_t i = first_comm; i < comm_events_.size(); ++i)
+      if (comm_meta_[i].kind == Kind::recv) bubble += comm_events_[i].wait;
+    rows_.back().br.bubble = std::min(bubble, rows_.back().br.idle);
+    if (me_ == 0 && o_.format == "table")
+      std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
+                  static_cast<long long>(step), rows_.back().loss, (te - ts) * 1e3,
+                  tokens_per_step / (te - ts), flops / (te - ts) / 1e9,
+                  rows_.back().br.compute * 1e3, rows_.back().br.overlapped * 1e3,
+                  rows_.back().br.exposed * 1e3, rows_.back().br.idle * 1e3);
+    std::fflush(stdout);
+    if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) CS_RETURN_IF_ERROR(save(step));
+  }
+  stream_.drain();
+  return ok_status();
+}
+
+void PipelineTrainer::write_trace() const {
+  if (o_.trace.empty()) return;
+  Timeline t = tl_;
+  t.events = compute_events_;
+  t.events.insert(t.events.end(), comm_events_.begin(), comm_events_.end());
+  t.events.insert(t.events.end(), task_events_.begin(), task_events_.end());
+  t.rank_names[me_] = fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d);
+  t.stream_names[{me_, 0}] = "compute";
+  t.stream_names[{me_, 1}] = "communication";
+  t.stream_names[{me_, 2}] = "pipeline schedule";
+  const Status s = write_file_atomic(trace_path(o_.trace, me_), chrome_trace_json(t));
+  if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+}
+
+void PipelineTrainer::gather_ranks() {
+  static_assert(std::is_trivially_copyable_v<Breakdown>);
+  struct Averages {
+    double time = 0;
+    Breakdown breakdown;
+    int t = 0, p = 0, d = 0;
+  } mine;
+  averages(rows_, start_, o_.warmup, &mine.breakdown, &mine.time);
+  mine.t = g_.t, mine.p = g_.p, mine.d = g_.d;
+  std::vector<Averages> all(static_cast<std::size_t>(me_ == 0 ? n_ : 0));
+  CS_MPI_CHECK(
+      MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, world_));
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const Averages& a = all[static_cast<std::size_t>(r)];
+    nlohmann::json x = {
+        {"rank", r}, {"tp_rank", a.t}, {"pp_rank", a.p}, {"dp_rank", a.d}, {"time_s", a.time}};
+    x.update(breakdown_to_json(a.breakdown));
+    per_rank_.push_back(std::move(x));
+  }
+}
+
+int PipelineTrainer::report() {
+  // Every rank checks its own communication against its stage's workload.
+  const bool mine = comm_matches(measured_, expected_, static_cast<std::int64_t>(rows_.size()));
+  int ok = mine ? 1 : 0, all = 0;
+  CS_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world_));
+  // Each stage's communication table, from its first rank (tensor and data rank 0), to rank 0.
+  const std::string table =
+      g_.t == 0 && g_.d == 0
+          ? nlohmann::json{{"stage", g_.p},
+                           {"rank", me_},
+                           {"communication", comm_table(measured_, expected_,
+                                                        static_cast<std::int64_t>(rows_.size()))}}
+                .dump()
+          : std::string();
+  int len = static_cast<int>(table.size());
+  std::vector<int> lens(static_cast<std::size_t>(n_)), displs(static_cast<std::size_t>(n_));
+  CS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world_));
+  int sum = 0;
+  for (int i = 0; i < n_; ++i) {
+    displs[static_cast<std::size_t>(i)] = sum;
+    sum += lens[static_cast<std::size_t>(i)];
+  }
+  std::string tables(static_cast<std::size_t>(me_ == 0 ? sum : 0), '\0');
+  CS_MPI_CHECK(MPI_Gatherv(table.data(), len, MPI_CHAR, tables.data(), lens.data(), displs.data(),
+                           MPI_CHAR, 0, world_));
+  if (me_ != 0) return all ? 0 : 1;
+  RunRecord r;
+  r.by_stage = nlohmann::json::array();
+  for (int i = 0; i < n_; ++i)
+    if (lens[static_cast<std::size_t>(i)] > 0)
+      r.by_stage.push_back(nlohmann::json::parse(
+          tables.substr(static_cast<std::size_t>(displs[static_cast<std::size_t>(i)]),
+                        static_cast<std::size_t>(lens[static_cast<std::size_t>(i)]))));
+  std::sort(
+      r.by_stage.begin(), r.by_stage.end(),
+      [](const nlohmann::json& a, const nlohmann::json& b) { return a["stage"] < b["stage"]; });
+  r.o = &o_;
+  r.ranks = n_;
+  r.dp = g_.dp;
+  r.accum = accum_;
+  std::int64_t params = 0;
+  for (const ChunkState& ch : chunks_) params += static_cast<std::int64_t>(ch.params.size());
+  r.parameters = ParamLayout(o_.model).total();
+  r.tokens_per_step = static_cast<double>(accum_ * g_.dp * o_.micro_batch) * o_.model.seq;
+  r.flops_per_step =
+      gpt_matmul_flops(o_.model, o_.micro_batch) * static_cast<double>(accum_ * g_.dp);
+  r.data = data_->describe();
+  r.start = start_;
+  r.rows = &rows_;
+  r.measured = &measured_;
+  r.expected = &expected_;
+  struct rusage ru = {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  r.memory = {{"parameters", static_cast<double>(params) * 4},
+              {"gradients", static_cast<double>(params) * 4},
+              {"optimizer_state", static_cast<double>(params) * 8},
+              {"peak_resident", static_cast<double>(ru.ru_maxrss) * 1024}};
+  r.per_rank = per_rank_;
+  r.other_ranks_match = all == 1;
+  r.parallel = {
+      {"tensor_model_parallel_size", g_.tp},   {"pipeline_model_parallel_size", g_.pp},
+      {"data_parallel_size", g_.dp},           {"virtual_pipeline_stages", v_},
+      {"schedule", to_string(schedule_)},      {"sequence_parallel", o_.sequence_parallel},
+      {"rank_order", to_string(o_.rank_order)}};
+  return print_report(r);
+}
+
+int PipelineTrainer::run() {
+  if (!agree(setup())) return 2;
+  if (!resume()) return 2;
+  if (Status s = train(); !s.ok()) {
+    std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+    return 2;
+  }
+  write_trace();
+  gather_ranks();
+  return report();
+}
+
+}  // namespace
+
+int run_pipeline_training(const TrainOptions& o, MPI_Comm comm) {
+  PipelineTrainer t(o, comm);
+  return t.run();
+}
+
+}  // namespace commscope::train

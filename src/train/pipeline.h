@@ -1,0 +1,22 @@
+// The model-parallel trainer (internal to src/train): tensor, pipeline and data parallelism
+// over MPI. run_training (trainer.h) hands it runs whose plan has TP or PP above 1.
+#pragma once
+
+#include <mpi.h>
+
+#include "commscope/train/options.h"
+
+namespace commscope::train {
+
+// A rank's coordinates in the TP x PP x DP grid, as Megatron places ranks: tp-dp-pp (rank =
+// t + TP (d + DP p), the default) or tp-pp-dp (rank = t + TP (p + PP d)).
+struct Grid {
+  int tp = 1, pp = 1, dp = 1;
+  int t = 0, p = 0, d = 0;
+  static Grid of(const TrainOptions& o, int world, int rank);
+};
+
+// Trains (options already validated on every rank); rank 0 prints. The exit status.
+int run_pipeline_training(const TrainOptions& o, MPI_Comm comm);
+
+}  // namespace commscope::train

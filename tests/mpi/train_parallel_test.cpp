@@ -1,0 +1,338 @@
+// commscope train with tensor, pipeline and data parallelism over real MPI (mpirun,
+// oversubscribed on this 2-core machine, tiny models): the same losses as one rank for every
+// plan and schedule, the communication of every stage equal to describe's, the pipeline
+// schedules' order read back from the traces, checkpoints that resume exactly.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace {
+
+using commscope::testing::Outcome;
+
+Outcome train(int ranks, const std::string& args) {
+  return commscope::testing::run_shell(
+      std::string(MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe " +
+      (::geteuid() == 0 ? "--allow-run-as-root " : "") + COMMSCOPE_TRAIN_BIN + " " + args);
+}
+
+// 4 blocks (2 per stage, or 1 per chunk with 2 chunks per stage), 4 heads, vocabulary 256:
+// divisible by TP 2 and PP 2 x 2 chunks. 4 micro-batches per step on every plan.
+const std::string kModel =
+    " --layers 4 --hidden 64 --heads 4 --vocab 256 --seq-length 32 --micro-batch-size 2 "
+    "--ddp-bucket-size 0.05 --format json ";
+
+std::vector<double> losses(const nlohmann::json& j) {
+  std::vector<double> l;
+  for (const auto& s : j["steps"]) l.push_back(s["loss"].get<double>());
+  return l;
+}
+
+// 1 rank vs TP 2, PP 2, TP 2 x PP 2 and TP 2 x PP 2 x DP 2 under every schedule and both rank
+// orders: the same global batch, the same losses over 20 steps (1e-4: fp32 sums in another
+// order, the vocabulary-parallel cross-entropy's own exp and log).
+TEST(TrainParallel, SameLossAsOneRankForEveryPlanAndSchedule) {
+  const std::string batch = " --global-batch-size 8 --steps 20 ";
+  Outcome ref = train(1, kModel + batch);
+  ASSERT_EQ(ref.status, 0) << ref.err;
+  const auto want = losses(nlohmann::json::parse(ref.out));
+  ASSERT_EQ(want.size(), 20u);
+  EXPECT_LT(want.back(), want.front() - 0.2);  // it learns
+  struct Plan {
+    int ranks;
+    std::string flags;
+  };
+  const Plan plans[] = {
+      {2, "--tp 2"},
+      {2, "--tp 2 --sequence-parallel"},
+      {2, "--pp 2 --schedule gpipe"},
+      {2, "--pp 2 --schedule 1f1b"},
+      {2, "--pp 2 --virtual-pipeline-stages 2"},  // interleaved 1F1B
+      {4, "--tp 2 --pp 2 --schedule gpipe"},
+      {4, "--tp 2 --pp 2 --schedule 1f1b"},
+      {4, "--pp 4"},
+      {8, "--tp 2 --pp 2 --schedule gpipe"},
+      {8, "--tp 2 --pp 2 --schedule 1f1b"},
+      {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"},
+      {8, "--tp 2 --pp 2 --rank-order tp-pp-dp"},
+      {8, "--tp 2 --pp 2 --sequence-parallel --schedule gpipe"},
+      {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2 --sequence-parallel"},
+  };
+  for (const Plan& p : plans) {
+    // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
+    Outcome o = train(p.ranks, kModel + batch + p.flags);
+    ASSERT_EQ(o.status, 0) << p.flags << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    const auto got = losses(j);
+    ASSERT_EQ(got.size(), want.size()) << p.flags;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-4)
+          << p.flags << " on " << p.ranks << " ranks, step " << i + 1;
+    EXPECT_TRUE(j["communication_matches_workload"].get<bool>()) << p.flags;
+  }
+}
+
+// Every stage's measured calls and bytes per iteration equal describe's for that stage, with
+// the same flags; the tied embedding's all-reduce appears only when PP > 1.
+TEST(TrainParallel, EveryStageSendsWhatDescribeSays) {
+  struct Plan {
+    int ranks;
+    std::string flags;
+  };
+  const Plan plans[] = {{2, "--tp 2"},
+                        {2, "--tp 2 --sequence-parallel"},
+                        {4, "--pp 4 --schedule gpipe"},
+                        {4, "--tp 2 --pp 2"},
+                        {8, "--tp 2 --pp 2"},
+                        {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"},
+                        {8, "--tp 2 --pp 2 --sequence-parallel"}};
+  for (const Plan& p : plans) {
+    const std::string flags = " --model gpt2-tiny-cpu --system cpu-host --gpus " +
+                              std::to_string(p.ranks) + " " + p.flags +
+                              " --seq-length 32 --micro-batch-size 2 --global-batch-size 8 "
+                              "--precision fp32 --ddp-bucket-size 0.05 --format json";
+    Outcome t = train(p.ranks, flags + " --steps 2 --warmup 1");
+    ASSERT_EQ(t.status, 0) << p.flags << t.err;
+    Outcome d = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " describe" + flags);
+    ASSERT_EQ(d.status, 0) << d.err;
+    const auto described = nlohmann::json::parse(d.out)["comm"];
+    const auto tj = nlohmann::json::parse(t.out);
+    EXPECT_TRUE(tj["communication_matches_workload"].get<bool>()) << p.flags;
+    const auto& stages = tj["communication_by_stage"];
+    const bool pipelined = p.flags.find("--pp") != std::string::npos;
+    int checked = 0, embedding = 0;
+    for (const auto& c : described) {
+      const int stage = c.value("stage", 0);
+      ASSERT_LT(stage, static_cast<int>(stages.size())) << p.flags;
+      const auto& measured = stages[static_cast<std::size_t>(stage)]["communication"];
+      bool found = false;
+      for (const auto& m : measured)
+        if (m["group"] == c["group"] && m["collective"] == c["collective"]) {
+          found = true;
+          ++checked;
+          EXPECT_EQ(m["bytes_per_iteration"].get<double>(), c["bytes_per_rank"].get<double>())
+              << p.flags << " stage " << stage << " " << c["group"] << " " << c["collective"];
+          EXPECT_EQ(m["calls_per_iteration"].get<double>(), c["calls"].get<double>())
+              << p.flags << " stage " << stage << " " << c["group"] << " " << c["collective"];
+        }
+      EXPECT_TRUE(found) << p.flags << " stage " << stage << " " << c["group"];
+      if (c["group"] == "embedding") ++embedding;
+    }
+    std::size_t measured_rows = 0;
+    for (const auto& s : stages) measured_rows += s["communication"].size();
+    EXPECT_EQ(measured_rows, described.size()) << p.flags;
+    EXPECT_GT(checked, 0) << p.flags;
+    // First and last stage, each one all-reduce per iteration.
+    EXPECT_EQ(embedding, pipelined ? 2 : 0) << p.flags;
+  }
+}
+
+// The schedules' definitions, written out here (not taken from the code under test): per
+// stage, the (micro-batch, chunk, backward) tasks of one step in order.
+struct Task {
+  int mb, chunk;
+  bool backward;
+  bool operator==(const Task&) const = default;
+};
+std::vector<Task> expected_order(const std::string& schedule, int pp, int v, int m, int stage) {
+  std::vector<Task> o;
+  if (schedule == "gpipe") {  // every forward, then every backward
+    for (int i = 0; i < m; ++i) o.push_back({i, 0, false});
+    for (int i = 0; i < m; ++i) o.push_back({i, 0, true});
+  } else if (schedule == "1f1b") {  // PipeDream-Flush: pp - stage - 1 forwards first
+    const int warm = std::min(pp - stage - 1, m);
+    int f = 0, b = 0;
+    for (; f < warm; ++f) o.push_back({f, 0, false});
+    while (b < m) {
+      if (f < m) o.push_back({f++, 0, false});
+      o.push_back({b++, 0, true});
+    }
+  } else {  // Megatron's interleaved 1F1B: groups of pp micro-batches walk the chunks
+    const int total = m * v;
+    const int warm = std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
+    auto fwd = [&](int k) { return Task{k / (pp * v) * pp + k % pp, (k / pp) % v, false}; };
+    auto bwd = [&](int k) { return Task{k / (pp * v) * pp + k % pp, v - 1 - (k / pp) % v, true}; };
+    int f = 0, b = 0;
+    for (; f < warm; ++f) o.push_back(fwd(f));
+    while (b < total) {
+      if (f < total) o.push_back(fwd(f++));
+      o.push_back(bwd(b++));
+    }
+  }
+  return o;
+}
+
+// The order of forward and backward steps on each stage, read from its Chrome trace (the
+// "pipeline schedule" track: forward_step / backward_step with micro-batch and chunk), equals
+// the schedule's definition.
+TEST(TrainParallel, PipelineSchedulesRunInTheirDefinedOrder) {
+  struct Case {
+    std::string schedule;
+    int pp, v;
+  };
+  for (const Case& c : {Case{"gpipe", 4, 1}, Case{"1f1b", 4, 1}, Case{"interleaved", 2, 2}}) {
+    const std::string dir = commscope::testing::scratch() + "train_schedule_" + c.schedule;
+    std::filesystem::remove_all(dir);
+    const int m = 4;  // micro-batches per step (global 8, micro-batch 2, DP 1)
+    Outcome o =
+        train(c.pp, kModel + " --global-batch-size 8 --steps 2 --warmup 1 --pp " +
+                        std::to_string(c.pp) + " --virtual-pipeline-stages " + std::to_string(c.v) +
+                        " --schedule " + c.schedule + " --trace " + dir + "/");
+    ASSERT_EQ(o.status, 0) << c.schedule << o.err;
+    for (int stage = 0; stage < c.pp; ++stage) {  // TP 1, DP 1: rank = stage
+      std::ifstream f(dir + "/rank" + std::to_string(stage) + ".json");
+      ASSERT_TRUE(f) << stage;
+      const auto j = nlohmann::json::parse(f);
+      std::vector<std::pair<double, Task>> tasks;
+      for (const auto& e : j["traceEvents"]) {
+        const std::string name = e.value("name", "");
+        if (e.value("ph", "") != "X" || (name != "forward_step" && name != "backward_step"))
+          continue;
+        tasks.push_back(
+            {e["ts"].get<double>(), Task{e["args"]["microbatch"].get<int>(),
+                                         e["args"]["layer"].get<int>(), name == "backward_step"}});
+      }
+      std::stable_sort(tasks.begin(), tasks.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      const auto want = expected_order(c.schedule, c.pp, c.v, m, stage);
+      ASSERT_EQ(tasks.size(), 2 * want.size()) << c.schedule << " stage " << stage;  // 2 steps
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const Task& got = tasks[i].second;
+        const Task& w = want[i % want.size()];
+        EXPECT_TRUE(got == w) << c.schedule << " stage " << stage << " task " << i << ": got mb "
+                              << got.mb << " chunk " << got.chunk << (got.backward ? " B" : " F")
+                              << ", want mb " << w.mb << " chunk " << w.chunk
+                              << (w.backward ? " B" : " F");
+      }
+    }
+  }
+}
+
+// Killed after the step-5 checkpoint, resumed: exactly the losses of the uninterrupted run,
+// under TP 2 x PP 2 (each rank's shard of its stage) and interleaved PP.
+TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
+  for (const std::string plan :
+       {"--tp 2 --pp 2 --sequence-parallel", "--pp 2 --virtual-pipeline-stages 2"}) {
+    const int ranks = plan.find("--tp 2") != std::string::npos ? 4 : 2;
+    const std::string dir = commscope::testing::scratch() + "train_ckpt_mp" + std::to_string(ranks);
+    std::filesystem::remove_all(dir);
+    const std::string common = kModel + " --global-batch-size 8 --steps 9 " + plan;
+    Outcome full = train(ranks, common);
+    ASSERT_EQ(full.status, 0) << full.err;
+    Outcome killed = train(ranks, common + " --checkpoint " + dir +
+                                      " --checkpoint-every 5 --kill-rank 1 --kill-at-step 7");
+    EXPECT_NE(killed.status, 0);
+    ASSERT_TRUE(std::filesystem::exists(dir + "/latest.json"));
+    Outcome resumed = train(ranks, common + " --checkpoint " + dir + " --resume");
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    const auto a = nlohmann::json::parse(full.out)["steps"];
+    const auto b = nlohmann::json::parse(resumed.out)["steps"];
+    ASSERT_EQ(b.size(), 4u);  // steps 6..9
+    for (std::size_t i = 0; i < b.size(); ++i)
+      EXPECT_EQ(b[i]["loss"].get<double>(), a[i + 5]["loss"].get<double>())
+          << plan << " step " << i + 6;
+    // Another plan cannot resume it: the manifest names the field.
+    Outcome other = train(ranks, kModel + " --global-batch-size 8 --steps 9 --tp " +
+                                     std::to_string(ranks) + " --checkpoint " + dir + " --resume");
+    EXPECT_EQ(other.status, 2);
+    EXPECT_NE(other.err.find("--resume"), std::string::npos) << other.err;
+    // Nor a data-parallel run on as many ranks.
+    Outcome dp =
+        train(ranks, kModel + " --global-batch-size 8 --steps 9 --checkpoint " + dir + " --resume");
+    EXPECT_EQ(dp.status, 2);
+    EXPECT_NE(dp.err.find("model_parallel_size"), std::string::npos) << dp.err;
+  }
+}
+
+// The profiler's view beside the causal one: each call's wait for its peers (the last
+// member's entry into a collective, a receive's sender posting the message) is moved out of
+// the causal time, so the profiler's communication (entry to return) is never below the
+// causal one, by group and in all, on every step; and the communication still matches.
+TEST(TrainParallel, ProfilerViewHoldsTheWaitsTheCausalViewLeavesOut) {
+  Outcome o = train(4, kModel + " --global-batch-size 8 --steps 4 --warmup 1 --tp 2 --pp 2");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_TRUE(j["communication_matches_workload"].get<bool>());
+  for (const auto& step : j["steps"]) {
+    const auto& b = step["breakdown"];
+    EXPECT_GE(b["profiler_comm_s"].get<double>(), b["comm_s"].get<double>() - 1e-12);
+    EXPECT_LE(b["profiler_comm_s"].get<double>(), b["wall_s"].get<double>() + 1e-9);
+    // The bubble: the receives' waits for the neighbouring stage, a part of the idle time.
+    EXPECT_GE(b["bubble_s"].get<double>(), 0);
+    EXPECT_LE(b["bubble_s"].get<double>(), b["idle_s"].get<double>() + 1e-12);
+    for (const char* g : {"tensor", "pipeline", "embedding"}) {
+      ASSERT_TRUE(b["comm_by_group"].contains(g)) << g;
+      const auto& share = b["comm_by_group"][g];
+      EXPECT_GE(share["profiler_s"].get<double>(), share["total_s"].get<double>() - 1e-12) << g;
+      EXPECT_GT(share["profiler_s"].get<double>(), 0) << g;
+    }
+  }
+}
+
+// --emulate compares a model-parallel run across emulated networks as it does DDP (as root):
+// one run per profile, each with its communication equal to the workload's, then the table.
+TEST(TrainParallel, EmulatedNetworksCompareAModelParallelRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  Outcome o = commscope::testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " train --ranks 4 --tp 2 --pp 2 --layers 4 --hidden 64 --vocab 256 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --steps 3 --warmup 1 "
+      "--emulate tcp-10g,nodes=2 --emulate rdma-100g,nodes=2");
+  ASSERT_EQ(o.status, 0) << o.err;
+  std::size_t matches = 0;
+  for (std::size_t at = 0; (at = o.out.find("equals the workload's", at)) != std::string::npos;
+       ++at)
+    ++matches;
+  EXPECT_EQ(matches, 2u) << o.out;
+  const std::size_t table = o.out.find("# profile");
+  ASSERT_NE(table, std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("tcp-10g,nodes=2", table), std::string::npos);
+  EXPECT_NE(o.out.find("rdma-100g,nodes=2", table), std::string::npos);
+}
+
+// Plans the trainer cannot run are one line naming the flag, status 2.
+TEST(TrainParallel, BadPlansAreOneLineErrors) {
+  struct Case {
+    int ranks;
+    std::string args, expect;
+  };
+  const Case cases[] = {
+      {2, "--seq-length 16 --layers 4 --heads 4 --tp 3",
+       "--tensor-model-parallel-size: expected a divisor of the rank count 2, got 3"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --tp 2 --pp 2",
+       "--pipeline-model-parallel-size: expected TP x PP to divide"},
+      {4, "--seq-length 16 --layers 4 --heads 2 --tp 4", "--tensor-model-parallel-size"},
+      {2, "--seq-length 16 --layers 3 --heads 4 --pp 2", "--pipeline-model-parallel-size"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --tp 2 --zero 1",
+       "--zero: expected 0 with tensor or pipeline parallelism"},
+      {2, "--layers 4 --heads 4 --tp 2 --seq-length 15 --sequence-parallel",
+       "--sequence-parallel: expected a sequence length (15) divisible"},
+      {4, "--seq-length 16 --layers 4 --heads 4 --tp 2 --global-batch-size 3",
+       "--global-batch-size: expected a multiple of micro-batch x data-parallel ranks = 1 x 2 = "
+       "2, got 3"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --pp 2 --gradient-accumulation-steps 9000",
+       "--global-batch-size: expected at most 8191 micro-batches per step with 2 pipeline stages"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --virtual-pipeline-stages 2",
+       "--virtual-pipeline-stages"},
+  };
+  for (const Case& c : cases) {
+    Outcome o = train(c.ranks, " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " + c.args);
+    EXPECT_EQ(o.status, 2) << c.args << ": " << o.err;
+    EXPECT_NE(o.err.find(c.expect), std::string::npos) << c.args << ": " << o.err;
+    EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << c.args << ": " << o.err;
+  }
+}
+
+}  // namespace

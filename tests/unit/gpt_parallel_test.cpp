@@ -1,0 +1,251 @@
+// The tensor- and pipeline-parallel GPT shard (gpt/parallel.h) without MPI: one shard holding
+// everything is the model of gpt.h; two tensor-parallel shards on two threads (their
+// all-reduces summed through shared memory) and two pipeline chunks run one after the other
+// give the whole model's loss and, slice for slice, its gradients; the shard's parameter count
+// is the workload's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "commscope/gpt/data.h"
+#include "commscope/gpt/gpt.h"
+#include "commscope/gpt/parallel.h"
+#include "commscope/workload/params.h"
+
+namespace commscope::train {
+namespace {
+
+GptConfig small() {
+  GptConfig c;
+  c.layers = 2;
+  c.hidden = 32;
+  c.heads = 4;
+  c.vocab = 64;
+  c.seq = 8;
+  c.max_positions = 8;
+  return c;
+}
+
+struct Reference {
+  std::vector<float> params, grads;
+  std::vector<std::int32_t> tok, tgt;
+  float loss = 0;
+};
+
+// The whole model, forward and backward on one batch.
+Reference reference(const GptConfig& c, int batch) {
+  Reference r;
+  Gpt g(c, batch);
+  r.params.resize(static_cast<std::size_t>(g.layout().total()));
+  init_params(g.layout(), r.params.data(), 7);
+  r.grads.assign(r.params.size(), 0.0f);
+  const TokenSource data = TokenSource::synthetic(c.vocab, 3);
+  r.tok.resize(static_cast<std::size_t>(batch) * c.seq);
+  r.tgt.resize(r.tok.size());
+  for (int i = 0; i < batch; ++i)
+    data.sequence(i, c.seq, r.tok.data() + i * c.seq, r.tgt.data() + i * c.seq);
+  r.loss = g.forward(r.params.data(), r.tok.data(), r.tgt.data());
+  g.backward(r.params.data(), r.grads.data());
+  return r;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = std::abs(static_cast<double>(got[i]) - want[i]) / (1e-3 + std::abs(want[i]));
+    if (d > worst) worst = d, at = i;
+  }
+  EXPECT_LT(worst, tol) << what << ": element " << at << " got " << got[at] << " want " << want[at];
+}
+
+TEST(GptShard, OneShardOfEverythingIsTheModel) {
+  const GptConfig c = small();
+  const Reference r = reference(c, 2);
+  ShardSpec s;
+  s.layers = c.layers;
+  GptShard m(c, s, 2, 1);
+  ASSERT_EQ(m.layout().total(), static_cast<std::int64_t>(r.params.size()));
+  std::vector<float> p(r.params.size()), g(r.params.size(), 0.0f);
+  m.layout().from_full(r.params.data(), p.data());
+  EXPECT_EQ(p, r.params);  // the same layout
+  const float loss = m.forward(0, p.data(), r.tok.data(), nullptr, r.tgt.data());
+  EXPECT_EQ(loss, r.loss);
+  m.backward(0, p.data(), g.data(), nullptr);
+  EXPECT_EQ(g, r.grads);  // the same kernels in the same order
+}
+
+// Two tensor-parallel ranks on two threads: each all-reduce sums (or takes the maximum of) the
+// two ranks' buffers; with sequence parallelism the gathers and reduce-scatters go the same
+// way, and the norms' and row-parallel biases' partial gradients are summed at the end.
+void two_tensor_parallel_shards(bool sequence_parallel) {
+  SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "tensor parallel");
+  const GptConfig c = small();
+  const Reference r = reference(c, 2);
+  constexpr int kTp = 2;
+  std::barrier sync(kTp);
+  float* posted[kTp] = {};
+  std::vector<float> mine[kTp];
+  float losses[kTp] = {};
+  std::vector<float> grads[kTp], full_slice[kTp];
+  int calls[kTp] = {};
+  auto rank = [&](int t) {
+    ShardSpec s;
+    s.tp = kTp;
+    s.tp_rank = t;
+    s.layers = c.layers;
+    s.sequence_parallel = sequence_parallel;
+    GptShard m(c, s, 2, 1);
+    m.set_sequence_comm([&, t](bool gather, const float* in, float* out, std::int64_t shard,
+                               std::string_view, int) {
+      ++calls[t];
+      posted[t] = const_cast<float*>(in);
+      sync.arrive_and_wait();
+      if (gather) {
+        for (int o = 0; o < kTp; ++o) std::copy(posted[o], posted[o] + shard, out + o * shard);
+      } else {
+        std::fill(out, out + shard, 0.0f);
+        for (int o = 0; o < kTp; ++o)
+          for (std::int64_t i = 0; i < shard; ++i) out[i] += posted[o][t * shard + i];
+      }
+      sync.arrive_and_wait();
+    });
+    m.set_all_reduce([&, t](float* data, std::int64_t n, bool max, std::string_view, int) {
+      ++calls[t];
+      posted[t] = data;
+      sync.arrive_and_wait();
+      mine[t].assign(data, data + n);
+      for (int o = 0; o < kTp; ++o)
+        if (o != t)
+          for (std::int64_t i = 0; i < n; ++i)
+            mine[t][static_cast<std::size_t>(i)] =
+                max ? std::max(mine[t][static_cast<std::size_t>(i)], posted[o][i])
+                    : mine[t][static_cast<std::size_t>(i)] + posted[o][i];
+      sync.arrive_and_wait();  // every rank has read the others' buffers
+      std::copy(mine[t].begin(), mine[t].end(), data);
+    });
+    std::vector<float> p(static_cast<std::size_t>(m.layout().total()));
+    m.layout().from_full(r.params.data(), p.data());
+    grads[t].assign(p.size(), 0.0f);
+    losses[t] = m.forward(0, p.data(), r.tok.data(), nullptr, r.tgt.data());
+    m.backward(0, p.data(), grads[t].data(), nullptr);
+    if (sequence_parallel) {  // the step's all-reduce of the partial gradients
+      for (const Range& r : m.layout().sequence_parallel_partial()) {
+        posted[t] = grads[t].data() + r.offset;
+        sync.arrive_and_wait();
+        std::vector<float> sum(posted[0], posted[0] + r.size);
+        for (std::int64_t i = 0; i < r.size; ++i) sum[static_cast<std::size_t>(i)] += posted[1][i];
+        sync.arrive_and_wait();
+        std::copy(sum.begin(), sum.end(), grads[t].begin() + r.offset);
+      }
+    }
+    full_slice[t].assign(p.size(), 0.0f);
+    m.layout().from_full(r.grads.data(), full_slice[t].data());
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  for (int t = 0; t < kTp; ++t) {
+    EXPECT_NEAR(losses[t], r.loss, 1e-5) << t;
+    expect_close(grads[t], full_slice[t], 1e-3, t == 0 ? "rank 0 gradients" : "rank 1 gradients");
+    // The workload's tensor-parallel collectives. Without sequence parallelism: forward the
+    // embedding's, 2 per block, the cross-entropy's 3; backward 2 per block and the head's:
+    // 4L + 5. With it: forward the embedding's reduce-scatter, 4 per block (gather, scatter,
+    // gather, scatter), the head's gather and the 3 cross-entropy all-reduces; backward the
+    // head's re-gather and scatter, 6 per block (gather into each region, re-gather each
+    // column-parallel GEMM's input, scatter out of each), the embedding's gather: 10L + 8.
+    EXPECT_EQ(calls[t], sequence_parallel ? 10 * c.layers + 8 : 4 * c.layers + 5) << t;
+  }
+}
+
+TEST(GptShard, TwoTensorParallelShardsGiveTheModelsLossAndGradients) {
+  two_tensor_parallel_shards(false);
+}
+
+TEST(GptShard, TwoSequenceParallelShardsGiveTheModelsLossAndGradients) {
+  two_tensor_parallel_shards(true);
+}
+
+// Two pipeline chunks, run one after the other: the first's output is the second's input, the
+// second's input gradient the first's output gradient. The tied word embedding's gradient is
+// the sum of the first chunk's and the last chunk's copy.
+TEST(GptShard, TwoPipelineChunksGiveTheModelsLossAndGradients) {
+  GptConfig c = small();
+  c.layers = 4;
+  const Reference r = reference(c, 2);
+  ShardSpec a, b;
+  a.layers = b.layers = 2;
+  b.first_layer = 2;
+  a.head = false;
+  b.embedding = false;
+  GptShard first(c, a, 2, 1), last(c, b, 2, 1);
+  std::vector<float> pa(static_cast<std::size_t>(first.layout().total())),
+      pb(static_cast<std::size_t>(last.layout().total()));
+  first.layout().from_full(r.params.data(), pa.data());
+  last.layout().from_full(r.params.data(), pb.data());
+  std::vector<float> ga(pa.size(), 0.0f), gb(pb.size(), 0.0f);
+  first.forward(0, pa.data(), r.tok.data(), nullptr, nullptr);
+  const float loss = last.forward(0, pb.data(), nullptr, first.output(0), r.tgt.data());
+  EXPECT_NEAR(loss, r.loss, 1e-6);
+  last.backward(0, pb.data(), gb.data(), nullptr);
+  first.backward(0, pa.data(), ga.data(), last.input_grad());
+  // The embedding all-reduce of the first and last stages.
+  const Range we = first.layout().word_embedding(), copy = last.layout().head_copy();
+  ASSERT_EQ(we.size, copy.size);
+  ASSERT_GT(we.size, 0);
+  for (std::int64_t i = 0; i < we.size; ++i) {
+    const float sum =
+        ga[static_cast<std::size_t>(we.offset + i)] + gb[static_cast<std::size_t>(copy.offset + i)];
+    ga[static_cast<std::size_t>(we.offset + i)] = gb[static_cast<std::size_t>(copy.offset + i)] =
+        sum;
+  }
+  std::vector<float> wa(pa.size()), wb(pb.size());
+  first.layout().from_full(r.grads.data(), wa.data());
+  last.layout().from_full(r.grads.data(), wb.data());
+  expect_close(ga, wa, 1e-4, "first chunk");
+  expect_close(gb, wb, 1e-4, "last chunk");
+}
+
+// The shard's parameters are the workload's count for the rank: blocks split over TP, the
+// vocabulary shard, and the tied copy on a last stage.
+TEST(GptShard, ParameterCountsAreTheWorkloads) {
+  GptConfig c = small();
+  c.layers = 4;
+  ModelSpec m;
+  m.kind = ArchKind::gpt;
+  m.decoder_layers = c.layers;
+  m.hidden = c.hidden;
+  m.heads = c.heads;
+  m.vocab = c.vocab;
+  m.seq_length = c.seq;
+  m.max_positions = c.max_positions;
+  m.tied_embeddings = true;
+  m.bias = true;
+  m.position = PositionEmbedding::learned;
+  m.norm = NormKind::layernorm;
+  m.mlp = MlpKind::gelu;
+  apply_model_defaults(m);
+  m.ffn = 4 * c.hidden;
+  for (int tp : {1, 2, 4}) {
+    ShardSpec s;
+    s.tp = tp;
+    s.first_layer = 1;
+    s.layers = 2;
+    s.embedding = s.head = false;
+    EXPECT_EQ(ShardLayout(c, s).total(), block_params(m, 1, tp) + block_params(m, 2, tp)) << tp;
+    s.head = true;  // a last stage: final norm and the tied copy of its vocabulary shard
+    EXPECT_EQ(ShardLayout(c, s).total(), block_params(m, 1, tp) + block_params(m, 2, tp) +
+                                             2 * c.hidden + c.vocab / tp * c.hidden)
+        << tp;
+  }
+}
+
+}  // namespace
+}  // namespace commscope::train
