@@ -13,6 +13,8 @@ Verb add_analyze(CLI::App& app) {
     OutputOptions out;
     long long rank = -1, jobs = 0, top = 15, max_events = 0;
     bool strict = false;
+    std::string convention = "commscope";
+    bool include_last_step = false;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand(
@@ -32,6 +34,13 @@ Verb add_analyze(CLI::App& app) {
                   "[derived from available memory]");
   cmd->add_flag("--strict", st->strict,
                 "any unreadable file is fatal (by default it is reported and skipped)");
+  cmd->add_option("--convention", st->convention,
+                  "commscope: compute/exposed/overlapped comm/memcpy/idle over the GPU timeline; "
+                  "hta: Holistic Trace Analysis 0.6.1's temporal breakdown (idle, compute, "
+                  "non-compute, kernel time) and comm-comp overlap [commscope]");
+  cmd->add_flag("--include-last-step", st->include_last_step,
+                "with --convention hta: keep the last ProfilerStep (HTA's "
+                "include_last_profiler_step)");
   return {cmd, [st, cmd]() -> int {
             auto format = output_format(st->out);
             if (!format) return fail(format.error().message);
@@ -39,6 +48,9 @@ Verb add_analyze(CLI::App& app) {
               return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, v));
             };
             if (st->top < 0) return bad("--top", "a non-negative integer", st->top);
+            if (st->convention != "commscope" && st->convention != "hta")
+              return fail(
+                  fmt::format("--convention: expected hta or commscope, got '{}'", st->convention));
             if (cmd->count("--jobs") && st->jobs < 1)
               return bad("--jobs", "a positive integer", st->jobs);
             if (cmd->count("--rank") && (st->rank < 0 || st->rank >= (1 << 24)))
@@ -49,6 +61,7 @@ Verb add_analyze(CLI::App& app) {
             o.jobs = static_cast<int>(std::min<long long>(st->jobs, 1024));
             o.rank = static_cast<int>(st->rank);
             o.strict = st->strict;
+            o.hta_view = st->convention == "hta";
             o.limits.max_events = static_cast<std::uint64_t>(st->max_events);
             auto set = read_traces(st->inputs, o);
             if (!set) return fail(set.error().message);
@@ -56,6 +69,8 @@ Verb add_analyze(CLI::App& app) {
             print_warnings(set->warnings);
             Analysis a = analyze(set->files, static_cast<std::size_t>(st->top));
             a.bad_files = set->bad;
+            a.convention = st->convention;
+            if (a.convention == "hta") a.hta = hta_breakdowns(set->files, {st->include_last_step});
             return emit(render_analysis(a, *format), st->out.path);
           }};
 }

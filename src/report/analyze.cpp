@@ -280,6 +280,8 @@ nlohmann::json analysis_json(const Analysis& a) {
         {{"name", k.name}, {"comm", k.comm}, {"calls", k.calls}, {"total_s", k.total_s}});
   j["slowest_rank"] = a.slowest_rank;
   j["bad_files"] = a.bad_files;
+  j["convention"] = a.convention;
+  if (a.convention == "hta") j["hta"] = hta_json(a.hta);
   return j;
 }
 
@@ -288,13 +290,21 @@ std::string render_analysis(const Analysis& a, Format f) {
     case Format::json:
       return analysis_json(a).dump(2) + "\n";
     case Format::csv:
-      return render_csv(rank_table(a, false));
+      return render_csv(a.convention == "hta" ? hta_table(a.hta) : rank_table(a, false));
     case Format::md:
-      return "### Time per rank\n\n" + render_markdown(rank_table(a, true)) +
+      return (a.convention == "hta"
+                  ? "### Temporal breakdown per rank (HTA 0.6.1 convention)\n\n" +
+                        render_markdown(hta_table(a.hta))
+                  : "### Time per rank\n\n" + render_markdown(rank_table(a, true))) +
              "\n### Collectives\n\n" + render_markdown(collective_table(a)) +
              "\n### Top kernels\n\n" + render_markdown(kernel_table(a));
     case Format::table: {
-      std::string out = "Time per rank (GPU timeline)\n" + render_text(rank_table(a, true));
+      std::string out =
+          a.convention == "hta"
+              ? "Temporal breakdown per rank, HTA 0.6.1 convention (first to last kernel, the last "
+                "ProfilerStep dropped, memory and other kernels counted as non-compute)\n" +
+                    render_text(hta_table(a.hta))
+              : "Time per rank (GPU timeline)\n" + render_text(rank_table(a, true));
       if (!a.collectives.empty()) out += "\nCollectives\n" + render_text(collective_table(a));
       if (!a.spreads.empty())
         out +=

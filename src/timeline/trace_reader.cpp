@@ -126,6 +126,12 @@ static bool kept_category(std::string_view c) {
          c == "comm"sv || c == "memcpy"sv || c == "Kernel"sv || c == "Memcpy"sv || c == "Memset"sv;
 }
 
+// Host-side categories read only for what HTA's conventions need (report/hta.h): runtime and
+// driver calls (their correlation ids and stream) and CPU ops (only a ProfilerStep#N name).
+static bool light_category(std::string_view c) {
+  return c == "cuda_runtime"sv || c == "cuda_driver"sv || c == "cpu_op"sv;
+}
+
 bool is_comm_kernel(std::string_view n) {
   return starts_with(n, "nccl") || starts_with(n, "rccl") || contains(n, "ncclKernel") ||
          contains(n, "ncclDevKernel") || contains(n, "ncclSymkDevKernel");
@@ -163,12 +169,37 @@ struct RawEvent {
   std::int64_t in_nelems = 0, out_nelems = 0, group_size = 0;
   double bytes = 0;
   bool has_dur = false;
+  bool light = false;             // a host event read only for HTA's view
+  std::int64_t correlation = -1;  // args.correlation
+  double stream = NAN;            // args.stream as HTA's pandas reads it (NaN: not numeric)
 };
+
+// A stream id as pandas' to_numeric reads it: a number, or a string of a decimal number; else
+// NaN (HTA then takes -1).
+double numeric_stream(od::value& v) {
+  od::json_type t;
+  if (v.type().get(t)) return NAN;
+  double d = NAN;
+  if (t == od::json_type::number) {
+    if (v.get_double().get(d)) return NAN;
+    return d;
+  }
+  std::string_view s;
+  if (t != od::json_type::string || v.get_string().get(s) || s.empty() || s.size() > 18) return NAN;
+  std::size_t i = s[0] == '-' || s[0] == '+' ? 1 : 0;
+  if (i == s.size()) return NAN;
+  double x = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return NAN;
+    x = x * 10 + (s[i] - '0');
+  }
+  return s[0] == '-' ? -x : x;
+}
 
 class Reader {
  public:
-  Reader(const std::string& name, Source& source, const ReadLimits& limits)
-      : name_(name), source_(source), limits_(limits) {}
+  Reader(const std::string& name, Source& source, const ReadLimits& limits, bool hta)
+      : name_(name), source_(source), limits_(limits), hta_(hta) {}
 
   // One forward pass: a small lexical scanner walks the top-level object and cuts the
   // traceEvents array into chunks of whole events, each parsed by simdjson On-Demand as it is
@@ -360,7 +391,8 @@ class Reader {
  private:
   // Reads the fields of one event in document order.
   std::string read_event(od::object& obj, RawEvent& ev, std::size_t index) {
-    bool skip = false;  // decided by "ph" and "cat", which Kineto writes first
+    bool skip = false;     // decided by "ph" and "cat", which Kineto writes first
+    bool no_args = false;  // a CPU op: only its name matters (a ProfilerStep#N)
     for (auto field : obj) {
       std::string_view key;
       if (field.unescaped_key().get(key)) return fmt::format("event {}: bad key", index);
@@ -371,10 +403,23 @@ class Reader {
         skip = skip || ev.ph != "X"sv;
       } else if (key == "cat"sv) {
         if (v.get_string().get(ev.cat)) return type_error(index, key, "a string");
-        skip = skip || !kept_category(ev.cat);
+        if (!kept_category(ev.cat)) {
+          ev.light = hta_ && light_category(ev.cat);
+          no_args = ev.cat == "cpu_op"sv;
+          skip = skip || !ev.light;
+        }
       } else if (skip) {
-        continue;  // CPU ops, runtime calls, flows: the rest of the event is skipped unread
+        break;  // flows, other host events: the rest of the event is skipped unread
+      } else if (ev.light && !no_args && key != "ts"sv && key != "dur"sv && key != "args"sv) {
+        continue;  // a runtime call: only its start, duration and correlation id are read
       } else if (key == "name"sv) {
+        if (no_args) {  // a CPU op: its raw name is tested before it is unescaped
+          od::raw_json_string raw;
+          if (v.get_raw_json_string().get(raw)) return type_error(index, key, "a string");
+          if (std::strncmp(raw.raw(), "ProfilerStep#", 13) != 0) {
+            break;  // not a step: the rest of the CPU op is not read
+          }
+        }
         if (v.get_string().get(ev.name)) return type_error(index, key, "a string");
       } else if (key == "ts"sv) {
         if (v.get_double().get(ev.ts)) return type_error(index, key, "a number");
@@ -399,6 +444,7 @@ class Reader {
         }
         (key == "pid"sv ? ev.pid : ev.tid) = x;
       } else if (key == "args"sv) {
+        if (no_args) continue;
         od::object args;
         if (v.get_object().get(args)) continue;  // args of another shape: not ours to judge
         for (auto a : args) {
@@ -406,7 +452,14 @@ class Reader {
           if (a.unescaped_key().get(k)) return fmt::format("event {}: bad key in args", index);
           od::value av;
           if (a.value().get(av)) return fmt::format("event {}: bad value of args.{}", index, k);
-          if (k == "Collective name"sv || k == "collective"sv) {
+          if (k == "correlation"sv) {
+            std::int64_t c = -1;
+            ev.correlation = av.get_int64().get(c) ? -1 : c;  // another type: none, as in HTA
+          } else if (k == "stream"sv) {
+            ev.stream = numeric_stream(av);
+          } else if (ev.light) {
+            continue;
+          } else if (k == "Collective name"sv || k == "collective"sv) {
             if (av.get_string().get(ev.collective_name))
               return type_error(index, "args.Collective name", "a string");
           } else if (k == "In msg nelems"sv) {
@@ -450,8 +503,9 @@ class Reader {
       using T = typename std::decay_t<decltype(v)>::value_type;
       return (v.size() == v.capacity() ? 2 * v.capacity() + 1 : v.capacity()) * sizeof(T);
     };
-    const std::uint64_t kept_bytes = string_bytes_ + next(tf.timeline.events) +
-                                     next(tf.comm_index) + next(tf.comm_args) + next(tf.steps);
+    const std::uint64_t kept_bytes =
+        string_bytes_ + next(tf.timeline.events) + next(tf.comm_index) + next(tf.comm_args) +
+        next(tf.steps) + next(tf.hta.device) + next(tf.hta.launches) + next(tf.hta.steps);
     if (limits_.max_events > 0 && kept_events_ > limits_.max_events)
       return Error{fmt::format(
           "{}: event {}: more than {} events kept (--max-events); raise the limit or split the "
@@ -478,7 +532,15 @@ class Reader {
                       ev.cat == "Memcpy"sv || ev.cat == "Memset"sv;
     const bool step = (ev.cat == "gpu_user_annotation"sv || ev.cat == "user_annotation"sv) &&
                       starts_with(ev.name, "ProfilerStep#");
-    if (!own && !kernel && !copy && !step) return {};
+    const bool cpu_step = ev.cat == "cpu_op"sv && starts_with(ev.name, "ProfilerStep#");
+    if (!own && !kernel && !copy && !step && !cpu_step) {
+      if (!ev.light || !ev.has_dur || !std::isfinite(ev.ts) || !std::isfinite(ev.dur)) return {};
+      const std::size_t before =
+          tf.hta.steps.size() + tf.hta.launches.size() + tf.hta.device.size();
+      const std::size_t kept = take_hta(ev, tf);
+      if (tf.hta.steps.size() + tf.hta.launches.size() + tf.hta.device.size() == before) return {};
+      return count_kept(tf, index, kept);
+    }
     if (!std::isfinite(ev.ts) || std::fabs(ev.ts) > kMaxAbsTimestampUs)
       return Error{fmt::format(
           "{}: event {}: field 'ts': expected a finite number of microseconds within +-1e17, got "
@@ -493,10 +555,11 @@ class Reader {
           fmt::format("{}: event {}: field 'dur': expected at most a day (1e11 us), got {}", name_,
                       index, ev.dur)};
     const double start = ev.ts * 1e-6, dur = ev.dur * 1e-6;
-    if (step) {
+    std::size_t hta_kept = own || !hta_ ? 0 : take_hta(ev, tf);
+    if (step || cpu_step) {
       StepWindow w{std::string(ev.name), start, start + dur, ev.cat == "gpu_user_annotation"sv};
       tf.steps.push_back(std::move(w));
-      return count_kept(tf, index, ev.name.size());
+      return count_kept(tf, index, ev.name.size() + hta_kept);
     }
     Event e;
     e.rank = static_cast<std::int32_t>(ev.pid);
@@ -506,7 +569,8 @@ class Reader {
     const std::size_t names = tf.timeline.names().size();
     e.name = tf.timeline.intern(ev.name);
     // A new name is kept twice (the list and the index) with their overheads.
-    std::size_t kept = tf.timeline.names().size() > names ? 2 * ev.name.size() + 96 : 0;
+    std::size_t kept =
+        (tf.timeline.names().size() > names ? 2 * ev.name.size() + 96 : 0) + hta_kept;
     std::int32_t comm_index = -1;
     if (own) {
       tf.own_format = true;
@@ -554,6 +618,30 @@ class Reader {
     tf.timeline.events.push_back(e);
     tf.comm_index.push_back(comm_index);
     return count_kept(tf, index, kept);
+  }
+
+  // What HTA's conventions keep of an event (TraceFile::hta): a device event (numeric stream
+  // other than -1), a host event's correlation id, a host-side ProfilerStep#N. HTA calls an event
+  // a GPU kernel when its stream >= 0 and its correlation >= 0 (hta/common/trace_filter.py,
+  // GPUKernelFilter, 0.6.1), anything else a host event. Returns the string bytes kept.
+  std::size_t take_hta(const RawEvent& ev, TraceFile& tf) {
+    const std::int32_t stream = std::isfinite(ev.stream) && std::fabs(ev.stream) < 2e9
+                                    ? static_cast<std::int32_t>(ev.stream)
+                                    : -1;
+    const bool gpu = stream >= 0 && ev.correlation >= 0;
+    std::size_t kept = 0;
+    if (stream != -1 && !ev.light) {  // a runtime call is never a kernel here (its name is unread)
+      const std::size_t names = tf.timeline.names().size();
+      HtaEvent h{ev.ts, ev.dur, ev.correlation, tf.timeline.intern(ev.name), stream};
+      if (tf.timeline.names().size() > names) kept += 2 * ev.name.size() + 96;
+      tf.hta.device.push_back(h);
+    }
+    if (!gpu && ev.correlation >= 0) tf.hta.launches.push_back({ev.correlation, ev.ts});
+    if (!gpu && starts_with(ev.name, "ProfilerStep#")) {
+      tf.hta.steps.push_back({std::string(ev.name), ev.ts, ev.dur});
+      kept += ev.name.size();
+    }
+    return kept;
   }
 
   // An element count as the profiler writes it; negative or absurd (over 2^50) is unknown (0).
@@ -701,6 +789,7 @@ class Reader {
   const std::string& name_;
   Source& source_;
   const ReadLimits limits_;
+  const bool hta_;  // also keep what HTA's conventions need (TraceFile::hta)
   std::uint64_t string_bytes_ = 0, kept_events_ = 0;
   std::string buf_, chunk_;
   od::parser parser_;
@@ -714,9 +803,9 @@ class Reader {
 }  // namespace
 
 Result<TraceFile> read_trace_text(const std::string& name, std::string text,
-                                  const ReadLimits& limits) {
+                                  const ReadLimits& limits, bool hta_view) {
   StringSource source(std::move(text));
-  return Reader(name, source, limits).run();
+  return Reader(name, source, limits, hta_view).run();
 }
 
 void set_rank(TraceFile& tf, int rank) {
@@ -724,7 +813,7 @@ void set_rank(TraceFile& tf, int rank) {
   for (auto& e : tf.timeline.events) e.rank = rank;
 }
 
-Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits) {
+Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits, bool hta_view) {
   // A FIFO or a device would block or never end: only regular files are read.
   if (auto st = check_regular_file(path); !st.ok()) return st.error();
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
@@ -733,12 +822,12 @@ Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits) 
     if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
     gzbuffer(f, 1 << 20);
     GzSource source(f);
-    return Reader(path, source, limits).run();
+    return Reader(path, source, limits, hta_view).run();
   }
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
   FileSource source(f);
-  return Reader(path, source, limits).run();
+  return Reader(path, source, limits, hta_view).run();
 }
 
 }  // namespace commscope

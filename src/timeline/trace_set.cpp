@@ -73,7 +73,7 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
     pool.emplace_back([&] {
       for (std::size_t i; (i = next.fetch_add(1)) < paths.size();) {
         try {
-          results[i] = read_trace(paths[i], limits);
+          results[i] = read_trace(paths[i], limits, options.hta_view);
         } catch (const std::bad_alloc&) {
           results[i] =
               Error{fmt::format("{}: out of memory while reading; split the trace or "
