@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <regex>
+#include <set>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -132,9 +133,68 @@ static bool light_category(std::string_view c) {
   return c == "cuda_runtime"sv || c == "cuda_driver"sv || c == "cpu_op"sv;
 }
 
+const std::vector<CommKernelFamily>& comm_kernel_families() {
+  // Sources: NVIDIA/nccl src/device/symmetric/generate.py (2.27: ncclSymDevKernel, 2.28:
+  // ncclSymkDevKernel), src/device/generate.py (2.19+: ncclDevKernel_<coll>_<op>_<type>_<algo>_
+  // <proto>, ncclDevKernel_Generic), src/include/collectives.h NCCL_KERN_NAME (2.8-2.18:
+  // ncclKernel_<func>_<algo>_<proto>_<op>_<type>; 2.3-2.7: <coll><algo><proto>Kernel_<op>_<type>
+  // with coll = ncclAllReduce ...; 2.3: ncclMultiOpKernel), v1.3.4 src/*.cu (<Coll>Kernel<...>
+  // (KernelArgs<T>)); ROCm/rccl at rocm-3.3.0 .. rocm-6.2.0 (the same macros; MSCCL_KERNEL_
+  // ENTRY_NAME mscclKernel_<op>_<type>_<proto> from ROCm 5.7).
+  static const std::vector<CommKernelFamily> rows = {
+      {"NCCL", "NCCL 2.28+ (symmetric kernels)", "ncclSymkDevKernel", "", true,
+       "ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_bf16"},
+      {"NCCL", "NCCL 2.27 (symmetric kernels)", "ncclSymDevKernel", "", true,
+       "ncclSymDevKernel_AllGather_LL"},
+      {"NCCL/RCCL", "NCCL 2.19+, RCCL ROCm 6.2+", "ncclDevKernel", "", true,
+       "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"},
+      {"NCCL/RCCL", "NCCL 2.8-2.18, RCCL ROCm 5.0-6.1", "ncclKernel_", "", true,
+       "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"},
+      {"NCCL/RCCL", "NCCL 2.0-2.7, RCCL ROCm 3.x-4.x", "nccl", "Kernel", false,
+       "ncclAllReduceRingLLKernel_sum_f32(ncclColl)"},
+      {"RCCL", "RCCL ROCm 5.7+ (MSCCL)", "mscclKernel_", "", true, "mscclKernel_Sum_bf16_LL"},
+      {"RCCL", "RCCL (other kernels)", "rccl", "", false, "rcclKernel"},
+      {"NCCL", "NCCL 1.x", "AllReduceKernel<", "KernelArgs<", false,
+       "void AllReduceKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "AllGatherKernel<", "KernelArgs<", false,
+       "void AllGatherKernel<256, 8, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "ReduceScatterKernel<", "KernelArgs<", false,
+       "void ReduceScatterKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "BroadcastKernel<", "KernelArgs<", false,
+       "void BroadcastKernel<256, 8, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "ReduceKernel<", "KernelArgs<", false,
+       "void ReduceKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)"},
+  };
+  return rows;
+}
+
+int comm_kernel_family(std::string_view n) {
+  if (n.size() < 4) return -1;
+  // Most kernels are not NCCL's: a quick test of the letters every row needs.
+  if (!contains(n, "ccl") && !contains(n, "Kernel<")) return -1;
+  std::string_view b = starts_with(n, "void ") ? n.substr(5) : n;
+  const auto& rows = comm_kernel_families();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const CommKernelFamily& r = rows[i];
+    if (!(r.anywhere ? contains(n, r.prefix) : starts_with(b, r.prefix))) continue;
+    if (!r.also.empty() && !contains(b, r.also)) continue;
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
 bool is_comm_kernel(std::string_view n) {
-  return starts_with(n, "nccl") || starts_with(n, "rccl") || contains(n, "ncclKernel") ||
-         contains(n, "ncclDevKernel") || contains(n, "ncclSymkDevKernel");
+  return comm_kernel_family(n) >= 0;
+}
+
+bool looks_like_comm_kernel(std::string_view n) {
+  const std::string l = lower(n);
+  for (std::string_view p :
+       {"nccl", "rccl", "msccl", "hccl", "userbuffers", "allreduce", "all_reduce", "allgather",
+        "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all", "sendrecv",
+        "cross_device_reduce"})
+    if (contains(l, p)) return true;
+  return false;
 }
 
 int profiler_dtype_bytes(std::string_view dtype) {
@@ -589,7 +649,8 @@ class Reader {
       }
     } else if (copy) {
       e.kind = EventKind::memcpy;
-    } else if (is_comm_kernel(ev.name) || !ev.collective_name.empty()) {
+    } else if (is_comm_kernel(ev.name) || !ev.collective_name.empty() ||
+               unknown_comm(ev.name, tf)) {
       e.kind = EventKind::comm;
       CommArgs a;
       a.collective = std::string(ev.collective_name.empty() ? ev.name : ev.collective_name);
@@ -642,6 +703,17 @@ class Reader {
       kept += ev.name.size();
     }
     return kept;
+  }
+
+  // A kernel that looks like communication but is in no row of the NCCL/RCCL table: counted as
+  // communication and reported (once per name), never silently taken for compute.
+  bool unknown_comm(std::string_view name, TraceFile& tf) {
+    if (!looks_like_comm_kernel(name)) return false;
+    if (unknown_seen_.insert(std::string(name)).second) {
+      ++tf.unknown_comm_names;
+      if (tf.unknown_comm_kernels.size() < 64) tf.unknown_comm_kernels.emplace_back(name);
+    }
+    return true;
   }
 
   // An element count as the profiler writes it; negative or absurd (over 2^50) is unknown (0).
@@ -789,7 +861,8 @@ class Reader {
   const std::string& name_;
   Source& source_;
   const ReadLimits limits_;
-  const bool hta_;  // also keep what HTA's conventions need (TraceFile::hta)
+  const bool hta_;                      // also keep what HTA's conventions need (TraceFile::hta)
+  std::set<std::string> unknown_seen_;  // names of unknown communication-like kernels
   std::uint64_t string_bytes_ = 0, kept_events_ = 0;
   std::string buf_, chunk_;
   od::parser parser_;

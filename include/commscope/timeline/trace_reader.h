@@ -62,11 +62,33 @@ struct TraceFile {
   std::vector<CommArgs> comm_args;       // parallel to the comm events, by index (see comm_index)
   std::vector<std::int32_t> comm_index;  // per event: index into comm_args, or -1
   HtaView hta;  // Kineto only, when read with hta_view: what HTA's conventions need
+  // Names of kernels that look like communication but match no NCCL/RCCL row (counted as
+  // communication; read_traces warns about them). At most 64 names, then only the count.
+  std::vector<std::string> unknown_comm_kernels;
+  std::size_t unknown_comm_names = 0;  // distinct such names in all
 };
 
-// Whether a kernel name is an NCCL/RCCL communication kernel (every NCCL generation's names:
-// ncclKernel_*, ncclDevKernel_*, ncclSymkDevKernel_*, and RCCL's).
+// The communication kernels of every NCCL and RCCL release, one row per naming generation (from
+// the naming macros of NVIDIA/nccl and ROCm/rccl at the versions named). A kernel name matches
+// a row when, after an optional "void ", it starts with `prefix` (or holds it, with `anywhere`)
+// and holds `also` (when not empty). The first matching row wins.
+struct CommKernelFamily {
+  std::string_view library;   // "NCCL", "RCCL", "NCCL/RCCL"
+  std::string_view releases;  // "NCCL 2.19+, RCCL ROCm 6.2+"
+  std::string_view prefix, also;
+  bool anywhere = false;
+  std::string_view example;  // a kernel name of that generation
+};
+const std::vector<CommKernelFamily>& comm_kernel_families();
+// The row of comm_kernel_families() a kernel name matches, or -1.
+int comm_kernel_family(std::string_view name);
+// Whether a kernel name is an NCCL/RCCL communication kernel of any release (a row matches).
 bool is_comm_kernel(std::string_view name);
+// Whether a kernel name looks like communication (nccl, rccl, msccl, hccl, userbuffers, an
+// all-reduce/all-gather/reduce-scatter/all-to-all/send-recv spelling, vLLM's
+// cross_device_reduce). The reader counts such a kernel that no row matches as communication
+// and reports it in TraceFile::unknown_comm_kernels, never silently as compute.
+bool looks_like_comm_kernel(std::string_view name);
 // Bytes of one element of a profiler dtype name ("Float", "BFloat16", ...); 0 when unknown.
 int profiler_dtype_bytes(std::string_view dtype);
 
