@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "commscope/report/analyze.h"
+#include "commscope/report/diff.h"
+#include "commscope/timeline/chrome.h"
+#include "commscope/util/atomic_file.h"
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -15,6 +18,8 @@ Verb add_analyze(CLI::App& app) {
     bool strict = false;
     std::string convention = "commscope";
     bool include_last_step = false;
+    std::vector<std::string> diff;  // BASE NEW
+    std::string diff_trace;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand(
@@ -23,7 +28,7 @@ Verb add_analyze(CLI::App& app) {
       "rank (.json or .json.gz) or a directory of them: compute, exposed and overlapped "
       "communication, memory copies, idle; per ProfilerStep; per collective with algbw/busbw; "
       "stragglers across ranks; top kernels.");
-  cmd->add_option("traces", st->inputs, "trace files or directories")->required();
+  cmd->add_option("traces", st->inputs, "trace files or directories");
   add_output_options(*cmd, st->out);
   cmd->add_option("--rank", st->rank,
                   "rank of a single trace without distributedInfo or rank in its name");
@@ -41,38 +46,73 @@ Verb add_analyze(CLI::App& app) {
   cmd->add_flag("--include-last-step", st->include_last_step,
                 "with --convention hta: keep the last ProfilerStep (HTA's "
                 "include_last_profiler_step)");
-  return {cmd, [st, cmd]() -> int {
-            auto format = output_format(st->out);
-            if (!format) return fail(format.error().message);
-            auto bad = [](const char* flag, const char* expected, long long v) {
-              return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, v));
-            };
-            if (st->top < 0) return bad("--top", "a non-negative integer", st->top);
-            if (st->convention != "commscope" && st->convention != "hta")
-              return fail(
-                  fmt::format("--convention: expected hta or commscope, got '{}'", st->convention));
-            if (cmd->count("--jobs") && st->jobs < 1)
-              return bad("--jobs", "a positive integer", st->jobs);
-            if (cmd->count("--rank") && (st->rank < 0 || st->rank >= (1 << 24)))
-              return bad("--rank", "a non-negative integer below 2^24", st->rank);
-            if (cmd->count("--max-events") && st->max_events < 1)
-              return bad("--max-events", "a positive integer", st->max_events);
-            TraceReadOptions o;
-            o.jobs = static_cast<int>(std::min<long long>(st->jobs, 1024));
-            o.rank = static_cast<int>(st->rank);
-            o.strict = st->strict;
-            o.hta_view = st->convention == "hta";
-            o.limits.max_events = static_cast<std::uint64_t>(st->max_events);
-            auto set = read_traces(st->inputs, o);
-            if (!set) return fail(set.error().message);
-            for (const auto& b : set->bad) print_warnings({"skipped " + b});
-            print_warnings(set->warnings);
-            Analysis a = analyze(set->files, static_cast<std::size_t>(st->top));
-            a.bad_files = set->bad;
-            a.convention = st->convention;
-            if (a.convention == "hta") a.hta = hta_breakdowns(set->files, {st->include_last_step});
-            return emit(render_analysis(a, *format), st->out.path);
-          }};
+  cmd->add_option("--diff", st->diff,
+                  "BASE NEW: compare two runs (each a trace or a directory of them) step by step "
+                  "and collective by collective")
+      ->expected(2);
+  cmd->add_option("--diff-trace", st->diff_trace,
+                  "with --diff: write both runs on one Chrome trace timeline to FILE");
+  return {
+      cmd, [st, cmd]() -> int {
+        auto format = output_format(st->out);
+        if (!format) return fail(format.error().message);
+        auto bad = [](const char* flag, const char* expected, long long v) {
+          return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, v));
+        };
+        if (st->top < 0) return bad("--top", "a non-negative integer", st->top);
+        if (st->convention != "commscope" && st->convention != "hta")
+          return fail(
+              fmt::format("--convention: expected hta or commscope, got '{}'", st->convention));
+        if (cmd->count("--jobs") && st->jobs < 1)
+          return bad("--jobs", "a positive integer", st->jobs);
+        if (cmd->count("--rank") && (st->rank < 0 || st->rank >= (1 << 24)))
+          return bad("--rank", "a non-negative integer below 2^24", st->rank);
+        if (cmd->count("--max-events") && st->max_events < 1)
+          return bad("--max-events", "a positive integer", st->max_events);
+        if (st->diff.empty() && st->inputs.empty())
+          return fail("analyze: expected trace files or directories (or --diff BASE NEW)");
+        if (!st->diff.empty() && !st->inputs.empty())
+          return fail(fmt::format("--diff: expected two runs and no other traces, got '{}' besides",
+                                  st->inputs[0]));
+        if (!st->diff_trace.empty() && st->diff.empty())
+          return fail("--diff-trace: expected --diff BASE NEW with it");
+        if (!st->diff_trace.empty())
+          if (Status s = check_output_path(st->diff_trace); !s.ok()) return fail(s.error().message);
+        TraceReadOptions o;
+        o.jobs = static_cast<int>(std::min<long long>(st->jobs, 1024));
+        o.rank = static_cast<int>(st->rank);
+        o.strict = st->strict;
+        o.hta_view = st->convention == "hta";
+        o.limits.max_events = static_cast<std::uint64_t>(st->max_events);
+        if (!st->diff.empty()) {
+          auto base = read_traces({st->diff[0]}, o);
+          if (!base) return fail(base.error().message);
+          auto next = read_traces({st->diff[1]}, o);
+          if (!next) return fail(next.error().message);
+          for (const auto* s : {&*base, &*next}) {
+            for (const auto& b : s->bad) print_warnings({"skipped " + b});
+            print_warnings(s->warnings);
+          }
+          if (!st->diff_trace.empty())
+            if (Status s = write_file_atomic(
+                    st->diff_trace, chrome_trace_json(diff_timeline(base->files, next->files)));
+                !s.ok())
+              return fail(s.error().message);
+          return emit(
+              render_diff(diff_traces(base->files, next->files, static_cast<std::size_t>(st->top)),
+                          *format),
+              st->out.path);
+        }
+        auto set = read_traces(st->inputs, o);
+        if (!set) return fail(set.error().message);
+        for (const auto& b : set->bad) print_warnings({"skipped " + b});
+        print_warnings(set->warnings);
+        Analysis a = analyze(set->files, static_cast<std::size_t>(st->top));
+        a.bad_files = set->bad;
+        a.convention = st->convention;
+        if (a.convention == "hta") a.hta = hta_breakdowns(set->files, {st->include_last_step});
+        return emit(render_analysis(a, *format), st->out.path);
+      }};
 }
 
 }  // namespace commscope::cli

@@ -137,6 +137,36 @@ TEST_F(CliAnalyze, HtaConvention) {
             h["kernel_time_us"].get<double>());
 }
 
+// --diff BASE NEW: a run against itself changes nothing; --diff-trace writes both runs on one
+// timeline that analyze reads back (one process per run and rank).
+TEST_F(CliAnalyze, DiffOfARunAgainstItself) {
+  const std::string trace =
+      COMMSCOPE_SOURCE_DIR "/data/traces/nccl_parser_config_nccl_data.json.gz";
+  const std::string both = (dir_ / "both.json").string();
+  Outcome r = run("analyze --diff " + trace + " " + trace + " --diff-trace " + both);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("No collective call changed."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("No kernel's total time changed."), std::string::npos) << r.out;
+  Outcome j = run("analyze --format json --diff " + trace + " " + trace);
+  ASSERT_EQ(j.status, 0) << j.err;
+  auto d = nlohmann::json::parse(j.out);
+  EXPECT_EQ(d["total"]["delta_wall_s"].get<double>(), 0.0);
+  EXPECT_TRUE(d["changed_calls"].empty());
+  Outcome back = run("analyze --format json " + both);
+  ASSERT_EQ(back.status, 0) << back.err;
+  EXPECT_EQ(nlohmann::json::parse(back.out)["ranks"].size(), 2u);
+  for (const auto& [flags, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--diff-trace x.json " + trace, "--diff-trace: expected --diff BASE NEW with it"},
+           {"", "analyze: expected trace files or directories (or --diff BASE NEW)"},
+           {"--diff " + trace + " " + trace + " " + trace, "--diff: "},
+           {trace + " --diff " + trace + " " + trace, "--diff: expected two runs"}}) {
+    Outcome bad = run("analyze " + flags);
+    EXPECT_EQ(bad.status, 2) << flags;
+    EXPECT_EQ(lines(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find(want), std::string::npos) << bad.err;
+  }
+}
+
 // A predicted timeline written with --trace reads back with analyze: one rank per stage.
 TEST_F(CliAnalyze, ReadsCommscopeTraces) {
   fs::path trace = dir_ / "pred.json";
