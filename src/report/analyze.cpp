@@ -164,6 +164,7 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
   a.spreads = analyze_stragglers(files);
   a.top_kernels = analyze_top_kernels(files, top_kernels);
   a.slowest_rank = slowest_rank(a.ranks);
+  if (a.ranks.size() > 1) a.across = analyze_across_ranks(files);
   return a;
 }
 
@@ -281,6 +282,7 @@ nlohmann::json analysis_json(const Analysis& a) {
   j["slowest_rank"] = a.slowest_rank;
   j["bad_files"] = a.bad_files;
   j["convention"] = a.convention;
+  if (a.across.reference_rank >= 0) j["across_ranks"] = across_ranks_json(a.across);
   if (a.convention == "hta") j["hta"] = hta_json(a.hta);
   return j;
 }
@@ -309,6 +311,7 @@ std::string render_analysis(const Analysis& a, Format f) {
       if (!a.spreads.empty())
         out +=
             "\nLargest spread of a collective call across ranks\n" + render_text(spread_table(a));
+      out += render_across_ranks(a.across);
       out += "\nTop kernels\n" + render_text(kernel_table(a));
       if (a.ranks.size() > 1)
         out += fmt::format(

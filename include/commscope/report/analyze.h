@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "commscope/report/hta.h"
+#include "commscope/report/ranks.h"
 #include "commscope/report/table.h"
 #include "commscope/timeline/trace_reader.h"
 
@@ -70,6 +71,8 @@ struct Analysis {
   // defines them (report/hta.h), shown in place of the per-rank table.
   std::string convention = "commscope";
   std::vector<HtaBreakdown> hta;
+  // Clocks aligned, last arrivals and the critical path of the first step (two or more ranks).
+  CrossRank across;
 };
 
 // algbw = bytes / time; busbw = algbw x nccl-tests' factor for the collective and group size.
