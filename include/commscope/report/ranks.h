@@ -19,7 +19,8 @@ namespace commscope {
 // A rank's clock against the reference rank's: reference time = own time - offset_s.
 struct ClockOffset {
   int rank = 0;
-  double offset_s = 0;        // median over the shared calls of (own end - reference end)
+  double offset_s = 0;        // median over the shared calls of (own end - reference end); 0 for
+                              // the reference and for ranks of the reference's own file
   double residual_s = 0;      // RMS of the end times left after the offset: the alignment's error
   double max_residual_s = 0;  // largest of them
   std::size_t calls = 0;      // collective calls shared with the reference rank
