@@ -44,9 +44,11 @@ CrossRank analyze_across_ranks(const std::vector<TraceFile>& files, std::size_t 
   CrossRank out;
   out.step = step;
   std::map<int, RankData> ranks;
-  for (const TraceFile& tf : files)
-    for (std::int32_t r :
-         tf.own_format ? tf.timeline.ranks() : std::vector<std::int32_t>{std::max(tf.rank, 0)}) {
+  for (const TraceFile& tf : files) {
+    // A commscope Chrome trace's processes are pipeline stages on one clock whose collectives
+    // belong to different groups: nothing to align or pair. Kineto traces only.
+    if (tf.own_format) continue;
+    for (std::int32_t r : {std::max(tf.rank, 0)}) {
       if (ranks.count(r)) continue;
       RankData& d = ranks[r];
       d.rank = r, d.file = &tf;
@@ -61,6 +63,7 @@ CrossRank analyze_across_ranks(const std::vector<TraceFile>& files, std::size_t 
           v.push_back(e);
         }
     }
+  }
   if (ranks.size() < 2) return out;
   RankData& ref = ranks.begin()->second;
   out.reference_rank = ref.rank;
@@ -189,14 +192,14 @@ CrossRank analyze_across_ranks(const std::vector<TraceFile>& files, std::size_t 
         const int last = a->second.last_rank;
         const Event* le = ranks[last].calls[c->second.first][c->second.second];
         const double arrived = le->start - ranks[last].offset;
-        const double from = std::max(s, arrived);
-        add(r, name, false, EventKind::comm, from, t);
-        if (last != r && arrived > s) {
+        if (last != r && arrived > s && arrived < t) {       // t falls on every turn: no cycles
+          add(r, name, false, EventKind::comm, arrived, t);  // the transfer after the last arrival
           r = last;
-          t = std::min(t, arrived);
+          t = arrived;
           continue;
         }
-        t = std::min(t, s);
+        add(r, name, false, EventKind::comm, s, t);
+        t = s;
         continue;
       }
     }

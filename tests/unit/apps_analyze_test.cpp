@@ -179,14 +179,8 @@ TEST_F(CliAnalyze, ReadsCommscopeTraces) {
   ASSERT_EQ(a.status, 0) << a.err;
   auto j = nlohmann::json::parse(a.out);
   EXPECT_EQ(j["ranks"].size(), 2u);
-  // The stages of one commscope trace share its clock: nothing to align, and the critical path
-  // of the simulated iteration adds up to it.
-  ASSERT_TRUE(j.contains("across_ranks"));
-  for (const auto& c : j["across_ranks"]["clocks"]) EXPECT_EQ(c["offset_s"].get<double>(), 0.0);
-  const auto& p = j["across_ranks"]["critical_path"];
-  EXPECT_NEAR(p["compute_s"].get<double>() + p["comm_s"].get<double>() +
-                  p["memcpy_s"].get<double>() + p["idle_s"].get<double>(),
-              p["end_s"].get<double>() - p["start_s"].get<double>(), 1e-9);
+  // Its processes are pipeline stages on one clock: nothing to align across ranks.
+  EXPECT_FALSE(j.contains("across_ranks"));
 }
 
 TEST_F(CliAnalyze, BadFlagsAreOneLineEach) {

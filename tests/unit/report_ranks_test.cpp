@@ -127,6 +127,28 @@ TEST(AcrossRanks, CriticalPathGoesThroughTheStraggler) {
     EXPECT_NEAR(p.segments[i].start, p.segments[i - 1].end, 1e-9) << i;  // a chain, no gaps
 }
 
+// On real traces (two sampled ranks of HTA's 128-rank job) the path is one chain of segments
+// that adds up to the step, whatever the pairing of calls.
+TEST(AcrossRanks, PathAddsUpOnRealTraces) {
+  std::vector<TraceFile> files;
+  for (int r = 0; r < 2; ++r) {
+    auto t = read_trace(COMMSCOPE_SOURCE_DIR "/data/traces/trace_filter_sampled_rank-" +
+                        std::to_string(r) + ".json.gz");
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    files.push_back(std::move(t).value());
+  }
+  for (std::size_t step = 0; step < 2; ++step) {
+    CrossRank c = analyze_across_ranks(files, step);
+    const CriticalPath& p = c.path;
+    ASSERT_FALSE(p.segments.empty());
+    EXPECT_NEAR(p.compute_s + p.comm_s + p.memcpy_s + p.idle_s, p.end - p.start, 1e-9) << step;
+    EXPECT_NEAR(p.segments.front().start, p.start, 1e-9);
+    EXPECT_NEAR(p.segments.back().end, p.end, 1e-9);
+    for (std::size_t i = 1; i < p.segments.size(); ++i)
+      ASSERT_NEAR(p.segments[i].start, p.segments[i - 1].end, 1e-9) << step << " " << i;
+  }
+}
+
 TEST(AcrossRanks, OneRankIsNothingToAlign) {
   auto files = ranks();
   files.resize(1);

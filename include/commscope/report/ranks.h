@@ -75,7 +75,9 @@ struct CrossRank {
   std::size_t step = 0;
 };
 
-// Needs two or more Kineto ranks with collective kernels; else clocks stay zero and lists empty.
+// Needs two or more Kineto ranks (one file each) with collective kernels; else reference_rank
+// is -1 and the lists are empty. commscope's own Chrome traces are skipped: their processes are
+// pipeline stages on one clock, whose collectives belong to different groups.
 // `step`: which ProfilerStep window (of the reference rank) the critical path covers.
 CrossRank analyze_across_ranks(const std::vector<TraceFile>& files, std::size_t step = 0);
 
