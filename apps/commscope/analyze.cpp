@@ -27,16 +27,20 @@ Verb add_analyze(CLI::App& app) {
       "Where the time went in PyTorch profiler (Kineto) or commscope Chrome traces, one file per "
       "rank (.json or .json.gz) or a directory of them: compute, exposed and overlapped "
       "communication, memory copies, idle; per ProfilerStep; per collective with algbw/busbw; "
-      "stragglers across ranks; top kernels.");
+      "stragglers across ranks; top kernels. With several ranks: clocks aligned on collective end "
+      "times, last arrivals, the critical path of the first step. --convention hta: Holistic "
+      "Trace Analysis 0.6.1's figures; --diff BASE NEW: what changed between two runs.");
   cmd->add_option("traces", st->inputs, "trace files or directories");
   add_output_options(*cmd, st->out);
   cmd->add_option("--rank", st->rank,
                   "rank of a single trace without distributedInfo or rank in its name");
   cmd->add_option("-j,--jobs", st->jobs, "files read in parallel (at least 1) [all cores]");
   cmd->add_option("--top", st->top, "kernels listed [15]");
-  cmd->add_option("--max-events", st->max_events,
-                  "events kept per file (kernels, copies, steps) before the file is refused "
-                  "[derived from available memory]");
+  cmd->add_option(
+      "--max-events", st->max_events,
+      "events kept per file (kernels, copies, steps; with --convention hta also runtime calls) "
+      "before the file is refused "
+      "[derived from available memory]");
   cmd->add_flag("--strict", st->strict,
                 "any unreadable file is fatal (by default it is reported and skipped)");
   cmd->add_option("--convention", st->convention,
@@ -74,6 +78,8 @@ Verb add_analyze(CLI::App& app) {
         if (!st->diff.empty() && !st->inputs.empty())
           return fail(fmt::format("--diff: expected two runs and no other traces, got '{}' besides",
                                   st->inputs[0]));
+        if (st->include_last_step && st->convention != "hta")
+          return fail("--include-last-step: expected --convention hta with it");
         if (!st->diff_trace.empty() && st->diff.empty())
           return fail("--diff-trace: expected --diff BASE NEW with it");
         if (!st->diff_trace.empty())

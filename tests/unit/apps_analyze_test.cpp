@@ -191,7 +191,8 @@ TEST_F(CliAnalyze, BadFlagsAreOneLineEach) {
            {"-j 0", "--jobs: expected a positive integer, got '0'"},
            {"--rank -5", "--rank: expected a non-negative integer below 2^24, got '-5'"},
            {"--max-events 0", "--max-events: expected a positive integer, got '0'"},
-           {"--convention nsight", "--convention: expected hta or commscope, got 'nsight'"}}) {
+           {"--convention nsight", "--convention: expected hta or commscope, got 'nsight'"},
+           {"--include-last-step", "--include-last-step: expected --convention hta with it"}}) {
     Outcome r = run("analyze " + flags + " " + trace);
     EXPECT_EQ(r.status, 2) << flags;
     EXPECT_EQ(lines(r.err), 1) << r.err;
