@@ -512,10 +512,10 @@ class Reader {
           if (a.unescaped_key().get(k)) return fmt::format("event {}: bad key in args", index);
           od::value av;
           if (a.value().get(av)) return fmt::format("event {}: bad value of args.{}", index, k);
-          if (k == "correlation"sv) {
+          if (hta_ && k == "correlation"sv) {
             std::int64_t c = -1;
             ev.correlation = av.get_int64().get(c) ? -1 : c;  // another type: none, as in HTA
-          } else if (k == "stream"sv) {
+          } else if (hta_ && k == "stream"sv) {
             ev.stream = numeric_stream(av);
           } else if (ev.light) {
             continue;
@@ -649,8 +649,7 @@ class Reader {
       }
     } else if (copy) {
       e.kind = EventKind::memcpy;
-    } else if (is_comm_kernel(ev.name) || !ev.collective_name.empty() ||
-               unknown_comm(ev.name, tf)) {
+    } else if (!ev.collective_name.empty() || comm_name(e.name, ev.name, tf)) {
       e.kind = EventKind::comm;
       CommArgs a;
       a.collective = std::string(ev.collective_name.empty() ? ev.name : ev.collective_name);
@@ -703,6 +702,14 @@ class Reader {
       kept += ev.name.size();
     }
     return kept;
+  }
+
+  // Whether a kernel name (Timeline::names index `id`) is communication: the NCCL/RCCL table,
+  // else unknown_comm. Decided once per name: a trace has millions of kernels, hundreds of names.
+  bool comm_name(std::uint32_t id, std::string_view name, TraceFile& tf) {
+    if (id >= name_comm_.size()) name_comm_.resize(id + 1, -1);
+    if (name_comm_[id] < 0) name_comm_[id] = is_comm_kernel(name) || unknown_comm(name, tf);
+    return name_comm_[id] > 0;
   }
 
   // A kernel that looks like communication but is in no row of the NCCL/RCCL table: counted as
@@ -863,6 +870,7 @@ class Reader {
   const ReadLimits limits_;
   const bool hta_;                      // also keep what HTA's conventions need (TraceFile::hta)
   std::set<std::string> unknown_seen_;  // names of unknown communication-like kernels
+  std::vector<std::int8_t> name_comm_;  // per name index: -1 undecided, 0 compute, 1 comm
   std::uint64_t string_bytes_ = 0, kept_events_ = 0;
   std::string buf_, chunk_;
   od::parser parser_;
