@@ -11,7 +11,9 @@ cp -n tests/fuzz/corpus/* "$out/corpus/" 2>/dev/null || true
 CXX=${CXX:-clang++}
 sources=(tests/fuzz/fuzz_trace_reader.cpp src/timeline/trace_reader.cpp src/timeline/timeline.cpp src/timeline/intervals.cpp
          src/workload/op.cpp src/report/analyze.cpp src/report/table.cpp src/util/json_fields.cpp
-         src/spec/system.cpp src/spec/preset.cpp src/util/input_file.cpp)
+         src/spec/system.cpp src/spec/preset.cpp src/util/input_file.cpp
+         src/report/hta.cpp src/report/diff.cpp src/report/ranks.cpp src/spec/vocabulary.cpp
+         src/timeline/breakdown_json.cpp)
 "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -DCOMMSCOPE_PRESET_DIR='"presets"' -DCOMMSCOPE_INSTALL_PRESET_DIR='"presets"' \
   -Iinclude "${sources[@]}" -lfmt -lsimdjson -lz -o "$out/fuzz_trace_reader"

@@ -164,6 +164,7 @@ Analysis analyze(const std::vector<TraceFile>& files, std::size_t top_kernels) {
   a.spreads = analyze_stragglers(files);
   a.top_kernels = analyze_top_kernels(files, top_kernels);
   a.slowest_rank = slowest_rank(a.ranks);
+  if (a.ranks.size() > 1) a.across = analyze_across_ranks(files);
   return a;
 }
 
@@ -280,6 +281,9 @@ nlohmann::json analysis_json(const Analysis& a) {
         {{"name", k.name}, {"comm", k.comm}, {"calls", k.calls}, {"total_s", k.total_s}});
   j["slowest_rank"] = a.slowest_rank;
   j["bad_files"] = a.bad_files;
+  j["convention"] = a.convention;
+  if (a.across.reference_rank >= 0) j["across_ranks"] = across_ranks_json(a.across);
+  if (a.convention == "hta") j["hta"] = hta_json(a.hta);
   return j;
 }
 
@@ -288,17 +292,26 @@ std::string render_analysis(const Analysis& a, Format f) {
     case Format::json:
       return analysis_json(a).dump(2) + "\n";
     case Format::csv:
-      return render_csv(rank_table(a, false));
+      return render_csv(a.convention == "hta" ? hta_table(a.hta) : rank_table(a, false));
     case Format::md:
-      return "### Time per rank\n\n" + render_markdown(rank_table(a, true)) +
+      return (a.convention == "hta"
+                  ? "### Temporal breakdown per rank (HTA 0.6.1 convention)\n\n" +
+                        render_markdown(hta_table(a.hta))
+                  : "### Time per rank\n\n" + render_markdown(rank_table(a, true))) +
              "\n### Collectives\n\n" + render_markdown(collective_table(a)) +
              "\n### Top kernels\n\n" + render_markdown(kernel_table(a));
     case Format::table: {
-      std::string out = "Time per rank (GPU timeline)\n" + render_text(rank_table(a, true));
+      std::string out =
+          a.convention == "hta"
+              ? "Temporal breakdown per rank, HTA 0.6.1 convention (first to last kernel, the last "
+                "ProfilerStep dropped, memory and other kernels counted as non-compute)\n" +
+                    render_text(hta_table(a.hta))
+              : "Time per rank (GPU timeline)\n" + render_text(rank_table(a, true));
       if (!a.collectives.empty()) out += "\nCollectives\n" + render_text(collective_table(a));
       if (!a.spreads.empty())
         out +=
             "\nLargest spread of a collective call across ranks\n" + render_text(spread_table(a));
+      out += render_across_ranks(a.across);
       out += "\nTop kernels\n" + render_text(kernel_table(a));
       if (a.ranks.size() > 1)
         out += fmt::format(

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <regex>
+#include <set>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -126,9 +127,74 @@ static bool kept_category(std::string_view c) {
          c == "comm"sv || c == "memcpy"sv || c == "Kernel"sv || c == "Memcpy"sv || c == "Memset"sv;
 }
 
+// Host-side categories read only for what HTA's conventions need (report/hta.h): runtime and
+// driver calls (their correlation ids and stream) and CPU ops (only a ProfilerStep#N name).
+static bool light_category(std::string_view c) {
+  return c == "cuda_runtime"sv || c == "cuda_driver"sv || c == "cpu_op"sv;
+}
+
+const std::vector<CommKernelFamily>& comm_kernel_families() {
+  // Sources: NVIDIA/nccl src/device/symmetric/generate.py (2.27: ncclSymDevKernel, 2.28:
+  // ncclSymkDevKernel), src/device/generate.py (2.19+: ncclDevKernel_<coll>_<op>_<type>_<algo>_
+  // <proto>, ncclDevKernel_Generic), src/include/collectives.h NCCL_KERN_NAME (2.8-2.18:
+  // ncclKernel_<func>_<algo>_<proto>_<op>_<type>; 2.3-2.7: <coll><algo><proto>Kernel_<op>_<type>
+  // with coll = ncclAllReduce ...; 2.3: ncclMultiOpKernel), v1.3.4 src/*.cu (<Coll>Kernel<...>
+  // (KernelArgs<T>)); ROCm/rccl at rocm-3.3.0 .. rocm-6.2.0 (the same macros; MSCCL_KERNEL_
+  // ENTRY_NAME mscclKernel_<op>_<type>_<proto> from ROCm 5.7).
+  static const std::vector<CommKernelFamily> rows = {
+      {"NCCL", "NCCL 2.28+ (symmetric kernels)", "ncclSymkDevKernel", "", true,
+       "ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_bf16"},
+      {"NCCL", "NCCL 2.27 (symmetric kernels)", "ncclSymDevKernel", "", true,
+       "ncclSymDevKernel_AllGather_LL"},
+      {"NCCL/RCCL", "NCCL 2.19+, RCCL ROCm 6.2+", "ncclDevKernel", "", true,
+       "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"},
+      {"NCCL/RCCL", "NCCL 2.8-2.18, RCCL ROCm 5.0-6.1", "ncclKernel_", "", true,
+       "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"},
+      {"NCCL/RCCL", "NCCL 2.0-2.7, RCCL ROCm 3.x-4.x", "nccl", "Kernel", false,
+       "ncclAllReduceRingLLKernel_sum_f32(ncclColl)"},
+      {"RCCL", "RCCL ROCm 5.7+ (MSCCL)", "mscclKernel_", "", true, "mscclKernel_Sum_bf16_LL"},
+      {"RCCL", "RCCL (other kernels)", "rccl", "", false, "rcclKernel"},
+      {"NCCL", "NCCL 1.x", "AllReduceKernel<", "KernelArgs<", false,
+       "void AllReduceKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "AllGatherKernel<", "KernelArgs<", false,
+       "void AllGatherKernel<256, 8, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "ReduceScatterKernel<", "KernelArgs<", false,
+       "void ReduceScatterKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "BroadcastKernel<", "KernelArgs<", false,
+       "void BroadcastKernel<256, 8, float>(KernelArgs<float>)"},
+      {"NCCL", "NCCL 1.x", "ReduceKernel<", "KernelArgs<", false,
+       "void ReduceKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)"},
+  };
+  return rows;
+}
+
+int comm_kernel_family(std::string_view n) {
+  if (n.size() < 4) return -1;
+  // Most kernels are not NCCL's: a quick test of the letters every row needs.
+  if (!contains(n, "ccl") && !contains(n, "Kernel<")) return -1;
+  std::string_view b = starts_with(n, "void ") ? n.substr(5) : n;
+  const auto& rows = comm_kernel_families();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const CommKernelFamily& r = rows[i];
+    if (!(r.anywhere ? contains(n, r.prefix) : starts_with(b, r.prefix))) continue;
+    if (!r.also.empty() && !contains(b, r.also)) continue;
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
 bool is_comm_kernel(std::string_view n) {
-  return starts_with(n, "nccl") || starts_with(n, "rccl") || contains(n, "ncclKernel") ||
-         contains(n, "ncclDevKernel") || contains(n, "ncclSymkDevKernel");
+  return comm_kernel_family(n) >= 0;
+}
+
+bool looks_like_comm_kernel(std::string_view n) {
+  const std::string l = lower(n);
+  for (std::string_view p :
+       {"nccl", "rccl", "msccl", "hccl", "userbuffers", "allreduce", "all_reduce", "allgather",
+        "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all", "sendrecv",
+        "cross_device_reduce"})
+    if (contains(l, p)) return true;
+  return false;
 }
 
 int profiler_dtype_bytes(std::string_view dtype) {
@@ -164,12 +230,37 @@ struct RawEvent {
   double bytes = 0;
   double wait_us = 0;  // own format: the part of the slice spent waiting for peers
   bool has_dur = false;
+  bool light = false;             // a host event read only for HTA's view
+  std::int64_t correlation = -1;  // args.correlation
+  double stream = NAN;            // args.stream as HTA's pandas reads it (NaN: not numeric)
 };
+
+// A stream id as pandas' to_numeric reads it: a number, or a string of a decimal number; else
+// NaN (HTA then takes -1).
+double numeric_stream(od::value& v) {
+  od::json_type t;
+  if (v.type().get(t)) return NAN;
+  double d = NAN;
+  if (t == od::json_type::number) {
+    if (v.get_double().get(d)) return NAN;
+    return d;
+  }
+  std::string_view s;
+  if (t != od::json_type::string || v.get_string().get(s) || s.empty() || s.size() > 18) return NAN;
+  std::size_t i = s[0] == '-' || s[0] == '+' ? 1 : 0;
+  if (i == s.size()) return NAN;
+  double x = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return NAN;
+    x = x * 10 + (s[i] - '0');
+  }
+  return s[0] == '-' ? -x : x;
+}
 
 class Reader {
  public:
-  Reader(const std::string& name, Source& source, const ReadLimits& limits)
-      : name_(name), source_(source), limits_(limits) {}
+  Reader(const std::string& name, Source& source, const ReadLimits& limits, bool hta)
+      : name_(name), source_(source), limits_(limits), hta_(hta) {}
 
   // One forward pass: a small lexical scanner walks the top-level object and cuts the
   // traceEvents array into chunks of whole events, each parsed by simdjson On-Demand as it is
@@ -361,7 +452,8 @@ class Reader {
  private:
   // Reads the fields of one event in document order.
   std::string read_event(od::object& obj, RawEvent& ev, std::size_t index) {
-    bool skip = false;  // decided by "ph" and "cat", which Kineto writes first
+    bool skip = false;     // decided by "ph" and "cat", which Kineto writes first
+    bool no_args = false;  // a CPU op: only its name matters (a ProfilerStep#N)
     for (auto field : obj) {
       std::string_view key;
       if (field.unescaped_key().get(key)) return fmt::format("event {}: bad key", index);
@@ -372,10 +464,23 @@ class Reader {
         skip = skip || ev.ph != "X"sv;
       } else if (key == "cat"sv) {
         if (v.get_string().get(ev.cat)) return type_error(index, key, "a string");
-        skip = skip || !kept_category(ev.cat);
+        if (!kept_category(ev.cat)) {
+          ev.light = hta_ && light_category(ev.cat);
+          no_args = ev.cat == "cpu_op"sv;
+          skip = skip || !ev.light;
+        }
       } else if (skip) {
-        continue;  // CPU ops, runtime calls, flows: the rest of the event is skipped unread
+        break;  // flows, other host events: the rest of the event is skipped unread
+      } else if (ev.light && !no_args && key != "ts"sv && key != "dur"sv && key != "args"sv) {
+        continue;  // a runtime call: only its start, duration and correlation id are read
       } else if (key == "name"sv) {
+        if (no_args) {  // a CPU op: its raw name is tested before it is unescaped
+          od::raw_json_string raw;
+          if (v.get_raw_json_string().get(raw)) return type_error(index, key, "a string");
+          if (std::strncmp(raw.raw(), "ProfilerStep#", 13) != 0) {
+            break;  // not a step: the rest of the CPU op is not read
+          }
+        }
         if (v.get_string().get(ev.name)) return type_error(index, key, "a string");
       } else if (key == "ts"sv) {
         if (v.get_double().get(ev.ts)) return type_error(index, key, "a number");
@@ -400,6 +505,7 @@ class Reader {
         }
         (key == "pid"sv ? ev.pid : ev.tid) = x;
       } else if (key == "args"sv) {
+        if (no_args) continue;
         od::object args;
         if (v.get_object().get(args)) continue;  // args of another shape: not ours to judge
         for (auto a : args) {
@@ -407,7 +513,14 @@ class Reader {
           if (a.unescaped_key().get(k)) return fmt::format("event {}: bad key in args", index);
           od::value av;
           if (a.value().get(av)) return fmt::format("event {}: bad value of args.{}", index, k);
-          if (k == "Collective name"sv || k == "collective"sv) {
+          if (hta_ && k == "correlation"sv) {
+            std::int64_t c = -1;
+            ev.correlation = av.get_int64().get(c) ? -1 : c;  // another type: none, as in HTA
+          } else if (hta_ && k == "stream"sv) {
+            ev.stream = numeric_stream(av);
+          } else if (ev.light) {
+            continue;
+          } else if (k == "Collective name"sv || k == "collective"sv) {
             if (av.get_string().get(ev.collective_name))
               return type_error(index, "args.Collective name", "a string");
           } else if (k == "In msg nelems"sv) {
@@ -454,8 +567,9 @@ class Reader {
       using T = typename std::decay_t<decltype(v)>::value_type;
       return (v.size() == v.capacity() ? 2 * v.capacity() + 1 : v.capacity()) * sizeof(T);
     };
-    const std::uint64_t kept_bytes = string_bytes_ + next(tf.timeline.events) +
-                                     next(tf.comm_index) + next(tf.comm_args) + next(tf.steps);
+    const std::uint64_t kept_bytes =
+        string_bytes_ + next(tf.timeline.events) + next(tf.comm_index) + next(tf.comm_args) +
+        next(tf.steps) + next(tf.hta.device) + next(tf.hta.launches) + next(tf.hta.steps);
     if (limits_.max_events > 0 && kept_events_ > limits_.max_events)
       return Error{fmt::format(
           "{}: event {}: more than {} events kept (--max-events); raise the limit or split the "
@@ -482,7 +596,15 @@ class Reader {
                       ev.cat == "Memcpy"sv || ev.cat == "Memset"sv;
     const bool step = (ev.cat == "gpu_user_annotation"sv || ev.cat == "user_annotation"sv) &&
                       starts_with(ev.name, "ProfilerStep#");
-    if (!own && !kernel && !copy && !step) return {};
+    const bool cpu_step = ev.cat == "cpu_op"sv && starts_with(ev.name, "ProfilerStep#");
+    if (!own && !kernel && !copy && !step && !cpu_step) {
+      if (!ev.light || !ev.has_dur || !std::isfinite(ev.ts) || !std::isfinite(ev.dur)) return {};
+      const std::size_t before =
+          tf.hta.steps.size() + tf.hta.launches.size() + tf.hta.device.size();
+      const std::size_t kept = take_hta(ev, tf);
+      if (tf.hta.steps.size() + tf.hta.launches.size() + tf.hta.device.size() == before) return {};
+      return count_kept(tf, index, kept);
+    }
     if (!std::isfinite(ev.ts) || std::fabs(ev.ts) > kMaxAbsTimestampUs)
       return Error{fmt::format(
           "{}: event {}: field 'ts': expected a finite number of microseconds within +-1e17, got "
@@ -497,10 +619,11 @@ class Reader {
           fmt::format("{}: event {}: field 'dur': expected at most a day (1e11 us), got {}", name_,
                       index, ev.dur)};
     const double start = ev.ts * 1e-6, dur = ev.dur * 1e-6;
-    if (step) {
+    std::size_t hta_kept = own || !hta_ ? 0 : take_hta(ev, tf);
+    if (step || cpu_step) {
       StepWindow w{std::string(ev.name), start, start + dur, ev.cat == "gpu_user_annotation"sv};
       tf.steps.push_back(std::move(w));
-      return count_kept(tf, index, ev.name.size());
+      return count_kept(tf, index, ev.name.size() + hta_kept);
     }
     Event e;
     e.rank = static_cast<std::int32_t>(ev.pid);
@@ -510,7 +633,8 @@ class Reader {
     const std::size_t names = tf.timeline.names().size();
     e.name = tf.timeline.intern(ev.name);
     // A new name is kept twice (the list and the index) with their overheads.
-    std::size_t kept = tf.timeline.names().size() > names ? 2 * ev.name.size() + 96 : 0;
+    std::size_t kept =
+        (tf.timeline.names().size() > names ? 2 * ev.name.size() + 96 : 0) + hta_kept;
     std::int32_t comm_index = -1;
     if (own) {
       tf.own_format = true;
@@ -536,7 +660,7 @@ class Reader {
       }
     } else if (copy) {
       e.kind = EventKind::memcpy;
-    } else if (is_comm_kernel(ev.name) || !ev.collective_name.empty()) {
+    } else if (!ev.collective_name.empty() || comm_name(e.name, ev.name, tf)) {
       e.kind = EventKind::comm;
       CommArgs a;
       a.collective = std::string(ev.collective_name.empty() ? ev.name : ev.collective_name);
@@ -565,6 +689,49 @@ class Reader {
     tf.timeline.events.push_back(e);
     tf.comm_index.push_back(comm_index);
     return count_kept(tf, index, kept);
+  }
+
+  // What HTA's conventions keep of an event (TraceFile::hta): a device event (numeric stream
+  // other than -1), a host event's correlation id, a host-side ProfilerStep#N. HTA calls an event
+  // a GPU kernel when its stream >= 0 and its correlation >= 0 (hta/common/trace_filter.py,
+  // GPUKernelFilter, 0.6.1), anything else a host event. Returns the string bytes kept.
+  std::size_t take_hta(const RawEvent& ev, TraceFile& tf) {
+    const std::int32_t stream = std::isfinite(ev.stream) && std::fabs(ev.stream) < 2e9
+                                    ? static_cast<std::int32_t>(ev.stream)
+                                    : -1;
+    const bool gpu = stream >= 0 && ev.correlation >= 0;
+    std::size_t kept = 0;
+    if (stream != -1 && !ev.light) {  // a runtime call is never a kernel here (its name is unread)
+      const std::size_t names = tf.timeline.names().size();
+      HtaEvent h{ev.ts, ev.dur, ev.correlation, tf.timeline.intern(ev.name), stream};
+      if (tf.timeline.names().size() > names) kept += 2 * ev.name.size() + 96;
+      tf.hta.device.push_back(h);
+    }
+    if (!gpu && ev.correlation >= 0) tf.hta.launches.push_back({ev.correlation, ev.ts});
+    if (!gpu && starts_with(ev.name, "ProfilerStep#")) {
+      tf.hta.steps.push_back({std::string(ev.name), ev.ts, ev.dur});
+      kept += ev.name.size();
+    }
+    return kept;
+  }
+
+  // Whether a kernel name (Timeline::names index `id`) is communication: the NCCL/RCCL table,
+  // else unknown_comm. Decided once per name: a trace has millions of kernels, hundreds of names.
+  bool comm_name(std::uint32_t id, std::string_view name, TraceFile& tf) {
+    if (id >= name_comm_.size()) name_comm_.resize(id + 1, -1);
+    if (name_comm_[id] < 0) name_comm_[id] = is_comm_kernel(name) || unknown_comm(name, tf);
+    return name_comm_[id] > 0;
+  }
+
+  // A kernel that looks like communication but is in no row of the NCCL/RCCL table: counted as
+  // communication and reported (once per name), never silently taken for compute.
+  bool unknown_comm(std::string_view name, TraceFile& tf) {
+    if (!looks_like_comm_kernel(name)) return false;
+    if (unknown_seen_.insert(std::string(name)).second) {
+      ++tf.unknown_comm_names;
+      if (tf.unknown_comm_kernels.size() < 64) tf.unknown_comm_kernels.emplace_back(name);
+    }
+    return true;
   }
 
   // An element count as the profiler writes it; negative or absurd (over 2^50) is unknown (0).
@@ -712,6 +879,9 @@ class Reader {
   const std::string& name_;
   Source& source_;
   const ReadLimits limits_;
+  const bool hta_;                      // also keep what HTA's conventions need (TraceFile::hta)
+  std::set<std::string> unknown_seen_;  // names of unknown communication-like kernels
+  std::vector<std::int8_t> name_comm_;  // per name index: -1 undecided, 0 compute, 1 comm
   std::uint64_t string_bytes_ = 0, kept_events_ = 0;
   std::string buf_, chunk_;
   od::parser parser_;
@@ -725,9 +895,9 @@ class Reader {
 }  // namespace
 
 Result<TraceFile> read_trace_text(const std::string& name, std::string text,
-                                  const ReadLimits& limits) {
+                                  const ReadLimits& limits, bool hta_view) {
   StringSource source(std::move(text));
-  return Reader(name, source, limits).run();
+  return Reader(name, source, limits, hta_view).run();
 }
 
 void set_rank(TraceFile& tf, int rank) {
@@ -735,7 +905,7 @@ void set_rank(TraceFile& tf, int rank) {
   for (auto& e : tf.timeline.events) e.rank = rank;
 }
 
-Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits) {
+Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits, bool hta_view) {
   // A FIFO or a device would block or never end: only regular files are read.
   if (auto st = check_regular_file(path); !st.ok()) return st.error();
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
@@ -744,12 +914,12 @@ Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits) 
     if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
     gzbuffer(f, 1 << 20);
     GzSource source(f);
-    return Reader(path, source, limits).run();
+    return Reader(path, source, limits, hta_view).run();
   }
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
   FileSource source(f);
-  return Reader(path, source, limits).run();
+  return Reader(path, source, limits, hta_view).run();
 }
 
 }  // namespace commscope

@@ -73,7 +73,7 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
     pool.emplace_back([&] {
       for (std::size_t i; (i = next.fetch_add(1)) < paths.size();) {
         try {
-          results[i] = read_trace(paths[i], limits);
+          results[i] = read_trace(paths[i], limits, options.hta_view);
         } catch (const std::bad_alloc&) {
           results[i] =
               Error{fmt::format("{}: out of memory while reading; split the trace or "
@@ -113,6 +113,18 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
       used.insert(free_rank);
       set.warnings.push_back(
           fmt::format("{}: no rank in the trace or its name; taken as rank {}", f.path, f.rank));
+    }
+  for (const auto& f : set.files)
+    if (f.unknown_comm_names > 0) {
+      std::string names;
+      for (std::size_t i = 0; i < f.unknown_comm_kernels.size() && i < 3; ++i)
+        names += (i ? "', '" : "") + f.unknown_comm_kernels[i].substr(0, 120);
+      set.warnings.push_back(fmt::format(
+          "{}: {} kernel name{} that look{} like communication but match{} no NCCL/RCCL "
+          "release's kernel names ('{}'{}); counted as communication",
+          f.path, f.unknown_comm_names, f.unknown_comm_names == 1 ? "" : "s",
+          f.unknown_comm_names == 1 ? "s" : "", f.unknown_comm_names == 1 ? "es" : "", names,
+          f.unknown_comm_names > 3 ? ", ..." : ""));
     }
   return set;
 }

@@ -106,6 +106,67 @@ TEST_F(CliAnalyze, BadInputs) {
   EXPECT_NE(missing.err.find("nope.json: cannot open"), std::string::npos) << missing.err;
 }
 
+// --convention hta: HTA 0.6.1's figures for its own trace (measured with HTA, quoted in issue
+// 14: idle 338,781 us, compute 75,169, non-compute 21,636, kernel time 435,586, overlap 14.31 %)
+// in HTA's column names; the commscope convention's breakdown covers the whole trace instead.
+TEST_F(CliAnalyze, HtaConvention) {
+  const std::string trace =
+      COMMSCOPE_SOURCE_DIR "/data/traces/nccl_parser_config_nccl_data.json.gz";
+  Outcome r = run("analyze --convention hta --format json " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["convention"], "hta");
+  ASSERT_EQ(j["hta"].size(), 1u);
+  const auto& h = j["hta"][0];
+  EXPECT_NEAR(h["idle_time_us"].get<double>(), 338781, 338781 * 0.005);
+  EXPECT_NEAR(h["compute_time_us"].get<double>(), 75169, 75169 * 0.005);
+  EXPECT_NEAR(h["non_compute_time_us"].get<double>(), 21636, 21636 * 0.005);
+  EXPECT_NEAR(h["kernel_time_us"].get<double>(), 435586, 435586 * 0.005);
+  EXPECT_NEAR(h["comp_comm_overlap_pctg"].get<double>(), 14.31, 14.31 * 0.005);
+  // The commscope convention spans the whole trace (the last step too): a longer window.
+  EXPECT_GT(j["ranks"][0]["breakdown"]["wall_s"].get<double>() * 1e6,
+            h["kernel_time_us"].get<double>());
+  Outcome t = run("analyze --convention hta " + trace);
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("comp_comm_overlap_pctg"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("idle_time(us)"), std::string::npos) << t.out;
+  // HTA's include_last_profiler_step: a longer kernel time.
+  Outcome all = run("analyze --convention hta --include-last-step --format json " + trace);
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_GT(nlohmann::json::parse(all.out)["hta"][0]["kernel_time_us"].get<double>(),
+            h["kernel_time_us"].get<double>());
+}
+
+// --diff BASE NEW: a run against itself changes nothing; --diff-trace writes both runs on one
+// timeline that analyze reads back (one process per run and rank).
+TEST_F(CliAnalyze, DiffOfARunAgainstItself) {
+  const std::string trace =
+      COMMSCOPE_SOURCE_DIR "/data/traces/nccl_parser_config_nccl_data.json.gz";
+  const std::string both = (dir_ / "both.json").string();
+  Outcome r = run("analyze --diff " + trace + " " + trace + " --diff-trace " + both);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("No collective call changed."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("No kernel's total time changed."), std::string::npos) << r.out;
+  Outcome j = run("analyze --format json --diff " + trace + " " + trace);
+  ASSERT_EQ(j.status, 0) << j.err;
+  auto d = nlohmann::json::parse(j.out);
+  EXPECT_EQ(d["total"]["delta_wall_s"].get<double>(), 0.0);
+  EXPECT_TRUE(d["changed_calls"].empty());
+  Outcome back = run("analyze --format json " + both);
+  ASSERT_EQ(back.status, 0) << back.err;
+  EXPECT_EQ(nlohmann::json::parse(back.out)["ranks"].size(), 2u);
+  for (const auto& [flags, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--diff-trace x.json " + trace, "--diff-trace: expected --diff BASE NEW with it"},
+           {"", "analyze: expected trace files or directories (or --diff BASE NEW)"},
+           {"--diff " + trace + " " + trace + " " + trace, "--diff: "},
+           {trace + " --diff " + trace + " " + trace, "--diff: expected two runs"}}) {
+    Outcome bad = run("analyze " + flags);
+    EXPECT_EQ(bad.status, 2) << flags;
+    EXPECT_EQ(lines(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find(want), std::string::npos) << bad.err;
+  }
+}
+
 // A predicted timeline written with --trace reads back with analyze: one rank per stage.
 TEST_F(CliAnalyze, ReadsCommscopeTraces) {
   fs::path trace = dir_ / "pred.json";
@@ -118,6 +179,8 @@ TEST_F(CliAnalyze, ReadsCommscopeTraces) {
   ASSERT_EQ(a.status, 0) << a.err;
   auto j = nlohmann::json::parse(a.out);
   EXPECT_EQ(j["ranks"].size(), 2u);
+  // Its processes are pipeline stages on one clock: nothing to align across ranks.
+  EXPECT_FALSE(j.contains("across_ranks"));
 }
 
 TEST_F(CliAnalyze, BadFlagsAreOneLineEach) {
@@ -127,7 +190,9 @@ TEST_F(CliAnalyze, BadFlagsAreOneLineEach) {
            {"--top -1", "--top: expected a non-negative integer, got '-1'"},
            {"-j 0", "--jobs: expected a positive integer, got '0'"},
            {"--rank -5", "--rank: expected a non-negative integer below 2^24, got '-5'"},
-           {"--max-events 0", "--max-events: expected a positive integer, got '0'"}}) {
+           {"--max-events 0", "--max-events: expected a positive integer, got '0'"},
+           {"--convention nsight", "--convention: expected hta or commscope, got 'nsight'"},
+           {"--include-last-step", "--include-last-step: expected --convention hta with it"}}) {
     Outcome r = run("analyze " + flags + " " + trace);
     EXPECT_EQ(r.status, 2) << flags;
     EXPECT_EQ(lines(r.err), 1) << r.err;

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "commscope/report/analyze.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/timeline/chrome.h"
@@ -117,6 +119,135 @@ TEST(Trace, KernelNamesOfEveryNcclGeneration) {
   }
   ASSERT_TRUE(collective_from_name("sendrecv", c));
   EXPECT_EQ(c, Collective::send);
+}
+
+// The NCCL/RCCL kernel-name table: one test per naming generation, with names built as each
+// release's naming macros build them (sources in comm_kernel_families()).
+struct Named {
+  const char* name;
+  const char* collective;  // expected collective, or "" when the name says none
+};
+void expect_generation(std::string_view releases, std::initializer_list<Named> names) {
+  for (const Named& n : names) {
+    const int row = comm_kernel_family(n.name);
+    ASSERT_GE(row, 0) << n.name;
+    EXPECT_EQ(comm_kernel_families()[row].releases, releases) << n.name;
+    // Read as a kernel, it is communication with the collective its name says.
+    auto t = read_trace_text(
+        "g.json", fmt::format(R"({{"traceEvents":[{{"ph":"X","cat":"kernel","name":"{}",)"
+                              R"("ts":1,"dur":2}}]}})",
+                              n.name));
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    ASSERT_EQ(t->timeline.events.size(), 1u);
+    EXPECT_EQ(t->timeline.events[0].kind, EventKind::comm) << n.name;
+    EXPECT_EQ(t->unknown_comm_names, 0u) << n.name;
+    const Event& e = t->timeline.events[0];
+    if (std::string_view(n.collective).empty()) {
+      EXPECT_FALSE(e.has_collective) << n.name;
+    } else {
+      ASSERT_TRUE(e.has_collective) << n.name;
+      EXPECT_EQ(to_string(e.collective), n.collective) << n.name;
+    }
+  }
+}
+
+TEST(CommKernels, Nccl1) {  // v1.3.4: <Coll>Kernel<threads, unroll, [FUNC,] T>(KernelArgs<T>)
+  expect_generation(
+      "NCCL 1.x",
+      {{"void AllReduceKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)", "all_reduce"},
+       {"void BroadcastKernel<256, 8, float>(KernelArgs<float>)", "broadcast"},
+       {"void ReduceScatterKernel<256, 8, FuncSum<half>, half>(KernelArgs<half>)",
+        "reduce_scatter"},
+       {"ReduceKernel<256, 8, FuncMax<int>, int>(KernelArgs<int>)", "reduce"}});
+}
+
+TEST(CommKernels, Nccl2_0To2_7) {  // NCCL_KERN_NAME(coll, op, dtype) = coll##Kernel_##op##_##dtype
+  expect_generation("NCCL 2.0-2.7, RCCL ROCm 3.x-4.x",
+                    {{"ncclAllReduceLLKernel_sum_f32(ncclColl)", "all_reduce"},         // 2.3
+                     {"ncclAllReduceRingLLKernel_sum_f32(ncclColl)", "all_reduce"},     // 2.4
+                     {"ncclAllGatherTreeLL128Kernel_copy_i8(ncclColl)", "all_gather"},  // 2.5+
+                     {"ncclSendRecvKernel_copy_i8(ncclColl)", "send"},                  // 2.7
+                     {"ncclMultiOpKernel(ncclColl)", ""}});                             // 2.3
+}
+
+TEST(CommKernels, Nccl2_8To2_18) {  // ncclKernel_<func>_<algo>_<proto>_<op>_<type>
+  expect_generation(
+      "NCCL 2.8-2.18, RCCL ROCm 5.0-6.1",
+      {{"ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "all_reduce"},
+       {"ncclKernel_ReduceScatter_RING_LL128_Sum_half(ncclDevComm*, unsigned long, ncclWork*)",
+        "reduce_scatter"},
+       {"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+        "send"}});
+}
+
+TEST(CommKernels, Nccl2_19On) {  // ncclDevKernel_<coll>_<op>_<type>_<algo>_<proto>, _Generic
+  expect_generation(
+      "NCCL 2.19+, RCCL ROCm 6.2+",
+      {{"ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "all_gather"},
+       {"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all_reduce"},
+       {"ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "send"},
+       {"ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", ""},
+       {"ncclDevKernelDebug_Generic(ncclDevComm*, channelMasks, ncclWork*)", ""}});  // RCCL
+}
+
+TEST(CommKernels, Nccl2_27Symmetric) {
+  expect_generation("NCCL 2.27 (symmetric kernels)",
+                    {{"ncclSymDevKernel_AllReduce_AGxLL_R_sum_f32(ncclSymDevArgs)", "all_reduce"}});
+}
+
+TEST(CommKernels, Nccl2_28Symmetric) {
+  expect_generation(
+      "NCCL 2.28+ (symmetric kernels)",
+      {{"ncclSymkDevKernel_ReduceScatter_LD_sum_bf16(ncclSymkDevWorkArgs4K)", "reduce_scatter"},
+       {"ncclSymkDevKernel_AllGather_ST(ncclSymkDevWorkArgs4K)", "all_gather"}});
+}
+
+TEST(CommKernels, RcclMscclAndOthers) {  // MSCCL_KERNEL_ENTRY_NAME: mscclKernel_<op>_<type>_<proto>
+  expect_generation("RCCL ROCm 5.7+ (MSCCL)", {{"mscclKernel_Sum_bf16_LL_fullOps1", ""}});
+  expect_generation("RCCL (other kernels)", {{"rcclKernel_Generic", ""}});
+}
+
+TEST(CommKernels, EveryRowsExampleMatchesItsRowAndComputeDoesNot) {
+  const auto& rows = comm_kernel_families();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    EXPECT_EQ(comm_kernel_family(rows[i].example), static_cast<int>(i)) << rows[i].example;
+  for (const char* n : {"void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)",
+                        "ampere_sgemm_128x64_tn", "void cutlass::Kernel<cutlass_80_gemm>(Params)",
+                        "Memcpy DtoD (Device -> Device)"}) {
+    EXPECT_EQ(comm_kernel_family(n), -1) << n;
+    EXPECT_FALSE(looks_like_comm_kernel(n)) << n;
+  }
+}
+
+// A communication-like kernel no row knows (TransformerEngine's userbuffers, vLLM's custom
+// all-reduce) is counted as communication and reported, never silently taken for compute.
+TEST(CommKernels, UnknownCommunicationLikeKernelsAreWarned) {
+  const std::string text = R"J({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"userbuffers_fp16_sum_inplace_gpu_rr_rs","ts":1,"dur":2},
+    {"ph":"X","cat":"kernel","name":"userbuffers_fp16_sum_inplace_gpu_rr_rs","ts":5,"dur":2},
+    {"ph":"X","cat":"kernel","name":"void vllm::cross_device_reduce_1stage<half, 8>()","ts":9,"dur":2},
+    {"ph":"X","cat":"kernel","name":"ampere_sgemm_128x64_tn","ts":12,"dur":2}]})J";
+  auto t = read_trace_text("u.json", text);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->timeline.events.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(t->timeline.events[i].kind, EventKind::comm) << i;
+  EXPECT_EQ(t->timeline.events[3].kind, EventKind::compute);
+  EXPECT_EQ(t->unknown_comm_names, 2u);
+  ASSERT_EQ(t->unknown_comm_kernels.size(), 2u);
+  EXPECT_EQ(t->unknown_comm_kernels[0], "userbuffers_fp16_sum_inplace_gpu_rr_rs");
+  // read_traces turns it into one warning line naming the file and the kernels.
+  const std::string path = commscope::testing::scratch() + "unknown_comm.json";
+  std::ofstream(path) << text;
+  TraceReadOptions o;
+  o.rank = 0;
+  auto set = read_traces({path}, o);
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  std::string all;
+  for (const auto& w : set->warnings) all += w + "\n";
+  EXPECT_NE(all.find("unknown_comm.json: 2 kernel names that look like communication"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("userbuffers_fp16_sum_inplace_gpu_rr_rs"), std::string::npos) << all;
 }
 
 // The sweep-line breakdown against brute force on random timelines: intervals on an integer

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "commscope/report/hta.h"
+#include "commscope/report/ranks.h"
 #include "commscope/report/table.h"
 #include "commscope/timeline/trace_reader.h"
 
@@ -65,6 +67,12 @@ struct Analysis {
   std::vector<KernelStat> top_kernels;
   int slowest_rank = -1;  // the most compute: the rank the others wait for in collectives
   std::vector<std::string> bad_files;
+  // "commscope" (the breakdown above) or "hta": the per-rank figures as Holistic Trace Analysis
+  // defines them (report/hta.h), shown in place of the per-rank table.
+  std::string convention = "commscope";
+  std::vector<HtaBreakdown> hta;
+  // Clocks aligned, last arrivals and the critical path of the first step (two or more ranks).
+  CrossRank across;
 };
 
 // algbw = bytes / time; busbw = algbw x nccl-tests' factor for the collective and group size.

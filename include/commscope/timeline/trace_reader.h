@@ -28,6 +28,29 @@ struct CommArgs {
   int group_size = 0;
 };
 
+// What Holistic Trace Analysis (HTA 0.6.1) reads of a Kineto trace, kept beside the timeline so
+// that `analyze --convention hta` counts as HTA does (report/hta.h). Times are microseconds as
+// written in the trace (HTA rounds them itself).
+struct HtaEvent {
+  double ts = 0, dur = 0;         // microseconds
+  std::int64_t correlation = -1;  // args.correlation; -1 when absent
+  std::uint32_t name = 0;         // Timeline::names index
+  std::int32_t stream = -1;       // args.stream as a number (HTA: -1 when absent or not numeric)
+};
+struct HtaLaunch {
+  std::int64_t correlation = -1;  // a host event's args.correlation (a runtime call's)
+  double ts = 0;                  // its start, microseconds
+};
+struct HtaStep {
+  std::string name;  // "ProfilerStep#4", any category (older PyTorch writes them as cpu_op)
+  double ts = 0, dur = 0;
+};
+struct HtaView {
+  std::vector<HtaEvent> device;     // events with a numeric args.stream other than -1
+  std::vector<HtaLaunch> launches;  // host events (not device) with args.correlation >= 0
+  std::vector<HtaStep> steps;       // ProfilerStep#N events on the host side
+};
+
 struct TraceFile {
   std::string path;
   int rank = -1;                 // distributedInfo.rank, else from the file name, else assigned
@@ -38,11 +61,34 @@ struct TraceFile {
   std::vector<StepWindow> steps;
   std::vector<CommArgs> comm_args;       // parallel to the comm events, by index (see comm_index)
   std::vector<std::int32_t> comm_index;  // per event: index into comm_args, or -1
+  HtaView hta;  // Kineto only, when read with hta_view: what HTA's conventions need
+  // Names of kernels that look like communication but match no NCCL/RCCL row (counted as
+  // communication; read_traces warns about them). At most 64 names, then only the count.
+  std::vector<std::string> unknown_comm_kernels;
+  std::size_t unknown_comm_names = 0;  // distinct such names in all
 };
 
-// Whether a kernel name is an NCCL/RCCL communication kernel (every NCCL generation's names:
-// ncclKernel_*, ncclDevKernel_*, ncclSymkDevKernel_*, and RCCL's).
+// The communication kernels of every NCCL and RCCL release, one row per naming generation (from
+// the naming macros of NVIDIA/nccl and ROCm/rccl at the versions named). A kernel name matches
+// a row when, after an optional "void ", it starts with `prefix` (or holds it, with `anywhere`)
+// and holds `also` (when not empty). The first matching row wins.
+struct CommKernelFamily {
+  std::string_view library;   // "NCCL", "RCCL", "NCCL/RCCL"
+  std::string_view releases;  // "NCCL 2.19+, RCCL ROCm 6.2+"
+  std::string_view prefix, also;
+  bool anywhere = false;
+  std::string_view example;  // a kernel name of that generation
+};
+const std::vector<CommKernelFamily>& comm_kernel_families();
+// The row of comm_kernel_families() a kernel name matches, or -1.
+int comm_kernel_family(std::string_view name);
+// Whether a kernel name is an NCCL/RCCL communication kernel of any release (a row matches).
 bool is_comm_kernel(std::string_view name);
+// Whether a kernel name looks like communication (nccl, rccl, msccl, hccl, userbuffers, an
+// all-reduce/all-gather/reduce-scatter/all-to-all/send-recv spelling, vLLM's
+// cross_device_reduce). The reader counts such a kernel that no row matches as communication
+// and reports it in TraceFile::unknown_comm_kernels, never silently as compute.
+bool looks_like_comm_kernel(std::string_view name);
 // Bytes of one element of a profiler dtype name ("Float", "BFloat16", ...); 0 when unknown.
 int profiler_dtype_bytes(std::string_view dtype);
 
@@ -63,12 +109,14 @@ inline constexpr double kMaxDurationUs = 1e11;
 
 // Reads one .json or .json.gz trace. Errors name the file and the byte offset or the event
 // index: "trace.json: byte 1234: ...", "trace.json: event 17: field 'dur': expected ...".
-// Anything but a regular file is refused (a FIFO would block forever).
-Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits = {});
+// Anything but a regular file is refused (a FIFO would block forever). With hta_view the reader
+// also keeps TraceFile::hta (runtime calls' correlation ids: slower, so only when asked).
+Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits = {},
+                             bool hta_view = false);
 
 // Reads a trace from memory (for tests and the fuzzer); `name` stands in for the path.
 Result<TraceFile> read_trace_text(const std::string& name, std::string text,
-                                  const ReadLimits& limits = {});
+                                  const ReadLimits& limits = {}, bool hta_view = false);
 
 // Sets the rank of a Kineto trace: on the file and on every one of its events.
 void set_rank(TraceFile& tf, int rank);
@@ -79,10 +127,11 @@ void set_rank(TraceFile& tf, int rank);
 Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inputs);
 
 struct TraceReadOptions {
-  int jobs = 0;         // files read in parallel; 0: all cores
-  int rank = -1;        // the rank of a single trace that states none; -1: none given
-  bool strict = false;  // any unreadable file is an error (else it is listed in `bad`)
-  ReadLimits limits;    // max_kept_bytes 0: derived from available memory (see read_traces)
+  int jobs = 0;           // files read in parallel; 0: all cores
+  int rank = -1;          // the rank of a single trace that states none; -1: none given
+  bool strict = false;    // any unreadable file is an error (else it is listed in `bad`)
+  ReadLimits limits;      // max_kept_bytes 0: derived from available memory (see read_traces)
+  bool hta_view = false;  // keep TraceFile::hta too (for `analyze --convention hta`)
 };
 
 struct TraceSet {

@@ -1,0 +1,155 @@
+// `analyze --diff` (report/diff.h): a trace against itself is all zeros; against a copy with one
+// collective call slowed, exactly that call (and its kernel) changed, by exactly the slowdown.
+#include <gtest/gtest.h>
+
+#include <zlib.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/report/diff.h"
+#include "commscope/timeline/trace_reader.h"
+
+namespace commscope {
+namespace {
+
+const std::string kTrace = COMMSCOPE_SOURCE_DIR "/data/traces/nccl_parser_config_nccl_data.json.gz";
+
+std::string gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  EXPECT_NE(f, nullptr);
+  std::string out;
+  char buf[1 << 16];
+  for (int n; f && (n = gzread(f, buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<std::size_t>(n));
+  if (f) gzclose(f);
+  return out;
+}
+
+std::vector<TraceFile> one(Result<TraceFile> t) {
+  EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message);
+  std::vector<TraceFile> v;
+  if (t.ok()) v.push_back(std::move(t).value());
+  return v;
+}
+
+void expect_parts_add_up(const StepDiff& s) {
+  const Breakdown &a = s.base, &b = s.next;
+  EXPECT_NEAR(
+      b.wall - a.wall,
+      (b.compute - a.compute) + (b.exposed - a.exposed) + (b.memcpy - a.memcpy) + (b.idle - a.idle),
+      1e-9);
+}
+
+TEST(Diff, ATraceAgainstItselfIsAllZeros) {
+  auto base = one(read_trace(kTrace)), next = one(read_trace(kTrace));
+  TraceDiff d = diff_traces(base, next);
+  ASSERT_EQ(d.steps.size(), 3u);  // ProfilerStep#4..#6
+  for (const auto& s : d.steps) {
+    EXPECT_EQ(s.next.wall - s.base.wall, 0.0);
+    EXPECT_EQ(s.next.compute - s.base.compute, 0.0);
+    EXPECT_EQ(s.next.exposed - s.base.exposed, 0.0);
+    EXPECT_EQ(s.next.memcpy - s.base.memcpy, 0.0);
+    EXPECT_EQ(s.next.idle - s.base.idle, 0.0);
+  }
+  EXPECT_GT(d.calls.size(), 0u);
+  for (const auto& c : d.calls) EXPECT_TRUE(c.in_base && c.in_new);
+  EXPECT_TRUE(d.changed_calls().empty());
+  EXPECT_TRUE(d.kernels.empty());
+  EXPECT_TRUE(d.notes.empty());
+}
+
+TEST(Diff, OneSlowedCollectiveShowsExactlyThatCall) {
+  // The copy: the 5th NCCL kernel 1000 us longer, nothing else touched.
+  auto doc = nlohmann::json::parse(gunzip(kTrace));
+  int seen = 0;
+  std::string slowed_name;
+  double slowed_ts = 0;
+  for (auto& e : doc["traceEvents"])
+    if (e.value("cat", "") == "kernel" && e.value("name", "").rfind("nccl", 0) == 0 &&
+        ++seen == 5) {
+      e["dur"] = e["dur"].get<double>() + 1000;
+      slowed_name = e["name"];
+      slowed_ts = e["ts"].get<double>() * 1e-6;
+    }
+  ASSERT_EQ(slowed_name.empty(), false);
+  auto base = one(read_trace(kTrace));
+  auto next = one(read_trace_text("slowed.json", doc.dump()));
+  ASSERT_FALSE(base.empty() || next.empty());
+
+  // Which call that is, counted independently: its collective, size and order in its step.
+  const TraceFile& tf = base[0];
+  std::size_t step = 0;
+  while (step < tf.steps.size() &&
+         !(slowed_ts >= tf.steps[step].start && slowed_ts < tf.steps[step].end))
+    ++step;
+  const Event* slowed = nullptr;
+  for (const Event& e : tf.timeline.events)
+    if (e.kind == EventKind::comm && std::fabs(e.start - slowed_ts) < 1e-9) slowed = &e;
+  ASSERT_NE(slowed, nullptr);
+  std::size_t order = 0;
+  for (const Event& e : tf.timeline.events)
+    if (e.kind == EventKind::comm && e.start < slowed->start && e.start >= tf.steps[step].start &&
+        e.collective == slowed->collective && e.bytes == slowed->bytes)
+      ++order;
+
+  TraceDiff d = diff_traces(base, next);
+  auto changed = d.changed_calls();
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].collective, std::string(to_string(slowed->collective)));
+  EXPECT_EQ(changed[0].bytes, slowed->bytes);
+  EXPECT_EQ(changed[0].step, step);
+  EXPECT_EQ(changed[0].order, order);
+  EXPECT_NEAR(changed[0].new_s - changed[0].base_s, 1e-3, 1e-9);
+  // Exposed time grows by what the extra millisecond does not hide under compute.
+  EXPECT_GT(changed[0].new_exposed_s - changed[0].base_exposed_s, 0);
+  EXPECT_LE(changed[0].new_exposed_s - changed[0].base_exposed_s, 1e-3 + 1e-9);
+  ASSERT_EQ(d.kernels.size(), 1u);
+  EXPECT_EQ(d.kernels[0].name, slowed_name);
+  EXPECT_NEAR(d.kernels[0].new_s - d.kernels[0].base_s, 1e-3, 1e-9);
+  // Only the slowed call's step changed; its parts add up to its change of iteration time.
+  for (const auto& s : d.steps) {
+    expect_parts_add_up(s);
+    if (s.step != step) EXPECT_EQ(s.next.exposed, s.base.exposed) << s.step;
+  }
+  const StepDiff& s = d.steps[step];
+  EXPECT_NEAR(s.next.exposed - s.base.exposed, changed[0].new_exposed_s - changed[0].base_exposed_s,
+              1e-9);
+}
+
+// A call only one run makes, a rank only one run has: listed, not dropped.
+TEST(Diff, UnmatchedCallsAndRanksAreListed) {
+  auto trace = [](int calls, int rank) {
+    std::string ev;
+    for (int i = 0; i < calls; ++i)
+      ev += (i ? "," : "") +
+            std::string(
+                R"({"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL",)") +
+            R"("ts":)" + std::to_string(100 * i) +
+            R"(,"dur":10,"args":{"In msg nelems":1024,"dtype":"Float","Group size":2}})";
+    return read_trace_text("r.json", R"({"distributedInfo":{"rank":)" + std::to_string(rank) +
+                                         R"(},"traceEvents":[)" + ev + "]}");
+  };
+  std::vector<TraceFile> base = one(trace(2, 0)), next = one(trace(3, 0));
+  auto extra = trace(1, 1);
+  ASSERT_TRUE(extra.ok());
+  next.push_back(std::move(extra).value());
+  TraceDiff d = diff_traces(base, next);
+  auto changed = d.changed_calls();
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_FALSE(changed[0].in_base);
+  EXPECT_TRUE(changed[0].in_new);
+  EXPECT_EQ(changed[0].order, 2u);
+  EXPECT_EQ(changed[0].bytes, 4096);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("rank 1 is in the new run only"), std::string::npos);
+  // Both runs on one timeline: every event of both, one process per run and rank.
+  Timeline t = diff_timeline(base, next);
+  EXPECT_EQ(t.events.size(), 2u + 3u + 1u);
+  EXPECT_EQ(t.rank_names.size(), 3u);
+}
+
+}  // namespace
+}  // namespace commscope
