@@ -88,6 +88,11 @@ Verb add_analyze(CLI::App& app) {
           return fail("--include-last-step: expected --convention hta with it");
         if (!st->diff_trace.empty() && st->diff.empty())
           return fail("--diff-trace: expected --diff BASE NEW with it");
+        if (!st->html.empty() && !st->diff.empty())
+          return fail(
+              "--html: expected no --diff with it (a diff is reported as text, csv or json)");
+        if (Status s = st->html.empty() ? Status{} : check_output_path(st->html); !s.ok())
+          return fail("--html: " + s.error().message);
         if (!st->diff_trace.empty())
           if (Status s = check_output_path(st->diff_trace); !s.ok()) return fail(s.error().message);
         TraceReadOptions o;
@@ -123,6 +128,9 @@ Verb add_analyze(CLI::App& app) {
         a.bad_files = set->bad;
         a.convention = st->convention;
         if (a.convention == "hta") a.hta = hta_breakdowns(set->files, {st->include_last_step});
+        if (!st->html.empty())
+          if (Status s = html::write(st->html, html::analysis_page(a)); !s.ok())
+            return fail("--html: " + s.error().message);
         return emit(render_analysis(a, *format), st->out.path);
       }};
 }
