@@ -73,9 +73,10 @@ int run(int argc, char** argv) {
       "will cost on another network or at another scale."};
   app.set_version_flag("--version", std::string("commscope ") + COMMSCOPE_VERSION);
   app.require_subcommand(1);
-  std::vector<Verb> verbs = {add_describe(app),  add_predict(app), add_validate(app),
-                             add_calibrate(app), add_analyze(app), add_bench(app),
-                             add_train(app),     add_fit(app),     add_presets(app)};
+  std::vector<Verb> verbs = {add_describe(app),    add_predict(app), add_validate(app),
+                             add_calibrate(app),   add_analyze(app), add_bench(app),
+                             add_train(app),       add_fit(app),     add_presets(app),
+                             add_characterize(app)};
   // The verbs by name, for the messages below.
   std::string verb_list;
   for (const auto& v : verbs) verb_list += (verb_list.empty() ? "" : ", ") + v.command->get_name();
