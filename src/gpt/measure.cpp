@@ -20,11 +20,13 @@ namespace commscope::train {
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+// The mean, not the median: on a shared host a kernel of a millisecond is now and then
+// preempted for a whole time slice; the median of each kernel drops those, while the training
+// runs this predicts pay them on average.
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
 // The forward GEMM shape [m x k] x [k x n] of a kernel of gpt.h, 0s for the others.
@@ -42,7 +44,7 @@ void gemm_shape(const GptConfig& c, int batch, std::string_view name, KernelTimi
   if (name == "lm_head") set(c.vocab, h);
 }
 
-// One process's measurement (medians over its repetitions).
+// One process's measurement (means over its repetitions).
 ComputeMeasurement measure_here(const GptConfig& cfg, int batch, int reps) {
   set_threads(1);
   Gpt g(cfg, batch);
@@ -95,15 +97,15 @@ ComputeMeasurement measure_here(const GptConfig& cfg, int batch, int reps) {
   ComputeMeasurement out;
   out.batch = batch;
   out.parameters = np;
-  out.forward_backward_s = median(fb);
-  out.optimizer_s = median(opt);
+  out.forward_backward_s = mean(fb);
+  out.optimizer_s = mean(opt);
   for (const auto& key : order) {
     KernelTiming t;
     t.name = key.first;
     t.backward = key.second;
     t.flops = flops[key];
     t.calls = calls[key];
-    t.seconds = median(secs[key]);
+    t.seconds = mean(secs[key]);
     gemm_shape(cfg, batch, t.name, t);
     out.kernels.push_back(t);
   }

@@ -120,9 +120,9 @@ Settings settings_of(const CharacterizeOptions& o) {
   s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 12);
   s.warmup = o.warmup >= 0 ? o.warmup : (o.quick ? 2 : 3);
   s.micro_batch = o.micro_batch > 0 ? o.micro_batch : 4;
-  s.bench_iters = o.quick ? 4 : 10;
-  s.bench_warmup = o.quick ? 1 : 3;
-  s.compute_reps = o.quick ? 5 : 15;
+  s.bench_iters = o.quick ? 10 : 20;
+  s.bench_warmup = o.quick ? 2 : 5;
+  s.compute_reps = o.quick ? 10 : 30;
   return s;
 }
 

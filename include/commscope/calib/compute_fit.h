@@ -24,7 +24,7 @@ struct KernelTiming {
   std::int64_t m = 0, n = 0, k = 0;  // the forward GEMM's shape (0 for non-GEMMs)
   int calls = 0;                     // calls per micro-batch (one per layer, or one)
   double flops = 0;                  // matrix-product FLOPs per micro-batch (all calls)
-  double seconds = 0;                // per micro-batch (all calls)
+  double seconds = 0;                // per micro-batch (all calls), mean over repetitions
 };
 
 struct ComputeMeasurement {

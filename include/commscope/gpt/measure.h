@@ -19,7 +19,8 @@ using commscope::KernelTiming;
 
 // Times `reps` forward + backward passes (after one warm-up) of a GPT of `cfg` at `batch`
 // sequences, and as many AdamW steps, in `concurrency` processes at once (fork; each process
-// runs one BLAS thread); the figures are the means over the processes of each one's medians.
+// runs one BLAS thread); the figures are the means over the processes and repetitions (a
+// mean, so that preemption by other work on a shared host counts as it does in training).
 // Errors: a bad config, reps outside [1, 1000], concurrency outside [1, 256], a child that fails.
 Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int reps,
                                            int concurrency);
