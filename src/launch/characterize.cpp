@@ -371,17 +371,10 @@ Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s
                                          {"measured_compute_s", fit.measured_compute_s},
                                          {"predicted_compute_s", fit.predicted_compute_s},
                                          {"points", pts}};
-    if (c == *concurrencies.begin()) {
+    if (c == 1) {
       doc["gemm_tflops"] = fit.gemm_tflops;
       doc["points"] = pts;
-      doc["file"] = file;
     }
-  }
-  // system-cpu-host.json always exists: the lowest concurrency's fit when 1 was not measured.
-  const std::string first = doc["file"].get<std::string>();
-  if (first != "system-cpu-host.json") {
-    fs::copy_file(o.out + "/" + first, o.out + "/system-cpu-host.json",
-                  fs::copy_options::overwrite_existing);
   }
   return doc;
 }
@@ -539,7 +532,7 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
     network.push_back(n);
   }
   // 2. the compute, at each number of ranks one host runs
-  std::set<int> conc;
+  std::set<int> conc = {1};  // the host alone: system-cpu-host.json
   for (int r : s.ranks)
     for (const Profile& p : profiles) conc.insert(o.hostfile.empty() ? r : r / p.nodes);
   CS_ASSIGN_OR_RETURN(json compute, measure_compute_all(o, s, model, conc, prog));

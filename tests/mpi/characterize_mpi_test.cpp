@@ -165,7 +165,9 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
     ASSERT_FALSE(run["collectives"].empty());
     for (const json& c : run["collectives"]) {
       const double m = c["measured_s"].get<double>(), p = c["predicted_s"].get<double>();
-      if (m > 0) EXPECT_NEAR(c["error_pct"].get<double>(), (p - m) / m * 100, 1e-6);
+      if (m > 0) {
+        EXPECT_NEAR(c["error_pct"].get<double>(), (p - m) / m * 100, 1e-6);
+      }
     }
   }
   ASSERT_EQ(doc["projection"].size(), 1u);

@@ -21,8 +21,8 @@ using namespace commscope::launch;
 using nlohmann::json;
 
 TEST(Characterize, ErrorIsRelativeToTheMeasurement) {
-  EXPECT_DOUBLE_EQ(error_pct(2.0, 2.2), 10.0);
-  EXPECT_DOUBLE_EQ(error_pct(2.0, 1.5), -25.0);
+  EXPECT_NEAR(error_pct(2.0, 2.2), 10.0, 1e-12);
+  EXPECT_NEAR(error_pct(2.0, 1.5), -25.0, 1e-12);
   EXPECT_DOUBLE_EQ(error_pct(0.0, 1.0), 0.0);
 }
 
@@ -75,7 +75,7 @@ TEST(Characterize, ProfileLabels) {
 
 TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
   CharacterizeOptions o;
-  o.out = testing::scratch() + "out";
+  o.out = commscope::testing::scratch() + "out";
   auto msg = [&] {
     Status s = check_characterize_options(o);
     return s.ok() ? std::string() : s.error().message;
@@ -106,7 +106,7 @@ TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
 // known calibration (one per op of the one-rank workload) are fitted back so that the fitted
 // system prices the same ops within 1% of the kernels' total, and the fastest GEMM is found.
 TEST(Characterize, ComputeFitReproducesAModelledHost) {
-  ModelSpec model = testing::model("gpt2-tiny-cpu");
+  ModelSpec model = commscope::testing::model("gpt2-tiny-cpu");
   auto base = load_system("cpu-host");
   ASSERT_TRUE(base.ok());
   SystemSpec truth = *base;
