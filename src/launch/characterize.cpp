@@ -120,8 +120,8 @@ Settings settings_of(const CharacterizeOptions& o) {
   s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 12);
   s.warmup = o.warmup >= 0 ? o.warmup : (o.quick ? 2 : 3);
   s.micro_batch = o.micro_batch > 0 ? o.micro_batch : 4;
-  s.bench_iters = o.quick ? 10 : 20;
-  s.bench_warmup = o.quick ? 2 : 5;
+  s.bench_iters = o.quick ? 8 : 20;
+  s.bench_warmup = o.quick ? 1 : 5;
   s.compute_reps = o.quick ? 10 : 30;
   return s;
 }
@@ -220,9 +220,12 @@ Result<int> run_job_here(const CharacterizeOptions& o, const Profile& p, const s
   return run_mpi_job(prog, args, job, report, traffic);
 }
 
-std::uint64_t pow2_at_least(double bytes) {
-  std::uint64_t v = 4096;
-  while (static_cast<double>(v) < bytes && v < (1ull << 34)) v <<= 1;
+// The largest sweep size: the power of two at or below the largest message the runs send (the
+// whole gradient, one DDP bucket here), at least 64 KiB; above it the curve's largest point's
+// busbw holds (docs/cost-model.md), and the top size is what the sweep spends its time on.
+std::uint64_t top_size(double bytes) {
+  std::uint64_t v = 65536;
+  while (static_cast<double>(2 * v) <= bytes && v < (1ull << 34)) v <<= 1;
   return v;
 }
 
@@ -243,7 +246,7 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
   for (int r : s.ranks)
     if (r >= 2) sweeps.push_back({r, false});
   if (rmax > p.nodes) sweeps.push_back({rmax, true});
-  const std::string top = std::to_string(pow2_at_least(grad_bytes));
+  const std::string top = std::to_string(top_size(grad_bytes));
   std::vector<MeasuredCollective> measured;
   for (const Sweep& sw : sweeps) {
     const std::string name = fmt::format("{}-r{}{}", p.label, sw.ranks, sw.split ? "-split" : "");
