@@ -84,6 +84,25 @@ TEST(Characterize, BadFlagsAreOneLineAndStatus2) {
   }
 }
 
+// The cluster mode: mpirun --hostfile (this machine's four slots, as the bench_hostfile test
+// uses), no emulation and no root needed.
+TEST(Characterize, ClusterModeWithAHostfile) {
+  const fs::path out = scratch() + "cluster";
+  const Outcome o = characterize("--quick --hostfile '" COMMSCOPE_SOURCE_DIR
+                                 "/tests/data/mpi/hostfile' --nodes 1 --ranks 2 --strategies ddp "
+                                 "--steps 3 --warmup 1 -o '" +
+                                 out.string() + "'");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json doc = read_json(out / "characterize.json");
+  EXPECT_EQ(doc["host"]["mode"], "cluster");
+  ASSERT_EQ(doc["runs"].size(), 1u);
+  EXPECT_EQ(doc["runs"][0]["id"], "cluster-ddp-r2");
+  EXPECT_EQ(doc["runs"][0]["nodes"], 1);
+  EXPECT_TRUE(fs::is_regular_file(out / "network-cluster.json"));
+  EXPECT_TRUE(fs::is_regular_file(out / "traces/cluster-ddp-r2/rank1.json"));
+  EXPECT_GT(doc["runs"][0]["measured"]["iteration_s"].get<double>(), 0);
+}
+
 TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   if (::geteuid() != 0) GTEST_SKIP() << "emulated nodes need root";
   const fs::path out = scratch() + "char";
