@@ -32,6 +32,16 @@ namespace commscope::launch {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+std::optional<json> read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+}  // namespace
+
 // ---- pure parts ----
 
 double error_pct(double measured, double predicted) {
@@ -88,6 +98,20 @@ json summarize(const json& runs) {
           {"iteration_mape_pct", n ? sum / n : 0.0},
           {"iteration_max_error_pct", mx},
           {"collective_mape_pct", cn ? csum / cn : 0.0}};
+}
+
+json throughput_series(const std::vector<NodeTraffic>& traffic, double scale) {
+  json out = json::array();
+  if (traffic.empty()) return out;
+  std::size_t windows = traffic.front().samples.size();
+  for (const auto& t : traffic) windows = std::min(windows, t.samples.size());
+  for (std::size_t w = 0; w < windows; ++w) {
+    double sum = 0;
+    for (const auto& t : traffic) sum += t.samples[w].second;
+    out.push_back({{"t_s", traffic.front().samples[w].first},
+                   {"gbps", sum / static_cast<double>(traffic.size()) * scale / 1e9}});
+  }
+  return out;
 }
 
 std::string profile_label(const std::string& spec) {
@@ -174,14 +198,6 @@ struct Progress {
     std::fflush(f);
   }
 };
-
-std::optional<json> read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded()) return std::nullopt;
-  return j;
-}
 
 std::string iso_now() {
   const std::time_t t = std::time(nullptr);
@@ -599,8 +615,13 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
             peak = std::max(peak, t.peak_tx_bps * scale / 1e9);
             busy = std::max(busy, t.mean_busy_bps * scale / 1e9);
           }
-          record = {{"schema", kRunSchema}, {"id", id},          {"args", args},
-                    {"summary", *summary},  {"peak_gbps", peak}, {"busy_gbps", busy}};
+          record = {{"schema", kRunSchema},
+                    {"id", id},
+                    {"args", args},
+                    {"summary", *summary},
+                    {"peak_gbps", peak},
+                    {"busy_gbps", busy},
+                    {"throughput_gbps_per_node", throughput_series(traffic, scale)}};
           CS_RETURN_IF_ERROR(write_file_atomic(rdir + "/run.json", record.dump(1) + "\n"));
         }
         // 4. the prediction from steps 1-2 alone
@@ -622,20 +643,21 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         if (pr.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
         const PredictRow& row = pr.rows.front();
         const Breakdown& pb = row.breakdown;
-        json run = {{"id", id},
-                    {"strategy", st},
-                    {"ranks", r},
-                    {"nodes", p.nodes},
-                    {"network", p.label},
-                    {"trace_dir", "traces/" + id},
-                    {"measured", breakdown_terms(measured_iter, mb)},
-                    {"predicted", breakdown_terms(row.iteration_time, pb)},
-                    {"iteration_error_pct", error_pct(measured_iter, row.iteration_time)},
-                    {"collectives", collective_rows(mb, pb)},
-                    {"throughput_gbps_per_node", json::array()},
-                    {"peak_gbps_per_node", record.value("peak_gbps", 0.0)},
-                    {"busy_gbps_per_node", record.value("busy_gbps", 0.0)},
-                    {"predicted_model_comm_s", pb.by_group[CommGroup::data].total}};
+        json run = {
+            {"id", id},
+            {"strategy", st},
+            {"ranks", r},
+            {"nodes", p.nodes},
+            {"network", p.label},
+            {"trace_dir", "traces/" + id},
+            {"measured", breakdown_terms(measured_iter, mb)},
+            {"predicted", breakdown_terms(row.iteration_time, pb)},
+            {"iteration_error_pct", error_pct(measured_iter, row.iteration_time)},
+            {"collectives", collective_rows(mb, pb)},
+            {"throughput_gbps_per_node", record.value("throughput_gbps_per_node", json::array())},
+            {"peak_gbps_per_node", record.value("peak_gbps", 0.0)},
+            {"busy_gbps_per_node", record.value("busy_gbps", 0.0)},
+            {"predicted_model_comm_s", pb.by_group[CommGroup::data].total}};
         by_series[p.label + "/" + st].push_back(runs.size());
         runs.push_back(std::move(run));
       }

@@ -165,6 +165,11 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
     }
     EXPECT_GT(run["measured"]["iteration_s"].get<double>(), 0);
     EXPECT_GT(run["predicted"]["iteration_s"].get<double>(), 0);
+    // The emulated NICs' rate over time: some window carried the gradients.
+    double peak = 0;
+    for (const json& w : run["throughput_gbps_per_node"])
+      peak = std::max(peak, w["gbps"].get<double>());
+    EXPECT_GT(peak, 0);
     // The error recomputed from the run's own files: the trainer's summary and predict run on
     // the folder's fitted files.
     const json rec = read_json(out / "runs" / run["id"].get<std::string>() / "run.json");

@@ -68,6 +68,20 @@ TEST(Characterize, CollectiveRowsCarryBothViews) {
   EXPECT_DOUBLE_EQ(rows[1]["error_pct"].get<double>(), 0.0);  // not measured
 }
 
+// The mean over nodes of each window's sending rate, at full scale: nodes at 50 and 70 Mb/s in
+// a window make 60 Mb/s, x100 = 6 Gb/s; windows only as far as every node has one.
+TEST(Characterize, ThroughputSeriesIsTheMeanOverNodes) {
+  std::vector<NodeTraffic> t(2);
+  t[0].samples = {{0.2, 50e6}, {0.4, 10e6}, {0.6, 5e6}};
+  t[1].samples = {{0.2, 70e6}, {0.4, 30e6}};
+  const json s = throughput_series(t, 100);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_DOUBLE_EQ(s[0]["t_s"].get<double>(), 0.2);
+  EXPECT_NEAR(s[0]["gbps"].get<double>(), 6.0, 1e-12);
+  EXPECT_NEAR(s[1]["gbps"].get<double>(), 2.0, 1e-12);
+  EXPECT_TRUE(throughput_series({}, 100).empty());
+}
+
 TEST(Characterize, ProfileLabels) {
   EXPECT_EQ(profile_label("tcp-10g,nodes=2"), "tcp-10g");
   EXPECT_EQ(profile_label("rate=200M"), "rate-200M");

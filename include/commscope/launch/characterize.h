@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/compute_fit.h"
+#include "commscope/launch/emulate.h"
 #include "commscope/spec/model.h"
 #include "commscope/timeline/timeline.h"
 #include "commscope/util/result.h"
@@ -71,6 +72,11 @@ double project_iteration(double base_iteration_s, double base_exposed_s, double 
 
 // summary of a document's runs: mean and max |iteration error|, mean |collective error|.
 nlohmann::json summarize(const nlohmann::json& runs);
+
+// Per-node sending rate over time from the emulated NICs' byte counters (NodeTraffic::samples,
+// one window of about 200 ms each): the mean over nodes of each window's rate, in Gb/s x `scale`
+// (the emulation's full-scale factor): [{"t_s", "gbps"}] (t_s: the window's end).
+nlohmann::json throughput_series(const std::vector<NodeTraffic>& traffic, double scale);
 
 // The "file-safe" label of an --emulate spec: "tcp-10g,nodes=2" -> "tcp-10g", "rate=200M" ->
 // "rate-200M".
