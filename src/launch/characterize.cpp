@@ -272,7 +272,7 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
                                      "-e",
                                      top,
                                      "-f",
-                                     "4",
+                                     "2",
                                      "-w",
                                      std::to_string(s.bench_warmup),
                                      "-n",
@@ -285,8 +285,10 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
       args.push_back("--split");
       args.push_back("node");
     }
+    // The sweep is kept with its arguments beside it; other arguments measure it again.
     auto cached = read_json_file(path);
-    if (!cached || !cached->contains("results")) {
+    auto cached_args = read_json_file(path + ".args");
+    if (!cached || !cached->contains("results") || !cached_args || *cached_args != json(args)) {
       prog.show(fmt::format("network {}: sweep {} ranks{}", p.label, sw.ranks,
                             sw.split ? " within and across nodes" : ""));
       const std::string tmp = path + ".partial";
@@ -301,6 +303,7 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
             fmt::format("network {}: the sweep over {} ranks ended with status {} "
                         "(see {}/logs/bench-{}.log)",
                         p.label, sw.ranks, *rc, o.out, name)};
+      CS_RETURN_IF_ERROR(write_file_atomic(path + ".args", json(args).dump() + "\n"));
       fs::rename(tmp, path);
     }
     CS_ASSIGN_OR_RETURN(auto rows, read_bench_json(path));
@@ -353,10 +356,9 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
 // Step 2: the kernels at each concurrency a run puts on one host; the fitted system files.
 Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s,
                                  const ModelSpec& model, const std::set<int>& concurrencies,
-                                 Progress& prog) {
+                                 int max_per_node, Progress& prog) {
   json doc = {{"file", "system-cpu-host.json"}, {"systems", json::object()}};
   CS_ASSIGN_OR_RETURN(SystemSpec base, load_system("cpu-host"));
-  const int max_per_node = *concurrencies.rbegin();
   for (int c : concurrencies) {
     const std::string mpath = fmt::format("{}/compute/kernels-x{}.json", o.out, c);
     ComputeMeasurement m;
@@ -396,6 +398,18 @@ Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s
     }
   }
   return doc;
+}
+
+// The processes whose compute shares this host's cores at once in a run of `ranks`: the ranks
+// on one host (all of them when emulating: the emulated nodes share this machine), one per core
+// up to the cores (each rank computes on a core of its own), so ceil(ranks per host / cores).
+// Measuring all of the ranks at once instead (x<ranks per host>) priced their compute 2 to 4
+// times what the runs measured: the kernel measurement computes back to back, while the ranks
+// compute in bursts between communication, yielding the cores while they wait.
+int compute_concurrency(const CharacterizeOptions& o, const Profile& p, int ranks) {
+  const int per_host = o.hostfile.empty() ? ranks : ranks / std::max(1, p.nodes);
+  const int cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  return std::max(1, (per_host + cores - 1) / cores);
 }
 
 Status write_csvs(const std::string& out, const json& runs) {
@@ -553,8 +567,11 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   // 2. the compute, at each number of ranks one host runs
   std::set<int> conc = {1};  // the host alone: system-cpu-host.json
   for (int r : s.ranks)
-    for (const Profile& p : profiles) conc.insert(o.hostfile.empty() ? r : r / p.nodes);
-  CS_ASSIGN_OR_RETURN(json compute, measure_compute_all(o, s, model, conc, prog));
+    for (const Profile& p : profiles) conc.insert(compute_concurrency(o, p, r));
+  int max_per_node = 1;  // ranks per (emulated) node: the system's GPUs per node
+  for (int r : s.ranks)
+    for (const Profile& p : profiles) max_per_node = std::max(max_per_node, r / p.nodes);
+  CS_ASSIGN_OR_RETURN(json compute, measure_compute_all(o, s, model, conc, max_per_node, prog));
 
   // 3. training runs, each kept under runs/<id>/ once complete
   const std::string train = o.bin_dir + "/commscope-train";
@@ -628,11 +645,12 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         const json& avg = record["summary"]["average"];
         CS_ASSIGN_OR_RETURN(Breakdown mb, breakdown_from_json(avg["breakdown"], id));
         const double measured_iter = avg["time_s"].get<double>();
-        const int per_host = o.hostfile.empty() ? r : r / p.nodes;
+        const int per_host = compute_concurrency(o, p, r);
         ScenarioInput in;
         in.model = model_file;
-        in.system =
-            o.out + "/" + compute["systems"][std::to_string(per_host)]["file"].get<std::string>();
+        const std::string system_file =
+            compute["systems"][std::to_string(per_host)]["file"].get<std::string>();
+        in.system = o.out + "/" + system_file;
         in.network = o.out + "/network-" + p.label + ".json";
         in.plan.gpus = r;
         in.plan.nodes = p.nodes;
@@ -650,6 +668,8 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
             {"nodes", p.nodes},
             {"network", p.label},
             {"trace_dir", "traces/" + id},
+            {"system_file", system_file},
+            {"network_file", "network-" + p.label + ".json"},
             {"measured", breakdown_terms(measured_iter, mb)},
             {"predicted", breakdown_terms(row.iteration_time, pb)},
             {"iteration_error_pct", error_pct(measured_iter, row.iteration_time)},
