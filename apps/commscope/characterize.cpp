@@ -11,6 +11,7 @@
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
 #ifdef COMMSCOPE_HAVE_TRAIN
+#include "common/train_flags.h"
 #include "commscope/gpt/measure.h"
 #include "commscope/train/options.h"
 #endif
@@ -55,6 +56,20 @@ Verb add_characterize(CLI::App& app) {
                                     int concurrency) -> Result<ComputeMeasurement> {
               CS_ASSIGN_OR_RETURN(train::GptConfig cfg, train::config_from_model(m));
               return train::measure_compute(cfg, batch, reps, concurrency);
+            };
+            // As `commscope train` checks before it launches (train.cpp).
+            o->check_train = [](const std::vector<std::string>& args, int ranks) -> Status {
+              CLI::App flags_app;
+              TrainFlags f;
+              add_train_flags(flags_app, f);
+              std::vector<std::string> reversed(args.rbegin(), args.rend());
+              try {
+                flags_app.parse(reversed);
+              } catch (const CLI::ParseError& e) {
+                return Error{std::string("trainer flags: ") + e.what()};
+              }
+              CS_ASSIGN_OR_RETURN(train::TrainOptions t, train_options(f, nullptr));
+              return train::validate(t, ranks, ranks);
             };
 #endif
             if (Status s = launch::check_characterize_options(*o); !s.ok())

@@ -412,6 +412,27 @@ int compute_concurrency(const CharacterizeOptions& o, const Profile& p, int rank
   return std::max(1, (per_host + cores - 1) / cores);
 }
 
+// commscope-train's arguments for one run.
+std::vector<std::string> train_args(const std::string& model_file, const Settings& s,
+                                    const std::string& strategy, const std::string& trace_dir,
+                                    const std::string& run_dir) {
+  return {"--model",
+          model_file,
+          "--zero",
+          std::to_string(zero_stage(strategy)),
+          "--micro-batch-size",
+          std::to_string(s.micro_batch),
+          "--steps",
+          std::to_string(s.steps),
+          "--warmup",
+          std::to_string(s.warmup),
+          "--trace",
+          trace_dir + "/",
+          "--output",
+          run_dir + "/train.json",
+          "--no-progress"};
+}
+
 Status write_csvs(const std::string& out, const json& runs) {
   std::string r =
       "id,network,strategy,ranks,nodes,measured_iteration_s,predicted_iteration_s,"
@@ -558,6 +579,17 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   }
   if (!o.hostfile.empty()) profiles.push_back({"", "cluster", o.nodes});
 
+  // Every run's arguments checked by the trainer's own code before anything is measured.
+  if (o.check_train)
+    for (const Profile& p : profiles)
+      for (int r : s.ranks)
+        for (const std::string& st : s.strategies) {
+          const std::string id = fmt::format("{}-{}-r{}", p.label, st, r);
+          fs::create_directories(o.out + "/runs/" + id, ec);  // where its summary will go
+          CS_RETURN_IF_ERROR(o.check_train(
+              train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r));
+        }
+
   // 1. the network
   json network = json::array();
   for (const Profile& p : profiles) {
@@ -586,21 +618,7 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         const std::string id = fmt::format("{}-{}-r{}", p.label, st, r);
         const std::string rdir = o.out + "/runs/" + id;
         const std::string tdir = o.out + "/traces/" + id;
-        std::vector<std::string> args = {"--model",
-                                         model_file,
-                                         "--zero",
-                                         std::to_string(zero_stage(st)),
-                                         "--micro-batch-size",
-                                         std::to_string(s.micro_batch),
-                                         "--steps",
-                                         std::to_string(s.steps),
-                                         "--warmup",
-                                         std::to_string(s.warmup),
-                                         "--trace",
-                                         tdir + "/",
-                                         "--output",
-                                         rdir + "/train.json",
-                                         "--no-progress"};
+        const std::vector<std::string> args = train_args(model_file, s, st, tdir, rdir);
         json record;
         auto cached = read_json_file(rdir + "/run.json");
         if (cached && cached->value("schema", "") == kRunSchema &&

@@ -75,7 +75,10 @@ TEST(Characterize, BadFlagsAreOneLineAndStatus2) {
        {std::string("--quick"), std::string("--emulate tcp-10g --ranks 0"),
         std::string("--emulate tcp-10g --strategies zero9"), std::string("--emulate bogus-net"),
         std::string("--emulate tcp-10g,nodes=3 --ranks 2,4"), "--emulate tcp-10g -o '" + file + "'",
-        std::string("--emulate tcp-10g --steps 1"), std::string("--emulate tcp-10g --ranks x")}) {
+        std::string("--emulate tcp-10g --steps 1"), std::string("--emulate tcp-10g --ranks x"),
+        // the trainer's memory check, before anything is measured (as root; otherwise the
+        // privileges line)
+        std::string("--emulate tcp-10g --model gpt2-xl")}) {
     const Outcome o = characterize(args);
     EXPECT_EQ(o.status, 2) << args;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;

@@ -43,6 +43,9 @@ struct CharacterizeOptions {
   // kernels at `batch`, `reps` repetitions, `concurrency` processes at once.
   std::function<Result<ComputeMeasurement>(const ModelSpec&, int batch, int reps, int concurrency)>
       measure_compute;
+  // The trainer's own checks of one run's commscope-train arguments for `ranks` ranks (flags,
+  // batch arithmetic, memory), made for every run before anything is measured; may be empty.
+  std::function<Status(const std::vector<std::string>& args, int ranks)> check_train;
 };
 
 // The checks made before anything runs: folder path, profiles (parseable, nodes dividing each
