@@ -491,6 +491,8 @@ Status check_characterize_options(const CharacterizeOptions& o) {
       return Error{fmt::format("--strategies: expected ddp|zero1|zero2|zero3, got '{}'", st)};
   if (s.steps < 2 || s.steps > 10000)
     return Error{fmt::format("--steps: expected 2 to 10000, got {}", s.steps)};
+  if (o.warmup < -1 || s.warmup < 0)
+    return Error{fmt::format("--warmup: expected a non-negative integer, got {}", o.warmup)};
   if (s.warmup >= s.steps)
     return Error{
         fmt::format("--warmup: expected at most --steps - 1 = {}, got {}", s.steps - 1, s.warmup)};

@@ -114,6 +114,8 @@ TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
   o.steps = 3;
   o.warmup = 3;
   EXPECT_NE(msg().find("--warmup"), std::string::npos);
+  o.warmup = -2;
+  EXPECT_NE(msg().find("--warmup: expected a non-negative integer, got -2"), std::string::npos);
 }
 
 // The fit reproduces a host that behaves exactly as the cost model says: kernels timed from a
