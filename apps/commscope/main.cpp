@@ -90,6 +90,7 @@ int run(int argc, char** argv) {
                              add_calibrate(app), add_analyze(app), add_bench(app),
                              add_train(app),     add_fit(app),     add_presets(app)};
   verbs.push_back(add_report(app));
+  verbs.push_back(add_characterize(app));
   // The verbs by name, for the messages below.
   std::string verb_list;
   for (const auto& v : verbs) verb_list += (verb_list.empty() ? "" : ", ") + v.command->get_name();

@@ -26,6 +26,7 @@ Verb add_bench(CLI::App& app);
 Verb add_train(CLI::App& app);
 Verb add_fit(CLI::App& app);
 Verb add_report(CLI::App& app);
+Verb add_characterize(CLI::App& app);
 
 // --format and -o/--output, for the verbs that print documents.
 struct OutputOptions {

@@ -289,6 +289,7 @@ void EmulatedCluster::start_monitor() {
       rx[k] = rx0[k] = read_counter(host_if(static_cast<int>(k)), "tx_bytes");
     }
     auto last = clock::now();
+    const auto first = last;
     bool done = false;
     while (!done) {
       for (int i = 0; i < 20 && !stop_; ++i)
@@ -309,6 +310,8 @@ void EmulatedCluster::start_monitor() {
           busy_bits[k] += static_cast<double>(t - tx[k]) * 8;
         }
         nt.peak_tx_bps = std::max(nt.peak_tx_bps, bps);
+        if (nt.samples.size() < kMaxTrafficSamples)
+          nt.samples.emplace_back(std::chrono::duration<double>(now - first).count(), bps);
         tx[k] = t, rx[k] = r;
         nt.tx_bytes = t - tx0[k];
         nt.rx_bytes = r - rx0[k];

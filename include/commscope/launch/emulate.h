@@ -59,7 +59,11 @@ struct NodeTraffic {
   double busy_s = 0;         // sampling windows in which the node sent or received
   double peak_tx_bps = 0;    // highest sending rate over one window (bits/s)
   double mean_busy_bps = 0;  // sending rate averaged over busy windows (bits/s)
+  // (seconds since sampling started, sending rate in bits/s) per window, at most
+  // kMaxTrafficSamples (the first ones kept)
+  std::vector<std::pair<double, double>> samples;
 };
+inline constexpr std::size_t kMaxTrafficSamples = 1 << 20;
 
 class EmulatedCluster {
  public:

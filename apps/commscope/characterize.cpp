@@ -1,0 +1,101 @@
+// `commscope characterize`: measure the network, the compute and training runs on the cluster
+// at hand or on emulated nodes, predict the same runs from the first two alone, and write one
+// folder (docs/characterize.md). The logic is launch/characterize.h.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "commscope/launch/characterize.h"
+#include "commscope/launch/mpirun.h"
+#include "commscope/launch/process.h"
+#ifdef COMMSCOPE_HAVE_TRAIN
+#include "common/train_flags.h"
+#include "commscope/gpt/measure.h"
+#include "commscope/train/options.h"
+#endif
+#include "verbs.h"
+
+namespace commscope::cli {
+
+Verb add_characterize(CLI::App& app) {
+  auto o = std::make_shared<launch::CharacterizeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "characterize",
+      "The closed loop: measure the network (collective sweeps -> a fitted profile with curves), "
+      "the compute (the trainer's kernels on the model's shapes -> a cpu-host system preset) and "
+      "training runs (DDP, ZeRO-1/2/3 over rank counts and profiles, with traces); predict the "
+      "same runs from the first two alone and report the errors, and project the larger runs "
+      "from the smallest as the seeds do. Everything goes into one folder (-o); completed steps "
+      "are kept and skipped when run again.");
+  cmd->add_option("-o,--output", o->out, "the output folder [characterize-out]");
+  cmd->add_option("--emulate", o->emulate,
+                  std::string(launch::kEmulateHelp) +
+                      "; repeat it for several profiles (nodes=2 unless given)");
+  cmd->add_option("--hostfile", o->hostfile,
+                  "the cluster mode: an Open MPI hostfile whose nodes the runs use (with --nodes)");
+  cmd->add_option("--nodes", o->nodes, "nodes of the hostfile (cluster mode)");
+  cmd->add_flag("--quick", o->quick,
+                "a smaller model (2 layers, hidden 128), fewer steps and repetitions: minutes");
+  cmd->add_option("--model", o->model, "a GPT-2-shaped model preset or file [gpt2-tiny-cpu]");
+  cmd->add_option("--ranks", o->ranks, "rank counts of the runs, comma list [2,4]")->delimiter(',');
+  cmd->add_option("--strategies", o->strategies, "ddp|zero1|zero2|zero3, comma list [all four]")
+      ->delimiter(',');
+  cmd->add_option("--steps", o->steps, "training steps per run [5 with --quick, else 12]");
+  cmd->add_option("--warmup", o->warmup, "steps left out of the averages [2 with --quick, else 3]");
+  cmd->add_option("--micro-batch-size", o->micro_batch, "sequences per rank per step [4]");
+  auto no_progress = std::make_shared<bool>(false);
+  cmd->add_flag("--no-progress", *no_progress, "no progress line on a terminal");
+  return {cmd, [o, no_progress]() -> int {
+            if (o->out.empty()) o->out = "characterize-out";
+            o->progress = !*no_progress && ::isatty(STDERR_FILENO) == 1;
+            o->bin_dir = launch::self_dir();
+#ifdef COMMSCOPE_HAVE_TRAIN
+            o->measure_compute = [](const ModelSpec& m, int batch, int reps,
+                                    int concurrency) -> Result<ComputeMeasurement> {
+              CS_ASSIGN_OR_RETURN(train::GptConfig cfg, train::config_from_model(m));
+              return train::measure_compute(cfg, batch, reps, concurrency);
+            };
+            // As `commscope train` checks before it launches (train.cpp).
+            o->check_train = [](const std::vector<std::string>& args, int ranks) -> Status {
+              CLI::App flags_app;
+              TrainFlags f;
+              add_train_flags(flags_app, f);
+              std::vector<std::string> reversed(args.rbegin(), args.rend());
+              try {
+                flags_app.parse(reversed);
+              } catch (const CLI::ParseError& e) {
+                return Error{std::string("trainer flags: ") + e.what()};
+              }
+              CS_ASSIGN_OR_RETURN(train::TrainOptions t, train_options(f, nullptr));
+              return train::validate(t, ranks, ranks);
+            };
+#endif
+            if (Status s = launch::check_characterize_options(*o); !s.ok())
+              return fail(s.error().message);
+            auto doc = launch::characterize(*o, stderr);
+            if (!doc.ok()) return fail(doc.error().message);
+            const auto& sum = (*doc)["summary"];
+            std::printf(
+                "# commscope characterize: %d runs in %s; iteration time error: mean %.1f%%, "
+                "max %.1f%%; per collective: mean %.1f%%\n",
+                sum["runs"].get<int>(), o->out.c_str(), sum["iteration_mape_pct"].get<double>(),
+                sum["iteration_max_error_pct"].get<double>(),
+                sum["collective_mape_pct"].get<double>());
+            std::printf("# %-28s %12s %12s %8s\n", "run", "measured ms", "predicted ms", "err %");
+            for (const auto& r : (*doc)["runs"])
+              std::printf("# %-28s %12.2f %12.2f %8.1f\n", r["id"].get<std::string>().c_str(),
+                          r["measured"]["iteration_s"].get<double>() * 1e3,
+                          r["predicted"]["iteration_s"].get<double>() * 1e3,
+                          r["iteration_error_pct"].get<double>());
+            for (const auto& p : (*doc)["projection"])
+              std::printf(
+                  "# projection %-28s from %-20s err %.1f%% (simulation %.1f%%)\n",
+                  p["run"].get<std::string>().c_str(), p["base_run"].get<std::string>().c_str(),
+                  p["projection_error_pct"].get<double>(), p["simulation_error_pct"].get<double>());
+            return 0;
+          }};
+}
+
+}  // namespace commscope::cli

@@ -1,0 +1,88 @@
+// `commscope characterize`: the closed loop on the cluster at hand or on emulated nodes. It
+// measures the network (collective sweeps, fitted into a profile with curves), the compute (the
+// trainer's kernels on the model's shapes, fitted into a cpu-host system preset), and training
+// runs (DDP, ZeRO-1/2/3 over rank counts and network profiles, with traces); then predicts the
+// same runs from what it fitted alone, projects the larger runs from the smallest as the seeds
+// do, and writes one folder (docs/characterize.md). Spawns mpirun with commscope-bench and
+// commscope-train; links no MPI.
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/calib/compute_fit.h"
+#include "commscope/launch/emulate.h"
+#include "commscope/spec/model.h"
+#include "commscope/timeline/timeline.h"
+#include "commscope/util/result.h"
+
+namespace commscope::launch {
+
+inline constexpr const char* kCharacterizeSchema = "commscope.characterize/1";
+inline constexpr const char* kRunSchema = "commscope.characterize.run/1";
+
+struct CharacterizeOptions {
+  std::string out;                   // the output folder
+  std::vector<std::string> emulate;  // --emulate specs (emulate mode), each with nodes=K
+  std::string hostfile;              // cluster mode: mpirun --hostfile
+  int nodes = 0;                     // cluster mode: nodes in the hostfile
+  bool quick = false;
+  std::string model = "gpt2-tiny-cpu";
+  std::vector<int> ranks;               // empty: {2, 4}
+  std::vector<std::string> strategies;  // empty: ddp, zero1, zero2, zero3
+  int steps = 0, warmup = -1;           // 0/-1: by --quick
+  int micro_batch = 0;                  // 0: by --quick
+  bool progress = false;                // one updating line on `progress_to`
+  std::string bin_dir;                  // where commscope-bench and commscope-train are
+  // Step 2's measurement (the gpt library, which this layer does not link): the model's
+  // kernels at `batch`, `reps` repetitions, `concurrency` processes at once.
+  std::function<Result<ComputeMeasurement>(const ModelSpec&, int batch, int reps, int concurrency)>
+      measure_compute;
+  // The trainer's own checks of one run's commscope-train arguments for `ranks` ranks (flags,
+  // batch arithmetic, memory), made for every run before anything is measured; may be empty.
+  std::function<Status(const std::vector<std::string>& args, int ranks)> check_train;
+};
+
+// The checks made before anything runs: folder path, profiles (parseable, nodes dividing each
+// rank count), rank counts 1..256, strategy names, steps. Errors name the flag.
+Status check_characterize_options(const CharacterizeOptions& o);
+
+// Runs everything not already in the folder and writes characterize.json, runs.csv,
+// collectives.csv. Child programs' output goes to OUT/logs/. Returns the document.
+Result<nlohmann::json> characterize(const CharacterizeOptions& o, std::FILE* progress_to);
+
+// ---- pure parts (unit-tested) ----
+
+// (predicted - measured) / measured x 100; 0 when measured is 0.
+double error_pct(double measured, double predicted);
+
+// {"iteration_s","compute_s","exposed_comm_s","overlapped_comm_s","bubble_s","profiler_comm_s"}
+nlohmann::json breakdown_terms(double iteration_s, const Breakdown& b);
+
+// Per collective with time on either side: measured and predicted totals and profiler views,
+// and the error of the total.
+nlohmann::json collective_rows(const Breakdown& measured, const Breakdown& predicted);
+
+// The seeds' projection: t(n) = compute(g) x work(n)/work(g) + exposed(g) / eff(g -> n), with
+// eff = modelled data-parallel communication at g over that at n.
+double project_iteration(double base_iteration_s, double base_exposed_s, double work_ratio,
+                         double base_model_comm_s, double model_comm_s);
+
+// summary of a document's runs: mean and max |iteration error|, mean |collective error|.
+nlohmann::json summarize(const nlohmann::json& runs);
+
+// Per-node sending rate over time from the emulated NICs' byte counters (NodeTraffic::samples,
+// one window of about 200 ms each): the mean over nodes of each window's rate, in Gb/s x `scale`
+// (the emulation's full-scale factor): [{"t_s", "gbps"}] (t_s: the window's end).
+nlohmann::json throughput_series(const std::vector<NodeTraffic>& traffic, double scale);
+
+// The "file-safe" label of an --emulate spec: "tcp-10g,nodes=2" -> "tcp-10g", "rate=200M" ->
+// "rate-200M".
+std::string profile_label(const std::string& spec);
+
+}  // namespace commscope::launch

@@ -1,0 +1,754 @@
+// `commscope characterize` (characterize.h, docs/characterize.md).
+#include "commscope/launch/characterize.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "commscope/calib/alpha_beta.h"
+#include "commscope/launch/emulate.h"
+#include "commscope/launch/mpirun.h"
+#include "commscope/launch/process.h"
+#include "commscope/report/predict.h"
+#include "commscope/report/table.h"
+#include "commscope/spec/system.h"
+#include "commscope/timeline/breakdown_json.h"
+#include "commscope/util/atomic_file.h"
+
+namespace commscope::launch {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+std::optional<json> read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+}  // namespace
+
+// ---- pure parts ----
+
+double error_pct(double measured, double predicted) {
+  return measured != 0 ? (predicted - measured) / measured * 100.0 : 0.0;
+}
+
+json breakdown_terms(double iteration_s, const Breakdown& b) {
+  return {{"iteration_s", iteration_s},  {"compute_s", b.compute},
+          {"exposed_comm_s", b.exposed}, {"overlapped_comm_s", b.overlapped},
+          {"bubble_s", b.bubble},        {"profiler_comm_s", b.profiler_comm}};
+}
+
+json collective_rows(const Breakdown& measured, const Breakdown& predicted) {
+  json rows = json::array();
+  for (std::size_t i = 0; i < kCollectiveCount; ++i) {
+    const auto c = static_cast<Collective>(i);
+    const CommShare& m = measured.by_collective[c];
+    const CommShare& p = predicted.by_collective[c];
+    if (m.total <= 0 && p.total <= 0) continue;
+    rows.push_back({{"collective", std::string(to_string(c))},
+                    {"group", "data"},
+                    {"measured_s", m.total},
+                    {"predicted_s", p.total},
+                    {"measured_profiler_s", m.profiler},
+                    {"predicted_profiler_s", p.profiler},
+                    {"error_pct", error_pct(m.total, p.total)}});
+  }
+  return rows;
+}
+
+double project_iteration(double base_iteration_s, double base_exposed_s, double work_ratio,
+                         double base_model_comm_s, double model_comm_s) {
+  const double eff = model_comm_s > 0 ? base_model_comm_s / model_comm_s : 1.0;
+  return (base_iteration_s - base_exposed_s) * work_ratio +
+         (eff > 0 ? base_exposed_s / eff : base_exposed_s);
+}
+
+json summarize(const json& runs) {
+  double sum = 0, mx = 0, csum = 0;
+  int n = 0, cn = 0;
+  for (const json& r : runs) {
+    if (!r.contains("iteration_error_pct")) continue;
+    const double e = std::fabs(r["iteration_error_pct"].get<double>());
+    sum += e;
+    mx = std::max(mx, e);
+    ++n;
+    for (const json& c : r.value("collectives", json::array())) {
+      if (c.value("measured_s", 0.0) <= 0) continue;
+      csum += std::fabs(c["error_pct"].get<double>());
+      ++cn;
+    }
+  }
+  return {{"runs", n},
+          {"iteration_mape_pct", n ? sum / n : 0.0},
+          {"iteration_max_error_pct", mx},
+          {"collective_mape_pct", cn ? csum / cn : 0.0}};
+}
+
+json throughput_series(const std::vector<NodeTraffic>& traffic, double scale) {
+  json out = json::array();
+  if (traffic.empty()) return out;
+  std::size_t windows = traffic.front().samples.size();
+  for (const auto& t : traffic) windows = std::min(windows, t.samples.size());
+  for (std::size_t w = 0; w < windows; ++w) {
+    double sum = 0;
+    for (const auto& t : traffic) sum += t.samples[w].second;
+    out.push_back({{"t_s", traffic.front().samples[w].first},
+                   {"gbps", sum / static_cast<double>(traffic.size()) * scale / 1e9}});
+  }
+  return out;
+}
+
+std::string profile_label(const std::string& spec) {
+  std::string s = spec.substr(0, spec.find(','));
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) c = '-';
+  return s;
+}
+
+// ---- the pipeline ----
+
+namespace {
+
+const std::vector<std::string> kStrategies = {"ddp", "zero1", "zero2", "zero3"};
+
+int zero_stage(const std::string& s) {
+  return s == "ddp" ? 0 : s == "zero1" ? 1 : s == "zero2" ? 2 : 3;
+}
+
+struct Settings {
+  std::vector<int> ranks;
+  std::vector<std::string> strategies;
+  int steps, warmup, micro_batch, bench_iters, bench_warmup, compute_reps;
+};
+
+Settings settings_of(const CharacterizeOptions& o) {
+  Settings s;
+  s.ranks = o.ranks.empty() ? std::vector<int>{2, 4} : o.ranks;
+  s.strategies = o.strategies.empty() ? kStrategies : o.strategies;
+  s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 12);
+  s.warmup = o.warmup >= 0 ? o.warmup : (o.quick ? 2 : 3);
+  s.micro_batch = o.micro_batch > 0 ? o.micro_batch : 4;
+  s.bench_iters = o.quick ? 8 : 20;
+  s.bench_warmup = o.quick ? 1 : 5;
+  s.compute_reps = o.quick ? 10 : 30;
+  return s;
+}
+
+// Output of child jobs to files: stdout to `out_path` (or the log), stderr to the log.
+class Redirect {
+ public:
+  Redirect(const std::string& out_path, const std::string& log_path) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    saved_out_ = ::dup(1);
+    saved_err_ = ::dup(2);
+    const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int out = out_path.empty() ? ::dup(log)
+                                     : ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (log >= 0 && out >= 0) {
+      ::dup2(out, 1);
+      ::dup2(log, 2);
+    }
+    if (log >= 0) ::close(log);
+    if (out >= 0) ::close(out);
+  }
+  ~Redirect() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::dup2(saved_out_, 1);
+    ::dup2(saved_err_, 2);
+    ::close(saved_out_);
+    ::close(saved_err_);
+  }
+  Redirect(const Redirect&) = delete;
+  Redirect& operator=(const Redirect&) = delete;
+
+ private:
+  int saved_out_ = -1, saved_err_ = -1;
+};
+
+struct Progress {
+  std::FILE* f = nullptr;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  void show(const std::string& what) {
+    if (!f) return;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(f, "\r\033[Kcommscope characterize [%4.0fs]: %s", s, what.c_str());
+    std::fflush(f);
+  }
+  void done() {
+    if (!f) return;
+    std::fprintf(f, "\r\033[K");
+    std::fflush(f);
+  }
+};
+
+std::string iso_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+struct Profile {
+  std::string spec, label;
+  int nodes = 1;
+};
+
+// One MPI job of a program of ours, locally (emulated or not) or on the hostfile's nodes.
+Result<int> run_job_here(const CharacterizeOptions& o, const Profile& p, const std::string& prog,
+                         const std::vector<std::string>& args, int ranks, std::FILE* report,
+                         std::vector<NodeTraffic>* traffic) {
+  if (!o.hostfile.empty()) {
+    std::vector<std::string> argv = {"mpirun",
+                                     "--hostfile",
+                                     o.hostfile,
+                                     "-np",
+                                     std::to_string(ranks),
+                                     "--map-by",
+                                     fmt::format("ppr:{}:node", ranks / std::max(1, p.nodes))};
+    if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+    argv.push_back(prog);
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_job(argv);
+  }
+  JobOptions job;
+  job.ranks = ranks;
+  job.emulate = p.spec;
+  return run_mpi_job(prog, args, job, report, traffic);
+}
+
+// The largest sweep size: the power of two at or below the largest message the runs send (the
+// whole gradient, one DDP bucket here), at least 64 KiB; above it the curve's largest point's
+// busbw holds (docs/cost-model.md), and the top size is what the sweep spends its time on.
+std::uint64_t top_size(double bytes) {
+  std::uint64_t v = 65536;
+  while (static_cast<double>(2 * v) <= bytes && v < (1ull << 34)) v <<= 1;
+  return v;
+}
+
+// Step 1 for one profile: the sweeps (cached in OUT/bench/), their fit, the profile file.
+Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, const Profile& p,
+                             double grad_bytes, Progress& prog) {
+  const std::string bench = o.bin_dir + "/commscope-bench";
+  const std::string dir = o.out + "/bench";
+  fs::create_directories(dir);
+  const int rmax = *std::max_element(s.ranks.begin(), s.ranks.end());
+  // Sweeps: the world at every rank count (its nodes are the profile's), and within and across
+  // nodes at the largest (--split node) when a node holds several ranks.
+  struct Sweep {
+    int ranks;
+    bool split;
+  };
+  std::vector<Sweep> sweeps;
+  for (int r : s.ranks)
+    if (r >= 2) sweeps.push_back({r, false});
+  if (rmax > p.nodes) sweeps.push_back({rmax, true});
+  const std::string top = std::to_string(top_size(grad_bytes));
+  std::vector<MeasuredCollective> measured;
+  for (const Sweep& sw : sweeps) {
+    const std::string name = fmt::format("{}-r{}{}", p.label, sw.ranks, sw.split ? "-split" : "");
+    const std::string path = dir + "/" + name + ".json";
+    std::vector<std::string> args = {"-b",
+                                     "4K",
+                                     "-e",
+                                     top,
+                                     "-f",
+                                     "2",
+                                     "-w",
+                                     std::to_string(s.bench_warmup),
+                                     "-n",
+                                     std::to_string(s.bench_iters),
+                                     "--collectives",
+                                     "all_reduce,all_gather,reduce_scatter",
+                                     "--format",
+                                     "json"};
+    if (sw.split) {
+      args.push_back("--split");
+      args.push_back("node");
+    }
+    // The sweep is kept with its arguments beside it; other arguments measure it again.
+    auto cached = read_json_file(path);
+    auto cached_args = read_json_file(path + ".args");
+    if (!cached || !cached->contains("results") || !cached_args || *cached_args != json(args)) {
+      prog.show(fmt::format("network {}: sweep {} ranks{}", p.label, sw.ranks,
+                            sw.split ? " within and across nodes" : ""));
+      const std::string tmp = path + ".partial";
+      Result<int> rc = 0;
+      {
+        Redirect r(tmp, o.out + "/logs/bench-" + name + ".log");
+        rc = run_job_here(o, p, bench, args, sw.ranks, stderr, nullptr);
+      }
+      if (!rc.ok()) return rc.error();
+      if (*rc != 0 || !read_json_file(tmp))
+        return Error{
+            fmt::format("network {}: the sweep over {} ranks ended with status {} "
+                        "(see {}/logs/bench-{}.log)",
+                        p.label, sw.ranks, *rc, o.out, name)};
+      CS_RETURN_IF_ERROR(write_file_atomic(path + ".args", json(args).dump() + "\n"));
+      fs::rename(tmp, path);
+    }
+    CS_ASSIGN_OR_RETURN(auto rows, read_bench_json(path));
+    for (auto& m : rows) {
+      if (m.group == "world") {  // the ranks spanned the profile's nodes
+        m.nodes = std::min(p.nodes, m.ranks);
+        m.group = m.nodes > 1 ? "inter-node" : "intra-node";
+      }
+      measured.push_back(std::move(m));
+    }
+  }
+  BenchFits fits = fit_bench(measured);
+  ProfileOptions po;
+  po.name = p.label + "-measured";
+  po.source = fmt::format("commscope characterize: commscope-bench sweeps on {}", p.spec);
+  CS_ASSIGN_OR_RETURN(json profile, network_profile(fits, po));
+  const std::string file = "network-" + p.label + ".json";
+  CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/" + file, profile.dump(2) + "\n"));
+  // The document's curves: measured busbw and the alpha-beta model's at each size.
+  json curves = json::array();
+  for (const BusBwCurve& c : fits.curves) {
+    const std::string group = c.scope == CurveScope::inter_node ? "inter" : "intra";
+    const AlphaBetaFit* ab = nullptr;
+    for (const FitRow& row : fits.rows)
+      if (row.measured.collective == c.collective && row.measured.ranks == c.ranks &&
+          (row.measured.group == "inter-node") == (c.scope == CurveScope::inter_node))
+        ab = &row.fit;
+    json pts = json::array();
+    for (const CurvePoint& pt : c.points) {
+      double model = 0;
+      if (ab) {
+        const double t = ab->alpha + ab->beta * pt.bytes;
+        model = t > 0 ? pt.bytes * bus_factor(c.collective, c.ranks) / t * 8 / 1e9 : 0;
+      }
+      pts.push_back({{"bytes", pt.bytes},
+                     {"measured_busbw_gbps", pt.busbw.value() * 8 / 1e9},
+                     {"model_busbw_gbps", model}});
+    }
+    curves.push_back({{"collective", std::string(to_string(c.collective))},
+                      {"group", group},
+                      {"ranks", c.ranks},
+                      {"nodes", c.nodes},
+                      {"points", pts}});
+  }
+  return json{{"profile", p.label}, {"spec", p.spec},
+              {"nodes", p.nodes},   {"ranks_per_node", std::max(1, rmax / p.nodes)},
+              {"file", file},       {"curves", curves}};
+}
+
+// Step 2: the kernels at each concurrency a run puts on one host; the fitted system files.
+Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s,
+                                 const ModelSpec& model, const std::set<int>& concurrencies,
+                                 int max_per_node, Progress& prog) {
+  json doc = {{"file", "system-cpu-host.json"}, {"systems", json::object()}};
+  CS_ASSIGN_OR_RETURN(SystemSpec base, load_system("cpu-host"));
+  for (int c : concurrencies) {
+    const std::string mpath = fmt::format("{}/compute/kernels-x{}.json", o.out, c);
+    ComputeMeasurement m;
+    auto cached = read_json_file(mpath);
+    auto parsed = cached ? compute_measurement_from_json(*cached, mpath)
+                         : Result<ComputeMeasurement>(Error{"absent"});
+    if (parsed.ok() && parsed->batch == s.micro_batch && parsed->concurrency == c) {
+      m = *parsed;
+    } else {
+      if (!o.measure_compute) return Error{"compute measurement: not available in this build"};
+      prog.show(fmt::format("compute: the model's kernels, {} process(es) at once", c));
+      CS_ASSIGN_OR_RETURN(m, o.measure_compute(model, s.micro_batch, s.compute_reps, c));
+      CS_RETURN_IF_ERROR(write_file_atomic(mpath, to_json(m).dump(1) + "\n"));
+    }
+    SystemSpec b = base;
+    b.name = c == 1 ? "cpu-host-measured" : fmt::format("cpu-host-measured-x{}", c);
+    CS_ASSIGN_OR_RETURN(ComputeFit fit, fit_compute(m, model, b));
+    fit.system.node.gpus = max_per_node;
+    const std::string file =
+        c == 1 ? "system-cpu-host.json" : fmt::format("system-cpu-host-x{}.json", c);
+    json sys = to_json(fit.system);
+    // Read back through predict's loader: a file written here is one predict accepts.
+    if (auto back = system_from_json(sys, file); !back.ok()) return back.error();
+    CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/" + file, sys.dump(2) + "\n"));
+    json pts = json::array();
+    for (const GemmPoint& p : fit.points)
+      pts.push_back({{"op", p.op}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"tflops", p.tflops}});
+    doc["systems"][std::to_string(c)] = {{"file", file},
+                                         {"concurrency", c},
+                                         {"gemm_tflops", fit.gemm_tflops},
+                                         {"measured_compute_s", fit.measured_compute_s},
+                                         {"predicted_compute_s", fit.predicted_compute_s},
+                                         {"points", pts}};
+    if (c == 1) {
+      doc["gemm_tflops"] = fit.gemm_tflops;
+      doc["points"] = pts;
+    }
+  }
+  return doc;
+}
+
+// The processes whose compute shares this host's cores at once in a run of `ranks`: the ranks
+// on one host (all of them when emulating: the emulated nodes share this machine), one per core
+// up to the cores (each rank computes on a core of its own), so ceil(ranks per host / cores).
+// Measuring all of the ranks at once instead (x<ranks per host>) priced their compute 2 to 4
+// times what the runs measured: the kernel measurement computes back to back, while the ranks
+// compute in bursts between communication, yielding the cores while they wait.
+int compute_concurrency(const CharacterizeOptions& o, const Profile& p, int ranks) {
+  const int per_host = o.hostfile.empty() ? ranks : ranks / std::max(1, p.nodes);
+  const int cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  return std::max(1, (per_host + cores - 1) / cores);
+}
+
+// commscope-train's arguments for one run.
+std::vector<std::string> train_args(const std::string& model_file, const Settings& s,
+                                    const std::string& strategy, const std::string& trace_dir,
+                                    const std::string& run_dir) {
+  return {"--model",
+          model_file,
+          "--zero",
+          std::to_string(zero_stage(strategy)),
+          "--micro-batch-size",
+          std::to_string(s.micro_batch),
+          "--steps",
+          std::to_string(s.steps),
+          "--warmup",
+          std::to_string(s.warmup),
+          "--trace",
+          trace_dir + "/",
+          "--output",
+          run_dir + "/train.json",
+          "--no-progress"};
+}
+
+Status write_csvs(const std::string& out, const json& runs) {
+  std::string r =
+      "id,network,strategy,ranks,nodes,measured_iteration_s,predicted_iteration_s,"
+      "iteration_error_pct,measured_compute_s,predicted_compute_s,measured_exposed_comm_s,"
+      "predicted_exposed_comm_s,measured_overlapped_comm_s,predicted_overlapped_comm_s,"
+      "measured_profiler_comm_s,predicted_profiler_comm_s\n";
+  std::string c =
+      "id,network,strategy,ranks,collective,group,measured_s,predicted_s,measured_profiler_s,"
+      "predicted_profiler_s,error_pct\n";
+  for (const json& run : runs) {
+    const json& m = run["measured"];
+    const json& p = run["predicted"];
+    r += fmt::format(
+        "{},{},{},{},{},{:.6g},{:.6g},{:.3f},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},"
+        "{:.6g},{:.6g}\n",
+        run["id"].get<std::string>(), run["network"].get<std::string>(),
+        run["strategy"].get<std::string>(), run["ranks"].get<int>(), run["nodes"].get<int>(),
+        m["iteration_s"].get<double>(), p["iteration_s"].get<double>(),
+        run["iteration_error_pct"].get<double>(), m["compute_s"].get<double>(),
+        p["compute_s"].get<double>(), m["exposed_comm_s"].get<double>(),
+        p["exposed_comm_s"].get<double>(), m["overlapped_comm_s"].get<double>(),
+        p["overlapped_comm_s"].get<double>(), m["profiler_comm_s"].get<double>(),
+        p["profiler_comm_s"].get<double>());
+    for (const json& k : run["collectives"])
+      c += fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.3f}\n",
+                       run["id"].get<std::string>(), run["network"].get<std::string>(),
+                       run["strategy"].get<std::string>(), run["ranks"].get<int>(),
+                       k["collective"].get<std::string>(), k["group"].get<std::string>(),
+                       k["measured_s"].get<double>(), k["predicted_s"].get<double>(),
+                       k["measured_profiler_s"].get<double>(),
+                       k["predicted_profiler_s"].get<double>(), k["error_pct"].get<double>());
+  }
+  CS_RETURN_IF_ERROR(write_file_atomic(out + "/runs.csv", r));
+  return write_file_atomic(out + "/collectives.csv", c);
+}
+
+}  // namespace
+
+Status check_characterize_options(const CharacterizeOptions& o) {
+  if (o.out.empty()) return Error{"-o/--output: expected a folder, got ''"};
+  std::error_code ec;
+  if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec))
+    return Error{fmt::format("-o/--output: expected a folder, got '{}' (not a folder)", o.out)};
+  if (o.emulate.empty() == o.hostfile.empty())
+    return Error{o.emulate.empty()
+                     ? "--emulate/--hostfile: expected one of them (emulated nodes on this "
+                       "machine, or the cluster's hostfile), got neither"
+                     : "--emulate/--hostfile: expected one of them, got both"};
+  const Settings s = settings_of(o);
+  for (int r : s.ranks)
+    if (r < 1 || r > kMaxLocalRanks)
+      return Error{
+          fmt::format("--ranks: expected integers from 1 to {}, got {}", kMaxLocalRanks, r)};
+  for (const auto& st : s.strategies)
+    if (std::find(kStrategies.begin(), kStrategies.end(), st) == kStrategies.end())
+      return Error{fmt::format("--strategies: expected ddp|zero1|zero2|zero3, got '{}'", st)};
+  if (s.steps < 2 || s.steps > 10000)
+    return Error{fmt::format("--steps: expected 2 to 10000, got {}", s.steps)};
+  if (o.warmup < -1 || s.warmup < 0)
+    return Error{fmt::format("--warmup: expected a non-negative integer, got {}", o.warmup)};
+  if (s.warmup >= s.steps)
+    return Error{
+        fmt::format("--warmup: expected at most --steps - 1 = {}, got {}", s.steps - 1, s.warmup)};
+  if (s.micro_batch < 1 || s.micro_batch > 4096)
+    return Error{fmt::format("--micro-batch-size: expected 1 to 4096, got {}", s.micro_batch)};
+  std::set<std::string> labels;
+  for (const auto& e : o.emulate) {
+    auto spec = parse_emulation(e);
+    if (!spec.ok()) return Error{"--emulate: " + spec.error().message};
+    const int k = spec->nodes > 0 ? spec->nodes : 2;
+    for (int r : s.ranks)
+      if (r % k != 0)
+        return Error{
+            fmt::format("--emulate: expected nodes=K dividing every rank count, got "
+                        "nodes={} with --ranks {}",
+                        k, r)};
+    if (!labels.insert(profile_label(e)).second)
+      return Error{
+          fmt::format("--emulate: expected distinct profiles, got '{}' twice", profile_label(e))};
+  }
+  if (!o.hostfile.empty()) {
+    if (o.nodes < 1) return Error{fmt::format("--nodes: expected at least 1, got {}", o.nodes)};
+    for (int r : s.ranks)
+      if (r % o.nodes != 0)
+        return Error{fmt::format("--ranks: expected multiples of --nodes {}, got {}", o.nodes, r)};
+  }
+  return Status{};
+}
+
+Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) {
+  CS_RETURN_IF_ERROR(check_characterize_options(o));
+  if (!o.emulate.empty()) CS_RETURN_IF_ERROR(check_network_privileges());
+  for (const char* p : {"/commscope-bench", "/commscope-train"})
+    if (::access((o.bin_dir + p).c_str(), X_OK) != 0)
+      return Error{fmt::format("{}{}: not found (built without MPI or OpenBLAS?)", o.bin_dir, p)};
+  const Settings s = settings_of(o);
+  std::error_code ec;
+  for (const char* d : {"", "/logs", "/runs", "/traces", "/compute"}) {
+    fs::create_directories(o.out + d, ec);
+    if (ec)
+      return Error{fmt::format("-o/--output: cannot create '{}{}': {}", o.out, d, ec.message())};
+  }
+  Progress prog;
+  std::FILE* tty = nullptr;
+  if (o.progress && progress_to) {
+    const int fd = ::dup(::fileno(progress_to));
+    if (fd >= 0) tty = ::fdopen(fd, "w");
+    prog.f = tty;
+  }
+  struct CloseTty {
+    std::FILE* f;
+    ~CloseTty() {
+      if (f) std::fclose(f);
+    }
+  } close_tty{tty};
+
+  // The model: the preset, smaller in --quick; written to the folder for predict and train.
+  CS_ASSIGN_OR_RETURN(ModelSpec model, load_model(o.model));
+  if (o.quick) {
+    model.decoder_layers = std::min(model.decoder_layers, 2);
+    model.hidden = std::min<std::int64_t>(model.hidden, 128);
+    model.ffn = 4 * model.hidden;
+    model.head_dim = model.hidden / model.heads;
+    model.vocab = std::min<std::int64_t>(model.vocab, 1024);
+    model.seq_length = std::min<std::int64_t>(model.seq_length, 64);
+    model.max_positions = model.seq_length;
+    model.name += "-quick";
+    model.sources.push_back(
+        "commscope characterize --quick: 2 layers, hidden 128, vocab 1024, "
+        "64 tokens (at most), to finish in minutes");
+  }
+  const std::string model_file = o.out + "/model.json";
+  CS_RETURN_IF_ERROR(write_file_atomic(model_file, to_json(model).dump(2) + "\n"));
+  CS_ASSIGN_OR_RETURN(model, load_model(model_file));
+  const double params = static_cast<double>(
+      model.vocab * model.hidden + model.max_positions * model.hidden +
+      model.decoder_layers * (12 * model.hidden * model.hidden + 13 * model.hidden) +
+      2 * model.hidden);
+
+  std::vector<Profile> profiles;
+  for (const auto& e : o.emulate) {
+    auto spec = parse_emulation(e);
+    Profile p{e, profile_label(e), spec->nodes > 0 ? spec->nodes : 2};
+    if (spec->nodes == 0) p.spec += ",nodes=2";
+    profiles.push_back(p);
+  }
+  if (!o.hostfile.empty()) profiles.push_back({"", "cluster", o.nodes});
+
+  // Every run's arguments checked by the trainer's own code before anything is measured.
+  if (o.check_train)
+    for (const Profile& p : profiles)
+      for (int r : s.ranks)
+        for (const std::string& st : s.strategies) {
+          const std::string id = fmt::format("{}-{}-r{}", p.label, st, r);
+          fs::create_directories(o.out + "/runs/" + id, ec);  // where its summary will go
+          CS_RETURN_IF_ERROR(o.check_train(
+              train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r));
+        }
+
+  // 1. the network
+  json network = json::array();
+  for (const Profile& p : profiles) {
+    CS_ASSIGN_OR_RETURN(json n, measure_network(o, s, p, params * 4, prog));
+    network.push_back(n);
+  }
+  // 2. the compute, at each number of ranks one host runs
+  std::set<int> conc = {1};  // the host alone: system-cpu-host.json
+  for (int r : s.ranks)
+    for (const Profile& p : profiles) conc.insert(compute_concurrency(o, p, r));
+  int max_per_node = 1;  // ranks per (emulated) node: the system's GPUs per node
+  for (int r : s.ranks)
+    for (const Profile& p : profiles) max_per_node = std::max(max_per_node, r / p.nodes);
+  CS_ASSIGN_OR_RETURN(json compute, measure_compute_all(o, s, model, conc, max_per_node, prog));
+
+  // 3. training runs, each kept under runs/<id>/ once complete
+  const std::string train = o.bin_dir + "/commscope-train";
+  json runs = json::array();
+  const std::size_t total = profiles.size() * s.ranks.size() * s.strategies.size();
+  std::size_t done = 0;
+  std::map<std::string, std::vector<std::size_t>> by_series;  // profile/strategy -> runs
+  for (const Profile& p : profiles) {
+    for (int r : s.ranks) {
+      for (const std::string& st : s.strategies) {
+        ++done;
+        const std::string id = fmt::format("{}-{}-r{}", p.label, st, r);
+        const std::string rdir = o.out + "/runs/" + id;
+        const std::string tdir = o.out + "/traces/" + id;
+        const std::vector<std::string> args = train_args(model_file, s, st, tdir, rdir);
+        json record;
+        auto cached = read_json_file(rdir + "/run.json");
+        if (cached && cached->value("schema", "") == kRunSchema &&
+            cached->value("args", json()) == json(args) && cached->contains("summary")) {
+          record = *cached;
+        } else {
+          prog.show(fmt::format("train {}/{}: {} {} on {} ranks", done, total, p.label, st, r));
+          fs::remove_all(tdir, ec);
+          fs::create_directories(tdir, ec);
+          fs::create_directories(rdir, ec);
+          fs::remove(rdir + "/train.json", ec);
+          std::vector<NodeTraffic> traffic;
+          Result<int> rc = 0;
+          {
+            Redirect red("", o.out + "/logs/train-" + id + ".log");
+            rc = run_job_here(o, p, train, args, r, stderr, &traffic);
+          }
+          if (!rc.ok()) return rc.error();
+          auto summary = read_json_file(rdir + "/train.json");
+          if (*rc != 0 || !summary)
+            return Error{
+                fmt::format("train {}: the MPI job ended with status {} (see "
+                            "{}/logs/train-{}.log)",
+                            id, *rc, o.out, id)};
+          double peak = 0, busy = 0;
+          auto spec = p.spec.empty() ? Result<EmulationSpec>(Error{""}) : parse_emulation(p.spec);
+          const double scale = spec.ok() ? spec->scale : 1.0;
+          for (const auto& t : traffic) {
+            peak = std::max(peak, t.peak_tx_bps * scale / 1e9);
+            busy = std::max(busy, t.mean_busy_bps * scale / 1e9);
+          }
+          record = {{"schema", kRunSchema},
+                    {"id", id},
+                    {"args", args},
+                    {"summary", *summary},
+                    {"peak_gbps", peak},
+                    {"busy_gbps", busy},
+                    {"throughput_gbps_per_node", throughput_series(traffic, scale)}};
+          CS_RETURN_IF_ERROR(write_file_atomic(rdir + "/run.json", record.dump(1) + "\n"));
+        }
+        // 4. the prediction from steps 1-2 alone
+        const json& avg = record["summary"]["average"];
+        CS_ASSIGN_OR_RETURN(Breakdown mb, breakdown_from_json(avg["breakdown"], id));
+        const double measured_iter = avg["time_s"].get<double>();
+        const int per_host = compute_concurrency(o, p, r);
+        ScenarioInput in;
+        in.model = model_file;
+        const std::string system_file =
+            compute["systems"][std::to_string(per_host)]["file"].get<std::string>();
+        in.system = o.out + "/" + system_file;
+        in.network = o.out + "/network-" + p.label + ".json";
+        in.plan.gpus = r;
+        in.plan.nodes = p.nodes;
+        in.plan.zero = zero_stage(st);
+        in.plan.micro_batch = s.micro_batch;
+        in.plan.precision = Precision::fp32;
+        CS_ASSIGN_OR_RETURN(SweepResult pr, predict_sweep({in}, SweepOptions{}));
+        if (pr.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
+        const PredictRow& row = pr.rows.front();
+        const Breakdown& pb = row.breakdown;
+        json run = {
+            {"id", id},
+            {"strategy", st},
+            {"ranks", r},
+            {"nodes", p.nodes},
+            {"network", p.label},
+            {"trace_dir", "traces/" + id},
+            {"system_file", system_file},
+            {"network_file", "network-" + p.label + ".json"},
+            {"measured", breakdown_terms(measured_iter, mb)},
+            {"predicted", breakdown_terms(row.iteration_time, pb)},
+            {"iteration_error_pct", error_pct(measured_iter, row.iteration_time)},
+            {"collectives", collective_rows(mb, pb)},
+            {"throughput_gbps_per_node", record.value("throughput_gbps_per_node", json::array())},
+            {"peak_gbps_per_node", record.value("peak_gbps", 0.0)},
+            {"busy_gbps_per_node", record.value("busy_gbps", 0.0)},
+            {"predicted_model_comm_s", pb.by_group[CommGroup::data].total}};
+        by_series[p.label + "/" + st].push_back(runs.size());
+        runs.push_back(std::move(run));
+      }
+    }
+  }
+
+  // 5. the seeds' projection from the smallest run of each series
+  json projection = json::array();
+  for (const auto& [key, idx] : by_series) {
+    std::size_t base = idx.front();
+    for (std::size_t i : idx)
+      if (runs[i]["ranks"].get<int>() < runs[base]["ranks"].get<int>()) base = i;
+    const json& b = runs[base];
+    for (std::size_t i : idx) {
+      if (i == base) continue;
+      const json& n = runs[i];
+      // Same micro-batch per rank: the work per rank is the same (ratio 1).
+      const double t = project_iteration(b["measured"]["iteration_s"].get<double>(),
+                                         b["measured"]["exposed_comm_s"].get<double>(), 1.0,
+                                         b["predicted_model_comm_s"].get<double>(),
+                                         n["predicted_model_comm_s"].get<double>());
+      const double meas = n["measured"]["iteration_s"].get<double>();
+      projection.push_back({{"run", n["id"]},
+                            {"base_run", b["id"]},
+                            {"measured_iteration_s", meas},
+                            {"projected_iteration_s", t},
+                            {"projection_error_pct", error_pct(meas, t)},
+                            {"simulation_error_pct", n["iteration_error_pct"]}});
+    }
+  }
+
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  json doc = {{"schema", kCharacterizeSchema},
+              {"created", iso_now()},
+              {"host",
+               {{"hostname", std::string(host)},
+                {"cores", static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN))},
+                {"mode", o.hostfile.empty() ? "emulate" : "cluster"}}},
+              {"model", model.name},
+              {"model_file", "model.json"},
+              {"quick", o.quick},
+              {"network", network},
+              {"compute", compute},
+              {"runs", runs},
+              {"projection", projection},
+              {"summary", summarize(runs)}};
+  CS_RETURN_IF_ERROR(write_csvs(o.out, runs));
+  CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/characterize.json", doc.dump(2) + "\n"));
+  prog.done();
+  return doc;
+}
+
+}  // namespace commscope::launch

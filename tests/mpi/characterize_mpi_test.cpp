@@ -1,0 +1,227 @@
+// `commscope characterize` end to end: --quick on one emulated profile with a small matrix
+// (2 and 4 ranks, DDP), the folder complete, every document parsed to the schema, an error
+// recomputed from the folder's numbers, resume without re-measuring, emulated nodes removed,
+// and bad flags as one line with exit status 2. The emulated run needs root; skipped otherwise.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+#include "commscope/launch/emulate.h"
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using commscope::testing::Outcome;
+using commscope::testing::scratch;
+using nlohmann::json;
+
+Outcome characterize(const std::string& args) {
+  return commscope::testing::run_shell(std::string("'") + COMMSCOPE_BIN + "' characterize " + args);
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+// Runs commscope characterize with `args` as a child whose pid is known, so that its emulated
+// nodes (named cs<pid>...) can be looked for afterwards. Output goes to `log`.
+int run_child(const std::vector<std::string>& args, const std::string& log, pid_t* pid_out) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(COMMSCOPE_BIN));
+    argv.push_back(const_cast<char*>("characterize"));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(COMMSCOPE_BIN, argv.data());
+    std::_Exit(127);
+  }
+  *pid_out = pid;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::map<std::string, fs::file_time_type> mtimes(const fs::path& dir) {
+  std::map<std::string, fs::file_time_type> m;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) m[e.path().string()] = e.last_write_time();
+  return m;
+}
+
+TEST(Characterize, BadFlagsAreOneLineAndStatus2) {
+  const std::string file = scratch() + "a-file";
+  std::ofstream(file) << "x";
+  for (const std::string& args :
+       {std::string("--quick"), std::string("--emulate tcp-10g --ranks 0"),
+        std::string("--emulate tcp-10g --strategies zero9"), std::string("--emulate bogus-net"),
+        std::string("--emulate tcp-10g,nodes=3 --ranks 2,4"), "--emulate tcp-10g -o '" + file + "'",
+        std::string("--emulate tcp-10g --steps 1"), std::string("--emulate tcp-10g --ranks x"),
+        // the trainer's memory check, before anything is measured (as root; otherwise the
+        // privileges line)
+        std::string("--emulate tcp-10g --model gpt2-xl")}) {
+    const Outcome o = characterize(args);
+    EXPECT_EQ(o.status, 2) << args;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+    EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << o.err;
+    EXPECT_TRUE(o.out.empty()) << o.out;
+  }
+}
+
+// The cluster mode: mpirun --hostfile (this machine's four slots, as the bench_hostfile test
+// uses), no emulation and no root needed.
+TEST(Characterize, ClusterModeWithAHostfile) {
+  const fs::path out = scratch() + "cluster";
+  const Outcome o = characterize("--quick --hostfile '" COMMSCOPE_SOURCE_DIR
+                                 "/tests/data/mpi/hostfile' --nodes 1 --ranks 2 --strategies ddp "
+                                 "--steps 3 --warmup 1 -o '" +
+                                 out.string() + "'");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json doc = read_json(out / "characterize.json");
+  EXPECT_EQ(doc["host"]["mode"], "cluster");
+  ASSERT_EQ(doc["runs"].size(), 1u);
+  EXPECT_EQ(doc["runs"][0]["id"], "cluster-ddp-r2");
+  EXPECT_EQ(doc["runs"][0]["nodes"], 1);
+  EXPECT_TRUE(fs::is_regular_file(out / "network-cluster.json"));
+  EXPECT_TRUE(fs::is_regular_file(out / "traces/cluster-ddp-r2/rank1.json"));
+  EXPECT_GT(doc["runs"][0]["measured"]["iteration_s"].get<double>(), 0);
+}
+
+TEST(Characterize, QuickOneProfileEndToEndAndResume) {
+  if (::geteuid() != 0) GTEST_SKIP() << "emulated nodes need root";
+  const fs::path out = scratch() + "char";
+  const std::vector<std::string> args = {
+      "--quick", "--emulate", "rdma-100g,nodes=2", "--ranks", "2,4", "--strategies", "ddp",
+      "--steps", "4",         "--warmup",          "1",       "-o",  out.string()};
+  pid_t pid = 0;
+  const std::string log = scratch() + "char.log";
+  const int rc = run_child(args, log, &pid);
+  std::ifstream lf(log);
+  const std::string text((std::istreambuf_iterator<char>(lf)), {});
+  ASSERT_EQ(rc, 0) << text;
+  // The emulated nodes are gone.
+  EXPECT_TRUE(commscope::launch::emulation_leftovers("cs" + std::to_string(pid)).empty());
+
+  // The folder is complete.
+  for (const char* f :
+       {"characterize.json", "runs.csv", "collectives.csv", "model.json", "network-rdma-100g.json",
+        "system-cpu-host.json", "runs/rdma-100g-ddp-r2/run.json", "runs/rdma-100g-ddp-r4/run.json"})
+    EXPECT_TRUE(fs::is_regular_file(out / f)) << f;
+  for (int r : {2, 4})
+    for (int k = 0; k < r; ++k)
+      EXPECT_TRUE(
+          fs::is_regular_file(out / fmt::format("traces/rdma-100g-ddp-r{}/rank{}.json", r, k)));
+
+  // The document and its schema.
+  const json doc = read_json(out / "characterize.json");
+  EXPECT_EQ(doc["schema"], "commscope.characterize/1");
+  EXPECT_EQ(doc["host"]["mode"], "emulate");
+  EXPECT_TRUE(doc["quick"].get<bool>());
+  ASSERT_EQ(doc["network"].size(), 1u);
+  const json& net = doc["network"][0];
+  EXPECT_EQ(net["profile"], "rdma-100g");
+  EXPECT_EQ(net["nodes"], 2);
+  EXPECT_EQ(net["file"], "network-rdma-100g.json");
+  ASSERT_FALSE(net["curves"].empty());
+  for (const json& c : net["curves"]) {
+    EXPECT_TRUE(c["group"] == "inter" || c["group"] == "intra");
+    for (const json& p : c["points"]) {
+      EXPECT_GT(p["bytes"].get<double>(), 0);
+      EXPECT_GT(p["measured_busbw_gbps"].get<double>(), 0);
+      EXPECT_GE(p["model_busbw_gbps"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(doc["compute"]["file"], "system-cpu-host.json");
+  EXPECT_GT(doc["compute"]["gemm_tflops"].get<double>(), 0);
+  ASSERT_FALSE(doc["compute"]["points"].empty());
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  const char* terms[] = {"iteration_s",       "compute_s", "exposed_comm_s",
+                         "overlapped_comm_s", "bubble_s",  "profiler_comm_s"};
+  for (const json& run : doc["runs"]) {
+    EXPECT_TRUE(fs::is_regular_file(out / run["system_file"].get<std::string>()));
+    EXPECT_TRUE(fs::is_regular_file(out / run["network_file"].get<std::string>()));
+    for (const char* k :
+         {"id", "strategy", "ranks", "nodes", "network", "trace_dir", "measured", "predicted",
+          "iteration_error_pct", "collectives", "throughput_gbps_per_node"})
+      EXPECT_TRUE(run.contains(k)) << k;
+    for (const char* t : terms) {
+      EXPECT_TRUE(run["measured"][t].is_number()) << t;
+      EXPECT_TRUE(run["predicted"][t].is_number()) << t;
+    }
+    EXPECT_GT(run["measured"]["iteration_s"].get<double>(), 0);
+    EXPECT_GT(run["predicted"]["iteration_s"].get<double>(), 0);
+    // The emulated NICs' rate over time: some window carried the gradients.
+    double peak = 0;
+    for (const json& w : run["throughput_gbps_per_node"])
+      peak = std::max(peak, w["gbps"].get<double>());
+    EXPECT_GT(peak, 0);
+    // The error recomputed from the run's own files: the trainer's summary and predict run on
+    // the folder's fitted files.
+    const json rec = read_json(out / "runs" / run["id"].get<std::string>() / "run.json");
+    const double meas = rec["summary"]["average"]["time_s"].get<double>();
+    EXPECT_DOUBLE_EQ(run["measured"]["iteration_s"].get<double>(), meas);
+    const Outcome pr = commscope::testing::run_shell(
+        std::string("'") + COMMSCOPE_BIN + "' predict --format json --model '" +
+        (out / "model.json").string() + "' --system '" +
+        (out / run["system_file"].get<std::string>()).string() + "' --network '" +
+        (out / run["network_file"].get<std::string>()).string() + "' --gpus " +
+        std::to_string(run["ranks"].get<int>()) + " --nodes 2 --zero 0 --micro-batch-size 4 " +
+        "--precision fp32");
+    ASSERT_EQ(pr.status, 0) << pr.err;
+    const double pred = json::parse(pr.out)["predictions"][0]["iteration_time_s"].get<double>();
+    EXPECT_NEAR(run["predicted"]["iteration_s"].get<double>(), pred, pred * 1e-9);
+    EXPECT_NEAR(run["iteration_error_pct"].get<double>(), (pred - meas) / meas * 100, 1e-6);
+    ASSERT_FALSE(run["collectives"].empty());
+    for (const json& c : run["collectives"]) {
+      const double m = c["measured_s"].get<double>(), p = c["predicted_s"].get<double>();
+      if (m > 0) {
+        EXPECT_NEAR(c["error_pct"].get<double>(), (p - m) / m * 100, 1e-6);
+      }
+    }
+  }
+  ASSERT_EQ(doc["projection"].size(), 1u);
+  EXPECT_EQ(doc["projection"][0]["run"], "rdma-100g-ddp-r4");
+  EXPECT_EQ(doc["projection"][0]["base_run"], "rdma-100g-ddp-r2");
+  EXPECT_EQ(doc["summary"]["runs"], 2);
+  const double e0 = std::fabs(doc["runs"][0]["iteration_error_pct"].get<double>());
+  const double e1 = std::fabs(doc["runs"][1]["iteration_error_pct"].get<double>());
+  EXPECT_NEAR(doc["summary"]["iteration_mape_pct"].get<double>(), (e0 + e1) / 2, 1e-9);
+  // The CSVs: a header and one row per run, per collective.
+  std::ifstream csv(out / "runs.csv");
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 3);
+
+  // Run again: everything is in the folder, nothing is measured again.
+  const auto before = mtimes(out / "runs");
+  const auto bench_before = mtimes(out / "bench");
+  const auto compute_before = mtimes(out / "compute");
+  const int rc2 = run_child(args, log, &pid);
+  ASSERT_EQ(rc2, 0);
+  EXPECT_EQ(mtimes(out / "runs"), before);
+  EXPECT_EQ(mtimes(out / "bench"), bench_before);
+  EXPECT_EQ(mtimes(out / "compute"), compute_before);
+  EXPECT_EQ(read_json(out / "characterize.json")["runs"].size(), 2u);
+}
+
+}  // namespace

@@ -1,0 +1,190 @@
+// The pure parts of `commscope characterize`: errors, the seeds' projection, the summary, the
+// option checks, and the compute calibration's fit (calib/compute_fit.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/calib/compute_fit.h"
+#include "commscope/cost/compute.h"
+#include "commscope/launch/characterize.h"
+#include "commscope/spec/preset.h"
+#include "commscope/spec/scenario.h"
+#include "commscope/workload/workload.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace commscope;
+using namespace commscope::launch;
+using nlohmann::json;
+
+TEST(Characterize, ErrorIsRelativeToTheMeasurement) {
+  EXPECT_NEAR(error_pct(2.0, 2.2), 10.0, 1e-12);
+  EXPECT_NEAR(error_pct(2.0, 1.5), -25.0, 1e-12);
+  EXPECT_DOUBLE_EQ(error_pct(0.0, 1.0), 0.0);
+}
+
+// The seeds' equation (ExaComm'24 panel, 003 seed), computed by hand: t(g) = 1.0 s of which
+// 0.4 s exposed communication; the modelled communication grows from 0.3 s to 0.45 s, so
+// eff = 0.3 / 0.45 = 2/3 and t(n) = 0.6 x 1 + 0.4 / (2/3) = 1.2 s.
+TEST(Characterize, ProjectionIsTheSeedsEquation) {
+  EXPECT_NEAR(project_iteration(1.0, 0.4, 1.0, 0.3, 0.45), 1.2, 1e-12);
+  // Twice the work per rank doubles the compute part only.
+  EXPECT_NEAR(project_iteration(1.0, 0.4, 2.0, 0.3, 0.3), 1.6, 1e-12);
+  // No modelled communication at n: the exposed part is kept as it was.
+  EXPECT_NEAR(project_iteration(1.0, 0.4, 1.0, 0.3, 0.0), 1.0, 1e-12);
+}
+
+TEST(Characterize, SummaryAveragesAbsoluteErrors) {
+  json runs = json::array();
+  runs.push_back({{"iteration_error_pct", -4.0},
+                  {"collectives", {{{"measured_s", 1.0}, {"error_pct", -10.0}}}}});
+  runs.push_back(
+      {{"iteration_error_pct", 2.0},
+       {"collectives",
+        {{{"measured_s", 1.0}, {"error_pct", 20.0}}, {{"measured_s", 0.0}, {"error_pct", 0.0}}}}});
+  const json s = summarize(runs);
+  EXPECT_EQ(s["runs"], 2);
+  EXPECT_DOUBLE_EQ(s["iteration_mape_pct"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(s["iteration_max_error_pct"].get<double>(), 4.0);
+  // The collective measured at 0 s has no relative error and is left out.
+  EXPECT_DOUBLE_EQ(s["collective_mape_pct"].get<double>(), 15.0);
+}
+
+TEST(Characterize, CollectiveRowsCarryBothViews) {
+  Breakdown m, p;
+  m.by_collective[Collective::all_reduce] = {0.5, 0.2, 0.6};
+  p.by_collective[Collective::all_reduce] = {0.4, 0.1, 0.45};
+  p.by_collective[Collective::all_gather] = {0.1, 0.0, 0.1};
+  const json rows = collective_rows(m, p);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["collective"], "all_reduce");
+  EXPECT_DOUBLE_EQ(rows[0]["measured_profiler_s"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(rows[0]["predicted_profiler_s"].get<double>(), 0.45);
+  EXPECT_NEAR(rows[0]["error_pct"].get<double>(), -20.0, 1e-9);
+  EXPECT_EQ(rows[1]["collective"], "all_gather");
+  EXPECT_DOUBLE_EQ(rows[1]["error_pct"].get<double>(), 0.0);  // not measured
+}
+
+// The mean over nodes of each window's sending rate, at full scale: nodes at 50 and 70 Mb/s in
+// a window make 60 Mb/s, x100 = 6 Gb/s; windows only as far as every node has one.
+TEST(Characterize, ThroughputSeriesIsTheMeanOverNodes) {
+  std::vector<NodeTraffic> t(2);
+  t[0].samples = {{0.2, 50e6}, {0.4, 10e6}, {0.6, 5e6}};
+  t[1].samples = {{0.2, 70e6}, {0.4, 30e6}};
+  const json s = throughput_series(t, 100);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_DOUBLE_EQ(s[0]["t_s"].get<double>(), 0.2);
+  EXPECT_NEAR(s[0]["gbps"].get<double>(), 6.0, 1e-12);
+  EXPECT_NEAR(s[1]["gbps"].get<double>(), 2.0, 1e-12);
+  EXPECT_TRUE(throughput_series({}, 100).empty());
+}
+
+TEST(Characterize, ProfileLabels) {
+  EXPECT_EQ(profile_label("tcp-10g,nodes=2"), "tcp-10g");
+  EXPECT_EQ(profile_label("rate=200M"), "rate-200M");
+}
+
+TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
+  CharacterizeOptions o;
+  o.out = commscope::testing::scratch() + "out";
+  auto msg = [&] {
+    Status s = check_characterize_options(o);
+    return s.ok() ? std::string() : s.error().message;
+  };
+  EXPECT_NE(msg().find("--emulate/--hostfile"), std::string::npos);
+  o.emulate = {"tcp-10g,nodes=2"};
+  EXPECT_EQ(msg(), "");
+  o.ranks = {2, 3};
+  EXPECT_NE(msg().find("--emulate: expected nodes=K dividing every rank count"), std::string::npos);
+  o.ranks = {0};
+  EXPECT_NE(msg().find("--ranks"), std::string::npos);
+  o.ranks = {};
+  o.strategies = {"zero4"};
+  EXPECT_NE(msg().find("--strategies: expected ddp|zero1|zero2|zero3, got 'zero4'"),
+            std::string::npos);
+  o.strategies = {};
+  o.emulate = {"tcp-10g", "tcp-10g,nodes=2"};
+  EXPECT_NE(msg().find("distinct"), std::string::npos);
+  o.emulate = {"nonsense"};
+  EXPECT_NE(msg().find("--emulate"), std::string::npos);
+  o.emulate = {"tcp-10g"};
+  o.steps = 3;
+  o.warmup = 3;
+  EXPECT_NE(msg().find("--warmup"), std::string::npos);
+  o.warmup = -2;
+  EXPECT_NE(msg().find("--warmup: expected a non-negative integer, got -2"), std::string::npos);
+}
+
+// The fit reproduces a host that behaves exactly as the cost model says: kernels timed from a
+// known calibration (one per op of the one-rank workload) are fitted back so that the fitted
+// system prices the same ops within 1% of the kernels' total, and the fastest GEMM is found.
+TEST(Characterize, ComputeFitReproducesAModelledHost) {
+  ModelSpec model = commscope::testing::model("gpt2-tiny-cpu");
+  auto base = load_system("cpu-host");
+  ASSERT_TRUE(base.ok());
+  SystemSpec truth = *base;
+  truth.gpu.peak.fp32 = FlopsPerSecond(1e11);
+  truth.gpu.memory_bandwidth = BytesPerSecond(3e9);
+  truth.calibration.gemm_efficiency = 0.6;
+  truth.calibration.gemm_half_flops = 5e7;
+  truth.calibration.attention_efficiency = 0.2;
+  truth.calibration.memory_efficiency = 1;
+  truth.calibration.kernel_overhead = Seconds(0);
+  PlanInput plan;
+  plan.gpus = 1;
+  plan.nodes = 1;
+  plan.micro_batch = 2;
+  plan.precision = Precision::fp32;
+  auto net = load_network("tcp-10g");
+  ASSERT_TRUE(net.ok());
+  auto sc = resolve_scenario(model, truth, *net, plan);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  const Workload w = build_workload(*sc);
+  ComputeMeasurement m;
+  m.batch = 2;
+  double total = 0, fastest = 0;
+  auto add = [&](const Op& op, bool backward) {
+    if (op.kind != OpKind::compute) return;
+    KernelTiming k;
+    k.name = std::string(op.name);
+    k.backward = backward;
+    k.calls = 1;
+    k.seconds = compute_time(op, truth.gpu, truth.calibration).value();
+    if (op.compute == ComputeClass::gemm) {
+      k.m = op.m, k.n = op.n, k.k = op.k;
+      k.flops = op.flops;
+      fastest = std::max(fastest, op.flops / k.seconds / 1e12);
+    } else if (op.compute == ComputeClass::attention) {
+      k.name = "attn_scores";
+      k.flops = op.flops;
+    } else if (op.phase == Phase::optimizer) {
+      m.optimizer_s += k.seconds;
+      total += k.seconds;
+      return;
+    }
+    total += k.seconds;
+    m.forward_backward_s += k.seconds;
+    m.kernels.push_back(k);
+  };
+  for (const Op& op : w.roles[0].chunks[0].forward.ops()) add(op, false);
+  for (const Op& op : w.roles[0].chunks[0].backward.ops()) add(op, true);
+  for (const Op& op : w.roles[0].step.ops()) add(op, false);
+  auto fit = fit_compute(m, model, *base);
+  ASSERT_TRUE(fit.ok()) << fit.error().message;
+  EXPECT_NEAR(fit->gemm_tflops, fastest, 1e-12);
+  EXPECT_NEAR(fit->measured_compute_s, total, total * 1e-9);
+  EXPECT_NEAR(fit->predicted_compute_s, total, total * 0.01);
+  EXPECT_NEAR(fit->system.calibration.microbatch_overhead.value(), 0.0, 1e-12);
+  // What predict reads back is the same system.
+  auto again = system_from_json(to_json(fit->system), "fit");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  // A measurement without a GEMM is refused.
+  ComputeMeasurement none;
+  none.forward_backward_s = 1;
+  EXPECT_FALSE(fit_compute(none, model, *base).ok());
+}
+
+}  // namespace
