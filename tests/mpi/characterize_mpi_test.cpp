@@ -124,8 +124,14 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   // The folder is complete.
   for (const char* f :
        {"characterize.json", "runs.csv", "collectives.csv", "model.json", "network-rdma-100g.json",
-        "system-cpu-host.json", "runs/rdma-100g-ddp-r2/run.json", "runs/rdma-100g-ddp-r4/run.json"})
+        "system-cpu-host.json", "runs/rdma-100g-ddp-r2/run.json", "runs/rdma-100g-ddp-r4/run.json",
+        "report.html"})
     EXPECT_TRUE(fs::is_regular_file(out / f)) << f;
+  // The report is the folder's, as `commscope report DIR` renders it (the browser test opens
+  // such pages): it names every run.
+  const std::string page = commscope::testing::slurp(out / "report.html");
+  EXPECT_NE(page.find("rdma-100g-ddp-r4"), std::string::npos);
+  EXPECT_NE(page.find("<canvas"), std::string::npos);
   for (int r : {2, 4})
     for (int k = 0; k < r; ++k)
       EXPECT_TRUE(
