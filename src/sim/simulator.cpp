@@ -535,7 +535,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       b.by_collective[Collective::send].exposed += p2p_total - p2p_hidden;
     }
     // the wait for gradient reduction after the last task: exposed, not overlapped
-    const double tail_wait = std::max(0.0, ready[s] - last_task_end[s]);
+    // (at most the communication booked as overlapped: beyond it the wait is for stragglers,
+    // which the causal view counts as idle and the profiler's view as communication)
+    const double tail_wait = std::min(std::max(0.0, ready[s] - last_task_end[s]), b.overlapped);
     b.overlapped -= tail_wait;
     b.exposed += tail_wait;
     for (const auto& t : order[s])

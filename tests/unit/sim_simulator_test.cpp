@@ -329,5 +329,36 @@ TEST(Sim, PipelineReceiveWaitIsTheProfilersView) {
   EXPECT_TRUE(found);
 }
 
+// Every part of a predicted breakdown is a non-negative time and the causal parts add up to the
+// iteration, with stragglers on, for data-parallel plans of every ZeRO stage and pipeline plans
+// on a CPU host and on a DGX (a tail wait longer than the overlapped communication once made
+// overlapped_comm negative on cpu-host).
+TEST(Sim, BreakdownPartsAreNonNegativeAndAddUp) {
+  struct Case {
+    const char* model;
+    const char* system;
+    int gpus, tp, pp;
+  };
+  for (const Case& c :
+       {Case{"gpt2-tiny-cpu", "cpu-host", 2, 1, 1}, Case{"gpt2-tiny-cpu", "cpu-host", 4, 1, 1},
+        Case{"gpt2-tiny-cpu", "cpu-host", 4, 1, 2}, Case{"gpt2-large", "dgx-a100-80gb", 16, 1, 1},
+        Case{"gpt2-large", "dgx-a100-80gb", 16, 2, 2}})
+    for (int zero : {0, 1, 2, 3}) {
+      if (c.pp > 1 && zero > 1) continue;  // ZeRO-2/3 with pipeline parallelism is refused
+      PlanInput p = plan(c.gpus, c.tp, c.pp, 1, 0);
+      p.zero = zero;
+      const Scenario sc = scenario(c.model, c.system, p);
+      const Prediction pr = simulate(build_workload(sc));
+      const Breakdown& b = pr.mean;
+      const std::string what = fmt::format("{} on {}, {} GPUs, tp {}, pp {}, ZeRO-{}", c.model,
+                                           c.system, c.gpus, c.tp, c.pp, zero);
+      for (double v : {b.compute, b.comm, b.overlapped, b.exposed, b.memcpy, b.idle, b.bubble,
+                       b.profiler_comm})
+        EXPECT_GE(v, 0) << what;
+      EXPECT_NEAR(b.compute + b.exposed + b.memcpy + b.idle, b.wall, 1e-9 * b.wall) << what;
+      EXPECT_NEAR(b.overlapped + b.exposed, b.comm, 1e-9 * b.wall) << what;
+    }
+}
+
 }  // namespace
 }  // namespace commscope
