@@ -552,21 +552,30 @@ Document seeds_page(const SeedsResult& r) {
                     "headline", unit);
     Series seed{"seed study", {}, {}, "", false, "#bab0ac"};
     Series pred{"commscope", {}, {}, "", false, "#4e79a7"};
-    c.table = table({"headline", "study", "says", "seed", "commscope", "difference", "where",
-                     "basis", "reason"},
-                    3);
+    c.table = table({"headline", "seed", "commscope", "difference"}, 1);
     for (const auto& k : r.comparisons) {
       if (k.headline.unit != unit) continue;
       c.categories.push_back(k.headline.id);
       seed.values.push_back(k.headline.seed);
       pred.values.push_back(k.predicted);
-      c.table.add({k.headline.id, k.headline.study, k.headline.says, num(k.headline.seed),
-                   num(k.predicted), num(k.difference), k.where, std::to_string(k.basis),
-                   k.reason});
+      c.table.add({k.headline.id, num(k.headline.seed), num(k.predicted), num(k.difference)});
     }
     c.series = {std::move(seed), std::move(pred)};
     head.charts.push_back(std::move(c));
   }
+  // Every headline in full, below the charts: what the study says, where commscope's figure
+  // comes from and why the two differ.
+  TableBlock all{"Every headline, its basis and the reason for the difference",
+                 "basis: the rows or matched pairs the predicted figure rests on; where: the run "
+                 "that gave a maximum, or the mean over pairs.",
+                 table({"headline", "study", "says", "unit", "seed", "commscope", "difference",
+                        "where", "basis", "reason"},
+                       4)};
+  for (const auto& k : r.comparisons)
+    all.table.add({k.headline.id, k.headline.study, k.headline.says, k.headline.unit,
+                   num(k.headline.seed), num(k.predicted), num(k.difference), k.where,
+                   std::to_string(k.basis), k.reason});
+  head.tables.push_back(std::move(all));
   d.sections.push_back(std::move(head));
 
   // The runs, group by group: where each run's iteration goes.
