@@ -181,6 +181,13 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
   if (st.dp > 0) in.plan.dp = st.dp;
   if (st.micro_batch > 0) in.plan.micro_batch = st.micro_batch;
   if (st.global_batch > 0) in.plan.global_batch = st.global_batch;
+  if (!st.precision.empty()) {
+    auto p = precision_from_name(st.precision);
+    if (!p)
+      return fail(
+          fmt::format("--precision: expected one of fp32|fp16|bf16, got '{}'", st.precision));
+    in.plan.precision = *p;
+  }
   auto sc = resolve_scenario(in);
   if (!sc) return fail(sc.error().message);
   auto path = find_preset(PresetKind::system, st.system);
@@ -220,7 +227,7 @@ Verb add_calibrate(CLI::App& app) {
     std::string system = "vtrain-a100", rows = "even", output;
     int evaluations = 400;
     // --from-trace: the traced run's scenario (-1: the built-in default)
-    std::string from_trace, model = "gpt2-large", network, network_output;
+    std::string from_trace, model = "gpt2-large", network, network_output, precision;
     int nodes = -1, gpus = -1, tp = -1, pp = -1, dp = -1;
     std::int64_t micro_batch = -1, global_batch = -1;
   };
@@ -248,6 +255,8 @@ Verb add_calibrate(CLI::App& app) {
   cmd->add_option("--micro-batch-size", st->micro_batch, "its micro-batch [4]")->group(g_trace);
   cmd->add_option("--global-batch-size", st->global_batch, "its global batch [micro x DP]")
       ->group(g_trace);
+  cmd->add_option("--precision", st->precision, "its precision: fp32|fp16|bf16 [bf16]")
+      ->group(g_trace);
   cmd->add_option("--network-output", st->network_output,
                   "write the network profile with the fitted bus-bandwidth curves here")
       ->group(g_trace);
@@ -259,8 +268,9 @@ Verb add_calibrate(CLI::App& app) {
   return {
       cmd, [cmd, st]() -> int {
         if (!st->from_trace.empty()) return run_from_trace(*cmd, *st);
-        for (const char* f : {"--model", "--network", "--nodes", "--gpus", "--tp", "--pp", "--dp",
-                              "--micro-batch-size", "--global-batch-size", "--network-output"})
+        for (const char* f :
+             {"--model", "--network", "--nodes", "--gpus", "--tp", "--pp", "--dp",
+              "--micro-batch-size", "--global-batch-size", "--network-output", "--precision"})
           if (cmd->count(f) > 0) return fail(fmt::format("{}: only with --from-trace", f));
         if (st->files.empty())
           return fail("files: expected measured-run CSV files (or --from-trace DIR), got none");

@@ -215,10 +215,11 @@ Result<TraceCalibration> calibrate_from_trace(const std::vector<TraceFile>& trac
         } else if (traced[c] <= t_hi) {
           f.efficiency = hi_e;
           f.fitted = true;
-          warnings.push_back(fmt::format(
-              "{}: traced {:.3f} ms is at or below the model at efficiency 1 ({:.3f} ms): the "
-              "trace may not be of this model and plan",
-              f.op_class, traced[c] * 1e3, t_hi * 1e3));
+          if (traced[c] < t_hi * (1 - 1e-3))  // (equal: the peak was raised to this class)
+            warnings.push_back(fmt::format(
+                "{}: traced {:.3f} ms is at or below the model at efficiency 1 ({:.3f} ms): the "
+                "trace may not be of this model and plan",
+                f.op_class, traced[c] * 1e3, t_hi * 1e3));
         } else if (traced[c] >= t_lo) {
           f.efficiency = lo_e;
           f.fitted = true;
