@@ -249,7 +249,9 @@ Result<TraceCalibration> calibrate_from_trace(const std::vector<TraceFile>& trac
     fit_all(gpu, 1e3, first, ignored);
     double matmul = 1, memory = 1;
     for (const auto& f : first) {
-      if (!f.fitted || f.efficiency <= 1) continue;
+      // At the first pass's bound the trace is below what any peak explains (launch overhead
+      // alone, or another model): no scaling for it.
+      if (!f.fitted || f.efficiency <= 1 || f.efficiency >= 1e3 * (1 - 1e-9)) continue;
       (f.op_class == "elementwise" ? memory : matmul) =
           std::max(f.op_class == "elementwise" ? memory : matmul, f.efficiency);
     }
@@ -273,6 +275,12 @@ Result<TraceCalibration> calibrate_from_trace(const std::vector<TraceFile>& trac
     }
   }
   const Calibration cal = fit_all(gpu, 1.0, out.classes, out.warnings);
+  for (const auto& f : out.classes)
+    if (f.kernels == 0 && f.base_s > 0)
+      out.warnings.push_back(fmt::format(
+          "{}: the workload has {:.3f} ms of it per iteration and rank, the trace no kernel: the "
+          "trace may not be of this model and plan (kept the preset's efficiency)",
+          f.op_class, f.base_s * 1e3));
   // The printed order: gemm, attention, elementwise.
   std::rotate(out.classes.begin(), out.classes.begin() + 1, out.classes.end());
 
