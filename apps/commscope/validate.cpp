@@ -154,6 +154,9 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
                             st.files.front()));
   if (st.output.empty())
     return fail("--output: expected a file for the fitted system preset with --from-trace");
+  for (const char* f : {"--rows", "--evaluations"})
+    if (cmd.count(f) > 0)
+      return fail(fmt::format("{}: not used with --from-trace (it fits on the trace)", f));
   for (const auto& [flag, v] : {std::pair{"--nodes", st.nodes},
                                 {"--gpus", st.gpus},
                                 {"--tp", st.tp},
@@ -239,7 +242,7 @@ Verb add_calibrate(CLI::App& app) {
                                      "calibration. Fit on one split, validate on the other.");
   cmd->add_option("files", st->files, "measured-run CSV files (or --from-trace)");
   cmd->add_option("--system", st->system, "the system preset to start from [vtrain-a100]");
-  const char* g_trace = "From a trace (docs/validate.md)";
+  const char* g_trace = "From a trace (docs/calibrate.md)";
   cmd->add_option("--from-trace", st->from_trace,
                   "fit on a traced run instead: a Kineto/Chrome trace file or a directory of "
                   "them (predict --trace, train --trace, PyTorch profiler); needs -o")

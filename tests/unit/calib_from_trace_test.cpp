@@ -162,6 +162,11 @@ TEST_F(FromTraceCli, BadInput) {
            {" --from-trace " + trace + out + " --model nosuch", "--model"},
            {" --from-trace " + trace + " x.csv" + out, "--from-trace"},
            {" --model gpt2-large x.csv", "--model"},
+           {" --from-trace " + trace + out + " --rows odd", "--rows"},
+           {" --from-trace " + trace + out + " --precision fp8", "--precision"},
+           {" --from-trace " + trace + out + " --network-output " +
+                (dir_ / "t.json" / "n.json").string(),
+            "--network-output"},
            {"", "files"},
        }) {
     auto r = run_shell(kBin + " calibrate --system polaris" + k.args);
