@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/from_trace.h"
@@ -110,6 +111,52 @@ TEST(FromTrace, KernelClasses) {
   EXPECT_EQ(kernel_class("void at::native::vectorized_elementwise_kernel<4, ...>"), "elementwise");
   EXPECT_EQ(kernel_class("void at::native::(anonymous namespace)::layer_norm_kernel"),
             "elementwise");
+}
+
+// A PyTorch profiler trace: kernels classified by name, only those inside the ProfilerStep
+// windows counted, each window an iteration; an NCCL all-reduce's busbw from its args.
+TEST(FromTrace, KinetoTraceByKernelName) {
+  std::string ev;
+  auto x = [&](const std::string& cat, const std::string& name, double ts, double dur,
+               const std::string& args = "") {
+    ev += (ev.empty() ? "" : ",") + fmt::format(R"({{"ph":"X","cat":"{}","name":"{}","pid":0,)"
+                                                R"("tid":7,"ts":{},"dur":{},"args":{{{}}}}})",
+                                                cat, name, ts, dur, args);
+  };
+  for (int step = 0; step < 2; ++step) {
+    const double t0 = 1000.0 + step * 10000;
+    x("gpu_user_annotation", "ProfilerStep#" + std::to_string(step + 1), t0, 9000);
+    x("kernel", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", t0 + 10, 3000);
+    x("kernel", "void flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", t0 + 3100, 1000);
+    x("kernel", "void at::native::vectorized_elementwise_kernel<4>", t0 + 4200, 500);
+    x("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", t0 + 5000, 2000,
+      R"("Collective name":"allreduce","In msg nelems":4194304,"Out msg nelems":4194304,)"
+      R"("Group size":4,"dtype":"BFloat16")");
+  }
+  x("kernel", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", 50000, 7000);  // after the steps
+  auto tf = read_trace_text(
+      "rank0.json", R"({"distributedInfo":{"rank":0,"world_size":4},"traceEvents":[)" + ev + "]}");
+  ASSERT_TRUE(tf.ok()) << tf.error().message;
+  const Scenario sc = scenario("gpt2-large", "polaris", testing::plan(4));
+  auto c = calibrate_from_trace({*tf}, sc);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->iterations, 2);
+  EXPECT_EQ(c->ranks, 1);
+  EXPECT_EQ(cls(*c, "gemm").kernels, 2u);
+  EXPECT_EQ(cls(*c, "attention").kernels, 2u);
+  EXPECT_EQ(cls(*c, "elementwise").kernels, 2u);
+  EXPECT_NEAR(cls(*c, "gemm").traced_s, 3e-3, 1e-12);
+  EXPECT_NEAR(cls(*c, "attention").traced_s, 1e-3, 1e-12);
+  EXPECT_NEAR(cls(*c, "elementwise").traced_s, 0.5e-3, 1e-12);
+  EXPECT_NEAR(c->traced_iteration_s, 9e-3, 1e-12);
+  ASSERT_EQ(c->curves.size(), 1u);
+  const BusBwCurve& cv = c->curves.front();
+  EXPECT_EQ(cv.collective, Collective::all_reduce);
+  EXPECT_EQ(cv.ranks, 4);
+  ASSERT_EQ(cv.points.size(), 1u);
+  EXPECT_EQ(cv.points[0].bytes, 2.0 * 4194304);
+  // busbw = size x 2 (n-1)/n / time (nccl-tests), 4 ranks on one node: no NIC sharing.
+  EXPECT_NEAR(cv.points[0].busbw.value(), 2.0 * 4194304 * 1.5 / 2e-3, 1e-3);
 }
 
 // The command: predict --trace on a system with other efficiencies, calibrate --from-trace
