@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/calib/from_trace.h"
 #include "commscope/calib/validate.h"
 #include "commscope/report/table.h"
 #include "commscope/report/validation.h"
 #include "commscope/spec/framework_config.h"
 #include "commscope/spec/preset.h"
+#include "commscope/util/atomic_file.h"
 #include "commscope/util/json_fields.h"
 #include "embed.h"
 #include "verbs.h"
@@ -141,11 +143,96 @@ Verb add_validate(CLI::App& app) {
       }};
 }
 
+namespace {
+
+// `calibrate --from-trace`: the traced run's scenario, the fit, the fitted system (and network)
+// written, the report printed.
+template <class State>
+int run_from_trace(const CLI::App& cmd, const State& st) {
+  if (!st.files.empty())
+    return fail(fmt::format("--from-trace: cannot be combined with measured-run files ('{}')",
+                            st.files.front()));
+  if (st.output.empty())
+    return fail("--output: expected a file for the fitted system preset with --from-trace");
+  for (const char* f : {"--rows", "--evaluations"})
+    if (cmd.count(f) > 0)
+      return fail(fmt::format("{}: not used with --from-trace (it fits on the trace)", f));
+  for (const auto& [flag, v] : {std::pair{"--nodes", st.nodes},
+                                {"--gpus", st.gpus},
+                                {"--tp", st.tp},
+                                {"--pp", st.pp},
+                                {"--dp", st.dp}})
+    if (cmd.count(flag) > 0 && v < 1)
+      return fail(fmt::format("{}: expected a positive integer, got '{}'", flag, v));
+  for (const auto& [flag, v] :
+       {std::pair{"--micro-batch-size", st.micro_batch}, {"--global-batch-size", st.global_batch}})
+    if (cmd.count(flag) > 0 && v < 1)
+      return fail(fmt::format("{}: expected a positive integer, got '{}'", flag, v));
+  if (Status s = check_output_path(st.output); !s.ok())
+    return fail("--output: " + s.error().message);
+  if (Status s = st.network_output.empty() ? Status{} : check_output_path(st.network_output);
+      !s.ok())
+    return fail("--network-output: " + s.error().message);
+  ScenarioInput in = default_scenario_input();
+  in.model = st.model;
+  in.system = st.system;
+  in.network = st.network;
+  if (st.nodes > 0) in.plan.nodes = st.nodes;
+  if (st.gpus > 0) in.plan.gpus = st.gpus;
+  if (st.tp > 0) in.plan.tp = st.tp;
+  if (st.pp > 0) in.plan.pp = st.pp;
+  if (st.dp > 0) in.plan.dp = st.dp;
+  if (st.micro_batch > 0) in.plan.micro_batch = st.micro_batch;
+  if (st.global_batch > 0) in.plan.global_batch = st.global_batch;
+  if (!st.precision.empty()) {
+    auto p = precision_from_name(st.precision);
+    if (!p)
+      return fail(
+          fmt::format("--precision: expected one of fp32|fp16|bf16, got '{}'", st.precision));
+    in.plan.precision = *p;
+  }
+  auto sc = resolve_scenario(in);
+  if (!sc) return fail(sc.error().message);
+  auto path = find_preset(PresetKind::system, st.system);
+  if (!path) return fail(path.error().message);
+  auto raw = read_json_file(*path);
+  if (!raw) return fail(raw.error().message);
+  TraceReadOptions ro;
+  ro.strict = true;
+  auto traces = read_traces({st.from_trace}, ro);
+  if (!traces) return fail("--from-trace: " + traces.error().message);
+  print_warnings(traces->warnings);
+  auto c = calibrate_from_trace(traces->files, *sc);
+  if (!c) return fail(c.error().message);
+  print_warnings(c->warnings);
+  nlohmann::json j = trace_calibrated_system_json(
+      raw.value(), *c,
+      fmt::format(
+          "calibration fitted by `commscope calibrate --from-trace` on {} ({} iteration(s), "
+          "{} rank(s)); the traced iteration predicted with {:+.2f}% error",
+          st.from_trace.substr(st.from_trace.find_last_of('/') + 1), c->iterations, c->ranks,
+          c->error * 100));
+  if (!st.network_output.empty()) {
+    if (Status s = write_file_atomic(st.network_output, to_json(c->network).dump(2) + "\n");
+        !s.ok())
+      return fail("--network-output: " + s.error().message);
+  }
+  if (Status s = write_file_atomic(st.output, j.dump(2) + "\n"); !s.ok())
+    return fail("--output: " + s.error().message);
+  return emit(render_trace_calibration(*c), "");
+}
+
+}  // namespace
+
 Verb add_calibrate(CLI::App& app) {
   struct State {
     std::vector<std::string> files;
     std::string system = "vtrain-a100", rows = "even", output;
     int evaluations = 400;
+    // --from-trace: the traced run's scenario (-1: the built-in default)
+    std::string from_trace, model = "gpt2-large", network, network_output, precision;
+    int nodes = -1, gpus = -1, tp = -1, pp = -1, dp = -1;
+    std::int64_t micro_batch = -1, global_batch = -1;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("calibrate",
@@ -153,15 +240,43 @@ Verb add_calibrate(CLI::App& app) {
                                      "memory, kernel overhead, NVLink) to measured "
                                      "runs and write the system preset with the fitted "
                                      "calibration. Fit on one split, validate on the other.");
-  cmd->add_option("files", st->files, "measured-run CSV files")->required();
+  cmd->add_option("files", st->files, "measured-run CSV files (or --from-trace)");
   cmd->add_option("--system", st->system, "the system preset to start from [vtrain-a100]");
+  const char* g_trace = "From a trace (docs/calibrate.md)";
+  cmd->add_option("--from-trace", st->from_trace,
+                  "fit on a traced run instead: a Kineto/Chrome trace file or a directory of "
+                  "them (predict --trace, train --trace, PyTorch profiler); needs -o")
+      ->group(g_trace);
+  cmd->add_option("--model", st->model, "the traced run's model [gpt2-large]")->group(g_trace);
+  cmd->add_option("--network", st->network, "its network profile [the system's own]")
+      ->group(g_trace);
+  cmd->add_option("--nodes", st->nodes, "its nodes [4]")->group(g_trace);
+  cmd->add_option("--gpus", st->gpus, "its GPUs in all [nodes x GPUs per node]")->group(g_trace);
+  cmd->add_option("--tp", st->tp, "its tensor-parallel size [1]")->group(g_trace);
+  cmd->add_option("--pp", st->pp, "its pipeline-parallel size [1]")->group(g_trace);
+  cmd->add_option("--dp", st->dp, "its data-parallel size [the rest]")->group(g_trace);
+  cmd->add_option("--micro-batch-size", st->micro_batch, "its micro-batch [4]")->group(g_trace);
+  cmd->add_option("--global-batch-size", st->global_batch, "its global batch [micro x DP]")
+      ->group(g_trace);
+  cmd->add_option("--precision", st->precision, "its precision: fp32|fp16|bf16 [bf16]")
+      ->group(g_trace);
+  cmd->add_option("--network-output", st->network_output,
+                  "write the network profile with the fitted bus-bandwidth curves here")
+      ->group(g_trace);
   cmd->add_option("--rows", st->rows,
                   "all|even|odd: the rows to fit on [even]; fit for the validation corpus (its "
                   "held-out rows are never fitted on)");
   cmd->add_option("--evaluations", st->evaluations, "objective evaluations at most [400]");
   cmd->add_option("-o,--output", st->output, "the system JSON to write (stdout when omitted)");
   return {
-      cmd, [st]() -> int {
+      cmd, [cmd, st]() -> int {
+        if (!st->from_trace.empty()) return run_from_trace(*cmd, *st);
+        for (const char* f :
+             {"--model", "--network", "--nodes", "--gpus", "--tp", "--pp", "--dp",
+              "--micro-batch-size", "--global-batch-size", "--network-output", "--precision"})
+          if (cmd->count(f) > 0) return fail(fmt::format("{}: only with --from-trace", f));
+        if (st->files.empty())
+          return fail("files: expected measured-run CSV files (or --from-trace DIR), got none");
         if (!valid_split(st->rows))
           return fail(fmt::format("--rows: expected all, even, odd or fit, got '{}'", st->rows));
         if (st->evaluations < 10)
