@@ -314,6 +314,27 @@ TEST(ValidateCorpus, ReadsTheShippedCorpus) {
   EXPECT_EQ(b->split, "heldout");
 }
 
+// Every filled micro-batch of Narayanan et al.'s rows has its source: Table 2 states it in the
+// row; Table 1 does not, and its rows must cite the authors' script for that table, with the
+// same micro-batch in the quoted case (no row filled without a citation).
+TEST(ValidateCorpus, MegatronMicroBatchesAreCited) {
+  int table1 = 0;
+  for (const auto& row : corpus_rows()) {
+    if (row.at("source_id") != "narayanan_sc21" || row.at("micro_batch").empty()) continue;
+    const std::string& notes = row.at("notes");
+    if (notes.rfind("Table 2 row", 0) == 0) continue;
+    ASSERT_EQ(notes.rfind("Table 1 row", 0), 0u) << row.at("id");
+    ++table1;
+    EXPECT_NE(notes.find("examples/sc21/run_table_1.sh"), std::string::npos) << row.at("id");
+    EXPECT_NE(notes.find(" MBS=" + row.at("micro_batch") + " "), std::string::npos) << row.at("id");
+    EXPECT_NE(notes.find(" GBS=" + row.at("global_batch") + " "), std::string::npos)
+        << row.at("id");
+    EXPECT_NE(notes.find(" TP=" + row.at("tp") + " "), std::string::npos) << row.at("id");
+    EXPECT_EQ(row.at("recompute"), "full") << row.at("id");
+  }
+  EXPECT_GT(table1, 0);
+}
+
 TEST(ValidateCorpus, MetricConversionsAndSkipReasons) {
   namespace fs = std::filesystem;
   fs::path dir = fs::path(testing::scratch()) / "corpus";
