@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <limits>
+#include <string_view>
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
@@ -35,11 +37,13 @@ std::int32_t stream_of(const Op& op) {
 }
 
 namespace {
+// string_view comparisons: the length first, then the characters.
 bool is_param_gather(const Op& op) {
-  return op.name == "zero3_param_all_gather";
+  return std::string_view(op.name) == "zero3_param_all_gather";
 }
 bool is_grad_bucket(const Op& op) {
-  return op.name == "ddp_bucket" || op.name == "zero_grad_bucket";
+  const std::string_view n = op.name;
+  return n == "ddp_bucket" || n == "zero_grad_bucket";
 }
 
 Event event_of(const Op& op, double start, double dur, Timeline* names) {
@@ -296,6 +300,9 @@ double p2p_bytes_of(const OpList& l) {
 std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
                                             const Intervals& busy) {
   std::array<std::size_t, 4> at{};
+  std::array<double, 4> head;  // each list's next start; infinity once it is done
+  constexpr double kDone = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < 4; ++k) head[k] = lists[k].empty() ? kDone : lists[k][0].first;
   std::size_t b = 0;
   double total = 0, hidden = 0, cs = 0, ce = -1;
   bool open = false;
@@ -306,13 +313,14 @@ std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& list
       hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
   };
   for (;;) {
+    // the list with the earliest next start (the first such list on ties)
     int next = -1;
     for (int k = 0; k < 4; ++k)
-      if (at[k] < lists[k].size() &&
-          (next < 0 || lists[k][at[k]].first < lists[next][at[next]].first))
-        next = k;
+      if (at[k] < lists[k].size() && (next < 0 || head[k] < head[next])) next = k;
     if (next < 0) break;
-    const auto& iv = lists[next][at[next]++];
+    const auto& l = lists[next];
+    const auto& iv = l[at[next]++];
+    head[next] = at[next] < l.size() ? l[at[next]].first : kDone;
     if (iv.second <= iv.first) continue;
     if (open && iv.first <= ce) {
       ce = std::max(ce, iv.second);
@@ -475,12 +483,20 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       pp);  // forward in, backward in, forward out, backward out
   // The same as a profiler records them: a receive from when the stage posted it (the wait
   // for the sender included), a send from when it began.
-  std::vector<std::array<Intervals, 4>> profiled(pp);
+  // Without receive waits those are the transfers themselves: not built, not swept.
+  bool recv_waits = false;
+  for (int s = 0; s < pp && !recv_waits; ++s)
+    for (const auto& t : order[s])
+      if (t.ready > t.transfer_start && t.transfer_start - t.recv_wait() != t.transfer_start) {
+        recv_waits = true;
+        break;
+      }
+  std::vector<std::array<Intervals, 4>> profiled(recv_waits ? pp : 0);
   for (int s = 0; s < pp; ++s)
     for (int k = 0; k < 4; ++k) {
       const std::size_t per_list = static_cast<std::size_t>(m) * v;  // one per micro-batch, chunk
       transfers[s][k].reserve(per_list);
-      profiled[s][k].reserve(per_list);
+      if (recv_waits) profiled[s][k].reserve(per_list);
     }
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
@@ -489,6 +505,7 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       const int from = (t.backward ? vs + 1 : vs - 1) % pp;
       transfers[s][t.backward ? 1 : 0].emplace_back(t.transfer_start, t.ready);
       transfers[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
+      if (!recv_waits) continue;
       profiled[s][t.backward ? 1 : 0].emplace_back(t.transfer_start - t.recv_wait(), t.ready);
       profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
@@ -521,7 +538,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       }
     }
     const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
-    const double p2p_profiled = union_and_overlap(profiled[s], {}).first;
+    // (the union's length does not depend on the busy list)
+    const double p2p_profiled =
+        recv_waits ? union_and_overlap(profiled[s], {}).first : p2p_total;
     b.profiler_comm += p2p_profiled;
     b.by_group[CommGroup::pipeline].profiler += p2p_profiled;
     if (p2p_profiled > 0) b.by_collective[Collective::send].profiler += p2p_profiled;

@@ -20,6 +20,21 @@ Intervals merged(Intervals v) {
   return out;
 }
 
+// merged() without the copy: the same intervals, in v's own storage.
+void merge_in_place(Intervals& v) {
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto iv = v[i];
+    if (iv.second <= iv.first) continue;
+    if (n > 0 && iv.first <= v[n - 1].second)
+      v[n - 1].second = std::max(v[n - 1].second, iv.second);
+    else
+      v[n++] = iv;
+  }
+  v.resize(n);
+}
+
 double length(const Intervals& v) {
   double s = 0;
   for (const auto& iv : v) s += iv.second - iv.first;

@@ -11,6 +11,7 @@ using Intervals = std::vector<std::pair<double, double>>;  // [start, end) pairs
 
 // Sorts (only when needed) and merges overlapping or touching intervals.
 Intervals merged(Intervals v);
+void merge_in_place(Intervals& v);  // v = merged(v), reusing v's storage
 // Total length.
 double length(const Intervals& v);
 // Length of the intersection of two sorted, disjoint lists.
