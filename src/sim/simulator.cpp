@@ -295,44 +295,6 @@ double p2p_bytes_of(const OpList& l) {
   return op ? op->bytes : 0.0;
 }
 
-// Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
-// disjoint list: one merging sweep, no allocation.
-std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
-                                            const Intervals& busy) {
-  std::array<std::size_t, 4> at{};
-  std::array<double, 4> head;  // each list's next start; infinity once it is done
-  constexpr double kDone = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < 4; ++k) head[k] = lists[k].empty() ? kDone : lists[k][0].first;
-  std::size_t b = 0;
-  double total = 0, hidden = 0, cs = 0, ce = -1;
-  bool open = false;
-  auto close = [&] {
-    total += ce - cs;
-    while (b < busy.size() && busy[b].second <= cs) ++b;
-    for (std::size_t j = b; j < busy.size() && busy[j].first < ce; ++j)
-      hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
-  };
-  for (;;) {
-    // the list with the earliest next start (the first such list on ties)
-    int next = -1;
-    for (int k = 0; k < 4; ++k)
-      if (at[k] < lists[k].size() && (next < 0 || head[k] < head[next])) next = k;
-    if (next < 0) break;
-    const auto& l = lists[next];
-    const auto& iv = l[at[next]++];
-    head[next] = at[next] < l.size() ? l[at[next]].first : kDone;
-    if (iv.second <= iv.first) continue;
-    if (open && iv.first <= ce) {
-      ce = std::max(ce, iv.second);
-    } else {
-      if (open) close();
-      cs = iv.first, ce = iv.second, open = true;
-    }
-  }
-  if (open) close();
-  return {total, hidden};
-}
-
 // Communication of a tail counted as hidden behind later compute.
 Breakdown as_overlapped(Breakdown b) {
   b.overlapped += b.exposed;
@@ -539,8 +501,7 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     }
     const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
     // (the union's length does not depend on the busy list)
-    const double p2p_profiled =
-        recv_waits ? union_and_overlap(profiled[s], {}).first : p2p_total;
+    const double p2p_profiled = recv_waits ? union_and_overlap(profiled[s], {}).first : p2p_total;
     b.profiler_comm += p2p_profiled;
     b.by_group[CommGroup::pipeline].profiler += p2p_profiled;
     if (p2p_profiled > 0) b.by_collective[Collective::send].profiler += p2p_profiled;

@@ -2,6 +2,7 @@
 // Shared by the timeline's breakdown and the simulator's composition of stage breakdowns.
 #pragma once
 
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -18,5 +19,9 @@ double length(const Intervals& v);
 double overlap(const Intervals& a, const Intervals& b);
 // Union of two sorted, disjoint lists, in linear time.
 Intervals united(const Intervals& a, const Intervals& b);
+// Length of the union of four sorted lists (each may overlap itself and the others), and of
+// that union's overlap with `busy` (sorted, disjoint): one merging sweep, no allocation.
+std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
+                                            const Intervals& busy);
 
 }  // namespace commscope
