@@ -79,12 +79,14 @@ std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& list
     for (std::size_t j = b; j < busy.size() && busy[j].first < ce; ++j)
       hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
   };
-  for (;;) {
-    // the list with the earliest next start (the first such list on ties)
-    int next = -1;
-    for (int k = 0; k < 4; ++k)
-      if (at[k] < lists[k].size() && (next < 0 || head[k] < head[next])) next = k;
-    if (next < 0) break;
+  std::size_t left = lists[0].size() + lists[1].size() + lists[2].size() + lists[3].size();
+  for (; left > 0; --left) {
+    // the list with the earliest next start (the first such list on ties): done lists have
+    // an infinite head, so no bounds check but where every head left is infinite
+    int next = 0;
+    for (int k = 1; k < 4; ++k) next = head[k] < head[next] ? k : next;
+    if (at[next] >= lists[next].size())
+      for (next = 0; at[next] >= lists[next].size();) ++next;
     const auto& l = lists[next];
     const auto& iv = l[at[next]++];
     head[next] = at[next] < l.size() ? l[at[next]].first : kDone;
