@@ -46,8 +46,8 @@ bool is_grad_bucket(const Op& op) {
   return n == "ddp_bucket" || n == "zero_grad_bucket";
 }
 
-Event event_of(const Op& op, double start, double dur, Timeline* names) {
-  Event e;
+// Fills a default-constructed event in place (no copy of the event into the run's list).
+void fill_event(Event& e, const Op& op, double start, double dur, Timeline* names) {
   e.stream = stream_of(op);
   e.start = start;
   e.dur = dur;
@@ -61,7 +61,6 @@ Event event_of(const Op& op, double start, double dur, Timeline* names) {
   }
   e.layer = op.layer;
   if (names) e.name = names->intern(op.name);
-  return e;
 }
 }  // namespace
 
@@ -118,7 +117,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     stream_free[s] = end[i];
     if (s == kComputeStream || s == kTensorStream) chain_end = std::max(chain_end, end[i]);
     if (uses_gather) consumer_start = start;
-    r.events.push_back(event_of(op, start, dur[i], names));
+    fill_event(r.events.emplace_back(), op, start, dur[i], names);
     r.events.back().wait = wait;
     r.wait += wait;
   }
@@ -127,7 +126,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     const double wait = straggle(kDataStream, chain_end, start, start);
     end[i] = start + dur[i];
     stream_free[kDataStream] = end[i];
-    r.events.push_back(event_of(list[i], start, dur[i], names));
+    fill_event(r.events.emplace_back(), list[i], start, dur[i], names);
     r.events.back().wait = wait;
     r.wait += wait;
   }
