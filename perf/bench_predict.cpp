@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "commscope/sim/simulator.h"
@@ -20,8 +21,10 @@ double ms_since(Clock::time_point t0) {
 }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using namespace commscope;
+  // Optional argument: repetitions per measurement (default 7; 1 for callgrind).
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
   auto big = load_model("megatron-1t");
   auto mid = load_model("llama2-13b");
   auto dgx = load_system("dgx-a100-80gb");
@@ -36,7 +39,7 @@ int main() {
   p1.gpus = 3072, p1.tp = 8, p1.pp = 64, p1.micro_batch = 1, p1.global_batch = 6 * 64;
   std::vector<double> t;
   double sink = 0;
-  for (int i = 0; i < 15; ++i) {
+  for (int i = 0; i < 2 * reps + 1; ++i) {
     auto t0 = Clock::now();
     auto sc = resolve_scenario(*big, *dgx, *ib, p1);
     if (!sc.ok()) return std::fprintf(stderr, "bench: %s\n", sc.error().message.c_str()), 2;
@@ -62,7 +65,7 @@ int main() {
   SystemSpec system = *dgx;  // the sweeps' system (stragglers as the preset says, then off)
   auto sweep = [&](const NetworkProtocol& net, double& best) {
     std::vector<double> sweeps;
-    for (int rep = 0; rep < 7; ++rep) {  // median of 7 sweeps
+    for (int rep = 0; rep < reps; ++rep) {  // median of the sweeps
       valid = 0;
       auto t0 = Clock::now();
       for (const auto& p : plans) {
@@ -116,8 +119,8 @@ int main() {
       "plans/s\n",
       valid, plans.size(), sweep_ms, per_plan_ms, plans_per_s);
   std::printf(
-      "  best of 7 sweeps: %.1f ms = %.0f plans/s (noise on a shared machine lifts the median)\n",
-      best_ms, 1e3 * valid / best_ms);
+      "  best of %d sweeps: %.1f ms = %.0f plans/s (noise on a shared machine lifts the median)\n",
+      reps, best_ms, 1e3 * valid / best_ms);
   std::printf(
       "  target >= 10000 plans/s: median %.2fx, best %.2fx; Calculon's ~1.7 ms per plan: %.1fx "
       "faster\n",

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <limits>
+#include <string_view>
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
@@ -35,15 +37,17 @@ std::int32_t stream_of(const Op& op) {
 }
 
 namespace {
+// string_view comparisons: the length first, then the characters.
 bool is_param_gather(const Op& op) {
-  return op.name == "zero3_param_all_gather";
+  return std::string_view(op.name) == "zero3_param_all_gather";
 }
 bool is_grad_bucket(const Op& op) {
-  return op.name == "ddp_bucket" || op.name == "zero_grad_bucket";
+  const std::string_view n = op.name;
+  return n == "ddp_bucket" || n == "zero_grad_bucket";
 }
 
-Event event_of(const Op& op, double start, double dur, Timeline* names) {
-  Event e;
+// Fills a default-constructed event in place (no copy of the event into the run's list).
+void fill_event(Event& e, const Op& op, double start, double dur, Timeline* names) {
   e.stream = stream_of(op);
   e.start = start;
   e.dur = dur;
@@ -57,7 +61,6 @@ Event event_of(const Op& op, double start, double dur, Timeline* names) {
   }
   e.layer = op.layer;
   if (names) e.name = names->intern(op.name);
-  return e;
 }
 }  // namespace
 
@@ -114,7 +117,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     stream_free[s] = end[i];
     if (s == kComputeStream || s == kTensorStream) chain_end = std::max(chain_end, end[i]);
     if (uses_gather) consumer_start = start;
-    r.events.push_back(event_of(op, start, dur[i], names));
+    fill_event(r.events.emplace_back(), op, start, dur[i], names);
     r.events.back().wait = wait;
     r.wait += wait;
   }
@@ -123,7 +126,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     const double wait = straggle(kDataStream, chain_end, start, start);
     end[i] = start + dur[i];
     stream_free[kDataStream] = end[i];
-    r.events.push_back(event_of(list[i], start, dur[i], names));
+    fill_event(r.events.emplace_back(), list[i], start, dur[i], names);
     r.events.back().wait = wait;
     r.wait += wait;
   }
@@ -291,40 +294,6 @@ double p2p_bytes_of(const OpList& l) {
   return op ? op->bytes : 0.0;
 }
 
-// Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
-// disjoint list: one merging sweep, no allocation.
-std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
-                                            const Intervals& busy) {
-  std::array<std::size_t, 4> at{};
-  std::size_t b = 0;
-  double total = 0, hidden = 0, cs = 0, ce = -1;
-  bool open = false;
-  auto close = [&] {
-    total += ce - cs;
-    while (b < busy.size() && busy[b].second <= cs) ++b;
-    for (std::size_t j = b; j < busy.size() && busy[j].first < ce; ++j)
-      hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
-  };
-  for (;;) {
-    int next = -1;
-    for (int k = 0; k < 4; ++k)
-      if (at[k] < lists[k].size() &&
-          (next < 0 || lists[k][at[k]].first < lists[next][at[next]].first))
-        next = k;
-    if (next < 0) break;
-    const auto& iv = lists[next][at[next]++];
-    if (iv.second <= iv.first) continue;
-    if (open && iv.first <= ce) {
-      ce = std::max(ce, iv.second);
-    } else {
-      if (open) close();
-      cs = iv.first, ce = iv.second, open = true;
-    }
-  }
-  if (open) close();
-  return {total, hidden};
-}
-
 // Communication of a tail counted as hidden behind later compute.
 Breakdown as_overlapped(Breakdown b) {
   b.overlapped += b.exposed;
@@ -475,12 +444,20 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       pp);  // forward in, backward in, forward out, backward out
   // The same as a profiler records them: a receive from when the stage posted it (the wait
   // for the sender included), a send from when it began.
-  std::vector<std::array<Intervals, 4>> profiled(pp);
+  // Without receive waits those are the transfers themselves: not built, not swept.
+  bool recv_waits = false;
+  for (int s = 0; s < pp && !recv_waits; ++s)
+    for (const auto& t : order[s])
+      if (t.ready > t.transfer_start && t.transfer_start - t.recv_wait() != t.transfer_start) {
+        recv_waits = true;
+        break;
+      }
+  std::vector<std::array<Intervals, 4>> profiled(recv_waits ? pp : 0);
   for (int s = 0; s < pp; ++s)
     for (int k = 0; k < 4; ++k) {
       const std::size_t per_list = static_cast<std::size_t>(m) * v;  // one per micro-batch, chunk
       transfers[s][k].reserve(per_list);
-      profiled[s][k].reserve(per_list);
+      if (recv_waits) profiled[s][k].reserve(per_list);
     }
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
@@ -489,6 +466,7 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       const int from = (t.backward ? vs + 1 : vs - 1) % pp;
       transfers[s][t.backward ? 1 : 0].emplace_back(t.transfer_start, t.ready);
       transfers[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
+      if (!recv_waits) continue;
       profiled[s][t.backward ? 1 : 0].emplace_back(t.transfer_start - t.recv_wait(), t.ready);
       profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
@@ -521,7 +499,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       }
     }
     const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
-    const double p2p_profiled = union_and_overlap(profiled[s], {}).first;
+    // (the union's length does not depend on the busy list)
+    const double p2p_profiled = recv_waits ? union_and_overlap(profiled[s], {}).first : p2p_total;
     b.profiler_comm += p2p_profiled;
     b.by_group[CommGroup::pipeline].profiler += p2p_profiled;
     if (p2p_profiled > 0) b.by_collective[Collective::send].profiler += p2p_profiled;

@@ -5,6 +5,7 @@
 #include "commscope/timeline/intervals.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <set>
 
@@ -58,26 +59,60 @@ void Breakdown::scale(double k) {
 
 namespace {
 
+// Per-thread scratch lists for breakdown_of: cleared, not freed, between calls (a sweep of
+// plans computes thousands of breakdowns).
+struct Scratch {
+  Intervals c, y, other, prof;  // prof: every call from entry (start - wait) to end
+  std::array<Intervals, 4> g, pg;
+  std::array<Intervals, 32> k, pk;  // by (group, collective): one stream each, so in time order
+  Intervals u, pu, tmp;
+  void clear() {
+    for (Intervals* v : {&c, &y, &other, &prof, &u, &pu, &tmp}) v->clear();
+    for (auto& v : g) v.clear();
+    for (auto& v : pg) v.clear();
+    for (auto& v : k) v.clear();
+    for (auto& v : pk) v.clear();
+  }
+};
+
+// into = united(into, part) with part merged in place first (into empty: part's intervals).
+void unite_into(Intervals& into, Intervals& part, Intervals& tmp) {
+  merge_in_place(part);
+  if (into.empty()) {
+    into.assign(part.begin(), part.end());
+    return;
+  }
+  tmp.clear();
+  tmp.reserve(into.size() + part.size());
+  std::merge(into.begin(), into.end(), part.begin(), part.end(), std::back_inserter(tmp));
+  merge_in_place(tmp);
+  into.swap(tmp);
+}
+
 template <class Pred>
 Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   // Events of one stream come in time order, so per-stream lists are usually sorted already:
   // lists are unioned by linear merges, and sorted only when they are not.
-  Intervals c, y, other, prof;  // prof: every call from entry (start - wait) to end
-  std::array<Intervals, 4> g, pg;
-  std::array<Intervals, 32> k, pk;  // by (group, collective): one stream each, so in time order
-  if (t1 <= t0) {                   // the window the events span
+  thread_local Scratch sc;
+  sc.clear();
+  Intervals &c = sc.c, &y = sc.y, &other = sc.other, &prof = sc.prof;
+  auto &g = sc.g, &pg = sc.pg;
+  auto &k = sc.k, &pk = sc.pk;
+  if (t1 <= t0) {  // the window the events span
     double lo = 1e300, hi = -1e300;
     for_each_event([&](const Event& e) { lo = std::min(lo, e.start), hi = std::max(hi, e.end()); });
     t0 = lo, t1 = hi;
   }
   Breakdown b;
   if (!(t1 > t0)) return b;
+  bool waits = false;  // whether any call waited: else the profiler's lists are the others
   for_each_event([&](const Event& e) {
     double s = std::max(e.start, t0), f = std::min(e.end(), t1);
     if (f <= s) {
       // A call that transferred nothing in the window may still have waited in it.
       const double ps = std::max(e.start - std::max(e.wait, 0.0), t0);
       if (e.kind != EventKind::comm || f <= ps) return;
+      waits = true;
       prof.emplace_back(ps, f);
       if (e.has_collective) {
         const auto gi = static_cast<std::size_t>(e.group);
@@ -95,6 +130,7 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
         break;
       case EventKind::comm: {
         const double ps = std::max(e.start - std::max(e.wait, 0.0), t0);
+        waits |= ps != s;
         prof.emplace_back(ps, f);
         if (e.has_collective) {
           const auto gi = static_cast<std::size_t>(e.group);
@@ -108,39 +144,57 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
       }
     }
   });
-  c = merged(std::move(c));
-  y = merged(std::move(y));
-  Intervals m = merged(std::move(other));
+  merge_in_place(c);
+  merge_in_place(y);
+  Intervals& m = other;
+  merge_in_place(m);
   b.wall = t1 - t0;
   for (std::size_t i = 0; i < g.size(); ++i) {
     if (pg[i].empty()) continue;  // every call of the group is in pg, with or without a wait
-    b.by_group.v[i].profiler = length(merged(std::move(pg[i])));
-    if (g[i].empty()) continue;
-    Intervals u = merged(std::move(g[i]));
+    if (g[i].empty()) {
+      merge_in_place(pg[i]);
+      b.by_group.v[i].profiler = length(pg[i]);
+      continue;
+    }
+    Intervals& u = g[i];
+    merge_in_place(u);
     const double tot = length(u);
+    if (waits) {
+      merge_in_place(pg[i]);
+      b.by_group.v[i].profiler = length(pg[i]);
+    } else {
+      b.by_group.v[i].profiler = tot;  // the same intervals
+    }
     b.by_group.v[i].total = tot, b.by_group.v[i].exposed = tot - overlap(c, u);
-    m = m.empty() ? std::move(u) : united(m, u);
+    unite_into(m, u, sc.tmp);
   }
   for (std::size_t col = 0; col < 8; ++col) {
-    Intervals u, pu;
+    Intervals &u = sc.u, &pu = sc.pu;
+    u.clear(), pu.clear();
     for (std::size_t grp = 0; grp < 4; ++grp) {
       Intervals& ppart = pk[grp * 8 + col];
-      if (!ppart.empty())
-        pu = pu.empty() ? merged(std::move(ppart)) : united(pu, merged(std::move(ppart)));
+      if (waits && !ppart.empty()) unite_into(pu, ppart, sc.tmp);
       Intervals& part = k[grp * 8 + col];
-      if (!part.empty())
-        u = u.empty() ? merged(std::move(part)) : united(u, merged(std::move(part)));
+      if (!part.empty()) unite_into(u, part, sc.tmp);
     }
-    b.by_collective.v[col].profiler = length(pu);
-    if (u.empty()) continue;
+    if (u.empty()) {
+      b.by_collective.v[col].profiler = waits ? length(pu) : 0.0;
+      continue;
+    }
     const double tot = length(u);
+    b.by_collective.v[col].profiler = waits ? length(pu) : tot;
     b.by_collective.v[col].total = tot, b.by_collective.v[col].exposed = tot - overlap(c, u);
   }
   b.compute = length(c);
   b.comm = length(m);
   b.overlapped = overlap(c, m);
   b.exposed = b.comm - b.overlapped;
-  b.profiler_comm = length(merged(std::move(prof)));
+  if (waits) {
+    merge_in_place(prof);
+    b.profiler_comm = length(prof);
+  } else {
+    b.profiler_comm = b.comm;  // prof holds the same intervals as m
+  }
   Intervals cm = united(c, m);
   double busy_cm = length(cm);
   b.memcpy = length(y) - overlap(cm, y);
