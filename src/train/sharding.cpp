@@ -59,6 +59,10 @@ Result<Sharding> Sharding::build(const Workload& w, const ParamLayout& layout, S
   std::int64_t offset = 0;
   for (const Op& op : role.step.ops()) {
     if (op.kind != OpKind::comm) continue;
+    // Only the step's reduce-scatters and all-gathers cover the buffer; the ZeRO gradient-norm
+    // all-reduce (one scalar) covers no range of it.
+    if (op.collective != Collective::reduce_scatter && op.collective != Collective::all_gather)
+      continue;
     CommOp c{std::string(op.name), op.collective, offset, op.elements, op.layer};
     if (op.collective == Collective::reduce_scatter) sh.step_reduce_scatter.push_back(c);
     if (op.collective == Collective::all_gather) sh.step_all_gather.push_back(c);

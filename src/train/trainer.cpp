@@ -73,8 +73,8 @@ class Trainer {
   Status plan();
   void record_compute(const OpRecord& r);
   // Runs one MPI collective on the stream and records it.
-  // outside_workload: a collective the workload does not model (the loss and gradient-norm
-  // scalars, checkpoint agreement, the re-gather after a resume): timed, not counted.
+  // outside_workload: a collective the workload does not model (the loss scalar, checkpoint
+  // agreement, the re-gather after a resume): timed, not counted.
   std::uint64_t collective(const CommOp& op, std::function<void()> call,
                            bool outside_workload = false);
   std::uint64_t all_reduce_grads(const CommOp& op);
@@ -410,12 +410,9 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   double sq = sum_of_squares(g.data(), static_cast<std::int64_t>(g.size()));
   if (sharded && n_ > 1) {  // the global norm needs every shard: one scalar all-reduce
     CommOp op{"grad_norm_all_reduce", Collective::all_reduce, 0, 2, kNoLayer};
-    collective(
-        op,
-        [this, &sq] {
-          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, comm_));
-        },
-        true);
+    collective(op, [this, &sq] {
+      CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, comm_));
+    });  // in the workload (builder.cpp: grad_norm_all_reduce), so counted
     stream_.drain();
   }
   const double norm = std::sqrt(sq) * scale;

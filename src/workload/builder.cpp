@@ -1011,6 +1011,13 @@ class Builder {
       op.tag = OpTag::grad_bucket;
       e.chain(op);
     }
+    if (p_.framework == Framework::none && sharded) {
+      // commscope-train under ZeRO: each rank holds a shard of the gradients, so the global
+      // norm (for clipping) is one all-reduce of the summed squares, one fp64 scalar, after
+      // the gradients are reduced and before the optimizer (src/train/trainer.cpp).
+      e.chain(comm("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, p_.dp, 1,
+                   DType::fp64, kNoLayer));
+    }
     const double owned =
         sharded ? static_cast<double>(r.params) / p_.dp : static_cast<double>(r.params);
     // Adam: fp32 master weight, two moments and the gradient read; master, moments and the

@@ -187,4 +187,43 @@ TEST(Characterize, ComputeFitReproducesAModelledHost) {
   EXPECT_FALSE(fit_compute(none, model, *base).ok());
 }
 
+// The trainer's ZeRO plans compute the global gradient norm from every rank's shard: one
+// all-reduce of one fp64 scalar over the data-parallel group per step, after the gradients
+// are reduced and before the optimizer. DDP holds the whole gradient and issues none.
+TEST(Characterize, ZeroPlansAllReduceTheGradientNorm) {
+  ModelSpec model = commscope::testing::model("gpt2-tiny-cpu");
+  auto sys = load_system("cpu-host");
+  auto net = load_network("tcp-10g");
+  ASSERT_TRUE(sys.ok() && net.ok());
+  for (int zero = 0; zero <= 3; ++zero) {
+    for (int gpus : {1, 4}) {
+      PlanInput plan;
+      plan.gpus = gpus;
+      plan.nodes = 1;
+      plan.zero = zero;
+      plan.micro_batch = 2;
+      plan.precision = Precision::fp32;
+      auto sc = resolve_scenario(model, *sys, *net, plan);
+      ASSERT_TRUE(sc.ok()) << sc.error().message;
+      const Workload w = build_workload(*sc);
+      int norms = 0, adam_at = -1, norm_at = -1, i = 0;
+      for (const Op& op : w.roles[0].step.ops()) {
+        if (op.kind == OpKind::comm && op.name == "grad_norm_all_reduce") {
+          ++norms;
+          norm_at = i;
+          EXPECT_EQ(op.collective, Collective::all_reduce);
+          EXPECT_EQ(op.group, CommGroup::data);
+          EXPECT_EQ(op.group_size, gpus);
+          EXPECT_DOUBLE_EQ(op.bytes, 8.0);
+        }
+        if (op.kind == OpKind::compute && op.name == "adam") adam_at = i;
+        ++i;
+      }
+      const bool expected = zero >= 1 && gpus > 1;
+      EXPECT_EQ(norms, expected ? 1 : 0) << "zero " << zero << ", " << gpus << " ranks";
+      if (expected) EXPECT_LT(norm_at, adam_at) << "zero " << zero;
+    }
+  }
+}
+
 }  // namespace

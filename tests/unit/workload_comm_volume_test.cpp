@@ -50,9 +50,10 @@ TEST(Comm, ZeroStagesMoveTheZeroPaperVolumes) {
         EXPECT_NEAR(volume[0] / (2.0 * (d - 1) / d * psi * 2 /*bf16*/), 1.0, 1e-12);
       }
     }
-    EXPECT_NEAR(volume[1] / volume[0], 1.0, 1e-12);
-    EXPECT_NEAR(volume[2] / volume[0], 1.0, 1e-12);
-    EXPECT_NEAR(volume[3] / volume[0], 1.5, 1e-12);
+    // ZeRO's 8-byte gradient-norm all-reduce aside (a few parts in 1e8 of the volume).
+    EXPECT_NEAR(volume[1] / volume[0], 1.0, 1e-7);
+    EXPECT_NEAR(volume[2] / volume[0], 1.0, 1e-7);
+    EXPECT_NEAR(volume[3] / volume[0], 1.5, 1e-7);
   }
 }
 
