@@ -31,8 +31,6 @@
 #include "commscope/gpt/optim.h"
 #include "commscope/gpt/parallel.h"
 #include "commscope/sim/simulator.h"
-#include "commscope/timeline/breakdown_json.h"
-#include "commscope/timeline/chrome.h"
 #include "commscope/timeline/timeline.h"
 #include "commscope/train/checkpoint.h"
 #include "commscope/util/atomic_file.h"
@@ -735,38 +733,14 @@ Status PipelineTrainer::train() {
 }
 
 void PipelineTrainer::write_trace() const {
-  if (o_.trace.empty()) return;
-  Timeline t = tl_;
-  t.events = compute_events_;
-  t.events.insert(t.events.end(), comm_events_.begin(), comm_events_.end());
-  t.events.insert(t.events.end(), task_events_.begin(), task_events_.end());
-  t.rank_names[me_] = fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d);
-  t.stream_names[{me_, 0}] = "compute";
-  t.stream_names[{me_, 1}] = "communication";
-  t.stream_names[{me_, 2}] = "pipeline schedule";
-  const Status s = write_file_atomic(trace_path(o_.trace, me_), chrome_trace_json(t));
-  if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+  write_rank_trace(o_.trace, me_, tl_, {&compute_events_, &comm_events_, &task_events_},
+                   fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d),
+                   {"compute", "communication", "pipeline schedule"});
 }
 
 void PipelineTrainer::gather_ranks() {
-  static_assert(std::is_trivially_copyable_v<Breakdown>);
-  struct Averages {
-    double time = 0;
-    Breakdown breakdown;
-    int t = 0, p = 0, d = 0;
-  } mine;
-  averages(rows_, start_, o_.warmup, &mine.breakdown, &mine.time);
-  mine.t = g_.t, mine.p = g_.p, mine.d = g_.d;
-  std::vector<Averages> all(static_cast<std::size_t>(me_ == 0 ? n_ : 0));
-  CS_MPI_CHECK(
-      MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, world_));
-  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    const Averages& a = all[static_cast<std::size_t>(r)];
-    nlohmann::json x = {
-        {"rank", r}, {"tp_rank", a.t}, {"pp_rank", a.p}, {"dp_rank", a.d}, {"time_s", a.time}};
-    x.update(breakdown_to_json(a.breakdown));
-    per_rank_.push_back(std::move(x));
-  }
+  per_rank_ = gather_rank_averages(world_, me_, n_, rows_, start_, o_.warmup,
+                                   {{"tp_rank", g_.t}, {"pp_rank", g_.p}, {"dp_rank", g_.d}});
 }
 
 int PipelineTrainer::report() {

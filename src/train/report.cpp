@@ -2,10 +2,14 @@
 #include "report.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <set>
+#include <type_traits>
 
+#include "commscope/comm/mpi.h"
 #include "commscope/timeline/breakdown_json.h"
+#include "commscope/timeline/chrome.h"
 #include "commscope/util/atomic_file.h"
 
 namespace commscope::train {
@@ -24,6 +28,48 @@ void averages(const std::vector<StepRow>& rows, std::int64_t start, int warmup, 
     avg->scale(1.0 / counted);
     *time /= counted;
   }
+}
+
+void write_rank_trace(const std::string& trace, int rank, const Timeline& names,
+                      std::initializer_list<const std::vector<Event>*> lists,
+                      const std::string& rank_name, std::initializer_list<const char*> streams) {
+  if (trace.empty()) return;
+  Timeline t = names;
+  t.events.clear();
+  for (const auto* l : lists) t.events.insert(t.events.end(), l->begin(), l->end());
+  t.rank_names[rank] = rank_name;
+  int stream = 0;
+  for (const char* s : streams) t.stream_names[{rank, stream++}] = s;
+  const Status s = write_file_atomic(trace_path(trace, rank), chrome_trace_json(t));
+  if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", rank, s.error().message.c_str());
+}
+
+std::vector<nlohmann::json> gather_rank_averages(
+    MPI_Comm comm, int me, int ranks, const std::vector<StepRow>& rows, std::int64_t start,
+    int warmup, std::initializer_list<std::pair<const char*, int>> coords) {
+  static_assert(std::is_trivially_copyable_v<Breakdown>);
+  struct Averages {
+    double time = 0;
+    Breakdown breakdown;
+    std::array<int, 3> coord{};
+  } mine;
+  CS_CHECK(coords.size() <= mine.coord.size());
+  averages(rows, start, warmup, &mine.breakdown, &mine.time);
+  std::size_t i = 0;
+  for (const auto& c : coords) mine.coord[i++] = c.second;
+  std::vector<Averages> all(static_cast<std::size_t>(me == 0 ? ranks : 0));
+  CS_MPI_CHECK(
+      MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm));
+  std::vector<nlohmann::json> out;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const Averages& a = all[static_cast<std::size_t>(r)];
+    nlohmann::json x = {{"rank", r}, {"time_s", a.time}};
+    i = 0;
+    for (const auto& c : coords) x[c.first] = a.coord[i++];
+    x.update(breakdown_to_json(a.breakdown));
+    out.push_back(std::move(x));
+  }
+  return out;
 }
 
 // Rank 0: the averages after warm-up, the communication against the workload; table or json.

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <mpi.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/timeline/timeline.h"
@@ -33,6 +35,21 @@ using MeasuredComm = std::map<std::pair<CommGroup, Collective>, std::pair<std::i
 // start + warmup; all of them when there are no more).
 void averages(const std::vector<StepRow>& rows, std::int64_t start, int warmup, Breakdown* avg,
               double* time);
+
+// Writes this rank's Chrome trace (trace_path(trace, rank)): `names` (the interned event names)
+// with the events of `lists`, the rank called `rank_name` and its streams 0, 1, ... called
+// `streams`. A failure is reported on stderr, not fatal: the run itself is measured.
+void write_rank_trace(const std::string& trace, int rank, const Timeline& names,
+                      std::initializer_list<const std::vector<Event>*> lists,
+                      const std::string& rank_name, std::initializer_list<const char*> streams);
+
+// Every rank's averages after the warm-up, gathered to rank 0 of `comm` (the stream is idle: a
+// plain collective; a Breakdown is plain numbers, so it travels as bytes and is written by the
+// one breakdown JSON writer): on rank 0 one object per rank, {"rank", "time_s", each of
+// `coords` by its name, and the breakdown's keys}; elsewhere nothing. At most three coords.
+std::vector<nlohmann::json> gather_rank_averages(
+    MPI_Comm comm, int me, int ranks, const std::vector<StepRow>& rows, std::int64_t start,
+    int warmup, std::initializer_list<std::pair<const char*, int>> coords = {});
 
 // What rank 0 reports about a run.
 struct RunRecord {

@@ -28,7 +28,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include "commscope/timeline/breakdown_json.h"
 
 #include "comm_stream.h"
 #include "commscope/comm/collectives.h"
@@ -37,8 +36,6 @@
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
 #include "commscope/spec/scenario.h"
-#include "commscope/timeline/breakdown_json.h"
-#include "commscope/timeline/chrome.h"
 #include "commscope/timeline/timeline.h"
 #include "commscope/train/checkpoint.h"
 #include "commscope/train/sharding.h"
@@ -618,34 +615,12 @@ Status Trainer::train() {
 
 // --trace: this rank's timeline as a Chrome trace.
 void Trainer::write_trace() const {
-  if (o_.trace.empty()) return;
-  Timeline t = tl_;
-  t.events = compute_events_;
-  t.events.insert(t.events.end(), comm_events_.begin(), comm_events_.end());
-  t.rank_names[me_] = fmt::format("rank {}", me_);
-  t.stream_names[{me_, 0}] = "compute";
-  t.stream_names[{me_, 1}] = "communication";
-  const Status s = write_file_atomic(trace_path(o_.trace, me_), chrome_trace_json(t));
-  if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", me_, s.error().message.c_str());
+  write_rank_trace(o_.trace, me_, tl_, {&compute_events_, &comm_events_},
+                   fmt::format("rank {}", me_), {"compute", "communication"});
 }
 
-// Every rank's averages, to rank 0 (the stream is idle: a plain collective). A Breakdown is
-// plain numbers, so it travels as bytes and is written by the one breakdown JSON writer.
 void Trainer::gather_ranks() {
-  static_assert(std::is_trivially_copyable_v<Breakdown>);
-  struct Averages {
-    double time = 0;
-    Breakdown breakdown;
-  } mine;
-  averages(rows_, start_, o_.warmup, &mine.breakdown, &mine.time);
-  std::vector<Averages> all(static_cast<std::size_t>(me_ == 0 ? n_ : 0));
-  CS_MPI_CHECK(
-      MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm_));
-  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    nlohmann::json x = {{"rank", r}, {"time_s", all[static_cast<std::size_t>(r)].time}};
-    x.update(breakdown_to_json(all[static_cast<std::size_t>(r)].breakdown));
-    per_rank_.push_back(std::move(x));
-  }
+  per_rank_ = gather_rank_averages(comm_, me_, n_, rows_, start_, o_.warmup);
 }
 
 // Rank 0: the averages after warm-up, the communication against the workload (report.h).

@@ -15,6 +15,7 @@
 #include "commscope/gpt/data.h"
 #include "commscope/gpt/gpt.h"
 #include "commscope/gpt/parallel.h"
+#include "commscope/train/options.h"
 #include "commscope/workload/params.h"
 
 namespace commscope::train {
@@ -218,21 +219,7 @@ TEST(GptShard, TwoPipelineChunksGiveTheModelsLossAndGradients) {
 TEST(GptShard, ParameterCountsAreTheWorkloads) {
   GptConfig c = small();
   c.layers = 4;
-  ModelSpec m;
-  m.kind = ArchKind::gpt;
-  m.decoder_layers = c.layers;
-  m.hidden = c.hidden;
-  m.heads = c.heads;
-  m.vocab = c.vocab;
-  m.seq_length = c.seq;
-  m.max_positions = c.max_positions;
-  m.tied_embeddings = true;
-  m.bias = true;
-  m.position = PositionEmbedding::learned;
-  m.norm = NormKind::layernorm;
-  m.mlp = MlpKind::gelu;
-  apply_model_defaults(m);
-  m.ffn = 4 * c.hidden;
+  const ModelSpec m = model_spec(c, "shard-test");  // the trainer's own mapping (options.h)
   for (int tp : {1, 2, 4}) {
     ShardSpec s;
     s.tp = tp;
