@@ -1,9 +1,11 @@
 // Token streams: see data.h.
 #include "commscope/gpt/data.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 namespace commscope::train {
 
@@ -21,6 +23,28 @@ std::uint64_t hash3(std::uint64_t seed, std::uint64_t index, std::uint64_t pos) 
 }
 
 }  // namespace
+
+int masked_positions(int seq) {
+  return std::max(1, static_cast<int>(static_cast<std::int64_t>(seq) * 15 / 100));
+}
+
+void mask_for_mlm(std::int64_t index, int seq, int vocab, std::uint64_t seed, std::int32_t* tokens,
+                  std::int32_t* targets) {
+  CS_CHECK(index >= 0 && seq >= 1 && vocab >= 2);
+  std::vector<int> order(static_cast<std::size_t>(seq));
+  for (int i = 0; i < seq; ++i) order[static_cast<std::size_t>(i)] = i;
+  for (int i = 0; i < seq; ++i) targets[i] = -1;  // kIgnoreTarget (kernels.h)
+  const int k = masked_positions(seq);
+  for (int i = 0; i < k; ++i) {  // partial Fisher-Yates: order[0..k) are the masked positions
+    const std::uint64_t r = hash3(seed ^ 0x4D41534B4D41534Bull, static_cast<std::uint64_t>(index),
+                                  static_cast<std::uint64_t>(i));
+    const int j = i + static_cast<int>(r % static_cast<std::uint64_t>(seq - i));
+    std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
+    const int p = order[static_cast<std::size_t>(i)];
+    targets[p] = tokens[p];
+    tokens[p] = vocab - 1;  // [MASK]
+  }
+}
 
 TokenSource TokenSource::synthetic(int vocab, std::uint64_t seed) {
   CS_CHECK(vocab >= 2);

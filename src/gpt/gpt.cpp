@@ -108,7 +108,18 @@ Status validate(const GptConfig& c) {
     return config_error("seq", c.seq,
                         "between 1 and max_positions (" + std::to_string(c.max_positions) + ")");
   }
+  if (c.arch != ModelArch::gpt && c.arch != ModelArch::bert)
+    return config_error("kind", static_cast<int>(c.arch), "gpt or bert");
+  if (c.arch == ModelArch::gpt && c.type_vocab != 0)
+    return config_error("type_vocab", c.type_vocab, "0 for a GPT");
+  if (c.arch == ModelArch::bert && (c.type_vocab < 0 || c.type_vocab > 2))
+    return config_error("type_vocab", c.type_vocab, "0, 1 or 2 (segments A and B)");
   return ok_status();
+}
+
+int token_type(int position, int seq, int type_vocab) {
+  if (type_vocab <= 0) return -1;
+  return type_vocab >= 2 && 2 * position >= seq ? 1 : 0;
 }
 
 // ---- ParamLayout ----
@@ -123,6 +134,12 @@ ParamLayout::ParamLayout(const GptConfig& cfg) {
   };
   add("wte", kEmbeddingLayer, cfg.vocab * h);
   add("wpe", kEmbeddingLayer, cfg.max_positions * h);
+  const bool bert = cfg.arch == ModelArch::bert;
+  if (bert) {
+    if (cfg.type_vocab > 0) add("wtt", kEmbeddingLayer, cfg.type_vocab * h);
+    add("norm_emb.w", kEmbeddingLayer, h);
+    add("norm_emb.b", kEmbeddingLayer, h);
+  }
   embedding_ = {0, o};
   for (int l = 0; l < cfg.layers; ++l) {
     const std::int64_t start = o;
@@ -140,12 +157,14 @@ ParamLayout::ParamLayout(const GptConfig& cfg) {
     add("mlp_out.b", l, h);
     blocks_.push_back({start, o - start});
   }
-  head_ = {o, 2 * h};
-  add("lnf.w", kHeadLayer, h);
-  add("lnf.b", kHeadLayer, h);
+  head_ = {o, bert ? 0 : 2 * h};
+  if (!bert) {
+    add("lnf.w", kHeadLayer, h);
+    add("lnf.b", kHeadLayer, h);
+  }
   total_ = o;
 
-  groups_.push_back({"head", kHeadLayer, head_});
+  if (head_.size > 0) groups_.push_back({"head", kHeadLayer, head_});
   const BlockOffsets bo(h);
   for (int l = cfg.layers - 1; l >= 0; --l) {
     const std::int64_t s = blocks_[static_cast<std::size_t>(l)].offset;
@@ -196,7 +215,7 @@ double Gpt::now() {
 }
 
 Gpt::Gpt(const GptConfig& cfg, int batch) : cfg_(cfg), layout_(cfg), batch_(batch) {
-  CS_CHECK(batch >= 1);
+  CS_CHECK(batch >= 1 && cfg.arch == ModelArch::gpt);
   const std::size_t n = static_cast<std::size_t>(batch) * cfg.seq;
   const std::size_t c = cfg.hidden;
   const std::size_t att = static_cast<std::size_t>(batch) * cfg.heads * cfg.seq * cfg.seq;

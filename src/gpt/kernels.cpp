@@ -249,7 +249,7 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
 // columns [0, r1).
 
 template <class T>
-void attention_scores_forward(T* att, const T* qkv, int B, int Tn, int C, int NH) {
+void attention_scores_forward(T* att, const T* qkv, int B, int Tn, int C, int NH, bool causal) {
   const int hs = C / NH;
   const int ld = 3 * C;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
@@ -260,20 +260,21 @@ void attention_scores_forward(T* att, const T* qkv, int B, int Tn, int C, int NH
       T* a = att + (static_cast<std::int64_t>(b) * NH + h) * Tn * Tn;
       for (int r0 = 0; r0 < Tn; r0 += kAttnBlock) {
         const int r1 = std::min(Tn, r0 + kAttnBlock);
-        gemm(false, true, r1 - r0, r1, hs, scale, q + static_cast<std::int64_t>(r0) * ld, ld, k, ld,
-             T(0), a + static_cast<std::int64_t>(r0) * Tn, Tn);
+        const int cols = causal ? r1 : Tn;  // bidirectional: every key
+        gemm(false, true, r1 - r0, cols, hs, scale, q + static_cast<std::int64_t>(r0) * ld, ld, k,
+             ld, T(0), a + static_cast<std::int64_t>(r0) * Tn, Tn);
       }
     }
   }
 }
 
 template <class T>
-void attention_softmax_forward(T* att, int B, int Tn, int NH) {
+void attention_softmax_forward(T* att, int B, int Tn, int NH, bool causal) {
   const std::int64_t rows = static_cast<std::int64_t>(B) * NH * Tn;
   for (std::int64_t row = 0; row < rows; ++row) {
     const int t = static_cast<int>(row % Tn);
     T* a = att + row * Tn;
-    const int n = t + 1;
+    const int n = causal ? t + 1 : Tn;
     const T m = lane_max(a, n);
     const T sum = lane_sum<T>(n, [a, m](int i) {
       const T e = exp_t(a[i] - m);
@@ -287,7 +288,8 @@ void attention_softmax_forward(T* att, int B, int Tn, int NH) {
 }
 
 template <class T>
-void attention_values_forward(T* out, const T* att, const T* qkv, int B, int Tn, int C, int NH) {
+void attention_values_forward(T* out, const T* att, const T* qkv, int B, int Tn, int C, int NH,
+                              bool causal) {
   const int hs = C / NH;
   const int ld = 3 * C;
   for (int b = 0; b < B; ++b) {
@@ -297,8 +299,9 @@ void attention_values_forward(T* out, const T* att, const T* qkv, int B, int Tn,
       T* o = out + static_cast<std::int64_t>(b) * Tn * C + h * hs;
       for (int r0 = 0; r0 < Tn; r0 += kAttnBlock) {
         const int r1 = std::min(Tn, r0 + kAttnBlock);
-        gemm(false, false, r1 - r0, hs, r1, T(1), a + static_cast<std::int64_t>(r0) * Tn, Tn, v, ld,
-             T(0), o + static_cast<std::int64_t>(r0) * C, C);
+        const int cols = causal ? r1 : Tn;
+        gemm(false, false, r1 - r0, hs, cols, T(1), a + static_cast<std::int64_t>(r0) * Tn, Tn, v,
+             ld, T(0), o + static_cast<std::int64_t>(r0) * C, C);
       }
     }
   }
@@ -306,7 +309,7 @@ void attention_values_forward(T* out, const T* att, const T* qkv, int B, int Tn,
 
 template <class T>
 void attention_values_backward(T* datt, T* dqkv, const T* dout, const T* att, const T* qkv, int B,
-                               int Tn, int C, int NH) {
+                               int Tn, int C, int NH, bool causal) {
   const int hs = C / NH;
   const int ld = 3 * C;
   for (int b = 0; b < B; ++b) {
@@ -322,25 +325,26 @@ void attention_values_backward(T* datt, T* dqkv, const T* dout, const T* att, co
       for (int r0 = 0; r0 < Tn; r0 += kAttnBlock) {
         const int r1 = std::min(Tn, r0 + kAttnBlock);
         const T* d_blk = d + static_cast<std::int64_t>(r0) * C;
-        // datt[r0:r1, 0:r1] = dout[r0:r1] v[0:r1]^T
-        gemm(false, true, r1 - r0, r1, hs, T(1), d_blk, C, v, ld, T(0),
+        const int cols = causal ? r1 : Tn;  // r1: causal (att is 0 above the diagonal)
+        // datt[r0:r1, 0:cols] = dout[r0:r1] v[0:cols]^T
+        gemm(false, true, r1 - r0, cols, hs, T(1), d_blk, C, v, ld, T(0),
              da + static_cast<std::int64_t>(r0) * Tn, Tn);
-        // dv[0:r1] += att[r0:r1, 0:r1]^T dout[r0:r1] (att is 0 above the diagonal)
-        gemm(true, false, r1, hs, r1 - r0, T(1), a + static_cast<std::int64_t>(r0) * Tn, Tn, d_blk,
-             C, T(1), dv, ld);
+        // dv[0:cols] += att[r0:r1, 0:cols]^T dout[r0:r1]
+        gemm(true, false, cols, hs, r1 - r0, T(1), a + static_cast<std::int64_t>(r0) * Tn, Tn,
+             d_blk, C, T(1), dv, ld);
       }
     }
   }
 }
 
 template <class T>
-void attention_softmax_backward(T* datt, const T* att, int B, int Tn, int NH) {
+void attention_softmax_backward(T* datt, const T* att, int B, int Tn, int NH, bool causal) {
   const std::int64_t rows = static_cast<std::int64_t>(B) * NH * Tn;
   for (std::int64_t row = 0; row < rows; ++row) {
     const int t = static_cast<int>(row % Tn);
     const T* p = att + row * Tn;
     T* d = datt + row * Tn;
-    const int n = t + 1;
+    const int n = causal ? t + 1 : Tn;
     const T dot = lane_sum<T>(n, [p, d](int i) { return p[i] * d[i]; });
     for (int i = 0; i < n; ++i) d[i] = p[i] * (d[i] - dot);
     for (int i = n; i < Tn; ++i) d[i] = T(0);
@@ -348,7 +352,8 @@ void attention_softmax_backward(T* datt, const T* att, int B, int Tn, int NH) {
 }
 
 template <class T>
-void attention_scores_backward(T* dqkv, const T* datt, const T* qkv, int B, int Tn, int C, int NH) {
+void attention_scores_backward(T* dqkv, const T* datt, const T* qkv, int B, int Tn, int C, int NH,
+                               bool causal) {
   const int hs = C / NH;
   const int ld = 3 * C;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
@@ -363,11 +368,12 @@ void attention_scores_backward(T* dqkv, const T* datt, const T* qkv, int B, int 
       for (int r0 = 0; r0 < Tn; r0 += kAttnBlock) {
         const int r1 = std::min(Tn, r0 + kAttnBlock);
         const T* da_blk = da + static_cast<std::int64_t>(r0) * Tn;
-        // dq[r0:r1] += scale datt[r0:r1, 0:r1] k[0:r1]
-        gemm(false, false, r1 - r0, hs, r1, scale, da_blk, Tn, k, ld, T(1),
+        const int cols = causal ? r1 : Tn;
+        // dq[r0:r1] += scale datt[r0:r1, 0:cols] k[0:cols]
+        gemm(false, false, r1 - r0, hs, cols, scale, da_blk, Tn, k, ld, T(1),
              dq + static_cast<std::int64_t>(r0) * ld, ld);
-        // dk[0:r1] += scale datt[r0:r1, 0:r1]^T q[r0:r1]
-        gemm(true, false, r1, hs, r1 - r0, scale, da_blk, Tn,
+        // dk[0:cols] += scale datt[r0:r1, 0:cols]^T q[r0:r1]
+        gemm(true, false, cols, hs, r1 - r0, scale, da_blk, Tn,
              q + static_cast<std::int64_t>(r0) * ld, ld, T(1), dk, ld);
       }
     }
@@ -375,18 +381,18 @@ void attention_scores_backward(T* dqkv, const T* datt, const T* qkv, int B, int 
 }
 
 template <class T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
-  attention_scores_forward(att, qkv, B, Tn, C, NH);
-  attention_softmax_forward(att, B, Tn, NH);
-  attention_values_forward(out, att, qkv, B, Tn, C, NH);
+void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH, bool causal) {
+  attention_scores_forward(att, qkv, B, Tn, C, NH, causal);
+  attention_softmax_forward(att, B, Tn, NH, causal);
+  attention_values_forward(out, att, qkv, B, Tn, C, NH, causal);
 }
 
 template <class T>
 void attention_backward(T* dqkv, T* datt, const T* dout, const T* qkv, const T* att, int B, int Tn,
-                        int C, int NH) {
-  attention_values_backward(datt, dqkv, dout, att, qkv, B, Tn, C, NH);
-  attention_softmax_backward(datt, att, B, Tn, NH);
-  attention_scores_backward(dqkv, datt, qkv, B, Tn, C, NH);
+                        int C, int NH, bool causal) {
+  attention_values_backward(datt, dqkv, dout, att, qkv, B, Tn, C, NH, causal);
+  attention_softmax_backward(datt, att, B, Tn, NH, causal);
+  attention_scores_backward(dqkv, datt, qkv, B, Tn, C, NH, causal);
 }
 
 // ---- GELU ----
@@ -434,12 +440,13 @@ template <class T>
 T crossentropy_forward(T* probs, T* losses, const T* logits, const std::int32_t* targets,
                        std::int64_t N, int V) {
   double total = 0;
+  std::int64_t counted = 0;
   for (std::int64_t n = 0; n < N; ++n) {
     const T* x = logits + n * V;
     T* p = probs + n * V;
     const int target = targets[n];
-    CS_CHECK(target >= 0 && target < V);
-    const T x_target = x[target];
+    CS_CHECK(target >= kIgnoreTarget && target < V);
+    const T x_target = target >= 0 ? x[target] : T(0);
     const T m = lane_max(x, V);
     const T sum = lane_sum<T>(V, [x, p, m](int i) {
       const T e = exp_t(x[i] - m);
@@ -448,21 +455,32 @@ T crossentropy_forward(T* probs, T* losses, const T* logits, const std::int32_t*
     });
     const T inv = T(1) / sum;
     for (int i = 0; i < V; ++i) p[i] *= inv;
+    if (target < 0) {  // ignored: no loss
+      if (losses != nullptr) losses[n] = T(0);
+      continue;
+    }
     const T loss = std::log(sum) + m - x_target;  // -log softmax(x)[target], without underflow
     if (losses != nullptr) losses[n] = loss;
     total += static_cast<double>(loss);
+    ++counted;
   }
-  return static_cast<T>(total / static_cast<double>(N));
+  return counted == 0 ? T(0) : static_cast<T>(total / static_cast<double>(counted));
 }
 
 template <class T>
 void crossentropy_backward(T* dlogits, const T* probs, const std::int32_t* targets, std::int64_t N,
                            int V, T dloss) {
-  const T scale = dloss / static_cast<T>(N);
+  std::int64_t counted = 0;
+  for (std::int64_t n = 0; n < N; ++n) counted += targets[n] >= 0 ? 1 : 0;
+  const T scale = dloss / static_cast<T>(std::max<std::int64_t>(counted, 1));
   const bool in_place = dlogits == probs;
   for (std::int64_t n = 0; n < N; ++n) {
     const T* p = probs + n * V;
     T* d = dlogits + n * V;
+    if (targets[n] < 0) {  // ignored: no gradient
+      if (in_place) std::fill(d, d + V, T(0));
+      continue;
+    }
     if (in_place) {
       for (int i = 0; i < V; ++i) d[i] = p[i] * scale;
     } else {
@@ -484,15 +502,16 @@ void crossentropy_backward(T* dlogits, const T* probs, const std::int32_t* targe
   template void matmul_forward<T>(T*, const T*, const T*, const T*, std::int64_t, int, int);       \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, int,    \
                                    int);                                                           \
-  template void attention_scores_forward<T>(T*, const T*, int, int, int, int);                     \
-  template void attention_softmax_forward<T>(T*, int, int, int);                                   \
-  template void attention_values_forward<T>(T*, const T*, const T*, int, int, int, int);           \
+  template void attention_scores_forward<T>(T*, const T*, int, int, int, int, bool);               \
+  template void attention_softmax_forward<T>(T*, int, int, int, bool);                             \
+  template void attention_values_forward<T>(T*, const T*, const T*, int, int, int, int, bool);     \
   template void attention_values_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int,  \
-                                             int);                                                 \
-  template void attention_softmax_backward<T>(T*, const T*, int, int, int);                        \
-  template void attention_scores_backward<T>(T*, const T*, const T*, int, int, int, int);          \
-  template void attention_forward<T>(T*, T*, const T*, int, int, int, int);                        \
-  template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);   \
+                                             int, bool);                                           \
+  template void attention_softmax_backward<T>(T*, const T*, int, int, int, bool);                  \
+  template void attention_scores_backward<T>(T*, const T*, const T*, int, int, int, int, bool);    \
+  template void attention_forward<T>(T*, T*, const T*, int, int, int, int, bool);                  \
+  template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, int,    \
+                                      bool);                                                       \
   template void gelu_forward<T>(T*, const T*, std::int64_t);                                       \
   template void gelu_backward<T>(T*, const T*, const T*, std::int64_t);                            \
   template void residual_forward<T>(T*, const T*, const T*, std::int64_t);                         \

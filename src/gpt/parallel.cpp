@@ -78,10 +78,15 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
 ShardLayout::ShardLayout(const GptConfig& cfg, const ShardSpec& s) : cfg_(cfg), s_(s) {
   CS_CHECK(validate(cfg, s).ok());
   const std::int64_t h = cfg.hidden, wte = static_cast<std::int64_t>(cfg.vocab) / s.tp * h;
+  const bool bert = cfg.arch == ModelArch::bert;
   std::int64_t o = 0;
   if (s.embedding) {
-    embedding_ = {0, wte + static_cast<std::int64_t>(cfg.max_positions) * h};
-    replicated_.push_back({wte, static_cast<std::int64_t>(cfg.max_positions) * h});
+    // wpe (and BERT's wtt) replicated, then BERT's embedding LayerNorm, replicated too.
+    const std::int64_t pos =
+        (static_cast<std::int64_t>(cfg.max_positions) + (bert ? cfg.type_vocab : 0)) * h;
+    embedding_ = {0, wte + pos + (bert ? 2 * h : 0)};
+    replicated_.push_back({wte, pos});
+    if (bert) replicated_.push_back({wte + pos, 2 * h});
     o = embedding_.size;
   }
   const LocalBlock lb(h, s.tp);
@@ -93,9 +98,9 @@ ShardLayout::ShardLayout(const GptConfig& cfg, const ShardSpec& s) : cfg_(cfg), 
     o += lb.size;
   }
   if (s.head) {
-    head_ = {o, 2 * h};
-    replicated_.push_back(head_);
-    o += 2 * h;
+    head_ = {o, bert ? 0 : 2 * h};  // BERT: no final norm
+    if (!bert) replicated_.push_back(head_);
+    o += head_.size;
     if (!s.embedding) {
       head_copy_ = {o, wte};
       o += wte;
@@ -142,7 +147,17 @@ void ShardLayout::from_full(const float* full, float* shard) const {
   const float* wte = find("wte", kEmbeddingLayer) + r * vl * h;
   if (s_.embedding) {
     copy(wte, vl * h, shard);
-    copy(find("wpe", kEmbeddingLayer), cfg_.max_positions * h, shard + vl * h);
+    std::int64_t at = vl * h;
+    copy(find("wpe", kEmbeddingLayer), cfg_.max_positions * h, shard + at);
+    at += cfg_.max_positions * h;
+    if (cfg_.arch == ModelArch::bert) {
+      if (cfg_.type_vocab > 0) {
+        copy(find("wtt", kEmbeddingLayer), cfg_.type_vocab * h, shard + at);
+        at += cfg_.type_vocab * h;
+      }
+      copy(find("norm_emb.w", kEmbeddingLayer), h, shard + at);
+      copy(find("norm_emb.b", kEmbeddingLayer), h, shard + at + h);
+    }
   }
   const LocalBlock lb(h, t);
   for (int l = s_.first_layer; l < s_.first_layer + s_.layers; ++l) {
@@ -165,8 +180,10 @@ void ShardLayout::from_full(const float* full, float* shard) const {
     copy(find("mlp_out.b", l), h, b + lb.mlp_out_b);
   }
   if (s_.head) {
-    copy(find("lnf.w", kHeadLayer), h, shard + head_.offset);
-    copy(find("lnf.b", kHeadLayer), h, shard + head_.offset + h);
+    if (head_.size > 0) {
+      copy(find("lnf.w", kHeadLayer), h, shard + head_.offset);
+      copy(find("lnf.b", kHeadLayer), h, shard + head_.offset + h);
+    }
     if (head_copy_.size > 0) copy(wte, vl * h, shard + head_copy_.offset);
   }
 }
@@ -191,6 +208,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   const std::size_t n = static_cast<std::size_t>(batch) * cfg.seq;
   const std::size_t c = cfg.hidden, cl = static_cast<std::size_t>(hl_);
   sp_ = s.sequence_parallel && s.tp > 1;
+  bert_ = cfg.arch == ModelArch::bert;
   // Rows of the residual stream on this rank: a sequence shard under sequence parallelism.
   const std::size_t r = sp_ ? n / static_cast<std::size_t>(s.tp) : n;
   rows_l_ = static_cast<std::int64_t>(r);
@@ -200,6 +218,11 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
     sl.tokens.resize(n);
     sl.targets.resize(n);
     sl.input.resize(r * c);
+    if (bert_ && s.embedding) {
+      sl.emb.resize(r * c);
+      sl.emb_mean.resize(r);
+      sl.emb_rstd.resize(r);
+    }
     sl.blocks.resize(static_cast<std::size_t>(s.layers));
     for (auto& b : sl.blocks) {
       b.ln1.resize(r * c);
@@ -216,10 +239,12 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
       b.fch_gelu.resize(4 * n * cl);
       b.res3.resize(r * c);
     }
-    if (s.head) {
+    if (s.head && !bert_) {
       sl.lnf.resize(r * c);
       sl.lnf_mean.resize(r);
       sl.lnf_rstd.resize(r);
+    }
+    if (s.head) {
       sl.probs.resize(n * static_cast<std::size_t>(vocab_l_));
       sl.losses.resize(n);
       sl.ce_max.resize(n);
@@ -231,6 +256,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   part_.resize(sp_ ? r * c : 0);
   dln_s_.resize(sp_ ? r * c : 0);
   dres_.resize(r * c);
+  demb_.resize(bert_ && s.embedding ? r * c : 0);
   dtmp_.resize(n * c);
   dln_.resize(n * c);
   dqkv_.resize(3 * n * cl);
@@ -306,15 +332,26 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
     }
     const float* wte = params + layout_.embedding().offset;
     const float* wpe = wte + static_cast<std::int64_t>(vocab_l_) * ch;
+    // BERT: the token types' rows after the positions, then the embedding LayerNorm into input.
+    const float* wtt = wpe + static_cast<std::int64_t>(cfg_.max_positions) * ch;
+    float* raw = bert_ ? s.emb.data() : s.input.data();
+    auto add_types = [&](float* out, std::int64_t i) {
+      const int t = token_type(static_cast<int>(i % seq), seq, cfg_.type_vocab);
+      if (!bert_ || t < 0) return;
+      const float* q = wtt + static_cast<std::int64_t>(t) * ch;
+      for (int c = 0; c < ch; ++c) out[c] += q[c];
+    };
     if (s_.tp == 1) {
-      timed("embedding", kEmbeddingLayer, false, 0,
-            [&] { encoder_forward(s.input.data(), s.tokens.data(), wte, wpe, nb, seq, ch); });
+      timed("embedding", kEmbeddingLayer, false, 0, [&] {
+        encoder_forward(raw, s.tokens.data(), wte, wpe, nb, seq, ch);
+        for (std::int64_t i = 0; i < rows; ++i) add_types(raw + i * ch, i);
+      });
     } else {
       // Vocabulary-parallel lookup: the rows of this rank's vocabulary, zero elsewhere, summed
       // over the group (reduce-scattered onto sequence shards under sequence parallelism); the
       // positions, held whole by every rank, added once.
       const std::int32_t lo = s_.tp_rank * vocab_l_;
-      float* out_all = sp_ ? gath_.data() : s.input.data();
+      float* out_all = sp_ ? gath_.data() : raw;
       const bool add_positions = sp_ && s_.tp_rank == 0;
       timed("embedding", kEmbeddingLayer, false, 0, [&] {
         for (std::int64_t i = 0; i < rows; ++i) {
@@ -328,19 +365,28 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
           if (add_positions) {
             const float* p = wpe + (i % seq) * ch;
             for (int c = 0; c < ch; ++c) out[c] += p[c];
+            add_types(out, i);
           }
         }
       });
       if (sp_) {
-        scatter(gath_.data(), s.input.data(), "sp_reduce_scatter", kEmbeddingLayer);
+        scatter(gath_.data(), raw, "sp_reduce_scatter", kEmbeddingLayer);
       } else {
-        reduce(s.input.data(), rows * ch, false, "tp_all_reduce", kEmbeddingLayer);
+        reduce(raw, rows * ch, false, "tp_all_reduce", kEmbeddingLayer);
         for (std::int64_t i = 0; i < rows; ++i) {
-          float* out = s.input.data() + i * ch;
+          float* out = raw + i * ch;
           const float* p = wpe + (i % seq) * ch;
           for (int c = 0; c < ch; ++c) out[c] += p[c];
+          add_types(out, i);
         }
       }
+    }
+    if (bert_) {
+      const float* nw = wtt + static_cast<std::int64_t>(cfg_.type_vocab) * ch;
+      timed("embedding_norm", kEmbeddingLayer, false, 0, [&] {
+        layernorm_forward(s.input.data(), s.emb_mean.data(), s.emb_rstd.data(), raw, nw, nw + ch,
+                          rows_l_, ch);
+      });
     }
   } else {
     std::copy(input, input + rows_l_ * ch, s.input.data());
@@ -349,9 +395,12 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
     forward_block(s, l, params + layout_.block(l).offset);
   s.forward_done = true;
   if (!s_.head) return 0;
+  s.counted = 0;
   for (std::int64_t i = 0; i < rows; ++i) {
-    CS_CHECK(targets[i] >= 0 && targets[i] < cfg_.vocab);
+    // BERT's unmasked positions carry kIgnoreTarget: no loss.
+    CS_CHECK(targets[i] >= (bert_ ? kIgnoreTarget : 0) && targets[i] < cfg_.vocab);
     s.targets[static_cast<std::size_t>(i)] = targets[i];
+    s.counted += targets[i] >= 0 ? 1 : 0;
   }
   return forward_head(s, params + layout_.lm_head_weight().offset, params + layout_.head().offset);
 }
@@ -388,10 +437,11 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
     matmul_forward(a.qkv.data(), x1, block + o.qkv_w, block + o.qkv_b, rows, ch, 3 * cl);
   });
   timed("attn_scores", l, false, attn_flops,
-        [&] { attention_scores_forward(a.att.data(), a.qkv.data(), nb, seq, cl, nh); });
-  timed("softmax", l, false, 0, [&] { attention_softmax_forward(a.att.data(), nb, seq, nh); });
+        [&] { attention_scores_forward(a.att.data(), a.qkv.data(), nb, seq, cl, nh, !bert_); });
+  timed("softmax", l, false, 0,
+        [&] { attention_softmax_forward(a.att.data(), nb, seq, nh, !bert_); });
   timed("attn_values", l, false, attn_flops, [&] {
-    attention_values_forward(a.atty.data(), a.att.data(), a.qkv.data(), nb, seq, cl, nh);
+    attention_values_forward(a.atty.data(), a.att.data(), a.qkv.data(), nb, seq, cl, nh, !bert_);
   });
   timed("attn_out", l, false, 2 * fn * fcl * fc, [&] {
     matmul_forward(tmp_.data(), a.atty.data(), block + o.attn_out_w,
@@ -420,12 +470,14 @@ float GptShard::forward_head(Slot& s, const float* wte, const float* lnf) {
   const int ch = cfg_.hidden, vl = vocab_l_;
   const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
   const float* x = s.blocks.back().res3.data();
-  timed("final_norm", kHeadLayer, false, 0, [&] {
-    layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, lnf, lnf + ch, rows_l_,
-                      ch);
-  });
-  if (sp_) gather(s.lnf.data(), gath_.data(), "sp_all_gather", kHeadLayer);
-  const float* xf = sp_ ? gath_.data() : s.lnf.data();
+  if (!bert_)  // BERT has no final norm: the LM head reads the last block's output
+    timed("final_norm", kHeadLayer, false, 0, [&] {
+      layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, lnf, lnf + ch,
+                        rows_l_, ch);
+    });
+  const float* normed = bert_ ? x : s.lnf.data();
+  if (sp_) gather(normed, gath_.data(), "sp_all_gather", kHeadLayer);
+  const float* xf = sp_ ? gath_.data() : normed;
   timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(rows) * ch * vl, [&] {
     matmul_forward(s.probs.data(), xf, wte, static_cast<const float*>(nullptr), rows, ch, vl);
   });
@@ -468,14 +520,16 @@ float GptShard::forward_head(Slot& s, const float* wte, const float* lnf) {
   timed("cross_entropy", kHeadLayer, false, 0, [&] {
     for (std::int64_t i = 0; i < rows; ++i) {
       const float sum = s.ce_sum[static_cast<std::size_t>(i)];
-      tgt[i] = std::log(sum) + s.ce_max[static_cast<std::size_t>(i)] - tgt[i];
+      tgt[i] = s.targets[static_cast<std::size_t>(i)] < 0
+                   ? 0.0f  // ignored (BERT's unmasked positions)
+                   : std::log(sum) + s.ce_max[static_cast<std::size_t>(i)] - tgt[i];
       total += tgt[i];
       float* z = s.probs.data() + i * vl;
       const float inv = 1.0f / sum;
       for (int v = 0; v < vl; ++v) z[v] *= inv;
     }
   });
-  return static_cast<float>(total / static_cast<double>(rows));
+  return s.counted == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(s.counted));
 }
 
 void GptShard::backward(int slot, const float* params, float* grads, const float* d_output,
@@ -505,9 +559,27 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
     const int seq = cfg_.seq;
     float* d_wte = grads + layout_.embedding().offset;
     float* d_wpe = d_wte + static_cast<std::int64_t>(vocab_l_) * ch;
+    float* d_wtt = d_wpe + static_cast<std::int64_t>(cfg_.max_positions) * ch;
+    auto types_grad = [&](const float* g, std::int64_t i) {
+      const int t = token_type(static_cast<int>(i % seq), seq, cfg_.type_vocab);
+      if (!bert_ || t < 0) return;
+      float* d = d_wtt + static_cast<std::int64_t>(t) * ch;
+      for (int c = 0; c < ch; ++c) d[c] += g[c];
+    };
+    if (bert_) {  // the embedding LayerNorm, on this rank's rows
+      const std::int64_t nw = layout_.embedding().size - 2 * ch;
+      const float* w = params + layout_.embedding().offset + nw;
+      timed("embedding_norm", kEmbeddingLayer, true, 0, [&] {
+        zero(demb_);
+        layernorm_backward(demb_.data(), d_wte + nw, d_wte + nw + ch, dres_.data(), s.emb.data(), w,
+                           s.emb_mean.data(), s.emb_rstd.data(), rows_l_, ch);
+        std::copy(demb_.begin(), demb_.end(), dres_.begin());
+      });
+    }
     if (s_.tp == 1) {
       timed("embedding", kEmbeddingLayer, true, 0, [&] {
         encoder_backward(d_wte, d_wpe, dres_.data(), s.tokens.data(), batch_, seq, ch);
+        for (std::int64_t i = 0; i < rows; ++i) types_grad(dres_.data() + i * ch, i);
       });
     } else {
       // Every rank has the whole gradient of the lookup (gathered from the sequence shards
@@ -525,6 +597,7 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
           }
           float* dp = d_wpe + (i % seq) * ch;
           for (int c = 0; c < ch; ++c) dp[c] += g[c];
+          types_grad(g, i);
         }
       });
     }
@@ -543,17 +616,22 @@ void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float*
   } else {
     const std::int32_t lo = s_.tp_rank * vl;
     timed("cross_entropy", kHeadLayer, true, 0, [&] {
-      const float inv_n = 1.0f / static_cast<float>(rows);
+      const float inv_n = 1.0f / static_cast<float>(std::max<std::int64_t>(s.counted, 1));
       for (std::int64_t i = 0; i < rows; ++i) {
         float* z = s.probs.data() + i * vl;
+        if (s.targets[static_cast<std::size_t>(i)] < 0) {  // ignored: no gradient
+          std::fill(z, z + vl, 0.0f);
+          continue;
+        }
         const std::int32_t t = s.targets[static_cast<std::size_t>(i)] - lo;
         for (int v = 0; v < vl; ++v) z[v] = (z[v] - (v == t ? 1.0f : 0.0f)) * inv_n;
       }
     });
   }
   // Megatron re-gathers the LM head's input for its weight gradient.
-  if (sp_) gather(s.lnf.data(), gath_.data(), "sp_all_gather_wgrad", kHeadLayer);
-  const float* xf = sp_ ? gath_.data() : s.lnf.data();
+  const float* normed = bert_ ? s.blocks.back().res3.data() : s.lnf.data();
+  if (sp_) gather(normed, gath_.data(), "sp_all_gather_wgrad", kHeadLayer);
+  const float* xf = sp_ ? gath_.data() : normed;
   timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(rows) * ch * vl, [&] {
     zero(dln_);
     matmul_backward(dln_.data(), d_wte, static_cast<float*>(nullptr), s.probs.data(), xf, wte, rows,
@@ -563,6 +641,11 @@ void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float*
     scatter(dln_.data(), dln_s_.data(), "sp_reduce_scatter", kHeadLayer);
   else
     reduce(dln_.data(), rows * ch, false, "tp_all_reduce", kHeadLayer);
+  if (bert_) {  // no final norm: the head's input gradient is the last block's output gradient
+    const float* d = sp_ ? dln_s_.data() : dln_.data();
+    std::copy(d, d + rows_l_ * ch, dres_.data());
+    return;
+  }
   timed("final_norm", kHeadLayer, true, 0, [&] {
     zero(dres_);
     layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, sp_ ? dln_s_.data() : dln_.data(),
@@ -634,12 +717,12 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
   timed("attn_values", l, true, attn_flops, [&] {
     zero(dqkv_);
     attention_values_backward(datt_.data(), dqkv_.data(), datty_.data(), a.att.data(), a.qkv.data(),
-                              nb, seq, cl, nh);
+                              nb, seq, cl, nh, !bert_);
   });
   timed("softmax", l, true, 0,
-        [&] { attention_softmax_backward(datt_.data(), a.att.data(), nb, seq, nh); });
+        [&] { attention_softmax_backward(datt_.data(), a.att.data(), nb, seq, nh, !bert_); });
   timed("attn_scores", l, true, attn_flops, [&] {
-    attention_scores_backward(dqkv_.data(), datt_.data(), a.qkv.data(), nb, seq, cl, nh);
+    attention_scores_backward(dqkv_.data(), datt_.data(), a.qkv.data(), nb, seq, cl, nh, !bert_);
   });
   if (sp_) gather(a.ln1.data(), gath_.data(), "sp_all_gather_wgrad", l);
   timed("qkv", l, true, 4 * fn * fc * 3 * fcl, [&] {

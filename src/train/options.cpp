@@ -39,8 +39,11 @@ std::optional<Strategy> strategy_from_name(std::string_view name) {
 ModelSpec model_spec(const GptConfig& c, const std::string& name) {
   ModelSpec m;
   m.name = name;
-  m.kind = ArchKind::gpt;
-  m.decoder_layers = c.layers;
+  const bool bert = c.arch == ModelArch::bert;
+  m.kind = bert ? ArchKind::bert : ArchKind::gpt;
+  (bert ? m.encoder_layers : m.decoder_layers) = c.layers;
+  m.type_vocab = bert ? c.type_vocab : 0;
+  m.pooler = false;  // BERT: masked-LM only (no next-sentence head)
   m.hidden = c.hidden;
   m.heads = c.heads;
   m.vocab = c.vocab;
@@ -59,9 +62,19 @@ ModelSpec model_spec(const GptConfig& c, const std::string& name) {
 
 Result<GptConfig> config_from_model(const ModelSpec& m) {
   const std::string where = "--model " + m.name;
-  if (m.kind != ArchKind::gpt || m.position != PositionEmbedding::learned ||
-      m.norm != NormKind::layernorm || m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias ||
-      m.kv_heads != m.heads || m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden)
+  if (m.kind == ArchKind::bert &&
+      (m.position != PositionEmbedding::learned || m.norm != NormKind::layernorm ||
+       m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias || m.kv_heads != m.heads ||
+       m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden || m.pooler || m.type_vocab > 2))
+    return Error{fmt::format(
+        "{}: expected a BERT the trainer has (learned positions, LayerNorm, GELU MLP of 4h, "
+        "biases, tied LM head, at most 2 token types, \"pooler\": false: masked-LM only, "
+        "presets/models/bert-tiny-cpu.json); got pooler {}, type_vocab {}",
+        where, m.pooler, m.type_vocab)};
+  if ((m.kind != ArchKind::gpt && m.kind != ArchKind::bert) ||
+      m.position != PositionEmbedding::learned || m.norm != NormKind::layernorm ||
+      m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias || m.kv_heads != m.heads ||
+      m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden)
     return Error{fmt::format(
         "{}: expected a GPT-2-shaped model (learned positions, LayerNorm, GELU MLP of 4h, biases, "
         "tied LM head, no GQA); got kind {}",
@@ -72,7 +85,11 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
     return Error{fmt::format("{}: expected sizes below 2^30, got hidden {}, vocab {}, seq {}",
                              where, m.hidden, m.vocab, m.seq_length)};
   GptConfig c;
-  c.layers = m.decoder_layers;
+  c.layers = m.kind == ArchKind::bert ? m.encoder_layers : m.decoder_layers;
+  if (m.kind == ArchKind::bert) {
+    c.arch = ModelArch::bert;
+    c.type_vocab = static_cast<int>(m.type_vocab);
+  }
   c.hidden = static_cast<int>(m.hidden);
   c.heads = static_cast<int>(m.heads);
   c.vocab = static_cast<int>(m.vocab);
@@ -186,7 +203,7 @@ namespace {
 
 double params_of(const GptConfig& c) {
   const double h = c.hidden, v = c.vocab, p = c.max_positions, l = c.layers;
-  return v * h + p * h + l * (12 * h * h + 13 * h) + 2 * h;
+  return v * h + p * h + l * (12 * h * h + 13 * h) + 2 * h + c.type_vocab * h;
 }
 
 bool writable_dir(const std::filesystem::path& dir) {

@@ -367,9 +367,14 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       }
       const std::int64_t first = first_sequence(step, mb);
       if (s.embedding || s.head)
-        for (int i = 0; i < b; ++i)
+        for (int i = 0; i < b; ++i) {
           data_->sequence(first + i, seq, tok.data() + static_cast<std::size_t>(i) * seq,
                           tgt.data() + static_cast<std::size_t>(i) * seq);
+          if (o_.model.arch == ModelArch::bert)  // masked-LM: [MASK] inputs, their tokens' loss
+            mask_for_mlm(first + i, seq, o_.model.vocab, o_.seed,
+                         tok.data() + static_cast<std::size_t>(i) * seq,
+                         tgt.data() + static_cast<std::size_t>(i) * seq);
+        }
       CS_CHECK(!ch.free_slots.empty());
       const int slot = ch.free_slots.back();
       ch.free_slots.pop_back();

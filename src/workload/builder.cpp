@@ -988,6 +988,11 @@ class Builder {
       // The final norm sees only its sequence shard too (Megatron all-reduces it with them).
       for (const Chunk& ch : r.chunks)
         if (ch.virtual_stage == last_vs_) replicated += outer_params(m_).final_norm;
+      // BERT's embedding LayerNorm runs on the sequence shards after the embedding's
+      // reduce-scatter: its gradient is partial too (first stage).
+      if (m_.kind == ArchKind::bert)
+        for (const Chunk& ch : r.chunks)
+          if (ch.virtual_stage == 0) replicated += norm_params();
       e.chain(comm("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, t_, replicated,
                    dt_, kNoLayer));
     }

@@ -20,6 +20,7 @@
 #include "commscope/gpt/gpt.h"
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
+#include "commscope/gpt/parallel.h"
 
 namespace commscope::train {
 namespace {
@@ -146,24 +147,28 @@ TEST(TrainKernels, MatmulBackwardMatchesFiniteDifferences) {
   expect_fd(bias, added(db, g0b), loss, "dbias");
 }
 
-void check_attention(int B, int T, int C, int NH, std::uint64_t seed) {
+void check_attention(int B, int T, int C, int NH, std::uint64_t seed, bool causal = true) {
   std::mt19937_64 rng(seed);
   auto qkv = random_vec<double>(static_cast<std::size_t>(B) * T * 3 * C, rng, -1.5, 1.5);
   const auto R = random_vec<double>(static_cast<std::size_t>(B) * T * C, rng);
   std::vector<double> out(R.size()), att(static_cast<std::size_t>(B) * NH * T * T);
   auto loss = [&] {
-    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, causal);
     return dot(out, R);
   };
   loss();
-  // Causal: probability rows sum to 1 and are 0 above the diagonal.
+  // Causal: probability rows sum to 1 and are 0 above the diagonal; bidirectional: positive
+  // everywhere.
   for (int r = 0; r < B * NH * T; ++r) {
     const int t = r % T;
     double s = 0;
     for (int t2 = 0; t2 < T; ++t2) {
       const double p = att[static_cast<std::size_t>(r) * T + t2];
-      if (t2 > t) {
+      if (t2 > t && causal) {
         ASSERT_EQ(p, 0.0);
+      }
+      if (!causal) {
+        ASSERT_GT(p, 0.0);
       }
       s += p;
     }
@@ -172,7 +177,8 @@ void check_attention(int B, int T, int C, int NH, std::uint64_t seed) {
   const auto g0 = random_vec<double>(qkv.size(), rng);
   auto dqkv = g0;
   std::vector<double> datt(att.size());
-  attention_backward(dqkv.data(), datt.data(), R.data(), qkv.data(), att.data(), B, T, C, NH);
+  attention_backward(dqkv.data(), datt.data(), R.data(), qkv.data(), att.data(), B, T, C, NH,
+                     causal);
   expect_fd(qkv, added(dqkv, g0), loss, "dqkv");
 }
 
@@ -180,6 +186,23 @@ TEST(TrainKernels, AttentionBackwardMatchesFiniteDifferences) {
   check_attention(2, 5, 6, 2, 4);
   // More rows than kAttnBlock: the blocked products and the diagonal block.
   check_attention(1, kAttnBlock + 5, 4, 2, 5);
+}
+
+TEST(TrainKernels, BidirectionalAttentionBackwardMatchesFiniteDifferences) {
+  check_attention(2, 5, 6, 2, 14, false);
+  check_attention(1, kAttnBlock + 5, 4, 2, 15, false);  // the blocks past the diagonal too
+}
+
+TEST(TrainKernels, BidirectionalAttentionSeesLaterTokens) {
+  // BERT: changing token 6's q, k, v changes every token's output.
+  std::mt19937_64 rng(16);
+  const int B = 1, T = 9, C = 8, NH = 2;
+  auto qkv = random_vec<double>(T * 3 * C, rng);
+  std::vector<double> out1(T * C), out2(T * C), att(NH * T * T);
+  attention_forward(out1.data(), att.data(), qkv.data(), B, T, C, NH, false);
+  for (int i = 0; i < 3 * C; ++i) qkv[6 * 3 * C + i] += 0.5;
+  attention_forward(out2.data(), att.data(), qkv.data(), B, T, C, NH, false);
+  for (int t = 0; t < T; ++t) EXPECT_NE(out1[t * C], out2[t * C]) << t;
 }
 
 TEST(TrainKernels, AttentionIsCausal) {
@@ -271,6 +294,35 @@ TEST(TrainKernels, CrossEntropyBackwardMatchesFiniteDifferences) {
   loss();
   crossentropy_backward(probs.data(), probs.data(), targets.data(), N, V, dloss);
   for (std::size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(probs[i], grad[i], 1e-15);
+}
+
+// BERT's masked-LM loss: rows with kIgnoreTarget have no loss and no gradient; the mean is over
+// the others.
+TEST(TrainKernels, CrossEntropyIgnoresUnmaskedRows) {
+  std::mt19937_64 rng(19);
+  const int N = 5, V = 7;
+  const std::vector<std::int32_t> targets = {kIgnoreTarget, 4, kIgnoreTarget, 0, 6};
+  auto logits = random_vec<double>(N * V, rng, -3, 3);
+  std::vector<double> probs(logits.size()), losses(N);
+  auto loss = [&] {
+    return crossentropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), N, V);
+  };
+  const double mean = loss();
+  double expect_mean = 0;
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] < 0) {
+      EXPECT_EQ(losses[n], 0.0);
+      continue;
+    }
+    double z = 0;
+    for (int i = 0; i < V; ++i) z += std::exp(logits[n * V + i]);
+    expect_mean += -std::log(std::exp(logits[n * V + targets[n]]) / z) / 3;
+  }
+  EXPECT_NEAR(mean, expect_mean, 1e-13);
+  std::vector<double> grad(logits.size(), 0.0);
+  crossentropy_backward(grad.data(), probs.data(), targets.data(), N, V);
+  for (int i = 0; i < V; ++i) EXPECT_EQ(grad[2 * V + i], 0.0);
+  expect_fd(logits, grad, loss, "dlogits");
 }
 
 // ---- float against double ----
@@ -624,6 +676,84 @@ TEST(TrainGpt, GradientMatchesFiniteDifferencesOfTheFloatLoss) {
     const double fd = central_difference(params[best], 1e-2f, loss);
     EXPECT_NEAR(grads[best], fd, 5e-3 * std::abs(fd) + 2e-5) << t.name << " layer " << t.layer;
   }
+}
+
+// BERT runs on GptShard (one shard holding everything is the single-rank BERT): the same check
+// as GPT-2's above, with the masked-LM loss over the masked positions of a synthetic batch,
+// bidirectional attention, token types and the embedding norm.
+TEST(TrainBert, GradientMatchesFiniteDifferencesOfTheFloatLoss) {
+  GptConfig cfg{2, 8, 2, 16, 8, 10};
+  cfg.arch = ModelArch::bert;
+  cfg.type_vocab = 2;
+  const int B = 2;
+  ShardSpec spec;
+  spec.layers = cfg.layers;
+  GptShard bert(cfg, spec, B, 1);
+  const ParamLayout lay(cfg);
+  ASSERT_EQ(bert.layout().total(), lay.total());
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> nd(0.0f, 0.3f);
+  std::vector<float> params(static_cast<std::size_t>(lay.total()));
+  for (auto& p : params) p = nd(rng);
+  std::vector<float> same(params.size());
+  bert.layout().from_full(params.data(), same.data());
+  ASSERT_EQ(same, params);  // one shard of everything: the full layout
+  const TokenSource data = TokenSource::synthetic(cfg.vocab, 5);
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(B) * cfg.seq), tgt(tok.size());
+  for (int i = 0; i < B; ++i) {
+    data.sequence(i, cfg.seq, tok.data() + i * cfg.seq, tgt.data() + i * cfg.seq);
+    mask_for_mlm(i, cfg.seq, cfg.vocab, 5, tok.data() + i * cfg.seq, tgt.data() + i * cfg.seq);
+  }
+  auto loss = [&] { return bert.forward(0, params.data(), tok.data(), nullptr, tgt.data()); };
+  loss();
+  std::vector<float> grads(params.size(), 0.0f);
+  bert.backward(0, params.data(), grads.data(), nullptr);
+  int checked = 0;
+  for (const auto& t : lay.tensors()) {
+    std::int64_t best = t.offset;
+    for (std::int64_t i = t.offset; i < t.offset + t.size; ++i) {
+      if (std::abs(grads[i]) > std::abs(grads[best])) best = i;
+    }
+    const double fd = central_difference(params[best], 1e-2f, loss);
+    loss();
+    bert.backward(0, params.data(), std::vector<float>(params.size()).data(), nullptr);
+    EXPECT_NEAR(grads[best], fd, 5e-3 * std::abs(fd) + 2e-5) << t.name << " layer " << t.layer;
+    checked += t.name == "wtt" || t.name == "norm_emb.w" ? 1 : 0;
+  }
+  EXPECT_EQ(checked, 2);  // BERT's own tensors were among them
+}
+
+TEST(TrainData, MlmMaskingIsDeterministicAndMasksFifteenPercent) {
+  const int seq = 40, vocab = 50;
+  const TokenSource data = TokenSource::synthetic(vocab, 2);
+  for (std::int64_t index : {0, 1, 77}) {
+    std::vector<std::int32_t> tok(seq), tgt(seq), orig(seq), t2(seq), g2(seq);
+    data.sequence(index, seq, tok.data(), tgt.data());
+    orig = tok;
+    t2 = tok;
+    mask_for_mlm(index, seq, vocab, 9, tok.data(), tgt.data());
+    mask_for_mlm(index, seq, vocab, 9, t2.data(), g2.data());
+    EXPECT_EQ(tok, t2);
+    EXPECT_EQ(tgt, g2);
+    int masked = 0;
+    for (int i = 0; i < seq; ++i) {
+      if (tgt[i] == kIgnoreTarget) {
+        EXPECT_EQ(tok[i], orig[i]);
+        continue;
+      }
+      ++masked;
+      EXPECT_EQ(tgt[i], orig[i]);
+      EXPECT_EQ(tok[i], vocab - 1);
+    }
+    EXPECT_EQ(masked, 6);  // 15% of 40
+    EXPECT_EQ(masked_positions(seq), 6);
+  }
+  // Another sequence, other positions.
+  std::vector<std::int32_t> a(seq, 0), ga(seq), b(seq, 0), gb(seq);
+  mask_for_mlm(0, seq, vocab, 9, a.data(), ga.data());
+  mask_for_mlm(1, seq, vocab, 9, b.data(), gb.data());
+  EXPECT_NE(a, b);
+  EXPECT_EQ(masked_positions(3), 1);  // at least one
 }
 
 TEST(TrainGpt, LossDecreasesOnARealText) {

@@ -14,6 +14,7 @@
 
 #include "commscope/gpt/data.h"
 #include "commscope/gpt/gpt.h"
+#include "commscope/gpt/kernels.h"
 #include "commscope/gpt/parallel.h"
 #include "commscope/train/options.h"
 #include "commscope/workload/params.h"
@@ -38,18 +39,38 @@ struct Reference {
   float loss = 0;
 };
 
-// The whole model, forward and backward on one batch.
+GptConfig small_bert() {
+  GptConfig c = small();
+  c.arch = ModelArch::bert;
+  c.type_vocab = 2;
+  return c;
+}
+
+// The whole model, forward and backward on one batch: GPT-2 by gpt.h's Gpt; BERT (which Gpt
+// does not run) by one GptShard holding everything, on masked-LM batches.
 Reference reference(const GptConfig& c, int batch) {
   Reference r;
-  Gpt g(c, batch);
-  r.params.resize(static_cast<std::size_t>(g.layout().total()));
-  init_params(g.layout(), r.params.data(), 7);
+  const ParamLayout layout(c);
+  r.params.resize(static_cast<std::size_t>(layout.total()));
+  init_params(layout, r.params.data(), 7);
   r.grads.assign(r.params.size(), 0.0f);
   const TokenSource data = TokenSource::synthetic(c.vocab, 3);
   r.tok.resize(static_cast<std::size_t>(batch) * c.seq);
   r.tgt.resize(r.tok.size());
-  for (int i = 0; i < batch; ++i)
+  for (int i = 0; i < batch; ++i) {
     data.sequence(i, c.seq, r.tok.data() + i * c.seq, r.tgt.data() + i * c.seq);
+    if (c.arch == ModelArch::bert)
+      mask_for_mlm(i, c.seq, c.vocab, 3, r.tok.data() + i * c.seq, r.tgt.data() + i * c.seq);
+  }
+  if (c.arch == ModelArch::bert) {
+    ShardSpec s;
+    s.layers = c.layers;
+    GptShard g(c, s, batch, 1);
+    r.loss = g.forward(0, r.params.data(), r.tok.data(), nullptr, r.tgt.data());
+    g.backward(0, r.params.data(), r.grads.data(), nullptr);
+    return r;
+  }
+  Gpt g(c, batch);
   r.loss = g.forward(r.params.data(), r.tok.data(), r.tgt.data());
   g.backward(r.params.data(), r.grads.data());
   return r;
@@ -86,9 +107,9 @@ TEST(GptShard, OneShardOfEverythingIsTheModel) {
 // Two tensor-parallel ranks on two threads: each all-reduce sums (or takes the maximum of) the
 // two ranks' buffers; with sequence parallelism the gathers and reduce-scatters go the same
 // way, and the norms' and row-parallel biases' partial gradients are summed at the end.
-void two_tensor_parallel_shards(bool sequence_parallel) {
+void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = small()) {
   SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "tensor parallel");
-  const GptConfig c = small();
+  SCOPED_TRACE(c.arch == ModelArch::bert ? "bert" : "gpt");
   const Reference r = reference(c, 2);
   constexpr int kTp = 2;
   std::barrier sync(kTp);
@@ -174,11 +195,18 @@ TEST(GptShard, TwoSequenceParallelShardsGiveTheModelsLossAndGradients) {
   two_tensor_parallel_shards(true);
 }
 
+// BERT (bidirectional attention, token types, the embedding norm on the sequence shards, no
+// final norm, the masked-LM loss over its masked positions only): the same collectives.
+TEST(GptShard, TwoTensorParallelBertShardsGiveTheModelsLossAndGradients) {
+  two_tensor_parallel_shards(false, small_bert());
+  two_tensor_parallel_shards(true, small_bert());
+}
+
 // Two pipeline chunks, run one after the other: the first's output is the second's input, the
 // second's input gradient the first's output gradient. The tied word embedding's gradient is
 // the sum of the first chunk's and the last chunk's copy.
-TEST(GptShard, TwoPipelineChunksGiveTheModelsLossAndGradients) {
-  GptConfig c = small();
+void two_pipeline_chunks(GptConfig c) {
+  SCOPED_TRACE(c.arch == ModelArch::bert ? "bert" : "gpt");
   c.layers = 4;
   const Reference r = reference(c, 2);
   ShardSpec a, b;
@@ -214,6 +242,41 @@ TEST(GptShard, TwoPipelineChunksGiveTheModelsLossAndGradients) {
   expect_close(gb, wb, 1e-4, "last chunk");
 }
 
+TEST(GptShard, TwoPipelineChunksGiveTheModelsLossAndGradients) {
+  two_pipeline_chunks(small());
+  two_pipeline_chunks(small_bert());
+}
+
+// BERT sees the whole sequence: changing the last token changes the loss at a masked position
+// before it (GPT-2's causal mask would hide it), and unmasked positions carry no loss.
+TEST(GptShard, BertAttendsBothWaysAndScoresOnlyMaskedPositions) {
+  const GptConfig c = small_bert();
+  Reference r = reference(c, 1);
+  int first_masked = -1, masked = 0;
+  for (int i = 0; i < c.seq; ++i)
+    if (r.tgt[static_cast<std::size_t>(i)] >= 0) {
+      ++masked;
+      if (first_masked < 0) first_masked = i;
+    }
+  EXPECT_EQ(masked, masked_positions(c.seq));
+  ShardSpec s;
+  s.layers = c.layers;
+  GptShard m(c, s, 1, 1);
+  auto tok = r.tok;
+  int last = c.seq - 1;
+  while (last > first_masked && r.tgt[static_cast<std::size_t>(last)] >= 0) --last;
+  ASSERT_GT(last, first_masked);  // an unmasked position after a masked one
+  tok[static_cast<std::size_t>(last)] = (tok[static_cast<std::size_t>(last)] + 1) % (c.vocab - 1);
+  const float changed = m.forward(0, r.params.data(), tok.data(), nullptr, r.tgt.data());
+  EXPECT_NE(changed, r.loss);
+  // Only masked positions count: every target ignored gives 0 and no gradient.
+  std::vector<std::int32_t> none(r.tgt.size(), kIgnoreTarget);
+  EXPECT_EQ(m.forward(0, r.params.data(), r.tok.data(), nullptr, none.data()), 0.0f);
+  std::vector<float> g(r.params.size(), 0.0f);
+  m.backward(0, r.params.data(), g.data(), nullptr);
+  EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float x) { return x == 0.0f; }));
+}
+
 // The shard's parameters are the workload's count for the rank: blocks split over TP, the
 // vocabulary shard, and the tied copy on a last stage.
 TEST(GptShard, ParameterCountsAreTheWorkloads) {
@@ -230,6 +293,32 @@ TEST(GptShard, ParameterCountsAreTheWorkloads) {
     s.head = true;  // a last stage: final norm and the tied copy of its vocabulary shard
     EXPECT_EQ(ShardLayout(c, s).total(), block_params(m, 1, tp) + block_params(m, 2, tp) +
                                              2 * c.hidden + c.vocab / tp * c.hidden)
+        << tp;
+  }
+}
+
+// BERT's shards: the embedding chunk holds the vocabulary shard and the replicated positions,
+// token types and embedding norm; the last chunk no final norm, only the tied copy.
+TEST(GptShard, BertParameterCountsAreTheWorkloads) {
+  GptConfig c = small_bert();
+  c.layers = 4;
+  const ModelSpec m = model_spec(c, "bert-shard-test");
+  ASSERT_EQ(m.kind, ArchKind::bert);
+  EXPECT_EQ(ParamLayout(c).total(), count_params(m).total);
+  const OuterParams outer = outer_params(m);
+  for (int tp : {1, 2, 4}) {
+    ShardSpec s;
+    s.tp = tp;
+    s.layers = 2;
+    s.head = false;
+    EXPECT_EQ(ShardLayout(c, s).total(), outer.word_embedding / tp + outer.position_embedding +
+                                             block_params(m, 0, tp) + block_params(m, 1, tp))
+        << tp;
+    s.first_layer = 2;
+    s.embedding = false;
+    s.head = true;
+    EXPECT_EQ(ShardLayout(c, s).total(),
+              block_params(m, 2, tp) + block_params(m, 3, tp) + outer.word_embedding / tp)
         << tp;
   }
 }

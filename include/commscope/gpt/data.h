@@ -12,6 +12,17 @@
 
 namespace commscope::train {
 
+// BERT's masked-LM input, deterministically: in sequence `index` (>= 0) of seq tokens, exactly
+// max(1, seq * 15 / 100) positions are masked (BERT's 15%, the same count in every sequence so
+// that every micro-batch's mean loss has the same weight), chosen by a partial Fisher-Yates
+// shuffle driven by a stateless hash of (seed, index). A masked position's target becomes its
+// token and its token becomes the [MASK] id, vocab - 1 (always [MASK]: no 80/10/10 split);
+// every other target becomes kIgnoreTarget (-1). `targets` is overwritten (the next tokens a
+// TokenSource gives are not BERT's targets). vocab >= 2, seq >= 1.
+int masked_positions(int seq);
+void mask_for_mlm(std::int64_t index, int seq, int vocab, std::uint64_t seed, std::int32_t* tokens,
+                  std::int32_t* targets);
+
 class TokenSource {
  public:
   // Deterministic, all tokens < vocab (vocab >= 2). Each sequence starts from a hashed token;

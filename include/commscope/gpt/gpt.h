@@ -14,13 +14,27 @@
 
 namespace commscope::train {
 
+// The architectures the trainer's transformer takes (the workload's ArchKind of the same name).
+// gpt: GPT-2 (causal attention, final LayerNorm, next-token loss). bert: BERT's encoder for the
+// masked-LM objective: bidirectional attention, token-type embeddings and the embedding
+// LayerNorm, no final norm (the workload's BERT), blocks in the pre-LN order of GPT-2 and
+// Megatron-LM, the LM head tied to the word embedding, no pooler (masked-LM only).
+enum class ModelArch { gpt, bert };
+
 struct GptConfig {
   int layers = 2, hidden = 64, heads = 4, vocab = 256, seq = 32, max_positions = 32;
+  ModelArch arch = ModelArch::gpt;
+  int type_vocab = 0;  // BERT's token types (segments A, B): 0 for GPT
 };
 
 // layers >= 1, heads >= 1, hidden >= 1 and a multiple of heads, vocab >= 2, seq >= 1,
-// seq <= max_positions. The error names the field, its value and what was expected.
+// seq <= max_positions; type_vocab 0 for gpt, 0 to 2 for bert. The error names the field, its
+// value and what was expected.
 Status validate(const GptConfig& cfg);
+
+// BERT's token type of a position: segment A (0) for the first half of the sequence, B (1) for
+// the second (with type_vocab >= 2; 0 with one type; -1, none, with type_vocab 0).
+int token_type(int position, int seq, int type_vocab);
 
 struct Range {
   std::int64_t offset = 0, size = 0;
@@ -39,7 +53,9 @@ struct ParamTensor {
 // P max_positions): wte[V*h], wpe[P*h]; per block: norm_attn.w[h], norm_attn.b[h], qkv.w[3h*h],
 // qkv.b[3h], attn_out.w[h*h], attn_out.b[h], norm_mlp.w[h], norm_mlp.b[h], mlp_in.w[4h*h],
 // mlp_in.b[4h], mlp_out.w[h*4h], mlp_out.b[h]; then lnf.w[h], lnf.b[h]. Weights are [out, in].
-// Total V*h + P*h + L*(12h^2 + 13h) + 2h.
+// Total V*h + P*h + L*(12h^2 + 13h) + 2h. BERT (arch bert): wte[V*h], wpe[P*h], wtt[types*h],
+// norm_emb.w[h], norm_emb.b[h] (the embedding LayerNorm); the same blocks; no lnf (head() is
+// empty, and there is no "head" group): V*h + P*h + types*h + 2h + L*(12h^2 + 13h).
 class ParamLayout {
  public:
   explicit ParamLayout(const GptConfig& cfg);  // cfg must pass validate() (else CS_CHECK aborts)
@@ -96,7 +112,8 @@ class Gpt {
  public:
   using GroupCallback = std::function<void(const ParamLayout::Group&)>;
 
-  // Activations for batch x seq, allocated once (cfg must pass validate(), batch >= 1). Memory:
+  // Activations for batch x seq, allocated once (cfg must pass validate(), batch >= 1, arch gpt:
+  // BERT runs on GptShard of parallel.h, whole or split). Memory:
   // about (16 B T h + B heads T^2) floats per block, plus B T vocab for the logits.
   Gpt(const GptConfig& cfg, int batch);
   const GptConfig& config() const { return cfg_; }

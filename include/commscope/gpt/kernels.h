@@ -48,7 +48,9 @@ template <class T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w,
                      std::int64_t N, int C, int OC);
 
-// ---- causal multi-head self-attention, in three steps ----
+// ---- multi-head self-attention, in three steps: causal (GPT) or bidirectional (BERT) ----
+// causal = false (BERT's encoder): every query sees every key; the comments below describe the
+// causal case, and without the mask "t2 <= t" reads "every t2" and nothing is set to 0.
 // qkv[B,T,3C] holds q, k, v of each token side by side; head h uses channels [h*hs, (h+1)*hs) of
 // each. att[B,NH,T,T] is the attention matrix; out[B,T,C] the heads' outputs side by side.
 // The products go through BLAS per (batch, head), in blocks of kAttnBlock query rows that stop
@@ -58,32 +60,36 @@ inline constexpr int kAttnBlock = 64;
 // att[b,h,t,t2] = (q[b,t,h] . k[b,t2,h]) / sqrt(hs) for t2 <= t (entries above the diagonal are
 // unspecified).
 template <class T>
-void attention_scores_forward(T* att, const T* qkv, int B, int Tn, int C, int NH);
+void attention_scores_forward(T* att, const T* qkv, int B, int Tn, int C, int NH,
+                              bool causal = true);
 // In place, row by row: softmax over t2 <= t; entries t2 > t are set to 0.
 template <class T>
-void attention_softmax_forward(T* att, int B, int Tn, int NH);
+void attention_softmax_forward(T* att, int B, int Tn, int NH, bool causal = true);
 // out[b,t,h] = sum_{t2 <= t} att[b,h,t,t2] v[b,t2,h].
 template <class T>
-void attention_values_forward(T* out, const T* att, const T* qkv, int B, int Tn, int C, int NH);
+void attention_values_forward(T* out, const T* att, const T* qkv, int B, int Tn, int C, int NH,
+                              bool causal = true);
 // Backward of the values product: datt[B,NH,T,T] = dout v^T (OVERWRITTEN: it is the attention
 // op's internal intermediate, not an input gradient) and dv (inside dqkv) += att^T dout.
 template <class T>
 void attention_values_backward(T* datt, T* dqkv, const T* dout, const T* att, const T* qkv, int B,
-                               int Tn, int C, int NH);
+                               int Tn, int C, int NH, bool causal = true);
 // In place: datt (dL/d probabilities) becomes dL/d scores, P * (dP - sum(P * dP)) over t2 <= t,
 // and 0 above the diagonal.
 template <class T>
-void attention_softmax_backward(T* datt, const T* att, int B, int Tn, int NH);
+void attention_softmax_backward(T* datt, const T* att, int B, int Tn, int NH, bool causal = true);
 // dq += datt k / sqrt(hs) and dk += datt^T q / sqrt(hs) (inside dqkv); datt = dL/d scores.
 template <class T>
-void attention_scores_backward(T* dqkv, const T* datt, const T* qkv, int B, int Tn, int C, int NH);
+void attention_scores_backward(T* dqkv, const T* datt, const T* qkv, int B, int Tn, int C, int NH,
+                               bool causal = true);
 // The three steps together: qkv[B,T,3C] -> out[B,T,C], att[B,NH,T,T] kept for backward.
 template <class T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH);
+void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH,
+                       bool causal = true);
 // dqkv[B,T,3C] +=; datt[B,NH,T,T] is scratch.
 template <class T>
 void attention_backward(T* dqkv, T* datt, const T* dout, const T* qkv, const T* att, int B, int Tn,
-                        int C, int NH);
+                        int C, int NH, bool causal = true);
 
 // ---- GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----
 // Computed as x * sigmoid(2u), the same function. out[n] = gelu(inp[n]).
@@ -103,12 +109,17 @@ template <class T>
 void residual_backward(T* da, T* db, const T* dout, std::int64_t n);
 
 // ---- fused softmax + cross-entropy over logits ----
+// A target kIgnoreTarget (-1, PyTorch's ignore_index) marks a row without loss (BERT's unmasked
+// positions): loss 0, gradient 0, and the mean is over the other rows.
+inline constexpr std::int32_t kIgnoreTarget = -1;
 // probs[N,V] = softmax(logits) (probs may alias logits); losses[N] = -log probs[n, targets[n]]
-// (losses may be null). Returns the mean loss over the N rows.
+// (losses may be null). Returns the mean loss over the rows whose target is not ignored (0 when
+// every row is).
 template <class T>
 T crossentropy_forward(T* probs, T* losses, const T* logits, const std::int32_t* targets,
                        std::int64_t N, int V);
-// dlogits[N,V] += dloss * (probs - onehot(targets)) / N: the gradient of dloss x mean loss.
+// dlogits[N,V] += dloss * (probs - onehot(targets)) / N': the gradient of dloss x mean loss
+// (N': the rows not ignored; ignored rows get no gradient).
 // In place (dlogits == probs) it overwrites probs with that gradient instead.
 template <class T>
 void crossentropy_backward(T* dlogits, const T* probs, const std::int32_t* targets, std::int64_t N,

@@ -30,6 +30,9 @@ struct ShardSpec {
 // heads, vocab divisible by tp; blocks within the model. The error names the field.
 Status validate(const GptConfig& cfg, const ShardSpec& s);
 
+// BERT (cfg.arch bert): the first chunk's embedding is [wte shard, wpe, wtt (token types),
+// norm_emb w,b] (all but the wte shard replicated); the last chunk has no lnf; attention is
+// bidirectional; targets may be kIgnoreTarget (the loss is the mean over the others).
 // The shard's flat buffer, in this order (h hidden, V vocabulary, P positions, t = tp):
 // [wte shard V/t x h (vocabulary rows [r V/t, (r+1) V/t)), wpe P x h] on the first chunk; per
 // block: norm_attn w,b [h]; qkv.w [3h/t, h] (this rank's h/t rows of q, then of k, then of v);
@@ -120,8 +123,10 @@ class GptShard {
   struct Slot {
     std::vector<std::int32_t> tokens, targets;
     std::vector<float> input;  // the embedding's output, or the received activation
+    std::vector<float> emb, emb_mean, emb_rstd;  // BERT: the sum before the embedding norm
     std::vector<BlockActs> blocks;
     std::vector<float> lnf, lnf_mean, lnf_rstd, probs, losses, ce_max, ce_sum;
+    std::int64_t counted = 0;  // targets not ignored (all for GPT; BERT's masked positions)
     bool forward_done = false;
   };
   template <class F>
@@ -144,10 +149,12 @@ class GptShard {
   AllReduce all_reduce_;
   SequenceComm sequence_;
   bool sp_ = false;
+  bool bert_ = false;
   std::int64_t rows_l_ = 0;  // rows of the residual stream on this rank
   std::vector<Slot> slots_;
   std::vector<float> gath_, part_, dln_s_;  // sequence parallelism: gathered, scattered rows
   std::vector<float> dres_, dtmp_, dln_, dqkv_, datt_, datty_, dfch_, dfch_gelu_, tmp_;
+  std::vector<float> demb_;  // BERT: the embedding norm's input gradient
 };
 
 }  // namespace commscope::train

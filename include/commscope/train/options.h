@@ -70,7 +70,8 @@ struct TrainOptions {
 
 // The ModelSpec that describes the trainer's GPT to the workload builder.
 ModelSpec model_spec(const GptConfig& cfg, const std::string& name);
-// A GptConfig from a model preset (GPT kind only), or an error naming what does not fit.
+// A GptConfig from a model preset (GPT, or BERT without pooler), or an error naming what does
+// not fit.
 Result<GptConfig> config_from_model(const ModelSpec& m);
 
 // TrainOptions from the shared plan (ScenarioInput: --model, --system, --zero,
@@ -91,9 +92,10 @@ int activations_in_flight(const TrainOptions& o, int world, int stage = -1);
 
 // Data-parallel replicas among `world` ranks: world / (tp x pp) (at least 1).
 int data_parallel(const TrainOptions& o, int world);
-// Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it.
+// Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it. It also
+// runs BERT on any plan (the data-parallel trainer's single-rank model is GPT-2's).
 inline bool model_parallel(const TrainOptions& o) {
-  return o.tp > 1 || o.pp > 1;
+  return o.tp > 1 || o.pp > 1 || o.model.arch != ModelArch::gpt;
 }
 
 // Every check that needs no MPI: the flags against the rank count, the memory the model, its
