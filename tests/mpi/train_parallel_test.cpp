@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,14 +43,22 @@ std::vector<double> losses(const nlohmann::json& j) {
 
 // 1 rank vs TP 2, PP 2, TP 2 x PP 2 and TP 2 x PP 2 x DP 2 under every schedule and both rank
 // orders: the same global batch, the same losses over 20 steps (1e-4: fp32 sums in another
-// order, the vocabulary-parallel cross-entropy's own exp and log).
-TEST(TrainParallel, SameLossAsOneRankForEveryPlanAndSchedule) {
-  const std::string batch = " --global-batch-size 8 --steps 20 ";
+// order, the vocabulary-parallel cross-entropy's own exp and log). `model`: the preset (the
+// kModel flags size it); GPT-2's one rank is the data-parallel trainer's Gpt, BERT's one rank
+// the pipeline trainer's single shard.
+void expect_same_loss_as_one_rank(const std::string& model) {
+  SCOPED_TRACE(model);
+  const std::string batch = " --global-batch-size 8 --steps 20 --model " + model + " ";
   Outcome ref = train(1, kModel + batch);
   ASSERT_EQ(ref.status, 0) << ref.err;
   const auto want = losses(nlohmann::json::parse(ref.out));
   ASSERT_EQ(want.size(), 20u);
-  EXPECT_LT(want.back(), want.front() - 0.2);  // it learns
+  // GPT-2 learns the synthetic stream within 20 steps; BERT's 4 masked positions per sequence
+  // learn it too slowly to show in 20 (docs/train.md): its loss starts near log(V).
+  if (model.starts_with("gpt"))
+    EXPECT_LT(want.back(), want.front() - 0.2);
+  else
+    EXPECT_NEAR(want.front(), std::log(256.0), 0.3);
   struct Plan {
     int ranks;
     std::string flags;
@@ -84,9 +93,18 @@ TEST(TrainParallel, SameLossAsOneRankForEveryPlanAndSchedule) {
   }
 }
 
+TEST(TrainParallel, SameLossAsOneRankForEveryPlanAndSchedule) {
+  expect_same_loss_as_one_rank("gpt2-tiny-cpu");
+}
+
+TEST(TrainParallel, BertSameLossAsOneRankForEveryPlanAndSchedule) {
+  expect_same_loss_as_one_rank("bert-tiny-cpu");
+}
+
 // Every stage's measured calls and bytes per iteration equal describe's for that stage, with
 // the same flags; the tied embedding's all-reduce appears only when PP > 1.
-TEST(TrainParallel, EveryStageSendsWhatDescribeSays) {
+void expect_every_stage_sends_what_describe_says(const std::string& model) {
+  SCOPED_TRACE(model);
   struct Plan {
     int ranks;
     std::string flags;
@@ -99,7 +117,7 @@ TEST(TrainParallel, EveryStageSendsWhatDescribeSays) {
                         {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"},
                         {8, "--tp 2 --pp 2 --sequence-parallel"}};
   for (const Plan& p : plans) {
-    const std::string flags = " --model gpt2-tiny-cpu --system cpu-host --gpus " +
+    const std::string flags = " --model " + model + " --system cpu-host --gpus " +
                               std::to_string(p.ranks) + " " + p.flags +
                               " --seq-length 32 --micro-batch-size 2 --global-batch-size 8 "
                               "--precision fp32 --ddp-bucket-size 0.05 --format json";
@@ -137,6 +155,14 @@ TEST(TrainParallel, EveryStageSendsWhatDescribeSays) {
     // First and last stage, each one all-reduce per iteration.
     EXPECT_EQ(embedding, pipelined ? 2 : 0) << p.flags;
   }
+}
+
+TEST(TrainParallel, EveryStageSendsWhatDescribeSays) {
+  expect_every_stage_sends_what_describe_says("gpt2-tiny-cpu");
+}
+
+TEST(TrainParallel, BertEveryStageSendsWhatDescribeSays) {
+  expect_every_stage_sends_what_describe_says("bert-tiny-cpu");
 }
 
 // The schedules' definitions, written out here (not taken from the code under test): per
