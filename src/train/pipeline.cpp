@@ -26,6 +26,7 @@
 #include "comm_stream.h"
 #include "commscope/comm/collectives.h"
 #include "commscope/comm/mpi.h"
+#include "commscope/comm/partition.h"
 #include "commscope/gpt/data.h"
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
@@ -102,6 +103,10 @@ class PipelineTrainer {
   Status train();
   void run_schedule(std::int64_t step, double* loss_sum);
   void optimizer_step(std::int64_t step, double* grad_norm);
+  // ZeRO-1 over the data-parallel group (dp > 1): the step after the model-parallel reductions.
+  void zero1_step(std::int64_t step, double* grad_norm);
+  // The optimizer state and parameters the checkpoint holds, in order.
+  std::vector<std::vector<float>*> checkpoint_parts();
   void record_compute(const OpRecord& r);
   // kind: what the call is for the causal split (attribute_waits). peer/tag: a send's
   // destination or a receive's source (pipeline ranks) and the message's tag.
@@ -155,6 +160,12 @@ class PipelineTrainer {
   std::vector<Event> compute_events_, comm_events_, task_events_;
   std::vector<CommMeta> comm_meta_;  // beside comm_events_ (the stream thread's)
   MeasuredComm measured_;
+  // ZeRO-1 (dp > 1): this rank's stage buffer (its chunks' in order) split over the
+  // data-parallel group; the AdamW moments of its part only; the workload's step buckets.
+  bool zero1_ = false;
+  comm::Partition zpart_;
+  std::vector<float> zm_, zv_;
+  std::vector<std::int64_t> z_reduce_buckets_, z_gather_buckets_;
   std::vector<CommVolume> expected_;
   std::vector<StepRow> rows_;
   std::int64_t start_ = 0;
@@ -278,8 +289,10 @@ bool PipelineTrainer::setup() {
     ch.params.assign(static_cast<std::size_t>(total), 0.0f);
     ch.model->layout().from_full(full.data(), ch.params.data());
     ch.grads.assign(ch.params.size(), 0.0f);
-    ch.m.assign(ch.params.size(), 0.0f);
-    ch.v.assign(ch.params.size(), 0.0f);
+    if (!(o_.strategy == Strategy::zero1 && g_.dp > 1)) {  // ZeRO-1: the moments of a part
+      ch.m.assign(ch.params.size(), 0.0f);
+      ch.v.assign(ch.params.size(), 0.0f);
+    }
     // DDP buckets: the workload's, laid from the end of the chunk's buffer (backward completes
     // gradients in reverse memory order).
     std::int64_t done = 0;
@@ -332,6 +345,30 @@ bool PipelineTrainer::setup() {
                    "commscope: internal: the workload counts %lld parameters, rank holds %lld\n",
                    static_cast<long long>(role.params), static_cast<long long>(held));
     return false;
+  }
+  zero1_ = o_.strategy == Strategy::zero1 && g_.dp > 1;
+  if (zero1_) {
+    zpart_ = comm::Partition{held, g_.dp};
+    zm_.assign(static_cast<std::size_t>(zpart_.size(g_.d)), 0.0f);
+    zv_.assign(zm_.size(), 0.0f);
+    std::int64_t rs = 0, ag = 0;
+    for (const Op& op : role.step.ops()) {
+      if (op.kind != OpKind::comm) continue;
+      const std::string_view name = op.name;
+      if (name == "zero_grad_reduce_scatter") z_reduce_buckets_.push_back(op.elements);
+      if (name == "zero_param_all_gather") z_gather_buckets_.push_back(op.elements);
+    }
+    for (std::int64_t e : z_reduce_buckets_) rs += e;
+    for (std::int64_t e : z_gather_buckets_) ag += e;
+    if (rs != held || ag != held) {
+      if (me_ == 0)
+        std::fprintf(stderr,
+                     "commscope: internal: the workload's ZeRO-1 buckets cover %lld and %lld of "
+                     "%lld\n",
+                     static_cast<long long>(rs), static_cast<long long>(ag),
+                     static_cast<long long>(held));
+      return false;
+    }
   }
   return true;
 }
@@ -579,6 +616,10 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
     }
     stream_.drain();
   }
+  if (zero1_) {
+    zero1_step(step, grad_norm);
+    return;
+  }
   // The global norm over the model: every tensor-parallel split once, replicated tensors on
   // tensor rank 0 only, the tied copy not at all; summed over the model-parallel group.
   double sq = 0;
@@ -617,6 +658,120 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   record_compute(OpRecord{"adam", kNoLayer, false, t, Gpt::now(), 0});
 }
 
+// ZeRO-1 (Rajbhandari et al. 2020; DeepSpeed stage 1 and Megatron's distributed optimizer):
+// the stage's gradients (its chunks' buffers end to end) reduce-scattered over the
+// data-parallel group in the workload's buckets, each rank's part updated with its part of the
+// AdamW moments, the parameters all-gathered back in the workload's buckets. The global norm:
+// this rank's part (every tensor-parallel split once, replicated tensors on tensor rank 0, the
+// tied copy not at all) summed over the data-parallel group, then over the model-parallel one.
+void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
+  const std::int64_t total = zpart_.total, lo = zpart_.lo(g_.d), hi = zpart_.hi(g_.d);
+  auto flat = std::make_shared<std::vector<float>>(static_cast<std::size_t>(total));
+  auto mine = std::make_shared<std::vector<float>>(static_cast<std::size_t>(hi - lo));
+  std::vector<std::int64_t> base;  // each chunk's start in the stage buffer
+  std::int64_t at = 0;
+  for (const ChunkState& ch : chunks_) {
+    base.push_back(at);
+    std::copy(ch.grads.begin(), ch.grads.end(), flat->begin() + at);
+    at += static_cast<std::int64_t>(ch.grads.size());
+  }
+  // Where range [offset, offset + n) starts in this rank's part (clamped: n may miss it).
+  auto in_part = [&](std::int64_t offset) {
+    return std::min(zpart_.in_shard(g_.d, offset), hi - lo);
+  };
+  std::int64_t off = 0;
+  for (std::int64_t n : z_reduce_buckets_) {
+    const comm::Partition::Pieces pc = zpart_.pieces(off, n);
+    const float* in = flat->data() + off;
+    float* out = mine->data() + in_part(off);
+    comm_op("zero_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, g_.dp,
+            kNoLayer, static_cast<double>(n) * sizeof(float), [this, in, out, pc, flat, mine] {
+              comm::reduce_scatter(in, out, pc.counts, MPI_FLOAT, MPI_SUM, dp_comm_);
+            });
+    off += n;
+  }
+  stream_.drain();
+  // Sum of squares of this part, less the ranges the global norm leaves out.
+  double sq = sum_of_squares(mine->data(), hi - lo);
+  auto leave_out = [&](std::int64_t a, std::int64_t b) {  // stage-buffer coordinates
+    a = std::max(a, lo);
+    b = std::min(b, hi);
+    if (a < b) sq -= sum_of_squares(mine->data() + (a - lo), b - a);
+  };
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const ShardLayout& l = chunks_[c].model->layout();
+    const Range hc = l.head_copy();
+    if (hc.size > 0) leave_out(base[c] + hc.offset, base[c] + hc.offset + hc.size);
+    if (g_.t != 0)
+      for (const Range& r : l.replicated())
+        leave_out(base[c] + r.offset, base[c] + r.offset + r.size);
+  }
+  comm_op("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, g_.dp, kNoLayer, 8,
+          [this, &sq] {
+            CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, dp_comm_));
+          });
+  stream_.drain();
+  if (g_.tp * g_.pp > 1) {
+    comm_op(
+        "grad_norm_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp * g_.pp, kNoLayer,
+        8,
+        [this, &sq] {
+          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, mp_comm_));
+        },
+        true);
+    stream_.drain();
+  }
+  const float scale = 1.0f / static_cast<float>(accum_ * g_.dp);
+  const double norm = std::sqrt(std::max(sq, 0.0)) * scale;
+  *grad_norm = norm;
+  const float k = scale * clip_factor(norm, o_.clip);
+  AdamW h;
+  h.lr = o_.lr;
+  const double t = Gpt::now();
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    ChunkState& ch = chunks_[c];
+    const std::int64_t a = std::max(base[c], lo),
+                       b = std::min(base[c] + static_cast<std::int64_t>(ch.params.size()), hi);
+    if (a < b)
+      adamw_step(ch.params.data() + (a - base[c]), mine->data() + (a - lo), zm_.data() + (a - lo),
+                 zv_.data() + (a - lo), b - a, h, step, k);
+    std::copy(ch.params.begin(), ch.params.end(), flat->begin() + base[c]);
+    std::fill(ch.grads.begin(), ch.grads.end(), 0.0f);
+  }
+  record_compute(OpRecord{"adam", kNoLayer, false, t, Gpt::now(), 0});
+  off = 0;
+  for (std::int64_t n : z_gather_buckets_) {
+    const comm::Partition::Pieces pc = zpart_.pieces(off, n);
+    float* buf = flat->data() + off;
+    comm_op("zero_param_all_gather", Collective::all_gather, CommGroup::data, g_.dp, kNoLayer,
+            static_cast<double>(n) * sizeof(float), [this, buf, pc, flat] {
+              comm::all_gather(MPI_IN_PLACE, buf, pc.counts, pc.displs, MPI_FLOAT, dp_comm_);
+            });
+    off += n;
+  }
+  stream_.drain();
+  for (std::size_t c = 0; c < chunks_.size(); ++c)
+    std::copy(flat->begin() + base[c],
+              flat->begin() + base[c] + static_cast<std::int64_t>(chunks_[c].params.size()),
+              chunks_[c].params.begin());
+}
+
+std::vector<std::vector<float>*> PipelineTrainer::checkpoint_parts() {
+  std::vector<std::vector<float>*> parts;
+  for (ChunkState& ch : chunks_) {
+    parts.push_back(&ch.params);
+    if (!zero1_) {
+      parts.push_back(&ch.m);
+      parts.push_back(&ch.v);
+    }
+  }
+  if (zero1_) {
+    parts.push_back(&zm_);
+    parts.push_back(&zv_);
+  }
+  return parts;
+}
+
 nlohmann::json PipelineTrainer::manifest(std::int64_t step) const {
   return {{"step", step},
           {"ranks", n_},
@@ -638,11 +793,7 @@ nlohmann::json PipelineTrainer::manifest(std::int64_t step) const {
 
 Status PipelineTrainer::save(std::int64_t step) {
   std::vector<const std::vector<float>*> parts;
-  for (const ChunkState& ch : chunks_) {
-    parts.push_back(&ch.params);
-    parts.push_back(&ch.m);
-    parts.push_back(&ch.v);
-  }
+  for (std::vector<float>* p : checkpoint_parts()) parts.push_back(p);
   const Status s = write_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), parts);
   int ok = s.ok() ? 1 : 0, all = 0;
   comm_op(
@@ -669,12 +820,7 @@ bool PipelineTrainer::resume() {
         return Error{fmt::format("--resume: {}: {} is {}, this run has {}",
                                  manifest_file(o_.checkpoint_dir), key,
                                  j.value(key, nlohmann::json()).dump(), want[key].dump())};
-    std::vector<std::vector<float>*> parts;
-    for (ChunkState& ch : chunks_) {
-      parts.push_back(&ch.params);
-      parts.push_back(&ch.m);
-      parts.push_back(&ch.v);
-    }
+    std::vector<std::vector<float>*> parts = checkpoint_parts();
     CS_RETURN_IF_ERROR(read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), parts));
     return step;
   };
@@ -801,9 +947,10 @@ int PipelineTrainer::report() {
   r.expected = &expected_;
   struct rusage ru = {};
   ::getrusage(RUSAGE_SELF, &ru);
+  const double moments = zero1_ ? static_cast<double>(zm_.size()) : static_cast<double>(params);
   r.memory = {{"parameters", static_cast<double>(params) * 4},
               {"gradients", static_cast<double>(params) * 4},
-              {"optimizer_state", static_cast<double>(params) * 8},
+              {"optimizer_state", moments * 8},
               {"peak_resident", static_cast<double>(ru.ru_maxrss) * 1024}};
   r.per_rank = per_rank_;
   r.other_ranks_match = all == 1;

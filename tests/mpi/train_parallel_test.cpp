@@ -78,6 +78,10 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       {8, "--tp 2 --pp 2 --rank-order tp-pp-dp"},
       {8, "--tp 2 --pp 2 --sequence-parallel --schedule gpipe"},
       {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2 --sequence-parallel"},
+      // ZeRO-1 over the data-parallel group: one bucket, and many (--zero-bucket elements).
+      {8, "--tp 2 --pp 2 --zero 1"},
+      {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2 --sequence-parallel --zero 1"},
+      {4, "--pp 2 --zero 1 --zero-bucket 10000"},
   };
   for (const Plan& p : plans) {
     // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
@@ -115,7 +119,9 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {4, "--tp 2 --pp 2"},
                         {8, "--tp 2 --pp 2"},
                         {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"},
-                        {8, "--tp 2 --pp 2 --sequence-parallel"}};
+                        {8, "--tp 2 --pp 2 --sequence-parallel"},
+                        {8, "--tp 2 --pp 2 --zero 1"},
+                        {4, "--pp 2 --zero 1"}};
   for (const Plan& p : plans) {
     const std::string flags = " --model " + model + " --system cpu-host --gpus " +
                               std::to_string(p.ranks) + " " + p.flags +

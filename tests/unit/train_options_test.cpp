@@ -106,6 +106,10 @@ TEST(TrainOptions, ModelParallelPlansAreCheckedAgainstTheRankCount) {
   const Status zs = validate(*z, 2, 1);
   ASSERT_FALSE(zs.ok());
   EXPECT_EQ(zs.error().message.rfind("--zero", 0), 0u) << zs.error().message;
+  // ZeRO-1 over the data-parallel group is the model-parallel trainer's (TP x PP x DP).
+  auto z1 = parse({"--tp", "2", "--pp", "2", "--zero", "1", "--global-batch-size", "8"}, nullptr);
+  ASSERT_TRUE(z1.ok());
+  EXPECT_TRUE(validate(*z1, 8, 1).ok()) << validate(*z1, 8, 1).error().message;
   auto v = parse({"--vp", "2"}, nullptr);  // interleaving without a pipeline
   ASSERT_TRUE(v.ok());
   const Status vs = validate(*v, 1, 1);
@@ -227,3 +231,33 @@ TEST(TrainOptions, RanksAndOutputsAreCheckedBeforeLaunch) {
 }
 
 }  // namespace
+
+namespace commscope::train {
+namespace {
+
+// BERT: the bert-tiny-cpu preset trains (on the pipeline trainer, whatever the plan); a BERT
+// with a pooler (bert-base) is refused with one line naming the flag; ZeRO-2/3 are refused.
+TEST(TrainOptions, BertPresetsAndTheirLimits) {
+  auto o = parse({"--model", "bert-tiny-cpu"}, nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->model.arch, ModelArch::bert);
+  EXPECT_EQ(o->model.type_vocab, 2);
+  EXPECT_TRUE(model_parallel(*o));
+  const ModelSpec m = model_spec(o->model, o->model_name);
+  EXPECT_EQ(m.kind, ArchKind::bert);
+  EXPECT_EQ(m.encoder_layers, o->model.layers);
+  EXPECT_FALSE(m.pooler);
+  auto base = parse({"--model", "bert-base"}, nullptr);
+  ASSERT_FALSE(base.ok());
+  EXPECT_EQ(base.error().message.rfind("--model bert-base: expected a BERT", 0), 0u)
+      << base.error().message;
+  EXPECT_NE(base.error().message.find("pooler"), std::string::npos);
+  auto z3 = parse({"--model", "bert-tiny-cpu", "--zero", "3"}, nullptr);
+  ASSERT_TRUE(z3.ok());
+  const Status s = validate(*z3, 1, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message.rfind("--zero: expected 0 or 1", 0), 0u) << s.error().message;
+}
+
+}  // namespace
+}  // namespace commscope::train
