@@ -11,8 +11,8 @@ void add_train_flags(CLI::App& app, TrainFlags& f) {
   add_scenario_options(app, f.scenario);
   // The trainer's defaults differ from describe's.
   app.get_option("--model")->description(
-      "model preset name or JSON file, GPT-2-shaped [gpt2-tiny-cpu: 4 layers, hidden 256, 4 "
-      "heads, vocab 4096, seq 128] (comma list)");
+      "model preset name or JSON file, GPT-2-shaped or a BERT without pooler (bert-tiny-cpu) "
+      "[gpt2-tiny-cpu: 4 layers, hidden 256, 4 heads, vocab 4096, seq 128] (comma list)");
   app.get_option("--system")
       ->description("system preset the plan is resolved and described on [cpu-host] (comma list)");
   app.get_option("--nodes")->description("nodes the ranks span [as the system's node size says]");

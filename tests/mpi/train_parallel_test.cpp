@@ -122,7 +122,13 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {8, "--tp 2 --pp 2 --sequence-parallel"},
                         {8, "--tp 2 --pp 2 --zero 1"},
                         {4, "--pp 2 --zero 1"}};
+  // BERT: the plans that exercise what differs from GPT-2 (the embedding norm under SP, the
+  // head without final norm on a last stage, ZeRO-1), to keep the suite short.
+  const bool bert = model.starts_with("bert");
   for (const Plan& p : plans) {
+    if (bert && p.flags != "--tp 2 --sequence-parallel" && p.flags != "--pp 4 --schedule gpipe" &&
+        p.flags != "--tp 2 --pp 2 --sequence-parallel" && p.flags != "--tp 2 --pp 2 --zero 1")
+      continue;
     const std::string flags = " --model " + model + " --system cpu-host --gpus " +
                               std::to_string(p.ranks) + " " + p.flags +
                               " --seq-length 32 --micro-batch-size 2 --global-batch-size 8 "
@@ -287,7 +293,10 @@ TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
     Outcome dp =
         train(ranks, kModel + " --global-batch-size 8 --steps 9 --checkpoint " + dir + " --resume");
     EXPECT_EQ(dp.status, 2);
-    EXPECT_NE(dp.err.find("model_parallel_size"), std::string::npos) << dp.err;
+    // The first field that differs: the plan's sizes, or the strategy (ZeRO-1 against DDP).
+    EXPECT_TRUE(dp.err.find("model_parallel_size") != std::string::npos ||
+                dp.err.find("strategy is \"zero1\"") != std::string::npos)
+        << dp.err;
   }
 }
 
@@ -350,8 +359,8 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--pipeline-model-parallel-size: expected TP x PP to divide"},
       {4, "--seq-length 16 --layers 4 --heads 2 --tp 4", "--tensor-model-parallel-size"},
       {2, "--seq-length 16 --layers 3 --heads 4 --pp 2", "--pipeline-model-parallel-size"},
-      {2, "--seq-length 16 --layers 4 --heads 4 --tp 2 --zero 1",
-       "--zero: expected 0 with tensor or pipeline parallelism"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --tp 2 --zero 2",
+       "--zero: expected 0 or 1 with tensor or pipeline parallelism"},
       {2, "--layers 4 --heads 4 --tp 2 --seq-length 15 --sequence-parallel",
        "--sequence-parallel: expected a sequence length (15) divisible"},
       {4, "--seq-length 16 --layers 4 --heads 4 --tp 2 --global-batch-size 3",
