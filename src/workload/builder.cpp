@@ -1218,23 +1218,28 @@ void apply_compression(Workload& w) {
 
   if (p.grad_compression != GradCompression::none) {
     for (Role& r : w.roles) {
-      // The role's gradient all-reduce buckets (DDP, last micro-batch only).
+      // The role's gradient all-reduces: DDP's buckets in backward (last micro-batch only),
+      // FSDP NO_SHARD's per unit, or Megatron's one reduction in the step.
       std::vector<Op*> buckets;
       std::int64_t total = 0;
-      for (Chunk& c : r.chunks)
-        for (std::uint32_t i = 0; i < c.backward.size(); ++i) {
-          Op& op = c.backward.edit(i);
+      auto collect = [&](OpList& l) {
+        for (std::uint32_t i = 0; i < l.size(); ++i) {
+          Op& op = l.edit(i);
           if (op.tag == OpTag::grad_bucket && is_grad_reduction(op) &&
               op.collective == Collective::all_reduce) {
             buckets.push_back(&op);
             total += op.elements;
           }
         }
+      };
+      for (Chunk& c : r.chunks) collect(c.backward);
+      collect(r.step);
       if (buckets.empty() || total <= 0) continue;
       const auto mats = role_matrices(sc, r);
       std::int64_t in_mats = 0, sent = 0;  // elements of the matrices; elements sent
       double flops = 0, mem = 0;
-      const double a = dtype_bytes(buckets.front()->dtype);
+      const DType grad_dt = buckets.front()->dtype;
+      const double a = dtype_bytes(grad_dt);
       if (p.grad_compression == GradCompression::powersgd) {
         // PowerSGD (Vogels et al. 2019; torch powerSGD_hook): per n x m matrix, P = M Q (n x r)
         // all-reduced, orthogonalized, Q = M^T P (m x r) all-reduced: (n + m) r elements
@@ -1289,7 +1294,7 @@ void apply_compression(Workload& w) {
       c.kind = OpKind::compute;
       c.compute = ComputeClass::elementwise;
       c.phase = Phase::optimizer;
-      c.dtype = buckets.front()->dtype;
+      c.dtype = grad_dt;
       c.name =
           p.grad_compression == GradCompression::powersgd ? "powersgd_compress" : "onebit_compress";
       c.layer = kNoLayer;

@@ -324,38 +324,45 @@ TEST(ZeroPlusPlus, RefusedOutsideZeroThreeAndAcrossNodes) {
 
 // ---- PowerSGD and 1-bit Adam ----
 
+// DDP's buckets (commscope's own pattern) and Megatron-LM's one reduction in the step
+// (without --overlap-grad-reduce) both carry the closed form.
 TEST(GradCompressionTest, PowerSgdSendsNPlusMTimesRPerMatrix) {
   const int r = 4;
-  PlanInput p = plan(16, 1, 1, 1, 32);
-  p.precision = Precision::fp32;
-  p.grad_compression = GradCompression::powersgd;
-  p.powersgd_rank = r;
-  const Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
-  const ModelSpec& m = sc.model;
-  const Workload w = build_workload(sc);
-  const Role& role = w.roles[0];
-  // GPT-2's matrices: per block c_attn h x 3h, attn c_proj h x h, c_fc h x 4h, mlp c_proj 4h x h;
-  // the tied embedding V x h. Every other parameter is a vector, sent whole.
-  const std::int64_t h = m.hidden, V = m.vocab, L = m.layers();
-  const std::int64_t mats = L * (3 * h * h + h * h + 4 * h * h + 4 * h * h) + V * h;
-  const std::int64_t low = L * ((h + 3 * h) + (h + h) + 2 * (h + 4 * h)) * r + (V + h) * r;
-  const std::int64_t expect = low + (role.params - mats);
-  std::int64_t sent = 0;
-  double bytes = 0;
-  for (const Op& op : role.chunks[0].backward.ops())
-    if (op.tag == OpTag::grad_bucket) {
-      EXPECT_EQ(op.name, std::string_view("powersgd_bucket"));
-      sent += op.elements;
-      bytes += op.bytes;
-    }
-  EXPECT_EQ(sent, expect);
-  EXPECT_EQ(bytes, 4.0 * static_cast<double>(expect));
-  // The compression's compute: P = M Q, Q = M^T P and the error feedback's P Q^T, 2 n m r each.
-  double flops = 0;
-  for (const Op& op : role.step.ops())
-    if (op.name == std::string_view("powersgd_compress")) flops += op.flops;
-  EXPECT_GE(flops, 6.0 * static_cast<double>(mats) * r);
-  EXPECT_LT(flops, 6.1 * static_cast<double>(mats) * r);
+  for (bool megatron : {false, true}) {
+    PlanInput p = plan(16, 1, 1, 1, 32);
+    p.precision = Precision::fp32;
+    p.grad_compression = GradCompression::powersgd;
+    p.powersgd_rank = r;
+    if (megatron) p.framework = Framework::megatron;
+    const Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+    const ModelSpec& m = sc.model;
+    const Workload w = build_workload(sc);
+    const Role& role = w.roles[0];
+    // GPT-2's matrices: per block c_attn h x 3h, attn c_proj h x h, c_fc h x 4h, mlp c_proj
+    // 4h x h; the tied embedding V x h. Every other parameter is a vector, sent whole.
+    const std::int64_t h = m.hidden, V = m.vocab, L = m.layers();
+    const std::int64_t mats = L * (3 * h * h + h * h + 4 * h * h + 4 * h * h) + V * h;
+    const std::int64_t low = L * ((h + 3 * h) + (h + h) + 2 * (h + 4 * h)) * r + (V + h) * r;
+    const std::int64_t expect = low + (role.params - mats);
+    std::int64_t sent = 0;
+    double bytes = 0;
+    for (const OpList* l : {&role.chunks[0].backward, &role.step})
+      for (const Op& op : l->ops())
+        if (op.tag == OpTag::grad_bucket) {
+          EXPECT_EQ(op.name, std::string_view("powersgd_bucket"));
+          sent += op.elements;
+          bytes += op.bytes;
+        }
+    EXPECT_EQ(sent, expect) << megatron;
+    EXPECT_EQ(bytes, 4.0 * static_cast<double>(expect)) << megatron;
+    // The compression's compute: P = M Q, Q = M^T P and the error feedback's P Q^T, 2 n m r
+    // each, and the orthogonalization (a little more).
+    double flops = 0;
+    for (const Op& op : role.step.ops())
+      if (op.name == std::string_view("powersgd_compress")) flops += op.flops;
+    EXPECT_GE(flops, 6.0 * static_cast<double>(mats) * r) << megatron;
+    EXPECT_LT(flops, 6.1 * static_cast<double>(mats) * r) << megatron;
+  }
 }
 
 TEST(GradCompressionTest, OneBitSendsOneBitPerElement) {
