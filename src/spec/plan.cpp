@@ -154,9 +154,10 @@ Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per
   const bool zeropp = plan.zeropp_qwz || plan.zeropp_qgz || plan.zeropp_hpz > 1;
   if (zeropp && plan.zero != 3)
     return Error{fmt::format("{}: expected ZeRO stage 3 (ZeRO++ extends ZeRO-3), got ZeRO-{}",
-                             plan.zeropp_qwz   ? "--zero-quantized-weights"
-                             : plan.zeropp_qgz ? "--zero-quantized-gradients"
-                                               : "--zero-hpz-partition-size",
+                             plan.zeropp_qwz ? "--zero-quantized-weights (zero_quantized_weights)"
+                             : plan.zeropp_qgz
+                                 ? "--zero-quantized-gradients (zero_quantized_gradients)"
+                                 : "--zero-hpz-partition-size (zero_hpz_partition_size)",
                              plan.zero)};
   if (zeropp && plan.framework == Framework::fsdp)
     return Error{
@@ -168,7 +169,8 @@ Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per
     const int per_node = stride >= gpus_per_node ? 1 : std::min(plan.dp, gpus_per_node / stride);
     if (plan.dp % plan.zeropp_hpz != 0 || plan.zeropp_hpz > per_node)
       return Error{fmt::format(
-          "--zero-hpz-partition-size: expected a divisor of the data-parallel size {} of at most "
+          "--zero-hpz-partition-size (zero_hpz_partition_size): expected a divisor of the "
+          "data-parallel size {} of at most "
           "the {} data-parallel ranks on one node, got {}",
           plan.dp, per_node, plan.zeropp_hpz)};
   }
