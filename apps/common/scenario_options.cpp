@@ -108,6 +108,50 @@ std::vector<ScenarioInput> times(const std::vector<ScenarioInput>& in, const std
     }
   return out;
 }
+
+// The compressed-communication flags into `flags` (resolve_compression checks them against
+// the plan).
+Status compression_flags(const ScenarioOptions& o, PlanInput& flags) {
+  if (o.grad_reduce_in_bf16) flags.grad_comm_dtype = DType::bf16;
+  if (!o.grad_comm_dtype.empty()) {
+    auto d = grad_comm_dtype_from_name(o.grad_comm_dtype);
+    if (!d)
+      return Error{fmt::format("--grad-comm-dtype: expected one of fp32|bf16|fp16|fp8, got '{}'",
+                               o.grad_comm_dtype)};
+    if (o.grad_reduce_in_bf16 && *d != DType::bf16)
+      return Error{fmt::format("--grad-comm-dtype: '{}' contradicts --grad-reduce-in-bf16",
+                               o.grad_comm_dtype)};
+    flags.grad_comm_dtype = *d;
+  }
+  if (o.zero_quantized_weights) flags.zeropp_qwz = true;
+  if (o.zero_quantized_gradients) flags.zeropp_qgz = true;
+  if (o.zero_hpz_flag && o.zero_hpz_flag->count() > 0) {
+    if (o.zero_hpz_partition_size < 1)
+      return Error{fmt::format("--zero-hpz-partition-size: expected a positive integer, got '{}'",
+                               o.zero_hpz_partition_size)};
+    flags.zeropp_hpz = o.zero_hpz_partition_size;
+  }
+  const std::string& c = o.grad_compression;
+  if (!c.empty()) {
+    const std::string prefix = "powersgd:rank=";
+    if (c == "none") {
+      flags.grad_compression = GradCompression::none;
+    } else if (c == "onebit" || c == "1bit") {
+      flags.grad_compression = GradCompression::onebit;
+    } else if (c.rfind(prefix, 0) == 0) {
+      auto r = parse_number<int>(c.substr(prefix.size()));
+      if (!r || *r < 1 || *r > 1 << 20)
+        return Error{fmt::format(
+            "--grad-compression: expected powersgd:rank=R with R a positive integer, got '{}'", c)};
+      flags.grad_compression = GradCompression::powersgd;
+      flags.powersgd_rank = *r;
+    } else {
+      return Error{
+          fmt::format("--grad-compression: expected powersgd:rank=R, onebit or none, got '{}'", c)};
+    }
+  }
+  return {};
+}
 }  // namespace
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
@@ -193,6 +237,32 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
       ->group(g_plan);
+
+  const char* g_cc = "Compressed communication (docs/workload.md)";
+  cmd.add_option(
+         "--grad-comm-dtype,--communication-data-type", o.grad_comm_dtype,
+         "data-parallel gradient all-reduce/reduce-scatter on the wire: fp32|bf16|fp16|fp8, "
+         "summed in fp32 (DeepSpeed communication_data_type) [the gradients' type]")
+      ->group(g_cc);
+  cmd.add_flag("--grad-reduce-in-bf16", o.grad_reduce_in_bf16,
+               "Megatron-LM's spelling of --grad-comm-dtype bf16")
+      ->group(g_cc);
+  cmd.add_flag("--zero-quantized-weights", o.zero_quantized_weights,
+               "ZeRO++ qwZ: ZeRO-3 parameter all-gather in int8 with per-block fp32 scales")
+      ->group(g_cc);
+  o.zero_hpz_flag =
+      cmd.add_option("--zero-hpz-partition-size", o.zero_hpz_partition_size,
+                     "ZeRO++ hpZ: secondary parameter shard over this many ranks of a node; the "
+                     "backward all-gather stays within it [1: off]")
+          ->group(g_cc);
+  cmd.add_flag("--zero-quantized-gradients", o.zero_quantized_gradients,
+               "ZeRO++ qgZ: gradient reduce-scatter as int4 all-to-all, intra-node then "
+               "inter-node")
+      ->group(g_cc);
+  cmd.add_option("--grad-compression", o.grad_compression,
+                 "DDP gradient compression: powersgd:rank=R (PowerSGD) | onebit (1-bit Adam) | "
+                 "none [none]")
+      ->group(g_cc);
 
   list(cmd, "--micro-batch-size", o.micro_batch,
        "samples per GPU per micro-batch [4 with the defaults]")
@@ -281,6 +351,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
                                  "one of backward_pre|backward_post|none", flags.fsdp_prefetch));
   if (o.fsdp_limit_all_gathers_flag && o.fsdp_limit_all_gathers_flag->count() > 0)
     flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
+  CS_RETURN_IF_ERROR(compression_flags(o, flags));
   in.plan.merge(flags);
 
   // The sweep's size before it is built: the product of the comma lists' lengths.

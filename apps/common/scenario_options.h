@@ -26,6 +26,12 @@ struct ScenarioOptions {
   bool use_distributed_optimizer = false, overlap_grad_reduce = false, overlap_param_gather = false,
        fsdp_limit_all_gathers = true;
   CLI::Option* fsdp_limit_all_gathers_flag = nullptr;  // given or not
+  // compressed communication (docs/workload.md, "Compressed communication")
+  std::string grad_comm_dtype, grad_compression;
+  bool grad_reduce_in_bf16 = false, zero_quantized_weights = false,
+       zero_quantized_gradients = false;
+  int zero_hpz_partition_size = 1;
+  CLI::Option* zero_hpz_flag = nullptr;  // given or not
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);

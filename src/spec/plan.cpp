@@ -1,6 +1,9 @@
 // Plans: names of the enums, merging of plan inputs, and the DeepSpeed config loader.
 #include "commscope/spec/plan.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -115,6 +118,81 @@ std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s) {
   return enum_from_name(kFsdpWrapNames, s);
 }
 
+std::string_view to_string(GradCompression c) {
+  switch (c) {
+    case GradCompression::none:
+      return "none";
+    case GradCompression::powersgd:
+      return "powersgd";
+    case GradCompression::onebit:
+      return "onebit";
+  }
+  return "none";
+}
+
+std::optional<DType> grad_comm_dtype_from_name(std::string_view s) {
+  std::string l(s);
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (l == "fp32" || l == "float32") return DType::fp32;
+  if (l == "bf16" || l == "bfp16" || l == "bfloat16") return DType::bf16;
+  if (l == "fp16" || l == "float16") return DType::fp16;
+  if (l == "fp8") return DType::fp8;
+  return std::nullopt;
+}
+
+Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per_node) {
+  plan.grad_comm_dtype = in.grad_comm_dtype;
+  plan.zeropp_qwz = in.zeropp_qwz.value_or(false);
+  plan.zeropp_qgz = in.zeropp_qgz.value_or(false);
+  plan.zeropp_hpz = in.zeropp_hpz.value_or(1);
+  plan.grad_compression = in.grad_compression.value_or(GradCompression::none);
+  plan.powersgd_rank = in.powersgd_rank.value_or(0);
+  if (plan.zeropp_hpz < 1)
+    return Error{
+        fmt::format("zero_hpz_partition_size: expected a positive number of ranks (1: off), got {}",
+                    plan.zeropp_hpz)};
+  const bool zeropp = plan.zeropp_qwz || plan.zeropp_qgz || plan.zeropp_hpz > 1;
+  if (zeropp && plan.zero != 3)
+    return Error{fmt::format("{}: expected ZeRO stage 3 (ZeRO++ extends ZeRO-3), got ZeRO-{}",
+                             plan.zeropp_qwz ? "--zero-quantized-weights (zero_quantized_weights)"
+                             : plan.zeropp_qgz
+                                 ? "--zero-quantized-gradients (zero_quantized_gradients)"
+                                 : "--zero-hpz-partition-size (zero_hpz_partition_size)",
+                             plan.zero)};
+  if (zeropp && plan.framework == Framework::fsdp)
+    return Error{
+        "--zero-quantized-weights/--zero-hpz-partition-size/--zero-quantized-gradients: "
+        "expected --framework deepspeed or none (ZeRO++ is DeepSpeed's), got fsdp"};
+  if (plan.zeropp_hpz > 1) {
+    // The data-parallel ranks of one node (as FSDP's HYBRID_SHARD counts them, builder.cpp).
+    const int stride = plan.rank_order == RankOrder::tp_dp_pp ? plan.tp : plan.tp * plan.pp;
+    const int per_node = stride >= gpus_per_node ? 1 : std::min(plan.dp, gpus_per_node / stride);
+    if (plan.dp % plan.zeropp_hpz != 0 || plan.zeropp_hpz > per_node)
+      return Error{fmt::format(
+          "--zero-hpz-partition-size (zero_hpz_partition_size): expected a divisor of the "
+          "data-parallel size {} of at most "
+          "the {} data-parallel ranks on one node, got {}",
+          plan.dp, per_node, plan.zeropp_hpz)};
+  }
+  if (plan.grad_compression == GradCompression::powersgd && plan.powersgd_rank < 1)
+    return Error{
+        fmt::format("--grad-compression: expected powersgd:rank=R with R >= 1, got rank {}",
+                    plan.powersgd_rank)};
+  if (plan.grad_compression != GradCompression::none) {
+    if (plan.zero != 0)
+      return Error{fmt::format(
+          "--grad-compression: expected ZeRO stage 0 (PowerSGD and 1-bit Adam replace the DDP "
+          "all-reduce), got ZeRO-{}",
+          plan.zero)};
+    if (plan.grad_comm_dtype)
+      return Error{fmt::format(
+          "--grad-comm-dtype: expected none with --grad-compression {} (the compressed gradient "
+          "has its own wire format), got {}",
+          to_string(plan.grad_compression), to_string(*plan.grad_comm_dtype))};
+  }
+  return Status{};
+}
+
 DType compute_dtype(Precision p) {
   switch (p) {
     case Precision::fp32:
@@ -161,6 +239,12 @@ void PlanInput::merge(const PlanInput& o) {
   take(fsdp_prefetch, o.fsdp_prefetch);
   take(fsdp_limit_all_gathers, o.fsdp_limit_all_gathers);
   take(use_distributed_optimizer, o.use_distributed_optimizer);
+  take(grad_comm_dtype, o.grad_comm_dtype);
+  take(zeropp_qwz, o.zeropp_qwz);
+  take(zeropp_qgz, o.zeropp_qgz);
+  take(zeropp_hpz, o.zeropp_hpz);
+  take(grad_compression, o.grad_compression);
+  take(powersgd_rank, o.powersgd_rank);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -183,6 +267,13 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   read_or_auto(z, "stage3_max_reuse_distance", p.zero3_max_reuse_distance);
   read_or_auto(z, "stage3_param_persistence_threshold", p.zero3_persistence_threshold);
   read_or_auto(z, "contiguous_gradients", p.contiguous_gradients);
+  // ZeRO++ (deepspeed/runtime/zero/config.py): qwZ, hpZ, qgZ.
+  read_or_auto(z, "zero_quantized_weights", p.zeropp_qwz);
+  read_or_auto(z, "zero_hpz_partition_size", p.zeropp_hpz);
+  read_or_auto(z, "zero_quantized_gradients", p.zeropp_qgz);
+  if (p.zeropp_hpz && *p.zeropp_hpz < 1)
+    z.fail("zero_hpz_partition_size", "a positive number of ranks (1: off)",
+           std::to_string(*p.zeropp_hpz));
   for (auto [key, val] :
        {std::pair{"reduce_bucket_size", p.zero_reduce_bucket},
         std::pair{"allgather_bucket_size", p.zero_allgather_bucket},
@@ -198,6 +289,16 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   if (fp16 && bf16) r.fail("bf16.enabled", "not both fp16 and bf16 enabled", "true");
   // DeepSpeed trains in fp32 unless fp16 or bf16 is enabled.
   p.precision = fp16 ? Precision::fp16 : bf16 ? Precision::bf16 : Precision::fp32;
+  // deepspeed/runtime/config.py get_communication_data_type: fp32, fp16, bf16 (or bfp16).
+  std::optional<std::string> comm_type;
+  read_or_auto(r, "communication_data_type", comm_type);
+  if (comm_type) {
+    auto d = grad_comm_dtype_from_name(*comm_type);
+    if (!d || *d == DType::fp8)
+      r.fail("communication_data_type", "one of fp32|fp16|bf16", "'" + *comm_type + "'");
+    else
+      p.grad_comm_dtype = *d;
+  }
   for (auto [key, val] : {std::pair{"train_batch_size", p.global_batch},
                           std::pair{"train_micro_batch_size_per_gpu", p.micro_batch},
                           std::pair{"gradient_accumulation_steps", p.grad_accum}})
@@ -229,6 +330,15 @@ nlohmann::json to_json(const ParallelPlan& p) {
                       {"overlap_grad_reduce", p.overlap_grad_reduce},
                       {"overlap_param_gather", p.overlap_param_gather},
                       {"rank_order", to_string(p.rank_order)}};
+  // Compressed communication only when chosen: the default plan's JSON is as before.
+  if (p.grad_comm_dtype) j["grad_comm_dtype"] = to_string(*p.grad_comm_dtype);
+  if (p.zeropp_qwz) j["zero_quantized_weights"] = true;
+  if (p.zeropp_hpz > 1) j["zero_hpz_partition_size"] = p.zeropp_hpz;
+  if (p.zeropp_qgz) j["zero_quantized_gradients"] = true;
+  if (p.grad_compression != GradCompression::none) {
+    j["grad_compression"] = to_string(p.grad_compression);
+    if (p.grad_compression == GradCompression::powersgd) j["powersgd_rank"] = p.powersgd_rank;
+  }
   // The framework and its options only when one is chosen: the default plan's JSON is as before.
   switch (p.framework) {
     case Framework::none:

@@ -304,6 +304,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
   CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
+  CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
 
   sc.model = std::move(model);
   sc.system = std::move(system);

@@ -124,6 +124,25 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{"--no-overlap-param-gather: the CPU trainer always prefetches one module"};
   if (p.decoder_seq_length)
     return Error{"--decoder-seq-length: the CPU trainer trains decoder-only GPTs"};
+  // Compressed communication: bf16/fp16 gradient reductions (data parallel only); ZeRO++ and
+  // PowerSGD / 1-bit Adam are modelled by describe and predict, not run.
+  if (p.grad_comm_dtype) {
+    if (*p.grad_comm_dtype == DType::fp8)
+      return refuse("--grad-comm-dtype", "fp8",
+                    "expected fp32, bf16 or fp16: the CPU trainer has no fp8 wire format");
+    if (o.tp > 1 || o.pp > 1)
+      return refuse("--grad-comm-dtype", std::string(to_string(*p.grad_comm_dtype)),
+                    "expected fp32 with --tp/--pp: the model-parallel trainer reduces in fp32");
+    o.grad_comm_dtype = *p.grad_comm_dtype;
+  }
+  if (p.zeropp_qwz.value_or(false) || p.zeropp_qgz.value_or(false) || p.zeropp_hpz.value_or(1) > 1)
+    return Error{
+        "--zero-quantized-weights/--zero-hpz-partition-size/--zero-quantized-gradients: the CPU "
+        "trainer does not run ZeRO++ (describe and predict model it)"};
+  if (p.grad_compression && *p.grad_compression != GradCompression::none)
+    return refuse("--grad-compression", std::string(to_string(*p.grad_compression)),
+                  "expected none: the CPU trainer does not run PowerSGD or 1-bit Adam (describe "
+                  "and predict model them)");
   if (p.zero) {
     if (*p.zero < 0 || *p.zero > 3)
       return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");
@@ -450,6 +469,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   p.ddp_bucket_mb = o.bucket_mb;
   p.zero_reduce_bucket = o.zero_reduce_bucket;
   p.zero_allgather_bucket = o.zero_allgather_bucket;
+  if (o.grad_comm_dtype) p.grad_comm_dtype = *o.grad_comm_dtype;
   return resolve_scenario(model_spec(o.model, o.model_name), system, net, p);
 }
 

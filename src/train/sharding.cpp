@@ -52,6 +52,7 @@ Result<Sharding> Sharding::build(const Workload& w, const ParamLayout& layout, S
     done += op.elements;
     sh.buckets.push_back(
         CommOp{std::string(op.name), op.collective, total - done, op.elements, op.layer});
+    sh.buckets.back().element_bytes = op.bytes / static_cast<double>(op.elements);
   }
   if (done > total)
     return Error{
@@ -64,6 +65,7 @@ Result<Sharding> Sharding::build(const Workload& w, const ParamLayout& layout, S
     if (op.collective != Collective::reduce_scatter && op.collective != Collective::all_gather)
       continue;
     CommOp c{std::string(op.name), op.collective, offset, op.elements, op.layer};
+    if (op.elements > 0) c.element_bytes = op.bytes / static_cast<double>(op.elements);
     if (op.collective == Collective::reduce_scatter) sh.step_reduce_scatter.push_back(c);
     if (op.collective == Collective::all_gather) sh.step_all_gather.push_back(c);
     offset += op.elements;

@@ -75,6 +75,13 @@ class Trainer {
   std::uint64_t collective(const CommOp& op, std::function<void()> call,
                            bool outside_workload = false);
   std::uint64_t all_reduce_grads(const CommOp& op);
+  // The gradient reductions' wire format (--grad-comm-dtype).
+  comm::Wire wire() const {
+    if (!o_.grad_comm_dtype) return comm::Wire::fp32;
+    return *o_.grad_comm_dtype == DType::bf16   ? comm::Wire::bf16
+           : *o_.grad_comm_dtype == DType::fp16 ? comm::Wire::fp16
+                                                : comm::Wire::fp32;
+  }
   // Reduce-scatter of op's range, read from `src` (kept alive by `keep` until it ran), onto the
   // ranks' partitions; each rank's part is added into its shard of the gradients.
   std::uint64_t reduce_scatter_grads(const CommOp& op, const float* src,
@@ -178,7 +185,7 @@ std::uint64_t Trainer::collective(const CommOp& op, std::function<void()> call,
     e.name = name;
     e.layer = op.layer;
     e.microbatch = mb;
-    e.bytes = static_cast<double>(op.elements) * sizeof(float);
+    e.bytes = static_cast<double>(op.elements) * op.element_bytes;
     comm_events_.push_back(e);
     if (!outside_workload) {
       auto& m = measured_[{CommGroup::data, op.collective}];
@@ -191,18 +198,26 @@ std::uint64_t Trainer::collective(const CommOp& op, std::function<void()> call,
 std::uint64_t Trainer::all_reduce_grads(const CommOp& op) {
   float* p = grads_.data() + op.offset;
   const int count = static_cast<int>(op.elements);
-  return collective(op, [this, p, count] {
-    comm::all_reduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, comm_);
+  const comm::Wire w = wire();
+  return collective(op, [this, p, count, w] {
+    if (w != comm::Wire::fp32)
+      comm::all_reduce_sum(p, p, count, w, comm_);  // --grad-comm-dtype bf16|fp16
+    else
+      comm::all_reduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, comm_);
   });
 }
 
 std::uint64_t Trainer::reduce_scatter_grads(const CommOp& op, const float* src,
                                             std::shared_ptr<const std::vector<float>> keep) {
-  return collective(op, [this, op, src, keep = std::move(keep)] {
+  const comm::Wire w = wire();
+  return collective(op, [this, op, src, w, keep = std::move(keep)] {
     const Partition::Pieces p = part_.pieces(op.offset, op.elements);
     const int mine = p.counts[static_cast<std::size_t>(me_)];
     std::vector<float> out(static_cast<std::size_t>(std::max(mine, 1)));
-    comm::reduce_scatter(src, out.data(), p.counts, MPI_FLOAT, MPI_SUM, comm_);
+    if (w != comm::Wire::fp32)
+      comm::reduce_scatter_sum(src, out.data(), p.counts, w, comm_);  // --grad-comm-dtype
+    else
+      comm::reduce_scatter(src, out.data(), p.counts, MPI_FLOAT, MPI_SUM, comm_);
     float* shard = shard_grads_.data() + part_.in_shard(me_, op.offset);
     for (int i = 0; i < mine; ++i) shard[i] += out[static_cast<std::size_t>(i)];
   });

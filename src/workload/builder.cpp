@@ -17,6 +17,13 @@ namespace commscope {
 
 namespace {
 
+// Compressed communication's constants (docs/workload.md, "Compressed communication").
+// qwZ: DeepSpeed's CUDAQuantizer.target_group_size (partition_parameters.py), elements per
+// int8 block; qgZ: elements per int4 block; each block carries one fp32 scale.
+constexpr std::int64_t kQwzBlock = 8000;
+constexpr std::int64_t kQgzBlock = 2048;
+constexpr double kScaleBytes = 4;
+
 // Where a step sits relative to Megatron's tensor-parallel regions: "enter" is the f operator
 // (identity forward, all-reduce backward; all-gather / reduce-scatter under sequence
 // parallelism), "exit" is the g operator (all-reduce forward, identity backward;
@@ -1069,10 +1076,255 @@ class Builder {
   mutable std::vector<bool> gather_in_backward_, gather_emitted_;
 };
 
+// ---- compressed communication (docs/workload.md, "Compressed communication") ----
+//
+// Applied to the built ops, after the strategies above wrote them: the gradient reductions'
+// wire type (--grad-comm-dtype), ZeRO++ (qwZ, hpZ, qgZ) and PowerSGD / 1-bit Adam. Nothing
+// changes, and no op is visited, unless the plan asks for one of them.
+
+// A data-parallel gradient reduction (DDP bucket, ZeRO reduce-scatter, Megatron's and FSDP's
+// reductions); the gradient-norm scalar (fp64) is not one.
+bool is_grad_reduction(const Op& op) {
+  return op.kind == OpKind::comm && op.group == CommGroup::data &&
+         (op.collective == Collective::all_reduce || op.collective == Collective::reduce_scatter) &&
+         op.dtype != DType::fp64;
+}
+
+template <class F>
+void for_each_list(Workload& w, F&& f) {
+  for (Role& r : w.roles) {
+    for (Chunk& c : r.chunks) {
+      f(r, c.forward);
+      f(r, c.backward);
+    }
+    f(r, r.step);
+  }
+}
+
+// The data-parallel ranks of one node (as FSDP's HYBRID_SHARD counts them): a divisor of DP.
+int dp_ranks_per_node(const Scenario& sc) {
+  const ParallelPlan& p = sc.plan;
+  const int gpn = std::max(1, sc.gpus_per_node);
+  const int stride = p.rank_order == RankOrder::tp_dp_pp ? p.tp : p.tp * p.pp;
+  const int per_node = stride >= gpn ? 1 : std::min(p.dp, gpn / stride);
+  return std::gcd(p.dp, per_node);
+}
+
+// The matrices (rows x columns on this rank) whose gradients PowerSGD compresses, of the
+// blocks and outer layers a role holds: QKV, attention output, MLP in (gate and up fused, as
+// Megatron-LM stores them) and out, cross-attention's own, the word embedding on the first
+// stage and an untied LM head on the last (a tied copy on the last stage too). Every other
+// parameter (norms, biases, positions) is a vector and goes uncompressed.
+std::vector<std::pair<std::int64_t, std::int64_t>> role_matrices(const Scenario& sc,
+                                                                 const Role& r) {
+  const ModelSpec& m = sc.model;
+  const ParallelPlan& p = sc.plan;
+  const std::int64_t t = p.tp, h = m.hidden, q = m.q_dim(), kv = m.kv_dim();
+  const std::int64_t fin = m.gated_mlp() ? 2 * m.ffn : m.ffn;
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  const int last_vs = p.pp * p.virtual_stages - 1;
+  for (const Chunk& c : r.chunks) {
+    if (c.virtual_stage == 0) out.emplace_back(m.vocab / t, h);
+    for (int l = c.first_layer; l < c.first_layer + c.layers; ++l) {
+      const int attn = block_kind(m, l) == BlockKind::cross_decoder ? 2 : 1;
+      for (int a = 0; a < attn; ++a) {
+        out.emplace_back((q + 2 * kv) / t, h);
+        out.emplace_back(h, q / t);
+      }
+      out.emplace_back(fin / t, h);
+      out.emplace_back(h, m.ffn / t);
+    }
+    if (c.virtual_stage == last_vs) {
+      if (!m.tied_embeddings)
+        out.emplace_back(m.vocab / t, h);
+      else if (p.pp > 1)
+        out.emplace_back(m.vocab / t, h);  // the last stage's copy of the tied embedding
+    }
+  }
+  return out;
+}
+
+void apply_compression(Workload& w) {
+  const Scenario& sc = w.scenario;
+  const ParallelPlan& p = sc.plan;
+  const bool zeropp = p.zero == 3 && (p.zeropp_qwz || p.zeropp_qgz || p.zeropp_hpz > 1);
+  if (!p.grad_comm_dtype && !zeropp && p.grad_compression == GradCompression::none) return;
+
+  // --grad-comm-dtype: each gradient reduction in the wire type, the same elements.
+  if (p.grad_comm_dtype)
+    for_each_list(w, [&](Role&, OpList& list) {
+      for (std::uint32_t i = 0; i < list.size(); ++i) {
+        Op& op = list.edit(i);
+        if (!is_grad_reduction(op)) continue;
+        op.dtype = *p.grad_comm_dtype;
+        op.bytes = static_cast<double>(op.elements) * dtype_bytes(op.dtype);
+      }
+    });
+
+  if (zeropp) {
+    const int node_dp = dp_ranks_per_node(sc);
+    for_each_list(w, [&](Role&, OpList& list) {
+      const std::uint32_t n = static_cast<std::uint32_t>(list.size());
+      for (std::uint32_t i = 0; i < n; ++i) {
+        Op& op = list.edit(i);
+        if (op.kind != OpKind::comm || op.group != CommGroup::data) continue;
+        const bool gather =
+            op.tag == OpTag::param_gather && op.collective == Collective::all_gather;
+        if (gather && p.zeropp_hpz > 1 && op.phase != Phase::forward) {
+          // hpZ: backward's (and recompute's) gather reads the secondary shard, over the
+          // zero_hpz_partition_size ranks of a node, in the parameters' type.
+          op.group_size = p.zeropp_hpz;
+          op.span = GroupSpan::intra_node;
+        } else if (gather && p.zeropp_qwz) {
+          // qwZ: each rank quantizes its shard to int8 in blocks of kQwzBlock elements with
+          // one fp32 scale each (symmetric); the gathered output holds DP shards' values and
+          // scales.
+          const std::int64_t shard = (op.elements + op.group_size - 1) / op.group_size;
+          const std::int64_t blocks = (shard + kQwzBlock - 1) / kQwzBlock;
+          op.dtype = DType::int8;
+          op.bytes = static_cast<double>(op.elements) +
+                     static_cast<double>(op.group_size * blocks) * kScaleBytes;
+        } else if (p.zeropp_qgz && op.collective == Collective::reduce_scatter &&
+                   is_grad_reduction(op)) {
+          // qgZ: int4 values with one fp32 scale per kQgzBlock (DeepSpeed's
+          // all_to_all_quant_reduce): an all-to-all over the node's DP ranks, the received
+          // pieces dequantized, summed in fp32 and requantized, then an all-to-all of the
+          // node's 1/g part over the nodes (one rank per node). One all-to-all over DP when DP
+          // is within a node or one rank per node.
+          const std::int64_t e = op.elements;
+          auto qbytes = [](std::int64_t elems) {
+            return static_cast<double>((elems + 1) / 2) +
+                   static_cast<double>((elems + kQgzBlock - 1) / kQgzBlock) * kScaleBytes;
+          };
+          const int dp = op.group_size, g = node_dp;
+          const bool two = g > 1 && g < dp;
+          op.collective = Collective::all_to_all;
+          op.dtype = DType::int8;
+          op.bytes = qbytes(e);
+          if (two) {
+            op.group_size = g;
+            op.span = GroupSpan::intra_node;
+            Op inter = op;
+            inter.name = "qgz_inter_node_all_to_all";
+            inter.group_size = dp / g;
+            inter.span = GroupSpan::inter_node;
+            inter.elements = (e + g - 1) / g;
+            inter.bytes = qbytes(inter.elements);
+            op.name = "qgz_intra_node_all_to_all";
+            const std::uint32_t intra = i;
+            list.add(inter, {intra});  // `op` may move: not used after this
+          } else {
+            op.name = "qgz_all_to_all";
+          }
+        }
+      }
+    });
+  }
+
+  if (p.grad_compression != GradCompression::none) {
+    for (Role& r : w.roles) {
+      // The role's gradient all-reduces: DDP's buckets in backward (last micro-batch only),
+      // FSDP NO_SHARD's per unit, or Megatron's one reduction in the step.
+      std::vector<Op*> buckets;
+      std::int64_t total = 0;
+      auto collect = [&](OpList& l) {
+        for (std::uint32_t i = 0; i < l.size(); ++i) {
+          Op& op = l.edit(i);
+          if (op.tag == OpTag::grad_bucket && is_grad_reduction(op) &&
+              op.collective == Collective::all_reduce) {
+            buckets.push_back(&op);
+            total += op.elements;
+          }
+        }
+      };
+      for (Chunk& c : r.chunks) collect(c.backward);
+      collect(r.step);
+      if (buckets.empty() || total <= 0) continue;
+      const auto mats = role_matrices(sc, r);
+      std::int64_t in_mats = 0, sent = 0;  // elements of the matrices; elements sent
+      double flops = 0, mem = 0;
+      const DType grad_dt = buckets.front()->dtype;
+      const double a = dtype_bytes(grad_dt);
+      if (p.grad_compression == GradCompression::powersgd) {
+        // PowerSGD (Vogels et al. 2019; torch powerSGD_hook): per n x m matrix, P = M Q (n x r)
+        // all-reduced, orthogonalized, Q = M^T P (m x r) all-reduced: (n + m) r elements
+        // instead of n m, where that is fewer (the hook's rule); vectors uncompressed.
+        const std::int64_t rk = p.powersgd_rank;
+        for (auto [rows, cols] : mats) {
+          in_mats += rows * cols;
+          if ((rows + cols) * rk < rows * cols) {
+            sent += (rows + cols) * rk;
+            // P = M Q and Q = M^T P (2 n m r FLOPs each), the error feedback's decompressed
+            // P Q^T (2 n m r), Gram-Schmidt of P (about 2 n r^2); M read four times.
+            flops += 6.0 * static_cast<double>(rows) * static_cast<double>(cols) * rk +
+                     2.0 * static_cast<double>(rows) * rk * rk;
+            mem += 4.0 * static_cast<double>(rows) * static_cast<double>(cols) * a;
+          } else {
+            sent += rows * cols;
+          }
+        }
+        sent += std::max<std::int64_t>(total - in_mats, 0);
+      } else {
+        // 1-bit Adam (Tang et al. 2021; DeepSpeed's compressed_allreduce): the momentum's
+        // signs, 1 bit each, and one fp32 scale per rank's chunk, error-compensated; sent as
+        // bytes (8 signs per byte).
+        sent = (total + 7) / 8;
+        flops = 5.0 * static_cast<double>(total);  // sign, scale, error feedback
+        mem = 4.0 * static_cast<double>(total) * a;
+      }
+      // Each bucket carries its share of the role's compressed elements; the last takes the
+      // remainder, so that the sum is exact.
+      std::int64_t left = sent;
+      for (std::size_t k = 0; k < buckets.size(); ++k) {
+        Op& op = *buckets[k];
+        std::int64_t e =
+            k + 1 == buckets.size()
+                ? left
+                : static_cast<std::int64_t>(static_cast<long double>(op.elements) * sent / total);
+        left -= e;
+        if (p.grad_compression == GradCompression::powersgd) {
+          op.name = "powersgd_bucket";
+          op.elements = e;
+          op.bytes = static_cast<double>(e) * a;
+        } else {
+          op.name = "onebit_bucket";
+          op.dtype = DType::int8;
+          op.elements = e;
+          op.bytes = static_cast<double>(e) + kScaleBytes * op.group_size;
+        }
+      }
+      // The compression's compute, charged once per iteration before the optimizer (not
+      // overlapped with backward: a bound on what it costs).
+      Op c;
+      c.kind = OpKind::compute;
+      c.compute = ComputeClass::elementwise;
+      c.phase = Phase::optimizer;
+      c.dtype = grad_dt;
+      c.name =
+          p.grad_compression == GradCompression::powersgd ? "powersgd_compress" : "onebit_compress";
+      c.layer = kNoLayer;
+      c.flops = flops;
+      c.mem_bytes = mem;
+      OpList step;
+      step.reserve(r.step.size() + 1);
+      std::uint32_t first = step.add(c, {});
+      for (std::uint32_t i = 0; i < r.step.size(); ++i) {
+        std::vector<std::uint32_t> deps;
+        for (std::uint32_t d : r.step.deps_of(i)) deps.push_back(d + 1);
+        if (i == 0) deps.push_back(first);
+        step.add(r.step[i], deps);
+      }
+      r.step = std::move(step);
+    }
+  }
+}
+
 }  // namespace
 
 Workload build_workload(const Scenario& sc) {
-  return Builder(sc).build();
+  Workload w = Builder(sc).build();
+  apply_compression(w);
+  return w;
 }
 
 }  // namespace commscope

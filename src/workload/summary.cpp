@@ -170,6 +170,8 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));
   mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
+  // ZeRO++ hpZ: the secondary copy of the weights, sharded over zero_hpz_partition_size ranks.
+  if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);
 
   // Activations: the chunk with the most, times the micro-batches (or chunk-micro-batches)
   // in flight, plus what the first and last stages keep outside the blocks.

@@ -51,6 +51,11 @@ std::optional<Framework> framework_from_name(std::string_view s);
 std::optional<FsdpSharding> fsdp_sharding_from_name(std::string_view s);
 std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s);
 std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s);
+// Gradient compression schemes that replace the data-parallel gradient reduction
+// (docs/workload.md, "Compressed communication"): PowerSGD (Vogels et al. 2019, PyTorch's
+// powerSGD_hook) and 1-bit Adam (Tang et al. 2021, DeepSpeed's OnebitAdam).
+enum class GradCompression : std::uint8_t { none, powersgd, onebit };
+std::string_view to_string(GradCompression c);
 
 // Data type of weights, activations and gradients on the wire for a precision.
 DType compute_dtype(Precision p);
@@ -95,6 +100,22 @@ struct ParallelPlan {
   bool use_distributed_optimizer = false;
   std::int64_t megatron_bucket = 40000000;
 
+  // ---- compressed communication (docs/workload.md, "Compressed communication") ----
+  // The data-parallel gradient all-reduce / reduce-scatter on the wire in this type
+  // (--grad-comm-dtype, DeepSpeed communication_data_type); unset: the gradients' own type.
+  // Accumulation stays in fp32 (the receiver sums in fp32, then converts).
+  std::optional<DType> grad_comm_dtype;
+  // ZeRO++ (Wang et al. 2023), ZeRO-3 only: qwZ int8 weight all-gather with per-block scales
+  // (zero_quantized_weights), hpZ secondary parameter shard over this many ranks of a node
+  // (zero_hpz_partition_size; 1: off), qgZ hierarchical int4 all-to-all gradient reduce-scatter
+  // (zero_quantized_gradients).
+  bool zeropp_qwz = false;
+  int zeropp_hpz = 1;
+  bool zeropp_qgz = false;
+  // PowerSGD of this rank, or 1-bit Adam, in place of the gradient all-reduce (DDP only).
+  GradCompression grad_compression = GradCompression::none;
+  int powersgd_rank = 0;
+
   int model_parallel() const { return tp * pp; }
   int gpus() const { return dp * tp * pp; }
   DType dtype() const { return compute_dtype(precision); }
@@ -122,6 +143,12 @@ struct PlanInput {
   std::optional<FsdpWrap> fsdp_wrap;
   std::optional<FsdpPrefetch> fsdp_prefetch;
   std::optional<bool> fsdp_limit_all_gathers, use_distributed_optimizer;
+  // compressed communication
+  std::optional<DType> grad_comm_dtype;
+  std::optional<bool> zeropp_qwz, zeropp_qgz;
+  std::optional<int> zeropp_hpz;
+  std::optional<GradCompression> grad_compression;
+  std::optional<int> powersgd_rank;
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);
@@ -133,5 +160,14 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
 Result<PlanInput> load_deepspeed_config(const std::string& path);
 
 nlohmann::json to_json(const ParallelPlan& p);
+
+// Compressed communication from the plan input into the plan, checked: --grad-comm-dtype one
+// of fp32|bf16|fp16|fp8; ZeRO++ under ZeRO-3 only, hpZ a divisor of DP within a node
+// (gpus_per_node); PowerSGD's rank positive, compression under DDP (ZeRO-0) only.
+Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per_node);
+
+// "fp32", "bf16", "fp16", "fp8", and the aliases "float32", "float16", "bfloat16" (DeepSpeed's
+// communication_data_type spellings); nullopt for anything else.
+std::optional<DType> grad_comm_dtype_from_name(std::string_view s);
 
 }  // namespace commscope

@@ -66,6 +66,9 @@ struct TrainOptions {
   bool progress = true;          // a progress line on a terminal (rank 0)
   bool progress_forced = false;  // commscope train's stderr is a terminal (mpirun's pipes are not)
   int kill_rank = -1, kill_step = -1;  // tests: this rank dies at the start of this step
+  // --grad-comm-dtype: the gradient all-reduce / reduce-scatter on the wire in bf16 or fp16,
+  // summed in fp32 (comm/collectives.h); unset or fp32: fp32 throughout.
+  std::optional<DType> grad_comm_dtype;
 };
 
 // The ModelSpec that describes the trainer's GPT to the workload builder.

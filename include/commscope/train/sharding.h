@@ -21,6 +21,9 @@ struct CommOp {
   Collective collective = Collective::all_reduce;
   std::int64_t offset = 0, elements = 0;
   int layer = kNoLayer;
+  // Bytes per element on the wire, as the workload counts them (2 for gradients reduced in
+  // bf16/fp16 under --grad-comm-dtype).
+  double element_bytes = 4;
 };
 
 struct Sharding {
