@@ -28,7 +28,8 @@ Verb add_characterize(CLI::App& app) {
       "characterize",
       "The closed loop: measure the network (collective sweeps -> a fitted profile with curves), "
       "the compute (the trainer's kernels on the model's shapes -> a cpu-host system preset) and "
-      "training runs (DDP, ZeRO-1/2/3 over rank counts and profiles, with traces); predict the "
+      "training runs (DDP, ZeRO-1/2/3, tensor and pipeline parallel over rank counts and "
+      "profiles, with traces); predict the "
       "same runs from the first two alone and report the errors, and project the larger runs "
       "from the smallest as the seeds do. Everything goes into one folder (-o); completed steps "
       "are kept and skipped when run again. The folder's HTML report is written as report.html "
@@ -44,7 +45,10 @@ Verb add_characterize(CLI::App& app) {
                 "a smaller model (2 layers, hidden 128), fewer steps and repetitions: minutes");
   cmd->add_option("--model", o->model, "a GPT-2-shaped model preset or file [gpt2-tiny-cpu]");
   cmd->add_option("--ranks", o->ranks, "rank counts of the runs, comma list [2,4]")->delimiter(',');
-  cmd->add_option("--strategies", o->strategies, "ddp|zero1|zero2|zero3, comma list [all four]")
+  cmd->add_option("--strategies", o->strategies,
+                  "ddp|zero1|zero2|zero3|tp<N>|pp<M>|tp<N>pp<M> (Megatron's tensor and pipeline "
+                  "parallelism, 1F1B over 2 x PP micro-batches; each run where TP x PP divides "
+                  "the rank count), comma list [ddp,zero1,zero2,zero3,tp2,pp2,tp2pp2]")
       ->delimiter(',');
   cmd->add_option("--steps", o->steps, "training steps per run [5 with --quick, else 12]");
   cmd->add_option("--warmup", o->warmup, "steps left out of the averages [2 with --quick, else 3]");
