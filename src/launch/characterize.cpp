@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -114,18 +115,24 @@ double project_iteration(double base_iteration_s, double base_exposed_s, double 
 }
 
 json summarize(const json& runs) {
-  double sum = 0, mx = 0, csum = 0, psum = 0;
-  int n = 0, cn = 0, pn = 0;
+  double sum = 0, mx = 0, csum = 0, psum = 0, s2sum = 0, wabs = 0, wmeas = 0;
+  int n = 0, cn = 0, pn = 0, s2n = 0;
   for (const json& r : runs) {
     if (!r.contains("iteration_error_pct")) continue;
     const double e = std::fabs(r["iteration_error_pct"].get<double>());
     sum += e;
     mx = std::max(mx, e);
     ++n;
+    if (r.contains("step2_iteration_error_pct")) {
+      s2sum += std::fabs(r["step2_iteration_error_pct"].get<double>());
+      ++s2n;
+    }
     for (const json& c : r.value("collectives", json::array())) {
       if (c.value("measured_s", 0.0) <= 0) continue;
       csum += std::fabs(c["error_pct"].get<double>());
       ++cn;
+      wabs += std::fabs(c.value("predicted_s", 0.0) - c["measured_s"].get<double>());
+      wmeas += c["measured_s"].get<double>();
       if (c.value("measured_profiler_s", 0.0) > 0 && c.contains("profiler_error_pct")) {
         psum += std::fabs(c["profiler_error_pct"].get<double>());
         ++pn;
@@ -136,7 +143,9 @@ json summarize(const json& runs) {
           {"iteration_mape_pct", n ? sum / n : 0.0},
           {"iteration_max_error_pct", mx},
           {"collective_mape_pct", cn ? csum / cn : 0.0},
-          {"collective_profiler_mape_pct", pn ? psum / pn : 0.0}};
+          {"collective_profiler_mape_pct", pn ? psum / pn : 0.0},
+          {"step2_iteration_mape_pct", s2n ? s2sum / s2n : 0.0},
+          {"collective_weighted_error_pct", wmeas > 0 ? wabs / wmeas * 100 : 0.0}};
 }
 
 json throughput_series(const std::vector<NodeTraffic>& traffic, double scale) {
@@ -193,6 +202,7 @@ struct Settings {
   std::vector<int> ranks;
   std::vector<Strategy> strategies;
   int steps, warmup, micro_batch, bench_iters, bench_warmup, compute_reps;
+  int run_compute_reps;  // the kernels' repetitions before each run
 };
 
 Settings settings_of(const CharacterizeOptions& o) {
@@ -200,12 +210,15 @@ Settings settings_of(const CharacterizeOptions& o) {
   s.ranks = o.ranks.empty() ? std::vector<int>{2, 4} : o.ranks;
   for (const std::string& name : o.strategies.empty() ? kDefaultStrategies : o.strategies)
     if (auto st = parse_strategy(name)) s.strategies.push_back(*st);
-  s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 12);
+  // The default mode's figures keep it under 30 minutes on a 2-core host shared with other
+  // work (docs/characterize.md, "Time").
+  s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 8);
   s.warmup = o.warmup >= 0 ? o.warmup : (o.quick ? 2 : 3);
   s.micro_batch = o.micro_batch > 0 ? o.micro_batch : 4;
-  s.bench_iters = o.quick ? 8 : 20;
-  s.bench_warmup = o.quick ? 1 : 5;
-  s.compute_reps = o.quick ? 10 : 30;
+  s.bench_iters = o.quick ? 8 : 10;
+  s.bench_warmup = o.quick ? 1 : 2;
+  s.compute_reps = o.quick ? 10 : 20;
+  s.run_compute_reps = 5;
   return s;
 }
 
@@ -296,11 +309,13 @@ Result<int> run_job_here(const CharacterizeOptions& o, const Profile& p, const s
 }
 
 // The largest sweep size: the power of two at or below the largest message the runs send (the
-// whole gradient, one DDP bucket here), at least 64 KiB; above it the curve's largest point's
-// busbw holds (docs/cost-model.md), and the top size is what the sweep spends its time on.
+// whole gradient, one DDP bucket here), at least 64 KiB and at most kMaxSweepBytes; above it
+// the curve's largest point's busbw holds (docs/cost-model.md), and the top size is what the
+// sweep spends its time on (16 MiB over an emulated tcp-10g link: 11 minutes a sweep).
+constexpr std::uint64_t kMaxSweepBytes = 4ull << 20;
 std::uint64_t top_size(double bytes) {
   std::uint64_t v = 65536;
-  while (static_cast<double>(2 * v) <= bytes && v < (1ull << 34)) v <<= 1;
+  while (static_cast<double>(2 * v) <= bytes && v < kMaxSweepBytes) v <<= 1;
   return v;
 }
 
@@ -412,6 +427,26 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
               {"file", file},       {"curves", curves}};
 }
 
+// The kernels' fit as a cpu-host system preset named `name`, written to OUT/`file` (read back
+// through predict's loader first: a file written here is one predict accepts).
+Result<ComputeFit> write_fitted_system(const CharacterizeOptions& o, const ModelSpec& model,
+                                       const SystemSpec& base, const ComputeMeasurement& m,
+                                       int max_per_node, const std::string& name,
+                                       const std::string& file) {
+  SystemSpec b = base;
+  b.name = name;
+  CS_ASSIGN_OR_RETURN(ComputeFit fit, fit_compute(m, model, b));
+  fit.system.node.gpus = max_per_node;
+  json sys = to_json(fit.system);
+  if (auto back = system_from_json(sys, file); !back.ok()) return back.error();
+  // Rewritten only when it changed: a resumed folder's completed runs stay untouched.
+  const std::string text = sys.dump(2) + "\n";
+  std::ifstream old(o.out + "/" + file, std::ios::binary);
+  const std::string was((std::istreambuf_iterator<char>(old)), {});
+  if (was != text) CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/" + file, text));
+  return fit;
+}
+
 // Step 2: the kernels at each concurrency a run puts on one host; the fitted system files.
 Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s,
                                  const ModelSpec& model, const std::set<int>& concurrencies,
@@ -432,16 +467,13 @@ Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s
       CS_ASSIGN_OR_RETURN(m, o.measure_compute(model, s.micro_batch, s.compute_reps, c));
       CS_RETURN_IF_ERROR(write_file_atomic(mpath, to_json(m).dump(1) + "\n"));
     }
-    SystemSpec b = base;
-    b.name = c == 1 ? "cpu-host-measured" : fmt::format("cpu-host-measured-x{}", c);
-    CS_ASSIGN_OR_RETURN(ComputeFit fit, fit_compute(m, model, b));
-    fit.system.node.gpus = max_per_node;
     const std::string file =
         c == 1 ? "system-cpu-host.json" : fmt::format("system-cpu-host-x{}.json", c);
-    json sys = to_json(fit.system);
-    // Read back through predict's loader: a file written here is one predict accepts.
-    if (auto back = system_from_json(sys, file); !back.ok()) return back.error();
-    CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/" + file, sys.dump(2) + "\n"));
+    CS_ASSIGN_OR_RETURN(
+        ComputeFit fit,
+        write_fitted_system(o, model, base, m, max_per_node,
+                            c == 1 ? "cpu-host-measured" : fmt::format("cpu-host-measured-x{}", c),
+                            file));
     json pts = json::array();
     for (const GemmPoint& p : fit.points)
       pts.push_back({{"op", p.op}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"tflops", p.tflops}});
@@ -696,6 +728,7 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   for (int r : s.ranks)
     for (const Profile& p : profiles) max_per_node = std::max(max_per_node, r / p.nodes);
   CS_ASSIGN_OR_RETURN(json compute, measure_compute_all(o, s, model, conc, max_per_node, prog));
+  CS_ASSIGN_OR_RETURN(const SystemSpec base_system, load_system("cpu-host"));
 
   // 3. training runs, each kept under runs/<id>/ once complete
   const std::string train = o.bin_dir + "/commscope-train";
@@ -720,6 +753,19 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
             cached->value("args", json()) == json(args) && cached->contains("summary")) {
           record = *cached;
         } else {
+          // Step 2 again, just before the run: the kernels at the run's concurrency, so that
+          // the prediction prices the compute at the load the run meets (a shared host's load
+          // changes within minutes). Not the run's own measurement: its kernels alone.
+          fs::remove(rdir + "/kernels.json", ec);
+          if (o.measure_compute) {
+            prog.show(fmt::format("compute {}/{}: the kernels before {} {} on {} ranks", done,
+                                  total, p.label, st.name, r));
+            CS_ASSIGN_OR_RETURN(ComputeMeasurement km,
+                                o.measure_compute(model, s.micro_batch, s.run_compute_reps,
+                                                  compute_concurrency(o, p, r)));
+            CS_RETURN_IF_ERROR(
+                write_file_atomic(rdir + "/kernels.json", to_json(km).dump(1) + "\n"));
+          }
           prog.show(
               fmt::format("train {}/{}: {} {} on {} ranks", done, total, p.label, st.name, r));
           fs::remove_all(tdir, ec);
@@ -765,8 +811,20 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         const int per_host = compute_concurrency(o, p, r);
         ScenarioInput in;
         in.model = model_file;
-        const std::string system_file =
+        const std::string step2_file =
             compute["systems"][std::to_string(per_host)]["file"].get<std::string>();
+        // The run's own kernel fit where it has one (runs/<id>/system.json), else step 2's.
+        std::string system_file = step2_file;
+        if (auto kj = read_json_file(rdir + "/kernels.json")) {
+          auto km = compute_measurement_from_json(*kj, rdir + "/kernels.json");
+          if (km.ok() && km->batch == s.micro_batch && km->concurrency == per_host) {
+            system_file = "runs/" + id + "/system.json";
+            CS_ASSIGN_OR_RETURN(ComputeFit fit,
+                                write_fitted_system(o, model, base_system, *km, max_per_node,
+                                                    "cpu-host-measured-" + id, system_file));
+            (void)fit;
+          }
+        }
         in.system = o.out + "/" + system_file;
         in.network = o.out + "/network-" + p.label + ".json";
         in.plan.gpus = r;
@@ -784,6 +842,16 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         if (pr.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
         const PredictRow& row = pr.rows.front();
         const Breakdown& pb = row.breakdown;
+        // Beside it, the prediction with step 2's system (the kernels timed once, before all
+        // runs): the same run and network, so the two errors differ by the compute alone.
+        double step2_iter = row.iteration_time;
+        if (system_file != step2_file) {
+          ScenarioInput in2 = in;
+          in2.system = o.out + "/" + step2_file;
+          CS_ASSIGN_OR_RETURN(SweepResult pr2, predict_sweep({in2}, SweepOptions{}));
+          if (pr2.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
+          step2_iter = pr2.rows.front().iteration_time;
+        }
         json run = {
             {"id", id},
             {"strategy", st.name},
@@ -795,6 +863,9 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
             {"network", p.label},
             {"trace_dir", "traces/" + id},
             {"system_file", system_file},
+            {"step2_system_file", step2_file},
+            {"step2_predicted_iteration_s", step2_iter},
+            {"step2_iteration_error_pct", error_pct(measured_iter, step2_iter)},
             {"network_file", "network-" + p.label + ".json"},
             {"measured", breakdown_terms(measured_iter, mb)},
             {"predicted", breakdown_terms(row.iteration_time, pb)},

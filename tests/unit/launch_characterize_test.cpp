@@ -52,6 +52,10 @@ TEST(Characterize, SummaryAveragesAbsoluteErrors) {
   EXPECT_DOUBLE_EQ(s["iteration_max_error_pct"].get<double>(), 4.0);
   // The collective measured at 0 s has no relative error and is left out.
   EXPECT_DOUBLE_EQ(s["collective_mape_pct"].get<double>(), 15.0);
+  // Weighted by time: |0.9 - 1| + |1.2 - 1| over 2 s measured (the rows carry predicted_s).
+  runs[0]["collectives"][0]["predicted_s"] = 0.9;
+  runs[1]["collectives"][0]["predicted_s"] = 1.2;
+  EXPECT_NEAR(summarize(runs)["collective_weighted_error_pct"].get<double>(), 15.0, 1e-9);
   // The profiler view's, where rows have it.
   runs[0]["collectives"][0]["measured_profiler_s"] = 2.0;
   runs[0]["collectives"][0]["profiler_error_pct"] = -30.0;

@@ -99,7 +99,9 @@ double project_iteration(double base_iteration_s, double base_exposed_s, double 
                          double base_model_comm_s, double model_comm_s);
 
 // summary of a document's runs: mean and max |iteration error|, mean |collective error| (causal
-// view; collective_profiler_mape_pct the profiler view's).
+// view; collective_profiler_mape_pct the profiler view's), and the collectives' error weighted by
+// their time, sum |predicted - measured| / sum measured (collective_weighted_error_pct: a row of
+// a millisecond counts for what it weighs).
 nlohmann::json summarize(const nlohmann::json& runs);
 
 // Per-node sending rate over time from the emulated NICs' byte counters (NodeTraffic::samples,
