@@ -340,7 +340,9 @@ TEST(Characterize, ZeroPlansAllReduceTheGradientNorm) {
       }
       const bool expected = zero >= 1 && gpus > 1;
       EXPECT_EQ(norms, expected ? 1 : 0) << "zero " << zero << ", " << gpus << " ranks";
-      if (expected) EXPECT_LT(norm_at, adam_at) << "zero " << zero;
+      if (expected) {
+        EXPECT_LT(norm_at, adam_at) << "zero " << zero;
+      }
     }
   }
 }
