@@ -146,6 +146,9 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   const std::string page = commscope::testing::slurp(out / "report.html");
   EXPECT_NE(page.find("rdma-100g-ddp-r4"), std::string::npos);
   EXPECT_NE(page.find("<canvas"), std::string::npos);
+  // Both views' errors per collective, and the summary's time-weighted error.
+  EXPECT_NE(page.find("profiler error %"), std::string::npos);
+  EXPECT_NE(page.find("collective error weighted by time"), std::string::npos);
   for (int r : {2, 4})
     for (int k = 0; k < r; ++k)
       EXPECT_TRUE(
