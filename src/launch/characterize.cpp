@@ -123,8 +123,8 @@ json summarize(const json& runs) {
     sum += e;
     mx = std::max(mx, e);
     ++n;
-    if (r.contains("step2_iteration_error_pct")) {
-      s2sum += std::fabs(r["step2_iteration_error_pct"].get<double>());
+    if (r.contains("run_kernels_iteration_error_pct")) {
+      s2sum += std::fabs(r["run_kernels_iteration_error_pct"].get<double>());
       ++s2n;
     }
     for (const json& c : r.value("collectives", json::array())) {
@@ -144,7 +144,7 @@ json summarize(const json& runs) {
           {"iteration_max_error_pct", mx},
           {"collective_mape_pct", cn ? csum / cn : 0.0},
           {"collective_profiler_mape_pct", pn ? psum / pn : 0.0},
-          {"step2_iteration_mape_pct", s2n ? s2sum / s2n : 0.0},
+          {"run_kernels_iteration_mape_pct", s2n ? s2sum / s2n : 0.0},
           {"collective_weighted_error_pct", wmeas > 0 ? wabs / wmeas * 100 : 0.0}};
 }
 
@@ -753,9 +753,9 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
             cached->value("args", json()) == json(args) && cached->contains("summary")) {
           record = *cached;
         } else {
-          // Step 2 again, just before the run: the kernels at the run's concurrency, so that
-          // the prediction prices the compute at the load the run meets (a shared host's load
-          // changes within minutes). Not the run's own measurement: its kernels alone.
+          // Step 2 again, just before the run: the kernels at the run's concurrency, for a
+          // second prediction that prices the compute at the load the run meets (a shared
+          // host's load changes within minutes). Not the run's own measurement: its kernels.
           fs::remove(rdir + "/kernels.json", ec);
           if (o.measure_compute) {
             prog.show(fmt::format("compute {}/{}: the kernels before {} {} on {} ranks", done,
@@ -811,17 +811,20 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         const int per_host = compute_concurrency(o, p, r);
         ScenarioInput in;
         in.model = model_file;
-        const std::string step2_file =
+        // Predicted with step 2's system (the kernels timed before all runs, 10 or 20
+        // repetitions). The run's own kernels, timed just before it with 5 repetitions, give
+        // a second prediction beside it (run_kernels_*): tried as the prediction first, it
+        // was the worse of the two in both invocations measured (docs/characterize.md).
+        const std::string system_file =
             compute["systems"][std::to_string(per_host)]["file"].get<std::string>();
-        // The run's own kernel fit where it has one (runs/<id>/system.json), else step 2's.
-        std::string system_file = step2_file;
+        std::string run_system_file;
         if (auto kj = read_json_file(rdir + "/kernels.json")) {
           auto km = compute_measurement_from_json(*kj, rdir + "/kernels.json");
           if (km.ok() && km->batch == s.micro_batch && km->concurrency == per_host) {
-            system_file = "runs/" + id + "/system.json";
+            run_system_file = "runs/" + id + "/system.json";
             CS_ASSIGN_OR_RETURN(ComputeFit fit,
                                 write_fitted_system(o, model, base_system, *km, max_per_node,
-                                                    "cpu-host-measured-" + id, system_file));
+                                                    "cpu-host-measured-" + id, run_system_file));
             (void)fit;
           }
         }
@@ -842,15 +845,15 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         if (pr.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
         const PredictRow& row = pr.rows.front();
         const Breakdown& pb = row.breakdown;
-        // Beside it, the prediction with step 2's system (the kernels timed once, before all
-        // runs): the same run and network, so the two errors differ by the compute alone.
-        double step2_iter = row.iteration_time;
-        if (system_file != step2_file) {
+        // Beside it, the prediction with the run's own kernels: the same run and network, so
+        // the two errors differ by the compute calibration alone.
+        double run_kernels_iter = row.iteration_time;
+        if (!run_system_file.empty()) {
           ScenarioInput in2 = in;
-          in2.system = o.out + "/" + step2_file;
+          in2.system = o.out + "/" + run_system_file;
           CS_ASSIGN_OR_RETURN(SweepResult pr2, predict_sweep({in2}, SweepOptions{}));
           if (pr2.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
-          step2_iter = pr2.rows.front().iteration_time;
+          run_kernels_iter = pr2.rows.front().iteration_time;
         }
         json run = {
             {"id", id},
@@ -863,9 +866,9 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
             {"network", p.label},
             {"trace_dir", "traces/" + id},
             {"system_file", system_file},
-            {"step2_system_file", step2_file},
-            {"step2_predicted_iteration_s", step2_iter},
-            {"step2_iteration_error_pct", error_pct(measured_iter, step2_iter)},
+            {"run_kernels_system_file", run_system_file.empty() ? system_file : run_system_file},
+            {"run_kernels_predicted_iteration_s", run_kernels_iter},
+            {"run_kernels_iteration_error_pct", error_pct(measured_iter, run_kernels_iter)},
             {"network_file", "network-" + p.label + ".json"},
             {"measured", breakdown_terms(measured_iter, mb)},
             {"predicted", breakdown_terms(row.iteration_time, pb)},

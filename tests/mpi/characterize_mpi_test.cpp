@@ -212,14 +212,15 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
     }
     EXPECT_NEAR(run["measured"]["iteration_s"].get<double>(), meas, meas * 1e-12);
     EXPECT_NEAR(run["measured"]["compute_s"].get<double>(), compute, compute * 1e-12);
-    // The kernels timed just before the run, fitted into the run's own system file; the
-    // prediction with step 2's system beside it.
+    // The kernels timed just before the run, fitted into the run's own system file, and the
+    // prediction with it beside the one with step 2's system.
     const std::string id = run["id"].get<std::string>();
     EXPECT_TRUE(fs::is_regular_file(out / "runs" / id / "kernels.json")) << id;
-    EXPECT_EQ(run["system_file"], "runs/" + id + "/system.json");
-    EXPECT_TRUE(fs::is_regular_file(out / run["step2_system_file"].get<std::string>()));
-    EXPECT_NEAR(run["step2_iteration_error_pct"].get<double>(),
-                (run["step2_predicted_iteration_s"].get<double>() - meas) / meas * 100, 1e-6);
+    EXPECT_EQ(run["run_kernels_system_file"], "runs/" + id + "/system.json");
+    EXPECT_TRUE(fs::is_regular_file(out / "runs" / id / "system.json")) << id;
+    EXPECT_EQ(run["system_file"].get<std::string>().rfind("system-cpu-host", 0), 0u);
+    EXPECT_NEAR(run["run_kernels_iteration_error_pct"].get<double>(),
+                (run["run_kernels_predicted_iteration_s"].get<double>() - meas) / meas * 100, 1e-6);
     const bool mp = run["strategy"] == "tp2pp2";
     EXPECT_EQ(run["tp"], mp ? 2 : 1);
     EXPECT_EQ(run["pp"], mp ? 2 : 1);
