@@ -28,7 +28,8 @@ Verb add_characterize(CLI::App& app) {
       "characterize",
       "The closed loop: measure the network (collective sweeps -> a fitted profile with curves), "
       "the compute (the trainer's kernels on the model's shapes -> a cpu-host system preset) and "
-      "training runs (DDP, ZeRO-1/2/3 over rank counts and profiles, with traces); predict the "
+      "training runs (DDP, ZeRO-1/2/3, tensor and pipeline parallel over rank counts and "
+      "profiles, with traces); predict the "
       "same runs from the first two alone and report the errors, and project the larger runs "
       "from the smallest as the seeds do. Everything goes into one folder (-o); completed steps "
       "are kept and skipped when run again. The folder's HTML report is written as report.html "
@@ -44,69 +45,79 @@ Verb add_characterize(CLI::App& app) {
                 "a smaller model (2 layers, hidden 128), fewer steps and repetitions: minutes");
   cmd->add_option("--model", o->model, "a GPT-2-shaped model preset or file [gpt2-tiny-cpu]");
   cmd->add_option("--ranks", o->ranks, "rank counts of the runs, comma list [2,4]")->delimiter(',');
-  cmd->add_option("--strategies", o->strategies, "ddp|zero1|zero2|zero3, comma list [all four]")
+  cmd->add_option("--strategies", o->strategies,
+                  "ddp|zero1|zero2|zero3|tp<N>|pp<M>|tp<N>pp<M> (Megatron's tensor and pipeline "
+                  "parallelism, 1F1B over 2 x PP micro-batches; each run where TP x PP divides "
+                  "the rank count), comma list [ddp,zero1,zero2,zero3,tp2,pp2,tp2pp2]")
       ->delimiter(',');
-  cmd->add_option("--steps", o->steps, "training steps per run [5 with --quick, else 12]");
+  cmd->add_option("--steps", o->steps, "training steps per run [5 with --quick, else 8]");
   cmd->add_option("--warmup", o->warmup, "steps left out of the averages [2 with --quick, else 3]");
   cmd->add_option("--micro-batch-size", o->micro_batch, "sequences per rank per step [4]");
   auto no_progress = std::make_shared<bool>(false);
   cmd->add_flag("--no-progress", *no_progress, "no progress line on a terminal");
-  return {
-      cmd, [o, no_progress]() -> int {
-        if (o->out.empty()) o->out = "characterize-out";
-        o->progress = !*no_progress && ::isatty(STDERR_FILENO) == 1;
-        o->bin_dir = launch::self_dir();
+  return {cmd, [o, no_progress]() -> int {
+            if (o->out.empty()) o->out = "characterize-out";
+            o->progress = !*no_progress && ::isatty(STDERR_FILENO) == 1;
+            o->bin_dir = launch::self_dir();
 #ifdef COMMSCOPE_HAVE_TRAIN
-        o->measure_compute = [](const ModelSpec& m, int batch, int reps,
-                                int concurrency) -> Result<ComputeMeasurement> {
-          CS_ASSIGN_OR_RETURN(train::GptConfig cfg, train::config_from_model(m));
-          return train::measure_compute(cfg, batch, reps, concurrency);
-        };
-        // As `commscope train` checks before it launches (train.cpp).
-        o->check_train = [](const std::vector<std::string>& args, int ranks) -> Status {
-          CLI::App flags_app;
-          TrainFlags f;
-          add_train_flags(flags_app, f);
-          std::vector<std::string> reversed(args.rbegin(), args.rend());
-          try {
-            flags_app.parse(reversed);
-          } catch (const CLI::ParseError& e) {
-            return Error{std::string("trainer flags: ") + e.what()};
-          }
-          CS_ASSIGN_OR_RETURN(train::TrainOptions t, train_options(f, nullptr));
-          return train::validate(t, ranks, ranks);
-        };
+            o->measure_compute = [](const ModelSpec& m, int batch, int reps,
+                                    int concurrency) -> Result<ComputeMeasurement> {
+              CS_ASSIGN_OR_RETURN(train::GptConfig cfg, train::config_from_model(m));
+              return train::measure_compute(cfg, batch, reps, concurrency);
+            };
+            // As `commscope train` checks before it launches (train.cpp).
+            o->check_train = [](const std::vector<std::string>& args, int ranks) -> Status {
+              CLI::App flags_app;
+              TrainFlags f;
+              add_train_flags(flags_app, f);
+              std::vector<std::string> reversed(args.rbegin(), args.rend());
+              try {
+                flags_app.parse(reversed);
+              } catch (const CLI::ParseError& e) {
+                return Error{std::string("trainer flags: ") + e.what()};
+              }
+              CS_ASSIGN_OR_RETURN(train::TrainOptions t, train_options(f, nullptr));
+              return train::validate(t, ranks, ranks);
+            };
 #endif
-        if (Status s = launch::check_characterize_options(*o); !s.ok())
-          return fail(s.error().message);
-        auto doc = launch::characterize(*o, stderr);
-        if (!doc.ok()) return fail(doc.error().message);
-        // The report of the folder, as `commscope report DIR` writes it.
-        const std::string report = (std::filesystem::path(o->out) / "report.html").string();
-        auto page = html::render_characterize_dir(o->out);
-        if (!page.ok()) return fail(page.error().message);
-        if (Status s = write_file_atomic(report, *page); !s.ok()) return fail(s.error().message);
-        const auto& sum = (*doc)["summary"];
-        std::string text = fmt::format(
-            "# commscope characterize: {} runs in {}; iteration time error: mean {:.1f}%, "
-            "max {:.1f}%; per collective: mean {:.1f}%\n",
-            sum["runs"].get<int>(), o->out, sum["iteration_mape_pct"].get<double>(),
-            sum["iteration_max_error_pct"].get<double>(), sum["collective_mape_pct"].get<double>());
-        text += fmt::format("# {:<28} {:>12} {:>12} {:>8}\n", "run", "measured ms", "predicted ms",
-                            "err %");
-        for (const auto& r : (*doc)["runs"])
-          text += fmt::format("# {:<28} {:>12.2f} {:>12.2f} {:>8.1f}\n", r["id"].get<std::string>(),
+            if (Status s = launch::check_characterize_options(*o); !s.ok())
+              return fail(s.error().message);
+            auto doc = launch::characterize(*o, stderr);
+            if (!doc.ok()) return fail(doc.error().message);
+            // The report of the folder, as `commscope report DIR` writes it.
+            const std::string report = (std::filesystem::path(o->out) / "report.html").string();
+            auto page = html::render_characterize_dir(o->out);
+            if (!page.ok()) return fail(page.error().message);
+            if (Status s = write_file_atomic(report, *page); !s.ok())
+              return fail(s.error().message);
+            const auto& sum = (*doc)["summary"];
+            std::string text = fmt::format(
+                "# commscope characterize: {} runs in {}; iteration time error: mean {:.1f}%, "
+                "max {:.1f}% (with each run's kernels timed just before it: mean {:.1f}%); per "
+                "collective, mean over ranks: {:.1f}% (profiler's view, waits included: {:.1f}%; "
+                "weighted by time: {:.1f}%)\n",
+                sum["runs"].get<int>(), o->out, sum["iteration_mape_pct"].get<double>(),
+                sum["iteration_max_error_pct"].get<double>(),
+                sum["run_kernels_iteration_mape_pct"].get<double>(),
+                sum["collective_mape_pct"].get<double>(),
+                sum["collective_profiler_mape_pct"].get<double>(),
+                sum["collective_weighted_error_pct"].get<double>());
+            text += fmt::format("# {:<28} {:>12} {:>12} {:>8}\n", "run", "measured ms",
+                                "predicted ms", "err %");
+            for (const auto& r : (*doc)["runs"])
+              text +=
+                  fmt::format("# {:<28} {:>12.2f} {:>12.2f} {:>8.1f}\n", r["id"].get<std::string>(),
                               r["measured"]["iteration_s"].get<double>() * 1e3,
                               r["predicted"]["iteration_s"].get<double>() * 1e3,
                               r["iteration_error_pct"].get<double>());
-        for (const auto& p : (*doc)["projection"])
-          text += fmt::format("# projection {:<28} from {:<20} err {:.1f}% (simulation {:.1f}%)\n",
-                              p["run"].get<std::string>(), p["base_run"].get<std::string>(),
-                              p["projection_error_pct"].get<double>(),
-                              p["simulation_error_pct"].get<double>());
-        text += fmt::format("# report: {}\n", report);
-        return emit(text, "");
-      }};
+            for (const auto& p : (*doc)["projection"])
+              text += fmt::format(
+                  "# projection {:<28} from {:<20} err {:.1f}% (simulation {:.1f}%)\n",
+                  p["run"].get<std::string>(), p["base_run"].get<std::string>(),
+                  p["projection_error_pct"].get<double>(), p["simulation_error_pct"].get<double>());
+            text += fmt::format("# report: {}\n", report);
+            return emit(text, "");
+          }};
 }
 
 }  // namespace commscope::cli

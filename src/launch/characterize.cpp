@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -54,22 +55,56 @@ json breakdown_terms(double iteration_s, const Breakdown& b) {
           {"bubble_s", b.bubble},        {"profiler_comm_s", b.profiler_comm}};
 }
 
-json collective_rows(const Breakdown& measured, const Breakdown& predicted) {
+json collective_rows(const Breakdown& measured, const Breakdown& predicted,
+                     const std::string& group) {
   json rows = json::array();
+  // A point-to-point transfer is one row, "send_recv" (nccl-tests' sendrecv): the simulator
+  // prices it on the send, while the trainer's sends are MPI_Isend posts (microseconds) and its
+  // transfer shows in the blocking receive.
+  auto p2p = [](const Breakdown& b) {
+    CommShare s = b.by_collective[Collective::send];
+    const CommShare& r = b.by_collective[Collective::recv];
+    s.total += r.total, s.exposed += r.exposed, s.profiler += r.profiler;
+    return s;
+  };
   for (std::size_t i = 0; i < kCollectiveCount; ++i) {
     const auto c = static_cast<Collective>(i);
-    const CommShare& m = measured.by_collective[c];
-    const CommShare& p = predicted.by_collective[c];
+    if (c == Collective::recv) continue;
+    const bool is_p2p = c == Collective::send;
+    const CommShare m = is_p2p ? p2p(measured) : measured.by_collective[c];
+    const CommShare p = is_p2p ? p2p(predicted) : predicted.by_collective[c];
     if (m.total <= 0 && p.total <= 0) continue;
-    rows.push_back({{"collective", std::string(to_string(c))},
-                    {"group", "data"},
+    rows.push_back({{"collective", is_p2p ? std::string("send_recv") : std::string(to_string(c))},
+                    {"group", group},
                     {"measured_s", m.total},
                     {"predicted_s", p.total},
                     {"measured_profiler_s", m.profiler},
                     {"predicted_profiler_s", p.profiler},
-                    {"error_pct", error_pct(m.total, p.total)}});
+                    {"error_pct", error_pct(m.total, p.total)},
+                    {"profiler_error_pct", error_pct(m.profiler, p.profiler)}});
   }
   return rows;
+}
+
+Result<std::pair<double, Breakdown>> mean_over_ranks(const json& per_rank,
+                                                     const std::string& where) {
+  if (!per_rank.is_array() || per_rank.empty())
+    return Error{fmt::format("{}: per_rank: expected an array of every rank's averages, got {}",
+                             where, per_rank.is_array() ? "an empty array" : per_rank.type_name())};
+  Breakdown sum;
+  double time = 0;
+  for (std::size_t r = 0; r < per_rank.size(); ++r) {
+    const json& e = per_rank[r];
+    const std::string at = fmt::format("{}: per_rank[{}]", where, r);
+    if (!e.is_object() || !e.contains("time_s") || !e["time_s"].is_number())
+      return Error{at + ": time_s: expected a number"};
+    CS_ASSIGN_OR_RETURN(Breakdown b, breakdown_from_json(e, at));
+    sum.add(b);
+    time += e["time_s"].get<double>();
+  }
+  const double k = 1.0 / static_cast<double>(per_rank.size());
+  sum.scale(k);
+  return std::pair<double, Breakdown>{time * k, sum};
 }
 
 double project_iteration(double base_iteration_s, double base_exposed_s, double work_ratio,
@@ -80,24 +115,37 @@ double project_iteration(double base_iteration_s, double base_exposed_s, double 
 }
 
 json summarize(const json& runs) {
-  double sum = 0, mx = 0, csum = 0;
-  int n = 0, cn = 0;
+  double sum = 0, mx = 0, csum = 0, psum = 0, s2sum = 0, wabs = 0, wmeas = 0;
+  int n = 0, cn = 0, pn = 0, s2n = 0;
   for (const json& r : runs) {
     if (!r.contains("iteration_error_pct")) continue;
     const double e = std::fabs(r["iteration_error_pct"].get<double>());
     sum += e;
     mx = std::max(mx, e);
     ++n;
+    if (r.contains("run_kernels_iteration_error_pct")) {
+      s2sum += std::fabs(r["run_kernels_iteration_error_pct"].get<double>());
+      ++s2n;
+    }
     for (const json& c : r.value("collectives", json::array())) {
       if (c.value("measured_s", 0.0) <= 0) continue;
       csum += std::fabs(c["error_pct"].get<double>());
       ++cn;
+      wabs += std::fabs(c.value("predicted_s", 0.0) - c["measured_s"].get<double>());
+      wmeas += c["measured_s"].get<double>();
+      if (c.value("measured_profiler_s", 0.0) > 0 && c.contains("profiler_error_pct")) {
+        psum += std::fabs(c["profiler_error_pct"].get<double>());
+        ++pn;
+      }
     }
   }
   return {{"runs", n},
           {"iteration_mape_pct", n ? sum / n : 0.0},
           {"iteration_max_error_pct", mx},
-          {"collective_mape_pct", cn ? csum / cn : 0.0}};
+          {"collective_mape_pct", cn ? csum / cn : 0.0},
+          {"collective_profiler_mape_pct", pn ? psum / pn : 0.0},
+          {"run_kernels_iteration_mape_pct", s2n ? s2sum / s2n : 0.0},
+          {"collective_weighted_error_pct", wmeas > 0 ? wabs / wmeas * 100 : 0.0}};
 }
 
 json throughput_series(const std::vector<NodeTraffic>& traffic, double scale) {
@@ -114,6 +162,31 @@ json throughput_series(const std::vector<NodeTraffic>& traffic, double scale) {
   return out;
 }
 
+std::optional<Strategy> parse_strategy(const std::string& name) {
+  Strategy st{name};
+  if (name == "ddp") return st;
+  if (name.size() == 5 && name.rfind("zero", 0) == 0 && name[4] >= '1' && name[4] <= '3') {
+    st.zero = name[4] - '0';
+    return st;
+  }
+  // tp<N>, pp<M> or tp<N>pp<M>, N and M from 2 to 64 without leading zeros.
+  std::size_t i = 0;
+  auto take = [&](const char* key, int* v) {
+    if (name.compare(i, 2, key) != 0) return true;
+    std::size_t j = i + 2;
+    int x = 0;
+    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j])) && x <= 64)
+      x = x * 10 + (name[j++] - '0');
+    if (j == i + 2 || name[i + 2] == '0' || x < 2 || x > 64) return false;
+    *v = x;
+    i = j;
+    return true;
+  };
+  if (!take("tp", &st.tp) || !take("pp", &st.pp)) return std::nullopt;
+  if (i != name.size() || i == 0) return std::nullopt;
+  return st;
+}
+
 std::string profile_label(const std::string& spec) {
   std::string s = spec.substr(0, spec.find(','));
   for (char& c : s)
@@ -125,28 +198,27 @@ std::string profile_label(const std::string& spec) {
 
 namespace {
 
-const std::vector<std::string> kStrategies = {"ddp", "zero1", "zero2", "zero3"};
-
-int zero_stage(const std::string& s) {
-  return s == "ddp" ? 0 : s == "zero1" ? 1 : s == "zero2" ? 2 : 3;
-}
-
 struct Settings {
   std::vector<int> ranks;
-  std::vector<std::string> strategies;
+  std::vector<Strategy> strategies;
   int steps, warmup, micro_batch, bench_iters, bench_warmup, compute_reps;
+  int run_compute_reps;  // the kernels' repetitions before each run
 };
 
 Settings settings_of(const CharacterizeOptions& o) {
   Settings s;
   s.ranks = o.ranks.empty() ? std::vector<int>{2, 4} : o.ranks;
-  s.strategies = o.strategies.empty() ? kStrategies : o.strategies;
-  s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 12);
+  for (const std::string& name : o.strategies.empty() ? kDefaultStrategies : o.strategies)
+    if (auto st = parse_strategy(name)) s.strategies.push_back(*st);
+  // The default mode's figures keep it under 30 minutes on a 2-core host shared with other
+  // work (docs/characterize.md, "Time").
+  s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 8);
   s.warmup = o.warmup >= 0 ? o.warmup : (o.quick ? 2 : 3);
   s.micro_batch = o.micro_batch > 0 ? o.micro_batch : 4;
-  s.bench_iters = o.quick ? 8 : 20;
-  s.bench_warmup = o.quick ? 1 : 5;
-  s.compute_reps = o.quick ? 10 : 30;
+  s.bench_iters = o.quick ? 8 : 10;
+  s.bench_warmup = o.quick ? 1 : 2;
+  s.compute_reps = o.quick ? 10 : 20;
+  s.run_compute_reps = 5;
   return s;
 }
 
@@ -237,11 +309,13 @@ Result<int> run_job_here(const CharacterizeOptions& o, const Profile& p, const s
 }
 
 // The largest sweep size: the power of two at or below the largest message the runs send (the
-// whole gradient, one DDP bucket here), at least 64 KiB; above it the curve's largest point's
-// busbw holds (docs/cost-model.md), and the top size is what the sweep spends its time on.
+// whole gradient, one DDP bucket here), at least 64 KiB and at most kMaxSweepBytes; above it
+// the curve's largest point's busbw holds (docs/cost-model.md), and the top size is what the
+// sweep spends its time on (16 MiB over an emulated tcp-10g link: 11 minutes a sweep).
+constexpr std::uint64_t kMaxSweepBytes = 4ull << 20;
 std::uint64_t top_size(double bytes) {
   std::uint64_t v = 65536;
-  while (static_cast<double>(2 * v) <= bytes && v < (1ull << 34)) v <<= 1;
+  while (static_cast<double>(2 * v) <= bytes && v < kMaxSweepBytes) v <<= 1;
   return v;
 }
 
@@ -353,6 +427,26 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
               {"file", file},       {"curves", curves}};
 }
 
+// The kernels' fit as a cpu-host system preset named `name`, written to OUT/`file` (read back
+// through predict's loader first: a file written here is one predict accepts).
+Result<ComputeFit> write_fitted_system(const CharacterizeOptions& o, const ModelSpec& model,
+                                       const SystemSpec& base, const ComputeMeasurement& m,
+                                       int max_per_node, const std::string& name,
+                                       const std::string& file) {
+  SystemSpec b = base;
+  b.name = name;
+  CS_ASSIGN_OR_RETURN(ComputeFit fit, fit_compute(m, model, b));
+  fit.system.node.gpus = max_per_node;
+  json sys = to_json(fit.system);
+  if (auto back = system_from_json(sys, file); !back.ok()) return back.error();
+  // Rewritten only when it changed: a resumed folder's completed runs stay untouched.
+  const std::string text = sys.dump(2) + "\n";
+  std::ifstream old(o.out + "/" + file, std::ios::binary);
+  const std::string was((std::istreambuf_iterator<char>(old)), {});
+  if (was != text) CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/" + file, text));
+  return fit;
+}
+
 // Step 2: the kernels at each concurrency a run puts on one host; the fitted system files.
 Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s,
                                  const ModelSpec& model, const std::set<int>& concurrencies,
@@ -373,16 +467,13 @@ Result<json> measure_compute_all(const CharacterizeOptions& o, const Settings& s
       CS_ASSIGN_OR_RETURN(m, o.measure_compute(model, s.micro_batch, s.compute_reps, c));
       CS_RETURN_IF_ERROR(write_file_atomic(mpath, to_json(m).dump(1) + "\n"));
     }
-    SystemSpec b = base;
-    b.name = c == 1 ? "cpu-host-measured" : fmt::format("cpu-host-measured-x{}", c);
-    CS_ASSIGN_OR_RETURN(ComputeFit fit, fit_compute(m, model, b));
-    fit.system.node.gpus = max_per_node;
     const std::string file =
         c == 1 ? "system-cpu-host.json" : fmt::format("system-cpu-host-x{}.json", c);
-    json sys = to_json(fit.system);
-    // Read back through predict's loader: a file written here is one predict accepts.
-    if (auto back = system_from_json(sys, file); !back.ok()) return back.error();
-    CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/" + file, sys.dump(2) + "\n"));
+    CS_ASSIGN_OR_RETURN(
+        ComputeFit fit,
+        write_fitted_system(o, model, base, m, max_per_node,
+                            c == 1 ? "cpu-host-measured" : fmt::format("cpu-host-measured-x{}", c),
+                            file));
     json pts = json::array();
     for (const GemmPoint& p : fit.points)
       pts.push_back({{"op", p.op}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"tflops", p.tflops}});
@@ -414,23 +505,35 @@ int compute_concurrency(const CharacterizeOptions& o, const Profile& p, int rank
 
 // commscope-train's arguments for one run.
 std::vector<std::string> train_args(const std::string& model_file, const Settings& s,
-                                    const std::string& strategy, const std::string& trace_dir,
+                                    const Strategy& strategy, const std::string& trace_dir,
                                     const std::string& run_dir) {
-  return {"--model",
-          model_file,
-          "--zero",
-          std::to_string(zero_stage(strategy)),
-          "--micro-batch-size",
-          std::to_string(s.micro_batch),
-          "--steps",
-          std::to_string(s.steps),
-          "--warmup",
-          std::to_string(s.warmup),
-          "--trace",
-          trace_dir + "/",
-          "--output",
-          run_dir + "/train.json",
-          "--no-progress"};
+  std::vector<std::string> a = {"--model",
+                                model_file,
+                                "--zero",
+                                std::to_string(strategy.zero),
+                                "--micro-batch-size",
+                                std::to_string(s.micro_batch),
+                                "--steps",
+                                std::to_string(s.steps),
+                                "--warmup",
+                                std::to_string(s.warmup),
+                                "--trace",
+                                trace_dir + "/",
+                                "--output",
+                                run_dir + "/train.json",
+                                "--no-progress"};
+  // Model parallelism (only then: the data-parallel runs' arguments, and so their completed
+  // runs in a folder, stay as they were).
+  if (strategy.tp > 1) a.insert(a.end(), {"--tp", std::to_string(strategy.tp)});
+  if (strategy.pp > 1)
+    a.insert(a.end(), {"--pp", std::to_string(strategy.pp), "--schedule", "1f1b",
+                       "--gradient-accumulation-steps", std::to_string(strategy.micro_batches())});
+  return a;
+}
+
+// Whether a strategy runs on `ranks` ranks: TP x PP divides them.
+bool applies(const Strategy& st, int ranks) {
+  return ranks % st.model_parallel() == 0;
 }
 
 Status write_csvs(const std::string& out, const json& runs) {
@@ -441,7 +544,7 @@ Status write_csvs(const std::string& out, const json& runs) {
       "measured_profiler_comm_s,predicted_profiler_comm_s\n";
   std::string c =
       "id,network,strategy,ranks,collective,group,measured_s,predicted_s,measured_profiler_s,"
-      "predicted_profiler_s,error_pct\n";
+      "predicted_profiler_s,error_pct,profiler_error_pct\n";
   for (const json& run : runs) {
     const json& m = run["measured"];
     const json& p = run["predicted"];
@@ -457,13 +560,14 @@ Status write_csvs(const std::string& out, const json& runs) {
         p["overlapped_comm_s"].get<double>(), m["profiler_comm_s"].get<double>(),
         p["profiler_comm_s"].get<double>());
     for (const json& k : run["collectives"])
-      c += fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.3f}\n",
+      c += fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.3f},{:.3f}\n",
                        run["id"].get<std::string>(), run["network"].get<std::string>(),
                        run["strategy"].get<std::string>(), run["ranks"].get<int>(),
                        k["collective"].get<std::string>(), k["group"].get<std::string>(),
                        k["measured_s"].get<double>(), k["predicted_s"].get<double>(),
                        k["measured_profiler_s"].get<double>(),
-                       k["predicted_profiler_s"].get<double>(), k["error_pct"].get<double>());
+                       k["predicted_profiler_s"].get<double>(), k["error_pct"].get<double>(),
+                       k.value("profiler_error_pct", 0.0));
   }
   CS_RETURN_IF_ERROR(write_file_atomic(out + "/runs.csv", r));
   return write_file_atomic(out + "/collectives.csv", c);
@@ -486,9 +590,26 @@ Status check_characterize_options(const CharacterizeOptions& o) {
     if (r < 1 || r > kMaxLocalRanks)
       return Error{
           fmt::format("--ranks: expected integers from 1 to {}, got {}", kMaxLocalRanks, r)};
-  for (const auto& st : s.strategies)
-    if (std::find(kStrategies.begin(), kStrategies.end(), st) == kStrategies.end())
-      return Error{fmt::format("--strategies: expected ddp|zero1|zero2|zero3, got '{}'", st)};
+  for (const auto& st : o.strategies)
+    if (!parse_strategy(st))
+      return Error{fmt::format(
+          "--strategies: expected ddp|zero1|zero2|zero3|tp<N>|pp<M>|tp<N>pp<M> (N, M from 2 to "
+          "64), got '{}'",
+          st)};
+  {
+    std::set<std::string> seen;
+    for (const auto& st : s.strategies)
+      if (!seen.insert(st.name).second)
+        return Error{
+            fmt::format("--strategies: expected distinct strategies, got '{}' twice", st.name)};
+  }
+  // A strategy asked for must run somewhere; the default matrix's run where the ranks allow.
+  for (const auto& st : o.strategies.empty() ? std::vector<Strategy>{} : s.strategies)
+    if (std::none_of(s.ranks.begin(), s.ranks.end(), [&](int r) { return applies(st, r); }))
+      return Error{fmt::format(
+          "--strategies: expected a strategy whose TP x PP divides some rank count of --ranks, "
+          "got '{}' (TP x PP = {})",
+          st.name, st.model_parallel())};
   if (s.steps < 2 || s.steps > 10000)
     return Error{fmt::format("--steps: expected 2 to 10000, got {}", s.steps)};
   if (o.warmup < -1 || s.warmup < 0)
@@ -585,8 +706,9 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   if (o.check_train)
     for (const Profile& p : profiles)
       for (int r : s.ranks)
-        for (const std::string& st : s.strategies) {
-          const std::string id = fmt::format("{}-{}-r{}", p.label, st, r);
+        for (const Strategy& st : s.strategies) {
+          if (!applies(st, r)) continue;
+          const std::string id = fmt::format("{}-{}-r{}", p.label, st.name, r);
           fs::create_directories(o.out + "/runs/" + id, ec);  // where its summary will go
           CS_RETURN_IF_ERROR(o.check_train(
               train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r));
@@ -606,18 +728,22 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   for (int r : s.ranks)
     for (const Profile& p : profiles) max_per_node = std::max(max_per_node, r / p.nodes);
   CS_ASSIGN_OR_RETURN(json compute, measure_compute_all(o, s, model, conc, max_per_node, prog));
+  CS_ASSIGN_OR_RETURN(const SystemSpec base_system, load_system("cpu-host"));
 
   // 3. training runs, each kept under runs/<id>/ once complete
   const std::string train = o.bin_dir + "/commscope-train";
   json runs = json::array();
-  const std::size_t total = profiles.size() * s.ranks.size() * s.strategies.size();
+  std::size_t total = 0;
+  for (int r : s.ranks)
+    for (const Strategy& st : s.strategies) total += applies(st, r) ? profiles.size() : 0;
   std::size_t done = 0;
   std::map<std::string, std::vector<std::size_t>> by_series;  // profile/strategy -> runs
   for (const Profile& p : profiles) {
     for (int r : s.ranks) {
-      for (const std::string& st : s.strategies) {
+      for (const Strategy& st : s.strategies) {
+        if (!applies(st, r)) continue;
         ++done;
-        const std::string id = fmt::format("{}-{}-r{}", p.label, st, r);
+        const std::string id = fmt::format("{}-{}-r{}", p.label, st.name, r);
         const std::string rdir = o.out + "/runs/" + id;
         const std::string tdir = o.out + "/traces/" + id;
         const std::vector<std::string> args = train_args(model_file, s, st, tdir, rdir);
@@ -627,7 +753,21 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
             cached->value("args", json()) == json(args) && cached->contains("summary")) {
           record = *cached;
         } else {
-          prog.show(fmt::format("train {}/{}: {} {} on {} ranks", done, total, p.label, st, r));
+          // Step 2 again, just before the run: the kernels at the run's concurrency, for a
+          // second prediction that prices the compute at the load the run meets (a shared
+          // host's load changes within minutes). Not the run's own measurement: its kernels.
+          fs::remove(rdir + "/kernels.json", ec);
+          if (o.measure_compute) {
+            prog.show(fmt::format("compute {}/{}: the kernels before {} {} on {} ranks", done,
+                                  total, p.label, st.name, r));
+            CS_ASSIGN_OR_RETURN(ComputeMeasurement km,
+                                o.measure_compute(model, s.micro_batch, s.run_compute_reps,
+                                                  compute_concurrency(o, p, r)));
+            CS_RETURN_IF_ERROR(
+                write_file_atomic(rdir + "/kernels.json", to_json(km).dump(1) + "\n"));
+          }
+          prog.show(
+              fmt::format("train {}/{}: {} {} on {} ranks", done, total, p.label, st.name, r));
           fs::remove_all(tdir, ec);
           fs::create_directories(tdir, ec);
           fs::create_directories(rdir, ec);
@@ -662,43 +802,86 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
           CS_RETURN_IF_ERROR(write_file_atomic(rdir + "/run.json", record.dump(1) + "\n"));
         }
         // 4. the prediction from steps 1-2 alone
-        const json& avg = record["summary"]["average"];
-        CS_ASSIGN_OR_RETURN(Breakdown mb, breakdown_from_json(avg["breakdown"], id));
-        const double measured_iter = avg["time_s"].get<double>();
+        // The measurement: the mean over every rank of its averages after the warm-up (rank
+        // 0's alone would carry the other ranks' skew in its waits; a pipeline's stages
+        // differ, and predict gives the mean over stages).
+        CS_ASSIGN_OR_RETURN(auto mean, mean_over_ranks(record["summary"].value("per_rank", json()),
+                                                       rdir + "/run.json: summary"));
+        const auto& [measured_iter, mb] = mean;
         const int per_host = compute_concurrency(o, p, r);
         ScenarioInput in;
         in.model = model_file;
+        // Predicted with step 2's system (the kernels timed before all runs, 10 or 20
+        // repetitions). The run's own kernels, timed just before it with 5 repetitions, give
+        // a second prediction beside it (run_kernels_*): tried as the prediction first, it
+        // was the worse of the two in both invocations measured (docs/characterize.md).
         const std::string system_file =
             compute["systems"][std::to_string(per_host)]["file"].get<std::string>();
+        std::string run_system_file;
+        if (auto kj = read_json_file(rdir + "/kernels.json")) {
+          auto km = compute_measurement_from_json(*kj, rdir + "/kernels.json");
+          if (km.ok() && km->batch == s.micro_batch && km->concurrency == per_host) {
+            run_system_file = "runs/" + id + "/system.json";
+            CS_ASSIGN_OR_RETURN(ComputeFit fit,
+                                write_fitted_system(o, model, base_system, *km, max_per_node,
+                                                    "cpu-host-measured-" + id, run_system_file));
+            (void)fit;
+          }
+        }
         in.system = o.out + "/" + system_file;
         in.network = o.out + "/network-" + p.label + ".json";
         in.plan.gpus = r;
         in.plan.nodes = p.nodes;
-        in.plan.zero = zero_stage(st);
+        in.plan.zero = st.zero;
         in.plan.micro_batch = s.micro_batch;
         in.plan.precision = Precision::fp32;
+        if (st.tp > 1) in.plan.tp = st.tp;
+        if (st.pp > 1) {
+          in.plan.pp = st.pp;
+          in.plan.schedule = Schedule::one_f_one_b;
+          in.plan.grad_accum = st.micro_batches();
+        }
         CS_ASSIGN_OR_RETURN(SweepResult pr, predict_sweep({in}, SweepOptions{}));
         if (pr.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
         const PredictRow& row = pr.rows.front();
         const Breakdown& pb = row.breakdown;
+        // Beside it, the prediction with the run's own kernels: the same run and network, so
+        // the two errors differ by the compute calibration alone.
+        double run_kernels_iter = row.iteration_time;
+        if (!run_system_file.empty()) {
+          ScenarioInput in2 = in;
+          in2.system = o.out + "/" + run_system_file;
+          CS_ASSIGN_OR_RETURN(SweepResult pr2, predict_sweep({in2}, SweepOptions{}));
+          if (pr2.rows.empty()) return Error{fmt::format("predict {}: no prediction", id)};
+          run_kernels_iter = pr2.rows.front().iteration_time;
+        }
         json run = {
             {"id", id},
-            {"strategy", st},
+            {"strategy", st.name},
+            {"tp", st.tp},
+            {"pp", st.pp},
+            {"micro_batches", st.micro_batches()},
             {"ranks", r},
             {"nodes", p.nodes},
             {"network", p.label},
             {"trace_dir", "traces/" + id},
             {"system_file", system_file},
+            {"run_kernels_system_file", run_system_file.empty() ? system_file : run_system_file},
+            {"run_kernels_predicted_iteration_s", run_kernels_iter},
+            {"run_kernels_iteration_error_pct", error_pct(measured_iter, run_kernels_iter)},
             {"network_file", "network-" + p.label + ".json"},
             {"measured", breakdown_terms(measured_iter, mb)},
             {"predicted", breakdown_terms(row.iteration_time, pb)},
             {"iteration_error_pct", error_pct(measured_iter, row.iteration_time)},
-            {"collectives", collective_rows(mb, pb)},
+            {"collectives", collective_rows(mb, pb, st.model_parallel() > 1 ? "all" : "data")},
             {"throughput_gbps_per_node", record.value("throughput_gbps_per_node", json::array())},
             {"peak_gbps_per_node", record.value("peak_gbps", 0.0)},
             {"busy_gbps_per_node", record.value("busy_gbps", 0.0)},
-            {"predicted_model_comm_s", pb.by_group[CommGroup::data].total}};
-        by_series[p.label + "/" + st].push_back(runs.size());
+            // The modelled communication the projection scales by: all of it (a data-parallel
+            // run's is its data group's; a model-parallel run adds its tensor and pipeline
+            // groups', which a larger data-parallel size keeps).
+            {"predicted_model_comm_s", pb.comm}};
+        by_series[p.label + "/" + st.name].push_back(runs.size());
         runs.push_back(std::move(run));
       }
     }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -247,6 +248,7 @@ struct NetworkEntry {
 struct RunCollective {
   std::string collective, group;
   double measured = 0, predicted = 0, measured_profiler = 0, predicted_profiler = 0, error_pct = 0;
+  std::optional<double> profiler_error_pct;  // absent in folders written before it
 };
 struct Run {
   std::string id, strategy, network, trace_dir;
@@ -272,6 +274,7 @@ struct Characterization {
   std::vector<Run> runs;
   std::vector<Projection> projection;
   double mape = 0, max_error = 0, collective_mape = 0;
+  std::optional<double> collective_profiler_mape, collective_weighted;  // keys added later
 };
 
 Times read_times(const Reader& r, const nlohmann::json& o, const std::string& path) {
@@ -368,6 +371,8 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
       rc.measured_profiler = r.number(cols[k], cp, "measured_profiler_s");
       rc.predicted_profiler = r.number(cols[k], cp, "predicted_profiler_s");
       rc.error_pct = r.number(cols[k], cp, "error_pct", false);
+      if (cols[k].contains("profiler_error_pct"))
+        rc.profiler_error_pct = r.number(cols[k], cp, "profiler_error_pct", false);
       run.collectives.push_back(std::move(rc));
     }
     const auto& tp = r.array(runs[i], p, "throughput_gbps_per_node", 100000);
@@ -402,6 +407,10 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
   c.mape = r.number(sum, "summary", "iteration_mape_pct");
   c.max_error = r.number(sum, "summary", "iteration_max_error_pct");
   c.collective_mape = r.number(sum, "summary", "collective_mape_pct");
+  if (sum.contains("collective_profiler_mape_pct"))
+    c.collective_profiler_mape = r.number(sum, "summary", "collective_profiler_mape_pct");
+  if (sum.contains("collective_weighted_error_pct"))
+    c.collective_weighted = r.number(sum, "summary", "collective_weighted_error_pct");
   return c;
 }
 
@@ -847,6 +856,12 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
              {"iteration MAPE", fmt::format("{:.1f} %", c.mape)},
              {"iteration max error", fmt::format("{:.1f} %", c.max_error)},
              {"collective MAPE", fmt::format("{:.1f} %", c.collective_mape)}};
+  if (c.collective_profiler_mape)
+    d.facts.push_back({"collective MAPE, profiler's view (waits included)",
+                       fmt::format("{:.1f} %", *c.collective_profiler_mape)});
+  if (c.collective_weighted)
+    d.facts.push_back(
+        {"collective error weighted by time", fmt::format("{:.1f} %", *c.collective_weighted)});
   if (c.has_compute) d.facts.push_back({"GEMM", fmt::format("{:.3f} TFLOP/s", c.gemm_tflops)});
   std::set<std::string> nets;
   for (const auto& n : c.networks) nets.insert(n.profile);
@@ -964,12 +979,13 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
       ch.series.push_back(std::move(se));
     }
     ch.table = table({"run", "group", "collective", "measured ms", "predicted ms", "error %",
-                      "measured profiler ms", "predicted profiler ms"},
+                      "measured profiler ms", "predicted profiler ms", "profiler error %"},
                      3);
     for (std::size_t i = 0; i < nshown; ++i)
       for (const auto& k : c.runs[i].collectives)
         ch.table.add({c.runs[i].id, k.group, k.collective, ms(k.measured), ms(k.predicted),
-                      num(k.error_pct, 1), ms(k.measured_profiler), ms(k.predicted_profiler)});
+                      num(k.error_pct, 1), ms(k.measured_profiler), ms(k.predicted_profiler),
+                      k.profiler_error_pct ? num(*k.profiler_error_pct, 1) : std::string("-")});
     s.charts.push_back(std::move(ch));
 
     // 4. Achieved Gb/s per node over time.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The browser test of the HTML reports (docs/report.md): makes each report commscope writes
 # (predict --html, analyze --html, train --html when the trainer is built, report seeds, report DIR on the
-# characterize fixture), opens it in headless Chromium (Debian's package) and fails on
+# characterize fixture and on a folder characterize --quick measures here), opens it in headless Chromium (Debian's package) and fails on
 #   - any console message (the pages log nothing when all is well: a script error, a blocked
 #     load or a chart that drew nothing all show up there),
 #   - a chart that did not render: every <figure class="chart"> must carry data-rendered="true",
@@ -47,6 +47,21 @@ if [ "$with_train" = train ]; then
   "$bin" train --ranks 2 --steps 3 --html "$out/train.html" >"$work/train.txt" 2>&1 ||
     fail "train --html failed: $(tail -5 "$work/train.txt")"
   reports+=(train)
+  # A real characterize folder, not the fixture: a small quick run measured here (emulated
+  # nodes as root, else this machine's slots as a one-node cluster), its own report.html and
+  # `commscope report DIR` rebuilt from the folder.
+  if [ "$(id -u)" = 0 ]; then
+    where=(--emulate rdma-100g,nodes=2 --strategies ddp,tp2)
+  else
+    where=(--hostfile "$src/tests/data/mpi/hostfile" --nodes 1 --strategies ddp,tp2)
+  fi
+  "$bin" characterize --quick "${where[@]}" --ranks 2 --steps 3 --warmup 1 --no-progress \
+    -o "$work/char-real" >"$work/char-real.txt" 2>&1 ||
+    fail "characterize --quick failed: $(tail -5 "$work/char-real.txt")"
+  cp "$work/char-real/report.html" "$out/characterize.html" || fail "characterize: no report.html"
+  "$bin" report "$work/char-real" -o "$out/characterize-report.html" 2>"$work/char-report.txt" ||
+    fail "report of the characterize folder failed: $(cat "$work/char-report.txt")"
+  reports+=(characterize characterize-report)
 fi
 
 # ---- each report in headless Chromium ----

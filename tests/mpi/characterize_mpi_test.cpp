@@ -1,7 +1,8 @@
 // `commscope characterize` end to end: --quick on one emulated profile with a small matrix
-// (2 and 4 ranks, DDP), the folder complete, every document parsed to the schema, an error
-// recomputed from the folder's numbers, resume without re-measuring, emulated nodes removed,
-// and bad flags as one line with exit status 2. The emulated run needs root; skipped otherwise.
+// (2 and 4 ranks, DDP; TP 2 x PP 2 on 4), the folder complete, every document parsed to the schema,
+// an error recomputed from the folder's numbers, resume without re-measuring, emulated nodes
+// removed, and bad flags as one line with exit status 2. The emulated run needs root; skipped
+// otherwise.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -104,13 +105,26 @@ TEST(Characterize, ClusterModeWithAHostfile) {
   EXPECT_TRUE(fs::is_regular_file(out / "network-cluster.json"));
   EXPECT_TRUE(fs::is_regular_file(out / "traces/cluster-ddp-r2/rank1.json"));
   EXPECT_GT(doc["runs"][0]["measured"]["iteration_s"].get<double>(), 0);
+  // The data-parallel trainer separates each call's wait for its peers from the transfer, as
+  // the model-parallel one does: of two ranks entering a collective, the first waits for the
+  // second (their entries never coincide to the nanosecond), so the profiler's view (calls from
+  // entry) is longer than the causal one summed over the ranks. Before, the two were equal.
+  const json rec = read_json(out / "runs/cluster-ddp-r2/run.json");
+  double waits = 0;
+  for (const json& e : rec["summary"]["per_rank"]) {
+    EXPECT_GE(e["profiler_comm_s"].get<double>(), e["comm_s"].get<double>());
+    waits += e["profiler_comm_s"].get<double>() - e["comm_s"].get<double>();
+  }
+  EXPECT_GT(waits, 0);
+  EXPECT_GE(doc["runs"][0]["measured"]["profiler_comm_s"].get<double>(),
+            doc["runs"][0]["measured"]["exposed_comm_s"].get<double>());
 }
 
 TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   if (::geteuid() != 0) GTEST_SKIP() << "emulated nodes need root";
   const fs::path out = scratch() + "char";
   const std::vector<std::string> args = {
-      "--quick", "--emulate", "rdma-100g,nodes=2", "--ranks", "2,4", "--strategies", "ddp",
+      "--quick", "--emulate", "rdma-100g,nodes=2", "--ranks", "2,4", "--strategies", "ddp,tp2pp2",
       "--steps", "4",         "--warmup",          "1",       "-o",  out.string()};
   pid_t pid = 0;
   const std::string log = scratch() + "char.log";
@@ -125,13 +139,16 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   for (const char* f :
        {"characterize.json", "runs.csv", "collectives.csv", "model.json", "network-rdma-100g.json",
         "system-cpu-host.json", "runs/rdma-100g-ddp-r2/run.json", "runs/rdma-100g-ddp-r4/run.json",
-        "report.html"})
+        "runs/rdma-100g-tp2pp2-r4/run.json", "report.html"})
     EXPECT_TRUE(fs::is_regular_file(out / f)) << f;
   // The report is the folder's, as `commscope report DIR` renders it (the browser test opens
   // such pages): it names every run.
   const std::string page = commscope::testing::slurp(out / "report.html");
   EXPECT_NE(page.find("rdma-100g-ddp-r4"), std::string::npos);
   EXPECT_NE(page.find("<canvas"), std::string::npos);
+  // Both views' errors per collective, and the summary's time-weighted error.
+  EXPECT_NE(page.find("profiler error %"), std::string::npos);
+  EXPECT_NE(page.find("collective error weighted by time"), std::string::npos);
   for (int r : {2, 4})
     for (int k = 0; k < r; ++k)
       EXPECT_TRUE(
@@ -159,7 +176,9 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   EXPECT_EQ(doc["compute"]["file"], "system-cpu-host.json");
   EXPECT_GT(doc["compute"]["gemm_tflops"].get<double>(), 0);
   ASSERT_FALSE(doc["compute"]["points"].empty());
-  ASSERT_EQ(doc["runs"].size(), 2u);
+  // TP 2 x PP 2 runs on 4 ranks only (4 does not divide 2).
+  ASSERT_EQ(doc["runs"].size(), 3u);
+  EXPECT_FALSE(fs::exists(out / "runs/rdma-100g-tp2pp2-r2"));
   const char* terms[] = {"iteration_s",       "compute_s", "exposed_comm_s",
                          "overlapped_comm_s", "bubble_s",  "profiler_comm_s"};
   for (const json& run : doc["runs"]) {
@@ -182,16 +201,41 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
     EXPECT_GT(peak, 0);
     // The error recomputed from the run's own files: the trainer's summary and predict run on
     // the folder's fitted files.
+    // The measurement is the mean over every rank's averages (the trainer's per_rank).
     const json rec = read_json(out / "runs" / run["id"].get<std::string>() / "run.json");
-    const double meas = rec["summary"]["average"]["time_s"].get<double>();
-    EXPECT_DOUBLE_EQ(run["measured"]["iteration_s"].get<double>(), meas);
+    const json& per_rank = rec["summary"]["per_rank"];
+    ASSERT_EQ(per_rank.size(), run["ranks"].get<std::size_t>());
+    double meas = 0, compute = 0;
+    for (const json& e : per_rank) {
+      meas += e["time_s"].get<double>() / per_rank.size();
+      compute += e["compute_s"].get<double>() / per_rank.size();
+    }
+    EXPECT_NEAR(run["measured"]["iteration_s"].get<double>(), meas, meas * 1e-12);
+    EXPECT_NEAR(run["measured"]["compute_s"].get<double>(), compute, compute * 1e-12);
+    // The kernels timed just before the run, fitted into the run's own system file, and the
+    // prediction with it beside the one with step 2's system.
+    const std::string id = run["id"].get<std::string>();
+    EXPECT_TRUE(fs::is_regular_file(out / "runs" / id / "kernels.json")) << id;
+    EXPECT_EQ(run["run_kernels_system_file"], "runs/" + id + "/system.json");
+    EXPECT_TRUE(fs::is_regular_file(out / "runs" / id / "system.json")) << id;
+    EXPECT_EQ(run["system_file"].get<std::string>().rfind("system-cpu-host", 0), 0u);
+    EXPECT_NEAR(run["run_kernels_iteration_error_pct"].get<double>(),
+                (run["run_kernels_predicted_iteration_s"].get<double>() - meas) / meas * 100, 1e-6);
+    const bool mp = run["strategy"] == "tp2pp2";
+    EXPECT_EQ(run["tp"], mp ? 2 : 1);
+    EXPECT_EQ(run["pp"], mp ? 2 : 1);
+    // A pipeline's stages differ: the measured bubble is their receives' waits.
+    if (mp) {
+      EXPECT_GT(run["predicted"]["bubble_s"].get<double>(), 0);
+    }
     const Outcome pr = commscope::testing::run_shell(
         std::string("'") + COMMSCOPE_BIN + "' predict --format json --model '" +
         (out / "model.json").string() + "' --system '" +
         (out / run["system_file"].get<std::string>()).string() + "' --network '" +
         (out / run["network_file"].get<std::string>()).string() + "' --gpus " +
         std::to_string(run["ranks"].get<int>()) + " --nodes 2 --zero 0 --micro-batch-size 4 " +
-        "--precision fp32");
+        "--precision fp32" +
+        (mp ? " --tp 2 --pp 2 --schedule 1f1b --gradient-accumulation-steps 4" : ""));
     ASSERT_EQ(pr.status, 0) << pr.err;
     const double pred = json::parse(pr.out)["predictions"][0]["iteration_time_s"].get<double>();
     EXPECT_NEAR(run["predicted"]["iteration_s"].get<double>(), pred, pred * 1e-9);
@@ -202,21 +246,28 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
       if (m > 0) {
         EXPECT_NEAR(c["error_pct"].get<double>(), (p - m) / m * 100, 1e-6);
       }
+      const double mp_s = c["measured_profiler_s"].get<double>();
+      if (mp_s > 0) {
+        EXPECT_NEAR(c["profiler_error_pct"].get<double>(),
+                    (c["predicted_profiler_s"].get<double>() - mp_s) / mp_s * 100, 1e-6);
+      }
+      EXPECT_EQ(c["group"], mp ? "all" : "data");
     }
   }
   ASSERT_EQ(doc["projection"].size(), 1u);
   EXPECT_EQ(doc["projection"][0]["run"], "rdma-100g-ddp-r4");
   EXPECT_EQ(doc["projection"][0]["base_run"], "rdma-100g-ddp-r2");
-  EXPECT_EQ(doc["summary"]["runs"], 2);
-  const double e0 = std::fabs(doc["runs"][0]["iteration_error_pct"].get<double>());
-  const double e1 = std::fabs(doc["runs"][1]["iteration_error_pct"].get<double>());
-  EXPECT_NEAR(doc["summary"]["iteration_mape_pct"].get<double>(), (e0 + e1) / 2, 1e-9);
+  EXPECT_EQ(doc["summary"]["runs"], 3);
+  double mape = 0;
+  for (const json& run : doc["runs"])
+    mape += std::fabs(run["iteration_error_pct"].get<double>()) / 3;
+  EXPECT_NEAR(doc["summary"]["iteration_mape_pct"].get<double>(), mape, 1e-9);
   // The CSVs: a header and one row per run, per collective.
   std::ifstream csv(out / "runs.csv");
   std::string line;
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
-  EXPECT_EQ(lines, 3);
+  EXPECT_EQ(lines, 4);
 
   // Run again: everything is in the folder, nothing is measured again.
   const auto before = mtimes(out / "runs");
@@ -227,7 +278,7 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   EXPECT_EQ(mtimes(out / "runs"), before);
   EXPECT_EQ(mtimes(out / "bench"), bench_before);
   EXPECT_EQ(mtimes(out / "compute"), compute_before);
-  EXPECT_EQ(read_json(out / "characterize.json")["runs"].size(), 2u);
+  EXPECT_EQ(read_json(out / "characterize.json")["runs"].size(), 3u);
 }
 
 }  // namespace

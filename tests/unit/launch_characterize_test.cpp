@@ -11,6 +11,7 @@
 #include "commscope/launch/characterize.h"
 #include "commscope/spec/preset.h"
 #include "commscope/spec/scenario.h"
+#include "commscope/timeline/breakdown_json.h"
 #include "commscope/workload/workload.h"
 #include "test_util.h"
 
@@ -51,6 +52,14 @@ TEST(Characterize, SummaryAveragesAbsoluteErrors) {
   EXPECT_DOUBLE_EQ(s["iteration_max_error_pct"].get<double>(), 4.0);
   // The collective measured at 0 s has no relative error and is left out.
   EXPECT_DOUBLE_EQ(s["collective_mape_pct"].get<double>(), 15.0);
+  // Weighted by time: |0.9 - 1| + |1.2 - 1| over 2 s measured (the rows carry predicted_s).
+  runs[0]["collectives"][0]["predicted_s"] = 0.9;
+  runs[1]["collectives"][0]["predicted_s"] = 1.2;
+  EXPECT_NEAR(summarize(runs)["collective_weighted_error_pct"].get<double>(), 15.0, 1e-9);
+  // The profiler view's, where rows have it.
+  runs[0]["collectives"][0]["measured_profiler_s"] = 2.0;
+  runs[0]["collectives"][0]["profiler_error_pct"] = -30.0;
+  EXPECT_DOUBLE_EQ(summarize(runs)["collective_profiler_mape_pct"].get<double>(), 30.0);
 }
 
 TEST(Characterize, CollectiveRowsCarryBothViews) {
@@ -66,6 +75,102 @@ TEST(Characterize, CollectiveRowsCarryBothViews) {
   EXPECT_NEAR(rows[0]["error_pct"].get<double>(), -20.0, 1e-9);
   EXPECT_EQ(rows[1]["collective"], "all_gather");
   EXPECT_DOUBLE_EQ(rows[1]["error_pct"].get<double>(), 0.0);  // not measured
+  // A pipeline's transfers: the trainer's time is in its receives (the sends are posts), the
+  // simulator's on the send; one send_recv row holds both sides.
+  Breakdown mp, pp;
+  mp.by_collective[Collective::send] = {0.001, 0.001, 0.001};
+  mp.by_collective[Collective::recv] = {0.199, 0.1, 0.299};
+  pp.by_collective[Collective::send] = {0.25, 0.2, 0.3};
+  const json p2p = collective_rows(mp, pp);
+  ASSERT_EQ(p2p.size(), 1u);
+  EXPECT_EQ(p2p[0]["collective"], "send_recv");
+  EXPECT_NEAR(p2p[0]["measured_s"].get<double>(), 0.2, 1e-12);
+  EXPECT_NEAR(p2p[0]["measured_profiler_s"].get<double>(), 0.3, 1e-12);
+  EXPECT_NEAR(p2p[0]["error_pct"].get<double>(), 25.0, 1e-9);
+  EXPECT_NEAR(p2p[0]["profiler_error_pct"].get<double>(), 0.0, 1e-9);
+}
+
+TEST(Characterize, StrategyNames) {
+  auto st = parse_strategy("ddp");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->zero, 0);
+  EXPECT_EQ(st->model_parallel(), 1);
+  EXPECT_EQ(st->micro_batches(), 1);
+  st = parse_strategy("zero3");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->zero, 3);
+  st = parse_strategy("tp2");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->tp, 2);
+  EXPECT_EQ(st->pp, 1);
+  EXPECT_EQ(st->micro_batches(), 1);
+  st = parse_strategy("pp4");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->pp, 4);
+  EXPECT_EQ(st->micro_batches(), 8);  // 1F1B over 2 x PP micro-batches
+  st = parse_strategy("tp2pp2");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->tp, 2);
+  EXPECT_EQ(st->pp, 2);
+  EXPECT_EQ(st->model_parallel(), 4);
+  EXPECT_EQ(st->name, "tp2pp2");
+  for (const char* bad : {"", "zero0", "zero4", "tp", "tp1", "tp02", "tp65", "pp2tp2", "tp2pp",
+                          "tp2x", "dp2", "tp99999999999", "zero12"})
+    EXPECT_FALSE(parse_strategy(bad)) << bad;
+  for (const std::string& name : kDefaultStrategies) EXPECT_TRUE(parse_strategy(name)) << name;
+}
+
+// The measurement is the mean over ranks of each rank's averages: two ranks whose step times,
+// compute and all-reduce shares differ give their means, per collective too, and the profiler
+// view (waits included) separately from the causal one.
+TEST(Characterize, MeanOverRanks) {
+  Breakdown a, b;
+  a.wall = 1.0, a.compute = 0.6, a.comm = 0.3, a.exposed = 0.2, a.overlapped = 0.1;
+  a.profiler_comm = 0.5;
+  a.by_collective[Collective::all_reduce] = {0.3, 0.2, 0.5};  // rank 0 waited 0.2 s
+  a.by_group[CommGroup::data] = {0.3, 0.2, 0.5};
+  b.wall = 1.2, b.compute = 0.8, b.comm = 0.3, b.exposed = 0.1, b.overlapped = 0.2;
+  b.profiler_comm = 0.3;
+  b.by_collective[Collective::all_reduce] = {0.3, 0.1, 0.3};  // rank 1 did not wait
+  b.by_collective[Collective::send] = {0.1, 0.1, 0.1};
+  json ranks = json::array();
+  for (auto [br, t] : {std::pair{a, 1.0}, std::pair{b, 1.4}}) {
+    json e = breakdown_to_json(br);
+    e["rank"] = ranks.size();
+    e["time_s"] = t;
+    e["tp_rank"] = 0;
+    ranks.push_back(e);
+  }
+  auto m = mean_over_ranks(ranks, "x");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_NEAR(m->first, 1.2, 1e-12);
+  const Breakdown& r = m->second;
+  EXPECT_NEAR(r.compute, 0.7, 1e-12);
+  EXPECT_NEAR(r.exposed, 0.15, 1e-12);
+  EXPECT_NEAR(r.profiler_comm, 0.4, 1e-12);
+  EXPECT_NEAR(r.by_collective[Collective::all_reduce].total, 0.3, 1e-12);
+  EXPECT_NEAR(r.by_collective[Collective::all_reduce].profiler, 0.4, 1e-12);
+  EXPECT_NEAR(r.by_collective[Collective::send].total, 0.05, 1e-12);
+  EXPECT_NEAR(r.by_group[CommGroup::data].total, 0.15, 1e-12);
+  // Rows from it carry the error of each view.
+  Breakdown p;
+  p.by_collective[Collective::all_reduce] = {0.27, 0.1, 0.36};
+  const json rows = collective_rows(r, p, "all");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["group"], "all");
+  EXPECT_NEAR(rows[0]["error_pct"].get<double>(), -10.0, 1e-9);
+  EXPECT_NEAR(rows[0]["profiler_error_pct"].get<double>(), -10.0, 1e-9);
+  // Bad entries name where they are.
+  EXPECT_FALSE(mean_over_ranks(json::array(), "x").ok());
+  EXPECT_FALSE(mean_over_ranks(json(), "x").ok());
+  json bad = ranks;
+  bad[1].erase("time_s");
+  auto e = mean_over_ranks(bad, "run.json");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("run.json: per_rank[1]: time_s"), std::string::npos);
+  bad = ranks;
+  bad[0]["compute_s"] = "x";
+  EXPECT_FALSE(mean_over_ranks(bad, "x").ok());
 }
 
 // The mean over nodes of each window's sending rate, at full scale: nodes at 50 and 70 Mb/s in
@@ -103,8 +208,22 @@ TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
   EXPECT_NE(msg().find("--ranks"), std::string::npos);
   o.ranks = {};
   o.strategies = {"zero4"};
-  EXPECT_NE(msg().find("--strategies: expected ddp|zero1|zero2|zero3, got 'zero4'"),
+  EXPECT_NE(msg().find("--strategies: expected ddp|zero1|zero2|zero3|tp<N>|pp<M>|tp<N>pp<M> (N, "
+                       "M from 2 to 64), got 'zero4'"),
             std::string::npos);
+  // Model parallelism: TP x PP must divide some rank count; each name once.
+  o.strategies = {"tp2pp2"};
+  o.ranks = {2};
+  EXPECT_NE(msg().find("--strategies: expected a strategy whose TP x PP divides some rank count "
+                       "of --ranks, got 'tp2pp2' (TP x PP = 4)"),
+            std::string::npos);
+  o.ranks = {2, 4};
+  EXPECT_EQ(msg(), "");
+  o.strategies = {"tp2", "ddp", "tp2"};
+  EXPECT_NE(msg().find("distinct strategies, got 'tp2' twice"), std::string::npos);
+  o.strategies = {"tp1"};
+  EXPECT_NE(msg().find("got 'tp1'"), std::string::npos);
+  o.ranks = {};
   o.strategies = {};
   o.emulate = {"tcp-10g", "tcp-10g,nodes=2"};
   EXPECT_NE(msg().find("distinct"), std::string::npos);
@@ -221,7 +340,9 @@ TEST(Characterize, ZeroPlansAllReduceTheGradientNorm) {
       }
       const bool expected = zero >= 1 && gpus > 1;
       EXPECT_EQ(norms, expected ? 1 : 0) << "zero " << zero << ", " << gpus << " ranks";
-      if (expected) EXPECT_LT(norm_at, adam_at) << "zero " << zero;
+      if (expected) {
+        EXPECT_LT(norm_at, adam_at) << "zero " << zero;
+      }
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,7 +35,7 @@ struct CharacterizeOptions {
   bool quick = false;
   std::string model = "gpt2-tiny-cpu";
   std::vector<int> ranks;               // empty: {2, 4}
-  std::vector<std::string> strategies;  // empty: ddp, zero1, zero2, zero3
+  std::vector<std::string> strategies;  // empty: kDefaultStrategies
   int steps = 0, warmup = -1;           // 0/-1: by --quick
   int micro_batch = 0;                  // 0: by --quick
   bool progress = false;                // one updating line on `progress_to`
@@ -47,6 +48,22 @@ struct CharacterizeOptions {
   // batch arithmetic, memory), made for every run before anything is measured; may be empty.
   std::function<Status(const std::vector<std::string>& args, int ranks)> check_train;
 };
+
+// A strategy of the run matrix: "ddp", "zero1".."zero3" (data parallel, ZeRO stage), or Megatron's
+// model parallelism "tp<N>", "pp<M>", "tp<N>pp<M>" (N, M from 2 to 64; the rest of the ranks data
+// parallel; pipelines run 1F1B over 2 x PP micro-batches per step).
+struct Strategy {
+  std::string name;
+  int zero = 0, tp = 1, pp = 1;
+  int model_parallel() const { return tp * pp; }
+  // Micro-batches per step (gradient accumulation): 2 x PP with a pipeline, else 1.
+  int micro_batches() const { return pp > 1 ? 2 * pp : 1; }
+};
+std::optional<Strategy> parse_strategy(const std::string& name);
+// The default matrix: DDP, ZeRO-1/2/3, TP 2, PP 2 and TP 2 x PP 2 (each where the rank count
+// is a multiple of TP x PP).
+inline const std::vector<std::string> kDefaultStrategies = {"ddp", "zero1", "zero2", "zero3",
+                                                            "tp2", "pp2",   "tp2pp2"};
 
 // The checks made before anything runs: folder path, profiles (parseable, nodes dividing each
 // rank count), rank counts 1..256, strategy names, steps. Errors name the flag.
@@ -65,15 +82,26 @@ double error_pct(double measured, double predicted);
 nlohmann::json breakdown_terms(double iteration_s, const Breakdown& b);
 
 // Per collective with time on either side: measured and predicted totals and profiler views,
-// and the error of the total.
-nlohmann::json collective_rows(const Breakdown& measured, const Breakdown& predicted);
+// the error of the total (error_pct, the causal view: the transfer without the waits for
+// peers) and of the profiler view (profiler_error_pct). `group`: the rows' group column.
+nlohmann::json collective_rows(const Breakdown& measured, const Breakdown& predicted,
+                               const std::string& group = "data");
+
+// The mean over ranks of the trainer's per-rank averages (train.json's `per_rank`: each rank's
+// `time_s` beside breakdown_to_json's keys): the step time and every term of the breakdown,
+// groups and collectives included. An error names the entry that does not parse.
+Result<std::pair<double, Breakdown>> mean_over_ranks(const nlohmann::json& per_rank,
+                                                     const std::string& where);
 
 // The seeds' projection: t(n) = compute(g) x work(n)/work(g) + exposed(g) / eff(g -> n), with
 // eff = modelled data-parallel communication at g over that at n.
 double project_iteration(double base_iteration_s, double base_exposed_s, double work_ratio,
                          double base_model_comm_s, double model_comm_s);
 
-// summary of a document's runs: mean and max |iteration error|, mean |collective error|.
+// summary of a document's runs: mean and max |iteration error|, mean |collective error| (causal
+// view; collective_profiler_mape_pct the profiler view's), and the collectives' error weighted by
+// their time, sum |predicted - measured| / sum measured (collective_weighted_error_pct: a row of
+// a millisecond counts for what it weighs).
 nlohmann::json summarize(const nlohmann::json& runs);
 
 // Per-node sending rate over time from the emulated NICs' byte counters (NodeTraffic::samples,
