@@ -166,8 +166,8 @@ static Cat category(std::string_view c) {
       return c == "kernel"sv || c == "Kernel"sv ? Cat::kernel : Cat::other;
     case 'g':
       return c == "gpu_memcpy"sv || c == "gpu_memset"sv ? Cat::copy
-             : c == "gpu_user_annotation"sv            ? Cat::gpu_annotation
-                                                       : Cat::other;
+             : c == "gpu_user_annotation"sv             ? Cat::gpu_annotation
+                                                        : Cat::other;
     case 'M':
       return c == "Memcpy"sv || c == "Memset"sv ? Cat::copy : Cat::other;
     case 'u':
@@ -193,7 +193,9 @@ static bool kept_category(Cat c) {
 
 // Host-side categories read only for what HTA's conventions need (report/hta.h): runtime and
 // driver calls (their correlation ids and stream) and CPU ops (only a ProfilerStep#N name).
-static bool light_category(Cat c) { return c == Cat::cpu_op || c == Cat::runtime; }
+static bool light_category(Cat c) {
+  return c == Cat::cpu_op || c == Cat::runtime;
+}
 
 const std::vector<CommKernelFamily>& comm_kernel_families() {
   // Sources: NVIDIA/nccl src/device/symmetric/generate.py (2.27: ncclSymDevKernel, 2.28:
@@ -324,22 +326,43 @@ double numeric_stream(od::value& v) {
 // The keys the reader looks at, matched on the raw key text (no copy, no unescaping: the
 // profiler writes its keys plainly; a key spelled with escapes is not recognised).
 enum class Key : std::uint8_t {
-  other, ph, cat, name, ts, dur, pid, tid, args,
+  other,
+  ph,
+  cat,
+  name,
+  ts,
+  dur,
+  pid,
+  tid,
+  args,
   // args
-  correlation, stream, collective, in_nelems, out_nelems, group_size, dtype, group, bytes, wait_us
+  correlation,
+  stream,
+  collective,
+  in_nelems,
+  out_nelems,
+  group_size,
+  dtype,
+  group,
+  bytes,
+  wait_us
 };
 
 Key event_key(const od::raw_json_string& k) {
   const char* s = k.raw();
   switch (s[0]) {
     case 'p':
-      return k.unsafe_is_equal("ph"sv) ? Key::ph : k.unsafe_is_equal("pid"sv) ? Key::pid : Key::other;
+      return k.unsafe_is_equal("ph"sv)    ? Key::ph
+             : k.unsafe_is_equal("pid"sv) ? Key::pid
+                                          : Key::other;
     case 'c':
       return k.unsafe_is_equal("cat"sv) ? Key::cat : Key::other;
     case 'n':
       return k.unsafe_is_equal("name"sv) ? Key::name : Key::other;
     case 't':
-      return k.unsafe_is_equal("ts"sv) ? Key::ts : k.unsafe_is_equal("tid"sv) ? Key::tid : Key::other;
+      return k.unsafe_is_equal("ts"sv)    ? Key::ts
+             : k.unsafe_is_equal("tid"sv) ? Key::tid
+                                          : Key::other;
     case 'd':
       return k.unsafe_is_equal("dur"sv) ? Key::dur : Key::other;
     case 'a':
@@ -353,7 +376,7 @@ Key args_key(const od::raw_json_string& k) {
   const char* s = k.raw();
   switch (s[0]) {
     case 'c':
-      return k.unsafe_is_equal("correlation"sv) ? Key::correlation
+      return k.unsafe_is_equal("correlation"sv)  ? Key::correlation
              : k.unsafe_is_equal("collective"sv) ? Key::collective
                                                  : Key::other;
     case 'C':
@@ -419,8 +442,8 @@ inline BlockMasks block_masks(const char* p) {
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * part));
     const __m128i x20 = _mm_or_si128(x, _mm_set1_epi8(0x20));
     auto eq = [&](__m128i a, char c) {
-      return static_cast<std::uint64_t>(static_cast<std::uint32_t>(
-                 _mm_movemask_epi8(_mm_cmpeq_epi8(a, _mm_set1_epi8(c)))))
+      return static_cast<std::uint64_t>(
+                 static_cast<std::uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(a, _mm_set1_epi8(c)))))
              << (16 * part);
     };
     m.quote |= eq(x, '"');
@@ -471,14 +494,14 @@ inline std::uint64_t prefix_xor(std::uint64_t x) {
 // A chunk of whole events, parsed by a worker thread (or in line with one thread), merged into
 // the TraceFile in file order by the reading thread.
 struct Chunk {
-  std::string text;               // "[" events "]", with simdjson's padding reserved
-  std::size_t file_offset = 0;    // byte of the file at text[0]
-  std::size_t first_index = 0;    // index of its first event in traceEvents
-  std::vector<RawEvent> events;   // the events that may be kept, in order
-  std::vector<std::size_t> index; // their indexes in traceEvents
-  std::string arena;              // their strings (reserved to the text's size: never moves)
-  std::size_t count = 0;          // events parsed
-  std::string error;              // the first parse error, after `events`
+  std::string text;                // "[" events "]", with simdjson's padding reserved
+  std::size_t file_offset = 0;     // byte of the file at text[0]
+  std::size_t first_index = 0;     // index of its first event in traceEvents
+  std::vector<RawEvent> events;    // the events that may be kept, in order
+  std::vector<std::size_t> index;  // their indexes in traceEvents
+  std::string arena;               // their strings (reserved to the text's size: never moves)
+  std::size_t count = 0;           // events parsed
+  std::string error;               // the first parse error, after `events`
   bool done = false;
 };
 
@@ -543,8 +566,8 @@ class Reader {
       if (mode == Mode::events && events_open_ && depth >= 2 && buf_.size() - i >= 64) {
         // Inside the array: whole 64-byte blocks at a time.
         bool closed = false;
-        if (auto st = scan_blocks(i, depth, in_string, escape, event_start, chunk_start,
-                                  chunk_end, closed, tf);
+        if (auto st = scan_blocks(i, depth, in_string, escape, event_start, chunk_start, chunk_end,
+                                  closed, tf);
             !st.ok())
           return st;
         if (closed) mode = Mode::key;
@@ -772,7 +795,6 @@ class Reader {
     return {};
   }
 
-
   static constexpr std::size_t kBlock = 4 << 20;  // bytes read at a time
   // The characters the scanner must see inside an event.
   static constexpr std::array<bool, 256> kStructural = [] {
@@ -821,8 +843,8 @@ class Reader {
       free_.push_back(std::move(c));
       return st;
     }
-    if (workers_.empty())
-      for (int t = 0; t < threads_; ++t) workers_.emplace_back([this] { work(); });
+    if (workers_.empty())  // this thread is one of the parsing threads (drain)
+      for (int t = 1; t < threads_; ++t) workers_.emplace_back([this] { work(); });
     c->done = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -853,6 +875,16 @@ class Reader {
         if (inflight_.empty()) return {};
         if (!inflight_.front()->done) {
           if (inflight_.size() <= keep) return {};
+          if (!queue_.empty()) {
+            // Rather than wait, this thread parses the oldest chunk no worker has started.
+            Chunk* own = queue_.front();
+            queue_.pop_front();
+            lock.unlock();
+            parse(*own, parser_);
+            lock.lock();
+            own->done = true;
+            continue;
+          }
           done_.wait(lock, [&] { return inflight_.front()->done; });
         }
         c = inflight_.front();
@@ -1123,7 +1155,6 @@ class Reader {
     return {};
   }
 
-
   Status check_held(std::size_t bytes, const std::string& what) const {
     if (bytes <= limits_.max_event_bytes) return {};
     return Error{fmt::format(
@@ -1337,7 +1368,6 @@ class Reader {
                      tf.steps.end());
   }
 
-
   const std::string& name_;
   Source& source_;
   const ReadLimits limits_;
@@ -1349,11 +1379,11 @@ class Reader {
   ByteBuffer buf_;
   std::string info_;  // distributedInfo's text
   od::parser parser_;
-  std::size_t consumed_ = 0;   // bytes dropped from the front of buf_
-  std::size_t cut_ = 0;        // events cut into chunks so far
-  std::size_t pending_ = 0;    // events scanned but not cut into a chunk yet
+  std::size_t consumed_ = 0;  // bytes dropped from the front of buf_
+  std::size_t cut_ = 0;       // events cut into chunks so far
+  std::size_t pending_ = 0;   // events scanned but not cut into a chunk yet
   std::size_t key_start_ = 0;
-  std::size_t gap_from_ = 0;   // where the bytes since the last event (or the '[') begin
+  std::size_t gap_from_ = 0;  // where the bytes since the last event (or the '[') begin
   bool events_open_ = false;
   // The parsing threads: chunks in file order (inflight_), those not started (queue_), those
   // owned while in flight, and those to reuse (their buffers keep their capacity).

@@ -93,8 +93,8 @@ bool looks_like_comm_kernel(std::string_view name);
 int profiler_dtype_bytes(std::string_view dtype);
 
 // What one file may cost in memory. The reader holds a few chunks of events (1 MB each, two per
-// parsing thread) and the event being cut, plus what it keeps; each bound is refused with one message naming the file
-// and the limit, before the memory is taken.
+// parsing thread) and the event being cut, plus what it keeps; each bound is refused with one
+// message naming the file and the limit, before the memory is taken.
 struct ReadLimits {
   static constexpr std::uint64_t kDefaultMaxEventBytes = 64ull << 20;
   std::uint64_t max_event_bytes = kDefaultMaxEventBytes;  // JSON text of one event or value
