@@ -132,8 +132,8 @@ void set_rank(TraceFile& tf, int rank);
 Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inputs);
 
 struct TraceReadOptions {
-  int jobs = 0;           // files read in parallel; 0: all cores
-  int rank = -1;          // the rank of a single trace that states none; -1: none given
+  int jobs = 0;   // threads: files read in parallel, the rest parse within a file; 0: all cores
+  int rank = -1;  // the rank of a single trace that states none; -1: none given
   bool strict = false;    // any unreadable file is an error (else it is listed in `bad`)
   ReadLimits limits;      // max_kept_bytes 0: derived from available memory (see read_traces)
   bool hta_view = false;  // keep TraceFile::hta too (for `analyze --convention hta`)
