@@ -494,8 +494,9 @@ inline std::uint64_t prefix_xor(std::uint64_t x) {
 // A chunk of whole events, parsed by a worker thread (or in line with one thread), merged into
 // the TraceFile in file order by the reading thread.
 struct Chunk {
-  std::string text;                // "[" events "]", with simdjson's padding reserved
-  std::size_t file_offset = 0;     // byte of the file at text[0]
+  std::string text;  // "[" events "]", with simdjson's padding reserved
+  // Per event: its offset in text and in the file (for the byte offsets of messages).
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
   std::size_t first_index = 0;     // index of its first event in traceEvents
   std::vector<RawEvent> events;    // the events that may be kept, in order
   std::vector<std::size_t> index;  // their indexes in traceEvents
@@ -544,9 +545,8 @@ class Reader {
     for (;;) {
       if (i == buf_.size()) {
         // Keep what is still needed (the pending chunk, or the current event or value).
-        std::size_t keep =
-            std::min({i, chunk_start, mode == Mode::events && depth > 2 ? event_start : i,
-                      mode == Mode::value && capture_info ? value_start : i});
+        std::size_t keep = std::min({i, mode == Mode::events && depth > 2 ? event_start : i,
+                                     mode == Mode::value && capture_info ? value_start : i});
         if (mode == Mode::key && in_string) keep = std::min(keep, key_start_);
         // Memory stays bounded: one event, value or key may not grow past the limit.
         if (auto st = check_held(mode == Mode::events && depth > 2     ? i - event_start
@@ -683,13 +683,12 @@ class Reader {
               if (c != '{')
                 return bad(at, fmt::format("event {}: expected an object", cut_ + pending_));
               event_start = at;
-              if (chunk_start == std::string::npos) chunk_start = at;
             }
             ++depth;
           } else if (c == '}' || c == ']') {
             if (depth == 2) {
               if (c != ']') return bad(at, "unbalanced '}' in traceEvents");
-              if (auto st = flush(chunk_start, chunk_end, tf); !st.ok()) return st;
+              if (auto st = flush(tf); !st.ok()) return st;
               chunk_start = std::string::npos;
               depth = 1;
               mode = Mode::key;
@@ -723,18 +722,68 @@ class Reader {
   }
 
   // An event ended at i (one past its '}'): its size checked, the chunk cut when big enough.
+  // An event ended at i (one past its '}'): its size checked, its text added to the chunk
+  // being cut (or "{}" when it is certainly not kept), the chunk handed on when big enough.
   Status event_end(std::size_t i, std::size_t event_start, std::size_t& chunk_start,
                    std::size_t& chunk_end, TraceFile& tf) {
     if (i - event_start > limits_.max_event_bytes)  // (formatted only when over)
       return check_held(i - event_start, fmt::format("event {}", cut_ + pending_));
     chunk_end = i;
+    chunk_start = std::string::npos;
     gap_from_ = i;
-    ++pending_;
-    if (chunk_end - chunk_start >= kChunk) {
-      if (auto st = flush(chunk_start, chunk_end, tf); !st.ok()) return st;
-      chunk_start = std::string::npos;
+    if (!cut_chunk_) {
+      cut_chunk_ = take_free_chunk();
+      cut_chunk_->text.assign(1, '[');
+      cut_chunk_->spans.clear();
     }
+    std::string& text = cut_chunk_->text;
+    if (pending_ > 0) text.push_back(',');
+    cut_chunk_->spans.emplace_back(text.size(), consumed_ + event_start);
+    if (skippable(event_start, i))
+      text.append("{}");
+    else
+      text.append(buf_.data() + event_start, i - event_start);
+    ++pending_;
+    if (text.size() >= kChunk) return flush(tf);
     return {};
+  }
+
+  // Whether an event is certainly not kept from its first fields as Kineto writes them: "ph"
+  // first, a plain string, not "X" (a flow, a counter, an instant) and no "cat" next; or "ph"
+  // then "cat", plain strings, and the category one the reader skips (a CPU op, a runtime call,
+  // a Python function; with HTA's view only those HTA's conventions do not read). Such an event
+  // is parsed as "{}": simdjson never sees its bytes. Anything else is left to the parser.
+  bool skippable(std::size_t from, std::size_t to) const {
+    const char* p = buf_.data() + from + 1;
+    const char* const end = buf_.data() + to;
+    auto blanks = [&] {
+      while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+    };
+    auto literal = [&](std::string_view s) {
+      blanks();
+      if (static_cast<std::size_t>(end - p) < s.size() || std::memcmp(p, s.data(), s.size()) != 0)
+        return false;
+      p += s.size();
+      return true;
+    };
+    auto string = [&](std::string_view& out) {  // a string without escapes
+      blanks();
+      if (p == end || *p != '"') return false;
+      const char* q = ++p;
+      while (p < end && *p != '"' && *p != '\\') ++p;
+      if (p == end || *p != '"') return false;
+      out = std::string_view(q, static_cast<std::size_t>(p - q));
+      ++p;
+      return true;
+    };
+    std::string_view ph, key, cat;
+    if (!literal("\"ph\"") || !literal(":") || !string(ph) || !literal(",") || !string(key))
+      return false;
+    if (key != "cat"sv) return ph != "X"sv;
+    if (!literal(":") || !string(cat)) return false;
+    if (ph != "X"sv) return true;
+    const Cat c = category(cat);
+    return !kept_category(c) && !(hta_ && light_category(c));
   }
 
   // Bytes between two events (or the array's bracket and an event) may only be blanks and
@@ -771,13 +820,12 @@ class Reader {
               return bad(at, fmt::format("event {}: expected an object", cut_ + pending_));
             if (auto st = check_gap(at); !st.ok()) return st;
             event_start = at;
-            if (chunk_start == std::string::npos) chunk_start = at;
           }
           ++depth;
         } else if (depth == 2) {  // the array ends
           if (c != ']') return bad(at, "unbalanced '}' in traceEvents");
           if (auto st = check_gap(at); !st.ok()) return st;
-          if (auto st = flush(chunk_start, chunk_end, tf); !st.ok()) return st;
+          if (auto st = flush(tf); !st.ok()) return st;
           chunk_start = std::string::npos;
           depth = 1;
           in_string = false;
@@ -824,16 +872,13 @@ class Reader {
     return Error{fmt::format("{}: byte {}: {}", name_, consumed_ + at, what)};
   }
 
-  // Cuts the events in buf_[from, to) into a chunk, parses it (or hands it to a worker) and
-  // merges what is done, in file order.
-  Status flush(std::size_t from, std::size_t to, TraceFile& tf) {
-    if (from == std::string::npos || to <= from) return {};
-    std::unique_ptr<Chunk> c = take_free_chunk();
-    c->text.reserve(to - from + 2 + simdjson::SIMDJSON_PADDING);
-    c->text.assign(1, '[');
-    c->text.append(buf_.data() + from, to - from);
+  // Hands the chunk being cut on: parsed here (one thread) or by a worker, and merges what is
+  // done, in file order.
+  Status flush(TraceFile& tf) {
+    if (!cut_chunk_ || pending_ == 0) return {};
+    std::unique_ptr<Chunk> c = std::move(cut_chunk_);
+    c->text.reserve(c->text.size() + 1 + simdjson::SIMDJSON_PADDING);
     c->text.push_back(']');
-    c->file_offset = consumed_ + from - 1;  // of text[0]
     c->first_index = cut_;
     cut_ += pending_;
     pending_ = 0;
@@ -942,28 +987,38 @@ class Reader {
     c.count = 0;
     od::document doc;
     simdjson::padded_string_view view(c.text.data(), c.text.size(), c.text.capacity());
+    // The file's byte at an offset of the chunk's text.
+    auto file_byte = [&](std::size_t off) {
+      auto it = std::upper_bound(
+          c.spans.begin(), c.spans.end(), off,
+          [](std::size_t o, const std::pair<std::size_t, std::size_t>& s) { return o < s.first; });
+      if (it == c.spans.begin()) return c.spans.empty() ? 0 : c.spans.front().second;
+      --it;
+      return it->second + (off - it->first);
+    };
     auto location = [&] {
       const char* p = nullptr;
-      return doc.current_location().get(p) || !p ? c.text.size()
-                                                 : static_cast<std::size_t>(p - c.text.data());
+      return file_byte(doc.current_location().get(p) || !p
+                           ? c.text.size() - 1
+                           : static_cast<std::size_t>(p - c.text.data()));
     };
     std::size_t index = c.first_index;
     if (auto e = parser.iterate(view).get(doc)) {
       if (e == simdjson::UTF8_ERROR)
-        c.error = fmt::format("{}: byte {}: invalid UTF-8", name_,
-                              c.file_offset + first_invalid_utf8(c.text));
+        c.error =
+            fmt::format("{}: byte {}: invalid UTF-8", name_, file_byte(first_invalid_utf8(c.text)));
       else if (e == simdjson::CAPACITY)
         c.error = fmt::format(
             "{}: byte {}: event {} is over simdjson's 4 GiB document limit; split the trace "
             "(one file per rank, fewer active steps in torch.profiler's schedule)",
-            name_, c.file_offset, index);
+            name_, file_byte(0), index);
       else
-        c.error = fmt::format("{}: byte {}: {}", name_, c.file_offset, simdjson::error_message(e));
+        c.error = fmt::format("{}: byte {}: {}", name_, file_byte(0), simdjson::error_message(e));
       return;
     }
     od::array arr;
     if (auto e = doc.get_array().get(arr)) {
-      c.error = fmt::format("{}: byte {}: event {}: {}", name_, c.file_offset + location(), index,
+      c.error = fmt::format("{}: byte {}: event {}: {}", name_, location(), index,
                             simdjson::error_message(e));
       return;
     }
@@ -976,13 +1031,13 @@ class Reader {
     for (auto item : arr) {
       od::object obj;
       if (item.get_object().get(obj)) {
-        c.error = fmt::format("{}: byte {}: event {}: expected an object", name_,
-                              c.file_offset + location(), index);
+        c.error =
+            fmt::format("{}: byte {}: event {}: expected an object", name_, location(), index);
         return;
       }
       RawEvent ev;
       if (auto err = read_event(obj, ev, index); !err.empty()) {
-        c.error = fmt::format("{}: byte {}: {}", name_, c.file_offset + location(), err);
+        c.error = fmt::format("{}: byte {}: {}", name_, location(), err);
         return;
       }
       if (wanted(ev)) {
@@ -1383,7 +1438,9 @@ class Reader {
   std::size_t cut_ = 0;       // events cut into chunks so far
   std::size_t pending_ = 0;   // events scanned but not cut into a chunk yet
   std::size_t key_start_ = 0;
-  std::size_t gap_from_ = 0;  // where the bytes since the last event (or the '[') begin
+  std::size_t gap_from_ = 0;
+  std::unique_ptr<Chunk> cut_chunk_;  // the chunk being cut  // where the bytes since the last
+                                      // event (or the '[') begin
   bool events_open_ = false;
   // The parsing threads: chunks in file order (inflight_), those not started (queue_), those
   // owned while in flight, and those to reuse (their buffers keep their capacity).

@@ -707,6 +707,12 @@ TEST(TraceThreads, ErrorsAreTheSameOnAnyNumberOfThreads) {
   ASSERT_FALSE(one.ok());
   EXPECT_NE(one.error().message.find("field 'dur': expected a number"), std::string::npos)
       << one.error().message;
+  // The byte offset named is inside the bad event (chunks hold skipped events as "{}": the
+  // offsets are mapped back to the file's).
+  const std::size_t byte =
+      std::stoull(one.error().message.substr(one.error().message.find("byte ") + 5));
+  EXPECT_LE(g.text.rfind('{', at), byte) << one.error().message;
+  EXPECT_GE(g.text.find('}', at), byte) << one.error().message;
   for (int threads : {2, 3}) {
     auto many = read_trace_text("gen.json", g.text, {}, false, threads);
     ASSERT_FALSE(many.ok());
