@@ -839,30 +839,32 @@ class Reader {
     auto blanks = [&] {
       while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
     };
-    auto literal = [&](std::string_view s) {
+    auto punct = [&](char c) {
       blanks();
-      if (static_cast<std::size_t>(end - p) < s.size() || std::memcmp(p, s.data(), s.size()) != 0)
-        return false;
-      p += s.size();
-      return true;
-    };
-    auto string = [&](std::string_view& out) {  // a string without escapes
-      blanks();
-      if (p == end || *p != '"') return false;
-      const char* q = ++p;
-      while (p < end && *p != '"' && *p != '\\') ++p;
-      if (p == end || *p != '"') return false;
-      out = std::string_view(q, static_cast<std::size_t>(p - q));
+      if (p == end || *p != c) return false;
       ++p;
       return true;
     };
-    std::string_view ph, key, cat;
-    if (!literal("\"ph\"") || !literal(":") || !string(ph) || !literal(",") || !string(key))
+    auto string = [&](const char*& begin, std::size_t& n) {  // a string without escapes
+      blanks();
+      if (p == end || *p != '"') return false;
+      begin = ++p;
+      while (p < end && *p != '"' && *p != '\\') ++p;
+      if (p == end || *p != '"') return false;
+      n = static_cast<std::size_t>(p - begin);
+      ++p;
+      return true;
+    };
+    const char *ph = nullptr, *key = nullptr, *cat = nullptr;
+    std::size_t ph_n = 0, key_n = 0, cat_n = 0;
+    if (!string(key, key_n) || key_n != 2 || key[0] != 'p' || key[1] != 'h' || !punct(':') ||
+        !string(ph, ph_n) || !punct(',') || !string(key, key_n))
       return false;
-    if (key != "cat"sv) return ph != "X"sv;
-    if (!literal(":") || !string(cat)) return false;
-    if (ph != "X"sv) return true;
-    const Cat c = category(cat);
+    const bool x = ph_n == 1 && ph[0] == 'X';
+    if (key_n != 3 || key[0] != 'c' || key[1] != 'a' || key[2] != 't') return !x;
+    if (!punct(':') || !string(cat, cat_n)) return false;
+    if (!x) return true;
+    const Cat c = category(std::string_view(cat, cat_n));
     return !kept_category(c) && !(hta_ && light_category(c));
   }
 
