@@ -166,7 +166,7 @@ class InflatingSource : public Source {
     std::size_t size = 0;
     std::string error;
   };
-  static constexpr std::size_t kAhead = 2, kBlockBytes = 4 << 20;
+  static constexpr std::size_t kAhead = 4, kBlockBytes = 4 << 20;
 
   void run() {
     for (;;) {
@@ -624,7 +624,8 @@ class Reader {
     std::size_t i = 0;
     for (;;) {
       if (i == buf_.size()) {
-        // Keep what is still needed (the pending chunk, or the current event or value).
+        // Keep what is still needed (the current event or value; events are copied into their chunk
+        // as they end).
         std::size_t keep = std::min({i, mode == Mode::events && depth > 2 ? event_start : i,
                                      mode == Mode::value && capture_info ? value_start : i});
         if (mode == Mode::key && in_string) keep = std::min(keep, key_start_);
@@ -980,8 +981,9 @@ class Reader {
       owned_.push_back(std::move(c));
     }
     job_.notify_one();
-    // Memory stays bounded: at most two chunks per thread in flight.
-    return drain(2 * static_cast<std::size_t>(threads_), tf);
+    // Memory stays bounded: at most four chunks per thread in flight (a few, so that a thread
+    // the scheduler holds back does not stall the others at once).
+    return drain(4 * static_cast<std::size_t>(threads_), tf);
   }
 
   std::unique_ptr<Chunk> take_free_chunk() {

@@ -92,7 +92,7 @@ bool looks_like_comm_kernel(std::string_view name);
 // Bytes of one element of a profiler dtype name ("Float", "BFloat16", ...); 0 when unknown.
 int profiler_dtype_bytes(std::string_view dtype);
 
-// What one file may cost in memory. The reader holds a few chunks of events (1 MB each, two per
+// What one file may cost in memory. The reader holds a few chunks of events (1 MB each, four per
 // parsing thread) and the event being cut, plus what it keeps; each bound is refused with one
 // message naming the file and the limit, before the memory is taken.
 struct ReadLimits {
@@ -114,7 +114,7 @@ inline constexpr double kMaxDurationUs = 1e11;
 // `threads` parse the event array's chunks (1 MB of whole events each) while the calling
 // thread reads (and inflates) the file and cuts the chunks; 0: one per core (at most 8), 1: all
 // in the calling thread. The result is the same for any number of threads (chunks are merged in
-// file order); memory holds at most two chunks per thread, whatever the file's size.
+// file order); memory holds at most four chunks per thread, whatever the file's size.
 Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits = {},
                              bool hta_view = false, int threads = 0);
 
