@@ -164,11 +164,28 @@ def analyze(paths, **flags):
     return _document("analyze", (paths,), flags)
 
 
-def calibrate(files, **flags):
+def calibrate(files=None, **flags):
     """``commscope calibrate FILES``: the system preset with fitted efficiencies, as a dict
-    (written to ``output=`` instead when given)."""
-    text = _call(argv("calibrate", files, **flags))
-    return None if flags.get("output") else _wrap(_json.loads(text))
+    (written to ``output=`` instead when given).
+
+    ``calibrate(from_trace=PATH, model=..., nodes=..., tp=..., ...)`` is ``commscope calibrate
+    --from-trace PATH``: a model fitted on a traced run (a trace file or a folder of them; no
+    FILES then). It returns the fitted system preset the CLI writes to ``-o``, as a dict (also
+    written to ``output=`` when given; the network profile to ``network_output=`` when given),
+    with the report the CLI prints (classes, busbw, traced and predicted iteration, error) as
+    its ``report`` attribute."""
+    positionals = () if files is None else (files,)
+    if not flags.get("from_trace"):
+        text = _call(argv("calibrate", *positionals, **flags))
+        return None if flags.get("output") else _wrap(_json.loads(text))
+    with _tempfile.TemporaryDirectory(prefix="commscope-calibrate-") as tmp:
+        flags = dict(flags)
+        path = flags.pop("output", None) or _os.path.join(tmp, "system.json")
+        report = _call(argv("calibrate", *positionals, output=path, **flags))
+        with open(path, encoding="utf-8") as f:
+            doc = _wrap(_json.load(f))
+    doc.report = report
+    return doc
 
 
 def fit(results, **flags):

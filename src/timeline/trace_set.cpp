@@ -58,6 +58,10 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
       1u, std::min<unsigned>(static_cast<unsigned>(paths.size()),
                              options.jobs > 0 ? static_cast<unsigned>(options.jobs)
                                               : std::max(1u, std::thread::hardware_concurrency())));
+  // Threads left over when there are fewer files than threads parse within each file.
+  const unsigned all_threads = options.jobs > 0 ? static_cast<unsigned>(options.jobs)
+                                                : std::max(1u, std::thread::hardware_concurrency());
+  const int per_file = static_cast<int>(std::max(1u, all_threads / threads));
   ReadLimits limits = options.limits;
   if (limits.max_kept_bytes == 0 && limits.max_events == 0) {
     // An eighth of what is available, shared by the files read at once: a vector growing
@@ -73,7 +77,7 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
     pool.emplace_back([&] {
       for (std::size_t i; (i = next.fetch_add(1)) < paths.size();) {
         try {
-          results[i] = read_trace(paths[i], limits, options.hta_view);
+          results[i] = read_trace(paths[i], limits, options.hta_view, per_file);
         } catch (const std::bad_alloc&) {
           results[i] =
               Error{fmt::format("{}: out of memory while reading; split the trace or "

@@ -545,3 +545,192 @@ TEST(Trace, ListTracesRefusesWhatIsNoTrace) {
 
 }  // namespace
 }  // namespace commscope
+
+namespace commscope {
+namespace {
+
+// ---- Parsing threads: the result is the same for any number of threads ----
+
+// Everything a TraceFile holds, compared field by field (doubles exactly: the same text is
+// parsed either way).
+void expect_same_trace(const TraceFile& a, const TraceFile& b, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.world_size, b.world_size);
+  EXPECT_EQ(a.own_format, b.own_format);
+  EXPECT_EQ(a.json_bytes, b.json_bytes);
+  EXPECT_EQ(a.timeline.names(), b.timeline.names());
+  ASSERT_EQ(a.timeline.events.size(), b.timeline.events.size());
+  for (std::size_t i = 0; i < a.timeline.events.size(); ++i) {
+    const Event &x = a.timeline.events[i], &y = b.timeline.events[i];
+    ASSERT_TRUE(x.rank == y.rank && x.stream == y.stream && x.start == y.start && x.dur == y.dur &&
+                x.kind == y.kind && x.has_collective == y.has_collective &&
+                x.collective == y.collective && x.group == y.group && x.name == y.name &&
+                x.bytes == y.bytes && x.group_size == y.group_size && x.wait == y.wait)
+        << "event " << i;
+  }
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (std::size_t i = 0; i < a.steps.size(); ++i)
+    EXPECT_TRUE(a.steps[i].name == b.steps[i].name && a.steps[i].start == b.steps[i].start &&
+                a.steps[i].end == b.steps[i].end && a.steps[i].on_gpu == b.steps[i].on_gpu);
+  EXPECT_EQ(a.comm_index, b.comm_index);
+  ASSERT_EQ(a.comm_args.size(), b.comm_args.size());
+  for (std::size_t i = 0; i < a.comm_args.size(); ++i)
+    EXPECT_TRUE(a.comm_args[i].collective == b.comm_args[i].collective &&
+                a.comm_args[i].in_nelems == b.comm_args[i].in_nelems &&
+                a.comm_args[i].out_nelems == b.comm_args[i].out_nelems &&
+                a.comm_args[i].dtype == b.comm_args[i].dtype &&
+                a.comm_args[i].group_size == b.comm_args[i].group_size);
+  ASSERT_EQ(a.hta.device.size(), b.hta.device.size());
+  for (std::size_t i = 0; i < a.hta.device.size(); ++i)
+    EXPECT_TRUE(a.hta.device[i].ts == b.hta.device[i].ts &&
+                a.hta.device[i].dur == b.hta.device[i].dur &&
+                a.hta.device[i].correlation == b.hta.device[i].correlation &&
+                a.hta.device[i].name == b.hta.device[i].name &&
+                a.hta.device[i].stream == b.hta.device[i].stream);
+  ASSERT_EQ(a.hta.launches.size(), b.hta.launches.size());
+  for (std::size_t i = 0; i < a.hta.launches.size(); ++i)
+    EXPECT_TRUE(a.hta.launches[i].correlation == b.hta.launches[i].correlation &&
+                a.hta.launches[i].ts == b.hta.launches[i].ts);
+  ASSERT_EQ(a.hta.steps.size(), b.hta.steps.size());
+  EXPECT_EQ(a.unknown_comm_kernels, b.unknown_comm_kernels);
+  EXPECT_EQ(a.unknown_comm_names, b.unknown_comm_names);
+}
+
+TEST(TraceThreads, ShippedTracesReadTheSameOnAnyNumberOfThreads) {
+  for (const auto& entry : std::filesystem::directory_iterator(kTraces)) {
+    const std::string path = entry.path().string();
+    if (path.size() < 8 || path.compare(path.size() - 8, 8, ".json.gz") != 0) continue;
+    for (bool hta : {false, true}) {
+      auto one = read_trace(path, {}, hta, 1);
+      ASSERT_TRUE(one.ok()) << one.error().message;
+      EXPECT_FALSE(one->timeline.events.empty()) << path;
+      for (int threads : {2, 3, 8}) {
+        auto many = read_trace(path, {}, hta, threads);
+        ASSERT_TRUE(many.ok()) << many.error().message;
+        expect_same_trace(*one, *many, fmt::format("{} hta={} threads={}", path, hta, threads));
+      }
+    }
+  }
+}
+
+// A JSON string literal of s.
+std::string quoted(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+// A generated trace of several MB (several 1 MB chunks) whose kernel names, CPU-op names and
+// args hold '{', '}', '[', ']', "},{", escaped quotes and backslashes, of every length, so that
+// chunk and 64-byte block boundaries fall inside such strings and just after backslashes; and
+// the names it must read back.
+struct Generated {
+  std::string text;
+  std::vector<std::string> kernel_names;  // in file order
+  std::vector<double> kernel_ts;
+};
+
+Generated generated_trace(std::size_t min_bytes, unsigned seed) {
+  std::mt19937 rng(seed);
+  const std::string pieces[] = {"{",    "}",    "[", "]",    "},{", "}]", "\"", "\\",
+                                "\\\\", "\\\"", "a", "gemm", " ",   ",",  ":",  "{\"ph\":\"X\"}"};
+  auto random_name = [&] {
+    std::string s;
+    const int n = static_cast<int>(rng() % 40);
+    for (int k = 0; k < n; ++k) s += pieces[rng() % std::size(pieces)];
+    return s;
+  };
+  Generated g;
+  g.text = R"({"schemaVersion": 1, "note": "a } and a ] and a \" in a top-level string", )"
+           R"("distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": [)";
+  double t = 1000;
+  for (std::size_t i = 0; g.text.size() < min_bytes; ++i) {
+    if (i > 0) g.text += i % 3 == 0 ? ",\n  " : ",";
+    const std::string name = random_name();
+    switch (rng() % 4) {
+      case 0:  // a CPU op with nested args (skipped)
+        g.text += fmt::format(
+            R"({{"ph": "X", "cat": "cpu_op", "name": {}, "pid": 1, "tid": 1, "ts": {}, "dur": 2, )"
+            R"("args": {{"Input Dims": [[1, 2], [3, [4]]], "note": {}}}}})",
+            quoted(name), t, quoted(random_name()));
+        break;
+      case 1:  // a flow event (skipped)
+        g.text += fmt::format(R"({{"ph": "f", "id": {}, "cat": "ac2g", "name": {}, "ts": {}}})", i,
+                              quoted(name), t);
+        break;
+      default:  // a kernel, its name to be read back exactly
+        g.text += fmt::format(
+            R"({{"ph": "X", "cat": "kernel", "name": {}, "pid": 0, "tid": 7, "ts": {}, )"
+            R"("dur": 1.5, "args": {{"grid": [1, 2, 3], "stream": 7, "note": {}}}}})",
+            quoted(name), t, quoted(random_name()));
+        g.kernel_names.push_back(name);
+        g.kernel_ts.push_back(t);
+    }
+    t += 3;
+  }
+  g.text += "\n], \"displayTimeUnit\": \"ms\"}";
+  return g;
+}
+
+TEST(TraceThreads, ChunkBoundariesInsideStringsWithBracketsAndEscapes) {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    const Generated g = generated_trace(3'500'000, seed);
+    auto one = read_trace_text("gen.json", g.text, {}, false, 1);
+    ASSERT_TRUE(one.ok()) << one.error().message;
+    // Read back as written: every kernel, its name and start, nothing else.
+    ASSERT_EQ(one->timeline.events.size(), g.kernel_names.size());
+    for (std::size_t i = 0; i < g.kernel_names.size(); ++i) {
+      ASSERT_EQ(one->timeline.names()[one->timeline.events[i].name], g.kernel_names[i]) << i;
+      ASSERT_EQ(one->timeline.events[i].start, g.kernel_ts[i] * 1e-6) << i;
+    }
+    EXPECT_EQ(one->rank, 3);
+    EXPECT_EQ(one->json_bytes, g.text.size());
+    for (int threads : {2, 4}) {
+      auto many = read_trace_text("gen.json", g.text, {}, false, threads);
+      ASSERT_TRUE(many.ok()) << many.error().message;
+      expect_same_trace(*one, *many, fmt::format("seed {} threads {}", seed, threads));
+    }
+  }
+}
+
+TEST(TraceThreads, ErrorsAreTheSameOnAnyNumberOfThreads) {
+  Generated g = generated_trace(3'000'000, 7);
+  // A bad kernel late in the file (in a later chunk): its event index, counted from 0.
+  const std::size_t at = g.text.rfind(R"("dur": 1.5)");
+  ASSERT_NE(at, std::string::npos);
+  g.text.replace(at, 10, R"("dur": "x")");
+  auto one = read_trace_text("gen.json", g.text, {}, false, 1);
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.error().message.find("field 'dur': expected a number"), std::string::npos)
+      << one.error().message;
+  // The byte offset named is inside the bad event (chunks hold skipped events as "{}": the
+  // offsets are mapped back to the file's).
+  const std::size_t byte =
+      std::stoull(one.error().message.substr(one.error().message.find("byte ") + 5));
+  EXPECT_LE(g.text.rfind('{', at), byte) << one.error().message;
+  EXPECT_GE(g.text.find('}', at), byte) << one.error().message;
+  for (int threads : {2, 3}) {
+    auto many = read_trace_text("gen.json", g.text, {}, false, threads);
+    ASSERT_FALSE(many.ok());
+    EXPECT_EQ(many.error().message, one.error().message);
+  }
+  // Something other than an object between two events, and an unbalanced array.
+  for (const std::string& bad : {std::string(", 5"), std::string(", \"s\""), std::string("}")}) {
+    std::string text = generated_trace(2'000'000, 9).text;
+    const std::size_t mid = text.find("},", text.size() / 2) + 1;
+    text.insert(mid, bad);
+    auto a = read_trace_text("gen.json", text, {}, false, 1);
+    auto b = read_trace_text("gen.json", text, {}, false, 2);
+    ASSERT_FALSE(a.ok()) << bad;
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(a.error().message, b.error().message);
+    EXPECT_NE(a.error().message.find("gen.json: byte "), std::string::npos) << a.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace commscope

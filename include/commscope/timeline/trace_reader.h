@@ -92,9 +92,9 @@ bool looks_like_comm_kernel(std::string_view name);
 // Bytes of one element of a profiler dtype name ("Float", "BFloat16", ...); 0 when unknown.
 int profiler_dtype_bytes(std::string_view dtype);
 
-// What one file may cost in memory. The reader holds one chunk of events (about 8 MB) and the
-// event being cut, plus what it keeps; each bound is refused with one message naming the file
-// and the limit, before the memory is taken.
+// What one file may cost in memory. The reader holds a few chunks of events (1 MB each, four per
+// parsing thread) and the event being cut, plus what it keeps; each bound is refused with one
+// message naming the file and the limit, before the memory is taken.
 struct ReadLimits {
   static constexpr std::uint64_t kDefaultMaxEventBytes = 64ull << 20;
   std::uint64_t max_event_bytes = kDefaultMaxEventBytes;  // JSON text of one event or value
@@ -111,12 +111,17 @@ inline constexpr double kMaxDurationUs = 1e11;
 // index: "trace.json: byte 1234: ...", "trace.json: event 17: field 'dur': expected ...".
 // Anything but a regular file is refused (a FIFO would block forever). With hta_view the reader
 // also keeps TraceFile::hta (runtime calls' correlation ids: slower, so only when asked).
+// `threads` parse the event array's chunks (1 MB of whole events each) while the calling
+// thread reads (and inflates) the file and cuts the chunks; 0: one per core (at most 8), 1: all
+// in the calling thread. The result is the same for any number of threads (chunks are merged in
+// file order); memory holds at most four chunks per thread, whatever the file's size.
 Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits = {},
-                             bool hta_view = false);
+                             bool hta_view = false, int threads = 0);
 
 // Reads a trace from memory (for tests and the fuzzer); `name` stands in for the path.
 Result<TraceFile> read_trace_text(const std::string& name, std::string text,
-                                  const ReadLimits& limits = {}, bool hta_view = false);
+                                  const ReadLimits& limits = {}, bool hta_view = false,
+                                  int threads = 0);
 
 // Sets the rank of a Kineto trace: on the file and on every one of its events.
 void set_rank(TraceFile& tf, int rank);
@@ -127,8 +132,8 @@ void set_rank(TraceFile& tf, int rank);
 Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inputs);
 
 struct TraceReadOptions {
-  int jobs = 0;           // files read in parallel; 0: all cores
-  int rank = -1;          // the rank of a single trace that states none; -1: none given
+  int jobs = 0;   // threads: files read in parallel, the rest parse within a file; 0: all cores
+  int rank = -1;  // the rank of a single trace that states none; -1: none given
   bool strict = false;    // any unreadable file is an error (else it is listed in `bad`)
   ReadLimits limits;      // max_kept_bytes 0: derived from available memory (see read_traces)
   bool hta_view = false;  // keep TraceFile::hta too (for `analyze --convention hta`)
