@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "commscope/cost/collective.h"
+#include "commscope/workload/workload.h"
 #include "test_util.h"
 
 namespace commscope {
@@ -97,6 +98,46 @@ TEST(CostZero3, RingLatencyGrowsLinearlyWithRanks) {
       collective_cost(Collective::all_gather, S, gb, lb, CollectiveAlgorithm::ring, simple)
           .time.value();
   EXPECT_NEAR(big_b - big_a, (tb - ta), 0.05 * (tb - ta) + 1e-3 * big_a);
+}
+
+// The premise of the ZeRO-3 rows: DeepSpeed's replay (--framework deepspeed, its defaults) of
+// GPT-3 175B at DP 384, 768 and 1,536 issues the same calls per rank at every DP size (one
+// gather per sub-module in forward and in backward; norms and biases, under
+// stage3_param_persistence_threshold 1e5 elements, persistent), and each rank gathers the same
+// bytes: the four weight matrices of every block plus the word and position embeddings, the
+// tied head's word embedding again, each padded to a multiple of DP, in bf16.
+TEST(CostZero3, DeepSpeedGathersTheSameBytesPerRankAtEveryScale) {
+  std::int64_t calls_f = -1, calls_b = -1;
+  for (int gpus : {384, 768, 1536}) {
+    PlanInput p = plan(gpus, 1, 1, 1, 1536);
+    p.framework = Framework::deepspeed;
+    p.zero = 3;
+    Scenario sc = scenario("gpt3-175b", "dgx-a100-80gb", p);
+    const ModelSpec& m = sc.model;
+    const std::int64_t h = m.hidden, f = m.ffn, n = gpus;
+    auto pad = [n](std::int64_t e) { return static_cast<double>((e + n - 1) / n * n); };
+    const double block = pad(h * 3 * h) + pad(h * h) + pad(h * f) + pad(f * h);
+    const double wte = pad(m.vocab * h), wpe = pad(m.seq_length * h);
+    const double forward = 2.0 * (wte + wpe + m.layers() * block + wte);
+    Workload w = build_workload(sc);
+    const Chunk& ch = w.roles[0].chunks[0];
+    std::int64_t cf = 0, cb = 0;
+    double bf = 0, rs = 0;
+    for (const Op& op : ch.forward.ops())
+      if (op.name == "ds_param_all_gather") ++cf, bf += op.bytes;
+    for (const Op& op : ch.backward.ops()) {
+      if (op.name == "ds_param_all_gather") ++cb;
+      if (op.name == "ds_grad_reduce_scatter") rs += static_cast<double>(op.elements);
+    }
+    EXPECT_EQ(cf, 4 * m.layers() + 2) << gpus;  // embedding, 4 Linears per block, the head
+    EXPECT_DOUBLE_EQ(bf, forward) << gpus;
+    EXPECT_EQ(rs, static_cast<double>(w.roles[0].params)) << gpus;  // every gradient, once
+    if (calls_f >= 0) {
+      EXPECT_EQ(cf, calls_f);
+      EXPECT_EQ(cb, calls_b);
+    }
+    calls_f = cf, calls_b = cb;
+  }
 }
 
 }  // namespace
