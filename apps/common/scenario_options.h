@@ -26,6 +26,9 @@ struct ScenarioOptions {
   bool use_distributed_optimizer = false, overlap_grad_reduce = false, overlap_param_gather = false,
        fsdp_limit_all_gathers = true;
   CLI::Option* fsdp_limit_all_gathers_flag = nullptr;  // given or not
+  // modern training (issue 15; docs/workload.md)
+  std::string attention, pipeline_stage_layers, first_stage_layers, last_stage_layers;
+  bool fp8 = false;
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);

@@ -35,6 +35,8 @@ constexpr EnumName<FsdpPrefetch> kFsdpPrefetchNames[] = {
     {FsdpPrefetch::none, "none"}};
 constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::block, "block"},
                                                  {FsdpWrap::model, "model"}};
+constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
+    {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 
 template <class T>
 void take(std::optional<T>& into, const std::optional<T>& from) {
@@ -114,6 +116,12 @@ std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s) {
 std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s) {
   return enum_from_name(kFsdpWrapNames, s);
 }
+std::string_view to_string(AttentionKernel a) {
+  return enum_to_name(kAttentionKernelNames, a);
+}
+std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s) {
+  return enum_from_name(kAttentionKernelNames, s);
+}
 
 DType compute_dtype(Precision p) {
   switch (p) {
@@ -161,6 +169,11 @@ void PlanInput::merge(const PlanInput& o) {
   take(fsdp_prefetch, o.fsdp_prefetch);
   take(fsdp_limit_all_gathers, o.fsdp_limit_all_gathers);
   take(use_distributed_optimizer, o.use_distributed_optimizer);
+  take(attention, o.attention);
+  take(fp8, o.fp8);
+  take(stage_layers, o.stage_layers);
+  take(first_stage_layers, o.first_stage_layers);
+  take(last_stage_layers, o.last_stage_layers);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -256,6 +269,10 @@ nlohmann::json to_json(const ParallelPlan& p) {
       j["ddp_bucket_params"] = p.megatron_bucket;
       break;
   }
+  // Modern-training fields only when they differ from the defaults (the JSON stays as before).
+  if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
+  if (p.fp8) j["fp8"] = true;
+  if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;
 }
 
