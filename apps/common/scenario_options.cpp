@@ -118,7 +118,8 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
       ->group(g_plan);
   cmd.add_option("--pipeline-stage-layers", o.pipeline_stage_layers,
                  "transformer layers of each pipeline stage, e.g. 7,8,8,...,8,7 (one per stage, "
-                 "summing to the model's layers) [an even split]")
+                 "or per virtual stage in Megatron's order with --vp; the first and last may be "
+                 "0; summing to the model's layers) [an even split]")
       ->group(g_plan);
   cmd.add_option("--decoder-first-pipeline-num-layers", o.first_stage_layers,
                  "Megatron-LM: layers of the first pipeline stage (the rest split evenly)")
@@ -159,10 +160,9 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
       std::string item =
           text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       auto v = parse_number<int>(item);
-      if (!v || *v < 1)
+      if (!v || *v < 0)
         return Error{fmt::format(
-            "--pipeline-stage-layers: expected a comma list of positive layer counts, got '{}' "
-            "in '{}'",
+            "--pipeline-stage-layers: expected a comma list of layer counts, got '{}' in '{}'",
             item, text)};
       if (split.size() >= static_cast<std::size_t>(limits::kMaxPipelineTasks))
         return Error{fmt::format("--pipeline-stage-layers: expected at most {} stages, got more",

@@ -40,21 +40,25 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
                "both");
   if (!in.stage_layers && !in.first_stage_layers && !in.last_stage_layers) return {};
-  const char* flag = in.stage_layers ? "--pipeline-stage-layers"
+  const char* flag = in.stage_layers         ? "--pipeline-stage-layers"
                      : in.first_stage_layers ? "--decoder-first-pipeline-num-layers"
                                              : "--decoder-last-pipeline-num-layers";
-  if (plan.virtual_stages > 1)
-    return bad(flag, "no --virtual-pipeline-stages (uneven stages are modelled for 1 chunk per rank)",
-               fmt::format("--virtual-pipeline-stages {}", plan.virtual_stages));
   if (model.encoder_layers > 0)
-    return bad(flag, "a decoder-only model (uneven stages of encoder-decoder models are not "
-                     "modelled)",
+    return bad(flag,
+               "a decoder-only model (uneven stages of encoder-decoder models are not "
+               "modelled)",
                model.name);
+  // One count per virtual stage (PP x virtual stages, in Megatron's order: chunk c of stage s is
+  // virtual stage c x PP + s); the first and the last may be 0, a chunk holding only the
+  // embedding or only the head and loss (Llama 3 405B, Meta 2024 section 3.3.2).
+  const int n = plan.pp * plan.virtual_stages;
   std::vector<int> split;
   if (in.stage_layers) {
     split = *in.stage_layers;
-    if (static_cast<int>(split.size()) != plan.pp)
-      return bad(flag, fmt::format("one layer count per pipeline stage ({} stages)", plan.pp),
+    if (static_cast<int>(split.size()) != n)
+      return bad(flag,
+                 fmt::format("one layer count per pipeline stage ({} stages x {} virtual)", plan.pp,
+                             plan.virtual_stages),
                  fmt::format("{} counts", split.size()));
   } else {
     if (plan.pp < 2) return bad(flag, "pipeline parallelism (PP 2 or more)", "PP 1");
@@ -66,27 +70,32 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
       return bad("--decoder-last-pipeline-num-layers",
                  fmt::format("a layer count from 1 to the {} layers", layers), num(last));
     const int fixed = (first > 0 ? first : 0) + (last > 0 ? last : 0);
-    const int middle = plan.pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+    const int middle = n - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
     const int rest = layers - fixed;
-    // Megatron: the remaining layers split evenly over the other stages.
+    // Megatron: the remaining layers split evenly over the other (virtual) stages.
     if (rest < middle || (middle > 0 && rest % middle != 0) || (middle == 0 && rest != 0))
       return bad(flag,
                  fmt::format("first/last stage layers leaving the other {} stages an equal, "
                              "positive share of the {} layers",
                              middle, layers),
                  fmt::format("{} layers left for {} stages", rest, middle));
-    split.assign(static_cast<std::size_t>(plan.pp), middle > 0 ? rest / middle : 0);
+    split.assign(static_cast<std::size_t>(n), middle > 0 ? rest / middle : 0);
     if (first > 0) split.front() = first;
     if (last > 0) split.back() = last;
   }
   long long sum = 0;
-  for (int v : split) {
-    if (v < 1) return bad(flag, "a positive layer count for every stage", num(v));
-    sum += v;
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    const bool end = i == 0 || i + 1 == split.size();
+    if (split[i] < (end ? 0 : 1))
+      return bad(flag,
+                 end ? "a non-negative layer count for the first and last stage"
+                     : "a positive layer count for every stage but the first and last",
+                 num(split[i]));
+    sum += split[i];
   }
   if (sum != layers)
-    return bad(flag, fmt::format("stage layer counts summing to the {} layers of {}", layers,
-                                 model.name),
+    return bad(flag,
+               fmt::format("stage layer counts summing to the {} layers of {}", layers, model.name),
                fmt::format("a sum of {}", sum));
   plan.stage_layers = std::move(split);
   return {};

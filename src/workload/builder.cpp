@@ -299,9 +299,10 @@ class Builder {
         ch.virtual_stage = c * p_.pp + s;
         ch.first_layer = ch.virtual_stage * chunk_layers;
         ch.layers = chunk_layers;
-        if (!p_.stage_layers.empty()) {  // uneven stages (one chunk per rank)
-          ch.first_layer = std::accumulate(p_.stage_layers.begin(), p_.stage_layers.begin() + s, 0);
-          ch.layers = p_.stage_layers[static_cast<std::size_t>(s)];
+        if (!p_.stage_layers.empty()) {  // uneven stages: one count per virtual stage
+          ch.first_layer = std::accumulate(p_.stage_layers.begin(),
+                                           p_.stage_layers.begin() + ch.virtual_stage, 0);
+          ch.layers = p_.stage_layers[static_cast<std::size_t>(ch.virtual_stage)];
         }
         build_chunk(ch);
         r.params += chunk_params(ch);
@@ -528,8 +529,8 @@ class Builder {
   // head) written in forward; Q, K, V, O, dO, logsumexp and the fp32 row sums D = rowsum(dO o O)
   // read and dQ, dK, dV written in backward; no s_q x s_kv tensor ever reaches HBM. Not an
   // attention_core step: selective recompute has nothing left to replay.
-  void flash_attention_core(std::vector<Step>& prog, int layer, std::int64_t s_q,
-                            std::int64_t s_kv, bool cross) const {
+  void flash_attention_core(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
+                            bool cross) const {
     // The standard core (scores, softmax, attention over values) goes; the scores step carried
     // T5's relative-position-bias gradient, which the fused kernel keeps.
     const std::int64_t bias_grads = prog[prog.size() - 3].grad_params;
@@ -538,12 +539,14 @@ class Builder {
     const double causal = !cross && block_kind(m_, layer) != BlockKind::encoder ? 0.5 : 1.0;
     const double fwd = 4.0 * b * heads * static_cast<double>(s_q) * static_cast<double>(s_kv) *
                        static_cast<double>(m_.head_dim) * causal;
-    const double qo = static_cast<double>(b_ * s_q) * m_.q_dim() / t_;      // Q or O elements
-    const double kv = static_cast<double>(b_ * s_kv) * m_.kv_dim() / t_;    // K or V elements
-    const double rows = b * heads * static_cast<double>(s_q);               // logsumexp entries
+    const double qo = static_cast<double>(b_ * s_q) * m_.q_dim() / t_;    // Q or O elements
+    const double kv = static_cast<double>(b_ * s_kv) * m_.kv_dim() / t_;  // K or V elements
+    const double rows = b * heads * static_cast<double>(s_q);             // logsumexp entries
     Op fa = elementwise(cross ? "cross_flash_attn" : "flash_attn", ComputeClass::attention, layer,
                         0, 0, 0);
     fa.flops = fwd;
+    // The shape in PaLM's terms (queries, keys, q width) for the model-FLOP count (MFU).
+    fa.m = b_ * s_q, fa.n = s_kv, fa.k = m_.q_dim() / t_;
     fa.mem_bytes = a_ * (2.0 * qo + 2.0 * kv) + 4.0 * rows;
     Step st = compute(fa, bias_grads);
     st.backward_flops = 2.5 * fwd;

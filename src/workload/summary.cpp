@@ -89,6 +89,17 @@ FlopCount iteration_flops(const Workload& w) {
         for (const Op& op : list->ops()) {
           if (!op.is_matmul()) continue;
           double runs = static_cast<double>(runs_per_iteration(op, w.microbatches));
+          if (op.compute == ComputeClass::attention && op.phase != Phase::recompute &&
+              (op.name == "flash_attn" || op.name == "cross_flash_attn")) {
+            // Model FLOPs as PaLM counts attention (4 s_q s_kv per q channel forward, twice
+            // that backward, no causal discount) whatever the kernel runs; the kernel's own
+            // FLOPs (causal half, backward's recompute) count as hardware FLOPs.
+            const double palm = (list == &ch.forward ? 4.0 : 8.0) * static_cast<double>(op.m) *
+                                static_cast<double>(op.n) * static_cast<double>(op.k);
+            model += palm * runs;
+            recompute += (op.flops - palm) * runs;
+            continue;
+          }
           (op.phase == Phase::recompute ? recompute : model) += op.flops * runs;
         }
     f.model += model * r.ranks;

@@ -206,17 +206,15 @@ TEST(Fp8, ActivationAndWeightMemory) {
   Scenario sc = scenario("gpt3-175b", "dgx-h100", p);
   const double s = static_cast<double>(sc.model.seq_length), b = 2,
                h = static_cast<double>(sc.model.hidden), a = static_cast<double>(sc.model.heads);
-  EXPECT_NEAR(block_activation_bytes(sc, 0).value() / (29 * s * b * h + 4 * a * s * b), 1.0,
-              1e-12);
+  EXPECT_NEAR(block_activation_bytes(sc, 0).value() / (29 * s * b * h + 4 * a * s * b), 1.0, 1e-12);
 
   PlanInput q = plan(8, 8, 1, 1);
   Scenario plain = scenario("llama3-8b", "dgx-h100", q);
   q.fp8 = true;
   Scenario fp8 = scenario("llama3-8b", "dgx-h100", q);
   Workload w0 = build_workload(plain), w1 = build_workload(fp8);
-  const double extra = (memory_per_rank(w1, w1.roles[0]).weights -
-                        memory_per_rank(w0, w0.roles[0]).weights)
-                           .value();
+  const double extra =
+      (memory_per_rank(w1, w1.roles[0]).weights - memory_per_rank(w0, w0.roles[0]).weights).value();
   // Llama 3 8B block GEMM weights on a TP-8 rank: (h(q + 2kv) + qh + 3hf) / 8 per block.
   const double hh = 4096, qq = 4096, kv = 1024, f = 14336;
   EXPECT_DOUBLE_EQ(extra, 32 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
@@ -258,13 +256,41 @@ TEST(UnevenStages, FirstLastAndListAgree) {
   // Every parameter on one stage: the stages' TP shards add up to the model (norms replicated
   // over TP are counted once per TP rank, so compare the TP-split total).
   std::int64_t per_rank_total = outer_params(a.model).word_embedding / 8 +
-                                outer_params(a.model).lm_head / 8 + outer_params(a.model).final_norm;
+                                outer_params(a.model).lm_head / 8 +
+                                outer_params(a.model).final_norm;
   for (int l = 0; l < 126; ++l) per_rank_total += block_params(a.model, l, 8);
   EXPECT_EQ(params, per_rank_total);
   // The embedding on the first stage, the head and loss on the last.
   EXPECT_FALSE(named(w.roles[0].chunks[0].forward, "embedding").empty());
   EXPECT_FALSE(named(w.roles[15].chunks[0].forward, "cross_entropy").empty());
   EXPECT_TRUE(named(w.roles[7].chunks[0].forward, "cross_entropy").empty());
+}
+
+// Llama 3 405B's interleaved layout (Meta 2024, section 3.3.2): the first model chunk of the
+// first stage holds only the embedding and the last chunk of the last stage only the output
+// projection and loss; here 16 stages x 8 chunks of one layer each, 126 layers + 2 such chunks.
+TEST(UnevenStages, InterleavedWithEmbeddingAndLossChunks) {
+  PlanInput p = plan(128, 8, 16, 1, 64);
+  p.virtual_stages = 8;
+  std::vector<int> v(128, 1);
+  v.front() = v.back() = 0;
+  p.stage_layers = v;
+  Scenario sc = scenario("llama3-405b", "dgx-h100", p);
+  Workload w = build_workload(sc);
+  const Chunk& first = w.roles[0].chunks[0];
+  const Chunk& last = w.roles[15].chunks[7];
+  EXPECT_EQ(first.layers, 0);
+  EXPECT_EQ(last.layers, 0);
+  EXPECT_FALSE(named(first.forward, "embedding").empty());
+  EXPECT_TRUE(named(first.forward, "flash_attn").empty());
+  EXPECT_FALSE(named(last.forward, "cross_entropy").empty());
+  EXPECT_TRUE(named(last.forward, "flash_attn").empty());
+  // chunk 1 of stage 0 is virtual stage 16: layers before it are virtual stages 0..15
+  EXPECT_EQ(w.roles[0].chunks[1].first_layer, 15);
+  int layers = 0;
+  for (const Role& r : w.roles)
+    for (const Chunk& c : r.chunks) layers += c.layers;
+  EXPECT_EQ(layers, 126);
 }
 
 TEST(UnevenStages, ImpossibleListsAreRefused) {
@@ -274,10 +300,12 @@ TEST(UnevenStages, ImpossibleListsAreRefused) {
     return scenario_error("llama3-405b", "dgx-h100", p);
   };
   std::string e = err([](PlanInput& p) { p.stage_layers = std::vector<int>(16, 8); });
-  EXPECT_EQ(e, "--pipeline-stage-layers: expected stage layer counts summing to the 126 layers "
-               "of llama3-405b, got a sum of 128");
+  EXPECT_EQ(e,
+            "--pipeline-stage-layers: expected stage layer counts summing to the 126 layers "
+            "of llama3-405b, got a sum of 128");
   e = err([](PlanInput& p) { p.stage_layers = std::vector<int>(15, 8); });
-  EXPECT_NE(e.find("one layer count per pipeline stage (16 stages)"), std::string::npos) << e;
+  EXPECT_NE(e.find("one layer count per pipeline stage (16 stages x 1 virtual)"), std::string::npos)
+      << e;
   e = err([](PlanInput& p) { p.first_stage_layers = 8; });  // 118 left for 15 stages
   EXPECT_NE(e.find("--decoder-first-pipeline-num-layers"), std::string::npos) << e;
   e = err([](PlanInput& p) {
@@ -288,8 +316,18 @@ TEST(UnevenStages, ImpossibleListsAreRefused) {
   e = err([](PlanInput& p) {
     p.virtual_stages = 2;
     p.first_stage_layers = p.last_stage_layers = 7;
+  });  // 112 layers left for 30 virtual stages
+  EXPECT_NE(e.find("leaving the other 30 stages an equal"), std::string::npos) << e;
+  e = err([](PlanInput& p) {
+    std::vector<int> v(16, 8);
+    v[0] = v[15] = 7;
+    v[3] = 0;
+    v[4] = 16;
+    p.stage_layers = v;
   });
-  EXPECT_NE(e.find("--virtual-pipeline-stages"), std::string::npos) << e;
+  EXPECT_EQ(e,
+            "--pipeline-stage-layers: expected a positive layer count for every stage but the "
+            "first and last, got 0");
 }
 
 // The new system presets load, with their fp8 figures; GB200 NVL72 is one NVLink domain of 72
@@ -318,7 +356,8 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
     const char* start;
   };
   for (const Case c :
-       {Case{"--attention fused", "commscope: --attention: expected flash or standard, got 'fused'"},
+       {Case{"--attention fused",
+             "commscope: --attention: expected flash or standard, got 'fused'"},
         Case{"--pipeline-stage-layers 7,x", "commscope: --pipeline-stage-layers: expected"},
         Case{"--decoder-first-pipeline-num-layers -1",
              "commscope: --decoder-first-pipeline-num-layers: expected"},

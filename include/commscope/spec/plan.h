@@ -143,8 +143,8 @@ struct PlanInput {
   // modern training (issue 15)
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
   std::optional<bool> fp8;
-  std::optional<std::vector<int>> stage_layers;                 // --pipeline-stage-layers
-  std::optional<int> first_stage_layers, last_stage_layers;     // Megatron's first/last
+  std::optional<std::vector<int>> stage_layers;              // --pipeline-stage-layers
+  std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);
