@@ -362,10 +362,19 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
         Case{"--decoder-first-pipeline-num-layers -1",
              "commscope: --decoder-first-pipeline-num-layers: expected"},
         Case{"--fp8 --system dgx-a100-80gb", "commscope: --fp8: expected a system with an FP8"},
-        Case{"--precision fp9", "commscope: --precision: expected one of fp32|fp16|bf16|fp8"}}) {
+        Case{"--precision fp9", "commscope: --precision: expected one of fp32|fp16|bf16|fp8"},
+        // the CPU trainer refuses what it cannot run, before launching
+        Case{"--attention flash --train", "commscope: --attention: expected standard"},
+        Case{"--pipeline-stage-layers 1,1 --pp 2 --train", "commscope: --pipeline-stage-layers:"},
+        Case{"--fp8 --train", "commscope: --fp8:"}}) {
     SCOPED_TRACE(c.args);
-    testing::Outcome r =
-        testing::run_shell(std::string(COMMSCOPE_BIN) + " describe --model llama3-8b " + c.args);
+    std::string args = c.args;
+    const bool train = args.ends_with(" --train");
+    if (train) args.resize(args.size() - 8);
+    testing::Outcome r = testing::run_shell(
+        std::string(COMMSCOPE_BIN) +
+        (train ? " train --model gpt2-tiny-cpu --ranks 2 " : " describe --model llama3-8b ") +
+        args);
     EXPECT_EQ(r.status, 2);
     EXPECT_EQ(r.err.rfind(c.start, 0), 0u) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
