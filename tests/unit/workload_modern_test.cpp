@@ -386,6 +386,18 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
       "--sequence-parallel --micro-batch-size 1 --global-batch-size 2048 "
       "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --format json");
   EXPECT_EQ(ok.status, 0) << ok.err;
+  testing::Outcome d = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-405b --system dgx-h100 --gpus 8192 --tp 8 --pp 16 --fp8 "
+      "--micro-batch-size 1 --global-batch-size 2048 --decoder-first-pipeline-num-layers 7 "
+      "--decoder-last-pipeline-num-layers 7");
+  EXPECT_EQ(d.status, 0) << d.err;
+  EXPECT_NE(d.out.find("kernels: attention flash, FP8 GEMMs (Transformer Engine); layers per "
+                       "stage 7, 8 x14, 7\n"),
+            std::string::npos)
+      << d.out;
+  testing::Outcome plain = testing::run_shell(std::string(COMMSCOPE_BIN) + " describe");
+  EXPECT_EQ(plain.out.find("kernels:"), std::string::npos);  // unchanged without them
 }
 #endif
 
