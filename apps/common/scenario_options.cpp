@@ -149,6 +149,69 @@ Status compression_flags(const ScenarioOptions& o, PlanInput& flags) {
       return Error{
           fmt::format("--grad-compression: expected powersgd:rank=R, onebit or none, got '{}'", c)};
     }
+// ---- modern training (issue 15): attention kernel, FP8, uneven pipeline stages ----
+void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* g_plan,
+                                 const char* g_batch) {
+  cmd.add_option("--attention", o.attention,
+                 "attention kernel: flash (FlashAttention-2, no s x s scores in memory) | "
+                 "standard [the model preset's `attention`, else standard]")
+      ->group(g_plan);
+  cmd.add_option("--pipeline-stage-layers", o.pipeline_stage_layers,
+                 "transformer layers of each pipeline stage, e.g. 7,8,8,...,8,7 (one per stage, "
+                 "or per virtual stage in Megatron's order with --vp; the first and last may be "
+                 "0; summing to the model's layers) [an even split]")
+      ->group(g_plan);
+  cmd.add_option("--decoder-first-pipeline-num-layers", o.first_stage_layers,
+                 "Megatron-LM: layers of the first pipeline stage (the rest split evenly)")
+      ->group(g_plan);
+  cmd.add_option("--decoder-last-pipeline-num-layers", o.last_stage_layers,
+                 "Megatron-LM: layers of the last pipeline stage (the rest split evenly)")
+      ->group(g_plan);
+  cmd.add_flag("--fp8", o.fp8,
+               "Transformer Engine FP8 GEMMs (the system's fp8 peak; same as --precision fp8)")
+      ->group(g_batch);
+}
+
+// The modern-training flags into the plan input; each bad value is one error naming its flag.
+Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
+  CS_RETURN_IF_ERROR(named_value("--attention", o.attention, attention_kernel_from_name,
+                                 "flash or standard", flags.attention));
+  if (o.fp8 || o.precision == "fp8") {
+    flags.fp8 = true;  // the precision around the FP8 GEMMs stays bf16 unless given
+  }
+  auto one = [](const char* flag, const std::string& text, std::optional<int>& into) -> Status {
+    if (text.empty()) return {};
+    auto v = parse_number<int>(text);
+    if (!v || *v < 1)
+      return Error{fmt::format("{}: expected a positive layer count, got '{}'", flag, text)};
+    into = *v;
+    return {};
+  };
+  CS_RETURN_IF_ERROR(
+      one("--decoder-first-pipeline-num-layers", o.first_stage_layers, flags.first_stage_layers));
+  CS_RETURN_IF_ERROR(
+      one("--decoder-last-pipeline-num-layers", o.last_stage_layers, flags.last_stage_layers));
+  if (!o.pipeline_stage_layers.empty()) {
+    std::vector<int> split;
+    std::size_t pos = 0;
+    const std::string& text = o.pipeline_stage_layers;
+    while (pos <= text.size()) {
+      std::size_t comma = text.find(',', pos);
+      std::string item =
+          text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      auto v = parse_number<int>(item);
+      if (!v || *v < 0)
+        return Error{fmt::format(
+            "--pipeline-stage-layers: expected a comma list of layer counts, got '{}' in '{}'",
+            item, text)};
+      if (split.size() >= static_cast<std::size_t>(limits::kMaxPipelineTasks))
+        return Error{fmt::format("--pipeline-stage-layers: expected at most {} stages, got more",
+                                 limits::kMaxPipelineTasks)};
+      split.push_back(*v);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    flags.stage_layers = std::move(split);
   }
   return {};
 }
@@ -272,10 +335,12 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   list(cmd, "--gradient-accumulation-steps", o.grad_accum, "micro-batches per iteration")
       ->group(g_batch);
   cmd.add_option("--precision", o.precision,
-                 "fp32|fp16|bf16 (fp16/bf16: mixed with fp32 master) [bf16]")
+                 "fp32|fp16|bf16|fp8 (fp16/bf16: mixed with fp32 master; fp8: bf16 with FP8 "
+                 "GEMMs, as --fp8) [bf16]")
       ->group(g_batch);
   cmd.add_flag("--fp16", o.fp16, "same as --precision fp16")->group(g_batch);
   cmd.add_flag("--bf16", o.bf16, "same as --precision bf16")->group(g_batch);
+  add_modern_training_options(cmd, o, g_plan, g_batch);
 }
 
 Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
@@ -290,11 +355,11 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (o.fp16 && o.bf16) return Error{"--fp16/--bf16: expected at most one of them, got both"};
   if (o.fp16) flags.precision = Precision::fp16;
   if (o.bf16) flags.precision = Precision::bf16;
-  if (!o.precision.empty()) {
+  if (!o.precision.empty() && o.precision != "fp8") {
     auto p = precision_from_name(o.precision);
     if (!p)
       return Error{
-          fmt::format("--precision: expected one of fp32|fp16|bf16, got '{}'", o.precision)};
+          fmt::format("--precision: expected one of fp32|fp16|bf16|fp8, got '{}'", o.precision)};
     if ((o.fp16 || o.bf16) && *p != *flags.precision)
       return Error{
           fmt::format("--precision: '{}' contradicts --{}", o.precision, o.fp16 ? "fp16" : "bf16")};
@@ -352,6 +417,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (o.fsdp_limit_all_gathers_flag && o.fsdp_limit_all_gathers_flag->count() > 0)
     flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
   CS_RETURN_IF_ERROR(compression_flags(o, flags));
+  CS_RETURN_IF_ERROR(modern_training_flags(o, flags));
   in.plan.merge(flags);
 
   // The sweep's size before it is built: the product of the comma lists' lengths.

@@ -32,6 +32,9 @@ struct ScenarioOptions {
        zero_quantized_gradients = false;
   int zero_hpz_partition_size = 1;
   CLI::Option* zero_hpz_flag = nullptr;  // given or not
+  // modern training (issue 15; docs/workload.md)
+  std::string attention, pipeline_stage_layers, first_stage_layers, last_stage_layers;
+  bool fp8 = false;
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);

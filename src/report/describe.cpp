@@ -159,6 +159,21 @@ std::string headline(const Workload& w) {
       p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "", p.zero,
       p.micro_batch, p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
       to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
+  // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the
+  // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
+  if (p.attention != AttentionKernel::standard || p.fp8 || !p.stage_layers.empty()) {
+    std::string stages;
+    for (std::size_t i = 0; i < p.stage_layers.size();) {
+      std::size_t j = i;
+      while (j < p.stage_layers.size() && p.stage_layers[j] == p.stage_layers[i]) ++j;
+      stages += fmt::format("{}{}{}", i ? ", " : "", p.stage_layers[i],
+                            j - i > 1 ? fmt::format(" x{}", j - i) : "");
+      i = j;
+    }
+    out += fmt::format("kernels: attention {}{}{}\n", to_string(p.attention),
+                       p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
+                       stages.empty() ? "" : "; layers per stage " + stages);
+  }
   switch (p.framework) {  // the framework's pattern, when one is chosen
     case Framework::none:
       break;

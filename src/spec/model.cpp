@@ -197,6 +197,15 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   read_enum(r, "mlp", kMlpNames, m.mlp);
   r.read("sources", m.sources);
   if (m.sources.empty()) r.read("source", m.sources);
+  {
+    std::string attention;
+    if (r.read("attention", attention)) {
+      if (attention == "flash" || attention == "standard")
+        m.flash_attention = attention == "flash";
+      else
+        r.fail("attention", "flash or standard", "'" + attention + "'");
+    }
+  }
   CS_RETURN_IF_ERROR(r.status());
   apply_model_defaults(m);
   CS_RETURN_IF_ERROR(validate_model(m, where));
@@ -316,6 +325,7 @@ nlohmann::json to_json(const ModelSpec& m) {
                       {"norm", to_string(m.norm)},
                       {"mlp", to_string(m.mlp)}};
   if (m.kind == ArchKind::t5) j["decoder_seq_length"] = m.dec_seq();
+  if (m.flash_attention) j["attention"] = "flash";
   return j;
 }
 

@@ -38,6 +38,8 @@ constexpr EnumName<FsdpPrefetch> kFsdpPrefetchNames[] = {
     {FsdpPrefetch::none, "none"}};
 constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::block, "block"},
                                                  {FsdpWrap::model, "model"}};
+constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
+    {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 
 template <class T>
 void take(std::optional<T>& into, const std::optional<T>& from) {
@@ -116,6 +118,12 @@ std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s) {
 }
 std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s) {
   return enum_from_name(kFsdpWrapNames, s);
+}
+std::string_view to_string(AttentionKernel a) {
+  return enum_to_name(kAttentionKernelNames, a);
+}
+std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s) {
+  return enum_from_name(kAttentionKernelNames, s);
 }
 
 std::string_view to_string(GradCompression c) {
@@ -245,6 +253,11 @@ void PlanInput::merge(const PlanInput& o) {
   take(zeropp_hpz, o.zeropp_hpz);
   take(grad_compression, o.grad_compression);
   take(powersgd_rank, o.powersgd_rank);
+  take(attention, o.attention);
+  take(fp8, o.fp8);
+  take(stage_layers, o.stage_layers);
+  take(first_stage_layers, o.first_stage_layers);
+  take(last_stage_layers, o.last_stage_layers);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -366,6 +379,10 @@ nlohmann::json to_json(const ParallelPlan& p) {
       j["ddp_bucket_params"] = p.megatron_bucket;
       break;
   }
+  // Modern-training fields only when they differ from the defaults (the JSON stays as before).
+  if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
+  if (p.fp8) j["fp8"] = true;
+  if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;
 }
 

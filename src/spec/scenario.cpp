@@ -16,6 +16,90 @@ Error bad(std::string_view field, std::string_view expected, std::string_view go
 std::string num(std::int64_t v) {
   return std::to_string(v);
 }
+
+// Modern training (issue 15, docs/workload.md): the attention kernel (the flag, else the model
+// preset's), FP8 (only where the system has an fp8 peak), uneven pipeline stages.
+Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
+                               const SystemSpec& system, ParallelPlan& plan) {
+  plan.attention = in.attention.value_or(model.flash_attention ? AttentionKernel::flash
+                                                               : AttentionKernel::standard);
+  plan.fp8 = in.fp8.value_or(false);
+  if (plan.fp8) {
+    if (system.gpu.peak.fp8.value() <= 0)
+      return bad("--fp8",
+                 fmt::format("a system with an FP8 peak (H100 or later; {} has no fp8 figure "
+                             "in its preset)",
+                             system.gpu.name),
+                 "fp8 on " + system.name);
+    if (plan.precision == Precision::fp32)
+      return bad("--fp8", "bf16 or fp16 mixed precision around the FP8 GEMMs", "--precision fp32");
+  }
+  const int layers = model.layers();
+  if (in.stage_layers && (in.first_stage_layers || in.last_stage_layers))
+    return bad("--pipeline-stage-layers",
+               "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
+               "both");
+  if (!in.stage_layers && !in.first_stage_layers && !in.last_stage_layers) return {};
+  const char* flag = in.stage_layers         ? "--pipeline-stage-layers"
+                     : in.first_stage_layers ? "--decoder-first-pipeline-num-layers"
+                                             : "--decoder-last-pipeline-num-layers";
+  if (model.encoder_layers > 0)
+    return bad(flag,
+               "a decoder-only model (uneven stages of encoder-decoder models are not "
+               "modelled)",
+               model.name);
+  // One count per virtual stage (PP x virtual stages, in Megatron's order: chunk c of stage s is
+  // virtual stage c x PP + s); the first and the last may be 0, a chunk holding only the
+  // embedding or only the head and loss (Llama 3 405B, Meta 2024 section 3.3.2).
+  const int n = plan.pp * plan.virtual_stages;
+  std::vector<int> split;
+  if (in.stage_layers) {
+    split = *in.stage_layers;
+    if (static_cast<int>(split.size()) != n)
+      return bad(flag,
+                 fmt::format("one layer count per pipeline stage ({} stages x {} virtual)", plan.pp,
+                             plan.virtual_stages),
+                 fmt::format("{} counts", split.size()));
+  } else {
+    if (plan.pp < 2) return bad(flag, "pipeline parallelism (PP 2 or more)", "PP 1");
+    const int first = in.first_stage_layers.value_or(-1), last = in.last_stage_layers.value_or(-1);
+    if (in.first_stage_layers && (first < 1 || first > layers))
+      return bad("--decoder-first-pipeline-num-layers",
+                 fmt::format("a layer count from 1 to the {} layers", layers), num(first));
+    if (in.last_stage_layers && (last < 1 || last > layers))
+      return bad("--decoder-last-pipeline-num-layers",
+                 fmt::format("a layer count from 1 to the {} layers", layers), num(last));
+    const int fixed = (first > 0 ? first : 0) + (last > 0 ? last : 0);
+    const int middle = n - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+    const int rest = layers - fixed;
+    // Megatron: the remaining layers split evenly over the other (virtual) stages.
+    if (rest < middle || (middle > 0 && rest % middle != 0) || (middle == 0 && rest != 0))
+      return bad(flag,
+                 fmt::format("first/last stage layers leaving the other {} stages an equal, "
+                             "positive share of the {} layers",
+                             middle, layers),
+                 fmt::format("{} layers left for {} stages", rest, middle));
+    split.assign(static_cast<std::size_t>(n), middle > 0 ? rest / middle : 0);
+    if (first > 0) split.front() = first;
+    if (last > 0) split.back() = last;
+  }
+  long long sum = 0;
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    const bool end = i == 0 || i + 1 == split.size();
+    if (split[i] < (end ? 0 : 1))
+      return bad(flag,
+                 end ? "a non-negative layer count for the first and last stage"
+                     : "a positive layer count for every stage but the first and last",
+                 num(split[i]));
+    sum += split[i];
+  }
+  if (sum != layers)
+    return bad(flag,
+               fmt::format("stage layer counts summing to the {} layers of {}", layers, model.name),
+               fmt::format("a sum of {}", sum));
+  plan.stage_layers = std::move(split);
+  return {};
+}
 }  // namespace
 
 ScenarioInput default_scenario_input() {
@@ -191,7 +275,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.virtual_stages > 1 && plan.pp < 2)
     return bad("--virtual-pipeline-stages", "1 without pipeline parallelism (PP 1)",
                num(plan.virtual_stages));
-  if (layers % (plan.pp * plan.virtual_stages) != 0)
+  const bool uneven_stages = in.stage_layers || in.first_stage_layers || in.last_stage_layers;
+  if (!uneven_stages && layers % (plan.pp * plan.virtual_stages) != 0)
     return bad(
         plan.virtual_stages > 1 ? "--virtual-pipeline-stages" : "--pipeline-model-parallel-size",
         fmt::format("PP x virtual stages to divide the {} layers of {}", layers, model.name),
@@ -305,6 +390,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
   CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
+  CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan));
 
   sc.model = std::move(model);
   sc.system = std::move(system);

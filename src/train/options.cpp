@@ -143,6 +143,16 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return refuse("--grad-compression", std::string(to_string(*p.grad_compression)),
                   "expected none: the CPU trainer does not run PowerSGD or 1-bit Adam (describe "
                   "and predict model them)");
+  // Modern-training plan fields (issue 15) the CPU trainer cannot honour.
+  if (p.fp8 && *p.fp8) return Error{"--fp8: the CPU trainer computes in fp32 (no FP8 GEMMs)"};
+  if (p.attention && *p.attention == AttentionKernel::flash)
+    return Error{
+        "--attention: expected standard: the CPU trainer runs the unfused attention, got "
+        "flash"};
+  if (p.stage_layers || p.first_stage_layers || p.last_stage_layers)
+    return Error{
+        "--pipeline-stage-layers: the CPU trainer splits the layers evenly over the stages "
+        "(uneven stages are modelled by describe and predict only)"};
   if (p.zero) {
     if (*p.zero < 0 || *p.zero > 3)
       return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");

@@ -38,6 +38,9 @@ struct Step {
   bool attention_core = false;   // recomputed under selective recompute
   bool gathers_input = false;    // GEMM that reads an SP-gathered input (re-gathered for wgrad)
   bool vocab_parallel_loss = false;  // cross-entropy over a vocabulary split across TP ranks
+  // Backward FLOPs and bytes when they are not twice the forward's (FlashAttention's backward
+  // recomputes the scores; FP8 casts): negative means the default, twice the forward.
+  double backward_flops = -1, backward_mem = -1;
 };
 
 class Emitter {
@@ -303,6 +306,11 @@ class Builder {
         ch.virtual_stage = c * p_.pp + s;
         ch.first_layer = ch.virtual_stage * chunk_layers;
         ch.layers = chunk_layers;
+        if (!p_.stage_layers.empty()) {  // uneven stages: one count per virtual stage
+          ch.first_layer = std::accumulate(p_.stage_layers.begin(),
+                                           p_.stage_layers.begin() + ch.virtual_stage, 0);
+          ch.layers = p_.stage_layers[static_cast<std::size_t>(ch.virtual_stage)];
+        }
         build_chunk(ch);
         r.params += chunk_params(ch);
         r.chunks.push_back(std::move(ch));
@@ -423,6 +431,7 @@ class Builder {
     Step va = compute(values);
     va.attention_core = true;
     prog.push_back(va);
+    if (p_.attention == AttentionKernel::flash) flash_attention_core(prog, layer, s_q, s_kv, cross);
     prog.push_back(compute(gemm(cross ? "cross_out" : "attn_out", layer, Tq, q / t_, h),
                            q / t_ * h + bias * h));
     prog.push_back(tp(StepKind::tp_exit, Tq * h, layer));
@@ -466,6 +475,7 @@ class Builder {
     }
     prog.push_back(norm("norm_mlp", layer, b_ * s));
     mlp(prog, layer, s);
+    if (p_.fp8) fp8_gemms(prog);
     return prog;
   }
 
@@ -514,6 +524,71 @@ class Builder {
     loss.vocab_parallel_loss = true;
     prog.push_back(loss);
     return prog;
+  }
+
+  // ---- modern training (issue 15; docs/workload.md, "Attention kernels" and "FP8") ----
+  // FlashAttention-2 (Dao 2023, "FlashAttention-2: Faster Attention with Better Parallelism and
+  // Work Partitioning", section 4.1): the scores, softmax (and dropout) and attention over values
+  // of the standard core become one fused kernel. Per head of dimension d, forward 4 s_q s_kv d
+  // FLOPs (two matmuls), halved under the causal mask (the kernel skips the masked blocks:
+  // decoder self-attention); backward 2.5 times the forward (five matmuls: QK^T recomputed,
+  // dV, dP, dQ, dK). HBM traffic: Q, K, V read and O and the logsumexp (fp32, one per row and
+  // head) written in forward; Q, K, V, O, dO, logsumexp and the fp32 row sums D = rowsum(dO o O)
+  // read and dQ, dK, dV written in backward; no s_q x s_kv tensor ever reaches HBM. Not an
+  // attention_core step: selective recompute has nothing left to replay.
+  void flash_attention_core(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
+                            bool cross) const {
+    // The standard core (scores, softmax, attention over values) goes; the scores step carried
+    // T5's relative-position-bias gradient, which the fused kernel keeps.
+    const std::int64_t bias_grads = prog[prog.size() - 3].grad_params;
+    prog.resize(prog.size() - 3);
+    const double heads = static_cast<double>(m_.heads / t_), b = static_cast<double>(b_);
+    const double causal = !cross && block_kind(m_, layer) != BlockKind::encoder ? 0.5 : 1.0;
+    const double fwd = 4.0 * b * heads * static_cast<double>(s_q) * static_cast<double>(s_kv) *
+                       static_cast<double>(m_.head_dim) * causal;
+    const double qo = static_cast<double>(b_ * s_q) * m_.q_dim() / t_;    // Q or O elements
+    const double kv = static_cast<double>(b_ * s_kv) * m_.kv_dim() / t_;  // K or V elements
+    const double rows = b * heads * static_cast<double>(s_q);             // logsumexp entries
+    Op fa = elementwise(cross ? "cross_flash_attn" : "flash_attn", ComputeClass::attention, layer,
+                        0, 0, 0);
+    fa.flops = fwd;
+    // The shape in PaLM's terms (queries, keys, q width) for the model-FLOP count (MFU).
+    fa.m = b_ * s_q, fa.n = s_kv, fa.k = m_.q_dim() / t_;
+    fa.mem_bytes = a_ * (2.0 * qo + 2.0 * kv) + 4.0 * rows;
+    Step st = compute(fa, bias_grads);
+    st.backward_flops = 2.5 * fwd;
+    st.backward_mem = a_ * (3.0 * qo + 2.0 * kv) + 2.0 * 4.0 * rows  // read Q, O, dO, K, V, lse, D
+                      + a_ * (qo + 2.0 * kv);                        // write dQ, dK, dV
+    prog.push_back(st);
+  }
+
+  // FP8 (NVIDIA Transformer Engine, as Megatron-LM --fp8-format hybrid runs it): every GEMM of
+  // a transformer block runs on the FP8 tensor cores with FP8 inputs and a bf16/fp16 output;
+  // a memory-bound cast op before each: forward casts the input activation (M x K) each
+  // micro-batch and the weight (K x N) once per iteration (TE's is_first_microbatch weight
+  // cache, amortised over the micro-batches), reading a_ and writing 1 byte per element; its
+  // backward casts the output gradient (M x N, a_ + 1 bytes) and writes the FP8 transposes of
+  // input and weight that Hopper's FP8 GEMMs need (read and write 1 byte per element). The
+  // embedding, LM head and loss stay in the plan's precision, as in Megatron-LM.
+  void fp8_gemms(std::vector<Step>& prog) const {
+    std::vector<Step> out;
+    out.reserve(prog.size() * 2);
+    const double m = static_cast<double>(std::max<std::int64_t>(p_.grad_accum, 1));
+    for (Step& st : prog) {
+      if (st.kind == StepKind::compute && st.op.compute == ComputeClass::gemm) {
+        const double M = static_cast<double>(st.op.m), K = static_cast<double>(st.op.k),
+                     N = static_cast<double>(st.op.n);
+        Step cast = compute(elementwise("fp8_cast", ComputeClass::elementwise, st.op.layer,
+                                        M * K + K * N / m, 2, a_ + 1.0));
+        cast.backward_flops = 2.0 * (M * N + M * K + K * N);
+        cast.backward_mem = (a_ + 1.0) * M * N + 2.0 * (M * K + K * N);
+        out.push_back(cast);
+        st.op.dtype = DType::fp8;
+        st.op.mem_bytes = M * K + K * N + a_ * M * N;
+      }
+      out.push_back(st);
+    }
+    prog = std::move(out);
   }
 
   // ---- emitting programs as ops ----
@@ -566,6 +641,8 @@ class Builder {
           op.layer = layer;
           op.flops *= 2;  // data gradient and weight (or second input) gradient
           op.mem_bytes *= 2;
+          if (st.backward_flops >= 0) op.flops = st.backward_flops;
+          if (st.backward_mem >= 0) op.mem_bytes = st.backward_mem;
           op.grad_params = st.grad_params;
           if (grads) grads->add(i, st.grad_params);
           break;

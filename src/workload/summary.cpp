@@ -89,6 +89,17 @@ FlopCount iteration_flops(const Workload& w) {
         for (const Op& op : list->ops()) {
           if (!op.is_matmul()) continue;
           double runs = static_cast<double>(runs_per_iteration(op, w.microbatches));
+          if (op.compute == ComputeClass::attention && op.phase != Phase::recompute &&
+              (op.name == "flash_attn" || op.name == "cross_flash_attn")) {
+            // Model FLOPs as PaLM counts attention (4 s_q s_kv per q channel forward, twice
+            // that backward, no causal discount) whatever the kernel runs; the kernel's own
+            // FLOPs (causal half, backward's recompute) count as hardware FLOPs.
+            const double palm = (list == &ch.forward ? 4.0 : 8.0) * static_cast<double>(op.m) *
+                                static_cast<double>(op.n) * static_cast<double>(op.k);
+            model += palm * runs;
+            recompute += (op.flops - palm) * runs;
+            continue;
+          }
           (op.phase == Phase::recompute ? recompute : model) += op.flops * runs;
         }
     f.model += model * r.ranks;
@@ -132,10 +143,14 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
   const double out_div = p.sequence_parallel ? t : 1.0;
 
   if (p.recompute == Recompute::full) return Bytes(a * s * b * h / out_div);  // the block input
+  const bool flash = p.attention == AttentionKernel::flash;
+  // FP8 (Transformer Engine): the inputs its Linear layers save for backward are the FP8 casts,
+  // 1 byte per element; the rest stays in the plan's precision.
+  const double g = p.fp8 ? 1.0 : a;  // bytes per saved GEMM input
 
   double outside = 0, inside = 0;
   auto attention = [&](double sq, double skv, bool keep_core) {
-    outside += a * sq * b * h;                  // norm output = QKV input
+    outside += g * sq * b * h;                  // norm output = QKV input
     inside += a * (sq * b * q + skv * b * kv);  // Q and K
     inside += a * skv * b * kv;                 // V
     if (keep_core) {
@@ -143,17 +158,21 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
       inside += a * scores;                           // softmax output
       inside += m.dropout ? (mask + a) * scores : 0;  // dropout mask and output
     }
-    inside += a * sq * b * q;      // input of the output projection
+    // FlashAttention: the logsumexp (fp32, per row and head), no s x s tensor; its output O,
+    // which its backward reads, is the output projection's input (kept again in FP8 under TE).
+    if (flash) inside += 4.0 * b * heads * sq + (p.fp8 ? a * sq * b * q : 0.0);
+    inside += g * sq * b * q;      // input of the output projection
     outside += mask * sq * b * h;  // dropout mask after the projection
     outside += a * sq * b * h;     // norm input
   };
-  const bool keep_core = p.recompute != Recompute::selective;
+  const bool keep_core = p.recompute != Recompute::selective && !flash;
   attention(s, s, keep_core);
   if (kind == BlockKind::cross_decoder) attention(s, static_cast<double>(m.seq_length), keep_core);
   // MLP: norm input, MLP input, activation input and output (gated: both branches and the
   // product), dropout mask.
-  outside += a * s * b * h + a * s * b * h + mask * s * b * h;
-  inside += m.gated_mlp() ? 4.0 * a * s * b * f : 2.0 * a * s * b * f;
+  outside += a * s * b * h + g * s * b * h + mask * s * b * h;
+  // the MLP output projection's input (the activation's output, or the gated product): FP8
+  inside += m.gated_mlp() ? 3.0 * a * s * b * f + g * s * b * f : a * s * b * f + g * s * b * f;
   return Bytes(outside / out_div + inside / t);
 }
 
@@ -172,6 +191,16 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
   // ZeRO++ hpZ: the secondary copy of the weights, sharded over zero_hpz_partition_size ranks.
   if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);
+  if (p.fp8) {
+    // Transformer Engine keeps an FP8 copy (1 byte) of every GEMM weight of the blocks beside
+    // the bf16/fp16 weights, cast once per iteration and reused by every micro-batch.
+    double gemm_weights = 0;
+    for (const Chunk& ch : r.chunks)
+      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+        gemm_weights +=
+            static_cast<double>(block_params(m, l, p.tp) - block_replicated_params(m, l));
+    mem.weights += Bytes(gemm_weights);
+  }
 
   // Activations: the chunk with the most, times the micro-batches (or chunk-micro-batches)
   // in flight, plus what the first and last stages keep outside the blocks.

@@ -265,7 +265,7 @@ std::vector<std::map<std::string, std::string>> corpus_rows() {
 // a scenario; tokens/s per GPU becomes global_batch x seq / (value x gpus).
 TEST(ValidateCorpus, ReadsTheShippedCorpus) {
   const auto rows = corpus_rows();
-  ASSERT_EQ(rows.size(), 104u);
+  ASSERT_EQ(rows.size(), 106u);
   SkipCounts skips;
   auto runs = read_measured_csv(kCorpus, "vtrain-a100", &skips);
   ASSERT_TRUE(runs.ok()) << runs.error().message;

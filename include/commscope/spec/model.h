@@ -52,6 +52,9 @@ struct ModelSpec {
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;
   std::vector<std::string> sources;  // where the numbers come from
+  // The attention kernel the model's published runs trained with (preset field "attention":
+  // "flash" or "standard"); the plan's --attention wins. Default standard: results unchanged.
+  bool flash_attention = false;
 
   int layers() const { return encoder_layers + decoder_layers; }
   std::int64_t q_dim() const { return heads * head_dim; }      // width of Q (and attention out)

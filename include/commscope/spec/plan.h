@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -56,6 +57,12 @@ std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s);
 // powerSGD_hook) and 1-bit Adam (Tang et al. 2021, DeepSpeed's OnebitAdam).
 enum class GradCompression : std::uint8_t { none, powersgd, onebit };
 std::string_view to_string(GradCompression c);
+// The attention kernel (docs/workload.md, "Attention kernels"): `standard` materialises the
+// s x s scores in HBM (softmax and dropout as their own kernels); `flash` is FlashAttention-2
+// (Dao 2023): one fused kernel, no s x s tensor in HBM, the scores recomputed in backward.
+enum class AttentionKernel : std::uint8_t { standard, flash };
+std::string_view to_string(AttentionKernel a);
+std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s);
 
 // Data type of weights, activations and gradients on the wire for a precision.
 DType compute_dtype(Precision p);
@@ -115,6 +122,16 @@ struct ParallelPlan {
   // PowerSGD of this rank, or 1-bit Adam, in place of the gradient all-reduce (DDP only).
   GradCompression grad_compression = GradCompression::none;
   int powersgd_rank = 0;
+  // ---- modern training (issue 15): attention kernel, FP8, uneven pipeline stages ----
+  // Defaults keep every earlier result unchanged.
+  AttentionKernel attention = AttentionKernel::standard;
+  // Transformer Engine FP8: the GEMMs run on the FP8 tensor cores (the system's fp8 peak),
+  // each GEMM's inputs cast to FP8 (memory-bound casts); everything else stays in `precision`.
+  bool fp8 = false;
+  // Transformer layers of each pipeline stage (size pp, sum = the model's layers); empty: the
+  // even split. Set from --pipeline-stage-layers or Megatron's
+  // --decoder-first/last-pipeline-num-layers (the rest split evenly over the middle stages).
+  std::vector<int> stage_layers;
 
   int model_parallel() const { return tp * pp; }
   int gpus() const { return dp * tp * pp; }
@@ -149,6 +166,11 @@ struct PlanInput {
   std::optional<int> zeropp_hpz;
   std::optional<GradCompression> grad_compression;
   std::optional<int> powersgd_rank;
+  // modern training (issue 15)
+  std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
+  std::optional<bool> fp8;
+  std::optional<std::vector<int>> stage_layers;              // --pipeline-stage-layers
+  std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);

@@ -1,0 +1,405 @@
+// Modern training in the model (issue 15): FlashAttention, FP8, uneven pipeline stages and the
+// new system presets, against the papers' closed forms computed here independently.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "commscope/cost/compute.h"
+#include "commscope/workload/params.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::plan;
+using testing::scenario;
+using testing::scenario_error;
+
+// All ops of the given name in one chunk's list.
+std::vector<Op> named(const OpList& list, std::string_view name) {
+  std::vector<Op> out;
+  for (const Op& o : list.ops())
+    if (o.name == name) out.push_back(o);
+  return out;
+}
+
+// FlashAttention-2 (Dao 2023, section 4.1, "FLOPs"): the forward of one head of dimension d
+// over s_q queries and s_kv keys is 4 s_q s_kv d FLOPs (QK^T and PV), halved with the causal
+// mask; the backward is 2.5 times the forward (the scores recomputed, then dV, dP, dQ, dK).
+TEST(FlashAttention, FlopsAreTheFlashAttention2ClosedForm) {
+  struct Case {
+    const char* model;
+    int tp;
+    bool causal;
+  };
+  for (const Case c : {Case{"llama3-8b", 1, true}, Case{"llama3-8b", 4, true},
+                       Case{"gpt3-175b", 8, true}, Case{"bert-large", 2, false}}) {
+    SCOPED_TRACE(fmt::format("{} tp {}", c.model, c.tp));
+    PlanInput p = plan(c.tp, c.tp, 1, 2);
+    p.attention = AttentionKernel::flash;
+    Scenario sc = scenario(c.model, "dgx-h100", p);
+    Workload w = build_workload(sc);
+    const Chunk& ch = w.roles[0].chunks[0];
+    const double b = 2, s = static_cast<double>(sc.model.seq_length);
+    const double heads = static_cast<double>(sc.model.heads) / c.tp;
+    const double d = static_cast<double>(sc.model.hidden) / sc.model.heads;
+    const double fwd = 4 * b * heads * s * s * d / (c.causal ? 2 : 1);
+    auto f = named(ch.forward, "flash_attn");
+    auto bw = named(ch.backward, "flash_attn");
+    ASSERT_EQ(f.size(), static_cast<std::size_t>(ch.layers));
+    ASSERT_EQ(bw.size(), static_cast<std::size_t>(ch.layers));
+    EXPECT_DOUBLE_EQ(f[0].flops, fwd);
+    EXPECT_DOUBLE_EQ(bw[0].flops, 2.5 * fwd);
+    // No s x s kernels are left.
+    EXPECT_TRUE(named(ch.forward, "attn_scores").empty());
+    EXPECT_TRUE(named(ch.forward, "softmax").empty());
+    EXPECT_TRUE(named(ch.forward, "attn_values").empty());
+  }
+}
+
+// The preset decides (Llama 3 trains with flash), the flag wins; other presets stay standard.
+TEST(FlashAttention, PresetDefaultAndFlag) {
+  PlanInput p = plan(8, 8, 1, 1);
+  EXPECT_EQ(scenario("llama3-70b", "dgx-h100", p).plan.attention, AttentionKernel::flash);
+  EXPECT_EQ(scenario("gpt3-175b", "dgx-h100", p).plan.attention, AttentionKernel::standard);
+  p.attention = AttentionKernel::standard;
+  Scenario sc = scenario("llama3-70b", "dgx-h100", p);
+  EXPECT_EQ(sc.plan.attention, AttentionKernel::standard);
+  Workload w = build_workload(sc);
+  EXPECT_FALSE(named(w.roles[0].chunks[0].forward, "attn_scores").empty());
+  EXPECT_TRUE(named(w.roles[0].chunks[0].forward, "flash_attn").empty());
+}
+
+// HBM traffic: FlashAttention never writes the s x s scores, so its bytes grow linearly with
+// the sequence (the FlashAttention paper's point, Dao et al. 2022, Theorem 2: no Theta(N^2)
+// term beyond what SRAM re-reads cost), while the standard core's grow quadratically.
+TEST(FlashAttention, HbmBytesLinearInSequence) {
+  auto bytes = [](AttentionKernel k, std::int64_t s, const char* name) {
+    PlanInput p = plan(8, 8, 1, 1);
+    p.attention = k;
+    p.seq_length = s;
+    Scenario sc = scenario("llama3-70b", "dgx-h100", p);
+    Workload w = build_workload(sc);
+    double sum = 0;
+    for (const Op& o : named(w.roles[0].chunks[0].forward, name)) sum += o.mem_bytes;
+    return sum;
+  };
+  const double f1 = bytes(AttentionKernel::flash, 2048, "flash_attn");
+  const double f2 = bytes(AttentionKernel::flash, 4096, "flash_attn");
+  EXPECT_NEAR(f2 / f1, 2.0, 1e-12);
+  const double s1 = bytes(AttentionKernel::standard, 2048, "attn_scores");
+  const double s2 = bytes(AttentionKernel::standard, 4096, "attn_scores");
+  EXPECT_GT(s2 / s1, 3.0);
+  EXPECT_LT(f1, s1);
+}
+
+// Activation memory per layer, Korthikanti et al. 2022 Table 2 (16-bit, GPT with dropout):
+// the standard core keeps 5as^2b bytes (softmax output 2, dropout mask 1, dropout output 2);
+// FlashAttention keeps none of it and saves the logsumexp instead: fp32, one per query row and
+// head, 4asb bytes (Dao 2023, Algorithm 1, line 12: "Write L_i to HBM"). The 34sbh of
+// everything else is unchanged. So: sbh 34 + 4asb (no parallelism), sbh (10 + 24/t) + 4asb/t
+// (TP), (sbh 34 + 4asb)/t (TP + SP); selective recompute changes nothing under flash.
+TEST(FlashAttention, ActivationMemoryIsKorthikantiWithoutTheScores) {
+  struct Case {
+    int t;
+    bool sp;
+  };
+  for (const char* name : {"gpt3-175b", "megatron-18.4b"})
+    for (const Case c : {Case{1, false}, Case{8, false}, Case{8, true}})
+      for (Recompute r : {Recompute::none, Recompute::selective}) {
+        SCOPED_TRACE(fmt::format("{} t {} sp {} {}", name, c.t, c.sp, to_string(r)));
+        PlanInput p = plan(c.t, c.t, 1, 4);
+        p.sequence_parallel = c.sp;
+        p.recompute = r;
+        p.precision = Precision::bf16;
+        p.attention = AttentionKernel::flash;
+        Scenario sc = scenario(name, "dgx-h100", p);
+        const double s = static_cast<double>(sc.model.seq_length), b = 4,
+                     h = static_cast<double>(sc.model.hidden),
+                     a = static_cast<double>(sc.model.heads), t = c.t;
+        const double lse = 4 * a * s * b / t;
+        const double expect = c.t == 1 ? s * b * h * 34 + lse
+                              : c.sp   ? s * b * h * 34 / t + lse
+                                       : s * b * h * (10 + 24 / t) + lse;
+        EXPECT_NEAR(block_activation_bytes(sc, 2).value() / expect, 1.0, 1e-12);
+      }
+}
+
+// Selective recompute replays only the attention core; with FlashAttention there is none to
+// replay (its backward recomputes the scores itself), so the backward has no recompute op.
+TEST(FlashAttention, SelectiveRecomputeReplaysNothing) {
+  PlanInput p = plan(8, 8, 1, 1);
+  p.recompute = Recompute::selective;
+  for (AttentionKernel k : {AttentionKernel::standard, AttentionKernel::flash}) {
+    p.attention = k;
+    Workload w = build_workload(scenario("llama3-8b", "dgx-h100", p));
+    int recomputed = 0;
+    for (const Op& o : w.roles[0].chunks[0].backward.ops())
+      recomputed += o.phase == Phase::recompute ? 1 : 0;
+    if (k == AttentionKernel::flash)
+      EXPECT_EQ(recomputed, 0);
+    else
+      EXPECT_GT(recomputed, 0);
+  }
+}
+
+// FP8 (Transformer Engine): the block GEMMs run at the system's fp8 peak; the LM head stays in
+// bf16; casts are memory-bound ops of their own.
+TEST(Fp8, BlockGemmsRunAtTheFp8Peak) {
+  PlanInput p = plan(8, 8, 1, 1);
+  p.fp8 = true;
+  Scenario sc = scenario("llama3-70b", "dgx-h100", p);
+  Workload w = build_workload(sc);
+  const Chunk& ch = w.roles[0].chunks[0];
+  for (const char* g : {"qkv", "attn_out", "mlp_in", "mlp_out"}) {
+    auto ops = named(ch.forward, g);
+    ASSERT_FALSE(ops.empty()) << g;
+    EXPECT_EQ(ops[0].dtype, DType::fp8) << g;
+    // Roofline against the preset's fp8 figure (NVIDIA H100 SXM datasheet, 1,978.9 dense).
+    const Calibration& cal = sc.system.calibration;
+    const double eff = matmul_efficiency(ops[0].flops, cal.gemm_efficiency, cal.gemm_half_flops,
+                                         cal.gemm_steepness);
+    const double t_flops = ops[0].flops / (1978.9e12 * eff);
+    const double t_mem =
+        ops[0].mem_bytes / (sc.system.gpu.memory_bandwidth.value() * cal.memory_efficiency);
+    EXPECT_NEAR(compute_time(ops[0], sc.system.gpu, cal).value(),
+                std::max(t_flops, t_mem) + cal.kernel_overhead.value(), 1e-15);
+  }
+  EXPECT_EQ(named(ch.forward, "fp8_cast").size(), 4u * ch.layers);
+  auto head = named(w.roles[0].chunks[0].forward, "lm_head");
+  ASSERT_EQ(head.size(), 1u);
+  EXPECT_EQ(head[0].dtype, DType::bf16);
+  // FP8 makes the step faster in the GEMMs: the forward GEMM FLOP time halves where
+  // compute-bound (peak 1978.9 vs 989.4).
+  EXPECT_NEAR(sc.system.gpu.peak.fp8.value() / sc.system.gpu.peak.bf16.value(), 2.0, 1e-3);
+}
+
+// Refused with one line on a system without an fp8 figure (A100), and under fp32.
+TEST(Fp8, RefusedWithoutAnFp8Peak) {
+  PlanInput p = plan(8, 8, 1, 1);
+  p.fp8 = true;
+  std::string e = scenario_error("llama3-8b", "dgx-a100-80gb", p);
+  EXPECT_EQ(e.rfind("--fp8: expected a system with an FP8 peak", 0), 0u) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  p.precision = Precision::fp32;
+  e = scenario_error("llama3-8b", "dgx-h100", p);
+  EXPECT_NE(e.find("--fp8"), std::string::npos) << e;
+}
+
+// FP8 memory where Transformer Engine keeps it: the saved inputs of the block GEMMs in 1 byte
+// (QKV input, output-projection input, MLP input, MLP output-projection input), FlashAttention's
+// output kept in 16 bit for its own backward besides; one FP8 copy of every block GEMM weight.
+// Per layer from Korthikanti's breakdown (GPT, f = 4h, dropout): 34sbh - sbh (QKV input)
+// - sbh (MLP input) - 4sbh (GELU output, 8sbh -> 4sbh) + sbh (FP8 copy of the attention
+// output beside the 16-bit one) = 29sbh, plus the logsumexp 4asb.
+TEST(Fp8, ActivationAndWeightMemory) {
+  PlanInput p = plan(1, 1, 1, 2);
+  p.attention = AttentionKernel::flash;
+  p.fp8 = true;
+  Scenario sc = scenario("gpt3-175b", "dgx-h100", p);
+  const double s = static_cast<double>(sc.model.seq_length), b = 2,
+               h = static_cast<double>(sc.model.hidden), a = static_cast<double>(sc.model.heads);
+  EXPECT_NEAR(block_activation_bytes(sc, 0).value() / (29 * s * b * h + 4 * a * s * b), 1.0, 1e-12);
+
+  PlanInput q = plan(8, 8, 1, 1);
+  Scenario plain = scenario("llama3-8b", "dgx-h100", q);
+  q.fp8 = true;
+  Scenario fp8 = scenario("llama3-8b", "dgx-h100", q);
+  Workload w0 = build_workload(plain), w1 = build_workload(fp8);
+  const double extra =
+      (memory_per_rank(w1, w1.roles[0]).weights - memory_per_rank(w0, w0.roles[0]).weights).value();
+  // Llama 3 8B block GEMM weights on a TP-8 rank: (h(q + 2kv) + qh + 3hf) / 8 per block.
+  const double hh = 4096, qq = 4096, kv = 1024, f = 14336;
+  EXPECT_DOUBLE_EQ(extra, 32 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
+}
+
+// Uneven pipeline stages (Llama 3 405B: 126 layers on 16 stages, one fewer on the first and
+// the last; Meta 2024, section 3.3.2): Megatron's first/last flags and an explicit list give the
+// same split; every layer is on exactly one stage and the parameters add up.
+TEST(UnevenStages, FirstLastAndListAgree) {
+  PlanInput p = plan(128, 8, 16, 1, 64);
+  EXPECT_NE(scenario_error("llama3-405b", "dgx-h100", p).find("--pipeline-model-parallel-size"),
+            std::string::npos);  // the even split is still refused where it is impossible
+  p.first_stage_layers = 7;
+  p.last_stage_layers = 7;
+  Scenario a = scenario("llama3-405b", "dgx-h100", p);
+  std::vector<int> expect(16, 8);
+  expect.front() = expect.back() = 7;
+  EXPECT_EQ(a.plan.stage_layers, expect);
+  PlanInput q = plan(128, 8, 16, 1, 64);
+  q.stage_layers = expect;
+  Scenario b = scenario("llama3-405b", "dgx-h100", q);
+  EXPECT_EQ(b.plan.stage_layers, expect);
+
+  Workload w = build_workload(a);
+  ASSERT_EQ(w.roles.size(), 16u);
+  int next = 0;
+  std::int64_t params = 0;
+  for (const Role& r : w.roles) {
+    ASSERT_EQ(r.chunks.size(), 1u);
+    EXPECT_EQ(r.chunks[0].first_layer, next);
+    EXPECT_EQ(r.chunks[0].layers, expect[static_cast<std::size_t>(r.stage)]);
+    next += r.chunks[0].layers;
+    params += r.params;
+    // one flash kernel per layer of the stage
+    EXPECT_EQ(named(r.chunks[0].forward, "flash_attn").size(),
+              static_cast<std::size_t>(r.chunks[0].layers));
+  }
+  EXPECT_EQ(next, 126);
+  // Every parameter on one stage: the stages' TP shards add up to the model (norms replicated
+  // over TP are counted once per TP rank, so compare the TP-split total).
+  std::int64_t per_rank_total = outer_params(a.model).word_embedding / 8 +
+                                outer_params(a.model).lm_head / 8 +
+                                outer_params(a.model).final_norm;
+  for (int l = 0; l < 126; ++l) per_rank_total += block_params(a.model, l, 8);
+  EXPECT_EQ(params, per_rank_total);
+  // The embedding on the first stage, the head and loss on the last.
+  EXPECT_FALSE(named(w.roles[0].chunks[0].forward, "embedding").empty());
+  EXPECT_FALSE(named(w.roles[15].chunks[0].forward, "cross_entropy").empty());
+  EXPECT_TRUE(named(w.roles[7].chunks[0].forward, "cross_entropy").empty());
+}
+
+// Llama 3 405B's interleaved layout (Meta 2024, section 3.3.2): the first model chunk of the
+// first stage holds only the embedding and the last chunk of the last stage only the output
+// projection and loss; here 16 stages x 8 chunks of one layer each, 126 layers + 2 such chunks.
+TEST(UnevenStages, InterleavedWithEmbeddingAndLossChunks) {
+  PlanInput p = plan(128, 8, 16, 1, 64);
+  p.virtual_stages = 8;
+  std::vector<int> v(128, 1);
+  v.front() = v.back() = 0;
+  p.stage_layers = v;
+  Scenario sc = scenario("llama3-405b", "dgx-h100", p);
+  Workload w = build_workload(sc);
+  const Chunk& first = w.roles[0].chunks[0];
+  const Chunk& last = w.roles[15].chunks[7];
+  EXPECT_EQ(first.layers, 0);
+  EXPECT_EQ(last.layers, 0);
+  EXPECT_FALSE(named(first.forward, "embedding").empty());
+  EXPECT_TRUE(named(first.forward, "flash_attn").empty());
+  EXPECT_FALSE(named(last.forward, "cross_entropy").empty());
+  EXPECT_TRUE(named(last.forward, "flash_attn").empty());
+  // chunk 1 of stage 0 is virtual stage 16: layers before it are virtual stages 0..15
+  EXPECT_EQ(w.roles[0].chunks[1].first_layer, 15);
+  int layers = 0;
+  for (const Role& r : w.roles)
+    for (const Chunk& c : r.chunks) layers += c.layers;
+  EXPECT_EQ(layers, 126);
+}
+
+TEST(UnevenStages, ImpossibleListsAreRefused) {
+  auto err = [](auto set) {
+    PlanInput p = plan(128, 8, 16, 1, 64);
+    set(p);
+    return scenario_error("llama3-405b", "dgx-h100", p);
+  };
+  std::string e = err([](PlanInput& p) { p.stage_layers = std::vector<int>(16, 8); });
+  EXPECT_EQ(e,
+            "--pipeline-stage-layers: expected stage layer counts summing to the 126 layers "
+            "of llama3-405b, got a sum of 128");
+  e = err([](PlanInput& p) { p.stage_layers = std::vector<int>(15, 8); });
+  EXPECT_NE(e.find("one layer count per pipeline stage (16 stages x 1 virtual)"), std::string::npos)
+      << e;
+  e = err([](PlanInput& p) { p.first_stage_layers = 8; });  // 118 left for 15 stages
+  EXPECT_NE(e.find("--decoder-first-pipeline-num-layers"), std::string::npos) << e;
+  e = err([](PlanInput& p) {
+    p.stage_layers = std::vector<int>(16, 8);
+    p.first_stage_layers = 7;
+  });
+  EXPECT_NE(e.find("not both"), std::string::npos) << e;
+  e = err([](PlanInput& p) {
+    p.virtual_stages = 2;
+    p.first_stage_layers = p.last_stage_layers = 7;
+  });  // 112 layers left for 30 virtual stages
+  EXPECT_NE(e.find("leaving the other 30 stages an equal"), std::string::npos) << e;
+  e = err([](PlanInput& p) {
+    std::vector<int> v(16, 8);
+    v[0] = v[15] = 7;
+    v[3] = 0;
+    v[4] = 16;
+    p.stage_layers = v;
+  });
+  EXPECT_EQ(e,
+            "--pipeline-stage-layers: expected a positive layer count for every stage but the "
+            "first and last, got 0");
+}
+
+// The new system presets load, with their fp8 figures; GB200 NVL72 is one NVLink domain of 72
+// GPUs, so a TP-8 group and a 72-rank data-parallel group both stay inside one node.
+TEST(Presets, H200AndGb200Nvl72) {
+  auto h200 = load_system("dgx-h200");
+  ASSERT_TRUE(h200.ok()) << h200.error().message;
+  EXPECT_EQ(h200.value().node.gpus, 8);
+  EXPECT_GT(h200.value().gpu.peak.fp8.value(), 0);
+  auto gb = load_system("gb200-nvl72");
+  ASSERT_TRUE(gb.ok()) << gb.error().message;
+  EXPECT_EQ(gb.value().node.gpus, 72);
+  EXPECT_GT(gb.value().gpu.peak.fp8.value(), 0);
+  PlanInput p = plan(72, 8, 1, 1);
+  p.fp8 = true;
+  Scenario sc = scenario("llama3-70b", "gb200-nvl72", p);
+  EXPECT_EQ(sc.plan.dp, 9);
+  EXPECT_EQ(sc.nodes, 1);
+}
+
+#ifdef COMMSCOPE_BIN
+// Bad flags: one line on stderr naming the flag and the value, exit status 2.
+TEST(Cli, ModernFlagsRefuseBadValues) {
+  struct Case {
+    const char* args;
+    const char* start;
+  };
+  for (const Case c :
+       {Case{"--attention fused",
+             "commscope: --attention: expected flash or standard, got 'fused'"},
+        Case{"--pipeline-stage-layers 7,x", "commscope: --pipeline-stage-layers: expected"},
+        Case{"--decoder-first-pipeline-num-layers -1",
+             "commscope: --decoder-first-pipeline-num-layers: expected"},
+        Case{"--fp8 --system dgx-a100-80gb", "commscope: --fp8: expected a system with an FP8"},
+        Case{"--precision fp9", "commscope: --precision: expected one of fp32|fp16|bf16|fp8"},
+        // the CPU trainer refuses what it cannot run, before launching
+        Case{"--attention flash --train", "commscope: --attention: expected standard"},
+        Case{"--pipeline-stage-layers 1,1 --pp 2 --train", "commscope: --pipeline-stage-layers:"},
+        Case{"--fp8 --train", "commscope: --fp8:"}}) {
+    SCOPED_TRACE(c.args);
+    std::string args = c.args;
+    const bool train = args.ends_with(" --train");
+    if (train) args.resize(args.size() - 8);
+    testing::Outcome r = testing::run_shell(
+        std::string(COMMSCOPE_BIN) +
+        (train ? " train --model gpt2-tiny-cpu --ranks 2 " : " describe --model llama3-8b ") +
+        args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(r.err.rfind(c.start, 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  testing::Outcome ok = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " predict --model llama3-405b --system dgx-h100 --gpus 8192 --tp 8 --pp 16 "
+      "--sequence-parallel --micro-batch-size 1 --global-batch-size 2048 "
+      "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --format json");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  testing::Outcome d = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-405b --system dgx-h100 --gpus 8192 --tp 8 --pp 16 --fp8 "
+      "--micro-batch-size 1 --global-batch-size 2048 --decoder-first-pipeline-num-layers 7 "
+      "--decoder-last-pipeline-num-layers 7");
+  EXPECT_EQ(d.status, 0) << d.err;
+  EXPECT_NE(d.out.find("kernels: attention flash, FP8 GEMMs (Transformer Engine); layers per "
+                       "stage 7, 8 x14, 7\n"),
+            std::string::npos)
+      << d.out;
+  testing::Outcome plain = testing::run_shell(std::string(COMMSCOPE_BIN) + " describe");
+  EXPECT_EQ(plain.out.find("kernels:"), std::string::npos);  // unchanged without them
+}
+#endif
+
+}  // namespace
+}  // namespace commscope
