@@ -149,6 +149,10 @@ Status compression_flags(const ScenarioOptions& o, PlanInput& flags) {
       return Error{
           fmt::format("--grad-compression: expected powersgd:rank=R, onebit or none, got '{}'", c)};
     }
+  }
+  return {};
+}
+
 // ---- modern training (issue 15): attention kernel, FP8, uneven pipeline stages ----
 void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* g_plan,
                                  const char* g_batch) {
