@@ -1,0 +1,544 @@
+// T5 on the CPU: layout, initialisation, relative position buckets, the RMSNorm and
+// relative-attention kernels, and forward/backward of the whole encoder-decoder (t5.h).
+#include "commscope/gpt/t5.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "commscope/gpt/data.h"
+#include "commscope/gpt/kernels.h"
+
+namespace commscope::train {
+
+namespace {
+
+Error t5_error(const char* field, long long value, const std::string& expected) {
+  return Error{"t5 config: " + std::string(field) + ": expected " + expected + ", got " +
+               std::to_string(value)};
+}
+
+}  // namespace
+
+Status validate(const T5Config& c) {
+  if (c.encoder_layers < 1) return t5_error("encoder_layers", c.encoder_layers, ">= 1");
+  if (c.decoder_layers < 1) return t5_error("decoder_layers", c.decoder_layers, ">= 1");
+  if (c.heads < 1) return t5_error("heads", c.heads, ">= 1");
+  if (c.hidden < 1 || c.hidden % c.heads != 0)
+    return t5_error("hidden", c.hidden,
+                    "a positive multiple of heads (" + std::to_string(c.heads) + ")");
+  if (c.ffn < 1) return t5_error("ffn", c.ffn, ">= 1");
+  if (c.vocab < 2) return t5_error("vocab", c.vocab, ">= 2");
+  if (c.encoder_seq < 1) return t5_error("encoder_seq", c.encoder_seq, ">= 1");
+  if (c.decoder_seq < 1) return t5_error("decoder_seq", c.decoder_seq, ">= 1");
+  if (c.buckets < 4 || c.buckets % 2 != 0)
+    return t5_error("buckets", c.buckets, "an even number >= 4");
+  if (c.max_distance <= c.buckets / 2)
+    return t5_error("max_distance", c.max_distance,
+                    "more than buckets / 2 (" + std::to_string(c.buckets / 2) + ")");
+  return {};
+}
+
+Result<T5Config> t5_config(const ModelSpec& m) {
+  auto bad = [&](const char* field, const std::string& got, const std::string& expected) {
+    return Error{"model '" + m.name + "': field '" + field + "': expected " + expected +
+                 " for commscope train's T5, got " + got};
+  };
+  if (m.kind != ArchKind::t5) return bad("kind", std::string(to_string(m.kind)), "t5");
+  if (m.kv_heads != m.heads)
+    return bad("kv_heads", std::to_string(m.kv_heads), "heads (" + std::to_string(m.heads) + ")");
+  if (m.heads <= 0 || m.head_dim * m.heads != m.hidden)
+    return bad("head_dim", std::to_string(m.head_dim), "hidden / heads");
+  if (m.bias) return bad("bias", "true", "false");
+  if (!m.tied_embeddings) return bad("tied_embeddings", "false", "true");
+  if (m.position != PositionEmbedding::relative)
+    return bad("position_embedding", std::string(to_string(m.position)), "relative");
+  if (m.norm != NormKind::rmsnorm) return bad("norm", std::string(to_string(m.norm)), "rmsnorm");
+  if (m.mlp != MlpKind::relu) return bad("mlp", std::string(to_string(m.mlp)), "relu");
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+  for (auto [field, v] :
+       {std::pair{"hidden", m.hidden}, std::pair{"ffn", m.ffn}, std::pair{"vocab", m.vocab},
+        std::pair{"seq_length", m.seq_length}, std::pair{"decoder_seq_length", m.dec_seq()},
+        std::pair{"relative_attention_buckets", m.relative_attention_buckets}})
+    if (v > kMax) return bad(field, std::to_string(v), "at most " + std::to_string(kMax));
+  T5Config c;
+  c.encoder_layers = m.encoder_layers;
+  c.decoder_layers = m.decoder_layers;
+  c.hidden = static_cast<int>(m.hidden);
+  c.heads = static_cast<int>(m.heads);
+  c.ffn = static_cast<int>(m.ffn);
+  c.vocab = static_cast<int>(m.vocab);
+  c.encoder_seq = static_cast<int>(m.seq_length);
+  c.decoder_seq = static_cast<int>(m.dec_seq());
+  c.buckets = static_cast<int>(m.relative_attention_buckets);
+  CS_RETURN_IF_ERROR(validate(c));
+  return c;
+}
+
+ModelSpec t5_model_spec(const T5Config& c, const std::string& name) {
+  ModelSpec m;
+  m.name = name;
+  m.kind = ArchKind::t5;
+  m.position = PositionEmbedding::relative;
+  m.norm = NormKind::rmsnorm;
+  m.mlp = MlpKind::relu;
+  m.bias = false;
+  m.dropout = false;
+  m.tied_embeddings = true;
+  m.encoder_layers = c.encoder_layers;
+  m.decoder_layers = c.decoder_layers;
+  m.hidden = c.hidden;
+  m.heads = m.kv_heads = c.heads;
+  m.head_dim = c.hidden / c.heads;
+  m.ffn = c.ffn;
+  m.vocab = c.vocab;
+  m.seq_length = c.encoder_seq;
+  m.decoder_seq_length = c.decoder_seq;
+  m.relative_attention_buckets = c.buckets;
+  apply_model_defaults(m);
+  return m;
+}
+
+int relative_bucket(int relative_position, bool bidirectional, int buckets, int max_distance) {
+  int ret = 0, n = 0;
+  if (bidirectional) {
+    buckets /= 2;
+    if (relative_position > 0) ret += buckets;
+    n = std::abs(relative_position);
+  } else {
+    n = std::max(-relative_position, 0);
+  }
+  const int max_exact = buckets / 2;
+  if (n < max_exact) return ret + n;
+  const double scaled = std::log(static_cast<double>(n) / max_exact) /
+                        std::log(static_cast<double>(max_distance) / max_exact) *
+                        (buckets - max_exact);
+  return ret + std::min(max_exact + static_cast<int>(scaled), buckets - 1);
+}
+
+// ---- layout ----
+
+T5Layout::T5Layout(const T5Config& c) {
+  CS_CHECK(validate(c).ok());
+  const std::int64_t h = c.hidden, f = c.ffn;
+  std::int64_t o = 0;
+  auto take = [&](const char* name, int layer, std::int64_t size) {
+    tensors_.push_back({name, layer, o, size});
+    o += size;
+    return o - size;
+  };
+  take("wte", kEmbeddingLayer, static_cast<std::int64_t>(c.vocab) * h);
+  const int L = c.encoder_layers + c.decoder_layers;
+  blocks_.resize(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    const bool decoder = l >= c.encoder_layers;
+    Block& b = blocks_[static_cast<std::size_t>(l)];
+    b.range.offset = o;
+    if (l == 0 || l == c.encoder_layers)
+      b.rel_bias = take("rel_bias", l, static_cast<std::int64_t>(c.buckets) * c.heads);
+    b.norm_attn = take("norm_attn.w", l, h);
+    b.qkv = take("qkv.w", l, 3 * h * h);
+    b.attn_out = take("attn_out.w", l, h * h);
+    if (decoder) {
+      b.norm_cross = take("norm_cross.w", l, h);
+      b.cross_q = take("cross_q.w", l, h * h);
+      b.cross_kv = take("cross_kv.w", l, 2 * h * h);
+      b.cross_out = take("cross_out.w", l, h * h);
+    }
+    b.norm_mlp = take("norm_mlp.w", l, h);
+    b.mlp_in = take("mlp_in.w", l, f * h);
+    b.mlp_out = take("mlp_out.w", l, h * f);
+    b.range.size = o - b.range.offset;
+    if (l == c.encoder_layers - 1) enc_norm_ = take("norm_enc.w", kHeadLayer, h);
+  }
+  dec_norm_ = take("norm_dec.w", kHeadLayer, h);
+  total_ = o;
+}
+
+void init_t5_params(const T5Layout& layout, float* params, std::uint64_t seed) {
+  int layers = 0;
+  for (const auto& t : layout.tensors()) layers = std::max(layers, t.layer + 1);
+  const double proj_std = 0.02 / std::sqrt(2.0 * std::max(layers, 1));
+  for (std::size_t i = 0; i < layout.tensors().size(); ++i) {
+    const ParamTensor& t = layout.tensors()[i];
+    float* p = params + t.offset;
+    if (t.name.starts_with("norm_")) {
+      std::fill(p, p + t.size, 1.0f);
+    } else {
+      const bool residual_proj =
+          t.name == "attn_out.w" || t.name == "cross_out.w" || t.name == "mlp_out.w";
+      fill_tensor_normal(p, t.size, residual_proj ? proj_std : 0.02, seed, i);
+    }
+  }
+}
+
+T5Batch t5_synthetic_batch(const T5Config& c, int batch, std::int64_t first_index,
+                           std::uint64_t seed) {
+  CS_CHECK(validate(c).ok() && batch >= 1);
+  const TokenSource data = TokenSource::synthetic(c.vocab, seed);
+  const std::size_t Te = static_cast<std::size_t>(c.encoder_seq), Td = c.decoder_seq;
+  T5Batch out;
+  out.encoder_tokens.resize(batch * Te);
+  out.decoder_tokens.resize(batch * Td);
+  out.targets.resize(batch * Td);
+  std::vector<std::int32_t> next(Te);
+  for (int b = 0; b < batch; ++b) {
+    std::int32_t* enc = out.encoder_tokens.data() + b * Te;
+    std::int32_t* dec = out.decoder_tokens.data() + b * Td;
+    std::int32_t* tgt = out.targets.data() + b * Td;
+    data.sequence(first_index + b, static_cast<int>(Te), enc, next.data());
+    for (std::size_t t = 0; t < Td; ++t) tgt[t] = enc[Te - 1 - t % Te];
+    dec[0] = 0;
+    for (std::size_t t = 1; t < Td; ++t) dec[t] = tgt[t - 1];
+  }
+  return out;
+}
+
+// ---- kernels ----
+
+template <class T>
+void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* w, std::int64_t N, int C) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* x = inp + n * C;
+    T* y = out + n * C;
+    double ss = 0;
+    for (int c = 0; c < C; ++c) ss += static_cast<double>(x[c]) * x[c];
+    const T r = static_cast<T>(1.0 / std::sqrt(ss / C + 1e-6));
+    rstd[n] = r;
+    for (int c = 0; c < C; ++c) y[c] = x[c] * r * w[c];
+  }
+}
+
+template <class T>
+void rmsnorm_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, const T* rstd,
+                      std::int64_t N, int C) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* x = inp + n * C;
+    const T* g = dout + n * C;
+    T* dx = dinp + n * C;
+    const T r = rstd[n];
+    T s = 0;
+    for (int c = 0; c < C; ++c) s += g[c] * w[c] * x[c] * r;
+    const T m = s / static_cast<T>(C);
+    for (int c = 0; c < C; ++c) {
+      dx[c] += r * (g[c] * w[c] - x[c] * r * m);
+      dw[c] += g[c] * x[c] * r;
+    }
+  }
+}
+
+template <class T>
+void relative_attention_forward(T* out, T* att, const T* q, int ldq, const T* k, const T* v,
+                                int ldkv, const T* bias, const int* bucket, int B, int Tq, int Tk,
+                                int C, int NH, bool causal) {
+  const int hs = C / NH;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int i = 0; i < Tq; ++i) {
+        T* row = att + ((static_cast<std::int64_t>(b) * NH + h) * Tq + i) * Tk;
+        const T* qi = q + (static_cast<std::int64_t>(b) * Tq + i) * ldq + h * hs;
+        const int jmax = causal ? std::min(i + 1, Tk) : Tk;
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int j = 0; j < jmax; ++j) {
+          const T* kj = k + (static_cast<std::int64_t>(b) * Tk + j) * ldkv + h * hs;
+          T s = 0;
+          for (int d = 0; d < hs; ++d) s += qi[d] * kj[d];
+          s *= scale;
+          if (bias) s += bias[static_cast<std::int64_t>(bucket[i * Tk + j]) * NH + h];
+          row[j] = s;
+          mx = std::max(mx, s);
+        }
+        T sum = 0;
+        for (int j = 0; j < jmax; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          sum += row[j];
+        }
+        const T inv = T(1) / sum;
+        for (int j = 0; j < jmax; ++j) row[j] *= inv;
+        for (int j = jmax; j < Tk; ++j) row[j] = 0;
+        T* oi = out + (static_cast<std::int64_t>(b) * Tq + i) * C + h * hs;
+        std::fill(oi, oi + hs, T(0));
+        for (int j = 0; j < jmax; ++j) {
+          const T* vj = v + (static_cast<std::int64_t>(b) * Tk + j) * ldkv + h * hs;
+          for (int d = 0; d < hs; ++d) oi[d] += row[j] * vj[d];
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void relative_attention_backward(T* dq, T* dk, T* dv, T* dbias, const T* dout, const T* att,
+                                 const T* q, int ldq, const T* k, const T* v, int ldkv,
+                                 const int* bucket, int B, int Tq, int Tk, int C, int NH,
+                                 bool causal, T* scratch) {
+  const int hs = C / NH;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int i = 0; i < Tq; ++i) {
+        const T* row = att + ((static_cast<std::int64_t>(b) * NH + h) * Tq + i) * Tk;
+        const std::int64_t qoff = (static_cast<std::int64_t>(b) * Tq + i) * ldq + h * hs;
+        const T* go = dout + (static_cast<std::int64_t>(b) * Tq + i) * C + h * hs;
+        const int jmax = causal ? std::min(i + 1, Tk) : Tk;
+        T s = 0;
+        for (int j = 0; j < jmax; ++j) {
+          const std::int64_t koff = (static_cast<std::int64_t>(b) * Tk + j) * ldkv + h * hs;
+          T dp = 0;
+          for (int d = 0; d < hs; ++d) {
+            dp += go[d] * v[koff + d];
+            dv[koff + d] += row[j] * go[d];
+          }
+          scratch[j] = dp;
+          s += row[j] * dp;
+        }
+        for (int j = 0; j < jmax; ++j) {
+          const T ds = row[j] * (scratch[j] - s);
+          if (dbias) dbias[static_cast<std::int64_t>(bucket[i * Tk + j]) * NH + h] += ds;
+          const std::int64_t koff = (static_cast<std::int64_t>(b) * Tk + j) * ldkv + h * hs;
+          const T d2 = ds * scale;
+          for (int d = 0; d < hs; ++d) {
+            dq[qoff + d] += d2 * k[koff + d];
+            dk[koff + d] += d2 * q[qoff + d];
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- the model ----
+
+template <class T>
+T5<T>::T5(const T5Config& cfg, int batch) : cfg_(cfg), layout_(cfg), batch_(batch) {
+  CS_CHECK(batch >= 1);
+  const std::size_t B = batch, h = cfg.hidden, f = cfg.ffn, NH = cfg.heads;
+  const std::size_t Te = cfg.encoder_seq, Td = cfg.decoder_seq;
+  const std::size_t Ne = B * Te, Nd = B * Td, Nmax = std::max(Ne, Nd);
+  enc_tok_.resize(Ne);
+  dec_tok_.resize(Nd);
+  targets_.resize(Nd);
+  enc_bucket_.resize(Te * Te);
+  dec_bucket_.resize(Td * Td);
+  for (std::size_t i = 0; i < Te; ++i)
+    for (std::size_t j = 0; j < Te; ++j)
+      enc_bucket_[i * Te + j] = relative_bucket(static_cast<int>(j) - static_cast<int>(i), true,
+                                                cfg.buckets, cfg.max_distance);
+  for (std::size_t i = 0; i < Td; ++i)
+    for (std::size_t j = 0; j < Td; ++j)
+      dec_bucket_[i * Td + j] = relative_bucket(static_cast<int>(j) - static_cast<int>(i), false,
+                                                cfg.buckets, cfg.max_distance);
+  const int L = cfg.encoder_layers + cfg.decoder_layers;
+  acts_.resize(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    const bool dec = l >= cfg.encoder_layers;
+    const std::size_t N = dec ? Nd : Ne, Tn = dec ? Td : Te;
+    BlockActs& a = acts_[static_cast<std::size_t>(l)];
+    for (auto* v : {&a.in, &a.n1, &a.atty, &a.mid, &a.n3}) v->resize(N * h);
+    a.rstd1.resize(N);
+    a.rstd3.resize(N);
+    a.qkv.resize(N * 3 * h);
+    a.att.resize(B * NH * Tn * Tn);
+    a.fc.resize(N * f);
+    a.fca.resize(N * f);
+    if (dec) {
+      for (auto* v : {&a.n2, &a.q, &a.catty, &a.mid2}) v->resize(N * h);
+      a.rstd2.resize(N);
+      a.kv.resize(Ne * 2 * h);
+      a.catt.resize(B * NH * Td * Te);
+    }
+  }
+  enc_x_.resize(Ne * h);
+  enc_out_.resize(Ne * h);
+  enc_rstd_.resize(Ne);
+  dec_x_.resize(Nd * h);
+  dec_n_.resize(Nd * h);
+  dec_rstd_.resize(Nd);
+  probs_.resize(Nd * static_cast<std::size_t>(cfg.vocab));
+  d_enc_out_.resize(Ne * h);
+  for (auto* v : {&dres_, &dtmp_, &dn_, &datty_}) v->resize(Nmax * h);
+  dqkv_.resize(Nmax * 3 * h);
+  dfc_.resize(Nmax * f);
+  dkv_.resize(Ne * 2 * h);
+  dscratch_.resize(std::max(Te, Td));
+}
+
+template <class T>
+void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool decoder) {
+  const T5Layout::Block& o = layout_.block(l);
+  BlockActs& a = acts_[static_cast<std::size_t>(l)];
+  const int h = cfg_.hidden, f = cfg_.ffn, NH = cfg_.heads, B = batch_;
+  const std::int64_t N = static_cast<std::int64_t>(B) * Tn;
+  const std::int64_t Ne = static_cast<std::int64_t>(B) * cfg_.encoder_seq;
+  const T* bias = P + layout_.block(decoder ? cfg_.encoder_layers : 0).rel_bias;
+  const int* bucket = decoder ? dec_bucket_.data() : enc_bucket_.data();
+  T* tmp = dtmp_.data();
+  if (x != a.in.data()) std::copy(x, x + N * h, a.in.begin());
+  rmsnorm_forward(a.n1.data(), a.rstd1.data(), a.in.data(), P + o.norm_attn, N, h);
+  matmul_forward<T>(a.qkv.data(), a.n1.data(), P + o.qkv, nullptr, N, h, 3 * h);
+  relative_attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), 3 * h, a.qkv.data() + h,
+                             a.qkv.data() + 2 * h, 3 * h, bias, bucket, B, Tn, Tn, h, NH, decoder);
+  matmul_forward<T>(tmp, a.atty.data(), P + o.attn_out, nullptr, N, h, h);
+  residual_forward(a.mid.data(), a.in.data(), tmp, N * h);
+  const T* cur = a.mid.data();
+  if (decoder) {
+    const int Te = cfg_.encoder_seq;
+    rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.mid.data(), P + o.norm_cross, N, h);
+    matmul_forward<T>(a.q.data(), a.n2.data(), P + o.cross_q, nullptr, N, h, h);
+    matmul_forward<T>(a.kv.data(), enc_out_.data(), P + o.cross_kv, nullptr, Ne, h, 2 * h);
+    relative_attention_forward<T>(a.catty.data(), a.catt.data(), a.q.data(), h, a.kv.data(),
+                                  a.kv.data() + h, 2 * h, nullptr, nullptr, B, Tn, Te, h, NH,
+                                  false);
+    matmul_forward<T>(tmp, a.catty.data(), P + o.cross_out, nullptr, N, h, h);
+    residual_forward(a.mid2.data(), a.mid.data(), tmp, N * h);
+    cur = a.mid2.data();
+  }
+  rmsnorm_forward(a.n3.data(), a.rstd3.data(), cur, P + o.norm_mlp, N, h);
+  matmul_forward<T>(a.fc.data(), a.n3.data(), P + o.mlp_in, nullptr, N, h, f);
+  for (std::int64_t i = 0; i < N * f; ++i) a.fca[i] = a.fc[i] > T(0) ? a.fc[i] : T(0);
+  matmul_forward<T>(tmp, a.fca.data(), P + o.mlp_out, nullptr, N, f, h);
+  residual_forward(y, cur, tmp, N * h);
+}
+
+template <class T>
+void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder) {
+  const T5Layout::Block& o = layout_.block(l);
+  BlockActs& a = acts_[static_cast<std::size_t>(l)];
+  const int h = cfg_.hidden, f = cfg_.ffn, NH = cfg_.heads, B = batch_;
+  const std::int64_t N = static_cast<std::int64_t>(B) * Tn;
+  const std::int64_t Ne = static_cast<std::int64_t>(B) * cfg_.encoder_seq;
+  const int* bucket = decoder ? dec_bucket_.data() : enc_bucket_.data();
+  T* dbias = G + layout_.block(decoder ? cfg_.encoder_layers : 0).rel_bias;
+  const T* cur = decoder ? a.mid2.data() : a.mid.data();
+  auto zero = [](std::vector<T>& v, std::int64_t n) { std::fill(v.begin(), v.begin() + n, T(0)); };
+  // MLP
+  zero(dfc_, N * f);
+  matmul_backward<T>(dfc_.data(), G + o.mlp_out, nullptr, dx, a.fca.data(), P + o.mlp_out, N, f, h);
+  for (std::int64_t i = 0; i < N * f; ++i)
+    if (!(a.fc[i] > T(0))) dfc_[i] = 0;
+  zero(dn_, N * h);
+  matmul_backward<T>(dn_.data(), G + o.mlp_in, nullptr, dfc_.data(), a.n3.data(), P + o.mlp_in, N,
+                     h, f);
+  rmsnorm_backward(dx, G + o.norm_mlp, dn_.data(), cur, P + o.norm_mlp, a.rstd3.data(), N, h);
+  if (decoder) {
+    const int Te = cfg_.encoder_seq;
+    zero(datty_, N * h);
+    matmul_backward<T>(datty_.data(), G + o.cross_out, nullptr, dx, a.catty.data(), P + o.cross_out,
+                       N, h, h);
+    zero(dqkv_, N * h);
+    zero(dkv_, Ne * 2 * h);
+    relative_attention_backward<T>(dqkv_.data(), dkv_.data(), dkv_.data() + h, nullptr,
+                                   datty_.data(), a.catt.data(), a.q.data(), h, a.kv.data(),
+                                   a.kv.data() + h, 2 * h, nullptr, B, Tn, Te, h, NH, false,
+                                   dscratch_.data());
+    zero(dn_, N * h);
+    matmul_backward<T>(dn_.data(), G + o.cross_q, nullptr, dqkv_.data(), a.n2.data(), P + o.cross_q,
+                       N, h, h);
+    matmul_backward<T>(d_enc_out_.data(), G + o.cross_kv, nullptr, dkv_.data(), enc_out_.data(),
+                       P + o.cross_kv, Ne, h, 2 * h);
+    rmsnorm_backward(dx, G + o.norm_cross, dn_.data(), a.mid.data(), P + o.norm_cross,
+                     a.rstd2.data(), N, h);
+  }
+  // self-attention
+  zero(datty_, N * h);
+  matmul_backward<T>(datty_.data(), G + o.attn_out, nullptr, dx, a.atty.data(), P + o.attn_out, N,
+                     h, h);
+  zero(dqkv_, N * 3 * h);
+  relative_attention_backward<T>(dqkv_.data(), dqkv_.data() + h, dqkv_.data() + 2 * h, dbias,
+                                 datty_.data(), a.att.data(), a.qkv.data(), 3 * h, a.qkv.data() + h,
+                                 a.qkv.data() + 2 * h, 3 * h, bucket, B, Tn, Tn, h, NH, decoder,
+                                 dscratch_.data());
+  zero(dn_, N * h);
+  matmul_backward<T>(dn_.data(), G + o.qkv, nullptr, dqkv_.data(), a.n1.data(), P + o.qkv, N, h,
+                     3 * h);
+  rmsnorm_backward(dx, G + o.norm_attn, dn_.data(), a.in.data(), P + o.norm_attn, a.rstd1.data(), N,
+                   h);
+}
+
+template <class T>
+T T5<T>::forward(const T* P, const std::int32_t* encoder_tokens, const std::int32_t* decoder_tokens,
+                 const std::int32_t* targets) {
+  const int h = cfg_.hidden, V = cfg_.vocab, Le = cfg_.encoder_layers;
+  const int L = Le + cfg_.decoder_layers;
+  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
+  const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
+  std::copy(encoder_tokens, encoder_tokens + Ne, enc_tok_.begin());
+  std::copy(decoder_tokens, decoder_tokens + Nd, dec_tok_.begin());
+  std::copy(targets, targets + Nd, targets_.begin());
+  auto embed = [&](T* out, const std::int32_t* tok, std::int64_t N) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      CS_CHECK(tok[n] >= 0 && tok[n] < V);
+      const T* row = P + layout_.wte() + static_cast<std::int64_t>(tok[n]) * h;
+      std::copy(row, row + h, out + n * h);
+    }
+  };
+  embed(acts_[0].in.data(), enc_tok_.data(), Ne);
+  for (int l = 0; l < Le; ++l)
+    block_forward(l, P, acts_[l].in.data(), l + 1 < Le ? acts_[l + 1].in.data() : enc_x_.data(),
+                  cfg_.encoder_seq, false);
+  rmsnorm_forward(enc_out_.data(), enc_rstd_.data(), enc_x_.data(), P + layout_.enc_norm(), Ne, h);
+  embed(acts_[Le].in.data(), dec_tok_.data(), Nd);
+  for (int l = Le; l < L; ++l)
+    block_forward(l, P, acts_[l].in.data(), l + 1 < L ? acts_[l + 1].in.data() : dec_x_.data(),
+                  cfg_.decoder_seq, true);
+  rmsnorm_forward(dec_n_.data(), dec_rstd_.data(), dec_x_.data(), P + layout_.dec_norm(), Nd, h);
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
+  for (std::int64_t i = 0; i < Nd * h; ++i) dec_n_[i] *= scale;
+  matmul_forward<T>(probs_.data(), dec_n_.data(), P + layout_.wte(), nullptr, Nd, h, V);
+  forward_done_ = true;
+  return crossentropy_forward<T>(probs_.data(), nullptr, probs_.data(), targets_.data(), Nd, V);
+}
+
+template <class T>
+void T5<T>::backward(const T* P, T* G) {
+  CS_CHECK(forward_done_);
+  forward_done_ = false;
+  const int h = cfg_.hidden, V = cfg_.vocab, Le = cfg_.encoder_layers;
+  const int L = Le + cfg_.decoder_layers;
+  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
+  const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
+  crossentropy_backward<T>(probs_.data(), probs_.data(), targets_.data(), Nd, V);
+  std::fill(dn_.begin(), dn_.begin() + Nd * h, T(0));
+  matmul_backward<T>(dn_.data(), G + layout_.wte(), nullptr, probs_.data(), dec_n_.data(),
+                     P + layout_.wte(), Nd, h, V);
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
+  for (std::int64_t i = 0; i < Nd * h; ++i) dn_[i] *= scale;
+  // dtmp_ holds the scaled-back gradient (dn_ is the blocks' scratch).
+  std::copy(dn_.begin(), dn_.begin() + Nd * h, dtmp_.begin());
+  std::fill(dres_.begin(), dres_.begin() + Nd * h, T(0));
+  rmsnorm_backward(dres_.data(), G + layout_.dec_norm(), dtmp_.data(), dec_x_.data(),
+                   P + layout_.dec_norm(), dec_rstd_.data(), Nd, h);
+  std::fill(d_enc_out_.begin(), d_enc_out_.end(), T(0));
+  for (int l = L - 1; l >= Le; --l) block_backward(l, P, G, dres_.data(), cfg_.decoder_seq, true);
+  auto embed_back = [&](const std::int32_t* tok, std::int64_t N) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      T* row = G + layout_.wte() + static_cast<std::int64_t>(tok[n]) * h;
+      const T* d = dres_.data() + n * h;
+      for (int c = 0; c < h; ++c) row[c] += d[c];
+    }
+  };
+  embed_back(dec_tok_.data(), Nd);
+  std::fill(dres_.begin(), dres_.begin() + Ne * h, T(0));
+  rmsnorm_backward(dres_.data(), G + layout_.enc_norm(), d_enc_out_.data(), enc_x_.data(),
+                   P + layout_.enc_norm(), enc_rstd_.data(), Ne, h);
+  for (int l = Le - 1; l >= 0; --l) block_backward(l, P, G, dres_.data(), cfg_.encoder_seq, false);
+  embed_back(enc_tok_.data(), Ne);
+}
+
+#define COMMSCOPE_T5_INSTANTIATE(T)                                                                \
+  template class T5<T>;                                                                            \
+  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, std::int64_t, int);                 \
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, std::int64_t,  \
+                                    int);                                                          \
+  template void relative_attention_forward<T>(T*, T*, const T*, int, const T*, const T*, int,      \
+                                              const T*, const int*, int, int, int, int, int,       \
+                                              bool);                                               \
+  template void relative_attention_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, int,  \
+                                               const T*, const T*, int, const int*, int, int, int, \
+                                               int, int, bool, T*);
+COMMSCOPE_T5_INSTANTIATE(float)
+COMMSCOPE_T5_INSTANTIATE(double)
+
+}  // namespace commscope::train
