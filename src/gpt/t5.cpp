@@ -119,16 +119,27 @@ int relative_bucket(int relative_position, bool bidirectional, int buckets, int 
 
 // ---- layout ----
 
-T5Layout::T5Layout(const T5Config& c) {
-  CS_CHECK(validate(c).ok());
-  const std::int64_t h = c.hidden, f = c.ffn;
+Status validate_tp(const T5Config& c, int tp) {
+  CS_RETURN_IF_ERROR(validate(c));
+  if (tp < 1) return t5_error("tp", tp, ">= 1");
+  for (auto [field, v] :
+       {std::pair{"heads", c.heads}, std::pair{"ffn", c.ffn}, std::pair{"vocab", c.vocab}})
+    if (v % tp != 0)
+      return t5_error(field, v,
+                      "a multiple of the tensor-parallel degree (" + std::to_string(tp) + ")");
+  return {};
+}
+
+T5Layout::T5Layout(const T5Config& c, int tp, int rank) : cfg_(c), tp_(tp), rank_(rank) {
+  CS_CHECK(validate_tp(c, tp).ok() && rank >= 0 && rank < tp);
+  const std::int64_t h = c.hidden, f = c.ffn / tp, hl = c.hidden / tp;
   std::int64_t o = 0;
   auto take = [&](const char* name, int layer, std::int64_t size) {
     tensors_.push_back({name, layer, o, size});
     o += size;
     return o - size;
   };
-  take("wte", kEmbeddingLayer, static_cast<std::int64_t>(c.vocab) * h);
+  take("wte", kEmbeddingLayer, static_cast<std::int64_t>(c.vocab / tp) * h);
   const int L = c.encoder_layers + c.decoder_layers;
   blocks_.resize(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l) {
@@ -136,15 +147,15 @@ T5Layout::T5Layout(const T5Config& c) {
     Block& b = blocks_[static_cast<std::size_t>(l)];
     b.range.offset = o;
     if (l == 0 || l == c.encoder_layers)
-      b.rel_bias = take("rel_bias", l, static_cast<std::int64_t>(c.buckets) * c.heads);
+      b.rel_bias = take("rel_bias", l, static_cast<std::int64_t>(c.buckets) * (c.heads / tp));
     b.norm_attn = take("norm_attn.w", l, h);
-    b.qkv = take("qkv.w", l, 3 * h * h);
-    b.attn_out = take("attn_out.w", l, h * h);
+    b.qkv = take("qkv.w", l, 3 * hl * h);
+    b.attn_out = take("attn_out.w", l, h * hl);
     if (decoder) {
       b.norm_cross = take("norm_cross.w", l, h);
-      b.cross_q = take("cross_q.w", l, h * h);
-      b.cross_kv = take("cross_kv.w", l, 2 * h * h);
-      b.cross_out = take("cross_out.w", l, h * h);
+      b.cross_q = take("cross_q.w", l, hl * h);
+      b.cross_kv = take("cross_kv.w", l, 2 * hl * h);
+      b.cross_out = take("cross_out.w", l, h * hl);
     }
     b.norm_mlp = take("norm_mlp.w", l, h);
     b.mlp_in = take("mlp_in.w", l, f * h);
@@ -156,7 +167,43 @@ T5Layout::T5Layout(const T5Config& c) {
   total_ = o;
 }
 
+template <class T>
+void T5Layout::from_full(const T* full, T* local) const {
+  const T5Layout whole(cfg_);
+  CS_CHECK(whole.tensors().size() == tensors_.size());
+  const std::int64_t h = cfg_.hidden;
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const ParamTensor& t = tensors_[i];
+    const T* src = full + whole.tensors()[i].offset;
+    T* dst = local + t.offset;
+    const std::int64_t size_full = whole.tensors()[i].size;
+    if (t.name.starts_with("norm_")) {  // replicated
+      std::copy(src, src + t.size, dst);
+    } else if (t.name == "attn_out.w" || t.name == "cross_out.w" || t.name == "mlp_out.w") {
+      // row-parallel: [h, in] split by input columns
+      const std::int64_t in = size_full / h, inl = in / tp_;
+      for (std::int64_t r = 0; r < h; ++r)
+        std::copy(src + r * in + rank_ * inl, src + r * in + (rank_ + 1) * inl, dst + r * inl);
+    } else if (t.name == "rel_bias") {  // [buckets, heads] split by heads
+      const std::int64_t nh = cfg_.heads, nhl = nh / tp_;
+      for (std::int64_t b = 0; b < cfg_.buckets; ++b)
+        std::copy(src + b * nh + rank_ * nhl, src + b * nh + (rank_ + 1) * nhl, dst + b * nhl);
+    } else {
+      // column-parallel (and the vocabulary-parallel wte): rows split; qkv.w and cross_kv.w
+      // split each of their parts (q, k, v) by heads
+      const int parts = t.name == "qkv.w" ? 3 : t.name == "cross_kv.w" ? 2 : 1;
+      const std::int64_t rows = size_full / h / parts, rl = rows / tp_;
+      for (int part = 0; part < parts; ++part)
+        std::copy(src + (part * rows + rank_ * rl) * h, src + (part * rows + (rank_ + 1) * rl) * h,
+                  dst + part * rl * h);
+    }
+  }
+}
+template void T5Layout::from_full<float>(const float*, float*) const;
+template void T5Layout::from_full<double>(const double*, double*) const;
+
 void init_t5_params(const T5Layout& layout, float* params, std::uint64_t seed) {
+  CS_CHECK(layout.tp() == 1);
   int layers = 0;
   for (const auto& t : layout.tensors()) layers = std::max(layers, t.layer + 1);
   const double proj_std = 0.02 / std::sqrt(2.0 * std::max(layers, 1));
@@ -312,9 +359,11 @@ void relative_attention_backward(T* dq, T* dk, T* dv, T* dbias, const T* dout, c
 // ---- the model ----
 
 template <class T>
-T5<T>::T5(const T5Config& cfg, int batch) : cfg_(cfg), layout_(cfg), batch_(batch) {
+T5<T>::T5(const T5Config& cfg, int batch, int tp, int rank)
+    : cfg_(cfg), layout_(cfg, tp, rank), batch_(batch) {
   CS_CHECK(batch >= 1);
-  const std::size_t B = batch, h = cfg.hidden, f = cfg.ffn, NH = cfg.heads;
+  const std::size_t B = batch, h = cfg.hidden, hl = cfg.hidden / tp, f = cfg.ffn / tp;
+  const std::size_t NH = cfg.heads / tp, Vl = cfg.vocab / tp;
   const std::size_t Te = cfg.encoder_seq, Td = cfg.decoder_seq;
   const std::size_t Ne = B * Te, Nd = B * Td, Nmax = std::max(Ne, Nd);
   enc_tok_.resize(Ne);
@@ -336,17 +385,20 @@ T5<T>::T5(const T5Config& cfg, int batch) : cfg_(cfg), layout_(cfg), batch_(batc
     const bool dec = l >= cfg.encoder_layers;
     const std::size_t N = dec ? Nd : Ne, Tn = dec ? Td : Te;
     BlockActs& a = acts_[static_cast<std::size_t>(l)];
-    for (auto* v : {&a.in, &a.n1, &a.atty, &a.mid, &a.n3}) v->resize(N * h);
+    for (auto* v : {&a.in, &a.n1, &a.mid, &a.n3}) v->resize(N * h);
+    a.atty.resize(N * hl);
     a.rstd1.resize(N);
     a.rstd3.resize(N);
-    a.qkv.resize(N * 3 * h);
+    a.qkv.resize(N * 3 * hl);
     a.att.resize(B * NH * Tn * Tn);
     a.fc.resize(N * f);
     a.fca.resize(N * f);
     if (dec) {
-      for (auto* v : {&a.n2, &a.q, &a.catty, &a.mid2}) v->resize(N * h);
+      for (auto* v : {&a.n2, &a.mid2}) v->resize(N * h);
+      a.q.resize(N * hl);
+      a.catty.resize(N * hl);
       a.rstd2.resize(N);
-      a.kv.resize(Ne * 2 * h);
+      a.kv.resize(Ne * 2 * hl);
       a.catt.resize(B * NH * Td * Te);
     }
   }
@@ -356,20 +408,33 @@ T5<T>::T5(const T5Config& cfg, int batch) : cfg_(cfg), layout_(cfg), batch_(batc
   dec_x_.resize(Nd * h);
   dec_n_.resize(Nd * h);
   dec_rstd_.resize(Nd);
-  probs_.resize(Nd * static_cast<std::size_t>(cfg.vocab));
+  probs_.resize(Nd * Vl);
+  ce_max_.resize(Nd);
+  ce_sum_.resize(Nd);
+  ce_tgt_.resize(Nd);
   d_enc_out_.resize(Ne * h);
-  for (auto* v : {&dres_, &dtmp_, &dn_, &datty_}) v->resize(Nmax * h);
-  dqkv_.resize(Nmax * 3 * h);
+  denc_part_.resize(Ne * h);
+  for (auto* v : {&dres_, &dtmp_, &dn_}) v->resize(Nmax * h);
+  datty_.resize(Nmax * hl);
+  dqkv_.resize(Nmax * 3 * hl);
   dfc_.resize(Nmax * f);
-  dkv_.resize(Ne * 2 * h);
+  dkv_.resize(Ne * 2 * hl);
   dscratch_.resize(std::max(Te, Td));
+}
+
+template <class T>
+void T5<T>::reduce(T* data, std::int64_t n, bool max, std::string_view name, int layer) {
+  if (layout_.tp() == 1) return;
+  CS_CHECK(static_cast<bool>(all_reduce_));
+  all_reduce_(data, n, max, name, layer);
 }
 
 template <class T>
 void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool decoder) {
   const T5Layout::Block& o = layout_.block(l);
   BlockActs& a = acts_[static_cast<std::size_t>(l)];
-  const int h = cfg_.hidden, f = cfg_.ffn, NH = cfg_.heads, B = batch_;
+  const int tp = layout_.tp();
+  const int h = cfg_.hidden, hl = h / tp, f = cfg_.ffn / tp, NH = cfg_.heads / tp, B = batch_;
   const std::int64_t N = static_cast<std::int64_t>(B) * Tn;
   const std::int64_t Ne = static_cast<std::int64_t>(B) * cfg_.encoder_seq;
   const T* bias = P + layout_.block(decoder ? cfg_.encoder_layers : 0).rel_bias;
@@ -377,21 +442,24 @@ void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool deco
   T* tmp = dtmp_.data();
   if (x != a.in.data()) std::copy(x, x + N * h, a.in.begin());
   rmsnorm_forward(a.n1.data(), a.rstd1.data(), a.in.data(), P + o.norm_attn, N, h);
-  matmul_forward<T>(a.qkv.data(), a.n1.data(), P + o.qkv, nullptr, N, h, 3 * h);
-  relative_attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), 3 * h, a.qkv.data() + h,
-                             a.qkv.data() + 2 * h, 3 * h, bias, bucket, B, Tn, Tn, h, NH, decoder);
-  matmul_forward<T>(tmp, a.atty.data(), P + o.attn_out, nullptr, N, h, h);
+  matmul_forward<T>(a.qkv.data(), a.n1.data(), P + o.qkv, nullptr, N, h, 3 * hl);
+  relative_attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), 3 * hl, a.qkv.data() + hl,
+                             a.qkv.data() + 2 * hl, 3 * hl, bias, bucket, B, Tn, Tn, hl, NH,
+                             decoder);
+  matmul_forward<T>(tmp, a.atty.data(), P + o.attn_out, nullptr, N, hl, h);
+  reduce(tmp, N * h, false, "tp_all_reduce", l);
   residual_forward(a.mid.data(), a.in.data(), tmp, N * h);
   const T* cur = a.mid.data();
   if (decoder) {
     const int Te = cfg_.encoder_seq;
     rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.mid.data(), P + o.norm_cross, N, h);
-    matmul_forward<T>(a.q.data(), a.n2.data(), P + o.cross_q, nullptr, N, h, h);
-    matmul_forward<T>(a.kv.data(), enc_out_.data(), P + o.cross_kv, nullptr, Ne, h, 2 * h);
-    relative_attention_forward<T>(a.catty.data(), a.catt.data(), a.q.data(), h, a.kv.data(),
-                                  a.kv.data() + h, 2 * h, nullptr, nullptr, B, Tn, Te, h, NH,
+    matmul_forward<T>(a.q.data(), a.n2.data(), P + o.cross_q, nullptr, N, h, hl);
+    matmul_forward<T>(a.kv.data(), enc_out_.data(), P + o.cross_kv, nullptr, Ne, h, 2 * hl);
+    relative_attention_forward<T>(a.catty.data(), a.catt.data(), a.q.data(), hl, a.kv.data(),
+                                  a.kv.data() + hl, 2 * hl, nullptr, nullptr, B, Tn, Te, hl, NH,
                                   false);
-    matmul_forward<T>(tmp, a.catty.data(), P + o.cross_out, nullptr, N, h, h);
+    matmul_forward<T>(tmp, a.catty.data(), P + o.cross_out, nullptr, N, hl, h);
+    reduce(tmp, N * h, false, "tp_all_reduce", l);
     residual_forward(a.mid2.data(), a.mid.data(), tmp, N * h);
     cur = a.mid2.data();
   }
@@ -399,6 +467,7 @@ void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool deco
   matmul_forward<T>(a.fc.data(), a.n3.data(), P + o.mlp_in, nullptr, N, h, f);
   for (std::int64_t i = 0; i < N * f; ++i) a.fca[i] = a.fc[i] > T(0) ? a.fc[i] : T(0);
   matmul_forward<T>(tmp, a.fca.data(), P + o.mlp_out, nullptr, N, f, h);
+  reduce(tmp, N * h, false, "tp_all_reduce", l);
   residual_forward(y, cur, tmp, N * h);
 }
 
@@ -406,7 +475,8 @@ template <class T>
 void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder) {
   const T5Layout::Block& o = layout_.block(l);
   BlockActs& a = acts_[static_cast<std::size_t>(l)];
-  const int h = cfg_.hidden, f = cfg_.ffn, NH = cfg_.heads, B = batch_;
+  const int tp = layout_.tp();
+  const int h = cfg_.hidden, hl = h / tp, f = cfg_.ffn / tp, NH = cfg_.heads / tp, B = batch_;
   const std::int64_t N = static_cast<std::int64_t>(B) * Tn;
   const std::int64_t Ne = static_cast<std::int64_t>(B) * cfg_.encoder_seq;
   const int* bucket = decoder ? dec_bucket_.data() : enc_bucket_.data();
@@ -421,38 +491,46 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
   zero(dn_, N * h);
   matmul_backward<T>(dn_.data(), G + o.mlp_in, nullptr, dfc_.data(), a.n3.data(), P + o.mlp_in, N,
                      h, f);
+  reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
   rmsnorm_backward(dx, G + o.norm_mlp, dn_.data(), cur, P + o.norm_mlp, a.rstd3.data(), N, h);
   if (decoder) {
     const int Te = cfg_.encoder_seq;
-    zero(datty_, N * h);
+    zero(datty_, N * hl);
     matmul_backward<T>(datty_.data(), G + o.cross_out, nullptr, dx, a.catty.data(), P + o.cross_out,
-                       N, h, h);
-    zero(dqkv_, N * h);
-    zero(dkv_, Ne * 2 * h);
-    relative_attention_backward<T>(dqkv_.data(), dkv_.data(), dkv_.data() + h, nullptr,
-                                   datty_.data(), a.catt.data(), a.q.data(), h, a.kv.data(),
-                                   a.kv.data() + h, 2 * h, nullptr, B, Tn, Te, h, NH, false,
+                       N, hl, h);
+    zero(dqkv_, N * hl);
+    zero(dkv_, Ne * 2 * hl);
+    relative_attention_backward<T>(dqkv_.data(), dkv_.data(), dkv_.data() + hl, nullptr,
+                                   datty_.data(), a.catt.data(), a.q.data(), hl, a.kv.data(),
+                                   a.kv.data() + hl, 2 * hl, nullptr, B, Tn, Te, hl, NH, false,
                                    dscratch_.data());
+    // The encoder output entered this block's tensor-parallel region: its gradient from
+    // cross_kv is all-reduced here, then joins the others.
+    zero(denc_part_, Ne * h);
+    matmul_backward<T>(denc_part_.data(), G + o.cross_kv, nullptr, dkv_.data(), enc_out_.data(),
+                       P + o.cross_kv, Ne, h, 2 * hl);
+    reduce(denc_part_.data(), Ne * h, false, "tp_all_reduce", l);
+    for (std::int64_t i = 0; i < Ne * h; ++i) d_enc_out_[i] += denc_part_[i];
     zero(dn_, N * h);
     matmul_backward<T>(dn_.data(), G + o.cross_q, nullptr, dqkv_.data(), a.n2.data(), P + o.cross_q,
-                       N, h, h);
-    matmul_backward<T>(d_enc_out_.data(), G + o.cross_kv, nullptr, dkv_.data(), enc_out_.data(),
-                       P + o.cross_kv, Ne, h, 2 * h);
+                       N, h, hl);
+    reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
     rmsnorm_backward(dx, G + o.norm_cross, dn_.data(), a.mid.data(), P + o.norm_cross,
                      a.rstd2.data(), N, h);
   }
   // self-attention
-  zero(datty_, N * h);
+  zero(datty_, N * hl);
   matmul_backward<T>(datty_.data(), G + o.attn_out, nullptr, dx, a.atty.data(), P + o.attn_out, N,
-                     h, h);
-  zero(dqkv_, N * 3 * h);
-  relative_attention_backward<T>(dqkv_.data(), dqkv_.data() + h, dqkv_.data() + 2 * h, dbias,
-                                 datty_.data(), a.att.data(), a.qkv.data(), 3 * h, a.qkv.data() + h,
-                                 a.qkv.data() + 2 * h, 3 * h, bucket, B, Tn, Tn, h, NH, decoder,
-                                 dscratch_.data());
+                     hl, h);
+  zero(dqkv_, N * 3 * hl);
+  relative_attention_backward<T>(dqkv_.data(), dqkv_.data() + hl, dqkv_.data() + 2 * hl, dbias,
+                                 datty_.data(), a.att.data(), a.qkv.data(), 3 * hl,
+                                 a.qkv.data() + hl, a.qkv.data() + 2 * hl, 3 * hl, bucket, B, Tn,
+                                 Tn, hl, NH, decoder, dscratch_.data());
   zero(dn_, N * h);
   matmul_backward<T>(dn_.data(), G + o.qkv, nullptr, dqkv_.data(), a.n1.data(), P + o.qkv, N, h,
-                     3 * h);
+                     3 * hl);
+  reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
   rmsnorm_backward(dx, G + o.norm_attn, dn_.data(), a.in.data(), P + o.norm_attn, a.rstd1.data(), N,
                    h);
 }
@@ -460,19 +538,27 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
 template <class T>
 T T5<T>::forward(const T* P, const std::int32_t* encoder_tokens, const std::int32_t* decoder_tokens,
                  const std::int32_t* targets) {
-  const int h = cfg_.hidden, V = cfg_.vocab, Le = cfg_.encoder_layers;
+  const int tp = layout_.tp();
+  const int h = cfg_.hidden, V = cfg_.vocab, Vl = V / tp, Le = cfg_.encoder_layers;
+  const std::int32_t v0 = layout_.rank() * Vl;
   const int L = Le + cfg_.decoder_layers;
   const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
   const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
   std::copy(encoder_tokens, encoder_tokens + Ne, enc_tok_.begin());
   std::copy(decoder_tokens, decoder_tokens + Nd, dec_tok_.begin());
   std::copy(targets, targets + Nd, targets_.begin());
+  // Vocabulary-parallel lookup: the rank's rows, zeros elsewhere, summed over the group.
   auto embed = [&](T* out, const std::int32_t* tok, std::int64_t N) {
     for (std::int64_t n = 0; n < N; ++n) {
       CS_CHECK(tok[n] >= 0 && tok[n] < V);
-      const T* row = P + layout_.wte() + static_cast<std::int64_t>(tok[n]) * h;
-      std::copy(row, row + h, out + n * h);
+      if (tok[n] >= v0 && tok[n] < v0 + Vl) {
+        const T* row = P + layout_.wte() + static_cast<std::int64_t>(tok[n] - v0) * h;
+        std::copy(row, row + h, out + n * h);
+      } else {
+        std::fill(out + n * h, out + (n + 1) * h, T(0));
+      }
     }
+    reduce(out, N * h, false, "tp_all_reduce", kEmbeddingLayer);
   };
   embed(acts_[0].in.data(), enc_tok_.data(), Ne);
   for (int l = 0; l < Le; ++l)
@@ -486,23 +572,68 @@ T T5<T>::forward(const T* P, const std::int32_t* encoder_tokens, const std::int3
   rmsnorm_forward(dec_n_.data(), dec_rstd_.data(), dec_x_.data(), P + layout_.dec_norm(), Nd, h);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
   for (std::int64_t i = 0; i < Nd * h; ++i) dec_n_[i] *= scale;
-  matmul_forward<T>(probs_.data(), dec_n_.data(), P + layout_.wte(), nullptr, Nd, h, V);
+  matmul_forward<T>(probs_.data(), dec_n_.data(), P + layout_.wte(), nullptr, Nd, h, Vl);
+  // Vocabulary-parallel cross-entropy (Megatron's): the row maxima, the sums of exponentials
+  // and the target logits, each reduced over the group; probabilities of the rank's columns.
+  for (std::int64_t n = 0; n < Nd; ++n) {
+    const T* row = probs_.data() + n * Vl;
+    ce_max_[n] = *std::max_element(row, row + Vl);
+  }
+  reduce(ce_max_.data(), Nd, true, "ce_max", kHeadLayer);
+  for (std::int64_t n = 0; n < Nd; ++n) {
+    T* row = probs_.data() + n * Vl;
+    const std::int32_t t = targets_[n];
+    CS_CHECK(t == kIgnoreTarget || (t >= 0 && t < V));
+    ce_tgt_[n] = t >= v0 && t < v0 + Vl ? row[t - v0] - ce_max_[n] : T(0);  // less the maximum
+    T sum = 0;
+    for (int v = 0; v < Vl; ++v) {
+      row[v] = std::exp(row[v] - ce_max_[n]);
+      sum += row[v];
+    }
+    ce_sum_[n] = sum;
+  }
+  reduce(ce_sum_.data(), Nd, false, "ce_sum_exp", kHeadLayer);
+  reduce(ce_tgt_.data(), Nd, false, "ce_target", kHeadLayer);
+  double total = 0;
+  counted_ = 0;
+  for (std::int64_t n = 0; n < Nd; ++n) {
+    T* row = probs_.data() + n * Vl;
+    const T inv = T(1) / ce_sum_[n];
+    for (int v = 0; v < Vl; ++v) row[v] *= inv;
+    if (targets_[n] == kIgnoreTarget) continue;
+    total += std::log(static_cast<double>(ce_sum_[n])) - static_cast<double>(ce_tgt_[n]);
+    ++counted_;
+  }
   forward_done_ = true;
-  return crossentropy_forward<T>(probs_.data(), nullptr, probs_.data(), targets_.data(), Nd, V);
+  return counted_ > 0 ? static_cast<T>(total / static_cast<double>(counted_)) : T(0);
 }
 
 template <class T>
 void T5<T>::backward(const T* P, T* G) {
   CS_CHECK(forward_done_);
   forward_done_ = false;
-  const int h = cfg_.hidden, V = cfg_.vocab, Le = cfg_.encoder_layers;
+  const int tp = layout_.tp();
+  const int h = cfg_.hidden, Vl = cfg_.vocab / tp, Le = cfg_.encoder_layers;
+  const std::int32_t v0 = layout_.rank() * Vl;
   const int L = Le + cfg_.decoder_layers;
   const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
   const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
-  crossentropy_backward<T>(probs_.data(), probs_.data(), targets_.data(), Nd, V);
+  // dL/dlogits = (p - onehot(target)) / counted on the rows not ignored, in place.
+  const T inv_count = counted_ > 0 ? T(1) / static_cast<T>(counted_) : T(0);
+  for (std::int64_t n = 0; n < Nd; ++n) {
+    T* row = probs_.data() + n * Vl;
+    const std::int32_t t = targets_[n];
+    if (t == kIgnoreTarget) {
+      std::fill(row, row + Vl, T(0));
+      continue;
+    }
+    for (int v = 0; v < Vl; ++v) row[v] *= inv_count;
+    if (t >= v0 && t < v0 + Vl) row[t - v0] -= inv_count;
+  }
   std::fill(dn_.begin(), dn_.begin() + Nd * h, T(0));
   matmul_backward<T>(dn_.data(), G + layout_.wte(), nullptr, probs_.data(), dec_n_.data(),
-                     P + layout_.wte(), Nd, h, V);
+                     P + layout_.wte(), Nd, h, Vl);
+  reduce(dn_.data(), Nd * h, false, "tp_all_reduce", kHeadLayer);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
   for (std::int64_t i = 0; i < Nd * h; ++i) dn_[i] *= scale;
   // dtmp_ holds the scaled-back gradient (dn_ is the blocks' scratch).
@@ -514,7 +645,8 @@ void T5<T>::backward(const T* P, T* G) {
   for (int l = L - 1; l >= Le; --l) block_backward(l, P, G, dres_.data(), cfg_.decoder_seq, true);
   auto embed_back = [&](const std::int32_t* tok, std::int64_t N) {
     for (std::int64_t n = 0; n < N; ++n) {
-      T* row = G + layout_.wte() + static_cast<std::int64_t>(tok[n]) * h;
+      if (tok[n] < v0 || tok[n] >= v0 + Vl) continue;
+      T* row = G + layout_.wte() + static_cast<std::int64_t>(tok[n] - v0) * h;
       const T* d = dres_.data() + n * h;
       for (int c = 0; c < h; ++c) row[c] += d[c];
     }

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <functional>
 #include <random>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "commscope/gpt/kernels.h"
@@ -388,6 +391,104 @@ TEST(T5Model, TrainingOnTheSyntheticTaskLowersTheLoss) {
     last = loss;
   }
   EXPECT_LT(last, 0.5f * first) << "first " << first << ", last " << last;
+}
+
+}  // namespace
+}  // namespace commscope::train
+
+namespace commscope::train {
+namespace {
+
+// Tensor parallelism without MPI: two ranks on two threads, their all-reduces summed (or
+// maximised) through shared memory, in double. Each rank's loss is the whole model's and its
+// gradients are the slice (from_full) of the whole model's gradients; the calls are the
+// workload's: forward 2 embeddings + 2 per encoder block + 3 per decoder block + 3 of the
+// cross-entropy, backward the head's + 2 per encoder block + 4 per decoder block.
+TEST(T5TensorParallel, TwoRanksGiveTheModelsLossAndGradients) {
+  T5Config c = tiny();
+  c.heads = 2;
+  c.ffn = 12;
+  c.vocab = 12;
+  const int B = 2, kTp = 2;
+  std::mt19937_64 rng(8);
+  T5<double> whole(c, B);
+  auto params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
+  const Tokens tok = random_tokens(c, B, 9);
+  const double loss = whole.forward(params.data(), tok.enc.data(), tok.dec.data(), tok.tgt.data());
+  std::vector<double> grads(params.size(), 0.0);
+  whole.backward(params.data(), grads.data());
+
+  std::barrier sync(kTp);
+  std::vector<double*> posted(kTp);
+  struct Call {
+    std::string name;
+    int layer;
+    std::int64_t n;
+  };
+  std::vector<std::vector<Call>> calls(kTp);
+  std::vector<double> losses(kTp);
+  std::vector<std::vector<double>> got(kTp), want(kTp);
+  auto rank = [&](int r) {
+    T5<double> m(c, B, kTp, r);
+    m.set_all_reduce(
+        [&, r](double* data, std::int64_t n, bool max, std::string_view name, int layer) {
+          calls[r].push_back({std::string(name), layer, n});
+          std::vector<double> mine(data, data + n);
+          posted[r] = mine.data();
+          sync.arrive_and_wait();
+          std::vector<double> out(mine);
+          for (int o = 0; o < kTp; ++o)
+            if (o != r)
+              for (std::int64_t i = 0; i < n; ++i)
+                out[i] = max ? std::max(out[i], posted[o][i]) : out[i] + posted[o][i];
+          sync.arrive_and_wait();  // every rank has read the others' buffers
+          std::copy(out.begin(), out.end(), data);
+        });
+    std::vector<double> p(static_cast<std::size_t>(m.layout().total()));
+    m.layout().from_full(params.data(), p.data());
+    got[r].assign(p.size(), 0.0);
+    losses[r] = m.forward(p.data(), tok.enc.data(), tok.dec.data(), tok.tgt.data());
+    m.backward(p.data(), got[r].data());
+    want[r].assign(p.size(), 0.0);
+    m.layout().from_full(grads.data(), want[r].data());
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  const int Le = c.encoder_layers, Ld = c.decoder_layers;
+  for (int r = 0; r < kTp; ++r) {
+    EXPECT_NEAR(losses[r], loss, 1e-12 * std::abs(loss)) << r;
+    ASSERT_EQ(got[r].size(), want[r].size());
+    for (std::size_t i = 0; i < got[r].size(); ++i)
+      ASSERT_NEAR(got[r][i], want[r][i], 1e-12 + 1e-9 * std::abs(want[r][i])) << r << " " << i;
+    EXPECT_EQ(calls[r].size(),
+              static_cast<std::size_t>((2 + 2 * Le + 3 * Ld + 3) + (1 + 2 * Le + 4 * Ld)))
+        << r;
+    std::int64_t ce = 0, enc_grad = 0;
+    for (const Call& k : calls[r]) {
+      ce += k.name.starts_with("ce_") ? 1 : 0;
+      enc_grad +=
+          k.n == static_cast<std::int64_t>(B) * c.encoder_seq * c.hidden && k.layer >= Le ? 1 : 0;
+    }
+    EXPECT_EQ(ce, 3);
+    EXPECT_EQ(enc_grad, Ld);  // the encoder output's gradient, once per decoder block
+  }
+  // The two ranks' slices of the whole layout are disjoint but for the replicated norms.
+  const T5Layout l0(c, kTp, 0);
+  const ModelSpec m = t5_model_spec(c, "tp");
+  for (int l = 0; l < m.layers(); ++l)
+    EXPECT_EQ(l0.block(l).range.size, block_params(m, l, kTp)) << l;
+}
+
+TEST(T5TensorParallel, DegreeMustDivideHeadsFfnAndVocab) {
+  T5Config c = tiny();
+  c.vocab = 11;
+  auto s = validate_tp(c, 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("vocab"), std::string::npos) << s.error().message;
+  c.vocab = 12;
+  EXPECT_TRUE(validate_tp(c, 2).ok());
+  EXPECT_FALSE(validate_tp(c, 4).ok());  // 2 heads
 }
 
 }  // namespace

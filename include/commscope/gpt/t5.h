@@ -15,7 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commscope/gpt/gpt.h"
@@ -33,6 +35,8 @@ struct T5Config {
 // Every size >= 1, hidden a multiple of heads, buckets even and >= 4, max_distance more than
 // buckets / 2. The error names the field, its value and what was expected.
 Status validate(const T5Config& cfg);
+// validate() and a tensor-parallel degree tp >= 1 that divides heads, ffn and vocab.
+Status validate_tp(const T5Config& cfg, int tp);
 
 // The trainer's T5 of a workload model: encoder and decoder layers, hidden, heads, ffn, vocab,
 // seq_length (encoder), decoder_seq_length, relative_attention_buckets. An error names the field
@@ -67,7 +71,18 @@ class T5Layout {
                  cross_kv = -1, cross_out = -1, norm_mlp, mlp_in, mlp_out;
     Range range;
   };
-  explicit T5Layout(const T5Config& cfg);  // cfg must pass validate() (else CS_CHECK aborts)
+  // The whole model (tp 1), or tensor-parallel rank `rank` of `tp` (cfg must pass
+  // validate_tp, else CS_CHECK aborts): Megatron's split, the workload's block_params(m, l, tp):
+  // wte's vocabulary rows [rank V/tp, (rank+1) V/tp); rel_bias the rank's heads (buckets x
+  // heads/tp); qkv.w, cross_q.w, cross_kv.w and mlp_in.w column-parallel (the rank's heads of q,
+  // k and v, the rank's ffn/tp rows); attn_out.w, cross_out.w and mlp_out.w row-parallel (their
+  // input columns); the norms replicated. Same tensors in the same order as the whole layout.
+  explicit T5Layout(const T5Config& cfg, int tp = 1, int rank = 0);
+  int tp() const { return tp_; }
+  int rank() const { return rank_; }
+  // This rank's slice of the whole model's buffer (params or gradients): local[total()].
+  template <class T>
+  void from_full(const T* full, T* local) const;
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   std::int64_t total() const { return total_; }
   const Block& block(int l) const { return blocks_[static_cast<std::size_t>(l)]; }
@@ -76,14 +91,16 @@ class T5Layout {
   std::int64_t dec_norm() const { return dec_norm_; }
 
  private:
+  T5Config cfg_;
+  int tp_ = 1, rank_ = 0;
   std::vector<ParamTensor> tensors_;
   std::vector<Block> blocks_;
   std::int64_t enc_norm_ = 0, dec_norm_ = 0, total_ = 0;
 };
 
-// Deterministic, as init_params of gpt.h (one splitmix64/xoshiro stream per tensor): norms 1,
-// rel_bias, wte and the other weights N(0, 0.02), attn_out, cross_out and mlp_out
-// N(0, 0.02/sqrt(2 (Le + Ld))).
+// Deterministic (on the whole layout, tp 1; a rank takes its slice with from_full), as init_params
+// of gpt.h (one splitmix64/xoshiro stream per tensor): norms 1, rel_bias, wte and the other weights
+// N(0, 0.02), attn_out, cross_out and mlp_out N(0, 0.02/sqrt(2 (Le + Ld))).
 void init_t5_params(const T5Layout& layout, float* params, std::uint64_t seed);
 
 // One batch of the trainer's synthetic sequence-to-sequence task: encoder tokens from
@@ -100,10 +117,24 @@ T5Batch t5_synthetic_batch(const T5Config& cfg, int batch, std::int64_t first_in
 // The model with its activations for `batch` sequences, allocated once: about
 // B (Te (6h + 2f) + Td (12h + 2f)) + B NH (Te^2 + Td^2 + Td Te) values per block pair, plus
 // B Td V for the logits. T is float or double.
+//
+// Tensor parallelism (Megatron-LM, as the workload counts it): rank `rank` of `tp` holds
+// T5Layout(cfg, tp, rank) and calls the all-reduce callback (sums, or maxima) over its
+// tensor-parallel group, in the same order on every rank, only when tp > 1: forward, the
+// vocabulary-parallel lookup of each stack's embedding (layer -1), 2 per encoder block and 3 per
+// decoder block after the row-parallel projections, and the cross-entropy's "ce_max",
+// "ce_sum_exp", "ce_target" (B Td values each, layer -2); backward, the LM head's input gradient
+// (layer -2), per decoder block the MLP's, the encoder output's (B Te h, for cross_kv), the
+// cross-attention query's and the self-attention's input gradients, per encoder block the MLP's
+// and the attention's: 2 + 2 Le + 3 Ld + 3 calls forward, 1 + 2 Le + 4 Ld backward, all named
+// "tp_all_reduce" but the three of the cross-entropy.
 template <class T>
 class T5 {
  public:
-  T5(const T5Config& cfg, int batch);
+  using AllReduce =
+      std::function<void(T* data, std::int64_t n, bool max, std::string_view name, int layer)>;
+  T5(const T5Config& cfg, int batch, int tp = 1, int rank = 0);
+  void set_all_reduce(AllReduce f) { all_reduce_ = std::move(f); }
   const T5Config& config() const { return cfg_; }
   const T5Layout& layout() const { return layout_; }
 
@@ -122,6 +153,7 @@ class T5 {
   };
   void block_forward(int l, const T* params, const T* x, T* y, int Tn, bool decoder);
   void block_backward(int l, const T* params, T* grads, T* dx, int Tn, bool decoder);
+  void reduce(T* data, std::int64_t n, bool max, std::string_view name, int layer);
 
   T5Config cfg_;
   T5Layout layout_;
@@ -131,6 +163,9 @@ class T5 {
   std::vector<BlockActs> acts_;
   std::vector<T> enc_x_, enc_out_, enc_rstd_, dec_x_, dec_n_, dec_rstd_, probs_;
   std::vector<T> d_enc_out_, dres_, dtmp_, dn_, dqkv_, datty_, dfc_, dkv_, dscratch_;
+  std::vector<T> ce_max_, ce_sum_, ce_tgt_, denc_part_;
+  std::int64_t counted_ = 0;
+  AllReduce all_reduce_;
   bool forward_done_ = false;
 };
 
