@@ -21,6 +21,8 @@
 #include "commscope/gpt/t5.h"
 #include "commscope/spec/model.h"
 #include "commscope/workload/params.h"
+#include "commscope/workload/workload.h"
+#include "test_util.h"
 
 namespace commscope::train {
 namespace {
@@ -489,6 +491,83 @@ TEST(T5TensorParallel, DegreeMustDivideHeadsFfnAndVocab) {
   c.vocab = 12;
   EXPECT_TRUE(validate_tp(c, 2).ok());
   EXPECT_FALSE(validate_tp(c, 4).ok());  // 2 heads
+}
+
+}  // namespace
+}  // namespace commscope::train
+
+namespace commscope::train {
+namespace {
+
+// On t5-tiny-cpu at TP 2 (micro-batch 1, fp32, cpu-host): the two ranks' all-reduces are, call
+// for call and in order, the workload's tensor-parallel collectives of one micro-batch (what
+// `describe` lists): name, layer and element count.
+TEST(T5TensorParallel, CallsAreTheWorkloadsOnThePreset) {
+  PlanInput in = testing::plan(2, 2, 1, 1, 1);
+  in.precision = Precision::fp32;
+  const Scenario sc = testing::scenario("t5-tiny-cpu", "cpu-host", in);
+  const Workload w = build_workload(sc);
+  ASSERT_EQ(w.roles.size(), 1u);
+  ASSERT_EQ(w.roles[0].chunks.size(), 1u);
+  struct Call {
+    std::string name;
+    int layer;
+    std::int64_t n;
+    bool operator==(const Call&) const = default;
+  };
+  std::vector<Call> want;
+  for (const OpList* list : {&w.roles[0].chunks[0].forward, &w.roles[0].chunks[0].backward})
+    for (const Op& op : list->ops())
+      if (op.kind == OpKind::comm && op.group == CommGroup::tensor) {
+        EXPECT_EQ(op.collective, Collective::all_reduce) << op.name;
+        EXPECT_DOUBLE_EQ(op.bytes, 4.0 * static_cast<double>(op.elements)) << op.name;
+        want.push_back({std::string(op.name), op.layer, op.elements});
+      }
+  auto cfg = t5_config(sc.model);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  const int kTp = 2;
+  std::barrier sync(kTp);
+  std::vector<float*> posted(kTp);
+  std::vector<std::vector<Call>> got(kTp);
+  const T5Batch batch = t5_synthetic_batch(*cfg, 1, 0, 1);
+  const T5Layout whole(*cfg);
+  std::vector<float> full(static_cast<std::size_t>(whole.total()));
+  init_t5_params(whole, full.data(), 1);
+  auto rank = [&](int r) {
+    T5<float> m(*cfg, 1, kTp, r);
+    m.set_all_reduce(
+        [&, r](float* data, std::int64_t n, bool max, std::string_view name, int layer) {
+          got[r].push_back({std::string(name), layer, n});
+          posted[r] = data;
+          sync.arrive_and_wait();
+          std::vector<float> out(data, data + n);
+          const float* o = posted[1 - r];
+          for (std::int64_t i = 0; i < n; ++i)
+            out[i] = max ? std::max(out[i], o[i]) : out[i] + o[i];
+          sync.arrive_and_wait();
+          std::copy(out.begin(), out.end(), data);
+        });
+    std::vector<float> p(static_cast<std::size_t>(m.layout().total())), g(p.size());
+    m.layout().from_full(full.data(), p.data());
+    m.forward(p.data(), batch.encoder_tokens.data(), batch.decoder_tokens.data(),
+              batch.targets.data());
+    m.backward(p.data(), g.data());
+    EXPECT_EQ(m.layout().total(), w.roles[0].params);  // the rank's parameters, too
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  // 2 + 2 Le + 3 Ld + 3 forward, 1 + 2 Le + 4 Ld backward (T5's comment in t5.h).
+  ASSERT_EQ(want.size(),
+            static_cast<std::size_t>(6 + 4 * cfg->encoder_layers + 7 * cfg->decoder_layers));
+  for (int r = 0; r < kTp; ++r) {
+    ASSERT_EQ(got[r].size(), want.size()) << r;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[r][i], want[i])
+          << "call " << i << ": got " << got[r][i].name << " layer " << got[r][i].layer << " n "
+          << got[r][i].n << ", want " << want[i].name << " layer " << want[i].layer << " n "
+          << want[i].n;
+  }
 }
 
 }  // namespace
