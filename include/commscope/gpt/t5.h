@@ -57,10 +57,10 @@ int relative_bucket(int relative_position, bool bidirectional, int buckets, int 
 // The flat parameter buffer, in this order (h hidden, f ffn, V vocab, R buckets, NH heads,
 // Le / Ld encoder / decoder layers; weights [out, in]): wte[V*h]; encoder blocks l = 0..Le-1:
 // (l = 0 only: rel_bias[R*NH]), norm_attn.w[h], qkv.w[3h*h], attn_out.w[h*h], norm_mlp.w[h],
-// mlp_in.w[f*h], mlp_out.w[h*f]; enc_norm.w[h]; decoder blocks l = Le..Le+Ld-1: (l = Le only:
+// mlp_in.w[f*h], mlp_out.w[h*f]; norm_enc.w[h]; decoder blocks l = Le..Le+Ld-1: (l = Le only:
 // rel_bias[R*NH]), norm_attn.w[h], qkv.w[3h*h], attn_out.w[h*h], norm_cross.w[h],
 // cross_q.w[h*h], cross_kv.w[2h*h], cross_out.w[h*h], norm_mlp.w[h], mlp_in.w[f*h],
-// mlp_out.w[h*f]; dec_norm.w[h]. Total V h + 2 R NH + Le (4h^2 + 2hf + 2h) + Ld (8h^2 + 2hf + 3h)
+// mlp_out.w[h*f]; norm_dec.w[h]. Total V h + 2 R NH + Le (4h^2 + 2hf + 2h) + Ld (8h^2 + 2hf + 3h)
 // + 2h: the workload's count_params for ArchKind::t5 (blocks numbered as the workload does:
 // the encoder's 0..Le-1, the decoder's Le..). rel_bias[bucket * NH + head], as Hugging Face's
 // relative_attention_bias embedding.
@@ -105,9 +105,9 @@ void init_t5_params(const T5Layout& layout, float* params, std::uint64_t seed);
 
 // One batch of the trainer's synthetic sequence-to-sequence task: encoder tokens from
 // TokenSource::synthetic (data.h) of sample `index`; the decoder's targets the encoder's tokens
-// reversed (the first decoder_seq of them, so the decoder must read the encoder through
-// cross-attention); the decoder's input the targets shifted right behind token 0 (T5's start
-// token, its pad).
+// reversed (target t is encoder token Te - 1 - (t mod Te): the first can only be known by
+// reading the encoder through cross-attention); the decoder's input the targets shifted right
+// behind token 0 (T5's start token, its pad).
 struct T5Batch {
   std::vector<std::int32_t> encoder_tokens, decoder_tokens, targets;  // [B, Te], [B, Td], [B, Td]
 };
