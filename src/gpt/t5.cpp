@@ -130,7 +130,8 @@ Status validate_tp(const T5Config& c, int tp) {
   return {};
 }
 
-T5Layout::T5Layout(const T5Config& c, int tp, int rank) : cfg_(c), tp_(tp), rank_(rank) {
+T5Layout::T5Layout(const T5Config& c, int tp, int rank, T5Part part)
+    : cfg_(c), tp_(tp), rank_(rank), part_(part) {
   CS_CHECK(validate_tp(c, tp).ok() && rank >= 0 && rank < tp);
   const std::int64_t h = c.hidden, f = c.ffn / tp, hl = c.hidden / tp;
   std::int64_t o = 0;
@@ -144,6 +145,7 @@ T5Layout::T5Layout(const T5Config& c, int tp, int rank) : cfg_(c), tp_(tp), rank
   blocks_.resize(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l) {
     const bool decoder = l >= c.encoder_layers;
+    if (!has_block(l)) continue;
     Block& b = blocks_[static_cast<std::size_t>(l)];
     b.range.offset = o;
     if (l == 0 || l == c.encoder_layers)
@@ -163,20 +165,24 @@ T5Layout::T5Layout(const T5Config& c, int tp, int rank) : cfg_(c), tp_(tp), rank
     b.range.size = o - b.range.offset;
     if (l == c.encoder_layers - 1) enc_norm_ = take("norm_enc.w", kHeadLayer, h);
   }
-  dec_norm_ = take("norm_dec.w", kHeadLayer, h);
+  if (part != T5Part::encoder) dec_norm_ = take("norm_dec.w", kHeadLayer, h);
   total_ = o;
 }
 
 template <class T>
 void T5Layout::from_full(const T* full, T* local) const {
   const T5Layout whole(cfg_);
-  CS_CHECK(whole.tensors().size() == tensors_.size());
   const std::int64_t h = cfg_.hidden;
-  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+  std::size_t w = 0;  // a part's tensors are a subsequence of the whole layout's
+  for (std::size_t i = 0; i < tensors_.size(); ++i, ++w) {
     const ParamTensor& t = tensors_[i];
-    const T* src = full + whole.tensors()[i].offset;
+    while (w < whole.tensors().size() &&
+           (whole.tensors()[w].name != t.name || whole.tensors()[w].layer != t.layer))
+      ++w;
+    CS_CHECK(w < whole.tensors().size());
+    const T* src = full + whole.tensors()[w].offset;
     T* dst = local + t.offset;
-    const std::int64_t size_full = whole.tensors()[i].size;
+    const std::int64_t size_full = whole.tensors()[w].size;
     if (t.name.starts_with("norm_")) {  // replicated
       std::copy(src, src + t.size, dst);
     } else if (t.name == "attn_out.w" || t.name == "cross_out.w" || t.name == "mlp_out.w") {
@@ -359,8 +365,8 @@ void relative_attention_backward(T* dq, T* dk, T* dv, T* dbias, const T* dout, c
 // ---- the model ----
 
 template <class T>
-T5<T>::T5(const T5Config& cfg, int batch, int tp, int rank)
-    : cfg_(cfg), layout_(cfg, tp, rank), batch_(batch) {
+T5<T>::T5(const T5Config& cfg, int batch, int tp, int rank, T5Part part)
+    : cfg_(cfg), layout_(cfg, tp, rank, part), batch_(batch) {
   CS_CHECK(batch >= 1);
   const std::size_t B = batch, h = cfg.hidden, hl = cfg.hidden / tp, f = cfg.ffn / tp;
   const std::size_t NH = cfg.heads / tp, Vl = cfg.vocab / tp;
@@ -383,6 +389,7 @@ T5<T>::T5(const T5Config& cfg, int batch, int tp, int rank)
   acts_.resize(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l) {
     const bool dec = l >= cfg.encoder_layers;
+    if (!layout_.has_block(l)) continue;
     const std::size_t N = dec ? Nd : Ne, Tn = dec ? Td : Te;
     BlockActs& a = acts_[static_cast<std::size_t>(l)];
     for (auto* v : {&a.in, &a.n1, &a.mid, &a.n3}) v->resize(N * h);
@@ -538,17 +545,17 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
 template <class T>
 T T5<T>::forward(const T* P, const std::int32_t* encoder_tokens, const std::int32_t* decoder_tokens,
                  const std::int32_t* targets) {
-  const int tp = layout_.tp();
-  const int h = cfg_.hidden, V = cfg_.vocab, Vl = V / tp, Le = cfg_.encoder_layers;
+  CS_CHECK(layout_.part() == T5Part::whole);
+  forward_encoder(P, encoder_tokens);
+  return forward_decoder(P, nullptr, decoder_tokens, targets);
+}
+
+template <class T>
+void T5<T>::embed(const T* P, T* out, const std::int32_t* tok, std::int64_t N) {
+  const int h = cfg_.hidden, V = cfg_.vocab, Vl = V / layout_.tp();
   const std::int32_t v0 = layout_.rank() * Vl;
-  const int L = Le + cfg_.decoder_layers;
-  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
-  const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
-  std::copy(encoder_tokens, encoder_tokens + Ne, enc_tok_.begin());
-  std::copy(decoder_tokens, decoder_tokens + Nd, dec_tok_.begin());
-  std::copy(targets, targets + Nd, targets_.begin());
   // Vocabulary-parallel lookup: the rank's rows, zeros elsewhere, summed over the group.
-  auto embed = [&](T* out, const std::int32_t* tok, std::int64_t N) {
+  {
     for (std::int64_t n = 0; n < N; ++n) {
       CS_CHECK(tok[n] >= 0 && tok[n] < V);
       if (tok[n] >= v0 && tok[n] < v0 + Vl) {
@@ -559,13 +566,43 @@ T T5<T>::forward(const T* P, const std::int32_t* encoder_tokens, const std::int3
       }
     }
     reduce(out, N * h, false, "tp_all_reduce", kEmbeddingLayer);
-  };
-  embed(acts_[0].in.data(), enc_tok_.data(), Ne);
+  }
+}
+
+template <class T>
+void T5<T>::forward_encoder(const T* P, const std::int32_t* encoder_tokens) {
+  CS_CHECK(layout_.part() != T5Part::decoder);
+  const int h = cfg_.hidden, Le = cfg_.encoder_layers;
+  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
+  std::copy(encoder_tokens, encoder_tokens + Ne, enc_tok_.begin());
+  embed(P, acts_[0].in.data(), enc_tok_.data(), Ne);
   for (int l = 0; l < Le; ++l)
     block_forward(l, P, acts_[l].in.data(), l + 1 < Le ? acts_[l + 1].in.data() : enc_x_.data(),
                   cfg_.encoder_seq, false);
   rmsnorm_forward(enc_out_.data(), enc_rstd_.data(), enc_x_.data(), P + layout_.enc_norm(), Ne, h);
-  embed(acts_[Le].in.data(), dec_tok_.data(), Nd);
+  encoder_done_ = true;
+}
+
+template <class T>
+T T5<T>::forward_decoder(const T* P, const T* encoder_output, const std::int32_t* decoder_tokens,
+                         const std::int32_t* targets) {
+  const int tp = layout_.tp();
+  const int h = cfg_.hidden, V = cfg_.vocab, Vl = V / tp, Le = cfg_.encoder_layers;
+  const std::int32_t v0 = layout_.rank() * Vl;
+  const int L = Le + cfg_.decoder_layers;
+  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
+  const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
+  CS_CHECK(layout_.part() != T5Part::encoder);
+  if (layout_.part() == T5Part::decoder) {
+    CS_CHECK(encoder_output != nullptr);
+    std::copy(encoder_output, encoder_output + Ne * h, enc_out_.begin());
+  } else {
+    CS_CHECK(encoder_output == nullptr && encoder_done_);
+  }
+  encoder_done_ = false;
+  std::copy(decoder_tokens, decoder_tokens + Nd, dec_tok_.begin());
+  std::copy(targets, targets + Nd, targets_.begin());
+  embed(P, acts_[Le].in.data(), dec_tok_.data(), Nd);
   for (int l = Le; l < L; ++l)
     block_forward(l, P, acts_[l].in.data(), l + 1 < L ? acts_[l + 1].in.data() : dec_x_.data(),
                   cfg_.decoder_seq, true);
@@ -610,13 +647,19 @@ T T5<T>::forward(const T* P, const std::int32_t* encoder_tokens, const std::int3
 
 template <class T>
 void T5<T>::backward(const T* P, T* G) {
-  CS_CHECK(forward_done_);
+  CS_CHECK(layout_.part() == T5Part::whole);
+  backward_decoder(P, G);
+  backward_encoder(P, G, nullptr);
+}
+
+template <class T>
+void T5<T>::backward_decoder(const T* P, T* G) {
+  CS_CHECK(forward_done_ && layout_.part() != T5Part::encoder);
   forward_done_ = false;
   const int tp = layout_.tp();
   const int h = cfg_.hidden, Vl = cfg_.vocab / tp, Le = cfg_.encoder_layers;
   const std::int32_t v0 = layout_.rank() * Vl;
   const int L = Le + cfg_.decoder_layers;
-  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
   const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
   // dL/dlogits = (p - onehot(target)) / counted on the rows not ignored, in place.
   const T inv_count = counted_ > 0 ? T(1) / static_cast<T>(counted_) : T(0);
@@ -643,20 +686,39 @@ void T5<T>::backward(const T* P, T* G) {
                    P + layout_.dec_norm(), dec_rstd_.data(), Nd, h);
   std::fill(d_enc_out_.begin(), d_enc_out_.end(), T(0));
   for (int l = L - 1; l >= Le; --l) block_backward(l, P, G, dres_.data(), cfg_.decoder_seq, true);
-  auto embed_back = [&](const std::int32_t* tok, std::int64_t N) {
-    for (std::int64_t n = 0; n < N; ++n) {
-      if (tok[n] < v0 || tok[n] >= v0 + Vl) continue;
-      T* row = G + layout_.wte() + static_cast<std::int64_t>(tok[n] - v0) * h;
-      const T* d = dres_.data() + n * h;
-      for (int c = 0; c < h; ++c) row[c] += d[c];
-    }
-  };
-  embed_back(dec_tok_.data(), Nd);
+  embed_back(G, dec_tok_.data(), Nd);
+  decoder_backward_done_ = true;
+}
+
+template <class T>
+void T5<T>::embed_back(T* G, const std::int32_t* tok, std::int64_t N) {
+  const int h = cfg_.hidden, Vl = cfg_.vocab / layout_.tp();
+  const std::int32_t v0 = layout_.rank() * Vl;
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (tok[n] < v0 || tok[n] >= v0 + Vl) continue;
+    T* row = G + layout_.wte() + static_cast<std::int64_t>(tok[n] - v0) * h;
+    const T* d = dres_.data() + n * h;
+    for (int c = 0; c < h; ++c) row[c] += d[c];
+  }
+}
+
+template <class T>
+void T5<T>::backward_encoder(const T* P, T* G, const T* d_encoder_output) {
+  CS_CHECK(layout_.part() != T5Part::decoder);
+  const int h = cfg_.hidden, Le = cfg_.encoder_layers;
+  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
+  if (layout_.part() == T5Part::encoder) {
+    CS_CHECK(d_encoder_output != nullptr && encoder_done_);
+    std::copy(d_encoder_output, d_encoder_output + Ne * h, d_enc_out_.begin());
+  } else {
+    CS_CHECK(d_encoder_output == nullptr && decoder_backward_done_);
+  }
+  encoder_done_ = decoder_backward_done_ = false;
   std::fill(dres_.begin(), dres_.begin() + Ne * h, T(0));
   rmsnorm_backward(dres_.data(), G + layout_.enc_norm(), d_enc_out_.data(), enc_x_.data(),
                    P + layout_.enc_norm(), enc_rstd_.data(), Ne, h);
   for (int l = Le - 1; l >= 0; --l) block_backward(l, P, G, dres_.data(), cfg_.encoder_seq, false);
-  embed_back(enc_tok_.data(), Ne);
+  embed_back(G, enc_tok_.data(), Ne);
 }
 
 #define COMMSCOPE_T5_INSTANTIATE(T)                                                                \

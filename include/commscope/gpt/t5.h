@@ -26,6 +26,13 @@
 
 namespace commscope::train {
 
+// What a T5 object holds: the whole model, or one side of Megatron's pipeline split at the
+// encoder/decoder boundary (pipeline_model_parallel_split_rank): the encoder (wte, the encoder
+// blocks, norm_enc) or the decoder (its copy of the tied wte, the decoder blocks, norm_dec). The
+// encoder output crosses the boundary forward (B Te h values, the workload's boundary_elements)
+// and its gradient backward; the two wte gradients are summed (embedding_grad_all_reduce).
+enum class T5Part { whole, encoder, decoder };
+
 struct T5Config {
   int encoder_layers = 2, decoder_layers = 2, hidden = 64, heads = 4, ffn = 256, vocab = 256;
   int encoder_seq = 32, decoder_seq = 32;
@@ -77,7 +84,12 @@ class T5Layout {
   // heads/tp); qkv.w, cross_q.w, cross_kv.w and mlp_in.w column-parallel (the rank's heads of q,
   // k and v, the rank's ffn/tp rows); attn_out.w, cross_out.w and mlp_out.w row-parallel (their
   // input columns); the norms replicated. Same tensors in the same order as the whole layout.
-  explicit T5Layout(const T5Config& cfg, int tp = 1, int rank = 0);
+  // part: the tensors of that side only, in the same order (a subsequence of the whole's).
+  explicit T5Layout(const T5Config& cfg, int tp = 1, int rank = 0, T5Part part = T5Part::whole);
+  T5Part part() const { return part_; }
+  bool has_block(int l) const {
+    return part_ == T5Part::whole || (part_ == T5Part::encoder) == (l < cfg_.encoder_layers);
+  }
   int tp() const { return tp_; }
   int rank() const { return rank_; }
   // This rank's slice of the whole model's buffer (params or gradients): local[total()].
@@ -87,15 +99,16 @@ class T5Layout {
   std::int64_t total() const { return total_; }
   const Block& block(int l) const { return blocks_[static_cast<std::size_t>(l)]; }
   std::int64_t wte() const { return 0; }
-  std::int64_t enc_norm() const { return enc_norm_; }
-  std::int64_t dec_norm() const { return dec_norm_; }
+  std::int64_t enc_norm() const { return enc_norm_; }  // -1 on the decoder part
+  std::int64_t dec_norm() const { return dec_norm_; }  // -1 on the encoder part
 
  private:
   T5Config cfg_;
   int tp_ = 1, rank_ = 0;
+  T5Part part_ = T5Part::whole;
   std::vector<ParamTensor> tensors_;
   std::vector<Block> blocks_;
-  std::int64_t enc_norm_ = 0, dec_norm_ = 0, total_ = 0;
+  std::int64_t enc_norm_ = -1, dec_norm_ = -1, total_ = 0;
 };
 
 // Deterministic (on the whole layout, tp 1; a rank takes its slice with from_full), as init_params
@@ -133,7 +146,7 @@ class T5 {
  public:
   using AllReduce =
       std::function<void(T* data, std::int64_t n, bool max, std::string_view name, int layer)>;
-  T5(const T5Config& cfg, int batch, int tp = 1, int rank = 0);
+  T5(const T5Config& cfg, int batch, int tp = 1, int rank = 0, T5Part part = T5Part::whole);
   void set_all_reduce(AllReduce f) { all_reduce_ = std::move(f); }
   const T5Config& config() const { return cfg_; }
   const T5Layout& layout() const { return layout_; }
@@ -146,6 +159,19 @@ class T5 {
   // just before (it consumes the forward's probabilities: one backward per forward).
   void backward(const T* params, T* grads);
 
+  // The same in halves, for the pipeline split (forward() and backward() are exactly these):
+  // forward_encoder (whole or encoder part); forward_decoder reads the encoder output, its own
+  // (whole: encoder_output null) or the encoder stage's (decoder part: B Te h values), and
+  // returns the loss; backward_decoder (whole or decoder) leaves encoder_output_grad();
+  // backward_encoder reads that gradient, its own (whole: null) or the decoder stage's.
+  void forward_encoder(const T* params, const std::int32_t* encoder_tokens);
+  const T* encoder_output() const { return enc_out_.data(); }
+  T forward_decoder(const T* params, const T* encoder_output, const std::int32_t* decoder_tokens,
+                    const std::int32_t* targets);
+  void backward_decoder(const T* params, T* grads);
+  const T* encoder_output_grad() const { return d_enc_out_.data(); }
+  void backward_encoder(const T* params, T* grads, const T* d_encoder_output);
+
  private:
   struct BlockActs {
     std::vector<T> in, n1, rstd1, qkv, att, atty, mid, n2, rstd2, q, kv, catt, catty, mid2, n3,
@@ -154,6 +180,8 @@ class T5 {
   void block_forward(int l, const T* params, const T* x, T* y, int Tn, bool decoder);
   void block_backward(int l, const T* params, T* grads, T* dx, int Tn, bool decoder);
   void reduce(T* data, std::int64_t n, bool max, std::string_view name, int layer);
+  void embed(const T* params, T* out, const std::int32_t* tokens, std::int64_t n);
+  void embed_back(T* grads, const std::int32_t* tokens, std::int64_t n);
 
   T5Config cfg_;
   T5Layout layout_;
@@ -166,7 +194,7 @@ class T5 {
   std::vector<T> ce_max_, ce_sum_, ce_tgt_, denc_part_;
   std::int64_t counted_ = 0;
   AllReduce all_reduce_;
-  bool forward_done_ = false;
+  bool forward_done_ = false, encoder_done_ = false, decoder_backward_done_ = false;
 };
 
 // The kernels of T5 that gpt's kernels.h does not have, for the tests: templates instantiated
