@@ -208,6 +208,12 @@ void init_params(const ParamLayout& layout, float* params, std::uint64_t seed) {
   }
 }
 
+void fill_tensor_normal(float* out, std::int64_t n, double stddev, std::uint64_t seed,
+                        std::size_t index) {
+  std::uint64_t x = seed;
+  fill_normal(out, n, stddev, splitmix64(x) ^ (0xD1B54A32D192ED03ull * (index + 1)));
+}
+
 // ---- Gpt ----
 
 double Gpt::now() {

@@ -71,6 +71,11 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
         "biases, tied LM head, at most 2 token types, \"pooler\": false: masked-LM only, "
         "presets/models/bert-tiny-cpu.json); got pooler {}, type_vocab {}",
         where, m.pooler, m.type_vocab)};
+  if (m.kind == ArchKind::t5)
+    return Error{fmt::format(
+        "{}: expected a GPT-2-shaped model or a BERT; T5 is so far a single-process library model "
+        "(src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
+        where)};
   if ((m.kind != ArchKind::gpt && m.kind != ArchKind::bert) ||
       m.position != PositionEmbedding::learned || m.norm != NormKind::layernorm ||
       m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias || m.kv_heads != m.heads ||

@@ -37,7 +37,7 @@ TEST(Loaders, EveryPresetLoads) {
       EXPECT_FALSE(p->sources.empty()) << n << " cites no source";
     }
   }
-  EXPECT_EQ(list_presets(PresetKind::model).size(), 29u);  // + bert-tiny-cpu (train)
+  EXPECT_EQ(list_presets(PresetKind::model).size(), 30u);  // + bert-tiny-cpu, t5-tiny-cpu (train)
 }
 
 TEST(Loaders, SeedProtocolsOrderedByRate) {

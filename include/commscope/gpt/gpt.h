@@ -90,6 +90,10 @@ class ParamLayout {
 // wpe ~ N(0, 0.02); the residual projections attn_out.w and mlp_out.w ~ N(0, 0.02/sqrt(2L));
 // biases 0; LayerNorm weights 1 and biases 0.
 void init_params(const ParamLayout& layout, float* params, std::uint64_t seed);
+// The stream init_params draws tensor `index` of its layout from: n values N(0, stddev) (T5's
+// initialisation, t5.h, uses it for its own tensors).
+void fill_tensor_normal(float* out, std::int64_t n, double stddev, std::uint64_t seed,
+                        std::size_t index);
 
 // One op as it ran, for the caller's timeline. flops: its matrix-product FLOPs (0 for the other
 // ops); attention products are counted over the full T x T (as the workload model does), though
