@@ -8,6 +8,8 @@
 #include <limits>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "commscope/report/plan.h"
 #include "commscope/report/predict.h"
 #include "commscope/search/plan_search.h"
@@ -132,7 +134,9 @@ TEST(SearchPlan, EveryPrintedPlanIsValidAndFits) {
     for (const Role& role : w.roles)
       EXPECT_LE(memory_per_rank(w, role).total().value(), s.system.gpu.memory.value());
     EXPECT_EQ(simulate(w).iteration_time, x.result.iteration_time);
-    if (i > 0) EXPECT_LE(r->top[i - 1].result.score_time, x.result.score_time);
+    if (i > 0) {
+      EXPECT_LE(r->top[i - 1].result.score_time, x.result.score_time);
+    }
   }
   EXPECT_EQ(r->why.size(), 24u);
 }
@@ -245,8 +249,8 @@ TEST(SearchPlan, UnfixedGlobalBatchRoundsUpAndScales) {
     if (p.global_batch != 24 && !rounded) {
       rounded = true;
       const Evaluated e = search::evaluate(s, p);
-      if (e.status == Evaluated::Status::ok)
-        EXPECT_DOUBLE_EQ(e.score_time, e.iteration_time * 24 / p.global_batch);
+      ASSERT_EQ(e.status, Evaluated::Status::ok) << search::describe(p);
+      EXPECT_DOUBLE_EQ(e.score_time, e.iteration_time * 24 / p.global_batch);
     }
   }
   EXPECT_TRUE(rounded);
