@@ -261,6 +261,8 @@ std::string why_better(const Evaluated& a, const Evaluated& b) {
   const Term terms[] = {{"compute", a.compute, b.compute},
                         {"exposed communication", a.exposed, b.exposed},
                         {"pipeline bubble", a.bubble, b.bubble}};
+  if (a.score_time == b.score_time)
+    return fmt::format("a tie ({} each; kept in candidate order)", ms_or_s(a.score_time));
   const Term* best = nullptr;
   for (const Term& t : terms)
     if (t.b - t.a > 0 && (!best || t.b - t.a > best->b - best->a)) best = &t;
