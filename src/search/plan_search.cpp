@@ -22,7 +22,7 @@ namespace commscope::search {
 
 namespace {
 // Candidates one search may hold: each is a few hundred bytes of results.
-constexpr std::size_t kMaxCandidates = 4000000;
+constexpr std::size_t kMaxCandidates = 1000000;
 // Llama 2's batch: 4 Mi tokens per iteration (Touvron et al. 2023, Table 1).
 constexpr std::int64_t kDefaultBatchTokens = std::int64_t{1} << 22;
 
