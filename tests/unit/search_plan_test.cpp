@@ -275,3 +275,26 @@ TEST(SearchPlan, WhatIfPerNetwork) {
 
 }  // namespace
 }  // namespace commscope
+
+namespace commscope {
+namespace {
+// A progress callback that returns false stops the search (Ctrl-C in Python): the worker
+// threads are joined and the result is the error "interrupted", whatever the thread count.
+TEST(SearchPlan, ProgressCanStopTheSearch) {
+  SearchSpace s = space("gpt2-medium", "polaris", 16, 64);
+  for (int threads : {1, 3}) {
+    SearchOptions o;
+    o.threads = threads;
+    std::size_t calls = 0;
+    o.progress = [&](std::size_t done, std::size_t total) {
+      EXPECT_LE(done, total);
+      return ++calls < 2;
+    };
+    auto r = search::search(s, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message, "interrupted");
+    EXPECT_EQ(calls, 2u);
+  }
+}
+}  // namespace
+}  // namespace commscope
