@@ -393,8 +393,7 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     if (o.progress && !o.progress(done.load(), plans.size())) stop = true;
   }
   for (auto& t : pool) t.join();
-  if (stop) return Error{"interrupted"};
-  if (o.progress) o.progress(plans.size(), plans.size());
+  if (stop || (o.progress && !o.progress(plans.size(), plans.size()))) return Error{"interrupted"};
 
   for (std::size_t i = 0; i < plans.size(); ++i) {
     switch (results[i].status) {
