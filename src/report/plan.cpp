@@ -157,11 +157,13 @@ std::vector<std::string> explanation(const PlanReport& r, std::size_t i) {
 
 std::string heading(const PlanReport& r) {
   const auto& s = r.options.front().result;
-  std::string what = r.what_if_kind.empty()
-                         ? fmt::format("{} ({})", r.system, r.network)
-                         : fmt::format("{} {} options", r.options.size(), r.what_if_kind);
-  return fmt::format("plan: {} on {} GPUs of {}, global batch {}, ranked by {}", r.model, r.gpus,
-                     what, s.global_batch, search::to_string(s.objective));
+  std::string what =
+      r.what_if_kind.empty() ? fmt::format("of {} ({})", r.system, r.network)
+      : r.what_if_kind == "network"
+          ? fmt::format("of {}, per network ({} options)", r.system, r.options.size())
+          : fmt::format("per system ({} options)", r.options.size());
+  return fmt::format("plan: {} on {} GPUs {}, global batch {}, ranked by {}", r.model, r.gpus, what,
+                     s.global_batch, search::to_string(s.objective));
 }
 }  // namespace
 
