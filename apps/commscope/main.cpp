@@ -91,6 +91,7 @@ int run(int argc, char** argv) {
                              add_train(app),     add_fit(app),     add_presets(app)};
   verbs.push_back(add_report(app));
   verbs.push_back(add_characterize(app));
+  verbs.push_back(add_plan(app));
   // The verbs by name, for the messages below.
   std::string verb_list;
   for (const auto& v : verbs) verb_list += (verb_list.empty() ? "" : ", ") + v.command->get_name();

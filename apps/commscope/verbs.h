@@ -27,6 +27,7 @@ Verb add_train(CLI::App& app);
 Verb add_fit(CLI::App& app);
 Verb add_report(CLI::App& app);
 Verb add_characterize(CLI::App& app);
+Verb add_plan(CLI::App& app);  // `commscope plan` (apps/commscope/plan.cpp)
 
 // --format and -o/--output, for the verbs that print documents.
 struct OutputOptions {

@@ -154,6 +154,17 @@ def predict(**flags):
     return _document("predict", (), flags, rows_key="predictions")
 
 
+def plan(**flags):
+    """``commscope plan``: the best plans of a model on ``gpus=N`` GPUs, ranked and explained;
+    ``network=[...]`` or ``system=[...]`` searches per option. The ranked rows (every option's)
+    are ``result["plans"]``; the counts, the rules of thumb and the what-if are in
+    ``result["options"]``. Ctrl-C stops the search."""
+    return _document("plan", (), flags, rows_key="plans")
+
+
+__all__ += ["plan"]
+
+
 def validate(files, **flags):
     """``commscope validate FILES``: predicted vs measured iteration times."""
     return _document("validate", (files,), flags)

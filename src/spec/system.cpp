@@ -278,6 +278,17 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j_in, const std::strin
   s.node.host_copy_pinned = units::gb_per_s(positive(n, "host_copy_pinned_gbs", false));
   s.node.host_copy_pageable = units::gb_per_s(positive(n, "host_copy_pageable_gbs", false));
 
+  if (r.has("economics")) {
+    auto e = r.object("economics");
+    if (e.read("price_per_gpu_hour_usd", s.price_per_gpu_hour))
+      e.check(s.price_per_gpu_hour > 0, "price_per_gpu_hour_usd", "a positive price",
+              fmt::format("{}", s.price_per_gpu_hour));
+    if (e.read("power_per_gpu_w", s.power_per_gpu_w))
+      e.check(s.power_per_gpu_w > 0, "power_per_gpu_w", "a positive power in watts",
+              fmt::format("{}", s.power_per_gpu_w));
+    e.read("sources", s.economics_sources);
+  }
+
   auto nic = r.object("nics");
   nic.require("count", s.nics.count);
   nic.check(s.nics.count > 0, "count", "a positive integer", std::to_string(s.nics.count));
@@ -423,6 +434,13 @@ nlohmann::json to_json(const SystemSpec& s) {
                         {"microbatch_overhead_us", for_file(to_us(c.microbatch_overhead))}}}};
   if (s.max_nodes > 0) j["max_nodes"] = s.max_nodes;
   if (!s.sources.empty()) j["sources"] = s.sources;
+  if (s.price_per_gpu_hour > 0 || s.power_per_gpu_w > 0) {
+    nlohmann::json econ = nlohmann::json::object();
+    if (s.price_per_gpu_hour > 0) econ["price_per_gpu_hour_usd"] = s.price_per_gpu_hour;
+    if (s.power_per_gpu_w > 0) econ["power_per_gpu_w"] = s.power_per_gpu_w;
+    if (!s.economics_sources.empty()) econ["sources"] = s.economics_sources;
+    j["economics"] = std::move(econ);
+  }
   const ScaleEffects& e = s.scale;
   j["scale"] = {{"straggler_cv", e.straggler_cv}, {"oversubscription", e.oversubscription},
                 {"leaf_nodes", e.leaf_nodes},     {"switch_latency_us", e.switch_latency_us},

@@ -116,6 +116,11 @@ struct SystemSpec {
   NcclTuning nccl;
   ScaleEffects scale;
   std::vector<std::string> sources;
+  // What a GPU-hour costs and draws (`commscope plan --objective cost|energy`); the preset's
+  // optional "economics" object, with its own sources. 0: not known.
+  double price_per_gpu_hour = 0;  // US dollars per GPU-hour
+  double power_per_gpu_w = 0;     // watts per GPU, its share of the node included
+  std::vector<std::string> economics_sources;
 };
 
 enum class Transport : std::uint8_t { tcp, ipoib, rdma, roce, slingshot };

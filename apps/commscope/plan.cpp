@@ -1,0 +1,217 @@
+// `commscope plan`: the best ways to train a model on a cluster, searched, ranked and explained;
+// per network or system option with --network/--system lists (docs/plan.md).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "commscope/report/plan.h"
+#include "commscope/search/plan_search.h"
+#include "commscope/util/atomic_file.h"
+#include "embed.h"
+#include "verbs.h"
+
+namespace commscope::cli {
+
+Verb add_plan(CLI::App& app) {
+  struct State {
+    std::string model = "gpt2-large";
+    std::vector<std::string> system, network;
+    int gpus = 0;
+    std::int64_t global_batch = 0, seq_length = 0;
+    std::string precision, objective = "time", html, framework;
+    bool fixed_global_batch = false;
+    int max_tp = 0, max_pp = 0, max_vp = 0;
+    std::vector<int> zero;
+    std::vector<std::int64_t> micro_batch;
+    std::int64_t top = 10;
+    int threads = 0;
+    OutputOptions out;
+  };
+  auto st = std::make_shared<State>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Search every valid plan (TP, PP, virtual stages, DP, ZeRO, micro-batch, recompute, "
+      "sequence parallel, schedule, rank order) of a model on N GPUs: prune by memory, predict "
+      "the rest, print the best K with why each beats the next and the seeds' rules of thumb "
+      "checked against the numbers. --network/--system lists: the search per option (what-if).");
+  cmd->add_option("--model", st->model, "model preset name or JSON file [gpt2-large]");
+  cmd->add_option("--system", st->system,
+                  "system preset name or JSON file; a comma list searches each [polaris]")
+      ->delimiter(',');
+  cmd->add_option("--network", st->network,
+                  "network preset or profile [the system's]; a comma list searches each")
+      ->delimiter(',');
+  cmd->add_option("--gpus", st->gpus, "GPUs in the job (required)")->required();
+  cmd->add_option("--global-batch-size", st->global_batch,
+                  "samples per iteration [4 Mi tokens / sequence length, Llama 2's batch]");
+  cmd->add_flag("--fixed-global-batch", st->fixed_global_batch,
+                "every plan runs exactly the global batch (without it, a plan whose micro-batch x "
+                "DP does not divide it runs the next multiple and is ranked by its time for the "
+                "global batch)");
+  cmd->add_option("--seq-length", st->seq_length, "tokens per sample [the model's]");
+  cmd->add_option("--precision", st->precision, "fp32|fp16|bf16 [bf16]");
+  cmd->add_option("--framework", st->framework,
+                  "whose collective pattern: megatron|deepspeed|fsdp [commscope's own]");
+  cmd->add_option("--objective", st->objective,
+                  "rank by time (per iteration), tokens (tokens/s), cost (US dollars per "
+                  "iteration from the preset's price per GPU-hour) or energy (joules per "
+                  "iteration from its power per GPU) [time]");
+  cmd->add_option("--max-tp", st->max_tp, "largest tensor-parallel size [no limit]");
+  cmd->add_option("--max-pp", st->max_pp, "largest pipeline-parallel size [no limit]");
+  cmd->add_option("--max-virtual-stages", st->max_vp,
+                  "largest virtual stages per pipeline rank (interleaved) [no limit]");
+  cmd->add_option("--zero", st->zero, "ZeRO stages allowed, a comma list [0,1,2,3]")
+      ->delimiter(',');
+  cmd->add_option("--micro-batch-size", st->micro_batch,
+                  "micro-batch sizes allowed, a comma list [every divisor of the batch per "
+                  "replica]")
+      ->delimiter(',');
+  cmd->add_option("--top", st->top, "plans to print per option [10]");
+  cmd->add_option("--threads", st->threads,
+                  "worker threads [the hardware's; the output does not depend on it]");
+  cmd->add_option("--html", st->html,
+                  "also write a self-contained HTML report (the top plans' times split into "
+                  "compute, exposed communication and bubble) to this file");
+  add_output_options(*cmd, st->out);
+  return {
+      cmd, [st, cmd]() -> int {
+        auto format = output_format(st->out);
+        if (!format) return fail(format.error().message);
+        auto objective = search::objective_from_name(st->objective);
+        if (!objective)
+          return fail(fmt::format("--objective: expected time, tokens, cost or energy, got '{}'",
+                                  st->objective));
+        if (st->top < 1)
+          return fail(fmt::format("--top: expected a positive integer, got '{}'", st->top));
+        if (cmd->count("--threads") > 0 && (st->threads < 1 || st->threads > 1024))
+          return fail(
+              fmt::format("--threads: expected an integer from 1 to 1024, got '{}'", st->threads));
+        if (st->gpus < 1)
+          return fail(fmt::format("--gpus: expected a positive integer, got '{}'", st->gpus));
+        if (cmd->count("--global-batch-size") > 0 && st->global_batch < 1)
+          return fail(fmt::format("--global-batch-size: expected a positive integer, got '{}'",
+                                  st->global_batch));
+        if (cmd->count("--seq-length") > 0 && st->seq_length < 1)
+          return fail(
+              fmt::format("--seq-length: expected a positive integer, got '{}'", st->seq_length));
+        for (auto [flag, v] : {std::pair{"--max-tp", st->max_tp},
+                               {"--max-pp", st->max_pp},
+                               {"--max-virtual-stages", st->max_vp}})
+          if (cmd->count(flag) > 0 && v < 1)
+            return fail(fmt::format("{}: expected a positive integer, got '{}'", flag, v));
+        for (int z : st->zero)
+          if (z < 0 || z > 3)
+            return fail(fmt::format("--zero: expected stages among 0, 1, 2, 3, got '{}'", z));
+        for (std::int64_t m : st->micro_batch)
+          if (m < 1)
+            return fail(fmt::format("--micro-batch-size: expected positive integers, got '{}'", m));
+        if (st->system.size() > 1 && st->network.size() > 1)
+          return fail(fmt::format(
+              "--network: expected one network when --system lists {} (a what-if varies one "
+              "of them), got {}",
+              st->system.size(), st->network.size()));
+        if (st->system.size() > 16 || st->network.size() > 16)
+          return fail(fmt::format("--{}: expected at most 16 options, got {}",
+                                  st->system.size() > 16 ? "system" : "network",
+                                  std::max(st->system.size(), st->network.size())));
+        if (Status s = st->html.empty() ? Status{} : check_output_path(st->html); !s.ok())
+          return fail("--html: " + s.error().message);
+        if (Status s = st->out.path.empty() ? Status{} : check_output_path(st->out.path); !s.ok())
+          return fail(s.error().message);
+
+        PlanInput base;
+        if (st->seq_length > 0) base.seq_length = st->seq_length;
+        if (!st->precision.empty()) {
+          auto p = precision_from_name(st->precision);
+          if (!p)
+            return fail(
+                fmt::format("--precision: expected fp32, fp16 or bf16, got '{}'", st->precision));
+          base.precision = *p;
+        }
+        if (!st->framework.empty()) {
+          auto f = framework_from_name(st->framework);
+          if (!f)
+            return fail(fmt::format(
+                "--framework: expected one of megatron|deepspeed|fsdp, got '{}'", st->framework));
+          base.framework = *f;
+        }
+        auto model = load_model(st->model);
+        if (!model) return fail(model.error().message);
+        const std::vector<std::string> systems =
+            st->system.empty() ? std::vector<std::string>{"polaris"} : st->system;
+        const std::vector<std::string> networks =
+            st->network.empty() ? std::vector<std::string>{""} : st->network;
+        std::vector<search::SearchSpace> spaces;
+        std::vector<std::string> names;
+        for (const auto& sys_name : systems)
+          for (const auto& net_name : networks) {
+            auto sys = load_system(sys_name);
+            if (!sys) return fail(sys.error().message);
+            auto net = load_network(net_name.empty() ? sys->network : net_name);
+            if (!net) return fail(net.error().message);
+            search::SearchSpace s;
+            s.model = *model;
+            s.system = std::move(*sys);
+            s.network = std::move(*net);
+            s.gpus = st->gpus;
+            if (st->global_batch > 0) s.global_batch = st->global_batch;
+            s.fixed_global_batch = st->fixed_global_batch;
+            s.base = base;
+            s.max_tp = st->max_tp;
+            s.max_pp = st->max_pp;
+            s.max_virtual_stages = st->max_vp;
+            s.zero = st->zero;
+            s.micro_batch = st->micro_batch;
+            names.push_back(systems.size() > 1 ? s.system.name : s.network.name);
+            spaces.push_back(std::move(s));
+          }
+        search::SearchOptions so;
+        so.objective = *objective;
+        so.top = st->top;
+        so.threads = st->threads > 0
+                         ? st->threads
+                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+        // Progress on a terminal once the search has run for 2 s, ten updates a second.
+        const bool tty = ::isatty(STDERR_FILENO);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto last = t0;
+        bool shown = false, interrupted = false;
+        so.progress = [&](std::size_t done, std::size_t total) {
+          try {
+            check_interrupt();  // Ctrl-C in Python: stop the workers, then rethrow
+          } catch (const Interrupted&) {
+            interrupted = true;
+            return false;
+          }
+          const auto now = std::chrono::steady_clock::now();
+          if (!tty || now - t0 < std::chrono::seconds(2) ||
+              (now - last < std::chrono::milliseconds(100) && done < total))
+            return true;
+          last = now;
+          shown = true;
+          std::fprintf(stderr, "\rcommscope: plan %zu/%zu", done, total);
+          return true;
+        };
+        auto result = search::what_if(spaces, names, so);
+        if (shown) std::fprintf(stderr, "\r\033[K");
+        if (interrupted) throw Interrupted();
+        if (!result) return fail(result.error().message);
+        PlanReport report;
+        report.model = model->name;
+        report.system = spaces.front().system.name;
+        report.network = spaces.front().network.name;
+        report.gpus = st->gpus;
+        report.options = std::move(*result);
+        if (spaces.size() > 1) report.what_if_kind = systems.size() > 1 ? "system" : "network";
+        if (!st->html.empty())
+          if (Status s = html::write(st->html, plan_page(report)); !s.ok())
+            return fail("--html: " + s.error().message);
+        return emit(render_plan(report, *format), st->out.path);
+      }};
+}
+
+}  // namespace commscope::cli

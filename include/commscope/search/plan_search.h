@@ -1,0 +1,155 @@
+// `commscope plan`: every valid way to train a model on a cluster (TP, PP, virtual stages, DP,
+// ZeRO, micro-batch, recompute, sequence parallel, schedule, rank order), pruned by a memory
+// bound that never drops a plan that fits, predicted, ranked by an objective and explained
+// against the seeds' rules of thumb. Sits between sim and report (docs/plan.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commscope/spec/scenario.h"
+#include "commscope/util/result.h"
+
+namespace commscope::search {
+
+enum class Objective : std::uint8_t { time, tokens, cost, energy };
+std::string_view to_string(Objective o);
+std::optional<Objective> objective_from_name(std::string_view s);  // time|tokens|cost|energy
+
+// One point of the search space: every field of a plan the search chooses. Context and expert
+// parallelism are not in the workload yet; their degrees go here when they are (docs/plan.md).
+struct PlanPoint {
+  int tp = 1, pp = 1, virtual_stages = 1, dp = 1;
+  int zero = 0;
+  std::int64_t micro_batch = 1;
+  std::int64_t global_batch = 1;
+  Recompute recompute = Recompute::none;
+  bool sequence_parallel = false;
+  Schedule schedule = Schedule::one_f_one_b;
+  RankOrder rank_order = RankOrder::tp_dp_pp;
+};
+// The plan flags of `predict` that give this point (resolve_scenario's input).
+PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base);
+// "TP8 PP4 v2 DP2 ZeRO-1 mbs 2 gbs 512 recompute selective SP 1f1b tp-dp-pp" (fields that
+// matter only: v when above 1, SP when on, rank order when DP and PP are both above 1).
+std::string describe(const PlanPoint& p);
+
+// What to search: the model, the system and its network, the GPU count, and the constraints.
+struct SearchSpace {
+  ModelSpec model;
+  SystemSpec system;
+  NetworkProtocol network;
+  int gpus = 0;
+  // Samples per iteration. Unset: 4 Mi tokens (Llama 2's batch) / the sequence length.
+  std::optional<std::int64_t> global_batch;
+  // true: every plan runs exactly global_batch samples (plans whose micro-batch x DP does not
+  // divide it are not valid). false: such a plan runs the next multiple, and is ranked by its
+  // time for global_batch samples (iteration time x global_batch / its batch).
+  bool fixed_global_batch = false;
+  PlanInput base;              // what every plan shares: --seq-length, --precision, --framework ...
+  int max_tp = 0, max_pp = 0;  // 0: no limit
+  std::vector<int> zero;       // ZeRO stages allowed (empty: 0-3)
+  std::vector<std::int64_t> micro_batch;  // micro-batch sizes allowed (empty: every divisor)
+  int max_virtual_stages = 0;             // 0: no limit
+};
+
+// The global batch a space uses (given, or the 4 Mi-token default).
+std::int64_t global_batch_of(const SearchSpace& s);
+
+// Every point of the space whose sizes divide what they must (heads, layers, GPUs, batch):
+// the candidates, in a fixed order. resolve_scenario may still reject some.
+std::vector<PlanPoint> enumerate_plans(const SearchSpace& s);
+
+// A lower bound on the memory of the fullest rank of a resolved scenario, computed without
+// building the workload: the weights, gradients and optimizer state of the average stage's
+// parameters (sum of stage shards / PP >= all parameters / (TP x PP)) and, separately, the
+// activations of the first stage's first chunk (its blocks x micro-batches in flight). Never
+// above memory_per_rank of the fullest rank (checked against it in tests).
+double memory_lower_bound(const Scenario& sc);
+
+// What one evaluation found.
+struct Evaluated {
+  enum class Status : std::uint8_t { invalid, pruned, no_fit, ok } status = Status::invalid;
+  std::string reason;         // invalid: resolve_scenario's message
+  double iteration_time = 0;  // s
+  double score_time = 0;      // s for the space's global batch (the time objective)
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double memory = 0;        // bytes, the fullest rank (memory_lower_bound when pruned)
+  double memory_bound = 0;  // memory_lower_bound
+  double gpu_memory = 0;    // bytes per GPU
+  double compute = 0, comm = 0, exposed = 0, bubble = 0;  // s, mean over stages
+  double cost = 0;    // US dollars for the global batch (0: no price in the preset)
+  double energy = 0;  // joules for the global batch (0: no power in the preset)
+  int nodes = 0, gpus_per_node = 0;
+};
+
+// THE evaluation every plan of the search goes through: resolve_scenario, the memory bound
+// (when prune), build_workload, memory_per_rank, simulate. A faster evaluator replaces this
+// function alone.
+Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune = true);
+
+struct SearchOptions {
+  Objective objective = Objective::time;
+  std::int64_t top = 10;  // plans kept (> 0)
+  int threads = 1;        // worker threads (>= 1); results do not depend on it
+  bool prune = true;      // false: build and check every valid plan (tests)
+  // Called now and then with (plans done, plans in all), from the calling thread; may be empty.
+  // Returning false stops the search (an error "interrupted").
+  std::function<bool(std::size_t, std::size_t)> progress;
+};
+
+struct Ranked {
+  PlanPoint plan;
+  Evaluated result;
+};
+
+// One rule of thumb checked against the search's numbers.
+struct RuleCheck {
+  std::string rule;  // "PP >= node count (8)"
+  bool winner_obeys = false;
+  bool agrees = false;               // the best plan obeys it, or nothing obeying it exists
+  std::optional<Ranked> best_other;  // the best plan on the other side of the rule
+  double difference = 0;             // best_other's objective / the winner's - 1 (> 0: slower)
+  std::string text;                  // "agrees: ..." or "disagrees: ..." with the numbers
+};
+
+struct SearchResult {
+  std::vector<Ranked> top;  // best first
+  std::size_t candidates = 0, invalid = 0, pruned = 0, no_fit = 0, evaluated = 0;
+  std::int64_t global_batch = 0;
+  Objective objective = Objective::time;
+  std::vector<RuleCheck> rules;  // the seeds' rules of thumb for the winner
+  std::vector<std::string> why;  // per consecutive pair of top: why the first beats the second
+  // Every fitting plan (kept for the rules; in candidate order).
+  std::vector<Ranked> fitting;
+};
+
+// The objective's figure of one result (lower is better; tokens/s negated).
+double objective_value(const Evaluated& e, Objective o);
+
+// Enumerates, prunes, evaluates (in threads), ranks, keeps the top, checks the rules and says
+// why each plan beats the next. Errors: no candidate, nothing fits, a cost or energy objective
+// without the preset's figure, bad options.
+Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o);
+
+// The largest term by which a beats b (compute, exposed communication, bubble), as text:
+// "exposed communication 12.3 ms less (of 15.0 ms)".
+std::string why_better(const Evaluated& a, const Evaluated& b);
+
+// ---- what-if: the search per network or system option ----
+struct WhatIf {
+  std::string option;  // network or system name
+  SearchResult result;
+  // The first option's best plan evaluated on this option (its objective), and how much of the
+  // loss the best plan here recovers: 1 - (best here - best of first) / (first's plan here -
+  // best of first); NaN when there is nothing to recover.
+  std::optional<Evaluated> first_plan_here;
+};
+Result<std::vector<WhatIf>> what_if(const std::vector<SearchSpace>& spaces,
+                                    const std::vector<std::string>& names, const SearchOptions& o);
+
+}  // namespace commscope::search

@@ -1,0 +1,283 @@
+// `commscope plan`'s documents (report/plan.h).
+#include "commscope/report/plan.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace commscope {
+
+namespace {
+using search::Evaluated;
+using search::Ranked;
+using search::WhatIf;
+
+std::string time_text(double t) {
+  return t >= 1 ? fmt::format("{:.3f} s", t) : fmt::format("{:.1f} ms", t * 1e3);
+}
+double share(const Evaluated& e, double part) {
+  return e.iteration_time > 0 ? part / e.iteration_time : 0;
+}
+std::string option_of(const PlanReport& r, const WhatIf& w) {
+  return w.option.empty() ? (r.what_if_kind == "system" ? r.system : r.network) : w.option;
+}
+
+nlohmann::json plan_row(const Ranked& x, int rank) {
+  const auto& p = x.plan;
+  const auto& e = x.result;
+  nlohmann::json j = {{"rank", rank},
+                      {"tp", p.tp},
+                      {"pp", p.pp},
+                      {"virtual_stages", p.virtual_stages},
+                      {"dp", p.dp},
+                      {"zero", p.zero},
+                      {"micro_batch", p.micro_batch},
+                      {"global_batch", p.global_batch},
+                      {"recompute", std::string(to_string(p.recompute))},
+                      {"sequence_parallel", p.sequence_parallel},
+                      {"schedule", std::string(to_string(p.schedule))},
+                      {"rank_order", std::string(to_string(p.rank_order))},
+                      {"plan", search::describe(p)},
+                      {"iteration_time_s", e.iteration_time},
+                      {"time_for_global_batch_s", e.score_time},
+                      {"tokens_per_s", e.tokens_per_s},
+                      {"mfu", e.mfu},
+                      {"compute_s", e.compute},
+                      {"comm_s", e.comm},
+                      {"exposed_comm_s", e.exposed},
+                      {"bubble_s", e.bubble},
+                      {"comm_share", share(e, e.comm)},
+                      {"exposed_comm_share", share(e, e.exposed)},
+                      {"bubble_share", share(e, e.bubble)},
+                      {"memory_per_gpu_bytes", e.memory},
+                      {"memory_bound_bytes", e.memory_bound},
+                      {"gpu_memory_bytes", e.gpu_memory},
+                      {"nodes", e.nodes}};
+  j["cost_usd"] = e.cost > 0 ? nlohmann::json(e.cost) : nlohmann::json(nullptr);
+  j["energy_j"] = e.energy > 0 ? nlohmann::json(e.energy) : nlohmann::json(nullptr);
+  return j;
+}
+
+// How the option's best compares with the first option's (the what-if).
+std::string what_if_text(const std::vector<WhatIf>& options, std::size_t i, search::Objective o) {
+  const Evaluated& first = options.front().result.top.front().result;
+  const Evaluated& best = options[i].result.top.front().result;
+  const double v0 = search::objective_value(first, o), v = search::objective_value(best, o);
+  std::string s = fmt::format("best {} ({:+.1f}% against {})",
+                              search::describe(options[i].result.top.front().plan),
+                              100 * (v / v0 - 1), options.front().option);
+  if (!options[i].first_plan_here) {
+    s += fmt::format("; {}'s best plan is not valid or does not fit here", options.front().option);
+    return s;
+  }
+  const double vf = search::objective_value(*options[i].first_plan_here, o);
+  s += fmt::format("; {}'s best plan here: {:+.1f}%", options.front().option, 100 * (vf / v0 - 1));
+  if (vf > v && vf > v0)
+    s += fmt::format(", so a different plan recovers {:.0f}% of the change",
+                     100 * (vf - v) / (vf - v0));
+  else
+    s += ", the same plan is best here";
+  return s;
+}
+
+Table plans_table(const PlanReport& r, bool human) {
+  Table t;
+  const bool many = r.options.size() > 1;
+  if (many) t.header.push_back(r.what_if_kind);
+  t.header.insert(t.header.end(),
+                  {"rank", "tp", "pp", "v", "dp", "zero", "mbs", "gbs", "recompute",
+                   human ? "sp" : "sequence_parallel", "schedule", human ? "order" : "rank_order"});
+  if (human)
+    t.header.insert(t.header.end(), {"iter", "tokens/s", "MFU", "comm", "exposed", "bubble",
+                                     "mem/GPU", "cost", "energy"});
+  else
+    t.header.insert(t.header.end(), {"iteration_time_s", "time_for_global_batch_s", "tokens_per_s",
+                                     "mfu", "comm_share", "exposed_comm_share", "bubble_share",
+                                     "memory_per_gpu_bytes", "cost_usd", "energy_j"});
+  t.right.assign(t.header.size(), true);
+  if (many) t.right[0] = false;
+  for (const WhatIf& w : r.options) {
+    int rank = 0;
+    for (const Ranked& x : w.result.top) {
+      const auto& p = x.plan;
+      const auto& e = x.result;
+      std::vector<std::string> row;
+      if (many) row.push_back(option_of(r, w));
+      row.insert(row.end(),
+                 {std::to_string(++rank), std::to_string(p.tp), std::to_string(p.pp),
+                  std::to_string(p.virtual_stages), std::to_string(p.dp), std::to_string(p.zero),
+                  std::to_string(p.micro_batch), std::to_string(p.global_batch),
+                  std::string(to_string(p.recompute)),
+                  p.sequence_parallel ? (human ? "yes" : "true") : (human ? "" : "false"),
+                  std::string(to_string(p.schedule)), std::string(to_string(p.rank_order))});
+      if (human) {
+        auto pct = [&](double part) { return fmt::format("{:.1f}%", 100 * share(e, part)); };
+        row.insert(row.end(),
+                   {time_text(e.iteration_time), human_si(e.tokens_per_s, ""),
+                    fmt::format("{:.1f}%", 100 * e.mfu), pct(e.comm), pct(e.exposed), pct(e.bubble),
+                    human_bytes(Bytes(e.memory)), e.cost > 0 ? fmt::format("${:.4g}", e.cost) : "-",
+                    e.energy > 0 ? fmt::format("{:.4g} kJ", e.energy / 1e3) : "-"});
+      } else {
+        row.insert(
+            row.end(),
+            {fmt::format("{:.6g}", e.iteration_time), fmt::format("{:.6g}", e.score_time),
+             fmt::format("{:.6g}", e.tokens_per_s), fmt::format("{:.6g}", e.mfu),
+             fmt::format("{:.6g}", share(e, e.comm)), fmt::format("{:.6g}", share(e, e.exposed)),
+             fmt::format("{:.6g}", share(e, e.bubble)), fmt::format("{:.0f}", e.memory),
+             e.cost > 0 ? fmt::format("{:.6g}", e.cost) : "",
+             e.energy > 0 ? fmt::format("{:.6g}", e.energy) : ""});
+      }
+      t.add(std::move(row));
+    }
+  }
+  return t;
+}
+
+std::string counts_text(const search::SearchResult& s) {
+  return fmt::format(
+      "{} candidate plans: {} not valid, {} pruned by the memory bound, {} over memory after "
+      "building, {} predicted",
+      s.candidates, s.invalid, s.pruned, s.no_fit, s.evaluated);
+}
+
+// The explanation lines of one option: why each beats the next, the rules, the what-if.
+std::vector<std::string> explanation(const PlanReport& r, std::size_t i) {
+  std::vector<std::string> lines;
+  const auto& s = r.options[i].result;
+  const std::string prefix = r.options.size() > 1 ? option_of(r, r.options[i]) + ": " : "";
+  lines.push_back(prefix + counts_text(s));
+  for (std::size_t k = 0; k < s.why.size(); ++k)
+    lines.push_back(fmt::format("{}#{} beats #{}: {}", prefix, k + 1, k + 2, s.why[k]));
+  for (const auto& rule : s.rules)
+    lines.push_back(fmt::format("{}rule \"{}\": {}", prefix, rule.rule, rule.text));
+  if (i > 0) lines.push_back(prefix + what_if_text(r.options, i, s.objective));
+  return lines;
+}
+
+std::string heading(const PlanReport& r) {
+  const auto& s = r.options.front().result;
+  std::string what =
+      r.what_if_kind.empty() ? fmt::format("of {} ({})", r.system, r.network)
+      : r.what_if_kind == "network"
+          ? fmt::format("of {}, per network ({} options)", r.system, r.options.size())
+          : fmt::format("per system ({} options)", r.options.size());
+  return fmt::format("plan: {} on {} GPUs {}, global batch {}, ranked by {}", r.model, r.gpus, what,
+                     s.global_batch, search::to_string(s.objective));
+}
+}  // namespace
+
+nlohmann::json plan_json(const PlanReport& r) {
+  nlohmann::json plans = nlohmann::json::array(), options = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.options.size(); ++i) {
+    const WhatIf& w = r.options[i];
+    const auto& s = w.result;
+    int rank = 0;
+    for (const Ranked& x : s.top) {
+      nlohmann::json row = plan_row(x, ++rank);
+      row["option"] = option_of(r, w);
+      plans.push_back(std::move(row));
+    }
+    nlohmann::json rules = nlohmann::json::array();
+    for (const auto& rule : s.rules) {
+      nlohmann::json j = {{"rule", rule.rule},
+                          {"winner_obeys", rule.winner_obeys},
+                          {"agrees", rule.agrees},
+                          {"text", rule.text}};
+      if (rule.best_other) {
+        j["best_other"] = plan_row(*rule.best_other, 0);
+        j["difference"] = rule.difference;
+      }
+      rules.push_back(std::move(j));
+    }
+    nlohmann::json o = {{"option", option_of(r, w)},
+                        {"global_batch", s.global_batch},
+                        {"objective", std::string(search::to_string(s.objective))},
+                        {"candidates", s.candidates},
+                        {"invalid", s.invalid},
+                        {"pruned", s.pruned},
+                        {"over_memory", s.no_fit},
+                        {"predicted", s.evaluated},
+                        {"why", s.why},
+                        {"rules", std::move(rules)}};
+    if (i > 0) {
+      o["first_plan_here"] =
+          w.first_plan_here
+              ? plan_row({r.options.front().result.top.front().plan, *w.first_plan_here}, 0)
+              : nlohmann::json(nullptr);
+      o["what_if"] = what_if_text(r.options, i, s.objective);
+    }
+    options.push_back(std::move(o));
+  }
+  return {{"model", r.model},
+          {"system", r.system},
+          {"network", r.network},
+          {"gpus", r.gpus},
+          {"what_if",
+           r.what_if_kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.what_if_kind)},
+          {"plans", std::move(plans)},
+          {"options", std::move(options)}};
+}
+
+std::string render_plan(const PlanReport& r, Format f) {
+  if (f == Format::json) return plan_json(r).dump(2) + "\n";
+  if (f == Format::csv) return render_csv(plans_table(r, false));
+  const Table t = plans_table(r, true);
+  if (f == Format::md) {
+    std::string out = "## " + heading(r) + "\n\n" + render_markdown(t) + "\n";
+    for (std::size_t i = 0; i < r.options.size(); ++i)
+      for (const auto& line : explanation(r, i)) out += "- " + line + "\n";
+    return out;
+  }
+  std::string out = heading(r) + "\n" + render_text(t, "");
+  for (std::size_t i = 0; i < r.options.size(); ++i)
+    for (const auto& line : explanation(r, i)) out += line + "\n";
+  return out;
+}
+
+html::Document plan_page(const PlanReport& r) {
+  html::Document doc;
+  doc.title = "commscope plan: " + r.model;
+  doc.subtitle = heading(r);
+  for (std::size_t i = 0; i < r.options.size(); ++i) {
+    const WhatIf& w = r.options[i];
+    const auto& s = w.result;
+    html::Section sec;
+    sec.title = r.options.size() > 1 ? fmt::format("{} {}", r.what_if_kind, option_of(r, w))
+                                     : "The best plans";
+    sec.paragraphs = explanation(r, i);
+    html::Chart c;
+    c.title = "Where each plan's iteration goes";
+    c.caption =
+        "The top plans' iteration times (mean over pipeline stages) split into compute, exposed "
+        "communication, pipeline bubble and the rest, from the simulator.";
+    c.kind = html::ChartKind::stacked_bar;
+    c.x_label = "plan (rank)";
+    c.y_label = "iteration time (ms)";
+    html::Series compute, exposed, bubble, rest;
+    compute.label = "compute";
+    exposed.label = "exposed communication";
+    bubble.label = "bubble";
+    rest.label = "other";
+    for (html::Series* x : {&compute, &exposed, &bubble, &rest}) x->stack = "t";
+    int rank = 0;
+    for (const Ranked& x : s.top) {
+      const auto& e = x.result;
+      c.categories.push_back(fmt::format("#{} {}", ++rank, search::describe(x.plan)));
+      compute.values.push_back(e.compute * 1e3);
+      exposed.values.push_back(e.exposed * 1e3);
+      bubble.values.push_back(e.bubble * 1e3);
+      rest.values.push_back(std::max(0.0, e.iteration_time - e.compute - e.exposed - e.bubble) *
+                            1e3);
+    }
+    c.series = {compute, exposed, bubble, rest};
+    PlanReport one = r;
+    one.options = {w};
+    c.table = plans_table(one, true);
+    sec.charts.push_back(std::move(c));
+    doc.sections.push_back(std::move(sec));
+  }
+  return doc;
+}
+
+}  // namespace commscope

@@ -1,0 +1,481 @@
+// The plan search: enumeration, the memory bound, the one evaluation, threads, ranking, the
+// rules of thumb and the what-if (search/plan_search.h; docs/plan.md).
+#include "commscope/search/plan_search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "commscope/sim/simulator.h"
+#include "commscope/spec/limits.h"
+#include "commscope/workload/params.h"
+#include "commscope/workload/workload.h"
+
+namespace commscope::search {
+
+namespace {
+// Candidates one search may hold: each is a few hundred bytes of results.
+constexpr std::size_t kMaxCandidates = 1000000;
+// Llama 2's batch: 4 Mi tokens per iteration (Touvron et al. 2023, Table 1).
+constexpr std::int64_t kDefaultBatchTokens = std::int64_t{1} << 22;
+
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> d;
+  for (std::int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i) d.push_back(n / i);
+    }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+std::string ms_or_s(double t) {
+  return t >= 1 ? fmt::format("{:.3f} s", t) : fmt::format("{:.2f} ms", t * 1e3);
+}
+}  // namespace
+
+std::string_view to_string(Objective o) {
+  switch (o) {
+    case Objective::tokens:
+      return "tokens";
+    case Objective::cost:
+      return "cost";
+    case Objective::energy:
+      return "energy";
+    default:
+      return "time";
+  }
+}
+
+std::optional<Objective> objective_from_name(std::string_view s) {
+  if (s == "time") return Objective::time;
+  if (s == "tokens") return Objective::tokens;
+  if (s == "cost") return Objective::cost;
+  if (s == "energy") return Objective::energy;
+  return std::nullopt;
+}
+
+PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
+  PlanInput in = base;
+  in.gpus = gpus;
+  in.tp = p.tp;
+  in.pp = p.pp;
+  in.virtual_stages = p.virtual_stages;
+  in.zero = p.zero;
+  in.micro_batch = p.micro_batch;
+  in.global_batch = p.global_batch;
+  in.recompute = p.recompute;
+  in.sequence_parallel = p.sequence_parallel;
+  in.schedule = p.schedule;
+  in.rank_order = p.rank_order;
+  in.dp.reset();
+  in.nodes.reset();
+  in.grad_accum.reset();
+  return in;
+}
+
+std::string describe(const PlanPoint& p) {
+  std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
+  if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
+  s += fmt::format(" DP{} ZeRO-{} mbs {} gbs {} recompute {}", p.dp, p.zero, p.micro_batch,
+                   p.global_batch, to_string(p.recompute));
+  if (p.sequence_parallel) s += " SP";
+  if (p.pp > 1) s += fmt::format(" {}", to_string(p.schedule));
+  if (p.pp > 1 && p.dp > 1) s += fmt::format(" {}", to_string(p.rank_order));
+  return s;
+}
+
+std::int64_t global_batch_of(const SearchSpace& s) {
+  if (s.global_batch) return *s.global_batch;
+  const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
+  return std::max<std::int64_t>(1, kDefaultBatchTokens / std::max<std::int64_t>(1, seq));
+}
+
+std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
+  std::vector<PlanPoint> out;
+  const int gpus = s.gpus;
+  if (gpus < 1) return out;
+  const int layers = s.model.layers();
+  const std::int64_t B = global_batch_of(s);
+  auto zero_ok = [&](int z) {
+    return s.zero.empty() || std::find(s.zero.begin(), s.zero.end(), z) != s.zero.end();
+  };
+  for (std::int64_t tp : divisors(gpus)) {
+    if (s.max_tp > 0 && tp > s.max_tp) break;
+    if (s.model.heads % tp != 0 || s.model.kv_heads % tp != 0) continue;
+    for (std::int64_t pp : divisors(gpus / tp)) {
+      if (s.max_pp > 0 && pp > s.max_pp) break;
+      if (pp > layers || layers % pp != 0) continue;
+      const std::int64_t dp = gpus / (tp * pp);
+      // Micro-batches: divisors of each replica's samples (fixed: B / DP exactly).
+      std::int64_t per_replica = 0;
+      if (s.fixed_global_batch) {
+        if (B % dp != 0) continue;
+        per_replica = B / dp;
+      } else {
+        per_replica = (B + dp - 1) / dp;
+      }
+      std::vector<std::int64_t> mbs;
+      for (std::int64_t mb : divisors(per_replica))
+        if (s.micro_batch.empty() ||
+            std::find(s.micro_batch.begin(), s.micro_batch.end(), mb) != s.micro_batch.end())
+          mbs.push_back(mb);
+      if (mbs.empty()) continue;
+      // Virtual stages with their schedules.
+      std::vector<std::pair<int, Schedule>> stagings;
+      if (pp == 1) {
+        stagings.push_back({1, Schedule::one_f_one_b});
+      } else {
+        stagings.push_back({1, Schedule::gpipe});
+        stagings.push_back({1, Schedule::one_f_one_b});
+        for (std::int64_t v = 2; pp * v <= layers; ++v) {
+          if (s.max_virtual_stages > 0 && v > s.max_virtual_stages) break;
+          if (layers % (pp * v) == 0)
+            stagings.push_back({static_cast<int>(v), Schedule::interleaved});
+        }
+      }
+      std::vector<int> zeros;
+      for (int z = 0; z <= 3; ++z) {
+        if (!zero_ok(z)) continue;
+        if (z >= 2 && pp > 1) continue;                // DeepSpeed: ZeRO-2/3 only without PP
+        if (z > 0 && dp == 1 && zero_ok(0)) continue;  // shards nothing: the same as ZeRO-0
+        zeros.push_back(z);
+      }
+      for (const auto& [v, sched] : stagings)
+        for (int z : zeros)
+          for (std::int64_t mb : mbs)
+            for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+              for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
+                for (int order = 0; order <= (pp > 1 && dp > 1 ? 1 : 0); ++order) {
+                  if (out.size() >= kMaxCandidates) return out;  // the caller reports it
+                  PlanPoint p;
+                  p.tp = static_cast<int>(tp);
+                  p.pp = static_cast<int>(pp);
+                  p.dp = static_cast<int>(dp);
+                  p.virtual_stages = v;
+                  p.schedule = sched;
+                  p.zero = z;
+                  p.micro_batch = mb;
+                  p.global_batch = per_replica * dp;
+                  p.recompute = rc;
+                  p.sequence_parallel = sp == 1;
+                  p.rank_order = order ? RankOrder::tp_pp_dp : RankOrder::tp_dp_pp;
+                  out.push_back(p);
+                }
+    }
+  }
+  return out;
+}
+
+double memory_lower_bound(const Scenario& sc) {
+  const ParallelPlan& p = sc.plan;
+  const bool mixed = p.precision != Precision::fp32;
+  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = mixed ? 12 : 8;
+  const double d = p.dp;
+  // The stages' TP shards hold every parameter at least once over TP ranks (replicated ones
+  // whole): the fullest stage holds at least all / (TP x PP).
+  const double P = static_cast<double>(count_params(sc.model).total) / (double(p.tp) * p.pp);
+  const double states =
+      P * (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) + ob / (p.zero >= 1 ? d : 1));
+  // The first stage's first chunk: layers / (PP x v) blocks (even stages), times the
+  // micro-batches it holds; its own states are at least zero, so this alone is a bound too.
+  const int per_chunk = sc.model.layers() / (p.pp * p.virtual_stages);
+  double act = 0;
+  for (int l = 0; l < per_chunk; ++l) act += block_activation_bytes(sc, l).value();
+  act *= static_cast<double>(inflight_microbatches(sc, 0));
+  return std::max(states, act);
+}
+
+Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune) {
+  Evaluated e;
+  auto sc = resolve_scenario(s.model, s.system, s.network, to_plan_input(p, s.gpus, s.base));
+  if (!sc) {
+    e.reason = sc.error().message;
+    return e;
+  }
+  e.nodes = sc->nodes;
+  e.gpus_per_node = sc->gpus_per_node;
+  e.gpu_memory = sc->system.gpu.memory.value();
+  e.memory_bound = memory_lower_bound(*sc);
+  if (prune && e.memory_bound > e.gpu_memory) {
+    e.status = Evaluated::Status::pruned;
+    e.memory = e.memory_bound;
+    return e;
+  }
+  const Workload w = build_workload(*sc);
+  for (const Role& role : w.roles)
+    e.memory = std::max(e.memory, memory_per_rank(w, role).total().value());
+  if (e.memory > e.gpu_memory) {
+    e.status = Evaluated::Status::no_fit;
+    return e;
+  }
+  const Prediction pred = simulate(w);
+  e.status = Evaluated::Status::ok;
+  e.iteration_time = pred.iteration_time;
+  const std::int64_t B = global_batch_of(s);
+  e.score_time = pred.iteration_time * static_cast<double>(B) / static_cast<double>(p.global_batch);
+  const ModelSpec& m = sc->model;
+  const double tokens =
+      static_cast<double>(p.global_batch) *
+      static_cast<double>(m.kind == ArchKind::t5 ? m.seq_length + m.dec_seq() : m.seq_length);
+  e.tokens_per_s = tokens / pred.iteration_time;
+  e.mfu = iteration_flops(w).model / pred.iteration_time / s.gpus /
+          sc->system.gpu.peak.for_dtype(sc->plan.dtype()).value();
+  e.compute = pred.mean.compute;
+  e.comm = pred.mean.comm;
+  e.exposed = pred.mean.exposed;
+  e.bubble = pred.mean.bubble;
+  e.cost = e.score_time * s.gpus * s.system.price_per_gpu_hour / 3600.0;
+  e.energy = e.score_time * s.gpus * s.system.power_per_gpu_w;
+  return e;
+}
+
+double objective_value(const Evaluated& e, Objective o) {
+  switch (o) {
+    case Objective::tokens:
+      // Tokens for the same batch: the time for the space's batch ranks them alike; tokens/s
+      // of plans whose batch was rounded up is higher, so rank by time per token.
+      return e.score_time;
+    case Objective::cost:
+      return e.cost;
+    case Objective::energy:
+      return e.energy;
+    default:
+      return e.score_time;
+  }
+}
+
+std::string why_better(const Evaluated& a, const Evaluated& b) {
+  struct Term {
+    const char* name;
+    double a, b;
+  };
+  const Term terms[] = {{"compute", a.compute, b.compute},
+                        {"exposed communication", a.exposed, b.exposed},
+                        {"pipeline bubble", a.bubble, b.bubble}};
+  if (a.score_time == b.score_time)
+    return fmt::format("a tie ({} each; kept in candidate order)", ms_or_s(a.score_time));
+  const Term* best = nullptr;
+  for (const Term& t : terms)
+    if (t.b - t.a > 0 && (!best || t.b - t.a > best->b - best->a)) best = &t;
+  if (!best)
+    return fmt::format("no term of the breakdown is smaller (iteration {} against {})",
+                       ms_or_s(a.score_time), ms_or_s(b.score_time));
+  return fmt::format("{} {} less ({} against {})", best->name, ms_or_s(best->b - best->a),
+                     ms_or_s(best->a), ms_or_s(best->b));
+}
+
+namespace {
+std::string worse_word(Objective o) {
+  switch (o) {
+    case Objective::cost:
+      return "dearer";
+    case Objective::energy:
+      return "more energy";
+    default:
+      return "slower";
+  }
+}
+
+// Checks one rule: `obeys` says whether a plan follows it.
+template <class Obeys>
+RuleCheck check_rule(std::string rule, std::string obey_text, std::string violate_text,
+                     const Ranked& winner, const std::vector<Ranked>& fitting, Objective o,
+                     Obeys&& obeys) {
+  RuleCheck r;
+  r.rule = std::move(rule);
+  r.winner_obeys = obeys(winner);
+  const Ranked* other = nullptr;
+  for (const Ranked& x : fitting)
+    if (obeys(x) != r.winner_obeys &&
+        (!other || objective_value(x.result, o) < objective_value(other->result, o)))
+      other = &x;
+  const double w = objective_value(winner.result, o);
+  if (other) {
+    r.best_other = *other;
+    r.difference = objective_value(other->result, o) / w - 1;
+  }
+  const std::string worse = worse_word(o);
+  if (r.winner_obeys) {
+    r.agrees = true;
+    r.text = other ? fmt::format("agrees: the best plan {} ({}) is {:.1f}% {}; the winner has {}",
+                                 violate_text, describe(other->plan), 100 * r.difference, worse,
+                                 why_better(winner.result, other->result))
+                   : fmt::format("agrees: every fitting plan obeys it");
+  } else {
+    r.agrees = false;
+    r.text = other ? fmt::format(
+                         "disagrees: the best plan {} ({}) is {:.1f}% {}, because the "
+                         "winner has {}",
+                         obey_text, describe(other->plan), 100 * r.difference, worse,
+                         why_better(winner.result, other->result))
+                   : fmt::format("disagrees: no fitting plan obeys it");
+  }
+  return r;
+}
+
+// Every field but the micro-batch (and the batch it rounds): plans alike but for it.
+auto layout_key(const PlanPoint& p) {
+  return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.zero, static_cast<int>(p.recompute),
+                         p.sequence_parallel, static_cast<int>(p.schedule),
+                         static_cast<int>(p.rank_order));
+}
+}  // namespace
+
+Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
+  if (o.top < 1) return Error{fmt::format("--top: expected a positive integer, got '{}'", o.top)};
+  if (o.threads < 1)
+    return Error{fmt::format("--threads: expected a positive integer, got '{}'", o.threads)};
+  if (s.gpus < 1)
+    return Error{fmt::format("--gpus: expected a positive integer, got '{}'", s.gpus)};
+  if (o.objective == Objective::cost && !(s.system.price_per_gpu_hour > 0))
+    return Error{
+        fmt::format("--objective: expected a system whose preset gives a price per GPU-hour "
+                    "(economics.price_per_gpu_hour_usd) for cost, got '{}' without one",
+                    s.system.name)};
+  if (o.objective == Objective::energy && !(s.system.power_per_gpu_w > 0))
+    return Error{
+        fmt::format("--objective: expected a system whose preset gives a power per GPU "
+                    "(economics.power_per_gpu_w) for energy, got '{}' without one",
+                    s.system.name)};
+  SearchResult out;
+  out.objective = o.objective;
+  out.global_batch = global_batch_of(s);
+  const std::vector<PlanPoint> plans = enumerate_plans(s);
+  if (plans.size() >= kMaxCandidates)
+    return Error{fmt::format(
+        "--gpus: expected a search of at most {} candidate plans (narrow it with --max-tp, "
+        "--max-pp, --zero or --micro-batch-size), got at least that many",
+        kMaxCandidates)};
+  out.candidates = plans.size();
+  if (plans.empty())
+    return Error{fmt::format(
+        "--gpus: expected a GPU count that TP x PP x DP can fill for {} (heads {}, layers {}) "
+        "with global batch {} and the constraints given, got {}",
+        s.model.name, s.model.heads, s.model.layers(), out.global_batch, s.gpus)};
+
+  std::vector<Evaluated> results(plans.size());
+  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<bool> stop{false};
+  constexpr std::size_t kChunk = 16;
+  auto work = [&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const std::size_t begin = next.fetch_add(kChunk);
+      if (begin >= plans.size()) return;
+      const std::size_t end = std::min(plans.size(), begin + kChunk);
+      for (std::size_t i = begin; i < end; ++i) {
+        results[i] = evaluate(s, plans[i], o.prune);
+        results[i].reason.clear();  // counted, not kept
+      }
+      done.fetch_add(end - begin);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < o.threads; ++t) pool.emplace_back(work);
+  // The calling thread works too, and reports progress between its chunks.
+  while (!stop.load()) {
+    const std::size_t begin = next.fetch_add(kChunk);
+    if (begin >= plans.size()) break;
+    const std::size_t end = std::min(plans.size(), begin + kChunk);
+    for (std::size_t i = begin; i < end; ++i) {
+      results[i] = evaluate(s, plans[i], o.prune);
+      results[i].reason.clear();
+    }
+    done.fetch_add(end - begin);
+    if (o.progress && !o.progress(done.load(), plans.size())) stop = true;
+  }
+  for (auto& t : pool) t.join();
+  if (stop || (o.progress && !o.progress(plans.size(), plans.size()))) return Error{"interrupted"};
+
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    switch (results[i].status) {
+      case Evaluated::Status::invalid:
+        ++out.invalid;
+        break;
+      case Evaluated::Status::pruned:
+        ++out.pruned;
+        break;
+      case Evaluated::Status::no_fit:
+        ++out.no_fit;
+        break;
+      case Evaluated::Status::ok:
+        ++out.evaluated;
+        out.fitting.push_back({plans[i], std::move(results[i])});
+        break;
+    }
+  }
+  if (out.invalid == out.candidates) {
+    // Nothing valid: resolve_scenario's reason for the first candidate names the flag.
+    const Evaluated first = evaluate(s, plans.front(), o.prune);
+    return Error{fmt::format("{} (so are all {} candidate plans)", first.reason, out.candidates)};
+  }
+  if (out.fitting.empty())
+    return Error{fmt::format(
+        "--gpus: expected a GPU count on which some plan of {} fits in the {:.0f} GiB of a "
+        "{} GPU, got {} ({} candidates: {} not valid, {} over memory)",
+        s.model.name, s.system.gpu.memory.value() / (1024.0 * 1024 * 1024), s.system.gpu.name,
+        s.gpus, out.candidates, out.invalid, out.pruned + out.no_fit)};
+  // Rank: the objective, then the candidate order (deterministic for any thread count).
+  std::vector<std::size_t> order(out.fitting.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return objective_value(out.fitting[a].result, o.objective) <
+           objective_value(out.fitting[b].result, o.objective);
+  });
+  const std::size_t k = std::min<std::size_t>(order.size(), static_cast<std::size_t>(o.top));
+  for (std::size_t i = 0; i < k; ++i) out.top.push_back(out.fitting[order[i]]);
+  for (std::size_t i = 0; i + 1 < out.top.size(); ++i)
+    out.why.push_back(why_better(out.top[i].result, out.top[i + 1].result));
+
+  // The seeds' rules of thumb against the numbers.
+  const Ranked& winner = out.top.front();
+  const int gpn = std::min(s.gpus, s.system.node.gpus);
+  const int nodes = winner.result.nodes;
+  out.rules.push_back(
+      check_rule(fmt::format("pipeline-parallel size at least the node count ({})", nodes),
+                 fmt::format("with PP >= {}", nodes), fmt::format("with PP < {}", nodes), winner,
+                 out.fitting, o.objective, [&](const Ranked& r) { return r.plan.pp >= nodes; }));
+  out.rules.push_back(
+      check_rule(fmt::format("tensor-parallel size at most the GPUs per node ({})", gpn),
+                 fmt::format("with TP <= {}", gpn), fmt::format("with TP > {}", gpn), winner,
+                 out.fitting, o.objective, [&](const Ranked& r) { return r.plan.tp <= gpn; }));
+  std::map<decltype(layout_key(PlanPoint{})), std::int64_t> largest;
+  for (const Ranked& r : out.fitting) {
+    auto& m = largest[layout_key(r.plan)];
+    m = std::max(m, r.plan.micro_batch);
+  }
+  out.rules.push_back(check_rule(
+      "the largest micro-batch that fits", "with the largest micro-batch that fits its layout",
+      "with a micro-batch below the largest that fits its layout", winner, out.fitting, o.objective,
+      [&](const Ranked& r) { return r.plan.micro_batch == largest[layout_key(r.plan)]; }));
+  return out;
+}
+
+Result<std::vector<WhatIf>> what_if(const std::vector<SearchSpace>& spaces,
+                                    const std::vector<std::string>& names, const SearchOptions& o) {
+  std::vector<WhatIf> out;
+  for (std::size_t i = 0; i < spaces.size(); ++i) {
+    CS_ASSIGN_OR_RETURN(auto r, search(spaces[i], o));
+    r.fitting.clear();  // the rules are checked; the what-if needs only the winners
+    r.fitting.shrink_to_fit();
+    WhatIf w;
+    w.option = i < names.size() ? names[i] : std::string();
+    w.result = std::move(r);
+    if (i > 0) {
+      Evaluated e = evaluate(spaces[i], out.front().result.top.front().plan, false);
+      if (e.status == Evaluated::Status::ok) w.first_plan_here = std::move(e);
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace commscope::search

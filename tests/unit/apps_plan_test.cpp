@@ -1,0 +1,131 @@
+// `commscope plan` end to end: its JSON, CSV, Markdown and HTML, the what-if, -o, and the
+// one-line errors (exit status 2) of bad flags.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using commscope::testing::slurp;
+
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+
+class PlanCli : public commscope::testing::TestFolder {
+ protected:
+  Outcome run(const std::string& args) {
+    std::string cmd = std::string(COMMSCOPE_BIN) + " plan " + args + " >" +
+                      (dir_ / "out").string() + " 2>" + (dir_ / "err").string() + " </dev/null";
+    int rc = std::system(cmd.c_str());
+    Outcome r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(dir_ / "out");
+    r.err = slurp(dir_ / "err");
+    return r;
+  }
+};
+
+const std::string kSmall =
+    "--model gpt2-medium --system polaris --gpus 8 --global-batch-size 32 --fixed-global-batch";
+
+TEST_F(PlanCli, JsonRanksPlansThatFitBestFirst) {
+  Outcome r = run(kSmall + " --top 7 --format json --threads 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["plans"].size(), 7u);
+  double last = 0;
+  for (const auto& p : j["plans"]) {
+    EXPECT_EQ(p["tp"].get<int>() * p["pp"].get<int>() * p["dp"].get<int>(), 8);
+    EXPECT_EQ(p["global_batch"], 32);
+    EXPECT_LE(p["memory_per_gpu_bytes"].get<double>(), p["gpu_memory_bytes"].get<double>());
+    EXPECT_GE(p["iteration_time_s"].get<double>(), last);
+    last = p["iteration_time_s"].get<double>();
+  }
+  const auto& o = j["options"][0];
+  EXPECT_EQ(o["rules"].size(), 3u);
+  EXPECT_EQ(o["why"].size(), 6u);
+  EXPECT_EQ(o["candidates"].get<int>(), o["invalid"].get<int>() + o["pruned"].get<int>() +
+                                            o["over_memory"].get<int>() +
+                                            o["predicted"].get<int>());
+}
+
+TEST_F(PlanCli, TableCsvMarkdownHtmlAndOutputFile) {
+  Outcome t = run(kSmall + " --top 3");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("rule \"tensor-parallel size at most the GPUs per node (4)\""),
+            std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("#1 beats #2: "), std::string::npos);
+  Outcome c = run(kSmall + " --top 3 --format csv");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_EQ(c.out.rfind("rank,tp,pp,v,dp,zero,mbs,gbs,", 0), 0u) << c.out;
+  EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 4);
+  Outcome m = run(kSmall + " --top 3 --format md");
+  ASSERT_EQ(m.status, 0);
+  EXPECT_EQ(m.out.rfind("## plan: gpt2-medium on 8 GPUs", 0), 0u) << m.out;
+  const fs::path out = dir_ / "sub" / "plan.json", page = dir_ / "plan.html";
+  Outcome f =
+      run(kSmall + " --top 3 --format json -o " + out.string() + " --html " + page.string());
+  ASSERT_EQ(f.status, 0) << f.err;
+  EXPECT_TRUE(f.out.empty());
+  EXPECT_EQ(nlohmann::json::parse(slurp(out))["plans"].size(), 3u);
+  EXPECT_NE(slurp(page).find("Where each plan"), std::string::npos);
+}
+
+TEST_F(PlanCli, WhatIfPerNetwork) {
+  Outcome r = run(
+      "--model gpt2-large --system polaris --gpus 16 --global-batch-size 64 --fixed-global-batch "
+      "--network roce-100,tcp-10g --top 2 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["what_if"], "network");
+  ASSERT_EQ(j["options"].size(), 2u);
+  EXPECT_EQ(j["plans"].size(), 4u);
+  EXPECT_EQ(j["plans"][2]["option"], "tcp-10g");
+  EXPECT_GT(j["plans"][2]["iteration_time_s"].get<double>(),
+            j["plans"][0]["iteration_time_s"].get<double>());
+  EXPECT_NE(j["options"][1]["what_if"].get<std::string>().find("roce-100's best plan here"),
+            std::string::npos);
+}
+
+// Bad input: one line on stderr naming the flag, exit status 2, nothing on stdout, no file.
+TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
+  const fs::path out = dir_ / "never.json";
+  for (auto [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--model gpt2-medium --gpus 8 --top -1", "--top"},
+           {"--model gpt2-medium --gpus 0", "--gpus"},
+           {"--model gpt2-medium --gpus 8 --objective speed", "--objective"},
+           {"--model gpt2-medium --gpus 8 --zero 0,5", "--zero"},
+           {"--model gpt2-medium --gpus 8 --threads 0", "--threads"},
+           {"--model gpt2-medium --gpus 8 --max-tp 0", "--max-tp"},
+           {"--model gpt2-medium --gpus 8 --micro-batch-size 0", "--micro-batch-size"},
+           {"--model gpt2-medium --gpus 8 --global-batch-size -4", "--global-batch-size"},
+           {"--model gpt2-medium --gpus 8 --system polaris,dgx-h100 --network roce-100,tcp-10g",
+            "--network"},
+           {"--model gpt2-tiny-cpu --system cpu-host --gpus 4 --objective cost", "--objective"},
+           {"--model gpt2-medium --gpus 8 --format xml", "--format"},
+           {"--model gpt2-medium --gpus 7", "--gpus"},
+           {"--model llama2-70b --system polaris --gpus 4", "--gpus"},
+       }) {
+    SCOPED_TRACE(args);
+    Outcome r = run(args + " -o " + out.string());
+    EXPECT_EQ(r.status, 2);
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("commscope: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+}  // namespace

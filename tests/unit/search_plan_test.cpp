@@ -1,0 +1,300 @@
+// The plan search (search/plan_search.h): its best plan against brute force over `predict`,
+// the memory bound against the unpruned enumeration, every printed plan valid and fitting,
+// results independent of the thread count, the rules of thumb derived from the numbers, the
+// cost and energy objectives, and the what-if.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "commscope/report/plan.h"
+#include "commscope/report/predict.h"
+#include "commscope/search/plan_search.h"
+#include "commscope/sim/simulator.h"
+
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using search::Evaluated;
+using search::PlanPoint;
+using search::SearchOptions;
+using search::SearchSpace;
+
+SearchSpace space(const std::string& model, const std::string& system, int gpus,
+                  std::int64_t global_batch, const std::string& network = "") {
+  SearchSpace s;
+  s.model = testing::model(model);
+  auto sys = load_system(system);
+  EXPECT_TRUE(sys.ok());
+  s.system = *sys;
+  auto net = load_network(network.empty() ? s.system.network : network);
+  EXPECT_TRUE(net.ok());
+  s.network = *net;
+  s.gpus = gpus;
+  s.global_batch = global_batch;
+  s.fixed_global_batch = true;
+  return s;
+}
+
+ScenarioInput input_of(const SearchSpace& s, const PlanPoint& p, const std::string& system,
+                       const std::string& network = "") {
+  ScenarioInput in;
+  in.model = s.model.name;
+  in.system = system;
+  in.network = network;
+  in.plan = search::to_plan_input(p, s.gpus, s.base);
+  return in;
+}
+
+// The search's best plan is the best that brute force over `predict` finds: every candidate
+// predicted through predict_sweep (the CLI's path), the fastest that fits.
+TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
+  for (auto [model, system, gpus, batch] : {std::tuple{"gpt2-medium", "polaris", 8, 32},
+                                            std::tuple{"gpt2-small", "dgx-a100-40gb", 16, 64}}) {
+    SCOPED_TRACE(model);
+    SearchSpace s = space(model, system, gpus, batch);
+    s.micro_batch = {1, 2, 4};
+    const auto plans = search::enumerate_plans(s);
+    ASSERT_GT(plans.size(), 50u);
+    std::vector<ScenarioInput> inputs;
+    for (const auto& p : plans) inputs.push_back(input_of(s, p, system));
+    auto swept = predict_sweep(inputs, SweepOptions{});
+    ASSERT_TRUE(swept.ok()) << swept.error().message;
+    double brute = std::numeric_limits<double>::infinity();
+    for (const auto& row : swept->rows)
+      if (row.fits) brute = std::min(brute, row.iteration_time);
+    SearchOptions o;
+    o.top = 5;
+    auto r = search::search(s, o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->top.front().result.iteration_time, brute);
+    EXPECT_EQ(r->candidates, plans.size());
+    EXPECT_EQ(r->invalid, swept->skipped);
+    EXPECT_EQ(r->evaluated, swept->rows.size() - swept->do_not_fit);
+  }
+}
+
+// The memory bound never exceeds the fullest rank's memory, so pruning by it drops no plan that
+// fits: the pruned search finds exactly the fitting plans of the unpruned one (a case where the
+// bound does prune: Llama 2 7B on 8 GPUs of 40 GB).
+TEST(SearchPlan, PruningNeverDropsAFittingPlan) {
+  SearchSpace s = space("llama2-7b", "dgx-a100-40gb", 8, 16);
+  s.base.seq_length = 1024;  // a smaller case, same shapes
+  const auto plans = search::enumerate_plans(s);
+  std::size_t pruned = 0, fit = 0;
+  for (const auto& p : plans) {
+    const Evaluated full = search::evaluate(s, p, false);
+    const Evaluated cut = search::evaluate(s, p, true);
+    if (full.status == Evaluated::Status::invalid) continue;
+    EXPECT_LE(full.memory_bound, full.memory) << search::describe(p);
+    if (full.status == Evaluated::Status::ok) {
+      ++fit;
+      EXPECT_EQ(cut.status, Evaluated::Status::ok) << search::describe(p);
+      EXPECT_EQ(cut.iteration_time, full.iteration_time);
+    }
+    pruned += cut.status == Evaluated::Status::pruned;
+  }
+  EXPECT_GT(pruned, 0u) << "the case must exercise the bound";
+  EXPECT_GT(fit, 0u);
+  SearchOptions o;
+  o.top = 1000000;
+  auto a = search::search(s, o);
+  o.prune = false;
+  auto b = search::search(s, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->top.size(), b->top.size());
+  EXPECT_EQ(a->top.size(), fit);
+  for (std::size_t i = 0; i < a->top.size(); ++i)
+    EXPECT_EQ(search::describe(a->top[i].plan), search::describe(b->top[i].plan));
+  EXPECT_EQ(b->pruned, 0u);
+  EXPECT_EQ(a->pruned + a->no_fit, b->no_fit);
+}
+
+// Every ranked plan is a valid scenario that fits, uses every GPU and the global batch, and the
+// list is in objective order.
+TEST(SearchPlan, EveryPrintedPlanIsValidAndFits) {
+  SearchSpace s = space("gpt2-large", "polaris", 16, 64);
+  SearchOptions o;
+  o.top = 25;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->top.size(), 25u);
+  for (std::size_t i = 0; i < r->top.size(); ++i) {
+    const auto& x = r->top[i];
+    auto sc = resolve_scenario(s.model, s.system, s.network, search::to_plan_input(x.plan, 16, {}));
+    ASSERT_TRUE(sc.ok()) << sc.error().message;
+    EXPECT_EQ(sc->gpus(), 16);
+    EXPECT_EQ(sc->plan.global_batch, 64);
+    const Workload w = build_workload(*sc);
+    for (const Role& role : w.roles)
+      EXPECT_LE(memory_per_rank(w, role).total().value(), s.system.gpu.memory.value());
+    EXPECT_EQ(simulate(w).iteration_time, x.result.iteration_time);
+    if (i > 0) {
+      EXPECT_LE(r->top[i - 1].result.score_time, x.result.score_time);
+    }
+  }
+  EXPECT_EQ(r->why.size(), 24u);
+}
+
+TEST(SearchPlan, OutputDoesNotDependOnTheThreadCount) {
+  SearchSpace s = space("gpt2-medium", "polaris", 16, 64);
+  SearchOptions o;
+  o.top = 50;
+  o.threads = 1;
+  auto a = search::search(s, o);
+  o.threads = 3;
+  auto b = search::search(s, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  PlanReport ra, rb;
+  ra.options = {{"", *a, std::nullopt}};
+  rb.options = {{"", *b, std::nullopt}};
+  EXPECT_EQ(render_plan(ra, Format::json), render_plan(rb, Format::json));
+  EXPECT_EQ(a->pruned, b->pruned);
+}
+
+// The rules of thumb come from the numbers. A small model on 4 nodes: data parallelism alone
+// wins, so "PP >= node count" is wrong here and the text must say so, with the best plan that
+// obeys it and its difference computed from the fitting plans.
+TEST(SearchPlan, RuleThatIsWrongHereIsReportedAsDisagreeing) {
+  SearchSpace s = space("gpt2-small", "polaris", 16, 64);
+  SearchOptions o;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->rules.size(), 3u);
+  const auto& pp_rule = r->rules[0];
+  const auto& winner = r->top.front();
+  ASSERT_LT(winner.plan.pp, 4) << search::describe(winner.plan);
+  EXPECT_FALSE(pp_rule.agrees);
+  EXPECT_EQ(pp_rule.text.rfind("disagrees: ", 0), 0u) << pp_rule.text;
+  // An independent search of the fitting plans with PP >= 4.
+  double best_obeying = std::numeric_limits<double>::infinity();
+  for (const auto& x : r->fitting)
+    if (x.plan.pp >= 4) best_obeying = std::min(best_obeying, x.result.score_time);
+  ASSERT_TRUE(pp_rule.best_other.has_value());
+  EXPECT_EQ(pp_rule.best_other->result.score_time, best_obeying);
+  EXPECT_DOUBLE_EQ(pp_rule.difference, best_obeying / winner.result.score_time - 1);
+  EXPECT_GT(pp_rule.difference, 0);
+  EXPECT_NE(pp_rule.text.find(fmt::format("{:.1f}% slower", 100 * pp_rule.difference)),
+            std::string::npos)
+      << pp_rule.text;
+  // TP within a node holds for it (TP 1 wins) and says so.
+  EXPECT_TRUE(r->rules[1].agrees);
+  EXPECT_EQ(r->rules[1].text.rfind("agrees", 0), 0u) << r->rules[1].text;
+}
+
+// "Why each beats the next" names the term of the breakdown (compute, exposed communication,
+// bubble) by which the better plan gains most, with both plans' figures.
+TEST(SearchPlan, WhyEachBeatsTheNextNamesTheLargestTerm) {
+  Evaluated a, b;
+  a.compute = 1.0, a.exposed = 0.2, a.bubble = 0.1, a.score_time = 1.3;
+  b.compute = 1.05, b.exposed = 0.5, b.bubble = 0.1, b.score_time = 1.65;
+  EXPECT_EQ(search::why_better(a, b).rfind("exposed communication 300.00 ms less", 0), 0u)
+      << search::why_better(a, b);
+  b.exposed = 0.2, b.bubble = 0.9;
+  EXPECT_EQ(search::why_better(a, b).rfind("pipeline bubble", 0), 0u);
+}
+
+TEST(SearchPlan, CostAndEnergyComeFromThePreset) {
+  SearchSpace s = space("gpt2-medium", "dgx-a100-80gb", 8, 32);
+  ASSERT_GT(s.system.price_per_gpu_hour, 0);
+  ASSERT_GT(s.system.power_per_gpu_w, 0);
+  SearchOptions o;
+  o.objective = search::Objective::cost;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto& e = r->top.front().result;
+  EXPECT_DOUBLE_EQ(e.cost, e.score_time * 8 * s.system.price_per_gpu_hour / 3600);
+  EXPECT_DOUBLE_EQ(e.energy, e.score_time * 8 * s.system.power_per_gpu_w);
+  SearchSpace cpu = space("gpt2-tiny-cpu", "cpu-host", 4, 8);
+  auto bad = search::search(cpu, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("--objective"), std::string::npos);
+}
+
+// Constraints hold in every candidate.
+TEST(SearchPlan, ConstraintsRestrictTheCandidates) {
+  SearchSpace s = space("gpt2-medium", "polaris", 16, 64);
+  s.max_tp = 2;
+  s.max_pp = 4;
+  s.zero = {0, 1};
+  s.micro_batch = {2};
+  const auto plans = search::enumerate_plans(s);
+  ASSERT_FALSE(plans.empty());
+  std::set<int> tps;
+  for (const auto& p : plans) {
+    EXPECT_LE(p.tp, 2);
+    EXPECT_LE(p.pp, 4);
+    EXPECT_LE(p.zero, 1);
+    EXPECT_EQ(p.micro_batch, 2);
+    EXPECT_EQ(p.tp * p.pp * p.dp, 16);
+    tps.insert(p.tp);
+  }
+  EXPECT_EQ(tps, (std::set<int>{1, 2}));
+}
+
+// Without a fixed global batch a plan whose micro-batch x DP does not divide it runs the next
+// multiple and is ranked by its time scaled to the asked batch.
+TEST(SearchPlan, UnfixedGlobalBatchRoundsUpAndScales) {
+  SearchSpace s = space("gpt2-medium", "polaris", 16, 24);
+  s.fixed_global_batch = false;
+  bool rounded = false;
+  for (const auto& p : search::enumerate_plans(s)) {
+    EXPECT_GE(p.global_batch, 24);
+    EXPECT_EQ(p.global_batch % (p.micro_batch * p.dp), 0);
+    if (p.global_batch != 24 && !rounded) {
+      rounded = true;
+      const Evaluated e = search::evaluate(s, p);
+      ASSERT_EQ(e.status, Evaluated::Status::ok) << search::describe(p);
+      EXPECT_DOUBLE_EQ(e.score_time, e.iteration_time * 24 / p.global_batch);
+    }
+  }
+  EXPECT_TRUE(rounded);
+}
+
+// What-if: a slower network never makes the best plan faster; the first network's best plan
+// run on the slower one is no faster than the best plan found there.
+TEST(SearchPlan, WhatIfPerNetwork) {
+  std::vector<SearchSpace> spaces = {space("gpt2-large", "polaris", 16, 64, "roce-100"),
+                                     space("gpt2-large", "polaris", 16, 64, "tcp-10g")};
+  SearchOptions o;
+  o.top = 3;
+  auto r = search::what_if(spaces, {"roce-100", "tcp-10g"}, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->size(), 2u);
+  const double fast = (*r)[0].result.top.front().result.score_time;
+  const double slow = (*r)[1].result.top.front().result.score_time;
+  EXPECT_GT(slow, fast);
+  ASSERT_TRUE((*r)[1].first_plan_here.has_value());
+  EXPECT_GE((*r)[1].first_plan_here->score_time, slow);
+}
+
+}  // namespace
+}  // namespace commscope
+
+namespace commscope {
+namespace {
+// A progress callback that returns false stops the search (Ctrl-C in Python): the worker
+// threads are joined and the result is the error "interrupted", whatever the thread count.
+TEST(SearchPlan, ProgressCanStopTheSearch) {
+  SearchSpace s = space("gpt2-medium", "polaris", 16, 64);
+  for (int threads : {1, 3}) {
+    SearchOptions o;
+    o.threads = threads;
+    std::size_t calls = 0;
+    o.progress = [&](std::size_t done, std::size_t total) {
+      EXPECT_LE(done, total);
+      return ++calls < 2;
+    };
+    auto r = search::search(s, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message, "interrupted");
+    EXPECT_EQ(calls, 2u);
+  }
+}
+}  // namespace
+}  // namespace commscope
