@@ -7,6 +7,7 @@
 #include "commscope/sim/simulator.h"
 
 #include "commscope/timeline/intervals.h"
+#include "runs.h"
 
 #include <algorithm>
 #include <array>
@@ -186,14 +187,6 @@ std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v,
 
 namespace {
 
-struct ChunkRuns {
-  std::vector<double> fwd_dur, bwd_dur;
-  ListRun fwd, bwd, bwd_last;
-  double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
-  double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
-  Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
-};
-
 // Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
 // layer numbers.
 bool same_costs(const OpList& a, const OpList& b) {
@@ -307,37 +300,27 @@ Breakdown as_overlapped(Breakdown b) {
 
 }  // namespace
 
-Prediction simulate(const Workload& w, const SimOptions& opt) {
-  // A calibration other than the system's: a copy of the scenario with it (the ops are not copied).
-  Scenario calibrated;
-  const bool own = opt.calibration || opt.scale;
-  if (own) {
-    calibrated = w.scenario;
-    if (opt.calibration) calibrated.system.calibration = *opt.calibration;
-    if (opt.scale) calibrated.system.scale = *opt.scale;
-  }
-  const Scenario& sc = own ? calibrated : w.scenario;
+namespace sim_detail {
+
+void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
+                  Timeline* names, Runs& out) {
   const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
-  const int pp = plan.pp, v = plan.virtual_stages, m = w.microbatches;
-  // resolve_scenario keeps these within the limits; a hand-made plan past them is a bug.
-  CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
-  CS_CHECK(!opt.timeline || timeline_events(w) <= limits::kMaxTraceEvents);
-  Prediction pred;
-  Timeline* names = opt.timeline ? &pred.timeline : nullptr;
-
+  const int pp = plan.pp, v = plan.virtual_stages;
+  std::vector<ChunkRuns>& pool = out.pool;
+  std::vector<std::vector<std::size_t>>& index = out.index;
+  pool.clear();
+  index.assign(pp, {});
   // (1) every chunk's runs, once
   // Middle pipeline stages usually have op lists that cost the same: run those once. (Not when
   // building a timeline, whose events carry their stage's layer numbers.)
-  std::vector<ChunkRuns> pool;
-  std::vector<std::vector<std::size_t>> index(pp);
   pool.reserve(static_cast<std::size_t>(pp) * v);
   for (int s = 0; s < pp; ++s) {
-    const Role& role = w.roles[s];
+    const Role& role = roles[s];
     for (std::size_t c = 0; c < role.chunks.size(); ++c) {
       const Chunk& ch = role.chunks[c];
-      if (s > 0 && !opt.timeline) {
-        const Chunk& prev = w.roles[s - 1].chunks[c];
+      if (s > 0 && !names) {
+        const Chunk& prev = roles[s - 1].chunks[c];
         if (same_costs(ch.forward, prev.forward) && same_costs(ch.backward, prev.backward)) {
           index[s].push_back(index[s - 1][c]);
           continue;
@@ -353,8 +336,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       // Only DDP's gradient buckets run on the last micro-batch alone; without them every
       // backward is the same run.
       const bool last_differs =
-          m > 1 && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
-                               [](const Op& op) { return op.last_microbatch_only; });
+          accumulation && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
+                                      [](const Op& op) { return op.last_microbatch_only; });
       if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names, st);
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
@@ -375,6 +358,24 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       }
     }
   }
+  // (3, first half) each stage's step, run once from time 0 (placed after its last backward
+  // once the pipeline is scheduled)
+  out.steps.assign(pp, ListRun{});
+  for (int s = 0; s < pp; ++s) {
+    const Role& role = roles[s];
+    out.steps[s] =
+        run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
+  }
+}
+
+Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
+                  const Runs& runs, bool timeline, Prediction pred) {
+  const ParallelPlan& plan = sc.plan;
+  const int pp = plan.pp, v = plan.virtual_stages, m = microbatches;
+  CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
+  const std::vector<ChunkRuns>& pool = runs.pool;
+  const std::vector<std::vector<std::size_t>>& index = runs.index;
+  const std::vector<ListRun>& steps = runs.steps;
   auto runs_of = [&](int s, int c) -> const ChunkRuns& { return pool[index[s][c]]; };
   auto run_of = [&](const PipelineTask& t) -> const ListRun& {
     const ChunkRuns& r = runs_of(t.stage, t.chunk);
@@ -421,13 +422,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
     }
   for (int s = 0; s < pp; ++s) ready[s] = std::max(ready[s], last_task_end[s]);
-  std::vector<ListRun> steps(pp);
   std::vector<double> step_start(pp);
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {
-    const Role& role = w.roles[s];
-    steps[s] =
-        run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
     step_start[s] = ready[s];
     if (embedding_sync && (s == 0 || s == pp - 1))
       step_start[s] = std::max(ready[0], ready[pp - 1]);
@@ -551,14 +548,14 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   pred.mean.scale(1.0 / pp);
 
   // (5) the full timeline, when asked for
-  if (opt.timeline) {
+  if (timeline) {
     Timeline& tl = pred.timeline;
     static const char* kStreams[] = {"compute", "tensor-parallel comm", "data-parallel comm",
                                      "pipeline comm", "embedding comm"};
     const std::uint32_t send_name = tl.intern("pp_transfer");
     for (int s = 0; s < pp; ++s) {
       tl.rank_names[s] =
-          "stage " + std::to_string(s) + " (" + std::to_string(w.roles[s].ranks) + " ranks)";
+          "stage " + std::to_string(s) + " (" + std::to_string(roles[s].ranks) + " ranks)";
       for (int k = 0; k < 5; ++k) tl.stream_names[{s, k}] = kStreams[k];
       for (const auto& t : order[s]) {
         for (Event e : run_of(t).events) {
@@ -603,6 +600,30 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     }
   }
   return pred;
+}
+
+}  // namespace sim_detail
+
+Prediction simulate(const Workload& w, const SimOptions& opt) {
+  // A calibration other than the system's: a copy of the scenario with it (the ops are not copied).
+  Scenario calibrated;
+  const bool own = opt.calibration || opt.scale;
+  if (own) {
+    calibrated = w.scenario;
+    if (opt.calibration) calibrated.system.calibration = *opt.calibration;
+    if (opt.scale) calibrated.system.scale = *opt.scale;
+  }
+  const Scenario& sc = own ? calibrated : w.scenario;
+  // resolve_scenario keeps these within the limits; a hand-made plan past them is a bug.
+  CS_CHECK(std::int64_t{sc.plan.pp} * sc.plan.virtual_stages * w.microbatches <=
+           limits::kMaxPipelineTasks);
+  CS_CHECK(!opt.timeline || timeline_events(w) <= limits::kMaxTraceEvents);
+  Prediction pred;
+  Timeline* names = opt.timeline ? &pred.timeline : nullptr;
+  // Per-thread scratch: a sweep reuses the runs' storage instead of allocating it per plan.
+  thread_local sim_detail::Runs runs;
+  sim_detail::prepare_runs(sc, w.roles, w.microbatches > 1, names, runs);
+  return sim_detail::finish(sc, w.microbatches, w.roles, runs, opt.timeline, std::move(pred));
 }
 
 std::int64_t timeline_events(const Workload& w) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
 #include "test_util.h"
 
@@ -260,6 +261,65 @@ TEST(Golden, SimulateMatchesThePredictionsBeforeTheSpeedWork) {
   EXPECT_GT(fsdp, 20);
   EXPECT_GT(curves, 30);
   EXPECT_GT(still, 30);
+}
+
+// The Evaluator predicts the same plans as the straightforward path, within the golden file's
+// tolerance.
+TEST(Golden, EvaluatorMatchesThePredictionsBeforeTheSpeedWork) {
+  const auto golden = read_golden();
+  const auto all = cases(kCases);
+  ASSERT_EQ(golden.size(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const Specs s = specs_of(all[i]);
+    Evaluator ev(s.model, s.system, s.network);
+    auto p = ev.evaluate(resolved_input(all[i]));
+    ASSERT_TRUE(p.ok()) << all[i].key();
+    expect_same(fields(*p), golden[i], "Evaluator::evaluate");
+  }
+}
+
+// Variants of a plan (other global batches and schedules) share its workload and chunk runs:
+// each must equal the straightforward prediction of that plan exactly, and the plan's own
+// variant the golden file.
+TEST(Golden, EvaluatorVariantsEqualEachPlanPredictedAlone) {
+  const auto golden = read_golden();
+  const auto all = cases(kCases);
+  ASSERT_EQ(golden.size(), all.size());
+  int compared = 0, rejected = 0;
+  for (std::size_t i = 0; i < all.size(); i += 3) {
+    const Case& c = all[i];
+    const Specs s = specs_of(c);
+    Evaluator ev(s.model, s.system, s.network);
+    const PlanInput base = resolved_input(c);
+    std::vector<Evaluator::Variant> vs = {{base.global_batch, base.schedule, std::nullopt}};
+    for (std::int64_t gb : {*c.plan.global_batch / 2, *c.plan.global_batch * 2, std::int64_t{7}})
+      for (Schedule sch : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved})
+        vs.push_back({gb, base.schedule ? std::optional<Schedule>(sch) : std::nullopt, {}});
+    auto got = ev.evaluate_variants(base, vs);
+    ASSERT_EQ(got.size(), vs.size());
+    ASSERT_TRUE(got[0].ok()) << c.key();
+    expect_same(fields(*got[0]), golden[i], "Evaluator::evaluate_variants");
+    for (std::size_t k = 0; k < vs.size(); ++k) {
+      PlanInput p = base;
+      p.global_batch = vs[k].global_batch;
+      if (vs[k].schedule) p.schedule = vs[k].schedule;
+      auto sc = resolve_scenario(s.model, s.system, s.network, p);
+      ASSERT_EQ(sc.ok(), got[k].ok()) << c.key() << " variant " << k;
+      if (!sc.ok()) {
+        EXPECT_EQ(sc.error().message, got[k].error().message);
+        ++rejected;
+        continue;
+      }
+      const auto want = fields(simulate(build_workload(*sc)));
+      const auto have = fields(*got[k]);
+      ASSERT_EQ(want.size(), have.size());
+      for (std::size_t f = 0; f < want.size(); ++f)
+        ASSERT_EQ(want[f], have[f]) << c.key() << " variant " << k << " field " << f;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 300);
+  EXPECT_GT(rejected, 10);  // batch 7 and some schedules do not resolve: errors pass through
 }
 
 }  // namespace
