@@ -22,7 +22,9 @@
 
 namespace commscope {
 
-std::int32_t stream_of(const Op& op) {
+namespace {
+// stream_of, inlined where the simulator calls it per op.
+inline std::int32_t stream_index(const Op& op) {
   if (op.kind == OpKind::compute) return kComputeStream;
   switch (op.group) {
     case CommGroup::tensor:
@@ -35,6 +37,11 @@ std::int32_t stream_of(const Op& op) {
       return kEmbeddingStream;
   }
   return kComputeStream;
+}
+}  // namespace
+
+std::int32_t stream_of(const Op& op) {
+  return stream_index(op);
 }
 
 namespace {
@@ -49,7 +56,7 @@ bool is_grad_bucket(const Op& op) {
 
 // Fills a default-constructed event in place (no copy of the event into the run's list).
 void fill_event(Event& e, const Op& op, double start, double dur, Timeline* names) {
-  e.stream = stream_of(op);
+  e.stream = stream_index(op);
   e.start = start;
   e.dur = dur;
   e.kind = op.kind == OpKind::compute ? EventKind::compute : EventKind::comm;
@@ -81,11 +88,14 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     return start - entry;
   };
   const std::size_t n = list.size();
-  std::vector<double> end(n, 0.0);
+  // Per-thread scratch: cleared, not freed, between runs.
+  thread_local std::vector<double> end;
+  thread_local std::vector<std::uint32_t> deferred;
+  end.assign(n, 0.0);
+  deferred.clear();
   double stream_free[5] = {0, 0, 0, 0, 0};
   double consumer_start = 0;  // start of the op that used the latest parameter gather
   double chain_end = 0;
-  std::vector<std::uint32_t> deferred;
   r.events.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const Op& op = list[i];
@@ -106,7 +116,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
       deferred.push_back(i);
       continue;
     }
-    const std::int32_t s = stream_of(op);
+    const std::int32_t s = stream_index(op);
     double start = std::max(ready, stream_free[s]);
     double wait = 0;
     if (op.kind == OpKind::comm) {
