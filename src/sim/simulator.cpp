@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <string_view>
@@ -147,10 +148,14 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
   return r;
 }
 
-std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
-  std::vector<std::vector<PipelineTask>> order(pp);
+namespace {
+// pipeline_order into `order`, reusing its storage (cleared, not freed).
+void pipeline_order_into(Schedule s, int pp, int v, int m,
+                         std::vector<std::vector<PipelineTask>>& order) {
+  order.resize(pp);
   for (int st = 0; st < pp; ++st) {
     auto& o = order[st];
+    o.clear();
     o.reserve(static_cast<std::size_t>(2) * m * v);
     auto task = [&](int chunk, int mb, bool bw) {
       PipelineTask t;
@@ -192,6 +197,12 @@ std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v,
       for (int k = total - warmup; k < total; ++k) bwd(k);
     }
   }
+}
+}  // namespace
+
+std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
+  std::vector<std::vector<PipelineTask>> order;
+  pipeline_order_into(s, pp, v, m, order);
   return order;
 }
 
@@ -236,8 +247,23 @@ struct Costs {
     }
   }
   double of(const Op& op) const {
-    if (op.kind == OpKind::compute)
-      return compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    if (op.kind == OpKind::compute) {
+      // Blocks repeat the same kernels: a direct-mapped memo of compute_time over what it
+      // reads (class, type, FLOPs, bytes).
+      std::uint64_t fb, mb;
+      std::memcpy(&fb, &op.flops, sizeof fb);
+      std::memcpy(&mb, &op.mem_bytes, sizeof mb);
+      const std::uint64_t h = (fb * 0x9E3779B97F4A7C15ULL) ^ (mb * 0xC2B2AE3D27D4EB4FULL) ^
+                              (static_cast<std::uint64_t>(op.compute) << 8) ^
+                              static_cast<std::uint64_t>(op.dtype);
+      KernelMemo& k = kernels[(h >> 58) & (kernels.size() - 1)];
+      if (k.used && k.flops == op.flops && k.mem_bytes == op.mem_bytes && k.compute == op.compute &&
+          k.dtype == op.dtype)
+        return k.t;
+      const double t = compute_time(op, sc.system.gpu, sc.system.calibration).value();
+      k = {op.flops, op.mem_bytes, t, op.compute, op.dtype, true};
+      return t;
+    }
     if (op.span != GroupSpan::whole)
       return collective_time(op.collective, op.bytes, sub(op), links).value();
     // Layers repeat the same few collectives: remember the last distinct ones (NCCL's model
@@ -274,6 +300,13 @@ struct Costs {
     CommGroup group;
   };
   mutable std::array<Memo, 16> memo{};
+  struct KernelMemo {
+    double flops = 0, mem_bytes = 0, t = 0;
+    ComputeClass compute = ComputeClass::gemm;
+    DType dtype = DType::fp32;
+    bool used = false;
+  };
+  mutable std::array<KernelMemo, 64> kernels{};
   mutable std::size_t cached = 0, next_memo = 0;
 };
 
@@ -410,7 +443,11 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   };
 
   // (2) the pipeline
-  auto order = pipeline_order(plan.schedule, pp, v, m);
+  // Per-thread scratch for the per-plan lists: cleared, not freed, between plans.
+  thread_local std::vector<std::vector<PipelineTask>> order;
+  thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
+  thread_local Intervals busy;
+  pipeline_order_into(plan.schedule, pp, v, m, order);
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
@@ -447,8 +484,9 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // receiving and the sending stage.
   // Transfers by stage, direction and side: each list follows micro-batch order, so it is
   // sorted by construction and the lists unite in linear time.
-  std::vector<std::array<Intervals, 4>> transfers(
-      pp);  // forward in, backward in, forward out, backward out
+  transfers.resize(pp);  // forward in, backward in, forward out, backward out
+  for (int s = 0; s < pp; ++s)
+    for (auto& l : transfers[s]) l.clear();
   // The same as a profiler records them: a receive from when the stage posted it (the wait
   // for the sender included), a send from when it began.
   // Without receive waits those are the transfers themselves: not built, not swept.
@@ -459,7 +497,9 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         recv_waits = true;
         break;
       }
-  std::vector<std::array<Intervals, 4>> profiled(recv_waits ? pp : 0);
+  profiled.resize(recv_waits ? pp : 0);
+  for (auto& lists : profiled)
+    for (auto& l : lists) l.clear();
   for (int s = 0; s < pp; ++s)
     for (int k = 0; k < 4; ++k) {
       const std::size_t per_list = static_cast<std::size_t>(m) * v;  // one per micro-batch, chunk
@@ -477,9 +517,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       profiled[s][t.backward ? 1 : 0].emplace_back(t.transfer_start - t.recv_wait(), t.ready);
       profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
+  pred.stages.reserve(pp);
   for (int s = 0; s < pp; ++s) {
     Breakdown b;
-    Intervals busy;
+    busy.clear();
     busy.reserve(order[s].size());
     // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
     std::vector<std::array<double, 3>> count(index[s].size(),
