@@ -5,6 +5,10 @@
 // and once with measured bus-bandwidth curves in the profile (20 curves of 31 sizes: all-reduce,
 // all-gather, reduce-scatter and send/recv inside a node and on 2, 4, 8 nodes, the shape of
 // a nccl-tests sweep from 8 B to 8 GiB), and once more without stragglers (straggler_cv 0).
+// Then a search-like sweep: the same plans at global batches 256, 512 and 1024 and, with
+// pipelining, both the 1F1B and the GPipe schedule, predicted one by one (resolve + build +
+// simulate per plan) and with Evaluator::evaluate_variants (one build and one set of chunk
+// runs per plan, shared by its batch and schedule variants; the same numbers).
 // Prints the figures and ratios.
 #include <algorithm>
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
 
 namespace {
@@ -136,6 +141,53 @@ int main(int argc, char** argv) {
       "with/without stragglers: median %.2fx, best %.2fx the time\n",
       dgx->scale.straggler_cv, still_ms, 1e3 * valid / still_ms, 1e3 * valid / best_still_ms,
       sweep_ms / still_ms, best_ms / best_still_ms);
+
+  // 3) search-like: batch and schedule variants of each plan, alone and shared
+  system.scale.straggler_cv = dgx->scale.straggler_cv;
+  Evaluator ev(*mid, system, *ib);
+  std::vector<std::vector<Evaluator::Variant>> variants(plans.size());
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    for (std::int64_t gb : {256, 512, 1024})
+      for (Schedule sch : {Schedule::one_f_one_b, Schedule::gpipe})
+        if (sch == Schedule::one_f_one_b || *plans[i].pp > 1)
+          variants[i].push_back({gb, sch, std::nullopt});
+  int predicted = 0;
+  auto alone = [&] {
+    predicted = 0;
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (const auto& v : variants[i]) {
+        PlanInput p = plans[i];
+        p.global_batch = v.global_batch, p.schedule = v.schedule;
+        auto sc = resolve_scenario(*mid, system, *ib, p);
+        if (!sc.ok()) continue;
+        ++predicted;
+        sink += simulate(build_workload(*sc)).iteration_time;
+      }
+  };
+  auto shared = [&] {
+    predicted = 0;
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (const auto& r : ev.evaluate_variants(plans[i], variants[i]))
+        if (r.ok()) ++predicted, sink += r->iteration_time;
+  };
+  auto best_of = [&](auto&& f) {
+    double best = 1e300;
+    for (int rep = 0; rep < reps; ++rep) {
+      auto t0 = Clock::now();
+      f();
+      best = std::min(best, ms_since(t0));
+    }
+    return best;
+  };
+  const double alone_ms = best_of(alone);
+  const int alone_n = predicted;
+  const double shared_ms = best_of(shared);
+  std::printf(
+      "search-like sweep (global batch 256/512/1024, 1F1B and GPipe): %d plans; one by one %.1f "
+      "ms = %.0f plans/s; Evaluator::evaluate_variants %.1f ms = %.0f plans/s (%d plans): "
+      "%.2fx (best of %d)\n",
+      alone_n, alone_ms, 1e3 * alone_n / alone_ms, shared_ms, 1e3 * predicted / shared_ms,
+      predicted, alone_ms / shared_ms, reps);
   if (sink < 0) std::puts("");
   return 0;
 }

@@ -7,9 +7,11 @@
 #include "commscope/sim/simulator.h"
 
 #include "commscope/timeline/intervals.h"
+#include "runs.h"
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <string_view>
@@ -21,7 +23,9 @@
 
 namespace commscope {
 
-std::int32_t stream_of(const Op& op) {
+namespace {
+// stream_of, inlined where the simulator calls it per op.
+inline std::int32_t stream_index(const Op& op) {
   if (op.kind == OpKind::compute) return kComputeStream;
   switch (op.group) {
     case CommGroup::tensor:
@@ -34,6 +38,11 @@ std::int32_t stream_of(const Op& op) {
       return kEmbeddingStream;
   }
   return kComputeStream;
+}
+}  // namespace
+
+std::int32_t stream_of(const Op& op) {
+  return stream_index(op);
 }
 
 namespace {
@@ -48,7 +57,7 @@ bool is_grad_bucket(const Op& op) {
 
 // Fills a default-constructed event in place (no copy of the event into the run's list).
 void fill_event(Event& e, const Op& op, double start, double dur, Timeline* names) {
-  e.stream = stream_of(op);
+  e.stream = stream_index(op);
   e.start = start;
   e.dur = dur;
   e.kind = op.kind == OpKind::compute ? EventKind::compute : EventKind::comm;
@@ -80,11 +89,14 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     return start - entry;
   };
   const std::size_t n = list.size();
-  std::vector<double> end(n, 0.0);
+  // Per-thread scratch: cleared, not freed, between runs.
+  thread_local std::vector<double> end;
+  thread_local std::vector<std::uint32_t> deferred;
+  end.assign(n, 0.0);
+  deferred.clear();
   double stream_free[5] = {0, 0, 0, 0, 0};
   double consumer_start = 0;  // start of the op that used the latest parameter gather
   double chain_end = 0;
-  std::vector<std::uint32_t> deferred;
   r.events.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const Op& op = list[i];
@@ -105,7 +117,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
       deferred.push_back(i);
       continue;
     }
-    const std::int32_t s = stream_of(op);
+    const std::int32_t s = stream_index(op);
     double start = std::max(ready, stream_free[s]);
     double wait = 0;
     if (op.kind == OpKind::comm) {
@@ -136,10 +148,14 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
   return r;
 }
 
-std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
-  std::vector<std::vector<PipelineTask>> order(pp);
+namespace {
+// pipeline_order into `order`, reusing its storage (cleared, not freed).
+void pipeline_order_into(Schedule s, int pp, int v, int m,
+                         std::vector<std::vector<PipelineTask>>& order) {
+  order.resize(pp);
   for (int st = 0; st < pp; ++st) {
     auto& o = order[st];
+    o.clear();
     o.reserve(static_cast<std::size_t>(2) * m * v);
     auto task = [&](int chunk, int mb, bool bw) {
       PipelineTask t;
@@ -181,18 +197,16 @@ std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v,
       for (int k = total - warmup; k < total; ++k) bwd(k);
     }
   }
+}
+}  // namespace
+
+std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
+  std::vector<std::vector<PipelineTask>> order;
+  pipeline_order_into(s, pp, v, m, order);
   return order;
 }
 
 namespace {
-
-struct ChunkRuns {
-  std::vector<double> fwd_dur, bwd_dur;
-  ListRun fwd, bwd, bwd_last;
-  double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
-  double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
-  Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
-};
 
 // Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
 // layer numbers.
@@ -233,8 +247,23 @@ struct Costs {
     }
   }
   double of(const Op& op) const {
-    if (op.kind == OpKind::compute)
-      return compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    if (op.kind == OpKind::compute) {
+      // Blocks repeat the same kernels: a direct-mapped memo of compute_time over what it
+      // reads (class, type, FLOPs, bytes).
+      std::uint64_t fb, mb;
+      std::memcpy(&fb, &op.flops, sizeof fb);
+      std::memcpy(&mb, &op.mem_bytes, sizeof mb);
+      const std::uint64_t h = (fb * 0x9E3779B97F4A7C15ULL) ^ (mb * 0xC2B2AE3D27D4EB4FULL) ^
+                              (static_cast<std::uint64_t>(op.compute) << 8) ^
+                              static_cast<std::uint64_t>(op.dtype);
+      KernelMemo& k = kernels[(h >> 58) & (kernels.size() - 1)];
+      if (k.used && k.flops == op.flops && k.mem_bytes == op.mem_bytes && k.compute == op.compute &&
+          k.dtype == op.dtype)
+        return k.t;
+      const double t = compute_time(op, sc.system.gpu, sc.system.calibration).value();
+      k = {op.flops, op.mem_bytes, t, op.compute, op.dtype, true};
+      return t;
+    }
     if (op.span != GroupSpan::whole)
       return collective_time(op.collective, op.bytes, sub(op), links).value();
     // Layers repeat the same few collectives: remember the last distinct ones (NCCL's model
@@ -271,6 +300,13 @@ struct Costs {
     CommGroup group;
   };
   mutable std::array<Memo, 16> memo{};
+  struct KernelMemo {
+    double flops = 0, mem_bytes = 0, t = 0;
+    ComputeClass compute = ComputeClass::gemm;
+    DType dtype = DType::fp32;
+    bool used = false;
+  };
+  mutable std::array<KernelMemo, 64> kernels{};
   mutable std::size_t cached = 0, next_memo = 0;
 };
 
@@ -307,37 +343,27 @@ Breakdown as_overlapped(Breakdown b) {
 
 }  // namespace
 
-Prediction simulate(const Workload& w, const SimOptions& opt) {
-  // A calibration other than the system's: a copy of the scenario with it (the ops are not copied).
-  Scenario calibrated;
-  const bool own = opt.calibration || opt.scale;
-  if (own) {
-    calibrated = w.scenario;
-    if (opt.calibration) calibrated.system.calibration = *opt.calibration;
-    if (opt.scale) calibrated.system.scale = *opt.scale;
-  }
-  const Scenario& sc = own ? calibrated : w.scenario;
+namespace sim_detail {
+
+void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
+                  Timeline* names, Runs& out) {
   const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
-  const int pp = plan.pp, v = plan.virtual_stages, m = w.microbatches;
-  // resolve_scenario keeps these within the limits; a hand-made plan past them is a bug.
-  CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
-  CS_CHECK(!opt.timeline || timeline_events(w) <= limits::kMaxTraceEvents);
-  Prediction pred;
-  Timeline* names = opt.timeline ? &pred.timeline : nullptr;
-
+  const int pp = plan.pp, v = plan.virtual_stages;
+  std::vector<ChunkRuns>& pool = out.pool;
+  std::vector<std::vector<std::size_t>>& index = out.index;
+  pool.clear();
+  index.assign(pp, {});
   // (1) every chunk's runs, once
   // Middle pipeline stages usually have op lists that cost the same: run those once. (Not when
   // building a timeline, whose events carry their stage's layer numbers.)
-  std::vector<ChunkRuns> pool;
-  std::vector<std::vector<std::size_t>> index(pp);
   pool.reserve(static_cast<std::size_t>(pp) * v);
   for (int s = 0; s < pp; ++s) {
-    const Role& role = w.roles[s];
+    const Role& role = roles[s];
     for (std::size_t c = 0; c < role.chunks.size(); ++c) {
       const Chunk& ch = role.chunks[c];
-      if (s > 0 && !opt.timeline) {
-        const Chunk& prev = w.roles[s - 1].chunks[c];
+      if (s > 0 && !names) {
+        const Chunk& prev = roles[s - 1].chunks[c];
         if (same_costs(ch.forward, prev.forward) && same_costs(ch.backward, prev.backward)) {
           index[s].push_back(index[s - 1][c]);
           continue;
@@ -353,8 +379,8 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       // Only DDP's gradient buckets run on the last micro-batch alone; without them every
       // backward is the same run.
       const bool last_differs =
-          m > 1 && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
-                               [](const Op& op) { return op.last_microbatch_only; });
+          accumulation && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
+                                      [](const Op& op) { return op.last_microbatch_only; });
       if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names, st);
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
@@ -375,6 +401,24 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       }
     }
   }
+  // (3, first half) each stage's step, run once from time 0 (placed after its last backward
+  // once the pipeline is scheduled)
+  out.steps.assign(pp, ListRun{});
+  for (int s = 0; s < pp; ++s) {
+    const Role& role = roles[s];
+    out.steps[s] =
+        run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
+  }
+}
+
+Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
+                  const Runs& runs, bool timeline, Prediction pred) {
+  const ParallelPlan& plan = sc.plan;
+  const int pp = plan.pp, v = plan.virtual_stages, m = microbatches;
+  CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
+  const std::vector<ChunkRuns>& pool = runs.pool;
+  const std::vector<std::vector<std::size_t>>& index = runs.index;
+  const std::vector<ListRun>& steps = runs.steps;
   auto runs_of = [&](int s, int c) -> const ChunkRuns& { return pool[index[s][c]]; };
   auto run_of = [&](const PipelineTask& t) -> const ListRun& {
     const ChunkRuns& r = runs_of(t.stage, t.chunk);
@@ -399,7 +443,11 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   };
 
   // (2) the pipeline
-  auto order = pipeline_order(plan.schedule, pp, v, m);
+  // Per-thread scratch for the per-plan lists: cleared, not freed, between plans.
+  thread_local std::vector<std::vector<PipelineTask>> order;
+  thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
+  thread_local Intervals busy;
+  pipeline_order_into(plan.schedule, pp, v, m, order);
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
@@ -421,13 +469,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
     }
   for (int s = 0; s < pp; ++s) ready[s] = std::max(ready[s], last_task_end[s]);
-  std::vector<ListRun> steps(pp);
   std::vector<double> step_start(pp);
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {
-    const Role& role = w.roles[s];
-    steps[s] =
-        run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
     step_start[s] = ready[s];
     if (embedding_sync && (s == 0 || s == pp - 1))
       step_start[s] = std::max(ready[0], ready[pp - 1]);
@@ -440,8 +484,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   // receiving and the sending stage.
   // Transfers by stage, direction and side: each list follows micro-batch order, so it is
   // sorted by construction and the lists unite in linear time.
-  std::vector<std::array<Intervals, 4>> transfers(
-      pp);  // forward in, backward in, forward out, backward out
+  transfers.resize(pp);  // forward in, backward in, forward out, backward out
+  for (int s = 0; s < pp; ++s)
+    for (auto& l : transfers[s]) l.clear();
   // The same as a profiler records them: a receive from when the stage posted it (the wait
   // for the sender included), a send from when it began.
   // Without receive waits those are the transfers themselves: not built, not swept.
@@ -452,7 +497,9 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
         recv_waits = true;
         break;
       }
-  std::vector<std::array<Intervals, 4>> profiled(recv_waits ? pp : 0);
+  profiled.resize(recv_waits ? pp : 0);
+  for (auto& lists : profiled)
+    for (auto& l : lists) l.clear();
   for (int s = 0; s < pp; ++s)
     for (int k = 0; k < 4; ++k) {
       const std::size_t per_list = static_cast<std::size_t>(m) * v;  // one per micro-batch, chunk
@@ -470,9 +517,10 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
       profiled[s][t.backward ? 1 : 0].emplace_back(t.transfer_start - t.recv_wait(), t.ready);
       profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
+  pred.stages.reserve(pp);
   for (int s = 0; s < pp; ++s) {
     Breakdown b;
-    Intervals busy;
+    busy.clear();
     busy.reserve(order[s].size());
     // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
     std::vector<std::array<double, 3>> count(index[s].size(),
@@ -551,14 +599,14 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
   pred.mean.scale(1.0 / pp);
 
   // (5) the full timeline, when asked for
-  if (opt.timeline) {
+  if (timeline) {
     Timeline& tl = pred.timeline;
     static const char* kStreams[] = {"compute", "tensor-parallel comm", "data-parallel comm",
                                      "pipeline comm", "embedding comm"};
     const std::uint32_t send_name = tl.intern("pp_transfer");
     for (int s = 0; s < pp; ++s) {
       tl.rank_names[s] =
-          "stage " + std::to_string(s) + " (" + std::to_string(w.roles[s].ranks) + " ranks)";
+          "stage " + std::to_string(s) + " (" + std::to_string(roles[s].ranks) + " ranks)";
       for (int k = 0; k < 5; ++k) tl.stream_names[{s, k}] = kStreams[k];
       for (const auto& t : order[s]) {
         for (Event e : run_of(t).events) {
@@ -603,6 +651,30 @@ Prediction simulate(const Workload& w, const SimOptions& opt) {
     }
   }
   return pred;
+}
+
+}  // namespace sim_detail
+
+Prediction simulate(const Workload& w, const SimOptions& opt) {
+  // A calibration other than the system's: a copy of the scenario with it (the ops are not copied).
+  Scenario calibrated;
+  const bool own = opt.calibration || opt.scale;
+  if (own) {
+    calibrated = w.scenario;
+    if (opt.calibration) calibrated.system.calibration = *opt.calibration;
+    if (opt.scale) calibrated.system.scale = *opt.scale;
+  }
+  const Scenario& sc = own ? calibrated : w.scenario;
+  // resolve_scenario keeps these within the limits; a hand-made plan past them is a bug.
+  CS_CHECK(std::int64_t{sc.plan.pp} * sc.plan.virtual_stages * w.microbatches <=
+           limits::kMaxPipelineTasks);
+  CS_CHECK(!opt.timeline || timeline_events(w) <= limits::kMaxTraceEvents);
+  Prediction pred;
+  Timeline* names = opt.timeline ? &pred.timeline : nullptr;
+  // Per-thread scratch: a sweep reuses the runs' storage instead of allocating it per plan.
+  thread_local sim_detail::Runs runs;
+  sim_detail::prepare_runs(sc, w.roles, w.microbatches > 1, names, runs);
+  return sim_detail::finish(sc, w.microbatches, w.roles, runs, opt.timeline, std::move(pred));
 }
 
 std::int64_t timeline_events(const Workload& w) {

@@ -63,33 +63,34 @@ Intervals united(const Intervals& a, const Intervals& b) {
 }
 
 // Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
-// disjoint list: one merging sweep, no allocation.
+// disjoint list: the lists merged by start into per-thread scratch (two pairwise merges, then
+// one), then one sweep. Intervals of equal start may come in any order: the union is the same.
 std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
                                             const Intervals& busy) {
-  std::array<std::size_t, 4> at{};
-  std::array<double, 4> head;  // each list's next start; infinity once it is done
-  constexpr double kDone = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < 4; ++k) head[k] = lists[k].empty() ? kDone : lists[k][0].first;
-  std::size_t b = 0;
+  thread_local Intervals a, b, all;
+  auto by_start = [](const std::pair<double, double>& x, const std::pair<double, double>& y) {
+    return x.first < y.first;
+  };
+  auto merge2 = [&](const Intervals& x, const Intervals& y, Intervals& out) -> const Intervals& {
+    if (y.empty()) return x;
+    if (x.empty()) return y;
+    out.resize(x.size() + y.size());
+    std::merge(x.begin(), x.end(), y.begin(), y.end(), out.begin(), by_start);
+    return out;
+  };
+  const Intervals& in = merge2(lists[0], lists[1], a);
+  const Intervals& out = merge2(lists[2], lists[3], b);
+  const Intervals& v = merge2(in, out, all);
+  std::size_t j0 = 0;
   double total = 0, hidden = 0, cs = 0, ce = -1;
   bool open = false;
   auto close = [&] {
     total += ce - cs;
-    while (b < busy.size() && busy[b].second <= cs) ++b;
-    for (std::size_t j = b; j < busy.size() && busy[j].first < ce; ++j)
+    while (j0 < busy.size() && busy[j0].second <= cs) ++j0;
+    for (std::size_t j = j0; j < busy.size() && busy[j].first < ce; ++j)
       hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
   };
-  std::size_t left = lists[0].size() + lists[1].size() + lists[2].size() + lists[3].size();
-  for (; left > 0; --left) {
-    // the list with the earliest next start (the first such list on ties): done lists have
-    // an infinite head, so no bounds check but where every head left is infinite
-    int next = 0;
-    for (int k = 1; k < 4; ++k) next = head[k] < head[next] ? k : next;
-    if (at[next] >= lists[next].size())
-      for (next = 0; at[next] >= lists[next].size();) ++next;
-    const auto& l = lists[next];
-    const auto& iv = l[at[next]++];
-    head[next] = at[next] < l.size() ? l[at[next]].first : kDone;
+  for (const auto& iv : v) {
     if (iv.second <= iv.first) continue;
     if (open && iv.first <= ce) {
       ce = std::max(ce, iv.second);

@@ -214,11 +214,15 @@ Breakdown breakdown(const Timeline& t, std::int32_t rank, double t0, double t1) 
 }
 
 // Events that never overlap (a compute chain with blocking collectives, the common case for a
-// forward pass): the breakdown is plain sums. Returns false when any two events overlap.
+// forward pass): the breakdown is plain sums. A call's wait for its peers (Event::wait) may
+// precede it as long as it overlaps nothing before it either (a straggler's wait in a blocking
+// chain): it then counts in the profiler's view only. Returns false when any two events overlap.
 bool sequential_breakdown(const std::vector<Event>& events, double t0, double t1, Breakdown& b) {
   double last_end = -1e300;
   for (const auto& e : events) {
-    if (e.start < last_end || e.wait > 0) return false;  // waits overlap what came before
+    if (e.start < last_end) return false;
+    if (e.wait > 0 && (e.kind != EventKind::comm || e.start - e.wait < last_end))
+      return false;  // a wait that overlaps what came before
     last_end = e.end();
   }
   if (t1 <= t0) {
@@ -229,7 +233,19 @@ bool sequential_breakdown(const std::vector<Event>& events, double t0, double t1
   b.wall = t1 - t0;
   double busy = 0;
   for (const auto& e : events) {
-    const double d = std::min(e.end(), t1) - std::max(e.start, t0);
+    const double f = std::min(e.end(), t1);
+    const double d = f - std::max(e.start, t0);
+    if (e.kind == EventKind::comm) {
+      // the call as a profiler records it, from its entry (as breakdown_of computes it)
+      const double pd = f - std::max(e.start - std::max(e.wait, 0.0), t0);
+      if (pd > 0) {
+        b.profiler_comm += pd;
+        if (e.has_collective) {
+          b.by_group[e.group].profiler += pd;
+          b.by_collective[e.collective].profiler += pd;
+        }
+      }
+    }
     if (d <= 0) continue;
     busy += d;
     switch (e.kind) {
@@ -243,13 +259,12 @@ bool sequential_breakdown(const std::vector<Event>& events, double t0, double t1
         b.comm += d;
         if (e.has_collective) {
           for (CommShare* s : {&b.by_group[e.group], &b.by_collective[e.collective]})
-            s->total += d, s->exposed += d, s->profiler += d;
+            s->total += d, s->exposed += d;
         }
         break;
     }
   }
   b.exposed = b.comm;
-  b.profiler_comm = b.comm;
   b.idle = std::max(0.0, b.wall - busy);
   return true;
 }

@@ -1,0 +1,38 @@
+// The simulator's two halves, for simulate() and the Evaluator (private to src/sim/).
+// prepare_runs: every chunk's forward and backward runs and each stage's step, which depend on
+// the op lists and their costs but not on the micro-batch count or the pipeline schedule.
+// finish: the pipeline schedule for a given micro-batch count, the step placed after it, and
+// the breakdowns. prepare once, finish per (global batch, schedule): the same numbers as
+// simulate() of each.
+#pragma once
+
+#include <vector>
+
+#include "commscope/sim/simulator.h"
+
+namespace commscope::sim_detail {
+
+struct ChunkRuns {
+  std::vector<double> fwd_dur, bwd_dur;
+  ListRun fwd, bwd, bwd_last;
+  double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
+  double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
+  Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
+};
+
+struct Runs {
+  std::vector<ChunkRuns> pool;                  // distinct chunks' runs
+  std::vector<std::vector<std::size_t>> index;  // [stage][chunk] -> pool
+  std::vector<ListRun> steps;                   // each stage's step, from time 0
+};
+
+// `accumulation`: some plan to finish has more than one micro-batch (runs the backward without
+// the last micro-batch's ops too). `names`: intern event names there (the timeline).
+void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
+                  Timeline* names, Runs& out);
+
+// `pred` carries the timeline's interned names when `timeline`.
+Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
+                  const Runs& runs, bool timeline, Prediction pred);
+
+}  // namespace commscope::sim_detail
