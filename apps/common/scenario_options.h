@@ -26,6 +26,9 @@ struct ScenarioOptions {
   bool use_distributed_optimizer = false, overlap_grad_reduce = false, overlap_param_gather = false,
        fsdp_limit_all_gathers = true;
   CLI::Option* fsdp_limit_all_gathers_flag = nullptr;  // given or not
+  // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
+  // given, checked in scenario_inputs
+  std::string cp, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance;
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);

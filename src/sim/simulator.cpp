@@ -32,6 +32,15 @@ std::int32_t stream_of(const Op& op) {
       return kPipelineStream;
     case CommGroup::embedding:
       return kEmbeddingStream;
+    // The MoE all-to-all runs in the layer's critical path, as TP's collectives do; the CP ring
+    // on a stream of its own kind beside the attention it overlaps (the pipeline stream's);
+    // expert gradients with the dense ones.
+    case CommGroup::expert:
+      return kTensorStream;
+    case CommGroup::context:
+      return kPipelineStream;
+    case CommGroup::expert_data:
+      return kDataStream;
   }
   return kComputeStream;
 }
@@ -216,10 +225,11 @@ bool same_costs(const OpList& a, const OpList& b) {
 struct Costs {
   const Scenario& sc;
   LinkModel links;
-  GroupPlacement place[4];
+  GroupPlacement place[kCommGroupCount];
   Stragglers stragglers;
   explicit Costs(const Scenario& s) : sc(s), links(link_model(s)) {
-    for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding})
+    for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding,
+                   CommGroup::expert, CommGroup::context, CommGroup::expert_data})
       place[static_cast<int>(g)] = place_group(s, g);
     stragglers.cv = s.system.scale.straggler_cv;
     if (stragglers.cv > 0) {

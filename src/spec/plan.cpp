@@ -161,6 +161,11 @@ void PlanInput::merge(const PlanInput& o) {
   take(fsdp_prefetch, o.fsdp_prefetch);
   take(fsdp_limit_all_gathers, o.fsdp_limit_all_gathers);
   take(use_distributed_optimizer, o.use_distributed_optimizer);
+  take(cp, o.cp);
+  take(ep, o.ep);
+  take(expert_tp, o.expert_tp);
+  take(moe_capacity_factor, o.moe_capacity_factor);
+  take(moe_routing_imbalance, o.moe_routing_imbalance);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -229,6 +234,14 @@ nlohmann::json to_json(const ParallelPlan& p) {
                       {"overlap_grad_reduce", p.overlap_grad_reduce},
                       {"overlap_param_gather", p.overlap_param_gather},
                       {"rank_order", to_string(p.rank_order)}};
+  // Context and expert parallelism only when used: the default plan's JSON is as before.
+  if (p.cp > 1) j["context_parallel_size"] = p.cp;
+  if (p.ep > 1 || p.expert_tp != p.tp) {
+    j["expert_model_parallel_size"] = p.ep;
+    j["expert_tensor_parallel_size"] = p.expert_tp;
+  }
+  if (p.moe_capacity_factor > 0) j["moe_expert_capacity_factor"] = p.moe_capacity_factor;
+  if (p.moe_routing_imbalance != 1) j["moe_routing_imbalance"] = p.moe_routing_imbalance;
   // The framework and its options only when one is chosen: the default plan's JSON is as before.
   switch (p.framework) {
     case Framework::none:
