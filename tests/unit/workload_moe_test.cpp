@@ -3,6 +3,8 @@
 // their closed forms, expert sharding, the plan checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "commscope/sim/simulator.h"
@@ -324,6 +326,38 @@ TEST(Moe, DenseDefaultsAddNothing) {
   nlohmann::json j = to_json(sc.plan);
   EXPECT_FALSE(j.contains("context_parallel_size"));
   EXPECT_FALSE(j.contains("expert_model_parallel_size"));
+}
+
+// The CLI: the flags in Megatron's spellings; bad values are one line naming the flag, exit 2,
+// nothing on stdout.
+TEST(MoeCli, FlagsAreCheckedAndPriced) {
+  const std::string bin = COMMSCOPE_BIN;
+  const std::string base = bin + " predict --model mixtral-8x7b --system dgx-h100 --gpus 64";
+  struct Bad {
+    std::string args, flag;
+  };
+  for (const Bad& b :
+       {Bad{" --ep 3", "--expert-model-parallel-size"},
+        Bad{" --expert-model-parallel-size -1", "--expert-model-parallel-size"},
+        Bad{" --cp 0", "--context-parallel-size"},
+        Bad{" --ep 8 --moe-routing-imbalance 0.5", "--moe-routing-imbalance"},
+        Bad{" --ep 8 --moe-expert-capacity-factor x", "--moe-expert-capacity-factor"},
+        Bad{" --ep 8 --expert-tensor-parallel-size 4", "--expert-tensor-parallel-size"}}) {
+    SCOPED_TRACE(b.args);
+    testing::Outcome o = testing::run_shell(base + b.args);
+    EXPECT_EQ(o.status, 2);
+    EXPECT_EQ(o.out, "");
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find(b.flag), std::string::npos) << o.err;
+  }
+  testing::Outcome ok = testing::run_shell(base + " --ep 8 --format json");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"expert\""), std::string::npos);
+  testing::Outcome help = testing::run_shell(bin + " predict --help");
+  for (const char* f :
+       {"--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
+        "--moe-expert-capacity-factor", "--moe-routing-imbalance"})
+    EXPECT_NE(help.out.find(f), std::string::npos) << f;
 }
 
 }  // namespace
