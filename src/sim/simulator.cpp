@@ -52,7 +52,7 @@ bool is_param_gather(const Op& op) {
 }
 bool is_grad_bucket(const Op& op) {
   const std::string_view n = op.name;
-  return n == "ddp_bucket" || n == "zero_grad_bucket";
+  return n == "ddp_bucket" || n == "zero_grad_bucket" || n == "moe_expert_grad_bucket";
 }
 
 // Fills a default-constructed event in place (no copy of the event into the run's list).
