@@ -300,6 +300,24 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_flag("--overlap-param-gather", o.overlap_param_gather,
                "Megatron-LM: gather parameter buckets during the next forward [off]")
       ->group(g_fw);
+  // ---- context and expert parallelism ----
+  const char* g_moe = "Context and expert parallelism (Megatron-LM spellings)";
+  cmd.add_option("--cp,--context-parallel-size", o.cp,
+                 "context-parallel size: each sequence split over CP ranks, ring attention [1]")
+      ->group(g_moe);
+  cmd.add_option("--ep,--expert-model-parallel-size", o.ep,
+                 "expert-parallel size: a MoE layer's experts split over EP ranks [1]")
+      ->group(g_moe);
+  cmd.add_option("--expert-tensor-parallel-size", o.expert_tp,
+                 "tensor-parallel size inside each expert: 1 or TP [TP]")
+      ->group(g_moe);
+  cmd.add_option("--moe-expert-capacity-factor,--moe-capacity-factor", o.moe_capacity_factor,
+                 "tokens an expert takes at most, over its even share (tokens beyond are "
+                 "dropped) [no limit]")
+      ->group(g_moe);
+  cmd.add_option("--moe-routing-imbalance", o.moe_routing_imbalance,
+                 "the busiest EP rank's routed tokens over the mean, 1 to EP [1: even]")
+      ->group(g_moe);
   cmd.add_option(
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
@@ -422,6 +440,32 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
   CS_RETURN_IF_ERROR(compression_flags(o, flags));
   CS_RETURN_IF_ERROR(modern_training_flags(o, flags));
+  {
+    auto whole = [](const char* flag, const std::string& text, std::optional<int>& into) -> Status {
+      if (text.empty()) return {};
+      auto v = parse_number<int>(text);
+      if (!v || *v < 1)
+        return Error{fmt::format("{}: expected a positive integer, got '{}'", flag, text)};
+      into = *v;
+      return {};
+    };
+    auto factor = [](const char* flag, const std::string& text,
+                     std::optional<double>& into) -> Status {
+      if (text.empty()) return {};
+      auto v = parse_number<double>(text);
+      if (!v || !(*v > 0))
+        return Error{fmt::format("{}: expected a positive number, got '{}'", flag, text)};
+      into = *v;
+      return {};
+    };
+    CS_RETURN_IF_ERROR(whole("--context-parallel-size", o.cp, flags.cp));
+    CS_RETURN_IF_ERROR(whole("--expert-model-parallel-size", o.ep, flags.ep));
+    CS_RETURN_IF_ERROR(whole("--expert-tensor-parallel-size", o.expert_tp, flags.expert_tp));
+    CS_RETURN_IF_ERROR(
+        factor("--moe-expert-capacity-factor", o.moe_capacity_factor, flags.moe_capacity_factor));
+    CS_RETURN_IF_ERROR(
+        factor("--moe-routing-imbalance", o.moe_routing_imbalance, flags.moe_routing_imbalance));
+  }
   in.plan.merge(flags);
 
   // The sweep's size before it is built: the product of the comma lists' lengths.
@@ -473,7 +517,8 @@ std::string first_scenario_flag_given(const CLI::App& cmd) {
   for (const CLI::Option* opt : cmd.get_options()) {
     const std::string& g = opt->get_group();
     if ((g == "Model and system" || g == "Parallel plan (Megatron-LM spellings)" ||
-         g == "Batch and precision") &&
+         g == "Batch and precision" ||
+         g == "Context and expert parallelism (Megatron-LM spellings)") &&
         opt->count() > 0)
       return opt->get_name(false, true).substr(0, opt->get_name(false, true).find(','));
   }

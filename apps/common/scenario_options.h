@@ -35,6 +35,9 @@ struct ScenarioOptions {
   // modern training (issue 15; docs/workload.md)
   std::string attention, pipeline_stage_layers, first_stage_layers, last_stage_layers;
   bool fp8 = false;
+  // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
+  // given, checked in scenario_inputs
+  std::string cp, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance;
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   o.root = f.root;
   o.check = f.check != 0;
   o.collectives = sweep->collectives;
+  o.a2a_weights = launch::routing_weights(f.routing, mpi.size());
   o.corrupt_rank = f.corrupt_rank;
   o.dtype = f.dtype == "double"  ? bench::DataType::f64
             : f.dtype == "float" ? bench::DataType::f32

@@ -172,9 +172,31 @@ double expected(const Descriptor& d, const Options& o, int me, const Split& s, s
 // Counts and displacements for the v-variants, built once per size.
 struct VArgs {
   std::vector<int> counts, displs, rcounts, rdispls;
+  bool weighted = false;  // all-to-allv from a routing distribution (Options::a2a_weights)
 };
-VArgs v_args(const Descriptor& d, const Split& s, int me) {
+VArgs v_args(const Descriptor& d, const Split& s, int me, const std::vector<double>& weights) {
   VArgs v;
+  if (d.kind == Collective::all_to_all && static_cast<int>(weights.size()) == s.n) {
+    // Every rank sends the share w_j of its buffer to rank j (floors, the remainder to rank 0),
+    // so rank j receives w_j of each rank's buffer: the busiest receiver sets the time.
+    v.weighted = true;
+    std::int64_t given = 0;
+    for (int j = 0; j < s.n; ++j) {
+      const auto c = static_cast<std::int64_t>(
+          std::floor(static_cast<double>(s.total) * weights[static_cast<std::size_t>(j)]));
+      v.counts.push_back(static_cast<int>(c));
+      given += c;
+    }
+    v.counts[0] += static_cast<int>(s.total - given);
+    for (int j = 0, at = 0; j < s.n; at += v.counts[static_cast<std::size_t>(j)], ++j)
+      v.displs.push_back(at);
+    const int mine = v.counts[static_cast<std::size_t>(me)];
+    for (int r = 0; r < s.n; ++r) {
+      v.rcounts.push_back(mine);
+      v.rdispls.push_back(mine * r);
+    }
+    return v;
+  }
   Split::Pieces p = s.pieces(0, s.total);
   v.counts = std::move(p.counts);
   v.displs = std::move(p.displs);
@@ -208,7 +230,7 @@ void call(const Descriptor& d, const Options& o, void* send, void* recv, const S
       CS_MPI_CHECK(MPI_Reduce(send, recv, c, t, op, o.root, comm));
       break;
     case Collective::all_to_all:
-      if (s.even())
+      if (s.even() && !v.weighted)
         CS_MPI_CHECK(MPI_Alltoall(send, c / n, t, recv, c / n, t, comm));
       else
         CS_MPI_CHECK(MPI_Alltoallv(send, v.counts.data(), v.displs.data(), t, recv,
@@ -232,8 +254,17 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
   // out-of-place both times (as nccl-tests reports them).
   const bool ip = in_place && d.kind != Collective::send && d.kind != Collective::all_to_all;
   const Split split{static_cast<std::int64_t>(count), n};
-  const VArgs v = v_args(d, split, me);
-  const std::size_t sc = d.send_count(split, me), rc = d.recv_count(split, me);
+  const VArgs v = v_args(d, split, me, o.a2a_weights);
+  const std::size_t sc = d.send_count(split, me),
+                    rc = v.weighted ? static_cast<std::size_t>(v.rcounts[0]) * n
+                                    : d.recv_count(split, me);
+  // All-to-allv: block r of my result is rank r's elements [displ(me), displ(me) + mine).
+  auto want = [&](std::size_t i) {
+    if (!v.weighted) return expected(d, o, me, split, i);
+    const auto per = static_cast<std::size_t>(v.rcounts[0]);
+    return seed(static_cast<int>(i / per),
+                static_cast<std::size_t>(v.displs[static_cast<std::size_t>(me)]) + i % per);
+  };
   send.ensure(d.kind == Collective::broadcast ? 0 : (ip ? 0 : sc));
   recv.ensure(d.kind == Collective::reduce_scatter && ip ? count : rc);
   auto fill = [&] {
@@ -263,7 +294,7 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
     const bool has_result = !(d.kind == Collective::reduce && me != o.root);
     if (has_result)
       for (std::size_t i = 0; i < rc; ++i)
-        if (recv.get(i) != expected(d, o, me, split, i)) ++wrong;
+        if (recv.get(i) != want(i)) ++wrong;
   }
   CS_MPI_CHECK(MPI_Barrier(comm));
   const double t0 = MPI_Wtime();
@@ -294,7 +325,14 @@ std::vector<Row> run(const Options& o, MPI_Comm comm) {
   const std::size_t elem = static_cast<std::size_t>(element_bytes(o.dtype));
   // The largest buffers the sweep needs: the count plus one element per rank (uneven splits).
   const std::size_t most = o.max_bytes / elem + static_cast<std::size_t>(n);
-  Buffer send(o.dtype, most), recv(o.dtype, most);  // zero-filled: every page touched
+  // All-to-allv (Options::a2a_weights): the busiest receiver gets n x its share of the count.
+  const double share =
+      o.a2a_weights.empty()
+          ? 1.0
+          : std::max(1.0, *std::max_element(o.a2a_weights.begin(), o.a2a_weights.end()) * n);
+  Buffer send(o.dtype, most),
+      recv(o.dtype, static_cast<std::size_t>(std::ceil(static_cast<double>(most) * share)));
+  // zero-filled: every page touched
   for (const Descriptor& d : kDescriptors) {
     if (!o.collectives.empty() &&
         std::find(o.collectives.begin(), o.collectives.end(), d.kind) == o.collectives.end())

@@ -48,18 +48,31 @@ GroupPlacement place_group(const Scenario& sc, CommGroup g) {
   const bool dp_before_pp = p.rank_order == RankOrder::tp_dp_pp;
   const int dp_stride = dp_before_pp ? p.tp : p.tp * p.pp;
   const int pp_stride = dp_before_pp ? p.tp * p.dp : p.tp;
+  // Context parallelism sits between TP and DP (Megatron's tp-cp-ep-dp-pp): the CP ring is cp
+  // ranks tp apart, the data group DP x CP ranks, the pipeline stride cp times longer.
+  const int cp_pp_stride = pp_stride * p.cp;
   switch (g) {
     case CommGroup::tensor:
       size = p.tp, stride = 1;
       break;
     case CommGroup::data:
-      size = p.dp, stride = dp_stride;
+      size = p.dp * p.cp, stride = dp_stride;
       break;
     case CommGroup::pipeline:
-      size = 2, stride = pp_stride;
+      size = 2, stride = cp_pp_stride;
       break;
     case CommGroup::embedding:
-      size = 2, stride = pp_stride * std::max(1, p.pp - 1);
+      size = 2, stride = cp_pp_stride * std::max(1, p.pp - 1);
+      break;
+    case CommGroup::context:
+      size = p.cp, stride = p.tp;
+      break;
+    // Experts: rank = expert-TP + ETP x (EP + EP x expert-DP) inside a stage (Megatron).
+    case CommGroup::expert:
+      size = p.ep, stride = p.expert_tp;
+      break;
+    case CommGroup::expert_data:
+      size = p.expert_dp(), stride = p.expert_tp * p.ep;
       break;
   }
   out.size = size;

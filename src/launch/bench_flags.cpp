@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +35,10 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
                  "--p2p: messages in flight in the bandwidth test, as osu_bw -W, 1 to 1024 [64]");
   app.add_flag("--p2p", f.p2p,
                "point-to-point latency and bandwidth between ranks 0 and 1 (osu_latency, osu_bw)");
+  app.add_option("--routing", f.routing,
+                 "all_to_all with uneven counts (all-to-allv) as MoE routing sends them: zipf:S "
+                 "(rank j gets a share ~ 1/(j+1)^S, S in (0, 8]) or imbalance:F (rank 0 gets F "
+                 "times the mean, 1 <= F <= ranks) [even]");
   app.add_flag("--progress", f.progress,
                "print progress on stderr (commscope bench adds it when stderr is a terminal)");
   app.add_option("--corrupt-rank", f.corrupt_rank, "(tests) this rank corrupts one received value")
@@ -41,6 +46,25 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
   app.add_option("--kill-rank", f.kill_rank,
                  "(tests) this rank kills itself once the sweep has started")
       ->group("");
+}
+
+std::vector<double> routing_weights(const std::string& spec, int ranks) {
+  std::vector<double> w;
+  const auto colon = spec.find(':');
+  if (spec.empty() || colon == std::string::npos || ranks < 1) return w;
+  const double v = std::strtod(spec.c_str() + colon + 1, nullptr);
+  const std::string kind = spec.substr(0, colon);
+  w.assign(static_cast<std::size_t>(ranks), 0.0);
+  if (kind == "zipf") {
+    double sum = 0;
+    for (int j = 0; j < ranks; ++j) sum += w[static_cast<std::size_t>(j)] = std::pow(j + 1.0, -v);
+    for (double& x : w) x /= sum;
+  } else {
+    const double first = std::min(v, static_cast<double>(ranks)) / ranks;
+    w[0] = ranks == 1 ? 1.0 : first;
+    for (int j = 1; j < ranks; ++j) w[static_cast<std::size_t>(j)] = (1 - first) / (ranks - 1);
+  }
+  return w;
 }
 
 bool parse_bench_size(const std::string& s, std::uint64_t& out) {
@@ -126,6 +150,25 @@ Result<BenchSweep> check_bench_flags(const BenchFlags& f, int ranks) {
     return Error{fmt::format("--format: expected table, json or csv, got '{}'", f.format)};
   if (!f.split.empty() && f.split != "node")
     return Error{fmt::format("--split: expected node, got '{}'", f.split)};
+  if (!f.routing.empty()) {
+    const auto colon = f.routing.find(':');
+    const std::string kind = f.routing.substr(0, colon);
+    double v = 0;
+    bool number = false;
+    if (colon != std::string::npos) {
+      const std::string rest = f.routing.substr(colon + 1);
+      char* end = nullptr;
+      v = std::strtod(rest.c_str(), &end);
+      number = !rest.empty() && end == rest.c_str() + rest.size() && std::isfinite(v);
+    }
+    const bool zipf = kind == "zipf" && number && v > 0 && v <= 8;
+    const bool skew = kind == "imbalance" && number && v >= 1 && (ranks <= 0 || v <= ranks);
+    if (!zipf && !skew)
+      return Error{fmt::format(
+          "--routing: expected zipf:S with 0 < S <= 8 or imbalance:F with 1 <= F <= the rank "
+          "count, got '{}'",
+          f.routing)};
+  }
   if (f.window < 1 || f.window > 1024)
     return Error{fmt::format("--window: expected 1 to 1024 messages, got {}", f.window)};
   if (f.p2p && ranks > 0 && ranks < 2)
@@ -164,6 +207,13 @@ std::uint64_t bench_bytes_per_rank(const BenchFlags& f, const BenchSweep& s, int
   }
   // bench::run: a send and a receive buffer of the largest count plus one element per rank.
   const std::uint64_t most = s.max_bytes / elem + static_cast<std::uint64_t>(std::max(ranks, 1));
+  // --routing: the busiest receiver of the all-to-allv gets ranks x its share of the largest
+  // count (imbalance:F, F times the even receive buffer).
+  const std::vector<double> w = routing_weights(f.routing, ranks);
+  if (!w.empty()) {
+    const double share = *std::max_element(w.begin(), w.end()) * static_cast<double>(ranks);
+    return (most + static_cast<std::uint64_t>(std::ceil(static_cast<double>(most) * share))) * elem;
+  }
   return 2 * most * elem;
 }
 

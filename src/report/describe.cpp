@@ -325,7 +325,7 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
                   "comm_embedding_bytes",
                   "wire_bytes"};
       for (const auto& s : d.stages) {
-        double by_group[4] = {0, 0, 0, 0}, wire = 0;
+        double by_group[kCommGroupCount] = {}, wire = 0;
         for (const auto& c : s.comm) {
           by_group[static_cast<int>(c.group)] += c.bytes;
           wire += c.wire_bytes;

@@ -38,8 +38,9 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
   r.fits = r.memory_per_gpu <= sc.system.gpu.memory.value();
   // Which source each collective's cost came from (the simulator asks collective_cost the same).
   const LinkModel links = link_model(sc);
-  GroupPlacement place[4];
-  for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding})
+  GroupPlacement place[kCommGroupCount];
+  for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding,
+                 CommGroup::expert, CommGroup::context, CommGroup::expert_data})
     place[static_cast<int>(g)] = place_group(sc, g);
   // Distinct (collective, group, size) triples are few; each is priced once.
   struct Seen {

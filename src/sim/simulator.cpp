@@ -36,6 +36,15 @@ inline std::int32_t stream_index(const Op& op) {
       return kPipelineStream;
     case CommGroup::embedding:
       return kEmbeddingStream;
+    // The MoE all-to-all runs in the layer's critical path, as TP's collectives do; the CP ring
+    // on a stream of its own kind beside the attention it overlaps (the pipeline stream's);
+    // expert gradients with the dense ones.
+    case CommGroup::expert:
+      return kTensorStream;
+    case CommGroup::context:
+      return kPipelineStream;
+    case CommGroup::expert_data:
+      return kDataStream;
   }
   return kComputeStream;
 }
@@ -52,7 +61,7 @@ bool is_param_gather(const Op& op) {
 }
 bool is_grad_bucket(const Op& op) {
   const std::string_view n = op.name;
-  return n == "ddp_bucket" || n == "zero_grad_bucket";
+  return n == "ddp_bucket" || n == "zero_grad_bucket" || n == "moe_expert_grad_bucket";
 }
 
 // Fills a default-constructed event in place (no copy of the event into the run's list).
@@ -230,10 +239,11 @@ bool same_costs(const OpList& a, const OpList& b) {
 struct Costs {
   const Scenario& sc;
   LinkModel links;
-  GroupPlacement place[4];
+  GroupPlacement place[kCommGroupCount];
   Stragglers stragglers;
   explicit Costs(const Scenario& s) : sc(s), links(link_model(s)) {
-    for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding})
+    for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding,
+                   CommGroup::expert, CommGroup::context, CommGroup::expert_data})
       place[static_cast<int>(g)] = place_group(s, g);
     stragglers.cv = s.system.scale.straggler_cv;
     if (stragglers.cv > 0) {

@@ -88,11 +88,66 @@ std::string_view to_string(MlpKind m) {
 
 void apply_model_defaults(ModelSpec& m) {
   if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.head_dim == 0 && m.kv_lora_rank > 0) m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
   if (m.head_dim == 0 && m.heads > 0) m.head_dim = m.hidden / m.heads;
   if (m.ffn == 0 && (m.kind == ArchKind::gpt || m.kind == ArchKind::bert)) m.ffn = 4 * m.hidden;
   if (m.max_positions == 0 && m.position == PositionEmbedding::learned)
     m.max_positions = m.seq_length;
   if (m.kind == ArchKind::t5 && m.decoder_seq_length == 0) m.decoder_seq_length = m.seq_length;
+}
+
+// The mixture-of-experts and latent-attention fields: all zero (dense, ordinary attention) or
+// consistent, within the limits, on a decoder-only model.
+static Status validate_moe(const ModelSpec& m, const std::string& where) {
+  auto err = [&](std::string_view field, auto value, std::string_view expected) {
+    return Error{fmt::format("{}: field '{}': expected {}, got {}", where, field, expected, value)};
+  };
+  for (auto [field, value, limit] :
+       {std::tuple{"experts", m.experts, limits::kMaxHidden},
+        std::tuple{"experts_per_token", m.experts_per_token, limits::kMaxHidden},
+        std::tuple{"shared_experts", m.shared_experts, limits::kMaxHidden},
+        std::tuple{"moe_ffn", m.moe_ffn, limits::kMaxFfn},
+        std::tuple{"first_dense_layers", std::int64_t{m.first_dense_layers}, limits::kMaxLayers},
+        std::tuple{"q_lora_rank", m.q_lora_rank, limits::kMaxHidden},
+        std::tuple{"kv_lora_rank", m.kv_lora_rank, limits::kMaxHidden},
+        std::tuple{"qk_rope_head_dim", m.qk_rope_head_dim, limits::kMaxHidden},
+        std::tuple{"qk_nope_head_dim", m.qk_nope_head_dim, limits::kMaxHidden},
+        std::tuple{"v_head_dim", m.v_head_dim, limits::kMaxHidden}}) {
+    if (value < 0) return err(field, value, "zero or a positive integer");
+    if (value > limit)
+      return err(field, value,
+                 fmt::format("at most {} (commscope's limit, docs/limits.md)", limit));
+  }
+  if (m.experts > 0) {
+    if (m.kind != ArchKind::gpt && m.kind != ArchKind::llama)
+      return err("experts", m.experts, "0 (experts are modelled in decoder-only models)");
+    if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
+      return err("experts_per_token", m.experts_per_token,
+                 fmt::format("1 to the {} experts", m.experts));
+    if (m.first_dense_layers >= m.decoder_layers)
+      return err("first_dense_layers", m.first_dense_layers,
+                 fmt::format("fewer than the {} layers", m.decoder_layers));
+  } else if (m.experts_per_token > 0 || m.shared_experts > 0 || m.moe_ffn > 0 ||
+             m.first_dense_layers > 0) {
+    return err("experts", m.experts,
+               "a positive count when experts_per_token, shared_experts, moe_ffn or "
+               "first_dense_layers is given");
+  }
+  if (m.kv_lora_rank > 0) {
+    if (m.kind != ArchKind::llama)
+      return err("kv_lora_rank", m.kv_lora_rank, "0 (latent attention on llama-kind models)");
+    if (m.qk_rope_head_dim < 1 || m.qk_nope_head_dim < 1 || m.v_head_dim < 1)
+      return err("qk_rope_head_dim", m.qk_rope_head_dim,
+                 "positive qk_rope_head_dim, qk_nope_head_dim and v_head_dim with kv_lora_rank");
+    if (m.head_dim != m.qk_nope_head_dim + m.qk_rope_head_dim || m.kv_heads != m.heads)
+      return err("head_dim", m.head_dim,
+                 fmt::format("qk_nope_head_dim + qk_rope_head_dim = {} with kv_heads = heads under "
+                             "latent attention",
+                             m.qk_nope_head_dim + m.qk_rope_head_dim));
+  } else if (m.q_lora_rank > 0) {
+    return err("kv_lora_rank", m.kv_lora_rank, "a positive rank when q_lora_rank is given");
+  }
+  return {};
 }
 
 Status validate_model(const ModelSpec& m, const std::string& where) {
@@ -148,6 +203,7 @@ Status validate_model(const ModelSpec& m, const std::string& where) {
                    "encoder and decoder layers for a t5 model");
       break;
   }
+  CS_RETURN_IF_ERROR(validate_moe(m, where));
   if (m.position == PositionEmbedding::learned && m.seq_length > m.max_positions)
     return err("seq_length", m.seq_length,
                fmt::format("at most max_positions ({}) with learned position embeddings",
@@ -195,6 +251,16 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   read_enum(r, "position_embedding", kPosNames, m.position);
   read_enum(r, "norm", kNormNames, m.norm);
   read_enum(r, "mlp", kMlpNames, m.mlp);
+  r.read("experts", m.experts);
+  r.read("experts_per_token", m.experts_per_token);
+  r.read("shared_experts", m.shared_experts);
+  r.read("moe_ffn", m.moe_ffn);
+  r.read("first_dense_layers", m.first_dense_layers);
+  r.read("q_lora_rank", m.q_lora_rank);
+  r.read("kv_lora_rank", m.kv_lora_rank);
+  r.read("qk_rope_head_dim", m.qk_rope_head_dim);
+  r.read("qk_nope_head_dim", m.qk_nope_head_dim);
+  r.read("v_head_dim", m.v_head_dim);
   r.read("sources", m.sources);
   if (m.sources.empty()) r.read("source", m.sources);
   {
@@ -273,6 +339,46 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // The T5 paper's pre-training lengths: 512 input tokens, 114 target tokens on average.
     m.seq_length = 512;
     m.decoder_seq_length = 114;
+  } else if (type == "mixtral" || type == "deepseek_v3" || type == "deepseek_v2") {
+    // Mixture of experts: Mixtral (transformers' MixtralConfig: num_local_experts,
+    // num_experts_per_tok) and DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
+    // moe_intermediate_size, first_k_dense_replace, and multi-head latent attention).
+    m.kind = ArchKind::llama;
+    set_kind_defaults(m);
+    r.require("num_hidden_layers", m.decoder_layers);
+    r.require("hidden_size", m.hidden);
+    r.require("num_attention_heads", m.heads);
+    r.read("num_key_value_heads", m.kv_heads);
+    r.read("head_dim", m.head_dim);
+    r.require("intermediate_size", m.ffn);
+    r.require("vocab_size", m.vocab);
+    r.read("max_position_embeddings", m.max_positions);
+    r.read("tie_word_embeddings", m.tied_embeddings);
+    r.require("num_experts_per_tok", m.experts_per_token);
+    if (type == "mixtral") {
+      r.require("num_local_experts", m.experts);
+    } else {
+      r.require("n_routed_experts", m.experts);
+      r.read("n_shared_experts", m.shared_experts);
+      r.require("moe_intermediate_size", m.moe_ffn);
+      r.read("first_k_dense_replace", m.first_dense_layers);
+      int freq = 1;
+      r.read("moe_layer_freq", freq);
+      r.check(freq == 1, "moe_layer_freq", "1 (every layer after the dense ones is MoE)",
+              std::to_string(freq));
+      if (r.has("q_lora_rank") && !r.raw().at("q_lora_rank").is_null())
+        r.read("q_lora_rank", m.q_lora_rank);
+      r.require("kv_lora_rank", m.kv_lora_rank);
+      r.require("qk_rope_head_dim", m.qk_rope_head_dim);
+      r.require("qk_nope_head_dim", m.qk_nope_head_dim);
+      r.require("v_head_dim", m.v_head_dim);
+      // Latent attention has one key/value latent, not heads: kv_heads and head_dim describe
+      // the query/key heads (nope + rope channels).
+      m.kv_heads = m.heads;
+      m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    }
+    m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
+    m.max_positions = 0;
   } else if (type == "llama" || type == "mistral") {
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
@@ -293,7 +399,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     m.max_positions = 0;
   } else {
     return Error{
-        fmt::format("{}: field 'model_type': expected one of gpt2|bert|t5|llama|mistral, got '{}'",
+        fmt::format("{}: field 'model_type': expected one of "
+                    "gpt2|bert|t5|llama|mistral|mixtral|deepseek_v2|deepseek_v3, got '{}'",
                     where, type)};
   }
   CS_RETURN_IF_ERROR(r.status());
@@ -326,6 +433,22 @@ nlohmann::json to_json(const ModelSpec& m) {
                       {"mlp", to_string(m.mlp)}};
   if (m.kind == ArchKind::t5) j["decoder_seq_length"] = m.dec_seq();
   if (m.flash_attention) j["attention"] = "flash";
+  // Mixture of experts and latent attention only where the model has them: a dense model's
+  // JSON is as before.
+  if (m.moe()) {
+    j["experts"] = m.experts;
+    j["experts_per_token"] = m.experts_per_token;
+    j["shared_experts"] = m.shared_experts;
+    j["moe_ffn"] = m.expert_ffn();
+    j["first_dense_layers"] = m.first_dense_layers;
+  }
+  if (m.mla()) {
+    j["q_lora_rank"] = m.q_lora_rank;
+    j["kv_lora_rank"] = m.kv_lora_rank;
+    j["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    j["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    j["v_head_dim"] = m.v_head_dim;
+  }
   return j;
 }
 

@@ -258,6 +258,11 @@ void PlanInput::merge(const PlanInput& o) {
   take(stage_layers, o.stage_layers);
   take(first_stage_layers, o.first_stage_layers);
   take(last_stage_layers, o.last_stage_layers);
+  take(cp, o.cp);
+  take(ep, o.ep);
+  take(expert_tp, o.expert_tp);
+  take(moe_capacity_factor, o.moe_capacity_factor);
+  take(moe_routing_imbalance, o.moe_routing_imbalance);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -352,6 +357,14 @@ nlohmann::json to_json(const ParallelPlan& p) {
     j["grad_compression"] = to_string(p.grad_compression);
     if (p.grad_compression == GradCompression::powersgd) j["powersgd_rank"] = p.powersgd_rank;
   }
+  // Context and expert parallelism only when used: the default plan's JSON is as before.
+  if (p.cp > 1) j["context_parallel_size"] = p.cp;
+  if (p.ep > 1 || p.expert_tp != p.tp) {
+    j["expert_model_parallel_size"] = p.ep;
+    j["expert_tensor_parallel_size"] = p.expert_tp;
+  }
+  if (p.moe_capacity_factor > 0) j["moe_expert_capacity_factor"] = p.moe_capacity_factor;
+  if (p.moe_routing_imbalance != 1) j["moe_routing_imbalance"] = p.moe_routing_imbalance;
   // The framework and its options only when one is chosen: the default plan's JSON is as before.
   switch (p.framework) {
     case Framework::none:

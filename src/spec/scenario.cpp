@@ -118,6 +118,95 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in) {
   return resolve_scenario(std::move(model), std::move(system), std::move(network), in.plan);
 }
 
+// Context and expert parallelism (Megatron-LM's --context-parallel-size,
+// --expert-model-parallel-size, --expert-tensor-parallel-size, --moe-expert-capacity-factor):
+// CP takes its share of the data-parallel ranks found so far (world = TP x CP x DP x PP); EP x
+// expert TP must divide the TP x CP x DP ranks of a stage and EP the experts.
+static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model,
+                                     ParallelPlan& plan) {
+  auto bad = [](std::string_view flag, std::string_view expected, std::string_view got) {
+    return Error{fmt::format("{}: expected {}, got {}", flag, expected, got)};
+  };
+  auto num = [](auto v) { return fmt::format("{}", v); };
+  plan.cp = in.cp.value_or(1);
+  if (plan.cp < 1) return bad("--context-parallel-size", "a positive integer", num(plan.cp));
+  if (plan.cp > 1) {
+    if (in.dp)
+      return bad("--data-parallel-size",
+                 "no --dp with --context-parallel-size (DP is GPUs / (TP x CP x PP))", num(*in.dp));
+    if (plan.dp % plan.cp != 0)
+      return bad("--context-parallel-size",
+                 fmt::format("a divisor of GPUs / (TP x PP) = {}", plan.dp), num(plan.cp));
+    plan.dp /= plan.cp;
+    // Load-balanced causal chunking: the sequence in 2 x CP chunks (Megatron-LM).
+    for (std::int64_t s : {model.seq_length, model.dec_seq()})
+      if (s % (2 * plan.cp) != 0)
+        return bad("--context-parallel-size",
+                   fmt::format("2 x CP to divide the sequence length {} (load-balanced causal "
+                               "chunks, as Megatron-LM requires)",
+                               s),
+                   num(plan.cp));
+    if (model.kind == ArchKind::t5 || model.kind == ArchKind::bert)
+      return bad("--context-parallel-size",
+                 "1 for encoder models (ring attention is modelled "
+                 "for decoder-only models)",
+                 num(plan.cp));
+  }
+  plan.ep = in.ep.value_or(1);
+  plan.expert_tp = in.expert_tp.value_or(plan.tp);
+  if (plan.ep < 1) return bad("--expert-model-parallel-size", "a positive integer", num(plan.ep));
+  if (plan.expert_tp < 1)
+    return bad("--expert-tensor-parallel-size", "a positive integer", num(plan.expert_tp));
+  if (!model.moe() && (plan.ep > 1 || (in.expert_tp && plan.expert_tp != plan.tp)))
+    return bad(plan.ep > 1 ? "--expert-model-parallel-size" : "--expert-tensor-parallel-size",
+               fmt::format("1 (or TP) for {}, which has no experts", model.name),
+               num(plan.ep > 1 ? plan.ep : plan.expert_tp));
+  if (model.moe()) {
+    if (model.experts % plan.ep != 0)
+      return bad("--expert-model-parallel-size",
+                 fmt::format("a divisor of the {} experts of {}", model.experts, model.name),
+                 num(plan.ep));
+    if (plan.expert_tp != 1 && plan.expert_tp != plan.tp)
+      return bad(
+          "--expert-tensor-parallel-size",
+          fmt::format("1 or the tensor-parallel size {} (commscope models those two)", plan.tp),
+          num(plan.expert_tp));
+    if (plan.tp > 1 && !in.sequence_parallel.value_or(false))
+      return bad("--sequence-parallel",
+                 "it with experts and TP > 1 (Megatron-LM requires sequence parallelism for MoE "
+                 "with tensor parallelism)",
+                 "TP " + num(plan.tp) + " without it");
+    const std::int64_t ranks = std::int64_t{plan.tp} * plan.cp * plan.dp;
+    if (ranks % (std::int64_t{plan.ep} * plan.expert_tp) != 0)
+      return bad("--expert-model-parallel-size",
+                 fmt::format("EP x expert TP to divide TP x CP x DP = {} ranks of a stage", ranks),
+                 fmt::format("{} x {}", plan.ep, plan.expert_tp));
+    if (in.zero && *in.zero >= 2)
+      return bad("--zero",
+                 "0 or 1 with experts (expert-parallel sharding under ZeRO-2/3 is not modelled)",
+                 num(*in.zero));
+    if (in.framework && *in.framework != Framework::none && *in.framework != Framework::megatron)
+      return bad("--framework",
+                 "megatron or none with experts (DeepSpeed-MoE and FSDP expert patterns are not "
+                 "modelled)",
+                 std::string(to_string(*in.framework)));
+  }
+  if (in.moe_capacity_factor) {
+    plan.moe_capacity_factor = *in.moe_capacity_factor;
+    if (!(plan.moe_capacity_factor > 0) || plan.moe_capacity_factor > 1e3)
+      return bad("--moe-expert-capacity-factor", "a positive factor of at most 1000",
+                 num(plan.moe_capacity_factor));
+  }
+  if (in.moe_routing_imbalance) {
+    plan.moe_routing_imbalance = *in.moe_routing_imbalance;
+    if (!(plan.moe_routing_imbalance >= 1) || plan.moe_routing_imbalance > plan.ep)
+      return bad("--moe-routing-imbalance",
+                 fmt::format("a factor from 1 (even) to EP = {} (all tokens on one rank)", plan.ep),
+                 num(plan.moe_routing_imbalance));
+  }
+  return {};
+}
+
 Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkProtocol network,
                                   const PlanInput& in) {
   Scenario sc;
@@ -240,6 +329,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
           fmt::format("{} GPUs", gpus));
     plan.dp = gpus / (plan.tp * plan.pp);
   }
+
+  CS_RETURN_IF_ERROR(resolve_context_expert(in, model, plan));
 
   // ---- tensor parallel ----
   if (model.vocab % plan.tp != 0) {

@@ -23,7 +23,10 @@ constexpr EnumName<Collective> kCollectiveNames[] = {{Collective::all_reduce, "a
 constexpr EnumName<CommGroup> kGroupNames[] = {{CommGroup::data, "data"},
                                                {CommGroup::tensor, "tensor"},
                                                {CommGroup::pipeline, "pipeline"},
-                                               {CommGroup::embedding, "embedding"}};
+                                               {CommGroup::embedding, "embedding"},
+                                               {CommGroup::expert, "expert"},
+                                               {CommGroup::context, "context"},
+                                               {CommGroup::expert_data, "expert_data"}};
 static_assert(std::size(kCollectiveNames) == kCollectiveCount);
 static_assert(std::size(kGroupNames) == kCommGroupCount);
 }  // namespace

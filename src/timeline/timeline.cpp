@@ -63,8 +63,9 @@ namespace {
 // plans computes thousands of breakdowns).
 struct Scratch {
   Intervals c, y, other, prof;  // prof: every call from entry (start - wait) to end
-  std::array<Intervals, 4> g, pg;
-  std::array<Intervals, 32> k, pk;  // by (group, collective): one stream each, so in time order
+  std::array<Intervals, kCommGroupCount> g, pg;
+  std::array<Intervals, kCommGroupCount * 8> k,
+      pk;  // by (group, collective): one stream each, so in time order
   Intervals u, pu, tmp;
   void clear() {
     for (Intervals* v : {&c, &y, &other, &prof, &u, &pu, &tmp}) v->clear();
@@ -171,7 +172,7 @@ Breakdown breakdown_of(Pred&& for_each_event, double t0, double t1) {
   for (std::size_t col = 0; col < 8; ++col) {
     Intervals &u = sc.u, &pu = sc.pu;
     u.clear(), pu.clear();
-    for (std::size_t grp = 0; grp < 4; ++grp) {
+    for (std::size_t grp = 0; grp < kCommGroupCount; ++grp) {
       Intervals& ppart = pk[grp * 8 + col];
       if (waits && !ppart.empty()) unite_into(pu, ppart, sc.tmp);
       Intervals& part = k[grp * 8 + col];

@@ -1489,6 +1489,9 @@ class Reader {
     if (g == "tensor"sv) return CommGroup::tensor;
     if (g == "pipeline"sv) return CommGroup::pipeline;
     if (g == "embedding"sv) return CommGroup::embedding;
+    if (g == "expert"sv) return CommGroup::expert;
+    if (g == "context"sv) return CommGroup::context;
+    if (g == "expert_data"sv) return CommGroup::expert_data;
     return CommGroup::data;
   }
 

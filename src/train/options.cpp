@@ -158,6 +158,13 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--pipeline-stage-layers: the CPU trainer splits the layers evenly over the stages "
         "(uneven stages are modelled by describe and predict only)"};
+  // Context and expert parallelism are modelled (describe, predict), not trained.
+  if (p.cp && *p.cp != 1)
+    return refuse("--context-parallel-size", std::to_string(*p.cp),
+                  "expected 1: the CPU trainer has no context parallelism");
+  if (p.ep && *p.ep != 1)
+    return refuse("--expert-model-parallel-size", std::to_string(*p.ep),
+                  "expected 1: the CPU trainer trains dense GPTs");
   if (p.zero) {
     if (*p.zero < 0 || *p.zero > 3)
       return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");

@@ -5,6 +5,7 @@
 // Shapes (per rank): b micro-batch, s tokens per sample, h hidden, q = heads x head_dim,
 // kv = kv_heads x head_dim, f FFN width, V vocabulary, t tensor-parallel size.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -28,7 +29,21 @@ constexpr double kScaleBytes = 4;
 // (identity forward, all-reduce backward; all-gather / reduce-scatter under sequence
 // parallelism), "exit" is the g operator (all-reduce forward, identity backward;
 // reduce-scatter / all-gather under sequence parallelism).
-enum class StepKind : std::uint8_t { compute, tp_enter, tp_exit };
+// Mixture of experts and context parallelism add their own kinds (written in block programs of
+// MoE layers and under CP only): the token dispatch and combine all-to-alls over the EP group;
+// expert TP's all-gather / reduce-scatter of the dispatched tokens; the CP ring's KV exchange,
+// issued beside the attention core (cp_exchange) and awaited after it (cp_wait).
+enum class StepKind : std::uint8_t {
+  compute,
+  tp_enter,
+  tp_exit,
+  ep_dispatch,
+  ep_combine,
+  etp_enter,
+  etp_exit,
+  cp_exchange,
+  cp_wait
+};
 
 struct Step {
   StepKind kind = StepKind::compute;
@@ -41,6 +56,7 @@ struct Step {
   // Backward FLOPs and bytes when they are not twice the forward's (FlashAttention's backward
   // recomputes the scores; FP8 casts): negative means the default, twice the forward.
   double backward_flops = -1, backward_mem = -1;
+  bool expert = false;  // routed experts' GEMM: its gradients go to the expert-data group
 };
 
 class Emitter {
@@ -278,12 +294,31 @@ Zero3Plan plan_zero3(const std::vector<ModuleUse>& trace, const ParallelPlan& p)
   return out;
 }
 
+// Context parallelism (Megatron-LM --context-parallel-size): each rank holds s / CP tokens of
+// every sample, so the ops outside attention are those of a model of sequence s / CP, and its
+// dense gradients are reduced over DP x CP ranks, as if those were data-parallel.
+ModelSpec cp_local_model(const Scenario& sc) {
+  if (sc.plan.cp <= 1) return {};
+  ModelSpec m = sc.model;
+  m.seq_length /= sc.plan.cp;
+  if (m.decoder_seq_length > 0) m.decoder_seq_length /= sc.plan.cp;
+  return m;
+}
+ParallelPlan cp_grad_plan(const Scenario& sc) {
+  if (sc.plan.cp <= 1) return {};
+  ParallelPlan p = sc.plan;
+  p.dp = sc.plan.grad_dp();
+  return p;
+}
+
 class Builder {
  public:
   explicit Builder(const Scenario& sc)
       : sc_(sc),
-        m_(sc.model),
-        p_(sc.plan),
+        cp_model_(cp_local_model(sc)),
+        grad_plan_(cp_grad_plan(sc)),
+        m_(sc.plan.cp > 1 ? cp_model_ : sc.model),
+        p_(sc.plan.cp > 1 ? grad_plan_ : sc.plan),
         t_(sc.plan.tp),
         dt_(sc.plan.dtype()),
         a_(dtype_bytes(dt_)),
@@ -313,6 +348,7 @@ class Builder {
         }
         build_chunk(ch);
         r.params += chunk_params(ch);
+        r.expert_params += chunk_expert_params(ch);
         r.chunks.push_back(std::move(ch));
       }
       build_step(r);
@@ -390,6 +426,10 @@ class Builder {
   // ---- programs ----
   void attention(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
                  bool cross, bool first_in_stack) const {
+    if (m_.mla() && !cross) {
+      attention_mla(prog, layer, s_q);
+      return;
+    }
     const std::int64_t h = m_.hidden, q = m_.q_dim(), kv = m_.kv_dim(), bias = m_.bias ? 1 : 0;
     const std::int64_t Tq = b_ * s_q, Tkv = b_ * s_kv, heads = m_.heads / t_;
     prog.push_back(tp(StepKind::tp_enter, Tq * h, layer));
@@ -398,6 +438,7 @@ class Builder {
           compute(gemm("qkv", layer, Tq, h, (q + 2 * kv) / t_), (h + bias) * (q + 2 * kv) / t_);
       qkv.gathers_input = true;
       prog.push_back(qkv);
+      if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_exchange, Tq * 2 * kv / t_, layer));
     } else {
       Step qs = compute(gemm("cross_q", layer, Tq, h, q / t_), (h + bias) * q / t_);
       qs.gathers_input = true;
@@ -432,6 +473,7 @@ class Builder {
     va.attention_core = true;
     prog.push_back(va);
     if (p_.attention == AttentionKernel::flash) flash_attention_core(prog, layer, s_q, s_kv, cross);
+    if (p_.cp > 1 && !cross) prog.push_back(cp_step(StepKind::cp_wait, Tq * 2 * kv / t_, layer));
     prog.push_back(compute(gemm(cross ? "cross_out" : "attn_out", layer, Tq, q / t_, h),
                            q / t_ * h + bias * h));
     prog.push_back(tp(StepKind::tp_exit, Tq * h, layer));
@@ -456,6 +498,133 @@ class Builder {
                                        outside_tokens(T) * h, 2, 3.0 * a_)));
   }
 
+  // ---- mixture of experts, latent attention, context parallelism ----
+  Step cp_step(StepKind k, std::int64_t elements, int layer) const {
+    Step s;
+    s.kind = k;
+    s.tp_elements = elements;  // cp_exchange: the KV chunk of this rank (K and V, b x s/CP)
+    s.op.layer = layer;
+    return s;
+  }
+  // Tokens routed to this rank's experts per micro-batch: its own tokens x top-k, x the load
+  // factor (the busiest EP rank's share over the mean, cut at the capacity).
+  std::int64_t moe_routed_tokens(std::int64_t T) const {
+    return static_cast<std::int64_t>(
+        std::llround(outside_tokens(T) * m_.experts_per_token * p_.moe_load_factor()));
+  }
+  // A MoE block's MLP (Megatron-LM's MoELayer with the all-to-all token dispatcher): router;
+  // dispatch all-to-all over EP; under expert TP the dispatched tokens all-gathered over the
+  // TP group; the local experts' GEMMs (one grouped GEMM per projection); the reverse; the
+  // combine all-to-all; shared experts as a dense tensor-parallel MLP of shared x moe_ffn.
+  void moe_mlp(std::vector<Step>& prog, int layer, std::int64_t s) const {
+    const std::int64_t h = m_.hidden, fe = m_.expert_ffn(), T = b_ * s;
+    const std::int64_t fe_in = m_.gated_mlp() ? 2 * fe : fe;
+    const std::int64_t tokens = static_cast<std::int64_t>(outside_tokens(T));
+    const std::int64_t routed = moe_routed_tokens(T), etp = p_.expert_tp;
+    prog.push_back(compute(gemm("moe_router", layer, tokens, h, m_.experts), m_.experts * h));
+    Step dispatch;
+    dispatch.kind = StepKind::ep_dispatch;
+    dispatch.tp_elements = routed * h;
+    dispatch.op.layer = layer;
+    prog.push_back(dispatch);
+    Step gather = dispatch;
+    gather.kind = StepKind::etp_enter;
+    gather.tp_elements = routed * etp * h;
+    prog.push_back(gather);
+    // The expert parameters this rank holds, split between the two projections as counted.
+    const std::int64_t held = block_expert_params(m_, layer) / (p_.ep * etp);
+    const std::int64_t in_share = held * (h * fe_in + (m_.bias ? fe_in : 0)) /
+                                  (h * fe_in + (m_.bias ? fe_in : 0) + fe * h + (m_.bias ? h : 0));
+    Step in = compute(gemm("expert_in", layer, routed * etp, h, fe_in / etp), in_share);
+    in.expert = true;
+    prog.push_back(in);
+    prog.push_back(compute(elementwise("expert_act", ComputeClass::elementwise, layer,
+                                       static_cast<double>(routed) * fe, 8,
+                                       (m_.gated_mlp() ? 3.0 : 2.0) * a_)));
+    Step out = compute(gemm("expert_out", layer, routed * etp, fe / etp, h), held - in_share);
+    out.expert = true;
+    prog.push_back(out);
+    Step scatter = gather;
+    scatter.kind = StepKind::etp_exit;
+    prog.push_back(scatter);
+    Step combine = dispatch;
+    combine.kind = StepKind::ep_combine;
+    prog.push_back(combine);
+    if (m_.shared_experts > 0) {
+      const std::int64_t fs = m_.shared_experts * fe, fs_in = m_.shared_experts * fe_in;
+      const std::int64_t bias = m_.bias ? 1 : 0;
+      prog.push_back(tp(StepKind::tp_enter, T * h, layer));
+      Step sin =
+          compute(gemm("shared_expert_in", layer, T, h, fs_in / t_), (h + bias) * fs_in / t_);
+      sin.gathers_input = true;
+      prog.push_back(sin);
+      prog.push_back(compute(elementwise("shared_expert_act", ComputeClass::elementwise, layer,
+                                         static_cast<double>(T) * fs / t_, 8,
+                                         (m_.gated_mlp() ? 3.0 : 2.0) * a_)));
+      prog.push_back(compute(gemm("shared_expert_out", layer, T, fs / t_, h), fs / t_ * h));
+      prog.push_back(tp(StepKind::tp_exit, T * h, layer));
+    }
+    prog.push_back(compute(elementwise("mlp_residual", ComputeClass::elementwise, layer,
+                                       outside_tokens(T) * h, 2, 3.0 * a_)));
+  }
+  // Multi-head latent attention (DeepSeek-V2/V3; Megatron-LM's MLASelfAttention): query and
+  // key/value down-projections (replicated on TP ranks) with their norms, up-projections split
+  // by heads, attention with (nope + rope)-channel keys and v_head_dim-channel values.
+  void attention_mla(std::vector<Step>& prog, int layer, std::int64_t s_q) const {
+    const std::int64_t h = m_.hidden, T = b_ * s_q, heads = m_.heads / t_;
+    const std::int64_t qk = m_.qk_nope_head_dim + m_.qk_rope_head_dim, v = m_.v_head_dim;
+    prog.push_back(tp(StepKind::tp_enter, T * h, layer));
+    if (m_.q_lora_rank > 0) {
+      Step qd = compute(gemm("q_down", layer, T, h, m_.q_lora_rank), h * m_.q_lora_rank);
+      prog.push_back(qd);
+      prog.push_back(
+          compute(elementwise("q_norm", ComputeClass::norm, layer,
+                              static_cast<double>(T) * m_.q_lora_rank, 5, act_bytes_rw()),
+                  m_.q_lora_rank));
+      prog.push_back(
+          compute(gemm("q_up", layer, T, m_.q_lora_rank, heads * qk), m_.q_lora_rank * heads * qk));
+    } else {
+      prog.push_back(compute(gemm("q_proj", layer, T, h, heads * qk), h * heads * qk));
+    }
+    const std::int64_t kv_down = m_.kv_lora_rank + m_.qk_rope_head_dim;
+    Step kd = compute(gemm("kv_down", layer, T, h, kv_down), h * kv_down);
+    kd.gathers_input = true;
+    prog.push_back(kd);
+    prog.push_back(compute(elementwise("kv_norm", ComputeClass::norm, layer,
+                                       static_cast<double>(T) * m_.kv_lora_rank, 5, act_bytes_rw()),
+                           m_.kv_lora_rank));
+    prog.push_back(
+        compute(gemm("kv_up", layer, T, m_.kv_lora_rank, heads * (m_.qk_nope_head_dim + v)),
+                m_.kv_lora_rank * heads * (m_.qk_nope_head_dim + v)));
+    if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_exchange, T * heads * (qk + v), layer));
+    const std::int64_t s_kv = s_q * p_.cp;
+    const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
+    Op scores = elementwise("attn_scores", ComputeClass::attention, layer, 0, 0, 0);
+    scores.flops = 2.0 * score_elems * qk;
+    scores.mem_bytes = a_ * (static_cast<double>(T) * heads * qk +
+                             static_cast<double>(b_) * s_kv * heads * qk + score_elems);
+    Step sc = compute(scores);
+    sc.attention_core = true;
+    prog.push_back(sc);
+    Step sm = compute(elementwise("softmax", ComputeClass::elementwise, layer, score_elems, 5,
+                                  act_bytes_rw() + (m_.dropout ? 1 : 0)));
+    sm.attention_core = true;
+    prog.push_back(sm);
+    Op values = scores;
+    values.name = "attn_values";
+    values.flops = 2.0 * score_elems * v;
+    values.mem_bytes = a_ * (score_elems + static_cast<double>(b_) * s_kv * heads * v +
+                             static_cast<double>(T) * heads * v);
+    Step va = compute(values);
+    va.attention_core = true;
+    prog.push_back(va);
+    if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_wait, T * heads * (qk + v), layer));
+    prog.push_back(compute(gemm("attn_out", layer, T, heads * v, h), heads * v * h));
+    prog.push_back(tp(StepKind::tp_exit, T * h, layer));
+    prog.push_back(compute(elementwise("attn_residual", ComputeClass::elementwise, layer,
+                                       outside_tokens(T) * h, 2, 3.0 * a_)));
+  }
+
   Step norm(std::string_view name, int layer, std::int64_t tokens) const {
     return compute(elementwise(name, ComputeClass::norm, layer, outside_tokens(tokens) * m_.hidden,
                                5, act_bytes_rw()),
@@ -468,13 +637,16 @@ class Builder {
     const std::int64_t s = kind == BlockKind::encoder ? m_.seq_length : m_.dec_seq();
     const bool first_in_stack = layer == 0 || layer == m_.encoder_layers;
     prog.push_back(norm("norm_attn", layer, b_ * s));
-    attention(prog, layer, s, s, false, first_in_stack);
+    attention(prog, layer, s, s * p_.cp, false, first_in_stack);
     if (kind == BlockKind::cross_decoder) {
       prog.push_back(norm("norm_cross", layer, b_ * s));
       attention(prog, layer, s, m_.seq_length, true, false);
     }
     prog.push_back(norm("norm_mlp", layer, b_ * s));
-    mlp(prog, layer, s);
+    if (m_.moe_layer(layer))
+      moe_mlp(prog, layer, s);
+    else
+      mlp(prog, layer, s);
     if (p_.fp8) fp8_gemms(prog);
     return prog;
   }
@@ -614,6 +786,9 @@ class Builder {
                          p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
                          CommGroup::tensor, t_, st.tp_elements, dt_, layer));
           break;
+        default:
+          emit_moe_cp(e, st, layer, false);
+          break;
       }
       if (st.vocab_parallel_loss && t_ > 1) {
         // Vocab-parallel cross-entropy: max, sum of exponentials, target logit (fp32, b x s).
@@ -644,7 +819,11 @@ class Builder {
           if (st.backward_flops >= 0) op.flops = st.backward_flops;
           if (st.backward_mem >= 0) op.mem_bytes = st.backward_mem;
           op.grad_params = st.grad_params;
-          if (grads) grads->add(i, st.grad_params);
+          if (st.expert) {
+            if (expert_grads_) expert_grads_->add(i, st.grad_params);
+          } else if (grads) {
+            grads->add(i, st.grad_params);
+          }
           break;
         }
         case StepKind::tp_enter:
@@ -658,7 +837,61 @@ class Builder {
             e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
                          st.tp_elements, dt_, layer));
           break;
+        default:
+          emit_moe_cp(e, st, layer, true);
+          break;
       }
+    }
+  }
+
+  // The MoE and CP steps, forward or backward. Dispatch and combine are all-to-alls of the
+  // routed tokens over EP in both directions (backward: their gradients, the other way);
+  // expert TP all-gathers the dispatched tokens before the experts and reduce-scatters after
+  // (backward: the reverse). The CP ring (ring attention, Megatron-LM / Transformer Engine):
+  // CP - 1 steps, each passing a KV chunk to the next rank, overlapped with the attention core
+  // and awaited after it; backward passes the KV chunk and its gradient dKV, twice the bytes.
+  void emit_moe_cp(Emitter& e, const Step& st, int layer, bool backward) const {
+    const int etp = p_.expert_tp;
+    switch (st.kind) {
+      case StepKind::ep_dispatch:
+      case StepKind::ep_combine: {
+        if (p_.ep <= 1) break;
+        const bool dispatch = st.kind == StepKind::ep_dispatch;
+        std::string_view name = dispatch ? (backward ? "moe_dispatch_backward" : "moe_dispatch")
+                                         : (backward ? "moe_combine_backward" : "moe_combine");
+        e.chain(comm(name, Collective::all_to_all, CommGroup::expert, p_.ep, st.tp_elements, dt_,
+                     layer));
+        break;
+      }
+      case StepKind::etp_enter:
+      case StepKind::etp_exit: {
+        if (etp <= 1) break;
+        const bool gather = (st.kind == StepKind::etp_enter) != backward;
+        e.chain(comm(gather ? "moe_etp_all_gather" : "moe_etp_reduce_scatter",
+                     gather ? Collective::all_gather : Collective::reduce_scatter,
+                     CommGroup::tensor, etp, st.tp_elements, dt_, layer));
+        break;
+      }
+      case StepKind::cp_exchange:
+      case StepKind::cp_wait: {
+        if (sc_.plan.cp <= 1) break;
+        const bool issue = (st.kind == StepKind::cp_exchange) != backward;
+        if (issue) {
+          const std::int64_t steps = sc_.plan.cp - 1;
+          Op op =
+              comm(backward ? "cp_kv_dkv_send" : "cp_kv_send", Collective::send, CommGroup::context,
+                   sc_.plan.cp, (backward ? 2 : 1) * steps * st.tp_elements, dt_, layer);
+          op.index = static_cast<std::int32_t>(steps);
+          cp_op_ = e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
+          cp_pending_ = true;
+        } else if (cp_pending_) {
+          e.need(cp_op_);
+          cp_pending_ = false;
+        }
+        break;
+      }
+      default:
+        break;
     }
   }
 
@@ -692,9 +925,21 @@ class Builder {
     return head;
   }
 
+  // The routed experts' parameters of a block on this rank: split over EP x expert TP.
+  std::int64_t held_expert_params(int l) const {
+    return block_expert_params(m_, l) / (static_cast<std::int64_t>(p_.ep) * p_.expert_tp);
+  }
+  std::int64_t chunk_expert_params(const Chunk& ch) const {
+    std::int64_t n = 0;
+    if (m_.moe())
+      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) n += held_expert_params(l);
+    return n;
+  }
   std::int64_t chunk_params(const Chunk& ch) const {
     std::int64_t n = 0;
-    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) n += block_params(m_, l, t_);
+    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+      n += block_params(m_, l, t_) +
+           (m_.moe() ? held_expert_params(l) - block_expert_params(m_, l) / t_ : 0);
     if (ch.virtual_stage == 0) n += embedding_grads();
     if (ch.virtual_stage == last_vs_) n += head_params();
     return n;
@@ -706,6 +951,14 @@ class Builder {
   bool own_dp_pattern() const {
     return p_.framework == Framework::none ||
            (p_.framework == Framework::deepspeed && p_.zero != 3);
+  }
+  // Expert gradients reduced in backward buckets (DDP, Megatron with overlapped reduction and no
+  // distributed optimizer) rather than in the step.
+  bool expert_grads_in_backward() const {
+    if (!m_.moe() || sc_.plan.expert_dp() <= 1 || p_.zero != 0) return false;
+    if (p_.framework == Framework::megatron)
+      return p_.overlap_grad_reduce && !p_.use_distributed_optimizer;
+    return p_.framework == Framework::none;
   }
   bool deepspeed_zero3() const {
     return p_.framework == Framework::deepspeed && p_.zero == 3 && p_.dp > 1;
@@ -894,6 +1147,7 @@ class Builder {
     for (int l = first; l < end; ++l) {
       std::pair<int, bool> key = {static_cast<int>(block_kind(m_, l)),
                                   l == 0 || l == m_.encoder_layers};
+      if (m_.moe_layer(l)) key.first += 8;  // a MoE block's program differs from a dense one's
       auto it = std::find(program_keys.begin(), program_keys.end(), key);
       if (it == program_keys.end()) {
         program_keys.push_back(key);
@@ -996,6 +1250,21 @@ class Builder {
       bucketer.emplace(bw, proto, cap);
     }
     Bucketer* g = bucketer ? &*bucketer : nullptr;
+    // Expert gradients: bucketed all-reduces over the expert-data-parallel group on the last
+    // micro-batch, beside the dense buckets (Megatron-LM keeps a separate expert buffer);
+    // otherwise reduced in the step.
+    std::optional<Bucketer> expert_bucketer;
+    if (expert_grads_in_backward()) {
+      const bool megatron = p_.framework == Framework::megatron;
+      Op proto = comm("moe_expert_grad_bucket", Collective::all_reduce, CommGroup::expert_data,
+                      sc_.plan.expert_dp(), 0, megatron ? megatron_grad_dtype(p_) : dt_, kNoLayer);
+      proto.tag = OpTag::grad_bucket;
+      proto.last_microbatch_only = true;
+      expert_bucketer.emplace(
+          bw, proto,
+          megatron ? p_.megatron_bucket : static_cast<std::int64_t>(p_.ddp_bucket.value() / a_));
+    }
+    expert_grads_ = expert_bucketer ? &*expert_bucketer : nullptr;
     if (!is_last)
       bw.chain(comm("pp_recv_gradient", Collective::recv, CommGroup::pipeline, 2,
                     boundary_elements(end), dt_, end - 1));
@@ -1044,6 +1313,8 @@ class Builder {
     if (fsdp() && (is_first || p_.fsdp_wrap == FsdpWrap::model) && bw.has_prev())
       fsdp_reduce(bw, fsdp_root, is_first ? kEmbeddingLayer : first, bw.prev());
     if (g && bw.has_prev()) g->flush(bw.prev());
+    if (expert_grads_ && bw.has_prev()) expert_grads_->flush(bw.prev());
+    expert_grads_ = nullptr;
     if (!is_first)
       bw.side(comm("pp_send_gradient", Collective::send, CommGroup::pipeline, 2,
                    boundary_elements(first), dt_, first),
@@ -1086,9 +1357,23 @@ class Builder {
                    outer_params(m_).word_embedding / t_, dt_, kEmbeddingLayer));
     const bool sharded = p_.zero >= 1 && p_.dp > 1;
     const bool own = own_dp_pattern();
+    // Dense parameters go with DP (x CP); the routed experts' with the expert-data group.
+    const std::int64_t dense = r.params - r.expert_params;
     if (own && p_.zero == 1 && p_.dp > 1)
-      bucketed(e, "zero_grad_reduce_scatter", Collective::reduce_scatter, r.params,
+      bucketed(e, "zero_grad_reduce_scatter", Collective::reduce_scatter, dense,
                p_.zero_reduce_bucket);
+    const int edp = sc_.plan.expert_dp();
+    const bool expert_sharded =
+        r.expert_params > 0 && edp > 1 &&
+        (p_.zero >= 1 || (p_.framework == Framework::megatron && p_.use_distributed_optimizer));
+    if (r.expert_params > 0 && edp > 1 && !expert_grads_in_backward()) {
+      Op op = comm(expert_sharded ? "moe_expert_grad_reduce_scatter" : "moe_expert_grad_all_reduce",
+                   expert_sharded ? Collective::reduce_scatter : Collective::all_reduce,
+                   CommGroup::expert_data, edp, r.expert_params,
+                   p_.framework == Framework::megatron ? megatron_grad_dtype(p_) : dt_, kNoLayer);
+      op.tag = OpTag::grad_bucket;
+      e.chain(op);
+    }
     const bool megatron = p_.framework == Framework::megatron && p_.dp > 1;
     if (megatron && !p_.overlap_grad_reduce) {
       // Without --overlap-grad-reduce Megatron-LM has one bucket of everything, reduced in
@@ -1096,7 +1381,7 @@ class Builder {
       Op op =
           comm("megatron_grad_reduce",
                p_.use_distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce,
-               CommGroup::data, p_.dp, r.params, megatron_grad_dtype(p_), kNoLayer);
+               CommGroup::data, p_.dp, dense, megatron_grad_dtype(p_), kNoLayer);
       op.tag = OpTag::grad_bucket;
       e.chain(op);
     }
@@ -1108,17 +1393,21 @@ class Builder {
                    DType::fp64, kNoLayer));
     }
     const double owned =
-        sharded ? static_cast<double>(r.params) / p_.dp : static_cast<double>(r.params);
+        (sharded ? static_cast<double>(dense) / p_.dp : static_cast<double>(dense)) +
+        (expert_sharded ? static_cast<double>(r.expert_params) / edp
+                        : static_cast<double>(r.expert_params));
     // Adam: fp32 master weight, two moments and the gradient read; master, moments and the
     // low-precision weight copy written: 28 bytes per parameter; about 12 FLOPs per parameter.
     e.chain(elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, 28));
     if (own && (p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
-      bucketed(e, "zero_param_all_gather", Collective::all_gather, r.params,
-               p_.zero_allgather_bucket);
+      bucketed(e, "zero_param_all_gather", Collective::all_gather, dense, p_.zero_allgather_bucket);
+    if (expert_sharded)
+      e.chain(comm("moe_expert_param_all_gather", Collective::all_gather, CommGroup::expert_data,
+                   edp, r.expert_params, dt_, kNoLayer));
     if (megatron && p_.use_distributed_optimizer) {
       // The distributed optimizer all-gathers the updated parameters bucket by bucket (the
       // gradient buckets' layout), in the parameters' type.
-      std::vector<std::int64_t> one = {r.params};
+      std::vector<std::int64_t> one = {dense};
       const auto& sizes = p_.overlap_grad_reduce ? megatron_buckets_ : one;
       std::int32_t index = 0;
       for (std::int64_t n : sizes) {
@@ -1132,6 +1421,11 @@ class Builder {
   }
 
   const Scenario& sc_;
+  // Under context parallelism: the model with its sequence split over the CP ranks, and the
+  // plan whose data-parallel group is DP x CP (Megatron's gradient group); otherwise empty,
+  // and m_ and p_ are the scenario's own.
+  const ModelSpec cp_model_;
+  const ParallelPlan grad_plan_;
   const ModelSpec& m_;
   const ParallelPlan& p_;
   const int t_;
@@ -1139,6 +1433,11 @@ class Builder {
   const double a_;
   const std::int64_t b_;
   int last_vs_ = 0;
+  // The CP ring's exchange op awaiting its wait step, and the expert gradients' buckets of the
+  // backward being built (none: reduced in the step, or nothing to reduce).
+  mutable std::uint32_t cp_op_ = 0;
+  mutable bool cp_pending_ = false;
+  mutable Bucketer* expert_grads_ = nullptr;
   // Megatron: the gradient buckets' sizes of the role being built (for the parameter gather).
   mutable std::vector<std::int64_t> megatron_buckets_;
   // DeepSpeed ZeRO-3: the trace being recorded or replayed.

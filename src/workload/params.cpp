@@ -15,6 +15,7 @@ std::int64_t mlp_in_width(const ModelSpec& m) {
 struct BlockParts {
   std::int64_t split = 0;
   std::int64_t replicated = 0;
+  std::int64_t expert = 0;  // routed experts: split over expert-parallel x expert-TP ranks
 };
 
 BlockParts block_parts(const ModelSpec& m, int layer) {
@@ -22,6 +23,19 @@ BlockParts block_parts(const ModelSpec& m, int layer) {
   const std::int64_t bias = m.bias ? 1 : 0;
   BlockParts p;
   auto attention = [&] {
+    if (m.mla()) {  // multi-head latent attention (DeepSeek-V2/V3, Megatron's MLA layout)
+      const std::int64_t qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim;
+      if (m.q_lora_rank > 0) {
+        p.replicated += h * m.q_lora_rank + m.q_lora_rank;  // q down-projection and its norm
+        p.split += m.q_lora_rank * m.heads * qk_head;       // q up-projection
+      } else {
+        p.split += h * m.heads * qk_head;
+      }
+      p.replicated += h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank;  // kv down, norm
+      p.split += m.kv_lora_rank * m.heads * (m.qk_nope_head_dim + m.v_head_dim);   // kv up
+      p.split += m.heads * m.v_head_dim * h;                                       // output
+      return;
+    }
     p.split += h * (q + 2 * kv) + bias * (q + 2 * kv);  // QKV: column-parallel
     p.split += q * h;                                   // output: row-parallel
     p.replicated += bias * h;                           // its bias is added after the reduce
@@ -33,8 +47,19 @@ BlockParts block_parts(const ModelSpec& m, int layer) {
     attention();
     p.replicated += norm_params(m);
   }
-  p.split += h * fin + bias * fin + fin / (m.gated_mlp() ? 2 : 1) * h;  // MLP in and out
-  p.replicated += bias * h;
+  if (m.moe_layer(layer)) {
+    // Mixture of experts: the router (replicated), the routed experts (split over EP x ETP),
+    // the shared experts (tensor-parallel like a dense MLP of shared x moe_ffn).
+    const std::int64_t fe = m.expert_ffn(), fe_in = m.gated_mlp() ? 2 * fe : fe;
+    const std::int64_t one = h * fe_in + bias * fe_in + fe * h + bias * h;
+    p.replicated += m.experts * h;
+    p.expert += m.experts * one;
+    p.split += m.shared_experts * (h * fe_in + bias * fe_in + fe * h);
+    if (m.shared_experts > 0) p.replicated += bias * h;
+  } else {
+    p.split += h * fin + bias * fin + fin / (m.gated_mlp() ? 2 : 1) * h;  // MLP in and out
+    p.replicated += bias * h;
+  }
   // T5: relative position bias (buckets x heads) in the first block of each stack.
   if (m.position == PositionEmbedding::relative &&
       (layer == 0 || (m.encoder_layers > 0 && layer == m.encoder_layers)))
@@ -50,7 +75,11 @@ BlockKind block_kind(const ModelSpec& m, int layer) {
 
 std::int64_t block_params(const ModelSpec& m, int layer, int tp) {
   BlockParts p = block_parts(m, layer);
-  return p.split / tp + p.replicated;
+  return p.split / tp + p.replicated + p.expert / tp;
+}
+
+std::int64_t block_expert_params(const ModelSpec& m, int layer) {
+  return block_parts(m, layer).expert;
 }
 
 std::int64_t block_replicated_params(const ModelSpec& m, int layer) {
@@ -80,6 +109,10 @@ ParamCount count_params(const ModelSpec& m) {
   c.lm_head = o.lm_head;
   c.pooler = o.pooler;
   c.total = c.blocks + c.embedding + c.final_norm + c.lm_head + c.pooler;
+  // Routed experts: a token passes experts_per_token of them (the rest are inactive for it).
+  for (int l = 0; l < m.layers(); ++l) c.experts += block_expert_params(m, l);
+  c.active = c.total;
+  if (m.moe()) c.active -= c.experts / m.experts * (m.experts - m.experts_per_token);
   return c;
 }
 

@@ -137,7 +137,9 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
   const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim());
   const double f = static_cast<double>(m.ffn), heads = static_cast<double>(m.heads);
   const BlockKind kind = block_kind(m, layer);
-  const double s = static_cast<double>(kind == BlockKind::encoder ? m.seq_length : m.dec_seq());
+  // Under context parallelism a rank keeps its s / CP tokens of each sample.
+  const double s =
+      static_cast<double>(kind == BlockKind::encoder ? m.seq_length : m.dec_seq()) / p.cp;
   // Outside the tensor-parallel region activations are whole on every TP rank unless
   // sequence parallelism splits them.
   const double out_div = p.sequence_parallel ? t : 1.0;
@@ -167,12 +169,28 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
   };
   const bool keep_core = p.recompute != Recompute::selective && !flash;
   attention(s, s, keep_core);
+  // Ring attention: each local query row spans all CP chunks of keys (standard attention's
+  // scores, softmax and dropout over s / CP x s).
+  if (keep_core && p.cp > 1)
+    inside += (a + (m.dropout ? mask + a : 0)) * b * heads * s * s * (p.cp - 1);
   if (kind == BlockKind::cross_decoder) attention(s, static_cast<double>(m.seq_length), keep_core);
   // MLP: norm input, MLP input, activation input and output (gated: both branches and the
   // product), dropout mask.
   outside += a * s * b * h + g * s * b * h + mask * s * b * h;
-  // the MLP output projection's input (the activation's output, or the gated product): FP8
-  inside += m.gated_mlp() ? 3.0 * a * s * b * f + g * s * b * f : a * s * b * f + g * s * b * f;
+  if (m.moe_layer(layer)) {
+    // MoE: the router's fp32 logits and the dispatched tokens on this rank (its tokens x top-k
+    // x the load factor), each with the expert's input, its activation input and output
+    // (gated: both branches and the product), gathered over expert TP; shared experts as a
+    // dense MLP of shared x moe_ffn.
+    const double fe = static_cast<double>(m.expert_ffn());
+    const double routed = s * b / out_div * m.experts_per_token * p.moe_load_factor();
+    outside += 4.0 * s * b * m.experts;
+    inside += t * (a * routed * h * p.expert_tp + (m.gated_mlp() ? 4.0 : 2.0) * a * routed * fe);
+    inside += (m.gated_mlp() ? 4.0 : 2.0) * a * s * b * fe * m.shared_experts;
+  } else {
+    // the MLP output projection's input (the activation's output, or the gated product): FP8
+    inside += m.gated_mlp() ? 3.0 * a * s * b * f + g * s * b * f : a * s * b * f + g * s * b * f;
+  }
   return Bytes(outside / out_div + inside / t);
 }
 
@@ -181,7 +199,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const ParallelPlan& p = sc.plan;
   const ModelSpec& m = sc.model;
   const double P = static_cast<double>(r.params);
-  const double d = p.dp;
+  const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
   const bool mixed = p.precision != Precision::fp32;
   // Bytes per parameter (ZeRO paper, mixed-precision Adam: 2 + 2 + 12; fp32 Adam: 4 + 4 + 8).
   const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = mixed ? 12 : 8;
@@ -189,6 +207,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));
   mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
+<<<<<<< HEAD
   // ZeRO++ hpZ: the secondary copy of the weights, sharded over zero_hpz_partition_size ranks.
   if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);
   if (p.fp8) {
@@ -201,6 +220,11 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
             static_cast<double>(block_params(m, l, p.tp) - block_replicated_params(m, l));
     mem.weights += Bytes(gemm_weights);
   }
+=======
+  if (r.expert_params > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
+    mem.optimizer = Bytes((P - static_cast<double>(r.expert_params)) * ob / d +
+                          static_cast<double>(r.expert_params) * ob / p.expert_dp());
+>>>>>>> h3-moe
 
   // Activations: the chunk with the most, times the micro-batches (or chunk-micro-batches)
   // in flight, plus what the first and last stages keep outside the blocks.
@@ -217,9 +241,9 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const double inflight = static_cast<double>(inflight_microbatches(sc, r.stage));
   mem.activations = per_chunk * inflight;
   if (r.stage == 0 && m.dropout)  // embedding dropout mask
-    mem.activations += Bytes(inflight * static_cast<double>(m.seq_length) * b * h / out_div);
+    mem.activations += Bytes(inflight * static_cast<double>(m.seq_length) / p.cp * b * h / out_div);
   if (r.stage == p.pp - 1) {
-    const double s = static_cast<double>(m.dec_seq());
+    const double s = static_cast<double>(m.dec_seq()) / p.cp;
     // final-norm input, LM-head input, fp32 logits of the vocab shard
     mem.activations += Bytes(a * s * b * h * (1 + 1 / out_div) + 4.0 * s * b * m.vocab / p.tp);
   }
@@ -242,8 +266,10 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     }
   }
   if (p.pp > 1) {
-    const double tokens = static_cast<double>(
-        m.seq_length + (m.encoder_layers > 0 && m.decoder_layers > 0 ? m.dec_seq() : 0));
+    const double tokens =
+        static_cast<double>(m.seq_length +
+                            (m.encoder_layers > 0 && m.decoder_layers > 0 ? m.dec_seq() : 0)) /
+        p.cp;
     buffers += Bytes(2.0 * a * b * tokens * h / out_div);
   }
   mem.comm_buffers = buffers;

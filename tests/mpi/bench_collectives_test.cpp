@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commscope/launch/bench_flags.h"
 #include "commscope/workload/op.h"
 #include "test_util.h"
 
@@ -74,6 +75,9 @@ TEST(Bench, BadFlagsAreRefusedBeforeLaunch) {
       {"-- -r 2", "-r: expected a root in [0, 2)"},
       {"-- --collectives all_reduce,nope", "--collectives: expected"},
       {"-- --format xml", "--format: expected"},
+      {"-- --routing zipf:-1", "--routing: expected"},
+      {"-- --routing zipf", "--routing: expected"},
+      {"--ranks 2 -- --routing imbalance:3", "--routing: expected"},
       {"-- --no-such-flag", "--no-such-flag"},
       {"--ranks 100000", "--ranks: expected an integer from 1 to 256"},
       {"--ranks 0", "--ranks: expected an integer from 1 to 256"},
@@ -118,6 +122,37 @@ TEST(Bench, ProgressOnlyWhenAsked) {
       << loud.err;
   // stdout stays the JSON document.
   EXPECT_EQ(nlohmann::json::parse(loud.out)["results"].size(), 3u);
+}
+
+// All-to-allv with uneven counts from a routing distribution (--routing, issue 15): every
+// element checked exactly (a receiver's block from each rank is that rank's slice for it), and
+// reported like the other collectives (busbw = algbw x (n-1)/n of the buffer each rank sends).
+// Rank j receives w_j of every rank's buffer; times are not compared (noisy on this machine).
+TEST(Bench, AllToAllvFromARoutingDistribution) {
+  for (const char* routing : {"zipf:1.2", "imbalance:2.5"}) {
+    SCOPED_TRACE(routing);
+    Outcome o = run(std::string("--ranks 4 -- -b 4K -e 256K -f 4 -n 2 -w 1 --collectives ") +
+                    "all_to_all --format json --routing " + routing);
+    ASSERT_EQ(o.status, 0) << o.err;
+    auto j = nlohmann::json::parse(o.out)["results"];
+    ASSERT_EQ(j.size(), 4u);
+    for (const auto& r : j) {
+      EXPECT_EQ(r["collective"], "all_to_all");
+      EXPECT_EQ(r["out_of_place"]["wrong"], 0);
+      EXPECT_NEAR(r["out_of_place"]["busbw_GBps"].get<double>(),
+                  r["out_of_place"]["algbw_GBps"].get<double>() * 3 / 4, 1e-9);
+    }
+  }
+  // The shares: Zipf over 4 ranks with S = 1 is 12/25, 6/25, 4/25, 3/25; imbalance:2.5 gives
+  // rank 0 2.5/4 and the others 0.5/4.
+  auto z = commscope::launch::routing_weights("zipf:1", 4);
+  ASSERT_EQ(z.size(), 4u);
+  EXPECT_NEAR(z[0], 12.0 / 25, 1e-12);
+  EXPECT_NEAR(z[3], 3.0 / 25, 1e-12);
+  auto s = commscope::launch::routing_weights("imbalance:2.5", 4);
+  EXPECT_NEAR(s[0], 2.5 / 4, 1e-12);
+  EXPECT_NEAR(s[1], 0.5 / 4, 1e-12);
+  EXPECT_TRUE(commscope::launch::routing_weights("", 4).empty());
 }
 
 TEST(Bench, CorruptedResultIsCaught) {

@@ -37,7 +37,7 @@ TEST(Loaders, EveryPresetLoads) {
       EXPECT_FALSE(p->sources.empty()) << n << " cites no source";
     }
   }
-  EXPECT_EQ(list_presets(PresetKind::model).size(), 30u);  // + bert-tiny-cpu, t5-tiny-cpu (train)
+  EXPECT_EQ(list_presets(PresetKind::model).size(), 33u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3
 }
 
 TEST(Loaders, SeedProtocolsOrderedByRate) {
@@ -96,7 +96,8 @@ TEST(Loaders, HuggingFaceUnsupportedType) {
   auto m = model_from_json(j, "config.json");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message.find(
-                "field 'model_type': expected one of gpt2|bert|t5|llama|mistral, got 'mamba'"),
+                "field 'model_type': expected one of "
+                "gpt2|bert|t5|llama|mistral|mixtral|deepseek_v2|deepseek_v3, got 'mamba'"),
             std::string::npos)
       << m.error().message;
 }

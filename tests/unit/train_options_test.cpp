@@ -74,6 +74,8 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--precision", "bf16"}, "--precision"},
            {{"--recompute-granularity", "full"}, "--recompute-granularity"},
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
+           {{"--cp", "2"}, "--context-parallel-size"},
+           {{"--ep", "2"}, "--expert-model-parallel-size"},
            {{"--zero", "0,1"}, "combinations"}}) {
     auto o = parse(args, nullptr);
     ASSERT_FALSE(o.ok()) << flag;

@@ -30,6 +30,9 @@ struct Options {
   int corrupt_rank = -1;                // tests: this rank corrupts one received value
   int kill_rank = -1;                   // tests: this rank dies after the first measurement
   std::string group = "world";          // the label of the rows (--split node: intra/inter-node)
+  // all_to_all with uneven counts (all-to-allv): the share of each rank's buffer sent to rank
+  // j (launch::routing_weights); empty: an even split, as nccl-tests' alltoall.
+  std::vector<double> a2a_weights;
   // Called by every rank after each size, so that a table can be printed as the sweep goes.
   std::function<void(const struct Row&)> on_row;
 };

@@ -39,7 +39,15 @@ struct BenchFlags {
   bool p2p = false;                                // --p2p
   bool progress = false;                           // --progress
   int corrupt_rank = -1, kill_rank = -1;           // tests only (hidden)
+  // --routing: all_to_all with uneven counts (all-to-allv), as a MoE dispatch routes tokens:
+  // "zipf:S" (rank j receives a share proportional to 1/(j+1)^S) or "imbalance:F" (rank 0
+  // receives F times the mean share, the others the rest evenly). Empty: even.
+  std::string routing;
 };
+
+// The share of each rank's all-to-all buffer that goes to rank j under --routing (summing to
+// 1; empty for an even split). The spec must have passed check_bench_flags.
+std::vector<double> routing_weights(const std::string& spec, int ranks);
 
 // Adds every commscope-bench flag to `app`, bound to `f`.
 void add_bench_flags(CLI::App& app, BenchFlags& f);

@@ -56,11 +56,29 @@ struct ModelSpec {
   // "flash" or "standard"); the plan's --attention wins. Default standard: results unchanged.
   bool flash_attention = false;
 
+  // ---- mixture of experts (0 experts: a dense model; docs/workload.md, "Mixture of experts") ----
+  std::int64_t experts = 0;            // routed experts per MoE layer (num_local_experts)
+  std::int64_t experts_per_token = 0;  // top-k routed experts per token (num_experts_per_tok)
+  std::int64_t shared_experts = 0;     // experts every token passes (n_shared_experts)
+  std::int64_t moe_ffn = 0;            // inner width of one expert (moe_intermediate_size; 0: ffn)
+  int first_dense_layers = 0;          // leading blocks with a dense MLP (first_k_dense_replace)
+  // ---- multi-head latent attention (DeepSeek-V2/V3; 0 kv_lora_rank: ordinary attention) ----
+  std::int64_t q_lora_rank = 0;       // query down-projection rank (0: no query compression)
+  std::int64_t kv_lora_rank = 0;      // key/value down-projection rank
+  std::int64_t qk_rope_head_dim = 0;  // rotary part of each query/key head
+  std::int64_t qk_nope_head_dim = 0;  // non-rotary part of each query/key head
+  std::int64_t v_head_dim = 0;        // value channels per head
+
   int layers() const { return encoder_layers + decoder_layers; }
   std::int64_t q_dim() const { return heads * head_dim; }      // width of Q (and attention out)
   std::int64_t kv_dim() const { return kv_heads * head_dim; }  // width of K and of V
   std::int64_t dec_seq() const { return decoder_seq_length ? decoder_seq_length : seq_length; }
   bool gated_mlp() const { return mlp == MlpKind::swiglu || mlp == MlpKind::geglu; }
+  bool moe() const { return experts > 0; }
+  // Block `layer` has a routed-expert MLP (decoder blocks after the first dense ones).
+  bool moe_layer(int layer) const { return moe() && layer >= first_dense_layers; }
+  std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
+  bool mla() const { return kv_lora_rank > 0; }
 };
 
 // Fills what the kind implies and the file left out (kv_heads, head_dim, ffn, ...).

@@ -4,6 +4,7 @@
 // ParallelPlan checked against the model and the system.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -132,9 +133,33 @@ struct ParallelPlan {
   // even split. Set from --pipeline-stage-layers or Megatron's
   // --decoder-first/last-pipeline-num-layers (the rest split evenly over the middle stages).
   std::vector<int> stage_layers;
+  // ---- context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP") ----
+  // Megatron-LM's --context-parallel-size: each sample's sequence split over cp ranks (ring
+  // attention); world = TP x CP x DP x PP and dense gradients are reduced over DP x CP.
+  int cp = 1;
+  // --expert-model-parallel-size and --expert-tensor-parallel-size: a MoE layer's experts split
+  // over ep ranks and each expert over expert_tp ranks, out of the TP x CP x DP ranks of a stage;
+  // expert gradients are reduced over the expert-data-parallel group of the rest.
+  int ep = 1;
+  int expert_tp = 1;
+  // --moe-expert-capacity-factor: an expert takes at most this times its even share of tokens
+  // (0: no limit, no token dropping). --moe-routing-imbalance: the busiest EP rank's tokens over
+  // the mean (1: even routing); the all-to-all and the expert GEMMs wait for the busiest rank.
+  double moe_capacity_factor = 0;
+  double moe_routing_imbalance = 1;
 
   int model_parallel() const { return tp * pp; }
-  int gpus() const { return dp * tp * pp; }
+  int gpus() const { return dp * tp * pp * cp; }
+  // Ranks over which dense gradients are reduced (Megatron's data-parallel group with context
+  // parallelism) and over which expert gradients are (the expert-data-parallel group).
+  int grad_dp() const { return dp * cp; }
+  int expert_dp() const { return dp * cp * tp / (ep * expert_tp); }
+  // Tokens an EP rank's experts process over the mean: the busiest rank's share, cut at the
+  // capacity when tokens are dropped.
+  double moe_load_factor() const {
+    return moe_capacity_factor > 0 ? std::min(moe_routing_imbalance, moe_capacity_factor)
+                                   : moe_routing_imbalance;
+  }
   DType dtype() const { return compute_dtype(precision); }
 };
 
@@ -171,6 +196,9 @@ struct PlanInput {
   std::optional<bool> fp8;
   std::optional<std::vector<int>> stage_layers;              // --pipeline-stage-layers
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
+  // context and expert parallelism
+  std::optional<int> cp, ep, expert_tp;
+  std::optional<double> moe_capacity_factor, moe_routing_imbalance;
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);

@@ -40,10 +40,22 @@ bool collective_from_name(std::string_view name, Collective& out);
 // Exactly commscope's own spelling (to_string's), as in its JSON keys.
 std::optional<Collective> collective_from_key(std::string_view key);
 
-// Process groups in Megatron's terms; "embedding" is the first and last pipeline stage.
-enum class CommGroup : std::uint8_t { data, tensor, pipeline, embedding };
-inline constexpr std::size_t kCommGroupCount = 4;
-std::string_view to_string(CommGroup g);  // "data", "tensor", "pipeline", "embedding"
+// Process groups in Megatron's terms; "embedding" is the first and last pipeline stage. With
+// context parallelism "data" is Megatron's data-parallel group with context parallelism (DP x
+// CP, where dense gradients are reduced); "expert" is the expert-parallel group (the MoE
+// all-to-all), "context" the context-parallel ring, "expert_data" the expert-data-parallel
+// group where expert gradients are reduced.
+enum class CommGroup : std::uint8_t {
+  data,
+  tensor,
+  pipeline,
+  embedding,
+  expert,
+  context,
+  expert_data
+};
+inline constexpr std::size_t kCommGroupCount = 7;
+std::string_view to_string(CommGroup g);  // "data", "tensor", "pipeline", "embedding", ...
 std::optional<CommGroup> comm_group_from_name(std::string_view name);
 
 // nccl-tests' bus-bandwidth factor for a collective over n ranks: busbw = algbw x factor.

@@ -21,6 +21,10 @@ BlockKind block_kind(const ModelSpec& m, int layer);
 // Parameters of one block, whole (tp = 1) or as one of tp tensor-parallel ranks holds them.
 // Includes T5's relative position bias on the first block of each stack.
 std::int64_t block_params(const ModelSpec& m, int layer, int tp = 1);
+// The routed experts' parameters of a block, whole (0 for a dense block). block_params counts
+// them split over tp ranks (expert TP = TP, expert parallel 1); the workload splits them over
+// EP x expert-TP ranks instead.
+std::int64_t block_expert_params(const ModelSpec& m, int layer);
 // The part of block_params that every TP rank holds whole (norms, row-parallel biases).
 std::int64_t block_replicated_params(const ModelSpec& m, int layer);
 
@@ -41,6 +45,8 @@ struct ParamCount {
   std::int64_t final_norm = 0;
   std::int64_t lm_head = 0;
   std::int64_t pooler = 0;
+  std::int64_t experts = 0;  // routed experts of all MoE blocks (in blocks and total)
+  std::int64_t active = 0;   // what one token uses: total less the routed experts it skips
 };
 ParamCount count_params(const ModelSpec& m);
 

@@ -28,6 +28,9 @@ struct Role {
   OpList step;  // once per iteration, after the last backward
   std::int64_t params =
       0;  // parameters this rank holds (TP shard of its stage, tied copy included)
+  // Of params, the routed experts' (split over EP x expert TP), whose gradients and optimizer
+  // states go with the expert-data-parallel group; 0 for a dense model.
+  std::int64_t expert_params = 0;
 };
 
 struct Workload {
