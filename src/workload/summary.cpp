@@ -207,7 +207,6 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));
   mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
-<<<<<<< HEAD
   // ZeRO++ hpZ: the secondary copy of the weights, sharded over zero_hpz_partition_size ranks.
   if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);
   if (p.fp8) {
@@ -220,11 +219,9 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
             static_cast<double>(block_params(m, l, p.tp) - block_replicated_params(m, l));
     mem.weights += Bytes(gemm_weights);
   }
-=======
   if (r.expert_params > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
     mem.optimizer = Bytes((P - static_cast<double>(r.expert_params)) * ob / d +
                           static_cast<double>(r.expert_params) * ob / p.expert_dp());
->>>>>>> h3-moe
 
   // Activations: the chunk with the most, times the micro-batches (or chunk-micro-batches)
   // in flight, plus what the first and last stages keep outside the blocks.
