@@ -37,7 +37,8 @@ TEST(Loaders, EveryPresetLoads) {
       EXPECT_FALSE(p->sources.empty()) << n << " cites no source";
     }
   }
-  EXPECT_EQ(list_presets(PresetKind::model).size(), 33u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3
+  EXPECT_EQ(list_presets(PresetKind::model).size(),
+            33u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3
 }
 
 TEST(Loaders, SeedProtocolsOrderedByRate) {
