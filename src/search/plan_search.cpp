@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/spec/limits.h"
 #include "commscope/workload/params.h"
@@ -292,12 +293,14 @@ double memory_lower_bound(const Scenario& sc) {
   return std::max(states, act);
 }
 
-Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune) {
-  Evaluated e;
+namespace {
+// resolve_scenario and the memory bound: the scenario when the plan is valid and not pruned.
+std::optional<Scenario> resolve_and_bound(const SearchSpace& s, const PlanPoint& p, bool prune,
+                                          Evaluated& e) {
   auto sc = resolve_scenario(s.model, s.system, s.network, to_plan_input(p, s.gpus, s.base));
   if (!sc) {
     e.reason = sc.error().message;
-    return e;
+    return std::nullopt;
   }
   e.nodes = sc->nodes;
   e.gpus_per_node = sc->gpus_per_node;
@@ -306,33 +309,129 @@ Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune) {
   if (prune && e.memory_bound > e.gpu_memory) {
     e.status = Evaluated::Status::pruned;
     e.memory = e.memory_bound;
-    return e;
+    return std::nullopt;
   }
-  const Workload w = build_workload(*sc);
+  return std::move(*sc);
+}
+
+// The fullest rank's memory of w (its scenario the plan's); no_fit when over the GPU's.
+bool fits(const Workload& w, Evaluated& e) {
   for (const Role& role : w.roles)
     e.memory = std::max(e.memory, memory_per_rank(w, role).total().value());
   if (e.memory > e.gpu_memory) {
     e.status = Evaluated::Status::no_fit;
-    return e;
+    return false;
   }
-  const Prediction pred = simulate(w);
+  return true;
+}
+
+// The figures of a prediction of plan p (w: its workload, or one equal but for the schedule).
+void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Prediction& pred,
+          Evaluated& e) {
+  const Scenario& sc = w.scenario;
   e.status = Evaluated::Status::ok;
   e.iteration_time = pred.iteration_time;
   const std::int64_t B = global_batch_of(s);
   e.score_time = pred.iteration_time * static_cast<double>(B) / static_cast<double>(p.global_batch);
-  const ModelSpec& m = sc->model;
+  const ModelSpec& m = sc.model;
   const double tokens =
       static_cast<double>(p.global_batch) *
       static_cast<double>(m.kind == ArchKind::t5 ? m.seq_length + m.dec_seq() : m.seq_length);
   e.tokens_per_s = tokens / pred.iteration_time;
   e.mfu = iteration_flops(w).model / pred.iteration_time / s.gpus /
-          sc->system.gpu.peak.for_dtype(sc->plan.dtype()).value();
+          sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
   e.compute = pred.mean.compute;
   e.comm = pred.mean.comm;
   e.exposed = pred.mean.exposed;
   e.bubble = pred.mean.bubble;
   e.cost = e.score_time * s.gpus * s.system.price_per_gpu_hour / 3600.0;
   e.energy = e.score_time * s.gpus * s.system.power_per_gpu_w;
+}
+
+// Plans alike but for the schedule (GPipe and 1F1B of one layout) share one workload: it is
+// built once for the memory of each, and the fitting ones are predicted together by
+// Evaluator::evaluate_variants (the same numbers as evaluate(), tested in sim_evaluator_test).
+void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
+                    const std::vector<std::size_t>& group, bool prune, const Evaluator& ev,
+                    std::vector<Evaluated>& results) {
+  if (group.size() == 1) {
+    results[group[0]] = evaluate(s, plans[group[0]], prune);
+    return;
+  }
+  std::vector<std::optional<Scenario>> scs(group.size());
+  std::optional<Workload> w;
+  std::vector<std::size_t> fit;  // positions in group
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    Evaluated& e = results[group[k]];
+    e = Evaluated{};
+    scs[k] = resolve_and_bound(s, plans[group[k]], prune, e);
+    if (!scs[k]) continue;
+    if (!w) {
+      w = build_workload(*scs[k]);
+    } else {
+      w->scenario = *scs[k];
+      w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+    }
+    if (fits(*w, e)) fit.push_back(k);
+  }
+  if (fit.empty()) return;
+  if (fit.size() == 1) {
+    const std::size_t k = fit[0];
+    w->scenario = *scs[k];
+    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+    fill(s, plans[group[k]], *w, simulate(*w), results[group[k]]);
+    return;
+  }
+  const PlanInput base = to_plan_input(plans[group[fit[0]]], s.gpus, s.base);
+  std::vector<Evaluator::Variant> variants;
+  for (std::size_t k : fit) variants.push_back({std::nullopt, plans[group[k]].schedule, {}});
+  auto preds = ev.evaluate_variants(base, variants);
+  for (std::size_t j = 0; j < fit.size(); ++j) {
+    const std::size_t k = fit[j];
+    w->scenario = *scs[k];
+    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+    if (preds[j].ok()) {
+      fill(s, plans[group[k]], *w, *preds[j], results[group[k]]);
+    } else {  // not reached: the variant resolved above
+      results[group[k]].status = Evaluated::Status::invalid;
+      results[group[k]].reason = preds[j].error().message;
+    }
+  }
+}
+
+// Candidates alike but for the schedule of PP > 1 without interleaving, in candidate order of
+// their first member.
+std::vector<std::vector<std::size_t>> schedule_groups(const std::vector<PlanPoint>& plans) {
+  auto key = [](const PlanPoint& p) {
+    return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.dp, p.cp, p.ep, p.expert_tp,
+                           p.first_layers, p.zero, p.micro_batch, p.global_batch,
+                           static_cast<int>(p.recompute), p.sequence_parallel,
+                           static_cast<int>(p.rank_order));
+  };
+  std::vector<std::vector<std::size_t>> groups;
+  std::map<decltype(key(PlanPoint{})), std::size_t> where;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const PlanPoint& p = plans[i];
+    if (p.pp > 1 && p.virtual_stages == 1) {
+      auto [it, fresh] = where.try_emplace(key(p), groups.size());
+      if (!fresh) {
+        groups[it->second].push_back(i);
+        continue;
+      }
+    }
+    groups.push_back({i});
+  }
+  return groups;
+}
+}  // namespace
+
+Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune) {
+  Evaluated e;
+  auto sc = resolve_and_bound(s, p, prune, e);
+  if (!sc) return e;
+  const Workload w = build_workload(*sc);
+  if (!fits(w, e)) return e;
+  fill(s, p, w, simulate(w), e);
   return e;
 }
 
@@ -461,34 +560,45 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
         s.model.name, s.model.heads, s.model.layers(), out.global_batch, s.gpus)};
 
   std::vector<Evaluated> results(plans.size());
+  // Work units: single plans, or (share_workloads) the plans alike but for the schedule.
+  std::vector<std::vector<std::size_t>> groups;
+  if (o.share_workloads) {
+    groups = schedule_groups(plans);
+  } else {
+    groups.reserve(plans.size());
+    for (std::size_t i = 0; i < plans.size(); ++i) groups.push_back({i});
+  }
   std::atomic<std::size_t> next{0}, done{0};
   std::atomic<bool> stop{false};
-  constexpr std::size_t kChunk = 16;
-  auto work = [&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-      const std::size_t begin = next.fetch_add(kChunk);
-      if (begin >= plans.size()) return;
-      const std::size_t end = std::min(plans.size(), begin + kChunk);
-      for (std::size_t i = begin; i < end; ++i) {
-        results[i] = evaluate(s, plans[i], o.prune);
-        results[i].reason.clear();  // counted, not kept
-      }
-      done.fetch_add(end - begin);
+  constexpr std::size_t kChunk = 8;
+  // One chunk of groups; false when none is left.
+  auto chunk = [&](const Evaluator& ev) {
+    const std::size_t begin = next.fetch_add(kChunk);
+    if (begin >= groups.size()) return false;
+    const std::size_t end = std::min(groups.size(), begin + kChunk);
+    std::size_t n = 0;
+    for (std::size_t g = begin; g < end; ++g) {
+      evaluate_group(s, plans, groups[g], o.prune, ev, results);
+      for (std::size_t i : groups[g]) results[i].reason.clear();  // counted, not kept
+      n += groups[g].size();
     }
+    done.fetch_add(n);
+    return true;
+  };
+  auto work = [&] {
+    const Evaluator ev(s.model, s.system, s.network);
+    while (!stop.load(std::memory_order_relaxed))
+      if (!chunk(ev)) return;
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < o.threads; ++t) pool.emplace_back(work);
   // The calling thread works too, and reports progress between its chunks.
-  while (!stop.load()) {
-    const std::size_t begin = next.fetch_add(kChunk);
-    if (begin >= plans.size()) break;
-    const std::size_t end = std::min(plans.size(), begin + kChunk);
-    for (std::size_t i = begin; i < end; ++i) {
-      results[i] = evaluate(s, plans[i], o.prune);
-      results[i].reason.clear();
+  {
+    const Evaluator ev(s.model, s.system, s.network);
+    while (!stop.load()) {
+      if (!chunk(ev)) break;
+      if (o.progress && !o.progress(done.load(), plans.size())) stop = true;
     }
-    done.fetch_add(end - begin);
-    if (o.progress && !o.progress(done.load(), plans.size())) stop = true;
   }
   for (auto& t : pool) t.join();
   if (stop || (o.progress && !o.progress(plans.size(), plans.size()))) return Error{"interrupted"};

@@ -482,3 +482,41 @@ TEST(SearchPlan, ContextParallelWhereTheSequenceAllows) {
 
 }  // namespace
 }  // namespace commscope
+
+namespace commscope {
+namespace {
+// Plans alike but for the schedule share one workload and go through
+// Evaluator::evaluate_variants: every figure of every fitting plan equals the plan-by-plan
+// path's (a space with PP > 1, GPipe and 1F1B both fitting, uneven stages and CP).
+TEST(SearchPlan, SharedWorkloadsGiveExactlyThePlanByPlanResults) {
+  SearchSpace s = space("llama2-7b", "dgx-a100-80gb", 16, 32);
+  s.model.decoder_layers = 30;
+  s.base.seq_length = 1024;
+  s.micro_batch = {1, 2};
+  SearchOptions o;
+  o.top = 1000000;
+  o.threads = 2;
+  auto a = search::search(s, o);
+  o.share_workloads = false;
+  o.threads = 1;
+  auto b = search::search(s, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->fitting.size(), b->fitting.size());
+  std::size_t gpipe = 0;
+  for (std::size_t i = 0; i < a->fitting.size(); ++i) {
+    const auto &x = a->fitting[i], &y = b->fitting[i];
+    ASSERT_EQ(search::describe(x.plan), search::describe(y.plan));
+    EXPECT_EQ(x.result.iteration_time, y.result.iteration_time) << search::describe(x.plan);
+    EXPECT_EQ(x.result.memory, y.result.memory);
+    EXPECT_EQ(x.result.mfu, y.result.mfu);
+    EXPECT_EQ(x.result.exposed, y.result.exposed);
+    EXPECT_EQ(x.result.bubble, y.result.bubble);
+    gpipe += x.plan.schedule == Schedule::gpipe;
+  }
+  EXPECT_GT(gpipe, 0u) << "the case must have schedule pairs that both fit";
+  EXPECT_EQ(a->pruned, b->pruned);
+  EXPECT_EQ(a->no_fit, b->no_fit);
+  EXPECT_EQ(a->invalid, b->invalid);
+}
+}  // namespace
+}  // namespace commscope

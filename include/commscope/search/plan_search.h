@@ -110,6 +110,10 @@ struct SearchOptions {
   std::int64_t top = 10;  // plans kept (> 0)
   int threads = 1;        // worker threads (>= 1); results do not depend on it
   bool prune = true;      // false: build and check every valid plan (tests)
+  // true: plans alike but for the schedule share one workload build and are predicted by
+  // Evaluator::evaluate_variants (the same results); false: each plan through evaluate()
+  // (perf/bench_plan compares the two).
+  bool share_workloads = true;
   // Called now and then with (plans done, plans in all), from the calling thread; may be empty.
   // Returning false stops the search (an error "interrupted").
   std::function<bool(std::size_t, std::size_t)> progress;
