@@ -548,10 +548,11 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
   out.global_batch = global_batch_of(s);
   const std::vector<PlanPoint> plans = enumerate_plans(s);
   if (plans.size() >= kMaxCandidates)
-    return Error{fmt::format(
-        "--gpus: expected a search of at most {} candidate plans (narrow it with --max-tp, "
-        "--max-pp, --zero or --micro-batch-size), got at least that many",
-        kMaxCandidates)};
+    return Error{
+        fmt::format("--gpus: expected a search of at most {} candidate plans (narrow it with "
+                    "--max-tp, --max-cp, --max-ep, "
+                    "--max-pp, --zero or --micro-batch-size), got at least that many",
+                    kMaxCandidates)};
   out.candidates = plans.size();
   if (plans.empty())
     return Error{fmt::format(
