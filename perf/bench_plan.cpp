@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   // Same process, one thread: the plan-by-plan path (each plan's own workload and simulation)
   // against the shared path (plans alike but for the schedule: one workload build,
   // Evaluator::evaluate_variants).
+  // A third argument "cp1": the 13B space without context parallelism (a shorter run for
+  // callgrind).
+  if (argc > 3 && std::string(argv[3]) == "cp1") a.max_cp = 1;
   if (only == "13b" || only == "13b-plan-by-plan")
     return run("plan llama2-13b on 64 GPUs", a, 1, only == "13b");
   if (!only_405b) {
