@@ -41,7 +41,8 @@ struct PlanPoint {
 PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base);
 // "TP8 PP4 v2 DP2 ZeRO-1 mbs 2 gbs 512 recompute selective SP 1f1b tp-dp-pp" (fields that
 // matter only: v when above 1, SP when on, rank order when DP and PP are both above 1; CP, EP,
-// expert TP and the uneven split "layers 7+8x14+7" when they are not the default).
+// expert TP and the uneven split "layers 7+14x8+7" (first + others x each + last) when not
+// the default).
 std::string describe(const PlanPoint& p);
 
 // What to search: the model, the system and its network, the GPU count, and the constraints.
@@ -71,7 +72,7 @@ std::int64_t global_batch_of(const SearchSpace& s);
 // experts, sequence): the candidates, in a fixed order. resolve_scenario may still reject some.
 // When PP does not divide the layers, the stages are uneven as Megatron splits them: the
 // first and the last stage take fewer layers, the others ceil(layers / PP) each (Llama 3 405B
-// on PP 16: 7 + 8 x 14 + 7). Interleaved schedules with uneven stages are searched where the
+// on PP 16: 7, 14 x 8, 7). Interleaved schedules with uneven stages are searched where the
 // first and the last virtual stage are one layer lighter than the others.
 std::vector<PlanPoint> enumerate_plans(const SearchSpace& s);
 
@@ -100,9 +101,10 @@ struct Evaluated {
   int nodes = 0, gpus_per_node = 0;
 };
 
-// THE evaluation every plan of the search goes through: resolve_scenario, the memory bound
-// (when prune), build_workload, memory_per_rank, simulate. A faster evaluator replaces this
-// function alone.
+// The evaluation of one plan: resolve_scenario, the memory bound (when prune),
+// build_workload, memory_per_rank, simulate. The search gives plans alike but for the schedule
+// one workload build and Evaluator::evaluate_variants instead (SearchOptions::share_workloads),
+// with exactly this function's results (tested).
 Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune = true);
 
 struct SearchOptions {
