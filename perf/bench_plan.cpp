@@ -1,10 +1,11 @@
 // How fast `commscope plan` searches: the full search of llama2-13b on 64 DGX A100 GPUs (global
 // batch 512, every TP, PP, virtual stages, ZeRO, micro-batch, recompute, SP, schedule and rank
-// order), and of llama3-405b on 16,384 DGX H100 GPUs (Llama 3's 16 Mi-token batch: 2048
-// samples of 8192; 126 layers on 2^14 GPUs leave PP 1 or 2 until uneven stages exist), and of
+// order, CP), and of llama3-405b on 16,384 DGX H100 GPUs (Llama 3's 16 Mi-token batch: 2048
+// samples of 8192; 126 layers: PP 4, 8, 16 ... with Megatron's uneven stages), and of
 // megatron-1t on 3072 DGX A100 GPUs (global batch 3072), each on 1 and 2 threads. Prints
 // candidates, how many the memory bound pruned, how many were predicted, seconds and plans per
-// second. Never fails.
+// second; the 13B search also plan by plan (SearchOptions::share_workloads = false), in the
+// same process. Never fails.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,9 +17,11 @@
 namespace {
 using Clock = std::chrono::steady_clock;
 
-int run(const char* title, const commscope::search::SearchSpace& s, int threads) {
+int run(const char* title, const commscope::search::SearchSpace& s, int threads,
+        bool share = true) {
   commscope::search::SearchOptions o;
   o.threads = threads;
+  o.share_workloads = share;
   const auto t0 = Clock::now();
   const std::clock_t c0 = std::clock();
   auto r = commscope::search::search(s, o);
@@ -27,12 +30,13 @@ int run(const char* title, const commscope::search::SearchSpace& s, int threads)
   const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   if (!r.ok()) return std::fprintf(stderr, "bench: %s\n", r.error().message.c_str()), 2;
   std::printf(
-      "%s, %d thread%s: %zu candidates (%zu not valid, %zu pruned by the bound, %zu over memory), "
+      "%s, %d thread%s%s: %zu candidates (%zu not valid, %zu pruned by the bound, %zu over "
+      "memory), "
       "%zu predicted in %.3f s wall = %.0f predicted plans/s (%.3f CPU s = %.0f per CPU second); "
       "best %s %.4f s\n",
-      title, threads, threads > 1 ? "s" : "", r->candidates, r->invalid, r->pruned, r->no_fit,
-      r->evaluated, sec, r->evaluated / sec, cpu, r->evaluated / cpu,
-      commscope::search::describe(r->top.front().plan).c_str(),
+      title, threads, threads > 1 ? "s" : "", share ? "" : " (plan by plan)", r->candidates,
+      r->invalid, r->pruned, r->no_fit, r->evaluated, sec, r->evaluated / sec, cpu,
+      r->evaluated / cpu, commscope::search::describe(r->top.front().plan).c_str(),
       r->top.front().result.iteration_time);
   return 0;
 }
@@ -40,8 +44,12 @@ int run(const char* title, const commscope::search::SearchSpace& s, int threads)
 
 int main(int argc, char** argv) {
   using namespace commscope;
-  // Optional argument: the largest thread count to run (default 2; 1 for callgrind).
+  // Optional arguments: the largest thread count to run (default 2; 1 for callgrind), and
+  // "405b" to run the Llama 3 405B search alone, "13b" or "13b-plan-by-plan" the 13B search
+  // alone on one path (for instruction counts: perf stat -e instructions:u).
   const int max_threads = argc > 1 ? std::max(1, std::atoi(argv[1])) : 2;
+  const std::string only = argc > 2 ? argv[2] : "";
+  const bool only_405b = only == "405b";
   auto mid = load_model("llama2-13b");
   auto big = load_model("llama3-405b");
   auto dgx = load_system("dgx-a100-80gb");
@@ -64,10 +72,22 @@ int main(int argc, char** argv) {
   b.gpus = 16384;
   b.global_batch = 2048;
   b.fixed_global_batch = true;
-  for (int t = 1; t <= max_threads; ++t)
-    if (int rc = run("plan llama2-13b on 64 GPUs", a, t)) return rc;
+  // Same process, one thread: the plan-by-plan path (each plan's own workload and simulation)
+  // against the shared path (plans alike but for the schedule: one workload build,
+  // Evaluator::evaluate_variants).
+  // A third argument "cp1": the 13B space without context parallelism (a shorter run for
+  // callgrind).
+  if (argc > 3 && std::string(argv[3]) == "cp1") a.max_cp = 1;
+  if (only == "13b" || only == "13b-plan-by-plan")
+    return run("plan llama2-13b on 64 GPUs", a, 1, only == "13b");
+  if (!only_405b) {
+    if (int rc = run("plan llama2-13b on 64 GPUs", a, 1, false)) return rc;
+    for (int t = 1; t <= max_threads; ++t)
+      if (int rc = run("plan llama2-13b on 64 GPUs", a, t)) return rc;
+  }
   for (int t = 1; t <= max_threads; ++t)
     if (int rc = run("plan llama3-405b on 16384 GPUs", b, t)) return rc;
+  if (only_405b) return 0;
   // A deeper space: 128 layers on 3072 GPUs (3 x 2^10) admit PP up to 128 and interleaving.
   auto huge = load_model("megatron-1t");
   if (!huge.ok()) return std::fprintf(stderr, "bench: megatron-1t not found\n"), 2;

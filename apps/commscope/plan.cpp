@@ -24,7 +24,7 @@ Verb add_plan(CLI::App& app) {
     std::int64_t global_batch = 0, seq_length = 0;
     std::string precision, objective = "time", html, framework;
     bool fixed_global_batch = false;
-    int max_tp = 0, max_pp = 0, max_vp = 0;
+    int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     std::vector<int> zero;
     std::vector<std::int64_t> micro_batch;
     std::int64_t top = 10;
@@ -34,7 +34,8 @@ Verb add_plan(CLI::App& app) {
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand(
       "plan",
-      "Search every valid plan (TP, PP, virtual stages, DP, ZeRO, micro-batch, recompute, "
+      "Search every valid plan (TP, PP, virtual stages, uneven stages, DP, CP, EP, ZeRO, "
+      "micro-batch, recompute, "
       "sequence parallel, schedule, rank order) of a model on N GPUs: prune by memory, predict "
       "the rest, print the best K with why each beats the next and the seeds' rules of thumb "
       "checked against the numbers. --network/--system lists: the search per option (what-if).");
@@ -64,6 +65,10 @@ Verb add_plan(CLI::App& app) {
   cmd->add_option("--max-pp", st->max_pp, "largest pipeline-parallel size [no limit]");
   cmd->add_option("--max-virtual-stages", st->max_vp,
                   "largest virtual stages per pipeline rank (interleaved) [no limit]");
+  cmd->add_option("--max-cp", st->max_cp,
+                  "largest context-parallel size (2 x CP divides the sequence) [no limit]");
+  cmd->add_option("--max-ep", st->max_ep,
+                  "largest expert-parallel size (MoE models; EP divides the experts) [no limit]");
   cmd->add_option("--zero", st->zero, "ZeRO stages allowed, a comma list [0,1,2,3]")
       ->delimiter(',');
   cmd->add_option("--micro-batch-size", st->micro_batch,
@@ -100,7 +105,9 @@ Verb add_plan(CLI::App& app) {
               fmt::format("--seq-length: expected a positive integer, got '{}'", st->seq_length));
         for (auto [flag, v] : {std::pair{"--max-tp", st->max_tp},
                                {"--max-pp", st->max_pp},
-                               {"--max-virtual-stages", st->max_vp}})
+                               {"--max-virtual-stages", st->max_vp},
+                               {"--max-cp", st->max_cp},
+                               {"--max-ep", st->max_ep}})
           if (cmd->count(flag) > 0 && v < 1)
             return fail(fmt::format("{}: expected a positive integer, got '{}'", flag, v));
         for (int z : st->zero)
@@ -164,6 +171,8 @@ Verb add_plan(CLI::App& app) {
             s.max_tp = st->max_tp;
             s.max_pp = st->max_pp;
             s.max_virtual_stages = st->max_vp;
+            s.max_cp = st->max_cp;
+            s.max_ep = st->max_ep;
             s.zero = st->zero;
             s.micro_batch = st->micro_batch;
             names.push_back(systems.size() > 1 ? s.system.name : s.network.name);

@@ -23,6 +23,13 @@ std::string option_of(const PlanReport& r, const WhatIf& w) {
   return w.option.empty() ? (r.what_if_kind == "system" ? r.system : r.network) : w.option;
 }
 
+// Uneven stages as "7+14x8+7" (first + others x each + last); even: "" in a table, "even" in CSV.
+std::string stage_layers_text(const search::PlanPoint& p, bool human) {
+  if (p.first_layers == 0) return human ? "" : "even";
+  return fmt::format("{}+{}x{}+{}", p.first_layers, p.pp * p.virtual_stages - 2, p.middle_layers,
+                     p.last_layers);
+}
+
 nlohmann::json plan_row(const Ranked& x, int rank) {
   const auto& p = x.plan;
   const auto& e = x.result;
@@ -31,6 +38,11 @@ nlohmann::json plan_row(const Ranked& x, int rank) {
                       {"pp", p.pp},
                       {"virtual_stages", p.virtual_stages},
                       {"dp", p.dp},
+                      {"cp", p.cp},
+                      {"ep", p.ep},
+                      {"expert_tp", p.expert_tp > 0 ? p.expert_tp : p.tp},
+                      {"first_stage_layers", p.first_layers},
+                      {"last_stage_layers", p.last_layers},
                       {"zero", p.zero},
                       {"micro_batch", p.micro_batch},
                       {"global_batch", p.global_batch},
@@ -86,8 +98,9 @@ Table plans_table(const PlanReport& r, bool human) {
   const bool many = r.options.size() > 1;
   if (many) t.header.push_back(r.what_if_kind);
   t.header.insert(t.header.end(),
-                  {"rank", "tp", "pp", "v", "dp", "zero", "mbs", "gbs", "recompute",
-                   human ? "sp" : "sequence_parallel", "schedule", human ? "order" : "rank_order"});
+                  {"rank", "tp", "pp", "v", human ? "layers" : "stage_layers", "dp", "cp", "ep",
+                   "zero", "mbs", "gbs", "recompute", human ? "sp" : "sequence_parallel",
+                   "schedule", human ? "order" : "rank_order"});
   if (human)
     t.header.insert(t.header.end(), {"iter", "tokens/s", "MFU", "comm", "exposed", "bubble",
                                      "mem/GPU", "cost", "energy"});
@@ -106,9 +119,10 @@ Table plans_table(const PlanReport& r, bool human) {
       if (many) row.push_back(option_of(r, w));
       row.insert(row.end(),
                  {std::to_string(++rank), std::to_string(p.tp), std::to_string(p.pp),
-                  std::to_string(p.virtual_stages), std::to_string(p.dp), std::to_string(p.zero),
-                  std::to_string(p.micro_batch), std::to_string(p.global_batch),
-                  std::string(to_string(p.recompute)),
+                  std::to_string(p.virtual_stages), stage_layers_text(p, human),
+                  std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
+                  std::to_string(p.zero), std::to_string(p.micro_batch),
+                  std::to_string(p.global_batch), std::string(to_string(p.recompute)),
                   p.sequence_parallel ? (human ? "yes" : "true") : (human ? "" : "false"),
                   std::string(to_string(p.schedule)), std::string(to_string(p.rank_order))});
       if (human) {

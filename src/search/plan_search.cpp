@@ -3,6 +3,7 @@
 #include "commscope/search/plan_search.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -13,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/spec/limits.h"
 #include "commscope/workload/params.h"
@@ -76,6 +78,20 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.sequence_parallel = p.sequence_parallel;
   in.schedule = p.schedule;
   in.rank_order = p.rank_order;
+  in.cp = p.cp;
+  in.ep = p.ep;
+  if (p.expert_tp > 0)
+    in.expert_tp = p.expert_tp;
+  else
+    in.expert_tp.reset();
+  in.stage_layers.reset();
+  if (p.first_layers > 0) {
+    in.first_stage_layers = p.first_layers;
+    in.last_stage_layers = p.last_layers;
+  } else {
+    in.first_stage_layers.reset();
+    in.last_stage_layers.reset();
+  }
   in.dp.reset();
   in.nodes.reset();
   in.grad_accum.reset();
@@ -85,6 +101,14 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
 std::string describe(const PlanPoint& p) {
   std::string s = fmt::format("TP{} PP{}", p.tp, p.pp);
   if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
+  if (p.first_layers > 0) {
+    // Every virtual stage but the first and the last takes the same share.
+    const int n = p.pp * p.virtual_stages;
+    s += fmt::format(" layers {}+{}x{}+{}", p.first_layers, n - 2, p.middle_layers, p.last_layers);
+  }
+  if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
+  if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
+  if (p.expert_tp > 0 && p.expert_tp != p.tp) s += fmt::format(" ETP{}", p.expert_tp);
   s += fmt::format(" DP{} ZeRO-{} mbs {} gbs {} recompute {}", p.dp, p.zero, p.micro_batch,
                    p.global_batch, to_string(p.recompute));
   if (p.sequence_parallel) s += " SP";
@@ -99,12 +123,30 @@ std::int64_t global_batch_of(const SearchSpace& s) {
   return std::max<std::int64_t>(1, kDefaultBatchTokens / std::max<std::int64_t>(1, seq));
 }
 
+namespace {
+// Megatron's uneven split of `layers` over n virtual stages when n does not divide them: the
+// others take ceil(layers / n), the first and the last share what is left (each at least 1 and
+// at most the others' share). {first, middle, last}; first 0 when no such split exists.
+std::array<int, 3> uneven_split(int layers, int n) {
+  if (n < 2 || layers % n == 0) return {0, 0, 0};
+  const int m = (layers + n - 1) / n;
+  const int rest = layers - (n - 2) * m;
+  if (rest < 2 || m < 1) return {0, 0, 0};
+  const int first = rest / 2, last = rest - first;
+  if (first < 1 || last > m) return {0, 0, 0};
+  return {first, m, last};
+}
+}  // namespace
+
 std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   std::vector<PlanPoint> out;
   const int gpus = s.gpus;
   if (gpus < 1) return out;
   const int layers = s.model.layers();
   const std::int64_t B = global_batch_of(s);
+  const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
+  const bool decoder_only = s.model.kind != ArchKind::t5 && s.model.kind != ArchKind::bert;
+  const bool moe = s.model.moe();
   auto zero_ok = [&](int z) {
     return s.zero.empty() || std::find(s.zero.begin(), s.zero.end(), z) != s.zero.end();
   };
@@ -113,63 +155,110 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
     if (s.model.heads % tp != 0 || s.model.kv_heads % tp != 0) continue;
     for (std::int64_t pp : divisors(gpus / tp)) {
       if (s.max_pp > 0 && pp > s.max_pp) break;
-      if (pp > layers || layers % pp != 0) continue;
-      const std::int64_t dp = gpus / (tp * pp);
-      // Micro-batches: divisors of each replica's samples (fixed: B / DP exactly).
-      std::int64_t per_replica = 0;
-      if (s.fixed_global_batch) {
-        if (B % dp != 0) continue;
-        per_replica = B / dp;
-      } else {
-        per_replica = (B + dp - 1) / dp;
-      }
-      std::vector<std::int64_t> mbs;
-      for (std::int64_t mb : divisors(per_replica))
-        if (s.micro_batch.empty() ||
-            std::find(s.micro_batch.begin(), s.micro_batch.end(), mb) != s.micro_batch.end())
-          mbs.push_back(mb);
-      if (mbs.empty()) continue;
-      // Virtual stages with their schedules.
-      std::vector<std::pair<int, Schedule>> stagings;
-      if (pp == 1) {
-        stagings.push_back({1, Schedule::one_f_one_b});
-      } else {
-        stagings.push_back({1, Schedule::gpipe});
-        stagings.push_back({1, Schedule::one_f_one_b});
-        for (std::int64_t v = 2; pp * v <= layers; ++v) {
-          if (s.max_virtual_stages > 0 && v > s.max_virtual_stages) break;
-          if (layers % (pp * v) == 0)
-            stagings.push_back({static_cast<int>(v), Schedule::interleaved});
+      if (pp > layers) continue;
+      // Even stages, or Megatron's uneven split (decoder-only models; PP 2 or more).
+      const bool even = layers % pp == 0;
+      const auto split1 = even || !decoder_only ? std::array<int, 3>{0, 0, 0}
+                                                : uneven_split(layers, static_cast<int>(pp));
+      if (!even && split1[0] == 0) continue;
+      for (std::int64_t cp : divisors(gpus / (tp * pp))) {
+        if (cp > 1) {
+          if (s.max_cp > 0 && cp > s.max_cp) break;
+          // Load-balanced causal chunks: 2 x CP divides the sequence (Megatron-LM).
+          if (!decoder_only || seq % (2 * cp) != 0) continue;
         }
+        const std::int64_t dp = gpus / (tp * pp * cp);
+        // Micro-batches: divisors of each replica's samples (fixed: B / DP exactly).
+        std::int64_t per_replica = 0;
+        if (s.fixed_global_batch) {
+          if (B % dp != 0) continue;
+          per_replica = B / dp;
+        } else {
+          per_replica = (B + dp - 1) / dp;
+        }
+        std::vector<std::int64_t> mbs;
+        for (std::int64_t mb : divisors(per_replica))
+          if (s.micro_batch.empty() ||
+              std::find(s.micro_batch.begin(), s.micro_batch.end(), mb) != s.micro_batch.end())
+            mbs.push_back(mb);
+        if (mbs.empty()) continue;
+        // Virtual stages with their schedules and splits.
+        struct Staging {
+          int v;
+          Schedule schedule;
+          std::array<int, 3> split;
+        };
+        std::vector<Staging> stagings;
+        if (pp == 1) {
+          stagings.push_back({1, Schedule::one_f_one_b, {0, 0, 0}});
+        } else {
+          stagings.push_back({1, Schedule::gpipe, split1});
+          stagings.push_back({1, Schedule::one_f_one_b, split1});
+          for (std::int64_t v = 2; pp * v <= layers; ++v) {
+            if (s.max_virtual_stages > 0 && v > s.max_virtual_stages) break;
+            const int n = static_cast<int>(pp * v);
+            if (layers % n == 0) {
+              stagings.push_back({static_cast<int>(v), Schedule::interleaved, {0, 0, 0}});
+            } else if (decoder_only) {
+              // Uneven interleaving: the first and the last virtual stage one layer lighter.
+              const auto sp = uneven_split(layers, n);
+              if (sp[0] > 0 && sp[0] == sp[1] - 1 && sp[2] == sp[1] - 1)
+                stagings.push_back({static_cast<int>(v), Schedule::interleaved, sp});
+            }
+          }
+        }
+        // Expert parallelism: EP divides the experts, EP x expert TP the TP x CP x DP ranks.
+        std::vector<std::pair<int, int>> experts{{1, 0}};
+        if (moe) {
+          experts.clear();
+          for (std::int64_t ep : divisors(s.model.experts)) {
+            if (s.max_ep > 0 && ep > s.max_ep) break;
+            for (std::int64_t etp : {tp, std::int64_t{1}}) {
+              if (etp == 1 && tp == 1) continue;  // the same as expert TP = TP
+              if ((tp * cp * dp) % (ep * etp) != 0) continue;
+              experts.push_back({static_cast<int>(ep), etp == tp ? 0 : static_cast<int>(etp)});
+            }
+          }
+        }
+        std::vector<int> zeros;
+        for (int z = 0; z <= 3; ++z) {
+          if (!zero_ok(z)) continue;
+          if (z >= 2 && pp > 1) continue;                     // DeepSpeed: ZeRO-2/3 only without PP
+          if (z >= 2 && moe) continue;                        // expert sharding under ZeRO-2/3
+          if (z > 0 && dp * cp == 1 && zero_ok(0)) continue;  // shards nothing: as ZeRO-0
+          zeros.push_back(z);
+        }
+        // MoE with TP needs sequence parallelism (Megatron-LM).
+        const int sp_from = moe && tp > 1 ? 1 : 0;
+        for (const auto& st : stagings)
+          for (const auto& [ep, etp] : experts)
+            for (int z : zeros)
+              for (std::int64_t mb : mbs)
+                for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+                  for (int sp = sp_from; sp <= (tp > 1 ? 1 : 0); ++sp)
+                    for (int order = 0; order <= (pp > 1 && dp > 1 ? 1 : 0); ++order) {
+                      if (out.size() >= kMaxCandidates) return out;  // the caller reports it
+                      PlanPoint p;
+                      p.tp = static_cast<int>(tp);
+                      p.pp = static_cast<int>(pp);
+                      p.dp = static_cast<int>(dp);
+                      p.cp = static_cast<int>(cp);
+                      p.ep = ep;
+                      p.expert_tp = etp;
+                      p.virtual_stages = st.v;
+                      p.schedule = st.schedule;
+                      p.first_layers = st.split[0];
+                      p.middle_layers = st.split[1];
+                      p.last_layers = st.split[2];
+                      p.zero = z;
+                      p.micro_batch = mb;
+                      p.global_batch = per_replica * dp;
+                      p.recompute = rc;
+                      p.sequence_parallel = sp == 1;
+                      p.rank_order = order ? RankOrder::tp_pp_dp : RankOrder::tp_dp_pp;
+                      out.push_back(p);
+                    }
       }
-      std::vector<int> zeros;
-      for (int z = 0; z <= 3; ++z) {
-        if (!zero_ok(z)) continue;
-        if (z >= 2 && pp > 1) continue;                // DeepSpeed: ZeRO-2/3 only without PP
-        if (z > 0 && dp == 1 && zero_ok(0)) continue;  // shards nothing: the same as ZeRO-0
-        zeros.push_back(z);
-      }
-      for (const auto& [v, sched] : stagings)
-        for (int z : zeros)
-          for (std::int64_t mb : mbs)
-            for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
-              for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
-                for (int order = 0; order <= (pp > 1 && dp > 1 ? 1 : 0); ++order) {
-                  if (out.size() >= kMaxCandidates) return out;  // the caller reports it
-                  PlanPoint p;
-                  p.tp = static_cast<int>(tp);
-                  p.pp = static_cast<int>(pp);
-                  p.dp = static_cast<int>(dp);
-                  p.virtual_stages = v;
-                  p.schedule = sched;
-                  p.zero = z;
-                  p.micro_batch = mb;
-                  p.global_batch = per_replica * dp;
-                  p.recompute = rc;
-                  p.sequence_parallel = sp == 1;
-                  p.rank_order = order ? RankOrder::tp_pp_dp : RankOrder::tp_dp_pp;
-                  out.push_back(p);
-                }
     }
   }
   return out;
@@ -179,27 +268,39 @@ double memory_lower_bound(const Scenario& sc) {
   const ParallelPlan& p = sc.plan;
   const bool mixed = p.precision != Precision::fp32;
   const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = mixed ? 12 : 8;
-  const double d = p.dp;
+  const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
   // The stages' TP shards hold every parameter at least once over TP ranks (replicated ones
-  // whole): the fullest stage holds at least all / (TP x PP).
-  const double P = static_cast<double>(count_params(sc.model).total) / (double(p.tp) * p.pp);
-  const double states =
-      P * (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) + ob / (p.zero >= 1 ? d : 1));
-  // The first stage's first chunk: layers / (PP x v) blocks (even stages), times the
-  // micro-batches it holds; its own states are at least zero, so this alone is a bound too.
-  const int per_chunk = sc.model.layers() / (p.pp * p.virtual_stages);
+  // whole): the fullest stage holds at least all / (TP x PP), uneven stages or not (the fullest
+  // holds at least the average). Routed experts are cut over EP x expert TP instead, and their
+  // optimizer states over the expert-DP group.
+  const ParamCount count = count_params(sc.model);
+  const double pp = p.pp;
+  const double dense = static_cast<double>(count.total - count.experts) / (double(p.tp) * pp);
+  const double experts =
+      static_cast<double>(count.experts) / (double(p.ep) * double(p.expert_tp) * pp);
+  const double states = dense * (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) +
+                                 ob / (p.zero >= 1 ? d : 1)) +
+                        experts * (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) +
+                                   ob / (p.zero >= 1 ? std::max<double>(d, p.expert_dp()) : 1));
+  // The first stage's first chunk: its blocks (the first virtual stage's share, uneven or
+  // not), times the micro-batches it holds; its own states are at least zero, so this alone is
+  // a bound too.
+  const int per_chunk = p.stage_layers.empty() ? sc.model.layers() / (p.pp * p.virtual_stages)
+                                               : p.stage_layers.front();
   double act = 0;
   for (int l = 0; l < per_chunk; ++l) act += block_activation_bytes(sc, l).value();
   act *= static_cast<double>(inflight_microbatches(sc, 0));
   return std::max(states, act);
 }
 
-Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune) {
-  Evaluated e;
+namespace {
+// resolve_scenario and the memory bound: the scenario when the plan is valid and not pruned.
+std::optional<Scenario> resolve_and_bound(const SearchSpace& s, const PlanPoint& p, bool prune,
+                                          Evaluated& e) {
   auto sc = resolve_scenario(s.model, s.system, s.network, to_plan_input(p, s.gpus, s.base));
   if (!sc) {
     e.reason = sc.error().message;
-    return e;
+    return std::nullopt;
   }
   e.nodes = sc->nodes;
   e.gpus_per_node = sc->gpus_per_node;
@@ -208,33 +309,129 @@ Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune) {
   if (prune && e.memory_bound > e.gpu_memory) {
     e.status = Evaluated::Status::pruned;
     e.memory = e.memory_bound;
-    return e;
+    return std::nullopt;
   }
-  const Workload w = build_workload(*sc);
+  return std::move(*sc);
+}
+
+// The fullest rank's memory of w (its scenario the plan's); no_fit when over the GPU's.
+bool fits(const Workload& w, Evaluated& e) {
   for (const Role& role : w.roles)
     e.memory = std::max(e.memory, memory_per_rank(w, role).total().value());
   if (e.memory > e.gpu_memory) {
     e.status = Evaluated::Status::no_fit;
-    return e;
+    return false;
   }
-  const Prediction pred = simulate(w);
+  return true;
+}
+
+// The figures of a prediction of plan p (w: its workload, or one equal but for the schedule).
+void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Prediction& pred,
+          Evaluated& e) {
+  const Scenario& sc = w.scenario;
   e.status = Evaluated::Status::ok;
   e.iteration_time = pred.iteration_time;
   const std::int64_t B = global_batch_of(s);
   e.score_time = pred.iteration_time * static_cast<double>(B) / static_cast<double>(p.global_batch);
-  const ModelSpec& m = sc->model;
+  const ModelSpec& m = sc.model;
   const double tokens =
       static_cast<double>(p.global_batch) *
       static_cast<double>(m.kind == ArchKind::t5 ? m.seq_length + m.dec_seq() : m.seq_length);
   e.tokens_per_s = tokens / pred.iteration_time;
   e.mfu = iteration_flops(w).model / pred.iteration_time / s.gpus /
-          sc->system.gpu.peak.for_dtype(sc->plan.dtype()).value();
+          sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
   e.compute = pred.mean.compute;
   e.comm = pred.mean.comm;
   e.exposed = pred.mean.exposed;
   e.bubble = pred.mean.bubble;
   e.cost = e.score_time * s.gpus * s.system.price_per_gpu_hour / 3600.0;
   e.energy = e.score_time * s.gpus * s.system.power_per_gpu_w;
+}
+
+// Plans alike but for the schedule (GPipe and 1F1B of one layout) share one workload: it is
+// built once for the memory of each, and the fitting ones are predicted together by
+// Evaluator::evaluate_variants (the same numbers as evaluate(), tested in sim_evaluator_test).
+void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
+                    const std::vector<std::size_t>& group, bool prune, const Evaluator& ev,
+                    std::vector<Evaluated>& results) {
+  if (group.size() == 1) {
+    results[group[0]] = evaluate(s, plans[group[0]], prune);
+    return;
+  }
+  std::vector<std::optional<Scenario>> scs(group.size());
+  std::optional<Workload> w;
+  std::vector<std::size_t> fit;  // positions in group
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    Evaluated& e = results[group[k]];
+    e = Evaluated{};
+    scs[k] = resolve_and_bound(s, plans[group[k]], prune, e);
+    if (!scs[k]) continue;
+    if (!w) {
+      w = build_workload(*scs[k]);
+    } else {
+      w->scenario = *scs[k];
+      w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+    }
+    if (fits(*w, e)) fit.push_back(k);
+  }
+  if (fit.empty()) return;
+  if (fit.size() == 1) {
+    const std::size_t k = fit[0];
+    w->scenario = *scs[k];
+    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+    fill(s, plans[group[k]], *w, simulate(*w), results[group[k]]);
+    return;
+  }
+  const PlanInput base = to_plan_input(plans[group[fit[0]]], s.gpus, s.base);
+  std::vector<Evaluator::Variant> variants;
+  for (std::size_t k : fit) variants.push_back({std::nullopt, plans[group[k]].schedule, {}});
+  auto preds = ev.evaluate_variants(base, variants);
+  for (std::size_t j = 0; j < fit.size(); ++j) {
+    const std::size_t k = fit[j];
+    w->scenario = *scs[k];
+    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+    if (preds[j].ok()) {
+      fill(s, plans[group[k]], *w, *preds[j], results[group[k]]);
+    } else {  // not reached: the variant resolved above
+      results[group[k]].status = Evaluated::Status::invalid;
+      results[group[k]].reason = preds[j].error().message;
+    }
+  }
+}
+
+// Candidates alike but for the schedule of PP > 1 without interleaving, in candidate order of
+// their first member.
+std::vector<std::vector<std::size_t>> schedule_groups(const std::vector<PlanPoint>& plans) {
+  auto key = [](const PlanPoint& p) {
+    return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.dp, p.cp, p.ep, p.expert_tp,
+                           p.first_layers, p.zero, p.micro_batch, p.global_batch,
+                           static_cast<int>(p.recompute), p.sequence_parallel,
+                           static_cast<int>(p.rank_order));
+  };
+  std::vector<std::vector<std::size_t>> groups;
+  std::map<decltype(key(PlanPoint{})), std::size_t> where;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const PlanPoint& p = plans[i];
+    if (p.pp > 1 && p.virtual_stages == 1) {
+      auto [it, fresh] = where.try_emplace(key(p), groups.size());
+      if (!fresh) {
+        groups[it->second].push_back(i);
+        continue;
+      }
+    }
+    groups.push_back({i});
+  }
+  return groups;
+}
+}  // namespace
+
+Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune) {
+  Evaluated e;
+  auto sc = resolve_and_bound(s, p, prune, e);
+  if (!sc) return e;
+  const Workload w = build_workload(*sc);
+  if (!fits(w, e)) return e;
+  fill(s, p, w, simulate(w), e);
   return e;
 }
 
@@ -324,9 +521,9 @@ RuleCheck check_rule(std::string rule, std::string obey_text, std::string violat
 
 // Every field but the micro-batch (and the batch it rounds): plans alike but for it.
 auto layout_key(const PlanPoint& p) {
-  return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.zero, static_cast<int>(p.recompute),
-                         p.sequence_parallel, static_cast<int>(p.schedule),
-                         static_cast<int>(p.rank_order));
+  return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.cp, p.ep, p.expert_tp, p.first_layers,
+                         p.zero, static_cast<int>(p.recompute), p.sequence_parallel,
+                         static_cast<int>(p.schedule), static_cast<int>(p.rank_order));
 }
 }  // namespace
 
@@ -351,10 +548,11 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
   out.global_batch = global_batch_of(s);
   const std::vector<PlanPoint> plans = enumerate_plans(s);
   if (plans.size() >= kMaxCandidates)
-    return Error{fmt::format(
-        "--gpus: expected a search of at most {} candidate plans (narrow it with --max-tp, "
-        "--max-pp, --zero or --micro-batch-size), got at least that many",
-        kMaxCandidates)};
+    return Error{
+        fmt::format("--gpus: expected a search of at most {} candidate plans (narrow it with "
+                    "--max-tp, --max-cp, --max-ep, "
+                    "--max-pp, --zero or --micro-batch-size), got at least that many",
+                    kMaxCandidates)};
   out.candidates = plans.size();
   if (plans.empty())
     return Error{fmt::format(
@@ -363,34 +561,45 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
         s.model.name, s.model.heads, s.model.layers(), out.global_batch, s.gpus)};
 
   std::vector<Evaluated> results(plans.size());
+  // Work units: single plans, or (share_workloads) the plans alike but for the schedule.
+  std::vector<std::vector<std::size_t>> groups;
+  if (o.share_workloads) {
+    groups = schedule_groups(plans);
+  } else {
+    groups.reserve(plans.size());
+    for (std::size_t i = 0; i < plans.size(); ++i) groups.push_back({i});
+  }
   std::atomic<std::size_t> next{0}, done{0};
   std::atomic<bool> stop{false};
-  constexpr std::size_t kChunk = 16;
-  auto work = [&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-      const std::size_t begin = next.fetch_add(kChunk);
-      if (begin >= plans.size()) return;
-      const std::size_t end = std::min(plans.size(), begin + kChunk);
-      for (std::size_t i = begin; i < end; ++i) {
-        results[i] = evaluate(s, plans[i], o.prune);
-        results[i].reason.clear();  // counted, not kept
-      }
-      done.fetch_add(end - begin);
+  constexpr std::size_t kChunk = 8;
+  // One chunk of groups; false when none is left.
+  auto chunk = [&](const Evaluator& ev) {
+    const std::size_t begin = next.fetch_add(kChunk);
+    if (begin >= groups.size()) return false;
+    const std::size_t end = std::min(groups.size(), begin + kChunk);
+    std::size_t n = 0;
+    for (std::size_t g = begin; g < end; ++g) {
+      evaluate_group(s, plans, groups[g], o.prune, ev, results);
+      for (std::size_t i : groups[g]) results[i].reason.clear();  // counted, not kept
+      n += groups[g].size();
     }
+    done.fetch_add(n);
+    return true;
+  };
+  auto work = [&] {
+    const Evaluator ev(s.model, s.system, s.network);
+    while (!stop.load(std::memory_order_relaxed))
+      if (!chunk(ev)) return;
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < o.threads; ++t) pool.emplace_back(work);
   // The calling thread works too, and reports progress between its chunks.
-  while (!stop.load()) {
-    const std::size_t begin = next.fetch_add(kChunk);
-    if (begin >= plans.size()) break;
-    const std::size_t end = std::min(plans.size(), begin + kChunk);
-    for (std::size_t i = begin; i < end; ++i) {
-      results[i] = evaluate(s, plans[i], o.prune);
-      results[i].reason.clear();
+  {
+    const Evaluator ev(s.model, s.system, s.network);
+    while (!stop.load()) {
+      if (!chunk(ev)) break;
+      if (o.progress && !o.progress(done.load(), plans.size())) stop = true;
     }
-    done.fetch_add(end - begin);
-    if (o.progress && !o.progress(done.load(), plans.size())) stop = true;
   }
   for (auto& t : pool) t.join();
   if (stop || (o.progress && !o.progress(plans.size(), plans.size()))) return Error{"interrupted"};

@@ -45,7 +45,7 @@ TEST_F(PlanCli, JsonRanksPlansThatFitBestFirst) {
   ASSERT_EQ(j["plans"].size(), 7u);
   double last = 0;
   for (const auto& p : j["plans"]) {
-    EXPECT_EQ(p["tp"].get<int>() * p["pp"].get<int>() * p["dp"].get<int>(), 8);
+    EXPECT_EQ(p["tp"].get<int>() * p["pp"].get<int>() * p["cp"].get<int>() * p["dp"].get<int>(), 8);
     EXPECT_EQ(p["global_batch"], 32);
     EXPECT_LE(p["memory_per_gpu_bytes"].get<double>(), p["gpu_memory_bytes"].get<double>());
     EXPECT_GE(p["iteration_time_s"].get<double>(), last);
@@ -68,7 +68,7 @@ TEST_F(PlanCli, TableCsvMarkdownHtmlAndOutputFile) {
   EXPECT_NE(t.out.find("#1 beats #2: "), std::string::npos);
   Outcome c = run(kSmall + " --top 3 --format csv");
   ASSERT_EQ(c.status, 0) << c.err;
-  EXPECT_EQ(c.out.rfind("rank,tp,pp,v,dp,zero,mbs,gbs,", 0), 0u) << c.out;
+  EXPECT_EQ(c.out.rfind("rank,tp,pp,v,stage_layers,dp,cp,ep,zero,mbs,gbs,", 0), 0u) << c.out;
   EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 4);
   Outcome m = run(kSmall + " --top 3 --format md");
   ASSERT_EQ(m.status, 0);
@@ -108,6 +108,8 @@ TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
            {"--model gpt2-medium --gpus 8 --zero 0,5", "--zero"},
            {"--model gpt2-medium --gpus 8 --threads 0", "--threads"},
            {"--model gpt2-medium --gpus 8 --max-tp 0", "--max-tp"},
+           {"--model gpt2-medium --gpus 8 --max-cp 0", "--max-cp"},
+           {"--model gpt2-medium --gpus 8 --max-ep -1", "--max-ep"},
            {"--model gpt2-medium --gpus 8 --micro-batch-size 0", "--micro-batch-size"},
            {"--model gpt2-medium --gpus 8 --global-batch-size -4", "--global-batch-size"},
            {"--model gpt2-medium --gpus 8 --system polaris,dgx-h100 --network roce-100,tcp-10g",
@@ -129,3 +131,26 @@ TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
 }
 
 }  // namespace
+
+namespace commscope {
+namespace {
+// --max-cp bounds the context-parallel size of every candidate; the JSON names CP, EP and the
+// stage split of each plan.
+TEST_F(PlanCli, MaxCpBoundsTheSearchAndJsonNamesCpEpAndStages) {
+  Outcome all = run(kSmall + " --top 1000 --format json");
+  Outcome one = run(kSmall + " --top 1000 --format json --max-cp 1");
+  ASSERT_EQ(all.status, 0) << all.err;
+  ASSERT_EQ(one.status, 0) << one.err;
+  auto a = nlohmann::json::parse(all.out), b = nlohmann::json::parse(one.out);
+  int cp_above_1 = 0;
+  for (const auto& p : a["plans"]) {
+    cp_above_1 += p["cp"].get<int>() > 1;
+    EXPECT_EQ(p["ep"], 1);                  // gpt2-medium has no experts
+    EXPECT_EQ(p["first_stage_layers"], 0);  // 24 layers: every PP here divides them
+  }
+  EXPECT_GT(cp_above_1, 0);
+  for (const auto& p : b["plans"]) EXPECT_EQ(p["cp"], 1);
+  EXPECT_LT(b["options"][0]["candidates"].get<int>(), a["options"][0]["candidates"].get<int>());
+}
+}  // namespace
+}  // namespace commscope

@@ -231,7 +231,7 @@ TEST(SearchPlan, ConstraintsRestrictTheCandidates) {
     EXPECT_LE(p.pp, 4);
     EXPECT_LE(p.zero, 1);
     EXPECT_EQ(p.micro_batch, 2);
-    EXPECT_EQ(p.tp * p.pp * p.dp, 16);
+    EXPECT_EQ(p.tp * p.pp * p.cp * p.dp, 16);
     tps.insert(p.tp);
   }
   EXPECT_EQ(tps, (std::set<int>{1, 2}));
@@ -295,6 +295,228 @@ TEST(SearchPlan, ProgressCanStopTheSearch) {
     EXPECT_EQ(r.error().message, "interrupted");
     EXPECT_EQ(calls, 2u);
   }
+}
+}  // namespace
+}  // namespace commscope
+
+namespace commscope {
+namespace {
+
+// Brute force without the search's code: every candidate resolved, built, checked against the
+// GPU's memory and simulated; the fastest time for the space's batch.
+double brute_force_best(const SearchSpace& s, const std::vector<PlanPoint>& plans) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& p : plans) {
+    auto sc =
+        resolve_scenario(s.model, s.system, s.network, search::to_plan_input(p, s.gpus, s.base));
+    if (!sc) continue;
+    const Workload w = build_workload(*sc);
+    double mem = 0;
+    for (const Role& role : w.roles) mem = std::max(mem, memory_per_rank(w, role).total().value());
+    if (mem > s.system.gpu.memory.value()) continue;
+    best = std::min(best, simulate(w).iteration_time);
+  }
+  return best;
+}
+
+// A small mixture of experts: Mixtral 8x7B's shapes with 8 layers and 1,024 tokens.
+ModelSpec small_moe() {
+  ModelSpec m = testing::model("mixtral-8x7b");
+  m.decoder_layers = 8;
+  m.seq_length = 1024;
+  return m;
+}
+
+// Uneven stages as Megatron splits them: Llama 3 405B (126 layers) on 16,384 GPUs searches PP 4,
+// 8 and 16 with TP 8, the first and last stage lighter (PP 16: 7 + 8 x 14 + 7, Meta 2024), and
+// every uneven candidate resolves to the split it names.
+TEST(SearchPlan, UnevenStagesWhenPipelineDoesNotDivideTheLayers) {
+  SearchSpace s = space("llama3-405b", "dgx-h100", 16384, 2048);
+  s.micro_batch = {1};
+  s.zero = {1};
+  s.max_cp = 1;
+  const auto plans = search::enumerate_plans(s);
+  std::set<int> uneven_pps;
+  bool meta = false;
+  std::size_t checked = 0;
+  for (const auto& p : plans) {
+    if (p.first_layers == 0) {
+      EXPECT_EQ(126 % (p.pp * p.virtual_stages), 0) << search::describe(p);
+      continue;
+    }
+    if (p.tp == 8 && p.virtual_stages == 1) uneven_pps.insert(p.pp);
+    const int n = p.pp * p.virtual_stages;
+    EXPECT_NE(126 % n, 0);
+    EXPECT_EQ(p.first_layers + (n - 2) * p.middle_layers + p.last_layers, 126);
+    EXPECT_LE(p.first_layers, p.middle_layers);
+    EXPECT_LE(p.last_layers, p.middle_layers);
+    if (p.tp == 8 && p.pp == 16 && p.virtual_stages == 1) {
+      meta = true;
+      EXPECT_EQ(p.first_layers, 7);
+      EXPECT_EQ(p.middle_layers, 8);
+      EXPECT_EQ(p.last_layers, 7);
+      EXPECT_NE(search::describe(p).find("layers 7+14x8+7"), std::string::npos)
+          << search::describe(p);
+    }
+    if (checked++ % 97 == 0) {  // a sample resolves to the split it names
+      auto sc =
+          resolve_scenario(s.model, s.system, s.network, search::to_plan_input(p, s.gpus, s.base));
+      if (!sc) continue;  // rejected for another reason (batch, memory bounds)
+      ASSERT_EQ(sc->plan.stage_layers.size(), static_cast<std::size_t>(n));
+      EXPECT_EQ(sc->plan.stage_layers.front(), p.first_layers);
+      EXPECT_EQ(sc->plan.stage_layers[1], p.middle_layers);
+      EXPECT_EQ(sc->plan.stage_layers.back(), p.last_layers);
+    }
+  }
+  EXPECT_TRUE(meta);
+  for (int pp : {4, 8, 16}) EXPECT_TRUE(uneven_pps.count(pp)) << "PP " << pp;
+  // Meta's layout (TP 8, PP 16, DP 128) is valid and fits on H100s with some recompute.
+  bool fits = false;
+  for (const auto& q : plans)
+    if (q.tp == 8 && q.pp == 16 && q.virtual_stages == 1 && q.schedule == Schedule::one_f_one_b &&
+        search::evaluate(s, q, true).status == Evaluated::Status::ok) {
+      fits = true;
+      break;
+    }
+  EXPECT_TRUE(fits);
+}
+
+// The memory bound stays a lower bound with uneven stages, context and expert parallelism, and
+// pruning drops no fitting plan: Llama 2 7B cut to 30 layers (PP 4 and 8 uneven), and a small
+// mixture of experts with EP, on 8 GPUs.
+TEST(SearchPlan, PruningBoundHoldsForUnevenStagesContextAndExpertParallel) {
+  std::vector<SearchSpace> spaces;
+  {
+    SearchSpace s = space("llama2-7b", "dgx-a100-40gb", 8, 16);
+    s.model.decoder_layers = 30;
+    s.base.seq_length = 1024;
+    spaces.push_back(s);
+  }
+  {
+    SearchSpace s = space("mixtral-8x7b", "dgx-a100-80gb", 8, 16);
+    s.model = small_moe();
+    s.model.decoder_layers = 16;  // 46.7B x 16 / 32 parameters: many plans do not fit
+    s.micro_batch = {1, 2};
+    spaces.push_back(s);
+  }
+  for (const SearchSpace& s : spaces) {
+    SCOPED_TRACE(s.model.name);
+    const auto plans = search::enumerate_plans(s);
+    std::size_t pruned = 0, fit = 0, uneven = 0, cp = 0, ep = 0;
+    for (const auto& p : plans) {
+      const Evaluated full = search::evaluate(s, p, false);
+      if (full.status == Evaluated::Status::invalid) continue;
+      uneven += p.first_layers > 0;
+      cp += p.cp > 1;
+      ep += p.ep > 1;
+      EXPECT_LE(full.memory_bound, full.memory) << search::describe(p);
+      const Evaluated cut = search::evaluate(s, p, true);
+      if (full.status == Evaluated::Status::ok) {
+        ++fit;
+        EXPECT_EQ(cut.status, Evaluated::Status::ok) << search::describe(p);
+      }
+      pruned += cut.status == Evaluated::Status::pruned;
+    }
+    EXPECT_GT(pruned, 0u) << "the case must exercise the bound";
+    EXPECT_GT(fit, 0u);
+    EXPECT_GT(uneven, 0u);
+    EXPECT_GT(cp, 0u);
+    if (s.model.moe()) EXPECT_GT(ep, 0u);
+  }
+}
+
+// A MoE model's search holds EP > 1 plans (EP dividing the experts, never for a dense model),
+// and its best equals brute force.
+TEST(SearchPlan, MoeSearchHasExpertParallelPlansAndBestEqualsBruteForce) {
+  SearchSpace s = space("mixtral-8x7b", "dgx-a100-80gb", 8, 16);
+  s.model = small_moe();
+  s.micro_batch = {1, 2};
+  const auto plans = search::enumerate_plans(s);
+  std::set<int> eps;
+  for (const auto& p : plans) {
+    eps.insert(p.ep);
+    EXPECT_EQ(8 % p.ep, 0);
+    EXPECT_LE(p.zero, 1);
+    if (p.tp > 1) EXPECT_TRUE(p.sequence_parallel);
+  }
+  EXPECT_GT(eps.size(), 1u);
+  SearchOptions o;
+  o.top = 3;
+  o.threads = 2;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  bool ep_fits = false;
+  for (const auto& x : r->fitting) ep_fits |= x.plan.ep > 1;
+  EXPECT_TRUE(ep_fits);
+  EXPECT_EQ(r->top.front().result.iteration_time, brute_force_best(s, plans));
+  // --max-ep and --max-cp bound the degrees; a dense model gets EP 1 only.
+  s.max_ep = 2;
+  s.max_cp = 2;
+  for (const auto& p : search::enumerate_plans(s)) {
+    EXPECT_LE(p.ep, 2);
+    EXPECT_LE(p.cp, 2);
+  }
+  SearchSpace dense = space("gpt2-medium", "polaris", 16, 64);
+  for (const auto& p : search::enumerate_plans(dense)) EXPECT_EQ(p.ep, 1);
+}
+
+// Context parallelism only where 2 x CP divides the sequence; the best of a search with CP
+// equals brute force.
+TEST(SearchPlan, ContextParallelWhereTheSequenceAllows) {
+  SearchSpace s = space("gpt2-small", "dgx-a100-40gb", 16, 64);
+  s.base.seq_length = 24;  // 2 x CP divides 24 for CP 1, 2, 3, 4, 6, 12: on 16 GPUs CP 2 and 4
+  s.micro_batch = {1, 4};
+  const auto plans = search::enumerate_plans(s);
+  std::set<int> cps;
+  for (const auto& p : plans) {
+    cps.insert(p.cp);
+    EXPECT_EQ(24 % (2 * p.cp), 0);
+  }
+  EXPECT_EQ(cps, (std::set<int>{1, 2, 4}));
+  SearchOptions o;
+  o.top = 1;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->top.front().result.iteration_time, brute_force_best(s, plans));
+}
+
+}  // namespace
+}  // namespace commscope
+
+namespace commscope {
+namespace {
+// Plans alike but for the schedule share one workload and go through
+// Evaluator::evaluate_variants: every figure of every fitting plan equals the plan-by-plan
+// path's (a space with PP > 1, GPipe and 1F1B both fitting, uneven stages and CP).
+TEST(SearchPlan, SharedWorkloadsGiveExactlyThePlanByPlanResults) {
+  SearchSpace s = space("llama2-7b", "dgx-a100-80gb", 16, 32);
+  s.model.decoder_layers = 30;
+  s.base.seq_length = 1024;
+  s.micro_batch = {1, 2};
+  SearchOptions o;
+  o.top = 1000000;
+  o.threads = 2;
+  auto a = search::search(s, o);
+  o.share_workloads = false;
+  o.threads = 1;
+  auto b = search::search(s, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->fitting.size(), b->fitting.size());
+  std::size_t gpipe = 0;
+  for (std::size_t i = 0; i < a->fitting.size(); ++i) {
+    const auto &x = a->fitting[i], &y = b->fitting[i];
+    ASSERT_EQ(search::describe(x.plan), search::describe(y.plan));
+    EXPECT_EQ(x.result.iteration_time, y.result.iteration_time) << search::describe(x.plan);
+    EXPECT_EQ(x.result.memory, y.result.memory);
+    EXPECT_EQ(x.result.mfu, y.result.mfu);
+    EXPECT_EQ(x.result.exposed, y.result.exposed);
+    EXPECT_EQ(x.result.bubble, y.result.bubble);
+    gpipe += x.plan.schedule == Schedule::gpipe;
+  }
+  EXPECT_GT(gpipe, 0u) << "the case must have schedule pairs that both fit";
+  EXPECT_EQ(a->pruned, b->pruned);
+  EXPECT_EQ(a->no_fit, b->no_fit);
+  EXPECT_EQ(a->invalid, b->invalid);
 }
 }  // namespace
 }  // namespace commscope

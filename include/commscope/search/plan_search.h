@@ -19,10 +19,16 @@ enum class Objective : std::uint8_t { time, tokens, cost, energy };
 std::string_view to_string(Objective o);
 std::optional<Objective> objective_from_name(std::string_view s);  // time|tokens|cost|energy
 
-// One point of the search space: every field of a plan the search chooses. Context and expert
-// parallelism are not in the workload yet; their degrees go here when they are (docs/plan.md).
+// One point of the search space: every field of a plan the search chooses.
 struct PlanPoint {
   int tp = 1, pp = 1, virtual_stages = 1, dp = 1;
+  int cp = 1;         // context-parallel size (DP is GPUs / (TP x CP x PP))
+  int ep = 1;         // expert-parallel size (MoE models only)
+  int expert_tp = 0;  // expert tensor-parallel size (0: TP, Megatron's default)
+  // Uneven pipeline stages (Megatron's --decoder-first/last-pipeline-num-layers): the layers of
+  // the first and the last virtual stage when PP x v does not divide the layers, the others
+  // taking an even share; 0: even stages.
+  int first_layers = 0, last_layers = 0, middle_layers = 0;  // middle: each other stage's
   int zero = 0;
   std::int64_t micro_batch = 1;
   std::int64_t global_batch = 1;
@@ -34,7 +40,9 @@ struct PlanPoint {
 // The plan flags of `predict` that give this point (resolve_scenario's input).
 PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base);
 // "TP8 PP4 v2 DP2 ZeRO-1 mbs 2 gbs 512 recompute selective SP 1f1b tp-dp-pp" (fields that
-// matter only: v when above 1, SP when on, rank order when DP and PP are both above 1).
+// matter only: v when above 1, SP when on, rank order when DP and PP are both above 1; CP, EP,
+// expert TP and the uneven split "layers 7+14x8+7" (first + others x each + last) when not
+// the default).
 std::string describe(const PlanPoint& p);
 
 // What to search: the model, the system and its network, the GPU count, and the constraints.
@@ -54,20 +62,26 @@ struct SearchSpace {
   std::vector<int> zero;       // ZeRO stages allowed (empty: 0-3)
   std::vector<std::int64_t> micro_batch;  // micro-batch sizes allowed (empty: every divisor)
   int max_virtual_stages = 0;             // 0: no limit
+  int max_cp = 0, max_ep = 0;             // 0: no limit (CP 1 and EP 1 are always searched)
 };
 
 // The global batch a space uses (given, or the 4 Mi-token default).
 std::int64_t global_batch_of(const SearchSpace& s);
 
-// Every point of the space whose sizes divide what they must (heads, layers, GPUs, batch):
-// the candidates, in a fixed order. resolve_scenario may still reject some.
+// Every point of the space whose sizes divide what they must (heads, layers, GPUs, batch,
+// experts, sequence): the candidates, in a fixed order. resolve_scenario may still reject some.
+// When PP does not divide the layers, the stages are uneven as Megatron splits them: the
+// first and the last stage take fewer layers, the others ceil(layers / PP) each (Llama 3 405B
+// on PP 16: 7, 14 x 8, 7). Interleaved schedules with uneven stages are searched where the
+// first and the last virtual stage are one layer lighter than the others.
 std::vector<PlanPoint> enumerate_plans(const SearchSpace& s);
 
 // A lower bound on the memory of the fullest rank of a resolved scenario, computed without
 // building the workload: the weights, gradients and optimizer state of the average stage's
-// parameters (sum of stage shards / PP >= all parameters / (TP x PP)) and, separately, the
-// activations of the first stage's first chunk (its blocks x micro-batches in flight). Never
-// above memory_per_rank of the fullest rank (checked against it in tests).
+// parameters (sum of stage shards / PP >= all parameters / (TP x PP); routed experts / (EP x
+// expert TP x PP)) and, separately, the activations of the first stage's first chunk (its
+// blocks, uneven or not, x micro-batches in flight). Never above memory_per_rank of the
+// fullest rank (checked against it in tests, uneven stages, CP and EP included).
 double memory_lower_bound(const Scenario& sc);
 
 // What one evaluation found.
@@ -87,9 +101,10 @@ struct Evaluated {
   int nodes = 0, gpus_per_node = 0;
 };
 
-// THE evaluation every plan of the search goes through: resolve_scenario, the memory bound
-// (when prune), build_workload, memory_per_rank, simulate. A faster evaluator replaces this
-// function alone.
+// The evaluation of one plan: resolve_scenario, the memory bound (when prune),
+// build_workload, memory_per_rank, simulate. The search gives plans alike but for the schedule
+// one workload build and Evaluator::evaluate_variants instead (SearchOptions::share_workloads),
+// with exactly this function's results (tested).
 Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune = true);
 
 struct SearchOptions {
@@ -97,6 +112,10 @@ struct SearchOptions {
   std::int64_t top = 10;  // plans kept (> 0)
   int threads = 1;        // worker threads (>= 1); results do not depend on it
   bool prune = true;      // false: build and check every valid plan (tests)
+  // true: plans alike but for the schedule share one workload build and are predicted by
+  // Evaluator::evaluate_variants (the same results); false: each plan through evaluate()
+  // (perf/bench_plan compares the two).
+  bool share_workloads = true;
   // Called now and then with (plans done, plans in all), from the calling thread; may be empty.
   // Returning false stops the search (an error "interrupted").
   std::function<bool(std::size_t, std::size_t)> progress;
