@@ -185,6 +185,46 @@ TEST(Memory, InterleavedPeakWithEmbeddingAndLossOnlyChunks) {
   EXPECT_EQ(stage_peak_activations(sc16, 0, uneven).value(), 16.0 * (8 * 9 / 2));
 }
 
+// The loss's tensors live from a micro-batch's forward on the last stage to its backward: one
+// micro-batch's under 1F1B (its backward follows at once), all m under GPipe (every forward
+// first). The embedding dropout mask is held by the first stage as its blocks are.
+TEST(Memory, LossAndEmbeddingBuffersFollowTheSchedule) {
+  for (Schedule sched : {Schedule::one_f_one_b, Schedule::gpipe}) {
+    SCOPED_TRACE(fmt::format("schedule {}", static_cast<int>(sched)));
+    PlanInput p = plan(8, 2, 4, 2, 48);  // DP 1: m = 24 micro-batches of 2
+    p.schedule = sched;
+    p.sequence_parallel = true;
+    p.precision = Precision::fp16;
+    Scenario sc = scenario("megatron-1.7b", "dgx-a100-80gb", p);
+    const ParallelPlan& pl = sc.plan;
+    const std::int64_t m = pl.grad_accum;
+    ASSERT_GT(m, 4);
+    Workload w = build_workload(sc);
+    const double s = sc.model.seq_length, b = 2, h = sc.model.hidden, t = pl.tp;
+    const double V = sc.model.vocab;
+    auto blocks = [&](const Role& r) {
+      double c = 0;
+      for (const Chunk& ch : r.chunks)
+        for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+          c += block_activation_bytes(sc, l).value();
+      return c;
+    };
+    const Role& first = w.roles.front();
+    const Role& last = w.roles.back();
+    const double first_held = sched == Schedule::gpipe ? m : pl.pp;
+    const double last_held = sched == Schedule::gpipe ? m : 1;
+    ASSERT_TRUE(sc.model.dropout);
+    const double mask = s * b * h / t;  // 1 byte per element, SP-split
+    const double loss =
+        2 * 2 * s * b * h / t + 4 * s * b * V / t;  // norm + head inputs, fp32 softmax
+    EXPECT_NEAR(
+        memory_per_rank(w, first).activations.value() / (first_held * (blocks(first) + mask)), 1.0,
+        1e-12);
+    EXPECT_NEAR(memory_per_rank(w, last).activations.value() / (last_held * (blocks(last) + loss)),
+                1.0, 1e-12);
+  }
+}
+
 TEST(Memory, ReportsWhatDoesNotFit) {
   // GPT-3 175B data parallel on A100 40GB: 16 bytes per parameter alone is 2.8 TB.
   Scenario sc = scenario("gpt3-175b", "thetagpu-tg40", plan(8));
