@@ -126,6 +126,37 @@ std::int64_t inflight_microbatches(const Scenario& sc, int stage) {
   return 1;
 }
 
+Bytes stage_peak_activations(const Scenario& sc, int stage, const std::vector<Bytes>& chunk_bytes) {
+  const auto& p = sc.plan;
+  if (chunk_bytes.empty()) return Bytes();
+  const auto n = static_cast<std::int64_t>(chunk_bytes.size());
+  const std::int64_t inflight = inflight_microbatches(sc, stage);
+  const bool even = std::all_of(chunk_bytes.begin(), chunk_bytes.end(),
+                                [&](Bytes c) { return c == chunk_bytes.front(); });
+  if (p.schedule != Schedule::interleaved || n != p.virtual_stages || even)
+    return *std::max_element(chunk_bytes.begin(), chunk_bytes.end()) *
+           static_cast<double>(inflight);
+  // Megatron's interleaved schedule in order (Narayanan et al. SC'21 sec. 2.2; Megatron-LM's
+  // forward_backward_pipelining_with_interleaving): forward k runs chunk (k mod pv) / p,
+  // backward k chunk v - 1 - (k mod pv) / p; the warm-up forwards, then one forward and one
+  // backward each step, then the remaining backwards. A chunk-micro-batch's activations live
+  // from its forward to its backward; the peak is the largest sum.
+  const std::int64_t pv = static_cast<std::int64_t>(p.pp) * n;
+  const std::int64_t total = static_cast<std::int64_t>(p.grad_accum) * n;
+  const std::int64_t warmup = std::min(total, inflight - 1);
+  auto fwd = [&](std::int64_t k) { return chunk_bytes[static_cast<std::size_t>((k % pv) / p.pp)]; };
+  auto bwd = [&](std::int64_t k) {
+    return chunk_bytes[static_cast<std::size_t>(n - 1 - (k % pv) / p.pp)];
+  };
+  double held = 0, peak = 0;
+  for (std::int64_t k = 0; k < warmup; ++k) peak = std::max(peak, held += fwd(k).value());
+  for (std::int64_t k = 0; k + warmup < total; ++k) {
+    peak = std::max(peak, held += fwd(k + warmup).value());
+    held -= bwd(k).value();
+  }
+  return Bytes(peak);
+}
+
 Bytes block_activation_bytes(const Scenario& sc, int layer) {
   const ModelSpec& m = sc.model;
   const ParallelPlan& p = sc.plan;
@@ -174,22 +205,25 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
   if (keep_core && p.cp > 1)
     inside += (a + (m.dropout ? mask + a : 0)) * b * heads * s * s * (p.cp - 1);
   if (kind == BlockKind::cross_decoder) attention(s, static_cast<double>(m.seq_length), keep_core);
-  // MLP: norm input, MLP input, activation input and output (gated: both branches and the
-  // product), dropout mask.
+  // MLP: norm input, MLP input, activation input and output (gated: the two branches, 2f, and
+  // the product, f), dropout mask.
   outside += a * s * b * h + g * s * b * h + mask * s * b * h;
   if (m.moe_layer(layer)) {
     // MoE: the router's fp32 logits and the dispatched tokens on this rank (its tokens x top-k
     // x the load factor), each with the expert's input, its activation input and output
-    // (gated: both branches and the product), gathered over expert TP; shared experts as a
+    // (gated: both branches, 2f, and the product, f), gathered over expert TP; shared experts as a
     // dense MLP of shared x moe_ffn.
     const double fe = static_cast<double>(m.expert_ffn());
     const double routed = s * b / out_div * m.experts_per_token * p.moe_load_factor();
     outside += 4.0 * s * b * m.experts;
-    inside += t * (a * routed * h * p.expert_tp + (m.gated_mlp() ? 4.0 : 2.0) * a * routed * fe);
-    inside += (m.gated_mlp() ? 4.0 : 2.0) * a * s * b * fe * m.shared_experts;
+    inside += t * (a * routed * h * p.expert_tp + (m.gated_mlp() ? 3.0 : 2.0) * a * routed * fe);
+    inside += (m.gated_mlp() ? 3.0 : 2.0) * a * s * b * fe * m.shared_experts;
   } else {
-    // the MLP output projection's input (the activation's output, or the gated product): FP8
-    inside += m.gated_mlp() ? 3.0 * a * s * b * f + g * s * b * f : a * s * b * f + g * s * b * f;
+    // The activation's input (gated: the up-projection's 2f-wide output, both branches, which
+    // the fused SwiGLU/GeGLU of Megatron-LM and Transformer Engine saves whole and from which
+    // its backward recomputes silu/gelu; GELU: its f-wide input) and the output projection's
+    // input (the activation's output or the gated product; FP8 under TE).
+    inside += (m.gated_mlp() ? 2.0 : 1.0) * a * s * b * f + g * s * b * f;
   }
   return Bytes(outside / out_div + inside / t);
 }
@@ -223,27 +257,33 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     mem.optimizer = Bytes((P - static_cast<double>(r.expert_params)) * ob / d +
                           static_cast<double>(r.expert_params) * ob / p.expert_dp());
 
-  // Activations: the chunk with the most, times the micro-batches (or chunk-micro-batches)
-  // in flight, plus what the first and last stages keep outside the blocks.
+  // Activations: each chunk's blocks per micro-batch, the first chunk of the first stage with
+  // the embedding dropout mask and the last chunk of the last stage with the loss's tensors,
+  // held as the schedule keeps micro-batches in flight (stage_peak_activations).
   const double a = dtype_bytes(p.dtype());
   const double b = static_cast<double>(p.micro_batch), h = static_cast<double>(m.hidden);
   const double out_div = p.sequence_parallel ? p.tp : 1;
-  Bytes per_chunk;
+  std::vector<Bytes> chunk_bytes;
+  chunk_bytes.reserve(r.chunks.size());
   for (const Chunk& ch : r.chunks) {
     Bytes c;
     for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
       c += block_activation_bytes(sc, l);
-    per_chunk = std::max(per_chunk, c);
+    chunk_bytes.push_back(c);
   }
-  const double inflight = static_cast<double>(inflight_microbatches(sc, r.stage));
-  mem.activations = per_chunk * inflight;
-  if (r.stage == 0 && m.dropout)  // embedding dropout mask
-    mem.activations += Bytes(inflight * static_cast<double>(m.seq_length) / p.cp * b * h / out_div);
-  if (r.stage == p.pp - 1) {
-    const double s = static_cast<double>(m.dec_seq()) / p.cp;
-    // final-norm input, LM-head input, fp32 logits of the vocab shard
-    mem.activations += Bytes(a * s * b * h * (1 + 1 / out_div) + 4.0 * s * b * m.vocab / p.tp);
+  if (!chunk_bytes.empty()) {
+    if (r.stage == 0 && m.dropout)  // embedding dropout mask
+      chunk_bytes.front() += Bytes(static_cast<double>(m.seq_length) / p.cp * b * h / out_div);
+    if (r.stage == p.pp - 1) {
+      const double s = static_cast<double>(m.dec_seq()) / p.cp;
+      // The final norm's input and the LM head's input (both split by SP: the norm runs in the
+      // sequence-parallel region and the column-parallel head saves its local input and
+      // re-gathers it in backward), and the fp32 softmax of the vocabulary shard that
+      // Megatron's vocab-parallel cross entropy saves (exp of the fp32 logits, s x b x V / t).
+      chunk_bytes.back() += Bytes(2.0 * a * s * b * h / out_div + 4.0 * s * b * m.vocab / p.tp);
+    }
   }
+  mem.activations = stage_peak_activations(sc, r.stage, chunk_bytes);
 
   // Communication buffers: a DDP bucket; DeepSpeed's reduce and all-gather buckets; ZeRO-3's
   // gathered current and prefetched block; pipeline send and receive buffers.

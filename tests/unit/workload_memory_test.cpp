@@ -91,6 +91,140 @@ TEST(Memory, InflightMicrobatches) {
   EXPECT_EQ(inflight_microbatches(sc, 7), (3 - 1) * 8 + 1);
 }
 
+// The gated (SwiGLU) MLP and FlashAttention, derived from what the kernels save for backward
+// (16-bit, no dropout, grouped-query attention; q = heads x head_dim, kv = kv_heads x head_dim):
+//   outside the TP region (/t under SP): the two norm inputs and the two norm outputs that are
+//     the QKV and MLP up-projection inputs: 4 tensors of sbh;
+//   inside (/t): Q (sbq), K and V (sb kv each) and the output O (sbq), which FlashAttention-2
+//     saves with the fp32 logsumexp (b x heads x s) and the output projection reads as its
+//     input; the fused SwiGLU saves its 2f-wide input (both branches; silu is recomputed in
+//     backward) and the down projection its f-wide input (the product): 3 sbf.
+//   bytes = 2sb (4h / d + (2q + 2kv + 3f) / t) + 4 b heads s / t, d = t with SP, else 1.
+// Selective recompute with the standard kernel keeps the same minus the logsumexp. A GPT block
+// (GELU, dropout) under flash keeps Korthikanti's sbh(10 + 24/t) plus the logsumexp: the s^2
+// scores, softmax, its dropout mask and output are gone (FlashAttention regenerates the mask).
+TEST(Memory, GatedMlpAndFlashAttentionPerLayer) {
+  for (const char* name : {"llama3-8b", "llama3-70b"}) {
+    for (int t : {1, 8}) {
+      for (bool sp : {false, true}) {
+        for (Recompute r : {Recompute::none, Recompute::selective}) {
+          SCOPED_TRACE(fmt::format("{} t {} sp {} recompute {}", name, t, sp, to_string(r)));
+          PlanInput p = plan(t, t, 1, 2);
+          p.sequence_parallel = sp && t > 1;
+          p.recompute = r;
+          p.precision = Precision::bf16;
+          p.attention = r == Recompute::none ? AttentionKernel::flash : AttentionKernel::standard;
+          Scenario sc = scenario(name, "dgx-h100", p);
+          const ModelSpec& m = sc.model;
+          ASSERT_TRUE(m.gated_mlp());
+          ASSERT_FALSE(m.dropout);
+          const double s = m.seq_length, b = 2, h = m.hidden, f = m.ffn, n = m.heads;
+          const double hd = h / n, q = n * hd, kv = m.kv_heads * hd,
+                       d = sc.plan.sequence_parallel ? t : 1;
+          const double lse = r == Recompute::none ? 4 * b * n * s / t : 0.0;
+          const double expect = 2 * s * b * (4 * h / d + (2 * q + 2 * kv + 3 * f) / t) + lse;
+          EXPECT_NEAR(block_activation_bytes(sc, 1).value() / expect, 1.0, 1e-12);
+        }
+      }
+    }
+  }
+  for (int t : {1, 8}) {
+    SCOPED_TRACE(fmt::format("gpt3-175b flash t {}", t));
+    PlanInput p = plan(t, t, 1, 1);
+    p.precision = Precision::fp16;
+    p.attention = AttentionKernel::flash;
+    Scenario sc = scenario("gpt3-175b", "dgx-a100-80gb", p);
+    const double s = sc.model.seq_length, b = 1, h = sc.model.hidden, a = sc.model.heads;
+    const double expect = s * b * h * (10 + 24.0 / t) + 4 * a * s * b / t;
+    EXPECT_NEAR(block_activation_bytes(sc, 0).value() / expect, 1.0, 1e-12);
+  }
+}
+
+// Megatron's interleaved schedule (Narayanan et al. SC'21 sec. 2.2.2) with Llama 3 405B's
+// uneven split (Meta 2024, sec. 3.3.2: PP 16, v = 8, one block per chunk, the first chunk of the
+// first stage only the embedding and the last chunk of the last stage only the head and loss).
+// Stage i warms up with (p - i - 1) x 2 + (v - 1) x p forwards and then alternates one forward
+// and one backward, forwards in groups of p micro-batches per chunk, backwards from the last
+// chunk. Stage 0: of its first 143 forwards, 16 + 15 run the empty chunk 0, so it peaks at
+// (v - 1) x p = 112 blocks, not 143. Stage 1 (all chunks one block) holds all 141. Stage 15
+// holds the 112 forwards of chunks 0-6 when the loss chunk's first forward starts, and each
+// loss chunk's backward follows its forward at once: 112 blocks plus one micro-batch's loss.
+TEST(Memory, InterleavedPeakWithEmbeddingAndLossOnlyChunks) {
+  PlanInput p = plan(16 * 8 * 2, 8, 16, 1, 2 * 32);  // DP 2: 32 micro-batches per iteration
+  p.virtual_stages = 8;
+  p.sequence_parallel = true;
+  p.precision = Precision::bf16;
+  p.attention = AttentionKernel::flash;
+  std::vector<int> layers(128, 1);
+  layers.front() = layers.back() = 0;
+  p.stage_layers = layers;
+  Scenario sc = scenario("llama3-405b", "dgx-h100", p);
+  ASSERT_EQ(sc.plan.grad_accum, 32);
+  Workload w = build_workload(sc);
+  ASSERT_EQ(w.roles.size(), 16u);
+  const double block = block_activation_bytes(sc, 5).value();
+  const double s = sc.model.seq_length, h = sc.model.hidden, V = sc.model.vocab, t = 8;
+  // The last stage's loss: the final norm's and the LM head's inputs (s/t tokens each under
+  // SP), and the fp32 softmax of the vocabulary shard (Megatron's vocab-parallel cross entropy).
+  const double loss = 2 * 2 * s * h / t + 4 * s * V / t;
+  EXPECT_NEAR(memory_per_rank(w, w.roles[0]).activations.value() / (112 * block), 1.0, 1e-12);
+  EXPECT_NEAR(memory_per_rank(w, w.roles[1]).activations.value() / (141 * block), 1.0, 1e-12);
+  EXPECT_NEAR(memory_per_rank(w, w.roles[15]).activations.value() / (112 * block + loss), 1.0,
+              1e-12);
+
+  // The same stage with all chunks alike: inflight_microbatches x chunk, as before.
+  const std::vector<Bytes> even(8, Bytes(1.0));
+  EXPECT_EQ(stage_peak_activations(sc, 0, even).value(), 143.0);
+  // Fewer micro-batches than the warm-up (m = p = 16: 128 chunk forwards <= 143): every
+  // forward runs before the first backward, so the peak is m x the sum of the chunks.
+  PlanInput few = p;
+  few.global_batch = 2 * 16;
+  Scenario sc16 = scenario("llama3-405b", "dgx-h100", few);
+  std::vector<Bytes> uneven;
+  for (int c = 0; c < 8; ++c) uneven.push_back(Bytes(1.0 + c));
+  EXPECT_EQ(stage_peak_activations(sc16, 0, uneven).value(), 16.0 * (8 * 9 / 2));
+}
+
+// The loss's tensors live from a micro-batch's forward on the last stage to its backward: one
+// micro-batch's under 1F1B (its backward follows at once), all m under GPipe (every forward
+// first). The embedding dropout mask is held by the first stage as its blocks are.
+TEST(Memory, LossAndEmbeddingBuffersFollowTheSchedule) {
+  for (Schedule sched : {Schedule::one_f_one_b, Schedule::gpipe}) {
+    SCOPED_TRACE(fmt::format("schedule {}", static_cast<int>(sched)));
+    PlanInput p = plan(8, 2, 4, 2, 48);  // DP 1: m = 24 micro-batches of 2
+    p.schedule = sched;
+    p.sequence_parallel = true;
+    p.precision = Precision::fp16;
+    Scenario sc = scenario("megatron-1.7b", "dgx-a100-80gb", p);
+    const ParallelPlan& pl = sc.plan;
+    const std::int64_t m = pl.grad_accum;
+    ASSERT_GT(m, 4);
+    Workload w = build_workload(sc);
+    const double s = sc.model.seq_length, b = 2, h = sc.model.hidden, t = pl.tp;
+    const double V = sc.model.vocab;
+    auto blocks = [&](const Role& r) {
+      double c = 0;
+      for (const Chunk& ch : r.chunks)
+        for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+          c += block_activation_bytes(sc, l).value();
+      return c;
+    };
+    const Role& first = w.roles.front();
+    const Role& last = w.roles.back();
+    const double first_held = sched == Schedule::gpipe ? m : pl.pp;
+    const double last_held = sched == Schedule::gpipe ? m : 1;
+    ASSERT_TRUE(sc.model.dropout);
+    const double mask = s * b * h / t;  // 1 byte per element, SP-split
+    const double loss =
+        2 * 2 * s * b * h / t + 4 * s * b * V / t;  // norm + head inputs, fp32 softmax
+    EXPECT_NEAR(
+        memory_per_rank(w, first).activations.value() / (first_held * (blocks(first) + mask)), 1.0,
+        1e-12);
+    EXPECT_NEAR(memory_per_rank(w, last).activations.value() / (last_held * (blocks(last) + loss)),
+                1.0, 1e-12);
+  }
+}
+
 TEST(Memory, ReportsWhatDoesNotFit) {
   // GPT-3 175B data parallel on A100 40GB: 16 bytes per parameter alone is 2.8 TB.
   Scenario sc = scenario("gpt3-175b", "thetagpu-tg40", plan(8));

@@ -101,4 +101,10 @@ Bytes block_activation_bytes(const Scenario& sc, int layer);
 // Micro-batches whose activations a stage holds at its peak, per chunk of work.
 std::int64_t inflight_microbatches(const Scenario& sc, int stage);
 
+// The activation peak of a stage whose chunks keep chunk_bytes each per micro-batch (one entry
+// per chunk, in chunk order): max chunk x inflight_microbatches, except under the interleaved
+// schedule with chunks of unequal bytes (uneven stages, an embedding- or loss-only chunk),
+// where Megatron's forward/backward order is followed and the largest sum held is returned.
+Bytes stage_peak_activations(const Scenario& sc, int stage, const std::vector<Bytes>& chunk_bytes);
+
 }  // namespace commscope
