@@ -102,6 +102,7 @@ class PipelineTrainer {
   bool resume();
   Status train();
   void run_schedule(std::int64_t step, double* loss_sum);
+  float clip_scale(double sq, double* grad_norm);
   void optimizer_step(std::int64_t step, double* grad_norm);
   // ZeRO-1 over the data-parallel group (dp > 1): the step after the model-parallel reductions.
   void zero1_step(std::int64_t step, double* grad_norm);
@@ -572,6 +573,26 @@ void PipelineTrainer::attribute_waits(std::size_t first) {
   }
 }
 
+// The squared gradient norm summed over the model-parallel ranks (TP x PP: each holds its own
+// part), the global norm (averaged over the micro-batches and DP ranks) into *grad_norm, and the
+// factor the AdamW step multiplies the summed gradients by (the average and the clipping).
+float PipelineTrainer::clip_scale(double sq, double* grad_norm) {
+  if (g_.tp * g_.pp > 1) {
+    comm_op(
+        "grad_norm_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp * g_.pp, kNoLayer,
+        8,
+        [this, &sq] {
+          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, mp_comm_));
+        },
+        true);
+    stream_.drain();
+  }
+  const float scale = 1.0f / static_cast<float>(accum_ * g_.dp);
+  const double norm = std::sqrt(std::max(sq, 0.0)) * scale;
+  *grad_norm = norm;
+  return scale * clip_factor(norm, o_.clip);
+}
+
 void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   const int last_vs = g_.pp * v_ - 1;
   // Sequence parallelism: the norms', row-parallel biases' and final norm's gradients are
@@ -633,20 +654,7 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
         all -= sum_of_squares(ch.grads.data() + r.offset, r.size);
     sq += all;
   }
-  if (g_.tp * g_.pp > 1) {
-    comm_op(
-        "grad_norm_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp * g_.pp, kNoLayer,
-        8,
-        [this, &sq] {
-          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, mp_comm_));
-        },
-        true);
-    stream_.drain();
-  }
-  const float scale = 1.0f / static_cast<float>(accum_ * g_.dp);
-  const double norm = std::sqrt(std::max(sq, 0.0)) * scale;
-  *grad_norm = norm;
-  const float k = scale * clip_factor(norm, o_.clip);
+  const float k = clip_scale(sq, grad_norm);
   AdamW h;
   h.lr = o_.lr;
   const double t = Gpt::now();
@@ -711,20 +719,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
             CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, dp_comm_));
           });
   stream_.drain();
-  if (g_.tp * g_.pp > 1) {
-    comm_op(
-        "grad_norm_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp * g_.pp, kNoLayer,
-        8,
-        [this, &sq] {
-          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, mp_comm_));
-        },
-        true);
-    stream_.drain();
-  }
-  const float scale = 1.0f / static_cast<float>(accum_ * g_.dp);
-  const double norm = std::sqrt(std::max(sq, 0.0)) * scale;
-  *grad_norm = norm;
-  const float k = scale * clip_factor(norm, o_.clip);
+  const float k = clip_scale(sq, grad_norm);
   AdamW h;
   h.lr = o_.lr;
   const double t = Gpt::now();
