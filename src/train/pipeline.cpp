@@ -507,37 +507,14 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
 
 void PipelineTrainer::attribute_waits(std::size_t first) {
   const std::size_t end = comm_events_.size();
-  // Collectives: per group, this step's calls in program order; every member made the same
-  // calls (checked: the counts are compared first), so call k could start when the last member
-  // entered it. Clocks: steady_clock, shared by the ranks of one machine (across machines the
-  // wait is only as good as their clocks' agreement).
+  // Collectives: per group, this step's calls in program order, each one's wait for the last
+  // member to enter it (train/report.h, attribute_waits).
   auto collectives = [&](CommGroup g, MPI_Comm comm) {
     if (comm == MPI_COMM_NULL) return;
-    int size = 1;
-    CS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    if (size < 2) return;
     std::vector<std::size_t> idx;
-    std::vector<double> entry;
     for (std::size_t i = first; i < end; ++i)
-      if (comm_meta_[i].kind == Kind::collective && comm_events_[i].group == g) {
-        idx.push_back(i);
-        entry.push_back(comm_events_[i].start + t0_);  // absolute: every rank's t0 differs
-      }
-    int n = static_cast<int>(entry.size()), lo = 0, hi = 0;
-    CS_MPI_CHECK(MPI_Allreduce(&n, &lo, 1, MPI_INT, MPI_MIN, comm));
-    CS_MPI_CHECK(MPI_Allreduce(&n, &hi, 1, MPI_INT, MPI_MAX, comm));
-    if (lo != hi || n == 0) return;
-    const auto un = static_cast<std::size_t>(n);
-    std::vector<double> all(un * static_cast<std::size_t>(size));
-    CS_MPI_CHECK(MPI_Allgather(entry.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, comm));
-    for (std::size_t k = 0; k < un; ++k) {
-      double last = entry[k];
-      for (std::size_t r = 0; r < static_cast<std::size_t>(size); ++r)
-        last = std::max(last, all[r * un + k]);
-      Event& e = comm_events_[idx[k]];
-      const double w = std::clamp(last - entry[k], 0.0, e.dur);
-      e.wait = w, e.start += w, e.dur -= w;
-    }
+      if (comm_meta_[i].kind == Kind::collective && comm_events_[i].group == g) idx.push_back(i);
+    train::attribute_waits(comm_events_, idx, t0_, comm);
   };
   collectives(CommGroup::tensor, tp_comm_);
   collectives(CommGroup::data, dp_comm_);

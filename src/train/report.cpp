@@ -223,4 +223,29 @@ bool comm_matches(const MeasuredComm& measured, const std::vector<CommVolume>& e
   return true;
 }
 
+void attribute_waits(std::vector<Event>& events, const std::vector<std::size_t>& calls, double t0,
+                     MPI_Comm comm) {
+  int size = 1;
+  CS_MPI_CHECK(MPI_Comm_size(comm, &size));
+  if (size < 2) return;
+  std::vector<double> entry;
+  entry.reserve(calls.size());
+  for (std::size_t i : calls) entry.push_back(events[i].start + t0);  // absolute
+  int n = static_cast<int>(entry.size()), lo = 0, hi = 0;
+  CS_MPI_CHECK(MPI_Allreduce(&n, &lo, 1, MPI_INT, MPI_MIN, comm));
+  CS_MPI_CHECK(MPI_Allreduce(&n, &hi, 1, MPI_INT, MPI_MAX, comm));
+  if (lo != hi || n == 0) return;
+  const auto un = static_cast<std::size_t>(n);
+  std::vector<double> all(un * static_cast<std::size_t>(size));
+  CS_MPI_CHECK(MPI_Allgather(entry.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, comm));
+  for (std::size_t k = 0; k < un; ++k) {
+    double last = entry[k];
+    for (std::size_t r = 0; r < static_cast<std::size_t>(size); ++r)
+      last = std::max(last, all[r * un + k]);
+    Event& e = events[calls[k]];
+    const double w = std::clamp(last - entry[k], 0.0, e.dur);
+    e.wait = w, e.start += w, e.dur -= w;
+  }
+}
+
 }  // namespace commscope::train

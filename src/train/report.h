@@ -51,6 +51,16 @@ std::vector<nlohmann::json> gather_rank_averages(
     MPI_Comm comm, int me, int ranks, const std::vector<StepRow>& rows, std::int64_t start,
     int warmup, std::initializer_list<std::pair<const char*, int>> coords = {});
 
+// Each of `calls`' wait for its peers: every rank of `comm` made the same calls in the same
+// order (the counts are compared first; nothing is attributed when they differ), so call k
+// could begin when the last rank entered it. The time before that is the event's
+// Event::wait and its causal start moves past it. `calls` index `events`, whose starts are
+// relative to this rank's `t0` (every rank's differs). Clocks: steady_clock, shared by the
+// ranks of one machine (across machines the wait is only as good as their clocks' agreement).
+// A collective over `comm`: every rank calls it.
+void attribute_waits(std::vector<Event>& events, const std::vector<std::size_t>& calls, double t0,
+                     MPI_Comm comm);
+
 // What rank 0 reports about a run.
 struct RunRecord {
   const TrainOptions* o = nullptr;

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <thread>
 #include <type_traits>
@@ -564,31 +565,13 @@ bool Trainer::resume() {
   return true;
 }
 
-// Each call's wait for its peers, as the model-parallel trainer measures it (pipeline.cpp,
-// attribute_waits): every rank made the same collectives over comm_ in the same order (the
-// counts are compared first), so call k of the step could begin when the last rank entered it;
-// the time before is the call's Event::wait, and its causal start moves past it. Clocks:
-// steady_clock, shared by the ranks of one machine. The stream is drained: plain collectives.
+// Each call's wait for its peers (train/report.h, attribute_waits): every rank made the same
+// collectives over comm_ in the same order. The stream is drained: plain collectives.
 void Trainer::attribute_waits(std::size_t first) {
   if (n_ < 2) return;
-  std::vector<double> entry;
-  for (std::size_t i = first; i < comm_events_.size(); ++i)
-    entry.push_back(comm_events_[i].start + t0_);  // absolute: every rank's t0 differs
-  int n = static_cast<int>(entry.size()), lo = 0, hi = 0;
-  CS_MPI_CHECK(MPI_Allreduce(&n, &lo, 1, MPI_INT, MPI_MIN, comm_));
-  CS_MPI_CHECK(MPI_Allreduce(&n, &hi, 1, MPI_INT, MPI_MAX, comm_));
-  if (lo != hi || n == 0) return;
-  const auto un = static_cast<std::size_t>(n);
-  std::vector<double> all(un * static_cast<std::size_t>(n_));
-  CS_MPI_CHECK(MPI_Allgather(entry.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, comm_));
-  for (std::size_t k = 0; k < un; ++k) {
-    double last = entry[k];
-    for (std::size_t r = 0; r < static_cast<std::size_t>(n_); ++r)
-      last = std::max(last, all[r * un + k]);
-    Event& e = comm_events_[first + k];
-    const double w = std::clamp(last - entry[k], 0.0, e.dur);
-    e.wait = w, e.start += w, e.dur -= w;
-  }
+  std::vector<std::size_t> calls(comm_events_.size() - first);
+  std::iota(calls.begin(), calls.end(), first);
+  train::attribute_waits(comm_events_, calls, t0_, comm_);
 }
 
 // The steps, each recorded as a row: loss, time and the breakdown of its events.
