@@ -40,6 +40,10 @@ constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::block, "block"},
                                                  {FsdpWrap::model, "model"}};
 constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
+constexpr EnumName<GradCompression> kGradCompressionNames[] = {
+    {GradCompression::none, "none"},
+    {GradCompression::powersgd, "powersgd"},
+    {GradCompression::onebit, "onebit"}};
 
 template <class T>
 void take(std::optional<T>& into, const std::optional<T>& from) {
@@ -127,15 +131,7 @@ std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s) {
 }
 
 std::string_view to_string(GradCompression c) {
-  switch (c) {
-    case GradCompression::none:
-      return "none";
-    case GradCompression::powersgd:
-      return "powersgd";
-    case GradCompression::onebit:
-      return "onebit";
-  }
-  return "none";
+  return enum_to_name(kGradCompressionNames, c);
 }
 
 std::optional<DType> grad_comm_dtype_from_name(std::string_view s) {
