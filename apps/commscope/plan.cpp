@@ -29,6 +29,8 @@ Verb add_plan(CLI::App& app) {
     std::vector<std::int64_t> micro_batch;
     std::int64_t top = 10;
     int threads = 0;
+    std::vector<std::string> frameworks;
+    std::string memory_headroom = "2GiB";
     OutputOptions out;
   };
   auto st = std::make_shared<State>();
@@ -57,6 +59,18 @@ Verb add_plan(CLI::App& app) {
   cmd->add_option("--precision", st->precision, "fp32|fp16|bf16 [bf16]");
   cmd->add_option("--framework", st->framework,
                   "whose collective pattern: megatron|deepspeed|fsdp [commscope's own]");
+  cmd->add_option(
+         "--frameworks", st->frameworks,
+         "frameworks whose plans are candidates, a comma list of commscope (its own "
+         "pattern, every layout, ZeRO 0-3), megatron (DDP or distributed optimizer), "
+         "deepspeed (ZeRO-3 beside commscope's; 0-3 alone; CP 1), fsdp (TP = PP = CP = 1: "
+         "full_shard, shard_grad_op, hybrid_shard across nodes) [commscope,deepspeed,fsdp]; "
+         "--framework X searches X alone")
+      ->delimiter(',');
+  cmd->add_option("--memory-headroom", st->memory_headroom,
+                  "memory kept free on each GPU for the CUDA context, NCCL buffers and "
+                  "fragmentation, which the memory model does not count: a size (2GiB, 512MiB) "
+                  "or a percentage of the GPU's memory (10%); plans must fit in the rest [2GiB]");
   cmd->add_option("--objective", st->objective,
                   "rank by time (per iteration), tokens (tokens/s), cost (US dollars per "
                   "iteration from the preset's price per GPU-hour) or energy (joules per "
@@ -146,6 +160,29 @@ Verb add_plan(CLI::App& app) {
                 "--framework: expected one of megatron|deepspeed|fsdp, got '{}'", st->framework));
           base.framework = *f;
         }
+        std::vector<Framework> frameworks;
+        if (!st->frameworks.empty() && !st->framework.empty())
+          return fail(
+              fmt::format("--frameworks: expected it or --framework, not both, got --framework {}",
+                          st->framework));
+        for (const auto& name : st->frameworks) {
+          auto f = search::framework_choice_from_name(name);
+          if (!f)
+            return fail(fmt::format(
+                "--frameworks: expected a comma list of commscope|megatron|deepspeed|fsdp, "
+                "got '{}'",
+                name));
+          frameworks.push_back(*f);
+        }
+        if (base.framework) {
+          frameworks = {*base.framework};  // --framework X: X alone
+          base.framework.reset();
+        } else if (frameworks.empty()) {
+          frameworks = {Framework::none, Framework::deepspeed, Framework::fsdp};
+        }
+        search::SearchSpace headroom;
+        if (Status hs = search::set_memory_headroom(headroom, st->memory_headroom); !hs.ok())
+          return fail(hs.error().message);
         auto model = load_model(st->model);
         if (!model) return fail(model.error().message);
         const std::vector<std::string> systems =
@@ -175,6 +212,9 @@ Verb add_plan(CLI::App& app) {
             s.max_ep = st->max_ep;
             s.zero = st->zero;
             s.micro_batch = st->micro_batch;
+            s.frameworks = frameworks;
+            s.memory_headroom_bytes = headroom.memory_headroom_bytes;
+            s.memory_headroom_fraction = headroom.memory_headroom_fraction;
             names.push_back(systems.size() > 1 ? s.system.name : s.network.name);
             spaces.push_back(std::move(s));
           }

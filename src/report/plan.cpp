@@ -1,6 +1,7 @@
 // `commscope plan`'s documents (report/plan.h).
 #include "commscope/report/plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -30,42 +31,58 @@ std::string stage_layers_text(const search::PlanPoint& p, bool human) {
                      p.last_layers);
 }
 
+// The framework column: "" (table) or "commscope" (CSV) for commscope's own pattern;
+// "fsdp hybrid_shard", "megatron" ... otherwise.
+std::string framework_text(const search::PlanPoint& p, bool human) {
+  if (p.framework == Framework::none) return human ? "" : "commscope";
+  if (p.framework == Framework::fsdp)
+    return fmt::format("fsdp{}{}", human ? " " : ":", to_string(p.fsdp_sharding));
+  return std::string(search::framework_choice_name(p.framework));
+}
+
 nlohmann::json plan_row(const Ranked& x, int rank) {
   const auto& p = x.plan;
   const auto& e = x.result;
-  nlohmann::json j = {{"rank", rank},
-                      {"tp", p.tp},
-                      {"pp", p.pp},
-                      {"virtual_stages", p.virtual_stages},
-                      {"dp", p.dp},
-                      {"cp", p.cp},
-                      {"ep", p.ep},
-                      {"expert_tp", p.expert_tp > 0 ? p.expert_tp : p.tp},
-                      {"first_stage_layers", p.first_layers},
-                      {"last_stage_layers", p.last_layers},
-                      {"zero", p.zero},
-                      {"micro_batch", p.micro_batch},
-                      {"global_batch", p.global_batch},
-                      {"recompute", std::string(to_string(p.recompute))},
-                      {"sequence_parallel", p.sequence_parallel},
-                      {"schedule", std::string(to_string(p.schedule))},
-                      {"rank_order", std::string(to_string(p.rank_order))},
-                      {"plan", search::describe(p)},
-                      {"iteration_time_s", e.iteration_time},
-                      {"time_for_global_batch_s", e.score_time},
-                      {"tokens_per_s", e.tokens_per_s},
-                      {"mfu", e.mfu},
-                      {"compute_s", e.compute},
-                      {"comm_s", e.comm},
-                      {"exposed_comm_s", e.exposed},
-                      {"bubble_s", e.bubble},
-                      {"comm_share", share(e, e.comm)},
-                      {"exposed_comm_share", share(e, e.exposed)},
-                      {"bubble_share", share(e, e.bubble)},
-                      {"memory_per_gpu_bytes", e.memory},
-                      {"memory_bound_bytes", e.memory_bound},
-                      {"gpu_memory_bytes", e.gpu_memory},
-                      {"nodes", e.nodes}};
+  nlohmann::json j = {
+      {"rank", rank},
+      {"tp", p.tp},
+      {"pp", p.pp},
+      {"virtual_stages", p.virtual_stages},
+      {"dp", p.dp},
+      {"cp", p.cp},
+      {"ep", p.ep},
+      {"expert_tp", p.expert_tp > 0 ? p.expert_tp : p.tp},
+      {"first_stage_layers", p.first_layers},
+      {"last_stage_layers", p.last_layers},
+      {"zero", p.zero},
+      {"micro_batch", p.micro_batch},
+      {"global_batch", p.global_batch},
+      {"recompute", std::string(to_string(p.recompute))},
+      {"sequence_parallel", p.sequence_parallel},
+      {"schedule", std::string(to_string(p.schedule))},
+      {"rank_order", std::string(to_string(p.rank_order))},
+      {"framework", std::string(search::framework_choice_name(p.framework))},
+      {"fsdp_sharding", p.framework == Framework::fsdp
+                            ? nlohmann::json(std::string(to_string(p.fsdp_sharding)))
+                            : nlohmann::json(nullptr)},
+      {"plan", search::describe(p)},
+      {"iteration_time_s", e.iteration_time},
+      {"time_for_global_batch_s", e.score_time},
+      {"tokens_per_s", e.tokens_per_s},
+      {"mfu", e.mfu},
+      {"compute_s", e.compute},
+      {"comm_s", e.comm},
+      {"exposed_comm_s", e.exposed},
+      {"bubble_s", e.bubble},
+      {"comm_share", share(e, e.comm)},
+      {"exposed_comm_share", share(e, e.exposed)},
+      {"bubble_share", share(e, e.bubble)},
+      {"memory_per_gpu_bytes", e.memory},
+      {"memory_bound_bytes", e.memory_bound},
+      {"gpu_memory_bytes", e.gpu_memory},
+      {"memory_headroom_bytes", e.headroom},
+      {"comm_booked_s", e.comm_booked},
+      {"nodes", e.nodes}};
   j["cost_usd"] = e.cost > 0 ? nlohmann::json(e.cost) : nlohmann::json(nullptr);
   j["energy_j"] = e.energy > 0 ? nlohmann::json(e.energy) : nlohmann::json(nullptr);
   return j;
@@ -99,15 +116,16 @@ Table plans_table(const PlanReport& r, bool human) {
   if (many) t.header.push_back(r.what_if_kind);
   t.header.insert(t.header.end(),
                   {"rank", "tp", "pp", "v", human ? "layers" : "stage_layers", "dp", "cp", "ep",
-                   "zero", "mbs", "gbs", "recompute", human ? "sp" : "sequence_parallel",
-                   "schedule", human ? "order" : "rank_order"});
+                   "zero", "framework", "mbs", "gbs", "recompute",
+                   human ? "sp" : "sequence_parallel", "schedule", human ? "order" : "rank_order"});
   if (human)
     t.header.insert(t.header.end(), {"iter", "tokens/s", "MFU", "comm", "exposed", "bubble",
-                                     "mem/GPU", "cost", "energy"});
+                                     "mem/GPU", "usable", "cost", "energy"});
   else
-    t.header.insert(t.header.end(), {"iteration_time_s", "time_for_global_batch_s", "tokens_per_s",
-                                     "mfu", "comm_share", "exposed_comm_share", "bubble_share",
-                                     "memory_per_gpu_bytes", "cost_usd", "energy_j"});
+    t.header.insert(t.header.end(),
+                    {"iteration_time_s", "time_for_global_batch_s", "tokens_per_s", "mfu",
+                     "comm_share", "exposed_comm_share", "bubble_share", "memory_per_gpu_bytes",
+                     "memory_usable_bytes", "cost_usd", "energy_j"});
   t.right.assign(t.header.size(), true);
   if (many) t.right[0] = false;
   for (const WhatIf& w : r.options) {
@@ -121,7 +139,7 @@ Table plans_table(const PlanReport& r, bool human) {
                  {std::to_string(++rank), std::to_string(p.tp), std::to_string(p.pp),
                   std::to_string(p.virtual_stages), stage_layers_text(p, human),
                   std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
-                  std::to_string(p.zero), std::to_string(p.micro_batch),
+                  std::to_string(p.zero), framework_text(p, human), std::to_string(p.micro_batch),
                   std::to_string(p.global_batch), std::string(to_string(p.recompute)),
                   p.sequence_parallel ? (human ? "yes" : "true") : (human ? "" : "false"),
                   std::string(to_string(p.schedule)), std::string(to_string(p.rank_order))});
@@ -130,7 +148,8 @@ Table plans_table(const PlanReport& r, bool human) {
         row.insert(row.end(),
                    {time_text(e.iteration_time), human_si(e.tokens_per_s, ""),
                     fmt::format("{:.1f}%", 100 * e.mfu), pct(e.comm), pct(e.exposed), pct(e.bubble),
-                    human_bytes(Bytes(e.memory)), e.cost > 0 ? fmt::format("${:.4g}", e.cost) : "-",
+                    human_bytes(Bytes(e.memory)), human_bytes(Bytes(e.gpu_memory - e.headroom)),
+                    e.cost > 0 ? fmt::format("${:.4g}", e.cost) : "-",
                     e.energy > 0 ? fmt::format("{:.4g} kJ", e.energy / 1e3) : "-"});
       } else {
         row.insert(
@@ -139,6 +158,7 @@ Table plans_table(const PlanReport& r, bool human) {
              fmt::format("{:.6g}", e.tokens_per_s), fmt::format("{:.6g}", e.mfu),
              fmt::format("{:.6g}", share(e, e.comm)), fmt::format("{:.6g}", share(e, e.exposed)),
              fmt::format("{:.6g}", share(e, e.bubble)), fmt::format("{:.0f}", e.memory),
+             fmt::format("{:.0f}", e.gpu_memory - e.headroom),
              e.cost > 0 ? fmt::format("{:.6g}", e.cost) : "",
              e.energy > 0 ? fmt::format("{:.6g}", e.energy) : ""});
       }
@@ -165,6 +185,21 @@ std::vector<std::string> explanation(const PlanReport& r, std::size_t i) {
     lines.push_back(fmt::format("{}#{} beats #{}: {}", prefix, k + 1, k + 2, s.why[k]));
   for (const auto& rule : s.rules)
     lines.push_back(fmt::format("{}rule \"{}\": {}", prefix, rule.rule, rule.text));
+  // Plans whose simulated reductions overrun: say so rather than print a share above 100%.
+  std::size_t over = 0;
+  double worst = 0;
+  for (const Ranked& x : s.top)
+    if (x.result.comm_booked > x.result.comm * (1 + 1e-9)) {
+      ++over;
+      worst = std::max(worst, x.result.comm_booked / x.result.iteration_time);
+    }
+  if (over > 0)
+    lines.push_back(fmt::format(
+        "{}{} of these plans book more communication than their iteration holds (up to {:.0f}% "
+        "of it: per-micro-batch gradient reductions outlasting the compute they hide behind); "
+        "`comm` is the time communication runs, and their iteration times are optimistic, as "
+        "the simulator does not queue those reductions",
+        prefix, over, 100 * worst));
   if (i > 0) lines.push_back(prefix + what_if_text(r.options, i, s.objective));
   return lines;
 }
@@ -176,8 +211,14 @@ std::string heading(const PlanReport& r) {
       : r.what_if_kind == "network"
           ? fmt::format("of {}, per network ({} options)", r.system, r.options.size())
           : fmt::format("per system ({} options)", r.options.size());
-  return fmt::format("plan: {} on {} GPUs {}, global batch {}, ranked by {}", r.model, r.gpus, what,
-                     s.global_batch, search::to_string(s.objective));
+  std::string room;
+  if (!s.top.empty() && s.top.front().result.headroom > 0) {
+    const auto& e = s.top.front().result;
+    room = fmt::format(", {} of each GPU's {} kept free (--memory-headroom)",
+                       human_bytes(Bytes(e.headroom)), human_bytes(Bytes(e.gpu_memory)));
+  }
+  return fmt::format("plan: {} on {} GPUs {}, global batch {}, ranked by {}{}", r.model, r.gpus,
+                     what, s.global_batch, search::to_string(s.objective), room);
 }
 }  // namespace
 

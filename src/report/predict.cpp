@@ -365,7 +365,7 @@ nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scalin
     // The breakdown's one JSON form, flat in the row, and each part's share of the iteration.
     const Breakdown& b = r.breakdown;
     j.update(breakdown_to_json(b));
-    j["comm_share"] = r.share(b.comm);
+    j["comm_share"] = r.share(comm_running(b));
     j["exposed_comm_share"] = r.share(b.exposed);
     j["bubble_share"] = r.share(b.bubble);
     nlohmann::json sources = nlohmann::json::object();
@@ -424,7 +424,7 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
   for (const auto& r : rows) {
     const auto& sc = r.scenario;
     const auto& p = sc.plan;
-    const Breakdown& b = r.breakdown;
+    const Breakdown b = with_comm_running(r.breakdown);  // shares of a union (<= 100%)
     std::vector<std::string> row = {
         sc.model.name,
         sc.system.name,

@@ -65,6 +65,15 @@ std::optional<Objective> objective_from_name(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view framework_choice_name(Framework f) {
+  return f == Framework::none ? std::string_view("commscope") : to_string(f);
+}
+
+std::optional<Framework> framework_choice_from_name(std::string_view s) {
+  if (s == "commscope") return Framework::none;
+  return framework_from_name(s);
+}
+
 PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   PlanInput in = base;
   in.gpus = gpus;
@@ -95,6 +104,17 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.dp.reset();
   in.nodes.reset();
   in.grad_accum.reset();
+  // The framework's own spelling of the sharding (megatron and fsdp refuse --zero).
+  in.framework = p.framework;
+  in.fsdp_sharding.reset();
+  in.use_distributed_optimizer.reset();
+  if (p.framework == Framework::megatron) {
+    in.zero.reset();
+    if (p.zero == 1) in.use_distributed_optimizer = true;
+  } else if (p.framework == Framework::fsdp) {
+    in.zero.reset();
+    in.fsdp_sharding = p.fsdp_sharding;
+  }
   return in;
 }
 
@@ -109,12 +129,71 @@ std::string describe(const PlanPoint& p) {
   if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
   if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
   if (p.expert_tp > 0 && p.expert_tp != p.tp) s += fmt::format(" ETP{}", p.expert_tp);
-  s += fmt::format(" DP{} ZeRO-{} mbs {} gbs {} recompute {}", p.dp, p.zero, p.micro_batch,
-                   p.global_batch, to_string(p.recompute));
+  switch (p.framework) {
+    case Framework::fsdp:
+      s += fmt::format(" DP{} FSDP {} mbs {} gbs {} recompute {}", p.dp, to_string(p.fsdp_sharding),
+                       p.micro_batch, p.global_batch, to_string(p.recompute));
+      break;
+    case Framework::megatron:
+      s += fmt::format(" DP{} Megatron{} mbs {} gbs {} recompute {}", p.dp,
+                       p.zero == 1 ? " distributed-optimizer" : "", p.micro_batch, p.global_batch,
+                       to_string(p.recompute));
+      break;
+    default:
+      s += fmt::format(" DP{} {}ZeRO-{} mbs {} gbs {} recompute {}", p.dp,
+                       p.framework == Framework::deepspeed ? "DeepSpeed " : "", p.zero,
+                       p.micro_batch, p.global_batch, to_string(p.recompute));
+  }
   if (p.sequence_parallel) s += " SP";
   if (p.pp > 1) s += fmt::format(" {}", to_string(p.schedule));
   if (p.pp > 1 && p.dp > 1) s += fmt::format(" {}", to_string(p.rank_order));
   return s;
+}
+
+double memory_headroom(const SearchSpace& s, double gpu_memory) {
+  return s.memory_headroom_bytes + s.memory_headroom_fraction * gpu_memory;
+}
+
+Status set_memory_headroom(SearchSpace& s, std::string_view text) {
+  auto bad = [&] {
+    return Error{fmt::format(
+        "--memory-headroom: expected a size (2GiB, 512MiB, 1.5GB) or a percentage of the GPU's "
+        "memory below 100 (10%), got '{}'",
+        text)};
+  };
+  std::string t;
+  for (char c : text)
+    if (c != ' ') t += c;
+  if (t.empty() || t.size() > 32) return bad();
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception&) {
+    return bad();
+  }
+  if (!std::isfinite(v) || v < 0) return bad();
+  const std::string unit = t.substr(used);
+  static const std::pair<const char*, double> kUnits[] = {{"", 1024.0 * 1024 * 1024},
+                                                          {"GiB", 1024.0 * 1024 * 1024},
+                                                          {"MiB", 1024.0 * 1024},
+                                                          {"GB", 1e9},
+                                                          {"MB", 1e6},
+                                                          {"B", 1}};
+  if (unit == "%") {
+    if (!(v < 100)) return bad();
+    s.memory_headroom_bytes = 0;
+    s.memory_headroom_fraction = v / 100;
+    return Status{};
+  }
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name) {
+      if (v * scale > 1e15) return bad();  // a petabyte: no GPU has it
+      s.memory_headroom_bytes = v * scale;
+      s.memory_headroom_fraction = 0;
+      return Status{};
+    }
+  return bad();
 }
 
 std::int64_t global_batch_of(const SearchSpace& s) {
@@ -150,6 +229,15 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   auto zero_ok = [&](int z) {
     return s.zero.empty() || std::find(s.zero.begin(), s.zero.end(), z) != s.zero.end();
   };
+  // Frameworks in the order given (empty: the base's, or commscope's own), each once.
+  std::vector<Framework> frameworks;
+  for (Framework f : s.frameworks)
+    if (std::find(frameworks.begin(), frameworks.end(), f) == frameworks.end())
+      frameworks.push_back(f);
+  if (frameworks.empty()) frameworks.push_back(s.base.framework.value_or(Framework::none));
+  const bool with_own =
+      std::find(frameworks.begin(), frameworks.end(), Framework::none) != frameworks.end();
+  const std::int64_t gpn = std::max(1, std::min(gpus, s.system.node.gpus));
   for (std::int64_t tp : divisors(gpus)) {
     if (s.max_tp > 0 && tp > s.max_tp) break;
     if (s.model.heads % tp != 0 || s.model.kv_heads % tp != 0) continue;
@@ -220,19 +308,41 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
             }
           }
         }
-        std::vector<int> zeros;
-        for (int z = 0; z <= 3; ++z) {
-          if (!zero_ok(z)) continue;
-          if (z >= 2 && pp > 1) continue;                     // DeepSpeed: ZeRO-2/3 only without PP
-          if (z >= 2 && moe) continue;                        // expert sharding under ZeRO-2/3
-          if (z > 0 && dp * cp == 1 && zero_ok(0)) continue;  // shards nothing: as ZeRO-0
-          zeros.push_back(z);
+        // The shardings: per framework, the ZeRO stages (or what they amount to) it allows.
+        struct Sharding {
+          Framework f;
+          int zero;
+          FsdpSharding fsdp;
+        };
+        std::vector<Sharding> zeros;
+        for (Framework f : frameworks) {
+          if (f == Framework::fsdp) {
+            // FSDP: data parallel alone over a dense model; HYBRID_SHARD when DP spans nodes
+            // (its shard group: one node's ranks, replicated across nodes).
+            if (tp != 1 || pp != 1 || cp != 1 || moe || dp == 1) continue;
+            if (zero_ok(3)) zeros.push_back({f, 3, FsdpSharding::full_shard});
+            if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
+            if (zero_ok(3) && dp > gpn && dp % gpn == 0)
+              zeros.push_back({f, 3, FsdpSharding::hybrid_shard});
+            continue;
+          }
+          if (f == Framework::deepspeed && cp != 1) continue;  // no Megatron CP in DeepSpeed
+          for (int z = 0; z <= 3; ++z) {
+            if (!zero_ok(z)) continue;
+            if (z >= 2 && pp > 1) continue;  // DeepSpeed: ZeRO-2/3 only without PP
+            if (z >= 2 && moe) continue;     // expert sharding under ZeRO-2/3
+            if (z > 0 && dp * cp == 1 && zero_ok(0)) continue;  // shards nothing: as ZeRO-0
+            if (f == Framework::megatron && z > 1) continue;    // DDP or distributed optimizer
+            // DeepSpeed's stages 0-2 are commscope's own pattern (docs/workload.md).
+            if (f == Framework::deepspeed && z < 3 && with_own) continue;
+            zeros.push_back({f, z, FsdpSharding::full_shard});
+          }
         }
         // MoE with TP needs sequence parallelism (Megatron-LM).
         const int sp_from = moe && tp > 1 ? 1 : 0;
         for (const auto& st : stagings)
           for (const auto& [ep, etp] : experts)
-            for (int z : zeros)
+            for (const Sharding& z : zeros)
               for (std::int64_t mb : mbs)
                 for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
                   for (int sp = sp_from; sp <= (tp > 1 ? 1 : 0); ++sp)
@@ -250,7 +360,9 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
                       p.first_layers = st.split[0];
                       p.middle_layers = st.split[1];
                       p.last_layers = st.split[2];
-                      p.zero = z;
+                      p.zero = z.zero;
+                      p.framework = z.f;
+                      p.fsdp_sharding = z.fsdp;
                       p.micro_batch = mb;
                       p.global_batch = per_replica * dp;
                       p.recompute = rc;
@@ -305,8 +417,9 @@ std::optional<Scenario> resolve_and_bound(const SearchSpace& s, const PlanPoint&
   e.nodes = sc->nodes;
   e.gpus_per_node = sc->gpus_per_node;
   e.gpu_memory = sc->system.gpu.memory.value();
+  e.headroom = memory_headroom(s, e.gpu_memory);
   e.memory_bound = memory_lower_bound(*sc);
-  if (prune && e.memory_bound > e.gpu_memory) {
+  if (prune && e.memory_bound > e.gpu_memory - e.headroom) {
     e.status = Evaluated::Status::pruned;
     e.memory = e.memory_bound;
     return std::nullopt;
@@ -318,7 +431,7 @@ std::optional<Scenario> resolve_and_bound(const SearchSpace& s, const PlanPoint&
 bool fits(const Workload& w, Evaluated& e) {
   for (const Role& role : w.roles)
     e.memory = std::max(e.memory, memory_per_rank(w, role).total().value());
-  if (e.memory > e.gpu_memory) {
+  if (e.memory > e.gpu_memory - e.headroom) {
     e.status = Evaluated::Status::no_fit;
     return false;
   }
@@ -341,7 +454,10 @@ void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Pre
   e.mfu = iteration_flops(w).model / pred.iteration_time / s.gpus /
           sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
   e.compute = pred.mean.compute;
-  e.comm = pred.mean.comm;
+  // The time communication runs (a union, <= the iteration; timeline.h comm_running), and
+  // what the simulator booked (more when per-micro-batch reductions overrun their compute).
+  e.comm = comm_running(pred.mean);
+  e.comm_booked = pred.mean.comm;
   e.exposed = pred.mean.exposed;
   e.bubble = pred.mean.bubble;
   e.cost = e.score_time * s.gpus * s.system.price_per_gpu_hour / 3600.0;
@@ -406,7 +522,8 @@ std::vector<std::vector<std::size_t>> schedule_groups(const std::vector<PlanPoin
     return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.dp, p.cp, p.ep, p.expert_tp,
                            p.first_layers, p.zero, p.micro_batch, p.global_batch,
                            static_cast<int>(p.recompute), p.sequence_parallel,
-                           static_cast<int>(p.rank_order));
+                           static_cast<int>(p.rank_order), static_cast<int>(p.framework),
+                           static_cast<int>(p.fsdp_sharding));
   };
   std::vector<std::vector<std::size_t>> groups;
   std::map<decltype(key(PlanPoint{})), std::size_t> where;
@@ -519,11 +636,31 @@ RuleCheck check_rule(std::string rule, std::string obey_text, std::string violat
   return r;
 }
 
+}  // namespace
+
+int replica_nodes(const PlanPoint& p, int gpus_per_node) {
+  // Replica 0's ranks in Megatron's order (spec/plan.h RankOrder; CP between TP and DP, as
+  // cost/collective.cpp places the groups): each stage's TP x CP ranks are contiguous, the
+  // stages TP x CP x DP (tp-dp-pp) or TP x CP (tp-pp-dp) ranks apart.
+  const std::int64_t gpn = std::max(1, gpus_per_node);
+  const std::int64_t stage = std::int64_t{p.tp} * p.cp;
+  const std::int64_t stride = p.rank_order == RankOrder::tp_dp_pp ? stage * p.dp : stage;
+  std::int64_t count = 0, last_node = -1;  // stages in rank order: nodes ascend
+  for (int k = 0; k < p.pp; ++k) {
+    const std::int64_t first = k * stride / gpn, last = (k * stride + stage - 1) / gpn;
+    count += last - std::max(first, last_node + 1) + 1;
+    last_node = last;
+  }
+  return static_cast<int>(count);
+}
+
+namespace {
 // Every field but the micro-batch (and the batch it rounds): plans alike but for it.
 auto layout_key(const PlanPoint& p) {
   return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.cp, p.ep, p.expert_tp, p.first_layers,
                          p.zero, static_cast<int>(p.recompute), p.sequence_parallel,
-                         static_cast<int>(p.schedule), static_cast<int>(p.rank_order));
+                         static_cast<int>(p.schedule), static_cast<int>(p.rank_order),
+                         static_cast<int>(p.framework), static_cast<int>(p.fsdp_sharding));
 }
 }  // namespace
 
@@ -543,6 +680,15 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
         fmt::format("--objective: expected a system whose preset gives a power per GPU "
                     "(economics.power_per_gpu_w) for energy, got '{}' without one",
                     s.system.name)};
+  {
+    const double mem = s.system.gpu.memory.value();
+    const double room = memory_headroom(s, mem);
+    if (!(s.memory_headroom_bytes >= 0) || !(s.memory_headroom_fraction >= 0) ||
+        !(s.memory_headroom_fraction < 1) || !(room < mem))
+      return Error{fmt::format(
+          "--memory-headroom: expected less than the {:.3g} GiB of a {} GPU, got {:.3g} GiB",
+          mem / (1024.0 * 1024 * 1024), s.system.gpu.name, room / (1024.0 * 1024 * 1024))};
+  }
   SearchResult out;
   out.objective = o.objective;
   out.global_batch = global_batch_of(s);
@@ -626,12 +772,16 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     const Evaluated first = evaluate(s, plans.front(), o.prune);
     return Error{fmt::format("{} (so are all {} candidate plans)", first.reason, out.candidates)};
   }
-  if (out.fitting.empty())
+  if (out.fitting.empty()) {
+    const double gib = 1024.0 * 1024 * 1024, mem = s.system.gpu.memory.value();
+    const double room = memory_headroom(s, mem);
     return Error{fmt::format(
         "--gpus: expected a GPU count on which some plan of {} fits in the {:.0f} GiB of a "
-        "{} GPU, got {} ({} candidates: {} not valid, {} over memory)",
-        s.model.name, s.system.gpu.memory.value() / (1024.0 * 1024 * 1024), s.system.gpu.name,
-        s.gpus, out.candidates, out.invalid, out.pruned + out.no_fit)};
+        "{} GPU{}, got {} ({} candidates: {} not valid, {} over memory)",
+        s.model.name, mem / gib, s.system.gpu.name,
+        room > 0 ? fmt::format(" less {:.3g} GiB of --memory-headroom", room / gib) : "", s.gpus,
+        out.candidates, out.invalid, out.pruned + out.no_fit)};
+  }
   // Rank: the objective, then the candidate order (deterministic for any thread count).
   std::vector<std::size_t> order(out.fitting.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -647,11 +797,24 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
   // The seeds' rules of thumb against the numbers.
   const Ranked& winner = out.top.front();
   const int gpn = std::min(s.gpus, s.system.node.gpus);
+  // The seeds ran one pipeline stage per node (docs/seeds.md): the nodes that count are those
+  // a model replica spans, not the job's (a data-parallel job of replicas on one node each
+  // obeys it at PP 1). With DP 1 the two are the same.
   const int nodes = winner.result.nodes;
-  out.rules.push_back(
-      check_rule(fmt::format("pipeline-parallel size at least the node count ({})", nodes),
-                 fmt::format("with PP >= {}", nodes), fmt::format("with PP < {}", nodes), winner,
-                 out.fitting, o.objective, [&](const Ranked& r) { return r.plan.pp >= nodes; }));
+  const int gpn_rank = std::max(1, winner.result.gpus_per_node);
+  auto replica = [&](const Ranked& r) { return replica_nodes(r.plan, gpn_rank); };
+  RuleCheck pp_rule = check_rule(
+      "pipeline-parallel size at least the nodes a data-parallel replica spans (one stage per "
+      "node, as the seeds ran)",
+      "with PP >= the nodes of its replica", "with PP < the nodes of its replica", winner,
+      out.fitting, o.objective, [&](const Ranked& r) { return r.plan.pp >= replica(r); });
+  pp_rule.text += fmt::format(
+      " (the winner: PP {}, its replica of TP x CP x PP = {} GPUs on {} of the job's {} nodes{})",
+      winner.plan.pp, winner.plan.tp * winner.plan.cp * winner.plan.pp, replica(winner), nodes,
+      pp_rule.best_other ? fmt::format("; the other: PP {} on {}", pp_rule.best_other->plan.pp,
+                                       replica(*pp_rule.best_other))
+                         : std::string());
+  out.rules.push_back(std::move(pp_rule));
   out.rules.push_back(
       check_rule(fmt::format("tensor-parallel size at most the GPUs per node ({})", gpn),
                  fmt::format("with TP <= {}", gpn), fmt::format("with TP > {}", gpn), winner,

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -68,7 +69,8 @@ TEST_F(PlanCli, TableCsvMarkdownHtmlAndOutputFile) {
   EXPECT_NE(t.out.find("#1 beats #2: "), std::string::npos);
   Outcome c = run(kSmall + " --top 3 --format csv");
   ASSERT_EQ(c.status, 0) << c.err;
-  EXPECT_EQ(c.out.rfind("rank,tp,pp,v,stage_layers,dp,cp,ep,zero,mbs,gbs,", 0), 0u) << c.out;
+  EXPECT_EQ(c.out.rfind("rank,tp,pp,v,stage_layers,dp,cp,ep,zero,framework,mbs,gbs,", 0), 0u)
+      << c.out;
   EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 4);
   Outcome m = run(kSmall + " --top 3 --format md");
   ASSERT_EQ(m.status, 0);
@@ -98,6 +100,42 @@ TEST_F(PlanCli, WhatIfPerNetwork) {
             std::string::npos);
 }
 
+// The default candidates hold commscope's own plans, DeepSpeed ZeRO-3 and FSDP's shardings;
+// --frameworks narrows them; every row names its framework; the headroom is the documented
+// 2 GiB by default, is printed, and every plan fits in the GPU's memory less it.
+TEST_F(PlanCli, FrameworksAndMemoryHeadroom) {
+  Outcome r = run(
+      "--model gpt2-medium --system polaris --gpus 16 --global-batch-size 32 --fixed-global-batch "
+      "--top 100000 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  std::set<std::string> seen;
+  for (const auto& p : j["plans"]) {
+    const std::string f = p["framework"].get<std::string>();
+    seen.insert(f == "fsdp" ? "fsdp:" + p["fsdp_sharding"].get<std::string>() : f);
+    EXPECT_EQ(p["memory_headroom_bytes"].get<double>(), 2.0 * (1 << 30));
+    EXPECT_LE(p["memory_per_gpu_bytes"].get<double>(),
+              p["gpu_memory_bytes"].get<double>() - p["memory_headroom_bytes"].get<double>());
+    EXPECT_LE(p["comm_share"].get<double>(), 1 + 1e-9);  // a union, up to rounding
+    if (f == "fsdp") {
+      EXPECT_EQ(p["tp"], 1);
+      EXPECT_EQ(p["pp"], 1);
+    }
+    if (f == "deepspeed") EXPECT_EQ(p["zero"], 3);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"commscope", "deepspeed", "fsdp:full_shard",
+                                         "fsdp:shard_grad_op", "fsdp:hybrid_shard"}));
+  Outcome t = run(
+      "--model gpt2-medium --system polaris --gpus 16 --global-batch-size 32 --fixed-global-batch "
+      "--top 3 --frameworks megatron --memory-headroom 10%");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("4.00 GiB of each GPU's 40.00 GiB kept free (--memory-headroom)"),
+            std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find(" megatron "), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find(" fsdp "), std::string::npos) << t.out;
+}
+
 // Bad input: one line on stderr naming the flag, exit status 2, nothing on stdout, no file.
 TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
   const fs::path out = dir_ / "never.json";
@@ -118,6 +156,14 @@ TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
            {"--model gpt2-medium --gpus 8 --format xml", "--format"},
            {"--model gpt2-medium --gpus 7", "--gpus"},
            {"--model llama2-70b --system polaris --gpus 4", "--gpus"},
+           {"--model gpt2-medium --gpus 8 --frameworks jax", "--frameworks"},
+           {"--model gpt2-medium --gpus 8 --frameworks fsdp --framework megatron", "--frameworks"},
+           {"--model gpt2-medium --gpus 8 --memory-headroom 100%", "--memory-headroom"},
+           {"--model gpt2-medium --gpus 8 --memory-headroom -1GiB", "--memory-headroom"},
+           {"--model gpt2-medium --gpus 8 --memory-headroom 2TB", "--memory-headroom"},
+           {"--model gpt2-medium --gpus 8 --memory-headroom lots", "--memory-headroom"},
+           {"--model gpt2-medium --system polaris --gpus 8 --memory-headroom 40GiB",
+            "--memory-headroom"},
        }) {
     SCOPED_TRACE(args);
     Outcome r = run(args + " -o " + out.string());

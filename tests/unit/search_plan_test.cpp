@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commscope/report/plan.h"
 #include "commscope/report/predict.h"
@@ -157,10 +159,29 @@ TEST(SearchPlan, OutputDoesNotDependOnTheThreadCount) {
   EXPECT_EQ(a->pruned, b->pruned);
 }
 
-// The rules of thumb come from the numbers. A small model on 4 nodes: data parallelism alone
-// wins, so "PP >= node count" is wrong here and the text must say so, with the best plan that
-// obeys it and its difference computed from the fitting plans.
-TEST(SearchPlan, RuleThatIsWrongHereIsReportedAsDisagreeing) {
+// The nodes a data-parallel replica spans, counted independently of replica_nodes: every rank
+// of replica 0 (data index 0) placed in Megatron's order (rank = t + TP c + TP CP d + TP CP DP
+// p for tp-dp-pp; t + TP c + TP CP p + TP CP PP d for tp-pp-dp), its node rank / GPUs per node.
+int replica_nodes_by_ranks(const PlanPoint& p, int gpn) {
+  std::set<long> nodes;
+  for (int t = 0; t < p.tp; ++t)
+    for (int c = 0; c < p.cp; ++c)
+      for (int k = 0; k < p.pp; ++k) {
+        const long rank = p.rank_order == RankOrder::tp_dp_pp
+                              ? t + long(p.tp) * c + long(p.tp) * p.cp * p.dp * k
+                              : t + long(p.tp) * c + long(p.tp) * p.cp * k;
+        nodes.insert(rank / gpn);
+      }
+  return static_cast<int>(nodes.size());
+}
+
+// The seeds' rule "pipeline degree at least the node count" came from runs with one stage per
+// node and DP 1 (docs/seeds.md), where the job's nodes and a replica's are the same. Reading it
+// as the job's nodes condemns every data-parallel plan; the search reads it as the nodes a
+// replica spans. Here (GPT-2 small, 16 Polaris GPUs on 4 nodes) the winner is data parallel at
+// PP 1: the job's reading says it breaks the rule, the replica's that it obeys it, and the text
+// gives the numbers of that reading.
+TEST(SearchPlan, PipelineRuleCountsTheNodesOfAReplicaNotOfTheJob) {
   SearchSpace s = space("gpt2-small", "polaris", 16, 64);
   SearchOptions o;
   auto r = search::search(s, o);
@@ -168,13 +189,65 @@ TEST(SearchPlan, RuleThatIsWrongHereIsReportedAsDisagreeing) {
   ASSERT_EQ(r->rules.size(), 3u);
   const auto& pp_rule = r->rules[0];
   const auto& winner = r->top.front();
-  ASSERT_LT(winner.plan.pp, 4) << search::describe(winner.plan);
+  ASSERT_EQ(winner.result.nodes, 4);
+  ASSERT_LT(winner.plan.pp, winner.result.nodes) << search::describe(winner.plan);  // the job's
+  const int gpn = winner.result.gpus_per_node;
+  ASSERT_EQ(gpn, 4);
+  EXPECT_EQ(search::replica_nodes(winner.plan, gpn), replica_nodes_by_ranks(winner.plan, gpn));
+  EXPECT_GE(winner.plan.pp, replica_nodes_by_ranks(winner.plan, gpn));
+  EXPECT_TRUE(pp_rule.winner_obeys);
+  EXPECT_TRUE(pp_rule.agrees);
+  EXPECT_EQ(pp_rule.text.rfind("agrees: ", 0), 0u) << pp_rule.text;
+  EXPECT_NE(pp_rule.text.find(fmt::format("on {} of the job's 4 nodes",
+                                          replica_nodes_by_ranks(winner.plan, gpn))),
+            std::string::npos)
+      << pp_rule.text;
+  // The best plan on the other side, found independently.
+  double best_other = std::numeric_limits<double>::infinity();
+  for (const auto& x : r->fitting) {
+    EXPECT_EQ(search::replica_nodes(x.plan, gpn), replica_nodes_by_ranks(x.plan, gpn))
+        << search::describe(x.plan);
+    if (x.plan.pp < replica_nodes_by_ranks(x.plan, gpn))
+      best_other = std::min(best_other, x.result.score_time);
+  }
+  if (pp_rule.best_other) {
+    EXPECT_EQ(pp_rule.best_other->result.score_time, best_other);
+    EXPECT_NE(pp_rule.text.find(fmt::format("{:.1f}% slower", 100 * pp_rule.difference)),
+              std::string::npos)
+        << pp_rule.text;
+  } else {
+    EXPECT_EQ(best_other, std::numeric_limits<double>::infinity());
+  }
+  // TP within a node holds for it (TP 1 wins) and says so.
+  EXPECT_TRUE(r->rules[1].agrees);
+  EXPECT_EQ(r->rules[1].text.rfind("agrees", 0), 0u) << r->rules[1].text;
+}
+
+// Where the rule is wrong under the replica reading: Llama 2 7B at 32k tokens on 32 H100s
+// (4 nodes), where the winner's context-parallel ranks span nodes at PP 1, so its replica spans
+// more nodes than it has stages. The text says it disagrees, with the best plan that obeys and
+// the difference; with DP 1 the replica's nodes are the job's.
+TEST(SearchPlan, PipelineRuleDisagreesWhenTheWinnersReplicaSpansMoreNodesThanStages) {
+  SearchSpace s = space("llama2-7b", "dgx-h100", 32, 8);
+  s.base.seq_length = 32768;
+  s.max_pp = 2;
+  SearchOptions o;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto& pp_rule = r->rules[0];
+  const auto& winner = r->top.front();
+  const int gpn = winner.result.gpus_per_node;
+  ASSERT_LT(winner.plan.pp, replica_nodes_by_ranks(winner.plan, gpn))
+      << search::describe(winner.plan);
+  EXPECT_FALSE(pp_rule.winner_obeys);
   EXPECT_FALSE(pp_rule.agrees);
   EXPECT_EQ(pp_rule.text.rfind("disagrees: ", 0), 0u) << pp_rule.text;
-  // An independent search of the fitting plans with PP >= 4.
   double best_obeying = std::numeric_limits<double>::infinity();
-  for (const auto& x : r->fitting)
-    if (x.plan.pp >= 4) best_obeying = std::min(best_obeying, x.result.score_time);
+  for (const auto& x : r->fitting) {
+    if (x.plan.pp >= replica_nodes_by_ranks(x.plan, gpn))
+      best_obeying = std::min(best_obeying, x.result.score_time);
+    if (x.plan.dp == 1) EXPECT_EQ(search::replica_nodes(x.plan, gpn), x.result.nodes);
+  }
   ASSERT_TRUE(pp_rule.best_other.has_value());
   EXPECT_EQ(pp_rule.best_other->result.score_time, best_obeying);
   EXPECT_DOUBLE_EQ(pp_rule.difference, best_obeying / winner.result.score_time - 1);
@@ -182,9 +255,229 @@ TEST(SearchPlan, RuleThatIsWrongHereIsReportedAsDisagreeing) {
   EXPECT_NE(pp_rule.text.find(fmt::format("{:.1f}% slower", 100 * pp_rule.difference)),
             std::string::npos)
       << pp_rule.text;
-  // TP within a node holds for it (TP 1 wins) and says so.
-  EXPECT_TRUE(r->rules[1].agrees);
-  EXPECT_EQ(r->rules[1].text.rfind("agrees", 0), 0u) << r->rules[1].text;
+}
+
+// --memory-headroom: a plan that fits with none is refused (pruned or over memory) once the
+// headroom exceeds its slack (GPU memory - its memory), and kept while it is below; the bound
+// prunes against the same figure, so the pruned search ranks what the unpruned one does.
+TEST(SearchPlan, MemoryHeadroomRefusesAPlanBeyondItsSlack) {
+  SearchSpace s = space("llama2-7b", "dgx-a100-40gb", 8, 16);
+  s.base.seq_length = 1024;
+  SearchOptions o;
+  o.top = 1000000;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  // The fullest fitting plan: the least slack.
+  const auto tight = *std::max_element(
+      r->fitting.begin(), r->fitting.end(),
+      [](const auto& a, const auto& b) { return a.result.memory < b.result.memory; });
+  const double gpu = s.system.gpu.memory.value(), slack = gpu - tight.result.memory;
+  ASSERT_GT(slack, 2e6);
+  SearchSpace below = s, above = s;
+  below.memory_headroom_bytes = slack - 1e6;
+  above.memory_headroom_bytes = slack + 1e6;
+  EXPECT_EQ(search::evaluate(below, tight.plan).status, Evaluated::Status::ok);
+  EXPECT_EQ(search::evaluate(below, tight.plan).headroom, slack - 1e6);
+  const auto refused = search::evaluate(above, tight.plan).status;
+  EXPECT_TRUE(refused == Evaluated::Status::no_fit || refused == Evaluated::Status::pruned);
+  EXPECT_EQ(search::evaluate(above, tight.plan, false).status, Evaluated::Status::no_fit);
+  // As a percentage: 10% of the GPU.
+  SearchSpace pct = s;
+  ASSERT_TRUE(search::set_memory_headroom(pct, "10%").ok());
+  EXPECT_DOUBLE_EQ(search::memory_headroom(pct, gpu), 0.1 * gpu);
+  auto a = search::search(pct, o);
+  o.prune = false;
+  auto b = search::search(pct, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->top.size(), b->top.size());
+  EXPECT_LT(a->top.size(), r->top.size());
+  for (std::size_t i = 0; i < a->top.size(); ++i) {
+    EXPECT_EQ(search::describe(a->top[i].plan), search::describe(b->top[i].plan));
+    EXPECT_LE(a->top[i].result.memory, 0.9 * gpu);
+  }
+  // The flag's spellings and its refusals.
+  SearchSpace t;
+  ASSERT_TRUE(search::set_memory_headroom(t, "512 MiB").ok());
+  EXPECT_EQ(t.memory_headroom_bytes, 512.0 * 1024 * 1024);
+  ASSERT_TRUE(search::set_memory_headroom(t, "1.5GB").ok());
+  EXPECT_EQ(t.memory_headroom_bytes, 1.5e9);
+  EXPECT_EQ(t.memory_headroom_fraction, 0);
+  ASSERT_TRUE(search::set_memory_headroom(t, "0").ok());
+  EXPECT_EQ(t.memory_headroom_bytes, 0);
+  for (const char* bad : {"", "-1GiB", "100%", "abc", "2 TB", "nan", "1e300GiB"}) {
+    auto st = search::set_memory_headroom(t, bad);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.error().message.rfind("--memory-headroom: expected ", 0), 0u);
+  }
+  SearchSpace all_of_it = s;
+  all_of_it.memory_headroom_bytes = gpu;
+  auto refused_search = search::search(all_of_it, SearchOptions{});
+  ASSERT_FALSE(refused_search.ok());
+  EXPECT_EQ(refused_search.error().message.rfind("--memory-headroom: ", 0), 0u);
+}
+
+// The communication share a user reads: the time communication runs, a union, never above the
+// iteration. On 10 Gb/s TCP per-micro-batch reductions (ZeRO-2/3 with accumulation) outlast
+// the compute the simulator books them behind, and their summed time used to be printed as up
+// to 2,600% of the iteration; every plan's comm is now at most its iteration, at least its
+// exposed part, and the booked sum stays available (and exceeds the iteration in this case).
+TEST(SearchPlan, CommunicationShareIsAUnionAtMostTheIteration) {
+  SearchSpace s = space("gpt2-medium", "polaris", 8, 64, "tcp-10g");
+  s.fixed_global_batch = false;
+  s.global_batch.reset();  // 4 Mi tokens: many micro-batches
+  SearchOptions o;
+  o.top = 1000000;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_GT(r->top.size(), 1000u);
+  std::size_t overbooked = 0;
+  for (const auto& x : r->top) {
+    const auto& e = x.result;
+    EXPECT_LE(e.comm, e.iteration_time * (1 + 1e-12)) << search::describe(x.plan);
+    EXPECT_GE(e.comm, e.exposed * (1 - 1e-12)) << search::describe(x.plan);
+    EXPECT_LE(e.comm, e.comm_booked * (1 + 1e-12));
+    overbooked += e.comm_booked > e.iteration_time;
+  }
+  EXPECT_GT(overbooked, 0u) << "the case must exercise the overbooked reductions";
+  // predict's table and JSON print the same union (report/predict.h).
+  PlanPoint p = r->top.front().plan;
+  for (const auto& x : r->top)
+    if (x.result.comm_booked > x.result.iteration_time) {
+      p = x.plan;
+      break;
+    }
+  auto swept = predict_sweep({input_of(s, p, "polaris", "tcp-10g")}, SweepOptions{});
+  ASSERT_TRUE(swept.ok()) << swept.error().message;
+  ASSERT_EQ(swept->rows.size(), 1u);
+  const auto& row = swept->rows.front();
+  ASSERT_GT(row.breakdown.comm, row.iteration_time);
+  const auto j = predictions_json(swept->rows, false);
+  const double share = j[0]["comm_share"].get<double>();
+  EXPECT_LE(share, 1.0);
+  EXPECT_DOUBLE_EQ(share, comm_running(row.breakdown) / row.iteration_time);
+}
+
+// Framework variants in the candidates: FSDP only as data parallelism over a dense model
+// (TP = PP = CP = 1), its HYBRID_SHARD only where the DP ranks span nodes; DeepSpeed beside
+// commscope's own only as ZeRO-3 (its stages 0-2 are the same pattern), without CP; Megatron
+// as DDP or the distributed optimizer. Each resolves to the sharding it names.
+TEST(SearchPlan, FrameworkVariantsAreTheFrameworksOwnShardings) {
+  using search::PlanPoint;
+  SearchSpace s = space("gpt2-medium", "polaris", 16, 32);
+  s.frameworks = {Framework::none, Framework::megatron, Framework::deepspeed, Framework::fsdp};
+  const auto plans = search::enumerate_plans(s);
+  std::map<Framework, std::size_t> count;
+  std::size_t hybrid = 0;
+  for (const PlanPoint& p : plans) {
+    ++count[p.framework];
+    switch (p.framework) {
+      case Framework::fsdp:
+        EXPECT_EQ(p.tp * p.pp * p.cp, 1) << search::describe(p);
+        EXPECT_EQ(p.zero, p.fsdp_sharding == FsdpSharding::shard_grad_op ? 2 : 3);
+        if (p.fsdp_sharding == FsdpSharding::hybrid_shard) {
+          ++hybrid;
+          EXPECT_GT(p.dp, 4);  // Polaris: 4 GPUs per node
+        }
+        break;
+      case Framework::deepspeed:
+        EXPECT_EQ(p.zero, 3);
+        EXPECT_EQ(p.cp, 1);
+        EXPECT_EQ(p.pp, 1);
+        break;
+      case Framework::megatron:
+        EXPECT_LE(p.zero, 1);
+        break;
+      default:
+        break;
+    }
+  }
+  EXPECT_GT(count[Framework::fsdp], 0u);
+  EXPECT_GT(count[Framework::deepspeed], 0u);
+  EXPECT_GT(count[Framework::megatron], 0u);
+  EXPECT_GT(hybrid, 0u);
+  // Each resolves to the framework and the ZeRO stage its sharding amounts to.
+  std::size_t checked = 0;
+  for (const PlanPoint& p : plans) {
+    if (p.framework == Framework::none || checked > 200) continue;
+    auto sc = resolve_scenario(s.model, s.system, s.network, search::to_plan_input(p, 16, {}));
+    if (!sc) continue;
+    ++checked;
+    EXPECT_EQ(sc->plan.framework, p.framework);
+    EXPECT_EQ(sc->plan.zero, p.zero) << search::describe(p);
+    if (p.framework == Framework::fsdp) EXPECT_EQ(sc->plan.fsdp_sharding, p.fsdp_sharding);
+    if (p.framework == Framework::megatron)
+      EXPECT_EQ(sc->plan.use_distributed_optimizer, p.zero == 1);
+  }
+  EXPECT_GT(checked, 50u);
+  // deepspeed alone: its stages 0-2 too; --zero narrows FSDP's shardings.
+  s.frameworks = {Framework::deepspeed, Framework::fsdp};
+  s.zero = {0, 2};
+  for (const PlanPoint& p : search::enumerate_plans(s)) {
+    EXPECT_TRUE(p.zero == 0 || p.zero == 2) << search::describe(p);
+    if (p.framework == Framework::fsdp) EXPECT_EQ(p.fsdp_sharding, FsdpSharding::shard_grad_op);
+  }
+  // Without frameworks the candidates are those of before: commscope's own alone.
+  s.frameworks.clear();
+  s.zero.clear();
+  for (const PlanPoint& p : search::enumerate_plans(s)) EXPECT_EQ(p.framework, Framework::none);
+}
+
+// With every framework among the candidates, the search's best is still the best that brute
+// force over `predict` finds, and the bound prunes no framework plan that fits (it is at most
+// the exact memory of every valid candidate; the pruned search ranks exactly the unpruned one's
+// plans).
+TEST(SearchPlan, FrameworkVariantsBestEqualsBruteForceAndPruningHolds) {
+  {
+    SearchSpace s = space("gpt2-medium", "polaris", 8, 32);
+    s.frameworks = {Framework::none, Framework::megatron, Framework::deepspeed, Framework::fsdp};
+    s.micro_batch = {1, 2, 4};
+    const auto plans = search::enumerate_plans(s);
+    std::vector<ScenarioInput> inputs;
+    for (const auto& p : plans) inputs.push_back(input_of(s, p, "polaris"));
+    auto swept = predict_sweep(inputs, SweepOptions{});
+    ASSERT_TRUE(swept.ok()) << swept.error().message;
+    double brute = std::numeric_limits<double>::infinity();
+    for (const auto& row : swept->rows)
+      if (row.fits) brute = std::min(brute, row.iteration_time);
+    SearchOptions o;
+    o.top = 1000000;
+    auto r = search::search(s, o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->top.front().result.iteration_time, brute);
+    EXPECT_EQ(r->invalid, swept->skipped);
+    EXPECT_EQ(r->evaluated, swept->rows.size() - swept->do_not_fit);
+    std::set<Framework> ranked;
+    for (const auto& x : r->top) ranked.insert(x.plan.framework);
+    EXPECT_EQ(ranked.size(), 4u);
+  }
+  SearchSpace s = space("llama2-7b", "dgx-a100-40gb", 8, 16);  // its own 4,096 tokens
+  s.frameworks = {Framework::none, Framework::megatron, Framework::deepspeed, Framework::fsdp};
+  s.memory_headroom_bytes = 1e9;  // the bound prunes against the same usable memory
+  std::map<Framework, std::size_t> pruned, fit;
+  for (const auto& p : search::enumerate_plans(s)) {
+    const Evaluated full = search::evaluate(s, p, false);
+    if (full.status == Evaluated::Status::invalid) continue;
+    EXPECT_LE(full.memory_bound, full.memory) << search::describe(p);
+    const Evaluated cut = search::evaluate(s, p, true);
+    if (full.status == Evaluated::Status::ok) {
+      ++fit[p.framework];
+      EXPECT_EQ(cut.status, Evaluated::Status::ok) << search::describe(p);
+    }
+    pruned[p.framework] += cut.status == Evaluated::Status::pruned;
+  }
+  for (Framework f : {Framework::deepspeed, Framework::fsdp}) {
+    EXPECT_GT(fit[f], 0u) << to_string(f);
+    EXPECT_GT(pruned[f], 0u) << to_string(f) << ": the case must exercise the bound";
+  }
+  SearchOptions o;
+  o.top = 1000000;
+  auto a = search::search(s, o);
+  o.prune = false;
+  auto b = search::search(s, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->top.size(), b->top.size());
+  for (std::size_t i = 0; i < a->top.size(); ++i)
+    EXPECT_EQ(search::describe(a->top[i].plan), search::describe(b->top[i].plan));
 }
 
 // "Why each beats the next" names the term of the breakdown (compute, exposed communication,

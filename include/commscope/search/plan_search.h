@@ -19,6 +19,11 @@ enum class Objective : std::uint8_t { time, tokens, cost, energy };
 std::string_view to_string(Objective o);
 std::optional<Objective> objective_from_name(std::string_view s);  // time|tokens|cost|energy
 
+// A framework as `--frameworks` names it: commscope (Framework::none, commscope's own pattern),
+// megatron, deepspeed, fsdp; "none" is taken for commscope too.
+std::string_view framework_choice_name(Framework f);
+std::optional<Framework> framework_choice_from_name(std::string_view s);
+
 // One point of the search space: every field of a plan the search chooses.
 struct PlanPoint {
   int tp = 1, pp = 1, virtual_stages = 1, dp = 1;
@@ -36,13 +41,20 @@ struct PlanPoint {
   bool sequence_parallel = false;
   Schedule schedule = Schedule::one_f_one_b;
   RankOrder rank_order = RankOrder::tp_dp_pp;
+  // Whose collective pattern the plan follows (docs/workload.md, "Framework patterns"): none is
+  // commscope's own. `zero` then holds the ZeRO stage the framework's sharding amounts to:
+  // megatron 1 is --use-distributed-optimizer; fsdp 3 (full_shard, hybrid_shard) or 2
+  // (shard_grad_op), given as --fsdp-sharding and not as --zero.
+  Framework framework = Framework::none;
+  FsdpSharding fsdp_sharding = FsdpSharding::full_shard;  // framework fsdp only
 };
 // The plan flags of `predict` that give this point (resolve_scenario's input).
 PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base);
 // "TP8 PP4 v2 DP2 ZeRO-1 mbs 2 gbs 512 recompute selective SP 1f1b tp-dp-pp" (fields that
 // matter only: v when above 1, SP when on, rank order when DP and PP are both above 1; CP, EP,
 // expert TP and the uneven split "layers 7+14x8+7" (first + others x each + last) when not
-// the default).
+// the default; the framework when not commscope's own: "FSDP hybrid_shard", "DeepSpeed",
+// "Megatron").
 std::string describe(const PlanPoint& p);
 
 // What to search: the model, the system and its network, the GPU count, and the constraints.
@@ -63,7 +75,30 @@ struct SearchSpace {
   std::vector<std::int64_t> micro_batch;  // micro-batch sizes allowed (empty: every divisor)
   int max_virtual_stages = 0;             // 0: no limit
   int max_cp = 0, max_ep = 0;             // 0: no limit (CP 1 and EP 1 are always searched)
+  // Frameworks whose plans are candidates (`--frameworks`; empty: base.framework's alone, or
+  // commscope's own). none (commscope's own): every layout, ZeRO 0-3 as above. megatron: every
+  // layout, DDP or the distributed optimizer (ZeRO 0, 1). deepspeed: CP 1, ZeRO 0-3 (2 and 3
+  // without PP), only ZeRO-3 when none is also listed (its stages 0-2 are commscope's own
+  // pattern). fsdp: TP, PP, CP 1, dense models, full_shard, shard_grad_op, and hybrid_shard
+  // when the DP ranks span nodes (shard group: one node's); --zero 3 admits full/hybrid, 2
+  // shard_grad_op.
+  std::vector<Framework> frameworks;
+  // Memory kept free on every GPU for what memory_per_rank does not count (CUDA context, NCCL
+  // buffers, allocator fragmentation): bytes + fraction x the GPU's memory. A plan fits when its
+  // fullest rank's memory is at most the GPU's memory less this; the bound prunes against the
+  // same figure. 0 here (the library's results unchanged); the CLI's default is
+  // kDefaultMemoryHeadroomBytes.
+  double memory_headroom_bytes = 0, memory_headroom_fraction = 0;
 };
+
+// `commscope plan`'s default --memory-headroom: 2 GiB (docs/plan.md, "Memory headroom", for
+// the sources: a CUDA context, NCCL's buffers of a few communicators, fragmentation).
+inline constexpr double kDefaultMemoryHeadroomBytes = 2.0 * 1024 * 1024 * 1024;
+// The headroom of a space on a GPU of gpu_memory bytes.
+double memory_headroom(const SearchSpace& s, double gpu_memory);
+// `--memory-headroom`: "2GiB", "512 MiB", "1.5GB", "10%" (of each GPU's memory), "0". Sets
+// the space's bytes and fraction; errors name the flag, the value and what was expected.
+Status set_memory_headroom(SearchSpace& s, std::string_view text);
 
 // The global batch a space uses (given, or the 4 Mi-token default).
 std::int64_t global_batch_of(const SearchSpace& s);
@@ -95,7 +130,13 @@ struct Evaluated {
   double memory = 0;        // bytes, the fullest rank (memory_lower_bound when pruned)
   double memory_bound = 0;  // memory_lower_bound
   double gpu_memory = 0;    // bytes per GPU
-  double compute = 0, comm = 0, exposed = 0, bubble = 0;  // s, mean over stages
+  double headroom = 0;      // bytes of gpu_memory kept free (SearchSpace::memory_headroom_*)
+  // s, mean over stages; comm: the time communication runs, a union (<= iteration_time)
+  double compute = 0, comm = 0, exposed = 0, bubble = 0;
+  // s, the communication the simulator booked (the sum of its parts): above comm when
+  // per-micro-batch reductions outlast the compute they are booked behind, a schedule that
+  // could not run (the reductions would queue), so the iteration time is optimistic.
+  double comm_booked = 0;
   double cost = 0;    // US dollars for the global batch (0: no price in the preset)
   double energy = 0;  // joules for the global batch (0: no power in the preset)
   int nodes = 0, gpus_per_node = 0;
@@ -125,6 +166,11 @@ struct Ranked {
   PlanPoint plan;
   Evaluated result;
 };
+
+// The nodes one data-parallel replica of p (its TP x CP x PP ranks) spans with gpus_per_node
+// GPUs per node, in the plan's rank order: what "pipeline-parallel size at least the node
+// count" counts (the seeds' model-parallel runs put one stage on each node of one replica).
+int replica_nodes(const PlanPoint& p, int gpus_per_node);
 
 // One rule of thumb checked against the search's numbers.
 struct RuleCheck {

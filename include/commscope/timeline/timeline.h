@@ -115,4 +115,24 @@ Breakdown breakdown(const Timeline& t, std::int32_t rank, double t0 = 0, double 
 // The same over a plain list of events (all taken as one rank's).
 Breakdown breakdown(const std::vector<Event>& events, double t0, double t1);
 
+// The time communication runs in a simulated breakdown, as a union (<= the wall): comm, at most
+// exposed + compute. The simulator books each backward's reduction tail as hidden behind later
+// compute; per-micro-batch reductions that outlast that compute (ZeRO-2/3, FSDP on a slow
+// network) then add up to more than a union, up to many times the iteration (issue 16). The
+// share of the iteration during which communication runs is comm_running / wall.
+inline double comm_running(const Breakdown& b) {
+  return b.comm < b.exposed + b.compute ? b.comm : b.exposed + b.compute;
+}
+// The profiler's view cut by the same excess (profiler_comm - comm is the waits for peers).
+inline double profiler_comm_running(const Breakdown& b) {
+  return b.profiler_comm - (b.comm - comm_running(b));
+}
+// b with comm and profiler_comm as above (the shares a table prints).
+inline Breakdown with_comm_running(Breakdown b) {
+  const double excess = b.comm - comm_running(b);
+  b.comm -= excess;
+  b.profiler_comm -= excess;
+  return b;
+}
+
 }  // namespace commscope
