@@ -58,7 +58,8 @@ Verb add_plan(CLI::App& app) {
   cmd->add_option("--seq-length", st->seq_length, "tokens per sample [the model's]");
   cmd->add_option("--precision", st->precision, "fp32|fp16|bf16 [bf16]");
   cmd->add_option("--framework", st->framework,
-                  "whose collective pattern: megatron|deepspeed|fsdp [commscope's own]");
+                  "whose collective pattern every plan follows: megatron|deepspeed|fsdp (the "
+                  "same as --frameworks with that one) [the --frameworks list]");
   cmd->add_option(
          "--frameworks", st->frameworks,
          "frameworks whose plans are candidates, a comma list of commscope (its own "
@@ -83,7 +84,9 @@ Verb add_plan(CLI::App& app) {
                   "largest context-parallel size (2 x CP divides the sequence) [no limit]");
   cmd->add_option("--max-ep", st->max_ep,
                   "largest expert-parallel size (MoE models; EP divides the experts) [no limit]");
-  cmd->add_option("--zero", st->zero, "ZeRO stages allowed, a comma list [0,1,2,3]")
+  cmd->add_option("--zero", st->zero,
+                  "ZeRO stages allowed, a comma list (FSDP's full_shard and hybrid_shard count "
+                  "as 3, shard_grad_op as 2; Megatron's distributed optimizer as 1) [0,1,2,3]")
       ->delimiter(',');
   cmd->add_option("--micro-batch-size", st->micro_batch,
                   "micro-batch sizes allowed, a comma list [every divisor of the batch per "

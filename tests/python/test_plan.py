@@ -38,3 +38,15 @@ def test_plan_bad_arguments_raise_the_cli_message(cli, commscope, flags):
         commscope.plan(**args)
     assert str(e.value) == message
     assert isinstance(e.value, ValueError)
+
+
+def test_plan_frameworks_and_memory_headroom_equal_cli_json(cli, commscope):
+    # --frameworks and --memory-headroom as keyword arguments (issue 16): the same document.
+    expected = cli.json(*SMALL_ARGS, "--frameworks", "commscope,fsdp", "--memory-headroom", "10%",
+                        "--format", "json")
+    got = commscope.plan(frameworks=["commscope", "fsdp"], memory_headroom="10%", **SMALL)
+    assert got == expected
+    for p in got["plans"]:
+        assert p["framework"] in ("commscope", "fsdp")
+        assert p["memory_headroom_bytes"] == pytest.approx(0.1 * p["gpu_memory_bytes"])
+        assert p["memory_per_gpu_bytes"] <= p["gpu_memory_bytes"] - p["memory_headroom_bytes"]
