@@ -327,6 +327,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
             continue;
           }
           if (f == Framework::deepspeed && cp != 1) continue;  // no Megatron CP in DeepSpeed
+          if (f == Framework::deepspeed && moe) continue;      // DeepSpeed-MoE is not modelled
           for (int z = 0; z <= 3; ++z) {
             if (!zero_ok(z)) continue;
             if (z >= 2 && pp > 1) continue;  // DeepSpeed: ZeRO-2/3 only without PP
