@@ -134,6 +134,16 @@ TEST_F(PlanCli, FrameworksAndMemoryHeadroom) {
       << t.out;
   EXPECT_NE(t.out.find(" megatron "), std::string::npos) << t.out;
   EXPECT_EQ(t.out.find(" fsdp "), std::string::npos) << t.out;
+  // --framework fsdp: FSDP's shardings alone, every one valid (it used to give each candidate a
+  // --zero, which FSDP refuses: no plan at all).
+  Outcome f = run(
+      "--model gpt2-medium --system polaris --gpus 8 --global-batch-size 32 --fixed-global-batch "
+      "--framework fsdp --top 100 --format json");
+  ASSERT_EQ(f.status, 0) << f.err;
+  auto fj = nlohmann::json::parse(f.out);
+  EXPECT_EQ(fj["options"][0]["invalid"], 0);
+  ASSERT_GT(fj["plans"].size(), 0u);
+  for (const auto& p : fj["plans"]) EXPECT_EQ(p["framework"], "fsdp");
 }
 
 // Bad input: one line on stderr naming the flag, exit status 2, nothing on stdout, no file.
