@@ -343,11 +343,8 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--pipeline-model-parallel-size: expected TP x PP to divide the rank count {} (TP {}), "
         "got {}",
         world, o.tp, o.pp)};
-  if (model_parallel(o) && o.strategy != Strategy::ddp && o.strategy != Strategy::zero1)
-    return Error{fmt::format(
-        "--zero: expected 0 or 1 with tensor or pipeline parallelism or BERT (the CPU trainer's "
-        "model-parallel runs are data parallel with DDP or ZeRO-1), got {}",
-        static_cast<int>(o.strategy))};
+  // ZeRO-2/3 with tensor parallelism (or BERT) run in the model-parallel trainer; with pipeline
+  // parallelism resolve_scenario (train_scenario, below) refuses them as describe does.
   if (model_parallel(o)) {
     if (o.model.heads % o.tp != 0 || o.model.vocab % o.tp != 0)
       return Error{fmt::format(
