@@ -129,15 +129,12 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{"--no-overlap-param-gather: the CPU trainer always prefetches one module"};
   if (p.decoder_seq_length)
     return Error{"--decoder-seq-length: the CPU trainer trains decoder-only GPTs"};
-  // Compressed communication: bf16/fp16 gradient reductions (data parallel only); ZeRO++ and
-  // PowerSGD / 1-bit Adam are modelled by describe and predict, not run.
+  // Compressed communication: bf16/fp16 data-parallel gradient reductions (both trainers); ZeRO++
+  // and PowerSGD / 1-bit Adam are modelled by describe and predict, not run.
   if (p.grad_comm_dtype) {
     if (*p.grad_comm_dtype == DType::fp8)
       return refuse("--grad-comm-dtype", "fp8",
                     "expected fp32, bf16 or fp16: the CPU trainer has no fp8 wire format");
-    if (o.tp > 1 || o.pp > 1)
-      return refuse("--grad-comm-dtype", std::string(to_string(*p.grad_comm_dtype)),
-                    "expected fp32 with --tp/--pp: the model-parallel trainer reduces in fp32");
     o.grad_comm_dtype = *p.grad_comm_dtype;
   }
   if (p.zeropp_qwz.value_or(false) || p.zeropp_qgz.value_or(false) || p.zeropp_hpz.value_or(1) > 1)

@@ -123,6 +123,18 @@ class PipelineTrainer {
   // Sequence parallelism under ZeRO-2/3: the partial gradients' all-reduce over TP on the
   // gradient shards (every rank of a TP group holds the same part of the same-sized buffer).
   void zero_sp_all_reduce();
+  // The data-parallel gradient reductions' wire format (--grad-comm-dtype; the workload counts
+  // them in it) and the bytes of n elements on it. Other collectives stay fp32.
+  comm::Wire wire() const {
+    if (!o_.grad_comm_dtype) return comm::Wire::fp32;
+    return *o_.grad_comm_dtype == DType::bf16   ? comm::Wire::bf16
+           : *o_.grad_comm_dtype == DType::fp16 ? comm::Wire::fp16
+                                                : comm::Wire::fp32;
+  }
+  double grad_bytes(std::int64_t n) const {
+    return static_cast<double>(n) *
+           (o_.grad_comm_dtype ? dtype_bytes(*o_.grad_comm_dtype) : sizeof(float));
+  }
   // The optimizer state and parameters the checkpoint holds, in order.
   std::vector<std::vector<float>*> checkpoint_parts();
   void record_compute(const OpRecord& r);
@@ -474,10 +486,11 @@ void PipelineTrainer::zero_grad_bucket(ChunkState& ch, std::int64_t offset, std:
   const comm::Partition::Pieces pc = zpart_.pieces(offset, elements);
   const int mine = pc.counts[static_cast<std::size_t>(g_.d)];
   float* out = zgrad_.data() + std::min(zpart_.in_shard(g_.d, offset), zpart_.size(g_.d));
+  const comm::Wire w = wire();  // fp32: MPI's reduce-scatter (comm/collectives.h)
   comm_op("zero_grad_bucket", Collective::reduce_scatter, CommGroup::data, g_.dp, kNoLayer,
-          static_cast<double>(elements) * sizeof(float), [this, buf, pc, mine, out] {
+          grad_bytes(elements), [this, buf, pc, mine, out, w] {
             std::vector<float> part(static_cast<std::size_t>(std::max(mine, 1)));
-            comm::reduce_scatter(buf->data(), part.data(), pc.counts, MPI_FLOAT, MPI_SUM, dp_comm_);
+            comm::reduce_scatter_sum(buf->data(), part.data(), pc.counts, w, dp_comm_);
             for (int i = 0; i < mine; ++i) out[i] += part[static_cast<std::size_t>(i)];
           });
 }
@@ -601,10 +614,14 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
             continue;
           }
           float* p = ch.grads.data() + bk.offset;
+          const comm::Wire w = wire();
           comm_op("ddp_bucket", Collective::all_reduce, CommGroup::data, g_.dp, kNoLayer,
-                  static_cast<double>(bk.elements) * sizeof(float), [this, p, bk] {
-                    comm::all_reduce(MPI_IN_PLACE, p, static_cast<int>(bk.elements), MPI_FLOAT,
-                                     MPI_SUM, dp_comm_);
+                  grad_bytes(bk.elements), [this, p, bk, w] {
+                    if (w != comm::Wire::fp32)  // --grad-comm-dtype bf16|fp16
+                      comm::all_reduce_sum(p, p, static_cast<int>(bk.elements), w, dp_comm_);
+                    else
+                      comm::all_reduce(MPI_IN_PLACE, p, static_cast<int>(bk.elements), MPI_FLOAT,
+                                       MPI_SUM, dp_comm_);
                   });
         }
       });
@@ -821,9 +838,10 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
     const comm::Partition::Pieces pc = zpart_.pieces(off, n);
     const float* in = flat->data() + off;
     float* out = mine->data() + in_part(off);
+    const comm::Wire w = wire();  // fp32: MPI's reduce-scatter, as before
     comm_op("zero_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, g_.dp,
-            kNoLayer, static_cast<double>(n) * sizeof(float), [this, in, out, pc, flat, mine] {
-              comm::reduce_scatter(in, out, pc.counts, MPI_FLOAT, MPI_SUM, dp_comm_);
+            kNoLayer, grad_bytes(n), [this, in, out, pc, flat, mine, w] {
+              comm::reduce_scatter_sum(in, out, pc.counts, w, dp_comm_);
             });
     off += n;
   }
