@@ -295,7 +295,11 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
     const double acts =
         accum * (l * (16 * b * s * h + b * c.heads / t * s * s) + 2 * b * s * v / t) +
         8 * b * s * h;
-    return 4 * (4 * P + params_of(c) + acts);
+    // ZeRO-2/3 (PP 1): besides the parameters and the backward's working gradient buffer, the
+    // parts (moments, gradients, ZeRO-3's parameters: at most 4 P / DP <= 2 P) and the bucket
+    // copies in flight on the stream (at most P): one P more than DDP's four.
+    const double zero = o.strategy == Strategy::zero2 || o.strategy == Strategy::zero3 ? P : 0;
+    return 4 * (4 * P + zero + params_of(c) + acts);
   }
   const double n = std::max(world, 1);
   const double P = params_of(c), shard = std::ceil(P / n);
