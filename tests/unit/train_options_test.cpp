@@ -246,7 +246,8 @@ namespace commscope::train {
 namespace {
 
 // BERT: the bert-tiny-cpu preset trains (on the pipeline trainer, whatever the plan); a BERT
-// with a pooler (bert-base) is refused with one line naming the flag; ZeRO-2/3 are refused.
+// with a pooler (bert-base) is refused with one line naming the flag; ZeRO-3 over its data-parallel
+// ranks validates.
 TEST(TrainOptions, BertPresetsAndTheirLimits) {
   auto o = parse({"--model", "bert-tiny-cpu"}, nullptr);
   ASSERT_TRUE(o.ok()) << o.error().message;
