@@ -34,6 +34,7 @@
 #include "commscope/sim/simulator.h"
 #include "commscope/timeline/timeline.h"
 #include "commscope/train/checkpoint.h"
+#include "commscope/train/sharding.h"
 #include "commscope/util/atomic_file.h"
 #include "commscope/workload/workload.h"
 #include "report.h"
@@ -332,10 +333,9 @@ bool PipelineTrainer::setup() {
     // DDP buckets: the workload's, laid from the end of the chunk's buffer (backward completes
     // gradients in reverse memory order).
     std::int64_t done = 0;
-    for (const Op& op : wc.backward.ops()) {
-      if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
-      done += op.elements;
-      ch.buckets.push_back({total - done, op.elements});
+    for (const CommOp& b : backward_buckets(wc.backward, total)) {  // train/sharding.h
+      done += b.elements;
+      ch.buckets.push_back({b.offset, b.elements});
     }
     if (done > total) {
       if (me_ == 0)
