@@ -129,15 +129,12 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{"--no-overlap-param-gather: the CPU trainer always prefetches one module"};
   if (p.decoder_seq_length)
     return Error{"--decoder-seq-length: the CPU trainer trains decoder-only GPTs"};
-  // Compressed communication: bf16/fp16 gradient reductions (data parallel only); ZeRO++ and
-  // PowerSGD / 1-bit Adam are modelled by describe and predict, not run.
+  // Compressed communication: bf16/fp16 data-parallel gradient reductions (both trainers); ZeRO++
+  // and PowerSGD / 1-bit Adam are modelled by describe and predict, not run.
   if (p.grad_comm_dtype) {
     if (*p.grad_comm_dtype == DType::fp8)
       return refuse("--grad-comm-dtype", "fp8",
                     "expected fp32, bf16 or fp16: the CPU trainer has no fp8 wire format");
-    if (o.tp > 1 || o.pp > 1)
-      return refuse("--grad-comm-dtype", std::string(to_string(*p.grad_comm_dtype)),
-                    "expected fp32 with --tp/--pp: the model-parallel trainer reduces in fp32");
     o.grad_comm_dtype = *p.grad_comm_dtype;
   }
   if (p.zeropp_qwz.value_or(false) || p.zeropp_qgz.value_or(false) || p.zeropp_hpz.value_or(1) > 1)
@@ -298,7 +295,11 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
     const double acts =
         accum * (l * (16 * b * s * h + b * c.heads / t * s * s) + 2 * b * s * v / t) +
         8 * b * s * h;
-    return 4 * (4 * P + params_of(c) + acts);
+    // ZeRO-2/3 (PP 1): besides the parameters and the backward's working gradient buffer, the
+    // parts (moments, gradients, ZeRO-3's parameters: at most 4 P / DP <= 2 P) and the bucket
+    // copies in flight on the stream (at most P): one P more than DDP's four.
+    const double zero = o.strategy == Strategy::zero2 || o.strategy == Strategy::zero3 ? P : 0;
+    return 4 * (4 * P + zero + params_of(c) + acts);
   }
   const double n = std::max(world, 1);
   const double P = params_of(c), shard = std::ceil(P / n);
@@ -343,11 +344,8 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--pipeline-model-parallel-size: expected TP x PP to divide the rank count {} (TP {}), "
         "got {}",
         world, o.tp, o.pp)};
-  if (model_parallel(o) && o.strategy != Strategy::ddp && o.strategy != Strategy::zero1)
-    return Error{fmt::format(
-        "--zero: expected 0 or 1 with tensor or pipeline parallelism or BERT (the CPU trainer's "
-        "model-parallel runs are data parallel with DDP or ZeRO-1), got {}",
-        static_cast<int>(o.strategy))};
+  // ZeRO-2/3 with tensor parallelism (or BERT) run in the model-parallel trainer; with pipeline
+  // parallelism resolve_scenario (train_scenario, below) refuses them as describe does.
   if (model_parallel(o)) {
     if (o.model.heads % o.tp != 0 || o.model.vocab % o.tp != 0)
       return Error{fmt::format(

@@ -34,6 +34,7 @@
 #include "commscope/sim/simulator.h"
 #include "commscope/timeline/timeline.h"
 #include "commscope/train/checkpoint.h"
+#include "commscope/train/sharding.h"
 #include "commscope/util/atomic_file.h"
 #include "commscope/workload/workload.h"
 #include "report.h"
@@ -105,7 +106,36 @@ class PipelineTrainer {
   float clip_scale(double sq, double* grad_norm);
   void optimizer_step(std::int64_t step, double* grad_norm);
   // ZeRO-1 over the data-parallel group (dp > 1): the step after the model-parallel reductions.
+  // Also ZeRO-2/3's step (zero23_), whose gradients are already reduce-scattered in backward.
   void zero1_step(std::int64_t step, double* grad_norm);
+  // ZeRO-2/3 over the data-parallel group (pp = 1, dp > 1; zero_setup). Backward: one bucket's
+  // gradients copied out of the working buffer (then zeroed there) and reduce-scattered onto
+  // the ranks' gradient shards, every micro-batch (the workload's zero_grad_bucket).
+  bool zero_setup(const Role& role);
+  void zero_grad_bucket(ChunkState& ch, std::int64_t offset, std::int64_t elements);
+  // The working gradient buffer of one backward (ZeRO-2/3: allocated before it, released after
+  // its last bucket; otherwise the persistent buffer, untouched).
+  void zero_backward_begin(ChunkState& ch);
+  void zero_backward_end(ChunkState& ch);
+  // ZeRO-3: the chunk's parameters all-gathered module by module from the shards before a
+  // forward or backward (the workload's zero3_param_all_gather, in its order), released after.
+  void zero3_gather(ChunkState& ch, bool backward);
+  void zero3_release(ChunkState& ch);
+  // Sequence parallelism under ZeRO-2/3: the partial gradients' all-reduce over TP on the
+  // gradient shards (every rank of a TP group holds the same part of the same-sized buffer).
+  void zero_sp_all_reduce();
+  // The data-parallel gradient reductions' wire format (--grad-comm-dtype; the workload counts
+  // them in it) and the bytes of n elements on it. Other collectives stay fp32.
+  comm::Wire wire() const {
+    if (!o_.grad_comm_dtype) return comm::Wire::fp32;
+    return *o_.grad_comm_dtype == DType::bf16   ? comm::Wire::bf16
+           : *o_.grad_comm_dtype == DType::fp16 ? comm::Wire::fp16
+                                                : comm::Wire::fp32;
+  }
+  double grad_bytes(std::int64_t n) const {
+    return static_cast<double>(n) *
+           (o_.grad_comm_dtype ? dtype_bytes(*o_.grad_comm_dtype) : sizeof(float));
+  }
   // The optimizer state and parameters the checkpoint holds, in order.
   std::vector<std::vector<float>*> checkpoint_parts();
   void record_compute(const OpRecord& r);
@@ -167,6 +197,12 @@ class PipelineTrainer {
   comm::Partition zpart_;
   std::vector<float> zm_, zv_;
   std::vector<std::int64_t> z_reduce_buckets_, z_gather_buckets_;
+  // ZeRO-2/3 (pp = 1, dp > 1): this rank's part of the reduced gradients, accumulated over the
+  // micro-batches; ZeRO-3 also its part of the parameters (the only copy between steps) and the
+  // modules' ranges the gathers fill, in forward order.
+  bool zero23_ = false, zero3_ = false;
+  std::vector<float> zgrad_, zparams_;
+  std::vector<std::pair<Range, int>> z3_modules_;  // (range, the workload's layer)
   std::vector<CommVolume> expected_;
   std::vector<StepRow> rows_;
   std::int64_t start_ = 0;
@@ -290,17 +326,16 @@ bool PipelineTrainer::setup() {
     ch.params.assign(static_cast<std::size_t>(total), 0.0f);
     ch.model->layout().from_full(full.data(), ch.params.data());
     ch.grads.assign(ch.params.size(), 0.0f);
-    if (!(o_.strategy == Strategy::zero1 && g_.dp > 1)) {  // ZeRO-1: the moments of a part
+    if (o_.strategy == Strategy::ddp || g_.dp == 1) {  // ZeRO: the moments of a part
       ch.m.assign(ch.params.size(), 0.0f);
       ch.v.assign(ch.params.size(), 0.0f);
     }
     // DDP buckets: the workload's, laid from the end of the chunk's buffer (backward completes
     // gradients in reverse memory order).
     std::int64_t done = 0;
-    for (const Op& op : wc.backward.ops()) {
-      if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
-      done += op.elements;
-      ch.buckets.push_back({total - done, op.elements});
+    for (const CommOp& b : backward_buckets(wc.backward, total)) {  // train/sharding.h
+      done += b.elements;
+      ch.buckets.push_back({b.offset, b.elements});
     }
     if (done > total) {
       if (me_ == 0)
@@ -371,7 +406,117 @@ bool PipelineTrainer::setup() {
       return false;
     }
   }
+  return zero_setup(role);
+}
+
+bool PipelineTrainer::zero_setup(const Role& role) {
+  zero23_ = (o_.strategy == Strategy::zero2 || o_.strategy == Strategy::zero3) && g_.dp > 1;
+  if (!zero23_) return true;
+  zero3_ = o_.strategy == Strategy::zero3;
+  auto internal = [&](const std::string& what) {
+    if (me_ == 0) std::fprintf(stderr, "commscope: internal: %s\n", what.c_str());
+    return false;
+  };
+  // resolve_scenario refuses ZeRO-2/3 with PP (DeepSpeed's rule): one chunk holds the stage.
+  if (chunks_.size() != 1) return internal("ZeRO-2/3 with more than one model chunk");
+  ChunkState& ch = chunks_[0];
+  const std::int64_t total = static_cast<std::int64_t>(ch.params.size());
+  std::int64_t bucketed = 0;
+  for (const ChunkState::Bucket& b : ch.buckets) bucketed += b.elements;
+  std::int64_t gathered = 0;
+  for (const Op& op : role.step.ops())
+    if (op.kind == OpKind::comm && std::string_view(op.name) == "zero_param_all_gather")
+      z_gather_buckets_.push_back(op.elements), gathered += op.elements;
+  if (bucketed != total || gathered != (zero3_ ? 0 : total))
+    return internal(fmt::format("the workload's ZeRO-{} buckets cover {} and {} of {}",
+                                zero3_ ? 3 : 2, bucketed, gathered, total));
+  zpart_ = comm::Partition{total, g_.dp};
+  const auto part = static_cast<std::size_t>(zpart_.size(g_.d));
+  zm_.assign(part, 0.0f);
+  zv_.assign(part, 0.0f);
+  zgrad_.assign(part, 0.0f);
+  // Between backwards no full gradient buffer is held (zero_backward_begin allocates it).
+  ch.grads.clear();
+  ch.grads.shrink_to_fit();
+  if (!zero3_) return true;
+  // The modules the workload gathers, in forward order: the embedding, each block, the head
+  // (those with parameters); its backward gathers them again in reverse.
+  const ShardLayout& l = ch.model->layout();
+  const ShardSpec& spec = ch.model->spec();
+  std::vector<std::pair<Range, int>> modules = {{l.embedding(), kEmbeddingLayer}};
+  for (int b = spec.first_layer; b < spec.first_layer + spec.layers; ++b)
+    modules.push_back({l.block(b), b});
+  modules.push_back({l.head(), kHeadLayer});
+  for (const auto& m : modules)
+    if (m.first.size > 0) z3_modules_.push_back(m);
+  std::vector<std::int64_t> forward, backward, want;
+  for (const Op& op : role.chunks[0].forward.ops())
+    if (op.kind == OpKind::comm && op.tag == OpTag::param_gather) forward.push_back(op.elements);
+  for (const Op& op : role.chunks[0].backward.ops())
+    if (op.kind == OpKind::comm && op.tag == OpTag::param_gather) backward.push_back(op.elements);
+  for (const auto& m : z3_modules_) want.push_back(m.first.size);
+  std::int64_t covered = 0;
+  for (std::int64_t n : want) covered += n;
+  const bool reversed = std::equal(backward.begin(), backward.end(), want.rbegin(), want.rend());
+  if (forward != want || !reversed || covered != total)
+    return internal(
+        fmt::format("the workload's ZeRO-3 gathers ({} and {} of them) are not the "
+                    "trainer's {} modules of {} parameters",
+                    forward.size(), backward.size(), want.size(), total));
+  zparams_.assign(ch.params.begin() + zpart_.lo(g_.d), ch.params.begin() + zpart_.hi(g_.d));
+  zero3_release(ch);
   return true;
+}
+
+void PipelineTrainer::zero_backward_begin(ChunkState& ch) {
+  if (zero23_) ch.grads.assign(ch.params.size(), 0.0f);
+}
+
+void PipelineTrainer::zero_backward_end(ChunkState& ch) {
+  if (!zero23_) return;
+  ch.grads.clear();  // every bucket was copied out (zero_grad_bucket)
+  ch.grads.shrink_to_fit();
+}
+
+void PipelineTrainer::zero_grad_bucket(ChunkState& ch, std::int64_t offset, std::int64_t elements) {
+  auto buf = std::make_shared<std::vector<float>>(ch.grads.begin() + offset,
+                                                  ch.grads.begin() + offset + elements);
+  // The next micro-batch accumulates afresh: what this one added is in the shards now.
+  std::fill(ch.grads.begin() + offset, ch.grads.begin() + offset + elements, 0.0f);
+  const comm::Partition::Pieces pc = zpart_.pieces(offset, elements);
+  const int mine = pc.counts[static_cast<std::size_t>(g_.d)];
+  float* out = zgrad_.data() + std::min(zpart_.in_shard(g_.d, offset), zpart_.size(g_.d));
+  const comm::Wire w = wire();  // fp32: MPI's reduce-scatter (comm/collectives.h)
+  comm_op("zero_grad_bucket", Collective::reduce_scatter, CommGroup::data, g_.dp, kNoLayer,
+          grad_bytes(elements), [this, buf, pc, mine, out, w] {
+            std::vector<float> part(static_cast<std::size_t>(std::max(mine, 1)));
+            comm::reduce_scatter_sum(buf->data(), part.data(), pc.counts, w, dp_comm_);
+            for (int i = 0; i < mine; ++i) out[i] += part[static_cast<std::size_t>(i)];
+          });
+}
+
+void PipelineTrainer::zero3_gather(ChunkState& ch, bool backward) {
+  if (!zero3_) return;
+  ch.params.assign(static_cast<std::size_t>(zpart_.total), 0.0f);
+  std::uint64_t last = 0;
+  for (std::size_t k = 0; k < z3_modules_.size(); ++k) {
+    const auto [r, layer] = z3_modules_[backward ? z3_modules_.size() - 1 - k : k];
+    const comm::Partition::Pieces pc = zpart_.pieces(r.offset, r.size);
+    const float* src =
+        zparams_.data() + std::min(zpart_.in_shard(g_.d, r.offset), zpart_.size(g_.d));
+    float* dst = ch.params.data() + r.offset;
+    last = comm_op("zero3_param_all_gather", Collective::all_gather, CommGroup::data, g_.dp, layer,
+                   static_cast<double>(r.size) * sizeof(float), [this, src, dst, pc] {
+                     comm::all_gather(src, dst, pc.counts, pc.displs, MPI_FLOAT, dp_comm_);
+                   });
+  }
+  stream_.wait(last);  // one FIFO stream: every module is in place
+}
+
+void PipelineTrainer::zero3_release(ChunkState& ch) {
+  if (!zero3_) return;
+  ch.params.clear();
+  ch.params.shrink_to_fit();
 }
 
 // The forward and backward tasks of one step, in the schedule's order, with the sends and
@@ -417,7 +562,9 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       const int slot = ch.free_slots.back();
       ch.free_slots.pop_back();
       ch.slot_of[mb] = slot;
+      zero3_gather(ch, false);
       const float loss = m.forward(slot, ch.params.data(), tok.data(), in.data(), tgt.data());
+      zero3_release(ch);
       if (s.head && g_.t == 0) *loss_sum += loss;
       if (vs < last_vs) {
         auto buf = std::make_shared<std::vector<float>>(m.output(slot), m.output(slot) + n);
@@ -447,26 +594,40 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
             },
             false, next, tag(vs, mb, true)));
       }
-      // DDP: the chunk's buckets on its last micro-batch, each as soon as its gradients are.
-      const bool buckets = g_.dp > 1 && mb == ch.last_backward_mb;
+      // DDP: the chunk's buckets on its last micro-batch, each as soon as its gradients are;
+      // ZeRO-2/3: on every micro-batch.
+      const bool buckets = g_.dp > 1 && (zero23_ || mb == ch.last_backward_mb);
       std::size_t next_bucket = 0;
       const int slot = ch.slot_of.at(mb);
       ch.slot_of.erase(mb);
       ch.free_slots.push_back(slot);
+      zero3_gather(ch, true);
+      zero_backward_begin(ch);
       m.backward(slot, ch.params.data(), ch.grads.data(), dout.data(), [&](std::int64_t completed) {
         if (!buckets) return;
         const std::int64_t total = static_cast<std::int64_t>(ch.grads.size());
         while (next_bucket < ch.buckets.size() &&
                total - ch.buckets[next_bucket].offset <= completed) {
           const auto bk = ch.buckets[next_bucket++];
+          if (zero23_) {
+            zero_grad_bucket(ch, bk.offset, bk.elements);
+            continue;
+          }
           float* p = ch.grads.data() + bk.offset;
+          const comm::Wire w = wire();
           comm_op("ddp_bucket", Collective::all_reduce, CommGroup::data, g_.dp, kNoLayer,
-                  static_cast<double>(bk.elements) * sizeof(float), [this, p, bk] {
-                    comm::all_reduce(MPI_IN_PLACE, p, static_cast<int>(bk.elements), MPI_FLOAT,
-                                     MPI_SUM, dp_comm_);
+                  grad_bytes(bk.elements), [this, p, bk, w] {
+                    if (w != comm::Wire::fp32)  // --grad-comm-dtype bf16|fp16
+                      comm::all_reduce_sum(p, p, static_cast<int>(bk.elements), w, dp_comm_);
+                    else
+                      comm::all_reduce(MPI_IN_PLACE, p, static_cast<int>(bk.elements), MPI_FLOAT,
+                                       MPI_SUM, dp_comm_);
                   });
         }
       });
+      CS_CHECK(!zero23_ || next_bucket == ch.buckets.size());  // every gradient went
+      zero_backward_end(ch);
+      zero3_release(ch);
       if (vs > 0) {
         auto buf = std::make_shared<std::vector<float>>(m.input_grad(), m.input_grad() + n);
         comm_op(
@@ -572,6 +733,11 @@ float PipelineTrainer::clip_scale(double sq, double* grad_norm) {
 
 void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   const int last_vs = g_.pp * v_ - 1;
+  if (zero23_) {  // pp = 1: no tied-embedding all-reduce; the gradients are in the parts
+    zero_sp_all_reduce();
+    zero1_step(step, grad_norm);
+    return;
+  }
   // Sequence parallelism: the norms', row-parallel biases' and final norm's gradients are
   // sums over this rank's sequence shard; one all-reduce over the group completes them.
   if (o_.sequence_parallel && g_.tp > 1) {
@@ -651,14 +817,17 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
 // tied copy not at all) summed over the data-parallel group, then over the model-parallel one.
 void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   const std::int64_t total = zpart_.total, lo = zpart_.lo(g_.d), hi = zpart_.hi(g_.d);
-  auto flat = std::make_shared<std::vector<float>>(static_cast<std::size_t>(total));
-  auto mine = std::make_shared<std::vector<float>>(static_cast<std::size_t>(hi - lo));
+  // ZeRO-3 keeps no full parameters to gather into; ZeRO-2/3's part of the gradients is
+  // zgrad_, reduce-scattered in backward (z_reduce_buckets_ is empty then).
+  auto flat = std::make_shared<std::vector<float>>(static_cast<std::size_t>(zero3_ ? 0 : total));
+  auto mine = std::make_shared<std::vector<float>>(static_cast<std::size_t>(zero23_ ? 0 : hi - lo));
+  if (zero23_) mine->swap(zgrad_);
   std::vector<std::int64_t> base;  // each chunk's start in the stage buffer
   std::int64_t at = 0;
   for (const ChunkState& ch : chunks_) {
     base.push_back(at);
-    std::copy(ch.grads.begin(), ch.grads.end(), flat->begin() + at);
-    at += static_cast<std::int64_t>(ch.grads.size());
+    if (!zero23_) std::copy(ch.grads.begin(), ch.grads.end(), flat->begin() + at);
+    at += ch.model->layout().total();
   }
   // Where range [offset, offset + n) starts in this rank's part (clamped: n may miss it).
   auto in_part = [&](std::int64_t offset) {
@@ -669,9 +838,10 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
     const comm::Partition::Pieces pc = zpart_.pieces(off, n);
     const float* in = flat->data() + off;
     float* out = mine->data() + in_part(off);
+    const comm::Wire w = wire();  // fp32: MPI's reduce-scatter, as before
     comm_op("zero_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, g_.dp,
-            kNoLayer, static_cast<double>(n) * sizeof(float), [this, in, out, pc, flat, mine] {
-              comm::reduce_scatter(in, out, pc.counts, MPI_FLOAT, MPI_SUM, dp_comm_);
+            kNoLayer, grad_bytes(n), [this, in, out, pc, flat, mine, w] {
+              comm::reduce_scatter_sum(in, out, pc.counts, w, dp_comm_);
             });
     off += n;
   }
@@ -703,12 +873,18 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     ChunkState& ch = chunks_[c];
     const std::int64_t a = std::max(base[c], lo),
-                       b = std::min(base[c] + static_cast<std::int64_t>(ch.params.size()), hi);
+                       b = std::min(base[c] + ch.model->layout().total(), hi);
+    // ZeRO-3: the parameter part is the only copy; ZeRO-1/2: the part of the full parameters.
+    float* p = zero3_ ? zparams_.data() + (a - lo) : ch.params.data() + (a - base[c]);
     if (a < b)
-      adamw_step(ch.params.data() + (a - base[c]), mine->data() + (a - lo), zm_.data() + (a - lo),
-                 zv_.data() + (a - lo), b - a, h, step, k);
+      adamw_step(p, mine->data() + (a - lo), zm_.data() + (a - lo), zv_.data() + (a - lo), b - a, h,
+                 step, k);
     std::copy(ch.params.begin(), ch.params.end(), flat->begin() + base[c]);
     std::fill(ch.grads.begin(), ch.grads.end(), 0.0f);
+  }
+  if (zero23_) {  // the part accumulates the next step's gradients from zero
+    std::fill(mine->begin(), mine->end(), 0.0f);
+    mine->swap(zgrad_);
   }
   record_compute(OpRecord{"adam", kNoLayer, false, t, Gpt::now(), 0});
   off = 0;
@@ -728,16 +904,45 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
               chunks_[c].params.begin());
 }
 
+void PipelineTrainer::zero_sp_all_reduce() {
+  if (!o_.sequence_parallel || g_.tp < 2) return;
+  // The workload's call: every partial range whole; this rank's part of each holds its values,
+  // the rest zeros (the other data-parallel ranks reduce theirs in their own TP groups).
+  const std::int64_t lo = zpart_.lo(g_.d), hi = zpart_.hi(g_.d);
+  auto packed = std::make_shared<std::vector<float>>();
+  std::vector<std::pair<std::int64_t, std::int64_t>> at;  // (packed offset, range offset)
+  for (const Range& r : chunks_[0].model->layout().sequence_parallel_partial()) {
+    at.push_back({static_cast<std::int64_t>(packed->size()), r.offset});
+    packed->resize(packed->size() + static_cast<std::size_t>(r.size), 0.0f);
+    for (std::int64_t i = std::max(r.offset, lo); i < std::min(r.offset + r.size, hi); ++i)
+      (*packed)[static_cast<std::size_t>(at.back().first + i - r.offset)] =
+          zgrad_[static_cast<std::size_t>(i - lo)];
+  }
+  const int n = static_cast<int>(packed->size());
+  comm_op("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, g_.tp, kNoLayer,
+          static_cast<double>(n) * sizeof(float), [this, packed, n] {
+            comm::all_reduce(MPI_IN_PLACE, packed->data(), n, MPI_FLOAT, MPI_SUM, tp_comm_);
+          });
+  stream_.drain();
+  std::size_t k = 0;
+  for (const Range& r : chunks_[0].model->layout().sequence_parallel_partial()) {
+    for (std::int64_t i = std::max(r.offset, lo); i < std::min(r.offset + r.size, hi); ++i)
+      zgrad_[static_cast<std::size_t>(i - lo)] =
+          (*packed)[static_cast<std::size_t>(at[k].first + i - r.offset)];
+    ++k;
+  }
+}
+
 std::vector<std::vector<float>*> PipelineTrainer::checkpoint_parts() {
   std::vector<std::vector<float>*> parts;
   for (ChunkState& ch : chunks_) {
-    parts.push_back(&ch.params);
-    if (!zero1_) {
+    parts.push_back(zero3_ ? &zparams_ : &ch.params);  // ZeRO-3: the part it holds
+    if (!zero1_ && !zero23_) {
       parts.push_back(&ch.m);
       parts.push_back(&ch.v);
     }
   }
-  if (zero1_) {
+  if (zero1_ || zero23_) {
     parts.push_back(&zm_);
     parts.push_back(&zv_);
   }
@@ -907,7 +1112,7 @@ int PipelineTrainer::report() {
   r.dp = g_.dp;
   r.accum = accum_;
   std::int64_t params = 0;
-  for (const ChunkState& ch : chunks_) params += static_cast<std::int64_t>(ch.params.size());
+  for (const ChunkState& ch : chunks_) params += ch.model->layout().total();
   r.parameters = ParamLayout(o_.model).total();
   r.tokens_per_step = static_cast<double>(accum_ * g_.dp * o_.micro_batch) * o_.model.seq;
   r.flops_per_step =
@@ -919,9 +1124,14 @@ int PipelineTrainer::report() {
   r.expected = &expected_;
   struct rusage ru = {};
   ::getrusage(RUSAGE_SELF, &ru);
-  const double moments = zero1_ ? static_cast<double>(zm_.size()) : static_cast<double>(params);
-  r.memory = {{"parameters", static_cast<double>(params) * 4},
-              {"gradients", static_cast<double>(params) * 4},
+  const double moments =
+      zero1_ || zero23_ ? static_cast<double>(zm_.size()) : static_cast<double>(params);
+  // Held between steps: ZeRO-2/3 their gradient part (the full buffer only during a backward),
+  // ZeRO-3 its parameter part (the full parameters only during a forward or backward).
+  const double held_params = zero3_ ? static_cast<double>(zparams_.size()) : params;
+  const double held_grads = zero23_ ? static_cast<double>(zgrad_.size()) : params;
+  r.memory = {{"parameters", held_params * 4},
+              {"gradients", held_grads * 4},
               {"optimizer_state", moments * 8},
               {"peak_resident", static_cast<double>(ru.ru_maxrss) * 1024}};
   r.per_rank = per_rank_;

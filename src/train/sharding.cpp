@@ -32,6 +32,19 @@ Sharding::Held Sharding::held(int r) const {
   return h;
 }
 
+std::vector<CommOp> backward_buckets(const OpList& backward, std::int64_t total) {
+  std::vector<CommOp> buckets;
+  std::int64_t done = 0;
+  for (const Op& op : backward.ops()) {
+    if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
+    done += op.elements;
+    buckets.push_back(
+        CommOp{std::string(op.name), op.collective, total - done, op.elements, op.layer});
+    buckets.back().element_bytes = op.bytes / static_cast<double>(op.elements);
+  }
+  return buckets;
+}
+
 Result<Sharding> Sharding::build(const Workload& w, const ParamLayout& layout, Strategy s,
                                  int ranks) {
   if (w.roles.size() != 1 || w.roles[0].chunks.size() != 1)
@@ -46,14 +59,9 @@ Result<Sharding> Sharding::build(const Workload& w, const ParamLayout& layout, S
   sh.ranks = ranks;
   sh.part = comm::Partition{total, ranks};
 
+  sh.buckets = backward_buckets(role.chunks[0].backward, total);
   std::int64_t done = 0;
-  for (const Op& op : role.chunks[0].backward.ops()) {
-    if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
-    done += op.elements;
-    sh.buckets.push_back(
-        CommOp{std::string(op.name), op.collective, total - done, op.elements, op.layer});
-    sh.buckets.back().element_bytes = op.bytes / static_cast<double>(op.elements);
-  }
+  for (const CommOp& b : sh.buckets) done += b.elements;
   if (done > total)
     return Error{
         fmt::format("internal: the workload's buckets cover {} gradients of {}", done, total)};

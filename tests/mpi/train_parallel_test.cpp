@@ -82,6 +82,11 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       {8, "--tp 2 --pp 2 --zero 1"},
       {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2 --sequence-parallel --zero 1"},
       {4, "--pp 2 --zero 1 --zero-bucket 10000"},
+      // ZeRO-2/3 over the data-parallel group with TP (DeepSpeed + Megatron TP, pp = 1): one
+      // reduce-scatter bucket per micro-batch, and many with SP and uneven partitions.
+      {4, "--tp 2 --zero 2"},
+      {4, "--tp 2 --zero 3"},
+      {8, "--tp 2 --sequence-parallel --zero 3 --zero-bucket 10007"},
   };
   for (const Plan& p : plans) {
     // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
@@ -121,13 +126,16 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2"},
                         {8, "--tp 2 --pp 2 --sequence-parallel"},
                         {8, "--tp 2 --pp 2 --zero 1"},
-                        {4, "--pp 2 --zero 1"}};
+                        {4, "--pp 2 --zero 1"},
+                        {4, "--tp 2 --zero 2"},
+                        {4, "--tp 2 --sequence-parallel --zero 3"}};
   // BERT: the plans that exercise what differs from GPT-2 (the embedding norm under SP, the
   // head without final norm on a last stage, ZeRO-1), to keep the suite short.
   const bool bert = model.starts_with("bert");
   for (const Plan& p : plans) {
     if (bert && p.flags != "--tp 2 --sequence-parallel" && p.flags != "--pp 4 --schedule gpipe" &&
-        p.flags != "--tp 2 --pp 2 --sequence-parallel" && p.flags != "--tp 2 --pp 2 --zero 1")
+        p.flags != "--tp 2 --pp 2 --sequence-parallel" && p.flags != "--tp 2 --pp 2 --zero 1" &&
+        p.flags != "--tp 2 --sequence-parallel --zero 3")
       continue;
     const std::string flags = " --model " + model + " --system cpu-host --gpus " +
                               std::to_string(p.ranks) + " " + p.flags +
@@ -263,11 +271,14 @@ TEST(TrainParallel, PipelineSchedulesRunInTheirDefinedOrder) {
 TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
   for (const std::string plan :
        {"--tp 2 --pp 2 --sequence-parallel", "--pp 2 --virtual-pipeline-stages 2",
-        "--pp 2 --zero 1 --model bert-tiny-cpu"}) {  // ZeRO-1 moments over DP 2, and BERT
+        "--pp 2 --zero 1 --model bert-tiny-cpu",  // ZeRO-1 moments over DP 2, and BERT
+        "--tp 2 --zero 3", "--tp 2 --zero 2 --model bert-tiny-cpu"}) {  // ZeRO-2/3 parts
     const bool four =
-        plan.find("--tp 2") != std::string::npos || plan.find("--zero 1") != std::string::npos;
+        plan.find("--tp 2") != std::string::npos || plan.find("--zero") != std::string::npos;
     const int ranks = four ? 4 : 2;
-    const std::string dir = commscope::testing::scratch() + "train_ckpt_mp" + std::to_string(ranks);
+    const std::string dir = commscope::testing::scratch() + "train_ckpt_mp" +
+                            std::to_string(ranks) +
+                            (plan.find("--zero") != std::string::npos ? "z" : "");
     std::filesystem::remove_all(dir);
     const std::string common = kModel + " --global-batch-size 8 --steps 9 " + plan;
     Outcome full = train(ranks, common);
@@ -293,9 +304,9 @@ TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
     Outcome dp =
         train(ranks, kModel + " --global-batch-size 8 --steps 9 --checkpoint " + dir + " --resume");
     EXPECT_EQ(dp.status, 2);
-    // The first field that differs: the plan's sizes, or the strategy (ZeRO-1 against DDP).
+    // The first field that differs: the plan's sizes, or the strategy (ZeRO against DDP).
     EXPECT_TRUE(dp.err.find("model_parallel_size") != std::string::npos ||
-                dp.err.find("strategy is \"zero1\"") != std::string::npos)
+                dp.err.find("strategy is \"zero") != std::string::npos)
         << dp.err;
   }
 }
@@ -346,6 +357,57 @@ TEST(TrainParallel, EmulatedNetworksCompareAModelParallelRun) {
   EXPECT_NE(o.out.find("rdma-100g,nodes=2", table), std::string::npos);
 }
 
+// ZeRO over the data-parallel group with TP 2 (Rajbhandari et al. 2020, Fig. 1): what rank 0
+// holds between steps against DDP's TP 2 shard of P parameters. ZeRO-1 partitions the AdamW
+// moments over DP, ZeRO-2 also the gradients, ZeRO-3 also the parameters; rank 0's part of
+// a P-element buffer over DP ranks is ceil(P / DP) (comm/partition.h).
+TEST(TrainParallel, ZeroWithTensorParallelismShrinksWhatEachRankHolds) {
+  auto memory = [](int ranks, const std::string& flags) {
+    Outcome o =
+        train(ranks, kModel + " --global-batch-size 8 --steps 2 --warmup 1 --tp 2 " + flags);
+    EXPECT_EQ(o.status, 0) << flags << o.err;
+    if (o.status != 0) return nlohmann::json();
+    const auto j = nlohmann::json::parse(o.out);
+    EXPECT_TRUE(j["communication_matches_workload"].get<bool>()) << flags;
+    return j["memory_per_rank_bytes"];
+  };
+  const auto ddp = memory(2, "");
+  ASSERT_FALSE(ddp.is_null());
+  const double p = ddp["parameters"].get<double>() / 4;  // TP 2: this rank's shard
+  ASSERT_GT(p, 0);
+  EXPECT_EQ(ddp["optimizer_state"].get<double>(), 8 * p);
+  for (int dp : {2, 4}) {
+    const double part = std::ceil(p / dp);
+    for (int zero : {1, 2, 3}) {
+      const auto m = memory(2 * dp, "--zero " + std::to_string(zero));
+      ASSERT_FALSE(m.is_null());
+      SCOPED_TRACE("DP " + std::to_string(dp) + " ZeRO-" + std::to_string(zero));
+      EXPECT_EQ(m["optimizer_state"].get<double>(), 8 * part);
+      EXPECT_EQ(m["parameters"].get<double>(), 4 * (zero == 3 ? part : p));
+      if (zero >= 2) EXPECT_EQ(m["gradients"].get<double>(), 4 * part);
+    }
+  }
+}
+
+// ZeRO-2/3 with pipeline parallelism: the trainer refuses it with describe's own line.
+TEST(TrainParallel, ZeroTwoAndThreeWithPipelineParallelismRefusedAsDescribeRefusesThem) {
+  for (const std::string zero : {"2", "3"}) {
+    const std::string plan = " --model gpt2-tiny-cpu --pp 2 --zero " + zero;
+    Outcome t = train(4, plan + " --seq-length 32 --micro-batch-size 1 --steps 1");
+    Outcome d = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " describe --gpus 4 " +
+                                              plan + " --system cpu-host");
+    EXPECT_EQ(t.status, 2) << t.err;
+    EXPECT_EQ(d.status, 2) << d.err;
+    const auto line = [](const std::string& err) {
+      const std::size_t at = err.find("commscope: --zero");
+      return at == std::string::npos ? std::string() : err.substr(at, err.find('\n', at) - at);
+    };
+    EXPECT_FALSE(line(t.err).empty()) << t.err;
+    EXPECT_EQ(line(t.err), line(d.err)) << t.err << d.err;
+    EXPECT_NE(line(t.err).find("DeepSpeed allows ZeRO-2/3 only without PP"), std::string::npos);
+  }
+}
+
 // Plans the trainer cannot run are one line naming the flag, status 2.
 TEST(TrainParallel, BadPlansAreOneLineErrors) {
   struct Case {
@@ -359,8 +421,11 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--pipeline-model-parallel-size: expected TP x PP to divide"},
       {4, "--seq-length 16 --layers 4 --heads 2 --tp 4", "--tensor-model-parallel-size"},
       {2, "--seq-length 16 --layers 3 --heads 4 --pp 2", "--pipeline-model-parallel-size"},
-      {2, "--seq-length 16 --layers 4 --heads 4 --tp 2 --zero 2",
-       "--zero: expected 0 or 1 with tensor or pipeline parallelism"},
+      {4, "--seq-length 16 --layers 4 --heads 4 --pp 2 --zero 2",
+       "--zero: expected 0 or 1 with pipeline parallelism (DeepSpeed allows ZeRO-2/3 only "
+       "without PP), got 2"},
+      {8, "--seq-length 16 --layers 4 --heads 4 --tp 2 --pp 2 --zero 3",
+       "--zero: expected 0 or 1 with pipeline parallelism"},
       {2, "--layers 4 --heads 4 --tp 2 --seq-length 15 --sequence-parallel",
        "--sequence-parallel: expected a sequence length (15) divisible"},
       {4, "--seq-length 16 --layers 4 --heads 4 --tp 2 --global-batch-size 3",

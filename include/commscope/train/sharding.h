@@ -26,6 +26,12 @@ struct CommOp {
   double element_bytes = 4;
 };
 
+// The grad_bucket ops of a chunk's backward (DDP all-reduces, ZeRO-2/3 reduce-scatters), in
+// backward order, laid from the end of a buffer of `total` elements (backward completes
+// gradients in reverse memory order); their elements may sum to less than total, never more
+// than the caller checks. Both trainers read their buckets through this.
+std::vector<CommOp> backward_buckets(const OpList& backward, std::int64_t total);
+
 struct Sharding {
   Strategy strategy = Strategy::ddp;
   int ranks = 1;
