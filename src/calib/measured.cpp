@@ -215,6 +215,11 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     return (reason = fmt::format("gpus_per_node {} differs from {}'s {}", *per_node, system,
                                  sys->node.gpus),
             r);
+  // A run spans whole nodes of the preset, or part of one (gb200-nvl72's nodes are 72 GPUs:
+  // NVIDIA's 128- and 256-GPU DGX-GB200 runs cannot be laid out on it).
+  if (*gpus > sys->node.gpus && *gpus % sys->node.gpus != 0)
+    return (reason = fmt::format("gpus not a multiple of {}'s {} per node", system, sys->node.gpus),
+            r);
   r.input.system = system;
   // The model: a preset of the named architecture, else GPT-shaped from the row.
   const std::string preset = model_preset_for(row.get("model"));
