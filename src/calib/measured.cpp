@@ -130,7 +130,8 @@ std::string model_preset_for(const std::string& model) {
       {"llama3405b", "llama3-405b"},
       {"llama3.1405b", "llama3-405b"},
       {"mixtral8x7b", "mixtral-8x7b"},
-      {"mixtral8x22b", "mixtral-8x22b"}};
+      {"mixtral8x22b", "mixtral-8x22b"},
+      {"deepseekv3", "deepseek-v3"}};
   auto it = presets.find(k);
   return it == presets.end() ? "" : it->second;
 }
@@ -328,6 +329,19 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     split.front() -= 1;
     split.back() -= 1;
     p.stage_layers = split;
+  }
+  // An interleaved row whose layers PP x VP does not divide needs a per-chunk layout the source
+  // does not give (DeepSeek-V3's 61 layers on PP 8 x VP 4): skipped, not guessed.
+  if (vp && *vp > 1 && !p.stage_layers) {
+    std::int64_t n = layers.value_or(0);
+    if (!r.input.model.empty()) {
+      auto model = load_model(r.input.model);
+      if (!model) return model.error();
+      n = model->decoder_layers;
+    }
+    const std::int64_t chunks = pp.value_or(1) * *vp;
+    if (n > 0 && n % chunks != 0)
+      return (reason = "layers not divisible by pp x vp (no layout stated)", r);
   }
   r.assumed = row.get("assumed");
   // The measured iteration time from the metric.
