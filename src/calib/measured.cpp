@@ -118,9 +118,20 @@ std::string model_preset_for(const std::string& model) {
     if (c != ' ' && c != '-' && c != '_') k += c;
   if (k.size() > 12 && k.ends_with("architecture")) k.resize(k.size() - 12);
   static const std::map<std::string, std::string> presets = {
-      {"llama27b", "llama2-7b"},    {"llama213b", "llama2-13b"}, {"llama270b", "llama2-70b"},
-      {"llama38b", "llama3-8b"},    {"llama3.18b", "llama3-8b"}, {"llama370b", "llama3-70b"},
-      {"llama3.170b", "llama3-70b"}};
+      {"llama27b", "llama2-7b"},
+      {"llama213b", "llama2-13b"},
+      {"llama270b", "llama2-70b"},
+      {"llama38b", "llama3-8b"},
+      {"llama3.18b", "llama3-8b"},
+      {"llama370b", "llama3-70b"},
+      {"llama3.170b", "llama3-70b"},
+      // issue 15's published large runs (NeMo performance tables, Meta's paper)
+      {"gpt3175b", "gpt3-175b"},
+      {"llama3405b", "llama3-405b"},
+      {"llama3.1405b", "llama3-405b"},
+      {"mixtral8x7b", "mixtral-8x7b"},
+      {"mixtral8x22b", "mixtral-8x22b"},
+      {"deepseekv3", "deepseek-v3"}};
   auto it = presets.find(k);
   return it == presets.end() ? "" : it->second;
 }
@@ -153,6 +164,14 @@ struct CorpusRow {
     if (!parse(x, i) || i < 1 || i > std::numeric_limits<int>::max())
       return bad(column, "a positive integer up to 2147483647");
     return std::optional<std::int64_t>(i);
+  }
+  // A yes/no cell: nullopt when empty, an error unless 1/0, true/false or yes/no.
+  Result<std::optional<bool>> flag(const char* column) const {
+    const std::string x = lower(get(column));
+    if (x.empty()) return std::optional<bool>();
+    if (x == "1" || x == "true" || x == "yes") return std::optional<bool>(true);
+    if (x == "0" || x == "false" || x == "no") return std::optional<bool>(false);
+    return bad(column, "1, 0, true, false, yes, no or empty");
   }
 };
 
@@ -196,6 +215,11 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   if (per_node && *per_node != sys->node.gpus)
     return (reason = fmt::format("gpus_per_node {} differs from {}'s {}", *per_node, system,
                                  sys->node.gpus),
+            r);
+  // A run spans whole nodes of the preset, or part of one (gb200-nvl72's nodes are 72 GPUs:
+  // NVIDIA's 128- and 256-GPU DGX-GB200 runs cannot be laid out on it).
+  if (*gpus > sys->node.gpus && *gpus % sys->node.gpus != 0)
+    return (reason = fmt::format("gpus not a multiple of {}'s {} per node", system, sys->node.gpus),
             r);
   r.input.system = system;
   // The model: a preset of the named architecture, else GPT-shaped from the row.
@@ -254,6 +278,72 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // none, selective or full; unknown or empty is none.
   auto rc = recompute_from_name(lower(row.get("recompute")));
   p.recompute = rc ? *rc : Recompute::none;
+  // The plan dimensions of the columns after `notes` (issue 15; absent or empty: the
+  // framework's default as commscope models it, docs/validate.md): cp, vp, ep, fp8,
+  // sequence_parallel, attention; `assumed` names what a row takes from a documented default
+  // rather than from its source.
+  CS_ASSIGN_OR_RETURN(auto cp, row.count("cp"));
+  CS_ASSIGN_OR_RETURN(auto vp, row.count("vp"));
+  CS_ASSIGN_OR_RETURN(auto ep, row.count("ep"));
+  CS_ASSIGN_OR_RETURN(auto fp8, row.flag("fp8"));
+  CS_ASSIGN_OR_RETURN(auto sp, row.flag("sequence_parallel"));
+  CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
+  if (cp) p.cp = static_cast<int>(*cp);
+  // With CP, commscope derives DP from the GPU count (scenario.cpp refuses both): the row's
+  // dp is checked against it instead.
+  if (cp && *cp > 1) {
+    if (dp && tp && pp && *dp * *tp * *pp * *cp != *gpus)
+      return row.bad("dp", fmt::format("gpus / (tp x pp x cp) = {}", *gpus / (*tp * *pp * *cp)));
+    p.dp.reset();
+  }
+  if (vp) p.virtual_stages = static_cast<int>(*vp);
+  if (ep) p.ep = static_cast<int>(*ep);
+  if (fp8) p.fp8 = *fp8;
+  if (sp) p.sequence_parallel = *sp;
+  // Megatron's distributed optimizer is commscope's ZeRO-1 (docs/workload.md); on a sharded
+  // (zero2/zero3) row it changes nothing.
+  if (distopt && *distopt && p.zero.value_or(0) < 1) p.zero = 1;
+  if (const std::string& a = row.get("attention"); !a.empty()) {
+    auto k = attention_kernel_from_name(lower(a));
+    if (!k) return row.bad("attention", "flash, standard or empty");
+    p.attention = *k;
+  }
+  // pipeline_layout: Megatron-Core's account_for_embedding_in_pipeline_split and
+  // account_for_loss_in_pipeline_split (both set by NVIDIA's Llama 3.1 405B recipe): the
+  // embedding and the loss each count as one layer when the layers are split over the
+  // PP x VP model chunks, so the first and the last chunk hold one layer fewer.
+  if (const std::string& lay = lower(row.get("pipeline_layout")); !lay.empty()) {
+    if (lay != "embedding_and_loss")
+      return row.bad("pipeline_layout", "embedding_and_loss or empty");
+    if (r.input.model.empty()) return row.bad("pipeline_layout", "a row naming a model preset");
+    auto model = load_model(r.input.model);
+    if (!model) return model.error();
+    const std::int64_t chunks = pp.value_or(1) * vp.value_or(1);
+    const std::int64_t units = model->decoder_layers + 2;
+    if (chunks < 2 || units % chunks != 0 || units / chunks < 2)
+      return row.bad("pipeline_layout",
+                     fmt::format("PP x VP ({}) dividing the layers + 2 ({}) into chunks of at "
+                                 "least 2",
+                                 chunks, units));
+    std::vector<int> split(static_cast<std::size_t>(chunks), static_cast<int>(units / chunks));
+    split.front() -= 1;
+    split.back() -= 1;
+    p.stage_layers = split;
+  }
+  // An interleaved row whose layers PP x VP does not divide needs a per-chunk layout the source
+  // does not give (DeepSeek-V3's 61 layers on PP 8 x VP 4): skipped, not guessed.
+  if (vp && *vp > 1 && !p.stage_layers) {
+    std::int64_t n = layers.value_or(0);
+    if (!r.input.model.empty()) {
+      auto model = load_model(r.input.model);
+      if (!model) return model.error();
+      n = model->decoder_layers;
+    }
+    const std::int64_t chunks = pp.value_or(1) * *vp;
+    if (n > 0 && n % chunks != 0)
+      return (reason = "layers not divisible by pp x vp (no layout stated)", r);
+  }
+  r.assumed = row.get("assumed");
   // The measured iteration time from the metric.
   const double tokens = static_cast<double>(*global) * static_cast<double>(*seq);
   if (metric == "tokens_per_s_per_gpu")
@@ -293,6 +383,8 @@ std::string system_for_gpu(const std::string& gpu) {
   if (g == "a100-40gb" || g == "a100-sxm4-40gb") return "dgx-a100-40gb";
   if (g == "a100-80gb" || g == "a100-sxm4-80gb") return "dgx-a100-80gb";
   if (g.rfind("h100", 0) == 0) return "dgx-h100";
+  if (g.rfind("h200", 0) == 0) return "dgx-h200";
+  if (g.rfind("gb200", 0) == 0) return "gb200-nvl72";
   return "";
 }
 
@@ -326,6 +418,10 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         "{}: line 1: expected a column 'model' (a preset name or model JSON per row), got the "
         "columns '{}'",
         path, line.substr(0, 120))};
+  // The columns up to and including `notes` (the last required one) every corpus row has.
+  const std::size_t notes_end =
+      static_cast<std::size_t>(std::find(header.begin(), header.end(), "notes") - header.begin()) +
+      1;
   std::vector<MeasuredRun> runs;
   int lineno = 1;
   std::int64_t data_rows = 0;
@@ -339,6 +435,10 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                       "(commscope's limit), got more",
                       path, lineno, limits::kMaxMeasuredRows)};
     auto cells = split(line);
+    // A corpus row may end at `notes`: the optional columns after it (cp, vp, ep, ...) are
+    // then empty, so the rows written before those columns existed stay as they are.
+    if (corpus && cells.size() < header.size() && cells.size() >= notes_end)
+      cells.resize(header.size());
     if (cells.size() != header.size())
       return Error{fmt::format("{}: line {}: expected {} columns, got {}", path, lineno,
                                header.size(), cells.size())};

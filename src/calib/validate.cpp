@@ -29,6 +29,7 @@ std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
     p.id = r.id;
     p.split = r.split;
     p.group = r.group;
+    p.assumed = r.assumed;
     p.workload = build_workload(*sc);
     p.measured_s = r.measured_s;
     out.push_back(std::move(p));

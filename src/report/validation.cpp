@@ -1,6 +1,7 @@
 // Predicted vs measured: the rows, the summaries, and their printing.
 #include "commscope/report/validation.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -53,6 +54,12 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
     row.error = row.predicted_s / r.measured_s - 1.0;
     row.id = r.id;
     row.group = r.group;
+    row.assumed = r.assumed;
+    // The memory verdict, as predict computes it (report/predict.cpp): the fullest rank.
+    for (const Role& role : r.workload.roles)
+      row.memory_per_gpu =
+          std::max(row.memory_per_gpu, memory_per_rank(r.workload, role).total().value());
+    row.fits = row.memory_per_gpu <= sc.system.gpu.memory.value();
     const double* e = &row.error;
     if (!r.split.empty()) {  // the corpus: both halves, per strategy and per GPU-count band
       row.split = r.split;
@@ -90,10 +97,11 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
 std::string render_validation(const Validation& v, Format f, const std::string& system,
                               bool summary_only) {
   Table rows;
-  rows.header = {"file", "line", "id",  "split", "group",      "model",       "gpus", "tp",
-                 "pp",   "dp",   "mbs", "gbs",   "measured_s", "predicted_s", "error"};
-  rows.right = {false, true, false, false, false, false, true, true,
-                true,  true, true,  true,  true,  true,  true};
+  rows.header = {"file",       "line",        "id",    "split",   "group", "model",
+                 "gpus",       "tp",          "pp",    "dp",      "mbs",   "gbs",
+                 "measured_s", "predicted_s", "error", "mem_gib", "fits",  "assumed"};
+  rows.right = {false, true, false, false, false, false, true, true,  true,
+                true,  true, true,  true,  true,  true,  true, false, false};
   nlohmann::json jrows = nlohmann::json::array();
   for (const auto& r : v.rows) {
     const Scenario& sc = *r.scenario;
@@ -102,7 +110,9 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
               std::to_string(sc.plan.tp), std::to_string(sc.plan.pp), std::to_string(sc.plan.dp),
               std::to_string(sc.plan.micro_batch), std::to_string(sc.plan.global_batch),
               fmt::format("{:.4f}", r.measured_s), fmt::format("{:.4f}", r.predicted_s),
-              fmt::format("{:+.1f}%", 100 * r.error)});
+              fmt::format("{:+.1f}%", 100 * r.error),
+              fmt::format("{:.1f}", r.memory_per_gpu / 1073741824.0), r.fits ? "yes" : "NO",
+              r.assumed.empty() ? "-" : r.assumed});
     jrows.push_back({{"file", r.file},
                      {"line", r.line},
                      {"id", r.id},
@@ -113,7 +123,10 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                      {"plan", to_json(sc.plan)},
                      {"measured_s", r.measured_s},
                      {"predicted_s", r.predicted_s},
-                     {"error", r.error}});
+                     {"error", r.error},
+                     {"memory_per_gpu", r.memory_per_gpu},
+                     {"fits", r.fits},
+                     {"assumed", r.assumed}});
   }
   Table summary;
   summary.header = {"file", "group", "rows", "n", "MAPE", "median", "max", "bias"};

@@ -1,4 +1,5 @@
 // validate and calibrate: readers, metrics, the fit, and the held-out error on vTrain's data.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -265,7 +267,7 @@ std::vector<std::map<std::string, std::string>> corpus_rows() {
 // a scenario; tokens/s per GPU becomes global_batch x seq / (value x gpus).
 TEST(ValidateCorpus, ReadsTheShippedCorpus) {
   const auto rows = corpus_rows();
-  ASSERT_EQ(rows.size(), 106u);
+  ASSERT_EQ(rows.size(), 132u);
   SkipCounts skips;
   auto runs = read_measured_csv(kCorpus, "vtrain-a100", &skips);
   ASSERT_TRUE(runs.ok()) << runs.error().message;
@@ -276,15 +278,24 @@ TEST(ValidateCorpus, ReadsTheShippedCorpus) {
   }
   EXPECT_EQ(runs->size() + static_cast<std::size_t>(skipped), rows.size());
   EXPECT_GT(runs->size(), 0u);
+  EXPECT_EQ(skips["layers not divisible by pp x vp (no layout stated)"], 1);
+  EXPECT_EQ(skips["gpus not a multiple of gb200-nvl72's 72 per node"], 5);
   // The rows the reader kept are exactly those that state seq_length, micro_batch and
   // global_batch, and tp and pp for a 3d row (all GPUs of the corpus have a preset), in file
   // order, with their split.
   std::size_t k = 0;
   for (const auto& row : rows) {
     const bool three_d = row.at("strategy") == "3d" || row.at("strategy") == "megatron";
+    // gb200-nvl72's nodes hold 72 GPUs: 128 or 256 GB200s are no whole number of them.
+    const int gpus = row.at("gpus").empty() ? 0 : std::stoi(row.at("gpus"));
+    const bool laid_out =
+        (row.at("gpu") != "GB200" || gpus <= 72 || gpus % 72 == 0) &&
+        // DeepSeek-V3's 61 layers on PP 8 x VP 4, layout not stated
+        row.at("notes").find("the recipe's layout is not in the table") == std::string::npos;
     const bool complete = !row.at("seq_length").empty() && !row.at("micro_batch").empty() &&
                           !row.at("global_batch").empty() &&
-                          (!three_d || (!row.at("tp").empty() && !row.at("pp").empty()));
+                          (!three_d || (!row.at("tp").empty() && !row.at("pp").empty())) &&
+                          laid_out;
     if (!complete) continue;
     ASSERT_LT(k, runs->size());
     EXPECT_EQ((*runs)[k].id, row.at("id"));
@@ -498,6 +509,232 @@ TEST(ValidateCorpus, CliPrintsBothHalvesAndCalibrateRefusesHeldOut) {
   auto fitv = run_shell(bin + " validate " + kVtrain + "ground_truth_multi.csv --rows fit");
   EXPECT_EQ(fitv.status, 2);
   EXPECT_NE(fitv.err.find("expected even, odd or all"), std::string::npos) << fitv.err;
+}
+
+// --- issue 15: the published large runs (t107 on) and their plan columns ---
+
+// A cell of a corpus row, empty where the row ends before its column.
+std::string cell(const std::map<std::string, std::string>& row, const char* column) {
+  auto it = row.find(column);
+  return it == row.end() ? std::string() : it->second;
+}
+
+// The split column of every row follows SOURCES.md's rule, j + k even -> fit, with the regime
+// number k and the position j each row's notes state; and for the sources added for issue 15
+// k and j are recomputed here from the row contents alone (regime = model for the NeMo 24.07
+// table, the system for the others; regimes sorted by name, rows by GPU count then model),
+// so the held-out ids are exactly those of the stated rule.
+TEST(ValidateCorpus, SplitFollowsTheStatedRule) {
+  const auto rows = corpus_rows();
+  std::map<std::string, std::vector<const std::map<std::string, std::string>*>> by_source;
+  for (const auto& row : rows) {
+    const std::string& notes = row.at("notes");
+    const auto at = notes.rfind("regime #");
+    ASSERT_NE(at, std::string::npos) << row.at("id");
+    int k = -1, j = -1;
+    ASSERT_EQ(std::sscanf(notes.c_str() + at, "regime #%d of source), position %d", &k, &j), 2)
+        << row.at("id");
+    EXPECT_EQ(row.at("split"), (j + k) % 2 == 0 ? "fit" : "heldout") << row.at("id");
+    by_source[row.at("source_id")].push_back(&row);
+  }
+  const std::map<std::string, std::vector<std::string>> want_heldout = {
+      {"nemo_perf_2407_h100", {}},
+      {"megatron_bridge_perf_2511", {}},
+      {"nemo_perf_2504_gb200", {}},
+      {"megatron_bridge_perf_archive", {}}};
+  std::set<std::string> heldout_by_rule, heldout_in_file;
+  for (const auto& [source, _] : want_heldout) {
+    const auto& group = by_source[source];
+    ASSERT_FALSE(group.empty()) << source;
+    auto regime = [&](const std::map<std::string, std::string>& r) {
+      if (source == "nemo_perf_2407_h100") return r.at("model");
+      if (source == "megatron_bridge_perf_archive")  // container | system
+        return r.at("notes").substr(r.at("notes").find("section '") + 9, 5) + "|DGX-H100";
+      return r.at("interconnect").substr(0, r.at("interconnect").find(' '));  // DGX-H100 ...
+    };
+    std::set<std::string> names;
+    for (const auto* r : group) names.insert(regime(*r));
+    const std::vector<std::string> sorted(names.begin(), names.end());
+    for (const auto* r : group) {
+      const int k =
+          static_cast<int>(std::find(sorted.begin(), sorted.end(), regime(*r)) - sorted.begin());
+      std::vector<const std::map<std::string, std::string>*> same;
+      for (const auto* o : group)
+        if (regime(*o) == regime(*r)) same.push_back(o);
+      std::stable_sort(same.begin(), same.end(), [](auto* a, auto* b) {
+        const int ga = std::stoi(a->at("gpus")), gb = std::stoi(b->at("gpus"));
+        return ga != gb ? ga < gb : a->at("notes") < b->at("notes");
+      });
+      const int j = static_cast<int>(std::find(same.begin(), same.end(), r) - same.begin());
+      if ((j + k) % 2 == 1) heldout_by_rule.insert(r->at("id"));
+      if (r->at("split") == "heldout") heldout_in_file.insert(r->at("id"));
+      EXPECT_NE(r->at("notes").find(fmt::format("regime #{} of source), position {}", k, j)),
+                std::string::npos)
+          << r->at("id");
+    }
+  }
+  EXPECT_EQ(heldout_in_file, heldout_by_rule);
+  EXPECT_EQ(heldout_in_file.size(), 13u);  // of the 26 rows t107-t132
+}
+
+// The columns after `notes` reach the plan: cp, vp, ep, fp8, sequence_parallel,
+// distributed_optimizer (ZeRO-1), attention, pipeline_layout; `assumed` travels with the run.
+TEST(ValidateCorpus, PlanColumnsReachThePlan) {
+  auto runs = read_measured_csv(kCorpus, "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  auto find = [&](const char* id) -> const MeasuredRun& {
+    auto it = std::find_if(runs->begin(), runs->end(), [&](auto& r) { return r.id == id; });
+    EXPECT_NE(it, runs->end()) << id;
+    return *it;
+  };
+  // t116: Llama 3.1 405B on 1,024 H100s, TP 8, PP 8, CP 2, VP 8, FP8, 292 tokens/s/GPU.
+  const MeasuredRun& l = find("t116");
+  EXPECT_EQ(l.input.model, "llama3-405b");
+  EXPECT_EQ(l.input.system, "dgx-h100");
+  EXPECT_EQ(*l.input.plan.cp, 2);
+  EXPECT_FALSE(l.input.plan.dp.has_value());  // derived from GPUs / (TP x PP x CP)
+  EXPECT_EQ(*l.input.plan.virtual_stages, 8);
+  EXPECT_TRUE(*l.input.plan.fp8);
+  EXPECT_TRUE(*l.input.plan.sequence_parallel);
+  EXPECT_EQ(*l.input.plan.zero, 1);
+  EXPECT_EQ(*l.input.plan.attention, AttentionKernel::flash);
+  // 126 layers + embedding + loss = 128 units over 64 chunks: 1, 2 x 62, 1.
+  ASSERT_TRUE(l.input.plan.stage_layers.has_value());
+  const auto& st = *l.input.plan.stage_layers;
+  ASSERT_EQ(st.size(), 64u);
+  EXPECT_EQ(st.front(), 1);
+  EXPECT_EQ(st.back(), 1);
+  EXPECT_EQ(std::accumulate(st.begin(), st.end(), 0), 126);
+  EXPECT_NE(l.assumed.find("pipeline_layout"), std::string::npos);
+  EXPECT_DOUBLE_EQ(l.measured_s, 512.0 * 8192 / (292.0 * 1024));
+  // t118: Llama 3 70B with FSDP on 64 GB200s: ZeRO-3, no distributed-optimizer column.
+  const MeasuredRun& f = find("t118");
+  EXPECT_EQ(f.input.system, "gb200-nvl72");
+  EXPECT_EQ(*f.input.plan.zero, 3);
+  EXPECT_FALSE(f.input.plan.sequence_parallel.has_value());
+  // An old row (ends at notes): nothing of the new columns is set.
+  const MeasuredRun& o = find("t057");
+  EXPECT_FALSE(o.input.plan.cp || o.input.plan.ep || o.input.plan.fp8 || o.input.plan.attention ||
+               o.input.plan.stage_layers);
+  EXPECT_TRUE(o.assumed.empty());
+
+  std::vector<std::string> why;
+  auto prepared = prepare_runs(*runs, why);
+  EXPECT_EQ(prepared.size(), runs->size()) << (why.empty() ? "" : why.front());
+  auto prep = [&](const char* id) -> const PreparedRun& {
+    auto it = std::find_if(prepared.begin(), prepared.end(), [&](auto& r) { return r.id == id; });
+    EXPECT_NE(it, prepared.end()) << id;
+    return *it;
+  };
+  const Scenario& sc = prep("t116").workload.scenario;
+  EXPECT_EQ(sc.plan.cp, 2);
+  EXPECT_EQ(sc.plan.dp, 8);
+  EXPECT_EQ(sc.gpus(), 1024);
+  // t126: Mixtral 8x7B on 64 GB200s with EP 8: every MoE layer's dispatch and combine are
+  // all-to-alls over the expert-parallel group, absent with EP 1.
+  const PreparedRun& m = prep("t126");
+  EXPECT_EQ(m.workload.scenario.plan.ep, 8);
+  auto all_to_alls = [](const Workload& w) {
+    std::size_t n = 0;
+    for (const auto& role : w.roles)
+      for (const auto& v : comm_volume(w, role))
+        if (v.collective == Collective::all_to_all) n += static_cast<std::size_t>(v.calls);
+    return n;
+  };
+  EXPECT_GT(all_to_alls(m.workload), 0u);
+  EXPECT_GT(predicted_time(m, m.workload.scenario.system.calibration), 0.0);
+  MeasuredRun one = find("t126");
+  one.input.plan.ep = 1;
+  std::vector<std::string> why1;
+  auto p1 = prepare_runs({one}, why1);
+  ASSERT_EQ(p1.size(), 1u) << (why1.empty() ? "" : why1.front());
+  EXPECT_EQ(all_to_alls(p1.front().workload), 0u);
+}
+
+// Malformed plan cells are errors naming the line and column; a row with CP whose dp
+// disagrees with GPUs / (TP x PP x CP) too.
+TEST(ValidateCorpus, PlanColumnErrors) {
+  std::ifstream in(kCorpus);
+  std::string header;
+  std::getline(in, header);
+  const std::string base =
+      "x1,s,Llama 3 70B,70,,,,8192,,64,8,H100-80GB,,megatron,3d,4,4,4,1,128,fp8,unknown,"
+      "tokens_per_s_per_gpu,1500,fit,n";
+  // cp, vp, ep, fp8, sequence_parallel, distributed_optimizer, attention, pipeline_layout,
+  // assumed
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {",1,5,1,maybe,,,,,", "column 'fp8'"},
+      {",1,5,1,1,2,,,,", "column 'sequence_parallel'"},
+      {",1,5,1,1,1,1,fast,,", "column 'attention'"},
+      {",1,5,1,1,1,1,flash,odd,", "column 'pipeline_layout'"},
+      {",1,5,1,1,1,1,flash,embedding_and_loss,", "column 'pipeline_layout'"},  // 82 / 20
+      {",2,5,1,1,1,1,flash,,", "column 'dp'"},  // dp 4 x 4 x 4 x 2 = 128, not 64
+      {",0,5,1,1,1,1,flash,,", "column 'cp'"},
+  };
+  for (const auto& [tail, want] : cases) {
+    const std::string path = testing::scratch() + "/plan_cols.csv";
+    {
+      std::ofstream f(path);
+      f << header << "\n" << base << tail << "\n";
+    }
+    auto r = read_measured_csv(path, "vtrain-a100");
+    ASSERT_FALSE(r.ok()) << tail;
+    EXPECT_NE(r.error().message.find("line 2: " + want), std::string::npos) << r.error().message;
+  }
+  // The same row with good cells reads, and its dp 4 with CP 1 stays.
+  const std::string path = testing::scratch() + "/plan_cols_ok.csv";
+  {
+    std::ofstream f(path);
+    f << header << "\n" << base << ",1,5,1,1,1,1,flash,,assumed text\n";
+  }
+  auto ok = read_measured_csv(path, "vtrain-a100");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ(*ok->front().input.plan.virtual_stages, 5);
+  EXPECT_EQ(*ok->front().input.plan.zero, 1);
+  EXPECT_EQ(ok->front().assumed, "assumed text");
+}
+
+// The CLI's rows carry the memory verdict as predict computes it and the row's assumptions;
+// the summary shows both halves of the Megatron rows.
+TEST(ValidateCorpus, CliRowsCarryMemoryVerdictAndAssumptions) {
+  using testing::run_shell;
+  const std::string bin = COMMSCOPE_BIN;
+  auto j = run_shell(bin + " validate " + kCorpus + " --format json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  auto doc = nlohmann::json::parse(j.out);
+  bool saw = false;
+  for (const auto& r : doc["rows"]) {
+    ASSERT_TRUE(r.contains("fits") && r.contains("memory_per_gpu") && r.contains("assumed"));
+    if (r["id"] != "t116") continue;
+    saw = true;
+    EXPECT_FALSE(r["assumed"].get<std::string>().empty());
+    // predict on the same plan says the same bytes and verdict
+    auto p = run_shell(bin +
+                       " predict --model llama3-405b --system dgx-h100 --gpus 1024 --tp 8 "
+                       "--pp 8 --context-parallel-size 2 --virtual-pipeline-stages 8 "
+                       "--micro-batch-size 1 --global-batch-size 512 --fp8 "
+                       "--sequence-parallel --zero 1 --attention flash --pipeline-stage-layers " +
+                       std::string("1") +
+                       [] {
+                         std::string s;
+                         for (int i = 0; i < 62; ++i) s += ",2";
+                         return s;
+                       }() +
+                       ",1 --format json");
+    ASSERT_EQ(p.status, 0) << p.err;
+    auto pd = nlohmann::json::parse(p.out);
+    ASSERT_EQ(pd["predictions"].size(), 1u);
+    EXPECT_EQ(pd["predictions"][0]["fits"], r["fits"]) << p.out.substr(0, 400);
+    EXPECT_NEAR(pd["predictions"][0]["memory_per_gpu_bytes"].get<double>(),
+                r["memory_per_gpu"].get<double>(), 1.0);
+  }
+  EXPECT_TRUE(saw);
+  std::set<std::string> halves;
+  for (const auto& s : doc["summary"])
+    if (s["group"] == "megatron/3d" && s["rows"] != "all" && s["n"].get<int>() > 0)
+      halves.insert(s["rows"].get<std::string>());
+  EXPECT_TRUE(halves.count("fit") && halves.count("heldout"));
 }
 
 }  // namespace

@@ -21,6 +21,9 @@ struct MeasuredRun {
   // The validation corpus only (empty otherwise): its row id, its `split` column ("fit" or
   // "heldout") and "framework/strategy" as the row states them (e.g. "deepspeed/zero3").
   std::string id, split, group;
+  // The corpus's `assumed` column: what the row takes from a documented framework default
+  // rather than from its source (e.g. "attention flash: ..."), else empty.
+  std::string assumed;
 };
 
 // Rows of a validation-corpus file that could not become a scenario, counted per reason

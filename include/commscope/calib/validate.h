@@ -19,6 +19,7 @@ struct PreparedRun {
   int line = 0;
   int index = 0;                 // 0-based data row in its file
   std::string id, split, group;  // the validation corpus's (MeasuredRun), else empty
+  std::string assumed;           // the corpus's `assumed` column (MeasuredRun), else empty
   Workload workload;
   double measured_s = 0;
 };

@@ -23,6 +23,11 @@ struct ValidationRow {
   std::string id;     // the corpus row id, else empty
   std::string split;  // "fit"|"heldout" (corpus) or "even"|"odd" (the row's index)
   std::string group;  // "framework/strategy" (corpus), else empty
+  // The memory verdict as `predict` gives it: the largest rank's bytes and whether they fit
+  // in the GPU's memory; and the corpus's `assumed` column (empty: nothing assumed).
+  double memory_per_gpu = 0;
+  bool fits = true;
+  std::string assumed;
 };
 
 // The summary of a set of rows' errors.
