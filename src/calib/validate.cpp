@@ -7,6 +7,8 @@
 #include <map>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "commscope/sim/simulator.h"
 
 namespace commscope {
@@ -198,6 +200,68 @@ nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const st
   kept.push_back(note);
   j["sources"] = kept;
   return j;
+}
+
+double predicted_time_with_host_overhead(const PreparedRun& run, double c) {
+  Scenario sc = run.workload.scenario;
+  sc.plan.zero3_host_s_per_rank_per_call = c;
+  return simulate(build_workload(sc), SimOptions{}).iteration_time;
+}
+
+Result<FrameworkOverheadFit> fit_framework_overhead(const std::vector<PreparedRun>& runs,
+                                                    double max_s) {
+  FrameworkOverheadFit out;
+  std::vector<const PreparedRun*> fit;
+  for (const auto& r : runs) {
+    const ParallelPlan& p = r.workload.scenario.plan;
+    if (r.split != "fit" || p.framework != Framework::deepspeed || !p.zero3_per_param_calls)
+      continue;
+    fit.push_back(&r);
+    out.ids.push_back(r.id);
+  }
+  if (fit.empty())
+    return Error{
+        "--fit-framework-overhead: expected fit rows predicted with a DeepSpeed release of "
+        "per-parameter calls (framework 'deepspeed 0.3', split fit), got none"};
+  if (!(max_s > 0) || !std::isfinite(max_s))
+    return Error{fmt::format("max_s: expected a positive number of seconds, got {}", max_s)};
+  auto objective = [&](double c) {
+    double sum = 0;
+    for (const PreparedRun* r : fit)
+      sum += std::fabs(std::log(predicted_time_with_host_overhead(*r, c) / r->measured_s));
+    return sum / static_cast<double>(fit.size());
+  };
+  // A grid, then golden-section search in the best cell's neighbours.
+  constexpr int kGrid = 200;
+  int best = 0;
+  double best_f = objective(0);
+  for (int i = 1; i <= kGrid; ++i) {
+    const double f = objective(max_s * i / kGrid);
+    if (f < best_f) best_f = f, best = i;
+  }
+  double lo = max_s * std::max(0, best - 1) / kGrid, hi = max_s * std::min(kGrid, best + 1) / kGrid;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+  double f1 = objective(x1), f2 = objective(x2);
+  while (hi - lo > 1e-12) {
+    if (f1 <= f2) {
+      hi = x2, x2 = x1, f2 = f1;
+      x1 = hi - g * (hi - lo);
+      f1 = objective(x1);
+    } else {
+      lo = x1, x1 = x2, f1 = f2;
+      x2 = lo + g * (hi - lo);
+      f2 = objective(x2);
+    }
+  }
+  const double c = 0.5 * (lo + hi);
+  out.host_s_per_rank_per_call = c;
+  out.objective = objective(c);
+  if (best_f < out.objective) {  // the grid point beats the refinement: keep it
+    out.host_s_per_rank_per_call = max_s * best / kGrid;
+    out.objective = best_f;
+  }
+  return out;
 }
 
 }  // namespace commscope
