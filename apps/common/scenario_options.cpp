@@ -329,6 +329,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "DeepSpeed ZeRO-3 host seconds per rank of the group per collective call, "
                  "0 = off [the --deepspeed-version preset's]")
       ->group(g_fw);
+  cmd.add_option("--zero3-nics-per-group", o.zero3_nics_per_group,
+                 "DeepSpeed ZeRO-3: NICs of a node one collective spreads over, 0 = the "
+                 "system's scale.nics_per_group [the --deepspeed-version preset's]")
+      ->group(g_fw);
   cmd.add_option(
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
@@ -485,6 +489,14 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
           "--zero3-host-per-rank-call: expected a number of seconds in [0, 1], got '{}'",
           o.zero3_host_per_rank_call)};
     flags.zero3_host_s_per_rank_per_call = *v;
+  }
+  if (!o.zero3_nics_per_group.empty()) {
+    auto v = parse_number<int>(o.zero3_nics_per_group);
+    if (!v || *v < 0 || *v > 1024)
+      return Error{fmt::format(
+          "--zero3-nics-per-group: expected an integer from 0 (the system's) to 1024, got '{}'",
+          o.zero3_nics_per_group)};
+    flags.zero3_nics_per_group = *v;
   }
   in.plan.merge(flags);
 

@@ -39,7 +39,7 @@ struct ScenarioOptions {
   // given, checked in scenario_inputs
   std::string cp, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance;
   // DeepSpeed's release (issue 11; docs/workload.md, "DeepSpeed 0.3-0.5"): as given
-  std::string deepspeed_version, zero3_host_per_rank_call;
+  std::string deepspeed_version, zero3_host_per_rank_call, zero3_nics_per_group;
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);

@@ -113,7 +113,8 @@ Verb add_validate(CLI::App& app) {
                   "megatron|deepspeed|fsdp, or row (each corpus row's own framework) "
                   "[commscope's own]");
   cmd->add_flag("--fit-framework-overhead", st->fit_overhead,
-                "fit DeepSpeed 0.3's host seconds per rank per call on the corpus's fit rows "
+                "fit DeepSpeed 0.3's host seconds per rank per call and NICs per group on the "
+                "corpus's fit rows "
                 "('deepspeed 0.3' rows of split fit; held-out rows never enter) and print it "
                 "with its provenance as JSON for presets/frameworks/deepspeed.json");
   return {
@@ -142,6 +143,9 @@ Verb add_validate(CLI::App& app) {
           print_warnings(skipped);
           nlohmann::json j;
           j["host_s_per_rank_per_call"] = fit->host_s_per_rank_per_call;
+          j["nics_per_group"] = fit->nics_per_group;
+          for (const auto& [nics, obj] : fit->by_nics)
+            j["objective_by_nics_per_group"][std::to_string(nics)] = obj;
           j["fitted_on"] = fit->ids;
           j["objective_mean_abs_log_error"] = fit->objective;
           j["files"] = st->files;

@@ -57,6 +57,9 @@ Result<std::vector<DeepSpeedVersion>> load_deepspeed_versions(const std::string&
     r.read("zero3_sync_gathers", v.zero3_sync_gathers);
     r.read("zero3_per_param_calls", v.zero3_per_param_calls);
     r.read("host_s_per_rank_per_call", v.host_s_per_rank_per_call);
+    r.read("nics_per_group", v.nics_per_group);
+    r.check(v.nics_per_group >= 0 && v.nics_per_group <= 1024, "nics_per_group",
+            "an integer from 0 (the system's) to 1024", std::to_string(v.nics_per_group));
     r.check(std::isfinite(v.host_s_per_rank_per_call) && v.host_s_per_rank_per_call >= 0 &&
                 v.host_s_per_rank_per_call <= 1,
             "host_s_per_rank_per_call", "a number of seconds in [0, 1]",
@@ -77,6 +80,7 @@ Status apply_framework(Framework f, PlanInput& p) {
   if (f != Framework::deepspeed) {  // a DeepSpeed release means nothing to another framework
     p.deepspeed_version.reset();
     p.zero3_host_s_per_rank_per_call.reset();
+    p.zero3_nics_per_group.reset();
   }
   const int zero = p.zero.value_or(0);
   switch (f) {
@@ -139,8 +143,11 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
   plan.contiguous_gradients = in.contiguous_gradients.value_or(true);
 
   // DeepSpeed's release (presets/frameworks/deepspeed.json), and its host cost per call.
-  if ((in.deepspeed_version || in.zero3_host_s_per_rank_per_call) && f != Framework::deepspeed)
-    return bad(in.deepspeed_version ? "--deepspeed-version" : "--zero3-host-per-rank-call",
+  if ((in.deepspeed_version || in.zero3_host_s_per_rank_per_call || in.zero3_nics_per_group) &&
+      f != Framework::deepspeed)
+    return bad(in.deepspeed_version                ? "--deepspeed-version"
+               : in.zero3_host_s_per_rank_per_call ? "--zero3-host-per-rank-call"
+                                                   : "--zero3-nics-per-group",
                "--framework deepspeed", fmt::format("--framework {}", fw));
   if (in.deepspeed_version) {
     CS_ASSIGN_OR_RETURN(auto versions, load_deepspeed_versions());
@@ -157,6 +164,13 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
     plan.zero3_sync_gathers = it->zero3_sync_gathers;
     plan.zero3_per_param_calls = it->zero3_per_param_calls;
     plan.zero3_host_s_per_rank_per_call = it->host_s_per_rank_per_call;
+    plan.zero3_nics_per_group = it->nics_per_group;
+  }
+  if (in.zero3_nics_per_group) {
+    if (*in.zero3_nics_per_group < 0 || *in.zero3_nics_per_group > 1024)
+      return bad("--zero3-nics-per-group", "an integer from 0 (the system's) to 1024",
+                 std::to_string(*in.zero3_nics_per_group));
+    plan.zero3_nics_per_group = *in.zero3_nics_per_group;
   }
   if (in.zero3_host_s_per_rank_per_call) {
     const double c = *in.zero3_host_s_per_rank_per_call;

@@ -261,6 +261,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(moe_routing_imbalance, o.moe_routing_imbalance);
   take(deepspeed_version, o.deepspeed_version);
   take(zero3_host_s_per_rank_per_call, o.zero3_host_s_per_rank_per_call);
+  take(zero3_nics_per_group, o.zero3_nics_per_group);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -381,6 +382,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
         j["zero3_sync_gathers"] = p.zero3_sync_gathers;
         j["zero3_per_param_calls"] = p.zero3_per_param_calls;
         j["zero3_host_s_per_rank_per_call"] = p.zero3_host_s_per_rank_per_call;
+        j["zero3_nics_per_group"] = p.zero3_nics_per_group;
       }
       break;
     case Framework::fsdp:

@@ -41,6 +41,7 @@ struct DeepSpeedVersion {
   bool zero3_sync_gathers = false;
   bool zero3_per_param_calls = false;
   double host_s_per_rank_per_call = 0;
+  int nics_per_group = 0;  // 0: the system's scale.nics_per_group
 };
 // The file's versions (from the preset roots, or `path` when given). Errors name the field.
 Result<std::vector<DeepSpeedVersion>> load_deepspeed_versions(const std::string& path = "");

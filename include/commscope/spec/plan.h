@@ -158,6 +158,9 @@ struct ParallelPlan {
   bool zero3_sync_gathers = false;
   bool zero3_per_param_calls = false;
   double zero3_host_s_per_rank_per_call = 0;
+  // The NICs of a node one of these collectives spreads over (0: the system's
+  // scale.nics_per_group): an empirical term of the 2021 runs, fitted (docs/validate.md).
+  int zero3_nics_per_group = 0;
 
   int model_parallel() const { return tp * pp; }
   int gpus() const { return dp * tp * pp * cp; }
@@ -214,6 +217,7 @@ struct PlanInput {
   // (--zero3-host-per-rank-call, seconds; 0 switches it off)
   std::optional<std::string> deepspeed_version;
   std::optional<double> zero3_host_s_per_rank_per_call;
+  std::optional<int> zero3_nics_per_group;  // --zero3-nics-per-group (0: the system's)
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);
