@@ -188,7 +188,8 @@ std::string headline(const Workload& w) {
         for (const auto& ch : w.roles.front().chunks)
           for (const OpList* l : {&ch.forward, &ch.backward})
             for (const Op& op : l->ops())
-              calls += op.kind == OpKind::compute && op.compute == ComputeClass::host;
+              calls += op.kind == OpKind::comm &&
+                       (op.name == "ds_param_all_gather" || op.name == "ds_grad_reduce_scatter");
         const double per_call = p.zero3_host_s_per_rank_per_call * p.dp;
         out += fmt::format(
             "DeepSpeed {}: {}{}host {:g} s per rank per call ({:.3g} ms per call over {} ranks, "
