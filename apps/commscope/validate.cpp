@@ -144,8 +144,11 @@ Verb add_validate(CLI::App& app) {
           nlohmann::json j;
           j["host_s_per_rank_per_call"] = fit->host_s_per_rank_per_call;
           j["nics_per_group"] = fit->nics_per_group;
-          for (const auto& [nics, obj] : fit->by_nics)
-            j["objective_by_nics_per_group"][std::to_string(nics)] = obj;
+          for (std::size_t i = 0; i < fit->by_nics.size(); ++i) {
+            const std::string k = std::to_string(fit->by_nics[i].first);
+            j["objective_by_nics_per_group"][k] = fit->by_nics[i].second;
+            j["host_s_per_rank_per_call_by_nics_per_group"][k] = fit->host_by_nics[i];
+          }
           j["fitted_on"] = fit->ids;
           j["objective_mean_abs_log_error"] = fit->objective;
           j["files"] = st->files;

@@ -268,10 +268,14 @@ Result<FrameworkOverheadFit> fit_framework_overhead(const std::vector<PreparedRu
       f.objective = best_f;
     }
     f.by_nics.emplace_back(nics, f.objective);
+    f.host_by_nics.push_back(f.host_s_per_rank_per_call);
     if (best_fit) {
       f.by_nics.insert(f.by_nics.begin(), best_fit->by_nics.begin(), best_fit->by_nics.end());
+      f.host_by_nics.insert(f.host_by_nics.begin(), best_fit->host_by_nics.begin(),
+                            best_fit->host_by_nics.end());
       if (f.objective >= best_fit->objective) {
         best_fit->by_nics = f.by_nics;
+        best_fit->host_by_nics = f.host_by_nics;
         continue;
       }
     }

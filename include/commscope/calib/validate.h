@@ -69,7 +69,8 @@ struct FrameworkOverheadFit {
   double host_s_per_rank_per_call = 0;
   int nics_per_group = 0;
   double objective = 0;                         // mean |log(predicted/measured)| at the values
-  std::vector<std::pair<int, double>> by_nics;  // each NIC count's best objective
+  std::vector<std::pair<int, double>> by_nics;  // and its best host cost:
+  std::vector<double> host_by_nics;             // each NIC count's best objective
   std::vector<std::string> ids;                 // the fit rows used, in file order
 };
 Result<FrameworkOverheadFit> fit_framework_overhead(const std::vector<PreparedRun>& runs,

@@ -31,7 +31,7 @@ Framework framework_of_name(std::string_view name);
 DType megatron_grad_dtype(const ParallelPlan& plan);
 
 // One DeepSpeed release's ZeRO-3 behaviour, from presets/frameworks/deepspeed.json
-// (docs/workload.md, "DeepSpeed 0.3-0.5"): whether every all-gather waits for all queued work
+// (docs/cost-model.md, "DeepSpeed 0.3-0.5"): whether every all-gather waits for all queued work
 // (no overlap), whether gathers and gradient reduce-scatters go one parameter per call, and the
 // host seconds per rank of the group that every such call costs.
 struct DeepSpeedVersion {

@@ -147,7 +147,7 @@ struct ParallelPlan {
   // the mean (1: even routing); the all-to-all and the expert GEMMs wait for the busiest rank.
   double moe_capacity_factor = 0;
   double moe_routing_imbalance = 1;
-  // ---- DeepSpeed's release (issue 11; docs/workload.md, "DeepSpeed 0.3-0.5") ----
+  // ---- DeepSpeed's release (issue 11; docs/cost-model.md, "DeepSpeed 0.3-0.5") ----
   // Set from presets/frameworks/deepspeed.json by --deepspeed-version (empty: today's DeepSpeed,
   // every field below at its default). DeepSpeed 0.3.13 to 0.5.x (2021): torch.cuda.synchronize()
   // before every parameter's all-gather (zero3_sync_gathers: no gather overlaps compute, nor
