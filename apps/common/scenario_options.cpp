@@ -323,7 +323,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
          "--deepspeed-version", o.deepspeed_version,
          "DeepSpeed release whose ZeRO-3 to replay, from presets/frameworks/deepspeed.json: "
          "0.3 (v0.3.13-v0.5.x, 2021: no gather overlap, one call per parameter, host "
-         "cost per call) | current [current]")
+         "cost per call, NICs per group) | current [current]")
       ->group(g_fw);
   cmd.add_option("--zero3-host-per-rank-call", o.zero3_host_per_rank_call,
                  "DeepSpeed ZeRO-3 host seconds per rank of the group per collective call, "
