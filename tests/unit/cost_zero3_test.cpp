@@ -295,7 +295,8 @@ TEST(CostZero3, DeepSpeedVersionsPresetAndErrors) {
   cur.zero = 3;
   Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", cur);
   EXPECT_FALSE(sc.plan.zero3_sync_gathers);
-  for (const Op& op : build_workload(sc).roles[0].chunks[0].backward.ops())
+  const Workload w = build_workload(sc);  // held: a temporary's member would dangle
+  for (const Op& op : w.roles[0].chunks[0].backward.ops())
     EXPECT_NE(op.compute == ComputeClass::host && op.kind == OpKind::compute, true);
 }
 
