@@ -318,6 +318,21 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--moe-routing-imbalance", o.moe_routing_imbalance,
                  "the busiest EP rank's routed tokens over the mean, 1 to EP [1: even]")
       ->group(g_moe);
+  // ---- DeepSpeed's release (issue 11) ----
+  cmd.add_option(
+         "--deepspeed-version", o.deepspeed_version,
+         "DeepSpeed release whose ZeRO-3 to replay, from presets/frameworks/deepspeed.json: "
+         "0.3 (v0.3.13-v0.5.x, 2021: no gather overlap, one call per parameter, host "
+         "cost per call, NICs per group) | current [current]")
+      ->group(g_fw);
+  cmd.add_option("--zero3-host-per-rank-call", o.zero3_host_per_rank_call,
+                 "DeepSpeed ZeRO-3 host seconds per rank of the group per collective call, "
+                 "0 = off [the --deepspeed-version preset's]")
+      ->group(g_fw);
+  cmd.add_option("--zero3-nics-per-group", o.zero3_nics_per_group,
+                 "DeepSpeed ZeRO-3: NICs of a node one collective spreads over, 0 = the "
+                 "system's scale.nics_per_group [the --deepspeed-version preset's]")
+      ->group(g_fw);
   cmd.add_option(
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
@@ -465,6 +480,23 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
         factor("--moe-expert-capacity-factor", o.moe_capacity_factor, flags.moe_capacity_factor));
     CS_RETURN_IF_ERROR(
         factor("--moe-routing-imbalance", o.moe_routing_imbalance, flags.moe_routing_imbalance));
+  }
+  if (!o.deepspeed_version.empty()) flags.deepspeed_version = o.deepspeed_version;
+  if (!o.zero3_host_per_rank_call.empty()) {
+    auto v = parse_number<double>(o.zero3_host_per_rank_call);
+    if (!v || !(*v >= 0) || !(*v <= 1))
+      return Error{fmt::format(
+          "--zero3-host-per-rank-call: expected a number of seconds in [0, 1], got '{}'",
+          o.zero3_host_per_rank_call)};
+    flags.zero3_host_s_per_rank_per_call = *v;
+  }
+  if (!o.zero3_nics_per_group.empty()) {
+    auto v = parse_number<int>(o.zero3_nics_per_group);
+    if (!v || *v < 0 || *v > 1024)
+      return Error{fmt::format(
+          "--zero3-nics-per-group: expected an integer from 0 (the system's) to 1024, got '{}'",
+          o.zero3_nics_per_group)};
+    flags.zero3_nics_per_group = *v;
   }
   in.plan.merge(flags);
 

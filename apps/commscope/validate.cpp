@@ -91,6 +91,7 @@ Verb add_validate(CLI::App& app) {
     std::string system = "vtrain-a100", rows = "all", framework;
     OutputOptions out;
     bool quiet = false;
+    bool fit_overhead = false;  // --fit-framework-overhead
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd =
@@ -111,6 +112,11 @@ Verb add_validate(CLI::App& app) {
                   "predict every row with this framework's collective pattern: "
                   "megatron|deepspeed|fsdp, or row (each corpus row's own framework) "
                   "[commscope's own]");
+  cmd->add_flag("--fit-framework-overhead", st->fit_overhead,
+                "fit DeepSpeed 0.3's host seconds per rank per call and NICs per group on the "
+                "corpus's fit rows "
+                "('deepspeed 0.3' rows of split fit; held-out rows never enter) and print it "
+                "with its provenance as JSON for presets/frameworks/deepspeed.json");
   return {
       cmd, [st]() -> int {
         auto format = output_format(st->out);
@@ -126,6 +132,28 @@ Verb add_validate(CLI::App& app) {
         auto runs = load_runs(st->files, st->system, skipped, st->framework);
         if (!runs) return fail(runs.error().message);
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
+        if (st->fit_overhead) {
+          if (st->rows != "all" && st->rows != "fit")
+            return fail(fmt::format(
+                "--rows: expected fit (or all) with --fit-framework-overhead, which fits on "
+                "the fit rows alone, got '{}'",
+                st->rows));
+          auto fit = fit_framework_overhead(*runs);
+          if (!fit) return fail(fit.error().message);
+          print_warnings(skipped);
+          nlohmann::json j;
+          j["host_s_per_rank_per_call"] = fit->host_s_per_rank_per_call;
+          j["nics_per_group"] = fit->nics_per_group;
+          for (std::size_t i = 0; i < fit->by_nics.size(); ++i) {
+            const std::string k = std::to_string(fit->by_nics[i].first);
+            j["objective_by_nics_per_group"][k] = fit->by_nics[i].second;
+            j["host_s_per_rank_per_call_by_nics_per_group"][k] = fit->host_by_nics[i];
+          }
+          j["fitted_on"] = fit->ids;
+          j["objective_mean_abs_log_error"] = fit->objective;
+          j["files"] = st->files;
+          return emit(j.dump(2) + "\n", st->out.path);
+        }
         const bool progress = ::isatty(STDERR_FILENO);
         Validation v = validate_runs(*runs, st->rows, [&](std::size_t done) {
           check_interrupt();  // Ctrl-C in Python (embed.h)

@@ -197,7 +197,14 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   const std::string& vcell = row.get("value");
   if (!vcell.empty() && (!parse(vcell, value) || !(value > 0) || !std::isfinite(value)))
     return row.bad("value", "a positive finite number");
-  const std::string framework = lower(row.get("framework"));
+  // "deepspeed 0.3": the framework, then the release whose pattern the row is predicted with
+  // (presets/frameworks/deepspeed.json; docs/validate.md).
+  std::string framework = lower(row.get("framework"));
+  std::string framework_version;
+  if (auto sp = framework.find(' '); sp != std::string::npos) {
+    framework_version = framework.substr(sp + 1);
+    framework.resize(sp);
+  }
   std::string strategy = lower(row.get("strategy"));
   const std::string metric = row.get("metric");
   // The first missing thing is the reason; the order is the order of the docs' list.
@@ -265,6 +272,12 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     return (reason = strategy.empty() ? std::string("no strategy")
                                       : fmt::format("strategy '{}' not known", clip(strategy)),
             r);
+  if (!framework_version.empty()) {
+    if (framework != "deepspeed")
+      return row.bad("framework", "a release only after deepspeed ('deepspeed 0.3')");
+    p.framework = Framework::deepspeed;
+    p.deepspeed_version = framework_version;
+  }
   if (tp) p.tp = static_cast<int>(*tp);
   if (pp) p.pp = static_cast<int>(*pp);
   if (dp) p.dp = static_cast<int>(*dp);

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "commscope/sim/simulator.h"
 
@@ -199,6 +202,88 @@ nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const st
   kept.push_back(note);
   j["sources"] = kept;
   return j;
+}
+
+double predicted_time_with_host_overhead(const PreparedRun& run, double c, int nics_per_group) {
+  Scenario sc = run.workload.scenario;
+  sc.plan.zero3_host_s_per_rank_per_call = c;
+  if (nics_per_group >= 0) sc.plan.zero3_nics_per_group = nics_per_group;
+  return simulate(build_workload(sc), SimOptions{}).iteration_time;
+}
+
+Result<FrameworkOverheadFit> fit_framework_overhead(const std::vector<PreparedRun>& runs,
+                                                    double max_s) {
+  std::vector<const PreparedRun*> fit;
+  std::vector<std::string> ids;
+  for (const auto& r : runs) {
+    const ParallelPlan& p = r.workload.scenario.plan;
+    if (r.split != "fit" || p.framework != Framework::deepspeed || !p.zero3_per_param_calls)
+      continue;
+    fit.push_back(&r);
+    ids.push_back(r.id);
+  }
+  if (fit.empty())
+    return Error{
+        "--fit-framework-overhead: expected fit rows predicted with a DeepSpeed release of "
+        "per-parameter calls (framework 'deepspeed 0.3', split fit), got none"};
+  if (!(max_s > 0) || !std::isfinite(max_s))
+    return Error{fmt::format("max_s: expected a positive number of seconds, got {}", max_s)};
+  std::optional<FrameworkOverheadFit> best_fit;
+  for (int nics : {0, 1, 2, 4, 8}) {
+    auto objective = [&](double c) {
+      double sum = 0;
+      for (const PreparedRun* r : fit)
+        sum += std::fabs(std::log(predicted_time_with_host_overhead(*r, c, nics) / r->measured_s));
+      return sum / static_cast<double>(fit.size());
+    };
+    // A grid, then golden-section search in the best cell's neighbours.
+    constexpr int kGrid = 200;
+    int best = 0;
+    double best_f = objective(0);
+    for (int i = 1; i <= kGrid; ++i) {
+      const double f = objective(max_s * i / kGrid);
+      if (f < best_f) best_f = f, best = i;
+    }
+    double lo = max_s * std::max(0, best - 1) / kGrid;
+    double hi = max_s * std::min(kGrid, best + 1) / kGrid;
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+    double f1 = objective(x1), f2 = objective(x2);
+    while (hi - lo > 1e-12) {
+      if (f1 <= f2) {
+        hi = x2, x2 = x1, f2 = f1;
+        x1 = hi - g * (hi - lo);
+        f1 = objective(x1);
+      } else {
+        lo = x1, x1 = x2, f1 = f2;
+        x2 = lo + g * (hi - lo);
+        f2 = objective(x2);
+      }
+    }
+    FrameworkOverheadFit f;
+    f.nics_per_group = nics;
+    f.host_s_per_rank_per_call = 0.5 * (lo + hi);
+    f.objective = objective(f.host_s_per_rank_per_call);
+    if (best_f <= f.objective) {  // the grid point (0 included) is at least as good: keep it
+      f.host_s_per_rank_per_call = max_s * best / kGrid;
+      f.objective = best_f;
+    }
+    f.by_nics.emplace_back(nics, f.objective);
+    f.host_by_nics.push_back(f.host_s_per_rank_per_call);
+    if (best_fit) {
+      f.by_nics.insert(f.by_nics.begin(), best_fit->by_nics.begin(), best_fit->by_nics.end());
+      f.host_by_nics.insert(f.host_by_nics.begin(), best_fit->host_by_nics.begin(),
+                            best_fit->host_by_nics.end());
+      if (f.objective >= best_fit->objective) {
+        best_fit->by_nics = f.by_nics;
+        best_fit->host_by_nics = f.host_by_nics;
+        continue;
+      }
+    }
+    best_fit = f;
+  }
+  best_fit->ids = ids;
+  return *best_fit;
 }
 
 }  // namespace commscope

@@ -117,6 +117,9 @@ LinkModel link_model(const Scenario& sc) {
   l.oversubscription = sc.system.scale.oversubscription;
   l.nic = sc.network.achievable;
   l.nics_per_group = sc.system.scale.nics_per_group;
+  // DeepSpeed 0.3-0.5's fitted NIC count (presets/frameworks/deepspeed.json) replaces it.
+  if (sc.plan.framework == Framework::deepspeed && sc.plan.zero3_nics_per_group > 0)
+    l.nics_per_group = sc.plan.zero3_nics_per_group;
   l.leaf_nodes = sc.system.scale.leaf_nodes;
   l.switch_latency = units::us(sc.system.scale.switch_latency_us);
   return l;

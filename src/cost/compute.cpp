@@ -13,6 +13,8 @@ double matmul_efficiency(double flops, double eff_max, double half_flops, double
 }
 
 Seconds compute_time(const Op& op, const GpuSpec& gpu, const Calibration& cal) {
+  // Host work is no kernel: its own duration, no launch overhead.
+  if (op.compute == ComputeClass::host) return Seconds(op.host_seconds);
   const double bw = gpu.memory_bandwidth.value() * cal.memory_efficiency;
   double t_mem = op.mem_bytes / bw;
   double t_flops = 0;

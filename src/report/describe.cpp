@@ -183,6 +183,25 @@ std::string headline(const Workload& w) {
           "persistence threshold {}, reduce bucket {}, overlap_comm {})\n",
           p.zero3_prefetch_bucket, p.zero3_max_live_params, p.zero3_max_reuse_distance,
           p.zero3_persistence_threshold, p.zero_reduce_bucket, p.overlap_grad_reduce);
+      if (!p.deepspeed_version.empty()) {  // the release (presets/frameworks/deepspeed.json)
+        std::int64_t calls = 0;            // host calls per micro-batch, summed over the chunks
+        for (const auto& ch : w.roles.front().chunks)
+          for (const OpList* l : {&ch.forward, &ch.backward})
+            for (const Op& op : l->ops())
+              calls += op.kind == OpKind::comm &&
+                       (op.name == "ds_param_all_gather" || op.name == "ds_grad_reduce_scatter");
+        const double per_call = p.zero3_host_s_per_rank_per_call * p.dp;
+        out += fmt::format(
+            "DeepSpeed {}: {}{}host {:g} s per rank per call ({:.3g} ms per call over {} ranks, "
+            "{} calls, {:.3g} s per micro-batch{}); NICs per group {}\n",
+            p.deepspeed_version,
+            p.zero3_sync_gathers ? "synchronize before every all-gather (no overlap), " : "",
+            p.zero3_per_param_calls ? "one call per parameter, " : "",
+            p.zero3_host_s_per_rank_per_call, per_call * 1e3, p.dp, calls, per_call * calls,
+            p.zero3_host_s_per_rank_per_call > 0 ? "" : ": off",
+            p.zero3_nics_per_group > 0 ? std::to_string(p.zero3_nics_per_group)
+                                       : std::string("the system's"));
+      }
       break;
     case Framework::fsdp:
       out += fmt::format(

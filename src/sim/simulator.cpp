@@ -227,7 +227,8 @@ bool same_costs(const OpList& a, const OpList& b) {
         x.group != y.group || x.dtype != y.dtype ||
         x.last_microbatch_only != y.last_microbatch_only || x.flops != y.flops ||
         x.mem_bytes != y.mem_bytes || x.bytes != y.bytes || x.group_size != y.group_size ||
-        x.name != y.name || x.dep_count != y.dep_count || x.span != y.span)
+        x.name != y.name || x.dep_count != y.dep_count || x.span != y.span ||
+        x.host_seconds != y.host_seconds)
       return false;
     auto da = a.deps_of(i), db = b.deps_of(i);
     if (!std::equal(da.begin(), da.end(), db.begin())) return false;
@@ -258,6 +259,7 @@ struct Costs {
   }
   double of(const Op& op) const {
     if (op.kind == OpKind::compute) {
+      if (op.compute == ComputeClass::host) return op.host_seconds;  // not a kernel: no memo
       // Blocks repeat the same kernels: a direct-mapped memo of compute_time over what it
       // reads (class, type, FLOPs, bytes).
       std::uint64_t fb, mb;

@@ -2,8 +2,13 @@
 #include "commscope/spec/framework_config.h"
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
+
+#include "commscope/spec/preset.h"
+#include "commscope/util/json_fields.h"
 
 namespace commscope {
 
@@ -17,6 +22,54 @@ DType megatron_grad_dtype(const ParallelPlan& plan) {
   return plan.precision == Precision::bf16 ? DType::fp32 : plan.dtype();
 }
 
+Result<std::string> deepspeed_versions_path() {
+  for (const auto& root : preset_roots()) {
+    const auto p = root / "frameworks" / "deepspeed.json";
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(p, ec)) return p.string();
+  }
+  return Error{
+      "--deepspeed-version: expected presets/frameworks/deepspeed.json in a preset "
+      "folder (COMMSCOPE_PRESETS), got none"};
+}
+
+Result<std::vector<DeepSpeedVersion>> load_deepspeed_versions(const std::string& path) {
+  std::string file = path;
+  if (file.empty()) {
+    CS_ASSIGN_OR_RETURN(file, deepspeed_versions_path());
+  }
+  CS_ASSIGN_OR_RETURN(auto j, read_json_file(file));
+  if (!j.is_object() || !j.contains("versions") || !j["versions"].is_array() ||
+      j["versions"].empty() || j["versions"].size() > 64)
+    return Error{fmt::format("{}: field 'versions': expected an array of 1 to 64 objects, got {}",
+                             file, j.contains("versions") ? json_excerpt(j["versions"]) : "none")};
+  std::vector<DeepSpeedVersion> out;
+  for (std::size_t i = 0; i < j["versions"].size(); ++i) {
+    const auto& o = j["versions"][i];
+    if (!o.is_object())
+      return Error{
+          fmt::format("{}: versions[{}]: expected an object, got {}", file, i, json_excerpt(o))};
+    FieldReader r(o, file, fmt::format("versions[{}].", i));
+    DeepSpeedVersion v;
+    r.require("version", v.version);
+    r.read("releases", v.releases);
+    r.read("provenance", v.provenance);
+    r.read("zero3_sync_gathers", v.zero3_sync_gathers);
+    r.read("zero3_per_param_calls", v.zero3_per_param_calls);
+    r.read("host_s_per_rank_per_call", v.host_s_per_rank_per_call);
+    r.read("nics_per_group", v.nics_per_group);
+    r.check(v.nics_per_group >= 0 && v.nics_per_group <= 1024, "nics_per_group",
+            "an integer from 0 (the system's) to 1024", std::to_string(v.nics_per_group));
+    r.check(std::isfinite(v.host_s_per_rank_per_call) && v.host_s_per_rank_per_call >= 0 &&
+                v.host_s_per_rank_per_call <= 1,
+            "host_s_per_rank_per_call", "a number of seconds in [0, 1]",
+            fmt::format("{}", v.host_s_per_rank_per_call));
+    CS_RETURN_IF_ERROR(r.status());
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 Framework framework_of_name(std::string_view name) {
   auto f = framework_from_name(name);
   return f ? *f : Framework::none;
@@ -24,6 +77,11 @@ Framework framework_of_name(std::string_view name) {
 
 Status apply_framework(Framework f, PlanInput& p) {
   if (f == Framework::none) return Status{};
+  if (f != Framework::deepspeed) {  // a DeepSpeed release means nothing to another framework
+    p.deepspeed_version.reset();
+    p.zero3_host_s_per_rank_per_call.reset();
+    p.zero3_nics_per_group.reset();
+  }
   const int zero = p.zero.value_or(0);
   switch (f) {
     case Framework::none:
@@ -83,6 +141,44 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
   CS_RETURN_IF_ERROR(count(in.zero3_persistence_threshold, plan.zero3_persistence_threshold,
                            "stage3_param_persistence_threshold", 0));
   plan.contiguous_gradients = in.contiguous_gradients.value_or(true);
+
+  // DeepSpeed's release (presets/frameworks/deepspeed.json), and its host cost per call.
+  if ((in.deepspeed_version || in.zero3_host_s_per_rank_per_call || in.zero3_nics_per_group) &&
+      f != Framework::deepspeed)
+    return bad(in.deepspeed_version                ? "--deepspeed-version"
+               : in.zero3_host_s_per_rank_per_call ? "--zero3-host-per-rank-call"
+                                                   : "--zero3-nics-per-group",
+               "--framework deepspeed", fmt::format("--framework {}", fw));
+  if (in.deepspeed_version) {
+    CS_ASSIGN_OR_RETURN(auto versions, load_deepspeed_versions());
+    auto it = std::find_if(versions.begin(), versions.end(), [&](const DeepSpeedVersion& v) {
+      return v.version == *in.deepspeed_version;
+    });
+    if (it == versions.end()) {
+      std::string known;
+      for (const auto& v : versions) known += (known.empty() ? "" : "|") + v.version;
+      return bad("--deepspeed-version", fmt::format("one of {}", known),
+                 fmt::format("'{}'", *in.deepspeed_version));
+    }
+    plan.deepspeed_version = it->version;
+    plan.zero3_sync_gathers = it->zero3_sync_gathers;
+    plan.zero3_per_param_calls = it->zero3_per_param_calls;
+    plan.zero3_host_s_per_rank_per_call = it->host_s_per_rank_per_call;
+    plan.zero3_nics_per_group = it->nics_per_group;
+  }
+  if (in.zero3_nics_per_group) {
+    if (*in.zero3_nics_per_group < 0 || *in.zero3_nics_per_group > 1024)
+      return bad("--zero3-nics-per-group", "an integer from 0 (the system's) to 1024",
+                 std::to_string(*in.zero3_nics_per_group));
+    plan.zero3_nics_per_group = *in.zero3_nics_per_group;
+  }
+  if (in.zero3_host_s_per_rank_per_call) {
+    const double c = *in.zero3_host_s_per_rank_per_call;
+    if (!(c >= 0 && c <= 1))
+      return bad("--zero3-host-per-rank-call", "a number of seconds in [0, 1]",
+                 fmt::format("{}", c));
+    plan.zero3_host_s_per_rank_per_call = c;
+  }
 
   switch (f) {
     case Framework::none:

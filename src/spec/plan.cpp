@@ -259,6 +259,9 @@ void PlanInput::merge(const PlanInput& o) {
   take(expert_tp, o.expert_tp);
   take(moe_capacity_factor, o.moe_capacity_factor);
   take(moe_routing_imbalance, o.moe_routing_imbalance);
+  take(deepspeed_version, o.deepspeed_version);
+  take(zero3_host_s_per_rank_per_call, o.zero3_host_s_per_rank_per_call);
+  take(zero3_nics_per_group, o.zero3_nics_per_group);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
@@ -374,6 +377,13 @@ nlohmann::json to_json(const ParallelPlan& p) {
       j["stage3_max_reuse_distance"] = p.zero3_max_reuse_distance;
       j["stage3_param_persistence_threshold"] = p.zero3_persistence_threshold;
       j["contiguous_gradients"] = p.contiguous_gradients;
+      if (!p.deepspeed_version.empty()) {
+        j["deepspeed_version"] = p.deepspeed_version;
+        j["zero3_sync_gathers"] = p.zero3_sync_gathers;
+        j["zero3_per_param_calls"] = p.zero3_per_param_calls;
+        j["zero3_host_s_per_rank_per_call"] = p.zero3_host_s_per_rank_per_call;
+        j["zero3_nics_per_group"] = p.zero3_nics_per_group;
+      }
       break;
     case Framework::fsdp:
       j["framework"] = to_string(p.framework);

@@ -234,7 +234,7 @@ Zero3Plan plan_zero3(const std::vector<ModuleUse>& trace, const ParallelPlan& p)
     for (const auto& t : trace[j].tensors) {
       const std::size_t d = dense(t.id);
       if (persistent(d) || avail[d]) continue;
-      if (g < 0) g = new_gather(j);
+      if (g < 0 || p.zero3_per_param_calls) g = new_gather(j);  // 0.3-0.5: one call a parameter
       out.gathers[g].elements += padded(t.numel);
       avail[d] = true;
       holder[d] = g;
@@ -251,14 +251,16 @@ Zero3Plan plan_zero3(const std::vector<ModuleUse>& trace, const ParallelPlan& p)
     }
     // (2) prefetch past the module
     queue = std::max(queue, j + 1);
-    if (p.zero3_prefetch_bucket > 0) {
+    // DeepSpeed 0.3-0.5 synchronizes before every gather: a prefetch runs no earlier than the
+    // module's own gather would, so the replay fetches each module's parameters at its hook.
+    if (p.zero3_prefetch_bucket > 0 && !p.zero3_sync_gathers) {
       const std::int64_t budget = std::min(p.zero3_max_live_params - live, p.zero3_prefetch_bucket);
       std::int64_t prefetching = 0, pg = -1;
       while (queue < n && prefetching < budget) {
         for (const auto& t : trace[queue].tensors) {
           const std::size_t d = dense(t.id);
           if (persistent(d) || avail[d]) continue;
-          if (pg < 0) pg = new_gather(j);
+          if (pg < 0 || p.zero3_per_param_calls) pg = new_gather(j);
           out.gathers[pg].elements += padded(t.numel);
           avail[d] = true;
           holder[d] = pg;
@@ -823,6 +825,9 @@ class Builder {
             if (expert_grads_) expert_grads_->add(i, st.grad_params);
           } else if (grads) {
             grads->add(i, st.grad_params);
+          } else if (ds_per_param_reduce()) {
+            ds_reduce_per_param(e, st, layer,
+                                prog.size() - 1 - static_cast<std::size_t>(it - prog.rbegin()));
           }
           break;
         }
@@ -963,6 +968,36 @@ class Builder {
   bool deepspeed_zero3() const {
     return p_.framework == Framework::deepspeed && p_.zero == 3 && p_.dp > 1;
   }
+  // DeepSpeed 0.3-0.5 (--deepspeed-version 0.3): each gradient reduce-scattered on its own
+  // (partition_parameters.py _reduce_scatter_gradients loops over the bucket's parameters),
+  // in line with compute (the next gather's torch.cuda.synchronize() waits for it).
+  bool ds_per_param_reduce() const { return deepspeed_zero3() && p_.zero3_per_param_calls; }
+  // The host work DeepSpeed 0.3-0.5 does before each of its ZeRO-3 collectives (a Python list
+  // of world_size tensor views, filled one by one): zero3_host_s_per_rank_per_call x DP seconds
+  // with the GPU waiting; nothing when that parameter is 0.
+  void ds_host_call(Emitter& e, int layer) const {
+    if (p_.zero3_host_s_per_rank_per_call <= 0) return;
+    Op h;
+    h.kind = OpKind::compute;
+    h.compute = ComputeClass::host;
+    h.dtype = dt_;
+    h.name = "ds_host_call";
+    h.layer = layer;
+    h.host_seconds = zero3_host_seconds_per_call(p_.zero3_host_s_per_rank_per_call, p_.dp);
+    e.chain(h);
+  }
+  void ds_reduce_per_param(Emitter& e, const Step& st, int layer, std::size_t idx) const {
+    if (st.grad_params <= 0) return;
+    module_tensors(st, layer, idx, tensors_);
+    const std::int64_t dp = p_.dp;
+    for (const ParamTensor& t : tensors_) {
+      ds_host_call(e, layer);
+      Op rs = comm("ds_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, p_.dp,
+                   (t.numel + dp - 1) / dp * dp, dt_, layer);
+      rs.tag = OpTag::grad_bucket;
+      e.chain(rs);
+    }
+  }
 
   // The parameter tensors of the nn.Module a compute step stands for (DeepSpeed's hooks fire
   // per module with parameters: each Linear, LayerNorm, Embedding). A tied LM head without PP
@@ -1020,7 +1055,13 @@ class Builder {
                    plan.gathers[g].elements, dt_, layer);
       op.tag = OpTag::param_gather;
       op.index = static_cast<std::int32_t>(g);
-      gather_op_[g] = after_prev && e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
+      if (p_.zero3_sync_gathers) {  // DeepSpeed 0.3-0.5: host work, then the gather, in line
+        ds_host_call(e, layer);
+        gather_op_[g] = e.chain(op);
+        e.edit(gather_op_[g]).layer = layer;
+      } else {
+        gather_op_[g] = after_prev && e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
+      }
       gather_in_backward_[g] = backward;
       gather_emitted_[g] = true;
     };
@@ -1218,7 +1259,9 @@ class Builder {
     ch.backward.reserve(static_cast<std::size_t>(ch.layers) * 40 + 16);
     Emitter bw(ch.backward, Phase::backward);
     std::optional<Bucketer> bucketer;
-    if (deepspeed_zero3()) {
+    if (ds_per_param_reduce()) {
+      // DeepSpeed 0.3-0.5: no bucket collective; emit_backward reduces each parameter.
+    } else if (deepspeed_zero3()) {
       // stage3.py: gradients reduce-scattered in reduce_bucket_size buckets every micro-batch,
       // on their own stream under overlap_comm, on the compute stream otherwise.
       Op proto = comm("ds_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, p_.dp,

@@ -19,7 +19,8 @@ constexpr EnumName<ComputeClass> kClass[] = {{ComputeClass::gemm, "gemm"},
                                              {ComputeClass::norm, "norm"},
                                              {ComputeClass::embedding, "embedding"},
                                              {ComputeClass::loss, "loss"},
-                                             {ComputeClass::optimizer, "optimizer"}};
+                                             {ComputeClass::optimizer, "optimizer"},
+                                             {ComputeClass::host, "host"}};
 }  // namespace
 
 std::string_view to_string(GroupSpan s) {

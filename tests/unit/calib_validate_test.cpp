@@ -15,6 +15,7 @@
 
 #include "commscope/calib/validate.h"
 #include "commscope/report/validation.h"
+#include "commscope/spec/framework_config.h"
 #include "commscope/workload/workload.h"
 #include "test_util.h"
 
@@ -735,6 +736,63 @@ TEST(ValidateCorpus, CliRowsCarryMemoryVerdictAndAssumptions) {
     if (s["group"] == "megatron/3d" && s["rows"] != "all" && s["n"].get<int>() > 0)
       halves.insert(s["rows"].get<std::string>());
   EXPECT_TRUE(halves.count("fit") && halves.count("heldout"));
+}
+
+// DeepSpeed 0.3's two terms (presets/frameworks/deepspeed.json) come from the corpus's fit rows
+// alone: the fit, re-run here, gives the stored values, uses exactly the ZeRO-3 fit rows, and
+// gives the same result when every held-out row's measurement is changed.
+TEST(ValidateCorpus, DeepSpeed03FitIsReproducibleFromTheFitRowsAlone) {
+  auto runs = read_measured_csv(kCorpus, "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  std::vector<std::string> why;
+  auto prepared = prepare_runs(*runs, why);
+  std::set<std::string> ds03;
+  for (const auto& r : prepared)
+    if (r.workload.scenario.plan.deepspeed_version == "0.3") ds03.insert(r.id);
+  EXPECT_EQ(ds03, (std::set<std::string>{"t099", "t100", "t101", "t102", "t103", "t104"}));
+  auto fit = fit_framework_overhead(prepared);
+  ASSERT_TRUE(fit.ok()) << fit.error().message;
+  EXPECT_EQ(fit->ids, (std::vector<std::string>{"t100", "t102", "t104"}));
+  auto stored = load_deepspeed_versions();
+  ASSERT_TRUE(stored.ok()) << stored.error().message;
+  const DeepSpeedVersion& v = stored->front();
+  ASSERT_EQ(v.version, "0.3");
+  EXPECT_EQ(fit->nics_per_group, v.nics_per_group);
+  // Stored to 3 significant digits.
+  EXPECT_NEAR(fit->host_s_per_rank_per_call, v.host_s_per_rank_per_call,
+              0.005 * v.host_s_per_rank_per_call + 1e-12);
+  // The objective is what it says: the mean |log(predicted/measured)| of the fit rows.
+  double sum = 0;
+  for (const auto& r : prepared)
+    if (r.split == "fit" && ds03.count(r.id))
+      sum += std::fabs(std::log(
+          predicted_time_with_host_overhead(r, fit->host_s_per_rank_per_call, fit->nics_per_group) /
+          r.measured_s));
+  EXPECT_NEAR(fit->objective, sum / 3, 1e-12);
+  // Held-out rows never enter: triple their measurements and the fit does not move.
+  for (auto& r : prepared)
+    if (r.split == "heldout") r.measured_s *= 3;
+  auto again = fit_framework_overhead(prepared);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->host_s_per_rank_per_call, fit->host_s_per_rank_per_call);
+  EXPECT_EQ(again->nics_per_group, fit->nics_per_group);
+  EXPECT_EQ(again->objective, fit->objective);
+  // Nothing to fit without such rows: one error.
+  std::vector<PreparedRun> none;
+  for (const auto& r : prepared)
+    if (!ds03.count(r.id)) none.push_back(r);
+  auto empty = fit_framework_overhead(none);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.error().message.find("--fit-framework-overhead: expected fit rows"),
+            std::string::npos);
+  // The CLI refuses to fit on held-out rows.
+  auto c = testing::run_shell(std::string(COMMSCOPE_BIN) + " validate " + kCorpus +
+                              " --fit-framework-overhead --rows heldout");
+  EXPECT_EQ(c.status, 2);
+  EXPECT_TRUE(c.out.empty()) << c.out;
+  EXPECT_NE(c.err.find("--rows: expected fit (or all) with --fit-framework-overhead"),
+            std::string::npos)
+      << c.err;
 }
 
 }  // namespace

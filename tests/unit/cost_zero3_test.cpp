@@ -8,6 +8,8 @@
 #include <algorithm>
 
 #include "commscope/cost/collective.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/spec/framework_config.h"
 #include "commscope/workload/workload.h"
 #include "test_util.h"
 
@@ -138,6 +140,164 @@ TEST(CostZero3, DeepSpeedGathersTheSameBytesPerRankAtEveryScale) {
     }
     calls_f = cf, calls_b = cb;
   }
+}
+
+// ---- DeepSpeed 0.3-0.5 (--deepspeed-version 0.3; presets/frameworks/deepspeed.json) ----
+// DeepSpeed v0.3.13-v0.5.0, partition_parameters.py: _allgather_param calls
+// torch.cuda.synchronize() before each parameter's all-gather and fills a list of world_size
+// views; _reduce_scatter_gradients reduce-scatters the bucket's gradients one parameter per call.
+
+PlanInput ds03(int gpus, std::int64_t micro, std::int64_t global, double host, int nics = -1) {
+  PlanInput p = plan(gpus, 1, 1, micro, global);
+  p.framework = Framework::deepspeed;
+  p.zero = 3;
+  p.deepspeed_version = "0.3";
+  p.zero3_host_s_per_rank_per_call = host;
+  if (nics >= 0) p.zero3_nics_per_group = nics;
+  return p;
+}
+
+// The calls a rank issues per micro-batch, counted from the model's tensors: one gather per
+// parameter tensor above stage3_param_persistence_threshold (1e5 elements) in forward and again
+// in backward, one reduce-scatter per parameter tensor; each call after its host work of
+// c x DP seconds, in line on the compute stream.
+TEST(CostZero3, DeepSpeed03IssuesOneCallPerParameterAfterHostWorkOfDpTimesC) {
+  const double c = 7e-6;
+  for (int gpus : {64, 128}) {
+    Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", ds03(gpus, 1, gpus, c));
+    ASSERT_EQ(sc.plan.deepspeed_version, "0.3");
+    ASSERT_TRUE(sc.plan.zero3_sync_gathers);
+    ASSERT_TRUE(sc.plan.zero3_per_param_calls);
+    const ModelSpec& m = sc.model;
+    ASSERT_TRUE(m.bias);
+    const std::int64_t h = m.hidden;
+    // Per block 12 tensors reduced (4 weights, 4 biases, 2 norms x weight and bias); the
+    // biases (h to 4h) and norms (h) are persistent, never gathered.
+    const std::int64_t reduced = 12 * m.layers() + 2 + 2;  // + embeddings, final norm
+    ASSERT_LT(4 * h, 100000);  // the biases are persistent at this width
+    Workload w = build_workload(sc);
+    const Chunk& ch = w.roles[0].chunks[0];
+    std::int64_t gf = 0, gb = 0, rs = 0, hosts = 0;
+    double host_s = 0;
+    auto count = [&](const OpList& l, std::int64_t& g) {
+      for (std::uint32_t i = 0; i < l.size(); ++i) {
+        const Op& op = l[i];
+        if (op.compute == ComputeClass::host && op.kind == OpKind::compute) {
+          ++hosts;
+          host_s += op.host_seconds;
+          EXPECT_DOUBLE_EQ(op.host_seconds, c * gpus);
+          // The host work precedes a call of this rank's DP group, the next op on the chain.
+          ASSERT_LT(i + 1, l.size());
+          EXPECT_EQ(l[i + 1].kind, OpKind::comm);
+          EXPECT_EQ(l[i + 1].group_size, gpus);
+        }
+        if (op.name == "ds_param_all_gather") ++g;
+        if (op.name == "ds_grad_reduce_scatter") ++rs;
+        if (op.kind == OpKind::comm && op.group == CommGroup::data) {
+          // In line: the call depends on the op before it (nothing runs beside it).
+          ASSERT_GT(i, 0u);
+          auto deps = l.deps_of(i);
+          EXPECT_NE(std::find(deps.begin(), deps.end(), i - 1), deps.end()) << op.name;
+        }
+      }
+    };
+    count(ch.forward, gf);
+    count(ch.backward, gb);
+    // Forward: each non-persistent tensor once (the tied head's word embedding again unless
+    // still held); backward: those stage3_max_reuse_distance (1e9 elements, in 0.3 too) did not
+    // keep since forward.
+    EXPECT_GE(gf, 4 * m.layers() + 2) << gpus;
+    EXPECT_LE(gf, 4 * m.layers() + 3) << gpus;
+    EXPECT_GT(gb, 0) << gpus;
+    EXPECT_LE(gb, gf) << gpus;
+    EXPECT_EQ(rs, reduced) << gpus;
+    EXPECT_EQ(hosts, gf + gb + rs);
+    EXPECT_NEAR(host_s, c * gpus * static_cast<double>(gf + gb + rs), 1e-12);
+  }
+}
+
+// Simulated: with every call in line, every gather and reduce-scatter is exposed (exposed ==
+// total), and the host term adds exactly c x DP x calls x micro-batches to the iteration.
+TEST(CostZero3, DeepSpeed03ExposesAllCommunicationAndAddsTheHostTermExactly) {
+  ScaleEffects off;  // no stragglers, no contention: the closed form holds exactly
+  off.straggler_cv = 0;
+  SimOptions o;
+  o.scale = &off;
+  const int gpus = 64;
+  // One micro-batch per iteration (as in every corpus row), so that no reduce-scatter of one
+  // micro-batch's backward is counted behind the next one's forward.
+  const std::int64_t micro = 2, global = 128;
+  Scenario a = scenario("gpt2-xl", "dgx-a100-80gb", ds03(gpus, micro, global, 0));
+  Scenario b = scenario("gpt2-xl", "dgx-a100-80gb", ds03(gpus, micro, global, 1e-5));
+  ASSERT_EQ(a.plan.grad_accum, 1);
+  Workload wa = build_workload(a), wb = build_workload(b);
+  const Prediction pa = simulate(wa, o), pb = simulate(wb, o);
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter}) {
+    const CommShare& s = pa.mean.by_collective[c];
+    EXPECT_GT(s.total, 0);
+    EXPECT_NEAR(s.exposed, s.total, 1e-9 * s.total) << to_string(c);
+  }
+  std::int64_t calls = 0;
+  for (const OpList* l : {&wb.roles[0].chunks[0].forward, &wb.roles[0].chunks[0].backward})
+    for (const Op& op : l->ops())
+      if (op.compute == ComputeClass::host && op.kind == OpKind::compute) ++calls;
+  ASSERT_GT(calls, 0);
+  EXPECT_NEAR(pb.iteration_time - pa.iteration_time, 1e-5 * gpus * calls, 1e-9 * pb.iteration_time);
+  // Today's DeepSpeed overlaps its prefetched gathers: less exposed than in 0.3.
+  PlanInput cur = plan(gpus, 1, 1, micro, global);
+  cur.framework = Framework::deepspeed;
+  cur.zero = 3;
+  const Prediction pc = simulate(build_workload(scenario("gpt2-xl", "dgx-a100-80gb", cur)), o);
+  EXPECT_LT(pc.mean.by_collective[Collective::all_gather].exposed,
+            pa.mean.by_collective[Collective::all_gather].exposed);
+}
+
+// The release's NIC count replaces the system's for its collectives; 0 keeps the system's.
+TEST(CostZero3, DeepSpeed03NicsPerGroupReplacesTheSystems) {
+  Scenario one = scenario("gpt2-xl", "dgx-a100-80gb", ds03(64, 1, 64, 0, 1));
+  Scenario all = scenario("gpt2-xl", "dgx-a100-80gb", ds03(64, 1, 64, 0, 0));
+  EXPECT_EQ(link_model(one).nics_per_group, 1);
+  EXPECT_EQ(link_model(all).nics_per_group, all.system.scale.nics_per_group);
+  const GroupPlacement g = place_group(one, CommGroup::data);
+  EXPECT_DOUBLE_EQ(group_net_bandwidth(g, link_model(one)), link_model(one).nic.value());
+  EXPECT_GT(group_net_bandwidth(g, link_model(all)), link_model(one).nic.value());
+}
+
+// The preset file as shipped, and the errors of the flags' checks.
+TEST(CostZero3, DeepSpeedVersionsPresetAndErrors) {
+  auto v = load_deepspeed_versions();
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  ASSERT_GE(v->size(), 2u);
+  EXPECT_EQ((*v)[0].version, "0.3");
+  EXPECT_TRUE((*v)[0].zero3_sync_gathers);
+  EXPECT_TRUE((*v)[0].zero3_per_param_calls);
+  EXPECT_NE((*v)[0].provenance.find("on the fit rows t100, t102, t104 of"), std::string::npos);
+  PlanInput p = ds03(64, 1, 64, 0);
+  p.deepspeed_version = "9.9";
+  EXPECT_NE(testing::scenario_error("gpt2-xl", "dgx-a100-80gb", p)
+                .find("--deepspeed-version: expected one of 0.3|current, got '9.9'"),
+            std::string::npos);
+  p = ds03(64, 1, 64, 0);
+  p.framework = Framework::fsdp;
+  p.zero.reset();
+  EXPECT_NE(testing::scenario_error("gpt2-xl", "dgx-a100-80gb", p)
+                .find("--deepspeed-version: expected --framework deepspeed"),
+            std::string::npos);
+  p = ds03(64, 1, 64, 0);
+  p.deepspeed_version.reset();
+  p.zero3_host_s_per_rank_per_call = 2.0;
+  EXPECT_NE(testing::scenario_error("gpt2-xl", "dgx-a100-80gb", p)
+                .find("--zero3-host-per-rank-call: expected a number of seconds in [0, 1], got 2"),
+            std::string::npos);
+  // Without a release nothing changes: today's pattern, no host ops.
+  PlanInput cur = plan(64, 1, 1, 1, 64);
+  cur.framework = Framework::deepspeed;
+  cur.zero = 3;
+  Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", cur);
+  EXPECT_FALSE(sc.plan.zero3_sync_gathers);
+  const Workload w = build_workload(sc);  // held: a temporary's member would dangle
+  for (const Op& op : w.roles[0].chunks[0].backward.ops())
+    EXPECT_NE(op.compute == ComputeClass::host && op.kind == OpKind::compute, true);
 }
 
 }  // namespace

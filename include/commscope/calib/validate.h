@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,5 +56,28 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
 // system files: GFLOP/s, us, ms) and `note` as its only "calibration fitted by" source.
 nlohmann::json with_calibration(nlohmann::json system, const Calibration& c,
                                 const std::string& note);
+
+// DeepSpeed 0.3-0.5's two calibratable terms (presets/frameworks/deepspeed.json; docs/
+// validate.md, "ZeRO-3 at scale"): the host seconds per rank per collective call and the NICs
+// of a node one collective spreads over (0: the system's; tried 0, 1, 2, 4, 8), fitted on the
+// validation corpus's FIT rows alone: the rows whose split is "fit" and whose plan replays a
+// DeepSpeed release with per-parameter calls. Each is rebuilt with trial values and simulated;
+// the values minimise their mean |log(predicted / measured)|: for each NIC count a grid of 200
+// steps over [0, max_s] then golden-section search to 1e-12 s; the best NIC count wins (the
+// smaller on a tie). Held-out rows never enter (nothing of theirs is read). Error when no row
+// qualifies.
+struct FrameworkOverheadFit {
+  double host_s_per_rank_per_call = 0;
+  int nics_per_group = 0;
+  double objective = 0;                         // mean |log(predicted/measured)| at the values
+  std::vector<std::pair<int, double>> by_nics;  // and its best host cost:
+  std::vector<double> host_by_nics;             // each NIC count's best objective
+  std::vector<std::string> ids;                 // the fit rows used, in file order
+};
+Result<FrameworkOverheadFit> fit_framework_overhead(const std::vector<PreparedRun>& runs,
+                                                    double max_s = 1e-4);
+// A run's iteration time with DeepSpeed's host seconds per rank per call set to `c` and, when
+// nics_per_group >= 0, its NICs per group set to that.
+double predicted_time_with_host_overhead(const PreparedRun& run, double c, int nics_per_group = -1);
 
 }  // namespace commscope

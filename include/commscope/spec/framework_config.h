@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commscope/spec/plan.h"
@@ -28,5 +29,28 @@ Framework framework_of_name(std::string_view name);
 // The data type of Megatron-LM's gradient buffers: fp32 under bf16 (Megatron's arguments.py
 // sets accumulate_allreduce_grads_in_fp32 for bf16), the parameters' otherwise.
 DType megatron_grad_dtype(const ParallelPlan& plan);
+
+// One DeepSpeed release's ZeRO-3 behaviour, from presets/frameworks/deepspeed.json
+// (docs/cost-model.md, "DeepSpeed 0.3-0.5"): whether every all-gather waits for all queued work
+// (no overlap), whether gathers and gradient reduce-scatters go one parameter per call, and the
+// host seconds per rank of the group that every such call costs.
+struct DeepSpeedVersion {
+  std::string version;     // "0.3", "current"
+  std::string releases;    // the releases it stands for
+  std::string provenance;  // where host_s_per_rank_per_call comes from
+  bool zero3_sync_gathers = false;
+  bool zero3_per_param_calls = false;
+  double host_s_per_rank_per_call = 0;
+  int nics_per_group = 0;  // 0: the system's scale.nics_per_group
+};
+// The file's versions (from the preset roots, or `path` when given). Errors name the field.
+Result<std::vector<DeepSpeedVersion>> load_deepspeed_versions(const std::string& path = "");
+// The host seconds DeepSpeed 0.3-0.5 spends before one ZeRO-3 collective over `ranks` ranks:
+// per_rank x ranks (one list element, one view, one copy per rank of the group).
+inline double zero3_host_seconds_per_call(double per_rank, int ranks) {
+  return per_rank * static_cast<double>(ranks);
+}
+// The path of presets/frameworks/deepspeed.json that load_deepspeed_versions reads.
+Result<std::string> deepspeed_versions_path();
 
 }  // namespace commscope

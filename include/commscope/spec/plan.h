@@ -147,6 +147,20 @@ struct ParallelPlan {
   // the mean (1: even routing); the all-to-all and the expert GEMMs wait for the busiest rank.
   double moe_capacity_factor = 0;
   double moe_routing_imbalance = 1;
+  // ---- DeepSpeed's release (issue 11; docs/cost-model.md, "DeepSpeed 0.3-0.5") ----
+  // Set from presets/frameworks/deepspeed.json by --deepspeed-version (empty: today's DeepSpeed,
+  // every field below at its default). DeepSpeed 0.3.13 to 0.5.x (2021): torch.cuda.synchronize()
+  // before every parameter's all-gather (zero3_sync_gathers: no gather overlaps compute, nor
+  // the gradient reduce-scatter), one all-gather per parameter and one reduce-scatter per
+  // parameter's gradient (zero3_per_param_calls), and host work before every such call of
+  // zero3_host_s_per_rank_per_call x the group's ranks (a Python list of world_size views).
+  std::string deepspeed_version;
+  bool zero3_sync_gathers = false;
+  bool zero3_per_param_calls = false;
+  double zero3_host_s_per_rank_per_call = 0;
+  // The NICs of a node one of these collectives spreads over (0: the system's
+  // scale.nics_per_group): an empirical term of the 2021 runs, fitted (docs/validate.md).
+  int zero3_nics_per_group = 0;
 
   int model_parallel() const { return tp * pp; }
   int gpus() const { return dp * tp * pp * cp; }
@@ -199,6 +213,11 @@ struct PlanInput {
   // context and expert parallelism
   std::optional<int> cp, ep, expert_tp;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
+  // DeepSpeed's release (--deepspeed-version) and its host cost per rank per call
+  // (--zero3-host-per-rank-call, seconds; 0 switches it off)
+  std::optional<std::string> deepspeed_version;
+  std::optional<double> zero3_host_s_per_rank_per_call;
+  std::optional<int> zero3_nics_per_group;  // --zero3-nics-per-group (0: the system's)
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);

@@ -24,7 +24,10 @@ enum class ComputeClass : std::uint8_t {
   norm,
   embedding,
   loss,
-  optimizer
+  optimizer,
+  // Host-side framework work during which the GPU waits (DeepSpeed 0.3-0.5's per-call Python
+  // loops over the group's ranks): no FLOPs, no bytes; it takes host_seconds.
+  host
 };
 // Ops the simulator treats specially: ZeRO-3 parameter gathers (prefetched) and gradient
 // buckets (deferred without overlap).
@@ -61,6 +64,7 @@ struct Op {
   double mem_bytes = 0;              // bytes read and written in device memory
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape on this rank (0 when not a GEMM)
   std::int64_t grad_params = 0;      // parameters whose gradient this op completes
+  double host_seconds = 0;           // ComputeClass::host: the host work's duration
 
   // comm
   int group_size = 1;         // ranks in the process group
