@@ -350,7 +350,7 @@ void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Pre
 
 // Plans alike but for the schedule (GPipe and 1F1B of one layout) share one workload: it is
 // built once for the memory of each, and the fitting ones are predicted together by
-// Evaluator::evaluate_variants (the same numbers as evaluate(), tested in sim_evaluator_test).
+// Evaluator::evaluate_resolved (the same numbers as evaluate(), tested in sim_speed_test).
 void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
                     const std::vector<std::size_t>& group, bool prune, const Evaluator& ev,
                     std::vector<Evaluated>& results) {
@@ -368,34 +368,33 @@ void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
     if (!scs[k]) continue;
     if (!w) {
       w = build_workload(*scs[k]);
-    } else {
-      w->scenario = *scs[k];
-      w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+      if (fits(*w, e)) fit.push_back(k);
+      continue;
     }
+    // The memory of this member: its scenario lent to the workload (moved, not copied).
+    std::swap(w->scenario, *scs[k]);
+    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
     if (fits(*w, e)) fit.push_back(k);
+    std::swap(w->scenario, *scs[k]);
   }
   if (fit.empty()) return;
   if (fit.size() == 1) {
     const std::size_t k = fit[0];
-    w->scenario = *scs[k];
-    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+    std::swap(w->scenario, *scs[k]);
+    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
     fill(s, plans[group[k]], *w, simulate(*w), results[group[k]]);
     return;
   }
-  const PlanInput base = to_plan_input(plans[group[fit[0]]], s.gpus, s.base);
-  std::vector<Evaluator::Variant> variants;
-  for (std::size_t k : fit) variants.push_back({std::nullopt, plans[group[k]].schedule, {}});
-  auto preds = ev.evaluate_variants(base, variants);
+  // The members resolved above, predicted together (Evaluator::evaluate_resolved: one set of
+  // chunk runs; nothing resolved again).
+  std::vector<const Scenario*> members;
+  for (std::size_t k : fit) members.push_back(&*scs[k]);
+  const auto preds = ev.evaluate_resolved(*w, members);
   for (std::size_t j = 0; j < fit.size(); ++j) {
     const std::size_t k = fit[j];
-    w->scenario = *scs[k];
-    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
-    if (preds[j].ok()) {
-      fill(s, plans[group[k]], *w, *preds[j], results[group[k]]);
-    } else {  // not reached: the variant resolved above
-      results[group[k]].status = Evaluated::Status::invalid;
-      results[group[k]].reason = preds[j].error().message;
-    }
+    std::swap(w->scenario, *scs[k]);
+    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
+    fill(s, plans[group[k]], *w, preds[j], results[group[k]]);
   }
 }
 

@@ -24,6 +24,7 @@ struct Runs {
   std::vector<ChunkRuns> pool;                  // distinct chunks' runs
   std::vector<std::vector<std::size_t>> index;  // [stage][chunk] -> pool
   std::vector<ListRun> steps;                   // each stage's step, from time 0
+  std::vector<Breakdown> step_in;               // and its breakdown over [0, its end]
 };
 
 // `accumulation`: some plan to finish has more than one micro-batch (runs the backward without

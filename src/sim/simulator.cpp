@@ -209,6 +209,30 @@ void pipeline_order_into(Schedule s, int pp, int v, int m,
 }
 }  // namespace
 
+namespace {
+// The task order of a (schedule, pp, v, m), from a small per-thread cache: a search asks for
+// the same few orders plan after plan (GPipe and 1F1B of one layout, the next layout with the
+// same depth and micro-batch count). schedule_pipeline rewrites every task's times, so an order
+// is reused as it is.
+std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, int m) {
+  struct Entry {
+    Schedule s = Schedule::one_f_one_b;
+    int pp = -1, v = -1, m = -1;
+    std::vector<std::vector<PipelineTask>> order;
+  };
+  thread_local std::array<Entry, 4> cache;
+  thread_local std::size_t next = 0;
+  for (Entry& e : cache)
+    if (e.pp == pp && e.v == v && e.m == m && e.s == s) return e.order;
+  Entry& e = cache[next];
+  next = (next + 1) % cache.size();
+  e.pp = -1;  // not valid while it is rebuilt
+  pipeline_order_into(s, pp, v, m, e.order);
+  e.s = s, e.pp = pp, e.v = v, e.m = m;
+  return e.order;
+}
+}  // namespace
+
 std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
   std::vector<std::vector<PipelineTask>> order;
   pipeline_order_into(s, pp, v, m, order);
@@ -414,10 +438,13 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
   // (3, first half) each stage's step, run once from time 0 (placed after its last backward
   // once the pipeline is scheduled)
   out.steps.assign(pp, ListRun{});
+  out.step_in.assign(pp, Breakdown{});
   for (int s = 0; s < pp; ++s) {
     const Role& role = roles[s];
     out.steps[s] =
         run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
+    // the same for every micro-batch count and schedule: once here, not per finish
+    out.step_in[s] = breakdown(out.steps[s].events, 0, out.steps[s].end);
   }
 }
 
@@ -440,7 +467,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   struct TaskCost {
     double fwd, bwd, bwd_last, fwd_p2p, bwd_p2p;
   };
-  std::vector<TaskCost> task_cost(static_cast<std::size_t>(pp) * v);
+  thread_local std::vector<TaskCost> task_cost;  // per-thread scratch, as below
+  task_cost.resize(static_cast<std::size_t>(pp) * v);
   for (int s = 0; s < pp; ++s)
     for (int c = 0; c < v; ++c) {
       const ChunkRuns& r = runs_of(s, c);
@@ -454,10 +482,9 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
 
   // (2) the pipeline
   // Per-thread scratch for the per-plan lists: cleared, not freed, between plans.
-  thread_local std::vector<std::vector<PipelineTask>> order;
   thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
   thread_local Intervals busy;
-  pipeline_order_into(plan.schedule, pp, v, m, order);
+  std::vector<std::vector<PipelineTask>>& order = cached_order(plan.schedule, pp, v, m);
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
@@ -470,7 +497,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       });
 
   // (3) the step, once the stage's last backward and its gradient reduction are done
-  std::vector<double> ready(pp, 0.0), last_task_end(pp, 0.0);
+  thread_local std::vector<double> ready, last_task_end, step_start;
+  ready.assign(pp, 0.0);
+  last_task_end.assign(pp, 0.0);
+  step_start.assign(pp, 0.0);
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
       last_task_end[s] = std::max(last_task_end[s], t.end);
@@ -479,7 +509,6 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
     }
   for (int s = 0; s < pp; ++s) ready[s] = std::max(ready[s], last_task_end[s]);
-  std::vector<double> step_start(pp);
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {
     step_start[s] = ready[s];
@@ -528,13 +557,15 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
   pred.stages.reserve(pp);
+  // Tasks of a kind have identical runs: count them, then add each run's breakdown once. A stage
+  // with the same runs and counts as the one before it (the middle stages) has the same sum.
+  thread_local std::vector<std::array<double, 3>> count,
+      prev_count;  // per chunk: forward, backward, last backward
+  Breakdown runs_sum;
   for (int s = 0; s < pp; ++s) {
-    Breakdown b;
     busy.clear();
     busy.reserve(order[s].size());
-    // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
-    std::vector<std::array<double, 3>> count(index[s].size(),
-                                             {0, 0, 0});  // forward, backward, last backward
+    count.assign(index[s].size(), {0, 0, 0});
     for (const auto& t : order[s]) {
       const bool last = t.backward && t.microbatch == m - 1;
       count[t.chunk][!t.backward ? 0 : last ? 2 : 1] += 1;
@@ -545,17 +576,25 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     for (std::size_t c = 0; c < index[s].size(); ++c) {
       const ChunkRuns& r = runs_of(s, static_cast<int>(c));
       waited += count[c][0] * r.fwd.wait + count[c][1] * r.bwd.wait + count[c][2] * r.bwd_last.wait;
-      const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
-                                                     &r.bwd_tail, &r.bwd_last_tail};
-      const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
-                                           count[c][2]};
-      for (std::size_t k = 0; k < parts.size(); ++k) {
-        if (times[k] == 0) continue;
-        Breakdown part = k >= 3 ? as_overlapped(*parts[k]) : *parts[k];
-        part.scale(times[k]);
-        b.add(part);
+    }
+    if (s == 0 || index[s] != index[s - 1] || count != prev_count) {
+      runs_sum = Breakdown{};
+      for (std::size_t c = 0; c < index[s].size(); ++c) {
+        const ChunkRuns& r = runs_of(s, static_cast<int>(c));
+        const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
+                                                       &r.bwd_tail, &r.bwd_last_tail};
+        const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
+                                             count[c][2]};
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+          if (times[k] == 0) continue;
+          Breakdown part = k >= 3 ? as_overlapped(*parts[k]) : *parts[k];
+          part.scale(times[k]);
+          runs_sum.add(part);
+        }
       }
     }
+    prev_count.swap(count);
+    Breakdown b = runs_sum;
     const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
     // (the union's length does not depend on the busy list)
     const double p2p_profiled = recv_waits ? union_and_overlap(profiled[s], {}).first : p2p_total;
@@ -590,7 +629,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       }
     // Idle inside the runs: collectives waiting for stragglers (nothing else leaves gaps there).
     const double idle_inside = b.idle;
-    Breakdown step = breakdown(steps[s].events, 0, steps[s].end);
+    const Breakdown& step = runs.step_in[s];
     b.add(step);
     const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
     const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + steps[s].end;
