@@ -66,8 +66,9 @@ std::vector<Result<Prediction>> Evaluator::evaluate_variants(
   return out;
 }
 
-std::vector<Prediction> Evaluator::evaluate_resolved(
-    const Workload& w, std::span<const Scenario* const> scenarios) const {
+std::vector<Prediction> Evaluator::evaluate_resolved(const Workload& w,
+                                                     std::span<const Scenario* const> scenarios,
+                                                     bool breakdowns) const {
   std::vector<Prediction> out;
   out.reserve(scenarios.size());
   bool accumulation = false;
@@ -88,10 +89,11 @@ std::vector<Prediction> Evaluator::evaluate_resolved(
       out.push_back(simulate(build_workload(*sc)));
       continue;
     }
-    if (!prepared) sim_detail::prepare_runs(shared, w.roles, accumulation, nullptr, runs);
+    if (!prepared)
+      sim_detail::prepare_runs(shared, w.roles, accumulation, nullptr, runs, breakdowns);
     prepared = true;
     out.push_back(sim_detail::finish(*sc, static_cast<int>(sc->plan.grad_accum), w.roles, runs,
-                                     false, Prediction{}));
+                                     false, Prediction{}, breakdowns));
   }
   return out;
 }

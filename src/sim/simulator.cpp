@@ -380,7 +380,8 @@ Breakdown as_overlapped(Breakdown b) {
 namespace sim_detail {
 
 void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
-                  Timeline* names, Runs& out) {
+                  Timeline* names, Runs& out, bool breakdowns) {
+  out.breakdowns = breakdowns;
   const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages;
@@ -420,14 +421,18 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
       r.bwd_p2p = p2p_of(ch.backward, costs);
       r.fwd_p2p_bytes = p2p_bytes_of(ch.forward);
       r.bwd_p2p_bytes = p2p_bytes_of(ch.backward);
-      r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
-      r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
-      if (r.bwd_last.end > r.bwd_last.blocking_end)
-        r.bwd_last_tail = breakdown(r.bwd_last.events, r.bwd_last.blocking_end, r.bwd_last.end);
+      if (breakdowns) {
+        r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
+        r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
+        if (r.bwd_last.end > r.bwd_last.blocking_end)
+          r.bwd_last_tail = breakdown(r.bwd_last.events, r.bwd_last.blocking_end, r.bwd_last.end);
+      }
       if (last_differs) {
-        r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
-        if (r.bwd.end > r.bwd.blocking_end)
-          r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
+        if (breakdowns) {
+          r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
+          if (r.bwd.end > r.bwd.blocking_end)
+            r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
+        }
       } else {
         r.bwd = r.bwd_last;
         r.bwd_in = r.bwd_last_in;
@@ -444,12 +449,12 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
     out.steps[s] =
         run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
     // the same for every micro-batch count and schedule: once here, not per finish
-    out.step_in[s] = breakdown(out.steps[s].events, 0, out.steps[s].end);
+    if (breakdowns) out.step_in[s] = breakdown(out.steps[s].events, 0, out.steps[s].end);
   }
 }
 
 Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
-                  const Runs& runs, bool timeline, Prediction pred) {
+                  const Runs& runs, bool timeline, Prediction pred, bool breakdowns) {
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages, m = microbatches;
   CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
@@ -518,6 +523,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   for (int s = 0; s < pp; ++s)
     pred.iteration_time = std::max(pred.iteration_time, step_start[s] + steps[s].end);
   const double T = pred.iteration_time;
+  if (!breakdowns && !timeline) return pred;
+  CS_CHECK(runs.breakdowns);  // runs prepared for times only cannot give breakdowns
 
   // (4) per-stage breakdowns composed from the runs' breakdowns. Each transfer occupies the
   // receiving and the sending stage.

@@ -8,8 +8,10 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "commscope/search/plan_search.h"
 #include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/timeline/intervals.h"
@@ -105,6 +107,49 @@ TEST(EvaluateResolved, EqualsEachScenarioSimulatedAlone) {
             << "pp " << pp << " zero " << zero << " member " << i;
     }
   EXPECT_EQ(compared, 24);
+}
+
+// The plan search predicts iteration times alone and breakdowns for the plans it prints: every
+// printed plan (the top K) and every rule's best other plan carry exactly evaluate()'s figures,
+// and the ranking equals the one by evaluate()'s times (same order, same numbers).
+TEST(SearchTimesOnly, PrintedPlansCarryEvaluatesFigures) {
+  search::SearchSpace s;
+  s.model = *load_model("gpt2-medium");
+  s.system = *load_system("dgx-a100-80gb");
+  s.network = *load_network(s.system.network);
+  s.gpus = 16, s.global_batch = 64, s.fixed_global_batch = true;
+  search::SearchOptions o;
+  o.top = 6;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->top.size(), 6u);
+  auto same = [](const search::Evaluated& a, const search::Evaluated& b, const std::string& what) {
+    EXPECT_TRUE(a.breakdown) << what;
+    EXPECT_EQ(a.iteration_time, b.iteration_time) << what;
+    EXPECT_EQ(a.score_time, b.score_time) << what;
+    EXPECT_EQ(a.memory, b.memory) << what;
+    EXPECT_EQ(a.compute, b.compute) << what;
+    EXPECT_EQ(a.comm, b.comm) << what;
+    EXPECT_EQ(a.exposed, b.exposed) << what;
+    EXPECT_EQ(a.bubble, b.bubble) << what;
+  };
+  for (const auto& t : r->top)
+    same(t.result, search::evaluate(s, t.plan), "top " + search::describe(t.plan));
+  EXPECT_GT(r->top.front().result.compute, 0.0);
+  int others = 0;
+  for (const auto& rule : r->rules)
+    if (rule.best_other) {
+      ++others;
+      same(rule.best_other->result, search::evaluate(s, rule.best_other->plan),
+           "rule " + rule.rule);
+    }
+  EXPECT_GT(others, 0);
+  // Every fitting plan's time is evaluate()'s: the ranking is the same.
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < r->fitting.size(); i += 7, ++checked)
+    EXPECT_EQ(r->fitting[i].result.iteration_time,
+              search::evaluate(s, r->fitting[i].plan).iteration_time);
+  EXPECT_GT(checked, 3u);
 }
 
 TEST(UnionAndOverlap, MatchesMergingThenOverlapping) {

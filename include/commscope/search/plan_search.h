@@ -99,12 +99,16 @@ struct Evaluated {
   double cost = 0;    // US dollars for the global batch (0: no price in the preset)
   double energy = 0;  // joules for the global batch (0: no power in the preset)
   int nodes = 0, gpus_per_node = 0;
+  // compute, comm, exposed and bubble predicted: search() predicts iteration times alone and
+  // these for the plans it prints (the top K and each rule's best other plan); evaluate() always.
+  bool breakdown = true;
 };
 
 // The evaluation of one plan: resolve_scenario, the memory bound (when prune),
 // build_workload, memory_per_rank, simulate. The search gives plans alike but for the schedule
 // one workload build and Evaluator::evaluate_variants instead (SearchOptions::share_workloads),
-// with exactly this function's results (tested).
+// with exactly this function's results (tested; the search predicts the breakdown fields for
+// the plans it prints only, Evaluated::breakdown).
 Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune = true);
 
 struct SearchOptions {

@@ -51,8 +51,12 @@ class Evaluator {
   // batch (micro-batch count) and pipeline schedule (a search resolves them to bound their
   // memory; nothing is resolved again): one set of chunk runs for all, then each scenario's
   // schedule and breakdowns. One result per scenario, each equal to simulate() of its workload.
+  // `breakdowns` false: the iteration time alone (Prediction::stages, mean and straggler_wait
+  // left empty), the same number, without composing the per-stage breakdowns (most of the
+  // pipeline half's cost); a search ranks by it and completes the plans it prints.
   std::vector<Prediction> evaluate_resolved(const Workload& w,
-                                            std::span<const Scenario* const> scenarios) const;
+                                            std::span<const Scenario* const> scenarios,
+                                            bool breakdowns = true) const;
 
   const ModelSpec& model() const { return model_; }
   const SystemSpec& system() const { return system_; }
