@@ -112,55 +112,44 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
   };
   next.assign(order.size(), 0);
   free_at.assign(order.size(), 0.0);
-  // A worklist of stages that may advance: each runs its tasks in order until one waits for
-  // a task of another stage; scheduling a task wakes the stage its output feeds. A task's times
-  // depend only on its stage's previous task and its input, so the order in which stages are
-  // visited does not change any number; the worklist only skips stages with nothing to do.
-  thread_local std::vector<int> work;
-  thread_local std::vector<char> queued;
-  work.clear();
-  queued.assign(order.size(), 1);
-  for (std::size_t s = order.size(); s-- > 0;) work.push_back(static_cast<int>(s));
-  auto wake = [&](int vs) {
-    const auto st = static_cast<std::size_t>(vs % pp);
-    if (!queued[st]) queued[st] = 1, work.push_back(static_cast<int>(st));
-  };
-  while (!work.empty()) {
-    const auto s = static_cast<std::size_t>(work.back());
-    work.pop_back();
-    queued[s] = 0;
-    while (next[s] < order[s].size()) {
-      PipelineTask& t = order[s][next[s]];
-      const int vs = t.chunk * pp + t.stage;
-      double ready = 0, transfer = 0;
-      bool ok = true;
-      if (!t.backward && vs > 0) {
-        double e = at(vs - 1, t.microbatch, false);
-        ok = e >= 0;
-        transfer = e;
-        ready = e + p2p(t);
-      } else if (t.backward && vs < stages_total - 1) {
-        double e = at(vs + 1, t.microbatch, true);
-        ok = e >= 0;
-        transfer = e;
-        ready = e + p2p(t);
-      } else {
-        transfer = ready = 0;
+  std::size_t remaining = 0;
+  for (const auto& st : order) remaining += st.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (std::size_t s = 0; s < order.size(); ++s) {
+      while (next[s] < order[s].size()) {
+        PipelineTask& t = order[s][next[s]];
+        const int vs = t.chunk * pp + t.stage;
+        double ready = 0, transfer = 0;
+        bool ok = true;
+        if (!t.backward && vs > 0) {
+          double e = at(vs - 1, t.microbatch, false);
+          ok = e >= 0;
+          transfer = e;
+          ready = e + p2p(t);
+        } else if (t.backward && vs < stages_total - 1) {
+          double e = at(vs + 1, t.microbatch, true);
+          ok = e >= 0;
+          transfer = e;
+          ready = e + p2p(t);
+        } else {
+          transfer = ready = 0;
+        }
+        if (!ok) break;
+        t.ready = ready;
+        t.transfer_start = transfer;
+        t.posted = free_at[s];
+        t.start = std::max(free_at[s], ready);
+        t.end = t.start + duration(t);
+        free_at[s] = t.end;
+        at(vs, t.microbatch, t.backward) = t.end;
+        ++next[s];
+        --remaining;
+        progress = true;
       }
-      if (!ok) break;  // woken again when that input is scheduled
-      t.ready = ready;
-      t.transfer_start = transfer;
-      t.posted = free_at[s];
-      t.start = std::max(free_at[s], ready);
-      t.end = t.start + duration(t);
-      free_at[s] = t.end;
-      at(vs, t.microbatch, t.backward) = t.end;
-      ++next[s];
-      if (!t.backward && vs + 1 < stages_total) wake(vs + 1);
-      if (t.backward && vs > 0) wake(vs - 1);
     }
+    if (!progress) break;  // a schedule that deadlocks is a programming error; caught by tests
   }
-  // (a schedule that deadlocks leaves tasks unscheduled: a programming error, caught by tests)
 }
 
 }  // namespace commscope
