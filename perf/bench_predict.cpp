@@ -188,6 +188,42 @@ int main(int argc, char** argv) {
       "%.2fx (best of %d)\n",
       alone_n, alone_ms, 1e3 * alone_n / alone_ms, shared_ms, 1e3 * predicted / shared_ms,
       predicted, alone_ms / shared_ms, reps);
+
+  // 4) the plan search's path: the variants resolved once, one workload built, iteration times
+  // alone (Evaluator::evaluate_resolved with breakdowns false; the search predicts breakdowns
+  // for the plans it prints only). The same iteration times as (3); their sums are compared.
+  double sum_shared = 0, sum_times = 0;
+  auto times_only = [&] {
+    predicted = 0;
+    sum_times = 0;
+    std::vector<Scenario> scs;
+    std::vector<const Scenario*> members;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      scs.clear();
+      for (const auto& v : variants[i]) {
+        PlanInput p = plans[i];
+        p.global_batch = v.global_batch, p.schedule = v.schedule;
+        auto sc = resolve_scenario(*mid, system, *ib, p);
+        if (sc.ok()) scs.push_back(std::move(*sc));
+      }
+      if (scs.empty()) continue;
+      members.clear();
+      for (const auto& sc : scs) members.push_back(&sc);
+      const Workload w = build_workload(scs.front());
+      for (const auto& r : ev.evaluate_resolved(w, members, false))
+        ++predicted, sum_times += r.iteration_time;
+    }
+  };
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    for (const auto& r : ev.evaluate_variants(plans[i], variants[i]))
+      if (r.ok()) sum_shared += r->iteration_time;
+  const double times_ms = best_of(times_only);
+  std::printf(
+      "search path (resolved once, iteration times alone: Evaluator::evaluate_resolved without "
+      "breakdowns): %.1f ms = %.0f plans/s (%d plans): %.2fx evaluate_variants (best of %d); "
+      "same times: %s\n",
+      times_ms, 1e3 * predicted / times_ms, predicted, shared_ms / times_ms, reps,
+      sum_times == sum_shared ? "yes" : "NO");
   if (sink < 0) std::puts("");
   return 0;
 }

@@ -467,12 +467,20 @@ void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Pre
 
 // Plans alike but for the schedule (GPipe and 1F1B of one layout) share one workload: it is
 // built once for the memory of each, and the fitting ones are predicted together by
-// Evaluator::evaluate_variants (the same numbers as evaluate(), tested in sim_evaluator_test).
+// Evaluator::evaluate_resolved (the same numbers as evaluate(), tested in sim_speed_test).
 void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
                     const std::vector<std::size_t>& group, bool prune, const Evaluator& ev,
                     std::vector<Evaluated>& results) {
-  if (group.size() == 1) {
-    results[group[0]] = evaluate(s, plans[group[0]], prune);
+  if (group.size() == 1) {  // evaluate(), the iteration time alone
+    Evaluated& e = results[group[0]];
+    e = Evaluated{};
+    auto sc = resolve_and_bound(s, plans[group[0]], prune, e);
+    if (!sc) return;
+    const Workload w1 = build_workload(*sc);
+    if (!fits(w1, e)) return;
+    const Scenario* one[] = {&w1.scenario};
+    fill(s, plans[group[0]], w1, ev.evaluate_resolved(w1, one, false).front(), e);
+    e.breakdown = false;
     return;
   }
   std::vector<std::optional<Scenario>> scs(group.size());
@@ -485,34 +493,36 @@ void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
     if (!scs[k]) continue;
     if (!w) {
       w = build_workload(*scs[k]);
-    } else {
-      w->scenario = *scs[k];
-      w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
+      if (fits(*w, e)) fit.push_back(k);
+      continue;
     }
+    // The memory of this member: its scenario lent to the workload (moved, not copied).
+    std::swap(w->scenario, *scs[k]);
+    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
     if (fits(*w, e)) fit.push_back(k);
+    std::swap(w->scenario, *scs[k]);
   }
   if (fit.empty()) return;
   if (fit.size() == 1) {
     const std::size_t k = fit[0];
-    w->scenario = *scs[k];
-    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
-    fill(s, plans[group[k]], *w, simulate(*w), results[group[k]]);
+    std::swap(w->scenario, *scs[k]);
+    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
+    const Scenario* one[] = {&w->scenario};
+    fill(s, plans[group[k]], *w, ev.evaluate_resolved(*w, one, false).front(), results[group[k]]);
+    results[group[k]].breakdown = false;
     return;
   }
-  const PlanInput base = to_plan_input(plans[group[fit[0]]], s.gpus, s.base);
-  std::vector<Evaluator::Variant> variants;
-  for (std::size_t k : fit) variants.push_back({std::nullopt, plans[group[k]].schedule, {}});
-  auto preds = ev.evaluate_variants(base, variants);
+  // The members resolved above, predicted together (Evaluator::evaluate_resolved: one set of
+  // chunk runs; nothing resolved again).
+  std::vector<const Scenario*> members;
+  for (std::size_t k : fit) members.push_back(&*scs[k]);
+  const auto preds = ev.evaluate_resolved(*w, members, false);
   for (std::size_t j = 0; j < fit.size(); ++j) {
     const std::size_t k = fit[j];
-    w->scenario = *scs[k];
-    w->microbatches = static_cast<int>(scs[k]->plan.grad_accum);
-    if (preds[j].ok()) {
-      fill(s, plans[group[k]], *w, *preds[j], results[group[k]]);
-    } else {  // not reached: the variant resolved above
-      results[group[k]].status = Evaluated::Status::invalid;
-      results[group[k]].reason = preds[j].error().message;
-    }
+    std::swap(w->scenario, *scs[k]);
+    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
+    fill(s, plans[group[k]], *w, preds[j], results[group[k]]);
+    results[group[k]].breakdown = false;
   }
 }
 
@@ -603,16 +613,17 @@ std::string worse_word(Objective o) {
 // Checks one rule: `obeys` says whether a plan follows it.
 template <class Obeys>
 RuleCheck check_rule(std::string rule, std::string obey_text, std::string violate_text,
-                     const Ranked& winner, const std::vector<Ranked>& fitting, Objective o,
-                     Obeys&& obeys) {
+                     const Ranked& winner, std::vector<Ranked>& fitting, Objective o, Obeys&& obeys,
+                     const std::function<void(Ranked&)>& complete = {}) {
   RuleCheck r;
   r.rule = std::move(rule);
   r.winner_obeys = obeys(winner);
-  const Ranked* other = nullptr;
-  for (const Ranked& x : fitting)
+  Ranked* other = nullptr;
+  for (Ranked& x : fitting)
     if (obeys(x) != r.winner_obeys &&
         (!other || objective_value(x.result, o) < objective_value(other->result, o)))
       other = &x;
+  if (other && complete) complete(*other);  // its breakdown, for why_better
   const double w = objective_value(winner.result, o);
   if (other) {
     r.best_other = *other;
@@ -791,6 +802,17 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
            objective_value(out.fitting[b].result, o.objective);
   });
   const std::size_t k = std::min<std::size_t>(order.size(), static_cast<std::size_t>(o.top));
+  // The search predicted iteration times alone: the breakdowns of the plans it prints (and
+  // explains, below) are predicted now, by evaluate().
+  auto complete = [&](Ranked& r) {
+    if (r.result.breakdown) return;
+    const Evaluated full = evaluate(s, r.plan, false);
+    r.result.compute = full.compute, r.result.comm = full.comm;
+    r.result.comm_booked = full.comm_booked;
+    r.result.exposed = full.exposed, r.result.bubble = full.bubble;
+    r.result.breakdown = true;
+  };
+  for (std::size_t i = 0; i < k; ++i) complete(out.fitting[order[i]]);
   for (std::size_t i = 0; i < k; ++i) out.top.push_back(out.fitting[order[i]]);
   for (std::size_t i = 0; i + 1 < out.top.size(); ++i)
     out.why.push_back(why_better(out.top[i].result, out.top[i + 1].result));
@@ -808,7 +830,7 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
       "pipeline-parallel size at least the nodes a data-parallel replica spans (one stage per "
       "node, as the seeds ran)",
       "with PP >= the nodes of its replica", "with PP < the nodes of its replica", winner,
-      out.fitting, o.objective, [&](const Ranked& r) { return r.plan.pp >= replica(r); });
+      out.fitting, o.objective, [&](const Ranked& r) { return r.plan.pp >= replica(r); }, complete);
   pp_rule.text += fmt::format(
       " (the winner: PP {}, its replica of TP x CP x PP = {} GPUs on {} of the job's {} nodes{})",
       winner.plan.pp, winner.plan.tp * winner.plan.cp * winner.plan.pp, replica(winner), nodes,
@@ -816,10 +838,10 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
                                        replica(*pp_rule.best_other))
                          : std::string());
   out.rules.push_back(std::move(pp_rule));
-  out.rules.push_back(
-      check_rule(fmt::format("tensor-parallel size at most the GPUs per node ({})", gpn),
-                 fmt::format("with TP <= {}", gpn), fmt::format("with TP > {}", gpn), winner,
-                 out.fitting, o.objective, [&](const Ranked& r) { return r.plan.tp <= gpn; }));
+  out.rules.push_back(check_rule(
+      fmt::format("tensor-parallel size at most the GPUs per node ({})", gpn),
+      fmt::format("with TP <= {}", gpn), fmt::format("with TP > {}", gpn), winner, out.fitting,
+      o.objective, [&](const Ranked& r) { return r.plan.tp <= gpn; }, complete));
   std::map<decltype(layout_key(PlanPoint{})), std::int64_t> largest;
   for (const Ranked& r : out.fitting) {
     auto& m = largest[layout_key(r.plan)];
@@ -828,7 +850,8 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
   out.rules.push_back(check_rule(
       "the largest micro-batch that fits", "with the largest micro-batch that fits its layout",
       "with a micro-batch below the largest that fits its layout", winner, out.fitting, o.objective,
-      [&](const Ranked& r) { return r.plan.micro_batch == largest[layout_key(r.plan)]; }));
+      [&](const Ranked& r) { return r.plan.micro_batch == largest[layout_key(r.plan)]; },
+      complete));
   return out;
 }
 

@@ -66,4 +66,36 @@ std::vector<Result<Prediction>> Evaluator::evaluate_variants(
   return out;
 }
 
+std::vector<Prediction> Evaluator::evaluate_resolved(const Workload& w,
+                                                     std::span<const Scenario* const> scenarios,
+                                                     bool breakdowns) const {
+  std::vector<Prediction> out;
+  out.reserve(scenarios.size());
+  bool accumulation = false;
+  for (const Scenario* sc : scenarios) accumulation |= sc->plan.grad_accum > 1;
+  const Scenario& shared = w.scenario;
+  // The same guard as evaluate_variants: a scenario whose workload would differ is simulated
+  // on its own workload.
+  auto same_workload = [&](const Scenario& o) {
+    const ParallelPlan &a = shared.plan, &b = o.plan;
+    return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.virtual_stages == b.virtual_stages &&
+           a.micro_batch == b.micro_batch && o.model.seq_length == shared.model.seq_length &&
+           o.nodes == shared.nodes && o.gpus_per_node == shared.gpus_per_node;
+  };
+  thread_local sim_detail::Runs runs;
+  bool prepared = false;
+  for (const Scenario* sc : scenarios) {
+    if (!same_workload(*sc)) {
+      out.push_back(simulate(build_workload(*sc)));
+      continue;
+    }
+    if (!prepared)
+      sim_detail::prepare_runs(shared, w.roles, accumulation, nullptr, runs, breakdowns);
+    prepared = true;
+    out.push_back(sim_detail::finish(*sc, static_cast<int>(sc->plan.grad_accum), w.roles, runs,
+                                     false, Prediction{}, breakdowns));
+  }
+  return out;
+}
+
 }  // namespace commscope

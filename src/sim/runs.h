@@ -24,15 +24,20 @@ struct Runs {
   std::vector<ChunkRuns> pool;                  // distinct chunks' runs
   std::vector<std::vector<std::size_t>> index;  // [stage][chunk] -> pool
   std::vector<ListRun> steps;                   // each stage's step, from time 0
+  std::vector<Breakdown> step_in;               // and its breakdown over [0, its end]
+  bool breakdowns = true;  // the runs' breakdowns were computed (else finish gives times only)
 };
 
 // `accumulation`: some plan to finish has more than one micro-batch (runs the backward without
 // the last micro-batch's ops too). `names`: intern event names there (the timeline).
+// `breakdowns` false: the runs' breakdowns are not computed (for finish's times only).
 void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
-                  Timeline* names, Runs& out);
+                  Timeline* names, Runs& out, bool breakdowns = true);
 
-// `pred` carries the timeline's interned names when `timeline`.
+// `pred` carries the timeline's interned names when `timeline`. `breakdowns` false: the
+// iteration time alone (stages, mean and straggler_wait left empty; a search ranks by it and
+// asks for the rest of the printed plans only), the same iteration time.
 Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
-                  const Runs& runs, bool timeline, Prediction pred);
+                  const Runs& runs, bool timeline, Prediction pred, bool breakdowns = true);
 
 }  // namespace commscope::sim_detail

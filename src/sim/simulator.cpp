@@ -209,6 +209,30 @@ void pipeline_order_into(Schedule s, int pp, int v, int m,
 }
 }  // namespace
 
+namespace {
+// The task order of a (schedule, pp, v, m), from a small per-thread cache: a search asks for
+// the same few orders plan after plan (GPipe and 1F1B of one layout, the next layout with the
+// same depth and micro-batch count). schedule_pipeline rewrites every task's times, so an order
+// is reused as it is.
+std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, int m) {
+  struct Entry {
+    Schedule s = Schedule::one_f_one_b;
+    int pp = -1, v = -1, m = -1;
+    std::vector<std::vector<PipelineTask>> order;
+  };
+  thread_local std::array<Entry, 4> cache;
+  thread_local std::size_t next = 0;
+  for (Entry& e : cache)
+    if (e.pp == pp && e.v == v && e.m == m && e.s == s) return e.order;
+  Entry& e = cache[next];
+  next = (next + 1) % cache.size();
+  e.pp = -1;  // not valid while it is rebuilt
+  pipeline_order_into(s, pp, v, m, e.order);
+  e.s = s, e.pp = pp, e.v = v, e.m = m;
+  return e.order;
+}
+}  // namespace
+
 std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
   std::vector<std::vector<PipelineTask>> order;
   pipeline_order_into(s, pp, v, m, order);
@@ -358,7 +382,8 @@ Breakdown as_overlapped(Breakdown b) {
 namespace sim_detail {
 
 void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
-                  Timeline* names, Runs& out) {
+                  Timeline* names, Runs& out, bool breakdowns) {
+  out.breakdowns = breakdowns;
   const Costs costs(sc);
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages;
@@ -398,14 +423,18 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
       r.bwd_p2p = p2p_of(ch.backward, costs);
       r.fwd_p2p_bytes = p2p_bytes_of(ch.forward);
       r.bwd_p2p_bytes = p2p_bytes_of(ch.backward);
-      r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
-      r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
-      if (r.bwd_last.end > r.bwd_last.blocking_end)
-        r.bwd_last_tail = breakdown(r.bwd_last.events, r.bwd_last.blocking_end, r.bwd_last.end);
+      if (breakdowns) {
+        r.fwd_in = breakdown(r.fwd.events, 0, r.fwd.blocking_end);
+        r.bwd_last_in = breakdown(r.bwd_last.events, 0, r.bwd_last.blocking_end);
+        if (r.bwd_last.end > r.bwd_last.blocking_end)
+          r.bwd_last_tail = breakdown(r.bwd_last.events, r.bwd_last.blocking_end, r.bwd_last.end);
+      }
       if (last_differs) {
-        r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
-        if (r.bwd.end > r.bwd.blocking_end)
-          r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
+        if (breakdowns) {
+          r.bwd_in = breakdown(r.bwd.events, 0, r.bwd.blocking_end);
+          if (r.bwd.end > r.bwd.blocking_end)
+            r.bwd_tail = breakdown(r.bwd.events, r.bwd.blocking_end, r.bwd.end);
+        }
       } else {
         r.bwd = r.bwd_last;
         r.bwd_in = r.bwd_last_in;
@@ -416,15 +445,18 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
   // (3, first half) each stage's step, run once from time 0 (placed after its last backward
   // once the pipeline is scheduled)
   out.steps.assign(pp, ListRun{});
+  out.step_in.assign(pp, Breakdown{});
   for (int s = 0; s < pp; ++s) {
     const Role& role = roles[s];
     out.steps[s] =
         run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
+    // the same for every micro-batch count and schedule: once here, not per finish
+    if (breakdowns) out.step_in[s] = breakdown(out.steps[s].events, 0, out.steps[s].end);
   }
 }
 
 Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
-                  const Runs& runs, bool timeline, Prediction pred) {
+                  const Runs& runs, bool timeline, Prediction pred, bool breakdowns) {
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages, m = microbatches;
   CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
@@ -442,7 +474,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   struct TaskCost {
     double fwd, bwd, bwd_last, fwd_p2p, bwd_p2p;
   };
-  std::vector<TaskCost> task_cost(static_cast<std::size_t>(pp) * v);
+  thread_local std::vector<TaskCost> task_cost;  // per-thread scratch, as below
+  task_cost.resize(static_cast<std::size_t>(pp) * v);
   for (int s = 0; s < pp; ++s)
     for (int c = 0; c < v; ++c) {
       const ChunkRuns& r = runs_of(s, c);
@@ -456,10 +489,9 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
 
   // (2) the pipeline
   // Per-thread scratch for the per-plan lists: cleared, not freed, between plans.
-  thread_local std::vector<std::vector<PipelineTask>> order;
   thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
   thread_local Intervals busy;
-  pipeline_order_into(plan.schedule, pp, v, m, order);
+  std::vector<std::vector<PipelineTask>>& order = cached_order(plan.schedule, pp, v, m);
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
@@ -472,7 +504,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       });
 
   // (3) the step, once the stage's last backward and its gradient reduction are done
-  std::vector<double> ready(pp, 0.0), last_task_end(pp, 0.0);
+  thread_local std::vector<double> ready, last_task_end, step_start;
+  ready.assign(pp, 0.0);
+  last_task_end.assign(pp, 0.0);
+  step_start.assign(pp, 0.0);
   for (int s = 0; s < pp; ++s)
     for (const auto& t : order[s]) {
       last_task_end[s] = std::max(last_task_end[s], t.end);
@@ -481,7 +516,6 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
     }
   for (int s = 0; s < pp; ++s) ready[s] = std::max(ready[s], last_task_end[s]);
-  std::vector<double> step_start(pp);
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {
     step_start[s] = ready[s];
@@ -491,6 +525,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   for (int s = 0; s < pp; ++s)
     pred.iteration_time = std::max(pred.iteration_time, step_start[s] + steps[s].end);
   const double T = pred.iteration_time;
+  if (!breakdowns && !timeline) return pred;
+  CS_CHECK(runs.breakdowns);  // runs prepared for times only cannot give breakdowns
 
   // (4) per-stage breakdowns composed from the runs' breakdowns. Each transfer occupies the
   // receiving and the sending stage.
@@ -530,13 +566,15 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
     }
   pred.stages.reserve(pp);
+  // Tasks of a kind have identical runs: count them, then add each run's breakdown once. A stage
+  // with the same runs and counts as the one before it (the middle stages) has the same sum.
+  thread_local std::vector<std::array<double, 3>> count,
+      prev_count;  // per chunk: forward, backward, last backward
+  Breakdown runs_sum;
   for (int s = 0; s < pp; ++s) {
-    Breakdown b;
     busy.clear();
     busy.reserve(order[s].size());
-    // Tasks of a kind have identical runs: count them, then add each run's breakdown once.
-    std::vector<std::array<double, 3>> count(index[s].size(),
-                                             {0, 0, 0});  // forward, backward, last backward
+    count.assign(index[s].size(), {0, 0, 0});
     for (const auto& t : order[s]) {
       const bool last = t.backward && t.microbatch == m - 1;
       count[t.chunk][!t.backward ? 0 : last ? 2 : 1] += 1;
@@ -547,17 +585,25 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     for (std::size_t c = 0; c < index[s].size(); ++c) {
       const ChunkRuns& r = runs_of(s, static_cast<int>(c));
       waited += count[c][0] * r.fwd.wait + count[c][1] * r.bwd.wait + count[c][2] * r.bwd_last.wait;
-      const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
-                                                     &r.bwd_tail, &r.bwd_last_tail};
-      const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
-                                           count[c][2]};
-      for (std::size_t k = 0; k < parts.size(); ++k) {
-        if (times[k] == 0) continue;
-        Breakdown part = k >= 3 ? as_overlapped(*parts[k]) : *parts[k];
-        part.scale(times[k]);
-        b.add(part);
+    }
+    if (s == 0 || index[s] != index[s - 1] || count != prev_count) {
+      runs_sum = Breakdown{};
+      for (std::size_t c = 0; c < index[s].size(); ++c) {
+        const ChunkRuns& r = runs_of(s, static_cast<int>(c));
+        const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
+                                                       &r.bwd_tail, &r.bwd_last_tail};
+        const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
+                                             count[c][2]};
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+          if (times[k] == 0) continue;
+          Breakdown part = k >= 3 ? as_overlapped(*parts[k]) : *parts[k];
+          part.scale(times[k]);
+          runs_sum.add(part);
+        }
       }
     }
+    prev_count.swap(count);
+    Breakdown b = runs_sum;
     const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
     // (the union's length does not depend on the busy list)
     const double p2p_profiled = recv_waits ? union_and_overlap(profiled[s], {}).first : p2p_total;
@@ -592,7 +638,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       }
     // Idle inside the runs: collectives waiting for stragglers (nothing else leaves gaps there).
     const double idle_inside = b.idle;
-    Breakdown step = breakdown(steps[s].events, 0, steps[s].end);
+    const Breakdown& step = runs.step_in[s];
     b.add(step);
     const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
     const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + steps[s].end;

@@ -140,12 +140,16 @@ struct Evaluated {
   double cost = 0;    // US dollars for the global batch (0: no price in the preset)
   double energy = 0;  // joules for the global batch (0: no power in the preset)
   int nodes = 0, gpus_per_node = 0;
+  // compute, comm, exposed and bubble predicted: search() predicts iteration times alone and
+  // these for the plans it prints (the top K and each rule's best other plan); evaluate() always.
+  bool breakdown = true;
 };
 
 // The evaluation of one plan: resolve_scenario, the memory bound (when prune),
 // build_workload, memory_per_rank, simulate. The search gives plans alike but for the schedule
-// one workload build and Evaluator::evaluate_variants instead (SearchOptions::share_workloads),
-// with exactly this function's results (tested).
+// one workload build and Evaluator::evaluate_resolved instead (SearchOptions::share_workloads),
+// with exactly this function's results (tested; the search predicts the breakdown fields for
+// the plans it prints only, Evaluated::breakdown).
 Evaluated evaluate(const SearchSpace& s, const PlanPoint& p, bool prune = true);
 
 struct SearchOptions {
@@ -154,7 +158,7 @@ struct SearchOptions {
   int threads = 1;        // worker threads (>= 1); results do not depend on it
   bool prune = true;      // false: build and check every valid plan (tests)
   // true: plans alike but for the schedule share one workload build and are predicted by
-  // Evaluator::evaluate_variants (the same results); false: each plan through evaluate()
+  // Evaluator::evaluate_resolved (the same results); false: each plan through evaluate()
   // (perf/bench_plan compares the two).
   bool share_workloads = true;
   // Called now and then with (plans done, plans in all), from the calling thread; may be empty.

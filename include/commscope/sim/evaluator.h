@@ -26,6 +26,7 @@
 #include "commscope/sim/simulator.h"
 #include "commscope/spec/scenario.h"
 #include "commscope/util/result.h"
+#include "commscope/workload/workload.h"
 
 namespace commscope {
 
@@ -45,6 +46,17 @@ class Evaluator {
   // One result per variant, in order.
   std::vector<Result<Prediction>> evaluate_variants(const PlanInput& base,
                                                     std::span<const Variant> variants) const;
+
+  // Predictions of already resolved scenarios that differ from w's scenario only in global
+  // batch (micro-batch count) and pipeline schedule (a search resolves them to bound their
+  // memory; nothing is resolved again): one set of chunk runs for all, then each scenario's
+  // schedule and breakdowns. One result per scenario, each equal to simulate() of its workload.
+  // `breakdowns` false: the iteration time alone (Prediction::stages, mean and straggler_wait
+  // left empty), the same number, without composing the per-stage breakdowns (most of the
+  // pipeline half's cost); a search ranks by it and completes the plans it prints.
+  std::vector<Prediction> evaluate_resolved(const Workload& w,
+                                            std::span<const Scenario* const> scenarios,
+                                            bool breakdowns = true) const;
 
   const ModelSpec& model() const { return model_; }
   const SystemSpec& system() const { return system_; }

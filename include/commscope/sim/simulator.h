@@ -103,12 +103,15 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
   int m = 0;
   for (const auto& st : order)
     for (const auto& t : st) m = std::max(m, t.microbatch + 1);
-  std::vector<double> done(static_cast<std::size_t>(stages_total) * m * 2, -1.0);
+  // Per-thread scratch: cleared, not freed, between calls.
+  thread_local std::vector<double> done, free_at;
+  thread_local std::vector<std::size_t> next;
+  done.assign(static_cast<std::size_t>(stages_total) * m * 2, -1.0);
   auto at = [&](int vs, int mb, bool bw) -> double& {
     return done[(static_cast<std::size_t>(vs) * m + mb) * 2 + (bw ? 1 : 0)];
   };
-  std::vector<std::size_t> next(order.size(), 0);
-  std::vector<double> free_at(order.size(), 0.0);
+  next.assign(order.size(), 0);
+  free_at.assign(order.size(), 0.0);
   std::size_t remaining = 0;
   for (const auto& st : order) remaining += st.size();
   while (remaining > 0) {

@@ -1,0 +1,185 @@
+// The prediction-speed shortcuts keep every number: the pipeline orders reused from the
+// per-thread cache (plans of many (schedule, PP, virtual stages, micro-batch count) keys
+// predicted in an order that evicts and reuses them give the same predictions, bit for bit, as
+// each plan predicted first), and the four-way union_and_overlap sweep against the plain
+// merge-then-overlap arithmetic on random lists.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "commscope/search/plan_search.h"
+#include "commscope/sim/evaluator.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/timeline/intervals.h"
+
+namespace commscope {
+namespace {
+
+struct Lcg {
+  std::uint64_t s = 0x9E3779B97F4A7C15ULL;
+  double uniform() {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(s >> 11) / static_cast<double>(std::uint64_t{1} << 53);
+  }
+};
+
+// Every number of a prediction that a schedule's task times feed.
+std::vector<double> numbers(const Prediction& p) {
+  std::vector<double> v = {p.iteration_time, p.straggler_wait,    p.mean.wall,       p.mean.compute,
+                           p.mean.comm,      p.mean.exposed,      p.mean.overlapped, p.mean.idle,
+                           p.mean.bubble,    p.mean.profiler_comm};
+  for (const auto& s : p.stages) {
+    const Breakdown& b = s.breakdown;
+    for (double x : {s.end, b.wall, b.compute, b.comm, b.exposed, b.overlapped, b.idle, b.bubble,
+                     b.profiler_comm})
+      v.push_back(x);
+    for (const auto& c : b.by_group.v) v.insert(v.end(), {c.total, c.exposed, c.profiler});
+    for (const auto& c : b.by_collective.v) v.insert(v.end(), {c.total, c.exposed, c.profiler});
+  }
+  return v;
+}
+
+TEST(PipelineOrderCache, PlansPredictedInAnyOrderKeepTheirNumbers) {
+  auto model = load_model("gpt2-medium");
+  auto system = load_system("dgx-a100-80gb");
+  auto network = load_network("ib-hdr-200");
+  ASSERT_TRUE(model.ok() && system.ok() && network.ok());
+  // More distinct (schedule, PP, v, micro-batches) keys than the cache holds.
+  std::vector<PlanInput> plans;
+  for (int pp : {2, 4})
+    for (std::int64_t gb : {64, 128, 256})
+      for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}) {
+        PlanInput p;
+        p.gpus = 16, p.tp = 2, p.pp = pp, p.micro_batch = 2, p.global_batch = gb;
+        p.schedule = s;
+        p.virtual_stages = s == Schedule::interleaved ? 2 : 1;
+        plans.push_back(p);
+      }
+  auto predict = [&](const PlanInput& p) {
+    auto sc = resolve_scenario(*model, *system, *network, p);
+    EXPECT_TRUE(sc.ok()) << (sc.ok() ? "" : sc.error().message);
+    return sc.ok() ? numbers(simulate(build_workload(*sc))) : std::vector<double>{};
+  };
+  std::vector<std::vector<double>> first;
+  for (const auto& p : plans) first.push_back(predict(p));
+  // Again, backwards and then every other plan: orders evicted, rebuilt and reused.
+  for (std::size_t k = plans.size(); k-- > 0;)
+    EXPECT_EQ(predict(plans[k]), first[k]) << "plan " << k << " (backwards)";
+  for (std::size_t k = 0; k < plans.size(); k += 2)
+    EXPECT_EQ(predict(plans[k]), first[k]) << "plan " << k << " (every other)";
+  // The schedules differ (a cache that handed one schedule's order to another would not).
+  EXPECT_NE(first[0], first[2]);  // GPipe and interleaved of one layout
+}
+
+// Evaluator::evaluate_resolved (the plan search's path): scenarios resolved once, alike but for
+// the batch and schedule, predicted from one workload equal simulate() of each, bit for bit.
+TEST(EvaluateResolved, EqualsEachScenarioSimulatedAlone) {
+  auto model = load_model("gpt2-medium");
+  auto system = load_system("dgx-a100-80gb");
+  auto network = load_network("ib-hdr-200");
+  ASSERT_TRUE(model.ok() && system.ok() && network.ok());
+  const Evaluator ev(*model, *system, *network);
+  int compared = 0;
+  for (int pp : {1, 2, 4})
+    for (int zero : {0, 1}) {
+      std::vector<Scenario> scs;
+      for (std::int64_t gb : {32, 128})
+        for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b}) {
+          PlanInput p;
+          p.gpus = 16, p.tp = 2, p.pp = pp, p.zero = zero, p.micro_batch = 2, p.global_batch = gb;
+          p.schedule = s;
+          auto sc = resolve_scenario(*model, *system, *network, p);
+          ASSERT_TRUE(sc.ok()) << sc.error().message;
+          scs.push_back(std::move(*sc));
+        }
+      std::vector<const Scenario*> members;
+      for (const auto& sc : scs) members.push_back(&sc);
+      // The workload of the last member (its batch and schedule are not the others').
+      const Workload w = build_workload(scs.back());
+      const auto got = ev.evaluate_resolved(w, members);
+      ASSERT_EQ(got.size(), scs.size());
+      for (std::size_t i = 0; i < scs.size(); ++i, ++compared)
+        EXPECT_EQ(numbers(got[i]), numbers(simulate(build_workload(scs[i]))))
+            << "pp " << pp << " zero " << zero << " member " << i;
+    }
+  EXPECT_EQ(compared, 24);
+}
+
+// The plan search predicts iteration times alone and breakdowns for the plans it prints: every
+// printed plan (the top K) and every rule's best other plan carry exactly evaluate()'s figures,
+// and the ranking equals the one by evaluate()'s times (same order, same numbers).
+TEST(SearchTimesOnly, PrintedPlansCarryEvaluatesFigures) {
+  search::SearchSpace s;
+  s.model = *load_model("gpt2-medium");
+  s.system = *load_system("dgx-a100-80gb");
+  s.network = *load_network(s.system.network);
+  s.gpus = 16, s.global_batch = 64, s.fixed_global_batch = true;
+  search::SearchOptions o;
+  o.top = 6;
+  auto r = search::search(s, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->top.size(), 6u);
+  auto same = [](const search::Evaluated& a, const search::Evaluated& b, const std::string& what) {
+    EXPECT_TRUE(a.breakdown) << what;
+    EXPECT_EQ(a.iteration_time, b.iteration_time) << what;
+    EXPECT_EQ(a.score_time, b.score_time) << what;
+    EXPECT_EQ(a.memory, b.memory) << what;
+    EXPECT_EQ(a.compute, b.compute) << what;
+    EXPECT_EQ(a.comm, b.comm) << what;
+    EXPECT_EQ(a.exposed, b.exposed) << what;
+    EXPECT_EQ(a.bubble, b.bubble) << what;
+  };
+  for (const auto& t : r->top)
+    same(t.result, search::evaluate(s, t.plan), "top " + search::describe(t.plan));
+  EXPECT_GT(r->top.front().result.compute, 0.0);
+  int others = 0;
+  for (const auto& rule : r->rules)
+    if (rule.best_other) {
+      ++others;
+      same(rule.best_other->result, search::evaluate(s, rule.best_other->plan),
+           "rule " + rule.rule);
+    }
+  EXPECT_GT(others, 0);
+  // Every fitting plan's time is evaluate()'s: the ranking is the same.
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < r->fitting.size(); i += 7, ++checked)
+    EXPECT_EQ(r->fitting[i].result.iteration_time,
+              search::evaluate(s, r->fitting[i].plan).iteration_time);
+  EXPECT_GT(checked, 3u);
+}
+
+TEST(UnionAndOverlap, MatchesMergingThenOverlapping) {
+  Lcg rng;
+  for (int trial = 0; trial < 500; ++trial) {
+    std::array<Intervals, 4> lists;
+    Intervals all;
+    for (auto& l : lists) {
+      const int n = static_cast<int>(rng.uniform() * 12);
+      double t = rng.uniform();
+      for (int i = 0; i < n; ++i) {
+        t += rng.uniform() * 0.5;  // sorted by start; may overlap itself and the others
+        const double len = rng.uniform() < 0.1 ? 0.0 : rng.uniform();
+        l.emplace_back(t, t + len);
+        all.emplace_back(t, t + len);
+      }
+    }
+    Intervals busy;
+    for (double t = rng.uniform(); t < 8; t += 0.2 + rng.uniform()) {
+      busy.emplace_back(t, t + rng.uniform() * 0.5);
+      t = busy.back().second;
+    }
+    const Intervals u = merged(all);
+    const double total = length(u), hidden = overlap(u, busy);
+    const auto [got_total, got_hidden] = union_and_overlap(lists, busy);
+    EXPECT_NEAR(got_total, total, 1e-12 * (1 + total)) << "trial " << trial;
+    EXPECT_NEAR(got_hidden, hidden, 1e-12 * (1 + total)) << "trial " << trial;
+    EXPECT_LE(got_hidden, got_total + 1e-12);
+  }
+}
+
+}  // namespace
+}  // namespace commscope
