@@ -9,8 +9,9 @@ writes fitted cpu-host presets into DIR (default train-vs-predict-out); `--syste
 fit and predicts with FILE instead. Then, for each plan below, runs `mpirun -np R
 commscope-train ... --format json` and `commscope predict ... --format json` with the same plan
 flags, and prints one row per plan: the measured average step time after warm-up (rank 0, and
-the slowest rank), the measured bubble share (the stage's receive waits, `bubble_s`, over its
-step time; rank 0 = the first stage, and the largest over the ranks), predict's
+the slowest rank), the measured bubble share (a stage's receive waits, `bubble_s`, over its
+step time: rank 0's, the first stage's, and the mean over the ranks, which is what predict's
+bubble_share is: the mean over the stages), predict's
 iteration_time_s with the fitted host and with the cpu-host preset, predict's bubble_share (the
 causal view: idle the schedule leaves) and predict's receive waits (the profiler's view,
 profiler_comm_s - comm_s, the quantity the trainer's bubble_s measures) over its iteration.
@@ -76,7 +77,7 @@ def main():
             systems[r] = os.path.join(opts["--out"], name)
     print(f"# {cores} cores, load average at start {load():.1f}; systems: {systems}")
     print(f"{'model':14} {'plan':36} {'meas_ms':>8} {'slow_ms':>8} {'fit_ms':>8} {'ratio':>6} "
-          f"{'preset_ms':>9} {'bub_r0':>6} {'bub_max':>7} {'pred_bub':>8} {'pred_wait':>9} "
+          f"{'preset_ms':>9} {'bub_r0':>6} {'bub_mean':>8} {'pred_bub':>8} {'pred_wait':>9} "
           f"{'load':>5}")
     for model in ("gpt2-tiny-cpu", "bert-tiny-cpu"):
         for ranks, plan in PLANS:
@@ -96,7 +97,8 @@ def main():
             wait = (p["profiler_comm_s"] - p["comm_s"]) / it
             print(f"{model:14} {plan:36} {measured * 1e3:8.1f} {slowest * 1e3:8.1f} "
                   f"{it * 1e3:8.1f} {it / measured:6.2f} "
-                  f"{preds['preset']['iteration_time_s'] * 1e3:9.1f} {bub[0]:6.3f} {max(bub):7.3f} "
+                  f"{preds['preset']['iteration_time_s'] * 1e3:9.1f} "
+                  f"{bub[0]:6.3f} {sum(bub) / len(bub):8.3f} "
                   f"{p['bubble_share']:8.3f} {wait:9.3f} {la:5.1f}", flush=True)
 
 
