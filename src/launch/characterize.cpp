@@ -656,6 +656,9 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
       return Error{fmt::format("{}{}: not found (built without MPI or OpenBLAS?)", o.bin_dir, p)};
   const Settings s = settings_of(o);
   std::error_code ec;
+  // A folder this call creates is removed again when the trainer's check refuses a run, so
+  // that a refused invocation leaves nothing behind.
+  const bool out_existed = fs::exists(o.out, ec);
   for (const char* d : {"", "/logs", "/runs", "/traces", "/compute"}) {
     fs::create_directories(o.out + d, ec);
     if (ec)
@@ -729,8 +732,12 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
           if (!applies(st, r)) continue;
           const std::string id = fmt::format("{}-{}-r{}", p.label, st.name, r);
           fs::create_directories(o.out + "/runs/" + id, ec);  // where its summary will go
-          CS_RETURN_IF_ERROR(o.check_train(
-              train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r));
+          Status checked = o.check_train(
+              train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r);
+          if (!checked.ok()) {
+            if (!out_existed) fs::remove_all(o.out, ec);
+            return checked.error();
+          }
         }
 
   // 1. the network

@@ -86,6 +86,14 @@ TEST(Characterize, BadFlagsAreOneLineAndStatus2) {
     EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << o.err;
     EXPECT_TRUE(o.out.empty()) << o.out;
   }
+  // Refused by the trainer's memory check (as root, past the privileges check): the folder it
+  // had created is gone again.
+  if (::geteuid() == 0) {
+    const fs::path out = scratch() + "refused";
+    const Outcome o = characterize("--emulate tcp-10g --model gpt2-xl -o '" + out.string() + "'");
+    EXPECT_EQ(o.status, 2) << o.err;
+    EXPECT_FALSE(fs::exists(out)) << out;
+  }
 }
 
 // The cluster mode: mpirun --hostfile (this machine's four slots, as the bench_hostfile test
