@@ -2,26 +2,36 @@
 """Measured model-parallel iteration time and bubble share beside `predict`'s for the same model,
 plan and host (docs/train.md, "Measured against predict"). Reports; asserts nothing.
 
-Usage: scripts/train-vs-predict.py [BUILD_DIR] [--steps N]
-Runs `mpirun -np R commscope-train ... --format json` and `commscope predict ... --format json`
-with the same plan flags for each plan below, and prints one row per plan: the measured average
-step time after warm-up (rank 0, and the slowest rank), the measured bubble share (the stage's
-receive waits over its step time, rank 0 = the first stage, and the largest over the ranks), and
-predict's iteration_time_s and bubble_share for the same flags on the cpu-host system.
+Usage: scripts/train-vs-predict.py [BUILD_DIR] [--steps N] [--system FILE] [--out DIR]
+First fits the host: `commscope characterize --compute-only` times the trainer's kernels on this
+machine (one process, and k = ceil(ranks / cores) processes at once for the 4-rank plans) and
+writes fitted cpu-host presets into DIR (default train-vs-predict-out); `--system FILE` skips the
+fit and predicts with FILE instead. Then, for each plan below, runs `mpirun -np R
+commscope-train ... --format json` and `commscope predict ... --format json` with the same plan
+flags, and prints one row per plan: the measured average step time after warm-up (rank 0, and
+the slowest rank), the measured bubble share (a stage's receive waits, `bubble_s`, over its
+step time: rank 0's, the first stage's, and the mean over the ranks, which is what predict's
+bubble_share is: the mean over the stages), predict's
+iteration_time_s with the fitted host and with the cpu-host preset, predict's bubble_share (the
+causal view: idle the schedule leaves) and predict's receive waits (the profiler's view,
+profiler_comm_s - comm_s, the quantity the trainer's bubble_s measures) over its iteration.
 """
 import json
+import math
 import os
 import subprocess
 import sys
 
+# (ranks, plan): every plan with PP 2 or 4 and no data parallelism (R = TP x PP), so that the
+# virtual-stage row compares with the 1F1B row of the same ranks.
 PLANS = [
     (2, "--pp 2 --schedule gpipe"),
     (2, "--pp 2 --schedule 1f1b"),
+    (2, "--pp 2 --virtual-pipeline-stages 2"),
     (4, "--pp 4 --schedule 1f1b"),
     (4, "--tp 2 --pp 2"),
-    (4, "--pp 2 --virtual-pipeline-stages 2"),
 ]
-COMMON = ("--system cpu-host --precision fp32 --micro-batch-size 2 --global-batch-size 16 "
+COMMON = ("--precision fp32 --micro-batch-size 2 --global-batch-size 16 "
           "--ddp-bucket-size 0.05")
 
 
@@ -29,33 +39,67 @@ def run(cmd):
     out = subprocess.run(cmd, shell=True, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"train-vs-predict: {cmd}: exit {out.returncode}: {out.stderr.strip()[-400:]}")
-    return json.loads(out.stdout)
+    return out.stdout
+
+
+def load():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
 
 
 def main():
-    args = [a for a in sys.argv[1:]]
-    steps = 8
-    if "--steps" in args:
-        i = args.index("--steps")
-        steps = int(args[i + 1])
-        del args[i:i + 2]
+    args = list(sys.argv[1:])
+    opts = {"--steps": "8", "--system": "", "--out": "train-vs-predict-out"}
+    for k in opts:
+        if k in args:
+            i = args.index(k)
+            if i + 1 >= len(args):
+                sys.exit(f"train-vs-predict: {k}: expected a value")
+            opts[k] = args[i + 1]
+            del args[i:i + 2]
+    steps = int(opts["--steps"])
     build = args[0] if args else "build"
     root = "--allow-run-as-root " if os.geteuid() == 0 else ""
-    print(f"{'model':14} {'plan':38} {'meas_ms':>8} {'slow_ms':>8} {'pred_ms':>8} "
-          f"{'ratio':>6} {'bub_r0':>6} {'bub_max':>7} {'pred_bub':>8}")
+    cores = os.cpu_count() or 1
+    systems = {}  # ranks -> system file
+    if opts["--system"]:
+        systems = {r: opts["--system"] for r, _ in PLANS}
+    else:
+        ranks = sorted({r for r, _ in PLANS})
+        print(f"# fitting the host: characterize --compute-only (load {load():.1f})", flush=True)
+        run(f"{build}/commscope characterize --compute-only --no-progress -o {opts['--out']} "
+            f"--model gpt2-tiny-cpu --micro-batch-size 2 --ranks {','.join(map(str, ranks))}")
+        for r in ranks:
+            k = max(1, math.ceil(r / cores))
+            name = "system-cpu-host.json" if k == 1 else f"system-cpu-host-x{k}.json"
+            systems[r] = os.path.join(opts["--out"], name)
+    print(f"# {cores} cores, load average at start {load():.1f}; systems: {systems}")
+    print(f"{'model':14} {'plan':36} {'meas_ms':>8} {'slow_ms':>8} {'fit_ms':>8} {'ratio':>6} "
+          f"{'preset_ms':>9} {'bub_r0':>6} {'bub_mean':>8} {'pred_bub':>8} {'pred_wait':>9} "
+          f"{'load':>5}")
     for model in ("gpt2-tiny-cpu", "bert-tiny-cpu"):
         for ranks, plan in PLANS:
             flags = f"--model {model} {COMMON} --gpus {ranks} {plan}"
-            t = run(f"mpirun -np {ranks} --oversubscribe {root}{build}/commscope-train {flags} "
-                    f"--steps {steps} --warmup 2 --format json")
-            p = run(f"{build}/commscope predict {flags} --format json")["predictions"][0]
-            avg = t["average"]
-            measured = avg["time_s"]
+            t = json.loads(run(f"mpirun -np {ranks} --oversubscribe {root}{build}/commscope-train "
+                               f"{flags} --steps {steps} --warmup 2 --format json"))
+            la = load()
+            preds = {}
+            for name, system in (("fit", systems[ranks]), ("preset", "cpu-host")):
+                preds[name] = json.loads(run(f"{build}/commscope predict {flags} --system {system} "
+                                             f"--format json"))["predictions"][0]
+            p = preds["fit"]
+            measured = t["average"]["time_s"]
             slowest = max(r["time_s"] for r in t["per_rank"])
             bub = [r.get("bubble_s", 0.0) / r["time_s"] for r in t["per_rank"] if r["time_s"] > 0]
-            print(f"{model:14} {plan:38} {measured * 1e3:8.1f} {slowest * 1e3:8.1f} "
-                  f"{p['iteration_time_s'] * 1e3:8.1f} {p['iteration_time_s'] / measured:6.2f} "
-                  f"{bub[0]:6.3f} {max(bub):7.3f} {p['bubble_share']:8.3f}")
+            it = p["iteration_time_s"]
+            wait = (p["profiler_comm_s"] - p["comm_s"]) / it
+            print(f"{model:14} {plan:36} {measured * 1e3:8.1f} {slowest * 1e3:8.1f} "
+                  f"{it * 1e3:8.1f} {it / measured:6.2f} "
+                  f"{preds['preset']['iteration_time_s'] * 1e3:9.1f} "
+                  f"{bub[0]:6.3f} {sum(bub) / len(bub):8.3f} "
+                  f"{p['bubble_share']:8.3f} {wait:9.3f} {la:5.1f}", flush=True)
 
 
 if __name__ == "__main__":

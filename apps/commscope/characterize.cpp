@@ -53,6 +53,10 @@ Verb add_characterize(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "training steps per run [5 with --quick, else 8]");
   cmd->add_option("--warmup", o->warmup, "steps left out of the averages [2 with --quick, else 3]");
   cmd->add_option("--micro-batch-size", o->micro_batch, "sequences per rank per step [4]");
+  cmd->add_flag("--compute-only", o->compute_only,
+                "step 2 alone: time the trainer's kernels on this host (one process) and write "
+                "the fitted cpu-host preset OUT/system-cpu-host.json for predict --system; no "
+                "network, no runs, no --emulate/--hostfile");
   auto no_progress = std::make_shared<bool>(false);
   cmd->add_flag("--no-progress", *no_progress, "no progress line on a terminal");
   return {cmd, [o, no_progress]() -> int {
@@ -84,6 +88,17 @@ Verb add_characterize(CLI::App& app) {
               return fail(s.error().message);
             auto doc = launch::characterize(*o, stderr);
             if (!doc.ok()) return fail(doc.error().message);
+            if (o->compute_only) {
+              const auto& c = (*doc)["compute"]["systems"]["1"];
+              return emit(
+                  fmt::format("# commscope characterize --compute-only: {}/{} (GEMM "
+                              "{:.4f} TFLOP/s; micro-batch compute measured {:.4f} s, "
+                              "fitted {:.4f} s)\n",
+                              o->out, c["file"].get<std::string>(), c["gemm_tflops"].get<double>(),
+                              c["measured_compute_s"].get<double>(),
+                              c["predicted_compute_s"].get<double>()),
+                  "");
+            }
             // The report of the folder, as `commscope report DIR` writes it.
             const std::string report = (std::filesystem::path(o->out) / "report.html").string();
             auto page = html::render_characterize_dir(o->out);

@@ -580,7 +580,12 @@ Status check_characterize_options(const CharacterizeOptions& o) {
   std::error_code ec;
   if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec))
     return Error{fmt::format("-o/--output: expected a folder, got '{}' (not a folder)", o.out)};
-  if (o.emulate.empty() == o.hostfile.empty())
+  if (o.compute_only && (!o.emulate.empty() || !o.hostfile.empty()))
+    return Error{
+        fmt::format("--compute-only: expected no --emulate/--hostfile (it measures this "
+                    "host's kernels alone), got '{}'",
+                    o.emulate.empty() ? o.hostfile : o.emulate.front())};
+  if (!o.compute_only && o.emulate.empty() == o.hostfile.empty())
     return Error{o.emulate.empty()
                      ? "--emulate/--hostfile: expected one of them (emulated nodes on this "
                        "machine, or the cluster's hostfile), got neither"
@@ -647,10 +652,13 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   CS_RETURN_IF_ERROR(check_characterize_options(o));
   if (!o.emulate.empty()) CS_RETURN_IF_ERROR(check_network_privileges());
   for (const char* p : {"/commscope-bench", "/commscope-train"})
-    if (::access((o.bin_dir + p).c_str(), X_OK) != 0)
+    if (!o.compute_only && ::access((o.bin_dir + p).c_str(), X_OK) != 0)
       return Error{fmt::format("{}{}: not found (built without MPI or OpenBLAS?)", o.bin_dir, p)};
   const Settings s = settings_of(o);
   std::error_code ec;
+  // A folder this call creates is removed again when the trainer's check refuses a run, so
+  // that a refused invocation leaves nothing behind.
+  const bool out_existed = fs::exists(o.out, ec);
   for (const char* d : {"", "/logs", "/runs", "/traces", "/compute"}) {
     fs::create_directories(o.out + d, ec);
     if (ec)
@@ -688,6 +696,20 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   const std::string model_file = o.out + "/model.json";
   CS_RETURN_IF_ERROR(write_file_atomic(model_file, to_json(model).dump(2) + "\n"));
   CS_ASSIGN_OR_RETURN(model, load_model(model_file));
+  // --compute-only: step 2 at one process, into OUT/system-cpu-host.json and OUT/compute.json.
+  if (o.compute_only) {
+    CS_ASSIGN_OR_RETURN(const SystemSpec host, load_system("cpu-host"));  // its GPUs per node
+    // With --ranks: also k = ceil(ranks / cores) processes at once (system-cpu-host-x<k>.json)
+    std::set<int> conc = {1};
+    for (int r : o.ranks) conc.insert(compute_concurrency(o, Profile{"", "local", 1}, r));
+    CS_ASSIGN_OR_RETURN(json compute, measure_compute_all(o, s, model, conc, host.node.gpus, prog));
+    json doc = {{"schema", kCharacterizeSchema},
+                {"model", model.name},
+                {"micro_batch", s.micro_batch},
+                {"compute", compute}};
+    CS_RETURN_IF_ERROR(write_file_atomic(o.out + "/compute.json", doc.dump(1) + "\n"));
+    return doc;
+  }
   const double params = static_cast<double>(
       model.vocab * model.hidden + model.max_positions * model.hidden +
       model.decoder_layers * (12 * model.hidden * model.hidden + 13 * model.hidden) +
@@ -710,8 +732,12 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
           if (!applies(st, r)) continue;
           const std::string id = fmt::format("{}-{}-r{}", p.label, st.name, r);
           fs::create_directories(o.out + "/runs/" + id, ec);  // where its summary will go
-          CS_RETURN_IF_ERROR(o.check_train(
-              train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r));
+          Status checked = o.check_train(
+              train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r);
+          if (!checked.ok()) {
+            if (!out_existed) fs::remove_all(o.out, ec);
+            return checked.error();
+          }
         }
 
   // 1. the network

@@ -86,6 +86,14 @@ TEST(Characterize, BadFlagsAreOneLineAndStatus2) {
     EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << o.err;
     EXPECT_TRUE(o.out.empty()) << o.out;
   }
+  // Refused by the trainer's memory check (as root, past the privileges check): the folder it
+  // had created is gone again.
+  if (::geteuid() == 0) {
+    const fs::path out = scratch() + "refused";
+    const Outcome o = characterize("--emulate tcp-10g --model gpt2-xl -o '" + out.string() + "'");
+    EXPECT_EQ(o.status, 2) << o.err;
+    EXPECT_FALSE(fs::exists(out)) << out;
+  }
 }
 
 // The cluster mode: mpirun --hostfile (this machine's four slots, as the bench_hostfile test
@@ -279,6 +287,74 @@ TEST(Characterize, QuickOneProfileEndToEndAndResume) {
   EXPECT_EQ(mtimes(out / "bench"), bench_before);
   EXPECT_EQ(mtimes(out / "compute"), compute_before);
   EXPECT_EQ(read_json(out / "characterize.json")["runs"].size(), 3u);
+}
+
+}  // namespace
+
+namespace {
+
+// The trainer's model-parallel runs against predict with a host fitted on this machine
+// (scripts/train-vs-predict.py, docs/train.md "Measured against predict"): `characterize
+// --compute-only` fits the host, a tiny PP 2 plan trains, and predict's schedule-level
+// quantities, which hold whatever the timings, are checked with the fitted host. Nothing here
+// compares a measured time with a predicted one (tests never fail on timing).
+TEST(Characterize, ComputeOnlyFitsTheHostForPredictOfAPipeline) {
+  const fs::path out = scratch() + "compute-only";
+  Outcome o = characterize("--compute-only --no-progress --quick --micro-batch-size 2 -o '" +
+                           out.string() + "'");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const fs::path sys = out / "system-cpu-host.json";
+  ASSERT_TRUE(fs::is_regular_file(sys));
+  EXPECT_FALSE(fs::exists(out / "characterize.json"));  // no runs, no network
+  const json doc = read_json(out / "compute.json");
+  EXPECT_GT(doc["compute"]["gemm_tflops"].get<double>(), 0);
+  // With an emulation it is refused with one line naming the flag.
+  Outcome bad = characterize("--compute-only --emulate tcp-10g -o '" + out.string() + "'");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err.rfind("commscope: --compute-only: expected no --emulate/--hostfile", 0), 0u)
+      << bad.err;
+
+  // The fitted model (--quick cuts the preset to 2 layers: one per stage, or one per chunk of
+  // PP 2 x 2 would need 4) is written to the folder; a PP 2 plan of it trains.
+  const std::string model = (out / "model.json").string();
+  const std::string flags = " --model '" + model +
+                            "' --precision fp32 --micro-batch-size 2 --global-batch-size 8 "
+                            "--ddp-bucket-size 0.05 --gpus 2 --pp 2";
+  Outcome t = commscope::testing::run_shell(std::string(MPIEXEC) + " -np 2 --oversubscribe " +
+                                            (::geteuid() == 0 ? "--allow-run-as-root " : "") +
+                                            COMMSCOPE_TRAIN_BIN + flags +
+                                            " --schedule 1f1b --steps 3 --warmup 1 --format json");
+  ASSERT_EQ(t.status, 0) << t.err;
+  const json measured = json::parse(t.out);
+  for (const json& r : measured["per_rank"]) {
+    EXPECT_GE(r["bubble_s"].get<double>(), 0);
+    EXPECT_LE(r["bubble_s"].get<double>(), r["time_s"].get<double>());
+  }
+
+  auto predict = [&](const std::string& schedule) {
+    Outcome p = commscope::testing::run_shell(std::string("'") + COMMSCOPE_BIN + "' predict" +
+                                              flags + " --schedule " + schedule + " --system '" +
+                                              sys.string() + "' --format json");
+    EXPECT_EQ(p.status, 0) << p.err;
+    return p.status == 0 ? json::parse(p.out)["predictions"][0] : json();
+  };
+  const json gpipe = predict("gpipe"), f1b = predict("1f1b");
+  ASSERT_TRUE(gpipe.is_object() && f1b.is_object());
+  EXPECT_EQ(f1b["system"], "cpu-host-measured");
+  // 4 micro-batches over 2 stages: GPipe's and 1F1B's bubble is (p-1)/(m+p-1) = 1/5 of the
+  // iteration for equal stages. The fitted stages differ (the embedding on the first, the LM
+  // head and loss on the second): with per-micro-batch times c0, c1 the iteration is about
+  // m max(c) + min(c) and the mean idle (m |c1 - c0| + 2 min(c)) / 2, a share from 1/5 (equal)
+  // towards 1/2 (one stage empty). (The transfers and the optimizer step move it by less than
+  // 0.01 here.)
+  const double share = f1b["bubble_share"].get<double>();
+  EXPECT_NEAR(gpipe["bubble_share"].get<double>(), share, 1e-3);
+  EXPECT_GE(share, 0.2 - 0.01);
+  EXPECT_LE(share, 0.5);
+  // The profiler's view holds the receive waits the trainer's bubble_s measures: at least the
+  // causal bubble's order, never more than the iteration.
+  EXPECT_GE(f1b["profiler_comm_s"].get<double>(), f1b["comm_s"].get<double>());
+  EXPECT_LE(f1b["profiler_comm_s"].get<double>(), f1b["iteration_time_s"].get<double>());
 }
 
 }  // namespace

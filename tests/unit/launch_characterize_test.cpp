@@ -237,6 +237,24 @@ TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
   EXPECT_NE(msg().find("--warmup: expected a non-negative integer, got -2"), std::string::npos);
 }
 
+// --compute-only needs no --emulate/--hostfile and refuses either, naming the flag.
+TEST(Characterize, ComputeOnlyNeedsNoNetwork) {
+  CharacterizeOptions o;
+  o.out = commscope::testing::scratch() + "out";
+  o.compute_only = true;
+  EXPECT_TRUE(check_characterize_options(o).ok());
+  o.emulate = {"tcp-10g"};
+  Status s = check_characterize_options(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message.rfind("--compute-only: expected no --emulate/--hostfile", 0), 0u);
+  o.emulate = {};
+  o.hostfile = "hosts";
+  EXPECT_FALSE(check_characterize_options(o).ok());
+  o.compute_only = false;  // the full loop still needs one of them
+  o.hostfile = "";
+  EXPECT_FALSE(check_characterize_options(o).ok());
+}
+
 // The fit reproduces a host that behaves exactly as the cost model says: kernels timed from a
 // known calibration (one per op of the one-rank workload) are fitted back so that the fitted
 // system prices the same ops within 1% of the kernels' total, and the fastest GEMM is found.

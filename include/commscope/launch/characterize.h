@@ -47,6 +47,9 @@ struct CharacterizeOptions {
   // The trainer's own checks of one run's commscope-train arguments for `ranks` ranks (flags,
   // batch arithmetic, memory), made for every run before anything is measured; may be empty.
   std::function<Status(const std::vector<std::string>& args, int ranks)> check_train;
+  // --compute-only: step 2 alone (the kernels on this host, one process, fitted into
+  // OUT/system-cpu-host.json); no network, no runs, no --emulate/--hostfile needed.
+  bool compute_only = false;
 };
 
 // A strategy of the run matrix: "ddp", "zero1".."zero3" (data parallel, ZeRO stage), or Megatron's
