@@ -666,19 +666,61 @@ TEST(T5Pipeline, PartsAreTheWorkloadsStagesOnThePreset) {
   ASSERT_TRUE(cfg.ok());
   ASSERT_EQ(w.roles[0].chunks.size(), 1u);
   ASSERT_EQ(w.roles[0].chunks[0].first_layer + w.roles[0].chunks[0].layers, cfg->encoder_layers);
-  // The workload counts both final norms (outer_params's 2h for T5) on the last stage; here, as
-  // in Megatron-LM and Hugging Face, the encoder's final norm is on the encoder's last stage: h
-  // parameters move from the decoder stage to the encoder stage (a difference in the workload,
-  // reported with this branch), the sum is the same.
+  // The encoder's final norm is on the encoder's last stage (as in Megatron-LM and Hugging
+  // Face), the decoder's on the last stage with its copy of the tied embedding.
   const std::int64_t enc = T5Layout(*cfg, 1, 0, T5Part::encoder).total();
   const std::int64_t dec = T5Layout(*cfg, 1, 0, T5Part::decoder).total();
-  EXPECT_EQ(enc, w.roles[0].params + cfg->hidden);
-  EXPECT_EQ(dec, w.roles[1].params - cfg->hidden);
-  EXPECT_EQ(enc + dec, w.roles[0].params + w.roles[1].params);
+  EXPECT_EQ(enc, w.roles[0].params);
+  EXPECT_EQ(dec, w.roles[1].params);
   std::int64_t sent = 0;
   for (const Op& op : w.roles[0].chunks[0].forward.ops())
     if (op.kind == OpKind::comm && op.group == CommGroup::pipeline) sent += op.elements;
   EXPECT_EQ(sent, static_cast<std::int64_t>(cfg->encoder_seq) * cfg->hidden);  // B 1, Te h
+}
+
+// The workload's T5 stages at PP 4 on t5-tiny-cpu (stages: encoder blocks 0 and 1, decoder
+// blocks 2 and 3), TP 1 and 2: the encoder's final norm (h) on stage 1, the decoder's on stage
+// 3; stage 2 runs the decoder's embedding and so holds a copy of the tied word embedding
+// (V h / TP), completed by that embedding's backward and summed in the embedding all-reduce
+// of stages 0, 2 and 3 (Megatron-LM's embedding group: first, split rank, last), which stage 1
+// does not join. Every stage's backward completes each of its gradients once.
+TEST(T5Pipeline, WorkloadStagesHoldTheirNormsAndEmbeddingCopies) {
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    PlanInput in = testing::plan(4 * tp, tp, 4, 1, 4);
+    in.precision = Precision::fp32;
+    const Scenario sc = testing::scenario("t5-tiny-cpu", "cpu-host", in);
+    const Workload w = build_workload(sc);
+    ASSERT_EQ(w.roles.size(), 4u);
+    const std::int64_t h = sc.model.hidden, wte = sc.model.vocab * h / tp;
+    std::int64_t total = 0;
+    for (const Role& r : w.roles) {
+      ASSERT_EQ(r.chunks.size(), 1u);
+      EXPECT_EQ(r.chunks[0].first_layer, r.stage);
+      std::int64_t blocks = block_params(sc.model, r.stage, tp), grads = 0;
+      for (const Op& op : r.chunks[0].backward.ops()) grads += op.grad_params;
+      EXPECT_EQ(grads, r.params) << "stage " << r.stage;
+      const std::int64_t outer = r.params - blocks;
+      const std::int64_t want = r.stage == 0   ? wte
+                                : r.stage == 1 ? h
+                                : r.stage == 2 ? wte
+                                               : wte + h;
+      EXPECT_EQ(outer, want) << "stage " << r.stage;
+      total += r.params;
+      int emb = 0;
+      for (const Op& op : r.step.ops())
+        if (op.kind == OpKind::comm && op.group == CommGroup::embedding) {
+          ++emb;
+          EXPECT_EQ(op.group_size, 3);
+          EXPECT_EQ(op.elements, wte);
+          EXPECT_EQ(op.collective, Collective::all_reduce);
+        }
+      EXPECT_EQ(emb, r.stage == 1 ? 0 : 1) << "stage " << r.stage;
+    }
+    std::int64_t per_rank_blocks = 0;
+    for (int l = 0; l < 4; ++l) per_rank_blocks += block_params(sc.model, l, tp);
+    EXPECT_EQ(total, per_rank_blocks + 3 * wte + 2 * h);
+  }
 }
 
 }  // namespace
