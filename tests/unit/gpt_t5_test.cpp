@@ -10,6 +10,8 @@
 #include <barrier>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -19,6 +21,7 @@
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
 #include "commscope/gpt/t5.h"
+#include "commscope/sim/simulator.h"
 #include "commscope/spec/model.h"
 #include "commscope/workload/params.h"
 #include "commscope/workload/workload.h"
@@ -653,9 +656,108 @@ TEST(T5Pipeline, WithTensorParallelTwo) {
   check_pipeline_split(2);
 }
 
+// What a pipeline trainer needs of the parts: several micro-batches in flight on a stage, one
+// part object per activation slot (parameters and gradients outside). Three micro-batches
+// through the encoder and decoder stages in the order of pipeline_order (the trainer's and the
+// simulator's) for GPipe and 1F1B, run in one thread as the order's dependencies allow
+// (a decoder forward after its encoder forward, an encoder backward after its decoder
+// backward), accumulate the whole model's summed gradients and give its per-micro-batch losses.
+TEST(T5Pipeline, MicroBatchesInFlightOnePartPerSlot) {
+  T5Config c = tiny();
+  c.encoder_layers = 2;
+  c.vocab = 12;
+  const int B = 2, M = 3;
+  std::mt19937_64 rng(21);
+  T5<double> whole(c, B);
+  auto params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
+  std::vector<Tokens> tok;
+  std::vector<double> loss;
+  std::vector<double> grads(params.size(), 0.0);
+  for (int mb = 0; mb < M; ++mb) {
+    tok.push_back(random_tokens(c, B, 30 + static_cast<std::uint64_t>(mb)));
+    loss.push_back(
+        whole.forward(params.data(), tok[mb].enc.data(), tok[mb].dec.data(), tok[mb].tgt.data()));
+    whole.backward(params.data(), grads.data());
+  }
+  for (Schedule sched : {Schedule::gpipe, Schedule::one_f_one_b}) {
+    SCOPED_TRACE(static_cast<int>(sched));
+    const auto order = pipeline_order(sched, 2, 1, M);
+    ASSERT_EQ(order.size(), 2u);
+    const T5Layout le(c, 1, 0, T5Part::encoder), ld(c, 1, 0, T5Part::decoder);
+    std::vector<double> pe(static_cast<std::size_t>(le.total())), ge(pe.size(), 0.0);
+    std::vector<double> pd(static_cast<std::size_t>(ld.total())), gd(pd.size(), 0.0);
+    le.from_full(params.data(), pe.data());
+    ld.from_full(params.data(), pd.data());
+    std::vector<std::unique_ptr<T5<double>>> slots[2];
+    std::vector<int> free_slots[2];
+    std::map<int, int> slot_of[2];
+    std::map<int, std::vector<double>> activation, gradient;  // the messages, by micro-batch
+    std::size_t next[2] = {0, 0};
+    int most[2] = {0, 0};
+    bool progress = true;
+    while (progress && (next[0] < order[0].size() || next[1] < order[1].size())) {
+      progress = false;
+      for (int st = 0; st < 2; ++st) {
+        if (next[st] >= order[st].size()) continue;
+        const PipelineTask& t = order[st][next[st]];
+        const int mb = t.microbatch;
+        if (st == 1 && !t.backward && !activation.count(mb)) continue;
+        if (st == 0 && t.backward && !gradient.count(mb)) continue;
+        if (!t.backward) {
+          if (free_slots[st].empty()) {
+            slots[st].push_back(std::make_unique<T5<double>>(
+                c, B, 1, 0, st == 0 ? T5Part::encoder : T5Part::decoder));
+            free_slots[st].push_back(static_cast<int>(slots[st].size()) - 1);
+          }
+          const int k = free_slots[st].back();
+          free_slots[st].pop_back();
+          slot_of[st][mb] = k;
+          most[st] = std::max(most[st], static_cast<int>(slot_of[st].size()));
+          T5<double>& m = *slots[st][static_cast<std::size_t>(k)];
+          if (st == 0) {
+            m.forward_encoder(pe.data(), tok[mb].enc.data());
+            const std::size_t n = static_cast<std::size_t>(B) * c.encoder_seq * c.hidden;
+            activation[mb].assign(m.encoder_output(), m.encoder_output() + n);
+          } else {
+            const double got = m.forward_decoder(pd.data(), activation.at(mb).data(),
+                                                 tok[mb].dec.data(), tok[mb].tgt.data());
+            EXPECT_NEAR(got, loss[mb], 1e-12 * std::abs(loss[mb])) << "micro-batch " << mb;
+          }
+        } else {
+          const int k = slot_of[st].at(mb);
+          slot_of[st].erase(mb);
+          free_slots[st].push_back(k);
+          T5<double>& m = *slots[st][static_cast<std::size_t>(k)];
+          if (st == 1) {
+            m.backward_decoder(pd.data(), gd.data());
+            const std::size_t n = static_cast<std::size_t>(B) * c.encoder_seq * c.hidden;
+            gradient[mb].assign(m.encoder_output_grad(), m.encoder_output_grad() + n);
+          } else {
+            m.backward_encoder(pe.data(), ge.data(), gradient.at(mb).data());
+          }
+        }
+        ++next[st];
+        progress = true;
+      }
+    }
+    ASSERT_EQ(next[0], order[0].size()) << "the order deadlocks";
+    ASSERT_EQ(next[1], order[1].size()) << "the order deadlocks";
+    // GPipe keeps every micro-batch in flight on the encoder stage, 1F1B at most PP of them.
+    EXPECT_EQ(most[0], sched == Schedule::gpipe ? M : 2);
+    const std::int64_t wte = le.tensors()[0].size;
+    for (std::int64_t i = 0; i < wte; ++i) ge[i] = gd[i] = ge[i] + gd[i];
+    std::vector<double> want_e(pe.size()), want_d(pd.size());
+    le.from_full(grads.data(), want_e.data());
+    ld.from_full(grads.data(), want_d.data());
+    for (std::size_t i = 0; i < ge.size(); ++i)
+      ASSERT_NEAR(ge[i], want_e[i], 1e-12 + 1e-9 * std::abs(want_e[i])) << "encoder " << i;
+    for (std::size_t i = 0; i < gd.size(); ++i)
+      ASSERT_NEAR(gd[i], want_d[i], 1e-12 + 1e-9 * std::abs(want_d[i])) << "decoder " << i;
+  }
+}
+
 // On t5-tiny-cpu at PP 2 (2 + 2 blocks: the workload's stages are the encoder and the decoder):
-// each part holds its stage's parameters (but the encoder's final norm, below), and what
-// crosses the boundary is the workload's.
+// each part holds its stage's parameters, and what crosses the boundary is the workload's.
 TEST(T5Pipeline, PartsAreTheWorkloadsStagesOnThePreset) {
   PlanInput in = testing::plan(2, 1, 2, 1, 1);
   in.precision = Precision::fp32;
