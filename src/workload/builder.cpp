@@ -936,6 +936,10 @@ class Builder {
            ch.first_layer <= m_.encoder_layers && m_.encoder_layers < ch.first_layer + ch.layers &&
            ch.virtual_stage != 0 && ch.virtual_stage != last_vs_;
   }
+  // The encoder final norm's parameters when block l is the encoder's last and the chunk runs it.
+  std::int64_t t5_norm_with(int l, const std::vector<Step>& enc_norm) const {
+    return l == m_.encoder_layers - 1 && !enc_norm.empty() ? t5_encoder_norm_params() : 0;
+  }
   // Virtual stage vs's layers, as build() lays them (no ops).
   Chunk chunk_span(int vs) const {
     Chunk ch;
@@ -1223,6 +1227,12 @@ class Builder {
       fsdp_root = p_.fsdp_wrap == FsdpWrap::model
                       ? chunk_params(ch)
                       : (is_first ? emb_params : 0) + (is_last ? head_params() : 0);
+    // T5's encoder final norm and a middle stage's wte copy: in no block's unit, so the root's.
+    const std::int64_t t5_dec_copy =
+        t5_decoder_embedding_copy(ch) ? outer_params(m_).word_embedding / t_ : 0;
+    const std::int64_t t5_root =
+        (t5_encoder_norm_here(ch) ? t5_encoder_norm_params() : 0) + t5_dec_copy;
+    if (fsdp() && p_.fsdp_wrap != FsdpWrap::model) fsdp_root += t5_root;
     if (auto g = fsdp_gather(f, fsdp_root, is_first ? kEmbeddingLayer : first, std::nullopt))
       f.need(*g);
     // limit_all_gathers: a unit's all-gather waits until the unit two before it has been
@@ -1234,9 +1244,12 @@ class Builder {
       emit_forward(f, emb, kEmbeddingLayer);
     }
     for (int l = first; l < end; ++l) {
-      if (l == m_.encoder_layers && decoder_embedding_here)
+      if (l == m_.encoder_layers && decoder_embedding_here) {
+        gather_params(f, t5_dec_copy, kEmbeddingLayer);
         emit_forward(f, dec_emb, kEmbeddingLayer);
-      gather_params(f, block_params(m_, l, t_), l);
+      }
+      // ZeRO-3: T5's encoder final norm gathered with the encoder's last block.
+      gather_params(f, block_params(m_, l, t_) + t5_norm_with(l, enc_norm), l);
       if (fsdp_blocks) {
         const std::size_t u = forward_end.size();
         std::optional<std::uint32_t> after;
@@ -1323,8 +1336,8 @@ class Builder {
     // at the next unit's own pre-backward, behind this unit's reduction.
     std::vector<std::optional<std::uint32_t>> prefetched(static_cast<std::size_t>(ch.layers));
     for (int l = end - 1; l >= first; --l) {
+      gather_params(bw, block_params(m_, l, t_) + t5_norm_with(l, enc_norm), l);
       if (l == m_.encoder_layers - 1 && !enc_norm.empty()) emit_backward(bw, enc_norm, l, g);
-      gather_params(bw, block_params(m_, l, t_), l);
       const bool regather = fsdp_blocks && fsdp_reshards_after_forward();
       if (regather) {
         auto& mine = prefetched[static_cast<std::size_t>(l - first)];
@@ -1347,14 +1360,17 @@ class Builder {
               fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, done);
         fsdp_reduce(bw, block_params(m_, l, t_), l, done);
       }
-      if (l == m_.encoder_layers && decoder_embedding_here)
+      if (l == m_.encoder_layers && decoder_embedding_here) {
+        gather_params(bw, t5_dec_copy, kEmbeddingLayer);
         emit_backward(bw, dec_emb, kEmbeddingLayer, g);
+      }
     }
     if (is_first) {
       gather_params(bw, emb_params, kEmbeddingLayer);
       emit_backward(bw, emb, kEmbeddingLayer, g);
     }
-    if (fsdp() && (is_first || p_.fsdp_wrap == FsdpWrap::model) && bw.has_prev())
+    if (fsdp() && (is_first || p_.fsdp_wrap == FsdpWrap::model || (!is_last && t5_root > 0)) &&
+        bw.has_prev())
       fsdp_reduce(bw, fsdp_root, is_first ? kEmbeddingLayer : first, bw.prev());
     if (g && bw.has_prev()) g->flush(bw.prev());
     if (expert_grads_ && bw.has_prev()) expert_grads_->flush(bw.prev());

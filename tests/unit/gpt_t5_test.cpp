@@ -825,5 +825,33 @@ TEST(T5Pipeline, WorkloadStagesHoldTheirNormsAndEmbeddingCopies) {
   }
 }
 
+// Under DP 2 with ZeRO-3 (PP 1: ZeRO-3 refuses PP) and with FSDP (NO_SHARD, block units, the
+// PP 4 stages above): every stage gathers (ZeRO-3: zero3_param_all_gather in forward) and
+// reduces (FSDP: fsdp_all_reduce) each of its parameters once, the encoder's final norm and the
+// middle stage's wte copy included.
+TEST(T5Pipeline, WorkloadStagesGatherAndReduceTheirNormsAndEmbeddingCopies) {
+  for (bool fsdp : {false, true}) {
+    SCOPED_TRACE(fsdp ? "fsdp" : "zero-3");
+    PlanInput in = fsdp ? testing::plan(8, 1, 4, 1, 8) : testing::plan(2, 1, 1, 1, 2);
+    in.precision = Precision::fp32;
+    if (!fsdp) in.zero = 3;
+    if (fsdp) {
+      in.framework = Framework::fsdp;
+      in.fsdp_sharding = FsdpSharding::no_shard;
+    }
+    const Workload w = build_workload(testing::scenario("t5-tiny-cpu", "cpu-host", in));
+    ASSERT_EQ(w.roles.size(), fsdp ? 4u : 1u);
+    for (const Role& r : w.roles) {
+      std::int64_t moved = 0;
+      const OpList& list = fsdp ? r.chunks[0].backward : r.chunks[0].forward;
+      for (const Op& op : list.ops())
+        if (op.kind == OpKind::comm &&
+            std::string_view(op.name) == (fsdp ? "fsdp_all_reduce" : "zero3_param_all_gather"))
+          moved += op.elements;
+      EXPECT_EQ(moved, r.params) << "stage " << r.stage;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace commscope::train
