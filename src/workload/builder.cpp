@@ -679,7 +679,7 @@ class Builder {
     const std::int64_t s = m_.dec_seq(), T = b_ * s, h = m_.hidden;
     if (outer.final_norm > 0) {
       Step n = norm("final_norm", kHeadLayer, T);
-      n.grad_params = outer.final_norm;
+      n.grad_params = outer.final_norm - t5_encoder_norm_params();  // T5: the decoder's only
       prog.push_back(n);
     }
     if (outer.pooler > 0)
@@ -923,9 +923,43 @@ class Builder {
     OuterParams o = outer_params(m_);
     return o.word_embedding / t_ + o.position_embedding;
   }
+  // T5's encoder final norm (h): on the chunk of the encoder's last block, as Megatron's
+  // encoder stage applies it before the encoder output crosses to the decoder stages.
+  std::int64_t t5_encoder_norm_params() const {
+    return m_.kind == ArchKind::t5 && m_.encoder_layers > 0 ? norm_params() : 0;
+  }
+  bool t5_encoder_norm_here(const Chunk& ch) const {
+    return t5_encoder_norm_params() > 0 && ch.first_layer < m_.encoder_layers &&
+           m_.encoder_layers <= ch.first_layer + ch.layers;
+  }
+  // T5 under PP: a chunk that runs the decoder's input embedding but holds no copy of the tied
+  // word embedding otherwise (neither the first nor the last virtual stage: Megatron's
+  // pipeline_model_parallel_split_rank stage when PP > 2) holds its own copy, completed by the
+  // decoder embedding's backward and summed in the embedding all-reduce.
+  bool t5_decoder_embedding_copy(const Chunk& ch) const {
+    return m_.kind == ArchKind::t5 && m_.tied_embeddings && m_.encoder_layers > 0 &&
+           ch.first_layer <= m_.encoder_layers && m_.encoder_layers < ch.first_layer + ch.layers &&
+           ch.virtual_stage != 0 && ch.virtual_stage != last_vs_;
+  }
+  // The encoder final norm's parameters when block l is the encoder's last and the chunk runs it.
+  std::int64_t t5_norm_with(int l, const std::vector<Step>& enc_norm) const {
+    return l == m_.encoder_layers - 1 && !enc_norm.empty() ? t5_encoder_norm_params() : 0;
+  }
+  // Virtual stage vs's layers, as build() lays them (no ops).
+  Chunk chunk_span(int vs) const {
+    Chunk ch;
+    ch.virtual_stage = vs;
+    ch.layers = m_.layers() / (p_.pp * p_.virtual_stages);
+    ch.first_layer = vs * ch.layers;
+    if (!p_.stage_layers.empty()) {
+      ch.first_layer = std::accumulate(p_.stage_layers.begin(), p_.stage_layers.begin() + vs, 0);
+      ch.layers = p_.stage_layers[static_cast<std::size_t>(vs)];
+    }
+    return ch;
+  }
   std::int64_t head_params() const {
     OuterParams o = outer_params(m_);
-    std::int64_t head = o.final_norm + o.pooler + o.lm_head / t_;
+    std::int64_t head = o.final_norm - t5_encoder_norm_params() + o.pooler + o.lm_head / t_;
     if (m_.tied_embeddings && p_.pp > 1) head += o.word_embedding / t_;
     return head;
   }
@@ -947,6 +981,8 @@ class Builder {
            (m_.moe() ? held_expert_params(l) - block_expert_params(m_, l) / t_ : 0);
     if (ch.virtual_stage == 0) n += embedding_grads();
     if (ch.virtual_stage == last_vs_) n += head_params();
+    if (t5_encoder_norm_here(ch)) n += t5_encoder_norm_params();
+    if (t5_decoder_embedding_copy(ch)) n += outer_params(m_).word_embedding / t_;
     return n;
   }
 
@@ -1203,7 +1239,17 @@ class Builder {
     std::vector<Step> emb =
         is_first ? embedding_program(m_.seq_length, embedding_grads()) : std::vector<Step>{};
     std::vector<Step> dec_emb =
-        decoder_embedding_here ? embedding_program(m_.dec_seq(), 0) : std::vector<Step>{};
+        decoder_embedding_here
+            ? embedding_program(m_.dec_seq(), t5_decoder_embedding_copy(ch)
+                                                  ? outer_params(m_).word_embedding / t_
+                                                  : 0)
+            : std::vector<Step>{};
+    std::vector<Step> enc_norm;
+    if (t5_encoder_norm_here(ch)) {
+      Step n = norm("encoder_final_norm", m_.encoder_layers - 1, b_ * m_.seq_length);
+      n.grad_params = t5_encoder_norm_params();
+      enc_norm.push_back(n);
+    }
     std::vector<Step> head = is_last ? head_program() : std::vector<Step>{};
     const std::int64_t emb_params = embedding_grads();
 
@@ -1222,6 +1268,12 @@ class Builder {
       fsdp_root = p_.fsdp_wrap == FsdpWrap::model
                       ? chunk_params(ch)
                       : (is_first ? emb_params : 0) + (is_last ? head_params() : 0);
+    // T5's encoder final norm and a middle stage's wte copy: in no block's unit, so the root's.
+    const std::int64_t t5_dec_copy =
+        t5_decoder_embedding_copy(ch) ? outer_params(m_).word_embedding / t_ : 0;
+    const std::int64_t t5_root =
+        (t5_encoder_norm_here(ch) ? t5_encoder_norm_params() : 0) + t5_dec_copy;
+    if (fsdp() && p_.fsdp_wrap != FsdpWrap::model) fsdp_root += t5_root;
     if (auto g = fsdp_gather(f, fsdp_root, is_first ? kEmbeddingLayer : first, std::nullopt))
       f.need(*g);
     // limit_all_gathers: a unit's all-gather waits until the unit two before it has been
@@ -1233,9 +1285,12 @@ class Builder {
       emit_forward(f, emb, kEmbeddingLayer);
     }
     for (int l = first; l < end; ++l) {
-      if (l == m_.encoder_layers && decoder_embedding_here)
+      if (l == m_.encoder_layers && decoder_embedding_here) {
+        gather_params(f, t5_dec_copy, kEmbeddingLayer);
         emit_forward(f, dec_emb, kEmbeddingLayer);
-      gather_params(f, block_params(m_, l, t_), l);
+      }
+      // ZeRO-3: T5's encoder final norm gathered with the encoder's last block.
+      gather_params(f, block_params(m_, l, t_) + t5_norm_with(l, enc_norm), l);
       if (fsdp_blocks) {
         const std::size_t u = forward_end.size();
         std::optional<std::uint32_t> after;
@@ -1244,6 +1299,7 @@ class Builder {
         if (auto g = fsdp_gather(f, block_params(m_, l, t_), l, after)) f.need(*g);
       }
       emit_forward(f, blocks(l), l);
+      if (l == m_.encoder_layers - 1 && !enc_norm.empty()) emit_forward(f, enc_norm, l);
       forward_end.push_back(f.prev());
     }
     if (is_last) {
@@ -1323,7 +1379,8 @@ class Builder {
     // at the next unit's own pre-backward, behind this unit's reduction.
     std::vector<std::optional<std::uint32_t>> prefetched(static_cast<std::size_t>(ch.layers));
     for (int l = end - 1; l >= first; --l) {
-      gather_params(bw, block_params(m_, l, t_), l);
+      gather_params(bw, block_params(m_, l, t_) + t5_norm_with(l, enc_norm), l);
+      if (l == m_.encoder_layers - 1 && !enc_norm.empty()) emit_backward(bw, enc_norm, l, g);
       const bool regather = fsdp_blocks && fsdp_reshards_after_forward();
       if (regather) {
         auto& mine = prefetched[static_cast<std::size_t>(l - first)];
@@ -1346,14 +1403,17 @@ class Builder {
               fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, done);
         fsdp_reduce(bw, block_params(m_, l, t_), l, done);
       }
-      if (l == m_.encoder_layers && decoder_embedding_here)
+      if (l == m_.encoder_layers && decoder_embedding_here) {
+        gather_params(bw, t5_dec_copy, kEmbeddingLayer);
         emit_backward(bw, dec_emb, kEmbeddingLayer, g);
+      }
     }
     if (is_first) {
       gather_params(bw, emb_params, kEmbeddingLayer);
       emit_backward(bw, emb, kEmbeddingLayer, g);
     }
-    if (fsdp() && (is_first || p_.fsdp_wrap == FsdpWrap::model) && bw.has_prev())
+    if (fsdp() && (is_first || p_.fsdp_wrap == FsdpWrap::model || (!is_last && t5_root > 0)) &&
+        bw.has_prev())
       fsdp_reduce(bw, fsdp_root, is_first ? kEmbeddingLayer : first, bw.prev());
     if (g && bw.has_prev()) g->flush(bw.prev());
     if (expert_grads_ && bw.has_prev()) expert_grads_->flush(bw.prev());
@@ -1385,7 +1445,10 @@ class Builder {
           replicated += block_replicated_params(m_, l);
       // The final norm sees only its sequence shard too (Megatron all-reduces it with them).
       for (const Chunk& ch : r.chunks)
-        if (ch.virtual_stage == last_vs_) replicated += outer_params(m_).final_norm;
+        if (ch.virtual_stage == last_vs_)
+          replicated += outer_params(m_).final_norm - t5_encoder_norm_params();
+      for (const Chunk& ch : r.chunks)
+        if (t5_encoder_norm_here(ch)) replicated += t5_encoder_norm_params();
       // BERT's embedding LayerNorm runs on the sequence shards after the embedding's
       // reduce-scatter: its gradient is partial too (first stage).
       if (m_.kind == ArchKind::bert)
@@ -1394,10 +1457,21 @@ class Builder {
       e.chain(comm("sp_grad_all_reduce", Collective::all_reduce, CommGroup::tensor, t_, replicated,
                    dt_, kNoLayer));
     }
-    const bool holds_embedding = r.stage == 0 || r.stage == p_.pp - 1;
+    bool holds_embedding = r.stage == 0 || r.stage == p_.pp - 1;
+    // T5: the stage of the decoder embedding joins when it is neither end (Megatron's
+    // parallel_state: embedding ranks first, split rank, last).
+    int embedding_group = 2;
+    for (int st = 1; st + 1 < p_.pp; ++st) {
+      bool copy = false;
+      for (int c = 0; c < p_.virtual_stages; ++c)
+        copy = copy || t5_decoder_embedding_copy(chunk_span(c * p_.pp + st));
+      if (!copy) continue;
+      ++embedding_group;
+      if (st == r.stage) holds_embedding = true;
+    }
     if (p_.pp > 1 && m_.tied_embeddings && holds_embedding)
-      e.chain(comm("embedding_grad_all_reduce", Collective::all_reduce, CommGroup::embedding, 2,
-                   outer_params(m_).word_embedding / t_, dt_, kEmbeddingLayer));
+      e.chain(comm("embedding_grad_all_reduce", Collective::all_reduce, CommGroup::embedding,
+                   embedding_group, outer_params(m_).word_embedding / t_, dt_, kEmbeddingLayer));
     const bool sharded = p_.zero >= 1 && p_.dp > 1;
     const bool own = own_dp_pattern();
     // Dense parameters go with DP (x CP); the routed experts' with the expert-data group.

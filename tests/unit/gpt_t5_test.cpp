@@ -10,6 +10,8 @@
 #include <barrier>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -19,6 +21,7 @@
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
 #include "commscope/gpt/t5.h"
+#include "commscope/sim/simulator.h"
 #include "commscope/spec/model.h"
 #include "commscope/workload/params.h"
 #include "commscope/workload/workload.h"
@@ -653,9 +656,108 @@ TEST(T5Pipeline, WithTensorParallelTwo) {
   check_pipeline_split(2);
 }
 
+// What a pipeline trainer needs of the parts: several micro-batches in flight on a stage, one
+// part object per activation slot (parameters and gradients outside). Three micro-batches
+// through the encoder and decoder stages in the order of pipeline_order (the trainer's and the
+// simulator's) for GPipe and 1F1B, run in one thread as the order's dependencies allow
+// (a decoder forward after its encoder forward, an encoder backward after its decoder
+// backward), accumulate the whole model's summed gradients and give its per-micro-batch losses.
+TEST(T5Pipeline, MicroBatchesInFlightOnePartPerSlot) {
+  T5Config c = tiny();
+  c.encoder_layers = 2;
+  c.vocab = 12;
+  const int B = 2, M = 3;
+  std::mt19937_64 rng(21);
+  T5<double> whole(c, B);
+  auto params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
+  std::vector<Tokens> tok;
+  std::vector<double> loss;
+  std::vector<double> grads(params.size(), 0.0);
+  for (int mb = 0; mb < M; ++mb) {
+    tok.push_back(random_tokens(c, B, 30 + static_cast<std::uint64_t>(mb)));
+    loss.push_back(
+        whole.forward(params.data(), tok[mb].enc.data(), tok[mb].dec.data(), tok[mb].tgt.data()));
+    whole.backward(params.data(), grads.data());
+  }
+  for (Schedule sched : {Schedule::gpipe, Schedule::one_f_one_b}) {
+    SCOPED_TRACE(static_cast<int>(sched));
+    const auto order = pipeline_order(sched, 2, 1, M);
+    ASSERT_EQ(order.size(), 2u);
+    const T5Layout le(c, 1, 0, T5Part::encoder), ld(c, 1, 0, T5Part::decoder);
+    std::vector<double> pe(static_cast<std::size_t>(le.total())), ge(pe.size(), 0.0);
+    std::vector<double> pd(static_cast<std::size_t>(ld.total())), gd(pd.size(), 0.0);
+    le.from_full(params.data(), pe.data());
+    ld.from_full(params.data(), pd.data());
+    std::vector<std::unique_ptr<T5<double>>> slots[2];
+    std::vector<int> free_slots[2];
+    std::map<int, int> slot_of[2];
+    std::map<int, std::vector<double>> activation, gradient;  // the messages, by micro-batch
+    std::size_t next[2] = {0, 0};
+    int most[2] = {0, 0};
+    bool progress = true;
+    while (progress && (next[0] < order[0].size() || next[1] < order[1].size())) {
+      progress = false;
+      for (int st = 0; st < 2; ++st) {
+        if (next[st] >= order[st].size()) continue;
+        const PipelineTask& t = order[st][next[st]];
+        const int mb = t.microbatch;
+        if (st == 1 && !t.backward && !activation.count(mb)) continue;
+        if (st == 0 && t.backward && !gradient.count(mb)) continue;
+        if (!t.backward) {
+          if (free_slots[st].empty()) {
+            slots[st].push_back(std::make_unique<T5<double>>(
+                c, B, 1, 0, st == 0 ? T5Part::encoder : T5Part::decoder));
+            free_slots[st].push_back(static_cast<int>(slots[st].size()) - 1);
+          }
+          const int k = free_slots[st].back();
+          free_slots[st].pop_back();
+          slot_of[st][mb] = k;
+          most[st] = std::max(most[st], static_cast<int>(slot_of[st].size()));
+          T5<double>& m = *slots[st][static_cast<std::size_t>(k)];
+          if (st == 0) {
+            m.forward_encoder(pe.data(), tok[mb].enc.data());
+            const std::size_t n = static_cast<std::size_t>(B) * c.encoder_seq * c.hidden;
+            activation[mb].assign(m.encoder_output(), m.encoder_output() + n);
+          } else {
+            const double got = m.forward_decoder(pd.data(), activation.at(mb).data(),
+                                                 tok[mb].dec.data(), tok[mb].tgt.data());
+            EXPECT_NEAR(got, loss[mb], 1e-12 * std::abs(loss[mb])) << "micro-batch " << mb;
+          }
+        } else {
+          const int k = slot_of[st].at(mb);
+          slot_of[st].erase(mb);
+          free_slots[st].push_back(k);
+          T5<double>& m = *slots[st][static_cast<std::size_t>(k)];
+          if (st == 1) {
+            m.backward_decoder(pd.data(), gd.data());
+            const std::size_t n = static_cast<std::size_t>(B) * c.encoder_seq * c.hidden;
+            gradient[mb].assign(m.encoder_output_grad(), m.encoder_output_grad() + n);
+          } else {
+            m.backward_encoder(pe.data(), ge.data(), gradient.at(mb).data());
+          }
+        }
+        ++next[st];
+        progress = true;
+      }
+    }
+    ASSERT_EQ(next[0], order[0].size()) << "the order deadlocks";
+    ASSERT_EQ(next[1], order[1].size()) << "the order deadlocks";
+    // GPipe keeps every micro-batch in flight on the encoder stage, 1F1B at most PP of them.
+    EXPECT_EQ(most[0], sched == Schedule::gpipe ? M : 2);
+    const std::int64_t wte = le.tensors()[0].size;
+    for (std::int64_t i = 0; i < wte; ++i) ge[i] = gd[i] = ge[i] + gd[i];
+    std::vector<double> want_e(pe.size()), want_d(pd.size());
+    le.from_full(grads.data(), want_e.data());
+    ld.from_full(grads.data(), want_d.data());
+    for (std::size_t i = 0; i < ge.size(); ++i)
+      ASSERT_NEAR(ge[i], want_e[i], 1e-12 + 1e-9 * std::abs(want_e[i])) << "encoder " << i;
+    for (std::size_t i = 0; i < gd.size(); ++i)
+      ASSERT_NEAR(gd[i], want_d[i], 1e-12 + 1e-9 * std::abs(want_d[i])) << "decoder " << i;
+  }
+}
+
 // On t5-tiny-cpu at PP 2 (2 + 2 blocks: the workload's stages are the encoder and the decoder):
-// each part holds its stage's parameters (but the encoder's final norm, below), and what
-// crosses the boundary is the workload's.
+// each part holds its stage's parameters, and what crosses the boundary is the workload's.
 TEST(T5Pipeline, PartsAreTheWorkloadsStagesOnThePreset) {
   PlanInput in = testing::plan(2, 1, 2, 1, 1);
   in.precision = Precision::fp32;
@@ -666,19 +768,89 @@ TEST(T5Pipeline, PartsAreTheWorkloadsStagesOnThePreset) {
   ASSERT_TRUE(cfg.ok());
   ASSERT_EQ(w.roles[0].chunks.size(), 1u);
   ASSERT_EQ(w.roles[0].chunks[0].first_layer + w.roles[0].chunks[0].layers, cfg->encoder_layers);
-  // The workload counts both final norms (outer_params's 2h for T5) on the last stage; here, as
-  // in Megatron-LM and Hugging Face, the encoder's final norm is on the encoder's last stage: h
-  // parameters move from the decoder stage to the encoder stage (a difference in the workload,
-  // reported with this branch), the sum is the same.
+  // The encoder's final norm is on the encoder's last stage (as in Megatron-LM and Hugging
+  // Face), the decoder's on the last stage with its copy of the tied embedding.
   const std::int64_t enc = T5Layout(*cfg, 1, 0, T5Part::encoder).total();
   const std::int64_t dec = T5Layout(*cfg, 1, 0, T5Part::decoder).total();
-  EXPECT_EQ(enc, w.roles[0].params + cfg->hidden);
-  EXPECT_EQ(dec, w.roles[1].params - cfg->hidden);
-  EXPECT_EQ(enc + dec, w.roles[0].params + w.roles[1].params);
+  EXPECT_EQ(enc, w.roles[0].params);
+  EXPECT_EQ(dec, w.roles[1].params);
   std::int64_t sent = 0;
   for (const Op& op : w.roles[0].chunks[0].forward.ops())
     if (op.kind == OpKind::comm && op.group == CommGroup::pipeline) sent += op.elements;
   EXPECT_EQ(sent, static_cast<std::int64_t>(cfg->encoder_seq) * cfg->hidden);  // B 1, Te h
+}
+
+// The workload's T5 stages at PP 4 on t5-tiny-cpu (stages: encoder blocks 0 and 1, decoder
+// blocks 2 and 3), TP 1 and 2: the encoder's final norm (h) on stage 1, the decoder's on stage
+// 3; stage 2 runs the decoder's embedding and so holds a copy of the tied word embedding
+// (V h / TP), completed by that embedding's backward and summed in the embedding all-reduce
+// of stages 0, 2 and 3 (Megatron-LM's embedding group: first, split rank, last), which stage 1
+// does not join. Every stage's backward completes each of its gradients once.
+TEST(T5Pipeline, WorkloadStagesHoldTheirNormsAndEmbeddingCopies) {
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    PlanInput in = testing::plan(4 * tp, tp, 4, 1, 4);
+    in.precision = Precision::fp32;
+    const Scenario sc = testing::scenario("t5-tiny-cpu", "cpu-host", in);
+    const Workload w = build_workload(sc);
+    ASSERT_EQ(w.roles.size(), 4u);
+    const std::int64_t h = sc.model.hidden, wte = sc.model.vocab * h / tp;
+    std::int64_t total = 0;
+    for (const Role& r : w.roles) {
+      ASSERT_EQ(r.chunks.size(), 1u);
+      EXPECT_EQ(r.chunks[0].first_layer, r.stage);
+      std::int64_t blocks = block_params(sc.model, r.stage, tp), grads = 0;
+      for (const Op& op : r.chunks[0].backward.ops()) grads += op.grad_params;
+      EXPECT_EQ(grads, r.params) << "stage " << r.stage;
+      const std::int64_t outer = r.params - blocks;
+      const std::int64_t want = r.stage == 0   ? wte
+                                : r.stage == 1 ? h
+                                : r.stage == 2 ? wte
+                                               : wte + h;
+      EXPECT_EQ(outer, want) << "stage " << r.stage;
+      total += r.params;
+      int emb = 0;
+      for (const Op& op : r.step.ops())
+        if (op.kind == OpKind::comm && op.group == CommGroup::embedding) {
+          ++emb;
+          EXPECT_EQ(op.group_size, 3);
+          EXPECT_EQ(op.elements, wte);
+          EXPECT_EQ(op.collective, Collective::all_reduce);
+        }
+      EXPECT_EQ(emb, r.stage == 1 ? 0 : 1) << "stage " << r.stage;
+    }
+    std::int64_t per_rank_blocks = 0;
+    for (int l = 0; l < 4; ++l) per_rank_blocks += block_params(sc.model, l, tp);
+    EXPECT_EQ(total, per_rank_blocks + 3 * wte + 2 * h);
+  }
+}
+
+// Under DP 2 with ZeRO-3 (PP 1: ZeRO-3 refuses PP) and with FSDP (NO_SHARD, block units, the
+// PP 4 stages above): every stage gathers (ZeRO-3: zero3_param_all_gather in forward) and
+// reduces (FSDP: fsdp_all_reduce) each of its parameters once, the encoder's final norm and the
+// middle stage's wte copy included.
+TEST(T5Pipeline, WorkloadStagesGatherAndReduceTheirNormsAndEmbeddingCopies) {
+  for (bool fsdp : {false, true}) {
+    SCOPED_TRACE(fsdp ? "fsdp" : "zero-3");
+    PlanInput in = fsdp ? testing::plan(8, 1, 4, 1, 8) : testing::plan(2, 1, 1, 1, 2);
+    in.precision = Precision::fp32;
+    if (!fsdp) in.zero = 3;
+    if (fsdp) {
+      in.framework = Framework::fsdp;
+      in.fsdp_sharding = FsdpSharding::no_shard;
+    }
+    const Workload w = build_workload(testing::scenario("t5-tiny-cpu", "cpu-host", in));
+    ASSERT_EQ(w.roles.size(), fsdp ? 4u : 1u);
+    for (const Role& r : w.roles) {
+      std::int64_t moved = 0;
+      const OpList& list = fsdp ? r.chunks[0].backward : r.chunks[0].forward;
+      for (const Op& op : list.ops())
+        if (op.kind == OpKind::comm &&
+            std::string_view(op.name) == (fsdp ? "fsdp_all_reduce" : "zero3_param_all_gather"))
+          moved += op.elements;
+      EXPECT_EQ(moved, r.params) << "stage " << r.stage;
+    }
+  }
 }
 
 }  // namespace
