@@ -259,6 +259,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(expert_tp, o.expert_tp);
   take(moe_capacity_factor, o.moe_capacity_factor);
   take(moe_routing_imbalance, o.moe_routing_imbalance);
+  take(nccl_algo, o.nccl_algo);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {

@@ -199,6 +199,9 @@ struct PlanInput {
   // context and expert parallelism
   std::optional<int> cp, ep, expert_tp;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
+  // NCCL's algorithms (issue 11): --nccl-algo in NCCL_ALGO's syntax, applied to the system's
+  // NcclTuning by resolve_scenario (apply_nccl_algo, spec/system.h).
+  std::optional<std::string> nccl_algo;
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);
