@@ -123,8 +123,8 @@ LinkModel link_model(const Scenario& sc) {
   const bool nvswitch = sc.system.node.topology == IntraNodeTopology::nvswitch;
   const bool nvls = t.nvls && nvswitch;
   l.collnet = t.collnet && t.collnet_enable && nvswitch;
-  constexpr std::uint8_t kNvls = (1u << static_cast<int>(NcclAlgo::nvls)) |
-                                 (1u << static_cast<int>(NcclAlgo::nvls_tree));
+  constexpr std::uint8_t kNvls =
+      (1u << static_cast<int>(NcclAlgo::nvls)) | (1u << static_cast<int>(NcclAlgo::nvls_tree));
   constexpr std::uint8_t kCollnet = (1u << static_cast<int>(NcclAlgo::collnet_direct)) |
                                     (1u << static_cast<int>(NcclAlgo::collnet_chain));
   const std::uint8_t capable = 3 | (nvls ? kNvls : 0) | (l.collnet ? kCollnet : 0);
@@ -134,7 +134,8 @@ LinkModel link_model(const Scenario& sc) {
   }
   if (nvls)
     l.nvls_bw = l.intra.value() * t.nvls_efficiency * (t.nvls_channels - 1) / t.nvls_channels;
-  for (int i = 0; i < 2; ++i) l.nvls_tree_cap[i] = t.nvls_channels * t.nvls_tree_channel_gbs[i] * 1e9;
+  for (int i = 0; i < 2; ++i)
+    l.nvls_tree_cap[i] = t.nvls_channels * t.nvls_tree_channel_gbs[i] * 1e9;
   l.collnet_direct_efficiency = t.collnet_direct_efficiency;
   // NCCL 2.30.7's ring Simple hops (tuning.cc hwLatencies): 3.4 us NVLink, 14.0 us network;
   // its tree Simple network hop (used with one GPU per node) is 14.0 us as well.
@@ -353,8 +354,8 @@ void sharp_cost(Collective c, double bytes, const GroupPlacement& g, const LinkM
   // the network's bandwidth doubled with 2 nodes, capped per channel.
   if (l.nvls_bw > 0 && k >= 2 && N > 1 && all_reduce &&
       wanted(NcclAlgo::nvls_tree, CollectiveAlgorithm::nvls_tree)) {
-    const double bw = std::min({2 * l.nvls_bw, net * (N <= 2 ? 2.0 : 1.0),
-                                l.nvls_tree_cap[N <= 2 ? 0 : 1]});
+    const double bw =
+        std::min({2 * l.nvls_bw, net * (N <= 2 ? 2.0 : 1.0), l.nvls_tree_cap[N <= 2 ? 0 : 1]});
     const double lat = l.sharp_hop[3][0] + 2.0 * ceil_log2(N) * net_hop(3);
     consider(CollectiveAlgorithm::nvls_tree, kSimple, lat + bus * bytes / bw);
   }
@@ -444,7 +445,8 @@ CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, c
   // Tree (all-reduce only, NCCL's double binary tree): a chain of per_node ranks inside each
   // node and log2(nodes) levels across them, up and down; algorithm bandwidth half the bus
   // bandwidth (time 2 S / busbw).
-  if (c == Collective::all_reduce && (automatic ? (use & 2) != 0 : a == CollectiveAlgorithm::tree)) {
+  if (c == Collective::all_reduce &&
+      (automatic ? (use & 2) != 0 : a == CollectiveAlgorithm::tree)) {
     const int k = std::max(1, g.per_node);
     for (int p = p_lo; p <= p_hi; ++p) {
       if (p == 1 && !l.ll128 && proto == CollectiveProtocol::automatic) continue;

@@ -96,11 +96,18 @@ int cost_path_index(const CollectiveCost& c) {
 }
 
 std::string_view cost_path_name(int i) {
-  static constexpr std::string_view kNames[] = {
-      "model:ring/LL",    "model:ring/LL128",  "model:ring/Simple", "model:tree/LL",
-      "model:tree/LL128", "model:tree/Simple", "model:p2p/Simple",  "model:hierarchical/Simple",
-      "model:nvls/Simple", "model:nvls_tree/Simple", "model:collnet_direct/Simple",
-      "model:collnet_chain/Simple"};
+  static constexpr std::string_view kNames[] = {"model:ring/LL",
+                                                "model:ring/LL128",
+                                                "model:ring/Simple",
+                                                "model:tree/LL",
+                                                "model:tree/LL128",
+                                                "model:tree/Simple",
+                                                "model:p2p/Simple",
+                                                "model:hierarchical/Simple",
+                                                "model:nvls/Simple",
+                                                "model:nvls_tree/Simple",
+                                                "model:collnet_direct/Simple",
+                                                "model:collnet_chain/Simple"};
   return i >= 0 && i < kCostPathCount ? kNames[i] : "";
 }
 

@@ -634,8 +634,9 @@ Status apply_nccl_algo(std::string_view text, const std::string& system_name, Nc
       } else if (n == "nvlstree" || n == "nvls_tree") {
         bits |= algo_bit(NcclAlgo::nvls_tree);
       } else if (n == "pat") {
-        return refuse("an algorithm commscope models (PAT, NCCL's one-GPU-per-node AllGather "
-                      "and ReduceScatter, is not modelled)");
+        return refuse(
+            "an algorithm commscope models (PAT, NCCL's one-GPU-per-node AllGather "
+            "and ReduceScatter, is not modelled)");
       } else {
         return refuse(kNames);
       }
@@ -657,9 +658,9 @@ Status apply_nccl_algo(std::string_view text, const std::string& system_name, Nc
         system_name));
   const bool collnet_enable = (named & kCollnetBits) != 0;
   // What the system can run at all, and what NCCL runs each function with (tuning.cc).
-  const std::uint8_t capable = static_cast<std::uint8_t>(
-      algo_bit(NcclAlgo::ring) | algo_bit(NcclAlgo::tree) | (t.nvls ? kNvlsBits : 0) |
-      (collnet_enable ? kCollnetBits : 0));
+  const std::uint8_t capable =
+      static_cast<std::uint8_t>(algo_bit(NcclAlgo::ring) | algo_bit(NcclAlgo::tree) |
+                                (t.nvls ? kNvlsBits : 0) | (collnet_enable ? kCollnetBits : 0));
   static constexpr std::uint8_t kSupported[5] = {
       kAllAlgos,
       algo_bit(NcclAlgo::ring) | algo_bit(NcclAlgo::nvls) | algo_bit(NcclAlgo::collnet_direct),
