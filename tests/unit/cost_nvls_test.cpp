@@ -9,6 +9,8 @@
 #include "commscope/cost/collective.h"
 #include "test_util.h"
 
+#include <nlohmann/json.hpp>
+
 namespace commscope {
 namespace {
 
@@ -170,6 +172,32 @@ TEST(Nvls, CurvesStillWin) {
       collective_cost(Collective::all_reduce, 256e6, place_group(sc, CommGroup::tensor), l);
   EXPECT_EQ(c.source, CostSource::curve);
   EXPECT_NEAR(c.time.value(), 2.0 * 7 / 8 * 256e6 / 100e9, 1e-12);
+}
+
+// The preset fields round-trip through JSON and bad values are refused naming the field.
+TEST(Nvls, PresetFieldsRoundTripAndAreChecked) {
+  auto s = load_system("gb200-nvl72");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s.value().nccl.nvls);
+  EXPECT_DOUBLE_EQ(s.value().nccl.nvls_efficiency, 0.74);
+  auto back = system_from_json(to_json(s.value()), "round trip");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back.value().nccl.nvls, true);
+  EXPECT_EQ(back.value().nccl.nvls_channels, s.value().nccl.nvls_channels);
+  EXPECT_DOUBLE_EQ(back.value().nccl.nvls_tree_channel_gbs[1],
+                   s.value().nccl.nvls_tree_channel_gbs[1]);
+  EXPECT_EQ(back.value().nccl.collnet, true);
+  nlohmann::json j = to_json(s.value());
+  j["nccl"]["nvls_efficiency"] = 1.5;
+  auto bad = system_from_json(j, "x.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("nccl.nvls_efficiency"), std::string::npos)
+      << bad.error().message;
+  j["nccl"]["nvls_efficiency"] = 0.8;
+  j["nccl"]["nvls"] = 3;
+  bad = system_from_json(j, "x.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("nccl.nvls"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace
