@@ -333,6 +333,13 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "DeepSpeed ZeRO-3: NICs of a node one collective spreads over, 0 = the "
                  "system's scale.nics_per_group [the --deepspeed-version preset's]")
       ->group(g_fw);
+  // ---- NCCL's algorithms (issue 11; docs/cost-model.md, "NVLS and CollNet") ----
+  cmd.add_option_function<std::string>(
+         "--nccl-algo", [&o](const std::string& v) { o.flags.nccl_algo = v; },
+         "NCCL's algorithms the model may pick, in NCCL_ALGO's syntax: ring,tree,nvls,nvlstree,"
+         "collnet (CollNet only where named, as NCCL_COLLNET_ENABLE), ^nvls to exclude, "
+         "allreduce:nvls;allgather:ring per function [every one the system has]")
+      ->group(g_plan);
   cmd.add_option(
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")

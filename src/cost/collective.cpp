@@ -122,6 +122,33 @@ LinkModel link_model(const Scenario& sc) {
     l.nics_per_group = sc.plan.zero3_nics_per_group;
   l.leaf_nodes = sc.system.scale.leaf_nodes;
   l.switch_latency = units::us(sc.system.scale.switch_latency_us);
+  // NVLS and CollNet: what the system has and --nccl-algo enables.
+  const bool nvswitch = sc.system.node.topology == IntraNodeTopology::nvswitch;
+  const bool nvls = t.nvls && nvswitch;
+  l.collnet = t.collnet && t.collnet_enable && nvswitch;
+  constexpr std::uint8_t kNvls =
+      (1u << static_cast<int>(NcclAlgo::nvls)) | (1u << static_cast<int>(NcclAlgo::nvls_tree));
+  constexpr std::uint8_t kCollnet = (1u << static_cast<int>(NcclAlgo::collnet_direct)) |
+                                    (1u << static_cast<int>(NcclAlgo::collnet_chain));
+  const std::uint8_t capable = 3 | (nvls ? kNvls : 0) | (l.collnet ? kCollnet : 0);
+  for (int f = 0; f < 5; ++f) {
+    l.algos[f] = t.algorithms[f] & capable;
+    l.sharp |= (l.algos[f] & ~3) != 0;
+  }
+  if (nvls)
+    l.nvls_bw = l.intra.value() * t.nvls_efficiency * (t.nvls_channels - 1) / t.nvls_channels;
+  for (int i = 0; i < 2; ++i)
+    l.nvls_tree_cap[i] = t.nvls_channels * t.nvls_tree_channel_gbs[i] * 1e9;
+  l.collnet_direct_efficiency = t.collnet_direct_efficiency;
+  // NCCL 2.30.7's ring Simple hops (tuning.cc hwLatencies): 3.4 us NVLink, 14.0 us network;
+  // its tree Simple network hop (used with one GPU per node) is 14.0 us as well.
+  constexpr double kRefNvlinkUs = 3.4, kRefNetUs = 14.0;
+  for (int a = 0; a < 4; ++a) {
+    l.sharp_hop[a][0] = l.intra_latency.value() * t.sharp_hop_latency_us[a][0] / kRefNvlinkUs;
+    l.sharp_hop[a][1] = l.net_latency.value() * t.sharp_hop_latency_us[a][1] / kRefNetUs;
+  }
+  l.sharp_net_ppn1 = l.net_latency.value();
+  l.nics = std::max(1, sc.system.nics.count);
   return l;
 }
 
@@ -158,6 +185,14 @@ std::string_view to_string(CollectiveAlgorithm a) {
       return "hierarchical";
     case CollectiveAlgorithm::p2p:
       return "p2p";
+    case CollectiveAlgorithm::nvls:
+      return "nvls";
+    case CollectiveAlgorithm::nvls_tree:
+      return "nvls_tree";
+    case CollectiveAlgorithm::collnet_direct:
+      return "collnet_direct";
+    case CollectiveAlgorithm::collnet_chain:
+      return "collnet_chain";
   }
   return "auto";
 }
@@ -286,6 +321,66 @@ double channel_share(double bytes, int p, int n, const LinkModel& l) {
   return std::clamp(bytes / per, 1.0, static_cast<double>(l.max_channels)) / l.max_channels;
 }
 
+// NCCL's NVLS, NVLS_TREE, CollNet Direct and CollNet Chain (Simple only), after NCCL 2.30.7
+// src/graph/tuning.cc (docs/cost-model.md, "NVLS and CollNet"): `use` holds the enabled
+// algorithms' NcclAlgo bits when automatic, else `a` names the one asked for. beta is the
+// per-rank bandwidth the ring uses (NVLink, or the NICs' share across nodes), net the node's
+// NIC bandwidth one group gets, extra the fat tree's further switches per network hop.
+template <class Consider>
+void sharp_cost(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
+                std::uint8_t use, CollectiveAlgorithm a, double beta, double net, double extra,
+                Consider&& consider) {
+  auto wanted = [&](NcclAlgo x, CollectiveAlgorithm ca) {
+    return a == CollectiveAlgorithm::automatic ? (use >> static_cast<int>(x)) & 1 : a == ca;
+  };
+  const int n = g.size, k = std::max(1, g.per_node), N = g.nodes;
+  constexpr int kSimple = 2;
+  const bool all_reduce = c == Collective::all_reduce;
+  const double bus = 2.0 * (n - 1) / n;  // all-reduce's bus factor (n > 1 here)
+  // With one GPU per node the network hop is the tree's (tuning.cc).
+  auto net_hop = [&](int alg) { return (k == 1 ? l.sharp_net_ppn1 : l.sharp_hop[alg][1]) + extra; };
+  // NVLS: the switch reduces (multimem); all-reduce pipelines two operations (busBw x 2).
+  // Across nodes only with IB SHARP (NVLS + CollNet). AllGather / ReduceScatter inside a node,
+  // priced as tuning.cc does: busBw x (ppn - 1) / ppn, no bus-to-algorithm conversion.
+  if (l.nvls_bw > 0 && k >= 2 && wanted(NcclAlgo::nvls, CollectiveAlgorithm::nvls)) {
+    const double lat = l.sharp_hop[2][0];
+    if (all_reduce && (N == 1 || l.collnet)) {
+      const double bw = N == 1 ? 2 * l.nvls_bw : std::min(2 * l.nvls_bw, net);
+      consider(CollectiveAlgorithm::nvls, kSimple,
+               lat + (N > 1 ? net_hop(2) : 0.0) + bus * bytes / bw);
+    } else if ((c == Collective::all_gather || c == Collective::reduce_scatter) && N == 1) {
+      consider(CollectiveAlgorithm::nvls, kSimple,
+               lat + bytes / (l.nvls_bw * (k - 1) / static_cast<double>(k)));
+    }
+  }
+  // NVLS_TREE: NVLS inside each node, a tree of log2(nodes) levels across them, up and down;
+  // the network's bandwidth doubled with 2 nodes, capped per channel.
+  if (l.nvls_bw > 0 && k >= 2 && N > 1 && all_reduce &&
+      wanted(NcclAlgo::nvls_tree, CollectiveAlgorithm::nvls_tree)) {
+    const double bw =
+        std::min({2 * l.nvls_bw, net * (N <= 2 ? 2.0 : 1.0), l.nvls_tree_cap[N <= 2 ? 0 : 1]});
+    const double lat = l.sharp_hop[3][0] + 2.0 * ceil_log2(N) * net_hop(3);
+    consider(CollectiveAlgorithm::nvls_tree, kSimple, lat + bus * bytes / bw);
+  }
+  // CollNet (IB SHARP reduces in the switches): all-reduce across nodes, algorithm bandwidth
+  // half the bus bandwidth as the tree's. Direct: every GPU to its own NIC, slowed by the
+  // GPU-to-NIC ratio r as (r - (r - 1) / 2), x 0.85 from sm90, 0.4 us per local rank; Chain:
+  // a chain of the node's GPUs to one NIC.
+  if (l.collnet && N > 1 && all_reduce) {
+    if (wanted(NcclAlgo::collnet_direct, CollectiveAlgorithm::collnet_direct)) {
+      const double r = std::max(1.0, static_cast<double>(k) / l.nics);
+      const double bw = beta / (r - (r - 1) / 2) * l.collnet_direct_efficiency;
+      const double lat =
+          2.0 * (std::min(1, k - 1) * l.sharp_hop[0][0] + (k - 1) * 0.4e-6) + net_hop(0);
+      consider(CollectiveAlgorithm::collnet_direct, kSimple, lat + 2.0 * bytes / bw);
+    }
+    if (wanted(NcclAlgo::collnet_chain, CollectiveAlgorithm::collnet_chain)) {
+      const double lat = 2.0 * (k - 1) * l.sharp_hop[1][0] + net_hop(1);
+      consider(CollectiveAlgorithm::collnet_chain, kSimple, lat + 2.0 * bytes / beta);
+    }
+  }
+}
+
 CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
                           CollectiveAlgorithm a, CollectiveProtocol proto) {
   const int n = g.size;
@@ -331,10 +426,13 @@ CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, c
   };
   const int p_lo = proto == CollectiveProtocol::automatic ? 0 : static_cast<int>(proto) - 1;
   const int p_hi = proto == CollectiveProtocol::automatic ? 2 : p_lo;
+  // The algorithms this call may use: NCCL_ALGO's for the function when automatic (ring and
+  // tree unless --nccl-algo says otherwise), else the one asked for.
+  const bool automatic = a == CollectiveAlgorithm::automatic;
+  const std::uint8_t use = automatic ? l.algos[nccl_function(c)] : 0;
   // Ring: NCCL's 2(n-1) steps for all-reduce (n-1 for the others), 2(N-1) (N-1) of them
   // across nodes at the network's hop latency, the rest inside nodes.
-  if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::ring ||
-      c != Collective::all_reduce) {
+  auto price_ring = [&] {
     const int steps = ring_steps(c, n);
     const int inter = crosses ? std::min(steps, ring_steps(c, g.nodes)) : 0;
     for (int p = p_lo; p <= p_hi; ++p) {
@@ -344,12 +442,14 @@ CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, c
       const double bw = beta_rank * l.fraction[0][p] * channel_share(bytes, p, n, l);
       consider(CollectiveAlgorithm::ring, p, lat + bus * bytes / bw);
     }
-  }
+  };
+  if (automatic ? (use & 1) != 0 : a == CollectiveAlgorithm::ring || c != Collective::all_reduce)
+    price_ring();
   // Tree (all-reduce only, NCCL's double binary tree): a chain of per_node ranks inside each
   // node and log2(nodes) levels across them, up and down; algorithm bandwidth half the bus
   // bandwidth (time 2 S / busbw).
   if (c == Collective::all_reduce &&
-      (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::tree)) {
+      (automatic ? (use & 2) != 0 : a == CollectiveAlgorithm::tree)) {
     const int k = std::max(1, g.per_node);
     for (int p = p_lo; p <= p_hi; ++p) {
       if (p == 1 && !l.ll128 && proto == CollectiveProtocol::automatic) continue;
@@ -359,6 +459,11 @@ CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, c
       consider(CollectiveAlgorithm::tree, p, lat + 2.0 * bytes / bw);
     }
   }
+  if ((l.sharp || !automatic) && p_lo <= 2 && p_hi >= 2)
+    sharp_cost(c, bytes, g, l, automatic ? use : 0, a, beta_rank, net_per_group, extra, consider);
+  // NCCL_ALGO left no algorithm that can run this call (NVLS on one GPU per node, an
+  // algorithm asked for where it cannot run): Ring, as the cost path shows.
+  if (best.time.value() < 0) price_ring();
   return best;
 }
 }  // namespace

@@ -64,7 +64,7 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
       r.cost_sources[c] |= curve ? 2 : 1;
       if (curve) continue;
       const CollectiveCost cost = collective_cost(op.collective, op.bytes, g, links);
-      if (cost.time.value() > 0) r.cost_paths[c] |= std::uint8_t(1u << cost_path_index(cost));
+      if (cost.time.value() > 0) r.cost_paths[c] |= std::uint16_t(1u << cost_path_index(cost));
     }
   };
   for (const Role& role : w.roles) {
@@ -82,16 +82,33 @@ int cost_path_index(const CollectiveCost& c) {
       return 6;
     case CollectiveAlgorithm::hierarchical:
       return 7;
+    case CollectiveAlgorithm::nvls:
+      return 8;
+    case CollectiveAlgorithm::nvls_tree:
+      return 9;
+    case CollectiveAlgorithm::collnet_direct:
+      return 10;
+    case CollectiveAlgorithm::collnet_chain:
+      return 11;
     default:
       return static_cast<int>(c.protocol) - 1;
   }
 }
 
 std::string_view cost_path_name(int i) {
-  static constexpr std::string_view kNames[] = {
-      "model:ring/LL",    "model:ring/LL128",  "model:ring/Simple", "model:tree/LL",
-      "model:tree/LL128", "model:tree/Simple", "model:p2p/Simple",  "model:hierarchical/Simple"};
-  return i >= 0 && i < 8 ? kNames[i] : "";
+  static constexpr std::string_view kNames[] = {"model:ring/LL",
+                                                "model:ring/LL128",
+                                                "model:ring/Simple",
+                                                "model:tree/LL",
+                                                "model:tree/LL128",
+                                                "model:tree/Simple",
+                                                "model:p2p/Simple",
+                                                "model:hierarchical/Simple",
+                                                "model:nvls/Simple",
+                                                "model:nvls_tree/Simple",
+                                                "model:collnet_direct/Simple",
+                                                "model:collnet_chain/Simple"};
+  return i >= 0 && i < kCostPathCount ? kNames[i] : "";
 }
 
 namespace {
@@ -138,7 +155,7 @@ std::string comm_detail(const PredictRow& r) {
   for (std::size_t c = 0; c < kCollectiveCount; ++c) {
     if (!r.cost_sources[c]) continue;
     std::string list = r.cost_sources[c] & 2 ? "curve" : "";
-    for (int i = 0; i < 8; ++i)
+    for (int i = 0; i < kCostPathCount; ++i)
       if (r.cost_paths[c] & (1u << i))
         list += fmt::format("{}{}", list.empty() ? "" : ", ", cost_path_name(i));
     paths += fmt::format(" {} {};", to_string(static_cast<Collective>(c)), list);
@@ -380,7 +397,7 @@ nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scalin
       if (!r.cost_sources[c]) continue;
       nlohmann::json list = nlohmann::json::array();
       if (r.cost_sources[c] & 2) list.push_back("curve");
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < kCostPathCount; ++i)
         if (r.cost_paths[c] & (1u << i)) list.push_back(cost_path_name(i));
       paths[std::string(to_string(static_cast<Collective>(c)))] = std::move(list);
     }

@@ -262,6 +262,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(deepspeed_version, o.deepspeed_version);
   take(zero3_host_s_per_rank_per_call, o.zero3_host_s_per_rank_per_call);
   take(zero3_nics_per_group, o.zero3_nics_per_group);
+  take(nccl_algo, o.nccl_algo);
 }
 
 Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {

@@ -482,6 +482,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
   CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan));
+  // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").
+  if (in.nccl_algo) CS_RETURN_IF_ERROR(apply_nccl_algo(*in.nccl_algo, system.name, system.nccl));
 
   sc.model = std::move(model);
   sc.system = std::move(system);

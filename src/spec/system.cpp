@@ -207,10 +207,39 @@ Status nccl_from_json(const nlohmann::json& j, const std::string& where, NcclTun
         return Error{fmt::format("{}: field '{}': expected true or false, got {}", where, field,
                                  json_excerpt(v))};
       t.ll128 = v.get<bool>();
+    } else if (k == "nvls" || k == "collnet") {
+      if (!v.is_boolean())
+        return Error{fmt::format("{}: field '{}': expected true or false, got {}", where, field,
+                                 json_excerpt(v))};
+      (k == "nvls" ? t.nvls : t.collnet) = v.get<bool>();
+    } else if (k == "nvls_efficiency" || k == "collnet_direct_efficiency") {
+      if (!v.is_number() || !fraction(v.get<double>()))
+        return Error{fmt::format("{}: field '{}': expected a fraction in (0, 1], got {}", where,
+                                 field, json_excerpt(v))};
+      (k == "nvls_efficiency" ? t.nvls_efficiency : t.collnet_direct_efficiency) = v.get<double>();
+    } else if (k == "nvls_channels") {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 2 || v.get<std::int64_t>() > 64)
+        return Error{fmt::format("{}: field '{}': expected an integer from 2 to 64, got {}", where,
+                                 field, json_excerpt(v))};
+      t.nvls_channels = v.get<int>();
+    } else if (k == "nvls_tree_channel_gbs") {
+      const std::size_t shape[] = {2};
+      CS_RETURN_IF_ERROR(numeric_array(
+          v, where, field, shape, t.nvls_tree_channel_gbs,
+          [](double x) { return x > 0 && x <= 1e6; }, "positive GB/s ([2 nodes, more nodes])"));
+    } else if (k == "sharp_hop_latency_us") {
+      const std::size_t shape[] = {4, 2};
+      CS_RETURN_IF_ERROR(numeric_array(
+          v, where, field, shape, &t.sharp_hop_latency_us[0][0],
+          [](double x) { return x > 0 && x <= 1e6; },
+          "positive microseconds ([CollNetDirect, CollNetChain, NVLS, NVLSTree] x [NVLink, "
+          "network])"));
     } else if (k != "sources") {
       return Error{fmt::format(
           "{}: field '{}': unknown field; expected one of: base_latency_us, hop_latency_us, "
-          "bandwidth_fraction, channel_bytes, max_channels, ll128, sources",
+          "bandwidth_fraction, channel_bytes, max_channels, ll128, nvls, nvls_efficiency, "
+          "nvls_channels, nvls_tree_channel_gbs, collnet, collnet_direct_efficiency, "
+          "sharp_hop_latency_us, sources",
           where, field)};
     }
   }
@@ -471,6 +500,17 @@ nlohmann::json to_json(const SystemSpec& s) {
     nccl["channel_bytes"] = std::vector<double>(t.channel_bytes, t.channel_bytes + 3);
   if (t.max_channels != d.max_channels) nccl["max_channels"] = t.max_channels;
   if (t.ll128 != d.ll128 && s.node.topology != IntraNodeTopology::pcie) nccl["ll128"] = t.ll128;
+  if (t.nvls != d.nvls) nccl["nvls"] = t.nvls;
+  if (t.nvls_efficiency != d.nvls_efficiency) nccl["nvls_efficiency"] = t.nvls_efficiency;
+  if (t.nvls_channels != d.nvls_channels) nccl["nvls_channels"] = t.nvls_channels;
+  if (differs(t.nvls_tree_channel_gbs, d.nvls_tree_channel_gbs, 2))
+    nccl["nvls_tree_channel_gbs"] =
+        std::vector<double>(t.nvls_tree_channel_gbs, t.nvls_tree_channel_gbs + 2);
+  if (t.collnet != d.collnet) nccl["collnet"] = t.collnet;
+  if (t.collnet_direct_efficiency != d.collnet_direct_efficiency)
+    nccl["collnet_direct_efficiency"] = t.collnet_direct_efficiency;
+  if (differs(&t.sharp_hop_latency_us[0][0], &d.sharp_hop_latency_us[0][0], 8))
+    nccl["sharp_hop_latency_us"] = rows(&t.sharp_hop_latency_us[0][0], 8, 2);
   if (!nccl.empty()) j["nccl"] = std::move(nccl);
   return j;
 }
@@ -496,6 +536,149 @@ nlohmann::json to_json(const NetworkProtocol& p) {
   }
   j["curves"] = std::move(curves);
   return j;
+}
+
+int nccl_function(Collective c) {
+  switch (c) {
+    case Collective::all_reduce:
+      return 0;
+    case Collective::all_gather:
+      return 1;
+    case Collective::reduce_scatter:
+      return 2;
+    case Collective::broadcast:
+      return 3;
+    case Collective::reduce:
+      return 4;
+    default:
+      return -1;
+  }
+}
+
+namespace {
+constexpr std::uint8_t algo_bit(NcclAlgo a) {
+  return static_cast<std::uint8_t>(1u << static_cast<unsigned>(a));
+}
+constexpr std::uint8_t kAllAlgos = 0x3f;
+constexpr std::uint8_t kNvlsBits = algo_bit(NcclAlgo::nvls) | algo_bit(NcclAlgo::nvls_tree);
+constexpr std::uint8_t kCollnetBits =
+    algo_bit(NcclAlgo::collnet_direct) | algo_bit(NcclAlgo::collnet_chain);
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out)
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  return out;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (std::size_t start = 0;;) {
+    const std::size_t at = s.find(sep, start);
+    out.push_back(s.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return out;
+    start = at + 1;
+  }
+}
+}  // namespace
+
+Status apply_nccl_algo(std::string_view text, const std::string& system_name, NcclTuning& t) {
+  const std::string got = fmt::format("'{}'", text);
+  auto refuse = [&](std::string_view expected) {
+    return Error{fmt::format("--nccl-algo: expected {}, got {}", expected, got)};
+  };
+  static constexpr std::string_view kFunctions[5] = {"allreduce", "allgather", "reducescatter",
+                                                     "broadcast", "reduce"};
+  static constexpr std::string_view kFunctionNames[5] = {"AllReduce", "AllGather", "ReduceScatter",
+                                                         "Broadcast", "Reduce"};
+  constexpr std::string_view kNames =
+      "NCCL_ALGO's syntax: [FUNC:][^]ALGO,... with ALGO one of ring, tree, collnet, "
+      "collnetdirect, collnetchain, nvls, nvlstree and FUNC one of allreduce, allgather, "
+      "reducescatter, broadcast, reduce, entries separated by ';'";
+  if (text.empty() || text.size() > 1000) return refuse(kNames);
+  std::uint8_t mask[5];
+  std::copy(t.algorithms, t.algorithms + 5, mask);
+  std::uint8_t named = 0;  // algorithms enabled by name (NCCL_COLLNET_ENABLE for CollNet)
+  bool named_function[5] = {};
+  const auto entries = split(text, ';');
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    std::string_view entry = entries[i], list = entry;
+    int function = -1;  // all
+    if (const auto colon = entry.find(':'); colon != std::string_view::npos) {
+      const std::string prefix = lower(entry.substr(0, colon));
+      const auto f = std::find(std::begin(kFunctions), std::end(kFunctions), prefix);
+      if (f == std::end(kFunctions)) return refuse(kNames);
+      function = static_cast<int>(f - std::begin(kFunctions));
+      named_function[function] = true;
+      list = entry.substr(colon + 1);
+    } else if (i > 0) {
+      return refuse(std::string(kNames) + " (only the first entry may lack FUNC:)");
+    }
+    const bool exclude = !list.empty() && list.front() == '^';
+    if (exclude) list.remove_prefix(1);
+    std::uint8_t bits = 0;
+    for (std::string_view name : split(list, ',')) {
+      const std::string n = lower(name);
+      if (n == "ring") {
+        bits |= algo_bit(NcclAlgo::ring);
+      } else if (n == "tree") {
+        bits |= algo_bit(NcclAlgo::tree);
+      } else if (n == "collnet") {
+        bits |= kCollnetBits;
+      } else if (n == "collnetdirect" || n == "collnet_direct") {
+        bits |= algo_bit(NcclAlgo::collnet_direct);
+      } else if (n == "collnetchain" || n == "collnet_chain") {
+        bits |= algo_bit(NcclAlgo::collnet_chain);
+      } else if (n == "nvls") {
+        bits |= algo_bit(NcclAlgo::nvls);
+      } else if (n == "nvlstree" || n == "nvls_tree") {
+        bits |= algo_bit(NcclAlgo::nvls_tree);
+      } else if (n == "pat") {
+        return refuse(
+            "an algorithm commscope models (PAT, NCCL's one-GPU-per-node AllGather "
+            "and ReduceScatter, is not modelled)");
+      } else {
+        return refuse(kNames);
+      }
+    }
+    if (!exclude) named |= bits;
+    for (int f = 0; f < 5; ++f)
+      if (function < 0 || function == f)
+        mask[f] = exclude ? static_cast<std::uint8_t>(kAllAlgos & ~bits) : bits;
+  }
+  if ((named & kNvlsBits) && !t.nvls)
+    return refuse(fmt::format(
+        "algorithms system '{}' has: NVLS and NVLSTree need NVLink SHARP (an NVSwitch-3 node: "
+        "H100/H200 DGX, GB200 NVL72; the system preset's nccl.nvls)",
+        system_name));
+  if ((named & kCollnetBits) && !t.collnet)
+    return refuse(fmt::format(
+        "algorithms system '{}' has: CollNet needs IB SHARP in the fabric (the system preset's "
+        "nccl.collnet)",
+        system_name));
+  const bool collnet_enable = (named & kCollnetBits) != 0;
+  // What the system can run at all, and what NCCL runs each function with (tuning.cc).
+  const std::uint8_t capable =
+      static_cast<std::uint8_t>(algo_bit(NcclAlgo::ring) | algo_bit(NcclAlgo::tree) |
+                                (t.nvls ? kNvlsBits : 0) | (collnet_enable ? kCollnetBits : 0));
+  static constexpr std::uint8_t kSupported[5] = {
+      kAllAlgos,
+      algo_bit(NcclAlgo::ring) | algo_bit(NcclAlgo::nvls) | algo_bit(NcclAlgo::collnet_direct),
+      algo_bit(NcclAlgo::ring) | algo_bit(NcclAlgo::nvls) | algo_bit(NcclAlgo::collnet_direct),
+      algo_bit(NcclAlgo::ring), algo_bit(NcclAlgo::ring)};
+  static constexpr std::string_view kSupportedNames[5] = {
+      "Ring, Tree, CollNetDirect, CollNetChain, NVLS or NVLSTree", "Ring, NVLS or CollNetDirect",
+      "Ring, NVLS or CollNetDirect", "Ring", "Ring"};
+  // A function named with FUNC: must keep an algorithm that can run it; so must AllReduce
+  // (every training step has one). Other functions without one are priced as Ring (the cost
+  // path says so), where NCCL would stop at the first such call.
+  for (int f = 0; f < 5; ++f)
+    if ((named_function[f] || f == 0) && !(mask[f] & capable & kSupported[f]))
+      return refuse(fmt::format("an algorithm left for {} on system '{}' (NCCL runs it with {})",
+                                kFunctionNames[f], system_name, kSupportedNames[f]));
+  std::copy(mask, mask + 5, t.algorithms);
+  t.collnet_enable = collnet_enable;
+  return {};
 }
 
 }  // namespace commscope

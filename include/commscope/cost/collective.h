@@ -16,10 +16,23 @@
 
 namespace commscope {
 
-// automatic: NCCL's choice (the fastest ring or tree protocol); hierarchical is commscope's
-// two-level form, priced only when asked for; p2p is what send/receive and all-to-all report.
-enum class CollectiveAlgorithm : std::uint8_t { automatic, ring, tree, hierarchical, p2p };
-std::string_view to_string(CollectiveAlgorithm a);  // "auto", "ring", "tree", ...
+// automatic: NCCL's choice (the fastest enabled algorithm and protocol); hierarchical is
+// commscope's two-level form, priced only when asked for; p2p is what send/receive and
+// all-to-all report. nvls, nvls_tree, collnet_direct, collnet_chain: NCCL's NVLink SHARP and IB
+// SHARP algorithms (Simple only), where the system has them (docs/cost-model.md, "NVLS and
+// CollNet").
+enum class CollectiveAlgorithm : std::uint8_t {
+  automatic,
+  ring,
+  tree,
+  hierarchical,
+  p2p,
+  nvls,
+  nvls_tree,
+  collnet_direct,
+  collnet_chain
+};
+std::string_view to_string(CollectiveAlgorithm a);  // "auto", "ring", "tree", "nvls", ...
 // NCCL's protocols (automatic: the fastest).
 enum class CollectiveProtocol : std::uint8_t { automatic, ll, ll128, simple };
 std::string_view to_string(CollectiveProtocol p);  // "auto", "LL", "LL128", "Simple"
@@ -65,6 +78,24 @@ struct LinkModel {
   int nics_per_group = 0;
   int leaf_nodes = 1;
   Seconds switch_latency;
+
+  // NCCL_ALGO: per NCCL function (nccl_function) the enabled algorithms (bits of NcclAlgo),
+  // those the system lacks already removed; sharp: some NVLS or CollNet algorithm enabled (the
+  // model's path costs one test when none is).
+  std::uint8_t algos[5] = {3, 3, 3, 3, 3};
+  bool sharp = false;
+  bool collnet = false;  // CollNet enabled (IB SHARP and --nccl-algo naming it)
+  // NVLS: per-GPU bandwidth intra x nvls_efficiency x (C - 1) / C over C channels; the NVLS
+  // tree's caps, C x per-channel maximum, for 2 nodes and more (bytes/s); CollNet Direct's
+  // factor from sm90.
+  double nvls_bw = 0;
+  double nvls_tree_cap[2] = {};
+  double collnet_direct_efficiency = 1;
+  // Hop latencies (s) of [CollNetDirect, CollNetChain, NVLS, NVLSTree] x [NVLink, network] and
+  // the network hop with one GPU per node (tree's, tuning.cc), scaled as the ring's are.
+  double sharp_hop[4][2] = {};
+  double sharp_net_ppn1 = 0;
+  int nics = 1;  // NICs of a node (CollNet Direct's GPU-to-NIC ratio)
 };
 LinkModel link_model(const Scenario& sc);
 // The same with curves taken from `curves` (a profile's), kept by reference.

@@ -40,8 +40,9 @@ struct PredictRow {
   // bit 2 when some came from a measured curve of the network profile (0: not used).
   std::array<std::uint8_t, kCollectiveCount> cost_sources{};
   // Per collective, the paths of NCCL's model that priced its ops (bit i: cost_path_name(i):
-  // ring LL/LL128/Simple, tree LL/LL128/Simple, p2p, hierarchical), beside cost_sources.
-  std::array<std::uint8_t, kCollectiveCount> cost_paths{};
+  // ring LL/LL128/Simple, tree LL/LL128/Simple, p2p, hierarchical, then NVLS, NVLS tree,
+  // CollNet Direct, CollNet Chain: kCostPathCount in all), beside cost_sources.
+  std::array<std::uint16_t, kCollectiveCount> cost_paths{};
   double straggler_wait = 0;  // s per iteration a rank's collectives waited for stragglers
 
   double share(double part) const { return iteration_time > 0 ? part / iteration_time : 0; }
@@ -52,6 +53,7 @@ PredictRow predict_row(const Workload& w, const Prediction& p);
 // The bit of PredictRow::cost_paths a model path sets, and its name ("model:ring/LL128" ...).
 int cost_path_index(const CollectiveCost& c);
 std::string_view cost_path_name(int i);
+inline constexpr int kCostPathCount = 12;
 // The scale effects that priced a row: straggler spread and the wait it caused, the fabric's
 // oversubscription, NIC sharing of each inter-node group (docs/cost-model.md).
 nlohmann::json scale_effects_json(const PredictRow& r);

@@ -218,6 +218,9 @@ struct PlanInput {
   std::optional<std::string> deepspeed_version;
   std::optional<double> zero3_host_s_per_rank_per_call;
   std::optional<int> zero3_nics_per_group;  // --zero3-nics-per-group (0: the system's)
+  // NCCL's algorithms (issue 11): --nccl-algo in NCCL_ALGO's syntax, applied to the system's
+  // NcclTuning by resolve_scenario (apply_nccl_algo, spec/system.h).
+  std::optional<std::string> nccl_algo;
 
   // Fields set in `over` replace those here.
   void merge(const PlanInput& over);

@@ -87,7 +87,42 @@ struct NcclTuning {
   double channel_bytes[3] = {4096, 5120, 32768};
   int max_channels = 16;  // channels at full bandwidth (NCCL's ring count on NVSwitch systems)
   bool ll128 = true;      // LL128 enabled (NCCL enables it on NVLink systems only)
+
+  // NVLS and CollNet (docs/cost-model.md, "NVLS and CollNet"), after NCCL 2.30.7
+  // src/graph/tuning.cc and src/transport/nvls.cc. NVLink SHARP needs an NVSwitch-3 node or
+  // later (H100/H200 DGX, GB200 NVL72): NCCL's NVLS (inside a node) and NVLS_TREE (NVLS inside,
+  // a tree across nodes).
+  bool nvls = false;
+  double nvls_efficiency = 0.85;  // tuning.cc nvlsEfficiency: Hopper 0.85, Blackwell 0.74
+  int nvls_channels = 16;         // nvls.cc NVLS_NCHANNELS_SM90 (Blackwell 24 or 32)
+  // tuning.cc perChMaxNVLSTreeBws, GB/s per channel, 2 nodes and more (Hopper).
+  double nvls_tree_channel_gbs[2] = {57.7, 45.5};
+  // The fabric has IB SHARP (NCCL's CollNet, Direct and Chain). NCCL runs CollNet only with
+  // NCCL_COLLNET_ENABLE=1: commscope prices it only where --nccl-algo names it.
+  bool collnet = false;
+  double collnet_direct_efficiency = 0.85;  // tuning.cc: CollNet Direct busBw x 0.85 from sm90
+  // tuning.cc hwLatencies, us, [CollNetDirect, CollNetChain, NVLS, NVLSTree] x [NVLink, network];
+  // scaled as the ring and tree hops are, against 2.30.7's ring Simple hops (3.4 and 14.0 us).
+  double sharp_hop_latency_us[4][2] = {{3.7, 31}, {2.8, 30}, {25, 18}, {25, 20.9}};
+  // NCCL_ALGO (--nccl-algo): per function (NcclFunction) the enabled algorithms (bits of
+  // NcclAlgo); every one by default, CollNet used only when named (collnet_enable).
+  std::uint8_t algorithms[5] = {0x3f, 0x3f, 0x3f, 0x3f, 0x3f};
+  bool collnet_enable = false;
 };
+
+// NCCL's algorithms, as NCCL_ALGO names them (Ring, Tree, CollNetDirect, CollNetChain, NVLS,
+// NVLSTree): bit (1 << value) of NcclTuning::algorithms.
+enum class NcclAlgo : std::uint8_t { ring, tree, collnet_direct, collnet_chain, nvls, nvls_tree };
+// The functions NCCL_ALGO may name that commscope prices with NCCL's model (index of
+// NcclTuning::algorithms): AllReduce, AllGather, ReduceScatter, Broadcast, Reduce; -1 for
+// send/receive and all-to-all (point to point, no algorithm choice).
+int nccl_function(Collective c);
+// Applies NCCL_ALGO's syntax ("ring,tree", "^nvls", "allreduce:nvls,ring;allgather:ring";
+// names case-insensitive, "collnet" both CollNet forms, "nvls_tree" for NVLSTree) to the
+// system's NcclTuning. Refused with one line naming --nccl-algo: unknown names, PAT (not
+// modelled), an algorithm the system lacks (NVLS without NVSwitch 3, CollNet without SHARP),
+// and a function left with no algorithm NCCL could run it with.
+Status apply_nccl_algo(std::string_view text, const std::string& system_name, NcclTuning& t);
 
 // Scale effects (docs/cost-model.md, "Scale effects"): each one off at its neutral value.
 struct ScaleEffects {
