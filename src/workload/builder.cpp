@@ -942,7 +942,22 @@ class Builder {
            (m_.moe() ? held_expert_params(l) - block_expert_params(m_, l) / t_ : 0);
     if (ch.virtual_stage == 0) n += embedding_grads();
     if (ch.virtual_stage == last_vs_) n += head_params();
+    if (t5_encoder_norm_moves(ch)) n += norm_params();
+    if (ch.virtual_stage == last_vs_ && t5_encoder_norm_elsewhere(ch)) n -= norm_params();
     return n;
+  }
+  // T5: whether chunk ch holds the encoder's last block but not the head (its final norm moves
+  // there), and whether the last chunk lacks that block (its head has the decoder's norm only).
+  bool t5_holds_encoder_end(const Chunk& ch) const {
+    return m_.kind == ArchKind::t5 && m_.encoder_layers > 0 &&
+           ch.first_layer <= m_.encoder_layers - 1 &&
+           m_.encoder_layers - 1 < ch.first_layer + ch.layers;
+  }
+  bool t5_encoder_norm_moves(const Chunk& ch) const {
+    return t5_holds_encoder_end(ch) && ch.virtual_stage != last_vs_;
+  }
+  bool t5_encoder_norm_elsewhere(const Chunk& ch) const {
+    return m_.kind == ArchKind::t5 && m_.encoder_layers > 0 && !t5_holds_encoder_end(ch);
   }
 
   // ---- framework patterns ----
@@ -1165,6 +1180,14 @@ class Builder {
         decoder_embedding_here ? embedding_program(m_.dec_seq(), 0) : std::vector<Step>{};
     std::vector<Step> head = is_last ? head_program() : std::vector<Step>{};
     const std::int64_t emb_params = embedding_grads();
+    // T5 under PP: the encoder's final norm runs after the encoder's last block, on the stage
+    // that holds it (its h parameters there, not on the last stage).
+    std::vector<Step> enc_norm;
+    if (t5_encoder_norm_moves(ch))
+      enc_norm.push_back(norm("encoder_final_norm", m_.encoder_layers - 1, b_ * m_.seq_length));
+    if (is_last && t5_encoder_norm_elsewhere(ch))
+      for (Step& st : head)
+        if (st.op.name == std::string_view("final_norm")) st.grad_params -= norm_params();
 
     // forward
     ch.forward.reserve(static_cast<std::size_t>(ch.layers) * 24 + 16);
@@ -1204,6 +1227,7 @@ class Builder {
       }
       emit_forward(f, blocks(l), l);
       forward_end.push_back(f.prev());
+      if (l == m_.encoder_layers - 1 && !enc_norm.empty()) emit_forward(f, enc_norm, l);
     }
     if (is_last) {
       gather_params(f, head_params(), kHeadLayer);
@@ -1280,6 +1304,7 @@ class Builder {
     // at the next unit's own pre-backward, behind this unit's reduction.
     std::vector<std::optional<std::uint32_t>> prefetched(static_cast<std::size_t>(ch.layers));
     for (int l = end - 1; l >= first; --l) {
+      if (l == m_.encoder_layers - 1 && !enc_norm.empty()) emit_backward(bw, enc_norm, l, g);
       gather_params(bw, block_params(m_, l, t_), l);
       const bool regather = fsdp_blocks && fsdp_reshards_after_forward();
       if (regather) {
@@ -1343,6 +1368,11 @@ class Builder {
       // The final norm sees only its sequence shard too (Megatron all-reduces it with them).
       for (const Chunk& ch : r.chunks)
         if (ch.virtual_stage == last_vs_) replicated += outer_params(m_).final_norm;
+      for (const Chunk& ch : r.chunks) {  // T5: the encoder's final norm where it runs
+        if (t5_encoder_norm_moves(ch)) replicated += norm_params();
+        if (ch.virtual_stage == last_vs_ && t5_encoder_norm_elsewhere(ch))
+          replicated -= norm_params();
+      }
       // BERT's embedding LayerNorm runs on the sequence shards after the embedding's
       // reduce-scatter: its gradient is partial too (first stage).
       if (m_.kind == ArchKind::bert)
