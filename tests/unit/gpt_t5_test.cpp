@@ -654,31 +654,62 @@ TEST(T5Pipeline, WithTensorParallelTwo) {
 }
 
 // On t5-tiny-cpu at PP 2 (2 + 2 blocks: the workload's stages are the encoder and the decoder):
-// each part holds its stage's parameters (but the encoder's final norm, below), and what
-// crosses the boundary is the workload's.
+// each part holds its stage's parameters, the encoder's final norm on the encoder stage (as in
+// Megatron-LM and Hugging Face: it runs after the encoder's last block), the decoder stage the
+// decoder's norm and the tied word embedding's copy; what crosses the boundary is the
+// workload's. Under TP 2 too (each rank's slice).
 TEST(T5Pipeline, PartsAreTheWorkloadsStagesOnThePreset) {
-  PlanInput in = testing::plan(2, 1, 2, 1, 1);
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    PlanInput in = testing::plan(2 * tp, tp, 2, 1, 1);
+    in.precision = Precision::fp32;
+    const Scenario sc = testing::scenario("t5-tiny-cpu", "cpu-host", in);
+    const Workload w = build_workload(sc);
+    ASSERT_EQ(w.roles.size(), 2u);
+    auto cfg = t5_config(sc.model);
+    ASSERT_TRUE(cfg.ok());
+    ASSERT_EQ(w.roles[0].chunks.size(), 1u);
+    ASSERT_EQ(w.roles[0].chunks[0].first_layer + w.roles[0].chunks[0].layers, cfg->encoder_layers);
+    EXPECT_EQ(T5Layout(*cfg, tp, 0, T5Part::encoder).total(), w.roles[0].params);
+    EXPECT_EQ(T5Layout(*cfg, tp, 0, T5Part::decoder).total(), w.roles[1].params);
+    // Every parameter's gradient is produced on its stage (the DDP buckets cover the stage).
+    for (const Role& r : w.roles) {
+      std::int64_t grads = 0;
+      for (const Op& op : r.chunks[0].backward.ops())
+        if (op.kind == OpKind::compute) grads += op.grad_params;
+      EXPECT_EQ(grads, r.params) << "stage " << r.stage;
+    }
+    std::int64_t sent = 0;
+    for (const Op& op : w.roles[0].chunks[0].forward.ops())
+      if (op.kind == OpKind::comm && op.group == CommGroup::pipeline) sent += op.elements;
+    EXPECT_EQ(sent, static_cast<std::int64_t>(cfg->encoder_seq) * cfg->hidden);  // B 1, Te h
+  }
+}
+
+// Under PP 4 (describe's; the trainer runs PP 2 at most): the encoder's final norm is on the
+// stage of the encoder's last block (stage 1 of 1 + 1 + 1 + 1 blocks), the stages' parameters
+// sum to the model's plus the tied copy, and the last stage has the decoder's norm only.
+TEST(T5Pipeline, EncoderNormIsOnTheEncodersLastStage) {
+  PlanInput in = testing::plan(4, 1, 4, 1, 1);
   in.precision = Precision::fp32;
   const Scenario sc = testing::scenario("t5-tiny-cpu", "cpu-host", in);
   const Workload w = build_workload(sc);
-  ASSERT_EQ(w.roles.size(), 2u);
+  ASSERT_EQ(w.roles.size(), 4u);
   auto cfg = t5_config(sc.model);
   ASSERT_TRUE(cfg.ok());
-  ASSERT_EQ(w.roles[0].chunks.size(), 1u);
-  ASSERT_EQ(w.roles[0].chunks[0].first_layer + w.roles[0].chunks[0].layers, cfg->encoder_layers);
-  // The workload counts both final norms (outer_params's 2h for T5) on the last stage; here, as
-  // in Megatron-LM and Hugging Face, the encoder's final norm is on the encoder's last stage: h
-  // parameters move from the decoder stage to the encoder stage (a difference in the workload,
-  // reported with this branch), the sum is the same.
-  const std::int64_t enc = T5Layout(*cfg, 1, 0, T5Part::encoder).total();
-  const std::int64_t dec = T5Layout(*cfg, 1, 0, T5Part::decoder).total();
-  EXPECT_EQ(enc, w.roles[0].params + cfg->hidden);
-  EXPECT_EQ(dec, w.roles[1].params - cfg->hidden);
-  EXPECT_EQ(enc + dec, w.roles[0].params + w.roles[1].params);
-  std::int64_t sent = 0;
-  for (const Op& op : w.roles[0].chunks[0].forward.ops())
-    if (op.kind == OpKind::comm && op.group == CommGroup::pipeline) sent += op.elements;
-  EXPECT_EQ(sent, static_cast<std::int64_t>(cfg->encoder_seq) * cfg->hidden);  // B 1, Te h
+  const std::int64_t wte = static_cast<std::int64_t>(cfg->vocab) * cfg->hidden;
+  std::int64_t all = 0;
+  for (const Role& r : w.roles) all += r.params;
+  EXPECT_EQ(all, T5Layout(*cfg).total() + wte);
+  for (const Role& r : w.roles) {
+    int norms = 0;
+    for (const Op& op : r.chunks[0].forward.ops())
+      if (op.kind == OpKind::compute && std::string_view(op.name) == "encoder_final_norm") ++norms;
+    EXPECT_EQ(norms, r.stage == 1 ? 1 : 0) << "stage " << r.stage;
+  }
+  // The last stage: decoder block 3, its norm and the tied copy.
+  const T5Layout dec(*cfg, 1, 0, T5Part::decoder);
+  EXPECT_EQ(w.roles[3].params, dec.block(3).range.size + cfg->hidden + wte);
 }
 
 }  // namespace
