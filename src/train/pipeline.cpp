@@ -103,6 +103,20 @@ const float* t5_backward(T5<float>& t5, const float* params, float* grads, const
   return nullptr;
 }
 
+// Matrix-product FLOPs of one forward + backward (3x the forward) of the whole T5 for `batch`
+// sequences: per encoder block its projections (4h^2 + 2hf per token) and attention (2 Te^2 h
+// multiply-adds per sequence); per decoder block self-attention's and the MLP's projections
+// (h^2 (4 + 1 + 1) + 2hf per decoder token: qkv, out, cross q, cross out), cross_kv over the
+// encoder tokens (2h^2), attention over Td and Te keys; the LM head (h V per decoder token).
+double t5_matmul_flops(const T5Config& c, int batch) {
+  const double h = c.hidden, f = c.ffn, v = c.vocab, te = c.encoder_seq, td = c.decoder_seq;
+  const double enc = te * (4 * h * h + 2 * h * f) + 2 * te * te * h;
+  const double dec =
+      td * (6 * h * h + 2 * h * f) + te * 2 * h * h + 2 * td * td * h + 2 * td * te * h;
+  const double fwd = 2 * (c.encoder_layers * enc + c.decoder_layers * dec + td * h * v);
+  return 3 * fwd * batch;
+}
+
 // One model chunk of this rank: its shard of the model, its parameters, gradients and AdamW
 // moments, and its DDP buckets (ranges of its buffer, in backward order).
 struct ChunkState {
@@ -150,6 +164,29 @@ class PipelineTrainer {
   // T5: this stage's side of the encoder/decoder split (whole under PP 1), one model per slot.
   bool setup_t5_chunk(const Chunk& wc, int slots);
   std::function<void(float*, std::int64_t, bool, std::string_view, int)> tp_all_reduce();
+  double matmul_flops() const {
+    return o_.t5 ? t5_matmul_flops(*o_.t5, o_.micro_batch)
+                 : gpt_matmul_flops(o_.model, o_.micro_batch);
+  }
+  // T5 has no per-op observer: its compute in the timeline is the time between its
+  // tensor-parallel all-reduces (and the ends of its forward and backward), one event each,
+  // named t5_forward / t5_backward with the stage's first block as layer.
+  void t5_compute_segment();
+  template <class F>
+  float t5_timed(bool backward, int layer, F&& f) {
+    t5_segment_ = backward ? "t5_backward" : "t5_forward";
+    t5_segment_layer_ = layer;
+    t5_segment_backward_ = backward;
+    t5_segment_start_ = Gpt::now();
+    const float r = f();
+    t5_compute_segment();
+    t5_segment_ = nullptr;
+    return r;
+  }
+  const char* t5_segment_ = nullptr;
+  int t5_segment_layer_ = 0;
+  bool t5_segment_backward_ = false;
+  double t5_segment_start_ = 0;
   bool resume();
   Status train();
   void run_schedule(std::int64_t step, double* loss_sum);
@@ -467,6 +504,7 @@ bool PipelineTrainer::setup() {
 std::function<void(float*, std::int64_t, bool, std::string_view, int)>
 PipelineTrainer::tp_all_reduce() {
   return [this](float* data, std::int64_t n, bool max, std::string_view name, int layer) {
+    t5_compute_segment();
     const std::uint64_t tk =
         comm_op(name, Collective::all_reduce, CommGroup::tensor, g_.tp, layer,
                 static_cast<double>(n) * sizeof(float), [this, data, n, max] {
@@ -474,7 +512,16 @@ PipelineTrainer::tp_all_reduce() {
                                    max ? MPI_MAX : MPI_SUM, tp_comm_);
                 });
     stream_.wait(tk);
+    t5_segment_start_ = Gpt::now();
   };
+}
+
+void PipelineTrainer::t5_compute_segment() {
+  if (t5_segment_ == nullptr) return;
+  const double now = Gpt::now();
+  record_compute(
+      OpRecord{t5_segment_, t5_segment_layer_, t5_segment_backward_, t5_segment_start_, now, 0});
+  t5_segment_start_ = now;
 }
 
 bool PipelineTrainer::setup_t5_chunk(const Chunk& wc, int slots) {
@@ -698,8 +745,10 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       ch.slot_of[mb] = slot;
       zero3_gather(ch, false);
       const float loss = m ? m->forward(slot, ch.params.data(), tok.data(), in.data(), tgt.data())
-                           : t5_forward(*ch.t5[static_cast<std::size_t>(slot)], ch.params.data(),
-                                        in.data(), t5_batch);
+                           : t5_timed(false, s.first_layer, [&] {
+                               return t5_forward(*ch.t5[static_cast<std::size_t>(slot)],
+                                                 ch.params.data(), in.data(), t5_batch);
+                             });
       zero3_release(ch);
       if (s.head && g_.t == 0) *loss_sum += loss;
       if (vs < last_vs) {
@@ -769,7 +818,10 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
         input_grad = m->input_grad();
       } else {  // T5: every gradient of the stage at once, then the buckets in backward order
         T5<float>& t5 = *ch.t5[static_cast<std::size_t>(slot)];
-        input_grad = t5_backward(t5, ch.params.data(), ch.grads.data(), dout.data());
+        t5_timed(true, s.first_layer, [&] {
+          input_grad = t5_backward(t5, ch.params.data(), ch.grads.data(), dout.data());
+          return 0.0f;
+        });
         on_done(ch.total);
       }
       CS_CHECK(!zero23_ || next_bucket == ch.buckets.size());  // every gradient went
@@ -1158,8 +1210,7 @@ bool PipelineTrainer::resume() {
 Status PipelineTrainer::train() {
   const double tokens_per_step =
       static_cast<double>(accum_ * g_.dp * o_.micro_batch) * o_.model.seq;
-  const double flops =
-      gpt_matmul_flops(o_.model, o_.micro_batch) * static_cast<double>(accum_ * g_.dp);
+  const double flops = matmul_flops() * static_cast<double>(accum_ * g_.dp);
   CS_MPI_CHECK(MPI_Barrier(world_));
   t0_ = Gpt::now();
   for (std::int64_t step = start_ + 1; step <= o_.steps; ++step) {
@@ -1258,8 +1309,7 @@ int PipelineTrainer::report() {
   for (const ChunkState& ch : chunks_) params += ch.total;
   r.parameters = o_.t5 ? T5Layout(*o_.t5).total() : ParamLayout(o_.model).total();
   r.tokens_per_step = static_cast<double>(accum_ * g_.dp * o_.micro_batch) * o_.model.seq;
-  r.flops_per_step =
-      gpt_matmul_flops(o_.model, o_.micro_batch) * static_cast<double>(accum_ * g_.dp);
+  r.flops_per_step = matmul_flops() * static_cast<double>(accum_ * g_.dp);
   r.data = data_->describe();
   r.start = start_;
   r.rows = &rows_;
