@@ -73,8 +73,8 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
         where, m.pooler, m.type_vocab)};
   if (m.kind == ArchKind::t5)
     return Error{fmt::format(
-        "{}: expected a GPT-2-shaped model or a BERT; T5 is so far a single-process library model "
-        "(src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
+        "{}: expected a GPT-2-shaped model or a BERT; T5 trains only in commscope train's "
+        "model-parallel trainer (src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
         where)};
   if ((m.kind != ArchKind::gpt && m.kind != ArchKind::bert) ||
       m.position != PositionEmbedding::learned || m.norm != NormKind::layernorm ||
