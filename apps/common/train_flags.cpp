@@ -144,6 +144,16 @@ Result<train::TrainOptions> train_options(const TrainFlags& f, std::vector<std::
   if (f.heads) o.model.heads = *f.heads;
   if (f.vocab) o.model.vocab = *f.vocab;
   if (f.layers || f.hidden || f.heads || f.vocab) o.model_name += "-custom";
+  if (o.t5 && (f.layers || f.hidden || f.heads || f.vocab)) {  // T5: the same sizes
+    if (f.layers) {  // blocks: half encoder, half decoder (the encoder the odd one)
+      o.t5->decoder_layers = *f.layers / 2;
+      o.t5->encoder_layers = *f.layers - *f.layers / 2;
+    }
+    if (f.hidden) o.t5->ffn = 4 * *f.hidden;  // T5's ffn 4h, as its presets
+    if (f.hidden) o.t5->hidden = *f.hidden;
+    if (f.heads) o.t5->heads = *f.heads;
+    if (f.vocab) o.t5->vocab = *f.vocab;
+  }
   return o;
 }
 

@@ -73,8 +73,8 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
         where, m.pooler, m.type_vocab)};
   if (m.kind == ArchKind::t5)
     return Error{fmt::format(
-        "{}: expected a GPT-2-shaped model or a BERT; T5 is so far a single-process library model "
-        "(src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
+        "{}: expected a GPT-2-shaped model or a BERT; T5 trains only in commscope train's "
+        "model-parallel trainer (src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
         where)};
   if ((m.kind != ArchKind::gpt && m.kind != ArchKind::bert) ||
       m.position != PositionEmbedding::learned || m.norm != NormKind::layernorm ||
@@ -185,8 +185,21 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   o.network = in.network;
 
   CS_ASSIGN_OR_RETURN(ModelSpec m, load_model(in.model.empty() ? kDefaultModel : in.model));
-  CS_ASSIGN_OR_RETURN(GptConfig c, config_from_model(m));
-  o.model = c;
+  if (m.kind == ArchKind::t5) {  // the model-parallel trainer's T5 (gpt/t5.h)
+    Result<T5Config> t5 = t5_config(m);
+    if (!t5.ok()) return Error{"--model " + m.name + ": " + t5.error().message};
+    o.t5 = *t5;
+    GptConfig c;  // T5's sizes, for what reports them (the model itself is o.t5)
+    c.layers = t5->encoder_layers + t5->decoder_layers;
+    c.hidden = t5->hidden;
+    c.heads = t5->heads;
+    c.vocab = t5->vocab;
+    c.seq = c.max_positions = t5->encoder_seq;
+    o.model = c;
+  } else {
+    CS_ASSIGN_OR_RETURN(GptConfig c, config_from_model(m));
+    o.model = c;
+  }
   o.model_name = m.name;
   if (p.seq_length) {
     if (*p.seq_length < 1 || *p.seq_length > (1 << 30))
@@ -194,6 +207,7 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     o.model.seq = static_cast<int>(*p.seq_length);
     // Longer than the preset's positions: the position table grows (the trainer's own model).
     o.model.max_positions = std::max(o.model.max_positions, o.model.seq);
+    if (o.t5) o.t5->encoder_seq = o.model.seq;  // T5: the encoder's (decoder_seq_length stays)
   }
   if (!o.warmup_given) o.warmup = std::clamp(o.warmup, 0, std::max(o.steps - 1, 0));
   return ok_status();
@@ -329,6 +343,49 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
   return 4 * (state + acts);
 }
 
+namespace {
+
+// What the trainer's T5 runs (docs/train.md "T5"): TP dividing heads, ffn and vocabulary, PP 1
+// or 2 split at the encoder/decoder boundary, GPipe or 1F1B, DDP or ZeRO-1.
+Status validate_t5(const TrainOptions& o) {
+  const T5Config& c = *o.t5;
+  if (Status s = validate(c); !s.ok())
+    return Error{"--model " + o.model_name + ": " + s.error().message};
+  if (o.tp < 1 || c.heads % o.tp != 0 || c.ffn % o.tp != 0 || c.vocab % o.tp != 0)
+    return Error{fmt::format(
+        "--tensor-model-parallel-size: expected a divisor of T5's heads ({}), ffn ({}) and "
+        "vocabulary ({}), got {}",
+        c.heads, c.ffn, c.vocab, o.tp)};
+  if (o.vpp > 1 || (o.schedule && *o.schedule == Schedule::interleaved))
+    return Error{fmt::format(
+        "{}: expected no virtual pipeline for T5: Megatron-LM refuses interleaving for "
+        "encoder-decoder models (\"Interleaving is not supported with an encoder and decoder "
+        "model.\", core/pipeline_parallel/schedules.py); got {}",
+        o.vpp > 1 ? "--virtual-pipeline-stages" : "--schedule",
+        o.vpp > 1 ? std::to_string(o.vpp) : std::string("interleaved"))};
+  if (o.pp > 2 || (o.pp == 2 && c.encoder_layers != c.decoder_layers))
+    return Error{fmt::format(
+        "--pipeline-model-parallel-size: expected 1, or 2 with as many encoder as decoder layers "
+        "(T5 split at the encoder/decoder boundary, Megatron's pipeline_model_parallel_split_rank "
+        "1; encoder {}, decoder {}), got {}",
+        c.encoder_layers, c.decoder_layers, o.pp)};
+  if (o.sequence_parallel && o.tp > 1)
+    return Error{
+        "--sequence-parallel: expected off for T5 (the trainer's T5 has tensor parallelism "
+        "without sequence parallelism), got on"};
+  if (o.strategy == Strategy::zero2 || o.strategy == Strategy::zero3)
+    return Error{fmt::format("--zero: expected 0 or 1 for T5 (DDP or ZeRO-1 over DP), got {}",
+                             static_cast<int>(o.strategy))};
+  if (!o.data.empty())
+    return Error{fmt::format(
+        "--data: expected none for T5 (its task is the synthetic sequence-to-sequence one, "
+        "t5_synthetic_batch), got '{}'",
+        o.data)};
+  return ok_status();
+}
+
+}  // namespace
+
 Status validate(const TrainOptions& o, int world, int ranks_here) {
   CS_RETURN_IF_ERROR(check_ranks(world));
   if (Status s = validate(o.model); !s.ok()) return s;
@@ -353,6 +410,7 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
           "({}), got {}",
           o.model.heads, o.model.vocab, o.tp)};
   }
+  if (o.t5) CS_RETURN_IF_ERROR(validate_t5(o));
   if (o.gpus && *o.gpus != world)
     return Error{fmt::format("--gpus: expected the rank count {}, got {}", world, *o.gpus)};
   for (auto [flag, v] : {std::pair{"--data-parallel-size", o.dp}})
@@ -490,7 +548,9 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   p.zero_reduce_bucket = o.zero_reduce_bucket;
   p.zero_allgather_bucket = o.zero_allgather_bucket;
   if (o.grad_comm_dtype) p.grad_comm_dtype = *o.grad_comm_dtype;
-  return resolve_scenario(model_spec(o.model, o.model_name), system, net, p);
+  return resolve_scenario(
+      o.t5 ? t5_model_spec(*o.t5, o.model_name) : model_spec(o.model, o.model_name), system, net,
+      p);
 }
 
 bool trace_is_folder(const std::string& trace) {

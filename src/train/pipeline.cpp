@@ -31,6 +31,7 @@
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
 #include "commscope/gpt/parallel.h"
+#include "commscope/gpt/t5.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/timeline/timeline.h"
 #include "commscope/train/checkpoint.h"
@@ -67,11 +68,71 @@ int max_in_flight(const std::vector<PipelineTask>& order, int c) {
   return most;
 }
 
+// One micro-batch through this stage's side of T5: the whole model (PP 1), the encoder (its
+// output is the boundary tensor, B Te h) or the decoder (reads the encoder stage's output).
+float t5_forward(T5<float>& t5, const float* params, const float* encoder_output,
+                 const T5Batch& batch) {
+  switch (t5.layout().part()) {
+    case T5Part::whole:
+      return t5.forward(params, batch.encoder_tokens.data(), batch.decoder_tokens.data(),
+                        batch.targets.data());
+    case T5Part::encoder:
+      t5.forward_encoder(params, batch.encoder_tokens.data());
+      return 0.0f;
+    case T5Part::decoder:
+      return t5.forward_decoder(params, encoder_output, batch.decoder_tokens.data(),
+                                batch.targets.data());
+  }
+  return 0.0f;
+}
+
+// Its backward (accumulating into grads); the gradient to send back (the decoder's, of the
+// encoder output) or null.
+const float* t5_backward(T5<float>& t5, const float* params, float* grads, const float* d_output) {
+  switch (t5.layout().part()) {
+    case T5Part::whole:
+      t5.backward(params, grads);
+      return nullptr;
+    case T5Part::encoder:
+      t5.backward_encoder(params, grads, d_output);
+      return nullptr;
+    case T5Part::decoder:
+      t5.backward_decoder(params, grads);
+      return t5.encoder_output_grad();
+  }
+  return nullptr;
+}
+
+// Matrix-product FLOPs of one forward + backward (3x the forward) of the whole T5 for `batch`
+// sequences: per encoder block its projections (4h^2 + 2hf per token) and attention (2 Te^2 h
+// multiply-adds per sequence); per decoder block self-attention's and the MLP's projections
+// (h^2 (4 + 1 + 1) + 2hf per decoder token: qkv, out, cross q, cross out), cross_kv over the
+// encoder tokens (2h^2), attention over Td and Te keys; the LM head (h V per decoder token).
+double t5_matmul_flops(const T5Config& c, int batch) {
+  const double h = c.hidden, f = c.ffn, v = c.vocab, te = c.encoder_seq, td = c.decoder_seq;
+  const double enc = te * (4 * h * h + 2 * h * f) + 2 * te * te * h;
+  const double dec =
+      td * (6 * h * h + 2 * h * f) + te * 2 * h * h + 2 * td * td * h + 2 * td * te * h;
+  const double fwd = 2 * (c.encoder_layers * enc + c.decoder_layers * dec + td * h * v);
+  return 3 * fwd * batch;
+}
+
 // One model chunk of this rank: its shard of the model, its parameters, gradients and AdamW
 // moments, and its DDP buckets (ranges of its buffer, in backward order).
 struct ChunkState {
   int virtual_stage = 0;
   std::unique_ptr<GptShard> model;
+  // T5 (o.t5): one model per activation slot (T5<T> holds one micro-batch's activations), its
+  // side of the encoder/decoder split; `model` is null then.
+  std::vector<std::unique_ptr<T5<float>>> t5;
+  // What the schedule and the optimizer need of either model: its stage spec (layers, whether
+  // it embeds, whether it has the head), the boundary tensor's elements, the buffer's size, the
+  // word embedding (first stage) and its tied copy (last stage), the tensors every tensor rank
+  // holds whole.
+  ShardSpec spec;
+  std::int64_t activation_elements = 0, total = 0;
+  Range word_embedding, head_copy;
+  std::vector<Range> replicated;
   std::vector<float> params, grads, m, v;
   struct Bucket {
     std::int64_t offset, elements;
@@ -100,6 +161,32 @@ class PipelineTrainer {
 
  private:
   bool setup();
+  // T5: this stage's side of the encoder/decoder split (whole under PP 1), one model per slot.
+  bool setup_t5_chunk(const Chunk& wc, int slots);
+  std::function<void(float*, std::int64_t, bool, std::string_view, int)> tp_all_reduce();
+  double matmul_flops() const {
+    return o_.t5 ? t5_matmul_flops(*o_.t5, o_.micro_batch)
+                 : gpt_matmul_flops(o_.model, o_.micro_batch);
+  }
+  // T5 has no per-op observer: its compute in the timeline is the time between its
+  // tensor-parallel all-reduces (and the ends of its forward and backward), one event each,
+  // named t5_forward / t5_backward with the stage's first block as layer.
+  void t5_compute_segment();
+  template <class F>
+  float t5_timed(bool backward, int layer, F&& f) {
+    t5_segment_ = backward ? "t5_backward" : "t5_forward";
+    t5_segment_layer_ = layer;
+    t5_segment_backward_ = backward;
+    t5_segment_start_ = Gpt::now();
+    const float r = f();
+    t5_compute_segment();
+    t5_segment_ = nullptr;
+    return r;
+  }
+  const char* t5_segment_ = nullptr;
+  int t5_segment_layer_ = 0;
+  bool t5_segment_backward_ = false;
+  double t5_segment_start_ = 0;
   bool resume();
   Status train();
   void run_schedule(std::int64_t step, double* loss_sum);
@@ -301,13 +388,21 @@ bool PipelineTrainer::setup() {
   order_ =
       pipeline_order(schedule_, g_.pp, v_, static_cast<int>(accum_))[static_cast<std::size_t>(p)];
 
-  const ParamLayout full_layout(o_.model);
-  std::vector<float> full(static_cast<std::size_t>(full_layout.total()));
-  init_params(full_layout, full.data(), o_.seed);  // every rank the same, then its shard
+  std::vector<float> full;
+  if (!o_.t5) {
+    const ParamLayout full_layout(o_.model);
+    full.resize(static_cast<std::size_t>(full_layout.total()));
+    init_params(full_layout, full.data(), o_.seed);  // every rank the same, then its shard
+  }
   const int last_vs = g_.pp * v_ - 1;
   std::int64_t held = 0;
   for (int c = 0; c < v_; ++c) {
     const Chunk& wc = role.chunks[static_cast<std::size_t>(c)];
+    if (o_.t5) {
+      if (!setup_t5_chunk(wc, max_in_flight(order_, c))) return false;
+      held += chunks_.back().total;
+      continue;
+    }
     ShardSpec s;
     s.tp = g_.tp;
     s.tp_rank = t;
@@ -345,16 +440,7 @@ bool PipelineTrainer::setup() {
     }
     for (const PipelineTask& task : order_)
       if (task.backward && task.chunk == c) ch.last_backward_mb = task.microbatch;
-    ch.model->set_all_reduce(
-        [this](float* data, std::int64_t n, bool max, std::string_view name, int layer) {
-          const std::uint64_t tk =
-              comm_op(name, Collective::all_reduce, CommGroup::tensor, g_.tp, layer,
-                      static_cast<double>(n) * sizeof(float), [this, data, n, max] {
-                        comm::all_reduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT,
-                                         max ? MPI_MAX : MPI_SUM, tp_comm_);
-                      });
-          stream_.wait(tk);
-        });
+    ch.model->set_all_reduce(tp_all_reduce());
     ch.model->set_sequence_comm([this](bool gather, const float* in, float* out, std::int64_t shard,
                                        std::string_view name, int layer) {
       const int count = static_cast<int>(shard);
@@ -373,6 +459,12 @@ bool PipelineTrainer::setup() {
       stream_.wait(tk);
     });
     ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
+    ch.spec = ch.model->spec();
+    ch.activation_elements = ch.model->activation_elements();
+    ch.total = total;
+    ch.word_embedding = ch.model->layout().word_embedding();
+    ch.head_copy = ch.model->layout().head_copy();
+    ch.replicated = ch.model->layout().replicated();
     chunks_.push_back(std::move(ch));
   }
   if (held != role.params) {
@@ -407,6 +499,93 @@ bool PipelineTrainer::setup() {
     }
   }
   return zero_setup(role);
+}
+
+std::function<void(float*, std::int64_t, bool, std::string_view, int)>
+PipelineTrainer::tp_all_reduce() {
+  return [this](float* data, std::int64_t n, bool max, std::string_view name, int layer) {
+    t5_compute_segment();
+    const std::uint64_t tk =
+        comm_op(name, Collective::all_reduce, CommGroup::tensor, g_.tp, layer,
+                static_cast<double>(n) * sizeof(float), [this, data, n, max] {
+                  comm::all_reduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT,
+                                   max ? MPI_MAX : MPI_SUM, tp_comm_);
+                });
+    stream_.wait(tk);
+    t5_segment_start_ = Gpt::now();
+  };
+}
+
+void PipelineTrainer::t5_compute_segment() {
+  if (t5_segment_ == nullptr) return;
+  const double now = Gpt::now();
+  record_compute(
+      OpRecord{t5_segment_, t5_segment_layer_, t5_segment_backward_, t5_segment_start_, now, 0});
+  t5_segment_start_ = now;
+}
+
+bool PipelineTrainer::setup_t5_chunk(const Chunk& wc, int slots) {
+  const T5Config& cfg = *o_.t5;
+  const int le = cfg.encoder_layers, ld = cfg.decoder_layers;
+  const T5Part part = g_.pp == 1 ? T5Part::whole : g_.p == 0 ? T5Part::encoder : T5Part::decoder;
+  ChunkState ch;
+  ch.virtual_stage = wc.virtual_stage;
+  ch.spec.tp = g_.tp;
+  ch.spec.tp_rank = g_.t;
+  ch.spec.first_layer = part == T5Part::decoder ? le : 0;
+  ch.spec.layers = part == T5Part::whole ? le + ld : part == T5Part::encoder ? le : ld;
+  ch.spec.embedding = part != T5Part::decoder;
+  ch.spec.head = part != T5Part::encoder;
+  if (wc.first_layer != ch.spec.first_layer || wc.layers != ch.spec.layers) {
+    if (me_ == 0)
+      std::fprintf(stderr,
+                   "commscope: internal: the workload's stage %d holds blocks %d to %d, T5's side "
+                   "of the encoder/decoder split %d to %d\n",
+                   g_.p, wc.first_layer, wc.first_layer + wc.layers - 1, ch.spec.first_layer,
+                   ch.spec.first_layer + ch.spec.layers - 1);
+    return false;
+  }
+  for (int k = slots - 1; k >= 0; --k) ch.free_slots.push_back(k);
+  for (int k = 0; k < slots; ++k) {
+    ch.t5.push_back(std::make_unique<T5<float>>(cfg, o_.micro_batch, g_.tp, g_.t, part));
+    ch.t5.back()->set_all_reduce(tp_all_reduce());
+  }
+  const T5Layout& l = ch.t5[0]->layout();
+  {
+    const T5Layout whole(cfg);
+    std::vector<float> full(static_cast<std::size_t>(whole.total()));
+    init_t5_params(whole, full.data(), o_.seed);  // every rank the same, then its part
+    ch.params.assign(static_cast<std::size_t>(l.total()), 0.0f);
+    l.from_full(full.data(), ch.params.data());
+  }
+  ch.total = l.total();
+  ch.activation_elements = static_cast<std::int64_t>(o_.micro_batch) * cfg.encoder_seq * cfg.hidden;
+  const Range wte{l.wte(), static_cast<std::int64_t>(cfg.vocab / g_.tp) * cfg.hidden};
+  if (part == T5Part::encoder) ch.word_embedding = wte;
+  if (part == T5Part::decoder) ch.head_copy = wte;  // the tied copy (Megatron's embedding group)
+  for (const ParamTensor& t : l.tensors())
+    if (t.name.starts_with("norm_")) ch.replicated.push_back({t.offset, t.size});
+  ch.grads.assign(ch.params.size(), 0.0f);
+  if (o_.strategy == Strategy::ddp || g_.dp == 1) {
+    ch.m.assign(ch.params.size(), 0.0f);
+    ch.v.assign(ch.params.size(), 0.0f);
+  }
+  std::int64_t done = 0;
+  for (const CommOp& b : backward_buckets(wc.backward, ch.total)) {
+    done += b.elements;
+    ch.buckets.push_back({b.offset, b.elements});
+  }
+  if (done > ch.total) {
+    if (me_ == 0)
+      std::fprintf(stderr, "commscope: internal: the workload's buckets cover %lld of %lld\n",
+                   static_cast<long long>(done), static_cast<long long>(ch.total));
+    return false;
+  }
+  for (const PipelineTask& task : order_)
+    if (task.backward && task.chunk == static_cast<int>(chunks_.size()))
+      ch.last_backward_mb = task.microbatch;
+  chunks_.push_back(std::move(ch));
+  return true;
 }
 
 bool PipelineTrainer::zero_setup(const Role& role) {
@@ -526,12 +705,13 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
   const int last_vs = g_.pp * v_ - 1;
   const int prev = (g_.p - 1 + g_.pp) % g_.pp, next = (g_.p + 1) % g_.pp;
   std::vector<std::int32_t> tok(static_cast<std::size_t>(b) * seq), tgt(tok.size());
+  T5Batch t5_batch;
   for (const PipelineTask& task : order_) {
     ChunkState& ch = chunks_[static_cast<std::size_t>(task.chunk)];
-    GptShard& m = *ch.model;
+    GptShard* m = ch.model.get();  // null for T5 (ch.t5)
     const int vs = ch.virtual_stage, mb = task.microbatch;
-    const ShardSpec& s = m.spec();
-    const std::int64_t n = m.activation_elements();
+    const ShardSpec& s = ch.spec;
+    const std::int64_t n = ch.activation_elements;
     const double bytes = static_cast<double>(n) * sizeof(float);
     microbatch_ = mb;
     const double task_start = Gpt::now();
@@ -549,7 +729,8 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
             false, prev, tag(vs, mb, false)));
       }
       const std::int64_t first = first_sequence(step, mb);
-      if (s.embedding || s.head)
+      if (o_.t5) t5_batch = t5_synthetic_batch(*o_.t5, b, first, o_.seed);
+      if (!o_.t5 && (s.embedding || s.head))
         for (int i = 0; i < b; ++i) {
           data_->sequence(first + i, seq, tok.data() + static_cast<std::size_t>(i) * seq,
                           tgt.data() + static_cast<std::size_t>(i) * seq);
@@ -563,11 +744,17 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       ch.free_slots.pop_back();
       ch.slot_of[mb] = slot;
       zero3_gather(ch, false);
-      const float loss = m.forward(slot, ch.params.data(), tok.data(), in.data(), tgt.data());
+      const float loss = m ? m->forward(slot, ch.params.data(), tok.data(), in.data(), tgt.data())
+                           : t5_timed(false, s.first_layer, [&] {
+                               return t5_forward(*ch.t5[static_cast<std::size_t>(slot)],
+                                                 ch.params.data(), in.data(), t5_batch);
+                             });
       zero3_release(ch);
       if (s.head && g_.t == 0) *loss_sum += loss;
       if (vs < last_vs) {
-        auto buf = std::make_shared<std::vector<float>>(m.output(slot), m.output(slot) + n);
+        const float* out =
+            m ? m->output(slot) : ch.t5[static_cast<std::size_t>(slot)]->encoder_output();
+        auto buf = std::make_shared<std::vector<float>>(out, out + n);
         comm_op(
             "pp_send_activation", Collective::send, CommGroup::pipeline, 2,
             s.first_layer + s.layers - 1, bytes,
@@ -603,7 +790,7 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       ch.free_slots.push_back(slot);
       zero3_gather(ch, true);
       zero_backward_begin(ch);
-      m.backward(slot, ch.params.data(), ch.grads.data(), dout.data(), [&](std::int64_t completed) {
+      auto on_done = [&](std::int64_t completed) {
         if (!buckets) return;
         const std::int64_t total = static_cast<std::int64_t>(ch.grads.size());
         while (next_bucket < ch.buckets.size() &&
@@ -624,12 +811,24 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
                                        MPI_SUM, dp_comm_);
                   });
         }
-      });
+      };
+      const float* input_grad = nullptr;
+      if (m) {
+        m->backward(slot, ch.params.data(), ch.grads.data(), dout.data(), on_done);
+        input_grad = m->input_grad();
+      } else {  // T5: every gradient of the stage at once, then the buckets in backward order
+        T5<float>& t5 = *ch.t5[static_cast<std::size_t>(slot)];
+        t5_timed(true, s.first_layer, [&] {
+          input_grad = t5_backward(t5, ch.params.data(), ch.grads.data(), dout.data());
+          return 0.0f;
+        });
+        on_done(ch.total);
+      }
       CS_CHECK(!zero23_ || next_bucket == ch.buckets.size());  // every gradient went
       zero_backward_end(ch);
       zero3_release(ch);
       if (vs > 0) {
-        auto buf = std::make_shared<std::vector<float>>(m.input_grad(), m.input_grad() + n);
+        auto buf = std::make_shared<std::vector<float>>(input_grad, input_grad + n);
         comm_op(
             "pp_send_gradient", Collective::send, CommGroup::pipeline, 2, s.first_layer, bytes,
             [this, buf, n, prev, vs, mb] {
@@ -765,10 +964,9 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   // of both gradients (Megatron's embedding group).
   if (g_.pp > 1) {
     for (ChunkState& ch : chunks_) {
-      const ShardLayout& l = ch.model->layout();
       Range r{};
-      if (ch.virtual_stage == 0) r = l.word_embedding();
-      if (ch.virtual_stage == last_vs) r = l.head_copy();
+      if (ch.virtual_stage == 0) r = ch.word_embedding;
+      if (ch.virtual_stage == last_vs) r = ch.head_copy;
       if (r.size == 0) continue;
       float* p = ch.grads.data() + r.offset;
       const std::int64_t n = r.size;
@@ -788,12 +986,11 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   // tensor rank 0 only, the tied copy not at all; summed over the model-parallel group.
   double sq = 0;
   for (const ChunkState& ch : chunks_) {
-    const ShardLayout& l = ch.model->layout();
     double all = sum_of_squares(ch.grads.data(), static_cast<std::int64_t>(ch.grads.size()));
-    if (l.head_copy().size > 0)
-      all -= sum_of_squares(ch.grads.data() + l.head_copy().offset, l.head_copy().size);
+    if (ch.head_copy.size > 0)
+      all -= sum_of_squares(ch.grads.data() + ch.head_copy.offset, ch.head_copy.size);
     if (g_.t != 0)
-      for (const Range& r : l.replicated())
+      for (const Range& r : ch.replicated)
         all -= sum_of_squares(ch.grads.data() + r.offset, r.size);
     sq += all;
   }
@@ -827,7 +1024,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   for (const ChunkState& ch : chunks_) {
     base.push_back(at);
     if (!zero23_) std::copy(ch.grads.begin(), ch.grads.end(), flat->begin() + at);
-    at += ch.model->layout().total();
+    at += ch.total;
   }
   // Where range [offset, offset + n) starts in this rank's part (clamped: n may miss it).
   auto in_part = [&](std::int64_t offset) {
@@ -854,11 +1051,10 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
     if (a < b) sq -= sum_of_squares(mine->data() + (a - lo), b - a);
   };
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    const ShardLayout& l = chunks_[c].model->layout();
-    const Range hc = l.head_copy();
+    const Range hc = chunks_[c].head_copy;
     if (hc.size > 0) leave_out(base[c] + hc.offset, base[c] + hc.offset + hc.size);
     if (g_.t != 0)
-      for (const Range& r : l.replicated())
+      for (const Range& r : chunks_[c].replicated)
         leave_out(base[c] + r.offset, base[c] + r.offset + r.size);
   }
   comm_op("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, g_.dp, kNoLayer, 8,
@@ -872,8 +1068,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   const double t = Gpt::now();
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     ChunkState& ch = chunks_[c];
-    const std::int64_t a = std::max(base[c], lo),
-                       b = std::min(base[c] + ch.model->layout().total(), hi);
+    const std::int64_t a = std::max(base[c], lo), b = std::min(base[c] + ch.total, hi);
     // ZeRO-3: the parameter part is the only copy; ZeRO-1/2: the part of the full parameters.
     float* p = zero3_ ? zparams_.data() + (a - lo) : ch.params.data() + (a - base[c]);
     if (a < b)
@@ -1015,8 +1210,7 @@ bool PipelineTrainer::resume() {
 Status PipelineTrainer::train() {
   const double tokens_per_step =
       static_cast<double>(accum_ * g_.dp * o_.micro_batch) * o_.model.seq;
-  const double flops =
-      gpt_matmul_flops(o_.model, o_.micro_batch) * static_cast<double>(accum_ * g_.dp);
+  const double flops = matmul_flops() * static_cast<double>(accum_ * g_.dp);
   CS_MPI_CHECK(MPI_Barrier(world_));
   t0_ = Gpt::now();
   for (std::int64_t step = start_ + 1; step <= o_.steps; ++step) {
@@ -1112,11 +1306,10 @@ int PipelineTrainer::report() {
   r.dp = g_.dp;
   r.accum = accum_;
   std::int64_t params = 0;
-  for (const ChunkState& ch : chunks_) params += ch.model->layout().total();
-  r.parameters = ParamLayout(o_.model).total();
+  for (const ChunkState& ch : chunks_) params += ch.total;
+  r.parameters = o_.t5 ? T5Layout(*o_.t5).total() : ParamLayout(o_.model).total();
   r.tokens_per_step = static_cast<double>(accum_ * g_.dp * o_.micro_batch) * o_.model.seq;
-  r.flops_per_step =
-      gpt_matmul_flops(o_.model, o_.micro_batch) * static_cast<double>(accum_ * g_.dp);
+  r.flops_per_step = matmul_flops() * static_cast<double>(accum_ * g_.dp);
   r.data = data_->describe();
   r.start = start_;
   r.rows = &rows_;

@@ -88,7 +88,17 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       {4, "--tp 2 --zero 3"},
       {8, "--tp 2 --sequence-parallel --zero 3 --zero-bucket 10007"},
   };
+  // T5: the plans its trainer runs (no SP, no virtual pipeline as Megatron, PP at most 2 split
+  // at the encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
+  const bool t5 = model.starts_with("t5");
+  auto t5_runs = [](const std::string& flags) {
+    for (const char* no :
+         {"--sequence-parallel", "--virtual-pipeline-stages", "--pp 4", "--zero 2", "--zero 3"})
+      if (flags.find(no) != std::string::npos) return false;
+    return true;
+  };
   for (const Plan& p : plans) {
+    if (t5 && !t5_runs(p.flags)) continue;
     // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
     Outcome o = train(p.ranks, kModel + batch + p.flags);
     ASSERT_EQ(o.status, 0) << p.flags << o.err;
@@ -108,6 +118,12 @@ TEST(TrainParallel, SameLossAsOneRankForEveryPlanAndSchedule) {
 
 TEST(TrainParallel, BertSameLossAsOneRankForEveryPlanAndSchedule) {
   expect_same_loss_as_one_rank("bert-tiny-cpu");
+}
+
+// T5 (the kModel flags size it: 2 encoder + 2 decoder blocks of width 64): PP 2 is the
+// encoder stage and the decoder stage, the encoder output (B Te h) and its gradient crossing.
+TEST(TrainParallel, T5SameLossAsOneRankForEveryPlanAndSchedule) {
+  expect_same_loss_as_one_rank("t5-tiny-cpu");
 }
 
 // Every stage's measured calls and bytes per iteration equal describe's for that stage, with
@@ -131,8 +147,14 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {4, "--tp 2 --sequence-parallel --zero 3"}};
   // BERT: the plans that exercise what differs from GPT-2 (the embedding norm under SP, the
   // head without final norm on a last stage, ZeRO-1), to keep the suite short.
-  const bool bert = model.starts_with("bert");
+  const bool bert = model.starts_with("bert"), t5 = model.starts_with("t5");
   for (const Plan& p : plans) {
+    // T5: its plans (no SP, PP 2 at most, ZeRO at most 1).
+    if (t5 && (p.flags.find("sequence") != std::string::npos ||
+               p.flags.find("virtual") != std::string::npos ||
+               p.flags.find("--pp 4") != std::string::npos ||
+               p.flags.find("--zero 2") != std::string::npos))
+      continue;
     if (bert && p.flags != "--tp 2 --sequence-parallel" && p.flags != "--pp 4 --schedule gpipe" &&
         p.flags != "--tp 2 --pp 2 --sequence-parallel" && p.flags != "--tp 2 --pp 2 --zero 1" &&
         p.flags != "--tp 2 --sequence-parallel --zero 3")
@@ -185,6 +207,12 @@ TEST(TrainParallel, BertEveryStageSendsWhatDescribeSays) {
   expect_every_stage_sends_what_describe_says("bert-tiny-cpu");
 }
 
+// T5 (the preset, sequence 32): the encoder stage's final norm and the decoder stage's tied
+// word embedding are where describe counts them, the embedding all-reduce only under PP.
+TEST(TrainParallel, T5EveryStageSendsWhatDescribeSays) {
+  expect_every_stage_sends_what_describe_says("t5-tiny-cpu");
+}
+
 // The schedules' definitions, written out here (not taken from the code under test): per
 // stage, the (micro-batch, chunk, backward) tasks of one step in order.
 struct Task {
@@ -227,15 +255,20 @@ TEST(TrainParallel, PipelineSchedulesRunInTheirDefinedOrder) {
   struct Case {
     std::string schedule;
     int pp, v;
+    std::string model = "gpt2-tiny-cpu";
   };
-  for (const Case& c : {Case{"gpipe", 4, 1}, Case{"1f1b", 4, 1}, Case{"interleaved", 2, 2}}) {
-    const std::string dir = commscope::testing::scratch() + "train_schedule_" + c.schedule;
+  // T5: its encoder stage and decoder stage under GPipe and 1F1B.
+  for (const Case& c : {Case{"gpipe", 4, 1}, Case{"1f1b", 4, 1}, Case{"interleaved", 2, 2},
+                        Case{"gpipe", 2, 1, "t5-tiny-cpu"}, Case{"1f1b", 2, 1, "t5-tiny-cpu"}}) {
+    SCOPED_TRACE(c.model);
+    const std::string dir =
+        commscope::testing::scratch() + "train_schedule_" + c.schedule + c.model;
     std::filesystem::remove_all(dir);
     const int m = 4;  // micro-batches per step (global 8, micro-batch 2, DP 1)
-    Outcome o =
-        train(c.pp, kModel + " --global-batch-size 8 --steps 2 --warmup 1 --pp " +
-                        std::to_string(c.pp) + " --virtual-pipeline-stages " + std::to_string(c.v) +
-                        " --schedule " + c.schedule + " --trace " + dir + "/");
+    Outcome o = train(
+        c.pp, kModel + " --model " + c.model + " --global-batch-size 8 --steps 2 --warmup 1 --pp " +
+                  std::to_string(c.pp) + " --virtual-pipeline-stages " + std::to_string(c.v) +
+                  " --schedule " + c.schedule + " --trace " + dir + "/");
     ASSERT_EQ(o.status, 0) << c.schedule << o.err;
     for (int stage = 0; stage < c.pp; ++stage) {  // TP 1, DP 1: rank = stage
       std::ifstream f(dir + "/rank" + std::to_string(stage) + ".json");
@@ -272,7 +305,8 @@ TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
   for (const std::string plan :
        {"--tp 2 --pp 2 --sequence-parallel", "--pp 2 --virtual-pipeline-stages 2",
         "--pp 2 --zero 1 --model bert-tiny-cpu",  // ZeRO-1 moments over DP 2, and BERT
-        "--tp 2 --zero 3", "--tp 2 --zero 2 --model bert-tiny-cpu"}) {  // ZeRO-2/3 parts
+        "--tp 2 --zero 3", "--tp 2 --zero 2 --model bert-tiny-cpu",  // ZeRO-2/3 parts
+        "--tp 2 --pp 2 --model t5-tiny-cpu", "--pp 2 --zero 1 --model t5-tiny-cpu"}) {  // T5
     const bool four =
         plan.find("--tp 2") != std::string::npos || plan.find("--zero") != std::string::npos;
     const int ranks = four ? 4 : 2;
@@ -435,6 +469,23 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--global-batch-size: expected at most 8191 micro-batches per step with 2 pipeline stages"},
       {2, "--seq-length 16 --layers 4 --heads 4 --virtual-pipeline-stages 2",
        "--virtual-pipeline-stages"},
+      // T5: Megatron-LM's refusal of a virtual pipeline for encoder-decoder models, and what
+      // its trainer does not run.
+      {4,
+       "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --pp 2 "
+       "--virtual-pipeline-stages 2",
+       "--virtual-pipeline-stages: expected no virtual pipeline for T5: Megatron-LM refuses "
+       "interleaving for encoder-decoder models"},
+      {4, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --pp 2 --schedule interleaved",
+       "--schedule: expected no virtual pipeline for T5"},
+      {4, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --pp 4",
+       "--pipeline-model-parallel-size: expected 1, or 2 with as many encoder as decoder layers"},
+      {2, "--model t5-tiny-cpu --seq-length 16 --layers 3 --heads 4 --pp 2",
+       "--pipeline-model-parallel-size: expected 1, or 2 with as many encoder as decoder layers"},
+      {2, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --tp 2 --sequence-parallel",
+       "--sequence-parallel: expected off for T5"},
+      {4, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --tp 2 --zero 3",
+       "--zero: expected 0 or 1 for T5"},
   };
   for (const Case& c : cases) {
     Outcome o = train(c.ranks, " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " + c.args);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commscope/gpt/gpt.h"
+#include "commscope/gpt/t5.h"
 #include "commscope/spec/model.h"
 #include "commscope/spec/scenario.h"
 #include "commscope/util/result.h"
@@ -69,6 +70,9 @@ struct TrainOptions {
   // --grad-comm-dtype: the gradient all-reduce / reduce-scatter on the wire in bf16 or fp16,
   // summed in fp32 (comm/collectives.h); unset or fp32: fp32 throughout.
   std::optional<DType> grad_comm_dtype;
+  // T5 (--model of kind t5): the encoder-decoder the model-parallel trainer trains; `model` then
+  // carries its sizes for the report (layers Le + Ld, seq the encoder's).
+  std::optional<T5Config> t5;
 };
 
 // The ModelSpec that describes the trainer's GPT to the workload builder.
@@ -98,7 +102,7 @@ int data_parallel(const TrainOptions& o, int world);
 // Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it. It also
 // runs BERT on any plan (the data-parallel trainer's single-rank model is GPT-2's).
 inline bool model_parallel(const TrainOptions& o) {
-  return o.tp > 1 || o.pp > 1 || o.model.arch != ModelArch::gpt;
+  return o.tp > 1 || o.pp > 1 || o.model.arch != ModelArch::gpt || o.t5.has_value();
 }
 
 // Every check that needs no MPI: the flags against the rank count, the memory the model, its
