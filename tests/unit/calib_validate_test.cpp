@@ -511,6 +511,16 @@ TEST(ValidateCorpus, SplitSelectionAndSummaries) {
       EXPECT_TRUE(seen.count({g, sp})) << g << " " << sp;
 }
 
+// --compute-only fits measured rows, not a trace: with --from-trace it is one line, status 2.
+TEST(ValidateCorpus, CliComputeOnlyRefusesTrace) {
+  using testing::run_shell;
+  const std::string bin = COMMSCOPE_BIN;
+  auto r = run_shell(bin + " calibrate --compute-only --from-trace " + kCorpus + " -o x.json");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--compute-only"), std::string::npos) << r.err;
+}
+
 TEST(ValidateCorpus, CliPrintsBothHalvesAndCalibrateRefusesHeldOut) {
   using testing::run_shell;
   const std::string bin = COMMSCOPE_BIN;
