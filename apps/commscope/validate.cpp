@@ -257,6 +257,7 @@ Verb add_calibrate(CLI::App& app) {
     std::vector<std::string> files;
     std::string system = "vtrain-a100", rows = "even", output;
     int evaluations = 400;
+    bool compute_only = false;  // issue 15: fit the compute terms alone, bounded
     // --from-trace: the traced run's scenario (-1: the built-in default)
     std::string from_trace, model = "gpt2-large", network, network_output, precision;
     int nodes = -1, gpus = -1, tp = -1, pp = -1, dp = -1;
@@ -296,8 +297,13 @@ Verb add_calibrate(CLI::App& app) {
                   "held-out rows are never fitted on)");
   cmd->add_option("--evaluations", st->evaluations, "objective evaluations at most [400]");
   cmd->add_option("-o,--output", st->output, "the system JSON to write (stdout when omitted)");
+  cmd->add_flag("--compute-only", st->compute_only,
+                "fit only the compute terms (GEMM curve, attention, memory efficiency <= 0.9, "
+                "kernel overhead 1-10 us); NVLink and host overheads keep their defaults");
   return {
       cmd, [cmd, st]() -> int {
+        if (!st->from_trace.empty() && st->compute_only)
+          return fail("--compute-only: not with --from-trace");
         if (!st->from_trace.empty()) return run_from_trace(*cmd, *st);
         for (const char* f :
              {"--model", "--network", "--nodes", "--gpus", "--tp", "--pp", "--dp",
@@ -331,18 +337,23 @@ Verb add_calibrate(CLI::App& app) {
         if (fit.empty()) return fail("--rows: no rows to fit on");
         const bool tty = ::isatty(STDERR_FILENO);
         Calibration start;  // the defaults: a fit does not depend on an earlier one
-        Calibration c = fit_calibration(fit, start, st->evaluations, [&](int n, double f) {
+        auto progress = [&](int n, double f) {
           check_interrupt();  // Ctrl-C in Python (embed.h)
           if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
-        });
+        };
+        Calibration c = st->compute_only
+                            ? fit_compute_calibration(fit, start, st->evaluations, {}, progress)
+                            : fit_calibration(fit, start, st->evaluations, progress);
         if (tty) std::fprintf(stderr, "\n");
         std::vector<std::string> files;
         for (const auto& f : st->files) files.push_back(f.substr(f.find_last_of('/') + 1));
         std::string note = fmt::format(
-            "calibration fitted by `commscope calibrate --rows {}` on {} rows of {} (Nelder-Mead, "
+            "calibration fitted by `commscope calibrate --rows {}{}` on {} rows of {} "
+            "(Nelder-Mead, "
             "mean |log "
             "error|); validate on the other rows",
-            st->rows, fit.size(), fmt::join(files, ", "));
+            st->rows, st->compute_only ? " --compute-only" : "", fit.size(),
+            fmt::join(files, ", "));
         nlohmann::json j = with_calibration(raw.value(), c, note);
         return emit(j.dump(2) + "\n", st->output);
       }};

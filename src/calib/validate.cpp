@@ -182,6 +182,112 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
   return out;
 }
 
+// --- compute-only, bounded fit (issue 15) ---
+namespace {
+constexpr int kComputeParams = 6;
+using CVec = std::array<double, kComputeParams>;
+double bounded(double x, double lo, double hi) {
+  return lo + (hi - lo) * logistic(x);
+}
+double unbounded(double v, double lo, double hi) {
+  const double p = std::clamp((v - lo) / (hi - lo), 1e-3, 0.999);
+  return logit(p);
+}
+Calibration decode_compute(const CVec& x, Calibration c, const ComputeFitBounds& b) {
+  c.gemm_efficiency = bounded(x[0], b.efficiency_min, b.efficiency_max);
+  c.gemm_half_flops =
+      std::exp(bounded(x[1], std::log(b.half_flops_min), std::log(b.half_flops_max)));
+  c.attention_efficiency = bounded(x[2], b.efficiency_min, b.efficiency_max);
+  c.memory_efficiency = bounded(x[3], b.efficiency_min, b.efficiency_max);
+  c.kernel_overhead = Seconds(bounded(x[4], b.kernel_overhead_min_s, b.kernel_overhead_max_s));
+  c.gemm_steepness = std::exp(bounded(x[5], std::log(b.steepness_min), std::log(b.steepness_max)));
+  return c;
+}
+CVec encode_compute(const Calibration& c, const ComputeFitBounds& b) {
+  return {
+      unbounded(c.gemm_efficiency, b.efficiency_min, b.efficiency_max),
+      unbounded(std::log(std::max(c.gemm_half_flops, 1.0)), std::log(b.half_flops_min),
+                std::log(b.half_flops_max)),
+      unbounded(c.attention_efficiency, b.efficiency_min, b.efficiency_max),
+      unbounded(c.memory_efficiency, b.efficiency_min, b.efficiency_max),
+      unbounded(c.kernel_overhead.value(), b.kernel_overhead_min_s, b.kernel_overhead_max_s),
+      unbounded(std::log(c.gemm_steepness), std::log(b.steepness_min), std::log(b.steepness_max))};
+}
+}  // namespace
+
+Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
+                                    int max_evaluations, const ComputeFitBounds& b,
+                                    const std::function<void(int, double)>& progress) {
+  int evaluations = 0;
+  double best_seen = 1e300;
+  std::map<std::string, std::size_t> per_file;
+  for (const auto* r : runs) per_file[r->source]++;
+  auto objective = [&](const CVec& x) {
+    Calibration c = decode_compute(x, start, b);
+    double s = 0;
+    for (const auto* r : runs)
+      s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) / per_file[r->source];
+    ++evaluations;
+    double f = s / std::max<std::size_t>(per_file.size(), 1);
+    if (f < best_seen) {
+      best_seen = f;
+      if (progress) progress(evaluations, f);
+    }
+    return f;
+  };
+  constexpr int n = kComputeParams;
+  std::array<CVec, n + 1> p;
+  std::array<double, n + 1> f;
+  p[0] = encode_compute(start, b);
+  for (int i = 0; i < n; ++i) {
+    p[i + 1] = p[0];
+    p[i + 1][i] += 0.7;
+  }
+  for (int i = 0; i <= n; ++i) f[i] = objective(p[i]);
+  while (evaluations < max_evaluations) {
+    std::array<int, n + 1> idx;
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int a, int c) { return f[a] < f[c]; });
+    auto points = p;
+    auto values = f;
+    for (int i = 0; i <= n; ++i) p[i] = points[idx[i]], f[i] = values[idx[i]];
+    if (f[n] - f[0] < 1e-7) break;
+    CVec centroid{};
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < n; ++k) centroid[k] += p[i][k] / n;
+    auto along = [&](double t) {
+      CVec v;
+      for (int k = 0; k < n; ++k) v[k] = centroid[k] + t * (p[n][k] - centroid[k]);
+      return v;
+    };
+    CVec xr = along(-1.0);
+    double fr = objective(xr);
+    if (fr < f[0]) {
+      CVec xe = along(-2.0);
+      double fe = objective(xe);
+      if (fe < fr)
+        p[n] = xe, f[n] = fe;
+      else
+        p[n] = xr, f[n] = fr;
+    } else if (fr < f[n - 1]) {
+      p[n] = xr, f[n] = fr;
+    } else {
+      CVec xc = fr < f[n] ? along(-0.5) : along(0.5);
+      double fc = objective(xc);
+      if (fc < std::min(fr, f[n])) {
+        p[n] = xc, f[n] = fc;
+      } else {
+        for (int i = 1; i <= n; ++i) {
+          for (int k = 0; k < n; ++k) p[i][k] = p[0][k] + 0.5 * (p[i][k] - p[0][k]);
+          f[i] = objective(p[i]);
+        }
+      }
+    }
+  }
+  int best = static_cast<int>(std::min_element(f.begin(), f.end()) - f.begin());
+  return decode_compute(p[best], start, b);
+}
+
 nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const std::string& note) {
   j["calibration"] = {{"gemm_efficiency", c.gemm_efficiency},
                       {"gemm_half_gflops", c.gemm_half_flops / 1e9},

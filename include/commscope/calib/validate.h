@@ -52,6 +52,29 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
                             int max_evaluations,
                             const std::function<void(int, double)>& progress = {});
 
+// Bounds of the compute-only fit (issue 15). Efficiencies are physical fractions of the
+// datasheet peak / HBM bandwidth, at most 0.9; the per-kernel overhead stays within the range of
+// measured CUDA launch + tail overheads (1-10 us); the GEMM curve's half-point and steepness stay
+// within the ranges the A100 fits landed in.
+struct ComputeFitBounds {
+  double efficiency_min = 0.05;
+  double efficiency_max = 0.9;
+  double half_flops_min = 1e7;
+  double half_flops_max = 1e11;
+  double kernel_overhead_min_s = 1e-6;
+  double kernel_overhead_max_s = 10e-6;
+  double steepness_min = 0.25;
+  double steepness_max = 2.0;
+};
+
+// Fits ONLY the compute terms (gemm_efficiency, gemm_half_flops, gemm_steepness,
+// attention_efficiency, memory_efficiency, kernel_overhead) within `bounds`; the network
+// (intra_node_efficiency, intra_node_latency) and host overheads (iteration, micro-batch) keep
+// their values from `start`. Deterministic: the same runs and start give the same result.
+Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
+                                    int max_evaluations, const ComputeFitBounds& bounds = {},
+                                    const std::function<void(int, double)>& progress = {});
+
 // A system JSON with the fitted calibration in its "calibration" object (the units of the
 // system files: GFLOP/s, us, ms) and `note` as its only "calibration fitted by" source.
 nlohmann::json with_calibration(nlohmann::json system, const Calibration& c,
