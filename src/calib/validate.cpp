@@ -104,6 +104,66 @@ Vec encode(const Calibration& c) {
           std::log(std::max(c.intra_node_latency.value(), 1e-6)),
           std::log(c.gemm_steepness)};
 }
+
+// Nelder-Mead (Lagarias et al. 1998 coefficients: reflection 1, expansion 2, contraction 0.5,
+// shrink 0.5) from x0, the initial simplex step(i) along each coordinate i; stops when the
+// simplex's values span less than tol or `evaluations` (counted by the objective) reaches max.
+// Returns the best vertex. Serves both the full and the compute-only calibration.
+template <std::size_t N, class Step, class F>
+std::array<double, N> nelder_mead(const std::array<double, N>& x0, Step step, double tol,
+                                  int max_evaluations, const int& evaluations, F&& objective) {
+  using V = std::array<double, N>;
+  constexpr int n = static_cast<int>(N);
+  std::array<V, N + 1> p;
+  std::array<double, N + 1> f;
+  p[0] = x0;
+  for (int i = 0; i < n; ++i) {
+    p[i + 1] = p[0];
+    p[i + 1][i] += step(i);
+  }
+  for (int i = 0; i <= n; ++i) f[i] = objective(p[i]);
+  while (evaluations < max_evaluations) {
+    std::array<int, N + 1> idx;
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int a, int c) { return f[a] < f[c]; });
+    auto points = p;
+    auto values = f;
+    for (int i = 0; i <= n; ++i) p[i] = points[idx[i]], f[i] = values[idx[i]];
+    if (f[n] - f[0] < tol) break;
+    V centroid{};
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < n; ++k) centroid[k] += p[i][k] / n;
+    auto along = [&](double t) {
+      V v;
+      for (int k = 0; k < n; ++k) v[k] = centroid[k] + t * (p[n][k] - centroid[k]);
+      return v;
+    };
+    V xr = along(-1.0);
+    double fr = objective(xr);
+    if (fr < f[0]) {
+      V xe = along(-2.0);
+      double fe = objective(xe);
+      if (fe < fr)
+        p[n] = xe, f[n] = fe;
+      else
+        p[n] = xr, f[n] = fr;
+    } else if (fr < f[n - 1]) {
+      p[n] = xr, f[n] = fr;
+    } else {
+      V xc = fr < f[n] ? along(-0.5) : along(0.5);
+      double fc = objective(xc);
+      if (fc < std::min(fr, f[n])) {
+        p[n] = xc, f[n] = fc;
+      } else {
+        for (int i = 1; i <= n; ++i) {
+          for (int k = 0; k < n; ++k) p[i][k] = p[0][k] + 0.5 * (p[i][k] - p[0][k]);
+          f[i] = objective(p[i]);
+        }
+      }
+    }
+  }
+  return p[static_cast<std::size_t>(std::min_element(f.begin(), f.end()) - f.begin())];
+}
 }  // namespace
 
 Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
@@ -127,59 +187,9 @@ Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibra
     }
     return f;
   };
-  // Nelder-Mead (Lagarias et al. 1998 coefficients: reflection 1, expansion 2, contraction
-  // 0.5, shrink 0.5), initial simplex one unit along each coordinate.
-  std::array<Vec, kParams + 1> p;
-  std::array<double, kParams + 1> f;
-  p[0] = encode(start);
-  for (int i = 0; i < kParams; ++i) {
-    p[i + 1] = p[0];
-    p[i + 1][i] += i == 1 ? 1.5 : 0.7;
-  }
-  for (int i = 0; i <= kParams; ++i) f[i] = objective(p[i]);
-  while (evaluations < max_evaluations) {
-    std::array<int, kParams + 1> idx;
-    std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return f[a] < f[b]; });
-    auto points = p;
-    auto values = f;
-    for (int i = 0; i <= kParams; ++i) p[i] = points[idx[i]], f[i] = values[idx[i]];
-    if (f[kParams] - f[0] < 1e-6) break;
-    Vec centroid{};
-    for (int i = 0; i < kParams; ++i)
-      for (int k = 0; k < kParams; ++k) centroid[k] += p[i][k] / kParams;
-    auto along = [&](double t) {
-      Vec v;
-      for (int k = 0; k < kParams; ++k) v[k] = centroid[k] + t * (p[kParams][k] - centroid[k]);
-      return v;
-    };
-    Vec xr = along(-1.0);
-    double fr = objective(xr);
-    if (fr < f[0]) {
-      Vec xe = along(-2.0);
-      double fe = objective(xe);
-      if (fe < fr)
-        p[kParams] = xe, f[kParams] = fe;
-      else
-        p[kParams] = xr, f[kParams] = fr;
-    } else if (fr < f[kParams - 1]) {
-      p[kParams] = xr, f[kParams] = fr;
-    } else {
-      Vec xc = fr < f[kParams] ? along(-0.5) : along(0.5);
-      double fc = objective(xc);
-      if (fc < std::min(fr, f[kParams])) {
-        p[kParams] = xc, f[kParams] = fc;
-      } else {
-        for (int i = 1; i <= kParams; ++i) {
-          for (int k = 0; k < kParams; ++k) p[i][k] = p[0][k] + 0.5 * (p[i][k] - p[0][k]);
-          f[i] = objective(p[i]);
-        }
-      }
-    }
-  }
-  int best = static_cast<int>(std::min_element(f.begin(), f.end()) - f.begin());
-  Calibration out = decode(p[best], start);
-  return out;
+  auto step = [](int i) { return i == 1 ? 1.5 : 0.7; };
+  return decode(nelder_mead(encode(start), step, 1e-6, max_evaluations, evaluations, objective),
+                start);
 }
 
 // --- compute-only, bounded fit (issue 15) ---
@@ -235,57 +245,10 @@ Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs,
     }
     return f;
   };
-  constexpr int n = kComputeParams;
-  std::array<CVec, n + 1> p;
-  std::array<double, n + 1> f;
-  p[0] = encode_compute(start, b);
-  for (int i = 0; i < n; ++i) {
-    p[i + 1] = p[0];
-    p[i + 1][i] += 0.7;
-  }
-  for (int i = 0; i <= n; ++i) f[i] = objective(p[i]);
-  while (evaluations < max_evaluations) {
-    std::array<int, n + 1> idx;
-    std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(), [&](int a, int c) { return f[a] < f[c]; });
-    auto points = p;
-    auto values = f;
-    for (int i = 0; i <= n; ++i) p[i] = points[idx[i]], f[i] = values[idx[i]];
-    if (f[n] - f[0] < 1e-7) break;
-    CVec centroid{};
-    for (int i = 0; i < n; ++i)
-      for (int k = 0; k < n; ++k) centroid[k] += p[i][k] / n;
-    auto along = [&](double t) {
-      CVec v;
-      for (int k = 0; k < n; ++k) v[k] = centroid[k] + t * (p[n][k] - centroid[k]);
-      return v;
-    };
-    CVec xr = along(-1.0);
-    double fr = objective(xr);
-    if (fr < f[0]) {
-      CVec xe = along(-2.0);
-      double fe = objective(xe);
-      if (fe < fr)
-        p[n] = xe, f[n] = fe;
-      else
-        p[n] = xr, f[n] = fr;
-    } else if (fr < f[n - 1]) {
-      p[n] = xr, f[n] = fr;
-    } else {
-      CVec xc = fr < f[n] ? along(-0.5) : along(0.5);
-      double fc = objective(xc);
-      if (fc < std::min(fr, f[n])) {
-        p[n] = xc, f[n] = fc;
-      } else {
-        for (int i = 1; i <= n; ++i) {
-          for (int k = 0; k < n; ++k) p[i][k] = p[0][k] + 0.5 * (p[i][k] - p[0][k]);
-          f[i] = objective(p[i]);
-        }
-      }
-    }
-  }
-  int best = static_cast<int>(std::min_element(f.begin(), f.end()) - f.begin());
-  return decode_compute(p[best], start, b);
+  return decode_compute(nelder_mead(
+                            encode_compute(start, b), [](int) { return 0.7; }, 1e-7,
+                            max_evaluations, evaluations, objective),
+                        start, b);
 }
 
 nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const std::string& note) {
