@@ -53,6 +53,21 @@ ScenarioInput input_of(const SearchSpace& s, const PlanPoint& p, const std::stri
   return in;
 }
 
+// Brute force over `predict`: every plan predicted through predict_sweep (the CLI's path), and
+// the fastest iteration of those that fit.
+Result<SweepResult> predict_all(const SearchSpace& s, const std::vector<PlanPoint>& plans,
+                                const std::string& system) {
+  std::vector<ScenarioInput> inputs;
+  for (const auto& p : plans) inputs.push_back(input_of(s, p, system));
+  return predict_sweep(inputs, SweepOptions{});
+}
+double fastest_fitting(const SweepResult& swept) {
+  double brute = std::numeric_limits<double>::infinity();
+  for (const auto& row : swept.rows)
+    if (row.fits) brute = std::min(brute, row.iteration_time);
+  return brute;
+}
+
 // The search's best plan is the best that brute force over `predict` finds: every candidate
 // predicted through predict_sweep (the CLI's path), the fastest that fits.
 TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
@@ -63,13 +78,9 @@ TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
     s.micro_batch = {1, 2, 4};
     const auto plans = search::enumerate_plans(s);
     ASSERT_GT(plans.size(), 50u);
-    std::vector<ScenarioInput> inputs;
-    for (const auto& p : plans) inputs.push_back(input_of(s, p, system));
-    auto swept = predict_sweep(inputs, SweepOptions{});
+    auto swept = predict_all(s, plans, system);
     ASSERT_TRUE(swept.ok()) << swept.error().message;
-    double brute = std::numeric_limits<double>::infinity();
-    for (const auto& row : swept->rows)
-      if (row.fits) brute = std::min(brute, row.iteration_time);
+    const double brute = fastest_fitting(*swept);
     SearchOptions o;
     o.top = 5;
     auto r = search::search(s, o);
@@ -432,13 +443,9 @@ TEST(SearchPlan, FrameworkVariantsBestEqualsBruteForceAndPruningHolds) {
     s.frameworks = {Framework::none, Framework::megatron, Framework::deepspeed, Framework::fsdp};
     s.micro_batch = {1, 2, 4};
     const auto plans = search::enumerate_plans(s);
-    std::vector<ScenarioInput> inputs;
-    for (const auto& p : plans) inputs.push_back(input_of(s, p, "polaris"));
-    auto swept = predict_sweep(inputs, SweepOptions{});
+    auto swept = predict_all(s, plans, "polaris");
     ASSERT_TRUE(swept.ok()) << swept.error().message;
-    double brute = std::numeric_limits<double>::infinity();
-    for (const auto& row : swept->rows)
-      if (row.fits) brute = std::min(brute, row.iteration_time);
+    const double brute = fastest_fitting(*swept);
     SearchOptions o;
     o.top = 1000000;
     auto r = search::search(s, o);
