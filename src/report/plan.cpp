@@ -185,7 +185,8 @@ std::vector<std::string> explanation(const PlanReport& r, std::size_t i) {
     lines.push_back(fmt::format("{}#{} beats #{}: {}", prefix, k + 1, k + 2, s.why[k]));
   for (const auto& rule : s.rules)
     lines.push_back(fmt::format("{}rule \"{}\": {}", prefix, rule.rule, rule.text));
-  // Plans whose simulated reductions overrun: say so rather than print a share above 100%.
+  // Plans whose calls on several streams at once sum past the iteration: say so rather than
+  // print a share above 100%.
   std::size_t over = 0;
   double worst = 0;
   for (const Ranked& x : s.top)
@@ -195,10 +196,9 @@ std::vector<std::string> explanation(const PlanReport& r, std::size_t i) {
     }
   if (over > 0)
     lines.push_back(fmt::format(
-        "{}{} of these plans book more communication than their iteration holds (up to {:.0f}% "
-        "of it: per-micro-batch gradient reductions outlasting the compute they hide behind); "
-        "`comm` is the time communication runs, and their iteration times are optimistic, as "
-        "the simulator does not queue those reductions",
+        "{}{} of these plans sum more communication than their iteration holds (up to {:.0f}% "
+        "of it: calls on the data-, tensor- and context-parallel streams running at once); "
+        "`comm` is the time communication runs, a union of those calls",
         prefix, over, 100 * worst));
   if (i > 0) lines.push_back(prefix + what_if_text(r.options, i, s.objective));
   return lines;

@@ -137,6 +137,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     end[i] = start + dur[i];
     stream_free[s] = end[i];
     if (s == kComputeStream || s == kTensorStream) chain_end = std::max(chain_end, end[i]);
+    if (s == kDataStream && r.data_first < 0) r.data_first = start;
     if (uses_gather) consumer_start = start;
     fill_event(r.events.emplace_back(), op, start, dur[i], names);
     r.events.back().wait = wait;
@@ -150,6 +151,10 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     fill_event(r.events.emplace_back(), list[i], start, dur[i], names);
     r.events.back().wait = wait;
     r.wait += wait;
+  }
+  if (r.data_first >= 0 || !deferred.empty()) {
+    if (r.data_first < 0) r.data_first = end[deferred.front()] - dur[deferred.front()];
+    r.data_end = stream_free[kDataStream];
   }
   r.blocking_end = chain_end;
   r.end = chain_end;
@@ -377,6 +382,21 @@ Breakdown as_overlapped(Breakdown b) {
   return b;
 }
 
+// Places a run's data-parallel events, the run starting at `base`, behind a stream busy until
+// `free`: each starts at its unqueued time or when the one before it ends, whichever is later.
+// Returns when the stream is free again; `out` (when given) receives the events' new starts,
+// in the order of the run's data-parallel events.
+double queue_data(const ListRun& r, double base, double free, std::vector<double>* out) {
+  if (base + r.data_first >= free && !out) return base + r.data_end;  // nothing queued
+  for (const Event& e : r.events) {
+    if (e.stream != kDataStream) continue;
+    const double start = std::max(base + e.start, free);
+    if (out) out->push_back(start);
+    free = start + e.dur;
+  }
+  return free;
+}
+
 }  // namespace
 
 namespace sim_detail {
@@ -516,6 +536,21 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
     }
   for (int s = 0; s < pp; ++s) ready[s] = std::max(ready[s], last_task_end[s]);
+  // The data-parallel stream is one FIFO queue per stage, as NCCL's stream is: a task's
+  // gradient reductions (and gathers) cannot begin before the previous task's are done. Each
+  // run's data-parallel work was placed as if the stream were free at its start; where the
+  // previous tasks' work still runs, it queues behind it, and the step waits for the last of it.
+  // (The compute of a task that waits for a queued gather is not delayed here: the stream, not
+  // the compute, bounds such a schedule.)
+  for (int s = 0; s < pp; ++s) {
+    double data_free = 0;
+    for (const auto& t : order[s]) {
+      const ListRun& r = run_of(t);
+      if (r.data_first < 0) continue;
+      data_free = queue_data(r, t.start + host, data_free, nullptr);
+    }
+    ready[s] = std::max(ready[s], data_free);
+  }
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {
     step_start[s] = ready[s];
@@ -666,10 +701,17 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       tl.rank_names[s] =
           "stage " + std::to_string(s) + " (" + std::to_string(roles[s].ranks) + " ranks)";
       for (int k = 0; k < 5; ++k) tl.stream_names[{s, k}] = kStreams[k];
+      double data_free = 0;
+      std::vector<double> data_starts;
       for (const auto& t : order[s]) {
-        for (Event e : run_of(t).events) {
+        const ListRun& r = run_of(t);
+        data_starts.clear();
+        if (r.data_first >= 0) data_free = queue_data(r, t.start + host, data_free, &data_starts);
+        std::size_t k = 0;
+        for (Event e : r.events) {
           e.rank = s;
-          e.start += t.start;
+          // data-parallel events where the queue puts them (the run's own times otherwise)
+          e.start = e.stream == kDataStream ? data_starts[k++] - host : e.start + t.start;
           e.microbatch = t.microbatch;
           tl.events.push_back(e);
         }

@@ -153,6 +153,69 @@ TEST(Sim, DdpIterationWithOneBucket) {
       1e-15);
 }
 
+// ZeRO-2 with one reduce-scatter bucket per micro-batch, issued when backward ends: the
+// data-parallel stream is one FIFO queue, so when the reduce-scatter R outlasts a micro-batch's
+// compute f + b the reductions queue behind each other and the step waits for the last:
+// iteration = (f + b) + m R + step; when it does not, m (f + b) + R + step. (Before the queue,
+// every R but the last was booked as hidden: m (f + b) + R + step in both regimes.)
+TEST(Sim, GradientReductionsQueueOnTheDataParallelStream) {
+  const int m = 4;
+  for (double slow : {1.0, 1e-3}) {
+    SCOPED_TRACE(fmt::format("network x {}", slow));
+    PlanInput p = plan(16, 1, 1, 2, 2 * 16 * m);
+    p.zero = 2;
+    p.zero_reduce_bucket = std::int64_t{1} << 40;  // one bucket
+    Scenario sc = scenario("gpt2-medium", "polaris", p);
+    sc.network.achievable = sc.network.achievable * slow;
+    sc.system.node.link_bandwidth = sc.system.node.link_bandwidth * slow;
+    Workload w = build_workload(sc);
+    ASSERT_EQ(w.microbatches, m);
+    const Role& r = w.roles[0];
+    double f = 0, b = 0, R = 0, step = 0;
+    int reductions = 0;
+    for (const Op& op : r.chunks[0].forward.ops()) {
+      ASSERT_EQ(op.kind, OpKind::compute) << op.name;
+      f += compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    }
+    for (const Op& op : r.chunks[0].backward.ops()) {
+      if (op.kind == OpKind::compute) {
+        b += compute_time(op, sc.system.gpu, sc.system.calibration).value();
+      } else {
+        R += comm_time(op, sc).value();
+        ++reductions;
+      }
+    }
+    ASSERT_EQ(reductions, 1);
+    for (const Op& op : r.step.ops())
+      step += op.kind == OpKind::compute
+                  ? compute_time(op, sc.system.gpu, sc.system.calibration).value()
+                  : comm_time(op, sc).value();
+    if (slow < 1)  // the regime each case is for
+      EXPECT_GT(R, f + b);
+    else
+      EXPECT_LT(R, f + b);
+    Calibration cal = sc.system.calibration;
+    cal.microbatch_overhead = Seconds{0};
+    ScaleEffects no_stragglers = sc.system.scale;
+    no_stragglers.straggler_cv = 0;
+    SimOptions o;
+    o.calibration = &cal;
+    o.scale = &no_stragglers;
+    o.timeline = true;
+    const Prediction pr = simulate(w, o);
+    const double queued = R > f + b ? (f + b) + m * R : m * (f + b) + R;
+    EXPECT_NEAR(pr.iteration_time, queued + step, 1e-9 * pr.iteration_time);
+    // In the timeline the stream runs one call at a time.
+    std::vector<std::pair<double, double>> data;
+    for (const Event& e : pr.timeline.events)
+      if (e.stream == kDataStream && e.microbatch >= 0) data.emplace_back(e.start, e.start + e.dur);
+    ASSERT_EQ(data.size(), static_cast<std::size_t>(m));
+    std::sort(data.begin(), data.end());
+    for (std::size_t i = 1; i < data.size(); ++i)
+      EXPECT_LE(data[i - 1].second, data[i].first + 1e-12 * pr.iteration_time);
+  }
+}
+
 struct Case {
   const char* model;
   const char* system;

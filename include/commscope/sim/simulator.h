@@ -26,6 +26,9 @@ struct ListRun {
   double blocking_end = 0;  // the compute stream and the collectives it waits for are done
   double end = 0;           // every op is done (overlapped gradient reduction included)
   double wait = 0;          // seconds collectives waited for the slowest rank (sum of Event::wait)
+  // The data-parallel stream's first start and last end in this run (none: data_first < 0).
+  // finish() queues the runs' data-parallel work one after another (the stream is FIFO).
+  double data_first = -1, data_end = 0;
   std::vector<Event> events;
 };
 
