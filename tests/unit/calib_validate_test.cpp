@@ -674,7 +674,7 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_EQ(*f.input.plan.zero, 3);
   EXPECT_FALSE(f.input.plan.sequence_parallel.has_value());
   // An old row (ends at notes): nothing of the new columns is set.
-  const MeasuredRun& o = find("t057");
+  const MeasuredRun& o = find("t085");
   EXPECT_FALSE(o.input.plan.cp || o.input.plan.ep || o.input.plan.fp8 || o.input.plan.attention ||
                o.input.plan.stage_layers);
   EXPECT_TRUE(o.assumed.empty());
@@ -853,6 +853,44 @@ TEST(ValidateCorpus, DeepSpeed03FitIsReproducibleFromTheFitRowsAlone) {
   EXPECT_NE(c.err.find("--rows: expected fit (or all) with --fit-framework-overhead"),
             std::string::npos)
       << c.err;
+}
+
+// dgx-a100-40gb's calibration is the compute-only fit (from the defaults, 400 evaluations, as
+// `calibrate --compute-only --rows fit` runs it) on the corpus's fit rows on that system, and
+// nothing else: the fit reproduces the stored values, sees none of the held-out rows (tripling
+// their measurements changes nothing), and lies within the fit's bounds.
+TEST(ValidateCorpus, A100FortyGbCalibrationIsTheFitOnItsFitRows) {
+  auto runs = read_measured_csv(kCorpus, "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  std::vector<std::string> why;
+  auto prepared = prepare_runs(*runs, why);
+  auto fit_rows = [&] {
+    std::vector<const PreparedRun*> out;
+    for (const auto& r : prepared)
+      if (r.split == "fit" && r.workload.scenario.system.name == "dgx-a100-40gb") out.push_back(&r);
+    return out;
+  };
+  const auto rows = fit_rows();
+  ASSERT_EQ(rows.size(), 20u);
+  for (const auto* r : rows)
+    EXPECT_EQ(r->workload.scenario.plan.attention, AttentionKernel::flash) << r->id;
+  const Calibration fitted = fit_compute_calibration(rows, Calibration{}, 400);
+  const Calibration& stored = rows.front()->workload.scenario.system.calibration;
+  auto same = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::abs(b); };
+  EXPECT_TRUE(same(fitted.gemm_efficiency, stored.gemm_efficiency));
+  EXPECT_TRUE(same(fitted.gemm_half_flops, stored.gemm_half_flops));
+  EXPECT_TRUE(same(fitted.gemm_steepness, stored.gemm_steepness));
+  EXPECT_TRUE(same(fitted.attention_efficiency, stored.attention_efficiency));
+  EXPECT_TRUE(same(fitted.memory_efficiency, stored.memory_efficiency));
+  EXPECT_TRUE(same(fitted.kernel_overhead.value(), stored.kernel_overhead.value()));
+  const ComputeFitBounds b;
+  for (double e : {stored.gemm_efficiency, stored.attention_efficiency, stored.memory_efficiency})
+    EXPECT_LE(e, b.efficiency_max);
+  for (auto& r : prepared)
+    if (r.split == "heldout") r.measured_s *= 3;
+  const Calibration again = fit_compute_calibration(fit_rows(), Calibration{}, 400);
+  EXPECT_EQ(again.gemm_efficiency, fitted.gemm_efficiency);
+  EXPECT_EQ(again.attention_efficiency, fitted.attention_efficiency);
 }
 
 }  // namespace
