@@ -68,7 +68,7 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
     }
   };
   for (const Role& role : w.roles) {
-    for (const Chunk& c : role.chunks) mark(c.forward), mark(c.backward);
+    for (const Chunk& c : role.chunks) mark(c.forward), mark(c.backward), mark(c.forward_first);
     mark(role.step);
   }
   return r;

@@ -13,8 +13,11 @@
 namespace commscope::sim_detail {
 
 struct ChunkRuns {
-  std::vector<double> fwd_dur, bwd_dur;
+  std::vector<double> fwd_dur, bwd_dur, fwd_first_dur;
   ListRun fwd, bwd, bwd_last;
+  ListRun fwd_first;           // the first micro-batch's forward (Chunk::forward_first)
+  bool has_fwd_first = false;  // else the first forward is `fwd`
+  Breakdown fwd_first_in;
   double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
   double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;

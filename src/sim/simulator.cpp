@@ -57,7 +57,8 @@ std::int32_t stream_of(const Op& op) {
 namespace {
 // string_view comparisons: the length first, then the characters.
 bool is_param_gather(const Op& op) {
-  return std::string_view(op.name) == "zero3_param_all_gather";
+  const std::string_view n = op.name;
+  return n == "zero3_param_all_gather" || n == "megatron_param_all_gather";
 }
 bool is_grad_bucket(const Op& op) {
   const std::string_view n = op.name;
@@ -254,7 +255,8 @@ bool same_costs(const OpList& a, const OpList& b) {
     const Op &x = a[i], &y = b[i];
     if (x.kind != y.kind || x.compute != y.compute || x.collective != y.collective ||
         x.group != y.group || x.dtype != y.dtype ||
-        x.last_microbatch_only != y.last_microbatch_only || x.flops != y.flops ||
+        x.last_microbatch_only != y.last_microbatch_only ||
+        x.first_microbatch_only != y.first_microbatch_only || x.flops != y.flops ||
         x.mem_bytes != y.mem_bytes || x.bytes != y.bytes || x.group_size != y.group_size ||
         x.name != y.name || x.dep_count != y.dep_count || x.span != y.span ||
         x.host_seconds != y.host_seconds)
@@ -421,7 +423,8 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
       const Chunk& ch = role.chunks[c];
       if (s > 0 && !names) {
         const Chunk& prev = roles[s - 1].chunks[c];
-        if (same_costs(ch.forward, prev.forward) && same_costs(ch.backward, prev.backward)) {
+        if (same_costs(ch.forward, prev.forward) && same_costs(ch.backward, prev.backward) &&
+            same_costs(ch.forward_first, prev.forward_first)) {
           index[s].push_back(index[s - 1][c]);
           continue;
         }
@@ -432,6 +435,12 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
       r.bwd_dur = durations(ch.backward, costs);
       const Stragglers* st = &costs.stragglers;
       r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names, st);
+      r.has_fwd_first = !ch.forward_first.empty();
+      if (r.has_fwd_first) {
+        r.fwd_first_dur = durations(ch.forward_first, costs);
+        r.fwd_first = run_list(ch.forward_first, r.fwd_first_dur, plan, false, names, st);
+        if (breakdowns) r.fwd_first_in = breakdown(r.fwd_first.events, 0, r.fwd_first.blocking_end);
+      }
       r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names, st);
       // Only DDP's gradient buckets run on the last micro-batch alone; without them every
       // backward is the same run.
@@ -486,13 +495,14 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   auto runs_of = [&](int s, int c) -> const ChunkRuns& { return pool[index[s][c]]; };
   auto run_of = [&](const PipelineTask& t) -> const ListRun& {
     const ChunkRuns& r = runs_of(t.stage, t.chunk);
-    return !t.backward ? r.fwd : t.microbatch == m - 1 ? r.bwd_last : r.bwd;
+    if (!t.backward) return t.microbatch == 0 && r.has_fwd_first ? r.fwd_first : r.fwd;
+    return t.microbatch == m - 1 ? r.bwd_last : r.bwd;
   };
   // Per (stage, chunk): task lengths and feeding transfers, flat for the per-task loops.
   // Host-side time per micro-batch, half before each forward and half before each backward.
   const double host = 0.5 * sc.system.calibration.microbatch_overhead.value();
   struct TaskCost {
-    double fwd, bwd, bwd_last, fwd_p2p, bwd_p2p;
+    double fwd, bwd, bwd_last, fwd_p2p, bwd_p2p, fwd_first;
   };
   thread_local std::vector<TaskCost> task_cost;  // per-thread scratch, as below
   task_cost.resize(static_cast<std::size_t>(pp) * v);
@@ -500,8 +510,12 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     for (int c = 0; c < v; ++c) {
       const ChunkRuns& r = runs_of(s, c);
       task_cost[static_cast<std::size_t>(s) * v + c] = {
-          host + r.fwd.blocking_end, host + r.bwd.blocking_end, host + r.bwd_last.blocking_end,
-          r.fwd_p2p, r.bwd_p2p};
+          host + r.fwd.blocking_end,
+          host + r.bwd.blocking_end,
+          host + r.bwd_last.blocking_end,
+          r.fwd_p2p,
+          r.bwd_p2p,
+          host + (r.has_fwd_first ? r.fwd_first.blocking_end : r.fwd.blocking_end)};
     }
   auto cost_of = [&](const PipelineTask& t) -> const TaskCost& {
     return task_cost[static_cast<std::size_t>(t.stage) * v + t.chunk];
@@ -516,7 +530,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       order, pp, v,
       [&](const PipelineTask& t) {
         const TaskCost& k = cost_of(t);
-        return !t.backward ? k.fwd : t.microbatch == m - 1 ? k.bwd_last : k.bwd;
+        if (!t.backward) return t.microbatch == 0 ? k.fwd_first : k.fwd;
+        return t.microbatch == m - 1 ? k.bwd_last : k.bwd;
       },
       [&](const PipelineTask& t) {
         const TaskCost& k = cost_of(t);
@@ -603,35 +618,37 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   pred.stages.reserve(pp);
   // Tasks of a kind have identical runs: count them, then add each run's breakdown once. A stage
   // with the same runs and counts as the one before it (the middle stages) has the same sum.
-  thread_local std::vector<std::array<double, 3>> count,
-      prev_count;  // per chunk: forward, backward, last backward
+  thread_local std::vector<std::array<double, 4>> count,
+      prev_count;  // per chunk: forward, backward, last backward, first forward (if its own)
   Breakdown runs_sum;
   for (int s = 0; s < pp; ++s) {
     busy.clear();
     busy.reserve(order[s].size());
-    count.assign(index[s].size(), {0, 0, 0});
+    count.assign(index[s].size(), {0, 0, 0, 0});
     for (const auto& t : order[s]) {
       const bool last = t.backward && t.microbatch == m - 1;
-      count[t.chunk][!t.backward ? 0 : last ? 2 : 1] += 1;
+      const bool first = !t.backward && t.microbatch == 0 && runs_of(s, t.chunk).has_fwd_first;
+      count[t.chunk][first ? 3 : !t.backward ? 0 : last ? 2 : 1] += 1;
       busy.emplace_back(t.start,
                         t.end);  // a stage runs its tasks one after another: sorted, disjoint
     }
     double waited = steps[s].wait;  // for stragglers, over the iteration
     for (std::size_t c = 0; c < index[s].size(); ++c) {
       const ChunkRuns& r = runs_of(s, static_cast<int>(c));
-      waited += count[c][0] * r.fwd.wait + count[c][1] * r.bwd.wait + count[c][2] * r.bwd_last.wait;
+      waited += count[c][0] * r.fwd.wait + count[c][1] * r.bwd.wait +
+                count[c][2] * r.bwd_last.wait + count[c][3] * r.fwd_first.wait;
     }
     if (s == 0 || index[s] != index[s - 1] || count != prev_count) {
       runs_sum = Breakdown{};
       for (std::size_t c = 0; c < index[s].size(); ++c) {
         const ChunkRuns& r = runs_of(s, static_cast<int>(c));
-        const std::array<const Breakdown*, 5> parts = {&r.fwd_in, &r.bwd_in, &r.bwd_last_in,
-                                                       &r.bwd_tail, &r.bwd_last_tail};
-        const std::array<double, 5> times = {count[c][0], count[c][1], count[c][2], count[c][1],
-                                             count[c][2]};
+        const std::array<const Breakdown*, 6> parts = {
+            &r.fwd_in, &r.bwd_in, &r.bwd_last_in, &r.bwd_tail, &r.bwd_last_tail, &r.fwd_first_in};
+        const std::array<double, 6> times = {count[c][0], count[c][1], count[c][2],
+                                             count[c][1], count[c][2], count[c][3]};
         for (std::size_t k = 0; k < parts.size(); ++k) {
           if (times[k] == 0) continue;
-          Breakdown part = k >= 3 ? as_overlapped(*parts[k]) : *parts[k];
+          Breakdown part = k == 3 || k == 4 ? as_overlapped(*parts[k]) : *parts[k];
           part.scale(times[k]);
           runs_sum.add(part);
         }
@@ -704,11 +721,12 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       double data_free = 0;
       std::vector<double> data_starts;
       for (const auto& t : order[s]) {
-        const ListRun& r = run_of(t);
+        const ListRun& run = run_of(t);
         data_starts.clear();
-        if (r.data_first >= 0) data_free = queue_data(r, t.start + host, data_free, &data_starts);
+        if (run.data_first >= 0)
+          data_free = queue_data(run, t.start + host, data_free, &data_starts);
         std::size_t k = 0;
-        for (Event e : r.events) {
+        for (Event e : run.events) {
           e.rank = s;
           // data-parallel events where the queue puts them (the run's own times otherwise)
           e.start = e.stream == kDataStream ? data_starts[k++] - host : e.start + t.start;
@@ -781,9 +799,13 @@ std::int64_t timeline_events(const Workload& w) {
   std::int64_t n = 0;
   for (const auto& role : w.roles) {
     std::int64_t per_microbatch = 0;
-    for (const auto& c : role.chunks)
+    std::int64_t once = static_cast<std::int64_t>(role.step.size());
+    for (const auto& c : role.chunks) {
       per_microbatch += static_cast<std::int64_t>(c.forward.size() + c.backward.size()) + 2;
-    n += per_microbatch * w.microbatches + static_cast<std::int64_t>(role.step.size());
+      if (!c.forward_first.empty())
+        once += static_cast<std::int64_t>(c.forward_first.size() - c.forward.size());
+    }
+    n += per_microbatch * w.microbatches + once;
   }
   return n;
 }

@@ -105,14 +105,18 @@ class Emitter {
 // `sizes`, when given, receives each bucket's element count.
 class Bucketer {
  public:
+  // `sizes` and `layers` (when given) receive each bucket's elements and the layer of the op
+  // that closed it (the bucket's lowest layer: buckets fill in backward order).
   Bucketer(Emitter& e, Op proto, std::int64_t cap_elements, bool flush_before = false,
-           bool blocking = false, std::vector<std::int64_t>* sizes = nullptr)
+           bool blocking = false, std::vector<std::int64_t>* sizes = nullptr,
+           std::vector<std::int32_t>* layers = nullptr)
       : e_(e),
         proto_(proto),
         cap_(std::max<std::int64_t>(cap_elements, 1)),
         flush_before_(flush_before),
         blocking_(blocking),
-        sizes_(sizes) {}
+        sizes_(sizes),
+        layers_(layers) {}
   void add(std::uint32_t producer, std::int64_t grads) {
     if (grads <= 0) return;
     if (flush_before_) {
@@ -134,6 +138,7 @@ class Bucketer {
     else
       e_.side(op, {producer});
     if (sizes_) sizes_->push_back(acc_);
+    if (layers_) layers_->push_back(e_.edit(producer).layer);
     acc_ = 0;
   }
 
@@ -143,6 +148,7 @@ class Bucketer {
   std::int64_t cap_;
   bool flush_before_, blocking_;
   std::vector<std::int64_t>* sizes_;
+  std::vector<std::int32_t>* layers_;
   std::int64_t acc_ = 0;
   std::int32_t index_ = 0;
 };
@@ -335,6 +341,7 @@ class Builder {
     last_vs_ = p_.pp * v - 1;
     for (int s = 0; s < p_.pp; ++s) {
       megatron_buckets_.clear();
+      megatron_bucket_layers_.clear();
       Role r;
       r.stage = s;
       r.ranks = p_.dp * p_.tp;
@@ -1184,9 +1191,29 @@ class Builder {
     return e.has_prev() ? std::optional<std::uint32_t>(e.prev()) : std::nullopt;
   }
 
+  // Megatron-LM's --overlap-param-gather (with the distributed optimizer): the parameters the
+  // step updated are all-gathered bucket by bucket during the next iteration's first forward
+  // (megatron/core/distributed/distributed_data_parallel.py: a forward pre-hook waits for the
+  // bucket of the module's parameters, param_and_grad_buffer.py finish_param_sync dispatches
+  // the next bucket's gather then), not after the step.
+  bool megatron_overlapped_gather() const {
+    return p_.framework == Framework::megatron && p_.use_distributed_optimizer &&
+           p_.overlap_param_gather && p_.dp > 1;
+  }
+
   void build_chunk(Chunk& ch) const {
     if (!deepspeed_zero3()) {
+      const std::size_t before = megatron_buckets_.size();
       build_chunk_ops(ch);
+      if (megatron_overlapped_gather()) {
+        // Without --overlap-grad-reduce Megatron-LM keeps one bucket (bucket_size None): the
+        // chunk's dense parameters, needed by its first module.
+        if (!p_.overlap_grad_reduce) {
+          megatron_buckets_.push_back(chunk_params(ch) - chunk_expert_params(ch));
+          megatron_bucket_layers_.push_back(kEmbeddingLayer);
+        }
+        first_forward_with_gathers(ch, before);
+      }
       return;
     }
     // DeepSpeed ZeRO-3: record the trace of module uses on a scratch copy, replay the
@@ -1209,6 +1236,51 @@ class Builder {
     build_chunk_ops(ch);
     CS_CHECK(pos_ == trace_.size());
     zero3_mode_ = Zero3Mode::off;
+  }
+
+  // The chunk's first-micro-batch forward: its forward with the gathers of the buckets its
+  // backward formed (from index `from` of megatron_buckets_), each before the first forward op
+  // of the bucket's lowest layer, which waits for it; the bucket holding the first layer's
+  // parameters is gathered first. One gather per bucket, in the parameters' type, over DP, as
+  // the step issued them without the flag.
+  void first_forward_with_gathers(Chunk& ch, std::size_t from) const {
+    const std::size_t nb = megatron_buckets_.size();
+    if (nb <= from) return;
+    auto order = [](std::int32_t layer) -> std::int64_t {  // forward order of a layer
+      return layer == kHeadLayer ? std::numeric_limits<std::int32_t>::max()
+                                 : std::max<std::int32_t>(layer, kEmbeddingLayer);
+    };
+    const OpList& fwd = ch.forward;
+    // consumer[i]: the buckets gathered just before forward op i (first-in-forward first)
+    std::vector<std::vector<std::size_t>> consumer(fwd.size());
+    for (std::size_t b = nb; b-- > from;) {
+      const std::int64_t want = order(megatron_bucket_layers_[b]);
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < fwd.size(); ++i)
+        if (fwd[i].kind == OpKind::compute && order(fwd[i].layer) >= want) {
+          at = i;
+          break;
+        }
+      consumer[at].push_back(b);
+    }
+    OpList out;
+    out.reserve(fwd.size() + (nb - from));
+    std::vector<std::uint32_t> index(fwd.size()), deps;
+    for (std::uint32_t i = 0; i < fwd.size(); ++i) {
+      deps.clear();
+      for (auto d : fwd.deps_of(i)) deps.push_back(index[d]);
+      for (std::size_t b : consumer[i]) {
+        Op op = comm("megatron_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp,
+                     megatron_buckets_[b], dt_, megatron_bucket_layers_[b]);
+        op.tag = OpTag::param_gather;
+        op.index = static_cast<std::int32_t>(b);
+        op.phase = Phase::forward;
+        op.first_microbatch_only = true;
+        deps.push_back(out.add(op));
+      }
+      index[i] = out.add(fwd[i], deps);
+    }
+    ch.forward_first = std::move(out);
   }
 
   void build_chunk_ops(Chunk& ch) const {
@@ -1335,7 +1407,8 @@ class Builder {
                CommGroup::data, p_.dp, 0, megatron_grad_dtype(p_), kNoLayer);
       proto.tag = OpTag::grad_bucket;
       proto.last_microbatch_only = true;
-      bucketer.emplace(bw, proto, p_.megatron_bucket, false, false, &megatron_buckets_);
+      bucketer.emplace(bw, proto, p_.megatron_bucket, false, false, &megatron_buckets_,
+                       &megatron_bucket_layers_);
     } else if (p_.dp > 1 && own_dp_pattern() && p_.zero != 1) {
       // DDP all-reduces buckets on the last micro-batch only; ZeRO-2/3 reduce-scatter every
       // micro-batch, since each rank keeps only its shard of the gradients.
@@ -1521,9 +1594,10 @@ class Builder {
     if (expert_sharded)
       e.chain(comm("moe_expert_param_all_gather", Collective::all_gather, CommGroup::expert_data,
                    edp, r.expert_params, dt_, kNoLayer));
-    if (megatron && p_.use_distributed_optimizer) {
+    if (megatron && p_.use_distributed_optimizer && !megatron_overlapped_gather()) {
       // The distributed optimizer all-gathers the updated parameters bucket by bucket (the
-      // gradient buckets' layout), in the parameters' type.
+      // gradient buckets' layout), in the parameters' type (under --overlap-param-gather, in
+      // the next forward instead: first_forward_with_gathers).
       std::vector<std::int64_t> one = {dense};
       const auto& sizes = p_.overlap_grad_reduce ? megatron_buckets_ : one;
       std::int32_t index = 0;
@@ -1557,6 +1631,7 @@ class Builder {
   mutable Bucketer* expert_grads_ = nullptr;
   // Megatron: the gradient buckets' sizes of the role being built (for the parameter gather).
   mutable std::vector<std::int64_t> megatron_buckets_;
+  mutable std::vector<std::int32_t> megatron_bucket_layers_;  // the op closing each bucket's
   // DeepSpeed ZeRO-3: the trace being recorded or replayed.
   enum class Zero3Mode : std::uint8_t { off, record, emit };
   mutable Zero3Mode zero3_mode_ = Zero3Mode::off;

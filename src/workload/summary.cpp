@@ -27,6 +27,8 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
   for (const Chunk& ch : r.chunks) {
     for (const Op& op : ch.forward.ops()) add(op, runs_per_iteration(op, w.microbatches));
     for (const Op& op : ch.backward.ops()) add(op, runs_per_iteration(op, w.microbatches));
+    for (const Op& op : ch.forward_first.ops())
+      if (op.first_microbatch_only) add(op, 1);
   }
   for (const Op& op : r.step.ops()) add(op, 1);
   std::sort(out.begin(), out.end(), [](const CommVolume& a, const CommVolume& b) {
@@ -43,6 +45,8 @@ std::string_view to_string(PatternCollective::Every e) {
       return "last micro-batch";
     case PatternCollective::Every::iteration:
       return "once per iteration";
+    case PatternCollective::Every::first_microbatch:
+      return "first micro-batch's forward";
   }
   return "";
 }
@@ -76,6 +80,9 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
       for (const Op& op : list->ops())
         add(op, op.last_microbatch_only ? PatternCollective::Every::last_microbatch
                                         : PatternCollective::Every::microbatch);
+  for (const Chunk& ch : r.chunks)
+    for (const Op& op : ch.forward_first.ops())
+      if (op.first_microbatch_only) add(op, PatternCollective::Every::first_microbatch);
   for (const Op& op : r.step.ops()) add(op, PatternCollective::Every::iteration);
   return out;
 }

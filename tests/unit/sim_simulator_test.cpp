@@ -216,6 +216,92 @@ TEST(Sim, GradientReductionsQueueOnTheDataParallelStream) {
   }
 }
 
+// Megatron-LM's --overlap-param-gather (distributed_data_parallel.py's forward pre-hook,
+// param_and_grad_buffer.py finish_param_sync): the step's bucket all-gathers move into the
+// next iteration's first forward, each waited for by the first module of its bucket, the next
+// dispatched when one is waited for. The calls and bytes do not change; the first bucket is
+// exposed, the others hide behind the modules before their consumers.
+TEST(Sim, MegatronOverlappedParamGatherMovesTheStepsGathersIntoTheFirstForward) {
+  auto make_plan = [](bool overlap, bool grad_buckets) {
+    PlanInput p = plan(16, 2, 1, 2, 2 * 8 * 4);
+    p.framework = Framework::megatron;
+    p.use_distributed_optimizer = true;
+    p.overlap_grad_reduce = grad_buckets;
+    p.overlap_param_gather = overlap;
+    return p;
+  };
+  ScaleEffects no_stragglers;
+  no_stragglers.straggler_cv = 0;
+  SimOptions o;
+  o.scale = &no_stragglers;
+  for (bool grad_buckets : {true, false}) {
+    SCOPED_TRACE(grad_buckets ? "buckets" : "one bucket");
+    const Scenario off_sc = scenario("llama2-7b", "dgx-a100-80gb", make_plan(false, grad_buckets));
+    const Scenario on_sc = scenario("llama2-7b", "dgx-a100-80gb", make_plan(true, grad_buckets));
+    const Workload off = build_workload(off_sc), on = build_workload(on_sc);
+    // The same collectives, calls and bytes per iteration; the gathers now in the first forward.
+    auto gathers = [](const OpList& l) {
+      std::vector<double> b;
+      for (const Op& op : l.ops())
+        if (op.name == "megatron_param_all_gather") b.push_back(op.bytes);
+      return b;
+    };
+    const Role &a = off.roles[0], &b = on.roles[0];
+    const std::vector<double> in_step = gathers(a.step);
+    ASSERT_FALSE(in_step.empty());
+    EXPECT_TRUE(gathers(b.step).empty());
+    EXPECT_TRUE(a.chunks[0].forward_first.empty());
+    const Chunk& ch = b.chunks[0];
+    std::vector<double> moved = gathers(ch.forward_first);
+    std::reverse(moved.begin(), moved.end());  // forward order: the last bucket first
+    EXPECT_EQ(moved, in_step);
+    EXPECT_EQ(ch.forward_first.size(), ch.forward.size() + in_step.size());
+    EXPECT_TRUE(gathers(ch.forward).empty());
+    for (const Op& op : ch.forward_first.ops())
+      if (op.name == "megatron_param_all_gather") EXPECT_TRUE(op.first_microbatch_only);
+    const auto va = comm_volume(off, a), vb = comm_volume(on, b);
+    ASSERT_EQ(va.size(), vb.size());
+    for (std::size_t i = 0; i < va.size(); ++i) {
+      EXPECT_EQ(va[i].calls, vb[i].calls);
+      EXPECT_DOUBLE_EQ(va[i].bytes, vb[i].bytes);
+    }
+    // Timing: the first forward is longer than the others by at least the first bucket's
+    // gather (nothing runs before the first module) and at most all of them.
+    auto dur = [&](const OpList& l) {
+      std::vector<double> d;
+      for (const Op& op : l.ops())
+        d.push_back(op.kind == OpKind::compute
+                        ? compute_time(op, on_sc.system.gpu, on_sc.system.calibration).value()
+                    : op.group == CommGroup::pipeline ? 0.0
+                                                      : comm_time(op, on_sc).value());
+      return d;
+    };
+    const ListRun plain = run_list(ch.forward, dur(ch.forward), on_sc.plan, false);
+    const std::vector<double> d_first = dur(ch.forward_first);
+    const ListRun first = run_list(ch.forward_first, d_first, on_sc.plan, false);
+    double all = 0, first_gather = -1;
+    for (std::size_t i = 0; i < ch.forward_first.size(); ++i)
+      if (ch.forward_first[i].name == "megatron_param_all_gather") {
+        all += d_first[i];
+        if (first_gather < 0) first_gather = d_first[i];
+      }
+    const double extra = first.blocking_end - plain.blocking_end;
+    EXPECT_GE(extra, first_gather * (1 - 1e-12));
+    EXPECT_LE(extra, all * (1 + 1e-12));
+    const double t_off = simulate(off, o).iteration_time, t_on = simulate(on, o).iteration_time;
+    if (grad_buckets) {
+      EXPECT_LT(extra, all);  // later buckets hide behind the modules before their consumers
+      EXPECT_LT(t_on, t_off);
+    } else {
+      // One bucket (Megatron-LM keeps one without --overlap-grad-reduce): its gather is
+      // waited for by the first module, all of it exposed, as after the step.
+      EXPECT_EQ(in_step.size(), 1u);
+      EXPECT_NEAR(extra, all, 1e-12 * all);
+      EXPECT_NEAR(t_on, t_off, 1e-9 * t_off);
+    }
+  }
+}
+
 struct Case {
   const char* model;
   const char* system;

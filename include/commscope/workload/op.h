@@ -53,6 +53,9 @@ struct Op {
   // gradient accumulation); otherwise an op of the forward/backward lists runs every
   // micro-batch.
   bool last_microbatch_only = false;
+  // Only the first micro-batch's forward has this op (Chunk::forward_first: Megatron-LM's
+  // overlapped parameter all-gathers).
+  bool first_microbatch_only = false;
   OpTag tag = OpTag::none;
   GroupSpan span = GroupSpan::whole;  // comm ops
   std::int32_t layer = kNoLayer;      // transformer block (encoder blocks first), or k*Layer

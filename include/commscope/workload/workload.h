@@ -19,6 +19,11 @@ struct Chunk {
   int layers = 0;
   OpList forward;   // one micro-batch forward
   OpList backward;  // one micro-batch backward (recompute included)
+  // The first micro-batch's forward where it differs from `forward` (Megatron-LM's
+  // --overlap-param-gather: the step's parameter all-gathers, waited for by the modules that
+  // use them); empty: every forward is `forward`.
+  OpList forward_first;
+  const OpList& first_forward() const { return forward_first.empty() ? forward : forward_first; }
 };
 
 struct Role {
@@ -44,7 +49,7 @@ Workload build_workload(const Scenario& sc);
 
 // How often an op of a chunk list runs per iteration.
 inline std::int64_t runs_per_iteration(const Op& op, int microbatches) {
-  return op.last_microbatch_only ? 1 : microbatches;
+  return op.last_microbatch_only || op.first_microbatch_only ? 1 : microbatches;
 }
 
 // ---- summaries ----
@@ -72,7 +77,12 @@ struct PatternCollective {
   DType dtype = DType::fp32;
   Phase phase = Phase::forward;  // where it is issued: forward, backward, recompute, optimizer
   // How often: every micro-batch, the last micro-batch only, or once per iteration (the step).
-  enum class Every : std::uint8_t { microbatch, last_microbatch, iteration } every;
+  enum class Every : std::uint8_t {
+    microbatch,
+    last_microbatch,
+    iteration,
+    first_microbatch
+  } every;
   std::int64_t calls = 0;             // per iteration
   double bytes = 0;                   // per iteration: the sum of nccl-tests sizes
   double min_call = 0, max_call = 0;  // the smallest and largest call
