@@ -4,8 +4,9 @@ plan and host (docs/train.md, "Measured against predict"). Reports; asserts noth
 
 Usage: scripts/train-vs-predict.py [BUILD_DIR] [--steps N] [--system FILE] [--out DIR]
 First fits the host: `commscope characterize --compute-only` times the trainer's kernels on this
-machine (one process, and k = ceil(ranks / cores) processes at once for the 4-rank plans) and
-writes fitted cpu-host presets into DIR (default train-vs-predict-out); `--system FILE` skips the
+machine (one process, and k = ceil(ranks / cores) processes at once for the 4-rank plans), the CPU
+GPT's for GPT-2 and BERT and T5's own for T5, and writes fitted cpu-host presets into DIR/gpt and
+DIR/t5 (DIR default train-vs-predict-out); `--system FILE` skips the
 fit and predicts with FILE instead. Then, for each plan below, runs `mpirun -np R
 commscope-train ... --format json` and `commscope predict ... --format json` with the same plan
 flags, and prints one row per plan: the measured average step time after warm-up (rank 0, and
@@ -63,18 +64,23 @@ def main():
     build = args[0] if args else "build"
     root = "--allow-run-as-root " if os.geteuid() == 0 else ""
     cores = os.cpu_count() or 1
-    systems = {}  # ranks -> system file
+    systems = {}  # (kernels, ranks) -> system file; kernels: "gpt" or "t5"
     if opts["--system"]:
-        systems = {r: opts["--system"] for r, _ in PLANS}
+        systems = {(kind, r): opts["--system"] for r, _ in PLANS for kind in ("gpt", "t5")}
     else:
         ranks = sorted({r for r, _ in PLANS})
-        print(f"# fitting the host: characterize --compute-only (load {load():.1f})", flush=True)
-        run(f"{build}/commscope characterize --compute-only --no-progress -o {opts['--out']} "
-            f"--model gpt2-tiny-cpu --micro-batch-size 2 --ranks {','.join(map(str, ranks))}")
-        for r in ranks:
-            k = max(1, math.ceil(r / cores))
-            name = "system-cpu-host.json" if k == 1 else f"system-cpu-host-x{k}.json"
-            systems[r] = os.path.join(opts["--out"], name)
+        # GPT-2 and BERT run the CPU GPT's kernels, T5 its own (relative attention in loops,
+        # RMSNorm, cross-attention): each is fitted on the kernels it runs.
+        for kind, model in (("gpt", "gpt2-tiny-cpu"), ("t5", "t5-tiny-cpu")):
+            out = os.path.join(opts["--out"], kind)
+            print(f"# fitting the host on {model}'s kernels: characterize --compute-only "
+                  f"(load {load():.1f})", flush=True)
+            run(f"{build}/commscope characterize --compute-only --no-progress -o {out} "
+                f"--model {model} --micro-batch-size 2 --ranks {','.join(map(str, ranks))}")
+            for r in ranks:
+                k = max(1, math.ceil(r / cores))
+                name = "system-cpu-host.json" if k == 1 else f"system-cpu-host-x{k}.json"
+                systems[(kind, r)] = os.path.join(out, name)
     print(f"# {cores} cores, load average at start {load():.1f}; systems: {systems}")
     print(f"{'model':14} {'plan':36} {'meas_ms':>8} {'slow_ms':>8} {'fit_ms':>8} {'ratio':>6} "
           f"{'preset_ms':>9} {'bub_r0':>6} {'bub_mean':>8} {'pred_bub':>8} {'pred_wait':>9} "
@@ -89,7 +95,8 @@ def main():
                                f"{flags} --steps {steps} --warmup 2 --format json"))
             la = load()
             preds = {}
-            for name, system in (("fit", systems[ranks]), ("preset", "cpu-host")):
+            kind = "t5" if model.startswith("t5") else "gpt"
+            for name, system in (("fit", systems[(kind, ranks)]), ("preset", "cpu-host")):
                 preds[name] = json.loads(run(f"{build}/commscope predict {flags} --system {system} "
                                              f"--format json"))["predictions"][0]
             p = preds["fit"]

@@ -66,6 +66,10 @@ Verb add_characterize(CLI::App& app) {
 #ifdef COMMSCOPE_HAVE_TRAIN
             o->measure_compute = [](const ModelSpec& m, int batch, int reps,
                                     int concurrency) -> Result<ComputeMeasurement> {
+              if (m.kind == ArchKind::t5) {  // T5's own kernels (t5.h)
+                CS_ASSIGN_OR_RETURN(train::T5Config t5, train::t5_config(m));
+                return train::measure_t5_compute(t5, batch, reps, concurrency);
+              }
               CS_ASSIGN_OR_RETURN(train::GptConfig cfg, train::config_from_model(m));
               return train::measure_compute(cfg, batch, reps, concurrency);
             };

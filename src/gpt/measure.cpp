@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -15,6 +16,7 @@
 
 #include "commscope/gpt/kernels.h"
 #include "commscope/gpt/optim.h"
+#include "commscope/gpt/t5.h"
 
 namespace commscope::train {
 
@@ -44,72 +46,120 @@ void gemm_shape(const GptConfig& c, int batch, std::string_view name, KernelTimi
   if (name == "lm_head") set(c.vocab, h);
 }
 
-// One process's measurement (means over its repetitions).
+using Key = std::pair<std::string, bool>;  // kernel name, backward
+
+// One process's timings: an observer of a model's kernels (Gpt's or T5's OpRecords) and the
+// repetitions' forward + backward and AdamW times, turned into a ComputeMeasurement.
+class Recorder {
+ public:
+  OpObserver observer() {
+    return [this](const OpRecord& r) {
+      const Key key(std::string(r.name), r.backward);
+      auto [it, added] = kernels_.try_emplace(key);
+      if (added) {
+        order_.push_back(key);
+        it->second.name = key.first;
+        it->second.backward = r.backward;
+        it->second.m = r.m, it->second.n = r.n, it->second.k = r.k;
+      }
+      cur_[key] += r.end_s - r.start_s;
+      if (warm_up_) {  // FLOPs and calls are counted over the warm-up pass
+        it->second.flops += r.flops;
+        ++it->second.calls;
+      }
+    };
+  }
+  // reps timed forward + backward passes (`fwd_bwd`, accumulating into grads) after one
+  // warm-up, each followed by an AdamW step over every parameter with the gradient norm.
+  template <class F>
+  void run(int reps, F&& fwd_bwd, std::vector<float>& params, std::vector<float>& grads) {
+    const std::int64_t np = static_cast<std::int64_t>(params.size());
+    std::vector<float> m(params.size(), 0.f), v(params.size(), 0.f);
+    for (int rep = 0; rep <= reps; ++rep) {
+      cur_.clear();
+      const double t0 = Gpt::now();
+      fwd_bwd();
+      const double t1 = Gpt::now();
+      const double norm = std::sqrt(sum_of_squares(grads.data(), np));
+      adamw_step(params.data(), grads.data(), m.data(), v.data(), np, AdamW{}, rep + 1,
+                 clip_factor(norm, 1.0f));
+      std::fill(grads.begin(), grads.end(), 0.f);
+      const double t2 = Gpt::now();
+      if (warm_up_) {
+        warm_up_ = false;
+        continue;
+      }
+      for (auto& [k, sec] : cur_) secs_[k].push_back(sec);
+      fb_.push_back(t1 - t0);
+      opt_.push_back(t2 - t1);
+    }
+  }
+  ComputeMeasurement result(int batch, std::int64_t parameters) {
+    ComputeMeasurement out;
+    out.batch = batch;
+    out.parameters = parameters;
+    out.forward_backward_s = mean(fb_);
+    out.optimizer_s = mean(opt_);
+    for (const Key& key : order_) {
+      KernelTiming k = kernels_[key];
+      k.seconds = mean(secs_[key]);
+      out.kernels.push_back(k);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<Key> order_;  // first seen first
+  std::map<Key, KernelTiming> kernels_;
+  std::map<Key, double> cur_;                // this repetition's seconds per kernel
+  std::map<Key, std::vector<double>> secs_;  // per kernel, one entry per timed repetition
+  std::vector<double> fb_, opt_;             // forward + backward, AdamW, per repetition
+  bool warm_up_ = true;
+};
+
+// One process's measurement of the CPU GPT (means over its repetitions).
 ComputeMeasurement measure_here(const GptConfig& cfg, int batch, int reps) {
   set_threads(1);
   Gpt g(cfg, batch);
-  const std::int64_t np = g.layout().total();
-  std::vector<float> params(np), grads(np, 0.f), m(np, 0.f), v(np, 0.f);
+  std::vector<float> params(g.layout().total()), grads(params.size(), 0.f);
   init_params(g.layout(), params.data(), 1234);
   std::vector<std::int32_t> tokens(std::size_t(batch) * cfg.seq), targets(tokens.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<std::int32_t>((i * 7919 + 13) % cfg.vocab);
     targets[i] = static_cast<std::int32_t>((i * 104729 + 7) % cfg.vocab);
   }
-  std::vector<std::pair<std::string, bool>> order;
-  std::map<std::pair<std::string, bool>, double> flops;
-  std::map<std::pair<std::string, bool>, int> calls;
-  std::map<std::pair<std::string, bool>, std::vector<double>> secs;
-  std::map<std::pair<std::string, bool>, double> cur;
-  bool warm_up = true;  // FLOPs are counted over the warm-up pass
-  g.set_observer([&](const OpRecord& r) {
-    const auto key = std::make_pair(std::string(r.name), r.backward);
-    if (!flops.count(key)) {
-      order.push_back(key);
-      flops[key] = 0;
-    }
-    cur[key] += r.end_s - r.start_s;
-    if (warm_up) {
-      flops[key] += r.flops;
-      ++calls[key];
-    }
-  });
-  std::vector<double> fb, opt;
-  for (int rep = 0; rep <= reps; ++rep) {
-    cur.clear();
-    const double t0 = Gpt::now();
-    g.forward(params.data(), tokens.data(), targets.data());
-    g.backward(params.data(), grads.data());
-    const double t1 = Gpt::now();
-    const double norm = std::sqrt(sum_of_squares(grads.data(), np));
-    adamw_step(params.data(), grads.data(), m.data(), v.data(), np, AdamW{}, rep + 1,
-               clip_factor(norm, 1.0f));
-    std::fill(grads.begin(), grads.end(), 0.f);
-    const double t2 = Gpt::now();
-    if (warm_up) {
-      warm_up = false;
-      continue;
-    }
-    for (auto& [k, s] : cur) secs[k].push_back(s);
-    fb.push_back(t1 - t0);
-    opt.push_back(t2 - t1);
-  }
-  ComputeMeasurement out;
-  out.batch = batch;
-  out.parameters = np;
-  out.forward_backward_s = mean(fb);
-  out.optimizer_s = mean(opt);
-  for (const auto& key : order) {
-    KernelTiming t;
-    t.name = key.first;
-    t.backward = key.second;
-    t.flops = flops[key];
-    t.calls = calls[key];
-    t.seconds = mean(secs[key]);
-    gemm_shape(cfg, batch, t.name, t);
-    out.kernels.push_back(t);
-  }
+  Recorder rec;
+  g.set_observer(rec.observer());
+  rec.run(
+      reps,
+      [&] {
+        g.forward(params.data(), tokens.data(), targets.data());
+        g.backward(params.data(), grads.data());
+      },
+      params, grads);
+  ComputeMeasurement out = rec.result(batch, g.layout().total());
+  for (KernelTiming& k : out.kernels) gemm_shape(cfg, batch, k.name, k);
   return out;
+}
+
+// The same for T5 (t5.h): its own kernels, each with the shape its observer reports.
+ComputeMeasurement measure_t5_here(const T5Config& cfg, int batch, int reps) {
+  set_threads(1);
+  T5<float> t5(cfg, batch);
+  std::vector<float> params(t5.layout().total()), grads(params.size(), 0.f);
+  init_t5_params(t5.layout(), params.data(), 1234);
+  const T5Batch data = t5_synthetic_batch(cfg, batch, 0, 1234);
+  Recorder rec;
+  t5.set_observer(rec.observer());
+  rec.run(
+      reps,
+      [&] {
+        t5.forward(params.data(), data.encoder_tokens.data(), data.decoder_tokens.data(),
+                   data.targets.data());
+        t5.backward(params.data(), grads.data());
+      },
+      params, grads);
+  return rec.result(batch, t5.layout().total());
 }
 
 std::string serialize(const ComputeMeasurement& m) {
@@ -122,18 +172,16 @@ std::string serialize(const ComputeMeasurement& m) {
 
 }  // namespace
 
-Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int reps,
-                                           int concurrency) {
-  if (Status s = validate(cfg); !s.ok()) return s.error();
-  if (batch < 1) return Error{fmt::format("micro-batch: expected at least 1, got {}", batch)};
+namespace {
+// `here(reps)` in `concurrency` processes at once (fork; each reports through a pipe), and the
+// means over them; concurrency 1 measures in this process.
+Result<ComputeMeasurement> in_processes(const std::function<ComputeMeasurement(int)>& here,
+                                        int reps, int concurrency) {
   if (reps < 1 || reps > 1000)
     return Error{fmt::format("repetitions: expected 1 to 1000, got {}", reps)};
   if (concurrency < 1 || concurrency > 256)
     return Error{fmt::format("concurrency: expected 1 to 256, got {}", concurrency)};
-  if (concurrency == 1) {
-    ComputeMeasurement m = measure_here(cfg, batch, reps);
-    return m;
-  }
+  if (concurrency == 1) return here(reps);
   // One child process per concurrent measurement, each reporting through a pipe.
   std::vector<pid_t> pids;
   std::vector<int> fds;
@@ -149,7 +197,7 @@ Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int 
     }
     if (pid == 0) {
       ::close(p[0]);
-      const std::string s = serialize(measure_here(cfg, batch, reps));
+      const std::string s = serialize(here(reps));
       std::size_t off = 0;
       while (off < s.size()) {
         const ssize_t w = ::write(p[1], s.data() + off, s.size() - off);
@@ -178,7 +226,7 @@ Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int 
     failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
   }
   if (failed) return Error{"compute measurement: a measuring process failed"};
-  ComputeMeasurement mean = measure_here(GptConfig{cfg}, batch, 1);  // shapes and order
+  ComputeMeasurement mean = here(1);  // shapes and order
   mean.concurrency = concurrency;
   mean.forward_backward_s = mean.optimizer_s = 0;
   for (auto& k : mean.kernels) k.seconds = 0;
@@ -202,6 +250,21 @@ Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int 
     }
   }
   return mean;
+}
+}  // namespace
+
+Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int reps,
+                                           int concurrency) {
+  if (Status s = validate(cfg); !s.ok()) return s.error();
+  if (batch < 1) return Error{fmt::format("micro-batch: expected at least 1, got {}", batch)};
+  return in_processes([&](int r) { return measure_here(cfg, batch, r); }, reps, concurrency);
+}
+
+Result<ComputeMeasurement> measure_t5_compute(const T5Config& cfg, int batch, int reps,
+                                              int concurrency) {
+  if (Status s = validate(cfg); !s.ok()) return s.error();
+  if (batch < 1) return Error{fmt::format("micro-batch: expected at least 1, got {}", batch)};
+  return in_processes([&](int r) { return measure_t5_here(cfg, batch, r); }, reps, concurrency);
 }
 
 }  // namespace commscope::train

@@ -437,6 +437,19 @@ void T5<T>::reduce(T* data, std::int64_t n, bool max, std::string_view name, int
 }
 
 template <class T>
+template <class F>
+void T5<T>::timed(std::string_view name, int layer, bool backward, double flops, std::int64_t m,
+                  std::int64_t n, std::int64_t k, F&& f) {
+  if (!observer_) {
+    f();
+    return;
+  }
+  const double start = Gpt::now();
+  f();
+  observer_(OpRecord{name, layer, backward, start, Gpt::now(), flops, m, n, k});
+}
+
+template <class T>
 void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool decoder) {
   const T5Layout::Block& o = layout_.block(l);
   BlockActs& a = acts_[static_cast<std::size_t>(l)];
@@ -447,33 +460,48 @@ void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool deco
   const T* bias = P + layout_.block(decoder ? cfg_.encoder_layers : 0).rel_bias;
   const int* bucket = decoder ? dec_bucket_.data() : enc_bucket_.data();
   T* tmp = dtmp_.data();
+  // A matrix product out[rows, oc] = in[rows, k] W, timed under its name.
+  auto mm = [&](std::string_view name, T* out, const T* in, std::int64_t w, std::int64_t rows,
+                int k, int oc) {
+    timed(name, l, false, 2.0 * static_cast<double>(rows) * k * oc, rows, oc, k,
+          [&] { matmul_forward<T>(out, in, P + w, nullptr, rows, k, oc); });
+  };
+  auto attention = [&](T* out, T* att, const T* q, int ldq, const T* k, const T* v, int ldkv,
+                       const T* b, const int* bk, int Tq, int Tk, bool causal) {
+    timed("attn_scores", l, false, 4.0 * B * Tq * Tk * hl, 0, 0, 0, [&] {
+      relative_attention_forward(out, att, q, ldq, k, v, ldkv, b, bk, B, Tq, Tk, hl, NH, causal);
+    });
+  };
+  auto norm = [&](T* out, T* rstd, const T* in, std::int64_t w) {
+    timed("rmsnorm", l, false, 0, 0, 0, 0, [&] { rmsnorm_forward(out, rstd, in, P + w, N, h); });
+  };
   if (x != a.in.data()) std::copy(x, x + N * h, a.in.begin());
-  rmsnorm_forward(a.n1.data(), a.rstd1.data(), a.in.data(), P + o.norm_attn, N, h);
-  matmul_forward<T>(a.qkv.data(), a.n1.data(), P + o.qkv, nullptr, N, h, 3 * hl);
-  relative_attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), 3 * hl, a.qkv.data() + hl,
-                             a.qkv.data() + 2 * hl, 3 * hl, bias, bucket, B, Tn, Tn, hl, NH,
-                             decoder);
-  matmul_forward<T>(tmp, a.atty.data(), P + o.attn_out, nullptr, N, hl, h);
+  norm(a.n1.data(), a.rstd1.data(), a.in.data(), o.norm_attn);
+  mm(decoder ? "dec_qkv" : "enc_qkv", a.qkv.data(), a.n1.data(), o.qkv, N, h, 3 * hl);
+  attention(a.atty.data(), a.att.data(), a.qkv.data(), 3 * hl, a.qkv.data() + hl,
+            a.qkv.data() + 2 * hl, 3 * hl, bias, bucket, Tn, Tn, decoder);
+  mm(decoder ? "dec_attn_out" : "enc_attn_out", tmp, a.atty.data(), o.attn_out, N, hl, h);
   reduce(tmp, N * h, false, "tp_all_reduce", l);
   residual_forward(a.mid.data(), a.in.data(), tmp, N * h);
   const T* cur = a.mid.data();
   if (decoder) {
     const int Te = cfg_.encoder_seq;
-    rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.mid.data(), P + o.norm_cross, N, h);
-    matmul_forward<T>(a.q.data(), a.n2.data(), P + o.cross_q, nullptr, N, h, hl);
-    matmul_forward<T>(a.kv.data(), enc_out_.data(), P + o.cross_kv, nullptr, Ne, h, 2 * hl);
-    relative_attention_forward<T>(a.catty.data(), a.catt.data(), a.q.data(), hl, a.kv.data(),
-                                  a.kv.data() + hl, 2 * hl, nullptr, nullptr, B, Tn, Te, hl, NH,
-                                  false);
-    matmul_forward<T>(tmp, a.catty.data(), P + o.cross_out, nullptr, N, hl, h);
+    norm(a.n2.data(), a.rstd2.data(), a.mid.data(), o.norm_cross);
+    mm("dec_cross_q", a.q.data(), a.n2.data(), o.cross_q, N, h, hl);
+    mm("dec_cross_kv", a.kv.data(), enc_out_.data(), o.cross_kv, Ne, h, 2 * hl);
+    attention(a.catty.data(), a.catt.data(), a.q.data(), hl, a.kv.data(), a.kv.data() + hl, 2 * hl,
+              nullptr, nullptr, Tn, Te, false);
+    mm("dec_cross_out", tmp, a.catty.data(), o.cross_out, N, hl, h);
     reduce(tmp, N * h, false, "tp_all_reduce", l);
     residual_forward(a.mid2.data(), a.mid.data(), tmp, N * h);
     cur = a.mid2.data();
   }
-  rmsnorm_forward(a.n3.data(), a.rstd3.data(), cur, P + o.norm_mlp, N, h);
-  matmul_forward<T>(a.fc.data(), a.n3.data(), P + o.mlp_in, nullptr, N, h, f);
-  for (std::int64_t i = 0; i < N * f; ++i) a.fca[i] = a.fc[i] > T(0) ? a.fc[i] : T(0);
-  matmul_forward<T>(tmp, a.fca.data(), P + o.mlp_out, nullptr, N, f, h);
+  norm(a.n3.data(), a.rstd3.data(), cur, o.norm_mlp);
+  mm(decoder ? "dec_mlp_in" : "enc_mlp_in", a.fc.data(), a.n3.data(), o.mlp_in, N, h, f);
+  timed("relu", l, false, 0, 0, 0, 0, [&] {
+    for (std::int64_t i = 0; i < N * f; ++i) a.fca[i] = a.fc[i] > T(0) ? a.fc[i] : T(0);
+  });
+  mm(decoder ? "dec_mlp_out" : "enc_mlp_out", tmp, a.fca.data(), o.mlp_out, N, f, h);
   reduce(tmp, N * h, false, "tp_all_reduce", l);
   residual_forward(y, cur, tmp, N * h);
 }
@@ -490,56 +518,66 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
   T* dbias = G + layout_.block(decoder ? cfg_.encoder_layers : 0).rel_bias;
   const T* cur = decoder ? a.mid2.data() : a.mid.data();
   auto zero = [](std::vector<T>& v, std::int64_t n) { std::fill(v.begin(), v.begin() + n, T(0)); };
+  // The backward of out[rows, oc] = in[rows, k] W: din += dout W^T, dW += in^T dout.
+  auto mm = [&](std::string_view name, T* din, std::int64_t w, const T* dout, const T* in,
+                std::int64_t rows, int k, int oc) {
+    timed(name, l, true, 4.0 * static_cast<double>(rows) * k * oc, rows, oc, k,
+          [&] { matmul_backward<T>(din, G + w, nullptr, dout, in, P + w, rows, k, oc); });
+  };
+  auto norm = [&](T* din, std::int64_t w, const T* dout, const T* in, const T* rstd) {
+    timed("rmsnorm", l, true, 0, 0, 0, 0,
+          [&] { rmsnorm_backward(din, G + w, dout, in, P + w, rstd, N, h); });
+  };
   // MLP
   zero(dfc_, N * f);
-  matmul_backward<T>(dfc_.data(), G + o.mlp_out, nullptr, dx, a.fca.data(), P + o.mlp_out, N, f, h);
-  for (std::int64_t i = 0; i < N * f; ++i)
-    if (!(a.fc[i] > T(0))) dfc_[i] = 0;
+  mm(decoder ? "dec_mlp_out" : "enc_mlp_out", dfc_.data(), o.mlp_out, dx, a.fca.data(), N, f, h);
+  timed("relu", l, true, 0, 0, 0, 0, [&] {
+    for (std::int64_t i = 0; i < N * f; ++i)
+      if (!(a.fc[i] > T(0))) dfc_[i] = 0;
+  });
   zero(dn_, N * h);
-  matmul_backward<T>(dn_.data(), G + o.mlp_in, nullptr, dfc_.data(), a.n3.data(), P + o.mlp_in, N,
-                     h, f);
+  mm(decoder ? "dec_mlp_in" : "enc_mlp_in", dn_.data(), o.mlp_in, dfc_.data(), a.n3.data(), N, h,
+     f);
   reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
-  rmsnorm_backward(dx, G + o.norm_mlp, dn_.data(), cur, P + o.norm_mlp, a.rstd3.data(), N, h);
+  norm(dx, o.norm_mlp, dn_.data(), cur, a.rstd3.data());
   if (decoder) {
     const int Te = cfg_.encoder_seq;
     zero(datty_, N * hl);
-    matmul_backward<T>(datty_.data(), G + o.cross_out, nullptr, dx, a.catty.data(), P + o.cross_out,
-                       N, hl, h);
+    mm("dec_cross_out", datty_.data(), o.cross_out, dx, a.catty.data(), N, hl, h);
     zero(dqkv_, N * hl);
     zero(dkv_, Ne * 2 * hl);
-    relative_attention_backward<T>(dqkv_.data(), dkv_.data(), dkv_.data() + hl, nullptr,
-                                   datty_.data(), a.catt.data(), a.q.data(), hl, a.kv.data(),
-                                   a.kv.data() + hl, 2 * hl, nullptr, B, Tn, Te, hl, NH, false,
-                                   dscratch_.data());
+    timed("attn_scores", l, true, 8.0 * B * Tn * Te * hl, 0, 0, 0, [&] {
+      relative_attention_backward<T>(dqkv_.data(), dkv_.data(), dkv_.data() + hl, nullptr,
+                                     datty_.data(), a.catt.data(), a.q.data(), hl, a.kv.data(),
+                                     a.kv.data() + hl, 2 * hl, nullptr, B, Tn, Te, hl, NH, false,
+                                     dscratch_.data());
+    });
     // The encoder output entered this block's tensor-parallel region: its gradient from
     // cross_kv is all-reduced here, then joins the others.
     zero(denc_part_, Ne * h);
-    matmul_backward<T>(denc_part_.data(), G + o.cross_kv, nullptr, dkv_.data(), enc_out_.data(),
-                       P + o.cross_kv, Ne, h, 2 * hl);
+    mm("dec_cross_kv", denc_part_.data(), o.cross_kv, dkv_.data(), enc_out_.data(), Ne, h, 2 * hl);
     reduce(denc_part_.data(), Ne * h, false, "tp_all_reduce", l);
     for (std::int64_t i = 0; i < Ne * h; ++i) d_enc_out_[i] += denc_part_[i];
     zero(dn_, N * h);
-    matmul_backward<T>(dn_.data(), G + o.cross_q, nullptr, dqkv_.data(), a.n2.data(), P + o.cross_q,
-                       N, h, hl);
+    mm("dec_cross_q", dn_.data(), o.cross_q, dqkv_.data(), a.n2.data(), N, h, hl);
     reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
-    rmsnorm_backward(dx, G + o.norm_cross, dn_.data(), a.mid.data(), P + o.norm_cross,
-                     a.rstd2.data(), N, h);
+    norm(dx, o.norm_cross, dn_.data(), a.mid.data(), a.rstd2.data());
   }
   // self-attention
   zero(datty_, N * hl);
-  matmul_backward<T>(datty_.data(), G + o.attn_out, nullptr, dx, a.atty.data(), P + o.attn_out, N,
-                     hl, h);
+  mm(decoder ? "dec_attn_out" : "enc_attn_out", datty_.data(), o.attn_out, dx, a.atty.data(), N, hl,
+     h);
   zero(dqkv_, N * 3 * hl);
-  relative_attention_backward<T>(dqkv_.data(), dqkv_.data() + hl, dqkv_.data() + 2 * hl, dbias,
-                                 datty_.data(), a.att.data(), a.qkv.data(), 3 * hl,
-                                 a.qkv.data() + hl, a.qkv.data() + 2 * hl, 3 * hl, bucket, B, Tn,
-                                 Tn, hl, NH, decoder, dscratch_.data());
+  timed("attn_scores", l, true, 8.0 * B * Tn * Tn * hl, 0, 0, 0, [&] {
+    relative_attention_backward<T>(dqkv_.data(), dqkv_.data() + hl, dqkv_.data() + 2 * hl, dbias,
+                                   datty_.data(), a.att.data(), a.qkv.data(), 3 * hl,
+                                   a.qkv.data() + hl, a.qkv.data() + 2 * hl, 3 * hl, bucket, B, Tn,
+                                   Tn, hl, NH, decoder, dscratch_.data());
+  });
   zero(dn_, N * h);
-  matmul_backward<T>(dn_.data(), G + o.qkv, nullptr, dqkv_.data(), a.n1.data(), P + o.qkv, N, h,
-                     3 * hl);
+  mm(decoder ? "dec_qkv" : "enc_qkv", dn_.data(), o.qkv, dqkv_.data(), a.n1.data(), N, h, 3 * hl);
   reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
-  rmsnorm_backward(dx, G + o.norm_attn, dn_.data(), a.in.data(), P + o.norm_attn, a.rstd1.data(), N,
-                   h);
+  norm(dx, o.norm_attn, dn_.data(), a.in.data(), a.rstd1.data());
 }
 
 template <class T>
@@ -609,7 +647,9 @@ T T5<T>::forward_decoder(const T* P, const T* encoder_output, const std::int32_t
   rmsnorm_forward(dec_n_.data(), dec_rstd_.data(), dec_x_.data(), P + layout_.dec_norm(), Nd, h);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
   for (std::int64_t i = 0; i < Nd * h; ++i) dec_n_[i] *= scale;
-  matmul_forward<T>(probs_.data(), dec_n_.data(), P + layout_.wte(), nullptr, Nd, h, Vl);
+  timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(Nd) * h * Vl, Nd, Vl, h, [&] {
+    matmul_forward<T>(probs_.data(), dec_n_.data(), P + layout_.wte(), nullptr, Nd, h, Vl);
+  });
   // Vocabulary-parallel cross-entropy (Megatron's): the row maxima, the sums of exponentials
   // and the target logits, each reduced over the group; probabilities of the rank's columns.
   for (std::int64_t n = 0; n < Nd; ++n) {
@@ -674,8 +714,10 @@ void T5<T>::backward_decoder(const T* P, T* G) {
     if (t >= v0 && t < v0 + Vl) row[t - v0] -= inv_count;
   }
   std::fill(dn_.begin(), dn_.begin() + Nd * h, T(0));
-  matmul_backward<T>(dn_.data(), G + layout_.wte(), nullptr, probs_.data(), dec_n_.data(),
-                     P + layout_.wte(), Nd, h, Vl);
+  timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(Nd) * h * Vl, Nd, Vl, h, [&] {
+    matmul_backward<T>(dn_.data(), G + layout_.wte(), nullptr, probs_.data(), dec_n_.data(),
+                       P + layout_.wte(), Nd, h, Vl);
+  });
   reduce(dn_.data(), Nd * h, false, "tp_all_reduce", kHeadLayer);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
   for (std::int64_t i = 0; i < Nd * h; ++i) dn_[i] *= scale;

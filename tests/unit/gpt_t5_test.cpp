@@ -13,12 +13,15 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "commscope/calib/compute_fit.h"
 #include "commscope/gpt/kernels.h"
+#include "commscope/gpt/measure.h"
 #include "commscope/gpt/optim.h"
 #include "commscope/gpt/t5.h"
 #include "commscope/sim/simulator.h"
@@ -851,6 +854,81 @@ TEST(T5Pipeline, WorkloadStagesGatherAndReduceTheirNormsAndEmbeddingCopies) {
       EXPECT_EQ(moved, r.params) << "stage " << r.stage;
     }
   }
+}
+
+}  // namespace
+}  // namespace commscope::train
+
+namespace commscope::train {
+namespace {
+
+// characterize --compute-only times T5's own kernels (measure_t5_compute, T5::set_observer):
+// every matrix product of a block and the LM head with its shape and 2 m n k FLOPs per call
+// (4 m n k backward), the fused relative attention as "attn_scores" (self and cross), once per
+// block forward and backward, and the norms; the kernels' sum is within the forward + backward
+// wall. Fitted (fit_compute on the t5 workload), the fitted host prices one micro-batch's
+// compute as the kernels took, so that predict's T5 time is T5's, not GPT's kernels' (GPT's
+// attention runs through BLAS, T5's relative attention in loops).
+TEST(T5Measure, OwnKernelsAreTimedAndFitted) {
+  T5Config c = tiny();
+  c.encoder_layers = 2;
+  auto m = measure_t5_compute(c, 2, 2, 1);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  std::map<std::pair<std::string, bool>, const KernelTiming*> by;
+  double sum = 0;
+  for (const auto& k : m->kernels) {
+    by[{k.name, k.backward}] = &k;
+    sum += k.seconds;
+    if (k.m > 0)
+      EXPECT_DOUBLE_EQ(k.flops, (k.backward ? 4.0 : 2.0) * k.calls * k.m * k.n * k.k) << k.name;
+  }
+  EXPECT_LE(sum, m->forward_backward_s);
+  const std::int64_t Be = 2 * c.encoder_seq, Bd = 2 * c.decoder_seq;
+  for (bool bw : {false, true}) {
+    const auto* qkv = by.at({"enc_qkv", bw});
+    EXPECT_EQ(qkv->calls, c.encoder_layers);
+    EXPECT_EQ(qkv->m, Be);
+    EXPECT_EQ(qkv->n, 3 * c.hidden);
+    const auto* kv = by.at({"dec_cross_kv", bw});
+    EXPECT_EQ(kv->calls, c.decoder_layers);
+    EXPECT_EQ(kv->m, Be);  // the encoder output's rows
+    EXPECT_EQ(by.at({"dec_mlp_in", bw})->m, Bd);
+    EXPECT_EQ(by.at({"lm_head", bw})->calls, 1);
+    EXPECT_EQ(by.at({"lm_head", bw})->n, c.vocab);
+    // self-attention in every block, cross-attention in every decoder block
+    EXPECT_EQ(by.at({"attn_scores", bw})->calls, c.encoder_layers + 2 * c.decoder_layers);
+    EXPECT_EQ(by.at({"rmsnorm", bw})->calls, 2 * c.encoder_layers + 3 * c.decoder_layers);
+  }
+  // Every compute class the T5 workload prices has kernels to be fitted on: matrix products,
+  // attention and the rest (norms, ReLU; AdamW is timed apart).
+  const ModelSpec model = t5_model_spec(c, "t5-measure-test");
+  auto base = load_system("cpu-host");
+  ASSERT_TRUE(base.ok()) << base.error().message;
+  PlanInput plan;
+  plan.gpus = 1;
+  plan.micro_batch = 2;
+  plan.precision = Precision::fp32;
+  auto net = load_network("tcp-10g");
+  ASSERT_TRUE(net.ok());
+  auto sc = resolve_scenario(model, *base, *net, plan);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  const Workload w = build_workload(*sc);
+  std::set<ComputeClass> classes;
+  for (const Chunk& ch : w.roles[0].chunks)
+    for (const OpList* l : {&ch.forward, &ch.backward})
+      for (const Op& op : l->ops())
+        if (op.kind == OpKind::compute) classes.insert(op.compute);
+  bool gemm = false, attention = false, other = false;
+  for (const auto& k : m->kernels)
+    (k.m > 0 ? gemm : k.name == "attn_scores" ? attention : other) = true;
+  EXPECT_TRUE(classes.count(ComputeClass::gemm) && gemm);
+  EXPECT_TRUE(classes.count(ComputeClass::attention) && attention);
+  EXPECT_TRUE(other);
+  // Fitted, the host prices one micro-batch's compute about as the kernels took (the fit's
+  // rounds are not exact; the bound is loose, as the kernels are microseconds long here).
+  auto fit = fit_compute(*m, model, *base);
+  ASSERT_TRUE(fit.ok()) << fit.error().message;
+  EXPECT_NEAR(fit->predicted_compute_s, fit->measured_compute_s, 0.2 * fit->measured_compute_s);
 }
 
 }  // namespace

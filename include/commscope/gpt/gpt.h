@@ -104,6 +104,7 @@ struct OpRecord {
   bool backward;
   double start_s, end_s;
   double flops;
+  std::int64_t m = 0, n = 0, k = 0;  // a matrix product's forward shape [m x k] x [k x n] (T5's)
 };
 using OpObserver = std::function<void(const OpRecord&)>;
 

@@ -10,6 +10,7 @@
 
 #include "commscope/calib/compute_fit.h"
 #include "commscope/gpt/gpt.h"
+#include "commscope/gpt/t5.h"
 #include "commscope/util/result.h"
 
 namespace commscope::train {
@@ -24,5 +25,10 @@ using commscope::KernelTiming;
 // Errors: a bad config, reps outside [1, 1000], concurrency outside [1, 256], a child that fails.
 Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int reps,
                                            int concurrency);
+
+// The same for T5 (t5.h), its own kernels: the matrix products with their shapes, the fused
+// relative attention as "attn_scores", RMSNorm, ReLU and the LM head (T5::set_observer).
+Result<ComputeMeasurement> measure_t5_compute(const T5Config& cfg, int batch, int reps,
+                                              int concurrency);
 
 }  // namespace commscope::train

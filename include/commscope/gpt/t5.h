@@ -148,6 +148,12 @@ class T5 {
       std::function<void(T* data, std::int64_t n, bool max, std::string_view name, int layer)>;
   T5(const T5Config& cfg, int batch, int tp = 1, int rank = 0, T5Part part = T5Part::whole);
   void set_all_reduce(AllReduce f) { all_reduce_ = std::move(f); }
+  // Each kernel's time (characterize --compute-only times T5's own kernels with it): matrix
+  // products "enc_qkv", "enc_attn_out", "enc_mlp_in", "enc_mlp_out", "dec_*" likewise and
+  // "dec_cross_q", "dec_cross_kv", "dec_cross_out", "lm_head" (OpRecord's m, n, k: the forward
+  // shape); the attentions "attn_scores" (fused: scores, softmax and values); "rmsnorm",
+  // "relu", "cross_entropy"; forward, then backward with backward = true.
+  void set_observer(OpObserver o) { observer_ = std::move(o); }
   const T5Config& config() const { return cfg_; }
   const T5Layout& layout() const { return layout_; }
 
@@ -182,6 +188,9 @@ class T5 {
   void reduce(T* data, std::int64_t n, bool max, std::string_view name, int layer);
   void embed(const T* params, T* out, const std::int32_t* tokens, std::int64_t n);
   void embed_back(T* grads, const std::int32_t* tokens, std::int64_t n);
+  template <class F>
+  void timed(std::string_view name, int layer, bool backward, double flops, std::int64_t m,
+             std::int64_t n, std::int64_t k, F&& f);
 
   T5Config cfg_;
   T5Layout layout_;
@@ -194,6 +203,7 @@ class T5 {
   std::vector<T> ce_max_, ce_sum_, ce_tgt_, denc_part_;
   std::int64_t counted_ = 0;
   AllReduce all_reduce_;
+  OpObserver observer_;
   bool forward_done_ = false, encoder_done_ = false, decoder_backward_done_ = false;
 };
 
