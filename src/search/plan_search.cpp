@@ -452,8 +452,10 @@ void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Pre
       static_cast<double>(p.global_batch) *
       static_cast<double>(m.kind == ArchKind::t5 ? m.seq_length + m.dec_seq() : m.seq_length);
   e.tokens_per_s = tokens / pred.iteration_time;
-  e.mfu = iteration_flops(w).model / pred.iteration_time / s.gpus /
-          sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
+  // MFU with the breakdowns (a prediction of the iteration time alone leaves it to complete()).
+  if (!pred.stages.empty())
+    e.mfu = iteration_flops(w).model / pred.iteration_time / s.gpus /
+            sc.system.gpu.peak.for_dtype(sc.plan.dtype()).value();
   e.compute = pred.mean.compute;
   // The time communication runs (a union, <= the iteration; timeline.h comm_running), and
   // what the simulator booked (more when per-micro-batch reductions overrun their compute).
@@ -810,6 +812,7 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     r.result.compute = full.compute, r.result.comm = full.comm;
     r.result.comm_booked = full.comm_booked;
     r.result.exposed = full.exposed, r.result.bubble = full.bubble;
+    r.result.mfu = full.mfu;
     r.result.breakdown = true;
   };
   for (std::size_t i = 0; i < k; ++i) complete(out.fitting[order[i]]);

@@ -219,23 +219,31 @@ namespace {
 // The task order of a (schedule, pp, v, m), from a small per-thread cache: a search asks for
 // the same few orders plan after plan (GPipe and 1F1B of one layout, the next layout with the
 // same depth and micro-batch count). schedule_pipeline rewrites every task's times, so an order
-// is reused as it is.
+// is reused as it is. Orders of up to kSmallOrder = 16,384 tasks per direction share 16 entries
+// (about 29 MB per thread at most); larger ones 4 entries of their own (as many as
+// limits::kMaxPipelineTasks allows each, as before there were 4 entries in all).
 std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, int m) {
   struct Entry {
     Schedule s = Schedule::one_f_one_b;
     int pp = -1, v = -1, m = -1;
     std::vector<std::vector<PipelineTask>> order;
   };
-  thread_local std::array<Entry, 4> cache;
-  thread_local std::size_t next = 0;
-  for (Entry& e : cache)
-    if (e.pp == pp && e.v == v && e.m == m && e.s == s) return e.order;
-  Entry& e = cache[next];
-  next = (next + 1) % cache.size();
-  e.pp = -1;  // not valid while it is rebuilt
-  pipeline_order_into(s, pp, v, m, e.order);
-  e.s = s, e.pp = pp, e.v = v, e.m = m;
-  return e.order;
+  constexpr std::int64_t kSmallOrder = 16384;  // pp x v x m
+  thread_local std::array<Entry, 16> small;
+  thread_local std::array<Entry, 4> large;
+  thread_local std::size_t next_small = 0, next_large = 0;
+  const bool is_small = std::int64_t{pp} * v * m <= kSmallOrder;
+  auto find = [&](auto& cache, std::size_t& next) -> std::vector<std::vector<PipelineTask>>& {
+    for (Entry& e : cache)
+      if (e.pp == pp && e.v == v && e.m == m && e.s == s) return e.order;
+    Entry& e = cache[next];
+    next = (next + 1) % cache.size();
+    e.pp = -1;  // not valid while it is rebuilt
+    pipeline_order_into(s, pp, v, m, e.order);
+    e.s = s, e.pp = pp, e.v = v, e.m = m;
+    return e.order;
+  };
+  return is_small ? find(small, next_small) : find(large, next_large);
 }
 }  // namespace
 
@@ -543,14 +551,6 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   ready.assign(pp, 0.0);
   last_task_end.assign(pp, 0.0);
   step_start.assign(pp, 0.0);
-  for (int s = 0; s < pp; ++s)
-    for (const auto& t : order[s]) {
-      last_task_end[s] = std::max(last_task_end[s], t.end);
-      // only a last backward's gradient reduction outlasts its task
-      if (t.backward && t.microbatch == m - 1)
-        ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
-    }
-  for (int s = 0; s < pp; ++s) ready[s] = std::max(ready[s], last_task_end[s]);
   // The data-parallel stream is one FIFO queue per stage, as NCCL's stream is: a task's
   // gradient reductions (and gathers) cannot begin before the previous task's are done. Each
   // run's data-parallel work was placed as if the stream were free at its start; where the
@@ -560,11 +560,14 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   for (int s = 0; s < pp; ++s) {
     double data_free = 0;
     for (const auto& t : order[s]) {
+      last_task_end[s] = std::max(last_task_end[s], t.end);
+      // only a last backward's gradient reduction outlasts its task
+      if (t.backward && t.microbatch == m - 1)
+        ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
       const ListRun& r = run_of(t);
-      if (r.data_first < 0) continue;
-      data_free = queue_data(r, t.start + host, data_free, nullptr);
+      if (r.data_first >= 0) data_free = queue_data(r, t.start + host, data_free, nullptr);
     }
-    ready[s] = std::max(ready[s], data_free);
+    ready[s] = std::max({ready[s], last_task_end[s], data_free});
   }
   const bool embedding_sync = pp > 1 && sc.model.tied_embeddings;
   for (int s = 0; s < pp; ++s) {

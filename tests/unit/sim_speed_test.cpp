@@ -59,6 +59,14 @@ TEST(PipelineOrderCache, PlansPredictedInAnyOrderKeepTheirNumbers) {
         p.virtual_stages = s == Schedule::interleaved ? 2 : 1;
         plans.push_back(p);
       }
+  // And more large orders (PP x v x micro-batches above 16,384) than their 4 entries hold.
+  for (std::int64_t gb : {16384, 18432, 20480})
+    for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b}) {
+      PlanInput p;
+      p.gpus = 16, p.tp = 2, p.pp = 4, p.micro_batch = 1, p.global_batch = gb;
+      p.schedule = s;
+      plans.push_back(p);
+    }
   auto predict = [&](const PlanInput& p) {
     auto sc = resolve_scenario(*model, *system, *network, p);
     EXPECT_TRUE(sc.ok()) << (sc.ok() ? "" : sc.error().message);
@@ -72,7 +80,8 @@ TEST(PipelineOrderCache, PlansPredictedInAnyOrderKeepTheirNumbers) {
   for (std::size_t k = 0; k < plans.size(); k += 2)
     EXPECT_EQ(predict(plans[k]), first[k]) << "plan " << k << " (every other)";
   // The schedules differ (a cache that handed one schedule's order to another would not).
-  EXPECT_NE(first[0], first[2]);  // GPipe and interleaved of one layout
+  EXPECT_NE(first[0], first[2]);    // GPipe and interleaved of one layout
+  EXPECT_NE(first[18], first[19]);  // GPipe and 1F1B of a large order
 }
 
 // Evaluator::evaluate_resolved (the plan search's path): scenarios resolved once, alike but for

@@ -133,15 +133,15 @@ struct Evaluated {
   double headroom = 0;      // bytes of gpu_memory kept free (SearchSpace::memory_headroom_*)
   // s, mean over stages; comm: the time communication runs, a union (<= iteration_time)
   double compute = 0, comm = 0, exposed = 0, bubble = 0;
-  // s, the communication the simulator booked (the sum of its parts): above comm when
-  // per-micro-batch reductions outlast the compute they are booked behind, a schedule that
-  // could not run (the reductions would queue), so the iteration time is optimistic.
+  // s, the communication the simulator booked (the sum of its parts): above comm when calls on
+  // the data-, tensor- and context-parallel streams run at once.
   double comm_booked = 0;
   double cost = 0;    // US dollars for the global batch (0: no price in the preset)
   double energy = 0;  // joules for the global batch (0: no power in the preset)
   int nodes = 0, gpus_per_node = 0;
-  // compute, comm, exposed and bubble predicted: search() predicts iteration times alone and
-  // these for the plans it prints (the top K and each rule's best other plan); evaluate() always.
+  // compute, comm, exposed, bubble and mfu predicted: search() predicts iteration times alone
+  // and these for the plans it prints (the top K and each rule's best other plan); evaluate()
+  // always.
   bool breakdown = true;
 };
 
