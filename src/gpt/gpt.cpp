@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "commscope/gpt/kernels.h"
 
@@ -262,14 +263,7 @@ Gpt::Gpt(const GptConfig& cfg, int batch) : cfg_(cfg), layout_(cfg), batch_(batc
 
 template <class F>
 void Gpt::timed(std::string_view name, int layer, bool backward, double flops, F&& f) {
-  if (!observer_) {
-    f();
-    return;
-  }
-  const double start = now();
-  f();
-  const double end = now();
-  observer_(OpRecord{name, layer, backward, start, end, flops});
+  observe(observer_, OpRecord{name, layer, backward, 0, 0, flops}, std::forward<F>(f));
 }
 
 const float* Gpt::block_input(int l) const {

@@ -176,7 +176,8 @@ namespace {
 // `here(reps)` in `concurrency` processes at once (fork; each reports through a pipe), and the
 // means over them; concurrency 1 measures in this process.
 Result<ComputeMeasurement> in_processes(const std::function<ComputeMeasurement(int)>& here,
-                                        int reps, int concurrency) {
+                                        int batch, int reps, int concurrency) {
+  if (batch < 1) return Error{fmt::format("micro-batch: expected at least 1, got {}", batch)};
   if (reps < 1 || reps > 1000)
     return Error{fmt::format("repetitions: expected 1 to 1000, got {}", reps)};
   if (concurrency < 1 || concurrency > 256)
@@ -256,15 +257,14 @@ Result<ComputeMeasurement> in_processes(const std::function<ComputeMeasurement(i
 Result<ComputeMeasurement> measure_compute(const GptConfig& cfg, int batch, int reps,
                                            int concurrency) {
   if (Status s = validate(cfg); !s.ok()) return s.error();
-  if (batch < 1) return Error{fmt::format("micro-batch: expected at least 1, got {}", batch)};
-  return in_processes([&](int r) { return measure_here(cfg, batch, r); }, reps, concurrency);
+  return in_processes([&](int r) { return measure_here(cfg, batch, r); }, batch, reps, concurrency);
 }
 
 Result<ComputeMeasurement> measure_t5_compute(const T5Config& cfg, int batch, int reps,
                                               int concurrency) {
   if (Status s = validate(cfg); !s.ok()) return s.error();
-  if (batch < 1) return Error{fmt::format("micro-batch: expected at least 1, got {}", batch)};
-  return in_processes([&](int r) { return measure_t5_here(cfg, batch, r); }, reps, concurrency);
+  return in_processes([&](int r) { return measure_t5_here(cfg, batch, r); }, batch, reps,
+                      concurrency);
 }
 
 }  // namespace commscope::train

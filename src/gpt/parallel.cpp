@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -268,13 +269,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
 
 template <class F>
 void GptShard::timed(std::string_view name, int layer, bool backward, double flops, F&& f) {
-  if (!observer_) {
-    f();
-    return;
-  }
-  const double start = Gpt::now();
-  f();
-  observer_(OpRecord{name, layer, backward, start, Gpt::now(), flops});
+  observe(observer_, OpRecord{name, layer, backward, 0, 0, flops}, std::forward<F>(f));
 }
 
 void GptShard::reduce(float* data, std::int64_t n, bool max, std::string_view name, int layer) {

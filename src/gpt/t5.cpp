@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "commscope/gpt/data.h"
 #include "commscope/gpt/kernels.h"
@@ -440,13 +441,7 @@ template <class T>
 template <class F>
 void T5<T>::timed(std::string_view name, int layer, bool backward, double flops, std::int64_t m,
                   std::int64_t n, std::int64_t k, F&& f) {
-  if (!observer_) {
-    f();
-    return;
-  }
-  const double start = Gpt::now();
-  f();
-  observer_(OpRecord{name, layer, backward, start, Gpt::now(), flops, m, n, k});
+  observe(observer_, OpRecord{name, layer, backward, 0, 0, flops, m, n, k}, std::forward<F>(f));
 }
 
 template <class T>

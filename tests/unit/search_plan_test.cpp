@@ -740,7 +740,9 @@ TEST(SearchPlan, MoeSearchHasExpertParallelPlansAndBestEqualsBruteForce) {
     eps.insert(p.ep);
     EXPECT_EQ(8 % p.ep, 0);
     EXPECT_LE(p.zero, 1);
-    if (p.tp > 1) EXPECT_TRUE(p.sequence_parallel);
+    if (p.tp > 1) {
+      EXPECT_TRUE(p.sequence_parallel);
+    }
   }
   EXPECT_GT(eps.size(), 1u);
   SearchOptions o;

@@ -178,4 +178,18 @@ class Gpt {
   bool forward_done_ = false;
 };
 
+// Runs f; when `observer` is set, reports it as `op` with its start and end (Gpt::now()). The
+// models' kernel timing (Gpt, GptShard and T5 call it for every kernel).
+template <class F>
+void observe(const OpObserver& observer, OpRecord op, F&& f) {
+  if (!observer) {
+    f();
+    return;
+  }
+  op.start_s = Gpt::now();
+  f();
+  op.end_s = Gpt::now();
+  observer(op);
+}
+
 }  // namespace commscope::train

@@ -152,7 +152,8 @@ class T5 {
   // products "enc_qkv", "enc_attn_out", "enc_mlp_in", "enc_mlp_out", "dec_*" likewise and
   // "dec_cross_q", "dec_cross_kv", "dec_cross_out", "lm_head" (OpRecord's m, n, k: the forward
   // shape); the attentions "attn_scores" (fused: scores, softmax and values); "rmsnorm",
-  // "relu", "cross_entropy"; forward, then backward with backward = true.
+  // "relu"; forward, then backward with backward = true. The rest (embedding, residual adds,
+  // the cross-entropy) is not timed: it counts in the pass's wall time only.
   void set_observer(OpObserver o) { observer_ = std::move(o); }
   const T5Config& config() const { return cfg_; }
   const T5Layout& layout() const { return layout_; }

@@ -23,7 +23,6 @@ struct Chunk {
   // --overlap-param-gather: the step's parameter all-gathers, waited for by the modules that
   // use them); empty: every forward is `forward`.
   OpList forward_first;
-  const OpList& first_forward() const { return forward_first.empty() ? forward : forward_first; }
 };
 
 struct Role {
