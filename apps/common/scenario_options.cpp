@@ -290,6 +290,13 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                                                "FSDP limit_all_gathers (=false to lift it) [true]")
                                       ->type_name("BOOLEAN")
                                       ->group(g_fw);
+  o.pipe_partitioned_flag =
+      cmd.add_flag("--scatter-gather-tensors-in-pipeline,--pipe-partitioned", o.pipe_partitioned,
+                   "pipeline tensors sent as 1/TP slices, all-gathered over TP at the receiver "
+                   "(DeepSpeed pipeline.pipe_partitioned; Megatron-LM before Core) (=false to "
+                   "send them whole) [true under deepspeed, else false]")
+          ->type_name("BOOLEAN")
+          ->group(g_fw);
   cmd.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
                "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "
                "all-gather over DP")
@@ -460,6 +467,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
                                  "one of backward_pre|backward_post|none", flags.fsdp_prefetch));
   if (o.fsdp_limit_all_gathers_flag && o.fsdp_limit_all_gathers_flag->count() > 0)
     flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
+  if (o.pipe_partitioned_flag && o.pipe_partitioned_flag->count() > 0)
+    flags.pipe_partitioned = o.pipe_partitioned;
   CS_RETURN_IF_ERROR(compression_flags(o, flags));
   CS_RETURN_IF_ERROR(modern_training_flags(o, flags));
   {

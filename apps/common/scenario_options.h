@@ -24,8 +24,9 @@ struct ScenarioOptions {
   // framework patterns (docs/workload.md)
   std::string framework, fsdp_sharding, fsdp_wrap, fsdp_prefetch;
   bool use_distributed_optimizer = false, overlap_grad_reduce = false, overlap_param_gather = false,
-       fsdp_limit_all_gathers = true;
+       fsdp_limit_all_gathers = true, pipe_partitioned = false;
   CLI::Option* fsdp_limit_all_gathers_flag = nullptr;  // given or not
+  CLI::Option* pipe_partitioned_flag = nullptr;        // given or not
   // compressed communication (docs/workload.md, "Compressed communication")
   std::string grad_comm_dtype, grad_compression;
   bool grad_reduce_in_bf16 = false, zero_quantized_weights = false,

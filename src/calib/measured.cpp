@@ -89,6 +89,10 @@ MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string
   p.precision = Precision::fp16;
   p.overlap_grad_reduce = false;
   p.ddp_bucket_mb = 1e9;  // one bucket: no bucketing
+  // Megatron-DeepSpeed runs its pipeline on DeepSpeed's PipelineEngine (GPTModelPipe), which
+  // partitions the tensors it sends over TP by default (pipeline.pipe_partitioned and
+  // grad_partitioned); the publishers' configurations do not turn it off.
+  p.pipe_partitioned = true;
   r.measured_s = v.at("iteration time (ms)") / 1e3;
   return r;
 }

@@ -174,6 +174,11 @@ std::string headline(const Workload& w) {
                        p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
                        stages.empty() ? "" : "; layers per stage " + stages);
   }
+  if (p.pipe_partitioned && p.tp > 1 && p.pp > 1 && !p.sequence_parallel)
+    out += fmt::format(
+        "pipeline tensors: partitioned over TP (each rank sends 1/{} of the boundary tensor, the "
+        "receiver all-gathers it over TP)\n",
+        p.tp);
   switch (p.framework) {  // the framework's pattern, when one is chosen
     case Framework::none:
       break;

@@ -180,6 +180,9 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
     plan.zero3_host_s_per_rank_per_call = c;
   }
 
+  // DeepSpeed's PipelineEngine partitions pipeline tensors over TP by default; Megatron-Core,
+  // FSDP and commscope's own pattern send them whole unless asked.
+  plan.pipe_partitioned = in.pipe_partitioned.value_or(f == Framework::deepspeed);
   switch (f) {
     case Framework::none:
     case Framework::deepspeed:

@@ -243,6 +243,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(fsdp_prefetch, o.fsdp_prefetch);
   take(fsdp_limit_all_gathers, o.fsdp_limit_all_gathers);
   take(use_distributed_optimizer, o.use_distributed_optimizer);
+  take(pipe_partitioned, o.pipe_partitioned);
   take(grad_comm_dtype, o.grad_comm_dtype);
   take(zeropp_qwz, o.zeropp_qwz);
   take(zeropp_qgz, o.zeropp_qgz);
@@ -321,7 +322,21 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
                           std::pair{"train_micro_batch_size_per_gpu", p.micro_batch},
                           std::pair{"gradient_accumulation_steps", p.grad_accum}})
     if (val && *val <= 0) r.fail(key, "a positive integer", std::to_string(*val));
+  // PipelineEngine's tensor partitioning over TP (deepspeed/runtime/config.py, pipeline
+  // section: pipe_partitioned and grad_partitioned, both true by default). commscope models
+  // both directions partitioned or neither.
+  auto pipe = r.object("pipeline");
+  pipe.allow_unknown();
+  std::optional<bool> act, grad;
+  read_or_auto(pipe, "pipe_partitioned", act);
+  read_or_auto(pipe, "grad_partitioned", grad);
+  if (act.value_or(true) != grad.value_or(true))
+    pipe.fail("grad_partitioned",
+              fmt::format("the same as pipe_partitioned ({})", act.value_or(true)),
+              fmt::format("{}", grad.value_or(true)));
+  if (act || grad) p.pipe_partitioned = act.value_or(true) && grad.value_or(true);
   CS_RETURN_IF_ERROR(z.status());
+  CS_RETURN_IF_ERROR(pipe.status());
   CS_RETURN_IF_ERROR(r.status());
   return p;
 }
@@ -402,6 +417,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   // Modern-training fields only when they differ from the defaults (the JSON stays as before).
   if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
   if (p.fp8) j["fp8"] = true;
+  if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;
 }

@@ -127,6 +127,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
         "reduction with backward"};
   if (p.overlap_param_gather && !*p.overlap_param_gather)
     return Error{"--no-overlap-param-gather: the CPU trainer always prefetches one module"};
+  if (p.pipe_partitioned && *p.pipe_partitioned)
+    return Error{
+        "--scatter-gather-tensors-in-pipeline: the CPU trainer sends whole pipeline tensors "
+        "(describe and predict model the partitioned ones)"};
   if (p.decoder_seq_length)
     return Error{"--decoder-seq-length: the CPU trainer trains decoder-only GPTs"};
   // Compressed communication: bf16/fp16 data-parallel gradient reductions (both trainers); ZeRO++

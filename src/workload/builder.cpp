@@ -925,6 +925,22 @@ class Builder {
     std::int64_t e = b_ * tokens * m_.hidden;
     return p_.sequence_parallel ? e / t_ : e;
   }
+  // Pipeline tensors partitioned over TP (ParallelPlan::pipe_partitioned; sequence parallelism
+  // already splits them): a rank sends and receives its 1/TP slice (DeepSpeed's
+  // PartitionedTensor pads the last one), and the receiver all-gathers the whole over TP.
+  bool pipe_partitioned() const { return p_.pipe_partitioned && t_ > 1 && !p_.sequence_parallel; }
+  std::int64_t p2p_elements(int end) const {
+    const std::int64_t e = boundary_elements(end);
+    return pipe_partitioned() ? (e + t_ - 1) / t_ : e;
+  }
+  // The receive at stage boundary `end` (and, partitioned, the all-gather of the slices).
+  void receive(Emitter& e, std::string_view recv, std::string_view gather, int end,
+               int layer) const {
+    e.chain(comm(recv, Collective::recv, CommGroup::pipeline, 2, p2p_elements(end), dt_, layer));
+    if (pipe_partitioned())
+      e.chain(comm(gather, Collective::all_gather, CommGroup::tensor, t_, boundary_elements(end),
+                   dt_, layer));
+  }
 
   std::int64_t embedding_grads() const {
     OuterParams o = outer_params(m_);
@@ -1328,9 +1344,7 @@ class Builder {
     // forward
     ch.forward.reserve(static_cast<std::size_t>(ch.layers) * 24 + 16);
     Emitter f(ch.forward, Phase::forward);
-    if (!is_first)
-      f.chain(comm("pp_recv_activation", Collective::recv, CommGroup::pipeline, 2,
-                   boundary_elements(first), dt_, first));
+    if (!is_first) receive(f, "pp_recv_activation", "pp_gather_activation", first, first);
     // FSDP: the root unit (what no block holds, or the whole chunk without auto-wrap) is
     // gathered first and, being the root, kept through backward (FSDP does not reshard the
     // root after forward).
@@ -1378,8 +1392,8 @@ class Builder {
       gather_params(f, head_params(), kHeadLayer);
       emit_forward(f, head, kHeadLayer);
     } else {
-      f.side(comm("pp_send_activation", Collective::send, CommGroup::pipeline, 2,
-                  boundary_elements(end), dt_, end - 1),
+      f.side(comm("pp_send_activation", Collective::send, CommGroup::pipeline, 2, p2p_elements(end),
+                  dt_, end - 1),
              {f.prev()});
     }
 
@@ -1437,9 +1451,7 @@ class Builder {
           megatron ? p_.megatron_bucket : static_cast<std::int64_t>(p_.ddp_bucket.value() / a_));
     }
     expert_grads_ = expert_bucketer ? &*expert_bucketer : nullptr;
-    if (!is_last)
-      bw.chain(comm("pp_recv_gradient", Collective::recv, CommGroup::pipeline, 2,
-                    boundary_elements(end), dt_, end - 1));
+    if (!is_last) receive(bw, "pp_recv_gradient", "pp_gather_gradient", end, end - 1);
     if (is_last) {
       gather_params(bw, head_params(), kHeadLayer);
       emit_backward(bw, head, kHeadLayer, g);
@@ -1493,7 +1505,7 @@ class Builder {
     expert_grads_ = nullptr;
     if (!is_first)
       bw.side(comm("pp_send_gradient", Collective::send, CommGroup::pipeline, 2,
-                   boundary_elements(first), dt_, first),
+                   p2p_elements(first), dt_, first),
               {bw.prev()});
   }
 

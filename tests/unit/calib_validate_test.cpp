@@ -278,6 +278,12 @@ TEST(Validate, HeldOutErrorOnVtrain) {
     ErrorSummary s = summarize(errors);
     EXPECT_LE(s.mape, 0.10);
     EXPECT_GT(s.rows, 50u);
+    // Multi-node: issue 11's bound (8.6%, the alpha-beta model's); 7.8% with DeepSpeed's
+    // partitioned pipeline tensors, 8.9% without.
+    if (std::string(file) == "ground_truth_multi.csv") {
+      EXPECT_LE(s.mape, 0.086);
+      for (const auto& p : prepared) EXPECT_TRUE(p.workload.scenario.plan.pipe_partitioned);
+    }
   }
 }
 

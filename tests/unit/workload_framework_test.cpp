@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -495,6 +498,81 @@ TEST(Megatron, WithoutOverlapOrDistributedOptimizer) {
   EXPECT_EQ(named(d.roles[0].step, "megatron_param_all_gather").calls, 0);
 }
 
+// ---- pipeline tensors partitioned over TP (DeepSpeed PipelineEngine) ----
+
+// DeepSpeed's PipelineEngine (pipe/engine.py, _exec_forward_pass / _exec_backward_pass with
+// pipeline.pipe_partitioned and grad_partitioned, both true in runtime/config.py) sends each TP
+// rank's 1/TP slice of the boundary tensor (b x s x h) and the receiver rebuilds it with an
+// all-gather over the TP group (PartitionedTensor.full()); Megatron-Core sends it whole. Sequence
+// parallelism already splits the tensor: nothing to gather.
+TEST(PipePartitioned, SlicesSentAndGatheredOverTp) {
+  const int t = 2, b = 2;
+  auto p2p = [&](Framework f, std::optional<bool> partitioned, bool sp) {
+    PlanInput p = plan(16, t, 2, b);
+    p.framework = f;
+    p.pipe_partitioned = partitioned;
+    if (sp) p.sequence_parallel = true;
+    Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+    return std::pair{build_workload(sc), sc};
+  };
+  auto [whole, sc] = p2p(Framework::none, std::nullopt, false);
+  const double tensor = 1.0 * b * sc.model.seq_length * sc.model.hidden * 2;  // bf16 bytes
+  EXPECT_FALSE(sc.plan.pipe_partitioned);
+  for (const Role& r : whole.roles) {
+    const Chunk& c = r.chunks[0];
+    const char* out = r.stage == 0 ? "pp_send_activation" : "pp_recv_activation";
+    const char* back = r.stage == 0 ? "pp_recv_gradient" : "pp_send_gradient";
+    EXPECT_EQ(named(c.forward, out).calls, 1);
+    EXPECT_DOUBLE_EQ(named(c.forward, out).bytes, tensor);
+    EXPECT_DOUBLE_EQ(named(c.backward, back).bytes, tensor);
+    EXPECT_EQ(named(c.forward, "pp_gather_activation").calls, 0);
+    EXPECT_EQ(named(c.backward, "pp_gather_gradient").calls, 0);
+  }
+  for (auto [f, given] : {std::pair{Framework::deepspeed, std::optional<bool>{}},
+                          std::pair{Framework::none, std::optional<bool>{true}}}) {
+    auto [w, s] = p2p(f, given, false);
+    EXPECT_TRUE(s.plan.pipe_partitioned);
+    const Role& first = w.roles[0].stage == 0 ? w.roles[0] : w.roles[1];
+    const Role& last = w.roles[0].stage == 0 ? w.roles[1] : w.roles[0];
+    EXPECT_DOUBLE_EQ(named(first.chunks[0].forward, "pp_send_activation").bytes, tensor / t);
+    EXPECT_DOUBLE_EQ(named(last.chunks[0].forward, "pp_recv_activation").bytes, tensor / t);
+    EXPECT_DOUBLE_EQ(named(last.chunks[0].backward, "pp_send_gradient").bytes, tensor / t);
+    EXPECT_DOUBLE_EQ(named(first.chunks[0].backward, "pp_recv_gradient").bytes, tensor / t);
+    // The receiver gathers the whole tensor over TP, right after its receive.
+    for (auto [list, recv, gather] :
+         {std::tuple{&last.chunks[0].forward, "pp_recv_activation", "pp_gather_activation"},
+          std::tuple{&first.chunks[0].backward, "pp_recv_gradient", "pp_gather_gradient"}}) {
+      Gathers g = named(*list, gather);
+      EXPECT_EQ(g.calls, 1);
+      EXPECT_DOUBLE_EQ(g.bytes, tensor);
+      const auto& ops = list->ops();
+      auto at = std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == recv; });
+      ASSERT_NE(at, ops.end());
+      ASSERT_NE(at + 1, ops.end());
+      EXPECT_EQ((at + 1)->name, gather);
+      EXPECT_EQ((at + 1)->collective, Collective::all_gather);
+      EXPECT_EQ((at + 1)->group, CommGroup::tensor);
+      EXPECT_EQ((at + 1)->group_size, t);
+    }
+    EXPECT_EQ(named(first.chunks[0].forward, "pp_gather_activation").calls, 0);
+  }
+  // Turned off under DeepSpeed: whole tensors; under sequence parallelism: already split.
+  auto [off, so] = p2p(Framework::deepspeed, false, false);
+  EXPECT_FALSE(so.plan.pipe_partitioned);
+  auto [split, ss] = p2p(Framework::deepspeed, true, true);
+  EXPECT_TRUE(ss.plan.sequence_parallel);
+  for (auto [w, bytes] : {std::pair{&off, tensor}, std::pair{&split, tensor / t}}) {
+    for (const Role& r : w->roles) {
+      const Chunk& c = r.chunks[0];
+      EXPECT_DOUBLE_EQ(
+          named(c.forward, r.stage == 0 ? "pp_send_activation" : "pp_recv_activation").bytes,
+          bytes);
+      EXPECT_EQ(named(c.forward, "pp_gather_activation").calls, 0);
+      EXPECT_EQ(named(c.backward, "pp_gather_gradient").calls, 0);
+    }
+  }
+}
+
 // ---- plan checks ----
 
 TEST(FrameworkPlan, OptionsOfAnotherFrameworkAreErrors) {
@@ -538,6 +616,18 @@ TEST(FrameworkPlan, DeepSpeedConfigKeys) {
       "ds.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("stage3_prefetch_bucket_size"), std::string::npos);
+  // The pipeline section: both partitioned (DeepSpeed's default), neither, or an error.
+  auto pipe = [](const char* j) {
+    return plan_from_deepspeed(nlohmann::json::parse(j), "ds.json");
+  };
+  EXPECT_FALSE(pipe("{}")->pipe_partitioned.has_value());
+  EXPECT_FALSE(*pipe(R"({"pipeline": {"pipe_partitioned": false, "grad_partitioned": false}})")
+                    ->pipe_partitioned);
+  EXPECT_TRUE(*pipe(R"({"pipeline": {"pipe_partitioned": true}})")->pipe_partitioned);
+  auto mixed = pipe(R"({"pipeline": {"pipe_partitioned": true, "grad_partitioned": false}})");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.error().message.find("grad_partitioned"), std::string::npos);
+  EXPECT_NE(mixed.error().message.find("false"), std::string::npos);
 }
 
 // A measured run's ZeRO stage in each framework's terms (validate --framework).
@@ -697,6 +787,32 @@ TEST(FrameworkCli, LimitAllGathersIsABooleanFlag) {
   CliRun on = run("describe --framework fsdp --fsdp-limit-all-gathers --format json");
   ASSERT_EQ(on.status, 0) << on.err;
   EXPECT_TRUE(nlohmann::json::parse(on.out)["plan"]["fsdp_limit_all_gathers"].get<bool>());
+}
+
+// --scatter-gather-tensors-in-pipeline (also --pipe-partitioned): a boolean flag, in the plan
+// JSON when on; the CPU trainer, which sends whole tensors, refuses it.
+TEST(FrameworkCli, PipePartitionedIsABooleanFlag) {
+  const std::string base = "describe --gpus 8 --tp 2 --pp 2 --format json ";
+  CliRun on = run(base + "--scatter-gather-tensors-in-pipeline");
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_TRUE(nlohmann::json::parse(on.out)["plan"]["pipe_partitioned"].get<bool>());
+  CliRun ds = run(base + "--framework deepspeed");
+  ASSERT_EQ(ds.status, 0) << ds.err;
+  EXPECT_TRUE(nlohmann::json::parse(ds.out)["plan"]["pipe_partitioned"].get<bool>());
+  CliRun off = run(base + "--framework deepspeed --pipe-partitioned=false");
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_FALSE(nlohmann::json::parse(off.out)["plan"].contains("pipe_partitioned"));
+  CliRun bad = run(base + "--pipe-partitioned=maybe");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(
+      bad.err,
+      "commscope: --scatter-gather-tensors-in-pipeline: expected true or false, got 'maybe'\n");
+  CliRun train = run("train --model gpt2-tiny-cpu --ranks 4 --tp 2 --pp 2 --pipe-partitioned");
+  EXPECT_EQ(train.status, 2);
+  EXPECT_EQ(train.err.rfind("commscope: --scatter-gather-tensors-in-pipeline: the CPU trainer", 0),
+            0u)
+      << train.err;
+  EXPECT_TRUE(train.out.empty());
 }
 
 TEST(FrameworkCli, BadValuesAreOneLineErrors) {

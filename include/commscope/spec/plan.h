@@ -107,6 +107,13 @@ struct ParallelPlan {
   // max(40M, 1M x DP); without --overlap-grad-reduce one bucket of everything).
   bool use_distributed_optimizer = false;
   std::int64_t megatron_bucket = 40000000;
+  // Pipeline tensors partitioned over TP (with TP > 1 and no sequence parallelism): each TP rank
+  // sends its 1/TP slice of the activation (forward) or gradient (backward) to its peer stage,
+  // which all-gathers the slices over TP before use. DeepSpeed's PipelineEngine does this by
+  // default (ds_config pipeline.pipe_partitioned / grad_partitioned, both true), as did
+  // Megatron-LM before Megatron-Core (--scatter-gather-tensors-in-pipeline, on by default);
+  // Megatron-Core sends the whole tensor. On by default under --framework deepspeed only.
+  bool pipe_partitioned = false;
 
   // ---- compressed communication (docs/workload.md, "Compressed communication") ----
   // The data-parallel gradient all-reduce / reduce-scatter on the wire in this type
@@ -198,7 +205,7 @@ struct PlanInput {
   std::optional<FsdpSharding> fsdp_sharding;
   std::optional<FsdpWrap> fsdp_wrap;
   std::optional<FsdpPrefetch> fsdp_prefetch;
-  std::optional<bool> fsdp_limit_all_gathers, use_distributed_optimizer;
+  std::optional<bool> fsdp_limit_all_gathers, use_distributed_optimizer, pipe_partitioned;
   // compressed communication
   std::optional<DType> grad_comm_dtype;
   std::optional<bool> zeropp_qwz, zeropp_qgz;
