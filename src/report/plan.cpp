@@ -171,8 +171,9 @@ Table plans_table(const PlanReport& r, bool human) {
 std::string counts_text(const search::SearchResult& s) {
   return fmt::format(
       "{} candidate plans: {} not valid, {} pruned by the memory bound, {} over memory after "
-      "building, {} predicted",
-      s.candidates, s.invalid, s.pruned, s.no_fit, s.evaluated);
+      "building, {} skipped (fit, but their time's lower bound cannot reach the top), {} "
+      "predicted",
+      s.candidates, s.invalid, s.pruned, s.no_fit, s.skipped, s.evaluated);
 }
 
 // The explanation lines of one option: why each beats the next, the rules, the what-if.
@@ -252,6 +253,7 @@ nlohmann::json plan_json(const PlanReport& r) {
                         {"invalid", s.invalid},
                         {"pruned", s.pruned},
                         {"over_memory", s.no_fit},
+                        {"skipped", s.skipped},
                         {"predicted", s.evaluated},
                         {"why", s.why},
                         {"rules", std::move(rules)}};

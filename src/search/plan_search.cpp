@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <barrier>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -467,22 +468,72 @@ void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Pre
   e.energy = e.score_time * s.gpus * s.system.power_per_gpu_w;
 }
 
+// The K best score times found so far, shared by the search's threads (SearchOptions::bound).
+class TopK {
+ public:
+  explicit TopK(std::size_t k) : k_(k) {}
+  // The K-th best so far (infinity until K are known).
+  double kth() const { return kth_.load(std::memory_order_relaxed); }
+  void offer(double score) {
+    if (!(score < kth())) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    best_.push_back(score);
+    std::push_heap(best_.begin(), best_.end());
+    if (best_.size() > k_) {
+      std::pop_heap(best_.begin(), best_.end());
+      best_.pop_back();
+    }
+    if (best_.size() == k_) kth_.store(best_.front(), std::memory_order_relaxed);
+  }
+
+ private:
+  std::size_t k_;
+  std::mutex mu_;
+  std::vector<double> best_;  // a max-heap of at most k_
+  std::atomic<double> kth_{std::numeric_limits<double>::infinity()};
+};
+
+// The prediction of plan p (`pred` of its workload w) into e: its figures, or, when its lower
+// bound skipped it, the bound; offered to the top K.
+void take(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Prediction& pred,
+          Evaluated& e, TopK* top) {
+  if (pred.skipped_bound > 0) {
+    e.status = Evaluated::Status::skipped;
+    e.score_bound = pred.skipped_bound * static_cast<double>(global_batch_of(s)) /
+                    static_cast<double>(p.global_batch);
+    return;
+  }
+  fill(s, p, w, pred, e);
+  e.breakdown = false;
+  if (top) top->offer(e.score_time);
+}
+
+// The iteration time of plan p whose score is `kth` (infinity: no bound).
+double skip_above(const SearchSpace& s, const PlanPoint& p, double kth) {
+  return kth * static_cast<double>(p.global_batch) / static_cast<double>(global_batch_of(s));
+}
+
 // Plans alike but for the schedule (GPipe and 1F1B of one layout) share one workload: it is
 // built once for the memory of each, and the fitting ones are predicted together by
 // Evaluator::evaluate_resolved (the same numbers as evaluate(), tested in sim_speed_test).
+// Plans whose lower bound on the score is above `kth` are skipped (infinity: none is); the
+// others' scores are offered to `top` (may be null).
 void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
                     const std::vector<std::size_t>& group, bool prune, const Evaluator& ev,
-                    std::vector<Evaluated>& results) {
+                    std::vector<Evaluated>& results, TopK* top, double kth) {
   if (group.size() == 1) {  // evaluate(), the iteration time alone
     Evaluated& e = results[group[0]];
     e = Evaluated{};
-    auto sc = resolve_and_bound(s, plans[group[0]], prune, e);
+    const PlanPoint& p = plans[group[0]];
+    auto sc = resolve_and_bound(s, p, prune, e);
     if (!sc) return;
     const Workload w1 = build_workload(*sc);
     if (!fits(w1, e)) return;
     const Scenario* one[] = {&w1.scenario};
-    fill(s, plans[group[0]], w1, ev.evaluate_resolved(w1, one, false).front(), e);
-    e.breakdown = false;
+    take(s, p, w1,
+         ev.evaluate_resolved(w1, one, false, [&](std::size_t) { return skip_above(s, p, kth); })
+             .front(),
+         e, top);
     return;
   }
   std::vector<std::optional<Scenario>> scs(group.size());
@@ -507,24 +558,27 @@ void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
   if (fit.empty()) return;
   if (fit.size() == 1) {
     const std::size_t k = fit[0];
+    const PlanPoint& p = plans[group[k]];
     std::swap(w->scenario, *scs[k]);
     w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
     const Scenario* one[] = {&w->scenario};
-    fill(s, plans[group[k]], *w, ev.evaluate_resolved(*w, one, false).front(), results[group[k]]);
-    results[group[k]].breakdown = false;
+    take(s, p, *w,
+         ev.evaluate_resolved(*w, one, false, [&](std::size_t) { return skip_above(s, p, kth); })
+             .front(),
+         results[group[k]], top);
     return;
   }
   // The members resolved above, predicted together (Evaluator::evaluate_resolved: one set of
   // chunk runs; nothing resolved again).
   std::vector<const Scenario*> members;
   for (std::size_t k : fit) members.push_back(&*scs[k]);
-  const auto preds = ev.evaluate_resolved(*w, members, false);
+  const auto preds = ev.evaluate_resolved(
+      *w, members, false, [&](std::size_t j) { return skip_above(s, plans[group[fit[j]]], kth); });
   for (std::size_t j = 0; j < fit.size(); ++j) {
     const std::size_t k = fit[j];
     std::swap(w->scenario, *scs[k]);
     w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
-    fill(s, plans[group[k]], *w, preds[j], results[group[k]]);
-    results[group[k]].breakdown = false;
+    take(s, plans[group[k]], *w, preds[j], results[group[k]], top);
   }
 }
 
@@ -729,41 +783,53 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     groups.reserve(plans.size());
     for (std::size_t i = 0; i < plans.size(); ++i) groups.push_back({i});
   }
+  // The groups go in rounds of kRound; within a round the threads take chunks of kChunk. A
+  // plan is skipped when its lower bound is above the K-th best of the rounds before its own
+  // (frozen at each round's end), so what is skipped does not depend on the thread count.
+  constexpr std::size_t kChunk = 8, kRound = 256;
+  const std::size_t rounds = (groups.size() + kRound - 1) / kRound;
   std::atomic<std::size_t> next{0}, done{0};
   std::atomic<bool> stop{false};
-  constexpr std::size_t kChunk = 8;
-  // One chunk of groups; false when none is left.
+  TopK best(static_cast<std::size_t>(o.top));
+  std::size_t round = 0;  // changed by the barrier's completion only
+  double kth = std::numeric_limits<double>::infinity();
+  auto round_done = [&]() noexcept {
+    ++round;
+    next.store(round * kRound);
+    if (o.bound) kth = best.kth();
+  };
+  std::barrier sync(o.threads, round_done);
+  // One chunk of groups of the current round; false when none is left in it.
   auto chunk = [&](const Evaluator& ev) {
+    const std::size_t end_of_round = std::min(groups.size(), (round + 1) * kRound);
     const std::size_t begin = next.fetch_add(kChunk);
-    if (begin >= groups.size()) return false;
-    const std::size_t end = std::min(groups.size(), begin + kChunk);
+    if (begin >= end_of_round) return false;
+    const std::size_t end = std::min(end_of_round, begin + kChunk);
     std::size_t n = 0;
     for (std::size_t g = begin; g < end; ++g) {
-      evaluate_group(s, plans, groups[g], o.prune, ev, results);
+      evaluate_group(s, plans, groups[g], o.prune, ev, results, o.bound ? &best : nullptr, kth);
       for (std::size_t i : groups[g]) results[i].reason.clear();  // counted, not kept
       n += groups[g].size();
     }
     done.fetch_add(n);
     return true;
   };
-  auto work = [&] {
+  // Every thread runs every round (doing nothing once stopped) and waits at its end.
+  auto work = [&](bool reporter) {
     const Evaluator ev(s.model, s.system, s.network);
-    while (!stop.load(std::memory_order_relaxed))
-      if (!chunk(ev)) return;
+    for (std::size_t r = 0; r < rounds; ++r) {
+      while (!stop.load(std::memory_order_relaxed) && chunk(ev))
+        if (reporter && o.progress && !o.progress(done.load(), plans.size())) stop = true;
+      sync.arrive_and_wait();
+    }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < o.threads; ++t) pool.emplace_back(work);
-  // The calling thread works too, and reports progress between its chunks.
-  {
-    const Evaluator ev(s.model, s.system, s.network);
-    while (!stop.load()) {
-      if (!chunk(ev)) break;
-      if (o.progress && !o.progress(done.load(), plans.size())) stop = true;
-    }
-  }
+  for (int t = 1; t < o.threads; ++t) pool.emplace_back(work, false);
+  work(true);  // the calling thread works too, and reports progress between its chunks
   for (auto& t : pool) t.join();
   if (stop || (o.progress && !o.progress(plans.size(), plans.size()))) return Error{"interrupted"};
 
+  std::vector<std::size_t> skipped;  // candidates, in order
   for (std::size_t i = 0; i < plans.size(); ++i) {
     switch (results[i].status) {
       case Evaluated::Status::invalid:
@@ -775,9 +841,13 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
       case Evaluated::Status::no_fit:
         ++out.no_fit;
         break;
+      case Evaluated::Status::skipped:
+        ++out.skipped;
+        skipped.push_back(i);
+        break;
       case Evaluated::Status::ok:
         ++out.evaluated;
-        out.fitting.push_back({plans[i], std::move(results[i])});
+        out.fitting.push_back({plans[i], std::move(results[i]), i});
         break;
     }
   }
@@ -815,6 +885,40 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     r.result.mfu = full.mfu;
     r.result.breakdown = true;
   };
+  // A rule compares the winner with the best fitting plan on the other side of it, which may
+  // have been skipped (its bound was above the K-th best, not above that plan's time): before a
+  // rule is checked, the skipped plans on its other side are predicted in the order of their
+  // bounds while a bound is at most the best time found there (all of them while none is).
+  auto rescue = [&](const std::function<bool(const PlanPoint&)>& other_side) {
+    std::vector<std::size_t> side;
+    for (std::size_t i : skipped)
+      if (results[i].status == Evaluated::Status::skipped && other_side(plans[i]))
+        side.push_back(i);
+    if (side.empty()) return;
+    std::stable_sort(side.begin(), side.end(), [&](std::size_t a, std::size_t b) {
+      return results[a].score_bound < results[b].score_bound;
+    });
+    double best_there = std::numeric_limits<double>::infinity();
+    for (const Ranked& r : out.fitting)
+      if (other_side(r.plan)) best_there = std::min(best_there, r.result.score_time);
+    std::vector<Ranked> found;
+    for (std::size_t i : side) {
+      if (results[i].score_bound > best_there) break;
+      Evaluated e = evaluate(s, plans[i], o.prune);
+      results[i].status = e.status;  // predicted now (ok: it fitted before)
+      --out.skipped;
+      if (e.status != Evaluated::Status::ok) continue;
+      ++out.evaluated;
+      best_there = std::min(best_there, e.score_time);
+      found.push_back({plans[i], std::move(e), i});
+    }
+    // Into the fitting plans in candidate order (ties rank in that order).
+    for (Ranked& r : found) {
+      auto at = std::lower_bound(out.fitting.begin(), out.fitting.end(), r.candidate,
+                                 [](const Ranked& x, std::size_t c) { return x.candidate < c; });
+      out.fitting.insert(at, std::move(r));
+    }
+  };
   for (std::size_t i = 0; i < k; ++i) complete(out.fitting[order[i]]);
   for (std::size_t i = 0; i < k; ++i) out.top.push_back(out.fitting[order[i]]);
   for (std::size_t i = 0; i + 1 < out.top.size(); ++i)
@@ -829,6 +933,8 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
   const int nodes = winner.result.nodes;
   const int gpn_rank = std::max(1, winner.result.gpus_per_node);
   auto replica = [&](const Ranked& r) { return replica_nodes(r.plan, gpn_rank); };
+  auto pp_obeys = [&](const PlanPoint& p) { return p.pp >= replica_nodes(p, gpn_rank); };
+  rescue([&](const PlanPoint& p) { return pp_obeys(p) != pp_obeys(winner.plan); });
   RuleCheck pp_rule = check_rule(
       "pipeline-parallel size at least the nodes a data-parallel replica spans (one stage per "
       "node, as the seeds ran)",
@@ -841,15 +947,22 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
                                        replica(*pp_rule.best_other))
                          : std::string());
   out.rules.push_back(std::move(pp_rule));
+  rescue([&](const PlanPoint& p) { return (p.tp <= gpn) != (winner.plan.tp <= gpn); });
   out.rules.push_back(check_rule(
       fmt::format("tensor-parallel size at most the GPUs per node ({})", gpn),
       fmt::format("with TP <= {}", gpn), fmt::format("with TP > {}", gpn), winner, out.fitting,
       o.objective, [&](const Ranked& r) { return r.plan.tp <= gpn; }, complete));
-  std::map<decltype(layout_key(PlanPoint{})), std::int64_t> largest;
+  std::map<decltype(layout_key(PlanPoint{})), std::int64_t> largest;  // of every fitting plan
   for (const Ranked& r : out.fitting) {
     auto& m = largest[layout_key(r.plan)];
     m = std::max(m, r.plan.micro_batch);
   }
+  for (std::size_t i : skipped) {
+    auto& m = largest[layout_key(plans[i])];
+    m = std::max(m, plans[i].micro_batch);
+  }
+  auto largest_mb = [&](const PlanPoint& p) { return p.micro_batch == largest[layout_key(p)]; };
+  rescue([&](const PlanPoint& p) { return largest_mb(p) != largest_mb(winner.plan); });
   out.rules.push_back(check_rule(
       "the largest micro-batch that fits", "with the largest micro-batch that fits its layout",
       "with a micro-batch below the largest that fits its layout", winner, out.fitting, o.objective,

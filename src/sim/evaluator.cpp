@@ -66,9 +66,9 @@ std::vector<Result<Prediction>> Evaluator::evaluate_variants(
   return out;
 }
 
-std::vector<Prediction> Evaluator::evaluate_resolved(const Workload& w,
-                                                     std::span<const Scenario* const> scenarios,
-                                                     bool breakdowns) const {
+std::vector<Prediction> Evaluator::evaluate_resolved(
+    const Workload& w, std::span<const Scenario* const> scenarios, bool breakdowns,
+    const std::function<double(std::size_t)>& skip_above) const {
   std::vector<Prediction> out;
   out.reserve(scenarios.size());
   bool accumulation = false;
@@ -92,6 +92,16 @@ std::vector<Prediction> Evaluator::evaluate_resolved(const Workload& w,
     if (!prepared)
       sim_detail::prepare_runs(shared, w.roles, accumulation, nullptr, runs, breakdowns);
     prepared = true;
+    if (skip_above) {
+      const int m = static_cast<int>(sc->plan.grad_accum);
+      const double bound = sim_detail::lower_bound(*sc, m, runs);
+      if (bound > skip_above(out.size())) {
+        Prediction skipped;
+        skipped.skipped_bound = bound;
+        out.push_back(std::move(skipped));
+        continue;
+      }
+    }
     out.push_back(sim_detail::finish(*sc, static_cast<int>(sc->plan.grad_accum), w.roles, runs,
                                      false, Prediction{}, breakdowns));
   }

@@ -37,6 +37,12 @@ struct Runs {
 void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
                   Timeline* names, Runs& out, bool breakdowns = true);
 
+// A lower bound on finish()'s iteration time from the runs alone, without the schedule: for
+// each stage, the forward of one micro-batch on every stage before it (nothing on it can begin
+// earlier), then all its tasks one after another (a stage runs one task at a time), then its
+// step.
+double lower_bound(const Scenario& sc, int microbatches, const Runs& runs);
+
 // `pred` carries the timeline's interned names when `timeline`. `breakdowns` false: the
 // iteration time alone (stages, mean and straggler_wait left empty; a search ranks by it and
 // asks for the rest of the printed plans only), the same iteration time.

@@ -492,6 +492,28 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
   }
 }
 
+double lower_bound(const Scenario& sc, int microbatches, const Runs& runs) {
+  const int pp = sc.plan.pp, v = sc.plan.virtual_stages;
+  const double m = microbatches;
+  // finish()'s task lengths: host time, then the run up to its blocking end.
+  const double host = 0.5 * sc.system.calibration.microbatch_overhead.value();
+  double before = 0, bound = 0;
+  for (int s = 0; s < pp; ++s) {
+    double busy = 0;
+    for (int c = 0; c < v; ++c) {
+      const ChunkRuns& r = runs.pool[runs.index[s][c]];
+      const double first = r.has_fwd_first ? r.fwd_first.blocking_end : r.fwd.blocking_end;
+      busy += 2 * m * host + first + (m - 1) * r.fwd.blocking_end + r.bwd_last.blocking_end +
+              (m - 1) * r.bwd.blocking_end;
+    }
+    bound = std::max(bound, before + busy + runs.steps[s].end);
+    const ChunkRuns& r0 = runs.pool[runs.index[s][0]];
+    before += host + std::min(r0.fwd.blocking_end,
+                              r0.has_fwd_first ? r0.fwd_first.blocking_end : r0.fwd.blocking_end);
+  }
+  return bound;
+}
+
 Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
                   const Runs& runs, bool timeline, Prediction pred, bool breakdowns) {
   const ParallelPlan& plan = sc.plan;

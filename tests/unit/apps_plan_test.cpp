@@ -56,8 +56,9 @@ TEST_F(PlanCli, JsonRanksPlansThatFitBestFirst) {
   EXPECT_EQ(o["rules"].size(), 3u);
   EXPECT_EQ(o["why"].size(), 6u);
   EXPECT_EQ(o["candidates"].get<int>(), o["invalid"].get<int>() + o["pruned"].get<int>() +
-                                            o["over_memory"].get<int>() +
+                                            o["over_memory"].get<int>() + o["skipped"].get<int>() +
                                             o["predicted"].get<int>());
+  EXPECT_GT(o["skipped"].get<int>(), 0);
 }
 
 TEST_F(PlanCli, TableCsvMarkdownHtmlAndOutputFile) {

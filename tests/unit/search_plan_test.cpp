@@ -88,7 +88,7 @@ TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
     EXPECT_EQ(r->top.front().result.iteration_time, brute);
     EXPECT_EQ(r->candidates, plans.size());
     EXPECT_EQ(r->invalid, swept->skipped);
-    EXPECT_EQ(r->evaluated, swept->rows.size() - swept->do_not_fit);
+    EXPECT_EQ(r->evaluated + r->skipped, swept->rows.size() - swept->do_not_fit);
   }
 }
 
@@ -455,7 +455,7 @@ TEST(SearchPlan, FrameworkVariantsBestEqualsBruteForceAndPruningHolds) {
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r->top.front().result.iteration_time, brute);
     EXPECT_EQ(r->invalid, swept->skipped);
-    EXPECT_EQ(r->evaluated, swept->rows.size() - swept->do_not_fit);
+    EXPECT_EQ(r->evaluated + r->skipped, swept->rows.size() - swept->do_not_fit);
     std::set<Framework> ranked;
     for (const auto& x : r->top) ranked.insert(x.plan.framework);
     EXPECT_EQ(ranked.size(), 4u);
@@ -793,6 +793,56 @@ namespace {
 // Plans alike but for the schedule share one workload and go through
 // Evaluator::evaluate_variants: every figure of every fitting plan equals the plan-by-plan
 // path's (a space with PP > 1, GPipe and 1F1B both fitting, uneven stages and CP).
+// The time bound (SearchOptions::bound) skips fitting plans whose lower bound is above the K-th
+// best, and predicts the skipped ones a rule needs: the top K, the explanations and the rules
+// (their best other plans and texts) are exactly those of the search that predicts every fitting
+// plan, and the skipped plans are the fitting ones it did not predict. For K = 1, 3 and 10, on
+// 1 and 3 threads; the case must skip some.
+TEST(SearchPlan, TimeBoundKeepsTheTopAndTheRules) {
+  for (auto [model, system, gpus, batch] : {std::tuple{"gpt2-medium", "polaris", 16, 64},
+                                            std::tuple{"llama2-7b", "dgx-a100-80gb", 32, 64}}) {
+    SearchSpace s = space(model, system, gpus, batch);
+    s.micro_batch = {1, 2, 4};
+    for (std::int64_t k : {1, 3, 10})
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(std::string(model) + " K " + std::to_string(k) + " threads " +
+                     std::to_string(threads));
+        SearchOptions o;
+        o.top = k;
+        o.threads = threads;
+        auto a = search::search(s, o);
+        o.bound = false;
+        auto b = search::search(s, o);
+        ASSERT_TRUE(a.ok() && b.ok());
+        EXPECT_EQ(b->skipped, 0u);
+        EXPECT_GT(a->skipped, 0u);
+        EXPECT_EQ(a->evaluated + a->skipped, b->evaluated);
+        EXPECT_EQ(a->fitting.size(), a->evaluated);
+        ASSERT_EQ(a->top.size(), b->top.size());
+        for (std::size_t i = 0; i < a->top.size(); ++i) {
+          EXPECT_EQ(search::describe(a->top[i].plan), search::describe(b->top[i].plan));
+          EXPECT_EQ(a->top[i].result.iteration_time, b->top[i].result.iteration_time);
+          EXPECT_EQ(a->top[i].result.exposed, b->top[i].result.exposed);
+        }
+        EXPECT_EQ(a->why, b->why);
+        ASSERT_EQ(a->rules.size(), b->rules.size());
+        for (std::size_t i = 0; i < a->rules.size(); ++i) {
+          EXPECT_EQ(a->rules[i].text, b->rules[i].text);
+          EXPECT_EQ(a->rules[i].best_other.has_value(), b->rules[i].best_other.has_value());
+          if (a->rules[i].best_other && b->rules[i].best_other) {
+            EXPECT_EQ(search::describe(a->rules[i].best_other->plan),
+                      search::describe(b->rules[i].best_other->plan));
+          }
+        }
+        // Every plan the bounded search predicted has the unbounded search's figures.
+        std::map<std::string, double> times;
+        for (const auto& r : b->fitting) times[search::describe(r.plan)] = r.result.iteration_time;
+        for (const auto& r : a->fitting)
+          EXPECT_EQ(r.result.iteration_time, times.at(search::describe(r.plan)));
+      }
+  }
+}
+
 TEST(SearchPlan, SharedWorkloadsGiveExactlyThePlanByPlanResults) {
   SearchSpace s = space("llama2-7b", "dgx-a100-80gb", 16, 32);
   s.model.decoder_layers = 30;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "commscope/search/plan_search.h"
 #include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
@@ -116,6 +118,59 @@ TEST(EvaluateResolved, EqualsEachScenarioSimulatedAlone) {
             << "pp " << pp << " zero " << zero << " member " << i;
     }
   EXPECT_EQ(compared, 24);
+}
+
+// The search's time bound (sim_detail::lower_bound through evaluate_resolved's skip_above): a
+// bound on the iteration time from the runs alone, never above the simulated time, over plans
+// with pipelines of 1 to 8 stages, interleaving, every ZeRO stage, the frameworks' patterns,
+// CP, T5 and Megatron's overlapped parameter gather. Asked to skip everything (skip_above 0),
+// evaluate_resolved returns the bound of each scenario instead of its prediction.
+TEST(LowerBound, NeverAboveTheIterationTime) {
+  auto network = load_network("ib-hdr-200");
+  ASSERT_TRUE(network.ok());
+  int checked = 0;
+  double tightest = 0;
+  for (const char* name : {"gpt2-medium", "llama2-7b", "t5-base"}) {
+    auto model = load_model(name);
+    auto system = load_system("dgx-a100-80gb");
+    ASSERT_TRUE(model.ok() && system.ok());
+    const Evaluator ev(*model, *system, *network);
+    for (int pp : {1, 2, 4, 8})
+      for (int v : {1, 2})
+        for (int zero : {0, 1, 3})
+          for (Framework f : {Framework::none, Framework::megatron, Framework::deepspeed})
+            for (Schedule sched : {Schedule::gpipe, Schedule::one_f_one_b}) {
+              PlanInput p;
+              p.gpus = 32, p.tp = 2, p.pp = pp, p.micro_batch = 2, p.global_batch = 128;
+              p.virtual_stages = v;
+              p.schedule = v > 1 ? Schedule::interleaved : sched;
+              p.framework = f;
+              if (f == Framework::megatron) {
+                if (zero > 1) continue;
+                p.use_distributed_optimizer = zero == 1;
+                p.overlap_param_gather = zero == 1;
+                p.overlap_grad_reduce = true;
+              } else {
+                p.zero = zero;
+              }
+              if (pp == 1 && std::string(name) == "llama2-7b") p.cp = 2;
+              auto sc = resolve_scenario(*model, *system, *network, p);
+              if (!sc.ok()) continue;
+              const Workload w = build_workload(*sc);
+              const Scenario* one[] = {&w.scenario};
+              const Prediction bound =
+                  ev.evaluate_resolved(w, one, false, [](std::size_t) { return 0.0; }).front();
+              const double t = simulate(w).iteration_time;
+              ASSERT_GT(bound.skipped_bound, 0) << name << " " << to_json(sc->plan).dump();
+              EXPECT_EQ(bound.iteration_time, 0);
+              EXPECT_LE(bound.skipped_bound, t * (1 + 1e-12))
+                  << name << " " << to_json(sc->plan).dump();
+              tightest = std::max(tightest, bound.skipped_bound / t);
+              ++checked;
+            }
+  }
+  EXPECT_GT(checked, 150);
+  EXPECT_GT(tightest, 0.9);  // the bound is close somewhere (a compute-bound plan)
 }
 
 // The plan search predicts iteration times alone and breakdowns for the plans it prints: every

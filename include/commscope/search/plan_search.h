@@ -121,10 +121,19 @@ double memory_lower_bound(const Scenario& sc);
 
 // What one evaluation found.
 struct Evaluated {
-  enum class Status : std::uint8_t { invalid, pruned, no_fit, ok } status = Status::invalid;
+  // skipped: fits, but a lower bound on its time is above the K-th best found when it came
+  // (it cannot reach the top; search() predicts it later where a rule needs it).
+  enum class Status : std::uint8_t {
+    invalid,
+    pruned,
+    no_fit,
+    skipped,
+    ok
+  } status = Status::invalid;
   std::string reason;         // invalid: resolve_scenario's message
   double iteration_time = 0;  // s
   double score_time = 0;      // s for the space's global batch (the time objective)
+  double score_bound = 0;     // skipped: the lower bound on score_time that skipped it
   double tokens_per_s = 0;
   double mfu = 0;
   double memory = 0;        // bytes, the fullest rank (memory_lower_bound when pruned)
@@ -161,6 +170,11 @@ struct SearchOptions {
   // Evaluator::evaluate_resolved (the same results); false: each plan through evaluate()
   // (perf/bench_plan compares the two).
   bool share_workloads = true;
+  // true: a fitting plan whose lower bound on the iteration time (the simulator's runs without
+  // the pipeline schedule, sim_detail::lower_bound) is above the K-th best time found so far is
+  // not predicted (SearchResult::skipped); the top K and the rules' plans are the same as with
+  // false, which predicts every fitting plan (tests, perf/bench_plan).
+  bool bound = true;
   // Called now and then with (plans done, plans in all), from the calling thread; may be empty.
   // Returning false stops the search (an error "interrupted").
   std::function<bool(std::size_t, std::size_t)> progress;
@@ -169,6 +183,7 @@ struct SearchOptions {
 struct Ranked {
   PlanPoint plan;
   Evaluated result;
+  std::size_t candidate = 0;  // its place in the enumeration (ties rank in this order)
 };
 
 // The nodes one data-parallel replica of p (its TP x CP x PP ranks) spans with gpus_per_node
@@ -189,11 +204,14 @@ struct RuleCheck {
 struct SearchResult {
   std::vector<Ranked> top;  // best first
   std::size_t candidates = 0, invalid = 0, pruned = 0, no_fit = 0, evaluated = 0;
+  // fitting plans not predicted: their lower bound was above the K-th best (SearchOptions::bound)
+  std::size_t skipped = 0;
   std::int64_t global_batch = 0;
   Objective objective = Objective::time;
   std::vector<RuleCheck> rules;  // the seeds' rules of thumb for the winner
   std::vector<std::string> why;  // per consecutive pair of top: why the first beats the second
-  // Every fitting plan (kept for the rules; in candidate order).
+  // Every fitting plan predicted (kept for the rules; in candidate order): all of them but the
+  // skipped ones.
   std::vector<Ranked> fitting;
 };
 

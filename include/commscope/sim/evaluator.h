@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -54,9 +55,12 @@ class Evaluator {
   // `breakdowns` false: the iteration time alone (Prediction::stages, mean and straggler_wait
   // left empty), the same number, without composing the per-stage breakdowns (most of the
   // pipeline half's cost); a search ranks by it and completes the plans it prints.
-  std::vector<Prediction> evaluate_resolved(const Workload& w,
-                                            std::span<const Scenario* const> scenarios,
-                                            bool breakdowns = true) const;
+  // `skip_above` (search): for scenario i, when a lower bound on its iteration time from the
+  // runs alone exceeds skip_above(i), its schedule is not run and its result is the bound
+  // (Prediction::skipped_bound, iteration_time 0).
+  std::vector<Prediction> evaluate_resolved(
+      const Workload& w, std::span<const Scenario* const> scenarios, bool breakdowns = true,
+      const std::function<double(std::size_t)>& skip_above = {}) const;
 
   const ModelSpec& model() const { return model_; }
   const SystemSpec& system() const { return system_; }

@@ -82,6 +82,9 @@ struct Prediction {
   std::vector<StagePrediction> stages;
   Breakdown mean;     // mean over stages
   Timeline timeline;  // filled when asked for
+  // Evaluator::evaluate_resolved with skip_above: the lower bound on iteration_time that was
+  // above it, the schedule not run (iteration_time 0); 0 otherwise.
+  double skipped_bound = 0;
 };
 
 struct SimOptions {
