@@ -598,9 +598,10 @@ Document seeds_page(const SeedsResult& r) {
     std::vector<Breakdown> bds;
     for (const auto& row : rows) bds.push_back(row.breakdown);
     Section sec{fmt::format("Runs of group {}", g), {}, {}, {}};
-    const std::size_t all =
+    const std::size_t in_group =
         static_cast<std::size_t>(std::count(r.row_group.begin(), r.row_group.end(), g));
-    if (rows.size() < all) sec.paragraphs.push_back(left_out_note(rows.size(), all, "runs"));
+    if (rows.size() < in_group)
+      sec.paragraphs.push_back(left_out_note(rows.size(), in_group, "runs"));
     sec.charts.push_back(breakdown_chart(
         fmt::format("Time distribution, {}", g),
         "One bar per run: the predicted iteration split into compute alone, compute with "

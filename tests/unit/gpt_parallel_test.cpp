@@ -159,13 +159,14 @@ void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = sma
     losses[t] = m.forward(0, p.data(), r.tok.data(), nullptr, r.tgt.data());
     m.backward(0, p.data(), grads[t].data(), nullptr);
     if (sequence_parallel) {  // the step's all-reduce of the partial gradients
-      for (const Range& r : m.layout().sequence_parallel_partial()) {
-        posted[t] = grads[t].data() + r.offset;
+      for (const Range& part : m.layout().sequence_parallel_partial()) {
+        posted[t] = grads[t].data() + part.offset;
         sync.arrive_and_wait();
-        std::vector<float> sum(posted[0], posted[0] + r.size);
-        for (std::int64_t i = 0; i < r.size; ++i) sum[static_cast<std::size_t>(i)] += posted[1][i];
+        std::vector<float> sum(posted[0], posted[0] + part.size);
+        for (std::int64_t i = 0; i < part.size; ++i)
+          sum[static_cast<std::size_t>(i)] += posted[1][i];
         sync.arrive_and_wait();
-        std::copy(sum.begin(), sum.end(), grads[t].begin() + r.offset);
+        std::copy(sum.begin(), sum.end(), grads[t].begin() + part.offset);
       }
     }
     full_slice[t].assign(p.size(), 0.0f);

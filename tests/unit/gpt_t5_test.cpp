@@ -879,8 +879,9 @@ TEST(T5Measure, OwnKernelsAreTimedAndFitted) {
   for (const auto& k : m->kernels) {
     by[{k.name, k.backward}] = &k;
     sum += k.seconds;
-    if (k.m > 0)
+    if (k.m > 0) {
       EXPECT_DOUBLE_EQ(k.flops, (k.backward ? 4.0 : 2.0) * k.calls * k.m * k.n * k.k) << k.name;
+    }
   }
   EXPECT_LE(sum, m->forward_backward_s);
   const std::int64_t Be = 2 * c.encoder_seq, Bd = 2 * c.decoder_seq;

@@ -112,7 +112,9 @@ TEST(Diff, OneSlowedCollectiveShowsExactlyThatCall) {
   // Only the slowed call's step changed; its parts add up to its change of iteration time.
   for (const auto& s : d.steps) {
     expect_parts_add_up(s);
-    if (s.step != step) EXPECT_EQ(s.next.exposed, s.base.exposed) << s.step;
+    if (s.step != step) {
+      EXPECT_EQ(s.next.exposed, s.base.exposed) << s.step;
+    }
   }
   const StepDiff& s = d.steps[step];
   EXPECT_NEAR(s.next.exposed - s.base.exposed, changed[0].new_exposed_s - changed[0].base_exposed_s,

@@ -257,7 +257,9 @@ TEST(SearchPlan, PipelineRuleDisagreesWhenTheWinnersReplicaSpansMoreNodesThanSta
   for (const auto& x : r->fitting) {
     if (x.plan.pp >= replica_nodes_by_ranks(x.plan, gpn))
       best_obeying = std::min(best_obeying, x.result.score_time);
-    if (x.plan.dp == 1) EXPECT_EQ(search::replica_nodes(x.plan, gpn), x.result.nodes);
+    if (x.plan.dp == 1) {
+      EXPECT_EQ(search::replica_nodes(x.plan, gpn), x.result.nodes);
+    }
   }
   ASSERT_TRUE(pp_rule.best_other.has_value());
   EXPECT_EQ(pp_rule.best_other->result.score_time, best_obeying);
@@ -418,9 +420,12 @@ TEST(SearchPlan, FrameworkVariantsAreTheFrameworksOwnShardings) {
     ++checked;
     EXPECT_EQ(sc->plan.framework, p.framework);
     EXPECT_EQ(sc->plan.zero, p.zero) << search::describe(p);
-    if (p.framework == Framework::fsdp) EXPECT_EQ(sc->plan.fsdp_sharding, p.fsdp_sharding);
-    if (p.framework == Framework::megatron)
+    if (p.framework == Framework::fsdp) {
+      EXPECT_EQ(sc->plan.fsdp_sharding, p.fsdp_sharding);
+    }
+    if (p.framework == Framework::megatron) {
       EXPECT_EQ(sc->plan.use_distributed_optimizer, p.zero == 1);
+    }
   }
   EXPECT_GT(checked, 50u);
   // deepspeed alone: its stages 0-2 too; --zero narrows FSDP's shardings.
@@ -428,7 +433,9 @@ TEST(SearchPlan, FrameworkVariantsAreTheFrameworksOwnShardings) {
   s.zero = {0, 2};
   for (const PlanPoint& p : search::enumerate_plans(s)) {
     EXPECT_TRUE(p.zero == 0 || p.zero == 2) << search::describe(p);
-    if (p.framework == Framework::fsdp) EXPECT_EQ(p.fsdp_sharding, FsdpSharding::shard_grad_op);
+    if (p.framework == Framework::fsdp) {
+      EXPECT_EQ(p.fsdp_sharding, FsdpSharding::shard_grad_op);
+    }
   }
   // Without frameworks the candidates are those of before: commscope's own alone.
   s.frameworks.clear();
@@ -724,7 +731,9 @@ TEST(SearchPlan, PruningBoundHoldsForUnevenStagesContextAndExpertParallel) {
     EXPECT_GT(fit, 0u);
     EXPECT_GT(uneven, 0u);
     EXPECT_GT(cp, 0u);
-    if (s.model.moe()) EXPECT_GT(ep, 0u);
+    if (s.model.moe()) {
+      EXPECT_GT(ep, 0u);
+    }
   }
 }
 

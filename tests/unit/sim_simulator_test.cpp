@@ -258,7 +258,9 @@ TEST(Sim, MegatronOverlappedParamGatherMovesTheStepsGathersIntoTheFirstForward) 
     EXPECT_EQ(ch.forward_first.size(), ch.forward.size() + in_step.size());
     EXPECT_TRUE(gathers(ch.forward).empty());
     for (const Op& op : ch.forward_first.ops())
-      if (op.name == "megatron_param_all_gather") EXPECT_TRUE(op.first_microbatch_only);
+      if (op.name == "megatron_param_all_gather") {
+        EXPECT_TRUE(op.first_microbatch_only);
+      }
     const auto va = comm_volume(off, a), vb = comm_volume(on, b);
     ASSERT_EQ(va.size(), vb.size());
     for (std::size_t i = 0; i < va.size(); ++i) {
@@ -483,15 +485,16 @@ TEST(Sim, PipelineReceiveWaitIsTheProfilersView) {
 // on a CPU host and on a DGX (a tail wait longer than the overlapped communication once made
 // overlapped_comm negative on cpu-host).
 TEST(Sim, BreakdownPartsAreNonNegativeAndAddUp) {
-  struct Case {
+  struct PlanCase {
     const char* model;
     const char* system;
     int gpus, tp, pp;
   };
-  for (const Case& c :
-       {Case{"gpt2-tiny-cpu", "cpu-host", 2, 1, 1}, Case{"gpt2-tiny-cpu", "cpu-host", 4, 1, 1},
-        Case{"gpt2-tiny-cpu", "cpu-host", 4, 1, 2}, Case{"gpt2-large", "dgx-a100-80gb", 16, 1, 1},
-        Case{"gpt2-large", "dgx-a100-80gb", 16, 2, 2}})
+  for (const PlanCase& c : {PlanCase{"gpt2-tiny-cpu", "cpu-host", 2, 1, 1},
+                            PlanCase{"gpt2-tiny-cpu", "cpu-host", 4, 1, 1},
+                            PlanCase{"gpt2-tiny-cpu", "cpu-host", 4, 1, 2},
+                            PlanCase{"gpt2-large", "dgx-a100-80gb", 16, 1, 1},
+                            PlanCase{"gpt2-large", "dgx-a100-80gb", 16, 2, 2}})
     for (int zero : {0, 1, 2, 3}) {
       if (c.pp > 1 && zero > 1) continue;  // ZeRO-2/3 with pipeline parallelism is refused
       PlanInput p = plan(c.gpus, c.tp, c.pp, 1, 0);
