@@ -252,13 +252,21 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);
   if (p.fp8) {
     // Transformer Engine keeps an FP8 copy (1 byte) of every GEMM weight of the blocks beside
-    // the bf16/fp16 weights, cast once per iteration and reused by every micro-batch.
-    double gemm_weights = 0;
+    // the bf16/fp16 weights, cast once per iteration and reused by every micro-batch (Megatron
+    // passes is_first_microbatch, which makes TE cache it). Under ZeRO-3 / FSDP a block's
+    // weights exist whole only while its unit is gathered: the cast is made from the gathered
+    // weights and freed with them (Megatron-FSDP's keep_fp8_transpose_cache defaults to false;
+    // TE caches nothing without is_first_microbatch), so only the blocks gathered at once hold
+    // one: the current and the prefetched, as the gather buffers below count them.
+    double gemm_weights = 0, largest = 0;
     for (const Chunk& ch : r.chunks)
-      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
-        gemm_weights +=
+      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
+        const double g =
             static_cast<double>(block_params(m, l, p.tp) - block_replicated_params(m, l));
-    mem.weights += Bytes(gemm_weights);
+        gemm_weights += g;
+        largest = std::max(largest, g);
+      }
+    mem.weights += Bytes(p.zero >= 3 ? std::min(gemm_weights, 2 * largest) : gemm_weights);
   }
   if (r.expert_params > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
     mem.optimizer = Bytes((P - static_cast<double>(r.expert_params)) * ob / d +

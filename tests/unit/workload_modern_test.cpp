@@ -218,6 +218,25 @@ TEST(Fp8, ActivationAndWeightMemory) {
   // Llama 3 8B block GEMM weights on a TP-8 rank: (h(q + 2kv) + qh + 3hf) / 8 per block.
   const double hh = 4096, qq = 4096, kv = 1024, f = 14336;
   EXPECT_DOUBLE_EQ(extra, 32 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
+  // Under ZeRO-3 / FSDP only the gathered blocks hold an FP8 copy: the current and the
+  // prefetched one, as many bytes as two blocks' GEMM weights.
+  for (bool fsdp : {false, true}) {
+    PlanInput z = plan(16, 8, 1, 1);
+    if (fsdp) {
+      z.framework = Framework::fsdp;
+    } else {
+      z.zero = 3;
+    }
+    Scenario zplain = scenario("llama3-8b", "dgx-h100", z);
+    z.fp8 = true;
+    Scenario zfp8 = scenario("llama3-8b", "dgx-h100", z);
+    EXPECT_EQ(zfp8.plan.zero, 3);
+    Workload v0 = build_workload(zplain), v1 = build_workload(zfp8);
+    EXPECT_DOUBLE_EQ(
+        (memory_per_rank(v1, v1.roles[0]).weights - memory_per_rank(v0, v0.roles[0]).weights)
+            .value(),
+        2 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
+  }
 }
 
 // Uneven pipeline stages (Llama 3 405B: 126 layers on 16 stages, one fewer on the first and
