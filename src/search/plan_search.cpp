@@ -907,7 +907,10 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
       Evaluated e = evaluate(s, plans[i], o.prune);
       results[i].status = e.status;  // predicted now (ok: it fitted before)
       --out.skipped;
-      if (e.status != Evaluated::Status::ok) continue;
+      if (e.status != Evaluated::Status::ok) {  // not reached: the same checks passed before
+        ++(e.status == Evaluated::Status::no_fit ? out.no_fit : out.invalid);
+        continue;
+      }
       ++out.evaluated;
       best_there = std::min(best_there, e.score_time);
       found.push_back({plans[i], std::move(e), i});
