@@ -174,6 +174,10 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
   cmd.add_flag("--fp8", o.fp8,
                "Transformer Engine FP8 GEMMs (the system's fp8 peak; same as --precision fp8)")
       ->group(g_batch);
+  cmd.add_option("--cpu-offloading-num-layers", o.cpu_offload_layers,
+                 "Megatron-Core --cpu-offloading: the activations of the first N layers go to "
+                 "host memory and back (copies beside the compute; PP 1) [0: off]")
+      ->group(g_plan);
 }
 
 // The modern-training flags into the plan input; each bad value is one error naming its flag.
@@ -195,6 +199,13 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
       one("--decoder-first-pipeline-num-layers", o.first_stage_layers, flags.first_stage_layers));
   CS_RETURN_IF_ERROR(
       one("--decoder-last-pipeline-num-layers", o.last_stage_layers, flags.last_stage_layers));
+  if (!o.cpu_offload_layers.empty()) {
+    auto v = parse_number<int>(o.cpu_offload_layers);
+    if (!v || *v < 0)
+      return Error{fmt::format("--cpu-offloading-num-layers: expected a layer count, got '{}'",
+                               o.cpu_offload_layers)};
+    flags.cpu_offload_layers = *v;
+  }
   if (!o.pipeline_stage_layers.empty()) {
     std::vector<int> split;
     std::size_t pos = 0;

@@ -34,7 +34,8 @@ struct ScenarioOptions {
   int zero_hpz_partition_size = 1;
   CLI::Option* zero_hpz_flag = nullptr;  // given or not
   // modern training (issue 15; docs/workload.md)
-  std::string attention, pipeline_stage_layers, first_stage_layers, last_stage_layers;
+  std::string attention, pipeline_stage_layers, first_stage_layers, last_stage_layers,
+      cpu_offload_layers;
   bool fp8 = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
   // given, checked in scenario_inputs

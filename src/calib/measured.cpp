@@ -305,6 +305,9 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto fp8, row.flag("fp8"));
   CS_ASSIGN_OR_RETURN(auto sp, row.flag("sequence_parallel"));
   CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
+  // Megatron-Core --cpu-offloading-num-layers (activations; docs/workload.md).
+  CS_ASSIGN_OR_RETURN(auto offload, row.count("cpu_offloading_num_layers"));
+  if (offload) p.cpu_offload_layers = static_cast<int>(*offload);
   if (cp) p.cp = static_cast<int>(*cp);
   // With CP, commscope derives DP from the GPU count (scenario.cpp refuses both): the row's
   // dp is checked against it instead.

@@ -174,6 +174,16 @@ std::string headline(const Workload& w) {
                        p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
                        stages.empty() ? "" : "; layers per stage " + stages);
   }
+  if (p.cpu_offload_layers > 0) {
+    double bytes = 0;
+    for (int l = 0; l < p.cpu_offload_layers; ++l) bytes += block_activation_bytes(sc, l).value();
+    const double bw = sc.system.node.host_copy_pinned.value();
+    out += fmt::format(
+        "activation offloading: layers 0-{} ({:.2f} GiB per micro-batch out after the forward and "
+        "back before the backward, {:.1f} ms each way over the host copy bandwidth of {:.0f} GB/s, "
+        "beside the compute)\n",
+        p.cpu_offload_layers - 1, bytes / (1024.0 * 1024 * 1024), bytes / bw * 1e3, bw / 1e9);
+  }
   if (p.pipe_partitioned && p.tp > 1 && p.pp > 1 && !p.sequence_parallel)
     out += fmt::format(
         "pipeline tensors: partitioned over TP (each rank sends 1/{} of the boundary tensor, the "

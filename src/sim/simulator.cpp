@@ -407,6 +407,69 @@ double queue_data(const ListRun& r, double base, double free, std::vector<double
   return free;
 }
 
+// Activation offloading (ParallelPlan::cpu_offload_layers; docs/workload.md, "Activation
+// offloading"), as Transformer Engine's double-buffered CPU offload handler runs it: `seconds`
+// holds each offloaded layer's copy time (its saved activations over the host copy bandwidth).
+// Forward: each layer's activations are copied out once the layer's forward is done, one copy
+// after another on the copy engine; the forward is done when the last copy is.
+void offload_forward(ListRun& run, const std::vector<double>& seconds, Timeline* names) {
+  const int n = static_cast<int>(seconds.size());
+  std::vector<double> layer_end(seconds.size(), -1.0);
+  for (const Event& e : run.events)
+    if (e.stream == kComputeStream && e.layer >= 0 && e.layer < n)
+      layer_end[static_cast<std::size_t>(e.layer)] =
+          std::max(layer_end[static_cast<std::size_t>(e.layer)], e.end());
+  double free = 0;
+  for (int l = 0; l < n; ++l) {
+    const std::size_t k = static_cast<std::size_t>(l);
+    if (layer_end[k] < 0) continue;
+    Event& c = run.events.emplace_back();
+    c.stream = kCopyStream;
+    c.kind = EventKind::memcpy;
+    c.layer = l;
+    c.start = std::max(free, layer_end[k]);
+    c.dur = seconds[k];
+    if (names) c.name = names->intern("activation_offload");
+    free = c.end();
+  }
+  run.blocking_end = std::max(run.blocking_end, free);
+  run.end = std::max(run.end, free);
+}
+// Backward: a layer's activations are copied back when the layer above it begins its backward
+// (one layer ahead), one copy after another, and its backward (recompute included) waits for
+// them: everything from there on moves by the wait.
+void offload_backward(ListRun& run, const std::vector<double>& seconds, Timeline* names) {
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  double free = 0;
+  for (int l = static_cast<int>(seconds.size()) - 1; l >= 0; --l) {
+    double begin = kNone, above = kNone;
+    for (const Event& e : run.events) {
+      if (e.stream != kComputeStream) continue;
+      if (e.layer == l) begin = std::min(begin, e.start);
+      if (e.layer == l + 1) above = std::min(above, e.start);
+    }
+    if (begin == kNone) continue;
+    const double issue = std::max(free, above == kNone ? 0.0 : std::min(above, begin));
+    free = issue + seconds[static_cast<std::size_t>(l)];
+    const double wait = free - begin;
+    if (wait > 0) {
+      for (Event& e : run.events)
+        if (e.stream != kCopyStream && e.start >= begin) e.start += wait;
+      run.blocking_end += wait;
+      run.end += wait;
+      if (run.data_first >= begin) run.data_first += wait;
+      if (run.data_end > begin) run.data_end += wait;
+    }
+    Event& c = run.events.emplace_back();
+    c.stream = kCopyStream;
+    c.kind = EventKind::memcpy;
+    c.layer = l;
+    c.start = issue;
+    c.dur = seconds[static_cast<std::size_t>(l)];
+    if (names) c.name = names->intern("activation_reload");
+  }
+}
+
 }  // namespace
 
 namespace sim_detail {
@@ -442,20 +505,32 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
       r.fwd_dur = durations(ch.forward, costs);
       r.bwd_dur = durations(ch.backward, costs);
       const Stragglers* st = &costs.stragglers;
+      // Activation offloading (PP 1, so this chunk holds every offloaded layer).
+      std::vector<double> offload;
+      for (int l = ch.first_layer;
+           l < std::min(plan.cpu_offload_layers, ch.first_layer + ch.layers); ++l)
+        offload.push_back(block_activation_bytes(sc, l).value() /
+                          sc.system.node.host_copy_pinned.value());
       r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names, st);
+      if (!offload.empty()) offload_forward(r.fwd, offload, names);
       r.has_fwd_first = !ch.forward_first.empty();
       if (r.has_fwd_first) {
         r.fwd_first_dur = durations(ch.forward_first, costs);
         r.fwd_first = run_list(ch.forward_first, r.fwd_first_dur, plan, false, names, st);
+        if (!offload.empty()) offload_forward(r.fwd_first, offload, names);
         if (breakdowns) r.fwd_first_in = breakdown(r.fwd_first.events, 0, r.fwd_first.blocking_end);
       }
       r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names, st);
+      if (!offload.empty()) offload_backward(r.bwd_last, offload, names);
       // Only DDP's gradient buckets run on the last micro-batch alone; without them every
       // backward is the same run.
       const bool last_differs =
           accumulation && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
                                       [](const Op& op) { return op.last_microbatch_only; });
-      if (last_differs) r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names, st);
+      if (last_differs) {
+        r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names, st);
+        if (!offload.empty()) offload_backward(r.bwd, offload, names);
+      }
       r.fwd_p2p = p2p_of(ch.forward, costs);
       r.bwd_p2p = p2p_of(ch.backward, costs);
       r.fwd_p2p_bytes = p2p_bytes_of(ch.forward);
@@ -736,13 +811,13 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // (5) the full timeline, when asked for
   if (timeline) {
     Timeline& tl = pred.timeline;
-    static const char* kStreams[] = {"compute", "tensor-parallel comm", "data-parallel comm",
-                                     "pipeline comm", "embedding comm"};
+    static const char* kStreams[] = {"compute",       "tensor-parallel comm", "data-parallel comm",
+                                     "pipeline comm", "embedding comm",       "host copies"};
     const std::uint32_t send_name = tl.intern("pp_transfer");
     for (int s = 0; s < pp; ++s) {
       tl.rank_names[s] =
           "stage " + std::to_string(s) + " (" + std::to_string(roles[s].ranks) + " ranks)";
-      for (int k = 0; k < 5; ++k) tl.stream_names[{s, k}] = kStreams[k];
+      for (int k = 0; k < 6; ++k) tl.stream_names[{s, k}] = kStreams[k];
       double data_free = 0;
       std::vector<double> data_starts;
       for (const auto& t : order[s]) {

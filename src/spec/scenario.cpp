@@ -35,6 +35,26 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
       return bad("--fp8", "bf16 or fp16 mixed precision around the FP8 GEMMs", "--precision fp32");
   }
   const int layers = model.layers();
+  plan.cpu_offload_layers = in.cpu_offload_layers.value_or(0);
+  if (plan.cpu_offload_layers != 0) {
+    // megatron/core/transformer/transformer_config.py: 0 <= N < num_layers, and no pipeline
+    // parallelism with CPU offloading.
+    if (plan.cpu_offload_layers < 0 || plan.cpu_offload_layers >= layers)
+      return bad("--cpu-offloading-num-layers",
+                 fmt::format("0 to {} (fewer than the model's {} layers)", layers - 1, layers),
+                 num(plan.cpu_offload_layers));
+    if (plan.pp > 1)
+      return bad("--cpu-offloading-num-layers",
+                 "pipeline-parallel size 1 (Megatron-Core has no CPU offloading with pipeline "
+                 "parallelism)",
+                 fmt::format("--pp {}", plan.pp));
+    if (system.node.host_copy_pinned.value() <= 0)
+      return bad("--cpu-offloading-num-layers",
+                 fmt::format("a system whose preset gives node.host_copy_pinned_gbs (the host "
+                             "copy bandwidth); {} has none",
+                             system.name),
+                 num(plan.cpu_offload_layers));
+  }
   if (in.stage_layers && (in.first_stage_layers || in.last_stage_layers))
     return bad("--pipeline-stage-layers",
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",

@@ -127,6 +127,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
         "reduction with backward"};
   if (p.overlap_param_gather && !*p.overlap_param_gather)
     return Error{"--no-overlap-param-gather: the CPU trainer always prefetches one module"};
+  if (p.cpu_offload_layers && *p.cpu_offload_layers > 0)
+    return Error{
+        "--cpu-offloading-num-layers: the CPU trainer keeps activations where they are (describe "
+        "and predict model the offloading)"};
   if (p.pipe_partitioned && *p.pipe_partitioned)
     return Error{
         "--scatter-gather-tensors-in-pipeline: the CPU trainer sends whole pipeline tensors "

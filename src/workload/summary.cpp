@@ -280,10 +280,23 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const double out_div = p.sequence_parallel ? p.tp : 1;
   std::vector<Bytes> chunk_bytes;
   chunk_bytes.reserve(r.chunks.size());
+  // Activation offloading (PP 1): the first N layers' saved activations live in host memory;
+  // Transformer Engine's double-buffered offload handler holds at most two of them on the GPU
+  // while they are copied out or back.
+  const int offloaded = p.cpu_offload_layers;
   for (const Chunk& ch : r.chunks) {
-    Bytes c;
-    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
-      c += block_activation_bytes(sc, l);
+    Bytes c, largest_offloaded;
+    int staged = 0;
+    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
+      const Bytes layer = block_activation_bytes(sc, l);
+      if (l < offloaded) {
+        largest_offloaded = std::max(largest_offloaded, layer);
+        staged = std::min(staged + 1, 2);
+      } else {
+        c += layer;
+      }
+    }
+    c += largest_offloaded * static_cast<double>(staged);
     chunk_bytes.push_back(c);
   }
   if (!chunk_bytes.empty()) {

@@ -665,6 +665,12 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_TRUE(*l.input.plan.sequence_parallel);
   EXPECT_EQ(*l.input.plan.zero, 1);
   EXPECT_EQ(*l.input.plan.attention, AttentionKernel::flash);
+  EXPECT_FALSE(l.input.plan.cpu_offload_layers.has_value());
+  // t118: Llama 3 70B, Megatron-FSDP on 64 GB200s, 40 layers' activations offloaded (the
+  // recipe's cpu_offloading_num_layers, named in the row's assumed cell).
+  const MeasuredRun& off = find("t118");
+  EXPECT_EQ(*off.input.plan.cpu_offload_layers, 40);
+  EXPECT_NE(off.assumed.find("cpu_offloading_num_layers 40"), std::string::npos);
   // 126 layers + embedding + loss = 128 units over 64 chunks: 1, 2 x 62, 1.
   ASSERT_TRUE(l.input.plan.stage_layers.has_value());
   const auto& st = *l.input.plan.stage_layers;

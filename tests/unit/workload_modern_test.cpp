@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "commscope/cost/compute.h"
+#include "commscope/sim/simulator.h"
 #include "commscope/workload/params.h"
 #include "test_util.h"
 
@@ -239,6 +240,91 @@ TEST(Fp8, ActivationAndWeightMemory) {
   }
 }
 
+// Activation offloading (Megatron-Core --cpu-offloading-num-layers, Transformer Engine's
+// double-buffered CPU offload handler), Llama 3 8B on 8 H100s, PP 1, 2 micro-batches:
+// - memory: the first N layers' activations leave the GPU, two of them staged: N - min(N, 2)
+//   layers' activations fewer (every block is alike);
+// - each copy on the timeline takes the layer's activations over the host copy bandwidth, one
+//   per offloaded layer and micro-batch each way, one at a time per direction; a layer's copy
+//   out begins after its forward, its copy back ends before its backward begins;
+// - with a host link fast enough the copies hide behind compute (the iteration is unchanged);
+//   over PCIe they do not, and the wait shows as memory copies in the breakdown;
+// - refused with PP > 1, N >= the layers, and on a system without a host copy bandwidth.
+TEST(ActivationOffload, MemoryCopiesAndTheirTime) {
+  const int n = 6;
+  PlanInput p = plan(8, 1, 1, 2, 32);
+  Scenario none = scenario("llama3-8b", "dgx-h100", p);
+  p.cpu_offload_layers = n;
+  Scenario off = scenario("llama3-8b", "dgx-h100", p);
+  const Workload w0 = build_workload(none), w1 = build_workload(off);
+  const double layer = block_activation_bytes(off, 0).value();
+  EXPECT_DOUBLE_EQ(memory_per_rank(w0, w0.roles[0]).activations.value() -
+                       memory_per_rank(w1, w1.roles[0]).activations.value(),
+                   (n - 2) * layer);
+
+  SimOptions timeline;
+  timeline.timeline = true;
+  const Prediction pred = simulate(w1, timeline);
+  const double bw = off.system.node.host_copy_pinned.value();
+  std::vector<const Event*> copies;
+  for (const Event& e : pred.timeline.events)
+    if (e.kind == EventKind::memcpy) copies.push_back(&e);
+  ASSERT_EQ(copies.size(), static_cast<std::size_t>(2 * n * 2));  // n layers, 2 ways, 2 micro
+  for (const Event* c : copies) {
+    EXPECT_NEAR(c->dur, layer / bw, 1e-15);
+    EXPECT_GE(c->layer, 0);
+    EXPECT_LT(c->layer, n);
+    // The layer's compute in the same micro-batch: no compute of it runs while its copy out
+    // begins (its forward is done), and none that begins after its copy back begins starts
+    // before that copy ends (its backward waits for it).
+    bool out = true;  // the first copy of its layer and micro-batch
+    for (const Event* d : copies)
+      if (d != c && d->layer == c->layer && d->microbatch == c->microbatch && d->start < c->start)
+        out = false;
+    for (const Event& e : pred.timeline.events) {
+      if (e.kind != EventKind::compute || e.layer != c->layer || e.microbatch != c->microbatch)
+        continue;
+      if (out && e.start < c->start) {
+        EXPECT_LE(e.end(), c->start + 1e-12);
+      }
+      if (!out && e.start >= c->start) {
+        EXPECT_GE(e.start + 1e-12, c->end());
+      }
+    }
+  }
+  // one copy at a time per direction and micro-batch
+  for (const Event* a : copies)
+    for (const Event* b : copies)
+      if (a != b && a->microbatch == b->microbatch && a->name == b->name)
+        EXPECT_TRUE(a->end() <= b->start + 1e-12 || b->end() <= a->start + 1e-12);
+  // PCIe: the copies cost time, booked as memory copies
+  const double t0 = simulate(w0).iteration_time;
+  EXPECT_GT(pred.iteration_time, t0);
+  EXPECT_GT(pred.mean.memcpy, 0);
+  EXPECT_NEAR(pred.mean.compute + pred.mean.exposed + pred.mean.memcpy + pred.mean.idle,
+              pred.mean.wall, 1e-9 * pred.mean.wall);
+  // a host link 1,000 times faster: hidden
+  auto system = load_system("dgx-h100");
+  auto model = load_model("llama3-8b");
+  ASSERT_TRUE(system.ok() && model.ok());
+  system->node.host_copy_pinned = units::gb_per_s(64000);
+  auto fast = resolve_scenario(*model, *system, off.network, p);
+  ASSERT_TRUE(fast.ok()) << fast.error().message;
+  EXPECT_DOUBLE_EQ(simulate(build_workload(*fast)).iteration_time, t0);
+
+  PlanInput q = plan(16, 1, 2, 2, 32);
+  q.cpu_offload_layers = 4;
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", q).find("pipeline-parallel size 1"),
+            std::string::npos);
+  PlanInput r = plan(8, 1, 1, 2, 32);
+  r.cpu_offload_layers = 32;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", r).rfind("--cpu-offloading-num-layers:", 0),
+            0u);
+  r.cpu_offload_layers = 4;
+  EXPECT_NE(scenario_error("llama3-8b", "vtrain-a100", r).find("host_copy_pinned_gbs"),
+            std::string::npos);
+}
+
 // Uneven pipeline stages (Llama 3 405B: 126 layers on 16 stages, one fewer on the first and
 // the last; Meta 2024, section 3.3.2): Megatron's first/last flags and an explicit list give the
 // same split; every layer is on exactly one stage and the parameters add up.
@@ -385,7 +471,13 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
         // the CPU trainer refuses what it cannot run, before launching
         Case{"--attention flash --train", "commscope: --attention: expected standard"},
         Case{"--pipeline-stage-layers 1,1 --pp 2 --train", "commscope: --pipeline-stage-layers:"},
-        Case{"--fp8 --train", "commscope: --fp8:"}}) {
+        Case{"--fp8 --train", "commscope: --fp8:"},
+        Case{"--cpu-offloading-num-layers x",
+             "commscope: --cpu-offloading-num-layers: expected a layer count, got 'x'"},
+        Case{"--cpu-offloading-num-layers 40",
+             "commscope: --cpu-offloading-num-layers: expected 0 to 31"},
+        Case{"--cpu-offloading-num-layers 2 --train",
+             "commscope: --cpu-offloading-num-layers: the CPU trainer"}}) {
     SCOPED_TRACE(c.args);
     std::string args = c.args;
     const bool train = args.ends_with(" --train");

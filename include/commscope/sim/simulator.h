@@ -17,7 +17,8 @@ enum SimStream : std::int32_t {
   kTensorStream = 1,
   kDataStream = 2,
   kPipelineStream = 3,
-  kEmbeddingStream = 4
+  kEmbeddingStream = 4,
+  kCopyStream = 5  // host copies of offloaded activations (ParallelPlan::cpu_offload_layers)
 };
 std::int32_t stream_of(const Op& op);
 

@@ -136,6 +136,12 @@ struct ParallelPlan {
   // Transformer Engine FP8: the GEMMs run on the FP8 tensor cores (the system's fp8 peak),
   // each GEMM's inputs cast to FP8 (memory-bound casts); everything else stays in `precision`.
   bool fp8 = false;
+  // Megatron-Core --cpu-offloading with --cpu-offloading-num-layers N (activations only, as
+  // Transformer Engine's CPU offload context does it): the saved activations of the first N
+  // transformer layers go to host memory after each layer's forward and come back before its
+  // backward, on copy engines beside the compute (docs/workload.md, "Activation offloading").
+  // 0: off. Megatron-Core refuses it with pipeline parallelism.
+  int cpu_offload_layers = 0;
   // Transformer layers of each pipeline stage (size pp, sum = the model's layers); empty: the
   // even split. Set from --pipeline-stage-layers or Megatron's
   // --decoder-first/last-pipeline-num-layers (the rest split evenly over the middle stages).
@@ -215,6 +221,7 @@ struct PlanInput {
   // modern training (issue 15)
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
   std::optional<bool> fp8;
+  std::optional<int> cpu_offload_layers;
   std::optional<std::vector<int>> stage_layers;              // --pipeline-stage-layers
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
   // context and expert parallelism
