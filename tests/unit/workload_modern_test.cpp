@@ -219,6 +219,19 @@ TEST(Fp8, ActivationAndWeightMemory) {
   // Llama 3 8B block GEMM weights on a TP-8 rank: (h(q + 2kv) + qh + 3hf) / 8 per block.
   const double hh = 4096, qq = 4096, kv = 1024, f = 14336;
   EXPECT_DOUBLE_EQ(extra, 32 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
+  // A rank copies its own experts only (experts / EP): Mixtral 8x7B on 8 GPUs, EP 8 against
+  // EP 1 holds 7/8 of the 8 experts' 3hf weights fewer per layer, 32 layers.
+  auto fp8_extra = [&](int ep) {
+    PlanInput e = plan(8, 1, 1, 1);
+    e.ep = ep;
+    Scenario a = scenario("mixtral-8x7b", "dgx-h100", e);
+    e.fp8 = true;
+    Scenario b = scenario("mixtral-8x7b", "dgx-h100", e);
+    Workload wa = build_workload(a), wb = build_workload(b);
+    return (memory_per_rank(wb, wb.roles[0]).weights - memory_per_rank(wa, wa.roles[0]).weights)
+        .value();
+  };
+  EXPECT_DOUBLE_EQ(fp8_extra(1) - fp8_extra(8), 32.0 * 7 * 3 * 4096 * 14336);
   // Under ZeRO-3 / FSDP only the gathered blocks hold an FP8 copy: the current and the
   // prefetched one, as many bytes as two blocks' GEMM weights.
   for (bool fsdp : {false, true}) {
