@@ -92,8 +92,8 @@ std::vector<Prediction> Evaluator::evaluate_resolved(
     if (!prepared)
       sim_detail::prepare_runs(shared, w.roles, accumulation, nullptr, runs, breakdowns);
     prepared = true;
+    const int m = static_cast<int>(sc->plan.grad_accum);
     if (skip_above) {
-      const int m = static_cast<int>(sc->plan.grad_accum);
       const double bound = sim_detail::lower_bound(*sc, m, runs);
       if (bound > skip_above(out.size())) {
         Prediction skipped;
@@ -102,8 +102,7 @@ std::vector<Prediction> Evaluator::evaluate_resolved(
         continue;
       }
     }
-    out.push_back(sim_detail::finish(*sc, static_cast<int>(sc->plan.grad_accum), w.roles, runs,
-                                     false, Prediction{}, breakdowns));
+    out.push_back(sim_detail::finish(*sc, m, w.roles, runs, false, Prediction{}, breakdowns));
   }
   return out;
 }

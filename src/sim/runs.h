@@ -17,6 +17,7 @@ struct ChunkRuns {
   ListRun fwd, bwd, bwd_last;
   ListRun fwd_first;           // the first micro-batch's forward (Chunk::forward_first)
   bool has_fwd_first = false;  // else the first forward is `fwd`
+  const ListRun& first_fwd() const { return has_fwd_first ? fwd_first : fwd; }
   Breakdown fwd_first_in;
   double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
   double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)

@@ -407,6 +407,18 @@ double queue_data(const ListRun& r, double base, double free, std::vector<double
   return free;
 }
 
+// One host copy of layer `layer`'s activations on the copy stream.
+void add_copy(ListRun& run, int layer, double start, double dur, std::string_view name,
+              Timeline* names) {
+  Event& c = run.events.emplace_back();
+  c.stream = kCopyStream;
+  c.kind = EventKind::memcpy;
+  c.layer = layer;
+  c.start = start;
+  c.dur = dur;
+  if (names) c.name = names->intern(name);
+}
+
 // Activation offloading (ParallelPlan::cpu_offload_layers; docs/workload.md, "Activation
 // offloading"), as Transformer Engine's double-buffered CPU offload handler runs it: `seconds`
 // holds each offloaded layer's copy time (its saved activations over the host copy bandwidth).
@@ -423,14 +435,9 @@ void offload_forward(ListRun& run, const std::vector<double>& seconds, Timeline*
   for (int l = 0; l < n; ++l) {
     const std::size_t k = static_cast<std::size_t>(l);
     if (layer_end[k] < 0) continue;
-    Event& c = run.events.emplace_back();
-    c.stream = kCopyStream;
-    c.kind = EventKind::memcpy;
-    c.layer = l;
-    c.start = std::max(free, layer_end[k]);
-    c.dur = seconds[k];
-    if (names) c.name = names->intern("activation_offload");
-    free = c.end();
+    const double start = std::max(free, layer_end[k]);
+    add_copy(run, l, start, seconds[k], "activation_offload", names);
+    free = start + seconds[k];
   }
   run.blocking_end = std::max(run.blocking_end, free);
   run.end = std::max(run.end, free);
@@ -460,13 +467,7 @@ void offload_backward(ListRun& run, const std::vector<double>& seconds, Timeline
       if (run.data_first >= begin) run.data_first += wait;
       if (run.data_end > begin) run.data_end += wait;
     }
-    Event& c = run.events.emplace_back();
-    c.stream = kCopyStream;
-    c.kind = EventKind::memcpy;
-    c.layer = l;
-    c.start = issue;
-    c.dur = seconds[static_cast<std::size_t>(l)];
-    if (names) c.name = names->intern("activation_reload");
+    add_copy(run, l, issue, seconds[static_cast<std::size_t>(l)], "activation_reload", names);
   }
 }
 
@@ -577,14 +578,12 @@ double lower_bound(const Scenario& sc, int microbatches, const Runs& runs) {
     double busy = 0;
     for (int c = 0; c < v; ++c) {
       const ChunkRuns& r = runs.pool[runs.index[s][c]];
-      const double first = r.has_fwd_first ? r.fwd_first.blocking_end : r.fwd.blocking_end;
-      busy += 2 * m * host + first + (m - 1) * r.fwd.blocking_end + r.bwd_last.blocking_end +
-              (m - 1) * r.bwd.blocking_end;
+      busy += 2 * m * host + r.first_fwd().blocking_end + (m - 1) * r.fwd.blocking_end +
+              r.bwd_last.blocking_end + (m - 1) * r.bwd.blocking_end;
     }
     bound = std::max(bound, before + busy + runs.steps[s].end);
     const ChunkRuns& r0 = runs.pool[runs.index[s][0]];
-    before += host + std::min(r0.fwd.blocking_end,
-                              r0.has_fwd_first ? r0.fwd_first.blocking_end : r0.fwd.blocking_end);
+    before += host + std::min(r0.fwd.blocking_end, r0.first_fwd().blocking_end);
   }
   return bound;
 }
@@ -600,7 +599,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   auto runs_of = [&](int s, int c) -> const ChunkRuns& { return pool[index[s][c]]; };
   auto run_of = [&](const PipelineTask& t) -> const ListRun& {
     const ChunkRuns& r = runs_of(t.stage, t.chunk);
-    if (!t.backward) return t.microbatch == 0 && r.has_fwd_first ? r.fwd_first : r.fwd;
+    if (!t.backward) return t.microbatch == 0 ? r.first_fwd() : r.fwd;
     return t.microbatch == m - 1 ? r.bwd_last : r.bwd;
   };
   // Per (stage, chunk): task lengths and feeding transfers, flat for the per-task loops.
@@ -614,13 +613,12 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   for (int s = 0; s < pp; ++s)
     for (int c = 0; c < v; ++c) {
       const ChunkRuns& r = runs_of(s, c);
-      task_cost[static_cast<std::size_t>(s) * v + c] = {
-          host + r.fwd.blocking_end,
-          host + r.bwd.blocking_end,
-          host + r.bwd_last.blocking_end,
-          r.fwd_p2p,
-          r.bwd_p2p,
-          host + (r.has_fwd_first ? r.fwd_first.blocking_end : r.fwd.blocking_end)};
+      task_cost[static_cast<std::size_t>(s) * v + c] = {host + r.fwd.blocking_end,
+                                                        host + r.bwd.blocking_end,
+                                                        host + r.bwd_last.blocking_end,
+                                                        r.fwd_p2p,
+                                                        r.bwd_p2p,
+                                                        host + r.first_fwd().blocking_end};
     }
   auto cost_of = [&](const PipelineTask& t) -> const TaskCost& {
     return task_cost[static_cast<std::size_t>(t.stage) * v + t.chunk];
@@ -817,7 +815,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     for (int s = 0; s < pp; ++s) {
       tl.rank_names[s] =
           "stage " + std::to_string(s) + " (" + std::to_string(roles[s].ranks) + " ranks)";
-      for (int k = 0; k < 6; ++k) tl.stream_names[{s, k}] = kStreams[k];
+      for (int k = 0; k < static_cast<int>(std::size(kStreams)); ++k)
+        tl.stream_names[{s, k}] = kStreams[k];
       double data_free = 0;
       std::vector<double> data_starts;
       for (const auto& t : order[s]) {

@@ -86,6 +86,11 @@ std::int64_t block_replicated_params(const ModelSpec& m, int layer) {
   return block_parts(m, layer).replicated;
 }
 
+double block_sharded_params(const ModelSpec& m, int layer, int tp, int expert_ranks) {
+  const BlockParts p = block_parts(m, layer);
+  return static_cast<double>(p.split / tp) + static_cast<double>(p.expert) / expert_ranks;
+}
+
 OuterParams outer_params(const ModelSpec& m) {
   OuterParams o;
   o.word_embedding = m.vocab * m.hidden;

@@ -261,12 +261,9 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     double gemm_weights = 0, largest = 0;
     for (const Chunk& ch : r.chunks)
       for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
-        // This rank's GEMM weights: the dense ones over TP, its experts (experts / (EP x expert
-        // TP) of the layer's), no replicated norms or router.
-        const std::int64_t experts = block_expert_params(m, l);
-        const double g = static_cast<double>(block_params(m, l, p.tp) -
-                                             block_replicated_params(m, l) - experts / p.tp) +
-                         static_cast<double>(experts) / (p.ep * p.expert_tp);
+        // This rank's GEMM weights: the dense ones over TP, its own experts, no replicated norms
+        // or router.
+        const double g = block_sharded_params(m, l, p.tp, p.ep * p.expert_tp);
         gemm_weights += g;
         largest = std::max(largest, g);
       }

@@ -224,10 +224,10 @@ TEST(Fp8, ActivationAndWeightMemory) {
   auto fp8_extra = [&](int ep) {
     PlanInput e = plan(8, 1, 1, 1);
     e.ep = ep;
-    Scenario a = scenario("mixtral-8x7b", "dgx-h100", e);
+    Scenario plain_moe = scenario("mixtral-8x7b", "dgx-h100", e);
     e.fp8 = true;
-    Scenario b = scenario("mixtral-8x7b", "dgx-h100", e);
-    Workload wa = build_workload(a), wb = build_workload(b);
+    Scenario fp8_moe = scenario("mixtral-8x7b", "dgx-h100", e);
+    Workload wa = build_workload(plain_moe), wb = build_workload(fp8_moe);
     return (memory_per_rank(wb, wb.roles[0]).weights - memory_per_rank(wa, wa.roles[0]).weights)
         .value();
   };
@@ -306,10 +306,11 @@ TEST(ActivationOffload, MemoryCopiesAndTheirTime) {
     }
   }
   // one copy at a time per direction and micro-batch
-  for (const Event* a : copies)
-    for (const Event* b : copies)
-      if (a != b && a->microbatch == b->microbatch && a->name == b->name)
-        EXPECT_TRUE(a->end() <= b->start + 1e-12 || b->end() <= a->start + 1e-12);
+  for (const Event* x : copies)
+    for (const Event* y : copies)
+      if (x != y && x->microbatch == y->microbatch && x->name == y->name) {
+        EXPECT_TRUE(x->end() <= y->start + 1e-12 || y->end() <= x->start + 1e-12);
+      }
   // PCIe: the copies cost time, booked as memory copies
   const double t0 = simulate(w0).iteration_time;
   EXPECT_GT(pred.iteration_time, t0);

@@ -27,6 +27,9 @@ std::int64_t block_params(const ModelSpec& m, int layer, int tp = 1);
 std::int64_t block_expert_params(const ModelSpec& m, int layer);
 // The part of block_params that every TP rank holds whole (norms, row-parallel biases).
 std::int64_t block_replicated_params(const ModelSpec& m, int layer);
+// What one rank holds of a block's sharded parts: the split part over tp ranks and the routed
+// experts over expert_ranks (EP x expert TP); the replicated part left out.
+double block_sharded_params(const ModelSpec& m, int layer, int tp, int expert_ranks);
 
 // Parameters outside the blocks.
 struct OuterParams {
