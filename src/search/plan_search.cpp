@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -407,6 +408,39 @@ double memory_lower_bound(const Scenario& sc) {
   return std::max(states, act);
 }
 
+std::optional<BlockGraphs> blocks_at_pp1(const SearchSpace& s, const PlanPoint& p) {
+  PlanPoint one = p;
+  one.dp = p.dp * p.pp;
+  one.pp = one.virtual_stages = 1;
+  one.first_layers = one.last_layers = one.middle_layers = 0;
+  one.global_batch = p.micro_batch * one.dp;
+  one.schedule = Schedule::one_f_one_b;
+  one.rank_order = RankOrder::tp_dp_pp;
+  ModelSpec m = s.model;
+  const int layers = m.layers();
+  const int dense = m.moe() ? std::min(m.first_dense_layers, 1) : 0;
+  const bool shorten = m.encoder_layers == 0 && layers > dense + 2;
+  if (shorten) {
+    m.decoder_layers = dense + 2;
+    if (m.moe()) m.first_dense_layers = dense;
+  }
+  PlanInput in = to_plan_input(one, s.gpus, s.base);
+  in.cpu_offload_layers.reset();
+  auto sc = resolve_scenario(m, s.system, s.network, in);
+  if (!sc) return std::nullopt;
+  BlockGraphs g = block_graphs(build_workload(*sc));
+  if (!shorten) return g;
+  // Each block of the model: the graph of the last block of its kind.
+  BlockGraphs all;
+  all.graphs = std::move(g.graphs);
+  for (int l = 0; l < layers; ++l) {
+    const std::size_t from = m.moe() && !s.model.moe_layer(l) ? 0 : dense + 1;
+    all.forward.push_back(g.forward[from]);
+    all.backward.push_back(g.backward[from]);
+  }
+  return all;
+}
+
 namespace {
 // resolve_scenario and the memory bound: the scenario when the plan is valid and not pruned.
 std::optional<Scenario> resolve_and_bound(const SearchSpace& s, const PlanPoint& p, bool prune,
@@ -429,7 +463,8 @@ std::optional<Scenario> resolve_and_bound(const SearchSpace& s, const PlanPoint&
   return std::move(*sc);
 }
 
-// The fullest rank's memory of w (its scenario the plan's); no_fit when over the GPU's.
+// The fullest rank's memory of w (its scenario the plan's; build_layout is enough); no_fit
+// when over the GPU's.
 bool fits(const Workload& w, Evaluated& e) {
   for (const Role& role : w.roles)
     e.memory = std::max(e.memory, memory_per_rank(w, role).total().value());
@@ -513,72 +548,97 @@ double skip_above(const SearchSpace& s, const PlanPoint& p, double kth) {
   return kth * static_cast<double>(p.global_batch) / static_cast<double>(global_batch_of(s));
 }
 
-// Plans alike but for the schedule (GPipe and 1F1B of one layout) share one workload: it is
-// built once for the memory of each, and the fitting ones are predicted together by
-// Evaluator::evaluate_resolved (the same numbers as evaluate(), tested in sim_speed_test).
-// Plans whose lower bound on the score is above `kth` are skipped (infinity: none is); the
-// others' scores are offered to `top` (may be null).
+// The blocks of the plans built alike (blocks_at_pp1), shared by the search's threads. Null
+// where that plan is not valid (the plans then go without this bound).
+class BlockGraphCache {
+ public:
+  const BlockGraphs* get(const SearchSpace& s, const PlanPoint& p) {
+    const auto k = key(p);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = cache_.find(k); it != cache_.end()) return it->second.get();
+    }
+    std::unique_ptr<BlockGraphs> value;
+    if (auto g = blocks_at_pp1(s, p)) value = std::make_unique<BlockGraphs>(std::move(*g));
+    std::lock_guard<std::mutex> lock(mu_);
+    return cache_.try_emplace(k, std::move(value)).first->second.get();  // the first one kept
+  }
+
+ private:
+  // What a block's ops depend on (builder.cpp's block programs, the ZeRO and framework
+  // patterns); not DP, PP, the stages, the batch, the schedule or the rank order.
+  using Key = std::tuple<int, int, int, int, std::int64_t, int, bool, int, int, int>;
+  static Key key(const PlanPoint& p) {
+    return {p.tp,
+            p.cp,
+            p.ep,
+            p.expert_tp,
+            p.micro_batch,
+            static_cast<int>(p.recompute),
+            p.sequence_parallel,
+            p.zero,
+            static_cast<int>(p.framework),
+            static_cast<int>(p.fsdp_sharding)};
+  }
+  std::mutex mu_;
+  std::map<Key, std::unique_ptr<BlockGraphs>> cache_;
+};
+
+// Checks plan p's memory (on its layout, no ops built) and, where the bound from its blocks
+// (compute_lower_bound) puts its score above `kth`, skips it. false: e says why it goes no
+// further.
+bool fits_and_may_rank(const SearchSpace& s, const PlanPoint& p, const Scenario& sc, double kth,
+                       BlockGraphCache* cache, Evaluated& e) {
+  const Workload layout = build_layout(sc);
+  if (!fits(layout, e)) return false;
+  if (!cache || !std::isfinite(kth)) return true;
+  const BlockGraphs* blocks = cache->get(s, p);
+  if (!blocks) return true;
+  const double bound = compute_lower_bound(sc, layout, *blocks);
+  if (!(bound > skip_above(s, p, kth))) return true;
+  e.status = Evaluated::Status::skipped;
+  e.score_bound =
+      bound * static_cast<double>(global_batch_of(s)) / static_cast<double>(p.global_batch);
+  return false;
+}
+
+// Plans alike but for the schedule (GPipe and 1F1B of one layout) share one workload: the
+// memory of each is checked on its layout, the workload is built once, and the members are
+// predicted together by Evaluator::evaluate_resolved (the same numbers as evaluate(), tested in
+// sim_speed_test). Plans whose lower bound on the score is above `kth` are skipped (infinity:
+// none is): first the bound from their blocks (`cache`, may be null: none), before their ops
+// are built, then the simulator's from the chunks' runs. The others' scores are offered to `top`
+// (may be null).
 void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
                     const std::vector<std::size_t>& group, bool prune, const Evaluator& ev,
-                    std::vector<Evaluated>& results, TopK* top, double kth) {
-  if (group.size() == 1) {  // evaluate(), the iteration time alone
-    Evaluated& e = results[group[0]];
-    e = Evaluated{};
-    const PlanPoint& p = plans[group[0]];
-    auto sc = resolve_and_bound(s, p, prune, e);
-    if (!sc) return;
-    const Workload w1 = build_workload(*sc);
-    if (!fits(w1, e)) return;
-    const Scenario* one[] = {&w1.scenario};
-    take(s, p, w1,
-         ev.evaluate_resolved(w1, one, false, [&](std::size_t) { return skip_above(s, p, kth); })
-             .front(),
-         e, top);
-    return;
-  }
+                    std::vector<Evaluated>& results, TopK* top, double kth,
+                    BlockGraphCache* cache) {
   std::vector<std::optional<Scenario>> scs(group.size());
-  std::optional<Workload> w;
   std::vector<std::size_t> fit;  // positions in group
   for (std::size_t k = 0; k < group.size(); ++k) {
     Evaluated& e = results[group[k]];
     e = Evaluated{};
-    scs[k] = resolve_and_bound(s, plans[group[k]], prune, e);
-    if (!scs[k]) continue;
-    if (!w) {
-      w = build_workload(*scs[k]);
-      if (fits(*w, e)) fit.push_back(k);
-      continue;
-    }
-    // The memory of this member: its scenario lent to the workload (moved, not copied).
-    std::swap(w->scenario, *scs[k]);
-    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
-    if (fits(*w, e)) fit.push_back(k);
-    std::swap(w->scenario, *scs[k]);
+    const PlanPoint& p = plans[group[k]];
+    scs[k] = resolve_and_bound(s, p, prune, e);
+    if (scs[k] && fits_and_may_rank(s, p, *scs[k], kth, cache, e)) fit.push_back(k);
   }
   if (fit.empty()) return;
-  if (fit.size() == 1) {
-    const std::size_t k = fit[0];
-    const PlanPoint& p = plans[group[k]];
-    std::swap(w->scenario, *scs[k]);
-    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
-    const Scenario* one[] = {&w->scenario};
-    take(s, p, *w,
-         ev.evaluate_resolved(*w, one, false, [&](std::size_t) { return skip_above(s, p, kth); })
-             .front(),
-         results[group[k]], top);
-    return;
-  }
-  // The members resolved above, predicted together (Evaluator::evaluate_resolved: one set of
-  // chunk runs; nothing resolved again).
+  // The members' workload, built once (the schedule changes none of its ops), then each
+  // member's scenario lent to it in turn (moved, not copied).
+  Workload w = build_workload(*scs[fit.front()]);
+  auto lend = [&](std::size_t k) {
+    std::swap(w.scenario, *scs[k]);
+    w.microbatches = static_cast<int>(w.scenario.plan.grad_accum);
+  };
   std::vector<const Scenario*> members;
   for (std::size_t k : fit) members.push_back(&*scs[k]);
   const auto preds = ev.evaluate_resolved(
-      *w, members, false, [&](std::size_t j) { return skip_above(s, plans[group[fit[j]]], kth); });
+      w, members, false, [&](std::size_t j) { return skip_above(s, plans[group[fit[j]]], kth); });
   for (std::size_t j = 0; j < fit.size(); ++j) {
     const std::size_t k = fit[j];
-    std::swap(w->scenario, *scs[k]);
-    w->microbatches = static_cast<int>(w->scenario.plan.grad_accum);
-    take(s, plans[group[k]], *w, preds[j], results[group[k]], top);
+    lend(k);
+    take(s, plans[group[k]], w, preds[j], results[group[k]], top);
+    lend(k);
   }
 }
 
@@ -799,6 +859,7 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     if (o.bound) kth = best.kth();
   };
   std::barrier sync(o.threads, round_done);
+  BlockGraphCache blocks;
   // One chunk of groups of the current round; false when none is left in it.
   auto chunk = [&](const Evaluator& ev) {
     const std::size_t end_of_round = std::min(groups.size(), (round + 1) * kRound);
@@ -807,7 +868,8 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     const std::size_t end = std::min(end_of_round, begin + kChunk);
     std::size_t n = 0;
     for (std::size_t g = begin; g < end; ++g) {
-      evaluate_group(s, plans, groups[g], o.prune, ev, results, o.bound ? &best : nullptr, kth);
+      evaluate_group(s, plans, groups[g], o.prune, ev, results, o.bound ? &best : nullptr, kth,
+                     &blocks);
       for (std::size_t i : groups[g]) results[i].reason.clear();  // counted, not kept
       n += groups[g].size();
     }
@@ -889,6 +951,7 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
   // have been skipped (its bound was above the K-th best, not above that plan's time): before a
   // rule is checked, the skipped plans on its other side are predicted in the order of their
   // bounds while a bound is at most the best time found there (all of them while none is).
+  const Evaluator rescuer(s.model, s.system, s.network);
   auto rescue = [&](const std::function<bool(const PlanPoint&)>& other_side) {
     std::vector<std::size_t> side;
     for (std::size_t i : skipped)
@@ -904,16 +967,21 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
     std::vector<Ranked> found;
     for (std::size_t i : side) {
       if (results[i].score_bound > best_there) break;
-      Evaluated e = evaluate(s, plans[i], o.prune);
-      results[i].status = e.status;  // predicted now (ok: it fitted before)
+      // The search's own path with best_there as the K-th best: the simulator's bound from
+      // the runs (tighter than the blocks' that may have skipped it) may skip it again, as it
+      // cannot beat best_there, which only falls.
+      evaluate_group(s, plans, {i}, o.prune, rescuer, results, nullptr, best_there * (1 + 1e-12),
+                     nullptr);
+      const Evaluated::Status st = results[i].status;
+      if (st == Evaluated::Status::skipped) continue;
       --out.skipped;
-      if (e.status != Evaluated::Status::ok) {  // not reached: the same checks passed before
-        ++(e.status == Evaluated::Status::no_fit ? out.no_fit : out.invalid);
+      if (st != Evaluated::Status::ok) {  // not reached: the same checks passed before
+        ++(st == Evaluated::Status::no_fit ? out.no_fit : out.invalid);
         continue;
       }
       ++out.evaluated;
-      best_there = std::min(best_there, e.score_time);
-      found.push_back({plans[i], std::move(e), i});
+      best_there = std::min(best_there, results[i].score_time);
+      found.push_back({plans[i], results[i], i});
     }
     // Into the fitting plans in candidate order (ties rank in that order).
     for (Ranked& r : found) {

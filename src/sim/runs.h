@@ -38,6 +38,11 @@ struct Runs {
 void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accumulation,
                   Timeline* names, Runs& out, bool breakdowns = true);
 
+// Host time per micro-batch, half before each forward and half before each backward (finish).
+inline double host_half(const Scenario& sc) {
+  return 0.5 * sc.system.calibration.microbatch_overhead.value();
+}
+
 // A lower bound on finish()'s iteration time from the runs alone, without the schedule: for
 // each stage, the forward of one micro-batch on every stage before it (nothing on it can begin
 // earlier), then all its tasks one after another (a stage runs one task at a time), then its

@@ -257,18 +257,21 @@ namespace {
 
 // Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
 // layer numbers.
+// Whether two ops cost the same (whatever their layer numbers and dependencies).
+bool same_cost_op(const Op& x, const Op& y) {
+  return x.kind == y.kind && x.compute == y.compute && x.collective == y.collective &&
+         x.group == y.group && x.dtype == y.dtype &&
+         x.last_microbatch_only == y.last_microbatch_only &&
+         x.first_microbatch_only == y.first_microbatch_only && x.flops == y.flops &&
+         x.mem_bytes == y.mem_bytes && x.bytes == y.bytes && x.group_size == y.group_size &&
+         x.name == y.name && x.span == y.span && x.host_seconds == y.host_seconds;
+}
+
 bool same_costs(const OpList& a, const OpList& b) {
   if (a.size() != b.size()) return false;
   for (std::uint32_t i = 0; i < a.size(); ++i) {
     const Op &x = a[i], &y = b[i];
-    if (x.kind != y.kind || x.compute != y.compute || x.collective != y.collective ||
-        x.group != y.group || x.dtype != y.dtype ||
-        x.last_microbatch_only != y.last_microbatch_only ||
-        x.first_microbatch_only != y.first_microbatch_only || x.flops != y.flops ||
-        x.mem_bytes != y.mem_bytes || x.bytes != y.bytes || x.group_size != y.group_size ||
-        x.name != y.name || x.dep_count != y.dep_count || x.span != y.span ||
-        x.host_seconds != y.host_seconds)
-      return false;
+    if (x.dep_count != y.dep_count || !same_cost_op(x, y)) return false;
     auto da = a.deps_of(i), db = b.deps_of(i);
     if (!std::equal(da.begin(), da.end(), db.begin())) return false;
   }
@@ -572,7 +575,7 @@ double lower_bound(const Scenario& sc, int microbatches, const Runs& runs) {
   const int pp = sc.plan.pp, v = sc.plan.virtual_stages;
   const double m = microbatches;
   // finish()'s task lengths: host time, then the run up to its blocking end.
-  const double host = 0.5 * sc.system.calibration.microbatch_overhead.value();
+  const double host = host_half(sc);
   double before = 0, bound = 0;
   for (int s = 0; s < pp; ++s) {
     double busy = 0;
@@ -603,8 +606,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     return t.microbatch == m - 1 ? r.bwd_last : r.bwd;
   };
   // Per (stage, chunk): task lengths and feeding transfers, flat for the per-task loops.
-  // Host-side time per micro-batch, half before each forward and half before each backward.
-  const double host = 0.5 * sc.system.calibration.microbatch_overhead.value();
+  const double host = host_half(sc);
   struct TaskCost {
     double fwd, bwd, bwd_last, fwd_p2p, bwd_p2p, fwd_first;
   };
@@ -871,6 +873,106 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
 }
 
 }  // namespace sim_detail
+
+namespace {
+// The ops of each block of chunk ch in `list` and their dependencies inside the block, into
+// g[layer - ch.first_layer].
+void block_graphs_of(const OpList& list, const Chunk& ch, std::vector<BlockGraph>& g) {
+  constexpr auto kOut = std::numeric_limits<std::uint32_t>::max();
+  g.assign(static_cast<std::size_t>(ch.layers), BlockGraph{});
+  thread_local std::vector<std::uint32_t> local;  // op -> its index in its block, or kOut
+  local.assign(list.size(), kOut);
+  for (std::uint32_t i = 0; i < list.size(); ++i) {
+    const int k = list[i].layer - ch.first_layer;
+    if (k < 0 || k >= ch.layers) continue;
+    BlockGraph& b = g[static_cast<std::size_t>(k)];
+    local[i] = static_cast<std::uint32_t>(b.ops.size());
+    b.ops.push_back(list[i]);
+    auto& d = b.deps.emplace_back();
+    for (auto j : list.deps_of(i))
+      if (local[j] != kOut && list[j].layer == list[i].layer) d.push_back(local[j]);
+  }
+}
+// Whether two blocks cost the same: ops that cost the same, the same dependencies.
+bool same_block(const BlockGraph& a, const BlockGraph& b) {
+  return a.deps == b.deps &&
+         std::equal(a.ops.begin(), a.ops.end(), b.ops.begin(), b.ops.end(), same_cost_op);
+}
+// The longest path of g's dependencies from a compute op to a compute op, each op timed by
+// `costs` (host-side work, data-parallel, embedding and pipeline collectives and ops of one
+// micro-batch alone count as nothing).
+double longest_compute_path(const BlockGraph& g, const Costs& costs) {
+  constexpr double kNone = -1;
+  thread_local std::vector<double> best;  // longest path from a compute op ending at op i
+  best.assign(g.ops.size(), kNone);
+  double out = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const bool compute = op.kind == OpKind::compute;
+    double before = compute ? 0 : kNone;
+    for (auto d : g.deps[i]) before = std::max(before, best[d]);
+    if (before == kNone) continue;
+    double t = 0;
+    if (!op.last_microbatch_only && !op.first_microbatch_only &&
+        ((compute && op.compute != ComputeClass::host) || op.group == CommGroup::tensor ||
+         op.group == CommGroup::expert || op.group == CommGroup::context))
+      t = costs.of(op);
+    best[i] = before + t;
+    if (compute) out = std::max(out, best[i]);
+  }
+  return out;
+}
+}  // namespace
+
+BlockGraphs block_graphs(const Workload& w) {
+  const int layers = w.scenario.model.layers();
+  BlockGraphs out;
+  out.forward.assign(static_cast<std::size_t>(layers), 0);
+  out.backward.assign(static_cast<std::size_t>(layers), 0);
+  auto intern = [&](BlockGraph g) {
+    for (std::size_t k = 0; k < out.graphs.size(); ++k)
+      if (same_block(out.graphs[k], g)) return static_cast<std::uint32_t>(k);
+    out.graphs.push_back(std::move(g));
+    return static_cast<std::uint32_t>(out.graphs.size() - 1);
+  };
+  std::vector<BlockGraph> f, b;
+  for (const Role& role : w.roles)
+    for (const Chunk& ch : role.chunks) {
+      block_graphs_of(ch.forward, ch, f);
+      block_graphs_of(ch.backward, ch, b);
+      for (int k = 0; k < ch.layers; ++k) {
+        const auto l = static_cast<std::size_t>(ch.first_layer + k);
+        out.forward[l] = intern(std::move(f[static_cast<std::size_t>(k)]));
+        out.backward[l] = intern(std::move(b[static_cast<std::size_t>(k)]));
+      }
+    }
+  return out;
+}
+
+double compute_lower_bound(const Scenario& sc, const Workload& layout, const BlockGraphs& blocks) {
+  const Costs costs(sc);
+  thread_local std::vector<double> path;
+  path.resize(blocks.graphs.size());
+  for (std::size_t k = 0; k < blocks.graphs.size(); ++k)
+    path[k] = longest_compute_path(blocks.graphs[k], costs);
+  const double m = static_cast<double>(sc.plan.grad_accum);
+  const double host = sim_detail::host_half(sc);
+  auto sum = [&](const std::vector<std::uint32_t>& of, const Chunk& ch) {
+    double t = 0;
+    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+      t += path[of[static_cast<std::size_t>(l)]];
+    return t;
+  };
+  double before = 0, bound = 0;
+  for (const Role& role : layout.roles) {
+    double busy = 0;
+    for (const Chunk& ch : role.chunks)
+      busy += m * (2 * host + sum(blocks.forward, ch) + sum(blocks.backward, ch));
+    bound = std::max(bound, before + busy);
+    if (!role.chunks.empty()) before += host + sum(blocks.forward, role.chunks.front());
+  }
+  return bound;
+}
 
 Prediction simulate(const Workload& w, const SimOptions& opt) {
   // A calibration other than the system's: a copy of the scenario with it (the ops are not copied).

@@ -332,35 +332,29 @@ class Builder {
         a_(dtype_bytes(dt_)),
         b_(sc.plan.micro_batch) {}
 
-  Workload build() {
+  // ops false: the roles, their chunks' layer spans and parameters, no op lists (build_layout).
+  Workload build(bool ops = true) {
     Workload w;
     w.scenario = sc_;
     w.microbatches = static_cast<int>(p_.grad_accum);
     const int v = p_.virtual_stages;
-    const int chunk_layers = m_.layers() / (p_.pp * v);
     last_vs_ = p_.pp * v - 1;
+    w.roles.reserve(static_cast<std::size_t>(p_.pp));
     for (int s = 0; s < p_.pp; ++s) {
       megatron_buckets_.clear();
       megatron_bucket_layers_.clear();
       Role r;
       r.stage = s;
       r.ranks = p_.dp * p_.tp;
+      r.chunks.reserve(static_cast<std::size_t>(v));
       for (int c = 0; c < v; ++c) {
-        Chunk ch;
-        ch.virtual_stage = c * p_.pp + s;
-        ch.first_layer = ch.virtual_stage * chunk_layers;
-        ch.layers = chunk_layers;
-        if (!p_.stage_layers.empty()) {  // uneven stages: one count per virtual stage
-          ch.first_layer = std::accumulate(p_.stage_layers.begin(),
-                                           p_.stage_layers.begin() + ch.virtual_stage, 0);
-          ch.layers = p_.stage_layers[static_cast<std::size_t>(ch.virtual_stage)];
-        }
-        build_chunk(ch);
+        Chunk ch = chunk_span(c * p_.pp + s);
+        if (ops) build_chunk(ch);
         r.params += chunk_params(ch);
         r.expert_params += chunk_expert_params(ch);
         r.chunks.push_back(std::move(ch));
       }
-      build_step(r);
+      if (ops) build_step(r);
       w.roles.push_back(std::move(r));
     }
     return w;
@@ -1905,6 +1899,10 @@ Workload build_workload(const Scenario& sc) {
   Workload w = Builder(sc).build();
   apply_compression(w);
   return w;
+}
+
+Workload build_layout(const Scenario& sc) {
+  return Builder(sc).build(false);
 }
 
 }  // namespace commscope

@@ -16,6 +16,7 @@
 #include "commscope/report/predict.h"
 #include "commscope/search/plan_search.h"
 #include "commscope/sim/simulator.h"
+#include "commscope/workload/workload.h"
 
 #include "test_util.h"
 
@@ -850,6 +851,56 @@ TEST(SearchPlan, TimeBoundKeepsTheTopAndTheRules) {
           EXPECT_EQ(r.result.iteration_time, times.at(search::describe(r.plan)));
       }
   }
+}
+
+// What the search decides before it builds a plan's ops: its memory on its layout alone
+// (build_layout) is the built workload's, rank by rank; and its blocks taken from the plan at
+// PP 1 (blocks_at_pp1, a shortened model for decoder-only ones) give exactly the bound of the
+// plan's own blocks (compute_lower_bound), never above the simulated iteration time. Every valid
+// candidate of four spaces (every PP, interleaving, uneven stage, ZeRO stage, recompute, SP,
+// rank order): a dense model under every framework, a MoE model with EP and expert TP, a MoE
+// model with leading dense blocks (DeepSeek-V3 cut to 8 layers), and T5.
+TEST(SearchPlan, BlocksAtPp1BoundEveryPlanAsItsOwnBlocks) {
+  std::vector<SearchSpace> spaces;
+  spaces.push_back(space("gpt2-medium", "dgx-a100-80gb", 16, 64));
+  spaces.back().frameworks = {Framework::none, Framework::megatron, Framework::deepspeed,
+                              Framework::fsdp};
+  spaces.back().micro_batch = {1, 4};
+  spaces.push_back(space("mixtral-8x7b", "dgx-h100", 32, 64));
+  spaces.back().micro_batch = {1};
+  spaces.push_back(space("deepseek-v3", "dgx-h100", 16, 32));
+  spaces.back().model.decoder_layers = 8;  // 3 dense, 5 MoE
+  spaces.back().micro_batch = {1};
+  spaces.back().max_pp = 4;
+  spaces.push_back(space("t5-base", "dgx-a100-80gb", 16, 64));
+  spaces.back().micro_batch = {2};
+  int checked = 0;
+  double tightest = 0;
+  for (const SearchSpace& s : spaces) {
+    for (const PlanPoint& p : enumerate_plans(s)) {
+      auto sc = resolve_scenario(s.model, s.system, s.network, to_plan_input(p, s.gpus, s.base));
+      if (!sc) continue;
+      const std::string what = s.model.name + " " + search::describe(p);
+      const auto blocks = blocks_at_pp1(s, p);
+      ASSERT_TRUE(blocks.has_value()) << what;
+      const Workload w = build_workload(*sc);
+      const Workload layout = build_layout(*sc);
+      ASSERT_EQ(layout.roles.size(), w.roles.size()) << what;
+      for (std::size_t r = 0; r < w.roles.size(); ++r)
+        EXPECT_EQ(memory_per_rank(layout, layout.roles[r]).total().value(),
+                  memory_per_rank(w, w.roles[r]).total().value())
+            << what;
+      const double bound = compute_lower_bound(*sc, layout, *blocks);
+      EXPECT_NEAR(bound, compute_lower_bound(*sc, layout, block_graphs(w)), 1e-12 * bound) << what;
+      const double t = simulate(w).iteration_time;
+      EXPECT_GT(bound, 0) << what;
+      EXPECT_LE(bound, t * (1 + 1e-12)) << what;
+      tightest = std::max(tightest, bound / t);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 300);
+  EXPECT_GT(tightest, 0.8);
 }
 
 TEST(SearchPlan, SharedWorkloadsGiveExactlyThePlanByPlanResults) {

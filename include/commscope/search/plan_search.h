@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "commscope/sim/simulator.h"
 #include "commscope/spec/scenario.h"
 #include "commscope/util/result.h"
 
@@ -153,6 +154,16 @@ struct Evaluated {
   // always.
   bool breakdown = true;
 };
+
+// The blocks (sim's block_graphs) of plan p's model as the plan builds them, taken from the
+// plan at PP 1 (no virtual or uneven stages, one micro-batch, the default rank order, no
+// activation offloading), so the same for every plan alike but for those (the search caches
+// them by TP, CP, EP, expert TP, micro-batch, recompute, SP, ZeRO stage and framework). A
+// decoder-only model's blocks are alike but for MoE's leading dense ones: they come from a
+// model of one dense block (where there are any) and two others, each block given the graph of
+// the last of its kind. nullopt where that plan is not valid. The search's first time bound
+// (compute_lower_bound) on them, before it builds a plan's ops.
+std::optional<BlockGraphs> blocks_at_pp1(const SearchSpace& s, const PlanPoint& p);
 
 // The evaluation of one plan: resolve_scenario, the memory bound (when prune),
 // build_workload, memory_per_rank, simulate. The search gives plans alike but for the schedule

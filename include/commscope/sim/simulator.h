@@ -96,6 +96,32 @@ struct SimOptions {
 
 Prediction simulate(const Workload& w, const SimOptions& o = {});
 
+// One block's (transformer layer's) ops of one micro-batch's forward or backward (recompute
+// included), with their dependencies inside the block (indices into ops).
+struct BlockGraph {
+  std::vector<Op> ops;
+  std::vector<std::vector<std::uint32_t>> deps;
+};
+// Every block of a workload's model as a graph; blocks built alike share one.
+struct BlockGraphs {
+  std::vector<BlockGraph> graphs;                // distinct
+  std::vector<std::uint32_t> forward, backward;  // [layer] -> graphs
+};
+BlockGraphs block_graphs(const Workload& w);
+
+// A lower bound on simulate()'s iteration time for the plan of `sc` whose stages lay out as in
+// `layout` (build_layout(sc)), from its blocks alone, without building its ops: `blocks` may
+// come from another plan whose blocks are built alike (the same TP, CP, EP, micro-batch,
+// recompute, SP, sharding and framework: the plan search takes them from the plan at PP 1) and
+// are timed here on sc's system and process groups. A block takes at least its longest path of
+// dependencies from a compute op to a compute op, over kernels and the tensor-, expert- and
+// context-parallel collectives (data-parallel and pipeline transfers, whose groups the other
+// plan sizes differently, counted as nothing); the compute ops form one chain in program order,
+// so the blocks of a chunk add up. As sim_detail::lower_bound then: every stage waits for one
+// micro-batch's forward on each stage before it and runs every micro-batch's forward and
+// backward of its chunks one after another.
+double compute_lower_bound(const Scenario& sc, const Workload& layout, const BlockGraphs& blocks);
+
 // Events the full timeline of w would hold (an upper bound), counted without building it.
 std::int64_t timeline_events(const Workload& w);
 // Error "--trace: expected at most N events (...), got M" above limits::kMaxTraceEvents.

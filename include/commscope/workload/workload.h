@@ -45,6 +45,9 @@ struct Workload {
 
 // Builds the workload. The scenario must come from resolve_scenario (checked sizes).
 Workload build_workload(const Scenario& sc);
+// build_workload's roles and chunks (layer spans, parameters) without their op lists: all that
+// memory_per_rank reads, for a memory check that does not build the ops.
+Workload build_layout(const Scenario& sc);
 
 // How often an op of a chunk list runs per iteration.
 inline std::int64_t runs_per_iteration(const Op& op, int microbatches) {
