@@ -157,7 +157,10 @@ Bytes stage_peak_activations(const Scenario& sc, int stage, const std::vector<By
   };
   double held = 0, peak = 0;
   for (std::int64_t k = 0; k < warmup; ++k) peak = std::max(peak, held += fwd(k).value());
-  for (std::int64_t k = 0; k + warmup < total; ++k) {
+  // In the steady state what is held repeats every p x v steps (each chunk's forward and
+  // backward come p times in any p x v consecutive steps): one period is enough.
+  const std::int64_t steady = std::min(total - warmup, pv);
+  for (std::int64_t k = 0; k < steady; ++k) {
     peak = std::max(peak, held += fwd(k + warmup).value());
     held -= bwd(k).value();
   }

@@ -185,6 +185,53 @@ TEST(Memory, InterleavedPeakWithEmbeddingAndLossOnlyChunks) {
   EXPECT_EQ(stage_peak_activations(sc16, 0, uneven).value(), 16.0 * (8 * 9 / 2));
 }
 
+// The interleaved peak over one period of the steady state (what is held repeats every PP x v
+// steps) equals the peak over every step of the schedule, computed here step by step from
+// Megatron's order: uneven chunk sizes (whole bytes: the sums are exact), PP 2-8, v 2-5, up to
+// 64 micro-batches, every stage.
+TEST(Memory, InterleavedPeakFromOnePeriodEqualsTheWholeSchedule) {
+  PlanInput p = plan(16 * 8 * 2, 8, 16, 1, 2 * 32);
+  p.virtual_stages = 8;
+  std::vector<int> layers(128, 1);
+  layers.front() = layers.back() = 0;
+  p.stage_layers = layers;
+  Scenario sc = scenario("llama3-405b", "dgx-h100", p);
+  ASSERT_EQ(sc.plan.schedule, Schedule::interleaved);
+  std::uint64_t seed = 7;
+  auto next = [&] { return (seed = seed * 6364136223846793005ULL + 1442695040888963407ULL) >> 40; };
+  int checked = 0;
+  for (int pp : {2, 3, 4, 8})
+    for (int v : {2, 3, 5})
+      for (int m : {pp, 2 * pp, 3 * pp, 8 * pp}) {
+        if (m > 64) continue;
+        sc.plan.pp = pp;
+        sc.plan.virtual_stages = v;
+        sc.plan.grad_accum = m;
+        std::vector<Bytes> chunks;
+        for (int c = 0; c < v; ++c) chunks.push_back(Bytes(static_cast<double>(1 + next() % 1000)));
+        for (int stage = 0; stage < pp; ++stage) {
+          const std::int64_t total = std::int64_t{m} * v, pv = std::int64_t{pp} * v;
+          const std::int64_t warmup = std::min(total, inflight_microbatches(sc, stage) - 1);
+          auto fwd = [&](std::int64_t k) {
+            return chunks[static_cast<std::size_t>((k % pv) / pp)];
+          };
+          auto bwd = [&](std::int64_t k) {
+            return chunks[static_cast<std::size_t>(v - 1 - (k % pv) / pp)];
+          };
+          double held = 0, peak = 0;
+          for (std::int64_t k = 0; k < warmup; ++k) peak = std::max(peak, held += fwd(k).value());
+          for (std::int64_t k = 0; k + warmup < total; ++k) {
+            peak = std::max(peak, held += fwd(k + warmup).value());
+            held -= bwd(k).value();
+          }
+          EXPECT_EQ(stage_peak_activations(sc, stage, chunks).value(), peak)
+              << "pp " << pp << " v " << v << " m " << m << " stage " << stage;
+          ++checked;
+        }
+      }
+  EXPECT_GT(checked, 100);
+}
+
 // The loss's tensors live from a micro-batch's forward on the last stage to its backward: one
 // micro-batch's under 1F1B (its backward follows at once), all m under GPipe (every forward
 // first). The embedding dropout mask is held by the first stage as its blocks are.
