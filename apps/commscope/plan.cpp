@@ -38,9 +38,10 @@ Verb add_plan(CLI::App& app) {
       "plan",
       "Search every valid plan (TP, PP, virtual stages, uneven stages, DP, CP, EP, ZeRO, "
       "micro-batch, recompute, "
-      "sequence parallel, schedule, rank order) of a model on N GPUs: prune by memory, predict "
-      "the rest, print the best K with why each beats the next and the seeds' rules of thumb "
-      "checked against the numbers. --network/--system lists: the search per option (what-if).");
+      "sequence parallel, schedule, rank order) of a model on N GPUs: prune by memory, skip the "
+      "plans whose lower bound on time cannot reach the top K, predict the rest, print the best "
+      "K with why each beats the next and the seeds' rules of thumb checked against the "
+      "numbers. --network/--system lists: the search per option (what-if).");
   cmd->add_option("--model", st->model, "model preset name or JSON file [gpt2-large]");
   cmd->add_option("--system", st->system,
                   "system preset name or JSON file; a comma list searches each [polaris]")
