@@ -41,10 +41,10 @@ int run(const char* title, const commscope::search::SearchSpace& s, int threads,
   std::printf(
       "%s, %d thread%s%s%s: %zu candidates in %.3f CPU s (%.3f s wall) = %.0f candidates per CPU "
       "second; %zu not valid, %zu pruned by the memory bound, %zu over memory, %zu skipped by "
-      "the time bound, %zu predicted; best %s %.4f s\n",
+      "the time bounds (%zu before their ops were built), %zu predicted; best %s %.4f s\n",
       title, threads, threads > 1 ? "s" : "", share ? "" : " (plan by plan)",
       bound ? "" : " (no time bound)", r->candidates, cpu, sec, r->candidates / cpu, r->invalid,
-      r->pruned, r->no_fit, r->skipped, r->evaluated,
+      r->pruned, r->no_fit, r->skipped, r->skipped_unbuilt, r->evaluated,
       commscope::search::describe(r->top.front().plan).c_str(),
       r->top.front().result.iteration_time);
   return 0;

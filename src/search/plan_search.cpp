@@ -597,6 +597,7 @@ bool fits_and_may_rank(const SearchSpace& s, const PlanPoint& p, const Scenario&
   const double bound = compute_lower_bound(sc, layout, *blocks);
   if (!(bound > skip_above(s, p, kth))) return true;
   e.status = Evaluated::Status::skipped;
+  e.unbuilt = true;
   e.score_bound =
       bound * static_cast<double>(global_batch_of(s)) / static_cast<double>(p.global_batch);
   return false;
@@ -905,6 +906,7 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
         break;
       case Evaluated::Status::skipped:
         ++out.skipped;
+        out.skipped_unbuilt += results[i].unbuilt ? 1 : 0;
         skipped.push_back(i);
         break;
       case Evaluated::Status::ok:
@@ -949,8 +951,9 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
   };
   // A rule compares the winner with the best fitting plan on the other side of it, which may
   // have been skipped (its bound was above the K-th best, not above that plan's time): before a
-  // rule is checked, the skipped plans on its other side are predicted in the order of their
-  // bounds while a bound is at most the best time found there (all of them while none is).
+  // rule is checked, the skipped plans on its other side are taken in the order of their bounds
+  // while a bound is at most the best time found there (all of them while none is), and
+  // predicted unless the runs' bound skips them again.
   const Evaluator rescuer(s.model, s.system, s.network);
   auto rescue = [&](const std::function<bool(const PlanPoint&)>& other_side) {
     std::vector<std::size_t> side;

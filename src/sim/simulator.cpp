@@ -255,8 +255,6 @@ std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v,
 
 namespace {
 
-// Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
-// layer numbers.
 // Whether two ops cost the same (whatever their layer numbers and dependencies).
 bool same_cost_op(const Op& x, const Op& y) {
   return x.kind == y.kind && x.compute == y.compute && x.collective == y.collective &&
@@ -267,6 +265,8 @@ bool same_cost_op(const Op& x, const Op& y) {
          x.name == y.name && x.span == y.span && x.host_seconds == y.host_seconds;
 }
 
+// Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
+// layer numbers.
 bool same_costs(const OpList& a, const OpList& b) {
   if (a.size() != b.size()) return false;
   for (std::uint32_t i = 0; i < a.size(); ++i) {

@@ -135,6 +135,7 @@ struct Evaluated {
   double iteration_time = 0;  // s
   double score_time = 0;      // s for the space's global batch (the time objective)
   double score_bound = 0;     // skipped: the lower bound on score_time that skipped it
+  bool unbuilt = false;       // skipped by its blocks' bound, its ops not built
   double tokens_per_s = 0;
   double mfu = 0;
   double memory = 0;        // bytes, the fullest rank (memory_lower_bound when pruned)
@@ -217,6 +218,9 @@ struct SearchResult {
   std::size_t candidates = 0, invalid = 0, pruned = 0, no_fit = 0, evaluated = 0;
   // fitting plans not predicted: their lower bound was above the K-th best (SearchOptions::bound)
   std::size_t skipped = 0;
+  // of those, the ones whose blocks' bound skipped them before their ops were built (when the
+  // search ranked them; the rules may predict some later)
+  std::size_t skipped_unbuilt = 0;
   std::int64_t global_batch = 0;
   Objective objective = Objective::time;
   std::vector<RuleCheck> rules;  // the seeds' rules of thumb for the winner
