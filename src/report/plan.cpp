@@ -170,10 +170,10 @@ Table plans_table(const PlanReport& r, bool human) {
 
 std::string counts_text(const search::SearchResult& s) {
   return fmt::format(
-      "{} candidate plans: {} not valid, {} pruned by the memory bound, {} over memory after "
-      "building, {} skipped (fit, but their time's lower bound cannot reach the top), {} "
-      "predicted",
-      s.candidates, s.invalid, s.pruned, s.no_fit, s.skipped, s.evaluated);
+      "{} candidate plans: {} not valid, {} pruned by the memory bound, {} over memory, {} "
+      "skipped (fit, but a lower bound on their time cannot reach the top; {} of them before "
+      "their ops were built), {} predicted",
+      s.candidates, s.invalid, s.pruned, s.no_fit, s.skipped, s.skipped_unbuilt, s.evaluated);
 }
 
 // The explanation lines of one option: why each beats the next, the rules, the what-if.
@@ -254,6 +254,7 @@ nlohmann::json plan_json(const PlanReport& r) {
                         {"pruned", s.pruned},
                         {"over_memory", s.no_fit},
                         {"skipped", s.skipped},
+                        {"skipped_unbuilt", s.skipped_unbuilt},
                         {"predicted", s.evaluated},
                         {"why", s.why},
                         {"rules", std::move(rules)}};

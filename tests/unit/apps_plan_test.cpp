@@ -59,6 +59,7 @@ TEST_F(PlanCli, JsonRanksPlansThatFitBestFirst) {
                                             o["over_memory"].get<int>() + o["skipped"].get<int>() +
                                             o["predicted"].get<int>());
   EXPECT_GT(o["skipped"].get<int>(), 0);
+  EXPECT_LE(o["skipped_unbuilt"].get<int>(), o["skipped"].get<int>());
 }
 
 TEST_F(PlanCli, TableCsvMarkdownHtmlAndOutputFile) {
