@@ -475,14 +475,23 @@ bool fits(const Workload& w, Evaluated& e) {
   return true;
 }
 
+// Plan p's score (its time for the space's global batch) of an iteration time, and back: the
+// iteration time whose score is `score` (infinity stays infinity).
+double score_of(const SearchSpace& s, const PlanPoint& p, double iteration_time) {
+  return iteration_time * static_cast<double>(global_batch_of(s)) /
+         static_cast<double>(p.global_batch);
+}
+double skip_above(const SearchSpace& s, const PlanPoint& p, double score) {
+  return score * static_cast<double>(p.global_batch) / static_cast<double>(global_batch_of(s));
+}
+
 // The figures of a prediction of plan p (w: its workload, or one equal but for the schedule).
 void fill(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Prediction& pred,
           Evaluated& e) {
   const Scenario& sc = w.scenario;
   e.status = Evaluated::Status::ok;
   e.iteration_time = pred.iteration_time;
-  const std::int64_t B = global_batch_of(s);
-  e.score_time = pred.iteration_time * static_cast<double>(B) / static_cast<double>(p.global_batch);
+  e.score_time = score_of(s, p, pred.iteration_time);
   const ModelSpec& m = sc.model;
   const double tokens =
       static_cast<double>(p.global_batch) *
@@ -534,18 +543,12 @@ void take(const SearchSpace& s, const PlanPoint& p, const Workload& w, const Pre
           Evaluated& e, TopK* top) {
   if (pred.skipped_bound > 0) {
     e.status = Evaluated::Status::skipped;
-    e.score_bound = pred.skipped_bound * static_cast<double>(global_batch_of(s)) /
-                    static_cast<double>(p.global_batch);
+    e.score_bound = score_of(s, p, pred.skipped_bound);
     return;
   }
   fill(s, p, w, pred, e);
   e.breakdown = false;
   if (top) top->offer(e.score_time);
-}
-
-// The iteration time of plan p whose score is `kth` (infinity: no bound).
-double skip_above(const SearchSpace& s, const PlanPoint& p, double kth) {
-  return kth * static_cast<double>(p.global_batch) / static_cast<double>(global_batch_of(s));
 }
 
 // The blocks of the plans built alike (blocks_at_pp1), shared by the search's threads. Null
@@ -598,8 +601,7 @@ bool fits_and_may_rank(const SearchSpace& s, const PlanPoint& p, const Scenario&
   if (!(bound > skip_above(s, p, kth))) return true;
   e.status = Evaluated::Status::skipped;
   e.unbuilt = true;
-  e.score_bound =
-      bound * static_cast<double>(global_batch_of(s)) / static_cast<double>(p.global_batch);
+  e.score_bound = score_of(s, p, bound);
   return false;
 }
 

@@ -6,6 +6,7 @@
 // simulate() of each.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "commscope/sim/simulator.h"
@@ -43,10 +44,33 @@ inline double host_half(const Scenario& sc) {
   return 0.5 * sc.system.calibration.microbatch_overhead.value();
 }
 
-// A lower bound on finish()'s iteration time from the runs alone, without the schedule: for
-// each stage, the forward of one micro-batch on every stage before it (nothing on it can begin
-// earlier), then all its tasks one after another (a stage runs one task at a time), then its
-// step.
+// A floor on a chunk's tasks, host time not included: its first forward, each other forward,
+// its last backward, each other backward.
+struct ChunkFloor {
+  double first_fwd, fwd, bwd_last, bwd;
+};
+// The lower bounds' argument (lower_bound, compute_lower_bound), without the schedule: for each
+// stage, one micro-batch's forward on every stage before it (nothing on it can begin earlier),
+// then all its tasks one after another (a stage runs one task at a time), then its step.
+// floor(s, c): ChunkFloor of stage s's chunk c; step(s): stage s's step; m micro-batches.
+template <class Floor, class Step>
+double pipeline_floor(int pp, int v, double m, double host, Floor&& floor, Step&& step) {
+  double before = 0, bound = 0;
+  for (int s = 0; s < pp; ++s) {
+    double busy = 0;
+    for (int c = 0; c < v; ++c) {
+      const ChunkFloor f = floor(s, c);
+      busy += 2 * m * host + f.first_fwd + (m - 1) * f.fwd + f.bwd_last + (m - 1) * f.bwd;
+    }
+    bound = std::max(bound, before + busy + step(s));
+    const ChunkFloor f0 = floor(s, 0);
+    before += host + std::min(f0.fwd, f0.first_fwd);
+  }
+  return bound;
+}
+
+// A lower bound on finish()'s iteration time from the runs alone (pipeline_floor of the runs'
+// blocking ends).
 double lower_bound(const Scenario& sc, int microbatches, const Runs& runs);
 
 // `pred` carries the timeline's interned names when `timeline`. `breakdowns` false: the

@@ -572,23 +572,15 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
 }
 
 double lower_bound(const Scenario& sc, int microbatches, const Runs& runs) {
-  const int pp = sc.plan.pp, v = sc.plan.virtual_stages;
-  const double m = microbatches;
   // finish()'s task lengths: host time, then the run up to its blocking end.
-  const double host = host_half(sc);
-  double before = 0, bound = 0;
-  for (int s = 0; s < pp; ++s) {
-    double busy = 0;
-    for (int c = 0; c < v; ++c) {
-      const ChunkRuns& r = runs.pool[runs.index[s][c]];
-      busy += 2 * m * host + r.first_fwd().blocking_end + (m - 1) * r.fwd.blocking_end +
-              r.bwd_last.blocking_end + (m - 1) * r.bwd.blocking_end;
-    }
-    bound = std::max(bound, before + busy + runs.steps[s].end);
-    const ChunkRuns& r0 = runs.pool[runs.index[s][0]];
-    before += host + std::min(r0.fwd.blocking_end, r0.first_fwd().blocking_end);
-  }
-  return bound;
+  return pipeline_floor(
+      sc.plan.pp, sc.plan.virtual_stages, microbatches, host_half(sc),
+      [&](int s, int c) {
+        const ChunkRuns& r = runs.pool[runs.index[s][c]];
+        return ChunkFloor{r.first_fwd().blocking_end, r.fwd.blocking_end, r.bwd_last.blocking_end,
+                          r.bwd.blocking_end};
+      },
+      [&](int s) { return runs.steps[s].end; });
 }
 
 Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>& roles,
@@ -955,23 +947,23 @@ double compute_lower_bound(const Scenario& sc, const Workload& layout, const Blo
   path.resize(blocks.graphs.size());
   for (std::size_t k = 0; k < blocks.graphs.size(); ++k)
     path[k] = longest_compute_path(blocks.graphs[k], costs);
-  const double m = static_cast<double>(sc.plan.grad_accum);
-  const double host = sim_detail::host_half(sc);
   auto sum = [&](const std::vector<std::uint32_t>& of, const Chunk& ch) {
     double t = 0;
     for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
       t += path[of[static_cast<std::size_t>(l)]];
     return t;
   };
-  double before = 0, bound = 0;
-  for (const Role& role : layout.roles) {
-    double busy = 0;
-    for (const Chunk& ch : role.chunks)
-      busy += m * (2 * host + sum(blocks.forward, ch) + sum(blocks.backward, ch));
-    bound = std::max(bound, before + busy);
-    if (!role.chunks.empty()) before += host + sum(blocks.forward, role.chunks.front());
-  }
-  return bound;
+  // Every forward of a chunk the same floor, and every backward.
+  return sim_detail::pipeline_floor(
+      sc.plan.pp, sc.plan.virtual_stages, static_cast<double>(sc.plan.grad_accum),
+      sim_detail::host_half(sc),
+      [&](int s, int c) {
+        const Chunk& ch =
+            layout.roles[static_cast<std::size_t>(s)].chunks[static_cast<std::size_t>(c)];
+        const double f = sum(blocks.forward, ch), b = sum(blocks.backward, ch);
+        return sim_detail::ChunkFloor{f, f, b, b};
+      },
+      [](int) { return 0.0; });
 }
 
 Prediction simulate(const Workload& w, const SimOptions& opt) {
