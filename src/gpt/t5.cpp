@@ -170,6 +170,13 @@ T5Layout::T5Layout(const T5Config& c, int tp, int rank, T5Part part)
   total_ = o;
 }
 
+std::vector<Range> T5Layout::sequence_parallel_partial() const {
+  std::vector<Range> out;
+  for (const ParamTensor& t : tensors_)
+    if (t.name.starts_with("norm_")) out.push_back({t.offset, t.size});
+  return out;
+}
+
 template <class T>
 void T5Layout::from_full(const T* full, T* local) const {
   const T5Layout whole(cfg_);
@@ -366,13 +373,18 @@ void relative_attention_backward(T* dq, T* dk, T* dv, T* dbias, const T* dout, c
 // ---- the model ----
 
 template <class T>
-T5<T>::T5(const T5Config& cfg, int batch, int tp, int rank, T5Part part)
-    : cfg_(cfg), layout_(cfg, tp, rank, part), batch_(batch) {
+T5<T>::T5(const T5Config& cfg, int batch, int tp, int rank, T5Part part, bool sequence_parallel)
+    : cfg_(cfg), layout_(cfg, tp, rank, part), batch_(batch), sp_(sequence_parallel && tp > 1) {
   CS_CHECK(batch >= 1);
   const std::size_t B = batch, h = cfg.hidden, hl = cfg.hidden / tp, f = cfg.ffn / tp;
   const std::size_t NH = cfg.heads / tp, Vl = cfg.vocab / tp;
   const std::size_t Te = cfg.encoder_seq, Td = cfg.decoder_seq;
   const std::size_t Ne = B * Te, Nd = B * Td, Nmax = std::max(Ne, Nd);
+  // Rows of the residual stream here (a sequence shard under SP).
+  CS_CHECK(!sp_ ||
+           (Ne % static_cast<std::size_t>(tp) == 0 && Nd % static_cast<std::size_t>(tp) == 0));
+  const std::size_t Re = static_cast<std::size_t>(rows(cfg.encoder_seq)),
+                    Rd = static_cast<std::size_t>(rows(cfg.decoder_seq)), Rmax = std::max(Re, Rd);
   enc_tok_.resize(Ne);
   dec_tok_.resize(Nd);
   targets_.resize(Nd);
@@ -391,38 +403,43 @@ T5<T>::T5(const T5Config& cfg, int batch, int tp, int rank, T5Part part)
   for (int l = 0; l < L; ++l) {
     const bool dec = l >= cfg.encoder_layers;
     if (!layout_.has_block(l)) continue;
-    const std::size_t N = dec ? Nd : Ne, Tn = dec ? Td : Te;
+    const std::size_t N = dec ? Nd : Ne, Tn = dec ? Td : Te, R = dec ? Rd : Re;
     BlockActs& a = acts_[static_cast<std::size_t>(l)];
-    for (auto* v : {&a.in, &a.n1, &a.mid, &a.n3}) v->resize(N * h);
+    for (auto* v : {&a.in, &a.n1, &a.mid, &a.n3}) v->resize(R * h);
     a.atty.resize(N * hl);
-    a.rstd1.resize(N);
-    a.rstd3.resize(N);
+    a.rstd1.resize(R);
+    a.rstd3.resize(R);
     a.qkv.resize(N * 3 * hl);
     a.att.resize(B * NH * Tn * Tn);
     a.fc.resize(N * f);
     a.fca.resize(N * f);
     if (dec) {
-      for (auto* v : {&a.n2, &a.mid2}) v->resize(N * h);
+      for (auto* v : {&a.n2, &a.mid2}) v->resize(R * h);
       a.q.resize(N * hl);
       a.catty.resize(N * hl);
-      a.rstd2.resize(N);
+      a.rstd2.resize(R);
       a.kv.resize(Ne * 2 * hl);
       a.catt.resize(B * NH * Td * Te);
     }
   }
-  enc_x_.resize(Ne * h);
-  enc_out_.resize(Ne * h);
-  enc_rstd_.resize(Ne);
-  dec_x_.resize(Nd * h);
-  dec_n_.resize(Nd * h);
-  dec_rstd_.resize(Nd);
+  enc_x_.resize(Re * h);
+  enc_out_.resize(Re * h);
+  enc_rstd_.resize(Re);
+  dec_x_.resize(Rd * h);
+  dec_n_.resize(Rd * h);
+  dec_rstd_.resize(Rd);
   probs_.resize(Nd * Vl);
   ce_max_.resize(Nd);
   ce_sum_.resize(Nd);
   ce_tgt_.resize(Nd);
-  d_enc_out_.resize(Ne * h);
+  d_enc_out_.resize(Re * h);
   denc_part_.resize(Ne * h);
-  for (auto* v : {&dres_, &dtmp_, &dn_}) v->resize(Nmax * h);
+  dres_.resize(Rmax * h);
+  for (auto* v : {&dtmp_, &dn_}) v->resize(Nmax * h);
+  if (sp_) {
+    gath_.resize(Nmax * h);
+    part_.resize(Rmax * h);
+  }
   datty_.resize(Nmax * hl);
   dqkv_.resize(Nmax * 3 * hl);
   dfc_.resize(Nmax * f);
@@ -438,6 +455,36 @@ void T5<T>::reduce(T* data, std::int64_t n, bool max, std::string_view name, int
 }
 
 template <class T>
+std::int64_t T5<T>::rows(int seq) const {
+  const std::int64_t n = static_cast<std::int64_t>(batch_) * seq;
+  return sp_ ? n / layout_.tp() : n;
+}
+
+template <class T>
+void T5<T>::gather(const T* shard, T* full, std::int64_t shard_rows, std::string_view name,
+                   int layer) {
+  CS_CHECK(sp_ && static_cast<bool>(sequence_));
+  sequence_(true, shard, full, shard_rows * cfg_.hidden, name, layer);
+}
+
+template <class T>
+void T5<T>::scatter(const T* full, T* shard, std::int64_t shard_rows, std::string_view name,
+                    int layer) {
+  CS_CHECK(sp_ && static_cast<bool>(sequence_));
+  sequence_(false, full, shard, shard_rows * cfg_.hidden, name, layer);
+}
+
+template <class T>
+const T* T5<T>::exit_region(T* partial, std::int64_t all_rows, int layer) {
+  if (!sp_) {
+    reduce(partial, all_rows * cfg_.hidden, false, "tp_all_reduce", layer);
+    return partial;
+  }
+  scatter(partial, part_.data(), all_rows / layout_.tp(), "sp_reduce_scatter", layer);
+  return part_.data();
+}
+
+template <class T>
 template <class F>
 void T5<T>::timed(std::string_view name, int layer, bool backward, double flops, std::int64_t m,
                   std::int64_t n, std::int64_t k, F&& f) {
@@ -450,7 +497,7 @@ void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool deco
   BlockActs& a = acts_[static_cast<std::size_t>(l)];
   const int tp = layout_.tp();
   const int h = cfg_.hidden, hl = h / tp, f = cfg_.ffn / tp, NH = cfg_.heads / tp, B = batch_;
-  const std::int64_t N = static_cast<std::int64_t>(B) * Tn;
+  const std::int64_t N = static_cast<std::int64_t>(B) * Tn, R = rows(Tn);
   const std::int64_t Ne = static_cast<std::int64_t>(B) * cfg_.encoder_seq;
   const T* bias = P + layout_.block(decoder ? cfg_.encoder_layers : 0).rel_bias;
   const int* bucket = decoder ? dec_bucket_.data() : enc_bucket_.data();
@@ -467,38 +514,43 @@ void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool deco
       relative_attention_forward(out, att, q, ldq, k, v, ldkv, b, bk, B, Tq, Tk, hl, NH, causal);
     });
   };
+  // The norms and residual adds run on this rank's rows (all of them without SP).
   auto norm = [&](T* out, T* rstd, const T* in, std::int64_t w) {
-    timed("rmsnorm", l, false, 0, 0, 0, 0, [&] { rmsnorm_forward(out, rstd, in, P + w, N, h); });
+    timed("rmsnorm", l, false, 0, 0, 0, 0, [&] { rmsnorm_forward(out, rstd, in, P + w, R, h); });
   };
-  if (x != a.in.data()) std::copy(x, x + N * h, a.in.begin());
+  // A region's entry: the whole stream's rows of a normed shard (SP), or the rows themselves.
+  auto enter = [&](const T* shard, std::int64_t shard_rows) -> const T* {
+    if (!sp_) return shard;
+    gather(shard, gath_.data(), shard_rows, "sp_all_gather", l);
+    return gath_.data();
+  };
+  if (x != a.in.data()) std::copy(x, x + R * h, a.in.begin());
   norm(a.n1.data(), a.rstd1.data(), a.in.data(), o.norm_attn);
-  mm(decoder ? "dec_qkv" : "enc_qkv", a.qkv.data(), a.n1.data(), o.qkv, N, h, 3 * hl);
+  mm(decoder ? "dec_qkv" : "enc_qkv", a.qkv.data(), enter(a.n1.data(), R), o.qkv, N, h, 3 * hl);
   attention(a.atty.data(), a.att.data(), a.qkv.data(), 3 * hl, a.qkv.data() + hl,
             a.qkv.data() + 2 * hl, 3 * hl, bias, bucket, Tn, Tn, decoder);
   mm(decoder ? "dec_attn_out" : "enc_attn_out", tmp, a.atty.data(), o.attn_out, N, hl, h);
-  reduce(tmp, N * h, false, "tp_all_reduce", l);
-  residual_forward(a.mid.data(), a.in.data(), tmp, N * h);
+  residual_forward(a.mid.data(), a.in.data(), exit_region(tmp, N, l), R * h);
   const T* cur = a.mid.data();
   if (decoder) {
     const int Te = cfg_.encoder_seq;
     norm(a.n2.data(), a.rstd2.data(), a.mid.data(), o.norm_cross);
-    mm("dec_cross_q", a.q.data(), a.n2.data(), o.cross_q, N, h, hl);
-    mm("dec_cross_kv", a.kv.data(), enc_out_.data(), o.cross_kv, Ne, h, 2 * hl);
+    mm("dec_cross_q", a.q.data(), enter(a.n2.data(), R), o.cross_q, N, h, hl);
+    // The encoder output enters the region too (this rank's rows of it under SP).
+    mm("dec_cross_kv", a.kv.data(), enter(enc_out_.data(), rows(Te)), o.cross_kv, Ne, h, 2 * hl);
     attention(a.catty.data(), a.catt.data(), a.q.data(), hl, a.kv.data(), a.kv.data() + hl, 2 * hl,
               nullptr, nullptr, Tn, Te, false);
     mm("dec_cross_out", tmp, a.catty.data(), o.cross_out, N, hl, h);
-    reduce(tmp, N * h, false, "tp_all_reduce", l);
-    residual_forward(a.mid2.data(), a.mid.data(), tmp, N * h);
+    residual_forward(a.mid2.data(), a.mid.data(), exit_region(tmp, N, l), R * h);
     cur = a.mid2.data();
   }
   norm(a.n3.data(), a.rstd3.data(), cur, o.norm_mlp);
-  mm(decoder ? "dec_mlp_in" : "enc_mlp_in", a.fc.data(), a.n3.data(), o.mlp_in, N, h, f);
+  mm(decoder ? "dec_mlp_in" : "enc_mlp_in", a.fc.data(), enter(a.n3.data(), R), o.mlp_in, N, h, f);
   timed("relu", l, false, 0, 0, 0, 0, [&] {
     for (std::int64_t i = 0; i < N * f; ++i) a.fca[i] = a.fc[i] > T(0) ? a.fc[i] : T(0);
   });
   mm(decoder ? "dec_mlp_out" : "enc_mlp_out", tmp, a.fca.data(), o.mlp_out, N, f, h);
-  reduce(tmp, N * h, false, "tp_all_reduce", l);
-  residual_forward(y, cur, tmp, N * h);
+  residual_forward(y, cur, exit_region(tmp, N, l), R * h);
 }
 
 template <class T>
@@ -507,7 +559,7 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
   BlockActs& a = acts_[static_cast<std::size_t>(l)];
   const int tp = layout_.tp();
   const int h = cfg_.hidden, hl = h / tp, f = cfg_.ffn / tp, NH = cfg_.heads / tp, B = batch_;
-  const std::int64_t N = static_cast<std::int64_t>(B) * Tn;
+  const std::int64_t N = static_cast<std::int64_t>(B) * Tn, R = rows(Tn);
   const std::int64_t Ne = static_cast<std::int64_t>(B) * cfg_.encoder_seq;
   const int* bucket = decoder ? dec_bucket_.data() : enc_bucket_.data();
   T* dbias = G + layout_.block(decoder ? cfg_.encoder_layers : 0).rel_bias;
@@ -521,24 +573,32 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
   };
   auto norm = [&](T* din, std::int64_t w, const T* dout, const T* in, const T* rstd) {
     timed("rmsnorm", l, true, 0, 0, 0, 0,
-          [&] { rmsnorm_backward(din, G + w, dout, in, P + w, rstd, N, h); });
+          [&] { rmsnorm_backward(din, G + w, dout, in, P + w, rstd, R, h); });
+  };
+  // Under SP: a region's exit backward all-gathers the output gradient (this rank's rows of
+  // dx); a column-parallel product re-gathers its input for the weight gradient.
+  auto whole = [&](const T* shard, std::int64_t shard_rows, std::string_view name) -> const T* {
+    if (!sp_) return shard;
+    gather(shard, gath_.data(), shard_rows, name, l);
+    return gath_.data();
   };
   // MLP
   zero(dfc_, N * f);
-  mm(decoder ? "dec_mlp_out" : "enc_mlp_out", dfc_.data(), o.mlp_out, dx, a.fca.data(), N, f, h);
+  mm(decoder ? "dec_mlp_out" : "enc_mlp_out", dfc_.data(), o.mlp_out, whole(dx, R, "sp_all_gather"),
+     a.fca.data(), N, f, h);
   timed("relu", l, true, 0, 0, 0, 0, [&] {
     for (std::int64_t i = 0; i < N * f; ++i)
       if (!(a.fc[i] > T(0))) dfc_[i] = 0;
   });
   zero(dn_, N * h);
-  mm(decoder ? "dec_mlp_in" : "enc_mlp_in", dn_.data(), o.mlp_in, dfc_.data(), a.n3.data(), N, h,
-     f);
-  reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
-  norm(dx, o.norm_mlp, dn_.data(), cur, a.rstd3.data());
+  mm(decoder ? "dec_mlp_in" : "enc_mlp_in", dn_.data(), o.mlp_in, dfc_.data(),
+     whole(a.n3.data(), R, "sp_all_gather_wgrad"), N, h, f);
+  norm(dx, o.norm_mlp, exit_region(dn_.data(), N, l), cur, a.rstd3.data());
   if (decoder) {
     const int Te = cfg_.encoder_seq;
     zero(datty_, N * hl);
-    mm("dec_cross_out", datty_.data(), o.cross_out, dx, a.catty.data(), N, hl, h);
+    mm("dec_cross_out", datty_.data(), o.cross_out, whole(dx, R, "sp_all_gather"), a.catty.data(),
+       N, hl, h);
     zero(dqkv_, N * hl);
     zero(dkv_, Ne * 2 * hl);
     timed("attn_scores", l, true, 8.0 * B * Tn * Te * hl, 0, 0, 0, [&] {
@@ -548,20 +608,21 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
                                      dscratch_.data());
     });
     // The encoder output entered this block's tensor-parallel region: its gradient from
-    // cross_kv is all-reduced here, then joins the others.
+    // cross_kv is all-reduced (reduce-scattered under SP) here, then joins the others.
     zero(denc_part_, Ne * h);
-    mm("dec_cross_kv", denc_part_.data(), o.cross_kv, dkv_.data(), enc_out_.data(), Ne, h, 2 * hl);
-    reduce(denc_part_.data(), Ne * h, false, "tp_all_reduce", l);
-    for (std::int64_t i = 0; i < Ne * h; ++i) d_enc_out_[i] += denc_part_[i];
+    mm("dec_cross_kv", denc_part_.data(), o.cross_kv, dkv_.data(),
+       whole(enc_out_.data(), rows(Te), "sp_all_gather_wgrad"), Ne, h, 2 * hl);
+    const T* denc = exit_region(denc_part_.data(), Ne, l);
+    for (std::int64_t i = 0; i < rows(Te) * h; ++i) d_enc_out_[i] += denc[i];
     zero(dn_, N * h);
-    mm("dec_cross_q", dn_.data(), o.cross_q, dqkv_.data(), a.n2.data(), N, h, hl);
-    reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
-    norm(dx, o.norm_cross, dn_.data(), a.mid.data(), a.rstd2.data());
+    mm("dec_cross_q", dn_.data(), o.cross_q, dqkv_.data(),
+       whole(a.n2.data(), R, "sp_all_gather_wgrad"), N, h, hl);
+    norm(dx, o.norm_cross, exit_region(dn_.data(), N, l), a.mid.data(), a.rstd2.data());
   }
   // self-attention
   zero(datty_, N * hl);
-  mm(decoder ? "dec_attn_out" : "enc_attn_out", datty_.data(), o.attn_out, dx, a.atty.data(), N, hl,
-     h);
+  mm(decoder ? "dec_attn_out" : "enc_attn_out", datty_.data(), o.attn_out,
+     whole(dx, R, "sp_all_gather"), a.atty.data(), N, hl, h);
   zero(dqkv_, N * 3 * hl);
   timed("attn_scores", l, true, 8.0 * B * Tn * Tn * hl, 0, 0, 0, [&] {
     relative_attention_backward<T>(dqkv_.data(), dqkv_.data() + hl, dqkv_.data() + 2 * hl, dbias,
@@ -570,9 +631,9 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
                                    Tn, hl, NH, decoder, dscratch_.data());
   });
   zero(dn_, N * h);
-  mm(decoder ? "dec_qkv" : "enc_qkv", dn_.data(), o.qkv, dqkv_.data(), a.n1.data(), N, h, 3 * hl);
-  reduce(dn_.data(), N * h, false, "tp_all_reduce", l);
-  norm(dx, o.norm_attn, dn_.data(), a.in.data(), a.rstd1.data());
+  mm(decoder ? "dec_qkv" : "enc_qkv", dn_.data(), o.qkv, dqkv_.data(),
+     whole(a.n1.data(), R, "sp_all_gather_wgrad"), N, h, 3 * hl);
+  norm(dx, o.norm_attn, exit_region(dn_.data(), N, l), a.in.data(), a.rstd1.data());
 }
 
 template <class T>
@@ -587,18 +648,23 @@ template <class T>
 void T5<T>::embed(const T* P, T* out, const std::int32_t* tok, std::int64_t N) {
   const int h = cfg_.hidden, V = cfg_.vocab, Vl = V / layout_.tp();
   const std::int32_t v0 = layout_.rank() * Vl;
-  // Vocabulary-parallel lookup: the rank's rows, zeros elsewhere, summed over the group.
+  // Vocabulary-parallel lookup: the rank's rows, zeros elsewhere, summed over the group
+  // (reduce-scattered onto this rank's rows under SP: looked up whole into dtmp_ first).
   {
+    T* whole = sp_ ? dtmp_.data() : out;
     for (std::int64_t n = 0; n < N; ++n) {
       CS_CHECK(tok[n] >= 0 && tok[n] < V);
       if (tok[n] >= v0 && tok[n] < v0 + Vl) {
         const T* row = P + layout_.wte() + static_cast<std::int64_t>(tok[n] - v0) * h;
-        std::copy(row, row + h, out + n * h);
+        std::copy(row, row + h, whole + n * h);
       } else {
-        std::fill(out + n * h, out + (n + 1) * h, T(0));
+        std::fill(whole + n * h, whole + (n + 1) * h, T(0));
       }
     }
-    reduce(out, N * h, false, "tp_all_reduce", kEmbeddingLayer);
+    if (sp_)
+      scatter(whole, out, N / layout_.tp(), "sp_reduce_scatter", kEmbeddingLayer);
+    else
+      reduce(out, N * h, false, "tp_all_reduce", kEmbeddingLayer);
   }
 }
 
@@ -612,7 +678,8 @@ void T5<T>::forward_encoder(const T* P, const std::int32_t* encoder_tokens) {
   for (int l = 0; l < Le; ++l)
     block_forward(l, P, acts_[l].in.data(), l + 1 < Le ? acts_[l + 1].in.data() : enc_x_.data(),
                   cfg_.encoder_seq, false);
-  rmsnorm_forward(enc_out_.data(), enc_rstd_.data(), enc_x_.data(), P + layout_.enc_norm(), Ne, h);
+  rmsnorm_forward(enc_out_.data(), enc_rstd_.data(), enc_x_.data(), P + layout_.enc_norm(),
+                  rows(cfg_.encoder_seq), h);
   encoder_done_ = true;
 }
 
@@ -623,12 +690,11 @@ T T5<T>::forward_decoder(const T* P, const T* encoder_output, const std::int32_t
   const int h = cfg_.hidden, V = cfg_.vocab, Vl = V / tp, Le = cfg_.encoder_layers;
   const std::int32_t v0 = layout_.rank() * Vl;
   const int L = Le + cfg_.decoder_layers;
-  const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
   const std::int64_t Nd = static_cast<std::int64_t>(batch_) * cfg_.decoder_seq;
   CS_CHECK(layout_.part() != T5Part::encoder);
   if (layout_.part() == T5Part::decoder) {
     CS_CHECK(encoder_output != nullptr);
-    std::copy(encoder_output, encoder_output + Ne * h, enc_out_.begin());
+    std::copy(encoder_output, encoder_output + rows(cfg_.encoder_seq) * h, enc_out_.begin());
   } else {
     CS_CHECK(encoder_output == nullptr && encoder_done_);
   }
@@ -639,12 +705,17 @@ T T5<T>::forward_decoder(const T* P, const T* encoder_output, const std::int32_t
   for (int l = Le; l < L; ++l)
     block_forward(l, P, acts_[l].in.data(), l + 1 < L ? acts_[l + 1].in.data() : dec_x_.data(),
                   cfg_.decoder_seq, true);
-  rmsnorm_forward(dec_n_.data(), dec_rstd_.data(), dec_x_.data(), P + layout_.dec_norm(), Nd, h);
+  const std::int64_t Rd = rows(cfg_.decoder_seq);
+  rmsnorm_forward(dec_n_.data(), dec_rstd_.data(), dec_x_.data(), P + layout_.dec_norm(), Rd, h);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
-  for (std::int64_t i = 0; i < Nd * h; ++i) dec_n_[i] *= scale;
-  timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(Nd) * h * Vl, Nd, Vl, h, [&] {
-    matmul_forward<T>(probs_.data(), dec_n_.data(), P + layout_.wte(), nullptr, Nd, h, Vl);
-  });
+  for (std::int64_t i = 0; i < Rd * h; ++i) dec_n_[i] *= scale;
+  const T* head_in = dec_n_.data();
+  if (sp_) {
+    gather(dec_n_.data(), gath_.data(), Rd, "sp_all_gather", kHeadLayer);
+    head_in = gath_.data();
+  }
+  timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(Nd) * h * Vl, Nd, Vl, h,
+        [&] { matmul_forward<T>(probs_.data(), head_in, P + layout_.wte(), nullptr, Nd, h, Vl); });
   // Vocabulary-parallel cross-entropy (Megatron's): the row maxima, the sums of exponentials
   // and the target logits, each reduced over the group; probabilities of the rank's columns.
   for (std::int64_t n = 0; n < Nd; ++n) {
@@ -708,19 +779,24 @@ void T5<T>::backward_decoder(const T* P, T* G) {
     for (int v = 0; v < Vl; ++v) row[v] *= inv_count;
     if (t >= v0 && t < v0 + Vl) row[t - v0] -= inv_count;
   }
+  const std::int64_t Rd = rows(cfg_.decoder_seq);
+  const T* head_in = dec_n_.data();
+  if (sp_) {  // re-gathered for the weight gradient, as the forward's gather was not kept
+    gather(dec_n_.data(), gath_.data(), Rd, "sp_all_gather_wgrad", kHeadLayer);
+    head_in = gath_.data();
+  }
   std::fill(dn_.begin(), dn_.begin() + Nd * h, T(0));
   timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(Nd) * h * Vl, Nd, Vl, h, [&] {
-    matmul_backward<T>(dn_.data(), G + layout_.wte(), nullptr, probs_.data(), dec_n_.data(),
+    matmul_backward<T>(dn_.data(), G + layout_.wte(), nullptr, probs_.data(), head_in,
                        P + layout_.wte(), Nd, h, Vl);
   });
-  reduce(dn_.data(), Nd * h, false, "tp_all_reduce", kHeadLayer);
+  const T* dhead = exit_region(dn_.data(), Nd, kHeadLayer);  // this rank's rows
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
-  for (std::int64_t i = 0; i < Nd * h; ++i) dn_[i] *= scale;
   // dtmp_ holds the scaled-back gradient (dn_ is the blocks' scratch).
-  std::copy(dn_.begin(), dn_.begin() + Nd * h, dtmp_.begin());
-  std::fill(dres_.begin(), dres_.begin() + Nd * h, T(0));
+  for (std::int64_t i = 0; i < Rd * h; ++i) dtmp_[i] = dhead[i] * scale;
+  std::fill(dres_.begin(), dres_.begin() + Rd * h, T(0));
   rmsnorm_backward(dres_.data(), G + layout_.dec_norm(), dtmp_.data(), dec_x_.data(),
-                   P + layout_.dec_norm(), dec_rstd_.data(), Nd, h);
+                   P + layout_.dec_norm(), dec_rstd_.data(), Rd, h);
   std::fill(d_enc_out_.begin(), d_enc_out_.end(), T(0));
   for (int l = L - 1; l >= Le; --l) block_backward(l, P, G, dres_.data(), cfg_.decoder_seq, true);
   embed_back(G, dec_tok_.data(), Nd);
@@ -731,10 +807,16 @@ template <class T>
 void T5<T>::embed_back(T* G, const std::int32_t* tok, std::int64_t N) {
   const int h = cfg_.hidden, Vl = cfg_.vocab / layout_.tp();
   const std::int32_t v0 = layout_.rank() * Vl;
+  // Under SP the lookup's reduce-scatter backward: every row's gradient, all-gathered.
+  const T* dall = dres_.data();
+  if (sp_) {
+    gather(dres_.data(), gath_.data(), N / layout_.tp(), "sp_all_gather", kEmbeddingLayer);
+    dall = gath_.data();
+  }
   for (std::int64_t n = 0; n < N; ++n) {
     if (tok[n] < v0 || tok[n] >= v0 + Vl) continue;
     T* row = G + layout_.wte() + static_cast<std::int64_t>(tok[n] - v0) * h;
-    const T* d = dres_.data() + n * h;
+    const T* d = dall + n * h;
     for (int c = 0; c < h; ++c) row[c] += d[c];
   }
 }
@@ -744,16 +826,17 @@ void T5<T>::backward_encoder(const T* P, T* G, const T* d_encoder_output) {
   CS_CHECK(layout_.part() != T5Part::decoder);
   const int h = cfg_.hidden, Le = cfg_.encoder_layers;
   const std::int64_t Ne = static_cast<std::int64_t>(batch_) * cfg_.encoder_seq;
+  const std::int64_t Re = rows(cfg_.encoder_seq);
   if (layout_.part() == T5Part::encoder) {
     CS_CHECK(d_encoder_output != nullptr && encoder_done_);
-    std::copy(d_encoder_output, d_encoder_output + Ne * h, d_enc_out_.begin());
+    std::copy(d_encoder_output, d_encoder_output + Re * h, d_enc_out_.begin());
   } else {
     CS_CHECK(d_encoder_output == nullptr && decoder_backward_done_);
   }
   encoder_done_ = decoder_backward_done_ = false;
-  std::fill(dres_.begin(), dres_.begin() + Ne * h, T(0));
+  std::fill(dres_.begin(), dres_.begin() + Re * h, T(0));
   rmsnorm_backward(dres_.data(), G + layout_.enc_norm(), d_enc_out_.data(), enc_x_.data(),
-                   P + layout_.enc_norm(), enc_rstd_.data(), Ne, h);
+                   P + layout_.enc_norm(), enc_rstd_.data(), Re, h);
   for (int l = Le - 1; l >= 0; --l) block_backward(l, P, G, dres_.data(), cfg_.encoder_seq, false);
   embed_back(G, enc_tok_.data(), Ne);
 }

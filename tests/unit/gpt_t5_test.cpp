@@ -934,3 +934,223 @@ TEST(T5Measure, OwnKernelsAreTimedAndFitted) {
 
 }  // namespace
 }  // namespace commscope::train
+
+namespace commscope::train {
+namespace {
+
+// Sequence parallelism's collectives among threads that stand for the ranks of one tensor-
+// parallel group: all-reduce (sum or max), all-gather (rank blocks in rank order) and
+// reduce-scatter (rank r keeps the sum of every rank's r-th block), each call recorded.
+template <class T>
+struct ThreadGroup {
+  struct Call {
+    std::string name;
+    Collective collective;
+    int layer;
+    std::int64_t n;  // elements of the whole tensor: all-reduce's n, tp x shard otherwise
+    bool operator==(const Call&) const = default;
+  };
+  explicit ThreadGroup(int tp) : tp(tp), sync(tp), posted(tp), calls(tp) {}
+  int tp;
+  std::barrier<> sync;
+  std::vector<const T*> posted;
+  std::vector<std::vector<Call>> calls;
+
+  typename T5<T>::AllReduce all_reduce(int r) {
+    return [this, r](T* data, std::int64_t n, bool max, std::string_view name, int layer) {
+      calls[r].push_back({std::string(name), Collective::all_reduce, layer, n});
+      std::vector<T> mine(data, data + n);
+      posted[r] = mine.data();
+      sync.arrive_and_wait();
+      std::vector<T> out(mine);
+      for (int o = 0; o < tp; ++o)
+        if (o != r)
+          for (std::int64_t i = 0; i < n; ++i)
+            out[i] = max ? std::max(out[i], posted[o][i]) : out[i] + posted[o][i];
+      sync.arrive_and_wait();  // every rank has read the others' buffers
+      std::copy(out.begin(), out.end(), data);
+    };
+  }
+  typename T5<T>::SequenceComm sequence(int r) {
+    return [this, r](bool gather, const T* in, T* out, std::int64_t shard, std::string_view name,
+                     int layer) {
+      calls[r].push_back({std::string(name),
+                          gather ? Collective::all_gather : Collective::reduce_scatter, layer,
+                          shard * tp});
+      std::vector<T> mine(in, in + (gather ? shard : shard * tp));
+      posted[r] = mine.data();
+      sync.arrive_and_wait();
+      std::vector<T> res(gather ? shard * tp : shard, T(0));
+      for (int o = 0; o < tp; ++o)
+        for (std::int64_t i = 0; i < shard; ++i) {
+          if (gather)
+            res[o * shard + i] = posted[o][i];
+          else
+            res[i] += posted[o][r * shard + i];
+        }
+      sync.arrive_and_wait();
+      std::copy(res.begin(), res.end(), out);
+    };
+  }
+};
+
+// The norms' gradients under SP are sums over each rank's rows: summed over the group (the
+// trainer's one all-reduce per step), they are the whole model's.
+void sum_partial_norms(const T5Layout& l, std::vector<std::vector<double>>& grads) {
+  for (const Range& r : l.sequence_parallel_partial())
+    for (std::int64_t i = r.offset; i < r.offset + r.size; ++i) {
+      double s = 0;
+      for (const auto& g : grads) s += g[static_cast<std::size_t>(i)];
+      for (auto& g : grads) g[static_cast<std::size_t>(i)] = s;
+    }
+}
+
+// Tensor parallelism 2 with sequence parallelism, the whole model and split at the encoder/
+// decoder boundary: each rank's loss is the model's, and its gradients (the norms' summed over
+// the group) are its slice of the model's. The encoder output crosses the split as each
+// rank's rows.
+void check_sequence_parallel(bool split) {
+  T5Config c = tiny();
+  c.encoder_layers = 2;
+  c.vocab = 12;
+  const int B = 2, kTp = 2;
+  std::mt19937_64 rng(12);
+  T5<double> whole(c, B);
+  auto params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
+  const Tokens tok = random_tokens(c, B, 13);
+  const double loss = whole.forward(params.data(), tok.enc.data(), tok.dec.data(), tok.tgt.data());
+  std::vector<double> grads(params.size(), 0.0);
+  whole.backward(params.data(), grads.data());
+
+  ThreadGroup<double> group(kTp);
+  std::vector<double> losses(kTp);
+  std::vector<std::vector<double>> got_e(kTp), got_d(kTp);
+  std::vector<std::unique_ptr<T5<double>>> enc(kTp), dec(kTp);
+  auto rank = [&](int r) {
+    auto make = [&](T5Part part) {
+      auto m = std::make_unique<T5<double>>(c, B, kTp, r, part, true);
+      m->set_all_reduce(group.all_reduce(r));
+      m->set_sequence_comm(group.sequence(r));
+      return m;
+    };
+    enc[r] = make(split ? T5Part::encoder : T5Part::whole);
+    std::vector<double> pe(static_cast<std::size_t>(enc[r]->layout().total()));
+    enc[r]->layout().from_full(params.data(), pe.data());
+    got_e[r].assign(pe.size(), 0.0);
+    if (!split) {
+      EXPECT_EQ(enc[r]->rows(c.encoder_seq), B * c.encoder_seq / kTp);
+      losses[r] = enc[r]->forward(pe.data(), tok.enc.data(), tok.dec.data(), tok.tgt.data());
+      enc[r]->backward(pe.data(), got_e[r].data());
+      return;
+    }
+    dec[r] = make(T5Part::decoder);
+    std::vector<double> pd(static_cast<std::size_t>(dec[r]->layout().total()));
+    dec[r]->layout().from_full(params.data(), pd.data());
+    got_d[r].assign(pd.size(), 0.0);
+    enc[r]->forward_encoder(pe.data(), tok.enc.data());
+    losses[r] = dec[r]->forward_decoder(pd.data(), enc[r]->encoder_output(), tok.dec.data(),
+                                        tok.tgt.data());
+    dec[r]->backward_decoder(pd.data(), got_d[r].data());
+    enc[r]->backward_encoder(pe.data(), got_e[r].data(), dec[r]->encoder_output_grad());
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  sum_partial_norms(enc[0]->layout(), got_e);
+  if (split) sum_partial_norms(dec[0]->layout(), got_d);
+  for (int r = 0; r < kTp; ++r) {
+    EXPECT_NEAR(losses[r], loss, 1e-12 * std::abs(loss)) << r;
+    std::vector<double> want(got_e[r].size());
+    enc[r]->layout().from_full(grads.data(), want.data());
+    if (split) {  // the tied embedding: the two parts' wte gradients summed (embedding group)
+      const std::int64_t wte = enc[r]->layout().tensors()[0].size;
+      for (std::int64_t i = 0; i < wte; ++i) got_e[r][i] += got_d[r][i], got_d[r][i] = got_e[r][i];
+      std::vector<double> want_d(got_d[r].size());
+      dec[r]->layout().from_full(grads.data(), want_d.data());
+      for (std::size_t i = 0; i < want_d.size(); ++i)
+        ASSERT_NEAR(got_d[r][i], want_d[i], 1e-12 + 1e-9 * std::abs(want_d[i]))
+            << "decoder rank " << r << " " << i;
+    }
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got_e[r][i], want[i], 1e-12 + 1e-9 * std::abs(want[i])) << r << " " << i;
+    // No tensor-parallel all-reduce is left but the cross-entropy's three.
+    int all_reduces = 0;
+    for (const auto& k : group.calls[r])
+      if (k.collective == Collective::all_reduce) {
+        EXPECT_TRUE(k.name.starts_with("ce_")) << k.name;
+        ++all_reduces;
+      }
+    EXPECT_EQ(all_reduces, 3);
+  }
+  EXPECT_EQ(group.calls[0], group.calls[1]);
+}
+
+TEST(T5SequenceParallel, TwoRanksGiveTheModelsLossAndGradients) {
+  check_sequence_parallel(false);
+}
+TEST(T5SequenceParallel, SplitAtTheEncoderDecoderBoundary) {
+  check_sequence_parallel(true);
+}
+
+// On t5-tiny-cpu at TP 2 with SP (micro-batch 2, fp32): the ranks' calls are, call for call and
+// in order, the workload's tensor-parallel collectives of one micro-batch (what `describe`
+// lists: all-gathers, reduce-scatters and the cross-entropy's all-reduces): name, collective,
+// layer and elements.
+TEST(T5SequenceParallel, CallsAreTheWorkloadsOnThePreset) {
+  PlanInput in = testing::plan(2, 2, 1, 2, 2);
+  in.precision = Precision::fp32;
+  in.sequence_parallel = true;
+  const Scenario sc = testing::scenario("t5-tiny-cpu", "cpu-host", in);
+  const Workload w = build_workload(sc);
+  ASSERT_EQ(w.roles.size(), 1u);
+  ASSERT_EQ(w.roles[0].chunks.size(), 1u);
+  using Call = ThreadGroup<float>::Call;
+  std::vector<Call> want;
+  for (const OpList* list : {&w.roles[0].chunks[0].forward, &w.roles[0].chunks[0].backward})
+    for (const Op& op : list->ops())
+      if (op.kind == OpKind::comm && op.group == CommGroup::tensor) {
+        EXPECT_DOUBLE_EQ(op.bytes, 4.0 * static_cast<double>(op.elements)) << op.name;
+        want.push_back({std::string(op.name), op.collective, op.layer, op.elements});
+      }
+  auto cfg = t5_config(sc.model);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  const int kTp = 2, B = 2;
+  ThreadGroup<float> group(kTp);
+  const T5Batch batch = t5_synthetic_batch(*cfg, B, 0, 1);
+  const T5Layout whole(*cfg);
+  std::vector<float> full(static_cast<std::size_t>(whole.total()));
+  init_t5_params(whole, full.data(), 1);
+  auto rank = [&](int r) {
+    T5<float> m(*cfg, B, kTp, r, T5Part::whole, true);
+    m.set_all_reduce(group.all_reduce(r));
+    m.set_sequence_comm(group.sequence(r));
+    std::vector<float> p(static_cast<std::size_t>(m.layout().total())), g(p.size());
+    m.layout().from_full(full.data(), p.data());
+    m.forward(p.data(), batch.encoder_tokens.data(), batch.decoder_tokens.data(),
+              batch.targets.data());
+    m.backward(p.data(), g.data());
+    EXPECT_EQ(m.layout().total(), w.roles[0].params);
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  const int Le = cfg->encoder_layers, Ld = cfg->decoder_layers;
+  // Forward: 2 gathers per encoder block and 3 + 1 (the encoder output) per decoder block, the
+  // head's; 2 + 3 reduce-scatters, 2 for the embeddings. Backward: a gather per exit and per
+  // column-parallel weight gradient, a reduce-scatter per entry; the 3 cross-entropy all-reduces.
+  const std::size_t gathers = (2 * Le + 4 * Ld + 1) + (2 * Le + 3 * Ld) + (2 * Le + 4 * Ld + 1) + 2;
+  const std::size_t scatters = (2 * Le + 3 * Ld + 2) + (2 * Le + 4 * Ld + 1);
+  ASSERT_EQ(want.size(), gathers + scatters + 3);
+  for (int r = 0; r < kTp; ++r) {
+    ASSERT_EQ(group.calls[r].size(), want.size()) << r;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const Call& g = group.calls[r][i];
+      EXPECT_EQ(g, want[i]) << "call " << i << ": got " << g.name << " layer " << g.layer << " n "
+                            << g.n << ", want " << want[i].name << " layer " << want[i].layer
+                            << " n " << want[i].n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace commscope::train

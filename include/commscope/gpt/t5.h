@@ -98,6 +98,10 @@ class T5Layout {
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   std::int64_t total() const { return total_; }
   const Block& block(int l) const { return blocks_[static_cast<std::size_t>(l)]; }
+  // The norms' weights this layout holds (each block's norm_attn, norm_cross, norm_mlp, then
+  // norm_enc / norm_dec), in buffer order: under sequence parallelism each rank's gradient of
+  // them is a sum over its own tokens only, completed by one all-reduce over the group.
+  std::vector<Range> sequence_parallel_partial() const;
   std::int64_t wte() const { return 0; }
   std::int64_t enc_norm() const { return enc_norm_; }  // -1 on the decoder part
   std::int64_t dec_norm() const { return dec_norm_; }  // -1 on the encoder part
@@ -141,13 +145,35 @@ T5Batch t5_synthetic_batch(const T5Config& cfg, int batch, std::int64_t first_in
 // cross-attention query's and the self-attention's input gradients, per encoder block the MLP's
 // and the attention's: 2 + 2 Le + 3 Ld + 3 calls forward, 1 + 2 Le + 4 Ld backward, all named
 // "tp_all_reduce" but the three of the cross-entropy.
+//
+// Sequence parallelism (Korthikanti et al. 2022, Megatron's --sequence-parallel; sequence_parallel
+// with tp > 1): each rank holds its block of B Te / tp encoder and B Td / tp decoder rows of the
+// residual stream (rows in [B, T] order, rank r the r-th block: B T must be a multiple of tp),
+// the norms and residual adds run on those rows, and the calls are the workload's, in its order:
+// each tensor-parallel region is entered by an all-gather ("sp_all_gather"; the encoder output
+// once more per decoder block, for cross_kv) and left by a reduce-scatter ("sp_reduce_scatter",
+// also after each embedding lookup); backward, the reverse, and every column-parallel product
+// re-gathers its input for the weight gradient ("sp_all_gather_wgrad"). The cross-entropy's
+// three all-reduces stay. The norms' gradients are then partial (T5Layout::
+// sequence_parallel_partial): the caller all-reduces them over the group once per step.
+// encoder_output() and the gradients that cross the pipeline split are this rank's rows.
 template <class T>
 class T5 {
  public:
   using AllReduce =
       std::function<void(T* data, std::int64_t n, bool max, std::string_view name, int layer)>;
-  T5(const T5Config& cfg, int batch, int tp = 1, int rank = 0, T5Part part = T5Part::whole);
+  // gather = true all-gathers `shard` elements of every rank into `out` (tp x shard, in rank
+  // order); false reduce-scatters `in` (tp x shard) and leaves this rank's block of the sum in
+  // `out` (GptShard::SequenceComm's contract).
+  using SequenceComm = std::function<void(bool gather, const T* in, T* out, std::int64_t shard,
+                                          std::string_view name, int layer)>;
+  T5(const T5Config& cfg, int batch, int tp = 1, int rank = 0, T5Part part = T5Part::whole,
+     bool sequence_parallel = false);
   void set_all_reduce(AllReduce f) { all_reduce_ = std::move(f); }
+  void set_sequence_comm(SequenceComm f) { sequence_ = std::move(f); }
+  bool sequence_parallel() const { return sp_; }
+  // Rows of the residual stream this rank holds: B T, or B T / tp under sequence parallelism.
+  std::int64_t rows(int seq) const;
   // Each kernel's time (characterize --compute-only times T5's own kernels with it): matrix
   // products "enc_qkv", "enc_attn_out", "enc_mlp_in", "enc_mlp_out", "dec_*" likewise and
   // "dec_cross_q", "dec_cross_kv", "dec_cross_out", "lm_head" (OpRecord's m, n, k: the forward
@@ -187,6 +213,12 @@ class T5 {
   void block_forward(int l, const T* params, const T* x, T* y, int Tn, bool decoder);
   void block_backward(int l, const T* params, T* grads, T* dx, int Tn, bool decoder);
   void reduce(T* data, std::int64_t n, bool max, std::string_view name, int layer);
+  // Sequence parallelism's calls: `full` has tp x `shard_rows` rows of hidden values.
+  void gather(const T* shard, T* full, std::int64_t shard_rows, std::string_view name, int layer);
+  void scatter(const T* full, T* shard, std::int64_t shard_rows, std::string_view name, int layer);
+  // A region's exit: all-reduce `partial` in place (rows of the whole stream), or, under sequence
+  // parallelism, reduce-scatter it into part_; returns where this rank's rows of the sum are.
+  const T* exit_region(T* partial, std::int64_t all_rows, int layer);
   void embed(const T* params, T* out, const std::int32_t* tokens, std::int64_t n);
   void embed_back(T* grads, const std::int32_t* tokens, std::int64_t n);
   template <class F>
@@ -202,8 +234,11 @@ class T5 {
   std::vector<T> enc_x_, enc_out_, enc_rstd_, dec_x_, dec_n_, dec_rstd_, probs_;
   std::vector<T> d_enc_out_, dres_, dtmp_, dn_, dqkv_, datty_, dfc_, dkv_, dscratch_;
   std::vector<T> ce_max_, ce_sum_, ce_tgt_, denc_part_;
+  std::vector<T> gath_, part_;  // sequence parallelism: gathered rows; a reduce-scatter's rows
   std::int64_t counted_ = 0;
+  bool sp_ = false;
   AllReduce all_reduce_;
+  SequenceComm sequence_;
   OpObserver observer_;
   bool forward_done_ = false, encoder_done_ = false, decoder_backward_done_ = false;
 };
