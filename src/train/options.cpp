@@ -377,10 +377,11 @@ Status validate_t5(const TrainOptions& o) {
         "(T5 split at the encoder/decoder boundary, Megatron's pipeline_model_parallel_split_rank "
         "1; encoder {}, decoder {}), got {}",
         c.encoder_layers, c.decoder_layers, o.pp)};
-  if (o.sequence_parallel && o.tp > 1)
-    return Error{
-        "--sequence-parallel: expected off for T5 (the trainer's T5 has tensor parallelism "
-        "without sequence parallelism), got on"};
+  if (o.sequence_parallel && o.tp > 1 && (c.encoder_seq % o.tp != 0 || c.decoder_seq % o.tp != 0))
+    return Error{fmt::format(
+        "--sequence-parallel: expected encoder and decoder sequence lengths ({} and {}) "
+        "divisible by the tensor-parallel size {}",
+        c.encoder_seq, c.decoder_seq, o.tp)};
   if (o.strategy == Strategy::zero2 || o.strategy == Strategy::zero3)
     return Error{fmt::format("--zero: expected 0 or 1 for T5 (DDP or ZeRO-1 over DP), got {}",
                              static_cast<int>(o.strategy))};

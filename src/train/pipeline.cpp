@@ -133,6 +133,9 @@ struct ChunkState {
   std::int64_t activation_elements = 0, total = 0;
   Range word_embedding, head_copy;
   std::vector<Range> replicated;
+  // Under sequence parallelism: the tensors whose gradients are sums over this rank's tokens
+  // only (norms, row-parallel biases), all-reduced over the group once per step.
+  std::vector<Range> sp_partial;
   std::vector<float> params, grads, m, v;
   struct Bucket {
     std::int64_t offset, elements;
@@ -164,6 +167,8 @@ class PipelineTrainer {
   // T5: this stage's side of the encoder/decoder split (whole under PP 1), one model per slot.
   bool setup_t5_chunk(const Chunk& wc, int slots);
   std::function<void(float*, std::int64_t, bool, std::string_view, int)> tp_all_reduce();
+  // Sequence parallelism's all-gather / reduce-scatter over the tensor group (GPT and T5).
+  GptShard::SequenceComm sequence_comm();
   double matmul_flops() const {
     return o_.t5 ? t5_matmul_flops(*o_.t5, o_.micro_batch)
                  : gpt_matmul_flops(o_.model, o_.micro_batch);
@@ -441,23 +446,7 @@ bool PipelineTrainer::setup() {
     for (const PipelineTask& task : order_)
       if (task.backward && task.chunk == c) ch.last_backward_mb = task.microbatch;
     ch.model->set_all_reduce(tp_all_reduce());
-    ch.model->set_sequence_comm([this](bool gather, const float* in, float* out, std::int64_t shard,
-                                       std::string_view name, int layer) {
-      const int count = static_cast<int>(shard);
-      const std::vector<int> counts(static_cast<std::size_t>(g_.tp), count);
-      std::vector<int> displs(counts.size());
-      for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = static_cast<int>(i) * count;
-      const double bytes = static_cast<double>(shard) * g_.tp * sizeof(float);
-      const std::uint64_t tk =
-          comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter,
-                  CommGroup::tensor, g_.tp, layer, bytes, [this, gather, in, out, counts, displs] {
-                    if (gather)
-                      comm::all_gather(in, out, counts, displs, MPI_FLOAT, tp_comm_);
-                    else
-                      comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, tp_comm_);
-                  });
-      stream_.wait(tk);
-    });
+    ch.model->set_sequence_comm(sequence_comm());
     ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
     ch.spec = ch.model->spec();
     ch.activation_elements = ch.model->activation_elements();
@@ -465,6 +454,7 @@ bool PipelineTrainer::setup() {
     ch.word_embedding = ch.model->layout().word_embedding();
     ch.head_copy = ch.model->layout().head_copy();
     ch.replicated = ch.model->layout().replicated();
+    ch.sp_partial = ch.model->layout().sequence_parallel_partial();
     chunks_.push_back(std::move(ch));
   }
   if (held != role.params) {
@@ -499,6 +489,28 @@ bool PipelineTrainer::setup() {
     }
   }
   return zero_setup(role);
+}
+
+GptShard::SequenceComm PipelineTrainer::sequence_comm() {
+  return [this](bool gather, const float* in, float* out, std::int64_t shard, std::string_view name,
+                int layer) {
+    t5_compute_segment();
+    const int count = static_cast<int>(shard);
+    const std::vector<int> counts(static_cast<std::size_t>(g_.tp), count);
+    std::vector<int> displs(counts.size());
+    for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = static_cast<int>(i) * count;
+    const double bytes = static_cast<double>(shard) * g_.tp * sizeof(float);
+    const std::uint64_t tk =
+        comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter,
+                CommGroup::tensor, g_.tp, layer, bytes, [this, gather, in, out, counts, displs] {
+                  if (gather)
+                    comm::all_gather(in, out, counts, displs, MPI_FLOAT, tp_comm_);
+                  else
+                    comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, tp_comm_);
+                });
+    stream_.wait(tk);
+    t5_segment_start_ = Gpt::now();
+  };
 }
 
 std::function<void(float*, std::int64_t, bool, std::string_view, int)>
@@ -547,8 +559,10 @@ bool PipelineTrainer::setup_t5_chunk(const Chunk& wc, int slots) {
   }
   for (int k = slots - 1; k >= 0; --k) ch.free_slots.push_back(k);
   for (int k = 0; k < slots; ++k) {
-    ch.t5.push_back(std::make_unique<T5<float>>(cfg, o_.micro_batch, g_.tp, g_.t, part));
+    ch.t5.push_back(
+        std::make_unique<T5<float>>(cfg, o_.micro_batch, g_.tp, g_.t, part, o_.sequence_parallel));
     ch.t5.back()->set_all_reduce(tp_all_reduce());
+    ch.t5.back()->set_sequence_comm(sequence_comm());
   }
   const T5Layout& l = ch.t5[0]->layout();
   {
@@ -559,12 +573,14 @@ bool PipelineTrainer::setup_t5_chunk(const Chunk& wc, int slots) {
     l.from_full(full.data(), ch.params.data());
   }
   ch.total = l.total();
-  ch.activation_elements = static_cast<std::int64_t>(o_.micro_batch) * cfg.encoder_seq * cfg.hidden;
+  // The encoder output crosses the split: this rank's rows of it under SP.
+  ch.activation_elements = ch.t5[0]->rows(cfg.encoder_seq) * cfg.hidden;
   const Range wte{l.wte(), static_cast<std::int64_t>(cfg.vocab / g_.tp) * cfg.hidden};
   if (part == T5Part::encoder) ch.word_embedding = wte;
   if (part == T5Part::decoder) ch.head_copy = wte;  // the tied copy (Megatron's embedding group)
   for (const ParamTensor& t : l.tensors())
     if (t.name.starts_with("norm_")) ch.replicated.push_back({t.offset, t.size});
+  if (ch.t5[0]->sequence_parallel()) ch.sp_partial = l.sequence_parallel_partial();
   ch.grads.assign(ch.params.size(), 0.0f);
   if (o_.strategy == Strategy::ddp || g_.dp == 1) {
     ch.m.assign(ch.params.size(), 0.0f);
@@ -942,7 +958,7 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   if (o_.sequence_parallel && g_.tp > 1) {
     auto packed = std::make_shared<std::vector<float>>();
     for (const ChunkState& ch : chunks_)
-      for (const Range& r : ch.model->layout().sequence_parallel_partial())
+      for (const Range& r : ch.sp_partial)
         packed->insert(packed->end(), ch.grads.begin() + r.offset,
                        ch.grads.begin() + r.offset + r.size);
     const int n = static_cast<int>(packed->size());
@@ -953,7 +969,7 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
     stream_.drain();
     std::size_t at = 0;
     for (ChunkState& ch : chunks_)
-      for (const Range& r : ch.model->layout().sequence_parallel_partial()) {
+      for (const Range& r : ch.sp_partial) {
         std::copy(packed->begin() + static_cast<std::ptrdiff_t>(at),
                   packed->begin() + static_cast<std::ptrdiff_t>(at + r.size),
                   ch.grads.begin() + r.offset);
@@ -1106,7 +1122,7 @@ void PipelineTrainer::zero_sp_all_reduce() {
   const std::int64_t lo = zpart_.lo(g_.d), hi = zpart_.hi(g_.d);
   auto packed = std::make_shared<std::vector<float>>();
   std::vector<std::pair<std::int64_t, std::int64_t>> at;  // (packed offset, range offset)
-  for (const Range& r : chunks_[0].model->layout().sequence_parallel_partial()) {
+  for (const Range& r : chunks_[0].sp_partial) {
     at.push_back({static_cast<std::int64_t>(packed->size()), r.offset});
     packed->resize(packed->size() + static_cast<std::size_t>(r.size), 0.0f);
     for (std::int64_t i = std::max(r.offset, lo); i < std::min(r.offset + r.size, hi); ++i)
@@ -1120,7 +1136,7 @@ void PipelineTrainer::zero_sp_all_reduce() {
           });
   stream_.drain();
   std::size_t k = 0;
-  for (const Range& r : chunks_[0].model->layout().sequence_parallel_partial()) {
+  for (const Range& r : chunks_[0].sp_partial) {
     for (std::int64_t i = std::max(r.offset, lo); i < std::min(r.offset + r.size, hi); ++i)
       zgrad_[static_cast<std::size_t>(i - lo)] =
           (*packed)[static_cast<std::size_t>(at[k].first + i - r.offset)];

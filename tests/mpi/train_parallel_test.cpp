@@ -81,6 +81,7 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       // ZeRO-1 over the data-parallel group: one bucket, and many (--zero-bucket elements).
       {8, "--tp 2 --pp 2 --zero 1"},
       {8, "--tp 2 --pp 2 --virtual-pipeline-stages 2 --sequence-parallel --zero 1"},
+      {8, "--tp 2 --pp 2 --sequence-parallel --zero 1"},
       {4, "--pp 2 --zero 1 --zero-bucket 10000"},
       // ZeRO-2/3 over the data-parallel group with TP (DeepSpeed + Megatron TP, pp = 1): one
       // reduce-scatter bucket per micro-batch, and many with SP and uneven partitions.
@@ -88,12 +89,11 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       {4, "--tp 2 --zero 3"},
       {8, "--tp 2 --sequence-parallel --zero 3 --zero-bucket 10007"},
   };
-  // T5: the plans its trainer runs (no SP, no virtual pipeline as Megatron, PP at most 2 split
-  // at the encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
+  // T5: the plans its trainer runs (no virtual pipeline as Megatron, PP at most 2 split at the
+  // encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
   const bool t5 = model.starts_with("t5");
   auto t5_runs = [](const std::string& flags) {
-    for (const char* no :
-         {"--sequence-parallel", "--virtual-pipeline-stages", "--pp 4", "--zero 2", "--zero 3"})
+    for (const char* no : {"--virtual-pipeline-stages", "--pp 4", "--zero 2", "--zero 3"})
       if (flags.find(no) != std::string::npos) return false;
     return true;
   };
@@ -149,11 +149,11 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
   // head without final norm on a last stage, ZeRO-1), to keep the suite short.
   const bool bert = model.starts_with("bert"), t5 = model.starts_with("t5");
   for (const Plan& p : plans) {
-    // T5: its plans (no SP, PP 2 at most, ZeRO at most 1).
-    if (t5 && (p.flags.find("sequence") != std::string::npos ||
-               p.flags.find("virtual") != std::string::npos ||
+    // T5: its plans (PP 2 at most, no virtual pipeline, ZeRO at most 1).
+    if (t5 && (p.flags.find("virtual") != std::string::npos ||
                p.flags.find("--pp 4") != std::string::npos ||
-               p.flags.find("--zero 2") != std::string::npos))
+               p.flags.find("--zero 2") != std::string::npos ||
+               p.flags.find("--zero 3") != std::string::npos))
       continue;
     if (bert && p.flags != "--tp 2 --sequence-parallel" && p.flags != "--pp 4 --schedule gpipe" &&
         p.flags != "--tp 2 --pp 2 --sequence-parallel" && p.flags != "--tp 2 --pp 2 --zero 1" &&
@@ -306,7 +306,8 @@ TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
        {"--tp 2 --pp 2 --sequence-parallel", "--pp 2 --virtual-pipeline-stages 2",
         "--pp 2 --zero 1 --model bert-tiny-cpu",  // ZeRO-1 moments over DP 2, and BERT
         "--tp 2 --zero 3", "--tp 2 --zero 2 --model bert-tiny-cpu",  // ZeRO-2/3 parts
-        "--tp 2 --pp 2 --model t5-tiny-cpu", "--pp 2 --zero 1 --model t5-tiny-cpu"}) {  // T5
+        "--tp 2 --pp 2 --sequence-parallel --model t5-tiny-cpu",     // T5, with SP
+        "--pp 2 --zero 1 --model t5-tiny-cpu"}) {
     const bool four =
         plan.find("--tp 2") != std::string::npos || plan.find("--zero") != std::string::npos;
     const int ranks = four ? 4 : 2;
@@ -482,8 +483,9 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--pipeline-model-parallel-size: expected 1, or 2 with as many encoder as decoder layers"},
       {2, "--model t5-tiny-cpu --seq-length 16 --layers 3 --heads 4 --pp 2",
        "--pipeline-model-parallel-size: expected 1, or 2 with as many encoder as decoder layers"},
-      {2, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --tp 2 --sequence-parallel",
-       "--sequence-parallel: expected off for T5"},
+      {2, "--model t5-tiny-cpu --seq-length 15 --layers 4 --heads 4 --tp 2 --sequence-parallel",
+       "--sequence-parallel: expected encoder and decoder sequence lengths (15 and 32) divisible "
+       "by the tensor-parallel size 2"},
       {4, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --tp 2 --zero 3",
        "--zero: expected 0 or 1 for T5"},
   };
