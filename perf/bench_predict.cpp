@@ -4,13 +4,16 @@
 // second on one core; Calculon reports about 1.7 ms per plan), once with the network model alone
 // and once with measured bus-bandwidth curves in the profile (20 curves of 31 sizes: all-reduce,
 // all-gather, reduce-scatter and send/recv inside a node and on 2, 4, 8 nodes, the shape of
-// a nccl-tests sweep from 8 B to 8 GiB), and once more without stragglers (straggler_cv 0).
+// a nccl-tests sweep from 8 B to 8 GiB), and once more without stragglers (straggler_cv 0):
+// the three sweeps take turns, one of each per repetition, so that their ratios compare like
+// with like on a shared machine.
 // Then a search-like sweep: the same plans at global batches 256, 512 and 1024 and, with
 // pipelining, both the 1F1B and the GPipe schedule, predicted one by one (resolve + build +
 // simulate per plan) and with Evaluator::evaluate_variants (one build and one set of chunk
 // runs per plan, shared by its batch and schedule variants; the same numbers).
 // Prints the figures and ratios.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,26 +70,9 @@ int main(int argc, char** argv) {
           plans.push_back(p);
         }
   int valid = 0;
-  SystemSpec system = *dgx;  // the sweeps' system (stragglers as the preset says, then off)
-  auto sweep = [&](const NetworkProtocol& net, double& best) {
-    std::vector<double> sweeps;
-    for (int rep = 0; rep < reps; ++rep) {  // median of the sweeps
-      valid = 0;
-      auto t0 = Clock::now();
-      for (const auto& p : plans) {
-        auto sc = resolve_scenario(*mid, system, net, p);
-        if (!sc.ok()) continue;
-        ++valid;
-        sink += simulate(build_workload(*sc)).iteration_time;
-      }
-      sweeps.push_back(ms_since(t0));
-    }
-    std::sort(sweeps.begin(), sweeps.end());
-    best = sweeps.front();
-    return sweeps[sweeps.size() / 2];
-  };
-  double best_ms = 0, best_curves_ms = 0;
-  const double sweep_ms = sweep(*ib, best_ms);
+  SystemSpec system = *dgx;  // the sweeps' system (stragglers as the preset says)
+  SystemSpec still = *dgx;   // without stragglers (scale.straggler_cv 0)
+  still.scale.straggler_cv = 0;
   // The same network with curves: busbw rising from 0 at 8 B towards the achievable rate.
   NetworkProtocol curved = *ib;
   std::vector<BusBwCurve> curves;
@@ -107,11 +93,36 @@ int main(int argc, char** argv) {
       }
     }
   curved.curves = std::move(curves);
-  const double curves_ms = sweep(curved, best_curves_ms);
-  // Without stragglers (scale.straggler_cv 0): what the per-collective wait costs in speed.
-  double best_still_ms = 0;
-  system.scale.straggler_cv = 0;
-  const double still_ms = sweep(*ib, best_still_ms);
+  // The three sweeps (the network model alone, with curves, without stragglers) take turns, one
+  // of each per repetition, so that a shared machine's load, which changes within seconds,
+  // weighs on all three alike and their ratios compare like with like.
+  struct Sweep {
+    const SystemSpec* system;
+    const NetworkProtocol* net;
+    std::vector<double> ms;
+  };
+  std::array<Sweep, 3> sweeps = {Sweep{&system, ib.operator->(), {}}, Sweep{&system, &curved, {}},
+                                 Sweep{&still, ib.operator->(), {}}};
+  for (int rep = 0; rep < reps; ++rep)
+    for (Sweep& sw : sweeps) {
+      valid = 0;
+      auto t0 = Clock::now();
+      for (const auto& p : plans) {
+        auto sc = resolve_scenario(*mid, *sw.system, *sw.net, p);
+        if (!sc.ok()) continue;
+        ++valid;
+        sink += simulate(build_workload(*sc)).iteration_time;
+      }
+      sw.ms.push_back(ms_since(t0));
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+  const double sweep_ms = median(sweeps[0].ms), best_ms = best(sweeps[0].ms);
+  const double curves_ms = median(sweeps[1].ms), best_curves_ms = best(sweeps[1].ms);
+  const double still_ms = median(sweeps[2].ms), best_still_ms = best(sweeps[2].ms);
   const double per_plan_ms = sweep_ms / valid;
   const double plans_per_s = 1e3 / per_plan_ms;
 
@@ -124,7 +135,8 @@ int main(int argc, char** argv) {
       "plans/s\n",
       valid, plans.size(), sweep_ms, per_plan_ms, plans_per_s);
   std::printf(
-      "  best of %d sweeps: %.1f ms = %.0f plans/s (noise on a shared machine lifts the median)\n",
+      "  best of %d sweeps: %.1f ms = %.0f plans/s (noise on a shared machine lifts the median; "
+      "the three sweeps take turns)\n",
       reps, best_ms, 1e3 * valid / best_ms);
   std::printf(
       "  target >= 10000 plans/s: median %.2fx, best %.2fx; Calculon's ~1.7 ms per plan: %.1fx "
@@ -143,7 +155,6 @@ int main(int argc, char** argv) {
       sweep_ms / still_ms, best_ms / best_still_ms);
 
   // 3) search-like: batch and schedule variants of each plan, alone and shared
-  system.scale.straggler_cv = dgx->scale.straggler_cv;
   Evaluator ev(*mid, system, *ib);
   std::vector<std::vector<Evaluator::Variant>> variants(plans.size());
   for (std::size_t i = 0; i < plans.size(); ++i)
