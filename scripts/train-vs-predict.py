@@ -23,9 +23,12 @@ import os
 import subprocess
 import sys
 
-# (ranks, plan): every plan with PP 2 or 4 and no data parallelism (R = TP x PP), so that the
-# virtual-stage row compares with the 1F1B row of the same ranks.
+# (ranks, plan): every plan with TP or PP and no data parallelism (R = TP x PP), so that the
+# virtual-stage row compares with the 1F1B row of the same ranks; TP 2 alone, with and without
+# sequence parallelism, on 2 ranks (a core per rank here, as the PP 2 rows).
 PLANS = [
+    (2, "--tp 2"),
+    (2, "--tp 2 --sequence-parallel"),
     (2, "--pp 2 --schedule gpipe"),
     (2, "--pp 2 --schedule 1f1b"),
     (2, "--pp 2 --virtual-pipeline-stages 2"),
