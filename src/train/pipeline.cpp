@@ -173,10 +173,13 @@ class PipelineTrainer {
     return o_.t5 ? t5_matmul_flops(*o_.t5, o_.micro_batch)
                  : gpt_matmul_flops(o_.model, o_.micro_batch);
   }
-  // T5 has no per-op observer: its compute in the timeline is the time between its
-  // tensor-parallel all-reduces (and the ends of its forward and backward), one event each,
-  // named t5_forward / t5_backward with the stage's first block as layer.
+  // T5's compute in the timeline: each of its timed kernels as an event of its own (T5's
+  // observer: the matrix products, attentions, RMSNorms, ReLUs), and the untimed work between
+  // them (embedding lookups, residual adds, the cross-entropy, scaling) and up to each of its
+  // collectives as t5_forward / t5_backward events with the stage's first block as layer, so
+  // that the events tile the pass as GPT-2's do.
   void t5_compute_segment();
+  void record_t5_kernel(const OpRecord& r);
   template <class F>
   float t5_timed(bool backward, int layer, F&& f) {
     t5_segment_ = backward ? "t5_backward" : "t5_forward";
@@ -528,6 +531,14 @@ PipelineTrainer::tp_all_reduce() {
   };
 }
 
+void PipelineTrainer::record_t5_kernel(const OpRecord& r) {
+  if (t5_segment_ != nullptr && r.start_s > t5_segment_start_)
+    record_compute(OpRecord{t5_segment_, t5_segment_layer_, t5_segment_backward_, t5_segment_start_,
+                            r.start_s, 0});
+  record_compute(r);
+  t5_segment_start_ = r.end_s;
+}
+
 void PipelineTrainer::t5_compute_segment() {
   if (t5_segment_ == nullptr) return;
   const double now = Gpt::now();
@@ -563,6 +574,7 @@ bool PipelineTrainer::setup_t5_chunk(const Chunk& wc, int slots) {
         std::make_unique<T5<float>>(cfg, o_.micro_batch, g_.tp, g_.t, part, o_.sequence_parallel));
     ch.t5.back()->set_all_reduce(tp_all_reduce());
     ch.t5.back()->set_sequence_comm(sequence_comm());
+    ch.t5.back()->set_observer([this](const OpRecord& r) { record_t5_kernel(r); });
   }
   const T5Layout& l = ch.t5[0]->layout();
   {
