@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   using namespace commscope;
   comm::Session mpi(&argc, &argv, /*serialized_threads=*/true);
   CLI::App app{
-      "commscope-train: a CPU GPT-2 trained over MPI with DDP or ZeRO-1/2/3 (--zero), or with "
+      "commscope-train: a CPU GPT-2, BERT or T5 (--model) trained over MPI with DDP or ZeRO-1/2/3 "
+      "(--zero), or with "
       "Megatron's tensor, sequence and pipeline parallelism (--tp, --sequence-parallel, --pp, "
       "--schedule), its timeline recorded"};
   cli::TrainFlags f;

@@ -96,7 +96,8 @@ Verb add_train(CLI::App& app) {
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a CPU GPT-2 over MPI with DDP or ZeRO-1/2/3, or tensor/sequence/pipeline parallel "
+      "Train a CPU GPT-2, BERT or T5 (--model) over MPI with DDP or ZeRO-1/2/3, or tensor/sequence/"
+      "pipeline parallel "
       "(--tp, --sequence-parallel, --pp, --schedule), and record its timeline: per-step loss, "
       "time, tokens/s, GFLOP/s and the compute/communication breakdown, the communication "
       "checked against the workload (`commscope describe --system cpu-host` with the same plan "
