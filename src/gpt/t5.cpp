@@ -475,6 +475,14 @@ void T5<T>::scatter(const T* full, T* shard, std::int64_t shard_rows, std::strin
 }
 
 template <class T>
+const T* T5<T>::gathered(const T* shard, std::int64_t shard_rows, std::string_view name,
+                         int layer) {
+  if (!sp_) return shard;
+  gather(shard, gath_.data(), shard_rows, name, layer);
+  return gath_.data();
+}
+
+template <class T>
 const T* T5<T>::exit_region(T* partial, std::int64_t all_rows, int layer) {
   if (!sp_) {
     reduce(partial, all_rows * cfg_.hidden, false, "tp_all_reduce", layer);
@@ -519,10 +527,8 @@ void T5<T>::block_forward(int l, const T* P, const T* x, T* y, int Tn, bool deco
     timed("rmsnorm", l, false, 0, 0, 0, 0, [&] { rmsnorm_forward(out, rstd, in, P + w, R, h); });
   };
   // A region's entry: the whole stream's rows of a normed shard (SP), or the rows themselves.
-  auto enter = [&](const T* shard, std::int64_t shard_rows) -> const T* {
-    if (!sp_) return shard;
-    gather(shard, gath_.data(), shard_rows, "sp_all_gather", l);
-    return gath_.data();
+  auto enter = [&](const T* shard, std::int64_t shard_rows) {
+    return gathered(shard, shard_rows, "sp_all_gather", l);
   };
   if (x != a.in.data()) std::copy(x, x + R * h, a.in.begin());
   norm(a.n1.data(), a.rstd1.data(), a.in.data(), o.norm_attn);
@@ -575,30 +581,25 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
     timed("rmsnorm", l, true, 0, 0, 0, 0,
           [&] { rmsnorm_backward(din, G + w, dout, in, P + w, rstd, R, h); });
   };
-  // Under SP: a region's exit backward all-gathers the output gradient (this rank's rows of
-  // dx); a column-parallel product re-gathers its input for the weight gradient.
-  auto whole = [&](const T* shard, std::int64_t shard_rows, std::string_view name) -> const T* {
-    if (!sp_) return shard;
-    gather(shard, gath_.data(), shard_rows, name, l);
-    return gath_.data();
-  };
+  // Under SP (gathered): a region's exit backward all-gathers the output gradient (this rank's
+  // rows of dx); a column-parallel product re-gathers its input for the weight gradient.
   // MLP
   zero(dfc_, N * f);
-  mm(decoder ? "dec_mlp_out" : "enc_mlp_out", dfc_.data(), o.mlp_out, whole(dx, R, "sp_all_gather"),
-     a.fca.data(), N, f, h);
+  mm(decoder ? "dec_mlp_out" : "enc_mlp_out", dfc_.data(), o.mlp_out,
+     gathered(dx, R, "sp_all_gather", l), a.fca.data(), N, f, h);
   timed("relu", l, true, 0, 0, 0, 0, [&] {
     for (std::int64_t i = 0; i < N * f; ++i)
       if (!(a.fc[i] > T(0))) dfc_[i] = 0;
   });
   zero(dn_, N * h);
   mm(decoder ? "dec_mlp_in" : "enc_mlp_in", dn_.data(), o.mlp_in, dfc_.data(),
-     whole(a.n3.data(), R, "sp_all_gather_wgrad"), N, h, f);
+     gathered(a.n3.data(), R, "sp_all_gather_wgrad", l), N, h, f);
   norm(dx, o.norm_mlp, exit_region(dn_.data(), N, l), cur, a.rstd3.data());
   if (decoder) {
     const int Te = cfg_.encoder_seq;
     zero(datty_, N * hl);
-    mm("dec_cross_out", datty_.data(), o.cross_out, whole(dx, R, "sp_all_gather"), a.catty.data(),
-       N, hl, h);
+    mm("dec_cross_out", datty_.data(), o.cross_out, gathered(dx, R, "sp_all_gather", l),
+       a.catty.data(), N, hl, h);
     zero(dqkv_, N * hl);
     zero(dkv_, Ne * 2 * hl);
     timed("attn_scores", l, true, 8.0 * B * Tn * Te * hl, 0, 0, 0, [&] {
@@ -611,18 +612,18 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
     // cross_kv is all-reduced (reduce-scattered under SP) here, then joins the others.
     zero(denc_part_, Ne * h);
     mm("dec_cross_kv", denc_part_.data(), o.cross_kv, dkv_.data(),
-       whole(enc_out_.data(), rows(Te), "sp_all_gather_wgrad"), Ne, h, 2 * hl);
+       gathered(enc_out_.data(), rows(Te), "sp_all_gather_wgrad", l), Ne, h, 2 * hl);
     const T* denc = exit_region(denc_part_.data(), Ne, l);
     for (std::int64_t i = 0; i < rows(Te) * h; ++i) d_enc_out_[i] += denc[i];
     zero(dn_, N * h);
     mm("dec_cross_q", dn_.data(), o.cross_q, dqkv_.data(),
-       whole(a.n2.data(), R, "sp_all_gather_wgrad"), N, h, hl);
+       gathered(a.n2.data(), R, "sp_all_gather_wgrad", l), N, h, hl);
     norm(dx, o.norm_cross, exit_region(dn_.data(), N, l), a.mid.data(), a.rstd2.data());
   }
   // self-attention
   zero(datty_, N * hl);
   mm(decoder ? "dec_attn_out" : "enc_attn_out", datty_.data(), o.attn_out,
-     whole(dx, R, "sp_all_gather"), a.atty.data(), N, hl, h);
+     gathered(dx, R, "sp_all_gather", l), a.atty.data(), N, hl, h);
   zero(dqkv_, N * 3 * hl);
   timed("attn_scores", l, true, 8.0 * B * Tn * Tn * hl, 0, 0, 0, [&] {
     relative_attention_backward<T>(dqkv_.data(), dqkv_.data() + hl, dqkv_.data() + 2 * hl, dbias,
@@ -632,7 +633,7 @@ void T5<T>::block_backward(int l, const T* P, T* G, T* dx, int Tn, bool decoder)
   });
   zero(dn_, N * h);
   mm(decoder ? "dec_qkv" : "enc_qkv", dn_.data(), o.qkv, dqkv_.data(),
-     whole(a.n1.data(), R, "sp_all_gather_wgrad"), N, h, 3 * hl);
+     gathered(a.n1.data(), R, "sp_all_gather_wgrad", l), N, h, 3 * hl);
   norm(dx, o.norm_attn, exit_region(dn_.data(), N, l), a.in.data(), a.rstd1.data());
 }
 
@@ -709,11 +710,7 @@ T T5<T>::forward_decoder(const T* P, const T* encoder_output, const std::int32_t
   rmsnorm_forward(dec_n_.data(), dec_rstd_.data(), dec_x_.data(), P + layout_.dec_norm(), Rd, h);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(h)));
   for (std::int64_t i = 0; i < Rd * h; ++i) dec_n_[i] *= scale;
-  const T* head_in = dec_n_.data();
-  if (sp_) {
-    gather(dec_n_.data(), gath_.data(), Rd, "sp_all_gather", kHeadLayer);
-    head_in = gath_.data();
-  }
+  const T* head_in = gathered(dec_n_.data(), Rd, "sp_all_gather", kHeadLayer);
   timed("lm_head", kHeadLayer, false, 2.0 * static_cast<double>(Nd) * h * Vl, Nd, Vl, h,
         [&] { matmul_forward<T>(probs_.data(), head_in, P + layout_.wte(), nullptr, Nd, h, Vl); });
   // Vocabulary-parallel cross-entropy (Megatron's): the row maxima, the sums of exponentials
@@ -780,11 +777,8 @@ void T5<T>::backward_decoder(const T* P, T* G) {
     if (t >= v0 && t < v0 + Vl) row[t - v0] -= inv_count;
   }
   const std::int64_t Rd = rows(cfg_.decoder_seq);
-  const T* head_in = dec_n_.data();
-  if (sp_) {  // re-gathered for the weight gradient, as the forward's gather was not kept
-    gather(dec_n_.data(), gath_.data(), Rd, "sp_all_gather_wgrad", kHeadLayer);
-    head_in = gath_.data();
-  }
+  // re-gathered for the weight gradient under SP, as the forward's gather was not kept
+  const T* head_in = gathered(dec_n_.data(), Rd, "sp_all_gather_wgrad", kHeadLayer);
   std::fill(dn_.begin(), dn_.begin() + Nd * h, T(0));
   timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(Nd) * h * Vl, Nd, Vl, h, [&] {
     matmul_backward<T>(dn_.data(), G + layout_.wte(), nullptr, probs_.data(), head_in,
@@ -808,11 +802,7 @@ void T5<T>::embed_back(T* G, const std::int32_t* tok, std::int64_t N) {
   const int h = cfg_.hidden, Vl = cfg_.vocab / layout_.tp();
   const std::int32_t v0 = layout_.rank() * Vl;
   // Under SP the lookup's reduce-scatter backward: every row's gradient, all-gathered.
-  const T* dall = dres_.data();
-  if (sp_) {
-    gather(dres_.data(), gath_.data(), N / layout_.tp(), "sp_all_gather", kEmbeddingLayer);
-    dall = gath_.data();
-  }
+  const T* dall = gathered(dres_.data(), N / layout_.tp(), "sp_all_gather", kEmbeddingLayer);
   for (std::int64_t n = 0; n < N; ++n) {
     if (tok[n] < v0 || tok[n] >= v0 + Vl) continue;
     T* row = G + layout_.wte() + static_cast<std::int64_t>(tok[n] - v0) * h;

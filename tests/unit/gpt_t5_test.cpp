@@ -408,6 +408,62 @@ TEST(T5Model, TrainingOnTheSyntheticTaskLowersTheLoss) {
 namespace commscope::train {
 namespace {
 
+// The collectives of one tensor-parallel group among threads that stand for its ranks:
+// all-reduce (sum or max), all-gather (rank blocks in rank order) and reduce-scatter (rank r
+// keeps the sum of every rank's r-th block), through shared memory, each call recorded.
+template <class T>
+struct ThreadGroup {
+  struct Call {
+    std::string name;
+    Collective collective;
+    int layer;
+    std::int64_t n;  // elements of the whole tensor: all-reduce's n, tp x shard otherwise
+    bool operator==(const Call&) const = default;
+  };
+  explicit ThreadGroup(int ranks) : tp(ranks), sync(ranks), posted(ranks), calls(ranks) {}
+  int tp;
+  std::barrier<> sync;
+  std::vector<const T*> posted;
+  std::vector<std::vector<Call>> calls;
+
+  typename T5<T>::AllReduce all_reduce(int r) {
+    return [this, r](T* data, std::int64_t n, bool max, std::string_view name, int layer) {
+      calls[r].push_back({std::string(name), Collective::all_reduce, layer, n});
+      std::vector<T> mine(data, data + n);
+      posted[r] = mine.data();
+      sync.arrive_and_wait();
+      std::vector<T> out(mine);
+      for (int o = 0; o < tp; ++o)
+        if (o != r)
+          for (std::int64_t i = 0; i < n; ++i)
+            out[i] = max ? std::max(out[i], posted[o][i]) : out[i] + posted[o][i];
+      sync.arrive_and_wait();  // every rank has read the others' buffers
+      std::copy(out.begin(), out.end(), data);
+    };
+  }
+  typename T5<T>::SequenceComm sequence(int r) {
+    return [this, r](bool gather, const T* in, T* out, std::int64_t shard, std::string_view name,
+                     int layer) {
+      calls[r].push_back({std::string(name),
+                          gather ? Collective::all_gather : Collective::reduce_scatter, layer,
+                          shard * tp});
+      std::vector<T> mine(in, in + (gather ? shard : shard * tp));
+      posted[r] = mine.data();
+      sync.arrive_and_wait();
+      std::vector<T> res(gather ? shard * tp : shard, T(0));
+      for (int o = 0; o < tp; ++o)
+        for (std::int64_t i = 0; i < shard; ++i) {
+          if (gather)
+            res[o * shard + i] = posted[o][i];
+          else
+            res[i] += posted[o][r * shard + i];
+        }
+      sync.arrive_and_wait();
+      std::copy(res.begin(), res.end(), out);
+    };
+  }
+};
+
 // Tensor parallelism without MPI: two ranks on two threads, their all-reduces summed (or
 // maximised) through shared memory, in double. Each rank's loss is the whole model's and its
 // gradients are the slice (from_full) of the whole model's gradients; the calls are the
@@ -427,32 +483,13 @@ TEST(T5TensorParallel, TwoRanksGiveTheModelsLossAndGradients) {
   std::vector<double> grads(params.size(), 0.0);
   whole.backward(params.data(), grads.data());
 
-  std::barrier sync(kTp);
-  std::vector<double*> posted(kTp);
-  struct Call {
-    std::string name;
-    int layer;
-    std::int64_t n;
-  };
-  std::vector<std::vector<Call>> calls(kTp);
+  ThreadGroup<double> group(kTp);
+  const auto& calls = group.calls;
   std::vector<double> losses(kTp);
   std::vector<std::vector<double>> got(kTp), want(kTp);
   auto rank = [&](int r) {
     T5<double> m(c, B, kTp, r);
-    m.set_all_reduce(
-        [&, r](double* data, std::int64_t n, bool max, std::string_view name, int layer) {
-          calls[r].push_back({std::string(name), layer, n});
-          std::vector<double> mine(data, data + n);
-          posted[r] = mine.data();
-          sync.arrive_and_wait();
-          std::vector<double> out(mine);
-          for (int o = 0; o < kTp; ++o)
-            if (o != r)
-              for (std::int64_t i = 0; i < n; ++i)
-                out[i] = max ? std::max(out[i], posted[o][i]) : out[i] + posted[o][i];
-          sync.arrive_and_wait();  // every rank has read the others' buffers
-          std::copy(out.begin(), out.end(), data);
-        });
+    m.set_all_reduce(group.all_reduce(r));
     std::vector<double> p(static_cast<std::size_t>(m.layout().total()));
     m.layout().from_full(params.data(), p.data());
     got[r].assign(p.size(), 0.0);
@@ -474,7 +511,7 @@ TEST(T5TensorParallel, TwoRanksGiveTheModelsLossAndGradients) {
               static_cast<std::size_t>((2 + 2 * Le + 3 * Ld + 3) + (1 + 2 * Le + 4 * Ld)))
         << r;
     std::int64_t ce = 0, enc_grad = 0;
-    for (const Call& k : calls[r]) {
+    for (const auto& k : calls[r]) {
       ce += k.name.starts_with("ce_") ? 1 : 0;
       enc_grad +=
           k.n == static_cast<std::int64_t>(B) * c.encoder_seq * c.hidden && k.layer >= Le ? 1 : 0;
@@ -516,44 +553,27 @@ TEST(T5TensorParallel, CallsAreTheWorkloadsOnThePreset) {
   const Workload w = build_workload(sc);
   ASSERT_EQ(w.roles.size(), 1u);
   ASSERT_EQ(w.roles[0].chunks.size(), 1u);
-  struct Call {
-    std::string name;
-    int layer;
-    std::int64_t n;
-    bool operator==(const Call&) const = default;
-  };
+  using Call = ThreadGroup<float>::Call;
   std::vector<Call> want;
   for (const OpList* list : {&w.roles[0].chunks[0].forward, &w.roles[0].chunks[0].backward})
     for (const Op& op : list->ops())
       if (op.kind == OpKind::comm && op.group == CommGroup::tensor) {
         EXPECT_EQ(op.collective, Collective::all_reduce) << op.name;
         EXPECT_DOUBLE_EQ(op.bytes, 4.0 * static_cast<double>(op.elements)) << op.name;
-        want.push_back({std::string(op.name), op.layer, op.elements});
+        want.push_back({std::string(op.name), op.collective, op.layer, op.elements});
       }
   auto cfg = t5_config(sc.model);
   ASSERT_TRUE(cfg.ok()) << cfg.error().message;
   const int kTp = 2;
-  std::barrier sync(kTp);
-  std::vector<float*> posted(kTp);
-  std::vector<std::vector<Call>> got(kTp);
+  ThreadGroup<float> group(kTp);
+  const auto& got = group.calls;
   const T5Batch batch = t5_synthetic_batch(*cfg, 1, 0, 1);
   const T5Layout whole(*cfg);
   std::vector<float> full(static_cast<std::size_t>(whole.total()));
   init_t5_params(whole, full.data(), 1);
   auto rank = [&](int r) {
     T5<float> m(*cfg, 1, kTp, r);
-    m.set_all_reduce(
-        [&, r](float* data, std::int64_t n, bool max, std::string_view name, int layer) {
-          got[r].push_back({std::string(name), layer, n});
-          posted[r] = data;
-          sync.arrive_and_wait();
-          std::vector<float> out(data, data + n);
-          const float* o = posted[1 - r];
-          for (std::int64_t i = 0; i < n; ++i)
-            out[i] = max ? std::max(out[i], o[i]) : out[i] + o[i];
-          sync.arrive_and_wait();
-          std::copy(out.begin(), out.end(), data);
-        });
+    m.set_all_reduce(group.all_reduce(r));
     std::vector<float> p(static_cast<std::size_t>(m.layout().total())), g(p.size());
     m.layout().from_full(full.data(), p.data());
     m.forward(p.data(), batch.encoder_tokens.data(), batch.decoder_tokens.data(),
@@ -600,24 +620,11 @@ void check_pipeline_split(int tp) {
   std::vector<double> grads(params.size(), 0.0);
   whole.backward(params.data(), grads.data());
 
-  std::barrier sync(tp);
-  std::vector<double*> posted(static_cast<std::size_t>(tp));
+  ThreadGroup<double> group(tp);
   auto rank = [&](int r) {
-    auto reducer = [&, r](double* data, std::int64_t n, bool max, std::string_view, int) {
-      std::vector<double> mine(data, data + n);
-      posted[r] = mine.data();
-      sync.arrive_and_wait();
-      std::vector<double> out(mine);
-      for (int o = 0; o < tp; ++o)
-        if (o != r)
-          for (std::int64_t i = 0; i < n; ++i)
-            out[i] = max ? std::max(out[i], posted[o][i]) : out[i] + posted[o][i];
-      sync.arrive_and_wait();
-      std::copy(out.begin(), out.end(), data);
-    };
     T5<double> enc(c, B, tp, r, T5Part::encoder), dec(c, B, tp, r, T5Part::decoder);
-    enc.set_all_reduce(reducer);
-    dec.set_all_reduce(reducer);
+    enc.set_all_reduce(group.all_reduce(r));
+    dec.set_all_reduce(group.all_reduce(r));
     std::vector<double> pe(static_cast<std::size_t>(enc.layout().total())), ge(pe.size(), 0.0);
     std::vector<double> pd(static_cast<std::size_t>(dec.layout().total())), gd(pd.size(), 0.0);
     enc.layout().from_full(params.data(), pe.data());
@@ -937,62 +944,6 @@ TEST(T5Measure, OwnKernelsAreTimedAndFitted) {
 
 namespace commscope::train {
 namespace {
-
-// Sequence parallelism's collectives among threads that stand for the ranks of one tensor-
-// parallel group: all-reduce (sum or max), all-gather (rank blocks in rank order) and
-// reduce-scatter (rank r keeps the sum of every rank's r-th block), each call recorded.
-template <class T>
-struct ThreadGroup {
-  struct Call {
-    std::string name;
-    Collective collective;
-    int layer;
-    std::int64_t n;  // elements of the whole tensor: all-reduce's n, tp x shard otherwise
-    bool operator==(const Call&) const = default;
-  };
-  explicit ThreadGroup(int tp) : tp(tp), sync(tp), posted(tp), calls(tp) {}
-  int tp;
-  std::barrier<> sync;
-  std::vector<const T*> posted;
-  std::vector<std::vector<Call>> calls;
-
-  typename T5<T>::AllReduce all_reduce(int r) {
-    return [this, r](T* data, std::int64_t n, bool max, std::string_view name, int layer) {
-      calls[r].push_back({std::string(name), Collective::all_reduce, layer, n});
-      std::vector<T> mine(data, data + n);
-      posted[r] = mine.data();
-      sync.arrive_and_wait();
-      std::vector<T> out(mine);
-      for (int o = 0; o < tp; ++o)
-        if (o != r)
-          for (std::int64_t i = 0; i < n; ++i)
-            out[i] = max ? std::max(out[i], posted[o][i]) : out[i] + posted[o][i];
-      sync.arrive_and_wait();  // every rank has read the others' buffers
-      std::copy(out.begin(), out.end(), data);
-    };
-  }
-  typename T5<T>::SequenceComm sequence(int r) {
-    return [this, r](bool gather, const T* in, T* out, std::int64_t shard, std::string_view name,
-                     int layer) {
-      calls[r].push_back({std::string(name),
-                          gather ? Collective::all_gather : Collective::reduce_scatter, layer,
-                          shard * tp});
-      std::vector<T> mine(in, in + (gather ? shard : shard * tp));
-      posted[r] = mine.data();
-      sync.arrive_and_wait();
-      std::vector<T> res(gather ? shard * tp : shard, T(0));
-      for (int o = 0; o < tp; ++o)
-        for (std::int64_t i = 0; i < shard; ++i) {
-          if (gather)
-            res[o * shard + i] = posted[o][i];
-          else
-            res[i] += posted[o][r * shard + i];
-        }
-      sync.arrive_and_wait();
-      std::copy(res.begin(), res.end(), out);
-    };
-  }
-};
 
 // The norms' gradients under SP are sums over each rank's rows: summed over the group (the
 // trainer's one all-reduce per step), they are the whole model's.

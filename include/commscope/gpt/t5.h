@@ -216,6 +216,9 @@ class T5 {
   // Sequence parallelism's calls: `full` has tp x `shard_rows` rows of hidden values.
   void gather(const T* shard, T* full, std::int64_t shard_rows, std::string_view name, int layer);
   void scatter(const T* full, T* shard, std::int64_t shard_rows, std::string_view name, int layer);
+  // `shard` whole: all-gathered into gath_ under sequence parallelism (returns gath_), else
+  // `shard` itself (its rows are already the whole stream's).
+  const T* gathered(const T* shard, std::int64_t shard_rows, std::string_view name, int layer);
   // A region's exit: all-reduce `partial` in place (rows of the whole stream), or, under sequence
   // parallelism, reduce-scatter it into part_; returns where this rank's rows of the sum are.
   const T* exit_region(T* partial, std::int64_t all_rows, int layer);
