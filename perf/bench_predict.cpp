@@ -119,10 +119,10 @@ int main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
-  const double sweep_ms = median(sweeps[0].ms), best_ms = best(sweeps[0].ms);
-  const double curves_ms = median(sweeps[1].ms), best_curves_ms = best(sweeps[1].ms);
-  const double still_ms = median(sweeps[2].ms), best_still_ms = best(sweeps[2].ms);
+  auto fastest = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+  const double sweep_ms = median(sweeps[0].ms), best_ms = fastest(sweeps[0].ms);
+  const double curves_ms = median(sweeps[1].ms), best_curves_ms = fastest(sweeps[1].ms);
+  const double still_ms = median(sweeps[2].ms), best_still_ms = fastest(sweeps[2].ms);
   const double per_plan_ms = sweep_ms / valid;
   const double plans_per_s = 1e3 / per_plan_ms;
 
