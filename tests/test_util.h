@@ -37,6 +37,19 @@ inline const std::string& scratch() {
   return *dir;
 }
 
+#ifdef MPIEXEC
+// The start of an mpirun command line for `ranks` ranks on this machine, as the MPI tests run
+// their programs directly (as a user's launcher would). Open MPI's session folders go under
+// scratch(), not into the $TMPDIR/ompi.<host>.<uid> every job of the machine shares: Open MPI
+// 4.1 fails to start ("A call to mkdir was unable to create the desired directory") when a
+// job of another test, ending at that moment, removes that folder.
+inline std::string mpiexec(int ranks) {
+  return std::string(MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe " +
+         (::geteuid() == 0 ? "--allow-run-as-root " : "") + "--mca orte_tmpdir_base '" + scratch() +
+         "ompi' ";
+}
+#endif
+
 inline ModelSpec model(const std::string& name) {
   auto m = load_model(name);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);

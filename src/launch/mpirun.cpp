@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -18,6 +19,31 @@ bool has_rdma_device() {
   std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
   return !ec && it != std::filesystem::directory_iterator();
 }
+
+// A folder of this job's own for Open MPI's session folders, removed when the job ends.
+// mpirun otherwise shares $TMPDIR/ompi.<host>.<uid> with every other job of the same user on
+// the machine, and Open MPI 4.1 creates it with a mkdir-then-stat that fails ("A call to mkdir
+// was unable to create the desired directory ... File exists", orte_init failed) when another
+// job ending at that moment removes it. Seen with two jobs started side by side.
+class SessionFolder {
+ public:
+  SessionFolder() {
+    const char* env = std::getenv("TMPDIR");
+    std::string tmpl =
+        fmt::format("{}/commscope-mpi-{}-XXXXXX", env && *env ? env : "/tmp", ::getpid());
+    if (::mkdtemp(tmpl.data())) path_ = tmpl;
+  }
+  ~SessionFolder() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  SessionFolder(const SessionFolder&) = delete;
+  SessionFolder& operator=(const SessionFolder&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 }  // namespace
 
 Result<std::vector<std::string>> transport_args(const std::string& transport) {
@@ -81,6 +107,7 @@ Result<int> run_mpi_job(const std::string& program, const std::vector<std::strin
   if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
 
   std::unique_ptr<EmulatedCluster> cluster;
+  std::unique_ptr<SessionFolder> session;
   if (!o.emulate.empty()) {
     // check_job_options above refused a transport other than TCP and a bad spec.
     CS_ASSIGN_OR_RETURN(EmulationSpec spec, parse_emulation(o.emulate));
@@ -94,7 +121,16 @@ Result<int> run_mpi_job(const std::string& program, const std::vector<std::strin
       }
     }
     for (auto& a : cluster->mpirun_args()) argv.push_back(a);
-  } else {
+    // The emulated cluster's own folder holds the session folders (emulate.cpp).
+  } else if (!std::getenv("OMPI_MCA_orte_tmpdir_base")) {  // the user's choice stays
+    session = std::make_unique<SessionFolder>();
+    if (!session->path().empty()) {  // else Open MPI's default, as before
+      argv.push_back("--mca");
+      argv.push_back("orte_tmpdir_base");
+      argv.push_back(session->path());
+    }
+  }
+  if (!cluster) {
     argv.push_back("--oversubscribe");
     CS_ASSIGN_OR_RETURN(std::vector<std::string> t, transport_args(o.transport));
     for (auto& a : t) argv.push_back(a);

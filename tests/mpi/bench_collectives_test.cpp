@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -100,9 +102,8 @@ TEST(Bench, TheMpiProgramChecksItsFlagsToo) {
                                                         {"-n 0", "-n: expected"},
                                                         {"-b 100G -e 100G", "-e: 100G needs"}}) {
     // The flags commscope bench adds for its own launches (launch/mpirun.cpp).
-    const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
-    Outcome o = commscope::testing::run_shell(
-        std::string(MPIEXEC) + root + " --oversubscribe -np 2 " + COMMSCOPE_BENCH_BIN + " " + args);
+    Outcome o = commscope::testing::run_shell(commscope::testing::mpiexec(2) + COMMSCOPE_BENCH_BIN +
+                                              " " + args);
     EXPECT_NE(o.status, 0) << args;
     EXPECT_NE(o.err.find(want), std::string::npos) << args << ": " << o.err;
     EXPECT_EQ(o.err.find("bad_alloc"), std::string::npos) << args << ": " << o.err;
@@ -265,6 +266,39 @@ TEST(Bench, TableHasTheNcclTestsShape) {
   EXPECT_EQ(rows, 2 * 3);  // 8, 64, 512 bytes each
   EXPECT_EQ(oob, 2);
   EXPECT_EQ(avg, 2);
+}
+
+}  // namespace
+
+namespace {
+
+// Each job commscope launches keeps Open MPI's session folders in a folder of its own, removed
+// when the job ends (launch/mpirun.cpp), instead of the $TMPDIR/ompi.<host>.<uid> every job of
+// the machine shares. Where that shared path cannot be a folder (a file stands there, as a
+// job removing it under another's feet looks to Open MPI), the job still runs, and it leaves
+// $TMPDIR as it found it.
+TEST(Bench, EachJobHasSessionFoldersOfItsOwn) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = commscope::testing::scratch() + "session-tmp";
+  fs::create_directories(tmp);
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const fs::path shared = tmp / ("ompi." + std::string(host) + "." + std::to_string(::getuid()));
+  std::ofstream(shared) << "not a folder\n";
+  const std::string env = "env -u OMPI_MCA_orte_tmpdir_base TMPDIR='" + tmp.string() + "' ";
+
+  // What Open MPI does without it: the job does not start.
+  Outcome plain = commscope::testing::run_shell(
+      env + MPIEXEC + " -np 1 " + (::geteuid() == 0 ? "--allow-run-as-root " : "") + "true");
+  EXPECT_NE(plain.status, 0) << "Open MPI started with a file at " << shared;
+
+  Outcome o = commscope::testing::run_shell(env + COMMSCOPE_BIN +
+                                            " bench --ranks 2 -- -b 1K -e 1K -n 1 -w 0 "
+                                            "--format csv");
+  EXPECT_EQ(o.status, 0) << o.err;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{shared.filename().string()});
 }
 
 }  // namespace

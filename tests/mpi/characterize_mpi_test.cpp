@@ -320,10 +320,9 @@ TEST(Characterize, ComputeOnlyFitsTheHostForPredictOfAPipeline) {
   const std::string flags = " --model '" + model +
                             "' --precision fp32 --micro-batch-size 2 --global-batch-size 8 "
                             "--ddp-bucket-size 0.05 --gpus 2 --pp 2";
-  Outcome t = commscope::testing::run_shell(std::string(MPIEXEC) + " -np 2 --oversubscribe " +
-                                            (::geteuid() == 0 ? "--allow-run-as-root " : "") +
-                                            COMMSCOPE_TRAIN_BIN + flags +
-                                            " --schedule 1f1b --steps 3 --warmup 1 --format json");
+  Outcome t =
+      commscope::testing::run_shell(commscope::testing::mpiexec(2) + COMMSCOPE_TRAIN_BIN + flags +
+                                    " --schedule 1f1b --steps 3 --warmup 1 --format json");
   ASSERT_EQ(t.status, 0) << t.err;
   const json measured = json::parse(t.out);
   for (const json& r : measured["per_rank"]) {

@@ -21,9 +21,8 @@ namespace {
 using commscope::testing::Outcome;
 
 Outcome train(int ranks, const std::string& args) {
-  return commscope::testing::run_shell(
-      std::string(MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe " +
-      (::geteuid() == 0 ? "--allow-run-as-root " : "") + COMMSCOPE_TRAIN_BIN + " " + args);
+  return commscope::testing::run_shell(commscope::testing::mpiexec(ranks) + COMMSCOPE_TRAIN_BIN +
+                                       " " + args);
 }
 
 const std::string kTiny =

@@ -25,9 +25,8 @@ namespace {
 using commscope::testing::Outcome;
 
 Outcome train(int ranks, const std::string& args) {
-  return commscope::testing::run_shell(
-      std::string(MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe " +
-      (::geteuid() == 0 ? "--allow-run-as-root " : "") + COMMSCOPE_TRAIN_BIN + " " + args);
+  return commscope::testing::run_shell(commscope::testing::mpiexec(ranks) + COMMSCOPE_TRAIN_BIN +
+                                       " " + args);
 }
 
 const std::string kSmall =
@@ -410,8 +409,7 @@ namespace {
 // `commscope train` started by mpirun (as srun would) becomes the rank it was started as.
 TEST(Train, RunsAsLaunchedUnderMpirun) {
   Outcome o = commscope::testing::run_shell(
-      std::string(MPIEXEC) + " -np 2 --oversubscribe " +
-      (::geteuid() == 0 ? "--allow-run-as-root " : "") + COMMSCOPE_BIN +
+      commscope::testing::mpiexec(2) + COMMSCOPE_BIN +
       " train --steps 2 --warmup 0 --layers 2 --hidden 64 --vocab 256 --seq-length 32 --format "
       "json");
   ASSERT_EQ(o.status, 0) << o.err;

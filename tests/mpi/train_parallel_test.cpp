@@ -25,9 +25,8 @@ namespace {
 using commscope::testing::Outcome;
 
 Outcome train(int ranks, const std::string& args) {
-  return commscope::testing::run_shell(
-      std::string(MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe " +
-      (::geteuid() == 0 ? "--allow-run-as-root " : "") + COMMSCOPE_TRAIN_BIN + " " + args);
+  return commscope::testing::run_shell(commscope::testing::mpiexec(ranks) + COMMSCOPE_TRAIN_BIN +
+                                       " " + args);
 }
 
 // 4 blocks (2 per stage, or 1 per chunk with 2 chunks per stage), 4 heads, vocabulary 256:
@@ -445,7 +444,9 @@ TEST(TrainParallel, ZeroWithTensorParallelismShrinksWhatEachRankHolds) {
       SCOPED_TRACE("DP " + std::to_string(dp) + " ZeRO-" + std::to_string(zero));
       EXPECT_EQ(m["optimizer_state"].get<double>(), 8 * part);
       EXPECT_EQ(m["parameters"].get<double>(), 4 * (zero == 3 ? part : p));
-      if (zero >= 2) EXPECT_EQ(m["gradients"].get<double>(), 4 * part);
+      if (zero >= 2) {
+        EXPECT_EQ(m["gradients"].get<double>(), 4 * part);
+      }
     }
   }
 }

@@ -123,7 +123,9 @@ TEST_F(PlanCli, FrameworksAndMemoryHeadroom) {
       EXPECT_EQ(p["tp"], 1);
       EXPECT_EQ(p["pp"], 1);
     }
-    if (f == "deepspeed") EXPECT_EQ(p["zero"], 3);
+    if (f == "deepspeed") {
+      EXPECT_EQ(p["zero"], 3);
+    }
   }
   EXPECT_EQ(seen, (std::set<std::string>{"commscope", "deepspeed", "fsdp:full_shard",
                                          "fsdp:shard_grad_op", "fsdp:hybrid_shard"}));

@@ -580,12 +580,6 @@ TEST(ValidateCorpus, CliPrintsBothHalvesAndCalibrateRefusesHeldOut) {
 
 // --- issue 15: the published large runs (t107 on) and their plan columns ---
 
-// A cell of a corpus row, empty where the row ends before its column.
-std::string cell(const std::map<std::string, std::string>& row, const char* column) {
-  auto it = row.find(column);
-  return it == row.end() ? std::string() : it->second;
-}
-
 // The split column of every row follows SOURCES.md's rule, j + k even -> fit, with the regime
 // number k and the position j each row's notes state; and for the sources added for issue 15
 // k and j are recomputed here from the row contents alone (regime = model for the NeMo 24.07
