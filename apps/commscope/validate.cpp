@@ -257,7 +257,8 @@ Verb add_calibrate(CLI::App& app) {
     std::vector<std::string> files;
     std::string system = "vtrain-a100", rows = "even", output;
     int evaluations = 400;
-    bool compute_only = false;  // issue 15: fit the compute terms alone, bounded
+    bool compute_only = false;       // issue 15: fit the compute terms alone, bounded
+    std::string start = "defaults";  // or "preset": refine the preset's own calibration
     // --from-trace: the traced run's scenario (-1: the built-in default)
     std::string from_trace, model = "gpt2-large", network, network_output, precision;
     int nodes = -1, gpus = -1, tp = -1, pp = -1, dp = -1;
@@ -297,6 +298,10 @@ Verb add_calibrate(CLI::App& app) {
                   "held-out rows are never fitted on)");
   cmd->add_option("--evaluations", st->evaluations, "objective evaluations at most [400]");
   cmd->add_option("-o,--output", st->output, "the system JSON to write (stdout when omitted)");
+  cmd->add_option("--start", st->start,
+                  "defaults|preset: start the fit from the built-in defaults, or refine the "
+                  "--system preset's own calibration (after a change to the cost model) "
+                  "[defaults]");
   cmd->add_flag("--compute-only", st->compute_only,
                 "fit only the compute terms (GEMM curve, attention, memory efficiency <= 0.9, "
                 "kernel overhead 1-10 us); NVLink and host overheads keep their defaults");
@@ -304,6 +309,8 @@ Verb add_calibrate(CLI::App& app) {
       cmd, [cmd, st]() -> int {
         if (!st->from_trace.empty() && st->compute_only)
           return fail("--compute-only: not with --from-trace");
+        if (!st->from_trace.empty() && cmd->count("--start") > 0)
+          return fail("--start: not with --from-trace (a trace's fit has its own start)");
         if (!st->from_trace.empty()) return run_from_trace(*cmd, *st);
         for (const char* f :
              {"--model", "--network", "--nodes", "--gpus", "--tp", "--pp", "--dp",
@@ -313,6 +320,8 @@ Verb add_calibrate(CLI::App& app) {
           return fail("files: expected measured-run CSV files (or --from-trace DIR), got none");
         if (!valid_split(st->rows))
           return fail(fmt::format("--rows: expected all, even, odd or fit, got '{}'", st->rows));
+        if (st->start != "defaults" && st->start != "preset")
+          return fail(fmt::format("--start: expected defaults or preset, got '{}'", st->start));
         if (st->evaluations < 10)
           return fail(fmt::format("--evaluations: expected at least 10, got {}", st->evaluations));
         auto path = find_preset(PresetKind::system, st->system);
@@ -336,7 +345,14 @@ Verb add_calibrate(CLI::App& app) {
           if (in_split(r, st->rows)) fit.push_back(&r);
         if (fit.empty()) return fail("--rows: no rows to fit on");
         const bool tty = ::isatty(STDERR_FILENO);
-        Calibration start;  // the defaults: a fit does not depend on an earlier one
+        // The defaults, so that a fit does not depend on an earlier one; or, with --start
+        // preset, the preset's own calibration, refined on the same rows.
+        Calibration start;
+        if (st->start == "preset") {
+          auto sys = load_system(st->system);
+          if (!sys) return fail(sys.error().message);
+          start = sys->calibration;
+        }
         auto progress = [&](int n, double f) {
           check_interrupt();  // Ctrl-C in Python (embed.h)
           if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
@@ -348,12 +364,12 @@ Verb add_calibrate(CLI::App& app) {
         std::vector<std::string> files;
         for (const auto& f : st->files) files.push_back(f.substr(f.find_last_of('/') + 1));
         std::string note = fmt::format(
-            "calibration fitted by `commscope calibrate --rows {}{}` on {} rows of {} "
+            "calibration fitted by `commscope calibrate --rows {}{}{}` on {} rows of {} "
             "(Nelder-Mead, "
             "mean |log "
             "error|); validate on the other rows",
-            st->rows, st->compute_only ? " --compute-only" : "", fit.size(),
-            fmt::join(files, ", "));
+            st->rows, st->compute_only ? " --compute-only" : "",
+            st->start == "preset" ? " --start preset" : "", fit.size(), fmt::join(files, ", "));
         nlohmann::json j = with_calibration(raw.value(), c, note);
         return emit(j.dump(2) + "\n", st->output);
       }};

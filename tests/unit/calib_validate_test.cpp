@@ -278,6 +278,9 @@ TEST(Validate, HeldOutErrorOnVtrain) {
     ErrorSummary s = summarize(errors);
     EXPECT_LE(s.mape, 0.10);
     EXPECT_GT(s.rows, 50u);
+    // Single node: issue 11's bound, 7.0% as the issue states it (one decimal); 7.04% with the
+    // calibration refined under NCCL's collective model, 7.12% before that refit.
+    if (std::string(file) == "ground_truth_single.csv") EXPECT_LT(s.mape, 0.0705);
     // Multi-node: issue 11's bound (8.6%, the alpha-beta model's); 7.8% with DeepSpeed's
     // partitioned pipeline tensors, 8.9% without.
     if (std::string(file) == "ground_truth_multi.csv") {
@@ -529,6 +532,48 @@ TEST(ValidateCorpus, CliComputeOnlyRefusesTrace) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("--compute-only"), std::string::npos) << r.err;
+}
+
+// --start preset refines the preset's own calibration: the result is written with its
+// provenance, and on the rows it was fitted on it is no worse than the preset it started from
+// (Nelder-Mead keeps its best point). --start takes defaults or preset only, and no trace.
+TEST(Validate, CliStartPresetRefinesThePresetsCalibration) {
+  using testing::run_shell;
+  const std::string bin = COMMSCOPE_BIN;
+  const std::string out = testing::scratch() + "refined.json";
+  const std::string csv = kVtrain + "ground_truth_multi.csv";
+  auto c = run_shell(bin + " calibrate " + csv +
+                     " --rows even --start preset --evaluations 30 -o '" + out + "'");
+  ASSERT_EQ(c.status, 0) << c.err;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_NE(j["sources"].dump().find("--rows even --start preset"), std::string::npos);
+  // The fit's objective, the mean |log(predicted / measured)| over the rows it fitted.
+  auto objective = [&](const std::string& system) {
+    auto v = run_shell(bin + " validate " + csv + " --rows even --format json --system '" + system +
+                       "'");
+    EXPECT_EQ(v.status, 0) << v.err;
+    double sum = 0;
+    int n = 0;
+    const auto rows = nlohmann::json::parse(v.out)["rows"];
+    for (const auto& r : rows)
+      if (r["split"] == "even") {
+        sum += std::abs(std::log(r["predicted_s"].get<double>() / r["measured_s"].get<double>()));
+        ++n;
+      }
+    EXPECT_GT(n, 50);
+    return sum / std::max(n, 1);
+  };
+  EXPECT_LE(objective(out), objective("vtrain-a100") + 1e-9);
+  for (const std::string& bad : {std::string(" --start best"), std::string(" --start")}) {
+    auto r = run_shell(bin + " calibrate " + csv + bad + " -o '" + out + ".bad'");
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--start"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out + ".bad"));
+  }
+  auto t = run_shell(bin + " calibrate --start preset --from-trace " + csv + " -o '" + out + "'");
+  EXPECT_EQ(t.status, 2);
+  EXPECT_NE(t.err.find("--start: not with --from-trace"), std::string::npos) << t.err;
 }
 
 TEST(ValidateCorpus, CliPrintsBothHalvesAndCalibrateRefusesHeldOut) {
