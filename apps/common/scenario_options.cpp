@@ -174,6 +174,10 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
   cmd.add_flag("--fp8", o.fp8,
                "Transformer Engine FP8 GEMMs (the system's fp8 peak; same as --precision fp8)")
       ->group(g_batch);
+  cmd.add_flag("--tp-comm-overlap", o.tp_comm_overlap,
+               "Megatron-Core/Transformer Engine: overlap the sequence-parallel all-gathers and "
+               "reduce-scatters with their GEMMs (needs --sequence-parallel)")
+      ->group(g_plan);
   cmd.add_option("--cpu-offloading-num-layers", o.cpu_offload_layers,
                  "Megatron-Core --cpu-offloading: the activations of the first N layers go to "
                  "host memory and back (copies beside the compute; PP 1) [0: off]")
@@ -184,6 +188,7 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
 Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   CS_RETURN_IF_ERROR(named_value("--attention", o.attention, attention_kernel_from_name,
                                  "flash or standard", flags.attention));
+  if (o.tp_comm_overlap) flags.tp_comm_overlap = true;
   if (o.fp8 || o.precision == "fp8") {
     flags.fp8 = true;  // the precision around the FP8 GEMMs stays bf16 unless given
   }

@@ -37,6 +37,7 @@ struct ScenarioOptions {
   std::string attention, pipeline_stage_layers, first_stage_layers, last_stage_layers,
       cpu_offload_layers;
   bool fp8 = false;
+  bool tp_comm_overlap = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
   // given, checked in scenario_inputs
   std::string cp, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance;

@@ -305,6 +305,8 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto fp8, row.flag("fp8"));
   CS_ASSIGN_OR_RETURN(auto sp, row.flag("sequence_parallel"));
   CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
+  CS_ASSIGN_OR_RETURN(auto tp_overlap, row.flag("tp_comm_overlap"));  // Megatron-Core's flag
+  if (tp_overlap) p.tp_comm_overlap = *tp_overlap;
   // Megatron-Core --cpu-offloading-num-layers (activations; docs/workload.md).
   CS_ASSIGN_OR_RETURN(auto offload, row.count("cpu_offloading_num_layers"));
   if (offload) p.cpu_offload_layers = static_cast<int>(*offload);

@@ -161,7 +161,8 @@ std::string headline(const Workload& w) {
       to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
-  if (p.attention != AttentionKernel::standard || p.fp8 || !p.stage_layers.empty()) {
+  if (p.attention != AttentionKernel::standard || p.fp8 || p.tp_comm_overlap ||
+      !p.stage_layers.empty()) {
     std::string stages;
     for (std::size_t i = 0; i < p.stage_layers.size();) {
       std::size_t j = i;
@@ -170,9 +171,11 @@ std::string headline(const Workload& w) {
                             j - i > 1 ? fmt::format(" x{}", j - i) : "");
       i = j;
     }
-    out += fmt::format("kernels: attention {}{}{}\n", to_string(p.attention),
-                       p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
-                       stages.empty() ? "" : "; layers per stage " + stages);
+    out += fmt::format(
+        "kernels: attention {}{}{}{}\n", to_string(p.attention),
+        p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
+        p.tp_comm_overlap ? ", TP all-gathers and reduce-scatters beside their GEMMs" : "",
+        stages.empty() ? "" : "; layers per stage " + stages);
   }
   if (p.cpu_offload_layers > 0) {
     double bytes = 0;

@@ -252,6 +252,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(powersgd_rank, o.powersgd_rank);
   take(attention, o.attention);
   take(fp8, o.fp8);
+  take(tp_comm_overlap, o.tp_comm_overlap);
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(stage_layers, o.stage_layers);
   take(first_stage_layers, o.first_stage_layers);
@@ -418,6 +419,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   // Modern-training fields only when they differ from the defaults (the JSON stays as before).
   if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
   if (p.fp8) j["fp8"] = true;
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;

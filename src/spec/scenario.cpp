@@ -367,6 +367,19 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     warn.push_back("--sequence-parallel has no effect with tensor-parallel size 1; turned off");
     plan.sequence_parallel = false;
   }
+  // Megatron-LM refuses --tp-comm-overlap without sequence parallelism (arguments.py:
+  // "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
+  // enabled"); with TP 1 there is nothing to overlap.
+  plan.tp_comm_overlap = in.tp_comm_overlap.value_or(false);
+  if (plan.tp_comm_overlap && plan.tp > 1 && !plan.sequence_parallel)
+    return bad("--tp-comm-overlap",
+               "--sequence-parallel with it (Megatron-LM overlaps only "
+               "sequence-parallel all-gathers and reduce-scatters)",
+               "TP " + num(plan.tp) + " without sequence parallelism");
+  if (plan.tp_comm_overlap && plan.tp == 1) {
+    warn.push_back("--tp-comm-overlap has no effect with tensor-parallel size 1; turned off");
+    plan.tp_comm_overlap = false;
+  }
   if (plan.tp > sc.gpus_per_node)
     warn.push_back(fmt::format(
         "tensor-parallel size {} exceeds the {} GPUs per node: every TP all-reduce crosses the "

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "commscope/spec/framework_config.h"
@@ -83,6 +84,22 @@ class Emitter {
   }
   // The next chain op must also wait for op i.
   void need(std::uint32_t i) { pending_.push_back(i); }
+  // An op off the chain that starts with the next chain op (it waits for what that op will
+  // wait for), or with the last chain op (it waits for what that op waited for).
+  std::uint32_t with_next(Op op) {
+    op.phase = phase_;
+    std::vector<std::uint32_t> d;
+    if (has_prev_) d.push_back(prev_);
+    d.insert(d.end(), pending_.begin(), pending_.end());
+    return list_.add(op, d);
+  }
+  std::uint32_t with_last(Op op) { return with(op, deps_); }
+  // What the last chain op waited for; an op off the chain waiting for the given ops.
+  const std::vector<std::uint32_t>& last_deps() const { return deps_; }
+  std::uint32_t with(Op op, const std::vector<std::uint32_t>& deps) {
+    op.phase = phase_;
+    return list_.add(op, deps);
+  }
   bool has_prev() const { return has_prev_; }
   std::uint32_t prev() const { return prev_; }
 
@@ -767,9 +784,31 @@ class Builder {
   }
 
   // ---- emitting programs as ops ----
+  // --tp-comm-overlap (Transformer Engine userbuffers, as Megatron-Core runs it with sequence
+  // parallelism): a sequence-parallel all-gather runs beside the GEMM it feeds, a reduce-scatter
+  // beside the GEMM whose output it scatters (pipelined over TP chunks in TE; here the two run
+  // side by side, so a pair takes the longer of the two and the first or last chunk's
+  // exposure is not counted). Only where the neighbouring step is that GEMM.
+  static constexpr std::uint32_t kNoOp = 0xffffffffu;
+  bool is_tp_gemm(const std::vector<Step>& prog, std::size_t i, bool core_only) const {
+    if (!p_.tp_comm_overlap || !p_.sequence_parallel || i >= prog.size()) return false;
+    const Step& g = prog[i];
+    // Transformer-block GEMMs only: Megatron-Core's output layer is its own
+    // ColumnParallelLinear, outside Transformer Engine's userbuffers.
+    return g.kind == StepKind::compute && g.op.compute == ComputeClass::gemm &&
+           g.op.layer != kHeadLayer && g.op.layer != kEmbeddingLayer &&
+           !(core_only && !g.attention_core);
+  }
+  // A GEMM at i, or at i + 1 after its FP8 input cast (fp8_gemms puts the cast first).
+  bool gemm_follows(const std::vector<Step>& prog, std::size_t i, bool core_only) const {
+    if (i < prog.size() && prog[i].kind == StepKind::compute && prog[i].op.name == "fp8_cast") ++i;
+    return is_tp_gemm(prog, i, core_only);
+  }
+
   // Programs are built once per kind of block; `layer` stamps the block's index on its ops.
   void emit_forward(Emitter& e, const std::vector<Step>& prog, int layer,
                     bool core_only = false) const {
+    std::uint32_t beside = kNoOp;  // a TP collective overlapped with the next GEMM
     for (std::size_t idx = 0; idx < prog.size(); ++idx) {
       const Step& st = prog[idx];
       if (core_only && !st.attention_core) continue;
@@ -777,17 +816,31 @@ class Builder {
         case StepKind::compute:
           if (zero3_mode_ != Zero3Mode::off) module_hook(e, st, layer, idx);
           e.edit(e.chain(st.op)).layer = layer;
+          // The all-gather ran beside the GEMM (and its FP8 input cast): the next op waits.
+          if (beside != kNoOp && st.op.compute == ComputeClass::gemm)
+            e.need(std::exchange(beside, kNoOp));
           break;
         case StepKind::tp_enter:
-          if (t_ > 1 && p_.sequence_parallel)
-            e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
-                         st.tp_elements, dt_, layer));
+          if (t_ > 1 && p_.sequence_parallel) {
+            Op ag = comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
+                         st.tp_elements, dt_, layer);
+            if (gemm_follows(prog, idx + 1, core_only))
+              beside = e.with_next(ag);
+            else
+              e.chain(ag);
+          }
           break;
         case StepKind::tp_exit:
-          if (t_ > 1)
-            e.chain(comm(p_.sequence_parallel ? "sp_reduce_scatter" : "tp_all_reduce",
-                         p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                         CommGroup::tensor, t_, st.tp_elements, dt_, layer));
+          if (t_ > 1) {
+            Op out =
+                comm(p_.sequence_parallel ? "sp_reduce_scatter" : "tp_all_reduce",
+                     p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                     CommGroup::tensor, t_, st.tp_elements, dt_, layer);
+            if (idx > 0 && is_tp_gemm(prog, idx - 1, core_only))
+              e.need(e.with_last(out));
+            else
+              e.chain(out);
+          }
           break;
         default:
           emit_moe_cp(e, st, layer, false);
@@ -804,17 +857,30 @@ class Builder {
   }
 
   void emit_backward(Emitter& e, const std::vector<Step>& prog, int layer, Bucketer* grads) const {
+    std::uint32_t beside = kNoOp, beside_wgrad = kNoOp;  // TP collectives beside the next GEMM
+    std::vector<std::uint32_t> gemm_deps;                // what the last GEMM waited for
     for (auto it = prog.rbegin(); it != prog.rend(); ++it) {
       const Step& st = *it;
+      const std::size_t idx = prog.size() - 1 - static_cast<std::size_t>(it - prog.rbegin());
       switch (st.kind) {
         case StepKind::compute: {
-          if (zero3_mode_ != Zero3Mode::off)
-            module_hook(e, st, layer,
-                        prog.size() - 1 - static_cast<std::size_t>(it - prog.rbegin()));
-          if (t_ > 1 && p_.sequence_parallel && st.gathers_input)  // Megatron re-gathers for wgrad
-            e.chain(comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
-                         st.op.m * m_.hidden, dt_, layer));
+          if (zero3_mode_ != Zero3Mode::off) module_hook(e, st, layer, idx);
+          if (t_ > 1 && p_.sequence_parallel &&
+              st.gathers_input) {  // Megatron re-gathers for wgrad
+            Op ag = comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
+                         st.op.m * m_.hidden, dt_, layer);
+            // Transformer Engine's bulk overlap: the wgrad input's all-gather beside the dgrad.
+            if (p_.tp_comm_overlap)
+              beside_wgrad = e.with_next(ag);
+            else
+              e.chain(ag);
+          }
           std::uint32_t i = e.chain(st.op);
+          if (st.op.compute == ComputeClass::gemm) {
+            gemm_deps = e.last_deps();
+            if (beside != kNoOp) e.need(std::exchange(beside, kNoOp));
+          }
+          if (beside_wgrad != kNoOp) e.need(std::exchange(beside_wgrad, kNoOp));
           Op& op = e.edit(i);
           op.layer = layer;
           op.flops *= 2;  // data gradient and weight (or second input) gradient
@@ -833,15 +899,28 @@ class Builder {
           break;
         }
         case StepKind::tp_enter:
-          if (t_ > 1)
-            e.chain(comm(p_.sequence_parallel ? "sp_reduce_scatter" : "tp_all_reduce",
-                         p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                         CommGroup::tensor, t_, st.tp_elements, dt_, layer));
+          if (t_ > 1) {
+            Op out =
+                comm(p_.sequence_parallel ? "sp_reduce_scatter" : "tp_all_reduce",
+                     p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                     CommGroup::tensor, t_, st.tp_elements, dt_, layer);
+            // The dgrad's reduce-scatter beside the GEMM that produced it (this step's
+            // successor in forward order, chained last but for its FP8 cast's backward).
+            if (gemm_follows(prog, idx + 1, false) && !gemm_deps.empty())
+              e.need(e.with(out, gemm_deps));
+            else
+              e.chain(out);
+          }
           break;
         case StepKind::tp_exit:
-          if (t_ > 1 && p_.sequence_parallel)
-            e.chain(comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
-                         st.tp_elements, dt_, layer));
+          if (t_ > 1 && p_.sequence_parallel) {
+            Op ag = comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
+                         st.tp_elements, dt_, layer);
+            if (idx > 0 && is_tp_gemm(prog, idx - 1, false))
+              beside = e.with_next(ag);
+            else
+              e.chain(ag);
+          }
           break;
         default:
           emit_moe_cp(e, st, layer, true);

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -465,6 +467,97 @@ TEST(Presets, H200AndGb200Nvl72) {
   Scenario sc = scenario("llama3-70b", "gb200-nvl72", p);
   EXPECT_EQ(sc.plan.dp, 9);
   EXPECT_EQ(sc.nodes, 1);
+}
+
+// --tp-comm-overlap (Megatron-Core / Transformer Engine userbuffers): the same collectives and
+// bytes as without it; each sequence-parallel all-gather waits for what its GEMM waits for and
+// each reduce-scatter for what its (row-parallel) GEMM waited for, so the two start together,
+// and the op after the GEMM waits for both. In the simulated timeline each forward all-gather
+// is called when its GEMM's FP8 input cast starts (its causal start is later by the wait for
+// the slowest peer), and the iteration saves at most the tensor-parallel communication.
+TEST(TpCommOverlap, CollectivesRunBesideTheirGemms) {
+  PlanInput p = plan(8, 4, 1, 1, 8);
+  p.sequence_parallel = true;
+  p.fp8 = true;
+  const Scenario off = scenario("llama3-8b", "dgx-h100", p);
+  p.tp_comm_overlap = true;
+  const Scenario on = scenario("llama3-8b", "dgx-h100", p);
+  ASSERT_TRUE(on.plan.tp_comm_overlap);
+  const Workload w_off = build_workload(off), w_on = build_workload(on);
+  auto comms = [](const OpList& l) {
+    std::vector<std::tuple<std::string, int, int, double>> v;
+    for (const Op& o : l.ops())
+      if (o.kind == OpKind::comm)
+        v.emplace_back(std::string(o.name), static_cast<int>(o.collective),
+                       static_cast<int>(o.group), o.bytes);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const Chunk& c_off = w_off.roles[0].chunks[0];
+  const Chunk& c_on = w_on.roles[0].chunks[0];
+  EXPECT_EQ(comms(c_on.forward), comms(c_off.forward));
+  EXPECT_EQ(comms(c_on.backward), comms(c_off.backward));
+
+  auto deps = [](const OpList& l, std::uint32_t i) {
+    auto d = l.deps_of(i);
+    return std::vector<std::uint32_t>(d.begin(), d.end());
+  };
+  auto waits_for = [&](const OpList& l, std::uint32_t op, std::uint32_t on_op) {
+    auto d = deps(l, op);
+    return std::find(d.begin(), d.end(), on_op) != d.end();
+  };
+  int gathers = 0, scatters = 0;
+  const OpList& f = c_on.forward;
+  const auto& ops = f.ops();
+  for (std::uint32_t i = 0; i + 3 < ops.size(); ++i) {
+    if (ops[i].name == "sp_all_gather" && ops[i].layer >= 0) {  // before a block GEMM's cast
+      ASSERT_EQ(ops[i + 1].name, "fp8_cast");
+      ASSERT_EQ(ops[i + 2].compute, ComputeClass::gemm) << ops[i + 2].name;
+      EXPECT_EQ(deps(f, i), deps(f, i + 1)) << ops[i + 2].name;
+      EXPECT_FALSE(waits_for(f, i + 2, i)) << ops[i + 2].name;
+      EXPECT_TRUE(waits_for(f, i + 3, i)) << ops[i + 3].name;
+      ++gathers;
+    } else if (ops[i].name == "sp_reduce_scatter" && i > 0 &&
+               ops[i - 1].compute == ComputeClass::gemm) {  // just after its GEMM
+      EXPECT_EQ(deps(f, i), deps(f, i - 1)) << ops[i - 1].name;
+      EXPECT_TRUE(waits_for(f, i + 1, i)) << ops[i + 1].name;
+      ++scatters;
+    }
+  }
+  // Two of each per block: before QKV and MLP-in, after attention-out and MLP-out.
+  EXPECT_EQ(gathers, 2 * c_on.layers);
+  EXPECT_EQ(scatters, 2 * c_on.layers);
+
+  SimOptions o;
+  o.timeline = true;
+  const Prediction p_on = simulate(w_on, o), p_off = simulate(w_off, o);
+  const Timeline& t = p_on.timeline;
+  int paired = 0;
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const Event& ag = t.events[i];
+    if (ag.rank != 0 || t.name(ag) != "sp_all_gather" || ag.microbatch != 0) continue;
+    for (const Event& g : t.events)
+      if (g.rank == 0 && g.microbatch == 0 && g.layer == ag.layer && g.kind == EventKind::compute &&
+          t.name(g) == "fp8_cast" && std::abs(g.start - (ag.start - ag.wait)) < 1e-12)
+        ++paired;  // the cast of QKV's or MLP-in's input, then the GEMM, beside the all-gather
+  }
+  EXPECT_GE(paired, 2 * c_on.layers);  // forward; backward gathers pair with the dgrad GEMMs
+  const double tensor = p_off.mean.by_group[CommGroup::tensor].total;
+  EXPECT_LT(p_on.iteration_time, p_off.iteration_time);
+  EXPECT_GE(p_on.iteration_time, p_off.iteration_time - tensor - 1e-12);
+  EXPECT_LT(p_on.mean.by_group[CommGroup::tensor].exposed,
+            p_off.mean.by_group[CommGroup::tensor].exposed);
+}
+
+// Megatron-LM's own rule: no overlap without sequence parallelism; with TP 1 it is switched off.
+TEST(TpCommOverlap, NeedsSequenceParallelism) {
+  PlanInput p = plan(8, 2, 1, 1);
+  p.tp_comm_overlap = true;
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", p)
+                .find("--tp-comm-overlap: expected --sequence-parallel with it"),
+            std::string::npos);
+  p.tp = 1;
+  EXPECT_FALSE(scenario("llama3-8b", "dgx-h100", p).plan.tp_comm_overlap);
 }
 
 #ifdef COMMSCOPE_BIN

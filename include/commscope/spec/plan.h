@@ -136,6 +136,10 @@ struct ParallelPlan {
   // Transformer Engine FP8: the GEMMs run on the FP8 tensor cores (the system's fp8 peak),
   // each GEMM's inputs cast to FP8 (memory-bound casts); everything else stays in `precision`.
   bool fp8 = false;
+  // Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers; needs sequence
+  // parallelism): each sequence-parallel all-gather and reduce-scatter runs beside the GEMM it
+  // feeds or drains instead of before or after it (docs/workload.md, "TP communication overlap").
+  bool tp_comm_overlap = false;
   // Megatron-Core --cpu-offloading with --cpu-offloading-num-layers N (activations only, as
   // Transformer Engine's CPU offload context does it): the saved activations of the first N
   // transformer layers go to host memory after each layer's forward and come back before its
@@ -220,7 +224,7 @@ struct PlanInput {
   std::optional<int> powersgd_rank;
   // modern training (issue 15)
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
-  std::optional<bool> fp8;
+  std::optional<bool> fp8, tp_comm_overlap;
   std::optional<int> cpu_offload_layers;
   std::optional<std::vector<int>> stage_layers;              // --pipeline-stage-layers
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
