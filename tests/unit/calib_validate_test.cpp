@@ -968,9 +968,14 @@ TEST(ValidateCorpus, H100CalibrationIsTheFitOnItsFitRows) {
   expect_calibration_is_the_fit_on_its_fit_rows("dgx-h100", 15, false);
 }
 
+// gb200-nvl72 (2026-11-27): its 3 predictable fit rows (t117, t123, t126).
+TEST(ValidateCorpus, Gb200CalibrationIsTheFitOnItsFitRows) {
+  expect_calibration_is_the_fit_on_its_fit_rows("gb200-nvl72", 3, false);
+}
+
 // What the shipped presets reach on the held-out half (docs/validate.md, last section): issue
 // 11's bounds (ZeRO-3 and FSDP rows within 15%, Megatron rows within 10%, the error not growing
-// with the GPU count) and issue 15's for the H100 runs it added (t107-t131: within 10-15%).
+// with the GPU count) and issue 15's for the H100 and GB200 runs it added (within 10-15%).
 TEST(ValidateCorpus, HeldOutHalfWithinTheIssuesBounds) {
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
@@ -987,6 +992,7 @@ TEST(ValidateCorpus, HeldOutHalfWithinTheIssuesBounds) {
     if (g == "megatron/3d") errors["megatron"].push_back(e);
     if (p.id >= "t107" && p.workload.scenario.system.name == "dgx-h100")
       errors["issue15-h100"].push_back(e);
+    if (p.workload.scenario.system.name == "gb200-nvl72") errors["issue15-gb200"].push_back(e);
     const int gpus = p.workload.scenario.gpus();
     errors[gpus <= 64 ? "gpus<=64" : gpus <= 512 ? "gpus65-512" : "gpus>512"].push_back(e);
   }
@@ -996,6 +1002,8 @@ TEST(ValidateCorpus, HeldOutHalfWithinTheIssuesBounds) {
   EXPECT_LE(summarize(errors["zero3+fsdp"]).mape, 0.15);
   EXPECT_LE(summarize(errors["megatron"]).mape, 0.10);
   EXPECT_LE(summarize(errors["issue15-h100"]).mape, 0.15);
+  ASSERT_EQ(errors["issue15-gb200"].size(), 2u);
+  EXPECT_LE(summarize(errors["issue15-gb200"]).mape, 0.15);
   // Not growing with scale: the larger bands are no worse than the smallest.
   const double small = summarize(errors["gpus<=64"]).mape;
   EXPECT_LE(summarize(errors["gpus65-512"]).mape, small + 0.05);
