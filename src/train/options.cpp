@@ -155,6 +155,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
                   "and predict model them)");
   // Modern-training plan fields (issue 15) the CPU trainer cannot honour.
   if (p.fp8 && *p.fp8) return Error{"--fp8: the CPU trainer computes in fp32 (no FP8 GEMMs)"};
+  if (p.tp_comm_overlap && *p.tp_comm_overlap)
+    return Error{
+        "--tp-comm-overlap: the CPU trainer runs each tensor-parallel collective between its "
+        "GEMMs (describe and predict model the overlap)"};
   if (p.attention && *p.attention == AttentionKernel::flash)
     return Error{
         "--attention: expected standard: the CPU trainer runs the unfused attention, got "

@@ -76,6 +76,7 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
            {{"--cp", "2"}, "--context-parallel-size"},
            {{"--ep", "2"}, "--expert-model-parallel-size"},
+           {{"--tp", "2", "--sequence-parallel", "--tp-comm-overlap"}, "--tp-comm-overlap"},
            {{"--zero", "0,1"}, "combinations"}}) {
     auto o = parse(args, nullptr);
     ASSERT_FALSE(o.ok()) << flag;
