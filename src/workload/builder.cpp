@@ -869,7 +869,9 @@ class Builder {
               st.gathers_input) {  // Megatron re-gathers for wgrad
             Op ag = comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
                          st.op.m * m_.hidden, dt_, layer);
-            // Transformer Engine's bulk overlap: the wgrad input's all-gather beside the dgrad.
+            // The wgrad input's all-gather beside the GEMM's backward: Transformer Engine's
+            // bulk overlap for the block GEMMs; the LM head's (Megatron-Core's own
+            // ColumnParallelLinear) is launched asynchronously before its dgrad as well.
             if (p_.tp_comm_overlap)
               beside_wgrad = e.with_next(ag);
             else
