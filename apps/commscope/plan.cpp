@@ -24,6 +24,7 @@ Verb add_plan(CLI::App& app) {
     std::int64_t global_batch = 0, seq_length = 0;
     std::string precision, objective = "time", html, framework;
     bool fixed_global_batch = false;
+    bool fp8 = false, tp_comm_overlap = false;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     std::vector<int> zero;
     std::vector<std::int64_t> micro_batch;
@@ -58,6 +59,12 @@ Verb add_plan(CLI::App& app) {
                 "global batch)");
   cmd->add_option("--seq-length", st->seq_length, "tokens per sample [the model's]");
   cmd->add_option("--precision", st->precision, "fp32|fp16|bf16 [bf16]");
+  cmd->add_flag(
+      "--fp8", st->fp8,
+      "Transformer Engine FP8 GEMMs in every plan (the system's fp8 peak; docs/workload.md)");
+  cmd->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
+                "every plan with sequence parallelism overlaps its TP all-gathers and "
+                "reduce-scatters with its GEMMs (Megatron-Core --tp-comm-overlap)");
   cmd->add_option("--framework", st->framework,
                   "whose collective pattern every plan follows: megatron|deepspeed|fsdp (the "
                   "same as --frameworks with that one) [the --frameworks list]");
@@ -157,6 +164,14 @@ Verb add_plan(CLI::App& app) {
                 fmt::format("--precision: expected fp32, fp16 or bf16, got '{}'", st->precision));
           base.precision = *p;
         }
+        if (st->fp8) {
+          if (base.precision == Precision::fp32)
+            return fail(
+                "--fp8: expected bf16 or fp16 mixed precision around the FP8 GEMMs, got "
+                "--precision fp32");
+          base.fp8 = true;
+        }
+        if (st->tp_comm_overlap) base.tp_comm_overlap = true;
         if (!st->framework.empty()) {
           auto f = framework_from_name(st->framework);
           if (!f)
@@ -199,6 +214,10 @@ Verb add_plan(CLI::App& app) {
           for (const auto& net_name : networks) {
             auto sys = load_system(sys_name);
             if (!sys) return fail(sys.error().message);
+            if (base.fp8.value_or(false) && sys->gpu.peak.fp8.value() <= 0)
+              return fail(fmt::format(
+                  "--fp8: expected systems with an FP8 peak (H100 or later), got {} ({})", sys_name,
+                  sys->gpu.name));
             auto net = load_network(net_name.empty() ? sys->network : net_name);
             if (!net) return fail(net.error().message);
             search::SearchSpace s;

@@ -87,6 +87,8 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.global_batch = p.global_batch;
   in.recompute = p.recompute;
   in.sequence_parallel = p.sequence_parallel;
+  // --tp-comm-overlap applies where Megatron-LM allows it: TP > 1 with sequence parallelism.
+  if (base.tp_comm_overlap.value_or(false)) in.tp_comm_overlap = p.sequence_parallel && p.tp > 1;
   in.schedule = p.schedule;
   in.rank_order = p.rank_order;
   in.cp = p.cp;

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -151,6 +152,49 @@ TEST_F(PlanCli, FrameworksAndMemoryHeadroom) {
 }
 
 // Bad input: one line on stderr naming the flag, exit status 2, nothing on stdout, no file.
+// --tp-comm-overlap applies to the plans where Megatron-LM allows it (TP > 1 with sequence
+// parallelism): those are no slower than without it and some are faster; the others are
+// unchanged. --fp8 needs an FP8 peak on every searched system.
+TEST_F(PlanCli, TpCommOverlapAndFp8ReachThePlans) {
+  const std::string space =
+      "--model gpt2-medium --system dgx-h100 --gpus 16 --global-batch-size 64 --fixed-global-batch "
+      "--top 400 --format json ";
+  auto times = [&](const std::string& extra) {
+    Outcome r = run(space + extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::map<std::string, std::pair<double, bool>> t;  // plan -> (time, TP > 1 with SP)
+    const auto plans = nlohmann::json::parse(r.out)["plans"];
+    for (const auto& p : plans)
+      t[p["plan"].get<std::string>()] = {
+          p["iteration_time_s"].get<double>(),
+          p["tp"].get<int>() > 1 && p["sequence_parallel"].get<bool>()};
+    return t;
+  };
+  const auto off = times(""), on = times("--tp-comm-overlap");
+  int faster = 0, same = 0;
+  for (const auto& [plan, v] : on) {
+    auto it = off.find(plan);
+    if (it == off.end()) continue;
+    if (v.second) {
+      EXPECT_LE(v.first, it->second.first * (1 + 1e-12)) << plan;
+      faster += v.first < it->second.first * (1 - 1e-9);
+    } else {
+      EXPECT_DOUBLE_EQ(v.first, it->second.first) << plan;
+      ++same;
+    }
+  }
+  EXPECT_GT(faster, 0);
+  EXPECT_GT(same, 0);
+  const auto fp8 = times("--fp8");
+  ASSERT_FALSE(fp8.empty());
+  EXPECT_LT(fp8.begin()->second.first, off.at(fp8.begin()->first).first);
+  Outcome bad = run("--model gpt2-medium --gpus 8 --fp8");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err,
+            "commscope: --fp8: expected systems with an FP8 peak (H100 or later), got "
+            "polaris (A100-SXM4-40GB)\n");
+}
+
 TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
   const fs::path out = dir_ / "never.json";
   for (auto [args, flag] : std::vector<std::pair<std::string, std::string>>{
