@@ -464,6 +464,25 @@ struct ThreadGroup {
   }
 };
 
+// The whole model's loss and gradients on random parameters (from `param_seed`) and tokens
+// (from `token_seed`): what the parallel parts must reproduce.
+struct Reference {
+  std::vector<double> params, grads;
+  Tokens tok;
+  double loss = 0;
+};
+Reference reference(const T5Config& c, int B, std::uint64_t param_seed, std::uint64_t token_seed) {
+  std::mt19937_64 rng(param_seed);
+  T5<double> whole(c, B);
+  Reference r;
+  r.params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
+  r.tok = random_tokens(c, B, token_seed);
+  r.loss = whole.forward(r.params.data(), r.tok.enc.data(), r.tok.dec.data(), r.tok.tgt.data());
+  r.grads.assign(r.params.size(), 0.0);
+  whole.backward(r.params.data(), r.grads.data());
+  return r;
+}
+
 // Tensor parallelism without MPI: two ranks on two threads, their all-reduces summed (or
 // maximised) through shared memory, in double. Each rank's loss is the whole model's and its
 // gradients are the slice (from_full) of the whole model's gradients; the calls are the
@@ -475,13 +494,8 @@ TEST(T5TensorParallel, TwoRanksGiveTheModelsLossAndGradients) {
   c.ffn = 12;
   c.vocab = 12;
   const int B = 2, kTp = 2;
-  std::mt19937_64 rng(8);
-  T5<double> whole(c, B);
-  auto params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
-  const Tokens tok = random_tokens(c, B, 9);
-  const double loss = whole.forward(params.data(), tok.enc.data(), tok.dec.data(), tok.tgt.data());
-  std::vector<double> grads(params.size(), 0.0);
-  whole.backward(params.data(), grads.data());
+  const Reference ref = reference(c, B, 8, 9);
+  const auto& [params, grads, tok, loss] = ref;
 
   ThreadGroup<double> group(kTp);
   const auto& calls = group.calls;
@@ -612,13 +626,8 @@ void check_pipeline_split(int tp) {
   c.encoder_layers = 2;
   c.vocab = 12;
   const int B = 2;
-  std::mt19937_64 rng(10);
-  T5<double> whole(c, B);
-  auto params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
-  const Tokens tok = random_tokens(c, B, 11);
-  const double loss = whole.forward(params.data(), tok.enc.data(), tok.dec.data(), tok.tgt.data());
-  std::vector<double> grads(params.size(), 0.0);
-  whole.backward(params.data(), grads.data());
+  const Reference ref = reference(c, B, 10, 11);
+  const auto& [params, grads, tok, loss] = ref;
 
   ThreadGroup<double> group(tp);
   auto rank = [&](int r) {
@@ -965,13 +974,8 @@ void check_sequence_parallel(bool split) {
   c.encoder_layers = 2;
   c.vocab = 12;
   const int B = 2, kTp = 2;
-  std::mt19937_64 rng(12);
-  T5<double> whole(c, B);
-  auto params = random_vec(static_cast<std::size_t>(whole.layout().total()), rng, 0.3);
-  const Tokens tok = random_tokens(c, B, 13);
-  const double loss = whole.forward(params.data(), tok.enc.data(), tok.dec.data(), tok.tgt.data());
-  std::vector<double> grads(params.size(), 0.0);
-  whole.backward(params.data(), grads.data());
+  const Reference ref = reference(c, B, 12, 13);
+  const auto& [params, grads, tok, loss] = ref;
 
   ThreadGroup<double> group(kTp);
   std::vector<double> losses(kTp);
