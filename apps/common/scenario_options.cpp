@@ -328,6 +328,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--cp,--context-parallel-size", o.cp,
                  "context-parallel size: each sequence split over CP ranks, ring attention [1]")
       ->group(g_moe);
+  cmd.add_option("--cp-comm-type", o.cp_comm_type,
+                 "how CP exchanges K and V: p2p (ring beside the attention blocks) | all_gather "
+                 "(all-gather before attention, reduce-scatter of dK and dV after) [p2p]")
+      ->group(g_moe);
   cmd.add_option("--ep,--expert-model-parallel-size", o.ep,
                  "expert-parallel size: a MoE layer's experts split over EP ranks [1]")
       ->group(g_moe);
@@ -506,6 +510,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       return {};
     };
     CS_RETURN_IF_ERROR(whole("--context-parallel-size", o.cp, flags.cp));
+    CS_RETURN_IF_ERROR(named_value("--cp-comm-type", o.cp_comm_type, cp_comm_type_from_name,
+                                   "p2p or all_gather", flags.cp_comm_type));
     CS_RETURN_IF_ERROR(whole("--expert-model-parallel-size", o.ep, flags.ep));
     CS_RETURN_IF_ERROR(whole("--expert-tensor-parallel-size", o.expert_tp, flags.expert_tp));
     CS_RETURN_IF_ERROR(

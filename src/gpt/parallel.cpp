@@ -68,10 +68,41 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
         "--sequence-parallel: expected a sequence length ({}) divisible by the tensor-parallel "
         "size {}",
         cfg.seq, s.tp)};
+  if (s.cp < 1 || s.cp_rank < 0 || s.cp_rank >= s.cp)
+    return Error{fmt::format("--context-parallel-size: expected a positive size, got {}", s.cp)};
+  if (s.cp > 1 && cfg.arch != ModelArch::gpt)
+    return Error{fmt::format(
+        "--context-parallel-size: expected 1 for BERT (the trainer's context parallelism is "
+        "causal GPT's), got {}",
+        s.cp)};
+  if (s.cp > 1 && cfg.seq % (2 * s.cp) != 0)
+    return Error{fmt::format(
+        "--context-parallel-size: expected 2 x CP to divide the sequence length {} "
+        "(load-balanced causal chunks, as Megatron-LM requires), got {}",
+        cfg.seq, s.cp)};
+  if (s.cp > 1 && s.sequence_parallel && s.tp > 1 && (cfg.seq / s.cp) % s.tp != 0)
+    return Error{fmt::format(
+        "--sequence-parallel: expected each context-parallel rank's {} positions divisible by "
+        "the tensor-parallel size {}",
+        cfg.seq / s.cp, s.tp)};
   if (s.layers < 1 || s.first_layer < 0 || s.first_layer + s.layers > cfg.layers)
     return Error{fmt::format("internal: blocks [{}, {}) outside the model's {}", s.first_layer,
                              s.first_layer + s.layers, cfg.layers)};
   return ok_status();
+}
+
+std::vector<int> context_positions(int seq, int cp, int cp_rank) {
+  std::vector<int> pos(static_cast<std::size_t>(seq / cp));
+  if (cp == 1) {
+    for (int i = 0; i < seq; ++i) pos[static_cast<std::size_t>(i)] = i;
+    return pos;
+  }
+  const int c = seq / (2 * cp);  // chunk length; this rank's chunks cp_rank and 2 cp - 1 - it
+  for (int j = 0; j < c; ++j) {
+    pos[static_cast<std::size_t>(j)] = cp_rank * c + j;
+    pos[static_cast<std::size_t>(c + j)] = (2 * cp - 1 - cp_rank) * c + j;
+  }
+  return pos;
 }
 
 // ---- ShardLayout ----
@@ -206,14 +237,21 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
       heads_l_(cfg.heads / s.tp),
       vocab_l_(cfg.vocab / s.tp) {
   CS_CHECK(batch >= 1 && slots >= 1);
-  const std::size_t n = static_cast<std::size_t>(batch) * cfg.seq;
+  seq_l_ = cfg.seq / s.cp;
+  pos_ = context_positions(cfg.seq, s.cp, s.cp_rank);
+  for (int r = 0; r < s.cp; ++r) {
+    const std::vector<int> p = context_positions(cfg.seq, s.cp, r);
+    kpos_.insert(kpos_.end(), p.begin(), p.end());
+  }
+  const std::size_t n = static_cast<std::size_t>(batch) * seq_l_;  // rows: local positions
   const std::size_t c = cfg.hidden, cl = static_cast<std::size_t>(hl_);
   sp_ = s.sequence_parallel && s.tp > 1;
   bert_ = cfg.arch == ModelArch::bert;
   // Rows of the residual stream on this rank: a sequence shard under sequence parallelism.
   const std::size_t r = sp_ ? n / static_cast<std::size_t>(s.tp) : n;
   rows_l_ = static_cast<std::int64_t>(r);
-  const std::size_t att = static_cast<std::size_t>(batch) * heads_l_ * cfg.seq * cfg.seq;
+  // Scores of this rank's queries against every key of their sequences.
+  const std::size_t att = static_cast<std::size_t>(batch) * heads_l_ * seq_l_ * cfg.seq;
   slots_.resize(static_cast<std::size_t>(slots));
   for (Slot& sl : slots_) {
     sl.tokens.resize(n);
@@ -265,6 +303,11 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   datty_.resize(n * cl);
   dfch_.resize(4 * n * cl);
   dfch_gelu_.resize(4 * n * cl);
+  if (s.cp > 1) {
+    kv_l_.resize(2 * n * cl);
+    kv_all_.resize(2 * n * cl * static_cast<std::size_t>(s.cp));
+    dkv_all_.resize(kv_all_.size());
+  }
 }
 
 template <class F>
@@ -319,11 +362,19 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
                         const float* input, const std::int32_t* targets) {
   Slot& s = slots_[static_cast<std::size_t>(slot)];
   const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
-  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq;
+  const std::int64_t rows = static_cast<std::int64_t>(nb) * seq_l_;
+  // Local row i: sequence i / seq_l_ at position pos_[i % seq_l_].
+  auto global_row = [&](std::int64_t i) {
+    return i / seq_l_ * seq + pos_[static_cast<std::size_t>(i % seq_l_)];
+  };
+  auto position = [&](std::int64_t i) {
+    return static_cast<std::int64_t>(pos_[static_cast<std::size_t>(i % seq_l_)]);
+  };
   if (s_.embedding) {
     for (std::int64_t i = 0; i < rows; ++i) {
-      CS_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab);
-      s.tokens[static_cast<std::size_t>(i)] = tokens[i];
+      const std::int32_t tok = tokens[global_row(i)];
+      CS_CHECK(tok >= 0 && tok < cfg_.vocab);
+      s.tokens[static_cast<std::size_t>(i)] = tok;
     }
     const float* wte = params + layout_.embedding().offset;
     const float* wpe = wte + static_cast<std::int64_t>(vocab_l_) * ch;
@@ -331,14 +382,22 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
     const float* wtt = wpe + static_cast<std::int64_t>(cfg_.max_positions) * ch;
     float* raw = bert_ ? s.emb.data() : s.input.data();
     auto add_types = [&](float* out, std::int64_t i) {
-      const int t = token_type(static_cast<int>(i % seq), seq, cfg_.type_vocab);
+      const int t = token_type(static_cast<int>(position(i)), seq, cfg_.type_vocab);
       if (!bert_ || t < 0) return;
       const float* q = wtt + static_cast<std::int64_t>(t) * ch;
       for (int c = 0; c < ch; ++c) out[c] += q[c];
     };
     if (s_.tp == 1) {
       timed("embedding", kEmbeddingLayer, false, 0, [&] {
-        encoder_forward(raw, s.tokens.data(), wte, wpe, nb, seq, ch);
+        if (s_.cp == 1) {
+          encoder_forward(raw, s.tokens.data(), wte, wpe, nb, seq, ch);
+        } else {
+          for (std::int64_t i = 0; i < rows; ++i) {
+            const float* w = wte + static_cast<std::int64_t>(s.tokens[static_cast<std::size_t>(i)]) * ch;
+            const float* p = wpe + position(i) * ch;
+            for (int c = 0; c < ch; ++c) raw[i * ch + c] = w[c] + p[c];
+          }
+        }
         for (std::int64_t i = 0; i < rows; ++i) add_types(raw + i * ch, i);
       });
     } else {
@@ -358,7 +417,7 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
           else
             std::fill(out, out + ch, 0.0f);
           if (add_positions) {
-            const float* p = wpe + (i % seq) * ch;
+            const float* p = wpe + position(i) * ch;
             for (int c = 0; c < ch; ++c) out[c] += p[c];
             add_types(out, i);
           }
@@ -370,7 +429,7 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
         reduce(raw, rows * ch, false, "tp_all_reduce", kEmbeddingLayer);
         for (std::int64_t i = 0; i < rows; ++i) {
           float* out = raw + i * ch;
-          const float* p = wpe + (i % seq) * ch;
+          const float* p = wpe + position(i) * ch;
           for (int c = 0; c < ch; ++c) out[c] += p[c];
           add_types(out, i);
         }
@@ -393,19 +452,20 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
   s.counted = 0;
   for (std::int64_t i = 0; i < rows; ++i) {
     // BERT's unmasked positions carry kIgnoreTarget: no loss.
-    CS_CHECK(targets[i] >= (bert_ ? kIgnoreTarget : 0) && targets[i] < cfg_.vocab);
-    s.targets[static_cast<std::size_t>(i)] = targets[i];
-    s.counted += targets[i] >= 0 ? 1 : 0;
+    const std::int32_t tgt = targets[global_row(i)];
+    CS_CHECK(tgt >= (bert_ ? kIgnoreTarget : 0) && tgt < cfg_.vocab);
+    s.targets[static_cast<std::size_t>(i)] = tgt;
+    s.counted += tgt >= 0 ? 1 : 0;
   }
   return forward_head(s, params + layout_.lm_head_weight().offset, params + layout_.head().offset);
 }
 
 void GptShard::forward_block(Slot& s, int l, const float* block) {
-  const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
+  const int nb = batch_, seq = seq_l_, ch = cfg_.hidden;
   const int cl = hl_, nh = heads_l_;
   const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
   const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
-  const double attn_flops = 2.0 * nb * seq * static_cast<double>(seq) * cl;
+  const double attn_flops = 2.0 * nb * seq * static_cast<double>(cfg_.seq) * cl;
   const LocalBlock o(ch, s_.tp);
   const bool split = s_.tp > 1;
   BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
@@ -431,13 +491,17 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
   timed("qkv", l, false, 2 * fn * fc * 3 * fcl, [&] {
     matmul_forward(a.qkv.data(), x1, block + o.qkv_w, block + o.qkv_b, rows, ch, 3 * cl);
   });
-  timed("attn_scores", l, false, attn_flops,
-        [&] { attention_scores_forward(a.att.data(), a.qkv.data(), nb, seq, cl, nh, !bert_); });
-  timed("softmax", l, false, 0,
-        [&] { attention_softmax_forward(a.att.data(), nb, seq, nh, !bert_); });
-  timed("attn_values", l, false, attn_flops, [&] {
-    attention_values_forward(a.atty.data(), a.att.data(), a.qkv.data(), nb, seq, cl, nh, !bert_);
-  });
+  if (s_.cp > 1) {
+    cp_attention_forward(a, l);
+  } else {
+    timed("attn_scores", l, false, attn_flops,
+          [&] { attention_scores_forward(a.att.data(), a.qkv.data(), nb, seq, cl, nh, !bert_); });
+    timed("softmax", l, false, 0,
+          [&] { attention_softmax_forward(a.att.data(), nb, seq, nh, !bert_); });
+    timed("attn_values", l, false, attn_flops, [&] {
+      attention_values_forward(a.atty.data(), a.att.data(), a.qkv.data(), nb, seq, cl, nh, !bert_);
+    });
+  }
   timed("attn_out", l, false, 2 * fn * fcl * fc, [&] {
     matmul_forward(tmp_.data(), a.atty.data(), block + o.attn_out_w,
                    split ? nullptr : block + o.attn_out_b, rows, cl, ch);
@@ -463,7 +527,7 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
 
 float GptShard::forward_head(Slot& s, const float* wte, const float* lnf) {
   const int ch = cfg_.hidden, vl = vocab_l_;
-  const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
+  const std::int64_t rows = static_cast<std::int64_t>(batch_) * seq_l_;
   const float* x = s.blocks.back().res3.data();
   if (!bert_)  // BERT has no final norm: the LM head reads the last block's output
     timed("final_norm", kHeadLayer, false, 0, [&] {
@@ -537,7 +601,7 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
     if (on_done) on_done(total - offset);
   };
   const int ch = cfg_.hidden;
-  const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
+  const std::int64_t rows = static_cast<std::int64_t>(batch_) * seq_l_;
   if (s_.head) {
     const Range w = layout_.lm_head_weight(), h = layout_.head();
     backward_head(s, params + w.offset, params + h.offset, grads + w.offset, grads + h.offset);
@@ -555,8 +619,11 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
     float* d_wte = grads + layout_.embedding().offset;
     float* d_wpe = d_wte + static_cast<std::int64_t>(vocab_l_) * ch;
     float* d_wtt = d_wpe + static_cast<std::int64_t>(cfg_.max_positions) * ch;
+    auto position = [&](std::int64_t i) {
+      return static_cast<std::int64_t>(pos_[static_cast<std::size_t>(i % seq_l_)]);
+    };
     auto types_grad = [&](const float* g, std::int64_t i) {
-      const int t = token_type(static_cast<int>(i % seq), seq, cfg_.type_vocab);
+      const int t = token_type(static_cast<int>(position(i)), seq, cfg_.type_vocab);
       if (!bert_ || t < 0) return;
       float* d = d_wtt + static_cast<std::int64_t>(t) * ch;
       for (int c = 0; c < ch; ++c) d[c] += g[c];
@@ -573,7 +640,16 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
     }
     if (s_.tp == 1) {
       timed("embedding", kEmbeddingLayer, true, 0, [&] {
-        encoder_backward(d_wte, d_wpe, dres_.data(), s.tokens.data(), batch_, seq, ch);
+        if (s_.cp == 1) {
+          encoder_backward(d_wte, d_wpe, dres_.data(), s.tokens.data(), batch_, seq, ch);
+        } else {
+          for (std::int64_t i = 0; i < rows; ++i) {
+            const float* g = dres_.data() + i * ch;
+            float* dw = d_wte + static_cast<std::int64_t>(s.tokens[static_cast<std::size_t>(i)]) * ch;
+            float* dp = d_wpe + position(i) * ch;
+            for (int c = 0; c < ch; ++c) dw[c] += g[c], dp[c] += g[c];
+          }
+        }
         for (std::int64_t i = 0; i < rows; ++i) types_grad(dres_.data() + i * ch, i);
       });
     } else {
@@ -590,7 +666,7 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
             float* d = d_wte + static_cast<std::int64_t>(tok) * ch;
             for (int c = 0; c < ch; ++c) d[c] += g[c];
           }
-          float* dp = d_wpe + (i % seq) * ch;
+          float* dp = d_wpe + position(i) * ch;
           for (int c = 0; c < ch; ++c) dp[c] += g[c];
           types_grad(g, i);
         }
@@ -603,7 +679,7 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
 void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float* d_wte,
                              float* d_lnf) {
   const int ch = cfg_.hidden, vl = vocab_l_;
-  const std::int64_t rows = static_cast<std::int64_t>(batch_) * cfg_.seq;
+  const std::int64_t rows = static_cast<std::int64_t>(batch_) * seq_l_;
   if (s_.tp == 1) {
     timed("cross_entropy", kHeadLayer, true, 0, [&] {
       crossentropy_backward(s.probs.data(), s.probs.data(), s.targets.data(), rows, vl);
@@ -650,11 +726,11 @@ void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float*
 }
 
 void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block) {
-  const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
+  const int nb = batch_, seq = seq_l_, ch = cfg_.hidden;
   const int cl = hl_, nh = heads_l_;
   const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
   const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
-  const double attn_flops = 4.0 * nb * seq * static_cast<double>(seq) * cl;
+  const double attn_flops = 4.0 * nb * seq * static_cast<double>(cfg_.seq) * cl;
   const LocalBlock o(ch, s_.tp);
   const BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
   const float* inp = block_input(s, l);
@@ -709,16 +785,20 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
     matmul_backward(datty_.data(), d_block + o.attn_out_w, sp_ ? nullptr : d_block + o.attn_out_b,
                     dtmp_.data(), a.atty.data(), block + o.attn_out_w, rows, cl, ch);
   });
-  timed("attn_values", l, true, attn_flops, [&] {
-    zero(dqkv_);
-    attention_values_backward(datt_.data(), dqkv_.data(), datty_.data(), a.att.data(), a.qkv.data(),
-                              nb, seq, cl, nh, !bert_);
-  });
-  timed("softmax", l, true, 0,
-        [&] { attention_softmax_backward(datt_.data(), a.att.data(), nb, seq, nh, !bert_); });
-  timed("attn_scores", l, true, attn_flops, [&] {
-    attention_scores_backward(dqkv_.data(), datt_.data(), a.qkv.data(), nb, seq, cl, nh, !bert_);
-  });
+  if (s_.cp > 1) {
+    cp_attention_backward(a, l);
+  } else {
+    timed("attn_values", l, true, attn_flops, [&] {
+      zero(dqkv_);
+      attention_values_backward(datt_.data(), dqkv_.data(), datty_.data(), a.att.data(),
+                                a.qkv.data(), nb, seq, cl, nh, !bert_);
+    });
+    timed("softmax", l, true, 0,
+          [&] { attention_softmax_backward(datt_.data(), a.att.data(), nb, seq, nh, !bert_); });
+    timed("attn_scores", l, true, attn_flops, [&] {
+      attention_scores_backward(dqkv_.data(), datt_.data(), a.qkv.data(), nb, seq, cl, nh, !bert_);
+    });
+  }
   if (sp_) gather(a.ln1.data(), gath_.data(), "sp_all_gather_wgrad", l);
   timed("qkv", l, true, 4 * fn * fc * 3 * fcl, [&] {
     zero(dln_);
@@ -729,6 +809,138 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
   timed("norm_attn", l, true, 0, [&] {
     layernorm_backward(dres_.data(), d_block + o.norm_attn_w, d_block + o.norm_attn_b, dln1, inp,
                        block + o.norm_attn_w, a.ln1_mean.data(), a.ln1_rstd.data(), rl, ch);
+  });
+}
+
+// ---- context parallelism: all-gather attention ----
+// Layouts (n = batch x seq_l local rows, cl = h / tp, hs = cl / heads_l): qkv [n, 3 cl] (q, k, v
+// side by side, head-major inside each); kv_l_ [n, 2 cl] (k, v) this rank's; kv_all_ [cp, n,
+// 2 cl] in CP-rank order, so key kk = r seq_l + j of sequence b is row (r batch + b) seq_l + j
+// at position kpos_[kk]; att [batch, heads_l, seq_l, seq] the probabilities (0 where masked:
+// a key after the query's position).
+
+void GptShard::cp_attention_forward(BlockActs& a, int l) {
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const std::int64_t n = static_cast<std::int64_t>(nb) * tl;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  for (std::int64_t r = 0; r < n; ++r)  // this rank's K and V, then everyone's
+    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
+              kv_l_.data() + r * 2 * cl);
+  CS_CHECK(context_ != nullptr);
+  context_(true, kv_l_.data(), kv_all_.data(), n * 2 * cl, "cp_kv_all_gather", l);
+  auto key = [&](int b, int kk) {  // the gathered row of key kk of sequence b
+    const int r = kk / tl, j = kk % tl;
+    return kv_all_.data() + ((static_cast<std::int64_t>(r) * nb + b) * tl + j) * 2 * cl;
+  };
+  const double flops = 2.0 * nb * tl * static_cast<double>(tk) * cl;
+  timed("attn_scores", l, false, flops, [&] {
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const float* q = a.qkv.data() + (static_cast<std::int64_t>(b) * tl + i) * 3 * cl + h * hs;
+          float* p = a.att.data() + ((static_cast<std::int64_t>(b) * nh + h) * tl + i) * tk;
+          const int qp = pos_[static_cast<std::size_t>(i)];
+          float m = -std::numeric_limits<float>::infinity();
+          for (int kk = 0; kk < tk; ++kk) {
+            if (kpos_[static_cast<std::size_t>(kk)] > qp) continue;
+            const float* k = key(b, kk) + h * hs;
+            float dot = 0;
+            for (int d = 0; d < hs; ++d) dot += q[d] * k[d];
+            p[kk] = dot * scale;
+            m = std::max(m, p[kk]);
+          }
+          double sum = 0;
+          for (int kk = 0; kk < tk; ++kk) {
+            if (kpos_[static_cast<std::size_t>(kk)] > qp) {
+              p[kk] = 0;
+              continue;
+            }
+            p[kk] = std::exp(p[kk] - m);
+            sum += p[kk];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int kk = 0; kk < tk; ++kk) p[kk] *= inv;
+        }
+  });
+  timed("attn_values", l, false, flops, [&] {
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const float* p = a.att.data() + ((static_cast<std::int64_t>(b) * nh + h) * tl + i) * tk;
+          float* o = a.atty.data() + (static_cast<std::int64_t>(b) * tl + i) * cl + h * hs;
+          std::fill(o, o + hs, 0.0f);
+          for (int kk = 0; kk < tk; ++kk) {
+            if (p[kk] == 0.0f) continue;
+            const float* v = key(b, kk) + cl + h * hs;
+            for (int d = 0; d < hs; ++d) o[d] += p[kk] * v[d];
+          }
+        }
+  });
+}
+
+void GptShard::cp_attention_backward(const BlockActs& a, int l) {
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const std::int64_t n = static_cast<std::int64_t>(nb) * tl;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  // K and V gathered again (not kept from the forward), as Transformer Engine does.
+  for (std::int64_t r = 0; r < n; ++r)
+    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
+              kv_l_.data() + r * 2 * cl);
+  CS_CHECK(context_ != nullptr);
+  context_(true, kv_l_.data(), kv_all_.data(), n * 2 * cl, "cp_kv_all_gather", l);
+  auto row = [&](int b, int kk) {
+    const int r = kk / tl, j = kk % tl;
+    return ((static_cast<std::int64_t>(r) * nb + b) * tl + j) * 2 * cl;
+  };
+  const double flops = 4.0 * nb * tl * static_cast<double>(tk) * cl;
+  timed("attn_scores", l, true, flops, [&] {
+    zero(dqkv_);
+    zero(dkv_all_);
+    std::vector<float> dp(static_cast<std::size_t>(tk));
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const std::int64_t qrow = (static_cast<std::int64_t>(b) * tl + i);
+          const float* p = a.att.data() + ((static_cast<std::int64_t>(b) * nh + h) * tl + i) * tk;
+          const float* dout = datty_.data() + qrow * cl + h * hs;
+          const float* q = a.qkv.data() + qrow * 3 * cl + h * hs;
+          float* dq = dqkv_.data() + qrow * 3 * cl + h * hs;
+          // dP = dO V^T and dV += P^T dO; then the softmax's backward, dS = P (dP - sum P dP).
+          double dot_pdp = 0;
+          for (int kk = 0; kk < tk; ++kk) {
+            dp[static_cast<std::size_t>(kk)] = 0;
+            if (p[kk] == 0.0f) continue;
+            const std::int64_t at = row(b, kk);
+            const float* v = kv_all_.data() + at + cl + h * hs;
+            float* dv = dkv_all_.data() + at + cl + h * hs;
+            float s = 0;
+            for (int d = 0; d < hs; ++d) {
+              s += dout[d] * v[d];
+              dv[d] += p[kk] * dout[d];
+            }
+            dp[static_cast<std::size_t>(kk)] = s;
+            dot_pdp += static_cast<double>(p[kk]) * s;
+          }
+          for (int kk = 0; kk < tk; ++kk) {
+            if (p[kk] == 0.0f) continue;
+            const float ds =
+                p[kk] * (dp[static_cast<std::size_t>(kk)] - static_cast<float>(dot_pdp)) * scale;
+            const std::int64_t at = row(b, kk);
+            const float* k = kv_all_.data() + at + h * hs;
+            float* dk = dkv_all_.data() + at + h * hs;
+            for (int d = 0; d < hs; ++d) {
+              dq[d] += ds * k[d];
+              dk[d] += ds * q[d];
+            }
+          }
+        }
+  });
+  // Each key's gradient summed over the CP ranks' queries, onto the key's owner.
+  context_(false, dkv_all_.data(), kv_l_.data(), n * 2 * cl, "cp_dkv_reduce_scatter", l);
+  timed("attn_values", l, true, 0, [&] {
+    for (std::int64_t r = 0; r < n; ++r)
+      std::copy(kv_l_.data() + r * 2 * cl, kv_l_.data() + (r + 1) * 2 * cl,
+                dqkv_.data() + r * 3 * cl + cl);
   });
 }
 

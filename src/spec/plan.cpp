@@ -40,6 +40,8 @@ constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::block, "block"},
                                                  {FsdpWrap::model, "model"}};
 constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
+constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
+                                                    {CpCommType::all_gather, "all_gather"}};
 constexpr EnumName<GradCompression> kGradCompressionNames[] = {
     {GradCompression::none, "none"},
     {GradCompression::powersgd, "powersgd"},
@@ -128,6 +130,13 @@ std::string_view to_string(AttentionKernel a) {
 }
 std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s) {
   return enum_from_name(kAttentionKernelNames, s);
+}
+
+std::string_view to_string(CpCommType c) {
+  return enum_to_name(kCpCommTypeNames, c);
+}
+std::optional<CpCommType> cp_comm_type_from_name(std::string_view s) {
+  return enum_from_name(kCpCommTypeNames, s);
 }
 
 std::string_view to_string(GradCompression c) {
@@ -258,6 +267,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(first_stage_layers, o.first_stage_layers);
   take(last_stage_layers, o.last_stage_layers);
   take(cp, o.cp);
+  take(cp_comm_type, o.cp_comm_type);
   take(ep, o.ep);
   take(expert_tp, o.expert_tp);
   take(moe_capacity_factor, o.moe_capacity_factor);
@@ -420,6 +430,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
   if (p.fp8) j["fp8"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (p.cp > 1 && p.cp_comm_type != CpCommType::p2p) j["cp_comm_type"] = to_string(p.cp_comm_type);
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;

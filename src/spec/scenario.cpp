@@ -149,6 +149,7 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   };
   auto num = [](auto v) { return fmt::format("{}", v); };
   plan.cp = in.cp.value_or(1);
+  plan.cp_comm_type = in.cp_comm_type.value_or(CpCommType::p2p);
   if (plan.cp < 1) return bad("--context-parallel-size", "a positive integer", num(plan.cp));
   if (plan.cp > 1) {
     if (in.dp)

@@ -963,6 +963,20 @@ class Builder {
       case StepKind::cp_wait: {
         if (sc_.plan.cp <= 1) break;
         const bool issue = (st.kind == StepKind::cp_exchange) != backward;
+        if (sc_.plan.cp_comm_type == CpCommType::all_gather) {
+          // All-gather CP: K and V of the whole sequence gathered before the attention core
+          // (forward, and again in backward: they are not kept), dK and dV reduce-scattered
+          // back to their owners after the backward core; each on the chain. NCCL's count: the
+          // gathered (scattered) buffer, CP x this rank's chunk.
+          const std::int64_t all = sc_.plan.cp * st.tp_elements;
+          if (issue)
+            e.chain(comm("cp_kv_all_gather", Collective::all_gather, CommGroup::context,
+                         sc_.plan.cp, all, dt_, layer));
+          else if (backward)
+            e.chain(comm("cp_dkv_reduce_scatter", Collective::reduce_scatter, CommGroup::context,
+                         sc_.plan.cp, all, dt_, layer));
+          break;
+        }
         if (issue) {
           const std::int64_t steps = sc_.plan.cp - 1;
           Op op =

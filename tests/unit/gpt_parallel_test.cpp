@@ -1,13 +1,16 @@
 // The tensor- and pipeline-parallel GPT shard (gpt/parallel.h) without MPI: one shard holding
 // everything is the model of gpt.h; two tensor-parallel shards on two threads (their
 // all-reduces summed through shared memory) and two pipeline chunks run one after the other
-// give the whole model's loss and, slice for slice, its gradients; the shard's parameter count
-// is the workload's.
+// give the whole model's loss and, slice for slice, its gradients; so do context-parallel
+// shards (alone and with tensor and sequence parallelism); the shard's parameter count is the
+// workload's.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <memory>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -322,6 +325,145 @@ TEST(GptShard, BertParameterCountsAreTheWorkloads) {
               block_params(m, 2, tp) + block_params(m, 3, tp) + outer.word_embedding / tp)
         << tp;
   }
+}
+
+
+// ---- context parallelism ----
+
+// The load-balanced causal chunks (Megatron-LM): rank r holds chunks r and 2 CP - 1 - r of 2 CP.
+TEST(GptShard, ContextParallelRanksHoldTheLoadBalancedChunks) {
+  EXPECT_EQ(context_positions(8, 1, 0), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(context_positions(8, 2, 0), (std::vector<int>{0, 1, 6, 7}));
+  EXPECT_EQ(context_positions(8, 2, 1), (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(context_positions(8, 4, 3), (std::vector<int>{3, 4}));
+  GptConfig c = small();
+  ShardSpec s;
+  s.layers = c.layers;
+  s.cp = 3;  // 2 x 3 does not divide 8
+  EXPECT_EQ(validate(c, s).error().message,
+            "--context-parallel-size: expected 2 x CP to divide the sequence length 8 "
+            "(load-balanced causal chunks, as Megatron-LM requires), got 3");
+  s.cp = 2;
+  EXPECT_TRUE(validate(c, s).ok());
+  EXPECT_FALSE(validate(small_bert(), s).ok());  // causal GPT only
+}
+
+// A group of ranks on threads: each collective posts every member's buffer, waits, combines.
+struct ThreadGroup {
+  explicit ThreadGroup(int n) : size(n), sync(n), posted(static_cast<std::size_t>(n)) {}
+  int size;
+  std::barrier<> sync;
+  std::vector<const float*> posted;
+  // gather: out = every member's shard in rank order; otherwise out = the sum of every member's
+  // block `me` of `in`.
+  void sequence(int me, bool gather, const float* in, float* out, std::int64_t shard) {
+    posted[static_cast<std::size_t>(me)] = in;
+    sync.arrive_and_wait();
+    if (gather) {
+      for (int o = 0; o < size; ++o)
+        std::copy(posted[static_cast<std::size_t>(o)], posted[static_cast<std::size_t>(o)] + shard,
+                  out + o * shard);
+    } else {
+      std::fill(out, out + shard, 0.0f);
+      for (int o = 0; o < size; ++o)
+        for (std::int64_t i = 0; i < shard; ++i)
+          out[i] += posted[static_cast<std::size_t>(o)][me * shard + i];
+    }
+    sync.arrive_and_wait();
+  }
+  void all_reduce(int me, float* data, std::int64_t n, bool max) {
+    posted[static_cast<std::size_t>(me)] = data;
+    sync.arrive_and_wait();
+    std::vector<float> r(data, data + n);
+    for (int o = 0; o < size; ++o)
+      if (o != me)
+        for (std::int64_t i = 0; i < n; ++i)
+          r[static_cast<std::size_t>(i)] =
+              max ? std::max(r[static_cast<std::size_t>(i)], posted[static_cast<std::size_t>(o)][i])
+                  : r[static_cast<std::size_t>(i)] + posted[static_cast<std::size_t>(o)][i];
+    sync.arrive_and_wait();
+    std::copy(r.begin(), r.end(), data);
+  }
+};
+
+// CP x TP shards on threads, ranks (c, t): the CP ranks' losses average to the model's, and
+// their gradients, averaged over CP (Megatron reduces them over DP x CP) and summed over TP
+// where sequence parallelism leaves partial sums, are the model's, slice for slice. The CP
+// collectives are the workload's: per block, K and V all-gathered in forward and again in
+// backward, dK and dV reduce-scattered.
+void context_parallel_shards(int cp, int tp, bool sequence_parallel) {
+  SCOPED_TRACE(fmt::format("cp {} tp {}{}", cp, tp, sequence_parallel ? " sp" : ""));
+  GptConfig c = small();
+  c.seq = c.max_positions = 16;
+  const Reference r = reference(c, 2);
+  std::vector<std::unique_ptr<ThreadGroup>> tp_groups, cp_groups;
+  for (int i = 0; i < cp; ++i) tp_groups.push_back(std::make_unique<ThreadGroup>(tp));
+  for (int i = 0; i < tp; ++i) cp_groups.push_back(std::make_unique<ThreadGroup>(cp));
+  const int n = cp * tp;
+  std::vector<float> losses(static_cast<std::size_t>(n));
+  std::vector<std::vector<float>> grads(static_cast<std::size_t>(n)),
+      want(static_cast<std::size_t>(n));
+  std::vector<int> cp_calls(static_cast<std::size_t>(n));
+  auto rank = [&](int me) {
+    const int ci = me / tp, t = me % tp;
+    ThreadGroup& tg = *tp_groups[static_cast<std::size_t>(ci)];
+    ThreadGroup& cg = *cp_groups[static_cast<std::size_t>(t)];
+    ShardSpec s;
+    s.tp = tp;
+    s.tp_rank = t;
+    s.cp = cp;
+    s.cp_rank = ci;
+    s.layers = c.layers;
+    s.sequence_parallel = sequence_parallel;
+    GptShard m(c, s, 2, 1);
+    m.set_sequence_comm([&, t](bool gather, const float* in, float* out, std::int64_t shard,
+                               std::string_view, int) { tg.sequence(t, gather, in, out, shard); });
+    m.set_all_reduce([&, t](float* data, std::int64_t k, bool max, std::string_view, int) {
+      tg.all_reduce(t, data, k, max);
+    });
+    m.set_context_comm([&, ci, me](bool gather, const float* in, float* out, std::int64_t shard,
+                                   std::string_view name, int) {
+      EXPECT_EQ(name, gather ? "cp_kv_all_gather" : "cp_dkv_reduce_scatter");
+      ++cp_calls[static_cast<std::size_t>(me)];
+      cg.sequence(ci, gather, in, out, shard);
+    });
+    std::vector<float> p(static_cast<std::size_t>(m.layout().total()));
+    m.layout().from_full(r.params.data(), p.data());
+    std::vector<float>& g = grads[static_cast<std::size_t>(me)];
+    g.assign(p.size(), 0.0f);
+    float loss = m.forward(0, p.data(), r.tok.data(), nullptr, r.tgt.data());
+    m.backward(0, p.data(), g.data(), nullptr);
+    if (sequence_parallel && tp > 1)
+      for (const Range& part : m.layout().sequence_parallel_partial())
+        tg.all_reduce(t, g.data() + part.offset, part.size, false);
+    cg.all_reduce(ci, &loss, 1, false);
+    cg.all_reduce(ci, g.data(), static_cast<std::int64_t>(g.size()), false);
+    losses[static_cast<std::size_t>(me)] = loss / static_cast<float>(cp);
+    for (float& x : g) x /= static_cast<float>(cp);
+    want[static_cast<std::size_t>(me)].assign(p.size(), 0.0f);
+    m.layout().from_full(r.grads.data(), want[static_cast<std::size_t>(me)].data());
+  };
+  std::vector<std::thread> others;
+  for (int me = 1; me < n; ++me) others.emplace_back(rank, me);
+  rank(0);
+  for (std::thread& th : others) th.join();
+  for (int me = 0; me < n; ++me) {
+    SCOPED_TRACE(me);
+    EXPECT_NEAR(losses[static_cast<std::size_t>(me)], r.loss, 1e-5);
+    expect_close(grads[static_cast<std::size_t>(me)], want[static_cast<std::size_t>(me)], 1e-3,
+                 "gradients");
+    EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 3 * c.layers);
+  }
+}
+
+TEST(GptShard, ContextParallelShardsGiveTheModelsLossAndGradients) {
+  context_parallel_shards(2, 1, false);
+  context_parallel_shards(4, 1, false);
+}
+
+TEST(GptShard, ContextTimesTensorParallelShardsGiveTheModelsLossAndGradients) {
+  context_parallel_shards(2, 2, false);
+  context_parallel_shards(2, 2, true);
 }
 
 }  // namespace

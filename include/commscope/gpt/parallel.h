@@ -25,9 +25,19 @@ struct ShardSpec {
   // residuals, the stream between blocks and stages) each rank holds batch x seq / tp rows;
   // the regions' entries all-gather them, their exits reduce-scatter.
   bool sequence_parallel = false;
+  // Context parallelism (GPT only): each rank holds seq / cp positions of every sequence, the
+  // load-balanced causal chunks r and 2 cp - 1 - r of 2 cp (Megatron-LM); attention all-gathers
+  // K and V over the CP group and reduce-scatters their gradients (Transformer Engine's
+  // all-gather CP, Megatron-LM --cp-comm-type all_gather). Everything else is per position.
+  int cp = 1, cp_rank = 0;
 };
 
-// heads, vocab divisible by tp; blocks within the model. The error names the field.
+// The sequence positions a context-parallel rank holds, in its local order: the chunks
+// cp_rank and 2 cp - 1 - cp_rank of 2 cp equal chunks (seq divisible by 2 cp; cp 1: all).
+std::vector<int> context_positions(int seq, int cp, int cp_rank);
+
+// heads, vocab divisible by tp; seq by 2 cp; blocks within the model. The error names the
+// field.
 Status validate(const GptConfig& cfg, const ShardSpec& s);
 
 // BERT (cfg.arch bert): the first chunk's embedding is [wte shard, wpe, wtt (token types),
@@ -97,14 +107,20 @@ class GptShard {
   using SequenceComm = std::function<void(bool gather, const float* in, float* out,
                                           std::int64_t shard, std::string_view name, int layer)>;
   void set_sequence_comm(SequenceComm f) { sequence_ = std::move(f); }
+  // Context parallelism (cp > 1), the same contract over the CP group: gather = true
+  // all-gathers this rank's K and V ("cp_kv_all_gather", before attention, forward and
+  // backward); false reduce-scatters dK and dV to their owners ("cp_dkv_reduce_scatter").
+  void set_context_comm(SequenceComm f) { context_ = std::move(f); }
 
   // Forward of one micro-batch into activation slot `slot`. The first chunk reads tokens
-  // [batch, seq]; the others `input` [batch, seq, hidden] (copied). The last chunk returns the
-  // mean cross-entropy over targets; the others return 0 and leave output(slot).
+  // [batch, seq] (the whole sequences: a context-parallel rank takes its positions); the others
+  // `input` [batch, seq / cp, hidden] (copied). The last chunk returns the mean cross-entropy
+  // over its targets (of [batch, seq], its positions); the others return 0 and leave
+  // output(slot).
   float forward(int slot, const float* params, const std::int32_t* tokens, const float* input,
                 const std::int32_t* targets);
   const float* output(int slot) const;
-  // batch x seq x hidden (/ tp under sequence parallelism): what crosses a stage boundary.
+  // batch x seq / cp x hidden (/ tp under sequence parallelism): what crosses a stage boundary.
   std::int64_t activation_elements() const;
 
   // Backward of the slot's forward (one backward per forward), accumulating (+=) into grads.
@@ -135,6 +151,9 @@ class GptShard {
   void gather(const float* shard, float* full, std::string_view name, int layer);
   void scatter(const float* full, float* shard, std::string_view name, int layer);
   void forward_block(Slot& s, int l, const float* block);
+  // Context parallelism: attention of this rank's queries over the gathered keys and values.
+  void cp_attention_forward(BlockActs& a, int l);
+  void cp_attention_backward(const BlockActs& a, int l);
   void backward_block(Slot& s, int l, const float* block, float* d_block);
   float forward_head(Slot& s, const float* wte, const float* lnf);
   void backward_head(Slot& s, const float* wte, const float* lnf, float* d_wte, float* d_lnf);
@@ -147,8 +166,11 @@ class GptShard {
   int hl_, heads_l_, vocab_l_;  // local: h/t, heads/t, V/t
   OpObserver observer_;
   AllReduce all_reduce_;
-  SequenceComm sequence_;
+  SequenceComm sequence_, context_;
   bool sp_ = false;
+  int seq_l_ = 0;                // positions of each sequence on this rank: seq / cp
+  std::vector<int> pos_, kpos_;  // their positions; every CP rank's, in gathered order
+  std::vector<float> kv_l_, kv_all_, dkv_all_;  // CP: this rank's K,V; gathered; their grads
   bool bert_ = false;
   std::int64_t rows_l_ = 0;  // rows of the residual stream on this rank
   std::vector<Slot> slots_;

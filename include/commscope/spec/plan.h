@@ -64,6 +64,14 @@ std::string_view to_string(GradCompression c);
 enum class AttentionKernel : std::uint8_t { standard, flash };
 std::string_view to_string(AttentionKernel a);
 std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s);
+// How context parallelism moves K and V (Megatron-LM --cp-comm-type, Transformer Engine's
+// implementations): `p2p` passes KV chunks round the CP ring beside the attention blocks
+// (AttnFuncWithCPAndKVP2P); `all_gather` all-gathers K and V before attention and, in backward,
+// all-gathers them again and reduce-scatters dK and dV (AttnFuncWithCPAndKVAllGather; the
+// method of Llama 3's training, Meta 2024 sec. 3.3.2).
+enum class CpCommType : std::uint8_t { p2p, all_gather };
+std::string_view to_string(CpCommType c);
+std::optional<CpCommType> cp_comm_type_from_name(std::string_view s);
 
 // Data type of weights, activations and gradients on the wire for a precision.
 DType compute_dtype(Precision p);
@@ -140,6 +148,8 @@ struct ParallelPlan {
   // parallelism): each sequence-parallel all-gather and reduce-scatter runs beside the GEMM it
   // feeds or drains instead of before or after it (docs/workload.md, "TP communication overlap").
   bool tp_comm_overlap = false;
+  // Context parallelism's KV exchange (CpCommType); only read when cp > 1.
+  CpCommType cp_comm_type = CpCommType::p2p;
   // Megatron-Core --cpu-offloading with --cpu-offloading-num-layers N (activations only, as
   // Transformer Engine's CPU offload context does it): the saved activations of the first N
   // transformer layers go to host memory after each layer's forward and come back before its
@@ -230,6 +240,7 @@ struct PlanInput {
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
   // context and expert parallelism
   std::optional<int> cp, ep, expert_tp;
+  std::optional<CpCommType> cp_comm_type;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
   // DeepSpeed's release (--deepspeed-version) and its host cost per rank per call
   // (--zero3-host-per-rank-call, seconds; 0 switches it off)
