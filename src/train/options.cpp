@@ -1,6 +1,7 @@
 // The trainer's options and the checks that run before MPI starts (options.h). No MPI here.
 #include "commscope/train/options.h"
 
+#include "commscope/gpt/parallel.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/train/checkpoint.h"
 #include "commscope/util/input_file.h"
@@ -167,10 +168,17 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--pipeline-stage-layers: the CPU trainer splits the layers evenly over the stages "
         "(uneven stages are modelled by describe and predict only)"};
-  // Context and expert parallelism are modelled (describe, predict), not trained.
-  if (p.cp && *p.cp != 1)
-    return refuse("--context-parallel-size", std::to_string(*p.cp),
-                  "expected 1: the CPU trainer has no context parallelism");
+  // Context parallelism runs as all-gather CP; expert parallelism is modelled (describe,
+  // predict), not trained.
+  if (p.cp) {
+    if (*p.cp < 1)
+      return refuse("--context-parallel-size", std::to_string(*p.cp), "expected a positive size");
+    o.cp = *p.cp;
+  }
+  if (p.cp_comm_type && *p.cp_comm_type != CpCommType::all_gather)
+    return refuse("--cp-comm-type", std::string(to_string(*p.cp_comm_type)),
+                  "expected all_gather: the CPU trainer all-gathers K and V (describe and "
+                  "predict model the p2p ring)");
   if (p.ep && *p.ep != 1)
     return refuse("--expert-model-parallel-size", std::to_string(*p.ep),
                   "expected 1: the CPU trainer trains dense GPTs");
@@ -253,7 +261,7 @@ int activations_in_flight(const TrainOptions& o, int world, int stage) {
 }
 
 int data_parallel(const TrainOptions& o, int world) {
-  const int mp = std::max(o.tp, 1) * std::max(o.pp, 1);
+  const int mp = std::max(o.tp, 1) * std::max(o.pp, 1) * std::max(o.cp, 1);
   return std::max(world / mp, 1);
 }
 
@@ -314,13 +322,16 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
     // of them under GPipe, at most PP under 1F1B), the logits split over TP; setup holds the
     // whole initialisation once.
     const double t = std::max(o.tp, 1), stages = std::max(o.pp, 1);
-    const double h = c.hidden, v = c.vocab, b = o.micro_batch, s = c.seq;
+    // Context parallelism: s / cp positions per rank, their scores against all s keys, and
+    // the gathered K and V.
+    const double h = c.hidden, v = c.vocab, b = o.micro_batch, cp = std::max(o.cp, 1);
+    const double s = c.seq / cp, keys = c.seq;
     const double l = std::ceil(c.layers / stages);
     const double P = l * (12 * h * h / t + 13 * h) + 2 * v * h / t + c.max_positions * h + 2 * h;
     const double accum = activations_in_flight(o, world);  // micro-batches held at once
     const double acts =
-        accum * (l * (16 * b * s * h + b * c.heads / t * s * s) + 2 * b * s * v / t) +
-        8 * b * s * h;
+        accum * (l * (16 * b * s * h + b * c.heads / t * s * keys) + 2 * b * s * v / t) +
+        8 * b * s * h + (cp > 1 ? 4 * b * keys * h / t : 0);
     // ZeRO-2/3 (PP 1): besides the parameters and the backward's working gradient buffer, the
     // parts (moments, gradients, ZeRO-3's parameters: at most 4 P / DP <= 2 P) and the bucket
     // copies in flight on the stream (at most P): one P more than DDP's four.
@@ -414,6 +425,24 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--pipeline-model-parallel-size: expected TP x PP to divide the rank count {} (TP {}), "
         "got {}",
         world, o.tp, o.pp)};
+  if (o.cp > 1) {
+    if (world % (o.tp * o.pp * o.cp) != 0)
+      return Error{fmt::format(
+          "--context-parallel-size: expected TP x CP x PP to divide the rank count {} (TP {}, "
+          "PP {}), got {}",
+          world, o.tp, o.pp, o.cp)};
+    if (o.t5 || o.model.arch != ModelArch::gpt)
+      return Error{fmt::format(
+          "--context-parallel-size: expected 1 for {} (the trainer's context parallelism is "
+          "causal GPT's), got {}",
+          o.t5 ? "T5" : "BERT", o.cp)};
+    ShardSpec s;
+    s.tp = o.tp;
+    s.cp = o.cp;
+    s.layers = o.model.layers;
+    s.sequence_parallel = o.sequence_parallel;
+    CS_RETURN_IF_ERROR(validate(o.model, s));
+  }
   // ZeRO-2/3 with tensor parallelism (or BERT) run in the model-parallel trainer; with pipeline
   // parallelism resolve_scenario (train_scenario, below) refuses them as describe does.
   if (model_parallel(o)) {
@@ -428,7 +457,7 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
     return Error{fmt::format("--gpus: expected the rank count {}, got {}", world, *o.gpus)};
   for (auto [flag, v] : {std::pair{"--data-parallel-size", o.dp}})
     if (v && *v != data_parallel(o, world))
-      return Error{fmt::format("{}: expected the rank count / (TP x PP) = {}, got {}", flag,
+      return Error{fmt::format("{}: expected the rank count / (TP x CP x PP) = {}, got {}", flag,
                                data_parallel(o, world), *v)};
   if (o.nodes && (*o.nodes < 1 || *o.nodes > world))
     return Error{fmt::format("--nodes: expected 1 to the rank count {}, got {}", world, *o.nodes)};
@@ -532,7 +561,12 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   CS_ASSIGN_OR_RETURN(NetworkProtocol net,
                       load_network(o.network.empty() ? system.network : o.network));
   PlanInput p;
-  p.dp = data_parallel(o, world);
+  if (o.cp > 1) {  // DP follows from the GPUs (resolve_scenario refuses both)
+    p.cp = o.cp;
+    p.cp_comm_type = CpCommType::all_gather;
+  } else {
+    p.dp = data_parallel(o, world);
+  }
   p.gpus = world;
   p.tp = o.tp;
   p.pp = o.pp;

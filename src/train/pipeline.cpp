@@ -46,14 +46,18 @@ Grid Grid::of(const TrainOptions& o, int world, int rank) {
   Grid g;
   g.tp = o.tp;
   g.pp = o.pp;
-  g.dp = world / (o.tp * o.pp);
+  g.cp = std::max(o.cp, 1);
+  g.dp = world / (o.tp * o.pp * g.cp);
   g.t = rank % g.tp;
-  if (o.rank_order == RankOrder::tp_dp_pp) {  // Megatron's default: rank = t + TP (d + DP p)
-    g.d = (rank / g.tp) % g.dp;
-    g.p = rank / (g.tp * g.dp);
-  } else {  // tp-pp-dp: rank = t + TP (p + PP d)
-    g.p = (rank / g.tp) % g.pp;
-    g.d = rank / (g.tp * g.pp);
+  // Context-parallel ranks next to the tensor-parallel ones (Megatron's tp-cp-ep-dp-pp).
+  g.c = (rank / g.tp) % g.cp;
+  const int rest = rank / (g.tp * g.cp);
+  if (o.rank_order == RankOrder::tp_dp_pp) {  // Megatron's default: rank = t + TP (c + CP (d + DP p))
+    g.d = rest % g.dp;
+    g.p = rest / g.dp;
+  } else {  // tp-pp-dp: rank = t + TP (c + CP (p + PP d))
+    g.p = rest % g.pp;
+    g.d = rest / g.pp;
   }
   return g;
 }
@@ -157,7 +161,7 @@ class PipelineTrainer {
     v_ = o.vpp;
   }
   ~PipelineTrainer() {
-    for (MPI_Comm* c : {&tp_comm_, &dp_comm_, &pp_comm_, &emb_comm_, &mp_comm_})
+    for (MPI_Comm* c : {&tp_comm_, &dp_comm_, &pp_comm_, &emb_comm_, &mp_comm_, &cp_comm_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
   int run();
@@ -169,6 +173,8 @@ class PipelineTrainer {
   std::function<void(float*, std::int64_t, bool, std::string_view, int)> tp_all_reduce();
   // Sequence parallelism's all-gather / reduce-scatter over the tensor group (GPT and T5).
   GptShard::SequenceComm sequence_comm();
+  // Context parallelism's K,V all-gather and dK,dV reduce-scatter over the CP group.
+  GptShard::SequenceComm context_comm();
   double matmul_flops() const {
     return o_.t5 ? t5_matmul_flops(*o_.t5, o_.micro_batch)
                  : gpt_matmul_flops(o_.model, o_.micro_batch);
@@ -271,7 +277,7 @@ class PipelineTrainer {
   const TrainOptions& o_;
   MPI_Comm world_;
   MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pp_comm_ = MPI_COMM_NULL,
-           emb_comm_ = MPI_COMM_NULL, mp_comm_ = MPI_COMM_NULL;
+           emb_comm_ = MPI_COMM_NULL, mp_comm_ = MPI_COMM_NULL, cp_comm_ = MPI_COMM_NULL;
   int me_ = 0, n_ = 1, v_ = 1;
   Grid g_;
   std::int64_t accum_ = 1;
@@ -359,13 +365,17 @@ std::uint64_t PipelineTrainer::comm_op(std::string_view name, Collective c, Comm
 bool PipelineTrainer::setup() {
   set_threads(o_.threads);
   // Communicators: ranks alike but for their tensor (data, pipeline) coordinate.
-  const int t = g_.t, d = g_.d, p = g_.p;
-  CS_MPI_CHECK(MPI_Comm_split(world_, p * g_.dp + d, t, &tp_comm_));
-  CS_MPI_CHECK(MPI_Comm_split(world_, p * g_.tp + t, d, &dp_comm_));
-  CS_MPI_CHECK(MPI_Comm_split(world_, d * g_.tp + t, p, &pp_comm_));
-  CS_MPI_CHECK(MPI_Comm_split(world_, d, me_, &mp_comm_));
+  // A model replica is (d, c): context-parallel ranks hold different positions of the same
+  // sequences, so each has its own pipeline, embedding and model-parallel groups; gradients are
+  // reduced over DP x CP (dp_comm_), K and V gathered over CP (cp_comm_).
+  const int t = g_.t, d = g_.d, p = g_.p, cr = g_.c, replica = g_.grad_rank();
+  CS_MPI_CHECK(MPI_Comm_split(world_, p * g_.grad_dp() + replica, t, &tp_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, p * g_.tp + t, replica, &dp_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, replica * g_.tp + t, p, &pp_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, replica, me_, &mp_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, (p * g_.dp + d) * g_.tp + t, cr, &cp_comm_));
   const bool ends = g_.pp > 1 && (p == 0 || p == g_.pp - 1);
-  CS_MPI_CHECK(MPI_Comm_split(world_, ends ? d * g_.tp + t : MPI_UNDEFINED, p, &emb_comm_));
+  CS_MPI_CHECK(MPI_Comm_split(world_, ends ? replica * g_.tp + t : MPI_UNDEFINED, p, &emb_comm_));
 
   if (o_.data.empty()) {
     data_ = std::make_unique<TokenSource>(TokenSource::synthetic(o_.model.vocab, o_.seed));
@@ -419,6 +429,8 @@ bool PipelineTrainer::setup() {
     s.embedding = wc.virtual_stage == 0;
     s.head = wc.virtual_stage == last_vs;
     s.sequence_parallel = o_.sequence_parallel;
+    s.cp = g_.cp;
+    s.cp_rank = g_.c;
     ChunkState ch;
     ch.virtual_stage = wc.virtual_stage;
     const int slots = max_in_flight(order_, c);
@@ -429,7 +441,7 @@ bool PipelineTrainer::setup() {
     ch.params.assign(static_cast<std::size_t>(total), 0.0f);
     ch.model->layout().from_full(full.data(), ch.params.data());
     ch.grads.assign(ch.params.size(), 0.0f);
-    if (o_.strategy == Strategy::ddp || g_.dp == 1) {  // ZeRO: the moments of a part
+    if (o_.strategy == Strategy::ddp || g_.grad_dp() == 1) {  // ZeRO: the moments of a part
       ch.m.assign(ch.params.size(), 0.0f);
       ch.v.assign(ch.params.size(), 0.0f);
     }
@@ -450,6 +462,7 @@ bool PipelineTrainer::setup() {
       if (task.backward && task.chunk == c) ch.last_backward_mb = task.microbatch;
     ch.model->set_all_reduce(tp_all_reduce());
     ch.model->set_sequence_comm(sequence_comm());
+    if (g_.cp > 1) ch.model->set_context_comm(context_comm());
     ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
     ch.spec = ch.model->spec();
     ch.activation_elements = ch.model->activation_elements();
@@ -467,10 +480,10 @@ bool PipelineTrainer::setup() {
                    static_cast<long long>(role.params), static_cast<long long>(held));
     return false;
   }
-  zero1_ = o_.strategy == Strategy::zero1 && g_.dp > 1;
+  zero1_ = o_.strategy == Strategy::zero1 && g_.grad_dp() > 1;
   if (zero1_) {
-    zpart_ = comm::Partition{held, g_.dp};
-    zm_.assign(static_cast<std::size_t>(zpart_.size(g_.d)), 0.0f);
+    zpart_ = comm::Partition{held, g_.grad_dp()};
+    zm_.assign(static_cast<std::size_t>(zpart_.size(g_.grad_rank())), 0.0f);
     zv_.assign(zm_.size(), 0.0f);
     std::int64_t rs = 0, ag = 0;
     for (const Op& op : role.step.ops()) {
@@ -513,6 +526,26 @@ GptShard::SequenceComm PipelineTrainer::sequence_comm() {
                 });
     stream_.wait(tk);
     t5_segment_start_ = Gpt::now();
+  };
+}
+
+GptShard::SequenceComm PipelineTrainer::context_comm() {
+  return [this](bool gather, const float* in, float* out, std::int64_t shard, std::string_view name,
+                int layer) {
+    const int count = static_cast<int>(shard);
+    const std::vector<int> counts(static_cast<std::size_t>(g_.cp), count);
+    std::vector<int> displs(counts.size());
+    for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = static_cast<int>(i) * count;
+    const double bytes = static_cast<double>(shard) * g_.cp * sizeof(float);
+    const std::uint64_t tk =
+        comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter,
+                CommGroup::context, g_.cp, layer, bytes, [this, gather, in, out, counts, displs] {
+                  if (gather)
+                    comm::all_gather(in, out, counts, displs, MPI_FLOAT, cp_comm_);
+                  else
+                    comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, cp_comm_);
+                });
+    stream_.wait(tk);
   };
 }
 
@@ -594,7 +627,7 @@ bool PipelineTrainer::setup_t5_chunk(const Chunk& wc, int slots) {
     if (t.name.starts_with("norm_")) ch.replicated.push_back({t.offset, t.size});
   if (ch.t5[0]->sequence_parallel()) ch.sp_partial = l.sequence_parallel_partial();
   ch.grads.assign(ch.params.size(), 0.0f);
-  if (o_.strategy == Strategy::ddp || g_.dp == 1) {
+  if (o_.strategy == Strategy::ddp || g_.grad_dp() == 1) {
     ch.m.assign(ch.params.size(), 0.0f);
     ch.v.assign(ch.params.size(), 0.0f);
   }
@@ -617,7 +650,7 @@ bool PipelineTrainer::setup_t5_chunk(const Chunk& wc, int slots) {
 }
 
 bool PipelineTrainer::zero_setup(const Role& role) {
-  zero23_ = (o_.strategy == Strategy::zero2 || o_.strategy == Strategy::zero3) && g_.dp > 1;
+  zero23_ = (o_.strategy == Strategy::zero2 || o_.strategy == Strategy::zero3) && g_.grad_dp() > 1;
   if (!zero23_) return true;
   zero3_ = o_.strategy == Strategy::zero3;
   auto internal = [&](const std::string& what) {
@@ -637,8 +670,8 @@ bool PipelineTrainer::zero_setup(const Role& role) {
   if (bucketed != total || gathered != (zero3_ ? 0 : total))
     return internal(fmt::format("the workload's ZeRO-{} buckets cover {} and {} of {}",
                                 zero3_ ? 3 : 2, bucketed, gathered, total));
-  zpart_ = comm::Partition{total, g_.dp};
-  const auto part = static_cast<std::size_t>(zpart_.size(g_.d));
+  zpart_ = comm::Partition{total, g_.grad_dp()};
+  const auto part = static_cast<std::size_t>(zpart_.size(g_.grad_rank()));
   zm_.assign(part, 0.0f);
   zv_.assign(part, 0.0f);
   zgrad_.assign(part, 0.0f);
@@ -670,7 +703,8 @@ bool PipelineTrainer::zero_setup(const Role& role) {
         fmt::format("the workload's ZeRO-3 gathers ({} and {} of them) are not the "
                     "trainer's {} modules of {} parameters",
                     forward.size(), backward.size(), want.size(), total));
-  zparams_.assign(ch.params.begin() + zpart_.lo(g_.d), ch.params.begin() + zpart_.hi(g_.d));
+  zparams_.assign(ch.params.begin() + zpart_.lo(g_.grad_rank()),
+                  ch.params.begin() + zpart_.hi(g_.grad_rank()));
   zero3_release(ch);
   return true;
 }
@@ -691,10 +725,11 @@ void PipelineTrainer::zero_grad_bucket(ChunkState& ch, std::int64_t offset, std:
   // The next micro-batch accumulates afresh: what this one added is in the shards now.
   std::fill(ch.grads.begin() + offset, ch.grads.begin() + offset + elements, 0.0f);
   const comm::Partition::Pieces pc = zpart_.pieces(offset, elements);
-  const int mine = pc.counts[static_cast<std::size_t>(g_.d)];
-  float* out = zgrad_.data() + std::min(zpart_.in_shard(g_.d, offset), zpart_.size(g_.d));
+  const int mine = pc.counts[static_cast<std::size_t>(g_.grad_rank())];
+  float* out = zgrad_.data() + std::min(zpart_.in_shard(g_.grad_rank(), offset),
+                                        zpart_.size(g_.grad_rank()));
   const comm::Wire w = wire();  // fp32: MPI's reduce-scatter (comm/collectives.h)
-  comm_op("zero_grad_bucket", Collective::reduce_scatter, CommGroup::data, g_.dp, kNoLayer,
+  comm_op("zero_grad_bucket", Collective::reduce_scatter, CommGroup::data, g_.grad_dp(), kNoLayer,
           grad_bytes(elements), [this, buf, pc, mine, out, w] {
             std::vector<float> part(static_cast<std::size_t>(std::max(mine, 1)));
             comm::reduce_scatter_sum(buf->data(), part.data(), pc.counts, w, dp_comm_);
@@ -710,9 +745,10 @@ void PipelineTrainer::zero3_gather(ChunkState& ch, bool backward) {
     const auto [r, layer] = z3_modules_[backward ? z3_modules_.size() - 1 - k : k];
     const comm::Partition::Pieces pc = zpart_.pieces(r.offset, r.size);
     const float* src =
-        zparams_.data() + std::min(zpart_.in_shard(g_.d, r.offset), zpart_.size(g_.d));
+        zparams_.data() + std::min(zpart_.in_shard(g_.grad_rank(), r.offset),
+                                   zpart_.size(g_.grad_rank()));
     float* dst = ch.params.data() + r.offset;
-    last = comm_op("zero3_param_all_gather", Collective::all_gather, CommGroup::data, g_.dp, layer,
+    last = comm_op("zero3_param_all_gather", Collective::all_gather, CommGroup::data, g_.grad_dp(), layer,
                    static_cast<double>(r.size) * sizeof(float), [this, src, dst, pc] {
                      comm::all_gather(src, dst, pc.counts, pc.displs, MPI_FLOAT, dp_comm_);
                    });
@@ -811,7 +847,7 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
       }
       // DDP: the chunk's buckets on its last micro-batch, each as soon as its gradients are;
       // ZeRO-2/3: on every micro-batch.
-      const bool buckets = g_.dp > 1 && (zero23_ || mb == ch.last_backward_mb);
+      const bool buckets = g_.grad_dp() > 1 && (zero23_ || mb == ch.last_backward_mb);
       std::size_t next_bucket = 0;
       const int slot = ch.slot_of.at(mb);
       ch.slot_of.erase(mb);
@@ -830,7 +866,7 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
           }
           float* p = ch.grads.data() + bk.offset;
           const comm::Wire w = wire();
-          comm_op("ddp_bucket", Collective::all_reduce, CommGroup::data, g_.dp, kNoLayer,
+          comm_op("ddp_bucket", Collective::all_reduce, CommGroup::data, g_.grad_dp(), kNoLayer,
                   grad_bytes(bk.elements), [this, p, bk, w] {
                     if (w != comm::Wire::fp32)  // --grad-comm-dtype bf16|fp16
                       comm::all_reduce_sum(p, p, static_cast<int>(bk.elements), w, dp_comm_);
@@ -952,7 +988,9 @@ float PipelineTrainer::clip_scale(double sq, double* grad_norm) {
         true);
     stream_.drain();
   }
-  const float scale = 1.0f / static_cast<float>(accum_ * g_.dp);
+  // Averaged over the micro-batches and the gradient group (CP ranks' losses are means over
+  // their own positions: their average is the sequence's).
+  const float scale = 1.0f / static_cast<float>(accum_ * g_.grad_dp());
   const double norm = std::sqrt(std::max(sq, 0.0)) * scale;
   *grad_norm = norm;
   return scale * clip_factor(norm, o_.clip);
@@ -1041,7 +1079,8 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
 // this rank's part (every tensor-parallel split once, replicated tensors on tensor rank 0, the
 // tied copy not at all) summed over the data-parallel group, then over the model-parallel one.
 void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
-  const std::int64_t total = zpart_.total, lo = zpart_.lo(g_.d), hi = zpart_.hi(g_.d);
+  const std::int64_t total = zpart_.total, lo = zpart_.lo(g_.grad_rank()),
+                     hi = zpart_.hi(g_.grad_rank());
   // ZeRO-3 keeps no full parameters to gather into; ZeRO-2/3's part of the gradients is
   // zgrad_, reduce-scattered in backward (z_reduce_buckets_ is empty then).
   auto flat = std::make_shared<std::vector<float>>(static_cast<std::size_t>(zero3_ ? 0 : total));
@@ -1056,7 +1095,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   }
   // Where range [offset, offset + n) starts in this rank's part (clamped: n may miss it).
   auto in_part = [&](std::int64_t offset) {
-    return std::min(zpart_.in_shard(g_.d, offset), hi - lo);
+    return std::min(zpart_.in_shard(g_.grad_rank(), offset), hi - lo);
   };
   std::int64_t off = 0;
   for (std::int64_t n : z_reduce_buckets_) {
@@ -1064,7 +1103,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
     const float* in = flat->data() + off;
     float* out = mine->data() + in_part(off);
     const comm::Wire w = wire();  // fp32: MPI's reduce-scatter, as before
-    comm_op("zero_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, g_.dp,
+    comm_op("zero_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, g_.grad_dp(),
             kNoLayer, grad_bytes(n), [this, in, out, pc, flat, mine, w] {
               comm::reduce_scatter_sum(in, out, pc.counts, w, dp_comm_);
             });
@@ -1085,7 +1124,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
       for (const Range& r : chunks_[c].replicated)
         leave_out(base[c] + r.offset, base[c] + r.offset + r.size);
   }
-  comm_op("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, g_.dp, kNoLayer, 8,
+  comm_op("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, g_.grad_dp(), kNoLayer, 8,
           [this, &sq] {
             CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, dp_comm_));
           });
@@ -1114,7 +1153,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   for (std::int64_t n : z_gather_buckets_) {
     const comm::Partition::Pieces pc = zpart_.pieces(off, n);
     float* buf = flat->data() + off;
-    comm_op("zero_param_all_gather", Collective::all_gather, CommGroup::data, g_.dp, kNoLayer,
+    comm_op("zero_param_all_gather", Collective::all_gather, CommGroup::data, g_.grad_dp(), kNoLayer,
             static_cast<double>(n) * sizeof(float), [this, buf, pc, flat] {
               comm::all_gather(MPI_IN_PLACE, buf, pc.counts, pc.displs, MPI_FLOAT, dp_comm_);
             });
@@ -1131,7 +1170,7 @@ void PipelineTrainer::zero_sp_all_reduce() {
   if (!o_.sequence_parallel || g_.tp < 2) return;
   // The workload's call: every partial range whole; this rank's part of each holds its values,
   // the rest zeros (the other data-parallel ranks reduce theirs in their own TP groups).
-  const std::int64_t lo = zpart_.lo(g_.d), hi = zpart_.hi(g_.d);
+  const std::int64_t lo = zpart_.lo(g_.grad_rank()), hi = zpart_.hi(g_.grad_rank());
   auto packed = std::make_shared<std::vector<float>>();
   std::vector<std::pair<std::int64_t, std::int64_t>> at;  // (packed offset, range offset)
   for (const Range& r : chunks_[0].sp_partial) {
@@ -1261,7 +1300,7 @@ Status PipelineTrainer::train() {
                            compute_events_.end());
     evs.insert(evs.end(), comm_events_.begin() + static_cast<std::ptrdiff_t>(first_comm),
                comm_events_.end());
-    rows_.push_back({step, loss_all / static_cast<double>(accum_ * g_.dp), te - ts, norm,
+    rows_.push_back({step, loss_all / static_cast<double>(accum_ * g_.grad_dp()), te - ts, norm,
                      breakdown(evs, ts, te), 0});
     // The pipeline bubble this stage saw: the time its receives waited for the neighbouring
     // stage to send (idle in the causal view; the receives run one at a time).
@@ -1284,7 +1323,9 @@ Status PipelineTrainer::train() {
 
 void PipelineTrainer::write_trace() const {
   write_rank_trace(o_.trace, me_, tl_, {&compute_events_, &comm_events_, &task_events_},
-                   fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d),
+                   g_.cp > 1 ? fmt::format("rank {} (tp {}, cp {}, pp {}, dp {})", me_, g_.t, g_.c,
+                                           g_.p, g_.d)
+                             : fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d),
                    {"compute", "communication", "pipeline schedule"});
 }
 
@@ -1300,7 +1341,7 @@ int PipelineTrainer::report() {
   CS_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world_));
   // Each stage's communication table, from its first rank (tensor and data rank 0), to rank 0.
   const std::string table =
-      g_.t == 0 && g_.d == 0
+      g_.t == 0 && g_.d == 0 && g_.c == 0
           ? nlohmann::json{{"stage", g_.p},
                            {"rank", me_},
                            {"communication", comm_table(measured_, expected_,
@@ -1359,7 +1400,8 @@ int PipelineTrainer::report() {
   r.other_ranks_match = all == 1;
   r.parallel = {
       {"tensor_model_parallel_size", g_.tp},   {"pipeline_model_parallel_size", g_.pp},
-      {"data_parallel_size", g_.dp},           {"virtual_pipeline_stages", v_},
+      {"data_parallel_size", g_.dp},           {"context_parallel_size", g_.cp},
+      {"virtual_pipeline_stages", v_},
       {"schedule", to_string(schedule_)},      {"sequence_parallel", o_.sequence_parallel},
       {"rank_order", to_string(o_.rank_order)}};
   return print_report(r);

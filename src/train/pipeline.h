@@ -11,8 +11,12 @@ namespace commscope::train {
 // A rank's coordinates in the TP x PP x DP grid, as Megatron places ranks: tp-dp-pp (rank =
 // t + TP (d + DP p), the default) or tp-pp-dp (rank = t + TP (p + PP d)).
 struct Grid {
-  int tp = 1, pp = 1, dp = 1;
-  int t = 0, p = 0, d = 0;
+  int tp = 1, pp = 1, dp = 1, cp = 1;
+  int t = 0, p = 0, d = 0, c = 0;
+  // The gradient group (Megatron's data-parallel group with context parallelism): DP x CP
+  // ranks, this rank's place in it.
+  int grad_dp() const { return dp * cp; }
+  int grad_rank() const { return d * cp + c; }
   static Grid of(const TrainOptions& o, int world, int rank);
 };
 

@@ -1,6 +1,6 @@
 // commscope train with tensor, pipeline and data parallelism over real MPI (mpirun,
 // oversubscribed on this 2-core machine, tiny models): the same losses as one rank for every
-// plan and schedule, the communication of every stage equal to describe's, the pipeline
+// plan and schedule (context parallelism included), the communication of every stage equal to describe's, the pipeline
 // schedules' order read back from the traces, checkpoints that resume exactly.
 #include <gtest/gtest.h>
 
@@ -88,6 +88,11 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       {4, "--tp 2 --zero 2"},
       {4, "--tp 2 --zero 3"},
       {8, "--tp 2 --sequence-parallel --zero 3 --zero-bucket 10007"},
+      // Context parallelism (GPT): alone, inside TP with SP, across stages, with DP x CP ZeRO-1.
+      {2, "--cp 2"},
+      {4, "--tp 2 --cp 2 --sequence-parallel"},
+      {4, "--cp 2 --pp 2 --schedule 1f1b"},
+      {8, "--cp 2 --pp 2 --zero 1"},
   };
   // T5: the plans its trainer runs (no virtual pipeline as Megatron, PP at most 2 split at the
   // encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
@@ -99,6 +104,7 @@ void expect_same_loss_as_one_rank(const std::string& model) {
   };
   for (const Plan& p : plans) {
     if (t5 && !t5_runs(p.flags)) continue;
+    if (!model.starts_with("gpt") && p.flags.find("--cp") != std::string::npos) continue;
     // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
     Outcome o = train(p.ranks, kModel + batch + p.flags);
     ASSERT_EQ(o.status, 0) << p.flags << o.err;
@@ -144,11 +150,15 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {8, "--tp 2 --pp 2 --zero 1"},
                         {4, "--pp 2 --zero 1"},
                         {4, "--tp 2 --zero 2"},
-                        {4, "--tp 2 --sequence-parallel --zero 3"}};
+                        {4, "--tp 2 --sequence-parallel --zero 3"},
+                        // GPT only: the context group's all-gathers and reduce-scatters.
+                        {4, "--tp 2 --cp 2 --cp-comm-type all_gather --sequence-parallel"},
+                        {8, "--cp 2 --cp-comm-type all_gather --pp 2 --zero 1"}};
   // BERT: the plans that exercise what differs from GPT-2 (the embedding norm under SP, the
   // head without final norm on a last stage, ZeRO-1), to keep the suite short.
   const bool bert = model.starts_with("bert"), t5 = model.starts_with("t5");
   for (const Plan& p : plans) {
+    if (!model.starts_with("gpt") && p.flags.find("--cp") != std::string::npos) continue;
     // T5: its plans (PP 2 at most, no virtual pipeline, ZeRO at most 1).
     if (t5 && (p.flags.find("virtual") != std::string::npos ||
                p.flags.find("--pp 4") != std::string::npos ||
@@ -515,6 +525,21 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "by the tensor-parallel size 2"},
       {4, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --tp 2 --zero 3",
        "--zero: expected 0 or 1 for T5"},
+      // Context parallelism: the trainer's all-gather form only, GPT only, whole chunks.
+      {2, "--seq-length 16 --layers 4 --heads 4 --cp 2 --cp-comm-type p2p",
+       "--cp-comm-type: expected all_gather: the CPU trainer all-gathers K and V (describe and "
+       "predict model the p2p ring), got p2p"},
+      {2, "--seq-length 18 --layers 4 --heads 4 --cp 2",
+       "--context-parallel-size: expected 2 x CP to divide the sequence length 18"},
+      {4, "--seq-length 16 --layers 4 --heads 4 --cp 3",
+       "--context-parallel-size: expected TP x CP x PP to divide the rank count 4"},
+      {2, "--model bert-tiny-cpu --seq-length 16 --layers 4 --heads 4 --cp 2",
+       "--context-parallel-size: expected 1 for BERT"},
+      {2, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --cp 2",
+       "--context-parallel-size: expected 1 for T5"},
+      {8, "--seq-length 12 --layers 4 --heads 4 --tp 4 --cp 2 --sequence-parallel",
+       "--sequence-parallel: expected each context-parallel rank's 6 positions divisible by the "
+       "tensor-parallel size 4"},
   };
   for (const Case& c : cases) {
     Outcome o = train(c.ranks, " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " + c.args);

@@ -936,9 +936,10 @@ void expect_calibration_is_the_fit_on_its_fit_rows(const std::string& system, st
   };
   const auto rows = fit_rows();
   ASSERT_EQ(rows.size(), rows_n);
-  if (all_flash)
+  if (all_flash) {
     for (const auto* r : rows)
       EXPECT_EQ(r->workload.scenario.plan.attention, AttentionKernel::flash) << r->id;
+  }
   const Calibration fitted = fit_compute_calibration(rows, Calibration{}, 400);
   const Calibration& stored = rows.front()->workload.scenario.system.calibration;
   auto same = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::abs(b); };

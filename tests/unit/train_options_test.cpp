@@ -74,7 +74,8 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--precision", "bf16"}, "--precision"},
            {{"--recompute-granularity", "full"}, "--recompute-granularity"},
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
-           {{"--cp", "2"}, "--context-parallel-size"},
+           {{"--cp", "2", "--cp-comm-type", "p2p"}, "--cp-comm-type"},
+           {{"--cp", "0"}, "--context-parallel-size"},
            {{"--ep", "2"}, "--expert-model-parallel-size"},
            {{"--tp", "2", "--sequence-parallel", "--tp-comm-overlap"}, "--tp-comm-overlap"},
            {{"--zero", "0,1"}, "combinations"}}) {

@@ -38,8 +38,12 @@ struct TrainOptions {
   Strategy strategy = Strategy::ddp;
   // Model parallelism (Megatron): tensor-parallel size, pipeline stages, model chunks per stage
   // (interleaved 1F1B), the pipeline schedule (unset: 1F1B, or interleaved with vpp > 1), the
-  // placement of ranks. The data-parallel size is the rank count / (tp x pp).
+  // placement of ranks. The data-parallel size is the rank count / (tp x cp x pp).
   int tp = 1, pp = 1, vpp = 1;
+  // Context parallelism (GPT, Megatron-LM --context-parallel-size with --cp-comm-type
+  // all_gather): each sequence's positions split over cp ranks inside the tensor group's
+  // neighbours (rank = t + TP (c + CP ...)), gradients reduced over DP x CP.
+  int cp = 1;
   std::optional<Schedule> schedule;
   RankOrder rank_order = RankOrder::tp_dp_pp;
   bool sequence_parallel = false;      // Megatron's, with tp > 1
@@ -97,12 +101,12 @@ std::int64_t global_batch(const TrainOptions& o, int world);
 // Over every stage and chunk when stage < 0.
 int activations_in_flight(const TrainOptions& o, int world, int stage = -1);
 
-// Data-parallel replicas among `world` ranks: world / (tp x pp) (at least 1).
+// Data-parallel replicas among `world` ranks: world / (tp x cp x pp) (at least 1).
 int data_parallel(const TrainOptions& o, int world);
 // Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it. It also
 // runs BERT on any plan (the data-parallel trainer's single-rank model is GPT-2's).
 inline bool model_parallel(const TrainOptions& o) {
-  return o.tp > 1 || o.pp > 1 || o.model.arch != ModelArch::gpt || o.t5.has_value();
+  return o.tp > 1 || o.pp > 1 || o.cp > 1 || o.model.arch != ModelArch::gpt || o.t5.has_value();
 }
 
 // Every check that needs no MPI: the flags against the rank count, the memory the model, its
