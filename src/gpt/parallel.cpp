@@ -76,10 +76,10 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
         "causal GPT's), got {}",
         s.cp)};
   if (s.cp > 1 && cfg.seq % (2 * s.cp) != 0)
-    return Error{fmt::format(
-        "--context-parallel-size: expected 2 x CP to divide the sequence length {} "
-        "(load-balanced causal chunks, as Megatron-LM requires), got {}",
-        cfg.seq, s.cp)};
+    return Error{
+        fmt::format("--context-parallel-size: expected 2 x CP to divide the sequence length {} "
+                    "(load-balanced causal chunks, as Megatron-LM requires), got {}",
+                    cfg.seq, s.cp)};
   if (s.cp > 1 && s.sequence_parallel && s.tp > 1 && (cfg.seq / s.cp) % s.tp != 0)
     return Error{fmt::format(
         "--sequence-parallel: expected each context-parallel rank's {} positions divisible by "
@@ -393,7 +393,8 @@ float GptShard::forward(int slot, const float* params, const std::int32_t* token
           encoder_forward(raw, s.tokens.data(), wte, wpe, nb, seq, ch);
         } else {
           for (std::int64_t i = 0; i < rows; ++i) {
-            const float* w = wte + static_cast<std::int64_t>(s.tokens[static_cast<std::size_t>(i)]) * ch;
+            const float* w =
+                wte + static_cast<std::int64_t>(s.tokens[static_cast<std::size_t>(i)]) * ch;
             const float* p = wpe + position(i) * ch;
             for (int c = 0; c < ch; ++c) raw[i * ch + c] = w[c] + p[c];
           }
@@ -645,7 +646,8 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
         } else {
           for (std::int64_t i = 0; i < rows; ++i) {
             const float* g = dres_.data() + i * ch;
-            float* dw = d_wte + static_cast<std::int64_t>(s.tokens[static_cast<std::size_t>(i)]) * ch;
+            float* dw =
+                d_wte + static_cast<std::int64_t>(s.tokens[static_cast<std::size_t>(i)]) * ch;
             float* dp = d_wpe + position(i) * ch;
             for (int c = 0; c < ch; ++c) dw[c] += g[c], dp[c] += g[c];
           }

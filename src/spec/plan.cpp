@@ -41,7 +41,7 @@ constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::block, "block"},
 constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
-                                                    {CpCommType::all_gather, "all_gather"}};
+                                                     {CpCommType::all_gather, "all_gather"}};
 constexpr EnumName<GradCompression> kGradCompressionNames[] = {
     {GradCompression::none, "none"},
     {GradCompression::powersgd, "powersgd"},

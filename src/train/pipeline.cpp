@@ -52,7 +52,8 @@ Grid Grid::of(const TrainOptions& o, int world, int rank) {
   // Context-parallel ranks next to the tensor-parallel ones (Megatron's tp-cp-ep-dp-pp).
   g.c = (rank / g.tp) % g.cp;
   const int rest = rank / (g.tp * g.cp);
-  if (o.rank_order == RankOrder::tp_dp_pp) {  // Megatron's default: rank = t + TP (c + CP (d + DP p))
+  if (o.rank_order ==
+      RankOrder::tp_dp_pp) {  // Megatron's default: rank = t + TP (c + CP (d + DP p))
     g.d = rest % g.dp;
     g.p = rest / g.dp;
   } else {  // tp-pp-dp: rank = t + TP (c + CP (p + PP d))
@@ -726,8 +727,8 @@ void PipelineTrainer::zero_grad_bucket(ChunkState& ch, std::int64_t offset, std:
   std::fill(ch.grads.begin() + offset, ch.grads.begin() + offset + elements, 0.0f);
   const comm::Partition::Pieces pc = zpart_.pieces(offset, elements);
   const int mine = pc.counts[static_cast<std::size_t>(g_.grad_rank())];
-  float* out = zgrad_.data() + std::min(zpart_.in_shard(g_.grad_rank(), offset),
-                                        zpart_.size(g_.grad_rank()));
+  float* out = zgrad_.data() +
+               std::min(zpart_.in_shard(g_.grad_rank(), offset), zpart_.size(g_.grad_rank()));
   const comm::Wire w = wire();  // fp32: MPI's reduce-scatter (comm/collectives.h)
   comm_op("zero_grad_bucket", Collective::reduce_scatter, CommGroup::data, g_.grad_dp(), kNoLayer,
           grad_bytes(elements), [this, buf, pc, mine, out, w] {
@@ -744,12 +745,11 @@ void PipelineTrainer::zero3_gather(ChunkState& ch, bool backward) {
   for (std::size_t k = 0; k < z3_modules_.size(); ++k) {
     const auto [r, layer] = z3_modules_[backward ? z3_modules_.size() - 1 - k : k];
     const comm::Partition::Pieces pc = zpart_.pieces(r.offset, r.size);
-    const float* src =
-        zparams_.data() + std::min(zpart_.in_shard(g_.grad_rank(), r.offset),
-                                   zpart_.size(g_.grad_rank()));
+    const float* src = zparams_.data() + std::min(zpart_.in_shard(g_.grad_rank(), r.offset),
+                                                  zpart_.size(g_.grad_rank()));
     float* dst = ch.params.data() + r.offset;
-    last = comm_op("zero3_param_all_gather", Collective::all_gather, CommGroup::data, g_.grad_dp(), layer,
-                   static_cast<double>(r.size) * sizeof(float), [this, src, dst, pc] {
+    last = comm_op("zero3_param_all_gather", Collective::all_gather, CommGroup::data, g_.grad_dp(),
+                   layer, static_cast<double>(r.size) * sizeof(float), [this, src, dst, pc] {
                      comm::all_gather(src, dst, pc.counts, pc.displs, MPI_FLOAT, dp_comm_);
                    });
   }
@@ -1124,8 +1124,8 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
       for (const Range& r : chunks_[c].replicated)
         leave_out(base[c] + r.offset, base[c] + r.offset + r.size);
   }
-  comm_op("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, g_.grad_dp(), kNoLayer, 8,
-          [this, &sq] {
+  comm_op("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, g_.grad_dp(), kNoLayer,
+          8, [this, &sq] {
             CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, dp_comm_));
           });
   stream_.drain();
@@ -1153,8 +1153,8 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   for (std::int64_t n : z_gather_buckets_) {
     const comm::Partition::Pieces pc = zpart_.pieces(off, n);
     float* buf = flat->data() + off;
-    comm_op("zero_param_all_gather", Collective::all_gather, CommGroup::data, g_.grad_dp(), kNoLayer,
-            static_cast<double>(n) * sizeof(float), [this, buf, pc, flat] {
+    comm_op("zero_param_all_gather", Collective::all_gather, CommGroup::data, g_.grad_dp(),
+            kNoLayer, static_cast<double>(n) * sizeof(float), [this, buf, pc, flat] {
               comm::all_gather(MPI_IN_PLACE, buf, pc.counts, pc.displs, MPI_FLOAT, dp_comm_);
             });
     off += n;
@@ -1322,11 +1322,11 @@ Status PipelineTrainer::train() {
 }
 
 void PipelineTrainer::write_trace() const {
-  write_rank_trace(o_.trace, me_, tl_, {&compute_events_, &comm_events_, &task_events_},
-                   g_.cp > 1 ? fmt::format("rank {} (tp {}, cp {}, pp {}, dp {})", me_, g_.t, g_.c,
-                                           g_.p, g_.d)
-                             : fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d),
-                   {"compute", "communication", "pipeline schedule"});
+  write_rank_trace(
+      o_.trace, me_, tl_, {&compute_events_, &comm_events_, &task_events_},
+      g_.cp > 1 ? fmt::format("rank {} (tp {}, cp {}, pp {}, dp {})", me_, g_.t, g_.c, g_.p, g_.d)
+                : fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d),
+      {"compute", "communication", "pipeline schedule"});
 }
 
 void PipelineTrainer::gather_ranks() {
@@ -1398,12 +1398,14 @@ int PipelineTrainer::report() {
               {"peak_resident", static_cast<double>(ru.ru_maxrss) * 1024}};
   r.per_rank = per_rank_;
   r.other_ranks_match = all == 1;
-  r.parallel = {
-      {"tensor_model_parallel_size", g_.tp},   {"pipeline_model_parallel_size", g_.pp},
-      {"data_parallel_size", g_.dp},           {"context_parallel_size", g_.cp},
-      {"virtual_pipeline_stages", v_},
-      {"schedule", to_string(schedule_)},      {"sequence_parallel", o_.sequence_parallel},
-      {"rank_order", to_string(o_.rank_order)}};
+  r.parallel = {{"tensor_model_parallel_size", g_.tp},
+                {"pipeline_model_parallel_size", g_.pp},
+                {"data_parallel_size", g_.dp},
+                {"context_parallel_size", g_.cp},
+                {"virtual_pipeline_stages", v_},
+                {"schedule", to_string(schedule_)},
+                {"sequence_parallel", o_.sequence_parallel},
+                {"rank_order", to_string(o_.rank_order)}};
   return print_report(r);
 }
 

@@ -712,8 +712,7 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
         "data-parallel ranks)\n",
         o.model_name.c_str(), o.model.layers, o.model.hidden, o.model.heads, o.model.vocab,
         o.model.seq, o.tp, o.cp > 1 ? fmt::format("CP {} x ", o.cp).c_str() : "", o.pp, dp, n,
-        std::string(to_string(o.rank_order)).c_str(),
-        static_cast<long long>(g), o.micro_batch,
+        std::string(to_string(o.rank_order)).c_str(), static_cast<long long>(g), o.micro_batch,
         static_cast<long long>(g / (static_cast<std::int64_t>(o.micro_batch) * dp)), dp);
     std::printf("%6s %10s %10s %10s %9s %9s %9s %9s %9s\n", "step", "loss", "time_ms", "tokens/s",
                 "GFLOP/s", "comp_ms", "ovl_ms", "exp_ms", "idle_ms");

@@ -1,7 +1,8 @@
 // commscope train with tensor, pipeline and data parallelism over real MPI (mpirun,
 // oversubscribed on this 2-core machine, tiny models): the same losses as one rank for every
-// plan and schedule (context parallelism included), the communication of every stage equal to describe's, the pipeline
-// schedules' order read back from the traces, checkpoints that resume exactly.
+// plan and schedule (context parallelism included), the communication of every stage equal to
+// describe's, the pipeline schedules' order read back from the traces, checkpoints that resume
+// exactly.
 #include <gtest/gtest.h>
 
 #include <unistd.h>

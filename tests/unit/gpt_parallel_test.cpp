@@ -327,7 +327,6 @@ TEST(GptShard, BertParameterCountsAreTheWorkloads) {
   }
 }
 
-
 // ---- context parallelism ----
 
 // The load-balanced causal chunks (Megatron-LM): rank r holds chunks r and 2 CP - 1 - r of 2 CP.

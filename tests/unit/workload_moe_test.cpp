@@ -267,6 +267,56 @@ TEST(ContextParallel, RingExchangeBytesAreTheClosedForm) {
   }
 }
 
+// All-gather CP (--cp-comm-type all_gather; Transformer Engine's AttnFuncWithCPAndKVAllGather):
+// per layer and micro-batch the forward all-gathers K and V of the whole sequence (CP chunks),
+// the backward gathers them again and reduce-scatters dK and dV, each counted as NCCL counts
+// (the gathered buffer). On the wire each rank sends (CP - 1) / CP of each, so the three move
+// exactly the ring's 3 (CP - 1) chunks; and they wait on the chain, so the iteration is no
+// shorter than with the ring, which overlaps its exchange with the attention core.
+TEST(ContextParallel, AllGatherBytesAreTheClosedFormAndTheRingsOnTheWire) {
+  for (auto [tp, cp] : {std::pair{1, 2}, std::pair{2, 4}, std::pair{8, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "tp " << tp << " cp " << cp);
+    PlanInput p = plan(64, tp, 1, 1);
+    p.cp = cp;
+    Scenario ring = scenario("llama3-8b", "dgx-h100", p);
+    p.cp_comm_type = CpCommType::all_gather;
+    Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+    EXPECT_EQ(sc.plan.cp_comm_type, CpCommType::all_gather);
+    Workload w = build_workload(sc), wr = build_workload(ring);
+    const Chunk& ch = w.roles[0].chunks[0];
+    const double s = static_cast<double>(sc.model.seq_length);
+    const double chunk = 2.0 * 1 * (s / cp) * sc.model.kv_dim() / tp * 2 /*bf16*/;
+    auto counted = [](const OpList& l, std::string_view name, int layer) {
+      double sum = 0;
+      for (const Op& o : l.ops())
+        if (o.kind == OpKind::comm && o.name == name && o.layer == layer) sum += o.bytes;
+      return sum;
+    };
+    for (int layer : {0, 31}) {
+      EXPECT_DOUBLE_EQ(counted(ch.forward, "cp_kv_all_gather", layer), cp * chunk);
+      EXPECT_DOUBLE_EQ(counted(ch.backward, "cp_kv_all_gather", layer), cp * chunk);
+      EXPECT_DOUBLE_EQ(counted(ch.backward, "cp_dkv_reduce_scatter", layer), cp * chunk);
+      // On the wire (bytes_named): (CP - 1) / CP of each.
+      EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_kv_all_gather", layer), (cp - 1) * chunk);
+      EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "cp_dkv_reduce_scatter", layer), (cp - 1) * chunk);
+      EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_kv_send", layer), 0.0);
+    }
+    double wire = 0, ring_wire = 0;
+    for (const CommVolume& v : comm_volume(w, w.roles[0]))
+      if (v.group == CommGroup::context) wire += v.wire_bytes;
+    for (const CommVolume& v : comm_volume(wr, wr.roles[0]))
+      if (v.group == CommGroup::context) ring_wire += v.wire_bytes;
+    EXPECT_GT(wire, 0.0);
+    EXPECT_NEAR(wire / ring_wire, 1.0, 1e-12);
+    EXPECT_GE(simulate(w).iteration_time, simulate(wr).iteration_time);
+  }
+  PlanInput p = plan(64, 1, 1, 1);
+  p.cp_comm_type = CpCommType::all_gather;  // without CP: nothing to exchange, nothing changes
+  EXPECT_DOUBLE_EQ(simulate(build_workload(scenario("llama3-8b", "dgx-h100", p))).iteration_time,
+                   simulate(build_workload(scenario("llama3-8b", "dgx-h100", plan(64, 1, 1, 1))))
+                       .iteration_time);
+}
+
 // The exchange overlaps the attention core: the next op after the core waits for it, so a
 // ring that takes less time than the core adds nothing; the CP group's time is in the breakdown.
 TEST(ContextParallel, PredictShowsTheRingAndActivationsShrink) {
