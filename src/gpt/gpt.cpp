@@ -115,6 +115,13 @@ Status validate(const GptConfig& c) {
     return config_error("type_vocab", c.type_vocab, "0 for a GPT");
   if (c.arch == ModelArch::bert && (c.type_vocab < 0 || c.type_vocab > 2))
     return config_error("type_vocab", c.type_vocab, "0, 1 or 2 (segments A and B)");
+  if (c.experts < 0 || (c.experts > 0 && c.arch != ModelArch::gpt))
+    return config_error("experts", c.experts, "0, or a positive count for a GPT");
+  if (c.experts > 0 && (c.experts_per_token < 1 || c.experts_per_token > c.experts))
+    return config_error("experts_per_token", c.experts_per_token,
+                        "1 to experts (" + std::to_string(c.experts) + ")");
+  if (c.experts == 0 && c.experts_per_token != 0)
+    return config_error("experts_per_token", c.experts_per_token, "0 for a dense model");
   return ok_status();
 }
 
@@ -152,10 +159,21 @@ ParamLayout::ParamLayout(const GptConfig& cfg) {
     add("attn_out.b", l, h);
     add("norm_mlp.w", l, h);
     add("norm_mlp.b", l, h);
-    add("mlp_in.w", l, 4 * h * h);
-    add("mlp_in.b", l, 4 * h);
-    add("mlp_out.w", l, 4 * h * h);
-    add("mlp_out.b", l, h);
+    if (cfg.experts > 0) {
+      add("router.w", l, cfg.experts * h);
+      for (int e = 0; e < cfg.experts; ++e) {
+        const std::string x = "expert" + std::to_string(e);
+        add(x + ".mlp_in.w", l, 4 * h * h);
+        add(x + ".mlp_in.b", l, 4 * h);
+        add(x + ".mlp_out.w", l, 4 * h * h);
+        add(x + ".mlp_out.b", l, h);
+      }
+    } else {
+      add("mlp_in.w", l, 4 * h * h);
+      add("mlp_in.b", l, 4 * h);
+      add("mlp_out.w", l, 4 * h * h);
+      add("mlp_out.b", l, h);
+    }
     blocks_.push_back({start, o - start});
   }
   head_ = {o, bert ? 0 : 2 * h};
@@ -172,8 +190,12 @@ ParamLayout::ParamLayout(const GptConfig& cfg) {
     auto group = [&](std::string_view name, std::int64_t begin, std::int64_t end) {
       groups_.push_back({name, l, {s + begin, end - begin}});
     };
-    group("mlp_out", bo.mlp_out_w, bo.size);
-    group("mlp_in", bo.mlp_in_w, bo.mlp_out_w);
+    if (cfg.experts > 0) {
+      group("moe", bo.mlp_in_w, blocks_[static_cast<std::size_t>(l)].size);
+    } else {
+      group("mlp_out", bo.mlp_out_w, bo.size);
+      group("mlp_in", bo.mlp_in_w, bo.mlp_out_w);
+    }
     group("norm_mlp", bo.norm_mlp_w, bo.mlp_in_w);
     group("attn_out", bo.attn_out_w, bo.norm_mlp_w);
     group("qkv", bo.qkv_w, bo.attn_out_w);
@@ -203,7 +225,8 @@ void init_params(const ParamLayout& layout, float* params, std::uint64_t seed) {
       // One stream per tensor: seed and tensor index mixed through splitmix64.
       std::uint64_t x = seed;
       const std::uint64_t tensor_seed = splitmix64(x) ^ (0xD1B54A32D192ED03ull * (i + 1));
-      const bool residual_proj = t.name == "attn_out.w" || t.name == "mlp_out.w";
+      const bool residual_proj =
+          t.name == "attn_out.w" || t.name == "mlp_out.w" || ends_with(t.name, ".mlp_out.w");
       fill_normal(p, t.size, residual_proj ? proj_std : 0.02, tensor_seed);
     }
   }
@@ -222,7 +245,7 @@ double Gpt::now() {
 }
 
 Gpt::Gpt(const GptConfig& cfg, int batch) : cfg_(cfg), layout_(cfg), batch_(batch) {
-  CS_CHECK(batch >= 1 && cfg.arch == ModelArch::gpt);
+  CS_CHECK(batch >= 1 && cfg.arch == ModelArch::gpt && cfg.experts == 0);
   const std::size_t n = static_cast<std::size_t>(batch) * cfg.seq;
   const std::size_t c = cfg.hidden;
   const std::size_t att = static_cast<std::size_t>(batch) * cfg.heads * cfg.seq * cfg.seq;

@@ -19,8 +19,9 @@ namespace {
 // Offsets of a block's tensors from the block's start in a shard (h hidden, t tensor-parallel).
 struct LocalBlock {
   std::int64_t norm_attn_w, norm_attn_b, qkv_w, qkv_b, attn_out_w, attn_out_b, norm_mlp_w,
-      norm_mlp_b, mlp_in_w, mlp_in_b, mlp_out_w, mlp_out_b, size;
-  LocalBlock(std::int64_t h, std::int64_t t) {
+      norm_mlp_b, mlp_in_w, mlp_in_b, mlp_out_w, mlp_out_b, router = -1, size;
+  // experts > 0: a MoE block, the router after norm_mlp and no dense MLP (its offsets -1).
+  LocalBlock(std::int64_t h, std::int64_t t, std::int64_t experts = 0) {
     const std::int64_t hl = h / t, fl = 4 * h / t;
     std::int64_t o = 0;
     auto take = [&o](std::int64_t n) {
@@ -36,6 +37,12 @@ struct LocalBlock {
     attn_out_b = take(h);
     norm_mlp_w = take(h);
     norm_mlp_b = take(h);
+    if (experts > 0) {
+      router = take(experts * h);
+      mlp_in_w = mlp_in_b = mlp_out_w = mlp_out_b = -1;
+      size = o;
+      return;
+    }
     mlp_in_w = take(fl * h);
     mlp_in_b = take(fl);
     mlp_out_w = take(h * fl);
@@ -46,6 +53,11 @@ struct LocalBlock {
 
 void zero(std::vector<float>& v) {
   std::memset(v.data(), 0, v.size() * sizeof(float));
+}
+
+// One expert's parameters: [mlp_in.w 4h x h, mlp_in.b 4h, mlp_out.w h x 4h, mlp_out.b h].
+std::int64_t expert_size(std::int64_t h) {
+  return 8 * h * h + 5 * h;
 }
 
 }  // namespace
@@ -85,6 +97,21 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
         "--sequence-parallel: expected each context-parallel rank's {} positions divisible by "
         "the tensor-parallel size {}",
         cfg.seq / s.cp, s.tp)};
+  if (s.ep < 1 || s.ep_rank < 0 || s.ep_rank >= s.ep)
+    return Error{
+        fmt::format("--expert-model-parallel-size: expected a positive size, got {}", s.ep)};
+  if (cfg.experts == 0 && s.ep > 1)
+    return Error{fmt::format(
+        "--expert-model-parallel-size: expected 1 for a dense model (no experts), got {}", s.ep)};
+  if (cfg.experts > 0 && cfg.experts % s.ep != 0)
+    return Error{
+        fmt::format("--expert-model-parallel-size: expected a divisor of the experts ({}), got {}",
+                    cfg.experts, s.ep)};
+  if (cfg.experts > 0 && s.tp > 1)
+    return Error{fmt::format(
+        "--tensor-model-parallel-size: expected 1 for a model with experts (the trainer's MoE "
+        "blocks are not tensor-parallel), got {}",
+        s.tp)};
   if (s.layers < 1 || s.first_layer < 0 || s.first_layer + s.layers > cfg.layers)
     return Error{fmt::format("internal: blocks [{}, {}) outside the model's {}", s.first_layer,
                              s.first_layer + s.layers, cfg.layers)};
@@ -112,20 +139,25 @@ ShardLayout::ShardLayout(const GptConfig& cfg, const ShardSpec& s) : cfg_(cfg), 
   const std::int64_t h = cfg.hidden, wte = static_cast<std::int64_t>(cfg.vocab) / s.tp * h;
   const bool bert = cfg.arch == ModelArch::bert;
   std::int64_t o = 0;
+  if (cfg.experts > 0) {  // this rank's experts of every block, first
+    experts_ = {0, static_cast<std::int64_t>(s.layers) * (cfg.experts / s.ep) * expert_size(h)};
+    o = experts_.size;
+  }
   if (s.embedding) {
     // wpe (and BERT's wtt) replicated, then BERT's embedding LayerNorm, replicated too.
     const std::int64_t pos =
         (static_cast<std::int64_t>(cfg.max_positions) + (bert ? cfg.type_vocab : 0)) * h;
-    embedding_ = {0, wte + pos + (bert ? 2 * h : 0)};
-    replicated_.push_back({wte, pos});
-    if (bert) replicated_.push_back({wte + pos, 2 * h});
-    o = embedding_.size;
+    embedding_ = {o, wte + pos + (bert ? 2 * h : 0)};
+    replicated_.push_back({o + wte, pos});
+    if (bert) replicated_.push_back({o + wte + pos, 2 * h});
+    o += embedding_.size;
   }
-  const LocalBlock lb(h, s.tp);
+  const LocalBlock lb(h, s.tp, cfg.experts);
   for (int l = 0; l < s.layers; ++l) {
     blocks_.push_back({o, lb.size});
-    for (auto [at, n] : {std::pair{lb.norm_attn_w, 2 * h}, std::pair{lb.attn_out_b, 3 * h},
-                         std::pair{lb.mlp_out_b, h}})
+    for (auto [at, n] :
+         {std::pair{lb.norm_attn_w, 2 * h}, std::pair{lb.attn_out_b, 3 * h},
+          cfg.experts > 0 ? std::pair{lb.router, cfg.experts * h} : std::pair{lb.mlp_out_b, h}})
       replicated_.push_back({o + at, n});
     o += lb.size;
   }
@@ -141,6 +173,13 @@ ShardLayout::ShardLayout(const GptConfig& cfg, const ShardSpec& s) : cfg_(cfg), 
   total_ = o;
 }
 
+Range ShardLayout::expert(int l, int local) const {
+  const int i = l - s_.first_layer, el = cfg_.experts / s_.ep;
+  CS_CHECK(cfg_.experts > 0 && i >= 0 && i < s_.layers && local >= 0 && local < el);
+  const std::int64_t n = expert_size(cfg_.hidden);
+  return {experts_.offset + (static_cast<std::int64_t>(i) * el + local) * n, n};
+}
+
 Range ShardLayout::block(int l) const {
   const int i = l - s_.first_layer;
   CS_CHECK(i >= 0 && i < static_cast<int>(blocks_.size()));
@@ -150,18 +189,19 @@ Range ShardLayout::block(int l) const {
 std::vector<Range> ShardLayout::sequence_parallel_partial() const {
   std::vector<Range> out;
   for (const Range& r : replicated_)
-    if (!(s_.embedding && r.offset == word_embedding().size)) out.push_back(r);  // not wpe
+    if (!(s_.embedding && r.offset == word_embedding().offset + word_embedding().size))
+      out.push_back(r);  // not wpe
   return out;
 }
 
 Range ShardLayout::word_embedding() const {
   if (!s_.embedding) return {};
-  return {0, static_cast<std::int64_t>(cfg_.vocab) / s_.tp * cfg_.hidden};
+  return {embedding_.offset, static_cast<std::int64_t>(cfg_.vocab) / s_.tp * cfg_.hidden};
 }
 
 Range ShardLayout::lm_head_weight() const {
   CS_CHECK(s_.head);
-  if (s_.embedding) return {0, static_cast<std::int64_t>(cfg_.vocab) / s_.tp * cfg_.hidden};
+  if (s_.embedding) return word_embedding();
   return head_copy_;
 }
 
@@ -177,9 +217,21 @@ void ShardLayout::from_full(const float* full, float* shard) const {
   };
   auto copy = [](const float* from, std::int64_t n, float* to) { std::copy(from, from + n, to); };
   const float* wte = find("wte", kEmbeddingLayer) + r * vl * h;
+  if (cfg_.experts > 0) {
+    const int el = cfg_.experts / s_.ep;
+    for (int l = s_.first_layer; l < s_.first_layer + s_.layers; ++l)
+      for (int e = 0; e < el; ++e) {
+        const std::string x = "expert" + std::to_string(s_.ep_rank * el + e);
+        float* to = shard + expert(l, e).offset;
+        copy(find(x + ".mlp_in.w", l), 4 * h * h, to);
+        copy(find(x + ".mlp_in.b", l), 4 * h, to + 4 * h * h);
+        copy(find(x + ".mlp_out.w", l), 4 * h * h, to + 4 * h * h + 4 * h);
+        copy(find(x + ".mlp_out.b", l), h, to + 8 * h * h + 4 * h);
+      }
+  }
   if (s_.embedding) {
-    copy(wte, vl * h, shard);
-    std::int64_t at = vl * h;
+    copy(wte, vl * h, shard + embedding_.offset);
+    std::int64_t at = embedding_.offset + vl * h;
     copy(find("wpe", kEmbeddingLayer), cfg_.max_positions * h, shard + at);
     at += cfg_.max_positions * h;
     if (cfg_.arch == ModelArch::bert) {
@@ -191,9 +243,21 @@ void ShardLayout::from_full(const float* full, float* shard) const {
       copy(find("norm_emb.b", kEmbeddingLayer), h, shard + at + h);
     }
   }
-  const LocalBlock lb(h, t);
+  const LocalBlock lb(h, t, cfg_.experts);
   for (int l = s_.first_layer; l < s_.first_layer + s_.layers; ++l) {
     float* b = shard + block(l).offset;
+    if (cfg_.experts > 0) {
+      copy(find("norm_attn.w", l), h, b + lb.norm_attn_w);
+      copy(find("norm_attn.b", l), h, b + lb.norm_attn_b);
+      copy(find("qkv.w", l), 3 * h * h, b + lb.qkv_w);  // TP 1: whole
+      copy(find("qkv.b", l), 3 * h, b + lb.qkv_b);
+      copy(find("attn_out.w", l), h * h, b + lb.attn_out_w);
+      copy(find("attn_out.b", l), h, b + lb.attn_out_b);
+      copy(find("norm_mlp.w", l), h, b + lb.norm_mlp_w);
+      copy(find("norm_mlp.b", l), h, b + lb.norm_mlp_b);
+      copy(find("router.w", l), cfg_.experts * h, b + lb.router);
+      continue;
+    }
     copy(find("norm_attn.w", l), h, b + lb.norm_attn_w);
     copy(find("norm_attn.b", l), h, b + lb.norm_attn_b);
     for (std::int64_t part = 0; part < 3; ++part) {  // q, k, v: this rank's heads of each
@@ -361,6 +425,7 @@ void bias_grad(float* db, const float* d, std::int64_t rows, int ch) {
 float GptShard::forward(int slot, const float* params, const std::int32_t* tokens,
                         const float* input, const std::int32_t* targets) {
   Slot& s = slots_[static_cast<std::size_t>(slot)];
+  params_ = params;
   const int nb = batch_, seq = cfg_.seq, ch = cfg_.hidden;
   const std::int64_t rows = static_cast<std::int64_t>(nb) * seq_l_;
   // Local row i: sequence i / seq_l_ at position pos_[i % seq_l_].
@@ -467,7 +532,7 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
   const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
   const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
   const double attn_flops = 2.0 * nb * seq * static_cast<double>(cfg_.seq) * cl;
-  const LocalBlock o(ch, s_.tp);
+  const LocalBlock o(ch, s_.tp, cfg_.experts);
   const bool split = s_.tp > 1;
   BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
   const float* inp = block_input(s, l);
@@ -512,6 +577,12 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
     layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
                       block + o.norm_mlp_w, block + o.norm_mlp_b, rl, ch);
   });
+  if (cfg_.experts > 0) {  // TP 1: no region to enter or leave
+    moe_forward(a, l, block);
+    timed("mlp_residual", l, false, 0,
+          [&] { residual_forward(a.res3.data(), a.res2.data(), tmp_.data(), rows * ch); });
+    return;
+  }
   if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather", l);
   const float* x2 = sp_ ? gath_.data() : a.ln2.data();
   timed("mlp_in", l, false, 2 * fn * fc * 4 * fcl, [&] {
@@ -597,6 +668,8 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
   Slot& s = slots_[static_cast<std::size_t>(slot)];
   CS_CHECK(s.forward_done);
   s.forward_done = false;
+  params_ = params;
+  grads_ = grads;
   const std::int64_t total = layout_.total();
   auto done = [&](std::int64_t offset) {
     if (on_done) on_done(total - offset);
@@ -676,6 +749,7 @@ void GptShard::backward(int slot, const float* params, float* grads, const float
     }
     done(layout_.embedding().offset);
   }
+  if (layout_.experts().size > 0) done(layout_.experts().offset);  // the experts, at the start
 }
 
 void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float* d_wte,
@@ -733,7 +807,7 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
   const std::int64_t rows = static_cast<std::int64_t>(nb) * seq, rl = rows_l_;
   const double fn = static_cast<double>(rows), fc = ch, fcl = cl;
   const double attn_flops = 4.0 * nb * seq * static_cast<double>(cfg_.seq) * cl;
-  const LocalBlock o(ch, s_.tp);
+  const LocalBlock o(ch, s_.tp, cfg_.experts);
   const BlockActs& a = s.blocks[static_cast<std::size_t>(l - s_.first_layer)];
   const float* inp = block_input(s, l);
   // The residual's gradient into the region: whole rows, gathered from the sequence shards
@@ -759,22 +833,28 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
       reduce(dln_.data(), rows * ch, false, "tp_all_reduce", l);
     return sp_ ? dln_s_.data() : dln_.data();
   };
-  into_region("mlp_residual", d_block + o.mlp_out_b);
-  timed("mlp_out", l, true, 4 * fn * 4 * fcl * fc, [&] {
-    zero(dfch_gelu_);
-    matmul_backward(dfch_gelu_.data(), d_block + o.mlp_out_w, sp_ ? nullptr : d_block + o.mlp_out_b,
-                    dtmp_.data(), a.fch_gelu.data(), block + o.mlp_out_w, rows, 4 * cl, ch);
-  });
-  timed("mlp_act", l, true, 0, [&] {
-    zero(dfch_);
-    gelu_backward(dfch_.data(), a.fch.data(), dfch_gelu_.data(), 4 * rows * cl);
-  });
-  if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather_wgrad", l);
-  timed("mlp_in", l, true, 4 * fn * fc * 4 * fcl, [&] {
-    zero(dln_);
-    matmul_backward(dln_.data(), d_block + o.mlp_in_w, d_block + o.mlp_in_b, dfch_.data(),
-                    sp_ ? gath_.data() : a.ln2.data(), block + o.mlp_in_w, rows, ch, 4 * cl);
-  });
+  if (cfg_.experts > 0) {  // TP 1: dtmp_ is the MoE output's gradient
+    into_region("mlp_residual", nullptr);
+    moe_backward(a, l, block, d_block);
+  } else {
+    into_region("mlp_residual", d_block + o.mlp_out_b);
+    timed("mlp_out", l, true, 4 * fn * 4 * fcl * fc, [&] {
+      zero(dfch_gelu_);
+      matmul_backward(dfch_gelu_.data(), d_block + o.mlp_out_w,
+                      sp_ ? nullptr : d_block + o.mlp_out_b, dtmp_.data(), a.fch_gelu.data(),
+                      block + o.mlp_out_w, rows, 4 * cl, ch);
+    });
+    timed("mlp_act", l, true, 0, [&] {
+      zero(dfch_);
+      gelu_backward(dfch_.data(), a.fch.data(), dfch_gelu_.data(), 4 * rows * cl);
+    });
+    if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather_wgrad", l);
+    timed("mlp_in", l, true, 4 * fn * fc * 4 * fcl, [&] {
+      zero(dln_);
+      matmul_backward(dln_.data(), d_block + o.mlp_in_w, d_block + o.mlp_in_b, dfch_.data(),
+                      sp_ ? gath_.data() : a.ln2.data(), block + o.mlp_in_w, rows, ch, 4 * cl);
+    });
+  }
   const float* dln2 = out_of_region();
   timed("norm_mlp", l, true, 0, [&] {
     layernorm_backward(dres_.data(), d_block + o.norm_mlp_w, d_block + o.norm_mlp_b, dln2,
@@ -943,6 +1023,233 @@ void GptShard::cp_attention_backward(const BlockActs& a, int l) {
     for (std::int64_t r = 0; r < n; ++r)
       std::copy(kv_l_.data() + r * 2 * cl, kv_l_.data() + (r + 1) * 2 * cl,
                 dqkv_.data() + r * 3 * cl + cl);
+  });
+}
+
+// ---- mixture of experts ----
+// Per MoE block and micro-batch (n rows, E experts, k per token, El = E / ep on this rank):
+// the router's logits, each token's top k and their gates (softmax over the k); its k rows in
+// the dispatch order (by expert, experts in rank order, then by token); the counts exchanged;
+// the rows all-to-allv'd to the experts' ranks (received by source rank, then by expert), put
+// in expert-major order, through each local expert, back to the received order, all-to-allv'd
+// back (the combine), and summed per token with its gates.
+
+void GptShard::expert_exchange(const float* send, const std::vector<int>& send_rows, float* recv,
+                               const std::vector<int>& recv_rows, int width, std::string_view name,
+                               int layer) {
+  if (s_.ep == 1) {
+    std::copy(send, send + static_cast<std::int64_t>(send_rows[0]) * width, recv);
+    return;
+  }
+  CS_CHECK(expert_comm_ != nullptr);
+  expert_comm_(send, send_rows, recv, recv_rows, width, name, layer);
+}
+
+void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
+  const int h = cfg_.hidden, E = cfg_.experts, k = cfg_.experts_per_token, ep = s_.ep;
+  const int el = E / ep, f = 4 * h;
+  const std::int64_t n = rows_l_, nk = n * k;
+  const LocalBlock o(h, 1, E);
+  const float* x = a.ln2.data();
+  std::vector<float> logits(static_cast<std::size_t>(n * E));
+  timed("moe_router", l, false, 2.0 * static_cast<double>(n) * h * E, [&] {
+    matmul_forward(logits.data(), x, block + o.router, static_cast<const float*>(nullptr), n, h, E);
+  });
+  a.sel.resize(static_cast<std::size_t>(nk));
+  a.gate.resize(static_cast<std::size_t>(nk));
+  a.pos.resize(static_cast<std::size_t>(nk));
+  std::vector<int> count(static_cast<std::size_t>(E), 0), idx(static_cast<std::size_t>(E));
+  timed("moe_route", l, false, 0, [&] {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float* z = logits.data() + i * E;
+      for (int e = 0; e < E; ++e) idx[static_cast<std::size_t>(e)] = e;
+      // The k largest logits, the lower expert first among equals.
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                        [z](int p, int q) { return z[p] > z[q] || (z[p] == z[q] && p < q); });
+      const float m = z[idx[0]];
+      double sum = 0;
+      for (int j = 0; j < k; ++j) sum += std::exp(static_cast<double>(z[idx[j]] - m));
+      for (int j = 0; j < k; ++j) {
+        const std::size_t q = static_cast<std::size_t>(i * k + j);
+        a.sel[q] = idx[static_cast<std::size_t>(j)];
+        a.gate[q] = static_cast<float>(std::exp(static_cast<double>(z[idx[j]] - m)) / sum);
+        ++count[static_cast<std::size_t>(a.sel[q])];
+      }
+    }
+  });
+  // Dispatch order: expert by expert (so rank by rank), tokens in order within an expert.
+  std::vector<int> start(static_cast<std::size_t>(E) + 1, 0);
+  for (int e = 0; e < E; ++e)
+    start[static_cast<std::size_t>(e) + 1] =
+        start[static_cast<std::size_t>(e)] + count[static_cast<std::size_t>(e)];
+  std::vector<int> fill(start.begin(), start.end() - 1);
+  std::vector<float> send(static_cast<std::size_t>(nk * h));
+  for (std::int64_t q = 0; q < nk; ++q) {
+    const int at = fill[static_cast<std::size_t>(a.sel[static_cast<std::size_t>(q)])]++;
+    a.pos[static_cast<std::size_t>(q)] = at;
+    std::copy(x + q / k * h, x + (q / k + 1) * h, send.data() + static_cast<std::int64_t>(at) * h);
+  }
+  a.send_rows.assign(static_cast<std::size_t>(ep), 0);
+  for (int e = 0; e < E; ++e)
+    a.send_rows[static_cast<std::size_t>(e / el)] += count[static_cast<std::size_t>(e)];
+  // Every rank's rows for this rank's experts: recv_counts[r * el + e].
+  std::vector<int> recv_counts;
+  if (ep == 1) {
+    recv_counts = count;
+  } else {
+    CS_CHECK(expert_counts_ != nullptr);
+    recv_counts.assign(static_cast<std::size_t>(ep * el), 0);
+    expert_counts_(count, recv_counts, l);
+  }
+  a.recv_rows.assign(static_cast<std::size_t>(ep), 0);
+  a.expert_rows.assign(static_cast<std::size_t>(el), 0);
+  for (int r = 0; r < ep; ++r)
+    for (int e = 0; e < el; ++e) {
+      const int c = recv_counts[static_cast<std::size_t>(r * el + e)];
+      CS_CHECK(c >= 0 && c <= n * k);  // bounded: no rank routes more rows than it has
+      a.recv_rows[static_cast<std::size_t>(r)] += c;
+      a.expert_rows[static_cast<std::size_t>(e)] += c;
+    }
+  std::int64_t m = 0;
+  for (int c : a.recv_rows) m += c;
+  std::vector<float> recv(static_cast<std::size_t>(m * h));
+  expert_exchange(send.data(), a.send_rows, recv.data(), a.recv_rows, h, "moe_dispatch", l);
+  // perm[expert-major row] = received row.
+  a.perm.assign(static_cast<std::size_t>(m), 0);
+  {
+    std::vector<std::int64_t> at(static_cast<std::size_t>(el), 0);
+    for (int e = 1; e < el; ++e)
+      at[static_cast<std::size_t>(e)] =
+          at[static_cast<std::size_t>(e) - 1] + a.expert_rows[static_cast<std::size_t>(e) - 1];
+    std::int64_t from = 0;
+    for (int r = 0; r < ep; ++r)
+      for (int e = 0; e < el; ++e)
+        for (int c = 0; c < recv_counts[static_cast<std::size_t>(r * el + e)]; ++c)
+          a.perm[static_cast<std::size_t>(at[static_cast<std::size_t>(e)]++)] =
+              static_cast<int>(from++);
+  }
+  a.xe.resize(static_cast<std::size_t>(m * h));
+  a.he.resize(static_cast<std::size_t>(m * f));
+  a.ge.resize(static_cast<std::size_t>(m * f));
+  std::vector<float> ye(static_cast<std::size_t>(m * h));
+  for (std::int64_t r = 0; r < m; ++r) {
+    const std::int64_t src = a.perm[static_cast<std::size_t>(r)];
+    std::copy(recv.data() + src * h, recv.data() + (src + 1) * h, a.xe.data() + r * h);
+  }
+  timed("moe_experts", l, false, 4.0 * static_cast<double>(m) * h * f, [&] {
+    std::int64_t off = 0;
+    for (int e = 0; e < el; ++e) {
+      const std::int64_t me = a.expert_rows[static_cast<std::size_t>(e)];
+      const float* w = params_ + layout_.expert(l, e).offset;
+      if (me > 0) {
+        matmul_forward(a.he.data() + off * f, a.xe.data() + off * h, w, w + 4 * h * h, me, h, f);
+        gelu_forward(a.ge.data() + off * f, a.he.data() + off * f, me * f);
+        matmul_forward(ye.data() + off * h, a.ge.data() + off * f, w + 4 * h * h + 4 * h,
+                       w + 8 * h * h + 4 * h, me, f, h);
+      }
+      off += me;
+    }
+  });
+  for (std::int64_t r = 0; r < m; ++r) {  // back to the received order
+    const std::int64_t dst = a.perm[static_cast<std::size_t>(r)];
+    std::copy(ye.data() + r * h, ye.data() + (r + 1) * h, recv.data() + dst * h);
+  }
+  a.yp.resize(static_cast<std::size_t>(nk * h));
+  expert_exchange(recv.data(), a.recv_rows, a.yp.data(), a.send_rows, h, "moe_combine", l);
+  timed("moe_combine", l, false, 0, [&] {
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* out = tmp_.data() + i * h;
+      std::fill(out, out + h, 0.0f);
+      for (int j = 0; j < k; ++j) {
+        const std::size_t q = static_cast<std::size_t>(i * k + j);
+        const float g = a.gate[q];
+        const float* y = a.yp.data() + static_cast<std::int64_t>(a.pos[q]) * h;
+        for (int c = 0; c < h; ++c) out[c] += g * y[c];
+      }
+    }
+  });
+}
+
+void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float* d_block) {
+  const int h = cfg_.hidden, E = cfg_.experts, k = cfg_.experts_per_token, ep = s_.ep;
+  const int el = E / ep, f = 4 * h;
+  const std::int64_t n = rows_l_, nk = n * k;
+  std::int64_t m = 0;
+  for (int c : a.recv_rows) m += c;
+  const LocalBlock o(h, 1, E);
+  const float* dout = dtmp_.data();
+  // The combine's backward: each row's gradient is its gate x the token's; each gate's, the
+  // token's gradient . the row.
+  std::vector<float> dyp(static_cast<std::size_t>(nk * h)), dgate(static_cast<std::size_t>(nk));
+  timed("moe_combine", l, true, 0, [&] {
+    for (std::int64_t i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) {
+        const std::size_t q = static_cast<std::size_t>(i * k + j);
+        const std::int64_t at = static_cast<std::int64_t>(a.pos[q]) * h;
+        const float* d = dout + i * h;
+        const float* y = a.yp.data() + at;
+        double dot = 0;
+        for (int c = 0; c < h; ++c) {
+          dyp[static_cast<std::size_t>(at + c)] = a.gate[q] * d[c];
+          dot += static_cast<double>(d[c]) * y[c];
+        }
+        dgate[q] = static_cast<float>(dot);
+      }
+  });
+  std::vector<float> recv(static_cast<std::size_t>(m * h));
+  expert_exchange(dyp.data(), a.send_rows, recv.data(), a.recv_rows, h, "moe_combine_backward", l);
+  std::vector<float> dye(static_cast<std::size_t>(m * h)),
+      dge(static_cast<std::size_t>(m * f), 0.0f), dhe(static_cast<std::size_t>(m * f), 0.0f),
+      dxe(static_cast<std::size_t>(m * h), 0.0f);
+  for (std::int64_t r = 0; r < m; ++r) {
+    const std::int64_t src = a.perm[static_cast<std::size_t>(r)];
+    std::copy(recv.data() + src * h, recv.data() + (src + 1) * h, dye.data() + r * h);
+  }
+  timed("moe_experts", l, true, 8.0 * static_cast<double>(m) * h * f, [&] {
+    std::int64_t off = 0;
+    for (int e = 0; e < el; ++e) {
+      const std::int64_t me = a.expert_rows[static_cast<std::size_t>(e)];
+      const Range r = layout_.expert(l, e);
+      const float* w = params_ + r.offset;
+      float* dw = grads_ + r.offset;
+      if (me > 0) {
+        matmul_backward(dge.data() + off * f, dw + 4 * h * h + 4 * h, dw + 8 * h * h + 4 * h,
+                        dye.data() + off * h, a.ge.data() + off * f, w + 4 * h * h + 4 * h, me, f,
+                        h);
+        gelu_backward(dhe.data() + off * f, a.he.data() + off * f, dge.data() + off * f, me * f);
+        matmul_backward(dxe.data() + off * h, dw, dw + 4 * h * h, dhe.data() + off * f,
+                        a.xe.data() + off * h, w, me, h, f);
+      }
+      off += me;
+    }
+  });
+  for (std::int64_t r = 0; r < m; ++r) {
+    const std::int64_t dst = a.perm[static_cast<std::size_t>(r)];
+    std::copy(dxe.data() + r * h, dxe.data() + (r + 1) * h, recv.data() + dst * h);
+  }
+  std::vector<float> dxp(static_cast<std::size_t>(nk * h));
+  expert_exchange(recv.data(), a.recv_rows, dxp.data(), a.send_rows, h, "moe_dispatch_backward", l);
+  // The router: the gates' softmax over the k selected logits, backward (the others get none).
+  std::vector<float> dlogits(static_cast<std::size_t>(n * E), 0.0f);
+  timed("moe_router", l, true, 4.0 * static_cast<double>(n) * h * E, [&] {
+    zero(dln_);
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* dx = dln_.data() + i * h;
+      double s = 0;
+      for (int j = 0; j < k; ++j) {
+        const std::size_t q = static_cast<std::size_t>(i * k + j);
+        s += static_cast<double>(a.gate[q]) * dgate[q];
+        const float* d = dxp.data() + static_cast<std::int64_t>(a.pos[q]) * h;
+        for (int c = 0; c < h; ++c) dx[c] += d[c];
+      }
+      for (int j = 0; j < k; ++j) {
+        const std::size_t q = static_cast<std::size_t>(i * k + j);
+        dlogits[static_cast<std::size_t>(i * E + a.sel[q])] =
+            static_cast<float>(a.gate[q] * (dgate[q] - s));
+      }
+    }
+    matmul_backward(dln_.data(), d_block + o.router, static_cast<float*>(nullptr), dlogits.data(),
+                    a.ln2.data(), block + o.router, n, h, E);
   });
 }
 

@@ -465,5 +465,269 @@ TEST(GptShard, ContextTimesTensorParallelShardsGiveTheModelsLossAndGradients) {
   context_parallel_shards(2, 2, true);
 }
 
+// ---- mixture of experts ----
+
+GptConfig small_moe(int experts, int k) {
+  GptConfig c = small();
+  c.experts = experts;
+  c.experts_per_token = k;
+  return c;
+}
+
+// A batch of the synthetic stream starting at sequence `first`.
+void batch_of(const GptConfig& c, int batch, int first, std::vector<std::int32_t>& tok,
+              std::vector<std::int32_t>& tgt) {
+  const TokenSource data = TokenSource::synthetic(c.vocab, 3);
+  tok.resize(static_cast<std::size_t>(batch) * c.seq);
+  tgt.resize(tok.size());
+  for (int i = 0; i < batch; ++i)
+    data.sequence(first + i, c.seq, tok.data() + i * c.seq, tgt.data() + i * c.seq);
+}
+
+// One expert routed to every token (gate 1) is the dense MLP: with the dense model's MLP as
+// expert 0 (and any router), a MoE shard's loss and gradients are gpt.h's Gpt's, an independent
+// forward and backward.
+TEST(GptShard, OneExpertIsTheDenseModel) {
+  const GptConfig dense = small();
+  const Reference r = reference(dense, 2);
+  const GptConfig c = small_moe(1, 1);
+  const ParamLayout dl(dense), ml(c);
+  std::vector<float> full(static_cast<std::size_t>(ml.total()));
+  init_params(ml, full.data(), 11);  // the router's values, whatever they are
+  auto at = [](const ParamLayout& pl, std::string_view name, int layer) {
+    for (const auto& t : pl.tensors())
+      if (t.name == name && t.layer == layer) return t;
+    ADD_FAILURE() << name;
+    return pl.tensors().front();
+  };
+  for (const auto& t : dl.tensors()) {  // every dense tensor into its MoE place
+    const std::string name = t.name.starts_with("mlp_") ? "expert0." + t.name : t.name;
+    const ParamTensor m = at(ml, name, t.layer);
+    ASSERT_EQ(m.size, t.size) << t.name;
+    std::copy(r.params.begin() + t.offset, r.params.begin() + t.offset + t.size,
+              full.begin() + m.offset);
+  }
+  ShardSpec s;
+  s.layers = c.layers;
+  GptShard m(c, s, 2, 1);
+  std::vector<float> p(static_cast<std::size_t>(m.layout().total())), g(p.size(), 0.0f);
+  m.layout().from_full(full.data(), p.data());
+  EXPECT_NEAR(m.forward(0, p.data(), r.tok.data(), nullptr, r.tgt.data()), r.loss, 1e-5);
+  m.backward(0, p.data(), g.data(), nullptr);
+  // The dense gradients, tensor by tensor; the router's is 0 (a softmax over one logit).
+  for (const auto& t : dl.tensors()) {
+    const std::string name = t.name.starts_with("mlp_") ? "expert0." + t.name : t.name;
+    std::vector<float> want(r.grads.begin() + t.offset, r.grads.begin() + t.offset + t.size);
+    std::vector<float> full_g(full.size(), 0.0f), got;
+    // The shard's gradient of this tensor: through the shard layout of a full buffer that is
+    // the gradient itself (from_full maps full -> shard; find the tensor's place by value).
+    const ParamTensor mt = at(ml, name, t.layer);
+    std::vector<float> marker(full.size(), 0.0f);
+    for (std::int64_t i = 0; i < mt.size; ++i) marker[static_cast<std::size_t>(mt.offset + i)] = 1;
+    std::vector<float> where(p.size());
+    m.layout().from_full(marker.data(), where.data());
+    for (std::size_t i = 0; i < where.size(); ++i)
+      if (where[i] == 1) got.push_back(g[i]);
+    expect_close(got, want, 1e-3, t.name.c_str());
+  }
+}
+
+// The MoE backward against central differences of the loss (router, experts' weights and
+// biases, the norm before them), for the largest-gradient elements of each tensor.
+TEST(GptShard, MoeGradientsAreTheLossesFiniteDifferences) {
+  const GptConfig c = small_moe(4, 2);
+  const ParamLayout pl(c);
+  std::vector<float> full(static_cast<std::size_t>(pl.total()));
+  init_params(pl, full.data(), 5);
+  std::vector<std::int32_t> tok, tgt;
+  batch_of(c, 2, 0, tok, tgt);
+  ShardSpec s;
+  s.layers = c.layers;
+  GptShard m(c, s, 2, 1);
+  ASSERT_EQ(m.layout().total(), pl.total());
+  std::vector<float> p(full.size()), g(full.size(), 0.0f);
+  m.layout().from_full(full.data(), p.data());
+  m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+  m.backward(0, p.data(), g.data(), nullptr);
+  // Shard offsets of each full tensor, by mapping an index buffer.
+  std::vector<float> index(full.size());
+  for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<float>(i);
+  std::vector<float> to_full(p.size());
+  m.layout().from_full(index.data(), to_full.data());
+  int checked = 0;
+  for (const auto& t : pl.tensors()) {
+    if (!(t.name == "router.w" || t.name.starts_with("expert") || t.name == "norm_mlp.w")) continue;
+    std::vector<std::size_t> at;  // shard positions of this tensor
+    for (std::size_t i = 0; i < to_full.size(); ++i) {
+      const auto f = static_cast<std::int64_t>(to_full[i]);
+      if (f >= t.offset && f < t.offset + t.size) at.push_back(i);
+    }
+    ASSERT_EQ(static_cast<std::int64_t>(at.size()), t.size) << t.name;
+    std::sort(at.begin(), at.end(),
+              [&](std::size_t x, std::size_t y) { return std::abs(g[x]) > std::abs(g[y]); });
+    for (std::size_t j = 0; j < 2; ++j) {
+      const std::size_t i = at[j];
+      const float keep = p[i], eps = 2e-3f;
+      p[i] = keep + eps;
+      const double up = m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+      m.backward(0, p.data(), std::vector<float>(g.size()).data(), nullptr);
+      p[i] = keep - eps;
+      const double down = m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+      m.backward(0, p.data(), std::vector<float>(g.size()).data(), nullptr);
+      p[i] = keep;
+      const double fd = (up - down) / (2.0 * eps);
+      EXPECT_NEAR(fd, g[i], 0.03 * std::abs(g[i]) + 3e-4) << t.name << " layer " << t.layer;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * (2 * (1 + 1 + 4 * 4)));  // 2 layers: norm_mlp.w, router, 4 x 4 experts
+}
+
+// EP ranks on threads, each with its own batch (EP is a split of data parallelism): every
+// rank's loss and dense gradients are one shard's on its batch; its experts' gradients are the
+// sums over every rank's batch of one shard's gradients of those experts. The four
+// all-to-allvs per block move k x tokens rows from (and back to) each rank.
+void expert_parallel_shards(int ep) {
+  SCOPED_TRACE(fmt::format("ep {}", ep));
+  const GptConfig c = small_moe(4, 2);
+  const ParamLayout pl(c);
+  std::vector<float> full(static_cast<std::size_t>(pl.total()));
+  init_params(pl, full.data(), 5);
+  // Where each element of a shard lives in the full layout (from_full of an index buffer).
+  std::vector<float> index(full.size());
+  for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<float>(i);
+  auto full_index = [&](const GptShard& m) {
+    std::vector<float> f(static_cast<std::size_t>(m.layout().total()));
+    m.layout().from_full(index.data(), f.data());
+    return f;
+  };
+  // One shard of everything on each rank's batch: its gradients, in the full layout.
+  std::vector<std::vector<float>> ref_full(static_cast<std::size_t>(ep));
+  std::vector<float> ref_loss(static_cast<std::size_t>(ep));
+  std::vector<std::vector<std::int32_t>> toks(static_cast<std::size_t>(ep)),
+      tgts(static_cast<std::size_t>(ep));
+  {
+    ShardSpec s;
+    s.layers = c.layers;
+    for (int r = 0; r < ep; ++r) {
+      batch_of(c, 2, 2 * r, toks[static_cast<std::size_t>(r)], tgts[static_cast<std::size_t>(r)]);
+      GptShard m(c, s, 2, 1);
+      std::vector<float> p(full.size()), g(full.size(), 0.0f);
+      m.layout().from_full(full.data(), p.data());
+      ref_loss[static_cast<std::size_t>(r)] =
+          m.forward(0, p.data(), toks[static_cast<std::size_t>(r)].data(), nullptr,
+                    tgts[static_cast<std::size_t>(r)].data());
+      m.backward(0, p.data(), g.data(), nullptr);
+      const std::vector<float> at = full_index(m);
+      std::vector<float>& rf = ref_full[static_cast<std::size_t>(r)];
+      rf.assign(full.size(), 0.0f);
+      for (std::size_t i = 0; i < at.size(); ++i) rf[static_cast<std::size_t>(at[i])] = g[i];
+    }
+  }
+  ThreadGroup group(ep);
+  std::vector<const std::vector<int>*> posted_rows(static_cast<std::size_t>(ep));
+  std::vector<float> losses(static_cast<std::size_t>(ep));
+  std::vector<std::vector<float>> grads(static_cast<std::size_t>(ep)),
+      want(static_cast<std::size_t>(ep));
+  std::vector<int> a2a(static_cast<std::size_t>(ep), 0);
+  auto rank = [&](int me) {
+    ShardSpec s;
+    s.layers = c.layers;
+    s.ep = ep;
+    s.ep_rank = me;
+    GptShard m(c, s, 2, 1);
+    const int el = c.experts / ep;
+    m.set_expert_comm(
+        [&, me](const float* send, const std::vector<int>& send_rows, float* recv,
+                const std::vector<int>& recv_rows, int width, std::string_view name, int) {
+          ++a2a[static_cast<std::size_t>(me)];
+          std::int64_t mine = 0;
+          for (int x :
+               (name == "moe_dispatch" || name == "moe_combine_backward" ? send_rows : recv_rows))
+            mine += x;
+          EXPECT_EQ(mine, 2 * c.seq * c.experts_per_token) << name;  // k x tokens rows
+          group.posted[static_cast<std::size_t>(me)] = send;
+          posted_rows[static_cast<std::size_t>(me)] = &send_rows;
+          group.sync.arrive_and_wait();
+          std::int64_t out = 0;
+          for (int r = 0; r < ep; ++r) {  // rank r's block for me: after its blocks for 0..me-1
+            const std::vector<int>& rows = *posted_rows[static_cast<std::size_t>(r)];
+            std::int64_t from = 0;
+            for (int q = 0; q < me; ++q) from += rows[static_cast<std::size_t>(q)];
+            EXPECT_EQ(rows[static_cast<std::size_t>(me)], recv_rows[static_cast<std::size_t>(r)]);
+            const float* src = group.posted[static_cast<std::size_t>(r)] + from * width;
+            std::copy(
+                src,
+                src + static_cast<std::int64_t>(recv_rows[static_cast<std::size_t>(r)]) * width,
+                recv + out * width);
+            out += recv_rows[static_cast<std::size_t>(r)];
+          }
+          group.sync.arrive_and_wait();
+        },
+        [&, me, el](const std::vector<int>& send, std::vector<int>& recv, int) {
+          posted_rows[static_cast<std::size_t>(me)] = &send;
+          group.sync.arrive_and_wait();
+          for (int r = 0; r < ep; ++r)
+            for (int e = 0; e < el; ++e)
+              recv[static_cast<std::size_t>(r * el + e)] = (*posted_rows[static_cast<std::size_t>(
+                  r)])[static_cast<std::size_t>(me * el + e)];
+          group.sync.arrive_and_wait();
+        });
+    std::vector<float> p(static_cast<std::size_t>(m.layout().total()));
+    m.layout().from_full(full.data(), p.data());
+    std::vector<float>& g = grads[static_cast<std::size_t>(me)];
+    g.assign(p.size(), 0.0f);
+    losses[static_cast<std::size_t>(me)] =
+        m.forward(0, p.data(), toks[static_cast<std::size_t>(me)].data(), nullptr,
+                  tgts[static_cast<std::size_t>(me)].data());
+    m.backward(0, p.data(), g.data(), nullptr);
+    // What this rank's gradients should be: its own batch's for the dense part, every batch's
+    // sum for its experts.
+    std::vector<float> mine(p.size()), all(p.size()), sum(full.size(), 0.0f);
+    for (const auto& rf : ref_full)
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += rf[i];
+    m.layout().from_full(ref_full[static_cast<std::size_t>(me)].data(), mine.data());
+    m.layout().from_full(sum.data(), all.data());
+    const Range ex = m.layout().experts();
+    ASSERT_EQ(ex.offset, 0);
+    want[static_cast<std::size_t>(me)] = mine;
+    std::copy(all.begin(), all.begin() + ex.size, want[static_cast<std::size_t>(me)].begin());
+  };
+  std::vector<std::thread> others;
+  for (int me = 1; me < ep; ++me) others.emplace_back(rank, me);
+  rank(0);
+  for (std::thread& th : others) th.join();
+  for (int me = 0; me < ep; ++me) {
+    SCOPED_TRACE(me);
+    EXPECT_NEAR(losses[static_cast<std::size_t>(me)], ref_loss[static_cast<std::size_t>(me)], 1e-5);
+    expect_close(grads[static_cast<std::size_t>(me)], want[static_cast<std::size_t>(me)], 1e-3,
+                 "gradients");
+    EXPECT_EQ(a2a[static_cast<std::size_t>(me)], 4 * c.layers);
+  }
+}
+
+TEST(GptShard, ExpertParallelShardsGiveEachBatchsLossAndGradients) {
+  expert_parallel_shards(2);
+  expert_parallel_shards(4);
+}
+
+TEST(GptShard, ExpertParallelPlansAreChecked) {
+  GptConfig c = small_moe(4, 2);
+  ShardSpec s;
+  s.layers = c.layers;
+  s.ep = 3;
+  EXPECT_EQ(validate(c, s).error().message,
+            "--expert-model-parallel-size: expected a divisor of the experts (4), got 3");
+  s.ep = 2;
+  s.tp = 2;
+  EXPECT_NE(validate(c, s).error().message.find("--tensor-model-parallel-size: expected 1"),
+            std::string::npos);
+  s.tp = 1;
+  EXPECT_TRUE(validate(c, s).ok());
+  EXPECT_FALSE(validate(small(), s).ok());  // a dense model has no experts to split
+  c.experts_per_token = 5;
+  EXPECT_FALSE(validate(c).ok());
+}
+
 }  // namespace
 }  // namespace commscope::train

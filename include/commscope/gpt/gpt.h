@@ -25,6 +25,13 @@ struct GptConfig {
   int layers = 2, hidden = 64, heads = 4, vocab = 256, seq = 32, max_positions = 32;
   ModelArch arch = ModelArch::gpt;
   int type_vocab = 0;  // BERT's token types (segments A, B): 0 for GPT
+  // Mixture of experts (GPT only; 0: dense): every block's MLP is `experts` GELU experts of
+  // width 4h with biases, each token routed to `experts_per_token` of them by a linear router
+  // (h -> experts, no bias): top-k of its logits, gates the softmax over those k (Megatron-LM's
+  // default, --moe-router-pre-softmax off; Mixtral's). Dropless, no auxiliary loss
+  // (Megatron-LM's --moe-aux-loss-coeff default 0). Gpt runs dense models only; GptShard
+  // (parallel.h) runs these.
+  int experts = 0, experts_per_token = 0;
 };
 
 // layers >= 1, heads >= 1, hidden >= 1 and a multiple of heads, vocab >= 2, seq >= 1,
@@ -56,6 +63,9 @@ struct ParamTensor {
 // Total V*h + P*h + L*(12h^2 + 13h) + 2h. BERT (arch bert): wte[V*h], wpe[P*h], wtt[types*h],
 // norm_emb.w[h], norm_emb.b[h] (the embedding LayerNorm); the same blocks; no lnf (head() is
 // empty, and there is no "head" group): V*h + P*h + types*h + 2h + L*(12h^2 + 13h).
+// Mixture of experts (experts E > 0): each block's mlp_in/mlp_out are replaced by router.w[E*h]
+// and, for e = 0..E-1, "expert<e>.mlp_in.w"[4h*h], ".mlp_in.b"[4h], ".mlp_out.w"[h*4h],
+// ".mlp_out.b"[h]; its backward groups are "moe" (router and experts), then norm_mlp, ....
 class ParamLayout {
  public:
   explicit ParamLayout(const GptConfig& cfg);  // cfg must pass validate() (else CS_CHECK aborts)

@@ -30,6 +30,11 @@ struct ShardSpec {
   // K and V over the CP group and reduce-scatters their gradients (Transformer Engine's
   // all-gather CP, Megatron-LM --cp-comm-type all_gather). Everything else is per position.
   int cp = 1, cp_rank = 0;
+  // Expert parallelism (a model with experts, TP 1): this rank holds experts
+  // [ep_rank E / ep, (ep_rank + 1) E / ep) of every MoE block; tokens are dispatched to their
+  // experts' ranks and combined back by all-to-allv over the EP group (Megatron-LM's
+  // all-to-all token dispatcher, --expert-model-parallel-size).
+  int ep = 1, ep_rank = 0;
 };
 
 // The sequence positions a context-parallel rank holds, in its local order: the chunks
@@ -43,6 +48,12 @@ Status validate(const GptConfig& cfg, const ShardSpec& s);
 // BERT (cfg.arch bert): the first chunk's embedding is [wte shard, wpe, wtt (token types),
 // norm_emb w,b] (all but the wte shard replicated); the last chunk has no lnf; attention is
 // bidirectional; targets may be kIgnoreTarget (the loss is the mean over the others).
+// Mixture of experts (cfg.experts > 0; TP 1): the buffer starts with this rank's experts,
+// layer by layer ([mlp_in.w 4h x h, mlp_in.b 4h, mlp_out.w h x 4h, mlp_out.b h] each), and a
+// MoE block is [norm_attn w,b; qkv.w,b; attn_out.w,b; norm_mlp w,b; router.w E x h]: the dense
+// part of the buffer (everything after the experts) is laid out as below, so that the
+// data-parallel buckets laid from its end and the expert-data-parallel ones laid from the end
+// of the experts' part are the workload's.
 // The shard's flat buffer, in this order (h hidden, V vocabulary, P positions, t = tp):
 // [wte shard V/t x h (vocabulary rows [r V/t, (r+1) V/t)), wpe P x h] on the first chunk; per
 // block: norm_attn w,b [h]; qkv.w [3h/t, h] (this rank's h/t rows of q, then of k, then of v);
@@ -57,6 +68,9 @@ class ShardLayout {
   ShardLayout(const GptConfig& cfg, const ShardSpec& s);  // both must pass validate()
   std::int64_t total() const { return total_; }
   Range embedding() const { return embedding_; }  // size 0 when absent
+  // The experts' part (at the start; size 0 for a dense model) and one local expert's range.
+  Range experts() const { return experts_; }
+  Range expert(int l, int local) const;
   Range block(int l) const;                       // l: the model's block index
   Range head() const { return head_; }            // lnf w,b (size 0 when absent)
   Range head_copy() const { return head_copy_; }  // the tied wte copy (size 0 when absent)
@@ -78,7 +92,7 @@ class ShardLayout {
   GptConfig cfg_;
   ShardSpec s_;
   std::vector<Range> blocks_, replicated_;
-  Range embedding_, head_, head_copy_;
+  Range embedding_, head_, head_copy_, experts_;
   std::int64_t total_ = 0;
 };
 
@@ -111,6 +125,21 @@ class GptShard {
   // all-gathers this rank's K and V ("cp_kv_all_gather", before attention, forward and
   // backward); false reduce-scatters dK and dV to their owners ("cp_dkv_reduce_scatter").
   void set_context_comm(SequenceComm f) { context_ = std::move(f); }
+  // Expert parallelism (ep > 1): an all-to-allv over the EP group of rows of `width` floats,
+  // send_rows[r] rows to rank r (in rank order in `send`), recv_rows[r] from rank r into
+  // `recv`. Names "moe_dispatch" and "moe_combine" (forward), "moe_combine_backward" and
+  // "moe_dispatch_backward" (backward).
+  using ExpertComm = std::function<void(const float* send, const std::vector<int>& send_rows,
+                                        float* recv, const std::vector<int>& recv_rows, int width,
+                                        std::string_view name, int layer)>;
+  // Before a dispatch: this rank's row counts for every expert (E ints, experts in rank order)
+  // out; every rank's counts for this rank's E / ep experts in (ep x E / ep ints, by rank).
+  using ExpertCounts =
+      std::function<void(const std::vector<int>& send, std::vector<int>& recv, int layer)>;
+  void set_expert_comm(ExpertComm f, ExpertCounts counts) {
+    expert_comm_ = std::move(f);
+    expert_counts_ = std::move(counts);
+  }
 
   // Forward of one micro-batch into activation slot `slot`. The first chunk reads tokens
   // [batch, seq] (the whole sequences: a context-parallel rank takes its positions); the others
@@ -135,6 +164,12 @@ class GptShard {
   struct BlockActs {
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
         fch_gelu, res3;
+    // Mixture of experts, per micro-batch (sizes follow the routing): each token's k experts
+    // and gates, its k rows' places in the dispatch order, the rows counts by rank, the local
+    // experts' rows (expert-major) with their hidden activations, the combined expert outputs
+    // in dispatch order, and the received rows' order.
+    std::vector<int> sel, pos, send_rows, recv_rows, expert_rows, perm;
+    std::vector<float> gate, xe, he, ge, yp;
   };
   struct Slot {
     std::vector<std::int32_t> tokens, targets;
@@ -153,6 +188,14 @@ class GptShard {
   void forward_block(Slot& s, int l, const float* block);
   // Context parallelism: attention of this rank's queries over the gathered keys and values.
   void cp_attention_forward(BlockActs& a, int l);
+  // Mixture of experts: tmp_ = the MoE output of a.ln2 (router, dispatch, experts, combine);
+  // backward from dtmp_ into dln_ (d ln2) and the router's and experts' gradients.
+  void moe_forward(BlockActs& a, int l, const float* block);
+  void moe_backward(const BlockActs& a, int l, const float* block, float* d_block);
+  // Rows over the EP group (or copied when ep is 1).
+  void expert_exchange(const float* send, const std::vector<int>& send_rows, float* recv,
+                       const std::vector<int>& recv_rows, int width, std::string_view name,
+                       int layer);
   void cp_attention_backward(const BlockActs& a, int l);
   void backward_block(Slot& s, int l, const float* block, float* d_block);
   float forward_head(Slot& s, const float* wte, const float* lnf);
@@ -167,6 +210,11 @@ class GptShard {
   OpObserver observer_;
   AllReduce all_reduce_;
   SequenceComm sequence_, context_;
+  ExpertComm expert_comm_;
+  ExpertCounts expert_counts_;
+  const float* params_ = nullptr;  // the buffers of the forward or backward under way
+  float* grads_ = nullptr;
+  std::vector<float> moe_buf_, moe_buf2_;  // MoE backward scratch
   bool sp_ = false;
   int seq_l_ = 0;                // positions of each sequence on this rank: seq / cp
   std::vector<int> pos_, kpos_;  // their positions; every CP rank's, in gathered order
