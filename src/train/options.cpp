@@ -56,6 +56,8 @@ ModelSpec model_spec(const GptConfig& c, const std::string& name) {
   m.position = PositionEmbedding::learned;
   m.norm = NormKind::layernorm;
   m.mlp = MlpKind::gelu;
+  m.experts = c.experts;
+  m.experts_per_token = c.experts_per_token;
   apply_model_defaults(m);
   m.ffn = 4 * static_cast<std::int64_t>(c.hidden);
   return m;
@@ -90,7 +92,16 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
       m.max_positions > kInt)
     return Error{fmt::format("{}: expected sizes below 2^30, got hidden {}, vocab {}, seq {}",
                              where, m.hidden, m.vocab, m.seq_length)};
+  if (m.moe() && (m.kind != ArchKind::gpt || m.shared_experts > 0 ||
+                  (m.moe_ffn > 0 && m.moe_ffn != m.ffn) || m.first_dense_layers > 0))
+    return Error{fmt::format(
+        "{}: expected the trainer's mixture of experts (a GPT whose every MLP is routed GELU "
+        "experts of width 4h, no shared experts, presets/models/gpt2-moe-tiny-cpu.json); got "
+        "{} shared experts, moe_ffn {}, {} dense layers first",
+        where, m.shared_experts, m.moe_ffn, m.first_dense_layers)};
   GptConfig c;
+  c.experts = static_cast<int>(m.experts);
+  c.experts_per_token = static_cast<int>(m.experts_per_token);
   c.layers = m.kind == ArchKind::bert ? m.encoder_layers : m.decoder_layers;
   if (m.kind == ArchKind::bert) {
     c.arch = ModelArch::bert;
@@ -179,9 +190,22 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return refuse("--cp-comm-type", std::string(to_string(*p.cp_comm_type)),
                   "expected all_gather: the CPU trainer all-gathers K and V (describe and "
                   "predict model the p2p ring)");
-  if (p.ep && *p.ep != 1)
-    return refuse("--expert-model-parallel-size", std::to_string(*p.ep),
-                  "expected 1: the CPU trainer trains dense GPTs");
+  if (p.ep) {
+    if (*p.ep < 1)
+      return refuse("--expert-model-parallel-size", std::to_string(*p.ep),
+                    "expected a positive size");
+    o.ep = *p.ep;
+  }
+  if (p.expert_tp && *p.expert_tp != 1)
+    return refuse("--expert-tensor-parallel-size", std::to_string(*p.expert_tp),
+                  "expected 1: the CPU trainer's experts are not tensor-parallel");
+  if (p.moe_capacity_factor)
+    return refuse("--moe-expert-capacity-factor", fmt::format("{}", *p.moe_capacity_factor),
+                  "expected none: the CPU trainer routes dropless (describe and predict model "
+                  "the capacity)");
+  if (p.moe_routing_imbalance)
+    return refuse("--moe-routing-imbalance", fmt::format("{}", *p.moe_routing_imbalance),
+                  "expected none: the CPU trainer's imbalance is its router's own");
   if (p.zero) {
     if (*p.zero < 0 || *p.zero > 3)
       return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");
@@ -327,7 +351,12 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
     const double h = c.hidden, v = c.vocab, b = o.micro_batch, cp = std::max(o.cp, 1);
     const double s = c.seq / cp, keys = c.seq;
     const double l = std::ceil(c.layers / stages);
-    const double P = l * (12 * h * h / t + 13 * h) + 2 * v * h / t + c.max_positions * h + 2 * h;
+    // Experts: E / EP of them (8 h^2 + 5 h each) and the router in place of the dense MLP.
+    const double ex = c.experts > 0 ? c.experts / std::max(o.ep, 1) * (8 * h * h + 5 * h) +
+                                          c.experts * h - (8 * h * h + 5 * h)
+                                    : 0;
+    const double P =
+        l * (12 * h * h / t + 13 * h + ex) + 2 * v * h / t + c.max_positions * h + 2 * h;
     const double accum = activations_in_flight(o, world);  // micro-batches held at once
     const double acts =
         accum * (l * (16 * b * s * h + b * c.heads / t * s * keys) + 2 * b * s * v / t) +
@@ -425,6 +454,29 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--pipeline-model-parallel-size: expected TP x PP to divide the rank count {} (TP {}), "
         "got {}",
         world, o.tp, o.pp)};
+  if (o.model.experts > 0 || o.ep > 1) {
+    // Experts: TP 1, CP 1, DDP over DP with EP a divisor of it (expert parallelism inside data
+    // parallelism, as Megatron places it).
+    ShardSpec s;
+    s.tp = o.tp;
+    s.ep = o.ep;
+    s.layers = o.model.layers;
+    CS_RETURN_IF_ERROR(validate(o.model, s));
+    if (o.cp > 1)
+      return Error{fmt::format(
+          "--context-parallel-size: expected 1 for a model with experts, got {}", o.cp)};
+    if (o.strategy != Strategy::ddp)
+      return Error{fmt::format(
+          "--zero: expected 0 for a model with experts (the trainer reduces expert gradients "
+          "over the expert-data-parallel group with DDP), got {}",
+          static_cast<int>(o.strategy))};
+    const int dp = world / std::max(o.tp * o.pp, 1);
+    if (world % (o.tp * o.pp) == 0 && dp % o.ep != 0)
+      return Error{fmt::format(
+          "--expert-model-parallel-size: expected a divisor of the data-parallel size {} "
+          "(experts split over data-parallel ranks), got {}",
+          dp, o.ep)};
+  }
   if (o.cp > 1) {
     if (world % (o.tp * o.pp * o.cp) != 0)
       return Error{fmt::format(
@@ -561,6 +613,8 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   CS_ASSIGN_OR_RETURN(NetworkProtocol net,
                       load_network(o.network.empty() ? system.network : o.network));
   PlanInput p;
+  if (o.ep > 1) p.ep = o.ep;
+  if (o.model.experts > 0) p.expert_tp = 1;
   if (o.cp > 1) {  // DP follows from the GPUs (resolve_scenario refuses both)
     p.cp = o.cp;
     p.cp_comm_type = CpCommType::all_gather;

@@ -47,6 +47,7 @@ Grid Grid::of(const TrainOptions& o, int world, int rank) {
   g.tp = o.tp;
   g.pp = o.pp;
   g.cp = std::max(o.cp, 1);
+  g.ep = std::max(o.ep, 1);
   g.dp = world / (o.tp * o.pp * g.cp);
   g.t = rank % g.tp;
   // Context-parallel ranks next to the tensor-parallel ones (Megatron's tp-cp-ep-dp-pp).
@@ -144,8 +145,10 @@ struct ChunkState {
   std::vector<float> params, grads, m, v;
   struct Bucket {
     std::int64_t offset, elements;
+    bool expert = false;  // an expert-gradient bucket (over the expert-data-parallel group)
   };
   std::vector<Bucket> buckets;
+  Range experts;             // the experts' part of the buffer (a model with experts)
   int last_backward_mb = 0;  // the micro-batch whose backward issues the buckets
   // Activation slots: as many as the schedule has micro-batches in flight on this chunk; a
   // forward takes a free one, its backward gives it back.
@@ -162,7 +165,8 @@ class PipelineTrainer {
     v_ = o.vpp;
   }
   ~PipelineTrainer() {
-    for (MPI_Comm* c : {&tp_comm_, &dp_comm_, &pp_comm_, &emb_comm_, &mp_comm_, &cp_comm_})
+    for (MPI_Comm* c :
+         {&tp_comm_, &dp_comm_, &pp_comm_, &emb_comm_, &mp_comm_, &cp_comm_, &ep_comm_, &edp_comm_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
   int run();
@@ -176,6 +180,11 @@ class PipelineTrainer {
   GptShard::SequenceComm sequence_comm();
   // Context parallelism's K,V all-gather and dK,dV reduce-scatter over the CP group.
   GptShard::SequenceComm context_comm();
+  // Expert parallelism's all-to-allvs over the EP group (each counted as this rank's own
+  // tokens' rows: the dispatch's and the combine backward's sends, the combine's and the
+  // dispatch backward's receives) and the routing counts before a dispatch (outside the
+  // workload's collectives).
+  void set_expert_comm(GptShard& m);
   double matmul_flops() const {
     return o_.t5 ? t5_matmul_flops(*o_.t5, o_.micro_batch)
                  : gpt_matmul_flops(o_.model, o_.micro_batch);
@@ -278,7 +287,8 @@ class PipelineTrainer {
   const TrainOptions& o_;
   MPI_Comm world_;
   MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pp_comm_ = MPI_COMM_NULL,
-           emb_comm_ = MPI_COMM_NULL, mp_comm_ = MPI_COMM_NULL, cp_comm_ = MPI_COMM_NULL;
+           emb_comm_ = MPI_COMM_NULL, mp_comm_ = MPI_COMM_NULL, cp_comm_ = MPI_COMM_NULL,
+           ep_comm_ = MPI_COMM_NULL, edp_comm_ = MPI_COMM_NULL;
   int me_ = 0, n_ = 1, v_ = 1;
   Grid g_;
   std::int64_t accum_ = 1;
@@ -375,6 +385,13 @@ bool PipelineTrainer::setup() {
   CS_MPI_CHECK(MPI_Comm_split(world_, replica * g_.tp + t, p, &pp_comm_));
   CS_MPI_CHECK(MPI_Comm_split(world_, replica, me_, &mp_comm_));
   CS_MPI_CHECK(MPI_Comm_split(world_, (p * g_.dp + d) * g_.tp + t, cr, &cp_comm_));
+  // Expert parallelism (CP 1 with experts): ranks alike but for d % EP (the EP group) or for
+  // d / EP (the expert-data-parallel group).
+  const int ep = g_.ep;
+  CS_MPI_CHECK(MPI_Comm_split(world_, ((p * g_.expert_dp() + d / ep) * g_.tp + t) * g_.cp + cr,
+                              d % ep, &ep_comm_));
+  CS_MPI_CHECK(
+      MPI_Comm_split(world_, ((p * ep + d % ep) * g_.tp + t) * g_.cp + cr, d / ep, &edp_comm_));
   const bool ends = g_.pp > 1 && (p == 0 || p == g_.pp - 1);
   CS_MPI_CHECK(MPI_Comm_split(world_, ends ? replica * g_.tp + t : MPI_UNDEFINED, p, &emb_comm_));
 
@@ -432,6 +449,8 @@ bool PipelineTrainer::setup() {
     s.sequence_parallel = o_.sequence_parallel;
     s.cp = g_.cp;
     s.cp_rank = g_.c;
+    s.ep = g_.ep;
+    s.ep_rank = g_.e();
     ChunkState ch;
     ch.virtual_stage = wc.virtual_stage;
     const int slots = max_in_flight(order_, c);
@@ -448,15 +467,25 @@ bool PipelineTrainer::setup() {
     }
     // DDP buckets: the workload's, laid from the end of the chunk's buffer (backward completes
     // gradients in reverse memory order).
-    std::int64_t done = 0;
+    // A model with experts: the dense buckets cover the buffer after the experts' part, the
+    // expert-gradient ones that part, each laid from its end.
+    const Range experts = ch.model->layout().experts();
+    std::int64_t done = 0, expert_done = 0;
     for (const CommOp& b : backward_buckets(wc.backward, total)) {  // train/sharding.h
       done += b.elements;
       ch.buckets.push_back({b.offset, b.elements});
     }
-    if (done > total) {
+    for (const CommOp& b : backward_buckets(wc.backward, experts.size, CommGroup::expert_data)) {
+      expert_done += b.elements;
+      ch.buckets.push_back({b.offset, b.elements, true});
+    }
+    if (done > total - experts.size || expert_done > experts.size) {
       if (me_ == 0)
-        std::fprintf(stderr, "commscope: internal: the workload's buckets cover %lld of %lld\n",
-                     static_cast<long long>(done), static_cast<long long>(total));
+        std::fprintf(stderr,
+                     "commscope: internal: the workload's buckets cover %lld of %lld (experts "
+                     "%lld of %lld)\n",
+                     static_cast<long long>(done), static_cast<long long>(total - experts.size),
+                     static_cast<long long>(expert_done), static_cast<long long>(experts.size));
       return false;
     }
     for (const PipelineTask& task : order_)
@@ -464,6 +493,8 @@ bool PipelineTrainer::setup() {
     ch.model->set_all_reduce(tp_all_reduce());
     ch.model->set_sequence_comm(sequence_comm());
     if (g_.cp > 1) ch.model->set_context_comm(context_comm());
+    if (g_.ep > 1) set_expert_comm(*ch.model);
+    ch.experts = ch.model->layout().experts();
     ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
     ch.spec = ch.model->spec();
     ch.activation_elements = ch.model->activation_elements();
@@ -548,6 +579,43 @@ GptShard::SequenceComm PipelineTrainer::context_comm() {
                 });
     stream_.wait(tk);
   };
+}
+
+void PipelineTrainer::set_expert_comm(GptShard& m) {
+  const int el = o_.model.experts / g_.ep;
+  m.set_expert_comm(
+      [this](const float* send, const std::vector<int>& send_rows, float* recv,
+             const std::vector<int>& recv_rows, int width, std::string_view name, int layer) {
+        const std::size_t n = send_rows.size();
+        std::vector<int> sc(n), sd(n), rc(n), rd(n);
+        std::int64_t own = 0, sent = 0, received = 0;
+        for (std::size_t r = 0; r < n; ++r) {
+          sc[r] = send_rows[r] * width, rc[r] = recv_rows[r] * width;
+          sd[r] = static_cast<int>(sent), rd[r] = static_cast<int>(received);
+          sent += sc[r], received += rc[r];
+        }
+        const bool own_sends = name == "moe_dispatch" || name == "moe_combine_backward";
+        own = own_sends ? sent : received;
+        const std::uint64_t tk =
+            comm_op(name, Collective::all_to_all, CommGroup::expert, g_.ep, layer,
+                    static_cast<double>(own) * sizeof(float), [this, send, recv, sc, sd, rc, rd] {
+                      CS_MPI_CHECK(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv,
+                                                 rc.data(), rd.data(), MPI_FLOAT, ep_comm_));
+                    });
+        stream_.wait(tk);
+      },
+      [this, el](const std::vector<int>& send, std::vector<int>& recv, int layer) {
+        int* out = recv.data();
+        const int* in = send.data();
+        const std::uint64_t tk = comm_op(
+            "moe_routing_counts", Collective::all_to_all, CommGroup::expert, g_.ep, layer,
+            static_cast<double>(send.size()) * sizeof(int),
+            [this, in, out, el] {
+              CS_MPI_CHECK(MPI_Alltoall(in, el, MPI_INT, out, el, MPI_INT, ep_comm_));
+            },
+            true);
+        stream_.wait(tk);
+      });
 }
 
 std::function<void(float*, std::int64_t, bool, std::string_view, int)>
@@ -866,13 +934,16 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
           }
           float* p = ch.grads.data() + bk.offset;
           const comm::Wire w = wire();
-          comm_op("ddp_bucket", Collective::all_reduce, CommGroup::data, g_.grad_dp(), kNoLayer,
-                  grad_bytes(bk.elements), [this, p, bk, w] {
+          const MPI_Comm comm = bk.expert ? edp_comm_ : dp_comm_;
+          comm_op(bk.expert ? "moe_expert_grad_bucket" : "ddp_bucket", Collective::all_reduce,
+                  bk.expert ? CommGroup::expert_data : CommGroup::data,
+                  bk.expert ? g_.expert_dp() : g_.grad_dp(), kNoLayer, grad_bytes(bk.elements),
+                  [p, bk, w, comm] {
                     if (w != comm::Wire::fp32)  // --grad-comm-dtype bf16|fp16
-                      comm::all_reduce_sum(p, p, static_cast<int>(bk.elements), w, dp_comm_);
+                      comm::all_reduce_sum(p, p, static_cast<int>(bk.elements), w, comm);
                     else
                       comm::all_reduce(MPI_IN_PLACE, p, static_cast<int>(bk.elements), MPI_FLOAT,
-                                       MPI_SUM, dp_comm_);
+                                       MPI_SUM, comm);
                   });
         }
       };
@@ -943,6 +1014,9 @@ void PipelineTrainer::attribute_waits(std::size_t first) {
   collectives(CommGroup::tensor, tp_comm_);
   collectives(CommGroup::data, dp_comm_);
   collectives(CommGroup::embedding, emb_comm_);
+  collectives(CommGroup::context, g_.cp > 1 ? cp_comm_ : MPI_COMM_NULL);
+  collectives(CommGroup::expert, g_.ep > 1 ? ep_comm_ : MPI_COMM_NULL);
+  collectives(CommGroup::expert_data, g_.ep > 1 ? edp_comm_ : MPI_COMM_NULL);
   if (g_.pp < 2) return;
   // Receives: the message could arrive once its sender posted it. Every send of the step as
   // (source, destination, tag, time), gathered over the pipeline group.
@@ -1050,7 +1124,8 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   }
   // The global norm over the model: every tensor-parallel split once, replicated tensors on
   // tensor rank 0 only, the tied copy not at all; summed over the model-parallel group.
-  double sq = 0;
+  // Experts: each EP rank holds its own, so theirs are summed over the EP group first.
+  double sq = 0, expert_sq = 0;
   for (const ChunkState& ch : chunks_) {
     double all = sum_of_squares(ch.grads.data(), static_cast<std::int64_t>(ch.grads.size()));
     if (ch.head_copy.size > 0)
@@ -1058,8 +1133,23 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
     if (g_.t != 0)
       for (const Range& r : ch.replicated)
         all -= sum_of_squares(ch.grads.data() + r.offset, r.size);
+    if (ch.experts.size > 0) {
+      const double e = sum_of_squares(ch.grads.data() + ch.experts.offset, ch.experts.size);
+      all -= e;
+      expert_sq += e;
+    }
     sq += all;
   }
+  if (g_.ep > 1) {
+    comm_op(
+        "grad_norm_all_reduce", Collective::all_reduce, CommGroup::expert, g_.ep, kNoLayer, 8,
+        [this, &expert_sq] {
+          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &expert_sq, 1, MPI_DOUBLE, MPI_SUM, ep_comm_));
+        },
+        true);
+    stream_.drain();
+  }
+  sq += expert_sq;
   const float k = clip_scale(sq, grad_norm);
   AdamW h;
   h.lr = o_.lr;

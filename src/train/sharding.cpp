@@ -32,11 +32,11 @@ Sharding::Held Sharding::held(int r) const {
   return h;
 }
 
-std::vector<CommOp> backward_buckets(const OpList& backward, std::int64_t total) {
+std::vector<CommOp> backward_buckets(const OpList& backward, std::int64_t total, CommGroup group) {
   std::vector<CommOp> buckets;
   std::int64_t done = 0;
   for (const Op& op : backward.ops()) {
-    if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket) continue;
+    if (op.kind != OpKind::comm || op.tag != OpTag::grad_bucket || op.group != group) continue;
     done += op.elements;
     buckets.push_back(
         CommOp{std::string(op.name), op.collective, total - done, op.elements, op.layer});

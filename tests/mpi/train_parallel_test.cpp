@@ -482,6 +482,65 @@ TEST(TrainParallel, ZeroTwoAndThreeWithPipelineParallelismRefusedAsDescribeRefus
 }
 
 // Plans the trainer cannot run are one line naming the flag, status 2.
+// Mixture of experts (gpt2-moe-tiny-cpu, sized by kModel: 4 experts of width 256, top-2): expert
+// parallelism splits data parallelism, so EP 2 on 2 ranks, EP 2 and 4 on 4 ranks (expert
+// gradients all-reduced over DP / EP = 2 and 1 ranks) and EP 2 x PP 2 give one rank's losses
+// (dropless routing is per token, wherever the expert runs), and every plan's communication is
+// describe's: the dispatch and combine all-to-alls and their backward, the dense buckets over
+// DP, the expert buckets over DP / EP.
+TEST(TrainParallel, MoeSameLossAsOneRankUnderExpertParallelism) {
+  const std::string model = " --model gpt2-moe-tiny-cpu --global-batch-size 8 --steps 20 ";
+  Outcome ref = train(1, kModel + model);
+  ASSERT_EQ(ref.status, 0) << ref.err;
+  const auto want = losses(nlohmann::json::parse(ref.out));
+  ASSERT_EQ(want.size(), 20u);
+  EXPECT_LT(want.back(), want.front() - 0.2);  // it learns the synthetic stream
+  struct Plan {
+    int ranks;
+    std::string flags;
+  };
+  for (const Plan& p : {Plan{2, "--ep 2"}, Plan{4, "--ep 2"}, Plan{4, "--ep 4"},
+                        Plan{4, "--ep 2 --pp 2"}, Plan{8, "--ep 4 --pp 2"}}) {
+    Outcome o = train(p.ranks, kModel + model + p.flags);
+    ASSERT_EQ(o.status, 0) << p.flags << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    const auto got = losses(j);
+    ASSERT_EQ(got.size(), want.size()) << p.flags;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-4)
+          << p.flags << " on " << p.ranks << " ranks, step " << i + 1;
+    EXPECT_TRUE(j["communication_matches_workload"].get<bool>()) << p.flags;
+    // Describe's rows for the same plan (the preset's own size: describe takes no size
+    // flags), stage 0: each measured on the stage's first rank over 2 steps.
+    const std::string flags = " --model gpt2-moe-tiny-cpu --system cpu-host --gpus " +
+                              std::to_string(p.ranks) + " " + p.flags +
+                              " --seq-length 32 --micro-batch-size 2 --global-batch-size 8 "
+                              "--precision fp32 --ddp-bucket-size 0.05 --format json";
+    Outcome t = train(p.ranks, flags + " --steps 2 --warmup 1");
+    ASSERT_EQ(t.status, 0) << p.flags << t.err;
+    const auto tj = nlohmann::json::parse(t.out);
+    EXPECT_TRUE(tj["communication_matches_workload"].get<bool>()) << p.flags;
+    Outcome d = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " describe" + flags);
+    ASSERT_EQ(d.status, 0) << d.err;
+    std::set<std::string> described, measured;
+    const auto dj = nlohmann::json::parse(d.out);
+    for (const auto& c : dj["comm"])
+      if (c.value("stage", 0) == 0)
+        described.insert(c["group"].get<std::string>() + "/" + c["collective"].get<std::string>() +
+                         "/" + std::to_string(c["calls"].get<double>()) + "/" +
+                         std::to_string(c["bytes_per_rank"].get<double>()));
+    for (const auto& m : tj["communication_by_stage"][0]["communication"])
+      measured.insert(m["group"].get<std::string>() + "/" + m["collective"].get<std::string>() +
+                      "/" + std::to_string(m["calls_per_iteration"].get<double>()) + "/" +
+                      std::to_string(m["bytes_per_iteration"].get<double>()));
+    EXPECT_EQ(measured, described) << p.flags;
+    const bool expert_dp = p.flags == "--ep 2" && p.ranks == 4;
+    bool has_expert_data = false;
+    for (const std::string& s : described) has_expert_data |= s.starts_with("expert_data/");
+    EXPECT_EQ(has_expert_data, expert_dp) << p.flags;
+  }
+}
+
 TEST(TrainParallel, BadPlansAreOneLineErrors) {
   struct Case {
     int ranks;
@@ -538,6 +597,24 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--context-parallel-size: expected 1 for BERT"},
       {2, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --cp 2",
        "--context-parallel-size: expected 1 for T5"},
+      // Experts: EP divides the experts and DP; TP 1, CP 1, DDP, dropless; a dense model has
+      // none to split.
+      {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 2 --tp 2",
+       "--tensor-model-parallel-size: expected 1 for a model with experts"},
+      {3, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 3",
+       "--expert-model-parallel-size: expected a divisor of the experts (4), got 3"},
+      {4, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 4 --pp 2",
+       "--expert-model-parallel-size: expected a divisor of the data-parallel size 2"},
+      {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 2 --zero 1",
+       "--zero: expected 0 for a model with experts"},
+      {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --cp 2",
+       "--context-parallel-size: expected 1 for a model with experts"},
+      {2,
+       "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 2 "
+       "--moe-expert-capacity-factor 1.0",
+       "--moe-expert-capacity-factor: expected none: the CPU trainer routes dropless"},
+      {2, "--seq-length 16 --layers 4 --heads 4 --ep 2",
+       "--expert-model-parallel-size: expected 1 for a dense model (no experts), got 2"},
       {8, "--seq-length 12 --layers 4 --heads 4 --tp 4 --cp 2 --sequence-parallel",
        "--sequence-parallel: expected each context-parallel rank's 6 positions divisible by the "
        "tensor-parallel size 4"},

@@ -76,7 +76,9 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
            {{"--cp", "2", "--cp-comm-type", "p2p"}, "--cp-comm-type"},
            {{"--cp", "0"}, "--context-parallel-size"},
-           {{"--ep", "2"}, "--expert-model-parallel-size"},
+           {{"--ep", "0"}, "--expert-model-parallel-size"},
+           {{"--ep", "2", "--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},
+           {{"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size"},
            {{"--tp", "2", "--sequence-parallel", "--tp-comm-overlap"}, "--tp-comm-overlap"},
            {{"--zero", "0,1"}, "combinations"}}) {
     auto o = parse(args, nullptr);
@@ -84,6 +86,20 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
     EXPECT_NE(o.error().message.find(flag), std::string::npos) << o.error().message;
   }
   EXPECT_TRUE(parse({"--precision", "fp32", "--tp", "1"}, nullptr).ok());
+  // Expert parallelism is checked against the model and the ranks: a dense model has no
+  // experts to split; the MoE preset's 4 experts over EP 2 on 2 ranks run.
+  auto dense = parse({"--ep", "2"}, nullptr);
+  ASSERT_TRUE(dense.ok()) << dense.error().message;
+  EXPECT_EQ(validate(*dense, 2, 1).error().message,
+            "--expert-model-parallel-size: expected 1 for a dense model (no experts), got 2");
+  auto moe = parse({"--model", "gpt2-moe-tiny-cpu", "--ep", "2", "--micro-batch-size", "1"},
+                   nullptr);
+  ASSERT_TRUE(moe.ok()) << moe.error().message;
+  EXPECT_TRUE(model_parallel(*moe));
+  EXPECT_TRUE(validate(*moe, 2, 1).ok()) << validate(*moe, 2, 1).error().message;
+  EXPECT_EQ(validate(*moe, 3, 1).error().message,
+            "--expert-model-parallel-size: expected a divisor of the data-parallel size 3 "
+            "(experts split over data-parallel ranks), got 2");
 }
 
 // Tensor and pipeline parallelism are plans of the trainer now: checked against the rank count

@@ -44,6 +44,9 @@ struct TrainOptions {
   // all_gather): each sequence's positions split over cp ranks inside the tensor group's
   // neighbours (rank = t + TP (c + CP ...)), gradients reduced over DP x CP.
   int cp = 1;
+  // Expert parallelism (a model with experts, TP 1, DDP): experts split over ep data-parallel
+  // ranks (Megatron-LM --expert-model-parallel-size), expert gradients reduced over DP / EP.
+  int ep = 1;
   std::optional<Schedule> schedule;
   RankOrder rank_order = RankOrder::tp_dp_pp;
   bool sequence_parallel = false;      // Megatron's, with tp > 1
@@ -106,7 +109,8 @@ int data_parallel(const TrainOptions& o, int world);
 // Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it. It also
 // runs BERT on any plan (the data-parallel trainer's single-rank model is GPT-2's).
 inline bool model_parallel(const TrainOptions& o) {
-  return o.tp > 1 || o.pp > 1 || o.cp > 1 || o.model.arch != ModelArch::gpt || o.t5.has_value();
+  return o.tp > 1 || o.pp > 1 || o.cp > 1 || o.model.experts > 0 ||
+         o.model.arch != ModelArch::gpt || o.t5.has_value();
 }
 
 // Every check that needs no MPI: the flags against the rank count, the memory the model, its

@@ -30,7 +30,11 @@ struct CommOp {
 // backward order, laid from the end of a buffer of `total` elements (backward completes
 // gradients in reverse memory order); their elements may sum to less than total, never more
 // than the caller checks. Both trainers read their buckets through this.
-std::vector<CommOp> backward_buckets(const OpList& backward, std::int64_t total);
+// Only the buckets of `group` (the data-parallel group; the expert gradients' buckets, over the
+// expert-data-parallel group, are laid from the end of the experts' part instead: pass
+// CommGroup::expert_data and that part's end).
+std::vector<CommOp> backward_buckets(const OpList& backward, std::int64_t total,
+                                     CommGroup group = CommGroup::data);
 
 struct Sharding {
   Strategy strategy = Strategy::ddp;
