@@ -1317,7 +1317,12 @@ nlohmann::json PipelineTrainer::manifest(std::int64_t step) const {
           {"heads", o_.model.heads},
           {"vocab", o_.model.vocab},
           {"seq", o_.model.seq},
-          {"global_batch", accum_ * g_.dp * o_.micro_batch}};
+          {"global_batch", accum_ * g_.dp * o_.micro_batch},
+          // Later fields: a checkpoint without them was written with their defaults.
+          {"context_parallel_size", g_.cp},
+          {"expert_model_parallel_size", g_.ep},
+          {"experts", o_.model.experts},
+          {"experts_per_token", o_.model.experts_per_token}};
 }
 
 Status PipelineTrainer::save(std::int64_t step) {
@@ -1349,6 +1354,13 @@ bool PipelineTrainer::resume() {
         return Error{fmt::format("--resume: {}: {} is {}, this run has {}",
                                  manifest_file(o_.checkpoint_dir), key,
                                  j.value(key, nlohmann::json()).dump(), want[key].dump())};
+    for (auto [key, unset] :
+         {std::pair{"context_parallel_size", 1}, std::pair{"expert_model_parallel_size", 1},
+          std::pair{"experts", 0}, std::pair{"experts_per_token", 0}})
+      if (j.value(key, unset) != want[key].get<int>())
+        return Error{fmt::format("--resume: {}: {} is {}, this run has {}",
+                                 manifest_file(o_.checkpoint_dir), key, j.value(key, unset),
+                                 want[key].dump())};
     std::vector<std::vector<float>*> parts = checkpoint_parts();
     CS_RETURN_IF_ERROR(read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), parts));
     return step;
