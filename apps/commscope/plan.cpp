@@ -25,6 +25,7 @@ Verb add_plan(CLI::App& app) {
     std::string precision, objective = "time", html, framework;
     bool fixed_global_batch = false;
     bool fp8 = false, tp_comm_overlap = false;
+    std::string attention, cp_comm_type;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     std::vector<int> zero;
     std::vector<std::int64_t> micro_batch;
@@ -65,6 +66,11 @@ Verb add_plan(CLI::App& app) {
   cmd->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
                 "every plan with sequence parallelism overlaps its TP all-gathers and "
                 "reduce-scatters with its GEMMs (Megatron-Core --tp-comm-overlap)");
+  cmd->add_option("--attention", st->attention,
+                  "attention kernel of every plan: flash | standard [the model preset's "
+                  "`attention`, else standard]");
+  cmd->add_option("--cp-comm-type", st->cp_comm_type,
+                  "how the plans with CP > 1 exchange K and V: p2p (ring) | all_gather [p2p]");
   cmd->add_option("--framework", st->framework,
                   "whose collective pattern every plan follows: megatron|deepspeed|fsdp (the "
                   "same as --frameworks with that one) [the --frameworks list]");
@@ -172,6 +178,20 @@ Verb add_plan(CLI::App& app) {
           base.fp8 = true;
         }
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
+        if (!st->attention.empty()) {
+          auto a = attention_kernel_from_name(st->attention);
+          if (!a)
+            return fail(fmt::format("--attention: expected flash or standard, got '{}'",
+                                    st->attention));
+          base.attention = *a;
+        }
+        if (!st->cp_comm_type.empty()) {
+          auto c = cp_comm_type_from_name(st->cp_comm_type);
+          if (!c)
+            return fail(fmt::format("--cp-comm-type: expected p2p or all_gather, got '{}'",
+                                    st->cp_comm_type));
+          base.cp_comm_type = *c;
+        }
         if (!st->framework.empty()) {
           auto f = framework_from_name(st->framework);
           if (!f)

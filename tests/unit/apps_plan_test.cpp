@@ -195,6 +195,58 @@ TEST_F(PlanCli, TpCommOverlapAndFp8ReachThePlans) {
             "polaris (A100-SXM4-40GB)\n");
 }
 
+// --attention and --cp-comm-type reach every searched plan: FlashAttention's best plan beats
+// the unfused kernel's; the all-gather CP leaves every CP 1 plan as it was and no CP plan faster
+// (its collectives wait on the chain where the ring overlaps the attention), some slower.
+TEST_F(PlanCli, AttentionAndCpCommTypeReachThePlans) {
+  const std::string space =
+      "--model gpt2-medium --system dgx-h100 --gpus 16 --global-batch-size 64 --fixed-global-batch "
+      "--top 400 --format json ";
+  auto times = [&](const std::string& extra) {
+    Outcome r = run(space + extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::map<std::string, std::pair<double, int>> t;  // plan -> (time, CP)
+    const auto plans = nlohmann::json::parse(r.out)["plans"];
+    for (const auto& p : plans)
+      t[p["plan"].get<std::string>()] = {p["iteration_time_s"].get<double>(), p["cp"].get<int>()};
+    return t;
+  };
+  auto best = [](const auto& t) {
+    double b = 1e300;
+    for (const auto& [plan, v] : t) b = std::min(b, v.first);
+    return b;
+  };
+  const auto standard = times("--attention standard"), flash = times("--attention flash");
+  ASSERT_FALSE(standard.empty());
+  ASSERT_FALSE(flash.empty());
+  EXPECT_LT(best(flash), best(standard));
+  const auto ring = times(""), gathered = times("--cp-comm-type all_gather");
+  int cp_plans = 0, slower = 0;
+  for (const auto& [plan, v] : gathered) {
+    auto it = ring.find(plan);
+    if (it == ring.end()) continue;
+    if (v.second == 1) {
+      EXPECT_DOUBLE_EQ(v.first, it->second.first) << plan;
+    } else {
+      ++cp_plans;
+      EXPECT_GE(v.first, it->second.first * (1 - 1e-12)) << plan;
+      slower += v.first > it->second.first * (1 + 1e-9);
+    }
+  }
+  EXPECT_GT(cp_plans, 0);
+  EXPECT_GT(slower, 0);
+  for (auto [flag, line] : {std::pair{"--attention fused",
+                                      "commscope: --attention: expected flash or standard, got "
+                                      "'fused'\n"},
+                            std::pair{"--cp-comm-type ring",
+                                      "commscope: --cp-comm-type: expected p2p or all_gather, got "
+                                      "'ring'\n"}}) {
+    Outcome bad = run(std::string("--model gpt2-medium --gpus 8 ") + flag);
+    EXPECT_EQ(bad.status, 2);
+    EXPECT_EQ(bad.err, line);
+  }
+}
+
 TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
   const fs::path out = dir_ / "never.json";
   for (auto [args, flag] : std::vector<std::pair<std::string, std::string>>{
