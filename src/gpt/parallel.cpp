@@ -112,7 +112,10 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
         "--tensor-model-parallel-size: expected 1 for a model with experts (the trainer's MoE "
         "blocks are not tensor-parallel), got {}",
         s.tp)};
-  if (s.layers < 1 || s.first_layer < 0 || s.first_layer + s.layers > cfg.layers)
+  // A chunk may hold no block when it holds the embedding or the head (uneven stages, e.g.
+  // Llama 3's 0,1,...,1,0 virtual stages).
+  if (s.layers < (s.embedding || s.head ? 0 : 1) || s.first_layer < 0 ||
+      s.first_layer + s.layers > cfg.layers)
     return Error{fmt::format("internal: blocks [{}, {}) outside the model's {}", s.first_layer,
                              s.first_layer + s.layers, cfg.layers)};
   return ok_status();
@@ -400,7 +403,11 @@ std::int64_t GptShard::activation_elements() const {
 }
 
 const float* GptShard::output(int slot) const {
-  return slots_[static_cast<std::size_t>(slot)].blocks.back().res3.data();
+  return last_output(slots_[static_cast<std::size_t>(slot)]);
+}
+
+const float* GptShard::last_output(const Slot& s) const {
+  return s.blocks.empty() ? s.input.data() : s.blocks.back().res3.data();
 }
 
 const float* GptShard::block_input(const Slot& s, int l) const {
@@ -600,7 +607,7 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
 float GptShard::forward_head(Slot& s, const float* wte, const float* lnf) {
   const int ch = cfg_.hidden, vl = vocab_l_;
   const std::int64_t rows = static_cast<std::int64_t>(batch_) * seq_l_;
-  const float* x = s.blocks.back().res3.data();
+  const float* x = last_output(s);
   if (!bert_)  // BERT has no final norm: the LM head reads the last block's output
     timed("final_norm", kHeadLayer, false, 0, [&] {
       layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, lnf, lnf + ch,
@@ -776,7 +783,7 @@ void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float*
     });
   }
   // Megatron re-gathers the LM head's input for its weight gradient.
-  const float* normed = bert_ ? s.blocks.back().res3.data() : s.lnf.data();
+  const float* normed = bert_ ? last_output(s) : s.lnf.data();
   if (sp_) gather(normed, gath_.data(), "sp_all_gather_wgrad", kHeadLayer);
   const float* xf = sp_ ? gath_.data() : normed;
   timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(rows) * ch * vl, [&] {
@@ -796,8 +803,7 @@ void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float*
   timed("final_norm", kHeadLayer, true, 0, [&] {
     zero(dres_);
     layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, sp_ ? dln_s_.data() : dln_.data(),
-                       s.blocks.back().res3.data(), lnf, s.lnf_mean.data(), s.lnf_rstd.data(),
-                       rows_l_, ch);
+                       last_output(s), lnf, s.lnf_mean.data(), s.lnf_rstd.data(), rows_l_, ch);
   });
 }
 

@@ -175,10 +175,9 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--attention: expected standard: the CPU trainer runs the unfused attention, got "
         "flash"};
-  if (p.stage_layers || p.first_stage_layers || p.last_stage_layers)
-    return Error{
-        "--pipeline-stage-layers: the CPU trainer splits the layers evenly over the stages "
-        "(uneven stages are modelled by describe and predict only)"};
+  o.stage_layers = p.stage_layers;
+  o.first_stage_layers = p.first_stage_layers;
+  o.last_stage_layers = p.last_stage_layers;
   // Context parallelism runs as all-gather CP; expert parallelism is modelled (describe,
   // predict), not trained.
   if (p.cp) {
@@ -426,6 +425,10 @@ Status validate_t5(const TrainOptions& o) {
         "--sequence-parallel: expected encoder and decoder sequence lengths ({} and {}) "
         "divisible by the tensor-parallel size {}",
         c.encoder_seq, c.decoder_seq, o.tp)};
+  if (o.stage_layers || o.first_stage_layers || o.last_stage_layers)
+    return Error{
+        "--pipeline-stage-layers: expected none for T5 (its stages split at the encoder/decoder "
+        "boundary)"};
   if (o.strategy == Strategy::zero2 || o.strategy == Strategy::zero3)
     return Error{fmt::format("--zero: expected 0 or 1 for T5 (DDP or ZeRO-1 over DP), got {}",
                              static_cast<int>(o.strategy))};
@@ -614,6 +617,9 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
                       load_network(o.network.empty() ? system.network : o.network));
   PlanInput p;
   if (o.ep > 1) p.ep = o.ep;
+  p.stage_layers = o.stage_layers;
+  p.first_stage_layers = o.first_stage_layers;
+  p.last_stage_layers = o.last_stage_layers;
   if (o.model.experts > 0) p.expert_tp = 1;
   if (o.cp > 1) {  // DP follows from the GPUs (resolve_scenario refuses both)
     p.cp = o.cp;

@@ -89,6 +89,12 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       {4, "--tp 2 --zero 2"},
       {4, "--tp 2 --zero 3"},
       {8, "--tp 2 --sequence-parallel --zero 3 --zero-bucket 10007"},
+      // Uneven stages as describe resolves them: 1 + 3 blocks, Megatron's first-stage count,
+      // and Llama 3's layout (an embedding-only first and a head-only last virtual stage).
+      {2, "--pp 2 --pipeline-stage-layers 1,3"},
+      {2, "--pp 2 --decoder-first-pipeline-num-layers 3"},
+      {4, "--pp 2 --virtual-pipeline-stages 2 --pipeline-stage-layers 0,2,2,0"},
+      {8, "--tp 2 --pp 4 --sequence-parallel --pipeline-stage-layers 0,2,2,0"},
       // Context parallelism (GPT): alone, inside TP with SP, across stages, with DP x CP ZeRO-1.
       {2, "--cp 2"},
       {4, "--tp 2 --cp 2 --sequence-parallel"},
@@ -99,13 +105,19 @@ void expect_same_loss_as_one_rank(const std::string& model) {
   // encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
   const bool t5 = model.starts_with("t5");
   auto t5_runs = [](const std::string& flags) {
-    for (const char* no : {"--virtual-pipeline-stages", "--pp 4", "--zero 2", "--zero 3"})
+    for (const char* no : {"--virtual-pipeline-stages", "--pp 4", "--zero 2", "--zero 3",
+                           "--pipeline-stage-layers", "--decoder-first"})
       if (flags.find(no) != std::string::npos) return false;
     return true;
   };
   for (const Plan& p : plans) {
     if (t5 && !t5_runs(p.flags)) continue;
-    if (!model.starts_with("gpt") && p.flags.find("--cp") != std::string::npos) continue;
+    // Context parallelism and uneven stages: decoder-only GPT (describe refuses uneven stages
+    // of encoder models).
+    if (!model.starts_with("gpt") && (p.flags.find("--cp") != std::string::npos ||
+                                      p.flags.find("--pipeline-stage") != std::string::npos ||
+                                      p.flags.find("--decoder-first") != std::string::npos))
+      continue;
     // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
     Outcome o = train(p.ranks, kModel + batch + p.flags);
     ASSERT_EQ(o.status, 0) << p.flags << o.err;
@@ -152,6 +164,7 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {4, "--pp 2 --zero 1"},
                         {4, "--tp 2 --zero 2"},
                         {4, "--tp 2 --sequence-parallel --zero 3"},
+                        {4, "--pp 4 --pipeline-stage-layers 0,2,2,0"},
                         // GPT only: the context group's all-gathers and reduce-scatters.
                         {4, "--tp 2 --cp 2 --cp-comm-type all_gather --sequence-parallel"},
                         {8, "--cp 2 --cp-comm-type all_gather --pp 2 --zero 1"}};
@@ -162,6 +175,7 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
     if (!model.starts_with("gpt") && p.flags.find("--cp") != std::string::npos) continue;
     // T5: its plans (PP 2 at most, no virtual pipeline, ZeRO at most 1).
     if (t5 && (p.flags.find("virtual") != std::string::npos ||
+               p.flags.find("--pipeline-stage-layers") != std::string::npos ||
                p.flags.find("--pp 4") != std::string::npos ||
                p.flags.find("--zero 2") != std::string::npos ||
                p.flags.find("--zero 3") != std::string::npos))
@@ -585,6 +599,10 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "by the tensor-parallel size 2"},
       {4, "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --tp 2 --zero 3",
        "--zero: expected 0 or 1 for T5"},
+      {2,
+       "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --pp 2 "
+       "--pipeline-stage-layers 1,3",
+       "--pipeline-stage-layers: expected none for T5"},
       // Context parallelism: the trainer's all-gather form only, GPT only, whole chunks.
       {2, "--seq-length 16 --layers 4 --heads 4 --cp 2 --cp-comm-type p2p",
        "--cp-comm-type: expected all_gather: the CPU trainer all-gathers K and V (describe and "

@@ -201,6 +201,8 @@ class GptShard {
   float forward_head(Slot& s, const float* wte, const float* lnf);
   void backward_head(Slot& s, const float* wte, const float* lnf, float* d_wte, float* d_lnf);
   const float* block_input(const Slot& s, int l) const;
+  // The chunk's output: its last block's, or its input when it holds no block.
+  const float* last_output(const Slot& s) const;
 
   GptConfig cfg_;
   ShardSpec s_;

@@ -47,6 +47,10 @@ struct TrainOptions {
   // Expert parallelism (a model with experts, TP 1, DDP): experts split over ep data-parallel
   // ranks (Megatron-LM --expert-model-parallel-size), expert gradients reduced over DP / EP.
   int ep = 1;
+  // Uneven pipeline stages (--pipeline-stage-layers, Megatron-LM's
+  // --decoder-first/last-pipeline-num-layers): as describe resolves them; unset: an even split.
+  std::optional<std::vector<int>> stage_layers;
+  std::optional<int> first_stage_layers, last_stage_layers;
   std::optional<Schedule> schedule;
   RankOrder rank_order = RankOrder::tp_dp_pp;
   bool sequence_parallel = false;      // Megatron's, with tp > 1
