@@ -577,7 +577,11 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
         Case{"--precision fp9", "commscope: --precision: expected one of fp32|fp16|bf16|fp8"},
         // the CPU trainer refuses what it cannot run, before launching
         Case{"--attention flash --train", "commscope: --attention: expected standard"},
-        Case{"--pipeline-stage-layers 1,1 --pp 2 --train", "commscope: --pipeline-stage-layers:"},
+        // (the trainer runs uneven stages; a layout that does not sum to the layers is refused
+        // as describe refuses it)
+        Case{"--pipeline-stage-layers 1,1 --pp 2 --train",
+             "commscope: --pipeline-stage-layers: expected stage layer counts summing to the 4 "
+             "layers of gpt2-tiny-cpu, got a sum of 2"},
         Case{"--fp8 --train", "commscope: --fp8:"},
         Case{"--cpu-offloading-num-layers x",
              "commscope: --cpu-offloading-num-layers: expected a layer count, got 'x'"},
