@@ -318,7 +318,9 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   const std::size_t r = sp_ ? n / static_cast<std::size_t>(s.tp) : n;
   rows_l_ = static_cast<std::int64_t>(r);
   // Scores of this rank's queries against every key of their sequences.
-  const std::size_t att = static_cast<std::size_t>(batch) * heads_l_ * seq_l_ * cfg.seq;
+  // (none with FlashAttention: it keeps a logsumexp per row instead)
+  const std::size_t att =
+      s.flash ? 0 : static_cast<std::size_t>(batch) * heads_l_ * seq_l_ * cfg.seq;
   slots_.resize(static_cast<std::size_t>(slots));
   for (Slot& sl : slots_) {
     sl.tokens.resize(n);
@@ -336,6 +338,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
       b.ln1_rstd.resize(r);
       b.qkv.resize(3 * n * cl);
       b.att.resize(att);
+      if (s.flash) b.lse.resize(static_cast<std::size_t>(batch) * heads_l_ * seq_l_);
       b.atty.resize(n * cl);
       b.res2.resize(r * c);
       b.ln2.resize(r * c);
@@ -566,6 +569,8 @@ void GptShard::forward_block(Slot& s, int l, const float* block) {
   });
   if (s_.cp > 1) {
     cp_attention_forward(a, l);
+  } else if (s_.flash) {
+    flash_forward(a, l, a.qkv.data() + cl, 3 * cl);
   } else {
     timed("attn_scores", l, false, attn_flops,
           [&] { attention_scores_forward(a.att.data(), a.qkv.data(), nb, seq, cl, nh, !bert_); });
@@ -875,6 +880,9 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
   });
   if (s_.cp > 1) {
     cp_attention_backward(a, l);
+  } else if (s_.flash) {
+    zero(dqkv_);
+    flash_backward(a, l, a.qkv.data() + cl, 3 * cl, dqkv_.data() + cl, 3 * cl);
   } else {
     timed("attn_values", l, true, attn_flops, [&] {
       zero(dqkv_);
@@ -916,6 +924,10 @@ void GptShard::cp_attention_forward(BlockActs& a, int l) {
               kv_l_.data() + r * 2 * cl);
   CS_CHECK(context_ != nullptr);
   context_(true, kv_l_.data(), kv_all_.data(), n * 2 * cl, "cp_kv_all_gather", l);
+  if (s_.flash) {
+    flash_forward(a, l, kv_all_.data(), 2 * cl);
+    return;
+  }
   auto key = [&](int b, int kk) {  // the gathered row of key kk of sequence b
     const int r = kk / tl, j = kk % tl;
     return kv_all_.data() + ((static_cast<std::int64_t>(r) * nb + b) * tl + j) * 2 * cl;
@@ -981,48 +993,54 @@ void GptShard::cp_attention_backward(const BlockActs& a, int l) {
     return ((static_cast<std::int64_t>(r) * nb + b) * tl + j) * 2 * cl;
   };
   const double flops = 4.0 * nb * tl * static_cast<double>(tk) * cl;
-  timed("attn_scores", l, true, flops, [&] {
+  if (s_.flash) {
     zero(dqkv_);
     zero(dkv_all_);
-    std::vector<float> dp(static_cast<std::size_t>(tk));
-    for (int b = 0; b < nb; ++b)
-      for (int h = 0; h < nh; ++h)
-        for (int i = 0; i < tl; ++i) {
-          const std::int64_t qrow = (static_cast<std::int64_t>(b) * tl + i);
-          const float* p = a.att.data() + ((static_cast<std::int64_t>(b) * nh + h) * tl + i) * tk;
-          const float* dout = datty_.data() + qrow * cl + h * hs;
-          const float* q = a.qkv.data() + qrow * 3 * cl + h * hs;
-          float* dq = dqkv_.data() + qrow * 3 * cl + h * hs;
-          // dP = dO V^T and dV += P^T dO; then the softmax's backward, dS = P (dP - sum P dP).
-          double dot_pdp = 0;
-          for (int kk = 0; kk < tk; ++kk) {
-            dp[static_cast<std::size_t>(kk)] = 0;
-            if (p[kk] == 0.0f) continue;
-            const std::int64_t at = row(b, kk);
-            const float* v = kv_all_.data() + at + cl + h * hs;
-            float* dv = dkv_all_.data() + at + cl + h * hs;
-            float s = 0;
-            for (int d = 0; d < hs; ++d) {
-              s += dout[d] * v[d];
-              dv[d] += p[kk] * dout[d];
+    flash_backward(a, l, kv_all_.data(), 2 * cl, dkv_all_.data(), 2 * cl);
+  } else {
+    timed("attn_scores", l, true, flops, [&] {
+      zero(dqkv_);
+      zero(dkv_all_);
+      std::vector<float> dp(static_cast<std::size_t>(tk));
+      for (int b = 0; b < nb; ++b)
+        for (int h = 0; h < nh; ++h)
+          for (int i = 0; i < tl; ++i) {
+            const std::int64_t qrow = (static_cast<std::int64_t>(b) * tl + i);
+            const float* p = a.att.data() + ((static_cast<std::int64_t>(b) * nh + h) * tl + i) * tk;
+            const float* dout = datty_.data() + qrow * cl + h * hs;
+            const float* q = a.qkv.data() + qrow * 3 * cl + h * hs;
+            float* dq = dqkv_.data() + qrow * 3 * cl + h * hs;
+            // dP = dO V^T and dV += P^T dO; then the softmax's backward, dS = P (dP - sum P dP).
+            double dot_pdp = 0;
+            for (int kk = 0; kk < tk; ++kk) {
+              dp[static_cast<std::size_t>(kk)] = 0;
+              if (p[kk] == 0.0f) continue;
+              const std::int64_t at = row(b, kk);
+              const float* v = kv_all_.data() + at + cl + h * hs;
+              float* dv = dkv_all_.data() + at + cl + h * hs;
+              float s = 0;
+              for (int d = 0; d < hs; ++d) {
+                s += dout[d] * v[d];
+                dv[d] += p[kk] * dout[d];
+              }
+              dp[static_cast<std::size_t>(kk)] = s;
+              dot_pdp += static_cast<double>(p[kk]) * s;
             }
-            dp[static_cast<std::size_t>(kk)] = s;
-            dot_pdp += static_cast<double>(p[kk]) * s;
-          }
-          for (int kk = 0; kk < tk; ++kk) {
-            if (p[kk] == 0.0f) continue;
-            const float ds =
-                p[kk] * (dp[static_cast<std::size_t>(kk)] - static_cast<float>(dot_pdp)) * scale;
-            const std::int64_t at = row(b, kk);
-            const float* k = kv_all_.data() + at + h * hs;
-            float* dk = dkv_all_.data() + at + h * hs;
-            for (int d = 0; d < hs; ++d) {
-              dq[d] += ds * k[d];
-              dk[d] += ds * q[d];
+            for (int kk = 0; kk < tk; ++kk) {
+              if (p[kk] == 0.0f) continue;
+              const float ds =
+                  p[kk] * (dp[static_cast<std::size_t>(kk)] - static_cast<float>(dot_pdp)) * scale;
+              const std::int64_t at = row(b, kk);
+              const float* k = kv_all_.data() + at + h * hs;
+              float* dk = dkv_all_.data() + at + h * hs;
+              for (int d = 0; d < hs; ++d) {
+                dq[d] += ds * k[d];
+                dk[d] += ds * q[d];
+              }
             }
           }
-        }
-  });
+    });
+  }
   // Each key's gradient summed over the CP ranks' queries, onto the key's owner.
   context_(false, dkv_all_.data(), kv_l_.data(), n * 2 * cl, "cp_dkv_reduce_scatter", l);
   timed("attn_values", l, true, 0, [&] {
@@ -1256,6 +1274,105 @@ void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float
     }
     matmul_backward(dln_.data(), d_block + o.router, static_cast<float*>(nullptr), dlogits.data(),
                     a.ln2.data(), block + o.router, n, h, E);
+  });
+}
+
+// ---- FlashAttention ----
+// Row by row (Dao et al. 2022, FlashAttention; Dao 2023, FlashAttention-2): a query's scores
+// over its visible keys (all for BERT; GPT: positions up to its own) are formed in an O(s)
+// scratch, softmaxed and applied to V; only the output (a.atty, which the output projection
+// keeps anyway) and the row's logsumexp L survive. Backward recomputes P = exp(S - L) row by
+// row, with D = dO . O: dV += P dO, dP = dO V^T, dS = P (dP - D), dQ += dS K, dK += dS Q (the
+// scale on S). The tiling over key blocks that makes the GPU kernel IO-aware is left out: on a
+// CPU a row of scores already fits in cache; what the algorithm changes here, the memory kept
+// for backward and the recompute, is the same.
+
+void GptShard::flash_forward(BlockActs& a, int l, const float* k, std::int64_t stride) {
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const bool causal = !bert_;
+  auto key = [&](int b, int kk) {
+    return k + ((static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl) * stride;
+  };
+  timed("flash_attn", l, false, 4.0 * nb * tl * static_cast<double>(tk) * cl, [&] {
+    std::vector<float> p(static_cast<std::size_t>(tk));
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const std::int64_t row = static_cast<std::int64_t>(b) * tl + i;
+          const float* q = a.qkv.data() + row * 3 * cl + h * hs;
+          const int qp = pos_[static_cast<std::size_t>(i)];
+          float m = -std::numeric_limits<float>::infinity();
+          for (int kk = 0; kk < tk; ++kk) {
+            if (causal && kpos_[static_cast<std::size_t>(kk)] > qp) continue;
+            const float* kv = key(b, kk) + h * hs;
+            float dot = 0;
+            for (int d = 0; d < hs; ++d) dot += q[d] * kv[d];
+            p[static_cast<std::size_t>(kk)] = dot * scale;
+            m = std::max(m, p[static_cast<std::size_t>(kk)]);
+          }
+          float* o = a.atty.data() + row * cl + h * hs;
+          std::fill(o, o + hs, 0.0f);
+          double sum = 0;
+          for (int kk = 0; kk < tk; ++kk) {
+            if (causal && kpos_[static_cast<std::size_t>(kk)] > qp) continue;
+            const float e = std::exp(p[static_cast<std::size_t>(kk)] - m);
+            sum += e;
+            const float* v = key(b, kk) + cl + h * hs;
+            for (int d = 0; d < hs; ++d) o[d] += e * v[d];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int d = 0; d < hs; ++d) o[d] *= inv;
+          a.lse[static_cast<std::size_t>((static_cast<std::int64_t>(b) * nh + h) * tl + i)] =
+              m + static_cast<float>(std::log(sum));
+        }
+  });
+}
+
+void GptShard::flash_backward(const BlockActs& a, int l, const float* k, std::int64_t stride,
+                              float* dk, std::int64_t dstride) {
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const bool causal = !bert_;
+  auto at = [&](int b, int kk) {
+    return (static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl;
+  };
+  // The recomputed scores, dV, dP, dQ and dK: five s x s products to the forward's two.
+  timed("flash_attn", l, true, 10.0 * nb * tl * static_cast<double>(tk) * cl, [&] {
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const std::int64_t row = static_cast<std::int64_t>(b) * tl + i;
+          const float* q = a.qkv.data() + row * 3 * cl + h * hs;
+          const float* o = a.atty.data() + row * cl + h * hs;
+          const float* dout = datty_.data() + row * cl + h * hs;
+          float* dq = dqkv_.data() + row * 3 * cl + h * hs;
+          const float lse =
+              a.lse[static_cast<std::size_t>((static_cast<std::int64_t>(b) * nh + h) * tl + i)];
+          const int qp = pos_[static_cast<std::size_t>(i)];
+          float D = 0;
+          for (int d = 0; d < hs; ++d) D += dout[d] * o[d];
+          for (int kk = 0; kk < tk; ++kk) {
+            if (causal && kpos_[static_cast<std::size_t>(kk)] > qp) continue;
+            const std::int64_t r = at(b, kk);
+            const float* kr = k + r * stride + h * hs;
+            const float* vr = kr + cl;
+            float* dkr = dk + r * dstride + h * hs;
+            float* dvr = dkr + cl;
+            float s = 0, dp = 0;
+            for (int d = 0; d < hs; ++d) {
+              s += q[d] * kr[d];
+              dp += dout[d] * vr[d];
+            }
+            const float p = std::exp(s * scale - lse);
+            const float ds = p * (dp - D) * scale;
+            for (int d = 0; d < hs; ++d) {
+              dvr[d] += p * dout[d];
+              dq[d] += ds * kr[d];
+              dkr[d] += ds * q[d];
+            }
+          }
+        }
   });
 }
 

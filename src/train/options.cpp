@@ -171,10 +171,7 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--tp-comm-overlap: the CPU trainer runs each tensor-parallel collective between its "
         "GEMMs (describe and predict model the overlap)"};
-  if (p.attention && *p.attention == AttentionKernel::flash)
-    return Error{
-        "--attention: expected standard: the CPU trainer runs the unfused attention, got "
-        "flash"};
+  if (p.attention) o.flash = *p.attention == AttentionKernel::flash;
   o.stage_layers = p.stage_layers;
   o.first_stage_layers = p.first_stage_layers;
   o.last_stage_layers = p.last_stage_layers;
@@ -357,9 +354,10 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
     const double P =
         l * (12 * h * h / t + 13 * h + ex) + 2 * v * h / t + c.max_positions * h + 2 * h;
     const double accum = activations_in_flight(o, world);  // micro-batches held at once
-    const double acts =
-        accum * (l * (16 * b * s * h + b * c.heads / t * s * keys) + 2 * b * s * v / t) +
-        8 * b * s * h + (cp > 1 ? 4 * b * keys * h / t : 0);
+    // FlashAttention keeps a logsumexp per query row instead of the s x keys probabilities.
+    const double scores = o.flash ? b * c.heads / t * s : b * c.heads / t * s * keys;
+    const double acts = accum * (l * (16 * b * s * h + scores) + 2 * b * s * v / t) +
+                        8 * b * s * h + (cp > 1 ? 4 * b * keys * h / t : 0);
     // ZeRO-2/3 (PP 1): besides the parameters and the backward's working gradient buffer, the
     // parts (moments, gradients, ZeRO-3's parameters: at most 4 P / DP <= 2 P) and the bucket
     // copies in flight on the stream (at most P): one P more than DDP's four.
@@ -429,6 +427,10 @@ Status validate_t5(const TrainOptions& o) {
     return Error{
         "--pipeline-stage-layers: expected none for T5 (its stages split at the encoder/decoder "
         "boundary)"};
+  if (o.flash)
+    return Error{
+        "--attention: expected standard for T5 (its trainer runs the unfused attention with "
+        "relative position biases), got flash"};
   if (o.strategy == Strategy::zero2 || o.strategy == Strategy::zero3)
     return Error{fmt::format("--zero: expected 0 or 1 for T5 (DDP or ZeRO-1 over DP), got {}",
                              static_cast<int>(o.strategy))};
@@ -617,6 +619,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
                       load_network(o.network.empty() ? system.network : o.network));
   PlanInput p;
   if (o.ep > 1) p.ep = o.ep;
+  p.attention = o.flash ? AttentionKernel::flash : AttentionKernel::standard;
   p.stage_layers = o.stage_layers;
   p.first_stage_layers = o.first_stage_layers;
   p.last_stage_layers = o.last_stage_layers;

@@ -451,6 +451,7 @@ bool PipelineTrainer::setup() {
     s.cp_rank = g_.c;
     s.ep = g_.ep;
     s.ep_rank = g_.e();
+    s.flash = o_.flash;
     ChunkState ch;
     ch.virtual_stage = wc.virtual_stage;
     const int slots = max_in_flight(order_, c);

@@ -390,8 +390,9 @@ struct ThreadGroup {
 // where sequence parallelism leaves partial sums, are the model's, slice for slice. The CP
 // collectives are the workload's: per block, K and V all-gathered in forward and again in
 // backward, dK and dV reduce-scattered.
-void context_parallel_shards(int cp, int tp, bool sequence_parallel) {
-  SCOPED_TRACE(fmt::format("cp {} tp {}{}", cp, tp, sequence_parallel ? " sp" : ""));
+void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash = false) {
+  SCOPED_TRACE(fmt::format("cp {} tp {}{}{}", cp, tp, sequence_parallel ? " sp" : "",
+                           flash ? " flash" : ""));
   GptConfig c = small();
   c.seq = c.max_positions = 16;
   const Reference r = reference(c, 2);
@@ -414,6 +415,7 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel) {
     s.cp_rank = ci;
     s.layers = c.layers;
     s.sequence_parallel = sequence_parallel;
+    s.flash = flash;
     GptShard m(c, s, 2, 1);
     m.set_sequence_comm([&, t](bool gather, const float* in, float* out, std::int64_t shard,
                                std::string_view, int) { tg.sequence(t, gather, in, out, shard); });
@@ -463,6 +465,34 @@ TEST(GptShard, ContextParallelShardsGiveTheModelsLossAndGradients) {
 TEST(GptShard, ContextTimesTensorParallelShardsGiveTheModelsLossAndGradients) {
   context_parallel_shards(2, 2, false);
   context_parallel_shards(2, 2, true);
+}
+
+// FlashAttention's algorithm (no probabilities kept, the logsumexp instead, the scores
+// recomputed in backward) gives the unfused kernels' loss and gradients: GPT (causal) and BERT
+// (bidirectional) whole, and GPT under context parallelism alone and with TP and SP.
+TEST(GptShard, FlashAttentionGivesTheUnfusedKernelsLossAndGradients) {
+  for (const GptConfig& c : {small(), small_bert()}) {
+    SCOPED_TRACE(c.arch == ModelArch::bert ? "bert" : "gpt");
+    const Reference r = reference(c, 2);
+    ShardSpec s;
+    s.layers = c.layers;
+    s.flash = true;
+    GptShard m(c, s, 2, 1);
+    std::vector<float> p(r.params.size()), g(r.params.size(), 0.0f);
+    m.layout().from_full(r.params.data(), p.data());
+    EXPECT_NEAR(m.forward(0, p.data(), r.tok.data(), nullptr, r.tgt.data()), r.loss, 1e-5);
+    m.backward(0, p.data(), g.data(), nullptr);
+    expect_close(g, r.grads, 1e-3, "flash gradients");
+    // and they are not the same numbers by accident: a perturbed reference differs
+    std::vector<float> q = p;
+    q[q.size() / 2] += 0.5f;
+    std::vector<float> g2(g.size(), 0.0f);
+    m.forward(0, q.data(), r.tok.data(), nullptr, r.tgt.data());
+    m.backward(0, q.data(), g2.data(), nullptr);
+    EXPECT_NE(g2, g);
+  }
+  context_parallel_shards(2, 1, false, true);
+  context_parallel_shards(2, 2, true, true);
 }
 
 // ---- mixture of experts ----

@@ -35,6 +35,10 @@ struct ShardSpec {
   // experts' ranks and combined back by all-to-allv over the EP group (Megatron-LM's
   // all-to-all token dispatcher, --expert-model-parallel-size).
   int ep = 1, ep_rank = 0;
+  // FlashAttention's algorithm (Dao et al. 2022, FlashAttention-2 2023) instead of the unfused
+  // kernels: no s x s probabilities kept for backward (each query's scores live in an O(s)
+  // scratch), each row's logsumexp kept instead, and backward recomputes the probabilities.
+  bool flash = false;
 };
 
 // The sequence positions a context-parallel rank holds, in its local order: the chunks
@@ -170,6 +174,7 @@ class GptShard {
     // in dispatch order, and the received rows' order.
     std::vector<int> sel, pos, send_rows, recv_rows, expert_rows, perm;
     std::vector<float> gate, xe, he, ge, yp;
+    std::vector<float> lse;  // FlashAttention: each query row's logsumexp [batch, heads, seq]
   };
   struct Slot {
     std::vector<std::int32_t> tokens, targets;
@@ -197,6 +202,13 @@ class GptShard {
                        const std::vector<int>& recv_rows, int width, std::string_view name,
                        int layer);
   void cp_attention_backward(const BlockActs& a, int l);
+  // FlashAttention, row by row, over keys at `k` (key kk of sequence b at row
+  // ((kk / seq_l) batch + b) seq_l + kk % seq_l, `stride` floats apart, its value hl_ floats
+  // after it): the local keys of a.qkv, or the CP-gathered ones. Backward adds dK, dV at the
+  // same places of `dk` (with `dstride`) and dQ into dqkv_.
+  void flash_forward(BlockActs& a, int l, const float* k, std::int64_t stride);
+  void flash_backward(const BlockActs& a, int l, const float* k, std::int64_t stride, float* dk,
+                      std::int64_t dstride);
   void backward_block(Slot& s, int l, const float* block, float* d_block);
   float forward_head(Slot& s, const float* wte, const float* lnf);
   void backward_head(Slot& s, const float* wte, const float* lnf, float* d_wte, float* d_lnf);

@@ -51,6 +51,8 @@ struct TrainOptions {
   // --decoder-first/last-pipeline-num-layers): as describe resolves them; unset: an even split.
   std::optional<std::vector<int>> stage_layers;
   std::optional<int> first_stage_layers, last_stage_layers;
+  // --attention flash: FlashAttention's algorithm in the model-parallel trainer (GptShard).
+  bool flash = false;
   std::optional<Schedule> schedule;
   RankOrder rank_order = RankOrder::tp_dp_pp;
   bool sequence_parallel = false;      // Megatron's, with tp > 1
@@ -113,7 +115,7 @@ int data_parallel(const TrainOptions& o, int world);
 // Whether the run is model parallel (tp or pp above 1): the pipeline trainer runs it. It also
 // runs BERT on any plan (the data-parallel trainer's single-rank model is GPT-2's).
 inline bool model_parallel(const TrainOptions& o) {
-  return o.tp > 1 || o.pp > 1 || o.cp > 1 || o.model.experts > 0 ||
+  return o.tp > 1 || o.pp > 1 || o.cp > 1 || o.model.experts > 0 || o.flash ||
          o.model.arch != ModelArch::gpt || o.t5.has_value();
 }
 
