@@ -181,8 +181,8 @@ Verb add_plan(CLI::App& app) {
         if (!st->attention.empty()) {
           auto a = attention_kernel_from_name(st->attention);
           if (!a)
-            return fail(fmt::format("--attention: expected flash or standard, got '{}'",
-                                    st->attention));
+            return fail(
+                fmt::format("--attention: expected flash or standard, got '{}'", st->attention));
           base.attention = *a;
         }
         if (!st->cp_comm_type.empty()) {

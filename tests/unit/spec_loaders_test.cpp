@@ -38,7 +38,7 @@ TEST(Loaders, EveryPresetLoads) {
     }
   }
   EXPECT_EQ(list_presets(PresetKind::model).size(),
-            33u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3
+            34u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3, gpt2-moe-tiny-cpu
 }
 
 TEST(Loaders, SeedProtocolsOrderedByRate) {

@@ -92,8 +92,8 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
   ASSERT_TRUE(dense.ok()) << dense.error().message;
   EXPECT_EQ(validate(*dense, 2, 1).error().message,
             "--expert-model-parallel-size: expected 1 for a dense model (no experts), got 2");
-  auto moe = parse({"--model", "gpt2-moe-tiny-cpu", "--ep", "2", "--micro-batch-size", "1"},
-                   nullptr);
+  auto moe =
+      parse({"--model", "gpt2-moe-tiny-cpu", "--ep", "2", "--micro-batch-size", "1"}, nullptr);
   ASSERT_TRUE(moe.ok()) << moe.error().message;
   EXPECT_TRUE(model_parallel(*moe));
   EXPECT_TRUE(validate(*moe, 2, 1).ok()) << validate(*moe, 2, 1).error().message;
