@@ -152,13 +152,17 @@ std::string headline(const Workload& w) {
       sc.system.nics.count, sc.system.nics.count == 1 ? "" : "s",
       units::to_gbit_per_s(sc.network.line_rate));
   out += fmt::format(
-      "plan: DP {} x TP {}{} x PP {}{}, ZeRO-{}; micro-batch {}, global batch {} ({} micro-batch{} "
-      "per "
-      "iteration); {}, recompute {}, schedule {}\n",
-      p.dp, p.tp, p.sequence_parallel ? " (SP)" : "", p.pp,
-      p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "", p.zero,
-      p.micro_batch, p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
-      to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
+      "plan: DP {} x TP {}{}{} x PP {}{}{}, ZeRO-{}; micro-batch {}, global batch {} ({} "
+      "micro-batch{} per iteration); {}, recompute {}, schedule {}\n",
+      p.dp, p.tp, p.sequence_parallel ? " (SP)" : "",
+      // Context and expert parallelism, only when used (the line stays as before otherwise).
+      p.cp > 1 ? fmt::format(" x CP {} ({})", p.cp,
+                             p.cp_comm_type == CpCommType::all_gather ? "all-gather" : "ring")
+               : "",
+      p.pp, p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "",
+      p.ep > 1 ? fmt::format(", EP {}", p.ep) : "", p.zero, p.micro_batch, p.global_batch,
+      p.grad_accum, p.grad_accum == 1 ? "" : "es", to_string(p.precision), to_string(p.recompute),
+      to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
   if (p.attention != AttentionKernel::standard || p.fp8 || p.tp_comm_overlap ||

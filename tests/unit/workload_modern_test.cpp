@@ -562,6 +562,31 @@ TEST(TpCommOverlap, NeedsSequenceParallelism) {
 
 #ifdef COMMSCOPE_BIN
 // Bad flags: one line on stderr naming the flag and the value, exit status 2.
+// describe's plan line names context and expert parallelism when a plan uses them (the CP
+// exchange: ring or all-gather), and stays as it was otherwise.
+TEST(Cli, PlanLineNamesContextAndExpertParallelism) {
+  auto plan_line = [](const std::string& args) {
+    testing::Outcome r = testing::run_shell(std::string(COMMSCOPE_BIN) + " describe " + args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    const auto at = r.out.find("\nplan: ");
+    return at == std::string::npos ? std::string()
+                                   : r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  const std::string cp =
+      "--model llama3-8b --system dgx-h100 --gpus 16 --cp 2 --micro-batch-size 1 "
+      "--global-batch-size 16";
+  EXPECT_EQ(plan_line(cp).rfind("plan: DP 8 x TP 1 x CP 2 (ring) x PP 1, ZeRO-0;", 0), 0u)
+      << plan_line(cp);
+  EXPECT_EQ(plan_line(cp + " --cp-comm-type all_gather")
+                .rfind("plan: DP 8 x TP 1 x CP 2 (all-gather) x PP 1, ZeRO-0;", 0),
+            0u);
+  EXPECT_EQ(plan_line("--model mixtral-8x7b --system dgx-h100 --gpus 64 --ep 8 --tp 2 "
+                      "--sequence-parallel --micro-batch-size 1 --global-batch-size 64")
+                .rfind("plan: DP 32 x TP 2 (SP) x PP 1, EP 8, ZeRO-0;", 0),
+            0u);
+  EXPECT_EQ(plan_line("").rfind("plan: DP 16 x TP 1 x PP 1, ZeRO-0;", 0), 0u) << plan_line("");
+}
+
 TEST(Cli, ModernFlagsRefuseBadValues) {
   struct Case {
     const char* args;
