@@ -176,10 +176,16 @@ class PipelineTrainer {
   // T5: this stage's side of the encoder/decoder split (whole under PP 1), one model per slot.
   bool setup_t5_chunk(const Chunk& wc, int slots);
   std::function<void(float*, std::int64_t, bool, std::string_view, int)> tp_all_reduce();
-  // Sequence parallelism's all-gather / reduce-scatter over the tensor group (GPT and T5).
-  GptShard::SequenceComm sequence_comm();
-  // Context parallelism's K,V all-gather and dK,dV reduce-scatter over the CP group.
-  GptShard::SequenceComm context_comm();
+  // An all-gather / reduce-scatter of equal shards over a group: sequence parallelism's over
+  // the tensor group (GPT and T5), context parallelism's K,V all-gather and dK,dV
+  // reduce-scatter over the CP group.
+  GptShard::SequenceComm gather_scatter(CommGroup group, int size, const MPI_Comm* comm);
+  GptShard::SequenceComm sequence_comm() {
+    return gather_scatter(CommGroup::tensor, g_.tp, &tp_comm_);
+  }
+  GptShard::SequenceComm context_comm() {
+    return gather_scatter(CommGroup::context, g_.cp, &cp_comm_);
+  }
   // Expert parallelism's all-to-allvs over the EP group (each counted as this rank's own
   // tokens' rows: the dispatch's and the combine backward's sends, the combine's and the
   // dispatch backward's receives) and the routing counts before a dispatch (outside the
@@ -540,45 +546,26 @@ bool PipelineTrainer::setup() {
   return zero_setup(role);
 }
 
-GptShard::SequenceComm PipelineTrainer::sequence_comm() {
-  return [this](bool gather, const float* in, float* out, std::int64_t shard, std::string_view name,
-                int layer) {
+GptShard::SequenceComm PipelineTrainer::gather_scatter(CommGroup group, int size,
+                                                       const MPI_Comm* comm) {
+  return [this, group, size, comm](bool gather, const float* in, float* out, std::int64_t shard,
+                                   std::string_view name, int layer) {
     t5_compute_segment();
     const int count = static_cast<int>(shard);
-    const std::vector<int> counts(static_cast<std::size_t>(g_.tp), count);
+    const std::vector<int> counts(static_cast<std::size_t>(size), count);
     std::vector<int> displs(counts.size());
     for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = static_cast<int>(i) * count;
-    const double bytes = static_cast<double>(shard) * g_.tp * sizeof(float);
+    const double bytes = static_cast<double>(shard) * size * sizeof(float);
     const std::uint64_t tk =
-        comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter,
-                CommGroup::tensor, g_.tp, layer, bytes, [this, gather, in, out, counts, displs] {
+        comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter, group, size,
+                layer, bytes, [gather, in, out, counts, displs, comm] {
                   if (gather)
-                    comm::all_gather(in, out, counts, displs, MPI_FLOAT, tp_comm_);
+                    comm::all_gather(in, out, counts, displs, MPI_FLOAT, *comm);
                   else
-                    comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, tp_comm_);
+                    comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, *comm);
                 });
     stream_.wait(tk);
     t5_segment_start_ = Gpt::now();
-  };
-}
-
-GptShard::SequenceComm PipelineTrainer::context_comm() {
-  return [this](bool gather, const float* in, float* out, std::int64_t shard, std::string_view name,
-                int layer) {
-    const int count = static_cast<int>(shard);
-    const std::vector<int> counts(static_cast<std::size_t>(g_.cp), count);
-    std::vector<int> displs(counts.size());
-    for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = static_cast<int>(i) * count;
-    const double bytes = static_cast<double>(shard) * g_.cp * sizeof(float);
-    const std::uint64_t tk =
-        comm_op(name, gather ? Collective::all_gather : Collective::reduce_scatter,
-                CommGroup::context, g_.cp, layer, bytes, [this, gather, in, out, counts, displs] {
-                  if (gather)
-                    comm::all_gather(in, out, counts, displs, MPI_FLOAT, cp_comm_);
-                  else
-                    comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, cp_comm_);
-                });
-    stream_.wait(tk);
   };
 }
 

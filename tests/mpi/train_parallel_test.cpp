@@ -42,6 +42,19 @@ std::vector<double> losses(const nlohmann::json& j) {
   return l;
 }
 
+// A run of `args` on `ranks` ranks: one rank's losses `want` (1e-4: fp32 sums in another order),
+// and its communication equal to its workload's.
+void expect_losses(const std::vector<double>& want, int ranks, const std::string& args) {
+  Outcome o = train(ranks, args);
+  ASSERT_EQ(o.status, 0) << args << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  const auto got = losses(j);
+  ASSERT_EQ(got.size(), want.size()) << args;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-4) << args << " on " << ranks << " ranks, step " << i + 1;
+  EXPECT_TRUE(j["communication_matches_workload"].get<bool>()) << args;
+}
+
 // 1 rank vs TP 2, PP 2, TP 2 x PP 2 and TP 2 x PP 2 x DP 2 under every schedule and both rank
 // orders: the same global batch, the same losses over 20 steps (1e-4: fp32 sums in another
 // order, the vocabulary-parallel cross-entropy's own exp and log). `model`: the preset (the
@@ -122,15 +135,7 @@ void expect_same_loss_as_one_rank(const std::string& model) {
                                       p.flags.find("--decoder-first") != std::string::npos))
       continue;
     // DP 2 halves the micro-batches per replica: the same 8 sequences per step.
-    Outcome o = train(p.ranks, kModel + batch + p.flags);
-    ASSERT_EQ(o.status, 0) << p.flags << o.err;
-    const auto j = nlohmann::json::parse(o.out);
-    const auto got = losses(j);
-    ASSERT_EQ(got.size(), want.size()) << p.flags;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-4)
-          << p.flags << " on " << p.ranks << " ranks, step " << i + 1;
-    EXPECT_TRUE(j["communication_matches_workload"].get<bool>()) << p.flags;
+    expect_losses(want, p.ranks, kModel + batch + p.flags);
   }
 }
 
@@ -540,15 +545,7 @@ TEST(TrainParallel, MoeSameLossAsOneRankUnderExpertParallelism) {
   };
   for (const Plan& p : {Plan{2, "--ep 2"}, Plan{4, "--ep 2"}, Plan{4, "--ep 4"},
                         Plan{4, "--ep 2 --pp 2"}, Plan{8, "--ep 4 --pp 2"}}) {
-    Outcome o = train(p.ranks, kModel + model + p.flags);
-    ASSERT_EQ(o.status, 0) << p.flags << o.err;
-    const auto j = nlohmann::json::parse(o.out);
-    const auto got = losses(j);
-    ASSERT_EQ(got.size(), want.size()) << p.flags;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-4)
-          << p.flags << " on " << p.ranks << " ranks, step " << i + 1;
-    EXPECT_TRUE(j["communication_matches_workload"].get<bool>()) << p.flags;
+    expect_losses(want, p.ranks, kModel + model + p.flags);
     // Describe's rows for the same plan (the preset's own size: describe takes no size
     // flags), stage 0: each measured on the stage's first rank over 2 steps.
     const std::string flags = " --model gpt2-moe-tiny-cpu --system cpu-host --gpus " +
