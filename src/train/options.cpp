@@ -175,8 +175,8 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   o.stage_layers = p.stage_layers;
   o.first_stage_layers = p.first_stage_layers;
   o.last_stage_layers = p.last_stage_layers;
-  // Context parallelism runs as all-gather CP; expert parallelism is modelled (describe,
-  // predict), not trained.
+  // Context parallelism runs as all-gather CP; expert parallelism dropless, without expert TP
+  // (the capacity factor and a routing imbalance are describe's and predict's).
   if (p.cp) {
     if (*p.cp < 1)
       return refuse("--context-parallel-size", std::to_string(*p.cp), "expected a positive size");
