@@ -81,19 +81,6 @@ CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& targe
       help + " (comma list)");
 }
 
-// A flag naming one value of an enum: unset when not given, an error naming the flag when
-// the name is none of `expected`.
-template <class E>
-Status named_value(const char* flag, const std::string& text,
-                   std::optional<E> (*parse)(std::string_view), const char* expected,
-                   std::optional<E>& into) {
-  if (text.empty()) return {};
-  auto v = parse(text);
-  if (!v) return Error{fmt::format("{}: expected {}, got '{}'", flag, expected, text)};
-  into = *v;
-  return {};
-}
-
 // Every combination of the values of one flag with the inputs so far.
 template <class T, class Set>
 std::vector<ScenarioInput> times(const std::vector<ScenarioInput>& in, const std::vector<T>& values,

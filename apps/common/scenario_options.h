@@ -2,13 +2,29 @@
 // and DeepSpeed's spellings, and their resolution: defaults < DeepSpeed config < flags.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commscope/spec/scenario.h"
 
 namespace commscope::cli {
+
+// A flag naming one value of an enum: unset when not given, an error naming the flag when
+// the name is none of `expected` ("--attention: expected flash or standard, got 'fused'").
+template <class E>
+Status named_value(const char* flag, const std::string& text,
+                   std::optional<E> (*parse)(std::string_view), const char* expected,
+                   std::optional<E>& into) {
+  if (text.empty()) return {};
+  auto v = parse(text);
+  if (!v) return Error{fmt::format("{}: expected {}, got '{}'", flag, expected, text)};
+  into = *v;
+  return {};
+}
 
 struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/scenario_options.h"
 #include "commscope/report/plan.h"
 #include "commscope/search/plan_search.h"
 #include "commscope/util/atomic_file.h"
@@ -163,13 +164,11 @@ Verb add_plan(CLI::App& app) {
 
         PlanInput base;
         if (st->seq_length > 0) base.seq_length = st->seq_length;
-        if (!st->precision.empty()) {
-          auto p = precision_from_name(st->precision);
-          if (!p)
-            return fail(
-                fmt::format("--precision: expected fp32, fp16 or bf16, got '{}'", st->precision));
-          base.precision = *p;
-        }
+        // Named values are parsed as the scenario verbs parse theirs (cli::named_value).
+        if (Status s = cli::named_value("--precision", st->precision, precision_from_name,
+                                        "fp32, fp16 or bf16", base.precision);
+            !s.ok())
+          return fail(s.error().message);
         if (st->fp8) {
           if (base.precision == Precision::fp32)
             return fail(
@@ -178,27 +177,14 @@ Verb add_plan(CLI::App& app) {
           base.fp8 = true;
         }
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
-        if (!st->attention.empty()) {
-          auto a = attention_kernel_from_name(st->attention);
-          if (!a)
-            return fail(
-                fmt::format("--attention: expected flash or standard, got '{}'", st->attention));
-          base.attention = *a;
-        }
-        if (!st->cp_comm_type.empty()) {
-          auto c = cp_comm_type_from_name(st->cp_comm_type);
-          if (!c)
-            return fail(fmt::format("--cp-comm-type: expected p2p or all_gather, got '{}'",
-                                    st->cp_comm_type));
-          base.cp_comm_type = *c;
-        }
-        if (!st->framework.empty()) {
-          auto f = framework_from_name(st->framework);
-          if (!f)
-            return fail(fmt::format(
-                "--framework: expected one of megatron|deepspeed|fsdp, got '{}'", st->framework));
-          base.framework = *f;
-        }
+        for (const Status& s :
+             {cli::named_value("--attention", st->attention, attention_kernel_from_name,
+                               "flash or standard", base.attention),
+              cli::named_value("--cp-comm-type", st->cp_comm_type, cp_comm_type_from_name,
+                               "p2p or all_gather", base.cp_comm_type),
+              cli::named_value("--framework", st->framework, framework_from_name,
+                               "one of megatron|deepspeed|fsdp", base.framework)})
+          if (!s.ok()) return fail(s.error().message);
         std::vector<Framework> frameworks;
         if (!st->frameworks.empty() && !st->framework.empty())
           return fail(
