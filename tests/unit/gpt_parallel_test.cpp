@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <thread>
@@ -347,6 +348,14 @@ TEST(GptShard, ContextParallelRanksHoldTheLoadBalancedChunks) {
   EXPECT_FALSE(validate(small_bert(), s).ok());  // causal GPT only
 }
 
+// Ranks 0..n-1 of a test, each on a thread of its own (rank 0 on the caller's).
+void on_threads(int n, const std::function<void(int)>& rank) {
+  std::vector<std::thread> others;
+  for (int me = 1; me < n; ++me) others.emplace_back(rank, me);
+  rank(0);
+  for (std::thread& th : others) th.join();
+}
+
 // A group of ranks on threads: each collective posts every member's buffer, waits, combines.
 struct ThreadGroup {
   explicit ThreadGroup(int n) : size(n), sync(n), posted(static_cast<std::size_t>(n)) {}
@@ -444,10 +453,7 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     want[static_cast<std::size_t>(me)].assign(p.size(), 0.0f);
     m.layout().from_full(r.grads.data(), want[static_cast<std::size_t>(me)].data());
   };
-  std::vector<std::thread> others;
-  for (int me = 1; me < n; ++me) others.emplace_back(rank, me);
-  rank(0);
-  for (std::thread& th : others) th.join();
+  on_threads(n, rank);
   for (int me = 0; me < n; ++me) {
     SCOPED_TRACE(me);
     EXPECT_NEAR(losses[static_cast<std::size_t>(me)], r.loss, 1e-5);
@@ -723,10 +729,7 @@ void expert_parallel_shards(int ep) {
     want[static_cast<std::size_t>(me)] = mine;
     std::copy(all.begin(), all.begin() + ex.size, want[static_cast<std::size_t>(me)].begin());
   };
-  std::vector<std::thread> others;
-  for (int me = 1; me < ep; ++me) others.emplace_back(rank, me);
-  rank(0);
-  for (std::thread& th : others) th.join();
+  on_threads(ep, rank);
   for (int me = 0; me < ep; ++me) {
     SCOPED_TRACE(me);
     EXPECT_NEAR(losses[static_cast<std::size_t>(me)], ref_loss[static_cast<std::size_t>(me)], 1e-5);
