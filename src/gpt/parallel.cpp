@@ -915,15 +915,19 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
 // at position kpos_[kk]; att [batch, heads_l, seq_l, seq] the probabilities (0 where masked:
 // a key after the query's position).
 
-void GptShard::cp_attention_forward(BlockActs& a, int l) {
-  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
-  const std::int64_t n = static_cast<std::int64_t>(nb) * tl;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+void GptShard::gather_kv(const BlockActs& a, int l) {
+  const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_, cl = hl_;
   for (std::int64_t r = 0; r < n; ++r)  // this rank's K and V, then everyone's
     std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
               kv_l_.data() + r * 2 * cl);
   CS_CHECK(context_ != nullptr);
   context_(true, kv_l_.data(), kv_all_.data(), n * 2 * cl, "cp_kv_all_gather", l);
+}
+
+void GptShard::cp_attention_forward(BlockActs& a, int l) {
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  gather_kv(a, l);
   if (s_.flash) {
     flash_forward(a, l, kv_all_.data(), 2 * cl);
     return;
@@ -982,12 +986,7 @@ void GptShard::cp_attention_backward(const BlockActs& a, int l) {
   const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
   const std::int64_t n = static_cast<std::int64_t>(nb) * tl;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  // K and V gathered again (not kept from the forward), as Transformer Engine does.
-  for (std::int64_t r = 0; r < n; ++r)
-    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
-              kv_l_.data() + r * 2 * cl);
-  CS_CHECK(context_ != nullptr);
-  context_(true, kv_l_.data(), kv_all_.data(), n * 2 * cl, "cp_kv_all_gather", l);
+  gather_kv(a, l);  // again (not kept from the forward), as Transformer Engine does
   auto row = [&](int b, int kk) {
     const int r = kk / tl, j = kk % tl;
     return ((static_cast<std::int64_t>(r) * nb + b) * tl + j) * 2 * cl;
@@ -1057,6 +1056,20 @@ void GptShard::cp_attention_backward(const BlockActs& a, int l) {
 // the rows all-to-allv'd to the experts' ranks (received by source rank, then by expert), put
 // in expert-major order, through each local expert, back to the received order, all-to-allv'd
 // back (the combine), and summed per token with its gates.
+
+namespace {
+// Rows of `width` floats between the received order and the experts' (perm[expert-major row] =
+// received row): to_experts gathers them into expert-major order, otherwise scatters back.
+void permute_rows(const std::vector<int>& perm, const float* from, float* to, int width,
+                  bool to_experts) {
+  for (std::size_t r = 0; r < perm.size(); ++r) {
+    const std::int64_t e = static_cast<std::int64_t>(r) * width,
+                       recv = static_cast<std::int64_t>(perm[r]) * width;
+    const float* src = from + (to_experts ? recv : e);
+    std::copy(src, src + width, to + (to_experts ? e : recv));
+  }
+}
+}  // namespace
 
 void GptShard::expert_exchange(const float* send, const std::vector<int>& send_rows, float* recv,
                                const std::vector<int>& recv_rows, int width, std::string_view name,
@@ -1156,10 +1169,7 @@ void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
   a.he.resize(static_cast<std::size_t>(m * f));
   a.ge.resize(static_cast<std::size_t>(m * f));
   std::vector<float> ye(static_cast<std::size_t>(m * h));
-  for (std::int64_t r = 0; r < m; ++r) {
-    const std::int64_t src = a.perm[static_cast<std::size_t>(r)];
-    std::copy(recv.data() + src * h, recv.data() + (src + 1) * h, a.xe.data() + r * h);
-  }
+  permute_rows(a.perm, recv.data(), a.xe.data(), h, true);
   timed("moe_experts", l, false, 4.0 * static_cast<double>(m) * h * f, [&] {
     std::int64_t off = 0;
     for (int e = 0; e < el; ++e) {
@@ -1174,10 +1184,7 @@ void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
       off += me;
     }
   });
-  for (std::int64_t r = 0; r < m; ++r) {  // back to the received order
-    const std::int64_t dst = a.perm[static_cast<std::size_t>(r)];
-    std::copy(ye.data() + r * h, ye.data() + (r + 1) * h, recv.data() + dst * h);
-  }
+  permute_rows(a.perm, ye.data(), recv.data(), h, false);  // back to the received order
   a.yp.resize(static_cast<std::size_t>(nk * h));
   expert_exchange(recv.data(), a.recv_rows, a.yp.data(), a.send_rows, h, "moe_combine", l);
   timed("moe_combine", l, false, 0, [&] {
@@ -1225,10 +1232,7 @@ void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float
   std::vector<float> dye(static_cast<std::size_t>(m * h)),
       dge(static_cast<std::size_t>(m * f), 0.0f), dhe(static_cast<std::size_t>(m * f), 0.0f),
       dxe(static_cast<std::size_t>(m * h), 0.0f);
-  for (std::int64_t r = 0; r < m; ++r) {
-    const std::int64_t src = a.perm[static_cast<std::size_t>(r)];
-    std::copy(recv.data() + src * h, recv.data() + (src + 1) * h, dye.data() + r * h);
-  }
+  permute_rows(a.perm, recv.data(), dye.data(), h, true);
   timed("moe_experts", l, true, 8.0 * static_cast<double>(m) * h * f, [&] {
     std::int64_t off = 0;
     for (int e = 0; e < el; ++e) {
@@ -1247,10 +1251,7 @@ void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float
       off += me;
     }
   });
-  for (std::int64_t r = 0; r < m; ++r) {
-    const std::int64_t dst = a.perm[static_cast<std::size_t>(r)];
-    std::copy(dxe.data() + r * h, dxe.data() + (r + 1) * h, recv.data() + dst * h);
-  }
+  permute_rows(a.perm, dxe.data(), recv.data(), h, false);
   std::vector<float> dxp(static_cast<std::size_t>(nk * h));
   expert_exchange(recv.data(), a.recv_rows, dxp.data(), a.send_rows, h, "moe_dispatch_backward", l);
   // The router: the gates' softmax over the k selected logits, backward (the others get none).

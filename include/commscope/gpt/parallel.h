@@ -192,6 +192,8 @@ class GptShard {
   void scatter(const float* full, float* shard, std::string_view name, int layer);
   void forward_block(Slot& s, int l, const float* block);
   // Context parallelism: attention of this rank's queries over the gathered keys and values.
+  // Context parallelism: this rank's K and V out of a.qkv, all-gathered into kv_all_.
+  void gather_kv(const BlockActs& a, int l);
   void cp_attention_forward(BlockActs& a, int l);
   // Mixture of experts: tmp_ = the MoE output of a.ln2 (router, dispatch, experts, combine);
   // backward from dtmp_ into dln_ (d ln2) and the router's and experts' gradients.
