@@ -373,7 +373,18 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   datty_.resize(n * cl);
   dfch_.resize(4 * n * cl);
   dfch_gelu_.resize(4 * n * cl);
-  if (s.cp > 1) {
+  if (s.cp > 1 && s.cp_ring) {
+    for (int i = 0; i < 2; ++i) {
+      ring_kv_[i].resize(2 * n * cl);
+      ring_dkv_[i].resize(2 * n * cl);
+    }
+    ring_dkv_own_.resize(2 * n * cl);
+    const std::size_t rows = static_cast<std::size_t>(batch) * heads_l_ * seq_l_;
+    ring_max_.resize(rows);
+    ring_scale_.resize(rows);
+    ring_d_.resize(rows);
+    ring_sum_.resize(rows);
+  } else if (s.cp > 1) {
     kv_l_.resize(2 * n * cl);
     kv_all_.resize(2 * n * cl * static_cast<std::size_t>(s.cp));
     dkv_all_.resize(kv_all_.size());
@@ -925,6 +936,10 @@ void GptShard::gather_kv(const BlockActs& a, int l) {
 }
 
 void GptShard::cp_attention_forward(BlockActs& a, int l) {
+  if (s_.cp_ring) {
+    ring_attention_forward(a, l);
+    return;
+  }
   const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   gather_kv(a, l);
@@ -983,6 +998,10 @@ void GptShard::cp_attention_forward(BlockActs& a, int l) {
 }
 
 void GptShard::cp_attention_backward(const BlockActs& a, int l) {
+  if (s_.cp_ring) {
+    ring_attention_backward(a, l);
+    return;
+  }
   const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
   const std::int64_t n = static_cast<std::int64_t>(nb) * tl;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -1046,6 +1065,224 @@ void GptShard::cp_attention_backward(const BlockActs& a, int l) {
     for (std::int64_t r = 0; r < n; ++r)
       std::copy(kv_l_.data() + r * 2 * cl, kv_l_.data() + (r + 1) * 2 * cl,
                 dqkv_.data() + r * 3 * cl + cl);
+  });
+}
+
+// ---- context parallelism: ring attention ----
+// The rank's queries meet the CP ranks' K,V blocks one per step: step s holds the block of rank
+// (cp_rank - s) mod cp while the next one travels (the pass overlaps the attention core, as in
+// Transformer Engine's P2P CP). Forward keeps per query row and head the running maximum m and
+// sum l of exp(score - m) and rescales the partial output when m grows (FlashAttention's online
+// softmax): after the last block O = O / l and, with FlashAttention, L = m + log l. Unfused
+// attention also keeps the raw scores in a.att and turns them into probabilities at the end,
+// so backward reads P from it; FlashAttention recomputes P = exp(S - L). Backward uses D = dO .
+// O (= sum P dP), so each block's dQ, dK, dV need only that block. K,V go round again in
+// backward, and each block's dK,dV accumulate as they follow it: a block's owner keeps its own
+// contribution, the other ranks' come back with the last step, 2 (cp - 1) chunks in all.
+// Causality is by position (kpos_): the load-balanced chunks make some blocks fully visible,
+// some half, and the rank's own block diagonal.
+
+void GptShard::ring_attention_forward(BlockActs& a, int l) {
+  const int cp = s_.cp, cl = hl_;
+  const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_;
+  CS_CHECK(ring_ != nullptr);
+  for (std::int64_t r = 0; r < n; ++r)  // this rank's K and V start the ring
+    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
+              ring_kv_[0].data() + r * 2 * cl);
+  std::fill(ring_max_.begin(), ring_max_.end(), -std::numeric_limits<float>::infinity());
+  std::fill(ring_sum_.begin(), ring_sum_.end(), 0.0);
+  zero(a.atty);
+  for (int step = 0; step < cp; ++step) {
+    const int cur = step % 2, src = (s_.cp_rank - step + cp) % cp;
+    std::function<void()> wait;
+    if (step + 1 < cp)
+      wait = ring_(ring_kv_[cur].data(), ring_kv_[1 - cur].data(), n * 2 * cl, "cp_kv_send", l,
+                   step == 0);
+    ring_block_forward(a, l, ring_kv_[cur].data(), src);
+    if (wait) wait();
+  }
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, nh = heads_l_, hs = cl / nh;
+  timed(s_.flash ? "flash_attn" : "softmax", l, false, 0, [&] {
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+          const float lse = ring_max_[q] + static_cast<float>(std::log(ring_sum_[q]));
+          float* o = a.atty.data() + (static_cast<std::int64_t>(b) * tl + i) * cl + h * hs;
+          const float inv = static_cast<float>(1.0 / ring_sum_[q]);
+          for (int d = 0; d < hs; ++d) o[d] *= inv;
+          if (s_.flash) {
+            a.lse[q] = lse;
+            continue;
+          }
+          float* p = a.att.data() + static_cast<std::int64_t>(q) * tk;
+          const int qp = pos_[static_cast<std::size_t>(i)];
+          for (int kk = 0; kk < tk; ++kk)
+            p[kk] = kpos_[static_cast<std::size_t>(kk)] > qp ? 0.0f : std::exp(p[kk] - lse);
+        }
+  });
+}
+
+void GptShard::ring_block_forward(BlockActs& a, int l, const float* kv, int src) {
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int* kpos = kpos_.data() + static_cast<std::ptrdiff_t>(src) * tl;  // the block's keys
+  const double flops = 2.0 * nb * tl * static_cast<double>(tl) * cl;
+  std::vector<float> scratch(static_cast<std::size_t>(tl));
+  // The block's scores of row (b, h, i) (kept in a.att at the block's columns when unfused),
+  // the new running maximum, the sum rescaled to it; the output's rescale factor in ring_scale_.
+  auto scores = [&](int b, int h, int i) -> float* {
+    const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+    float* p = s_.flash ? scratch.data()
+                        : a.att.data() + static_cast<std::int64_t>(q) * tk +
+                              static_cast<std::int64_t>(src) * tl;
+    const float* qv = a.qkv.data() + (static_cast<std::int64_t>(b) * tl + i) * 3 * cl + h * hs;
+    const int qp = pos_[static_cast<std::size_t>(i)];
+    float m = ring_max_[q];
+    for (int j = 0; j < tl; ++j) {
+      if (kpos[j] > qp) continue;
+      const float* k = kv + (static_cast<std::int64_t>(b) * tl + j) * 2 * cl + h * hs;
+      float dot = 0;
+      for (int d = 0; d < hs; ++d) dot += qv[d] * k[d];
+      p[j] = dot * scale;
+      m = std::max(m, p[j]);
+    }
+    const float f =
+        ring_max_[q] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(ring_max_[q] - m);
+    double sum = ring_sum_[q] * f;
+    for (int j = 0; j < tl; ++j)
+      if (kpos[j] <= qp) sum += std::exp(static_cast<double>(p[j] - m));
+    ring_max_[q] = m, ring_sum_[q] = sum, ring_scale_[q] = f;
+    return p;
+  };
+  // The output rescaled and the block's values added with weights exp(score - m).
+  auto values = [&](int b, int h, int i, const float* p) {
+    const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+    if (ring_max_[q] == -std::numeric_limits<float>::infinity()) return;  // nothing visible yet
+    float* o = a.atty.data() + (static_cast<std::int64_t>(b) * tl + i) * cl + h * hs;
+    for (int d = 0; d < hs; ++d) o[d] *= ring_scale_[q];
+    const int qp = pos_[static_cast<std::size_t>(i)];
+    for (int j = 0; j < tl; ++j) {
+      if (kpos[j] > qp) continue;
+      const float w = std::exp(p[j] - ring_max_[q]);
+      const float* v = kv + (static_cast<std::int64_t>(b) * tl + j) * 2 * cl + cl + h * hs;
+      for (int d = 0; d < hs; ++d) o[d] += w * v[d];
+    }
+  };
+  if (s_.flash) {
+    timed("flash_attn", l, false, 2 * flops, [&] {
+      for (int b = 0; b < nb; ++b)
+        for (int h = 0; h < nh; ++h)
+          for (int i = 0; i < tl; ++i) values(b, h, i, scores(b, h, i));
+    });
+    return;
+  }
+  timed("attn_scores", l, false, flops, [&] {
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) scores(b, h, i);
+  });
+  timed("attn_values", l, false, flops, [&] {
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+          values(b, h, i,
+                 a.att.data() + static_cast<std::int64_t>(q) * tk +
+                     static_cast<std::int64_t>(src) * tl);
+        }
+  });
+}
+
+void GptShard::ring_attention_backward(const BlockActs& a, int l) {
+  const int cp = s_.cp, nb = batch_, tl = seq_l_, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const std::int64_t n = static_cast<std::int64_t>(nb) * tl, chunk = n * 2 * cl;
+  for (int b = 0; b < nb; ++b)  // D = dO . O per query row and head
+    for (int h = 0; h < nh; ++h)
+      for (int i = 0; i < tl; ++i) {
+        const std::int64_t row = static_cast<std::int64_t>(b) * tl + i;
+        float D = 0;
+        for (int d = 0; d < hs; ++d)
+          D += datty_[static_cast<std::size_t>(row * cl + h * hs + d)] *
+               a.atty[static_cast<std::size_t>(row * cl + h * hs + d)];
+        ring_d_[static_cast<std::size_t>((b * nh + h) * tl + i)] = D;
+      }
+  for (std::int64_t r = 0; r < n; ++r)
+    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
+              ring_kv_[0].data() + r * 2 * cl);
+  zero(dqkv_);
+  zero(ring_dkv_own_);
+  // Step s: K,V of rank src travel on while this rank adds its part of their gradients to the
+  // dK,dV that came with them (its own block's into ring_dkv_own_; at step 1 a block arrives
+  // with none); from step 1 the dK,dV go on to the next rank after the step, and the last step
+  // brings this rank's block's back from the other ranks.
+  for (int step = 0; step < cp; ++step) {
+    const int cur = step % 2, src = (s_.cp_rank - step + cp) % cp;
+    std::function<void()> wait_kv;
+    if (step + 1 < cp)
+      wait_kv = ring_(ring_kv_[cur].data(), ring_kv_[1 - cur].data(), chunk, "cp_kv_dkv_send", l,
+                      step == 0);
+    float* dkv = step == 0 ? ring_dkv_own_.data() : ring_dkv_[cur].data();
+    if (step == 1) std::fill(ring_dkv_[cur].begin(), ring_dkv_[cur].end(), 0.0f);
+    ring_block_backward(a, l, ring_kv_[cur].data(), dkv, src);
+    if (wait_kv) wait_kv();
+    if (step >= 1) ring_(dkv, ring_dkv_[1 - cur].data(), chunk, "cp_kv_dkv_send", l, false)();
+  }
+  // The other ranks' parts of this rank's dK,dV arrived last; with its own, into dqkv_.
+  const float* back = ring_dkv_[cp % 2].data();
+  timed("attn_values", l, true, 0, [&] {
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < 2 * cl; ++c)
+        dqkv_[static_cast<std::size_t>(r * 3 * cl + cl + c)] =
+            ring_dkv_own_[static_cast<std::size_t>(r * 2 * cl + c)] + back[r * 2 * cl + c];
+  });
+}
+
+void GptShard::ring_block_backward(const BlockActs& a, int l, const float* kv, float* dkv,
+                                   int src) {
+  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int* kpos = kpos_.data() + static_cast<std::ptrdiff_t>(src) * tl;
+  const double flops = 4.0 * nb * tl * static_cast<double>(tl) * cl;
+  // The unfused kernels' dP, dV, dQ, dK (four products); FlashAttention also recomputes S.
+  timed(s_.flash ? "flash_attn" : "attn_scores", l, true, s_.flash ? 2.5 * flops : flops, [&] {
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int i = 0; i < tl; ++i) {
+          const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+          const std::int64_t row = static_cast<std::int64_t>(b) * tl + i;
+          const float* qv = a.qkv.data() + row * 3 * cl + h * hs;
+          const float* dout = datty_.data() + row * cl + h * hs;
+          float* dq = dqkv_.data() + row * 3 * cl + h * hs;
+          const float* p = s_.flash ? nullptr
+                                    : a.att.data() + static_cast<std::int64_t>(q) * tk +
+                                          static_cast<std::int64_t>(src) * tl;
+          const int qp = pos_[static_cast<std::size_t>(i)];
+          for (int j = 0; j < tl; ++j) {
+            if (kpos[j] > qp) continue;
+            const std::int64_t at = (static_cast<std::int64_t>(b) * tl + j) * 2 * cl + h * hs;
+            const float* k = kv + at;
+            const float* v = k + cl;
+            float* dk = dkv + at;
+            float* dv = dk + cl;
+            float pj;
+            if (s_.flash) {
+              float s = 0;
+              for (int d = 0; d < hs; ++d) s += qv[d] * k[d];
+              pj = std::exp(s * scale - a.lse[q]);
+            } else {
+              pj = p[j];
+            }
+            float dp = 0;
+            for (int d = 0; d < hs; ++d) dp += dout[d] * v[d];
+            const float ds = pj * (dp - ring_d_[q]) * scale;
+            for (int d = 0; d < hs; ++d) {
+              dv[d] += pj * dout[d];
+              dq[d] += ds * k[d];
+              dk[d] += ds * qv[d];
+            }
+          }
+        }
   });
 }
 

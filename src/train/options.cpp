@@ -175,17 +175,15 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   o.stage_layers = p.stage_layers;
   o.first_stage_layers = p.first_stage_layers;
   o.last_stage_layers = p.last_stage_layers;
-  // Context parallelism runs as all-gather CP; expert parallelism dropless, without expert TP
-  // (the capacity factor and a routing imbalance are describe's and predict's).
+  // Context parallelism runs as the ring (p2p) or all-gather CP; expert parallelism dropless,
+  // without expert TP (the capacity factor and a routing imbalance are describe's and
+  // predict's).
   if (p.cp) {
     if (*p.cp < 1)
       return refuse("--context-parallel-size", std::to_string(*p.cp), "expected a positive size");
     o.cp = *p.cp;
   }
-  if (p.cp_comm_type && *p.cp_comm_type != CpCommType::all_gather)
-    return refuse("--cp-comm-type", std::string(to_string(*p.cp_comm_type)),
-                  "expected all_gather: the CPU trainer all-gathers K and V (describe and "
-                  "predict model the p2p ring)");
+  if (p.cp_comm_type) o.cp_ring = *p.cp_comm_type == CpCommType::p2p;
   if (p.ep) {
     if (*p.ep < 1)
       return refuse("--expert-model-parallel-size", std::to_string(*p.ep),
@@ -626,7 +624,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   if (o.model.experts > 0) p.expert_tp = 1;
   if (o.cp > 1) {  // DP follows from the GPUs (resolve_scenario refuses both)
     p.cp = o.cp;
-    p.cp_comm_type = CpCommType::all_gather;
+    p.cp_comm_type = o.cp_ring ? CpCommType::p2p : CpCommType::all_gather;
   } else {
     p.dp = data_parallel(o, world);
   }

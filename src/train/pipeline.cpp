@@ -186,6 +186,10 @@ class PipelineTrainer {
   GptShard::SequenceComm context_comm() {
     return gather_scatter(CommGroup::context, g_.cp, &cp_comm_);
   }
+  // Ring CP's steps over the CP group: a send to the next CP rank and a receive from the
+  // previous one, started on the communication stream so that it overlaps the block the
+  // shard computes meanwhile; a pass (its first step) counts as one call of the workload's op.
+  GptShard::RingComm context_ring();
   // Expert parallelism's all-to-allvs over the EP group (each counted as this rank's own
   // tokens' rows: the dispatch's and the combine backward's sends, the combine's and the
   // dispatch backward's receives) and the routing counts before a dispatch (outside the
@@ -261,7 +265,7 @@ class PipelineTrainer {
   enum class Kind : std::uint8_t { collective, outside, send, recv };
   std::uint64_t comm_op(std::string_view name, Collective c, CommGroup g, int group_size, int layer,
                         double bytes, std::function<void()> call, bool outside_workload = false,
-                        int peer = -1, int tag = -1);
+                        int peer = -1, int tag = -1, int calls = 1);
   // After a step (stream idle): the time each of this step's calls waited for its peers, from
   // every group member's entry times (a collective can start when the last one enters) and
   // the senders' post times (a receive can complete once its message was sent). Moves that
@@ -345,11 +349,11 @@ void PipelineTrainer::record_compute(const OpRecord& r) {
 std::uint64_t PipelineTrainer::comm_op(std::string_view name, Collective c, CommGroup g,
                                        int group_size, int layer, double bytes,
                                        std::function<void()> call, bool outside_workload, int peer,
-                                       int tag) {
+                                       int tag, int calls) {
   const std::uint32_t nm = tl_.intern(name);  // main thread: the stream must not intern
   const std::int32_t mb = microbatch_;
   return stream_.submit([this, c, g, group_size, layer, bytes, call = std::move(call), nm, mb,
-                         outside_workload, peer, tag] {
+                         outside_workload, peer, tag, calls] {
     Event e;
     e.rank = me_;
     e.stream = 1;
@@ -366,14 +370,16 @@ std::uint64_t PipelineTrainer::comm_op(std::string_view name, Collective c, Comm
     e.microbatch = mb;
     e.bytes = bytes;
     comm_events_.push_back(e);
-    const Kind k = outside_workload        ? Kind::outside
-                   : c == Collective::send ? Kind::send
-                   : c == Collective::recv ? Kind::recv
-                                           : Kind::collective;
+    // The CP ring's steps: every CP rank takes them in the same order, matched as collectives.
+    const Kind k = outside_workload          ? Kind::outside
+                   : g == CommGroup::context ? Kind::collective
+                   : c == Collective::send   ? Kind::send
+                   : c == Collective::recv   ? Kind::recv
+                                             : Kind::collective;
     comm_meta_.push_back({k, peer, tag});
     if (!outside_workload) {
       auto& m = measured_[{g, c}];
-      m.first += 1;
+      m.first += calls;
       m.second += bytes;
     }
   });
@@ -455,6 +461,7 @@ bool PipelineTrainer::setup() {
     s.sequence_parallel = o_.sequence_parallel;
     s.cp = g_.cp;
     s.cp_rank = g_.c;
+    s.cp_ring = o_.cp_ring;
     s.ep = g_.ep;
     s.ep_rank = g_.e();
     s.flash = o_.flash;
@@ -500,6 +507,7 @@ bool PipelineTrainer::setup() {
     ch.model->set_all_reduce(tp_all_reduce());
     ch.model->set_sequence_comm(sequence_comm());
     if (g_.cp > 1) ch.model->set_context_comm(context_comm());
+    if (g_.cp > 1) ch.model->set_context_ring(context_ring());
     if (g_.ep > 1) set_expert_comm(*ch.model);
     ch.experts = ch.model->layout().experts();
     ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
@@ -566,6 +574,23 @@ GptShard::SequenceComm PipelineTrainer::gather_scatter(CommGroup group, int size
                 });
     stream_.wait(tk);
     t5_segment_start_ = Gpt::now();
+  };
+}
+
+GptShard::RingComm PipelineTrainer::context_ring() {
+  return [this](const float* send, float* recv, std::int64_t n, std::string_view name, int layer,
+                bool first) -> std::function<void()> {
+    const int next = (g_.c + 1) % g_.cp, prev = (g_.c + g_.cp - 1) % g_.cp;
+    const std::uint64_t tk = comm_op(
+        name, Collective::send, CommGroup::context, g_.cp, layer,
+        static_cast<double>(n) * sizeof(float),
+        [this, send, recv, n, next, prev] {
+          CS_MPI_CHECK(MPI_Sendrecv(send, static_cast<int>(n), MPI_FLOAT, next, 0, recv,
+                                    static_cast<int>(n), MPI_FLOAT, prev, 0, cp_comm_,
+                                    MPI_STATUS_IGNORE));
+        },
+        false, -1, -1, first ? 1 : 0);
+    return [this, tk] { stream_.wait(tk); };
   };
 }
 

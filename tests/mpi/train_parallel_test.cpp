@@ -111,11 +111,15 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       // FlashAttention's algorithm: with TP, and under context parallelism (GPT).
       {2, "--tp 2 --attention flash"},
       {4, "--cp 2 --pp 2 --attention flash"},
-      // Context parallelism (GPT): alone, inside TP with SP, across stages, with DP x CP ZeRO-1.
+      // Context parallelism (GPT): the ring (the default) alone, inside TP with SP, across
+      // stages, with DP x CP ZeRO-1, over 4 ranks; the all-gather form alone and with TP, SP.
       {2, "--cp 2"},
+      {4, "--cp 4"},
       {4, "--tp 2 --cp 2 --sequence-parallel"},
       {4, "--cp 2 --pp 2 --schedule 1f1b"},
       {8, "--cp 2 --pp 2 --zero 1"},
+      {2, "--cp 2 --cp-comm-type all_gather"},
+      {4, "--tp 2 --cp 2 --cp-comm-type all_gather --sequence-parallel"},
   };
   // T5: the plans its trainer runs (no virtual pipeline as Megatron, PP at most 2 split at the
   // encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
@@ -173,9 +177,12 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {4, "--tp 2 --zero 2"},
                         {4, "--tp 2 --sequence-parallel --zero 3"},
                         {4, "--pp 4 --pipeline-stage-layers 0,2,2,0"},
-                        // GPT only: the context group's all-gathers and reduce-scatters.
+                        // GPT only: the context group's all-gathers and reduce-scatters, and
+                        // the ring's passes (a pass of CP - 1 steps is one call).
                         {4, "--tp 2 --cp 2 --cp-comm-type all_gather --sequence-parallel"},
-                        {8, "--cp 2 --cp-comm-type all_gather --pp 2 --zero 1"}};
+                        {8, "--cp 2 --cp-comm-type all_gather --pp 2 --zero 1"},
+                        {4, "--cp 4 --attention flash"},
+                        {8, "--tp 2 --cp 2 --sequence-parallel --pp 2"}};
   // BERT: the plans that exercise what differs from GPT-2 (the embedding norm under SP, the
   // head without final norm on a last stage, ZeRO-1), to keep the suite short.
   const bool bert = model.starts_with("bert"), t5 = model.starts_with("t5");
@@ -625,10 +632,9 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --pp 2 "
        "--pipeline-stage-layers 1,3",
        "--pipeline-stage-layers: expected none for T5"},
-      // Context parallelism: the trainer's all-gather form only, GPT only, whole chunks.
-      {2, "--seq-length 16 --layers 4 --heads 4 --cp 2 --cp-comm-type p2p",
-       "--cp-comm-type: expected all_gather: the CPU trainer all-gathers K and V (describe and "
-       "predict model the p2p ring), got p2p"},
+      // Context parallelism: GPT only, whole chunks.
+      {2, "--seq-length 16 --layers 4 --heads 4 --cp 2 --cp-comm-type ring",
+       "--cp-comm-type: expected p2p or all_gather, got 'ring'"},
       {2, "--seq-length 18 --layers 4 --heads 4 --cp 2",
        "--context-parallel-size: expected 2 x CP to divide the sequence length 18"},
       {4, "--seq-length 16 --layers 4 --heads 4 --cp 3",

@@ -379,6 +379,17 @@ struct ThreadGroup {
     }
     sync.arrive_and_wait();
   }
+  // The ring's step: send `send` to member me + 1, receive member me - 1's into `recv`; the
+  // copy happens at the wait, so a shard that touched either buffer before waiting would fail.
+  std::function<void()> ring(int me, const float* send, float* recv, std::int64_t n) {
+    posted[static_cast<std::size_t>(me)] = send;
+    return [this, me, recv, n] {
+      sync.arrive_and_wait();
+      const float* from = posted[static_cast<std::size_t>((me + size - 1) % size)];
+      std::copy(from, from + n, recv);
+      sync.arrive_and_wait();
+    };
+  }
   void all_reduce(int me, float* data, std::int64_t n, bool max) {
     posted[static_cast<std::size_t>(me)] = data;
     sync.arrive_and_wait();
@@ -397,13 +408,15 @@ struct ThreadGroup {
 // CP x TP shards on threads, ranks (c, t): the CP ranks' losses average to the model's, and
 // their gradients, averaged over CP (Megatron reduces them over DP x CP) and summed over TP
 // where sequence parallelism leaves partial sums, are the model's, slice for slice. The CP
-// collectives are the workload's: per block, K and V all-gathered in forward and again in
-// backward, dK and dV reduce-scattered.
-void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash = false) {
-  SCOPED_TRACE(fmt::format("cp {} tp {}{}{}", cp, tp, sequence_parallel ? " sp" : "",
-                           flash ? " flash" : ""));
+// exchanges are the workload's: all-gather CP, per block K and V all-gathered in forward and
+// again in backward, dK and dV reduce-scattered; the ring, per block a pass of cp - 1 K,V
+// steps forward and of 2 (cp - 1) backward (K,V on, dK,dV on), each a chunk.
+void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash = false,
+                             bool ring = false) {
+  SCOPED_TRACE(fmt::format("cp {} tp {}{}{}{}", cp, tp, sequence_parallel ? " sp" : "",
+                           flash ? " flash" : "", ring ? " ring" : ""));
   GptConfig c = small();
-  c.seq = c.max_positions = 16;
+  c.seq = c.max_positions = cp == 3 ? 12 : 16;  // 2 cp divides it
   const Reference r = reference(c, 2);
   std::vector<std::unique_ptr<ThreadGroup>> tp_groups, cp_groups;
   for (int i = 0; i < cp; ++i) tp_groups.push_back(std::make_unique<ThreadGroup>(tp));
@@ -412,7 +425,9 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
   std::vector<float> losses(static_cast<std::size_t>(n));
   std::vector<std::vector<float>> grads(static_cast<std::size_t>(n)),
       want(static_cast<std::size_t>(n));
-  std::vector<int> cp_calls(static_cast<std::size_t>(n));
+  std::vector<int> cp_calls(static_cast<std::size_t>(n)), passes(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> sent(static_cast<std::size_t>(n));
+  std::int64_t chunk = 0;  // one rank's K,V of a micro-batch: 2 x seq / cp x h / tp per sequence
   auto rank = [&](int me) {
     const int ci = me / tp, t = me % tp;
     ThreadGroup& tg = *tp_groups[static_cast<std::size_t>(ci)];
@@ -425,7 +440,9 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     s.layers = c.layers;
     s.sequence_parallel = sequence_parallel;
     s.flash = flash;
+    s.cp_ring = ring;
     GptShard m(c, s, 2, 1);
+    chunk = 2 * 2 * (c.seq / cp) * (c.hidden / tp);
     m.set_sequence_comm([&, t](bool gather, const float* in, float* out, std::int64_t shard,
                                std::string_view, int) { tg.sequence(t, gather, in, out, shard); });
     m.set_all_reduce([&, t](float* data, std::int64_t k, bool max, std::string_view, int) {
@@ -436,6 +453,14 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
       EXPECT_EQ(name, gather ? "cp_kv_all_gather" : "cp_dkv_reduce_scatter");
       ++cp_calls[static_cast<std::size_t>(me)];
       cg.sequence(ci, gather, in, out, shard);
+    });
+    m.set_context_ring([&, ci, me](const float* send, float* recv, std::int64_t k,
+                                   std::string_view name, int, bool first) {
+      EXPECT_TRUE(name == "cp_kv_send" || name == "cp_kv_dkv_send") << name;
+      ++cp_calls[static_cast<std::size_t>(me)];
+      passes[static_cast<std::size_t>(me)] += first ? 1 : 0;
+      sent[static_cast<std::size_t>(me)] += k;
+      return cg.ring(ci, send, recv, k);
     });
     std::vector<float> p(static_cast<std::size_t>(m.layout().total()));
     m.layout().from_full(r.params.data(), p.data());
@@ -459,13 +484,32 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     EXPECT_NEAR(losses[static_cast<std::size_t>(me)], r.loss, 1e-5);
     expect_close(grads[static_cast<std::size_t>(me)], want[static_cast<std::size_t>(me)], 1e-3,
                  "gradients");
-    EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 3 * c.layers);
+    if (!ring) {
+      EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 3 * c.layers);
+      continue;
+    }
+    EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 3 * (cp - 1) * c.layers);
+    EXPECT_EQ(passes[static_cast<std::size_t>(me)], 2 * c.layers);
+    EXPECT_EQ(sent[static_cast<std::size_t>(me)], 3 * (cp - 1) * chunk * c.layers);
   }
 }
 
 TEST(GptShard, ContextParallelShardsGiveTheModelsLossAndGradients) {
   context_parallel_shards(2, 1, false);
   context_parallel_shards(4, 1, false);
+}
+
+// Ring attention: K,V blocks met one per step and merged by their logsumexp, dK,dV carried
+// back round the ring; unfused (the probabilities kept) and FlashAttention, CP 2, 3 and 4 (3:
+// sequence 16 is not divisible by 6, so 12), with TP and SP.
+TEST(GptShard, RingContextParallelShardsGiveTheModelsLossAndGradients) {
+  context_parallel_shards(2, 1, false, false, true);
+  context_parallel_shards(3, 1, false, false, true);
+  context_parallel_shards(4, 1, false, false, true);
+  context_parallel_shards(3, 1, false, true, true);
+  context_parallel_shards(4, 1, false, true, true);
+  context_parallel_shards(2, 2, true, false, true);
+  context_parallel_shards(2, 2, true, true, true);
 }
 
 TEST(GptShard, ContextTimesTensorParallelShardsGiveTheModelsLossAndGradients) {

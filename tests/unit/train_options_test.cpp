@@ -74,7 +74,7 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--precision", "bf16"}, "--precision"},
            {{"--recompute-granularity", "full"}, "--recompute-granularity"},
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
-           {{"--cp", "2", "--cp-comm-type", "p2p"}, "--cp-comm-type"},
+           {{"--cp", "2", "--cp-comm-type", "ring"}, "--cp-comm-type"},
            {{"--cp", "0"}, "--context-parallel-size"},
            {{"--ep", "0"}, "--expert-model-parallel-size"},
            {{"--ep", "2", "--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},
@@ -86,6 +86,12 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
     EXPECT_NE(o.error().message.find(flag), std::string::npos) << o.error().message;
   }
   EXPECT_TRUE(parse({"--precision", "fp32", "--tp", "1"}, nullptr).ok());
+  // Context parallelism runs as the ring by default (Megatron-LM's p2p), or all-gathered.
+  auto ring = parse({"--cp", "2"}, nullptr),
+       gathered = parse({"--cp", "2", "--cp-comm-type", "all_gather"}, nullptr);
+  ASSERT_TRUE(ring.ok() && gathered.ok());
+  EXPECT_TRUE(ring->cp_ring);
+  EXPECT_FALSE(gathered->cp_ring);
   // Expert parallelism is checked against the model and the ranks: a dense model has no
   // experts to split; the MoE preset's 4 experts over EP 2 on 2 ranks run.
   auto dense = parse({"--ep", "2"}, nullptr);

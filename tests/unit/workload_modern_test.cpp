@@ -601,9 +601,6 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
         Case{"--fp8 --system dgx-a100-80gb", "commscope: --fp8: expected a system with an FP8"},
         Case{"--precision fp9", "commscope: --precision: expected one of fp32|fp16|bf16|fp8"},
         // the CPU trainer refuses what it cannot run, before launching
-        Case{"--cp 2 --cp-comm-type p2p --train",
-             "commscope: --cp-comm-type: expected all_gather: the CPU trainer all-gathers K and "
-             "V"},
         // (the trainer runs uneven stages; a layout that does not sum to the layers is refused
         // as describe refuses it)
         Case{"--pipeline-stage-layers 1,1 --pp 2 --train",

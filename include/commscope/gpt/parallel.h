@@ -28,8 +28,12 @@ struct ShardSpec {
   // Context parallelism (GPT only): each rank holds seq / cp positions of every sequence, the
   // load-balanced causal chunks r and 2 cp - 1 - r of 2 cp (Megatron-LM); attention all-gathers
   // K and V over the CP group and reduce-scatters their gradients (Transformer Engine's
-  // all-gather CP, Megatron-LM --cp-comm-type all_gather). Everything else is per position.
+  // all-gather CP, Megatron-LM --cp-comm-type all_gather), or, with cp_ring, pass K and V
+  // around the CP ring block by block, merging each block's attention into the running output
+  // by its logsumexp, and pass dK, dV back around it in backward (ring attention: Transformer
+  // Engine's P2P CP, --cp-comm-type p2p). Everything else is per position.
   int cp = 1, cp_rank = 0;
+  bool cp_ring = false;
   // Expert parallelism (a model with experts, TP 1): this rank holds experts
   // [ep_rank E / ep, (ep_rank + 1) E / ep) of every MoE block; tokens are dispatched to their
   // experts' ranks and combined back by all-to-allv over the EP group (Megatron-LM's
@@ -129,6 +133,16 @@ class GptShard {
   // all-gathers this rank's K and V ("cp_kv_all_gather", before attention, forward and
   // backward); false reduce-scatters dK and dV to their owners ("cp_dkv_reduce_scatter").
   void set_context_comm(SequenceComm f) { context_ = std::move(f); }
+  // Ring context parallelism (cp_ring): start sending n floats of `send` to the next CP rank
+  // (cp_rank + 1 mod cp) and receiving n from the previous one into `recv`; returns the wait,
+  // which the shard calls after computing the block it holds (the transfer overlaps it). A
+  // pass is cp - 1 such steps per block forward ("cp_kv_send": K,V) and 2 (cp - 1) backward
+  // ("cp_kv_dkv_send": K,V on, then dK,dV on); `first` marks a pass's first step, since the
+  // workload counts a pass as one op of (cp - 1) or 2 (cp - 1) chunks.
+  using RingComm =
+      std::function<std::function<void()>(const float* send, float* recv, std::int64_t n,
+                                          std::string_view name, int layer, bool first)>;
+  void set_context_ring(RingComm f) { ring_ = std::move(f); }
   // Expert parallelism (ep > 1): an all-to-allv over the EP group of rows of `width` floats,
   // send_rows[r] rows to rank r (in rank order in `send`), recv_rows[r] from rank r into
   // `recv`. Names "moe_dispatch" and "moe_combine" (forward), "moe_combine_backward" and
@@ -204,6 +218,14 @@ class GptShard {
                        const std::vector<int>& recv_rows, int width, std::string_view name,
                        int layer);
   void cp_attention_backward(const BlockActs& a, int l);
+  // Ring context parallelism: this rank's queries against the K,V block of CP rank `src` (its
+  // keys at rows b seq_l + j of `kv`, 2 hl_ floats apart), forward merged into the running
+  // row maxima and sums (the online softmax of FlashAttention), backward adding dQ into dqkv_
+  // and dK, dV into `dkv`.
+  void ring_attention_forward(BlockActs& a, int l);
+  void ring_attention_backward(const BlockActs& a, int l);
+  void ring_block_forward(BlockActs& a, int l, const float* kv, int src);
+  void ring_block_backward(const BlockActs& a, int l, const float* kv, float* dkv, int src);
   // FlashAttention, row by row, over keys at `k` (key kk of sequence b at row
   // ((kk / seq_l) batch + b) seq_l + kk % seq_l, `stride` floats apart, its value hl_ floats
   // after it): the local keys of a.qkv, or the CP-gathered ones. Backward adds dK, dV at the
@@ -226,6 +248,7 @@ class GptShard {
   OpObserver observer_;
   AllReduce all_reduce_;
   SequenceComm sequence_, context_;
+  RingComm ring_;
   ExpertComm expert_comm_;
   ExpertCounts expert_counts_;
   const float* params_ = nullptr;  // the buffers of the forward or backward under way
@@ -235,6 +258,11 @@ class GptShard {
   int seq_l_ = 0;                // positions of each sequence on this rank: seq / cp
   std::vector<int> pos_, kpos_;  // their positions; every CP rank's, in gathered order
   std::vector<float> kv_l_, kv_all_, dkv_all_;  // CP: this rank's K,V; gathered; their grads
+  // Ring CP: the K,V block held and the one arriving; dK,dV of this rank's block, of the block
+  // held and of the one arriving; per query row and head the running max, sum (the online
+  // softmax), the last block's rescale factor, and D = dO . O in backward.
+  std::vector<float> ring_kv_[2], ring_dkv_own_, ring_dkv_[2], ring_max_, ring_scale_, ring_d_;
+  std::vector<double> ring_sum_;
   bool bert_ = false;
   std::int64_t rows_l_ = 0;  // rows of the residual stream on this rank
   std::vector<Slot> slots_;

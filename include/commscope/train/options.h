@@ -40,10 +40,12 @@ struct TrainOptions {
   // (interleaved 1F1B), the pipeline schedule (unset: 1F1B, or interleaved with vpp > 1), the
   // placement of ranks. The data-parallel size is the rank count / (tp x cp x pp).
   int tp = 1, pp = 1, vpp = 1;
-  // Context parallelism (GPT, Megatron-LM --context-parallel-size with --cp-comm-type
-  // all_gather): each sequence's positions split over cp ranks inside the tensor group's
-  // neighbours (rank = t + TP (c + CP ...)), gradients reduced over DP x CP.
+  // Context parallelism (GPT, Megatron-LM --context-parallel-size): each sequence's positions
+  // split over cp ranks inside the tensor group's neighbours (rank = t + TP (c + CP ...)),
+  // gradients reduced over DP x CP. cp_ring: K,V passed round the CP ring block by block
+  // (--cp-comm-type p2p, Megatron-LM's default), otherwise all-gathered (all_gather).
   int cp = 1;
+  bool cp_ring = true;
   // Expert parallelism (a model with experts, TP 1, DDP): experts split over ep data-parallel
   // ranks (Megatron-LM --expert-model-parallel-size), expert gradients reduced over DP / EP.
   int ep = 1;
