@@ -64,6 +64,13 @@ std::int64_t expert_size(std::int64_t h) {
 
 Status validate(const GptConfig& cfg, const ShardSpec& s) {
   CS_RETURN_IF_ERROR(validate(cfg));
+  if (!(s.moe_aux_loss_coeff >= 0 && s.moe_aux_loss_coeff <= 1e3f))
+    return Error{
+        fmt::format("--moe-aux-loss-coeff: expected 0 to 1000, got {}", s.moe_aux_loss_coeff)};
+  if (s.moe_aux_loss_coeff > 0 && cfg.experts == 0)
+    return Error{fmt::format(
+        "--moe-aux-loss-coeff: expected 0 for a dense model (no experts to balance), got {}",
+        s.moe_aux_loss_coeff)};
   if (s.tp < 1 || s.tp_rank < 0 || s.tp_rank >= s.tp)
     return Error{
         fmt::format("--tensor-model-parallel-size: expected a positive size, got {}", s.tp)};
@@ -1351,6 +1358,34 @@ void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
       }
     }
   });
+  moe_stats_.routed.insert(moe_stats_.routed.end(), count.begin(), count.end());
+  if (s_.moe_aux_loss_coeff > 0) {
+    // The load-balancing loss over this rank's tokens (ShardSpec::moe_aux_loss_coeff).
+    a.probs.resize(static_cast<std::size_t>(n * E));
+    std::vector<double> mass(static_cast<std::size_t>(E), 0.0);  // sum_t p_te
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float* z = logits.data() + i * E;
+      float* p = a.probs.data() + i * E;
+      const float m = *std::max_element(z, z + E);
+      double sum = 0;
+      for (int e = 0; e < E; ++e) sum += std::exp(static_cast<double>(z[e] - m));
+      for (int e = 0; e < E; ++e) {
+        p[e] = static_cast<float>(std::exp(static_cast<double>(z[e] - m)) / sum);
+        mass[static_cast<std::size_t>(e)] += p[e];
+      }
+    }
+    const double unit = static_cast<double>(s_.moe_aux_loss_coeff) * E /
+                        (static_cast<double>(k) * static_cast<double>(n) * static_cast<double>(n));
+    a.aux_w.resize(static_cast<std::size_t>(E));
+    double aux = 0;
+    for (int e = 0; e < E; ++e) {
+      a.aux_w[static_cast<std::size_t>(e)] =
+          static_cast<float>(unit * count[static_cast<std::size_t>(e)]);
+      aux += unit * count[static_cast<std::size_t>(e)] * mass[static_cast<std::size_t>(e)];
+    }
+    moe_stats_.aux_loss += aux;
+    ++moe_stats_.aux_blocks;
+  }
   // Dispatch order: expert by expert (so rank by rank), tokens in order within an expert.
   std::vector<int> start(static_cast<std::size_t>(E) + 1, 0);
   for (int e = 0; e < E; ++e)
@@ -1508,6 +1543,15 @@ void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float
         const std::size_t q = static_cast<std::size_t>(i * k + j);
         dlogits[static_cast<std::size_t>(i * E + a.sel[q])] =
             static_cast<float>(a.gate[q] * (dgate[q] - s));
+      }
+      if (s_.moe_aux_loss_coeff > 0) {  // the load-balancing loss: p_j (w_j - sum_e w_e p_e)
+        const float* p = a.probs.data() + i * E;
+        double wp = 0;
+        for (int e = 0; e < E; ++e)
+          wp += static_cast<double>(a.aux_w[static_cast<std::size_t>(e)]) * p[e];
+        for (int e = 0; e < E; ++e)
+          dlogits[static_cast<std::size_t>(i * E + e)] +=
+              static_cast<float>(p[e] * (a.aux_w[static_cast<std::size_t>(e)] - wp));
       }
     }
     matmul_backward(dln_.data(), d_block + o.router, static_cast<float*>(nullptr), dlogits.data(),

@@ -445,6 +445,12 @@ Status validate_t5(const TrainOptions& o) {
 Status validate(const TrainOptions& o, int world, int ranks_here) {
   CS_RETURN_IF_ERROR(check_ranks(world));
   if (Status s = validate(o.model); !s.ok()) return s;
+  {
+    ShardSpec s;  // the load-balancing loss's coefficient, against the model
+    s.layers = o.model.layers;
+    s.moe_aux_loss_coeff = o.moe_aux_loss_coeff;
+    CS_RETURN_IF_ERROR(validate(o.model, s));
+  }
   if (o.micro_batch < 1)
     return Error{
         fmt::format("--micro-batch-size: expected a positive integer, got {}", o.micro_batch)};

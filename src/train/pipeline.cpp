@@ -224,6 +224,10 @@ class PipelineTrainer {
   bool resume();
   Status train();
   void run_schedule(std::int64_t step, double* loss_sum);
+  // A model with experts: the step's routing and load-balancing loss (StepRow::moe_*), from
+  // every chunk's counts summed over the EP group (outside the workload, like the gradient
+  // norm's all-reduce), averaged over the ranks.
+  void moe_routing(StepRow& row);
   float clip_scale(double sq, double* grad_norm);
   void optimizer_step(std::int64_t step, double* grad_norm);
   // ZeRO-1 over the data-parallel group (dp > 1): the step after the model-parallel reductions.
@@ -464,6 +468,7 @@ bool PipelineTrainer::setup() {
     s.cp_ring = o_.cp_ring;
     s.ep = g_.ep;
     s.ep_rank = g_.e();
+    s.moe_aux_loss_coeff = o_.moe_aux_loss_coeff;
     s.flash = o_.flash;
     ChunkState ch;
     ch.virtual_stage = wc.virtual_stage;
@@ -1417,6 +1422,7 @@ Status PipelineTrainer::train() {
                comm_events_.end());
     rows_.push_back({step, loss_all / static_cast<double>(accum_ * g_.grad_dp()), te - ts, norm,
                      breakdown(evs, ts, te), 0});
+    if (o_.model.experts > 0) moe_routing(rows_.back());
     // The pipeline bubble this stage saw: the time its receives waited for the neighbouring
     // stage to send (idle in the causal view; the receives run one at a time).
     double bubble = 0;
@@ -1434,6 +1440,61 @@ Status PipelineTrainer::train() {
   }
   stream_.drain();
   return ok_status();
+}
+
+void PipelineTrainer::moe_routing(StepRow& row) {
+  const int E = o_.model.experts, ep = g_.ep, el = E / ep;
+  std::vector<int> routed;
+  double sums[5] = {0, 0, 0, 0, 0};  // rank imbalances, expert imbalances, blocks, aux, aux blocks
+  for (ChunkState& ch : chunks_) {
+    const GptShard::MoeStats st = ch.model->take_moe_stats();
+    routed.insert(routed.end(), st.routed.begin(), st.routed.end());
+    sums[3] += st.aux_loss;
+    sums[4] += st.aux_blocks;
+  }
+  // Every member of the EP group ran the same blocks in the same order: sum them block by block.
+  if (ep > 1 && !routed.empty()) {
+    comm_op(
+        "moe_routing_all_reduce", Collective::all_reduce, CommGroup::expert, ep, kNoLayer,
+        static_cast<double>(routed.size() * sizeof(int)),
+        [this, &routed] {
+          CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, routed.data(), static_cast<int>(routed.size()),
+                                     MPI_INT, MPI_SUM, ep_comm_));
+        },
+        true);
+    stream_.drain();
+  }
+  for (std::size_t b = 0; b + static_cast<std::size_t>(E) <= routed.size();
+       b += static_cast<std::size_t>(E)) {
+    const int* c = routed.data() + b;
+    double total = 0, busiest_rank = 0, busiest_expert = 0;
+    for (int r = 0; r < ep; ++r) {
+      double load = 0;
+      for (int e = r * el; e < (r + 1) * el; ++e) load += c[e];
+      busiest_rank = std::max(busiest_rank, load);
+    }
+    for (int e = 0; e < E; ++e) {
+      total += c[e];
+      busiest_expert = std::max(busiest_expert, static_cast<double>(c[e]));
+    }
+    if (total <= 0) continue;
+    sums[0] += busiest_rank / (total / ep);
+    sums[1] += busiest_expert / (total / E);
+    sums[2] += 1;
+  }
+  comm_op(
+      "moe_routing_all_reduce", Collective::all_reduce, CommGroup::data, n_, kNoLayer, sizeof(sums),
+      [this, &sums] {
+        CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 5, MPI_DOUBLE, MPI_SUM, world_));
+      },
+      true);
+  stream_.drain();
+  row.moe = true;
+  if (sums[2] > 0) {
+    row.moe_rank_imbalance = sums[0] / sums[2];
+    row.moe_expert_imbalance = sums[1] / sums[2];
+  }
+  row.moe_aux_loss = sums[4] > 0 ? sums[3] / sums[4] : 0;
 }
 
 void PipelineTrainer::write_trace() const {

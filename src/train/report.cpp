@@ -89,9 +89,26 @@ int print_report(const RunRecord& r) {
 
   bool match = true;
   const nlohmann::json comm = comm_table(*r.measured, *r.expected, iterations, &match);
+  // A model with experts: the routing and load-balancing loss over the steps after the warm-up
+  // (all of them when there are no more), as the step time is averaged.
+  const bool moe = !rows_.empty() && rows_.front().moe;
+  nlohmann::json moe_avg;
+  if (moe) {
+    double aux = 0, ranks = 0, experts = 0;
+    int counted = 0;
+    for (const StepRow& row : rows_)
+      if (row.step > r.start + o_.warmup || iterations <= o_.warmup) {  // as averages() counts
+        aux += row.moe_aux_loss, ranks += row.moe_rank_imbalance;
+        experts += row.moe_expert_imbalance, ++counted;
+      }
+    counted = std::max(counted, 1);
+    moe_avg = {{"aux_loss", aux / counted},
+               {"routing_imbalance", ranks / counted},
+               {"expert_imbalance", experts / counted}};
+  }
   {
     nlohmann::json steps = nlohmann::json::array();
-    for (const StepRow& row : rows_)
+    for (const StepRow& row : rows_) {
       steps.push_back({{"step", row.step},
                        {"loss", row.loss},
                        {"grad_norm", row.grad_norm},
@@ -100,6 +117,11 @@ int print_report(const RunRecord& r) {
                        {"gflops", flops / row.seconds / 1e9},
                        {"breakdown", breakdown_to_json(row.br)},
                        {"buckets_issued_during_backward", row.buckets_during_backward}});
+      if (row.moe)
+        steps.back()["moe"] = {{"aux_loss", row.moe_aux_loss},
+                               {"routing_imbalance", row.moe_rank_imbalance},
+                               {"expert_imbalance", row.moe_expert_imbalance}};
+    }
     nlohmann::json j = {{"model",
                          {{"name", o_.model_name},
                           {"layers", o_.model.layers},
@@ -126,6 +148,7 @@ int print_report(const RunRecord& r) {
                         {"communication_matches_workload", match && r.other_ranks_match},
                         {"memory_per_rank_bytes", r.memory},
                         {"per_rank", r.per_rank}};
+    if (moe) j["average"]["moe"] = moe_avg;
     if (!r.parallel.is_null()) j["parallel"] = r.parallel;
     if (!r.by_stage.is_null()) j["communication_by_stage"] = r.by_stage;
     if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
@@ -148,6 +171,13 @@ int print_report(const RunRecord& r) {
                   pr["time_s"].get<double>() * 1e3, pr["compute_s"].get<double>() * 1e3,
                   pr["overlapped_comm_s"].get<double>() * 1e3,
                   pr["exposed_comm_s"].get<double>() * 1e3, pr["idle_s"].get<double>() * 1e3);
+    if (moe)
+      std::printf(
+          "# routing after warm-up: the busiest EP rank's rows %.3fx the mean "
+          "(--moe-routing-imbalance for EP %d), the busiest expert's %.3fx; load-balancing loss "
+          "%.5f per MoE block\n",
+          moe_avg["routing_imbalance"].get<double>(), o_.ep,
+          moe_avg["expert_imbalance"].get<double>(), moe_avg["aux_loss"].get<double>());
     const auto mem = r.memory;
     std::printf(
         "# state held per rank (rank 0): parameters %.1f MB, gradients %.1f MB, optimizer %.1f MB; "

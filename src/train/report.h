@@ -26,6 +26,12 @@ struct StepRow {
   // DDP gradient buckets handed to the communication stream while backward still had
   // gradients to compute: what lets them overlap it (program order, not timing).
   std::int64_t buckets_during_backward = 0;
+  // A model with experts: the load-balancing loss per MoE block and micro-batch (0 without a
+  // coefficient), and the routing's imbalance: per MoE block and micro-batch of an EP group,
+  // the busiest EP rank's rows over the mean (what --moe-routing-imbalance models) and the
+  // busiest expert's (the same for EP = E), averaged over the step's blocks and groups.
+  bool moe = false;
+  double moe_aux_loss = 0, moe_rank_imbalance = 1, moe_expert_imbalance = 1;
 };
 
 // Calls and bytes sent, by group and collective, over the whole run.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -613,8 +614,11 @@ TEST(GptShard, OneExpertIsTheDenseModel) {
 }
 
 // The MoE backward against central differences of the loss (router, experts' weights and
-// biases, the norm before them), for the largest-gradient elements of each tensor.
-TEST(GptShard, MoeGradientsAreTheLossesFiniteDifferences) {
+// biases, the norm before them), for the largest-gradient elements of each tensor; with a
+// load-balancing loss, of the cross-entropy plus it (its gradient reaches the router only
+// through the probabilities: the counts are piecewise constant).
+void expect_moe_gradients_are_finite_differences(float aux_coeff) {
+  SCOPED_TRACE(aux_coeff);
   const GptConfig c = small_moe(4, 2);
   const ParamLayout pl(c);
   std::vector<float> full(static_cast<std::size_t>(pl.total()));
@@ -623,11 +627,19 @@ TEST(GptShard, MoeGradientsAreTheLossesFiniteDifferences) {
   batch_of(c, 2, 0, tok, tgt);
   ShardSpec s;
   s.layers = c.layers;
+  s.moe_aux_loss_coeff = aux_coeff;
   GptShard m(c, s, 2, 1);
+  auto objective = [&](const std::vector<float>& at) {
+    const double ce = m.forward(0, at.data(), tok.data(), nullptr, tgt.data());
+    const GptShard::MoeStats st = m.take_moe_stats();
+    EXPECT_EQ(st.aux_blocks, aux_coeff > 0 ? c.layers : 0);
+    EXPECT_EQ(st.routed.size(), static_cast<std::size_t>(c.layers * c.experts));
+    return ce + st.aux_loss;
+  };
   ASSERT_EQ(m.layout().total(), pl.total());
   std::vector<float> p(full.size()), g(full.size(), 0.0f);
   m.layout().from_full(full.data(), p.data());
-  m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+  objective(p);
   m.backward(0, p.data(), g.data(), nullptr);
   // Shard offsets of each full tensor, by mapping an index buffer.
   std::vector<float> index(full.size());
@@ -649,10 +661,10 @@ TEST(GptShard, MoeGradientsAreTheLossesFiniteDifferences) {
       const std::size_t i = at[j];
       const float keep = p[i], eps = 2e-3f;
       p[i] = keep + eps;
-      const double up = m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+      const double up = objective(p);
       m.backward(0, p.data(), std::vector<float>(g.size()).data(), nullptr);
       p[i] = keep - eps;
-      const double down = m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+      const double down = objective(p);
       m.backward(0, p.data(), std::vector<float>(g.size()).data(), nullptr);
       p[i] = keep;
       const double fd = (up - down) / (2.0 * eps);
@@ -661,6 +673,40 @@ TEST(GptShard, MoeGradientsAreTheLossesFiniteDifferences) {
     }
   }
   EXPECT_EQ(checked, 2 * (2 * (1 + 1 + 4 * 4)));  // 2 layers: norm_mlp.w, router, 4 x 4 experts
+}
+
+TEST(GptShard, MoeGradientsAreTheLossesFiniteDifferences) {
+  expect_moe_gradients_are_finite_differences(0);
+  expect_moe_gradients_are_finite_differences(0.5f);
+}
+
+// The load-balancing loss's closed form: a router of zero weights gives every expert
+// probability 1 / E, so each block's loss is coeff x E / (k n^2) x (k n) x (n / E) = coeff
+// whatever the routing; and the routed rows per block sum to k n.
+TEST(GptShard, LoadBalancingLossOfAUniformRouterIsItsCoefficient) {
+  const GptConfig c = small_moe(4, 2);
+  const ParamLayout pl(c);
+  std::vector<float> full(static_cast<std::size_t>(pl.total()));
+  init_params(pl, full.data(), 5);
+  for (const auto& t : pl.tensors())
+    if (t.name == "router.w") std::fill_n(full.begin() + t.offset, t.size, 0.0f);
+  std::vector<std::int32_t> tok, tgt;
+  batch_of(c, 2, 0, tok, tgt);
+  ShardSpec s;
+  s.layers = c.layers;
+  s.moe_aux_loss_coeff = 0.01f;
+  GptShard m(c, s, 2, 1);
+  std::vector<float> p(full.size());
+  m.layout().from_full(full.data(), p.data());
+  m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+  const GptShard::MoeStats st = m.take_moe_stats();
+  EXPECT_EQ(st.aux_blocks, c.layers);
+  EXPECT_NEAR(st.aux_loss, 0.01 * c.layers, 1e-7);
+  for (int l = 0; l < c.layers; ++l) {
+    const auto first = st.routed.begin() + l * c.experts;
+    EXPECT_EQ(std::accumulate(first, first + c.experts, 0), 2 * 2 * c.seq);
+  }
+  EXPECT_TRUE(m.take_moe_stats().routed.empty());  // taken
 }
 
 // EP ranks on threads, each with its own batch (EP is a split of data parallelism): every

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "commscope/gpt/gpt.h"
@@ -39,6 +40,12 @@ struct ShardSpec {
   // experts' ranks and combined back by all-to-allv over the EP group (Megatron-LM's
   // all-to-all token dispatcher, --expert-model-parallel-size).
   int ep = 1, ep_rank = 0;
+  // The load-balancing loss of a model with experts (Megatron-LM --moe-aux-loss-coeff, the
+  // Switch Transformer's form): per MoE block and micro-batch, coeff x E / (k n^2) x
+  // sum_e c_e sum_t p_te over the rank's n tokens, c_e the rows routed to expert e and p the
+  // softmax of the router's logits over all E. Added to the objective (its gradient reaches
+  // the router), reported apart from the cross-entropy. 0: none.
+  float moe_aux_loss_coeff = 0;
   // FlashAttention's algorithm (Dao et al. 2022, FlashAttention-2 2023) instead of the unfused
   // kernels: no s x s probabilities kept for backward (each query's scores live in an O(s)
   // scratch), each row's logsumexp kept instead, and backward recomputes the probabilities.
@@ -178,6 +185,16 @@ class GptShard {
                 const std::function<void(std::int64_t)>& on_done = {});
   const float* input_grad() const { return dres_.data(); }
 
+  // Routing since the last call, per MoE block forward (micro-batch by micro-batch, block by
+  // block): the rows this rank's tokens sent to each expert (E ints each), and the sum of the
+  // load-balancing losses with the count of blocks that added one.
+  struct MoeStats {
+    std::vector<int> routed;
+    double aux_loss = 0;
+    int aux_blocks = 0;
+  };
+  MoeStats take_moe_stats() { return std::exchange(moe_stats_, {}); }
+
  private:
   struct BlockActs {
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
@@ -188,6 +205,9 @@ class GptShard {
     // in dispatch order, and the received rows' order.
     std::vector<int> sel, pos, send_rows, recv_rows, expert_rows, perm;
     std::vector<float> gate, xe, he, ge, yp;
+    // The load-balancing loss: the router's probabilities over all experts [n, E] and each
+    // expert's weight in the loss's gradient, coeff x E x c_e / (k n^2).
+    std::vector<float> probs, aux_w;
     std::vector<float> lse;  // FlashAttention: each query row's logsumexp [batch, heads, seq]
   };
   struct Slot {
@@ -254,6 +274,7 @@ class GptShard {
   const float* params_ = nullptr;  // the buffers of the forward or backward under way
   float* grads_ = nullptr;
   std::vector<float> moe_buf_, moe_buf2_;  // MoE backward scratch
+  MoeStats moe_stats_;
   bool sp_ = false;
   int seq_l_ = 0;                // positions of each sequence on this rank: seq / cp
   std::vector<int> pos_, kpos_;  // their positions; every CP rank's, in gathered order

@@ -49,6 +49,8 @@ struct TrainOptions {
   // Expert parallelism (a model with experts, TP 1, DDP): experts split over ep data-parallel
   // ranks (Megatron-LM --expert-model-parallel-size), expert gradients reduced over DP / EP.
   int ep = 1;
+  // --moe-aux-loss-coeff (Megatron-LM's): the load-balancing loss's weight (ShardSpec), 0: none.
+  float moe_aux_loss_coeff = 0;
   // Uneven pipeline stages (--pipeline-stage-layers, Megatron-LM's
   // --decoder-first/last-pipeline-num-layers): as describe resolves them; unset: an even split.
   std::optional<std::vector<int>> stage_layers;
