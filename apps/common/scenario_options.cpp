@@ -176,6 +176,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   CS_RETURN_IF_ERROR(named_value("--attention", o.attention, attention_kernel_from_name,
                                  "flash or standard", flags.attention));
   if (o.tp_comm_overlap) flags.tp_comm_overlap = true;
+  if (o.moe_pad_to_capacity) flags.moe_pad_to_capacity = true;
   if (o.fp8 || o.precision == "fp8") {
     flags.fp8 = true;  // the precision around the FP8 GEMMs stays bf16 unless given
   }
@@ -328,6 +329,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--moe-expert-capacity-factor,--moe-capacity-factor", o.moe_capacity_factor,
                  "tokens an expert takes at most, over its even share (tokens beyond are "
                  "dropped) [no limit]")
+      ->group(g_moe);
+  cmd.add_flag("--moe-pad-expert-input-to-capacity", o.moe_pad_to_capacity,
+               "with a capacity factor: every expert takes exactly its capacity of each rank's "
+               "tokens (padded), so the all-to-all's size does not follow the routing")
       ->group(g_moe);
   cmd.add_option("--moe-routing-imbalance", o.moe_routing_imbalance,
                  "the busiest EP rank's routed tokens over the mean, 1 to EP [1: even]")

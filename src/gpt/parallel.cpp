@@ -67,6 +67,13 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
   if (!(s.moe_aux_loss_coeff >= 0 && s.moe_aux_loss_coeff <= 1e3f))
     return Error{
         fmt::format("--moe-aux-loss-coeff: expected 0 to 1000, got {}", s.moe_aux_loss_coeff)};
+  if (!(s.moe_capacity_factor >= 0 && s.moe_capacity_factor <= 1e3))
+    return Error{fmt::format("--moe-expert-capacity-factor: expected 0 to 1000, got {}",
+                             s.moe_capacity_factor)};
+  if (s.moe_pad_to_capacity && s.moe_capacity_factor <= 0)
+    return Error{
+        "--moe-pad-expert-input-to-capacity: expected a --moe-expert-capacity-factor "
+        "with it, got none"};
   if (s.moe_aux_loss_coeff > 0 && cfg.experts == 0)
     return Error{fmt::format(
         "--moe-aux-loss-coeff: expected 0 for a dense model (no experts to balance), got {}",
@@ -1326,6 +1333,53 @@ void GptShard::expert_exchange(const float* send, const std::vector<int>& send_r
   expert_comm_(send, send_rows, recv, recv_rows, width, name, layer);
 }
 
+std::vector<std::vector<std::pair<int, int>>> GptShard::expert_rows(const BlockActs& a,
+                                                                    std::int64_t n) const {
+  const int E = cfg_.experts, k = cfg_.experts_per_token;
+  std::vector<std::vector<std::pair<int, int>>> rows(static_cast<std::size_t>(E));
+  for (std::int64_t q = 0; q < n * k; ++q)  // routed: in token order
+    rows[static_cast<std::size_t>(a.sel[static_cast<std::size_t>(q)])].emplace_back(
+        static_cast<int>(q / k), static_cast<int>(q));
+  const double cf = s_.moe_capacity_factor;
+  if (cf <= 0) return rows;
+  // Megatron-LM's get_capacity and apply_router_token_dropping (drop policy "probs"): each
+  // expert keeps the capacity's tokens of the highest routing probability (the gate where the
+  // token chose it, 0 elsewhere; the lower token first among equals); padded, exactly those,
+  // the unchosen with weight 0; otherwise the chosen among them. Above the tokens, all tokens.
+  const double capacity = std::ceil(static_cast<double>(n) * k / E * cf);
+  for (int e = 0; e < E; ++e) {
+    std::vector<std::pair<int, int>>& of = rows[static_cast<std::size_t>(e)];
+    if (capacity >= static_cast<double>(n)) {
+      if (!s_.moe_pad_to_capacity) continue;
+      std::vector<std::pair<int, int>> all(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i)
+        all[static_cast<std::size_t>(i)] = {static_cast<int>(i), -1};
+      for (const auto& [token, slot] : of) all[static_cast<std::size_t>(token)].second = slot;
+      of = std::move(all);
+      continue;
+    }
+    const auto cap = static_cast<std::size_t>(capacity);
+    std::vector<std::pair<int, int>> by(static_cast<std::size_t>(n));  // (token, slot or -1)
+    for (std::int64_t i = 0; i < n; ++i)
+      by[static_cast<std::size_t>(i)] = {static_cast<int>(i), -1};
+    for (const auto& [token, slot] : of) by[static_cast<std::size_t>(token)].second = slot;
+    auto prob = [&a](const std::pair<int, int>& r) {
+      return r.second < 0 ? 0.0f : a.gate[static_cast<std::size_t>(r.second)];
+    };
+    std::partial_sort(by.begin(), by.begin() + static_cast<std::ptrdiff_t>(cap), by.end(),
+                      [&](const auto& x, const auto& y) {
+                        return prob(x) > prob(y) || (prob(x) == prob(y) && x.first < y.first);
+                      });
+    by.resize(cap);
+    if (!s_.moe_pad_to_capacity)
+      by.erase(std::remove_if(by.begin(), by.end(), [](const auto& r) { return r.second < 0; }),
+               by.end());
+    std::sort(by.begin(), by.end());  // token order
+    of = std::move(by);
+  }
+  return rows;
+}
+
 void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
   const int h = cfg_.hidden, E = cfg_.experts, k = cfg_.experts_per_token, ep = s_.ep;
   const int el = E / ep, f = 4 * h;
@@ -1386,17 +1440,27 @@ void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
     moe_stats_.aux_loss += aux;
     ++moe_stats_.aux_blocks;
   }
+  // The rows each expert takes, (token, its slot i k + j, or -1 for a padded row of weight 0):
+  // the routed ones, or under a capacity factor those of ShardSpec::moe_capacity_factor.
+  const std::vector<std::vector<std::pair<int, int>>> rows = expert_rows(a, n);
   // Dispatch order: expert by expert (so rank by rank), tokens in order within an expert.
-  std::vector<int> start(static_cast<std::size_t>(E) + 1, 0);
-  for (int e = 0; e < E; ++e)
-    start[static_cast<std::size_t>(e) + 1] =
-        start[static_cast<std::size_t>(e)] + count[static_cast<std::size_t>(e)];
-  std::vector<int> fill(start.begin(), start.end() - 1);
-  std::vector<float> send(static_cast<std::size_t>(nk * h));
-  for (std::int64_t q = 0; q < nk; ++q) {
-    const int at = fill[static_cast<std::size_t>(a.sel[static_cast<std::size_t>(q)])]++;
-    a.pos[static_cast<std::size_t>(q)] = at;
-    std::copy(x + q / k * h, x + (q / k + 1) * h, send.data() + static_cast<std::int64_t>(at) * h);
+  std::fill(count.begin(), count.end(), 0);
+  std::fill(a.pos.begin(), a.pos.end(), -1);  // dropped unless placed
+  std::int64_t sent = 0;
+  for (int e = 0; e < E; ++e) {
+    count[static_cast<std::size_t>(e)] = static_cast<int>(rows[static_cast<std::size_t>(e)].size());
+    sent += count[static_cast<std::size_t>(e)];
+  }
+  std::vector<float> send(static_cast<std::size_t>(sent * h));
+  {
+    std::int64_t at = 0;
+    for (const auto& of : rows)
+      for (const auto& [token, slot] : of) {
+        if (slot >= 0) a.pos[static_cast<std::size_t>(slot)] = static_cast<int>(at);
+        std::copy(x + static_cast<std::int64_t>(token) * h,
+                  x + (static_cast<std::int64_t>(token) + 1) * h, send.data() + at * h);
+        ++at;
+      }
   }
   a.send_rows.assign(static_cast<std::size_t>(ep), 0);
   for (int e = 0; e < E; ++e)
@@ -1415,7 +1479,7 @@ void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
   for (int r = 0; r < ep; ++r)
     for (int e = 0; e < el; ++e) {
       const int c = recv_counts[static_cast<std::size_t>(r * el + e)];
-      CS_CHECK(c >= 0 && c <= n * k);  // bounded: no rank routes more rows than it has
+      CS_CHECK(c >= 0 && c <= n);  // bounded: a token goes to an expert at most once
       a.recv_rows[static_cast<std::size_t>(r)] += c;
       a.expert_rows[static_cast<std::size_t>(e)] += c;
     }
@@ -1457,7 +1521,7 @@ void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
     }
   });
   permute_rows(a.perm, ye.data(), recv.data(), h, false);  // back to the received order
-  a.yp.resize(static_cast<std::size_t>(nk * h));
+  a.yp.resize(static_cast<std::size_t>(sent * h));
   expert_exchange(recv.data(), a.recv_rows, a.yp.data(), a.send_rows, h, "moe_combine", l);
   timed("moe_combine", l, false, 0, [&] {
     for (std::int64_t i = 0; i < n; ++i) {
@@ -1465,6 +1529,7 @@ void GptShard::moe_forward(BlockActs& a, int l, const float* block) {
       std::fill(out, out + h, 0.0f);
       for (int j = 0; j < k; ++j) {
         const std::size_t q = static_cast<std::size_t>(i * k + j);
+        if (a.pos[q] < 0) continue;  // dropped at the capacity
         const float g = a.gate[q];
         const float* y = a.yp.data() + static_cast<std::int64_t>(a.pos[q]) * h;
         for (int c = 0; c < h; ++c) out[c] += g * y[c];
@@ -1483,11 +1548,16 @@ void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float
   const float* dout = dtmp_.data();
   // The combine's backward: each row's gradient is its gate x the token's; each gate's, the
   // token's gradient . the row.
-  std::vector<float> dyp(static_cast<std::size_t>(nk * h)), dgate(static_cast<std::size_t>(nk));
+  std::int64_t sent = 0;
+  for (int c : a.send_rows) sent += c;
+  // Padded rows and dropped slots: no gradient (their weight is 0, or they are not summed).
+  std::vector<float> dyp(static_cast<std::size_t>(sent * h), 0.0f),
+      dgate(static_cast<std::size_t>(nk), 0.0f);
   timed("moe_combine", l, true, 0, [&] {
     for (std::int64_t i = 0; i < n; ++i)
       for (int j = 0; j < k; ++j) {
         const std::size_t q = static_cast<std::size_t>(i * k + j);
+        if (a.pos[q] < 0) continue;
         const std::int64_t at = static_cast<std::int64_t>(a.pos[q]) * h;
         const float* d = dout + i * h;
         const float* y = a.yp.data() + at;
@@ -1524,7 +1594,7 @@ void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float
     }
   });
   permute_rows(a.perm, dxe.data(), recv.data(), h, false);
-  std::vector<float> dxp(static_cast<std::size_t>(nk * h));
+  std::vector<float> dxp(static_cast<std::size_t>(sent * h));
   expert_exchange(recv.data(), a.recv_rows, dxp.data(), a.send_rows, h, "moe_dispatch_backward", l);
   // The router: the gates' softmax over the k selected logits, backward (the others get none).
   std::vector<float> dlogits(static_cast<std::size_t>(n * E), 0.0f);
@@ -1536,6 +1606,7 @@ void GptShard::moe_backward(const BlockActs& a, int l, const float* block, float
       for (int j = 0; j < k; ++j) {
         const std::size_t q = static_cast<std::size_t>(i * k + j);
         s += static_cast<double>(a.gate[q]) * dgate[q];
+        if (a.pos[q] < 0) continue;
         const float* d = dxp.data() + static_cast<std::int64_t>(a.pos[q]) * h;
         for (int c = 0; c < h; ++c) dx[c] += d[c];
       }

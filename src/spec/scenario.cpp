@@ -218,6 +218,10 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
       return bad("--moe-expert-capacity-factor", "a positive factor of at most 1000",
                  num(plan.moe_capacity_factor));
   }
+  plan.moe_pad_to_capacity = in.moe_pad_to_capacity.value_or(false);
+  if (plan.moe_pad_to_capacity && plan.moe_capacity_factor <= 0)  // as Megatron-LM asserts
+    return bad("--moe-pad-expert-input-to-capacity", "a --moe-expert-capacity-factor with it",
+               "none");
   if (in.moe_routing_imbalance) {
     plan.moe_routing_imbalance = *in.moe_routing_imbalance;
     if (!(plan.moe_routing_imbalance >= 1) || plan.moe_routing_imbalance > plan.ep)

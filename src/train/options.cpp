@@ -193,10 +193,15 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   if (p.expert_tp && *p.expert_tp != 1)
     return refuse("--expert-tensor-parallel-size", std::to_string(*p.expert_tp),
                   "expected 1: the CPU trainer's experts are not tensor-parallel");
-  if (p.moe_capacity_factor)
+  // Token dropping: only padded to the capacity, whose all-to-alls have the workload's size
+  // whatever the routing (without padding they carry the kept rows, which follow it).
+  if (p.moe_capacity_factor && !p.moe_pad_to_capacity.value_or(false))
     return refuse("--moe-expert-capacity-factor", fmt::format("{}", *p.moe_capacity_factor),
-                  "expected none: the CPU trainer routes dropless (describe and predict model "
-                  "the capacity)");
+                  "expected it with --moe-pad-expert-input-to-capacity: the CPU trainer checks "
+                  "its all-to-alls against the workload's size, which only padding makes "
+                  "independent of the routing");
+  if (p.moe_capacity_factor) o.moe_capacity_factor = *p.moe_capacity_factor;
+  o.moe_pad_to_capacity = p.moe_pad_to_capacity.value_or(false);
   if (p.moe_routing_imbalance)
     return refuse("--moe-routing-imbalance", fmt::format("{}", *p.moe_routing_imbalance),
                   "expected none: the CPU trainer's imbalance is its router's own");
@@ -449,6 +454,8 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
     ShardSpec s;  // the load-balancing loss's coefficient, against the model
     s.layers = o.model.layers;
     s.moe_aux_loss_coeff = o.moe_aux_loss_coeff;
+    s.moe_capacity_factor = o.moe_capacity_factor;
+    s.moe_pad_to_capacity = o.moe_pad_to_capacity;
     CS_RETURN_IF_ERROR(validate(o.model, s));
   }
   if (o.micro_batch < 1)
@@ -628,6 +635,8 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   p.first_stage_layers = o.first_stage_layers;
   p.last_stage_layers = o.last_stage_layers;
   if (o.model.experts > 0) p.expert_tp = 1;
+  if (o.moe_capacity_factor > 0) p.moe_capacity_factor = o.moe_capacity_factor;
+  if (o.moe_pad_to_capacity) p.moe_pad_to_capacity = true;
   if (o.cp > 1) {  // DP follows from the GPUs (resolve_scenario refuses both)
     p.cp = o.cp;
     p.cp_comm_type = o.cp_ring ? CpCommType::p2p : CpCommType::all_gather;

@@ -469,6 +469,8 @@ bool PipelineTrainer::setup() {
     s.ep = g_.ep;
     s.ep_rank = g_.e();
     s.moe_aux_loss_coeff = o_.moe_aux_loss_coeff;
+    s.moe_capacity_factor = o_.moe_capacity_factor;
+    s.moe_pad_to_capacity = o_.moe_pad_to_capacity;
     s.flash = o_.flash;
     ChunkState ch;
     ch.virtual_stage = wc.virtual_stage;

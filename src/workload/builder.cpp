@@ -527,10 +527,11 @@ class Builder {
     return s;
   }
   // Tokens routed to this rank's experts per micro-batch: its own tokens x top-k, x the load
-  // factor (the busiest EP rank's share over the mean, cut at the capacity).
+  // factor (the busiest EP rank's share over the mean, cut at the capacity), or padded to the
+  // capacity (Plan::moe_routed_rows).
   std::int64_t moe_routed_tokens(std::int64_t T) const {
     return static_cast<std::int64_t>(
-        std::llround(outside_tokens(T) * m_.experts_per_token * p_.moe_load_factor()));
+        std::llround(p_.moe_routed_rows(outside_tokens(T), m_.experts_per_token, m_.experts)));
   }
   // A MoE block's MLP (Megatron-LM's MoELayer with the all-to-all token dispatcher): router;
   // dispatch all-to-all over EP; under expert TP the dispatched tokens all-gathered over the

@@ -224,7 +224,7 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
     // (gated: both branches, 2f, and the product, f), gathered over expert TP; shared experts as a
     // dense MLP of shared x moe_ffn.
     const double fe = static_cast<double>(m.expert_ffn());
-    const double routed = s * b / out_div * m.experts_per_token * p.moe_load_factor();
+    const double routed = p.moe_routed_rows(s * b / out_div, m.experts_per_token, m.experts);
     outside += 4.0 * s * b * m.experts;
     inside += t * (a * routed * h * p.expert_tp + (m.gated_mlp() ? 3.0 : 2.0) * a * routed * fe);
     inside += (m.gated_mlp() ? 3.0 : 2.0) * a * s * b * fe * m.shared_experts;

@@ -636,6 +636,33 @@ TEST(TrainParallel, MoeLoadBalancingLossTrainsAsOneRankAndEvensTheRouting) {
   EXPECT_LT(std::abs(lb - lp), 0.01 * lp);
 }
 
+// Token dropping padded to the capacity (--moe-expert-capacity-factor with
+// --moe-pad-expert-input-to-capacity): the capacity is each rank's own tokens', so EP 2 and 4 give
+// one rank's losses, with every all-to-all E x the capacity rows (expect_losses: equal to the
+// workload's, which counts them so); a factor of 1 drops tokens (the losses are not the dropless
+// ones), 1.25 carries 1.25 x the dropless bytes.
+TEST(TrainParallel, MoeTokenDroppingPaddedToCapacityTrainsAsOneRank) {
+  const std::string model = kModel + " --model gpt2-moe-tiny-cpu --global-batch-size 8 --steps 6 ";
+  const std::string capped =
+      model + "--moe-pad-expert-input-to-capacity --moe-expert-capacity-factor ";
+  Outcome ref = train(1, capped + "1"), dropless = train(1, model);
+  ASSERT_EQ(ref.status, 0) << ref.err;
+  ASSERT_EQ(dropless.status, 0) << dropless.err;
+  const auto want = losses(nlohmann::json::parse(ref.out));
+  EXPECT_NE(want, losses(nlohmann::json::parse(dropless.out)));
+  expect_losses(want, 2, capped + "1 --ep 2");
+  expect_losses(want, 4, capped + "1 --ep 4");
+  auto all_to_all = [](const Outcome& o) {
+    for (const auto& c : nlohmann::json::parse(o.out)["communication"])
+      if (c["collective"] == "all_to_all") return c["bytes_per_iteration"].get<double>();
+    return 0.0;
+  };
+  Outcome wide = train(2, capped + "1.25 --ep 2"), even = train(2, model + "--ep 2");
+  ASSERT_EQ(wide.status, 0) << wide.err;
+  ASSERT_EQ(even.status, 0) << even.err;
+  EXPECT_EQ(all_to_all(wide), 1.25 * all_to_all(even));
+}
+
 TEST(TrainParallel, BadPlansAreOneLineErrors) {
   struct Case {
     int ranks;
@@ -684,6 +711,9 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --pp 2 "
        "--pipeline-stage-layers 1,3",
        "--pipeline-stage-layers: expected none for T5"},
+      // Token dropping only padded to the capacity.
+      {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --ep 2 --moe-expert-capacity-factor 1",
+       "--moe-expert-capacity-factor: expected it with --moe-pad-expert-input-to-capacity"},
       // The load-balancing loss: a model with experts, a coefficient of 0 to 1000.
       {2, "--seq-length 16 --layers 4 --heads 4 --moe-aux-loss-coeff 0.01",
        "--moe-aux-loss-coeff: expected 0 for a dense model (no experts to balance), got 0.01"},
@@ -712,10 +742,6 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--zero: expected 0 for a model with experts"},
       {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --cp 2",
        "--context-parallel-size: expected 1 for a model with experts"},
-      {2,
-       "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 2 "
-       "--moe-expert-capacity-factor 1.0",
-       "--moe-expert-capacity-factor: expected none: the CPU trainer routes dropless"},
       {2, "--seq-length 16 --layers 4 --heads 4 --ep 2",
        "--expert-model-parallel-size: expected 1 for a dense model (no experts), got 2"},
       {8, "--seq-length 12 --layers 4 --heads 4 --tp 4 --cp 2 --sequence-parallel",

@@ -613,21 +613,33 @@ TEST(GptShard, OneExpertIsTheDenseModel) {
   }
 }
 
+// The MoE tests' model (4 experts, top-2), its parameters (seed 5) and a batch of 2.
+struct MoeCase {
+  GptConfig c = small_moe(4, 2);
+  ParamLayout pl{c};
+  std::vector<float> full;
+  std::vector<std::int32_t> tok, tgt;
+  MoeCase() : full(static_cast<std::size_t>(pl.total())) {
+    init_params(pl, full.data(), 5);
+    batch_of(c, 2, 0, tok, tgt);
+  }
+};
+
 // The MoE backward against central differences of the loss (router, experts' weights and
 // biases, the norm before them), for the largest-gradient elements of each tensor; with a
 // load-balancing loss, of the cross-entropy plus it (its gradient reaches the router only
 // through the probabilities: the counts are piecewise constant).
-void expect_moe_gradients_are_finite_differences(float aux_coeff) {
-  SCOPED_TRACE(aux_coeff);
-  const GptConfig c = small_moe(4, 2);
-  const ParamLayout pl(c);
-  std::vector<float> full(static_cast<std::size_t>(pl.total()));
-  init_params(pl, full.data(), 5);
-  std::vector<std::int32_t> tok, tgt;
-  batch_of(c, 2, 0, tok, tgt);
+void expect_moe_gradients_are_finite_differences(float aux_coeff, double capacity = 0) {
+  SCOPED_TRACE(fmt::format("aux {} capacity {}", aux_coeff, capacity));
+  MoeCase mc;
+  const GptConfig& c = mc.c;
+  const ParamLayout& pl = mc.pl;
+  std::vector<float>& full = mc.full;
+  const std::vector<std::int32_t>&tok = mc.tok, &tgt = mc.tgt;
   ShardSpec s;
   s.layers = c.layers;
   s.moe_aux_loss_coeff = aux_coeff;
+  s.moe_capacity_factor = capacity;
   GptShard m(c, s, 2, 1);
   auto objective = [&](const std::vector<float>& at) {
     const double ce = m.forward(0, at.data(), tok.data(), nullptr, tgt.data());
@@ -678,20 +690,65 @@ void expect_moe_gradients_are_finite_differences(float aux_coeff) {
 TEST(GptShard, MoeGradientsAreTheLossesFiniteDifferences) {
   expect_moe_gradients_are_finite_differences(0);
   expect_moe_gradients_are_finite_differences(0.5f);
+  expect_moe_gradients_are_finite_differences(0, 1.0);  // tokens dropped at the capacity
+}
+
+// Token dropping at the capacity (Megatron-LM's get_capacity and apply_router_token_dropping):
+// - a capacity of E / k (ceil(n k / E x E / k) = n) drops nothing: the dropless model exactly;
+// - a capacity factor of 1 drops sum_e max(0, c_e - ceil(n k / E)) of the routed rows (c_e
+//   the routed counts), which changes the loss;
+// - padding to the capacity adds only rows of weight 0: the same loss and gradients.
+TEST(GptShard, CapacityDropsTokensAndPaddingAddsOnlyRowsOfWeightZero) {
+  MoeCase mc;
+  const GptConfig& c = mc.c;
+  std::vector<float>& full = mc.full;
+  const std::vector<std::int32_t>&tok = mc.tok, &tgt = mc.tgt;
+  struct Run {
+    float loss;
+    std::vector<float> grads;
+    std::vector<int> routed;
+  };
+  auto run = [&](double capacity, bool pad) {
+    ShardSpec s;
+    s.layers = c.layers;
+    s.moe_capacity_factor = capacity;
+    s.moe_pad_to_capacity = pad;
+    GptShard m(c, s, 2, 1);
+    std::vector<float> p(full.size());
+    m.layout().from_full(full.data(), p.data());
+    Run r;
+    r.grads.assign(p.size(), 0.0f);
+    r.loss = m.forward(0, p.data(), tok.data(), nullptr, tgt.data());
+    m.backward(0, p.data(), r.grads.data(), nullptr);
+    r.routed = m.take_moe_stats().routed;
+    return r;
+  };
+  const Run dropless = run(0, false), roomy = run(2.0, false), roomy_padded = run(2.0, true);
+  EXPECT_EQ(roomy.loss, dropless.loss);
+  EXPECT_EQ(roomy.grads, dropless.grads);
+  EXPECT_NEAR(roomy_padded.loss, dropless.loss, 1e-6);
+  expect_close(roomy_padded.grads, dropless.grads, 1e-5, "padded to every token");
+  const Run tight = run(1.0, false), padded = run(1.0, true);
+  const int n = 2 * c.seq, capacity = n * 2 / 4;  // ceil(n k / E x 1)
+  int dropped = 0;
+  for (int v : dropless.routed) dropped += std::max(0, v - capacity);
+  EXPECT_GT(dropped, 0);  // this routing overflows some expert
+  EXPECT_NE(tight.loss, dropless.loss);
+  EXPECT_NEAR(padded.loss, tight.loss, 1e-6);
+  expect_close(padded.grads, tight.grads, 1e-5, "padded to the capacity");
+  EXPECT_EQ(tight.routed, dropless.routed);  // the routing reported is before dropping
 }
 
 // The load-balancing loss's closed form: a router of zero weights gives every expert
 // probability 1 / E, so each block's loss is coeff x E / (k n^2) x (k n) x (n / E) = coeff
 // whatever the routing; and the routed rows per block sum to k n.
 TEST(GptShard, LoadBalancingLossOfAUniformRouterIsItsCoefficient) {
-  const GptConfig c = small_moe(4, 2);
-  const ParamLayout pl(c);
-  std::vector<float> full(static_cast<std::size_t>(pl.total()));
-  init_params(pl, full.data(), 5);
-  for (const auto& t : pl.tensors())
+  MoeCase mc;
+  const GptConfig& c = mc.c;
+  std::vector<float>& full = mc.full;
+  for (const auto& t : mc.pl.tensors())
     if (t.name == "router.w") std::fill_n(full.begin() + t.offset, t.size, 0.0f);
-  std::vector<std::int32_t> tok, tgt;
-  batch_of(c, 2, 0, tok, tgt);
+  const std::vector<std::int32_t>&tok = mc.tok, &tgt = mc.tgt;
   ShardSpec s;
   s.layers = c.layers;
   s.moe_aux_loss_coeff = 0.01f;
@@ -713,8 +770,8 @@ TEST(GptShard, LoadBalancingLossOfAUniformRouterIsItsCoefficient) {
 // rank's loss and dense gradients are one shard's on its batch; its experts' gradients are the
 // sums over every rank's batch of one shard's gradients of those experts. The four
 // all-to-allvs per block move k x tokens rows from (and back to) each rank.
-void expert_parallel_shards(int ep) {
-  SCOPED_TRACE(fmt::format("ep {}", ep));
+void expert_parallel_shards(int ep, double capacity = 0, bool pad = false) {
+  SCOPED_TRACE(fmt::format("ep {} capacity {}{}", ep, capacity, pad ? " padded" : ""));
   const GptConfig c = small_moe(4, 2);
   const ParamLayout pl(c);
   std::vector<float> full(static_cast<std::size_t>(pl.total()));
@@ -735,6 +792,8 @@ void expert_parallel_shards(int ep) {
   {
     ShardSpec s;
     s.layers = c.layers;
+    s.moe_capacity_factor = capacity;
+    s.moe_pad_to_capacity = pad;
     for (int r = 0; r < ep; ++r) {
       batch_of(c, 2, 2 * r, toks[static_cast<std::size_t>(r)], tgts[static_cast<std::size_t>(r)]);
       GptShard m(c, s, 2, 1);
@@ -761,6 +820,8 @@ void expert_parallel_shards(int ep) {
     s.layers = c.layers;
     s.ep = ep;
     s.ep_rank = me;
+    s.moe_capacity_factor = capacity;
+    s.moe_pad_to_capacity = pad;
     GptShard m(c, s, 2, 1);
     const int el = c.experts / ep;
     m.set_expert_comm(
@@ -771,7 +832,17 @@ void expert_parallel_shards(int ep) {
           for (int x :
                (name == "moe_dispatch" || name == "moe_combine_backward" ? send_rows : recv_rows))
             mine += x;
-          EXPECT_EQ(mine, 2 * c.seq * c.experts_per_token) << name;  // k x tokens rows
+          const std::int64_t n = 2 * c.seq, k = c.experts_per_token;
+          if (pad)  // E x the capacity, ceil(n k / E x factor), at most n
+            EXPECT_EQ(mine, c.experts * std::min<std::int64_t>(
+                                            static_cast<std::int64_t>(std::ceil(
+                                                static_cast<double>(n * k) / c.experts * capacity)),
+                                            n))
+                << name;
+          else if (capacity > 0)
+            EXPECT_LE(mine, n * k) << name;
+          else
+            EXPECT_EQ(mine, n * k) << name;  // k x tokens rows
           group.posted[static_cast<std::size_t>(me)] = send;
           posted_rows[static_cast<std::size_t>(me)] = &send_rows;
           group.sync.arrive_and_wait();
@@ -832,6 +903,11 @@ void expert_parallel_shards(int ep) {
 TEST(GptShard, ExpertParallelShardsGiveEachBatchsLossAndGradients) {
   expert_parallel_shards(2);
   expert_parallel_shards(4);
+  // Capacity is per rank's tokens (Megatron-LM's router sees its own): EP shards still give
+  // each batch's loss; padded, every dispatch is E x the capacity rows.
+  expert_parallel_shards(2, 1.0, false);
+  expert_parallel_shards(2, 1.0, true);
+  expert_parallel_shards(4, 0.5, true);
 }
 
 TEST(GptShard, ExpertParallelPlansAreChecked) {

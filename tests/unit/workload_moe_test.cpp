@@ -180,6 +180,38 @@ TEST(Moe, ImbalanceAndCapacityScaleTheBusiestRanksLoad) {
   EXPECT_NEAR(capped.second / even.second, 1.25, 1e-9);
 }
 
+// Padded to the capacity (--moe-pad-expert-input-to-capacity): every expert takes
+// ceil(n k / E x factor) rows of each rank's n tokens whatever the routing (Megatron-LM's
+// get_capacity), so the dispatch carries E x that x h elements and the imbalance no longer
+// matters; above n tokens, every token goes to every expert (E x n).
+TEST(Moe, PaddedToCapacityIsExpertsTimesTheCapacity) {
+  auto dispatch = [](double capacity, std::optional<double> imbalance) {
+    PlanInput p = moe_plan(64, 1, 8, 2);
+    p.moe_capacity_factor = capacity;
+    p.moe_pad_to_capacity = true;
+    p.moe_routing_imbalance = imbalance;
+    Scenario sc = scenario("mixtral-8x7b", "dgx-h100", p);
+    Workload w = build_workload(sc);
+    const double n = 2.0 * sc.model.seq_length, E = sc.model.experts,
+                 k = sc.model.experts_per_token, h = sc.model.hidden;
+    const double rows = E * std::min(std::ceil(n * k / E * capacity), n);
+    EXPECT_DOUBLE_EQ(bytes_named(w.roles[0].chunks[0].forward, "moe_dispatch", 0),
+                     rows * h * 7.0 / 8 * 2)
+        << capacity;
+    return rows;
+  };
+  const double n = 2.0 * 4096;                    // Mixtral's sequence, micro-batch 2
+  EXPECT_EQ(dispatch(1.0, std::nullopt), n * 2);  // the mean: n k
+  EXPECT_EQ(dispatch(1.0, 1.5), n * 2);           // the imbalance is padded away
+  EXPECT_EQ(dispatch(1.3, std::nullopt), 8 * std::ceil(n * 2 / 8 * 1.3));
+  EXPECT_EQ(dispatch(5.0, std::nullopt), 8 * n);  // above the tokens: all of them
+  PlanInput p = moe_plan(64, 1, 8);
+  p.moe_pad_to_capacity = true;  // Megatron-LM asserts a capacity factor with it
+  EXPECT_EQ(scenario_error("mixtral-8x7b", "dgx-h100", p),
+            "--moe-pad-expert-input-to-capacity: expected a --moe-expert-capacity-factor with "
+            "it, got none");
+}
+
 // Experts split over EP x expert TP: the rank holds 1/(ep x etp) of each MoE layer's experts,
 // and its backward completes exactly the gradients of what it holds.
 TEST(Moe, ExpertsAreShardedOverExpertParallelRanks) {

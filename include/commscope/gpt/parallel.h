@@ -46,6 +46,13 @@ struct ShardSpec {
   // softmax of the router's logits over all E. Added to the objective (its gradient reaches
   // the router), reported apart from the cross-entropy. 0: none.
   float moe_aux_loss_coeff = 0;
+  // Token dropping (Megatron-LM --moe-expert-capacity-factor, drop policy "probs"): each
+  // expert takes at most ceil(n k / E x factor) of a rank's n tokens, those of the highest
+  // routing probability; a dropped token's slot adds nothing (its gate is not renormalised).
+  // With moe_pad_to_capacity (--moe-pad-expert-input-to-capacity) every expert takes exactly
+  // that many, the unrouted ones with weight 0. 0: dropless.
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;
   // FlashAttention's algorithm (Dao et al. 2022, FlashAttention-2 2023) instead of the unfused
   // kernels: no s x s probabilities kept for backward (each query's scores live in an O(s)
   // scratch), each row's logsumexp kept instead, and backward recomputes the probabilities.
@@ -232,6 +239,10 @@ class GptShard {
   // Mixture of experts: tmp_ = the MoE output of a.ln2 (router, dispatch, experts, combine);
   // backward from dtmp_ into dln_ (d ln2) and the router's and experts' gradients.
   void moe_forward(BlockActs& a, int l, const float* block);
+  // Each expert's rows for the routing in a.sel / a.gate of n tokens: (token, slot) with slot
+  // i k + j the token's choice, or -1 for a padded row; in token order.
+  std::vector<std::vector<std::pair<int, int>>> expert_rows(const BlockActs& a,
+                                                            std::int64_t n) const;
   void moe_backward(const BlockActs& a, int l, const float* block, float* d_block);
   // Rows over the EP group (or copied when ep is 1).
   void expert_exchange(const float* send, const std::vector<int>& send_rows, float* recv,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -174,6 +175,11 @@ struct ParallelPlan {
   // the mean (1: even routing); the all-to-all and the expert GEMMs wait for the busiest rank.
   double moe_capacity_factor = 0;
   double moe_routing_imbalance = 1;
+  // --moe-pad-expert-input-to-capacity (with a capacity factor): every expert takes exactly its
+  // capacity of each rank's tokens, the ones routed to it first by probability, then others
+  // with weight 0 (Megatron-LM's apply_router_token_dropping), so the all-to-all and the
+  // expert GEMMs have a size independent of the routing.
+  bool moe_pad_to_capacity = false;
   // ---- DeepSpeed's release (issue 11; docs/cost-model.md, "DeepSpeed 0.3-0.5") ----
   // Set from presets/frameworks/deepspeed.json by --deepspeed-version (empty: today's DeepSpeed,
   // every field below at its default). DeepSpeed 0.3.13 to 0.5.x (2021): torch.cuda.synchronize()
@@ -200,6 +206,16 @@ struct ParallelPlan {
   double moe_load_factor() const {
     return moe_capacity_factor > 0 ? std::min(moe_routing_imbalance, moe_capacity_factor)
                                    : moe_routing_imbalance;
+  }
+  // Rows an EP rank's experts take per MoE block and micro-batch from `tokens` tokens of each
+  // rank routed top_k over `experts`: tokens x top_k x the load factor; padded to capacity,
+  // experts x min(capacity, tokens) with Megatron-LM's capacity ceil(tokens x top_k / experts x
+  // the capacity factor) (get_capacity; above the tokens, every token goes to every expert).
+  double moe_routed_rows(double tokens, int top_k, int experts) const {
+    if (!moe_pad_to_capacity || moe_capacity_factor <= 0 || experts <= 0)
+      return tokens * top_k * moe_load_factor();
+    const double capacity = std::ceil(tokens * top_k / experts * moe_capacity_factor);
+    return experts * std::min(capacity, tokens);
   }
   DType dtype() const { return compute_dtype(precision); }
 };
@@ -242,6 +258,7 @@ struct PlanInput {
   std::optional<int> cp, ep, expert_tp;
   std::optional<CpCommType> cp_comm_type;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
+  std::optional<bool> moe_pad_to_capacity;
   // DeepSpeed's release (--deepspeed-version) and its host cost per rank per call
   // (--zero3-host-per-rank-call, seconds; 0 switches it off)
   std::optional<std::string> deepspeed_version;

@@ -51,6 +51,10 @@ struct TrainOptions {
   int ep = 1;
   // --moe-aux-loss-coeff (Megatron-LM's): the load-balancing loss's weight (ShardSpec), 0: none.
   float moe_aux_loss_coeff = 0;
+  // --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity (ShardSpec): token
+  // dropping at the capacity, every expert padded to it. 0: dropless.
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;
   // Uneven pipeline stages (--pipeline-stage-layers, Megatron-LM's
   // --decoder-first/last-pipeline-num-layers): as describe resolves them; unset: an even split.
   std::optional<std::vector<int>> stage_layers;
