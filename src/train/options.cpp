@@ -481,10 +481,10 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
     if (o.cp > 1)
       return Error{fmt::format(
           "--context-parallel-size: expected 1 for a model with experts, got {}", o.cp)};
-    if (o.strategy != Strategy::ddp)
+    if (o.strategy != Strategy::ddp && o.strategy != Strategy::zero1)
       return Error{fmt::format(
-          "--zero: expected 0 for a model with experts (the trainer reduces expert gradients "
-          "over the expert-data-parallel group with DDP), got {}",
+          "--zero: expected 0 or 1 for a model with experts (describe models no ZeRO-2/3 "
+          "expert sharding), got {}",
           static_cast<int>(o.strategy))};
     const int dp = world / std::max(o.tp * o.pp, 1);
     if (world % (o.tp * o.pp) == 0 && dp % o.ep != 0)

@@ -322,6 +322,13 @@ class PipelineTrainer {
   bool zero1_ = false;
   comm::Partition zpart_;
   std::vector<float> zm_, zv_;
+  // A model with experts: zpart_ splits the dense parts of the chunks (each chunk's buffer
+  // after its experts); the experts' parts, end to end, are split over the expert-data-parallel
+  // group (epart_; one part when it is 1), with their own moments, as Megatron-LM's
+  // distributed optimizer splits its expert buffer.
+  comm::Partition epart_;
+  int edp_rank_ = 0;
+  std::vector<float> ezm_, ezv_;
   std::vector<std::int64_t> z_reduce_buckets_, z_gather_buckets_;
   // ZeRO-2/3 (pp = 1, dp > 1): this rank's part of the reduced gradients, accumulated over the
   // micro-batches; ZeRO-3 also its part of the parameters (the only copy between steps) and the
@@ -536,6 +543,25 @@ bool PipelineTrainer::setup() {
   }
   zero1_ = o_.strategy == Strategy::zero1 && g_.grad_dp() > 1;
   if (zero1_) {
+    std::int64_t expert_held = 0;
+    for (const ChunkState& ch : chunks_) expert_held += ch.experts.size;
+    held -= expert_held;  // the dense part
+    epart_ = comm::Partition{expert_held, expert_held > 0 ? g_.expert_dp() : 1};
+    if (epart_.n > 1) CS_MPI_CHECK(MPI_Comm_rank(edp_comm_, &edp_rank_));
+    ezm_.assign(static_cast<std::size_t>(epart_.size(edp_rank_)), 0.0f);
+    ezv_.assign(ezm_.size(), 0.0f);
+    std::int64_t expert_rs = 0;
+    for (const Op& op : role.step.ops())
+      if (op.kind == OpKind::comm && std::string_view(op.name) == "moe_expert_grad_reduce_scatter")
+        expert_rs += op.elements;
+    if (expert_rs != (epart_.n > 1 ? expert_held : 0)) {
+      if (me_ == 0)
+        std::fprintf(stderr,
+                     "commscope: internal: the workload reduce-scatters %lld expert gradients, "
+                     "the rank holds %lld\n",
+                     static_cast<long long>(expert_rs), static_cast<long long>(expert_held));
+      return false;
+    }
     zpart_ = comm::Partition{held, g_.grad_dp()};
     zm_.assign(static_cast<std::size_t>(zpart_.size(g_.grad_rank())), 0.0f);
     zv_.assign(zm_.size(), 0.0f);
@@ -1196,12 +1222,19 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   auto flat = std::make_shared<std::vector<float>>(static_cast<std::size_t>(zero3_ ? 0 : total));
   auto mine = std::make_shared<std::vector<float>>(static_cast<std::size_t>(zero23_ ? 0 : hi - lo));
   if (zero23_) mine->swap(zgrad_);
-  std::vector<std::int64_t> base;  // each chunk's start in the stage buffer
-  std::int64_t at = 0;
+  // Each chunk's dense part's start in the stage's dense buffer (the chunk's buffer after its
+  // experts, which are none without experts), and its experts' start in the expert buffer.
+  std::vector<std::int64_t> base, ebase;
+  std::int64_t at = 0, eat = 0;
+  auto eflat = std::make_shared<std::vector<float>>(static_cast<std::size_t>(epart_.total));
   for (const ChunkState& ch : chunks_) {
+    const std::int64_t ex = ch.experts.size;
     base.push_back(at);
-    if (!zero23_) std::copy(ch.grads.begin(), ch.grads.end(), flat->begin() + at);
-    at += ch.total;
+    ebase.push_back(eat);
+    if (!zero23_) std::copy(ch.grads.begin() + ex, ch.grads.end(), flat->begin() + at);
+    std::copy(ch.grads.begin(), ch.grads.begin() + ex, eflat->begin() + eat);
+    at += ch.total - ex;
+    eat += ex;
   }
   // Where range [offset, offset + n) starts in this rank's part (clamped: n may miss it).
   auto in_part = [&](std::int64_t offset) {
@@ -1219,20 +1252,35 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
             });
     off += n;
   }
+  // The experts' gradients over the expert-data-parallel group, onto this rank's part (its
+  // EP group's experts: each EP rank's differ).
+  const std::int64_t elo = epart_.lo(edp_rank_), ehi = epart_.hi(edp_rank_);
+  auto emine = std::make_shared<std::vector<float>>(static_cast<std::size_t>(ehi - elo));
+  if (epart_.n > 1) {
+    const comm::Partition::Pieces pc = epart_.pieces(0, epart_.total);
+    const comm::Wire w = wire();
+    comm_op("moe_expert_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::expert_data,
+            epart_.n, kNoLayer, grad_bytes(epart_.total), [this, pc, eflat, emine, w] {
+              comm::reduce_scatter_sum(eflat->data(), emine->data(), pc.counts, w, edp_comm_);
+            });
+  } else {
+    std::copy(eflat->begin(), eflat->end(), emine->begin());
+  }
   stream_.drain();
-  // Sum of squares of this part, less the ranges the global norm leaves out.
-  double sq = sum_of_squares(mine->data(), hi - lo);
-  auto leave_out = [&](std::int64_t a, std::int64_t b) {  // stage-buffer coordinates
+  // Sum of squares of this part, less the ranges the global norm leaves out; and of the
+  // experts' part (summed over DP below: DP = EP x expert DP, each expert's part once).
+  double sq = sum_of_squares(mine->data(), hi - lo) + sum_of_squares(emine->data(), ehi - elo);
+  auto leave_out = [&](std::int64_t a, std::int64_t b) {  // dense-buffer coordinates
     a = std::max(a, lo);
     b = std::min(b, hi);
     if (a < b) sq -= sum_of_squares(mine->data() + (a - lo), b - a);
   };
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const std::int64_t d = base[c] - chunks_[c].experts.size;  // chunk offset -> dense buffer
     const Range hc = chunks_[c].head_copy;
-    if (hc.size > 0) leave_out(base[c] + hc.offset, base[c] + hc.offset + hc.size);
+    if (hc.size > 0) leave_out(d + hc.offset, d + hc.offset + hc.size);
     if (g_.t != 0)
-      for (const Range& r : chunks_[c].replicated)
-        leave_out(base[c] + r.offset, base[c] + r.offset + r.size);
+      for (const Range& r : chunks_[c].replicated) leave_out(d + r.offset, d + r.offset + r.size);
   }
   comm_op("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, g_.grad_dp(), kNoLayer,
           8, [this, &sq] {
@@ -1245,13 +1293,19 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   const double t = Gpt::now();
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     ChunkState& ch = chunks_[c];
-    const std::int64_t a = std::max(base[c], lo), b = std::min(base[c] + ch.total, hi);
+    const std::int64_t ex = ch.experts.size;
+    const std::int64_t a = std::max(base[c], lo), b = std::min(base[c] + ch.total - ex, hi);
     // ZeRO-3: the parameter part is the only copy; ZeRO-1/2: the part of the full parameters.
-    float* p = zero3_ ? zparams_.data() + (a - lo) : ch.params.data() + (a - base[c]);
+    float* p = zero3_ ? zparams_.data() + (a - lo) : ch.params.data() + ex + (a - base[c]);
     if (a < b)
       adamw_step(p, mine->data() + (a - lo), zm_.data() + (a - lo), zv_.data() + (a - lo), b - a, h,
                  step, k);
-    std::copy(ch.params.begin(), ch.params.end(), flat->begin() + base[c]);
+    const std::int64_t ea = std::max(ebase[c], elo), eb = std::min(ebase[c] + ex, ehi);
+    if (ea < eb)
+      adamw_step(ch.params.data() + (ea - ebase[c]), emine->data() + (ea - elo),
+                 ezm_.data() + (ea - elo), ezv_.data() + (ea - elo), eb - ea, h, step, k);
+    std::copy(ch.params.begin() + ex, ch.params.end(), flat->begin() + base[c]);
+    std::copy(ch.params.begin(), ch.params.begin() + ex, eflat->begin() + ebase[c]);
     std::fill(ch.grads.begin(), ch.grads.end(), 0.0f);
   }
   if (zero23_) {  // the part accumulates the next step's gradients from zero
@@ -1269,11 +1323,24 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
             });
     off += n;
   }
+  if (epart_.n > 1) {
+    const comm::Partition::Pieces pc = epart_.pieces(0, epart_.total);
+    comm_op("moe_expert_param_all_gather", Collective::all_gather, CommGroup::expert_data, epart_.n,
+            kNoLayer, static_cast<double>(epart_.total) * sizeof(float), [this, pc, eflat] {
+              comm::all_gather(MPI_IN_PLACE, eflat->data(), pc.counts, pc.displs, MPI_FLOAT,
+                               edp_comm_);
+            });
+  }
   stream_.drain();
-  for (std::size_t c = 0; c < chunks_.size(); ++c)
-    std::copy(flat->begin() + base[c],
-              flat->begin() + base[c] + static_cast<std::int64_t>(chunks_[c].params.size()),
-              chunks_[c].params.begin());
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    ChunkState& ch = chunks_[c];
+    const std::int64_t ex = ch.experts.size;
+    // (ZeRO-3 holds no full parameters between passes: nothing to copy.)
+    const auto dense = static_cast<std::int64_t>(ch.params.size()) - ex;
+    if (dense > 0)
+      std::copy(flat->begin() + base[c], flat->begin() + base[c] + dense, ch.params.begin() + ex);
+    std::copy(eflat->begin() + ebase[c], eflat->begin() + ebase[c] + ex, ch.params.begin());
+  }
 }
 
 void PipelineTrainer::zero_sp_all_reduce() {
@@ -1317,6 +1384,10 @@ std::vector<std::vector<float>*> PipelineTrainer::checkpoint_parts() {
   if (zero1_ || zero23_) {
     parts.push_back(&zm_);
     parts.push_back(&zv_);
+  }
+  if (zero1_ && epart_.total > 0) {  // the experts' part's moments
+    parts.push_back(&ezm_);
+    parts.push_back(&ezv_);
   }
   return parts;
 }

@@ -1753,9 +1753,10 @@ class Builder {
 // changes, and no op is visited, unless the plan asks for one of them.
 
 // A data-parallel gradient reduction (DDP bucket, ZeRO reduce-scatter, Megatron's and FSDP's
-// reductions); the gradient-norm scalar (fp64) is not one.
-bool is_grad_reduction(const Op& op) {
-  return op.kind == OpKind::comm && op.group == CommGroup::data &&
+// reductions), or with `group` expert_data the experts' (their buckets, reduce-scatter or
+// all-reduce); the gradient-norm scalar (fp64) is not one.
+bool is_grad_reduction(const Op& op, CommGroup group = CommGroup::data) {
+  return op.kind == OpKind::comm && op.group == group &&
          (op.collective == Collective::all_reduce || op.collective == Collective::reduce_scatter) &&
          op.dtype != DType::fp64;
 }
@@ -1820,12 +1821,13 @@ void apply_compression(Workload& w) {
   const bool zeropp = p.zero == 3 && (p.zeropp_qwz || p.zeropp_qgz || p.zeropp_hpz > 1);
   if (!p.grad_comm_dtype && !zeropp && p.grad_compression == GradCompression::none) return;
 
-  // --grad-comm-dtype: each gradient reduction in the wire type, the same elements.
+  // --grad-comm-dtype: each gradient reduction in the wire type, the same elements; the
+  // experts' over the expert-data-parallel group too (the trainer sends both in it).
   if (p.grad_comm_dtype)
     for_each_list(w, [&](Role&, OpList& list) {
       for (std::uint32_t i = 0; i < list.size(); ++i) {
         Op& op = list.edit(i);
-        if (!is_grad_reduction(op)) continue;
+        if (!is_grad_reduction(op) && !is_grad_reduction(op, CommGroup::expert_data)) continue;
         op.dtype = *p.grad_comm_dtype;
         op.bytes = static_cast<double>(op.elements) * dtype_bytes(op.dtype);
       }

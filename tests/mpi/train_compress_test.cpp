@@ -36,9 +36,10 @@ std::vector<double> losses(const nlohmann::json& j) {
 }
 
 // Bytes per iteration of one collective of the data group in a train report (0 when none).
-double bytes_of(const nlohmann::json& j, const std::string& collective) {
+double bytes_of(const nlohmann::json& j, const std::string& collective,
+                const std::string& group = "data") {
   for (const auto& c : j["communication"])
-    if (c["group"] == "data" && c["collective"] == collective)
+    if (c["group"] == group && c["collective"] == collective)
       return c["bytes_per_iteration"].get<double>();
   return 0;
 }
@@ -117,15 +118,20 @@ TEST(TrainCompress, MeasuredBytesEqualDescribe) {
 // under ZeRO-2 and ZeRO-3 (reduce-scatter buckets every micro-batch) for 50 steps within the
 // same 2e-3 of the fp32 losses, half the reduce-scatter bytes, the all-gathers unchanged, and
 // equal to the workload's; BERT under DDP (the pipeline trainer's all-reduce buckets), whose
-// bf16 run used to send fp32 while the workload counted bf16.
+// bf16 run used to send fp32 while the workload counted bf16; a model with experts under DDP
+// and ZeRO-1 (EP 2 of DP 4), whose expert gradients' reductions over DP / EP go in bf16 too
+// (the workload used to count them fp32).
 TEST(TrainCompress, ModelParallelZeroAndDdpOnTheBf16Wire) {
   struct Case {
     int ranks, steps;
     std::string plan, reduction;
   };
-  for (const Case& c : {Case{4, 50, "--tp 2 --zero 2", "reduce_scatter"},
-                        Case{4, 50, "--tp 2 --zero 3 --sequence-parallel", "reduce_scatter"},
-                        Case{2, 3, "--model bert-tiny-cpu", "all_reduce"}}) {
+  for (const Case& c :
+       {Case{4, 50, "--tp 2 --zero 2", "reduce_scatter"},
+        Case{4, 50, "--tp 2 --zero 3 --sequence-parallel", "reduce_scatter"},
+        Case{2, 3, "--model bert-tiny-cpu", "all_reduce"},
+        Case{4, 3, "--model gpt2-moe-tiny-cpu --ep 2", "all_reduce"},
+        Case{4, 3, "--model gpt2-moe-tiny-cpu --ep 2 --zero 1", "reduce_scatter"}}) {
     const std::string args = kTiny + "--warmup 1 --steps " + std::to_string(c.steps) + " " + c.plan;
     Outcome f = train(c.ranks, args);
     Outcome h = train(c.ranks, args + " --grad-comm-dtype bf16");
@@ -136,6 +142,12 @@ TEST(TrainCompress, ModelParallelZeroAndDdpOnTheBf16Wire) {
     ASSERT_GT(bytes_of(full, c.reduction), 0) << c.plan;
     EXPECT_EQ(bytes_of(half, c.reduction) * 2, bytes_of(full, c.reduction)) << c.plan;
     EXPECT_EQ(bytes_of(half, "all_gather"), bytes_of(full, "all_gather")) << c.plan;
+    if (c.plan.find("moe") != std::string::npos) {
+      ASSERT_GT(bytes_of(full, c.reduction, "expert_data"), 0) << c.plan;
+      EXPECT_EQ(bytes_of(half, c.reduction, "expert_data") * 2,
+                bytes_of(full, c.reduction, "expert_data"))
+          << c.plan;
+    }
     const auto want = losses(full), got = losses(half);
     ASSERT_EQ(got.size(), want.size());
     double most = 0;

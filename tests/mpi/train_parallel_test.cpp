@@ -372,7 +372,8 @@ TEST(TrainParallel, CheckpointsResumeExactlyUnderTensorAndPipelineParallelism) {
         "--pp 2 --zero 1 --model bert-tiny-cpu",  // ZeRO-1 moments over DP 2, and BERT
         "--tp 2 --zero 3", "--tp 2 --zero 2 --model bert-tiny-cpu",  // ZeRO-2/3 parts
         "--tp 2 --pp 2 --sequence-parallel --model t5-tiny-cpu",     // T5, with SP
-        "--pp 2 --zero 1 --model t5-tiny-cpu"}) {
+        "--pp 2 --zero 1 --model t5-tiny-cpu",
+        "--ep 2 --zero 1 --model gpt2-moe-tiny-cpu"}) {  // the experts' moments over DP / EP
     const bool four =
         plan.find("--tp 2") != std::string::npos || plan.find("--zero") != std::string::npos;
     const int ranks = four ? 4 : 2;
@@ -535,7 +536,8 @@ TEST(TrainParallel, FlashAttentionKeepsNoScoresAndTrainsTheSame) {
 
 // Mixture of experts (gpt2-moe-tiny-cpu, sized by kModel: 4 experts of width 256, top-2): expert
 // parallelism splits data parallelism, so EP 2 on 2 ranks, EP 2 and 4 on 4 ranks (expert
-// gradients all-reduced over DP / EP = 2 and 1 ranks) and EP 2 x PP 2 give one rank's losses
+// gradients all-reduced over DP / EP = 2 and 1 ranks), EP 2 x PP 2 and ZeRO-1 (expert
+// gradients reduce-scattered over DP / EP, dense ones over DP) give one rank's losses
 // (dropless routing is per token, wherever the expert runs), and every plan's communication is
 // describe's: the dispatch and combine all-to-alls and their backward, the dense buckets over
 // DP, the expert buckets over DP / EP.
@@ -550,8 +552,11 @@ TEST(TrainParallel, MoeSameLossAsOneRankUnderExpertParallelism) {
     int ranks;
     std::string flags;
   };
-  for (const Plan& p : {Plan{2, "--ep 2"}, Plan{4, "--ep 2"}, Plan{4, "--ep 4"},
-                        Plan{4, "--ep 2 --pp 2"}, Plan{8, "--ep 4 --pp 2"}}) {
+  // ZeRO-1: the dense part over DP, the experts' over DP / EP (one part each with EP 4 of 4).
+  for (const Plan& p :
+       {Plan{2, "--ep 2"}, Plan{4, "--ep 2"}, Plan{4, "--ep 4"}, Plan{4, "--ep 2 --pp 2"},
+        Plan{8, "--ep 4 --pp 2"}, Plan{4, "--ep 2 --zero 1"}, Plan{4, "--ep 4 --zero 1"},
+        Plan{8, "--ep 2 --pp 2 --zero 1"}}) {
     expect_losses(want, p.ranks, kModel + model + p.flags);
     // Describe's rows for the same plan (the preset's own size: describe takes no size
     // flags), stage 0: each measured on the stage's first rank over 2 steps.
@@ -577,7 +582,9 @@ TEST(TrainParallel, MoeSameLossAsOneRankUnderExpertParallelism) {
                       "/" + std::to_string(m["calls_per_iteration"].get<double>()) + "/" +
                       std::to_string(m["bytes_per_iteration"].get<double>()));
     EXPECT_EQ(measured, described) << p.flags;
-    const bool expert_dp = p.flags == "--ep 2" && p.ranks == 4;
+    const int pp = p.flags.find("--pp 2") != std::string::npos ? 2 : 1,
+              ep = p.flags.find("--ep 4") != std::string::npos ? 4 : 2;
+    const bool expert_dp = p.ranks / pp / ep > 1;
     bool has_expert_data = false;
     for (const std::string& s : described) has_expert_data |= s.starts_with("expert_data/");
     EXPECT_EQ(has_expert_data, expert_dp) << p.flags;
@@ -738,8 +745,8 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--expert-model-parallel-size: expected a divisor of the experts (4), got 3"},
       {4, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 4 --pp 2",
        "--expert-model-parallel-size: expected a divisor of the data-parallel size 2"},
-      {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 2 --zero 1",
-       "--zero: expected 0 for a model with experts"},
+      {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --ep 2 --zero 2",
+       "--zero: expected 0 or 1 for a model with experts"},
       {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --layers 4 --heads 4 --cp 2",
        "--context-parallel-size: expected 1 for a model with experts"},
       {2, "--seq-length 16 --layers 4 --heads 4 --ep 2",

@@ -61,8 +61,10 @@ void each_list(const Workload& w, F&& f) {
   }
 }
 
+// Dense gradients' reductions over DP and the experts' over the expert-data-parallel group.
 bool grad_reduction(const Op& op) {
-  return op.kind == OpKind::comm && op.group == CommGroup::data &&
+  return op.kind == OpKind::comm &&
+         (op.group == CommGroup::data || op.group == CommGroup::expert_data) &&
          (op.collective == Collective::all_reduce || op.collective == Collective::reduce_scatter) &&
          op.name != std::string_view("grad_norm_all_reduce");
 }
@@ -112,6 +114,12 @@ std::vector<Case> cases() {
     f.framework = Framework::fsdp;
     f.fsdp_sharding = FsdpSharding::hybrid_shard;
     add("fsdp hybrid", "gpt2-large", f);
+  }
+  for (int z : {0, 1}) {  // experts: their buckets (DDP) or reduce-scatter (ZeRO-1) over DP / EP
+    PlanInput p = plan(16, 1, 1, 1, 32);
+    p.ep = 8;
+    p.zero = z;
+    add(z == 0 ? "moe ddp" : "moe zero1", "mixtral-8x7b", p, "dgx-h100");
   }
   return out;
 }
