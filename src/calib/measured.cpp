@@ -135,7 +135,9 @@ std::string model_preset_for(const std::string& model) {
       {"llama3.1405b", "llama3-405b"},
       {"mixtral8x7b", "mixtral-8x7b"},
       {"mixtral8x22b", "mixtral-8x22b"},
-      {"deepseekv3", "deepseek-v3"}};
+      {"deepseekv3", "deepseek-v3"},
+      {"qwen330ba3b", "qwen3-30b-a3b"},
+      {"qwen3235ba22b", "qwen3-235b-a22b"}};
   auto it = presets.find(k);
   return it == presets.end() ? "" : it->second;
 }
@@ -302,6 +304,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto cp, row.count("cp"));
   CS_ASSIGN_OR_RETURN(auto vp, row.count("vp"));
   CS_ASSIGN_OR_RETURN(auto ep, row.count("ep"));
+  CS_ASSIGN_OR_RETURN(auto expert_tp, row.count("expert_tp"));  // Megatron's, 1 or TP
   CS_ASSIGN_OR_RETURN(auto fp8, row.flag("fp8"));
   CS_ASSIGN_OR_RETURN(auto sp, row.flag("sequence_parallel"));
   CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
@@ -320,6 +323,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   }
   if (vp) p.virtual_stages = static_cast<int>(*vp);
   if (ep) p.ep = static_cast<int>(*ep);
+  if (expert_tp) p.expert_tp = static_cast<int>(*expert_tp);
   if (fp8) p.fp8 = *fp8;
   if (sp) p.sequence_parallel = *sp;
   // Megatron's distributed optimizer is commscope's ZeRO-1 (docs/workload.md); on a sharded

@@ -400,8 +400,19 @@ CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, c
   // Point-to-point (send/receive, all-to-all): one message per peer, Simple, no protocol choice.
   if (c == Collective::send || c == Collective::recv || c == Collective::all_to_all) {
     const double hop = crosses ? l.net_hop[0][2] + extra : l.intra_hop[0][2];
-    return {Seconds(ring_steps(c, n) * hop + bus * bytes / beta_rank), CostSource::model,
-            CollectiveAlgorithm::p2p, CollectiveProtocol::simple};
+    double move = bus * bytes / beta_rank;
+    if (c == Collective::all_to_all && crosses) {
+      // Unlike a ring, whose boundary crossing carries one rank's bus x S over the node's NICs,
+      // every rank of an all-to-all sends S / n to each peer: the per_node ranks on a node push
+      // per_node x (n - per_node) / n x S through the node's share of the NICs, while their
+      // (per_node - 1) / n x S each to the node's other ranks goes over NVLink beside it.
+      const int k = std::max(1, g.per_node);
+      const double inter = k * static_cast<double>(n - k) / n * bytes / net_per_group;
+      const double intra = static_cast<double>(k - 1) / n * bytes / l.intra.value();
+      move = std::max(inter, intra);
+    }
+    return {Seconds(ring_steps(c, n) * hop + move), CostSource::model, CollectiveAlgorithm::p2p,
+            CollectiveProtocol::simple};
   }
 
   if (a == CollectiveAlgorithm::hierarchical) {

@@ -245,6 +245,43 @@ TEST(Cost, PlacementAndNicSharing) {
               l.net_latency.value() + 1e8 / (l.node.value() / p.concurrent), 1e-15);
 }
 
+// All-to-all across nodes: every rank sends S / n to each peer, so the per_node ranks of a node
+// push per_node x (n - per_node) / n x S through the node's NICs (its share among the groups
+// running at once), their intra-node share going over NVLink beside it. A ring's boundary
+// crossing carries only one rank's (n - 1) / n x S: the all-to-all is per_node x (n -
+// per_node) / (n - 1) times it. Inside a node it stays (n - 1) / n x S at NVLink's rate.
+// (Measured on two emulated nodes: tests/mpi/bench_collectives_test.cpp,
+// Bench.AllToAllAcrossEmulatedNodesIsBoundByTheNodesEgress.)
+TEST(Cost, AllToAllAcrossNodesIsTheNodesEgress) {
+  // EP 16 over two DGX H100s (Qwen3-30B-A3B's plan): one group of 8 ranks per node.
+  PlanInput in = plan(16, 1, 1, 1, 1024);
+  in.ep = 16;
+  in.expert_tp = 1;
+  Scenario sc = scenario("qwen3-30b-a3b", "dgx-h100", in);
+  LinkModel l = link_model(sc);
+  GroupPlacement g = place_group(sc, CommGroup::expert);
+  ASSERT_EQ(g.size, 16);
+  ASSERT_EQ(g.nodes, 2);
+  ASSERT_EQ(g.per_node, 8);
+  ASSERT_EQ(g.concurrent, 1);
+  const double S = 134217728;  // 4096 tokens x top-8 x h 2048 x 2 bytes
+  const double hops = 15 * l.net_hop[0][2];
+  const double egress = 8.0 * 8 / 16 * S / l.node.value();
+  EXPECT_NEAR(collective_time(Collective::all_to_all, S, g, l).value(), hops + egress, 1e-12);
+  // 64 / 15 (4.3) times the ring-crossing form's 15/16 S / node bandwidth, the form it replaced.
+  EXPECT_NEAR(egress / (15.0 / 16 * S / l.node.value()), 64.0 / 15, 1e-12);
+  // Inside one node (EP 8): (n - 1) / n x S at NVLink's rate, unchanged.
+  in = plan(16, 1, 1, 1, 1024);
+  in.ep = 8;
+  in.expert_tp = 1;
+  Scenario one = scenario("qwen3-30b-a3b", "dgx-h100", in);
+  GroupPlacement e8 = place_group(one, CommGroup::expert);
+  ASSERT_EQ(e8.nodes, 1);
+  LinkModel l8 = link_model(one);
+  EXPECT_NEAR(collective_time(Collective::all_to_all, S, e8, l8).value(),
+              7 * l8.intra_hop[0][2] + 7.0 / 8 * S / l8.intra.value(), 1e-12);
+}
+
 // Roofline: a large GEMM is compute-bound at peak x efficiency; an element-wise op is
 // memory-bound; both pay the kernel overhead.
 // Megatron's --use-tp-pp-dp-mapping: data-parallel peers TP x PP ranks apart. With TP 2,

@@ -38,7 +38,7 @@ TEST(Loaders, EveryPresetLoads) {
     }
   }
   EXPECT_EQ(list_presets(PresetKind::model).size(),
-            34u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3, gpt2-moe-tiny-cpu
+            36u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3, gpt2-moe-tiny-cpu, qwen3 x2
 }
 
 TEST(Loaders, SeedProtocolsOrderedByRate) {
