@@ -337,6 +337,11 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--moe-routing-imbalance", o.moe_routing_imbalance,
                  "the busiest EP rank's routed tokens over the mean, 1 to EP [1: even]")
       ->group(g_moe);
+  cmd.add_option("--moe-aux-loss-coeff", o.moe_aux_loss_coeff,
+                 "the load-balancing loss's weight (Megatron-LM's; the Switch Transformer's "
+                 "loss): train adds it to the objective and reports it; describe and predict "
+                 "count no cost for it [0]")
+      ->group(g_moe);
   // ---- DeepSpeed's release (issue 11) ----
   cmd.add_option(
          "--deepspeed-version", o.deepspeed_version,
@@ -510,6 +515,13 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
         factor("--moe-expert-capacity-factor", o.moe_capacity_factor, flags.moe_capacity_factor));
     CS_RETURN_IF_ERROR(
         factor("--moe-routing-imbalance", o.moe_routing_imbalance, flags.moe_routing_imbalance));
+    if (!o.moe_aux_loss_coeff.empty()) {  // 0 (none) is a value here
+      auto v = parse_number<double>(o.moe_aux_loss_coeff);
+      if (!v || !(*v >= 0))
+        return Error{fmt::format("--moe-aux-loss-coeff: expected 0 or a positive number, got '{}'",
+                                 o.moe_aux_loss_coeff)};
+      flags.moe_aux_loss_coeff = *v;
+    }
   }
   if (!o.deepspeed_version.empty()) flags.deepspeed_version = o.deepspeed_version;
   if (!o.zero3_host_per_rank_call.empty()) {

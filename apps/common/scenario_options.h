@@ -57,7 +57,8 @@ struct ScenarioOptions {
   bool moe_pad_to_capacity = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
   // given, checked in scenario_inputs
-  std::string cp, cp_comm_type, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance;
+  std::string cp, cp_comm_type, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance,
+      moe_aux_loss_coeff;
   // DeepSpeed's release (issue 11; docs/cost-model.md, "DeepSpeed 0.3-0.5"): as given
   std::string deepspeed_version, zero3_host_per_rank_call, zero3_nics_per_group;
 };

@@ -45,10 +45,6 @@ void add_train_flags(CLI::App& app, TrainFlags& f) {
       ->group(g_train);
   app.add_option("--lr", o.lr, "AdamW learning rate [1e-3]")->group(g_train);
   app.add_option("--clip", o.clip, "gradient-norm clipping, 0 for none [1.0]")->group(g_train);
-  app.add_option("--moe-aux-loss-coeff", o.moe_aux_loss_coeff,
-                 "a model with experts: the load-balancing loss's weight (Megatron-LM's, the "
-                 "Switch Transformer's loss), added to the objective and reported apart [0]")
-      ->group(g_train);
   app.add_option("--seed", o.seed, "initialisation and synthetic data seed [1234]")->group(g_train);
   app.add_option("--data", o.data, "a text file, byte-level tokens [a synthetic stream]")
       ->group(g_train);

@@ -273,6 +273,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(moe_capacity_factor, o.moe_capacity_factor);
   take(moe_routing_imbalance, o.moe_routing_imbalance);
   take(moe_pad_to_capacity, o.moe_pad_to_capacity);
+  take(moe_aux_loss_coeff, o.moe_aux_loss_coeff);
   take(deepspeed_version, o.deepspeed_version);
   take(zero3_host_s_per_rank_per_call, o.zero3_host_s_per_rank_per_call);
   take(zero3_nics_per_group, o.zero3_nics_per_group);
@@ -394,6 +395,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.moe_capacity_factor > 0) j["moe_expert_capacity_factor"] = p.moe_capacity_factor;
   if (p.moe_routing_imbalance != 1) j["moe_routing_imbalance"] = p.moe_routing_imbalance;
   if (p.moe_pad_to_capacity) j["moe_pad_expert_input_to_capacity"] = true;
+  if (p.moe_aux_loss_coeff > 0) j["moe_aux_loss_coeff"] = p.moe_aux_loss_coeff;
   // The framework and its options only when one is chosen: the default plan's JSON is as before.
   switch (p.framework) {
     case Framework::none:

@@ -218,6 +218,12 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
       return bad("--moe-expert-capacity-factor", "a positive factor of at most 1000",
                  num(plan.moe_capacity_factor));
   }
+  plan.moe_aux_loss_coeff = in.moe_aux_loss_coeff.value_or(0);
+  if (!(plan.moe_aux_loss_coeff >= 0) || plan.moe_aux_loss_coeff > 1e3)
+    return bad("--moe-aux-loss-coeff", "0 to 1000", num(plan.moe_aux_loss_coeff));
+  if (plan.moe_aux_loss_coeff > 0 && !model.moe())
+    return bad("--moe-aux-loss-coeff", fmt::format("0 for {}, which has no experts", model.name),
+               num(plan.moe_aux_loss_coeff));
   plan.moe_pad_to_capacity = in.moe_pad_to_capacity.value_or(false);
   if (plan.moe_pad_to_capacity && plan.moe_capacity_factor <= 0)  // as Megatron-LM asserts
     return bad("--moe-pad-expert-input-to-capacity", "a --moe-expert-capacity-factor with it",

@@ -201,6 +201,7 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
                   "its all-to-alls against the workload's size, which only padding makes "
                   "independent of the routing");
   if (p.moe_capacity_factor) o.moe_capacity_factor = *p.moe_capacity_factor;
+  if (p.moe_aux_loss_coeff) o.moe_aux_loss_coeff = static_cast<float>(*p.moe_aux_loss_coeff);
   o.moe_pad_to_capacity = p.moe_pad_to_capacity.value_or(false);
   if (p.moe_routing_imbalance)
     return refuse("--moe-routing-imbalance", fmt::format("{}", *p.moe_routing_imbalance),
@@ -637,6 +638,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   if (o.model.experts > 0) p.expert_tp = 1;
   if (o.moe_capacity_factor > 0) p.moe_capacity_factor = o.moe_capacity_factor;
   if (o.moe_pad_to_capacity) p.moe_pad_to_capacity = true;
+  if (o.model.experts > 0 && o.moe_aux_loss_coeff > 0) p.moe_aux_loss_coeff = o.moe_aux_loss_coeff;
   if (o.cp > 1) {  // DP follows from the GPUs (resolve_scenario refuses both)
     p.cp = o.cp;
     p.cp_comm_type = o.cp_ring ? CpCommType::p2p : CpCommType::all_gather;

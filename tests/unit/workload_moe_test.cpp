@@ -219,6 +219,34 @@ TEST(Moe, PaddedToCapacityIsExpertsTimesTheCapacity) {
             "it, got none");
 }
 
+// --moe-aux-loss-coeff (Megatron-LM's) is accepted for a model with experts and changes no op
+// (the trainer adds the loss; its TP x CP all-reduce of E counts is not modelled), appears in
+// the plan's JSON, and is refused for a dense model or outside 0 to 1000.
+TEST(Moe, AuxLossCoefficientIsAcceptedAndChangesNoOp) {
+  PlanInput p = moe_plan(64, 1, 8);
+  const Workload plain = build_workload(scenario("mixtral-8x7b", "dgx-h100", p));
+  p.moe_aux_loss_coeff = 0.01;
+  const Scenario sc = scenario("mixtral-8x7b", "dgx-h100", p);
+  EXPECT_EQ(to_json(sc.plan).at("moe_aux_loss_coeff"), 0.01);
+  const Workload w = build_workload(sc);
+  ASSERT_EQ(w.roles.size(), plain.roles.size());
+  const OpList &a = w.roles[0].chunks[0].forward, &b = plain.roles[0].chunks[0].forward;
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].bytes, b[i].bytes);
+    EXPECT_EQ(a[i].flops, b[i].flops);
+  }
+  EXPECT_FALSE(to_json(scenario("mixtral-8x7b", "dgx-h100", moe_plan(64, 1, 8)).plan)
+                   .contains("moe_aux_loss_coeff"));
+  PlanInput dense = plan(64, 1, 1, 1);
+  dense.moe_aux_loss_coeff = 0.01;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", dense),
+            "--moe-aux-loss-coeff: expected 0 for llama3-8b, which has no experts, got 0.01");
+  p.moe_aux_loss_coeff = 2000;
+  EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("expected 0 to 1000"),
+            std::string::npos);
+}
+
 // Experts split over EP x expert TP: the rank holds 1/(ep x etp) of each MoE layer's experts,
 // and its backward completes exactly the gradients of what it holds.
 TEST(Moe, ExpertsAreShardedOverExpertParallelRanks) {

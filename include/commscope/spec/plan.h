@@ -180,6 +180,10 @@ struct ParallelPlan {
   // with weight 0 (Megatron-LM's apply_router_token_dropping), so the all-to-all and the
   // expert GEMMs have a size independent of the routing.
   bool moe_pad_to_capacity = false;
+  // --moe-aux-loss-coeff: the load-balancing loss's weight. The CPU trainer adds the loss;
+  // describe and predict count nothing for it (Megatron-LM all-reduces the E per-expert
+  // counts over TP x CP per MoE layer when that group has more than one rank: not modelled).
+  double moe_aux_loss_coeff = 0;
   // ---- DeepSpeed's release (issue 11; docs/cost-model.md, "DeepSpeed 0.3-0.5") ----
   // Set from presets/frameworks/deepspeed.json by --deepspeed-version (empty: today's DeepSpeed,
   // every field below at its default). DeepSpeed 0.3.13 to 0.5.x (2021): torch.cuda.synchronize()
@@ -259,6 +263,7 @@ struct PlanInput {
   std::optional<CpCommType> cp_comm_type;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
   std::optional<bool> moe_pad_to_capacity;
+  std::optional<double> moe_aux_loss_coeff;
   // DeepSpeed's release (--deepspeed-version) and its host cost per rank per call
   // (--zero3-host-per-rank-call, seconds; 0 switches it off)
   std::optional<std::string> deepspeed_version;
