@@ -497,12 +497,14 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       into = *v;
       return {};
     };
-    auto factor = [](const char* flag, const std::string& text,
-                     std::optional<double>& into) -> Status {
+    // A positive number, or with zero_ok also 0 (an off switch that is a value).
+    auto factor = [](const char* flag, const std::string& text, std::optional<double>& into,
+                     bool zero_ok = false) -> Status {
       if (text.empty()) return {};
       auto v = parse_number<double>(text);
-      if (!v || !(*v > 0))
-        return Error{fmt::format("{}: expected a positive number, got '{}'", flag, text)};
+      if (!v || !(zero_ok ? *v >= 0 : *v > 0))
+        return Error{fmt::format("{}: expected {}a positive number, got '{}'", flag,
+                                 zero_ok ? "0 or " : "", text)};
       into = *v;
       return {};
     };
@@ -515,13 +517,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
         factor("--moe-expert-capacity-factor", o.moe_capacity_factor, flags.moe_capacity_factor));
     CS_RETURN_IF_ERROR(
         factor("--moe-routing-imbalance", o.moe_routing_imbalance, flags.moe_routing_imbalance));
-    if (!o.moe_aux_loss_coeff.empty()) {  // 0 (none) is a value here
-      auto v = parse_number<double>(o.moe_aux_loss_coeff);
-      if (!v || !(*v >= 0))
-        return Error{fmt::format("--moe-aux-loss-coeff: expected 0 or a positive number, got '{}'",
-                                 o.moe_aux_loss_coeff)};
-      flags.moe_aux_loss_coeff = *v;
-    }
+    CS_RETURN_IF_ERROR(
+        factor("--moe-aux-loss-coeff", o.moe_aux_loss_coeff, flags.moe_aux_loss_coeff, true));
   }
   if (!o.deepspeed_version.empty()) flags.deepspeed_version = o.deepspeed_version;
   if (!o.zero3_host_per_rank_call.empty()) {

@@ -940,11 +940,15 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
 // at position kpos_[kk]; att [batch, heads_l, seq_l, seq] the probabilities (0 where masked:
 // a key after the query's position).
 
+void GptShard::copy_kv(const BlockActs& a, float* kv) const {
+  const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_, cl = hl_;
+  for (std::int64_t r = 0; r < n; ++r)
+    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl, kv + r * 2 * cl);
+}
+
 void GptShard::gather_kv(const BlockActs& a, int l) {
   const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_, cl = hl_;
-  for (std::int64_t r = 0; r < n; ++r)  // this rank's K and V, then everyone's
-    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
-              kv_l_.data() + r * 2 * cl);
+  copy_kv(a, kv_l_.data());  // this rank's K and V, then everyone's
   CS_CHECK(context_ != nullptr);
   context_(true, kv_l_.data(), kv_all_.data(), n * 2 * cl, "cp_kv_all_gather", l);
 }
@@ -1082,6 +1086,23 @@ void GptShard::cp_attention_backward(const BlockActs& a, int l) {
   });
 }
 
+namespace {
+// One (query, key) pair of attention's backward for a head of hs channels, given the pair's
+// probability p and the query row's D = dO . O: dP = dO . v, dS = p (dP - D) scale; dV += p dO,
+// dQ += dS k, dK += dS q (FlashAttention's backward; the ring's per block).
+void key_backward(float p, const float* q, const float* k, const float* v, const float* dout,
+                  float D, float scale, int hs, float* dq, float* dk, float* dv) {
+  float dp = 0;
+  for (int d = 0; d < hs; ++d) dp += dout[d] * v[d];
+  const float ds = p * (dp - D) * scale;
+  for (int d = 0; d < hs; ++d) {
+    dv[d] += p * dout[d];
+    dq[d] += ds * k[d];
+    dk[d] += ds * q[d];
+  }
+}
+}  // namespace
+
 // ---- context parallelism: ring attention ----
 // The rank's queries meet the CP ranks' K,V blocks one per step: step s holds the block of rank
 // (cp_rank - s) mod cp while the next one travels (the pass overlaps the attention core, as in
@@ -1100,9 +1121,7 @@ void GptShard::ring_attention_forward(BlockActs& a, int l) {
   const int cp = s_.cp, cl = hl_;
   const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_;
   CS_CHECK(ring_ != nullptr);
-  for (std::int64_t r = 0; r < n; ++r)  // this rank's K and V start the ring
-    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
-              ring_kv_[0].data() + r * 2 * cl);
+  copy_kv(a, ring_kv_[0].data());  // this rank's K and V start the ring
   std::fill(ring_max_.begin(), ring_max_.end(), -std::numeric_limits<float>::infinity());
   std::fill(ring_sum_.begin(), ring_sum_.end(), 0.0);
   zero(a.atty);
@@ -1221,9 +1240,7 @@ void GptShard::ring_attention_backward(const BlockActs& a, int l) {
                a.atty[static_cast<std::size_t>(row * cl + h * hs + d)];
         ring_d_[static_cast<std::size_t>((b * nh + h) * tl + i)] = D;
       }
-  for (std::int64_t r = 0; r < n; ++r)
-    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl,
-              ring_kv_[0].data() + r * 2 * cl);
+  copy_kv(a, ring_kv_[0].data());
   zero(dqkv_);
   zero(ring_dkv_own_);
   // Step s: K,V of rank src travel on while this rank adds its part of their gradients to the
@@ -1287,14 +1304,7 @@ void GptShard::ring_block_backward(const BlockActs& a, int l, const float* kv, f
             } else {
               pj = p[j];
             }
-            float dp = 0;
-            for (int d = 0; d < hs; ++d) dp += dout[d] * v[d];
-            const float ds = pj * (dp - ring_d_[q]) * scale;
-            for (int d = 0; d < hs; ++d) {
-              dv[d] += pj * dout[d];
-              dq[d] += ds * k[d];
-              dk[d] += ds * qv[d];
-            }
+            key_backward(pj, qv, k, v, dout, ring_d_[q], scale, hs, dq, dk, dv);
           }
         }
   });
@@ -1712,18 +1722,9 @@ void GptShard::flash_backward(const BlockActs& a, int l, const float* k, std::in
             const float* vr = kr + cl;
             float* dkr = dk + r * dstride + h * hs;
             float* dvr = dkr + cl;
-            float s = 0, dp = 0;
-            for (int d = 0; d < hs; ++d) {
-              s += q[d] * kr[d];
-              dp += dout[d] * vr[d];
-            }
-            const float p = std::exp(s * scale - lse);
-            const float ds = p * (dp - D) * scale;
-            for (int d = 0; d < hs; ++d) {
-              dvr[d] += p * dout[d];
-              dq[d] += ds * kr[d];
-              dkr[d] += ds * q[d];
-            }
+            float s = 0;
+            for (int d = 0; d < hs; ++d) s += q[d] * kr[d];
+            key_backward(std::exp(s * scale - lse), q, kr, vr, dout, D, scale, hs, dq, dkr, dvr);
           }
         }
   });

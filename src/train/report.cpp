@@ -14,16 +14,23 @@
 
 namespace commscope::train {
 
+std::vector<const StepRow*> after_warmup(const std::vector<StepRow>& rows, std::int64_t start,
+                                         int warmup) {
+  const auto iterations = static_cast<std::int64_t>(rows.size());
+  std::vector<const StepRow*> out;
+  for (const StepRow& r : rows)
+    if (r.step > start + warmup || iterations <= warmup) out.push_back(&r);
+  return out;
+}
+
 void averages(const std::vector<StepRow>& rows, std::int64_t start, int warmup, Breakdown* avg,
               double* time) {
-  const auto iterations = static_cast<std::int64_t>(rows.size());
   int counted = 0;
-  for (const StepRow& r : rows)
-    if (r.step > start + warmup || iterations <= warmup) {
-      avg->add(r.br);
-      *time += r.seconds;
-      ++counted;
-    }
+  for (const StepRow* r : after_warmup(rows, start, warmup)) {
+    avg->add(r->br);
+    *time += r->seconds;
+    ++counted;
+  }
   if (counted > 0) {
     avg->scale(1.0 / counted);
     *time /= counted;
@@ -96,11 +103,10 @@ int print_report(const RunRecord& r) {
   if (moe) {
     double aux = 0, ranks = 0, experts = 0;
     int counted = 0;
-    for (const StepRow& row : rows_)
-      if (row.step > r.start + o_.warmup || iterations <= o_.warmup) {  // as averages() counts
-        aux += row.moe_aux_loss, ranks += row.moe_rank_imbalance;
-        experts += row.moe_expert_imbalance, ++counted;
-      }
+    for (const StepRow* row : after_warmup(rows_, r.start, o_.warmup)) {
+      aux += row->moe_aux_loss, ranks += row->moe_rank_imbalance;
+      experts += row->moe_expert_imbalance, ++counted;
+    }
     counted = std::max(counted, 1);
     moe_avg = {{"aux_loss", aux / counted},
                {"routing_imbalance", ranks / counted},

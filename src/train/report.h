@@ -37,8 +37,11 @@ struct StepRow {
 // Calls and bytes sent, by group and collective, over the whole run.
 using MeasuredComm = std::map<std::pair<CommGroup, Collective>, std::pair<std::int64_t, double>>;
 
-// A breakdown and step time averaged over the steps after the warm-up (steps after
-// start + warmup; all of them when there are no more).
+// The steps the averages count: those after start + warmup, or all of them when there are no
+// more.
+std::vector<const StepRow*> after_warmup(const std::vector<StepRow>& rows, std::int64_t start,
+                                         int warmup);
+// A breakdown and step time averaged over the steps after the warm-up (after_warmup).
 void averages(const std::vector<StepRow>& rows, std::int64_t start, int warmup, Breakdown* avg,
               double* time);
 

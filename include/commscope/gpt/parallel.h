@@ -235,6 +235,8 @@ class GptShard {
   // Context parallelism: attention of this rank's queries over the gathered keys and values.
   // Context parallelism: this rank's K and V out of a.qkv, all-gathered into kv_all_.
   void gather_kv(const BlockActs& a, int l);
+  // This rank's K and V rows out of a.qkv into `kv` ([batch x seq_l, 2 hl_]: k then v).
+  void copy_kv(const BlockActs& a, float* kv) const;
   void cp_attention_forward(BlockActs& a, int l);
   // Mixture of experts: tmp_ = the MoE output of a.ln2 (router, dispatch, experts, combine);
   // backward from dtmp_ into dln_ (d ln2) and the router's and experts' gradients.
