@@ -219,6 +219,25 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
           fmt::format("--precision: expected one of fp32|fp16|bf16, got '{}'", st.precision));
     in.plan.precision = *p;
   }
+  if (!st.attention.empty()) {
+    auto k = attention_kernel_from_name(st.attention);
+    if (!k)
+      return fail(fmt::format("--attention: expected flash or standard, got '{}'", st.attention));
+    in.plan.attention = *k;
+  }
+  if (!st.recompute.empty()) {
+    auto r = recompute_from_name(st.recompute);
+    if (!r)
+      return fail(fmt::format("--recompute-granularity: expected none, selective or full, got '{}'",
+                              st.recompute));
+    in.plan.recompute = *r;
+  }
+  if (cmd.count("--seq-length") > 0) {
+    if (st.seq_length < 1)
+      return fail(
+          fmt::format("--seq-length: expected a positive integer, got '{}'", st.seq_length));
+    in.plan.seq_length = st.seq_length;
+  }
   auto sc = resolve_scenario(in);
   if (!sc) return fail(sc.error().message);
   auto path = find_preset(PresetKind::system, st.system);
@@ -261,8 +280,9 @@ Verb add_calibrate(CLI::App& app) {
     std::string start = "defaults";  // or "preset": refine the preset's own calibration
     // --from-trace: the traced run's scenario (-1: the built-in default)
     std::string from_trace, model = "gpt2-large", network, network_output, precision;
+    std::string attention, recompute;  // empty: the model preset's / none
     int nodes = -1, gpus = -1, tp = -1, pp = -1, dp = -1;
-    std::int64_t micro_batch = -1, global_batch = -1;
+    std::int64_t micro_batch = -1, global_batch = -1, seq_length = -1;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("calibrate",
@@ -290,6 +310,14 @@ Verb add_calibrate(CLI::App& app) {
       ->group(g_trace);
   cmd->add_option("--precision", st->precision, "its precision: fp32|fp16|bf16 [bf16]")
       ->group(g_trace);
+  cmd->add_option("--seq-length", st->seq_length, "its tokens per sample [the model's]")
+      ->group(g_trace);
+  cmd->add_option("--attention", st->attention,
+                  "its attention kernel: flash|standard [the model preset's, else standard]")
+      ->group(g_trace);
+  cmd->add_option("--recompute-granularity", st->recompute,
+                  "its activation recompute: none|selective|full [none]")
+      ->group(g_trace);
   cmd->add_option("--network-output", st->network_output,
                   "write the network profile with the fitted bus-bandwidth curves here")
       ->group(g_trace);
@@ -314,7 +342,8 @@ Verb add_calibrate(CLI::App& app) {
         if (!st->from_trace.empty()) return run_from_trace(*cmd, *st);
         for (const char* f :
              {"--model", "--network", "--nodes", "--gpus", "--tp", "--pp", "--dp",
-              "--micro-batch-size", "--global-batch-size", "--network-output", "--precision"})
+              "--micro-batch-size", "--global-batch-size", "--network-output", "--precision",
+              "--seq-length", "--attention", "--recompute-granularity"})
           if (cmd->count(f) > 0) return fail(fmt::format("{}: only with --from-trace", f));
         if (st->files.empty())
           return fail("files: expected measured-run CSV files (or --from-trace DIR), got none");

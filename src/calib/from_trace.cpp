@@ -61,8 +61,10 @@ std::string_view kernel_class(std::string_view n) {
   if (has(n, "flash") || has(n, "fmha") || has(n, "attention") || has(n, "attn") ||
       has(n, "sdpa") || has(n, "_mha"))
     return "attention";
+  // nvjet: cuBLAS 12.x's own Hopper GEMM kernels (nvjet_sm90_tst_192x192_64x3_..., most of a
+  // PyTorch 2.x bf16 run's GEMMs on an H100, data/validation-gpu).
   if (has(n, "gemm") || has(n, "cutlass") || has(n, "xmma") || has(n, "cublas") ||
-      has(n, "matmul") || has(n, "16816") || has(n, "1688"))
+      has(n, "nvjet") || has(n, "matmul") || has(n, "16816") || has(n, "1688"))
     return "gemm";
   return "elementwise";
 }

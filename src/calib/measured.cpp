@@ -11,8 +11,10 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/spec/limits.h"
 #include "commscope/workload/workload.h"
@@ -414,6 +416,13 @@ std::string system_for_gpu(const std::string& gpu) {
   return "";
 }
 
+// The columns of commscope's own CSV (docs/validate.md).
+constexpr std::string_view kCommscopeColumns[] = {
+    "model",     "system",    "network",  "nodes",       "gpus",         "tp",
+    "pp",        "dp",        "zero",     "micro_batch", "global_batch", "seq_length",
+    "precision", "recompute", "schedule", "attention",   "measured_s",   "measured_memory_gib",
+    "notes"};
+
 Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                                                    const std::string& system, SkipCounts* skipped) {
   // A FIFO or a device would block or never end: only regular files.
@@ -437,6 +446,14 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         "(model,…,measured_s) or the validation corpus header (id,source_id,…,split,notes), "
         "got '{}'",
         path, line.substr(0, 80))};
+  // A commscope header names only known columns: an unknown one (a typo, a column of another
+  // tool) is an error before any row is read, whatever its cells hold.
+  if (!vtrain && !corpus)
+    for (const std::string& h : header)
+      if (std::find(std::begin(kCommscopeColumns), std::end(kCommscopeColumns), h) ==
+          std::end(kCommscopeColumns))
+        return Error{fmt::format("{}: line 1: unknown column '{}'; expected {}", path, h,
+                                 fmt::join(kCommscopeColumns, ", "))};
   // Every commscope row names its model: without the column every row would silently be the
   // default model.
   if (!vtrain && !corpus && !has("model"))
@@ -530,6 +547,16 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           auto p = schedule_from_name(x);
           if (!p) return bad("gpipe, 1f1b or interleaved");
           r.input.plan.schedule = p;
+        } else if (h == "attention") {
+          auto k = attention_kernel_from_name(x);
+          if (!k) return bad("flash or standard");
+          r.input.plan.attention = *k;
+        } else if (h == "measured_memory_gib") {
+          // Bounded like the GPUs' memories commscope knows of: a bad unit (bytes) is an error.
+          if (!parse(x, d) || !(d > 0) || !(d <= 1e6)) return bad("a number of GiB, 0 to 1e6");
+          r.measured_memory_gib = d;
+        } else if (h == "notes") {
+          // Free text for the reader (how the run was measured); not read.
         } else {
           if (!parse(x, i) || i < 0 || i > std::numeric_limits<int>::max())
             return bad("a non-negative integer up to 2147483647");
@@ -552,12 +579,8 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
             p.global_batch = i;
           else if (h == "seq_length")
             p.seq_length = i;
-          else
-            return Error{fmt::format(
-                "{}: line 1: unknown column '{}'; expected model, system, network, nodes, "
-                "gpus, tp, pp, dp, zero, micro_batch, global_batch, seq_length, precision, "
-                "recompute, schedule, measured_s",
-                path, h)};
+          else  // unreachable: the header was checked against kCommscopeColumns
+            return Error{fmt::format("{}: line 1: unknown column '{}'", path, h)};
         }
       }
       if (r.input.model.empty())

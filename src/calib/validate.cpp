@@ -35,6 +35,7 @@ std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
     p.assumed = r.assumed;
     p.workload = build_workload(*sc);
     p.measured_s = r.measured_s;
+    p.measured_memory_gib = r.measured_memory_gib;
     out.push_back(std::move(p));
   }
   return out;

@@ -60,6 +60,7 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
       row.memory_per_gpu =
           std::max(row.memory_per_gpu, memory_per_rank(r.workload, role).total().value());
     row.fits = row.memory_per_gpu <= sc.system.gpu.memory.value();
+    row.measured_memory = r.measured_memory_gib * 1073741824.0;
     const double* e = &row.error;
     if (!r.split.empty()) {  // the corpus: both halves, per strategy and per GPU-count band
       row.split = r.split;
@@ -102,6 +103,14 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                  "measured_s", "predicted_s", "error", "mem_gib", "fits",  "assumed"};
   rows.right = {false, true, false, false, false, false, true, true,  true,
                 true,  true, true,  true,  true,  true,  true, false, false};
+  // Runs with a measured peak memory (commscope CSV's measured_memory_gib) add it and the
+  // memory's error beside the predicted memory.
+  const bool memory = std::any_of(v.rows.begin(), v.rows.end(),
+                                  [](const ValidationRow& r) { return r.measured_memory > 0; });
+  if (memory) {
+    rows.header.insert(rows.header.begin() + 16, {"measured_mem_gib", "mem_error"});
+    rows.right.insert(rows.right.begin() + 16, {true, true});
+  }
   nlohmann::json jrows = nlohmann::json::array();
   for (const auto& r : v.rows) {
     const Scenario& sc = *r.scenario;
@@ -113,6 +122,14 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
               fmt::format("{:+.1f}%", 100 * r.error),
               fmt::format("{:.1f}", r.memory_per_gpu / 1073741824.0), r.fits ? "yes" : "NO",
               r.assumed.empty() ? "-" : r.assumed});
+    if (memory) {
+      const bool m = r.measured_memory > 0;
+      auto& cells = rows.rows.back();
+      cells.insert(
+          cells.begin() + 16,
+          {m ? fmt::format("{:.1f}", r.measured_memory / 1073741824.0) : "-",
+           m ? fmt::format("{:+.1f}%", 100 * (r.memory_per_gpu / r.measured_memory - 1)) : "-"});
+    }
     jrows.push_back({{"file", r.file},
                      {"line", r.line},
                      {"id", r.id},
@@ -127,6 +144,10 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                      {"memory_per_gpu", r.memory_per_gpu},
                      {"fits", r.fits},
                      {"assumed", r.assumed}});
+    if (r.measured_memory > 0) {
+      jrows.back()["measured_memory_per_gpu"] = r.measured_memory;
+      jrows.back()["memory_error"] = r.memory_per_gpu / r.measured_memory - 1;
+    }
   }
   Table summary;
   summary.header = {"file", "group", "rows", "n", "MAPE", "median", "max", "bias"};

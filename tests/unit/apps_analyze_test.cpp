@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -181,6 +183,45 @@ TEST_F(CliAnalyze, ReadsCommscopeTraces) {
   EXPECT_EQ(j["ranks"].size(), 2u);
   // Its processes are pipeline stages on one clock: nothing to align across ranks.
   EXPECT_FALSE(j.contains("across_ranks"));
+}
+
+// Real H100 traces of commscope's own measurement (data/validation-gpu, scripts/measure-gpu.py):
+// two ProfilerSteps of gpt2-xl on one GPU, FlashAttention and the standard kernel. The steps'
+// GPU windows must be the run's step time that the script measured with its own clock
+// (h100-traced-runs.csv, the median of 10 other steps of the same process), the GPU busy (flash
+// 97%, standard 85%: its unfused elementwise kernels leave gaps), and the top kernels those of the
+// attention kernel named.
+TEST_F(CliAnalyze, H100TraceStepsAreTheMeasuredSteps) {
+  const std::string dir = COMMSCOPE_SOURCE_DIR "/data/validation-gpu/";
+  const std::vector<std::tuple<std::string, double, std::string>> cases = {
+      {"h100-gpt2-xl-flash-trace.json.gz", 0.248616, "flash_bwd"},
+      {"h100-gpt2-xl-standard-trace.json.gz", 0.280704, "softmax_warp_backward"}};
+  {  // the measured step times above are the file's
+    std::ifstream f(dir + "h100-traced-runs.csv");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    EXPECT_NE(ss.str().find(",flash,0.248616,"), std::string::npos);
+    EXPECT_NE(ss.str().find(",standard,0.280704,"), std::string::npos);
+  }
+  for (const auto& [file, measured_s, kernel] : cases) {
+    SCOPED_TRACE(file);
+    Outcome r = run("analyze --format json " + dir + file);
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["ranks"].size(), 1u);
+    const auto steps = j["ranks"][0]["steps"];
+    ASSERT_EQ(steps.size(), 2u);
+    for (const auto& st : steps) {
+      const auto& b = st["breakdown"];
+      EXPECT_NEAR(b["wall_s"].get<double>(), measured_s, 0.02 * measured_s);
+      EXPECT_GT(b["compute_s"].get<double>(), 0.8 * b["wall_s"].get<double>());  // 97%, 85%
+      EXPECT_EQ(b["exposed_comm_s"].get<double>(), 0.0);  // one GPU: no collective
+    }
+    bool found = false;
+    for (const auto& k : j["top_kernels"])
+      found = found || k["name"].get<std::string>().find(kernel) != std::string::npos;
+    EXPECT_TRUE(found) << kernel;
+  }
 }
 
 TEST_F(CliAnalyze, BadFlagsAreOneLineEach) {

@@ -105,6 +105,10 @@ TEST(FromTrace, KernelClasses) {
   EXPECT_EQ(kernel_class("ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_tn"), "gemm");
   EXPECT_EQ(kernel_class("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm>"), "gemm");
   EXPECT_EQ(kernel_class("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"), "gemm");
+  // cuBLAS 12.x on Hopper (PyTorch 2.11 on an H100, data/validation-gpu).
+  EXPECT_EQ(kernel_class("nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NNN"), "gemm");
+  EXPECT_EQ(kernel_class("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>"),
+            "attention");
   EXPECT_EQ(kernel_class("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>"), "attention");
   EXPECT_EQ(kernel_class("fmha_cutlassF_bf16_aligned_64x64_rf_sm80"), "attention");
   EXPECT_EQ(kernel_class("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)"), "comm");

@@ -1,6 +1,7 @@
 // validate and calibrate: readers, metrics, the fit, and the held-out error on vTrain's data.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
 
@@ -86,6 +87,228 @@ TEST(Validate, CommscopeCsvAndErrors) {
   auto short_row = read_measured_csv((dir / "short.csv").string(), "x");
   ASSERT_FALSE(short_row.ok());
   EXPECT_NE(short_row.error().message.find("line 2: expected 2 columns, got 1"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// The optional columns: the attention kernel, the measured peak memory and free-text notes; a
+// column commscope does not know is refused by name before its cells are read (it used to be
+// "expected a non-negative integer" when its cells were text).
+TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / ("commscope_validate_mem_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  auto ok = read_measured_csv(
+      write("ok.csv",
+            "model,system,gpus,micro_batch,attention,measured_s,measured_memory_gib,notes\n"
+            "gpt2-xl,dgx-h100,1,8,standard,0.25,43.5,\"median of 10, after 3\"\n"
+            "gpt2-xl,dgx-h100,1,8,flash,0.25,,\n"),
+      "x");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ(*(*ok)[0].input.plan.attention, AttentionKernel::standard);
+  EXPECT_EQ(*(*ok)[1].input.plan.attention, AttentionKernel::flash);
+  EXPECT_DOUBLE_EQ((*ok)[0].measured_memory_gib, 43.5);
+  EXPECT_DOUBLE_EQ((*ok)[1].measured_memory_gib, 0);
+  std::vector<std::string> skipped;
+  auto prepared = prepare_runs(*ok, skipped);
+  ASSERT_EQ(prepared.size(), 2u);
+  Validation v = validate_runs(prepared, "all");
+  // The memory error is the predicted peak over the measured one; the standard kernel's s x s
+  // scores make it the larger of the two.
+  EXPECT_NEAR(v.rows[0].measured_memory, 43.5 * 1073741824.0, 1);
+  EXPECT_GT(v.rows[0].memory_per_gpu, v.rows[1].memory_per_gpu);
+  const std::string text = render_validation(v, Format::table, "x", false);
+  EXPECT_NE(text.find("measured_mem_gib"), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("{:+.1f}%",
+                                  100 * (v.rows[0].memory_per_gpu / (43.5 * 1073741824.0) - 1))),
+            std::string::npos)
+      << text;
+  auto j = nlohmann::json::parse(render_validation(v, Format::json, "x", false));
+  EXPECT_TRUE(j["rows"][0].contains("memory_error"));
+  EXPECT_FALSE(j["rows"][1].contains("memory_error"));
+
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"model,attention,measured_s\ngpt2-xl,fused,1\n",
+            "line 2: column 'attention': expected flash or standard, got 'fused'"},
+           {"model,measured_s,measured_memory_gib\ngpt2-xl,1,45e9\n",
+            "line 2: column 'measured_memory_gib': expected a number of GiB, 0 to 1e6"},
+           {"model,measured_s,measured_memory_gib\ngpt2-xl,1,-2\n", "column 'measured_memory_gib'"},
+           {"model,measured_s,flavour\ngpt2-xl,1,mint\n",
+            "line 1: unknown column 'flavour'; expected model, system,"}}) {
+    auto r = read_measured_csv(write("bad.csv", text.c_str()), "x");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
+  }
+  fs::remove_all(dir);
+}
+
+// Single-GPU training runs measured on an H100 by scripts/measure-gpu.py (data/validation-gpu,
+// README.md there): gpt2-xl and Llama 3.2 1B, bf16, Megatron's mixed precision, predicted with
+// the shipped dgx-h100 preset, whose compute calibration was fitted on published multi-GPU runs
+// only (none of these). Two files: the runs with Megatron's fused forms of the loss, SwiGLU and
+// the attention's scale and mask (h100-runs.csv), and the same plans in PyTorch's eager forms
+// (h100-runs-eager.csv). Bounds: the 10% for the time of the runs whose kernels are the
+// ones commscope models (cuBLAS GEMMs, FlashAttention, fused Adam: the gpt2-xl flash rows), 10%
+// for the peak memory of every run of the fused-forms file. The standard-attention rows (-26 to
+// -30%: PyTorch's unfused mask and softmax passes, which Megatron fuses) and the Llama rows'
+// time are reported in docs/validate.md, not bounded here.
+namespace {
+std::vector<PreparedRun> h100_runs(const std::string& file) {
+  auto runs = read_measured_csv(COMMSCOPE_SOURCE_DIR "/data/validation-gpu/" + file, "x");
+  EXPECT_TRUE(runs.ok()) << runs.error().message;
+  if (!runs.ok()) return {};
+  std::vector<std::string> skipped;
+  auto prepared = prepare_runs(*runs, skipped);
+  EXPECT_TRUE(skipped.empty());
+  return prepared;
+}
+}  // namespace
+
+TEST(ValidateGpu, H100RunsTimeAndMemory) {
+  for (const char* file : {"h100-runs.csv", "h100-runs-eager.csv"}) {
+    SCOPED_TRACE(file);
+    auto runs = h100_runs(file);
+    ASSERT_EQ(runs.size(), 10u);
+    Validation v = validate_runs(runs, "all");
+    int flash_rows = 0;
+    for (const ValidationRow& r : v.rows) {
+      SCOPED_TRACE(r.line);
+      const Scenario& sc = *r.scenario;
+      EXPECT_EQ(sc.gpus(), 1);
+      EXPECT_EQ(sc.system.name, "dgx-h100");
+      ASSERT_GT(r.measured_memory, 0);
+      // Every run ran, so every verdict must say it fits.
+      EXPECT_TRUE(r.fits) << r.memory_per_gpu / 1073741824.0;
+      if (sc.model.name == "gpt2-xl" && sc.plan.attention == AttentionKernel::flash) {
+        ++flash_rows;
+        EXPECT_LE(std::fabs(r.error), 0.10) << r.predicted_s << " vs " << r.measured_s;
+      }
+      if (std::string(file) == "h100-runs.csv")
+        EXPECT_LE(std::fabs(r.memory_per_gpu / r.measured_memory - 1), 0.10)
+            << r.memory_per_gpu / 1073741824.0 << " GiB vs " << r.measured_memory / 1073741824.0;
+    }
+    EXPECT_EQ(flash_rows, 5);
+  }
+}
+
+// The closed loop on a real GPU: `calibrate --from-trace` fits the H100's GEMM, attention and
+// element-wise efficiencies on the PyTorch profiler trace of one run (gpt2-xl, micro-batch 8,
+// FlashAttention), and the fitted system then predicts the runs it never saw: the other gpt2-xl
+// plans (micro-batch 4 and 16, gradient accumulation, full recompute) and another model, Llama
+// 3.2 1B (grouped-query attention, SwiGLU, RMSNorm, a 128K vocabulary, sequence 4096), in the
+// same eager PyTorch forms as the traced run (h100-runs-eager.csv). Bound: the 10%
+// (measured -4.8% at most). The fit reads only the trace, never the CSV's times.
+TEST(ValidateGpu, TraceCalibrationPredictsTheOtherH100Runs) {
+  namespace fs = std::filesystem;
+  using testing::run_shell;
+  fs::path dir = fs::temp_directory_path() / ("commscope_h100_loop_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string data = COMMSCOPE_SOURCE_DIR "/data/validation-gpu/";
+  const std::string system = (dir / "h100-traced.json").string();
+  auto r = run_shell(std::string(COMMSCOPE_BIN) + " calibrate --from-trace " + data +
+                     "h100-gpt2-xl-flash-trace.json.gz --system dgx-h100 --model gpt2-xl "
+                     "--nodes 1 --gpus 1 --micro-batch-size 8 --global-batch-size 8 "
+                     "--attention flash -o " +
+                     system + " </dev/null");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Every class was fitted (attention with it: the flash kernels are recognised and timed).
+  for (const char* cls : {"gemm ", "attention ", "elementwise "})
+    EXPECT_NE(r.out.find(cls), std::string::npos) << r.out;
+  auto fitted = nlohmann::json::parse(std::ifstream(system));
+  const auto& cal = fitted["calibration"];
+  auto preset = nlohmann::json::parse(
+      std::ifstream(COMMSCOPE_SOURCE_DIR "/presets/systems/dgx-h100.json"))["calibration"];
+  EXPECT_NE(cal["attention_efficiency"], preset["attention_efficiency"]);
+  EXPECT_NE(cal["gemm_efficiency"], preset["gemm_efficiency"]);
+
+  std::ifstream in(data + "h100-runs-eager.csv");
+  std::ofstream out(dir / "runs.csv");
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    const std::size_t at = line.find(",dgx-h100,");
+    if (at != std::string::npos) line.replace(at, 10, "," + system + ",");
+    out << line << "\n";
+    ++rows;
+  }
+  out.close();
+  ASSERT_EQ(rows, 11);
+  auto runs = read_measured_csv((dir / "runs.csv").string(), "x");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  std::vector<std::string> skipped;
+  auto prepared = prepare_runs(*runs, skipped);
+  ASSERT_EQ(prepared.size(), 10u);
+  Validation v = validate_runs(prepared, "all");
+  int unseen = 0;
+  for (const ValidationRow& row : v.rows) {
+    SCOPED_TRACE(row.line);
+    const Scenario& sc = *row.scenario;
+    if (sc.plan.attention != AttentionKernel::flash) continue;  // the unfused kernel: not traced
+    if (sc.model.name == "gpt2-xl" && sc.plan.micro_batch == 8 && sc.plan.global_batch == 8)
+      continue;  // the traced plan
+    ++unseen;
+    EXPECT_LE(std::fabs(row.error), 0.10) << row.predicted_s << " vs " << row.measured_s;
+  }
+  EXPECT_EQ(unseen, 6);
+  fs::remove_all(dir);
+}
+
+// The plans that ran out of memory on the H100 (h100-oom*.csv, measured_s empty): every plan
+// commscope says does not fit did run out. The converse does not hold for two plans at the edge
+// (Llama 3.2 1B micro-batch 8, 71.4 GiB; gpt2-xl micro-batch 20, 77.1 GiB): they ran out
+// allocating the loss's fp32 logits and a 3.8 GiB block, docs/validate.md says why; the test
+// holds them to what was measured: each above every run that did fit of its model.
+TEST(ValidateGpu, H100OutOfMemoryPlans) {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / ("commscope_validate_oom_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const char* file : {"h100-oom.csv", "h100-oom-eager.csv"}) {
+    SCOPED_TRACE(file);
+    // measured_s is empty (nothing was measured): a copy with 1 s and no notes reads as runs.
+    std::ifstream in(COMMSCOPE_SOURCE_DIR "/data/validation-gpu/" + std::string(file));
+    std::ofstream out(dir / file);
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    ASSERT_EQ(line.rfind("model,system,gpus,tp,pp,dp,zero,micro_batch,global_batch,seq_length,"
+                         "precision,recompute,attention,measured_s,",
+                         0),
+              0u);
+    out << "model,system,gpus,tp,pp,dp,zero,micro_batch,global_batch,seq_length,precision,"
+           "recompute,attention,measured_s\n";
+    int rows = 0;
+    while (std::getline(in, line)) {
+      const std::size_t cut = line.find(",,");  // measured_s and the memory are empty
+      ASSERT_NE(cut, std::string::npos) << line;
+      EXPECT_NE(line.find("out of memory"), std::string::npos) << line;
+      out << line.substr(0, cut) << ",1\n";
+      ++rows;
+    }
+    out.close();
+    auto runs = read_measured_csv((dir / file).string(), "x");
+    ASSERT_TRUE(runs.ok()) << runs.error().message;
+    std::vector<std::string> skipped;
+    auto prepared = prepare_runs(*runs, skipped);
+    ASSERT_EQ(static_cast<int>(prepared.size()), rows);
+    Validation v = validate_runs(prepared, "all");
+    const auto ran_runs = h100_runs("h100-runs.csv");  // owns the scenarios the rows point to
+    auto ran = validate_runs(ran_runs, "all");
+    int no_fit = 0;
+    for (const ValidationRow& r : v.rows) {
+      no_fit += !r.fits;
+      for (const ValidationRow& fit : ran.rows)
+        if (fit.scenario->model.name == r.scenario->model.name)
+          EXPECT_GT(r.memory_per_gpu, fit.memory_per_gpu) << r.line;
+    }
+    // The two plans beyond 80 GiB by commscope's count (gpt2-xl: standard micro-batch 8, flash
+    // micro-batch 24), both out of memory when run.
+    EXPECT_EQ(no_fit, 2);
+  }
   fs::remove_all(dir);
 }
 

@@ -20,12 +20,26 @@ struct Published {
   std::int64_t params;
 };
 constexpr Published kPublished[] = {
-    {"gpt2-small", 124439808},     {"gpt2-medium", 354823168}, {"gpt2-large", 774030080},
-    {"gpt2-xl", 1557611200},       {"bert-base", 109482240},   {"bert-large", 335141888},
-    {"t5-small", 60506624},        {"t5-base", 222903552},     {"t5-large", 737668096},
-    {"t5-3b", 2851598336},         {"llama2-7b", 6738415616},  {"llama2-13b", 13015864320},
-    {"llama2-70b", 68976648192},   {"llama3-8b", 8030261248},  {"llama3-70b", 70553706496},
+    {"gpt2-small", 124439808},
+    {"gpt2-medium", 354823168},
+    {"gpt2-large", 774030080},
+    {"gpt2-xl", 1557611200},
+    {"bert-base", 109482240},
+    {"bert-large", 335141888},
+    {"t5-small", 60506624},
+    {"t5-base", 222903552},
+    {"t5-large", 737668096},
+    {"t5-3b", 2851598336},
+    {"llama2-7b", 6738415616},
+    {"llama2-13b", 13015864320},
+    {"llama2-70b", 68976648192},
+    {"llama3-8b", 8030261248},
+    {"llama3-70b", 70553706496},
     {"llama3-405b", 405853388800},
+    // meta-llama/Llama-3.2-1B (tied embeddings): its config's arithmetic, 128256 x 2048 + 16 x
+    // 60,821,504 + 2048; the Hub's safetensors count (1.24B) and Meta's model card (1.23B) round
+    // it.
+    {"llama3.2-1b", 1235814400},
 };
 
 TEST(Params, MatchPublishedCounts) {

@@ -18,6 +18,9 @@ struct MeasuredRun {
   ScenarioInput input;  // model (preset, path or built in), system, network, plan
   ModelSpec model;      // the model when the file defines it inline (vTrain), else empty name
   double measured_s = 0;
+  // commscope CSV's optional `measured_memory_gib`: the run's measured peak memory per GPU in GiB
+  // (PyTorch's max_memory_allocated), 0 when not given.
+  double measured_memory_gib = 0;
   // The validation corpus only (empty otherwise): its row id, its `split` column ("fit" or
   // "heldout") and "framework/strategy" as the row states them (e.g. "deepspeed/zero3").
   std::string id, split, group;

@@ -23,6 +23,7 @@ struct PreparedRun {
   std::string assumed;           // the corpus's `assumed` column (MeasuredRun), else empty
   Workload workload;
   double measured_s = 0;
+  double measured_memory_gib = 0;  // MeasuredRun's, 0 when not measured
 };
 
 // Builds the workloads; runs whose plan is invalid are reported in `skipped`.

@@ -27,6 +27,7 @@ struct ValidationRow {
   // in the GPU's memory; and the corpus's `assumed` column (empty: nothing assumed).
   double memory_per_gpu = 0;
   bool fits = true;
+  double measured_memory = 0;  // bytes, the run's measured peak (commscope CSV), 0 when unknown
   std::string assumed;
 };
 
