@@ -494,6 +494,9 @@ def main():
         (gname, gpt, 20, 20, False, True),
         (gname, gpt, 8, 8, False, False),
         (gname, gpt, 24, 24, False, True),
+        # Added after the first runs: the edge between micro-batch 16 (ran) and 20 (did not).
+        (gname, gpt, 18, 18, False, True),
+        (gname, gpt, 19, 19, False, True),
     ]
     cols = ["model", "system", "gpus", "tp", "pp", "dp", "zero", "micro_batch", "global_batch",
             "seq_length", "precision", "recompute", "attention", "measured_s", "measured_memory_gib",
