@@ -442,6 +442,19 @@ class Builder {
     return m_.norm == NormKind::layernorm ? 2 * m_.hidden : m_.hidden;
   }
   double act_bytes_rw() const { return 2.0 * a_; }
+  // The unfused attention's softmax over `scores` elements, as Megatron-LM runs it
+  // (megatron/core/transformer/dot_product_attention.py, core_attention): its fused
+  // scale-mask-softmax reads the scores and writes the probabilities; with dropout, a separate
+  // dropout then reads them and writes its output and a 1-byte mask. Backward: the softmax's
+  // reads its output and the incoming gradient and writes one (3 passes); dropout's reads the
+  // gradient and the mask and writes one.
+  Step softmax_dropout(std::string_view name, int layer, double scores) const {
+    const double dropout = m_.dropout ? 2.0 * a_ + 1.0 : 0.0;
+    Step st = compute(
+        elementwise(name, ComputeClass::elementwise, layer, scores, 5, act_bytes_rw() + dropout));
+    st.backward_mem = scores * (3.0 * a_ + dropout);
+    return st;
+  }
 
   // ---- programs ----
   void attention(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
@@ -481,8 +494,7 @@ class Builder {
                                   : 0);
     sc.attention_core = true;
     prog.push_back(sc);
-    Step sm = compute(elementwise(cross ? "cross_softmax" : "softmax", ComputeClass::elementwise,
-                                  layer, score_elems, 5, act_bytes_rw() + (m_.dropout ? 1 : 0)));
+    Step sm = softmax_dropout(cross ? "cross_softmax" : "softmax", layer, score_elems);
     sm.attention_core = true;
     prog.push_back(sm);
     Op values = scores;
@@ -627,8 +639,7 @@ class Builder {
     Step sc = compute(scores);
     sc.attention_core = true;
     prog.push_back(sc);
-    Step sm = compute(elementwise("softmax", ComputeClass::elementwise, layer, score_elems, 5,
-                                  act_bytes_rw() + (m_.dropout ? 1 : 0)));
+    Step sm = softmax_dropout("softmax", layer, score_elems);
     sm.attention_core = true;
     prog.push_back(sm);
     Op values = scores;
