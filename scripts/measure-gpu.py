@@ -7,7 +7,8 @@
 Writes into DIR:
   device.json   the GPU (nvidia-smi's name, memory, power limit, clocks), driver, PyTorch and CUDA
   kernels.csv   kind,shape,dtype,seconds,tflops,gbs: bf16 and fp8 matrix products, FlashAttention
-                forward and forward+backward, a device copy, the launch cost of a tiny kernel
+                and cuDNN attention forward and forward+backward, a device copy, the launch cost
+                of a tiny kernel
   runs.csv      commscope's validate CSV (model, system, gpus, micro_batch, global_batch,
                 seq_length, precision, recompute, attention, measured_s, measured_memory_gib:
                 PyTorch's peak allocated memory, notes: the spread of the timed steps)
@@ -109,11 +110,11 @@ class GptBlock(nn.Module):
         return x + F.dropout(y, self.p, self.training)
 
 
-def flash_attention(q, k, v, p):
+def flash_attention(q, k, v, p, backend="FLASH_ATTENTION"):
     attn = getattr(torch.nn, "attention", None)
     if DEV == "cuda" and attn is not None:
         gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
-        with attn.sdpa_kernel(attn.SDPBackend.FLASH_ATTENTION):  # fail rather than fall back
+        with attn.sdpa_kernel(getattr(attn.SDPBackend, backend)):  # fail rather than fall back
             return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, **gqa)
     if hasattr(F, "scaled_dot_product_attention"):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
@@ -408,6 +409,20 @@ def kernels(quick):
 
         sec = timed(fb, reps)
         rows.append(("flash_fwd_bwd", f"{b}x{h}x{s}x{d}", str(dt).split(".")[-1], sec, 3.5 * fwd / sec / 1e12, ""))
+        # cuDNN's fused attention, the backend Transformer Engine runs on Hopper (NeMo, Megatron).
+        if DEV == "cuda":
+            try:
+                sec = timed(lambda: flash_attention(q, k, v, 0.0, "CUDNN_ATTENTION"), reps)
+                rows.append(("cudnn_fwd", f"{b}x{h}x{s}x{d}", str(dt).split(".")[-1], sec, fwd / sec / 1e12, ""))
+
+                def cb():
+                    flash_attention(q, k, v, 0.0, "CUDNN_ATTENTION").backward(go)
+
+                sec = timed(cb, reps)
+                rows.append(("cudnn_fwd_bwd", f"{b}x{h}x{s}x{d}", str(dt).split(".")[-1], sec,
+                             3.5 * fwd / sec / 1e12, ""))
+            except (RuntimeError, AttributeError) as e:
+                print(f"cudnn attention {b}x{h}x{s}x{d}: {e}", file=sys.stderr)
         del q, k, v, go
     # A device copy of 1 GiB (bytes read plus written), and an elementwise add.
     n = (1 << 20) if quick else (1 << 29)
@@ -453,6 +468,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="tiny shapes: check the script anywhere")
     ap.add_argument("--skip-kernels", action="store_true")
+    ap.add_argument("--skip-runs", action="store_true", help="the kernel sweep only")
     ap.add_argument("--rows", help="comma list of the plan's rows to run (0-based) [all]")
     ap.add_argument("--trace-rows", default="0", help="rows whose two steps are traced [0]")
     ap.add_argument("--kernels", choices=["megatron", "eager"], default="megatron",
@@ -472,6 +488,8 @@ def main():
             for r in rows:
                 w.writerow([r[0], r[1], r[2], f"{r[3]:.6g}"] + [f"{v:.4g}" if v != "" else "" for v in r[4:]])
                 print(r, flush=True)
+    if args.skip_runs:
+        return
     gpt, llama = (TINY, TINY_LLAMA) if args.quick else (GPT2_XL, LLAMA32_1B)
     gname, lname = ("tiny", "tiny-llama") if args.quick else ("gpt2-xl", "llama3.2-1b")
     steps, warm = (2, 1) if args.quick else (10, 3)

@@ -97,9 +97,11 @@ Verb add_validate(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("validate",
                          "Predict measured runs and report the error per row and as MAPE, median "
-                         "and maximum. Reads vTrain's ground-truth CSVs, commscope's CSV format "
-                         "and the validation corpus (data/validation-comm/training.csv; summary "
-                         "per split, strategy and GPU band), docs/validate.md.");
+                         "and maximum, and the memory's error where a run's peak was measured. "
+                         "Reads vTrain's ground-truth CSVs, commscope's CSV format (e.g. "
+                         "data/validation-gpu/h100-runs.csv) and the validation corpus "
+                         "(data/validation-comm/training.csv; summary per split, strategy and GPU "
+                         "band), docs/validate.md.");
   cmd->add_option("files", st->files, "measured-run CSV files")->required();
   cmd->add_option("--system", st->system,
                   "system profile for every row (vTrain rows) [vtrain-a100]");
