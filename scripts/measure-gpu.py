@@ -11,7 +11,9 @@ Writes into DIR:
                 of a tiny kernel
   runs.csv      commscope's validate CSV (model, system, gpus, micro_batch, global_batch,
                 seq_length, precision, recompute, attention, measured_s, measured_memory_gib:
-                PyTorch's peak allocated memory, notes: the spread of the timed steps)
+                PyTorch's peak allocated memory, outcome: ran, notes: the spread of the timed
+                steps)
+  oom.csv       the plans that ran out of memory, in the same columns (outcome oom, no times)
   trace-N.json.gz  PyTorch profiler (Kineto) traces of two steps of the runs --trace-rows names
 
 The training loop is Megatron-LM's mixed precision on one GPU, written so that what it keeps in
@@ -518,7 +520,7 @@ def main():
     ]
     cols = ["model", "system", "gpus", "tp", "pp", "dp", "zero", "micro_batch", "global_batch",
             "seq_length", "precision", "recompute", "attention", "measured_s", "measured_memory_gib",
-            "notes"]
+            "outcome", "notes"]
     with open(os.path.join(args.out, "runs.csv"), "w", newline="") as f, \
             open(os.path.join(args.out, "oom.csv"), "w", newline="") as f_oom:
         w, w_oom = csv.writer(f), csv.writer(f_oom)
@@ -537,7 +539,8 @@ def main():
             except torch.cuda.OutOfMemoryError if DEV == "cuda" else MemoryError as e:
                 msg = str(e).split("\n")[0][:300]
                 print(f"{name} mb {mb}: out of memory: {msg}", file=sys.stderr, flush=True)
-                row.update(measured_s="", measured_memory_gib="", notes=f"out of memory: {msg}")
+                row.update(measured_s="", measured_memory_gib="", outcome="oom",
+                           notes=f"out of memory: {msg}")
                 w_oom.writerow([row[c] for c in cols])
                 f_oom.flush()
                 torch.cuda.empty_cache()
@@ -547,7 +550,9 @@ def main():
                      f"{r['states_gib']:.2f} GiB allocated between steps; kernels {KERNELS}; "
                      f"{r['parameters']} parameters; loss {r['final_loss']:.4f}")
             row.update(measured_s=f"{r['measured_s']:.6g}",
-                       measured_memory_gib=f"{r['peak_allocated_gib']:.4g}", notes=notes)
+                       measured_memory_gib=f"{r['peak_allocated_gib']:.4g}" if r["peak_allocated_gib"] else "",
+                       outcome="ran",
+                       notes=notes)
             w.writerow([row[c] for c in cols])
             f.flush()
             print(row, flush=True)

@@ -372,8 +372,8 @@ Verb add_calibrate(CLI::App& app) {
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
         print_warnings(skipped);
         std::vector<const PreparedRun*> fit;
-        for (const auto& r : *runs)
-          if (in_split(r, st->rows)) fit.push_back(&r);
+        for (const auto& r : *runs)  // a run that ran out of memory has no time to fit on
+          if (in_split(r, st->rows) && !r.out_of_memory) fit.push_back(&r);
         if (fit.empty()) return fail("--rows: no rows to fit on");
         const bool tty = ::isatty(STDERR_FILENO);
         // The defaults, so that a fit does not depend on an earlier one; or, with --start

@@ -421,7 +421,7 @@ constexpr std::string_view kCommscopeColumns[] = {
     "model",     "system",    "network",  "nodes",       "gpus",         "tp",
     "pp",        "dp",        "zero",     "micro_batch", "global_batch", "seq_length",
     "precision", "recompute", "schedule", "attention",   "measured_s",   "measured_memory_gib",
-    "notes"};
+    "outcome",   "notes"};
 
 Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                                                    const std::string& system, SkipCounts* skipped) {
@@ -555,6 +555,11 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           // Bounded like the GPUs' memories commscope knows of: a bad unit (bytes) is an error.
           if (!parse(x, d) || !(d > 0) || !(d <= 1e6)) return bad("a number of GiB, 0 to 1e6");
           r.measured_memory_gib = d;
+        } else if (h == "outcome") {
+          if (x == "oom")
+            r.out_of_memory = true;
+          else if (x != "ran")
+            return bad("ran or oom (out of GPU memory)");
         } else if (h == "notes") {
           // Free text for the reader (how the run was measured); not read.
         } else {
@@ -586,7 +591,12 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
       if (r.input.model.empty())
         return Error{
             fmt::format("{}: line {}: column 'model': expected a model, got ''", path, lineno)};
-      if (r.measured_s <= 0)
+      if (r.out_of_memory && (r.measured_s > 0 || r.measured_memory_gib > 0))
+        return Error{fmt::format(
+            "{}: line {}: column 'outcome': expected no measured_s and no measured_memory_gib "
+            "for a run that ran out of memory, got {}",
+            path, lineno, r.measured_s > 0 ? r.measured_s : r.measured_memory_gib)};
+      if (r.measured_s <= 0 && !r.out_of_memory)
         return Error{fmt::format(
             "{}: line {}: column 'measured_s': expected a positive number, got ''", path, lineno)};
     }

@@ -36,6 +36,7 @@ std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
     p.workload = build_workload(*sc);
     p.measured_s = r.measured_s;
     p.measured_memory_gib = r.measured_memory_gib;
+    p.out_of_memory = r.out_of_memory;
     out.push_back(std::move(p));
   }
   return out;

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace commscope {
@@ -51,7 +52,8 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
     row.scenario = &sc;
     row.measured_s = r.measured_s;
     row.predicted_s = predicted_time(r, sc.system.calibration);
-    row.error = row.predicted_s / r.measured_s - 1.0;
+    row.out_of_memory = r.out_of_memory;
+    row.error = r.out_of_memory ? 0.0 : row.predicted_s / r.measured_s - 1.0;
     row.id = r.id;
     row.group = r.group;
     row.assumed = r.assumed;
@@ -61,7 +63,13 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
           std::max(row.memory_per_gpu, memory_per_rank(r.workload, role).total().value());
     row.fits = row.memory_per_gpu <= sc.system.gpu.memory.value();
     row.measured_memory = r.measured_memory_gib * 1073741824.0;
-    const double* e = &row.error;
+    ++v.verdicts;
+    if (row.fits != row.out_of_memory)
+      ++v.verdicts_agree;
+    else
+      v.verdicts_disagree.push_back(fmt::format("{}:{}", row.file, row.line));
+    // A run that ran out of memory has no time to compare: it enters no error summary.
+    const double* e = r.out_of_memory ? nullptr : &row.error;
     if (!r.split.empty()) {  // the corpus: both halves, per strategy and per GPU-count band
       row.split = r.split;
       for (const std::string& g : {std::string("(all)"), r.group, gpu_band(sc.gpus())}) {
@@ -111,6 +119,14 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
     rows.header.insert(rows.header.begin() + 16, {"measured_mem_gib", "mem_error"});
     rows.right.insert(rows.right.begin() + 16, {true, true});
   }
+  // Rows that ran out of memory (commscope CSV's outcome) add the outcome before `fits`.
+  const bool outcomes = std::any_of(v.rows.begin(), v.rows.end(),
+                                    [](const ValidationRow& r) { return r.out_of_memory; });
+  const std::size_t outcome_at = memory ? 18 : 16;
+  if (outcomes) {
+    rows.header.insert(rows.header.begin() + outcome_at, "outcome");
+    rows.right.insert(rows.right.begin() + outcome_at, false);
+  }
   nlohmann::json jrows = nlohmann::json::array();
   for (const auto& r : v.rows) {
     const Scenario& sc = *r.scenario;
@@ -118,8 +134,9 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
               r.group.empty() ? "-" : r.group, sc.model.name, std::to_string(sc.gpus()),
               std::to_string(sc.plan.tp), std::to_string(sc.plan.pp), std::to_string(sc.plan.dp),
               std::to_string(sc.plan.micro_batch), std::to_string(sc.plan.global_batch),
-              fmt::format("{:.4f}", r.measured_s), fmt::format("{:.4f}", r.predicted_s),
-              fmt::format("{:+.1f}%", 100 * r.error),
+              r.out_of_memory ? "-" : fmt::format("{:.4f}", r.measured_s),
+              fmt::format("{:.4f}", r.predicted_s),
+              r.out_of_memory ? "-" : fmt::format("{:+.1f}%", 100 * r.error),
               fmt::format("{:.1f}", r.memory_per_gpu / 1073741824.0), r.fits ? "yes" : "NO",
               r.assumed.empty() ? "-" : r.assumed});
     if (memory) {
@@ -130,6 +147,9 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
           {m ? fmt::format("{:.1f}", r.measured_memory / 1073741824.0) : "-",
            m ? fmt::format("{:+.1f}%", 100 * (r.memory_per_gpu / r.measured_memory - 1)) : "-"});
     }
+    if (outcomes)
+      rows.rows.back().insert(rows.rows.back().begin() + outcome_at,
+                              r.out_of_memory ? "oom" : "ran");
     jrows.push_back({{"file", r.file},
                      {"line", r.line},
                      {"id", r.id},
@@ -144,6 +164,10 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                      {"memory_per_gpu", r.memory_per_gpu},
                      {"fits", r.fits},
                      {"assumed", r.assumed}});
+    if (r.out_of_memory) {
+      jrows.back()["outcome"] = "oom";
+      jrows.back().erase("error");
+    }
     if (r.measured_memory > 0) {
       jrows.back()["measured_memory_per_gpu"] = r.measured_memory;
       jrows.back()["memory_error"] = r.memory_per_gpu / r.measured_memory - 1;
@@ -169,17 +193,33 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                     {"max_ape", s.max},
                     {"bias", s.bias}});
   }
+  // The memory verdicts against what happened (every row ran, or ran out of memory).
+  const std::string verdicts = fmt::format(
+      "memory verdicts: {} of {} agree with what happened (a run that ran fits, one "
+      "that ran out of memory does not){}{}\n",
+      v.verdicts_agree, v.verdicts,
+      v.verdicts_disagree.empty() ? "" : "; not: ", fmt::join(v.verdicts_disagree, ", "));
   switch (f) {
     case Format::json:
-      return nlohmann::json{{"system", system}, {"rows", jrows}, {"summary", jsum}}.dump(2) + "\n";
+      return nlohmann::json{{"system", system},
+                            {"rows", jrows},
+                            {"summary", jsum},
+                            {"memory_verdicts",
+                             {{"checked", v.verdicts},
+                              {"agree", v.verdicts_agree},
+                              {"disagree", v.verdicts_disagree}}}}
+                 .dump(2) +
+             "\n";
     case Format::csv:
       return render_csv(rows);
     case Format::md:
-      return (summary_only ? "" : render_markdown(rows) + "\n") + render_markdown(summary);
+      return (summary_only ? "" : render_markdown(rows) + "\n") + render_markdown(summary) + "\n" +
+             verdicts;
     case Format::table:
       break;
   }
-  return (summary_only ? "" : render_text(rows, "") + "\n") + render_text(summary, "");
+  return (summary_only ? "" : render_text(rows, "") + "\n") + render_text(summary, "") + "\n" +
+         verdicts;
 }
 
 }  // namespace commscope

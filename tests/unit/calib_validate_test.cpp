@@ -304,10 +304,6 @@ double number_in(const std::string& text, const std::string& what, const std::st
 }  // namespace
 
 TEST(ValidateGpu, H100OutOfMemoryPlans) {
-  namespace fs = std::filesystem;
-  fs::path dir =
-      fs::temp_directory_path() / ("commscope_validate_oom_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
   const auto expandable = h100_runs("h100-runs-expandable.csv");
   ASSERT_EQ(expandable.size(), 3u);
   Validation ran = validate_runs(expandable, "all");
@@ -320,33 +316,24 @@ TEST(ValidateGpu, H100OutOfMemoryPlans) {
   for (const char* file : {"h100-oom.csv", "h100-oom-eager.csv", "h100-oom-expandable.csv"}) {
     SCOPED_TRACE(file);
     const bool expandable_file = std::string(file) == "h100-oom-expandable.csv";
-    // measured_s is empty (nothing was measured): a copy with 1 s reads as runs; the messages
-    // are kept aside, one per row.
-    std::ifstream in(COMMSCOPE_SOURCE_DIR "/data/validation-gpu/" + std::string(file));
-    std::ofstream out(dir / file);
-    std::string line;
-    ASSERT_TRUE(std::getline(in, line));
-    const std::string head =
-        "model,system,gpus,tp,pp,dp,zero,micro_batch,global_batch,seq_length,precision,"
-        "recompute,attention,measured_s";
-    ASSERT_EQ(line.rfind(head + ",", 0), 0u);
-    out << head << "\n";
+    // PyTorch's messages, one per row, from the notes column.
     std::vector<std::string> messages;
-    while (std::getline(in, line)) {
-      const std::size_t cut = line.find(",,");  // measured_s and the memory are empty
-      ASSERT_NE(cut, std::string::npos) << line;
-      ASSERT_NE(line.find("out of memory"), std::string::npos) << line;
-      out << line.substr(0, cut) << ",1\n";
-      messages.push_back(line.substr(cut));
+    {
+      std::ifstream in(COMMSCOPE_SOURCE_DIR "/data/validation-gpu/" + std::string(file));
+      std::string line;
+      std::getline(in, line);
+      while (std::getline(in, line)) messages.push_back(line.substr(line.find(",oom,")));
     }
-    out.close();
-    const auto prepared = prepared_csv((dir / file).string());
+    const auto prepared = h100_runs(file);
     ASSERT_EQ(prepared.size(), messages.size());
     Validation v = validate_runs(prepared, "all");
+    EXPECT_EQ(v.verdicts, messages.size());
     for (std::size_t i = 0; i < v.rows.size(); ++i) {
       const ValidationRow& r = v.rows[i];
       const Scenario& sc = *r.scenario;
       SCOPED_TRACE(messages[i]);
+      ASSERT_TRUE(r.out_of_memory);
+      EXPECT_NE(messages[i].find("out of memory"), std::string::npos);
       if (!r.fits) continue;  // the verdict agrees
       if (sc.model.name == "llama3.2-1b") {
         ++llama_rows;
@@ -368,9 +355,59 @@ TEST(ValidateGpu, H100OutOfMemoryPlans) {
                                             e.scenario->plan.attention == sc.plan.attention);
       EXPECT_TRUE(ran_expandable) << sc.plan.micro_batch;
     }
+    // The disagreeing rows are the ones counted above, by file and line.
+    EXPECT_EQ(v.verdicts - v.verdicts_agree, v.verdicts_disagree.size());
   }
   EXPECT_EQ(llama_rows, 3);       // one per file
   EXPECT_EQ(fragmented_rows, 3);  // micro-batch 18, 19, 20 (h100-oom.csv)
+}
+
+// The `outcome` column: `oom` rows carry no time and no memory, enter no error summary, and are
+// counted with every row that ran in the memory verdicts (a run that ran must fit, one that ran
+// out must not); a bad value, or a time on an `oom` row, is a one-line error.
+TEST(Validate, OutcomeColumnAndMemoryVerdicts) {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / ("commscope_validate_outcome_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  // gpt2-xl on one H100, FlashAttention: micro-batch 8 fits (44.8 GiB), 24 does not (87.9).
+  const auto prepared = prepared_csv(
+      write("ok.csv",
+            "model,system,gpus,micro_batch,attention,measured_s,outcome\n"
+            "gpt2-xl,dgx-h100,1,8,flash,0.25,ran\n"      // ran and fits: agrees
+            "gpt2-xl,dgx-h100,1,24,flash,,oom\n"         // ran out, does not fit: agrees
+            "gpt2-xl,dgx-h100,1,8,flash,,oom\n"          // ran out, fits: disagrees
+            "gpt2-xl,dgx-h100,1,24,flash,0.75,ran\n"));  // ran, does not fit: disagrees
+  ASSERT_EQ(prepared.size(), 4u);
+  Validation v = validate_runs(prepared, "all");
+  EXPECT_EQ(v.verdicts, 4u);
+  EXPECT_EQ(v.verdicts_agree, 2u);
+  EXPECT_EQ(v.verdicts_disagree, (std::vector<std::string>{"ok.csv:4", "ok.csv:5"}));
+  // Only the two rows that ran have an error.
+  for (const auto& s : v.summary)
+    if (s.split == "all" && s.file == "ok.csv") EXPECT_EQ(s.errors.rows, 2u);
+  const std::string text = render_validation(v, Format::table, "x", false);
+  EXPECT_NE(text.find("memory verdicts: 2 of 4 agree"), std::string::npos) << text;
+  EXPECT_NE(text.find("not: ok.csv:4, ok.csv:5"), std::string::npos) << text;
+  auto j = nlohmann::json::parse(render_validation(v, Format::json, "x", false));
+  EXPECT_EQ(j["memory_verdicts"]["agree"], 2);
+  EXPECT_EQ(j["rows"][1]["outcome"], "oom");
+  EXPECT_FALSE(j["rows"][1].contains("error"));
+
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"model,measured_s,outcome\ngpt2-xl,1,crashed\n",
+            "line 2: column 'outcome': expected ran or oom (out of GPU memory), got 'crashed'"},
+           {"model,measured_s,outcome\ngpt2-xl,1,oom\n",
+            "line 2: column 'outcome': expected no measured_s and no measured_memory_gib"},
+           {"model,measured_s,outcome\ngpt2-xl,,ran\n", "line 2: column 'measured_s'"}}) {
+    auto r = read_measured_csv(write("bad.csv", text.c_str()), "x");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
+  }
   fs::remove_all(dir);
 }
 

@@ -21,6 +21,9 @@ struct MeasuredRun {
   // commscope CSV's optional `measured_memory_gib`: the run's measured peak memory per GPU in GiB
   // (PyTorch's max_memory_allocated), 0 when not given.
   double measured_memory_gib = 0;
+  // commscope CSV's optional `outcome`: `oom` for a plan that ran out of GPU memory (measured_s
+  // then empty, 0 here): validate checks the memory verdict on it and nothing fits on it.
+  bool out_of_memory = false;
   // The validation corpus only (empty otherwise): its row id, its `split` column ("fit" or
   // "heldout") and "framework/strategy" as the row states them (e.g. "deepspeed/zero3").
   std::string id, split, group;

@@ -24,6 +24,7 @@ struct PreparedRun {
   Workload workload;
   double measured_s = 0;
   double measured_memory_gib = 0;  // MeasuredRun's, 0 when not measured
+  bool out_of_memory = false;      // MeasuredRun's: no time, only a memory verdict to check
 };
 
 // Builds the workloads; runs whose plan is invalid are reported in `skipped`.

@@ -28,6 +28,9 @@ struct ValidationRow {
   double memory_per_gpu = 0;
   bool fits = true;
   double measured_memory = 0;  // bytes, the run's measured peak (commscope CSV), 0 when unknown
+  // The plan ran out of GPU memory (commscope CSV's outcome = oom): no time, so no error; its
+  // memory verdict (fits) is what is checked.
+  bool out_of_memory = false;
   std::string assumed;
 };
 
@@ -45,6 +48,10 @@ struct Validation {
   // vTrain and commscope files: per file and split, and over all files. The corpus: per file,
   // split (fit and heldout, both always when the split asked for is "all"), strategy and band.
   std::vector<ValidationSummary> summary;
+  // Memory verdicts against what happened: every row ran (it must fit) or ran out of memory
+  // (outcome oom: it must not); the rows whose verdict disagrees, as "file:line".
+  std::size_t verdicts = 0, verdicts_agree = 0;
+  std::vector<std::string> verdicts_disagree;
 };
 
 // The GPU-count band of a corpus row: "gpus <=64", "gpus 65-512" or "gpus >512".
