@@ -626,7 +626,9 @@ TEST(TrainParallel, MoeLoadBalancingLossTrainsAsOneRankAndEvensTheRouting) {
       EXPECT_NEAR(got[i], want[i], 1e-4) << "step " << i + 1;
       EXPECT_NEAR(aux[i], want_aux[i], 1e-5) << "step " << i + 1;
     }
-    if (ep == 4) EXPECT_EQ(moe(j, "routing_imbalance"), moe(j, "expert_imbalance"));
+    if (ep == 4) {
+      EXPECT_EQ(moe(j, "routing_imbalance"), moe(j, "expert_imbalance"));
+    }
   }
   const std::string run =
       " --model gpt2-moe-tiny-cpu --seq-length 64 --steps 50 --warmup 10 "

@@ -132,7 +132,7 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
   EXPECT_TRUE(j["rows"][0].contains("memory_error"));
   EXPECT_FALSE(j["rows"][1].contains("memory_error"));
 
-  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [csv, expected] : std::vector<std::pair<std::string, std::string>>{
            {"model,attention,measured_s\ngpt2-xl,fused,1\n",
             "line 2: column 'attention': expected flash or standard, got 'fused'"},
            {"model,measured_s,measured_memory_gib\ngpt2-xl,1,45e9\n",
@@ -140,8 +140,8 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
            {"model,measured_s,measured_memory_gib\ngpt2-xl,1,-2\n", "column 'measured_memory_gib'"},
            {"model,measured_s,flavour\ngpt2-xl,1,mint\n",
             "line 1: unknown column 'flavour'; expected model, system,"}}) {
-    auto r = read_measured_csv(write("bad.csv", text.c_str()), "x");
-    ASSERT_FALSE(r.ok()) << text;
+    auto r = read_measured_csv(write("bad.csv", csv.c_str()), "x");
+    ASSERT_FALSE(r.ok()) << csv;
     EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
   }
   fs::remove_all(dir);
@@ -193,9 +193,10 @@ TEST(ValidateGpu, H100RunsTimeAndMemory) {
         ++flash_rows;
         EXPECT_LE(std::fabs(r.error), 0.10) << r.predicted_s << " vs " << r.measured_s;
       }
-      if (std::string(file) == "h100-runs.csv")
+      if (std::string(file) == "h100-runs.csv") {
         EXPECT_LE(std::fabs(r.memory_per_gpu / r.measured_memory - 1), 0.10)
             << r.memory_per_gpu / 1073741824.0 << " GiB vs " << r.measured_memory / 1073741824.0;
+      }
     }
     EXPECT_EQ(flash_rows, 5);
   }
@@ -388,8 +389,11 @@ TEST(Validate, OutcomeColumnAndMemoryVerdicts) {
   EXPECT_EQ(v.verdicts_agree, 2u);
   EXPECT_EQ(v.verdicts_disagree, (std::vector<std::string>{"ok.csv:4", "ok.csv:5"}));
   // Only the two rows that ran have an error.
-  for (const auto& s : v.summary)
-    if (s.split == "all" && s.file == "ok.csv") EXPECT_EQ(s.errors.rows, 2u);
+  for (const auto& s : v.summary) {
+    if (s.split == "all" && s.file == "ok.csv") {
+      EXPECT_EQ(s.errors.rows, 2u);
+    }
+  }
   const std::string text = render_validation(v, Format::table, "x", false);
   EXPECT_NE(text.find("memory verdicts: 2 of 4 agree"), std::string::npos) << text;
   EXPECT_NE(text.find("not: ok.csv:4, ok.csv:5"), std::string::npos) << text;
@@ -398,14 +402,14 @@ TEST(Validate, OutcomeColumnAndMemoryVerdicts) {
   EXPECT_EQ(j["rows"][1]["outcome"], "oom");
   EXPECT_FALSE(j["rows"][1].contains("error"));
 
-  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [csv, expected] : std::vector<std::pair<std::string, std::string>>{
            {"model,measured_s,outcome\ngpt2-xl,1,crashed\n",
             "line 2: column 'outcome': expected ran or oom (out of GPU memory), got 'crashed'"},
            {"model,measured_s,outcome\ngpt2-xl,1,oom\n",
             "line 2: column 'outcome': expected no measured_s and no measured_memory_gib"},
            {"model,measured_s,outcome\ngpt2-xl,,ran\n", "line 2: column 'measured_s'"}}) {
-    auto r = read_measured_csv(write("bad.csv", text.c_str()), "x");
-    ASSERT_FALSE(r.ok()) << text;
+    auto r = read_measured_csv(write("bad.csv", csv.c_str()), "x");
+    ASSERT_FALSE(r.ok()) << csv;
     EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
   }
   fs::remove_all(dir);
