@@ -193,12 +193,17 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                     {"max_ape", s.max},
                     {"bias", s.bias}});
   }
-  // The memory verdicts against what happened (every row ran, or ran out of memory).
+  // The memory verdicts against what happened (every row ran, or ran out of memory); the text
+  // names the first 20 rows that disagree (the JSON all of them).
+  const std::size_t named = std::min<std::size_t>(v.verdicts_disagree.size(), 20);
   const std::string verdicts = fmt::format(
       "memory verdicts: {} of {} agree with what happened (a run that ran fits, one "
-      "that ran out of memory does not){}{}\n",
-      v.verdicts_agree, v.verdicts,
-      v.verdicts_disagree.empty() ? "" : "; not: ", fmt::join(v.verdicts_disagree, ", "));
+      "that ran out of memory does not){}{}{}\n",
+      v.verdicts_agree, v.verdicts, v.verdicts_disagree.empty() ? "" : "; not: ",
+      fmt::join(v.verdicts_disagree.begin(), v.verdicts_disagree.begin() + named, ", "),
+      v.verdicts_disagree.size() > named
+          ? fmt::format(" and {} more", v.verdicts_disagree.size() - named)
+          : "");
   switch (f) {
     case Format::json:
       return nlohmann::json{{"system", system},

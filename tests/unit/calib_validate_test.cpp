@@ -399,6 +399,11 @@ TEST(Validate, OutcomeColumnAndMemoryVerdicts) {
   EXPECT_NE(text.find("not: ok.csv:4, ok.csv:5"), std::string::npos) << text;
   auto j = nlohmann::json::parse(render_validation(v, Format::json, "x", false));
   EXPECT_EQ(j["memory_verdicts"]["agree"], 2);
+  // The text names at most 20 disagreeing rows.
+  Validation many = v;
+  many.verdicts_disagree.assign(25, "ok.csv:4");
+  EXPECT_NE(render_validation(many, Format::table, "x", true).find("ok.csv:4 and 5 more"),
+            std::string::npos);
   EXPECT_EQ(j["rows"][1]["outcome"], "oom");
   EXPECT_FALSE(j["rows"][1].contains("error"));
 
