@@ -387,11 +387,15 @@ def kernels(quick):
             a8 = a.to(torch.float8_e4m3fn)
             b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt asks
             one = torch.ones((), device=DEV)
-            try:
-                sec = timed(lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16), reps)
-                rows.append(("gemm", f"{m}x{n}x{k}", "fp8_e4m3", sec, 2 * m * n * k / sec / 1e12, ""))
-            except Exception as e:  # noqa: BLE001  (an older PyTorch's signature)
-                print(f"fp8 {m}x{n}x{k}: {e}", file=sys.stderr)
+            # fp32 accumulation throughout, then fast accumulation (what Transformer Engine's
+            # forward GEMMs use).
+            for fast, name in ((False, "fp8_e4m3"), (True, "fp8_e4m3_fast_accum")):
+                try:
+                    sec = timed(lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16,
+                                                         use_fast_accum=fast), reps)
+                    rows.append(("gemm", f"{m}x{n}x{k}", name, sec, 2 * m * n * k / sec / 1e12, ""))
+                except Exception as e:  # noqa: BLE001  (an older PyTorch's signature)
+                    print(f"{name} {m}x{n}x{k}: {e}", file=sys.stderr)
         del a, b
     # FlashAttention, causal: batch x heads x seq x head_dim. FLOPs of the causal half:
     # forward 2 b h s^2 d (two products over half the s x s pairs), backward 2.5 x that.
