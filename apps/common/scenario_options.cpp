@@ -165,6 +165,10 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                "Megatron-Core/Transformer Engine: overlap the sequence-parallel all-gathers and "
                "reduce-scatters with their GEMMs (needs --sequence-parallel)")
       ->group(g_plan);
+  cmd.add_flag("--cross-entropy-loss-fusion", o.cross_entropy_fusion,
+               "Megatron-LM: the fused (Transformer Engine) cross entropy, which keeps the logits "
+               "in the compute type, not an fp32 softmax (memory of the last stage)")
+      ->group(g_plan);
   cmd.add_option("--cpu-offloading-num-layers", o.cpu_offload_layers,
                  "Megatron-Core --cpu-offloading: the activations of the first N layers go to "
                  "host memory and back (copies beside the compute; PP 1) [0: off]")
@@ -176,6 +180,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   CS_RETURN_IF_ERROR(named_value("--attention", o.attention, attention_kernel_from_name,
                                  "flash or standard", flags.attention));
   if (o.tp_comm_overlap) flags.tp_comm_overlap = true;
+  if (o.cross_entropy_fusion) flags.cross_entropy_fusion = true;
   if (o.moe_pad_to_capacity) flags.moe_pad_to_capacity = true;
   if (o.fp8 || o.precision == "fp8") {
     flags.fp8 = true;  // the precision around the FP8 GEMMs stays bf16 unless given

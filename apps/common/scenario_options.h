@@ -54,6 +54,7 @@ struct ScenarioOptions {
       cpu_offload_layers;
   bool fp8 = false;
   bool tp_comm_overlap = false;
+  bool cross_entropy_fusion = false;
   bool moe_pad_to_capacity = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
   // given, checked in scenario_inputs

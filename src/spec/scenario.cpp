@@ -382,6 +382,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   // "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
   // enabled"); with TP 1 there is nothing to overlap.
   plan.tp_comm_overlap = in.tp_comm_overlap.value_or(false);
+  plan.cross_entropy_fusion = in.cross_entropy_fusion.value_or(false);
   if (plan.tp_comm_overlap && plan.tp > 1 && !plan.sequence_parallel)
     return bad("--tp-comm-overlap",
                "--sequence-parallel with it (Megatron-LM overlaps only "

@@ -281,14 +281,14 @@ TEST(ValidateGpu, TraceCalibrationPredictsTheOtherH100Runs) {
 // The plans that ran out of memory on the H100 (h100-oom*.csv, measured_s empty; PyTorch's
 // message in notes), against the verdicts:
 // - every plan commscope says does not fit ran out, under either allocator setting;
-// - with PyTorch's default caching allocator, gpt2-xl micro-batches 18-20 (71.7-77.1 GiB by
+// - with PyTorch's default caching allocator, gpt2-xl micro-batches 18-20 (73.4-79.0 GiB by
 //   commscope's count) ran out with at least 2 GiB reserved but unallocated (fragmentation);
 //   each of them then ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 //   (h100-runs-expandable.csv), and there its verdict agrees;
-// - the one plan predicted to fit that ran out under both settings, Llama 3.2 1B micro-batch 8
-//   (71.4 GiB), failed allocating exactly the loss's fp32 logits, 4 x s x b x V bytes, beside
-//   the bf16 ones it was cast from: the 2 bytes per logit commscope does not count
-//   (docs/validate.md).
+// - Llama 3.2 1B micro-batch 8 ran out under both settings, allocating exactly the loss's fp32
+//   logits, 4 x s x b x V bytes, beside the bf16 ones it was cast from; with that cast counted
+//   (2 bytes a logit, unfused cross entropy) commscope puts it at 79.21 GiB of the GPU's 79.18:
+//   does not fit, in agreement, by a margin of 0.03 GiB (docs/validate.md).
 namespace {
 // "Tried to allocate 15.66 GiB" -> 15.66; `what` is the text before the number, `after` after.
 double number_in(const std::string& text, const std::string& what, const std::string& after) {
@@ -335,16 +335,19 @@ TEST(ValidateGpu, H100OutOfMemoryPlans) {
       SCOPED_TRACE(messages[i]);
       ASSERT_TRUE(r.out_of_memory);
       EXPECT_NE(messages[i].find("out of memory"), std::string::npos);
-      if (!r.fits) continue;  // the verdict agrees
       if (sc.model.name == "llama3.2-1b") {
+        // It failed allocating the loss's fp32 logits, 4 x s x b x V bytes, with the bf16 ones
+        // held: the cast commscope now counts, which puts the plan at 79.21 GiB of 79.18.
         ++llama_rows;
         const double logits = static_cast<double>(sc.plan.micro_batch) *
                               static_cast<double>(sc.model.seq_length) *
                               static_cast<double>(sc.model.vocab);
         EXPECT_NEAR(number_in(messages[i], "Tried to allocate ", ""), 4 * logits / 1073741824.0,
                     0.006);
+        EXPECT_FALSE(r.fits) << r.memory_per_gpu / 1073741824.0;
         continue;
       }
+      if (!r.fits) continue;  // the verdict agrees
       // gpt2-xl predicted to fit: only under the default allocator, fragmented, and run with
       // expandable segments.
       ASSERT_FALSE(expandable_file);

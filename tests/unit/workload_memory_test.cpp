@@ -167,10 +167,12 @@ TEST(Memory, InterleavedPeakWithEmbeddingAndLossOnlyChunks) {
   // The last stage's loss: the final norm's and the LM head's inputs (s/t tokens each under
   // SP), and the fp32 softmax of the vocabulary shard (Megatron's vocab-parallel cross entropy).
   const double loss = 2 * 2 * s * h / t + 4 * s * V / t;
+  // And, once at the peak, the bf16 logits the fp32 cast is made from (2 bytes a logit).
+  const double cast = 2 * s * V / t;
   EXPECT_NEAR(memory_per_rank(w, w.roles[0]).activations.value() / (112 * block), 1.0, 1e-12);
   EXPECT_NEAR(memory_per_rank(w, w.roles[1]).activations.value() / (141 * block), 1.0, 1e-12);
-  EXPECT_NEAR(memory_per_rank(w, w.roles[15]).activations.value() / (112 * block + loss), 1.0,
-              1e-12);
+  EXPECT_NEAR(memory_per_rank(w, w.roles[15]).activations.value() / (112 * block + loss + cast),
+              1.0, 1e-12);
 
   // The same stage with all chunks alike: inflight_microbatches x chunk, as before.
   const std::vector<Bytes> even(8, Bytes(1.0));
@@ -234,12 +236,18 @@ TEST(Memory, InterleavedPeakFromOnePeriodEqualsTheWholeSchedule) {
 
 // The loss's tensors live from a micro-batch's forward on the last stage to its backward: one
 // micro-batch's under 1F1B (its backward follows at once), all m under GPipe (every forward
-// first). The embedding dropout mask is held by the first stage as its blocks are.
+// first); Megatron's unfused cross entropy adds, once at the peak, the fp16 logits its fp32 cast
+// is made from. Fused (--cross-entropy-loss-fusion), the loss keeps the fp16 logits instead of
+// the fp32 softmax and makes no cast. The embedding dropout mask is held by the first stage as
+// its blocks are.
 TEST(Memory, LossAndEmbeddingBuffersFollowTheSchedule) {
-  for (Schedule sched : {Schedule::one_f_one_b, Schedule::gpipe}) {
-    SCOPED_TRACE(fmt::format("schedule {}", static_cast<int>(sched)));
+  for (auto [sched, fused] :
+       {std::pair{Schedule::one_f_one_b, false}, std::pair{Schedule::gpipe, false},
+        std::pair{Schedule::one_f_one_b, true}}) {
+    SCOPED_TRACE(fmt::format("schedule {} fused {}", static_cast<int>(sched), fused));
     PlanInput p = plan(8, 2, 4, 2, 48);  // DP 1: m = 24 micro-batches of 2
     p.schedule = sched;
+    p.cross_entropy_fusion = fused;
     p.sequence_parallel = true;
     p.precision = Precision::fp16;
     Scenario sc = scenario("megatron-1.7b", "dgx-a100-80gb", p);
@@ -262,13 +270,37 @@ TEST(Memory, LossAndEmbeddingBuffersFollowTheSchedule) {
     const double last_held = sched == Schedule::gpipe ? m : 1;
     ASSERT_TRUE(sc.model.dropout);
     const double mask = s * b * h / t;  // 1 byte per element, SP-split
-    const double loss =
-        2 * 2 * s * b * h / t + 4 * s * b * V / t;  // norm + head inputs, fp32 softmax
+    // Norm and head inputs, and the fp32 softmax (fused: the fp16 logits).
+    const double loss = 2 * 2 * s * b * h / t + (fused ? 2 : 4) * s * b * V / t;
+    const double cast = fused ? 0 : 2 * s * b * V / t;
     EXPECT_NEAR(
         memory_per_rank(w, first).activations.value() / (first_held * (blocks(first) + mask)), 1.0,
         1e-12);
-    EXPECT_NEAR(memory_per_rank(w, last).activations.value() / (last_held * (blocks(last) + loss)),
-                1.0, 1e-12);
+    EXPECT_NEAR(
+        memory_per_rank(w, last).activations.value() / (last_held * (blocks(last) + loss) + cast),
+        1.0, 1e-12);
+  }
+}
+
+// --cross-entropy-loss-fusion on one GPU (the last stage is the only one): unfused, Megatron's
+// cross entropy keeps the fp32 softmax (4 bytes a logit) and casts the bf16 logits (2 more at the
+// peak); fused, it keeps the bf16 logits (2). The difference is 4 x s x b x V bytes exactly; in
+// fp32 there is no cast and both keep 4 bytes a logit.
+TEST(Memory, CrossEntropyFusionIsFourBytesALogitInBf16) {
+  for (Precision prec : {Precision::bf16, Precision::fp32}) {
+    SCOPED_TRACE(static_cast<int>(prec));
+    double total[2] = {0, 0};
+    for (int fused = 0; fused < 2; ++fused) {
+      PlanInput p = plan(1, 1, 1, 8, 8);
+      p.precision = prec;
+      p.seq_length = 4096;
+      p.cross_entropy_fusion = fused == 1;
+      Scenario sc = scenario("llama3.2-1b", "dgx-h100", p);
+      Workload w = build_workload(sc);
+      total[fused] = memory_per_rank(w, w.roles.front()).total().value();
+    }
+    const double logits = 8.0 * 4096 * 128256;
+    EXPECT_DOUBLE_EQ(total[0] - total[1], prec == Precision::bf16 ? 4 * logits : 0.0);
   }
 }
 

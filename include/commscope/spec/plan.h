@@ -149,6 +149,12 @@ struct ParallelPlan {
   // parallelism): each sequence-parallel all-gather and reduce-scatter runs beside the GEMM it
   // feeds or drains instead of before or after it (docs/workload.md, "TP communication overlap").
   bool tp_comm_overlap = false;
+  // Megatron-LM --cross-entropy-loss-fusion (Transformer Engine's parallel cross entropy): the
+  // loss keeps the logits in the compute type with their gradient written in place (a bytes a
+  // logit). Off, Megatron's vocab-parallel cross entropy casts them to fp32 while the
+  // compute-type logits are still held and keeps the fp32 softmax (4 bytes a logit, and a
+  // bytes more at the cast) (docs/workload.md, "Memory per rank").
+  bool cross_entropy_fusion = false;
   // Context parallelism's KV exchange (CpCommType); only read when cp > 1.
   CpCommType cp_comm_type = CpCommType::p2p;
   // Megatron-Core --cpu-offloading with --cpu-offloading-num-layers N (activations only, as
@@ -254,7 +260,7 @@ struct PlanInput {
   std::optional<int> powersgd_rank;
   // modern training (issue 15)
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
-  std::optional<bool> fp8, tp_comm_overlap;
+  std::optional<bool> fp8, tp_comm_overlap, cross_entropy_fusion;
   std::optional<int> cpu_offload_layers;
   std::optional<std::vector<int>> stage_layers;              // --pipeline-stage-layers
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
