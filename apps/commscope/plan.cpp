@@ -25,7 +25,7 @@ Verb add_plan(CLI::App& app) {
     std::int64_t global_batch = 0, seq_length = 0;
     std::string precision, objective = "time", html, framework;
     bool fixed_global_batch = false;
-    bool fp8 = false, tp_comm_overlap = false;
+    bool fp8 = false, tp_comm_overlap = false, cross_entropy_fusion = false;
     std::string attention, cp_comm_type;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     std::vector<int> zero;
@@ -67,6 +67,9 @@ Verb add_plan(CLI::App& app) {
   cmd->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
                 "every plan with sequence parallelism overlaps its TP all-gathers and "
                 "reduce-scatters with its GEMMs (Megatron-Core --tp-comm-overlap)");
+  cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
+                "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
+                "the logits in the compute type (Megatron-LM --cross-entropy-loss-fusion)");
   cmd->add_option("--attention", st->attention,
                   "attention kernel of every plan: flash | standard [the model preset's "
                   "`attention`, else standard]");
@@ -177,6 +180,7 @@ Verb add_plan(CLI::App& app) {
           base.fp8 = true;
         }
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
+        if (st->cross_entropy_fusion) base.cross_entropy_fusion = true;
         for (const Status& s :
              {cli::named_value("--attention", st->attention, attention_kernel_from_name,
                                "flash or standard", base.attention),

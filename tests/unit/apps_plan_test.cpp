@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -193,6 +194,36 @@ TEST_F(PlanCli, TpCommOverlapAndFp8ReachThePlans) {
   EXPECT_EQ(bad.err,
             "commscope: --fp8: expected systems with an FP8 peak (H100 or later), got "
             "polaris (A100-SXM4-40GB)\n");
+}
+
+// --cross-entropy-loss-fusion reaches every searched plan: the same times (the loss's time does
+// not change), and each plan's memory the fused loss's, never more than the unfused one's and
+// less by exactly the last stage's loss bytes where the last stage is the fullest (one GPU per
+// stage: PP 1 here, where every rank is the last stage): 4 x s x b x V / TP in bf16, V padded.
+TEST_F(PlanCli, CrossEntropyFusionReachesThePlans) {
+  const std::string space =
+      "--model gpt2-medium --system dgx-h100 --gpus 8 --global-batch-size 64 --fixed-global-batch "
+      "--top 200 --format json ";
+  const auto off = times(space), on = times(space + "--cross-entropy-loss-fusion");
+  int checked = 0;
+  for (const auto& [plan, v] : on) {
+    auto it = off.find(plan);
+    if (it == off.end()) continue;
+    EXPECT_DOUBLE_EQ(v.first, it->second.first) << plan;
+    const double fused = v.second["memory_per_gpu_bytes"].get<double>();
+    const double unfused = it->second.second["memory_per_gpu_bytes"].get<double>();
+    EXPECT_LE(fused, unfused) << plan;
+    if (v.second["pp"].get<int>() == 1 && v.second["cp"].get<int>() == 1) {
+      // The vocabulary as resolve_scenario pads it when TP does not divide it: up to a
+      // multiple of 128 x TP, as Megatron does.
+      const int tp = v.second["tp"].get<int>();
+      const double vocab = 50257 % tp == 0 ? 50257 : std::ceil(50257.0 / (128 * tp)) * 128 * tp;
+      const double logits = 1024.0 * v.second["micro_batch"].get<double>() * vocab / tp;
+      EXPECT_NEAR(unfused - fused, 4 * logits, 1.0) << plan;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
 }
 
 // --attention and --cp-comm-type reach every searched plan: FlashAttention's best plan beats
