@@ -112,21 +112,23 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
   rows.right = {false, true, false, false, false, false, true, true,  true,
                 true,  true, true,  true,  true,  true,  true, false, false};
   // Runs with a measured peak memory (commscope CSV's measured_memory_gib) add it and the
-  // memory's error beside the predicted memory.
+  // memory's error, and rows that ran out of memory (its outcome) the outcome: columns inserted
+  // before `fits`, in the header here and in each row below.
   const bool memory = std::any_of(v.rows.begin(), v.rows.end(),
                                   [](const ValidationRow& r) { return r.measured_memory > 0; });
-  if (memory) {
-    rows.header.insert(rows.header.begin() + 16, {"measured_mem_gib", "mem_error"});
-    rows.right.insert(rows.right.begin() + 16, {true, true});
-  }
-  // Rows that ran out of memory (commscope CSV's outcome) add the outcome before `fits`.
   const bool outcomes = std::any_of(v.rows.begin(), v.rows.end(),
                                     [](const ValidationRow& r) { return r.out_of_memory; });
-  const std::size_t outcome_at = memory ? 18 : 16;
-  if (outcomes) {
-    rows.header.insert(rows.header.begin() + outcome_at, "outcome");
-    rows.right.insert(rows.right.begin() + outcome_at, false);
-  }
+  const auto fits_at = static_cast<std::ptrdiff_t>(
+      std::find(rows.header.begin(), rows.header.end(), "fits") - rows.header.begin());
+  auto insert = [&](std::vector<std::string>& cells, std::vector<std::string> extra) {
+    cells.insert(cells.begin() + fits_at, extra.begin(), extra.end());
+  };
+  std::vector<std::string> extra_header;
+  std::vector<bool> extra_right;
+  if (memory) extra_header = {"measured_mem_gib", "mem_error"}, extra_right = {true, true};
+  if (outcomes) extra_header.push_back("outcome"), extra_right.push_back(false);
+  insert(rows.header, extra_header);
+  rows.right.insert(rows.right.begin() + fits_at, extra_right.begin(), extra_right.end());
   nlohmann::json jrows = nlohmann::json::array();
   for (const auto& r : v.rows) {
     const Scenario& sc = *r.scenario;
@@ -139,17 +141,14 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
               r.out_of_memory ? "-" : fmt::format("{:+.1f}%", 100 * r.error),
               fmt::format("{:.1f}", r.memory_per_gpu / 1073741824.0), r.fits ? "yes" : "NO",
               r.assumed.empty() ? "-" : r.assumed});
+    std::vector<std::string> extra;
     if (memory) {
       const bool m = r.measured_memory > 0;
-      auto& cells = rows.rows.back();
-      cells.insert(
-          cells.begin() + 16,
-          {m ? fmt::format("{:.1f}", r.measured_memory / 1073741824.0) : "-",
-           m ? fmt::format("{:+.1f}%", 100 * (r.memory_per_gpu / r.measured_memory - 1)) : "-"});
+      extra = {m ? fmt::format("{:.1f}", r.measured_memory / 1073741824.0) : "-",
+               m ? fmt::format("{:+.1f}%", 100 * (r.memory_per_gpu / r.measured_memory - 1)) : "-"};
     }
-    if (outcomes)
-      rows.rows.back().insert(rows.rows.back().begin() + outcome_at,
-                              r.out_of_memory ? "oom" : "ran");
+    if (outcomes) extra.push_back(r.out_of_memory ? "oom" : "ran");
+    insert(rows.rows.back(), extra);
     jrows.push_back({{"file", r.file},
                      {"line", r.line},
                      {"id", r.id},

@@ -303,30 +303,29 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     c += largest_offloaded * static_cast<double>(staged);
     chunk_bytes.push_back(c);
   }
+  // Unfused, Megatron's cross entropy casts the logits to fp32 (`vocab_parallel_logits.float()`
+  // in megatron/core/tensor_parallel/cross_entropy.py) while the caller still holds them in the
+  // compute type, and backward's fp32 gradient is cast back beside them: one micro-batch's a
+  // bytes a logit more at the last stage's peak, once (none in fp32, where the cast is no copy).
+  double loss_cast = 0;
   if (!chunk_bytes.empty()) {
     if (r.stage == 0 && m.dropout)  // embedding dropout mask
       chunk_bytes.front() += Bytes(static_cast<double>(m.seq_length) / p.cp * b * h / out_div);
     if (r.stage == p.pp - 1) {
       const double s = static_cast<double>(m.dec_seq()) / p.cp;
+      const double logits = s * b * static_cast<double>(m.vocab) / p.tp;  // of the vocab shard
       // The final norm's input and the LM head's input (both split by SP: the norm runs in the
       // sequence-parallel region and the column-parallel head saves its local input and
       // re-gathers it in backward), and the fp32 softmax of the vocabulary shard that
       // Megatron's vocab-parallel cross entropy saves (exp of the fp32 logits, s x b x V / t);
       // fused (--cross-entropy-loss-fusion), the logits in the compute type with their gradient
       // written in place.
-      const double loss_bytes = p.cross_entropy_fusion ? a : 4.0;
       chunk_bytes.back() +=
-          Bytes(2.0 * a * s * b * h / out_div + loss_bytes * s * b * m.vocab / p.tp);
+          Bytes(2.0 * a * s * b * h / out_div + (p.cross_entropy_fusion ? a : 4.0) * logits);
+      if (!p.cross_entropy_fusion && a < 4.0) loss_cast = a * logits;
     }
   }
-  mem.activations = stage_peak_activations(sc, r.stage, chunk_bytes);
-  // Unfused, the cast to fp32 (`vocab_parallel_logits.float()` in
-  // megatron/core/tensor_parallel/cross_entropy.py) is made while the caller still holds the
-  // compute-type logits, and backward's fp32 gradient is cast back beside them: one micro-batch's
-  // a bytes a logit more at the last stage's peak, once (none in fp32, where the cast is no copy).
-  if (r.stage == p.pp - 1 && !p.cross_entropy_fusion && a < 4.0 && !chunk_bytes.empty())
-    mem.activations += Bytes(a * static_cast<double>(m.dec_seq()) / p.cp * b *
-                             static_cast<double>(m.vocab) / p.tp);
+  mem.activations = stage_peak_activations(sc, r.stage, chunk_bytes) + Bytes(loss_cast);
 
   // Communication buffers: a DDP bucket; DeepSpeed's reduce and all-gather buckets; ZeRO-3's
   // gathered current and prefetched block; pipeline send and receive buffers.

@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -196,13 +195,10 @@ TEST_F(CliAnalyze, H100TraceStepsAreTheMeasuredSteps) {
   const std::vector<std::tuple<std::string, double, std::string>> cases = {
       {"h100-gpt2-xl-flash-trace.json.gz", 0.248616, "flash_bwd"},
       {"h100-gpt2-xl-standard-trace.json.gz", 0.280704, "softmax_warp_backward"}};
-  {  // the measured step times above are the file's
-    std::ifstream f(dir + "h100-traced-runs.csv");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    EXPECT_NE(ss.str().find(",flash,0.248616,"), std::string::npos);
-    EXPECT_NE(ss.str().find(",standard,0.280704,"), std::string::npos);
-  }
+  // The measured step times above are the file's.
+  const std::string runs = commscope::testing::slurp(dir + "h100-traced-runs.csv");
+  EXPECT_NE(runs.find(",flash,0.248616,"), std::string::npos);
+  EXPECT_NE(runs.find(",standard,0.280704,"), std::string::npos);
   for (const auto& [file, measured_s, kernel] : cases) {
     SCOPED_TRACE(file);
     Outcome r = run("analyze --format json " + dir + file);

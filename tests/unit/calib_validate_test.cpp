@@ -25,6 +25,19 @@ namespace {
 
 const std::string kVtrain = COMMSCOPE_SOURCE_DIR "/data/vtrain/";
 
+// A folder of the test process's scratch space (removed at exit, passed or not), and a file
+// written into it.
+std::filesystem::path scratch_dir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(testing::scratch()) / name;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+std::string write_in(const std::filesystem::path& dir, const std::string& name,
+                     const std::string& text) {
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
+}
+
 TEST(Validate, Summary) {
   ErrorSummary s = summarize({0.1, -0.2, 0.05, -0.05});
   EXPECT_NEAR(s.mape, 0.1, 1e-15);
@@ -55,9 +68,7 @@ TEST(Validate, ReadsVtrainCsv) {
 }
 
 TEST(Validate, CommscopeCsvAndErrors) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("commscope_validate_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const std::filesystem::path dir = scratch_dir("commscope_csv");
   {
     std::ofstream f(dir / "ok.csv");
     f << "model,system,nodes,tp,pp,micro_batch,global_batch,precision,recompute,measured_s\n"
@@ -87,21 +98,14 @@ TEST(Validate, CommscopeCsvAndErrors) {
   auto short_row = read_measured_csv((dir / "short.csv").string(), "x");
   ASSERT_FALSE(short_row.ok());
   EXPECT_NE(short_row.error().message.find("line 2: expected 2 columns, got 1"), std::string::npos);
-  fs::remove_all(dir);
 }
 
 // The optional columns: the attention kernel, the measured peak memory and free-text notes; a
 // column commscope does not know is refused by name before its cells are read (it used to be
 // "expected a non-negative integer" when its cells were text).
 TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
-  namespace fs = std::filesystem;
-  fs::path dir =
-      fs::temp_directory_path() / ("commscope_validate_mem_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  auto write = [&](const char* name, const char* text) {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  };
+  const std::filesystem::path dir = scratch_dir("commscope_csv_columns");
+  auto write = [&](const char* name, const std::string& text) { return write_in(dir, name, text); };
   auto ok = read_measured_csv(
       write("ok.csv",
             "model,system,gpus,micro_batch,attention,measured_s,measured_memory_gib,notes\n"
@@ -144,7 +148,6 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
     ASSERT_FALSE(r.ok()) << csv;
     EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
   }
-  fs::remove_all(dir);
 }
 
 // Single-GPU training runs measured on an H100 by scripts/measure-gpu.py (data/validation-gpu,
@@ -215,8 +218,7 @@ TEST(ValidateGpu, H100RunsTimeAndMemory) {
 TEST(ValidateGpu, TraceCalibrationPredictsTheOtherH100Runs) {
   namespace fs = std::filesystem;
   using testing::run_shell;
-  fs::path dir = fs::temp_directory_path() / ("commscope_h100_loop_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = scratch_dir("h100_loop");
   const std::string data = COMMSCOPE_SOURCE_DIR "/data/validation-gpu/";
   auto preset = nlohmann::json::parse(
       std::ifstream(COMMSCOPE_SOURCE_DIR "/presets/systems/dgx-h100.json"))["calibration"];
@@ -275,7 +277,6 @@ TEST(ValidateGpu, TraceCalibrationPredictsTheOtherH100Runs) {
     }
     EXPECT_EQ(unseen, c.unseen);
   }
-  fs::remove_all(dir);
 }
 
 // The plans that ran out of memory on the H100 (h100-oom*.csv, measured_s empty; PyTorch's
@@ -370,14 +371,8 @@ TEST(ValidateGpu, H100OutOfMemoryPlans) {
 // counted with every row that ran in the memory verdicts (a run that ran must fit, one that ran
 // out must not); a bad value, or a time on an `oom` row, is a one-line error.
 TEST(Validate, OutcomeColumnAndMemoryVerdicts) {
-  namespace fs = std::filesystem;
-  fs::path dir =
-      fs::temp_directory_path() / ("commscope_validate_outcome_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  auto write = [&](const char* name, const char* text) {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  };
+  const std::filesystem::path dir = scratch_dir("outcome");
+  auto write = [&](const char* name, const std::string& text) { return write_in(dir, name, text); };
   // gpt2-xl on one H100, FlashAttention: micro-batch 8 fits (44.8 GiB), 24 does not (87.9).
   const auto prepared = prepared_csv(
       write("ok.csv",
@@ -420,20 +415,14 @@ TEST(Validate, OutcomeColumnAndMemoryVerdicts) {
     ASSERT_FALSE(r.ok()) << csv;
     EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
   }
-  fs::remove_all(dir);
 }
 
 // Rows that used to be accepted: a CSV without a model column ran every row as the default
 // model; measured_s = inf (and huge counts that wrapped around int) were taken as measured.
 TEST(Validate, RefusesMissingModelNonFiniteTimesAndFifos) {
   namespace fs = std::filesystem;
-  fs::path dir =
-      fs::temp_directory_path() / ("commscope_validate_bad_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  auto write = [&](const char* name, const char* text) {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  };
+  const fs::path dir = scratch_dir("refusals");
+  auto write = [&](const char* name, const std::string& text) { return write_in(dir, name, text); };
   auto no_model = read_measured_csv(write("nomodel.csv", "nodes,tp,measured_s\n4,1,0.25\n"), "x");
   ASSERT_FALSE(no_model.ok());
   EXPECT_NE(no_model.error().message.find("line 1: expected a column 'model'"), std::string::npos)
@@ -474,7 +463,6 @@ TEST(Validate, RefusesMissingModelNonFiniteTimesAndFifos) {
   EXPECT_NE(from_fifo.error().message.find("not a regular file (a FIFO, socket or device)"),
             std::string::npos)
       << from_fifo.error().message;
-  fs::remove_all(dir);
 }
 
 // validate's analysis in the library: each row's error is predicted/measured - 1 of that
