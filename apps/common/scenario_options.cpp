@@ -339,6 +339,11 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                "with a capacity factor: every expert takes exactly its capacity of each rank's "
                "tokens (padded), so the all-to-all's size does not follow the routing")
       ->group(g_moe);
+  cmd.add_option("--moe-token-dispatcher-type", o.moe_dispatcher,
+                 "how MoE tokens reach the experts: alltoall (NCCL's all-to-all, a copy per "
+                 "routed expert) | flex (DeepEP/HybridEP: a token crosses the network once per "
+                 "node holding its experts, then NVLink) [alltoall]")
+      ->group(g_moe);
   cmd.add_option("--moe-routing-imbalance", o.moe_routing_imbalance,
                  "the busiest EP rank's routed tokens over the mean, 1 to EP [1: even]")
       ->group(g_moe);
@@ -517,6 +522,9 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     CS_RETURN_IF_ERROR(named_value("--cp-comm-type", o.cp_comm_type, cp_comm_type_from_name,
                                    "p2p or all_gather", flags.cp_comm_type));
     CS_RETURN_IF_ERROR(whole("--expert-model-parallel-size", o.ep, flags.ep));
+    CS_RETURN_IF_ERROR(named_value("--moe-token-dispatcher-type", o.moe_dispatcher,
+                                   moe_dispatcher_from_name, "alltoall or flex",
+                                   flags.moe_dispatcher));
     CS_RETURN_IF_ERROR(whole("--expert-tensor-parallel-size", o.expert_tp, flags.expert_tp));
     CS_RETURN_IF_ERROR(
         factor("--moe-expert-capacity-factor", o.moe_capacity_factor, flags.moe_capacity_factor));

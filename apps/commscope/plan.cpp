@@ -26,7 +26,7 @@ Verb add_plan(CLI::App& app) {
     std::string precision, objective = "time", html, framework;
     bool fixed_global_batch = false;
     bool fp8 = false, tp_comm_overlap = false, cross_entropy_fusion = false;
-    std::string attention, cp_comm_type;
+    std::string attention, cp_comm_type, moe_dispatcher;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     std::vector<int> zero;
     std::vector<std::int64_t> micro_batch;
@@ -75,6 +75,9 @@ Verb add_plan(CLI::App& app) {
                   "`attention`, else standard]");
   cmd->add_option("--cp-comm-type", st->cp_comm_type,
                   "how the plans with CP > 1 exchange K and V: p2p (ring) | all_gather [p2p]");
+  cmd->add_option("--moe-token-dispatcher-type", st->moe_dispatcher,
+                  "how the plans with EP > 1 dispatch MoE tokens: alltoall (NCCL) | flex "
+                  "(DeepEP/HybridEP: once per node across the network, then NVLink) [alltoall]");
   cmd->add_option("--framework", st->framework,
                   "whose collective pattern every plan follows: megatron|deepspeed|fsdp (the "
                   "same as --frameworks with that one) [the --frameworks list]");
@@ -186,6 +189,8 @@ Verb add_plan(CLI::App& app) {
                                "flash or standard", base.attention),
               cli::named_value("--cp-comm-type", st->cp_comm_type, cp_comm_type_from_name,
                                "p2p or all_gather", base.cp_comm_type),
+              cli::named_value("--moe-token-dispatcher-type", st->moe_dispatcher,
+                               moe_dispatcher_from_name, "alltoall or flex", base.moe_dispatcher),
               cli::named_value("--framework", st->framework, framework_from_name,
                                "one of megatron|deepspeed|fsdp", base.framework)})
           if (!s.ok()) return fail(s.error().message);

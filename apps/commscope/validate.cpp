@@ -372,8 +372,22 @@ Verb add_calibrate(CLI::App& app) {
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
         print_warnings(skipped);
         std::vector<const PreparedRun*> fit;
-        for (const auto& r : *runs)  // a run that ran out of memory has no time to fit on
-          if (in_split(r, st->rows) && !r.out_of_memory) fit.push_back(&r);
+        int unmodelled = 0;
+        // A run that ran out of memory has no time to fit on; a corpus row whose run does what
+        // commscope does not model (its `unmodelled` cell) is validated, not fitted on.
+        for (const auto& r : *runs)
+          if (in_split(r, st->rows) && !r.out_of_memory) {
+            if (r.unmodelled.empty())
+              fit.push_back(&r);
+            else
+              ++unmodelled;
+          }
+        if (unmodelled > 0)
+          fmt::print(stderr,
+                     "commscope: note: {} row{} not fitted on: {} run{} what commscope does not "
+                     "model (column unmodelled)\n",
+                     unmodelled, unmodelled == 1 ? "" : "s", unmodelled == 1 ? "it" : "they",
+                     unmodelled == 1 ? "s" : "");
         if (fit.empty()) return fail("--rows: no rows to fit on");
         const bool tty = ::isatty(STDERR_FILENO);
         // The defaults, so that a fit does not depend on an earlier one; or, with --start

@@ -331,6 +331,13 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // Megatron's distributed optimizer is commscope's ZeRO-1 (docs/workload.md); on a sharded
   // (zero2/zero3) row it changes nothing.
   if (distopt && *distopt && p.zero.value_or(0) < 1) p.zero = 1;
+  // moe_dispatcher: Megatron-LM's --moe-token-dispatcher-type (alltoall or flex; empty:
+  // alltoall, commscope's default).
+  if (const std::string& d = row.get("moe_dispatcher"); !d.empty()) {
+    auto k = moe_dispatcher_from_name(lower(d));
+    if (!k) return row.bad("moe_dispatcher", "alltoall, flex or empty");
+    p.moe_dispatcher = *k;
+  }
   if (const std::string& a = row.get("attention"); !a.empty()) {
     auto k = attention_kernel_from_name(lower(a));
     if (!k) return row.bad("attention", "flash, standard or empty");
@@ -372,6 +379,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
       return (reason = "layers not divisible by pp x vp (no layout stated)", r);
   }
   r.assumed = row.get("assumed");
+  r.unmodelled = row.get("unmodelled");
   // The measured iteration time from the metric.
   const double tokens = static_cast<double>(*global) * static_cast<double>(*seq);
   if (metric == "tokens_per_s_per_gpu")

@@ -33,6 +33,7 @@ std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
     p.split = r.split;
     p.group = r.group;
     p.assumed = r.assumed;
+    p.unmodelled = r.unmodelled;
     p.workload = build_workload(*sc);
     p.measured_s = r.measured_s;
     p.measured_memory_gib = r.measured_memory_gib;

@@ -13,12 +13,6 @@
 
 namespace commscope {
 
-namespace {
-int ceil_div(int a, int b) {
-  return (a + b - 1) / b;
-}
-}  // namespace
-
 int ceil_log2(std::uint64_t n) {
   // Bits needed to count n - 1: 0 for n <= 1, 64 for n above 2^63. No loop, no overflow.
   return n <= 1 ? 0 : std::bit_width(n - 1);
@@ -38,56 +32,6 @@ int ring_steps(Collective c, int n) {
   }
 }
 }  // namespace
-
-GroupPlacement place_group(const Scenario& sc, CommGroup g) {
-  const auto& p = sc.plan;
-  const int gpn = sc.gpus_per_node;
-  GroupPlacement out;
-  // Ranks of the group are `size` ranks `stride` apart in Megatron's order.
-  int size = 1, stride = 1;
-  const bool dp_before_pp = p.rank_order == RankOrder::tp_dp_pp;
-  const int dp_stride = dp_before_pp ? p.tp : p.tp * p.pp;
-  const int pp_stride = dp_before_pp ? p.tp * p.dp : p.tp;
-  // Context parallelism sits between TP and DP (Megatron's tp-cp-ep-dp-pp): the CP ring is cp
-  // ranks tp apart, the data group DP x CP ranks, the pipeline stride cp times longer.
-  const int cp_pp_stride = pp_stride * p.cp;
-  switch (g) {
-    case CommGroup::tensor:
-      size = p.tp, stride = 1;
-      break;
-    case CommGroup::data:
-      size = p.dp * p.cp, stride = dp_stride;
-      break;
-    case CommGroup::pipeline:
-      size = 2, stride = cp_pp_stride;
-      break;
-    case CommGroup::embedding:
-      size = 2, stride = cp_pp_stride * std::max(1, p.pp - 1);
-      break;
-    case CommGroup::context:
-      size = p.cp, stride = p.tp;
-      break;
-    // Experts: rank = expert-TP + ETP x (EP + EP x expert-DP) inside a stage (Megatron).
-    case CommGroup::expert:
-      size = p.ep, stride = p.expert_tp;
-      break;
-    case CommGroup::expert_data:
-      size = p.expert_dp(), stride = p.expert_tp * p.ep;
-      break;
-  }
-  out.size = size;
-  if (stride >= gpn) {
-    out.per_node = 1;
-  } else {
-    out.per_node = std::min(size, gpn / stride);
-  }
-  out.nodes = ceil_div(size, out.per_node);
-  // Every GPU of a node runs its own group's collective at the same time (all TP ranks do
-  // their DP all-reduce together), so a node's NICs are shared by gpn / per_node groups.
-  out.concurrent = std::max(1, std::min(gpn, sc.gpus()) / out.per_node);
-  if (!sc.system.scale.nic_sharing) out.concurrent = 1;
-  return out;
-}
 
 LinkModel link_model(const Scenario& sc) {
   const auto& cal = sc.system.calibration;
@@ -479,8 +423,26 @@ CollectiveCost model_cost(Collective c, double bytes, const GroupPlacement& g, c
 }
 }  // namespace
 
+Seconds forwarded_time(double payload, const ForwardedCopies& c, const GroupPlacement& g,
+                       const LinkModel& l) {
+  if (payload <= 0 || g.size <= 1) return Seconds(0);
+  const bool crosses = g.nodes > 1;
+  const double extra =
+      crosses ? (fat_tree_switches(g.nodes, l.leaf_nodes) - 1) * l.switch_latency.value() : 0.0;
+  const double hop = (crosses ? l.net_hop[0][2] + extra : 0.0) + l.intra_hop[0][2];
+  const double net = crosses ? g.per_node * payload * c.network / group_net_bandwidth(g, l) : 0.0;
+  const double nvlink = payload * c.nvlink / l.intra.value();
+  return Seconds(hop + std::max(net, nvlink));
+}
+
 Seconds comm_time(const Op& op, const Scenario& sc) {
-  return collective_time(op.collective, op.bytes, place_group(sc, op.group), link_model(sc));
+  const GroupPlacement g = place_group(sc, op.group);
+  if (op.tag == OpTag::ep_forwarded)
+    return forwarded_time(op.bytes,
+                          forwarded_copies(static_cast<int>(sc.model.experts),
+                                           static_cast<int>(sc.model.experts_per_token), g),
+                          g, link_model(sc));
+  return collective_time(op.collective, op.bytes, g, link_model(sc));
 }
 
 }  // namespace commscope

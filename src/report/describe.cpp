@@ -160,9 +160,13 @@ std::string headline(const Workload& w) {
                              p.cp_comm_type == CpCommType::all_gather ? "all-gather" : "ring")
                : "",
       p.pp, p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "",
-      p.ep > 1 ? fmt::format(", EP {}", p.ep) : "", p.zero, p.micro_batch, p.global_batch,
-      p.grad_accum, p.grad_accum == 1 ? "" : "es", to_string(p.precision), to_string(p.recompute),
-      to_string(p.schedule));
+      p.ep > 1 ? fmt::format(", EP {}{}", p.ep,
+                             p.moe_dispatcher == MoeDispatcher::flex
+                                 ? " (flex dispatcher: once per node, then NVLink)"
+                                 : "")
+               : "",
+      p.zero, p.micro_batch, p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
+      to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
   if (p.attention != AttentionKernel::standard || p.fp8 || p.tp_comm_overlap ||

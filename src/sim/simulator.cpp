@@ -262,7 +262,7 @@ bool same_cost_op(const Op& x, const Op& y) {
          x.last_microbatch_only == y.last_microbatch_only &&
          x.first_microbatch_only == y.first_microbatch_only && x.flops == y.flops &&
          x.mem_bytes == y.mem_bytes && x.bytes == y.bytes && x.group_size == y.group_size &&
-         x.name == y.name && x.span == y.span && x.host_seconds == y.host_seconds;
+         x.name == y.name && x.span == y.span && x.tag == y.tag && x.host_seconds == y.host_seconds;
 }
 
 // Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
@@ -283,11 +283,15 @@ struct Costs {
   const Scenario& sc;
   LinkModel links;
   GroupPlacement place[kCommGroupCount];
+  ForwardedCopies forwarded;  // the flex dispatcher's copies of a token over the EP group
   Stragglers stragglers;
   explicit Costs(const Scenario& s) : sc(s), links(link_model(s)) {
     for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding,
                    CommGroup::expert, CommGroup::context, CommGroup::expert_data})
       place[static_cast<int>(g)] = place_group(s, g);
+    forwarded = forwarded_copies(static_cast<int>(s.model.experts),
+                                 static_cast<int>(s.model.experts_per_token),
+                                 place[static_cast<int>(CommGroup::expert)]);
     stragglers.cv = s.system.scale.straggler_cv;
     if (stragglers.cv > 0) {
       Op probe;
@@ -318,6 +322,8 @@ struct Costs {
       k = {op.flops, op.mem_bytes, t, op.compute, op.dtype, true};
       return t;
     }
+    if (op.tag == OpTag::ep_forwarded)
+      return forwarded_time(op.bytes, forwarded, place[static_cast<int>(op.group)], links).value();
     if (op.span != GroupSpan::whole)
       return collective_time(op.collective, op.bytes, sub(op), links).value();
     // Layers repeat the same few collectives: remember the last distinct ones (NCCL's model

@@ -42,6 +42,8 @@ constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
                                                      {CpCommType::all_gather, "all_gather"}};
+constexpr EnumName<MoeDispatcher> kMoeDispatcherNames[] = {{MoeDispatcher::alltoall, "alltoall"},
+                                                           {MoeDispatcher::flex, "flex"}};
 constexpr EnumName<GradCompression> kGradCompressionNames[] = {
     {GradCompression::none, "none"},
     {GradCompression::powersgd, "powersgd"},
@@ -137,6 +139,13 @@ std::string_view to_string(CpCommType c) {
 }
 std::optional<CpCommType> cp_comm_type_from_name(std::string_view s) {
   return enum_from_name(kCpCommTypeNames, s);
+}
+
+std::string_view to_string(MoeDispatcher d) {
+  return enum_to_name(kMoeDispatcherNames, d);
+}
+std::optional<MoeDispatcher> moe_dispatcher_from_name(std::string_view s) {
+  return enum_from_name(kMoeDispatcherNames, s);
 }
 
 std::string_view to_string(GradCompression c) {
@@ -274,6 +283,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(moe_capacity_factor, o.moe_capacity_factor);
   take(moe_routing_imbalance, o.moe_routing_imbalance);
   take(moe_pad_to_capacity, o.moe_pad_to_capacity);
+  take(moe_dispatcher, o.moe_dispatcher);
   take(moe_aux_loss_coeff, o.moe_aux_loss_coeff);
   take(deepspeed_version, o.deepspeed_version);
   take(zero3_host_s_per_rank_per_call, o.zero3_host_s_per_rank_per_call);
@@ -396,6 +406,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.moe_capacity_factor > 0) j["moe_expert_capacity_factor"] = p.moe_capacity_factor;
   if (p.moe_routing_imbalance != 1) j["moe_routing_imbalance"] = p.moe_routing_imbalance;
   if (p.moe_pad_to_capacity) j["moe_pad_expert_input_to_capacity"] = true;
+  if (p.ep > 1 && p.moe_dispatcher != MoeDispatcher::alltoall)
+    j["moe_token_dispatcher_type"] = to_string(p.moe_dispatcher);
   if (p.moe_aux_loss_coeff > 0) j["moe_aux_loss_coeff"] = p.moe_aux_loss_coeff;
   // The framework and its options only when one is chosen: the default plan's JSON is as before.
   switch (p.framework) {

@@ -228,6 +228,24 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   if (plan.moe_pad_to_capacity && plan.moe_capacity_factor <= 0)  // as Megatron-LM asserts
     return bad("--moe-pad-expert-input-to-capacity", "a --moe-expert-capacity-factor with it",
                "none");
+  plan.moe_dispatcher = in.moe_dispatcher.value_or(MoeDispatcher::alltoall);
+  if (plan.moe_dispatcher == MoeDispatcher::flex) {
+    if (!model.moe())
+      return bad("--moe-token-dispatcher-type",
+                 fmt::format("alltoall for {}, which has no experts", model.name), "flex");
+    // Megatron-LM's flex dispatcher runs over the expert-TP x EP group with top-k x expert TP
+    // destinations; commscope's form is the EP group's alone.
+    if (plan.expert_tp > 1)
+      return bad("--moe-token-dispatcher-type",
+                 fmt::format("alltoall with --expert-tensor-parallel-size {} (the flex "
+                             "dispatcher is modelled without expert TP)",
+                             plan.expert_tp),
+                 "flex");
+    // Megatron-LM refuses padding with DeepEP; commscope prices every token routed once.
+    if (plan.moe_pad_to_capacity)
+      return bad("--moe-token-dispatcher-type",
+                 "alltoall with --moe-pad-expert-input-to-capacity (DeepEP does not pad)", "flex");
+  }
   if (in.moe_routing_imbalance) {
     plan.moe_routing_imbalance = *in.moe_routing_imbalance;
     if (!(plan.moe_routing_imbalance >= 1) || plan.moe_routing_imbalance > plan.ep)

@@ -557,7 +557,12 @@ class Builder {
     prog.push_back(compute(gemm("moe_router", layer, tokens, h, m_.experts), m_.experts * h));
     Step dispatch;
     dispatch.kind = StepKind::ep_dispatch;
-    dispatch.tp_elements = routed * h;
+    // The all-to-all carries a copy per routed expert; the flex dispatcher's payload is the
+    // rank's tokens each once (its copies are the cost layer's), at the same load factor.
+    dispatch.tp_elements =
+        p_.moe_dispatcher == MoeDispatcher::flex
+            ? static_cast<std::int64_t>(std::llround(tokens * p_.moe_load_factor())) * h
+            : routed * h;
     dispatch.op.layer = layer;
     prog.push_back(dispatch);
     Step gather = dispatch;
@@ -958,8 +963,10 @@ class Builder {
         const bool dispatch = st.kind == StepKind::ep_dispatch;
         std::string_view name = dispatch ? (backward ? "moe_dispatch_backward" : "moe_dispatch")
                                          : (backward ? "moe_combine_backward" : "moe_combine");
-        e.chain(comm(name, Collective::all_to_all, CommGroup::expert, p_.ep, st.tp_elements, dt_,
-                     layer));
+        Op op = comm(name, Collective::all_to_all, CommGroup::expert, p_.ep, st.tp_elements, dt_,
+                     layer);
+        if (p_.moe_dispatcher == MoeDispatcher::flex) op.tag = OpTag::ep_forwarded;
+        e.chain(op);
         break;
       }
       case StepKind::etp_enter:

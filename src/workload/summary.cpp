@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "commscope/spec/placement.h"
 #include "commscope/workload/params.h"
 #include "commscope/workload/workload.h"
 
@@ -10,6 +11,11 @@ namespace commscope {
 
 std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
   std::vector<CommVolume> out;
+  // The flex dispatcher's payload crosses the links once per copy (spec/placement.h).
+  const Scenario& sc = w.scenario;
+  const ForwardedCopies fc = forwarded_copies(static_cast<int>(sc.model.experts),
+                                              static_cast<int>(sc.model.experts_per_token),
+                                              place_group(sc, CommGroup::expert));
   auto add = [&](const Op& op, std::int64_t runs) {
     if (op.kind != OpKind::comm || runs == 0) return;
     auto it = std::find_if(out.begin(), out.end(), [&](const CommVolume& v) {
@@ -22,7 +28,9 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
     }
     it->calls += runs;
     it->bytes += op.bytes * static_cast<double>(runs);
-    it->wire_bytes += op.wire_bytes() * static_cast<double>(runs);
+    const double wire =
+        op.tag == OpTag::ep_forwarded ? op.bytes * (fc.network + fc.nvlink) : op.wire_bytes();
+    it->wire_bytes += wire * static_cast<double>(runs);
   };
   for (const Chunk& ch : r.chunks) {
     for (const Op& op : ch.forward.ops()) add(op, runs_per_iteration(op, w.microbatches));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/sim/simulator.h"
+#include "commscope/spec/placement.h"
 #include "commscope/workload/params.h"
 #include "test_util.h"
 
@@ -149,6 +150,78 @@ TEST(Moe, AllToAllBytesPerLayerAreTheClosedForm) {
       }
     }
   }
+}
+
+// The flex dispatcher (--moe-token-dispatcher-type flex, DeepEP/HybridEP): each MoE layer's
+// dispatch and combine, forward and backward, carry the rank's tokens once (b x s x h x 2
+// bytes, x the load factor), tagged for the cost layer, where the all-to-all carries top-k
+// copies; describe's wire bytes are that payload x the copies of spec/placement.h; predict
+// prices it below the all-to-all across nodes. Qwen3-30B-A3B, EP 16 on two DGX H100s.
+TEST(Moe, FlexDispatchCarriesEachTokenOnce) {
+  auto build = [](MoeDispatcher d, std::optional<double> imbalance) {
+    PlanInput p = moe_plan(16, 1, 16);
+    p.expert_tp = 1;
+    p.global_batch = 1024;
+    p.moe_dispatcher = d;
+    p.moe_routing_imbalance = imbalance;
+    return scenario("qwen3-30b-a3b", "dgx-h100", p);
+  };
+  Scenario flex = build(MoeDispatcher::flex, std::nullopt);
+  Scenario a2a = build(MoeDispatcher::alltoall, std::nullopt);
+  Workload wf = build_workload(flex), wa = build_workload(a2a);
+  const double payload = static_cast<double>(flex.model.seq_length) * flex.model.hidden * 2;
+  int seen = 0;
+  for (const OpList* l : {&wf.roles[0].chunks[0].forward, &wf.roles[0].chunks[0].backward})
+    for (const Op& o : l->ops())
+      if (o.kind == OpKind::comm && o.group == CommGroup::expert) {
+        EXPECT_EQ(o.collective, Collective::all_to_all);
+        EXPECT_EQ(o.tag, OpTag::ep_forwarded);
+        EXPECT_DOUBLE_EQ(o.bytes, payload);
+        ++seen;
+      }
+  EXPECT_EQ(seen, 4 * flex.model.decoder_layers);
+  for (const Op& o : wa.roles[0].chunks[0].forward.ops())
+    if (o.kind == OpKind::comm && o.group == CommGroup::expert) {
+      EXPECT_EQ(o.tag, OpTag::none);
+      EXPECT_DOUBLE_EQ(o.bytes, payload * flex.model.experts_per_token);
+    }
+  Workload skew = build_workload(build(MoeDispatcher::flex, 1.5));
+  for (const Op& o : skew.roles[0].chunks[0].forward.ops())
+    if (o.kind == OpKind::comm && o.group == CommGroup::expert)
+      EXPECT_DOUBLE_EQ(o.bytes, 1.5 * payload);
+
+  const ForwardedCopies c = forwarded_copies(128, 8, place_group(flex, CommGroup::expert));
+  bool counted = false;
+  for (const CommVolume& v : comm_volume(wf, wf.roles[0]))
+    if (v.group == CommGroup::expert) {
+      counted = true;
+      EXPECT_EQ(v.calls, 4LL * flex.model.decoder_layers * wf.microbatches);
+      EXPECT_NEAR(v.wire_bytes / (v.calls * payload * (c.network + c.nvlink)), 1.0, 1e-12);
+    }
+  EXPECT_TRUE(counted);
+  Prediction pf = simulate(wf), pa = simulate(wa);
+  EXPECT_LT(pf.mean.by_group[CommGroup::expert].total,
+            0.5 * pa.mean.by_group[CommGroup::expert].total);
+  EXPECT_LT(pf.iteration_time, pa.iteration_time);
+  EXPECT_EQ(to_json(flex.plan).value("moe_token_dispatcher_type", ""), "flex");
+  EXPECT_FALSE(to_json(a2a.plan).contains("moe_token_dispatcher_type"));
+
+  // What the flex form does not model is refused by name: a dense model, expert TP, padding.
+  PlanInput p = plan(16, 1, 1, 1);
+  p.moe_dispatcher = MoeDispatcher::flex;
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", p).find("--moe-token-dispatcher-type"),
+            std::string::npos);
+  p = moe_plan(16, 2, 8);
+  p.expert_tp = 2;
+  p.moe_dispatcher = MoeDispatcher::flex;
+  EXPECT_NE(scenario_error("qwen3-30b-a3b", "dgx-h100", p).find("expert-tensor-parallel"),
+            std::string::npos);
+  p = moe_plan(16, 1, 16);
+  p.moe_capacity_factor = 1.25;
+  p.moe_pad_to_capacity = true;
+  p.moe_dispatcher = MoeDispatcher::flex;
+  EXPECT_NE(scenario_error("qwen3-30b-a3b", "dgx-h100", p).find("--moe-token-dispatcher-type"),
+            std::string::npos);
 }
 
 // DeepSeek-V3's first three layers are dense: no all-to-all there.
@@ -461,7 +534,8 @@ TEST(MoeCli, FlagsAreCheckedAndPriced) {
         Bad{" --cp 0", "--context-parallel-size"},
         Bad{" --ep 8 --moe-routing-imbalance 0.5", "--moe-routing-imbalance"},
         Bad{" --ep 8 --moe-expert-capacity-factor x", "--moe-expert-capacity-factor"},
-        Bad{" --ep 8 --expert-tensor-parallel-size 4", "--expert-tensor-parallel-size"}}) {
+        Bad{" --ep 8 --expert-tensor-parallel-size 4", "--expert-tensor-parallel-size"},
+        Bad{" --ep 8 --moe-token-dispatcher-type nccl", "--moe-token-dispatcher-type"}}) {
     SCOPED_TRACE(b.args);
     testing::Outcome o = testing::run_shell(base + b.args);
     EXPECT_EQ(o.status, 2);
@@ -475,8 +549,14 @@ TEST(MoeCli, FlagsAreCheckedAndPriced) {
   testing::Outcome help = testing::run_shell(bin + " predict --help");
   for (const char* f :
        {"--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
-        "--moe-expert-capacity-factor", "--moe-routing-imbalance"})
+        "--moe-expert-capacity-factor", "--moe-routing-imbalance", "--moe-token-dispatcher-type"})
     EXPECT_NE(help.out.find(f), std::string::npos) << f;
+  testing::Outcome flex =
+      testing::run_shell(bin +
+                         " describe --model mixtral-8x7b --system dgx-h100 --gpus 64 --ep 8 "
+                         "--moe-token-dispatcher-type flex");
+  EXPECT_EQ(flex.status, 0) << flex.err;
+  EXPECT_NE(flex.out.find("EP 8 (flex dispatcher"), std::string::npos) << flex.out;
 }
 
 }  // namespace

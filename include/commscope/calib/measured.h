@@ -30,6 +30,10 @@ struct MeasuredRun {
   // The corpus's `assumed` column: what the row takes from a documented framework default
   // rather than from its source (e.g. "attention flash: ..."), else empty.
   std::string assumed;
+  // The corpus's `unmodelled` column: what the row's run does that commscope does not model
+  // and that bears on its time (e.g. Megatron's MoE all-to-all overlap), else empty. Such a row
+  // is predicted and validated, never fitted on (calibrate, docs/validate.md).
+  std::string unmodelled;
 };
 
 // Rows of a validation-corpus file that could not become a scenario, counted per reason

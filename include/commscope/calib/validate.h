@@ -21,6 +21,7 @@ struct PreparedRun {
   int index = 0;                 // 0-based data row in its file
   std::string id, split, group;  // the validation corpus's (MeasuredRun), else empty
   std::string assumed;           // the corpus's `assumed` column (MeasuredRun), else empty
+  std::string unmodelled;        // the corpus's `unmodelled` column: never fitted on if set
   Workload workload;
   double measured_s = 0;
   double measured_memory_gib = 0;  // MeasuredRun's, 0 when not measured

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "commscope/spec/placement.h"
 #include "commscope/spec/scenario.h"
 #include "commscope/workload/op.h"
 
@@ -36,16 +37,6 @@ std::string_view to_string(CollectiveAlgorithm a);  // "auto", "ring", "tree", "
 // NCCL's protocols (automatic: the fastest).
 enum class CollectiveProtocol : std::uint8_t { automatic, ll, ll128, simple };
 std::string_view to_string(CollectiveProtocol p);  // "auto", "LL", "LL128", "Simple"
-
-// Where a process group's ranks sit, under Megatron's rank order (tensor fastest, then data,
-// then pipeline: rank = t + TP x (d + DP x p)) with GPUs filled node by node.
-struct GroupPlacement {
-  int size = 1;        // ranks in the group
-  int nodes = 1;       // nodes it spans
-  int per_node = 1;    // its ranks on each node
-  int concurrent = 1;  // groups of this kind that use a node's NICs at the same time
-};
-GroupPlacement place_group(const Scenario& sc, CommGroup g);
 
 // The bandwidths and latencies the model uses for a scenario, and the network profile's
 // measured bus-bandwidth curves (docs/cost-model.md, "Measured curves").
@@ -146,7 +137,16 @@ const BusBwCurve* curve_for(Collective c, const GroupPlacement& g, const LinkMod
 // largest point's beyond it; below the smallest, the smallest point's (the caller scales time).
 double curve_busbw(const BusBwCurve& curve, double bytes);
 
-// Convenience: the op's collective over its group in this scenario.
+// The flex dispatcher's dispatch or combine (--moe-token-dispatcher-type flex: DeepEP's or
+// HybridEP's fused kernels) of `payload` bytes, this rank's tokens each once: the node's ranks
+// send per_node x payload x copies.network through the group's share of the node's NICs while
+// each forwards payload x copies.nvlink over NVLink, pipelined (the time is the larger), after
+// one network hop (when the group crosses nodes) and one NVLink hop (docs/cost-model.md).
+Seconds forwarded_time(double payload, const ForwardedCopies& c, const GroupPlacement& g,
+                       const LinkModel& l);
+
+// Convenience: the op's collective over its group in this scenario (an OpTag::ep_forwarded
+// op by forwarded_time with the model's experts and top-k).
 Seconds comm_time(const Op& op, const Scenario& sc);
 
 }  // namespace commscope

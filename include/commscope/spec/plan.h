@@ -73,6 +73,15 @@ std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s);
 enum class CpCommType : std::uint8_t { p2p, all_gather };
 std::string_view to_string(CpCommType c);
 std::optional<CpCommType> cp_comm_type_from_name(std::string_view s);
+// How a MoE layer moves its tokens to the experts and back (Megatron-LM
+// --moe-token-dispatcher-type; docs/workload.md, "The flex dispatcher"): `alltoall` is NCCL's
+// all-to-all(v), one copy of a token for each of its top-k experts on another EP rank;
+// `flex` is DeepEP's or HybridEP's fused dispatch and combine, which sends a token once over
+// the network to each node holding one of its experts and forwards it over NVLink there to
+// each GPU holding one (once per GPU, whatever the number of its experts there).
+enum class MoeDispatcher : std::uint8_t { alltoall, flex };
+std::string_view to_string(MoeDispatcher d);
+std::optional<MoeDispatcher> moe_dispatcher_from_name(std::string_view s);
 
 // Data type of weights, activations and gradients on the wire for a precision.
 DType compute_dtype(Precision p);
@@ -186,6 +195,8 @@ struct ParallelPlan {
   // with weight 0 (Megatron-LM's apply_router_token_dropping), so the all-to-all and the
   // expert GEMMs have a size independent of the routing.
   bool moe_pad_to_capacity = false;
+  // --moe-token-dispatcher-type (MoeDispatcher); only read when ep > 1.
+  MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
   // --moe-aux-loss-coeff: the load-balancing loss's weight. The CPU trainer adds the loss;
   // describe and predict count nothing for it (Megatron-LM all-reduces the E per-expert
   // counts over TP x CP per MoE layer when that group has more than one rank: not modelled).
@@ -269,6 +280,7 @@ struct PlanInput {
   std::optional<CpCommType> cp_comm_type;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
   std::optional<bool> moe_pad_to_capacity;
+  std::optional<MoeDispatcher> moe_dispatcher;
   std::optional<double> moe_aux_loss_coeff;
   // DeepSpeed's release (--deepspeed-version) and its host cost per rank per call
   // (--zero3-host-per-rank-call, seconds; 0 switches it off)

@@ -29,9 +29,11 @@ enum class ComputeClass : std::uint8_t {
   // loops over the group's ranks): no FLOPs, no bytes; it takes host_seconds.
   host
 };
-// Ops the simulator treats specially: ZeRO-3 parameter gathers (prefetched) and gradient
-// buckets (deferred without overlap).
-enum class OpTag : std::uint8_t { none, param_gather, grad_bucket };
+// Ops the simulator treats specially: ZeRO-3 parameter gathers (prefetched), gradient
+// buckets (deferred without overlap), and the flex dispatcher's MoE dispatch and combine
+// (ep_forwarded: an all_to_all whose bytes are the rank's tokens each once, priced by the
+// cost layer's forwarded_time and counted on the wire by its forwarded_copies).
+enum class OpTag : std::uint8_t { none, param_gather, grad_bucket, ep_forwarded };
 // The part of its process group a collective runs over: the whole group, or (PyTorch FSDP's
 // HYBRID_SHARD) the group's ranks on one node (the shard group) or one rank per node (the
 // replicate group). group_size is then the sub-group's size.
@@ -83,7 +85,8 @@ struct Op {
     return kind == OpKind::compute &&
            (compute == ComputeClass::gemm || compute == ComputeClass::attention);
   }
-  // Bytes that cross this rank's links, one direction, under a ring: bytes x bus factor.
+  // Bytes that cross this rank's links, one direction, under a ring: bytes x bus factor (not
+  // for an OpTag::ep_forwarded op, whose copies depend on the placement: comm_volume's).
   double wire_bytes() const { return bytes * bus_factor(collective, group_size); }
 };
 
