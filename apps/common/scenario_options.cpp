@@ -344,6 +344,15 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "routed expert) | flex (DeepEP/HybridEP: a token crosses the network once per "
                  "node holding its experts, then NVLink) [alltoall]")
       ->group(g_moe);
+  cmd.add_option("--moe-router-num-groups", o.moe_router_groups,
+                 "group-limited routing: the experts in this many groups (DeepSeek-V3's "
+                 "node-limited routing: n_group); the flex dispatcher's network copies follow it "
+                 "[the model's]")
+      ->group(g_moe);
+  cmd.add_option("--moe-router-group-topk", o.moe_router_group_topk,
+                 "group-limited routing: the groups each token's experts come from (topk_group) "
+                 "[the model's]")
+      ->group(g_moe);
   cmd.add_option("--moe-routing-imbalance", o.moe_routing_imbalance,
                  "the busiest EP rank's routed tokens over the mean, 1 to EP [1: even]")
       ->group(g_moe);
@@ -522,6 +531,10 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     CS_RETURN_IF_ERROR(named_value("--cp-comm-type", o.cp_comm_type, cp_comm_type_from_name,
                                    "p2p or all_gather", flags.cp_comm_type));
     CS_RETURN_IF_ERROR(whole("--expert-model-parallel-size", o.ep, flags.ep));
+    CS_RETURN_IF_ERROR(
+        whole("--moe-router-num-groups", o.moe_router_groups, flags.moe_router_groups));
+    CS_RETURN_IF_ERROR(
+        whole("--moe-router-group-topk", o.moe_router_group_topk, flags.moe_router_group_topk));
     CS_RETURN_IF_ERROR(named_value("--moe-token-dispatcher-type", o.moe_dispatcher,
                                    moe_dispatcher_from_name, "alltoall or flex",
                                    flags.moe_dispatcher));

@@ -291,7 +291,8 @@ struct Costs {
       place[static_cast<int>(g)] = place_group(s, g);
     forwarded = forwarded_copies(static_cast<int>(s.model.experts),
                                  static_cast<int>(s.model.experts_per_token),
-                                 place[static_cast<int>(CommGroup::expert)]);
+                                 place[static_cast<int>(CommGroup::expert)],
+                                 s.plan.moe_router_groups, s.plan.moe_router_group_topk);
     stragglers.cv = s.system.scale.straggler_cv;
     if (stragglers.cv > 0) {
       Op probe;

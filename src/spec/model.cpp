@@ -96,6 +96,23 @@ void apply_model_defaults(ModelSpec& m) {
   if (m.kind == ArchKind::t5 && m.decoder_seq_length == 0) m.decoder_seq_length = m.seq_length;
 }
 
+std::optional<ExpertGroupsProblem> check_expert_groups(std::int64_t experts, std::int64_t top_k,
+                                                       std::int64_t groups,
+                                                       std::int64_t per_token) {
+  if (groups == 0 && per_token == 0) return std::nullopt;
+  if (groups < 1 || experts % groups != 0)
+    return ExpertGroupsProblem{false, fmt::format("a divisor of the {} experts", experts), groups};
+  if (per_token < 1 || per_token > groups)
+    return ExpertGroupsProblem{true, fmt::format("1 to the {} groups", groups), per_token};
+  if (top_k > per_token * (experts / groups))
+    return ExpertGroupsProblem{
+        true,
+        fmt::format("groups holding at least the top-{} experts (groups of {})", top_k,
+                    experts / groups),
+        per_token};
+  return std::nullopt;
+}
+
 // The mixture-of-experts and latent-attention fields: all zero (dense, ordinary attention) or
 // consistent, within the limits, on a decoder-only model.
 static Status validate_moe(const ModelSpec& m, const std::string& where) {
@@ -108,6 +125,8 @@ static Status validate_moe(const ModelSpec& m, const std::string& where) {
         std::tuple{"shared_experts", m.shared_experts, limits::kMaxHidden},
         std::tuple{"moe_ffn", m.moe_ffn, limits::kMaxFfn},
         std::tuple{"first_dense_layers", std::int64_t{m.first_dense_layers}, limits::kMaxLayers},
+        std::tuple{"expert_groups", m.expert_groups, limits::kMaxHidden},
+        std::tuple{"expert_groups_per_token", m.expert_groups_per_token, limits::kMaxHidden},
         std::tuple{"q_lora_rank", m.q_lora_rank, limits::kMaxHidden},
         std::tuple{"kv_lora_rank", m.kv_lora_rank, limits::kMaxHidden},
         std::tuple{"qk_rope_head_dim", m.qk_rope_head_dim, limits::kMaxHidden},
@@ -127,8 +146,11 @@ static Status validate_moe(const ModelSpec& m, const std::string& where) {
     if (m.first_dense_layers >= m.decoder_layers)
       return err("first_dense_layers", m.first_dense_layers,
                  fmt::format("fewer than the {} layers", m.decoder_layers));
+    if (auto g = check_expert_groups(m.experts, m.experts_per_token, m.expert_groups,
+                                     m.expert_groups_per_token))
+      return err(g->per_token ? "expert_groups_per_token" : "expert_groups", g->got, g->expected);
   } else if (m.experts_per_token > 0 || m.shared_experts > 0 || m.moe_ffn > 0 ||
-             m.first_dense_layers > 0) {
+             m.first_dense_layers > 0 || m.expert_groups > 0 || m.expert_groups_per_token > 0) {
     return err("experts", m.experts,
                "a positive count when experts_per_token, shared_experts, moe_ffn or "
                "first_dense_layers is given");
@@ -256,6 +278,8 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("shared_experts", m.shared_experts);
   r.read("moe_ffn", m.moe_ffn);
   r.read("first_dense_layers", m.first_dense_layers);
+  r.read("expert_groups", m.expert_groups);
+  r.read("expert_groups_per_token", m.expert_groups_per_token);
   r.read("q_lora_rank", m.q_lora_rank);
   r.read("kv_lora_rank", m.kv_lora_rank);
   r.read("qk_rope_head_dim", m.qk_rope_head_dim);
@@ -362,6 +386,10 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
       r.read("n_shared_experts", m.shared_experts);
       r.require("moe_intermediate_size", m.moe_ffn);
       r.read("first_k_dense_replace", m.first_dense_layers);
+      // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4).
+      if (r.has("n_group") && !r.raw().at("n_group").is_null()) r.read("n_group", m.expert_groups);
+      if (r.has("topk_group") && !r.raw().at("topk_group").is_null())
+        r.read("topk_group", m.expert_groups_per_token);
       int freq = 1;
       r.read("moe_layer_freq", freq);
       r.check(freq == 1, "moe_layer_freq", "1 (every layer after the dense ones is MoE)",
@@ -441,6 +469,10 @@ nlohmann::json to_json(const ModelSpec& m) {
     j["shared_experts"] = m.shared_experts;
     j["moe_ffn"] = m.expert_ffn();
     j["first_dense_layers"] = m.first_dense_layers;
+    if (m.expert_groups > 0) {
+      j["expert_groups"] = m.expert_groups;
+      j["expert_groups_per_token"] = m.expert_groups_per_token;
+    }
   }
   if (m.mla()) {
     j["q_lora_rank"] = m.q_lora_rank;

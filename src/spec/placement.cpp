@@ -2,6 +2,7 @@
 #include "commscope/spec/placement.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace commscope {
 
@@ -73,14 +74,50 @@ GroupPlacement place_group(const Scenario& sc, CommGroup g) {
   return out;
 }
 
-ForwardedCopies forwarded_copies(int experts, int top_k, const GroupPlacement& ep) {
+namespace {
+double binomial(double n, double r) {
+  if (r < 0 || r > n) return 0;
+  return std::exp(std::lgamma(n + 1) - std::lgamma(r + 1) - std::lgamma(n - r + 1));
+}
+
+// P(a token's top_k experts miss a set of `set` experts that is whole groups or lies inside one
+// group; forwarded_copies' comment).
+double miss(int experts, int top_k, int groups, int group_topk, int set) {
+  if (groups <= 0) return none_among(experts, top_k, set);
+  const int g = experts / groups, pool = group_topk * g;
+  if (set % g == 0) {
+    const int c = set / g;  // the set's groups: j of them chosen, hypergeometrically
+    double p = 0;
+    for (int j = 0; j <= std::min(c, group_topk); ++j)
+      p += binomial(c, j) * binomial(groups - c, group_topk - j) / binomial(groups, group_topk) *
+           none_among(pool, top_k, static_cast<double>(j) * g);
+    return p;
+  }
+  const double chosen = static_cast<double>(group_topk) / groups;
+  return (1 - chosen) + chosen * none_among(pool, top_k, set);
+}
+
+bool aligned(int set, int g) {
+  return set > 0 && g > 0 && (set % g == 0 || g % set == 0);
+}
+}  // namespace
+
+bool expert_groups_align(int experts, int groups, const GroupPlacement& ep) {
+  if (groups <= 0) return true;
+  if (ep.size <= 0 || experts % ep.size != 0 || experts % groups != 0) return false;
+  const int per_gpu = experts / ep.size, g = experts / groups;
+  return aligned(per_gpu, g) && aligned(per_gpu * ep.per_node, g);
+}
+
+ForwardedCopies forwarded_copies(int experts, int top_k, const GroupPlacement& ep, int groups,
+                                 int group_topk) {
   ForwardedCopies c;
   if (experts <= 0 || top_k <= 0 || ep.size <= 1) return c;
   const int k = std::min(top_k, experts);
-  const double per_gpu = static_cast<double>(experts) / ep.size;
-  c.network = (ep.nodes - 1) * (1 - none_among(experts, k, per_gpu * ep.per_node));
-  c.nvlink =
-      static_cast<double>(ep.nodes) * (ep.per_node - 1) * (1 - none_among(experts, k, per_gpu));
+  const int per_gpu = experts / ep.size;
+  c.network = (ep.nodes - 1) * (1 - miss(experts, k, groups, group_topk, per_gpu * ep.per_node));
+  c.nvlink = static_cast<double>(ep.nodes) * (ep.per_node - 1) *
+             (1 - miss(experts, k, groups, group_topk, per_gpu));
   return c;
 }
 

@@ -284,6 +284,8 @@ void PlanInput::merge(const PlanInput& o) {
   take(moe_routing_imbalance, o.moe_routing_imbalance);
   take(moe_pad_to_capacity, o.moe_pad_to_capacity);
   take(moe_dispatcher, o.moe_dispatcher);
+  take(moe_router_groups, o.moe_router_groups);
+  take(moe_router_group_topk, o.moe_router_group_topk);
   take(moe_aux_loss_coeff, o.moe_aux_loss_coeff);
   take(deepspeed_version, o.deepspeed_version);
   take(zero3_host_s_per_rank_per_call, o.zero3_host_s_per_rank_per_call);
@@ -408,6 +410,10 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.moe_pad_to_capacity) j["moe_pad_expert_input_to_capacity"] = true;
   if (p.ep > 1 && p.moe_dispatcher != MoeDispatcher::alltoall)
     j["moe_token_dispatcher_type"] = to_string(p.moe_dispatcher);
+  if (p.moe_router_groups > 0) {
+    j["moe_router_num_groups"] = p.moe_router_groups;
+    j["moe_router_group_topk"] = p.moe_router_group_topk;
+  }
   if (p.moe_aux_loss_coeff > 0) j["moe_aux_loss_coeff"] = p.moe_aux_loss_coeff;
   // The framework and its options only when one is chosen: the default plan's JSON is as before.
   switch (p.framework) {

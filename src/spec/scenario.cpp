@@ -6,6 +6,7 @@
 
 #include "commscope/spec/framework_config.h"
 #include "commscope/spec/limits.h"
+#include "commscope/spec/placement.h"
 
 namespace commscope {
 
@@ -228,6 +229,21 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   if (plan.moe_pad_to_capacity && plan.moe_capacity_factor <= 0)  // as Megatron-LM asserts
     return bad("--moe-pad-expert-input-to-capacity", "a --moe-expert-capacity-factor with it",
                "none");
+  // Group-limited routing: the plan's flags, else the model's (DeepSeek-V3's n_group 8,
+  // topk_group 4), checked as the model's are.
+  if ((in.moe_router_groups || in.moe_router_group_topk) && !model.moe())
+    return bad(in.moe_router_groups ? "--moe-router-num-groups" : "--moe-router-group-topk",
+               fmt::format("none for {}, which has no experts", model.name),
+               num(in.moe_router_groups.value_or(in.moe_router_group_topk.value_or(0))));
+  plan.moe_router_groups = in.moe_router_groups.value_or(static_cast<int>(model.expert_groups));
+  plan.moe_router_group_topk =
+      in.moe_router_group_topk.value_or(in.moe_router_groups && !in.moe_router_group_topk
+                                            ? 0
+                                            : static_cast<int>(model.expert_groups_per_token));
+  if (auto g = check_expert_groups(model.experts, model.experts_per_token, plan.moe_router_groups,
+                                   plan.moe_router_group_topk))
+    return bad(g->per_token ? "--moe-router-group-topk" : "--moe-router-num-groups", g->expected,
+               num(g->got));
   plan.moe_dispatcher = in.moe_dispatcher.value_or(MoeDispatcher::alltoall);
   if (plan.moe_dispatcher == MoeDispatcher::flex) {
     if (!model.moe())
@@ -551,6 +567,18 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   sc.model = std::move(model);
   sc.system = std::move(system);
   sc.network = std::move(network);
+  // The flex dispatcher's copies under group-limited routing need every node's and GPU's
+  // experts to be whole groups or inside one (spec/placement.h).
+  if (plan.moe_dispatcher == MoeDispatcher::flex && plan.ep > 1 && plan.moe_router_groups > 0) {
+    const GroupPlacement g = place_group(sc, CommGroup::expert);
+    const std::int64_t E = sc.model.experts;
+    if (!expert_groups_align(static_cast<int>(E), plan.moe_router_groups, g))
+      return bad("--moe-router-num-groups",
+                 fmt::format("groups whose {} experts are a multiple or a divisor of a GPU's {} "
+                             "and a node's {} with the flex dispatcher",
+                             E / plan.moe_router_groups, E / g.size, E / g.size * g.per_node),
+                 num(plan.moe_router_groups));
+  }
   return sc;
 }
 

@@ -290,40 +290,61 @@ TEST(Cost, AllToAllAcrossNodesIsTheNodesEgress) {
 }
 
 // The flex dispatcher's copies of a token (spec/placement.h) against an independent count:
-// draw top-k distinct experts uniformly (Megatron-LM's force-balanced router), place expert e
-// on GPU e / (E / G) and that GPU on node gpu / per_node, and count, as DeepEP's internode
-// dispatch sends them, the other nodes the token goes to once over RDMA and the GPUs of each
-// node holding one of its experts other than the GPU it lands on (its own GPU on its own
-// node, the same local rank on a remote one), forwarded over NVLink. 200,000 draws, seeded:
-// within 4 standard errors of the hypergeometric closed form. Exact identities beside it: top-1
-// crosses (N - 1) / N, the all-to-all's cross-node share; a group on one node crosses nothing.
+// draw top-k distinct experts uniformly (Megatron-LM's force-balanced router) or, under
+// group-limited routing, group_topk distinct groups uniformly and then top-k distinct experts
+// among theirs; place expert e on GPU e / (E / G) and that GPU on node gpu / per_node; and
+// count, as DeepEP's internode dispatch sends them, the other nodes the token goes to once over
+// RDMA and the GPUs of each node holding one of its experts other than the GPU it lands on (its
+// own GPU on its own node, the same local rank on a remote one), forwarded over NVLink.
+// 200,000 draws a case, seeded: within 4 standard errors of the closed form. Exact identities
+// beside it: top-1 crosses (N - 1) / N, the all-to-all's cross-node share; a group on one node
+// crosses nothing; one group of all the experts is no grouping.
 TEST(Cost, FlexDispatchCopiesAreTheHypergeometricForm) {
   struct Case {
-    int experts, top_k, size, per_node;
+    int experts, top_k, size, per_node, groups = 0, group_topk = 0;
   };
   std::uint64_t seed = 12345;
   auto next = [&](std::uint64_t n) {
     seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
     return (seed >> 33) % n;
   };
-  for (const Case& c : {Case{128, 8, 16, 8}, Case{128, 8, 32, 8}, Case{256, 8, 64, 8},
-                        Case{8, 2, 8, 4}, Case{64, 6, 16, 4}}) {
-    SCOPED_TRACE(::testing::Message() << c.experts << " experts top-" << c.top_k << " over "
-                                      << c.size << " ranks, " << c.per_node << " a node");
+  auto distinct = [&](int count, int of, std::vector<int>& out) {
+    out.clear();
+    while (static_cast<int>(out.size()) < count) {
+      const int e = static_cast<int>(next(static_cast<std::uint64_t>(of)));
+      if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+    }
+  };
+  for (const Case& c :
+       {Case{128, 8, 16, 8}, Case{128, 8, 32, 8}, Case{256, 8, 64, 8}, Case{8, 2, 8, 4},
+        Case{64, 6, 16, 4},
+        // group-limited: DeepSeek-V3's 8 groups of 32, 4 a token, one a node;
+        // groups smaller than a GPU's experts; a GPU's and a node's inside one
+        Case{256, 8, 64, 8, 8, 4}, Case{128, 8, 16, 8, 32, 4}, Case{64, 6, 16, 4, 2, 1}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << c.experts << " experts top-" << c.top_k << " over " << c.size << " ranks, "
+                 << c.per_node << " a node, groups " << c.groups << " top-" << c.group_topk);
     GroupPlacement g;
     g.size = c.size;
     g.per_node = c.per_node;
     g.nodes = c.size / c.per_node;
-    const ForwardedCopies want = forwarded_copies(c.experts, c.top_k, g);
+    ASSERT_TRUE(expert_groups_align(c.experts, c.groups, g));
+    const ForwardedCopies want = forwarded_copies(c.experts, c.top_k, g, c.groups, c.group_topk);
     const int per_gpu = c.experts / c.size, draws = 200000;
+    const int per_group = c.groups > 0 ? c.experts / c.groups : c.experts;
     double net = 0, net2 = 0, nvl = 0, nvl2 = 0;
-    std::vector<int> picked;
+    std::vector<int> picked, groups, pool;
     for (int d = 0; d < draws; ++d) {
       const int src = static_cast<int>(next(static_cast<std::uint64_t>(c.size)));
-      picked.clear();
-      while (static_cast<int>(picked.size()) < c.top_k) {
-        const int e = static_cast<int>(next(static_cast<std::uint64_t>(c.experts)));
-        if (std::find(picked.begin(), picked.end(), e) == picked.end()) picked.push_back(e);
+      if (c.groups > 0) {
+        distinct(c.group_topk, c.groups, groups);
+        distinct(c.top_k, c.group_topk * per_group, pool);
+        picked.clear();
+        for (int i : pool)  // the i-th expert of the chosen groups' pool
+          picked.push_back(groups[static_cast<std::size_t>(i / per_group)] * per_group +
+                           i % per_group);
+      } else {
+        distinct(c.top_k, c.experts, picked);
       }
       std::vector<char> gpu_hit(static_cast<std::size_t>(c.size), 0);
       for (int e : picked) gpu_hit[static_cast<std::size_t>(e / per_gpu)] = 1;
@@ -353,9 +374,21 @@ TEST(Cost, FlexDispatchCopiesAreTheHypergeometricForm) {
   two.size = 32, two.nodes = 4;
   EXPECT_NEAR(forwarded_copies(128, 1, two).network, 3.0 / 4, 1e-15);
   EXPECT_NEAR(forwarded_copies(128, 128, two).network, 3.0, 1e-15);  // every node has one
+  const ForwardedCopies plain = forwarded_copies(128, 8, two),
+                        one_group = forwarded_copies(128, 8, two, 1, 1);
+  EXPECT_NEAR(one_group.network, plain.network, 1e-12);
+  EXPECT_NEAR(one_group.nvlink, plain.nvlink, 1e-12);
+  // Node-limited (4 groups of 32, each a node's, 2 a token): at most 2 nodes, fewer crossings.
+  EXPECT_LT(forwarded_copies(128, 8, two, 4, 2).network, plain.network);
+  EXPECT_LE(forwarded_copies(128, 8, two, 4, 2).network, 2.0);
   GroupPlacement one;
   one.size = 8, one.per_node = 8, one.nodes = 1;
   EXPECT_EQ(forwarded_copies(128, 8, one).network, 0.0);
+  // A node of 6 GPUs x 4 experts (24) against groups of 32: neither whole groups nor inside one.
+  GroupPlacement six;
+  six.size = 66, six.per_node = 6, six.nodes = 11;
+  EXPECT_FALSE(expert_groups_align(264, 8, six));
+  EXPECT_TRUE(expert_groups_align(264, 0, six));
 }
 
 // The flex dispatch's time: the node's 8 ranks push 8 x payload x network copies through the

@@ -85,6 +85,8 @@ TEST(Moe, HuggingFaceConfigsGiveThePresetsCounts) {
     EXPECT_EQ(m.value().experts_per_token, p.experts_per_token);
     EXPECT_EQ(m.value().shared_experts, p.shared_experts);
     EXPECT_EQ(m.value().first_dense_layers, p.first_dense_layers);
+    EXPECT_EQ(m.value().expert_groups, p.expert_groups);  // DeepSeek-V3: n_group 8, topk_group 4
+    EXPECT_EQ(m.value().expert_groups_per_token, p.expert_groups_per_token);
     EXPECT_EQ(count_params(m.value()).total, count_params(p).total);
     EXPECT_EQ(count_params(m.value()).active, count_params(p).active);
   }
@@ -103,8 +105,23 @@ TEST(Moe, BadMoeFieldsNameTheField) {
   m = model_from_json(j, "m.json");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message.find("first_dense_layers"), std::string::npos);
-  j.erase("experts");
   j["first_dense_layers"] = 0;
+  j["expert_groups"] = 3;  // not a divisor of the 8 experts
+  j["expert_groups_per_token"] = 1;
+  m = model_from_json(j, "m.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("field 'expert_groups': expected a divisor of the 8 experts, "
+                                   "got 3"),
+            std::string::npos)
+      << m.error().message;
+  j["expert_groups"] = 4;
+  j["expert_groups_per_token"] = 5;
+  m = model_from_json(j, "m.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("'expert_groups_per_token'"), std::string::npos);
+  j.erase("expert_groups");
+  j.erase("expert_groups_per_token");
+  j.erase("experts");
   m = model_from_json(j, "m.json");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message.find("'experts'"), std::string::npos) << m.error().message;
@@ -221,6 +238,54 @@ TEST(Moe, FlexDispatchCarriesEachTokenOnce) {
   p.moe_pad_to_capacity = true;
   p.moe_dispatcher = MoeDispatcher::flex;
   EXPECT_NE(scenario_error("qwen3-30b-a3b", "dgx-h100", p).find("--moe-token-dispatcher-type"),
+            std::string::npos);
+}
+
+// Group-limited routing (DeepSeek-V3's n_group 8, topk_group 4; Megatron-LM's
+// --moe-router-num-groups and --moe-router-group-topk): the model's unless the plan says
+// otherwise; under the flex dispatcher the network copies follow it (fewer nodes a token), the
+// all-to-all does not (a copy per expert whatever the groups); bad values are named.
+TEST(Moe, GroupLimitedRoutingNarrowsTheFlexDispatch) {
+  auto ds = [](MoeDispatcher d, std::optional<int> groups, std::optional<int> topk) {
+    PlanInput p = moe_plan(512, 1, 64);
+    p.pp = 8;
+    p.expert_tp = 1;
+    p.global_batch = 512;
+    p.stage_layers = std::vector<int>{7, 8, 8, 8, 8, 8, 8, 6};
+    p.moe_dispatcher = d;
+    p.moe_router_groups = groups;
+    p.moe_router_group_topk = topk;
+    return p;
+  };
+  Scenario grouped = scenario("deepseek-v3", "dgx-h100", ds(MoeDispatcher::flex, {}, {}));
+  EXPECT_EQ(grouped.plan.moe_router_groups, 8);
+  EXPECT_EQ(grouped.plan.moe_router_group_topk, 4);
+  EXPECT_EQ(to_json(grouped.plan).value("moe_router_num_groups", 0), 8);
+  Scenario free = scenario("deepseek-v3", "dgx-h100", ds(MoeDispatcher::flex, 1, 1));
+  const GroupPlacement g = place_group(grouped, CommGroup::expert);
+  ASSERT_EQ(g.nodes, 8);
+  const ForwardedCopies a = forwarded_copies(256, 8, g, 8, 4), b = forwarded_copies(256, 8, g);
+  EXPECT_LT(a.network, b.network);
+  auto expert_time = [](const Scenario& sc) {
+    return simulate(build_workload(sc)).mean.by_group[CommGroup::expert].total;
+  };
+  EXPECT_LT(expert_time(grouped), expert_time(free));
+  // The all-to-all: the same with or without the groups.
+  EXPECT_DOUBLE_EQ(
+      expert_time(scenario("deepseek-v3", "dgx-h100", ds(MoeDispatcher::alltoall, {}, {}))),
+      expert_time(scenario("deepseek-v3", "dgx-h100", ds(MoeDispatcher::alltoall, 1, 1))));
+  EXPECT_NE(scenario_error("deepseek-v3", "dgx-h100", ds(MoeDispatcher::flex, 3, 1))
+                .find("--moe-router-num-groups: expected a divisor of the 256 experts, got 3"),
+            std::string::npos);
+  EXPECT_NE(scenario_error("deepseek-v3", "dgx-h100", ds(MoeDispatcher::flex, 8, 9))
+                .find("--moe-router-group-topk: expected 1 to the 8 groups, got 9"),
+            std::string::npos);
+  EXPECT_NE(scenario_error("deepseek-v3", "dgx-h100", ds(MoeDispatcher::flex, 256, 1))
+                .find("--moe-router-group-topk"),
+            std::string::npos);  // one group of one expert cannot hold the top-8
+  PlanInput dense = plan(16, 1, 1, 1);
+  dense.moe_router_groups = 2;
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", dense).find("--moe-router-num-groups"),
             std::string::npos);
 }
 
@@ -549,7 +614,8 @@ TEST(MoeCli, FlagsAreCheckedAndPriced) {
   testing::Outcome help = testing::run_shell(bin + " predict --help");
   for (const char* f :
        {"--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
-        "--moe-expert-capacity-factor", "--moe-routing-imbalance", "--moe-token-dispatcher-type"})
+        "--moe-expert-capacity-factor", "--moe-routing-imbalance", "--moe-token-dispatcher-type",
+        "--moe-router-num-groups", "--moe-router-group-topk"})
     EXPECT_NE(help.out.find(f), std::string::npos) << f;
   testing::Outcome flex =
       testing::run_shell(bin +

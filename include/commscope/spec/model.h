@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -62,6 +64,13 @@ struct ModelSpec {
   std::int64_t shared_experts = 0;     // experts every token passes (n_shared_experts)
   std::int64_t moe_ffn = 0;            // inner width of one expert (moe_intermediate_size; 0: ffn)
   int first_dense_layers = 0;          // leading blocks with a dense MLP (first_k_dense_replace)
+  // Group-limited routing (DeepSeek-V3's node-limited routing; 0: none): the experts in
+  // expert_groups contiguous groups (n_group), each token's top-k drawn from the
+  // expert_groups_per_token groups it selects (topk_group). Megatron-LM's
+  // --moe-router-num-groups and --moe-router-group-topk; only the flex dispatcher's copies
+  // follow it (docs/workload.md, "The flex dispatcher").
+  std::int64_t expert_groups = 0;
+  std::int64_t expert_groups_per_token = 0;
   // ---- multi-head latent attention (DeepSeek-V2/V3; 0 kv_lora_rank: ordinary attention) ----
   std::int64_t q_lora_rank = 0;       // query down-projection rank (0: no query compression)
   std::int64_t kv_lora_rank = 0;      // key/value down-projection rank
@@ -86,6 +95,17 @@ void apply_model_defaults(ModelSpec& m);
 
 // Checks internal consistency: positive sizes, heads divide hidden where required, etc.
 Status validate_model(const ModelSpec& m, const std::string& where);
+// Group-limited routing's fields (ModelSpec::expert_groups, or the plan's
+// --moe-router-num-groups and --moe-router-group-topk): both 0, or groups dividing the experts,
+// 1 to groups selected a token, holding at least its top-k experts. On a bad pair: which one
+// (per_token false: the groups), what was expected, and its value.
+struct ExpertGroupsProblem {
+  bool per_token = false;
+  std::string expected;
+  std::int64_t got = 0;
+};
+std::optional<ExpertGroupsProblem> check_expert_groups(std::int64_t experts, std::int64_t top_k,
+                                                       std::int64_t groups, std::int64_t per_token);
 
 // Loads commscope's own model JSON or a Hugging Face config.json (recognised by
 // "model_type"); `where` names the source in errors.

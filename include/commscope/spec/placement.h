@@ -26,10 +26,20 @@ GroupPlacement place_group(const Scenario& sc, CommGroup g);
 // C(experts - m, top_k) / C(experts, top_k) (hypergeometric): network = (nodes - 1) x
 // (1 - P(m = experts per node)), nvlink = nodes x (per_node - 1) x (1 - P(m = experts per
 // GPU)). NCCL's all-to-all instead sends top_k x (size - per_node) / size copies across nodes.
+// Under group-limited routing (groups > 0: the experts in `groups` contiguous groups, a token
+// choosing group_topk of them uniformly, then its top_k uniformly among their experts), P(no
+// expert in a node's or GPU's set) sums over how many of the set's groups were chosen (a set
+// of whole groups) or is P(its group not chosen) + P(chosen) x the hypergeometric in the
+// chosen pool (a set inside one group); every set must be one or the other
+// (expert_groups_align says whether they are).
 struct ForwardedCopies {
   double network = 0;
   double nvlink = 0;
 };
-ForwardedCopies forwarded_copies(int experts, int top_k, const GroupPlacement& ep);
+ForwardedCopies forwarded_copies(int experts, int top_k, const GroupPlacement& ep, int groups = 0,
+                                 int group_topk = 0);
+// Whether every node's and every GPU's experts of the EP group are whole groups or lie inside
+// one group (the sets forwarded_copies prices under group-limited routing).
+bool expert_groups_align(int experts, int groups, const GroupPlacement& ep);
 
 }  // namespace commscope

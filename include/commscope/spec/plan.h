@@ -197,6 +197,10 @@ struct ParallelPlan {
   bool moe_pad_to_capacity = false;
   // --moe-token-dispatcher-type (MoeDispatcher); only read when ep > 1.
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
+  // --moe-router-num-groups and --moe-router-group-topk (group-limited routing; 0: none):
+  // the model's expert_groups and expert_groups_per_token unless given.
+  int moe_router_groups = 0;
+  int moe_router_group_topk = 0;
   // --moe-aux-loss-coeff: the load-balancing loss's weight. The CPU trainer adds the loss;
   // describe and predict count nothing for it (Megatron-LM all-reduces the E per-expert
   // counts over TP x CP per MoE layer when that group has more than one rank: not modelled).
@@ -281,6 +285,7 @@ struct PlanInput {
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
   std::optional<bool> moe_pad_to_capacity;
   std::optional<MoeDispatcher> moe_dispatcher;
+  std::optional<int> moe_router_groups, moe_router_group_topk;
   std::optional<double> moe_aux_loss_coeff;
   // DeepSpeed's release (--deepspeed-version) and its host cost per rank per call
   // (--zero3-host-per-rank-call, seconds; 0 switches it off)
