@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/placement.h"
+
 namespace commscope {
 
 Description describe(const Workload& w) {
@@ -142,6 +144,21 @@ Table pattern_table(const Description& d, bool human) {
   return t;
 }
 
+// The flex dispatcher's copies of a token on the headline (spec/placement.h), with the routing
+// groups when limited: " (flex dispatcher: 1.00 network and 5.79 NVLink copies a token)".
+std::string flex_note(const Scenario& sc) {
+  const ParallelPlan& p = sc.plan;
+  if (p.moe_dispatcher != MoeDispatcher::flex) return "";
+  const ForwardedCopies c = forwarded_copies(
+      static_cast<int>(sc.model.experts), static_cast<int>(sc.model.experts_per_token),
+      place_group(sc, CommGroup::expert), p.moe_router_groups, p.moe_router_group_topk);
+  return fmt::format(
+      " (flex dispatcher: {:.2f} network and {:.2f} NVLink copies a token{})", c.network, c.nvlink,
+      p.moe_router_groups > 0 ? fmt::format(", its experts from {} of {} groups",
+                                            p.moe_router_group_topk, p.moe_router_groups)
+                              : "");
+}
+
 std::string headline(const Workload& w) {
   const Scenario& sc = w.scenario;
   const ParallelPlan& p = sc.plan;
@@ -160,13 +177,9 @@ std::string headline(const Workload& w) {
                              p.cp_comm_type == CpCommType::all_gather ? "all-gather" : "ring")
                : "",
       p.pp, p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "",
-      p.ep > 1 ? fmt::format(", EP {}{}", p.ep,
-                             p.moe_dispatcher == MoeDispatcher::flex
-                                 ? " (flex dispatcher: once per node, then NVLink)"
-                                 : "")
-               : "",
-      p.zero, p.micro_batch, p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
-      to_string(p.precision), to_string(p.recompute), to_string(p.schedule));
+      p.ep > 1 ? fmt::format(", EP {}{}", p.ep, flex_note(sc)) : "", p.zero, p.micro_batch,
+      p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es", to_string(p.precision),
+      to_string(p.recompute), to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
   if (p.attention != AttentionKernel::standard || p.fp8 || p.tp_comm_overlap ||

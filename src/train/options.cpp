@@ -206,6 +206,13 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   if (p.moe_routing_imbalance)
     return refuse("--moe-routing-imbalance", fmt::format("{}", *p.moe_routing_imbalance),
                   "expected none: the CPU trainer's imbalance is its router's own");
+  if (p.moe_dispatcher && *p.moe_dispatcher != MoeDispatcher::alltoall)
+    return refuse("--moe-token-dispatcher-type", std::string(to_string(*p.moe_dispatcher)),
+                  "expected alltoall: the CPU trainer dispatches with MPI's all-to-allv");
+  if (p.moe_router_groups || p.moe_router_group_topk)
+    return refuse(p.moe_router_groups ? "--moe-router-num-groups" : "--moe-router-group-topk",
+                  std::to_string(p.moe_router_groups.value_or(p.moe_router_group_topk.value_or(0))),
+                  "expected none: the CPU trainer's router is not group-limited");
   if (p.zero) {
     if (*p.zero < 0 || *p.zero > 3)
       return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");

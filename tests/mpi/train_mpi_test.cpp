@@ -193,6 +193,10 @@ TEST(Train, BadFlagsAreOneLineErrors) {
        "--pipeline-model-parallel-size: expected TP x PP to divide the rank count 1"},
       {1, "--bf16", "--precision: expected fp32"},
       {1, "--recompute-activations", "--recompute-granularity: expected none"},
+      {2, "--model gpt2-moe-tiny-cpu --ep 2 --moe-token-dispatcher-type flex",
+       "--moe-token-dispatcher-type: expected alltoall: the CPU trainer dispatches with MPI's"},
+      {2, "--model gpt2-moe-tiny-cpu --ep 2 --moe-router-num-groups 2",
+       "--moe-router-num-groups: expected none: the CPU trainer's router is not group-limited"},
       // Memory is computed before anything is allocated (these once ate the machine or threw
       // std::bad_alloc).
       {1, "--layers 1000000000", "layers 1000000000"},

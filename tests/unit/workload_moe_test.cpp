@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/sim/simulator.h"
@@ -623,6 +624,22 @@ TEST(MoeCli, FlagsAreCheckedAndPriced) {
                          "--moe-token-dispatcher-type flex");
   EXPECT_EQ(flex.status, 0) << flex.err;
   EXPECT_NE(flex.out.find("EP 8 (flex dispatcher"), std::string::npos) << flex.out;
+  // The copies a token makes, on the plan line: DeepSeek-V3's EP 64 over 8 nodes, 4 of its 8
+  // groups a token (3.18 network copies: 7 x (1/2 + 1/2 x (1 - C(96, 8) / C(128, 8))), the
+  // closed form of spec/placement.h, computed here by hand).
+  testing::Outcome ds = testing::run_shell(
+      bin +
+      " describe --model deepseek-v3 --system dgx-h100 --gpus 512 --pp 8 --ep 64 "
+      "--expert-tensor-parallel-size 1 --pipeline-stage-layers 7,8,8,8,8,8,8,6 "
+      "--moe-token-dispatcher-type flex");
+  EXPECT_EQ(ds.status, 0) << ds.err;
+  double miss = 1;
+  for (int i = 0; i < 8; ++i) miss *= (96.0 - i) / (128.0 - i);
+  EXPECT_NE(ds.out.find(fmt::format("EP 64 (flex dispatcher: {:.2f} network and",
+                                    7 * (1 - (0.5 + 0.5 * miss)))),
+            std::string::npos)
+      << ds.out;
+  EXPECT_NE(ds.out.find("its experts from 4 of 8 groups)"), std::string::npos) << ds.out;
 }
 
 }  // namespace
