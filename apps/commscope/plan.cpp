@@ -28,6 +28,7 @@ Verb add_plan(CLI::App& app) {
     bool fp8 = false, tp_comm_overlap = false, cross_entropy_fusion = false;
     std::string attention, cp_comm_type, moe_dispatcher;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
+    int router_groups = 0, router_group_topk = 0;  // 0: the model's
     std::vector<int> zero;
     std::vector<std::int64_t> micro_batch;
     std::int64_t top = 10;
@@ -78,6 +79,11 @@ Verb add_plan(CLI::App& app) {
   cmd->add_option("--moe-token-dispatcher-type", st->moe_dispatcher,
                   "how the plans with EP > 1 dispatch MoE tokens: alltoall (NCCL) | flex "
                   "(DeepEP/HybridEP: once per node across the network, then NVLink) [alltoall]");
+  cmd->add_option("--moe-router-num-groups", st->router_groups,
+                  "group-limited routing of every plan: the experts in this many groups (the "
+                  "flex dispatcher's copies follow it) [the model's]");
+  cmd->add_option("--moe-router-group-topk", st->router_group_topk,
+                  "group-limited routing: the groups each token's experts come from [the model's]");
   cmd->add_option("--framework", st->framework,
                   "whose collective pattern every plan follows: megatron|deepspeed|fsdp (the "
                   "same as --frameworks with that one) [the --frameworks list]");
@@ -183,6 +189,11 @@ Verb add_plan(CLI::App& app) {
           base.fp8 = true;
         }
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
+        for (auto [flag, v] : {std::pair{"--moe-router-num-groups", st->router_groups},
+                               std::pair{"--moe-router-group-topk", st->router_group_topk}})
+          if (v < 0) return fail(fmt::format("{}: expected a positive integer, got {}", flag, v));
+        if (st->router_groups > 0) base.moe_router_groups = st->router_groups;
+        if (st->router_group_topk > 0) base.moe_router_group_topk = st->router_group_topk;
         if (st->cross_entropy_fusion) base.cross_entropy_fusion = true;
         for (const Status& s :
              {cli::named_value("--attention", st->attention, attention_kernel_from_name,

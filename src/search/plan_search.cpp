@@ -306,7 +306,8 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
           for (std::int64_t ep : divisors(s.model.experts)) {
             if (s.max_ep > 0 && ep > s.max_ep) break;
             for (std::int64_t etp : {tp, std::int64_t{1}}) {
-              if (etp == 1 && tp == 1) continue;  // the same as expert TP = TP
+              // Expert TP = TP, then 1 (the same plan when TP is 1: once).
+              if (etp == 1 && tp == 1 && !experts.empty() && experts.back().first == ep) continue;
               if ((tp * cp * dp) % (ep * etp) != 0) continue;
               experts.push_back({static_cast<int>(ep), etp == tp ? 0 : static_cast<int>(etp)});
             }

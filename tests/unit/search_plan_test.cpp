@@ -93,6 +93,30 @@ TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
   }
 }
 
+// A MoE model's search holds its TP 1 plans (it held none: the expert-TP loop skipped expert
+// TP 1 when it was also TP): Qwen3-30B-A3B on 16 H100s has NVIDIA's own plan, TP 1, PP 1,
+// EP 16, exactly once a sharding, micro-batch and recompute, and every EP that divides the 128
+// experts and the 16 ranks at TP 1.
+TEST(SearchPlan, MoeSearchHoldsTensorParallelOne) {
+  SearchSpace s = space("qwen3-30b-a3b", "dgx-h100", 16, 1024);
+  s.frameworks = {Framework::megatron};
+  std::map<std::string, int> seen;
+  std::set<int> eps;
+  for (const PlanPoint& p : search::enumerate_plans(s)) {
+    if (p.tp != 1) continue;
+    ++seen[search::describe(p)];
+    if (p.pp == 1) eps.insert(p.ep);
+  }
+  ASSERT_FALSE(seen.empty());
+  for (const auto& [plan, n] : seen) EXPECT_EQ(n, 1) << plan;
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8, 16}));
+  bool nvidia = false;
+  for (const auto& [plan, n] : seen)
+    nvidia |= plan.find("TP1 PP1") != std::string::npos && plan.find("EP16") != std::string::npos &&
+              plan.find("ETP") == std::string::npos;
+  EXPECT_TRUE(nvidia);
+}
+
 // The memory bound never exceeds the fullest rank's memory, so pruning by it drops no plan that
 // fits: the pruned search finds exactly the fitting plans of the unpruned one (a case where the
 // bound does prune: Llama 2 7B on 8 GPUs of 40 GB).
