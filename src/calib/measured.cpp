@@ -561,7 +561,8 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           r.input.plan.attention = *k;
         } else if (h == "measured_memory_gib") {
           // Bounded like the GPUs' memories commscope knows of: a bad unit (bytes) is an error.
-          if (!parse(x, d) || !(d > 0) || !(d <= 1e6)) return bad("a number of GiB, 0 to 1e6");
+          if (!parse(x, d) || !(d > 0) || !(d <= 1e6))
+            return bad("a number of GiB above 0, at most 1e6");
           r.measured_memory_gib = d;
         } else if (h == "outcome") {
           if (x == "oom")

@@ -140,8 +140,9 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
            {"model,attention,measured_s\ngpt2-xl,fused,1\n",
             "line 2: column 'attention': expected flash or standard, got 'fused'"},
            {"model,measured_s,measured_memory_gib\ngpt2-xl,1,45e9\n",
-            "line 2: column 'measured_memory_gib': expected a number of GiB, 0 to 1e6"},
+            "line 2: column 'measured_memory_gib': expected a number of GiB above 0, at most 1e6"},
            {"model,measured_s,measured_memory_gib\ngpt2-xl,1,-2\n", "column 'measured_memory_gib'"},
+           {"model,measured_s,measured_memory_gib\ngpt2-xl,1,0\n", "above 0, at most 1e6, got '0'"},
            {"model,measured_s,flavour\ngpt2-xl,1,mint\n",
             "line 1: unknown column 'flavour'; expected model, system,"}}) {
     auto r = read_measured_csv(write("bad.csv", csv.c_str()), "x");
