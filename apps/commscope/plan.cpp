@@ -28,7 +28,7 @@ Verb add_plan(CLI::App& app) {
     bool fp8 = false, tp_comm_overlap = false, cross_entropy_fusion = false;
     std::string attention, cp_comm_type, moe_dispatcher;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
-    int router_groups = 0, router_group_topk = 0;  // 0: the model's
+    int router_groups = 0, router_group_topk = 0;  // not given (0): the model's
     std::vector<int> zero;
     std::vector<std::int64_t> micro_batch;
     std::int64_t top = 10;
@@ -151,7 +151,9 @@ Verb add_plan(CLI::App& app) {
                                {"--max-pp", st->max_pp},
                                {"--max-virtual-stages", st->max_vp},
                                {"--max-cp", st->max_cp},
-                               {"--max-ep", st->max_ep}})
+                               {"--max-ep", st->max_ep},
+                               {"--moe-router-num-groups", st->router_groups},
+                               {"--moe-router-group-topk", st->router_group_topk}})
           if (cmd->count(flag) > 0 && v < 1)
             return fail(fmt::format("{}: expected a positive integer, got '{}'", flag, v));
         for (int z : st->zero)
@@ -189,9 +191,6 @@ Verb add_plan(CLI::App& app) {
           base.fp8 = true;
         }
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
-        for (auto [flag, v] : {std::pair{"--moe-router-num-groups", st->router_groups},
-                               std::pair{"--moe-router-group-topk", st->router_group_topk}})
-          if (v < 0) return fail(fmt::format("{}: expected a positive integer, got {}", flag, v));
         if (st->router_groups > 0) base.moe_router_groups = st->router_groups;
         if (st->router_group_topk > 0) base.moe_router_group_topk = st->router_group_topk;
         if (st->cross_entropy_fusion) base.cross_entropy_fusion = true;

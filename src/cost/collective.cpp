@@ -438,12 +438,7 @@ Seconds forwarded_time(double payload, const ForwardedCopies& c, const GroupPlac
 Seconds comm_time(const Op& op, const Scenario& sc) {
   const GroupPlacement g = place_group(sc, op.group);
   if (op.tag == OpTag::ep_forwarded)
-    return forwarded_time(
-        op.bytes,
-        forwarded_copies(static_cast<int>(sc.model.experts),
-                         static_cast<int>(sc.model.experts_per_token), g, sc.plan.moe_router_groups,
-                         sc.plan.moe_router_group_topk),
-        g, link_model(sc));
+    return forwarded_time(op.bytes, forwarded_copies(sc, g), g, link_model(sc));
   return collective_time(op.collective, op.bytes, g, link_model(sc));
 }
 

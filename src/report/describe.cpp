@@ -149,9 +149,7 @@ Table pattern_table(const Description& d, bool human) {
 std::string flex_note(const Scenario& sc) {
   const ParallelPlan& p = sc.plan;
   if (p.moe_dispatcher != MoeDispatcher::flex) return "";
-  const ForwardedCopies c = forwarded_copies(
-      static_cast<int>(sc.model.experts), static_cast<int>(sc.model.experts_per_token),
-      place_group(sc, CommGroup::expert), p.moe_router_groups, p.moe_router_group_topk);
+  const ForwardedCopies c = forwarded_copies(sc, place_group(sc, CommGroup::expert));
   return fmt::format(
       " (flex dispatcher: {:.2f} network and {:.2f} NVLink copies a token{})", c.network, c.nvlink,
       p.moe_router_groups > 0 ? fmt::format(", its experts from {} of {} groups",

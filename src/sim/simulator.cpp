@@ -289,10 +289,7 @@ struct Costs {
     for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding,
                    CommGroup::expert, CommGroup::context, CommGroup::expert_data})
       place[static_cast<int>(g)] = place_group(s, g);
-    forwarded = forwarded_copies(static_cast<int>(s.model.experts),
-                                 static_cast<int>(s.model.experts_per_token),
-                                 place[static_cast<int>(CommGroup::expert)],
-                                 s.plan.moe_router_groups, s.plan.moe_router_group_topk);
+    forwarded = forwarded_copies(s, place[static_cast<int>(CommGroup::expert)]);
     stragglers.cv = s.system.scale.straggler_cv;
     if (stragglers.cv > 0) {
       Op probe;

@@ -121,4 +121,10 @@ ForwardedCopies forwarded_copies(int experts, int top_k, const GroupPlacement& e
   return c;
 }
 
+ForwardedCopies forwarded_copies(const Scenario& sc, const GroupPlacement& ep) {
+  return forwarded_copies(static_cast<int>(sc.model.experts),
+                          static_cast<int>(sc.model.experts_per_token), ep,
+                          sc.plan.moe_router_groups, sc.plan.moe_router_group_topk);
+}
+
 }  // namespace commscope

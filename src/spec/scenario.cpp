@@ -236,10 +236,9 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
                fmt::format("none for {}, which has no experts", model.name),
                num(in.moe_router_groups.value_or(in.moe_router_group_topk.value_or(0))));
   plan.moe_router_groups = in.moe_router_groups.value_or(static_cast<int>(model.expert_groups));
-  plan.moe_router_group_topk =
-      in.moe_router_group_topk.value_or(in.moe_router_groups && !in.moe_router_group_topk
-                                            ? 0
-                                            : static_cast<int>(model.expert_groups_per_token));
+  // Groups given without their top-k take none (refused below), not the model's.
+  plan.moe_router_group_topk = in.moe_router_group_topk.value_or(
+      in.moe_router_groups ? 0 : static_cast<int>(model.expert_groups_per_token));
   if (auto g = check_expert_groups(model.experts, model.experts_per_token, plan.moe_router_groups,
                                    plan.moe_router_group_topk))
     return bad(g->per_token ? "--moe-router-group-topk" : "--moe-router-num-groups", g->expected,

@@ -13,9 +13,7 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
   std::vector<CommVolume> out;
   // The flex dispatcher's payload crosses the links once per copy (spec/placement.h).
   const Scenario& sc = w.scenario;
-  const ForwardedCopies fc = forwarded_copies(
-      static_cast<int>(sc.model.experts), static_cast<int>(sc.model.experts_per_token),
-      place_group(sc, CommGroup::expert), sc.plan.moe_router_groups, sc.plan.moe_router_group_topk);
+  const ForwardedCopies fc = forwarded_copies(sc, place_group(sc, CommGroup::expert));
   auto add = [&](const Op& op, std::int64_t runs) {
     if (op.kind != OpKind::comm || runs == 0) return;
     auto it = std::find_if(out.begin(), out.end(), [&](const CommVolume& v) {

@@ -38,6 +38,9 @@ struct ForwardedCopies {
 };
 ForwardedCopies forwarded_copies(int experts, int top_k, const GroupPlacement& ep, int groups = 0,
                                  int group_topk = 0);
+// The same for a scenario's model and routing groups over its EP group placed at `ep`
+// (place_group(sc, CommGroup::expert), passed in where the caller has it already).
+ForwardedCopies forwarded_copies(const Scenario& sc, const GroupPlacement& ep);
 // Whether every node's and every GPU's experts of the EP group are whole groups or lie inside
 // one group (the sets forwarded_copies prices under group-limited routing).
 bool expert_groups_align(int experts, int groups, const GroupPlacement& ep);
