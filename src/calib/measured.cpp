@@ -312,6 +312,13 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
   CS_ASSIGN_OR_RETURN(auto tp_overlap, row.flag("tp_comm_overlap"));  // Megatron-Core's flag
   if (tp_overlap) p.tp_comm_overlap = *tp_overlap;
+  // Megatron-LM's --overlap-grad-reduce and --overlap-param-gather (NeMo's distributed Adam:
+  // overlap_grad_sync, overlap_param_sync); empty: the framework's default as commscope models
+  // it (off under megatron, Megatron-LM's own defaults).
+  CS_ASSIGN_OR_RETURN(auto grad_overlap, row.flag("overlap_grad_reduce"));
+  CS_ASSIGN_OR_RETURN(auto param_overlap, row.flag("overlap_param_gather"));
+  if (grad_overlap) p.overlap_grad_reduce = *grad_overlap;
+  if (param_overlap) p.overlap_param_gather = *param_overlap;
   // Megatron-Core --cpu-offloading-num-layers (activations; docs/workload.md).
   CS_ASSIGN_OR_RETURN(auto offload, row.count("cpu_offloading_num_layers"));
   if (offload) p.cpu_offload_layers = static_cast<int>(*offload);

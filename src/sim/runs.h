@@ -20,6 +20,10 @@ struct ChunkRuns {
   bool has_fwd_first = false;  // else the first forward is `fwd`
   const ListRun& first_fwd() const { return has_fwd_first ? fwd_first : fwd; }
   Breakdown fwd_first_in;
+  // Seconds of the chunk's parameter gathers the interleaved schedule dispatched ahead of its
+  // first forward (ParallelPlan::megatron_gathers_ahead; 0 otherwise): finish() holds that
+  // forward until they are done.
+  double ahead_gather = 0;
   double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
   double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;

@@ -526,7 +526,19 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
         r.fwd_first_dur = durations(ch.forward_first, costs);
         r.fwd_first = run_list(ch.forward_first, r.fwd_first_dur, plan, false, names, st);
         if (!offload.empty()) offload_forward(r.fwd_first, offload, names);
-        if (breakdowns) r.fwd_first_in = breakdown(r.fwd_first.events, 0, r.fwd_first.blocking_end);
+        if (plan.megatron_gathers_ahead() && r.fwd_first.data_first >= 0) {
+          // Gathered before the task (finish() books them): the task's breakdown without them.
+          r.ahead_gather = r.fwd_first.data_end - r.fwd_first.data_first;
+          if (breakdowns) {
+            std::vector<Event> rest;
+            rest.reserve(r.fwd_first.events.size());
+            for (const Event& e : r.fwd_first.events)
+              if (e.stream != kDataStream) rest.push_back(e);
+            r.fwd_first_in = breakdown(rest, 0, r.fwd_first.blocking_end);
+          }
+        } else if (breakdowns) {
+          r.fwd_first_in = breakdown(r.fwd_first.events, 0, r.fwd_first.blocking_end);
+        }
       }
       r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names, st);
       if (!offload.empty()) offload_backward(r.bwd_last, offload, names);
@@ -627,6 +639,23 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
   thread_local Intervals busy;
   std::vector<std::vector<PipelineTask>>& order = cached_order(plan.schedule, pp, v, m);
+  // Megatron's interleaved schedule gathers each chunk's parameters ahead
+  // (ParallelPlan::megatron_gathers_ahead): on stage s, chunks 0 and 1 when the schedule starts,
+  // chunk k >= 2 at the start of the forward of virtual micro-batch (k - 1) x PP - s; they queue
+  // on the stage's data-parallel stream, and the chunk's first forward begins its compute when
+  // the last of them (its first layer's) is done. gathered[s * v + k]: that time.
+  const bool ahead = v > 1 && plan.megatron_gathers_ahead();
+  thread_local std::vector<double> gathered;
+  thread_local std::vector<std::vector<std::size_t>> forward_at;  // [s][j]: j-th forward's index
+  if (ahead) {
+    gathered.assign(static_cast<std::size_t>(pp) * v, 0.0);
+    forward_at.resize(pp);
+    for (int s = 0; s < pp; ++s) {
+      forward_at[s].clear();
+      for (std::size_t i = 0; i < order[s].size(); ++i)
+        if (!order[s][i].backward) forward_at[s].push_back(i);
+    }
+  }
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
@@ -637,6 +666,19 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       [&](const PipelineTask& t) {
         const TaskCost& k = cost_of(t);
         return t.backward ? k.bwd_p2p : k.fwd_p2p;
+      },
+      [&](std::size_t s, std::size_t here, const PipelineTask& t) {
+        if (!ahead || t.backward || t.microbatch != 0) return 0.0;
+        const int c = t.chunk;
+        const double g = runs_of(static_cast<int>(s), c).ahead_gather;
+        double dispatched = 0;  // (fewer micro-batches than PP: no such forward, at the start)
+        if (const std::size_t j = static_cast<std::size_t>(std::max(0, (c - 1) * pp)) - s;
+            c >= 2 && j < forward_at[s].size() && forward_at[s][j] < here)
+          dispatched = order[s][forward_at[s][j]].start;
+        const double queued = c > 0 ? gathered[s * v + c - 1] : 0.0;
+        const double done = std::max(dispatched, queued) + g;
+        gathered[s * v + c] = done;
+        return done - host;
       });
 
   // (3) the step, once the stage's last backward and its gradient reduction are done
@@ -658,7 +700,9 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       if (t.backward && t.microbatch == m - 1)
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
       const ListRun& r = run_of(t);
-      if (r.data_first >= 0) data_free = queue_data(r, t.start + host, data_free, nullptr);
+      // (an interleaved chunk's gathers dispatched ahead ran before the task: not queued here)
+      if (r.data_first >= 0 && !(ahead && !t.backward && t.microbatch == 0))
+        data_free = queue_data(r, t.start + host, data_free, nullptr);
     }
     ready[s] = std::max({ready[s], last_task_end[s], data_free});
   }
@@ -784,12 +828,33 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
               b.by_collective[c].exposed += std::min(share.total, tail_wait);
             });
       }
+    // Interleaved chunks' parameter gathers, dispatched ahead: each chunk's all of them, the
+    // part its first forward waited for exposed (as the tail's wait), the rest hidden.
+    double gather_wait = 0;
+    if (ahead)
+      for (const auto& t : order[s]) {
+        if (t.backward || t.microbatch != 0) continue;
+        const double g = runs_of(s, t.chunk).ahead_gather;
+        const double w = std::min(g, std::max(0.0, t.start - std::max(t.posted, t.ready)));
+        gather_wait += w;
+        for (CommShare* share :
+             {&b.by_group[CommGroup::data], &b.by_collective[Collective::all_gather]}) {
+          share->total += g;
+          share->exposed += w;
+          share->profiler += g;
+        }
+        b.comm += g;
+        b.profiler_comm += g;
+        b.exposed += w;
+        b.overlapped += g - w;
+      }
     // Idle inside the runs: collectives waiting for stragglers (nothing else leaves gaps there).
     const double idle_inside = b.idle;
     const Breakdown& step = runs.step_in[s];
     b.add(step);
     const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
-    const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + steps[s].end;
+    const double busy_time =
+        length(busy) + (p2p_total - p2p_hidden) + tail_wait + gather_wait + steps[s].end;
     b.wall = T;
     const double outside = std::max(0.0, T - busy_time);
     b.idle = outside + idle_inside + step.idle;
@@ -820,13 +885,20 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       for (const auto& t : order[s]) {
         const ListRun& run = run_of(t);
         data_starts.clear();
-        if (run.data_first >= 0)
+        // An interleaved chunk's gathers dispatched ahead: where they ran, before the task.
+        const bool before = ahead && !t.backward && t.microbatch == 0;
+        const double shift =
+            before ? gathered[static_cast<std::size_t>(s) * v + t.chunk] - run.data_end : 0.0;
+        if (run.data_first >= 0 && !before)
           data_free = queue_data(run, t.start + host, data_free, &data_starts);
         std::size_t k = 0;
         for (Event e : run.events) {
           e.rank = s;
           // data-parallel events where the queue puts them (the run's own times otherwise)
-          e.start = e.stream == kDataStream ? data_starts[k++] - host : e.start + t.start;
+          if (before && e.stream == kDataStream)
+            e.start += shift;
+          else
+            e.start = e.stream == kDataStream ? data_starts[k++] - host : e.start + t.start;
           e.microbatch = t.microbatch;
           tl.events.push_back(e);
         }

@@ -1375,6 +1375,32 @@ class Builder {
                                  : std::max<std::int32_t>(layer, kEmbeddingLayer);
     };
     const OpList& fwd = ch.forward;
+    auto gather = [&](std::size_t b) {
+      Op op = comm("megatron_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp,
+                   megatron_buckets_[b], dt_, megatron_bucket_layers_[b]);
+      op.tag = OpTag::param_gather;
+      op.index = static_cast<std::int32_t>(b);
+      op.phase = Phase::forward;
+      op.first_microbatch_only = true;
+      return op;
+    };
+    if (p_.megatron_gathers_ahead()) {
+      // Interleaved: the schedule dispatched every bucket of the chunk before its first
+      // forward, in bucket order; no op of the list waits for them here, the pipeline schedule
+      // holds the task until they are done (sim finish()).
+      OpList out;
+      out.reserve(fwd.size() + (nb - from));
+      for (std::size_t b = from; b < nb; ++b) out.add(gather(b));
+      const std::uint32_t shift = static_cast<std::uint32_t>(nb - from);
+      std::vector<std::uint32_t> deps;
+      for (std::uint32_t i = 0; i < fwd.size(); ++i) {
+        deps.clear();
+        for (auto d : fwd.deps_of(i)) deps.push_back(d + shift);
+        out.add(fwd[i], deps);
+      }
+      ch.forward_first = std::move(out);
+      return;
+    }
     // consumer[i]: the buckets gathered just before forward op i (first-in-forward first)
     std::vector<std::vector<std::size_t>> consumer(fwd.size());
     for (std::size_t b = nb; b-- > from;) {
@@ -1393,15 +1419,7 @@ class Builder {
     for (std::uint32_t i = 0; i < fwd.size(); ++i) {
       deps.clear();
       for (auto d : fwd.deps_of(i)) deps.push_back(index[d]);
-      for (std::size_t b : consumer[i]) {
-        Op op = comm("megatron_param_all_gather", Collective::all_gather, CommGroup::data, p_.dp,
-                     megatron_buckets_[b], dt_, megatron_bucket_layers_[b]);
-        op.tag = OpTag::param_gather;
-        op.index = static_cast<std::int32_t>(b);
-        op.phase = Phase::forward;
-        op.first_microbatch_only = true;
-        deps.push_back(out.add(op));
-      }
+      for (std::size_t b : consumer[i]) deps.push_back(out.add(gather(b)));
       index[i] = out.add(fwd[i], deps);
     }
     ch.forward_first = std::move(out);

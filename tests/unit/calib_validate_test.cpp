@@ -861,8 +861,9 @@ TEST(ValidateCorpus, CliComputeOnlyRefusesTrace) {
 
 // A corpus row whose `unmodelled` cell is set (its run does what commscope does not model) is
 // validated but never fitted on: calibrate says so, and its fit equals the fit on the same
-// rows without that one. Four H100 Megatron fit rows of the corpus (t107, t111, t113, t115;
-// 38 cells each, so the 40th column is `unmodelled`), one marked.
+// rows without that one. Four H100 Megatron fit rows of the corpus (t107, t111, t113, t115; a
+// cell for each column of the header, so the column added after them is `unmodelled`), one
+// marked.
 TEST(ValidateCorpus, UnmodelledRowsAreNotFittedOn) {
   using testing::run_shell;
   std::ifstream in(kCorpus);
@@ -879,7 +880,7 @@ TEST(ValidateCorpus, UnmodelledRowsAreNotFittedOn) {
     f << header << ",unmodelled\n";
     for (const auto& [id, l] : rows) {
       if (id == "t107," && !with_t107) continue;
-      f << l << (id == "t107," && marked ? ",,a mechanism commscope does not model" : "") << "\n";
+      f << l << (id == "t107," && marked ? ",a mechanism commscope does not model" : "") << "\n";
     }
     return dir + "/" + name;
   };
@@ -1087,6 +1088,21 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_FALSE(*find("t107").input.plan.tp_comm_overlap);
   EXPECT_NE(find("t107").assumed.find("tp_comm_overlap 0"), std::string::npos);
   EXPECT_FALSE(find("t109").input.plan.tp_comm_overlap.has_value());
+  // Their recipes overlap the gradient reduction and the parameter gather (NeMo 24.07's
+  // distributed Adam, NeMo 2.0's and Megatron-Bridge's DDP config; named in assumed); the 2021
+  // Megatron-LM rows and the Megatron-FSDP rows leave both empty.
+  for (const char* id : {"t107", "t113", "t116", "t123", "t138"}) {
+    SCOPED_TRACE(id);
+    EXPECT_TRUE(*find(id).input.plan.overlap_grad_reduce);
+    EXPECT_TRUE(*find(id).input.plan.overlap_param_gather);
+    EXPECT_NE(find(id).assumed.find("overlap_grad_reduce 1 and overlap_param_gather 1"),
+              std::string::npos);
+  }
+  for (const char* id : {"t083", "t114"}) {
+    SCOPED_TRACE(id);
+    EXPECT_FALSE(find(id).input.plan.overlap_grad_reduce.has_value());
+    EXPECT_FALSE(find(id).input.plan.overlap_param_gather.has_value());
+  }
   // t138: Qwen3-235B-A22B on 256 H100s, TP 2, PP 8, VP 4, EP 32 with expert TP 1 (the recipe's,
   // named in assumed: commscope's default, TP, would need EP x 2 to divide TP x DP = 32).
   const MeasuredRun& q = find("t138");
@@ -1179,8 +1195,11 @@ TEST(ValidateCorpus, PlanColumnErrors) {
       {",1,5,1,1,1,1,flash,embedding_and_loss,", "column 'pipeline_layout'"},  // 82 / 20
       {",2,5,1,1,1,1,flash,,", "column 'dp'"},  // dp 4 x 4 x 4 x 2 = 128, not 64
       {",0,5,1,1,1,1,flash,,", "column 'cp'"},
-      // ... cpu_offloading_num_layers, tp_comm_overlap, expert_tp, moe_dispatcher
+      // ... cpu_offloading_num_layers, tp_comm_overlap, expert_tp, moe_dispatcher,
+      // overlap_grad_reduce, overlap_param_gather
       {",1,5,1,1,1,1,flash,,,,,,nccl", "column 'moe_dispatcher'"},
+      {",1,5,1,1,1,1,flash,,,,,,,2", "column 'overlap_grad_reduce'"},
+      {",1,5,1,1,1,1,flash,,,,,,,1,on", "column 'overlap_param_gather'"},
   };
   for (const auto& [tail, want] : cases) {
     const std::string path = testing::scratch() + "/plan_cols.csv";

@@ -4,6 +4,7 @@
 // Not a packet-level network simulator: collectives cost what cost/collective.h says.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "commscope/timeline/timeline.h"
@@ -65,10 +66,18 @@ struct PipelineTask {
 std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m);
 
 // Places the tasks in time. duration(task) gives a task's length, p2p(task) the time of the
-// transfer that feeds it (activation for a forward, gradient for a backward).
+// transfer that feeds it (activation for a forward, gradient for a backward). gate(stage, k,
+// task), where the task is order[stage][k] and the stage's earlier tasks are placed, gives the
+// earliest time the task may start for a reason of its own (0: none).
+template <class Duration, class Transfer, class Gate>
+void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
+                       Duration&& duration, Transfer&& p2p, Gate&& gate);
 template <class Duration, class Transfer>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
-                       Duration&& duration, Transfer&& p2p);
+                       Duration&& duration, Transfer&& p2p) {
+  schedule_pipeline(order, pp, v, duration, p2p,
+                    [](std::size_t, std::size_t, const PipelineTask&) { return 0.0; });
+}
 
 struct StagePrediction {
   int stage = 0;
@@ -128,9 +137,9 @@ std::int64_t timeline_events(const Workload& w);
 Status check_timeline_size(const Workload& w);
 
 // ---- template definition ----
-template <class Duration, class Transfer>
+template <class Duration, class Transfer, class Gate>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
-                       Duration&& duration, Transfer&& p2p) {
+                       Duration&& duration, Transfer&& p2p, Gate&& gate) {
   const int stages_total = pp * v;  // virtual stages
   // done[vs][mb][backward] end times; -1 while not scheduled
   int m = 0;
@@ -172,7 +181,7 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
         t.ready = ready;
         t.transfer_start = transfer;
         t.posted = free_at[s];
-        t.start = std::max(free_at[s], ready);
+        t.start = std::max({free_at[s], ready, gate(s, next[s], t)});
         t.end = t.start + duration(t);
         free_at[s] = t.end;
         at(vs, t.microbatch, t.backward) = t.end;
