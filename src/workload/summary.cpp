@@ -53,6 +53,8 @@ std::string_view to_string(PatternCollective::Every e) {
       return "once per iteration";
     case PatternCollective::Every::first_microbatch:
       return "first micro-batch's forward";
+    case PatternCollective::Every::ahead_of_first_microbatch:
+      return "ahead of its chunk's first forward";
   }
   return "";
 }
@@ -86,9 +88,12 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
       for (const Op& op : list->ops())
         add(op, op.last_microbatch_only ? PatternCollective::Every::last_microbatch
                                         : PatternCollective::Every::microbatch);
+  const auto first = w.scenario.plan.megatron_gathers_ahead()
+                         ? PatternCollective::Every::ahead_of_first_microbatch
+                         : PatternCollective::Every::first_microbatch;
   for (const Chunk& ch : r.chunks)
     for (const Op& op : ch.forward_first.ops())
-      if (op.first_microbatch_only) add(op, PatternCollective::Every::first_microbatch);
+      if (op.first_microbatch_only) add(op, first);
   for (const Op& op : r.step.ops()) add(op, PatternCollective::Every::iteration);
   return out;
 }

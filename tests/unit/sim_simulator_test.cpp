@@ -261,6 +261,9 @@ TEST(Sim, MegatronOverlappedParamGatherMovesTheStepsGathersIntoTheFirstForward) 
       if (op.name == "megatron_param_all_gather") {
         EXPECT_TRUE(op.first_microbatch_only);
       }
+    for (const PatternCollective& c : comm_pattern(on, b))
+      if (c.name == "megatron_param_all_gather")
+        EXPECT_EQ(to_string(c.every), "first micro-batch's forward");
     const auto va = comm_volume(off, a), vb = comm_volume(on, b);
     ASSERT_EQ(va.size(), vb.size());
     for (std::size_t i = 0; i < va.size(); ++i) {
@@ -346,6 +349,14 @@ TEST(Sim, MegatronInterleavedGathersEachChunkAheadOfItsFirstForward) {
   const auto va = comm_volume(off, off.roles[0]), vb = comm_volume(on, on.roles[0]);
   ASSERT_EQ(va.size(), vb.size());
   for (std::size_t i = 0; i < va.size(); ++i) EXPECT_DOUBLE_EQ(va[i].bytes, vb[i].bytes);
+  // describe says when they run.
+  int listed = 0;
+  for (const PatternCollective& c : comm_pattern(on, on.roles[0]))
+    if (c.name == "megatron_param_all_gather") {
+      ++listed;
+      EXPECT_EQ(to_string(c.every), "ahead of its chunk's first forward");
+    }
+  EXPECT_GT(listed, 0);
 
   ScaleEffects no_stragglers;
   no_stragglers.straggler_cv = 0;

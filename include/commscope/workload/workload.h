@@ -78,12 +78,15 @@ struct PatternCollective {
   int group_size = 1;
   DType dtype = DType::fp32;
   Phase phase = Phase::forward;  // where it is issued: forward, backward, recompute, optimizer
-  // How often: every micro-batch, the last micro-batch only, or once per iteration (the step).
+  // How often: every micro-batch, the last micro-batch only, once per iteration (the step), in
+  // the first micro-batch's forward, or (Megatron's interleaved parameter gathers,
+  // ParallelPlan::megatron_gathers_ahead) once per chunk, ahead of its first forward.
   enum class Every : std::uint8_t {
     microbatch,
     last_microbatch,
     iteration,
-    first_microbatch
+    first_microbatch,
+    ahead_of_first_microbatch
   } every;
   std::int64_t calls = 0;             // per iteration
   double bytes = 0;                   // per iteration: the sum of nccl-tests sizes
