@@ -645,6 +645,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // on the stage's data-parallel stream, and the chunk's first forward begins its compute when
   // the last of them (its first layer's) is done. gathered[s * v + k]: that time.
   const bool ahead = v > 1 && plan.megatron_gathers_ahead();
+  // A chunk's first forward whose gathers were dispatched ahead of it.
+  auto gathered_ahead = [ahead](const PipelineTask& t) {
+    return ahead && !t.backward && t.microbatch == 0;
+  };
   thread_local std::vector<double> gathered;
   thread_local std::vector<std::vector<std::size_t>> forward_at;  // [s][j]: j-th forward's index
   if (ahead) {
@@ -668,7 +672,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         return t.backward ? k.bwd_p2p : k.fwd_p2p;
       },
       [&](std::size_t s, std::size_t here, const PipelineTask& t) {
-        if (!ahead || t.backward || t.microbatch != 0) return 0.0;
+        if (!gathered_ahead(t)) return 0.0;
         const int c = t.chunk;
         const double g = runs_of(static_cast<int>(s), c).ahead_gather;
         double dispatched = 0;  // (fewer micro-batches than PP: no such forward, at the start)
@@ -701,7 +705,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
       const ListRun& r = run_of(t);
       // (an interleaved chunk's gathers dispatched ahead ran before the task: not queued here)
-      if (r.data_first >= 0 && !(ahead && !t.backward && t.microbatch == 0))
+      if (r.data_first >= 0 && !gathered_ahead(t))
         data_free = queue_data(r, t.start + host, data_free, nullptr);
     }
     ready[s] = std::max({ready[s], last_task_end[s], data_free});
@@ -833,7 +837,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     double gather_wait = 0;
     if (ahead)
       for (const auto& t : order[s]) {
-        if (t.backward || t.microbatch != 0) continue;
+        if (!gathered_ahead(t)) continue;
         const double g = runs_of(s, t.chunk).ahead_gather;
         const double w = std::min(g, std::max(0.0, t.start - std::max(t.posted, t.ready)));
         gather_wait += w;
@@ -886,7 +890,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         const ListRun& run = run_of(t);
         data_starts.clear();
         // An interleaved chunk's gathers dispatched ahead: where they ran, before the task.
-        const bool before = ahead && !t.backward && t.microbatch == 0;
+        const bool before = gathered_ahead(t);
         const double shift =
             before ? gathered[static_cast<std::size_t>(s) * v + t.chunk] - run.data_end : 0.0;
         if (run.data_first >= 0 && !before)
