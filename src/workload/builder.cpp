@@ -816,6 +816,26 @@ class Builder {
            g.op.layer != kHeadLayer && g.op.layer != kEmbeddingLayer &&
            !(core_only && !g.attention_core);
   }
+  // A GEMM of any layer at i, or at i + 1 after its FP8 input cast: the backward's
+  // asynchronous reduce-scatter needs no userbuffers, so the LM head's counts too.
+  static bool backward_gemm_follows(const std::vector<Step>& prog, std::size_t i) {
+    if (i < prog.size() && prog[i].kind == StepKind::compute && prog[i].op.name == "fp8_cast") ++i;
+    return i < prog.size() && prog[i].kind == StepKind::compute &&
+           prog[i].op.compute == ComputeClass::gemm;
+  }
+  // The type a sequence-parallel all-gather moves when it feeds the GEMM at i (or at i + 1
+  // after its FP8 cast): under --fp8 Transformer Engine gathers the FP8 bytes its GEMM reads
+  // (v1.8 LayerNormLinear/LayerNormMLP write the norm's output as FP8 and gather it, and the
+  // backward re-gathers that saved FP8 input for wgrad; module/base.py grad_output_preprocess
+  // casts the output gradient to FP8 before gathering it). Reduce-scatters carry GEMM outputs,
+  // 16-bit.
+  DType gathered_type(const std::vector<Step>& prog, std::size_t i) const {
+    if (i < prog.size() && prog[i].kind == StepKind::compute && prog[i].op.name == "fp8_cast") ++i;
+    return i < prog.size() && prog[i].kind == StepKind::compute &&
+                   prog[i].op.compute == ComputeClass::gemm && prog[i].op.dtype == DType::fp8
+               ? DType::fp8
+               : dt_;
+  }
   // A GEMM at i, or at i + 1 after its FP8 input cast (fp8_gemms puts the cast first).
   bool gemm_follows(const std::vector<Step>& prog, std::size_t i, bool core_only) const {
     if (i < prog.size() && prog[i].kind == StepKind::compute && prog[i].op.name == "fp8_cast") ++i;
@@ -840,7 +860,7 @@ class Builder {
         case StepKind::tp_enter:
           if (t_ > 1 && p_.sequence_parallel) {
             Op ag = comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
-                         st.tp_elements, dt_, layer);
+                         st.tp_elements, gathered_type(prog, idx + 1), layer);
             if (gemm_follows(prog, idx + 1, core_only))
               beside = e.with_next(ag);
             else
@@ -885,14 +905,13 @@ class Builder {
           if (t_ > 1 && p_.sequence_parallel &&
               st.gathers_input) {  // Megatron re-gathers for wgrad
             Op ag = comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
-                         st.op.m * m_.hidden, dt_, layer);
-            // The wgrad input's all-gather beside the GEMM's backward: Transformer Engine's
-            // bulk overlap for the block GEMMs; the LM head's (Megatron-Core's own
-            // ColumnParallelLinear) is launched asynchronously before its dgrad as well.
-            if (p_.tp_comm_overlap)
-              beside_wgrad = e.with_next(ag);
-            else
-              e.chain(ag);
+                         st.op.m * m_.hidden, gathered_type(prog, idx), layer);
+            // The wgrad input's all-gather beside the GEMM's backward, with or without
+            // userbuffers: Transformer Engine's linear layers (LayerNormLinear, LayerNormMLP:
+            // "Overlap input AG with dgrad") and Megatron-Core's own ColumnParallelLinear (the
+            // LM head) launch it asynchronously before the dgrad GEMM; with --tp-comm-overlap
+            // it is TE's bulk overlap instead.
+            beside_wgrad = e.with_next(ag);
           }
           std::uint32_t i = e.chain(st.op);
           if (st.op.compute == ComputeClass::gemm) {
@@ -924,8 +943,11 @@ class Builder {
                      p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
                      CommGroup::tensor, t_, st.tp_elements, dt_, layer);
             // The dgrad's reduce-scatter beside the GEMM that produced it (this step's
-            // successor in forward order, chained last but for its FP8 cast's backward).
-            if (gemm_follows(prog, idx + 1, false) && !gemm_deps.empty())
+            // successor in forward order, chained last but for its FP8 cast's backward): under
+            // sequence parallelism TE and Megatron-Core launch it asynchronously and compute
+            // the weight gradient meanwhile ("Overlap dgrad-RS/AR with wgrad"), userbuffers or
+            // not. Without sequence parallelism the all-reduce stays on the chain.
+            if (p_.sequence_parallel && backward_gemm_follows(prog, idx + 1) && !gemm_deps.empty())
               e.need(e.with(out, gemm_deps));
             else
               e.chain(out);
@@ -934,7 +956,7 @@ class Builder {
         case StepKind::tp_exit:
           if (t_ > 1 && p_.sequence_parallel) {
             Op ag = comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
-                         st.tp_elements, dt_, layer);
+                         st.tp_elements, idx > 0 ? gathered_type(prog, idx - 1) : dt_, layer);
             if (idx > 0 && is_tp_gemm(prog, idx - 1, false))
               beside = e.with_next(ag);
             else

@@ -469,6 +469,16 @@ TEST(Presets, H200AndGb200Nvl72) {
   EXPECT_EQ(sc.nodes, 1);
 }
 
+// The ops op i of list l waits for, and whether it waits for on_op.
+std::vector<std::uint32_t> deps(const OpList& l, std::uint32_t i) {
+  auto d = l.deps_of(i);
+  return std::vector<std::uint32_t>(d.begin(), d.end());
+}
+bool waits_for(const OpList& l, std::uint32_t op, std::uint32_t on_op) {
+  auto d = deps(l, op);
+  return std::find(d.begin(), d.end(), on_op) != d.end();
+}
+
 // --tp-comm-overlap (Megatron-Core / Transformer Engine userbuffers): the same collectives and
 // bytes as without it; each sequence-parallel all-gather waits for what its GEMM waits for and
 // each reduce-scatter for what its (row-parallel) GEMM waited for, so the two start together,
@@ -498,14 +508,6 @@ TEST(TpCommOverlap, CollectivesRunBesideTheirGemms) {
   EXPECT_EQ(comms(c_on.forward), comms(c_off.forward));
   EXPECT_EQ(comms(c_on.backward), comms(c_off.backward));
 
-  auto deps = [](const OpList& l, std::uint32_t i) {
-    auto d = l.deps_of(i);
-    return std::vector<std::uint32_t>(d.begin(), d.end());
-  };
-  auto waits_for = [&](const OpList& l, std::uint32_t op, std::uint32_t on_op) {
-    auto d = deps(l, op);
-    return std::find(d.begin(), d.end(), on_op) != d.end();
-  };
   int gathers = 0, scatters = 0;
   const OpList& f = c_on.forward;
   const auto& ops = f.ops();
@@ -547,6 +549,155 @@ TEST(TpCommOverlap, CollectivesRunBesideTheirGemms) {
   EXPECT_GE(p_on.iteration_time, p_off.iteration_time - tensor - 1e-12);
   EXPECT_LT(p_on.mean.by_group[CommGroup::tensor].exposed,
             p_off.mean.by_group[CommGroup::tensor].exposed);
+}
+
+// Without userbuffers (no --tp-comm-overlap), Transformer Engine's and Megatron-Core's linear
+// layers still launch two backward collectives asynchronously under sequence parallelism
+// (TE v1.8 layernorm_linear.py "Overlap input AG with dgrad" and "Overlap dgrad-RS/AR with
+// wgrad"; megatron/core/tensor_parallel/layers.py async_op=True): the all-gather of the input
+// for the weight gradient beside the GEMM's backward, and the input gradient's reduce-scatter
+// beside the GEMM that produced it. The forward's collectives and the output gradient's
+// all-gather stay on the chain. Without sequence parallelism the all-reduce stays on the chain.
+TEST(TpAsyncBackward, SequenceParallelBackwardCollectivesRunBesideTheirGemms) {
+  PlanInput p = plan(8, 4, 1, 1, 8);
+  p.sequence_parallel = true;
+  const Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+  ASSERT_FALSE(sc.plan.tp_comm_overlap);
+  const Workload w = build_workload(sc);
+  const Chunk& c = w.roles[0].chunks[0];
+  const OpList& b = c.backward;
+  const auto& ops = b.ops();
+  // The block's GEMM listed last before op i (other ops, e.g. gradient buckets, may come
+  // between); the first of the block's ops after i.
+  auto gemm_before = [&](std::uint32_t i) {
+    for (std::uint32_t j = i; j-- > 0;)
+      if (ops[j].layer == ops[i].layer && ops[j].compute == ComputeClass::gemm) return j;
+    return i;
+  };
+  auto next_of_block = [&](std::uint32_t i) {
+    for (std::uint32_t j = i + 1; j < ops.size(); ++j)
+      if (ops[j].layer == ops[i].layer && ops[j].kind == OpKind::compute) return j;
+    return i;
+  };
+  int wgrad_gathers = 0, scatters = 0, chained_gathers = 0;
+  for (std::uint32_t i = 1; i + 1 < ops.size(); ++i) {
+    if (ops[i].name == "sp_all_gather_wgrad") {
+      // Beside the GEMM's backward (dgrad and wgrad): the GEMM does not wait for it, the
+      // block's next compute does.
+      ASSERT_EQ(ops[i + 1].compute, ComputeClass::gemm) << ops[i + 1].name;
+      EXPECT_EQ(deps(b, i), deps(b, i + 1)) << ops[i + 1].name;
+      EXPECT_FALSE(waits_for(b, i + 1, i)) << ops[i + 1].name;
+      const std::uint32_t after = next_of_block(i + 1);
+      ASSERT_NE(after, i + 1);
+      EXPECT_TRUE(waits_for(b, after, i)) << ops[after].name;
+      ++wgrad_gathers;
+    } else if (ops[i].name == "sp_reduce_scatter" && ops[i].layer >= 0) {
+      // Starts with the GEMM whose input gradient it scatters; the block's next op waits.
+      const std::uint32_t g = gemm_before(i);
+      ASSERT_NE(g, i);
+      EXPECT_EQ(deps(b, i), deps(b, g)) << ops[g].name;
+      EXPECT_FALSE(waits_for(b, i, g)) << ops[g].name;
+      EXPECT_TRUE(waits_for(b, next_of_block(i), i)) << ops[next_of_block(i)].name;
+      ++scatters;
+    } else if (ops[i].name == "sp_all_gather" && ops[i].layer >= 0) {
+      // The output gradient's all-gather: the row-parallel GEMM's backward waits for it.
+      EXPECT_TRUE(waits_for(b, next_of_block(i), i)) << ops[next_of_block(i)].name;
+      ++chained_gathers;
+    }
+  }
+  // Per block: QKV's and MLP-in's re-gather and reduce-scatter, attention-out's and MLP-out's
+  // output-gradient gather; and the LM head's re-gather (Megatron-Core's ColumnParallelLinear).
+  EXPECT_EQ(wgrad_gathers, 2 * c.layers + 1);
+  EXPECT_EQ(scatters, 2 * c.layers);
+  EXPECT_EQ(chained_gathers, 2 * c.layers);
+  // In the forward every collective is still on the chain: the op after it waits for it.
+  const OpList& f = c.forward;
+  for (std::uint32_t i = 0; i + 1 < f.ops().size(); ++i)
+    if (f.ops()[i].kind == OpKind::comm && f.ops()[i].group == CommGroup::tensor)
+      EXPECT_TRUE(waits_for(f, i + 1, i)) << f.ops()[i].name << " then " << f.ops()[i + 1].name;
+
+  // The simulated timeline: each backward reduce-scatter of a block is called while that block's
+  // GEMM computes (on the tensor-parallel stream, after the re-gather that the GEMM's start
+  // launched), and the tensor-parallel time is partly hidden.
+  SimOptions o;
+  o.timeline = true;
+  const Prediction pr = simulate(w, o);
+  const Timeline& t = pr.timeline;
+  int overlapped = 0;
+  for (const Event& rs : t.events) {
+    if (rs.rank != 0 || rs.microbatch != 0 || rs.layer < 0 || t.name(rs) != "sp_reduce_scatter")
+      continue;  // the forward's, chained after their GEMMs, are called between computes
+    for (const Event& g : t.events)
+      if (g.rank == 0 && g.microbatch == 0 && g.layer == rs.layer && g.kind == EventKind::compute &&
+          g.start <= rs.start - rs.wait && rs.start - rs.wait < g.end() - 1e-12) {
+        ++overlapped;
+        break;
+      }
+  }
+  EXPECT_EQ(overlapped, 2 * c.layers);
+  const auto& tensor = pr.mean.by_group[CommGroup::tensor];
+  EXPECT_LT(tensor.exposed, tensor.total);
+
+  // Without sequence parallelism: the dgrad all-reduce waits for its GEMM (2021 Megatron-LM's
+  // autograd all-reduce; modern Megatron's async all-reduce is not modelled).
+  p.sequence_parallel = false;
+  const Workload plain = build_workload(scenario("llama3-8b", "dgx-h100", p));
+  const OpList& pb = plain.roles[0].chunks[0].backward;
+  int reduces = 0;
+  for (std::uint32_t i = 1; i < pb.ops().size(); ++i)
+    if (pb.ops()[i].name == "tp_all_reduce" && pb.ops()[i].layer >= 0) {
+      std::uint32_t g = i;
+      while (g-- > 0)
+        if (pb.ops()[g].layer == pb.ops()[i].layer && pb.ops()[g].compute == ComputeClass::gemm)
+          break;
+      EXPECT_TRUE(waits_for(pb, i, g)) << pb.ops()[g].name;
+      ++reduces;
+    }
+  EXPECT_EQ(reduces, 2 * plain.roles[0].chunks[0].layers);
+}
+
+// Under --fp8 Transformer Engine all-gathers FP8 bytes under sequence parallelism: the norm's
+// output it writes as FP8 (forward), the same saved FP8 input re-gathered for the weight
+// gradient, and the output gradient it casts to FP8 before gathering (TE v1.8
+// layernorm_linear.py, module/base.py grad_output_preprocess). Each block all-gather moves half
+// the bf16 plan's bytes; the reduce-scatters (GEMM outputs) and the LM head's gathers (Megatron's
+// own bf16 layer) move the same bytes as without FP8.
+TEST(TpFp8, SequenceParallelGathersMoveFp8Bytes) {
+  PlanInput p = plan(8, 4, 1, 1, 8);
+  p.sequence_parallel = true;
+  const Workload bf16 = build_workload(scenario("llama3-8b", "dgx-h100", p));
+  p.fp8 = true;
+  const Workload fp8 = build_workload(scenario("llama3-8b", "dgx-h100", p));
+  auto tensor_comms = [](const OpList& l) {
+    std::vector<const Op*> v;
+    for (const Op& o : l.ops())
+      if (o.kind == OpKind::comm && o.group == CommGroup::tensor) v.push_back(&o);
+    return v;
+  };
+  for (int backward = 0; backward < 2; ++backward) {
+    const auto& cb = bf16.roles[0].chunks[0];
+    const auto& cf = fp8.roles[0].chunks[0];
+    const auto a = tensor_comms(backward ? cb.backward : cb.forward);
+    const auto f = tensor_comms(backward ? cf.backward : cf.forward);
+    ASSERT_EQ(a.size(), f.size());
+    int halved = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i]->name, f[i]->name);
+      ASSERT_EQ(a[i]->layer, f[i]->layer);
+      const bool block_gather = a[i]->collective == Collective::all_gather && a[i]->layer >= 0;
+      if (block_gather) {
+        EXPECT_EQ(f[i]->dtype, DType::fp8) << f[i]->name;
+        EXPECT_DOUBLE_EQ(f[i]->bytes, a[i]->bytes / 2) << f[i]->name;
+        ++halved;
+      } else {
+        EXPECT_EQ(f[i]->dtype, a[i]->dtype) << f[i]->name << " layer " << f[i]->layer;
+        EXPECT_DOUBLE_EQ(f[i]->bytes, a[i]->bytes) << f[i]->name;
+      }
+    }
+    // Forward: QKV's and MLP-in's inputs; backward: those re-gathered for wgrad and the two
+    // output gradients.
+    EXPECT_EQ(halved, (backward ? 4 : 2) * cb.layers) << (backward ? "backward" : "forward");
+  }
 }
 
 // Megatron-LM's own rule: no overlap without sequence parallelism; with TP 1 it is switched off.
