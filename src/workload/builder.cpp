@@ -816,12 +816,14 @@ class Builder {
            g.op.layer != kHeadLayer && g.op.layer != kEmbeddingLayer &&
            !(core_only && !g.attention_core);
   }
-  // A GEMM of any layer at i, or at i + 1 after its FP8 input cast: the backward's
-  // asynchronous reduce-scatter needs no userbuffers, so the LM head's counts too.
-  static bool backward_gemm_follows(const std::vector<Step>& prog, std::size_t i) {
+  // The step at i, or at i + 1 after its FP8 input cast (fp8_gemms puts the cast first), if it
+  // is a GEMM; else none.
+  static const Step* gemm_at(const std::vector<Step>& prog, std::size_t i) {
     if (i < prog.size() && prog[i].kind == StepKind::compute && prog[i].op.name == "fp8_cast") ++i;
     return i < prog.size() && prog[i].kind == StepKind::compute &&
-           prog[i].op.compute == ComputeClass::gemm;
+                   prog[i].op.compute == ComputeClass::gemm
+               ? &prog[i]
+               : nullptr;
   }
   // The type a sequence-parallel all-gather moves when it feeds the GEMM at i (or at i + 1
   // after its FP8 cast): under --fp8 Transformer Engine gathers the FP8 bytes its GEMM reads
@@ -830,16 +832,13 @@ class Builder {
   // casts the output gradient to FP8 before gathering it). Reduce-scatters carry GEMM outputs,
   // 16-bit.
   DType gathered_type(const std::vector<Step>& prog, std::size_t i) const {
-    if (i < prog.size() && prog[i].kind == StepKind::compute && prog[i].op.name == "fp8_cast") ++i;
-    return i < prog.size() && prog[i].kind == StepKind::compute &&
-                   prog[i].op.compute == ComputeClass::gemm && prog[i].op.dtype == DType::fp8
-               ? DType::fp8
-               : dt_;
+    const Step* g = gemm_at(prog, i);
+    return g && g->op.dtype == DType::fp8 ? DType::fp8 : dt_;
   }
-  // A GEMM at i, or at i + 1 after its FP8 input cast (fp8_gemms puts the cast first).
+  // A userbuffers GEMM (is_tp_gemm) at i, or at i + 1 after its FP8 input cast.
   bool gemm_follows(const std::vector<Step>& prog, std::size_t i, bool core_only) const {
-    if (i < prog.size() && prog[i].kind == StepKind::compute && prog[i].op.name == "fp8_cast") ++i;
-    return is_tp_gemm(prog, i, core_only);
+    const Step* g = gemm_at(prog, i);
+    return g && is_tp_gemm(prog, static_cast<std::size_t>(g - prog.data()), core_only);
   }
 
   // Programs are built once per kind of block; `layer` stamps the block's index on its ops.
@@ -946,8 +945,9 @@ class Builder {
             // successor in forward order, chained last but for its FP8 cast's backward): under
             // sequence parallelism TE and Megatron-Core launch it asynchronously and compute
             // the weight gradient meanwhile ("Overlap dgrad-RS/AR with wgrad"), userbuffers or
-            // not. Without sequence parallelism the all-reduce stays on the chain.
-            if (p_.sequence_parallel && backward_gemm_follows(prog, idx + 1) && !gemm_deps.empty())
+            // not, the LM head's (Megatron-Core's own linear) too. Without sequence parallelism
+            // the all-reduce stays on the chain.
+            if (p_.sequence_parallel && gemm_at(prog, idx + 1) && !gemm_deps.empty())
               e.need(e.with(out, gemm_deps));
             else
               e.chain(out);
