@@ -779,46 +779,22 @@ class Builder {
   // backward casts the output gradient (M x N, a_ + 1 bytes) and writes the FP8 transposes of
   // input and weight that Hopper's FP8 GEMMs need (read and write 1 byte per element). The
   // embedding, LM head and loss stay in the plan's precision, as in Megatron-LM.
-  //
-  // Transformer Engine fuses two of the forward's input casts into the op that writes the
-  // input: LayerNormLinear's and LayerNormMLP's norm writes its output in FP8 (v1.8
-  // layernorm_linear.py, _apply_normalization with an FP8 output; under sequence parallelism
-  // that is what is all-gathered), and LayerNormMLP's activation writes the second GEMM's input
-  // in FP8 (activation_func with the GEMM2_INPUT scale). So QKV's and MLP in's input come from
-  // their norm, and MLP out's from the activation, at 1 byte per element and with no cast of
-  // their own; their cast op keeps the weight's cast and the backward's. The attention output
-  // projection's input (the attention kernel's 16-bit output) is cast by TE's Linear.
   void fp8_gemms(std::vector<Step>& prog) const {
     std::vector<Step> out;
     out.reserve(prog.size() * 2);
     const double m = static_cast<double>(std::max<std::int64_t>(p_.grad_accum, 1));
-    std::size_t producer = prog.size();  // the last compute step in `out`
     for (Step& st : prog) {
       if (st.kind == StepKind::compute && st.op.compute == ComputeClass::gemm) {
         const double M = static_cast<double>(st.op.m), K = static_cast<double>(st.op.k),
                      N = static_cast<double>(st.op.n);
-        Step* from = producer < out.size() ? &out[producer] : nullptr;
-        const bool after_norm = from && from->op.compute == ComputeClass::norm &&
-                                (st.op.name == "qkv" || st.op.name == "mlp_in");
-        const bool after_act = from && from->op.name == "mlp_act" && st.op.name == "mlp_out";
-        double input = M * K;  // the input activation's elements the cast reads
-        if (after_norm || after_act) {
-          // The producer writes 1 byte per output element instead of a_; its backward, which
-          // reads its 16-bit input and the gradient, is what it was.
-          if (from->backward_mem < 0) from->backward_mem = 2.0 * from->op.mem_bytes;
-          const double written = after_norm ? from->op.mem_bytes / act_bytes_rw() : M * K;
-          from->op.mem_bytes -= (a_ - 1.0) * written;
-          input = 0;
-        }
         Step cast = compute(elementwise("fp8_cast", ComputeClass::elementwise, st.op.layer,
-                                        input + K * N / m, 2, a_ + 1.0));
+                                        M * K + K * N / m, 2, a_ + 1.0));
         cast.backward_flops = 2.0 * (M * N + M * K + K * N);
         cast.backward_mem = (a_ + 1.0) * M * N + 2.0 * (M * K + K * N);
         out.push_back(cast);
         st.op.dtype = DType::fp8;
         st.op.mem_bytes = M * K + K * N + a_ * M * N;
       }
-      if (st.kind == StepKind::compute) producer = out.size();
       out.push_back(st);
     }
     prog = std::move(out);
