@@ -644,7 +644,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // chunk k >= 2 at the start of the forward of virtual micro-batch (k - 1) x PP - s; they queue
   // on the stage's data-parallel stream, and the chunk's first forward begins its compute when
   // the last of them (its first layer's) is done. gathered[s * v + k]: that time.
-  const bool ahead = v > 1 && plan.megatron_gathers_ahead();
+  const bool ahead = plan.megatron_gathers_ahead();  // implies v > 1
   // A chunk's first forward whose gathers were dispatched ahead of it.
   auto gathered_ahead = [ahead](const PipelineTask& t) {
     return ahead && !t.backward && t.microbatch == 0;
@@ -675,10 +675,14 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         if (!gathered_ahead(t)) return 0.0;
         const int c = t.chunk;
         const double g = runs_of(static_cast<int>(s), c).ahead_gather;
-        double dispatched = 0;  // (fewer micro-batches than PP: no such forward, at the start)
-        if (const std::size_t j = static_cast<std::size_t>(std::max(0, (c - 1) * pp)) - s;
-            c >= 2 && j < forward_at[s].size() && forward_at[s][j] < here)
-          dispatched = order[s][forward_at[s][j]].start;
+        double dispatched = 0;  // chunks 0 and 1: at the start
+        if (c >= 2) {
+          // Before the forward of virtual micro-batch (c - 1) x PP - s (>= 0 since s < PP); with
+          // fewer micro-batches than that, no such forward: at the start.
+          const std::size_t j = static_cast<std::size_t>((c - 1) * pp) - s;
+          if (j < forward_at[s].size() && forward_at[s][j] < here)
+            dispatched = order[s][forward_at[s][j]].start;
+        }
         const double queued = c > 0 ? gathered[s * v + c - 1] : 0.0;
         const double done = std::max(dispatched, queued) + g;
         gathered[s * v + c] = done;
