@@ -227,15 +227,24 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     return (reason = fmt::format("no system preset for gpu '{}'", clip(row.get("gpu"))), r);
   auto sys = load_system(system);
   if (!sys) return sys.error();
-  if (per_node && *per_node != sys->node.gpus)
-    return (reason = fmt::format("gpus_per_node {} differs from {}'s {}", *per_node, system,
-                                 sys->node.gpus),
+  // gpus_per_node is the GPUs the job used per node of the preset (commscope's node: the GPUs
+  // one NVLink domain joins): all of them, or fewer where the launcher placed the job so (Slurm's
+  // --segment on GB200 NVL72 racks: 64 of a rack's 72 GPUs; docs/validate.md). More than the
+  // preset's node holds is another system.
+  if (per_node && *per_node > sys->node.gpus)
+    return (
+        reason = fmt::format("gpus_per_node {} exceeds {}'s {}", *per_node, system, sys->node.gpus),
+        r);
+  const std::int64_t used_per_node = per_node ? *per_node : sys->node.gpus;
+  // A run spans whole nodes of that size, or part of one (gb200-nvl72's nodes are 72 GPUs:
+  // 128 and 256 GB200s lie on them only as the row's gpus_per_node says).
+  if (*gpus > used_per_node && *gpus % used_per_node != 0)
+    return (reason = per_node ? fmt::format("gpus not a multiple of gpus_per_node")
+                              : fmt::format("gpus not a multiple of {}'s {} per node", system,
+                                            sys->node.gpus),
             r);
-  // A run spans whole nodes of the preset, or part of one (gb200-nvl72's nodes are 72 GPUs:
-  // NVIDIA's 128- and 256-GPU DGX-GB200 runs cannot be laid out on it).
-  if (*gpus > sys->node.gpus && *gpus % sys->node.gpus != 0)
-    return (reason = fmt::format("gpus not a multiple of {}'s {} per node", system, sys->node.gpus),
-            r);
+  if (per_node && *per_node<sys->node.gpus&& * gpus> * per_node)
+    r.input.plan.nodes = static_cast<int>(*gpus / *per_node);
   r.input.system = system;
   // The model: a preset of the named architecture, else GPT-shaped from the row.
   const std::string preset = model_preset_for(row.get("model"));

@@ -33,13 +33,21 @@ int ring_steps(Collective c, int n) {
 }
 }  // namespace
 
+int job_nics_per_node(const Scenario& sc) {
+  const int node_gpus = std::max(1, sc.system.node.gpus);
+  const int used = std::clamp(sc.gpus_per_node, 1, node_gpus);
+  if (used == node_gpus) return std::max(1, sc.system.nics.count);
+  return std::max(1, static_cast<int>(std::lround(static_cast<double>(sc.system.nics.count) * used /
+                                                  node_gpus)));
+}
+
 LinkModel link_model(const Scenario& sc) {
   const auto& cal = sc.system.calibration;
   LinkModel l;
   l.intra = sc.system.node.topology == IntraNodeTopology::pcie
                 ? sc.system.node.p2p_bandwidth
                 : sc.system.node.link_bandwidth * cal.intra_node_efficiency;
-  l.node = sc.network.achievable * static_cast<double>(sc.system.nics.count);
+  l.node = sc.network.achievable * static_cast<double>(job_nics_per_node(sc));
   l.intra_latency = cal.intra_node_latency;
   l.net_latency = sc.network.latency;
   attach_curves(l, sc.network.curves.span());
@@ -92,7 +100,7 @@ LinkModel link_model(const Scenario& sc) {
     l.sharp_hop[a][1] = l.net_latency.value() * t.sharp_hop_latency_us[a][1] / kRefNetUs;
   }
   l.sharp_net_ppn1 = l.net_latency.value();
-  l.nics = std::max(1, sc.system.nics.count);
+  l.nics = job_nics_per_node(sc);
   return l;
 }
 

@@ -289,6 +289,43 @@ TEST(Cost, AllToAllAcrossNodesIsTheNodesEgress) {
               7 * l8.intra_hop[0][2] + 7.0 / 8 * S / l8.intra.value(), 1e-12);
 }
 
+// A job on part of each node drives its GPUs' share of the node's NICs (one per GPU on DGX H100
+// and GB200 NVL72): 64 of a 72-GPU NVL72 rack's (NVIDIA's 128-GPU GB200 runs, Slurm's --segment
+// 16 trays), 4 of a DGX H100's 8 with 4 GPUs a node; full nodes keep all of them. The
+// all-to-all across two such nodes is the egress of those NICs: 72/64 of the full rack's time.
+TEST(Cost, PartOfANodeDrivesItsGpusNics) {
+  PlanInput in = plan(128, 1, 1, 1, 128);
+  in.nodes = 2;
+  in.ep = 8;
+  Scenario seg = scenario("mixtral-8x7b", "gb200-nvl72", in);
+  ASSERT_EQ(seg.gpus_per_node, 64);
+  EXPECT_EQ(job_nics_per_node(seg), 64);
+  in.gpus = 144;
+  in.global_batch = 144;
+  Scenario full = scenario("mixtral-8x7b", "gb200-nvl72", in);
+  ASSERT_EQ(full.gpus_per_node, 72);
+  EXPECT_EQ(job_nics_per_node(full), 72);
+  const LinkModel ls = link_model(seg), lf = link_model(full);
+  EXPECT_NEAR(ls.node.value() / lf.node.value(), 64.0 / 72, 1e-12);
+  EXPECT_EQ(ls.nics, 64);
+  PlanInput h = plan(16);
+  h.nodes = 4;
+  Scenario four = scenario("gpt2-large", "dgx-h100", h);
+  ASSERT_EQ(four.gpus_per_node, 4);
+  EXPECT_EQ(job_nics_per_node(four), 4);
+  h.gpus = 4;  // one GPU on each of 4 nodes: its own NIC
+  EXPECT_EQ(job_nics_per_node(scenario("gpt2-large", "dgx-h100", h)), 1);
+  // An all-to-all of one group of 64 + 64 ranks across the two segments: each node pushes
+  // 64 x 64 / 128 x S through its 64 NICs.
+  GroupPlacement g;
+  g.size = 128, g.nodes = 2, g.per_node = 64, g.concurrent = 1;
+  const double S = 64e6;
+  const double t = collective_time(Collective::all_to_all, S, g, ls).value();
+  const double egress = 64.0 * 64 / 128 * S / ls.node.value();
+  EXPECT_GE(t, egress);
+  EXPECT_LE(t, egress + 127 * ls.net_hop[0][2] + 1e-12);
+}
+
 // The flex dispatcher's copies of a token (spec/placement.h) against an independent count:
 // draw top-k distinct experts uniformly (Megatron-LM's force-balanced router) or, under
 // group-limited routing, group_topk distinct groups uniformly and then top-k distinct experts

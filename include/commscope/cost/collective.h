@@ -86,8 +86,13 @@ struct LinkModel {
   // the network hop with one GPU per node (tree's, tuning.cc), scaled as the ring's are.
   double sharp_hop[4][2] = {};
   double sharp_net_ppn1 = 0;
-  int nics = 1;  // NICs of a node (CollNet Direct's GPU-to-NIC ratio)
+  int nics = 1;  // NICs of a node the job drives (CollNet Direct's GPU-to-NIC ratio)
 };
+// The NICs of a node the job's GPUs drive: all of the preset's where the job fills its nodes;
+// on part of a node (fewer GPUs per node than it holds: Slurm's --segment on GB200 NVL72
+// racks, fewer tasks per node) the GPUs' own share, nics x used / node GPUs rounded, at least
+// one (a node's NICs belong to its GPUs by PCIe affinity, as NCCL picks them).
+int job_nics_per_node(const Scenario& sc);
 LinkModel link_model(const Scenario& sc);
 // The same with curves taken from `curves` (a profile's), kept by reference.
 void attach_curves(LinkModel& l, std::span<const BusBwCurve> curves);
