@@ -152,6 +152,12 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                  "or per virtual stage in Megatron's order with --vp; the first and last may be "
                  "0; summing to the model's layers) [an even split]")
       ->group(g_plan);
+  cmd.add_option("--pipeline-model-parallel-layout", o.pipeline_layout,
+                 "Megatron-Core's layout: virtual stages in layer order split by '|', E "
+                 "embedding, t transformer layer, L loss, (...)*n and x*n repeats, e.g. "
+                 "\"Et|(tt|)*30tL\" (the virtual stages from its stage count over --pp unless "
+                 "--vp says)")
+      ->group(g_plan);
   cmd.add_option("--decoder-first-pipeline-num-layers", o.first_stage_layers,
                  "Megatron-LM: layers of the first pipeline stage (the rest split evenly)")
       ->group(g_plan);
@@ -204,6 +210,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
                                o.cpu_offload_layers)};
     flags.cpu_offload_layers = *v;
   }
+  if (!o.pipeline_layout.empty()) flags.pipeline_layout = o.pipeline_layout;
   if (!o.pipeline_stage_layers.empty()) {
     std::vector<int> split;
     std::size_t pos = 0;

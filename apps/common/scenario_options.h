@@ -50,8 +50,8 @@ struct ScenarioOptions {
   int zero_hpz_partition_size = 1;
   CLI::Option* zero_hpz_flag = nullptr;  // given or not
   // modern training (issue 15; docs/workload.md)
-  std::string attention, pipeline_stage_layers, first_stage_layers, last_stage_layers,
-      cpu_offload_layers;
+  std::string attention, pipeline_stage_layers, pipeline_layout, first_stage_layers,
+      last_stage_layers, cpu_offload_layers;
   bool fp8 = false;
   bool tp_comm_overlap = false;
   bool cross_entropy_fusion = false;

@@ -363,9 +363,16 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // account_for_loss_in_pipeline_split (both set by NVIDIA's Llama 3.1 405B recipe): the
   // embedding and the loss each count as one layer when the layers are split over the
   // PP x VP model chunks, so the first and the last chunk hold one layer fewer.
-  if (const std::string& lay = lower(row.get("pipeline_layout")); !lay.empty()) {
-    if (lay != "embedding_and_loss")
-      return row.bad("pipeline_layout", "embedding_and_loss or empty");
+  // Or Megatron-Core's --pipeline-model-parallel-layout string itself (E, t, L, '|', repeats),
+  // checked where the plan is resolved.
+  const std::string& layout_cell = row.get("pipeline_layout");
+  if (!layout_cell.empty() && lower(layout_cell) != "embedding_and_loss") {
+    auto parsed = parse_pipeline_layout(layout_cell);
+    if (!parsed)
+      return Error{fmt::format("{}: line {}: column 'pipeline_layout': {} (or embedding_and_loss)",
+                               row.path, row.lineno, parsed.error().message)};
+    p.pipeline_layout = layout_cell;
+  } else if (const std::string& lay = lower(layout_cell); !lay.empty()) {
     if (r.input.model.empty()) return row.bad("pipeline_layout", "a row naming a model preset");
     auto model = load_model(r.input.model);
     if (!model) return model.error();
@@ -383,7 +390,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   }
   // An interleaved row whose layers PP x VP does not divide needs a per-chunk layout the source
   // does not give (DeepSeek-V3's 61 layers on PP 8 x VP 4): skipped, not guessed.
-  if (vp && *vp > 1 && !p.stage_layers) {
+  if (vp && *vp > 1 && !p.stage_layers && !p.pipeline_layout) {
     std::int64_t n = layers.value_or(0);
     if (!r.input.model.empty()) {
       auto model = load_model(r.input.model);

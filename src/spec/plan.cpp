@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/limits.h"
 #include "commscope/util/json_fields.h"
 
 namespace commscope {
@@ -274,6 +275,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(cross_entropy_fusion, o.cross_entropy_fusion);
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(stage_layers, o.stage_layers);
+  take(pipeline_layout, o.pipeline_layout);
   take(first_stage_layers, o.first_stage_layers);
   take(last_stage_layers, o.last_stage_layers);
   take(cp, o.cp);
@@ -459,6 +461,133 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;
+}
+
+}  // namespace commscope
+
+namespace commscope {
+
+Result<std::vector<int>> parse_pipeline_layout(std::string_view layout) {
+  auto bad = [&](std::string_view what) -> Error {
+    return Error{fmt::format(
+        "expected {}, got '{}'", what,
+        layout.size() > 80 ? std::string(layout.substr(0, 80)) + "..." : std::string(layout))};
+  };
+  // Pieces: a run of layer and stage characters, repeated n times (a parenthesised group or a
+  // single character followed by *n; otherwise once). Sizes are counted before unrolling.
+  struct Piece {
+    std::string text;
+    std::int64_t times = 1;
+  };
+  std::vector<Piece> pieces;
+  std::int64_t total = 0;
+  auto is_layer = [](char c) { return c == 'E' || c == 't' || c == 'L' || c == 'm' || c == '|'; };
+  auto count = [&](std::size_t& i) -> std::optional<std::int64_t> {
+    // after '*': decimal digits, a positive count within the layer limit
+    std::int64_t n = 0;
+    const std::size_t from = i;
+    while (i < layout.size() && std::isdigit(static_cast<unsigned char>(layout[i]))) {
+      n = n * 10 + (layout[i] - '0');
+      if (n > limits::kMaxLayers + 1) return std::nullopt;
+      ++i;
+    }
+    if (i == from || n < 1) return std::nullopt;
+    return n;
+  };
+  const std::int64_t cap = limits::kMaxLayers + limits::kMaxLayers + 2;  // layers and '|'s
+  for (std::size_t i = 0; i < layout.size();) {
+    const char c = layout[i];
+    if (c == ',' || c == ' ') {
+      ++i;
+      continue;
+    }
+    Piece piece;
+    if (c == '(') {
+      const std::size_t close = layout.find(')', i + 1);
+      if (close == std::string_view::npos) return bad("a ')' closing every '('");
+      // Inside: layers, '|' and x*n (Megatron unrolls the group, then every x*n).
+      for (std::size_t k = i + 1; k < close;) {
+        const char g = layout[k];
+        if (g == ',' || g == ' ') {
+          ++k;
+          continue;
+        }
+        if (!is_layer(g))
+          return bad(
+              "layers E, t, L, m, '|' and x*n inside parentheses (Megatron's layouts do "
+              "not nest)");
+        std::int64_t n = 1;
+        ++k;
+        if (k < close && layout[k] == '*') {
+          ++k;
+          auto c = count(k);
+          if (!c || k > close)
+            return bad(fmt::format("a repeat count from 1 to {}", limits::kMaxLayers + 1));
+          n = *c;
+        }
+        if (total + static_cast<std::int64_t>(piece.text.size()) + n > cap)
+          return bad(
+              fmt::format("at most {} layers once the repeats are unrolled", limits::kMaxLayers));
+        piece.text.append(static_cast<std::size_t>(n), g);
+      }
+      if (piece.text.empty()) return bad("a non-empty group in parentheses");
+      i = close + 1;
+      if (i >= layout.size() || layout[i] != '*') return bad("'*' and a count after ')'");
+      ++i;
+      auto n = count(i);
+      if (!n) return bad(fmt::format("a repeat count from 1 to {}", limits::kMaxLayers + 1));
+      piece.times = *n;
+    } else if (is_layer(c)) {
+      piece.text = std::string(1, c);
+      ++i;
+      if (i < layout.size() && layout[i] == '*') {
+        ++i;
+        auto n = count(i);
+        if (!n) return bad(fmt::format("a repeat count from 1 to {}", limits::kMaxLayers + 1));
+        piece.times = *n;
+      }
+    } else {
+      return bad(
+          "a layout of E (embedding), t (transformer layer), L (loss), m (MTP), '|' "
+          "between stages, (...)*n and x*n");
+    }
+    total += static_cast<std::int64_t>(piece.text.size()) * piece.times;
+    if (total > cap)
+      return bad(
+          fmt::format("at most {} layers once the repeats are unrolled", limits::kMaxLayers));
+    pieces.push_back(std::move(piece));
+  }
+  std::vector<int> stages{0};
+  int embeddings = 0, losses = 0, mtp = 0;
+  bool first_layer = true, after_loss = false, embedding_not_first = false;
+  for (const Piece& piece : pieces)
+    for (std::int64_t r = 0; r < piece.times; ++r)
+      for (char c : piece.text) {
+        if (c == '|') {
+          if (static_cast<std::int64_t>(stages.size()) >= limits::kMaxPipelineTasks)
+            return bad(fmt::format("at most {} stages", limits::kMaxPipelineTasks));
+          stages.push_back(0);
+          continue;
+        }
+        if (after_loss) return bad("the loss (L) as the last layer");
+        if (c == 'E') {
+          ++embeddings;
+          embedding_not_first |= !first_layer;
+        } else if (c == 'L') {
+          ++losses;
+          after_loss = true;
+        } else if (c == 'm') {
+          ++mtp;
+        } else {
+          ++stages.back();
+        }
+        first_layer = false;
+      }
+  if (embeddings != 1 || embedding_not_first)
+    return bad("the embedding (E) exactly once, as the first layer");
+  if (losses != 1) return bad("the loss (L) exactly once, as the last layer");
+  if (mtp > 0) return bad("no multi-token-prediction layers (m): commscope does not model MTP");
+  return stages;
 }
 
 }  // namespace commscope

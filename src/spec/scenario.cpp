@@ -56,12 +56,24 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                              system.name),
                  num(plan.cpu_offload_layers));
   }
+  if (in.pipeline_layout && (in.stage_layers || in.first_stage_layers || in.last_stage_layers))
+    return bad("--pipeline-model-parallel-layout",
+               "either a layout or per-stage layer counts (--pipeline-stage-layers, "
+               "--decoder-first/last-pipeline-num-layers), not both",
+               "both");
   if (in.stage_layers && (in.first_stage_layers || in.last_stage_layers))
     return bad("--pipeline-stage-layers",
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
                "both");
-  if (!in.stage_layers && !in.first_stage_layers && !in.last_stage_layers) return {};
-  const char* flag = in.stage_layers         ? "--pipeline-stage-layers"
+  std::optional<std::vector<int>> listed = in.stage_layers;
+  if (in.pipeline_layout) {
+    auto parsed = parse_pipeline_layout(*in.pipeline_layout);
+    if (!parsed) return Error{"--pipeline-model-parallel-layout: " + parsed.error().message};
+    listed = std::move(*parsed);
+  }
+  if (!listed && !in.first_stage_layers && !in.last_stage_layers) return {};
+  const char* flag = in.pipeline_layout      ? "--pipeline-model-parallel-layout"
+                     : in.stage_layers       ? "--pipeline-stage-layers"
                      : in.first_stage_layers ? "--decoder-first-pipeline-num-layers"
                                              : "--decoder-last-pipeline-num-layers";
   if (model.encoder_layers > 0)
@@ -74,8 +86,8 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
   // embedding or only the head and loss (Llama 3 405B, Meta 2024 section 3.3.2).
   const int n = plan.pp * plan.virtual_stages;
   std::vector<int> split;
-  if (in.stage_layers) {
-    split = *in.stage_layers;
+  if (listed) {
+    split = *listed;
     if (static_cast<int>(split.size()) != n)
       return bad(flag,
                  fmt::format("one layer count per pipeline stage ({} stages x {} virtual)", plan.pp,
@@ -295,6 +307,18 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.tp = in.tp.value_or(1);
   plan.pp = in.pp.value_or(1);
   plan.virtual_stages = in.virtual_stages.value_or(1);
+  // Megatron infers the virtual stages from a layout: its stages over PP.
+  if (in.pipeline_layout && !in.virtual_stages && plan.pp >= 1) {
+    auto parsed = parse_pipeline_layout(*in.pipeline_layout);
+    if (!parsed) return Error{"--pipeline-model-parallel-layout: " + parsed.error().message};
+    const auto stages = static_cast<std::int64_t>(parsed->size());
+    if (stages % plan.pp != 0)
+      return bad(
+          "--pipeline-model-parallel-layout",
+          fmt::format("a number of stages divisible by the pipeline-parallel size {}", plan.pp),
+          fmt::format("{} stages", stages));
+    plan.virtual_stages = static_cast<int>(std::min<std::int64_t>(stages / plan.pp, INT32_MAX));
+  }
   if (plan.tp < 1) return bad("--tensor-model-parallel-size", "a positive integer", num(plan.tp));
   if (plan.pp < 1) return bad("--pipeline-model-parallel-size", "a positive integer", num(plan.pp));
   if (plan.virtual_stages < 1)
@@ -444,7 +468,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.virtual_stages > 1 && plan.pp < 2)
     return bad("--virtual-pipeline-stages", "1 without pipeline parallelism (PP 1)",
                num(plan.virtual_stages));
-  const bool uneven_stages = in.stage_layers || in.first_stage_layers || in.last_stage_layers;
+  const bool uneven_stages =
+      in.stage_layers || in.pipeline_layout || in.first_stage_layers || in.last_stage_layers;
   if (!uneven_stages && layers % (plan.pp * plan.virtual_stages) != 0)
     return bad(
         plan.virtual_stages > 1 ? "--virtual-pipeline-stages" : "--pipeline-model-parallel-size",

@@ -1255,6 +1255,7 @@ TEST(ValidateCorpus, PlanColumnErrors) {
       {",1,5,1,1,1,1,fast,,", "column 'attention'"},
       {",1,5,1,1,1,1,flash,odd,", "column 'pipeline_layout'"},
       {",1,5,1,1,1,1,flash,embedding_and_loss,", "column 'pipeline_layout'"},  // 82 / 20
+      {",1,5,1,1,1,1,flash,E(t*4|)*0L,", "column 'pipeline_layout': expected a repeat count"},
       {",2,5,1,1,1,1,flash,,", "column 'dp'"},  // dp 4 x 4 x 4 x 2 = 128, not 64
       {",0,5,1,1,1,1,flash,,", "column 'cp'"},
       // ... cpu_offloading_num_layers, tp_comm_overlap, expert_tp, moe_dispatcher,
@@ -1285,6 +1286,20 @@ TEST(ValidateCorpus, PlanColumnErrors) {
   EXPECT_EQ(*ok->front().input.plan.virtual_stages, 5);
   EXPECT_EQ(*ok->front().input.plan.zero, 1);
   EXPECT_EQ(ok->front().assumed, "assumed text");
+  // A Megatron-Core layout string in pipeline_layout is the plan's layout: 80 layers on the 20
+  // chunks of PP 4 x VP 5, four each, as --pipeline-model-parallel-layout.
+  {
+    std::ofstream f(path);
+    f << header << "\n" << base << ",1,5,1,1,1,1,flash,E(t*4|)*19t*4L,\n";
+  }
+  auto laid = read_measured_csv(path, "vtrain-a100");
+  ASSERT_TRUE(laid.ok()) << laid.error().message;
+  ASSERT_EQ(laid->size(), 1u);
+  EXPECT_EQ(*laid->front().input.plan.pipeline_layout, "E(t*4|)*19t*4L");
+  auto sc = resolve_run(laid->front());
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  EXPECT_EQ(sc->plan.stage_layers, std::vector<int>(20, 4));
+  EXPECT_EQ(sc->plan.virtual_stages, 5);
 }
 
 // The CLI's rows carry the memory verdict as predict computes it and the row's assumptions;

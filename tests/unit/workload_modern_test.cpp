@@ -414,6 +414,96 @@ TEST(UnevenStages, InterleavedWithEmbeddingAndLossChunks) {
   EXPECT_EQ(layers, 126);
 }
 
+// Megatron-Core's --pipeline-model-parallel-layout: its examples unroll as Megatron's parser
+// does (pipeline_parallel_layer_layout.py: "Ettt|(tt|)*29,m|L" is E t t t, 29 x (t t), m, L),
+// and a layout gives the same plan as the per-stage list it spells, the virtual stages inferred
+// from its stage count over PP: Llama 3 405B's interleaved layout with an embedding-only first
+// and a loss-only last chunk (126 layers: "E|t*126 stages|L" on PP 16 is 8 virtual stages).
+TEST(UnevenStages, MegatronLayoutIsTheListItSpells) {
+  auto counts = [](std::string_view s) {
+    auto r = parse_pipeline_layout(s);
+    EXPECT_TRUE(r.ok()) << s << ": " << (r.ok() ? "" : r.error().message);
+    return r.ok() ? *r : std::vector<int>{};
+  };
+  std::vector<int> want{3};
+  want.insert(want.end(), 29, 2);
+  want.push_back(0);
+  std::vector<int> megatron_example = want;  // E t t t | 29 x (t t |) t L: the last stage 1
+  megatron_example.back() = 1;
+  EXPECT_EQ(counts("Ettt|(tt|)*29,tL"), megatron_example);
+  EXPECT_EQ(counts("E,t*3|(tt|)*29,L"), want);  // the cosmetic commas and x*n
+  EXPECT_EQ(counts("(Et|)*1tt|ttL"), (std::vector<int>{1, 2, 2}));
+  EXPECT_EQ(counts("E|(t|)*126L"), [] {
+    std::vector<int> v(128, 1);
+    v.front() = v.back() = 0;
+    return v;
+  }());
+
+  PlanInput p = plan(128, 8, 16, 1, 64);
+  p.pipeline_layout = "E|(t|)*126L";
+  Scenario a = scenario("llama3-405b", "dgx-h100", p);
+  EXPECT_EQ(a.plan.virtual_stages, 8);
+  EXPECT_EQ(a.plan.schedule, Schedule::interleaved);
+  PlanInput q = plan(128, 8, 16, 1, 64);
+  q.virtual_stages = 8;
+  q.stage_layers = counts("E|(t|)*126L");
+  Scenario b = scenario("llama3-405b", "dgx-h100", q);
+  EXPECT_EQ(a.plan.stage_layers, b.plan.stage_layers);
+  EXPECT_EQ(simulate(build_workload(a), SimOptions{}).iteration_time,
+            simulate(build_workload(b), SimOptions{}).iteration_time);
+  // Megatron's first/last form (7 and 7 on 16 stages) spelled as a layout.
+  PlanInput f = plan(128, 8, 16, 1, 64);
+  f.first_stage_layers = f.last_stage_layers = 7;
+  PlanInput g = plan(128, 8, 16, 1, 64);
+  g.pipeline_layout = "Et*7|(t*8|)*14t*7L";
+  EXPECT_EQ(scenario("llama3-405b", "dgx-h100", f).plan.stage_layers,
+            scenario("llama3-405b", "dgx-h100", g).plan.stage_layers);
+}
+
+// Each malformed layout is one line naming the flag and what was expected; sizes are checked
+// before anything is unrolled.
+TEST(UnevenStages, BadMegatronLayoutsAreRefused) {
+  auto err = [](std::string layout, int vp = 0) {
+    PlanInput p = plan(128, 8, 16, 1, 64);
+    p.pipeline_layout = std::move(layout);
+    if (vp) p.virtual_stages = vp;
+    return scenario_error("llama3-405b", "dgx-h100", p);
+  };
+  struct Case {
+    std::string layout, expect;
+  };
+  for (const Case& c : {
+           Case{"Et|tx|L", "expected a layout of E (embedding)"},
+           Case{"E(t|(t|)*2)*2L", "do not nest"},
+           Case{"E(t|*3L", "a ')' closing every '('"},
+           Case{"E(t|)L", "'*' and a count after ')'"},
+           Case{"E(t|)*0L", "a repeat count from 1"},
+           Case{"E(t|)*99999999999999999999L", "a repeat count from 1"},
+           Case{"E(t|)*4000(t|)*4000L", "at most 4096 layers once the repeats are unrolled"},
+           Case{"t|E(t|)*125tL", "the embedding (E) exactly once, as the first layer"},
+           Case{"E(t|)*126", "the loss (L) exactly once, as the last layer"},
+           Case{"E(t|)*125tL|t", "the loss (L) as the last layer"},
+           Case{"E(t|)*125mL", "no multi-token-prediction layers (m)"},
+           Case{"Et|(t|)*126L", "stage layer counts summing to the 126 layers"},
+           Case{"E(t|)*2tL", "divisible by the pipeline-parallel size 16"},
+       }) {
+    SCOPED_TRACE(c.layout);
+    const std::string e = err(c.layout);
+    EXPECT_EQ(e.rfind("--pipeline-model-parallel-layout: ", 0), 0u) << e;
+    EXPECT_NE(e.find(c.expect), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos);
+  }
+  // A --vp that disagrees with the layout's stage count.
+  const std::string e = err("E|(t|)*126L", 4);
+  EXPECT_NE(e.find("one layer count per pipeline stage (16 stages x 4 virtual)"), std::string::npos)
+      << e;
+  // A layout beside per-stage counts.
+  PlanInput p = plan(128, 8, 16, 1, 64);
+  p.pipeline_layout = "E|(t|)*126L";
+  p.first_stage_layers = 7;
+  EXPECT_NE(scenario_error("llama3-405b", "dgx-h100", p).find("not both"), std::string::npos);
+}
+
 TEST(UnevenStages, ImpossibleListsAreRefused) {
   auto err = [](auto set) {
     PlanInput p = plan(128, 8, 16, 1, 64);

@@ -287,7 +287,8 @@ struct PlanInput {
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
   std::optional<bool> fp8, tp_comm_overlap, cross_entropy_fusion;
   std::optional<int> cpu_offload_layers;
-  std::optional<std::vector<int>> stage_layers;              // --pipeline-stage-layers
+  std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
+  std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
   // context and expert parallelism
   std::optional<int> cp, ep, expert_tp;
@@ -321,6 +322,18 @@ nlohmann::json to_json(const ParallelPlan& p);
 // of fp32|bf16|fp16|fp8; ZeRO++ under ZeRO-3 only, hpZ a divisor of DP within a node
 // (gpus_per_node); PowerSGD's rank positive, compression under DDP (ZeRO-0) only.
 Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per_node);
+
+// Megatron-Core's --pipeline-model-parallel-layout (megatron/core/transformer/
+// pipeline_parallel_layer_layout.py): virtual stages separated by '|', in layer order (virtual
+// stage c of pipeline rank r is stage c x PP + r), each a string of layers: E the embedding, t a
+// transformer layer, L the loss (and head), m a multi-token-prediction layer; "(...)*n" and
+// "x*n" repeat, commas are cosmetic. Returns the transformer layers of each stage. Refused, with
+// what was expected: other characters, nested or unclosed parentheses, a repeat count that is
+// not a positive integer, more than limits::kMaxPipelineTasks stages or kMaxLayers layers once
+// unrolled (counted before anything is unrolled), an embedding that is not the first layer or
+// a loss that is not the last (each exactly once, as Megatron checks), and MTP layers (not
+// modelled).
+Result<std::vector<int>> parse_pipeline_layout(std::string_view layout);
 
 // "fp32", "bf16", "fp16", "fp8", and the aliases "float32", "float16", "bfloat16" (DeepSpeed's
 // communication_data_type spellings); nullopt for anything else.
