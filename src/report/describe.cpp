@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/cost/collective.h"
 #include "commscope/spec/placement.h"
 
 namespace commscope {
@@ -160,11 +161,16 @@ std::string flex_note(const Scenario& sc) {
 std::string headline(const Workload& w) {
   const Scenario& sc = w.scenario;
   const ParallelPlan& p = sc.plan;
+  // On part of each node the job drives its GPUs' share of the node's NICs (cost/collective.h).
+  const int nics = job_nics_per_node(sc);
   std::string out = fmt::format(
-      "{} on {}: {} node{} x {} GPU{} = {} x {}; network {} ({} NIC{} per node at {:g} Gbps)\n",
+      "{} on {}: {} node{} x {} GPU{} = {} x {}; network {} ({} NIC{} per node{} at {:g} Gbps)\n",
       sc.model.name, sc.system.name, sc.nodes, sc.nodes == 1 ? "" : "s", sc.gpus_per_node,
-      sc.gpus_per_node == 1 ? "" : "s", sc.gpus(), sc.system.gpu.name, sc.network.name,
-      sc.system.nics.count, sc.system.nics.count == 1 ? "" : "s",
+      sc.gpus_per_node == 1 ? "" : "s", sc.gpus(), sc.system.gpu.name, sc.network.name, nics,
+      nics == 1 ? "" : "s",
+      nics != sc.system.nics.count
+          ? fmt::format(", the job's GPUs' share of the node's {}", sc.system.nics.count)
+          : "",
       units::to_gbit_per_s(sc.network.line_rate));
   out += fmt::format(
       "plan: DP {} x TP {}{}{} x PP {}{}{}, ZeRO-{}; micro-batch {}, global batch {} ({} "

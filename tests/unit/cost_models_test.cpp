@@ -4,6 +4,7 @@
 
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
+#include "commscope/report/describe.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -308,6 +309,11 @@ TEST(Cost, PartOfANodeDrivesItsGpusNics) {
   const LinkModel ls = link_model(seg), lf = link_model(full);
   EXPECT_NEAR(ls.node.value() / lf.node.value(), 64.0 / 72, 1e-12);
   EXPECT_EQ(ls.nics, 64);
+  // describe's headline says which NICs the job drives.
+  const Workload ws = build_workload(seg);
+  EXPECT_NE(render_describe(ws, describe(ws), Format::table)
+                .find("(64 NICs per node, the job's GPUs' share of the node's 72 at 400 Gbps)"),
+            std::string::npos);
   PlanInput h = plan(16);
   h.nodes = 4;
   Scenario four = scenario("gpt2-large", "dgx-h100", h);
