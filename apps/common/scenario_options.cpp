@@ -171,6 +171,13 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                "Megatron-Core/Transformer Engine: overlap the sequence-parallel all-gathers and "
                "reduce-scatters with their GEMMs (needs --sequence-parallel)")
       ->group(g_plan);
+  cmd.add_flag("--async-tensor-model-parallel-allreduce", o.async_tp_allreduce,
+               "Megatron-LM: without sequence parallelism, the input gradient's TP all-reduce "
+               "runs beside the weight-gradient GEMM [on under --framework megatron, else off]")
+      ->group(g_plan);
+  cmd.add_flag("--no-async-tensor-model-parallel-allreduce", o.no_async_tp_allreduce,
+               "Megatron-LM: the TP all-reduce after the backward GEMM, as before 2021-09")
+      ->group(g_plan);
   cmd.add_flag("--cross-entropy-loss-fusion", o.cross_entropy_fusion,
                "Megatron-LM: the fused (Transformer Engine) cross entropy, which keeps the logits "
                "in the compute type, not an fp32 softmax (memory of the last stage)")
@@ -186,6 +193,12 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   CS_RETURN_IF_ERROR(named_value("--attention", o.attention, attention_kernel_from_name,
                                  "flash or standard", flags.attention));
   if (o.tp_comm_overlap) flags.tp_comm_overlap = true;
+  if (o.async_tp_allreduce && o.no_async_tp_allreduce)
+    return Error{
+        "--async-tensor-model-parallel-allreduce: expected it or "
+        "--no-async-tensor-model-parallel-allreduce, not both"};
+  if (o.async_tp_allreduce) flags.tp_async_allreduce = true;
+  if (o.no_async_tp_allreduce) flags.tp_async_allreduce = false;
   if (o.cross_entropy_fusion) flags.cross_entropy_fusion = true;
   if (o.moe_pad_to_capacity) flags.moe_pad_to_capacity = true;
   if (o.fp8 || o.precision == "fp8") {

@@ -54,6 +54,7 @@ struct ScenarioOptions {
       last_stage_layers, cpu_offload_layers;
   bool fp8 = false;
   bool tp_comm_overlap = false;
+  bool async_tp_allreduce = false, no_async_tp_allreduce = false;
   bool cross_entropy_fusion = false;
   bool moe_pad_to_capacity = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as

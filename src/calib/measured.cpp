@@ -321,6 +321,9 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
   CS_ASSIGN_OR_RETURN(auto tp_overlap, row.flag("tp_comm_overlap"));  // Megatron-Core's flag
   if (tp_overlap) p.tp_comm_overlap = *tp_overlap;
+  // Megatron-LM's asynchronous TP all-reduce; empty: the framework's default.
+  CS_ASSIGN_OR_RETURN(auto async_ar, row.flag("async_tp_allreduce"));
+  if (async_ar) p.tp_async_allreduce = *async_ar;
   // Megatron-LM's --overlap-grad-reduce and --overlap-param-gather (NeMo's distributed Adam:
   // overlap_grad_sync, overlap_param_sync); empty: the framework's default as commscope models
   // it (off under megatron, Megatron-LM's own defaults).

@@ -186,8 +186,9 @@ std::string headline(const Workload& w) {
       to_string(p.recompute), to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
+  const bool async_ar = p.tp_async_allreduce && !p.sequence_parallel;
   if (p.attention != AttentionKernel::standard || p.fp8 || p.tp_comm_overlap ||
-      p.cross_entropy_fusion || !p.stage_layers.empty()) {
+      p.cross_entropy_fusion || async_ar || !p.stage_layers.empty()) {
     std::string stages;
     for (std::size_t i = 0; i < p.stage_layers.size();) {
       std::size_t j = i;
@@ -197,9 +198,11 @@ std::string headline(const Workload& w) {
       i = j;
     }
     out += fmt::format(
-        "kernels: attention {}{}{}{}{}\n", to_string(p.attention),
+        "kernels: attention {}{}{}{}{}{}\n", to_string(p.attention),
         p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
         p.tp_comm_overlap ? ", TP all-gathers and reduce-scatters beside their GEMMs" : "",
+        async_ar ? ", TP input-gradient all-reduce beside the weight-gradient GEMM (asynchronous)"
+                 : "",
         p.cross_entropy_fusion ? ", fused cross entropy (the logits kept in the compute type)" : "",
         stages.empty() ? "" : "; layers per stage " + stages);
   }

@@ -272,6 +272,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(attention, o.attention);
   take(fp8, o.fp8);
   take(tp_comm_overlap, o.tp_comm_overlap);
+  take(tp_async_allreduce, o.tp_async_allreduce);
   take(cross_entropy_fusion, o.cross_entropy_fusion);
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(stage_layers, o.stage_layers);
@@ -455,6 +456,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
   if (p.fp8) j["fp8"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (p.tp_async_allreduce) j["async_tensor_model_parallel_allreduce"] = true;
   if (p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = true;
   if (p.cp > 1 && p.cp_comm_type != CpCommType::p2p) j["cp_comm_type"] = to_string(p.cp_comm_type);
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;

@@ -583,6 +583,9 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
   CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
+  // Megatron-LM's asynchronous TP all-reduce: its default under --framework megatron.
+  plan.tp_async_allreduce =
+      plan.tp > 1 && in.tp_async_allreduce.value_or(plan.framework == Framework::megatron);
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
   CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan));
   // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").

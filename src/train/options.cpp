@@ -171,6 +171,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--tp-comm-overlap: the CPU trainer runs each tensor-parallel collective between its "
         "GEMMs (describe and predict model the overlap)"};
+  if (p.tp_async_allreduce && *p.tp_async_allreduce)
+    return Error{
+        "--async-tensor-model-parallel-allreduce: the CPU trainer runs each tensor-parallel "
+        "all-reduce after its GEMM (describe and predict model the overlap)"};
   if (p.attention) o.flash = *p.attention == AttentionKernel::flash;
   o.stage_layers = p.stage_layers;
   o.first_stage_layers = p.first_stage_layers;

@@ -946,8 +946,12 @@ class Builder {
             // sequence parallelism TE and Megatron-Core launch it asynchronously and compute
             // the weight gradient meanwhile ("Overlap dgrad-RS/AR with wgrad"), userbuffers or
             // not, the LM head's (Megatron-Core's own linear) too. Without sequence parallelism
-            // the all-reduce stays on the chain.
-            if (p_.sequence_parallel && gemm_at(prog, idx + 1) && !gemm_deps.empty())
+            // the all-reduce does the same where the plan runs Megatron-LM's asynchronous TP
+            // all-reduce (--async-tensor-model-parallel-allreduce; Megatron-Core's
+            // LinearWithGradAccumulationAndAsyncCommunication, allreduce_dgrad), else it stays on
+            // the chain (Megatron-LM before 2021-09, commscope's own pattern).
+            if ((p_.sequence_parallel || p_.tp_async_allreduce) && gemm_at(prog, idx + 1) &&
+                !gemm_deps.empty())
               e.need(e.with(out, gemm_deps));
             else
               e.chain(out);

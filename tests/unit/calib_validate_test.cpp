@@ -1200,10 +1200,16 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_EQ(*f.input.plan.zero, 3);
   EXPECT_FALSE(f.input.plan.sequence_parallel.has_value());
   // An old row (ends at notes): nothing of the new columns is set.
-  const MeasuredRun& o = find("t085");
+  const MeasuredRun& o = find("t083");
   EXPECT_FALSE(o.input.plan.cp || o.input.plan.ep || o.input.plan.fp8 || o.input.plan.attention ||
-               o.input.plan.stage_layers || o.input.plan.tp_comm_overlap);
+               o.input.plan.stage_layers || o.input.plan.tp_comm_overlap ||
+               o.input.plan.tp_async_allreduce);
   EXPECT_TRUE(o.assumed.empty());
+  // The 2021 Megatron-LM rows with TP and without SP: the synchronous all-reduce, cited.
+  const MeasuredRun& sync = find("t085");
+  ASSERT_TRUE(sync.input.plan.tp_async_allreduce.has_value());
+  EXPECT_FALSE(*sync.input.plan.tp_async_allreduce);
+  EXPECT_NE(sync.assumed.find("async_tp_allreduce 0"), std::string::npos);
 
   std::vector<std::string> why;
   auto prepared = prepare_runs(*runs, why);

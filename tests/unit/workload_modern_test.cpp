@@ -728,10 +728,12 @@ TEST(TpAsyncBackward, SequenceParallelBackwardCollectivesRunBesideTheirGemms) {
   const auto& tensor = pr.mean.by_group[CommGroup::tensor];
   EXPECT_LT(tensor.exposed, tensor.total);
 
-  // Without sequence parallelism: the dgrad all-reduce waits for its GEMM (2021 Megatron-LM's
-  // autograd all-reduce; modern Megatron's async all-reduce is not modelled).
+  // Without sequence parallelism, commscope's own pattern: the dgrad all-reduce waits for its
+  // GEMM (Megatron-LM before 2021-09, whose autograd all-reduce ran after the backward GEMM).
   p.sequence_parallel = false;
-  const Workload plain = build_workload(scenario("llama3-8b", "dgx-h100", p));
+  const Scenario plain_sc = scenario("llama3-8b", "dgx-h100", p);
+  EXPECT_FALSE(plain_sc.plan.tp_async_allreduce);
+  const Workload plain = build_workload(plain_sc);
   const OpList& pb = plain.roles[0].chunks[0].backward;
   int reduces = 0;
   for (std::uint32_t i = 1; i < pb.ops().size(); ++i)
@@ -744,6 +746,49 @@ TEST(TpAsyncBackward, SequenceParallelBackwardCollectivesRunBesideTheirGemms) {
       ++reduces;
     }
   EXPECT_EQ(reduces, 2 * plain.roles[0].chunks[0].layers);
+
+  // Megatron-LM's asynchronous TP all-reduce (the default under --framework megatron, or
+  // --async-tensor-model-parallel-allreduce): the all-reduce starts with the GEMM whose input
+  // gradient it sums and the block's next op waits for it; the iteration is no slower, and the
+  // exposed tensor-parallel time falls.
+  p.tp_async_allreduce = true;
+  const Scenario async_sc = scenario("llama3-8b", "dgx-h100", p);
+  ASSERT_TRUE(async_sc.plan.tp_async_allreduce);
+  const Workload async = build_workload(async_sc);
+  const OpList& ab = async.roles[0].chunks[0].backward;
+  const auto& aops = ab.ops();
+  int beside = 0;
+  for (std::uint32_t i = 1; i + 1 < aops.size(); ++i)
+    if (aops[i].name == "tp_all_reduce" && aops[i].layer >= 0) {
+      std::uint32_t g = i;
+      while (g-- > 0)
+        if (aops[g].layer == aops[i].layer && aops[g].compute == ComputeClass::gemm) break;
+      EXPECT_EQ(deps(ab, i), deps(ab, g)) << aops[g].name;
+      EXPECT_FALSE(waits_for(ab, i, g)) << aops[g].name;
+      std::uint32_t after = i + 1;
+      while (after < aops.size() &&
+             !(aops[after].layer == aops[i].layer && aops[after].kind == OpKind::compute))
+        ++after;
+      ASSERT_LT(after, aops.size());
+      EXPECT_TRUE(waits_for(ab, after, i)) << aops[after].name;
+      ++beside;
+    }
+  EXPECT_EQ(beside, 2 * async.roles[0].chunks[0].layers);
+  const Prediction chained = simulate(plain, SimOptions{});
+  const Prediction overlapped_ar = simulate(async, SimOptions{});
+  EXPECT_LT(overlapped_ar.mean.by_group[CommGroup::tensor].exposed,
+            chained.mean.by_group[CommGroup::tensor].exposed);
+  EXPECT_LE(overlapped_ar.iteration_time, chained.iteration_time);
+  // The framework's default: on under --framework megatron, and --no-async... turns it off;
+  // TP 1 has nothing to overlap.
+  PlanInput m = plan(8, 4, 1, 1, 8);
+  m.framework = Framework::megatron;
+  EXPECT_TRUE(scenario("llama3-8b", "dgx-h100", m).plan.tp_async_allreduce);
+  m.tp_async_allreduce = false;
+  EXPECT_FALSE(scenario("llama3-8b", "dgx-h100", m).plan.tp_async_allreduce);
+  PlanInput one = plan(8, 1, 1, 1, 8);
+  one.framework = Framework::megatron;
+  EXPECT_FALSE(scenario("llama3-8b", "dgx-h100", one).plan.tp_async_allreduce);
 }
 
 // Under --fp8 Transformer Engine all-gathers FP8 bytes under sequence parallelism: the norm's

@@ -168,6 +168,13 @@ struct ParallelPlan {
   // parallelism): each sequence-parallel all-gather and reduce-scatter runs beside the GEMM it
   // feeds or drains instead of before or after it (docs/workload.md, "TP communication overlap").
   bool tp_comm_overlap = false;
+  // Megatron-LM's asynchronous tensor-parallel all-reduce (--async-tensor-model-parallel-
+  // allreduce from 2021-09, the default since; always in Megatron-Core, Transformer Engine's
+  // linears too): without sequence parallelism the input gradient's all-reduce runs beside the
+  // GEMM's backward (its weight gradient) instead of after it. On by default under
+  // --framework megatron, off for commscope's own pattern; no effect with TP 1 or under
+  // sequence parallelism, whose reduce-scatter runs beside its GEMM anyway.
+  bool tp_async_allreduce = false;
   // Megatron-LM --cross-entropy-loss-fusion (Transformer Engine's parallel cross entropy): the
   // loss keeps the logits in the compute type with their gradient written in place (a bytes a
   // logit). Off, Megatron's vocab-parallel cross entropy casts them to fp32 while the
@@ -285,7 +292,7 @@ struct PlanInput {
   std::optional<int> powersgd_rank;
   // modern training (issue 15)
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
-  std::optional<bool> fp8, tp_comm_overlap, cross_entropy_fusion;
+  std::optional<bool> fp8, tp_comm_overlap, cross_entropy_fusion, tp_async_allreduce;
   std::optional<int> cpu_offload_layers;
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
   std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)
