@@ -98,6 +98,7 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   else
     in.expert_tp.reset();
   in.stage_layers.reset();
+  in.pipeline_layout.reset();  // the candidate's own split, not a fixed layout
   if (p.first_layers > 0) {
     in.first_stage_layers = p.first_layers;
     in.last_stage_layers = p.last_layers;
