@@ -386,6 +386,28 @@ EmulatedCluster::~EmulatedCluster() {
   teardown();
 }
 
+namespace {
+// Kills the processes outside the namespaces that a killed run left behind: its mpirun, whose
+// command line names the run's folder (--hostfile <folder>/hostfile) and which waits forever for
+// the daemons that died with the namespaces. Matched on that folder's path alone.
+void kill_processes_naming(const std::string& folder) {
+  const std::string needle = folder + "/";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename().string();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit)) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string cmd(4096, '\0');  // the first 4 KiB: mpirun names its hostfile early
+    in.read(cmd.data(), static_cast<std::streamsize>(cmd.size()));
+    cmd.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    const long p = std::strtol(pid.c_str(), nullptr, 10);
+    if (p > 1 && p != ::getpid() && cmd.find(needle) != std::string::npos)
+      ::kill(static_cast<pid_t>(p), SIGKILL);
+  }
+}
+}  // namespace
+
 void remove_stale_emulations() {
   static const std::regex kNodeName(R"(^cs(\d{1,9})n\d+$)"), kLinkName(R"(^cs(\d{1,9})(br|h\d+)$)"),
       kTmpName(R"(^commscope-emulate-(\d{1,9})-\w{6}$)");
@@ -396,8 +418,10 @@ void remove_stale_emulations() {
       const std::string name = e.path().filename().string();
       std::error_code ec2;
       if (std::regex_match(name, m, kTmpName) && !pid_alive(std::stol(m[1])) &&
-          e.is_directory(ec2) && !e.is_symlink(ec2))
+          e.is_directory(ec2) && !e.is_symlink(ec2)) {
+        kill_processes_naming(e.path().string());
         std::filesystem::remove_all(e.path(), ec2);
+      }
     }
   }
   for (const std::string& name : namespace_names())

@@ -353,11 +353,16 @@ TEST(Emulate, LeftoversOfAKilledRunAreRemovedByTheNext) {
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_TRUE(emulation_leftovers(prefix).empty());
   EXPECT_TRUE(emulate_tmp_folders(pid).empty());
-  // The orphaned job (mpirun outside the namespaces) ends once its ranks are gone.
-  for (int i = 0; i < 100; ++i) {
-    if (run_command({"pgrep", "-f", "rate=50M"}).status != 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The orphaned job (mpirun outside the namespaces, whose command line names the killed run's
+  // folder) is gone too: it would otherwise wait forever for its dead daemons.
+  const std::string folder = "commscope-emulate-" + std::to_string(pid) + "-";
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = run_command({"pgrep", "-f", folder}).status != 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  EXPECT_TRUE(gone) << "an mpirun of the killed run is still running";
+  if (!gone) run_command({"pkill", "-KILL", "-f", folder});  // the test leaves nothing behind
 }
 
 }  // namespace
