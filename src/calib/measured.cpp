@@ -243,8 +243,8 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
                               : fmt::format("gpus not a multiple of {}'s {} per node", system,
                                             sys->node.gpus),
             r);
-  if (per_node && *per_node<sys->node.gpus&& * gpus> * per_node)
-    r.input.plan.nodes = static_cast<int>(*gpus / *per_node);
+  const bool part_of_a_node = per_node && *per_node < sys->node.gpus;
+  if (part_of_a_node && *gpus > *per_node) r.input.plan.nodes = static_cast<int>(*gpus / *per_node);
   r.input.system = system;
   // The model: a preset of the named architecture, else GPT-shaped from the row.
   const std::string preset = model_preset_for(row.get("model"));
