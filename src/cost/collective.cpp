@@ -36,7 +36,6 @@ int ring_steps(Collective c, int n) {
 int job_nics_per_node(const Scenario& sc) {
   const int node_gpus = std::max(1, sc.system.node.gpus);
   const int used = std::clamp(sc.gpus_per_node, 1, node_gpus);
-  if (used == node_gpus) return std::max(1, sc.system.nics.count);
   return std::max(1, static_cast<int>(std::lround(static_cast<double>(sc.system.nics.count) * used /
                                                   node_gpus)));
 }

@@ -20,8 +20,11 @@ std::string num(std::int64_t v) {
 
 // Modern training (issue 15, docs/workload.md): the attention kernel (the flag, else the model
 // preset's), FP8 (only where the system has an fp8 peak), uneven pipeline stages.
+// `layout_stages`: --pipeline-model-parallel-layout's transformer layers per stage, parsed once
+// where the virtual stages are inferred from it.
 Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
-                               const SystemSpec& system, ParallelPlan& plan) {
+                               const SystemSpec& system, ParallelPlan& plan,
+                               const std::optional<std::vector<int>>& layout_stages) {
   plan.attention = in.attention.value_or(model.flash_attention ? AttentionKernel::flash
                                                                : AttentionKernel::standard);
   plan.fp8 = in.fp8.value_or(false);
@@ -65,12 +68,8 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     return bad("--pipeline-stage-layers",
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
                "both");
-  std::optional<std::vector<int>> listed = in.stage_layers;
-  if (in.pipeline_layout) {
-    auto parsed = parse_pipeline_layout(*in.pipeline_layout);
-    if (!parsed) return Error{"--pipeline-model-parallel-layout: " + parsed.error().message};
-    listed = std::move(*parsed);
-  }
+  const std::optional<std::vector<int>>& listed =
+      in.pipeline_layout ? layout_stages : in.stage_layers;
   if (!listed && !in.first_stage_layers && !in.last_stage_layers) return {};
   const char* flag = in.pipeline_layout      ? "--pipeline-model-parallel-layout"
                      : in.stage_layers       ? "--pipeline-stage-layers"
@@ -308,10 +307,14 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.pp = in.pp.value_or(1);
   plan.virtual_stages = in.virtual_stages.value_or(1);
   // Megatron infers the virtual stages from a layout: its stages over PP.
-  if (in.pipeline_layout && !in.virtual_stages && plan.pp >= 1) {
+  std::optional<std::vector<int>> layout_stages;
+  if (in.pipeline_layout) {
     auto parsed = parse_pipeline_layout(*in.pipeline_layout);
     if (!parsed) return Error{"--pipeline-model-parallel-layout: " + parsed.error().message};
-    const auto stages = static_cast<std::int64_t>(parsed->size());
+    layout_stages = std::move(*parsed);
+  }
+  if (layout_stages && !in.virtual_stages && plan.pp >= 1) {
+    const auto stages = static_cast<std::int64_t>(layout_stages->size());
     if (stages % plan.pp != 0)
       return bad(
           "--pipeline-model-parallel-layout",
@@ -587,7 +590,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.tp_async_allreduce =
       plan.tp > 1 && in.tp_async_allreduce.value_or(plan.framework == Framework::megatron);
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
-  CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan));
+  CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan, layout_stages));
   // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").
   if (in.nccl_algo) CS_RETURN_IF_ERROR(apply_nccl_algo(*in.nccl_algo, system.name, system.nccl));
 
