@@ -13,6 +13,8 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "commscope/spec/scenario.h"
 #include "commscope/workload/workload.h"
@@ -79,6 +81,14 @@ inline std::string scenario_error(const std::string& model_name, const std::stri
   auto sc = resolve_scenario(in);
   EXPECT_FALSE(sc.ok()) << "expected an error";
   return sc.ok() ? std::string() : sc.error().message;
+}
+
+// All ops of the given name in one op list, in order.
+inline std::vector<Op> named(const OpList& list, std::string_view name) {
+  std::vector<Op> out;
+  for (const Op& o : list.ops())
+    if (o.name == name) out.push_back(o);
+  return out;
 }
 
 inline PlanInput plan(int gpus, int tp = 1, int pp = 1, std::int64_t micro = 1,

@@ -154,9 +154,9 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
       ->group(g_plan);
   cmd.add_option("--pipeline-model-parallel-layout", o.pipeline_layout,
                  "Megatron-Core's layout: virtual stages in layer order split by '|', E "
-                 "embedding, t transformer layer, L loss, (...)*n and x*n repeats, e.g. "
-                 "\"Et|(tt|)*30tL\" (the virtual stages from its stage count over --pp unless "
-                 "--vp says)")
+                 "embedding, t transformer layer, m MTP layer (in the last stage), L loss, "
+                 "(...)*n and x*n repeats, e.g. \"Et|(tt|)*30mL\" (the virtual stages from its "
+                 "stage count over --pp unless --vp says)")
       ->group(g_plan);
   cmd.add_option("--decoder-first-pipeline-num-layers", o.first_stage_layers,
                  "Megatron-LM: layers of the first pipeline stage (the rest split evenly)")
@@ -185,6 +185,10 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
   cmd.add_option("--cpu-offloading-num-layers", o.cpu_offload_layers,
                  "Megatron-Core --cpu-offloading: the activations of the first N layers go to "
                  "host memory and back (copies beside the compute; PP 1) [0: off]")
+      ->group(g_plan);
+  cmd.add_option("--mtp-num-layers", o.mtp_layers,
+                 "Megatron-Core: multi-token-prediction depths on the last pipeline stage, each "
+                 "a block, a projection and a second loss [the model's mtp_layers]")
       ->group(g_plan);
 }
 
@@ -222,6 +226,13 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
       return Error{fmt::format("--cpu-offloading-num-layers: expected a layer count, got '{}'",
                                o.cpu_offload_layers)};
     flags.cpu_offload_layers = *v;
+  }
+  if (!o.mtp_layers.empty()) {
+    auto v = parse_number<int>(o.mtp_layers);
+    if (!v || *v < 0)
+      return Error{fmt::format("--mtp-num-layers: expected a layer count (0: none), got '{}'",
+                               o.mtp_layers)};
+    flags.mtp_layers = *v;
   }
   if (!o.pipeline_layout.empty()) flags.pipeline_layout = o.pipeline_layout;
   if (!o.pipeline_stage_layers.empty()) {

@@ -188,7 +188,7 @@ std::string headline(const Workload& w) {
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
   const bool async_ar = p.tp_async_allreduce && !p.sequence_parallel;
   if (p.attention != AttentionKernel::standard || p.fp8 || p.tp_comm_overlap ||
-      p.cross_entropy_fusion || async_ar || !p.stage_layers.empty()) {
+      p.cross_entropy_fusion || async_ar || !p.stage_layers.empty() || p.mtp_layers > 0) {
     std::string stages;
     for (std::size_t i = 0; i < p.stage_layers.size();) {
       std::size_t j = i;
@@ -197,14 +197,24 @@ std::string headline(const Workload& w) {
                             j - i > 1 ? fmt::format(" x{}", j - i) : "");
       i = j;
     }
+    double mtp_params = 0;  // the plan's depths, which may differ from the model's
+    for (int d = 0; d < p.mtp_layers; ++d)
+      mtp_params +=
+          static_cast<double>(block_params(sc.model, mtp_block_layer(sc.model, d)) +
+                              mtp_projection_params(sc.model) + mtp_norm_params(sc.model));
     out += fmt::format(
-        "kernels: attention {}{}{}{}{}{}\n", to_string(p.attention),
+        "kernels: attention {}{}{}{}{}{}{}\n", to_string(p.attention),
         p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
         p.tp_comm_overlap ? ", TP all-gathers and reduce-scatters beside their GEMMs" : "",
         async_ar ? ", TP input-gradient all-reduce beside the weight-gradient GEMM (asynchronous)"
                  : "",
         p.cross_entropy_fusion ? ", fused cross entropy (the logits kept in the compute type)" : "",
-        stages.empty() ? "" : "; layers per stage " + stages);
+        stages.empty() ? "" : "; layers per stage " + stages,
+        p.mtp_layers > 0
+            ? fmt::format("; multi-token prediction: {} depth{} on the last stage ({:.2f}B "
+                          "parameters beside the model's)",
+                          p.mtp_layers, p.mtp_layers == 1 ? "" : "s", mtp_params / 1e9)
+            : "");
   }
   if (p.cpu_offload_layers > 0) {
     double bytes = 0;

@@ -131,7 +131,9 @@ static Status validate_moe(const ModelSpec& m, const std::string& where) {
         std::tuple{"kv_lora_rank", m.kv_lora_rank, limits::kMaxHidden},
         std::tuple{"qk_rope_head_dim", m.qk_rope_head_dim, limits::kMaxHidden},
         std::tuple{"qk_nope_head_dim", m.qk_nope_head_dim, limits::kMaxHidden},
-        std::tuple{"v_head_dim", m.v_head_dim, limits::kMaxHidden}}) {
+        std::tuple{"v_head_dim", m.v_head_dim, limits::kMaxHidden},
+        std::tuple{"mtp_layers", std::int64_t{m.mtp_layers},
+                   std::int64_t{limits::kMaxMtpLayers}}}) {
     if (value < 0) return err(field, value, "zero or a positive integer");
     if (value > limit)
       return err(field, value,
@@ -169,6 +171,8 @@ static Status validate_moe(const ModelSpec& m, const std::string& where) {
   } else if (m.q_lora_rank > 0) {
     return err("kv_lora_rank", m.kv_lora_rank, "a positive rank when q_lora_rank is given");
   }
+  if (m.mtp_layers > 0 && m.kind != ArchKind::gpt && m.kind != ArchKind::llama)
+    return err("mtp_layers", m.mtp_layers, "0 (multi-token prediction on decoder-only models)");
   return {};
 }
 
@@ -285,6 +289,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("qk_rope_head_dim", m.qk_rope_head_dim);
   r.read("qk_nope_head_dim", m.qk_nope_head_dim);
   r.read("v_head_dim", m.v_head_dim);
+  r.read("mtp_layers", m.mtp_layers);
   r.read("sources", m.sources);
   if (m.sources.empty()) r.read("source", m.sources);
   {
@@ -400,6 +405,9 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
       r.require("qk_rope_head_dim", m.qk_rope_head_dim);
       r.require("qk_nope_head_dim", m.qk_nope_head_dim);
       r.require("v_head_dim", m.v_head_dim);
+      // Multi-token prediction depths (DeepSeek-V3: 1).
+      if (r.has("num_nextn_predict_layers") && !r.raw().at("num_nextn_predict_layers").is_null())
+        r.read("num_nextn_predict_layers", m.mtp_layers);
       // Latent attention has one key/value latent, not heads: kv_heads and head_dim describe
       // the query/key heads (nope + rope channels).
       m.kv_heads = m.heads;
@@ -481,6 +489,7 @@ nlohmann::json to_json(const ModelSpec& m) {
     j["qk_nope_head_dim"] = m.qk_nope_head_dim;
     j["v_head_dim"] = m.v_head_dim;
   }
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   return j;
 }
 

@@ -275,6 +275,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(tp_async_allreduce, o.tp_async_allreduce);
   take(cross_entropy_fusion, o.cross_entropy_fusion);
   take(cpu_offload_layers, o.cpu_offload_layers);
+  take(mtp_layers, o.mtp_layers);
   take(stage_layers, o.stage_layers);
   take(pipeline_layout, o.pipeline_layout);
   take(first_stage_layers, o.first_stage_layers);
@@ -461,6 +462,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.cp > 1 && p.cp_comm_type != CpCommType::p2p) j["cp_comm_type"] = to_string(p.cp_comm_type);
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
+  if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;
 }
@@ -469,7 +471,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
 
 namespace commscope {
 
-Result<std::vector<int>> parse_pipeline_layout(std::string_view layout) {
+Result<PipelineLayout> parse_pipeline_layout(std::string_view layout) {
   auto bad = [&](std::string_view what) -> Error {
     return Error{fmt::format(
         "expected {}, got '{}'", what,
@@ -522,10 +524,10 @@ Result<std::vector<int>> parse_pipeline_layout(std::string_view layout) {
         ++k;
         if (k < close && layout[k] == '*') {
           ++k;
-          auto c = count(k);
-          if (!c || k > close)
+          auto reps = count(k);
+          if (!reps || k > close)
             return bad(fmt::format("a repeat count from 1 to {}", limits::kMaxLayers + 1));
-          n = *c;
+          n = *reps;
         }
         if (total + static_cast<std::int64_t>(piece.text.size()) + n > cap)
           return bad(
@@ -560,6 +562,7 @@ Result<std::vector<int>> parse_pipeline_layout(std::string_view layout) {
     pieces.push_back(std::move(piece));
   }
   std::vector<int> stages{0};
+  std::size_t mtp_stage = 0;  // stages.size() at the first m: 1 + its stage
   int embeddings = 0, losses = 0, mtp = 0;
   bool first_layer = true, after_loss = false, embedding_not_first = false;
   for (const Piece& piece : pieces)
@@ -580,6 +583,7 @@ Result<std::vector<int>> parse_pipeline_layout(std::string_view layout) {
           after_loss = true;
         } else if (c == 'm') {
           ++mtp;
+          if (mtp == 1) mtp_stage = stages.size();
         } else {
           ++stages.back();
         }
@@ -588,8 +592,11 @@ Result<std::vector<int>> parse_pipeline_layout(std::string_view layout) {
   if (embeddings != 1 || embedding_not_first)
     return bad("the embedding (E) exactly once, as the first layer");
   if (losses != 1) return bad("the loss (L) exactly once, as the last layer");
-  if (mtp > 0) return bad("no multi-token-prediction layers (m): commscope does not model MTP");
-  return stages;
+  if (mtp > 0 && mtp_stage != stages.size())
+    return bad(
+        "multi-token-prediction layers (m) in the last stage, with the loss (where commscope "
+        "models them, Megatron's default)");
+  return PipelineLayout{std::move(stages), mtp};
 }
 
 }  // namespace commscope

@@ -20,11 +20,11 @@ std::string num(std::int64_t v) {
 
 // Modern training (issue 15, docs/workload.md): the attention kernel (the flag, else the model
 // preset's), FP8 (only where the system has an fp8 peak), uneven pipeline stages.
-// `layout_stages`: --pipeline-model-parallel-layout's transformer layers per stage, parsed once
-// where the virtual stages are inferred from it.
+// `layout`: --pipeline-model-parallel-layout's transformer layers per stage and its MTP layers,
+// parsed once where the virtual stages are inferred from it.
 Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                                const SystemSpec& system, ParallelPlan& plan,
-                               const std::optional<std::vector<int>>& layout_stages) {
+                               const std::optional<PipelineLayout>& layout) {
   plan.attention = in.attention.value_or(model.flash_attention ? AttentionKernel::flash
                                                                : AttentionKernel::standard);
   plan.fp8 = in.fp8.value_or(false);
@@ -39,6 +39,23 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
       return bad("--fp8", "bf16 or fp16 mixed precision around the FP8 GEMMs", "--precision fp32");
   }
   const int layers = model.layers();
+  // Multi-token prediction: the flag, else the model's depths. A layout carries exactly that
+  // many m layers, as Megatron-Core checks ("Number of mtp layers in layout must match
+  // mtp_num_layers").
+  plan.mtp_layers = in.mtp_layers.value_or(model.mtp_layers);
+  if (plan.mtp_layers < 0 || plan.mtp_layers > limits::kMaxMtpLayers)
+    return bad("--mtp-num-layers",
+               fmt::format("0 to {} (commscope's limit)", limits::kMaxMtpLayers),
+               num(plan.mtp_layers));
+  if (plan.mtp_layers > 0 && model.encoder_layers > 0)
+    return bad("--mtp-num-layers", "0 on a model with an encoder (MTP is a decoder-only head)",
+               num(plan.mtp_layers));
+  if (layout && layout->mtp_layers != plan.mtp_layers)
+    return bad("--pipeline-model-parallel-layout",
+               fmt::format("{} multi-token-prediction layers (m), the {}", plan.mtp_layers,
+                           in.mtp_layers ? "--mtp-num-layers given"
+                                         : fmt::format("model's mtp_layers ({})", model.name)),
+               fmt::format("{} m", layout->mtp_layers));
   plan.cpu_offload_layers = in.cpu_offload_layers.value_or(0);
   if (plan.cpu_offload_layers != 0) {
     // megatron/core/transformer/transformer_config.py: 0 <= N < num_layers, and no pipeline
@@ -69,7 +86,8 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
                "both");
   const std::optional<std::vector<int>>& listed =
-      in.pipeline_layout ? layout_stages : in.stage_layers;
+      in.pipeline_layout ? (layout ? std::optional(layout->stages) : std::nullopt)
+                         : in.stage_layers;
   if (!listed && !in.first_stage_layers && !in.last_stage_layers) return {};
   const char* flag = in.pipeline_layout      ? "--pipeline-model-parallel-layout"
                      : in.stage_layers       ? "--pipeline-stage-layers"
@@ -307,14 +325,14 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.pp = in.pp.value_or(1);
   plan.virtual_stages = in.virtual_stages.value_or(1);
   // Megatron infers the virtual stages from a layout: its stages over PP.
-  std::optional<std::vector<int>> layout_stages;
+  std::optional<PipelineLayout> layout;
   if (in.pipeline_layout) {
     auto parsed = parse_pipeline_layout(*in.pipeline_layout);
     if (!parsed) return Error{"--pipeline-model-parallel-layout: " + parsed.error().message};
-    layout_stages = std::move(*parsed);
+    layout = std::move(*parsed);
   }
-  if (layout_stages && !in.virtual_stages && plan.pp >= 1) {
-    const auto stages = static_cast<std::int64_t>(layout_stages->size());
+  if (layout && !in.virtual_stages && plan.pp >= 1) {
+    const auto stages = static_cast<std::int64_t>(layout->stages.size());
     if (stages % plan.pp != 0)
       return bad(
           "--pipeline-model-parallel-layout",
@@ -590,7 +608,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.tp_async_allreduce =
       plan.tp > 1 && in.tp_async_allreduce.value_or(plan.framework == Framework::megatron);
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
-  CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan, layout_stages));
+  CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan, layout));
   // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").
   if (in.nccl_algo) CS_RETURN_IF_ERROR(apply_nccl_algo(*in.nccl_algo, system.name, system.nccl));
 

@@ -143,6 +143,11 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--cpu-offloading-num-layers: the CPU trainer keeps activations where they are (describe "
         "and predict model the offloading)"};
+  if (p.mtp_layers && *p.mtp_layers > 0)
+    return Error{fmt::format(
+        "--mtp-num-layers: expected 0 (the CPU trainer has no multi-token prediction; describe "
+        "and predict model it), got {}",
+        *p.mtp_layers)};
   if (p.pipe_partitioned && *p.pipe_partitioned)
     return Error{
         "--scatter-gather-tensors-in-pipeline: the CPU trainer sends whole pipeline tensors "

@@ -43,7 +43,8 @@ enum class StepKind : std::uint8_t {
   etp_enter,
   etp_exit,
   cp_exchange,
-  cp_wait
+  cp_wait,
+  tp_gather  // the MTP projection's output: all-gathered over TP (and back to SP shards)
 };
 
 struct Step {
@@ -735,6 +736,61 @@ class Builder {
     return prog;
   }
 
+  // Multi-token prediction, depth d (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report",
+  // section 2.2; Megatron-Core's MultiTokenPredictionLayer). Before its block: the shared
+  // embedding of the tokens shifted by d + 1 (the last stage's copy under PP, whose gradient
+  // the first depth completes), its norm (enorm) and the previous depth's hidden states' norm
+  // (hnorm), and eh_proj, a column-parallel 2h -> h projection of their concatenation whose
+  // output is all-gathered over TP (gather_from_tensor_model_parallel_region) and, under SP,
+  // cut back to the sequence shards (scatter_to_sequence_parallel_region: its backward
+  // all-gathers again). After the block (block_program(mtp_block_layer)): its own final norm,
+  // the shared output head (the model's gradient, not a second one) and a second
+  // vocab-parallel cross entropy.
+  std::vector<Step> mtp_input_program(int depth) const {
+    const std::int64_t T = b_ * m_.dec_seq(), h = m_.hidden;
+    const int layer = mtp_block_layer(m_, depth);
+    std::vector<Step> prog = embedding_program(m_.dec_seq(), depth == 0 ? mtp_embedding_copy() : 0);
+    prog.push_back(norm("mtp_enorm", layer, T));
+    prog.push_back(norm("mtp_hnorm", layer, T));
+    prog.push_back(tp(StepKind::tp_enter, T * 2 * h, layer));
+    Step proj =
+        compute(gemm("mtp_eh_proj", layer, T, 2 * h, h / t_), mtp_projection_params(m_) / t_);
+    proj.gathers_input = true;
+    prog.push_back(proj);
+    prog.push_back(tp(StepKind::tp_gather, T * h, layer));
+    return prog;
+  }
+  std::vector<Step> mtp_output_program() const {
+    std::vector<Step> head = head_program();  // final norm, head and loss as the model's
+    for (Step& st : head) {
+      if (st.kind == StepKind::compute && st.op.compute == ComputeClass::gemm) st.grad_params = 0;
+      if (st.kind == StepKind::compute && st.op.compute == ComputeClass::norm) {
+        st.op.name = "mtp_final_norm";
+        st.grad_params = norm_params();
+      }
+    }
+    return head;
+  }
+  // The last stage's parameters for MTP: each depth's block, projection and norms, and the
+  // embedding's copy when the first stage holds the model's.
+  std::int64_t mtp_params() const {
+    std::int64_t n = 0;
+    for (int d = 0; d < p_.mtp_layers; ++d) n += mtp_depth_params(d);
+    return n + mtp_embedding_copy();
+  }
+  // A tied head is already the last stage's copy of the embedding.
+  std::int64_t mtp_embedding_copy() const {
+    return p_.mtp_layers > 0 && last_vs_ != 0 && !m_.tied_embeddings
+               ? outer_params(m_).word_embedding / t_
+               : 0;
+  }
+  std::int64_t mtp_depth_params(int d) const {
+    const int l = mtp_block_layer(m_, d);
+    return block_params(m_, l, t_) +
+           (m_.moe() ? held_expert_params(l) - block_expert_params(m_, l) / t_ : 0) +
+           mtp_projection_params(m_) / t_ + mtp_norm_params(m_);
+  }
+
   // ---- modern training (issue 15; docs/workload.md, "Attention kernels" and "FP8") ----
   // FlashAttention-2 (Dao 2023, "FlashAttention-2: Faster Attention with Better Parallelism and
   // Work Partitioning", section 4.1): the scores, softmax (and dropout) and attention over values
@@ -878,6 +934,11 @@ class Builder {
               e.chain(out);
           }
           break;
+        case StepKind::tp_gather:
+          if (t_ > 1)
+            e.chain(comm("mtp_proj_all_gather", Collective::all_gather, CommGroup::tensor, t_,
+                         st.tp_elements, dt_, layer));
+          break;
         default:
           emit_moe_cp(e, st, layer, false);
           break;
@@ -966,6 +1027,11 @@ class Builder {
             else
               e.chain(ag);
           }
+          break;
+        case StepKind::tp_gather:  // the sequence-parallel scatter's backward
+          if (t_ > 1 && p_.sequence_parallel)
+            e.chain(comm("mtp_proj_all_gather", Collective::all_gather, CommGroup::tensor, t_,
+                         st.tp_elements, dt_, layer));
           break;
         default:
           emit_moe_cp(e, st, layer, true);
@@ -1127,8 +1193,11 @@ class Builder {
   }
   std::int64_t chunk_expert_params(const Chunk& ch) const {
     std::int64_t n = 0;
-    if (m_.moe())
+    if (m_.moe()) {
       for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) n += held_expert_params(l);
+      if (ch.virtual_stage == last_vs_)
+        for (int d = 0; d < p_.mtp_layers; ++d) n += held_expert_params(mtp_block_layer(m_, d));
+    }
     return n;
   }
   std::int64_t chunk_params(const Chunk& ch) const {
@@ -1137,7 +1206,7 @@ class Builder {
       n += block_params(m_, l, t_) +
            (m_.moe() ? held_expert_params(l) - block_expert_params(m_, l) / t_ : 0);
     if (ch.virtual_stage == 0) n += embedding_grads();
-    if (ch.virtual_stage == last_vs_) n += head_params();
+    if (ch.virtual_stage == last_vs_) n += head_params() + mtp_params();
     if (t5_encoder_norm_here(ch)) n += t5_encoder_norm_params();
     if (t5_decoder_embedding_copy(ch)) n += outer_params(m_).word_embedding / t_;
     return n;
@@ -1491,6 +1560,16 @@ class Builder {
       enc_norm.push_back(n);
     }
     std::vector<Step> head = is_last ? head_program() : std::vector<Step>{};
+    // Multi-token prediction on the last stage: per depth its input, its block (like the
+    // model's last) and its output programs.
+    const int mtp = is_last ? p_.mtp_layers : 0;
+    std::vector<std::vector<Step>> mtp_in;
+    std::vector<Step> mtp_block, mtp_out;
+    if (mtp > 0) {
+      for (int d = 0; d < mtp; ++d) mtp_in.push_back(mtp_input_program(d));
+      mtp_block = block_program(mtp_block_layer(m_, 0));
+      mtp_out = mtp_output_program();
+    }
     const std::int64_t emb_params = embedding_grads();
 
     // forward
@@ -1505,7 +1584,7 @@ class Builder {
     if (fsdp())
       fsdp_root = p_.fsdp_wrap == FsdpWrap::model
                       ? chunk_params(ch)
-                      : (is_first ? emb_params : 0) + (is_last ? head_params() : 0);
+                      : (is_first ? emb_params : 0) + (is_last ? head_params() + mtp_params() : 0);
     // T5's encoder final norm and a middle stage's wte copy: in no block's unit, so the root's.
     const std::int64_t t5_dec_copy =
         t5_decoder_embedding_copy(ch) ? outer_params(m_).word_embedding / t_ : 0;
@@ -1543,6 +1622,13 @@ class Builder {
     if (is_last) {
       gather_params(f, head_params(), kHeadLayer);
       emit_forward(f, head, kHeadLayer);
+      for (int d = 0; d < mtp; ++d) {
+        const int l = mtp_block_layer(m_, d);
+        gather_params(f, mtp_depth_params(d) + (d == 0 ? mtp_embedding_copy() : 0), l);
+        emit_forward(f, mtp_in[static_cast<std::size_t>(d)], l);
+        emit_forward(f, mtp_block, l);
+        emit_forward(f, mtp_out, kHeadLayer);
+      }
     } else {
       f.side(comm("pp_send_activation", Collective::send, CommGroup::pipeline, 2, p2p_elements(end),
                   dt_, end - 1),
@@ -1605,6 +1691,18 @@ class Builder {
     expert_grads_ = expert_bucketer ? &*expert_bucketer : nullptr;
     if (!is_last) receive(bw, "pp_recv_gradient", "pp_gather_gradient", end, end - 1);
     if (is_last) {
+      for (int d = mtp - 1; d >= 0; --d) {
+        const int l = mtp_block_layer(m_, d);
+        gather_params(bw, mtp_depth_params(d) + (d == 0 ? mtp_embedding_copy() : 0), l);
+        emit_backward(bw, mtp_out, kHeadLayer, g);
+        if (p_.recompute != Recompute::none) {
+          bw.set_phase(Phase::recompute);
+          emit_forward(bw, mtp_block, l, p_.recompute == Recompute::selective);
+          bw.set_phase(Phase::backward);
+        }
+        emit_backward(bw, mtp_block, l, g);
+        emit_backward(bw, mtp_in[static_cast<std::size_t>(d)], l, g);
+      }
       gather_params(bw, head_params(), kHeadLayer);
       emit_backward(bw, head, kHeadLayer, g);
       if (!is_first && p_.fsdp_wrap == FsdpWrap::block)  // a root of head parameters only
@@ -1682,8 +1780,11 @@ class Builder {
           replicated += block_replicated_params(m_, l);
       // The final norm sees only its sequence shard too (Megatron all-reduces it with them).
       for (const Chunk& ch : r.chunks)
-        if (ch.virtual_stage == last_vs_)
+        if (ch.virtual_stage == last_vs_) {
           replicated += outer_params(m_).final_norm - t5_encoder_norm_params();
+          for (int d = 0; d < p_.mtp_layers; ++d)  // MTP: its block's and its three norms
+            replicated += block_replicated_params(m_, mtp_block_layer(m_, d)) + mtp_norm_params(m_);
+        }
       for (const Chunk& ch : r.chunks)
         if (t5_encoder_norm_here(ch)) replicated += t5_encoder_norm_params();
       // BERT's embedding LayerNorm runs on the sequence shards after the embedding's
@@ -1706,7 +1807,9 @@ class Builder {
       ++embedding_group;
       if (st == r.stage) holds_embedding = true;
     }
-    if (p_.pp > 1 && m_.tied_embeddings && holds_embedding)
+    // A tied head, or MTP's embedding on the last stage (Megatron-Core's
+    // _allreduce_word_embedding_grads with mtp_num_layers): the copies' gradients summed.
+    if (p_.pp > 1 && (m_.tied_embeddings || p_.mtp_layers > 0) && holds_embedding)
       e.chain(comm("embedding_grad_all_reduce", Collective::all_reduce, CommGroup::embedding,
                    embedding_group, outer_params(m_).word_embedding / t_, dt_, kEmbeddingLayer));
     const bool sharded = p_.zero >= 1 && p_.dp > 1;

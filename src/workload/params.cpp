@@ -105,6 +105,13 @@ OuterParams outer_params(const ModelSpec& m) {
   return o;
 }
 
+std::int64_t mtp_projection_params(const ModelSpec& m) {
+  return 2 * m.hidden * m.hidden;
+}
+std::int64_t mtp_norm_params(const ModelSpec& m) {
+  return 3 * norm_params(m);
+}
+
 ParamCount count_params(const ModelSpec& m) {
   ParamCount c;
   for (int l = 0; l < m.layers(); ++l) c.blocks += block_params(m, l);
@@ -118,6 +125,8 @@ ParamCount count_params(const ModelSpec& m) {
   for (int l = 0; l < m.layers(); ++l) c.experts += block_expert_params(m, l);
   c.active = c.total;
   if (m.moe()) c.active -= c.experts / m.experts * (m.experts - m.experts_per_token);
+  for (int d = 0; d < m.mtp_layers; ++d)
+    c.mtp += block_params(m, mtp_block_layer(m, d)) + mtp_projection_params(m) + mtp_norm_params(m);
   return c;
 }
 

@@ -281,6 +281,13 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
         gemm_weights += g;
         largest = std::max(largest, g);
       }
+    if (r.stage == p.pp - 1)  // the MTP blocks (last stage)
+      for (int depth = 0; depth < p.mtp_layers; ++depth) {
+        const double g =
+            block_sharded_params(m, mtp_block_layer(m, depth), p.tp, p.ep * p.expert_tp);
+        gemm_weights += g;
+        largest = std::max(largest, g);
+      }
     mem.weights += Bytes(p.zero >= 3 ? std::min(gemm_weights, 2 * largest) : gemm_weights);
   }
   if (r.expert_params > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
@@ -331,9 +338,17 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // Megatron's vocab-parallel cross entropy saves (exp of the fp32 logits, s x b x V / t);
       // fused (--cross-entropy-loss-fusion), the logits in the compute type with their gradient
       // written in place.
-      chunk_bytes.back() +=
+      const Bytes head =
           Bytes(2.0 * a * s * b * h / out_div + (p.cross_entropy_fusion ? a : 4.0) * logits);
+      chunk_bytes.back() += head;
       if (!p.cross_entropy_fusion && a < 4.0) loss_cast = a * logits;
+      // Multi-token prediction, per depth: its block's activations; the inputs of enorm and
+      // hnorm (the embedding's output and the previous hidden states) and the projection's
+      // 2h-wide input (its sequence shard under SP, re-gathered in backward); and its own
+      // final norm, head and loss, as the model's.
+      for (int depth = 0; depth < p.mtp_layers; ++depth)
+        chunk_bytes.back() += block_activation_bytes(sc, mtp_block_layer(m, depth)) +
+                              Bytes(4.0 * a * s * b * h / out_div) + head;
     }
   }
   mem.activations = stage_peak_activations(sc, r.stage, chunk_bytes) + Bytes(loss_cast);

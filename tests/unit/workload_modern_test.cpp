@@ -21,17 +21,10 @@
 namespace commscope {
 namespace {
 
+using testing::named;
 using testing::plan;
 using testing::scenario;
 using testing::scenario_error;
-
-// All ops of the given name in one chunk's list.
-std::vector<Op> named(const OpList& list, std::string_view name) {
-  std::vector<Op> out;
-  for (const Op& o : list.ops())
-    if (o.name == name) out.push_back(o);
-  return out;
-}
 
 // FlashAttention-2 (Dao 2023, section 4.1, "FLOPs"): the forward of one head of dimension d
 // over s_q queries and s_kv keys is 4 s_q s_kv d FLOPs (QK^T and PV), halved with the causal
@@ -423,7 +416,7 @@ TEST(UnevenStages, MegatronLayoutIsTheListItSpells) {
   auto counts = [](std::string_view s) {
     auto r = parse_pipeline_layout(s);
     EXPECT_TRUE(r.ok()) << s << ": " << (r.ok() ? "" : r.error().message);
-    return r.ok() ? *r : std::vector<int>{};
+    return r.ok() ? r->stages : std::vector<int>{};
   };
   std::vector<int> want{3};
   want.insert(want.end(), 29, 2);
@@ -483,7 +476,8 @@ TEST(UnevenStages, BadMegatronLayoutsAreRefused) {
            Case{"t|E(t|)*125tL", "the embedding (E) exactly once, as the first layer"},
            Case{"E(t|)*126", "the loss (L) exactly once, as the last layer"},
            Case{"E(t|)*125tL|t", "the loss (L) as the last layer"},
-           Case{"E(t|)*125mL", "no multi-token-prediction layers (m)"},
+           Case{"E(t|)*125m|L", "multi-token-prediction layers (m) in the last stage"},
+           Case{"E|(t|)*126mL", "expected 0 multi-token-prediction layers (m), the model's"},
            Case{"Et|(t|)*126L", "stage layer counts summing to the 126 layers"},
            Case{"E(t|)*2tL", "divisible by the pipeline-parallel size 16"},
        }) {
@@ -898,7 +892,12 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
         Case{"--cpu-offloading-num-layers 40",
              "commscope: --cpu-offloading-num-layers: expected 0 to 31"},
         Case{"--cpu-offloading-num-layers 2 --train",
-             "commscope: --cpu-offloading-num-layers: the CPU trainer"}}) {
+             "commscope: --cpu-offloading-num-layers: the CPU trainer"},
+        Case{"--mtp-num-layers x",
+             "commscope: --mtp-num-layers: expected a layer count (0: none), got 'x'"},
+        Case{"--mtp-num-layers 65", "commscope: --mtp-num-layers: expected 0 to 64"},
+        Case{"--mtp-num-layers 1 --train",
+             "commscope: --mtp-num-layers: expected 0 (the CPU trainer has no multi-token"}}) {
     SCOPED_TRACE(c.args);
     std::string args = c.args;
     const bool train = args.ends_with(" --train");

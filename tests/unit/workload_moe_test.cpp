@@ -16,6 +16,7 @@
 namespace commscope {
 namespace {
 
+using testing::named;
 using testing::plan;
 using testing::scenario;
 using testing::scenario_error;
@@ -90,6 +91,8 @@ TEST(Moe, HuggingFaceConfigsGiveThePresetsCounts) {
     EXPECT_EQ(m.value().expert_groups_per_token, p.expert_groups_per_token);
     EXPECT_EQ(count_params(m.value()).total, count_params(p).total);
     EXPECT_EQ(count_params(m.value()).active, count_params(p).active);
+    EXPECT_EQ(m.value().mtp_layers, p.mtp_layers);  // num_nextn_predict_layers: 1 and 0
+    EXPECT_EQ(count_params(m.value()).mtp, count_params(p).mtp);
   }
 }
 
@@ -640,6 +643,176 @@ TEST(MoeCli, FlagsAreCheckedAndPriced) {
             std::string::npos)
       << ds.out;
   EXPECT_NE(ds.out.find("its experts from 4 of 8 groups)"), std::string::npos) << ds.out;
+}
+
+// ---- multi-token prediction (DeepSeek-V3 report section 2.2; Megatron-Core's MTP) ----
+
+// DeepSeek-V3's MTP module counted tensor by tensor from its config.json, independently of
+// params.cpp: one MoE layer like the model's last (MLA attention: q_a 7168 x 1536 and its norm,
+// q_b 1536 x 128 x 192, kv_a 7168 x 576 and its norm, kv_b 512 x 128 x 256, o 128 x 128 x
+// 7168; 256 routed and 1 shared expert of 3 x 7168 x 2048, the router 256 x 7168, two
+// RMSNorms), eh_proj 2h x h and three norms (enorm, hnorm, its final norm). The Hugging Face
+// model card's 14B of MTP weights holds the shared embedding and head again (2 x V x h); its
+// figure is 685B less 671B, two numbers each rounded to the billion, so within 1B.
+TEST(Mtp, DeepSeekV3ModuleIsThePublishedFourteenBillion) {
+  ModelSpec m = testing::model("deepseek-v3");
+  ASSERT_EQ(m.mtp_layers, 1);
+  const std::int64_t h = 7168, V = 129280;
+  const std::int64_t attn =
+      h * 1536 + 1536 + 1536 * 128 * 192 + h * 576 + 512 + 512 * 128 * 256 + 128 * 128 * h;
+  const std::int64_t moe = 256 * 3 * h * 2048 + 3 * h * 2048 + 256 * h;
+  const std::int64_t module = attn + moe + 2 * h + 2 * h * h + 3 * h;
+  const ParamCount c = count_params(m);
+  EXPECT_EQ(c.mtp, module);
+  EXPECT_NEAR(static_cast<double>(c.mtp + 2 * V * h), 14e9, 1e9);
+  EXPECT_NEAR(static_cast<double>(c.total + c.mtp + 2 * V * h), 685e9, 1e9);
+  EXPECT_NEAR(static_cast<double>(c.total), 671e9, 0.5e9);  // the main model, MTP not in it
+  m.mtp_layers = 0;
+  EXPECT_EQ(count_params(m).mtp, 0);
+}
+
+PlanInput dsv3_plan(std::optional<int> mtp) {
+  PlanInput p = plan(256, 2, 4, 1, 256);
+  p.ep = 64;
+  p.expert_tp = 1;
+  p.sequence_parallel = true;
+  p.mtp_layers = mtp;
+  p.stage_layers = std::vector<int>{16, 16, 16, 13};  // NVIDIA's recipe's split for PP 4
+  return p;
+}
+
+// On the last stage, per depth: the embedding of the shifted tokens (and, the first stage
+// holding the model's, its copy, whose gradient is summed over the embedding group), eh_proj
+// (2 T 2h h / TP FLOPs forward, twice backward) with its input all-gathered under SP and its
+// output all-gathered over TP (again in backward, the sequence-parallel scatter's), one more
+// block, a second head and loss. The other stages do not change.
+TEST(Mtp, LastStageRunsTheModule) {
+  const Scenario with = scenario("deepseek-v3", "dgx-h100", dsv3_plan(std::nullopt));
+  const Scenario without = scenario("deepseek-v3", "dgx-h100", dsv3_plan(0));
+  ASSERT_EQ(with.plan.mtp_layers, 1);  // the preset's
+  ASSERT_EQ(without.plan.mtp_layers, 0);
+  const Workload a = build_workload(with), b = build_workload(without);
+  ASSERT_EQ(a.roles.size(), 4u);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(a.roles[s].params, b.roles[s].params) << s;
+    EXPECT_EQ(a.roles[s].chunks[0].forward.size(), b.roles[s].chunks[0].forward.size()) << s;
+  }
+  // The last stage's parameters: the module as TP 2 and EP 64 hold it (split parts halved, the
+  // routed experts over 64, the rest whole), and the embedding's copy, V x h / TP.
+  const std::int64_t h = 7168, V = 129280, t = 2;
+  const std::int64_t split =
+      1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * h + 3 * h * 2048 + 2 * h * h;
+  const std::int64_t replicated = h * 1536 + 1536 + h * 576 + 512 + 256 * h + 2 * h + 3 * h;
+  const std::int64_t experts = 256 * 3 * h * 2048 / 64;
+  EXPECT_EQ(a.roles[3].params - b.roles[3].params, split / t + replicated + experts + V * h / t);
+  EXPECT_EQ(a.roles[3].expert_params - b.roles[3].expert_params, experts);
+
+  const Chunk& last = a.roles[3].chunks[0];
+  const double T = static_cast<double>(with.model.seq_length);  // micro-batch 1
+  auto proj = named(last.forward, "mtp_eh_proj");
+  ASSERT_EQ(proj.size(), 1u);
+  EXPECT_DOUBLE_EQ(proj[0].flops, 2 * T * 2 * h * h / t);
+  auto proj_bw = named(last.backward, "mtp_eh_proj");
+  ASSERT_EQ(proj_bw.size(), 1u);
+  EXPECT_DOUBLE_EQ(proj_bw[0].flops, 2 * proj[0].flops);
+  EXPECT_EQ(named(last.forward, "cross_entropy").size(), 2u);
+  EXPECT_EQ(named(b.roles[3].chunks[0].forward, "cross_entropy").size(), 1u);
+  EXPECT_EQ(named(last.forward, "embedding").size(), 1u);
+  EXPECT_EQ(named(b.roles[3].chunks[0].forward, "embedding").size(), 0u);
+  for (const OpList* list : {&last.forward, &last.backward}) {
+    auto g = named(*list, "mtp_proj_all_gather");
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_EQ(g[0].collective, Collective::all_gather);
+    EXPECT_EQ(g[0].group, CommGroup::tensor);
+    EXPECT_DOUBLE_EQ(g[0].bytes, T * h * 2);  // b x s x h in bf16
+  }
+  // One more MoE block: its all-to-alls and expert GEMMs, as many as a block of the stage's.
+  EXPECT_EQ(named(last.forward, "moe_dispatch").size(),
+            named(b.roles[3].chunks[0].forward, "moe_dispatch").size() + 1);
+  // The embedding's gradient summed over the first and last stage (DeepSeek-V3 is untied).
+  for (int s : {0, 3}) {
+    EXPECT_EQ(named(a.roles[s].step, "embedding_grad_all_reduce").size(), 1u) << s;
+    EXPECT_TRUE(named(b.roles[s].step, "embedding_grad_all_reduce").empty()) << s;
+  }
+  // Without SP (a dense model: Megatron requires SP for MoE with TP) the projection's output
+  // gather is forward only: its backward is a split.
+  PlanInput no_sp = plan(16, 2, 2, 1, 16);
+  no_sp.mtp_layers = 1;
+  const Workload c = build_workload(scenario("llama3-8b", "dgx-h100", no_sp));
+  EXPECT_EQ(named(c.roles[1].chunks[0].forward, "mtp_proj_all_gather").size(), 1u);
+  EXPECT_TRUE(named(c.roles[1].chunks[0].backward, "mtp_proj_all_gather").empty());
+  // A tied model's last stage already holds the embedding: no second copy, no new all-reduce.
+  PlanInput tied = plan(8, 1, 2, 1, 16);
+  tied.mtp_layers = 1;
+  PlanInput untouched = plan(8, 1, 2, 1, 16);
+  const Workload gt = build_workload(scenario("gpt2-small", "dgx-h100", tied));
+  const Workload g0 = build_workload(scenario("gpt2-small", "dgx-h100", untouched));
+  const ModelSpec gpt = testing::model("gpt2-small");
+  const std::int64_t gh = gpt.hidden;
+  EXPECT_EQ(gt.roles[1].params - g0.roles[1].params,
+            block_params(gpt, gpt.layers() - 1) + 2 * gh * gh + 3 * 2 * gh);  // LayerNorms: 2h
+  EXPECT_EQ(named(gt.roles[1].step, "embedding_grad_all_reduce").size(), 1u);
+}
+
+// The last stage's activations gain, per depth and micro-batch in flight, the module's block
+// and what its input and output keep: the inputs of enorm and hnorm and eh_proj's 2h-wide input
+// (4 x b s h in the compute type) and a head's (its final norm's and the head's inputs, 2 b s h,
+// and the fp32 softmax of the vocabulary, 4 b s V). PP 1: one micro-batch in flight.
+TEST(Mtp, ActivationsAreTheModulesClosedForm) {
+  auto sc = [](std::optional<int> mtp) {
+    PlanInput p = plan(64, 1, 1, 1, 64);
+    p.ep = 64;
+    p.mtp_layers = mtp;
+    return scenario("deepseek-v3", "gb200-nvl72", p);
+  };
+  const Scenario with = sc(std::nullopt), without = sc(0);
+  const Workload a = build_workload(with), b = build_workload(without);
+  const double s = static_cast<double>(with.model.seq_length), h = 7168, V = 129280, bf = 2;
+  const double want = block_activation_bytes(with, with.model.layers()).value() + 4 * bf * s * h +
+                      2 * bf * s * h + 4 * s * V;
+  EXPECT_DOUBLE_EQ(memory_per_rank(a, a.roles[0]).activations.value() -
+                       memory_per_rank(b, b.roles[0]).activations.value(),
+                   want);
+  // Its block is a MoE block like the model's last.
+  EXPECT_EQ(block_activation_bytes(with, with.model.layers()).value(),
+            block_activation_bytes(with, with.model.layers() - 1).value());
+}
+
+// A Megatron layout carries exactly the plan's MTP layers, in the loss's stage; the flag wins
+// over the model's depth; encoder models and the limit are refused, each naming its flag.
+TEST(Mtp, LayoutsAndFlagsAgree) {
+  PlanInput p = plan(256, 1, 4, 1, 256);
+  p.ep = 64;
+  p.pipeline_layout = "Et*4|(t*4|)*14tmL";  // NVIDIA's recipe for PP 4 x VP 4
+  const Scenario sc = scenario("deepseek-v3", "dgx-h100", p);
+  EXPECT_EQ(sc.plan.virtual_stages, 4);
+  EXPECT_EQ(sc.plan.mtp_layers, 1);
+  std::vector<int> want(16, 4);
+  want.back() = 1;
+  EXPECT_EQ(sc.plan.stage_layers, want);
+  const Workload w = build_workload(sc);
+  EXPECT_EQ(named(w.roles[3].chunks[3].forward, "mtp_eh_proj").size(), 1u);  // the last chunk
+  EXPECT_TRUE(named(w.roles[3].chunks[2].forward, "mtp_eh_proj").empty());
+  PlanInput none = p;
+  none.mtp_layers = 0;
+  std::string e = scenario_error("deepseek-v3", "dgx-h100", none);
+  EXPECT_EQ(e,
+            "--pipeline-model-parallel-layout: expected 0 multi-token-prediction layers (m), the "
+            "--mtp-num-layers given, got 1 m");
+  PlanInput two = plan(256, 1, 4, 1, 256);
+  two.ep = 64;
+  two.mtp_layers = 2;
+  two.stage_layers = std::vector<int>{16, 16, 16, 13};
+  const Scenario sc2 = scenario("deepseek-v3", "dgx-h100", two);
+  EXPECT_EQ(named(build_workload(sc2).roles[3].chunks[0].forward, "mtp_eh_proj").size(), 2u);
+  PlanInput enc = plan(8, 1, 1, 1, 8);
+  enc.mtp_layers = 1;
+  e = scenario_error("t5-small", "dgx-h100", enc);
+  EXPECT_EQ(e.rfind("--mtp-num-layers: expected 0 on a model with an encoder", 0), 0u) << e;
+  PlanInput big = plan(8, 1, 1, 1, 8);
+  big.mtp_layers = 65;
+  e = scenario_error("llama3-8b", "dgx-h100", big);
+  EXPECT_EQ(e, "--mtp-num-layers: expected 0 to 64 (commscope's limit), got 65");
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 // Transformer layers (encoder + decoder): 4096; published models have at most a few hundred.
 // Workload building is linear in it.
 inline constexpr std::int64_t kMaxLayers = 4096;
+// Multi-token-prediction depths: 64; DeepSeek-V3 trains 1. Each is one more block on the last
+// pipeline stage.
+inline constexpr std::int64_t kMaxMtpLayers = 64;
 // Model width, head dimension, attention heads: 2^18; the 1T-parameter GPT has 25,600.
 inline constexpr std::int64_t kMaxHidden = std::int64_t{1} << 18;
 // MLP inner width: 2^20 (4 x the largest hidden).

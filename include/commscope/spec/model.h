@@ -77,6 +77,11 @@ struct ModelSpec {
   std::int64_t qk_rope_head_dim = 0;  // rotary part of each query/key head
   std::int64_t qk_nope_head_dim = 0;  // non-rotary part of each query/key head
   std::int64_t v_head_dim = 0;        // value channels per head
+  // ---- multi-token prediction (DeepSeek-V3; docs/workload.md, "Multi-token prediction") ----
+  // MTP depths trained beside the next-token head (Hugging Face num_nextn_predict_layers; the
+  // plan's --mtp-num-layers wins): each one more block, a projection and a second loss on the
+  // last pipeline stage, its embedding and output head shared with the model's.
+  int mtp_layers = 0;
 
   int layers() const { return encoder_layers + decoder_layers; }
   std::int64_t q_dim() const { return heads * head_dim; }      // width of Q (and attention out)

@@ -189,6 +189,9 @@ struct ParallelPlan {
   // backward, on copy engines beside the compute (docs/workload.md, "Activation offloading").
   // 0: off. Megatron-Core refuses it with pipeline parallelism.
   int cpu_offload_layers = 0;
+  // Megatron-Core --mtp-num-layers: multi-token-prediction depths trained on the last pipeline
+  // stage (docs/workload.md, "Multi-token prediction"); the model's mtp_layers unless given.
+  int mtp_layers = 0;
   // Transformer layers of each pipeline stage (size pp, sum = the model's layers); empty: the
   // even split. Set from --pipeline-stage-layers or Megatron's
   // --decoder-first/last-pipeline-num-layers (the rest split evenly over the middle stages).
@@ -294,6 +297,7 @@ struct PlanInput {
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
   std::optional<bool> fp8, tp_comm_overlap, cross_entropy_fusion, tp_async_allreduce;
   std::optional<int> cpu_offload_layers;
+  std::optional<int> mtp_layers;                 // --mtp-num-layers (unset: the model's)
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
   std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
@@ -334,13 +338,18 @@ Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per
 // pipeline_parallel_layer_layout.py): virtual stages separated by '|', in layer order (virtual
 // stage c of pipeline rank r is stage c x PP + r), each a string of layers: E the embedding, t a
 // transformer layer, L the loss (and head), m a multi-token-prediction layer; "(...)*n" and
-// "x*n" repeat, commas are cosmetic. Returns the transformer layers of each stage. Refused, with
-// what was expected: other characters, nested or unclosed parentheses, a repeat count that is
-// not a positive integer, more than limits::kMaxPipelineTasks stages or kMaxLayers layers once
-// unrolled (counted before anything is unrolled), an embedding that is not the first layer or
-// a loss that is not the last (each exactly once, as Megatron checks), and MTP layers (not
-// modelled).
-Result<std::vector<int>> parse_pipeline_layout(std::string_view layout);
+// "x*n" repeat, commas are cosmetic. Gives the transformer layers of each stage and the MTP
+// layers. Refused, with what was expected: other characters, nested or unclosed parentheses, a
+// repeat count that is not a positive integer, more than limits::kMaxPipelineTasks stages or
+// kMaxLayers layers once unrolled (counted before anything is unrolled), an embedding that is
+// not the first layer or a loss that is not the last (each exactly once, as Megatron checks),
+// and MTP layers anywhere but in the loss's stage (where commscope models them, Megatron's
+// default place).
+struct PipelineLayout {
+  std::vector<int> stages;  // transformer layers per virtual stage
+  int mtp_layers = 0;       // m layers (all in the last stage)
+};
+Result<PipelineLayout> parse_pipeline_layout(std::string_view layout);
 
 // "fp32", "bf16", "fp16", "fp8", and the aliases "float32", "float16", "bfloat16" (DeepSpeed's
 // communication_data_type spellings); nullopt for anything else.

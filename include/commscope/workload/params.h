@@ -41,6 +41,17 @@ struct OuterParams {
 };
 OuterParams outer_params(const ModelSpec& m);
 
+// Multi-token prediction (ModelSpec::mtp_layers; DeepSeek-AI 2024, DeepSeek-V3 report section
+// 2.2; Megatron-Core's MultiTokenPredictionLayer): depth d's transformer block is numbered
+// layers() + d and built like the model's last block; beside it each depth holds its
+// projection eh_proj (2h x h, column-parallel, no bias) and three norms (enorm, hnorm and its
+// final norm). Its embedding and output head are the model's, shared.
+inline int mtp_block_layer(const ModelSpec& m, int depth) {
+  return m.layers() + depth;
+}
+std::int64_t mtp_projection_params(const ModelSpec& m);  // eh_proj: 2h x h
+std::int64_t mtp_norm_params(const ModelSpec& m);        // enorm, hnorm, final norm
+
 struct ParamCount {
   std::int64_t total = 0;      // every parameter once (a tied embedding once)
   std::int64_t blocks = 0;     // all transformer blocks
@@ -50,6 +61,10 @@ struct ParamCount {
   std::int64_t pooler = 0;
   std::int64_t experts = 0;  // routed experts of all MoE blocks (in blocks and total)
   std::int64_t active = 0;   // what one token uses: total less the routed experts it skips
+  // The multi-token-prediction modules (ModelSpec::mtp_layers), not in total (published totals,
+  // DeepSeek-V3's 671B, leave them out): blocks, projections and norms, without the embedding
+  // and head they share with the model.
+  std::int64_t mtp = 0;
 };
 ParamCount count_params(const ModelSpec& m);
 
