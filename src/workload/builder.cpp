@@ -656,6 +656,8 @@ class Builder {
     Step va = compute(values);
     va.attention_core = true;
     prog.push_back(va);
+    if (p_.attention == AttentionKernel::flash)
+      flash_attention_core(prog, layer, s_q, s_kv, false, qk, v, heads);
     if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_wait, T * heads * (qk + v), layer));
     prog.push_back(compute(gemm("attn_out", layer, T, heads * v, h), heads * v * h));
     prog.push_back(tp(StepKind::tp_exit, T * h, layer));
@@ -800,30 +802,42 @@ class Builder {
   // dV, dP, dQ, dK). HBM traffic: Q, K, V read and O and the logsumexp (fp32, one per row and
   // head) written in forward; Q, K, V, O, dO, logsumexp and the fp32 row sums D = rowsum(dO o O)
   // read and dQ, dK, dV written in backward; no s_q x s_kv tensor ever reaches HBM. Not an
-  // attention_core step: selective recompute has nothing left to replay.
+  // attention_core step: selective recompute has nothing left to replay. Latent attention
+  // (DeepSeek-V3's MLA, as Transformer Engine's fused attention runs it) has query/key heads of
+  // qk channels and value heads of v: 2 s_q s_kv (qk + v) FLOPs a head forward, the same 2.5
+  // backward, and Q, K of qk and V, O of v channels a head.
   void flash_attention_core(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
-                            bool cross) const {
+                            bool cross, std::int64_t qk_head = 0, std::int64_t v_head = 0,
+                            std::int64_t kv_heads_local = 0) const {  // MLA: all three given
     // The standard core (scores, softmax, attention over values) goes; the scores step carried
     // T5's relative-position-bias gradient, which the fused kernel keeps.
     const std::int64_t bias_grads = prog[prog.size() - 3].grad_params;
     prog.resize(prog.size() - 3);
+    const bool mla = qk_head > 0;
+    const std::int64_t qk = mla ? qk_head : m_.head_dim, v = mla ? v_head : m_.head_dim;
     const double heads = static_cast<double>(m_.heads / t_), b = static_cast<double>(b_);
     const double causal = !cross && block_kind(m_, layer) != BlockKind::encoder ? 0.5 : 1.0;
-    const double fwd = 4.0 * b * heads * static_cast<double>(s_q) * static_cast<double>(s_kv) *
-                       static_cast<double>(m_.head_dim) * causal;
-    const double qo = static_cast<double>(b_ * s_q) * m_.q_dim() / t_;    // Q or O elements
-    const double kv = static_cast<double>(b_ * s_kv) * m_.kv_dim() / t_;  // K or V elements
-    const double rows = b * heads * static_cast<double>(s_q);             // logsumexp entries
+    const double fwd = 2.0 * b * heads * static_cast<double>(s_q) * static_cast<double>(s_kv) *
+                       static_cast<double>(qk + v) * causal;
+    const double tq = static_cast<double>(b_ * s_q), tkv = static_cast<double>(b_ * s_kv);
+    // Per token on this rank: Q and O over the local heads, K and V over the local KV heads
+    // (grouped-query attention's whole width over TP, as the standard core counts them).
+    const double q_w = static_cast<double>(mla ? m_.heads / t_ * qk : m_.q_dim() / t_);
+    const double o_w = static_cast<double>(mla ? m_.heads / t_ * v : m_.q_dim() / t_);
+    const double k_w = static_cast<double>(mla ? kv_heads_local * qk : m_.kv_dim() / t_);
+    const double v_w = static_cast<double>(mla ? kv_heads_local * v : m_.kv_dim() / t_);
+    const double Q = tq * q_w, O = tq * o_w, K = tkv * k_w, V = tkv * v_w;
+    const double rows = b * heads * static_cast<double>(s_q);  // logsumexp entries
     Op fa = elementwise(cross ? "cross_flash_attn" : "flash_attn", ComputeClass::attention, layer,
                         0, 0, 0);
     fa.flops = fwd;
     // The shape in PaLM's terms (queries, keys, q width) for the model-FLOP count (MFU).
-    fa.m = b_ * s_q, fa.n = s_kv, fa.k = m_.q_dim() / t_;
-    fa.mem_bytes = a_ * (2.0 * qo + 2.0 * kv) + 4.0 * rows;
+    fa.m = b_ * s_q, fa.n = s_kv, fa.k = static_cast<std::int64_t>(q_w);
+    fa.mem_bytes = a_ * (Q + K + V + O) + 4.0 * rows;
     Step st = compute(fa, bias_grads);
     st.backward_flops = 2.5 * fwd;
-    st.backward_mem = a_ * (3.0 * qo + 2.0 * kv) + 2.0 * 4.0 * rows  // read Q, O, dO, K, V, lse, D
-                      + a_ * (qo + 2.0 * kv);                        // write dQ, dK, dV
+    st.backward_mem = a_ * (Q + 2.0 * O + K + V) + 2.0 * 4.0 * rows  // read Q, O, dO, K, V, lse, D
+                      + a_ * (Q + K + V);                            // write dQ, dK, dV
     prog.push_back(st);
   }
 

@@ -1478,7 +1478,8 @@ TEST(ValidateCorpus, H100CalibrationIsTheFitOnItsFitRows) {
 }
 
 // gb200-nvl72 (2026-11-28): its 6 fit rows (t117, t123, t126; t119 and t125 on 64 GPUs per
-// NVLink domain; t120, DeepSeek-V3 with its recipe's layout and multi-token prediction).
+// NVLink domain; t120, DeepSeek-V3 with its recipe's layout, multi-token prediction and fused
+// latent attention).
 TEST(ValidateCorpus, Gb200CalibrationIsTheFitOnItsFitRows) {
   expect_calibration_is_the_fit_on_its_fit_rows("gb200-nvl72", 6, false);
 }

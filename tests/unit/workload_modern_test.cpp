@@ -96,6 +96,48 @@ TEST(FlashAttention, HbmBytesLinearInSequence) {
   EXPECT_LT(f1, s1);
 }
 
+// Latent attention (DeepSeek-V3's MLA) runs the fused kernel too, as Megatron-Core runs it
+// through Transformer Engine: per head the scores over qk = 192 channels and the values over
+// v = 128, so forward 2 s^2 (qk + v) FLOPs a head, halved by the causal mask, backward 2.5 times
+// (FlashAttention-2's closed form with the two widths); HBM: Q and K of qk, V and O of v
+// channels a head, and the fp32 logsumexp. No s x s kernel is left.
+TEST(FlashAttention, LatentAttentionIsFused) {
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    PlanInput p = plan(64 * tp, tp, 1, 1);
+    p.ep = 64;
+    p.expert_tp = 1;
+    p.sequence_parallel = tp > 1;
+    p.attention = AttentionKernel::flash;
+    const Scenario sc = scenario("deepseek-v3", "dgx-h100", p);
+    const Workload w = build_workload(sc);
+    const Chunk& ch = w.roles[0].chunks[0];
+    const double s = static_cast<double>(sc.model.seq_length), heads = 128.0 / tp;
+    const double qk = 192, v = 128;
+    const double fwd = 2 * heads * s * s * (qk + v) / 2;
+    auto f = named(ch.forward, "flash_attn");
+    auto bw = named(ch.backward, "flash_attn");
+    const auto blocks = static_cast<std::size_t>(ch.layers + sc.plan.mtp_layers);  // + MTP's
+    ASSERT_EQ(f.size(), blocks);
+    ASSERT_EQ(bw.size(), blocks);
+    EXPECT_DOUBLE_EQ(f[0].flops, fwd);
+    EXPECT_DOUBLE_EQ(bw[0].flops, 2.5 * fwd);
+    EXPECT_DOUBLE_EQ(f[0].mem_bytes, 2 * s * heads * (2 * qk + 2 * v) + 4 * heads * s);
+    EXPECT_DOUBLE_EQ(bw[0].mem_bytes, 2 * s * heads * (qk + 2 * v + qk + v) + 8 * heads * s +
+                                          2 * s * heads * (2 * qk + v));
+    EXPECT_TRUE(named(ch.forward, "attn_scores").empty());
+    EXPECT_TRUE(named(ch.forward, "softmax").empty());
+    EXPECT_TRUE(named(ch.forward, "attn_values").empty());
+  }
+  // The standard kernel keeps the unfused core.
+  PlanInput p = plan(64, 1, 1, 1);
+  p.ep = 64;
+  p.attention = AttentionKernel::standard;
+  const Workload w = build_workload(scenario("deepseek-v3", "dgx-h100", p));
+  EXPECT_FALSE(named(w.roles[0].chunks[0].forward, "attn_scores").empty());
+  EXPECT_TRUE(named(w.roles[0].chunks[0].forward, "flash_attn").empty());
+}
+
 // Activation memory per layer, Korthikanti et al. 2022 Table 2 (16-bit, GPT with dropout):
 // the standard core keeps 5as^2b bytes (softmax output 2, dropout mask 1, dropout output 2);
 // FlashAttention keeps none of it and saves the logsumexp instead: fp32, one per query row and
