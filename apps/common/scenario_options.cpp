@@ -302,6 +302,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_flag("--recompute-activations", o.recompute_activations,
                "same as --recompute-granularity selective")
       ->group(g_plan);
+  cmd.add_option("--recompute-modules", o.recompute_modules,
+                 "Megatron-Core: what selective recompute replays, comma list of core_attn, "
+                 "mla_up_proj, mlp, moe_act, layernorm [core_attn]")
+      ->group(g_plan);
   list(cmd, "--ddp-bucket-size", o.ddp_bucket_mb,
        "DDP gradient bucket in MiB (PyTorch bucket_cap_mb) [25]")
       ->group(g_plan);
@@ -484,6 +488,11 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     flags.precision = *p;
   }
   if (o.recompute_activations) flags.recompute = Recompute::selective;
+  if (!o.recompute_modules.empty()) {
+    auto m = parse_recompute_modules(o.recompute_modules);
+    if (!m) return Error{"--recompute-modules: " + m.error().message};
+    flags.recompute_modules = *m;
+  }
   if (!o.recompute.empty()) {
     auto r = recompute_from_name(o.recompute);
     if (!r)

@@ -51,7 +51,7 @@ struct ScenarioOptions {
   CLI::Option* zero_hpz_flag = nullptr;  // given or not
   // modern training (issue 15; docs/workload.md)
   std::string attention, pipeline_stage_layers, pipeline_layout, first_stage_layers,
-      last_stage_layers, cpu_offload_layers, mtp_layers;
+      last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules;
   bool fp8 = false;
   bool tp_comm_overlap = false;
   bool async_tp_allreduce = false, no_async_tp_allreduce = false;

@@ -308,6 +308,15 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // none, selective or full; unknown or empty is none.
   auto rc = recompute_from_name(lower(row.get("recompute")));
   p.recompute = rc ? *rc : Recompute::none;
+  // recompute_modules: Megatron-Core's --recompute-modules (names separated by spaces or
+  // commas), with recompute selective.
+  if (const std::string& mods = row.get("recompute_modules"); !mods.empty()) {
+    auto bits = parse_recompute_modules(lower(mods));
+    if (!bits)
+      return Error{fmt::format("{}: line {}: column 'recompute_modules': {}", row.path, row.lineno,
+                               bits.error().message)};
+    p.recompute_modules = *bits;
+  }
   // The plan dimensions of the columns after `notes` (issue 15; absent or empty: the
   // framework's default as commscope models it, docs/validate.md): cp, vp, ep, fp8,
   // sequence_parallel, attention; `assumed` names what a row takes from a documented default

@@ -183,7 +183,10 @@ std::string headline(const Workload& w) {
       p.pp, p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "",
       p.ep > 1 ? fmt::format(", EP {}{}", p.ep, flex_note(sc)) : "", p.zero, p.micro_batch,
       p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es", to_string(p.precision),
-      to_string(p.recompute), to_string(p.schedule));
+      p.recompute == Recompute::selective && p.recompute_modules != recompute_module::core_attn
+          ? fmt::format("selective ({})", recompute_modules_string(p.recompute_modules))
+          : std::string(to_string(p.recompute)),
+      to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
   const bool async_ar = p.tp_async_allreduce && !p.sequence_parallel;

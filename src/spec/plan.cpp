@@ -276,6 +276,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(cross_entropy_fusion, o.cross_entropy_fusion);
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(mtp_layers, o.mtp_layers);
+  take(recompute_modules, o.recompute_modules);
   take(stage_layers, o.stage_layers);
   take(pipeline_layout, o.pipeline_layout);
   take(first_stage_layers, o.first_stage_layers);
@@ -463,6 +464,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;
+  if (p.recompute == Recompute::selective && p.recompute_modules != recompute_module::core_attn)
+    j["recompute_modules"] = recompute_modules_string(p.recompute_modules);
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;
 }
@@ -470,6 +473,61 @@ nlohmann::json to_json(const ParallelPlan& p) {
 }  // namespace commscope
 
 namespace commscope {
+
+namespace {
+constexpr std::pair<std::string_view, std::uint8_t> kRecomputeModules[] = {
+    {"core_attn", recompute_module::core_attn},
+    {"mla_up_proj", recompute_module::mla_up_proj},
+    {"mlp", recompute_module::mlp},
+    {"moe_act", recompute_module::moe_act},
+    {"layernorm", recompute_module::layernorm}};
+// Megatron-Core's other choices: known, not modelled.
+constexpr std::string_view kUnmodelledRecomputeModules[] = {
+    "moe", "shared_experts", "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"};
+}  // namespace
+
+Result<std::uint8_t> parse_recompute_modules(std::string_view names) {
+  std::uint8_t bits = 0;
+  std::size_t i = 0;
+  while (i < names.size()) {
+    if (names[i] == ',' || names[i] == ' ') {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < names.size() && names[j] != ',' && names[j] != ' ') ++j;
+    const std::string_view name = names.substr(i, j - i);
+    i = j;
+    bool known = false;
+    for (const auto& [n, bit] : kRecomputeModules)
+      if (n == name) {
+        bits = static_cast<std::uint8_t>(bits | bit);
+        known = true;
+      }
+    if (known) continue;
+    const std::string shown =
+        name.size() > 40 ? std::string(name.substr(0, 40)) + "..." : std::string(name);
+    for (std::string_view n : kUnmodelledRecomputeModules)
+      if (n == name)
+        return Error{fmt::format(
+            "expected core_attn, mla_up_proj, mlp, moe_act or layernorm (Megatron-Core's '{}' is "
+            "not modelled), got '{}'",
+            shown, shown)};
+    return Error{fmt::format(
+        "expected core_attn, mla_up_proj, mlp, moe_act or layernorm (Megatron-Core's names), "
+        "got '{}'",
+        shown)};
+  }
+  if (bits == 0) return Error{"expected at least one module name, got none"};
+  return bits;
+}
+
+std::string recompute_modules_string(std::uint8_t modules) {
+  std::string out;
+  for (const auto& [n, bit] : kRecomputeModules)
+    if (modules & bit) out += fmt::format("{}{}", out.empty() ? "" : ", ", n);
+  return out.empty() ? "none" : out;
+}
 
 Result<PipelineLayout> parse_pipeline_layout(std::string_view layout) {
   auto bad = [&](std::string_view what) -> Error {

@@ -583,6 +583,18 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     return bad("--precision", fmt::format("fp16 or fp32 ({} has no bfloat16)", system.gpu.name),
                "bf16");
   plan.recompute = in.recompute.value_or(Recompute::none);
+  // Megatron-Core's --recompute-modules: read under selective granularity only, and
+  // mla_up_proj only with latent attention (transformer_config.py raises otherwise).
+  if (in.recompute_modules) {
+    if (plan.recompute != Recompute::selective)
+      return bad("--recompute-modules", "--recompute-granularity selective",
+                 std::string(to_string(plan.recompute)));
+    if ((*in.recompute_modules & recompute_module::mla_up_proj) && !model.mla())
+      return bad("--recompute-modules",
+                 "mla_up_proj only with multi-latent attention (kv_lora_rank in the model)",
+                 model.name);
+    plan.recompute_modules = *in.recompute_modules;
+  }
   if (in.ddp_bucket_mb) {
     if (!(*in.ddp_bucket_mb > 0))
       return bad("--ddp-bucket-size", "a positive size in MiB",

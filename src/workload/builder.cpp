@@ -52,8 +52,10 @@ struct Step {
   Op op;                         // compute: the forward op
   std::int64_t tp_elements = 0;  // tp_enter/exit: activation elements b x s x h
   std::int64_t grad_params = 0;  // parameters whose gradient the backward of this step completes
-  bool attention_core = false;   // recomputed under selective recompute
-  bool gathers_input = false;    // GEMM that reads an SP-gathered input (re-gathered for wgrad)
+  // The recompute module it belongs to (recompute_module bits; 0: none): replayed in backward
+  // under selective recompute when the plan's recompute_modules name it.
+  std::uint8_t module = 0;
+  bool gathers_input = false;        // GEMM that reads an SP-gathered input (re-gathered for wgrad)
   bool vocab_parallel_loss = false;  // cross-entropy over a vocabulary split across TP ranks
   // Backward FLOPs and bytes when they are not twice the forward's (FlashAttention's backward
   // recomputes the scores; FP8 casts): negative means the default, twice the forward.
@@ -457,6 +459,12 @@ class Builder {
     return st;
   }
 
+  // What selective recompute replays (ParallelPlan::recompute_modules).
+  std::uint8_t selective_modules() const {
+    return p_.recompute == Recompute::selective ? p_.recompute_modules : 0;
+  }
+  bool recomputes() const { return p_.recompute == Recompute::full || selective_modules() != 0; }
+
   // ---- programs ----
   void attention(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
                  bool cross, bool first_in_stack) const {
@@ -493,17 +501,17 @@ class Builder {
     Step sc = compute(scores, first_in_stack && m_.position == PositionEmbedding::relative
                                   ? m_.relative_attention_buckets * m_.heads / t_
                                   : 0);
-    sc.attention_core = true;
+    sc.module = recompute_module::core_attn;
     prog.push_back(sc);
     Step sm = softmax_dropout(cross ? "cross_softmax" : "softmax", layer, score_elems);
-    sm.attention_core = true;
+    sm.module = recompute_module::core_attn;
     prog.push_back(sm);
     Op values = scores;
     values.name = cross ? "cross_values" : "attn_values";
     values.mem_bytes =
         a_ * (score_elems + static_cast<double>(Tkv) * kv / t_ + static_cast<double>(Tq) * q / t_);
     Step va = compute(values);
-    va.attention_core = true;
+    va.module = recompute_module::core_attn;
     prog.push_back(va);
     if (p_.attention == AttentionKernel::flash) flash_attention_core(prog, layer, s_q, s_kv, cross);
     if (p_.cp > 1 && !cross) prog.push_back(cp_step(StepKind::cp_wait, Tq * 2 * kv / t_, layer));
@@ -518,6 +526,7 @@ class Builder {
   void mlp(std::vector<Step>& prog, int layer, std::int64_t s) const {
     const std::int64_t h = m_.hidden, f = m_.ffn, bias = m_.bias ? 1 : 0;
     const std::int64_t fin = m_.gated_mlp() ? 2 * f : f, T = b_ * s;
+    const std::size_t from = prog.size();
     prog.push_back(tp(StepKind::tp_enter, T * h, layer));
     Step in = compute(gemm("mlp_in", layer, T, h, fin / t_), (h + bias) * fin / t_);
     in.gathers_input = true;
@@ -527,6 +536,8 @@ class Builder {
                                        (m_.gated_mlp() ? 3.0 : 2.0) * a_)));
     prog.push_back(compute(gemm("mlp_out", layer, T, f / t_, h), f / t_ * h + bias * h));
     prog.push_back(tp(StepKind::tp_exit, T * h, layer));
+    // Megatron-Core's "mlp" recompute module: the MLP with its TP collectives (a dense block's).
+    for (std::size_t i = from; i < prog.size(); ++i) prog[i].module = recompute_module::mlp;
     prog.push_back(compute(elementwise("mlp_residual", ComputeClass::elementwise, layer,
                                        outside_tokens(T) * h, 2, 3.0 * a_)));
   }
@@ -577,9 +588,11 @@ class Builder {
     Step in = compute(gemm("expert_in", layer, routed * etp, h, fe_in / etp), in_share);
     in.expert = true;
     prog.push_back(in);
-    prog.push_back(compute(elementwise("expert_act", ComputeClass::elementwise, layer,
-                                       static_cast<double>(routed) * fe, 8,
-                                       (m_.gated_mlp() ? 3.0 : 2.0) * a_)));
+    Step act = compute(elementwise("expert_act", ComputeClass::elementwise, layer,
+                                   static_cast<double>(routed) * fe, 8,
+                                   (m_.gated_mlp() ? 3.0 : 2.0) * a_));
+    act.module = recompute_module::moe_act;
+    prog.push_back(act);
     Step out = compute(gemm("expert_out", layer, routed * etp, fe / etp, h), held - in_share);
     out.expert = true;
     prog.push_back(out);
@@ -620,8 +633,10 @@ class Builder {
           compute(elementwise("q_norm", ComputeClass::norm, layer,
                               static_cast<double>(T) * m_.q_lora_rank, 5, act_bytes_rw()),
                   m_.q_lora_rank));
-      prog.push_back(
-          compute(gemm("q_up", layer, T, m_.q_lora_rank, heads * qk), m_.q_lora_rank * heads * qk));
+      Step up =
+          compute(gemm("q_up", layer, T, m_.q_lora_rank, heads * qk), m_.q_lora_rank * heads * qk);
+      up.module = recompute_module::mla_up_proj;
+      prog.push_back(up);
     } else {
       prog.push_back(compute(gemm("q_proj", layer, T, h, heads * qk), h * heads * qk));
     }
@@ -632,9 +647,11 @@ class Builder {
     prog.push_back(compute(elementwise("kv_norm", ComputeClass::norm, layer,
                                        static_cast<double>(T) * m_.kv_lora_rank, 5, act_bytes_rw()),
                            m_.kv_lora_rank));
-    prog.push_back(
+    Step kv_up =
         compute(gemm("kv_up", layer, T, m_.kv_lora_rank, heads * (m_.qk_nope_head_dim + v)),
-                m_.kv_lora_rank * heads * (m_.qk_nope_head_dim + v)));
+                m_.kv_lora_rank * heads * (m_.qk_nope_head_dim + v));
+    kv_up.module = recompute_module::mla_up_proj;  // with q_up: Megatron's "mla_up_proj"
+    prog.push_back(kv_up);
     if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_exchange, T * heads * (qk + v), layer));
     const std::int64_t s_kv = s_q * p_.cp;
     const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
@@ -643,10 +660,10 @@ class Builder {
     scores.mem_bytes = a_ * (static_cast<double>(T) * heads * qk +
                              static_cast<double>(b_) * s_kv * heads * qk + score_elems);
     Step sc = compute(scores);
-    sc.attention_core = true;
+    sc.module = recompute_module::core_attn;
     prog.push_back(sc);
     Step sm = softmax_dropout("softmax", layer, score_elems);
-    sm.attention_core = true;
+    sm.module = recompute_module::core_attn;
     prog.push_back(sm);
     Op values = scores;
     values.name = "attn_values";
@@ -654,7 +671,7 @@ class Builder {
     values.mem_bytes = a_ * (score_elems + static_cast<double>(b_) * s_kv * heads * v +
                              static_cast<double>(T) * heads * v);
     Step va = compute(values);
-    va.attention_core = true;
+    va.module = recompute_module::core_attn;
     prog.push_back(va);
     if (p_.attention == AttentionKernel::flash)
       flash_attention_core(prog, layer, s_q, s_kv, false, qk, v, heads);
@@ -676,13 +693,17 @@ class Builder {
     BlockKind kind = block_kind(m_, layer);
     const std::int64_t s = kind == BlockKind::encoder ? m_.seq_length : m_.dec_seq();
     const bool first_in_stack = layer == 0 || layer == m_.encoder_layers;
-    prog.push_back(norm("norm_attn", layer, b_ * s));
+    Step pre_attn = norm("norm_attn", layer, b_ * s);
+    pre_attn.module = recompute_module::layernorm;
+    prog.push_back(pre_attn);
     attention(prog, layer, s, s * p_.cp, false, first_in_stack);
     if (kind == BlockKind::cross_decoder) {
       prog.push_back(norm("norm_cross", layer, b_ * s));
       attention(prog, layer, s, m_.seq_length, true, false);
     }
-    prog.push_back(norm("norm_mlp", layer, b_ * s));
+    Step pre_mlp = norm("norm_mlp", layer, b_ * s);
+    pre_mlp.module = recompute_module::layernorm;  // Megatron's "layernorm": the two pre-norms
+    prog.push_back(pre_mlp);
     if (m_.moe_layer(layer))
       moe_mlp(prog, layer, s);
     else
@@ -859,6 +880,7 @@ class Builder {
                      N = static_cast<double>(st.op.n);
         Step cast = compute(elementwise("fp8_cast", ComputeClass::elementwise, st.op.layer,
                                         M * K + K * N / m, 2, a_ + 1.0));
+        cast.module = st.module;  // replayed with its GEMM
         cast.backward_flops = 2.0 * (M * N + M * K + K * N);
         cast.backward_mem = (a_ + 1.0) * M * N + 2.0 * (M * K + K * N);
         out.push_back(cast);
@@ -877,14 +899,14 @@ class Builder {
   // side by side, so a pair takes the longer of the two and the first or last chunk's
   // exposure is not counted). Only where the neighbouring step is that GEMM.
   static constexpr std::uint32_t kNoOp = 0xffffffffu;
-  bool is_tp_gemm(const std::vector<Step>& prog, std::size_t i, bool core_only) const {
+  bool is_tp_gemm(const std::vector<Step>& prog, std::size_t i, std::uint8_t only) const {
     if (!p_.tp_comm_overlap || !p_.sequence_parallel || i >= prog.size()) return false;
     const Step& g = prog[i];
     // Transformer-block GEMMs only: Megatron-Core's output layer is its own
     // ColumnParallelLinear, outside Transformer Engine's userbuffers.
     return g.kind == StepKind::compute && g.op.compute == ComputeClass::gemm &&
            g.op.layer != kHeadLayer && g.op.layer != kEmbeddingLayer &&
-           !(core_only && !g.attention_core);
+           !(only && !(g.module & only));
   }
   // The step at i, or at i + 1 after its FP8 input cast (fp8_gemms puts the cast first), if it
   // is a GEMM; else none.
@@ -906,18 +928,19 @@ class Builder {
     return g && g->op.dtype == DType::fp8 ? DType::fp8 : dt_;
   }
   // A userbuffers GEMM (is_tp_gemm) at i, or at i + 1 after its FP8 input cast.
-  bool gemm_follows(const std::vector<Step>& prog, std::size_t i, bool core_only) const {
+  bool gemm_follows(const std::vector<Step>& prog, std::size_t i, std::uint8_t only) const {
     const Step* g = gemm_at(prog, i);
-    return g && is_tp_gemm(prog, static_cast<std::size_t>(g - prog.data()), core_only);
+    return g && is_tp_gemm(prog, static_cast<std::size_t>(g - prog.data()), only);
   }
 
   // Programs are built once per kind of block; `layer` stamps the block's index on its ops.
+  // `only`: the recompute modules to replay (selective recompute); 0: every step.
   void emit_forward(Emitter& e, const std::vector<Step>& prog, int layer,
-                    bool core_only = false) const {
+                    std::uint8_t only = 0) const {
     std::uint32_t beside = kNoOp;  // a TP collective overlapped with the next GEMM
     for (std::size_t idx = 0; idx < prog.size(); ++idx) {
       const Step& st = prog[idx];
-      if (core_only && !st.attention_core) continue;
+      if (only && !(st.module & only)) continue;
       switch (st.kind) {
         case StepKind::compute:
           if (zero3_mode_ != Zero3Mode::off) module_hook(e, st, layer, idx);
@@ -930,7 +953,7 @@ class Builder {
           if (t_ > 1 && p_.sequence_parallel) {
             Op ag = comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
                          st.tp_elements, gathered_type(prog, idx + 1), layer);
-            if (gemm_follows(prog, idx + 1, core_only))
+            if (gemm_follows(prog, idx + 1, only))
               beside = e.with_next(ag);
             else
               e.chain(ag);
@@ -942,7 +965,7 @@ class Builder {
                 comm(p_.sequence_parallel ? "sp_reduce_scatter" : "tp_all_reduce",
                      p_.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
                      CommGroup::tensor, t_, st.tp_elements, dt_, layer);
-            if (idx > 0 && is_tp_gemm(prog, idx - 1, core_only))
+            if (idx > 0 && is_tp_gemm(prog, idx - 1, only))
               e.need(e.with_last(out));
             else
               e.chain(out);
@@ -1036,7 +1059,7 @@ class Builder {
           if (t_ > 1 && p_.sequence_parallel) {
             Op ag = comm("sp_all_gather", Collective::all_gather, CommGroup::tensor, t_,
                          st.tp_elements, idx > 0 ? gathered_type(prog, idx - 1) : dt_, layer);
-            if (idx > 0 && is_tp_gemm(prog, idx - 1, false))
+            if (idx > 0 && is_tp_gemm(prog, idx - 1, 0))
               beside = e.with_next(ag);
             else
               e.chain(ag);
@@ -1709,9 +1732,9 @@ class Builder {
         const int l = mtp_block_layer(m_, d);
         gather_params(bw, mtp_depth_params(d) + (d == 0 ? mtp_embedding_copy() : 0), l);
         emit_backward(bw, mtp_out, kHeadLayer, g);
-        if (p_.recompute != Recompute::none) {
+        if (recomputes()) {
           bw.set_phase(Phase::recompute);
-          emit_forward(bw, mtp_block, l, p_.recompute == Recompute::selective);
+          emit_forward(bw, mtp_block, l, selective_modules());
           bw.set_phase(Phase::backward);
         }
         emit_backward(bw, mtp_block, l, g);
@@ -1739,9 +1762,9 @@ class Builder {
           prefetched[static_cast<std::size_t>(l - 1 - first)] =
               fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, prev_of(bw));
       }
-      if (p_.recompute != Recompute::none) {
+      if (recomputes()) {
         bw.set_phase(Phase::recompute);
-        emit_forward(bw, blocks(l), l, p_.recompute == Recompute::selective);
+        emit_forward(bw, blocks(l), l, selective_modules());
         bw.set_phase(Phase::backward);
       }
       emit_backward(bw, blocks(l), l, g);

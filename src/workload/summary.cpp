@@ -202,9 +202,14 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
   // 1 byte per element; the rest stays in the plan's precision.
   const double g = p.fp8 ? 1.0 : a;  // bytes per saved GEMM input
 
-  double outside = 0, inside = 0;
+  // Selective recompute's modules (Megatron-Core's --recompute-modules): what they replay is
+  // not kept.
+  const std::uint8_t sel = p.recompute == Recompute::selective ? p.recompute_modules : 0;
+  const bool norms_kept = !(sel & recompute_module::layernorm);  // the pre-norms' outputs
+
+  double outside = 0, inside = 0, whole = 0;  // whole: on every TP rank in full
   auto attention = [&](double sq, double skv, bool keep_core) {
-    outside += g * sq * b * h;                  // norm output = QKV input
+    if (norms_kept) outside += g * sq * b * h;  // norm output = QKV input
     inside += a * (sq * b * q + skv * b * kv);  // Q and K
     inside += a * skv * b * kv;                 // V
     if (keep_core) {
@@ -219,8 +224,33 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
     outside += mask * sq * b * h;  // dropout mask after the projection
     outside += a * sq * b * h;     // norm input
   };
-  const bool keep_core = p.recompute != Recompute::selective && !flash;
-  attention(s, s, keep_core);
+  // Latent attention (DeepSeek-V3's MLA, Megatron-Core's MLASelfAttention, as the workload
+  // writes it): the down-projections' input (the norm output); their outputs, replicated on
+  // every TP rank, kept as the latent norms' inputs and the up-projections' inputs (the query
+  // latent q_lora_rank wide, the key/value latent kv_lora_rank wide) and the rotary key
+  // (qk_rope_head_dim); split by heads, the up-projections' outputs Q, K (qk channels a head)
+  // and V (v channels), which the mla_up_proj module recomputes instead; O (v channels a head) as
+  // the output projection's input; under flash the logsumexp.
+  auto attention_mla = [&](double sq, bool keep_core) {
+    const double qk = static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim);
+    const double v = static_cast<double>(m.v_head_dim);
+    if (norms_kept) outside += g * sq * b * h;
+    whole += (a + g) * sq * b * static_cast<double>(m.q_lora_rank + m.kv_lora_rank) +
+             a * sq * b * static_cast<double>(m.qk_rope_head_dim);
+    if (!(sel & recompute_module::mla_up_proj)) inside += a * sq * b * heads * (2.0 * qk + v);
+    if (keep_core) {
+      const double scores = b * heads * sq * sq;
+      inside += a * scores + (m.dropout ? (mask + a) * scores : 0);
+    }
+    if (flash) inside += 4.0 * b * heads * sq + (p.fp8 ? a * sq * b * heads * v : 0.0);
+    inside += g * sq * b * heads * v;
+    outside += mask * sq * b * h + a * sq * b * h;  // dropout mask; norm input
+  };
+  const bool keep_core = !(sel & recompute_module::core_attn) && !flash;
+  if (m.mla())
+    attention_mla(s, keep_core);  // CP: each rank's queries over its own chunk (below)
+  else
+    attention(s, s, keep_core);
   // Ring attention: each local query row spans all CP chunks of keys (standard attention's
   // scores, softmax and dropout over s / CP x s).
   if (keep_core && p.cp > 1)
@@ -228,25 +258,27 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
   if (kind == BlockKind::cross_decoder) attention(s, static_cast<double>(m.seq_length), keep_core);
   // MLP: norm input, MLP input, activation input and output (gated: the two branches, 2f, and
   // the product, f), dropout mask.
-  outside += a * s * b * h + g * s * b * h + mask * s * b * h;
+  outside += a * s * b * h + (norms_kept ? g * s * b * h : 0.0) + mask * s * b * h;
   if (m.moe_layer(layer)) {
     // MoE: the router's fp32 logits and the dispatched tokens on this rank (its tokens x top-k
     // x the load factor), each with the expert's input, its activation input and output
-    // (gated: both branches, 2f, and the product, f), gathered over expert TP; shared experts as a
-    // dense MLP of shared x moe_ffn.
+    // (gated: both branches, 2f, and the product, f; the moe_act module recomputes the output),
+    // gathered over expert TP; shared experts as a dense MLP of shared x moe_ffn.
     const double fe = static_cast<double>(m.expert_ffn());
     const double routed = p.moe_routed_rows(s * b / out_div, m.experts_per_token, m.experts);
+    const double act = (m.gated_mlp() ? 2.0 : 1.0) + (sel & recompute_module::moe_act ? 0.0 : 1.0);
     outside += 4.0 * s * b * m.experts;
-    inside += t * (a * routed * h * p.expert_tp + (m.gated_mlp() ? 3.0 : 2.0) * a * routed * fe);
+    inside += t * (a * routed * h * p.expert_tp + act * a * routed * fe);
     inside += (m.gated_mlp() ? 3.0 : 2.0) * a * s * b * fe * m.shared_experts;
-  } else {
+  } else if (!(sel & recompute_module::mlp)) {
     // The activation's input (gated: the up-projection's 2f-wide output, both branches, which
     // the fused SwiGLU/GeGLU of Megatron-LM and Transformer Engine saves whole and from which
     // its backward recomputes silu/gelu; GELU: its f-wide input) and the output projection's
-    // input (the activation's output or the gated product; FP8 under TE).
+    // input (the activation's output or the gated product; FP8 under TE). The mlp module
+    // recomputes them from the MLP's input.
     inside += (m.gated_mlp() ? 2.0 : 1.0) * a * s * b * f + g * s * b * f;
   }
-  return Bytes(outside / out_div + inside / t);
+  return Bytes(outside / out_div + inside / t + whole);
 }
 
 MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {

@@ -1182,6 +1182,21 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_FALSE(find("t137").input.plan.moe_dispatcher.has_value());
   EXPECT_NE(find("t137").assumed.find("moe_dispatcher would be flex"), std::string::npos);
   EXPECT_FALSE(find("t116").input.plan.moe_dispatcher.has_value());
+  // The DeepSeek-V3 rows: their recipes' layouts (with the MTP layer), the flex dispatcher and
+  // Megatron-Core's recompute modules, each named in assumed; t132's unmodelled cell keeps it
+  // out of every fit.
+  const MeasuredRun& d120 = find("t120");
+  EXPECT_EQ(*d120.input.plan.pipeline_layout, "Et*4|(t*4|)*14tmL");
+  EXPECT_EQ(*d120.input.plan.moe_dispatcher, MoeDispatcher::flex);
+  EXPECT_EQ(*d120.input.plan.recompute, Recompute::selective);
+  EXPECT_EQ(*d120.input.plan.recompute_modules, recompute_module::mla_up_proj);
+  EXPECT_NE(d120.assumed.find("recompute_modules mla_up_proj"), std::string::npos);
+  EXPECT_TRUE(d120.unmodelled.empty());
+  const MeasuredRun& d132 = find("t132");
+  EXPECT_EQ(*d132.input.plan.pipeline_layout, "Et|(tt|)*30mL");
+  EXPECT_EQ(*d132.input.plan.recompute_modules,
+            recompute_module::mla_up_proj | recompute_module::mlp);
+  EXPECT_NE(d132.unmodelled.find("overlap_moe_expert_parallel_comm"), std::string::npos);
   // t118: Llama 3 70B, Megatron-FSDP on 64 GB200s, 40 layers' activations offloaded (the
   // recipe's cpu_offloading_num_layers, named in the row's assumed cell).
   const MeasuredRun& off = find("t118");
@@ -1478,8 +1493,8 @@ TEST(ValidateCorpus, H100CalibrationIsTheFitOnItsFitRows) {
 }
 
 // gb200-nvl72 (2026-11-28): its 6 fit rows (t117, t123, t126; t119 and t125 on 64 GPUs per
-// NVLink domain; t120, DeepSeek-V3 with its recipe's layout, multi-token prediction and fused
-// latent attention).
+// NVLink domain; t120, DeepSeek-V3 with its recipe's layout, multi-token prediction, fused
+// latent attention and the mla_up_proj recompute module).
 TEST(ValidateCorpus, Gb200CalibrationIsTheFitOnItsFitRows) {
   expect_calibration_is_the_fit_on_its_fit_rows("gb200-nvl72", 6, false);
 }

@@ -974,5 +974,137 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
 }
 #endif
 
+// ---- Megatron-Core's --recompute-modules (selective recompute) ----
+
+// Each module takes its saved tensors out of a block's activations, as the closed form of what
+// it replays (docs/workload.md, "Recompute modules"): layernorm the two pre-norms' outputs,
+// 2 b s h; mlp a dense SwiGLU MLP's up-projection output and product, 2 b s f + b s f; moe_act
+// the experts' activation output, one value per routed row and expert channel; mla_up_proj the
+// up-projections' outputs, b s (a/t) (2 qk + v). In bf16 (2 bytes), micro-batch 1.
+TEST(RecomputeModules, EachDropsWhatItReplays) {
+  auto bytes = [](const std::string& model, PlanInput p, int layer,
+                  std::optional<std::uint8_t> modules) {
+    p.recompute = Recompute::selective;
+    p.recompute_modules = modules;
+    const Scenario sc = scenario(model, "dgx-h100", p);
+    return block_activation_bytes(sc, layer).value();
+  };
+  const double a = 2;
+  {
+    const PlanInput p = plan(8, 1, 1, 1);
+    const double s = 8192, h = 4096, f = 14336;  // llama3-8b
+    const double base = bytes("llama3-8b", p, 5, std::nullopt);
+    EXPECT_DOUBLE_EQ(base - bytes("llama3-8b", p, 5, recompute_module::layernorm), 2 * a * s * h);
+    EXPECT_DOUBLE_EQ(base - bytes("llama3-8b", p, 5, recompute_module::mlp),
+                     2 * a * s * f + a * s * f);
+    EXPECT_DOUBLE_EQ(base - bytes("llama3-8b", p, 5,
+                                  static_cast<std::uint8_t>(recompute_module::mlp |
+                                                            recompute_module::layernorm)),
+                     2 * a * s * f + a * s * f + 2 * a * s * h);
+    // core_attn is the default, and nothing under flash (llama3-8b's kernel).
+    EXPECT_DOUBLE_EQ(base, bytes("llama3-8b", p, 5, recompute_module::core_attn));
+  }
+  {
+    PlanInput p = plan(64, 1, 1, 1);
+    p.ep = 8;
+    const Scenario sc = scenario("mixtral-8x7b", "dgx-h100", p);
+    const double routed = sc.plan.moe_routed_rows(static_cast<double>(sc.model.seq_length), 2, 8);
+    const double fe = 14336;
+    const double base = bytes("mixtral-8x7b", p, 3, std::nullopt);
+    // Mixtral's preset runs the unfused core: a list replaces Megatron's default, so core_attn
+    // stays in it.
+    constexpr std::uint8_t core = recompute_module::core_attn;
+    EXPECT_DOUBLE_EQ(base - bytes("mixtral-8x7b", p, 3,
+                                  static_cast<std::uint8_t>(core | recompute_module::moe_act)),
+                     a * routed * fe);
+    // mlp is a dense block's: a MoE block keeps its experts' tensors (Megatron: not is_moe_layer).
+    EXPECT_DOUBLE_EQ(
+        base, bytes("mixtral-8x7b", p, 3, static_cast<std::uint8_t>(core | recompute_module::mlp)));
+    // Without core_attn the unfused core's scores are kept again: more memory.
+    EXPECT_GT(bytes("mixtral-8x7b", p, 3, recompute_module::moe_act), base);
+  }
+  for (int tp : {1, 2}) {
+    PlanInput p = plan(64 * tp, tp, 1, 1);
+    p.ep = 64;
+    p.expert_tp = 1;
+    p.sequence_parallel = tp > 1;
+    const double s = 4096, heads = 128.0 / tp;
+    const double base = bytes("deepseek-v3", p, 10, std::nullopt);
+    EXPECT_DOUBLE_EQ(base - bytes("deepseek-v3", p, 10,
+                                  static_cast<std::uint8_t>(recompute_module::core_attn |
+                                                            recompute_module::mla_up_proj)),
+                     a * s * heads * (2 * 192 + 128))
+        << tp;
+  }
+}
+
+// What the modules replay runs again in backward: the up-projections (mla_up_proj), a dense
+// block's MLP with its sequence-parallel all-gather and reduce-scatter (mlp), the experts'
+// activation (moe_act), the pre-norms (layernorm); nothing else is added.
+TEST(RecomputeModules, ReplayedInBackward) {
+  auto count = [](const std::string& model, PlanInput p, std::optional<std::uint8_t> modules,
+                  std::string_view name) {
+    p.recompute = Recompute::selective;
+    p.recompute_modules = modules;
+    const Workload w = build_workload(scenario(model, "dgx-h100", p));
+    return named(w.roles[0].chunks[0].backward, name).size();
+  };
+  PlanInput ds = plan(128, 2, 1, 1);
+  ds.ep = 64;
+  ds.expert_tp = 1;
+  ds.sequence_parallel = true;
+  const std::size_t blocks = 61 + 1;  // with the MTP block
+  EXPECT_EQ(count("deepseek-v3", ds, std::nullopt, "q_up"), blocks);
+  EXPECT_EQ(count("deepseek-v3", ds, recompute_module::mla_up_proj, "q_up"), 2 * blocks);
+  EXPECT_EQ(count("deepseek-v3", ds, recompute_module::mla_up_proj, "kv_up"), 2 * blocks);
+  EXPECT_EQ(count("deepseek-v3", ds, recompute_module::mla_up_proj, "q_down"), blocks);
+  EXPECT_EQ(count("deepseek-v3", ds, recompute_module::moe_act, "expert_act"), 2 * (blocks - 3));
+  // mlp: the 3 dense blocks' MLPs, with their gathers.
+  EXPECT_EQ(count("deepseek-v3", ds, recompute_module::mlp, "mlp_in"), 2 * 3u);
+  EXPECT_EQ(count("deepseek-v3", ds, recompute_module::mlp, "sp_all_gather"),
+            count("deepseek-v3", ds, std::nullopt, "sp_all_gather") + 3);
+  EXPECT_EQ(count("deepseek-v3", ds, recompute_module::layernorm, "norm_mlp"), 2 * blocks);
+  EXPECT_EQ(count("deepseek-v3", ds, std::nullopt, "norm_mlp"), blocks);
+}
+
+// The flag is Megatron's: read under selective granularity only; mla_up_proj needs latent
+// attention; unknown and unmodelled names are refused, one line naming the flag.
+TEST(RecomputeModules, FlagsAreChecked) {
+  EXPECT_EQ(*parse_recompute_modules("core_attn,mla_up_proj"),
+            recompute_module::core_attn | recompute_module::mla_up_proj);
+  EXPECT_EQ(*parse_recompute_modules("mla_up_proj mlp"),
+            recompute_module::mla_up_proj | recompute_module::mlp);
+  EXPECT_EQ(recompute_modules_string(recompute_module::mlp | recompute_module::moe_act),
+            "mlp, moe_act");
+  EXPECT_NE(parse_recompute_modules("moe").error().message.find("'moe' is not modelled"),
+            std::string::npos);
+  EXPECT_NE(parse_recompute_modules("attn").error().message.find("got 'attn'"), std::string::npos);
+  EXPECT_FALSE(parse_recompute_modules(",").ok());
+  PlanInput p = plan(8, 1, 1, 1);
+  p.recompute_modules = recompute_module::mlp;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", p),
+            "--recompute-modules: expected --recompute-granularity selective, got none");
+  p.recompute = Recompute::selective;
+  p.recompute_modules = recompute_module::mla_up_proj;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", p),
+            "--recompute-modules: expected mla_up_proj only with multi-latent attention "
+            "(kv_lora_rank in the model), got llama3-8b");
+  for (const char* bad :
+       {"--recompute-modules moe --recompute-granularity selective", "--recompute-modules mlp"}) {
+    SCOPED_TRACE(bad);
+    testing::Outcome r =
+        testing::run_shell(std::string(COMMSCOPE_BIN) + " describe --model llama3-8b " + bad);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(r.err.rfind("commscope: --recompute-modules: expected", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  testing::Outcome ok = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-8b --recompute-granularity selective --recompute-modules "
+      "mlp,layernorm --format json");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"recompute_modules\": \"mlp, layernorm\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace commscope

@@ -21,6 +21,21 @@ namespace commscope {
 
 enum class Precision : std::uint8_t { fp32, fp16, bf16 };  // fp16/bf16: mixed, fp32 master
 enum class Recompute : std::uint8_t { none, selective, full };
+// Megatron-Core's --recompute-modules under selective recompute (transformer_config.py), as
+// bits of ParallelPlan::recompute_modules: the parts of a block replayed in backward instead of
+// keeping their activations (docs/workload.md, "Recompute modules"). core_attn is Megatron's
+// default and commscope's selective recompute before the flag.
+namespace recompute_module {
+inline constexpr std::uint8_t core_attn = 1;    // the unfused attention core (scores, softmax)
+inline constexpr std::uint8_t mla_up_proj = 2;  // latent attention's up-projections
+inline constexpr std::uint8_t mlp = 4;          // a dense block's MLP (not a MoE layer's)
+inline constexpr std::uint8_t moe_act = 8;      // the routed experts' activation function
+inline constexpr std::uint8_t layernorm = 16;   // the two pre-norms of a block
+}  // namespace recompute_module
+// "core_attn,mla_up_proj" (commas or spaces) into those bits; an unknown name, or one Megatron
+// has and commscope does not model (moe, shared_experts, ...), is an error saying which.
+Result<std::uint8_t> parse_recompute_modules(std::string_view names);
+std::string recompute_modules_string(std::uint8_t modules);  // "core_attn, mla_up_proj
 enum class Schedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
 // How ranks map to (tensor, data, pipeline) coordinates, fastest first. Megatron's default is
 // tp-dp-pp (rank = t + TP (d + DP p)); --use-tp-pp-dp-mapping gives tp-pp-dp.
@@ -98,6 +113,9 @@ struct ParallelPlan {
   std::int64_t grad_accum = 1;  // micro-batches per iteration = global / (micro x dp)
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
+  // Under selective recompute, what is replayed (recompute_module bits; Megatron's default,
+  // core_attn, unless --recompute-modules says).
+  std::uint8_t recompute_modules = recompute_module::core_attn;
   Schedule schedule = Schedule::one_f_one_b;
   Bytes ddp_bucket = units::mib(25);               // PyTorch DDP bucket_cap_mb=25
   std::int64_t zero_reduce_bucket = 500000000;     // DeepSpeed reduce_bucket_size (elements)
@@ -272,6 +290,7 @@ struct PlanInput {
   std::optional<std::int64_t> micro_batch, global_batch, grad_accum;
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
+  std::optional<std::uint8_t> recompute_modules;  // --recompute-modules (recompute_module bits)
   std::optional<Schedule> schedule;
   std::optional<RankOrder> rank_order;
   std::optional<double> ddp_bucket_mb;  // MiB, as PyTorch's bucket_cap_mb
