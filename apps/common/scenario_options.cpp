@@ -345,6 +345,21 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "
                "all-gather over DP")
       ->group(g_fw);
+  cmd.add_flag("--use-precision-aware-optimizer", o.precision_aware_optimizer,
+               "Megatron-Core: Transformer Engine's FusedAdam with the state dtypes below (fp32 "
+               "master weights over bf16 parameters kept as 16-bit remainders)")
+      ->group(g_fw);
+  cmd.add_option("--exp-avg-dtype", o.exp_avg_dtype,
+                 "Adam's first moment under --use-precision-aware-optimizer: fp32|fp16|bf16|fp8 "
+                 "[fp32]")
+      ->group(g_fw);
+  cmd.add_option("--exp-avg-sq-dtype", o.exp_avg_sq_dtype,
+                 "Adam's second moment under --use-precision-aware-optimizer: fp32|fp16|bf16|fp8 "
+                 "[fp32]")
+      ->group(g_fw);
+  cmd.add_option("--main-params-dtype", o.main_params_dtype,
+                 "the master weights under --use-precision-aware-optimizer: fp32|fp16 [fp32]")
+      ->group(g_fw);
   cmd.add_flag("--overlap-grad-reduce", o.overlap_grad_reduce,
                "Megatron-LM: reduce gradient buckets during backward [off under megatron]")
       ->group(g_fw);
@@ -527,6 +542,20 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (o.overlap_grad_reduce) flags.overlap_grad_reduce = true;
   if (o.overlap_param_gather) flags.overlap_param_gather = true;
   if (o.use_distributed_optimizer) flags.use_distributed_optimizer = true;
+  if (o.precision_aware_optimizer) flags.precision_aware_optimizer = true;
+  for (auto [flag, text, into, fp8_ok] :
+       {std::tuple{"--exp-avg-dtype", &o.exp_avg_dtype, &flags.exp_avg_dtype, true},
+        std::tuple{"--exp-avg-sq-dtype", &o.exp_avg_sq_dtype, &flags.exp_avg_sq_dtype, true},
+        std::tuple{"--main-params-dtype", &o.main_params_dtype, &flags.main_params_dtype, false}}) {
+    if (text->empty()) continue;
+    const auto d = grad_comm_dtype_from_name(*text);  // fp32, bf16, fp16, fp8 and aliases
+    const bool allowed = d && (*d == DType::fp32 || *d == DType::fp16 ||
+                               (fp8_ok && (*d == DType::bf16 || *d == DType::fp8)));
+    if (!allowed)
+      return Error{fmt::format("{}: expected one of {}, got '{}'", flag,
+                               fp8_ok ? "fp32|fp16|bf16|fp8" : "fp32|fp16", *text)};
+    *into = *d;
+  }
   if (!o.framework.empty()) {
     auto f = framework_from_name(o.framework);
     if (!f || *f == Framework::none)

@@ -308,6 +308,16 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // none, selective or full; unknown or empty is none.
   auto rc = recompute_from_name(lower(row.get("recompute")));
   p.recompute = rc ? *rc : Recompute::none;
+  // precision_aware_optimizer: Megatron-Core's --use-precision-aware-optimizer with both Adam
+  // moments in the cell's dtype (--exp-avg-dtype, --exp-avg-sq-dtype; fp32 master weights).
+  if (const std::string& pao = lower(row.get("precision_aware_optimizer")); !pao.empty()) {
+    const auto d = grad_comm_dtype_from_name(pao);
+    if (!d)
+      return row.bad("precision_aware_optimizer",
+                     "the Adam moments' dtype: fp32, fp16, bf16 or fp8, or empty");
+    p.precision_aware_optimizer = true;
+    p.exp_avg_dtype = p.exp_avg_sq_dtype = *d;
+  }
   // recompute_modules: Megatron-Core's --recompute-modules (names separated by spaces or
   // commas), with recompute selective.
   if (const std::string& mods = row.get("recompute_modules"); !mods.empty()) {

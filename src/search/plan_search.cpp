@@ -386,7 +386,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
 double memory_lower_bound(const Scenario& sc) {
   const ParallelPlan& p = sc.plan;
   const bool mixed = p.precision != Precision::fp32;
-  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = mixed ? 12 : 8;
+  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
   const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
   // The stages' TP shards hold every parameter at least once over TP ranks (replicated ones
   // whole): the fullest stage holds at least all / (TP x PP), uneven stages or not (the fullest

@@ -277,6 +277,10 @@ void PlanInput::merge(const PlanInput& o) {
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(mtp_layers, o.mtp_layers);
   take(recompute_modules, o.recompute_modules);
+  take(precision_aware_optimizer, o.precision_aware_optimizer);
+  take(exp_avg_dtype, o.exp_avg_dtype);
+  take(exp_avg_sq_dtype, o.exp_avg_sq_dtype);
+  take(main_params_dtype, o.main_params_dtype);
   take(stage_layers, o.stage_layers);
   take(pipeline_layout, o.pipeline_layout);
   take(first_stage_layers, o.first_stage_layers);
@@ -464,6 +468,12 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;
+  if (p.precision_aware_optimizer) {
+    j["use_precision_aware_optimizer"] = true;
+    j["exp_avg_dtype"] = to_string(p.exp_avg_dtype);
+    j["exp_avg_sq_dtype"] = to_string(p.exp_avg_sq_dtype);
+    j["main_params_dtype"] = to_string(p.main_params_dtype);
+  }
   if (p.recompute == Recompute::selective && p.recompute_modules != recompute_module::core_attn)
     j["recompute_modules"] = recompute_modules_string(p.recompute_modules);
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
@@ -473,6 +483,22 @@ nlohmann::json to_json(const ParallelPlan& p) {
 }  // namespace commscope
 
 namespace commscope {
+
+double ParallelPlan::optimizer_state_bytes() const {
+  if (precision == Precision::fp32) return 8;  // fp32 Adam: two fp32 moments, no master copy
+  if (!precision_aware_optimizer) return 12;   // ZeRO paper: fp32 master weights and moments
+  // TE FusedAdam keeps only the 16 low bits of an fp32 master weight over a bf16 parameter.
+  const double main = main_params_dtype == DType::fp32 && precision == Precision::bf16
+                          ? 2.0
+                          : dtype_bytes(main_params_dtype);
+  return main + dtype_bytes(exp_avg_dtype) + dtype_bytes(exp_avg_sq_dtype);
+}
+double ParallelPlan::adam_step_bytes() const {
+  // Read and write every state, read the 16-bit gradient, write the 16-bit weight: 2 x 12 + 2 + 2
+  // = 28 without the precision-aware optimizer, as commscope has always counted (fp32 too).
+  if (!precision_aware_optimizer) return 28;
+  return 2.0 * optimizer_state_bytes() + 2.0 + 2.0;
+}
 
 namespace {
 constexpr std::pair<std::string_view, std::uint8_t> kRecomputeModules[] = {

@@ -595,6 +595,22 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  model.name);
     plan.recompute_modules = *in.recompute_modules;
   }
+  // Megatron-Core's precision-aware optimizer: the state dtypes need the flag (its
+  // OptimizerConfig asserts fp32 otherwise), and mixed precision around them.
+  plan.precision_aware_optimizer = in.precision_aware_optimizer.value_or(false);
+  const std::pair<const char*, const std::optional<DType>*> state_flags[] = {
+      {"--exp-avg-dtype", &in.exp_avg_dtype},
+      {"--exp-avg-sq-dtype", &in.exp_avg_sq_dtype},
+      {"--main-params-dtype", &in.main_params_dtype}};
+  for (const auto& [flag, value] : state_flags)
+    if (value->has_value() && **value != DType::fp32 && !plan.precision_aware_optimizer)
+      return bad(flag, "fp32 without --use-precision-aware-optimizer",
+                 std::string(to_string(**value)));
+  if (plan.precision_aware_optimizer && plan.precision == Precision::fp32)
+    return bad("--use-precision-aware-optimizer", "bf16 or fp16 mixed precision", "fp32");
+  plan.exp_avg_dtype = in.exp_avg_dtype.value_or(DType::fp32);
+  plan.exp_avg_sq_dtype = in.exp_avg_sq_dtype.value_or(DType::fp32);
+  plan.main_params_dtype = in.main_params_dtype.value_or(DType::fp32);
   if (in.ddp_bucket_mb) {
     if (!(*in.ddp_bucket_mb > 0))
       return bad("--ddp-bucket-size", "a positive size in MiB",

@@ -1891,8 +1891,10 @@ class Builder {
         (expert_sharded ? static_cast<double>(r.expert_params) / edp
                         : static_cast<double>(r.expert_params));
     // Adam: fp32 master weight, two moments and the gradient read; master, moments and the
-    // low-precision weight copy written: 28 bytes per parameter; about 12 FLOPs per parameter.
-    e.chain(elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, 28));
+    // low-precision weight copy written: 28 bytes per parameter (fewer with the
+    // precision-aware optimizer's narrower states); about 12 FLOPs per parameter.
+    e.chain(
+        elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, p_.adam_step_bytes()));
     if (own && (p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
       bucketed(e, "zero_param_all_gather", Collective::all_gather, dense, p_.zero_allgather_bucket);
     if (expert_sharded)

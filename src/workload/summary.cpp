@@ -289,7 +289,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
   const bool mixed = p.precision != Precision::fp32;
   // Bytes per parameter (ZeRO paper, mixed-precision Adam: 2 + 2 + 12; fp32 Adam: 4 + 4 + 8).
-  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = mixed ? 12 : 8;
+  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
   MemoryBreakdown mem;
   mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));

@@ -1106,5 +1106,53 @@ TEST(RecomputeModules, FlagsAreChecked) {
   EXPECT_NE(ok.out.find("\"recompute_modules\": \"mlp, layernorm\""), std::string::npos);
 }
 
+// Megatron-Core's --use-precision-aware-optimizer (Transformer Engine's FusedAdam): the
+// optimizer's state per parameter is the master weight (an fp32 one over bf16 parameters kept
+// as its 16-bit remainder, store_param_remainders) and the two moments in their dtypes: bf16
+// moments over bf16 parameters 2 + 2 + 2 = 6 bytes where plain mixed-precision Adam keeps 12;
+// over fp16 parameters the fp32 master stays whole, 4 + 2 + 2. Adam's step reads and writes
+// each state and reads the gradient and writes the weight: 2 x 6 + 4 = 16 bytes, not 28.
+TEST(PrecisionAwareOptimizer, StateBytesAndStep) {
+  auto sc = [](std::optional<bool> on, std::optional<DType> moments, Precision prec) {
+    PlanInput p = plan(8, 1, 1, 1, 8);
+    p.use_distributed_optimizer = true;
+    p.framework = Framework::megatron;
+    p.precision = prec;
+    p.precision_aware_optimizer = on;
+    p.exp_avg_dtype = p.exp_avg_sq_dtype = moments;
+    return scenario("llama3-8b", "dgx-h100", p);
+  };
+  const Scenario plain = sc(std::nullopt, std::nullopt, Precision::bf16);
+  const Scenario bf = sc(true, DType::bf16, Precision::bf16);
+  const Scenario fp16 = sc(true, DType::bf16, Precision::fp16);
+  EXPECT_DOUBLE_EQ(plain.plan.optimizer_state_bytes(), 12);
+  EXPECT_DOUBLE_EQ(bf.plan.optimizer_state_bytes(), 6);
+  EXPECT_DOUBLE_EQ(fp16.plan.optimizer_state_bytes(), 8);
+  EXPECT_DOUBLE_EQ(sc(true, std::nullopt, Precision::bf16).plan.optimizer_state_bytes(), 2 + 4 + 4);
+  const Workload a = build_workload(plain), b = build_workload(bf);
+  const double pa = memory_per_rank(a, a.roles[0]).optimizer.value();
+  const double pb = memory_per_rank(b, b.roles[0]).optimizer.value();
+  EXPECT_DOUBLE_EQ(pb / pa, 6.0 / 12.0);
+  EXPECT_DOUBLE_EQ(pa, static_cast<double>(a.roles[0].params) * 12 / 8);  // over DP 8
+  auto adam = [](const Workload& w) { return named(w.roles[0].step, "adam").at(0); };
+  EXPECT_DOUBLE_EQ(adam(b).mem_bytes / adam(a).mem_bytes, 16.0 / 28.0);
+  EXPECT_EQ(memory_per_rank(a, a.roles[0]).weights, memory_per_rank(b, b.roles[0]).weights);
+  // Megatron asserts fp32 states without the flag; the flag needs mixed precision.
+  PlanInput p = plan(8, 1, 1, 1, 8);
+  p.exp_avg_dtype = DType::bf16;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", p),
+            "--exp-avg-dtype: expected fp32 without --use-precision-aware-optimizer, got bfloat16");
+  PlanInput q = plan(8, 1, 1, 1, 8);
+  q.precision_aware_optimizer = true;
+  q.precision = Precision::fp32;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", q),
+            "--use-precision-aware-optimizer: expected bf16 or fp16 mixed precision, got fp32");
+  testing::Outcome r = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-8b --use-precision-aware-optimizer --main-params-dtype bf16");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "commscope: --main-params-dtype: expected one of fp32|fp16, got 'bf16'\n");
+}
+
 }  // namespace
 }  // namespace commscope

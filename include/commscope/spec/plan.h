@@ -116,6 +116,18 @@ struct ParallelPlan {
   // Under selective recompute, what is replayed (recompute_module bits; Megatron's default,
   // core_attn, unless --recompute-modules says).
   std::uint8_t recompute_modules = recompute_module::core_attn;
+  // Megatron-Core's --use-precision-aware-optimizer (Transformer Engine's FusedAdam): Adam's
+  // moments in exp_avg_dtype / exp_avg_sq_dtype and the master weights in main_params_dtype;
+  // with fp32 master weights over bf16 parameters only their 16-bit remainders are kept
+  // (OptimizerConfig.store_param_remainders, on by default). Off: fp32 everything, as before
+  // (docs/workload.md, "Memory per rank").
+  bool precision_aware_optimizer = false;
+  DType exp_avg_dtype = DType::fp32, exp_avg_sq_dtype = DType::fp32,
+        main_params_dtype = DType::fp32;
+  // Bytes per parameter of the optimizer's state (master weights and moments), and what Adam's
+  // step reads and writes per parameter (each state twice, the gradient and the weight once).
+  double optimizer_state_bytes() const;
+  double adam_step_bytes() const;
   Schedule schedule = Schedule::one_f_one_b;
   Bytes ddp_bucket = units::mib(25);               // PyTorch DDP bucket_cap_mb=25
   std::int64_t zero_reduce_bucket = 500000000;     // DeepSpeed reduce_bucket_size (elements)
@@ -291,6 +303,9 @@ struct PlanInput {
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
   std::optional<std::uint8_t> recompute_modules;  // --recompute-modules (recompute_module bits)
+  // --use-precision-aware-optimizer and its dtypes (Megatron-Core's)
+  std::optional<bool> precision_aware_optimizer;
+  std::optional<DType> exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype;
   std::optional<Schedule> schedule;
   std::optional<RankOrder> rank_order;
   std::optional<double> ddp_bucket_mb;  // MiB, as PyTorch's bucket_cap_mb
