@@ -822,8 +822,8 @@ class Builder {
   // decoder self-attention); backward 2.5 times the forward (five matmuls: QK^T recomputed,
   // dV, dP, dQ, dK). HBM traffic: Q, K, V read and O and the logsumexp (fp32, one per row and
   // head) written in forward; Q, K, V, O, dO, logsumexp and the fp32 row sums D = rowsum(dO o O)
-  // read and dQ, dK, dV written in backward; no s_q x s_kv tensor ever reaches HBM. Not an
-  // attention_core step: selective recompute has nothing left to replay. Latent attention
+  // read and dQ, dK, dV written in backward; no s_q x s_kv tensor ever reaches HBM. Not a
+  // core_attn step: selective recompute has nothing left to replay. Latent attention
   // (DeepSeek-V3's MLA, as Transformer Engine's fused attention runs it) has query/key heads of
   // qk channels and value heads of v: 2 s_q s_kv (qk + v) FLOPs a head forward, the same 2.5
   // backward, and Q, K of qk and V, O of v channels a head.
