@@ -164,6 +164,10 @@ struct CorpusRow {
     return Error{fmt::format("{}: line {}: column '{}': expected {}, got '{}'", path, lineno,
                              column, expected, get(column))};
   }
+  // A cell a parser refused, with the parser's own message.
+  Error bad_cell(const char* column, std::string_view message) const {
+    return Error{fmt::format("{}: line {}: column '{}': {}", path, lineno, column, message)};
+  }
   // An integer cell: nullopt when empty, an error when not a positive integer up to 2^31 - 1.
   Result<std::optional<std::int64_t>> count(const char* column) const {
     const std::string& x = get(column);
@@ -322,9 +326,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // commas), with recompute selective.
   if (const std::string& mods = row.get("recompute_modules"); !mods.empty()) {
     auto bits = parse_recompute_modules(lower(mods));
-    if (!bits)
-      return Error{fmt::format("{}: line {}: column 'recompute_modules': {}", row.path, row.lineno,
-                               bits.error().message)};
+    if (!bits) return row.bad_cell("recompute_modules", bits.error().message);
     p.recompute_modules = *bits;
   }
   // The plan dimensions of the columns after `notes` (issue 15; absent or empty: the
@@ -391,8 +393,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   if (!layout_cell.empty() && lower(layout_cell) != "embedding_and_loss") {
     auto parsed = parse_pipeline_layout(layout_cell);
     if (!parsed)
-      return Error{fmt::format("{}: line {}: column 'pipeline_layout': {} (or embedding_and_loss)",
-                               row.path, row.lineno, parsed.error().message)};
+      return row.bad_cell("pipeline_layout", parsed.error().message + " (or embedding_and_loss)");
     p.pipeline_layout = layout_cell;
   } else if (const std::string& lay = lower(layout_cell); !lay.empty()) {
     if (r.input.model.empty()) return row.bad("pipeline_layout", "a row naming a model preset");

@@ -202,9 +202,7 @@ std::string headline(const Workload& w) {
     }
     double mtp_params = 0;  // the plan's depths, which may differ from the model's
     for (int d = 0; d < p.mtp_layers; ++d)
-      mtp_params +=
-          static_cast<double>(block_params(sc.model, mtp_block_layer(sc.model, d)) +
-                              mtp_projection_params(sc.model) + mtp_norm_params(sc.model));
+      mtp_params += static_cast<double>(mtp_depth_params(sc.model, d));
     out += fmt::format(
         "kernels: attention {}{}{}{}{}{}{}\n", to_string(p.attention),
         p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",

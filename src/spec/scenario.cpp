@@ -85,9 +85,9 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     return bad("--pipeline-stage-layers",
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
                "both");
+  // A layout is parsed whenever the flag is given (resolve_scenario).
   const std::optional<std::vector<int>>& listed =
-      in.pipeline_layout ? (layout ? std::optional(layout->stages) : std::nullopt)
-                         : in.stage_layers;
+      layout ? std::optional(layout->stages) : in.stage_layers;
   if (!listed && !in.first_stage_layers && !in.last_stage_layers) return {};
   const char* flag = in.pipeline_layout      ? "--pipeline-model-parallel-layout"
                      : in.stage_layers       ? "--pipeline-stage-layers"

@@ -798,7 +798,7 @@ class Builder {
   // embedding's copy when the first stage holds the model's.
   std::int64_t mtp_params() const {
     std::int64_t n = 0;
-    for (int d = 0; d < p_.mtp_layers; ++d) n += mtp_depth_params(d);
+    for (int d = 0; d < p_.mtp_layers; ++d) n += held_mtp_params(d);
     return n + mtp_embedding_copy();
   }
   // A tied head is already the last stage's copy of the embedding.
@@ -807,7 +807,9 @@ class Builder {
                ? outer_params(m_).word_embedding / t_
                : 0;
   }
-  std::int64_t mtp_depth_params(int d) const {
+  // Depth d's module as this rank holds it: split parts over TP, its routed experts over
+  // EP x expert TP (as held_expert_params), the norms whole.
+  std::int64_t held_mtp_params(int d) const {
     const int l = mtp_block_layer(m_, d);
     return block_params(m_, l, t_) +
            (m_.moe() ? held_expert_params(l) - block_expert_params(m_, l) / t_ : 0) +
@@ -1661,7 +1663,7 @@ class Builder {
       emit_forward(f, head, kHeadLayer);
       for (int d = 0; d < mtp; ++d) {
         const int l = mtp_block_layer(m_, d);
-        gather_params(f, mtp_depth_params(d) + (d == 0 ? mtp_embedding_copy() : 0), l);
+        gather_params(f, held_mtp_params(d) + (d == 0 ? mtp_embedding_copy() : 0), l);
         emit_forward(f, mtp_in[static_cast<std::size_t>(d)], l);
         emit_forward(f, mtp_block, l);
         emit_forward(f, mtp_out, kHeadLayer);
@@ -1730,7 +1732,7 @@ class Builder {
     if (is_last) {
       for (int d = mtp - 1; d >= 0; --d) {
         const int l = mtp_block_layer(m_, d);
-        gather_params(bw, mtp_depth_params(d) + (d == 0 ? mtp_embedding_copy() : 0), l);
+        gather_params(bw, held_mtp_params(d) + (d == 0 ? mtp_embedding_copy() : 0), l);
         emit_backward(bw, mtp_out, kHeadLayer, g);
         if (recomputes()) {
           bw.set_phase(Phase::recompute);

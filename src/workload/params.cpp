@@ -112,6 +112,10 @@ std::int64_t mtp_norm_params(const ModelSpec& m) {
   return 3 * norm_params(m);
 }
 
+std::int64_t mtp_depth_params(const ModelSpec& m, int depth) {
+  return block_params(m, mtp_block_layer(m, depth)) + mtp_projection_params(m) + mtp_norm_params(m);
+}
+
 ParamCount count_params(const ModelSpec& m) {
   ParamCount c;
   for (int l = 0; l < m.layers(); ++l) c.blocks += block_params(m, l);
@@ -125,8 +129,7 @@ ParamCount count_params(const ModelSpec& m) {
   for (int l = 0; l < m.layers(); ++l) c.experts += block_expert_params(m, l);
   c.active = c.total;
   if (m.moe()) c.active -= c.experts / m.experts * (m.experts - m.experts_per_token);
-  for (int d = 0; d < m.mtp_layers; ++d)
-    c.mtp += block_params(m, mtp_block_layer(m, d)) + mtp_projection_params(m) + mtp_norm_params(m);
+  for (int d = 0; d < m.mtp_layers; ++d) c.mtp += mtp_depth_params(m, d);
   return c;
 }
 

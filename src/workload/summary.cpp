@@ -305,21 +305,17 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     // TE caches nothing without is_first_microbatch), so only the blocks gathered at once hold
     // one: the current and the prefetched, as the gather buffers below count them.
     double gemm_weights = 0, largest = 0;
+    // This rank's GEMM weights of block l: the dense ones over TP, its own experts, no
+    // replicated norms or router.
+    auto add_block = [&](int l) {
+      const double g = block_sharded_params(m, l, p.tp, p.ep * p.expert_tp);
+      gemm_weights += g;
+      largest = std::max(largest, g);
+    };
     for (const Chunk& ch : r.chunks)
-      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
-        // This rank's GEMM weights: the dense ones over TP, its own experts, no replicated norms
-        // or router.
-        const double g = block_sharded_params(m, l, p.tp, p.ep * p.expert_tp);
-        gemm_weights += g;
-        largest = std::max(largest, g);
-      }
+      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) add_block(l);
     if (r.stage == p.pp - 1)  // the MTP blocks (last stage)
-      for (int depth = 0; depth < p.mtp_layers; ++depth) {
-        const double g =
-            block_sharded_params(m, mtp_block_layer(m, depth), p.tp, p.ep * p.expert_tp);
-        gemm_weights += g;
-        largest = std::max(largest, g);
-      }
+      for (int depth = 0; depth < p.mtp_layers; ++depth) add_block(mtp_block_layer(m, depth));
     mem.weights += Bytes(p.zero >= 3 ? std::min(gemm_weights, 2 * largest) : gemm_weights);
   }
   if (r.expert_params > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group

@@ -51,6 +51,9 @@ inline int mtp_block_layer(const ModelSpec& m, int depth) {
 }
 std::int64_t mtp_projection_params(const ModelSpec& m);  // eh_proj: 2h x h
 std::int64_t mtp_norm_params(const ModelSpec& m);        // enorm, hnorm, final norm
+// One depth's module, whole: its block, projection and norms (the shared embedding and head
+// not counted).
+std::int64_t mtp_depth_params(const ModelSpec& m, int depth);
 
 struct ParamCount {
   std::int64_t total = 0;      // every parameter once (a tied embedding once)
