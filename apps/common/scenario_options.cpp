@@ -394,6 +394,15 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "routed expert) | flex (DeepEP/HybridEP: a token crosses the network once per "
                  "node holding its experts, then NVLink) [alltoall]")
       ->group(g_moe);
+  cmd.add_flag("--overlap-moe-expert-parallel-comm", o.overlap_moe_ep_comm,
+               "Megatron-Core: in 1F1B's steady state run one micro-batch's forward with "
+               "another's backward, layer by layer, each one's all-to-alls beside the other's "
+               "compute (combined 1F1B; with PP it needs virtual stages)")
+      ->group(g_moe);
+  cmd.add_flag("--delay-wgrad-compute", o.delay_wgrad_compute,
+               "Megatron-Core, with the overlap above: the weight-gradient GEMMs after the "
+               "all-to-all that waits for the data gradient")
+      ->group(g_moe);
   cmd.add_option("--moe-router-num-groups", o.moe_router_groups,
                  "group-limited routing: the experts in this many groups (DeepSeek-V3's "
                  "node-limited routing: n_group); the flex dispatcher's network copies follow it "
@@ -604,6 +613,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
         whole("--moe-router-num-groups", o.moe_router_groups, flags.moe_router_groups));
     CS_RETURN_IF_ERROR(
         whole("--moe-router-group-topk", o.moe_router_group_topk, flags.moe_router_group_topk));
+    if (o.overlap_moe_ep_comm) flags.overlap_moe_ep_comm = true;
+    if (o.delay_wgrad_compute) flags.delay_wgrad_compute = true;
     CS_RETURN_IF_ERROR(named_value("--moe-token-dispatcher-type", o.moe_dispatcher,
                                    moe_dispatcher_from_name, "alltoall or flex",
                                    flags.moe_dispatcher));

@@ -60,6 +60,7 @@ struct ScenarioOptions {
   bool async_tp_allreduce = false, no_async_tp_allreduce = false;
   bool cross_entropy_fusion = false;
   bool moe_pad_to_capacity = false;
+  bool overlap_moe_ep_comm = false, delay_wgrad_compute = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
   // given, checked in scenario_inputs
   std::string cp, cp_comm_type, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance,

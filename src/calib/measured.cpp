@@ -342,6 +342,12 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
   CS_ASSIGN_OR_RETURN(auto tp_overlap, row.flag("tp_comm_overlap"));  // Megatron-Core's flag
   if (tp_overlap) p.tp_comm_overlap = *tp_overlap;
+  // Megatron-Core's --overlap-moe-expert-parallel-comm (Megatron-Bridge's moe_a2a_overlap) and
+  // --delay-wgrad-compute; empty: off.
+  CS_ASSIGN_OR_RETURN(auto a2a_overlap, row.flag("moe_a2a_overlap"));
+  if (a2a_overlap) p.overlap_moe_ep_comm = *a2a_overlap;
+  CS_ASSIGN_OR_RETURN(auto delay_wgrad, row.flag("delay_wgrad_compute"));
+  if (delay_wgrad) p.delay_wgrad_compute = *delay_wgrad;
   // Megatron-LM's asynchronous TP all-reduce; empty: the framework's default.
   CS_ASSIGN_OR_RETURN(auto async_ar, row.flag("async_tp_allreduce"));
   if (async_ar) p.tp_async_allreduce = *async_ar;

@@ -217,6 +217,13 @@ std::string headline(const Workload& w) {
                           p.mtp_layers, p.mtp_layers == 1 ? "" : "s", mtp_params / 1e9)
             : "");
   }
+  if (p.overlap_moe_ep_comm)
+    out += fmt::format(
+        "schedule: combined 1F1B (Megatron-Core's EP all-to-all overlap): each steady-state "
+        "forward runs with a backward, layer by layer, each one's dispatch and combine "
+        "all-to-alls beside the other's compute{}{}\n",
+        p.pp > 1 ? "; one more warm-up forward" : "; the first forward and the last backward alone",
+        p.delay_wgrad_compute ? "; weight gradients after the data gradient's all-to-all" : "");
   if (p.cpu_offload_layers > 0) {
     double bytes = 0;
     for (int l = 0; l < p.cpu_offload_layers; ++l) bytes += block_activation_bytes(sc, l).value();

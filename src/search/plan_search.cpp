@@ -89,6 +89,14 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.sequence_parallel = p.sequence_parallel;
   // --tp-comm-overlap applies where Megatron-LM allows it: TP > 1 with sequence parallelism.
   if (base.tp_comm_overlap.value_or(false)) in.tp_comm_overlap = p.sequence_parallel && p.tp > 1;
+  // --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute) where Megatron-Core allows
+  // it: EP > 1, the interleaved schedule under PP, no full recompute.
+  if (base.overlap_moe_ep_comm.value_or(false)) {
+    const bool ok = p.ep > 1 && p.recompute != Recompute::full &&
+                    (p.pp == 1 || p.schedule == Schedule::interleaved);
+    in.overlap_moe_ep_comm = ok;
+    in.delay_wgrad_compute = ok && base.delay_wgrad_compute.value_or(false);
+  }
   in.schedule = p.schedule;
   in.rank_order = p.rank_order;
   in.cp = p.cp;

@@ -29,11 +29,23 @@ struct ChunkRuns {
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
 };
 
+// A combined 1F1B step (ParallelPlan::overlap_moe_ep_comm): one chunk's forward and one
+// chunk's backward as one run (combined_list), from the pair's start.
+struct PairRun {
+  ListRun run;
+  double fwd_end = 0, bwd_end = 0;     // when each side's last op is done (data-parallel aside)
+  std::vector<std::uint8_t> backward;  // per event of run: of the backward's ops
+  Breakdown in, tail;                  // over [0, run.blocking_end] and the overlapped rest
+};
+
 struct Runs {
   std::vector<ChunkRuns> pool;                  // distinct chunks' runs
   std::vector<std::vector<std::size_t>> index;  // [stage][chunk] -> pool
-  std::vector<ListRun> steps;                   // each stage's step, from time 0
-  std::vector<Breakdown> step_in;               // and its breakdown over [0, its end]
+  // Combined 1F1B only: the distinct pairs' runs; [stage][forward chunk x v + backward chunk].
+  std::vector<PairRun> pairs;
+  std::vector<std::vector<std::size_t>> pair_index;
+  std::vector<ListRun> steps;      // each stage's step, from time 0
+  std::vector<Breakdown> step_in;  // and its breakdown over [0, its end]
   bool breakdowns = true;  // the runs' breakdowns were computed (else finish gives times only)
 };
 

@@ -84,10 +84,11 @@ void fill_event(Event& e, const Op& op, double start, double dur, Timeline* name
 }  // namespace
 
 ListRun run_list(const OpList& list, const std::vector<double>& dur, const ParallelPlan& plan,
-                 bool last_microbatch, Timeline* names, const Stragglers* st) {
+                 bool last_microbatch, Timeline* names, const Stragglers* st, RunDetail* detail) {
   ListRun r;
   const bool strag = st && st->cv > 0;
-  double since[5] = {0, 0, 0, 0, 0};  // compute run since each stream's previous collective
+  const bool combined = detail && detail->combined;
+  double since[kStreamCount] = {};  // compute run since each stream's previous collective
   // Where a collective on stream s entered at `entry` (its rank ready at `ready`) begins: when
   // the slowest of its group is there too. Returns the wait.
   auto straggle = [&](std::int32_t s, double ready, double entry, double& start) {
@@ -104,10 +105,11 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
   thread_local std::vector<std::uint32_t> deferred;
   end.assign(n, 0.0);
   deferred.clear();
-  double stream_free[5] = {0, 0, 0, 0, 0};
+  double stream_free[kStreamCount] = {};
   double consumer_start = 0;  // start of the op that used the latest parameter gather
   double chain_end = 0;
   r.events.reserve(n);
+  if (detail) detail->event_op.clear();
   for (std::uint32_t i = 0; i < n; ++i) {
     const Op& op = list[i];
     double ready = 0;
@@ -127,8 +129,13 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
       deferred.push_back(i);
       continue;
     }
-    const std::int32_t s = stream_index(op);
-    double start = std::max(ready, stream_free[s]);
+    // s: the op's stream; q: the queue it waits in (a combined step's tensor-parallel
+    // collectives in the compute stream's)
+    const bool comm = op.kind == OpKind::comm;
+    const std::int32_t s =
+        combined && comm && op.group == CommGroup::expert ? kExpertStream : stream_index(op);
+    const std::int32_t q = combined && comm && op.group == CommGroup::tensor ? kComputeStream : s;
+    double start = std::max(ready, stream_free[q]);
     double wait = 0;
     if (op.kind == OpKind::comm) {
       wait = straggle(s, ready, start, start);
@@ -136,13 +143,16 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
       for (double& x : since) x += dur[i];
     }
     end[i] = start + dur[i];
-    stream_free[s] = end[i];
-    if (s == kComputeStream || s == kTensorStream) chain_end = std::max(chain_end, end[i]);
+    stream_free[q] = end[i];
+    if (s == kComputeStream || s == kTensorStream || s == kExpertStream)
+      chain_end = std::max(chain_end, end[i]);
     if (s == kDataStream && r.data_first < 0) r.data_first = start;
     if (uses_gather) consumer_start = start;
     fill_event(r.events.emplace_back(), op, start, dur[i], names);
+    r.events.back().stream = s;
     r.events.back().wait = wait;
     r.wait += wait;
+    if (detail) detail->event_op.push_back(i);
   }
   for (auto i : deferred) {  // gradient reduction after the whole backward
     double start = std::max(chain_end, stream_free[kDataStream]);
@@ -152,7 +162,9 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     fill_event(r.events.emplace_back(), list[i], start, dur[i], names);
     r.events.back().wait = wait;
     r.wait += wait;
+    if (detail) detail->event_op.push_back(i);
   }
+  if (detail) detail->op_end.assign(end.begin(), end.end());
   if (r.data_first >= 0 || !deferred.empty()) {
     if (r.data_first < 0) r.data_first = end[deferred.front()] - dur[deferred.front()];
     r.data_end = stream_free[kDataStream];
@@ -165,7 +177,7 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
 
 namespace {
 // pipeline_order into `order`, reusing its storage (cleared, not freed).
-void pipeline_order_into(Schedule s, int pp, int v, int m,
+void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined,
                          std::vector<std::vector<PipelineTask>>& order) {
   order.resize(pp);
   for (int st = 0; st < pp; ++st) {
@@ -177,7 +189,25 @@ void pipeline_order_into(Schedule s, int pp, int v, int m,
       t.stage = st, t.chunk = chunk, t.microbatch = mb, t.backward = bw;
       o.push_back(t);
     };
-    if (s == Schedule::gpipe || pp == 1) {
+    // The last two tasks as a combined 1F1B pair (a forward, then a backward).
+    auto pair_last_two = [&] {
+      PipelineTask &head = o[o.size() - 2], &tail = o.back();
+      head.pair = kPairHead;
+      tail.pair = kPairTail;
+      head.other = tail.chunk;
+      tail.other = head.chunk;
+    };
+    if (combined && pp == 1) {
+      // Megatron-Core's combined_1f1b_schedule_for_no_pipelining (one chunk): the first forward
+      // alone, each next forward with the backward before it, the last backward alone.
+      for (int mb = 0; mb < m; ++mb) {
+        task(0, mb, false);
+        if (mb == 0) continue;
+        task(0, mb - 1, true);
+        pair_last_two();
+      }
+      task(0, m - 1, true);
+    } else if (s == Schedule::gpipe || pp == 1) {
       // One micro-batch at a time without PP (gradient accumulation); GPipe: all forwards first.
       if (pp == 1) {
         for (int mb = 0; mb < m; ++mb) {
@@ -199,8 +229,10 @@ void pipeline_order_into(Schedule s, int pp, int v, int m,
     } else {
       // Megatron's interleaved 1F1B: the k-th forward runs chunk (k / pp) % v of micro-batch
       // (k / (pp v)) pp + k % pp; backwards walk the chunks in reverse.
+      // Combined 1F1B: one more warm-up forward (schedules.py, get_pp_rank_microbatches), so
+      // that each steady-state forward and the backward run with it are independent.
       const int total = m * v;
-      const int warmup = std::min((pp - st - 1) * 2 + (v - 1) * pp, total);
+      const int warmup = std::min((pp - st - 1) * 2 + (v - 1) * pp + (combined ? 1 : 0), total);
       auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
       auto fwd = [&](int k) { task((k / pp) % v, mb_of(k), false); };
       auto bwd = [&](int k) { task(v - 1 - (k / pp) % v, mb_of(k), true); };
@@ -208,6 +240,7 @@ void pipeline_order_into(Schedule s, int pp, int v, int m,
       for (int i = 0; i < total - warmup; ++i) {
         fwd(warmup + i);
         bwd(i);
+        if (combined) pair_last_two();
       }
       for (int k = total - warmup; k < total; ++k) bwd(k);
     }
@@ -222,10 +255,12 @@ namespace {
 // is reused as it is. Orders of up to kSmallOrder = 16,384 tasks per direction share 16 entries
 // (about 29 MB per thread at most); larger ones 4 entries of their own (as many as
 // limits::kMaxPipelineTasks allows each, as before there were 4 entries in all).
-std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, int m) {
+std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, int m,
+                                                     bool combined) {
   struct Entry {
     Schedule s = Schedule::one_f_one_b;
     int pp = -1, v = -1, m = -1;
+    bool combined = false;
     std::vector<std::vector<PipelineTask>> order;
   };
   constexpr std::int64_t kSmallOrder = 16384;  // pp x v x m
@@ -235,21 +270,22 @@ std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, 
   const bool is_small = std::int64_t{pp} * v * m <= kSmallOrder;
   auto find = [&](auto& cache, std::size_t& next) -> std::vector<std::vector<PipelineTask>>& {
     for (Entry& e : cache)
-      if (e.pp == pp && e.v == v && e.m == m && e.s == s) return e.order;
+      if (e.pp == pp && e.v == v && e.m == m && e.s == s && e.combined == combined) return e.order;
     Entry& e = cache[next];
     next = (next + 1) % cache.size();
     e.pp = -1;  // not valid while it is rebuilt
-    pipeline_order_into(s, pp, v, m, e.order);
-    e.s = s, e.pp = pp, e.v = v, e.m = m;
+    pipeline_order_into(s, pp, v, m, combined, e.order);
+    e.s = s, e.pp = pp, e.v = v, e.m = m, e.combined = combined;
     return e.order;
   };
   return is_small ? find(small, next_small) : find(large, next_large);
 }
 }  // namespace
 
-std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m) {
+std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m,
+                                                      bool combined) {
   std::vector<std::vector<PipelineTask>> order;
-  pipeline_order_into(s, pp, v, m, order);
+  pipeline_order_into(s, pp, v, m, combined, order);
   return order;
 }
 
@@ -574,6 +610,61 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
       }
     }
   }
+  // (1b) combined 1F1B: every (forward chunk, backward chunk) pair of each stage as one run,
+  // once per distinct pair of chunk runs
+  out.pairs.clear();
+  out.pair_index.assign(plan.overlap_moe_ep_comm ? pp : 0, {});
+  if (plan.overlap_moe_ep_comm) {
+    std::vector<std::pair<std::size_t, std::size_t>> keys;
+    std::vector<CombinedOp> from;
+    std::vector<double> dur;
+    RunDetail detail;
+    detail.combined = true;
+    for (int s = 0; s < pp; ++s) {
+      const Role& role = roles[s];
+      auto& at = out.pair_index[s];
+      at.assign(static_cast<std::size_t>(v) * v, 0);
+      for (int cf = 0; cf < v; ++cf)
+        for (int cb = 0; cb < v; ++cb) {
+          const std::pair key{index[s][cf], index[s][cb]};
+          const auto seen = std::find(keys.begin(), keys.end(), key);
+          std::size_t& slot = at[static_cast<std::size_t>(cf) * v + cb];
+          if (seen != keys.end()) {
+            slot = static_cast<std::size_t>(seen - keys.begin());
+            continue;
+          }
+          slot = out.pairs.size();
+          keys.push_back(key);
+          PairRun& pr = out.pairs.emplace_back();
+          const OpList list = combined_list(role.chunks[cf].forward, role.chunks[cb].backward,
+                                            plan.delay_wgrad_compute, from);
+          // each op's time from its chunk's run (half of it for half a GEMM)
+          const ChunkRuns& rf = pool[index[s][cf]];
+          const ChunkRuns& rb = pool[index[s][cb]];
+          dur.resize(list.size());
+          for (std::size_t i = 0; i < list.size(); ++i)
+            dur[i] = (from[i].backward ? rb.bwd_dur : rf.fwd_dur)[from[i].op] *
+                     (from[i].half ? 0.5 : 1.0);
+          pr.run = run_list(list, dur, plan, false, names, &costs.stragglers, &detail);
+          for (std::uint32_t i = 0; i < list.size(); ++i) {
+            const Op& op = list[i];
+            if (op.kind == OpKind::comm &&
+                (op.group == CommGroup::data || op.group == CommGroup::expert_data))
+              continue;  // reductions that outlast the task, as in a chunk's run
+            double& side_end = from[i].backward ? pr.bwd_end : pr.fwd_end;
+            side_end = std::max(side_end, detail.op_end[i]);
+          }
+          pr.backward.resize(detail.event_op.size());
+          for (std::size_t k = 0; k < detail.event_op.size(); ++k)
+            pr.backward[k] = from[detail.event_op[k]].backward;
+          if (breakdowns) {
+            pr.in = breakdown(pr.run.events, 0, pr.run.blocking_end);
+            if (pr.run.end > pr.run.blocking_end)
+              pr.tail = breakdown(pr.run.events, pr.run.blocking_end, pr.run.end);
+          }
+        }
+    }
+  }
   // (3, first half) each stage's step, run once from time 0 (placed after its last backward
   // once the pipeline is scheduled)
   out.steps.assign(pp, ListRun{});
@@ -588,6 +679,9 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
 }
 
 double lower_bound(const Scenario& sc, int microbatches, const Runs& runs) {
+  // Combined 1F1B pairs run shorter than their two tasks' runs one after the other: no bound
+  // from those (compute_lower_bound gives one from the compute alone).
+  if (sc.plan.overlap_moe_ep_comm) return 0;
   // finish()'s task lengths: host time, then the run up to its blocking end.
   return pipeline_floor(
       sc.plan.pp, sc.plan.virtual_stages, microbatches, host_half(sc),
@@ -612,6 +706,11 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     const ChunkRuns& r = runs_of(t.stage, t.chunk);
     if (!t.backward) return t.microbatch == 0 ? r.first_fwd() : r.fwd;
     return t.microbatch == m - 1 ? r.bwd_last : r.bwd;
+  };
+  // Combined 1F1B: a pair's run, from either of its tasks.
+  auto pair_of = [&](const PipelineTask& t) -> const PairRun& {
+    const int f = t.backward ? t.other : t.chunk, b = t.backward ? t.chunk : t.other;
+    return runs.pairs[runs.pair_index[t.stage][static_cast<std::size_t>(f) * v + b]];
   };
   // Per (stage, chunk): task lengths and feeding transfers, flat for the per-task loops.
   const double host = host_half(sc);
@@ -638,7 +737,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // Per-thread scratch for the per-plan lists: cleared, not freed, between plans.
   thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
   thread_local Intervals busy;
-  std::vector<std::vector<PipelineTask>>& order = cached_order(plan.schedule, pp, v, m);
+  std::vector<std::vector<PipelineTask>>& order =
+      cached_order(plan.schedule, pp, v, m, plan.overlap_moe_ep_comm);
   // Megatron's interleaved schedule gathers each chunk's parameters ahead
   // (ParallelPlan::megatron_gathers_ahead): on stage s, chunks 0 and 1 when the schedule starts,
   // chunk k >= 2 at the start of the forward of virtual micro-batch (k - 1) x PP - s; they queue
@@ -663,6 +763,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
+        if (t.pair) {  // both halves of the host time, then the pair's run up to this side's end
+          const PairRun& p = pair_of(t);
+          return 2 * host + (t.backward ? p.bwd_end : p.fwd_end);
+        }
         const TaskCost& k = cost_of(t);
         if (!t.backward) return t.microbatch == 0 ? k.fwd_first : k.fwd;
         return t.microbatch == m - 1 ? k.bwd_last : k.bwd;
@@ -707,7 +811,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       // only a last backward's gradient reduction outlasts its task
       if (t.backward && t.microbatch == m - 1)
         ready[s] = std::max(ready[s], t.start + host + runs_of(s, t.chunk).bwd_last.end);
-      const ListRun& r = run_of(t);
+      if (t.pair == kPairTail) continue;  // its ops are in the pair's run
+      const ListRun& r = t.pair ? pair_of(t).run : run_of(t);
       // (an interleaved chunk's gathers dispatched ahead ran before the task: not queued here)
       if (r.data_first >= 0 && !gathered_ahead(t))
         data_free = queue_data(r, t.start + host, data_free, nullptr);
@@ -768,17 +873,28 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // with the same runs and counts as the one before it (the middle stages) has the same sum.
   thread_local std::vector<std::array<double, 4>> count,
       prev_count;  // per chunk: forward, backward, last backward, first forward (if its own)
+  // Combined 1F1B: per (forward chunk x v + backward chunk), the pairs run
+  thread_local std::vector<double> pair_count, prev_pair_count;
   Breakdown runs_sum;
   for (int s = 0; s < pp; ++s) {
     busy.clear();
     busy.reserve(order[s].size());
     count.assign(index[s].size(), {0, 0, 0, 0});
-    for (const auto& t : order[s]) {
+    pair_count.assign(runs.pair_index.empty() ? 0 : runs.pair_index[s].size(), 0.0);
+    for (std::size_t k = 0; k < order[s].size(); ++k) {
+      const PipelineTask& t = order[s][k];
+      if (t.pair == kPairTail) continue;  // with its head
+      // a stage runs its tasks one after another: sorted, disjoint
+      if (t.pair == kPairHead) {
+        const PipelineTask& u = order[s][k + 1];
+        pair_count[static_cast<std::size_t>(t.chunk) * v + u.chunk] += 1;
+        busy.emplace_back(t.start, std::max(t.end, u.end));
+        continue;
+      }
       const bool last = t.backward && t.microbatch == m - 1;
       const bool first = !t.backward && t.microbatch == 0 && runs_of(s, t.chunk).has_fwd_first;
       count[t.chunk][first ? 3 : !t.backward ? 0 : last ? 2 : 1] += 1;
-      busy.emplace_back(t.start,
-                        t.end);  // a stage runs its tasks one after another: sorted, disjoint
+      busy.emplace_back(t.start, t.end);
     }
     double waited = steps[s].wait;  // for stragglers, over the iteration
     for (std::size_t c = 0; c < index[s].size(); ++c) {
@@ -786,7 +902,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       waited += count[c][0] * r.fwd.wait + count[c][1] * r.bwd.wait +
                 count[c][2] * r.bwd_last.wait + count[c][3] * r.fwd_first.wait;
     }
-    if (s == 0 || index[s] != index[s - 1] || count != prev_count) {
+    for (std::size_t k = 0; k < pair_count.size(); ++k)
+      if (pair_count[k] > 0) waited += pair_count[k] * runs.pairs[runs.pair_index[s][k]].run.wait;
+    if (s == 0 || index[s] != index[s - 1] || count != prev_count ||
+        pair_count != prev_pair_count) {
       runs_sum = Breakdown{};
       for (std::size_t c = 0; c < index[s].size(); ++c) {
         const ChunkRuns& r = runs_of(s, static_cast<int>(c));
@@ -801,8 +920,17 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
           runs_sum.add(part);
         }
       }
+      for (std::size_t k = 0; k < pair_count.size(); ++k) {
+        if (pair_count[k] == 0) continue;
+        const PairRun& pr = runs.pairs[runs.pair_index[s][k]];
+        for (Breakdown part : {pr.in, as_overlapped(pr.tail)}) {
+          part.scale(pair_count[k]);
+          runs_sum.add(part);
+        }
+      }
     }
     prev_count.swap(count);
+    prev_pair_count.swap(pair_count);
     Breakdown b = runs_sum;
     const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
     // (the union's length does not depend on the busy list)
@@ -880,18 +1008,28 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // (5) the full timeline, when asked for
   if (timeline) {
     Timeline& tl = pred.timeline;
-    static const char* kStreams[] = {"compute",       "tensor-parallel comm", "data-parallel comm",
-                                     "pipeline comm", "embedding comm",       "host copies"};
+    static const char* kStreams[] = {
+        "compute",        "tensor-parallel comm", "data-parallel comm",  "pipeline comm",
+        "embedding comm", "host copies",          "expert-parallel comm"};
     const std::uint32_t send_name = tl.intern("pp_transfer");
     for (int s = 0; s < pp; ++s) {
       tl.rank_names[s] =
           "stage " + std::to_string(s) + " (" + std::to_string(roles[s].ranks) + " ranks)";
-      for (int k = 0; k < static_cast<int>(std::size(kStreams)); ++k)
-        tl.stream_names[{s, k}] = kStreams[k];
+      // (the expert stream only where combined 1F1B steps use it)
+      const int streams =
+          static_cast<int>(std::size(kStreams)) - (plan.overlap_moe_ep_comm ? 0 : 1);
+      for (int k = 0; k < streams; ++k) tl.stream_names[{s, k}] = kStreams[k];
       double data_free = 0;
       std::vector<double> data_starts;
-      for (const auto& t : order[s]) {
-        const ListRun& run = run_of(t);
+      for (std::size_t j = 0; j < order[s].size(); ++j) {
+        const PipelineTask& t = order[s][j];
+        const bool tail = t.pair == kPairTail;  // its ops are in the pair's run
+        static const ListRun kNoRun;
+        const ListRun& run = tail ? kNoRun : t.pair ? pair_of(t).run : run_of(t);
+        // a pair's events: each of its micro-batch
+        const std::vector<std::uint8_t>* side =
+            t.pair == kPairHead ? &pair_of(t).backward : nullptr;
+        const int other_mb = side ? order[s][j + 1].microbatch : t.microbatch;
         data_starts.clear();
         // An interleaved chunk's gathers dispatched ahead: where they ran, before the task.
         const bool before = gathered_ahead(t);
@@ -900,14 +1038,15 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         if (run.data_first >= 0 && !before)
           data_free = queue_data(run, t.start + host, data_free, &data_starts);
         std::size_t k = 0;
-        for (Event e : run.events) {
+        for (std::size_t i = 0; i < run.events.size(); ++i) {
+          Event e = run.events[i];
           e.rank = s;
           // data-parallel events where the queue puts them (the run's own times otherwise)
           if (before && e.stream == kDataStream)
             e.start += shift;
           else
             e.start = e.stream == kDataStream ? data_starts[k++] - host : e.start + t.start;
-          e.microbatch = t.microbatch;
+          e.microbatch = side && (*side)[i] ? other_mb : t.microbatch;
           tl.events.push_back(e);
         }
         if (t.ready > t.transfer_start) {
@@ -978,6 +1117,9 @@ bool same_block(const BlockGraph& a, const BlockGraph& b) {
 // `costs` (host-side work, data-parallel, embedding and pipeline collectives and ops of one
 // micro-batch alone count as nothing).
 double longest_compute_path(const BlockGraph& g, const Costs& costs) {
+  // Combined 1F1B (overlap_moe_ep_comm): another micro-batch's compute may run beside any
+  // collective, so only the kernels bound a block.
+  const bool kernels_only = costs.sc.plan.overlap_moe_ep_comm;
   constexpr double kNone = -1;
   thread_local std::vector<double> best;  // longest path from a compute op ending at op i
   best.assign(g.ops.size(), kNone);
@@ -990,8 +1132,9 @@ double longest_compute_path(const BlockGraph& g, const Costs& costs) {
     if (before == kNone) continue;
     double t = 0;
     if (!op.last_microbatch_only && !op.first_microbatch_only &&
-        ((compute && op.compute != ComputeClass::host) || op.group == CommGroup::tensor ||
-         op.group == CommGroup::expert || op.group == CommGroup::context))
+        ((compute && op.compute != ComputeClass::host) ||
+         (!kernels_only && (op.group == CommGroup::tensor || op.group == CommGroup::expert ||
+                            op.group == CommGroup::context))))
       t = costs.of(op);
     best[i] = before + t;
     if (compute) out = std::max(out, best[i]);

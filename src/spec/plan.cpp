@@ -293,6 +293,8 @@ void PlanInput::merge(const PlanInput& o) {
   take(moe_routing_imbalance, o.moe_routing_imbalance);
   take(moe_pad_to_capacity, o.moe_pad_to_capacity);
   take(moe_dispatcher, o.moe_dispatcher);
+  take(overlap_moe_ep_comm, o.overlap_moe_ep_comm);
+  take(delay_wgrad_compute, o.delay_wgrad_compute);
   take(moe_router_groups, o.moe_router_groups);
   take(moe_router_group_topk, o.moe_router_group_topk);
   take(moe_aux_loss_coeff, o.moe_aux_loss_coeff);
@@ -468,6 +470,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;
+  if (p.overlap_moe_ep_comm) j["overlap_moe_expert_parallel_comm"] = true;
+  if (p.delay_wgrad_compute) j["delay_wgrad_compute"] = true;
   if (p.precision_aware_optimizer) {
     j["use_precision_aware_optimizer"] = true;
     j["exp_avg_dtype"] = to_string(p.exp_avg_dtype);

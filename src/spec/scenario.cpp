@@ -150,6 +150,32 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
   plan.stage_layers = std::move(split);
   return {};
 }
+
+// Megatron-Core's EP all-to-all overlap (combined 1F1B), with TransformerConfig's checks
+// (transformer_config.py, __post_init__); after the schedule, recompute and MTP are resolved.
+Status resolve_ep_overlap(const PlanInput& in, ParallelPlan& plan) {
+  plan.overlap_moe_ep_comm = in.overlap_moe_ep_comm.value_or(false);
+  plan.delay_wgrad_compute = in.delay_wgrad_compute.value_or(false);
+  if (plan.delay_wgrad_compute && !plan.overlap_moe_ep_comm)
+    return bad("--delay-wgrad-compute", "it with --overlap-moe-expert-parallel-comm", "without it");
+  if (plan.overlap_moe_ep_comm) {
+    constexpr const char* kFlag = "--overlap-moe-expert-parallel-comm";
+    if (plan.ep <= 1) return bad(kFlag, "--expert-model-parallel-size above 1", num(plan.ep));
+    if (plan.pp > 1 && plan.schedule != Schedule::interleaved)
+      return bad(kFlag,
+                 "virtual pipeline stages with PP > 1 (Megatron-Core's combined 1F1B runs in "
+                 "the interleaved schedule)",
+                 fmt::format("PP {} with the {} schedule", plan.pp, to_string(plan.schedule)));
+    if (plan.recompute == Recompute::full)
+      return bad(kFlag, "no full recompute (selective or none)", "--recompute-granularity full");
+    if (plan.precision == Precision::fp32)
+      return bad(kFlag, "a bf16 or fp16 model", std::string(to_string(plan.precision)));
+    if (plan.mtp_layers > 1)
+      return bad(kFlag, "at most one multi-token-prediction layer",
+                 fmt::format("--mtp-num-layers {}", plan.mtp_layers));
+  }
+  return {};
+}
 }  // namespace
 
 ScenarioInput default_scenario_input() {
@@ -637,6 +663,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
       plan.tp > 1 && in.tp_async_allreduce.value_or(plan.framework == Framework::megatron);
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
   CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan, layout));
+  CS_RETURN_IF_ERROR(resolve_ep_overlap(in, plan));
   // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").
   if (in.nccl_algo) CS_RETURN_IF_ERROR(apply_nccl_algo(*in.nccl_algo, system.name, system.nccl));
 

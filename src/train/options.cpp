@@ -218,6 +218,13 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   if (p.moe_dispatcher && *p.moe_dispatcher != MoeDispatcher::alltoall)
     return refuse("--moe-token-dispatcher-type", std::string(to_string(*p.moe_dispatcher)),
                   "expected alltoall: the CPU trainer dispatches with MPI's all-to-allv");
+  if (p.overlap_moe_ep_comm.value_or(false) || p.delay_wgrad_compute.value_or(false))
+    return refuse(p.overlap_moe_ep_comm.value_or(false) ? "--overlap-moe-expert-parallel-comm"
+                                                        : "--delay-wgrad-compute",
+                  "on",
+                  "expected off: the CPU trainer runs one micro-batch at a time, each "
+                  "all-to-all between its layers' compute (describe and predict model the "
+                  "combined 1F1B)");
   if (p.moe_router_groups || p.moe_router_group_topk)
     return refuse(p.moe_router_groups ? "--moe-router-num-groups" : "--moe-router-group-topk",
                   std::to_string(p.moe_router_groups.value_or(p.moe_router_group_topk.value_or(0))),

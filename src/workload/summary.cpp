@@ -129,17 +129,21 @@ FlopCount iteration_flops(const Workload& w) {
 std::int64_t inflight_microbatches(const Scenario& sc, int stage) {
   const auto& p = sc.plan;
   const std::int64_t m = p.grad_accum;
-  if (p.pp == 1) return 1;  // gradient accumulation frees each micro-batch's activations
+  // Combined 1F1B (overlap_moe_ep_comm) runs each forward beside the previous micro-batch's
+  // backward, so two micro-batches' activations are held at once.
+  if (p.pp == 1) return p.overlap_moe_ep_comm ? std::min<std::int64_t>(2, m) : 1;
+  // gradient accumulation frees each micro-batch's activations otherwise
   switch (p.schedule) {
     case Schedule::gpipe:
       return m;
     case Schedule::one_f_one_b:
       return std::min<std::int64_t>(p.pp - stage, m);
     case Schedule::interleaved:
-      // Megatron's warm-up: (pp - stage - 1) x 2 + (v - 1) x pp chunk-micro-batches, plus
-      // the one in flight; counted in chunks.
-      return std::min<std::int64_t>(m * p.virtual_stages,
-                                    (p.pp - stage - 1) * 2LL + (p.virtual_stages - 1LL) * p.pp + 1);
+      // Megatron's warm-up: (pp - stage - 1) x 2 + (v - 1) x pp chunk-micro-batches (one more
+      // with the combined 1F1B), plus the one in flight; counted in chunks.
+      return std::min<std::int64_t>(m * p.virtual_stages, (p.pp - stage - 1) * 2LL +
+                                                              (p.virtual_stages - 1LL) * p.pp +
+                                                              (p.overlap_moe_ep_comm ? 2 : 1));
   }
   return 1;
 }

@@ -1197,6 +1197,34 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_EQ(*d132.input.plan.recompute_modules,
             recompute_module::mla_up_proj | recompute_module::mlp);
   EXPECT_NE(d132.unmodelled.find("overlap_moe_expert_parallel_comm"), std::string::npos);
+  // The rows whose runs overlap the EP all-to-all say so in assumed and leave the column off
+  // (docs/validate.md, "EP all-to-all overlap"); a row that sets the columns gets the flags.
+  for (const char* id : {"t132", "t133", "t134", "t135", "t136", "t138", "t140"}) {
+    SCOPED_TRACE(id);
+    EXPECT_FALSE(find(id).input.plan.overlap_moe_ep_comm.has_value());
+    EXPECT_NE((find(id).assumed + find(id).unmodelled).find("delay_wgrad_compute"),
+              std::string::npos);
+  }
+  {
+    std::ifstream in(kCorpus);
+    std::string header, line, row;
+    std::getline(in, header);
+    while (std::getline(in, line))
+      if (line.rfind("t136,", 0) == 0) row = line;
+    ASSERT_TRUE(header.ends_with(",moe_a2a_overlap,delay_wgrad_compute,unmodelled"));
+    ASSERT_TRUE(row.ends_with(",,,"));
+    const std::string path = testing::scratch() + "overlap.csv";
+    std::ofstream(path) << header << "\n" << row.substr(0, row.size() - 3) << ",1,1,\n";
+    auto one = read_measured_csv(path, "vtrain-a100");
+    ASSERT_TRUE(one.ok()) << one.error().message;
+    ASSERT_EQ(one->size(), 1u);
+    EXPECT_TRUE(*one->front().input.plan.overlap_moe_ep_comm);
+    EXPECT_TRUE(*one->front().input.plan.delay_wgrad_compute);
+    std::ofstream(path) << header << "\n" << row.substr(0, row.size() - 3) << ",2,,\n";
+    auto bad = read_measured_csv(path, "vtrain-a100");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("moe_a2a_overlap"), std::string::npos);
+  }
   // t118: Llama 3 70B, Megatron-FSDP on 64 GB200s, 40 layers' activations offloaded (the
   // recipe's cpu_offloading_num_layers, named in the row's assumed cell).
   const MeasuredRun& off = find("t118");

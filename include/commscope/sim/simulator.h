@@ -19,7 +19,11 @@ enum SimStream : std::int32_t {
   kDataStream = 2,
   kPipelineStream = 3,
   kEmbeddingStream = 4,
-  kCopyStream = 5  // host copies of offloaded activations (ParallelPlan::cpu_offload_layers)
+  kCopyStream = 5,  // host copies of offloaded activations (ParallelPlan::cpu_offload_layers)
+  // The expert-parallel all-to-alls of a combined 1F1B step (ParallelPlan::overlap_moe_ep_comm),
+  // beside the compute of the other micro-batch; elsewhere they run on kTensorStream.
+  kExpertStream = 6,
+  kStreamCount = 7
 };
 std::int32_t stream_of(const Op& op);
 
@@ -38,8 +42,19 @@ struct ListRun {
 // slowest of its group reaches it, cv x emax[s] x (the compute run since that stream's
 // previous collective) after the mean rank; the waiting ranks' calls carry it as Event::wait.
 struct Stragglers {
-  double cv = 0;                     // coefficient of variation of compute time (0: off)
-  double emax[5] = {0, 0, 0, 0, 0};  // E[max of n std normals] for each stream's group
+  double cv = 0;                   // coefficient of variation of compute time (0: off)
+  double emax[kStreamCount] = {};  // E[max of n std normals] for each stream's group
+};
+
+// What run_list says beyond the run, for a combined 1F1B step's run (ParallelPlan::
+// overlap_moe_ep_comm).
+struct RunDetail {
+  // in: a combined 1F1B step's run: the expert group's all-to-alls on kExpertStream (Megatron-
+  // Core's comm stream), the tensor-parallel collectives on the compute stream (issued there,
+  // so that the other micro-batch's kernels wait for them too)
+  bool combined = false;
+  std::vector<double> op_end;           // out: each op's end (an op not run: when it was ready)
+  std::vector<std::uint32_t> event_op;  // out: the op of each event
 };
 
 // Runs an op list with the given op durations (seconds). `last_microbatch` includes the ops
@@ -47,12 +62,17 @@ struct Stragglers {
 // time here: the pipeline scheduler places them.
 ListRun run_list(const OpList& list, const std::vector<double>& durations, const ParallelPlan& plan,
                  bool last_microbatch, Timeline* names = nullptr,
-                 const Stragglers* stragglers = nullptr);
+                 const Stragglers* stragglers = nullptr, RunDetail* detail = nullptr);
 
 // One forward or backward of one chunk for one micro-batch on one stage.
 struct PipelineTask {
   int stage = 0, chunk = 0, microbatch = 0;
   bool backward = false;
+  // Combined 1F1B (ParallelPlan::overlap_moe_ep_comm): a forward that runs together with the
+  // backward after it in its stage's order (kPairHead), and that backward (kPairTail); both
+  // start at once, when both inputs are there, and end when their own ops are done.
+  std::uint8_t pair = 0;
+  int other = -1;  // a pair's other task's chunk
   double start = 0, end = 0;
   double ready = 0;           // when its input had arrived
   double transfer_start = 0;  // when the transfer it waited for began (ready - p2p), or ready
@@ -61,14 +81,22 @@ struct PipelineTask {
   double recv_wait() const { return transfer_start > posted ? transfer_start - posted : 0; }
 };
 
+inline constexpr std::uint8_t kPairHead = 1, kPairTail = 2;
+
 // Per stage, in execution order, the tasks of a schedule (GPipe, 1F1B, interleaved 1F1B as
-// Megatron orders them).
-std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m);
+// Megatron orders them). `combined`: Megatron-Core's combined 1F1B (overlap_moe_ep_comm): the
+// interleaved schedule warms up one forward more and pairs each steady-state forward with the
+// backward after it; without PP the first forward runs alone, then each forward with the
+// previous micro-batch's backward.
+std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m,
+                                                      bool combined = false);
 
 // Places the tasks in time. duration(task) gives a task's length, p2p(task) the time of the
 // transfer that feeds it (activation for a forward, gradient for a backward). gate(stage, k,
 // task), where the task is order[stage][k] and the stage's earlier tasks are placed, gives the
-// earliest time the task may start for a reason of its own (0: none).
+// earliest time the task may start for a reason of its own (0: none). A pair (kPairHead, then
+// kPairTail) starts when both inputs are there; each ends duration() after that start, and the
+// stage is free when both are done.
 template <class Duration, class Transfer, class Gate>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
                        Duration&& duration, Transfer&& p2p, Gate&& gate);
@@ -78,6 +106,22 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
   schedule_pipeline(order, pp, v, duration, p2p,
                     [](std::size_t, std::size_t, const PipelineTask&) { return 0.0; });
 }
+
+// Megatron-Core's combined 1F1B step (ParallelPlan::overlap_moe_ep_comm; sim/combined.cpp):
+// forward list f and backward list b as one list, in the order Megatron-Core issues them layer
+// by layer (the forward's i-th block with the backward's i-th, each block cut at its dispatch
+// and combine all-to-alls); run_list with RunDetail::combined runs it. delay_wgrad
+// (--delay-wgrad-compute): each of b's weight GEMMs in those blocks as its data-gradient half
+// and, later, its weight-gradient half. `from` receives, per op of the result, where it comes
+// from: a half takes half its op's time (the backward GEMM is priced as one kernel elsewhere,
+// and stays so).
+struct CombinedOp {
+  std::uint32_t op = 0;       // index in f or b
+  std::uint8_t backward = 0;  // 1: b's
+  std::uint8_t half = 0;      // 1: half of a split GEMM
+};
+OpList combined_list(const OpList& f, const OpList& b, bool delay_wgrad,
+                     std::vector<CombinedOp>& from);
 
 struct StagePrediction {
   int stage = 0;
@@ -161,32 +205,42 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
     for (std::size_t s = 0; s < order.size(); ++s) {
       while (next[s] < order[s].size()) {
         PipelineTask& t = order[s][next[s]];
-        const int vs = t.chunk * pp + t.stage;
-        double ready = 0, transfer = 0;
-        bool ok = true;
-        if (!t.backward && vs > 0) {
-          double e = at(vs - 1, t.microbatch, false);
-          ok = e >= 0;
-          transfer = e;
-          ready = e + p2p(t);
-        } else if (t.backward && vs < stages_total - 1) {
-          double e = at(vs + 1, t.microbatch, true);
-          ok = e >= 0;
-          transfer = e;
-          ready = e + p2p(t);
-        } else {
-          transfer = ready = 0;
-        }
-        if (!ok) break;
-        t.ready = ready;
-        t.transfer_start = transfer;
+        // Whether task u's input has arrived; its ready and transfer_start times if so.
+        auto arrived = [&](PipelineTask& u) {
+          const int vs = u.chunk * pp + u.stage;
+          double e = 0;
+          if (!u.backward && vs > 0)
+            e = at(vs - 1, u.microbatch, false);
+          else if (u.backward && vs < stages_total - 1)
+            e = at(vs + 1, u.microbatch, true);
+          else {
+            u.ready = u.transfer_start = 0;
+            return true;
+          }
+          if (e < 0) return false;
+          u.transfer_start = e;
+          u.ready = e + p2p(u);
+          return true;
+        };
+        if (!arrived(t)) break;
+        const bool paired = t.pair == kPairHead;
+        PipelineTask* u = paired ? &order[s][next[s] + 1] : nullptr;
+        if (u && !arrived(*u)) break;
         t.posted = free_at[s];
-        t.start = std::max({free_at[s], ready, gate(s, next[s], t)});
+        t.start = std::max({free_at[s], t.ready, gate(s, next[s], t)});
+        if (u) t.start = std::max(t.start, u->ready);
         t.end = t.start + duration(t);
         free_at[s] = t.end;
-        at(vs, t.microbatch, t.backward) = t.end;
-        ++next[s];
-        --remaining;
+        at(t.chunk * pp + t.stage, t.microbatch, t.backward) = t.end;
+        if (u) {
+          u->posted = t.posted;
+          u->start = t.start;
+          u->end = u->start + duration(*u);
+          free_at[s] = std::max(t.end, u->end);
+          at(u->chunk * pp + u->stage, u->microbatch, u->backward) = u->end;
+        }
+        next[s] += paired ? 2 : 1;
+        remaining -= paired ? 2 : 1;
         progress = true;
       }
     }

@@ -247,6 +247,16 @@ struct ParallelPlan {
   bool moe_pad_to_capacity = false;
   // --moe-token-dispatcher-type (MoeDispatcher); only read when ep > 1.
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
+  // Megatron-Core --overlap-moe-expert-parallel-comm (docs/workload.md, "EP all-to-all
+  // overlap"): in the steady state of 1F1B one micro-batch's forward runs together with another
+  // one's backward, layer by layer, each one's dispatch and combine all-to-alls on a stream of
+  // their own beside the other one's compute (the combined 1F1B schedule); the interleaved
+  // schedule runs one more warm-up forward. Needs EP > 1 and, with PP, virtual stages.
+  bool overlap_moe_ep_comm = false;
+  // --delay-wgrad-compute (with the overlap only): in those combined steps the backward's
+  // weight-gradient GEMMs run after the data gradient's all-to-all is issued, so the all-to-all
+  // waits for the data gradients alone.
+  bool delay_wgrad_compute = false;
   // --moe-router-num-groups and --moe-router-group-topk (group-limited routing; 0: none):
   // the model's expert_groups and expert_groups_per_token unless given.
   int moe_router_groups = 0;
@@ -341,6 +351,7 @@ struct PlanInput {
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
   std::optional<bool> moe_pad_to_capacity;
   std::optional<MoeDispatcher> moe_dispatcher;
+  std::optional<bool> overlap_moe_ep_comm, delay_wgrad_compute;
   std::optional<int> moe_router_groups, moe_router_group_topk;
   std::optional<double> moe_aux_loss_coeff;
   // DeepSpeed's release (--deepspeed-version) and its host cost per rank per call

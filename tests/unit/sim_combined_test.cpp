@@ -1,0 +1,261 @@
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm, --delay-wgrad-compute):
+// one pair's timeline against the one worked out by hand from Megatron-Core's stream order
+// (TransformerLayerSchedulePlan.run), the pipeline order against schedules.py's warm-up count,
+// and predict end to end: what the overlap hides, where its events go, the memory of the extra
+// warm-up forward and the plan checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "commscope/sim/simulator.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::plan;
+using testing::scenario;
+using testing::scenario_error;
+
+// One MoE block's forward or backward, its ops chained: the op's duration in seconds is its
+// `flops` (compute) or `bytes` (the all-to-alls), so a split GEMM's halves take half each.
+Op kernel(std::string_view name, double seconds, bool weights) {
+  Op op;
+  op.kind = OpKind::compute;
+  op.compute = ComputeClass::gemm;
+  op.name = name;
+  op.layer = 0;
+  op.flops = seconds;
+  op.grad_params = weights ? 1 : 0;
+  return op;
+}
+Op a2a(std::string_view name, double seconds) {
+  Op op;
+  op.kind = OpKind::comm;
+  op.collective = Collective::all_to_all;
+  op.group = CommGroup::expert;
+  op.name = name;
+  op.layer = 0;
+  op.bytes = seconds;
+  return op;
+}
+OpList chain(std::initializer_list<Op> ops) {
+  OpList l;
+  for (const Op& op : ops) l.empty() ? l.add(op) : l.add(op, {l.last()});
+  return l;
+}
+double seconds_of(const Op& op) {
+  return op.kind == OpKind::compute ? op.flops : op.bytes;
+}
+
+// Forward: attention 3, dispatch 2, experts 2, combine 2. Backward: combine 2, experts 8,
+// dispatch 6, attention 6. In Megatron-Core's order (comm stream: combine_bwd | dispatch_fwd,
+// dispatch_bwd | combine_fwd; comp stream: attention_fwd | experts_bwd, experts_fwd |
+// attention_bwd), by hand:
+//   combine_bwd 0-2, attention_fwd 0-3, experts_bwd 3-11, dispatch_fwd 3-5, dispatch_bwd 11-17,
+//   experts_fwd 11-13, combine_fwd 17-19, attention_bwd 17-23: 23 s, against 31 s one after
+//   the other.
+// With the weight gradients delayed (each backward GEMM half data, half weight gradient):
+//   experts dgrad 3-7, wgrad 7-11; dispatch_bwd 7-13 (it waits for the data gradient alone);
+//   experts_fwd 11-13; combine_fwd 13-15; attention dgrad 13-16, wgrad 16-19: 19 s.
+TEST(CombinedOneFOneB, PairRunsAsMegatronIssuesIt) {
+  const OpList f = chain({kernel("attention", 3, true), a2a("moe_dispatch", 2),
+                          kernel("experts", 2, true), a2a("moe_combine", 2)});
+  const OpList b = chain({a2a("moe_combine_backward", 2), kernel("experts", 8, true),
+                          a2a("moe_dispatch_backward", 6), kernel("attention", 6, true)});
+  for (const auto& [delay, want, ops] :
+       {std::tuple{false, 23.0, 8u}, std::tuple{true, 19.0, 10u}}) {
+    SCOPED_TRACE(delay ? "delayed weight gradients" : "weight gradients with the data's");
+    std::vector<CombinedOp> from;
+    const OpList l = combined_list(f, b, delay, from);
+    ASSERT_EQ(l.size(), ops);
+    ASSERT_EQ(from.size(), ops);
+    // each op's time: its original's, half for half a GEMM (and the half's FLOPs are half)
+    std::vector<double> dur;
+    int backward = 0;
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const Op& orig = (from[i].backward ? b : f)[from[i].op];
+      backward += from[i].backward;
+      EXPECT_EQ(l[i].name, orig.name);
+      EXPECT_DOUBLE_EQ(seconds_of(l[i]), seconds_of(orig) * (from[i].half ? 0.5 : 1.0));
+      dur.push_back(seconds_of(orig) * (from[i].half ? 0.5 : 1.0));
+    }
+    EXPECT_EQ(backward, static_cast<int>(ops) - 4);
+    RunDetail d;
+    d.combined = true;
+    const ListRun r = run_list(l, dur, ParallelPlan{}, false, nullptr, nullptr, &d);
+    EXPECT_DOUBLE_EQ(r.blocking_end, want);
+    EXPECT_DOUBLE_EQ(r.end, want);
+    // The all-to-alls on the expert stream, nothing else there.
+    for (std::size_t k = 0; k < r.events.size(); ++k)
+      EXPECT_EQ(r.events[k].stream == kExpertStream, l[d.event_op[k]].kind == OpKind::comm);
+  }
+  // Without the overlap the two run as two tasks, one after the other: 9 s + 22 s.
+  auto alone = [](const OpList& l) {
+    std::vector<double> dur;
+    for (const Op& op : l.ops()) dur.push_back(seconds_of(op));
+    return run_list(l, dur, ParallelPlan{}, false).blocking_end;
+  };
+  EXPECT_DOUBLE_EQ(alone(f) + alone(b), 31.0);
+}
+
+// A block without all-to-alls (a dense layer) runs whole: its forward, then the backward.
+TEST(CombinedOneFOneB, DenseBlocksRunOneAfterTheOther) {
+  const OpList f = chain({kernel("attention", 3, true), kernel("mlp", 2, true)});
+  const OpList b = chain({kernel("mlp", 4, true), kernel("attention", 6, true)});
+  std::vector<CombinedOp> from;
+  const OpList l = combined_list(f, b, true, from);
+  std::vector<double> dur;
+  for (const Op& op : l.ops()) dur.push_back(seconds_of(op));
+  RunDetail d;
+  d.combined = true;
+  EXPECT_DOUBLE_EQ(run_list(l, dur, ParallelPlan{}, false, nullptr, nullptr, &d).end, 15.0);
+}
+
+// schedules.py (get_pp_rank_microbatches): with the overlap the interleaved schedule warms up
+// (PP - stage - 1) x 2 + (v - 1) x PP + 1 forwards; every later forward runs with the backward
+// after it. The tasks are those of the plain schedule; the pipeline places them all.
+TEST(CombinedOneFOneB, OrderPairsTheSteadyState) {
+  const int pp = 4, v = 2, m = 8;
+  const auto plain = pipeline_order(Schedule::interleaved, pp, v, m);
+  auto order = pipeline_order(Schedule::interleaved, pp, v, m, true);
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(pp));
+  for (int s = 0; s < pp; ++s) {
+    SCOPED_TRACE(s);
+    const auto& o = order[static_cast<std::size_t>(s)];
+    using Key = std::tuple<int, int, bool>;
+    std::map<Key, int> have, want;
+    for (const auto& t : o) ++have[{t.chunk, t.microbatch, t.backward}];
+    for (const auto& t : plain[static_cast<std::size_t>(s)])
+      ++want[{t.chunk, t.microbatch, t.backward}];
+    EXPECT_EQ(have, want);
+    const int warmup = (pp - s - 1) * 2 + (v - 1) * pp + 1;
+    for (int k = 0; k < warmup; ++k) {
+      EXPECT_FALSE(o[static_cast<std::size_t>(k)].backward);
+      EXPECT_EQ(o[static_cast<std::size_t>(k)].pair, 0);
+    }
+    int pairs = 0;
+    for (std::size_t k = 0; k < o.size(); ++k) {
+      if (o[k].pair != kPairHead) continue;
+      ++pairs;
+      ASSERT_LT(k + 1, o.size());
+      EXPECT_FALSE(o[k].backward);
+      EXPECT_TRUE(o[k + 1].backward);
+      EXPECT_EQ(o[k + 1].pair, kPairTail);
+      EXPECT_EQ(o[k].other, o[k + 1].chunk);
+      EXPECT_EQ(o[k + 1].other, o[k].chunk);
+    }
+    EXPECT_EQ(pairs, m * v - warmup);
+  }
+  // Placed with unit tasks: every task runs, a pair's two at once.
+  schedule_pipeline(
+      order, pp, v, [](const PipelineTask&) { return 1.0; },
+      [](const PipelineTask&) { return 0.0; });
+  for (const auto& o : order)
+    for (std::size_t k = 0; k < o.size(); ++k) {
+      EXPECT_GT(o[k].end, o[k].start);
+      if (o[k].pair == kPairHead) {
+        EXPECT_EQ(o[k].start, o[k + 1].start);
+      }
+    }
+  // Without PP (combined_1f1b_schedule_for_no_pipelining): F0, (F1, B0), ..., (F7, B6), B7.
+  const auto one = pipeline_order(Schedule::one_f_one_b, 1, 1, m, true)[0];
+  ASSERT_EQ(one.size(), static_cast<std::size_t>(2 * m));
+  EXPECT_FALSE(one.front().backward);
+  EXPECT_EQ(one.front().pair, 0);
+  EXPECT_TRUE(one.back().backward);
+  EXPECT_EQ(one.back().microbatch, m - 1);
+  for (int i = 1; i < m; ++i) {
+    const auto& head = one[static_cast<std::size_t>(2 * i - 1)];
+    const auto& tail = one[static_cast<std::size_t>(2 * i)];
+    EXPECT_EQ(head.pair, kPairHead);
+    EXPECT_EQ(head.microbatch, i);
+    EXPECT_EQ(tail.microbatch, i - 1);
+  }
+}
+
+PlanInput overlap_plan(bool overlap, bool delay = false) {
+  // Mixtral 8x7B on 64 H100s: EP 8 over the network (EP x TP = 16 ranks span two nodes),
+  // PP 2 x VP 2, 16 micro-batches.
+  PlanInput p = plan(64, 2, 2, 1, 128);
+  p.ep = 8;
+  p.sequence_parallel = true;
+  p.virtual_stages = 2;
+  p.attention = AttentionKernel::flash;
+  if (overlap) p.overlap_moe_ep_comm = true;
+  if (delay) p.delay_wgrad_compute = true;
+  return p;
+}
+
+// predict: the overlap hides expert all-to-all time behind the other micro-batch's compute, so
+// the iteration is shorter and less of the expert group's time is exposed; it cannot beat the
+// compute stream's own work.
+TEST(CombinedOneFOneB, PredictHidesTheAllToAll) {
+  const Scenario off = scenario("mixtral-8x7b", "dgx-h100", overlap_plan(false));
+  const Scenario on = scenario("mixtral-8x7b", "dgx-h100", overlap_plan(true));
+  const Scenario delayed = scenario("mixtral-8x7b", "dgx-h100", overlap_plan(true, true));
+  const Prediction a = simulate(build_workload(off));
+  SimOptions o;
+  o.timeline = true;
+  const Prediction b = simulate(build_workload(on), o);
+  const Prediction c = simulate(build_workload(delayed));
+  const auto& ea = a.mean.by_group[CommGroup::expert];
+  const auto& eb = b.mean.by_group[CommGroup::expert];
+  EXPECT_GT(ea.exposed, 0);
+  EXPECT_LT(b.iteration_time, a.iteration_time);
+  EXPECT_LT(eb.exposed, ea.exposed);
+  EXPECT_NEAR(eb.total, ea.total, 1e-9 * ea.total);  // the same all-to-alls, hidden or not
+  EXPECT_LE(c.iteration_time, b.iteration_time * (1 + 1e-12));
+  // The compute stream's busy time per stage is a floor.
+  std::vector<double> busy(2, 0.0);
+  for (const Event& e : b.timeline.events)
+    if (e.stream == kComputeStream) busy[static_cast<std::size_t>(e.rank)] += e.dur;
+  for (double x : busy) EXPECT_LE(x, b.iteration_time);
+  // The pairs' events: the all-to-alls on the expert stream, named in the trace, and both
+  // micro-batches' ops overlapping on the stage.
+  bool expert_stream = false;
+  for (const Event& e : b.timeline.events)
+    expert_stream |= e.stream == kExpertStream && e.group == CommGroup::expert;
+  EXPECT_TRUE(expert_stream);
+  EXPECT_EQ(b.timeline.stream_names.at({0, kExpertStream}), "expert-parallel comm");
+  EXPECT_EQ(a.timeline.stream_names.count({0, kExpertStream}), 0u);
+}
+
+// The extra warm-up forward holds one chunk's activations more on every stage.
+TEST(CombinedOneFOneB, WarmupHoldsOneChunkMore) {
+  const Scenario off = scenario("mixtral-8x7b", "dgx-h100", overlap_plan(false));
+  const Scenario on = scenario("mixtral-8x7b", "dgx-h100", overlap_plan(true));
+  for (int s = 0; s < 2; ++s)
+    EXPECT_EQ(inflight_microbatches(on, s), inflight_microbatches(off, s) + 1);
+  PlanInput p1 = overlap_plan(true);
+  p1.pp = 1;
+  p1.virtual_stages.reset();
+  EXPECT_EQ(inflight_microbatches(scenario("mixtral-8x7b", "dgx-h100", p1), 0), 2);
+}
+
+// Megatron-Core's checks (transformer_config.py), each naming the flag.
+TEST(CombinedOneFOneB, PlanChecksNameTheFlag) {
+  PlanInput p = overlap_plan(true);
+  p.ep = 1;
+  EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("above 1"), std::string::npos);
+  p = overlap_plan(true);
+  p.virtual_stages.reset();
+  EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("virtual pipeline stages"),
+            std::string::npos);
+  p = overlap_plan(true);
+  p.recompute = Recompute::full;
+  EXPECT_NE(
+      scenario_error("mixtral-8x7b", "dgx-h100", p).find("--overlap-moe-expert-parallel-comm"),
+      std::string::npos);
+  p = overlap_plan(true);
+  p.precision = Precision::fp32;
+  EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("bf16 or fp16"), std::string::npos);
+  p = overlap_plan(false, true);
+  EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("--delay-wgrad-compute"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace commscope
