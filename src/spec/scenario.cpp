@@ -173,6 +173,11 @@ Status resolve_ep_overlap(const PlanInput& in, ParallelPlan& plan) {
     if (plan.mtp_layers > 1)
       return bad(kFlag, "at most one multi-token-prediction layer",
                  fmt::format("--mtp-num-layers {}", plan.mtp_layers));
+    if (plan.cpu_offload_layers > 0)
+      return bad(kFlag,
+                 "no --cpu-offloading-num-layers (activation offloading in the combined 1F1B "
+                 "is not modelled)",
+                 fmt::format("--cpu-offloading-num-layers {}", plan.cpu_offload_layers));
   }
   return {};
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <tuple>
 
+#include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
 #include "test_util.h"
 
@@ -101,7 +102,8 @@ TEST(CombinedOneFOneB, PairRunsAsMegatronIssuesIt) {
   EXPECT_DOUBLE_EQ(alone(f) + alone(b), 31.0);
 }
 
-// A block without all-to-alls (a dense layer) runs whole: its forward, then the backward.
+// A block without all-to-alls (a dense layer) runs whole: the backward's, then the forward's
+// (one compute stream: the same time in either order).
 TEST(CombinedOneFOneB, DenseBlocksRunOneAfterTheOther) {
   const OpList f = chain({kernel("attention", 3, true), kernel("mlp", 2, true)});
   const OpList b = chain({kernel("mlp", 4, true), kernel("attention", 6, true)});
@@ -112,6 +114,31 @@ TEST(CombinedOneFOneB, DenseBlocksRunOneAfterTheOther) {
   RunDetail d;
   d.combined = true;
   EXPECT_DOUBLE_EQ(run_list(l, dur, ParallelPlan{}, false, nullptr, nullptr, &d).end, 15.0);
+}
+
+// A tensor-parallel collective is issued in the compute stream in Megatron-Core, so the other
+// micro-batch's kernels wait for it (and it for them): the all-reduce (2 s) and the backward's
+// GEMM (3 s) take 5 s; on a stream of its own they would overlap (3 s).
+TEST(CombinedOneFOneB, TensorCollectivesWaitInTheComputeQueue) {
+  Op ar = a2a("tp_all_reduce", 2);
+  ar.collective = Collective::all_reduce;
+  ar.group = CommGroup::tensor;
+  const OpList f = chain({ar});
+  const OpList b = chain({kernel("mlp", 3, true)});
+  std::vector<CombinedOp> from;
+  const OpList l = combined_list(f, b, false, from);
+  std::vector<double> dur;
+  for (const Op& op : l.ops()) dur.push_back(seconds_of(op));
+  RunDetail d;
+  d.combined = true;
+  const ListRun r = run_list(l, dur, ParallelPlan{}, false, nullptr, nullptr, &d);
+  EXPECT_DOUBLE_EQ(r.end, 5.0);
+  EXPECT_DOUBLE_EQ(run_list(l, dur, ParallelPlan{}, false).end, 3.0);
+  // its event stays on the tensor-parallel stream in a trace
+  ASSERT_EQ(r.events.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(r.events[k].stream,
+              l[d.event_op[k]].kind == OpKind::comm ? kTensorStream : kComputeStream);
 }
 
 // schedules.py (get_pp_rank_microbatches): with the overlap the interleaved schedule warms up
@@ -223,6 +250,43 @@ TEST(CombinedOneFOneB, PredictHidesTheAllToAll) {
   EXPECT_EQ(a.timeline.stream_names.count({0, kExpertStream}), 0u);
 }
 
+// The Evaluator (the search's path) shares chunk and pair runs across global batches: each
+// equals simulate() of its own plan, and the search's bound never exceeds the time.
+TEST(CombinedOneFOneB, EvaluatorEqualsSimulate) {
+  const PlanInput base = overlap_plan(true, true);
+  const Scenario sc = scenario("mixtral-8x7b", "dgx-h100", base);
+  Evaluator ev(sc.model, sc.system, sc.network);
+  std::vector<Evaluator::Variant> vs;
+  for (std::int64_t gb : {64, 128, 512}) vs.push_back({gb, std::nullopt, std::nullopt});
+  auto got = ev.evaluate_variants(base, vs);
+  ASSERT_EQ(got.size(), vs.size());
+  for (std::size_t k = 0; k < vs.size(); ++k) {
+    SCOPED_TRACE(k);
+    ASSERT_TRUE(got[k].ok()) << got[k].error().message;
+    PlanInput p = base;
+    p.global_batch = vs[k].global_batch;
+    const Prediction want = simulate(build_workload(scenario("mixtral-8x7b", "dgx-h100", p)));
+    EXPECT_EQ(got[k]->iteration_time, want.iteration_time);
+    EXPECT_EQ(got[k]->mean.by_group[CommGroup::expert].exposed,
+              want.mean.by_group[CommGroup::expert].exposed);
+  }
+  // Times alone, with a bound asked for: the same times, none skipped below them.
+  const Workload w = build_workload(sc);
+  const Scenario* one[] = {&w.scenario};
+  const auto fast = ev.evaluate_resolved(w, one, false, [&](std::size_t) { return 0.0; });
+  ASSERT_EQ(fast.size(), 1u);
+  if (fast[0].skipped_bound > 0) {
+    EXPECT_LE(fast[0].skipped_bound, simulate(w).iteration_time);
+  } else {
+    EXPECT_EQ(fast[0].iteration_time, simulate(w).iteration_time);
+  }
+  // The search's bound from the blocks counts the kernels alone under the overlap: below the
+  // time, though the exposed all-to-alls no longer add up.
+  const double bound = compute_lower_bound(w.scenario, w, block_graphs(w));
+  EXPECT_GT(bound, 0);
+  EXPECT_LE(bound, simulate(w).iteration_time);
+}
+
 // The extra warm-up forward holds one chunk's activations more on every stage.
 TEST(CombinedOneFOneB, WarmupHoldsOneChunkMore) {
   const Scenario off = scenario("mixtral-8x7b", "dgx-h100", overlap_plan(false));
@@ -254,6 +318,12 @@ TEST(CombinedOneFOneB, PlanChecksNameTheFlag) {
   EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("bf16 or fp16"), std::string::npos);
   p = overlap_plan(false, true);
   EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("--delay-wgrad-compute"),
+            std::string::npos);
+  p = overlap_plan(true);
+  p.pp = 1;
+  p.virtual_stages.reset();
+  p.cpu_offload_layers = 4;
+  EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("--cpu-offloading-num-layers"),
             std::string::npos);
 }
 
