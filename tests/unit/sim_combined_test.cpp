@@ -102,18 +102,27 @@ TEST(CombinedOneFOneB, PairRunsAsMegatronIssuesIt) {
   EXPECT_DOUBLE_EQ(alone(f) + alone(b), 31.0);
 }
 
+// f and b as one combined step, run with each op's time its seconds_of.
+struct Pair {
+  Pair(const OpList& f, const OpList& b, bool delay) {
+    std::vector<CombinedOp> from;
+    list = combined_list(f, b, delay, from);
+    for (const Op& op : list.ops()) dur.push_back(seconds_of(op));
+    detail.combined = true;
+    run = run_list(list, dur, ParallelPlan{}, false, nullptr, nullptr, &detail);
+  }
+  OpList list;
+  std::vector<double> dur;
+  RunDetail detail;
+  ListRun run;
+};
+
 // A block without all-to-alls (a dense layer) runs whole: the backward's, then the forward's
 // (one compute stream: the same time in either order).
 TEST(CombinedOneFOneB, DenseBlocksRunOneAfterTheOther) {
   const OpList f = chain({kernel("attention", 3, true), kernel("mlp", 2, true)});
   const OpList b = chain({kernel("mlp", 4, true), kernel("attention", 6, true)});
-  std::vector<CombinedOp> from;
-  const OpList l = combined_list(f, b, true, from);
-  std::vector<double> dur;
-  for (const Op& op : l.ops()) dur.push_back(seconds_of(op));
-  RunDetail d;
-  d.combined = true;
-  EXPECT_DOUBLE_EQ(run_list(l, dur, ParallelPlan{}, false, nullptr, nullptr, &d).end, 15.0);
+  EXPECT_DOUBLE_EQ(Pair(f, b, true).run.end, 15.0);
 }
 
 // A tensor-parallel collective is issued in the compute stream in Megatron-Core, so the other
@@ -125,20 +134,14 @@ TEST(CombinedOneFOneB, TensorCollectivesWaitInTheComputeQueue) {
   ar.group = CommGroup::tensor;
   const OpList f = chain({ar});
   const OpList b = chain({kernel("mlp", 3, true)});
-  std::vector<CombinedOp> from;
-  const OpList l = combined_list(f, b, false, from);
-  std::vector<double> dur;
-  for (const Op& op : l.ops()) dur.push_back(seconds_of(op));
-  RunDetail d;
-  d.combined = true;
-  const ListRun r = run_list(l, dur, ParallelPlan{}, false, nullptr, nullptr, &d);
-  EXPECT_DOUBLE_EQ(r.end, 5.0);
-  EXPECT_DOUBLE_EQ(run_list(l, dur, ParallelPlan{}, false).end, 3.0);
+  const Pair p(f, b, false);
+  EXPECT_DOUBLE_EQ(p.run.end, 5.0);
+  EXPECT_DOUBLE_EQ(run_list(p.list, p.dur, ParallelPlan{}, false).end, 3.0);
   // its event stays on the tensor-parallel stream in a trace
-  ASSERT_EQ(r.events.size(), 2u);
+  ASSERT_EQ(p.run.events.size(), 2u);
   for (std::size_t k = 0; k < 2; ++k)
-    EXPECT_EQ(r.events[k].stream,
-              l[d.event_op[k]].kind == OpKind::comm ? kTensorStream : kComputeStream);
+    EXPECT_EQ(p.run.events[k].stream,
+              p.list[p.detail.event_op[k]].kind == OpKind::comm ? kTensorStream : kComputeStream);
 }
 
 // schedules.py (get_pp_rank_microbatches): with the overlap the interleaved schedule warms up
