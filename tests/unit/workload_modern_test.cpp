@@ -939,7 +939,14 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
              "commscope: --mtp-num-layers: expected a layer count (0: none), got 'x'"},
         Case{"--mtp-num-layers 65", "commscope: --mtp-num-layers: expected 0 to 64"},
         Case{"--mtp-num-layers 1 --train",
-             "commscope: --mtp-num-layers: expected 0 (the CPU trainer has no multi-token"}}) {
+             "commscope: --mtp-num-layers: expected 0 (the CPU trainer has no multi-token"},
+        Case{"--overlap-moe-expert-parallel-comm",
+             "commscope: --overlap-moe-expert-parallel-comm: expected --expert-model-parallel-size "
+             "above 1, got 1"},
+        Case{"--overlap-moe-expert-parallel-comm --train",
+             "commscope: --overlap-moe-expert-parallel-comm: expected off: the CPU trainer"},
+        Case{"--delay-wgrad-compute --train",
+             "commscope: --delay-wgrad-compute: expected off: the CPU trainer"}}) {
     SCOPED_TRACE(c.args);
     std::string args = c.args;
     const bool train = args.ends_with(" --train");
