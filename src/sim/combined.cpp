@@ -24,6 +24,11 @@ bool in_block(const Op& op) {
 bool is_a2a(const Op& op) {
   return op.kind == OpKind::comm && op.group == CommGroup::expert;
 }
+// A gradient reduction or parameter gather (the data-parallel stream's ops): it waits for a
+// weight gradient, not a data gradient.
+bool is_reduction(const Op& op) {
+  return op.kind == OpKind::comm && stream_of(op) == kDataStream;
+}
 
 // A list cut into contiguous pieces: the ops before the first block, each block's ops (from its
 // first op to the next block's first), the ops after the last block's last op. A block's ops
@@ -111,8 +116,7 @@ class Merger {
   void backward(std::uint32_t begin, std::uint32_t end, bool split) {
     for (std::uint32_t i = begin; i < end; ++i) {
       const Op& op = b_[i];
-      const bool data = op.kind == OpKind::comm &&
-                        (op.group == CommGroup::data || op.group == CommGroup::expert_data);
+      const bool data = is_reduction(op);
       bool waits_held = false;
       for (auto d : b_.deps_of(i))
         waits_held |= held_whole_[d] || (data && split_[d] && bwgrad_[d] == kNone);
@@ -160,8 +164,7 @@ class Merger {
  private:
   std::uint32_t add(const Op& op, CombinedOp from, std::span<const std::uint32_t> deps) {
     deps_.clear();
-    const bool data = op.kind == OpKind::comm &&
-                      (op.group == CommGroup::data || op.group == CommGroup::expert_data);
+    const bool data = is_reduction(op);
     for (auto d : deps) deps_.push_back(data && bwgrad_[d] != kNone ? bwgrad_[d] : bmap_[d]);
     return add(op, from);
   }

@@ -648,8 +648,7 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
           pr.run = run_list(list, dur, plan, false, names, &costs.stragglers, &detail);
           for (std::uint32_t i = 0; i < list.size(); ++i) {
             const Op& op = list[i];
-            if (op.kind == OpKind::comm &&
-                (op.group == CommGroup::data || op.group == CommGroup::expert_data))
+            if (op.kind == OpKind::comm && stream_index(op) == kDataStream)
               continue;  // reductions that outlast the task, as in a chunk's run
             double& side_end = from[i].backward ? pr.bwd_end : pr.fwd_end;
             side_end = std::max(side_end, detail.op_end[i]);
@@ -1025,10 +1024,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         const PipelineTask& t = order[s][j];
         const bool tail = t.pair == kPairTail;  // its ops are in the pair's run
         static const ListRun kNoRun;
-        const ListRun& run = tail ? kNoRun : t.pair ? pair_of(t).run : run_of(t);
+        const PairRun* pair = t.pair == kPairHead ? &pair_of(t) : nullptr;
+        const ListRun& run = tail ? kNoRun : pair ? pair->run : run_of(t);
         // a pair's events: each of its micro-batch
-        const std::vector<std::uint8_t>* side =
-            t.pair == kPairHead ? &pair_of(t).backward : nullptr;
+        const std::vector<std::uint8_t>* side = pair ? &pair->backward : nullptr;
         const int other_mb = side ? order[s][j + 1].microbatch : t.microbatch;
         data_starts.clear();
         // An interleaved chunk's gathers dispatched ahead: where they ran, before the task.

@@ -200,28 +200,28 @@ void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, in
   free_at.assign(order.size(), 0.0);
   std::size_t remaining = 0;
   for (const auto& st : order) remaining += st.size();
+  // Whether task u's input has arrived; its ready and transfer_start times if so.
+  auto arrived = [&](PipelineTask& u) {
+    const int vs = u.chunk * pp + u.stage;
+    double e = 0;
+    if (!u.backward && vs > 0) {
+      e = at(vs - 1, u.microbatch, false);
+    } else if (u.backward && vs < stages_total - 1) {
+      e = at(vs + 1, u.microbatch, true);
+    } else {
+      u.ready = u.transfer_start = 0;
+      return true;
+    }
+    if (e < 0) return false;
+    u.transfer_start = e;
+    u.ready = e + p2p(u);
+    return true;
+  };
   while (remaining > 0) {
     bool progress = false;
     for (std::size_t s = 0; s < order.size(); ++s) {
       while (next[s] < order[s].size()) {
         PipelineTask& t = order[s][next[s]];
-        // Whether task u's input has arrived; its ready and transfer_start times if so.
-        auto arrived = [&](PipelineTask& u) {
-          const int vs = u.chunk * pp + u.stage;
-          double e = 0;
-          if (!u.backward && vs > 0)
-            e = at(vs - 1, u.microbatch, false);
-          else if (u.backward && vs < stages_total - 1)
-            e = at(vs + 1, u.microbatch, true);
-          else {
-            u.ready = u.transfer_start = 0;
-            return true;
-          }
-          if (e < 0) return false;
-          u.transfer_start = e;
-          u.ready = e + p2p(u);
-          return true;
-        };
         if (!arrived(t)) break;
         const bool paired = t.pair == kPairHead;
         PipelineTask* u = paired ? &order[s][next[s] + 1] : nullptr;
