@@ -1531,6 +1531,40 @@ TEST(ValidateCorpus, Gb200CalibrationIsTheFitOnItsFitRows) {
 // 11's bounds (ZeRO-3 and FSDP rows within 15%, its Megatron rows within 10%, the error not
 // growing with the GPU count) and issue 15's for the H100 and GB200 runs it added (within
 // 10-15%; those Megatron rows, t107 on, are issue 15's and held to its bound, not issue 11's).
+// Every corpus row is a run that ran, so every memory verdict must say it fits. The six
+// DeepSpeed ZeRO-3 rows of Narayanan et al. (t099-t104) say `recompute` full with the reason in
+// `assumed`: without activation checkpointing their activations alone exceed the A100's 80 GB by
+// the closed form of Korthikanti et al. 2022, eq. (1) (s b h (34 + 5 a s / h) bytes per layer,
+// no tensor parallelism), computed here from the rows' own columns, independent of commscope's
+// memory model; with the cell as it is, commscope's verdict agrees on every row.
+TEST(ValidateCorpus, EveryRunFitsAndZero3RowsStateTheirRecompute) {
+  auto runs = read_measured_csv(kCorpus, "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  std::vector<std::string> why;
+  const auto prepared = prepare_runs(*runs, why);
+  int zero3 = 0;
+  for (const PreparedRun& r : prepared) {
+    if (r.id < "t099" || r.id > "t104") continue;
+    ++zero3;
+    SCOPED_TRACE(r.id);
+    const Scenario& sc = r.workload.scenario;
+    const double s = static_cast<double>(sc.model.seq_length);
+    const double h = static_cast<double>(sc.model.hidden);
+    const double a = static_cast<double>(sc.model.heads);
+    const double b = static_cast<double>(sc.plan.micro_batch);
+    EXPECT_EQ(sc.plan.tp, 1);
+    const double activations = s * b * h * (34 + 5 * a * s / h) * sc.model.layers();
+    EXPECT_GT(activations, 3 * 80e9);  // 256 GiB at the least (t101)
+    EXPECT_EQ(sc.plan.recompute, Recompute::full);
+    EXPECT_NE(r.assumed.find("Korthikanti et al. 2022 eq. (1)"), std::string::npos);
+  }
+  EXPECT_EQ(zero3, 6);
+  const Validation v = validate_runs(prepared, "all");
+  EXPECT_EQ(v.verdicts, prepared.size());
+  EXPECT_EQ(v.verdicts_agree, v.verdicts);
+  for (const std::string& row : v.verdicts_disagree) ADD_FAILURE() << row;
+}
+
 TEST(ValidateCorpus, HeldOutHalfWithinTheIssuesBounds) {
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
