@@ -600,10 +600,11 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.schedule == Schedule::interleaved && plan.grad_accum % plan.pp != 0)
     return bad(
         "--global-batch-size",
-        fmt::format("micro-batches per iteration ({}) a multiple of PP {} for the interleaved "
-                    "schedule, as Megatron requires",
-                    plan.grad_accum, plan.pp),
-        num(plan.global_batch));
+        fmt::format("a multiple of micro-batch x DP x PP = {} x {} x {} = {} for the "
+                    "interleaved schedule (micro-batches per iteration a multiple of PP, "
+                    "as Megatron requires)",
+                    plan.micro_batch, plan.dp, plan.pp, plan.micro_batch * plan.dp * plan.pp),
+        fmt::format("{} (micro-batches per iteration: {})", plan.global_batch, plan.grad_accum));
   if (plan.pp > 1 && plan.grad_accum < plan.pp)
     warn.push_back(fmt::format("{} micro-batches for {} pipeline stages: the bubble dominates",
                                plan.grad_accum, plan.pp));

@@ -122,7 +122,13 @@ TEST(Validation, InterleavedNeedsMicrobatchesMultipleOfPp) {
   PlanInput p = plan(4, 1, 4, 1, 6);
   p.virtual_stages = 2;
   std::string e = scenario_error("megatron-1.7b", "dgx-a100-80gb", p);
-  EXPECT_NE(e.find("multiple of PP 4"), std::string::npos) << e;
+  // The multiple the global batch must be, and the micro-batches per iteration it gave.
+  EXPECT_NE(e.find("--global-batch-size: expected a multiple of micro-batch x DP x PP = "
+                   "1 x 1 x 4 = 4 for the interleaved schedule"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("got 6 (micro-batches per iteration: 6)"), std::string::npos) << e;
+  expect_one_line(e);
 }
 
 TEST(Validation, RulesOfThumbAreWarnings) {
