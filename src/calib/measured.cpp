@@ -470,7 +470,11 @@ std::string system_for_gpu(const std::string& gpu) {
   const std::string g = lower(gpu);
   if (g == "a100-40gb" || g == "a100-sxm4-40gb") return "dgx-a100-40gb";
   if (g == "a100-80gb" || g == "a100-sxm4-80gb") return "dgx-a100-80gb";
-  if (g.rfind("h100", 0) == 0) return "dgx-h100";
+  // dgx-h100 is the SXM5 part (80 GB of HBM3, 700 W); an H100 with 96 GB of HBM2e (torchtitan's
+  // 500 W Grand Teton GPUs) differs in memory, bandwidth and clock: no preset.
+  if (g.rfind("h100", 0) == 0)
+    return g.find("hbm2e") != std::string::npos || g.find("96gb") != std::string::npos ? ""
+                                                                                       : "dgx-h100";
   if (g.rfind("h200", 0) == 0) return "dgx-h200";
   if (g.rfind("gb200", 0) == 0) return "gb200-nvl72";
   return "";

@@ -41,7 +41,8 @@ struct MeasuredRun {
 using SkipCounts = std::map<std::string, int>;
 
 // The shipped system preset for a corpus `gpu` cell (A100-40GB -> dgx-a100-40gb, A100-80GB
-// and A100-SXM4-80GB -> dgx-a100-80gb, H100... -> dgx-h100), or "" when there is none.
+// and A100-SXM4-80GB -> dgx-a100-80gb, H100... -> dgx-h100 but an H100 with 96 GB of HBM2e), or
+// "" when there is none.
 std::string system_for_gpu(const std::string& gpu);
 
 // Reads any of the three formats, told apart by the header. A UTF-8 byte-order mark is
