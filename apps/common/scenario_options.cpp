@@ -227,6 +227,21 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
                                o.cpu_offload_layers)};
     flags.cpu_offload_layers = *v;
   }
+  if (!o.recompute_method.empty()) {
+    if (o.recompute_method != "uniform" && o.recompute_method != "block")
+      return Error{fmt::format("--recompute-method: expected uniform or block, got '{}'",
+                               o.recompute_method)};
+    flags.recompute_block = o.recompute_method == "block";
+  }
+  if (!o.recompute_num_layers.empty()) {
+    auto v = parse_number<int>(o.recompute_num_layers);
+    if (!v || *v < 1)
+      return Error{
+          fmt::format("--recompute-num-layers: expected a block count of at least 1, "
+                      "got '{}'",
+                      o.recompute_num_layers)};
+    flags.recompute_num_layers = *v;
+  }
   if (!o.mtp_layers.empty()) {
     auto v = parse_number<int>(o.mtp_layers);
     if (!v || *v < 0)
@@ -305,6 +320,15 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--recompute-modules", o.recompute_modules,
                  "Megatron-Core: what selective recompute replays, comma list of core_attn, "
                  "mla_up_proj, mlp, moe_act, layernorm [core_attn]")
+      ->group(g_plan);
+  cmd.add_option("--recompute-method", o.recompute_method,
+                 "Megatron-LM, with --recompute-granularity full: uniform (every block replays "
+                 "its forward) | block (only the first --recompute-num-layers blocks of each "
+                 "model chunk do; the others keep their activations) [uniform]")
+      ->group(g_plan);
+  cmd.add_option("--recompute-num-layers", o.recompute_num_layers,
+                 "Megatron-LM: blocks per chunk that --recompute-method block replays (uniform: "
+                 "1, groups of one) [1]")
       ->group(g_plan);
   list(cmd, "--ddp-bucket-size", o.ddp_bucket_mb,
        "DDP gradient bucket in MiB (PyTorch bucket_cap_mb) [25]")

@@ -54,7 +54,8 @@ struct ScenarioOptions {
   bool precision_aware_optimizer = false;
   std::string exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype;
   std::string attention, pipeline_stage_layers, pipeline_layout, first_stage_layers,
-      last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules;
+      last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules, recompute_method,
+      recompute_num_layers;
   bool fp8 = false;
   bool tp_comm_overlap = false;
   bool async_tp_allreduce = false, no_async_tp_allreduce = false;

@@ -185,6 +185,8 @@ std::string headline(const Workload& w) {
       p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es", to_string(p.precision),
       p.recompute == Recompute::selective && p.recompute_modules != recompute_module::core_attn
           ? fmt::format("selective ({})", recompute_modules_string(p.recompute_modules))
+      : p.recompute == Recompute::full && p.recompute_block_layers > 0
+          ? fmt::format("full (block: the first {} blocks of each chunk)", p.recompute_block_layers)
           : std::string(to_string(p.recompute)),
       to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the

@@ -86,6 +86,11 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.micro_batch = p.micro_batch;
   in.global_batch = p.global_batch;
   in.recompute = p.recompute;
+  // --recompute-method and --recompute-num-layers qualify full recompute only.
+  if (p.recompute != Recompute::full) {
+    in.recompute_block.reset();
+    in.recompute_num_layers.reset();
+  }
   in.sequence_parallel = p.sequence_parallel;
   // --tp-comm-overlap applies where Megatron-LM allows it: TP > 1 with sequence parallelism.
   if (base.tp_comm_overlap.value_or(false)) in.tp_comm_overlap = p.sequence_parallel && p.tp > 1;
@@ -415,7 +420,8 @@ double memory_lower_bound(const Scenario& sc) {
   const int per_chunk = p.stage_layers.empty() ? sc.model.layers() / (p.pp * p.virtual_stages)
                                                : p.stage_layers.front();
   double act = 0;
-  for (int l = 0; l < per_chunk; ++l) act += block_activation_bytes(sc, l).value();
+  for (int l = 0; l < per_chunk; ++l)
+    act += block_activation_bytes(sc, l, sc.plan.full_recompute_at(l)).value();
   act *= static_cast<double>(inflight_microbatches(sc, 0));
   return std::max(states, act);
 }

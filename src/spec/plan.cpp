@@ -277,6 +277,8 @@ void PlanInput::merge(const PlanInput& o) {
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(mtp_layers, o.mtp_layers);
   take(recompute_modules, o.recompute_modules);
+  take(recompute_block, o.recompute_block);
+  take(recompute_num_layers, o.recompute_num_layers);
   take(precision_aware_optimizer, o.precision_aware_optimizer);
   take(exp_avg_dtype, o.exp_avg_dtype);
   take(exp_avg_sq_dtype, o.exp_avg_sq_dtype);
@@ -480,6 +482,10 @@ nlohmann::json to_json(const ParallelPlan& p) {
   }
   if (p.recompute == Recompute::selective && p.recompute_modules != recompute_module::core_attn)
     j["recompute_modules"] = recompute_modules_string(p.recompute_modules);
+  if (p.recompute == Recompute::full && p.recompute_block_layers > 0) {
+    j["recompute_method"] = "block";
+    j["recompute_num_layers"] = p.recompute_block_layers;
+  }
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;
 }

@@ -133,6 +133,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   if (p.recompute && *p.recompute != Recompute::none)
     return refuse("--recompute-granularity", std::string(to_string(*p.recompute)),
                   "expected none: the CPU trainer keeps every activation");
+  if (p.recompute_block || p.recompute_num_layers)
+    return Error{
+        fmt::format("{}: the CPU trainer keeps every activation (describe and predict model it)",
+                    p.recompute_block ? "--recompute-method" : "--recompute-num-layers")};
   if (p.overlap_grad_reduce && !*p.overlap_grad_reduce)
     return Error{
         "--no-overlap-grad-reduce: the CPU trainer always overlaps the gradient "

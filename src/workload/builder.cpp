@@ -464,6 +464,11 @@ class Builder {
     return p_.recompute == Recompute::selective ? p_.recompute_modules : 0;
   }
   bool recomputes() const { return p_.recompute == Recompute::full || selective_modules() != 0; }
+  // Whether the block at `local` in its chunk replays anything (--recompute-method block
+  // leaves the blocks after the first N alone).
+  bool recomputes_at(int local) const {
+    return p_.recompute == Recompute::full ? p_.full_recompute_at(local) : selective_modules() != 0;
+  }
 
   // ---- programs ----
   void attention(std::vector<Step>& prog, int layer, std::int64_t s_q, std::int64_t s_kv,
@@ -1764,7 +1769,7 @@ class Builder {
           prefetched[static_cast<std::size_t>(l - 1 - first)] =
               fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, prev_of(bw));
       }
-      if (recomputes()) {
+      if (recomputes_at(l - first)) {
         bw.set_phase(Phase::recompute);
         emit_forward(bw, blocks(l), l, selective_modules());
         bw.set_phase(Phase::backward);

@@ -182,7 +182,7 @@ Bytes stage_peak_activations(const Scenario& sc, int stage, const std::vector<By
   return Bytes(peak);
 }
 
-Bytes block_activation_bytes(const Scenario& sc, int layer) {
+Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> full) {
   const ModelSpec& m = sc.model;
   const ParallelPlan& p = sc.plan;
   const double a = dtype_bytes(p.dtype());  // bytes per stored activation element
@@ -200,7 +200,8 @@ Bytes block_activation_bytes(const Scenario& sc, int layer) {
   // sequence parallelism splits them.
   const double out_div = p.sequence_parallel ? t : 1.0;
 
-  if (p.recompute == Recompute::full) return Bytes(a * s * b * h / out_div);  // the block input
+  if (full.value_or(p.recompute == Recompute::full))
+    return Bytes(a * s * b * h / out_div);  // the block input
   const bool flash = p.attention == AttentionKernel::flash;
   // FP8 (Transformer Engine): the inputs its Linear layers save for backward are the FP8 casts,
   // 1 byte per element; the rest stays in the plan's precision.
@@ -342,7 +343,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     Bytes c, largest_offloaded;
     int staged = 0;
     for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
-      const Bytes layer = block_activation_bytes(sc, l);
+      const Bytes layer = block_activation_bytes(sc, l, p.full_recompute_at(l - ch.first_layer));
       if (l < offloaded) {
         largest_offloaded = std::max(largest_offloaded, layer);
         staged = std::min(staged + 1, 2);

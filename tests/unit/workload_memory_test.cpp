@@ -1,8 +1,13 @@
 // Memory per rank against the ZeRO paper and Korthikanti et al. 2022.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
+#include <set>
+
 #include <fmt/format.h>
 
+#include "commscope/sim/simulator.h"
 #include "commscope/workload/params.h"
 #include "test_util.h"
 
@@ -310,6 +315,109 @@ TEST(Memory, ReportsWhatDoesNotFit) {
   Workload w = build_workload(sc);
   MemoryBreakdown m = memory_per_rank(w, w.roles[0]);
   EXPECT_GT(m.total(), sc.system.gpu.memory);
+}
+
+// Megatron-LM's --recompute-method block --recompute-num-layers N (megatron/core/transformer/
+// transformer_block.py, _checkpointed_forward): in each model chunk the first N blocks replay
+// their forward in backward and keep only their input; the others keep every activation.
+// gpt2-large (36 blocks) on PP 2 x VP 3: six chunks of six blocks, N = 2.
+TEST(Memory, RecomputeBlockMethodReplaysTheFirstBlocksOfEachChunk) {
+  auto make = [](std::optional<Recompute> r, std::optional<int> block) {
+    PlanInput p = plan(2, 1, 2, 1, 4);
+    p.virtual_stages = 3;
+    p.schedule = Schedule::interleaved;
+    p.recompute = r;
+    if (block) {
+      p.recompute_block = true;
+      p.recompute_num_layers = *block;
+    }
+    return scenario("gpt2-large", "dgx-a100-80gb", p);
+  };
+  const Scenario none = make(Recompute::none, {}), full = make(Recompute::full, {});
+  const Scenario two = make(Recompute::full, 2), all = make(Recompute::full, 6);
+  ASSERT_EQ(two.plan.recompute_block_layers, 2);
+  const Workload w = build_workload(two);
+  int chunks = 0;
+  for (const Role& r : w.roles)
+    for (const Chunk& ch : r.chunks) {
+      ++chunks;
+      ASSERT_EQ(ch.layers, 6);
+      std::set<int> replayed;
+      for (const Op& op : ch.backward.ops())
+        if (op.phase == Phase::recompute) replayed.insert(op.layer);
+      EXPECT_EQ(replayed, (std::set<int>{ch.first_layer, ch.first_layer + 1}))
+          << "chunk at " << ch.first_layer;
+    }
+  EXPECT_EQ(chunks, 6);
+
+  // Memory: per micro-batch, a chunk keeps two blocks' inputs (full recompute's form) and four
+  // blocks' whole activations (no recompute's form). The stage's peak holds k chunk-micro-batches
+  // whatever the blocks keep; k from none against full, then block N = 2 is k of its chunks.
+  const double input = block_activation_bytes(full, 3).value();
+  const double whole = block_activation_bytes(none, 3).value();
+  EXPECT_DOUBLE_EQ(block_activation_bytes(two, 3, true).value(), input);
+  EXPECT_DOUBLE_EQ(block_activation_bytes(two, 3, false).value(), whole);
+  const Workload wf = build_workload(full), wn = build_workload(none);
+  for (std::size_t stage = 0; stage < 2; ++stage) {
+    SCOPED_TRACE(stage);
+    const double a2 = memory_per_rank(w, w.roles[stage]).activations.value();
+    const double af = memory_per_rank(wf, wf.roles[stage]).activations.value();
+    const double an = memory_per_rank(wn, wn.roles[stage]).activations.value();
+    const double k = (an - af) / (6 * whole - 6 * input);
+    EXPECT_NEAR(k, std::round(k), 1e-9);
+    EXPECT_GE(std::round(k), 3);  // at least a micro-batch of each of its three chunks
+    EXPECT_NEAR((a2 - af) / (k * (2 * input + 4 * whole - 6 * input)), 1.0, 1e-9);
+  }
+
+  // Time and FLOPs: the replayed forward is a third of full's (2 of 6 blocks), N = 6 is full.
+  auto recompute_flops = [](const Scenario& sc) {
+    const Workload wl = build_workload(sc);
+    double f = 0;
+    for (const Role& r : wl.roles)
+      for (const Chunk& ch : r.chunks)
+        for (const Op& op : ch.backward.ops())
+          if (op.phase == Phase::recompute) f += op.flops;
+    return f;
+  };
+  EXPECT_GT(recompute_flops(full), 0);
+  EXPECT_NEAR(recompute_flops(two) / recompute_flops(full), 2.0 / 6.0, 1e-12);
+  EXPECT_DOUBLE_EQ(recompute_flops(all), recompute_flops(full));
+  const double tn = simulate(build_workload(none)).iteration_time;
+  const double t2 = simulate(w).iteration_time;
+  const double tf = simulate(build_workload(full)).iteration_time;
+  EXPECT_LT(tn, t2);
+  EXPECT_LT(t2, tf);
+  EXPECT_DOUBLE_EQ(simulate(build_workload(all)).iteration_time, tf);
+}
+
+// The flags' checks, one line each naming the flag: full granularity only; uniform only in
+// groups of one; at least one block.
+TEST(Memory, RecomputeMethodChecks) {
+  PlanInput p = plan(8);
+  p.recompute = Recompute::selective;
+  p.recompute_block = true;
+  p.recompute_num_layers = 2;
+  std::string e = testing::scenario_error("gpt2-large", "dgx-a100-80gb", p);
+  EXPECT_NE(e.find("--recompute-method: expected --recompute-granularity full, got selective"),
+            std::string::npos)
+      << e;
+  p.recompute = Recompute::full;
+  p.recompute_block = false;
+  e = testing::scenario_error("gpt2-large", "dgx-a100-80gb", p);
+  EXPECT_NE(e.find("--recompute-num-layers: expected 1 with --recompute-method uniform"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("got 2"), std::string::npos) << e;
+  p.recompute_block = true;
+  p.recompute_num_layers = 0;
+  e = testing::scenario_error("gpt2-large", "dgx-a100-80gb", p);
+  EXPECT_NE(e.find("--recompute-num-layers: expected a number of blocks of at least 1, got 0"),
+            std::string::npos)
+      << e;
+  // uniform with 1 is the plain full recompute.
+  p.recompute_block = false;
+  p.recompute_num_layers = 1;
+  EXPECT_EQ(scenario("gpt2-large", "dgx-a100-80gb", p).plan.recompute_block_layers, 0);
 }
 
 }  // namespace

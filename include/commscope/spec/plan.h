@@ -116,6 +116,15 @@ struct ParallelPlan {
   // Under selective recompute, what is replayed (recompute_module bits; Megatron's default,
   // core_attn, unless --recompute-modules says).
   std::uint8_t recompute_modules = recompute_module::core_attn;
+  // Under full recompute, Megatron's --recompute-method block --recompute-num-layers N: only the
+  // first N blocks of each model chunk replay their forward (and keep only their input); the
+  // others keep every activation. 0: every block (--recompute-method uniform with N 1).
+  int recompute_block_layers = 0;
+  // Whether the block at `local` (its index in its model chunk) replays its forward in full.
+  bool full_recompute_at(int local) const {
+    return recompute == Recompute::full &&
+           (recompute_block_layers == 0 || local < recompute_block_layers);
+  }
   // Megatron-Core's --use-precision-aware-optimizer (Transformer Engine's FusedAdam): Adam's
   // moments in exp_avg_dtype / exp_avg_sq_dtype and the master weights in main_params_dtype;
   // with fp32 master weights over bf16 parameters only their 16-bit remainders are kept
@@ -313,6 +322,9 @@ struct PlanInput {
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
   std::optional<std::uint8_t> recompute_modules;  // --recompute-modules (recompute_module bits)
+  // --recompute-method (true: block, false: uniform) and --recompute-num-layers (Megatron's)
+  std::optional<bool> recompute_block;
+  std::optional<int> recompute_num_layers;
   // --use-precision-aware-optimizer and its dtypes (Megatron-Core's)
   std::optional<bool> precision_aware_optimizer;
   std::optional<DType> exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype;

@@ -3,6 +3,8 @@
 // it with modelled costs, the trainer with real kernels, a replay with stand-in compute.
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <vector>
 
@@ -110,8 +112,12 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r);
 
 // Activation bytes one block keeps for backward for one micro-batch on one rank, after
 // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
-// generalised to GQA, gated MLPs, cross-attention and no dropout.
-Bytes block_activation_bytes(const Scenario& sc, int layer);
+// generalised to GQA, gated MLPs, cross-attention and no dropout. `full`: whether the block
+// replays its forward in full (keeping only its input); unset, the plan's granularity says,
+// as for every block under --recompute-method uniform (ParallelPlan::full_recompute_at gives
+// it per block under block).
+Bytes block_activation_bytes(const Scenario& sc, int layer,
+                             std::optional<bool> full = std::nullopt);
 
 // Micro-batches whose activations a stage holds at its peak, per chunk of work.
 std::int64_t inflight_microbatches(const Scenario& sc, int stage);
