@@ -358,6 +358,15 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto param_overlap, row.flag("overlap_param_gather"));
   if (grad_overlap) p.overlap_grad_reduce = *grad_overlap;
   if (param_overlap) p.overlap_param_gather = *param_overlap;
+  // Megatron-LM's --recompute-method and --recompute-num-layers, under recompute full;
+  // empty: uniform, every block.
+  if (const std::string& meth = lower(row.get("recompute_method")); !meth.empty()) {
+    if (meth != "uniform" && meth != "block")
+      return row.bad("recompute_method", "uniform or block, or empty");
+    p.recompute_block = meth == "block";
+  }
+  CS_ASSIGN_OR_RETURN(auto recompute_layers, row.count("recompute_num_layers"));
+  if (recompute_layers) p.recompute_num_layers = static_cast<int>(*recompute_layers);
   // Megatron-Core --cpu-offloading-num-layers (activations; docs/workload.md).
   CS_ASSIGN_OR_RETURN(auto offload, row.count("cpu_offloading_num_layers"));
   if (offload) p.cpu_offload_layers = static_cast<int>(*offload);

@@ -1201,6 +1201,17 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_EQ(*d132.input.plan.recompute_modules,
             recompute_module::mla_up_proj | recompute_module::mlp);
   EXPECT_NE(d132.unmodelled.find("overlap_moe_expert_parallel_comm"), std::string::npos);
+  // torchtitan's "selective layer" rows: every other block fully checkpointed, as Megatron's
+  // block method with half the blocks (one stage), cited.
+  for (const auto& [id, n] : {std::pair{"t076", 20}, std::pair{"t081", 16}}) {
+    SCOPED_TRACE(id);
+    const MeasuredRun& r = find(id);
+    EXPECT_EQ(*r.input.plan.recompute, Recompute::full);
+    EXPECT_TRUE(*r.input.plan.recompute_block);
+    EXPECT_EQ(*r.input.plan.recompute_num_layers, n);
+    EXPECT_NE(r.assumed.find("checkpoint every other layer"), std::string::npos);
+    EXPECT_TRUE(r.unmodelled.empty());
+  }
   // The rows whose runs overlap the EP all-to-all say so in assumed and leave the column off
   // (docs/validate.md, "EP all-to-all overlap"); a row that sets the columns gets the flags.
   for (const char* id : {"t132", "t133", "t134", "t135", "t136", "t138", "t140"}) {
@@ -1215,16 +1226,19 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
     std::getline(in, header);
     while (std::getline(in, line))
       if (line.rfind("t136,", 0) == 0) row = line;
-    ASSERT_TRUE(header.ends_with(",moe_a2a_overlap,delay_wgrad_compute,unmodelled"));
-    ASSERT_TRUE(row.ends_with(",,,"));
+    ASSERT_TRUE(
+        header.ends_with(",moe_a2a_overlap,delay_wgrad_compute,recompute_method,"
+                         "recompute_num_layers,unmodelled"));
+    ASSERT_TRUE(row.ends_with(",,,,,"));
+    row.resize(row.size() - 5);
     const std::string path = testing::scratch() + "overlap.csv";
-    std::ofstream(path) << header << "\n" << row.substr(0, row.size() - 3) << ",1,1,\n";
+    std::ofstream(path) << header << "\n" << row << ",1,1,,,\n";
     auto one = read_measured_csv(path, "vtrain-a100");
     ASSERT_TRUE(one.ok()) << one.error().message;
     ASSERT_EQ(one->size(), 1u);
     EXPECT_TRUE(*one->front().input.plan.overlap_moe_ep_comm);
     EXPECT_TRUE(*one->front().input.plan.delay_wgrad_compute);
-    std::ofstream(path) << header << "\n" << row.substr(0, row.size() - 3) << ",2,,\n";
+    std::ofstream(path) << header << "\n" << row << ",2,,,,\n";
     auto bad = read_measured_csv(path, "vtrain-a100");
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("moe_a2a_overlap"), std::string::npos);
@@ -1318,6 +1332,10 @@ TEST(ValidateCorpus, PlanColumnErrors) {
       {",1,5,1,1,1,1,flash,,,,,,nccl", "column 'moe_dispatcher'"},
       {",1,5,1,1,1,1,flash,,,,,,,2", "column 'overlap_grad_reduce'"},
       {",1,5,1,1,1,1,flash,,,,,,,1,on", "column 'overlap_param_gather'"},
+      // ... async_tp_allreduce, recompute_modules, precision_aware_optimizer, moe_a2a_overlap,
+      // delay_wgrad_compute, recompute_method, recompute_num_layers
+      {",1,5,1,1,1,1,flash,,,,,,,,,,,,,,sometimes", "column 'recompute_method'"},
+      {",1,5,1,1,1,1,flash,,,,,,,,,,,,,,block,two", "column 'recompute_num_layers'"},
   };
   for (const auto& [tail, want] : cases) {
     const std::string path = testing::scratch() + "/plan_cols.csv";
