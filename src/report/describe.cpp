@@ -228,7 +228,8 @@ std::string headline(const Workload& w) {
         p.delay_wgrad_compute ? "; weight gradients after the data gradient's all-to-all" : "");
   if (p.cpu_offload_layers > 0) {
     double bytes = 0;
-    for (int l = 0; l < p.cpu_offload_layers; ++l) bytes += block_activation_bytes(sc, l).value();
+    for (int l = 0; l < p.cpu_offload_layers; ++l)  // PP 1: one chunk from layer 0
+      bytes += block_activation_bytes(sc, l, p.full_recompute_at(l)).value();
     const double bw = sc.system.node.host_copy_pinned.value();
     out += fmt::format(
         "activation offloading: layers 0-{} ({:.2f} GiB per micro-batch out after the forward and "

@@ -553,8 +553,9 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
       std::vector<double> offload;
       for (int l = ch.first_layer;
            l < std::min(plan.cpu_offload_layers, ch.first_layer + ch.layers); ++l)
-        offload.push_back(block_activation_bytes(sc, l).value() /
-                          sc.system.node.host_copy_pinned.value());
+        offload.push_back(
+            block_activation_bytes(sc, l, plan.full_recompute_at(l - ch.first_layer)).value() /
+            sc.system.node.host_copy_pinned.value());
       r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names, st);
       if (!offload.empty()) offload_forward(r.fwd, offload, names);
       r.has_fwd_first = !ch.forward_first.empty();

@@ -3,9 +3,8 @@
 // it with modelled costs, the trainer with real kernels, a replay with stand-in compute.
 #pragma once
 
-#include <optional>
-
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "commscope/spec/scenario.h"
