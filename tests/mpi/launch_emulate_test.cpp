@@ -228,9 +228,12 @@ TEST(Emulate, AllToAllAcrossNodesIsBoundByTheNodesEgress) {
   const auto r = nlohmann::json::parse(o.out)["results"][0];
   ASSERT_EQ(r["collective"], "all_to_all");
   ASSERT_EQ(r["size_bytes"].get<double>(), kSize);
-  const double best = std::min(r["out_of_place"]["time_min_us"].get<double>(),
-                               r["in_place"]["time_min_us"].get<double>()) *
-                      1e-6;
+  // The collective's time is its slowest rank's (`time_us`, as nccl-tests reports it): the
+  // fastest rank's (`time_min_us`) can start late out of the barrier and finish with the rest,
+  // and so read below what the link carries (0.156 s against 0.168 s once, in CI).
+  const double best =
+      std::min(r["out_of_place"]["time_us"].get<double>(), r["in_place"]["time_us"].get<double>()) *
+      1e-6;
   const double egress = 2.0 * 2 / 4 * kSize / kRate, ring = 3.0 / 4 * kSize / kRate;
   std::printf(
       "all-to-all of 8 MiB over 2 emulated nodes at 400 Mb/s: best %.3f s; node egress "
