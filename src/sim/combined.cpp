@@ -24,11 +24,6 @@ bool in_block(const Op& op) {
 bool is_a2a(const Op& op) {
   return op.kind == OpKind::comm && op.group == CommGroup::expert;
 }
-// A gradient reduction or parameter gather (the data-parallel stream's ops): it waits for a
-// weight gradient, not a data gradient.
-bool is_reduction(const Op& op) {
-  return op.kind == OpKind::comm && stream_of(op) == kDataStream;
-}
 
 // A list cut into contiguous pieces: the ops before the first block, each block's ops (from its
 // first op to the next block's first), the ops after the last block's last op. A block's ops

@@ -54,6 +54,10 @@ std::int32_t stream_of(const Op& op) {
   return stream_index(op);
 }
 
+bool is_reduction(const Op& op) {
+  return op.kind == OpKind::comm && stream_index(op) == kDataStream;
+}
+
 namespace {
 // string_view comparisons: the length first, then the characters.
 bool is_param_gather(const Op& op) {
@@ -649,7 +653,7 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
           pr.run = run_list(list, dur, plan, false, names, &costs.stragglers, &detail);
           for (std::uint32_t i = 0; i < list.size(); ++i) {
             const Op& op = list[i];
-            if (op.kind == OpKind::comm && stream_index(op) == kDataStream)
+            if (is_reduction(op))
               continue;  // reductions that outlast the task, as in a chunk's run
             double& side_end = from[i].backward ? pr.bwd_end : pr.fwd_end;
             side_end = std::max(side_end, detail.op_end[i]);

@@ -26,6 +26,9 @@ enum SimStream : std::int32_t {
   kStreamCount = 7
 };
 std::int32_t stream_of(const Op& op);
+// A gradient reduction or parameter gather (a comm op of the data-parallel stream): it waits for
+// a weight gradient, not a data gradient, and may outlast the task that issued it.
+bool is_reduction(const Op& op);
 
 // One op list run once from time 0.
 struct ListRun {
