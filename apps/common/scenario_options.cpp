@@ -312,7 +312,9 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "how ranks map to nodes: tp-dp-pp (Megatron's default) or tp-pp-dp [tp-dp-pp]")
       ->group(g_plan);
   cmd.add_option("--recompute-granularity", o.recompute,
-                 "activation recompute: none|selective|full [none]")
+                 "activation recompute: none|selective|full (Megatron-LM's), or op (torchtitan's "
+                 "op-level selective checkpointing: every other matrix product's output and "
+                 "attention's kept, the rest replayed) [none]")
       ->group(g_plan);
   cmd.add_flag("--recompute-activations", o.recompute_activations,
                "same as --recompute-granularity selective")
@@ -544,8 +546,9 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (!o.recompute.empty()) {
     auto r = recompute_from_name(o.recompute);
     if (!r)
-      return Error{fmt::format(
-          "--recompute-granularity: expected one of none|selective|full, got '{}'", o.recompute)};
+      return Error{
+          fmt::format("--recompute-granularity: expected one of none|selective|full|op, got '{}'",
+                      o.recompute)};
     flags.recompute = *r;
   }
   if (!o.schedule.empty()) {

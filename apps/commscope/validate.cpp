@@ -230,8 +230,8 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
   if (!st.recompute.empty()) {
     auto r = recompute_from_name(st.recompute);
     if (!r)
-      return fail(fmt::format("--recompute-granularity: expected none, selective or full, got '{}'",
-                              st.recompute));
+      return fail(fmt::format(
+          "--recompute-granularity: expected none, selective, full or op, got '{}'", st.recompute));
     in.plan.recompute = *r;
   }
   if (cmd.count("--seq-length") > 0) {
@@ -318,7 +318,7 @@ Verb add_calibrate(CLI::App& app) {
                   "its attention kernel: flash|standard [the model preset's, else standard]")
       ->group(g_trace);
   cmd->add_option("--recompute-granularity", st->recompute,
-                  "its activation recompute: none|selective|full [none]")
+                  "its activation recompute: none|selective|full|op [none]")
       ->group(g_trace);
   cmd->add_option("--network-output", st->network_output,
                   "write the network profile with the fitted bus-bandwidth curves here")

@@ -187,6 +187,9 @@ std::string headline(const Workload& w) {
           ? fmt::format("selective ({})", recompute_modules_string(p.recompute_modules))
       : p.recompute == Recompute::full && p.recompute_block_layers > 0
           ? fmt::format("full (block: the first {} blocks of each chunk)", p.recompute_block_layers)
+      : p.recompute == Recompute::op
+          ? std::string("op (torchtitan: every other matrix product's output and attention's "
+                        "kept, the rest replayed)")
           : std::string(to_string(p.recompute)),
       to_string(p.schedule));
   // Modern training (issue 15), only when a plan uses it: the attention kernel, FP8, the

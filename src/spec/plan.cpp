@@ -15,8 +15,10 @@ namespace commscope {
 namespace {
 constexpr EnumName<Precision> kPrecisionNames[] = {
     {Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}};
-constexpr EnumName<Recompute> kRecomputeNames[] = {
-    {Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}};
+constexpr EnumName<Recompute> kRecomputeNames[] = {{Recompute::none, "none"},
+                                                   {Recompute::selective, "selective"},
+                                                   {Recompute::full, "full"},
+                                                   {Recompute::op, "op"}};
 constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::gpipe, "gpipe"},
                                                  {Schedule::one_f_one_b, "1f1b"},
                                                  {Schedule::interleaved, "interleaved"}};

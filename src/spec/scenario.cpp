@@ -151,6 +151,40 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
   return {};
 }
 
+// torchtitan's op-level selective checkpointing (--recompute-granularity op) is modelled on
+// the dense self-attention block torchtitan's models have (separate q, k, v projections, a
+// gated or plain MLP): its save list and matrix-product count are those ops'. Expert layers,
+// latent attention, cross attention, context parallelism and FP8 add ops to that list
+// (all-to-alls, ring exchanges, amax reductions) whose policy is not modelled; DeepSpeed's
+// ZeRO-3 hooks replay whole modules.
+Status resolve_op_recompute(const ModelSpec& model, const ParallelPlan& plan) {
+  if (plan.recompute != Recompute::op) return {};
+  constexpr const char* kFlag = "--recompute-granularity";
+  auto refuse = [&](std::string_view expected, std::string got) {
+    return bad(kFlag,
+               fmt::format("op (torchtitan's op-level selective checkpointing) with {}", expected),
+               got);
+  };
+  if (model.moe()) return refuse("a dense model", fmt::format("MoE model {}", model.name));
+  if (model.mla())
+    return refuse("grouped-query or multi-head attention",
+                  fmt::format("latent attention ({})", model.name));
+  if (model.kind == ArchKind::t5)
+    return refuse("a decoder-only or encoder-only model",
+                  fmt::format("encoder-decoder {}", model.name));
+  if (plan.cp > 1) return refuse("context-parallel size 1", fmt::format("--cp {}", plan.cp));
+  if (plan.fp8) return refuse("bf16 or fp16 GEMMs", "--fp8");
+  if (plan.mtp_layers > 0)
+    return refuse("no multi-token prediction", fmt::format("--mtp-num-layers {}", plan.mtp_layers));
+  if (plan.cpu_offload_layers > 0)
+    return refuse("no activation offloading",
+                  fmt::format("--cpu-offloading-num-layers {}", plan.cpu_offload_layers));
+  if (plan.framework == Framework::deepspeed && plan.zero == 3)
+    return refuse("PyTorch's checkpoint (not DeepSpeed's ZeRO-3 module hooks)",
+                  "--framework deepspeed with ZeRO-3");
+  return {};
+}
+
 // Megatron-Core's EP all-to-all overlap (combined 1F1B), with TransformerConfig's checks
 // (transformer_config.py, __post_init__); after the schedule, recompute and MTP are resolved.
 Status resolve_ep_overlap(const PlanInput& in, ParallelPlan& plan) {
@@ -689,6 +723,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
   CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan, layout));
   CS_RETURN_IF_ERROR(resolve_ep_overlap(in, plan));
+  CS_RETURN_IF_ERROR(resolve_op_recompute(model, plan));
   // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").
   if (in.nccl_algo) CS_RETURN_IF_ERROR(apply_nccl_algo(*in.nccl_algo, system.name, system.nccl));
 

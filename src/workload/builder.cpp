@@ -463,11 +463,56 @@ class Builder {
   std::uint8_t selective_modules() const {
     return p_.recompute == Recompute::selective ? p_.recompute_modules : 0;
   }
-  bool recomputes() const { return p_.recompute == Recompute::full || selective_modules() != 0; }
+  bool recomputes() const {
+    return p_.recompute == Recompute::full || p_.recompute == Recompute::op ||
+           selective_modules() != 0;
+  }
   // Whether the block at `local` in its chunk replays anything (--recompute-method block
   // leaves the blocks after the first N alone).
   bool recomputes_at(int local) const {
+    if (p_.recompute == Recompute::op) return true;
     return p_.recompute == Recompute::full ? p_.full_recompute_at(local) : selective_modules() != 0;
+  }
+
+  // torchtitan's op-level selective checkpointing (Recompute::op): what a block's backward
+  // replays. PyTorch's selective checkpoint runs the block's forward again, returning the cached
+  // output of each op the policy saved (torchtitan's save list: aten.mm except every second one,
+  // counted from 1 in each block's forward; the SDPA kernels; _c10d_functional's
+  // reduce_scatter_tensor) and running every other op, and the non-reentrant checkpoint stops
+  // once the last tensor backward needs exists: the MLP activation's output, the input of the
+  // output projection (what follows it is never replayed). torchtitan's Llama writes the
+  // projections as separate Linears, run in the order wq, wk, wv, wo, w1, w3, w2
+  // (w2(silu(w1(x)) * w3(x))); the block program's fused qkv and gated mlp_in GEMMs are those
+  // products side by side, so the replay runs the part of each whose count is even: wk, wo, w3
+  // (a plain MLP: wq, wk, wv, wo, in, out; `in` is the fifth, kept). Tensor-parallel
+  // all-gathers are replayed (not in the list), reduce-scatters are not; an all-reduce (TP
+  // without SP) is. The standard attention core (batched products, softmax) is replayed.
+  std::vector<Step> op_recompute_program(const std::vector<Step>& prog) const {
+    std::vector<Step> out;
+    int mm = 0;
+    for (const Step& st : prog) {
+      if (st.kind == StepKind::compute && st.op.name == "mlp_out") break;  // the early stop
+      if (st.kind == StepKind::tp_exit && p_.sequence_parallel) continue;  // reduce-scatter kept
+      if (st.kind == StepKind::compute && st.op.name == "flash_attn") continue;  // SDPA kept
+      if (st.kind != StepKind::compute || st.op.compute != ComputeClass::gemm) {
+        out.push_back(st);
+        continue;
+      }
+      // The products this GEMM stands for, by output width.
+      std::vector<std::int64_t> widths{st.op.n};
+      if (st.op.name == "qkv")
+        widths = {m_.q_dim() / t_, m_.kv_dim() / t_, m_.kv_dim() / t_};
+      else if (st.op.name == "mlp_in" && m_.gated_mlp())
+        widths = {m_.ffn / t_, m_.ffn / t_};
+      std::int64_t replayed = 0;
+      for (std::int64_t w : widths)
+        if (++mm % 2 == 0) replayed += w;
+      if (replayed == 0) continue;
+      Step r = st;
+      r.op = gemm(st.op.name, st.op.layer, st.op.m, st.op.k, replayed);
+      out.push_back(r);
+    }
+    return out;
   }
 
   // ---- programs ----
@@ -1589,6 +1634,14 @@ class Builder {
     auto blocks = [&](int l) -> const std::vector<Step>& {
       return programs[program_of[l - first]];
     };
+    // What each kind of block replays under --recompute-granularity op; otherwise emit_forward
+    // replays the program itself (all of it, or selective recompute's modules).
+    std::vector<std::vector<Step>> op_replays;
+    if (p_.recompute == Recompute::op)
+      for (const auto& prog : programs) op_replays.push_back(op_recompute_program(prog));
+    auto replayed = [&](int l) -> const std::vector<Step>& {
+      return op_replays.empty() ? blocks(l) : op_replays[program_of[l - first]];
+    };
     std::vector<Step> emb =
         is_first ? embedding_program(m_.seq_length, embedding_grads()) : std::vector<Step>{};
     std::vector<Step> dec_emb =
@@ -1771,7 +1824,7 @@ class Builder {
       }
       if (recomputes_at(l - first)) {
         bw.set_phase(Phase::recompute);
-        emit_forward(bw, blocks(l), l, selective_modules());
+        emit_forward(bw, replayed(l), l, selective_modules());
         bw.set_phase(Phase::backward);
       }
       emit_backward(bw, blocks(l), l, g);

@@ -202,6 +202,21 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
 
   if (full.value_or(p.recompute == Recompute::full))
     return Bytes(a * s * b * h / out_div);  // the block input
+  if (p.recompute == Recompute::op) {
+    // torchtitan's op-level selective checkpointing (the builder's op_recompute_program): the
+    // checkpoint's input and the cached outputs of what the policy saves, counted as its Linears
+    // run (wq, wk, wv, wo, w1, w3, w2; a plain MLP: in, out): the odd products wq (q wide), wv
+    // (kv), w1 (f; a plain MLP's in) and w2, whose output is the row-parallel product before its
+    // reduction, h wide on every TP rank; FlashAttention's output and logsumexp; under sequence
+    // parallelism both reduce-scatters' outputs. Everything else is replayed in backward.
+    const bool flash = p.attention == AttentionKernel::flash;
+    double outside = a * s * b * h;  // the block input
+    if (p.sequence_parallel && t > 1) outside += 2.0 * a * s * b * h;
+    double inside = a * s * b * (q + kv + f);
+    if (flash) inside += a * s * b * q + 4.0 * b * heads * s;
+    const double whole = m.gated_mlp() ? a * s * b * h : 0.0;
+    return Bytes(outside / out_div + inside / t + whole);
+  }
   const bool flash = p.attention == AttentionKernel::flash;
   // FP8 (Transformer Engine): the inputs its Linear layers save for backward are the FP8 casts,
   // 1 byte per element; the rest stays in the plan's precision.

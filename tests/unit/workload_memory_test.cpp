@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -418,6 +419,134 @@ TEST(Memory, RecomputeMethodChecks) {
   p.recompute_block = false;
   p.recompute_num_layers = 1;
   EXPECT_EQ(scenario("gpt2-large", "dgx-a100-80gb", p).plan.recompute_block_layers, 0);
+}
+
+// torchtitan's op-level selective checkpointing (--recompute-granularity op; torchtitan's
+// parallelize_llama.py, apply_ac with selective_ac_option "op"): each block keeps its input and
+// the outputs of what the policy saves, counted as torchtitan's Llama runs its Linears (wq, wk,
+// wv, wo, w1, w3, w2): every odd aten.mm (wq, wv, w1, w2; w2's output is the row-parallel
+// product before its reduction, h wide), the SDPA kernel's output and logsumexp, and under
+// sequence parallelism the two reduce-scatters' outputs. The list below is that policy's, tensor
+// by tensor; the replay is wk, wo and w3 with the norms, the residual and the activation, and
+// never the output projection w2.
+TEST(Memory, OpRecomputeKeepsWhatTorchtitansPolicySaves) {
+  struct Case {
+    int tp;
+    bool sp, flash;
+  };
+  for (const Case c : {Case{1, false, true}, Case{1, false, false}, Case{2, true, true},
+                       Case{2, false, true}, Case{4, true, false}}) {
+    SCOPED_TRACE(fmt::format("tp {} sp {} flash {}", c.tp, c.sp, c.flash));
+    auto make = [&](Recompute r) {
+      PlanInput p = plan(8, c.tp, 1, 2);
+      p.seq_length = 2048;
+      p.sequence_parallel = c.sp;
+      p.recompute = r;
+      p.attention = c.flash ? AttentionKernel::flash : AttentionKernel::standard;
+      return scenario("llama2-70b", "dgx-a100-80gb", p);
+    };
+    const Scenario op = make(Recompute::op);
+    const double t = c.tp, s = 2048, b = 2, h = 8192, q = 8192, kv = 1024, f = 28672;
+    const double heads = 64, bf16 = 2, tokens = s * b;
+    double saved = bf16 * tokens * h / (c.sp ? t : 1)  // the checkpoint's input
+                   + bf16 * tokens * q / t             // wq (1st product)
+                   + bf16 * tokens * kv / t            // wv (3rd)
+                   + bf16 * tokens * f / t             // w1 (5th)
+                   + bf16 * tokens * h;                // w2 (7th), before its reduction
+    if (c.flash) saved += bf16 * tokens * q / t + 4.0 * b * heads / t * s;  // SDPA: O, lse
+    if (c.sp) saved += 2 * bf16 * tokens * h / t;  // the reduce-scatters' outputs
+    EXPECT_DOUBLE_EQ(block_activation_bytes(op, 5).value(), saved);
+    EXPECT_LT(block_activation_bytes(make(Recompute::full), 5).value(), saved);
+    EXPECT_GT(block_activation_bytes(make(Recompute::none), 5).value(), saved);
+
+    // The replayed GEMMs of block 5: wk, wo and w3, each over this rank's share.
+    const Workload w = build_workload(op);
+    double gemm = 0;
+    std::set<std::string> names;
+    std::map<std::string, double> width;  // the replayed GEMMs' output widths
+    for (const Op& o : w.roles.front().chunks.front().backward.ops())
+      if (o.phase == Phase::recompute && o.layer == 5) {
+        names.insert(std::string(o.name));
+        if (o.kind == OpKind::compute && o.compute == ComputeClass::gemm) {
+          gemm += o.flops;
+          width[std::string(o.name)] += static_cast<double>(o.n);
+        }
+      }
+    EXPECT_DOUBLE_EQ(gemm, 2 * tokens * h * (kv + q + f) / t);
+    // wk of the fused qkv, wo whole, w3 of the fused gated input.
+    EXPECT_EQ(width,
+              (std::map<std::string, double>{{"qkv", kv / t}, {"attn_out", h}, {"mlp_in", f / t}}));
+    EXPECT_TRUE(names.count("mlp_act") && names.count("norm_mlp") && names.count("attn_residual"));
+    EXPECT_FALSE(names.count("mlp_out") || names.count("mlp_residual") ||
+                 names.count("flash_attn"));
+    EXPECT_EQ(names.count("sp_reduce_scatter"), 0u);
+    EXPECT_EQ(names.count("sp_all_gather"), c.sp ? 1u : 0u);  // gathers are replayed
+    EXPECT_EQ(names.count("tp_all_reduce"), !c.sp && c.tp > 1 ? 1u : 0u);
+    EXPECT_EQ(names.count("softmax"), c.flash ? 0u : 1u);  // the standard core is replayed
+  }
+  // A plain MLP (gpt2-large): the products are wq, wk, wv, wo, in, out; the replay runs wk and
+  // wo (in, the fifth, is kept, and out lies past the early stop).
+  PlanInput p = plan(8, 1, 1, 4);
+  p.recompute = Recompute::op;
+  p.attention = AttentionKernel::flash;
+  const Scenario gpt = scenario("gpt2-large", "dgx-a100-80gb", p);
+  double gemm = 0;
+  for (const Op& o : build_workload(gpt).roles.front().chunks.front().backward.ops())
+    if (o.phase == Phase::recompute && o.layer == 3 && o.kind == OpKind::compute &&
+        o.compute == ComputeClass::gemm)
+      gemm += o.flops;
+  EXPECT_DOUBLE_EQ(gemm, 2.0 * 4 * 1024 * 1280 * (1280 + 1280));
+
+  // Time lies between none and full.
+  auto time = [](Recompute r) {
+    PlanInput q = plan(64, 1, 1, 1, 64);
+    q.seq_length = 4096;
+    q.framework = Framework::fsdp;
+    q.attention = AttentionKernel::flash;
+    q.recompute = r;
+    return simulate(build_workload(scenario("llama2-70b", "dgx-a100-80gb", q))).iteration_time;
+  };
+  const double tn = time(Recompute::none), to = time(Recompute::op), tf = time(Recompute::full);
+  EXPECT_LT(tn, to);
+  EXPECT_LT(to, tf);
+}
+
+// What the op policy is not modelled for is refused, one line naming the flag.
+TEST(Memory, OpRecomputeChecks) {
+  auto error = [](const std::string& model, PlanInput p) {
+    p.recompute = Recompute::op;
+    return testing::scenario_error(model, "dgx-h100", p);
+  };
+  const std::string flag = "--recompute-granularity: expected op (torchtitan's";
+  PlanInput p = plan(8);
+  std::string e = error("mixtral-8x7b", p);
+  EXPECT_EQ(e.rfind(flag, 0), 0u) << e;
+  EXPECT_NE(e.find("a dense model, got MoE model mixtral-8x7b"), std::string::npos) << e;
+  e = error("t5-large", p);
+  EXPECT_NE(e.find("got encoder-decoder t5-large"), std::string::npos) << e;
+  p.cp = 2;
+  e = error("llama3-8b", p);
+  EXPECT_NE(e.find("context-parallel size 1, got --cp 2"), std::string::npos) << e;
+  p.cp.reset();
+  p.fp8 = true;
+  e = error("llama3-8b", p);
+  EXPECT_NE(e.find("got --fp8"), std::string::npos) << e;
+  p.fp8.reset();
+  p.framework = Framework::deepspeed;
+  p.zero = 3;
+  e = error("llama3-8b", p);
+  EXPECT_NE(e.find("got --framework deepspeed with ZeRO-3"), std::string::npos) << e;
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 0) << e;
+  p.framework = Framework::fsdp;
+  p.zero.reset();
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100",
+                     [&] {
+                       PlanInput ok = p;
+                       ok.recompute = Recompute::op;
+                       return ok;
+                     }())
+                .plan.recompute,
+            Recompute::op);
 }
 
 }  // namespace

@@ -20,7 +20,11 @@
 namespace commscope {
 
 enum class Precision : std::uint8_t { fp32, fp16, bf16 };  // fp16/bf16: mixed, fp32 master
-enum class Recompute : std::uint8_t { none, selective, full };
+// op: torchtitan's op-level selective activation checkpointing (activation_checkpoint.mode
+// selective, selective_ac_option "op"): every block is checkpointed and, of what its forward
+// computes, the outputs of every other matrix product (the first, third, ...), of the attention
+// kernel and of tensor-parallel reduce-scatters are kept; the rest is replayed in backward.
+enum class Recompute : std::uint8_t { none, selective, full, op };
 // Megatron-Core's --recompute-modules under selective recompute (transformer_config.py), as
 // bits of ParallelPlan::recompute_modules: the parts of a block replayed in backward instead of
 // keeping their activations (docs/workload.md, "Recompute modules"). core_attn is Megatron's
