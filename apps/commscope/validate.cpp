@@ -372,15 +372,20 @@ Verb add_calibrate(CLI::App& app) {
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
         print_warnings(skipped);
         std::vector<const PreparedRun*> fit;
-        int unmodelled = 0;
+        int unmodelled = 0, framework_fitted = 0;
         // A run that ran out of memory has no time to fit on; a corpus row whose run does what
-        // commscope does not model (its `unmodelled` cell) is validated, not fitted on.
+        // commscope does not model (its `unmodelled` cell) is validated, not fitted on; nor is
+        // one predicted with a framework release whose own terms are fitted on such rows given
+        // the system's calibration (DeepSpeed 0.3, presets/frameworks/deepspeed.json): fitting
+        // the calibration on them would go round in a circle.
         for (const auto& r : *runs)
           if (in_split(r, st->rows) && !r.out_of_memory) {
-            if (r.unmodelled.empty())
-              fit.push_back(&r);
-            else
+            if (!r.unmodelled.empty())
               ++unmodelled;
+            else if (!r.workload.scenario.plan.deepspeed_version.empty())
+              ++framework_fitted;
+            else
+              fit.push_back(&r);
           }
         if (unmodelled > 0)
           fmt::print(stderr,
@@ -388,6 +393,12 @@ Verb add_calibrate(CLI::App& app) {
                      "model (column unmodelled)\n",
                      unmodelled, unmodelled == 1 ? "" : "s", unmodelled == 1 ? "it" : "they",
                      unmodelled == 1 ? "s" : "");
+        if (framework_fitted > 0)
+          fmt::print(stderr,
+                     "commscope: note: {} row{} not fitted on: predicted with a framework "
+                     "release whose terms are fitted on the calibration (column framework, "
+                     "'deepspeed 0.3'; validate --fit-framework-overhead)\n",
+                     framework_fitted, framework_fitted == 1 ? "" : "s");
         if (fit.empty()) return fail("--rows: no rows to fit on");
         const bool tty = ::isatty(STDERR_FILENO);
         // The defaults, so that a fit does not depend on an earlier one; or, with --start

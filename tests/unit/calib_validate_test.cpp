@@ -926,19 +926,26 @@ TEST(ValidateCorpus, CliComputeOnlyRefusesTrace) {
   EXPECT_NE(r.err.find("--compute-only"), std::string::npos) << r.err;
 }
 
+// The corpus's header and the lines of the given rows, keyed "tNNN," (the id and its comma).
+std::pair<std::string, std::map<std::string, std::string>> corpus_lines(
+    std::initializer_list<const char*> ids) {
+  std::ifstream in(kCorpus);
+  std::string header, line;
+  std::getline(in, header);
+  std::map<std::string, std::string> rows;
+  while (std::getline(in, line))
+    for (const char* id : ids)
+      if (line.rfind(id, 0) == 0) rows[id] = line;
+  return {header, rows};
+}
+
 // A corpus row whose `unmodelled` cell is set (its run does what commscope does not model) is
 // validated but never fitted on: calibrate says so, and its fit equals the fit on the same
 // rows without that one. Four H100 Megatron fit rows of the corpus (t107, t111, t113, t115,
 // whose `unmodelled` cell, the header's last, is empty), one marked.
 TEST(ValidateCorpus, UnmodelledRowsAreNotFittedOn) {
   using testing::run_shell;
-  std::ifstream in(kCorpus);
-  std::string header, line;
-  std::getline(in, header);
-  std::map<std::string, std::string> rows;
-  while (std::getline(in, line))
-    for (const char* id : {"t107,", "t111,", "t113,", "t115,"})
-      if (line.rfind(id, 0) == 0) rows[id] = line;
+  auto [header, rows] = corpus_lines({"t107,", "t111,", "t113,", "t115,"});
   ASSERT_EQ(rows.size(), 4u);
   const std::string dir = testing::scratch();
   auto write = [&](const std::string& name, bool marked, bool with_t107) {
@@ -968,6 +975,39 @@ TEST(ValidateCorpus, UnmodelledRowsAreNotFittedOn) {
   };
   EXPECT_EQ(cal("marked.json"), cal("without.json"));
   EXPECT_NE(cal("all.json"), cal("without.json"));  // t107 does move the fit when it is in it
+}
+
+// A DeepSpeed 0.3 row (its release's terms are fitted on the system's calibration) is not fitted
+// on either: with t100 beside t083 and t085 (Narayanan et al.'s Megatron-LM rows, all fit rows
+// on dgx-a100-80gb) calibrate notes one such row and fits what it fits without it.
+TEST(ValidateCorpus, DeepSpeed03RowsAreNotFittedOn) {
+  using testing::run_shell;
+  auto [header, rows] = corpus_lines({"t083,", "t085,", "t100,"});
+  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_NE(rows["t100,"].find(",deepspeed 0.3,"), std::string::npos);
+  const std::string dir = testing::scratch();
+  auto write = [&](const std::string& name, bool with_t100) {
+    std::ofstream f(dir + "/" + name);
+    f << header << "\n";
+    for (const auto& [id, l] : rows)
+      if (id != "t100," || with_t100) f << l << "\n";
+    return dir + "/" + name;
+  };
+  const std::string bin = std::string(COMMSCOPE_BIN) + " calibrate ";
+  const std::string args = " --system dgx-a100-80gb --rows fit --compute-only --evaluations 30 -o ";
+  auto with = run_shell(bin + write("with.csv", true) + args + dir + "/with.json");
+  ASSERT_EQ(with.status, 0) << with.err;
+  EXPECT_NE(with.err.find("1 row not fitted on: predicted with a framework release whose terms "
+                          "are fitted on the calibration"),
+            std::string::npos)
+      << with.err;
+  auto without = run_shell(bin + write("without.csv", false) + args + dir + "/without.json");
+  ASSERT_EQ(without.status, 0) << without.err;
+  EXPECT_EQ(without.err.find("framework release"), std::string::npos) << without.err;
+  auto cal = [&](const char* name) {
+    return nlohmann::json::parse(std::ifstream(dir + "/" + name))["calibration"];
+  };
+  EXPECT_EQ(cal("with.json"), cal("without.json"));
 }
 
 // --start preset refines the preset's own calibration: the result is written with its
@@ -1477,7 +1517,8 @@ TEST(ValidateCorpus, DeepSpeed03FitIsReproducibleFromTheFitRowsAlone) {
 // A system's shipped compute calibration is the compute-only fit (400 evaluations from the
 // defaults, as `calibrate --compute-only --rows fit` runs it, or from `start` where the preset says
 // it was refined with --start preset) on the corpus's fit rows on that system whose `unmodelled`
-// cell is empty (calibrate skips the others): the fit, re-run here, gives the stored values, on
+// cell is empty and that no framework release with fitted terms predicts (DeepSpeed 0.3;
+// calibrate skips the others): the fit, re-run here, gives the stored values, on
 // exactly `rows` rows, within the fit's bounds; and it gives the same result when every held-out
 // row's measurement is changed.
 void expect_calibration_is_the_fit_on_its_fit_rows(const std::string& system, std::size_t rows_n,
@@ -1491,7 +1532,8 @@ void expect_calibration_is_the_fit_on_its_fit_rows(const std::string& system, st
   auto fit_rows = [&] {
     std::vector<const PreparedRun*> out;
     for (const auto& r : prepared)
-      if (r.split == "fit" && r.workload.scenario.system.name == system && r.unmodelled.empty())
+      if (r.split == "fit" && r.workload.scenario.system.name == system && r.unmodelled.empty() &&
+          r.workload.scenario.plan.deepspeed_version.empty())
         out.push_back(&r);
     return out;
   };
@@ -1522,6 +1564,14 @@ void expect_calibration_is_the_fit_on_its_fit_rows(const std::string& system, st
 
 TEST(ValidateCorpus, A100FortyGbCalibrationIsTheFitOnItsFitRows) {
   expect_calibration_is_the_fit_on_its_fit_rows("dgx-a100-40gb", 20, true);
+}
+
+// dgx-a100-80gb (2026-11-28): its 11 predictable fit rows (t041, llm-foundry MPT-70b; torchtitan's
+// t075, t077, t079, t080, t082; Narayanan et al.'s Megatron-LM t083, t085, t087, t089, t091),
+// not the DeepSpeed 0.3 rows t100, t102, t104, whose release's terms are fitted on this
+// calibration (DeepSpeed03FitIsReproducibleFromTheFitRowsAlone).
+TEST(ValidateCorpus, A100EightyGbCalibrationIsTheFitOnItsFitRows) {
+  expect_calibration_is_the_fit_on_its_fit_rows("dgx-a100-80gb", 11, false);
 }
 
 // dgx-h100: the 20 predictable H100 fit rows (9 llm-foundry MPT FSDP rows, t107, t111, t113,
