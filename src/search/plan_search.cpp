@@ -244,6 +244,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
   const bool decoder_only = s.model.kind != ArchKind::t5 && s.model.kind != ArchKind::bert;
   const bool moe = s.model.moe();
+  const bool op_ok = !moe && !s.model.mla() && s.model.kind != ArchKind::t5;
   auto zero_ok = [&](int z) {
     return s.zero.empty() || std::find(s.zero.begin(), s.zero.end(), z) != s.zero.end();
   };
@@ -364,9 +365,13 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
           for (const auto& [ep, etp] : experts)
             for (const Sharding& z : zeros)
               for (std::int64_t mb : mbs)
-                for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+                for (Recompute rc :
+                     {Recompute::none, Recompute::selective, Recompute::full, Recompute::op})
                   for (int sp = sp_from; sp <= (tp > 1 ? 1 : 0); ++sp)
                     for (int order = 0; order <= (pp > 1 && dp > 1 ? 1 : 0); ++order) {
+                      // torchtitan's op-level checkpointing: FSDP plans of a dense model whose
+                      // blocks the policy is modelled for (resolve_op_recompute).
+                      if (rc == Recompute::op && (z.f != Framework::fsdp || !op_ok)) continue;
                       if (out.size() >= kMaxCandidates) return out;  // the caller reports it
                       PlanPoint p;
                       p.tp = static_cast<int>(tp);

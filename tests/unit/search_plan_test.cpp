@@ -93,6 +93,40 @@ TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
   }
 }
 
+// torchtitan's op-level checkpointing is a candidate for the FSDP plans of a dense model, once
+// for each FSDP plan without recompute, and for no other framework's plans; a MoE model and an
+// encoder-decoder model, for which the policy is not modelled, get none.
+TEST(SearchPlan, OpRecomputeOnlyForFsdpPlansOfDenseModels) {
+  auto count = [](const std::string& model, const std::string& system, int gpus) {
+    SearchSpace s = space(model, system, gpus, 64);
+    s.frameworks = {Framework::none, Framework::deepspeed, Framework::fsdp};
+    std::map<std::pair<Framework, Recompute>, int> n;
+    for (const PlanPoint& p : search::enumerate_plans(s)) ++n[{p.framework, p.recompute}];
+    return n;
+  };
+  auto dense = count("gpt2-medium", "dgx-a100-80gb", 8);
+  EXPECT_GT((dense[{Framework::fsdp, Recompute::none}]), 0);
+  EXPECT_EQ((dense[{Framework::fsdp, Recompute::op}]), (dense[{Framework::fsdp, Recompute::none}]));
+  EXPECT_EQ((dense[{Framework::none, Recompute::op}]), 0);
+  EXPECT_EQ((dense[{Framework::deepspeed, Recompute::op}]), 0);
+  for (const auto& [model, system, gpus] :
+       {std::tuple{"qwen3-30b-a3b", "dgx-h100", 16}, std::tuple{"t5-small", "dgx-a100-80gb", 8}}) {
+    SCOPED_TRACE(model);
+    int op = 0;
+    for (const auto& [key, k] : count(model, system, gpus))
+      op += key.second == Recompute::op ? k : 0;
+    EXPECT_EQ(op, 0);
+  }
+  // The search predicts them: torchtitan's Llama 2 70B plan on 64 A100s, FSDP alone, ranks op
+  // first (the whole-block recompute it saves is the only alternative that fits).
+  SearchSpace s = space("llama2-70b", "dgx-a100-80gb", 64, 64);
+  s.frameworks = {Framework::fsdp};
+  s.base.seq_length = 4096;
+  auto r = search::search(s, SearchOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->top.front().plan.recompute, Recompute::op);
+}
+
 // A MoE model's search holds its TP 1 plans (it held none: the expert-TP loop skipped expert
 // TP 1 when it was also TP): Qwen3-30B-A3B on 16 H100s has NVIDIA's own plan, TP 1, PP 1,
 // EP 16, exactly once a sharding, micro-batch and recompute, and every EP that divides the 128
