@@ -41,7 +41,7 @@ set(CPACK_SET_DESTDIR ON)
 set(CPACK_INSTALL_PREFIX /usr)  # with CPACK_SET_DESTDIR, the prefix the package installs into
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
-# The shared libraries the programs and the module link (libc, fmt, simdjson, zlib, Open MPI,
+# The shared libraries the programs and the module link (libc, fmt, simdjson, zlib, toml++, Open MPI,
 # OpenBLAS) by dpkg-shlibdeps; Python's ABI by hand: the module is built for this interpreter.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 if(DEFINED COMMSCOPE_PYTHON_VERSION_MINOR)
@@ -53,5 +53,5 @@ endif()
 # mpirun for bench/train; the headers' own dependencies for find_package(commscope).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "openmpi-bin, python3-numpy, python3-matplotlib")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS
-  "cmake, g++, libfmt-dev, nlohmann-json3-dev, libsimdjson-dev, zlib1g-dev, python3-pandas")
+  "cmake, g++, libfmt-dev, nlohmann-json3-dev, libsimdjson-dev, zlib1g-dev, libtomlplusplus-dev, python3-pandas")
 include(CPack)

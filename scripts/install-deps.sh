@@ -9,6 +9,7 @@ PACKAGES=(
   libfmt-dev                 # formatting
   nlohmann-json3-dev         # configs and result documents
   libsimdjson-dev            # reading traces
+  libtomlplusplus-dev        # torchtitan job files (TOML)
   zlib1g-dev                 # gzip traces
   libopenmpi-dev openmpi-bin # bench and train over MPI
   libopenblas-dev            # train: matrix products

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "commscope/spec/limits.h"
+#include "commscope/spec/torchtitan_config.h"
 
 namespace commscope::cli {
 
@@ -472,6 +473,11 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
          "--deepspeed-config,--deepspeed_config", o.deepspeed_config,
          "DeepSpeed ds_config.json: batch sizes, ZeRO stage and buckets, fp16/bf16 (flags win)")
       ->group(g_plan);
+  cmd.add_option("--torchtitan-config,--job.config_file", o.torchtitan_config,
+                 "torchtitan job file (TOML): [model] name and flavor, [training] batch, seq_len "
+                 "and precision, [parallelism] degrees and schedule, [activation_checkpoint]; "
+                 "FSDP2 with FlashAttention (flags win; docs/predict.md)")
+      ->group(g_plan);
 
   const char* g_cc = "Compressed communication (docs/workload.md)";
   cmd.add_option(
@@ -520,9 +526,22 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   PlanInput flags = o.flags;
   // The default of 4 nodes gives way when the user sizes the job another way.
   if (!o.gpus.empty() || !o.dp.empty()) in.plan.nodes.reset();
+  if (!o.torchtitan_config.empty() && !o.deepspeed_config.empty())
+    return Error{"--torchtitan-config: expected it or --deepspeed-config, got both"};
   if (!o.deepspeed_config.empty()) {
     CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config));
     in.plan.merge(ds);
+  }
+  // A torchtitan job file: its model (unless --model names one) and plan; its batch gives way
+  // to --micro-batch-size or --global-batch-size.
+  bool file_accum = false;
+  if (!o.torchtitan_config.empty()) {
+    CS_ASSIGN_OR_RETURN(TorchtitanJob job, load_torchtitan_config(o.torchtitan_config));
+    in.plan.merge(job.plan);
+    in.model = job.model;
+    file_accum = job.plan.grad_accum.has_value();
+    for (const std::string& note : job.notes)
+      fmt::print(stderr, "commscope: note: {}: {}\n", o.torchtitan_config, note);
   }
   if (o.fp16 && o.bf16) return Error{"--fp16/--bf16: expected at most one of them, got both"};
   if (o.fp16) flags.precision = Precision::fp16;
@@ -671,6 +690,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     flags.zero3_nics_per_group = *v;
   }
   in.plan.merge(flags);
+  if (file_accum && (!o.micro_batch.empty() || !o.global_batch.empty()) && o.grad_accum.empty())
+    in.plan.grad_accum.reset();
 
   // The sweep's size before it is built: the product of the comma lists' lengths.
   double plans = 1;

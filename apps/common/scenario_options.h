@@ -33,6 +33,7 @@ struct ScenarioOptions {
   std::vector<std::int64_t> micro_batch, global_batch, seq_length, decoder_seq_length, grad_accum;
   std::vector<double> ddp_bucket_mb;
   std::string deepspeed_config;
+  std::string torchtitan_config;  // --torchtitan-config / --job.config_file (TOML)
   PlanInput flags;
   std::string precision, recompute, schedule, rank_order;
   bool fp16 = false, bf16 = false, recompute_activations = false;

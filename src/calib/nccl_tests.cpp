@@ -327,26 +327,9 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
   return logs;
 }
 
-namespace {
-Result<std::string> read_text(const std::string& path) {
-  CS_RETURN_IF_ERROR(check_regular_file(path));
-  constexpr std::uintmax_t kMaxBytes = 64ull << 20;
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxBytes)
-    return Error{
-        fmt::format("{}: {} bytes; expected nccl-tests output of at most 64 MiB", path, size)};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-}  // namespace
-
 Result<std::vector<NcclTestsLog>> read_nccl_tests(const std::string& path,
                                                   std::optional<Collective> fallback) {
-  CS_ASSIGN_OR_RETURN(auto text, read_text(path));
+  CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 64ull << 20, "nccl-tests output"));
   return parse_nccl_tests(text, path, fallback);
 }
 
@@ -360,7 +343,7 @@ std::optional<MeasuredFormat> measured_format_from_name(std::string_view name) {
 Result<std::vector<MeasuredCollective>> read_measured(const std::string& path, MeasuredFormat f,
                                                       std::optional<Collective> collective) {
   if (f == MeasuredFormat::bench_json) return read_bench_json(path);
-  CS_ASSIGN_OR_RETURN(auto text, read_text(path));
+  CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 64ull << 20, "nccl-tests output"));
   if (f == MeasuredFormat::automatic) {
     const auto first = text.find_first_not_of(" \t\r\n\xef\xbb\xbf");
     if (first != std::string::npos && text[first] == '{') return read_bench_json(path);

@@ -8,6 +8,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
 
 namespace commscope {
 
@@ -18,6 +23,21 @@ Status check_regular_file(const std::string& path) {
   if (!S_ISREG(st.st_mode))
     return Error{path + ": not a regular file (a FIFO, socket or device), expected a file"};
   return {};
+}
+
+Result<std::string> read_small_file(const std::string& path, std::uintmax_t max_bytes,
+                                    std::string_view what) {
+  CS_RETURN_IF_ERROR(check_regular_file(path));
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > max_bytes)
+    return Error{fmt::format("{}: {} bytes; expected {} of at most {} MiB", path, size, what,
+                             max_bytes >> 20)};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
 }
 
 std::uint64_t available_memory_bytes() {

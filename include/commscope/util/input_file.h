@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "commscope/util/result.h"
 
@@ -13,6 +14,12 @@ namespace commscope {
 // the path: "x: cannot open: No such file or directory", "x: is a directory, expected a file",
 // "x: not a regular file (a FIFO, socket or device), expected a file".
 Status check_regular_file(const std::string& path);
+
+// The whole of a small text file: a regular file (check_regular_file) of at most `max_bytes`,
+// else one message naming the path, its size and `what` ("x: 2000000 bytes; expected a
+// torchtitan job file of at most 1 MiB").
+Result<std::string> read_small_file(const std::string& path, std::uintmax_t max_bytes,
+                                    std::string_view what);
 
 // Bytes of memory this process may still use: the smaller of /proc/meminfo's MemAvailable and
 // the address-space limit (RLIMIT_AS) when one is set; 0 when neither is known.

@@ -1,0 +1,364 @@
+// torchtitan's TOML job file as commscope's model and plan flags (docs/predict.md, "torchtitan
+// job files"). TOML is parsed by toml++ (Debian's libtomlplusplus-dev; docs/DEPENDENCIES.md).
+#include "commscope/spec/torchtitan_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "commscope/spec/model.h"
+#include "commscope/util/input_file.h"
+
+namespace commscope {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string describe(const toml::node& n) {
+  if (auto s = n.value<std::string>(); s && n.is_string()) return fmt::format("\"{}\"", *s);
+  if (n.is_integer()) return std::to_string(*n.value<std::int64_t>());
+  if (n.is_floating_point()) return fmt::format("{}", *n.value<double>());
+  if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
+  if (n.is_array()) return "an array";
+  if (n.is_table()) return "a table";
+  return "a date or time";
+}
+
+// Reads fields by name from the first of several tables that has them: torchtitan moved its
+// parallelism keys from [training] (2024) to [parallelism] (2025).
+class Fields {
+ public:
+  Fields(const toml::table& t, const std::string& path) : t_(t), path_(path) {}
+
+  Error bad(std::string_view where, std::string_view expected, std::string_view got) const {
+    return Error{fmt::format("{}: {}: expected {}, got {}", path_, where, expected, got)};
+  }
+
+  struct Found {
+    const toml::node* node = nullptr;
+    std::string where;  // "[training] seq_len"
+  };
+  Found find(std::initializer_list<const char*> tables, const char* key) const {
+    for (const char* table : tables)
+      if (const toml::table* sub = t_[table].as_table())
+        if (const toml::node* n = sub->get(key)) return {n, fmt::format("[{}] {}", table, key)};
+    return {nullptr, fmt::format("[{}] {}", *tables.begin(), key)};
+  }
+
+  // An integer of at least `min` (or exactly `also`, torchtitan's -1 for "the rest").
+  Result<std::optional<std::int64_t>> integer(std::initializer_list<const char*> tables,
+                                              const char* key, std::int64_t min,
+                                              std::optional<std::int64_t> also = {}) const {
+    const Found f = find(tables, key);
+    if (!f.node) return std::optional<std::int64_t>{};
+    const std::string expected = also ? fmt::format("an integer of at least {} or {}", min, *also)
+                                      : fmt::format("an integer of at least {}", min);
+    if (!f.node->is_integer()) return bad(f.where, expected, describe(*f.node));
+    const std::int64_t v = *f.node->value<std::int64_t>();
+    if (v < min && v != also) return bad(f.where, expected, std::to_string(v));
+    return std::optional<std::int64_t>{v};
+  }
+  Result<std::optional<std::string>> string(std::initializer_list<const char*> tables,
+                                            const char* key) const {
+    const Found f = find(tables, key);
+    if (!f.node) return std::optional<std::string>{};
+    if (!f.node->is_string()) return bad(f.where, "a string", describe(*f.node));
+    return std::optional<std::string>{*f.node->value<std::string>()};
+  }
+  Result<std::optional<bool>> boolean(std::initializer_list<const char*> tables,
+                                      const char* key) const {
+    const Found f = find(tables, key);
+    if (!f.node) return std::optional<bool>{};
+    if (!f.node->is_boolean()) return bad(f.where, "true or false", describe(*f.node));
+    return std::optional<bool>{*f.node->value<bool>()};
+  }
+  Result<std::vector<std::string>> strings(std::initializer_list<const char*> tables,
+                                           const char* key) const {
+    const Found f = find(tables, key);
+    std::vector<std::string> out;
+    if (!f.node) return out;
+    const toml::array* a = f.node->as_array();
+    if (!a) return bad(f.where, "an array of strings", describe(*f.node));
+    for (const toml::node& n : *a) {
+      if (!n.is_string()) return bad(f.where, "an array of strings", describe(n) + " in it");
+      out.push_back(*n.value<std::string>());
+    }
+    return out;
+  }
+
+ private:
+  const toml::table& t_;
+  const std::string& path_;
+};
+
+constexpr const char* kParallel[] = {"parallelism", "training", "experimental"};
+
+}  // namespace
+
+Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    return Error{fmt::format("{}: line {}, column {}: {}", path, e.source().begin.line,
+                             e.source().begin.column, e.description())};
+  }
+  const Fields f(t, path);
+  TorchtitanJob job;
+  PlanInput& p = job.plan;
+  auto par = [&](const char* key, std::int64_t min, std::optional<std::int64_t> also = {}) {
+    return f.integer({kParallel[0], kParallel[1], kParallel[2]}, key, min, also);
+  };
+
+  // ---- [model]: the preset of the same architecture ----
+  CS_ASSIGN_OR_RETURN(auto name, f.string({"model"}, "name"));
+  CS_ASSIGN_OR_RETURN(auto flavor, f.string({"model"}, "flavor"));
+  struct Preset {
+    const char *name, *flavor, *preset;
+  };
+  static constexpr Preset kPresets[] = {
+      {"llama2", "7b", "llama2-7b"},   {"llama2", "13b", "llama2-13b"},
+      {"llama2", "70b", "llama2-70b"}, {"llama3", "8b", "llama3-8b"},
+      {"llama3", "70b", "llama3-70b"}, {"llama3", "405b", "llama3-405b"}};
+  const std::string n = lower(name.value_or("")), fl = lower(flavor.value_or(""));
+  for (const Preset& pr : kPresets)
+    if (n == pr.name && fl == pr.flavor) job.model = pr.preset;
+  if (job.model.empty())
+    return f.bad("[model] name and flavor",
+                 "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
+                 "8B, 70B or 405B (--model for any other)",
+                 fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
+  CS_ASSIGN_OR_RETURN(auto converters, f.strings({"model"}, "converters"));
+  for (const std::string& c : converters) {
+    if (c == "float8")
+      p.fp8 = true;
+    else
+      return f.bad("[model] converters", "float8 or nothing (the converters commscope models)",
+                   fmt::format("\"{}\"", c));
+  }
+  CS_ASSIGN_OR_RETURN(auto float8_linear, f.boolean({"float8"}, "enable_float8_linear"));
+  if (float8_linear.value_or(false)) p.fp8 = true;  // the 2024 spelling
+  // torchtitan's Llama runs F.scaled_dot_product_attention (FlashAttention on the GPUs commscope
+  // models); FlexAttention, where asked for, is priced the same way.
+  p.attention = AttentionKernel::flash;
+  CS_ASSIGN_OR_RETURN(auto flex, f.boolean({"model"}, "use_flex_attn"));
+  if (flex.value_or(false))
+    job.notes.push_back("[model] use_flex_attn: FlexAttention is priced as FlashAttention");
+
+  // ---- [training]: batch, sequence, precision ----
+  CS_ASSIGN_OR_RETURN(auto local, f.integer({"training"}, "local_batch_size", 1));
+  if (!local) {
+    CS_ASSIGN_OR_RETURN(local, f.integer({"training"}, "batch_size", 1));  // 2024
+  }
+  CS_ASSIGN_OR_RETURN(auto global, f.integer({"training"}, "global_batch_size", 1, -1));
+  CS_ASSIGN_OR_RETURN(auto seq, f.integer({"training"}, "seq_len", 1));
+  if (seq) p.seq_length = *seq;
+  CS_ASSIGN_OR_RETURN(auto param_dtype, f.string({"training"}, "mixed_precision_param"));
+  const std::string pd = param_dtype.value_or("bfloat16");  // torchtitan's default
+  if (pd == "bfloat16")
+    p.precision = Precision::bf16;
+  else if (pd == "float32")
+    p.precision = Precision::fp32;
+  else
+    return f.bad("[training] mixed_precision_param", "bfloat16 or float32",
+                 fmt::format("\"{}\"", pd));
+  // FSDP2's reduce dtype: torchtitan's default float32, the gradients' reduce-scatter in fp32.
+  CS_ASSIGN_OR_RETURN(auto reduce_dtype, f.string({"training"}, "mixed_precision_reduce"));
+  const std::string rd = reduce_dtype.value_or("float32");
+  if (rd == "float32")
+    p.grad_comm_dtype = DType::fp32;
+  else if (rd == "bfloat16")
+    p.grad_comm_dtype = DType::bf16;
+  else
+    return f.bad("[training] mixed_precision_reduce", "float32 or bfloat16",
+                 fmt::format("\"{}\"", rd));
+
+  // ---- [parallelism] (or [training] / [experimental] in 2024's files) ----
+  p.framework = Framework::fsdp;  // FSDP2 (fully_shard) over the data-parallel shard dimension
+  CS_ASSIGN_OR_RETURN(auto shard, par("data_parallel_shard_degree", 1, -1));
+  if (!shard) {
+    CS_ASSIGN_OR_RETURN(shard, par("data_parallel_degree", 1, -1));  // 2024
+  }
+  CS_ASSIGN_OR_RETURN(auto replicate, par("data_parallel_replicate_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto tp, par("tensor_parallel_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto pp, par("pipeline_parallel_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto cp, par("context_parallel_degree", 1));
+  const std::int64_t sh = shard.value_or(-1), rep = replicate.value_or(1);
+  if (tp) p.tp = static_cast<int>(*tp);
+  if (pp) p.pp = static_cast<int>(*pp);
+  if (cp) p.cp = static_cast<int>(*cp);
+  if (sh >= 1) p.dp = static_cast<int>(sh * rep);  // -1: the GPUs the other degrees leave
+  if (sh == 1)
+    p.fsdp_sharding = FsdpSharding::no_shard;  // replicate only: DDP
+  else if (rep > 1)
+    p.fsdp_sharding = FsdpSharding::hybrid_shard;  // HSDP: commscope shards within a node
+  if (rep > 1 && sh > 1)
+    job.notes.push_back(fmt::format(
+        "[parallelism] data_parallel_replicate_degree {}: HSDP is priced as HYBRID_SHARD, "
+        "sharded over each node's GPUs and replicated across nodes, whatever the shard degree",
+        rep));
+  // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel) and, with
+  // enable_async_tensor_parallel, overlaps the gathers and reduce-scatters with the matmuls.
+  CS_ASSIGN_OR_RETURN(auto async_tp, f.boolean({kParallel[0], kParallel[1], kParallel[2]},
+                                               "enable_async_tensor_parallel"));
+  if (p.tp.value_or(1) > 1) {
+    p.sequence_parallel = true;
+    if (async_tp.value_or(false)) p.tp_comm_overlap = true;
+  }
+  // Context parallelism: PyTorch's context_parallel all-gathers K and V ("allgather", the
+  // default) or passes them round the ring ("alltoall").
+  CS_ASSIGN_OR_RETURN(auto rotate, f.string({kParallel[0], kParallel[1], kParallel[2]},
+                                            "context_parallel_rotate_method"));
+  if (p.cp.value_or(1) > 1) {
+    const std::string r = rotate.value_or("allgather");
+    if (r == "allgather")
+      p.cp_comm_type = CpCommType::all_gather;
+    else if (r == "alltoall")
+      p.cp_comm_type = CpCommType::p2p;
+    else
+      return f.bad("[parallelism] context_parallel_rotate_method", "allgather or alltoall",
+                   fmt::format("\"{}\"", r));
+  }
+
+  // The model's layers, for what torchtitan states per stage or per block.
+  CS_ASSIGN_OR_RETURN(ModelSpec model, load_model(job.model));
+  const int layers = model.layers();
+
+  // ---- pipeline: schedule and micro-batches ----
+  const std::int64_t stages = p.pp.value_or(1);
+  std::int64_t micro = local.value_or(1);
+  int virtual_stages = 1;
+  if (stages > 1) {
+    CS_ASSIGN_OR_RETURN(auto schedule, f.string({kParallel[0], kParallel[1], kParallel[2]},
+                                                "pipeline_parallel_schedule"));
+    const std::string sc = schedule.value_or("1F1B");  // torchtitan's default
+    if (sc == "1F1B") {
+      p.schedule = Schedule::one_f_one_b;
+    } else if (sc == "GPipe") {
+      p.schedule = Schedule::gpipe;
+    } else if (sc == "Interleaved1F1B") {
+      p.schedule = Schedule::interleaved;
+      // Its model chunks: the layers per stage where given, else two stages a rank.
+      CS_ASSIGN_OR_RETURN(auto per_stage, f.integer({kParallel[0], kParallel[1], kParallel[2]},
+                                                    "pipeline_parallel_layers_per_stage", 1));
+      virtual_stages = 2;
+      if (per_stage) {
+        if (layers % (stages * *per_stage) != 0)
+          return f.bad("[parallelism] pipeline_parallel_layers_per_stage",
+                       fmt::format("a divisor of {}'s {} layers over {} pipeline ranks", job.model,
+                                   layers, stages),
+                       std::to_string(*per_stage));
+        virtual_stages = static_cast<int>(layers / (stages * *per_stage));
+      }
+      p.virtual_stages = virtual_stages;
+    } else {
+      return f.bad("[parallelism] pipeline_parallel_schedule",
+                   "1F1B, GPipe or Interleaved1F1B (the schedules commscope models)",
+                   fmt::format("\"{}\"", sc));
+    }
+    // A micro-batch: pipeline_parallel_microbatch_size samples (default 1), or in 2024's files
+    // the local batch over pipeline_parallel_microbatches.
+    CS_ASSIGN_OR_RETURN(auto size, f.integer({kParallel[0], kParallel[1], kParallel[2]},
+                                             "pipeline_parallel_microbatch_size", 1));
+    CS_ASSIGN_OR_RETURN(auto count, f.integer({kParallel[0], kParallel[1], kParallel[2]},
+                                              "pipeline_parallel_microbatches", 1));
+    if (size)
+      micro = *size;
+    else if (count)
+      micro = local.value_or(1) / *count;
+    else
+      micro = 1;
+    if (micro < 1 || local.value_or(1) % micro != 0)
+      return f.bad(
+          size ? "[parallelism] pipeline_parallel_microbatch_size"
+               : "[parallelism] pipeline_parallel_microbatches",
+          fmt::format("a micro-batch that divides the local batch of {}", local.value_or(1)),
+          std::to_string(size ? *size : count.value_or(0)));
+  }
+  p.micro_batch = micro;
+  // The global batch: stated, or the local batch on every data-parallel rank (torchtitan's -1).
+  if (global && *global > 0)
+    p.global_batch = *global;
+  else
+    p.grad_accum = local.value_or(1) / micro;
+
+  // ---- [activation_checkpoint] ----
+  CS_ASSIGN_OR_RETURN(auto mode, f.string({"activation_checkpoint"}, "mode"));
+  CS_ASSIGN_OR_RETURN(auto option, f.string({"activation_checkpoint"}, "selective_ac_option"));
+  const std::string m = mode.value_or("selective");  // torchtitan's default: selective, "2"
+  if (m == "none") {
+    p.recompute = Recompute::none;
+  } else if (m == "full") {
+    p.recompute = Recompute::full;
+  } else if (m == "selective") {
+    const std::string o = option.value_or("2");
+    if (o == "op") {
+      p.recompute = Recompute::op;
+    } else if (!o.empty() &&
+               std::all_of(o.begin(), o.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+               o.size() < 6 && std::stoi(o) >= 1) {
+      // Every k-th block of a model part fully checkpointed: Megatron's block method with the
+      // chunk's layers / k blocks (the same time and memory; only which blocks differs).
+      const int k = std::stoi(o);
+      if (virtual_stages > 1)
+        return f.bad("[activation_checkpoint] selective_ac_option",
+                     "op with Interleaved1F1B (layer-level selective checkpointing across model "
+                     "chunks is not modelled)",
+                     fmt::format("\"{}\"", o));
+      const int per_chunk = static_cast<int>(layers / stages);
+      const int every = per_chunk / k;
+      if (every == 0) {
+        p.recompute = Recompute::none;
+      } else {
+        p.recompute = Recompute::full;
+        if (every < per_chunk) {
+          p.recompute_block = true;
+          p.recompute_num_layers = every;
+        }
+      }
+    } else {
+      return f.bad("[activation_checkpoint] selective_ac_option", "op or a positive layer interval",
+                   fmt::format("\"{}\"", o));
+    }
+  } else {
+    return f.bad("[activation_checkpoint] mode", "none, full or selective",
+                 fmt::format("\"{}\"", m));
+  }
+
+  // ---- read, not modelled ----
+  CS_ASSIGN_OR_RETURN(auto compile, f.boolean({"compile", "training"}, "enable"));
+  CS_ASSIGN_OR_RETURN(auto compile_2024, f.boolean({"training"}, "compile"));
+  if (compile.value_or(false) || compile_2024.value_or(false))
+    job.notes.push_back(
+        "[compile] enable: torch.compile's fused kernels are not modelled (commscope prices the "
+        "eager kernels)");
+  CS_ASSIGN_OR_RETURN(auto fp8_gather, f.boolean({"float8"}, "enable_fsdp_float8_all_gather"));
+  if (fp8_gather.value_or(false))
+    job.notes.push_back(
+        "[float8] enable_fsdp_float8_all_gather: FSDP's all-gathers are priced in the "
+        "parameters' type, not in float8");
+  return job;
+}
+
+Result<TorchtitanJob> load_torchtitan_config(const std::string& path) {
+  // Job files are kilobytes; a larger file is a mistake, not one to read into memory.
+  CS_ASSIGN_OR_RETURN(const std::string text,
+                      read_small_file(path, 1ull << 20, "a torchtitan job file"));
+  if (text.empty())
+    return Error{fmt::format("{}: empty file, expected a torchtitan job file", path)};
+  return torchtitan_from_toml(text, path);
+}
+
+}  // namespace commscope

@@ -1,0 +1,210 @@
+// torchtitan job files (--torchtitan-config / --job.config_file): the fields read, the plan they
+// make, and the errors (docs/predict.md, "torchtitan job files").
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "commscope/calib/validate.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/spec/framework_config.h"
+#include "commscope/spec/scenario.h"
+#include "commscope/spec/torchtitan_config.h"
+#include "commscope/workload/workload.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+const std::string kDir = COMMSCOPE_SOURCE_DIR "/tests/data/torchtitan/";
+
+TorchtitanJob parse(const std::string& toml) {
+  auto j = torchtitan_from_toml(toml, "job.toml");
+  EXPECT_TRUE(j.ok()) << j.error().message;
+  return j.ok() ? *j : TorchtitanJob{};
+}
+
+std::string error_of(const std::string& toml) {
+  auto j = torchtitan_from_toml(toml, "job.toml");
+  EXPECT_FALSE(j.ok());
+  const std::string e = j.ok() ? std::string() : j.error().message;
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 0) << e;
+  return e;
+}
+
+const std::string kModel = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n";
+
+// The 2024 layout, the plan of torchtitan's published A100 row t076 (Llama 2 13B, local batch
+// 2, every other block checkpointed): the file gives the plan the corpus row states in its own
+// columns, and the same prediction on 64 A100s (with the file's bf16 reduce, as the row is
+// priced). selective_ac_option "2" is Megatron's block method with 40 / 2 = 20 blocks.
+TEST(TorchtitanConfig, LayerCheckpointingFileGivesTheCorpusRowsPlan) {
+  auto job = load_torchtitan_config(kDir + "llama2_13b_layer_ac.toml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(job->model, "llama2-13b");
+  EXPECT_EQ(job->plan.recompute, Recompute::full);
+  EXPECT_EQ(job->plan.recompute_block, true);
+  EXPECT_EQ(job->plan.recompute_num_layers, 20);
+  EXPECT_EQ(job->plan.micro_batch, 2);
+  EXPECT_EQ(job->plan.seq_length, 4096);
+  EXPECT_FALSE(job->plan.dp.has_value());  // -1: what the GPUs leave
+  EXPECT_EQ(job->plan.framework, Framework::fsdp);
+  EXPECT_EQ(job->plan.attention, AttentionKernel::flash);
+  EXPECT_TRUE(job->notes.empty());
+
+  ScenarioInput in;
+  in.model = job->model;
+  in.system = "dgx-a100-80gb";
+  in.plan = job->plan;
+  in.plan.gpus = 64;
+  auto sc = resolve_scenario(in);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  EXPECT_EQ(sc->plan.global_batch, 128);
+
+  // The corpus row as `validate --framework row` predicts it: its own columns, FSDP's pattern.
+  auto runs =
+      read_measured_csv(COMMSCOPE_SOURCE_DIR "/data/validation-comm/training.csv", "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  auto t076 =
+      std::find_if(runs->begin(), runs->end(), [](const MeasuredRun& r) { return r.id == "t076"; });
+  ASSERT_NE(t076, runs->end());
+  ScenarioInput row = t076->input;
+  ASSERT_TRUE(apply_framework(Framework::fsdp, row.plan).ok());
+  auto want = resolve_scenario(row);
+  ASSERT_TRUE(want.ok()) << want.error().message;
+  EXPECT_EQ(want->model.name, sc->model.name);
+  EXPECT_EQ(sc->plan.recompute_block_layers, want->plan.recompute_block_layers);
+  EXPECT_EQ(sc->plan.global_batch, want->plan.global_batch);
+  EXPECT_EQ(sc->plan.dp, want->plan.dp);
+  EXPECT_DOUBLE_EQ(simulate(build_workload(*sc)).iteration_time,
+                   simulate(build_workload(*want)).iteration_time);
+}
+
+// The 2025 layout: op-level checkpointing, and what is read but not modelled as a note.
+TEST(TorchtitanConfig, OpCheckpointingFileAndItsNotes) {
+  auto job = load_torchtitan_config(kDir + "llama3_8b_op_ac.toml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(job->model, "llama3-8b");
+  EXPECT_EQ(job->plan.recompute, Recompute::op);
+  EXPECT_EQ(job->plan.micro_batch, 1);
+  EXPECT_EQ(job->plan.grad_accum, 1);
+  EXPECT_EQ(job->plan.seq_length, 8192);
+  EXPECT_EQ(job->plan.grad_comm_dtype, DType::fp32);  // torchtitan's default reduce dtype
+  EXPECT_EQ(job->plan.precision, Precision::bf16);
+  ASSERT_EQ(job->notes.size(), 1u);
+  EXPECT_NE(job->notes[0].find("[compile] enable"), std::string::npos);
+}
+
+// Parallelism: TP with sequence parallelism (async TP as the gathers' overlap), HSDP, DDP,
+// context parallelism's rotate method, the interleaved schedule's stages, micro-batches.
+TEST(TorchtitanConfig, ParallelismFields) {
+  TorchtitanJob j = parse(kModel +
+                          "[training]\nlocal_batch_size = 8\nglobal_batch_size = 256\n"
+                          "[parallelism]\ndata_parallel_shard_degree = 4\n"
+                          "data_parallel_replicate_degree = 2\ntensor_parallel_degree = 2\n"
+                          "enable_async_tensor_parallel = true\npipeline_parallel_degree = 4\n"
+                          "pipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+                          "pipeline_parallel_layers_per_stage = 4\n"
+                          "pipeline_parallel_microbatch_size = 2\n"
+                          "context_parallel_degree = 2\n"
+                          "context_parallel_rotate_method = \"alltoall\"\n"
+                          "[activation_checkpoint]\nmode = \"full\"\n");
+  EXPECT_EQ(j.plan.dp, 8);
+  EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::hybrid_shard);
+  EXPECT_EQ(j.notes.size(), 1u);  // HSDP priced as HYBRID_SHARD
+  EXPECT_EQ(j.plan.tp, 2);
+  EXPECT_EQ(j.plan.sequence_parallel, true);
+  EXPECT_EQ(j.plan.tp_comm_overlap, true);
+  EXPECT_EQ(j.plan.pp, 4);
+  EXPECT_EQ(j.plan.schedule, Schedule::interleaved);
+  EXPECT_EQ(j.plan.virtual_stages, 2);  // 32 layers / (4 ranks x 4 layers a stage)
+  EXPECT_EQ(j.plan.micro_batch, 2);
+  EXPECT_EQ(j.plan.global_batch, 256);
+  EXPECT_FALSE(j.plan.grad_accum.has_value());
+  EXPECT_EQ(j.plan.cp, 2);
+  EXPECT_EQ(j.plan.cp_comm_type, CpCommType::p2p);
+  EXPECT_EQ(j.plan.recompute, Recompute::full);
+
+  // Replication alone is DDP; the 2024 key for micro-batches; float8 as a converter.
+  j = parse(
+      "[model]\nname = \"llama3\"\nflavor = \"70B\"\nconverters = [\"float8\"]\n"
+      "[training]\nbatch_size = 8\ndata_parallel_degree = 1\npipeline_parallel_degree = 2\n"
+      "[experimental]\npipeline_parallel_microbatches = 4\n[activation_checkpoint]\nmode = "
+      "\"none\"\n");
+  EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::no_shard);
+  EXPECT_EQ(j.plan.micro_batch, 2);
+  EXPECT_EQ(j.plan.grad_accum, 4);
+  EXPECT_EQ(j.plan.schedule, Schedule::one_f_one_b);
+  EXPECT_EQ(j.plan.fp8, true);
+  EXPECT_EQ(j.plan.recompute, Recompute::none);
+  // No [activation_checkpoint]: torchtitan's default, selective every second block.
+  j = parse(kModel + "[training]\nlocal_batch_size = 1\n");
+  EXPECT_EQ(j.plan.recompute, Recompute::full);
+  EXPECT_EQ(j.plan.recompute_num_layers, 16);
+}
+
+// Errors: one line naming the file, the field, what was expected and what it got.
+TEST(TorchtitanConfig, ErrorsNameTheField) {
+  EXPECT_EQ(error_of(kModel + "[training]\nseq_len = \"8k\"\n"),
+            "job.toml: [training] seq_len: expected an integer of at least 1, got \"8k\"");
+  const std::pair<std::string, std::string> cases[] = {
+      {kModel + "[training]\nlocal_batch_size = 0\n",
+       "[training] local_batch_size: expected an integer of at least 1, got 0"},
+      {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n",
+       "[model] name and flavor: expected a torchtitan model commscope has a preset for"},
+      {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n", "got deepseek_v3 16B"},
+      {kModel + "[parallelism]\npipeline_parallel_degree = 2\n"
+                "pipeline_parallel_schedule = \"ZBVZeroBubble\"\n",
+       "[parallelism] pipeline_parallel_schedule: expected 1F1B, GPipe or Interleaved1F1B"},
+      {kModel + "[activation_checkpoint]\nmode = \"selective\"\n"
+                "selective_ac_option = \"sometimes\"\n",
+       "selective_ac_option: expected op or a positive layer interval, got \"sometimes\""},
+      {kModel + "[activation_checkpoint]\nmode = \"memory_budget\"\n",
+       "[activation_checkpoint] mode: expected none, full or selective"},
+      {kModel + "[parallelism]\ntensor_parallel_degree = true\n",
+       "tensor_parallel_degree: expected an integer of at least 1, got true"}};
+  for (const auto& [toml, fragment] : cases) {
+    const std::string e = error_of(toml);
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+  }
+  // Malformed TOML: the parser's line and column.
+  const std::string e = error_of("[model\nname = \"llama3\"\n");
+  EXPECT_EQ(e.rfind("job.toml: line 1, column ", 0), 0u) << e;
+}
+
+// The CLI: the file's model and plan, --model and flags win, not with --deepspeed-config, and
+// a FIFO or a missing file is refused with one line.
+TEST(TorchtitanConfig, Cli) {
+  using testing::run_shell;
+  const std::string bin = COMMSCOPE_BIN;
+  const std::string file = kDir + "llama3_8b_op_ac.toml";
+  auto r = run_shell(bin + " predict --torchtitan-config " + file +
+                     " --system dgx-h100 --gpus 8 --format csv");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("llama3-8b,"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("note: " + file + ": [compile] enable"), std::string::npos) << r.err;
+  r = run_shell(bin + " describe --job.config_file " + file +
+                " --model llama2-7b --system dgx-h100 --gpus 8 --global-batch-size 32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("llama2-7b on dgx-h100"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recompute op"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("global batch 32"), std::string::npos) << r.out;
+  r = run_shell(bin + " predict --torchtitan-config " + file +
+                " --deepspeed-config x.json --system dgx-h100 --gpus 8");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--torchtitan-config: expected it or --deepspeed-config, got both"),
+            std::string::npos)
+      << r.err;
+  const std::string fifo = testing::scratch() + "job.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = run_shell(bin + " predict --torchtitan-config " + fifo + " --system dgx-h100 --gpus 8");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(fifo), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace commscope
