@@ -121,6 +121,10 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   auto par = [&](const char* key, std::int64_t min, std::optional<std::int64_t> also = {}) {
     return f.integer({kParallel[0], kParallel[1], kParallel[2]}, key, min, also);
   };
+  // "[experimental] key" where a 2024 file has it, else "[parallelism] key".
+  auto where = [&](const char* key) {
+    return f.find({kParallel[0], kParallel[1], kParallel[2]}, key).where;
+  };
 
   // ---- [model]: the preset of the same architecture ----
   CS_ASSIGN_OR_RETURN(auto name, f.string({"model"}, "name"));
@@ -138,7 +142,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   if (job.model.empty())
     return f.bad("[model] name and flavor",
                  "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
-                 "8B, 70B or 405B (--model for any other)",
+                 "8B, 70B or 405B",
                  fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
   CS_ASSIGN_OR_RETURN(auto converters, f.strings({"model"}, "converters"));
   for (const std::string& c : converters) {
@@ -228,7 +232,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     else if (r == "alltoall")
       p.cp_comm_type = CpCommType::p2p;
     else
-      return f.bad("[parallelism] context_parallel_rotate_method", "allgather or alltoall",
+      return f.bad(where("context_parallel_rotate_method"), "allgather or alltoall",
                    fmt::format("\"{}\"", r));
   }
 
@@ -256,7 +260,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
       virtual_stages = 2;
       if (per_stage) {
         if (layers % (stages * *per_stage) != 0)
-          return f.bad("[parallelism] pipeline_parallel_layers_per_stage",
+          return f.bad(where("pipeline_parallel_layers_per_stage"),
                        fmt::format("a divisor of {}'s {} layers over {} pipeline ranks", job.model,
                                    layers, stages),
                        std::to_string(*per_stage));
@@ -264,7 +268,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
       }
       p.virtual_stages = virtual_stages;
     } else {
-      return f.bad("[parallelism] pipeline_parallel_schedule",
+      return f.bad(where("pipeline_parallel_schedule"),
                    "1F1B, GPipe or Interleaved1F1B (the schedules commscope models)",
                    fmt::format("\"{}\"", sc));
     }
@@ -280,12 +284,14 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
       micro = local.value_or(1) / *count;
     else
       micro = 1;
-    if (micro < 1 || local.value_or(1) % micro != 0)
-      return f.bad(
-          size ? "[parallelism] pipeline_parallel_microbatch_size"
-               : "[parallelism] pipeline_parallel_microbatches",
-          fmt::format("a micro-batch that divides the local batch of {}", local.value_or(1)),
-          std::to_string(size ? *size : count.value_or(0)));
+    if (size && local.value_or(1) % *size != 0)
+      return f.bad(where("pipeline_parallel_microbatch_size"),
+                   fmt::format("a divisor of the local batch of {}", local.value_or(1)),
+                   std::to_string(*size));
+    if (!size && count && local.value_or(1) % *count != 0)
+      return f.bad(where("pipeline_parallel_microbatches"),
+                   fmt::format("a divisor of the local batch of {}", local.value_or(1)),
+                   std::to_string(*count));
   }
   p.micro_batch = micro;
   // The global batch: stated, or the local batch on every data-parallel rank (torchtitan's -1).

@@ -165,7 +165,11 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
       {kModel + "[activation_checkpoint]\nmode = \"memory_budget\"\n",
        "[activation_checkpoint] mode: expected none, full or selective"},
       {kModel + "[parallelism]\ntensor_parallel_degree = true\n",
-       "tensor_parallel_degree: expected an integer of at least 1, got true"}};
+       "tensor_parallel_degree: expected an integer of at least 1, got true"},
+      {kModel + "[training]\nbatch_size = 8\npipeline_parallel_degree = 2\n"
+                "[experimental]\npipeline_parallel_microbatches = 3\n",
+       "[experimental] pipeline_parallel_microbatches: expected a divisor of the local batch of 8, "
+       "got 3"}};
   for (const auto& [toml, fragment] : cases) {
     const std::string e = error_of(toml);
     EXPECT_NE(e.find(fragment), std::string::npos) << e;
