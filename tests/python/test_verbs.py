@@ -11,6 +11,7 @@ MEASURED = source_path("data", "vtrain", "ground_truth_multi.csv")
 NCCL_LOG = source_path("tests", "data", "nccl-tests", "a3mega-h100-2x8-all_reduce.txt")
 TRACES = source_path("data", "traces")
 NCCL_TRACE = source_path("data", "traces", "nccl_parser_config_nccl_data.json.gz")
+TORCHTITAN = source_path("tests", "data", "torchtitan", "llama3_8b_op_ac.toml")
 
 # (CLI arguments without --format json, the Python call)
 SAME = [
@@ -32,6 +33,8 @@ SAME = [
      ("predict", (), {"model": "megatron-18.4b", "nodes": "4,8,16", "tp": 4, "pp": 4,
                       "micro_batch_size": 1, "zero": 1, "scaling": "strong", "sort": "mfu",
                       "top": 2})),
+    (["predict", "--torchtitan-config", TORCHTITAN, "--system", "dgx-h100", "--gpus", "8"],
+     ("predict", (), {"torchtitan_config": TORCHTITAN, "system": "dgx-h100", "gpus": 8})),
     (["predict", "--tp", "1,2,3", "--ddp-bucket-size", "12.5"],
      ("predict", (), {"tp": (1, 2, 3), "ddp_bucket_size": 12.5})),
     (["validate", MEASURED, "--rows", "odd"], ("validate", (MEASURED,), {"rows": "odd"})),
