@@ -244,7 +244,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
   const bool decoder_only = s.model.kind != ArchKind::t5 && s.model.kind != ArchKind::bert;
   const bool moe = s.model.moe();
-  const bool op_ok = !moe && !s.model.mla() && s.model.kind != ArchKind::t5;
+  const bool op_ok = !op_recompute_model_gap(s.model);  // torchtitan's op checkpointing
   auto zero_ok = [&](int z) {
     return s.zero.empty() || std::find(s.zero.begin(), s.zero.end(), z) != s.zero.end();
   };

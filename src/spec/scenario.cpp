@@ -151,12 +151,28 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
   return {};
 }
 
+}  // namespace
+
 // torchtitan's op-level selective checkpointing (--recompute-granularity op) is modelled on
 // the dense self-attention block torchtitan's models have (separate q, k, v projections, a
 // gated or plain MLP): its save list and matrix-product count are those ops'. Expert layers,
-// latent attention, cross attention, context parallelism and FP8 add ops to that list
-// (all-to-alls, ring exchanges, amax reductions) whose policy is not modelled; DeepSpeed's
-// ZeRO-3 hooks replay whole modules.
+// latent attention and cross attention add ops to that list (all-to-alls, latent projections)
+// whose policy is not modelled.
+std::optional<std::pair<std::string, std::string>> op_recompute_model_gap(const ModelSpec& m) {
+  if (m.moe()) return std::pair{std::string("a dense model"), "MoE model " + m.name};
+  if (m.mla())
+    return std::pair{std::string("grouped-query or multi-head attention"),
+                     fmt::format("latent attention ({})", m.name)};
+  if (m.kind == ArchKind::t5)
+    return std::pair{std::string("a decoder-only or encoder-only model"),
+                     "encoder-decoder " + m.name};
+  return std::nullopt;
+}
+
+namespace {
+
+// The plan's side of the same: context parallelism and FP8 add ring exchanges and amax
+// reductions to the list; DeepSpeed's ZeRO-3 hooks replay whole modules.
 Status resolve_op_recompute(const ModelSpec& model, const ParallelPlan& plan) {
   if (plan.recompute != Recompute::op) return {};
   constexpr const char* kFlag = "--recompute-granularity";
@@ -165,13 +181,7 @@ Status resolve_op_recompute(const ModelSpec& model, const ParallelPlan& plan) {
                fmt::format("op (torchtitan's op-level selective checkpointing) with {}", expected),
                got);
   };
-  if (model.moe()) return refuse("a dense model", fmt::format("MoE model {}", model.name));
-  if (model.mla())
-    return refuse("grouped-query or multi-head attention",
-                  fmt::format("latent attention ({})", model.name));
-  if (model.kind == ArchKind::t5)
-    return refuse("a decoder-only or encoder-only model",
-                  fmt::format("encoder-decoder {}", model.name));
+  if (auto gap = op_recompute_model_gap(model)) return refuse(gap->first, gap->second);
   if (plan.cp > 1) return refuse("context-parallel size 1", fmt::format("--cp {}", plan.cp));
   if (plan.fp8) return refuse("bf16 or fp16 GEMMs", "--fp8");
   if (plan.mtp_layers > 0)

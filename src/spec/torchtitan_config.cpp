@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
+#include <initializer_list>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -103,7 +101,9 @@ class Fields {
   const std::string& path_;
 };
 
-constexpr const char* kParallel[] = {"parallelism", "training", "experimental"};
+// The tables torchtitan has kept its parallelism keys in, newest first.
+constexpr std::initializer_list<const char*> kParallel = {"parallelism", "training",
+                                                          "experimental"};
 
 }  // namespace
 
@@ -118,13 +118,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   const Fields f(t, path);
   TorchtitanJob job;
   PlanInput& p = job.plan;
-  auto par = [&](const char* key, std::int64_t min, std::optional<std::int64_t> also = {}) {
-    return f.integer({kParallel[0], kParallel[1], kParallel[2]}, key, min, also);
-  };
   // "[experimental] key" where a 2024 file has it, else "[parallelism] key".
-  auto where = [&](const char* key) {
-    return f.find({kParallel[0], kParallel[1], kParallel[2]}, key).where;
-  };
+  auto where = [&](const char* key) { return f.find(kParallel, key).where; };
 
   // ---- [model]: the preset of the same architecture ----
   CS_ASSIGN_OR_RETURN(auto name, f.string({"model"}, "name"));
@@ -191,14 +186,14 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
 
   // ---- [parallelism] (or [training] / [experimental] in 2024's files) ----
   p.framework = Framework::fsdp;  // FSDP2 (fully_shard) over the data-parallel shard dimension
-  CS_ASSIGN_OR_RETURN(auto shard, par("data_parallel_shard_degree", 1, -1));
+  CS_ASSIGN_OR_RETURN(auto shard, f.integer(kParallel, "data_parallel_shard_degree", 1, -1));
   if (!shard) {
-    CS_ASSIGN_OR_RETURN(shard, par("data_parallel_degree", 1, -1));  // 2024
+    CS_ASSIGN_OR_RETURN(shard, f.integer(kParallel, "data_parallel_degree", 1, -1));  // 2024
   }
-  CS_ASSIGN_OR_RETURN(auto replicate, par("data_parallel_replicate_degree", 1));
-  CS_ASSIGN_OR_RETURN(auto tp, par("tensor_parallel_degree", 1));
-  CS_ASSIGN_OR_RETURN(auto pp, par("pipeline_parallel_degree", 1));
-  CS_ASSIGN_OR_RETURN(auto cp, par("context_parallel_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto replicate, f.integer(kParallel, "data_parallel_replicate_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto tp, f.integer(kParallel, "tensor_parallel_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto pp, f.integer(kParallel, "pipeline_parallel_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto cp, f.integer(kParallel, "context_parallel_degree", 1));
   const std::int64_t sh = shard.value_or(-1), rep = replicate.value_or(1);
   if (tp) p.tp = static_cast<int>(*tp);
   if (pp) p.pp = static_cast<int>(*pp);
@@ -215,16 +210,14 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
         rep));
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel) and, with
   // enable_async_tensor_parallel, overlaps the gathers and reduce-scatters with the matmuls.
-  CS_ASSIGN_OR_RETURN(auto async_tp, f.boolean({kParallel[0], kParallel[1], kParallel[2]},
-                                               "enable_async_tensor_parallel"));
+  CS_ASSIGN_OR_RETURN(auto async_tp, f.boolean(kParallel, "enable_async_tensor_parallel"));
   if (p.tp.value_or(1) > 1) {
     p.sequence_parallel = true;
     if (async_tp.value_or(false)) p.tp_comm_overlap = true;
   }
   // Context parallelism: PyTorch's context_parallel all-gathers K and V ("allgather", the
   // default) or passes them round the ring ("alltoall").
-  CS_ASSIGN_OR_RETURN(auto rotate, f.string({kParallel[0], kParallel[1], kParallel[2]},
-                                            "context_parallel_rotate_method"));
+  CS_ASSIGN_OR_RETURN(auto rotate, f.string(kParallel, "context_parallel_rotate_method"));
   if (p.cp.value_or(1) > 1) {
     const std::string r = rotate.value_or("allgather");
     if (r == "allgather")
@@ -245,8 +238,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   std::int64_t micro = local.value_or(1);
   int virtual_stages = 1;
   if (stages > 1) {
-    CS_ASSIGN_OR_RETURN(auto schedule, f.string({kParallel[0], kParallel[1], kParallel[2]},
-                                                "pipeline_parallel_schedule"));
+    CS_ASSIGN_OR_RETURN(auto schedule, f.string(kParallel, "pipeline_parallel_schedule"));
     const std::string sc = schedule.value_or("1F1B");  // torchtitan's default
     if (sc == "1F1B") {
       p.schedule = Schedule::one_f_one_b;
@@ -255,8 +247,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     } else if (sc == "Interleaved1F1B") {
       p.schedule = Schedule::interleaved;
       // Its model chunks: the layers per stage where given, else two stages a rank.
-      CS_ASSIGN_OR_RETURN(auto per_stage, f.integer({kParallel[0], kParallel[1], kParallel[2]},
-                                                    "pipeline_parallel_layers_per_stage", 1));
+      CS_ASSIGN_OR_RETURN(auto per_stage,
+                          f.integer(kParallel, "pipeline_parallel_layers_per_stage", 1));
       virtual_stages = 2;
       if (per_stage) {
         if (layers % (stages * *per_stage) != 0)
@@ -274,10 +266,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     }
     // A micro-batch: pipeline_parallel_microbatch_size samples (default 1), or in 2024's files
     // the local batch over pipeline_parallel_microbatches.
-    CS_ASSIGN_OR_RETURN(auto size, f.integer({kParallel[0], kParallel[1], kParallel[2]},
-                                             "pipeline_parallel_microbatch_size", 1));
-    CS_ASSIGN_OR_RETURN(auto count, f.integer({kParallel[0], kParallel[1], kParallel[2]},
-                                              "pipeline_parallel_microbatches", 1));
+    CS_ASSIGN_OR_RETURN(auto size, f.integer(kParallel, "pipeline_parallel_microbatch_size", 1));
+    CS_ASSIGN_OR_RETURN(auto count, f.integer(kParallel, "pipeline_parallel_microbatches", 1));
     if (size)
       micro = *size;
     else if (count)

@@ -4,31 +4,16 @@
 #include "commscope/util/input_file.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 namespace commscope {
 
 Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
-  // A FIFO or a device would block or never end: only regular files.
-  CS_RETURN_IF_ERROR(check_regular_file(path.string()));
   // Configurations are kilobytes; a larger file is a mistake, not one to read into memory.
-  constexpr std::uintmax_t kMaxConfigBytes = 64ull << 20;
-  std::error_code size_error;
-  const std::uintmax_t size = std::filesystem::file_size(path, size_error);
-  if (!size_error && size > kMaxConfigBytes)
-    return Error{fmt::format("{}: {} bytes; expected a JSON configuration of at most 64 MiB",
-                             path.string(), size)};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno))};
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
+  CS_ASSIGN_OR_RETURN(const std::string text,
+                      read_small_file(path.string(), 64ull << 20, "a JSON configuration"));
   if (text.empty())
     return Error{fmt::format("{}: empty file, expected a JSON object", path.string())};
   try {

@@ -3,7 +3,9 @@
 // into something the workload builder can trust.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commscope/spec/model.h"
@@ -37,6 +39,12 @@ ScenarioInput default_scenario_input();
 // Loads the presets and resolves the plan. Every error names the field, the value and what
 // was expected. Rules of thumb from the seeds are warnings, not errors.
 Result<Scenario> resolve_scenario(const ScenarioInput& in);
+
+// Why torchtitan's op-level checkpointing (--recompute-granularity op) is not modelled for this
+// model's blocks, as (what the policy needs, what the model is): MoE layers, latent attention,
+// an encoder-decoder; nothing when it is. resolve_scenario refuses such a plan with it; the plan
+// search leaves such candidates out.
+std::optional<std::pair<std::string, std::string>> op_recompute_model_gap(const ModelSpec& m);
 
 // Resolves with specs already loaded (used by sweeps and tests).
 Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkProtocol network,
