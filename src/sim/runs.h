@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "commscope/sim/simulator.h"
@@ -27,6 +28,25 @@ struct ChunkRuns {
   double fwd_p2p = 0, bwd_p2p = 0;              // transfer feeding this chunk's forward / backward
   double fwd_p2p_bytes = 0, bwd_p2p_bytes = 0;  // and its size (the recv op's)
   Breakdown fwd_in, bwd_in, bwd_last_in, bwd_last_tail, bwd_tail;
+
+  // Every field as a new one's, the storage of its lists kept (prepare_runs reuses its pool's
+  // entries plan after plan).
+  void reset() {
+    ChunkRuns fresh;
+    for (auto [to, from] :
+         {std::pair{&fresh.fwd_dur, &fwd_dur}, std::pair{&fresh.bwd_dur, &bwd_dur},
+          std::pair{&fresh.fwd_first_dur, &fwd_first_dur}}) {
+      to->swap(*from);
+      to->clear();
+    }
+    for (auto [to, from] :
+         {std::pair{&fresh.fwd, &fwd}, std::pair{&fresh.bwd, &bwd},
+          std::pair{&fresh.bwd_last, &bwd_last}, std::pair{&fresh.fwd_first, &fwd_first}}) {
+      to->events.swap(from->events);
+      to->events.clear();
+    }
+    *this = std::move(fresh);
+  }
 };
 
 // A combined 1F1B step (ParallelPlan::overlap_moe_ep_comm): one chunk's forward and one
@@ -39,7 +59,8 @@ struct PairRun {
 };
 
 struct Runs {
-  std::vector<ChunkRuns> pool;                  // distinct chunks' runs
+  // Distinct chunks' runs: those index names; any after them are spare, kept for their storage.
+  std::vector<ChunkRuns> pool;
   std::vector<std::vector<std::size_t>> index;  // [stage][chunk] -> pool
   // Combined 1F1B only: the distinct pairs' runs; [stage][forward chunk x v + backward chunk].
   std::vector<PairRun> pairs;

@@ -90,16 +90,31 @@ void fill_event(Event& e, const Op& op, double start, double dur, Timeline* name
 ListRun run_list(const OpList& list, const std::vector<double>& dur, const ParallelPlan& plan,
                  bool last_microbatch, Timeline* names, const Stragglers* st, RunDetail* detail) {
   ListRun r;
+  run_list_into(r, list, dur, plan, last_microbatch, names, st, detail);
+  return r;
+}
+
+void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& dur,
+                   const ParallelPlan& plan, bool last_microbatch, Timeline* names,
+                   const Stragglers* st, RunDetail* detail) {
+  // Every field anew; the event list's storage kept (a simulation reruns its lists plan after
+  // plan, and writing events into memory still in cache is much of a run's time).
+  r.blocking_end = r.end = r.wait = 0;
+  r.data_first = -1, r.data_end = 0;
+  r.events.clear();
   const bool strag = st && st->cv > 0;
   const bool combined = detail && detail->combined;
-  double since[kStreamCount] = {};  // compute run since each stream's previous collective
+  // Compute run so far, and where it stood at each stream's previous collective: their
+  // difference is the compute run since then.
+  double computed = 0;
+  double mark[kStreamCount] = {};
   // Where a collective on stream s entered at `entry` (its rank ready at `ready`) begins: when
   // the slowest of its group is there too. Returns the wait.
   auto straggle = [&](std::int32_t s, double ready, double entry, double& start) {
     start = entry;
     if (!strag) return 0.0;
-    const double delay = st->cv * st->emax[s] * since[s];
-    since[s] = 0;
+    const double delay = st->cv * st->emax[s] * (computed - mark[s]);
+    mark[s] = computed;
     start = std::max(entry, ready + delay);
     return start - entry;
   };
@@ -143,8 +158,8 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
     double wait = 0;
     if (op.kind == OpKind::comm) {
       wait = straggle(s, ready, start, start);
-    } else if (strag) {
-      for (double& x : since) x += dur[i];
+    } else {
+      computed += dur[i];
     }
     end[i] = start + dur[i];
     stream_free[q] = end[i];
@@ -176,7 +191,6 @@ ListRun run_list(const OpList& list, const std::vector<double>& dur, const Paral
   r.blocking_end = chain_end;
   r.end = chain_end;
   for (double f : stream_free) r.end = std::max(r.end, f);
-  return r;
 }
 
 namespace {
@@ -408,10 +422,10 @@ struct Costs {
   mutable std::size_t cached = 0, next_memo = 0;
 };
 
-std::vector<double> durations(const OpList& l, const Costs& costs) {
-  std::vector<double> d(l.size());
+// Each op's time, into d (its storage reused).
+void durations_into(std::vector<double>& d, const OpList& l, const Costs& costs) {
+  d.resize(l.size());
   for (std::size_t i = 0; i < l.size(); ++i) d[i] = costs.of(l[i]);
-  return d;
 }
 
 const Op* recv_op(const OpList& l) {
@@ -530,12 +544,11 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
   const int pp = plan.pp, v = plan.virtual_stages;
   std::vector<ChunkRuns>& pool = out.pool;
   std::vector<std::vector<std::size_t>>& index = out.index;
-  pool.clear();
+  std::size_t used = 0;  // pool entries past these are spare storage (Runs::pool)
   index.assign(pp, {});
   // (1) every chunk's runs, once
   // Middle pipeline stages usually have op lists that cost the same: run those once. (Not when
   // building a timeline, whose events carry their stage's layer numbers.)
-  pool.reserve(static_cast<std::size_t>(pp) * v);
   for (int s = 0; s < pp; ++s) {
     const Role& role = roles[s];
     for (std::size_t c = 0; c < role.chunks.size(); ++c) {
@@ -548,10 +561,12 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
           continue;
         }
       }
-      index[s].push_back(pool.size());
-      ChunkRuns& r = pool.emplace_back();
-      r.fwd_dur = durations(ch.forward, costs);
-      r.bwd_dur = durations(ch.backward, costs);
+      index[s].push_back(used);
+      if (used == pool.size()) pool.emplace_back();
+      ChunkRuns& r = pool[used++];
+      r.reset();
+      durations_into(r.fwd_dur, ch.forward, costs);
+      durations_into(r.bwd_dur, ch.backward, costs);
       const Stragglers* st = &costs.stragglers;
       // Activation offloading (PP 1, so this chunk holds every offloaded layer).
       std::vector<double> offload;
@@ -560,12 +575,12 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
         offload.push_back(
             block_activation_bytes(sc, l, plan.full_recompute_at(l - ch.first_layer)).value() /
             sc.system.node.host_copy_pinned.value());
-      r.fwd = run_list(ch.forward, r.fwd_dur, plan, false, names, st);
+      run_list_into(r.fwd, ch.forward, r.fwd_dur, plan, false, names, st);
       if (!offload.empty()) offload_forward(r.fwd, offload, names);
       r.has_fwd_first = !ch.forward_first.empty();
       if (r.has_fwd_first) {
-        r.fwd_first_dur = durations(ch.forward_first, costs);
-        r.fwd_first = run_list(ch.forward_first, r.fwd_first_dur, plan, false, names, st);
+        durations_into(r.fwd_first_dur, ch.forward_first, costs);
+        run_list_into(r.fwd_first, ch.forward_first, r.fwd_first_dur, plan, false, names, st);
         if (!offload.empty()) offload_forward(r.fwd_first, offload, names);
         if (plan.megatron_gathers_ahead() && r.fwd_first.data_first >= 0) {
           // Gathered before the task (finish() books them): the task's breakdown without them.
@@ -581,7 +596,7 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
           r.fwd_first_in = breakdown(r.fwd_first.events, 0, r.fwd_first.blocking_end);
         }
       }
-      r.bwd_last = run_list(ch.backward, r.bwd_dur, plan, true, names, st);
+      run_list_into(r.bwd_last, ch.backward, r.bwd_dur, plan, true, names, st);
       if (!offload.empty()) offload_backward(r.bwd_last, offload, names);
       // Only DDP's gradient buckets run on the last micro-batch alone; without them every
       // backward is the same run.
@@ -589,7 +604,7 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
           accumulation && std::any_of(ch.backward.ops().begin(), ch.backward.ops().end(),
                                       [](const Op& op) { return op.last_microbatch_only; });
       if (last_differs) {
-        r.bwd = run_list(ch.backward, r.bwd_dur, plan, false, names, st);
+        run_list_into(r.bwd, ch.backward, r.bwd_dur, plan, false, names, st);
         if (!offload.empty()) offload_backward(r.bwd, offload, names);
       }
       r.fwd_p2p = p2p_of(ch.forward, costs);
@@ -671,12 +686,13 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
   }
   // (3, first half) each stage's step, run once from time 0 (placed after its last backward
   // once the pipeline is scheduled)
-  out.steps.assign(pp, ListRun{});
+  out.steps.resize(pp);
   out.step_in.assign(pp, Breakdown{});
+  thread_local std::vector<double> step_dur;
   for (int s = 0; s < pp; ++s) {
     const Role& role = roles[s];
-    out.steps[s] =
-        run_list(role.step, durations(role.step, costs), plan, true, names, &costs.stragglers);
+    durations_into(step_dur, role.step, costs);
+    run_list_into(out.steps[s], role.step, step_dur, plan, true, names, &costs.stragglers);
     // the same for every micro-batch count and schedule: once here, not per finish
     if (breakdowns) out.step_in[s] = breakdown(out.steps[s].events, 0, out.steps[s].end);
   }

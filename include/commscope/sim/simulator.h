@@ -66,6 +66,10 @@ struct RunDetail {
 ListRun run_list(const OpList& list, const std::vector<double>& durations, const ParallelPlan& plan,
                  bool last_microbatch, Timeline* names = nullptr,
                  const Stragglers* stragglers = nullptr, RunDetail* detail = nullptr);
+// The same into r, whose event list's storage is reused.
+void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& durations,
+                   const ParallelPlan& plan, bool last_microbatch, Timeline* names = nullptr,
+                   const Stragglers* stragglers = nullptr, RunDetail* detail = nullptr);
 
 // One forward or backward of one chunk for one micro-batch on one stage.
 struct PipelineTask {
