@@ -322,6 +322,14 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     p.precision_aware_optimizer = true;
     p.exp_avg_dtype = p.exp_avg_sq_dtype = *d;
   }
+  // grad_comm_dtype: the type gradients are reduced in (--grad-comm-dtype; FSDP2's
+  // MixedPrecisionPolicy reduce_dtype, torchtitan's mixed_precision_reduce); empty: the
+  // framework's default as commscope models it, the training precision.
+  if (const std::string& gd = lower(row.get("grad_comm_dtype")); !gd.empty()) {
+    const auto d = grad_comm_dtype_from_name(gd);
+    if (!d) return row.bad("grad_comm_dtype", "fp32, fp16, bf16 or fp8, or empty");
+    p.grad_comm_dtype = *d;
+  }
   // recompute_modules: Megatron-Core's --recompute-modules (names separated by spaces or
   // commas), with recompute selective.
   if (const std::string& mods = row.get("recompute_modules"); !mods.empty()) {

@@ -39,8 +39,9 @@ const std::string kModel = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n";
 
 // The 2024 layout, the plan of torchtitan's published A100 row t076 (Llama 2 13B, local batch
 // 2, every other block checkpointed): the file gives the plan the corpus row states in its own
-// columns, and the same prediction on 64 A100s (with the file's bf16 reduce, as the row is
-// priced). selective_ac_option "2" is Megatron's block method with 40 / 2 = 20 blocks.
+// columns, and the same prediction on 64 A100s (gradients reduced in fp32: torchtitan's
+// default, which the row's grad_comm_dtype states). selective_ac_option "2" is Megatron's block
+// method with 40 / 2 = 20 blocks.
 TEST(TorchtitanConfig, LayerCheckpointingFileGivesTheCorpusRowsPlan) {
   auto job = load_torchtitan_config(kDir + "llama2_13b_layer_ac.toml");
   ASSERT_TRUE(job.ok()) << job.error().message;
@@ -53,6 +54,7 @@ TEST(TorchtitanConfig, LayerCheckpointingFileGivesTheCorpusRowsPlan) {
   EXPECT_FALSE(job->plan.dp.has_value());  // -1: what the GPUs leave
   EXPECT_EQ(job->plan.framework, Framework::fsdp);
   EXPECT_EQ(job->plan.attention, AttentionKernel::flash);
+  EXPECT_EQ(job->plan.grad_comm_dtype, DType::fp32);
   EXPECT_TRUE(job->notes.empty());
 
   ScenarioInput in;
@@ -79,6 +81,7 @@ TEST(TorchtitanConfig, LayerCheckpointingFileGivesTheCorpusRowsPlan) {
   EXPECT_EQ(sc->plan.recompute_block_layers, want->plan.recompute_block_layers);
   EXPECT_EQ(sc->plan.global_batch, want->plan.global_batch);
   EXPECT_EQ(sc->plan.dp, want->plan.dp);
+  EXPECT_EQ(sc->plan.grad_comm_dtype, want->plan.grad_comm_dtype);
   EXPECT_DOUBLE_EQ(simulate(build_workload(*sc)).iteration_time,
                    simulate(build_workload(*want)).iteration_time);
 }
@@ -94,6 +97,12 @@ TEST(TorchtitanConfig, OpCheckpointingFileAndItsNotes) {
   EXPECT_EQ(job->plan.seq_length, 8192);
   EXPECT_EQ(job->plan.grad_comm_dtype, DType::fp32);  // torchtitan's default reduce dtype
   EXPECT_EQ(job->plan.precision, Precision::bf16);
+  // A bf16 reduce where the file asks for one.
+  auto bf16 = torchtitan_from_toml(
+      kModel + "[training]\nlocal_batch_size = 1\nmixed_precision_reduce = \"bfloat16\"\n",
+      "job.toml");
+  ASSERT_TRUE(bf16.ok()) << bf16.error().message;
+  EXPECT_EQ(bf16->plan.grad_comm_dtype, DType::bf16);
   ASSERT_EQ(job->notes.size(), 1u);
   EXPECT_NE(job->notes[0].find("[compile] enable"), std::string::npos);
 }
