@@ -537,6 +537,11 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   bool file_accum = false;
   if (!o.torchtitan_config.empty()) {
     CS_ASSIGN_OR_RETURN(TorchtitanJob job, load_torchtitan_config(o.torchtitan_config));
+    // --recompute-granularity replaces the file's checkpointing, its every-k-th block with it.
+    if (!o.recompute.empty() || o.recompute_activations) {
+      job.plan.recompute_block.reset();
+      job.plan.recompute_num_layers.reset();
+    }
     in.plan.merge(job.plan);
     in.model = job.model;
     file_accum = job.plan.grad_accum.has_value();

@@ -11,6 +11,7 @@
 #include "common/scenario_options.h"
 #include "commscope/report/plan.h"
 #include "commscope/search/plan_search.h"
+#include "commscope/spec/torchtitan_config.h"
 #include "commscope/util/atomic_file.h"
 #include "embed.h"
 #include "verbs.h"
@@ -35,6 +36,7 @@ Verb add_plan(CLI::App& app) {
     int threads = 0;
     std::vector<std::string> frameworks;
     std::string memory_headroom = "2GiB";
+    std::string torchtitan_config;
     OutputOptions out;
   };
   auto st = std::make_shared<State>();
@@ -95,6 +97,11 @@ Verb add_plan(CLI::App& app) {
          "full_shard, shard_grad_op, hybrid_shard across nodes) [commscope,deepspeed,fsdp]; "
          "--framework X searches X alone")
       ->delimiter(',');
+  cmd->add_option("--torchtitan-config,--job.config_file", st->torchtitan_config,
+                  "torchtitan job file (TOML): its model, sequence length, precision (FP8 "
+                  "converter, gradient reduce type) and global batch; the plans FSDP's "
+                  "(--framework fsdp) unless --framework(s) says otherwise; its parallelism and "
+                  "checkpointing are what the search varies (flags win; docs/plan.md)");
   cmd->add_option("--memory-headroom", st->memory_headroom,
                   "memory kept free on each GPU for the CUDA context, NCCL buffers and "
                   "fragmentation, which the memory model does not count: a size (2GiB, 512MiB) "
@@ -177,6 +184,48 @@ Verb add_plan(CLI::App& app) {
           return fail(s.error().message);
 
         PlanInput base;
+        // A torchtitan job file: what it fixes (flags win), what the search varies, notes.
+        std::string model_name = st->model;
+        if (!st->torchtitan_config.empty()) {
+          auto job = load_torchtitan_config(st->torchtitan_config);
+          if (!job) return fail(job.error().message);
+          for (const std::string& note : job->notes)
+            fmt::print(stderr, "commscope: note: {}: {}\n", st->torchtitan_config, note);
+          const PlanInput& f = job->plan;
+          if (cmd->count("--model") == 0) model_name = job->model;
+          base.seq_length = f.seq_length;
+          base.precision = f.precision;
+          base.fp8 = f.fp8;
+          base.grad_comm_dtype = f.grad_comm_dtype;
+          base.attention = f.attention;
+          if (cmd->count("--global-batch-size") == 0) {
+            // The file's global batch: stated, or its local batch on each of its
+            // data-parallel ranks (the GPUs its other degrees leave, as torchtitan's -1).
+            std::int64_t global = f.global_batch.value_or(0);
+            if (global == 0) {
+              const std::int64_t local = f.micro_batch.value_or(1) * f.grad_accum.value_or(1);
+              const std::int64_t others =
+                  std::int64_t{f.tp.value_or(1)} * f.pp.value_or(1) * f.cp.value_or(1);
+              if (f.dp)
+                global = local * *f.dp;
+              else if (st->gpus % others == 0)
+                global = local * (st->gpus / others);
+              else
+                return fail(fmt::format(
+                    "--torchtitan-config: {}: expected its tensor x pipeline x context degrees "
+                    "({}) to divide --gpus {}, got a remainder (or give --global-batch-size)",
+                    st->torchtitan_config, others, st->gpus));
+            }
+            st->global_batch = global;
+          }
+          if (st->framework.empty() && st->frameworks.empty()) {
+            st->framework = "fsdp";
+            fmt::print(stderr,
+                       "commscope: note: {}: FSDP's plans searched (torchtitan's FSDP2; "
+                       "--frameworks commscope,fsdp adds tensor and pipeline parallel ones)\n",
+                       st->torchtitan_config);
+          }
+        }
         if (st->seq_length > 0) base.seq_length = st->seq_length;
         // Named values are parsed as the scenario verbs parse theirs (cli::named_value).
         if (Status s = cli::named_value("--precision", st->precision, precision_from_name,
@@ -227,7 +276,7 @@ Verb add_plan(CLI::App& app) {
         search::SearchSpace headroom;
         if (Status hs = search::set_memory_headroom(headroom, st->memory_headroom); !hs.ok())
           return fail(hs.error().message);
-        auto model = load_model(st->model);
+        auto model = load_model(model_name);
         if (!model) return fail(model.error().message);
         const std::vector<std::string> systems =
             st->system.empty() ? std::vector<std::string>{"polaris"} : st->system;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -306,6 +307,65 @@ TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
     EXPECT_EQ(r.err.rfind("commscope: ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// A torchtitan job file fixes the model, the global batch (its local batch on each of its
+// data-parallel ranks: 2 x 64) and the precision, and keeps the search to FSDP's plans (with a
+// note); its best plan is what `predict` says of the same file with that plan's micro-batch and
+// checkpointing. Flags win over the file; a file whose degrees cannot divide the GPUs, or that
+// does not exist, is a one-line error.
+TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
+  const std::string file = COMMSCOPE_SOURCE_DIR "/tests/data/torchtitan/llama2_13b_layer_ac.toml";
+  const std::string where = " --system dgx-a100-80gb --gpus 64";
+  Outcome r = run("--torchtitan-config " + file + where + " --top 3 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("FSDP's plans searched"), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], "llama2-13b");
+  ASSERT_EQ(j["plans"].size(), 3u);
+  for (const auto& p : j["plans"]) {
+    EXPECT_EQ(p["framework"], "fsdp");
+    EXPECT_EQ(p["global_batch"], 128);
+  }
+  const auto& best = j["plans"][0];
+  ASSERT_EQ(best["fsdp_sharding"], "full_shard");  // the file's (shard degree -1)
+  const std::string predict =
+      std::string(COMMSCOPE_BIN) + " predict --torchtitan-config " + file + where +
+      " --micro-batch-size " + std::to_string(best["micro_batch"].get<int>()) +
+      " --recompute-granularity " + best["recompute"].get<std::string>() + " --format json";
+  auto pr = commscope::testing::run_shell(predict + " </dev/null");
+  ASSERT_EQ(pr.status, 0) << pr.err;
+  const auto one = nlohmann::json::parse(pr.out)["predictions"][0];
+  EXPECT_DOUBLE_EQ(one["iteration_time_s"].get<double>(), best["iteration_time_s"].get<double>());
+
+  // Flags win: the model, the batch and the frameworks.
+  Outcome f = run("--torchtitan-config " + file + where +
+                  " --model llama3-8b --global-batch-size 64 --seq-length 2048 --frameworks "
+                  "commscope,fsdp --top 200 --format json");
+  ASSERT_EQ(f.status, 0) << f.err;
+  EXPECT_EQ(f.err.find("FSDP's plans searched"), std::string::npos) << f.err;
+  auto k = nlohmann::json::parse(f.out);
+  EXPECT_EQ(k["model"], "llama3-8b");
+  std::set<std::string> frameworks;
+  for (const auto& p : k["plans"]) {
+    EXPECT_EQ(p["global_batch"], 64);
+    frameworks.insert(p["framework"].get<std::string>());
+  }
+  EXPECT_EQ(frameworks.size(), 2u);
+
+  const fs::path bad = dir_ / "tp3.toml";
+  std::ofstream(bad) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                        "tensor_parallel_degree = 3\n";
+  for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--torchtitan-config " + bad.string() + where, "--torchtitan-config"},
+           {"--torchtitan-config " + (dir_ / "none.toml").string() + where, "none.toml"}}) {
+    SCOPED_TRACE(args);
+    Outcome e = run(args);
+    EXPECT_EQ(e.status, 2);
+    EXPECT_TRUE(e.out.empty());
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    EXPECT_NE(e.err.find(want), std::string::npos) << e.err;
   }
 }
 

@@ -211,6 +211,23 @@ TEST(TorchtitanConfig, Cli) {
   EXPECT_NE(r.err.find("--torchtitan-config: expected it or --deepspeed-config, got both"),
             std::string::npos)
       << r.err;
+  // --recompute-granularity replaces a file's every-k-th-block checkpointing (not an error
+  // about the block method the file implied): the same as the same plan without the file's
+  // checkpointing at all.
+  const std::string layer = kDir + "llama2_13b_layer_ac.toml";
+  const std::string a100 = " --system dgx-a100-80gb --gpus 64 --format csv";
+  for (const char* g : {"none", "full"}) {
+    SCOPED_TRACE(g);
+    auto with = run_shell(bin + " predict --torchtitan-config " + layer + a100 +
+                          " --recompute-granularity " + g);
+    ASSERT_EQ(with.status, 0) << with.err;
+    auto flags = run_shell(bin +
+                           " predict --model llama2-13b --framework fsdp --attention flash "
+                           "--micro-batch-size 2 --seq-length 4096 --grad-comm-dtype fp32" +
+                           a100 + " --recompute-granularity " + g);
+    ASSERT_EQ(flags.status, 0) << flags.err;
+    EXPECT_EQ(with.out, flags.out);
+  }
   const std::string fifo = testing::scratch() + "job.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   r = run_shell(bin + " predict --torchtitan-config " + fifo + " --system dgx-h100 --gpus 8");
