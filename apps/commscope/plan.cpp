@@ -290,8 +290,11 @@ Verb add_plan(CLI::App& app) {
             if (!sys) return fail(sys.error().message);
             if (base.fp8.value_or(false) && sys->gpu.peak.fp8.value() <= 0)
               return fail(fmt::format(
-                  "--fp8: expected systems with an FP8 peak (H100 or later), got {} ({})", sys_name,
-                  sys->gpu.name));
+                  "{}: expected systems with an FP8 peak (H100 or later), got {} ({})",
+                  st->fp8
+                      ? "--fp8"
+                      : "--torchtitan-config " + st->torchtitan_config + ": its float8 converter",
+                  sys_name, sys->gpu.name));
             auto net = load_network(net_name.empty() ? sys->network : net_name);
             if (!net) return fail(net.error().message);
             search::SearchSpace s;

@@ -354,6 +354,16 @@ TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
   }
   EXPECT_EQ(frameworks.size(), 2u);
 
+  // The file's float8 converter on a GPU without an FP8 peak: the error names the file.
+  const fs::path f8 = dir_ / "float8.toml";
+  std::ofstream(f8) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\nconverters = "
+                       "[\"float8\"]\n";
+  Outcome e8 = run("--torchtitan-config " + f8.string() + where);
+  EXPECT_EQ(e8.status, 2);
+  EXPECT_NE(e8.err.find("--torchtitan-config " + f8.string() + ": its float8 converter"),
+            std::string::npos)
+      << e8.err;
+
   const fs::path bad = dir_ / "tp3.toml";
   std::ofstream(bad) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
                         "tensor_parallel_degree = 3\n";
