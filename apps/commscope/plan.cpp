@@ -11,6 +11,7 @@
 #include "common/scenario_options.h"
 #include "commscope/report/plan.h"
 #include "commscope/search/plan_search.h"
+#include "commscope/spec/limits.h"
 #include "commscope/spec/torchtitan_config.h"
 #include "commscope/util/atomic_file.h"
 #include "embed.h"
@@ -206,15 +207,18 @@ Verb add_plan(CLI::App& app) {
               const std::int64_t local = f.micro_batch.value_or(1) * f.grad_accum.value_or(1);
               const std::int64_t others =
                   std::int64_t{f.tp.value_or(1)} * f.pp.value_or(1) * f.cp.value_or(1);
-              if (f.dp)
-                global = local * *f.dp;
-              else if (st->gpus % others == 0)
-                global = local * (st->gpus / others);
-              else
+              if (!f.dp && st->gpus % others != 0)
                 return fail(fmt::format(
                     "--torchtitan-config: {}: expected its tensor x pipeline x context degrees "
                     "({}) to divide --gpus {}, got a remainder (or give --global-batch-size)",
                     st->torchtitan_config, others, st->gpus));
+              const std::int64_t ranks = f.dp ? *f.dp : st->gpus / others;
+              if (local > limits::kMaxGlobalBatch / ranks)
+                return fail(fmt::format(
+                    "--torchtitan-config: {}: expected a global batch (local batch x {} "
+                    "data-parallel ranks) of at most {} samples, got a local batch of {}",
+                    st->torchtitan_config, ranks, limits::kMaxGlobalBatch, local));
+              global = local * ranks;
             }
             st->global_batch = global;
           }

@@ -367,8 +367,12 @@ TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
   const fs::path bad = dir_ / "tp3.toml";
   std::ofstream(bad) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
                         "tensor_parallel_degree = 3\n";
+  const fs::path huge = dir_ / "huge.toml";
+  std::ofstream(huge) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+                         "local_batch_size = 4611686018427387904\n";  // 2^62: x 64 overflows
   for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
            {"--torchtitan-config " + bad.string() + where, "--torchtitan-config"},
+           {"--torchtitan-config " + huge.string() + where, "global batch"},
            {"--torchtitan-config " + (dir_ / "none.toml").string() + where, "none.toml"}}) {
     SCOPED_TRACE(args);
     Outcome e = run(args);
