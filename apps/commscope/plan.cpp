@@ -187,6 +187,7 @@ Verb add_plan(CLI::App& app) {
         PlanInput base;
         // A torchtitan job file: what it fixes (flags win), what the search varies, notes.
         std::string model_name = st->model;
+        std::string framework_note;  // printed once the flags are checked, before the search
         if (!st->torchtitan_config.empty()) {
           auto job = load_torchtitan_config(st->torchtitan_config);
           if (!job) return fail(job.error().message);
@@ -224,10 +225,10 @@ Verb add_plan(CLI::App& app) {
           }
           if (st->framework.empty() && st->frameworks.empty()) {
             st->framework = "fsdp";
-            fmt::print(stderr,
-                       "commscope: note: {}: FSDP's plans searched (torchtitan's FSDP2; "
-                       "--frameworks commscope,fsdp adds tensor and pipeline parallel ones)\n",
-                       st->torchtitan_config);
+            framework_note = fmt::format(
+                "commscope: note: {}: FSDP's plans searched (torchtitan's FSDP2; --frameworks "
+                "commscope,fsdp adds tensor and pipeline parallel ones)\n",
+                st->torchtitan_config);
           }
         }
         if (st->seq_length > 0) base.seq_length = st->seq_length;
@@ -349,6 +350,7 @@ Verb add_plan(CLI::App& app) {
           std::fprintf(stderr, "\rcommscope: plan %zu/%zu", done, total);
           return true;
         };
+        std::fputs(framework_note.c_str(), stderr);
         auto result = search::what_if(spaces, names, so);
         if (shown) std::fprintf(stderr, "\r\033[K");
         if (interrupted) throw Interrupted();

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "commscope/spec/limits.h"
 #include "commscope/spec/model.h"
 #include "commscope/util/input_file.h"
 
@@ -55,10 +56,12 @@ class Fields {
     return {nullptr, fmt::format("[{}] {}", *tables.begin(), key)};
   }
 
-  // An integer of at least `min` (or exactly `also`, torchtitan's -1 for "the rest").
+  // An integer of at least `min` (or exactly `also`, torchtitan's -1 for "the rest"), and at
+  // most `max` (commscope's limits, docs/limits.md: products of such fields stay in range).
   Result<std::optional<std::int64_t>> integer(std::initializer_list<const char*> tables,
                                               const char* key, std::int64_t min,
-                                              std::optional<std::int64_t> also = {}) const {
+                                              std::optional<std::int64_t> also = {},
+                                              std::int64_t max = limits::kMaxGlobalBatch) const {
     const Found f = find(tables, key);
     if (!f.node) return std::optional<std::int64_t>{};
     const std::string expected = also ? fmt::format("an integer of at least {} or {}", min, *also)
@@ -66,6 +69,9 @@ class Fields {
     if (!f.node->is_integer()) return bad(f.where, expected, describe(*f.node));
     const std::int64_t v = *f.node->value<std::int64_t>();
     if (v < min && v != also) return bad(f.where, expected, std::to_string(v));
+    if (v > max)
+      return bad(f.where, fmt::format("an integer of at most {} (commscope's limit)", max),
+                 std::to_string(v));
     return std::optional<std::int64_t>{v};
   }
   Result<std::optional<std::string>> string(std::initializer_list<const char*> tables,
@@ -158,11 +164,13 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
 
   // ---- [training]: batch, sequence, precision ----
   CS_ASSIGN_OR_RETURN(auto local, f.integer({"training"}, "local_batch_size", 1));
+  const char* local_key = "local_batch_size";
   if (!local) {
     CS_ASSIGN_OR_RETURN(local, f.integer({"training"}, "batch_size", 1));  // 2024
+    if (local) local_key = "batch_size";
   }
   CS_ASSIGN_OR_RETURN(auto global, f.integer({"training"}, "global_batch_size", 1, -1));
-  CS_ASSIGN_OR_RETURN(auto seq, f.integer({"training"}, "seq_len", 1));
+  CS_ASSIGN_OR_RETURN(auto seq, f.integer({"training"}, "seq_len", 1, {}, limits::kMaxSeqLength));
   if (seq) p.seq_length = *seq;
   CS_ASSIGN_OR_RETURN(auto param_dtype, f.string({"training"}, "mixed_precision_param"));
   const std::string pd = param_dtype.value_or("bfloat16");  // torchtitan's default
@@ -186,15 +194,25 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
 
   // ---- [parallelism] (or [training] / [experimental] in 2024's files) ----
   p.framework = Framework::fsdp;  // FSDP2 (fully_shard) over the data-parallel shard dimension
-  CS_ASSIGN_OR_RETURN(auto shard, f.integer(kParallel, "data_parallel_shard_degree", 1, -1));
+  CS_ASSIGN_OR_RETURN(auto shard,
+                      f.integer(kParallel, "data_parallel_shard_degree", 1, -1, limits::kMaxGpus));
   if (!shard) {
-    CS_ASSIGN_OR_RETURN(shard, f.integer(kParallel, "data_parallel_degree", 1, -1));  // 2024
+    CS_ASSIGN_OR_RETURN(
+        shard, f.integer(kParallel, "data_parallel_degree", 1, -1, limits::kMaxGpus));  // 2024
   }
-  CS_ASSIGN_OR_RETURN(auto replicate, f.integer(kParallel, "data_parallel_replicate_degree", 1));
-  CS_ASSIGN_OR_RETURN(auto tp, f.integer(kParallel, "tensor_parallel_degree", 1));
-  CS_ASSIGN_OR_RETURN(auto pp, f.integer(kParallel, "pipeline_parallel_degree", 1));
-  CS_ASSIGN_OR_RETURN(auto cp, f.integer(kParallel, "context_parallel_degree", 1));
+  CS_ASSIGN_OR_RETURN(auto replicate, f.integer(kParallel, "data_parallel_replicate_degree", 1, {},
+                                                limits::kMaxGpus));
+  CS_ASSIGN_OR_RETURN(auto tp,
+                      f.integer(kParallel, "tensor_parallel_degree", 1, {}, limits::kMaxGpus));
+  CS_ASSIGN_OR_RETURN(auto pp,
+                      f.integer(kParallel, "pipeline_parallel_degree", 1, {}, limits::kMaxGpus));
+  CS_ASSIGN_OR_RETURN(auto cp,
+                      f.integer(kParallel, "context_parallel_degree", 1, {}, limits::kMaxGpus));
   const std::int64_t sh = shard.value_or(-1), rep = replicate.value_or(1);
+  if (sh * rep > limits::kMaxGpus)  // each at most kMaxGpus: no overflow
+    return f.bad(f.find(kParallel, "data_parallel_replicate_degree").where,
+                 fmt::format("shard x replicate degrees of at most {} GPUs", limits::kMaxGpus),
+                 fmt::format("{} x {}", sh, rep));
   if (tp) p.tp = static_cast<int>(*tp);
   if (pp) p.pp = static_cast<int>(*pp);
   if (cp) p.cp = static_cast<int>(*cp);
@@ -283,6 +301,12 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                    fmt::format("a divisor of the local batch of {}", local.value_or(1)),
                    std::to_string(*count));
   }
+  if (micro > limits::kMaxMicroBatch)
+    return f.bad(stages > 1 ? where("pipeline_parallel_microbatch_size")
+                            : f.find({"training"}, local_key).where,
+                 fmt::format("a micro-batch of at most {} samples (commscope's limit)",
+                             limits::kMaxMicroBatch),
+                 std::to_string(micro));
   p.micro_batch = micro;
   // The global batch: stated, or the local batch on every data-parallel rank (torchtitan's -1).
   if (global && *global > 0)

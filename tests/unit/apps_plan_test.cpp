@@ -360,6 +360,7 @@ TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
                        "[\"float8\"]\n";
   Outcome e8 = run("--torchtitan-config " + f8.string() + where);
   EXPECT_EQ(e8.status, 2);
+  EXPECT_EQ(std::count(e8.err.begin(), e8.err.end(), '\n'), 1) << e8.err;
   EXPECT_NE(e8.err.find("--torchtitan-config " + f8.string() + ": its float8 converter"),
             std::string::npos)
       << e8.err;
@@ -367,9 +368,10 @@ TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
   const fs::path bad = dir_ / "tp3.toml";
   std::ofstream(bad) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
                         "tensor_parallel_degree = 3\n";
-  const fs::path huge = dir_ / "huge.toml";
+  const fs::path huge = dir_ / "huge.toml";  // 2^31 samples a rank x 32 ranks: above 2^32
   std::ofstream(huge) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
-                         "local_batch_size = 4611686018427387904\n";  // 2^62: x 64 overflows
+                         "local_batch_size = 2147483648\n[parallelism]\n"
+                         "pipeline_parallel_degree = 2\n";
   for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
            {"--torchtitan-config " + bad.string() + where, "--torchtitan-config"},
            {"--torchtitan-config " + huge.string() + where, "global batch"},

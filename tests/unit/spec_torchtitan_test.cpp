@@ -178,7 +178,19 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
       {kModel + "[training]\nbatch_size = 8\npipeline_parallel_degree = 2\n"
                 "[experimental]\npipeline_parallel_microbatches = 3\n",
        "[experimental] pipeline_parallel_microbatches: expected a divisor of the local batch of 8, "
-       "got 3"}};
+       "got 3"},
+      // commscope's limits, named at the field (a product of such fields never overflows)
+      {kModel + "[training]\nlocal_batch_size = 4611686018427387904\n",
+       "[training] local_batch_size: expected an integer of at most 4294967296"},
+      {kModel + "[training]\nbatch_size = 2000000\n",
+       "[training] batch_size: expected a micro-batch of at most 1048576 samples"},
+      {kModel + "[training]\nseq_len = 100000000\n",
+       "[training] seq_len: expected an integer of at most 16777216"},
+      {kModel + "[parallelism]\ndata_parallel_shard_degree = 1048576\n"
+                "data_parallel_replicate_degree = 1048576\n",
+       "data_parallel_replicate_degree: expected shard x replicate degrees of at most 1048576"},
+      {kModel + "[parallelism]\ntensor_parallel_degree = 4294967296\n",
+       "tensor_parallel_degree: expected an integer of at most 1048576"}};
   for (const auto& [toml, fragment] : cases) {
     const std::string e = error_of(toml);
     EXPECT_NE(e.find(fragment), std::string::npos) << e;
