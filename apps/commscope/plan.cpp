@@ -187,12 +187,12 @@ Verb add_plan(CLI::App& app) {
         PlanInput base;
         // A torchtitan job file: what it fixes (flags win), what the search varies, notes.
         std::string model_name = st->model;
-        std::string framework_note;  // printed once the flags are checked, before the search
+        std::string notes;  // the job file's, printed once the flags are checked
         if (!st->torchtitan_config.empty()) {
           auto job = load_torchtitan_config(st->torchtitan_config);
           if (!job) return fail(job.error().message);
           for (const std::string& note : job->notes)
-            fmt::print(stderr, "commscope: note: {}: {}\n", st->torchtitan_config, note);
+            notes += fmt::format("commscope: note: {}: {}\n", st->torchtitan_config, note);
           const PlanInput& f = job->plan;
           if (cmd->count("--model") == 0) model_name = job->model;
           base.seq_length = f.seq_length;
@@ -225,7 +225,7 @@ Verb add_plan(CLI::App& app) {
           }
           if (st->framework.empty() && st->frameworks.empty()) {
             st->framework = "fsdp";
-            framework_note = fmt::format(
+            notes += fmt::format(
                 "commscope: note: {}: FSDP's plans searched (torchtitan's FSDP2; --frameworks "
                 "commscope,fsdp adds tensor and pipeline parallel ones)\n",
                 st->torchtitan_config);
@@ -350,7 +350,7 @@ Verb add_plan(CLI::App& app) {
           std::fprintf(stderr, "\rcommscope: plan %zu/%zu", done, total);
           return true;
         };
-        std::fputs(framework_note.c_str(), stderr);
+        std::fputs(notes.c_str(), stderr);
         auto result = search::what_if(spaces, names, so);
         if (shown) std::fprintf(stderr, "\r\033[K");
         if (interrupted) throw Interrupted();

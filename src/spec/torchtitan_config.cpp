@@ -226,6 +226,32 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
         "[parallelism] data_parallel_replicate_degree {}: HSDP is priced as HYBRID_SHARD, "
         "sharded over each node's GPUs and replicated across nodes, whatever the shard degree",
         rep));
+  // Whether FSDP frees the gathered parameters after forward (fsdp_reshard_after_forward,
+  // 2025; torchtitan's code since July 2024 before that): "default" does unless the plan
+  // pipelines (each micro-batch's backward would gather them again), "always", "never". Not
+  // resharding is FSDP's SHARD_GRAD_OP.
+  CS_ASSIGN_OR_RETURN(auto reshard, f.string(kParallel, "fsdp_reshard_after_forward"));
+  const std::string ra = reshard.value_or("default");
+  if (ra != "default" && ra != "always" && ra != "never")
+    return f.bad(where("fsdp_reshard_after_forward"), "default, always or never",
+                 fmt::format("\"{}\"", ra));
+  const bool reshards = ra == "always" || (ra == "default" && p.pp.value_or(1) == 1);
+  // PyTorch's pipelining runtime (PipelineStage's backward) also keeps FSDP's parameters and
+  // gradients unsharded from one micro-batch to the next and reduce-scatters once, at the last.
+  if (p.pp.value_or(1) > 1 && sh != 1)
+    job.notes.push_back(
+        "[parallelism] pipeline_parallel_degree: PyTorch's pipelining gathers FSDP's parameters "
+        "and reduce-scatters its gradients once a step; commscope prices them per micro-batch, "
+        "as FSDP does without a pipeline (more communication, less gradient memory)");
+  if (!reshards && sh != 1) {
+    if (rep > 1)
+      job.notes.push_back(fmt::format(
+          "{}: HSDP that keeps the gathered parameters after forward is priced as HYBRID_SHARD, "
+          "which frees them",
+          where("fsdp_reshard_after_forward")));
+    else
+      p.fsdp_sharding = FsdpSharding::shard_grad_op;
+  }
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel) and, with
   // enable_async_tensor_parallel, overlaps the gathers and reduce-scatters with the matmuls.
   CS_ASSIGN_OR_RETURN(auto async_tp, f.boolean(kParallel, "enable_async_tensor_parallel"));

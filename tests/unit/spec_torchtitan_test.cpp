@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "commscope/calib/validate.h"
@@ -123,7 +124,14 @@ TEST(TorchtitanConfig, ParallelismFields) {
                           "[activation_checkpoint]\nmode = \"full\"\n");
   EXPECT_EQ(j.plan.dp, 8);
   EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::hybrid_shard);
-  EXPECT_EQ(j.notes.size(), 1u);  // HSDP priced as HYBRID_SHARD
+  // HSDP priced as HYBRID_SHARD; under PP, FSDP's collectives per micro-batch; and HSDP as one
+  // that frees the parameters after forward
+  ASSERT_EQ(j.notes.size(), 3u);
+  EXPECT_NE(j.notes[1].find("PyTorch's pipelining gathers FSDP's parameters"), std::string::npos)
+      << j.notes[1];
+  EXPECT_NE(j.notes[2].find("[parallelism] fsdp_reshard_after_forward: HSDP that keeps"),
+            std::string::npos)
+      << j.notes[2];
   EXPECT_EQ(j.plan.tp, 2);
   EXPECT_EQ(j.plan.sequence_parallel, true);
   EXPECT_EQ(j.plan.tp_comm_overlap, true);
@@ -149,6 +157,21 @@ TEST(TorchtitanConfig, ParallelismFields) {
   EXPECT_EQ(j.plan.schedule, Schedule::one_f_one_b);
   EXPECT_EQ(j.plan.fp8, true);
   EXPECT_EQ(j.plan.recompute, Recompute::none);
+  // fsdp_reshard_after_forward: "default" keeps the gathered parameters under PP (FSDP's
+  // SHARD_GRAD_OP), frees them without; "always" and "never" say so whatever the PP.
+  for (auto [pp, policy, want] :
+       {std::tuple{1, "", FsdpSharding::full_shard}, std::tuple{2, "", FsdpSharding::shard_grad_op},
+        std::tuple{2, "always", FsdpSharding::full_shard},
+        std::tuple{1, "never", FsdpSharding::shard_grad_op},
+        std::tuple{2, "default", FsdpSharding::shard_grad_op}}) {
+    SCOPED_TRACE(std::string(policy) + " with PP " + std::to_string(pp));
+    std::string toml =
+        kModel + "[parallelism]\npipeline_parallel_degree = " + std::to_string(pp) + "\n";
+    if (*policy) toml += std::string("fsdp_reshard_after_forward = \"") + policy + "\"\n";
+    j = parse(toml);
+    EXPECT_EQ(j.plan.fsdp_sharding.value_or(FsdpSharding::full_shard), want);
+    EXPECT_EQ(j.notes.size(), pp > 1 ? 1u : 0u);  // the pipelining note
+  }
   // No [activation_checkpoint]: torchtitan's default, selective every second block.
   j = parse(kModel + "[training]\nlocal_batch_size = 1\n");
   EXPECT_EQ(j.plan.recompute, Recompute::full);
@@ -190,7 +213,10 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
                 "data_parallel_replicate_degree = 1048576\n",
        "data_parallel_replicate_degree: expected shard x replicate degrees of at most 1048576"},
       {kModel + "[parallelism]\ntensor_parallel_degree = 4294967296\n",
-       "tensor_parallel_degree: expected an integer of at most 1048576"}};
+       "tensor_parallel_degree: expected an integer of at most 1048576"},
+      {kModel + "[parallelism]\nfsdp_reshard_after_forward = \"sometimes\"\n",
+       "[parallelism] fsdp_reshard_after_forward: expected default, always or never, got "
+       "\"sometimes\""}};
   for (const auto& [toml, fragment] : cases) {
     const std::string e = error_of(toml);
     EXPECT_NE(e.find(fragment), std::string::npos) << e;
