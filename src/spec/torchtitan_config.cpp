@@ -239,10 +239,11 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   // PyTorch's pipelining runtime (PipelineStage's backward) also keeps FSDP's parameters and
   // gradients unsharded from one micro-batch to the next and reduce-scatters once, at the last.
   if (p.pp.value_or(1) > 1 && sh != 1)
-    job.notes.push_back(
-        "[parallelism] pipeline_parallel_degree: PyTorch's pipelining gathers FSDP's parameters "
-        "and reduce-scatters its gradients once a step; commscope prices them per micro-batch, "
-        "as FSDP does without a pipeline (more communication, less gradient memory)");
+    job.notes.push_back(fmt::format(
+        "{}: PyTorch's pipelining gathers FSDP's parameters and reduce-scatters its gradients "
+        "once a step; commscope prices them per micro-batch, as FSDP does without a pipeline "
+        "(more communication, less gradient memory)",
+        where("pipeline_parallel_degree")));
   if (!reshards && sh != 1) {
     if (rep > 1)
       job.notes.push_back(fmt::format(
@@ -280,6 +281,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   // ---- pipeline: schedule and micro-batches ----
   const std::int64_t stages = p.pp.value_or(1);
   std::int64_t micro = local.value_or(1);
+  std::string micro_field = f.find({"training"}, local_key).where;  // where the micro-batch is
   int virtual_stages = 1;
   if (stages > 1) {
     CS_ASSIGN_OR_RETURN(auto schedule, f.string(kParallel, "pipeline_parallel_schedule"));
@@ -312,12 +314,14 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     // the local batch over pipeline_parallel_microbatches.
     CS_ASSIGN_OR_RETURN(auto size, f.integer(kParallel, "pipeline_parallel_microbatch_size", 1));
     CS_ASSIGN_OR_RETURN(auto count, f.integer(kParallel, "pipeline_parallel_microbatches", 1));
-    if (size)
+    if (size) {
       micro = *size;
-    else if (count)
+      micro_field = where("pipeline_parallel_microbatch_size");
+    } else if (count) {
       micro = local.value_or(1) / *count;
-    else
+    } else {
       micro = 1;
+    }
     if (size && local.value_or(1) % *size != 0)
       return f.bad(where("pipeline_parallel_microbatch_size"),
                    fmt::format("a divisor of the local batch of {}", local.value_or(1)),
@@ -328,8 +332,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                    std::to_string(*count));
   }
   if (micro > limits::kMaxMicroBatch)
-    return f.bad(stages > 1 ? where("pipeline_parallel_microbatch_size")
-                            : f.find({"training"}, local_key).where,
+    return f.bad(micro_field,
                  fmt::format("a micro-batch of at most {} samples (commscope's limit)",
                              limits::kMaxMicroBatch),
                  std::to_string(micro));
