@@ -210,7 +210,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                       f.integer(kParallel, "context_parallel_degree", 1, {}, limits::kMaxGpus));
   const std::int64_t sh = shard.value_or(-1), rep = replicate.value_or(1);
   if (sh * rep > limits::kMaxGpus)  // each at most kMaxGpus: no overflow
-    return f.bad(f.find(kParallel, "data_parallel_replicate_degree").where,
+    return f.bad(where("data_parallel_replicate_degree"),
                  fmt::format("shard x replicate degrees of at most {} GPUs", limits::kMaxGpus),
                  fmt::format("{} x {}", sh, rep));
   if (tp) p.tp = static_cast<int>(*tp);
