@@ -357,6 +357,11 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--fsdp-prefetch", o.fsdp_prefetch,
                  "FSDP backward_prefetch: backward_pre|backward_post|none [backward_pre]")
       ->group(g_fw);
+  cmd.add_option("--fsdp-grad-sync", o.fsdp_grad_sync,
+                 "when FSDP reduces gradients under accumulation: micro-batch (every one) | "
+                 "last-micro-batch (no_sync() before it) | step (after the last backward, as "
+                 "torch.distributed.pipelining does) [micro-batch]")
+      ->group(g_fw);
   o.fsdp_limit_all_gathers_flag = cmd.add_flag("--fsdp-limit-all-gathers", o.fsdp_limit_all_gathers,
                                                "FSDP limit_all_gathers (=false to lift it) [true]")
                                       ->type_name("BOOLEAN")
@@ -630,6 +635,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
                                  flags.fsdp_wrap));
   CS_RETURN_IF_ERROR(named_value("--fsdp-prefetch", o.fsdp_prefetch, fsdp_prefetch_from_name,
                                  "one of backward_pre|backward_post|none", flags.fsdp_prefetch));
+  CS_RETURN_IF_ERROR(named_value("--fsdp-grad-sync", o.fsdp_grad_sync, fsdp_grad_sync_from_name,
+                                 "one of micro-batch|last-micro-batch|step", flags.fsdp_grad_sync));
   if (o.fsdp_limit_all_gathers_flag && o.fsdp_limit_all_gathers_flag->count() > 0)
     flags.fsdp_limit_all_gathers = o.fsdp_limit_all_gathers;
   if (o.pipe_partitioned_flag && o.pipe_partitioned_flag->count() > 0)

@@ -276,10 +276,15 @@ std::string headline(const Workload& w) {
       break;
     case Framework::fsdp:
       out += fmt::format(
-          "framework: PyTorch FSDP ({}, wrap {}, backward prefetch {}, limit_all_gathers {}; "
+          "framework: PyTorch FSDP ({}, wrap {}, backward prefetch {}, limit_all_gathers {}{}; "
           "memory as ZeRO-{})\n",
           to_string(p.fsdp_sharding), to_string(p.fsdp_wrap), to_string(p.fsdp_prefetch),
-          p.fsdp_limit_all_gathers, p.zero);
+          p.fsdp_limit_all_gathers,
+          p.fsdp_grad_sync == FsdpGradSync::step ? ", gradients reduced after the last backward"
+          : p.fsdp_grad_sync == FsdpGradSync::last_micro_batch
+              ? ", gradients reduced in the last micro-batch's backward"
+              : "",
+          p.zero);
       break;
     case Framework::megatron:
       out += fmt::format(

@@ -115,6 +115,7 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
                         : in.fsdp_wrap              ? "--fsdp-wrap"
                         : in.fsdp_prefetch          ? "--fsdp-prefetch"
                         : in.fsdp_limit_all_gathers ? "--fsdp-limit-all-gathers"
+                        : in.fsdp_grad_sync         ? "--fsdp-grad-sync"
                                                     : nullptr;
     if (given) return bad(given, "--framework fsdp", fmt::format("--framework {}", fw));
   }
@@ -197,6 +198,7 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
       plan.fsdp_prefetch = in.fsdp_prefetch.value_or(FsdpPrefetch::backward_pre);
       // FullyShardedDataParallel(limit_all_gathers=True) is PyTorch 2.x's default.
       plan.fsdp_limit_all_gathers = in.fsdp_limit_all_gathers.value_or(true);
+      plan.fsdp_grad_sync = in.fsdp_grad_sync.value_or(FsdpGradSync::micro_batch);
       switch (plan.fsdp_sharding) {
         case FsdpSharding::full_shard:
         case FsdpSharding::hybrid_shard:

@@ -41,6 +41,10 @@ constexpr EnumName<FsdpPrefetch> kFsdpPrefetchNames[] = {
     {FsdpPrefetch::none, "none"}};
 constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::block, "block"},
                                                  {FsdpWrap::model, "model"}};
+constexpr EnumName<FsdpGradSync> kFsdpGradSyncNames[] = {
+    {FsdpGradSync::micro_batch, "micro-batch"},
+    {FsdpGradSync::last_micro_batch, "last-micro-batch"},
+    {FsdpGradSync::step, "step"}};
 constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
@@ -129,6 +133,12 @@ std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s) {
 }
 std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s) {
   return enum_from_name(kFsdpWrapNames, s);
+}
+std::string_view to_string(FsdpGradSync s) {
+  return enum_to_name(kFsdpGradSyncNames, s);
+}
+std::optional<FsdpGradSync> fsdp_grad_sync_from_name(std::string_view s) {
+  return enum_from_name(kFsdpGradSyncNames, s);
 }
 std::string_view to_string(AttentionKernel a) {
   return enum_to_name(kAttentionKernelNames, a);
@@ -262,6 +272,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(fsdp_sharding, o.fsdp_sharding);
   take(fsdp_wrap, o.fsdp_wrap);
   take(fsdp_prefetch, o.fsdp_prefetch);
+  take(fsdp_grad_sync, o.fsdp_grad_sync);
   take(fsdp_limit_all_gathers, o.fsdp_limit_all_gathers);
   take(use_distributed_optimizer, o.use_distributed_optimizer);
   take(pipe_partitioned, o.pipe_partitioned);
@@ -457,6 +468,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
       j["fsdp_wrap"] = to_string(p.fsdp_wrap);
       j["fsdp_prefetch"] = to_string(p.fsdp_prefetch);
       j["fsdp_limit_all_gathers"] = p.fsdp_limit_all_gathers;
+      j["fsdp_grad_sync"] = to_string(p.fsdp_grad_sync);
       break;
     case Framework::megatron:
       j["framework"] = to_string(p.framework);

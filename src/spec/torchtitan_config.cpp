@@ -236,14 +236,19 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     return f.bad(where("fsdp_reshard_after_forward"), "default, always or never",
                  fmt::format("\"{}\"", ra));
   const bool reshards = ra == "always" || (ra == "default" && p.pp.value_or(1) == 1);
-  // PyTorch's pipelining runtime (PipelineStage's backward) also keeps FSDP's parameters and
-  // gradients unsharded from one micro-batch to the next and reduce-scatters once, at the last.
-  if (p.pp.value_or(1) > 1 && sh != 1)
-    job.notes.push_back(fmt::format(
-        "{}: PyTorch's pipelining gathers FSDP's parameters and reduce-scatters its gradients "
-        "once a step; commscope prices them per micro-batch, as FSDP does without a pipeline "
-        "(more communication, less gradient memory)",
-        where("pipeline_parallel_degree")));
+  // PyTorch's pipelining runtime keeps FSDP's gradients unsharded from one micro-batch to the
+  // next and reduces them after the last backward (PipelineStage: set_requires_gradient_sync
+  // and set_reshard_after_backward(False) in each backward, then one post-backward pass), and
+  // with them the parameters where forward keeps them.
+  if (p.pp.value_or(1) > 1 && sh != 1) {
+    p.fsdp_grad_sync = FsdpGradSync::step;
+    if (reshards)
+      job.notes.push_back(fmt::format(
+          "{}: FSDP that frees the parameters after forward under pipelining is priced as "
+          "FULL_SHARD, gathering them again in every backward; PyTorch's pipelining keeps "
+          "them after backward, which saves some of those gathers",
+          where("fsdp_reshard_after_forward")));
+  }
   if (!reshards && sh != 1) {
     if (rep > 1)
       job.notes.push_back(fmt::format(

@@ -6,6 +6,7 @@
 // kv = kv_heads x head_dim, f FFN width, V vocabulary, t tensor-parallel size.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -114,6 +115,34 @@ class Emitter {
   std::vector<std::uint32_t> pending_;
   std::vector<std::uint32_t> deps_;
 };
+
+// `list` without its first-micro-batch-only ops (the forward of the micro-batches after the
+// first, which find the parameters gathered): an op that waited for a dropped op waits for what
+// that op waited for.
+OpList without_first_microbatch_ops(const OpList& list) {
+  constexpr std::uint32_t kDropped = std::numeric_limits<std::uint32_t>::max();
+  OpList out;
+  out.reserve(list.size());
+  std::vector<std::uint32_t> index(list.size(), kDropped);
+  std::vector<std::vector<std::uint32_t>> inherited(list.size());  // a dropped op's waits
+  std::vector<std::uint32_t> deps;
+  for (std::uint32_t i = 0; i < list.size(); ++i) {
+    deps.clear();
+    for (auto d : list.deps_of(i)) {
+      if (index[d] != kDropped)
+        deps.push_back(index[d]);
+      else
+        deps.insert(deps.end(), inherited[d].begin(), inherited[d].end());
+    }
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    if (list[i].first_microbatch_only)
+      inherited[i] = deps;
+    else
+      index[i] = out.add(list[i], deps);
+  }
+  return out;
+}
 
 // Groups gradients into buckets in the order backward completes them and emits one
 // collective per bucket as soon as its last gradient exists (PyTorch DDP, DeepSpeed ZeRO-2/3).
@@ -363,6 +392,7 @@ class Builder {
     for (int s = 0; s < p_.pp; ++s) {
       megatron_buckets_.clear();
       megatron_bucket_layers_.clear();
+      fsdp_step_units_.clear();
       Role r;
       r.stage = s;
       r.ranks = p_.dp * p_.tp;
@@ -1461,39 +1491,59 @@ class Builder {
                  (params + g.shard - 1) / g.shard * g.shard, dt_, layer);
     op.tag = OpTag::param_gather;
     if (g.hybrid) op.span = GroupSpan::intra_node;
+    op.first_microbatch_only = fsdp_gathers_once();
     return after ? e.side(op, {*after}) : e.side(op, {});
   }
-  // An FSDP unit's gradient reduction after its backward (`after`): reduce-scatter over the
-  // shard group, then under HYBRID_SHARD the all-reduce of the shard over the replicate group;
+  // The ops of one FSDP unit's gradient reduction, in order: reduce-scatter over the shard
+  // group, then under HYBRID_SHARD the all-reduce of the shard over the replicate group;
   // NO_SHARD all-reduces the whole gradient.
-  void fsdp_reduce(Emitter& e, std::int64_t params, int layer, std::uint32_t after) const {
-    if (!fsdp() || params <= 0) return;
+  std::vector<Op> fsdp_reduction(std::int64_t params, int layer) const {
     const FsdpGroups g = fsdp_groups();
+    std::vector<Op> out;
     if (p_.fsdp_sharding == FsdpSharding::no_shard) {
-      Op op = comm("fsdp_all_reduce", Collective::all_reduce, CommGroup::data, p_.dp, params, dt_,
-                   layer);
+      Op& op = out.emplace_back(comm("fsdp_all_reduce", Collective::all_reduce, CommGroup::data,
+                                     p_.dp, params, dt_, layer));
       op.tag = OpTag::grad_bucket;
-      e.side(op, {after});
-      return;
+      return out;
     }
     std::int64_t shard_elems = params;
-    std::uint32_t last = after;
     if (g.shard > 1) {
       const std::int64_t padded = (params + g.shard - 1) / g.shard * g.shard;
-      Op rs = comm("fsdp_reduce_scatter", Collective::reduce_scatter, CommGroup::data, g.shard,
-                   padded, dt_, layer);
+      Op& rs = out.emplace_back(comm("fsdp_reduce_scatter", Collective::reduce_scatter,
+                                     CommGroup::data, g.shard, padded, dt_, layer));
       rs.tag = OpTag::grad_bucket;
       if (g.hybrid) rs.span = GroupSpan::intra_node;
-      last = e.side(rs, {after});
       shard_elems = padded / g.shard;
     }
     if (g.hybrid) {
-      Op ar = comm("fsdp_replicate_all_reduce", Collective::all_reduce, CommGroup::data,
-                   g.replicate, shard_elems, dt_, layer);
+      Op& ar = out.emplace_back(comm("fsdp_replicate_all_reduce", Collective::all_reduce,
+                                     CommGroup::data, g.replicate, shard_elems, dt_, layer));
       ar.tag = OpTag::grad_bucket;
       ar.span = GroupSpan::inter_node;
-      e.side(ar, {last});
     }
+    return out;
+  }
+  // An FSDP unit's gradient reduction after its backward (`after`): every micro-batch, in the
+  // last micro-batch's only (--fsdp-grad-sync last-micro-batch), or kept for the step
+  // (--fsdp-grad-sync step: build_step issues it after the last backward).
+  void fsdp_reduce(Emitter& e, std::int64_t params, int layer, std::uint32_t after) const {
+    if (!fsdp() || params <= 0) return;
+    if (p_.fsdp_grad_sync == FsdpGradSync::step) {
+      fsdp_step_units_.emplace_back(params, layer);
+      return;
+    }
+    std::uint32_t last = after;
+    for (Op& op : fsdp_reduction(params, layer)) {
+      op.last_microbatch_only = p_.fsdp_grad_sync == FsdpGradSync::last_micro_batch;
+      last = e.side(op, {last});
+    }
+  }
+  // FSDP gathers a unit's parameters once a step: it keeps them after forward (SHARD_GRAD_OP)
+  // and, not reducing every micro-batch, after backward too (FSDP1's _should_free_in_backward;
+  // FSDP2 under torch.distributed.pipelining, set_reshard_after_backward(False)).
+  bool fsdp_gathers_once() const {
+    return fsdp_sharded() && !fsdp_reshards_after_forward() &&
+           p_.fsdp_grad_sync != FsdpGradSync::micro_batch && p_.grad_accum > 1;
   }
   std::optional<std::uint32_t> prev_of(const Emitter& e) const {
     return e.has_prev() ? std::optional<std::uint32_t>(e.prev()) : std::nullopt;
@@ -1513,6 +1563,10 @@ class Builder {
     if (!deepspeed_zero3()) {
       const std::size_t before = megatron_buckets_.size();
       build_chunk_ops(ch);
+      if (fsdp_gathers_once()) {  // the first forward gathers, the others find them gathered
+        ch.forward_first = std::move(ch.forward);
+        ch.forward = without_first_microbatch_ops(ch.forward_first);
+      }
       if (megatron_overlapped_gather()) {
         // Without --overlap-grad-reduce Megatron-LM keeps one bucket (bucket_size None): the
         // chunk's dense parameters, needed by its first module.
@@ -1869,6 +1923,12 @@ class Builder {
 
   void build_step(Role& r) const {
     Emitter e(r.step, Phase::optimizer);
+    // --fsdp-grad-sync step: every unit's gradients reduced after the last backward, one unit
+    // after another on the reduction stream (torch.distributed.pipelining's post-backward pass
+    // over the FSDP states), before the optimizer.
+    for (const auto& [params, layer] : fsdp_step_units_)
+      for (const Op& op : fsdp_reduction(params, layer))
+        e.edit(e.chain(op)).phase = Phase::backward;
     if (p_.sequence_parallel) {
       // Norm weights and row-parallel biases see only their sequence shard: all-reduce over TP.
       std::int64_t replicated = 0;
@@ -1998,6 +2058,9 @@ class Builder {
   // Megatron: the gradient buckets' sizes of the role being built (for the parameter gather).
   mutable std::vector<std::int64_t> megatron_buckets_;
   mutable std::vector<std::int32_t> megatron_bucket_layers_;  // the op closing each bucket's
+  // --fsdp-grad-sync step: the FSDP units (parameters, layer) of the role being built whose
+  // gradients its step reduces.
+  mutable std::vector<std::pair<std::int64_t, std::int32_t>> fsdp_step_units_;
   // DeepSpeed ZeRO-3: the trace being recorded or replayed.
   enum class Zero3Mode : std::uint8_t { off, record, emit };
   mutable Zero3Mode zero3_mode_ = Zero3Mode::off;

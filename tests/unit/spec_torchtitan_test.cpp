@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -124,14 +126,13 @@ TEST(TorchtitanConfig, ParallelismFields) {
                           "[activation_checkpoint]\nmode = \"full\"\n");
   EXPECT_EQ(j.plan.dp, 8);
   EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::hybrid_shard);
-  // HSDP priced as HYBRID_SHARD; under PP, FSDP's collectives per micro-batch; and HSDP as one
-  // that frees the parameters after forward
-  ASSERT_EQ(j.notes.size(), 3u);
-  EXPECT_NE(j.notes[1].find("PyTorch's pipelining gathers FSDP's parameters"), std::string::npos)
-      << j.notes[1];
-  EXPECT_NE(j.notes[2].find("[parallelism] fsdp_reshard_after_forward: HSDP that keeps"),
+  // Under PP, the gradients reduced once a step, after the last backward (PyTorch's
+  // pipelining); HSDP priced as HYBRID_SHARD, and as one that frees the parameters after forward
+  EXPECT_EQ(j.plan.fsdp_grad_sync, FsdpGradSync::step);
+  ASSERT_EQ(j.notes.size(), 2u);
+  EXPECT_NE(j.notes[1].find("[parallelism] fsdp_reshard_after_forward: HSDP that keeps"),
             std::string::npos)
-      << j.notes[2];
+      << j.notes[1];
   EXPECT_EQ(j.plan.tp, 2);
   EXPECT_EQ(j.plan.sequence_parallel, true);
   EXPECT_EQ(j.plan.tp_comm_overlap, true);
@@ -152,13 +153,16 @@ TEST(TorchtitanConfig, ParallelismFields) {
       "[experimental]\npipeline_parallel_microbatches = 4\n[activation_checkpoint]\nmode = "
       "\"none\"\n");
   EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::no_shard);
+  EXPECT_FALSE(j.plan.fsdp_grad_sync.has_value());  // DDP: as the framework reduces
   EXPECT_EQ(j.plan.micro_batch, 2);
   EXPECT_EQ(j.plan.grad_accum, 4);
   EXPECT_EQ(j.plan.schedule, Schedule::one_f_one_b);
   EXPECT_EQ(j.plan.fp8, true);
   EXPECT_EQ(j.plan.recompute, Recompute::none);
   // fsdp_reshard_after_forward: "default" keeps the gathered parameters under PP (FSDP's
-  // SHARD_GRAD_OP), frees them without; "always" and "never" say so whatever the PP.
+  // SHARD_GRAD_OP), frees them without; "always" and "never" say so whatever the PP. Under PP
+  // the gradients are reduced once a step; "always" there gathers again in every backward,
+  // which PyTorch's pipelining partly saves: a note says so.
   for (auto [pp, policy, want] :
        {std::tuple{1, "", FsdpSharding::full_shard}, std::tuple{2, "", FsdpSharding::shard_grad_op},
         std::tuple{2, "always", FsdpSharding::full_shard},
@@ -170,7 +174,16 @@ TEST(TorchtitanConfig, ParallelismFields) {
     if (*policy) toml += std::string("fsdp_reshard_after_forward = \"") + policy + "\"\n";
     j = parse(toml);
     EXPECT_EQ(j.plan.fsdp_sharding.value_or(FsdpSharding::full_shard), want);
-    EXPECT_EQ(j.notes.size(), pp > 1 ? 1u : 0u);  // the pipelining note
+    EXPECT_EQ(j.plan.fsdp_grad_sync.value_or(FsdpGradSync::micro_batch),
+              pp > 1 ? FsdpGradSync::step : FsdpGradSync::micro_batch);
+    const bool noted = pp > 1 && std::string_view(policy) == "always";
+    ASSERT_EQ(j.notes.size(), noted ? 1u : 0u);
+    if (noted) {
+      EXPECT_NE(j.notes[0].find("fsdp_reshard_after_forward: FSDP that frees the parameters "
+                                "after forward under pipelining is priced as FULL_SHARD"),
+                std::string::npos)
+          << j.notes[0];
+    }
   }
   // No [activation_checkpoint]: torchtitan's default, selective every second block.
   j = parse(kModel + "[training]\nlocal_batch_size = 1\n");
@@ -266,6 +279,29 @@ TEST(TorchtitanConfig, Cli) {
     ASSERT_EQ(flags.status, 0) << flags.err;
     EXPECT_EQ(with.out, flags.out);
   }
+  // Under PP the file's FSDP keeps its parameters and reduces once a step: the same as the
+  // plan written as flags with --fsdp-grad-sync step, and not the per-micro-batch pricing.
+  const std::string pp = testing::scratch() + "pp.toml";
+  {
+    std::ofstream out(pp);
+    out << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 8\n"
+           "seq_len = 8192\n[parallelism]\npipeline_parallel_degree = 2\n"
+           "pipeline_parallel_microbatch_size = 1\n[activation_checkpoint]\nmode = \"full\"\n";
+  }
+  const std::string h100 = " --system dgx-h100 --gpus 16 --format csv";
+  auto file_pp = run_shell(bin + " predict --torchtitan-config " + pp + h100);
+  ASSERT_EQ(file_pp.status, 0) << file_pp.err;
+  const std::string as_flags =
+      " predict --model llama3-8b --framework fsdp --attention flash --micro-batch-size 1 "
+      "--seq-length 8192 --grad-comm-dtype fp32 --pp 2 --global-batch-size 64 "
+      "--recompute-granularity full --fsdp-sharding shard_grad_op" +
+      h100;
+  auto once = run_shell(bin + as_flags + " --fsdp-grad-sync step");
+  auto every = run_shell(bin + as_flags);
+  ASSERT_EQ(once.status, 0) << once.err;
+  ASSERT_EQ(every.status, 0) << every.err;
+  EXPECT_EQ(file_pp.out, once.out);
+  EXPECT_NE(file_pp.out, every.out);
   const std::string fifo = testing::scratch() + "job.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   r = run_shell(bin + " predict --torchtitan-config " + fifo + " --system dgx-h100 --gpus 8");

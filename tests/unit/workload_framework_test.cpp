@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -269,6 +270,15 @@ PlanInput fsdp_plan(int gpus, FsdpSharding s) {
 struct FsdpForm {
   double root = 0;                 // root unit: embedding, final norm (tied head)
   std::vector<std::int64_t> unit;  // one per block
+  // The flat parameters padded to a multiple of the shard group d: the root's, the blocks' sum.
+  double padded_root(int d) const {
+    return static_cast<double>(pad(static_cast<std::int64_t>(root), d));
+  }
+  double padded_units(int d) const {
+    double sum = 0;
+    for (auto u : unit) sum += static_cast<double>(pad(u, d));
+    return sum;
+  }
 };
 FsdpForm fsdp_units(const ModelSpec& m) {
   FsdpForm f;
@@ -287,10 +297,8 @@ TEST(Fsdp, FullShardAndShardGradOpCallsAndBytes) {
   for (auto s : {FsdpSharding::full_shard, FsdpSharding::shard_grad_op}) {
     SCOPED_TRACE(to_string(s));
     Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", fsdp_plan(d, s));
-    FsdpForm f = fsdp_units(sc.model);
-    double units = 0;
-    for (auto u : f.unit) units += static_cast<double>(pad(u, d));
-    const double root = static_cast<double>(pad(static_cast<std::int64_t>(f.root), d));
+    const FsdpForm f = fsdp_units(sc.model);
+    const double units = f.padded_units(d), root = f.padded_root(d);
     const int L = sc.model.layers();
     Workload w = build_workload(sc);
     const Chunk& ch = w.roles[0].chunks[0];
@@ -424,6 +432,116 @@ TEST(Fsdp, SimulatorHonoursTheLimit) {
       simulate(build_workload(scenario("llama2-7b", "dgx-a100-80gb", p))).iteration_time;
   EXPECT_GT(free, 0);
   EXPECT_GE(limited, free);
+}
+
+// --fsdp-grad-sync: with M micro-batches, FSDP reduces each unit's gradients every micro-batch
+// (M reduce-scatters of each), in the last micro-batch's backward (no_sync before it), or once
+// after the last backward, before the optimizer (PyTorch's pipelining). SHARD_GRAD_OP then
+// gathers each unit once, in the first forward: the other forwards are the same compute without
+// the gathers. FULL_SHARD still gathers every micro-batch, twice. Byte counts from the units'
+// padded sizes (fsdp_units, as above); the unsharded gradients stay in memory until reduced.
+TEST(Fsdp, GradSyncOnceAStep) {
+  const int d = 16, M = 4;
+  for (auto s : {FsdpSharding::full_shard, FsdpSharding::shard_grad_op})
+    for (auto sync :
+         {FsdpGradSync::micro_batch, FsdpGradSync::last_micro_batch, FsdpGradSync::step}) {
+      SCOPED_TRACE(std::string(to_string(s)) + " " + std::string(to_string(sync)));
+      PlanInput p = fsdp_plan(d, s);
+      p.micro_batch = 1, p.global_batch = d * M;
+      p.fsdp_grad_sync = sync;
+      Scenario sc = scenario("gpt2-large", "dgx-a100-80gb", p);
+      ASSERT_EQ(sc.plan.grad_accum, M);
+      const FsdpForm f = fsdp_units(sc.model);
+      const double units = f.padded_units(d), root = f.padded_root(d);
+      const int L = sc.model.layers();
+      Workload w = build_workload(sc);
+      const Role& r = w.roles[0];
+      const Chunk& ch = r.chunks[0];
+      const bool once = sync != FsdpGradSync::micro_batch;
+      const bool gathers_once = once && s == FsdpSharding::shard_grad_op;
+
+      // per iteration, by collective
+      double gathered = 0, reduced = 0;
+      std::int64_t gather_calls = 0, rs_calls = 0;
+      for (const CommVolume& v : comm_volume(w, r)) {
+        if (v.collective == Collective::all_gather) gathered += v.bytes, gather_calls += v.calls;
+        if (v.collective == Collective::reduce_scatter) reduced += v.bytes, rs_calls += v.calls;
+      }
+      const double per_mb_gather = (root + units + (s == FsdpSharding::full_shard ? units : 0)) * 2;
+      EXPECT_DOUBLE_EQ(gathered, gathers_once ? per_mb_gather : M * per_mb_gather);
+      EXPECT_EQ(gather_calls,
+                gathers_once ? L + 1 : M * (L + 1 + (s == FsdpSharding::full_shard ? L : 0)));
+      EXPECT_DOUBLE_EQ(reduced, (root + units) * 2 * (once ? 1 : M));
+      EXPECT_EQ(rs_calls, (L + 1) * (once ? 1 : M));
+
+      // where they are
+      const Gathers in_bwd = named(ch.backward, "fsdp_reduce_scatter");
+      const Gathers in_step = named(r.step, "fsdp_reduce_scatter");
+      EXPECT_EQ(in_bwd.calls, sync == FsdpGradSync::step ? 0 : L + 1);
+      EXPECT_EQ(in_step.calls, sync == FsdpGradSync::step ? L + 1 : 0);
+      for (const Op& op : ch.backward.ops()) {
+        if (op.name == "fsdp_reduce_scatter") {
+          EXPECT_EQ(op.last_microbatch_only, sync == FsdpGradSync::last_micro_batch);
+        }
+      }
+      std::size_t adam = r.step.size(), last_rs = 0;
+      for (std::size_t i = 0; i < r.step.size(); ++i) {
+        if (r.step[i].name == "adam") adam = std::min(adam, i);
+        if (r.step[i].name == "fsdp_reduce_scatter") {
+          last_rs = i;
+          EXPECT_EQ(r.step[i].phase, Phase::backward);
+        }
+      }
+      if (sync == FsdpGradSync::step) {
+        EXPECT_LT(last_rs, adam);
+      }
+
+      // the forwards: the first gathers, the others are the same compute without the gathers
+      EXPECT_EQ(ch.forward_first.empty(), !gathers_once);
+      if (gathers_once) {
+        EXPECT_EQ(named(ch.forward_first, "fsdp_all_gather").calls, L + 1);
+        EXPECT_EQ(named(ch.forward, "fsdp_all_gather").calls, 0);
+        EXPECT_EQ(ch.forward.size() + L + 1, ch.forward_first.size());
+        std::vector<const Op*> a, b;
+        for (const Op& op : ch.forward.ops()) a.push_back(&op);
+        for (const Op& op : ch.forward_first.ops())
+          if (!op.first_microbatch_only) b.push_back(&op);
+        ASSERT_EQ(a.size(), b.size());
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          EXPECT_EQ(a[i]->name, b[i]->name);
+          EXPECT_EQ(a[i]->flops, b[i]->flops);
+        }
+        // every forward op after the first still waits for the op before it on the chain
+        for (std::uint32_t i = 1; i < ch.forward.size(); ++i) {
+          if (ch.forward[i].kind == OpKind::compute) {
+            EXPECT_FALSE(ch.forward.deps_of(i).empty());
+          }
+        }
+      }
+
+      // memory: the unsharded gradients (bf16) until reduced, else a 1/d shard
+      const double P = static_cast<double>(r.params);
+      EXPECT_DOUBLE_EQ(memory_per_rank(w, r).gradients.value(), once ? P * 2 : P * 2 / d);
+      if (once) {  // accumulated in the reduce type where one is set (FSDP2)
+        PlanInput q = p;
+        q.grad_comm_dtype = DType::fp32;
+        Workload w32 = build_workload(scenario("gpt2-large", "dgx-a100-80gb", q));
+        EXPECT_DOUBLE_EQ(memory_per_rank(w32, w32.roles[0]).gradients.value(), P * 4);
+      }
+
+      // simulated: under SHARD_GRAD_OP, the data group's transfers once instead of M times
+      if (s == FsdpSharding::shard_grad_op) {
+        const Prediction pr = simulate(w);
+        PlanInput every = p;
+        every.fsdp_grad_sync = FsdpGradSync::micro_batch;
+        const Prediction pe =
+            simulate(build_workload(scenario("gpt2-large", "dgx-a100-80gb", every)));
+        const double data = pr.mean.by_group[CommGroup::data].total;
+        const double data_every = pe.mean.by_group[CommGroup::data].total;
+        EXPECT_GT(data, 0);
+        EXPECT_NEAR(data * (once ? M : 1), data_every, 1e-9 * data_every);
+      }
+    }
 }
 
 // ---- Megatron-LM ----
@@ -591,6 +709,10 @@ TEST(FrameworkPlan, OptionsOfAnotherFrameworkAreErrors) {
   EXPECT_NE(
       testing::scenario_error("gpt2-large", "dgx-a100-80gb", r).find("--overlap-param-gather"),
       std::string::npos);
+  PlanInput g = plan(16);
+  g.fsdp_grad_sync = FsdpGradSync::step;
+  EXPECT_EQ(testing::scenario_error("gpt2-large", "dgx-a100-80gb", g),
+            "--fsdp-grad-sync: expected --framework fsdp, got --framework none");
   PlanInput s = plan(16);
   s.use_distributed_optimizer = true;
   EXPECT_NE(testing::scenario_error("gpt2-large", "dgx-a100-80gb", s)
@@ -819,8 +941,9 @@ TEST(FrameworkCli, BadValuesAreOneLineErrors) {
   for (const char* args :
        {"--framework pytorch", "--framework fsdp --fsdp-sharding everything",
         "--framework fsdp --fsdp-prefetch sideways", "--framework fsdp --fsdp-wrap layer",
-        "--framework fsdp --fsdp-limit-all-gathers=maybe", "--use-distributed-optimizer",
-        "--overlap-grad-reduce --no-overlap-grad-reduce", "--framework megatron --zero 1"}) {
+        "--framework fsdp --fsdp-limit-all-gathers=maybe", "--framework fsdp --fsdp-grad-sync once",
+        "--use-distributed-optimizer", "--overlap-grad-reduce --no-overlap-grad-reduce",
+        "--framework megatron --zero 1"}) {
     SCOPED_TRACE(args);
     CliRun r = run(std::string("describe ") + args);
     EXPECT_EQ(r.status, 2);

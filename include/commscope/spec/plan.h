@@ -65,14 +65,23 @@ enum class FsdpPrefetch : std::uint8_t { backward_pre, backward_post, none };
 // FSDP units: one per transformer block plus the root (transformer_auto_wrap_policy), or the
 // whole model as one unit (no auto-wrap policy).
 enum class FsdpWrap : std::uint8_t { block, model };
+// When FSDP reduces the gradients under gradient accumulation: every micro-batch (FSDP's
+// default); in the last micro-batch's backward, the others accumulating unsharded gradients
+// (FSDP's no_sync(), FSDP2's set_requires_gradient_sync(False)); or once after the last
+// backward (PyTorch's pipelining runtime, torch.distributed.pipelining: its stages accumulate
+// unsharded and reduce in one post-backward pass). Without resharding after forward
+// (shard_grad_op) the parameters then stay gathered from the first forward to the reduction.
+enum class FsdpGradSync : std::uint8_t { micro_batch, last_micro_batch, step };
 std::string_view to_string(Framework f);
 std::string_view to_string(FsdpSharding s);
 std::string_view to_string(FsdpPrefetch p);
 std::string_view to_string(FsdpWrap w);
+std::string_view to_string(FsdpGradSync s);
 std::optional<Framework> framework_from_name(std::string_view s);
 std::optional<FsdpSharding> fsdp_sharding_from_name(std::string_view s);
 std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s);
 std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s);
+std::optional<FsdpGradSync> fsdp_grad_sync_from_name(std::string_view s);
 // Gradient compression schemes that replace the data-parallel gradient reduction
 // (docs/workload.md, "Compressed communication"): PowerSGD (Vogels et al. 2019, PyTorch's
 // powerSGD_hook) and 1-bit Adam (Tang et al. 2021, DeepSpeed's OnebitAdam).
@@ -162,6 +171,7 @@ struct ParallelPlan {
   FsdpWrap fsdp_wrap = FsdpWrap::block;
   FsdpPrefetch fsdp_prefetch = FsdpPrefetch::backward_pre;
   bool fsdp_limit_all_gathers = true;
+  FsdpGradSync fsdp_grad_sync = FsdpGradSync::micro_batch;
   // Megatron-LM --use-distributed-optimizer; its overlap flags are overlap_grad_reduce and
   // overlap_param_gather above (off unless given under --framework megatron, Megatron's
   // defaults); its gradient buckets hold megatron_bucket parameters (Megatron's default
@@ -346,6 +356,7 @@ struct PlanInput {
   std::optional<FsdpSharding> fsdp_sharding;
   std::optional<FsdpWrap> fsdp_wrap;
   std::optional<FsdpPrefetch> fsdp_prefetch;
+  std::optional<FsdpGradSync> fsdp_grad_sync;
   std::optional<bool> fsdp_limit_all_gathers, use_distributed_optimizer, pipe_partitioned;
   // compressed communication
   std::optional<DType> grad_comm_dtype;

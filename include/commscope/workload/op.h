@@ -56,7 +56,7 @@ struct Op {
   // micro-batch.
   bool last_microbatch_only = false;
   // Only the first micro-batch's forward has this op (Chunk::forward_first: Megatron-LM's
-  // overlapped parameter all-gathers).
+  // overlapped parameter all-gathers; FSDP's gathers of parameters kept for the whole step).
   bool first_microbatch_only = false;
   OpTag tag = OpTag::none;
   GroupSpan span = GroupSpan::whole;  // comm ops

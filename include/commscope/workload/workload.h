@@ -22,7 +22,8 @@ struct Chunk {
   OpList backward;  // one micro-batch backward (recompute included)
   // The first micro-batch's forward where it differs from `forward` (Megatron-LM's
   // --overlap-param-gather: the step's parameter all-gathers, waited for by the modules that
-  // use them); empty: every forward is `forward`.
+  // use them; FSDP's SHARD_GRAD_OP reducing once a step: the only gathers of the step);
+  // empty: every forward is `forward`.
   OpList forward_first;
 };
 
