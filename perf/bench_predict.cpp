@@ -1,16 +1,16 @@
 // How fast `predict` is: one prediction of the 1T Megatron model on 3072 GPUs (TP 8, PP 64,
-// 64 micro-batches; target at most 20 ms), and a sweep of a 13B model (llama2-13b) on 64 GPUs
-// over every valid (TP, PP, DP, ZeRO, micro-batch) plan (target at least 10,000 plans per
-// second on one core; Calculon reports about 1.7 ms per plan), once with the network model alone
-// and once with measured bus-bandwidth curves in the profile (20 curves of 31 sizes: all-reduce,
-// all-gather, reduce-scatter and send/recv inside a node and on 2, 4, 8 nodes, the shape of
-// a nccl-tests sweep from 8 B to 8 GiB), and once more without stragglers (straggler_cv 0):
-// the three sweeps take turns, one of each per repetition, so that their ratios compare like
-// with like on a shared machine.
-// Then a search-like sweep: the same plans at global batches 256, 512 and 1024 and, with
-// pipelining, both the 1F1B and the GPipe schedule, predicted one by one (resolve + build +
-// simulate per plan) and with Evaluator::evaluate_variants (one build and one set of chunk
-// runs per plan, shared by its batch and schedule variants; the same numbers).
+// 64 micro-batches; target at most 20 ms), against the same with every pipeline stage's lists
+// built afresh (build_workload_every_stage: no middle stage copied), and a sweep of a 13B model
+// (llama2-13b) on 64 GPUs over every valid (TP, PP, DP, ZeRO, micro-batch) plan (target at least
+// 10,000 plans per second on one core; Calculon reports about 1.7 ms per plan), once with the
+// network model alone and once with measured bus-bandwidth curves in the profile (20 curves of 31
+// sizes: all-reduce, all-gather, reduce-scatter and send/recv inside a node and on 2, 4, 8 nodes,
+// the shape of a nccl-tests sweep from 8 B to 8 GiB), and once more without stragglers
+// (straggler_cv 0): the three sweeps take turns, one of each per repetition, so that their ratios
+// compare like with like on a shared machine. Then a search-like sweep: the same plans at global
+// batches 256, 512 and 1024 and, with pipelining, both the 1F1B and the GPipe schedule, predicted
+// one by one (resolve + build + simulate per plan) and with Evaluator::evaluate_variants (one build
+// and one set of chunk runs per plan, shared by its batch and schedule variants; the same numbers).
 // Prints the figures and ratios.
 #include <algorithm>
 #include <array>
@@ -56,6 +56,17 @@ int main(int argc, char** argv) {
   }
   std::sort(t.begin(), t.end());
   const double one_t = t[t.size() / 2];
+  // the same, every stage's lists built afresh (no copies of the middle stages): the baseline
+  t.clear();
+  for (int i = 0; i < 2 * reps + 1; ++i) {
+    auto t0 = Clock::now();
+    auto sc = resolve_scenario(*big, *dgx, *ib, p1);
+    if (!sc.ok()) return 2;
+    sink += simulate(build_workload_every_stage(*sc)).iteration_time;
+    t.push_back(ms_since(t0));
+  }
+  std::sort(t.begin(), t.end());
+  const double one_every = t[t.size() / 2];
 
   // 2) every valid plan of llama2-13b on 64 GPUs, global batch 512
   std::vector<PlanInput> plans;
@@ -128,8 +139,10 @@ int main(int argc, char** argv) {
 
   std::printf(
       "predict megatron-1t, 3072 GPUs, TP8 PP64, 64 micro-batches: %8.3f ms  (target <= 20 ms: "
-      "%.0f%% of it)\n",
-      one_t, 100 * one_t / 20);
+      "%.0f%% of it); every stage built afresh %.3f ms: %.2fx the time with stage copies (%d of "
+      "63 stages copied)\n",
+      one_t, 100 * one_t / 20, one_every, one_every / one_t,
+      stages_copied(*resolve_scenario(*big, *dgx, *ib, p1)));
   std::printf(
       "sweep llama2-13b on 64 GPUs: %d valid plans of %zu in %.1f ms = %.3f ms per plan = %.0f "
       "plans/s\n",

@@ -382,7 +382,8 @@ class Builder {
         b_(sc.plan.micro_batch) {}
 
   // ops false: the roles, their chunks' layer spans and parameters, no op lists (build_layout).
-  Workload build(bool ops = true) {
+  // reuse false: every stage's lists built, none copied from the stage before (tests compare).
+  Workload build(bool ops = true, bool reuse = true) {
     Workload w;
     w.scenario = sc_;
     w.microbatches = static_cast<int>(p_.grad_accum);
@@ -390,16 +391,31 @@ class Builder {
     last_vs_ = p_.pp * v - 1;
     w.roles.reserve(static_cast<std::size_t>(p_.pp));
     for (int s = 0; s < p_.pp; ++s) {
-      megatron_buckets_.clear();
-      megatron_bucket_layers_.clear();
-      fsdp_step_units_.clear();
+      // A stage whose chunks are the previous stage's moved along by `shift` layers (the
+      // middle stages of an even split) gets that stage's lists with the layers renumbered,
+      // and the role's bucket state likewise: building them again would give the same ops.
+      std::int32_t shift = 0;
+      const bool copy = ops && reuse && s > 0 && shifted_from_previous(s, shift);
+      if (copy) {
+        for (auto& l : megatron_bucket_layers_)
+          if (l >= 0) l += shift;
+        for (auto& unit : fsdp_step_units_)
+          if (unit.second >= 0) unit.second += shift;
+      } else {
+        megatron_buckets_.clear();
+        megatron_bucket_layers_.clear();
+        fsdp_step_units_.clear();
+      }
       Role r;
       r.stage = s;
       r.ranks = p_.dp * p_.tp;
       r.chunks.reserve(static_cast<std::size_t>(v));
       for (int c = 0; c < v; ++c) {
         Chunk ch = chunk_span(c * p_.pp + s);
-        if (ops) build_chunk(ch);
+        if (copy)
+          copy_shifted(w.roles.back().chunks[static_cast<std::size_t>(c)], shift, ch);
+        else if (ops)
+          build_chunk(ch);
         r.params += chunk_params(ch);
         r.expert_params += chunk_expert_params(ch);
         r.chunks.push_back(std::move(ch));
@@ -408,6 +424,15 @@ class Builder {
       w.roles.push_back(std::move(r));
     }
     return w;
+  }
+
+  // The stages build() copies from the stage before (stages_copied()).
+  int stages_copied() {
+    last_vs_ = p_.pp * p_.virtual_stages - 1;
+    int n = 0;
+    std::int32_t shift = 0;
+    for (int s = 1; s < p_.pp; ++s) n += shifted_from_previous(s, shift) ? 1 : 0;
+    return n;
   }
 
  private:
@@ -1288,6 +1313,50 @@ class Builder {
     return l == m_.encoder_layers - 1 && !enc_norm.empty() ? t5_encoder_norm_params() : 0;
   }
   // Virtual stage vs's layers, as build() lays them (no ops).
+  // Whether stage s's chunks are stage s-1's moved along by the same `shift` layers, so that
+  // build_chunk would emit the same ops with the layers renumbered: neither holds the
+  // embedding or the head, their blocks pair up (kind, the first of a stack, MoE or dense,
+  // parameters) and so do the tensors at their boundaries. Not for DeepSpeed's ZeRO-3 (its
+  // trace is per chunk) nor T5 (whose stacks meet inside a stage).
+  bool shifted_from_previous(int s, std::int32_t& shift) const {
+    if (deepspeed_zero3() || m_.kind == ArchKind::t5) return false;
+    for (int c = 0; c < p_.virtual_stages; ++c) {
+      const int vs = c * p_.pp + s;
+      const Chunk a = chunk_span(vs - 1), b = chunk_span(vs);
+      if (vs - 1 == 0 || vs == last_vs_ || a.layers != b.layers) return false;
+      const std::int32_t d = b.first_layer - a.first_layer;
+      if (c > 0 && d != shift) return false;
+      shift = d;
+      const int a_end = a.first_layer + a.layers, b_end = b.first_layer + b.layers;
+      if (p2p_elements(a.first_layer) != p2p_elements(b.first_layer) ||
+          p2p_elements(a_end) != p2p_elements(b_end) ||
+          boundary_elements(a.first_layer) != boundary_elements(b.first_layer) ||
+          boundary_elements(a_end) != boundary_elements(b_end))
+        return false;
+      for (int i = 0; i < a.layers; ++i) {
+        const int la = a.first_layer + i, lb = b.first_layer + i;
+        if (block_kind(m_, la) != block_kind(m_, lb) ||
+            (la == 0 || la == m_.encoder_layers) != (lb == 0 || lb == m_.encoder_layers) ||
+            m_.moe_layer(la) != m_.moe_layer(lb) ||
+            block_params(m_, la, t_) != block_params(m_, lb, t_) ||
+            block_expert_params(m_, la) != block_expert_params(m_, lb))
+          return false;
+      }
+    }
+    return true;
+  }
+  // `to` (its span set) as `from`'s lists with every block layer moved by `shift`.
+  static void copy_shifted(const Chunk& from, std::int32_t shift, Chunk& to) {
+    to.forward = from.forward;
+    to.backward = from.backward;
+    to.forward_first = from.forward_first;
+    for (OpList* list : {&to.forward, &to.backward, &to.forward_first})
+      for (std::uint32_t i = 0; i < list->size(); ++i) {
+        Op& op = list->edit(i);
+        if (op.layer >= 0) op.layer += shift;
+      }
+  }
+
   Chunk chunk_span(int vs) const {
     Chunk ch;
     ch.virtual_stage = vs;
@@ -2328,6 +2397,16 @@ Workload build_workload(const Scenario& sc) {
 
 Workload build_layout(const Scenario& sc) {
   return Builder(sc).build(false);
+}
+
+int stages_copied(const Scenario& sc) {
+  return Builder(sc).stages_copied();
+}
+
+Workload build_workload_every_stage(const Scenario& sc) {
+  Workload w = Builder(sc).build(true, false);
+  apply_compression(w);
+  return w;
 }
 
 }  // namespace commscope

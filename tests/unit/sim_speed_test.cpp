@@ -5,9 +5,11 @@
 // merge-then-overlap arithmetic on random lists.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -214,6 +216,119 @@ TEST(SearchTimesOnly, PrintedPlansCarryEvaluatesFigures) {
     EXPECT_EQ(r->fitting[i].result.iteration_time,
               search::evaluate(s, r->fitting[i].plan).iteration_time);
   EXPECT_GT(checked, 3u);
+}
+
+// build_workload copies a middle pipeline stage's lists from the stage before, the layers
+// renumbered, where its blocks are the same: every op (each field), every dependency, the step
+// and the parameter counts equal those of every stage built afresh, and so the predictions, over
+// dense, MoE (dense first layers, MTP) and BERT models, even and uneven splits, virtual stages,
+// every framework pattern and recompute method. Some plans must have been copied at all.
+void expect_same_list(const OpList& a, const OpList& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::uint32_t i = 0; i < a.size(); ++i) {
+    const Op &x = a[i], &y = b[i];
+    SCOPED_TRACE(std::string(x.name) + " at " + std::to_string(i));
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_TRUE(x.kind == y.kind && x.phase == y.phase && x.compute == y.compute &&
+                x.collective == y.collective && x.group == y.group && x.dtype == y.dtype &&
+                x.last_microbatch_only == y.last_microbatch_only &&
+                x.first_microbatch_only == y.first_microbatch_only && x.tag == y.tag &&
+                x.span == y.span);
+    EXPECT_EQ(x.layer, y.layer);
+    EXPECT_EQ(x.index, y.index);
+    EXPECT_EQ(x.flops, y.flops);
+    EXPECT_EQ(x.mem_bytes, y.mem_bytes);
+    EXPECT_TRUE(x.m == y.m && x.n == y.n && x.k == y.k && x.grad_params == y.grad_params);
+    EXPECT_EQ(x.host_seconds, y.host_seconds);
+    EXPECT_TRUE(x.group_size == y.group_size && x.peer == y.peer && x.elements == y.elements);
+    EXPECT_EQ(x.bytes, y.bytes);
+    auto da = a.deps_of(i), db = b.deps_of(i);
+    EXPECT_TRUE(std::equal(da.begin(), da.end(), db.begin(), db.end()));
+  }
+}
+
+TEST(StageCopies, EqualEveryStageBuilt) {
+  auto dgx = load_system("dgx-h100");
+  auto ib = load_network("ib-ndr-400");
+  ASSERT_TRUE(dgx.ok() && ib.ok());
+  struct Case {
+    const char* model;
+    int gpus, tp, pp, v;
+    std::function<void(PlanInput&)> set;
+  };
+  const std::vector<Case> cases = {
+      {"llama2-13b", 64, 2, 4, 1, [](PlanInput&) {}},
+      {"llama2-13b", 64, 1, 8, 1, [](PlanInput& p) { p.recompute = Recompute::selective; }},
+      {"llama2-13b", 64, 1, 8, 1, [](PlanInput& p) { p.zero = 1; }},
+      {"llama2-13b", 64, 2, 4, 2, [](PlanInput& p) { p.schedule = Schedule::interleaved; }},
+      {"gpt2-large", 32, 1, 4, 1, [](PlanInput& p) { p.recompute = Recompute::full; }},
+      {"gpt3-175b", 1024, 8, 16, 1,
+       [](PlanInput& p) {
+         p.recompute = Recompute::full, p.recompute_block = true;
+         p.recompute_num_layers = 2;
+       }},
+      {"llama3-70b", 256, 4, 8, 1,
+       [](PlanInput& p) {
+         p.framework = Framework::megatron, p.use_distributed_optimizer = true;
+         p.overlap_grad_reduce = true, p.overlap_param_gather = true;
+       }},
+      {"llama3-70b", 256, 4, 4, 2,
+       [](PlanInput& p) {
+         p.framework = Framework::megatron, p.use_distributed_optimizer = true;
+         p.overlap_grad_reduce = true, p.overlap_param_gather = true;
+         p.schedule = Schedule::interleaved;
+       }},
+      {"llama2-13b", 64, 1, 4, 1,
+       [](PlanInput& p) {
+         p.framework = Framework::fsdp, p.fsdp_sharding = FsdpSharding::shard_grad_op;
+         p.fsdp_grad_sync = FsdpGradSync::step;
+       }},
+      {"llama2-13b", 64, 1, 4, 1, [](PlanInput& p) { p.framework = Framework::fsdp; }},
+      {"llama2-13b", 64, 2, 4, 1, [](PlanInput& p) { p.framework = Framework::deepspeed; }},
+      {"llama3-405b", 2048, 8, 16, 1,
+       [](PlanInput& p) { p.stage_layers = {7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7}; }},
+      {"mixtral-8x7b", 128, 2, 4, 1, [](PlanInput& p) { p.ep = 8, p.sequence_parallel = true; }},
+      {"deepseek-v3", 1024, 2, 8, 1,
+       [](PlanInput& p) {
+         p.ep = 16, p.fp8 = true, p.sequence_parallel = true;
+         p.stage_layers = {7, 8, 8, 8, 8, 8, 8, 6};
+       }},
+      {"bert-large", 32, 1, 4, 1, [](PlanInput&) {}},
+      {"llama3-8b", 64, 1, 4, 1, [](PlanInput& p) { p.grad_comm_dtype = DType::bf16; }},
+  };
+  int copied = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.model) + " TP " + std::to_string(c.tp) + " PP " +
+                 std::to_string(c.pp) + " v " + std::to_string(c.v));
+    auto model = load_model(c.model);
+    ASSERT_TRUE(model.ok());
+    PlanInput p;
+    p.gpus = c.gpus, p.tp = c.tp, p.pp = c.pp, p.micro_batch = 1;
+    p.global_batch = 4 * c.gpus / (c.tp * c.pp) * c.pp;
+    if (c.v > 1) p.virtual_stages = c.v;
+    c.set(p);
+    auto sc = resolve_scenario(*model, *dgx, *ib, p);
+    ASSERT_TRUE(sc.ok()) << sc.error().message;
+    const Workload a = build_workload(*sc), b = build_workload_every_stage(*sc);
+    copied += stages_copied(*sc);
+    ASSERT_EQ(a.roles.size(), b.roles.size());
+    for (std::size_t s = 0; s < a.roles.size(); ++s) {
+      SCOPED_TRACE("stage " + std::to_string(s));
+      const Role &x = a.roles[s], &y = b.roles[s];
+      EXPECT_EQ(x.params, y.params);
+      EXPECT_EQ(x.expert_params, y.expert_params);
+      ASSERT_EQ(x.chunks.size(), y.chunks.size());
+      for (std::size_t k = 0; k < x.chunks.size(); ++k) {
+        EXPECT_EQ(x.chunks[k].first_layer, y.chunks[k].first_layer);
+        expect_same_list(x.chunks[k].forward, y.chunks[k].forward);
+        expect_same_list(x.chunks[k].backward, y.chunks[k].backward);
+        expect_same_list(x.chunks[k].forward_first, y.chunks[k].forward_first);
+      }
+      expect_same_list(x.step, y.step);
+    }
+    EXPECT_EQ(numbers(simulate(a)), numbers(simulate(b)));
+  }
+  EXPECT_GT(copied, 40);
 }
 
 TEST(UnionAndOverlap, MatchesMergingThenOverlapping) {

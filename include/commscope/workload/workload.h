@@ -47,6 +47,11 @@ struct Workload {
 
 // Builds the workload. The scenario must come from resolve_scenario (checked sizes).
 Workload build_workload(const Scenario& sc);
+// The same, every pipeline stage's lists built afresh: build_workload copies a middle stage's
+// from the stage before when its blocks are the same (tests compare the two).
+Workload build_workload_every_stage(const Scenario& sc);
+// How many pipeline stages build_workload copies so (for tests and benchmarks).
+int stages_copied(const Scenario& sc);
 // build_workload's roles and chunks (layer spans, parameters) without their op lists: all that
 // memory_per_rank reads, for a memory check that does not build the ops.
 Workload build_layout(const Scenario& sc);
