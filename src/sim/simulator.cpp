@@ -59,12 +59,15 @@ bool is_reduction(const Op& op) {
 }
 
 namespace {
-// string_view comparisons: the length first, then the characters.
+// By name, among the ops of the tag the builder gives every op of those names (the tag first:
+// most ops have none, and run_list asks for each op and each dependency).
 bool is_param_gather(const Op& op) {
+  if (op.tag != OpTag::param_gather) return false;
   const std::string_view n = op.name;
   return n == "zero3_param_all_gather" || n == "megatron_param_all_gather";
 }
 bool is_grad_bucket(const Op& op) {
+  if (op.tag != OpTag::grad_bucket) return false;
   const std::string_view n = op.name;
   return n == "ddp_bucket" || n == "zero_grad_bucket" || n == "moe_expert_grad_bucket";
 }

@@ -53,7 +53,10 @@ std::uint32_t OpList::add(const Op& op, std::span<const std::uint32_t> deps) {
   Op& o = ops_.emplace_back(op);
   o.dep_begin = static_cast<std::uint32_t>(deps_.size());
   o.dep_count = static_cast<std::uint32_t>(deps.size());
-  deps_.insert(deps_.end(), deps.begin(), deps.end());
+  if (deps.size() == 1)  // most ops: the one before on the chain (push_back's inline path)
+    deps_.push_back(deps[0]);
+  else
+    deps_.insert(deps_.end(), deps.begin(), deps.end());
   return static_cast<std::uint32_t>(ops_.size() - 1);
 }
 
