@@ -347,8 +347,8 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "whose collective pattern: megatron|deepspeed|fsdp [commscope's own]")
       ->group(g_fw);
   cmd.add_option("--fsdp-sharding", o.fsdp_sharding,
-                 "FSDP ShardingStrategy: full_shard|shard_grad_op|hybrid_shard|no_shard "
-                 "[full_shard]")
+                 "FSDP ShardingStrategy: full_shard|shard_grad_op|hybrid_shard|no_shard|"
+                 "hybrid_shard_zero2 (HSDP keeping the parameters after forward) [full_shard]")
       ->group(g_fw);
   cmd.add_option("--fsdp-wrap", o.fsdp_wrap,
                  "FSDP units: block (transformer_auto_wrap_policy: one per block + root) | model "
@@ -628,9 +628,10 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
                                o.framework)};
     flags.framework = *f;
   }
-  CS_RETURN_IF_ERROR(named_value("--fsdp-sharding", o.fsdp_sharding, fsdp_sharding_from_name,
-                                 "one of full_shard|shard_grad_op|hybrid_shard|no_shard",
-                                 flags.fsdp_sharding));
+  CS_RETURN_IF_ERROR(
+      named_value("--fsdp-sharding", o.fsdp_sharding, fsdp_sharding_from_name,
+                  "one of full_shard|shard_grad_op|hybrid_shard|no_shard|hybrid_shard_zero2",
+                  flags.fsdp_sharding));
   CS_RETURN_IF_ERROR(named_value("--fsdp-wrap", o.fsdp_wrap, fsdp_wrap_from_name, "block or model",
                                  flags.fsdp_wrap));
   CS_RETURN_IF_ERROR(named_value("--fsdp-prefetch", o.fsdp_prefetch, fsdp_prefetch_from_name,

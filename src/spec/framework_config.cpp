@@ -205,6 +205,7 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
           plan.zero = 3;
           break;
         case FsdpSharding::shard_grad_op:
+        case FsdpSharding::hybrid_shard_zero2:
           plan.zero = 2;
           break;
         case FsdpSharding::no_shard:

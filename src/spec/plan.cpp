@@ -34,7 +34,8 @@ constexpr EnumName<FsdpSharding> kFsdpShardingNames[] = {
     {FsdpSharding::full_shard, "full_shard"},
     {FsdpSharding::shard_grad_op, "shard_grad_op"},
     {FsdpSharding::hybrid_shard, "hybrid_shard"},
-    {FsdpSharding::no_shard, "no_shard"}};
+    {FsdpSharding::no_shard, "no_shard"},
+    {FsdpSharding::hybrid_shard_zero2, "hybrid_shard_zero2"}};
 constexpr EnumName<FsdpPrefetch> kFsdpPrefetchNames[] = {
     {FsdpPrefetch::backward_pre, "backward_pre"},
     {FsdpPrefetch::backward_post, "backward_post"},

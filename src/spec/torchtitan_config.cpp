@@ -223,8 +223,9 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     p.fsdp_sharding = FsdpSharding::hybrid_shard;  // HSDP: commscope shards within a node
   if (rep > 1 && sh > 1)
     job.notes.push_back(fmt::format(
-        "[parallelism] data_parallel_replicate_degree {}: HSDP is priced as HYBRID_SHARD, "
-        "sharded over each node's GPUs and replicated across nodes, whatever the shard degree",
+        "[parallelism] data_parallel_replicate_degree {}: HSDP is priced as FSDP's hybrid "
+        "sharding, sharded over each node's GPUs and replicated across nodes, whatever the "
+        "shard degree",
         rep));
   // Whether FSDP frees the gathered parameters after forward (fsdp_reshard_after_forward,
   // 2025; torchtitan's code since July 2024 before that): "default" does unless the plan
@@ -249,15 +250,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
           "them after backward, which saves some of those gathers",
           where("fsdp_reshard_after_forward")));
   }
-  if (!reshards && sh != 1) {
-    if (rep > 1)
-      job.notes.push_back(fmt::format(
-          "{}: HSDP that keeps the gathered parameters after forward is priced as HYBRID_SHARD, "
-          "which frees them",
-          where("fsdp_reshard_after_forward")));
-    else
-      p.fsdp_sharding = FsdpSharding::shard_grad_op;
-  }
+  if (!reshards && sh != 1)
+    p.fsdp_sharding = rep > 1 ? FsdpSharding::hybrid_shard_zero2 : FsdpSharding::shard_grad_op;
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel) and, with
   // enable_async_tensor_parallel, overlaps the gathers and reduce-scatters with the matmuls.
   CS_ASSIGN_OR_RETURN(auto async_tp, f.boolean(kParallel, "enable_async_tensor_parallel"));

@@ -1526,8 +1526,8 @@ class Builder {
       if (gather_emitted_[g] && gather_in_backward_[g] == backward) e.need(gather_op_[g]);
   }
 
-  // PyTorch FSDP's process groups: the shard group (all of DP, or under HYBRID_SHARD the DP
-  // ranks on one node) and the replicate group (HYBRID_SHARD: one rank per node).
+  // PyTorch FSDP's process groups: the shard group (all of DP, or under HYBRID_SHARD and
+  // _HYBRID_SHARD_ZERO2 the DP ranks on one node) and the replicate group (one rank per node).
   struct FsdpGroups {
     int shard = 1, replicate = 1;
     bool hybrid = false;
@@ -1535,7 +1535,9 @@ class Builder {
   FsdpGroups fsdp_groups() const {
     FsdpGroups g;
     g.shard = p_.dp;
-    if (p_.fsdp_sharding != FsdpSharding::hybrid_shard) return g;
+    if (p_.fsdp_sharding != FsdpSharding::hybrid_shard &&
+        p_.fsdp_sharding != FsdpSharding::hybrid_shard_zero2)
+      return g;
     const int gpn = std::max(1, sc_.gpus_per_node);
     const int stride = p_.rank_order == RankOrder::tp_dp_pp ? p_.tp : p_.tp * p_.pp;
     const int per_node = stride >= gpn ? 1 : std::min(p_.dp, gpn / stride);

@@ -125,14 +125,15 @@ TEST(TorchtitanConfig, ParallelismFields) {
                           "context_parallel_rotate_method = \"alltoall\"\n"
                           "[activation_checkpoint]\nmode = \"full\"\n");
   EXPECT_EQ(j.plan.dp, 8);
-  EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::hybrid_shard);
-  // Under PP, the gradients reduced once a step, after the last backward (PyTorch's
-  // pipelining); HSDP priced as HYBRID_SHARD, and as one that frees the parameters after forward
+  // HSDP that keeps the parameters after forward under PP (FSDP's _HYBRID_SHARD_ZERO2), its
+  // gradients reduced once a step, after the last backward (PyTorch's pipelining); a note that
+  // commscope shards within a node
+  EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::hybrid_shard_zero2);
   EXPECT_EQ(j.plan.fsdp_grad_sync, FsdpGradSync::step);
-  ASSERT_EQ(j.notes.size(), 2u);
-  EXPECT_NE(j.notes[1].find("[parallelism] fsdp_reshard_after_forward: HSDP that keeps"),
+  ASSERT_EQ(j.notes.size(), 1u);
+  EXPECT_NE(j.notes[0].find("data_parallel_replicate_degree 2: HSDP is priced as FSDP's hybrid"),
             std::string::npos)
-      << j.notes[1];
+      << j.notes[0];
   EXPECT_EQ(j.plan.tp, 2);
   EXPECT_EQ(j.plan.sequence_parallel, true);
   EXPECT_EQ(j.plan.tp_comm_overlap, true);
@@ -184,6 +185,15 @@ TEST(TorchtitanConfig, ParallelismFields) {
                 std::string::npos)
           << j.notes[0];
     }
+  }
+  // HSDP: "never" keeps the parameters (_HYBRID_SHARD_ZERO2), the default without PP frees them.
+  for (auto [policy, want] : {std::pair{"never", FsdpSharding::hybrid_shard_zero2},
+                              std::pair{"default", FsdpSharding::hybrid_shard}}) {
+    j = parse(kModel +
+              "[parallelism]\ndata_parallel_shard_degree = 4\ndata_parallel_replicate_degree = 2\n"
+              "fsdp_reshard_after_forward = \"" +
+              policy + "\"\n");
+    EXPECT_EQ(j.plan.fsdp_sharding, want) << policy;
   }
   // No [activation_checkpoint]: torchtitan's default, selective every second block.
   j = parse(kModel + "[training]\nlocal_batch_size = 1\n");

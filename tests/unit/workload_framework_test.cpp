@@ -348,6 +348,24 @@ TEST(Fsdp, HybridNoShardAndOneUnit) {
   EXPECT_DOUBLE_EQ(nar.bytes, static_cast<double>(count_params(ns.model).total) * 2);
   EXPECT_EQ(named(wn.roles[0].chunks[0].forward, "fsdp_all_gather").calls, 0);
 
+  // _HYBRID_SHARD_ZERO2: the same groups, the parameters kept from forward (no backward
+  // gather), gradients as HYBRID_SHARD's; memory as ZeRO-2.
+  Scenario z2 = scenario("gpt2-large", "polaris", fsdp_plan(16, FsdpSharding::hybrid_shard_zero2));
+  EXPECT_EQ(z2.plan.zero, 2);
+  Workload wz = build_workload(z2);
+  const Chunk& cz = wz.roles[0].chunks[0];
+  EXPECT_EQ(named(cz.forward, "fsdp_all_gather").calls, L + 1);
+  EXPECT_EQ(named(cz.backward, "fsdp_all_gather").calls, 0);
+  Gathers zar = named(cz.backward, "fsdp_replicate_all_reduce");
+  EXPECT_EQ(zar.calls, L + 1);
+  EXPECT_DOUBLE_EQ(zar.bytes, shard_sum * 2);
+  for (const OpList* list : {&cz.forward, &cz.backward})
+    for (const Op& op : list->ops())
+      if (op.name == "fsdp_all_gather" || op.name == "fsdp_reduce_scatter") {
+        EXPECT_EQ(op.group_size, 4);
+        EXPECT_EQ(op.span, GroupSpan::intra_node);
+      }
+
   PlanInput one = fsdp_plan(16, FsdpSharding::full_shard);
   one.fsdp_wrap = FsdpWrap::model;
   Workload wm = build_workload(scenario("gpt2-large", "dgx-a100-80gb", one));

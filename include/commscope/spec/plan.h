@@ -58,8 +58,15 @@ std::optional<RankOrder> rank_order_from_name(std::string_view s);
 // one block of prefetch), kept as the default so that every prediction is unchanged unless a
 // framework is chosen.
 enum class Framework : std::uint8_t { none, megatron, deepspeed, fsdp };
-// PyTorch FSDP's ShardingStrategy.
-enum class FsdpSharding : std::uint8_t { full_shard, shard_grad_op, hybrid_shard, no_shard };
+// PyTorch FSDP's ShardingStrategy; hybrid_shard_zero2 is its _HYBRID_SHARD_ZERO2 (HSDP that
+// keeps the gathered parameters after forward; FSDP2's HSDP with reshard_after_forward=False).
+enum class FsdpSharding : std::uint8_t {
+  full_shard,
+  shard_grad_op,
+  hybrid_shard,
+  no_shard,
+  hybrid_shard_zero2
+};
 // PyTorch FSDP's BackwardPrefetch (none: backward_prefetch=None).
 enum class FsdpPrefetch : std::uint8_t { backward_pre, backward_post, none };
 // FSDP units: one per transformer block plus the root (transformer_auto_wrap_policy), or the
