@@ -94,8 +94,9 @@ Verb add_plan(CLI::App& app) {
          "--frameworks", st->frameworks,
          "frameworks whose plans are candidates, a comma list of commscope (its own "
          "pattern, every layout, ZeRO 0-3), megatron (DDP or distributed optimizer), "
-         "deepspeed (ZeRO-3 beside commscope's; 0-3 alone; CP 1), fsdp (TP = PP = CP = 1: "
-         "full_shard, shard_grad_op, hybrid_shard across nodes) [commscope,deepspeed,fsdp]; "
+         "deepspeed (ZeRO-3 beside commscope's; 0-3 alone; CP 1), fsdp (CP 1, TP with sequence "
+         "parallelism; PP 1: full_shard, shard_grad_op, hybrid_shard across nodes at TP 1; PP > "
+         "1: shard_grad_op, gradients once a step) [commscope,deepspeed,fsdp]; "
          "--framework X searches X alone")
       ->delimiter(',');
   cmd->add_option("--torchtitan-config,--job.config_file", st->torchtitan_config,
@@ -226,8 +227,8 @@ Verb add_plan(CLI::App& app) {
           if (st->framework.empty() && st->frameworks.empty()) {
             st->framework = "fsdp";
             notes += fmt::format(
-                "commscope: note: {}: FSDP's plans searched (torchtitan's FSDP2; --frameworks "
-                "commscope,fsdp adds tensor and pipeline parallel ones)\n",
+                "commscope: note: {}: FSDP's plans searched (torchtitan's FSDP2, with its tensor "
+                "and pipeline parallelism; --frameworks commscope,fsdp adds commscope's own)\n",
                 st->torchtitan_config);
           }
         }

@@ -133,6 +133,11 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.zero.reset();
     in.fsdp_sharding = p.fsdp_sharding;
   }
+  // FSDP under PP: the gradients once a step, after the last backward (the candidate's rule).
+  if (p.framework == Framework::fsdp && p.pp > 1)
+    in.fsdp_grad_sync = FsdpGradSync::step;
+  else
+    in.fsdp_grad_sync.reset();
   return in;
 }
 
@@ -149,7 +154,8 @@ std::string describe(const PlanPoint& p) {
   if (p.expert_tp > 0 && p.expert_tp != p.tp) s += fmt::format(" ETP{}", p.expert_tp);
   switch (p.framework) {
     case Framework::fsdp:
-      s += fmt::format(" DP{} FSDP {} mbs {} gbs {} recompute {}", p.dp, to_string(p.fsdp_sharding),
+      s += fmt::format(" DP{} FSDP {}{} mbs {} gbs {} recompute {}", p.dp,
+                       to_string(p.fsdp_sharding), p.pp > 1 ? " grads once a step" : "",
                        p.micro_batch, p.global_batch, to_string(p.recompute));
       break;
     case Framework::megatron:
@@ -337,12 +343,19 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
         std::vector<Sharding> zeros;
         for (Framework f : frameworks) {
           if (f == Framework::fsdp) {
-            // FSDP: data parallel alone over a dense model; HYBRID_SHARD when DP spans nodes
-            // (its shard group: one node's ranks, replicated across nodes).
-            if (tp != 1 || pp != 1 || cp != 1 || moe || dp == 1) continue;
+            // FSDP over the data-parallel ranks of a dense model, as torchtitan runs FSDP2: with
+            // TP (sequence parallel, torchtitan's TP plan) and with PP, where it keeps the
+            // parameters after forward and reduces the gradients once a step (SHARD_GRAD_OP,
+            // --fsdp-grad-sync step: torchtitan under PyTorch's pipelining); HYBRID_SHARD when
+            // DP alone spans nodes (its shard group: one node's ranks, replicated across nodes).
+            if (cp != 1 || moe || dp == 1) continue;
+            if (pp > 1) {
+              if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
+              continue;
+            }
             if (zero_ok(3)) zeros.push_back({f, 3, FsdpSharding::full_shard});
             if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
-            if (zero_ok(3) && dp > gpn && dp % gpn == 0)
+            if (zero_ok(3) && tp == 1 && dp > gpn && dp % gpn == 0)
               zeros.push_back({f, 3, FsdpSharding::hybrid_shard});
             continue;
           }
@@ -372,6 +385,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
                       // torchtitan's op-level checkpointing: FSDP plans of a dense model whose
                       // blocks the policy is modelled for (resolve_op_recompute).
                       if (rc == Recompute::op && (z.f != Framework::fsdp || !op_ok)) continue;
+                      if (z.f == Framework::fsdp && tp > 1 && sp == 0) continue;
                       if (out.size() >= kMaxCandidates) return out;  // the caller reports it
                       PlanPoint p;
                       p.tp = static_cast<int>(tp);

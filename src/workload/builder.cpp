@@ -1611,10 +1611,12 @@ class Builder {
   }
   // FSDP gathers a unit's parameters once a step: it keeps them after forward (SHARD_GRAD_OP)
   // and, not reducing every micro-batch, after backward too (FSDP1's _should_free_in_backward;
-  // FSDP2 under torch.distributed.pipelining, set_reshard_after_backward(False)).
+  // FSDP2 under torch.distributed.pipelining, set_reshard_after_backward(False)). Whatever the
+  // micro-batch count (one micro-batch runs the first forward alone), so that plans differing
+  // in the batch alone share the workload (Evaluator::evaluate_variants).
   bool fsdp_gathers_once() const {
     return fsdp_sharded() && !fsdp_reshards_after_forward() &&
-           p_.fsdp_grad_sync != FsdpGradSync::micro_batch && p_.grad_accum > 1;
+           p_.fsdp_grad_sync != FsdpGradSync::micro_batch;
   }
   std::optional<std::uint32_t> prev_of(const Emitter& e) const {
     return e.has_prev() ? std::optional<std::uint32_t>(e.prev()) : std::nullopt;

@@ -116,7 +116,8 @@ TEST_F(PlanCli, WhatIfPerNetwork) {
             std::string::npos);
 }
 
-// The default candidates hold commscope's own plans, DeepSpeed ZeRO-3 and FSDP's shardings;
+// The default candidates hold commscope's own plans, DeepSpeed ZeRO-3 and FSDP's shardings
+// (with TP and PP);
 // --frameworks narrows them; every row names its framework; the headroom is the documented
 // 2 GiB by default, is printed, and every plan fits in the GPU's memory less it.
 TEST_F(PlanCli, FrameworksAndMemoryHeadroom) {
@@ -133,9 +134,11 @@ TEST_F(PlanCli, FrameworksAndMemoryHeadroom) {
     EXPECT_LE(p["memory_per_gpu_bytes"].get<double>(),
               p["gpu_memory_bytes"].get<double>() - p["memory_headroom_bytes"].get<double>());
     EXPECT_LE(p["comm_share"].get<double>(), 1 + 1e-9);  // a union, up to rounding
-    if (f == "fsdp") {
-      EXPECT_EQ(p["tp"], 1);
-      EXPECT_EQ(p["pp"], 1);
+    if (f == "fsdp") {  // torchtitan's FSDP2: CP 1, shard_grad_op alone under PP
+      EXPECT_EQ(p["cp"], 1);
+      if (p["pp"].get<int>() > 1) {
+        EXPECT_EQ(p["fsdp_sharding"], "shard_grad_op");
+      }
     }
     if (f == "deepspeed") {
       EXPECT_EQ(p["zero"], 3);
@@ -153,10 +156,10 @@ TEST_F(PlanCli, FrameworksAndMemoryHeadroom) {
   EXPECT_NE(t.out.find(" megatron "), std::string::npos) << t.out;
   EXPECT_EQ(t.out.find(" fsdp "), std::string::npos) << t.out;
   // --framework fsdp: FSDP's shardings alone, every one valid (it used to give each candidate a
-  // --zero, which FSDP refuses: no plan at all).
+  // --zero, which FSDP refuses: no plan at all); PP 1, where the fixed batch refuses none.
   Outcome f = run(
       "--model gpt2-medium --system polaris --gpus 8 --global-batch-size 32 --fixed-global-batch "
-      "--framework fsdp --top 100 --format json");
+      "--framework fsdp --max-pp 1 --top 100 --format json");
   ASSERT_EQ(f.status, 0) << f.err;
   auto fj = nlohmann::json::parse(f.out);
   EXPECT_EQ(fj["options"][0]["invalid"], 0);

@@ -93,6 +93,46 @@ TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
   }
 }
 
+// FSDP's plans as torchtitan runs FSDP2: with TP (always sequence parallel) and with PP (keeping
+// the parameters after forward, SHARD_GRAD_OP, and reducing the gradients once a step); CP 1;
+// HYBRID_SHARD at TP 1 only. A plan that needs both fits where data parallelism alone does not
+// (Llama 2 70B at micro-batch 1 on 32 A100 40 GB), and the search's best is brute force's over
+// `predict` of every candidate.
+TEST(SearchPlan, FsdpPlansWithTensorAndPipelineParallelism) {
+  SearchSpace s = space("llama2-70b", "dgx-a100-40gb", 32, 64);
+  s.frameworks = {Framework::fsdp};
+  s.micro_batch = {1};
+  const auto plans = search::enumerate_plans(s);
+  int with_tp = 0, with_pp = 0;
+  for (const PlanPoint& p : plans) {
+    ASSERT_EQ(p.framework, Framework::fsdp);
+    EXPECT_EQ(p.cp, 1);
+    if (p.tp > 1) {
+      ++with_tp;
+      EXPECT_TRUE(p.sequence_parallel);
+      EXPECT_NE(p.fsdp_sharding, FsdpSharding::hybrid_shard);
+    }
+    const PlanInput in = search::to_plan_input(p, s.gpus, s.base);
+    if (p.pp > 1) {
+      ++with_pp;
+      EXPECT_EQ(p.fsdp_sharding, FsdpSharding::shard_grad_op);
+      EXPECT_EQ(in.fsdp_grad_sync, FsdpGradSync::step);
+    } else {
+      EXPECT_FALSE(in.fsdp_grad_sync.has_value());
+    }
+  }
+  EXPECT_GT(with_tp, 0);
+  EXPECT_GT(with_pp, 0);
+  auto swept = predict_all(s, plans, "dgx-a100-40gb");
+  ASSERT_TRUE(swept.ok()) << swept.error().message;
+  const double brute = fastest_fitting(*swept);
+  ASSERT_LT(brute, std::numeric_limits<double>::infinity());
+  auto r = search::search(s, SearchOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->top.front().result.iteration_time, brute);
+  EXPECT_GT(r->top.front().plan.tp * r->top.front().plan.pp, 1);
+}
+
 // torchtitan's op-level checkpointing is a candidate for the FSDP plans of a dense model, once
 // for each FSDP plan without recompute, and for no other framework's plans; a MoE model and an
 // encoder-decoder model, for which the policy is not modelled, get none.
@@ -117,10 +157,12 @@ TEST(SearchPlan, OpRecomputeOnlyForFsdpPlansOfDenseModels) {
       op += key.second == Recompute::op ? k : 0;
     EXPECT_EQ(op, 0);
   }
-  // The search predicts them: torchtitan's Llama 2 70B plan on 64 A100s, FSDP alone, ranks op
-  // first (the whole-block recompute it saves is the only alternative that fits).
+  // The search predicts them: torchtitan's Llama 2 70B plan on 64 A100s, FSDP alone (TP and PP
+  // 1, as that run), ranks op first (the whole-block recompute it saves is the only alternative
+  // that fits).
   SearchSpace s = space("llama2-70b", "dgx-a100-80gb", 64, 64);
   s.frameworks = {Framework::fsdp};
+  s.max_tp = 1, s.max_pp = 1;
   s.base.seq_length = 4096;
   auto r = search::search(s, SearchOptions{});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -432,8 +474,9 @@ TEST(SearchPlan, CommunicationShareIsAUnionAtMostTheIteration) {
   EXPECT_DOUBLE_EQ(share, comm_running(row.breakdown) / row.iteration_time);
 }
 
-// Framework variants in the candidates: FSDP only as data parallelism over a dense model
-// (TP = PP = CP = 1), its HYBRID_SHARD only where the DP ranks span nodes; DeepSpeed beside
+// Framework variants in the candidates: FSDP over a dense model with CP 1 (TP and PP as
+// SearchPlan.FsdpPlansWithTensorAndPipelineParallelism checks), its HYBRID_SHARD only at TP = PP
+// = 1 where the DP ranks span nodes, SHARD_GRAD_OP alone under PP; DeepSpeed beside
 // commscope's own only as ZeRO-3 (its stages 0-2 are the same pattern), without CP; Megatron
 // as DDP or the distributed optimizer. Each resolves to the sharding it names.
 TEST(SearchPlan, FrameworkVariantsAreTheFrameworksOwnShardings) {
@@ -447,10 +490,14 @@ TEST(SearchPlan, FrameworkVariantsAreTheFrameworksOwnShardings) {
     ++count[p.framework];
     switch (p.framework) {
       case Framework::fsdp:
-        EXPECT_EQ(p.tp * p.pp * p.cp, 1) << search::describe(p);
+        EXPECT_EQ(p.cp, 1) << search::describe(p);
         EXPECT_EQ(p.zero, p.fsdp_sharding == FsdpSharding::shard_grad_op ? 2 : 3);
+        if (p.pp > 1) {
+          EXPECT_EQ(p.fsdp_sharding, FsdpSharding::shard_grad_op);
+        }
         if (p.fsdp_sharding == FsdpSharding::hybrid_shard) {
           ++hybrid;
+          EXPECT_EQ(p.tp * p.pp, 1) << search::describe(p);
           EXPECT_GT(p.dp, 4);  // Polaris: 4 GPUs per node
         }
         break;
@@ -481,6 +528,7 @@ TEST(SearchPlan, FrameworkVariantsAreTheFrameworksOwnShardings) {
     EXPECT_EQ(sc->plan.zero, p.zero) << search::describe(p);
     if (p.framework == Framework::fsdp) {
       EXPECT_EQ(sc->plan.fsdp_sharding, p.fsdp_sharding);
+      EXPECT_EQ(sc->plan.fsdp_grad_sync, p.pp > 1 ? FsdpGradSync::step : FsdpGradSync::micro_batch);
     }
     if (p.framework == Framework::megatron) {
       EXPECT_EQ(sc->plan.use_distributed_optimizer, p.zero == 1);

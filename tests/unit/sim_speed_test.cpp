@@ -331,6 +331,38 @@ TEST(StageCopies, EqualEveryStageBuilt) {
   EXPECT_GT(copied, 40);
 }
 
+// FSDP under PP, gradients once a step (the search's torchtitan-like plans): the variants of
+// one plan by global batch (one micro-batch and several) and schedule, predicted on one shared
+// workload, equal each predicted alone, bit for bit (the workload does not depend on the
+// micro-batch count).
+TEST(EvaluateVariants, FsdpOnceAStepEqualsEachAlone) {
+  auto model = load_model("llama2-7b");
+  auto system = load_system("dgx-a100-80gb");
+  auto network = load_network("ib-hdr-200");
+  ASSERT_TRUE(model.ok() && system.ok() && network.ok());
+  PlanInput base;
+  base.gpus = 16, base.tp = 2, base.pp = 2, base.micro_batch = 1, base.global_batch = 4;
+  base.sequence_parallel = true;
+  base.framework = Framework::fsdp, base.fsdp_sharding = FsdpSharding::shard_grad_op;
+  base.fsdp_grad_sync = FsdpGradSync::step;
+  const std::vector<Evaluator::Variant> variants = {{4, Schedule::one_f_one_b, std::nullopt},
+                                                    {16, Schedule::one_f_one_b, std::nullopt},
+                                                    {16, Schedule::gpipe, std::nullopt},
+                                                    {4, Schedule::gpipe, std::nullopt}};
+  Evaluator ev(*model, *system, *network);
+  const auto shared = ev.evaluate_variants(base, variants);
+  ASSERT_EQ(shared.size(), variants.size());
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    SCOPED_TRACE(i);
+    PlanInput p = base;
+    p.global_batch = variants[i].global_batch, p.schedule = variants[i].schedule;
+    auto sc = resolve_scenario(*model, *system, *network, p);
+    ASSERT_TRUE(sc.ok()) << sc.error().message;
+    ASSERT_TRUE(shared[i].ok()) << shared[i].error().message;
+    EXPECT_EQ(shared[i]->iteration_time, simulate(build_workload(*sc)).iteration_time);
+  }
+}
+
 TEST(UnionAndOverlap, MatchesMergingThenOverlapping) {
   Lcg rng;
   for (int trial = 0; trial < 500; ++trial) {

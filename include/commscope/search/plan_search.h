@@ -80,9 +80,10 @@ struct SearchSpace {
   // commscope's own). none (commscope's own): every layout, ZeRO 0-3 as above. megatron: every
   // layout, DDP or the distributed optimizer (ZeRO 0, 1). deepspeed: CP 1, ZeRO 0-3 (2 and 3
   // without PP), only ZeRO-3 when none is also listed (its stages 0-2 are commscope's own
-  // pattern). fsdp: TP, PP, CP 1, dense models, full_shard, shard_grad_op, and hybrid_shard
-  // when the DP ranks span nodes (shard group: one node's); --zero 3 admits full/hybrid, 2
-  // shard_grad_op.
+  // pattern). fsdp: dense models, CP 1, DP > 1; TP with sequence parallelism; PP 1:
+  // full_shard, shard_grad_op, and at TP 1 hybrid_shard when the DP ranks span nodes (shard
+  // group: one node's); PP > 1: shard_grad_op with the gradients reduced once a step
+  // (torchtitan under PyTorch's pipelining); --zero 3 admits full/hybrid, 2 shard_grad_op.
   std::vector<Framework> frameworks;
   // Memory kept free on every GPU for what memory_per_rank does not count (CUDA context, NCCL
   // buffers, allocator fragmentation): bytes + fraction x the GPU's memory. A plan fits when its
