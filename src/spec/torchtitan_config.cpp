@@ -246,8 +246,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     if (reshards)
       job.notes.push_back(fmt::format(
           "{}: FSDP that frees the parameters after forward under pipelining is priced as "
-          "FULL_SHARD, gathering them again in every backward; PyTorch's pipelining keeps "
-          "them after backward, which saves some of those gathers",
+          "gathering them again in every backward (FULL_SHARD, or HYBRID_SHARD under HSDP); "
+          "PyTorch's pipelining keeps them after backward, which saves some of those gathers",
           where("fsdp_reshard_after_forward")));
   }
   if (!reshards && sh != 1)

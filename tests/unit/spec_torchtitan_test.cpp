@@ -181,7 +181,8 @@ TEST(TorchtitanConfig, ParallelismFields) {
     ASSERT_EQ(j.notes.size(), noted ? 1u : 0u);
     if (noted) {
       EXPECT_NE(j.notes[0].find("fsdp_reshard_after_forward: FSDP that frees the parameters "
-                                "after forward under pipelining is priced as FULL_SHARD"),
+                                "after forward under pipelining is priced as gathering them "
+                                "again in every backward"),
                 std::string::npos)
           << j.notes[0];
     }
