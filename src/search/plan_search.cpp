@@ -44,6 +44,12 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
 std::string ms_or_s(double t) {
   return t >= 1 ? fmt::format("{:.3f} s", t) : fmt::format("{:.2f} ms", t * 1e3);
 }
+
+// An FSDP candidate under PP reduces its gradients once a step, after the last backward
+// (--fsdp-grad-sync step: torchtitan under PyTorch's pipelining).
+bool fsdp_once_a_step(const PlanPoint& p) {
+  return p.framework == Framework::fsdp && p.pp > 1;
+}
 }  // namespace
 
 std::string_view to_string(Objective o) {
@@ -133,8 +139,7 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.zero.reset();
     in.fsdp_sharding = p.fsdp_sharding;
   }
-  // FSDP under PP: the gradients once a step, after the last backward (the candidate's rule).
-  if (p.framework == Framework::fsdp && p.pp > 1)
+  if (fsdp_once_a_step(p))
     in.fsdp_grad_sync = FsdpGradSync::step;
   else
     in.fsdp_grad_sync.reset();
@@ -155,7 +160,7 @@ std::string describe(const PlanPoint& p) {
   switch (p.framework) {
     case Framework::fsdp:
       s += fmt::format(" DP{} FSDP {}{} mbs {} gbs {} recompute {}", p.dp,
-                       to_string(p.fsdp_sharding), p.pp > 1 ? " grads once a step" : "",
+                       to_string(p.fsdp_sharding), fsdp_once_a_step(p) ? " grads once a step" : "",
                        p.micro_batch, p.global_batch, to_string(p.recompute));
       break;
     case Framework::megatron:

@@ -361,6 +361,14 @@ ModelSpec cp_local_model(const Scenario& sc) {
   if (m.decoder_seq_length > 0) m.decoder_seq_length /= sc.plan.cp;
   return m;
 }
+// The data-parallel ranks of plan p on one node of gpus_per_node GPUs (as FSDP's HYBRID_SHARD
+// counts them): a divisor of DP.
+int dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node) {
+  const int gpn = std::max(1, gpus_per_node);
+  const int stride = p.rank_order == RankOrder::tp_dp_pp ? p.tp : p.tp * p.pp;
+  const int per_node = stride >= gpn ? 1 : std::min(p.dp, gpn / stride);
+  return std::gcd(p.dp, per_node);
+}
 ParallelPlan cp_grad_plan(const Scenario& sc) {
   if (sc.plan.cp <= 1) return {};
   ParallelPlan p = sc.plan;
@@ -1538,10 +1546,7 @@ class Builder {
     if (p_.fsdp_sharding != FsdpSharding::hybrid_shard &&
         p_.fsdp_sharding != FsdpSharding::hybrid_shard_zero2)
       return g;
-    const int gpn = std::max(1, sc_.gpus_per_node);
-    const int stride = p_.rank_order == RankOrder::tp_dp_pp ? p_.tp : p_.tp * p_.pp;
-    const int per_node = stride >= gpn ? 1 : std::min(p_.dp, gpn / stride);
-    g.shard = std::gcd(p_.dp, per_node);
+    g.shard = dp_ranks_per_node(p_, sc_.gpus_per_node);
     g.replicate = p_.dp / g.shard;
     g.hybrid = g.replicate > 1;
     return g;
@@ -2172,15 +2177,6 @@ void for_each_list(Workload& w, F&& f) {
   }
 }
 
-// The data-parallel ranks of one node (as FSDP's HYBRID_SHARD counts them): a divisor of DP.
-int dp_ranks_per_node(const Scenario& sc) {
-  const ParallelPlan& p = sc.plan;
-  const int gpn = std::max(1, sc.gpus_per_node);
-  const int stride = p.rank_order == RankOrder::tp_dp_pp ? p.tp : p.tp * p.pp;
-  const int per_node = stride >= gpn ? 1 : std::min(p.dp, gpn / stride);
-  return std::gcd(p.dp, per_node);
-}
-
 // The matrices (rows x columns on this rank) whose gradients PowerSGD compresses, of the
 // blocks and outer layers a role holds: QKV, attention output, MLP in (gate and up fused, as
 // Megatron-LM stores them) and out, cross-attention's own, the word embedding on the first
@@ -2234,7 +2230,7 @@ void apply_compression(Workload& w) {
     });
 
   if (zeropp) {
-    const int node_dp = dp_ranks_per_node(sc);
+    const int node_dp = dp_ranks_per_node(sc.plan, sc.gpus_per_node);
     for_each_list(w, [&](Role&, OpList& list) {
       const std::uint32_t n = static_cast<std::uint32_t>(list.size());
       for (std::uint32_t i = 0; i < n; ++i) {
