@@ -348,19 +348,20 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
         std::vector<Sharding> zeros;
         for (Framework f : frameworks) {
           if (f == Framework::fsdp) {
-            // FSDP over the data-parallel ranks of a dense model, as torchtitan runs FSDP2: with
-            // TP (sequence parallel, torchtitan's TP plan) and with PP, where it keeps the
-            // parameters after forward and reduces the gradients once a step (SHARD_GRAD_OP,
-            // --fsdp-grad-sync step: torchtitan under PyTorch's pipelining); HYBRID_SHARD when
-            // DP alone spans nodes (its shard group: one node's ranks, replicated across nodes).
-            if (cp != 1 || moe || dp == 1) continue;
+            // FSDP over the data-parallel ranks, as torchtitan runs FSDP2: with TP (sequence
+            // parallel, torchtitan's TP plan) and with PP, where it keeps the parameters after
+            // forward and reduces the gradients once a step (SHARD_GRAD_OP, --fsdp-grad-sync
+            // step: torchtitan under PyTorch's pipelining); with EP for MoE models (the experts
+            // sharded over the expert-data group); HYBRID_SHARD for dense models when DP alone
+            // spans nodes (its shard group: one node's ranks, replicated across nodes).
+            if (cp != 1 || dp == 1) continue;
             if (pp > 1) {
               if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
               continue;
             }
             if (zero_ok(3)) zeros.push_back({f, 3, FsdpSharding::full_shard});
             if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
-            if (zero_ok(3) && tp == 1 && dp > gpn && dp % gpn == 0)
+            if (zero_ok(3) && tp == 1 && !moe && dp > gpn && dp % gpn == 0)
               zeros.push_back({f, 3, FsdpSharding::hybrid_shard});
             continue;
           }
@@ -434,10 +435,14 @@ double memory_lower_bound(const Scenario& sc) {
   const double dense = static_cast<double>(count.total - count.experts) / (double(p.tp) * pp);
   const double experts =
       static_cast<double>(count.experts) / (double(p.ep) * double(p.expert_tp) * pp);
-  const double states = dense * (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) +
-                                 ob / (p.zero >= 1 ? d : 1)) +
-                        experts * (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) +
-                                   ob / (p.zero >= 1 ? std::max<double>(d, p.expert_dp()) : 1));
+  // (The experts' shards are cut over the expert-data group, which may be larger than DP x CP:
+  // the larger of the two keeps this a lower bound.)
+  const double ed = std::max<double>(d, p.expert_dp());
+  const double states =
+      dense *
+          (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) + ob / (p.zero >= 1 ? d : 1)) +
+      experts *
+          (wb / (p.zero >= 3 ? ed : 1) + gb / (p.zero >= 2 ? ed : 1) + ob / (p.zero >= 1 ? ed : 1));
   // The first stage's first chunk: its blocks (the first virtual stage's share, uneven or
   // not), times the micro-batches it holds; its own states are at least zero, so this alone is
   // a bound too.

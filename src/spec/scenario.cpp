@@ -311,11 +311,25 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
       return bad("--zero",
                  "0 or 1 with experts (expert-parallel sharding under ZeRO-2/3 is not modelled)",
                  num(*in.zero));
-    if (in.framework && *in.framework != Framework::none && *in.framework != Framework::megatron)
+    if (in.framework && *in.framework == Framework::deepspeed)
       return bad("--framework",
-                 "megatron or none with experts (DeepSpeed-MoE and FSDP expert patterns are not "
-                 "modelled)",
+                 "megatron, fsdp or none with experts (DeepSpeed-MoE's pattern is not modelled)",
                  std::string(to_string(*in.framework)));
+    // FSDP2 as torchtitan applies it to MoE models: a unit per block, its routed experts
+    // sharded over the expert-data group (torchtitan's efsdp), the rest over DP x CP.
+    if (in.framework && *in.framework == Framework::fsdp) {
+      const FsdpSharding sh = in.fsdp_sharding.value_or(FsdpSharding::full_shard);
+      if (sh != FsdpSharding::full_shard && sh != FsdpSharding::shard_grad_op)
+        return bad("--fsdp-sharding",
+                   "full_shard or shard_grad_op with experts (HSDP's and DDP's expert "
+                   "patterns are not modelled)",
+                   std::string(to_string(sh)));
+      if (in.fsdp_wrap.value_or(FsdpWrap::block) != FsdpWrap::block)
+        return bad("--fsdp-wrap",
+                   "block with experts (torchtitan wraps each block; one unit of the whole "
+                   "model with experts is not modelled)",
+                   std::string(to_string(*in.fsdp_wrap)));
+    }
   }
   if (in.moe_capacity_factor) {
     plan.moe_capacity_factor = *in.moe_capacity_factor;

@@ -13,6 +13,7 @@
 
 #include "commscope/spec/limits.h"
 #include "commscope/spec/model.h"
+#include "commscope/spec/scenario.h"
 #include "commscope/util/input_file.h"
 
 namespace commscope {
@@ -133,17 +134,22 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   struct Preset {
     const char *name, *flavor, *preset;
   };
-  static constexpr Preset kPresets[] = {
-      {"llama2", "7b", "llama2-7b"},   {"llama2", "13b", "llama2-13b"},
-      {"llama2", "70b", "llama2-70b"}, {"llama3", "8b", "llama3-8b"},
-      {"llama3", "70b", "llama3-70b"}, {"llama3", "405b", "llama3-405b"}};
+  static constexpr Preset kPresets[] = {{"llama2", "7b", "llama2-7b"},
+                                        {"llama2", "13b", "llama2-13b"},
+                                        {"llama2", "70b", "llama2-70b"},
+                                        {"llama3", "8b", "llama3-8b"},
+                                        {"llama3", "70b", "llama3-70b"},
+                                        {"llama3", "405b", "llama3-405b"},
+                                        {"deepseek_v3", "671b", "deepseek-v3"},
+                                        {"qwen3", "30b-a3b", "qwen3-30b-a3b"},
+                                        {"qwen3", "235b-a22b", "qwen3-235b-a22b"}};
   const std::string n = lower(name.value_or("")), fl = lower(flavor.value_or(""));
   for (const Preset& pr : kPresets)
     if (n == pr.name && fl == pr.flavor) job.model = pr.preset;
   if (job.model.empty())
     return f.bad("[model] name and flavor",
                  "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
-                 "8B, 70B or 405B",
+                 "8B, 70B or 405B; deepseek_v3 671B; qwen3 30B-A3B or 235B-A22B",
                  fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
   CS_ASSIGN_OR_RETURN(auto converters, f.strings({"model"}, "converters"));
   for (const std::string& c : converters) {
@@ -277,6 +283,26 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   CS_ASSIGN_OR_RETURN(ModelSpec model, load_model(job.model));
   const int layers = model.layers();
 
+  // Expert parallelism (torchtitan's MoE models; "no effect for non-MoE models"): the routed
+  // experts split over EP ranks, with tensor parallelism of their own (ETP, 1 or TP) where EP
+  // is above 1 and the dense layers' otherwise; the tokens dispatched by all-to-all, or by
+  // DeepEP (Megatron-Core's flex dispatcher runs the same kernels).
+  CS_ASSIGN_OR_RETURN(auto ep,
+                      f.integer(kParallel, "expert_parallel_degree", 1, {}, limits::kMaxGpus));
+  CS_ASSIGN_OR_RETURN(
+      auto etp, f.integer(kParallel, "expert_tensor_parallel_degree", 1, {}, limits::kMaxGpus));
+  CS_ASSIGN_OR_RETURN(auto ep_backend, f.string(kParallel, "expert_parallel_comm_backend"));
+  if (model.moe() && ep.value_or(1) > 1) {
+    p.ep = static_cast<int>(*ep);
+    p.expert_tp = static_cast<int>(etp.value_or(1));  // torchtitan's default
+    const std::string b = ep_backend.value_or("standard");
+    if (b == "deepep")
+      p.moe_dispatcher = MoeDispatcher::flex;
+    else if (b != "standard")
+      return f.bad(where("expert_parallel_comm_backend"), "standard or deepep",
+                   fmt::format("\"{}\"", b));
+  }
+
   // ---- pipeline: schedule and micro-batches ----
   const std::int64_t stages = p.pp.value_or(1);
   std::int64_t micro = local.value_or(1);
@@ -353,6 +379,14 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   } else if (m == "selective") {
     const std::string o = option.value_or("2");
     if (o == "op") {
+      // torchtitan's MoE and latent-attention models save more ops (all-to-alls, latent
+      // projections) than the dense block's policy commscope models.
+      if (auto gap = op_recompute_model_gap(model))
+        return f.bad("[activation_checkpoint] selective_ac_option",
+                     fmt::format("a layer interval, or mode full or none (op-level "
+                                 "checkpointing is modelled with {}, not {})",
+                                 gap->first, gap->second),
+                     "\"op\"");
       p.recompute = Recompute::op;
     } else if (!o.empty() &&
                std::all_of(o.begin(), o.end(), [](unsigned char c) { return std::isdigit(c); }) &&

@@ -5,6 +5,7 @@
 // Shapes (per rank): b micro-batch, s tokens per sample, h hidden, q = heads x head_dim,
 // kv = kv_heads x head_dim, f FFN width, V vocabulary, t tensor-parallel size.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -408,7 +409,7 @@ class Builder {
         for (auto& l : megatron_bucket_layers_)
           if (l >= 0) l += shift;
         for (auto& unit : fsdp_step_units_)
-          if (unit.second >= 0) unit.second += shift;
+          if (unit.layer >= 0) unit.layer += shift;
       } else {
         megatron_buckets_.clear();
         megatron_bucket_layers_.clear();
@@ -1557,25 +1558,65 @@ class Builder {
     return p_.fsdp_sharding == FsdpSharding::full_shard ||
            p_.fsdp_sharding == FsdpSharding::hybrid_shard;
   }
+  // FSDP2 over a MoE model as torchtitan shards it (torchtitan/distributed/fsdp.py,
+  // apply_fsdp_to_decoder: a shard_placement_fn puts the routed experts on the expert-data mesh
+  // "efsdp", DP x CP x TP / EP ranks, the block's other parameters on DP x CP): under expert
+  // parallelism (or experts split otherwise than the dense layers) a block's unit gathers and
+  // reduces its two parts over their two groups. Without it every parameter is on DP x CP.
+  bool fsdp_experts_apart() const { return m_.moe() && (p_.ep > 1 || p_.expert_tp != t_); }
+  // A block's parameters in its FSDP unit over DP (x CP): all of them, or without its experts.
+  std::int64_t fsdp_dense_params(int l) const {
+    return fsdp_experts_apart() ? block_params(m_, l, t_) - block_expert_params(m_, l) / t_
+                                : block_params(m_, l, t_);
+  }
+  // A block's routed experts in its FSDP unit over the expert-data group (none without EP).
+  std::int64_t fsdp_expert_params(int l) const {
+    return fsdp_experts_apart() ? held_expert_params(l) : 0;
+  }
   // The all-gather of one FSDP unit's flat parameter (padded to a multiple of the shard group,
   // FlatParamHandle._get_shard), issued after `after` when given; none when nothing is sharded.
+  // `expert`: the unit's routed experts, over the expert-data group.
   std::optional<std::uint32_t> fsdp_gather(Emitter& e, std::int64_t params, int layer,
-                                           std::optional<std::uint32_t> after) const {
-    const FsdpGroups g = fsdp_groups();
+                                           std::optional<std::uint32_t> after,
+                                           bool expert = false) const {
+    const FsdpGroups g = expert ? FsdpGroups{sc_.plan.expert_dp(), 1, false} : fsdp_groups();
     if (!fsdp_sharded() || g.shard < 2 || params <= 0) return std::nullopt;
-    Op op = comm("fsdp_all_gather", Collective::all_gather, CommGroup::data, g.shard,
+    Op op = comm(expert ? "fsdp_expert_all_gather" : "fsdp_all_gather", Collective::all_gather,
+                 expert ? CommGroup::expert_data : CommGroup::data, g.shard,
                  (params + g.shard - 1) / g.shard * g.shard, dt_, layer);
     op.tag = OpTag::param_gather;
     if (g.hybrid) op.span = GroupSpan::intra_node;
     op.first_microbatch_only = fsdp_gathers_once();
     return after ? e.side(op, {*after}) : e.side(op, {});
   }
+  // Block l's unit gathered: its parameters over DP (x CP), then its experts' over the
+  // expert-data group. `need`: the ops that follow wait for both.
+  using UnitGathers = std::array<std::optional<std::uint32_t>, 2>;
+  UnitGathers fsdp_gather_block(Emitter& e, int l, std::optional<std::uint32_t> after) const {
+    return {fsdp_gather(e, fsdp_dense_params(l), l, after),
+            fsdp_gather(e, fsdp_expert_params(l), l, after, true)};
+  }
+  static void need_all(Emitter& e, const UnitGathers& g) {
+    for (const auto& op : g)
+      if (op) e.need(*op);
+  }
   // The ops of one FSDP unit's gradient reduction, in order: reduce-scatter over the shard
   // group, then under HYBRID_SHARD the all-reduce of the shard over the replicate group;
-  // NO_SHARD all-reduces the whole gradient.
-  std::vector<Op> fsdp_reduction(std::int64_t params, int layer) const {
-    const FsdpGroups g = fsdp_groups();
+  // NO_SHARD all-reduces the whole gradient. `expert`: a block's routed experts, reduce-
+  // scattered over the expert-data group.
+  std::vector<Op> fsdp_reduction(std::int64_t params, int layer, bool expert = false) const {
     std::vector<Op> out;
+    if (expert) {
+      const int edp = sc_.plan.expert_dp();
+      if (edp > 1) {
+        Op& rs = out.emplace_back(comm("fsdp_expert_reduce_scatter", Collective::reduce_scatter,
+                                       CommGroup::expert_data, edp, (params + edp - 1) / edp * edp,
+                                       dt_, layer));
+        rs.tag = OpTag::grad_bucket;
+      }
+      return out;
+    }
+    const FsdpGroups g = fsdp_groups();
     if (p_.fsdp_sharding == FsdpSharding::no_shard) {
       Op& op = out.emplace_back(comm("fsdp_all_reduce", Collective::all_reduce, CommGroup::data,
                                      p_.dp, params, dt_, layer));
@@ -1602,14 +1643,15 @@ class Builder {
   // An FSDP unit's gradient reduction after its backward (`after`): every micro-batch, in the
   // last micro-batch's only (--fsdp-grad-sync last-micro-batch), or kept for the step
   // (--fsdp-grad-sync step: build_step issues it after the last backward).
-  void fsdp_reduce(Emitter& e, std::int64_t params, int layer, std::uint32_t after) const {
+  void fsdp_reduce(Emitter& e, std::int64_t params, int layer, std::uint32_t after,
+                   bool expert = false) const {
     if (!fsdp() || params <= 0) return;
     if (p_.fsdp_grad_sync == FsdpGradSync::step) {
-      fsdp_step_units_.emplace_back(params, layer);
+      fsdp_step_units_.push_back({params, layer, expert});
       return;
     }
     std::uint32_t last = after;
-    for (Op& op : fsdp_reduction(params, layer)) {
+    for (Op& op : fsdp_reduction(params, layer, expert)) {
       op.last_microbatch_only = p_.fsdp_grad_sync == FsdpGradSync::last_micro_batch;
       last = e.side(op, {last});
     }
@@ -1842,7 +1884,7 @@ class Builder {
         std::optional<std::uint32_t> after;
         if (p_.fsdp_limit_all_gathers && fsdp_reshards_after_forward() && u >= 2)
           after = forward_end[u - 2];
-        if (auto g = fsdp_gather(f, block_params(m_, l, t_), l, after)) f.need(*g);
+        need_all(f, fsdp_gather_block(f, l, after));
       }
       emit_forward(f, blocks(l), l);
       if (l == m_.encoder_layers - 1 && !enc_norm.empty()) emit_forward(f, enc_norm, l);
@@ -1941,18 +1983,18 @@ class Builder {
     // backward (recompute included); backward_pre issues the next unit's gather before this
     // unit's gradient computation, backward_post after it (before the reduce-scatter), none
     // at the next unit's own pre-backward, behind this unit's reduction.
-    std::vector<std::optional<std::uint32_t>> prefetched(static_cast<std::size_t>(ch.layers));
+    std::vector<UnitGathers> prefetched(static_cast<std::size_t>(ch.layers));
     for (int l = end - 1; l >= first; --l) {
       gather_params(bw, block_params(m_, l, t_) + t5_norm_with(l, enc_norm), l);
       if (l == m_.encoder_layers - 1 && !enc_norm.empty()) emit_backward(bw, enc_norm, l, g);
       const bool regather = fsdp_blocks && fsdp_reshards_after_forward();
       if (regather) {
         auto& mine = prefetched[static_cast<std::size_t>(l - first)];
-        if (!mine) mine = fsdp_gather(bw, block_params(m_, l, t_), l, prev_of(bw));
-        if (mine) bw.need(*mine);
+        if (!mine[0] && !mine[1]) mine = fsdp_gather_block(bw, l, prev_of(bw));
+        need_all(bw, mine);
         if (p_.fsdp_prefetch == FsdpPrefetch::backward_pre && l > first)
           prefetched[static_cast<std::size_t>(l - 1 - first)] =
-              fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, prev_of(bw));
+              fsdp_gather_block(bw, l - 1, prev_of(bw));
       }
       if (recomputes_at(l - first)) {
         bw.set_phase(Phase::recompute);
@@ -1963,9 +2005,9 @@ class Builder {
       if (fsdp_blocks) {
         const std::uint32_t done = bw.prev();
         if (regather && p_.fsdp_prefetch == FsdpPrefetch::backward_post && l > first)
-          prefetched[static_cast<std::size_t>(l - 1 - first)] =
-              fsdp_gather(bw, block_params(m_, l - 1, t_), l - 1, done);
-        fsdp_reduce(bw, block_params(m_, l, t_), l, done);
+          prefetched[static_cast<std::size_t>(l - 1 - first)] = fsdp_gather_block(bw, l - 1, done);
+        fsdp_reduce(bw, fsdp_dense_params(l), l, done);
+        fsdp_reduce(bw, fsdp_expert_params(l), l, done, true);
       }
       if (l == m_.encoder_layers && decoder_embedding_here) {
         gather_params(bw, t5_dec_copy, kEmbeddingLayer);
@@ -2004,8 +2046,8 @@ class Builder {
     // --fsdp-grad-sync step: every unit's gradients reduced after the last backward, one unit
     // after another on the reduction stream (torch.distributed.pipelining's post-backward pass
     // over the FSDP states), before the optimizer.
-    for (const auto& [params, layer] : fsdp_step_units_)
-      for (const Op& op : fsdp_reduction(params, layer))
+    for (const FsdpUnit& u : fsdp_step_units_)
+      for (const Op& op : fsdp_reduction(u.params, u.layer, u.expert))
         e.edit(e.chain(op)).phase = Phase::backward;
     if (p_.sequence_parallel) {
       // Norm weights and row-parallel biases see only their sequence shard: all-reduce over TP.
@@ -2058,7 +2100,9 @@ class Builder {
     const bool expert_sharded =
         r.expert_params > 0 && edp > 1 &&
         (p_.zero >= 1 || (p_.framework == Framework::megatron && p_.use_distributed_optimizer));
-    if (r.expert_params > 0 && edp > 1 && !expert_grads_in_backward()) {
+    // FSDP reduces and gathers its experts in their blocks' units (fsdp_experts_apart).
+    const bool experts_in_units = fsdp() && r.expert_params > 0;
+    if (r.expert_params > 0 && edp > 1 && !expert_grads_in_backward() && !experts_in_units) {
       Op op = comm(expert_sharded ? "moe_expert_grad_reduce_scatter" : "moe_expert_grad_all_reduce",
                    expert_sharded ? Collective::reduce_scatter : Collective::all_reduce,
                    CommGroup::expert_data, edp, r.expert_params,
@@ -2095,7 +2139,7 @@ class Builder {
         elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, p_.adam_step_bytes()));
     if (own && (p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
       bucketed(e, "zero_param_all_gather", Collective::all_gather, dense, p_.zero_allgather_bucket);
-    if (expert_sharded)
+    if (expert_sharded && !experts_in_units)
       e.chain(comm("moe_expert_param_all_gather", Collective::all_gather, CommGroup::expert_data,
                    edp, r.expert_params, dt_, kNoLayer));
     if (megatron && p_.use_distributed_optimizer && !megatron_overlapped_gather()) {
@@ -2136,9 +2180,14 @@ class Builder {
   // Megatron: the gradient buckets' sizes of the role being built (for the parameter gather).
   mutable std::vector<std::int64_t> megatron_buckets_;
   mutable std::vector<std::int32_t> megatron_bucket_layers_;  // the op closing each bucket's
-  // --fsdp-grad-sync step: the FSDP units (parameters, layer) of the role being built whose
-  // gradients its step reduces.
-  mutable std::vector<std::pair<std::int64_t, std::int32_t>> fsdp_step_units_;
+  // --fsdp-grad-sync step: the FSDP units (parameters, layer, routed experts or not) of the
+  // role being built whose gradients its step reduces.
+  struct FsdpUnit {
+    std::int64_t params;
+    std::int32_t layer;
+    bool expert;
+  };
+  mutable std::vector<FsdpUnit> fsdp_step_units_;
   // DeepSpeed ZeRO-3: the trace being recorded or replayed.
   enum class Zero3Mode : std::uint8_t { off, record, emit };
   mutable Zero3Mode zero3_mode_ = Zero3Mode::off;

@@ -314,6 +314,11 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));
   mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
+  // The routed experts' shards are cut over the expert-data group (FSDP's efsdp mesh, as
+  // torchtitan shards them; ZeRO-3 and ZeRO-2 reach experts only through FSDP).
+  const double E = static_cast<double>(r.expert_params), ed = p.expert_dp();
+  if (E > 0 && p.zero >= 3) mem.weights = Bytes((P - E) * wb / d + E * wb / ed);
+  if (E > 0 && p.zero >= 2) mem.gradients = Bytes((P - E) * gb / d + E * gb / ed);
   // FSDP reducing once a step (--fsdp-grad-sync) keeps every unit's unsharded gradient until
   // the reduction, accumulated over the micro-batches in the reduce type where one is set
   // (FSDP2's FSDPParam.unsharded_accumulated_grad, to_accumulated_grad_if_needed).
@@ -345,9 +350,8 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       for (int depth = 0; depth < p.mtp_layers; ++depth) add_block(mtp_block_layer(m, depth));
     mem.weights += Bytes(p.zero >= 3 ? std::min(gemm_weights, 2 * largest) : gemm_weights);
   }
-  if (r.expert_params > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
-    mem.optimizer = Bytes((P - static_cast<double>(r.expert_params)) * ob / d +
-                          static_cast<double>(r.expert_params) * ob / p.expert_dp());
+  if (E > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
+    mem.optimizer = Bytes((P - E) * ob / d + E * ob / ed);
 
   // Activations: each chunk's blocks per micro-batch, the first chunk of the first stage with
   // the embedding dropout mask and the last chunk of the last stage with the loss's tensors,
@@ -421,7 +425,8 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       std::int64_t largest = 0;
       for (const Chunk& ch : r.chunks)
         for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
-          largest = std::max(largest, block_params(m, l, p.tp));
+          largest = std::max(largest, block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp +
+                                          block_expert_params(m, l) / (p.ep * p.expert_tp));
       buffers += Bytes(2.0 * elem * static_cast<double>(largest));
     }
   }

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -93,6 +96,23 @@ TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
   }
 }
 
+// The search's best plan has the fastest fitting iteration of brute force over `predict` of
+// every candidate; that plan, or nothing when something failed.
+std::optional<PlanPoint> search_equals_brute_force(const SearchSpace& s,
+                                                   const std::vector<PlanPoint>& plans,
+                                                   const std::string& system) {
+  auto swept = predict_all(s, plans, system);
+  EXPECT_TRUE(swept.ok()) << swept.error().message;
+  if (!swept.ok()) return std::nullopt;
+  const double brute = fastest_fitting(*swept);
+  EXPECT_LT(brute, std::numeric_limits<double>::infinity());
+  auto r = search::search(s, SearchOptions{});
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  if (!r.ok() || r->top.empty()) return std::nullopt;
+  EXPECT_EQ(r->top.front().result.iteration_time, brute);
+  return r->top.front().plan;
+}
+
 // FSDP's plans as torchtitan runs FSDP2: with TP (always sequence parallel) and with PP (keeping
 // the parameters after forward, SHARD_GRAD_OP, and reducing the gradients once a step); CP 1;
 // HYBRID_SHARD at TP 1 only. A plan that needs both fits where data parallelism alone does not
@@ -123,14 +143,36 @@ TEST(SearchPlan, FsdpPlansWithTensorAndPipelineParallelism) {
   }
   EXPECT_GT(with_tp, 0);
   EXPECT_GT(with_pp, 0);
-  auto swept = predict_all(s, plans, "dgx-a100-40gb");
-  ASSERT_TRUE(swept.ok()) << swept.error().message;
-  const double brute = fastest_fitting(*swept);
-  ASSERT_LT(brute, std::numeric_limits<double>::infinity());
-  auto r = search::search(s, SearchOptions{});
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->top.front().result.iteration_time, brute);
-  EXPECT_GT(r->top.front().plan.tp * r->top.front().plan.pp, 1);
+  const auto best = search_equals_brute_force(s, plans, "dgx-a100-40gb");
+  ASSERT_TRUE(best);
+  EXPECT_GT(best->tp * best->pp, 1);
+}
+
+// FSDP plans of a MoE model, as torchtitan shards them: with EP (the experts over the
+// expert-data group), TP and PP, never HYBRID_SHARD. The memory bound stays below every valid
+// plan's memory (the experts' shards are cut over the expert-data group, which EP x expert TP
+// below TP makes larger than DP), and the search's best equals brute force over `predict`.
+TEST(SearchPlan, FsdpPlansOfAMoeModel) {
+  SearchSpace s = space("qwen3-30b-a3b", "dgx-h100", 32, 128);
+  s.frameworks = {Framework::fsdp};
+  s.micro_batch = {1};
+  s.base.seq_length = 2048;
+  const auto plans = search::enumerate_plans(s);
+  int with_ep = 0, expert_dp_above_dp = 0;
+  for (const PlanPoint& p : plans) {
+    ASSERT_EQ(p.framework, Framework::fsdp);
+    EXPECT_NE(p.fsdp_sharding, FsdpSharding::hybrid_shard);
+    EXPECT_NE(p.recompute, Recompute::op);
+    with_ep += p.ep > 1;
+    const Evaluated full = search::evaluate(s, p, false);
+    if (full.status == Evaluated::Status::invalid) continue;
+    const int etp = p.expert_tp > 0 ? p.expert_tp : p.tp;
+    expert_dp_above_dp += p.dp * p.tp / (p.ep * etp) > p.dp;
+    EXPECT_LE(full.memory_bound, full.memory) << search::describe(p);
+  }
+  EXPECT_GT(with_ep, 0);
+  EXPECT_GT(expert_dp_above_dp, 0);
+  EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
 }
 
 // torchtitan's op-level checkpointing is a candidate for the FSDP plans of a dense model, once

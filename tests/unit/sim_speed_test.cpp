@@ -288,6 +288,11 @@ TEST(StageCopies, EqualEveryStageBuilt) {
       {"llama3-405b", 2048, 8, 16, 1,
        [](PlanInput& p) { p.stage_layers = {7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7}; }},
       {"mixtral-8x7b", 128, 2, 4, 1, [](PlanInput& p) { p.ep = 8, p.sequence_parallel = true; }},
+      {"mixtral-8x7b", 128, 1, 4, 1,
+       [](PlanInput& p) {
+         p.framework = Framework::fsdp, p.fsdp_sharding = FsdpSharding::shard_grad_op;
+         p.fsdp_grad_sync = FsdpGradSync::step, p.ep = 8;
+       }},
       {"deepseek-v3", 1024, 2, 8, 1,
        [](PlanInput& p) {
          p.ep = 16, p.fp8 = true, p.sequence_parallel = true;

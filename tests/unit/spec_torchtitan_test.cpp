@@ -202,6 +202,50 @@ TEST(TorchtitanConfig, ParallelismFields) {
   EXPECT_EQ(j.plan.recompute_num_layers, 16);
 }
 
+// MoE models: expert_parallel_degree and expert_tensor_parallel_degree (torchtitan's default
+// ETP 1) where EP is above 1; the DeepEP backend as the flex dispatcher; EP on a dense model has
+// no effect, as torchtitan says. The file predicts what the same plan does as flags.
+TEST(TorchtitanConfig, ExpertParallelFields) {
+  TorchtitanJob j = parse(
+      "[model]\nname = \"qwen3\"\nflavor = \"235B-A22B\"\n[parallelism]\n"
+      "tensor_parallel_degree = 4\nexpert_parallel_degree = 8\n"
+      "expert_tensor_parallel_degree = 4\nexpert_parallel_comm_backend = \"standard\"\n");
+  EXPECT_EQ(j.model, "qwen3-235b-a22b");
+  EXPECT_EQ(j.plan.ep, 8);
+  EXPECT_EQ(j.plan.expert_tp, 4);
+  EXPECT_FALSE(j.plan.moe_dispatcher.has_value());
+  j = parse(
+      "[model]\nname = \"deepseek_v3\"\nflavor = \"671B\"\n[parallelism]\n"
+      "expert_parallel_degree = 32\nexpert_parallel_comm_backend = \"deepep\"\n"
+      "[activation_checkpoint]\nmode = \"full\"\n");
+  EXPECT_EQ(j.model, "deepseek-v3");
+  EXPECT_EQ(j.plan.ep, 32);
+  EXPECT_EQ(j.plan.expert_tp, 1);
+  EXPECT_EQ(j.plan.moe_dispatcher, MoeDispatcher::flex);
+  j = parse(
+      "[model]\nname = \"qwen3\"\nflavor = \"30B-A3B\"\n[parallelism]\n"
+      "expert_parallel_degree = 1\nexpert_tensor_parallel_degree = 2\n");
+  EXPECT_FALSE(j.plan.ep.has_value());
+  EXPECT_FALSE(j.plan.expert_tp.has_value());
+  j = parse(kModel + "[parallelism]\nexpert_parallel_degree = 8\n");
+  EXPECT_FALSE(j.plan.ep.has_value());
+
+  using testing::run_shell;
+  const std::string bin = COMMSCOPE_BIN;
+  const std::string h100 = " --system dgx-h100 --gpus 64 --format csv";
+  auto file =
+      run_shell(bin + " predict --torchtitan-config " + kDir + "qwen3_30b_a3b_ep.toml" + h100);
+  ASSERT_EQ(file.status, 0) << file.err;
+  auto flags = run_shell(bin +
+                         " predict --model qwen3-30b-a3b --framework fsdp --attention flash "
+                         "--micro-batch-size 4 --seq-length 4096 --grad-comm-dtype fp32 --ep 8 "
+                         "--expert-tensor-parallel-size 1 --recompute-granularity full" +
+                         h100);
+  ASSERT_EQ(flags.status, 0) << flags.err;
+  EXPECT_EQ(file.out, flags.out);
+  EXPECT_NE(file.out.find("qwen3-30b-a3b,"), std::string::npos) << file.out;
+}
+
 // Errors: one line naming the file, the field, what was expected and what it got.
 TEST(TorchtitanConfig, ErrorsNameTheField) {
   EXPECT_EQ(error_of(kModel + "[training]\nseq_len = \"8k\"\n"),
@@ -212,6 +256,16 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n",
        "[model] name and flavor: expected a torchtitan model commscope has a preset for"},
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n", "got deepseek_v3 16B"},
+      // op-level checkpointing of MoE and latent-attention blocks is not modelled
+      {"[model]\nname = \"deepseek_v3\"\nflavor = \"671B\"\n[activation_checkpoint]\n"
+       "mode = \"selective\"\nselective_ac_option = \"op\"\n",
+       "[activation_checkpoint] selective_ac_option: expected a layer interval, or mode full or "
+       "none (op-level checkpointing is modelled with a dense model, not MoE model deepseek-v3), "
+       "got \"op\""},
+      {"[model]\nname = \"qwen3\"\nflavor = \"30B-A3B\"\n[parallelism]\n"
+       "expert_parallel_degree = 8\nexpert_parallel_comm_backend = \"nvshmem\"\n",
+       "[parallelism] expert_parallel_comm_backend: expected standard or deepep, got "
+       "\"nvshmem\""},
       {kModel + "[parallelism]\npipeline_parallel_degree = 2\n"
                 "pipeline_parallel_schedule = \"ZBVZeroBubble\"\n",
        "[parallelism] pipeline_parallel_schedule: expected 1F1B, GPipe or Interleaved1F1B"},

@@ -562,6 +562,92 @@ TEST(Fsdp, GradSyncOnceAStep) {
     }
 }
 
+// FSDP2 over a MoE model as torchtitan shards it (torchtitan/distributed/fsdp.py,
+// apply_fsdp_to_decoder): under expert parallelism a block's routed experts are sharded over the
+// expert-data group ("efsdp": DP x TP / EP ranks), its other parameters over DP. Mixtral 8x7B on
+// 64 GPUs, EP 8: each block gathers its dense part over 64 ranks and its rank's 1/8 of the
+// experts over 8, before forward and again before backward (FULL_SHARD), and reduce-scatters
+// both; the step reduces nothing more. Sizes from the Hugging Face config's shapes, here:
+// attention with grouped KV heads, two RMSNorms and the router as the dense part, 8 SwiGLU
+// experts of 3 x hidden x 14336 as the routed part.
+TEST(Fsdp, ExpertsShardOverTheExpertDataGroup) {
+  const int d = 64, ep = 8, M = 2;
+  PlanInput p = fsdp_plan(d, FsdpSharding::full_shard);
+  p.ep = ep;
+  p.micro_batch = 1, p.global_batch = d * M;
+  Scenario sc = scenario("mixtral-8x7b", "dgx-h100", p);
+  const ModelSpec& m = sc.model;
+  ASSERT_EQ(sc.plan.expert_dp(), d / ep);
+  const std::int64_t h = m.hidden, kv = std::int64_t{m.kv_heads} * (h / m.heads);
+  const std::int64_t dense = 2 * h * h + 2 * h * kv + 2 * h + h * m.experts;
+  const std::int64_t experts = std::int64_t{m.experts} * 3 * h * m.ffn;
+  const std::int64_t held = experts / ep;
+  const int L = m.layers(), edp = d / ep;
+  Workload w = build_workload(sc);
+  const Role& r = w.roles[0];
+  const Chunk& ch = r.chunks[0];
+  EXPECT_EQ(r.expert_params, L * held);
+  for (const OpList* list : {&ch.forward, &ch.backward})
+    for (const Op& op : list->ops()) {
+      if (op.name == "fsdp_expert_all_gather" || op.name == "fsdp_expert_reduce_scatter") {
+        EXPECT_EQ(op.group, CommGroup::expert_data);
+        EXPECT_EQ(op.group_size, edp);
+        EXPECT_EQ(op.elements, pad(held, edp));
+      }
+      if ((op.name == "fsdp_all_gather" || op.name == "fsdp_reduce_scatter") && op.layer >= 0) {
+        EXPECT_EQ(op.group, CommGroup::data);
+        EXPECT_EQ(op.group_size, d);
+        EXPECT_EQ(op.elements, pad(dense, d));
+      }
+    }
+  EXPECT_EQ(named(ch.forward, "fsdp_expert_all_gather").calls, L);
+  EXPECT_EQ(named(ch.backward, "fsdp_expert_all_gather").calls, L);
+  EXPECT_EQ(named(ch.backward, "fsdp_expert_reduce_scatter").calls, L);
+  for (const Op& op : r.step.ops()) EXPECT_EQ(op.name.find("expert"), std::string::npos);
+  // per iteration: the expert-data group's bytes, M micro-batches, bf16
+  double expert_bytes = 0;
+  for (const CommVolume& v : comm_volume(w, r))
+    if (v.group == CommGroup::expert_data) expert_bytes += v.bytes;
+  EXPECT_DOUBLE_EQ(expert_bytes, 3.0 * M * L * static_cast<double>(pad(held, edp)) * 2);
+  // memory: the experts' shards over 8 ranks, the rest over 64 (bf16 weights and gradients)
+  const MemoryBreakdown mem = memory_per_rank(w, r);
+  const double P = static_cast<double>(r.params), E = static_cast<double>(r.expert_params);
+  EXPECT_DOUBLE_EQ(mem.weights.value(), (P - E) * 2 / d + E * 2 / edp);
+  EXPECT_DOUBLE_EQ(mem.gradients.value(), (P - E) * 2 / d + E * 2 / edp);
+  const Prediction pr = simulate(w);
+  EXPECT_GT(pr.mean.by_group[CommGroup::expert_data].total, 0);
+
+  // without EP every parameter is in the block's one flat parameter over DP
+  PlanInput one = p;
+  one.ep = 1;
+  Workload w1 = build_workload(scenario("mixtral-8x7b", "dgx-h100", one));
+  const Chunk& c1 = w1.roles[0].chunks[0];
+  EXPECT_EQ(named(c1.forward, "fsdp_expert_all_gather").calls, 0);
+  for (const Op& op : c1.forward.ops())
+    if (op.name == "fsdp_all_gather" && op.layer >= 0) {
+      EXPECT_EQ(op.elements, pad(dense + experts, d));
+    }
+
+  // under pipelining, reduced once a step: each stage's step reduce-scatters its blocks' experts
+  PlanInput piped = p;
+  piped.gpus = 2 * d, piped.pp = 2, piped.fsdp_grad_sync = FsdpGradSync::step;
+  Workload wp = build_workload(scenario("mixtral-8x7b", "dgx-h100", piped));
+  for (const Role& role : wp.roles) {
+    EXPECT_EQ(named(role.step, "fsdp_expert_reduce_scatter").calls, L / 2);
+    EXPECT_EQ(named(role.chunks[0].backward, "fsdp_expert_reduce_scatter").calls, 0);
+  }
+
+  // the expert patterns commscope does not model are refused, naming the flag
+  PlanInput hybrid = p;
+  hybrid.fsdp_sharding = FsdpSharding::hybrid_shard;
+  EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", hybrid).find("--fsdp-sharding"),
+            std::string::npos);
+  PlanInput ds = p;
+  ds.framework = Framework::deepspeed, ds.fsdp_sharding.reset();
+  EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", ds).find("--framework"),
+            std::string::npos);
+}
+
 // ---- Megatron-LM ----
 
 PlanInput megatron_plan(int gpus, bool dist_opt, bool overlap) {
