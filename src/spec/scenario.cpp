@@ -154,12 +154,11 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
 }  // namespace
 
 // torchtitan's op-level selective checkpointing (--recompute-granularity op) is modelled on
-// the dense self-attention block torchtitan's models have (separate q, k, v projections, a
-// gated or plain MLP): its save list and matrix-product count are those ops'. Expert layers,
-// latent attention and cross attention add ops to that list (all-to-alls, latent projections)
-// whose policy is not modelled.
+// the self-attention block torchtitan's models have (separate q, k, v projections, a gated or
+// plain MLP, or its MoE module with the policy of its MoE models): its save list and
+// matrix-product count are those ops'. Latent attention and cross attention add ops to that
+// list (latent projections and norms) whose policy is not modelled.
 std::optional<std::pair<std::string, std::string>> op_recompute_model_gap(const ModelSpec& m) {
-  if (m.moe()) return std::pair{std::string("a dense model"), "MoE model " + m.name};
   if (m.mla())
     return std::pair{std::string("grouped-query or multi-head attention"),
                      fmt::format("latent attention ({})", m.name)};

@@ -379,8 +379,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   } else if (m == "selective") {
     const std::string o = option.value_or("2");
     if (o == "op") {
-      // torchtitan's MoE and latent-attention models save more ops (all-to-alls, latent
-      // projections) than the dense block's policy commscope models.
+      // torchtitan's latent-attention models (DeepSeek-V3) save and count ops of their latent
+      // projections that the policy commscope models does not.
       if (auto gap = op_recompute_model_gap(model))
         return f.bad("[activation_checkpoint] selective_ac_option",
                      fmt::format("a layer interval, or mode full or none (op-level "
@@ -388,6 +388,12 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                                  gap->first, gap->second),
                      "\"op\"");
       p.recompute = Recompute::op;
+      CS_ASSIGN_OR_RETURN(auto early, f.boolean({"activation_checkpoint"}, "early_stop"));
+      if (early.value_or(false) && model.moe())
+        job.notes.push_back(
+            "[activation_checkpoint] early_stop: a MoE block's replay is priced to the block's "
+            "end (torchtitan's default, early_stop false); stopping early skips the experts' "
+            "output projection where nothing after it is needed");
     } else if (!o.empty() &&
                std::all_of(o.begin(), o.end(), [](unsigned char c) { return std::isdigit(c); }) &&
                o.size() < 6 && std::stoi(o) >= 1) {

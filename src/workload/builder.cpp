@@ -551,6 +551,15 @@ class Builder {
   // (a plain MLP: wq, wk, wv, wo, in, out; `in` is the fifth, kept). Tensor-parallel
   // all-gathers are replayed (not in the list), reduce-scatters are not; an all-reduce (TP
   // without SP) is. The standard attention core (batched products, softmax) is replayed.
+  // A MoE block (torchtitan's MoE module, v0.2.2 models/moe/moe.py, and the save list of its
+  // MoE models' parallelize.py): the router's gate is forced to recompute and not counted
+  // (per_op_sac_force_recompute_mm_shapes_by_fqns defaults to moe.router.gate); the token
+  // dispatch and combine all-to-alls (all_to_all_single, DeepEP's dispatch and combine) are
+  // saved; the experts' grouped GEMMs (_grouped_mm, not in the list) are replayed, the output
+  // projection too: torchtitan's checkpoint runs without early stop by default
+  // ([activation_checkpoint] early_stop false), so the replay goes to the block's end. Expert
+  // TP's gather is replayed and its reduce-scatter kept, as TP's; shared experts are Linears in
+  // the count, w1, w3, w2 as the dense MLP's.
   std::vector<Step> op_recompute_program(const std::vector<Step>& prog) const {
     std::vector<Step> out;
     int mm = 0;
@@ -558,8 +567,12 @@ class Builder {
       if (st.kind == StepKind::compute && st.op.name == "mlp_out") break;  // the early stop
       if (st.kind == StepKind::tp_exit && p_.sequence_parallel) continue;  // reduce-scatter kept
       if (st.kind == StepKind::compute && st.op.name == "flash_attn") continue;  // SDPA kept
-      if (st.kind != StepKind::compute || st.op.compute != ComputeClass::gemm) {
-        out.push_back(st);
+      if (st.kind == StepKind::ep_dispatch || st.kind == StepKind::ep_combine ||
+          st.kind == StepKind::etp_exit)
+        continue;  // the all-to-alls' and expert TP's reduce-scatter's outputs kept
+      if (st.kind != StepKind::compute || st.op.compute != ComputeClass::gemm ||
+          st.op.name == "moe_router" || st.expert) {
+        out.push_back(st);  // replayed, not counted
         continue;
       }
       // The products this GEMM stands for, by output width.
@@ -568,6 +581,8 @@ class Builder {
         widths = {m_.q_dim() / t_, m_.kv_dim() / t_, m_.kv_dim() / t_};
       else if (st.op.name == "mlp_in" && m_.gated_mlp())
         widths = {m_.ffn / t_, m_.ffn / t_};
+      else if (st.op.name == "shared_expert_in" && m_.gated_mlp())
+        widths = {st.op.n / 2, st.op.n / 2};
       std::int64_t replayed = 0;
       for (std::int64_t w : widths)
         if (++mm % 2 == 0) replayed += w;

@@ -211,11 +211,27 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
     // parallelism both reduce-scatters' outputs. Everything else is replayed in backward.
     const bool flash = p.attention == AttentionKernel::flash;
     double outside = a * s * b * h;  // the block input
-    if (p.sequence_parallel && t > 1) outside += 2.0 * a * s * b * h;
-    double inside = a * s * b * (q + kv + f);
+    double inside = a * s * b * (q + kv);
     if (flash) inside += a * s * b * q + 4.0 * b * heads * s;
-    const double whole = m.gated_mlp() ? a * s * b * h : 0.0;
-    return Bytes(outside / out_div + inside / t + whole);
+    if (!m.moe_layer(layer)) {
+      if (p.sequence_parallel && t > 1) outside += 2.0 * a * s * b * h;
+      inside += a * s * b * f;
+      const double whole = m.gated_mlp() ? a * s * b * h : 0.0;
+      return Bytes(outside / out_div + inside / t + whole);
+    }
+    // A MoE block (op_recompute_program): the attention's as above; of the MoE module, the
+    // token dispatch's and combine's outputs under EP (this rank's routed rows, h wide each),
+    // expert TP's reduce-scatter output, and the shared experts' kept products as the dense
+    // MLP's (w1, shared x moe_ffn wide; gated, w2's h-wide output). The router and the routed
+    // experts are replayed.
+    const double fs = static_cast<double>(m.shared_experts) * static_cast<double>(m.expert_ffn());
+    const bool shared = m.shared_experts > 0;
+    if (p.sequence_parallel && t > 1) outside += (shared ? 2.0 : 1.0) * a * s * b * h;
+    inside += a * s * b * fs;
+    const double whole = shared && m.gated_mlp() ? a * s * b * h : 0.0;
+    const double routed = p.moe_routed_rows(s * b / out_div, m.experts_per_token, m.experts);
+    const double kept = (p.ep > 1 ? 2.0 : 0.0) + (p.expert_tp > 1 ? 1.0 : 0.0);
+    return Bytes(outside / out_div + inside / t + whole + kept * a * routed * h);
   }
   const bool flash = p.attention == AttentionKernel::flash;
   // FP8 (Transformer Engine): the inputs its Linear layers save for backward are the FP8 casts,

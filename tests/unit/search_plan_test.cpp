@@ -149,20 +149,21 @@ TEST(SearchPlan, FsdpPlansWithTensorAndPipelineParallelism) {
 }
 
 // FSDP plans of a MoE model, as torchtitan shards them: with EP (the experts over the
-// expert-data group), TP and PP, never HYBRID_SHARD. The memory bound stays below every valid
-// plan's memory (the experts' shards are cut over the expert-data group, which EP x expert TP
-// below TP makes larger than DP), and the search's best equals brute force over `predict`.
+// expert-data group), TP, PP and op-level checkpointing, never HYBRID_SHARD. The memory bound stays
+// below every valid plan's memory (the experts' shards are cut over the expert-data group, which EP
+// x expert TP below TP makes larger than DP), and the search's best equals brute force over
+// `predict`.
 TEST(SearchPlan, FsdpPlansOfAMoeModel) {
   SearchSpace s = space("qwen3-30b-a3b", "dgx-h100", 32, 128);
   s.frameworks = {Framework::fsdp};
   s.micro_batch = {1};
   s.base.seq_length = 2048;
   const auto plans = search::enumerate_plans(s);
-  int with_ep = 0, expert_dp_above_dp = 0;
+  int with_ep = 0, expert_dp_above_dp = 0, op = 0;
   for (const PlanPoint& p : plans) {
     ASSERT_EQ(p.framework, Framework::fsdp);
     EXPECT_NE(p.fsdp_sharding, FsdpSharding::hybrid_shard);
-    EXPECT_NE(p.recompute, Recompute::op);
+    op += p.recompute == Recompute::op;
     with_ep += p.ep > 1;
     const Evaluated full = search::evaluate(s, p, false);
     if (full.status == Evaluated::Status::invalid) continue;
@@ -172,13 +173,15 @@ TEST(SearchPlan, FsdpPlansOfAMoeModel) {
   }
   EXPECT_GT(with_ep, 0);
   EXPECT_GT(expert_dp_above_dp, 0);
+  EXPECT_GT(op, 0);  // torchtitan's op-level checkpointing of its MoE blocks
   EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
 }
 
-// torchtitan's op-level checkpointing is a candidate for the FSDP plans of a dense model, once
-// for each FSDP plan without recompute, and for no other framework's plans; a MoE model and an
+// torchtitan's op-level checkpointing is a candidate for the FSDP plans of a model with
+// grouped-query or multi-head attention, dense or MoE, once for each FSDP plan without
+// recompute, and for no other framework's plans; a latent-attention model and an
 // encoder-decoder model, for which the policy is not modelled, get none.
-TEST(SearchPlan, OpRecomputeOnlyForFsdpPlansOfDenseModels) {
+TEST(SearchPlan, OpRecomputeOnlyForFsdpPlansOfTheModelsItCovers) {
   auto count = [](const std::string& model, const std::string& system, int gpus) {
     SearchSpace s = space(model, system, gpus, 64);
     s.frameworks = {Framework::none, Framework::deepspeed, Framework::fsdp};
@@ -191,8 +194,12 @@ TEST(SearchPlan, OpRecomputeOnlyForFsdpPlansOfDenseModels) {
   EXPECT_EQ((dense[{Framework::fsdp, Recompute::op}]), (dense[{Framework::fsdp, Recompute::none}]));
   EXPECT_EQ((dense[{Framework::none, Recompute::op}]), 0);
   EXPECT_EQ((dense[{Framework::deepspeed, Recompute::op}]), 0);
+  auto moe = count("qwen3-30b-a3b", "dgx-h100", 16);
+  EXPECT_GT((moe[{Framework::fsdp, Recompute::none}]), 0);
+  EXPECT_EQ((moe[{Framework::fsdp, Recompute::op}]), (moe[{Framework::fsdp, Recompute::none}]));
+  EXPECT_EQ((moe[{Framework::none, Recompute::op}]), 0);
   for (const auto& [model, system, gpus] :
-       {std::tuple{"qwen3-30b-a3b", "dgx-h100", 16}, std::tuple{"t5-small", "dgx-a100-80gb", 8}}) {
+       {std::tuple{"deepseek-v3", "dgx-h100", 64}, std::tuple{"t5-small", "dgx-a100-80gb", 8}}) {
     SCOPED_TRACE(model);
     int op = 0;
     for (const auto& [key, k] : count(model, system, gpus))
@@ -1008,7 +1015,8 @@ TEST(SearchPlan, TimeBoundKeepsTheTopAndTheRules) {
 // PP 1 (blocks_at_pp1, a shortened model for decoder-only ones) give exactly the bound of the
 // plan's own blocks (compute_lower_bound), never above the simulated iteration time. Every valid
 // candidate of four spaces (every PP, interleaving, uneven stage, ZeRO stage, recompute, SP,
-// rank order): a dense model under every framework, a MoE model with EP and expert TP, a MoE
+// rank order): a dense model under every framework, a MoE model with EP and expert TP (its own
+// pattern and FSDP's, op-level recompute among FSDP's), a MoE
 // model with leading dense blocks (DeepSeek-V3 cut to 8 layers), and T5.
 TEST(SearchPlan, BlocksAtPp1BoundEveryPlanAsItsOwnBlocks) {
   std::vector<SearchSpace> spaces;
@@ -1018,6 +1026,7 @@ TEST(SearchPlan, BlocksAtPp1BoundEveryPlanAsItsOwnBlocks) {
   spaces.back().micro_batch = {1, 4};
   spaces.push_back(space("mixtral-8x7b", "dgx-h100", 32, 64));
   spaces.back().micro_batch = {1};
+  spaces.back().frameworks = {Framework::none, Framework::fsdp};  // FSDP's experts, op recompute
   spaces.push_back(space("deepseek-v3", "dgx-h100", 16, 32));
   spaces.back().model.decoder_layers = 8;  // 3 dense, 5 MoE
   spaces.back().micro_batch = {1};

@@ -229,6 +229,19 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
   EXPECT_FALSE(j.plan.expert_tp.has_value());
   j = parse(kModel + "[parallelism]\nexpert_parallel_degree = 8\n");
   EXPECT_FALSE(j.plan.ep.has_value());
+  // op-level checkpointing of a MoE model with grouped-query attention: torchtitan's MoE policy;
+  // early_stop true (priced as without it) gets a note
+  const std::string qwen_op =
+      "[model]\nname = \"qwen3\"\nflavor = \"30B-A3B\"\n[activation_checkpoint]\n"
+      "mode = \"selective\"\nselective_ac_option = \"op\"\n";
+  j = parse(qwen_op);
+  EXPECT_EQ(j.plan.recompute, Recompute::op);
+  EXPECT_TRUE(j.notes.empty());
+  j = parse(qwen_op + "early_stop = true\n");
+  ASSERT_EQ(j.notes.size(), 1u);
+  EXPECT_NE(j.notes[0].find("[activation_checkpoint] early_stop: a MoE block's replay"),
+            std::string::npos)
+      << j.notes[0];
 
   using testing::run_shell;
   const std::string bin = COMMSCOPE_BIN;
@@ -256,12 +269,12 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n",
        "[model] name and flavor: expected a torchtitan model commscope has a preset for"},
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n", "got deepseek_v3 16B"},
-      // op-level checkpointing of MoE and latent-attention blocks is not modelled
+      // op-level checkpointing of latent-attention blocks is not modelled
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"671B\"\n[activation_checkpoint]\n"
        "mode = \"selective\"\nselective_ac_option = \"op\"\n",
        "[activation_checkpoint] selective_ac_option: expected a layer interval, or mode full or "
-       "none (op-level checkpointing is modelled with a dense model, not MoE model deepseek-v3), "
-       "got \"op\""},
+       "none (op-level checkpointing is modelled with grouped-query or multi-head attention, not "
+       "latent attention (deepseek-v3)), got \"op\""},
       {"[model]\nname = \"qwen3\"\nflavor = \"30B-A3B\"\n[parallelism]\n"
        "expert_parallel_degree = 8\nexpert_parallel_comm_backend = \"nvshmem\"\n",
        "[parallelism] expert_parallel_comm_backend: expected standard or deepep, got "
