@@ -362,6 +362,14 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "last-micro-batch (no_sync() before it) | step (after the last backward, as "
                  "torch.distributed.pipelining does) [micro-batch]")
       ->group(g_fw);
+  cmd.add_option("--fsdp-shard-size", o.fsdp_shard_size,
+                 "HSDP's shard group: N data-parallel ranks, the model replicated DP / N times "
+                 "(torchtitan's data_parallel_shard_degree) [the DP ranks of a node]")
+      ->group(g_fw);
+  cmd.add_option("--fsdp-replicate-size", o.fsdp_replicate_size,
+                 "HSDP's replicate group instead: N replicas, each sharded over DP / N ranks "
+                 "(torchtitan's data_parallel_replicate_degree)")
+      ->group(g_fw);
   o.fsdp_limit_all_gathers_flag = cmd.add_flag("--fsdp-limit-all-gathers", o.fsdp_limit_all_gathers,
                                                "FSDP limit_all_gathers (=false to lift it) [true]")
                                       ->type_name("BOOLEAN")
@@ -668,6 +676,9 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     CS_RETURN_IF_ERROR(named_value("--cp-comm-type", o.cp_comm_type, cp_comm_type_from_name,
                                    "p2p or all_gather", flags.cp_comm_type));
     CS_RETURN_IF_ERROR(whole("--expert-model-parallel-size", o.ep, flags.ep));
+    CS_RETURN_IF_ERROR(whole("--fsdp-shard-size", o.fsdp_shard_size, flags.fsdp_shard_size));
+    CS_RETURN_IF_ERROR(
+        whole("--fsdp-replicate-size", o.fsdp_replicate_size, flags.fsdp_replicate_size));
     CS_RETURN_IF_ERROR(
         whole("--moe-router-num-groups", o.moe_router_groups, flags.moe_router_groups));
     CS_RETURN_IF_ERROR(

@@ -39,7 +39,8 @@ struct ScenarioOptions {
   bool fp16 = false, bf16 = false, recompute_activations = false;
   bool no_overlap_grad_reduce = false, no_overlap_param_gather = false;
   // framework patterns (docs/workload.md)
-  std::string framework, fsdp_sharding, fsdp_wrap, fsdp_prefetch, fsdp_grad_sync;
+  std::string framework, fsdp_sharding, fsdp_wrap, fsdp_prefetch, fsdp_grad_sync, fsdp_shard_size,
+      fsdp_replicate_size;
   bool use_distributed_optimizer = false, overlap_grad_reduce = false, overlap_param_gather = false,
        fsdp_limit_all_gathers = true, pipe_partitioned = false;
   CLI::Option* fsdp_limit_all_gathers_flag = nullptr;  // given or not

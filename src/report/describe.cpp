@@ -132,7 +132,11 @@ Table pattern_table(const Description& d, bool human) {
   for (const auto& s : d.stages)
     for (const auto& c : s.pattern) {
       std::string group(to_string(c.group));
-      if (c.span != GroupSpan::whole) group += fmt::format(" ({})", to_string(c.span));
+      if (c.span == GroupSpan::nodes)
+        group +=
+            fmt::format(" ({} nodes x {})", c.group_size / std::max(1, c.per_node), c.per_node);
+      else if (c.span != GroupSpan::whole)
+        group += fmt::format(" ({})", to_string(c.span));
       std::string per_call = c.min_call == c.max_call
                                  ? bytes(c.max_call)
                                  : bytes(c.min_call) + " - " + bytes(c.max_call);
@@ -274,11 +278,17 @@ std::string headline(const Workload& w) {
                                        : std::string("the system's"));
       }
       break;
-    case Framework::fsdp:
+    case Framework::fsdp: {
+      std::string hsdp;
+      if (p.fsdp_sharding == FsdpSharding::hybrid_shard ||
+          p.fsdp_sharding == FsdpSharding::hybrid_shard_zero2) {
+        const int shard = hsdp_shard_ranks(p, sc.gpus_per_node);
+        hsdp = fmt::format(": shard groups of {} ranks, {} replicas", shard, p.grad_dp() / shard);
+      }
       out += fmt::format(
-          "framework: PyTorch FSDP ({}, wrap {}, backward prefetch {}, limit_all_gathers {}{}; "
+          "framework: PyTorch FSDP ({}{}, wrap {}, backward prefetch {}, limit_all_gathers {}{}; "
           "memory as ZeRO-{})\n",
-          to_string(p.fsdp_sharding), to_string(p.fsdp_wrap), to_string(p.fsdp_prefetch),
+          to_string(p.fsdp_sharding), hsdp, to_string(p.fsdp_wrap), to_string(p.fsdp_prefetch),
           p.fsdp_limit_all_gathers,
           p.fsdp_grad_sync == FsdpGradSync::step ? ", gradients reduced after the last backward"
           : p.fsdp_grad_sync == FsdpGradSync::last_micro_batch
@@ -286,6 +296,7 @@ std::string headline(const Workload& w) {
               : "",
           p.zero);
       break;
+    }
     case Framework::megatron:
       out += fmt::format(
           "framework: Megatron-LM (distributed optimizer {}, overlap grad reduce {}, overlap param "
@@ -370,6 +381,7 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                               {"bytes_per_rank", c.bytes},
                               {"min_bytes_per_call", c.min_call},
                               {"max_bytes_per_call", c.max_call}});
+      if (c.span == GroupSpan::nodes) j["pattern"].back()["ranks_per_node"] = c.per_node;
     }
     for (const auto& c : s.comm)
       j["comm"].push_back({{"stage", s.stage},

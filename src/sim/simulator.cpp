@@ -319,7 +319,8 @@ bool same_cost_op(const Op& x, const Op& y) {
          x.last_microbatch_only == y.last_microbatch_only &&
          x.first_microbatch_only == y.first_microbatch_only && x.flops == y.flops &&
          x.mem_bytes == y.mem_bytes && x.bytes == y.bytes && x.group_size == y.group_size &&
-         x.name == y.name && x.span == y.span && x.tag == y.tag && x.host_seconds == y.host_seconds;
+         x.name == y.name && x.span == y.span && x.per_node == y.per_node && x.tag == y.tag &&
+         x.host_seconds == y.host_seconds;
 }
 
 // Whether two op lists cost the same: the same ops, sizes and dependencies, whatever their
@@ -394,19 +395,18 @@ struct Costs {
     cached = std::min(cached + 1, memo.size());
     return t;
   }
-  // A sub-group of the op's group (FSDP HYBRID_SHARD): its ranks on one node, or one rank on
-  // each of group_size nodes, every GPU of a node in such a group at once.
+  // A sub-group of the op's group (FSDP's HSDP): its ranks on one node, one rank on each of
+  // group_size nodes, or per_node ranks on each of group_size / per_node nodes; every GPU of a
+  // node in such a group at once.
   GroupPlacement sub(const Op& op) const {
     GroupPlacement g;
     const int gpn = std::max(1, std::min(sc.gpus_per_node, sc.gpus()));
     g.size = op.group_size;
-    if (op.span == GroupSpan::intra_node) {
-      g.nodes = 1, g.per_node = op.group_size;
-      g.concurrent = std::max(1, gpn / op.group_size);
-    } else {
-      g.nodes = op.group_size, g.per_node = 1;
-      g.concurrent = gpn;
-    }
+    g.per_node = op.span == GroupSpan::intra_node ? op.group_size
+                 : op.span == GroupSpan::nodes    ? std::max(1, int{op.per_node})
+                                                  : 1;
+    g.nodes = std::max(1, op.group_size / g.per_node);
+    g.concurrent = std::max(1, gpn / g.per_node);
     return g;
   }
   struct Memo {

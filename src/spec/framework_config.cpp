@@ -116,6 +116,8 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
                         : in.fsdp_prefetch          ? "--fsdp-prefetch"
                         : in.fsdp_limit_all_gathers ? "--fsdp-limit-all-gathers"
                         : in.fsdp_grad_sync         ? "--fsdp-grad-sync"
+                        : in.fsdp_shard_size        ? "--fsdp-shard-size"
+                        : in.fsdp_replicate_size    ? "--fsdp-replicate-size"
                                                     : nullptr;
     if (given) return bad(given, "--framework fsdp", fmt::format("--framework {}", fw));
   }
@@ -214,6 +216,22 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
       }
       if (plan.dp == 1 && plan.fsdp_sharding != FsdpSharding::no_shard)
         warn.push_back("FSDP with data-parallel size 1 shards nothing");
+      if (in.fsdp_shard_size || in.fsdp_replicate_size) {
+        const char* flag = in.fsdp_shard_size ? "--fsdp-shard-size" : "--fsdp-replicate-size";
+        if (in.fsdp_shard_size && in.fsdp_replicate_size)
+          return bad("--fsdp-replicate-size", "it or --fsdp-shard-size", "both");
+        const int n = in.fsdp_shard_size ? *in.fsdp_shard_size : *in.fsdp_replicate_size;
+        if (plan.fsdp_sharding != FsdpSharding::hybrid_shard &&
+            plan.fsdp_sharding != FsdpSharding::hybrid_shard_zero2)
+          return bad(flag,
+                     "--fsdp-sharding hybrid_shard or hybrid_shard_zero2 with it (HSDP's "
+                     "groups)",
+                     fmt::format("--fsdp-sharding {}", to_string(plan.fsdp_sharding)));
+        if (n < 1 || plan.dp % n != 0)
+          return bad(flag, fmt::format("a divisor of the data-parallel size {}", plan.dp),
+                     std::to_string(n));
+        plan.fsdp_shard_size = in.fsdp_shard_size ? n : plan.dp / n;
+      }
       break;
     case Framework::megatron:
       if (in.zero && *in.zero != 0)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,24 @@
 #include "commscope/util/json_fields.h"
 
 namespace commscope {
+
+namespace {
+int dp_ranks_on_node(int dp, int tp, int pp, RankOrder order, int gpus_per_node) {
+  const int gpn = std::max(1, gpus_per_node);
+  const int stride = order == RankOrder::tp_dp_pp ? tp : tp * pp;
+  const int per_node = stride >= gpn ? 1 : std::min(dp, gpn / stride);
+  return std::gcd(dp, per_node);
+}
+}  // namespace
+
+int dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node) {
+  return dp_ranks_on_node(p.dp, p.tp, p.pp, p.rank_order, gpus_per_node);
+}
+
+int hsdp_shard_ranks(const ParallelPlan& p, int gpus_per_node) {
+  if (p.fsdp_shard_size > 0) return p.fsdp_shard_size * p.cp;
+  return dp_ranks_on_node(p.grad_dp(), p.tp, p.pp, p.rank_order, gpus_per_node);
+}
 
 namespace {
 constexpr EnumName<Precision> kPrecisionNames[] = {
@@ -274,6 +293,8 @@ void PlanInput::merge(const PlanInput& o) {
   take(fsdp_wrap, o.fsdp_wrap);
   take(fsdp_prefetch, o.fsdp_prefetch);
   take(fsdp_grad_sync, o.fsdp_grad_sync);
+  take(fsdp_shard_size, o.fsdp_shard_size);
+  take(fsdp_replicate_size, o.fsdp_replicate_size);
   take(fsdp_limit_all_gathers, o.fsdp_limit_all_gathers);
   take(use_distributed_optimizer, o.use_distributed_optimizer);
   take(pipe_partitioned, o.pipe_partitioned);
@@ -470,6 +491,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
       j["fsdp_prefetch"] = to_string(p.fsdp_prefetch);
       j["fsdp_limit_all_gathers"] = p.fsdp_limit_all_gathers;
       j["fsdp_grad_sync"] = to_string(p.fsdp_grad_sync);
+      if (p.fsdp_shard_size > 0) j["fsdp_shard_size"] = p.fsdp_shard_size;
       break;
     case Framework::megatron:
       j["framework"] = to_string(p.framework);

@@ -740,6 +740,19 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
   CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
+  if (plan.fsdp_shard_size > 0) {
+    // HSDP's shard groups lie on whole nodes, or a node holds whole shard groups: a shard
+    // group of consecutive data-parallel ranks that split a node unevenly is not modelled.
+    ParallelPlan by_node = plan;
+    by_node.fsdp_shard_size = 0;
+    const int node = hsdp_shard_ranks(by_node, sc.gpus_per_node);
+    const int shard = plan.fsdp_shard_size * plan.cp;
+    if (shard % node != 0 && node % shard != 0)
+      return bad("--fsdp-shard-size",
+                 fmt::format("a divisor or a multiple of the {} data-parallel ranks of a node",
+                             node / plan.cp),
+                 num(plan.fsdp_shard_size));
+  }
   // Megatron-LM's asynchronous TP all-reduce: its default under --framework megatron.
   plan.tp_async_allreduce =
       plan.tp > 1 && in.tp_async_allreduce.value_or(plan.framework == Framework::megatron);

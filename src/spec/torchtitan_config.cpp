@@ -223,16 +223,17 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   if (pp) p.pp = static_cast<int>(*pp);
   if (cp) p.cp = static_cast<int>(*cp);
   if (sh >= 1) p.dp = static_cast<int>(sh * rep);  // -1: the GPUs the other degrees leave
-  if (sh == 1)
+  if (sh == 1) {
     p.fsdp_sharding = FsdpSharding::no_shard;  // replicate only: DDP
-  else if (rep > 1)
-    p.fsdp_sharding = FsdpSharding::hybrid_shard;  // HSDP: commscope shards within a node
-  if (rep > 1 && sh > 1)
-    job.notes.push_back(fmt::format(
-        "[parallelism] data_parallel_replicate_degree {}: HSDP is priced as FSDP's hybrid "
-        "sharding, sharded over each node's GPUs and replicated across nodes, whatever the "
-        "shard degree",
-        rep));
+  } else if (rep > 1) {
+    // HSDP: sharded over the shard degree's ranks (-1: the GPUs the other degrees leave, over
+    // the replicas), replicated over the replicate degree's
+    p.fsdp_sharding = FsdpSharding::hybrid_shard;
+    if (sh > 1)
+      p.fsdp_shard_size = static_cast<int>(sh);
+    else
+      p.fsdp_replicate_size = static_cast<int>(rep);
+  }
   // Whether FSDP frees the gathered parameters after forward (fsdp_reshard_after_forward,
   // 2025; torchtitan's code since July 2024 before that): "default" does unless the plan
   // pipelines (each micro-batch's backward would gather them again), "always", "never". Not

@@ -362,14 +362,6 @@ ModelSpec cp_local_model(const Scenario& sc) {
   if (m.decoder_seq_length > 0) m.decoder_seq_length /= sc.plan.cp;
   return m;
 }
-// The data-parallel ranks of plan p on one node of gpus_per_node GPUs (as FSDP's HYBRID_SHARD
-// counts them): a divisor of DP.
-int dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node) {
-  const int gpn = std::max(1, gpus_per_node);
-  const int stride = p.rank_order == RankOrder::tp_dp_pp ? p.tp : p.tp * p.pp;
-  const int per_node = stride >= gpn ? 1 : std::min(p.dp, gpn / stride);
-  return std::gcd(p.dp, per_node);
-}
 ParallelPlan cp_grad_plan(const Scenario& sc) {
   if (sc.plan.cp <= 1) return {};
   ParallelPlan p = sc.plan;
@@ -1551,10 +1543,13 @@ class Builder {
   }
 
   // PyTorch FSDP's process groups: the shard group (all of DP, or under HYBRID_SHARD and
-  // _HYBRID_SHARD_ZERO2 the DP ranks on one node) and the replicate group (one rank per node).
+  // _HYBRID_SHARD_ZERO2 --fsdp-shard-size consecutive DP ranks, by default those of one node)
+  // and the replicate group (the ranks at the same place of every shard group), with how many
+  // ranks of each lie on one node.
   struct FsdpGroups {
     int shard = 1, replicate = 1;
     bool hybrid = false;
+    int shard_per_node = 0, replicate_per_node = 0;
   };
   FsdpGroups fsdp_groups() const {
     FsdpGroups g;
@@ -1562,10 +1557,24 @@ class Builder {
     if (p_.fsdp_sharding != FsdpSharding::hybrid_shard &&
         p_.fsdp_sharding != FsdpSharding::hybrid_shard_zero2)
       return g;
-    g.shard = dp_ranks_per_node(p_, sc_.gpus_per_node);
+    g.shard = hsdp_shard_ranks(sc_.plan, sc_.gpus_per_node);
     g.replicate = p_.dp / g.shard;
     g.hybrid = g.replicate > 1;
+    const int node = dp_ranks_per_node(p_, sc_.gpus_per_node);  // DP (x CP) ranks of a node
+    g.shard_per_node = std::min(g.shard, node);
+    g.replicate_per_node = std::min(g.replicate, std::max(1, node / g.shard));
     return g;
+  }
+  // A sub-group of `size` ranks, `per_node` of them on each node it spans.
+  static void place_sub_group(Op& op, int size, int per_node) {
+    if (per_node >= size) {
+      op.span = GroupSpan::intra_node;
+    } else if (per_node <= 1) {
+      op.span = GroupSpan::inter_node;
+    } else {
+      op.span = GroupSpan::nodes;
+      op.per_node = static_cast<std::uint16_t>(per_node);
+    }
   }
   bool fsdp() const { return p_.framework == Framework::fsdp && p_.dp > 1; }
   bool fsdp_sharded() const { return fsdp() && p_.fsdp_sharding != FsdpSharding::no_shard; }
@@ -1600,7 +1609,7 @@ class Builder {
                  expert ? CommGroup::expert_data : CommGroup::data, g.shard,
                  (params + g.shard - 1) / g.shard * g.shard, dt_, layer);
     op.tag = OpTag::param_gather;
-    if (g.hybrid) op.span = GroupSpan::intra_node;
+    if (g.hybrid) place_sub_group(op, g.shard, g.shard_per_node);
     op.first_microbatch_only = fsdp_gathers_once();
     return after ? e.side(op, {*after}) : e.side(op, {});
   }
@@ -1644,14 +1653,14 @@ class Builder {
       Op& rs = out.emplace_back(comm("fsdp_reduce_scatter", Collective::reduce_scatter,
                                      CommGroup::data, g.shard, padded, dt_, layer));
       rs.tag = OpTag::grad_bucket;
-      if (g.hybrid) rs.span = GroupSpan::intra_node;
+      if (g.hybrid) place_sub_group(rs, g.shard, g.shard_per_node);
       shard_elems = padded / g.shard;
     }
     if (g.hybrid) {
       Op& ar = out.emplace_back(comm("fsdp_replicate_all_reduce", Collective::all_reduce,
                                      CommGroup::data, g.replicate, shard_elems, dt_, layer));
       ar.tag = OpTag::grad_bucket;
-      ar.span = GroupSpan::inter_node;
+      place_sub_group(ar, g.replicate, g.replicate_per_node);
     }
     return out;
   }

@@ -31,6 +31,8 @@ std::string_view to_string(GroupSpan s) {
       return "intra-node";
     case GroupSpan::inter_node:
       return "inter-node";
+    case GroupSpan::nodes:
+      return "multi-node";
   }
   return "";
 }

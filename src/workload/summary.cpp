@@ -67,12 +67,13 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
         every == PatternCollective::Every::microbatch ? w.microbatches : std::int64_t{1};
     auto it = std::find_if(out.begin(), out.end(), [&](const PatternCollective& v) {
       return v.name == op.name && v.collective == op.collective && v.group == op.group &&
-             v.span == op.span && v.group_size == op.group_size && v.dtype == op.dtype &&
-             v.phase == op.phase && v.every == every;
+             v.span == op.span && v.per_node == op.per_node && v.group_size == op.group_size &&
+             v.dtype == op.dtype && v.phase == op.phase && v.every == every;
     });
     if (it == out.end()) {
       PatternCollective p;
       p.name = op.name, p.collective = op.collective, p.group = op.group, p.span = op.span;
+      p.per_node = op.per_node;
       p.group_size = op.group_size, p.dtype = op.dtype, p.phase = op.phase, p.every = every;
       p.min_call = p.max_call = op.bytes;
       out.push_back(p);
@@ -322,7 +323,11 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const ParallelPlan& p = sc.plan;
   const ModelSpec& m = sc.model;
   const double P = static_cast<double>(r.params);
-  const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
+  // DP x CP: the ranks a ZeRO shard is cut over; under FSDP's HSDP its shard group.
+  const bool hsdp =
+      p.framework == Framework::fsdp && (p.fsdp_sharding == FsdpSharding::hybrid_shard ||
+                                         p.fsdp_sharding == FsdpSharding::hybrid_shard_zero2);
+  const double d = hsdp ? hsdp_shard_ranks(p, sc.gpus_per_node) : p.grad_dp();
   const bool mixed = p.precision != Precision::fp32;
   // Bytes per parameter (ZeRO paper, mixed-precision Adam: 2 + 2 + 12; fp32 Adam: 4 + 4 + 8).
   const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();

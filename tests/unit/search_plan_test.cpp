@@ -566,6 +566,14 @@ TEST(SearchPlan, FrameworkVariantsAreTheFrameworksOwnShardings) {
   EXPECT_GT(count[Framework::deepspeed], 0u);
   EXPECT_GT(count[Framework::megatron], 0u);
   EXPECT_GT(hybrid, 0u);
+  // HYBRID_SHARD's memory is over its shard group, a node's DP ranks: the bound, over all of
+  // DP, stays below it.
+  for (const PlanPoint& p : plans)
+    if (p.framework == Framework::fsdp && p.fsdp_sharding == FsdpSharding::hybrid_shard) {
+      const Evaluated e = search::evaluate(s, p, false);
+      if (e.status == Evaluated::Status::invalid) continue;
+      EXPECT_LE(e.memory_bound, e.memory) << search::describe(p);
+    }
   // Each resolves to the framework and the ZeRO stage its sharding amounts to.
   std::size_t checked = 0;
   for (const PlanPoint& p : plans) {

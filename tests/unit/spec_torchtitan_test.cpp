@@ -126,14 +126,13 @@ TEST(TorchtitanConfig, ParallelismFields) {
                           "[activation_checkpoint]\nmode = \"full\"\n");
   EXPECT_EQ(j.plan.dp, 8);
   // HSDP that keeps the parameters after forward under PP (FSDP's _HYBRID_SHARD_ZERO2), its
-  // gradients reduced once a step, after the last backward (PyTorch's pipelining); a note that
-  // commscope shards within a node
+  // gradients reduced once a step, after the last backward (PyTorch's pipelining), sharded over
+  // the shard degree's ranks
   EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::hybrid_shard_zero2);
   EXPECT_EQ(j.plan.fsdp_grad_sync, FsdpGradSync::step);
-  ASSERT_EQ(j.notes.size(), 1u);
-  EXPECT_NE(j.notes[0].find("data_parallel_replicate_degree 2: HSDP is priced as FSDP's hybrid"),
-            std::string::npos)
-      << j.notes[0];
+  EXPECT_EQ(j.plan.fsdp_shard_size, 4);
+  EXPECT_FALSE(j.plan.fsdp_replicate_size.has_value());
+  EXPECT_TRUE(j.notes.empty());
   EXPECT_EQ(j.plan.tp, 2);
   EXPECT_EQ(j.plan.sequence_parallel, true);
   EXPECT_EQ(j.plan.tp_comm_overlap, true);
@@ -196,6 +195,11 @@ TEST(TorchtitanConfig, ParallelismFields) {
               policy + "\"\n");
     EXPECT_EQ(j.plan.fsdp_sharding, want) << policy;
   }
+  // HSDP with the shard degree left to the launcher (-1): the replicas as given
+  j = parse(kModel + "[parallelism]\ndata_parallel_replicate_degree = 4\n");
+  EXPECT_EQ(j.plan.fsdp_sharding, FsdpSharding::hybrid_shard);
+  EXPECT_EQ(j.plan.fsdp_replicate_size, 4);
+  EXPECT_FALSE(j.plan.fsdp_shard_size.has_value());
   // No [activation_checkpoint]: torchtitan's default, selective every second block.
   j = parse(kModel + "[training]\nlocal_batch_size = 1\n");
   EXPECT_EQ(j.plan.recompute, Recompute::full);

@@ -374,6 +374,94 @@ TEST(Fsdp, HybridNoShardAndOneUnit) {
   EXPECT_EQ(named(wm.roles[0].chunks[0].backward, "fsdp_reduce_scatter").calls, 1);
 }
 
+// HSDP's shard group as the plan sizes it (--fsdp-shard-size, torchtitan's
+// data_parallel_shard_degree; --fsdp-replicate-size the other way round): 64 H100s, 8 to a node.
+// Shard 16: the shard group's gathers and reduce-scatters over 2 nodes x 8, the replicate
+// all-reduce over 4 nodes, one rank each; shard 4: the shard group inside a node, the replicate
+// group 2 ranks on each of 8 nodes; by default a node's 8 ranks, one rank per node across.
+// Bytes from the units' padded sizes; weights, gradients and optimizer states cut over the
+// shard group; a shard group spanning more nodes costs more time.
+TEST(Fsdp, HsdpShardGroupSize) {
+  struct Case {
+    std::optional<int> shard, replicate;
+    int size, shard_nodes, rep_per_node;
+  };
+  double gather_time_8 = 0, gather_time_16 = 0;
+  for (const Case c : {Case{16, {}, 16, 2, 1}, Case{{}, 4, 16, 2, 1}, Case{4, {}, 4, 1, 2},
+                       Case{{}, {}, 8, 1, 1}}) {
+    SCOPED_TRACE(c.size);
+    PlanInput p = fsdp_plan(64, FsdpSharding::hybrid_shard);
+    p.fsdp_shard_size = c.shard, p.fsdp_replicate_size = c.replicate;
+    Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+    const int S = c.size, R = 64 / S;
+    Workload w = build_workload(sc);
+    const Role& r = w.roles[0];
+    const Chunk& ch = r.chunks[0];
+    double reduced = 0, replicated = 0;
+    std::int64_t blocks = 0;
+    for (const Op& op : ch.backward.ops()) {
+      if (op.name == "fsdp_all_gather" || op.name == "fsdp_reduce_scatter") {
+        EXPECT_EQ(op.group_size, S);
+        const int per_node = S / c.shard_nodes;
+        EXPECT_EQ(op.span, c.shard_nodes == 1 ? GroupSpan::intra_node : GroupSpan::nodes);
+        if (op.span == GroupSpan::nodes) {
+          EXPECT_EQ(op.per_node, per_node);
+        }
+      }
+      if (op.name == "fsdp_reduce_scatter") {
+        reduced += static_cast<double>(op.elements);
+        blocks += op.layer >= 0;
+        EXPECT_EQ(op.elements % S, 0);
+      }
+      if (op.name == "fsdp_replicate_all_reduce") {
+        EXPECT_EQ(op.group_size, R);
+        EXPECT_EQ(op.span, c.rep_per_node == 1 ? GroupSpan::inter_node : GroupSpan::nodes);
+        if (op.span == GroupSpan::nodes) {
+          EXPECT_EQ(op.per_node, c.rep_per_node);
+        }
+        replicated += static_cast<double>(op.elements);
+      }
+    }
+    EXPECT_EQ(blocks, sc.model.layers());
+    EXPECT_DOUBLE_EQ(replicated, reduced / S);  // each shard's 1/S, all-reduced over R
+    const double P = static_cast<double>(r.params);
+    const MemoryBreakdown mem = memory_per_rank(w, r);
+    EXPECT_DOUBLE_EQ(mem.weights.value(), P * 2 / S);
+    EXPECT_DOUBLE_EQ(mem.optimizer.value(), P * 12 / S);
+    const double gathers = simulate(w).mean.by_collective[Collective::all_gather].total;
+    if (S == 8) gather_time_8 = gathers;
+    if (S == 16 && c.shard) gather_time_16 = gathers;
+  }
+  EXPECT_GT(gather_time_16, gather_time_8);
+
+  // what is refused, naming the flag
+  auto error = [](std::optional<int> shard, std::optional<int> replicate, FsdpSharding s,
+                  int gpus) {
+    PlanInput p = fsdp_plan(gpus, s);
+    p.fsdp_shard_size = shard, p.fsdp_replicate_size = replicate;
+    return testing::scenario_error("llama3-8b", "dgx-h100", p);
+  };
+  EXPECT_NE(error(16, {}, FsdpSharding::full_shard, 64)
+                .find("--fsdp-shard-size: expected --fsdp-sharding hybrid_shard or "
+                      "hybrid_shard_zero2 with it"),
+            std::string::npos);
+  EXPECT_NE(error(5, {}, FsdpSharding::hybrid_shard, 64)
+                .find("--fsdp-shard-size: expected a divisor of the data-parallel size 64, got 5"),
+            std::string::npos);
+  EXPECT_NE(error(12, {}, FsdpSharding::hybrid_shard, 48)
+                .find("--fsdp-shard-size: expected a divisor or a multiple of the 8 data-parallel "
+                      "ranks of a node, got 12"),
+            std::string::npos);
+  EXPECT_NE(error(16, 4, FsdpSharding::hybrid_shard, 64)
+                .find("--fsdp-replicate-size: expected it or --fsdp-shard-size, got both"),
+            std::string::npos);
+  PlanInput ddp = plan(64);
+  ddp.fsdp_shard_size = 8;
+  EXPECT_NE(testing::scenario_error("llama3-8b", "dgx-h100", ddp)
+                .find("--fsdp-shard-size: expected --framework fsdp"),
+            std::string::npos);
+}
+
 // Where backward gathers are issued: backward_pre before this unit's gradient computation,
 // backward_post after it and before its reduce-scatter, none after its reduce-scatter.
 TEST(Fsdp, BackwardPrefetchIssuePoints) {

@@ -179,6 +179,10 @@ struct ParallelPlan {
   FsdpPrefetch fsdp_prefetch = FsdpPrefetch::backward_pre;
   bool fsdp_limit_all_gathers = true;
   FsdpGradSync fsdp_grad_sync = FsdpGradSync::micro_batch;
+  // HSDP (hybrid_shard, hybrid_shard_zero2): the data-parallel ranks of a shard group
+  // (torchtitan's data_parallel_shard_degree; under CP each has its CP ranks too); the
+  // replicate group is DP / that. 0: the DP ranks of one node, FSDP's HYBRID_SHARD default.
+  int fsdp_shard_size = 0;
   // Megatron-LM --use-distributed-optimizer; its overlap flags are overlap_grad_reduce and
   // overlap_param_gather above (off unless given under --framework megatron, Megatron's
   // defaults); its gradient buckets hold megatron_bucket parameters (Megatron's default
@@ -335,6 +339,13 @@ struct ParallelPlan {
   DType dtype() const { return compute_dtype(precision); }
 };
 
+// The data-parallel ranks of plan p on one node of gpus_per_node GPUs (as FSDP's HYBRID_SHARD
+// counts them): a divisor of DP.
+int dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node);
+// HSDP's shard group of plan p, in DP x CP ranks: fsdp_shard_size x CP where given, else the
+// DP x CP ranks of one node (plan p's DP taken as DP x CP, the gradient group's).
+int hsdp_shard_ranks(const ParallelPlan& p, int gpus_per_node);
+
 // Every field optional: what one source (defaults, DeepSpeed config, flags) says.
 struct PlanInput {
   std::optional<int> dp, tp, pp, virtual_stages, zero;
@@ -364,6 +375,8 @@ struct PlanInput {
   std::optional<FsdpWrap> fsdp_wrap;
   std::optional<FsdpPrefetch> fsdp_prefetch;
   std::optional<FsdpGradSync> fsdp_grad_sync;
+  // HSDP's shard group, or its replicate group (the shard group DP / that): one of the two.
+  std::optional<int> fsdp_shard_size, fsdp_replicate_size;
   std::optional<bool> fsdp_limit_all_gathers, use_distributed_optimizer, pipe_partitioned;
   // compressed communication
   std::optional<DType> grad_comm_dtype;

@@ -37,8 +37,11 @@ enum class OpTag : std::uint8_t { none, param_gather, grad_bucket, ep_forwarded 
 // The part of its process group a collective runs over: the whole group, or (PyTorch FSDP's
 // HYBRID_SHARD) the group's ranks on one node (the shard group) or one rank per node (the
 // replicate group). group_size is then the sub-group's size.
-enum class GroupSpan : std::uint8_t { whole, intra_node, inter_node };
-std::string_view to_string(GroupSpan s);  // "", "intra-node", "inter-node"
+// A comm op's ranks: its whole group as placed, or a sub-group (FSDP's HSDP): one node's ranks,
+// one rank on each of group_size nodes, or `nodes`: Op::per_node ranks on each of
+// group_size / per_node nodes.
+enum class GroupSpan : std::uint8_t { whole, intra_node, inter_node, nodes };
+std::string_view to_string(GroupSpan s);  // "", "intra-node", "inter-node", "multi-node"
 
 std::string_view to_string(OpKind k);
 std::string_view to_string(Phase p);
@@ -60,6 +63,7 @@ struct Op {
   bool first_microbatch_only = false;
   OpTag tag = OpTag::none;
   GroupSpan span = GroupSpan::whole;  // comm ops
+  std::uint16_t per_node = 0;         // GroupSpan::nodes: the sub-group's ranks on one node
   std::int32_t layer = kNoLayer;      // transformer block (encoder blocks first), or k*Layer
   std::int32_t index = 0;             // bucket number, or 0
   std::string_view name;              // static string: "qkv", "attn_scores", "ddp_bucket", ...

@@ -82,6 +82,7 @@ struct PatternCollective {
   Collective collective = Collective::all_reduce;
   CommGroup group = CommGroup::data;
   GroupSpan span = GroupSpan::whole;
+  int per_node = 0;  // GroupSpan::nodes: the ranks on one node
   int group_size = 1;
   DType dtype = DType::fp32;
   Phase phase = Phase::forward;  // where it is issued: forward, backward, recompute, optimizer
