@@ -140,6 +140,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                                         {"llama3", "8b", "llama3-8b"},
                                         {"llama3", "70b", "llama3-70b"},
                                         {"llama3", "405b", "llama3-405b"},
+                                        {"deepseek_v3", "16b", "deepseek-v2-lite"},
                                         {"deepseek_v3", "671b", "deepseek-v3"},
                                         {"qwen3", "30b-a3b", "qwen3-30b-a3b"},
                                         {"qwen3", "235b-a22b", "qwen3-235b-a22b"}};
@@ -149,7 +150,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   if (job.model.empty())
     return f.bad("[model] name and flavor",
                  "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
-                 "8B, 70B or 405B; deepseek_v3 671B; qwen3 30B-A3B or 235B-A22B",
+                 "8B, 70B or 405B; deepseek_v3 16B or 671B; qwen3 30B-A3B or 235B-A22B",
                  fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
   CS_ASSIGN_OR_RETURN(auto converters, f.strings({"model"}, "converters"));
   for (const std::string& c : converters) {

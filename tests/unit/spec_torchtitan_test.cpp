@@ -270,9 +270,9 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
   const std::pair<std::string, std::string> cases[] = {
       {kModel + "[training]\nlocal_batch_size = 0\n",
        "[training] local_batch_size: expected an integer of at least 1, got 0"},
-      {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n",
+      {"[model]\nname = \"deepseek_v3\"\nflavor = \"236B\"\n",
        "[model] name and flavor: expected a torchtitan model commscope has a preset for"},
-      {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n", "got deepseek_v3 16B"},
+      {"[model]\nname = \"llama4\"\nflavor = \"17bx16e\"\n", "got llama4 17bx16e"},
       // op-level checkpointing of latent-attention blocks is not modelled
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"671B\"\n[activation_checkpoint]\n"
        "mode = \"selective\"\nselective_ac_option = \"op\"\n",

@@ -40,8 +40,13 @@ TEST(Moe, PresetParameterCountsEqualThePublishedFigures) {
   // 235B / 22B. Counted from config.json a token passes 3.353B parameters in the 30B (48 layers
   // of attention, router and 8 experts, both embeddings): 3B above the rounding of "3.3B", so
   // its active tolerance is 0.06B (the card may truncate); the query and key RMSNorms (12,288
-  // and 24,064 weights) are not counted.
+  // and 24,064 weights) are not counted. DeepSeek-V2-Lite (torchtitan's deepseek_v3 "16B"): the
+  // DeepSeek-V2 paper (arXiv:2405.04434, Appendix B), 15.7B total, 2.4B activated; counted from
+  // config.json a token passes 2.661B parameters, both embeddings included (0.210B each): the
+  // paper's figure leaves out the input embedding's lookup (2.451B), so the active tolerance is
+  // 0.27B, the gap stated.
   const Published all[] = {{"mixtral-8x7b", 46.7e9, 0.05e9, 12.9e9, 0.05e9},
+                           {"deepseek-v2-lite", 15.7e9, 0.05e9, 2.4e9, 0.27e9},
                            {"mixtral-8x22b", 141e9, 0.5e9, 39e9, 0.5e9},
                            {"deepseek-v3", 671e9, 0.5e9, 37e9, 0.6e9},
                            {"qwen3-30b-a3b", 30.5e9, 0.05e9, 3.3e9, 0.06e9},
