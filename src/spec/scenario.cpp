@@ -748,10 +748,18 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     const int node = hsdp_shard_ranks(by_node, sc.gpus_per_node);
     const int shard = plan.fsdp_shard_size * plan.cp;
     if (shard % node != 0 && node % shard != 0)
-      return bad("--fsdp-shard-size",
-                 fmt::format("a divisor or a multiple of the {} data-parallel ranks of a node",
-                             node / plan.cp),
-                 num(plan.fsdp_shard_size));
+      return in.fsdp_replicate_size
+                 ? bad("--fsdp-replicate-size",
+                       fmt::format("replicas whose shard groups are a divisor or a multiple of "
+                                   "the {} data-parallel ranks of a node",
+                                   node / plan.cp),
+                       fmt::format("{} (shard groups of {})", *in.fsdp_replicate_size,
+                                   plan.fsdp_shard_size))
+                 : bad("--fsdp-shard-size",
+                       fmt::format(
+                           "a divisor or a multiple of the {} data-parallel ranks of a node",
+                           node / plan.cp),
+                       num(plan.fsdp_shard_size));
   }
   // Megatron-LM's asynchronous TP all-reduce: its default under --framework megatron.
   plan.tp_async_allreduce =

@@ -1614,7 +1614,7 @@ class Builder {
     return after ? e.side(op, {*after}) : e.side(op, {});
   }
   // Block l's unit gathered: its parameters over DP (x CP), then its experts' over the
-  // expert-data group. `need`: the ops that follow wait for both.
+  // expert-data group (need_all: the next chain op waits for both).
   using UnitGathers = std::array<std::optional<std::uint32_t>, 2>;
   UnitGathers fsdp_gather_block(Emitter& e, int l, std::optional<std::uint32_t> after) const {
     return {fsdp_gather(e, fsdp_dense_params(l), l, after),

@@ -452,6 +452,11 @@ TEST(Fsdp, HsdpShardGroupSize) {
                 .find("--fsdp-shard-size: expected a divisor or a multiple of the 8 data-parallel "
                       "ranks of a node, got 12"),
             std::string::npos);
+  EXPECT_NE(error({}, 4, FsdpSharding::hybrid_shard, 48)
+                .find("--fsdp-replicate-size: expected replicas whose shard groups are a divisor "
+                      "or a multiple of the 8 data-parallel ranks of a node, got 4 (shard groups "
+                      "of 12)"),
+            std::string::npos);
   EXPECT_NE(error(16, 4, FsdpSharding::hybrid_shard, 64)
                 .find("--fsdp-replicate-size: expected it or --fsdp-shard-size, got both"),
             std::string::npos);
