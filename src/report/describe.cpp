@@ -280,8 +280,7 @@ std::string headline(const Workload& w) {
       break;
     case Framework::fsdp: {
       std::string hsdp;
-      if (p.fsdp_sharding == FsdpSharding::hybrid_shard ||
-          p.fsdp_sharding == FsdpSharding::hybrid_shard_zero2) {
+      if (p.hsdp()) {
         const int shard = hsdp_shard_ranks(p, sc.gpus_per_node);
         hsdp = fmt::format(": shard groups of {} ranks, {} replicas", shard, p.grad_dp() / shard);
       }

@@ -221,8 +221,7 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
         if (in.fsdp_shard_size && in.fsdp_replicate_size)
           return bad("--fsdp-replicate-size", "it or --fsdp-shard-size", "both");
         const int n = in.fsdp_shard_size ? *in.fsdp_shard_size : *in.fsdp_replicate_size;
-        if (plan.fsdp_sharding != FsdpSharding::hybrid_shard &&
-            plan.fsdp_sharding != FsdpSharding::hybrid_shard_zero2)
+        if (!plan.hsdp())
           return bad(flag,
                      "--fsdp-sharding hybrid_shard or hybrid_shard_zero2 with it (HSDP's "
                      "groups)",

@@ -26,9 +26,13 @@ int dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node) {
   return dp_ranks_on_node(p.dp, p.tp, p.pp, p.rank_order, gpus_per_node);
 }
 
-int hsdp_shard_ranks(const ParallelPlan& p, int gpus_per_node) {
-  if (p.fsdp_shard_size > 0) return p.fsdp_shard_size * p.cp;
+int grad_dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node) {
   return dp_ranks_on_node(p.grad_dp(), p.tp, p.pp, p.rank_order, gpus_per_node);
+}
+
+int hsdp_shard_ranks(const ParallelPlan& p, int gpus_per_node) {
+  return p.fsdp_shard_size > 0 ? p.fsdp_shard_size * p.cp
+                               : grad_dp_ranks_per_node(p, gpus_per_node);
 }
 
 namespace {

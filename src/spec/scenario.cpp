@@ -743,10 +743,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.fsdp_shard_size > 0) {
     // HSDP's shard groups lie on whole nodes, or a node holds whole shard groups: a shard
     // group of consecutive data-parallel ranks that split a node unevenly is not modelled.
-    ParallelPlan by_node = plan;
-    by_node.fsdp_shard_size = 0;
-    const int node = hsdp_shard_ranks(by_node, sc.gpus_per_node);
-    const int shard = plan.fsdp_shard_size * plan.cp;
+    const int node = grad_dp_ranks_per_node(plan, sc.gpus_per_node);
+    const int shard = hsdp_shard_ranks(plan, sc.gpus_per_node);
     if (shard % node != 0 && node % shard != 0)
       return in.fsdp_replicate_size
                  ? bad("--fsdp-replicate-size",

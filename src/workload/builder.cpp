@@ -1554,13 +1554,11 @@ class Builder {
   FsdpGroups fsdp_groups() const {
     FsdpGroups g;
     g.shard = p_.dp;
-    if (p_.fsdp_sharding != FsdpSharding::hybrid_shard &&
-        p_.fsdp_sharding != FsdpSharding::hybrid_shard_zero2)
-      return g;
+    if (!p_.hsdp()) return g;
     g.shard = hsdp_shard_ranks(sc_.plan, sc_.gpus_per_node);
     g.replicate = p_.dp / g.shard;
     g.hybrid = g.replicate > 1;
-    const int node = dp_ranks_per_node(p_, sc_.gpus_per_node);  // DP (x CP) ranks of a node
+    const int node = grad_dp_ranks_per_node(sc_.plan, sc_.gpus_per_node);
     g.shard_per_node = std::min(g.shard, node);
     g.replicate_per_node = std::min(g.replicate, std::max(1, node / g.shard));
     return g;

@@ -324,10 +324,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const ModelSpec& m = sc.model;
   const double P = static_cast<double>(r.params);
   // DP x CP: the ranks a ZeRO shard is cut over; under FSDP's HSDP its shard group.
-  const bool hsdp =
-      p.framework == Framework::fsdp && (p.fsdp_sharding == FsdpSharding::hybrid_shard ||
-                                         p.fsdp_sharding == FsdpSharding::hybrid_shard_zero2);
-  const double d = hsdp ? hsdp_shard_ranks(p, sc.gpus_per_node) : p.grad_dp();
+  const double d = p.hsdp() ? hsdp_shard_ranks(p, sc.gpus_per_node) : p.grad_dp();
   const bool mixed = p.precision != Precision::fp32;
   // Bytes per parameter (ZeRO paper, mixed-precision Adam: 2 + 2 + 12; fp32 Adam: 4 + 4 + 8).
   const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();

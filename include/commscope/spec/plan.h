@@ -319,6 +319,11 @@ struct ParallelPlan {
   // Ranks over which dense gradients are reduced (Megatron's data-parallel group with context
   // parallelism) and over which expert gradients are (the expert-data-parallel group).
   int grad_dp() const { return dp * cp; }
+  // FSDP's HSDP (hybrid_shard, hybrid_shard_zero2): sharded within groups, replicated across.
+  bool hsdp() const {
+    return framework == Framework::fsdp && (fsdp_sharding == FsdpSharding::hybrid_shard ||
+                                            fsdp_sharding == FsdpSharding::hybrid_shard_zero2);
+  }
   int expert_dp() const { return dp * cp * tp / (ep * expert_tp); }
   // Tokens an EP rank's experts process over the mean: the busiest rank's share, cut at the
   // capacity when tokens are dropped.
@@ -342,6 +347,8 @@ struct ParallelPlan {
 // The data-parallel ranks of plan p on one node of gpus_per_node GPUs (as FSDP's HYBRID_SHARD
 // counts them): a divisor of DP.
 int dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node);
+// The same counting DP x CP ranks (the gradient group's): HSDP's default shard group.
+int grad_dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node);
 // HSDP's shard group of plan p, in DP x CP ranks: fsdp_shard_size x CP where given, else the
 // DP x CP ranks of one node (plan p's DP taken as DP x CP, the gradient group's).
 int hsdp_shard_ranks(const ParallelPlan& p, int gpus_per_node);
