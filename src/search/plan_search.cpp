@@ -255,7 +255,9 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
   const bool decoder_only = s.model.kind != ArchKind::t5 && s.model.kind != ArchKind::bert;
   const bool moe = s.model.moe();
-  const bool op_ok = !op_recompute_model_gap(s.model);  // torchtitan's op checkpointing
+  // torchtitan's op checkpointing: the blocks its policy is modelled for, no MTP module
+  const bool op_ok =
+      !op_recompute_model_gap(s.model) && s.base.mtp_layers.value_or(s.model.mtp_layers) == 0;
   auto zero_ok = [&](int z) {
     return s.zero.empty() || std::find(s.zero.begin(), s.zero.end(), z) != s.zero.end();
   };
@@ -388,8 +390,8 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
                      {Recompute::none, Recompute::selective, Recompute::full, Recompute::op})
                   for (int sp = sp_from; sp <= (tp > 1 ? 1 : 0); ++sp)
                     for (int order = 0; order <= (pp > 1 && dp > 1 ? 1 : 0); ++order) {
-                      // torchtitan's op-level checkpointing: FSDP plans of a dense model whose
-                      // blocks the policy is modelled for (resolve_op_recompute).
+                      // torchtitan's op-level checkpointing: FSDP plans of a model whose blocks
+                      // the policy is modelled for (resolve_op_recompute).
                       if (rc == Recompute::op && (z.f != Framework::fsdp || !op_ok)) continue;
                       if (z.f == Framework::fsdp && tp > 1 && sp == 0) continue;
                       if (out.size() >= kMaxCandidates) return out;  // the caller reports it

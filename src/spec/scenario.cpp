@@ -154,14 +154,11 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
 }  // namespace
 
 // torchtitan's op-level selective checkpointing (--recompute-granularity op) is modelled on
-// the self-attention block torchtitan's models have (separate q, k, v projections, a gated or
-// plain MLP, or its MoE module with the policy of its MoE models): its save list and
-// matrix-product count are those ops'. Latent attention and cross attention add ops to that
-// list (latent projections and norms) whose policy is not modelled.
+// the blocks torchtitan's models have (separate q, k, v projections or DeepSeek-V3's latent
+// attention, a gated or plain MLP, or its MoE module with the policy of its MoE models): its
+// save list and matrix-product count are those ops'. Cross attention adds ops whose policy is
+// not modelled.
 std::optional<std::pair<std::string, std::string>> op_recompute_model_gap(const ModelSpec& m) {
-  if (m.mla())
-    return std::pair{std::string("grouped-query or multi-head attention"),
-                     fmt::format("latent attention ({})", m.name)};
   if (m.kind == ArchKind::t5)
     return std::pair{std::string("a decoder-only or encoder-only model"),
                      "encoder-decoder " + m.name};

@@ -152,6 +152,10 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                  "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
                  "8B, 70B or 405B; deepseek_v3 16B or 671B; qwen3 30B-A3B or 235B-A22B",
                  fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
+  // torchtitan's DeepSeek-V3 has no multi-token-prediction module (v0.2.2
+  // models/deepseek_v3/model/model.py), which the deepseek-v3 preset, from the Hugging Face
+  // config's num_nextn_predict_layers, has.
+  p.mtp_layers = 0;
   CS_ASSIGN_OR_RETURN(auto converters, f.strings({"model"}, "converters"));
   for (const std::string& c : converters) {
     if (c == "float8")
@@ -381,8 +385,6 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   } else if (m == "selective") {
     const std::string o = option.value_or("2");
     if (o == "op") {
-      // torchtitan's latent-attention models (DeepSeek-V3) save and count ops of their latent
-      // projections that the policy commscope models does not.
       if (auto gap = op_recompute_model_gap(model))
         return f.bad("[activation_checkpoint] selective_ac_option",
                      fmt::format("a layer interval, or mode full or none (op-level "
@@ -391,11 +393,11 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                      "\"op\"");
       p.recompute = Recompute::op;
       CS_ASSIGN_OR_RETURN(auto early, f.boolean({"activation_checkpoint"}, "early_stop"));
-      if (early.value_or(false) && model.moe())
+      if (early.value_or(false) && (model.moe() || model.mla()))
         job.notes.push_back(
-            "[activation_checkpoint] early_stop: a MoE block's replay is priced to the block's "
-            "end (torchtitan's default, early_stop false); stopping early skips the experts' "
-            "output projection where nothing after it is needed");
+            "[activation_checkpoint] early_stop: a MoE or latent-attention model's replay is "
+            "priced to the block's end (torchtitan's default, early_stop false); stopping early "
+            "skips the last output projection where nothing after it is needed");
     } else if (!o.empty() &&
                std::all_of(o.begin(), o.end(), [](unsigned char c) { return std::isdigit(c); }) &&
                o.size() < 6 && std::stoi(o) >= 1) {

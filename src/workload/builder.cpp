@@ -552,11 +552,19 @@ class Builder {
   // ([activation_checkpoint] early_stop false), so the replay goes to the block's end. Expert
   // TP's gather is replayed and its reduce-scatter kept, as TP's; shared experts are Linears in
   // the count, w1, w3, w2 as the dense MLP's.
+  // Latent attention (torchtitan's DeepSeek-V3, v0.2.2 models/deepseek_v3/model/model.py, the
+  // same save list): its Linears run wq_a (or wq without a query latent), wq_b, wkv_a, wkv_b,
+  // wo, the block program's q_down, q_up (q_proj), kv_down, kv_up, attn_out, one product each;
+  // the latent norms and the rotary embedding are replayed. torchtitan has these models only
+  // from v0.2 on, whose checkpoint runs without early stop by default: their dense blocks'
+  // replay also goes to the block's end (w2 replayed when its count is even).
   std::vector<Step> op_recompute_program(const std::vector<Step>& prog) const {
     std::vector<Step> out;
     int mm = 0;
+    const bool early_stop = !m_.mla();
     for (const Step& st : prog) {
-      if (st.kind == StepKind::compute && st.op.name == "mlp_out") break;  // the early stop
+      if (early_stop && st.kind == StepKind::compute && st.op.name == "mlp_out")
+        break;                                                             // the early stop
       if (st.kind == StepKind::tp_exit && p_.sequence_parallel) continue;  // reduce-scatter kept
       if (st.kind == StepKind::compute && st.op.name == "flash_attn") continue;  // SDPA kept
       if (st.kind == StepKind::ep_dispatch || st.kind == StepKind::ep_combine ||

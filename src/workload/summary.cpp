@@ -205,34 +205,57 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
     return Bytes(a * s * b * h / out_div);  // the block input
   if (p.recompute == Recompute::op) {
     // torchtitan's op-level selective checkpointing (the builder's op_recompute_program): the
-    // checkpoint's input and the cached outputs of what the policy saves, counted as its Linears
-    // run (wq, wk, wv, wo, w1, w3, w2; a plain MLP: in, out): the odd products wq (q wide), wv
-    // (kv), w1 (f; a plain MLP's in) and w2, whose output is the row-parallel product before its
-    // reduction, h wide on every TP rank; FlashAttention's output and logsumexp; under sequence
-    // parallelism both reduce-scatters' outputs. Everything else is replayed in backward.
+    // checkpoint's input and the cached outputs of what the policy saves: the odd products,
+    // counted as the block's Linears run; FlashAttention's output and logsumexp; under sequence
+    // parallelism the reduce-scatters' outputs; under EP the all-to-alls' outputs. Everything
+    // else is replayed in backward.
     const bool flash = p.attention == AttentionKernel::flash;
     double outside = a * s * b * h;  // the block input
-    double inside = a * s * b * (q + kv);
-    if (flash) inside += a * s * b * q + 4.0 * b * heads * s;
-    if (!m.moe_layer(layer)) {
-      if (p.sequence_parallel && t > 1) outside += 2.0 * a * s * b * h;
-      inside += a * s * b * f;
-      const double whole = m.gated_mlp() ? a * s * b * h : 0.0;
-      return Bytes(outside / out_div + inside / t + whole);
+    double inside = 0;               // split over TP ranks (below)
+    double whole = 0;                // on every TP rank in full
+    int mm = 0;
+    // One Linear's output, `width` a token; `split`: over TP (column-parallel), else whole (a
+    // row-parallel product before its reduction, or a projection TP does not split).
+    auto product = [&](double width, bool split) {
+      if (++mm % 2 == 0) return;  // every second product is replayed
+      (split ? inside : whole) += a * s * b * width;
+    };
+    if (m.mla()) {
+      // wq_a (the query latent) and wq_b, or wq; wkv_a (the key/value latent and the rotary
+      // key); wkv_b; wo. The latents are whole on every TP rank (as the builder runs them).
+      const double qk = static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim);
+      const double v = static_cast<double>(m.v_head_dim);
+      if (m.q_lora_rank > 0) product(static_cast<double>(m.q_lora_rank), false);
+      product(heads * qk, true);
+      product(static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim), false);
+      product(heads * (static_cast<double>(m.qk_nope_head_dim) + v), true);
+      product(h, false);
+      if (flash) inside += a * s * b * heads * v + 4.0 * b * heads * s;
+    } else {
+      product(q, true), product(kv, true), product(kv, true), product(h, false);  // wq wk wv wo
+      if (flash) inside += a * s * b * q + 4.0 * b * heads * s;
     }
-    // A MoE block (op_recompute_program): the attention's as above; of the MoE module, the
-    // token dispatch's and combine's outputs under EP (this rank's routed rows, h wide each),
-    // expert TP's reduce-scatter output, and the shared experts' kept products as the dense
-    // MLP's (w1, shared x moe_ffn wide; gated, w2's h-wide output). The router and the routed
-    // experts are replayed.
+    // The MLP's w1, w3, w2 (a plain MLP's in, out); a MoE block's shared experts as one such
+    // MLP, shared x moe_ffn wide (the router's gate leaves the count, the routed experts' grouped
+    // GEMMs are not aten.mm).
+    const bool moe = m.moe_layer(layer);
     const double fs = static_cast<double>(m.shared_experts) * static_cast<double>(m.expert_ffn());
-    const bool shared = m.shared_experts > 0;
-    if (p.sequence_parallel && t > 1) outside += (shared ? 2.0 : 1.0) * a * s * b * h;
-    inside += a * s * b * fs;
-    const double whole = shared && m.gated_mlp() ? a * s * b * h : 0.0;
-    const double routed = p.moe_routed_rows(s * b / out_div, m.experts_per_token, m.experts);
-    const double kept = (p.ep > 1 ? 2.0 : 0.0) + (p.expert_tp > 1 ? 1.0 : 0.0);
-    return Bytes(outside / out_div + inside / t + whole + kept * a * routed * h);
+    const bool mlp = !moe || m.shared_experts > 0;
+    if (mlp) {
+      const double width = moe ? fs : f;
+      product(width, true);
+      if (m.gated_mlp()) product(width, true);
+      product(h, false);
+    }
+    if (p.sequence_parallel && t > 1) outside += (mlp ? 2.0 : 1.0) * a * s * b * h;
+    double kept_rows = 0;
+    if (moe) {
+      // The token dispatch's and combine's outputs under EP (this rank's routed rows, h wide
+      // each), expert TP's reduce-scatter output.
+      const double routed = p.moe_routed_rows(s * b / out_div, m.experts_per_token, m.experts);
+      kept_rows = ((p.ep > 1 ? 2.0 : 0.0) + (p.expert_tp > 1 ? 1.0 : 0.0)) * a * routed * h;
+    }
+    return Bytes(outside / out_div + inside / t + whole + kept_rows);
   }
   const bool flash = p.attention == AttentionKernel::flash;
   // FP8 (Transformer Engine): the inputs its Linear layers save for backward are the FP8 casts,
