@@ -142,6 +142,12 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                                         {"llama3", "405b", "llama3-405b"},
                                         {"deepseek_v3", "16b", "deepseek-v2-lite"},
                                         {"deepseek_v3", "671b", "deepseek-v3"},
+                                        {"qwen3", "0.6b", "qwen3-0.6b"},
+                                        {"qwen3", "1.7b", "qwen3-1.7b"},
+                                        {"qwen3", "4b", "qwen3-4b"},
+                                        {"qwen3", "8b", "qwen3-8b"},
+                                        {"qwen3", "14b", "qwen3-14b"},
+                                        {"qwen3", "32b", "qwen3-32b"},
                                         {"qwen3", "30b-a3b", "qwen3-30b-a3b"},
                                         {"qwen3", "235b-a22b", "qwen3-235b-a22b"}};
   const std::string n = lower(name.value_or("")), fl = lower(flavor.value_or(""));
@@ -150,7 +156,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   if (job.model.empty())
     return f.bad("[model] name and flavor",
                  "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
-                 "8B, 70B or 405B; deepseek_v3 16B or 671B; qwen3 30B-A3B or 235B-A22B",
+                 "8B, 70B or 405B; deepseek_v3 16B or 671B; qwen3 0.6B, 1.7B, 4B, 8B, 14B, 32B, "
+                 "30B-A3B or 235B-A22B",
                  fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
   // torchtitan's DeepSeek-V3 has no multi-token-prediction module (v0.2.2
   // models/deepseek_v3/model/model.py), which the deepseek-v3 preset, from the Hugging Face

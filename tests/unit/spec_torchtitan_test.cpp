@@ -2,6 +2,7 @@
 // make, and the errors (docs/predict.md, "torchtitan job files").
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -233,6 +234,14 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
   EXPECT_FALSE(j.plan.expert_tp.has_value());
   j = parse(kModel + "[parallelism]\nexpert_parallel_degree = 8\n");
   EXPECT_FALSE(j.plan.ep.has_value());
+  // torchtitan's dense Qwen3 flavors (models/qwen3/__init__.py at v0.2.2)
+  for (const auto& [flavor, preset] :
+       {std::pair{"0.6B", "qwen3-0.6b"}, std::pair{"1.7B", "qwen3-1.7b"},
+        std::pair{"4B", "qwen3-4b"}, std::pair{"8B", "qwen3-8b"}, std::pair{"14B", "qwen3-14b"},
+        std::pair{"32B", "qwen3-32b"}}) {
+    j = parse(fmt::format("[model]\nname = \"qwen3\"\nflavor = \"{}\"\n", flavor));
+    EXPECT_EQ(j.model, preset);
+  }
   // op-level checkpointing of a MoE model with grouped-query attention: torchtitan's MoE policy;
   // early_stop true (priced as without it) gets a note
   const std::string qwen_op =

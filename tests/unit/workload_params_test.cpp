@@ -49,6 +49,28 @@ TEST(Params, MatchPublishedCounts) {
   }
 }
 
+// Qwen3's dense models (the presets torchtitan's qwen3 flavors map to) against their Hugging
+// Face model cards (Qwen/Qwen3-{0.6B,1.7B,4B,8B,14B,32B}: "Number of Parameters" and "Number of
+// Parameters (Non-Embedding)"), to the digits the cards print: half a unit of the last digit.
+// The presets leave out the query and key RMSNorms (256 weights a block), below that.
+TEST(Params, Qwen3DenseMatchTheModelCards) {
+  struct Card {
+    const char* preset;
+    double total, non_embedding, total_step, non_embedding_step;  // billions; printed digit
+  };
+  for (const Card c :
+       {Card{"qwen3-0.6b", 0.6, 0.44, 0.1, 0.01}, Card{"qwen3-1.7b", 1.7, 1.4, 0.1, 0.1},
+        Card{"qwen3-4b", 4.0, 3.6, 0.1, 0.1}, Card{"qwen3-8b", 8.2, 6.95, 0.1, 0.01},
+        Card{"qwen3-14b", 14.8, 13.2, 0.1, 0.1}, Card{"qwen3-32b", 32.8, 31.2, 0.1, 0.1}}) {
+    SCOPED_TRACE(c.preset);
+    const ParamCount n = count_params(model(c.preset));
+    EXPECT_NEAR(n.total / 1e9, c.total, c.total_step / 2);
+    EXPECT_NEAR((n.total - n.embedding - n.lm_head) / 1e9, c.non_embedding,
+                c.non_embedding_step / 2);
+    EXPECT_EQ(n.lm_head == 0, model(c.preset).tied_embeddings);  // 0.6B to 4B share it
+  }
+}
+
 // Narayanan et al. 2021 (SC'21), Section 5.1: P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh)),
 // i.e. 12lh^2 + 13lh + (V+s)h. The formula leaves out the final LayerNorm (2h), which the
 // model has; commscope counts it, so the count is the formula plus 2h.
