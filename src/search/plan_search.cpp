@@ -467,11 +467,20 @@ std::optional<BlockGraphs> blocks_at_pp1(const SearchSpace& s, const PlanPoint& 
   one.rank_order = RankOrder::tp_dp_pp;
   ModelSpec m = s.model;
   const int layers = m.layers();
-  const int dense = m.moe() ? std::min(m.first_dense_layers, 1) : 0;
-  const bool shorten = m.encoder_layers == 0 && layers > dense + 2;
+  // The shortened model: at most one leading dense block, then the blocks up to the second MoE
+  // block (a dense model's first two), so that it holds every kind of block the model has
+  // (interleaved ones included) and the last of each kind follows another block.
+  ModelSpec shortened = m;
+  if (m.moe()) shortened.first_dense_layers = std::min(m.first_dense_layers, 1);
+  int keep = 0;
+  for (int l = 0, moe_blocks = 0; l < layers && moe_blocks < 2; ++l) {
+    keep = l + 1;
+    if (!m.moe() || shortened.moe_layer(l)) ++moe_blocks;
+  }
+  const bool shorten = m.encoder_layers == 0 && layers > keep;
   if (shorten) {
-    m.decoder_layers = dense + 2;
-    if (m.moe()) m.first_dense_layers = dense;
+    m = shortened;
+    m.decoder_layers = keep;
   }
   PlanInput in = to_plan_input(one, s.gpus, s.base);
   in.cpu_offload_layers.reset();
@@ -483,9 +492,10 @@ std::optional<BlockGraphs> blocks_at_pp1(const SearchSpace& s, const PlanPoint& 
   BlockGraphs all;
   all.graphs = std::move(g.graphs);
   for (int l = 0; l < layers; ++l) {
-    const std::size_t from = m.moe() && !s.model.moe_layer(l) ? 0 : dense + 1;
-    all.forward.push_back(g.forward[from]);
-    all.backward.push_back(g.backward[from]);
+    int from = keep - 1;  // the last shortened block of l's kind
+    while (from > 0 && m.moe_layer(from) != s.model.moe_layer(l)) --from;
+    all.forward.push_back(g.forward[static_cast<std::size_t>(from)]);
+    all.backward.push_back(g.backward[static_cast<std::size_t>(from)]);
   }
   return all;
 }

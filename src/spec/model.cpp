@@ -125,6 +125,7 @@ static Status validate_moe(const ModelSpec& m, const std::string& where) {
         std::tuple{"shared_experts", m.shared_experts, limits::kMaxHidden},
         std::tuple{"moe_ffn", m.moe_ffn, limits::kMaxFfn},
         std::tuple{"first_dense_layers", std::int64_t{m.first_dense_layers}, limits::kMaxLayers},
+        std::tuple{"moe_layer_step", std::int64_t{m.moe_layer_step}, limits::kMaxLayers},
         std::tuple{"expert_groups", m.expert_groups, limits::kMaxHidden},
         std::tuple{"expert_groups_per_token", m.expert_groups_per_token, limits::kMaxHidden},
         std::tuple{"q_lora_rank", m.q_lora_rank, limits::kMaxHidden},
@@ -148,14 +149,23 @@ static Status validate_moe(const ModelSpec& m, const std::string& where) {
     if (m.first_dense_layers >= m.decoder_layers)
       return err("first_dense_layers", m.first_dense_layers,
                  fmt::format("fewer than the {} layers", m.decoder_layers));
+    if (m.moe_layer_step < 1) return err("moe_layer_step", m.moe_layer_step, "a positive integer");
+    // the first MoE block: the first l >= first_dense_layers with (l + 1) % step == 0
+    const int step = m.moe_layer_step, d = m.first_dense_layers;
+    if (d + ((step - 1 - d) % step + step) % step >= m.decoder_layers)
+      return err("moe_layer_step", m.moe_layer_step,
+                 fmt::format("a step that leaves a MoE block among the {} layers after the {} "
+                             "dense ones",
+                             m.decoder_layers, d));
     if (auto g = check_expert_groups(m.experts, m.experts_per_token, m.expert_groups,
                                      m.expert_groups_per_token))
       return err(g->per_token ? "expert_groups_per_token" : "expert_groups", g->got, g->expected);
   } else if (m.experts_per_token > 0 || m.shared_experts > 0 || m.moe_ffn > 0 ||
-             m.first_dense_layers > 0 || m.expert_groups > 0 || m.expert_groups_per_token > 0) {
+             m.first_dense_layers > 0 || m.expert_groups > 0 || m.expert_groups_per_token > 0 ||
+             m.moe_layer_step != 1) {
     return err("experts", m.experts,
-               "a positive count when experts_per_token, shared_experts, moe_ffn or "
-               "first_dense_layers is given");
+               "a positive count when experts_per_token, shared_experts, moe_ffn, "
+               "first_dense_layers or moe_layer_step is given");
   }
   if (m.kv_lora_rank > 0) {
     if (m.kind != ArchKind::llama)
@@ -282,6 +292,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("shared_experts", m.shared_experts);
   r.read("moe_ffn", m.moe_ffn);
   r.read("first_dense_layers", m.first_dense_layers);
+  r.read("moe_layer_step", m.moe_layer_step);
   r.read("expert_groups", m.expert_groups);
   r.read("expert_groups_per_token", m.expert_groups_per_token);
   r.read("q_lora_rank", m.q_lora_rank);
@@ -477,6 +488,7 @@ nlohmann::json to_json(const ModelSpec& m) {
     j["shared_experts"] = m.shared_experts;
     j["moe_ffn"] = m.expert_ffn();
     j["first_dense_layers"] = m.first_dense_layers;
+    if (m.moe_layer_step > 1) j["moe_layer_step"] = m.moe_layer_step;
     if (m.expert_groups > 0) {
       j["expert_groups"] = m.expert_groups;
       j["expert_groups_per_token"] = m.expert_groups_per_token;

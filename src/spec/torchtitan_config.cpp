@@ -140,6 +140,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                                         {"llama3", "8b", "llama3-8b"},
                                         {"llama3", "70b", "llama3-70b"},
                                         {"llama3", "405b", "llama3-405b"},
+                                        {"llama4", "17bx16e", "llama4-scout"},
+                                        {"llama4", "17bx128e", "llama4-maverick"},
                                         {"deepseek_v3", "16b", "deepseek-v2-lite"},
                                         {"deepseek_v3", "671b", "deepseek-v3"},
                                         {"qwen3", "0.6b", "qwen3-0.6b"},
@@ -156,7 +158,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   if (job.model.empty())
     return f.bad("[model] name and flavor",
                  "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
-                 "8B, 70B or 405B; deepseek_v3 16B or 671B; qwen3 0.6B, 1.7B, 4B, 8B, 14B, 32B, "
+                 "8B, 70B or 405B; llama4 17bx16e or 17bx128e; deepseek_v3 16B or 671B; qwen3 "
+                 "0.6B, 1.7B, 4B, 8B, 14B, 32B, "
                  "30B-A3B or 235B-A22B",
                  fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
   // torchtitan's DeepSeek-V3 has no multi-token-prediction module (v0.2.2

@@ -92,13 +92,14 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
       m.max_positions > kInt)
     return Error{fmt::format("{}: expected sizes below 2^30, got hidden {}, vocab {}, seq {}",
                              where, m.hidden, m.vocab, m.seq_length)};
-  if (m.moe() && (m.kind != ArchKind::gpt || m.shared_experts > 0 ||
-                  (m.moe_ffn > 0 && m.moe_ffn != m.ffn) || m.first_dense_layers > 0))
+  if (m.moe() &&
+      (m.kind != ArchKind::gpt || m.shared_experts > 0 || (m.moe_ffn > 0 && m.moe_ffn != m.ffn) ||
+       m.first_dense_layers > 0 || m.moe_layer_step != 1))
     return Error{fmt::format(
         "{}: expected the trainer's mixture of experts (a GPT whose every MLP is routed GELU "
         "experts of width 4h, no shared experts, presets/models/gpt2-moe-tiny-cpu.json); got "
-        "{} shared experts, moe_ffn {}, {} dense layers first",
-        where, m.shared_experts, m.moe_ffn, m.first_dense_layers)};
+        "{} shared experts, moe_ffn {}, {} dense layers first, MoE every {} layers",
+        where, m.shared_experts, m.moe_ffn, m.first_dense_layers, m.moe_layer_step)};
   GptConfig c;
   c.experts = static_cast<int>(m.experts);
   c.experts_per_token = static_cast<int>(m.experts_per_token);

@@ -1043,6 +1043,11 @@ TEST(SearchPlan, BlocksAtPp1BoundEveryPlanAsItsOwnBlocks) {
   spaces.back().model.decoder_layers = 8;  // 3 dense, 5 MoE
   spaces.back().micro_batch = {1};
   spaces.back().max_pp = 4;
+  spaces.push_back(space("llama4-maverick", "dgx-h100", 16, 32));
+  spaces.back().model.decoder_layers = 8;  // dense and MoE blocks in turn
+  spaces.back().model.experts = 16;
+  spaces.back().micro_batch = {1};
+  spaces.back().max_pp = 4;
   spaces.push_back(space("t5-base", "dgx-a100-80gb", 16, 64));
   spaces.back().micro_batch = {2};
   int checked = 0;

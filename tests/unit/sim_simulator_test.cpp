@@ -262,8 +262,9 @@ TEST(Sim, MegatronOverlappedParamGatherMovesTheStepsGathersIntoTheFirstForward) 
         EXPECT_TRUE(op.first_microbatch_only);
       }
     for (const PatternCollective& c : comm_pattern(on, b))
-      if (c.name == "megatron_param_all_gather")
+      if (c.name == "megatron_param_all_gather") {
         EXPECT_EQ(to_string(c.every), "first micro-batch's forward");
+      }
     const auto va = comm_volume(off, a), vb = comm_volume(on, b);
     ASSERT_EQ(va.size(), vb.size());
     for (std::size_t i = 0; i < va.size(); ++i) {
@@ -341,7 +342,9 @@ TEST(Sim, MegatronInterleavedGathersEachChunkAheadOfItsFirstForward) {
       ASSERT_GT(n, 0u);
       per_chunk[s].push_back(n);
       for (std::uint32_t i = 0; i < l.size(); ++i) {
-        if (i >= n) EXPECT_NE(l[i].name, std::string_view("megatron_param_all_gather"));
+        if (i >= n) {
+          EXPECT_NE(l[i].name, std::string_view("megatron_param_all_gather"));
+        }
         for (auto d : l.deps_of(i)) EXPECT_GE(d, n) << i;
       }
     }

@@ -298,6 +298,11 @@ TEST(StageCopies, EqualEveryStageBuilt) {
          p.ep = 16, p.fp8 = true, p.sequence_parallel = true;
          p.stage_layers = {7, 8, 8, 8, 8, 8, 8, 6};
        }},
+      // MoE on every second block: stages of an odd block count alternate in kind (3 blocks:
+      // dense-MoE-dense, then MoE-dense-MoE), of an even one repeat
+      {"llama4-maverick", 512, 2, 16, 1,
+       [](PlanInput& p) { p.ep = 8, p.sequence_parallel = true; }},
+      {"llama4-maverick", 512, 2, 8, 1, [](PlanInput& p) { p.ep = 8, p.sequence_parallel = true; }},
       {"bert-large", 32, 1, 4, 1, [](PlanInput&) {}},
       {"llama3-8b", 64, 1, 4, 1, [](PlanInput& p) { p.grad_comm_dtype = DType::bf16; }},
   };

@@ -38,8 +38,8 @@ TEST(Loaders, EveryPresetLoads) {
     }
   }
   EXPECT_EQ(list_presets(PresetKind::model).size(),
-            44u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3, gpt2-moe-tiny-cpu, qwen3 x2,
-                   // llama3.2-1b, deepseek-v2-lite, qwen3 dense x6
+            46u);  // + bert/t5-tiny-cpu, mixtral x2, deepseek-v3, gpt2-moe-tiny-cpu, qwen3 x2,
+                   // llama3.2-1b, deepseek-v2-lite, qwen3 dense x6, llama4 x2
 }
 
 TEST(Loaders, SeedProtocolsOrderedByRate) {

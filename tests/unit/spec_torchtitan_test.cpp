@@ -234,12 +234,14 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
   EXPECT_FALSE(j.plan.expert_tp.has_value());
   j = parse(kModel + "[parallelism]\nexpert_parallel_degree = 8\n");
   EXPECT_FALSE(j.plan.ep.has_value());
-  // torchtitan's dense Qwen3 flavors (models/qwen3/__init__.py at v0.2.2)
-  for (const auto& [flavor, preset] :
-       {std::pair{"0.6B", "qwen3-0.6b"}, std::pair{"1.7B", "qwen3-1.7b"},
-        std::pair{"4B", "qwen3-4b"}, std::pair{"8B", "qwen3-8b"}, std::pair{"14B", "qwen3-14b"},
-        std::pair{"32B", "qwen3-32b"}}) {
-    j = parse(fmt::format("[model]\nname = \"qwen3\"\nflavor = \"{}\"\n", flavor));
+  // torchtitan's dense Qwen3 flavors (models/qwen3/__init__.py at v0.2.2) and Llama 4's
+  for (const auto& [name, flavor, preset] :
+       {std::tuple{"qwen3", "0.6B", "qwen3-0.6b"}, std::tuple{"qwen3", "1.7B", "qwen3-1.7b"},
+        std::tuple{"qwen3", "4B", "qwen3-4b"}, std::tuple{"qwen3", "8B", "qwen3-8b"},
+        std::tuple{"qwen3", "14B", "qwen3-14b"}, std::tuple{"qwen3", "32B", "qwen3-32b"},
+        std::tuple{"llama4", "17bx16e", "llama4-scout"},
+        std::tuple{"llama4", "17bx128e", "llama4-maverick"}}) {
+    j = parse(fmt::format("[model]\nname = \"{}\"\nflavor = \"{}\"\n", name, flavor));
     EXPECT_EQ(j.model, preset);
   }
   // op-level checkpointing of a MoE model with grouped-query attention: torchtitan's MoE policy;
@@ -298,7 +300,8 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
        "[training] local_batch_size: expected an integer of at least 1, got 0"},
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"236B\"\n",
        "[model] name and flavor: expected a torchtitan model commscope has a preset for"},
-      {"[model]\nname = \"llama4\"\nflavor = \"17bx16e\"\n", "got llama4 17bx16e"},
+      // the iRoPE variants (chunked attention with NoPE layers, FlexAttention masks)
+      {"[model]\nname = \"llama4\"\nflavor = \"17bx16e_irope\"\n", "got llama4 17bx16e_irope"},
       {"[model]\nname = \"qwen3\"\nflavor = \"30B-A3B\"\n[parallelism]\n"
        "expert_parallel_degree = 8\nexpert_parallel_comm_backend = \"nvshmem\"\n",
        "[parallelism] expert_parallel_comm_backend: expected standard or deepep, got "

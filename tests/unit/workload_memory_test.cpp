@@ -577,8 +577,8 @@ TEST(Memory, OpRecomputeOfLatentAttention) {
   };
   const double s = 2048, b = 2, tokens = s * b, bf16 = 2;
   const double nope = 128, rope = 64, v = 128, kv_lora = 512;
-  for (const Case c : {Case{"deepseek-v2-lite", 2048, 16, 0, 10944, 2 * 1408, 1408, 6, 64},
-                       Case{"deepseek-v3", 7168, 128, 1536, 18432, 2048, 2048, 8, 256}}) {
+  for (const Case& c : {Case{"deepseek-v2-lite", 2048, 16, 0, 10944, 2 * 1408, 1408, 6, 64},
+                        Case{"deepseek-v3", 7168, 128, 1536, 18432, 2048, 2048, 8, 256}}) {
     SCOPED_TRACE(c.model);
     auto make = [&](Recompute r) {
       PlanInput p = plan(64, 1, 1, 2);

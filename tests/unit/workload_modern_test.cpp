@@ -739,8 +739,9 @@ TEST(TpAsyncBackward, SequenceParallelBackwardCollectivesRunBesideTheirGemms) {
   // In the forward every collective is still on the chain: the op after it waits for it.
   const OpList& f = c.forward;
   for (std::uint32_t i = 0; i + 1 < f.ops().size(); ++i)
-    if (f.ops()[i].kind == OpKind::comm && f.ops()[i].group == CommGroup::tensor)
+    if (f.ops()[i].kind == OpKind::comm && f.ops()[i].group == CommGroup::tensor) {
       EXPECT_TRUE(waits_for(f, i + 1, i)) << f.ops()[i].name << " then " << f.ops()[i + 1].name;
+    }
 
   // The simulated timeline: each backward reduce-scatter of a block is called while that block's
   // GEMM computes (on the tensor-parallel stream, after the re-gather that the GEMM's start

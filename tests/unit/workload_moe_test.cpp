@@ -3,6 +3,8 @@
 // their closed forms, expert sharding, the plan checks.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -77,6 +79,41 @@ TEST(Moe, MixtralCountIsTheTensorByTensorSum) {
   EXPECT_EQ(c.active, total - L * 6 * expert);
 }
 
+// Llama 4 Scout and Maverick (text_config of their config.json, torchtitan's llama4 flavors),
+// tensor by tensor: GQA attention h x (h + 2 x 1024) + h x h and two RMSNorms in every block; a
+// MoE block has E routed experts and one shared of 3 x h x 8192 and the router E x h, a dense
+// block (Maverick's even blocks: interleave_moe_layer_step 2, MoE where (l + 1) % 2 == 0) an MLP
+// of 3 x h x 16384; two embeddings of 202,048 rows. Meta's model card: 17B active for both
+// (17.17B and 17.18B here), 109B and 400B total; those totals are the multimodal checkpoints',
+// whose vision encoder and projector the text presets leave out, and nominal (no decimals): the
+// text models count 107.77B and 400.71B, so the totals are checked within 1.5% only, the
+// tensor-by-tensor sum exactly.
+TEST(Moe, Llama4CountIsTheTensorByTensorSum) {
+  const std::int64_t h = 5120, kv = 1024, V = 202048, L = 48, ef = 8192, df = 16384;
+  const std::int64_t attn = h * (h + 2 * kv) + h * h + 2 * h;
+  const std::int64_t expert = 3 * h * ef;
+  for (const auto& [name, E, step, card] :
+       {std::tuple{"llama4-scout", std::int64_t{16}, 1, 109e9},
+        std::tuple{"llama4-maverick", std::int64_t{128}, 2, 400e9}}) {
+    SCOPED_TRACE(name);
+    const ModelSpec m = testing::model(name);
+    std::int64_t total = 2 * V * h + h, routed = 0, moe_blocks = 0;
+    for (int l = 0; l < L; ++l) {
+      const bool moe = (l + 1) % step == 0;
+      EXPECT_EQ(m.moe_layer(l), moe) << l;
+      total += attn + (moe ? (E + 1) * expert + E * h : 3 * h * df);
+      routed += moe ? E * expert : 0;
+      moe_blocks += moe ? 1 : 0;
+    }
+    const ParamCount c = count_params(m);
+    EXPECT_EQ(c.total, total);
+    EXPECT_EQ(c.experts, routed);
+    EXPECT_EQ(c.active, total - moe_blocks * (E - 1) * expert);  // top-1
+    EXPECT_NEAR(static_cast<double>(c.active), 17e9, 0.5e9);
+    EXPECT_NEAR(static_cast<double>(c.total), card, 0.015 * card);
+  }
+}
+
 // Hugging Face config.json of Mixtral and DeepSeek-V3 (MoE keys: num_local_experts,
 // num_experts_per_tok, n_routed_experts, n_shared_experts, moe_intermediate_size,
 // first_k_dense_replace; latent attention) give the presets' architecture.
@@ -130,6 +167,27 @@ TEST(Moe, BadMoeFieldsNameTheField) {
   EXPECT_NE(m.error().message.find("'expert_groups_per_token'"), std::string::npos);
   j.erase("expert_groups");
   j.erase("expert_groups_per_token");
+  // MoE every step-th block: a step of 0, or one that leaves no MoE block among the 4
+  j["moe_layer_step"] = 0;
+  m = model_from_json(j, "m.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("field 'moe_layer_step': expected a positive integer, got 0"),
+            std::string::npos)
+      << m.error().message;
+  j["moe_layer_step"] = 3;
+  j["first_dense_layers"] = 3;  // block 3: (3 + 1) % 3 != 0
+  m = model_from_json(j, "m.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("field 'moe_layer_step': expected a step that leaves a MoE "
+                                   "block among the 4 layers after the 3 dense ones, got 3"),
+            std::string::npos)
+      << m.error().message;
+  j["moe_layer_step"] = 2;  // block 3 is MoE
+  m = model_from_json(j, "m.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_FALSE(m->moe_layer(1));
+  EXPECT_TRUE(m->moe_layer(3));
+  j.erase("first_dense_layers");
   j.erase("experts");
   m = model_from_json(j, "m.json");
   ASSERT_FALSE(m.ok());
@@ -213,8 +271,9 @@ TEST(Moe, FlexDispatchCarriesEachTokenOnce) {
     }
   Workload skew = build_workload(build(MoeDispatcher::flex, 1.5));
   for (const Op& o : skew.roles[0].chunks[0].forward.ops())
-    if (o.kind == OpKind::comm && o.group == CommGroup::expert)
+    if (o.kind == OpKind::comm && o.group == CommGroup::expert) {
       EXPECT_DOUBLE_EQ(o.bytes, 1.5 * payload);
+    }
 
   const ForwardedCopies c = forwarded_copies(128, 8, place_group(flex, CommGroup::expert));
   bool counted = false;

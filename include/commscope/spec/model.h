@@ -64,6 +64,9 @@ struct ModelSpec {
   std::int64_t shared_experts = 0;     // experts every token passes (n_shared_experts)
   std::int64_t moe_ffn = 0;            // inner width of one expert (moe_intermediate_size; 0: ffn)
   int first_dense_layers = 0;          // leading blocks with a dense MLP (first_k_dense_replace)
+  // MoE on every step-th block, counted from the first (those with (l + 1) % step == 0: Llama 4
+  // Maverick's interleave_moe_layer_step, Qwen2-MoE's decoder_sparse_step); the rest dense.
+  int moe_layer_step = 1;
   // Group-limited routing (DeepSeek-V3's node-limited routing; 0: none): the experts in
   // expert_groups contiguous groups (n_group), each token's top-k drawn from the
   // expert_groups_per_token groups it selects (topk_group). Megatron-LM's
@@ -90,7 +93,9 @@ struct ModelSpec {
   bool gated_mlp() const { return mlp == MlpKind::swiglu || mlp == MlpKind::geglu; }
   bool moe() const { return experts > 0; }
   // Block `layer` has a routed-expert MLP (decoder blocks after the first dense ones).
-  bool moe_layer(int layer) const { return moe() && layer >= first_dense_layers; }
+  bool moe_layer(int layer) const {
+    return moe() && layer >= first_dense_layers && (layer + 1) % moe_layer_step == 0;
+  }
   std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
   bool mla() const { return kv_lora_rank > 0; }
 };
