@@ -95,7 +95,8 @@ Verb add_plan(CLI::App& app) {
          "frameworks whose plans are candidates, a comma list of commscope (its own "
          "pattern, every layout, ZeRO 0-3), megatron (DDP or distributed optimizer), "
          "deepspeed (ZeRO-3 beside commscope's; 0-3 alone; CP 1), fsdp (CP 1, TP with sequence "
-         "parallelism; PP 1: full_shard, shard_grad_op, hybrid_shard across nodes at TP 1; PP > "
+         "parallelism; PP 1: full_shard, shard_grad_op, hybrid_shard across nodes at TP 1, its "
+         "shard group one node or 2, 4, ... nodes; PP > "
          "1: shard_grad_op, gradients once a step) [commscope,deepspeed,fsdp]; "
          "--framework X searches X alone")
       ->delimiter(',');

@@ -32,11 +32,13 @@ std::string stage_layers_text(const search::PlanPoint& p, bool human) {
 }
 
 // The framework column: "" (table) or "commscope" (CSV) for commscope's own pattern;
-// "fsdp hybrid_shard", "megatron" ... otherwise.
+// "fsdp hybrid_shard", "fsdp hybrid_shard/16" (a shard group of 16 ranks, not one node's),
+// "megatron" ... otherwise.
 std::string framework_text(const search::PlanPoint& p, bool human) {
   if (p.framework == Framework::none) return human ? "" : "commscope";
   if (p.framework == Framework::fsdp)
-    return fmt::format("fsdp{}{}", human ? " " : ":", to_string(p.fsdp_sharding));
+    return fmt::format("fsdp{}{}{}", human ? " " : ":", to_string(p.fsdp_sharding),
+                       p.fsdp_shard_size > 0 ? fmt::format("/{}", p.fsdp_shard_size) : "");
   return std::string(search::framework_choice_name(p.framework));
 }
 
@@ -65,6 +67,8 @@ nlohmann::json plan_row(const Ranked& x, int rank) {
       {"fsdp_sharding", p.framework == Framework::fsdp
                             ? nlohmann::json(std::string(to_string(p.fsdp_sharding)))
                             : nlohmann::json(nullptr)},
+      {"fsdp_shard_size",
+       p.fsdp_shard_size > 0 ? nlohmann::json(p.fsdp_shard_size) : nlohmann::json(nullptr)},
       {"plan", search::describe(p)},
       {"iteration_time_s", e.iteration_time},
       {"time_for_global_batch_s", e.score_time},

@@ -139,6 +139,12 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.zero.reset();
     in.fsdp_sharding = p.fsdp_sharding;
   }
+  // The candidate's shard group, not the base's.
+  in.fsdp_replicate_size.reset();
+  if (p.fsdp_shard_size > 0)
+    in.fsdp_shard_size = p.fsdp_shard_size;
+  else
+    in.fsdp_shard_size.reset();
   if (fsdp_once_a_step(p))
     in.fsdp_grad_sync = FsdpGradSync::step;
   else
@@ -159,9 +165,11 @@ std::string describe(const PlanPoint& p) {
   if (p.expert_tp > 0 && p.expert_tp != p.tp) s += fmt::format(" ETP{}", p.expert_tp);
   switch (p.framework) {
     case Framework::fsdp:
-      s += fmt::format(" DP{} FSDP {}{} mbs {} gbs {} recompute {}", p.dp,
-                       to_string(p.fsdp_sharding), fsdp_once_a_step(p) ? " grads once a step" : "",
-                       p.micro_batch, p.global_batch, to_string(p.recompute));
+      s += fmt::format(" DP{} FSDP {}{}{} mbs {} gbs {} recompute {}", p.dp,
+                       to_string(p.fsdp_sharding),
+                       p.fsdp_shard_size > 0 ? fmt::format(" shard {}", p.fsdp_shard_size) : "",
+                       fsdp_once_a_step(p) ? " grads once a step" : "", p.micro_batch,
+                       p.global_batch, to_string(p.recompute));
       break;
     case Framework::megatron:
       s += fmt::format(" DP{} Megatron{} mbs {} gbs {} recompute {}", p.dp,
@@ -346,6 +354,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
           Framework f;
           int zero;
           FsdpSharding fsdp;
+          int shard = 0;  // HYBRID_SHARD's shard group (0: one node's DP ranks)
         };
         std::vector<Sharding> zeros;
         for (Framework f : frameworks) {
@@ -355,7 +364,8 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
             // forward and reduces the gradients once a step (SHARD_GRAD_OP, --fsdp-grad-sync
             // step: torchtitan under PyTorch's pipelining); with EP for MoE models (the experts
             // sharded over the expert-data group); HYBRID_SHARD for dense models when DP alone
-            // spans nodes (its shard group: one node's ranks, replicated across nodes).
+            // spans nodes: shard groups of one node's ranks, then of 2, 4, ... nodes' below DP
+            // (torchtitan's data_parallel_shard_degree), replicated across the rest.
             if (cp != 1 || dp == 1) continue;
             if (pp > 1) {
               if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
@@ -364,7 +374,9 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
             if (zero_ok(3)) zeros.push_back({f, 3, FsdpSharding::full_shard});
             if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
             if (zero_ok(3) && tp == 1 && !moe && dp > gpn && dp % gpn == 0)
-              zeros.push_back({f, 3, FsdpSharding::hybrid_shard});
+              for (std::int64_t shard = gpn; shard < dp && dp % shard == 0; shard *= 2)
+                zeros.push_back(
+                    {f, 3, FsdpSharding::hybrid_shard, shard == gpn ? 0 : static_cast<int>(shard)});
             continue;
           }
           if (f == Framework::deepspeed && cp != 1) continue;  // no Megatron CP in DeepSpeed
@@ -410,6 +422,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
                       p.zero = z.zero;
                       p.framework = z.f;
                       p.fsdp_sharding = z.fsdp;
+                      p.fsdp_shard_size = z.shard;
                       p.micro_batch = mb;
                       p.global_batch = per_replica * dp;
                       p.recompute = rc;
@@ -629,7 +642,7 @@ class BlockGraphCache {
  private:
   // What a block's ops depend on (builder.cpp's block programs, the ZeRO and framework
   // patterns); not DP, PP, the stages, the batch, the schedule or the rank order.
-  using Key = std::tuple<int, int, int, int, std::int64_t, int, bool, int, int, int>;
+  using Key = std::tuple<int, int, int, int, std::int64_t, int, bool, int, int, int, int>;
   static Key key(const PlanPoint& p) {
     return {p.tp,
             p.cp,
@@ -640,7 +653,8 @@ class BlockGraphCache {
             p.sequence_parallel,
             p.zero,
             static_cast<int>(p.framework),
-            static_cast<int>(p.fsdp_sharding)};
+            static_cast<int>(p.fsdp_sharding),
+            p.fsdp_shard_size};
   }
   std::mutex mu_;
   std::map<Key, std::unique_ptr<BlockGraphs>> cache_;
@@ -712,7 +726,7 @@ std::vector<std::vector<std::size_t>> schedule_groups(const std::vector<PlanPoin
                            p.first_layers, p.zero, p.micro_batch, p.global_batch,
                            static_cast<int>(p.recompute), p.sequence_parallel,
                            static_cast<int>(p.rank_order), static_cast<int>(p.framework),
-                           static_cast<int>(p.fsdp_sharding));
+                           static_cast<int>(p.fsdp_sharding), p.fsdp_shard_size);
   };
   std::vector<std::vector<std::size_t>> groups;
   std::map<decltype(key(PlanPoint{})), std::size_t> where;
@@ -850,7 +864,8 @@ auto layout_key(const PlanPoint& p) {
   return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.cp, p.ep, p.expert_tp, p.first_layers,
                          p.zero, static_cast<int>(p.recompute), p.sequence_parallel,
                          static_cast<int>(p.schedule), static_cast<int>(p.rank_order),
-                         static_cast<int>(p.framework), static_cast<int>(p.fsdp_sharding));
+                         static_cast<int>(p.framework), static_cast<int>(p.fsdp_sharding),
+                         p.fsdp_shard_size);
 }
 }  // namespace
 

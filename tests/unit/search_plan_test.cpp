@@ -19,6 +19,7 @@
 #include "commscope/report/predict.h"
 #include "commscope/search/plan_search.h"
 #include "commscope/sim/simulator.h"
+#include "commscope/workload/params.h"
 #include "commscope/workload/workload.h"
 
 #include "test_util.h"
@@ -175,6 +176,47 @@ TEST(SearchPlan, FsdpPlansOfAMoeModel) {
   EXPECT_GT(expert_dp_above_dp, 0);
   EXPECT_GT(op, 0);  // torchtitan's op-level checkpointing of its MoE blocks
   EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
+}
+
+// HYBRID_SHARD's shard group is searched: one node's DP ranks and 2, 4, ... nodes' below DP
+// (Llama 2 13B on 64 A100s, TP 1, PP 1: groups of 8, 16 and 32 ranks). Each candidate predicts
+// what --fsdp-shard-size gives; the weights, gradients and optimizer states a GPU holds shrink
+// as the group grows, by the group's size (the rest of the memory is the same plan's); the
+// search's best is brute force's.
+TEST(SearchPlan, HybridShardGroupsAreSearched) {
+  SearchSpace s = space("llama2-13b", "dgx-a100-80gb", 64, 128);
+  s.frameworks = {Framework::fsdp};
+  s.micro_batch = {1};
+  s.max_tp = 1, s.max_pp = 1;
+  const auto plans = search::enumerate_plans(s);
+  std::map<int, std::vector<const PlanPoint*>> by_shard;  // 8: one node's (0 in the plan)
+  for (const PlanPoint& p : plans)
+    if (p.fsdp_sharding == FsdpSharding::hybrid_shard)
+      by_shard[p.fsdp_shard_size > 0 ? p.fsdp_shard_size : 8].push_back(&p);
+  ASSERT_EQ(by_shard.size(), 3u);
+  EXPECT_TRUE(by_shard.count(8) && by_shard.count(16) && by_shard.count(32));
+  const ParamCount count = count_params(testing::model("llama2-13b"));
+  for (const auto& [shard, ps] : by_shard)
+    for (const PlanPoint* p : ps) {
+      SCOPED_TRACE(search::describe(*p));
+      if (shard > 8) {
+        EXPECT_NE(search::describe(*p).find(fmt::format("hybrid_shard shard {}", shard)),
+                  std::string::npos);
+      }
+      const PlanInput in = to_plan_input(*p, s.gpus, s.base);
+      auto sc = resolve_scenario(s.model, s.system, s.network, in);
+      ASSERT_TRUE(sc.ok()) << sc.error().message;
+      EXPECT_EQ(sc->plan.fsdp_shard_size, p->fsdp_shard_size);
+      EXPECT_EQ(hsdp_shard_ranks(sc->plan, sc->gpus_per_node), shard);
+      const Workload w = build_workload(*sc);
+      const MemoryBreakdown mem = memory_per_rank(w, w.roles.front());
+      // bf16 weights and gradients, fp32 master weights and Adam's two moments: 16 bytes a
+      // parameter over the shard group
+      EXPECT_NEAR((mem.weights + mem.gradients + mem.optimizer).value(),
+                  16.0 * static_cast<double>(count.total) / shard,
+                  1e-9 * 16.0 * static_cast<double>(count.total));
+    }
+  EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-a100-80gb"));
 }
 
 // torchtitan's op-level checkpointing is a candidate for the FSDP plans of a model with

@@ -48,14 +48,16 @@ struct PlanPoint {
   // (shard_grad_op), given as --fsdp-sharding and not as --zero.
   Framework framework = Framework::none;
   FsdpSharding fsdp_sharding = FsdpSharding::full_shard;  // framework fsdp only
+  // HYBRID_SHARD's shard group (--fsdp-shard-size): 0 is one node's DP ranks.
+  int fsdp_shard_size = 0;
 };
 // The plan flags of `predict` that give this point (resolve_scenario's input).
 PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base);
 // "TP8 PP4 v2 DP2 ZeRO-1 mbs 2 gbs 512 recompute selective SP 1f1b tp-dp-pp" (fields that
 // matter only: v when above 1, SP when on, rank order when DP and PP are both above 1; CP, EP,
 // expert TP and the uneven split "layers 7+14x8+7" (first + others x each + last) when not
-// the default; the framework when not commscope's own: "FSDP hybrid_shard", "DeepSpeed",
-// "Megatron").
+// the default; the framework when not commscope's own: "FSDP hybrid_shard" (with "shard 16"
+// when its shard group is not one node's), "DeepSpeed", "Megatron").
 std::string describe(const PlanPoint& p);
 
 // What to search: the model, the system and its network, the GPU count, and the constraints.
@@ -82,7 +84,9 @@ struct SearchSpace {
   // without PP), only ZeRO-3 when none is also listed (its stages 0-2 are commscope's own
   // pattern). fsdp: dense models, CP 1, DP > 1; TP with sequence parallelism; PP 1:
   // full_shard, shard_grad_op, and at TP 1 hybrid_shard when the DP ranks span nodes (shard
-  // group: one node's); PP > 1: shard_grad_op with the gradients reduced once a step
+  // groups of one node's ranks, and of 2, 4, ... nodes' that divide DP, below DP: the memory
+  // each saves against the replicas' all-reduce); PP > 1: shard_grad_op with the gradients
+  // reduced once a step
   // (torchtitan under PyTorch's pipelining); --zero 3 admits full/hybrid, 2 shard_grad_op.
   std::vector<Framework> frameworks;
   // Memory kept free on every GPU for what memory_per_rank does not count (CUDA context, NCCL
