@@ -322,7 +322,13 @@ Table summary_table(const Workload& w, const Description& d) {
   t.add({"parameters per rank (max)", with_commas(d.max_params), "TP shard of the fullest stage"});
   t.add({"model FLOPs / iteration", human_si(d.flops.model, "FLOP"),
          fmt::format("{} per token", human_si(d.flops.model / tokens, "FLOP"))});
-  t.add({"hardware FLOPs / iteration", human_si(d.flops.hardware, "FLOP"), "with recomputation"});
+  // FlashAttention on a causal model computes half the scores PaLM's model FLOPs count: hardware
+  // FLOPs can then be the smaller figure, which the note says rather than leave as a puzzle.
+  t.add({"hardware FLOPs / iteration", human_si(d.flops.hardware, "FLOP"),
+         d.flops.hardware < d.flops.model
+             ? "with recomputation; below model FLOPs: the attention kernel skips the causal "
+               "half that model FLOPs (PaLM's count) include"
+             : "with recomputation"});
   t.add({"memory per rank (max)", human_bytes(d.max_memory),
          fmt::format("of {} on {}: {}", human_bytes(sc.system.gpu.memory), sc.system.gpu.name,
                      d.fits ? "fits" : "DOES NOT FIT")});

@@ -72,5 +72,34 @@ TEST(Flops, LlamaMatchesPaLMFormula) {
   }
 }
 
+// FlashAttention on a causal model: model FLOPs count attention as PaLM does (4 s^2 per query
+// channel and sample forward, twice that backward, no causal discount); hardware FLOPs as the
+// kernel runs it, half the scores forward and 2.5 times that backward (FlashAttention-2, Dao
+// 2023, Section 3.1: the backward pass's five matmuls to the forward's two). Without recompute
+// hardware FLOPs are then below model FLOPs by (4 + 8 - 2 - 5) B s^2 q l = 5 B s^2 q l, and
+// describe says why.
+TEST(Flops, CausalFlashAttentionBelowModelFlops) {
+  PlanInput p = plan(8, 1, 1, 1, 8);
+  p.seq_length = 8192;
+  p.attention = AttentionKernel::flash;
+  const Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+  const double B = 8, s = 8192, q = 4096, l = 32;
+  const FlopCount f = iteration_flops(build_workload(sc));
+  EXPECT_NEAR((f.model - f.hardware) / (5 * B * s * s * q * l), 1.0, 1e-12);
+
+  const std::string bin = COMMSCOPE_BIN;
+  const std::string flags =
+      " describe --model llama3-8b --system dgx-h100 --gpus 8 "
+      "--seq-length 8192 --attention ";
+  auto flash = testing::run_shell(bin + flags + "flash");
+  ASSERT_EQ(flash.status, 0) << flash.err;
+  EXPECT_NE(flash.out.find("below model FLOPs: the attention kernel skips the causal half"),
+            std::string::npos)
+      << flash.out;
+  auto standard = testing::run_shell(bin + flags + "standard");
+  ASSERT_EQ(standard.status, 0) << standard.err;
+  EXPECT_EQ(standard.out.find("below model FLOPs"), std::string::npos) << standard.out;
+}
+
 }  // namespace
 }  // namespace commscope
