@@ -285,6 +285,11 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
       "mode = \"selective\"\nselective_ac_option = \"op\"\n");
   EXPECT_EQ(j.plan.recompute, Recompute::op);
   EXPECT_EQ(j.plan.mtp_layers, 0);
+  // Llama 4 Maverick: dense and MoE blocks in turn
+  same_as_flags("llama4_17bx128e_ep.toml", "llama4-maverick",
+                " --framework fsdp --attention flash --micro-batch-size 1 --seq-length 8192 "
+                "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
+                "--recompute-granularity full");
   same_as_flags("deepseek_v3_16b_op.toml", "deepseek-v2-lite",
                 " --framework fsdp --attention flash --micro-batch-size 2 --seq-length 4096 "
                 "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
