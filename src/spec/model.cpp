@@ -379,10 +379,12 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // The T5 paper's pre-training lengths: 512 input tokens, 114 target tokens on average.
     m.seq_length = 512;
     m.decoder_seq_length = 114;
-  } else if (type == "mixtral" || type == "deepseek_v3" || type == "deepseek_v2") {
+  } else if (type == "mixtral" || type == "deepseek_v3" || type == "deepseek_v2" ||
+             type == "qwen3_moe") {
     // Mixture of experts: Mixtral (transformers' MixtralConfig: num_local_experts,
-    // num_experts_per_tok) and DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
-    // moe_intermediate_size, first_k_dense_replace, and multi-head latent attention).
+    // num_experts_per_tok), DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
+    // moe_intermediate_size, first_k_dense_replace, and multi-head latent attention) and
+    // Qwen3-MoE (num_experts, moe_intermediate_size, decoder_sparse_step, mlp_only_layers).
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
     r.require("num_hidden_layers", m.decoder_layers);
@@ -397,6 +399,20 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     r.require("num_experts_per_tok", m.experts_per_token);
     if (type == "mixtral") {
       r.require("num_local_experts", m.experts);
+    } else if (type == "qwen3_moe") {
+      // Qwen3MoeDecoderLayer: a sparse block where (layer_idx + 1) % decoder_sparse_step == 0
+      // and the layer is not in mlp_only_layers; no shared experts.
+      r.require("num_experts", m.experts);
+      r.require("moe_intermediate_size", m.moe_ffn);
+      r.read("decoder_sparse_step", m.moe_layer_step);
+      if (r.has("mlp_only_layers") && r.raw().at("mlp_only_layers").is_array() &&
+          !r.raw().at("mlp_only_layers").empty())
+        r.fail("mlp_only_layers", "[] (dense blocks chosen by index are not modelled)",
+               r.raw().at("mlp_only_layers").dump());
+      bool attention_bias = false;
+      r.read("attention_bias", attention_bias);
+      r.check(!attention_bias, "attention_bias", "false (biased attention is not modelled)",
+              "true");
     } else {
       r.require("n_routed_experts", m.experts);
       r.read("n_shared_experts", m.shared_experts);
@@ -426,7 +442,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     }
     m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
     m.max_positions = 0;
-  } else if (type == "llama" || type == "mistral") {
+  } else if (type == "llama" || type == "mistral" || type == "qwen3") {
+    // Qwen3 (dense) is a Llama with per-head query and key RMSNorms, which are not counted.
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
     r.require("num_hidden_layers", m.decoder_layers);
@@ -445,10 +462,11 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
     m.max_positions = 0;
   } else {
-    return Error{
-        fmt::format("{}: field 'model_type': expected one of "
-                    "gpt2|bert|t5|llama|mistral|mixtral|deepseek_v2|deepseek_v3, got '{}'",
-                    where, type)};
+    return Error{fmt::format(
+        "{}: field 'model_type': expected one of "
+        "gpt2|bert|t5|llama|mistral|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
+        "'{}'",
+        where, type)};
   }
   CS_RETURN_IF_ERROR(r.status());
   apply_model_defaults(m);

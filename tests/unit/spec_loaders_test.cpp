@@ -76,7 +76,8 @@ TEST(Loaders, HuggingFaceConfigs) {
     const char* preset;
   };
   for (auto c : {Case{"gpt2-large.json", "gpt2-large"}, Case{"bert-base-uncased.json", "bert-base"},
-                 Case{"t5-small.json", "t5-small"}, Case{"llama-2-70b.json", "llama2-70b"}}) {
+                 Case{"t5-small.json", "t5-small"}, Case{"llama-2-70b.json", "llama2-70b"},
+                 Case{"qwen3-8b.json", "qwen3-8b"}}) {
     SCOPED_TRACE(c.file);
     auto m = load_model(kData + "hf/" + c.file);
     ASSERT_TRUE(m.ok()) << m.error().message;
@@ -99,7 +100,8 @@ TEST(Loaders, HuggingFaceUnsupportedType) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message.find(
                 "field 'model_type': expected one of "
-                "gpt2|bert|t5|llama|mistral|mixtral|deepseek_v2|deepseek_v3, got 'mamba'"),
+                "gpt2|bert|t5|llama|mistral|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
+                "'mamba'"),
             std::string::npos)
       << m.error().message;
 }

@@ -3,9 +3,8 @@
 // their closed forms, expert sharding, the plan checks.
 #include <gtest/gtest.h>
 
-#include <tuple>
-
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -114,13 +113,15 @@ TEST(Moe, Llama4CountIsTheTensorByTensorSum) {
   }
 }
 
-// Hugging Face config.json of Mixtral and DeepSeek-V3 (MoE keys: num_local_experts,
-// num_experts_per_tok, n_routed_experts, n_shared_experts, moe_intermediate_size,
-// first_k_dense_replace; latent attention) give the presets' architecture.
+// Hugging Face config.json of Mixtral, DeepSeek-V3 and Qwen3-30B-A3B (MoE keys:
+// num_local_experts, num_experts_per_tok, n_routed_experts, n_shared_experts,
+// moe_intermediate_size, first_k_dense_replace; latent attention; num_experts,
+// decoder_sparse_step) give the presets' architecture.
 TEST(Moe, HuggingFaceConfigsGiveThePresetsCounts) {
   const std::string data = COMMSCOPE_SOURCE_DIR "/tests/data";
   for (auto [file, preset] : {std::pair{"hf/mixtral-8x7b.json", "mixtral-8x7b"},
-                              std::pair{"hf/deepseek-v3.json", "deepseek-v3"}}) {
+                              std::pair{"hf/deepseek-v3.json", "deepseek-v3"},
+                              std::pair{"hf/qwen3-30b-a3b.json", "qwen3-30b-a3b"}}) {
     SCOPED_TRACE(file);
     auto m = load_model(data + "/" + file);
     ASSERT_TRUE(m.ok()) << m.error().message;
@@ -136,6 +137,26 @@ TEST(Moe, HuggingFaceConfigsGiveThePresetsCounts) {
     EXPECT_EQ(m.value().mtp_layers, p.mtp_layers);  // num_nextn_predict_layers: 1 and 0
     EXPECT_EQ(count_params(m.value()).mtp, count_params(p).mtp);
   }
+}
+
+// Qwen3-MoE's decoder_sparse_step is moe_layer_step (a sparse block where (l + 1) % step == 0);
+// dense blocks named by index (mlp_only_layers) are refused, naming the field.
+TEST(Moe, Qwen3MoeSparseStepAndMlpOnlyLayers) {
+  auto j = nlohmann::json::parse(
+      testing::slurp(COMMSCOPE_SOURCE_DIR "/tests/data/hf/qwen3-30b-a3b.json"));
+  j["decoder_sparse_step"] = 2;
+  auto m = model_from_json(j, "config.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->moe_layer_step, 2);
+  EXPECT_FALSE(m->moe_layer(0));
+  EXPECT_TRUE(m->moe_layer(1));
+  j["mlp_only_layers"] = {0, 47};
+  m = model_from_json(j, "config.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("field 'mlp_only_layers': expected [] (dense blocks chosen by "
+                                   "index are not modelled), got [0,47]"),
+            std::string::npos)
+      << m.error().message;
 }
 
 TEST(Moe, BadMoeFieldsNameTheField) {
