@@ -555,13 +555,14 @@ class Builder {
   // Latent attention (torchtitan's DeepSeek-V3, v0.2.2 models/deepseek_v3/model/model.py, the
   // same save list): its Linears run wq_a (or wq without a query latent), wq_b, wkv_a, wkv_b,
   // wo, the block program's q_down, q_up (q_proj), kv_down, kv_up, attn_out, one product each;
-  // the latent norms and the rotary embedding are replayed. torchtitan has these models only
-  // from v0.2 on, whose checkpoint runs without early stop by default: their dense blocks'
-  // replay also goes to the block's end (w2 replayed when its count is even).
+  // the latent norms and the rotary embedding are replayed. torchtitan's MoE and
+  // latent-attention models are priced as its v0.2.2 runs them, without early stop by default:
+  // their dense blocks' replay also goes to the block's end (w2 replayed when its count is
+  // even; DeepSeek-V3's first blocks, Llama 4 Maverick's every other).
   std::vector<Step> op_recompute_program(const std::vector<Step>& prog) const {
     std::vector<Step> out;
     int mm = 0;
-    const bool early_stop = !m_.mla();
+    const bool early_stop = !m_.mla() && !m_.moe();
     for (const Step& st : prog) {
       if (early_stop && st.kind == StepKind::compute && st.op.name == "mlp_out")
         break;                                                             // the early stop

@@ -642,6 +642,23 @@ TEST(Memory, OpRecomputeOfLatentAttention) {
                          2 * routed * c.h * 3 * c.moe_f);
     EXPECT_FALSE(names.count("moe_dispatch") || names.count("moe_combine"));
   }
+  // A dense block of a MoE model with grouped-query attention (Llama 4 Maverick's block 0): no
+  // early stop either, so the residual after w2 is replayed; w2 itself, the seventh product,
+  // is kept.
+  {
+    PlanInput p = plan(64, 1, 1, 1);
+    p.seq_length = 2048;
+    p.framework = Framework::fsdp;
+    p.attention = AttentionKernel::flash;
+    p.ep = 8;
+    p.recompute = Recompute::op;
+    const Workload w = build_workload(scenario("llama4-maverick", "dgx-h100", p));
+    std::set<std::string> names;
+    for (const Op& o : w.roles.front().chunks.front().backward.ops())
+      if (o.phase == Phase::recompute && o.layer == 0) names.insert(std::string(o.name));
+    EXPECT_TRUE(names.count("mlp_residual") && names.count("mlp_in"));
+    EXPECT_FALSE(names.count("mlp_out"));
+  }
   // Time lies between none and full.
   auto time = [](Recompute r) {
     PlanInput p = plan(16, 1, 1, 2);
