@@ -142,6 +142,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                                         {"llama3", "405b", "llama3-405b"},
                                         {"llama4", "17bx16e", "llama4-scout"},
                                         {"llama4", "17bx128e", "llama4-maverick"},
+                                        {"llama4", "17bx16e_irope", "llama4-scout"},
+                                        {"llama4", "17bx128e_irope", "llama4-maverick"},
                                         {"deepseek_v3", "16b", "deepseek-v2-lite"},
                                         {"deepseek_v3", "671b", "deepseek-v3"},
                                         {"qwen3", "0.6b", "qwen3-0.6b"},
@@ -158,10 +160,21 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   if (job.model.empty())
     return f.bad("[model] name and flavor",
                  "a torchtitan model commscope has a preset for: llama2 7B, 13B or 70B; llama3 "
-                 "8B, 70B or 405B; llama4 17bx16e or 17bx128e; deepseek_v3 16B or 671B; qwen3 "
+                 "8B, 70B or 405B; llama4 17bx16e or 17bx128e (or their _irope flavors); "
+                 "deepseek_v3 16B or 671B; qwen3 "
                  "0.6B, 1.7B, 4B, 8B, 14B, 32B, "
                  "30B-A3B or 235B-A22B",
                  fmt::format("{} {}", name.value_or("(no name)"), flavor.value_or("(no flavor)")));
+  // Llama 4's iRoPE flavors (v0.2.2 models/llama4: NoPE on every fourth layer, chunked
+  // attention in blocks of fixed_attn_block_size 8192 on the others, block_causal document
+  // masks through FlexAttention) cost what the plain flavors do where a sequence is one document
+  // of at most 8192 tokens; otherwise full causal attention is an upper bound.
+  if (fl.size() > 6 && fl.compare(fl.size() - 6, 6, "_irope") == 0)
+    job.notes.push_back(fmt::format(
+        "[model] flavor {}: iRoPE's chunked attention (blocks of 8192 tokens) and block_causal "
+        "document masks are priced as full causal attention over the sequence: the same cost "
+        "for one document of at most 8192 tokens, an upper bound otherwise",
+        flavor.value_or("")));
   // torchtitan's DeepSeek-V3 has no multi-token-prediction module (v0.2.2
   // models/deepseek_v3/model/model.py), which the deepseek-v3 preset, from the Hugging Face
   // config's num_nextn_predict_layers, has.

@@ -240,9 +240,18 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
         std::tuple{"qwen3", "4B", "qwen3-4b"}, std::tuple{"qwen3", "8B", "qwen3-8b"},
         std::tuple{"qwen3", "14B", "qwen3-14b"}, std::tuple{"qwen3", "32B", "qwen3-32b"},
         std::tuple{"llama4", "17bx16e", "llama4-scout"},
-        std::tuple{"llama4", "17bx128e", "llama4-maverick"}}) {
+        std::tuple{"llama4", "17bx128e", "llama4-maverick"},
+        std::tuple{"llama4", "17bx128e_irope", "llama4-maverick"}}) {
     j = parse(fmt::format("[model]\nname = \"{}\"\nflavor = \"{}\"\n", name, flavor));
     EXPECT_EQ(j.model, preset);
+    // the iRoPE flavors: chunked attention and document masks priced as causal, with a note
+    const bool irope = std::string_view(flavor).ends_with("_irope");
+    ASSERT_EQ(j.notes.size(), irope ? 1u : 0u);
+    if (irope) {
+      EXPECT_NE(j.notes[0].find("[model] flavor 17bx128e_irope: iRoPE's chunked attention"),
+                std::string::npos)
+          << j.notes[0];
+    }
   }
   // op-level checkpointing of a MoE model with grouped-query attention: torchtitan's MoE policy;
   // early_stop true (priced as without it) gets a note
@@ -305,8 +314,7 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
        "[training] local_batch_size: expected an integer of at least 1, got 0"},
       {"[model]\nname = \"deepseek_v3\"\nflavor = \"236B\"\n",
        "[model] name and flavor: expected a torchtitan model commscope has a preset for"},
-      // the iRoPE variants (chunked attention with NoPE layers, FlexAttention masks)
-      {"[model]\nname = \"llama4\"\nflavor = \"17bx16e_irope\"\n", "got llama4 17bx16e_irope"},
+      {"[model]\nname = \"llama4\"\nflavor = \"debugmodel\"\n", "got llama4 debugmodel"},
       {"[model]\nname = \"qwen3\"\nflavor = \"30B-A3B\"\n[parallelism]\n"
        "expert_parallel_degree = 8\nexpert_parallel_comm_backend = \"nvshmem\"\n",
        "[parallelism] expert_parallel_comm_backend: expected standard or deepep, got "
