@@ -263,6 +263,15 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
   const bool decoder_only = s.model.kind != ArchKind::t5 && s.model.kind != ArchKind::bert;
   const bool moe = s.model.moe();
+  // Selective recompute of the attention core alone replays nothing under FlashAttention
+  // (docs/workload.md, "Attention kernels"): the same plan as no recompute, not listed twice.
+  const bool flash =
+      s.base.attention.value_or(s.model.flash_attention
+                                    ? AttentionKernel::flash
+                                    : AttentionKernel::standard) == AttentionKernel::flash;
+  const bool selective_is_none =
+      flash &&
+      s.base.recompute_modules.value_or(recompute_module::core_attn) == recompute_module::core_attn;
   // torchtitan's op checkpointing: the blocks its policy is modelled for, no MTP module
   const bool op_ok =
       !op_recompute_model_gap(s.model) && s.base.mtp_layers.value_or(s.model.mtp_layers) == 0;
@@ -405,6 +414,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
                       // torchtitan's op-level checkpointing: FSDP plans of a model whose blocks
                       // the policy is modelled for (resolve_op_recompute).
                       if (rc == Recompute::op && (z.f != Framework::fsdp || !op_ok)) continue;
+                      if (rc == Recompute::selective && selective_is_none) continue;
                       if (z.f == Framework::fsdp && tp > 1 && sp == 0) continue;
                       if (out.size() >= kMaxCandidates) return out;  // the caller reports it
                       PlanPoint p;

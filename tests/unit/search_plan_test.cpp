@@ -178,6 +178,45 @@ TEST(SearchPlan, FsdpPlansOfAMoeModel) {
   EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
 }
 
+// Under FlashAttention selective recompute of the attention core alone is the plan without
+// recompute (docs/workload.md): it is not a candidate of its own, and the search's best is the
+// same as with the standard kernel's list. With another module to replay (mlp) it is one again.
+TEST(SearchPlan, SelectiveCoreAttentionUnderFlashIsNotListedTwice) {
+  auto count = [](std::optional<AttentionKernel> k, std::optional<std::uint8_t> modules) {
+    SearchSpace s = space("llama2-7b", "dgx-a100-80gb", 16, 32);
+    s.base.attention = k;
+    s.base.recompute_modules = modules;
+    std::map<Recompute, int> n;
+    for (const PlanPoint& p : search::enumerate_plans(s)) ++n[p.recompute];
+    return n;
+  };
+  auto standard = count(AttentionKernel::standard, std::nullopt);
+  auto flash = count(AttentionKernel::flash, std::nullopt);
+  EXPECT_GT(standard[Recompute::selective], 0);
+  EXPECT_EQ(flash[Recompute::selective], 0);
+  EXPECT_EQ(flash[Recompute::none], standard[Recompute::none]);
+  const std::uint8_t with_mlp = recompute_module::core_attn | recompute_module::mlp;
+  EXPECT_GT(count(AttentionKernel::flash, with_mlp)[Recompute::selective], 0);
+  // what was left out predicts exactly what the plan without recompute does
+  SearchSpace s = space("llama2-7b", "dgx-a100-80gb", 16, 32);
+  s.base.attention = AttentionKernel::flash;
+  for (const PlanPoint& p : search::enumerate_plans(s)) {
+    if (p.recompute != Recompute::none || p.framework != Framework::none) continue;
+    PlanPoint sel = p;
+    sel.recompute = Recompute::selective;
+    auto a = resolve_scenario(s.model, s.system, s.network, to_plan_input(p, s.gpus, s.base));
+    auto b = resolve_scenario(s.model, s.system, s.network, to_plan_input(sel, s.gpus, s.base));
+    if (!a.ok()) continue;
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(simulate(build_workload(*a)).iteration_time,
+              simulate(build_workload(*b)).iteration_time);
+    const Workload wa = build_workload(*a), wb = build_workload(*b);
+    EXPECT_EQ(memory_per_rank(wa, wa.roles.front()).total().value(),
+              memory_per_rank(wb, wb.roles.front()).total().value());
+    break;  // one plan is enough
+  }
+}
+
 // HYBRID_SHARD's shard group is searched: one node's DP ranks and 2, 4, ... nodes' below DP
 // (Llama 2 13B on 64 A100s, TP 1, PP 1: groups of 8, 16 and 32 ranks). Each candidate predicts
 // what --fsdp-shard-size gives; the weights, gradients and optimizer states a GPU holds shrink
