@@ -265,12 +265,8 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   const bool moe = s.model.moe();
   // Selective recompute of the attention core alone replays nothing under FlashAttention
   // (docs/workload.md, "Attention kernels"): the same plan as no recompute, not listed twice.
-  const bool flash =
-      s.base.attention.value_or(s.model.flash_attention
-                                    ? AttentionKernel::flash
-                                    : AttentionKernel::standard) == AttentionKernel::flash;
   const bool selective_is_none =
-      flash &&
+      attention_kernel(s.base, s.model) == AttentionKernel::flash &&
       s.base.recompute_modules.value_or(recompute_module::core_attn) == recompute_module::core_attn;
   // torchtitan's op checkpointing: the blocks its policy is modelled for, no MTP module
   const bool op_ok =

@@ -25,8 +25,7 @@ std::string num(std::int64_t v) {
 Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                                const SystemSpec& system, ParallelPlan& plan,
                                const std::optional<PipelineLayout>& layout) {
-  plan.attention = in.attention.value_or(model.flash_attention ? AttentionKernel::flash
-                                                               : AttentionKernel::standard);
+  plan.attention = attention_kernel(in, model);
   plan.fp8 = in.fp8.value_or(false);
   if (plan.fp8) {
     if (system.gpu.peak.fp8.value() <= 0)
@@ -152,6 +151,11 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
 }
 
 }  // namespace
+
+AttentionKernel attention_kernel(const PlanInput& in, const ModelSpec& model) {
+  return in.attention.value_or(model.flash_attention ? AttentionKernel::flash
+                                                     : AttentionKernel::standard);
+}
 
 // torchtitan's op-level selective checkpointing (--recompute-granularity op) is modelled on
 // the blocks torchtitan's models have (separate q, k, v projections or DeepSeek-V3's latent

@@ -169,7 +169,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   // attention in blocks of fixed_attn_block_size 8192 on the others, block_causal document
   // masks through FlexAttention) cost what the plain flavors do where a sequence is one document
   // of at most 8192 tokens; otherwise full causal attention is an upper bound.
-  if (fl.size() > 6 && fl.compare(fl.size() - 6, 6, "_irope") == 0)
+  if (fl.ends_with("_irope"))
     job.notes.push_back(fmt::format(
         "[model] flavor {}: iRoPE's chunked attention (blocks of 8192 tokens) and block_causal "
         "document masks are priced as full causal attention over the sequence: the same cost "

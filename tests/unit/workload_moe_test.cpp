@@ -17,6 +17,16 @@
 namespace commscope {
 namespace {
 
+// The one-line error model_from_json gives for j (a test failure where j loads).
+std::string model_error(const nlohmann::json& j, const std::string& where) {
+  auto m = model_from_json(j, where);
+  if (m.ok()) {
+    ADD_FAILURE() << where << " loaded; expected an error";
+    return "";
+  }
+  return m.error().message;
+}
+
 using testing::named;
 using testing::plan;
 using testing::scenario;
@@ -151,12 +161,11 @@ TEST(Moe, Qwen3MoeSparseStepAndMlpOnlyLayers) {
   EXPECT_FALSE(m->moe_layer(0));
   EXPECT_TRUE(m->moe_layer(1));
   j["mlp_only_layers"] = {0, 47};
-  m = model_from_json(j, "config.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("field 'mlp_only_layers': expected [] (dense blocks chosen by "
-                                   "index are not modelled), got [0,47]"),
+  const std::string e = model_error(j, "config.json");
+  EXPECT_NE(e.find("field 'mlp_only_layers': expected [] (dense blocks chosen by "
+                   "index are not modelled), got [0,47]"),
             std::string::npos)
-      << m.error().message;
+      << e;
 }
 
 TEST(Moe, BadMoeFieldsNameTheField) {
@@ -164,55 +173,47 @@ TEST(Moe, BadMoeFieldsNameTheField) {
                       {"hidden", 256},         {"heads", 4},        {"ffn", 512},
                       {"vocab", 1000},         {"seq_length", 128}, {"experts", 8},
                       {"experts_per_token", 9}};
-  auto m = model_from_json(j, "m.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("experts_per_token"), std::string::npos) << m.error().message;
+  std::string e = model_error(j, "m.json");
+  EXPECT_NE(e.find("experts_per_token"), std::string::npos) << e;
   j["experts_per_token"] = 2;
   j["first_dense_layers"] = 4;
-  m = model_from_json(j, "m.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("first_dense_layers"), std::string::npos);
+  e = model_error(j, "m.json");
+  EXPECT_NE(e.find("first_dense_layers"), std::string::npos) << e;
   j["first_dense_layers"] = 0;
   j["expert_groups"] = 3;  // not a divisor of the 8 experts
   j["expert_groups_per_token"] = 1;
-  m = model_from_json(j, "m.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("field 'expert_groups': expected a divisor of the 8 experts, "
-                                   "got 3"),
+  e = model_error(j, "m.json");
+  EXPECT_NE(e.find("field 'expert_groups': expected a divisor of the 8 experts, "
+                   "got 3"),
             std::string::npos)
-      << m.error().message;
+      << e;
   j["expert_groups"] = 4;
   j["expert_groups_per_token"] = 5;
-  m = model_from_json(j, "m.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("'expert_groups_per_token'"), std::string::npos);
+  e = model_error(j, "m.json");
+  EXPECT_NE(e.find("'expert_groups_per_token'"), std::string::npos) << e;
   j.erase("expert_groups");
   j.erase("expert_groups_per_token");
   // MoE every step-th block: a step of 0, or one that leaves no MoE block among the 4
   j["moe_layer_step"] = 0;
-  m = model_from_json(j, "m.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("field 'moe_layer_step': expected a positive integer, got 0"),
-            std::string::npos)
-      << m.error().message;
+  e = model_error(j, "m.json");
+  EXPECT_NE(e.find("field 'moe_layer_step': expected a positive integer, got 0"), std::string::npos)
+      << e;
   j["moe_layer_step"] = 3;
   j["first_dense_layers"] = 3;  // block 3: (3 + 1) % 3 != 0
-  m = model_from_json(j, "m.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("field 'moe_layer_step': expected a step that leaves a MoE "
-                                   "block among the 4 layers after the 3 dense ones, got 3"),
+  e = model_error(j, "m.json");
+  EXPECT_NE(e.find("field 'moe_layer_step': expected a step that leaves a MoE "
+                   "block among the 4 layers after the 3 dense ones, got 3"),
             std::string::npos)
-      << m.error().message;
+      << e;
   j["moe_layer_step"] = 2;  // block 3 is MoE
-  m = model_from_json(j, "m.json");
+  auto m = model_from_json(j, "m.json");
   ASSERT_TRUE(m.ok()) << m.error().message;
   EXPECT_FALSE(m->moe_layer(1));
   EXPECT_TRUE(m->moe_layer(3));
   j.erase("first_dense_layers");
   j.erase("experts");
-  m = model_from_json(j, "m.json");
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("'experts'"), std::string::npos) << m.error().message;
+  e = model_error(j, "m.json");
+  EXPECT_NE(e.find("'experts'"), std::string::npos) << e;
 }
 
 // Sums over the ops of one list for one layer.

@@ -41,10 +41,15 @@ ScenarioInput default_scenario_input();
 Result<Scenario> resolve_scenario(const ScenarioInput& in);
 
 // Why torchtitan's op-level checkpointing (--recompute-granularity op) is not modelled for this
-// model's blocks, as (what the policy needs, what the model is): MoE layers, latent attention,
-// an encoder-decoder; nothing when it is. resolve_scenario refuses such a plan with it; the plan
-// search leaves such candidates out.
+// model's blocks, as (what the policy needs, what the model is): an encoder-decoder; nothing
+// when it is. resolve_scenario refuses such a plan with it; the plan search leaves such
+// candidates out.
 std::optional<std::pair<std::string, std::string>> op_recompute_model_gap(const ModelSpec& m);
+
+// The attention kernel a plan runs: --attention, else the model preset's (flash where the model
+// trains with it). resolve_scenario sets ParallelPlan::attention with it; the plan search asks
+// it before any scenario is resolved.
+AttentionKernel attention_kernel(const PlanInput& in, const ModelSpec& model);
 
 // Resolves with specs already loaded (used by sweeps and tests).
 Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkProtocol network,
