@@ -213,7 +213,11 @@ std::string headline(const Workload& w) {
     for (int d = 0; d < p.mtp_layers; ++d)
       mtp_params += static_cast<double>(mtp_depth_params(sc.model, d));
     out += fmt::format(
-        "kernels: attention {}{}{}{}{}{}{}\n", to_string(p.attention),
+        "kernels: attention {}{}{}{}{}{}{}{}\n", to_string(p.attention),
+        p.attention == AttentionKernel::flash && p.replays_fused_attention()
+            ? " (replayed in backward: Megatron-Core's selective recompute checkpoints the "
+              "fused kernel too)"
+            : "",
         p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
         p.tp_comm_overlap ? ", TP all-gathers and reduce-scatters beside their GEMMs" : "",
         async_ar ? ", TP input-gradient all-reduce beside the weight-gradient GEMM (asynchronous)"

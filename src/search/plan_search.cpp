@@ -263,8 +263,10 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
   const bool decoder_only = s.model.kind != ArchKind::t5 && s.model.kind != ArchKind::bert;
   const bool moe = s.model.moe();
-  // Selective recompute of the attention core alone replays nothing under FlashAttention
-  // (docs/workload.md, "Attention kernels"): the same plan as no recompute, not listed twice.
+  // Selective recompute of the attention core alone under FlashAttention (docs/workload.md,
+  // "Attention kernels") replays nothing, the same plan as no recompute, or under Megatron-Core
+  // the kernel's forward to drop only its logsumexp (4 bytes a query row and head), a slower
+  // plan that holds almost as much: not a candidate either way.
   const bool selective_is_none =
       attention_kernel(s.base, s.model) == AttentionKernel::flash &&
       s.base.recompute_modules.value_or(recompute_module::core_attn) == recompute_module::core_attn;

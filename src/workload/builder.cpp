@@ -954,8 +954,10 @@ class Builder {
   // decoder self-attention); backward 2.5 times the forward (five matmuls: QK^T recomputed,
   // dV, dP, dQ, dK). HBM traffic: Q, K, V read and O and the logsumexp (fp32, one per row and
   // head) written in forward; Q, K, V, O, dO, logsumexp and the fp32 row sums D = rowsum(dO o O)
-  // read and dQ, dK, dV written in backward; no s_q x s_kv tensor ever reaches HBM. Not a
-  // core_attn step: selective recompute has nothing left to replay. Latent attention
+  // read and dQ, dK, dV written in backward; no s_q x s_kv tensor ever reaches HBM. A core_attn
+  // step only under Megatron-Core (ParallelPlan::replays_fused_attention): its selective
+  // recompute runs the kernel's forward again before its backward; elsewhere selective
+  // recompute has nothing left to replay. Latent attention
   // (DeepSeek-V3's MLA, as Transformer Engine's fused attention runs it) has query/key heads of
   // qk channels and value heads of v: 2 s_q s_kv (qk + v) FLOPs a head forward, the same 2.5
   // backward, and Q, K of qk and V, O of v channels a head.
@@ -991,6 +993,7 @@ class Builder {
     st.backward_flops = 2.5 * fwd;
     st.backward_mem = a_ * (Q + 2.0 * O + K + V) + 2.0 * 4.0 * rows  // read Q, O, dO, K, V, lse, D
                       + a_ * (Q + K + V);                            // write dQ, dK, dV
+    if (p_.framework == Framework::megatron) st.module = recompute_module::core_attn;
     prog.push_back(st);
   }
 

@@ -257,7 +257,10 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
     }
     return Bytes(outside / out_div + inside / t + whole + kept_rows);
   }
-  const bool flash = p.attention == AttentionKernel::flash;
+  // FlashAttention's own saved tensors (the logsumexp, and under FP8 its bf16 output beside the
+  // projection's FP8 input), unless Megatron-Core's selective recompute replays the kernel and
+  // keeps only the checkpoint's inputs, Q, K and V.
+  const bool flash_saved = p.attention == AttentionKernel::flash && !p.replays_fused_attention();
   // FP8 (Transformer Engine): the inputs its Linear layers save for backward are the FP8 casts,
   // 1 byte per element; the rest stays in the plan's precision.
   const double g = p.fp8 ? 1.0 : a;  // bytes per saved GEMM input
@@ -279,7 +282,7 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
     }
     // FlashAttention: the logsumexp (fp32, per row and head), no s x s tensor; its output O,
     // which its backward reads, is the output projection's input (kept again in FP8 under TE).
-    if (flash) inside += 4.0 * b * heads * sq + (p.fp8 ? a * sq * b * q : 0.0);
+    if (flash_saved) inside += 4.0 * b * heads * sq + (p.fp8 ? a * sq * b * q : 0.0);
     inside += g * sq * b * q;      // input of the output projection
     outside += mask * sq * b * h;  // dropout mask after the projection
     outside += a * sq * b * h;     // norm input
@@ -302,11 +305,12 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
       const double scores = b * heads * sq * sq;
       inside += a * scores + (m.dropout ? (mask + a) * scores : 0);
     }
-    if (flash) inside += 4.0 * b * heads * sq + (p.fp8 ? a * sq * b * heads * v : 0.0);
+    if (flash_saved) inside += 4.0 * b * heads * sq + (p.fp8 ? a * sq * b * heads * v : 0.0);
     inside += g * sq * b * heads * v;
     outside += mask * sq * b * h + a * sq * b * h;  // dropout mask; norm input
   };
-  const bool keep_core = !(sel & recompute_module::core_attn) && !flash;
+  const bool keep_core =
+      !(sel & recompute_module::core_attn) && p.attention != AttentionKernel::flash;
   if (m.mla())
     attention_mla(s, keep_core);  // CP: each rank's queries over its own chunk (below)
   else

@@ -188,6 +188,73 @@ TEST(FlashAttention, SelectiveRecomputeReplaysNothing) {
   }
 }
 
+// Megatron-Core checkpoints the core attention module whatever kernel runs it
+// (megatron/core/transformer/attention.py, _checkpointed_attention_forward): under flash its
+// selective recompute runs the fused kernel's forward again, one per block, and keeps the
+// checkpoint's inputs (Q, K, V, counted anyway) but not the kernel's logsumexp, 4 b (a/t) s
+// bytes (FlashAttention-2, Algorithm 1 line 12), nor under FP8 the kernel's own 16-bit O beside
+// the projection's FP8 input, 2 b s q / t. The legacy Megatron-LM model (Megatron-DeepSpeed)
+// skipped the checkpoint under flash: under --framework deepspeed nothing is replayed.
+TEST(FlashAttention, SelectiveRecomputeUnderMegatronCoreReplaysTheKernel) {
+  for (bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "fp8" : "bf16");
+    PlanInput p = plan(8, 8, 1, 1, 8);
+    p.attention = AttentionKernel::flash;
+    p.sequence_parallel = true;
+    p.fp8 = fp8;
+    p.framework = Framework::megatron;
+    PlanInput sel = p;
+    sel.recompute = Recompute::selective;
+    const Scenario none_sc = scenario("llama3-8b", "dgx-h100", p);
+    const Scenario sel_sc = scenario("llama3-8b", "dgx-h100", sel);
+    const Workload none_w = build_workload(none_sc), sel_w = build_workload(sel_sc);
+    const Chunk& ch = sel_w.roles[0].chunks[0];
+    const auto fwd = named(ch.forward, "flash_attn");
+    ASSERT_EQ(fwd.size(), static_cast<std::size_t>(ch.layers));
+    // Causal llama3-8b: 32 heads of 128 channels over TP 8, 8,192 tokens, micro-batch 1.
+    const double b = 1, s = 8192, heads = 32.0 / 8, d = 128;
+    const double kernel = 4 * b * heads * s * s * d / 2;
+    int replays = 0;
+    for (const Op& o : ch.backward.ops())
+      if (o.phase == Phase::recompute) {
+        ++replays;
+        EXPECT_EQ(o.name, "flash_attn");
+        EXPECT_DOUBLE_EQ(o.flops, kernel);
+        EXPECT_DOUBLE_EQ(o.mem_bytes, fwd[0].mem_bytes);
+      }
+    EXPECT_EQ(replays, ch.layers);
+    // Hardware FLOPs grow by the replays, model FLOPs not at all (8 TP ranks, DP 1: 8
+    // micro-batches of the global batch 8).
+    ASSERT_EQ(sel_w.microbatches, 8);
+    const FlopCount f_none = iteration_flops(none_w), f_sel = iteration_flops(sel_w);
+    EXPECT_DOUBLE_EQ(f_sel.model, f_none.model);
+    EXPECT_NEAR(f_sel.hardware - f_none.hardware, 8 * 8 * ch.layers * kernel,
+                1e-9 * f_sel.hardware);
+    // Memory: the logsumexp goes (and the kernel's 16-bit O under FP8).
+    const double q = 4096, a = 2;
+    const double dropped = 4 * b * heads * s + (fp8 ? a * b * s * q / 8 : 0.0);
+    EXPECT_DOUBLE_EQ(
+        block_activation_bytes(none_sc, 3).value() - block_activation_bytes(sel_sc, 3).value(),
+        dropped);
+    // The replays cost time.
+    EXPECT_GT(simulate(sel_w).iteration_time, simulate(none_w).iteration_time);
+    // The legacy Megatron-LM model (Megatron-DeepSpeed): no checkpoint under flash.
+    PlanInput ds = sel;
+    ds.framework = Framework::deepspeed;
+    ds.zero = 1;
+    PlanInput ds_none = ds;
+    ds_none.recompute = Recompute::none;
+    const Scenario ds_sc = scenario("llama3-8b", "dgx-h100", ds);
+    const Workload ds_w = build_workload(ds_sc);
+    int ds_replays = 0;
+    for (const Op& o : ds_w.roles[0].chunks[0].backward.ops())
+      ds_replays += o.phase == Phase::recompute ? 1 : 0;
+    EXPECT_EQ(ds_replays, 0);
+    EXPECT_DOUBLE_EQ(block_activation_bytes(ds_sc, 3).value(),
+                     block_activation_bytes(scenario("llama3-8b", "dgx-h100", ds_none), 3).value());
+  }
+}
+
 // FP8 (Transformer Engine): the block GEMMs run at the system's fp8 peak; the LM head stays in
 // bf16; casts are memory-bound ops of their own.
 TEST(Fp8, BlockGemmsRunAtTheFp8Peak) {

@@ -195,6 +195,15 @@ struct ParallelPlan {
   // start_param_sync): chunks 0 and 1 when the schedule starts, chunk k >= 2 before the
   // forward of virtual micro-batch (k - 1) x PP - (pipeline rank), the buckets in their index
   // order (the last layers' first). Without VP the forward pre-hook gathers one bucket ahead.
+  // Whether selective recompute replays FlashAttention's fused forward: Megatron-Core checkpoints
+  // the core attention module whatever kernel runs it (megatron/core/transformer/attention.py,
+  // _checkpointed_attention_forward; transformer_config.py only warns that fused attention has
+  // no need of it); the legacy Megatron-LM model (and Megatron-DeepSpeed) skipped the checkpoint
+  // under flash, and commscope's other frameworks follow that.
+  bool replays_fused_attention() const {
+    return framework == Framework::megatron && recompute == Recompute::selective &&
+           (recompute_modules & recompute_module::core_attn) != 0;
+  }
   bool megatron_gathers_ahead() const {
     return framework == Framework::megatron && use_distributed_optimizer && overlap_param_gather &&
            dp > 1 && virtual_stages > 1;
