@@ -370,9 +370,10 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
             // parallel, torchtitan's TP plan) and with PP, where it keeps the parameters after
             // forward and reduces the gradients once a step (SHARD_GRAD_OP, --fsdp-grad-sync
             // step: torchtitan under PyTorch's pipelining); with EP for MoE models (the experts
-            // sharded over the expert-data group); HYBRID_SHARD for dense models when DP alone
-            // spans nodes: shard groups of one node's ranks, then of 2, 4, ... nodes' below DP
-            // (torchtitan's data_parallel_shard_degree), replicated across the rest.
+            // sharded over the expert-data group); HYBRID_SHARD when DP alone spans nodes:
+            // shard groups of one node's ranks, then of 2, 4, ... nodes' below DP (torchtitan's
+            // data_parallel_shard_degree), replicated across the rest (with experts, shard
+            // groups that hold whole EP groups: below).
             if (cp != 1 || dp == 1) continue;
             if (pp > 1) {
               if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
@@ -380,7 +381,7 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
             }
             if (zero_ok(3)) zeros.push_back({f, 3, FsdpSharding::full_shard});
             if (zero_ok(2)) zeros.push_back({f, 2, FsdpSharding::shard_grad_op});
-            if (zero_ok(3) && tp == 1 && !moe && dp > gpn && dp % gpn == 0)
+            if (zero_ok(3) && tp == 1 && dp > gpn && dp % gpn == 0)
               for (std::int64_t shard = gpn; shard < dp && dp % shard == 0; shard *= 2)
                 zeros.push_back(
                     {f, 3, FsdpSharding::hybrid_shard, shard == gpn ? 0 : static_cast<int>(shard)});
@@ -414,6 +415,10 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
                       if (rc == Recompute::op && (z.f != Framework::fsdp || !op_ok)) continue;
                       if (rc == Recompute::selective && selective_is_none) continue;
                       if (z.f == Framework::fsdp && tp > 1 && sp == 0) continue;
+                      // HSDP with experts: EP x expert TP inside a shard group (TP 1 here).
+                      if (z.fsdp == FsdpSharding::hybrid_shard &&
+                          (z.shard > 0 ? z.shard : gpn) % (ep * std::max(etp, 1)) != 0)
+                        continue;
                       if (out.size() >= kMaxCandidates) return out;  // the caller reports it
                       PlanPoint p;
                       p.tp = static_cast<int>(tp);

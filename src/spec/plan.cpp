@@ -35,6 +35,16 @@ int hsdp_shard_ranks(const ParallelPlan& p, int gpus_per_node) {
                                : grad_dp_ranks_per_node(p, gpus_per_node);
 }
 
+int expert_dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node) {
+  const int stride = p.ep * p.expert_tp;
+  return stride >= gpus_per_node ? 1 : std::min(p.expert_dp(), gpus_per_node / stride);
+}
+
+int hsdp_expert_shard_ranks(const ParallelPlan& p, int gpus_per_node) {
+  if (!p.hsdp()) return p.expert_dp();
+  return hsdp_shard_ranks(p, gpus_per_node) * p.tp / (p.ep * p.expert_tp);
+}
+
 namespace {
 constexpr EnumName<Precision> kPrecisionNames[] = {
     {Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}};

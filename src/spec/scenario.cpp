@@ -316,13 +316,14 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
                  "megatron, fsdp or none with experts (DeepSpeed-MoE's pattern is not modelled)",
                  std::string(to_string(*in.framework)));
     // FSDP2 as torchtitan applies it to MoE models: a unit per block, its routed experts
-    // sharded over the expert-data group (torchtitan's efsdp), the rest over DP x CP.
+    // sharded over the expert-data group (torchtitan's efsdp), the rest over DP x CP; under
+    // HSDP each over its shard group, replicated over the replicas (checked below).
     if (in.framework && *in.framework == Framework::fsdp) {
       const FsdpSharding sh = in.fsdp_sharding.value_or(FsdpSharding::full_shard);
-      if (sh != FsdpSharding::full_shard && sh != FsdpSharding::shard_grad_op)
+      if (sh == FsdpSharding::no_shard)
         return bad("--fsdp-sharding",
-                   "full_shard or shard_grad_op with experts (HSDP's and DDP's expert "
-                   "patterns are not modelled)",
+                   "full_shard, shard_grad_op, hybrid_shard or hybrid_shard_zero2 with experts "
+                   "(DDP's expert pattern is not modelled)",
                    std::string(to_string(sh)));
       if (in.fsdp_wrap.value_or(FsdpWrap::block) != FsdpWrap::block)
         return bad("--fsdp-wrap",
@@ -759,6 +760,30 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                            "a divisor or a multiple of the {} data-parallel ranks of a node",
                            node / plan.cp),
                        num(plan.fsdp_shard_size));
+  }
+  // HSDP over a MoE model (torchtitan v0.2.2 parallel_dims.py: the sparse mesh pp x
+  // dp_replicate x efsdp x ep x etp): EP x expert TP lie inside one shard group's ranks (shard
+  // x CP x TP), and the experts' shard group, efsdp of them, lies on whole nodes or a node
+  // holds whole ones, as the dense shard group does.
+  if (plan.hsdp() && model.moe()) {
+    const int ranks = hsdp_shard_ranks(plan, sc.gpus_per_node) * plan.tp;
+    const int groups = plan.ep * plan.expert_tp;
+    const std::string flag = in.fsdp_replicate_size ? "--fsdp-replicate-size"
+                             : in.fsdp_shard_size   ? "--fsdp-shard-size"
+                                                    : "--expert-model-parallel-size";
+    if (ranks % groups != 0)
+      return bad(flag,
+                 "a shard group holding whole expert groups (torchtitan's efsdp): its shard x "
+                 "CP x TP ranks divisible by EP x expert TP",
+                 fmt::format("{} ranks, EP x expert TP {}", ranks, groups));
+    const int es = ranks / groups;
+    const int node = expert_dp_ranks_per_node(plan, sc.gpus_per_node);
+    if (es % node != 0 && node % es != 0)
+      return bad(flag,
+                 fmt::format("an expert shard group (efsdp) that is a divisor or a multiple of "
+                             "the {} expert-data-parallel ranks of a node",
+                             node),
+                 fmt::format("efsdp {}", es));
   }
   // Megatron-LM's asynchronous TP all-reduce: its default under --framework megatron.
   plan.tp_async_allreduce =

@@ -1575,6 +1575,21 @@ class Builder {
     g.replicate_per_node = std::min(g.replicate, std::max(1, node / g.shard));
     return g;
   }
+  // The routed experts' groups (fsdp_experts_apart): the expert-data group, or under HSDP its
+  // shard group, torchtitan's efsdp (hsdp_expert_shard_ranks), replicated over the dense
+  // parameters' replicas; efsdp is the inner mesh dimension, so a shard group's ranks are
+  // consecutive in the expert-data group.
+  FsdpGroups fsdp_expert_groups() const {
+    FsdpGroups g;
+    g.shard = hsdp_expert_shard_ranks(sc_.plan, sc_.gpus_per_node);
+    g.replicate = sc_.plan.expert_dp() / g.shard;
+    g.hybrid = g.replicate > 1;
+    if (!g.hybrid) return g;
+    const int node = expert_dp_ranks_per_node(sc_.plan, sc_.gpus_per_node);
+    g.shard_per_node = std::min(g.shard, node);
+    g.replicate_per_node = std::min(g.replicate, std::max(1, node / g.shard));
+    return g;
+  }
   // A sub-group of `size` ranks, `per_node` of them on each node it spans.
   static void place_sub_group(Op& op, int size, int per_node) {
     if (per_node >= size) {
@@ -1613,7 +1628,7 @@ class Builder {
   std::optional<std::uint32_t> fsdp_gather(Emitter& e, std::int64_t params, int layer,
                                            std::optional<std::uint32_t> after,
                                            bool expert = false) const {
-    const FsdpGroups g = expert ? FsdpGroups{sc_.plan.expert_dp(), 1, false} : fsdp_groups();
+    const FsdpGroups g = expert ? fsdp_expert_groups() : fsdp_groups();
     if (!fsdp_sharded() || g.shard < 2 || params <= 0) return std::nullopt;
     Op op = comm(expert ? "fsdp_expert_all_gather" : "fsdp_all_gather", Collective::all_gather,
                  expert ? CommGroup::expert_data : CommGroup::data, g.shard,
@@ -1636,22 +1651,13 @@ class Builder {
   }
   // The ops of one FSDP unit's gradient reduction, in order: reduce-scatter over the shard
   // group, then under HYBRID_SHARD the all-reduce of the shard over the replicate group;
-  // NO_SHARD all-reduces the whole gradient. `expert`: a block's routed experts, reduce-
-  // scattered over the expert-data group.
+  // NO_SHARD all-reduces the whole gradient. `expert`: a block's routed experts, over the
+  // expert-data group's (fsdp_expert_groups).
   std::vector<Op> fsdp_reduction(std::int64_t params, int layer, bool expert = false) const {
     std::vector<Op> out;
-    if (expert) {
-      const int edp = sc_.plan.expert_dp();
-      if (edp > 1) {
-        Op& rs = out.emplace_back(comm("fsdp_expert_reduce_scatter", Collective::reduce_scatter,
-                                       CommGroup::expert_data, edp, (params + edp - 1) / edp * edp,
-                                       dt_, layer));
-        rs.tag = OpTag::grad_bucket;
-      }
-      return out;
-    }
-    const FsdpGroups g = fsdp_groups();
-    if (p_.fsdp_sharding == FsdpSharding::no_shard) {
+    const FsdpGroups g = expert ? fsdp_expert_groups() : fsdp_groups();
+    const CommGroup group = expert ? CommGroup::expert_data : CommGroup::data;
+    if (!expert && p_.fsdp_sharding == FsdpSharding::no_shard) {
       Op& op = out.emplace_back(comm("fsdp_all_reduce", Collective::all_reduce, CommGroup::data,
                                      p_.dp, params, dt_, layer));
       op.tag = OpTag::grad_bucket;
@@ -1660,15 +1666,17 @@ class Builder {
     std::int64_t shard_elems = params;
     if (g.shard > 1) {
       const std::int64_t padded = (params + g.shard - 1) / g.shard * g.shard;
-      Op& rs = out.emplace_back(comm("fsdp_reduce_scatter", Collective::reduce_scatter,
-                                     CommGroup::data, g.shard, padded, dt_, layer));
+      Op& rs =
+          out.emplace_back(comm(expert ? "fsdp_expert_reduce_scatter" : "fsdp_reduce_scatter",
+                                Collective::reduce_scatter, group, g.shard, padded, dt_, layer));
       rs.tag = OpTag::grad_bucket;
       if (g.hybrid) place_sub_group(rs, g.shard, g.shard_per_node);
       shard_elems = padded / g.shard;
     }
     if (g.hybrid) {
-      Op& ar = out.emplace_back(comm("fsdp_replicate_all_reduce", Collective::all_reduce,
-                                     CommGroup::data, g.replicate, shard_elems, dt_, layer));
+      Op& ar = out.emplace_back(
+          comm(expert ? "fsdp_expert_replicate_all_reduce" : "fsdp_replicate_all_reduce",
+               Collective::all_reduce, group, g.replicate, shard_elems, dt_, layer));
       ar.tag = OpTag::grad_bucket;
       place_sub_group(ar, g.replicate, g.replicate_per_node);
     }

@@ -360,8 +360,10 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));
   mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
   // The routed experts' shards are cut over the expert-data group (FSDP's efsdp mesh, as
-  // torchtitan shards them; ZeRO-3 and ZeRO-2 reach experts only through FSDP).
-  const double E = static_cast<double>(r.expert_params), ed = p.expert_dp();
+  // torchtitan shards them; ZeRO-3 and ZeRO-2 reach experts only through FSDP), under HSDP over
+  // its shard group.
+  const double E = static_cast<double>(r.expert_params),
+               ed = hsdp_expert_shard_ranks(p, sc.gpus_per_node);
   if (E > 0 && p.zero >= 3) mem.weights = Bytes((P - E) * wb / d + E * wb / ed);
   if (E > 0 && p.zero >= 2) mem.gradients = Bytes((P - E) * gb / d + E * gb / ed);
   // FSDP reducing once a step (--fsdp-grad-sync) keeps every unit's unsharded gradient until

@@ -160,10 +160,14 @@ TEST(SearchPlan, FsdpPlansOfAMoeModel) {
   s.micro_batch = {1};
   s.base.seq_length = 2048;
   const auto plans = search::enumerate_plans(s);
-  int with_ep = 0, expert_dp_above_dp = 0, op = 0;
+  int with_ep = 0, expert_dp_above_dp = 0, op = 0, hybrid = 0;
   for (const PlanPoint& p : plans) {
     ASSERT_EQ(p.framework, Framework::fsdp);
-    EXPECT_NE(p.fsdp_sharding, FsdpSharding::hybrid_shard);
+    if (p.fsdp_sharding == FsdpSharding::hybrid_shard) {  // EP inside a shard group (TP 1)
+      ++hybrid;
+      EXPECT_EQ(p.tp, 1);
+      EXPECT_EQ((p.fsdp_shard_size > 0 ? p.fsdp_shard_size : 8) % p.ep, 0);
+    }
     op += p.recompute == Recompute::op;
     with_ep += p.ep > 1;
     const Evaluated full = search::evaluate(s, p, false);
@@ -175,6 +179,7 @@ TEST(SearchPlan, FsdpPlansOfAMoeModel) {
   EXPECT_GT(with_ep, 0);
   EXPECT_GT(expert_dp_above_dp, 0);
   EXPECT_GT(op, 0);  // torchtitan's op-level checkpointing of its MoE blocks
+  EXPECT_GT(hybrid, 0);
   EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
 }
 
@@ -256,6 +261,36 @@ TEST(SearchPlan, HybridShardGroupsAreSearched) {
                   1e-9 * 16.0 * static_cast<double>(count.total));
     }
   EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-a100-80gb"));
+
+  // A MoE model (docs/workload.md, "HSDP over a MoE model"): the shard groups that hold whole EP
+  // groups (TP 1 here: shard a multiple of EP), the experts over efsdp = shard / EP.
+  SearchSpace moe = space("qwen3-30b-a3b", "dgx-h100", 64, 128);
+  moe.frameworks = {Framework::fsdp};
+  moe.micro_batch = {1};
+  moe.max_tp = 1, moe.max_pp = 1;
+  const auto moe_plans = search::enumerate_plans(moe);
+  std::map<int, std::set<int>> eps;  // shard group -> EP sizes searched with it
+  for (const PlanPoint& p : moe_plans) {
+    if (p.fsdp_sharding != FsdpSharding::hybrid_shard) continue;
+    const int shard = p.fsdp_shard_size > 0 ? p.fsdp_shard_size : 8;
+    eps[shard].insert(p.ep);
+    SCOPED_TRACE(search::describe(p));
+    EXPECT_EQ(shard % p.ep, 0);
+    auto sc =
+        resolve_scenario(moe.model, moe.system, moe.network, to_plan_input(p, moe.gpus, moe.base));
+    ASSERT_TRUE(sc.ok()) << sc.error().message;
+    const Workload w = build_workload(*sc);
+    const Role& r = w.roles.front();
+    const MemoryBreakdown mem = memory_per_rank(w, r);
+    const double P = static_cast<double>(r.params), E = static_cast<double>(r.expert_params);
+    EXPECT_NEAR((mem.weights + mem.gradients + mem.optimizer).value(),
+                16.0 * (P - E) / shard + 16.0 * E / (shard / p.ep), 1e-9 * 16.0 * P);
+  }
+  ASSERT_EQ(eps.size(), 3u);
+  EXPECT_EQ(eps[8], (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(eps[16], (std::set<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(eps[32], (std::set<int>{1, 2, 4, 8, 16, 32}));
+  EXPECT_TRUE(search_equals_brute_force(moe, moe_plans, "dgx-h100"));
 }
 
 // torchtitan's op-level checkpointing is a candidate for the FSDP plans of a model with

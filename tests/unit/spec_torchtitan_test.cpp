@@ -303,6 +303,12 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
                 " --framework fsdp --attention flash --micro-batch-size 2 --seq-length 4096 "
                 "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
                 "--recompute-granularity op");
+  // HSDP with experts: two replicas, the experts sharded over efsdp = 32 / 8 within each
+  same_as_flags("qwen3_30b_a3b_hsdp_ep.toml", "qwen3-30b-a3b",
+                " --framework fsdp --attention flash --micro-batch-size 4 --seq-length 4096 "
+                "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
+                "--recompute-granularity full --fsdp-sharding hybrid_shard "
+                "--fsdp-replicate-size 2");
 }
 
 // Errors: one line naming the file, the field, what was expected and what it got.

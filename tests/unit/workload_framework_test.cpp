@@ -731,13 +731,93 @@ TEST(Fsdp, ExpertsShardOverTheExpertDataGroup) {
   }
 
   // the expert patterns commscope does not model are refused, naming the flag
-  PlanInput hybrid = p;
-  hybrid.fsdp_sharding = FsdpSharding::hybrid_shard;
-  EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", hybrid).find("--fsdp-sharding"),
+  PlanInput ddp = p;
+  ddp.fsdp_sharding = FsdpSharding::no_shard;
+  EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", ddp).find("--fsdp-sharding"),
             std::string::npos);
   PlanInput ds = p;
   ds.framework = Framework::deepspeed, ds.fsdp_sharding.reset();
   EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", ds).find("--framework"),
+            std::string::npos);
+}
+
+// HSDP over a MoE model as torchtitan v0.2.2 meshes it (parallel_dims.py: the sparse mesh
+// pp x dp_replicate x efsdp x ep x etp; parallelize.py shards the routed experts over
+// dp_replicate x efsdp): Qwen3-30B-A3B (48 MoE blocks, 128 experts of 3 x 2048 x 768, Hugging
+// Face config) on 64 H100s (8 nodes of 8), EP 8. The experts' shard group is efsdp = S x CP x
+// TP / (EP x expert TP) consecutive ranks of the expert-data group (8 ranks, one per node: EP
+// fills a node), replicated over R = 64 / S; the dense part is HSDP over S as for a dense model.
+TEST(Fsdp, HsdpWithExperts) {
+  struct Case {
+    std::optional<int> shard, replicate;
+    int S, efsdp;
+  };
+  const std::int64_t held = 128 / 8 * std::int64_t{3} * 2048 * 768;  // a block's, per EP rank
+  for (const Case c : {Case{{}, {}, 8, 1}, Case{32, {}, 32, 4}, Case{{}, 2, 32, 4}}) {
+    SCOPED_TRACE("S " + std::to_string(c.S));
+    PlanInput p = fsdp_plan(64, FsdpSharding::hybrid_shard);
+    p.ep = 8;
+    p.fsdp_shard_size = c.shard, p.fsdp_replicate_size = c.replicate;
+    const Scenario sc = scenario("qwen3-30b-a3b", "dgx-h100", p);
+    ASSERT_EQ(sc.plan.expert_dp(), 8);
+    EXPECT_EQ(hsdp_expert_shard_ranks(sc.plan, sc.gpus_per_node), c.efsdp);
+    const int R = 64 / c.S;
+    const Workload w = build_workload(sc);
+    const Role& r = w.roles[0];
+    const Chunk& ch = r.chunks[0];
+    const int L = sc.model.layers();
+    ASSERT_EQ(L, 48);
+    EXPECT_EQ(r.expert_params, L * held);
+    int gathers = 0, scatters = 0, replicas = 0;
+    for (const OpList* list : {&ch.forward, &ch.backward})
+      for (const Op& op : list->ops()) {
+        if (op.name == "fsdp_expert_all_gather" || op.name == "fsdp_expert_reduce_scatter") {
+          (op.name == "fsdp_expert_all_gather" ? gathers : scatters) += 1;
+          EXPECT_EQ(op.group, CommGroup::expert_data);
+          EXPECT_EQ(op.group_size, c.efsdp);
+          EXPECT_EQ(op.elements, pad(held, c.efsdp));
+          EXPECT_EQ(op.span, GroupSpan::inter_node);  // one expert-data rank per node
+        }
+        if (op.name == "fsdp_expert_replicate_all_reduce") {
+          ++replicas;
+          EXPECT_EQ(op.group, CommGroup::expert_data);
+          EXPECT_EQ(op.group_size, R);
+          EXPECT_EQ(op.elements, pad(held, c.efsdp) / c.efsdp);  // each shard, over R
+          EXPECT_EQ(op.span, GroupSpan::inter_node);
+          EXPECT_TRUE(op.tag == OpTag::grad_bucket);
+        }
+        if (op.name == "fsdp_all_gather" || op.name == "fsdp_reduce_scatter") {
+          EXPECT_EQ(op.group_size, c.S);
+          EXPECT_EQ(op.span, c.S == 8 ? GroupSpan::intra_node : GroupSpan::nodes);
+        }
+      }
+    // efsdp 1: each rank holds its experts whole, nothing to gather or scatter.
+    EXPECT_EQ(gathers, c.efsdp > 1 ? 2 * L : 0);  // forward and backward
+    EXPECT_EQ(scatters, c.efsdp > 1 ? L : 0);
+    EXPECT_EQ(replicas, L);
+    // Memory: the dense part over S, the experts over efsdp (bf16 weights, Adam's 12 bytes).
+    const double P = static_cast<double>(r.params), E = static_cast<double>(r.expert_params);
+    const MemoryBreakdown mem = memory_per_rank(w, r);
+    EXPECT_DOUBLE_EQ(mem.weights.value(), (P - E) * 2 / c.S + E * 2 / c.efsdp);
+    EXPECT_DOUBLE_EQ(mem.gradients.value(), (P - E) * 2 / c.S + E * 2 / c.efsdp);
+    EXPECT_DOUBLE_EQ(mem.optimizer.value(), (P - E) * 12 / c.S + E * 12 / c.efsdp);
+    EXPECT_GT(simulate(w).iteration_time, 0);
+  }
+  // what is refused, naming the flag that set the shard group
+  auto error = [](int ep, std::optional<int> shard, FsdpSharding s) {
+    PlanInput p = fsdp_plan(64, s);
+    p.ep = ep;
+    p.fsdp_shard_size = shard;
+    return testing::scenario_error("qwen3-30b-a3b", "dgx-h100", p);
+  };
+  EXPECT_NE(error(16, {}, FsdpSharding::hybrid_shard)
+                .find("--expert-model-parallel-size: expected a shard group holding whole expert "
+                      "groups (torchtitan's efsdp): its shard x CP x TP ranks divisible by EP x "
+                      "expert TP, got 8 ranks, EP x expert TP 16"),
+            std::string::npos);
+  EXPECT_NE(error(16, 8, FsdpSharding::hybrid_shard_zero2).find("--fsdp-shard-size: expected"),
+            std::string::npos);
+  EXPECT_NE(error(8, {}, FsdpSharding::no_shard).find("--fsdp-sharding: expected"),
             std::string::npos);
 }
 

@@ -361,6 +361,14 @@ int grad_dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node);
 // HSDP's shard group of plan p, in DP x CP ranks: fsdp_shard_size x CP where given, else the
 // DP x CP ranks of one node (plan p's DP taken as DP x CP, the gradient group's).
 int hsdp_shard_ranks(const ParallelPlan& p, int gpus_per_node);
+// The expert-data-parallel ranks of plan p on one node (the group's ranks are EP x expert TP
+// apart: place_group's count for CommGroup::expert_data).
+int expert_dp_ranks_per_node(const ParallelPlan& p, int gpus_per_node);
+// HSDP's shard group of the routed experts, in expert-data-parallel ranks: torchtitan's efsdp
+// mesh, shard x CP x TP / (EP x expert TP) (v0.2.2 distributed/parallel_dims.py; the experts'
+// FSDP mesh is dp_replicate x efsdp, as the dense parameters' is dp_replicate x the shard
+// group): the expert-data group over the replicas. The whole expert-data group without HSDP.
+int hsdp_expert_shard_ranks(const ParallelPlan& p, int gpus_per_node);
 
 // Every field optional: what one source (defaults, DeepSpeed config, flags) says.
 struct PlanInput {
