@@ -230,6 +230,9 @@ struct Zero3Gather {
   bool defer = false;  // issued in forward, used only in backward: emitted where backward begins
 };
 struct Zero3Plan {
+  // The most parameter elements gathered at once over the trace (a module's own, the
+  // prefetched and those kept for reuse): the gathered buffers' peak.
+  std::int64_t max_live = 0;
   std::vector<Zero3Gather> gathers;
   std::vector<std::vector<std::size_t>> issue;  // per position: gathers issued there, in order
   std::vector<std::vector<std::size_t>> needs;  // per position: gathers the module waits for
@@ -296,6 +299,7 @@ Zero3Plan plan_zero3(const std::vector<ModuleUse>& trace, const ParallelPlan& p)
       holder[d] = g;
       live += t.numel;
     }
+    out.max_live = std::max(out.max_live, live);
     for (const auto& t : trace[j].tensors) {
       const std::size_t d = dense(t.id);
       if (persistent(d) || holder[d] < 0) continue;
@@ -325,6 +329,7 @@ Zero3Plan plan_zero3(const std::vector<ModuleUse>& trace, const ParallelPlan& p)
         ++queue;
       }
       live += prefetching;
+      out.max_live = std::max(out.max_live, live);
     }
     // (3) release after the module's use
     for (std::size_t k = 0; k < trace[j].tensors.size(); ++k) {
@@ -411,17 +416,19 @@ class Builder {
       r.stage = s;
       r.ranks = p_.dp * p_.tp;
       r.chunks.reserve(static_cast<std::size_t>(v));
+      zero3_live_ = 0;
       for (int c = 0; c < v; ++c) {
         Chunk ch = chunk_span(c * p_.pp + s);
         if (copy)
           copy_shifted(w.roles.back().chunks[static_cast<std::size_t>(c)], shift, ch);
-        else if (ops)
-          build_chunk(ch);
+        else if (ops || deepspeed_zero3())
+          build_chunk(ch, ops);
         r.params += chunk_params(ch);
         r.expert_params += chunk_expert_params(ch);
         r.chunks.push_back(std::move(ch));
       }
       if (ops) build_step(r);
+      r.zero3_live_params = copy ? w.roles.back().zero3_live_params : zero3_live_;
       w.roles.push_back(std::move(r));
     }
     return w;
@@ -1721,7 +1728,9 @@ class Builder {
            p_.overlap_param_gather && p_.dp > 1;
   }
 
-  void build_chunk(Chunk& ch) const {
+  // `ops` false (build_layout): only what memory_per_rank reads beyond the layout, DeepSpeed
+  // ZeRO-3's gathered-parameter peak (zero3_live_).
+  void build_chunk(Chunk& ch, bool ops = true) const {
     if (!deepspeed_zero3()) {
       const std::size_t before = megatron_buckets_.size();
       build_chunk_ops(ch);
@@ -1750,6 +1759,11 @@ class Builder {
     zero3_mode_ = Zero3Mode::record;
     build_chunk_ops(scratch);
     zero3_plan_ = plan_zero3(trace_, p_);
+    zero3_live_ = std::max(zero3_live_, zero3_plan_.max_live);
+    if (!ops) {  // build_layout: the coordinator's replay alone, for memory_per_rank
+      zero3_mode_ = Zero3Mode::off;
+      return;
+    }
     const std::size_t ng = zero3_plan_.gathers.size();
     gather_op_.assign(ng, 0);
     gather_in_backward_.assign(ng, false);
@@ -2236,6 +2250,7 @@ class Builder {
   mutable std::vector<ModuleUse> trace_;
   mutable std::vector<ParamTensor> tensors_;
   mutable Zero3Plan zero3_plan_;
+  mutable std::int64_t zero3_live_ = 0;  // the role's chunks' Zero3Plan::max_live, the largest
   mutable std::size_t pos_ = 0;
   mutable bool in_backward_ = false;
   mutable std::vector<std::uint32_t> gather_op_;

@@ -183,7 +183,10 @@ Bytes stage_peak_activations(const Scenario& sc, int stage, const std::vector<By
   return Bytes(peak);
 }
 
-Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> full) {
+namespace {
+// Activation bytes one block keeps under recompute mode rc (the plan's, or none or full in its
+// place; block_activation_bytes).
+Bytes block_bytes(const Scenario& sc, int layer, Recompute rc) {
   const ModelSpec& m = sc.model;
   const ParallelPlan& p = sc.plan;
   const double a = dtype_bytes(p.dtype());  // bytes per stored activation element
@@ -201,9 +204,8 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
   // sequence parallelism splits them.
   const double out_div = p.sequence_parallel ? t : 1.0;
 
-  if (full.value_or(p.recompute == Recompute::full))
-    return Bytes(a * s * b * h / out_div);  // the block input
-  if (p.recompute == Recompute::op) {
+  if (rc == Recompute::full) return Bytes(a * s * b * h / out_div);  // the block input
+  if (rc == Recompute::op) {
     // torchtitan's op-level selective checkpointing (the builder's op_recompute_program): the
     // checkpoint's input and the cached outputs of what the policy saves: the odd products,
     // counted as the block's Linears run; FlashAttention's output and logsumexp; under sequence
@@ -260,14 +262,15 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
   // FlashAttention's own saved tensors (the logsumexp, and under FP8 its bf16 output beside the
   // projection's FP8 input), unless Megatron-Core's selective recompute replays the kernel and
   // keeps only the checkpoint's inputs, Q, K and V.
-  const bool flash_saved = p.attention == AttentionKernel::flash && !p.replays_fused_attention();
+  const bool flash_saved =
+      p.attention == AttentionKernel::flash && !(rc == p.recompute && p.replays_fused_attention());
   // FP8 (Transformer Engine): the inputs its Linear layers save for backward are the FP8 casts,
   // 1 byte per element; the rest stays in the plan's precision.
   const double g = p.fp8 ? 1.0 : a;  // bytes per saved GEMM input
 
   // Selective recompute's modules (Megatron-Core's --recompute-modules): what they replay is
   // not kept.
-  const std::uint8_t sel = p.recompute == Recompute::selective ? p.recompute_modules : 0;
+  const std::uint8_t sel = rc == Recompute::selective ? p.recompute_modules : 0;
   const bool norms_kept = !(sel & recompute_module::layernorm);  // the pre-norms' outputs
 
   double outside = 0, inside = 0, whole = 0;  // whole: on every TP rank in full
@@ -344,6 +347,21 @@ Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> 
   }
   return Bytes(outside / out_div + inside / t + whole);
 }
+}  // namespace
+
+Bytes block_activation_bytes(const Scenario& sc, int layer, std::optional<bool> full) {
+  const Recompute planned = sc.plan.recompute;
+  // full false under full recompute: a block that --recompute-method block leaves alone
+  const Recompute rc = !full                        ? planned
+                       : *full                      ? Recompute::full
+                       : planned == Recompute::full ? Recompute::none
+                                                    : planned;
+  return block_bytes(sc, layer, rc);
+}
+
+Bytes block_replay_bytes(const Scenario& sc, int layer, std::optional<bool> full) {
+  return block_bytes(sc, layer, Recompute::none) - block_activation_bytes(sc, layer, full);
+}
 
 MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const Scenario& sc = w.scenario;
@@ -412,11 +430,15 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // Transformer Engine's double-buffered offload handler holds at most two of them on the GPU
   // while they are copied out or back.
   const int offloaded = p.cpu_offload_layers;
+  Bytes replay;  // the largest block replay (block_replay_bytes)
   for (const Chunk& ch : r.chunks) {
     Bytes c, largest_offloaded;
     int staged = 0;
     for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
-      const Bytes layer = block_activation_bytes(sc, l, p.full_recompute_at(l - ch.first_layer));
+      const bool full_at = p.full_recompute_at(l - ch.first_layer);
+      const Bytes layer = block_activation_bytes(sc, l, full_at);
+      if (p.recompute != Recompute::none)
+        replay = std::max(replay, block_replay_bytes(sc, l, full_at));
       if (l < offloaded) {
         largest_offloaded = std::max(largest_offloaded, layer);
         staged = std::min(staged + 1, 2);
@@ -457,10 +479,15 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
                               Bytes(4.0 * a * s * b * h / out_div) + head;
     }
   }
-  mem.activations = stage_peak_activations(sc, r.stage, chunk_bytes) + Bytes(loss_cast);
+  // Beside what the stage holds at its peak, one transient at a time: the loss's fp32 cast, or
+  // later in the same backward a block's replayed activations, alive from its replay to its
+  // backward's end.
+  mem.activations =
+      stage_peak_activations(sc, r.stage, chunk_bytes) + std::max(Bytes(loss_cast), replay);
 
   // Communication buffers: a DDP bucket; DeepSpeed's reduce and all-gather buckets; ZeRO-3's
-  // gathered current and prefetched block; pipeline send and receive buffers.
+  // gathered parameters (DeepSpeed's coordinator peak, else the current and prefetched block);
+  // pipeline send and receive buffers.
   const double elem = dtype_bytes(p.dtype());
   Bytes buffers;
   if (p.dp > 1) {
@@ -468,7 +495,11 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     if (p.zero == 1 || p.zero == 2)
       buffers += Bytes(elem * (std::min<double>(static_cast<double>(p.zero_reduce_bucket), P) +
                                std::min<double>(static_cast<double>(p.zero_allgather_bucket), P)));
-    if (p.zero == 3) {
+    if (p.zero == 3 && r.zero3_live_params > 0) {
+      // DeepSpeed's coordinator: what its replay held gathered at once (bounded by
+      // stage3_max_live_parameters beyond the module in use).
+      buffers += Bytes(elem * static_cast<double>(r.zero3_live_params));
+    } else if (p.zero == 3) {
       std::int64_t largest = 0;
       for (const Chunk& ch : r.chunks)
         for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)

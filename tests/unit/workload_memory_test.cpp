@@ -80,6 +80,72 @@ TEST(Memory, KorthikantiActivationsPerLayer) {
   }
 }
 
+// A block's backward under recompute first replays what the block did not keep: for that
+// moment the rank holds the block's whole activations beside everything kept. In Korthikanti's
+// forms (16-bit, TP t, no SP): full recompute replays sbh (10 + 24/t + 5as/(ht)) - 2sbh, selective
+// the attention core, 5as^2b/t. memory_per_rank counts the largest replay once at the stage's
+// peak, or the unfused loss's fp32 cast (a s b V / t), the backward's other transient, if that
+// is larger. gpt3-175b (the standard kernel, dropout) on TP 8, PP 1, one micro-batch in flight.
+TEST(Memory, ReplayedBlockCountedOnceAtThePeak) {
+  auto make = [](Recompute r) {
+    PlanInput p = plan(8, 8, 1, 1, 8);
+    p.recompute = r;
+    p.precision = Precision::fp16;
+    p.attention = AttentionKernel::standard;
+    return scenario("gpt3-175b", "dgx-a100-80gb", p);
+  };
+  const Scenario none = make(Recompute::none);
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8, V = 51200, L = 96;
+  const double whole = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+  const double cast = 2 * s * b * V / t;  // the fp32 cast beside the fp16 logits
+  const Workload wn = build_workload(none);
+  const double act_none = memory_per_rank(wn, wn.roles[0]).activations.value();
+  EXPECT_DOUBLE_EQ(block_replay_bytes(none, 3).value(), 0);
+  for (Recompute r : {Recompute::full, Recompute::selective}) {
+    SCOPED_TRACE(to_string(r));
+    const Scenario sc = make(r);
+    const double kept = r == Recompute::full ? 2 * s * b * h : s * b * h * (10 + 24 / t);
+    const double replay = r == Recompute::full ? whole - kept : 5 * a * s * s * b / t;
+    EXPECT_NEAR(block_replay_bytes(sc, 3).value() / replay, 1.0, 1e-12);
+    ASSERT_GT(replay, cast);
+    const Workload w = build_workload(sc);
+    // The same head and loss terms as without recompute, where the cast is the transient.
+    EXPECT_NEAR(memory_per_rank(w, w.roles[0]).activations.value() - L * kept,
+                act_none - L * whole - cast + replay, 1e-6 * act_none);
+  }
+}
+
+// DeepSpeed ZeRO-3's gathered parameters are what its coordinator's replay holds at once
+// (Role::zero3_live_params): at least the largest module's (the MLP's first Linear, 4h^2 + 4h),
+// at most two blocks' (commscope's own ZeRO-3 count: the current and the prefetched block); the
+// same from build_layout as from the built workload. gpt3-175b on 384 A100s, ZeRO-3, full
+// recompute, micro-batch 4.
+TEST(Memory, DeepSpeedZero3BuffersAreTheCoordinatorsPeak) {
+  PlanInput p = plan(384, 1, 1, 4, 1536);
+  p.zero = 3;
+  p.recompute = Recompute::full;
+  p.framework = Framework::deepspeed;
+  const Scenario sc = scenario("gpt3-175b", "dgx-a100-80gb", p);
+  const Workload w = build_workload(sc), layout = build_layout(sc);
+  const Role& r = w.roles[0];
+  const double h = 12288, block = 12 * h * h + 13 * h;
+  ASSERT_GT(r.zero3_live_params, 0);
+  EXPECT_EQ(layout.roles[0].zero3_live_params, r.zero3_live_params);
+  EXPECT_GE(static_cast<double>(r.zero3_live_params), 4 * h * h + 4 * h);
+  EXPECT_LE(static_cast<double>(r.zero3_live_params), 2 * block);
+  EXPECT_DOUBLE_EQ(memory_per_rank(w, r).comm_buffers.value(),
+                   2.0 * static_cast<double>(r.zero3_live_params));
+  EXPECT_DOUBLE_EQ(memory_per_rank(layout, layout.roles[0]).total().value(),
+                   memory_per_rank(w, r).total().value());
+  // commscope's own ZeRO-3 pattern: the current and the prefetched block, as before
+  PlanInput own = p;
+  own.framework.reset();
+  const Scenario so = scenario("gpt3-175b", "dgx-a100-80gb", own);
+  const Workload wo = build_workload(so);
+  EXPECT_EQ(wo.roles[0].zero3_live_params, 0);
+  EXPECT_NEAR(memory_per_rank(wo, wo.roles[0]).comm_buffers.value(), 2 * 2 * block, 1e-9 * block);
+}
+
 // 1F1B keeps p - i micro-batches on stage i; GPipe keeps all m; the first stage of the
 // interleaved schedule keeps (1 + (p-1)/(pv)) times the 1F1B first stage's activations
 // (Korthikanti et al. 2022, Section 4.2.3), here counted exactly from Megatron's warm-up.
@@ -358,12 +424,22 @@ TEST(Memory, RecomputeBlockMethodReplaysTheFirstBlocksOfEachChunk) {
   const double whole = block_activation_bytes(none, 3).value();
   EXPECT_DOUBLE_EQ(block_activation_bytes(two, 3, true).value(), input);
   EXPECT_DOUBLE_EQ(block_activation_bytes(two, 3, false).value(), whole);
+  // Beside the peak, one transient (Memory.ReplayedBlockCountedOnceAtThePeak): a replayed
+  // block's activations, its whole less its kept input, under full and block alike, or on the
+  // last stage the loss's fp32 cast (bf16 logits: 2 s b V bytes) if larger; without recompute
+  // the cast alone.
+  const double replay = whole - input;
+  EXPECT_DOUBLE_EQ(block_replay_bytes(full, 3).value(), replay);
+  EXPECT_DOUBLE_EQ(block_replay_bytes(two, 3, true).value(), replay);
+  EXPECT_DOUBLE_EQ(block_replay_bytes(none, 3).value(), 0);
   const Workload wf = build_workload(full), wn = build_workload(none);
   for (std::size_t stage = 0; stage < 2; ++stage) {
     SCOPED_TRACE(stage);
-    const double a2 = memory_per_rank(w, w.roles[stage]).activations.value();
-    const double af = memory_per_rank(wf, wf.roles[stage]).activations.value();
-    const double an = memory_per_rank(wn, wn.roles[stage]).activations.value();
+    const double cast = stage == 1 ? 2.0 * 1024 * 1 * 50257 : 0.0;
+    const double transient = std::max(cast, replay);
+    const double a2 = memory_per_rank(w, w.roles[stage]).activations.value() - transient;
+    const double af = memory_per_rank(wf, wf.roles[stage]).activations.value() - transient;
+    const double an = memory_per_rank(wn, wn.roles[stage]).activations.value() - cast;
     const double k = (an - af) / (6 * whole - 6 * input);
     EXPECT_NEAR(k, std::round(k), 1e-9);
     EXPECT_GE(std::round(k), 3);  // at least a micro-batch of each of its three chunks

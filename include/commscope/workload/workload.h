@@ -37,6 +37,10 @@ struct Role {
   // Of params, the routed experts' (split over EP x expert TP), whose gradients and optimizer
   // states go with the expert-data-parallel group; 0 for a dense model.
   std::int64_t expert_params = 0;
+  // DeepSpeed ZeRO-3 (--framework deepspeed): the most parameter elements its coordinator holds
+  // gathered at once (its replay in the builder: a module's, the prefetched, those kept for
+  // reuse); 0 otherwise.
+  std::int64_t zero3_live_params = 0;
 };
 
 struct Workload {
@@ -124,6 +128,13 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r);
 // it per block under block).
 Bytes block_activation_bytes(const Scenario& sc, int layer,
                              std::optional<bool> full = std::nullopt);
+
+// Activation bytes block `layer`'s backward re-creates for one micro-batch on one rank when it
+// replays what its recompute did not keep: what the block keeps without recompute less what it
+// keeps (`full` as for block_activation_bytes); 0 without recompute. memory_per_rank counts the
+// largest of a stage's blocks once at the stage's peak (docs/workload.md, "Replayed
+// activations").
+Bytes block_replay_bytes(const Scenario& sc, int layer, std::optional<bool> full = std::nullopt);
 
 // Micro-batches whose activations a stage holds at its peak, per chunk of work.
 std::int64_t inflight_microbatches(const Scenario& sc, int stage);
