@@ -330,8 +330,8 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "model chunk do; the others keep their activations) [uniform]")
       ->group(g_plan);
   cmd.add_option("--recompute-num-layers", o.recompute_num_layers,
-                 "Megatron-LM: blocks per chunk that --recompute-method block replays (uniform: "
-                 "1, groups of one) [1]")
+                 "Megatron-LM: blocks per chunk that --recompute-method block replays, or "
+                 "(uniform) blocks a group replays at once, keeping one input a group [1]")
       ->group(g_plan);
   list(cmd, "--ddp-bucket-size", o.ddp_bucket_mb,
        "DDP gradient bucket in MiB (PyTorch bucket_cap_mb) [25]")

@@ -191,6 +191,9 @@ std::string headline(const Workload& w) {
           ? fmt::format("selective ({})", recompute_modules_string(p.recompute_modules))
       : p.recompute == Recompute::full && p.recompute_block_layers > 0
           ? fmt::format("full (block: the first {} blocks of each chunk)", p.recompute_block_layers)
+      : p.recompute == Recompute::full && p.recompute_uniform_layers > 1
+          ? fmt::format("full (uniform: groups of {} blocks, one input kept a group)",
+                        p.recompute_uniform_layers)
       : p.recompute == Recompute::op
           ? std::string("op (torchtitan: every other matrix product's output and attention's "
                         "kept, the rest replayed)")

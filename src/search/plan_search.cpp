@@ -478,7 +478,8 @@ double memory_lower_bound(const Scenario& sc) {
                                                : p.stage_layers.front();
   double act = 0;
   for (int l = 0; l < per_chunk; ++l)
-    act += block_activation_bytes(sc, l, sc.plan.full_recompute_at(l)).value();
+    if (sc.plan.keeps_block_input(l))
+      act += block_activation_bytes(sc, l, sc.plan.full_recompute_at(l)).value();
   act *= static_cast<double>(inflight_microbatches(sc, 0));
   return std::max(states, act);
 }

@@ -536,6 +536,9 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.recompute == Recompute::full && p.recompute_block_layers > 0) {
     j["recompute_method"] = "block";
     j["recompute_num_layers"] = p.recompute_block_layers;
+  } else if (p.recompute == Recompute::full && p.recompute_uniform_layers > 1) {
+    j["recompute_method"] = "uniform";
+    j["recompute_num_layers"] = p.recompute_uniform_layers;
   }
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   return j;

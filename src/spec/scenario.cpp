@@ -688,7 +688,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   }
   // Megatron's --recompute-method and --recompute-num-layers: read under full granularity
   // only. uniform replays every block, grouped N at a time, keeping one input per group;
-  // commscope models groups of one. block replays the first N blocks of each model chunk.
+  // block replays the first N blocks of each model chunk.
   if (in.recompute_block || in.recompute_num_layers) {
     const char* flag = in.recompute_block ? "--recompute-method" : "--recompute-num-layers";
     if (plan.recompute != Recompute::full)
@@ -696,11 +696,10 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     const int n = in.recompute_num_layers.value_or(1);
     if (n < 1) return bad("--recompute-num-layers", "a number of blocks of at least 1", num(n));
     if (!in.recompute_block.value_or(false)) {
-      if (n != 1)
+      if (n > limits::kMaxLayers)
         return bad("--recompute-num-layers",
-                   "1 with --recompute-method uniform (groups of several blocks replayed together "
-                   "are not modelled; block recomputes the first N of each chunk)",
-                   num(n));
+                   fmt::format("at most {} blocks a group", limits::kMaxLayers), num(n));
+      plan.recompute_uniform_layers = n;
     } else {
       plan.recompute_block_layers = n;
     }

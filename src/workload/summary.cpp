@@ -430,15 +430,23 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // Transformer Engine's double-buffered offload handler holds at most two of them on the GPU
   // while they are copied out or back.
   const int offloaded = p.cpu_offload_layers;
-  Bytes replay;  // the largest block replay (block_replay_bytes)
+  // The largest replay: a block's (block_replay_bytes), or under --recompute-method uniform
+  // with N > 1 a group's, whose N blocks replay at once and whose later blocks keep nothing.
+  Bytes replay;
   for (const Chunk& ch : r.chunks) {
-    Bytes c, largest_offloaded;
+    Bytes c, largest_offloaded, group;
     int staged = 0;
     for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
-      const bool full_at = p.full_recompute_at(l - ch.first_layer);
-      const Bytes layer = block_activation_bytes(sc, l, full_at);
-      if (p.recompute != Recompute::none)
-        replay = std::max(replay, block_replay_bytes(sc, l, full_at));
+      const int local = l - ch.first_layer;
+      const bool full_at = p.full_recompute_at(local);
+      const bool keeps_input = p.keeps_block_input(local);
+      Bytes layer = block_activation_bytes(sc, l, full_at);
+      if (p.recompute != Recompute::none) {
+        const Bytes replayed = block_replay_bytes(sc, l, full_at) + (keeps_input ? Bytes() : layer);
+        group = keeps_input ? replayed : group + replayed;
+        replay = std::max(replay, group);
+      }
+      if (!keeps_input) layer = Bytes();
       if (l < offloaded) {
         largest_offloaded = std::max(largest_offloaded, layer);
         staged = std::min(staged + 1, 2);

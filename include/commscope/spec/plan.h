@@ -140,10 +140,20 @@ struct ParallelPlan {
   // first N blocks of each model chunk replay their forward (and keep only their input); the
   // others keep every activation. 0: every block (--recompute-method uniform with N 1).
   int recompute_block_layers = 0;
+  // Under full recompute with --recompute-method uniform, --recompute-num-layers N: each model
+  // chunk's blocks replay in groups of N (the last group what is left), a group keeping only its
+  // first block's input and replaying its N blocks' forward at once before their backward.
+  int recompute_uniform_layers = 1;
   // Whether the block at `local` (its index in its model chunk) replays its forward in full.
   bool full_recompute_at(int local) const {
     return recompute == Recompute::full &&
            (recompute_block_layers == 0 || local < recompute_block_layers);
+  }
+  // Whether the block at `local` keeps its input (its own, or its uniform group's): false for a
+  // block inside a uniform group of N > 1, whose input the replay re-creates.
+  bool keeps_block_input(int local) const {
+    return !full_recompute_at(local) || recompute_block_layers > 0 ||
+           local % recompute_uniform_layers == 0;
   }
   // Megatron-Core's --use-precision-aware-optimizer (Transformer Engine's FusedAdam): Adam's
   // moments in exp_avg_dtype / exp_avg_sq_dtype and the master weights in main_params_dtype;
