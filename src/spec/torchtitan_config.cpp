@@ -332,6 +332,18 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                    fmt::format("\"{}\"", b));
   }
 
+  // Replicate-only data parallelism (shard degree 1) is DDP in torchtitan, whose parallelize
+  // functions raise "DDP has not supported > 1D parallelism" beside tensor or pipeline
+  // parallelism (v0.2.2 models/*/infra/parallelize.py; with CP or EP they take the FSDP path).
+  if (sh == 1 && rep > 1 && p.cp.value_or(1) == 1 && p.ep.value_or(1) == 1 &&
+      (p.tp.value_or(1) > 1 || p.pp.value_or(1) > 1))
+    return f.bad(where("data_parallel_replicate_degree"),
+                 "a shard degree above 1 beside tensor or pipeline parallelism (torchtitan runs "
+                 "replicate-only data parallelism as DDP, which raises \"DDP has not supported > "
+                 "1D parallelism\")",
+                 fmt::format("replicate {} with shard 1, TP {}, PP {}", rep, p.tp.value_or(1),
+                             p.pp.value_or(1)));
+
   // ---- pipeline: schedule and micro-batches ----
   const std::int64_t stages = p.pp.value_or(1);
   std::int64_t micro = local.value_or(1);

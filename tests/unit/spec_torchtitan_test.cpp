@@ -335,6 +335,12 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
        "[activation_checkpoint] mode: expected none, full or selective"},
       {kModel + "[parallelism]\ntensor_parallel_degree = true\n",
        "tensor_parallel_degree: expected an integer of at least 1, got true"},
+      {kModel + "[parallelism]\ndata_parallel_replicate_degree = 8\n"
+                "data_parallel_shard_degree = 1\npipeline_parallel_degree = 2\n",
+       "[parallelism] data_parallel_replicate_degree: expected a shard degree above 1 beside "
+       "tensor or pipeline parallelism (torchtitan runs replicate-only data parallelism as DDP, "
+       "which raises \"DDP has not supported > 1D parallelism\"), got replicate 8 with shard 1, "
+       "TP 1, PP 2"},
       {kModel + "[training]\nbatch_size = 8\npipeline_parallel_degree = 2\n"
                 "[experimental]\npipeline_parallel_microbatches = 3\n",
        "[experimental] pipeline_parallel_microbatches: expected a divisor of the local batch of 8, "
