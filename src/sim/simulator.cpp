@@ -111,6 +111,8 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
   // difference is the compute run since then.
   double computed = 0;
   double mark[kStreamCount] = {};
+  if (strag)
+    for (int s = 0; s < kStreamCount; ++s) mark[s] = -st->carried[s];
   // Where a collective on stream s entered at `entry` (its rank ready at `ready`) begins: when
   // the slowest of its group is there too. Returns the wait.
   auto straggle = [&](std::int32_t s, double ready, double entry, double& start) {
@@ -194,6 +196,7 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
   r.blocking_end = chain_end;
   r.end = chain_end;
   for (double f : stream_free) r.end = std::max(r.end, f);
+  for (int s = 0; s < kStreamCount; ++s) r.compute_tail[s] = strag ? computed - mark[s] : 0.0;
 }
 
 namespace {
@@ -695,7 +698,15 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
   for (int s = 0; s < pp; ++s) {
     const Role& role = roles[s];
     durations_into(step_dur, role.step, costs);
-    run_list_into(out.steps[s], role.step, step_dur, plan, true, names, &costs.stragglers);
+    // The step's collectives wait for the slowest rank over the compute since the stream's
+    // last collective, which began in the stage's last backward (chunk 0's, the last
+    // micro-batch's; docs/cost-model.md, "Stragglers and jitter").
+    Stragglers st = costs.stragglers;
+    if (!index[s].empty()) {
+      const ListRun& last = pool[index[s][0]].bwd_last;
+      std::copy(std::begin(last.compute_tail), std::end(last.compute_tail), std::begin(st.carried));
+    }
+    run_list_into(out.steps[s], role.step, step_dur, plan, true, names, &st);
     // the same for every micro-batch count and schedule: once here, not per finish
     if (breakdowns) out.step_in[s] = breakdown(out.steps[s].events, 0, out.steps[s].end);
   }

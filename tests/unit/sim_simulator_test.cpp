@@ -107,6 +107,55 @@ TEST(Sim, PipelineBubble) {
   }
 }
 
+// The step's collectives wait for stragglers too: Megatron-LM's distributed optimizer without
+// overlap reduce-scatters the gradients and all-gathers the parameters in the step. The ranks'
+// spread at the reduce-scatter is over the compute since the data stream's last collective,
+// which began in the last backward (none there: the whole backward), and at each later step
+// collective over the step's compute since the one before (docs/cost-model.md, "Stragglers and
+// jitter"). One micro-batch, TP 1, PP 1: no other data-parallel collective.
+TEST(Sim, StepCollectivesWaitForTheLastBackward) {
+  PlanInput p = plan(16, 1, 1, 2, 32);
+  p.framework = Framework::megatron;
+  p.use_distributed_optimizer = true;
+  p.overlap_grad_reduce = false;
+  p.overlap_param_gather = false;
+  const Scenario sc = scenario("gpt2-medium", "polaris", p);
+  const Workload w = build_workload(sc);
+  const Role& r = w.roles[0];
+  double bwd = 0;
+  for (const Op& op : r.chunks[0].backward.ops()) {
+    ASSERT_FALSE(op.kind == OpKind::comm && op.group == CommGroup::data) << op.name;
+    if (op.kind == OpKind::compute)
+      bwd += compute_time(op, sc.system.gpu, sc.system.calibration).value();
+  }
+  // The step's compute up to its last data-parallel collective.
+  double step_before = 0, pending = 0;
+  int collectives = 0;
+  for (const Op& op : r.step.ops()) {
+    if (op.kind == OpKind::compute) {
+      pending += compute_time(op, sc.system.gpu, sc.system.calibration).value();
+    } else if (op.group == CommGroup::data) {
+      ++collectives;
+      step_before += pending;
+      pending = 0;
+    }
+  }
+  ASSERT_GE(collectives, 2);  // the reduce-scatter and the all-gather
+  ScaleEffects spread = sc.system.scale;
+  spread.straggler_cv = 0.04;
+  SimOptions on;
+  on.scale = &spread;
+  const Prediction ps = simulate(w, on);
+  EXPECT_NEAR(ps.straggler_wait, 0.04 * expected_max_normal(16) * (bwd + step_before),
+              1e-12 * ps.iteration_time);
+  ScaleEffects still = spread;
+  still.straggler_cv = 0;
+  SimOptions off;
+  off.scale = &still;
+  EXPECT_NEAR(ps.iteration_time - simulate(w, off).iteration_time, ps.straggler_wait,
+              1e-12 * ps.iteration_time);
+}
+
 // A whole DDP iteration with one bucket: the all-reduce starts when backward ends, so the
 // iteration is forward + backward + all-reduce + optimizer, exactly.
 TEST(Sim, DdpIterationWithOneBucket) {

@@ -38,6 +38,10 @@ struct ListRun {
   // The data-parallel stream's first start and last end in this run (none: data_first < 0).
   // finish() queues the runs' data-parallel work one after another (the stream is FIFO).
   double data_first = -1, data_end = 0;
+  // With stragglers: the compute run at the end since each stream's last collective (since the
+  // run's start where the stream had none, Stragglers::carried included), which the stage's
+  // step carries on from its last backward's.
+  double compute_tail[kStreamCount] = {};
   std::vector<Event> events;
 };
 
@@ -47,6 +51,9 @@ struct ListRun {
 struct Stragglers {
   double cv = 0;                   // coefficient of variation of compute time (0: off)
   double emax[kStreamCount] = {};  // E[max of n std normals] for each stream's group
+  // Compute run before the list since each stream's last collective (a stage's step: its last
+  // backward's ListRun::compute_tail); 0: the list starts afresh.
+  double carried[kStreamCount] = {};
 };
 
 // What run_list says beyond the run, for a combined 1F1B step's run (ParallelPlan::

@@ -57,7 +57,8 @@ Workload build_workload_every_stage(const Scenario& sc);
 // How many pipeline stages build_workload copies so (for tests and benchmarks).
 int stages_copied(const Scenario& sc);
 // build_workload's roles and chunks (layer spans, parameters) without their op lists: all that
-// memory_per_rank reads, for a memory check that does not build the ops.
+// memory_per_rank reads, for a memory check that does not build the ops (DeepSpeed ZeRO-3's
+// roles replay its coordinator on a scratch build for Role::zero3_live_params).
 Workload build_layout(const Scenario& sc);
 
 // How often an op of a chunk list runs per iteration.
