@@ -199,12 +199,6 @@ struct ParallelPlan {
   // max(40M, 1M x DP); without --overlap-grad-reduce one bucket of everything).
   bool use_distributed_optimizer = false;
   std::int64_t megatron_bucket = 40000000;
-  // Megatron-LM's interleaved schedule with --overlap-param-gather dispatches all of a model
-  // chunk's parameter all-gathers ahead of the chunk's first forward
-  // (megatron/core/pipeline_parallel/schedules.py, config.param_sync_func; DDP
-  // start_param_sync): chunks 0 and 1 when the schedule starts, chunk k >= 2 before the
-  // forward of virtual micro-batch (k - 1) x PP - (pipeline rank), the buckets in their index
-  // order (the last layers' first). Without VP the forward pre-hook gathers one bucket ahead.
   // Whether selective recompute replays FlashAttention's fused forward: Megatron-Core checkpoints
   // the core attention module whatever kernel runs it (megatron/core/transformer/attention.py,
   // _checkpointed_attention_forward; transformer_config.py only warns that fused attention has
@@ -214,6 +208,12 @@ struct ParallelPlan {
     return framework == Framework::megatron && recompute == Recompute::selective &&
            (recompute_modules & recompute_module::core_attn) != 0;
   }
+  // Megatron-LM's interleaved schedule with --overlap-param-gather dispatches all of a model
+  // chunk's parameter all-gathers ahead of the chunk's first forward
+  // (megatron/core/pipeline_parallel/schedules.py, config.param_sync_func; DDP
+  // start_param_sync): chunks 0 and 1 when the schedule starts, chunk k >= 2 before the
+  // forward of virtual micro-batch (k - 1) x PP - (pipeline rank), the buckets in their index
+  // order (the last layers' first). Without VP the forward pre-hook gathers one bucket ahead.
   bool megatron_gathers_ahead() const {
     return framework == Framework::megatron && use_distributed_optimizer && overlap_param_gather &&
            dp > 1 && virtual_stages > 1;
