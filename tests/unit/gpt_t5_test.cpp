@@ -888,7 +888,10 @@ namespace {
 TEST(T5Measure, OwnKernelsAreTimedAndFitted) {
   T5Config c = tiny();
   c.encoder_layers = 2;
-  auto m = measure_t5_compute(c, 2, 2, 1);
+  // Six timed repetitions (each kernel's time is their mean): with two, one repetition slowed by
+  // a neighbouring test under ctest -j2 moved the fit below past its bound (a CI run of
+  // 2026-11-29: 0.165 ms predicted against 0.121 ms measured).
+  auto m = measure_t5_compute(c, 2, 6, 1);
   ASSERT_TRUE(m.ok()) << m.error().message;
   std::map<std::pair<std::string, bool>, const KernelTiming*> by;
   double sum = 0;
