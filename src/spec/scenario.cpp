@@ -775,7 +775,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  "a shard group holding whole expert groups (torchtitan's efsdp): its shard x "
                  "CP x TP ranks divisible by EP x expert TP",
                  fmt::format("{} ranks, EP x expert TP {}", ranks, groups));
-    const int es = ranks / groups;
+    const int es = hsdp_expert_shard_ranks(plan, sc.gpus_per_node);
     const int node = expert_dp_ranks_per_node(plan, sc.gpus_per_node);
     if (es % node != 0 && node % es != 0)
       return bad(flag,

@@ -1571,30 +1571,28 @@ class Builder {
     int shard_per_node = 0, replicate_per_node = 0;
   };
   FsdpGroups fsdp_groups() const {
-    FsdpGroups g;
-    g.shard = p_.dp;
-    if (!p_.hsdp()) return g;
-    g.shard = hsdp_shard_ranks(sc_.plan, sc_.gpus_per_node);
-    g.replicate = p_.dp / g.shard;
-    g.hybrid = g.replicate > 1;
-    const int node = grad_dp_ranks_per_node(sc_.plan, sc_.gpus_per_node);
-    g.shard_per_node = std::min(g.shard, node);
-    g.replicate_per_node = std::min(g.replicate, std::max(1, node / g.shard));
-    return g;
+    if (!p_.hsdp()) return FsdpGroups{p_.dp, 1, false};
+    const int shard = hsdp_shard_ranks(sc_.plan, sc_.gpus_per_node);
+    return hsdp_groups(shard, p_.dp / shard, grad_dp_ranks_per_node(sc_.plan, sc_.gpus_per_node));
   }
   // The routed experts' groups (fsdp_experts_apart): the expert-data group, or under HSDP its
   // shard group, torchtitan's efsdp (hsdp_expert_shard_ranks), replicated over the dense
   // parameters' replicas; efsdp is the inner mesh dimension, so a shard group's ranks are
   // consecutive in the expert-data group.
   FsdpGroups fsdp_expert_groups() const {
-    FsdpGroups g;
-    g.shard = hsdp_expert_shard_ranks(sc_.plan, sc_.gpus_per_node);
-    g.replicate = sc_.plan.expert_dp() / g.shard;
-    g.hybrid = g.replicate > 1;
+    const int shard = hsdp_expert_shard_ranks(sc_.plan, sc_.gpus_per_node);
+    return hsdp_groups(shard, sc_.plan.expert_dp() / shard,
+                       expert_dp_ranks_per_node(sc_.plan, sc_.gpus_per_node));
+  }
+  // HSDP's shard and replicate groups of a group with `node` ranks on each node: the shard
+  // group's consecutive ranks, as many of them on a node as it holds, and the replicate group's
+  // ranks at the same place of each shard group (several on a node when shard groups are smaller
+  // than a node).
+  static FsdpGroups hsdp_groups(int shard, int replicate, int node) {
+    FsdpGroups g{shard, replicate, replicate > 1};
     if (!g.hybrid) return g;
-    const int node = expert_dp_ranks_per_node(sc_.plan, sc_.gpus_per_node);
-    g.shard_per_node = std::min(g.shard, node);
-    g.replicate_per_node = std::min(g.replicate, std::max(1, node / g.shard));
+    g.shard_per_node = std::min(shard, node);
+    g.replicate_per_node = std::min(replicate, std::max(1, node / shard));
     return g;
   }
   // A sub-group of `size` ranks, `per_node` of them on each node it spans.

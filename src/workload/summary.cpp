@@ -442,7 +442,9 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       const bool keeps_input = p.keeps_block_input(local);
       Bytes layer = block_activation_bytes(sc, l, full_at);
       if (p.recompute != Recompute::none) {
-        const Bytes replayed = block_replay_bytes(sc, l, full_at) + (keeps_input ? Bytes() : layer);
+        // block_replay_bytes, with the bytes kept computed once
+        const Bytes replayed =
+            block_bytes(sc, l, Recompute::none) - (keeps_input ? layer : Bytes());
         group = keeps_input ? replayed : group + replayed;
         replay = std::max(replay, group);
       }
