@@ -168,6 +168,10 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
   cmd.add_flag("--fp8", o.fp8,
                "Transformer Engine FP8 GEMMs (the system's fp8 peak; same as --precision fp8)")
       ->group(g_batch);
+  cmd.add_flag("--fp8-param-gather", o.fp8_param_gather,
+               "Megatron-Core: FP8 weights (no 16-bit copy, no FP8 cache), all-gathered in FP8 "
+               "by the distributed optimizer or Megatron-FSDP (needs --fp8 and ZeRO >= 1)")
+      ->group(g_batch);
   cmd.add_flag("--tp-comm-overlap", o.tp_comm_overlap,
                "Megatron-Core/Transformer Engine: overlap the sequence-parallel all-gathers and "
                "reduce-scatters with their GEMMs (needs --sequence-parallel)")
@@ -209,6 +213,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   if (o.fp8 || o.precision == "fp8") {
     flags.fp8 = true;  // the precision around the FP8 GEMMs stays bf16 unless given
   }
+  if (o.fp8_param_gather) flags.fp8_param_gather = true;
   auto one = [](const char* flag, const std::string& text, std::optional<int>& into) -> Status {
     if (text.empty()) return {};
     auto v = parse_number<int>(text);

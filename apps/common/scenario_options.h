@@ -59,6 +59,7 @@ struct ScenarioOptions {
       last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules, recompute_method,
       recompute_num_layers;
   bool fp8 = false;
+  bool fp8_param_gather = false;  // Megatron-Core --fp8-param-gather
   bool tp_comm_overlap = false;
   bool async_tp_allreduce = false, no_async_tp_allreduce = false;
   bool cross_entropy_fusion = false;

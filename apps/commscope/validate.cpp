@@ -279,6 +279,7 @@ Verb add_calibrate(CLI::App& app) {
     std::string system = "vtrain-a100", rows = "even", output;
     int evaluations = 400;
     bool compute_only = false;       // issue 15: fit the compute terms alone, bounded
+    bool hold_gemm_shape = false;    // --compute-only: the start's GEMM half-point and steepness
     std::string start = "defaults";  // or "preset": refine the preset's own calibration
     // --from-trace: the traced run's scenario (-1: the built-in default)
     std::string from_trace, model = "gpt2-large", network, network_output, precision;
@@ -335,10 +336,15 @@ Verb add_calibrate(CLI::App& app) {
   cmd->add_flag("--compute-only", st->compute_only,
                 "fit only the compute terms (GEMM curve, attention, memory efficiency <= 0.9, "
                 "kernel overhead 1-10 us); NVLink and host overheads keep their defaults");
+  cmd->add_flag("--hold-gemm-shape", st->hold_gemm_shape,
+                "with --compute-only: keep the start's GEMM half-point and steepness, where the "
+                "fit rows do not determine them (docs/cost-model.md)");
   return {
       cmd, [cmd, st]() -> int {
         if (!st->from_trace.empty() && st->compute_only)
           return fail("--compute-only: not with --from-trace");
+        if (st->hold_gemm_shape && !st->compute_only)
+          return fail("--hold-gemm-shape: expected --compute-only with it");
         if (!st->from_trace.empty() && cmd->count("--start") > 0)
           return fail("--start: not with --from-trace (a trace's fit has its own start)");
         if (!st->from_trace.empty()) return run_from_trace(*cmd, *st);
@@ -413,9 +419,12 @@ Verb add_calibrate(CLI::App& app) {
           check_interrupt();  // Ctrl-C in Python (embed.h)
           if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);
         };
-        Calibration c = st->compute_only
-                            ? fit_compute_calibration(fit, start, st->evaluations, {}, progress)
-                            : fit_calibration(fit, start, st->evaluations, progress);
+        Calibration c =
+            st->compute_only
+                ? fit_compute_calibration(fit, start, st->evaluations,
+                                          ComputeFitBounds{.hold_gemm_shape = st->hold_gemm_shape},
+                                          progress)
+                : fit_calibration(fit, start, st->evaluations, progress);
         if (tty) std::fprintf(stderr, "\n");
         std::vector<std::string> files;
         for (const auto& f : st->files) files.push_back(f.substr(f.find_last_of('/') + 1));
@@ -424,7 +433,10 @@ Verb add_calibrate(CLI::App& app) {
             "(Nelder-Mead, "
             "mean |log "
             "error|); validate on the other rows",
-            st->rows, st->compute_only ? " --compute-only" : "",
+            st->rows,
+            st->compute_only
+                ? (st->hold_gemm_shape ? " --compute-only --hold-gemm-shape" : " --compute-only")
+                : "",
             st->start == "preset" ? " --start preset" : "", fit.size(), fmt::join(files, ", "));
         nlohmann::json j = with_calibration(raw.value(), c, note);
         return emit(j.dump(2) + "\n", st->output);

@@ -346,6 +346,8 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   CS_ASSIGN_OR_RETURN(auto ep, row.count("ep"));
   CS_ASSIGN_OR_RETURN(auto expert_tp, row.count("expert_tp"));  // Megatron's, 1 or TP
   CS_ASSIGN_OR_RETURN(auto fp8, row.flag("fp8"));
+  // Megatron-Core --fp8-param-gather (Megatron-Bridge's fp8_param_gather); empty: off.
+  CS_ASSIGN_OR_RETURN(auto fp8_params, row.flag("fp8_param_gather"));
   CS_ASSIGN_OR_RETURN(auto sp, row.flag("sequence_parallel"));
   CS_ASSIGN_OR_RETURN(auto distopt, row.flag("distributed_optimizer"));
   CS_ASSIGN_OR_RETURN(auto tp_overlap, row.flag("tp_comm_overlap"));  // Megatron-Core's flag
@@ -390,6 +392,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   if (ep) p.ep = static_cast<int>(*ep);
   if (expert_tp) p.expert_tp = static_cast<int>(*expert_tp);
   if (fp8) p.fp8 = *fp8;
+  if (fp8_params) p.fp8_param_gather = *fp8_params;
   if (sp) p.sequence_parallel = *sp;
   // Megatron's distributed optimizer is commscope's ZeRO-1 (docs/workload.md); on a sharded
   // (zero2/zero3) row it changes nothing.

@@ -237,6 +237,8 @@ Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs,
   for (const auto* r : runs) per_file[r->source]++;
   auto objective = [&](const CVec& x) {
     Calibration c = decode_compute(x, start, b);
+    if (b.hold_gemm_shape)
+      c.gemm_half_flops = start.gemm_half_flops, c.gemm_steepness = start.gemm_steepness;
     double s = 0;
     for (const auto* r : runs)
       s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) / per_file[r->source];
@@ -248,6 +250,25 @@ Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs,
     }
     return f;
   };
+  if (b.hold_gemm_shape) {
+    // The four free terms (0, 2, 3, 4); the shape's coordinates stay at start's. A
+    // degenerate bound (min = max) would not do: its encoding divides by zero.
+    const CVec x0 = encode_compute(start, b);
+    auto full = [&](const std::array<double, 4>& y) {
+      CVec x = x0;
+      x[0] = y[0], x[2] = y[1], x[3] = y[2], x[4] = y[3];
+      return x;
+    };
+    Calibration c =
+        decode_compute(full(nelder_mead(
+                           std::array<double, 4>{x0[0], x0[2], x0[3], x0[4]},
+                           [](int) { return 0.7; }, 1e-7, max_evaluations, evaluations,
+                           [&](const std::array<double, 4>& y) { return objective(full(y)); })),
+                       start, b);
+    c.gemm_half_flops = start.gemm_half_flops;  // exactly, not through the encoding
+    c.gemm_steepness = start.gemm_steepness;
+    return c;
+  }
   return decode_compute(nelder_mead(
                             encode_compute(start, b), [](int) { return 0.7; }, 1e-7,
                             max_evaluations, evaluations, objective),

@@ -221,7 +221,10 @@ std::string headline(const Workload& w) {
             ? " (replayed in backward: Megatron-Core's selective recompute checkpoints the "
               "fused kernel too)"
             : "",
-        p.fp8 ? ", FP8 GEMMs (Transformer Engine)" : "",
+        !p.fp8               ? ""
+        : p.fp8_param_gather ? ", FP8 GEMMs (Transformer Engine) on FP8 weights, all-gathered in 1 "
+                               "byte (--fp8-param-gather)"
+                             : ", FP8 GEMMs (Transformer Engine)",
         p.tp_comm_overlap ? ", TP all-gathers and reduce-scatters beside their GEMMs" : "",
         async_ar ? ", TP input-gradient all-reduce beside the weight-gradient GEMM (asynchronous)"
                  : "",

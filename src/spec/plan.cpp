@@ -320,6 +320,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(powersgd_rank, o.powersgd_rank);
   take(attention, o.attention);
   take(fp8, o.fp8);
+  take(fp8_param_gather, o.fp8_param_gather);
   take(tp_comm_overlap, o.tp_comm_overlap);
   take(tp_async_allreduce, o.tp_async_allreduce);
   take(cross_entropy_fusion, o.cross_entropy_fusion);
@@ -516,6 +517,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   // Modern-training fields only when they differ from the defaults (the JSON stays as before).
   if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
   if (p.fp8) j["fp8"] = true;
+  if (p.fp8_param_gather) j["fp8_param_gather"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.tp_async_allreduce) j["async_tensor_model_parallel_allreduce"] = true;
   if (p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = true;

@@ -37,6 +37,21 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     if (plan.precision == Precision::fp32)
       return bad("--fp8", "bf16 or fp16 mixed precision around the FP8 GEMMs", "--precision fp32");
   }
+  // Megatron-LM asserts "--fp8-param-gather only supported with distributed optimizer, torch
+  // fsdp2, megatron fsdp" (arguments.py) and turns it off under FSDP2 with Transformer Engine
+  // 2.x; DeepSpeed has no such path.
+  plan.fp8_param_gather = in.fp8_param_gather.value_or(false);
+  if (plan.fp8_param_gather) {
+    if (!plan.fp8) return bad("--fp8-param-gather", "--fp8 with it", "no FP8 GEMMs");
+    if (plan.framework == Framework::fsdp || plan.framework == Framework::deepspeed)
+      return bad("--fp8-param-gather",
+                 "Megatron's distributed optimizer or Megatron-FSDP (Megatron-LM's flag)",
+                 "--framework " + std::string(to_string(plan.framework)));
+    if (plan.zero < 1)
+      return bad("--fp8-param-gather",
+                 "a sharded optimizer (--use-distributed-optimizer or --zero 1/2/3)",
+                 "ZeRO 0 (Megatron-LM refuses it without the distributed optimizer)");
+  }
   const int layers = model.layers();
   // Multi-token prediction: the flag, else the model's depths. A layout carries exactly that
   // many m layers, as Megatron-Core checks ("Number of mtp layers in layout must match

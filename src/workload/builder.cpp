@@ -1011,11 +1011,15 @@ class Builder {
   // cache, amortised over the micro-batches), reading a_ and writing 1 byte per element; its
   // backward casts the output gradient (M x N, a_ + 1 bytes) and writes the FP8 transposes of
   // input and weight that Hopper's FP8 GEMMs need (read and write 1 byte per element). The
-  // embedding, LM head and loss stay in the plan's precision, as in Megatron-LM.
+  // embedding, LM head and loss stay in the plan's precision, as in Megatron-LM. Under
+  // --fp8-param-gather the weights are FP8 already: in place of the weight's cast (a_ + 1
+  // bytes an element) its transpose is made once an iteration after the gather (1 + 1 bytes),
+  // counted as that many bytes of the cast's elements.
   void fp8_gemms(std::vector<Step>& prog) const {
     std::vector<Step> out;
     out.reserve(prog.size() * 2);
-    const double m = static_cast<double>(std::max<std::int64_t>(p_.grad_accum, 1));
+    const double m = static_cast<double>(std::max<std::int64_t>(p_.grad_accum, 1)) *
+                     (p_.fp8_param_gather ? (a_ + 1.0) / 2.0 : 1.0);
     for (Step& st : prog) {
       if (st.kind == StepKind::compute && st.op.compute == ComputeClass::gemm) {
         const double M = static_cast<double>(st.op.m), K = static_cast<double>(st.op.k),
@@ -2315,9 +2319,64 @@ std::vector<std::pair<std::int64_t, std::int64_t>> role_matrices(const Scenario&
   return out;
 }
 
+// --fp8-param-gather: the parameter all-gathers carry the blocks' GEMM weights in 1 byte (the
+// FP8 parameters' data) and the rest (norms, embedding, output layer) in the parameters' type,
+// as Megatron-Core keeps an FP8 (uint8) buffer beside the 16-bit one and gathers both. A
+// block's gather (ZeRO-3, Megatron-FSDP) by that block's share of GEMM weights; the
+// distributed optimizer's buckets by the rank's share; the experts' all GEMM weights.
+void apply_fp8_param_gather(Workload& w) {
+  const Scenario& sc = w.scenario;
+  const ParallelPlan& p = sc.plan;
+  const ModelSpec& m = sc.model;
+  if (!p.fp8_param_gather) return;
+  const int expert_ranks = p.ep * p.expert_tp;
+  const double a = dtype_bytes(p.dtype());
+  auto dense_gemm = [&](int l) {  // this rank's dense GEMM weights of block l
+    return block_sharded_params(m, l, p.tp, expert_ranks) -
+           static_cast<double>(block_expert_params(m, l)) / expert_ranks;
+  };
+  auto dense_block = [&](int l) {  // this rank's dense parameters of block l
+    return static_cast<double>(block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp);
+  };
+  for (Role& r : w.roles) {
+    double gemm = 0;
+    for (const Chunk& ch : r.chunks)
+      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) gemm += dense_gemm(l);
+    if (r.stage == p.pp - 1)
+      for (int depth = 0; depth < p.mtp_layers; ++depth)
+        gemm += dense_gemm(mtp_block_layer(m, depth));
+    const double dense = static_cast<double>(r.params - r.expert_params);
+    const double role_share = dense > 0 ? std::min(1.0, gemm / dense) : 0;
+    auto lists = [&](auto&& f) {
+      f(r.step);
+      for (Chunk& ch : r.chunks) f(ch.forward), f(ch.forward_first), f(ch.backward);
+    };
+    lists([&](OpList& list) {
+      for (std::uint32_t i = 0; i < list.size(); ++i) {
+        Op& op = list.edit(i);
+        if (op.kind != OpKind::comm || op.collective != Collective::all_gather) continue;
+        double share = 0;
+        if (op.name == "moe_expert_param_all_gather") {
+          share = 1;
+        } else if (op.name == "zero3_param_all_gather") {
+          share = op.layer >= 0 ? std::min(1.0, dense_gemm(op.layer) / dense_block(op.layer)) : 0;
+        } else if (op.name == "megatron_param_all_gather" || op.name == "zero_param_all_gather") {
+          share = role_share;
+        } else {
+          continue;
+        }
+        const double e = static_cast<double>(op.elements);
+        op.bytes = e * share + e * (1 - share) * a;
+        if (share == 1) op.dtype = DType::fp8;
+      }
+    });
+  }
+}
+
 void apply_compression(Workload& w) {
   const Scenario& sc = w.scenario;
   const ParallelPlan& p = sc.plan;
+  apply_fp8_param_gather(w);
   const bool zeropp = p.zero == 3 && (p.zeropp_qwz || p.zeropp_qgz || p.zeropp_hpz > 1);
   if (!p.grad_comm_dtype && !zeropp && p.grad_compression == GradCompression::none) return;
 

@@ -394,26 +394,40 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // ZeRO++ hpZ: the secondary copy of the weights, sharded over zero_hpz_partition_size ranks.
   if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);
   if (p.fp8) {
-    // Transformer Engine keeps an FP8 copy (1 byte) of every GEMM weight of the blocks beside
-    // the bf16/fp16 weights, cast once per iteration and reused by every micro-batch (Megatron
-    // passes is_first_microbatch, which makes TE cache it). Under ZeRO-3 / FSDP a block's
-    // weights exist whole only while its unit is gathered: the cast is made from the gathered
-    // weights and freed with them (Megatron-FSDP's keep_fp8_transpose_cache defaults to false;
-    // TE caches nothing without is_first_microbatch), so only the blocks gathered at once hold
-    // one: the current and the prefetched, as the gather buffers below count them.
-    double gemm_weights = 0, largest = 0;
+    // Transformer Engine keeps an FP8 copy of every GEMM weight of the blocks beside the
+    // bf16/fp16 weights, cast once per iteration and reused by every micro-batch (Megatron
+    // passes is_first_microbatch, which makes TE cache it). TE 2.x quantizes a weight for
+    // both its uses (module/linear.py: rowwise and columnwise usage), so the copy holds the
+    // FP8 data and its transpose (Hopper) or columnwise copy (MXFP8): 2 bytes a weight. Under
+    // ZeRO-3 / FSDP a block's weights exist whole only while its unit is gathered: the cast is
+    // made from the gathered weights and freed with them (Megatron-FSDP's
+    // keep_fp8_transpose_cache defaults to false; TE caches nothing without
+    // is_first_microbatch), so only the blocks gathered at once hold one: the current and the
+    // prefetched, as the gather buffers below count them.
+    // Under --fp8-param-gather the GEMM weights are FP8 parameters themselves (1 byte, sharded
+    // as the weights are, in place of the 16-bit ones) with the transpose or columnwise copy
+    // beside them (1 byte, whole, or only for the gathered blocks under ZeRO-3).
+    double gemm_weights = 0, largest = 0, expert_gemm = 0;
     // This rank's GEMM weights of block l: the dense ones over TP, its own experts, no
     // replicated norms or router.
     auto add_block = [&](int l) {
       const double g = block_sharded_params(m, l, p.tp, p.ep * p.expert_tp);
       gemm_weights += g;
       largest = std::max(largest, g);
+      expert_gemm += static_cast<double>(block_expert_params(m, l)) / (p.ep * p.expert_tp);
     };
     for (const Chunk& ch : r.chunks)
       for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) add_block(l);
     if (r.stage == p.pp - 1)  // the MTP blocks (last stage)
       for (int depth = 0; depth < p.mtp_layers; ++depth) add_block(mtp_block_layer(m, depth));
-    mem.weights += Bytes(p.zero >= 3 ? std::min(gemm_weights, 2 * largest) : gemm_weights);
+    const double held = p.zero >= 3 ? std::min(gemm_weights, 2 * largest) : gemm_weights;
+    if (!p.fp8_param_gather) {
+      mem.weights += Bytes(2 * held);
+    } else {
+      const double own =
+          p.zero >= 3 ? (gemm_weights - expert_gemm) / d + expert_gemm / ed : gemm_weights;
+      mem.weights = Bytes(mem.weights.value() - (wb - 1) * own + held);
+    }
   }
   if (E > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
     mem.optimizer = Bytes((P - E) * ob / d + E * ob / ed);
@@ -510,12 +524,19 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // stage3_max_live_parameters beyond the module in use).
       buffers += Bytes(elem * static_cast<double>(r.zero3_live_params));
     } else if (p.zero == 3) {
-      std::int64_t largest = 0;
+      // The largest block gathered, in the parameters' type (its GEMM weights in 1 byte under
+      // --fp8-param-gather).
+      double largest = 0;
       for (const Chunk& ch : r.chunks)
-        for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
-          largest = std::max(largest, block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp +
-                                          block_expert_params(m, l) / (p.ep * p.expert_tp));
-      buffers += Bytes(2.0 * elem * static_cast<double>(largest));
+        for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
+          const double whole =
+              static_cast<double>(block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp +
+                                  block_expert_params(m, l) / (p.ep * p.expert_tp));
+          const double fp8 =
+              p.fp8_param_gather ? block_sharded_params(m, l, p.tp, p.ep * p.expert_tp) : 0;
+          largest = std::max(largest, elem * (whole - fp8) + fp8);
+        }
+      buffers += Bytes(2.0 * largest);
     }
   }
   if (p.pp > 1) {

@@ -300,7 +300,8 @@ TEST(Fp8, RefusedWithoutAnFp8Peak) {
 
 // FP8 memory where Transformer Engine keeps it: the saved inputs of the block GEMMs in 1 byte
 // (QKV input, output-projection input, MLP input, MLP output-projection input), FlashAttention's
-// output kept in 16 bit for its own backward besides; one FP8 copy of every block GEMM weight.
+// output kept in 16 bit for its own backward besides; one FP8 copy of every block GEMM weight,
+// with its transpose (Transformer Engine 2.x quantizes a weight rowwise and columnwise): 2 bytes.
 // Per layer from Korthikanti's breakdown (GPT, f = 4h, dropout): 34sbh - sbh (QKV input)
 // - sbh (MLP input) - 4sbh (GELU output, 8sbh -> 4sbh) + sbh (FP8 copy of the attention
 // output beside the 16-bit one) = 29sbh, plus the logsumexp 4asb.
@@ -322,7 +323,7 @@ TEST(Fp8, ActivationAndWeightMemory) {
       (memory_per_rank(w1, w1.roles[0]).weights - memory_per_rank(w0, w0.roles[0]).weights).value();
   // Llama 3 8B block GEMM weights on a TP-8 rank: (h(q + 2kv) + qh + 3hf) / 8 per block.
   const double hh = 4096, qq = 4096, kv = 1024, f = 14336;
-  EXPECT_DOUBLE_EQ(extra, 32 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
+  EXPECT_DOUBLE_EQ(extra, 2.0 * 32 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
   // A rank copies its own experts only (experts / EP): Mixtral 8x7B on 8 GPUs, EP 8 against
   // EP 1 holds 7/8 of the 8 experts' 3hf weights fewer per layer, 32 layers.
   auto fp8_extra = [&](int ep) {
@@ -335,9 +336,9 @@ TEST(Fp8, ActivationAndWeightMemory) {
     return (memory_per_rank(wb, wb.roles[0]).weights - memory_per_rank(wa, wa.roles[0]).weights)
         .value();
   };
-  EXPECT_DOUBLE_EQ(fp8_extra(1) - fp8_extra(8), 32.0 * 7 * 3 * 4096 * 14336);
+  EXPECT_DOUBLE_EQ(fp8_extra(1) - fp8_extra(8), 2.0 * 32 * 7 * 3 * 4096 * 14336);
   // Under ZeRO-3 / FSDP only the gathered blocks hold an FP8 copy: the current and the
-  // prefetched one, as many bytes as two blocks' GEMM weights.
+  // prefetched one, two bytes for each of two blocks' GEMM weights.
   for (bool fsdp : {false, true}) {
     PlanInput z = plan(16, 8, 1, 1);
     if (fsdp) {
@@ -353,8 +354,75 @@ TEST(Fp8, ActivationAndWeightMemory) {
     EXPECT_DOUBLE_EQ(
         (memory_per_rank(v1, v1.roles[0]).weights - memory_per_rank(v0, v0.roles[0]).weights)
             .value(),
-        2 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
+        2 * 2 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8);
   }
+}
+
+// Megatron-Core --fp8-param-gather: the blocks' GEMM weights are FP8 parameters (1 byte) with
+// their transpose (1 byte), in place of the 16-bit weights and Transformer Engine's 2-byte FP8
+// copy; the parameter all-gathers carry them in 1 byte; the weight's forward cast (2 + 1 bytes
+// an element) becomes the transpose made after the gather (1 + 1 bytes). Llama 3 8B,
+// TP 8, DP 2: G = 32 (h(q + 2kv) + qh + 3hf) / 8 GEMM weights a rank.
+TEST(Fp8, ParamGather) {
+  const double hh = 4096, qq = 4096, kv = 1024, f = 14336;
+  const double G = 32 * (hh * (qq + 2 * kv) + qq * hh + 3 * hh * f) / 8, block = G / 32;
+  auto build = [](int zero, bool fp8, bool gather) {
+    PlanInput q = plan(16, 8, 1, 1, 8);
+    q.zero = zero;
+    q.fp8 = fp8;
+    if (gather) q.fp8_param_gather = true;
+    return build_workload(scenario("llama3-8b", "dgx-h100", q));
+  };
+  auto weights = [](const Workload& w) { return memory_per_rank(w, w.roles[0]).weights.value(); };
+  auto gathered = [](const Workload& w) {  // bytes of the rank's parameter all-gathers
+    double bytes = 0;
+    for (const Op& op : w.roles[0].step.ops())
+      if (op.kind == OpKind::comm && op.collective == Collective::all_gather) bytes += op.bytes;
+    for (const Chunk& ch : w.roles[0].chunks)
+      for (const OpList* l : {&ch.forward, &ch.backward})
+        for (const Op& op : l->ops())
+          if (op.name == "zero3_param_all_gather") bytes += op.bytes;
+    return bytes;
+  };
+  // ZeRO-1 (the distributed optimizer): 1 + 1 bytes in place of 2, so the weights are the
+  // 16-bit ones' bytes; TE's cache would add 2 bytes a weight.
+  const Workload plain = build(1, false, false), cached = build(1, true, false),
+                 fp8p = build(1, true, true);
+  EXPECT_DOUBLE_EQ(weights(fp8p), weights(plain));
+  EXPECT_DOUBLE_EQ(weights(cached) - weights(fp8p), 2 * G);
+  EXPECT_TRUE(fp8p.scenario.plan.fp8_param_gather);
+  // The all-gathers: G elements in 1 byte instead of 2, the rest unchanged.
+  ASSERT_GT(gathered(cached), 0);
+  EXPECT_NEAR(gathered(cached) - gathered(fp8p), G, 1e-6 * G);
+  // The forward casts (2 FLOPs an element, the weights' once an iteration over 4 micro-batches)
+  // count the weights at 2 bytes of the cast's 3: 2 (G / 4) / 3 fewer FLOPs a micro-batch.
+  auto cast_flops = [](const Workload& w) {
+    double flops = 0;
+    for (const Op& op : w.roles[0].chunks[0].forward.ops())
+      if (op.name == "fp8_cast") flops += op.flops;
+    return flops;
+  };
+  EXPECT_NEAR(cast_flops(cached) - cast_flops(fp8p), 2 * G / 4 / 3, 1e-9 * G);
+  EXPECT_LE(simulate(fp8p).iteration_time, simulate(cached).iteration_time);
+  // ZeRO-3: the shard's GEMM weights in 1 byte (G / 2 of them on DP 2), the gathered blocks'
+  // transposes (two blocks) beside; each block's gather carries its GEMM weights in 1 byte.
+  const Workload z_plain = build(3, false, false), z_fp8p = build(3, true, true);
+  EXPECT_DOUBLE_EQ(weights(z_fp8p) - weights(z_plain), -G / 2 + 2 * block);
+  EXPECT_NEAR(gathered(z_plain) - gathered(z_fp8p), 2 * G, 1e-6 * G);  // forward and backward
+  // Errors name the flag: without --fp8, without a sharded optimizer, under FSDP or DeepSpeed.
+  PlanInput e = plan(16, 8, 1, 1, 8);
+  e.fp8_param_gather = true;
+  EXPECT_EQ(
+      scenario_error("llama3-8b", "dgx-h100", e).rfind("--fp8-param-gather: expected --fp8", 0),
+      0u);
+  e.fp8 = true;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", e)
+                .rfind("--fp8-param-gather: expected a sharded optimizer", 0),
+            0u);
+  e.framework = Framework::fsdp;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", e)
+                .rfind("--fp8-param-gather: expected Megatron's distributed optimizer", 0),
+            0u);
 }
 
 // Activation offloading (Megatron-Core --cpu-offloading-num-layers, Transformer Engine's

@@ -68,6 +68,10 @@ struct ComputeFitBounds {
   double kernel_overhead_max_s = 10e-6;
   double steepness_min = 0.25;
   double steepness_max = 2.0;
+  // Hold the GEMM curve's shape (gemm_half_flops and gemm_steepness) at `start`'s and fit the
+  // other four terms (`calibrate --hold-gemm-shape`), where the fit rows do not determine how
+  // small GEMMs slow down (docs/cost-model.md, "Calibration parameters").
+  bool hold_gemm_shape = false;
 };
 
 // Fits ONLY the compute terms (gemm_efficiency, gemm_half_flops, gemm_steepness,

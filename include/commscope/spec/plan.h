@@ -247,6 +247,12 @@ struct ParallelPlan {
   // Transformer Engine FP8: the GEMMs run on the FP8 tensor cores (the system's fp8 peak),
   // each GEMM's inputs cast to FP8 (memory-bound casts); everything else stays in `precision`.
   bool fp8 = false;
+  // Megatron-Core --fp8-param-gather (Megatron-Bridge's fp8_param_gather, on in its FP8
+  // recipes): the blocks' GEMM weights are FP8 parameters (Transformer Engine's fp8_model_init;
+  // rowwise data and its transpose or columnwise copy), no 16-bit copy and no separate FP8
+  // cache, and the distributed optimizer's or Megatron-FSDP's parameter all-gathers carry them
+  // in 1 byte. Needs fp8 and a sharded optimizer (ZeRO >= 1), not --framework fsdp/deepspeed.
+  bool fp8_param_gather = false;
   // Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers; needs sequence
   // parallelism): each sequence-parallel all-gather and reduce-scatter runs beside the GEMM it
   // feeds or drains instead of before or after it (docs/workload.md, "TP communication overlap").
@@ -421,6 +427,7 @@ struct PlanInput {
   // modern training (issue 15)
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
   std::optional<bool> fp8, tp_comm_overlap, cross_entropy_fusion, tp_async_allreduce;
+  std::optional<bool> fp8_param_gather;
   std::optional<int> cpu_offload_layers;
   std::optional<int> mtp_layers;                 // --mtp-num-layers (unset: the model's)
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
