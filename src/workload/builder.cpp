@@ -2322,8 +2322,9 @@ std::vector<std::pair<std::int64_t, std::int64_t>> role_matrices(const Scenario&
 // --fp8-param-gather: the parameter all-gathers carry the blocks' GEMM weights in 1 byte (the
 // FP8 parameters' data) and the rest (norms, embedding, output layer) in the parameters' type,
 // as Megatron-Core keeps an FP8 (uint8) buffer beside the 16-bit one and gathers both. A
-// block's gather (ZeRO-3, Megatron-FSDP) by that block's share of GEMM weights; the
-// distributed optimizer's buckets by the rank's share; the experts' all GEMM weights.
+// block's gather (ZeRO-3, Megatron-FSDP) by that block's share of GEMM weights (an MTP depth's
+// by its block's, its projection and norms counted 16-bit); the distributed optimizer's buckets
+// by the rank's share; the experts' all GEMM weights.
 void apply_fp8_param_gather(Workload& w) {
   const Scenario& sc = w.scenario;
   const ParallelPlan& p = sc.plan;
@@ -2334,9 +2335,6 @@ void apply_fp8_param_gather(Workload& w) {
   auto dense_gemm = [&](int l) {  // this rank's dense GEMM weights of block l
     return block_sharded_params(m, l, p.tp, expert_ranks) -
            static_cast<double>(block_expert_params(m, l)) / expert_ranks;
-  };
-  auto dense_block = [&](int l) {  // this rank's dense parameters of block l
-    return static_cast<double>(block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp);
   };
   for (Role& r : w.roles) {
     double gemm = 0;
@@ -2359,7 +2357,12 @@ void apply_fp8_param_gather(Workload& w) {
         if (op.name == "moe_expert_param_all_gather") {
           share = 1;
         } else if (op.name == "zero3_param_all_gather") {
-          share = op.layer >= 0 ? std::min(1.0, dense_gemm(op.layer) / dense_block(op.layer)) : 0;
+          // A block's gather holds block_params over TP (its experts too, over TP): its GEMM
+          // weights so split, of the gather's elements.
+          share = op.layer >= 0 && op.elements > 0
+                      ? std::min(1.0, block_sharded_params(m, op.layer, p.tp, p.tp) /
+                                          static_cast<double>(op.elements))
+                      : 0;
         } else if (op.name == "megatron_param_all_gather" || op.name == "zero_param_all_gather") {
           share = role_share;
         } else {
