@@ -27,7 +27,8 @@ Verb add_plan(CLI::App& app) {
     std::int64_t global_batch = 0, seq_length = 0;
     std::string precision, objective = "time", html, framework;
     bool fixed_global_batch = false;
-    bool fp8 = false, tp_comm_overlap = false, cross_entropy_fusion = false;
+    bool fp8 = false, fp8_param_gather = false, tp_comm_overlap = false,
+         cross_entropy_fusion = false;
     std::string attention, cp_comm_type, moe_dispatcher;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     int router_groups = 0, router_group_topk = 0;  // not given (0): the model's
@@ -68,6 +69,9 @@ Verb add_plan(CLI::App& app) {
   cmd->add_flag(
       "--fp8", st->fp8,
       "Transformer Engine FP8 GEMMs in every plan (the system's fp8 peak; docs/workload.md)");
+  cmd->add_flag("--fp8-param-gather", st->fp8_param_gather,
+                "with --fp8: every plan with a sharded optimizer under commscope or megatron "
+                "keeps FP8 weights, all-gathered in 1 byte (Megatron-Core --fp8-param-gather)");
   cmd->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
                 "every plan with sequence parallelism overlaps its TP all-gathers and "
                 "reduce-scatters with its GEMMs (Megatron-Core --tp-comm-overlap)");
@@ -245,6 +249,11 @@ Verb add_plan(CLI::App& app) {
                 "--fp8: expected bf16 or fp16 mixed precision around the FP8 GEMMs, got "
                 "--precision fp32");
           base.fp8 = true;
+        }
+        if (st->fp8_param_gather) {
+          if (!base.fp8.value_or(false))
+            return fail("--fp8-param-gather: expected --fp8 with it, got no FP8 GEMMs");
+          base.fp8_param_gather = true;
         }
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
         if (st->router_groups > 0) base.moe_router_groups = st->router_groups;

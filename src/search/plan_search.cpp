@@ -100,6 +100,11 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.sequence_parallel = p.sequence_parallel;
   // --tp-comm-overlap applies where Megatron-LM allows it: TP > 1 with sequence parallelism.
   if (base.tp_comm_overlap.value_or(false)) in.tp_comm_overlap = p.sequence_parallel && p.tp > 1;
+  // --fp8-param-gather where Megatron-LM allows it: a sharded optimizer (the distributed
+  // optimizer, commscope's ZeRO, Megatron-FSDP), not FSDP2 or DeepSpeed.
+  if (base.fp8_param_gather.value_or(false))
+    in.fp8_param_gather =
+        p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron);
   // --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute) where Megatron-Core allows
   // it: EP > 1, the interleaved schedule under PP, no full recompute.
   if (base.overlap_moe_ep_comm.value_or(false)) {
@@ -466,11 +471,14 @@ double memory_lower_bound(const Scenario& sc) {
   // (The experts' shards are cut over the expert-data group, which may be larger than DP x CP:
   // the larger of the two keeps this a lower bound.)
   const double ed = std::max<double>(d, p.expert_dp());
-  const double states =
-      dense *
-          (wb / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) + ob / (p.zero >= 1 ? d : 1)) +
-      experts *
-          (wb / (p.zero >= 3 ? ed : 1) + gb / (p.zero >= 2 ? ed : 1) + ob / (p.zero >= 1 ? ed : 1));
+  // Under --fp8-param-gather a ZeRO-3 shard holds its GEMM weights in 1 byte: 1 byte a
+  // parameter keeps the bound below (without ZeRO-3 the FP8 data and its transpose are the
+  // 16-bit weights' bytes).
+  const double wb3 = p.zero >= 3 && p.fp8_param_gather ? 1 : wb;
+  const double states = dense * (wb3 / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) +
+                                 ob / (p.zero >= 1 ? d : 1)) +
+                        experts * (wb3 / (p.zero >= 3 ? ed : 1) + gb / (p.zero >= 2 ? ed : 1) +
+                                   ob / (p.zero >= 1 ? ed : 1));
   // The first stage's first chunk: its blocks (the first virtual stage's share, uneven or
   // not), times the micro-batches it holds; its own states are at least zero, so this alone is
   // a bound too.

@@ -183,6 +183,41 @@ TEST(SearchPlan, FsdpPlansOfAMoeModel) {
   EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
 }
 
+// `plan --fp8 --fp8-param-gather`: every candidate with a sharded optimizer under commscope or
+// megatron keeps FP8 weights, the others do not (Megatron-LM refuses the flag there); no
+// candidate is invalid for it that is valid without it, the memory bound stays below each
+// plan's memory (1 byte a ZeRO-3 shard's weight), and the search's best is brute force's over
+// `predict`.
+TEST(SearchPlan, Fp8ParamGatherWhereMegatronAllowsIt) {
+  SearchSpace s = space("llama3-8b", "dgx-h100", 16, 64);
+  s.frameworks = {Framework::none, Framework::megatron, Framework::fsdp};
+  s.micro_batch = {1, 2};
+  s.base.seq_length = 2048;
+  s.base.fp8 = true;
+  s.base.fp8_param_gather = true;
+  SearchSpace plain = s;
+  plain.base.fp8_param_gather.reset();
+  const auto plans = search::enumerate_plans(s);
+  int with = 0, without = 0, zero3_with = 0;
+  for (const PlanPoint& p : plans) {
+    const PlanInput in = search::to_plan_input(p, s.gpus, s.base);
+    const bool allowed =
+        p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron);
+    EXPECT_EQ(in.fp8_param_gather.value_or(false), allowed) << search::describe(p);
+    const Evaluated full = search::evaluate(s, p, false);
+    const bool invalid = search::evaluate(plain, p, false).status == Evaluated::Status::invalid;
+    EXPECT_EQ(full.status == Evaluated::Status::invalid, invalid) << search::describe(p);
+    if (invalid) continue;
+    (allowed ? with : without)++;
+    zero3_with += allowed && p.zero == 3;
+    EXPECT_LE(full.memory_bound, full.memory) << search::describe(p);
+  }
+  EXPECT_GT(with, 0);
+  EXPECT_GT(without, 0);
+  EXPECT_GT(zero3_with, 0);
+  EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
+}
+
 // Under FlashAttention selective recompute of the attention core alone is the plan without
 // recompute (docs/workload.md): it is not a candidate of its own, and the search's best is the
 // same as with the standard kernel's list. With another module to replay (mlp) it is one again.
