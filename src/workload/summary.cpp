@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "commscope/spec/framework_config.h"
 #include "commscope/spec/placement.h"
 #include "commscope/workload/params.h"
 #include "commscope/workload/workload.h"
@@ -372,7 +373,15 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const double d = p.hsdp() ? hsdp_shard_ranks(p, sc.gpus_per_node) : p.grad_dp();
   const bool mixed = p.precision != Precision::fp32;
   // Bytes per parameter (ZeRO paper, mixed-precision Adam: 2 + 2 + 12; fp32 Adam: 4 + 4 + 8).
-  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
+  // Megatron-LM keeps its gradients in a buffer of the type it reduces them in: fp32 under
+  // bf16 (arguments.py sets accumulate_allreduce_grads_in_fp32), bf16 under
+  // --grad-reduce-in-bf16 (--grad-comm-dtype bf16: DistributedDataParallelConfig
+  // grad_reduce_in_fp32 false).
+  const double gb = p.framework == Framework::megatron
+                        ? dtype_bytes(p.grad_comm_dtype.value_or(megatron_grad_dtype(p)))
+                    : mixed ? 2
+                            : 4;
+  const double wb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
   MemoryBreakdown mem;
   mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));

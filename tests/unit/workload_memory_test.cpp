@@ -836,4 +836,32 @@ TEST(Memory, OpRecomputeChecks) {
 }
 
 }  // namespace
+// Megatron-LM keeps its gradients in a buffer of the type it reduces them in: fp32 under bf16
+// (arguments.py sets accumulate_allreduce_grads_in_fp32 for bf16; the reduce-scatter already
+// carried fp32), bf16 under --grad-reduce-in-bf16 (--grad-comm-dtype bf16), fp16 under fp16.
+// Llama 3 8B on 8 H100s with the distributed optimizer: the whole gradient buffer on each rank.
+TEST(Memory, MegatronGradientBufferInItsReductionType) {
+  auto grads = [](Precision prec, std::optional<DType> wire) {
+    PlanInput p = plan(8, 1, 1, 1, 8);
+    p.framework = Framework::megatron;
+    p.use_distributed_optimizer = true;
+    p.precision = prec;
+    p.grad_comm_dtype = wire;
+    const Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+    const Workload w = build_workload(sc);
+    // the step's gradient reduce-scatter carries the same type
+    double rs_bytes_per_element = 0;
+    for (const Op& op : w.roles[0].step.ops())
+      if (op.kind == OpKind::comm && op.collective == Collective::reduce_scatter)
+        rs_bytes_per_element = op.bytes / static_cast<double>(op.elements);
+    const double params = static_cast<double>(w.roles[0].params);
+    const double per_param = memory_per_rank(w, w.roles[0]).gradients.value() / params;
+    EXPECT_LE(search::memory_lower_bound(sc), memory_per_rank(w, w.roles[0]).total().value());
+    return std::pair{per_param, rs_bytes_per_element};
+  };
+  EXPECT_EQ(grads(Precision::bf16, std::nullopt), std::pair(4.0, 4.0));
+  EXPECT_EQ(grads(Precision::bf16, DType::bf16), std::pair(2.0, 2.0));
+  EXPECT_EQ(grads(Precision::fp16, std::nullopt), std::pair(2.0, 2.0));
+}
+
 }  // namespace commscope
