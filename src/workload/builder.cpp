@@ -2330,21 +2330,11 @@ void apply_fp8_param_gather(Workload& w) {
   const ParallelPlan& p = sc.plan;
   const ModelSpec& m = sc.model;
   if (!p.fp8_param_gather) return;
-  const int expert_ranks = p.ep * p.expert_tp;
   const double a = dtype_bytes(p.dtype());
-  auto dense_gemm = [&](int l) {  // this rank's dense GEMM weights of block l
-    return block_sharded_params(m, l, p.tp, expert_ranks) -
-           static_cast<double>(block_expert_params(m, l)) / expert_ranks;
-  };
   for (Role& r : w.roles) {
-    double gemm = 0;
-    for (const Chunk& ch : r.chunks)
-      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) gemm += dense_gemm(l);
-    if (r.stage == p.pp - 1)
-      for (int depth = 0; depth < p.mtp_layers; ++depth)
-        gemm += dense_gemm(mtp_block_layer(m, depth));
+    const GemmWeights g = role_gemm_weights(sc, r);
     const double dense = static_cast<double>(r.params - r.expert_params);
-    const double role_share = dense > 0 ? std::min(1.0, gemm / dense) : 0;
+    const double role_share = dense > 0 ? std::min(1.0, (g.total - g.experts) / dense) : 0;
     auto lists = [&](auto&& f) {
       f(r.step);
       for (Chunk& ch : r.chunks) f(ch.forward), f(ch.forward_first), f(ch.backward);

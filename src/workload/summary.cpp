@@ -364,6 +364,24 @@ Bytes block_replay_bytes(const Scenario& sc, int layer, std::optional<bool> full
   return block_bytes(sc, layer, Recompute::none) - block_activation_bytes(sc, layer, full);
 }
 
+GemmWeights role_gemm_weights(const Scenario& sc, const Role& r) {
+  const ModelSpec& m = sc.model;
+  const ParallelPlan& p = sc.plan;
+  const int expert_ranks = p.ep * p.expert_tp;
+  GemmWeights g;
+  auto add_block = [&](int l) {
+    const double w = block_sharded_params(m, l, p.tp, expert_ranks);
+    g.total += w;
+    g.largest = std::max(g.largest, w);
+    g.experts += static_cast<double>(block_expert_params(m, l)) / expert_ranks;
+  };
+  for (const Chunk& ch : r.chunks)
+    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) add_block(l);
+  if (r.stage == p.pp - 1)  // the MTP blocks (last stage)
+    for (int depth = 0; depth < p.mtp_layers; ++depth) add_block(mtp_block_layer(m, depth));
+  return g;
+}
+
 MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   const Scenario& sc = w.scenario;
   const ParallelPlan& p = sc.plan;
@@ -416,25 +434,12 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     // Under --fp8-param-gather the GEMM weights are FP8 parameters themselves (1 byte, sharded
     // as the weights are, in place of the 16-bit ones) with the transpose or columnwise copy
     // beside them (1 byte, whole, or only for the gathered blocks under ZeRO-3).
-    double gemm_weights = 0, largest = 0, expert_gemm = 0;
-    // This rank's GEMM weights of block l: the dense ones over TP, its own experts, no
-    // replicated norms or router.
-    auto add_block = [&](int l) {
-      const double g = block_sharded_params(m, l, p.tp, p.ep * p.expert_tp);
-      gemm_weights += g;
-      largest = std::max(largest, g);
-      expert_gemm += static_cast<double>(block_expert_params(m, l)) / (p.ep * p.expert_tp);
-    };
-    for (const Chunk& ch : r.chunks)
-      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) add_block(l);
-    if (r.stage == p.pp - 1)  // the MTP blocks (last stage)
-      for (int depth = 0; depth < p.mtp_layers; ++depth) add_block(mtp_block_layer(m, depth));
-    const double held = p.zero >= 3 ? std::min(gemm_weights, 2 * largest) : gemm_weights;
+    const GemmWeights g = role_gemm_weights(sc, r);
+    const double held = p.zero >= 3 ? std::min(g.total, 2 * g.largest) : g.total;
     if (!p.fp8_param_gather) {
       mem.weights += Bytes(2 * held);
     } else {
-      const double own =
-          p.zero >= 3 ? (gemm_weights - expert_gemm) / d + expert_gemm / ed : gemm_weights;
+      const double own = p.zero >= 3 ? (g.total - g.experts) / d + g.experts / ed : g.total;
       mem.weights = Bytes(mem.weights.value() - (wb - 1) * own + held);
     }
   }

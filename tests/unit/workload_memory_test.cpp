@@ -835,7 +835,6 @@ TEST(Memory, OpRecomputeChecks) {
             Recompute::op);
 }
 
-}  // namespace
 // Megatron-LM keeps its gradients in a buffer of the type it reduces them in: fp32 under bf16
 // (arguments.py sets accumulate_allreduce_grads_in_fp32 for bf16; the reduce-scatter already
 // carried fp32), bf16 under --grad-reduce-in-bf16 (--grad-comm-dtype bf16), fp16 under fp16.
@@ -864,4 +863,5 @@ TEST(Memory, MegatronGradientBufferInItsReductionType) {
   EXPECT_EQ(grads(Precision::fp16, std::nullopt), std::pair(2.0, 2.0));
 }
 
+}  // namespace
 }  // namespace commscope

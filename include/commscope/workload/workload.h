@@ -121,6 +121,16 @@ struct MemoryBreakdown {
 };
 MemoryBreakdown memory_per_rank(const Workload& w, const Role& r);
 
+// The GEMM weights of a role's transformer blocks on one of its ranks (the MTP blocks on the
+// last stage included): the dense ones over TP and its own experts over EP x expert TP, no
+// replicated norms or router (block_sharded_params). What Transformer Engine keeps in FP8.
+struct GemmWeights {
+  double total = 0;    // every block's
+  double experts = 0;  // of total, the routed experts'
+  double largest = 0;  // the largest block's
+};
+GemmWeights role_gemm_weights(const Scenario& sc, const Role& r);
+
 // Activation bytes one block keeps for backward for one micro-batch on one rank, after
 // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
 // generalised to GQA, gated MLPs, cross-attention and no dropout. `full`: whether the block
