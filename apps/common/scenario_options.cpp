@@ -405,6 +405,11 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--main-params-dtype", o.main_params_dtype,
                  "the master weights under --use-precision-aware-optimizer: fp32|fp16 [fp32]")
       ->group(g_fw);
+  cmd.add_option("--main-grads-dtype", o.main_grads_dtype,
+                 "the gradients the optimizer takes under --use-precision-aware-optimizer: "
+                 "fp32|bf16; bf16 keeps Megatron's gradient buffer and its reduction in bf16 "
+                 "[fp32]")
+      ->group(g_fw);
   cmd.add_flag("--overlap-grad-reduce", o.overlap_grad_reduce,
                "Megatron-LM: reduce gradient buckets during backward [off under megatron]")
       ->group(g_fw);
@@ -633,6 +638,13 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       return Error{fmt::format("{}: expected one of {}, got '{}'", flag,
                                fp8_ok ? "fp32|fp16|bf16|fp8" : "fp32|fp16", *text)};
     *into = *d;
+  }
+  if (!o.main_grads_dtype.empty()) {  // Megatron-LM's choices: fp32, bf16
+    const auto d = grad_comm_dtype_from_name(o.main_grads_dtype);
+    if (!d || (*d != DType::fp32 && *d != DType::bf16))
+      return Error{fmt::format("--main-grads-dtype: expected one of fp32|bf16, got '{}'",
+                               o.main_grads_dtype)};
+    flags.main_grads_dtype = *d;
   }
   if (!o.framework.empty()) {
     auto f = framework_from_name(o.framework);

@@ -54,7 +54,7 @@ struct ScenarioOptions {
   // modern training (issue 15; docs/workload.md)
   // Megatron-Core's precision-aware optimizer
   bool precision_aware_optimizer = false;
-  std::string exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype;
+  std::string exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype, main_grads_dtype;
   std::string attention, pipeline_stage_layers, pipeline_layout, first_stage_layers,
       last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules, recompute_method,
       recompute_num_layers;

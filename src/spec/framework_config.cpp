@@ -19,7 +19,8 @@ Error bad(std::string_view field, std::string_view expected, std::string_view go
 }  // namespace
 
 DType megatron_grad_dtype(const ParallelPlan& plan) {
-  return plan.precision == Precision::bf16 ? DType::fp32 : plan.dtype();
+  if (plan.precision != Precision::bf16) return plan.dtype();
+  return plan.main_grads_dtype == DType::bf16 ? DType::bf16 : DType::fp32;
 }
 
 Result<std::string> deepspeed_versions_path() {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/framework_config.h"
 #include "commscope/spec/limits.h"
 #include "commscope/util/json_fields.h"
 
@@ -333,6 +334,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(exp_avg_dtype, o.exp_avg_dtype);
   take(exp_avg_sq_dtype, o.exp_avg_sq_dtype);
   take(main_params_dtype, o.main_params_dtype);
+  take(main_grads_dtype, o.main_grads_dtype);
   take(stage_layers, o.stage_layers);
   take(pipeline_layout, o.pipeline_layout);
   take(first_stage_layers, o.first_stage_layers);
@@ -532,6 +534,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
     j["exp_avg_dtype"] = to_string(p.exp_avg_dtype);
     j["exp_avg_sq_dtype"] = to_string(p.exp_avg_sq_dtype);
     j["main_params_dtype"] = to_string(p.main_params_dtype);
+    j["main_grads_dtype"] = to_string(p.main_grads_dtype);
   }
   if (p.recompute == Recompute::selective && p.recompute_modules != recompute_module::core_attn)
     j["recompute_modules"] = recompute_modules_string(p.recompute_modules);
@@ -560,10 +563,14 @@ double ParallelPlan::optimizer_state_bytes() const {
   return main + dtype_bytes(exp_avg_dtype) + dtype_bytes(exp_avg_sq_dtype);
 }
 double ParallelPlan::adam_step_bytes() const {
-  // Read and write every state, read the 16-bit gradient, write the 16-bit weight: 2 x 12 + 2 + 2
-  // = 28 without the precision-aware optimizer, as commscope has always counted (fp32 too).
-  if (!precision_aware_optimizer) return 28;
-  return 2.0 * optimizer_state_bytes() + 2.0 + 2.0;
+  // Read and write every state, read the gradient, write the 16-bit weight: 2 x 12 + 2 + 2 = 28
+  // without the precision-aware optimizer, as commscope has always counted (fp32 too). Megatron-LM
+  // reads its gradients from its buffer, in the type it reduced them in (fp32 under bf16).
+  const double grad = framework == Framework::megatron
+                          ? dtype_bytes(grad_comm_dtype.value_or(megatron_grad_dtype(*this)))
+                          : 2.0;
+  if (!precision_aware_optimizer) return 24 + grad + 2.0;
+  return 2.0 * optimizer_state_bytes() + grad + 2.0;
 }
 
 namespace {

@@ -725,7 +725,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   const std::pair<const char*, const std::optional<DType>*> state_flags[] = {
       {"--exp-avg-dtype", &in.exp_avg_dtype},
       {"--exp-avg-sq-dtype", &in.exp_avg_sq_dtype},
-      {"--main-params-dtype", &in.main_params_dtype}};
+      {"--main-params-dtype", &in.main_params_dtype},
+      {"--main-grads-dtype", &in.main_grads_dtype}};
   for (const auto& [flag, value] : state_flags)
     if (value->has_value() && **value != DType::fp32 && !plan.precision_aware_optimizer)
       return bad(flag, "fp32 without --use-precision-aware-optimizer",
@@ -735,6 +736,20 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.exp_avg_dtype = in.exp_avg_dtype.value_or(DType::fp32);
   plan.exp_avg_sq_dtype = in.exp_avg_sq_dtype.value_or(DType::fp32);
   plan.main_params_dtype = in.main_params_dtype.value_or(DType::fp32);
+  plan.main_grads_dtype = in.main_grads_dtype.value_or(DType::fp32);
+  // Megatron-LM's rules (arguments.py): bf16 main gradients only under bf16, and not with the
+  // fp32 accumulation and reduction that --grad-comm-dtype fp32 stands for
+  // (--accumulate-allreduce-grads-in-fp32 asserts fp32 main gradients).
+  if (plan.main_grads_dtype != DType::fp32) {
+    if (plan.precision != Precision::bf16)
+      return bad("--main-grads-dtype", "fp32 unless --precision bf16",
+                 std::string(to_string(plan.main_grads_dtype)));
+    if (in.grad_comm_dtype && *in.grad_comm_dtype == DType::fp32)
+      return bad("--main-grads-dtype",
+                 "fp32 with --grad-comm-dtype fp32 (Megatron-LM's "
+                 "--accumulate-allreduce-grads-in-fp32 asserts it)",
+                 std::string(to_string(plan.main_grads_dtype)));
+  }
   if (in.ddp_bucket_mb) {
     if (!(*in.ddp_bucket_mb > 0))
       return bad("--ddp-bucket-size", "a positive size in MiB",

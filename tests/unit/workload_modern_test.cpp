@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "commscope/cost/compute.h"
+#include "commscope/search/plan_search.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/workload/params.h"
 #include "test_util.h"
@@ -1254,7 +1255,8 @@ TEST(RecomputeModules, FlagsAreChecked) {
 // as its 16-bit remainder, store_param_remainders) and the two moments in their dtypes: bf16
 // moments over bf16 parameters 2 + 2 + 2 = 6 bytes where plain mixed-precision Adam keeps 12;
 // over fp16 parameters the fp32 master stays whole, 4 + 2 + 2. Adam's step reads and writes
-// each state and reads the gradient and writes the weight: 2 x 6 + 4 = 16 bytes, not 28.
+// each state and reads the gradient and writes the weight; under --framework megatron with bf16
+// the gradient is read from Megatron's fp32 buffer: 2 x 6 + 4 + 2 = 18 bytes, not 24 + 4 + 2.
 TEST(PrecisionAwareOptimizer, StateBytesAndStep) {
   auto sc = [](std::optional<bool> on, std::optional<DType> moments, Precision prec) {
     PlanInput p = plan(8, 1, 1, 1, 8);
@@ -1278,7 +1280,8 @@ TEST(PrecisionAwareOptimizer, StateBytesAndStep) {
   EXPECT_DOUBLE_EQ(pb / pa, 6.0 / 12.0);
   EXPECT_DOUBLE_EQ(pa, static_cast<double>(a.roles[0].params) * 12 / 8);  // over DP 8
   auto adam = [](const Workload& w) { return named(w.roles[0].step, "adam").at(0); };
-  EXPECT_DOUBLE_EQ(adam(b).mem_bytes / adam(a).mem_bytes, 16.0 / 28.0);
+  EXPECT_DOUBLE_EQ(adam(b).mem_bytes / adam(a).mem_bytes, 18.0 / 30.0);
+  EXPECT_DOUBLE_EQ(adam(a).mem_bytes, static_cast<double>(a.roles[0].params) / 8 * 30);
   EXPECT_EQ(memory_per_rank(a, a.roles[0]).weights, memory_per_rank(b, b.roles[0]).weights);
   // Megatron asserts fp32 states without the flag; the flag needs mixed precision.
   PlanInput p = plan(8, 1, 1, 1, 8);
@@ -1295,6 +1298,89 @@ TEST(PrecisionAwareOptimizer, StateBytesAndStep) {
       " describe --model llama3-8b --use-precision-aware-optimizer --main-params-dtype bf16");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "commscope: --main-params-dtype: expected one of fp32|fp16, got 'bf16'\n");
+}
+
+// --main-grads-dtype bf16 (Megatron-LM arguments.py: accumulate_allreduce_grads_in_fp32 is turned
+// on under bf16 only while the main gradients are fp32): Megatron's gradient buffer, its
+// reduce-scatter and the gradient Adam reads are all 2 bytes, where fp32 main gradients make
+// them 4; the optimizer states (fp32 master as its 16-bit remainder, fp32 moments: 10 bytes)
+// are the same. Outside --framework megatron gradients are 16-bit anyway: nothing moves.
+TEST(PrecisionAwareOptimizer, MainGradsDtype) {
+  struct Seen {
+    double grad_bytes, rs_bytes_per_element, adam_bytes, iteration, total;
+  };
+  auto run = [](Framework fw, std::optional<DType> main_grads) {
+    PlanInput p = plan(8, 1, 1, 1, 8);
+    p.framework = fw;
+    if (fw == Framework::megatron)
+      p.use_distributed_optimizer = true;
+    else
+      p.zero = 1;
+    p.precision = Precision::bf16;
+    p.precision_aware_optimizer = true;
+    p.main_grads_dtype = main_grads;
+    const Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+    const Workload w = build_workload(sc);
+    const double params = static_cast<double>(w.roles[0].params);
+    Seen s{};
+    s.grad_bytes = memory_per_rank(w, w.roles[0]).gradients.value() / params;
+    for (const Op& op : w.roles[0].step.ops())
+      if (op.kind == OpKind::comm && op.collective == Collective::reduce_scatter)
+        s.rs_bytes_per_element = op.bytes / static_cast<double>(op.elements);
+    for (const Chunk& ch : w.roles[0].chunks)
+      for (const Op& op : ch.backward.ops())
+        if (op.kind == OpKind::comm && op.collective == Collective::reduce_scatter)
+          s.rs_bytes_per_element = op.bytes / static_cast<double>(op.elements);
+    s.adam_bytes = named(w.roles[0].step, "adam").at(0).mem_bytes / (params / 8);
+    s.iteration = simulate(w).iteration_time;
+    s.total = memory_per_rank(w, w.roles[0]).total().value();
+    EXPECT_LE(search::memory_lower_bound(sc), s.total);
+    EXPECT_DOUBLE_EQ(sc.plan.optimizer_state_bytes(), 2 + 4 + 4);
+    return s;
+  };
+  const Seen fp32 = run(Framework::megatron, std::nullopt);
+  const Seen bf16 = run(Framework::megatron, DType::bf16);
+  EXPECT_DOUBLE_EQ(fp32.grad_bytes, 4);
+  EXPECT_DOUBLE_EQ(fp32.rs_bytes_per_element, 4);
+  EXPECT_DOUBLE_EQ(fp32.adam_bytes, 2 * 10 + 4 + 2);
+  EXPECT_DOUBLE_EQ(bf16.grad_bytes, 2);
+  EXPECT_DOUBLE_EQ(bf16.rs_bytes_per_element, 2);
+  EXPECT_DOUBLE_EQ(bf16.adam_bytes, 2 * 10 + 2 + 2);
+  EXPECT_LT(bf16.iteration, fp32.iteration);  // half the reduce-scatter's bytes
+  // commscope's own ZeRO-1: 16-bit gradients and reduction whatever the flag says
+  const Seen own32 = run(Framework::none, std::nullopt);
+  const Seen own16 = run(Framework::none, DType::bf16);
+  EXPECT_DOUBLE_EQ(own32.grad_bytes, 2);
+  EXPECT_DOUBLE_EQ(own32.rs_bytes_per_element, 2);
+  EXPECT_DOUBLE_EQ(own32.adam_bytes, 2 * 10 + 2 + 2);
+  EXPECT_EQ(own16.iteration, own32.iteration);
+  EXPECT_EQ(own16.total, own32.total);
+  // Megatron's rules: the flag for non-fp32, bf16 only under bf16, not beside fp32 accumulation.
+  PlanInput p = plan(8, 1, 1, 1, 8);
+  p.main_grads_dtype = DType::bf16;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", p),
+            "--main-grads-dtype: expected fp32 without --use-precision-aware-optimizer, got "
+            "bfloat16");
+  p.precision_aware_optimizer = true;
+  p.precision = Precision::fp16;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", p),
+            "--main-grads-dtype: expected fp32 unless --precision bf16, got bfloat16");
+  p.precision = Precision::bf16;
+  p.grad_comm_dtype = DType::fp32;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", p),
+            "--main-grads-dtype: expected fp32 with --grad-comm-dtype fp32 (Megatron-LM's "
+            "--accumulate-allreduce-grads-in-fp32 asserts it), got bfloat16");
+  testing::Outcome r = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-8b --use-precision-aware-optimizer --main-grads-dtype fp16");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "commscope: --main-grads-dtype: expected one of fp32|bf16, got 'fp16'\n");
+  testing::Outcome ok = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-8b --use-precision-aware-optimizer --main-grads-dtype bf16 "
+      "--format json");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"main_grads_dtype\": \"bfloat16\""), std::string::npos);
 }
 
 }  // namespace

@@ -163,6 +163,11 @@ struct ParallelPlan {
   bool precision_aware_optimizer = false;
   DType exp_avg_dtype = DType::fp32, exp_avg_sq_dtype = DType::fp32,
         main_params_dtype = DType::fp32;
+  // --main-grads-dtype: the type of the gradients the optimizer takes. Under --framework megatron
+  // with bf16, bf16 keeps the gradient buffer (and so its reduction) in bf16, as Megatron-LM's
+  // arguments.py then leaves accumulate_allreduce_grads_in_fp32 off; fp32 (the default) keeps
+  // it in fp32. commscope's own pattern and the other frameworks keep 16-bit gradients anyway.
+  DType main_grads_dtype = DType::fp32;
   // Bytes per parameter of the optimizer's state (master weights and moments), and what Adam's
   // step reads and writes per parameter (each state twice, the gradient and the weight once).
   double optimizer_state_bytes() const;
@@ -399,7 +404,7 @@ struct PlanInput {
   std::optional<int> recompute_num_layers;
   // --use-precision-aware-optimizer and its dtypes (Megatron-Core's)
   std::optional<bool> precision_aware_optimizer;
-  std::optional<DType> exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype;
+  std::optional<DType> exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype, main_grads_dtype;
   std::optional<Schedule> schedule;
   std::optional<RankOrder> rank_order;
   std::optional<double> ddp_bucket_mb;  // MiB, as PyTorch's bucket_cap_mb
