@@ -105,6 +105,13 @@ class MergedRows {
   std::vector<std::vector<std::string>> order_;
 };
 
+// A collective's type; float8+bfloat16 for a parameter all-gather whose GEMM weights travel in
+// FP8 and the rest in 16 bits (--fp8-param-gather).
+std::string dtype_label(DType dtype, bool fp8_weights) {
+  return fp8_weights ? fmt::format("{}+{}", to_string(DType::fp8), to_string(dtype))
+                     : std::string(to_string(dtype));
+}
+
 Table comm_table(const Description& d, bool human) {
   Table t;
   t.header = {"stage", "group", "collective", "ranks",
@@ -115,7 +122,7 @@ Table comm_table(const Description& d, bool human) {
   for (const auto& s : d.stages)
     for (const auto& c : s.comm)
       merged.add(s.stage, {std::string(to_string(c.group)), std::string(to_string(c.collective)),
-                           std::to_string(c.group_size), std::string(to_string(c.dtype)),
+                           std::to_string(c.group_size), dtype_label(c.dtype, c.fp8_weights),
                            with_commas(c.calls), bytes(c.bytes), bytes(c.wire_bytes)});
   merged.into(t);
   return t;
@@ -141,7 +148,7 @@ Table pattern_table(const Description& d, bool human) {
                                  ? bytes(c.max_call)
                                  : bytes(c.min_call) + " - " + bytes(c.max_call);
       merged.add(s.stage, {std::string(c.name), std::string(to_string(c.collective)), group,
-                           std::to_string(c.group_size), std::string(to_string(c.dtype)),
+                           std::to_string(c.group_size), dtype_label(c.dtype, c.fp8_weights),
                            std::string(to_string(c.phase)), std::string(to_string(c.every)),
                            with_commas(c.calls), per_call, bytes(c.bytes)});
     }
@@ -397,8 +404,9 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                               {"min_bytes_per_call", c.min_call},
                               {"max_bytes_per_call", c.max_call}});
       if (c.span == GroupSpan::nodes) j["pattern"].back()["ranks_per_node"] = c.per_node;
+      if (c.fp8_weights) j["pattern"].back()["fp8_weights"] = true;
     }
-    for (const auto& c : s.comm)
+    for (const auto& c : s.comm) {
       j["comm"].push_back({{"stage", s.stage},
                            {"group", to_string(c.group)},
                            {"collective", to_string(c.collective)},
@@ -407,6 +415,8 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                            {"calls", c.calls},
                            {"bytes_per_rank", c.bytes},
                            {"wire_bytes_per_rank", c.wire_bytes}});
+      if (c.fp8_weights) j["comm"].back()["fp8_weights"] = true;
+    }
   }
   j["warnings"] = d.warnings;
   return j;

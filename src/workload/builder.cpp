@@ -2361,6 +2361,7 @@ void apply_fp8_param_gather(Workload& w) {
         const double e = static_cast<double>(op.elements);
         op.bytes = e * share + e * (1 - share) * a;
         if (share == 1) op.dtype = DType::fp8;
+        op.fp8_weights = share > 0 && share < 1;
       }
     });
   }

@@ -19,10 +19,11 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
     if (op.kind != OpKind::comm || runs == 0) return;
     auto it = std::find_if(out.begin(), out.end(), [&](const CommVolume& v) {
       return v.group == op.group && v.collective == op.collective &&
-             v.group_size == op.group_size && v.dtype == op.dtype;
+             v.group_size == op.group_size && v.dtype == op.dtype &&
+             v.fp8_weights == op.fp8_weights;
     });
     if (it == out.end()) {
-      out.push_back({op.group, op.collective, op.group_size, op.dtype, 0, 0, 0});
+      out.push_back({op.group, op.collective, op.group_size, op.dtype, op.fp8_weights, 0, 0, 0});
       it = out.end() - 1;
     }
     it->calls += runs;
@@ -39,7 +40,8 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
   }
   for (const Op& op : r.step.ops()) add(op, 1);
   std::sort(out.begin(), out.end(), [](const CommVolume& a, const CommVolume& b) {
-    return std::tie(a.group, a.collective, a.dtype) < std::tie(b.group, b.collective, b.dtype);
+    return std::tie(a.group, a.collective, a.dtype, a.fp8_weights) <
+           std::tie(b.group, b.collective, b.dtype, b.fp8_weights);
   });
   return out;
 }
@@ -69,13 +71,15 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
     auto it = std::find_if(out.begin(), out.end(), [&](const PatternCollective& v) {
       return v.name == op.name && v.collective == op.collective && v.group == op.group &&
              v.span == op.span && v.per_node == op.per_node && v.group_size == op.group_size &&
-             v.dtype == op.dtype && v.phase == op.phase && v.every == every;
+             v.dtype == op.dtype && v.fp8_weights == op.fp8_weights && v.phase == op.phase &&
+             v.every == every;
     });
     if (it == out.end()) {
       PatternCollective p;
       p.name = op.name, p.collective = op.collective, p.group = op.group, p.span = op.span;
       p.per_node = op.per_node;
       p.group_size = op.group_size, p.dtype = op.dtype, p.phase = op.phase, p.every = every;
+      p.fp8_weights = op.fp8_weights;
       p.min_call = p.max_call = op.bytes;
       out.push_back(p);
       it = out.end() - 1;

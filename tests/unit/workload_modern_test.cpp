@@ -410,6 +410,35 @@ TEST(Fp8, ParamGather) {
   const Workload z_plain = build(3, false, false), z_fp8p = build(3, true, true);
   EXPECT_DOUBLE_EQ(weights(z_fp8p) - weights(z_plain), -G / 2 + 2 * block);
   EXPECT_NEAR(gathered(z_plain) - gathered(z_fp8p), 2 * G, 1e-6 * G);  // forward and backward
+  // describe's label: a gather of GEMM weights in FP8 beside norms (and embeddings) in 16 bits
+  // is float8+bfloat16, its own row; no other all-gather is so marked.
+  for (const Workload* w : {&fp8p, &z_fp8p, &cached}) {
+    int marked = 0;
+    for (const CommVolume& v : comm_volume(*w, w->roles[0])) {
+      if (!v.fp8_weights) continue;
+      ++marked;
+      EXPECT_EQ(v.collective, Collective::all_gather);
+      EXPECT_EQ(v.group, CommGroup::data);
+      EXPECT_EQ(v.dtype, DType::bf16);
+    }
+    int gathers = 0;  // pattern rows of FP8 weights: parameter gathers only (ZeRO-3's of the
+                      // embedding carry none)
+    for (const PatternCollective& c : comm_pattern(*w, w->roles[0]))
+      if (c.fp8_weights) {
+        ++gathers;
+        EXPECT_TRUE(c.name == "zero3_param_all_gather" || c.name == "megatron_param_all_gather" ||
+                    c.name == "zero_param_all_gather")
+            << c.name;
+      }
+    EXPECT_EQ(gathers > 0, w != &cached);
+    EXPECT_EQ(marked, w == &cached ? 0 : 1);
+  }
+  testing::Outcome shown = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-8b --system dgx-h100 --gpus 16 --tp 8 --zero 1 --fp8 "
+      "--fp8-param-gather");
+  EXPECT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find("float8+bfloat16"), std::string::npos) << shown.out;
   // Errors name the flag: without --fp8, without a sharded optimizer, under FSDP or DeepSpeed.
   PlanInput e = plan(16, 8, 1, 1, 8);
   e.fp8_param_gather = true;

@@ -63,10 +63,13 @@ struct Op {
   bool first_microbatch_only = false;
   OpTag tag = OpTag::none;
   GroupSpan span = GroupSpan::whole;  // comm ops
-  std::uint16_t per_node = 0;         // GroupSpan::nodes: the sub-group's ranks on one node
-  std::int32_t layer = kNoLayer;      // transformer block (encoder blocks first), or k*Layer
-  std::int32_t index = 0;             // bucket number, or 0
-  std::string_view name;              // static string: "qkv", "attn_scores", "ddp_bucket", ...
+  // A parameter all-gather under --fp8-param-gather whose GEMM weights travel in FP8 and the
+  // rest in dtype (bytes counts both): describe labels it float8+dtype.
+  bool fp8_weights = false;
+  std::uint16_t per_node = 0;     // GroupSpan::nodes: the sub-group's ranks on one node
+  std::int32_t layer = kNoLayer;  // transformer block (encoder blocks first), or k*Layer
+  std::int32_t index = 0;         // bucket number, or 0
+  std::string_view name;          // static string: "qkv", "attn_scores", "ddp_bucket", ...
 
   // compute
   double flops = 0;                  // floating-point operations on this rank

@@ -74,6 +74,7 @@ struct CommVolume {
   Collective collective;
   int group_size = 1;
   DType dtype = DType::fp32;
+  bool fp8_weights = false;  // Op::fp8_weights: GEMM weights in FP8, the rest in dtype
   std::int64_t calls = 0;
   double bytes = 0;       // sum of nccl-tests sizes over the calls
   double wire_bytes = 0;  // sum of bytes x bus factor: what crosses this rank's links
@@ -90,6 +91,7 @@ struct PatternCollective {
   int per_node = 0;  // GroupSpan::nodes: the ranks on one node
   int group_size = 1;
   DType dtype = DType::fp32;
+  bool fp8_weights = false;      // Op::fp8_weights
   Phase phase = Phase::forward;  // where it is issued: forward, backward, recompute, optimizer
   // How often: every micro-batch, the last micro-batch only, once per iteration (the step), in
   // the first micro-batch's forward, or (Megatron's interleaved parameter gathers,
