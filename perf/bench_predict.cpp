@@ -13,11 +13,24 @@
 // the 1F1B and the GPipe schedule, predicted one by one (resolve + build + simulate per plan) and
 // with Evaluator::evaluate_variants (one build and one set of chunk runs per plan, shared by its
 // batch and schedule variants; the same numbers). Prints the figures and ratios.
+//
+// With `contend` as its second argument it then runs the 13B sweep again, in turns, alone and
+// beside a pointer chase over 16 MiB on another core, which keeps evicting the shared L3 cache as
+// another tenant of the host can: the sweep's data outgrows its core's L2, so this is the slow
+// level a busy host brings (docs/cost-model.md, "The simulator"), on demand.
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "commscope/sim/evaluator.h"
@@ -28,12 +41,65 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+
+// A random cyclic pointer chase over `bytes` on its own core, paused and resumed by `run`: each
+// load misses the caches it has already filled, so it keeps the shared L3 for itself.
+class Contender {
+ public:
+  Contender(int cpu, std::size_t bytes) : next_(bytes / sizeof(std::uint32_t)) {
+    std::vector<std::uint32_t> order(next_.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin() + 1, order.end(), std::mt19937(42));
+    for (std::size_t i = 0; i < order.size(); ++i) next_[order[i]] = order[(i + 1) % order.size()];
+    thread_ = std::thread([this, cpu] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      sched_setaffinity(0, sizeof set, &set);
+      std::uint32_t at = 0;
+      while (!stop_.load(std::memory_order_relaxed)) {
+        if (!run_.load(std::memory_order_relaxed)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        for (int i = 0; i < 4096; ++i) at = next_[at];
+      }
+      sink_ = at;
+    });
+  }
+  ~Contender() {
+    stop_ = true;
+    thread_.join();
+  }
+  void run(bool on) {
+    run_ = on;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it fill, or go quiet
+  }
+
+ private:
+  std::vector<std::uint32_t> next_;
+  std::atomic<bool> run_{false}, stop_{false};
+  std::uint32_t sink_ = 0;
+  std::thread thread_;
+};
+
+// The first two CPUs this process may run on, or fewer.
+std::vector<int> usable_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace commscope;
-  // Optional argument: repetitions per measurement (default 15; 1 for callgrind).
+  // Optional arguments: repetitions per measurement (default 15; 1 for callgrind), and
+  // `contend` for the sweep beside a cache-evicting neighbour (see the top of the file).
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 15;
+  const bool contend = argc > 2 && std::strcmp(argv[2], "contend") == 0;
   auto big = load_model("megatron-1t");
   auto mid = load_model("llama2-13b");
   auto dgx = load_system("dgx-a100-80gb");
@@ -257,6 +323,43 @@ int main(int argc, char** argv) {
       "same times: %s\n",
       times_ms, 1e3 * predicted / times_ms, predicted, shared_ms / times_ms, reps,
       sum_times == sum_shared ? "yes" : "NO");
+
+  // 5) the 13B sweep alone and beside a neighbour that evicts the L3, in turns
+  if (contend) {
+    const std::vector<int> cpus = usable_cpus();
+    if (cpus.size() < 2) {
+      std::printf("contended sweep: skipped (one CPU available)\n");
+    } else {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpus[0], &set);
+      sched_setaffinity(0, sizeof set, &set);
+      Contender neighbour(cpus[1], std::size_t{16} << 20);
+      std::vector<double> quiet, busy;
+      auto sweep = [&] {
+        auto t0 = Clock::now();
+        for (const auto& p : plans) {
+          auto sc = resolve_scenario(*mid, system, *ib, p);
+          if (sc.ok()) sink += simulate(build_workload(*sc)).iteration_time;
+        }
+        return ms_since(t0);
+      };
+      for (int rep = 0; rep < reps; ++rep) {
+        neighbour.run(false);
+        quiet.push_back(sweep());
+        neighbour.run(true);
+        busy.push_back(sweep());
+      }
+      neighbour.run(false);
+      const double q = median(quiet), b = median(busy);
+      std::printf(
+          "sweep beside a 16 MiB pointer chase on CPU %d (this on CPU %d), in turns: alone %.1f "
+          "ms = %.0f plans/s, beside it %.1f ms = %.0f plans/s (medians of %d): %.2fx the time; "
+          "best %.0f and %.0f plans/s\n",
+          cpus[1], cpus[0], q, 1e3 * valid / q, b, 1e3 * valid / b, reps, b / q,
+          1e3 * valid / fastest(quiet), 1e3 * valid / fastest(busy));
+    }
+  }
   if (sink < 0) std::puts("");
   return 0;
 }
