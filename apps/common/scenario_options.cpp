@@ -390,26 +390,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                "Megatron-LM's distributed optimizer: gradient reduce-scatter and parameter "
                "all-gather over DP")
       ->group(g_fw);
-  cmd.add_flag("--use-precision-aware-optimizer", o.precision_aware_optimizer,
-               "Megatron-Core: Transformer Engine's FusedAdam with the state dtypes below (fp32 "
-               "master weights over bf16 parameters kept as 16-bit remainders)")
-      ->group(g_fw);
-  cmd.add_option("--exp-avg-dtype", o.exp_avg_dtype,
-                 "Adam's first moment under --use-precision-aware-optimizer: fp32|fp16|bf16|fp8 "
-                 "[fp32]")
-      ->group(g_fw);
-  cmd.add_option("--exp-avg-sq-dtype", o.exp_avg_sq_dtype,
-                 "Adam's second moment under --use-precision-aware-optimizer: fp32|fp16|bf16|fp8 "
-                 "[fp32]")
-      ->group(g_fw);
-  cmd.add_option("--main-params-dtype", o.main_params_dtype,
-                 "the master weights under --use-precision-aware-optimizer: fp32|fp16 [fp32]")
-      ->group(g_fw);
-  cmd.add_option("--main-grads-dtype", o.main_grads_dtype,
-                 "the gradients the optimizer takes under --use-precision-aware-optimizer: "
-                 "fp32|bf16; bf16 keeps Megatron's gradient buffer and its reduction in bf16 "
-                 "[fp32]")
-      ->group(g_fw);
+  add_optimizer_precision_options(cmd, o.optimizer_precision, g_fw);
   cmd.add_flag("--overlap-grad-reduce", o.overlap_grad_reduce,
                "Megatron-LM: reduce gradient buckets during backward [off under megatron]")
       ->group(g_fw);
@@ -625,27 +606,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (o.overlap_grad_reduce) flags.overlap_grad_reduce = true;
   if (o.overlap_param_gather) flags.overlap_param_gather = true;
   if (o.use_distributed_optimizer) flags.use_distributed_optimizer = true;
-  if (o.precision_aware_optimizer) flags.precision_aware_optimizer = true;
-  for (auto [flag, text, into, fp8_ok] :
-       {std::tuple{"--exp-avg-dtype", &o.exp_avg_dtype, &flags.exp_avg_dtype, true},
-        std::tuple{"--exp-avg-sq-dtype", &o.exp_avg_sq_dtype, &flags.exp_avg_sq_dtype, true},
-        std::tuple{"--main-params-dtype", &o.main_params_dtype, &flags.main_params_dtype, false}}) {
-    if (text->empty()) continue;
-    const auto d = grad_comm_dtype_from_name(*text);  // fp32, bf16, fp16, fp8 and aliases
-    const bool allowed = d && (*d == DType::fp32 || *d == DType::fp16 ||
-                               (fp8_ok && (*d == DType::bf16 || *d == DType::fp8)));
-    if (!allowed)
-      return Error{fmt::format("{}: expected one of {}, got '{}'", flag,
-                               fp8_ok ? "fp32|fp16|bf16|fp8" : "fp32|fp16", *text)};
-    *into = *d;
-  }
-  if (!o.main_grads_dtype.empty()) {  // Megatron-LM's choices: fp32, bf16
-    const auto d = grad_comm_dtype_from_name(o.main_grads_dtype);
-    if (!d || (*d != DType::fp32 && *d != DType::bf16))
-      return Error{fmt::format("--main-grads-dtype: expected one of fp32|bf16, got '{}'",
-                               o.main_grads_dtype)};
-    flags.main_grads_dtype = *d;
-  }
+  if (Status st = optimizer_precision_flags(o.optimizer_precision, flags); !st.ok())
+    return st.error();
   if (!o.framework.empty()) {
     auto f = framework_from_name(o.framework);
     if (!f || *f == Framework::none)
@@ -777,6 +739,56 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
                     "use `commscope predict` for sweeps",
                     all.size())};
   return all.front();
+}
+
+void add_optimizer_precision_options(CLI::App& cmd, OptimizerPrecisionOptions& o,
+                                     const std::string& group, const std::string& where) {
+  cmd.add_flag("--use-precision-aware-optimizer", o.precision_aware_optimizer,
+               "Megatron-Core: Transformer Engine's FusedAdam with the state dtypes below (fp32 "
+               "master weights over bf16 parameters kept as 16-bit remainders)" +
+                   where)
+      ->group(group);
+  cmd.add_option("--exp-avg-dtype", o.exp_avg_dtype,
+                 "Adam's first moment under --use-precision-aware-optimizer: fp32|fp16|bf16|fp8 "
+                 "[fp32]")
+      ->group(group);
+  cmd.add_option("--exp-avg-sq-dtype", o.exp_avg_sq_dtype,
+                 "Adam's second moment under --use-precision-aware-optimizer: fp32|fp16|bf16|fp8 "
+                 "[fp32]")
+      ->group(group);
+  cmd.add_option("--main-params-dtype", o.main_params_dtype,
+                 "the master weights under --use-precision-aware-optimizer: fp32|fp16 [fp32]")
+      ->group(group);
+  cmd.add_option("--main-grads-dtype", o.main_grads_dtype,
+                 "the gradients the optimizer takes under --use-precision-aware-optimizer: "
+                 "fp32|bf16; bf16 keeps Megatron's gradient buffer and its reduction in bf16 "
+                 "[fp32]")
+      ->group(group);
+}
+
+Status optimizer_precision_flags(const OptimizerPrecisionOptions& o, PlanInput& flags) {
+  if (o.precision_aware_optimizer) flags.precision_aware_optimizer = true;
+  for (auto [flag, text, into, fp8_ok] :
+       {std::tuple{"--exp-avg-dtype", &o.exp_avg_dtype, &flags.exp_avg_dtype, true},
+        std::tuple{"--exp-avg-sq-dtype", &o.exp_avg_sq_dtype, &flags.exp_avg_sq_dtype, true},
+        std::tuple{"--main-params-dtype", &o.main_params_dtype, &flags.main_params_dtype, false}}) {
+    if (text->empty()) continue;
+    const auto d = grad_comm_dtype_from_name(*text);  // fp32, bf16, fp16, fp8 and aliases
+    const bool allowed = d && (*d == DType::fp32 || *d == DType::fp16 ||
+                               (fp8_ok && (*d == DType::bf16 || *d == DType::fp8)));
+    if (!allowed)
+      return Error{fmt::format("{}: expected one of {}, got '{}'", flag,
+                               fp8_ok ? "fp32|fp16|bf16|fp8" : "fp32|fp16", *text)};
+    *into = *d;
+  }
+  if (!o.main_grads_dtype.empty()) {  // Megatron-LM's choices: fp32, bf16
+    const auto d = grad_comm_dtype_from_name(o.main_grads_dtype);
+    if (!d || (*d != DType::fp32 && *d != DType::bf16))
+      return Error{fmt::format("--main-grads-dtype: expected one of fp32|bf16, got '{}'",
+                               o.main_grads_dtype)};
+    flags.main_grads_dtype = *d;
+  }
+  return {};
 }
 
 std::string first_scenario_flag_given(const CLI::App& cmd) {

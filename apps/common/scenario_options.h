@@ -26,6 +26,18 @@ Status named_value(const char* flag, const std::string& text,
   return {};
 }
 
+// Megatron-Core's --use-precision-aware-optimizer and its state dtypes, as given: the scenario
+// verbs and plan take them alike.
+struct OptimizerPrecisionOptions {
+  bool precision_aware_optimizer = false;
+  std::string exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype, main_grads_dtype;
+};
+// `where`, when given, ends --use-precision-aware-optimizer's help (plan: which candidates).
+void add_optimizer_precision_options(CLI::App& cmd, OptimizerPrecisionOptions& o,
+                                     const std::string& group, const std::string& where = "");
+// Into the PlanInput (only what was given); an unknown dtype is an error naming the flag.
+Status optimizer_precision_flags(const OptimizerPrecisionOptions& o, PlanInput& flags);
+
 struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.
   std::vector<std::string> model, system, network;
@@ -52,9 +64,7 @@ struct ScenarioOptions {
   int zero_hpz_partition_size = 1;
   CLI::Option* zero_hpz_flag = nullptr;  // given or not
   // modern training (issue 15; docs/workload.md)
-  // Megatron-Core's precision-aware optimizer
-  bool precision_aware_optimizer = false;
-  std::string exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype, main_grads_dtype;
+  OptimizerPrecisionOptions optimizer_precision;
   std::string attention, pipeline_stage_layers, pipeline_layout, first_stage_layers,
       last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules, recompute_method,
       recompute_num_layers;

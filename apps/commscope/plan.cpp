@@ -39,6 +39,7 @@ Verb add_plan(CLI::App& app) {
     std::vector<std::string> frameworks;
     std::string memory_headroom = "2GiB";
     std::string torchtitan_config;
+    OptimizerPrecisionOptions optimizer_precision;
     OutputOptions out;
   };
   auto st = std::make_shared<State>();
@@ -75,6 +76,10 @@ Verb add_plan(CLI::App& app) {
   cmd->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
                 "every plan with sequence parallelism overlaps its TP all-gathers and "
                 "reduce-scatters with its GEMMs (Megatron-Core --tp-comm-overlap)");
+  add_optimizer_precision_options(
+      *cmd, st->optimizer_precision, "Options",
+      " in every plan with a sharded optimizer under commscope or megatron (Megatron-Core's "
+      "rule); the others keep plain Adam");
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
                 "the logits in the compute type (Megatron-LM --cross-entropy-loss-fusion)");
@@ -259,6 +264,13 @@ Verb add_plan(CLI::App& app) {
         if (st->router_groups > 0) base.moe_router_groups = st->router_groups;
         if (st->router_group_topk > 0) base.moe_router_group_topk = st->router_group_topk;
         if (st->cross_entropy_fusion) base.cross_entropy_fusion = true;
+        // the optimizer's precision: every candidate with a sharded optimizer under commscope
+        // or megatron (search::to_plan_input); its rules checked once, here
+        if (Status s = optimizer_precision_flags(st->optimizer_precision, base); !s.ok())
+          return fail(s.error().message);
+        if (Status s = check_optimizer_precision(base, base.precision.value_or(Precision::bf16));
+            !s.ok())
+          return fail(s.error().message);
         for (const Status& s :
              {cli::named_value("--attention", st->attention, attention_kernel_from_name,
                                "flash or standard", base.attention),

@@ -105,6 +105,17 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   if (base.fp8_param_gather.value_or(false))
     in.fp8_param_gather =
         p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron);
+  // --use-precision-aware-optimizer and its state dtypes where Megatron-Core allows them: beside
+  // a sharded optimizer under commscope's pattern or Megatron's; DeepSpeed's, FSDP's and ZeRO-0
+  // candidates keep plain Adam.
+  if (base.precision_aware_optimizer.value_or(false) &&
+      !(p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron))) {
+    in.precision_aware_optimizer.reset();
+    in.exp_avg_dtype.reset();
+    in.exp_avg_sq_dtype.reset();
+    in.main_params_dtype.reset();
+    in.main_grads_dtype.reset();
+  }
   // --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute) where Megatron-Core allows
   // it: EP > 1, the interleaved schedule under PP, no full recompute.
   if (base.overlap_moe_ep_comm.value_or(false)) {

@@ -405,6 +405,38 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   return {};
 }
 
+Status check_optimizer_precision(const PlanInput& in, Precision precision) {
+  // The state dtypes need the flag (Megatron-Core's OptimizerConfig asserts fp32 otherwise), and
+  // the flag mixed precision around them.
+  const bool on = in.precision_aware_optimizer.value_or(false);
+  const std::pair<const char*, const std::optional<DType>*> state_flags[] = {
+      {"--exp-avg-dtype", &in.exp_avg_dtype},
+      {"--exp-avg-sq-dtype", &in.exp_avg_sq_dtype},
+      {"--main-params-dtype", &in.main_params_dtype},
+      {"--main-grads-dtype", &in.main_grads_dtype}};
+  for (const auto& [flag, value] : state_flags)
+    if (value->has_value() && **value != DType::fp32 && !on)
+      return bad(flag, "fp32 without --use-precision-aware-optimizer",
+                 std::string(to_string(**value)));
+  if (on && precision == Precision::fp32)
+    return bad("--use-precision-aware-optimizer", "bf16 or fp16 mixed precision", "fp32");
+  // Megatron-LM's rules (arguments.py): bf16 main gradients only under bf16, and not with the
+  // fp32 accumulation and reduction that --grad-comm-dtype fp32 stands for
+  // (--accumulate-allreduce-grads-in-fp32 asserts fp32 main gradients).
+  const DType main_grads = in.main_grads_dtype.value_or(DType::fp32);
+  if (main_grads != DType::fp32) {
+    if (precision != Precision::bf16)
+      return bad("--main-grads-dtype", "fp32 unless --precision bf16",
+                 std::string(to_string(main_grads)));
+    if (in.grad_comm_dtype && *in.grad_comm_dtype == DType::fp32)
+      return bad("--main-grads-dtype",
+                 "fp32 with --grad-comm-dtype fp32 (Megatron-LM's "
+                 "--accumulate-allreduce-grads-in-fp32 asserts it)",
+                 std::string(to_string(main_grads)));
+  }
+  return {};
+}
+
 Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkProtocol network,
                                   const PlanInput& in) {
   Scenario sc;
@@ -719,37 +751,12 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
       plan.recompute_block_layers = n;
     }
   }
-  // Megatron-Core's precision-aware optimizer: the state dtypes need the flag (its
-  // OptimizerConfig asserts fp32 otherwise), and mixed precision around them.
+  if (Status st = check_optimizer_precision(in, plan.precision); !st.ok()) return st.error();
   plan.precision_aware_optimizer = in.precision_aware_optimizer.value_or(false);
-  const std::pair<const char*, const std::optional<DType>*> state_flags[] = {
-      {"--exp-avg-dtype", &in.exp_avg_dtype},
-      {"--exp-avg-sq-dtype", &in.exp_avg_sq_dtype},
-      {"--main-params-dtype", &in.main_params_dtype},
-      {"--main-grads-dtype", &in.main_grads_dtype}};
-  for (const auto& [flag, value] : state_flags)
-    if (value->has_value() && **value != DType::fp32 && !plan.precision_aware_optimizer)
-      return bad(flag, "fp32 without --use-precision-aware-optimizer",
-                 std::string(to_string(**value)));
-  if (plan.precision_aware_optimizer && plan.precision == Precision::fp32)
-    return bad("--use-precision-aware-optimizer", "bf16 or fp16 mixed precision", "fp32");
   plan.exp_avg_dtype = in.exp_avg_dtype.value_or(DType::fp32);
   plan.exp_avg_sq_dtype = in.exp_avg_sq_dtype.value_or(DType::fp32);
   plan.main_params_dtype = in.main_params_dtype.value_or(DType::fp32);
   plan.main_grads_dtype = in.main_grads_dtype.value_or(DType::fp32);
-  // Megatron-LM's rules (arguments.py): bf16 main gradients only under bf16, and not with the
-  // fp32 accumulation and reduction that --grad-comm-dtype fp32 stands for
-  // (--accumulate-allreduce-grads-in-fp32 asserts fp32 main gradients).
-  if (plan.main_grads_dtype != DType::fp32) {
-    if (plan.precision != Precision::bf16)
-      return bad("--main-grads-dtype", "fp32 unless --precision bf16",
-                 std::string(to_string(plan.main_grads_dtype)));
-    if (in.grad_comm_dtype && *in.grad_comm_dtype == DType::fp32)
-      return bad("--main-grads-dtype",
-                 "fp32 with --grad-comm-dtype fp32 (Megatron-LM's "
-                 "--accumulate-allreduce-grads-in-fp32 asserts it)",
-                 std::string(to_string(plan.main_grads_dtype)));
-  }
   if (in.ddp_bucket_mb) {
     if (!(*in.ddp_bucket_mb > 0))
       return bad("--ddp-bucket-size", "a positive size in MiB",
@@ -771,6 +778,20 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
   CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
+  // Megatron-Core's precision-aware optimizer exists only beside its distributed optimizer
+  // (megatron/core/optimizer/__init__.py raises otherwise): commscope's ZeRO or Megatron's, not
+  // DeepSpeed's or FSDP's optimizers.
+  if (plan.precision_aware_optimizer) {
+    if (plan.framework == Framework::deepspeed || plan.framework == Framework::fsdp)
+      return bad("--use-precision-aware-optimizer",
+                 "Megatron-Core's distributed optimizer (commscope's pattern or --framework "
+                 "megatron)",
+                 fmt::format("--framework {}", to_string(plan.framework)));
+    if (plan.zero < 1)
+      return bad("--use-precision-aware-optimizer",
+                 "a sharded optimizer (--use-distributed-optimizer, or ZeRO 1 or more)",
+                 fmt::format("ZeRO {}", plan.zero));
+  }
   if (plan.fsdp_shard_size > 0) {
     // HSDP's shard groups lie on whole nodes, or a node holds whole shard groups: a shard
     // group of consecutive data-parallel ranks that split a node unevenly is not modelled.

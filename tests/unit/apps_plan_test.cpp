@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -412,6 +413,47 @@ TEST_F(PlanCli, MaxCpBoundsTheSearchAndJsonNamesCpEpAndStages) {
   EXPECT_GT(cp_above_1, 0);
   for (const auto& p : b["plans"]) EXPECT_EQ(p["cp"], 1);
   EXPECT_LT(b["options"][0]["candidates"].get<int>(), a["options"][0]["candidates"].get<int>());
+}
+
+// plan's optimizer-precision flags: the rules are checked once, before the search (one line on
+// stderr, exit 2, nothing on stdout); given right, the flag reaches the plans that may have it
+// (search_plan_test's SearchPlan.PrecisionAwareOptimizerWhereMegatronAllowsIt for the numbers).
+TEST(PlanVerb, OptimizerPrecisionFlags) {
+  for (const char* bad :
+       {" --exp-avg-dtype bf16", " --use-precision-aware-optimizer --precision fp32",
+        " --use-precision-aware-optimizer --main-grads-dtype fp8"}) {
+    SCOPED_TRACE(bad);
+    testing::Outcome r =
+        testing::run_shell(std::string(COMMSCOPE_BIN) + " plan --model llama3-8b --gpus 8" + bad);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+  // Right: bf16 moments shrink every ZeRO-1 plan's memory and Adam's step, so the best plan is
+  // at least as fast; its memory is what predict says of the same plan with the same flags.
+  const std::string space =
+      " --model llama3-8b --system dgx-h100 --gpus 16 --zero 1 --micro-batch-size 1";
+  const std::string flags =
+      " --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
+  auto best = [&](const std::string& extra) {
+    testing::Outcome r = testing::run_shell(
+        std::string(COMMSCOPE_BIN) + " plan" + space +
+        " --frameworks commscope --max-tp 1 --max-pp 1 --max-cp 1 --top 1 --format json" + extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return nlohmann::json::parse(r.out)["plans"][0];
+  };
+  const auto plain = best(""), pao = best(flags);
+  EXPECT_LE(pao["iteration_time_s"].get<double>(), plain["iteration_time_s"].get<double>());
+  testing::Outcome pred = testing::run_shell(
+      std::string(COMMSCOPE_BIN) + " predict" + space + " --global-batch-size " +
+      std::to_string(pao["global_batch"].get<int>()) + " --recompute-granularity " +
+      pao["recompute"].get<std::string>() + flags + " --format json");
+  ASSERT_EQ(pred.status, 0) << pred.err;
+  const auto p = nlohmann::json::parse(pred.out)["predictions"][0];
+  EXPECT_EQ(p["plan"]["use_precision_aware_optimizer"], true);
+  EXPECT_DOUBLE_EQ(p["memory_per_gpu_bytes"].get<double>(),
+                   pao["memory_per_gpu_bytes"].get<double>());
+  EXPECT_DOUBLE_EQ(p["iteration_time_s"].get<double>(), pao["iteration_time_s"].get<double>());
 }
 }  // namespace
 }  // namespace commscope

@@ -218,6 +218,52 @@ TEST(SearchPlan, Fp8ParamGatherWhereMegatronAllowsIt) {
   EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
 }
 
+// plan --use-precision-aware-optimizer with bf16 moments (NVIDIA's DeepSeek-V3 recipe): every
+// candidate with a sharded optimizer under commscope's pattern or Megatron's keeps 6 bytes of
+// optimizer state a parameter; DeepSpeed's, FSDP's and ZeRO-0 ones keep plain Adam's 12. No
+// candidate becomes invalid, the memory bound stays below each plan's memory, and the search's
+// best is brute force's over the same plans.
+TEST(SearchPlan, PrecisionAwareOptimizerWhereMegatronAllowsIt) {
+  SearchSpace s = space("llama3-8b", "dgx-h100", 16, 64);
+  s.frameworks = {Framework::none, Framework::megatron, Framework::fsdp};
+  s.micro_batch = {1, 2};
+  s.base.seq_length = 2048;
+  s.base.precision_aware_optimizer = true;
+  s.base.exp_avg_dtype = s.base.exp_avg_sq_dtype = DType::bf16;
+  SearchSpace plain = s;
+  plain.base.precision_aware_optimizer.reset();
+  plain.base.exp_avg_dtype.reset();
+  plain.base.exp_avg_sq_dtype.reset();
+  int with = 0, without = 0, smaller = 0;
+  const auto plans = search::enumerate_plans(s);
+  for (const PlanPoint& p : plans) {
+    const PlanInput in = search::to_plan_input(p, s.gpus, s.base);
+    const bool allowed =
+        p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron);
+    EXPECT_EQ(in.precision_aware_optimizer.value_or(false), allowed) << search::describe(p);
+    EXPECT_EQ(in.exp_avg_dtype.has_value(), allowed) << search::describe(p);
+    const Evaluated full = search::evaluate(s, p, false);
+    const Evaluated base = search::evaluate(plain, p, false);
+    EXPECT_EQ(full.status == Evaluated::Status::invalid, base.status == Evaluated::Status::invalid)
+        << search::describe(p);
+    if (full.status == Evaluated::Status::invalid) continue;
+    (allowed ? with : without)++;
+    EXPECT_LE(full.memory_bound, full.memory) << search::describe(p);
+    if (allowed) {
+      smaller += full.memory < base.memory;
+      auto sc = resolve_scenario(s.model, s.system, s.network, in);
+      ASSERT_TRUE(sc.ok()) << search::describe(p);
+      EXPECT_DOUBLE_EQ(sc->plan.optimizer_state_bytes(), 2 + 2 + 2);
+    } else {
+      EXPECT_EQ(full.memory, base.memory) << search::describe(p);
+    }
+  }
+  EXPECT_GT(with, 0);
+  EXPECT_GT(without, 0);
+  EXPECT_EQ(smaller, with);
+  EXPECT_TRUE(search_equals_brute_force(s, plans, "dgx-h100"));
+}
+
 // Under FlashAttention selective recompute of the attention core alone is the plan without
 // recompute (docs/workload.md): it is not a candidate of its own, and the search's best is the
 // same as with the standard kernel's list. With another module to replay (mlp) it is one again.

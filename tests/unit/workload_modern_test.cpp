@@ -1399,6 +1399,16 @@ TEST(PrecisionAwareOptimizer, MainGradsDtype) {
   EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", p),
             "--main-grads-dtype: expected fp32 with --grad-comm-dtype fp32 (Megatron-LM's "
             "--accumulate-allreduce-grads-in-fp32 asserts it), got bfloat16");
+  // Megatron-Core has it beside its distributed optimizer only (optimizer/__init__.py).
+  PlanInput z = plan(8, 1, 1, 1, 8);
+  z.precision_aware_optimizer = true;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", z),
+            "--use-precision-aware-optimizer: expected a sharded optimizer "
+            "(--use-distributed-optimizer, or ZeRO 1 or more), got ZeRO 0");
+  z.framework = Framework::fsdp;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", z),
+            "--use-precision-aware-optimizer: expected Megatron-Core's distributed optimizer "
+            "(commscope's pattern or --framework megatron), got --framework fsdp");
   testing::Outcome r = testing::run_shell(
       std::string(COMMSCOPE_BIN) +
       " describe --model llama3-8b --use-precision-aware-optimizer --main-grads-dtype fp16");
@@ -1406,8 +1416,8 @@ TEST(PrecisionAwareOptimizer, MainGradsDtype) {
   EXPECT_EQ(r.err, "commscope: --main-grads-dtype: expected one of fp32|bf16, got 'fp16'\n");
   testing::Outcome ok = testing::run_shell(
       std::string(COMMSCOPE_BIN) +
-      " describe --model llama3-8b --use-precision-aware-optimizer --main-grads-dtype bf16 "
-      "--format json");
+      " describe --model llama3-8b --zero 1 --use-precision-aware-optimizer --main-grads-dtype "
+      "bf16 --format json");
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("\"main_grads_dtype\": \"bfloat16\""), std::string::npos);
 }

@@ -51,6 +51,12 @@ std::optional<std::pair<std::string, std::string>> op_recompute_model_gap(const 
 // it before any scenario is resolved.
 AttentionKernel attention_kernel(const PlanInput& in, const ModelSpec& model);
 
+// Megatron-Core's rules for --use-precision-aware-optimizer and its state dtypes under a plan's
+// precision: non-fp32 states need the flag, the flag mixed precision, bf16 main gradients bf16
+// and no --grad-comm-dtype fp32. resolve_scenario applies them; the plan search checks its base
+// with them before any candidate.
+Status check_optimizer_precision(const PlanInput& in, Precision precision);
+
 // Resolves with specs already loaded (used by sweeps and tests).
 Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkProtocol network,
                                   const PlanInput& plan);
