@@ -100,17 +100,7 @@ std::vector<ScenarioInput> times(const std::vector<ScenarioInput>& in, const std
 // The compressed-communication flags into `flags` (resolve_compression checks them against
 // the plan).
 Status compression_flags(const ScenarioOptions& o, PlanInput& flags) {
-  if (o.grad_reduce_in_bf16) flags.grad_comm_dtype = DType::bf16;
-  if (!o.grad_comm_dtype.empty()) {
-    auto d = grad_comm_dtype_from_name(o.grad_comm_dtype);
-    if (!d)
-      return Error{fmt::format("--grad-comm-dtype: expected one of fp32|bf16|fp16|fp8, got '{}'",
-                               o.grad_comm_dtype)};
-    if (o.grad_reduce_in_bf16 && *d != DType::bf16)
-      return Error{fmt::format("--grad-comm-dtype: '{}' contradicts --grad-reduce-in-bf16",
-                               o.grad_comm_dtype)};
-    flags.grad_comm_dtype = *d;
-  }
+  CS_RETURN_IF_ERROR(grad_comm_dtype_flags(o.grad_comm_dtype, o.grad_reduce_in_bf16, flags));
   if (o.zero_quantized_weights) flags.zeropp_qwz = true;
   if (o.zero_quantized_gradients) flags.zeropp_qgz = true;
   if (o.zero_hpz_flag && o.zero_hpz_flag->count() > 0) {
@@ -484,14 +474,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
       ->group(g_plan);
 
   const char* g_cc = "Compressed communication (docs/workload.md)";
-  cmd.add_option(
-         "--grad-comm-dtype,--communication-data-type", o.grad_comm_dtype,
-         "data-parallel gradient all-reduce/reduce-scatter on the wire: fp32|bf16|fp16|fp8, "
-         "summed in fp32 (DeepSpeed communication_data_type) [the gradients' type]")
-      ->group(g_cc);
-  cmd.add_flag("--grad-reduce-in-bf16", o.grad_reduce_in_bf16,
-               "Megatron-LM's spelling of --grad-comm-dtype bf16")
-      ->group(g_cc);
+  add_grad_comm_dtype_options(cmd, o.grad_comm_dtype, o.grad_reduce_in_bf16, g_cc);
   cmd.add_flag("--zero-quantized-weights", o.zero_quantized_weights,
                "ZeRO++ qwZ: ZeRO-3 parameter all-gather in int8 with per-block fp32 scales")
       ->group(g_cc);
@@ -739,6 +722,31 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
                     "use `commscope predict` for sweeps",
                     all.size())};
   return all.front();
+}
+
+void add_grad_comm_dtype_options(CLI::App& cmd, std::string& dtype, bool& in_bf16,
+                                 const std::string& group, const std::string& where) {
+  cmd.add_option(
+         "--grad-comm-dtype,--communication-data-type", dtype,
+         "data-parallel gradient all-reduce/reduce-scatter on the wire: fp32|bf16|fp16|fp8, "
+         "summed in fp32 (DeepSpeed communication_data_type)" +
+             where + " [the gradients' type]")
+      ->group(group);
+  cmd.add_flag("--grad-reduce-in-bf16", in_bf16, "Megatron-LM's spelling of --grad-comm-dtype bf16")
+      ->group(group);
+}
+
+Status grad_comm_dtype_flags(const std::string& dtype, bool in_bf16, PlanInput& flags) {
+  if (in_bf16) flags.grad_comm_dtype = DType::bf16;
+  if (dtype.empty()) return {};
+  auto d = grad_comm_dtype_from_name(dtype);
+  if (!d)
+    return Error{
+        fmt::format("--grad-comm-dtype: expected one of fp32|bf16|fp16|fp8, got '{}'", dtype)};
+  if (in_bf16 && *d != DType::bf16)
+    return Error{fmt::format("--grad-comm-dtype: '{}' contradicts --grad-reduce-in-bf16", dtype)};
+  flags.grad_comm_dtype = *d;
+  return {};
 }
 
 void add_optimizer_precision_options(CLI::App& cmd, OptimizerPrecisionOptions& o,

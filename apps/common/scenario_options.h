@@ -38,6 +38,13 @@ void add_optimizer_precision_options(CLI::App& cmd, OptimizerPrecisionOptions& o
 // Into the PlanInput (only what was given); an unknown dtype is an error naming the flag.
 Status optimizer_precision_flags(const OptimizerPrecisionOptions& o, PlanInput& flags);
 
+// --grad-comm-dtype (--communication-data-type) and --grad-reduce-in-bf16, for the scenario
+// verbs and plan; `where` ends the first's help before its default.
+void add_grad_comm_dtype_options(CLI::App& cmd, std::string& dtype, bool& in_bf16,
+                                 const std::string& group, const std::string& where = "");
+// Into the PlanInput (only what was given); errors name the flag.
+Status grad_comm_dtype_flags(const std::string& dtype, bool in_bf16, PlanInput& flags);
+
 struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.
   std::vector<std::string> model, system, network;

@@ -40,6 +40,8 @@ Verb add_plan(CLI::App& app) {
     std::string memory_headroom = "2GiB";
     std::string torchtitan_config;
     OptimizerPrecisionOptions optimizer_precision;
+    std::string grad_comm_dtype;
+    bool grad_reduce_in_bf16 = false;
     OutputOptions out;
   };
   auto st = std::make_shared<State>();
@@ -80,6 +82,8 @@ Verb add_plan(CLI::App& app) {
       *cmd, st->optimizer_precision, "Options",
       " in every plan with a sharded optimizer under commscope or megatron (Megatron-Core's "
       "rule); the others keep plain Adam");
+  add_grad_comm_dtype_options(*cmd, st->grad_comm_dtype, st->grad_reduce_in_bf16, "Options",
+                              " in every plan (over the torchtitan file's reduce type)");
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
                 "the logits in the compute type (Megatron-LM --cross-entropy-loss-fusion)");
@@ -264,6 +268,11 @@ Verb add_plan(CLI::App& app) {
         if (st->router_groups > 0) base.moe_router_groups = st->router_groups;
         if (st->router_group_topk > 0) base.moe_router_group_topk = st->router_group_topk;
         if (st->cross_entropy_fusion) base.cross_entropy_fusion = true;
+        // --grad-comm-dtype: every plan's gradient reductions (over the torchtitan file's
+        // mixed_precision_reduce: flags win)
+        if (Status s = grad_comm_dtype_flags(st->grad_comm_dtype, st->grad_reduce_in_bf16, base);
+            !s.ok())
+          return fail(s.error().message);
         // the optimizer's precision: every candidate with a sharded optimizer under commscope
         // or megatron (search::to_plan_input); its rules checked once, here
         if (Status s = optimizer_precision_flags(st->optimizer_precision, base); !s.ok())

@@ -455,5 +455,40 @@ TEST(PlanVerb, OptimizerPrecisionFlags) {
                    pao["memory_per_gpu_bytes"].get<double>());
   EXPECT_DOUBLE_EQ(p["iteration_time_s"].get<double>(), pao["iteration_time_s"].get<double>());
 }
+
+// plan --grad-comm-dtype: every plan's gradient reductions in that type. fp32 on the wire moves
+// twice bf16's bytes, so no plan is faster with it and the best is no faster either; the best
+// plan's time is predict's of the same plan with the same flag. A bad type: one line, exit 2.
+TEST(PlanVerb, GradCommDtypeReachesEveryPlan) {
+  const std::string space =
+      " --model llama3-8b --system dgx-h100 --gpus 16 --zero 1 --micro-batch-size 1";
+  auto best = [&](const std::string& dtype) {
+    testing::Outcome r = testing::run_shell(
+        std::string(COMMSCOPE_BIN) + " plan" + space +
+        " --frameworks commscope --max-tp 1 --max-pp 1 --max-cp 1 --top 1 --format json "
+        "--grad-comm-dtype " +
+        dtype);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return nlohmann::json::parse(r.out)["plans"][0];
+  };
+  const auto bf16 = best("bf16"), fp32 = best("fp32");
+  EXPECT_GE(fp32["iteration_time_s"].get<double>(), bf16["iteration_time_s"].get<double>());
+  for (const auto& [dtype, plan] : {std::pair{"bf16", bf16}, std::pair{"fp32", fp32}}) {
+    testing::Outcome pred = testing::run_shell(
+        std::string(COMMSCOPE_BIN) + " predict" + space + " --global-batch-size " +
+        std::to_string(plan["global_batch"].get<int>()) + " --recompute-granularity " +
+        plan["recompute"].get<std::string>() + " --grad-comm-dtype " + dtype + " --format json");
+    ASSERT_EQ(pred.status, 0) << pred.err;
+    const auto p = nlohmann::json::parse(pred.out)["predictions"][0];
+    EXPECT_DOUBLE_EQ(p["iteration_time_s"].get<double>(), plan["iteration_time_s"].get<double>())
+        << dtype;
+  }
+  testing::Outcome bad = testing::run_shell(
+      std::string(COMMSCOPE_BIN) + " plan --model llama3-8b --gpus 8 --grad-comm-dtype int4");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err,
+            "commscope: --grad-comm-dtype: expected one of fp32|bf16|fp16|fp8, got 'int4'\n");
+  EXPECT_TRUE(bad.out.empty());
+}
 }  // namespace
 }  // namespace commscope
