@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/cost/collective.h"
+#include "commscope/spec/framework_config.h"
 #include "commscope/spec/placement.h"
 
 namespace commscope {
@@ -320,6 +321,22 @@ std::string headline(const Workload& w) {
           p.use_distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather,
           p.megatron_bucket);
       break;
+  }
+  if (p.precision_aware_optimizer) {
+    const bool remainders = p.main_params_dtype == DType::fp32 && p.precision == Precision::bf16;
+    out += fmt::format(
+        "optimizer: Megatron-Core's precision-aware Adam (Transformer Engine FusedAdam): master "
+        "weights {}, moments {} and {}, main gradients {}; {:g} bytes of state a parameter "
+        "(plain mixed-precision Adam: 12)\n",
+        remainders ? std::string("fp32 kept as their 16 low bits")
+                   : std::string(to_string(p.main_params_dtype)),
+        to_string(p.exp_avg_dtype), to_string(p.exp_avg_sq_dtype),
+        // the gradients as memory counts them: Megatron's buffer, else the 16-bit gradients
+        // commscope's pattern keeps whatever --main-grads-dtype says
+        p.framework == Framework::megatron
+            ? to_string(p.grad_comm_dtype.value_or(megatron_grad_dtype(p)))
+            : to_string(p.dtype()),
+        p.optimizer_state_bytes());
   }
   out += fmt::format(
       "sequence {} tokens{}, vocabulary {}\n", sc.model.seq_length,

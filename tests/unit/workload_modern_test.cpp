@@ -1420,6 +1420,18 @@ TEST(PrecisionAwareOptimizer, MainGradsDtype) {
       "bf16 --format json");
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("\"main_grads_dtype\": \"bfloat16\""), std::string::npos);
+  // the headline says what the memory assumes (NVIDIA's DeepSeek-V3 recipe: bf16 moments)
+  testing::Outcome shown = testing::run_shell(
+      std::string(COMMSCOPE_BIN) +
+      " describe --model llama3-8b --zero 1 --use-precision-aware-optimizer --exp-avg-dtype bf16 "
+      "--exp-avg-sq-dtype bf16");
+  EXPECT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find("optimizer: Megatron-Core's precision-aware Adam (Transformer Engine "
+                           "FusedAdam): master weights fp32 kept as their 16 low bits, moments "
+                           "bfloat16 and bfloat16, main gradients bfloat16; 6 bytes of state a "
+                           "parameter (plain mixed-precision Adam: 12)"),
+            std::string::npos)
+      << shown.out;
 }
 
 }  // namespace
