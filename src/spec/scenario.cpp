@@ -791,6 +791,11 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
       return bad("--use-precision-aware-optimizer",
                  "a sharded optimizer (--use-distributed-optimizer, or ZeRO 1 or more)",
                  fmt::format("ZeRO {}", plan.zero));
+    if (in.main_grads_dtype && plan.framework != Framework::megatron)
+      warn.push_back(fmt::format(
+          "--main-grads-dtype {} has no effect outside --framework megatron: commscope's own "
+          "pattern keeps 16-bit gradients (their wire type is --grad-comm-dtype's)",
+          to_string(plan.main_grads_dtype)));
   }
   if (plan.fsdp_shard_size > 0) {
     // HSDP's shard groups lie on whole nodes, or a node holds whole shard groups: a shard

@@ -1384,6 +1384,18 @@ TEST(PrecisionAwareOptimizer, MainGradsDtype) {
   EXPECT_DOUBLE_EQ(own32.adam_bytes, 2 * 10 + 2 + 2);
   EXPECT_EQ(own16.iteration, own32.iteration);
   EXPECT_EQ(own16.total, own32.total);
+  {  // and says so
+    PlanInput own = plan(8, 1, 1, 1, 8);
+    own.zero = 1;
+    own.precision_aware_optimizer = true;
+    own.main_grads_dtype = DType::bf16;
+    const Scenario s = scenario("llama3-8b", "dgx-h100", own);
+    EXPECT_EQ(std::count_if(s.warnings.begin(), s.warnings.end(),
+                            [](const std::string& w) {
+                              return w.rfind("--main-grads-dtype bfloat16 has no effect", 0) == 0;
+                            }),
+              1);
+  }
   // Megatron's rules: the flag for non-fp32, bf16 only under bf16, not beside fp32 accumulation.
   PlanInput p = plan(8, 1, 1, 1, 8);
   p.main_grads_dtype = DType::bf16;
