@@ -392,6 +392,7 @@ Verb add_plan(CLI::App& app) {
         report.system = spaces.front().system.name;
         report.network = spaces.front().network.name;
         report.gpus = st->gpus;
+        report.every_plan = every_plan_settings(base);
         report.options = std::move(*result);
         if (spaces.size() > 1) report.what_if_kind = systems.size() > 1 ? "system" : "network";
         if (!st->html.empty())

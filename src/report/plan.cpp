@@ -222,8 +222,10 @@ std::string heading(const PlanReport& r) {
     room = fmt::format(", {} of each GPU's {} kept free (--memory-headroom)",
                        human_bytes(Bytes(e.headroom)), human_bytes(Bytes(e.gpu_memory)));
   }
-  return fmt::format("plan: {} on {} GPUs {}, global batch {}, ranked by {}{}", r.model, r.gpus,
-                     what, s.global_batch, search::to_string(s.objective), room);
+  std::string every;
+  for (const std::string& e : r.every_plan) every += (every.empty() ? "; every plan: " : ", ") + e;
+  return fmt::format("plan: {} on {} GPUs {}, global batch {}, ranked by {}{}{}", r.model, r.gpus,
+                     what, s.global_batch, search::to_string(s.objective), room, every);
 }
 }  // namespace
 
@@ -277,8 +279,31 @@ nlohmann::json plan_json(const PlanReport& r) {
           {"gpus", r.gpus},
           {"what_if",
            r.what_if_kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.what_if_kind)},
+          {"every_plan", r.every_plan},
           {"plans", std::move(plans)},
           {"options", std::move(options)}};
+}
+
+std::vector<std::string> every_plan_settings(const PlanInput& b) {
+  std::vector<std::string> out;
+  if (b.fp8.value_or(false))
+    out.push_back(b.fp8_param_gather.value_or(false)
+                      ? "FP8 GEMMs (FP8 weights where the optimizer is sharded under commscope or "
+                        "megatron)"
+                      : "FP8 GEMMs");
+  if (b.tp_comm_overlap.value_or(false)) out.push_back("TP overlap where SP");
+  if (b.cross_entropy_fusion.value_or(false)) out.push_back("fused cross entropy");
+  if (b.grad_comm_dtype)
+    out.push_back(fmt::format("gradients reduced in {}", to_string(*b.grad_comm_dtype)));
+  if (b.precision_aware_optimizer.value_or(false))
+    out.push_back(fmt::format(
+        "precision-aware Adam (moments {} and {}, master weights {}, main gradients {}) where the "
+        "optimizer is sharded under commscope or megatron",
+        to_string(b.exp_avg_dtype.value_or(DType::fp32)),
+        to_string(b.exp_avg_sq_dtype.value_or(DType::fp32)),
+        to_string(b.main_params_dtype.value_or(DType::fp32)),
+        to_string(b.main_grads_dtype.value_or(DType::fp32))));
+  return out;
 }
 
 std::string render_plan(const PlanReport& r, Format f) {

@@ -483,6 +483,18 @@ TEST(PlanVerb, GradCommDtypeReachesEveryPlan) {
     EXPECT_DOUBLE_EQ(p["iteration_time_s"].get<double>(), plan["iteration_time_s"].get<double>())
         << dtype;
   }
+  // the heading and the JSON say what every plan was searched with
+  testing::Outcome said = testing::run_shell(std::string(COMMSCOPE_BIN) + " plan" + space +
+                                             " --top 1 --grad-comm-dtype bf16 --fp8");
+  ASSERT_EQ(said.status, 0) << said.err;
+  EXPECT_NE(said.out.find("; every plan: FP8 GEMMs, gradients reduced in bfloat16\n"),
+            std::string::npos)
+      << said.out;
+  testing::Outcome listed = testing::run_shell(std::string(COMMSCOPE_BIN) + " plan" + space +
+                                               " --top 1 --format json --grad-comm-dtype fp32");
+  ASSERT_EQ(listed.status, 0) << listed.err;
+  EXPECT_EQ(nlohmann::json::parse(listed.out)["every_plan"],
+            nlohmann::json::array({"gradients reduced in float32"}));
   testing::Outcome bad = testing::run_shell(
       std::string(COMMSCOPE_BIN) + " plan --model llama3-8b --gpus 8 --grad-comm-dtype int4");
   EXPECT_EQ(bad.status, 2);

@@ -19,7 +19,13 @@ struct PlanReport {
   int gpus = 0;
   std::vector<search::WhatIf> options;  // one per --network/--system option (one: no what-if)
   std::string what_if_kind;             // "network", "system" or empty
+  // What every plan was searched with beyond its layout (--fp8, --grad-comm-dtype, the
+  // optimizer's precision ...), in words: the heading names them, JSON lists them.
+  std::vector<std::string> every_plan;
 };
+
+// The settings a search's base gives every plan, in words, for PlanReport::every_plan.
+std::vector<std::string> every_plan_settings(const PlanInput& base);
 
 nlohmann::json plan_json(const PlanReport& r);
 std::string render_plan(const PlanReport& r, Format f);
