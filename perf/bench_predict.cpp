@@ -148,6 +148,18 @@ int main(int argc, char** argv) {
           plans.push_back(p);
         }
   int valid = 0;
+  // One sweep: every plan resolved, built and simulated; the valid ones counted. Returns ms.
+  auto time_sweep = [&](const SystemSpec& sys, const NetworkProtocol& net) {
+    valid = 0;
+    auto t0 = Clock::now();
+    for (const auto& p : plans) {
+      auto sc = resolve_scenario(*mid, sys, net, p);
+      if (!sc.ok()) continue;
+      ++valid;
+      sink += simulate(build_workload(*sc)).iteration_time;
+    }
+    return ms_since(t0);
+  };
   SystemSpec system = *dgx;  // the sweeps' system (stragglers as the preset says)
   SystemSpec still = *dgx;   // without stragglers (scale.straggler_cv 0)
   still.scale.straggler_cv = 0;
@@ -182,17 +194,7 @@ int main(int argc, char** argv) {
   std::array<Sweep, 3> sweeps = {Sweep{&system, ib.operator->(), {}}, Sweep{&system, &curved, {}},
                                  Sweep{&still, ib.operator->(), {}}};
   for (int rep = 0; rep < reps; ++rep)
-    for (Sweep& sw : sweeps) {
-      valid = 0;
-      auto t0 = Clock::now();
-      for (const auto& p : plans) {
-        auto sc = resolve_scenario(*mid, *sw.system, *sw.net, p);
-        if (!sc.ok()) continue;
-        ++valid;
-        sink += simulate(build_workload(*sc)).iteration_time;
-      }
-      sw.ms.push_back(ms_since(t0));
-    }
+    for (Sweep& sw : sweeps) sw.ms.push_back(time_sweep(*sw.system, *sw.net));
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -336,19 +338,11 @@ int main(int argc, char** argv) {
       sched_setaffinity(0, sizeof set, &set);
       Contender neighbour(cpus[1], std::size_t{16} << 20);
       std::vector<double> quiet, busy;
-      auto sweep = [&] {
-        auto t0 = Clock::now();
-        for (const auto& p : plans) {
-          auto sc = resolve_scenario(*mid, system, *ib, p);
-          if (sc.ok()) sink += simulate(build_workload(*sc)).iteration_time;
-        }
-        return ms_since(t0);
-      };
       for (int rep = 0; rep < reps; ++rep) {
         neighbour.run(false);
-        quiet.push_back(sweep());
+        quiet.push_back(time_sweep(system, *ib));
         neighbour.run(true);
-        busy.push_back(sweep());
+        busy.push_back(time_sweep(system, *ib));
       }
       neighbour.run(false);
       const double q = median(quiet), b = median(busy);

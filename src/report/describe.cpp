@@ -323,19 +323,16 @@ std::string headline(const Workload& w) {
       break;
   }
   if (p.precision_aware_optimizer) {
-    const bool remainders = p.main_params_dtype == DType::fp32 && p.precision == Precision::bf16;
     out += fmt::format(
         "optimizer: Megatron-Core's precision-aware Adam (Transformer Engine FusedAdam): master "
         "weights {}, moments {} and {}, main gradients {}; {:g} bytes of state a parameter "
         "(plain mixed-precision Adam: 12)\n",
-        remainders ? std::string("fp32 kept as their 16 low bits")
-                   : std::string(to_string(p.main_params_dtype)),
+        p.keeps_param_remainders() ? std::string("fp32 kept as their 16 low bits")
+                                   : std::string(to_string(p.main_params_dtype)),
         to_string(p.exp_avg_dtype), to_string(p.exp_avg_sq_dtype),
         // the gradients as memory counts them: Megatron's buffer, else the 16-bit gradients
         // commscope's pattern keeps whatever --main-grads-dtype says
-        p.framework == Framework::megatron
-            ? to_string(p.grad_comm_dtype.value_or(megatron_grad_dtype(p)))
-            : to_string(p.dtype()),
+        to_string(p.framework == Framework::megatron ? megatron_grad_buffer_dtype(p) : p.dtype()),
         p.optimizer_state_bytes());
   }
   out += fmt::format(

@@ -100,16 +100,13 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.sequence_parallel = p.sequence_parallel;
   // --tp-comm-overlap applies where Megatron-LM allows it: TP > 1 with sequence parallelism.
   if (base.tp_comm_overlap.value_or(false)) in.tp_comm_overlap = p.sequence_parallel && p.tp > 1;
-  // --fp8-param-gather where Megatron-LM allows it: a sharded optimizer (the distributed
-  // optimizer, commscope's ZeRO, Megatron-FSDP), not FSDP2 or DeepSpeed.
-  if (base.fp8_param_gather.value_or(false))
-    in.fp8_param_gather =
-        p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron);
-  // --use-precision-aware-optimizer and its state dtypes where Megatron-Core allows them: beside
-  // a sharded optimizer under commscope's pattern or Megatron's; DeepSpeed's, FSDP's and ZeRO-0
-  // candidates keep plain Adam.
-  if (base.precision_aware_optimizer.value_or(false) &&
-      !(p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron))) {
+  // Megatron-Core's sharded optimizer (the distributed optimizer, commscope's ZeRO,
+  // Megatron-FSDP), not FSDP2's or DeepSpeed's: where --fp8-param-gather and the
+  // precision-aware optimizer apply; the other candidates are searched without them.
+  const bool megatron_sharded =
+      p.zero >= 1 && (p.framework == Framework::none || p.framework == Framework::megatron);
+  if (base.fp8_param_gather.value_or(false)) in.fp8_param_gather = megatron_sharded;
+  if (base.precision_aware_optimizer.value_or(false) && !megatron_sharded) {
     in.precision_aware_optimizer.reset();
     in.exp_avg_dtype.reset();
     in.exp_avg_sq_dtype.reset();

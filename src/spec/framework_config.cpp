@@ -23,6 +23,10 @@ DType megatron_grad_dtype(const ParallelPlan& plan) {
   return plan.main_grads_dtype == DType::bf16 ? DType::bf16 : DType::fp32;
 }
 
+DType megatron_grad_buffer_dtype(const ParallelPlan& plan) {
+  return plan.grad_comm_dtype.value_or(megatron_grad_dtype(plan));
+}
+
 Result<std::string> deepspeed_versions_path() {
   for (const auto& root : preset_roots()) {
     const auto p = root / "frameworks" / "deepspeed.json";

@@ -557,18 +557,15 @@ double ParallelPlan::optimizer_state_bytes() const {
   if (precision == Precision::fp32) return 8;  // fp32 Adam: two fp32 moments, no master copy
   if (!precision_aware_optimizer) return 12;   // ZeRO paper: fp32 master weights and moments
   // TE FusedAdam keeps only the 16 low bits of an fp32 master weight over a bf16 parameter.
-  const double main = main_params_dtype == DType::fp32 && precision == Precision::bf16
-                          ? 2.0
-                          : dtype_bytes(main_params_dtype);
+  const double main = keeps_param_remainders() ? 2.0 : dtype_bytes(main_params_dtype);
   return main + dtype_bytes(exp_avg_dtype) + dtype_bytes(exp_avg_sq_dtype);
 }
 double ParallelPlan::adam_step_bytes() const {
   // Read and write every state, read the gradient, write the 16-bit weight: 2 x 12 + 2 + 2 = 28
   // without the precision-aware optimizer, as commscope has always counted (fp32 too). Megatron-LM
   // reads its gradients from its buffer, in the type it reduced them in (fp32 under bf16).
-  const double grad = framework == Framework::megatron
-                          ? dtype_bytes(grad_comm_dtype.value_or(megatron_grad_dtype(*this)))
-                          : 2.0;
+  const double grad =
+      framework == Framework::megatron ? dtype_bytes(megatron_grad_buffer_dtype(*this)) : 2.0;
   if (!precision_aware_optimizer) return 24 + grad + 2.0;
   return 2.0 * optimizer_state_bytes() + grad + 2.0;
 }

@@ -399,10 +399,9 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // bf16 (arguments.py sets accumulate_allreduce_grads_in_fp32), bf16 under
   // --grad-reduce-in-bf16 (--grad-comm-dtype bf16: DistributedDataParallelConfig
   // grad_reduce_in_fp32 false).
-  const double gb = p.framework == Framework::megatron
-                        ? dtype_bytes(p.grad_comm_dtype.value_or(megatron_grad_dtype(p)))
-                    : mixed ? 2
-                            : 4;
+  const double gb = p.framework == Framework::megatron ? dtype_bytes(megatron_grad_buffer_dtype(p))
+                    : mixed                            ? 2
+                                                       : 4;
   const double wb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
   MemoryBreakdown mem;
   mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));

@@ -29,6 +29,9 @@ Framework framework_of_name(std::string_view name);
 // The data type of Megatron-LM's gradient buffers: fp32 under bf16 (Megatron's arguments.py
 // sets accumulate_allreduce_grads_in_fp32 for bf16), the parameters' otherwise.
 DType megatron_grad_dtype(const ParallelPlan& plan);
+// The type Megatron-LM's gradient buffer holds and reduces in, as the plan says it: that of
+// --grad-comm-dtype when given (--grad-reduce-in-bf16), else megatron_grad_dtype.
+DType megatron_grad_buffer_dtype(const ParallelPlan& plan);
 
 // One DeepSpeed release's ZeRO-3 behaviour, from presets/frameworks/deepspeed.json
 // (docs/cost-model.md, "DeepSpeed 0.3-0.5"): whether every all-gather waits for all queued work

@@ -171,6 +171,12 @@ struct ParallelPlan {
   // Bytes per parameter of the optimizer's state (master weights and moments), and what Adam's
   // step reads and writes per parameter (each state twice, the gradient and the weight once).
   double optimizer_state_bytes() const;
+  // Whether the precision-aware optimizer keeps fp32 master weights as the 16 low bits beside
+  // bf16 parameters (OptimizerConfig.store_param_remainders).
+  bool keeps_param_remainders() const {
+    return precision_aware_optimizer && main_params_dtype == DType::fp32 &&
+           precision == Precision::bf16;
+  }
   double adam_step_bytes() const;
   Schedule schedule = Schedule::one_f_one_b;
   Bytes ddp_bucket = units::mib(25);               // PyTorch DDP bucket_cap_mb=25
