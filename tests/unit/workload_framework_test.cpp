@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -867,6 +868,42 @@ TEST(Megatron, DistributedOptimizerBuckets) {
     EXPECT_EQ(rs, expected);
     EXPECT_EQ(ag, expected);
   }
+}
+
+// --ddp-bucket-size counts MiB of the gradient buffer: fp32 under bf16 (4 bytes a parameter),
+// bf16 with --grad-reduce-in-bf16 or --main-grads-dtype bf16 (2 bytes), so the same MiB hold
+// twice the parameters there; the reduce-scatters then carry the same bytes per bucket.
+TEST(Megatron, BucketSizeInMibOfTheGradientBuffer) {
+  auto bucket = [](std::optional<DType> wire, bool bf16_main_grads) {
+    PlanInput p = megatron_plan(16, true, true);
+    p.ddp_bucket_mb = 100;
+    p.grad_comm_dtype = wire;
+    if (bf16_main_grads) {
+      p.precision_aware_optimizer = true;
+      p.main_grads_dtype = DType::bf16;
+    }
+    Scenario sc = scenario("llama2-7b", "dgx-a100-80gb", p);
+    std::vector<double> bytes;
+    const Workload w = build_workload(sc);
+    for (const Op& op : w.roles[0].chunks[0].backward.ops())
+      if (op.name == "megatron_grad_bucket") bytes.push_back(op.bytes);
+    return std::pair{sc.plan.megatron_bucket, bytes};
+  };
+  const std::int64_t mib100 = 100 * 1024 * 1024;
+  const auto [fp32_params, fp32_bytes] = bucket(std::nullopt, false);
+  const auto [bf16_params, bf16_bytes] = bucket(DType::bf16, false);
+  const auto [main_params, main_bytes] = bucket(std::nullopt, true);
+  EXPECT_EQ(fp32_params, mib100 / 4);
+  EXPECT_EQ(bf16_params, mib100 / 2);
+  EXPECT_EQ(main_params, mib100 / 2);
+  // twice the parameters a bucket (buckets close at whole ops, so fewer of them), half the
+  // bytes in all
+  auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+  ASSERT_FALSE(fp32_bytes.empty());
+  EXPECT_LT(bf16_bytes.size(), fp32_bytes.size());
+  EXPECT_EQ(bf16_bytes, main_bytes);
+  EXPECT_DOUBLE_EQ(sum(bf16_bytes), sum(fp32_bytes) / 2);
+  EXPECT_EQ(bucket(DType::fp32, false).first, mib100 / 4);
 }
 
 // Without --overlap-grad-reduce one bucket of everything after backward; without the
