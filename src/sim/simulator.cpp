@@ -203,6 +203,7 @@ namespace {
 // pipeline_order into `order`, reusing its storage (cleared, not freed).
 void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined,
                          std::vector<std::vector<PipelineTask>>& order) {
+  CS_CHECK(v <= std::numeric_limits<std::int16_t>::max());  // PipelineTask::chunk
   order.resize(pp);
   for (int st = 0; st < pp; ++st) {
     auto& o = order[st];
@@ -210,7 +211,7 @@ void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined,
     o.reserve(static_cast<std::size_t>(2) * m * v);
     auto task = [&](int chunk, int mb, bool bw) {
       PipelineTask t;
-      t.stage = st, t.chunk = chunk, t.microbatch = mb, t.backward = bw;
+      t.stage = st, t.chunk = static_cast<std::int16_t>(chunk), t.microbatch = mb, t.backward = bw;
       o.push_back(t);
     };
     // The last two tasks as a combined 1F1B pair (a forward, then a backward).
@@ -794,6 +795,11 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         if (!order[s][i].backward) forward_at[s].push_back(i);
     }
   }
+  thread_local PipelineEnds ends;
+  auto p2p_of = [&](const PipelineTask& t) {
+    const TaskCost& k = cost_of(t);
+    return t.backward ? k.bwd_p2p : k.fwd_p2p;
+  };
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
@@ -805,10 +811,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         if (!t.backward) return t.microbatch == 0 ? k.fwd_first : k.fwd;
         return t.microbatch == m - 1 ? k.bwd_last : k.bwd;
       },
-      [&](const PipelineTask& t) {
-        const TaskCost& k = cost_of(t);
-        return t.backward ? k.bwd_p2p : k.fwd_p2p;
-      },
+      p2p_of,
       [&](std::size_t s, std::size_t here, const PipelineTask& t) {
         if (!gathered_ahead(t)) return 0.0;
         const int c = t.chunk;
@@ -825,7 +828,12 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         const double done = std::max(dispatched, queued) + g;
         gathered[s * v + c] = done;
         return done - host;
-      });
+      },
+      ends);
+  // The k-th task of stage s's input times.
+  auto input_of = [&](int s, std::size_t k) {
+    return task_input(order[s], k, ends, p2p_of(order[s][k]));
+  };
 
   // (3) the step, once the stage's last backward and its gradient reduction are done
   thread_local std::vector<double> ready, last_task_end, step_start;
@@ -875,33 +883,41 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // The same as a profiler records them: a receive from when the stage posted it (the wait
   // for the sender included), a send from when it began.
   // Without receive waits those are the transfers themselves: not built, not swept.
+  // Both in one pass; the profiler's lists are swept only where a receive waited.
   bool recv_waits = false;
-  for (int s = 0; s < pp && !recv_waits; ++s)
-    for (const auto& t : order[s])
-      if (t.ready > t.transfer_start && t.transfer_start - t.recv_wait() != t.transfer_start) {
-        recv_waits = true;
-        break;
-      }
-  profiled.resize(recv_waits ? pp : 0);
-  for (auto& lists : profiled)
-    for (auto& l : lists) l.clear();
+  profiled.resize(pp);
   for (int s = 0; s < pp; ++s)
-    for (int k = 0; k < 4; ++k) {
-      const std::size_t per_list = static_cast<std::size_t>(m) * v;  // one per micro-batch, chunk
-      transfers[s][k].reserve(per_list);
-      if (recv_waits) profiled[s][k].reserve(per_list);
+    for (int k = 0; k < 4; ++k) {  // one per micro-batch and chunk
+      profiled[s][k].clear();
+      transfers[s][k].reserve(static_cast<std::size_t>(m) * v);
+      profiled[s][k].reserve(static_cast<std::size_t>(m) * v);
     }
-  for (int s = 0; s < pp; ++s)
-    for (const auto& t : order[s]) {
-      if (t.ready <= t.transfer_start) continue;
+  for (int s = 0; s < pp; ++s) {
+    // posted_at, kept as the loop goes: the stage's previous task's end (a pair's later end)
+    double free = 0, pair_posted = 0;
+    for (const PipelineTask& t : order[s]) {
+      TaskInput in;
+      if (t.pair == kPairTail) {
+        in.posted = pair_posted;
+        free = std::max(free, t.end);  // free: the head's end
+      } else {
+        in.posted = pair_posted = free;
+        free = t.end;
+      }
+      const double e = ends.input_end(t);
+      if (e < 0) continue;  // no transfer feeds it
+      in.transfer_start = e, in.ready = e + p2p_of(t);
+      if (in.ready <= in.transfer_start) continue;
       const int vs = t.chunk * pp + t.stage;
       const int from = (t.backward ? vs + 1 : vs - 1) % pp;
-      transfers[s][t.backward ? 1 : 0].emplace_back(t.transfer_start, t.ready);
-      transfers[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
-      if (!recv_waits) continue;
-      profiled[s][t.backward ? 1 : 0].emplace_back(t.transfer_start - t.recv_wait(), t.ready);
-      profiled[from][t.backward ? 3 : 2].emplace_back(t.transfer_start, t.ready);
+      const double posted_or_start = in.transfer_start - in.recv_wait();
+      recv_waits = recv_waits || posted_or_start != in.transfer_start;
+      transfers[s][t.backward ? 1 : 0].emplace_back(in.transfer_start, in.ready);
+      transfers[from][t.backward ? 3 : 2].emplace_back(in.transfer_start, in.ready);
+      profiled[s][t.backward ? 1 : 0].emplace_back(posted_or_start, in.ready);
+      profiled[from][t.backward ? 3 : 2].emplace_back(in.transfer_start, in.ready);
     }
+  }
   pred.stages.reserve(pp);
   // Tasks of a kind have identical runs: count them, then add each run's breakdown once. A stage
   // with the same runs and counts as the one before it (the middle stages) has the same sum.
@@ -1002,10 +1018,12 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     // part its first forward waited for exposed (as the tail's wait), the rest hidden.
     double gather_wait = 0;
     if (ahead)
-      for (const auto& t : order[s]) {
+      for (std::size_t k = 0; k < order[s].size(); ++k) {
+        const PipelineTask& t = order[s][k];
         if (!gathered_ahead(t)) continue;
         const double g = runs_of(s, t.chunk).ahead_gather;
-        const double w = std::min(g, std::max(0.0, t.start - std::max(t.posted, t.ready)));
+        const TaskInput in = input_of(s, k);
+        const double w = std::min(g, std::max(0.0, t.start - std::max(in.posted, in.ready)));
         gather_wait += w;
         for (CommShare* share :
              {&b.by_group[CommGroup::data], &b.by_collective[Collective::all_gather]}) {
@@ -1083,15 +1101,15 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
           e.microbatch = side && (*side)[i] ? other_mb : t.microbatch;
           tl.events.push_back(e);
         }
-        if (t.ready > t.transfer_start) {
+        if (const TaskInput in = input_of(s, j); in.ready > in.transfer_start) {
           // The transfer occupies the receiver's and the sender's pipeline stream.
           const int vs = t.chunk * pp + t.stage;
           const int from = (t.backward ? vs + 1 : vs - 1) % pp;
           Event e;
           e.rank = s;
           e.stream = kPipelineStream;
-          e.start = t.transfer_start;
-          e.dur = t.ready - t.transfer_start;
+          e.start = in.transfer_start;
+          e.dur = in.ready - in.transfer_start;
           e.kind = EventKind::comm;
           e.has_collective = true;
           e.collective = Collective::recv;
@@ -1103,7 +1121,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
           e.group_size = 2;
           e.name = send_name;
           e.microbatch = t.microbatch;
-          e.wait = t.recv_wait();  // the receiver posted it before the sender was there
+          e.wait = in.recv_wait();  // the receiver posted it before the sender was there
           tl.events.push_back(e);
           e.rank = from;
           e.collective = Collective::send;

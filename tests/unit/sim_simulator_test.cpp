@@ -107,6 +107,71 @@ TEST(Sim, PipelineBubble) {
   }
 }
 
+// A placed task's input times, derived (task_input) rather than stored: against a search of the
+// placed schedule for the task that feeds it (the previous virtual stage's forward of the same
+// micro-batch, the next one's backward) and for the stage's previous task, for every schedule,
+// with transfers that take time and combined 1F1B pairs.
+TEST(Sim, TaskInputFollowsThePlacedSchedule) {
+  struct Case {
+    Schedule s;
+    int p, v, m;
+    bool combined;
+  };
+  for (const Case& c :
+       {Case{Schedule::gpipe, 4, 1, 8, false}, Case{Schedule::one_f_one_b, 4, 1, 8, false},
+        Case{Schedule::interleaved, 2, 3, 4, false}, Case{Schedule::interleaved, 2, 2, 4, true},
+        Case{Schedule::one_f_one_b, 1, 1, 4, true}}) {
+    SCOPED_TRACE(
+        fmt::format("{} p {} v {} m {} combined {}", to_string(c.s), c.p, c.v, c.m, c.combined));
+    auto order = pipeline_order(c.s, c.p, c.v, c.m, c.combined);
+    // uneven lengths and transfers, so that receives wait and stages idle
+    auto length = [](const PipelineTask& t) {
+      return (t.backward ? 2.0 : 1.0) + 0.25 * t.stage + 0.125 * t.chunk;
+    };
+    auto p2p = [](const PipelineTask& t) { return t.backward ? 0.3 : 0.2 + 0.1 * t.stage; };
+    PipelineEnds ends;
+    schedule_pipeline(
+        order, c.p, c.v, length, p2p,
+        [](std::size_t, std::size_t, const PipelineTask&) { return 0.0; }, ends);
+    const int last = c.p * c.v - 1;
+    int waited = 0;
+    for (const auto& stage : order)
+      for (std::size_t k = 0; k < stage.size(); ++k) {
+        const PipelineTask& t = stage[k];
+        const int vs = t.chunk * c.p + t.stage;
+        const int feeder = t.backward ? vs + 1 : vs - 1;
+        double fed = -1;  // the feeding task's end, searched for
+        if (feeder >= 0 && feeder <= last)
+          for (const auto& other : order)
+            for (const PipelineTask& u : other)
+              if (u.chunk * c.p + u.stage == feeder && u.microbatch == t.microbatch &&
+                  u.backward == t.backward)
+                fed = u.end;
+        double prev = 0;  // the stage's previous task's end (a pair: the later of both)
+        std::size_t j = k;
+        if (t.pair == kPairTail) --j;  // a pair's tail is posted with its head
+        if (j > 0) {
+          prev = stage[j - 1].end;
+          if (stage[j - 1].pair == kPairTail) prev = std::max(prev, stage[j - 2].end);
+        }
+        const TaskInput in = task_input(stage, k, ends, p2p(t));
+        EXPECT_EQ(in.posted, prev);
+        if (fed < 0) {
+          EXPECT_EQ(in.transfer_start, 0.0);
+          EXPECT_EQ(in.ready, 0.0);
+        } else {
+          EXPECT_EQ(in.transfer_start, fed);
+          EXPECT_EQ(in.ready, fed + p2p(t));
+          EXPECT_GE(t.start, in.ready);
+        }
+        EXPECT_GE(t.start, in.posted);
+        EXPECT_EQ(in.recv_wait(), std::max(0.0, in.transfer_start - in.posted));
+        waited += in.recv_wait() > 0;
+      }
+    if (c.p > 1) EXPECT_GT(waited, 0);  // the case is not trivial
+  }
+}
+
 // The step's collectives wait for stragglers too: Megatron-LM's distributed optimizer without
 // overlap reduce-scatters the gradients and all-gathers the parameters in the step. The ranks'
 // spread at the reduce-scatter is over the compute since the data stream's last collective,

@@ -78,24 +78,76 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
                    const ParallelPlan& plan, bool last_microbatch, Timeline* names = nullptr,
                    const Stragglers* stragglers = nullptr, RunDetail* detail = nullptr);
 
-// One forward or backward of one chunk for one micro-batch on one stage.
+inline constexpr std::uint8_t kPairHead = 1, kPairTail = 2;  // PipelineTask::pair
+
+// One forward or backward of one chunk for one micro-batch on one stage: 32 bytes, so that a
+// sweep's schedules stay in cache (a 1F1B of PP 8 and 64 micro-batches is 1,024 tasks). The
+// times of its input (when the transfer that fed it began, when it arrived, when the stage
+// posted the receive) follow from the placed schedule: PipelineEnds and posted_at.
 struct PipelineTask {
-  int stage = 0, chunk = 0, microbatch = 0;
-  bool backward = false;
+  std::int32_t stage = 0, microbatch = 0;
+  std::int16_t chunk = 0;  // (at most the model's layer count, limits::kMaxLayers)
   // Combined 1F1B (ParallelPlan::overlap_moe_ep_comm): a forward that runs together with the
   // backward after it in its stage's order (kPairHead), and that backward (kPairTail); both
   // start at once, when both inputs are there, and end when their own ops are done.
+  std::int16_t other = -1;  // a pair's other task's chunk
+  bool backward = false;
   std::uint8_t pair = 0;
-  int other = -1;  // a pair's other task's chunk
   double start = 0, end = 0;
-  double ready = 0;           // when its input had arrived
-  double transfer_start = 0;  // when the transfer it waited for began (ready - p2p), or ready
-  double posted = 0;  // when the stage was free to post the receive (its previous task's end)
+};
+static_assert(sizeof(PipelineTask) == 32);
+
+// A placed schedule's task ends by (virtual stage, micro-batch, direction), which
+// schedule_pipeline fills as it places the tasks (-1: not placed yet).
+struct PipelineEnds {
+  int pp = 0, virtual_stages = 0, microbatches = 0;
+  std::vector<double> done;
+  void reset(int p, int v, int m) {
+    pp = p, virtual_stages = v, microbatches = m;
+    done.assign(static_cast<std::size_t>(p) * v * m * 2, -1.0);
+  }
+  double& at(int vs, int mb, bool bw) {
+    return done[(static_cast<std::size_t>(vs) * microbatches + mb) * 2 + (bw ? 1 : 0)];
+  }
+  double at(int vs, int mb, bool bw) const {
+    return done[(static_cast<std::size_t>(vs) * microbatches + mb) * 2 + (bw ? 1 : 0)];
+  }
+  // The end of the task whose output feeds t (the previous virtual stage's forward of its
+  // micro-batch, or the next one's backward): when the transfer to t began; -1 where no task
+  // feeds t (the first virtual stage's forwards, the last one's backwards) or it is not placed.
+  double input_end(const PipelineTask& t) const {
+    const int vs = t.chunk * pp + t.stage;
+    if (!t.backward && vs > 0) return at(vs - 1, t.microbatch, false);
+    if (t.backward && vs < pp * virtual_stages - 1) return at(vs + 1, t.microbatch, true);
+    return -1;
+  }
+};
+
+// The input times of a placed task t, whose feeding transfer takes p2p seconds: when that
+// transfer began (transfer_start) and ended (ready), both 0 for a task that no transfer feeds;
+// and when its stage was free to post the receive (posted: its previous task's end, or 0).
+struct TaskInput {
+  double transfer_start = 0, ready = 0, posted = 0;
   // Seconds the receive waited for the sender before the transfer began (the profiler's view).
   double recv_wait() const { return transfer_start > posted ? transfer_start - posted : 0; }
 };
-
-inline constexpr std::uint8_t kPairHead = 1, kPairTail = 2;
+// The k-th task of a stage's placed order: its previous task's end (a pair's: the later of its
+// two ends; a pair's tail: its head's posting), or 0 for the first.
+inline double posted_at(const std::vector<PipelineTask>& stage, std::size_t k) {
+  if (k < stage.size() && stage[k].pair == kPairTail) return k ? posted_at(stage, k - 1) : 0;
+  if (k == 0) return 0;
+  const PipelineTask& prev = stage[k - 1];
+  if (prev.pair == kPairTail && k >= 2) return std::max(stage[k - 2].end, prev.end);
+  return prev.end;
+}
+inline TaskInput task_input(const std::vector<PipelineTask>& stage, std::size_t k,
+                            const PipelineEnds& ends, double p2p) {
+  TaskInput in;
+  in.posted = posted_at(stage, k);
+  const double e = ends.input_end(stage[k]);
+  if (e >= 0) in.transfer_start = e, in.ready = e + p2p;
+  return in;
+}
 
 // Per stage, in execution order, the tasks of a schedule (GPipe, 1F1B, interleaved 1F1B as
 // Megatron orders them). `combined`: Megatron-Core's combined 1F1B (overlap_moe_ep_comm): the
@@ -110,15 +162,18 @@ std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v,
 // task), where the task is order[stage][k] and the stage's earlier tasks are placed, gives the
 // earliest time the task may start for a reason of its own (0: none). A pair (kPairHead, then
 // kPairTail) starts when both inputs are there; each ends duration() after that start, and the
-// stage is free when both are done.
+// stage is free when both are done. `ends` receives every task's end by (virtual stage,
+// micro-batch, direction), for task_input.
 template <class Duration, class Transfer, class Gate>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
-                       Duration&& duration, Transfer&& p2p, Gate&& gate);
+                       Duration&& duration, Transfer&& p2p, Gate&& gate, PipelineEnds& ends);
 template <class Duration, class Transfer>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
                        Duration&& duration, Transfer&& p2p) {
-  schedule_pipeline(order, pp, v, duration, p2p,
-                    [](std::size_t, std::size_t, const PipelineTask&) { return 0.0; });
+  PipelineEnds ends;
+  schedule_pipeline(
+      order, pp, v, duration, p2p,
+      [](std::size_t, std::size_t, const PipelineTask&) { return 0.0; }, ends);
 }
 
 // Megatron-Core's combined 1F1B step (ParallelPlan::overlap_moe_ep_comm; sim/combined.cpp):
@@ -197,61 +252,46 @@ Status check_timeline_size(const Workload& w);
 // ---- template definition ----
 template <class Duration, class Transfer, class Gate>
 void schedule_pipeline(std::vector<std::vector<PipelineTask>>& order, int pp, int v,
-                       Duration&& duration, Transfer&& p2p, Gate&& gate) {
-  const int stages_total = pp * v;  // virtual stages
-  // done[vs][mb][backward] end times; -1 while not scheduled
+                       Duration&& duration, Transfer&& p2p, Gate&& gate, PipelineEnds& ends) {
   int m = 0;
   for (const auto& st : order)
     for (const auto& t : st) m = std::max(m, t.microbatch + 1);
+  ends.reset(pp, v, m);
   // Per-thread scratch: cleared, not freed, between calls.
-  thread_local std::vector<double> done, free_at;
+  thread_local std::vector<double> free_at;
   thread_local std::vector<std::size_t> next;
-  done.assign(static_cast<std::size_t>(stages_total) * m * 2, -1.0);
-  auto at = [&](int vs, int mb, bool bw) -> double& {
-    return done[(static_cast<std::size_t>(vs) * m + mb) * 2 + (bw ? 1 : 0)];
-  };
   next.assign(order.size(), 0);
   free_at.assign(order.size(), 0.0);
   std::size_t remaining = 0;
   for (const auto& st : order) remaining += st.size();
-  // Whether task u's input has arrived; its ready and transfer_start times if so.
-  auto arrived = [&](PipelineTask& u) {
+  // When task u's input arrives (0 if none feeds it), or -1 while its sender is not placed.
+  auto arrival = [&](const PipelineTask& u) {
     const int vs = u.chunk * pp + u.stage;
-    double e = 0;
-    if (!u.backward && vs > 0) {
-      e = at(vs - 1, u.microbatch, false);
-    } else if (u.backward && vs < stages_total - 1) {
-      e = at(vs + 1, u.microbatch, true);
-    } else {
-      u.ready = u.transfer_start = 0;
-      return true;
-    }
-    if (e < 0) return false;
-    u.transfer_start = e;
-    u.ready = e + p2p(u);
-    return true;
+    if ((!u.backward && vs == 0) || (u.backward && vs == pp * v - 1)) return 0.0;
+    const double e = ends.input_end(u);
+    return e < 0 ? -1.0 : e + p2p(u);
   };
   while (remaining > 0) {
     bool progress = false;
     for (std::size_t s = 0; s < order.size(); ++s) {
       while (next[s] < order[s].size()) {
         PipelineTask& t = order[s][next[s]];
-        if (!arrived(t)) break;
+        const double t_ready = arrival(t);
+        if (t_ready < 0) break;
         const bool paired = t.pair == kPairHead;
         PipelineTask* u = paired ? &order[s][next[s] + 1] : nullptr;
-        if (u && !arrived(*u)) break;
-        t.posted = free_at[s];
-        t.start = std::max({free_at[s], t.ready, gate(s, next[s], t)});
-        if (u) t.start = std::max(t.start, u->ready);
+        const double u_ready = u ? arrival(*u) : 0.0;
+        if (u_ready < 0) break;
+        t.start = std::max({free_at[s], t_ready, gate(s, next[s], t)});
+        if (u) t.start = std::max(t.start, u_ready);
         t.end = t.start + duration(t);
         free_at[s] = t.end;
-        at(t.chunk * pp + t.stage, t.microbatch, t.backward) = t.end;
+        ends.at(t.chunk * pp + t.stage, t.microbatch, t.backward) = t.end;
         if (u) {
-          u->posted = t.posted;
           u->start = t.start;
           u->end = u->start + duration(*u);
           free_at[s] = std::max(t.end, u->end);
-          at(u->chunk * pp + u->stage, u->microbatch, u->backward) = u->end;
+          ends.at(u->chunk * pp + u->stage, u->microbatch, u->backward) = u->end;
         }
         next[s] += paired ? 2 : 1;
         remaining -= paired ? 2 : 1;
