@@ -275,16 +275,10 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   // PyTorch's pipelining runtime keeps FSDP's gradients unsharded from one micro-batch to the
   // next and reduces them after the last backward (PipelineStage: set_requires_gradient_sync
   // and set_reshard_after_backward(False) in each backward, then one post-backward pass), and
-  // with them the parameters where forward keeps them.
-  if (p.pp.value_or(1) > 1 && sh != 1) {
-    p.fsdp_grad_sync = FsdpGradSync::step;
-    if (reshards)
-      job.notes.push_back(fmt::format(
-          "{}: FSDP that frees the parameters after forward under pipelining is priced as "
-          "gathering them again in every backward (FULL_SHARD, or HYBRID_SHARD under HSDP); "
-          "PyTorch's pipelining keeps them after backward, which saves some of those gathers",
-          where("fsdp_reshard_after_forward")));
-  }
+  // with them the parameters: after forward where forward keeps them, after each backward in
+  // any case ("always": gathered again for each backward, kept until the next forward ends;
+  // ParallelPlan::fsdp_unsharded_after_backward).
+  if (p.pp.value_or(1) > 1 && sh != 1) p.fsdp_grad_sync = FsdpGradSync::step;
   if (!reshards && sh != 1)
     p.fsdp_sharding = rep > 1 ? FsdpSharding::hybrid_shard_zero2 : FsdpSharding::shard_grad_op;
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel) and, with

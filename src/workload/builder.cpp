@@ -1644,7 +1644,7 @@ class Builder {
                  (params + g.shard - 1) / g.shard * g.shard, dt_, layer);
     op.tag = OpTag::param_gather;
     if (g.hybrid) place_sub_group(op, g.shard, g.shard_per_node);
-    op.first_microbatch_only = fsdp_gathers_once();
+    op.first_microbatch_only = fsdp_gathers_once() || fsdp_forward_gathers_once(e);
     return after ? e.side(op, {*after}) : e.side(op, {});
   }
   // Block l's unit gathered: its parameters over DP (x CP), then its experts' over the
@@ -1716,6 +1716,15 @@ class Builder {
     return fsdp_sharded() && !fsdp_reshards_after_forward() &&
            p_.fsdp_grad_sync != FsdpGradSync::micro_batch;
   }
+  // FULL_SHARD / HYBRID_SHARD under --fsdp-grad-sync step (ParallelPlan::
+  // fsdp_unsharded_after_backward): every backward gathers its unit again, and forward gathers
+  // only where the unit's previous task was a forward. Per unit and step that is 1 + M gathers
+  // for M micro-batches (the first task, and each task after one of the M forwards), priced as
+  // the first micro-batch's forward and every backward: in 1F1B a stage's warm-up forwards
+  // gather where its cool-down backwards do not, the same count placed otherwise.
+  bool fsdp_forward_gathers_once(const Emitter& e) const {
+    return p_.fsdp_unsharded_after_backward() && e.phase() == Phase::forward;
+  }
   std::optional<std::uint32_t> prev_of(const Emitter& e) const {
     return e.has_prev() ? std::optional<std::uint32_t>(e.prev()) : std::nullopt;
   }
@@ -1736,7 +1745,8 @@ class Builder {
     if (!deepspeed_zero3()) {
       const std::size_t before = megatron_buckets_.size();
       build_chunk_ops(ch);
-      if (fsdp_gathers_once()) {  // the first forward gathers, the others find them gathered
+      // the first forward gathers, the others find them gathered
+      if (fsdp_gathers_once() || p_.fsdp_unsharded_after_backward()) {
         ch.forward_first = std::move(ch.forward);
         ch.forward = without_first_microbatch_ops(ch.forward_first);
       }

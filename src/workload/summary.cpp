@@ -403,8 +403,12 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
                     : mixed                            ? 2
                                                        : 4;
   const double wb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
+  // Whether the weights stay sharded at the peak: ZeRO-3 / FSDP's FULL_SHARD, but not where
+  // FSDP keeps them whole after each backward (--fsdp-grad-sync step: from then to the next
+  // forward the stage holds all of them, as SHARD_GRAD_OP does).
+  const bool sharded_weights = p.zero >= 3 && !p.fsdp_unsharded_after_backward();
   MemoryBreakdown mem;
-  mem.weights = Bytes(P * wb / (p.zero >= 3 ? d : 1));
+  mem.weights = Bytes(P * wb / (sharded_weights ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));
   mem.optimizer = Bytes(P * ob / (p.zero >= 1 ? d : 1));
   // The routed experts' shards are cut over the expert-data group (FSDP's efsdp mesh, as
@@ -412,7 +416,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // its shard group.
   const double E = static_cast<double>(r.expert_params),
                ed = hsdp_expert_shard_ranks(p, sc.gpus_per_node);
-  if (E > 0 && p.zero >= 3) mem.weights = Bytes((P - E) * wb / d + E * wb / ed);
+  if (E > 0 && sharded_weights) mem.weights = Bytes((P - E) * wb / d + E * wb / ed);
   if (E > 0 && p.zero >= 2) mem.gradients = Bytes((P - E) * gb / d + E * gb / ed);
   // FSDP reducing once a step (--fsdp-grad-sync) keeps every unit's unsharded gradient until
   // the reduction, accumulated over the micro-batches in the reduce type where one is set
@@ -438,11 +442,11 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     // as the weights are, in place of the 16-bit ones) with the transpose or columnwise copy
     // beside them (1 byte, whole, or only for the gathered blocks under ZeRO-3).
     const GemmWeights g = role_gemm_weights(sc, r);
-    const double held = p.zero >= 3 ? std::min(g.total, 2 * g.largest) : g.total;
+    const double held = sharded_weights ? std::min(g.total, 2 * g.largest) : g.total;
     if (!p.fp8_param_gather) {
       mem.weights += Bytes(2 * held);
     } else {
-      const double own = p.zero >= 3 ? (g.total - g.experts) / d + g.experts / ed : g.total;
+      const double own = sharded_weights ? (g.total - g.experts) / d + g.experts / ed : g.total;
       mem.weights = Bytes(mem.weights.value() - (wb - 1) * own + held);
     }
   }
@@ -540,7 +544,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // DeepSpeed's coordinator: what its replay held gathered at once (bounded by
       // stage3_max_live_parameters beyond the module in use).
       buffers += Bytes(elem * static_cast<double>(r.zero3_live_params));
-    } else if (p.zero == 3) {
+    } else if (p.zero == 3 && sharded_weights) {
       // The largest block gathered, in the parameters' type (its GEMM weights in 1 byte under
       // --fp8-param-gather).
       double largest = 0;

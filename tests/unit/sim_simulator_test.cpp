@@ -168,7 +168,9 @@ TEST(Sim, TaskInputFollowsThePlacedSchedule) {
         EXPECT_EQ(in.recv_wait(), std::max(0.0, in.transfer_start - in.posted));
         waited += in.recv_wait() > 0;
       }
-    if (c.p > 1) EXPECT_GT(waited, 0);  // the case is not trivial
+    if (c.p > 1) {
+      EXPECT_GT(waited, 0);  // the case is not trivial
+    }
   }
 }
 

@@ -162,8 +162,8 @@ TEST(TorchtitanConfig, ParallelismFields) {
   EXPECT_EQ(j.plan.recompute, Recompute::none);
   // fsdp_reshard_after_forward: "default" keeps the gathered parameters under PP (FSDP's
   // SHARD_GRAD_OP), frees them without; "always" and "never" say so whatever the PP. Under PP
-  // the gradients are reduced once a step; "always" there gathers again in every backward,
-  // which PyTorch's pipelining partly saves: a note says so.
+  // the gradients are reduced once a step (and "always" keeps the parameters after each
+  // backward: Fsdp.FullShardUnderStepSync); no note.
   for (auto [pp, policy, want] :
        {std::tuple{1, "", FsdpSharding::full_shard}, std::tuple{2, "", FsdpSharding::shard_grad_op},
         std::tuple{2, "always", FsdpSharding::full_shard},
@@ -177,15 +177,7 @@ TEST(TorchtitanConfig, ParallelismFields) {
     EXPECT_EQ(j.plan.fsdp_sharding.value_or(FsdpSharding::full_shard), want);
     EXPECT_EQ(j.plan.fsdp_grad_sync.value_or(FsdpGradSync::micro_batch),
               pp > 1 ? FsdpGradSync::step : FsdpGradSync::micro_batch);
-    const bool noted = pp > 1 && std::string_view(policy) == "always";
-    ASSERT_EQ(j.notes.size(), noted ? 1u : 0u);
-    if (noted) {
-      EXPECT_NE(j.notes[0].find("fsdp_reshard_after_forward: FSDP that frees the parameters "
-                                "after forward under pipelining is priced as gathering them "
-                                "again in every backward"),
-                std::string::npos)
-          << j.notes[0];
-    }
+    EXPECT_TRUE(j.notes.empty());
   }
   // HSDP: "never" keeps the parameters (_HYBRID_SHARD_ZERO2), the default without PP frees them.
   for (auto [policy, want] : {std::pair{"never", FsdpSharding::hybrid_shard_zero2},

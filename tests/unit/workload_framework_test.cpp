@@ -550,8 +550,11 @@ TEST(Fsdp, SimulatorHonoursTheLimit) {
 // (M reduce-scatters of each), in the last micro-batch's backward (no_sync before it), or once
 // after the last backward, before the optimizer (PyTorch's pipelining). SHARD_GRAD_OP then
 // gathers each unit once, in the first forward: the other forwards are the same compute without
-// the gathers. FULL_SHARD still gathers every micro-batch, twice. Byte counts from the units'
-// padded sizes (fsdp_units, as above); the unsharded gradients stay in memory until reduced.
+// the gathers. FULL_SHARD gathers every micro-batch, twice, but once a step it is kept after
+// each backward (set_reshard_after_backward(False)): the first forward and every backward
+// gather, 1 + M gathers of each unit, and the stage holds its weights whole as SHARD_GRAD_OP
+// does. Byte counts from the units' padded sizes (fsdp_units, as above); the unsharded
+// gradients stay in memory until reduced.
 TEST(Fsdp, GradSyncOnceAStep) {
   const int d = 16, M = 4;
   for (auto s : {FsdpSharding::full_shard, FsdpSharding::shard_grad_op})
@@ -571,6 +574,9 @@ TEST(Fsdp, GradSyncOnceAStep) {
       const Chunk& ch = r.chunks[0];
       const bool once = sync != FsdpGradSync::micro_batch;
       const bool gathers_once = once && s == FsdpSharding::shard_grad_op;
+      // FULL_SHARD kept after each backward: forwards after the first gather nothing
+      const bool kept = sync == FsdpGradSync::step && s == FsdpSharding::full_shard;
+      EXPECT_EQ(sc.plan.fsdp_unsharded_after_backward(), kept);
 
       // per iteration, by collective
       double gathered = 0, reduced = 0;
@@ -580,9 +586,12 @@ TEST(Fsdp, GradSyncOnceAStep) {
         if (v.collective == Collective::reduce_scatter) reduced += v.bytes, rs_calls += v.calls;
       }
       const double per_mb_gather = (root + units + (s == FsdpSharding::full_shard ? units : 0)) * 2;
-      EXPECT_DOUBLE_EQ(gathered, gathers_once ? per_mb_gather : M * per_mb_gather);
-      EXPECT_EQ(gather_calls,
-                gathers_once ? L + 1 : M * (L + 1 + (s == FsdpSharding::full_shard ? L : 0)));
+      EXPECT_DOUBLE_EQ(gathered, gathers_once ? per_mb_gather
+                                 : kept       ? (root + units) * 2 + M * units * 2
+                                              : M * per_mb_gather);
+      EXPECT_EQ(gather_calls, gathers_once ? L + 1
+                              : kept       ? L + 1 + M * L
+                                           : M * (L + 1 + (s == FsdpSharding::full_shard ? L : 0)));
       EXPECT_DOUBLE_EQ(reduced, (root + units) * 2 * (once ? 1 : M));
       EXPECT_EQ(rs_calls, (L + 1) * (once ? 1 : M));
 
@@ -609,8 +618,8 @@ TEST(Fsdp, GradSyncOnceAStep) {
       }
 
       // the forwards: the first gathers, the others are the same compute without the gathers
-      EXPECT_EQ(ch.forward_first.empty(), !gathers_once);
-      if (gathers_once) {
+      EXPECT_EQ(ch.forward_first.empty(), !gathers_once && !kept);
+      if (gathers_once || kept) {
         EXPECT_EQ(named(ch.forward_first, "fsdp_all_gather").calls, L + 1);
         EXPECT_EQ(named(ch.forward, "fsdp_all_gather").calls, 0);
         EXPECT_EQ(ch.forward.size() + L + 1, ch.forward_first.size());
@@ -631,9 +640,19 @@ TEST(Fsdp, GradSyncOnceAStep) {
         }
       }
 
-      // memory: the unsharded gradients (bf16) until reduced, else a 1/d shard
+      // memory: the unsharded gradients (bf16) until reduced, else a 1/d shard; the weights
+      // (bf16) whole where they are kept, and then no gathered block counted beside them
       const double P = static_cast<double>(r.params);
-      EXPECT_DOUBLE_EQ(memory_per_rank(w, r).gradients.value(), once ? P * 2 : P * 2 / d);
+      const MemoryBreakdown mem = memory_per_rank(w, r);
+      EXPECT_DOUBLE_EQ(mem.gradients.value(), once ? P * 2 : P * 2 / d);
+      const bool whole = s == FsdpSharding::shard_grad_op || kept;
+      EXPECT_DOUBLE_EQ(mem.weights.value(), whole ? P * 2 : P * 2 / d);
+      if (kept) {  // against FULL_SHARD freed after backward: no gathered blocks beside
+        PlanInput freed = p;
+        freed.fsdp_grad_sync = FsdpGradSync::last_micro_batch;
+        Workload wf = build_workload(scenario("gpt2-large", "dgx-a100-80gb", freed));
+        EXPECT_LT(mem.comm_buffers.value(), memory_per_rank(wf, wf.roles[0]).comm_buffers.value());
+      }
       if (once) {  // accumulated in the reduce type where one is set (FSDP2)
         PlanInput q = p;
         q.grad_comm_dtype = DType::fp32;

@@ -178,6 +178,14 @@ struct ParallelPlan {
            precision == Precision::bf16;
   }
   double adam_step_bytes() const;
+  // FSDP's FULL_SHARD or HYBRID_SHARD under --fsdp-grad-sync step (torch.distributed.pipelining:
+  // set_reshard_after_backward(False) in each backward but the step's last): a unit freed after
+  // forward is gathered again for its backward and kept after it, so between a backward and the
+  // next forward the stage holds its parameters whole, and that forward gathers nothing.
+  bool fsdp_unsharded_after_backward() const {
+    return framework == Framework::fsdp && dp > 1 && zero >= 3 &&
+           fsdp_grad_sync == FsdpGradSync::step;
+  }
   Schedule schedule = Schedule::one_f_one_b;
   Bytes ddp_bucket = units::mib(25);               // PyTorch DDP bucket_cap_mb=25
   std::int64_t zero_reduce_bucket = 500000000;     // DeepSpeed reduce_bucket_size (elements)
