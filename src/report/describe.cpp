@@ -302,16 +302,28 @@ std::string headline(const Workload& w) {
         const int shard = hsdp_shard_ranks(p, sc.gpus_per_node);
         hsdp = fmt::format(": shard groups of {} ranks, {} replicas", shard, p.grad_dp() / shard);
       }
+      // What memory holds sharded (workload/summary.cpp): ZeRO-k's where that names it, the
+      // weights sharded beside whole gradients otherwise.
+      const bool whole_grads = p.fsdp_whole_gradients();
+      const bool whole_weights = p.zero < 3 || p.fsdp_unsharded_after_backward();
+      const int as_zero = p.zero == 0                    ? 0
+                          : whole_grads && whole_weights ? 1
+                          : whole_weights                ? 2
+                                                         : 3;
+      const std::string memory =
+          whole_grads && !whole_weights
+              ? std::string("memory as ZeRO-3 with whole gradients until their reduction")
+              : fmt::format("memory as ZeRO-{}", as_zero);
       out += fmt::format(
-          "framework: PyTorch FSDP ({}{}, wrap {}, backward prefetch {}, limit_all_gathers {}{}; "
-          "memory as ZeRO-{})\n",
+          "framework: PyTorch FSDP ({}{}, wrap {}, backward prefetch {}, limit_all_gathers {}{}{}; "
+          "{})\n",
           to_string(p.fsdp_sharding), hsdp, to_string(p.fsdp_wrap), to_string(p.fsdp_prefetch),
           p.fsdp_limit_all_gathers,
           p.fsdp_grad_sync == FsdpGradSync::step ? ", gradients reduced after the last backward"
           : p.fsdp_grad_sync == FsdpGradSync::last_micro_batch
               ? ", gradients reduced in the last micro-batch's backward"
               : "",
-          p.zero);
+          p.fsdp_unsharded_after_backward() ? ", parameters kept after each backward" : "", memory);
       break;
     }
     case Framework::megatron:

@@ -421,9 +421,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // FSDP reducing once a step (--fsdp-grad-sync) keeps every unit's unsharded gradient until
   // the reduction, accumulated over the micro-batches in the reduce type where one is set
   // (FSDP2's FSDPParam.unsharded_accumulated_grad, to_accumulated_grad_if_needed).
-  if (p.framework == Framework::fsdp && p.dp > 1 &&
-      (p.fsdp_grad_sync == FsdpGradSync::step ||
-       (p.fsdp_grad_sync == FsdpGradSync::last_micro_batch && p.grad_accum > 1)))
+  if (p.fsdp_whole_gradients())
     mem.gradients = Bytes(P * (p.grad_comm_dtype ? dtype_bytes(*p.grad_comm_dtype) : gb));
   // ZeRO++ hpZ: the secondary copy of the weights, sharded over zero_hpz_partition_size ranks.
   if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);

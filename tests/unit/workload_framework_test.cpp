@@ -1178,6 +1178,42 @@ TEST(FrameworkDescribe, BytesPerCollectiveMatchClosedForms) {
   EXPECT_TRUE(none.stages[0].pattern.empty());
 }
 
+// describe's FSDP line says what memory holds sharded, as memory_per_rank counts it: the
+// weights whole under SHARD_GRAD_OP or where they are kept after each backward (step), the
+// gradients whole until a reduction once a step.
+TEST(FrameworkDescribe, FsdpMemoryAsMemoryCountsIt) {
+  const int d = 16, M = 4;
+  struct Case {
+    FsdpSharding s;
+    FsdpGradSync sync;
+    const char* label;
+    bool weights_whole, grads_whole;
+  };
+  for (const Case& c :
+       {Case{FsdpSharding::full_shard, FsdpGradSync::micro_batch, "memory as ZeRO-3)", false,
+             false},
+        Case{FsdpSharding::full_shard, FsdpGradSync::last_micro_batch,
+             "memory as ZeRO-3 with whole gradients until their reduction)", false, true},
+        Case{FsdpSharding::full_shard, FsdpGradSync::step, "memory as ZeRO-1)", true, true},
+        Case{FsdpSharding::shard_grad_op, FsdpGradSync::micro_batch, "memory as ZeRO-2)", true,
+             false},
+        Case{FsdpSharding::shard_grad_op, FsdpGradSync::step, "memory as ZeRO-1)", true, true}}) {
+    SCOPED_TRACE(std::string(to_string(c.s)) + " " + std::string(to_string(c.sync)));
+    PlanInput p = fsdp_plan(d, c.s);
+    p.micro_batch = 1, p.global_batch = d * M;
+    p.fsdp_grad_sync = c.sync;
+    Workload w = build_workload(scenario("gpt2-large", "dgx-a100-80gb", p));
+    const std::string text = render_describe(w, describe(w), Format::table);
+    EXPECT_NE(text.find(c.label), std::string::npos) << text.substr(0, 600);
+    EXPECT_EQ(text.find("parameters kept after each backward") != std::string::npos,
+              c.s == FsdpSharding::full_shard && c.sync == FsdpGradSync::step);
+    const MemoryBreakdown mem = memory_per_rank(w, w.roles[0]);
+    const double P = static_cast<double>(w.roles[0].params);
+    EXPECT_DOUBLE_EQ(mem.weights.value(), c.weights_whole ? P * 2 : P * 2 / d);
+    EXPECT_DOUBLE_EQ(mem.gradients.value(), c.grads_whole ? P * 2 : P * 2 / d);
+  }
+}
+
 // ---- the command line ----
 
 struct CliRun {

@@ -186,6 +186,13 @@ struct ParallelPlan {
     return framework == Framework::fsdp && dp > 1 && zero >= 3 &&
            fsdp_grad_sync == FsdpGradSync::step;
   }
+  // FSDP reducing once a step (--fsdp-grad-sync step, or last-micro-batch with accumulation):
+  // every unit's unsharded gradient stays in memory until its reduction.
+  bool fsdp_whole_gradients() const {
+    return framework == Framework::fsdp && dp > 1 &&
+           (fsdp_grad_sync == FsdpGradSync::step ||
+            (fsdp_grad_sync == FsdpGradSync::last_micro_batch && grad_accum > 1));
+  }
   Schedule schedule = Schedule::one_f_one_b;
   Bytes ddp_bucket = units::mib(25);               // PyTorch DDP bucket_cap_mb=25
   std::int64_t zero_reduce_bucket = 500000000;     // DeepSpeed reduce_bucket_size (elements)
