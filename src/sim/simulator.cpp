@@ -882,8 +882,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     for (auto& l : transfers[s]) l.clear();
   // The same as a profiler records them: a receive from when the stage posted it (the wait
   // for the sender included), a send from when it began.
-  // Without receive waits those are the transfers themselves: not built, not swept.
-  // Both in one pass; the profiler's lists are swept only where a receive waited.
+  // Both are built in one pass; the profiler's lists are swept only where a receive waited
+  // (without waits they are the transfers themselves).
   bool recv_waits = false;
   profiled.resize(pp);
   for (int s = 0; s < pp; ++s)
