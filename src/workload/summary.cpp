@@ -530,10 +530,14 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
 
   // Communication buffers: a DDP bucket; DeepSpeed's reduce and all-gather buckets; ZeRO-3's
   // gathered parameters (DeepSpeed's coordinator peak, else the current and prefetched block);
-  // pipeline send and receive buffers.
+  // pipeline send and receive buffers. Megatron-LM has no buckets of its own: its gradient
+  // reductions and parameter gathers run in place in the contiguous gradient and parameter
+  // buffers (megatron/core/distributed/param_and_grad_buffer.py), which gradients and weights
+  // count.
   const double elem = dtype_bytes(p.dtype());
+  const bool megatron = p.framework == Framework::megatron;
   Bytes buffers;
-  if (p.dp > 1) {
+  if (p.dp > 1 && !megatron) {
     if (p.zero == 0) buffers += Bytes(std::min(p.ddp_bucket.value(), P * gb));
     if (p.zero == 1 || p.zero == 2)
       buffers += Bytes(elem * (std::min<double>(static_cast<double>(p.zero_reduce_bucket), P) +

@@ -889,6 +889,26 @@ TEST(Megatron, DistributedOptimizerBuckets) {
   }
 }
 
+// Megatron-LM reduces and gathers in place in its contiguous gradient and parameter buffers:
+// no bucket buffers beside them (PP 1: no pipeline buffers either), where commscope's own
+// ZeRO-1 pattern, DeepSpeed's, holds its reduce and all-gather buckets (500M elements each by
+// default, at most the parameters).
+TEST(Megatron, NoBucketBuffersOfItsOwn) {
+  for (bool dist_opt : {false, true}) {
+    SCOPED_TRACE(dist_opt);
+    Workload w =
+        build_workload(scenario("llama2-7b", "dgx-a100-80gb", megatron_plan(16, dist_opt, true)));
+    EXPECT_EQ(memory_per_rank(w, w.roles[0]).comm_buffers.value(), 0.0);
+  }
+  PlanInput own = plan(16);
+  own.zero = 1;
+  own.global_batch = 64;
+  Workload w = build_workload(scenario("llama2-7b", "dgx-a100-80gb", own));
+  const double P = static_cast<double>(w.roles[0].params);
+  EXPECT_DOUBLE_EQ(memory_per_rank(w, w.roles[0]).comm_buffers.value(),
+                   2.0 * 2 * std::min(5e8, P));  // bf16, both buckets
+}
+
 // --ddp-bucket-size counts MiB of the gradient buffer: fp32 under bf16 (4 bytes a parameter),
 // bf16 with --grad-reduce-in-bf16 or --main-grads-dtype bf16 (2 bytes), so the same MiB hold
 // twice the parameters there; the reduce-scatters then carry the same bytes per bucket.
