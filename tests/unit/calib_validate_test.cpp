@@ -1296,13 +1296,15 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
     EXPECT_NE(bad.error().message.find("column 'fp8_param_gather'"), std::string::npos)
         << bad.error().message;
   }
-  // The Megatron-Bridge FP8 rows run FP8 parameters (the recipes' fp8_param_gather, named in
-  // the assumed cell); the NeMo rows, whose recipes are not read, do not.
-  for (const char* id : {"t115", "t117", "t118", "t136"}) {
+  // The Megatron-Bridge FP8 rows and NeMo 25.04's (its scripts/performance, v2.3.0) run FP8
+  // parameters (the recipes' fp8_param_gather, named in the assumed cell); NeMo 25.04's
+  // Megatron-FSDP row does not (the same scripts turn it off there).
+  for (const char* id : {"t115", "t117", "t118", "t136", "t122", "t123", "t125", "t126"}) {
     EXPECT_TRUE(find(id).input.plan.fp8_param_gather.value_or(false)) << id;
     EXPECT_NE(find(id).assumed.find("fp8_param_gather 1"), std::string::npos) << id;
   }
-  EXPECT_FALSE(find("t122").input.plan.fp8_param_gather.value_or(false));
+  EXPECT_FALSE(find("t124").input.plan.fp8_param_gather.value_or(false));
+  EXPECT_NE(find("t124").assumed.find("fp8_param_gather 0"), std::string::npos);
   // t118: Llama 3 70B, Megatron-FSDP on 64 GB200s, 40 layers' activations offloaded (the
   // recipe's cpu_offloading_num_layers, named in the row's assumed cell).
   const MeasuredRun& off = find("t118");
@@ -1746,8 +1748,9 @@ TEST(ValidateCorpus, TorchtitanRowsReduceGradientsInFp32) {
   int checked = 0;
   for (const PreparedRun& r : prepared) {
     if (!fp32_reduce(by_id.at(r.id))) {
-      // NeMo 24.07's FP8 examples reduce in bf16 (the rows' assumed column); no other row says
-      if (by_id.at(r.id).at("source_id") == "nemo_perf_2407_h100") {
+      // NeMo 24.07's FP8 examples and NeMo 25.04's FP8 scripts reduce in bf16 (the rows'
+      // assumed column); no other row says
+      if (by_id.at(r.id).at("source_id").starts_with("nemo_perf_2")) {
         EXPECT_EQ(r.workload.scenario.plan.grad_comm_dtype, DType::bf16) << r.id;
       } else {
         EXPECT_FALSE(r.workload.scenario.plan.grad_comm_dtype.has_value()) << r.id;
