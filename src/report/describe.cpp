@@ -305,7 +305,7 @@ std::string headline(const Workload& w) {
       // What memory holds sharded (workload/summary.cpp): ZeRO-k's where that names it, the
       // weights sharded beside whole gradients otherwise.
       const bool whole_grads = p.fsdp_whole_gradients();
-      const bool whole_weights = p.zero < 3 || p.fsdp_unsharded_after_backward();
+      const bool whole_weights = !p.weights_sharded();
       const int as_zero = p.zero == 0                    ? 0
                           : whole_grads && whole_weights ? 1
                           : whole_weights                ? 2

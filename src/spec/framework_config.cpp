@@ -254,14 +254,12 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
             "gathers parameters only under the distributed optimizer), got neither"};
       // megatron/core/distributed/distributed_data_parallel.py: bucket_size defaults to
       // max(40000000, 1000000 x DP) parameters; --ddp-bucket-size (here in MiB of the gradient
-      // buffer, whose type --grad-comm-dtype sets where given: --grad-reduce-in-bf16 keeps a
-      // bf16 buffer) overrides it. (plan.grad_comm_dtype is set after this, from the same flag.)
+      // buffer, bf16 under --grad-reduce-in-bf16) overrides it.
       plan.megatron_bucket = std::max<std::int64_t>(40000000, std::int64_t{1000000} * plan.dp);
       if (in.ddp_bucket_mb)
         plan.megatron_bucket = std::max<std::int64_t>(
-            1, static_cast<std::int64_t>(
-                   plan.ddp_bucket.value() /
-                   dtype_bytes(in.grad_comm_dtype.value_or(megatron_grad_dtype(plan)))));
+            1, static_cast<std::int64_t>(plan.ddp_bucket.value() /
+                                         dtype_bytes(megatron_grad_buffer_dtype(plan))));
       break;
   }
   return Status{};

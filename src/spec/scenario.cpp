@@ -777,6 +777,10 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);
   plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
+  // The gradients' wire type first: Megatron's buffer holds its gradients in it
+  // (megatron_grad_buffer_dtype, which sizes --ddp-bucket-size's buckets); resolve_compression
+  // checks it below.
+  plan.grad_comm_dtype = in.grad_comm_dtype;
   CS_RETURN_IF_ERROR(resolve_framework(in, plan, warn));
   // Megatron-Core's precision-aware optimizer exists only beside its distributed optimizer
   // (megatron/core/optimizer/__init__.py raises otherwise): commscope's ZeRO or Megatron's, not

@@ -403,10 +403,9 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
                     : mixed                            ? 2
                                                        : 4;
   const double wb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
-  // Whether the weights stay sharded at the peak: ZeRO-3 / FSDP's FULL_SHARD, but not where
-  // FSDP keeps them whole after each backward (--fsdp-grad-sync step: from then to the next
-  // forward the stage holds all of them, as SHARD_GRAD_OP does).
-  const bool sharded_weights = p.zero >= 3 && !p.fsdp_unsharded_after_backward();
+  // (--fsdp-grad-sync step keeps FULL_SHARD's weights whole from a backward to the next
+  // forward's end, as SHARD_GRAD_OP does)
+  const bool sharded_weights = p.weights_sharded();
   MemoryBreakdown mem;
   mem.weights = Bytes(P * wb / (sharded_weights ? d : 1));
   mem.gradients = Bytes(P * gb / (p.zero >= 2 ? d : 1));

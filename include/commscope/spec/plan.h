@@ -186,6 +186,9 @@ struct ParallelPlan {
     return framework == Framework::fsdp && dp > 1 && zero >= 3 &&
            fsdp_grad_sync == FsdpGradSync::step;
   }
+  // Whether memory counts the weights sharded at the peak: ZeRO-3 (FSDP's FULL_SHARD), but not
+  // where FSDP keeps them whole after each backward.
+  bool weights_sharded() const { return zero >= 3 && !fsdp_unsharded_after_backward(); }
   // FSDP reducing once a step (--fsdp-grad-sync step, or last-micro-batch with accumulation):
   // every unit's unsharded gradient stays in memory until its reduction.
   bool fsdp_whole_gradients() const {
