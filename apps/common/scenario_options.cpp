@@ -175,7 +175,15 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
       ->group(g_plan);
   cmd.add_flag("--cross-entropy-loss-fusion", o.cross_entropy_fusion,
                "Megatron-LM: the fused (Transformer Engine) cross entropy, which keeps the logits "
-               "in the compute type, not an fp32 softmax (memory of the last stage)")
+               "in the compute type, not an fp32 softmax (memory of the last stage); as "
+               "--cross-entropy fused")
+      ->group(g_plan);
+  cmd.add_option("--cross-entropy", o.cross_entropy,
+                 "the loss's cross entropy (memory of the last stage): vocab-parallel "
+                 "(Megatron-Core's: an fp32 softmax kept) | fused (Transformer Engine's: the "
+                 "logits in the compute type) | torch (torch.nn.functional.cross_entropy on fp32 "
+                 "logits, as torchtitan: the log-softmax kept, two fp32 gradients beside it in "
+                 "backward) [vocab-parallel; torch for a torchtitan job file]")
       ->group(g_plan);
   cmd.add_option("--cpu-offloading-num-layers", o.cpu_offload_layers,
                  "Megatron-Core --cpu-offloading: the activations of the first N layers go to "
@@ -198,7 +206,15 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
         "--no-async-tensor-model-parallel-allreduce, not both"};
   if (o.async_tp_allreduce) flags.tp_async_allreduce = true;
   if (o.no_async_tp_allreduce) flags.tp_async_allreduce = false;
-  if (o.cross_entropy_fusion) flags.cross_entropy_fusion = true;
+  CS_RETURN_IF_ERROR(named_value("--cross-entropy", o.cross_entropy, cross_entropy_from_name,
+                                 "vocab-parallel, fused or torch", flags.cross_entropy));
+  if (o.cross_entropy_fusion) {
+    if (flags.cross_entropy && *flags.cross_entropy != CrossEntropy::fused)
+      return Error{fmt::format(
+          "--cross-entropy: expected fused or nothing with --cross-entropy-loss-fusion, got '{}'",
+          o.cross_entropy)};
+    flags.cross_entropy = CrossEntropy::fused;
+  }
   if (o.moe_pad_to_capacity) flags.moe_pad_to_capacity = true;
   if (o.fp8 || o.precision == "fp8") {
     flags.fp8 = true;  // the precision around the FP8 GEMMs stays bf16 unless given

@@ -80,6 +80,7 @@ struct ScenarioOptions {
   bool tp_comm_overlap = false;
   bool async_tp_allreduce = false, no_async_tp_allreduce = false;
   bool cross_entropy_fusion = false;
+  std::string cross_entropy;
   bool moe_pad_to_capacity = false;
   bool overlap_moe_ep_comm = false, delay_wgrad_compute = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as

@@ -29,6 +29,7 @@ Verb add_plan(CLI::App& app) {
     bool fixed_global_batch = false;
     bool fp8 = false, fp8_param_gather = false, tp_comm_overlap = false,
          cross_entropy_fusion = false;
+    std::string cross_entropy;
     std::string attention, cp_comm_type, moe_dispatcher;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     int router_groups = 0, router_group_topk = 0;  // not given (0): the model's
@@ -87,6 +88,10 @@ Verb add_plan(CLI::App& app) {
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
                 "the logits in the compute type (Megatron-LM --cross-entropy-loss-fusion)");
+  cmd->add_option("--cross-entropy", st->cross_entropy,
+                  "every plan's cross entropy (memory of the last stage): vocab-parallel | fused | "
+                  "torch (torch.nn.functional.cross_entropy on fp32 logits) [vocab-parallel; "
+                  "torch for a torchtitan job file]");
   cmd->add_option("--attention", st->attention,
                   "attention kernel of every plan: flash | standard [the model preset's "
                   "`attention`, else standard]");
@@ -267,7 +272,19 @@ Verb add_plan(CLI::App& app) {
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
         if (st->router_groups > 0) base.moe_router_groups = st->router_groups;
         if (st->router_group_topk > 0) base.moe_router_group_topk = st->router_group_topk;
-        if (st->cross_entropy_fusion) base.cross_entropy_fusion = true;
+        if (Status s = named_value("--cross-entropy", st->cross_entropy, cross_entropy_from_name,
+                                   "vocab-parallel, fused or torch", base.cross_entropy);
+            !s.ok())
+          return fail(s.error().message);
+        if (st->cross_entropy_fusion) {
+          if (base.cross_entropy && !st->cross_entropy.empty() &&
+              *base.cross_entropy != CrossEntropy::fused)
+            return fail(
+                fmt::format("--cross-entropy: expected fused or nothing with "
+                            "--cross-entropy-loss-fusion, got '{}'",
+                            st->cross_entropy));
+          base.cross_entropy = CrossEntropy::fused;
+        }
         // --grad-comm-dtype: every plan's gradient reductions (over the torchtitan file's
         // mixed_precision_reduce: flags win)
         if (Status s = grad_comm_dtype_flags(st->grad_comm_dtype, st->grad_reduce_in_bf16, base);

@@ -211,7 +211,8 @@ std::string headline(const Workload& w) {
   // layers of each (virtual) stage, repeats folded ("7, 8 x14, 7").
   const bool async_ar = p.tp_async_allreduce && !p.sequence_parallel;
   if (p.attention != AttentionKernel::standard || p.fp8 || p.tp_comm_overlap ||
-      p.cross_entropy_fusion || async_ar || !p.stage_layers.empty() || p.mtp_layers > 0) {
+      p.cross_entropy != CrossEntropy::vocab_parallel || async_ar || !p.stage_layers.empty() ||
+      p.mtp_layers > 0) {
     std::string stages;
     for (std::size_t i = 0; i < p.stage_layers.size();) {
       std::size_t j = i;
@@ -236,7 +237,12 @@ std::string headline(const Workload& w) {
         p.tp_comm_overlap ? ", TP all-gathers and reduce-scatters beside their GEMMs" : "",
         async_ar ? ", TP input-gradient all-reduce beside the weight-gradient GEMM (asynchronous)"
                  : "",
-        p.cross_entropy_fusion ? ", fused cross entropy (the logits kept in the compute type)" : "",
+        p.cross_entropy == CrossEntropy::fused
+            ? ", fused cross entropy (the logits kept in the compute type)"
+        : p.cross_entropy == CrossEntropy::torch
+            ? ", PyTorch's cross entropy (fp32 log-softmax kept, its backward's two fp32 "
+              "gradients beside it)"
+            : "",
         stages.empty() ? "" : "; layers per stage " + stages,
         p.mtp_layers > 0
             ? fmt::format("; multi-token prediction: {} depth{} on the last stage ({:.2f}B "

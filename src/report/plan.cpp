@@ -292,7 +292,8 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
                         "megatron)"
                       : "FP8 GEMMs");
   if (b.tp_comm_overlap.value_or(false)) out.push_back("TP overlap where SP");
-  if (b.cross_entropy_fusion.value_or(false)) out.push_back("fused cross entropy");
+  if (b.cross_entropy == CrossEntropy::fused) out.push_back("fused cross entropy");
+  if (b.cross_entropy == CrossEntropy::torch) out.push_back("PyTorch's cross entropy");
   if (b.grad_comm_dtype)
     out.push_back(fmt::format("gradients reduced in {}", to_string(*b.grad_comm_dtype)));
   if (b.precision_aware_optimizer.value_or(false))

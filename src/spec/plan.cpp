@@ -80,6 +80,10 @@ constexpr EnumName<FsdpGradSync> kFsdpGradSyncNames[] = {
     {FsdpGradSync::micro_batch, "micro-batch"},
     {FsdpGradSync::last_micro_batch, "last-micro-batch"},
     {FsdpGradSync::step, "step"}};
+constexpr EnumName<CrossEntropy> kCrossEntropyNames[] = {
+    {CrossEntropy::vocab_parallel, "vocab-parallel"},
+    {CrossEntropy::fused, "fused"},
+    {CrossEntropy::torch, "torch"}};
 constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
@@ -174,6 +178,12 @@ std::string_view to_string(FsdpGradSync s) {
 }
 std::optional<FsdpGradSync> fsdp_grad_sync_from_name(std::string_view s) {
   return enum_from_name(kFsdpGradSyncNames, s);
+}
+std::string_view to_string(CrossEntropy c) {
+  return enum_to_name(kCrossEntropyNames, c);
+}
+std::optional<CrossEntropy> cross_entropy_from_name(std::string_view s) {
+  return enum_from_name(kCrossEntropyNames, s);
 }
 std::string_view to_string(AttentionKernel a) {
   return enum_to_name(kAttentionKernelNames, a);
@@ -324,7 +334,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(fp8_param_gather, o.fp8_param_gather);
   take(tp_comm_overlap, o.tp_comm_overlap);
   take(tp_async_allreduce, o.tp_async_allreduce);
-  take(cross_entropy_fusion, o.cross_entropy_fusion);
+  take(cross_entropy, o.cross_entropy);
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(mtp_layers, o.mtp_layers);
   take(recompute_modules, o.recompute_modules);
@@ -522,7 +532,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.tp_async_allreduce) j["async_tensor_model_parallel_allreduce"] = true;
-  if (p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = true;
+  if (p.cross_entropy == CrossEntropy::fused) j["cross_entropy_loss_fusion"] = true;
+  if (p.cross_entropy == CrossEntropy::torch) j["cross_entropy"] = to_string(p.cross_entropy);
   if (p.cp > 1 && p.cp_comm_type != CpCommType::p2p) j["cp_comm_type"] = to_string(p.cp_comm_type);
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;

@@ -597,7 +597,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   // "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
   // enabled"); with TP 1 there is nothing to overlap.
   plan.tp_comm_overlap = in.tp_comm_overlap.value_or(false);
-  plan.cross_entropy_fusion = in.cross_entropy_fusion.value_or(false);
+  plan.cross_entropy = in.cross_entropy.value_or(CrossEntropy::vocab_parallel);
   if (plan.tp_comm_overlap && plan.tp > 1 && !plan.sequence_parallel)
     return bad("--tp-comm-overlap",
                "--sequence-parallel with it (Megatron-LM overlaps only "

@@ -226,6 +226,11 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     return f.bad("[training] mixed_precision_reduce", "float32 or bfloat16",
                  fmt::format("\"{}\"", rd));
 
+  // torchtitan's loss is torch.nn.functional.cross_entropy on the logits cast to fp32 (its
+  // train.py loss_fn in 2024, torchtitan/components/loss.py cross_entropy_loss since; under TP,
+  // PyTorch's loss_parallel over the vocabulary shard).
+  p.cross_entropy = CrossEntropy::torch;
+
   // ---- [parallelism] (or [training] / [experimental] in 2024's files) ----
   p.framework = Framework::fsdp;  // FSDP2 (fully_shard) over the data-parallel shard dimension
   CS_ASSIGN_OR_RETURN(auto shard,

@@ -425,6 +425,7 @@ class Builder {
           build_chunk(ch, ops);
         r.params += chunk_params(ch);
         r.expert_params += chunk_expert_params(ch);
+        r.fsdp_root_params = std::max(r.fsdp_root_params, fsdp_root_params(ch));
         r.chunks.push_back(std::move(ch));
       }
       if (ops) build_step(r);
@@ -1851,6 +1852,19 @@ class Builder {
     ch.forward_first = std::move(out);
   }
 
+  // FSDP's root unit of a chunk: what no block's unit holds (the embedding on the first chunk;
+  // the final norm, head and multi-token-prediction modules on the last; T5's encoder final norm
+  // and a middle stage's copy of the word embedding), or the whole chunk without auto-wrap; 0
+  // under another framework.
+  std::int64_t fsdp_root_params(const Chunk& ch) const {
+    if (!fsdp()) return 0;
+    if (p_.fsdp_wrap == FsdpWrap::model) return chunk_params(ch);
+    const bool is_first = ch.virtual_stage == 0, is_last = ch.virtual_stage == last_vs_;
+    return (is_first ? embedding_grads() : 0) + (is_last ? head_params() + mtp_params() : 0) +
+           (t5_encoder_norm_here(ch) ? t5_encoder_norm_params() : 0) +
+           (t5_decoder_embedding_copy(ch) ? outer_params(m_).word_embedding / t_ : 0);
+  }
+
   void build_chunk_ops(Chunk& ch) const {
     const int first = ch.first_layer, end = ch.first_layer + ch.layers;
     const bool is_first = ch.virtual_stage == 0, is_last = ch.virtual_stage == last_vs_;
@@ -1915,21 +1929,14 @@ class Builder {
     ch.forward.reserve(static_cast<std::size_t>(ch.layers) * 24 + 16);
     Emitter f(ch.forward, Phase::forward);
     if (!is_first) receive(f, "pp_recv_activation", "pp_gather_activation", first, first);
-    // FSDP: the root unit (what no block holds, or the whole chunk without auto-wrap) is
-    // gathered first and, being the root, kept through backward (FSDP does not reshard the
-    // root after forward).
+    // FSDP: the root unit (fsdp_root_params) is gathered first and, being the root, kept
+    // through backward (FSDP does not reshard the root after forward).
     const bool fsdp_blocks = fsdp() && p_.fsdp_wrap == FsdpWrap::block;
-    std::int64_t fsdp_root = 0;
-    if (fsdp())
-      fsdp_root = p_.fsdp_wrap == FsdpWrap::model
-                      ? chunk_params(ch)
-                      : (is_first ? emb_params : 0) + (is_last ? head_params() + mtp_params() : 0);
-    // T5's encoder final norm and a middle stage's wte copy: in no block's unit, so the root's.
+    const std::int64_t fsdp_root = fsdp_root_params(ch);
     const std::int64_t t5_dec_copy =
         t5_decoder_embedding_copy(ch) ? outer_params(m_).word_embedding / t_ : 0;
     const std::int64_t t5_root =
         (t5_encoder_norm_here(ch) ? t5_encoder_norm_params() : 0) + t5_dec_copy;
-    if (fsdp() && p_.fsdp_wrap != FsdpWrap::model) fsdp_root += t5_root;
     if (auto g = fsdp_gather(f, fsdp_root, is_first ? kEmbeddingLayer : first, std::nullopt))
       f.need(*g);
     // limit_all_gathers: a unit's all-gather waits until the unit two before it has been

@@ -491,11 +491,20 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     c += largest_offloaded * static_cast<double>(staged);
     chunk_bytes.push_back(c);
   }
-  // Unfused, Megatron's cross entropy casts the logits to fp32 (`vocab_parallel_logits.float()`
-  // in megatron/core/tensor_parallel/cross_entropy.py) while the caller still holds them in the
-  // compute type, and backward's fp32 gradient is cast back beside them: one micro-batch's a
-  // bytes a logit more at the last stage's peak, once (none in fp32, where the cast is no copy).
-  double loss_cast = 0;
+  // What the loss makes beside what it keeps, once, at the start of its backward (one
+  // micro-batch's logits of the vocabulary shard):
+  // - Megatron's vocab-parallel cross entropy casts the logits to fp32
+  //   (`vocab_parallel_logits.float()` in megatron/core/tensor_parallel/cross_entropy.py) while
+  //   the caller still holds them in the compute type; its backward writes the gradient into
+  //   the saved softmax and casts it back beside it: a bytes a logit (none in fp32, where the
+  //   cast is no copy);
+  // - PyTorch's cross entropy is log_softmax then nll_loss (ATen's cross_entropy_loss); in
+  //   backward nll_loss's gradient (fp32, the log-softmax's shape) and then log_softmax's are
+  //   made while the saved log-softmax is held: 8 bytes a logit. (Its forward holds less: the
+  //   compute-type logits, their fp32 copy and the log-softmax, 4 + a bytes beside what it
+  //   keeps.)
+  // - the fused cross entropy writes its gradient in place: nothing.
+  double loss_transient = 0;
   if (!chunk_bytes.empty()) {
     if (r.stage == 0 && m.dropout)  // embedding dropout mask
       chunk_bytes.front() += Bytes(static_cast<double>(m.seq_length) / p.cp * b * h / out_div);
@@ -505,13 +514,16 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // The final norm's input and the LM head's input (both split by SP: the norm runs in the
       // sequence-parallel region and the column-parallel head saves its local input and
       // re-gathers it in backward), and the fp32 softmax of the vocabulary shard that
-      // Megatron's vocab-parallel cross entropy saves (exp of the fp32 logits, s x b x V / t);
-      // fused (--cross-entropy-loss-fusion), the logits in the compute type with their gradient
-      // written in place.
-      const Bytes head =
-          Bytes(2.0 * a * s * b * h / out_div + (p.cross_entropy_fusion ? a : 4.0) * logits);
+      // Megatron's vocab-parallel cross entropy saves (exp of the fp32 logits, s x b x V / t),
+      // or PyTorch's fp32 log-softmax; fused (--cross-entropy-loss-fusion), the logits in the
+      // compute type with their gradient written in place.
+      const bool fused = p.cross_entropy == CrossEntropy::fused;
+      const Bytes head = Bytes(2.0 * a * s * b * h / out_div + (fused ? a : 4.0) * logits);
       chunk_bytes.back() += head;
-      if (!p.cross_entropy_fusion && a < 4.0) loss_cast = a * logits;
+      if (p.cross_entropy == CrossEntropy::torch)
+        loss_transient = 8.0 * logits;
+      else if (!fused && a < 4.0)
+        loss_transient = a * logits;
       // Multi-token prediction, per depth: its block's activations; the inputs of enorm and
       // hnorm (the embedding's output and the previous hidden states) and the projection's
       // 2h-wide input (its sequence shard under SP, re-gathered in backward); and its own
@@ -521,11 +533,27 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
                               Bytes(4.0 * a * s * b * h / out_div) + head;
     }
   }
-  // Beside what the stage holds at its peak, one transient at a time: the loss's fp32 cast, or
-  // later in the same backward a block's replayed activations, alive from its replay to its
-  // backward's end.
+  // Beside what the stage holds at its peak, one transient at a time: the loss's, or later in
+  // the same backward a block's replayed activations, alive from its replay to its backward's
+  // end.
   mem.activations =
-      stage_peak_activations(sc, r.stage, chunk_bytes) + std::max(Bytes(loss_cast), replay);
+      stage_peak_activations(sc, r.stage, chunk_bytes) + std::max(Bytes(loss_transient), replay);
+
+  // The largest block on this rank: its parameters (the dense part over TP, the routed experts
+  // over EP x expert TP) and, gathered, its bytes in the parameters' type (its GEMM weights in
+  // 1 byte under --fp8-param-gather).
+  const double elem = dtype_bytes(p.dtype());
+  double block_unit = 0, block_gathered = 0;
+  for (const Chunk& ch : r.chunks)
+    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
+      const double whole =
+          static_cast<double>(block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp +
+                              block_expert_params(m, l) / (p.ep * p.expert_tp));
+      const double fp8 =
+          p.fp8_param_gather ? block_sharded_params(m, l, p.tp, p.ep * p.expert_tp) : 0;
+      block_unit = std::max(block_unit, whole);
+      block_gathered = std::max(block_gathered, elem * (whole - fp8) + fp8);
+    }
 
   // Communication buffers: a DDP bucket; DeepSpeed's reduce and all-gather buckets; ZeRO-3's
   // gathered parameters (DeepSpeed's coordinator peak, else the current and prefetched block);
@@ -533,10 +561,33 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // reductions and parameter gathers run in place in the contiguous gradient and parameter
   // buffers (megatron/core/distributed/param_and_grad_buffer.py), which gradients and weights
   // count.
-  const double elem = dtype_bytes(p.dtype());
   const bool megatron = p.framework == Framework::megatron;
   Bytes buffers;
-  if (p.dp > 1 && !megatron) {
+  if (p.dp > 1 && p.framework == Framework::fsdp) {
+    // PyTorch FSDP has no buckets. Its units are gathered whole: the root unit (what no block's
+    // unit holds, or the whole stage under --fsdp-wrap model) from its forward to the end of its
+    // backward, as FSDP does not reshard the root after forward (FSDP2's lazy init leaves the
+    // root's post-forward mesh unset; FSDP1 keeps the root unsharded), and under FULL_SHARD or
+    // HYBRID_SHARD a block's unit and the one prefetched beside it. (SHARD_GRAD_OP and the kept
+    // parameters of --fsdp-grad-sync step count the weights whole already.)
+    if (sharded_weights)
+      buffers += Bytes(elem * static_cast<double>(r.fsdp_root_params) +
+                       (p.fsdp_wrap == FsdpWrap::block ? 2.0 * block_gathered : 0.0));
+    // A unit's gradients are reduced as its backward ends, from a copy in the reduce type:
+    // FSDP2's foreach_reduce copies the unit's unsharded gradients (the parameters' type) into
+    // its reduce_scatter_input, frees them and holds that input until the next unit's
+    // reduction; FSDP1's _reduce_grad casts the flat gradient to the reduce type. So while a
+    // block's backward runs, its replay included, the previous block's reduce input and the
+    // block's own unsharded gradients are alive (these counted whole already where FSDP keeps
+    // every gradient whole: NO_SHARD, or accumulating unsharded). The transient beside the
+    // loss's or the replay's (counted as activations above) is the rest.
+    if (p.fsdp_wrap == FsdpWrap::block) {
+      const double rb = p.grad_comm_dtype ? dtype_bytes(*p.grad_comm_dtype) : gb;
+      const bool whole_grads = p.zero < 2 || p.fsdp_whole_gradients();
+      const Bytes reduce = Bytes(block_unit * (rb + (whole_grads ? 0.0 : gb)));
+      buffers += std::max(Bytes(), replay + reduce - std::max(Bytes(loss_transient), replay));
+    }
+  } else if (p.dp > 1 && !megatron) {
     if (p.zero == 0) buffers += Bytes(std::min(p.ddp_bucket.value(), P * gb));
     if (p.zero == 1 || p.zero == 2)
       buffers += Bytes(elem * (std::min<double>(static_cast<double>(p.zero_reduce_bucket), P) +
@@ -546,19 +597,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // stage3_max_live_parameters beyond the module in use).
       buffers += Bytes(elem * static_cast<double>(r.zero3_live_params));
     } else if (p.zero == 3 && sharded_weights) {
-      // The largest block gathered, in the parameters' type (its GEMM weights in 1 byte under
-      // --fp8-param-gather).
-      double largest = 0;
-      for (const Chunk& ch : r.chunks)
-        for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
-          const double whole =
-              static_cast<double>(block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp +
-                                  block_expert_params(m, l) / (p.ep * p.expert_tp));
-          const double fp8 =
-              p.fp8_param_gather ? block_sharded_params(m, l, p.tp, p.ep * p.expert_tp) : 0;
-          largest = std::max(largest, elem * (whole - fp8) + fp8);
-        }
-      buffers += Bytes(2.0 * largest);
+      buffers += Bytes(2.0 * block_gathered);  // the largest block gathered, and the next
     }
   }
   if (p.pp > 1) {

@@ -206,7 +206,8 @@ TEST_F(PlanCli, TpCommOverlapAndFp8ReachThePlans) {
 // less by exactly the last stage's loss bytes where the last stage is the fullest (one GPU per
 // stage: PP 1 here, where every rank is the last stage): 4 x s x b x V / TP in bf16, V padded.
 // Without recompute only: with it, a replayed block's activations, the other transient of the
-// backward, may outweigh the unfused loss's cast (memory_per_rank counts the larger).
+// backward, may outweigh the unfused loss's cast (memory_per_rank counts the larger); and not
+// under FSDP, whose reduction of a block's gradients is such a transient too.
 TEST_F(PlanCli, CrossEntropyFusionReachesThePlans) {
   const std::string space =
       "--model gpt2-medium --system dgx-h100 --gpus 8 --global-batch-size 64 --fixed-global-batch "
@@ -221,7 +222,8 @@ TEST_F(PlanCli, CrossEntropyFusionReachesThePlans) {
     const double unfused = it->second.second["memory_per_gpu_bytes"].get<double>();
     EXPECT_LE(fused, unfused) << plan;
     if (v.second["pp"].get<int>() == 1 && v.second["cp"].get<int>() == 1 &&
-        v.second["recompute"].get<std::string>() == "none") {
+        v.second["recompute"].get<std::string>() == "none" &&
+        plan.find("FSDP") == std::string::npos) {
       // The vocabulary as resolve_scenario pads it when TP does not divide it: up to a
       // multiple of 128 x TP, as Megatron does.
       const int tp = v.second["tp"].get<int>();

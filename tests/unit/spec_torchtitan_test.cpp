@@ -274,7 +274,8 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
     EXPECT_NE(file.out.find(model + ","), std::string::npos) << file.out;
   };
   same_as_flags("qwen3_30b_a3b_ep.toml", "qwen3-30b-a3b",
-                " --framework fsdp --attention flash --micro-batch-size 4 --seq-length 4096 "
+                " --framework fsdp --attention flash --cross-entropy torch --micro-batch-size 4 "
+                "--seq-length 4096 "
                 "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
                 "--recompute-granularity full");
 
@@ -288,16 +289,19 @@ TEST(TorchtitanConfig, ExpertParallelFields) {
   EXPECT_EQ(j.plan.mtp_layers, 0);
   // Llama 4 Maverick: dense and MoE blocks in turn
   same_as_flags("llama4_17bx128e_ep.toml", "llama4-maverick",
-                " --framework fsdp --attention flash --micro-batch-size 1 --seq-length 8192 "
+                " --framework fsdp --attention flash --cross-entropy torch --micro-batch-size 1 "
+                "--seq-length 8192 "
                 "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
                 "--recompute-granularity full");
   same_as_flags("deepseek_v3_16b_op.toml", "deepseek-v2-lite",
-                " --framework fsdp --attention flash --micro-batch-size 2 --seq-length 4096 "
+                " --framework fsdp --attention flash --cross-entropy torch --micro-batch-size 2 "
+                "--seq-length 4096 "
                 "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
                 "--recompute-granularity op");
   // HSDP with experts: two replicas, the experts sharded over efsdp = 32 / 8 within each
   same_as_flags("qwen3_30b_a3b_hsdp_ep.toml", "qwen3-30b-a3b",
-                " --framework fsdp --attention flash --micro-batch-size 4 --seq-length 4096 "
+                " --framework fsdp --attention flash --cross-entropy torch --micro-batch-size 4 "
+                "--seq-length 4096 "
                 "--grad-comm-dtype fp32 --ep 8 --expert-tensor-parallel-size 1 "
                 "--recompute-granularity full --fsdp-sharding hybrid_shard "
                 "--fsdp-replicate-size 2");
@@ -394,10 +398,11 @@ TEST(TorchtitanConfig, Cli) {
     auto with = run_shell(bin + " predict --torchtitan-config " + layer + a100 +
                           " --recompute-granularity " + g);
     ASSERT_EQ(with.status, 0) << with.err;
-    auto flags = run_shell(bin +
-                           " predict --model llama2-13b --framework fsdp --attention flash "
-                           "--micro-batch-size 2 --seq-length 4096 --grad-comm-dtype fp32" +
-                           a100 + " --recompute-granularity " + g);
+    auto flags = run_shell(
+        bin +
+        " predict --model llama2-13b --framework fsdp --attention flash --cross-entropy torch "
+        "--micro-batch-size 2 --seq-length 4096 --grad-comm-dtype fp32" +
+        a100 + " --recompute-granularity " + g);
     ASSERT_EQ(flags.status, 0) << flags.err;
     EXPECT_EQ(with.out, flags.out);
   }
@@ -414,7 +419,8 @@ TEST(TorchtitanConfig, Cli) {
   auto file_pp = run_shell(bin + " predict --torchtitan-config " + pp + h100);
   ASSERT_EQ(file_pp.status, 0) << file_pp.err;
   const std::string as_flags =
-      " predict --model llama3-8b --framework fsdp --attention flash --micro-batch-size 1 "
+      " predict --model llama3-8b --framework fsdp --attention flash --cross-entropy torch "
+      "--micro-batch-size 1 "
       "--seq-length 8192 --grad-comm-dtype fp32 --pp 2 --global-batch-size 64 "
       "--recompute-granularity full --fsdp-sharding shard_grad_op" +
       h100;

@@ -683,6 +683,47 @@ TEST(Fsdp, GradSyncOnceAStep) {
 // both; the step reduces nothing more. Sizes from the Hugging Face config's shapes, here:
 // attention with grouped KV heads, two RMSNorms and the router as the dense part, 8 SwiGLU
 // experts of 3 x hidden x 14336 as the routed part.
+// FSDP's buffers (docs/workload.md, "Memory per rank"): no buckets; the root unit gathered
+// from its forward to its backward's end and, under FULL_SHARD, a block's unit and the one
+// prefetched; and one block's reduction, the previous block's reduce input (the reduce type)
+// beside the block's unsharded gradients (bf16; whole already under NO_SHARD), of which only
+// what exceeds the loss's transient at the start of backward is counted. Llama 3 8B on 8 GPUs,
+// gradients reduced in fp32, counted by hand: a block is q and o (h x h each), k and v (h x 1024
+// each), w1, w2, w3 (h x 14336 each) and two norms; the root the embedding, the untied head and
+// the final norm.
+TEST(Fsdp, BuffersAreTheGatheredUnitsAndOneReduction) {
+  const double h = 4096, V = 128256, s = 1024;
+  const double block = 2 * h * h + 2 * h * 1024 + 3 * h * 14336 + 2 * h;  // 218,112,000
+  const double root = 2 * V * h + h;                                      // 1,050,677,248
+  ASSERT_EQ(block, 218112000.0);
+  const double reduce = block * (4 + 2);  // the fp32 reduce input and the bf16 gradients
+  auto buffers = [&](FsdpSharding sh, FsdpWrap wrap, CrossEntropy ce) {
+    PlanInput p = fsdp_plan(8, sh);
+    p.fsdp_wrap = wrap;
+    p.seq_length = static_cast<std::int64_t>(s);
+    p.micro_batch = 1;
+    p.grad_comm_dtype = DType::fp32;
+    p.cross_entropy = ce;
+    Workload w = build_workload(scenario("llama3-8b", "dgx-h100", p));
+    EXPECT_EQ(w.roles.size(), 1u);
+    EXPECT_EQ(w.roles[0].fsdp_root_params,
+              wrap == FsdpWrap::model ? w.roles[0].params : static_cast<std::int64_t>(root));
+    return memory_per_rank(w, w.roles[0]).comm_buffers.value();
+  };
+  const auto blk = FsdpWrap::block;
+  const auto fused = CrossEntropy::fused;  // no loss transient
+  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::full_shard, blk, fused),
+                   2 * root + 2 * 2 * block + reduce);
+  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::shard_grad_op, blk, fused), reduce);
+  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::no_shard, blk, fused), 4 * block);
+  // Megatron's unfused loss makes 2 bytes a logit (the bf16 logits beside their fp32 cast).
+  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::full_shard, blk, CrossEntropy::vocab_parallel),
+                   2 * root + 2 * 2 * block + reduce - 2 * s * V);
+  // One unit: the whole model gathered, reduced once its activations are gone.
+  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::full_shard, FsdpWrap::model, fused),
+                   2 * (root + 32 * block));
+}
+
 TEST(Fsdp, ExpertsShardOverTheExpertDataGroup) {
   const int d = 64, ep = 8, M = 2;
   PlanInput p = fsdp_plan(d, FsdpSharding::full_shard);

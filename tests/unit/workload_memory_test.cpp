@@ -321,7 +321,7 @@ TEST(Memory, LossAndEmbeddingBuffersFollowTheSchedule) {
     SCOPED_TRACE(fmt::format("schedule {} fused {}", static_cast<int>(sched), fused));
     PlanInput p = plan(8, 2, 4, 2, 48);  // DP 1: m = 24 micro-batches of 2
     p.schedule = sched;
-    p.cross_entropy_fusion = fused;
+    if (fused) p.cross_entropy = CrossEntropy::fused;
     p.sequence_parallel = true;
     p.precision = Precision::fp16;
     Scenario sc = scenario("megatron-1.7b", "dgx-a100-80gb", p);
@@ -368,13 +368,48 @@ TEST(Memory, CrossEntropyFusionIsFourBytesALogitInBf16) {
       PlanInput p = plan(1, 1, 1, 8, 8);
       p.precision = prec;
       p.seq_length = 4096;
-      p.cross_entropy_fusion = fused == 1;
+      if (fused == 1) p.cross_entropy = CrossEntropy::fused;
       Scenario sc = scenario("llama3.2-1b", "dgx-h100", p);
       Workload w = build_workload(sc);
       total[fused] = memory_per_rank(w, w.roles.front()).total().value();
     }
     const double logits = 8.0 * 4096 * 128256;
     EXPECT_DOUBLE_EQ(total[0] - total[1], prec == Precision::bf16 ? 4 * logits : 0.0);
+  }
+}
+
+// --cross-entropy torch (torchtitan's loss: torch.nn.functional.cross_entropy on the logits
+// cast to fp32, which ATen runs as log_softmax then nll_loss): the fp32 log-softmax is kept (4
+// bytes a logit) and, at the start of backward, nll_loss's gradient and then log_softmax's
+// (fp32, the logits' shape each) are made beside it: 12 bytes a logit at the peak, against the
+// fused loss's a (its gradient written in place), in bf16 and fp32 alike. On two pipeline stages
+// only the last, which runs the loss, holds it; under TP each rank holds its vocabulary shard's.
+TEST(Memory, PyTorchCrossEntropyIsTwelveBytesALogitAtItsPeak) {
+  for (Precision prec : {Precision::bf16, Precision::fp32}) {
+    for (int tp : {1, 2}) {
+      for (int pp : {1, 2}) {
+        SCOPED_TRACE(fmt::format("precision {} tp {} pp {}", static_cast<int>(prec), tp, pp));
+        std::vector<double> total[2];
+        for (CrossEntropy ce : {CrossEntropy::torch, CrossEntropy::fused}) {
+          PlanInput p = plan(tp * pp, tp, pp, 2, 2);
+          p.precision = prec;
+          p.seq_length = 4096;
+          p.cross_entropy = ce;
+          Scenario sc = scenario("llama3.2-1b", "dgx-h100", p);
+          ASSERT_EQ(sc.plan.grad_accum, 1);
+          Workload w = build_workload(sc);
+          for (const Role& r : w.roles)
+            total[ce == CrossEntropy::fused].push_back(memory_per_rank(w, r).total().value());
+        }
+        const double a = prec == Precision::bf16 ? 2 : 4;
+        const double logits = 2.0 * 4096 * 128256 / tp;
+        ASSERT_EQ(total[0].size(), static_cast<std::size_t>(pp));
+        EXPECT_DOUBLE_EQ(total[0].back() - total[1].back(), (12 - a) * logits);
+        if (pp > 1) {
+          EXPECT_DOUBLE_EQ(total[0].front(), total[1].front());
+        }
+      }
+    }
   }
 }
 

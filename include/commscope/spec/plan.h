@@ -79,16 +79,23 @@ enum class FsdpWrap : std::uint8_t { block, model };
 // unsharded and reduce in one post-backward pass). Without resharding after forward
 // (shard_grad_op) the parameters then stay gathered from the first forward to the reduction.
 enum class FsdpGradSync : std::uint8_t { micro_batch, last_micro_batch, step };
+// The loss's cross entropy, which sets what the last stage holds around the loss
+// (docs/workload.md, "Memory per rank"): Megatron-Core's vocab-parallel cross entropy (the
+// default), Transformer Engine's fused one (Megatron-LM --cross-entropy-loss-fusion), or
+// PyTorch's torch.nn.functional.cross_entropy on the logits cast to fp32 (torchtitan).
+enum class CrossEntropy : std::uint8_t { vocab_parallel, fused, torch };
 std::string_view to_string(Framework f);
 std::string_view to_string(FsdpSharding s);
 std::string_view to_string(FsdpPrefetch p);
 std::string_view to_string(FsdpWrap w);
 std::string_view to_string(FsdpGradSync s);
+std::string_view to_string(CrossEntropy c);
 std::optional<Framework> framework_from_name(std::string_view s);
 std::optional<FsdpSharding> fsdp_sharding_from_name(std::string_view s);
 std::optional<FsdpPrefetch> fsdp_prefetch_from_name(std::string_view s);
 std::optional<FsdpWrap> fsdp_wrap_from_name(std::string_view s);
 std::optional<FsdpGradSync> fsdp_grad_sync_from_name(std::string_view s);
+std::optional<CrossEntropy> cross_entropy_from_name(std::string_view s);
 // Gradient compression schemes that replace the data-parallel gradient reduction
 // (docs/workload.md, "Compressed communication"): PowerSGD (Vogels et al. 2019, PyTorch's
 // powerSGD_hook) and 1-bit Adam (Tang et al. 2021, DeepSpeed's OnebitAdam).
@@ -293,12 +300,17 @@ struct ParallelPlan {
   // --framework megatron, off for commscope's own pattern; no effect with TP 1 or under
   // sequence parallelism, whose reduce-scatter runs beside its GEMM anyway.
   bool tp_async_allreduce = false;
-  // Megatron-LM --cross-entropy-loss-fusion (Transformer Engine's parallel cross entropy): the
-  // loss keeps the logits in the compute type with their gradient written in place (a bytes a
-  // logit). Off, Megatron's vocab-parallel cross entropy casts them to fp32 while the
-  // compute-type logits are still held and keeps the fp32 softmax (4 bytes a logit, and a
-  // bytes more at the cast) (docs/workload.md, "Memory per rank").
-  bool cross_entropy_fusion = false;
+  // The loss's cross entropy (docs/workload.md, "Memory per rank"):
+  // - vocab_parallel: Megatron's vocab-parallel cross entropy casts the logits to fp32 while the
+  //   compute-type logits are still held and keeps the fp32 softmax (4 bytes a logit, and a
+  //   bytes more at the cast);
+  // - fused: Megatron-LM --cross-entropy-loss-fusion (Transformer Engine's parallel cross
+  //   entropy) keeps the logits in the compute type with their gradient written in place (a
+  //   bytes a logit);
+  // - torch: torch.nn.functional.cross_entropy on the fp32 logits (torchtitan) keeps the fp32
+  //   log-softmax (4 bytes a logit), and backward's nll_loss and log_softmax gradients, fp32
+  //   each, are made beside it (8 bytes a logit more at the start of backward).
+  CrossEntropy cross_entropy = CrossEntropy::vocab_parallel;
   // Context parallelism's KV exchange (CpCommType); only read when cp > 1.
   CpCommType cp_comm_type = CpCommType::p2p;
   // Megatron-Core --cpu-offloading with --cpu-offloading-num-layers N (activations only, as
@@ -455,7 +467,8 @@ struct PlanInput {
   std::optional<int> powersgd_rank;
   // modern training (issue 15)
   std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
-  std::optional<bool> fp8, tp_comm_overlap, cross_entropy_fusion, tp_async_allreduce;
+  std::optional<bool> fp8, tp_comm_overlap, tp_async_allreduce;
+  std::optional<CrossEntropy> cross_entropy;  // --cross-entropy, --cross-entropy-loss-fusion
   std::optional<bool> fp8_param_gather;
   std::optional<int> cpu_offload_layers;
   std::optional<int> mtp_layers;                 // --mtp-num-layers (unset: the model's)

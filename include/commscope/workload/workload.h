@@ -41,6 +41,10 @@ struct Role {
   // gathered at once (its replay in the builder: a module's, the prefetched, those kept for
   // reuse); 0 otherwise.
   std::int64_t zero3_live_params = 0;
+  // PyTorch FSDP (--framework fsdp): the largest root unit of its chunks (what no block's unit
+  // holds, or the whole chunk under --fsdp-wrap model), gathered from its forward to the end of
+  // its backward; 0 otherwise.
+  std::int64_t fsdp_root_params = 0;
 };
 
 struct Workload {
