@@ -330,6 +330,12 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     if (!d) return row.bad("grad_comm_dtype", "fp32, fp16, bf16 or fp8, or empty");
     p.grad_comm_dtype = *d;
   }
+  // cross_entropy: the loss's (--cross-entropy); empty: Megatron-Core's vocab-parallel one.
+  if (const std::string& ce = lower(row.get("cross_entropy")); !ce.empty()) {
+    const auto c = cross_entropy_from_name(ce);
+    if (!c) return row.bad("cross_entropy", "vocab-parallel, fused or torch, or empty");
+    p.cross_entropy = *c;
+  }
   // recompute_modules: Megatron-Core's --recompute-modules (names separated by spaces or
   // commas), with recompute selective.
   if (const std::string& mods = row.get("recompute_modules"); !mods.empty()) {
