@@ -61,6 +61,7 @@ Result<std::vector<DeepSpeedVersion>> load_deepspeed_versions(const std::string&
     r.read("provenance", v.provenance);
     r.read("zero3_sync_gathers", v.zero3_sync_gathers);
     r.read("zero3_per_param_calls", v.zero3_per_param_calls);
+    r.read("zero3_double_reduce_bucket", v.zero3_double_reduce_bucket);
     r.read("host_s_per_rank_per_call", v.host_s_per_rank_per_call);
     r.read("nics_per_group", v.nics_per_group);
     r.check(v.nics_per_group >= 0 && v.nics_per_group <= 1024, "nics_per_group",
@@ -171,6 +172,7 @@ Status resolve_framework(const PlanInput& in, ParallelPlan& plan, std::vector<st
     plan.deepspeed_version = it->version;
     plan.zero3_sync_gathers = it->zero3_sync_gathers;
     plan.zero3_per_param_calls = it->zero3_per_param_calls;
+    plan.zero3_double_reduce_bucket = it->zero3_double_reduce_bucket;
     plan.zero3_host_s_per_rank_per_call = it->host_s_per_rank_per_call;
     plan.zero3_nics_per_group = it->nics_per_group;
   }

@@ -507,6 +507,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
         j["deepspeed_version"] = p.deepspeed_version;
         j["zero3_sync_gathers"] = p.zero3_sync_gathers;
         j["zero3_per_param_calls"] = p.zero3_per_param_calls;
+        j["zero3_double_reduce_bucket"] = p.zero3_double_reduce_bucket;
         j["zero3_host_s_per_rank_per_call"] = p.zero3_host_s_per_rank_per_call;
         j["zero3_nics_per_group"] = p.zero3_nics_per_group;
       }

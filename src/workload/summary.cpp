@@ -599,6 +599,13 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     } else if (p.zero == 3 && sharded_weights) {
       buffers += Bytes(2.0 * block_gathered);  // the largest block gathered, and the next
     }
+    if (p.zero == 3 && p.framework == Framework::deepspeed && p.contiguous_gradients) {
+      // DeepSpeed ZeRO-3's gradient bucket (stage3.py's __ipg_bucket_flat_buffer, or under
+      // 0.3-0.5 the ipg_buffer its backward allocates, two with overlap_comm), at most the
+      // parameters as the ZeRO-1/2 buckets above.
+      const double n = p.zero3_double_reduce_bucket && p.overlap_grad_reduce ? 2.0 : 1.0;
+      buffers += Bytes(n * elem * std::min<double>(static_cast<double>(p.zero_reduce_bucket), P));
+    }
   }
   if (p.pp > 1) {
     const double tokens =

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -135,10 +136,27 @@ TEST(Memory, DeepSpeedZero3BuffersAreTheCoordinatorsPeak) {
   EXPECT_EQ(layout.roles[0].zero3_live_params, r.zero3_live_params);
   EXPECT_GE(static_cast<double>(r.zero3_live_params), 4 * h * h + 4 * h);
   EXPECT_LE(static_cast<double>(r.zero3_live_params), 2 * block);
+  // and its gradient bucket, reduce_bucket_size (5e8) elements of bf16 (stage3.py's
+  // __ipg_bucket_flat_buffer); none without contiguous_gradients; under 0.3-0.5 two with
+  // overlap_comm (its backward's ipg_buffer buf_0 and buf_1), one without.
+  const double bucket = 2.0 * 5e8;
   EXPECT_DOUBLE_EQ(memory_per_rank(w, r).comm_buffers.value(),
-                   2.0 * static_cast<double>(r.zero3_live_params));
+                   2.0 * static_cast<double>(r.zero3_live_params) + bucket);
   EXPECT_DOUBLE_EQ(memory_per_rank(layout, layout.roles[0]).total().value(),
                    memory_per_rank(w, r).total().value());
+  for (auto [version, contiguous, overlap, buckets] :
+       {std::tuple{"", false, true, 0}, std::tuple{"0.3", true, true, 2},
+        std::tuple{"0.3", true, false, 1}, std::tuple{"current", true, true, 1}}) {
+    SCOPED_TRACE(
+        fmt::format("version '{}' contiguous {} overlap {}", version, contiguous, overlap));
+    PlanInput q = p;
+    if (*version) q.deepspeed_version = version;
+    q.contiguous_gradients = contiguous;
+    q.overlap_grad_reduce = overlap;
+    const Workload wq = build_layout(scenario("gpt3-175b", "dgx-a100-80gb", q));
+    EXPECT_DOUBLE_EQ(memory_per_rank(wq, wq.roles[0]).comm_buffers.value(),
+                     2.0 * static_cast<double>(wq.roles[0].zero3_live_params) + buckets * bucket);
+  }
   // commscope's own ZeRO-3 pattern: the current and the prefetched block, as before
   PlanInput own = p;
   own.framework.reset();

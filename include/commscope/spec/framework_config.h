@@ -43,6 +43,9 @@ struct DeepSpeedVersion {
   std::string provenance;  // where host_s_per_rank_per_call comes from
   bool zero3_sync_gathers = false;
   bool zero3_per_param_calls = false;
+  // ZeRO-3's gradient bucket (contiguous_gradients): a second one beside the first under
+  // overlap_comm, allocated for each backward (0.3-0.5), or one (today's, allocated once).
+  bool zero3_double_reduce_bucket = false;
   double host_s_per_rank_per_call = 0;
   int nics_per_group = 0;  // 0: the system's scale.nics_per_group
 };

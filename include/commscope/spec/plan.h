@@ -375,6 +375,10 @@ struct ParallelPlan {
   std::string deepspeed_version;
   bool zero3_sync_gathers = false;
   bool zero3_per_param_calls = false;
+  // ZeRO-3 with contiguous_gradients keeps its gradient bucket (reduce_bucket_size elements of
+  // the compute type) beside the model: one (stage3.py's __ipg_bucket_flat_buffer, today), or
+  // under 0.3-0.5 two with overlap_comm (its backward allocates ipg_buffer buf_0 and buf_1).
+  bool zero3_double_reduce_bucket = false;
   double zero3_host_s_per_rank_per_call = 0;
   // The NICs of a node one of these collectives spreads over (0: the system's
   // scale.nics_per_group): an empirical term of the 2021 runs, fitted (docs/validate.md).
