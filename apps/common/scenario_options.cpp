@@ -183,7 +183,9 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                  "(Megatron-Core's: an fp32 softmax kept) | fused (Transformer Engine's: the "
                  "logits in the compute type) | torch (torch.nn.functional.cross_entropy on fp32 "
                  "logits, as torchtitan: the log-softmax kept, two fp32 gradients beside it in "
-                 "backward) [vocab-parallel; torch for a torchtitan job file]")
+                 "backward) | flash-attn (FlashAttention's CrossEntropyLoss, llm-foundry's "
+                 "default: the logits kept, their gradient beside them) [vocab-parallel; torch "
+                 "for a torchtitan job file]")
       ->group(g_plan);
   cmd.add_option("--cpu-offloading-num-layers", o.cpu_offload_layers,
                  "Megatron-Core --cpu-offloading: the activations of the first N layers go to "
@@ -207,7 +209,8 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   if (o.async_tp_allreduce) flags.tp_async_allreduce = true;
   if (o.no_async_tp_allreduce) flags.tp_async_allreduce = false;
   CS_RETURN_IF_ERROR(named_value("--cross-entropy", o.cross_entropy, cross_entropy_from_name,
-                                 "vocab-parallel, fused or torch", flags.cross_entropy));
+                                 "vocab-parallel, fused, torch or flash-attn",
+                                 flags.cross_entropy));
   if (o.cross_entropy_fusion) {
     if (flags.cross_entropy && *flags.cross_entropy != CrossEntropy::fused)
       return Error{fmt::format(

@@ -90,8 +90,9 @@ Verb add_plan(CLI::App& app) {
                 "the logits in the compute type (Megatron-LM --cross-entropy-loss-fusion)");
   cmd->add_option("--cross-entropy", st->cross_entropy,
                   "every plan's cross entropy (memory of the last stage): vocab-parallel | fused | "
-                  "torch (torch.nn.functional.cross_entropy on fp32 logits) [vocab-parallel; "
-                  "torch for a torchtitan job file]");
+                  "torch (torch.nn.functional.cross_entropy on fp32 logits) | flash-attn "
+                  "(FlashAttention's CrossEntropyLoss) [vocab-parallel; torch for a torchtitan "
+                  "job file]");
   cmd->add_option("--attention", st->attention,
                   "attention kernel of every plan: flash | standard [the model preset's "
                   "`attention`, else standard]");
@@ -272,8 +273,9 @@ Verb add_plan(CLI::App& app) {
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
         if (st->router_groups > 0) base.moe_router_groups = st->router_groups;
         if (st->router_group_topk > 0) base.moe_router_group_topk = st->router_group_topk;
-        if (Status s = named_value("--cross-entropy", st->cross_entropy, cross_entropy_from_name,
-                                   "vocab-parallel, fused or torch", base.cross_entropy);
+        if (Status s =
+                named_value("--cross-entropy", st->cross_entropy, cross_entropy_from_name,
+                            "vocab-parallel, fused, torch or flash-attn", base.cross_entropy);
             !s.ok())
           return fail(s.error().message);
         if (st->cross_entropy_fusion) {

@@ -333,7 +333,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // cross_entropy: the loss's (--cross-entropy); empty: Megatron-Core's vocab-parallel one.
   if (const std::string& ce = lower(row.get("cross_entropy")); !ce.empty()) {
     const auto c = cross_entropy_from_name(ce);
-    if (!c) return row.bad("cross_entropy", "vocab-parallel, fused or torch, or empty");
+    if (!c) return row.bad("cross_entropy", "vocab-parallel, fused, torch or flash-attn, or empty");
     p.cross_entropy = *c;
   }
   // recompute_modules: Megatron-Core's --recompute-modules (names separated by spaces or

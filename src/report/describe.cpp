@@ -242,6 +242,9 @@ std::string headline(const Workload& w) {
         : p.cross_entropy == CrossEntropy::torch
             ? ", PyTorch's cross entropy (fp32 log-softmax kept, its backward's two fp32 "
               "gradients beside it)"
+        : p.cross_entropy == CrossEntropy::flash_attn
+            ? ", FlashAttention's cross entropy (the logits kept in the compute type, their "
+              "gradient made beside them)"
             : "",
         stages.empty() ? "" : "; layers per stage " + stages,
         p.mtp_layers > 0

@@ -294,6 +294,7 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
   if (b.tp_comm_overlap.value_or(false)) out.push_back("TP overlap where SP");
   if (b.cross_entropy == CrossEntropy::fused) out.push_back("fused cross entropy");
   if (b.cross_entropy == CrossEntropy::torch) out.push_back("PyTorch's cross entropy");
+  if (b.cross_entropy == CrossEntropy::flash_attn) out.push_back("FlashAttention's cross entropy");
   if (b.grad_comm_dtype)
     out.push_back(fmt::format("gradients reduced in {}", to_string(*b.grad_comm_dtype)));
   if (b.precision_aware_optimizer.value_or(false))

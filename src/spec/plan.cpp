@@ -83,7 +83,8 @@ constexpr EnumName<FsdpGradSync> kFsdpGradSyncNames[] = {
 constexpr EnumName<CrossEntropy> kCrossEntropyNames[] = {
     {CrossEntropy::vocab_parallel, "vocab-parallel"},
     {CrossEntropy::fused, "fused"},
-    {CrossEntropy::torch, "torch"}};
+    {CrossEntropy::torch, "torch"},
+    {CrossEntropy::flash_attn, "flash-attn"}};
 constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
@@ -534,7 +535,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.tp_async_allreduce) j["async_tensor_model_parallel_allreduce"] = true;
   if (p.cross_entropy == CrossEntropy::fused) j["cross_entropy_loss_fusion"] = true;
-  if (p.cross_entropy == CrossEntropy::torch) j["cross_entropy"] = to_string(p.cross_entropy);
+  if (p.cross_entropy == CrossEntropy::torch || p.cross_entropy == CrossEntropy::flash_attn)
+    j["cross_entropy"] = to_string(p.cross_entropy);
   if (p.cp > 1 && p.cp_comm_type != CpCommType::p2p) j["cp_comm_type"] = to_string(p.cp_comm_type);
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;

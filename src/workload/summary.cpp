@@ -503,6 +503,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   //   made while the saved log-softmax is held: 8 bytes a logit. (Its forward holds less: the
   //   compute-type logits, their fp32 copy and the log-softmax, 4 + a bytes beside what it
   //   keeps.)
+  // - FlashAttention's cross entropy makes its gradient beside the logits it keeps: a bytes;
   // - the fused cross entropy writes its gradient in place: nothing.
   double loss_transient = 0;
   if (!chunk_bytes.empty()) {
@@ -515,13 +516,16 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // sequence-parallel region and the column-parallel head saves its local input and
       // re-gathers it in backward), and the fp32 softmax of the vocabulary shard that
       // Megatron's vocab-parallel cross entropy saves (exp of the fp32 logits, s x b x V / t),
-      // or PyTorch's fp32 log-softmax; fused (--cross-entropy-loss-fusion), the logits in the
-      // compute type with their gradient written in place.
-      const bool fused = p.cross_entropy == CrossEntropy::fused;
+      // or PyTorch's fp32 log-softmax; fused (--cross-entropy-loss-fusion) or FlashAttention's,
+      // the logits in the compute type (the fused loss writes its gradient in place).
+      const bool fused =
+          p.cross_entropy == CrossEntropy::fused || p.cross_entropy == CrossEntropy::flash_attn;
       const Bytes head = Bytes(2.0 * a * s * b * h / out_div + (fused ? a : 4.0) * logits);
       chunk_bytes.back() += head;
       if (p.cross_entropy == CrossEntropy::torch)
         loss_transient = 8.0 * logits;
+      else if (p.cross_entropy == CrossEntropy::flash_attn)
+        loss_transient = a * logits;
       else if (!fused && a < 4.0)
         loss_transient = a * logits;
       // Multi-token prediction, per depth: its block's activations; the inputs of enorm and

@@ -1881,5 +1881,32 @@ TEST(ValidateCorpus, TorchtitanMeasuredMemoryOnH100) {
   }
 }
 
+// The loss each corpus row's framework runs, from its code (docs/validate.md, the
+// `cross_entropy` column): torchtitan's F.cross_entropy on fp32 logits on its 14 rows,
+// llm-foundry's FlashAttention CrossEntropyLoss on its 60; every other row Megatron-Core's
+// vocab-parallel default (the column empty).
+TEST(ValidateCorpus, CrossEntropyColumnFollowsTheFramework) {
+  int torch = 0, flash = 0;
+  for (const auto& row : corpus_rows()) {
+    SCOPED_TRACE(row.at("id"));
+    const std::string& src = row.at("source_id");
+    const std::string& ce = row.at("cross_entropy");
+    if (src.starts_with("torchtitan_perf")) {
+      EXPECT_EQ(ce, "torch");
+      ++torch;
+    } else if (src == "llmfoundry_mpt_bench") {
+      EXPECT_EQ(ce, "flash-attn");
+      ++flash;
+    } else {
+      EXPECT_EQ(ce, "");
+    }
+    if (!ce.empty()) {
+      EXPECT_NE(row.at("assumed").find("cross_entropy " + ce), std::string::npos);
+    }
+  }
+  EXPECT_EQ(torch, 14);
+  EXPECT_EQ(flash, 60);
+}
+
 }  // namespace
 }  // namespace commscope

@@ -400,15 +400,20 @@ TEST(Memory, CrossEntropyFusionIsFourBytesALogitInBf16) {
 // cast to fp32, which ATen runs as log_softmax then nll_loss): the fp32 log-softmax is kept (4
 // bytes a logit) and, at the start of backward, nll_loss's gradient and then log_softmax's
 // (fp32, the logits' shape each) are made beside it: 12 bytes a logit at the peak, against the
-// fused loss's a (its gradient written in place), in bf16 and fp32 alike. On two pipeline stages
-// only the last, which runs the loss, holds it; under TP each rank holds its vocabulary shard's.
+// fused loss's a (its gradient written in place), in bf16 and fp32 alike. FlashAttention's
+// (--cross-entropy flash-attn, llm-foundry's) keeps the logits as the fused one does and makes
+// its gradient beside them: 2a. On two pipeline stages only the last, which runs the loss, holds
+// it; under TP each rank holds its vocabulary shard's.
 TEST(Memory, PyTorchCrossEntropyIsTwelveBytesALogitAtItsPeak) {
   for (Precision prec : {Precision::bf16, Precision::fp32}) {
     for (int tp : {1, 2}) {
       for (int pp : {1, 2}) {
         SCOPED_TRACE(fmt::format("precision {} tp {} pp {}", static_cast<int>(prec), tp, pp));
-        std::vector<double> total[2];
-        for (CrossEntropy ce : {CrossEntropy::torch, CrossEntropy::fused}) {
+        std::vector<double> total[3];
+        const CrossEntropy kinds[] = {CrossEntropy::torch, CrossEntropy::fused,
+                                      CrossEntropy::flash_attn};
+        for (int k = 0; k < 3; ++k) {
+          const CrossEntropy ce = kinds[k];
           PlanInput p = plan(tp * pp, tp, pp, 2, 2);
           p.precision = prec;
           p.seq_length = 4096;
@@ -416,15 +421,16 @@ TEST(Memory, PyTorchCrossEntropyIsTwelveBytesALogitAtItsPeak) {
           Scenario sc = scenario("llama3.2-1b", "dgx-h100", p);
           ASSERT_EQ(sc.plan.grad_accum, 1);
           Workload w = build_workload(sc);
-          for (const Role& r : w.roles)
-            total[ce == CrossEntropy::fused].push_back(memory_per_rank(w, r).total().value());
+          for (const Role& r : w.roles) total[k].push_back(memory_per_rank(w, r).total().value());
         }
         const double a = prec == Precision::bf16 ? 2 : 4;
         const double logits = 2.0 * 4096 * 128256 / tp;
         ASSERT_EQ(total[0].size(), static_cast<std::size_t>(pp));
         EXPECT_DOUBLE_EQ(total[0].back() - total[1].back(), (12 - a) * logits);
+        EXPECT_DOUBLE_EQ(total[2].back() - total[1].back(), a * logits);
         if (pp > 1) {
           EXPECT_DOUBLE_EQ(total[0].front(), total[1].front());
+          EXPECT_DOUBLE_EQ(total[2].front(), total[1].front());
         }
       }
     }

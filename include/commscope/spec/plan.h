@@ -81,9 +81,10 @@ enum class FsdpWrap : std::uint8_t { block, model };
 enum class FsdpGradSync : std::uint8_t { micro_batch, last_micro_batch, step };
 // The loss's cross entropy, which sets what the last stage holds around the loss
 // (docs/workload.md, "Memory per rank"): Megatron-Core's vocab-parallel cross entropy (the
-// default), Transformer Engine's fused one (Megatron-LM --cross-entropy-loss-fusion), or
-// PyTorch's torch.nn.functional.cross_entropy on the logits cast to fp32 (torchtitan).
-enum class CrossEntropy : std::uint8_t { vocab_parallel, fused, torch };
+// default), Transformer Engine's fused one (Megatron-LM --cross-entropy-loss-fusion),
+// PyTorch's torch.nn.functional.cross_entropy on the logits cast to fp32 (torchtitan), or
+// FlashAttention's fused CrossEntropyLoss (llm-foundry's default loss_fn).
+enum class CrossEntropy : std::uint8_t { vocab_parallel, fused, torch, flash_attn };
 std::string_view to_string(Framework f);
 std::string_view to_string(FsdpSharding s);
 std::string_view to_string(FsdpPrefetch p);
@@ -309,7 +310,11 @@ struct ParallelPlan {
   //   bytes a logit);
   // - torch: torch.nn.functional.cross_entropy on the fp32 logits (torchtitan) keeps the fp32
   //   log-softmax (4 bytes a logit), and backward's nll_loss and log_softmax gradients, fp32
-  //   each, are made beside it (8 bytes a logit more at the start of backward).
+  //   each, are made beside it (8 bytes a logit more at the start of backward);
+  // - flash_attn: FlashAttention's CrossEntropyLoss (flash_attn/losses/cross_entropy.py, the
+  //   xentropy kernel) keeps the logits in the compute type and the fp32 logsumexp, and its
+  //   backward (inplace_backward false, the default) makes the gradient beside them (a bytes a
+  //   logit more).
   CrossEntropy cross_entropy = CrossEntropy::vocab_parallel;
   // Context parallelism's KV exchange (CpCommType); only read when cp > 1.
   CpCommType cp_comm_type = CpCommType::p2p;
