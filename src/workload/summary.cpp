@@ -585,11 +585,22 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     // block's own unsharded gradients are alive (these counted whole already where FSDP keeps
     // every gradient whole: NO_SHARD, or accumulating unsharded). The transient beside the
     // loss's or the replay's (counted as activations above) is the rest.
+    const double rb = p.grad_comm_dtype ? dtype_bytes(*p.grad_comm_dtype) : gb;
+    const bool whole_grads = p.zero < 2 || p.fsdp_whole_gradients();
+    Bytes block_reduce;
     if (p.fsdp_wrap == FsdpWrap::block) {
-      const double rb = p.grad_comm_dtype ? dtype_bytes(*p.grad_comm_dtype) : gb;
-      const bool whole_grads = p.zero < 2 || p.fsdp_whole_gradients();
       const Bytes reduce = Bytes(block_unit * (rb + (whole_grads ? 0.0 : gb)));
-      buffers += std::max(Bytes(), replay + reduce - std::max(Bytes(loss_transient), replay));
+      block_reduce = std::max(Bytes(), replay + reduce - std::max(Bytes(loss_transient), replay));
+    }
+    buffers += block_reduce;
+    // The root unit is reduced last, once its backward has ended; without pipelining no
+    // activation is held then, and its reduction (the same copy, the whole stage's under
+    // --fsdp-wrap model) stands where they stood: the peak when it outweighs them. (Under
+    // pipelining other micro-batches' activations may still be held: not counted.)
+    if (p.pp == 1) {
+      const Bytes root_reduce =
+          Bytes(static_cast<double>(r.fsdp_root_params) * (rb + (whole_grads ? 0.0 : gb)));
+      buffers += std::max(Bytes(), root_reduce - (mem.activations + block_reduce));
     }
   } else if (p.dp > 1 && !megatron) {
     if (p.zero == 0) buffers += Bytes(std::min(p.ddp_bucket.value(), P * gb));

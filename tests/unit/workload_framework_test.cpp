@@ -687,20 +687,23 @@ TEST(Fsdp, GradSyncOnceAStep) {
 // from its forward to its backward's end and, under FULL_SHARD, a block's unit and the one
 // prefetched; and one block's reduction, the previous block's reduce input (the reduce type)
 // beside the block's unsharded gradients (bf16; whole already under NO_SHARD), of which only
-// what exceeds the loss's transient at the start of backward is counted. Llama 3 8B on 8 GPUs,
-// gradients reduced in fp32, counted by hand: a block is q and o (h x h each), k and v (h x 1024
-// each), w1, w2, w3 (h x 14336 each) and two norms; the root the embedding, the untied head and
-// the final norm.
+// what exceeds the loss's transient at the start of backward is counted; and the root's own
+// reduction, last, once no activation is held (PP 1), where it outweighs the activations and the
+// block's reduction. Llama 3 8B on 8 GPUs, gradients reduced in fp32, counted by hand: a block is
+// q and o (h x h each), k and v (h x 1024 each), w1, w2, w3 (h x 14336 each) and two norms; the
+// root the embedding, the untied head and the final norm. At 1,024 tokens a sample the root's
+// reduction (6.3 GB) outweighs the activations; at 8,192 it does not.
 TEST(Fsdp, BuffersAreTheGatheredUnitsAndOneReduction) {
   const double h = 4096, V = 128256, s = 1024;
   const double block = 2 * h * h + 2 * h * 1024 + 3 * h * 14336 + 2 * h;  // 218,112,000
   const double root = 2 * V * h + h;                                      // 1,050,677,248
   ASSERT_EQ(block, 218112000.0);
   const double reduce = block * (4 + 2);  // the fp32 reduce input and the bf16 gradients
+  double act = 0, seq = s;                // the last call's activations and sequence length
   auto buffers = [&](FsdpSharding sh, FsdpWrap wrap, CrossEntropy ce) {
     PlanInput p = fsdp_plan(8, sh);
     p.fsdp_wrap = wrap;
-    p.seq_length = static_cast<std::int64_t>(s);
+    p.seq_length = static_cast<std::int64_t>(seq);
     p.micro_batch = 1;
     p.grad_comm_dtype = DType::fp32;
     p.cross_entropy = ce;
@@ -708,20 +711,37 @@ TEST(Fsdp, BuffersAreTheGatheredUnitsAndOneReduction) {
     EXPECT_EQ(w.roles.size(), 1u);
     EXPECT_EQ(w.roles[0].fsdp_root_params,
               wrap == FsdpWrap::model ? w.roles[0].params : static_cast<std::int64_t>(root));
-    return memory_per_rank(w, w.roles[0]).comm_buffers.value();
+    const MemoryBreakdown mem = memory_per_rank(w, w.roles[0]);
+    act = mem.activations.value();
+    return mem.comm_buffers.value();
+  };
+  // What the root's reduction adds beyond what it replaces (`held` beside the activations).
+  auto root_end = [&](double bytes_per_param, double held) {
+    return std::max(0.0, root * bytes_per_param - (act + held));
   };
   const auto blk = FsdpWrap::block;
   const auto fused = CrossEntropy::fused;  // no loss transient
-  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::full_shard, blk, fused),
-                   2 * root + 2 * 2 * block + reduce);
-  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::shard_grad_op, blk, fused), reduce);
-  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::no_shard, blk, fused), 4 * block);
+  double b = buffers(FsdpSharding::full_shard, blk, fused);
+  EXPECT_GT(root_end(6, reduce), 0.0);
+  EXPECT_DOUBLE_EQ(b, 2 * root + 2 * 2 * block + reduce + root_end(6, reduce));
+  b = buffers(FsdpSharding::shard_grad_op, blk, fused);
+  EXPECT_DOUBLE_EQ(b, reduce + root_end(6, reduce));
+  b = buffers(FsdpSharding::no_shard, blk, fused);  // gradients whole: only the fp32 copies
+  EXPECT_DOUBLE_EQ(b, 4 * block + root_end(4, 4 * block));
   // Megatron's unfused loss makes 2 bytes a logit (the bf16 logits beside their fp32 cast).
-  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::full_shard, blk, CrossEntropy::vocab_parallel),
-                   2 * root + 2 * 2 * block + reduce - 2 * s * V);
-  // One unit: the whole model gathered, reduced once its activations are gone.
-  EXPECT_DOUBLE_EQ(buffers(FsdpSharding::full_shard, FsdpWrap::model, fused),
-                   2 * (root + 32 * block));
+  b = buffers(FsdpSharding::full_shard, blk, CrossEntropy::vocab_parallel);
+  const double beyond_loss = reduce - 2 * s * V;
+  EXPECT_DOUBLE_EQ(b, 2 * root + 2 * 2 * block + beyond_loss + root_end(6, beyond_loss));
+  // One unit: the whole model gathered and reduced once its activations are gone.
+  const double all = root + 32 * block;
+  b = buffers(FsdpSharding::full_shard, FsdpWrap::model, fused);
+  EXPECT_DOUBLE_EQ(b, 2 * all + std::max(0.0, 6 * all - act));
+  EXPECT_GT(6 * all, act);
+  // At 8,192 tokens the activations outweigh the root's reduction.
+  seq = 8192;
+  b = buffers(FsdpSharding::full_shard, blk, fused);
+  EXPECT_EQ(root_end(6, reduce), 0.0);
+  EXPECT_DOUBLE_EQ(b, 2 * root + 2 * 2 * block + reduce);
 }
 
 TEST(Fsdp, ExpertsShardOverTheExpertDataGroup) {
