@@ -208,16 +208,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
         "--no-async-tensor-model-parallel-allreduce, not both"};
   if (o.async_tp_allreduce) flags.tp_async_allreduce = true;
   if (o.no_async_tp_allreduce) flags.tp_async_allreduce = false;
-  CS_RETURN_IF_ERROR(named_value("--cross-entropy", o.cross_entropy, cross_entropy_from_name,
-                                 "vocab-parallel, fused, torch or flash-attn",
-                                 flags.cross_entropy));
-  if (o.cross_entropy_fusion) {
-    if (flags.cross_entropy && *flags.cross_entropy != CrossEntropy::fused)
-      return Error{fmt::format(
-          "--cross-entropy: expected fused or nothing with --cross-entropy-loss-fusion, got '{}'",
-          o.cross_entropy)};
-    flags.cross_entropy = CrossEntropy::fused;
-  }
+  CS_RETURN_IF_ERROR(cross_entropy_flags(o.cross_entropy, o.cross_entropy_fusion, flags));
   if (o.moe_pad_to_capacity) flags.moe_pad_to_capacity = true;
   if (o.fp8 || o.precision == "fp8") {
     flags.fp8 = true;  // the precision around the FP8 GEMMs stays bf16 unless given
@@ -753,6 +744,19 @@ void add_grad_comm_dtype_options(CLI::App& cmd, std::string& dtype, bool& in_bf1
       ->group(group);
   cmd.add_flag("--grad-reduce-in-bf16", in_bf16, "Megatron-LM's spelling of --grad-comm-dtype bf16")
       ->group(group);
+}
+
+Status cross_entropy_flags(const std::string& name, bool fusion, PlanInput& flags) {
+  std::optional<CrossEntropy> given;
+  CS_RETURN_IF_ERROR(named_value("--cross-entropy", name, cross_entropy_from_name,
+                                 "vocab-parallel, fused, torch or flash-attn", given));
+  if (fusion && given && *given != CrossEntropy::fused)
+    return Error{fmt::format(
+        "--cross-entropy: expected fused or nothing with --cross-entropy-loss-fusion, got '{}'",
+        name)};
+  if (fusion) given = CrossEntropy::fused;
+  if (given) flags.cross_entropy = given;
+  return {};
 }
 
 Status grad_comm_dtype_flags(const std::string& dtype, bool in_bf16, PlanInput& flags) {

@@ -44,6 +44,10 @@ void add_grad_comm_dtype_options(CLI::App& cmd, std::string& dtype, bool& in_bf1
                                  const std::string& group, const std::string& where = "");
 // Into the PlanInput (only what was given); errors name the flag.
 Status grad_comm_dtype_flags(const std::string& dtype, bool in_bf16, PlanInput& flags);
+// --cross-entropy and --cross-entropy-loss-fusion (its spelling of fused), for the scenario verbs
+// and plan: into the PlanInput only what was given (a job file's loss stays otherwise); errors
+// name the flag.
+Status cross_entropy_flags(const std::string& name, bool fusion, PlanInput& flags);
 
 struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.

@@ -273,20 +273,9 @@ Verb add_plan(CLI::App& app) {
         if (st->tp_comm_overlap) base.tp_comm_overlap = true;
         if (st->router_groups > 0) base.moe_router_groups = st->router_groups;
         if (st->router_group_topk > 0) base.moe_router_group_topk = st->router_group_topk;
-        if (Status s =
-                named_value("--cross-entropy", st->cross_entropy, cross_entropy_from_name,
-                            "vocab-parallel, fused, torch or flash-attn", base.cross_entropy);
+        if (Status s = cross_entropy_flags(st->cross_entropy, st->cross_entropy_fusion, base);
             !s.ok())
           return fail(s.error().message);
-        if (st->cross_entropy_fusion) {
-          if (base.cross_entropy && !st->cross_entropy.empty() &&
-              *base.cross_entropy != CrossEntropy::fused)
-            return fail(
-                fmt::format("--cross-entropy: expected fused or nothing with "
-                            "--cross-entropy-loss-fusion, got '{}'",
-                            st->cross_entropy));
-          base.cross_entropy = CrossEntropy::fused;
-        }
         // --grad-comm-dtype: every plan's gradient reductions (over the torchtitan file's
         // mixed_precision_reduce: flags win)
         if (Status s = grad_comm_dtype_flags(st->grad_comm_dtype, st->grad_reduce_in_bf16, base);

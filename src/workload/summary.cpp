@@ -518,16 +518,24 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // Megatron's vocab-parallel cross entropy saves (exp of the fp32 logits, s x b x V / t),
       // or PyTorch's fp32 log-softmax; fused (--cross-entropy-loss-fusion) or FlashAttention's,
       // the logits in the compute type (the fused loss writes its gradient in place).
-      const bool fused =
-          p.cross_entropy == CrossEntropy::fused || p.cross_entropy == CrossEntropy::flash_attn;
-      const Bytes head = Bytes(2.0 * a * s * b * h / out_div + (fused ? a : 4.0) * logits);
+      double kept = 4.0;  // bytes a logit the loss keeps
+      switch (p.cross_entropy) {
+        case CrossEntropy::vocab_parallel:
+          loss_transient = a < 4.0 ? a * logits : 0.0;
+          break;
+        case CrossEntropy::torch:
+          loss_transient = 8.0 * logits;
+          break;
+        case CrossEntropy::flash_attn:
+          kept = a;
+          loss_transient = a * logits;
+          break;
+        case CrossEntropy::fused:
+          kept = a;
+          break;
+      }
+      const Bytes head = Bytes(2.0 * a * s * b * h / out_div + kept * logits);
       chunk_bytes.back() += head;
-      if (p.cross_entropy == CrossEntropy::torch)
-        loss_transient = 8.0 * logits;
-      else if (p.cross_entropy == CrossEntropy::flash_attn)
-        loss_transient = a * logits;
-      else if (!fused && a < 4.0)
-        loss_transient = a * logits;
       // Multi-token prediction, per depth: its block's activations; the inputs of enorm and
       // hnorm (the embedding's output and the previous hidden states) and the projection's
       // 2h-wide input (its sequence shard under SP, re-gathered in backward); and its own
@@ -545,19 +553,25 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
 
   // The largest block on this rank: its parameters (the dense part over TP, the routed experts
   // over EP x expert TP) and, gathered, its bytes in the parameters' type (its GEMM weights in
-  // 1 byte under --fp8-param-gather).
+  // 1 byte under --fp8-param-gather). Walked only where a buffer below needs it.
   const double elem = dtype_bytes(p.dtype());
-  double block_unit = 0, block_gathered = 0;
-  for (const Chunk& ch : r.chunks)
-    for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
-      const double whole =
-          static_cast<double>(block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp +
-                              block_expert_params(m, l) / (p.ep * p.expert_tp));
-      const double fp8 =
-          p.fp8_param_gather ? block_sharded_params(m, l, p.tp, p.ep * p.expert_tp) : 0;
-      block_unit = std::max(block_unit, whole);
-      block_gathered = std::max(block_gathered, elem * (whole - fp8) + fp8);
-    }
+  struct LargestBlock {
+    double params = 0, gathered = 0;
+  };
+  auto largest_block = [&] {
+    LargestBlock big;
+    for (const Chunk& ch : r.chunks)
+      for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l) {
+        const double whole =
+            static_cast<double>(block_params(m, l, p.tp) - block_expert_params(m, l) / p.tp +
+                                block_expert_params(m, l) / (p.ep * p.expert_tp));
+        const double fp8 =
+            p.fp8_param_gather ? block_sharded_params(m, l, p.tp, p.ep * p.expert_tp) : 0;
+        big.params = std::max(big.params, whole);
+        big.gathered = std::max(big.gathered, elem * (whole - fp8) + fp8);
+      }
+    return big;
+  };
 
   // Communication buffers: a DDP bucket; DeepSpeed's reduce and all-gather buckets; ZeRO-3's
   // gathered parameters (DeepSpeed's coordinator peak, else the current and prefetched block);
@@ -574,9 +588,9 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     // root's post-forward mesh unset; FSDP1 keeps the root unsharded), and under FULL_SHARD or
     // HYBRID_SHARD a block's unit and the one prefetched beside it. (SHARD_GRAD_OP and the kept
     // parameters of --fsdp-grad-sync step count the weights whole already.)
+    const LargestBlock big = p.fsdp_wrap == FsdpWrap::block ? largest_block() : LargestBlock{};
     if (sharded_weights)
-      buffers += Bytes(elem * static_cast<double>(r.fsdp_root_params) +
-                       (p.fsdp_wrap == FsdpWrap::block ? 2.0 * block_gathered : 0.0));
+      buffers += Bytes(elem * static_cast<double>(r.fsdp_root_params) + 2.0 * big.gathered);
     // A unit's gradients are reduced as its backward ends, from a copy in the reduce type:
     // FSDP2's foreach_reduce copies the unit's unsharded gradients (the parameters' type) into
     // its reduce_scatter_input, frees them and holds that input until the next unit's
@@ -585,21 +599,19 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     // block's own unsharded gradients are alive (these counted whole already where FSDP keeps
     // every gradient whole: NO_SHARD, or accumulating unsharded). The transient beside the
     // loss's or the replay's (counted as activations above) is the rest.
+    // Bytes a parameter of a unit's reduction: the reduce-type copy, and the unsharded gradients
+    // unless counted whole already.
     const double rb = p.grad_comm_dtype ? dtype_bytes(*p.grad_comm_dtype) : gb;
-    const bool whole_grads = p.zero < 2 || p.fsdp_whole_gradients();
-    Bytes block_reduce;
-    if (p.fsdp_wrap == FsdpWrap::block) {
-      const Bytes reduce = Bytes(block_unit * (rb + (whole_grads ? 0.0 : gb)));
-      block_reduce = std::max(Bytes(), replay + reduce - std::max(Bytes(loss_transient), replay));
-    }
+    const double reducing = rb + (p.zero < 2 || p.fsdp_whole_gradients() ? 0.0 : gb);
+    const Bytes block_reduce = std::max(
+        Bytes(), replay + Bytes(big.params * reducing) - std::max(Bytes(loss_transient), replay));
     buffers += block_reduce;
     // The root unit is reduced last, once its backward has ended; without pipelining no
     // activation is held then, and its reduction (the same copy, the whole stage's under
     // --fsdp-wrap model) stands where they stood: the peak when it outweighs them. (Under
     // pipelining other micro-batches' activations may still be held: not counted.)
     if (p.pp == 1) {
-      const Bytes root_reduce =
-          Bytes(static_cast<double>(r.fsdp_root_params) * (rb + (whole_grads ? 0.0 : gb)));
+      const Bytes root_reduce = Bytes(static_cast<double>(r.fsdp_root_params) * reducing);
       buffers += std::max(Bytes(), root_reduce - (mem.activations + block_reduce));
     }
   } else if (p.dp > 1 && !megatron) {
@@ -612,7 +624,7 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
       // stage3_max_live_parameters beyond the module in use).
       buffers += Bytes(elem * static_cast<double>(r.zero3_live_params));
     } else if (p.zero == 3 && sharded_weights) {
-      buffers += Bytes(2.0 * block_gathered);  // the largest block gathered, and the next
+      buffers += Bytes(2.0 * largest_block().gathered);  // the largest block, and the next
     }
     if (p.zero == 3 && p.framework == Framework::deepspeed && p.contiguous_gradients) {
       // DeepSpeed ZeRO-3's gradient bucket (stage3.py's __ipg_bucket_flat_buffer, or under
