@@ -121,7 +121,7 @@ Verb add_plan(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--torchtitan-config,--job.config_file", st->torchtitan_config,
                   "torchtitan job file (TOML): its model, sequence length, precision (FP8 "
-                  "converter, gradient reduce type) and global batch; the plans FSDP's "
+                  "converter, gradient reduce type), loss and global batch; the plans FSDP's "
                   "(--framework fsdp) unless --framework(s) says otherwise; its parallelism and "
                   "checkpointing are what the search varies (flags win; docs/plan.md)");
   cmd->add_option("--memory-headroom", st->memory_headroom,
@@ -221,6 +221,7 @@ Verb add_plan(CLI::App& app) {
           base.fp8 = f.fp8;
           base.grad_comm_dtype = f.grad_comm_dtype;
           base.attention = f.attention;
+          base.cross_entropy = f.cross_entropy;  // torchtitan's loss (flags win, below)
           if (cmd->count("--global-batch-size") == 0) {
             // The file's global batch: stated, or its local batch on each of its
             // data-parallel ranks (the GPUs its other degrees leave, as torchtitan's -1).

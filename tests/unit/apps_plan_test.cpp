@@ -322,8 +322,9 @@ TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
 // A torchtitan job file fixes the model, the global batch (its local batch on each of its
 // data-parallel ranks: 2 x 64) and the precision, and keeps the search to FSDP's plans (with a
 // note); its best plan is what `predict` says of the same file with that plan's micro-batch and
-// checkpointing. Flags win over the file; a file whose degrees cannot divide the GPUs, or that
-// does not exist, is a one-line error.
+// checkpointing: its time, and its memory with torchtitan's loss (PyTorch's cross entropy). Flags
+// win over the file; a file whose degrees cannot divide the GPUs, or that does not exist, is a
+// one-line error.
 TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
   const std::string file = COMMSCOPE_SOURCE_DIR "/tests/data/torchtitan/llama2_13b_layer_ac.toml";
   const std::string where = " --system dgx-a100-80gb --gpus 64";
@@ -347,6 +348,8 @@ TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
   ASSERT_EQ(pr.status, 0) << pr.err;
   const auto one = nlohmann::json::parse(pr.out)["predictions"][0];
   EXPECT_DOUBLE_EQ(one["iteration_time_s"].get<double>(), best["iteration_time_s"].get<double>());
+  EXPECT_DOUBLE_EQ(one["memory_per_gpu_bytes"].get<double>(),
+                   best["memory_per_gpu_bytes"].get<double>());
 
   // Flags win: the model, the batch and the frameworks.
   Outcome f = run("--torchtitan-config " + file + where +
