@@ -524,7 +524,7 @@ def main():
     ]
     cols = ["model", "system", "gpus", "tp", "pp", "dp", "zero", "micro_batch", "global_batch",
             "seq_length", "precision", "recompute", "attention", "measured_s", "measured_memory_gib",
-            "outcome", "notes"]
+            "outcome", "notes", "attention_backend"]
     with open(os.path.join(args.out, "runs.csv"), "w", newline="") as f, \
             open(os.path.join(args.out, "oom.csv"), "w", newline="") as f_oom:
         w, w_oom = csv.writer(f), csv.writer(f_oom)
@@ -537,7 +537,8 @@ def main():
             trace = os.path.join(args.out, f"trace-{i}.json.gz") if i in traced else None
             row = dict(model=name, system="dgx-h100", gpus=1, tp=1, pp=1, dp=1, zero=0, micro_batch=mb,
                        global_batch=gbs, seq_length=cfg["seq_length"], precision="bf16",
-                       recompute="full" if rc else "none", attention="flash" if flash else "standard")
+                       recompute="full" if rc else "none", attention="flash" if flash else "standard",
+                       attention_backend="flash" if flash else "")
             try:
                 r = train_run(cfg, mb, gbs, rc, flash, steps, warm, trace)
             except torch.cuda.OutOfMemoryError if DEV == "cuda" else MemoryError as e:

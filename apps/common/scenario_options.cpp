@@ -138,6 +138,11 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                  "attention kernel: flash (FlashAttention-2, no s x s scores in memory) | "
                  "standard [the model preset's `attention`, else standard]")
       ->group(g_plan);
+  cmd.add_option("--attention-backend", o.attention_backend,
+                 "whose flash attention kernel (its speed): fused (cuDNN's, Transformer Engine's "
+                 "choice on Hopper) | flash (FlashAttention's own, as PyTorch SDPA and "
+                 "flash-attn run it) [flash under --framework fsdp or deepspeed, else fused]")
+      ->group(g_plan);
   cmd.add_option("--pipeline-stage-layers", o.pipeline_stage_layers,
                  "transformer layers of each pipeline stage, e.g. 7,8,8,...,8,7 (one per stage, "
                  "or per virtual stage in Megatron's order with --vp; the first and last may be "
@@ -201,6 +206,9 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
 Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   CS_RETURN_IF_ERROR(named_value("--attention", o.attention, attention_kernel_from_name,
                                  "flash or standard", flags.attention));
+  CS_RETURN_IF_ERROR(named_value("--attention-backend", o.attention_backend,
+                                 attention_backend_from_name, "fused or flash",
+                                 flags.attention_backend));
   if (o.tp_comm_overlap) flags.tp_comm_overlap = true;
   if (o.async_tp_allreduce && o.no_async_tp_allreduce)
     return Error{

@@ -76,9 +76,9 @@ struct ScenarioOptions {
   CLI::Option* zero_hpz_flag = nullptr;  // given or not
   // modern training (issue 15; docs/workload.md)
   OptimizerPrecisionOptions optimizer_precision;
-  std::string attention, pipeline_stage_layers, pipeline_layout, first_stage_layers,
-      last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules, recompute_method,
-      recompute_num_layers;
+  std::string attention, attention_backend, pipeline_stage_layers, pipeline_layout,
+      first_stage_layers, last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules,
+      recompute_method, recompute_num_layers;
   bool fp8 = false;
   bool fp8_param_gather = false;  // Megatron-Core --fp8-param-gather
   bool tp_comm_overlap = false;

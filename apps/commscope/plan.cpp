@@ -30,7 +30,7 @@ Verb add_plan(CLI::App& app) {
     bool fp8 = false, fp8_param_gather = false, tp_comm_overlap = false,
          cross_entropy_fusion = false;
     std::string cross_entropy;
-    std::string attention, cp_comm_type, moe_dispatcher;
+    std::string attention, attention_backend, cp_comm_type, moe_dispatcher;
     int max_tp = 0, max_pp = 0, max_vp = 0, max_cp = 0, max_ep = 0;
     int router_groups = 0, router_group_topk = 0;  // not given (0): the model's
     std::vector<int> zero;
@@ -96,6 +96,10 @@ Verb add_plan(CLI::App& app) {
   cmd->add_option("--attention", st->attention,
                   "attention kernel of every plan: flash | standard [the model preset's "
                   "`attention`, else standard]");
+  cmd->add_option("--attention-backend", st->attention_backend,
+                  "whose flash attention kernel in every plan: fused (cuDNN's) | flash "
+                  "(FlashAttention's own) [flash under --framework fsdp or deepspeed, else "
+                  "fused]");
   cmd->add_option("--cp-comm-type", st->cp_comm_type,
                   "how the plans with CP > 1 exchange K and V: p2p (ring) | all_gather [p2p]");
   cmd->add_option("--moe-token-dispatcher-type", st->moe_dispatcher,
@@ -292,6 +296,9 @@ Verb add_plan(CLI::App& app) {
         for (const Status& s :
              {cli::named_value("--attention", st->attention, attention_kernel_from_name,
                                "flash or standard", base.attention),
+              cli::named_value("--attention-backend", st->attention_backend,
+                               attention_backend_from_name, "fused or flash",
+                               base.attention_backend),
               cli::named_value("--cp-comm-type", st->cp_comm_type, cp_comm_type_from_name,
                                "p2p or all_gather", base.cp_comm_type),
               cli::named_value("--moe-token-dispatcher-type", st->moe_dispatcher,

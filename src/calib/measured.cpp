@@ -415,6 +415,12 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     if (!k) return row.bad("attention", "flash, standard or empty");
     p.attention = *k;
   }
+  // attention_backend: whose flash kernel (--attention-backend); empty: the framework's.
+  if (const std::string& a = row.get("attention_backend"); !a.empty()) {
+    auto k = attention_backend_from_name(lower(a));
+    if (!k) return row.bad("attention_backend", "fused, flash or empty");
+    p.attention_backend = *k;
+  }
   // pipeline_layout: Megatron-Core's account_for_embedding_in_pipeline_split and
   // account_for_loss_in_pipeline_split (both set by NVIDIA's Llama 3.1 405B recipe): the
   // embedding and the loss each count as one layer when the layers are split over the
@@ -508,10 +514,13 @@ std::string system_for_gpu(const std::string& gpu) {
 
 // The columns of commscope's own CSV (docs/validate.md).
 constexpr std::string_view kCommscopeColumns[] = {
-    "model",     "system",    "network",  "nodes",       "gpus",         "tp",
-    "pp",        "dp",        "zero",     "micro_batch", "global_batch", "seq_length",
-    "precision", "recompute", "schedule", "attention",   "measured_s",   "measured_memory_gib",
-    "outcome",   "notes"};
+    "model",       "system",       "network",
+    "nodes",       "gpus",         "tp",
+    "pp",          "dp",           "zero",
+    "micro_batch", "global_batch", "seq_length",
+    "precision",   "recompute",    "schedule",
+    "attention",   "measured_s",   "measured_memory_gib",
+    "outcome",     "notes",        "attention_backend"};
 
 Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                                                    const std::string& system, SkipCounts* skipped) {
@@ -641,6 +650,10 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           auto k = attention_kernel_from_name(x);
           if (!k) return bad("flash or standard");
           r.input.plan.attention = *k;
+        } else if (h == "attention_backend") {
+          auto k = attention_backend_from_name(x);
+          if (!k) return bad("fused, flash or empty");
+          r.input.plan.attention_backend = *k;
         } else if (h == "measured_memory_gib") {
           // Bounded like the GPUs' memories commscope knows of: a bad unit (bytes) is an error.
           if (!parse(x, d) || !(d > 0) || !(d <= 1e6))

@@ -286,6 +286,8 @@ nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const st
                       {"intra_node_latency_us", units::to_us(c.intra_node_latency)},
                       {"iteration_overhead_ms", c.iteration_overhead.value() * 1e3},
                       {"microbatch_overhead_us", units::to_us(c.microbatch_overhead)}};
+  if (c.flash_attention_efficiency > 0)
+    j["calibration"]["flash_attention_efficiency"] = c.flash_attention_efficiency;
   auto& sources = j["sources"];
   if (!sources.is_array()) sources = nlohmann::json::array();
   nlohmann::json kept = nlohmann::json::array();

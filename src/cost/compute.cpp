@@ -12,6 +12,13 @@ double matmul_efficiency(double flops, double eff_max, double half_flops, double
   return eff_max * r / (1.0 + r);
 }
 
+Calibration kernel_calibration(const Calibration& cal, bool flash_library) {
+  Calibration c = cal;
+  if (flash_library && c.flash_attention_efficiency > 0)
+    c.attention_efficiency = c.flash_attention_efficiency;
+  return c;
+}
+
 Seconds compute_time(const Op& op, const GpuSpec& gpu, const Calibration& cal) {
   // Host work is no kernel: its own duration, no launch overhead.
   if (op.compute == ComputeClass::host) return Seconds(op.host_seconds);

@@ -343,11 +343,17 @@ bool same_costs(const OpList& a, const OpList& b) {
 // Placements per group, computed once per simulation.
 struct Costs {
   const Scenario& sc;
+  Calibration cal;  // the system's, at the plan's attention backend (kernel_calibration)
   LinkModel links;
   GroupPlacement place[kCommGroupCount];
   ForwardedCopies forwarded;  // the flex dispatcher's copies of a token over the EP group
   Stragglers stragglers;
-  explicit Costs(const Scenario& s) : sc(s), links(link_model(s)) {
+  explicit Costs(const Scenario& s)
+      : sc(s),
+        cal(kernel_calibration(s.system.calibration,
+                               s.plan.attention == AttentionKernel::flash &&
+                                   s.plan.attention_backend == AttentionBackend::flash)),
+        links(link_model(s)) {
     for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline, CommGroup::embedding,
                    CommGroup::expert, CommGroup::context, CommGroup::expert_data})
       place[static_cast<int>(g)] = place_group(s, g);
@@ -378,7 +384,7 @@ struct Costs {
       if (k.used && k.flops == op.flops && k.mem_bytes == op.mem_bytes && k.compute == op.compute &&
           k.dtype == op.dtype)
         return k.t;
-      const double t = compute_time(op, sc.system.gpu, sc.system.calibration).value();
+      const double t = compute_time(op, sc.system.gpu, cal).value();
       k = {op.flops, op.mem_bytes, t, op.compute, op.dtype, true};
       return t;
     }

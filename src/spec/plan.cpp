@@ -87,6 +87,8 @@ constexpr EnumName<CrossEntropy> kCrossEntropyNames[] = {
     {CrossEntropy::flash_attn, "flash-attn"}};
 constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
+constexpr EnumName<AttentionBackend> kAttentionBackendNames[] = {
+    {AttentionBackend::fused, "fused"}, {AttentionBackend::flash, "flash"}};
 constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
                                                      {CpCommType::all_gather, "all_gather"}};
 constexpr EnumName<MoeDispatcher> kMoeDispatcherNames[] = {{MoeDispatcher::alltoall, "alltoall"},
@@ -191,6 +193,13 @@ std::string_view to_string(AttentionKernel a) {
 }
 std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s) {
   return enum_from_name(kAttentionKernelNames, s);
+}
+
+std::string_view to_string(AttentionBackend b) {
+  return enum_to_name(kAttentionBackendNames, b);
+}
+std::optional<AttentionBackend> attention_backend_from_name(std::string_view s) {
+  return enum_from_name(kAttentionBackendNames, s);
 }
 
 std::string_view to_string(CpCommType c) {
@@ -331,6 +340,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(grad_compression, o.grad_compression);
   take(powersgd_rank, o.powersgd_rank);
   take(attention, o.attention);
+  take(attention_backend, o.attention_backend);
   take(fp8, o.fp8);
   take(fp8_param_gather, o.fp8_param_gather);
   take(tp_comm_overlap, o.tp_comm_overlap);
@@ -529,7 +539,10 @@ nlohmann::json to_json(const ParallelPlan& p) {
       break;
   }
   // Modern-training fields only when they differ from the defaults (the JSON stays as before).
-  if (p.attention != AttentionKernel::standard) j["attention"] = to_string(p.attention);
+  if (p.attention != AttentionKernel::standard) {
+    j["attention"] = to_string(p.attention);
+    j["attention_backend"] = to_string(p.attention_backend);
+  }
   if (p.fp8) j["fp8"] = true;
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;

@@ -26,6 +26,11 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                                const SystemSpec& system, ParallelPlan& plan,
                                const std::optional<PipelineLayout>& layout) {
   plan.attention = attention_kernel(in, model);
+  // PyTorch's and DeepSpeed's runs call FlashAttention's kernels; Transformer Engine (Megatron)
+  // picks cuDNN's fused attention on the GPUs where their speeds differ in the presets.
+  const bool pytorch = plan.framework == Framework::fsdp || plan.framework == Framework::deepspeed;
+  plan.attention_backend =
+      in.attention_backend.value_or(pytorch ? AttentionBackend::flash : AttentionBackend::fused);
   plan.fp8 = in.fp8.value_or(false);
   if (plan.fp8) {
     if (system.gpu.peak.fp8.value() <= 0)

@@ -333,6 +333,7 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j_in, const std::strin
     };
     fraction("gemm_efficiency", c.gemm_efficiency);
     fraction("attention_efficiency", c.attention_efficiency);
+    fraction("flash_attention_efficiency", c.flash_attention_efficiency);
     fraction("memory_efficiency", c.memory_efficiency);
     fraction("intra_node_efficiency", c.intra_node_efficiency);
     double v = 0;
@@ -461,6 +462,8 @@ nlohmann::json to_json(const SystemSpec& s) {
                         {"intra_node_latency_us", for_file(to_us(c.intra_node_latency))},
                         {"iteration_overhead_ms", for_file(c.iteration_overhead.value() * 1e3)},
                         {"microbatch_overhead_us", for_file(to_us(c.microbatch_overhead))}}}};
+  if (c.flash_attention_efficiency > 0)
+    j["calibration"]["flash_attention_efficiency"] = c.flash_attention_efficiency;
   if (s.max_nodes > 0) j["max_nodes"] = s.max_nodes;
   if (!s.sources.empty()) j["sources"] = s.sources;
   if (s.price_per_gpu_hour > 0 || s.power_per_gpu_w > 0) {

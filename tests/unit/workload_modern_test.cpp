@@ -74,6 +74,60 @@ TEST(FlashAttention, PresetDefaultAndFlag) {
   EXPECT_TRUE(named(w.roles[0].chunks[0].forward, "flash_attn").empty());
 }
 
+// Whose flash kernel (--attention-backend): the framework's by default (FlashAttention's own
+// under PyTorch FSDP and DeepSpeed, cuDNN's fused one under Megatron or none), the flag over it.
+// On one GPU without recompute an iteration is its kernels one after another, so the two
+// backends' times differ by exactly the attention kernels' times at the two efficiencies
+// (compute_time, summed here over the ops); on a system without a separate FlashAttention
+// figure (dgx-a100-80gb) they are the same prediction.
+TEST(FlashAttention, BackendPricesTheAttentionKernelsOnly) {
+  PlanInput p = plan(1, 1, 1, 2, 2);
+  p.attention = AttentionKernel::flash;
+  p.recompute = Recompute::none;
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100", p).plan.attention_backend, AttentionBackend::fused);
+  p.framework = Framework::megatron;
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100", p).plan.attention_backend, AttentionBackend::fused);
+  for (Framework f : {Framework::fsdp, Framework::deepspeed}) {
+    p.framework = f;
+    EXPECT_EQ(scenario("llama3-8b", "dgx-h100", p).plan.attention_backend, AttentionBackend::flash);
+  }
+  p.framework = Framework::fsdp;
+  p.attention_backend = AttentionBackend::fused;
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100", p).plan.attention_backend, AttentionBackend::fused);
+  p.framework.reset();
+
+  auto time = [&](const char* system, AttentionBackend b) {
+    PlanInput q = p;
+    q.attention_backend = b;
+    return simulate(build_workload(scenario("llama3-8b", system, q))).iteration_time;
+  };
+  Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+  const Calibration& cal = sc.system.calibration;
+  ASSERT_GT(cal.flash_attention_efficiency, 0);
+  ASSERT_NE(cal.flash_attention_efficiency, cal.attention_efficiency);
+  const Calibration flash = kernel_calibration(cal, true);
+  EXPECT_EQ(flash.attention_efficiency, cal.flash_attention_efficiency);
+  EXPECT_EQ(kernel_calibration(cal, false).attention_efficiency, cal.attention_efficiency);
+  Workload w = build_workload(sc);
+  double expected = 0;
+  int kernels = 0;
+  for (const Chunk& ch : w.roles[0].chunks)
+    for (const OpList* l : {&ch.forward, &ch.backward})
+      for (const Op& op : l->ops())
+        if (op.kind == OpKind::compute && op.compute == ComputeClass::attention) {
+          expected += compute_time(op, sc.system.gpu, flash).value() -
+                      compute_time(op, sc.system.gpu, cal).value();
+          ++kernels;
+        }
+  EXPECT_EQ(kernels, 2 * sc.model.layers());  // each layer's forward and backward
+  const double fused_s = time("dgx-h100", AttentionBackend::fused);
+  const double flash_s = time("dgx-h100", AttentionBackend::flash);
+  EXPECT_GT(expected, 0);
+  EXPECT_NEAR(flash_s - fused_s, expected, 1e-9 * fused_s);
+  EXPECT_EQ(time("dgx-a100-80gb", AttentionBackend::fused),
+            time("dgx-a100-80gb", AttentionBackend::flash));
+}
+
 // HBM traffic: FlashAttention never writes the s x s scores, so its bytes grow linearly with
 // the sequence (the FlashAttention paper's point, Dao et al. 2022, Theorem 2: no Theta(N^2)
 // term beyond what SRAM re-reads cost), while the standard core's grow quadratically.
@@ -1083,6 +1137,8 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
   for (const Case c :
        {Case{"--attention fused",
              "commscope: --attention: expected flash or standard, got 'fused'"},
+        Case{"--attention-backend cudnn",
+             "commscope: --attention-backend: expected fused or flash, got 'cudnn'"},
         Case{"--pipeline-stage-layers 7,x", "commscope: --pipeline-stage-layers: expected"},
         Case{"--decoder-first-pipeline-num-layers -1",
              "commscope: --decoder-first-pipeline-num-layers: expected"},

@@ -15,4 +15,9 @@ double matmul_efficiency(double flops, double eff_max, double half_flops, double
 // max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + kernel overhead.
 Seconds compute_time(const Op& op, const GpuSpec& gpu, const Calibration& cal);
 
+// The calibration a plan's kernels run at: with FlashAttention's own kernels
+// (`flash_library`: --attention flash, --attention-backend flash), the system's
+// flash_attention_efficiency for the attention, where it has one.
+Calibration kernel_calibration(const Calibration& cal, bool flash_library);
+
 }  // namespace commscope

@@ -108,6 +108,15 @@ std::string_view to_string(GradCompression c);
 enum class AttentionKernel : std::uint8_t { standard, flash };
 std::string_view to_string(AttentionKernel a);
 std::optional<AttentionKernel> attention_kernel_from_name(std::string_view s);
+// Whose kernel runs the flash attention (Megatron-Core --attention-backend's names): `fused` is
+// cuDNN's fused attention, which Transformer Engine prefers on Hopper and later
+// (dot_product_attention/utils.py: "Disabling FlashAttention to give FusedAttention preference
+// on Hopper+"); `flash` is FlashAttention's own kernels (Dao's library, its Triton version,
+// PyTorch SDPA's flash backend), which PyTorch FSDP, DeepSpeed and llm-foundry runs call. Only
+// the kernel's speed differs (the system's calibration, `flash_attention_efficiency`).
+enum class AttentionBackend : std::uint8_t { fused, flash };
+std::string_view to_string(AttentionBackend b);
+std::optional<AttentionBackend> attention_backend_from_name(std::string_view s);
 // How context parallelism moves K and V (Megatron-LM --cp-comm-type, Transformer Engine's
 // implementations): `p2p` passes KV chunks round the CP ring beside the attention blocks
 // (AttnFuncWithCPAndKVP2P); `all_gather` all-gathers K and V before attention and, in backward,
@@ -281,6 +290,9 @@ struct ParallelPlan {
   // ---- modern training (issue 15): attention kernel, FP8, uneven pipeline stages ----
   // Defaults keep every earlier result unchanged.
   AttentionKernel attention = AttentionKernel::standard;
+  // Whose flash kernel (with `attention` flash): fused under Megatron or no framework, flash
+  // under PyTorch FSDP and DeepSpeed, unless --attention-backend says.
+  AttentionBackend attention_backend = AttentionBackend::fused;
   // Transformer Engine FP8: the GEMMs run on the FP8 tensor cores (the system's fp8 peak),
   // each GEMM's inputs cast to FP8 (memory-bound casts); everything else stays in `precision`.
   bool fp8 = false;
@@ -475,7 +487,8 @@ struct PlanInput {
   std::optional<GradCompression> grad_compression;
   std::optional<int> powersgd_rank;
   // modern training (issue 15)
-  std::optional<AttentionKernel> attention;  // unset: the model preset's `attention`
+  std::optional<AttentionKernel> attention;           // unset: the model preset's `attention`
+  std::optional<AttentionBackend> attention_backend;  // unset: the framework's
   std::optional<bool> fp8, tp_comm_overlap, tp_async_allreduce;
   std::optional<CrossEntropy> cross_entropy;  // --cross-entropy, --cross-entropy-loss-fusion
   std::optional<bool> fp8_param_gather;

@@ -51,10 +51,13 @@ struct NicSpec {
 // Calibratable efficiencies of the cost models (docs/cost-model.md). Defaults are round
 // numbers, not fits; a system preset that was fitted says on what data in its sources.
 struct Calibration {
-  double gemm_efficiency = 0.75;              // fraction of tensor-core peak a large GEMM reaches
-  double gemm_half_flops = 2e9;               // GEMM FLOPs at which it reaches half that fraction
-  double gemm_steepness = 1.0;                // Hill exponent of that curve (1: f / (f + half))
-  double attention_efficiency = 0.5;          // fraction of peak for attention matmuls (unfused)
+  double gemm_efficiency = 0.75;      // fraction of tensor-core peak a large GEMM reaches
+  double gemm_half_flops = 2e9;       // GEMM FLOPs at which it reaches half that fraction
+  double gemm_steepness = 1.0;        // Hill exponent of that curve (1: f / (f + half))
+  double attention_efficiency = 0.5;  // fraction of peak for attention matmuls (unfused)
+  // FlashAttention's own kernels (--attention-backend flash), where measured apart from the
+  // fused (cuDNN) attention that attention_efficiency prices; 0: attention_efficiency.
+  double flash_attention_efficiency = 0;
   double memory_efficiency = 0.75;            // fraction of HBM bandwidth for element-wise ops
   Seconds kernel_overhead = units::us(3);     // launch and tail per kernel
   double intra_node_efficiency = 0.75;        // fraction of NVLink bandwidth collectives reach
