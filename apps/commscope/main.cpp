@@ -154,8 +154,19 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(where + one_line(e.what()) + " (see --help)");
   }
-  for (const auto& v : verbs)
-    if (v.command->parsed()) return v.run();
+  for (const auto& v : verbs) {
+    if (!v.command->parsed()) continue;
+    // A value given empty (`--cp ''`) is a mistake, not "not given": say so for every option of
+    // the verb that takes a value, whatever its own parsing would make of it.
+    for (const CLI::Option* o : v.command->get_options()) {
+      if (o->count() == 0 || o->get_expected_min() == 0) continue;
+      for (const std::string& r : o->results())
+        if (r.empty())
+          return fail(fmt::format("{}: expected a value, got ''",
+                                  o->get_name().empty() ? where : o->get_name()));
+    }
+    return v.run();
+  }
   return fail("expected a verb; see --help");
 }
 }  // namespace

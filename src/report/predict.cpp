@@ -257,6 +257,13 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
         fmt::format("--trace: expected a single scenario, got {} combinations", inputs.size())};
   if (o.top < 0)
     return Error{fmt::format("--top: expected a non-negative integer, got '{}'", o.top)};
+  if (o.scaling == Scaling::weak)
+    for (const auto& in : inputs)
+      if (in.plan.global_batch)
+        return Error{fmt::format(
+            "--global-batch-size: expected none under --scaling weak (the per-GPU batch is "
+            "kept, the global batch grows with DP), got {}",
+            *in.plan.global_batch)};
   if (o.scaling == Scaling::strong) {
     // One global batch for every point: the largest point's default (micro-batch x DP).
     bool given = false;

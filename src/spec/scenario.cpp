@@ -303,10 +303,13 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   if (plan.ep < 1) return bad("--expert-model-parallel-size", "a positive integer", num(plan.ep));
   if (plan.expert_tp < 1)
     return bad("--expert-tensor-parallel-size", "a positive integer", num(plan.expert_tp));
-  if (!model.moe() && (plan.ep > 1 || (in.expert_tp && plan.expert_tp != plan.tp)))
-    return bad(plan.ep > 1 ? "--expert-model-parallel-size" : "--expert-tensor-parallel-size",
-               fmt::format("1 (or TP) for {}, which has no experts", model.name),
-               num(plan.ep > 1 ? plan.ep : plan.expert_tp));
+  if (!model.moe() && plan.ep > 1)
+    return bad("--expert-model-parallel-size",
+               fmt::format("1 for {}, which has no experts", model.name), num(plan.ep));
+  if (!model.moe() && in.expert_tp && plan.expert_tp != plan.tp)
+    return bad("--expert-tensor-parallel-size",
+               fmt::format("the TP size {} for {}, which has no experts", plan.tp, model.name),
+               num(plan.expert_tp));
   if (model.moe()) {
     if (model.experts % plan.ep != 0)
       return bad("--expert-model-parallel-size",
@@ -356,14 +359,18 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
     plan.moe_capacity_factor = *in.moe_capacity_factor;
     if (!(plan.moe_capacity_factor > 0) || plan.moe_capacity_factor > 1e3)
       return bad("--moe-expert-capacity-factor", "a positive factor of at most 1000",
-                 num(plan.moe_capacity_factor));
+                 fmt::format("{}", plan.moe_capacity_factor));
+    if (!model.moe())
+      return bad("--moe-expert-capacity-factor",
+                 fmt::format("none for {}, which has no experts", model.name),
+                 fmt::format("{}", plan.moe_capacity_factor));
   }
   plan.moe_aux_loss_coeff = in.moe_aux_loss_coeff.value_or(0);
   if (!(plan.moe_aux_loss_coeff >= 0) || plan.moe_aux_loss_coeff > 1e3)
-    return bad("--moe-aux-loss-coeff", "0 to 1000", num(plan.moe_aux_loss_coeff));
+    return bad("--moe-aux-loss-coeff", "0 to 1000", fmt::format("{}", plan.moe_aux_loss_coeff));
   if (plan.moe_aux_loss_coeff > 0 && !model.moe())
     return bad("--moe-aux-loss-coeff", fmt::format("0 for {}, which has no experts", model.name),
-               num(plan.moe_aux_loss_coeff));
+               fmt::format("{}", plan.moe_aux_loss_coeff));
   plan.moe_pad_to_capacity = in.moe_pad_to_capacity.value_or(false);
   if (plan.moe_pad_to_capacity && plan.moe_capacity_factor <= 0)  // as Megatron-LM asserts
     return bad("--moe-pad-expert-input-to-capacity", "a --moe-expert-capacity-factor with it",
@@ -524,6 +531,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   int gpus = 0, nodes = 0;
   if (in.nodes && *in.nodes < 1) return bad("--nodes", "a positive integer", num(*in.nodes));
   if (in.gpus && *in.gpus < 1) return bad("--gpus", "a positive integer", num(*in.gpus));
+  // before the GPU count is derived from it (a DP of 0 would make no nodes)
+  if (in.dp && *in.dp < 1) return bad("--dp", "a positive integer", num(*in.dp));
   if (in.gpus && in.nodes) {
     gpus = *in.gpus;
     nodes = *in.nodes;

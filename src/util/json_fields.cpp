@@ -10,12 +10,46 @@
 
 namespace commscope {
 
+namespace {
+// How deep a JSON text nests its arrays and objects (outside strings), and the byte where it
+// first passes `limit`: the parsed value is copied recursively later, so a text nested
+// hundreds of thousands deep would exhaust the stack there.
+std::size_t first_byte_deeper_than(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string::npos;
+}
+}  // namespace
+
 Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
   // Configurations are kilobytes; a larger file is a mistake, not one to read into memory.
   CS_ASSIGN_OR_RETURN(const std::string text,
                       read_small_file(path.string(), 64ull << 20, "a JSON configuration"));
   if (text.empty())
     return Error{fmt::format("{}: empty file, expected a JSON object", path.string())};
+  constexpr int kMaxDepth = 256;  // configurations nest a few levels
+  if (const std::size_t at = first_byte_deeper_than(text, kMaxDepth); at != std::string::npos)
+    return Error{
+        fmt::format("{}: JSON nested deeper than {} levels at byte {}, expected a "
+                    "configuration",
+                    path.string(), kMaxDepth, at)};
   try {
     // Files written on Windows (and the vTrain CSVs) may carry a UTF-8 byte-order mark.
     auto j = nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/false);

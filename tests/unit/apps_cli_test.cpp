@@ -418,6 +418,58 @@ TEST_F(Cli, ConfigFilesThatCannotBeReadSafelyAreRefused) {
 
 // Messages that misled: "expected a number, got '1e9'" for an integer flag, "A subcommand is
 // required" for an unknown verb, CLI11's multi-line messages.
+// Found by probing the verbs (2026-11-30): each was a crash (SIGFPE on a DP of 0, a stack
+// overflow copying a JSON file nested 300,000 deep), a flag silently ignored or turned into
+// another meaning, or a message that contradicted itself. Each is now one line and status 2.
+TEST_F(Cli, DegenerateValuesAreOneLineNotACrash) {
+  const std::string deep = (dir_ / "deep.json").string();
+  {
+    std::ofstream f(deep);
+    f << "{\"name\":\"n\",\"x\":" << std::string(300000, '[') << std::string(300000, ']') << "}";
+  }
+  struct Case {
+    std::string args, err;
+  };
+  for (const Case& c : {
+           Case{"predict --dp 0", "commscope: --dp: expected a positive integer, got 0\n"},
+           Case{"describe --dp -4 --tp 1",
+                "commscope: --dp: expected a positive integer, got -4\n"},
+           Case{"predict --network " + deep,
+                "commscope: " + deep +
+                    ": JSON nested deeper than 256 levels at byte 271, expected a "
+                    "configuration\n"},
+           Case{"predict --scenario " + deep, "commscope: " + deep + ": JSON nested deeper"},
+           Case{"predict --nodes 1,2 --scaling weak --global-batch-size 64",
+                "commscope: --global-batch-size: expected none under --scaling weak"},
+           Case{"predict --moe-expert-capacity-factor 1.5",
+                "commscope: --moe-expert-capacity-factor: expected none for gpt2-large, which has "
+                "no experts, got 1.5\n"},
+           Case{"predict --moe-aux-loss-coeff 0.5",
+                "commscope: --moe-aux-loss-coeff: expected 0 for gpt2-large, which has no "
+                "experts, got 0.5\n"},
+           Case{"predict --tp 2 --expert-tensor-parallel-size 1",
+                "commscope: --expert-tensor-parallel-size: expected the TP size 2 for gpt2-large, "
+                "which has no experts, got 1\n"},
+           Case{"predict --cp ''", "commscope: --cp: expected a value, got ''\n"},
+           Case{"predict --zero3-host-per-rank-call ''",
+                "commscope: --zero3-host-per-rank-call: expected a value, got ''\n"},
+           Case{"plan --gpus 8 --framework ''",
+                "commscope: --framework: expected a value, got ''\n"},
+       }) {
+    SCOPED_TRACE(c.args);
+    Outcome r = run(c.args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.rfind(c.err, 0), 0u) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  // In a sweep the bad point is skipped with a warning that names the flag (docs/predict.md).
+  Outcome sweep = run("predict --dp 0,16 --format csv");
+  EXPECT_EQ(sweep.status, 0) << sweep.err;
+  EXPECT_NE(sweep.err.find("--dp"), std::string::npos) << sweep.err;
+  EXPECT_EQ(lines(sweep.out), 2) << sweep.out;  // the header and the DP 16 point
+}
+
 TEST_F(Cli, MessagesSayWhatWasExpected) {
   Outcome half = run("predict --micro-batch-size 1.5");
   EXPECT_EQ(half.status, 2);
