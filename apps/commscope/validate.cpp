@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -203,6 +204,18 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
   if (Status s = st.network_output.empty() ? Status{} : check_output_path(st.network_output);
       !s.ok())
     return fail("--network-output: " + s.error().message);
+  if (!st.network_output.empty()) {
+    // One file for both would keep only the second written: the same path, or two names of one
+    // file (a link).
+    namespace fs = std::filesystem;
+    std::error_code e1, e2, e3;
+    const fs::path a = fs::weakly_canonical(st.output, e1),
+                   b = fs::weakly_canonical(st.network_output, e2);
+    const bool same = (!e1 && !e2 && a == b) || fs::equivalent(st.output, st.network_output, e3);
+    if (same)
+      return fail(fmt::format("--network-output: expected a file other than --output's, got '{}'",
+                              st.network_output));
+  }
   ScenarioInput in = default_scenario_input();
   in.model = st.model;
   in.system = st.system;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/spec/limits.h"
 #include "commscope/spec/system.h"
 #include "commscope/util/json_fields.h"
 
@@ -68,19 +69,41 @@ Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path)
   std::map<std::tuple<std::string, int, int>, MeasuredCollective> by;
   std::size_t i = 0;
   for (const auto& r : j["results"]) {
+    // Each field of its type and range before it is read (a wrong type used to surface as the
+    // JSON library's own exception, an out-of-range rank count as a wrapped-around int).
+    auto bad = [&](const char* field, const std::string& expected, const nlohmann::json& got) {
+      return Error{fmt::format("{}: results[{}]{}{}: expected {}, got {}", path, i,
+                               *field ? "." : "", field, expected,
+                               got.is_null() ? std::string("nothing") : json_excerpt(got))};
+    };
+    if (!r.is_object()) return bad("", "an object", r);
+    const nlohmann::json none;
+    auto at = [&](const nlohmann::json& o, const char* key) -> const nlohmann::json& {
+      auto it = o.find(key);
+      return it == o.end() ? none : *it;
+    };
+    const auto& name_j = at(r, "collective");
     Collective c;
-    const std::string name = r.value("collective", "");
-    if (!collective_from_name(name, c))
-      return Error{fmt::format("{}: results[{}].collective: expected a collective, got '{}'", path,
-                               i, name)};
-    const int ranks = r.value("ranks", 0);
-    const double bytes = r.value("size_bytes", 0.0);
-    const double us = r.contains("out_of_place") ? r["out_of_place"].value("time_us", -1.0) : -1.0;
-    if (ranks < 1 || us < 0)
-      return Error{fmt::format(
-          "{}: results[{}]: expected ranks and out_of_place.time_us, got ranks {} time {}", path, i,
-          ranks, us)};
-    const std::string group = r.value("group", "world");
+    if (!name_j.is_string() || !collective_from_name(name_j.get<std::string>(), c))
+      return bad("collective", "a collective's name", name_j);
+    const auto& ranks_j = at(r, "ranks");
+    if (!ranks_j.is_number_integer() || ranks_j.get<std::int64_t>() < 1 ||
+        ranks_j.get<std::int64_t>() > limits::kMaxGpus)
+      return bad("ranks", fmt::format("an integer from 1 to {}", limits::kMaxGpus), ranks_j);
+    const int ranks = static_cast<int>(ranks_j.get<std::int64_t>());
+    const auto& bytes_j = at(r, "size_bytes");
+    const double bytes = bytes_j.is_number() ? bytes_j.get<double>() : -1.0;
+    if (!bytes_j.is_null() && !(bytes >= 0 && bytes <= 1e15))
+      return bad("size_bytes", "a byte count from 0 to 1e15", bytes_j);
+    const auto& oop = at(r, "out_of_place");
+    const auto& us_j = oop.is_object() ? at(oop, "time_us") : none;
+    const double us = us_j.is_number() ? us_j.get<double>() : -1.0;
+    if (!(us >= 0 && us <= 1e12))
+      return bad("out_of_place.time_us", "a time in microseconds from 0 to 1e12",
+                 oop.is_object() ? us_j : oop);
+    const auto& group_j = at(r, "group");
+    if (!group_j.is_null() && !group_j.is_string()) return bad("group", "a string", group_j);
+    const std::string group = group_j.is_string() ? group_j.get<std::string>() : "world";
     auto& m = by[{group, static_cast<int>(c), ranks}];
     m.collective = c, m.ranks = ranks, m.group = group;
     if (bytes > 0) m.samples.push_back({bytes, us * 1e-6});

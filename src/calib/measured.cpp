@@ -27,10 +27,14 @@ std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> out;
   std::string cur;
   bool quoted = false;
-  for (char c : line) {
-    if (c == '"')
-      quoted = !quoted;
-    else if (c == ',' && !quoted)
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '"') {
+      if (quoted && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;  // RFC 4180: "" inside a quoted cell is one quote
+      else
+        quoted = !quoted;
+    } else if (c == ',' && !quoted)
       out.push_back(cur), cur.clear();
     else if (c != '\r')
       cur += c;
@@ -43,16 +47,38 @@ std::vector<std::string> split(const std::string& line) {
   return out;
 }
 
+// The next CSV record (RFC 4180): physical lines joined while a quoted cell is open (an odd
+// count of quotes so far; "" adds two), so a cell may hold line breaks. False at the end of the
+// file; an error when a quote is still open there or a record passes 1 MiB. `lineno`: the
+// record's last line.
+Result<bool> next_record(std::istream& in, std::string& record, int& lineno,
+                         const std::string& path) {
+  constexpr std::size_t kMaxRecord = std::size_t{1} << 20;
+  if (!std::getline(in, record)) return false;
+  ++lineno;
+  const int first = lineno;
+  std::string more;
+  while (std::count(record.begin(), record.end(), '"') % 2 == 1) {
+    if (record.size() > kMaxRecord)
+      return Error{
+          fmt::format("{}: line {}: expected a record of at most 1 MiB, got more", path, first)};
+    if (!std::getline(in, more))
+      return Error{fmt::format("{}: line {}: a quoted cell is not closed by the end of the file",
+                               path, first)};
+    ++lineno;
+    record += '\n';
+    record += more;
+  }
+  return true;
+}
+
 template <class T>
 bool parse(const std::string& s, T& out) {
   if constexpr (std::is_same_v<T, double>) {
-    try {
-      std::size_t used = 0;
-      out = std::stod(s, &used);
-      return used == s.size();
-    } catch (...) {
-      return false;
-    }
+    // Decimal or exponent notation only (std::stod would also take hex, "0x10" = 16 seconds,
+    // and "inf"); a finite number.
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out, std::chars_format::general);
+    return ec == std::errc() && p == s.data() + s.size() && std::isfinite(out);
   } else {
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && p == s.data() + s.size();
@@ -529,10 +555,17 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open", path)};
   std::string line;
-  if (!std::getline(in, line))
-    return Error{fmt::format("{}: empty file, expected a header line", path)};
+  int lineno = 0;
+  CS_ASSIGN_OR_RETURN(const bool has_header, next_record(in, line, lineno, path));
+  if (!has_header) return Error{fmt::format("{}: empty file, expected a header line", path)};
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // UTF-8 byte-order mark
   const std::vector<std::string> header = split(line);
+  // A column twice would let one of its cells silently win over the other.
+  for (std::size_t c = 0; c < header.size(); ++c)
+    if (!header[c].empty() && std::find(header.begin(), header.begin() + static_cast<long>(c),
+                                        header[c]) != header.begin() + static_cast<long>(c))
+      return Error{fmt::format("{}: line {}: expected each column once, got '{}' twice", path,
+                               lineno, header[c])};
   auto has = [&](const std::string& h) {
     return std::find(header.begin(), header.end(), h) != header.end();
   };
@@ -565,10 +598,10 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
       static_cast<std::size_t>(std::find(header.begin(), header.end(), "notes") - header.begin()) +
       1;
   std::vector<MeasuredRun> runs;
-  int lineno = 1;
   std::int64_t data_rows = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(const bool more, next_record(in, line, lineno, path));
+    if (!more) break;
     if (line.empty() || line == "\r") continue;
     // Skipped corpus rows count too: the reasons kept for them are bounded by the same limit.
     if (data_rows++ >= limits::kMaxMeasuredRows)

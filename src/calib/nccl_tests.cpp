@@ -240,6 +240,15 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
         const auto fb = f[static_cast<std::size_t>(g.busbw)];
         if (!number(fa, a) || a < 0) return bad("algbw", "a non-negative number of GB/s", fa);
         if (!number(fb, bw) || bw < 0) return bad("busbw", "a non-negative number of GB/s", fb);
+        // The row's own columns agree, as nccl-tests computes them: algbw is size over time, and
+        // busbw is algbw times a factor below 2 (both printed to 0.01 GB/s, the time rounded).
+        const double expect = r.bytes / (t * 1e3);  // GB/s
+        if (std::fabs(a - expect) > 0.011 + 0.05 * expect)
+          return bad("algbw",
+                     fmt::format("size / time = {:.2f} GB/s, as nccl-tests computes it", expect),
+                     fa);
+        if (bw > 2 * a + 0.011)
+          return bad("busbw", "at most twice algbw (nccl-tests' factors are below 2)", fb);
         (g.in_place ? r.has_in_place : r.has_out_of_place) = true;
         (g.in_place ? r.ip_seconds : r.oop_seconds) = t * 1e-6;
         (g.in_place ? r.ip_algbw : r.oop_algbw) = a * 1e9;

@@ -285,6 +285,21 @@ Times read_times(const Reader& r, const nlohmann::json& o, const std::string& pa
   t.overlapped = r.number(o, path, "overlapped_comm_s");
   t.bubble = r.number(o, path, "bubble_s");
   t.profiler = r.number(o, path, "profiler_comm_s");
+  // Parts of one iteration (found by probing, 2026-11-30: an exposed time above the iteration
+  // rendered as an 1131% share). The slack is the rounding of the times written.
+  if (t.iteration > 1e6)
+    r.fail(path + ".iteration_s", "at most 1e6 seconds", fmt::format("{}", t.iteration));
+  const double slack = 1e-6 * t.iteration + 1e-9;
+  for (const auto& [key, v] : {std::pair{"compute_s", t.compute},
+                               {"exposed_comm_s", t.exposed},
+                               {"bubble_s", t.bubble},
+                               {"overlapped_comm_s", t.overlapped}})
+    if (v > t.iteration + slack)
+      r.fail(path + "." + key, fmt::format("at most iteration_s ({})", t.iteration),
+             fmt::format("{}", v));
+  if (t.compute + t.exposed + t.bubble > t.iteration + slack)
+    r.fail(path + ".compute_s", "compute + exposed_comm_s + bubble_s at most iteration_s",
+           fmt::format("{} + {} + {} > {}", t.compute, t.exposed, t.bubble, t.iteration));
   return t;
 }
 

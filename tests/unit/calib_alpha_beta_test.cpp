@@ -145,6 +145,56 @@ TEST(Profile, BadOptionsAreRefusedNamingTheFlag) {
 
 // `commscope fit` end to end: bad flags fail before anything is written; -o into a missing
 // folder creates it, and predict --network reads the profile.
+// commscope-bench JSON with a field of the wrong type or out of range is one error naming the
+// result and the field (found by probing, 2026-11-30: the JSON library's own exception came out
+// as an internal error, and ranks 2^40 was reported as 'ranks 0').
+TEST(FitCli, BenchJsonFieldsAreCheckedByTypeAndRange) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("commscope_fit_types_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto good = [](double b) {
+    return nlohmann::json{{"collective", "all_reduce"},
+                          {"ranks", 4},
+                          {"size_bytes", b},
+                          {"out_of_place", {{"time_us", 10 + b / 1e4}}}};
+  };
+  struct Case {
+    nlohmann::json first;
+    std::string expected;
+  };
+  nlohmann::json ranks_text = good(1024), ranks_big = good(1024), time_text = good(1024),
+                 oop_number = good(1024), group_number = good(1024), name_number = good(1024),
+                 bytes_negative = good(1024);
+  ranks_text["ranks"] = "4";
+  ranks_big["ranks"] = std::int64_t{1} << 40;
+  time_text["out_of_place"]["time_us"] = "10";
+  oop_number["out_of_place"] = 3;
+  group_number["group"] = 7;
+  name_number["collective"] = 1;
+  bytes_negative["size_bytes"] = -5;
+  for (const Case& c : {Case{1, "results[0]: expected an object, got 1"},
+                        Case{ranks_text, "results[0].ranks: expected an integer from 1 to"},
+                        Case{ranks_big,
+                             "results[0].ranks: expected an integer from 1 to 1048576, "
+                             "got 1099511627776"},
+                        Case{time_text, "results[0].out_of_place.time_us: expected a time"},
+                        Case{oop_number, "results[0].out_of_place.time_us: expected a time"},
+                        Case{group_number, "results[0].group: expected a string, got 7"},
+                        Case{name_number, "results[0].collective: expected a collective's name"},
+                        Case{bytes_negative, "results[0].size_bytes: expected a byte count"}}) {
+    SCOPED_TRACE(c.expected);
+    nlohmann::json results = nlohmann::json::array({c.first});
+    for (double b = 2048; b <= 1 << 20; b *= 2) results.push_back(good(b));
+    const fs::path file = dir / "bench.json";
+    std::ofstream(file) << nlohmann::json{{"results", results}}.dump();
+    auto r = read_bench_json(file.string());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find(c.expected), std::string::npos) << r.error().message;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(FitCli, FlagsAndOutputFolder) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("commscope_fit_" + std::to_string(::getpid()));

@@ -218,6 +218,9 @@ TEST_F(FromTraceCli, BadInput) {
            {" --from-trace " + trace + out + " --network-output " +
                 (dir_ / "t.json" / "n.json").string(),
             "--network-output"},
+           // one file for both outputs would keep only the second (found by probing)
+           {" --from-trace " + trace + out + " --network-output " + (dir_ / "o.json").string(),
+            "--network-output: expected a file other than --output's"},
            {"", "files"},
        }) {
     auto r = run_shell(kBin + " calibrate --system polaris" + k.args);

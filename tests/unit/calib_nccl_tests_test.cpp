@@ -219,10 +219,36 @@ TEST(NcclTests, MalformedRowsNameTheLine) {
 TEST(NcclTests, RowAndLogCountsAreBounded) {
   std::string text = "# nThread 1 nGpus 2\n# size count type redop root time algbw busbw #wrong\n";
   for (std::size_t i = 0; i <= kMaxNcclTestsRows; ++i)
-    text += std::to_string(i + 1) + " 1 float sum -1 1.0 0.0 0.0 0\n";
+    text += std::to_string(i + 1) + " 1 float sum -1 1000.0 0.0 0.0 0\n";
   auto r = parse_nccl_tests(text, "many", Collective::all_reduce);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("at most 4096 rows"), std::string::npos) << r.error().message;
+}
+
+// A row whose bandwidth columns contradict its size and time is refused, naming the line
+// (found by probing, 2026-11-30: 8 GiB in 0.0001 us was fitted, and failed only when the
+// profile was written, with an unrelated message). The shipped logs' rows all agree.
+TEST(NcclTests, BandwidthColumnsAgreeWithSizeAndTime) {
+  const std::string head =
+      "# nThread 1 nGpus 2\n# size count type redop root time algbw busbw #wrong\n"
+      "1048576 262144 float sum -1 100.0 10.49 10.49 0\n";
+  ASSERT_TRUE(parse_nccl_tests(head, "ok", Collective::all_reduce).ok());
+  auto fast = parse_nccl_tests(head + "8589934592 2147483648 float sum -1 0.0001 180.71 338.82 0\n",
+                               "fast", Collective::all_reduce);
+  ASSERT_FALSE(fast.ok());
+  EXPECT_NE(fast.error().message.find("fast:4: algbw: expected size / time = 85899345920.00 GB/s"),
+            std::string::npos)
+      << fast.error().message;
+  auto bus = parse_nccl_tests(head + "2097152 524288 float sum -1 100.0 20.97 50.00 0\n", "bus",
+                              Collective::all_reduce);
+  ASSERT_FALSE(bus.ok());
+  EXPECT_NE(bus.error().message.find("bus:4: busbw: expected at most twice algbw"),
+            std::string::npos)
+      << bus.error().message;
+  for (const std::string& log : {kA3, kRccl}) {
+    auto ok = parse_nccl_tests(slurp(data(log)), log, std::nullopt);
+    EXPECT_TRUE(ok.ok()) << ok.error().message;
+  }
 }
 
 // `commscope fit` of the real log writes a profile whose curve holds every size's busbw.

@@ -148,11 +148,37 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
            {"model,measured_s,measured_memory_gib\ngpt2-xl,1,-2\n", "column 'measured_memory_gib'"},
            {"model,measured_s,measured_memory_gib\ngpt2-xl,1,0\n", "above 0, at most 1e6, got '0'"},
            {"model,measured_s,flavour\ngpt2-xl,1,mint\n",
-            "line 1: unknown column 'flavour'; expected model, system,"}}) {
+            "line 1: unknown column 'flavour'; expected model, system,"},
+           {"model,attention_backend,measured_s\ngpt2-xl,cudnn,1\n",
+            "line 2: column 'attention_backend': expected fused, flash or empty, got 'cudnn'"},
+           // found by probing (2026-11-30): the second cell used to win silently
+           {"model,measured_s,measured_s\ngpt2-xl,0.25,9\n",
+            "line 1: expected each column once, got 'measured_s' twice"},
+           // std::stod read hex (16 s) and inf
+           {"model,measured_s\ngpt2-xl,0x10\n", "line 2: column 'measured_s'"},
+           {"model,measured_s\ngpt2-xl,inf\n", "line 2: column 'measured_s'"},
+           // a quote left open used to be accepted, the rest of the line its cell
+           {"model,measured_s,notes\ngpt2-xl,1,\"open\ngpt2-xl,2,x\n",
+            "line 2: a quoted cell is not closed by the end of the file"}}) {
     auto r = read_measured_csv(write("bad.csv", csv.c_str()), "x");
     ASSERT_FALSE(r.ok()) << csv;
     EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
   }
+  // RFC 4180, as Python's csv module and spreadsheets write it: a quoted cell may hold commas,
+  // line breaks and "" for a quote; the record's line count moves on with them.
+  auto quoted = read_measured_csv(
+      write("quoted.csv",
+            "model,measured_s,notes,attention_backend\n"
+            "gpt2-xl,0.25,\"line one\nline two, with a comma and \"\"quotes\"\"\",flash\n"
+            "gpt2-xl,0.5,,\n"),
+      "x");
+  ASSERT_TRUE(quoted.ok()) << quoted.error().message;
+  ASSERT_EQ(quoted->size(), 2u);
+  EXPECT_DOUBLE_EQ((*quoted)[0].measured_s, 0.25);
+  EXPECT_EQ(*(*quoted)[0].input.plan.attention_backend, AttentionBackend::flash);
+  EXPECT_DOUBLE_EQ((*quoted)[1].measured_s, 0.5);
+  EXPECT_FALSE((*quoted)[1].input.plan.attention_backend.has_value());
+  EXPECT_EQ((*quoted)[1].line, 4);
 }
 
 // Single-GPU training runs measured on an H100 by scripts/measure-gpu.py (data/validation-gpu,

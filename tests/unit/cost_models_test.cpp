@@ -28,6 +28,13 @@ TEST(Cost, BusFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(bus_factor(Collective::all_to_all, 4), 3.0 / 4);
   EXPECT_DOUBLE_EQ(bus_factor(Collective::broadcast, 16), 1.0);
   EXPECT_DOUBLE_EQ(bus_factor(Collective::send, 2), 1.0);
+  // One rank: the same formulas (nccl-tests' broadcast.cu and reduce.cu set factor 1 whatever
+  // the rank count); analyze printed busbw 0 for a one-rank broadcast until 2026-11-30.
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::all_reduce, 1), 0.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::all_gather, 1), 0.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::broadcast, 1), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::reduce, 1), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::recv, 1), 1.0);
 }
 
 // Inside one node a ring all-reduce of S bytes over n ranks takes 2(n-1) alpha +

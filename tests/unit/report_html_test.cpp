@@ -408,6 +408,13 @@ TEST(HtmlPages, CharacterizeErrorsNameTheField) {
       {"/runs/0", 3, "field 'runs[0]': expected an object, got 3"},
       {"/network/0/curves", "all",
        "field 'network[0].curves': expected an array of at most 256 entries, got \"all\""},
+      // the parts of an iteration fit in it (found by probing, 2026-11-30)
+      {"/runs/0/measured/exposed_comm_s", 5.0,
+       "field 'runs[0].measured.exposed_comm_s': expected at most iteration_s (0.4421), got 5"},
+      {"/runs/0/predicted/compute_s", 1.0,
+       "field 'runs[0].predicted.compute_s': expected at most iteration_s (0.45978), got 1"},
+      {"/runs/0/measured/iteration_s", 1e308,
+       "field 'runs[0].measured.iteration_s': expected at most 1e6 seconds, got 1e+308"},
   };
   for (const auto& c : cases) {
     nlohmann::json j = fixture();

@@ -127,8 +127,10 @@ Result<TraceFile> read_trace_text(const std::string& name, std::string text,
 void set_rank(TraceFile& tf, int rank);
 
 // The trace files named by `inputs`: files as given, directories expanded to their .json and
-// .json.gz files (sorted). Refused: a missing path, a FIFO/device/socket, a directory with no
-// traces ("d: a directory with no .json or .json.gz traces").
+// .json.gz entries (sorted; other than directories, whatever their kind: read_trace refuses a
+// FIFO or a dangling link in a directory, and the caller reports it). Refused: a missing path, a
+// FIFO/device/socket named as an input, a directory with no traces ("d: a directory with no
+// .json or .json.gz traces").
 Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inputs);
 
 struct TraceReadOptions {
