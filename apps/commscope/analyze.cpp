@@ -88,6 +88,10 @@ Verb add_analyze(CLI::App& app) {
           return fail("--include-last-step: expected --convention hta with it");
         if (!st->diff_trace.empty() && st->diff.empty())
           return fail("--diff-trace: expected --diff BASE NEW with it");
+        if (st->convention == "hta" && !st->diff.empty())
+          return fail(
+              "--convention: expected no --diff with hta (a diff compares commscope's own "
+              "breakdowns)");
         if (!st->html.empty() && !st->diff.empty())
           return fail(
               "--html: expected no --diff with it (a diff is reported as text, csv or json)");

@@ -2,6 +2,7 @@
 // stderr and exit status 2.
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -114,6 +115,25 @@ int run(int argc, char** argv) {
       if (c == '\n') c = ' ';
     return msg;
   };
+  // Values CLI11 would misread: `--zero=` (empty) takes the next argument as its value, and a
+  // comma list's empty items ("0,,1") are dropped. Refused here, by the raw arguments.
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") break;  // what follows goes to another program (bench -- ...)
+    if (a.rfind("--", 0) != 0) continue;
+    const std::size_t eq = a.find('=');
+    const std::string flag(a.substr(0, eq));
+    const bool next_is_value =
+        eq == std::string_view::npos && i + 1 < argc && argv[i + 1][0] != '-';
+    if (eq == std::string_view::npos && !next_is_value) continue;
+    const std::string_view value = eq != std::string_view::npos ? a.substr(eq + 1) : argv[i + 1];
+    if (eq != std::string_view::npos && value.empty())
+      return fail(fmt::format("{}: expected a value, got ''", flag));
+    if (value.find(",,") != std::string_view::npos ||
+        (value.size() > 1 && (value.front() == ',' || value.back() == ',')))
+      return fail(
+          fmt::format("{}: expected a comma list without empty items, got '{}'", flag, value));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -177,6 +177,12 @@ Verb add_plan(CLI::App& app) {
         if (cmd->count("--global-batch-size") > 0 && st->global_batch < 1)
           return fail(fmt::format("--global-batch-size: expected a positive integer, got '{}'",
                                   st->global_batch));
+        // the limit on the value given, before the search rounds it up for its candidates
+        if (Status s = limits::check_at_most("--global-batch-size", st->global_batch,
+                                             limits::kMaxGlobalBatch,
+                                             "samples per iteration, commscope's limit");
+            !s.ok())
+          return fail(s.error().message);
         if (cmd->count("--seq-length") > 0 && st->seq_length < 1)
           return fail(
               fmt::format("--seq-length: expected a positive integer, got '{}'", st->seq_length));

@@ -9,6 +9,7 @@ docs/python.md says more.
 """
 
 import json as _json
+import math as _math
 import os as _os
 import tempfile as _tempfile
 import warnings as _warnings
@@ -72,8 +73,12 @@ def _wrap(value, rows_key=None):
 
 def _flag_value(name, value):
     if isinstance(value, (list, tuple)):
+        if not value:  # "--zero=" would make the CLI take the next argument as the value
+            raise Error(f"--{name}: expected at least one value, got {value!r}")
         items = [_flag_value(name, v) for v in value]
         return ",".join(items)
+    if isinstance(value, str) and not value:
+        raise Error(f"--{name}: expected a value, got ''")
     if isinstance(value, bool):
         raise Error(f"--{name}: expected a single value in a list, got {value!r}")
     if isinstance(value, _os.PathLike):
@@ -252,14 +257,27 @@ class Trace:
         """ProfilerStep#N windows: name, start_s, end_s, on_gpu."""
         return Rows(self._t.steps())
 
-    def breakdown(self, rank=None, t0=0.0, t1=-1.0):
-        """Where one rank's time went in [t0, t1] (the whole trace by default): the breakdown
-        document analyze and predict write (wall_s, compute_s, exposed_comm_s, ...)."""
+    def breakdown(self, rank=None, t0=None, t1=None):
+        """Where one rank's time went in [t0, t1] seconds (the whole trace when both are left
+        out): the breakdown document analyze and predict write (wall_s, compute_s,
+        exposed_comm_s, ...). A rank the trace does not have, a bound that is not a finite
+        number, or t1 <= t0 raises Error."""
+        ranks = self.ranks
         if rank is None:
-            ranks = self.ranks
             if not ranks:
                 raise Error(f"{self.path}: no events to break down")
             rank = ranks[0]
+        if rank not in ranks:
+            raise Error(f"rank: expected one of the trace's ranks {ranks}, got {rank!r}")
+        if t0 is None and t1 is None:
+            return _wrap(_json.loads(self._t.breakdown_json(int(rank), 0.0, -1.0)))
+        if t0 is None or t1 is None:
+            raise Error(f"t0, t1: expected both bounds or neither, got t0={t0!r} t1={t1!r}")
+        for name, v in (("t0", t0), ("t1", t1)):
+            if not isinstance(v, (int, float)) or not _math.isfinite(v):
+                raise Error(f"{name}: expected a finite number of seconds, got {v!r}")
+        if not t1 > t0:
+            raise Error(f"t1: expected a time after t0 ({t0!r}), got {t1!r}")
         return _wrap(_json.loads(self._t.breakdown_json(int(rank), float(t0), float(t1))))
 
     def to_pandas(self):

@@ -101,13 +101,24 @@ std::vector<CollectiveStats> analyze_collectives(const std::vector<TraceFile>& f
 }
 
 std::vector<CallSpread> analyze_stragglers(const std::vector<TraceFile>& files) {
-  // name -> rank -> durations of its calls in order
-  std::map<std::string, std::map<int, std::vector<double>>> per_rank_calls;
+  // name -> rank -> (start, duration) of its calls, put in time order below: a trace file need
+  // not list its events by time (Kineto's does not always), and the k-th call is the k-th to
+  // start, as --diff pairs them (calls_of).
+  std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> starts;
   for (const TraceFile& tf : files)
     for (std::size_t i = 0; i < tf.timeline.events.size(); ++i) {
       const std::string cname = collective_label(tf, i);
-      if (!cname.empty())
-        per_rank_calls[cname][tf.timeline.events[i].rank].push_back(tf.timeline.events[i].dur);
+      const Event& e = tf.timeline.events[i];
+      if (!cname.empty()) starts[cname][e.rank].emplace_back(e.start, e.dur);
+    }
+  std::map<std::string, std::map<int, std::vector<double>>> per_rank_calls;
+  for (auto& [name, by_rank] : starts)
+    for (auto& [rank, calls] : by_rank) {
+      std::stable_sort(calls.begin(), calls.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      auto& v = per_rank_calls[name][rank];
+      v.reserve(calls.size());
+      for (const auto& c : calls) v.push_back(c.second);
     }
   // The k-th call of a collective on each rank; NCCL kernels wait for the last rank to arrive,
   // so the rank with the shortest kernel arrived last.

@@ -225,7 +225,10 @@ std::string headline(const Workload& w) {
     for (int d = 0; d < p.mtp_layers; ++d)
       mtp_params += static_cast<double>(mtp_depth_params(sc.model, d));
     out += fmt::format(
-        "kernels: attention {}{}{}{}{}{}{}{}\n", to_string(p.attention),
+        "kernels: attention {}{}{}{}{}{}{}{}{}\n", to_string(p.attention),
+        p.attention != AttentionKernel::flash            ? ""
+        : p.attention_backend == AttentionBackend::flash ? " (FlashAttention's own kernel)"
+                                                         : " (cuDNN's fused kernel)",
         p.attention == AttentionKernel::flash && p.replays_fused_attention()
             ? " (replayed in backward: Megatron-Core's selective recompute checkpoints the "
               "fused kernel too)"

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/sim/evaluator.h"
 #include "commscope/sim/simulator.h"
@@ -935,6 +936,17 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
                     "--max-pp, --zero or --micro-batch-size), got at least that many",
                     kMaxCandidates)};
   out.candidates = plans.size();
+  if (plans.empty() && !s.micro_batch.empty()) {
+    // The micro-batches given may be what rules every plan out: say so, not --gpus.
+    SearchSpace any = s;
+    any.micro_batch.clear();
+    if (!enumerate_plans(any).empty())
+      return Error{fmt::format(
+          "--micro-batch-size: expected a size that divides the samples of some data-parallel "
+          "replica (global batch {} over DP ranks{}), got {}",
+          out.global_batch, s.fixed_global_batch ? "" : ", rounded up",
+          fmt::join(s.micro_batch, ","))};
+  }
   if (plans.empty())
     return Error{fmt::format(
         "--gpus: expected a GPU count that TP x PP x DP can fill for {} (heads {}, layers {}) "

@@ -25,6 +25,7 @@ CASES = [
     (["predict", "--top", "-1"], ("predict", (), {"top": -1})),
     (["predict", "--top", "abc"], ("predict", (), {"top": "abc"})),
     (["predict", "--nodes", "4,,8"], ("predict", (), {"nodes": "4,,8"})),
+    (["plan", "--gpus", "8", "--zero", "0,,1"], ("plan", (), {"gpus": 8, "zero": "0,,1"})),
     (["predict", "--scaling", "medium"], ("predict", (), {"scaling": "medium"})),
     (["predict", "--sort", "speed"], ("predict", (), {"sort": "speed"})),
     (["predict", "--format", "xml"], ("predict", (), {"format": "xml"})),
@@ -140,3 +141,26 @@ def test_presets_kind_error(commscope, cli):
     with pytest.raises(commscope.Error) as info:
         commscope.presets("gadgets")
     assert str(info.value) == expected
+
+
+def test_empty_values_are_refused(commscope):
+    # An empty list used to become "--zero=", which made the CLI take the next argument as the
+    # value (found by probing, 2026-11-30).
+    for flags in ({"zero": []}, {"network": []}, {"model": ""}):
+        with pytest.raises(commscope.Error) as info:
+            commscope.plan(gpus=8, **flags)
+        assert "expected" in str(info.value)
+
+
+def test_trace_breakdown_refuses_bad_windows(commscope):
+    trace = commscope.load_trace(TRACE)
+    step = trace.steps()[0]
+    inside = trace.breakdown(t0=step["start_s"], t1=step["end_s"])
+    assert inside["wall_s"] > 0
+    # Each used to give a number: the whole trace, zeros, or nulls where the parts no longer
+    # added up (found by probing, 2026-11-30).
+    for kwargs in ({"t0": 0.0, "t1": float("inf")}, {"t0": float("nan"), "t1": 1.0},
+                   {"t0": step["end_s"], "t1": step["start_s"]}, {"t0": 0.0, "t1": 0.0},
+                   {"t0": 0.0}, {"rank": 5}, {"t0": "0", "t1": 1.0}):
+        with pytest.raises(commscope.Error):
+            trace.breakdown(**kwargs)

@@ -160,7 +160,10 @@ TEST_F(CliAnalyze, DiffOfARunAgainstItself) {
            {"--diff-trace x.json " + trace, "--diff-trace: expected --diff BASE NEW with it"},
            {"", "analyze: expected trace files or directories (or --diff BASE NEW)"},
            {"--diff " + trace + " " + trace + " " + trace, "--diff: "},
-           {trace + " --diff " + trace + " " + trace, "--diff: expected two runs"}}) {
+           {trace + " --diff " + trace + " " + trace, "--diff: expected two runs"},
+           // a diff is commscope's breakdowns: HTA's convention was ignored (found by probing)
+           {"--convention hta --diff " + trace + " " + trace,
+            "--convention: expected no --diff with hta"}}) {
     Outcome bad = run("analyze " + flags);
     EXPECT_EQ(bad.status, 2) << flags;
     EXPECT_EQ(lines(bad.err), 1) << bad.err;

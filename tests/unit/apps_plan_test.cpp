@@ -293,6 +293,18 @@ TEST_F(PlanCli, BadFlagsGiveOneLineErrors) {
            {"--model gpt2-medium --gpus 8 --max-ep -1", "--max-ep"},
            {"--model gpt2-medium --gpus 8 --micro-batch-size 0", "--micro-batch-size"},
            {"--model gpt2-medium --gpus 8 --global-batch-size -4", "--global-batch-size"},
+           // the value given, not a candidate's rounded-up batch (found by probing)
+           {"--model gpt2-medium --gpus 8 --global-batch-size 99999999999",
+            "--global-batch-size: expected at most 4294967296 (samples per iteration, "
+            "commscope's limit), got 99999999999\n"},
+           {"--model gpt2-medium --gpus 8 --zero=", "--zero: expected a value, got ''"},
+           // a micro-batch no replica's samples divide: named, not --gpus (found by probing)
+           {"--model gpt2-medium --system polaris --gpus 8 --global-batch-size 32 "
+            "--micro-batch-size 3",
+            "--micro-batch-size: expected a size that divides the samples of some data-parallel "
+            "replica (global batch 32 over DP ranks, rounded up), got 3\n"},
+           {"--model gpt2-medium --gpus 8 --zero 0,,1",
+            "--zero: expected a comma list without empty items, got '0,,1'"},
            {"--model gpt2-medium --gpus 8 --system polaris,dgx-h100 --network roce-100,tcp-10g",
             "--network"},
            {"--model gpt2-tiny-cpu --system cpu-host --gpus 4 --objective cost", "--objective"},

@@ -488,6 +488,34 @@ TEST(Trace, StragglerRanksByWhatTheyMean) {
   EXPECT_EQ(text.find("fastest"), std::string::npos) << text;
 }
 
+// The k-th call of a collective is the k-th to start on each rank, whatever order the file lists
+// them in (Kineto's files are not always in time order; found by probing, 2026-11-30: the
+// spreads paired rank 1's second call with rank 0's first).
+TEST(Trace, StragglerCallsPairInTimeOrder) {
+  auto call = [](int ts, int dur) {
+    return std::string(
+               R"({"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL",)") +
+           R"("pid":0,"tid":8,"ts":)" + std::to_string(ts) + R"(,"dur":)" + std::to_string(dur) +
+           R"(,"args":{"Collective name":"allreduce","In msg nelems":1024,"dtype":"Float",)" +
+           R"("Group size":2}})";
+  };
+  auto r0 =
+      read_trace_text("a.json", R"({"traceEvents":[)" + call(0, 900) + "," + call(2000, 60) + "]}");
+  auto r1 = read_trace_text("b.json", R"({"traceEvents":[)" + call(2000, 50) + "," + call(0, 500) +
+                                          "]}");  // listed late first
+  ASSERT_TRUE(r0.ok() && r1.ok());
+  TraceFile a = *r0, b = *r1;
+  set_rank(a, 0);
+  set_rank(b, 1);
+  const auto s = analyze_stragglers({a, b});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].call, 0u);
+  EXPECT_NEAR(s[0].max_s - s[0].min_s, 400e-6, 1e-12);  // 900 against 500
+  EXPECT_EQ(s[0].late_rank, 1);
+  EXPECT_EQ(s[1].call, 1u);
+  EXPECT_NEAR(s[1].max_s - s[1].min_s, 10e-6, 1e-12);  // 60 against 50
+}
+
 // One event over the maximum event size, and more events than allowed, are refused with one
 // message naming the file and the limit.
 TEST(Trace, MemoryLimitsAreRefused) {

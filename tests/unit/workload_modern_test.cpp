@@ -126,6 +126,18 @@ TEST(FlashAttention, BackendPricesTheAttentionKernelsOnly) {
   EXPECT_NEAR(flash_s - fused_s, expected, 1e-9 * fused_s);
   EXPECT_EQ(time("dgx-a100-80gb", AttentionBackend::fused),
             time("dgx-a100-80gb", AttentionBackend::flash));
+  // describe names the kernel; the plan JSON carries the backend
+  testing::Outcome d = testing::run_shell(std::string(COMMSCOPE_BIN) +
+                                          " describe --model llama3-8b --system dgx-h100 "
+                                          "--nodes 1 --framework fsdp");
+  EXPECT_EQ(d.status, 0) << d.err;
+  EXPECT_NE(d.out.find("kernels: attention flash (FlashAttention's own kernel)"), std::string::npos)
+      << d.out;
+  testing::Outcome j = testing::run_shell(std::string(COMMSCOPE_BIN) +
+                                          " predict --model llama3-8b --system dgx-h100 "
+                                          "--nodes 1 --attention-backend flash --format json");
+  EXPECT_EQ(j.status, 0) << j.err;
+  EXPECT_NE(j.out.find("\"attention_backend\": \"flash\""), std::string::npos) << j.out;
 }
 
 // HBM traffic: FlashAttention never writes the s x s scores, so its bytes grow linearly with
@@ -1194,8 +1206,8 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
       "--micro-batch-size 1 --global-batch-size 2048 --decoder-first-pipeline-num-layers 7 "
       "--decoder-last-pipeline-num-layers 7");
   EXPECT_EQ(d.status, 0) << d.err;
-  EXPECT_NE(d.out.find("kernels: attention flash, FP8 GEMMs (Transformer Engine); layers per "
-                       "stage 7, 8 x14, 7\n"),
+  EXPECT_NE(d.out.find("kernels: attention flash (cuDNN's fused kernel), FP8 GEMMs (Transformer "
+                       "Engine); layers per stage 7, 8 x14, 7\n"),
             std::string::npos)
       << d.out;
   testing::Outcome plain = testing::run_shell(std::string(COMMSCOPE_BIN) + " describe");
