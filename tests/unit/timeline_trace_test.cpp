@@ -470,14 +470,24 @@ TEST(Trace, AbsurdTimesAreRefused) {
   EXPECT_NE(d.error().message.find("field 'dur'"), std::string::npos) << d.error().message;
 }
 
-// The straggler analyzer: the rank with the shortest kernel of a call arrived last.
-TEST(Trace, StragglerRanksByWhatTheyMean) {
-  auto r0 = read_trace_text("a.json", two_kernels(900));  // waited 900 us in the kernel
-  auto r1 = read_trace_text("b.json", two_kernels(100));  // arrived last: short kernel
-  ASSERT_TRUE(r0.ok() && r1.ok());
+// Two trace texts read as ranks 0 and 1 (both must read).
+std::vector<TraceFile> two_ranks(const std::string& rank0, const std::string& rank1) {
+  auto r0 = read_trace_text("a.json", rank0);
+  auto r1 = read_trace_text("b.json", rank1);
+  EXPECT_TRUE(r0.ok() && r1.ok());
+  if (!r0.ok() || !r1.ok()) return {};
   TraceFile a = *r0, b = *r1;
   set_rank(a, 0);
   set_rank(b, 1);
+  return {a, b};
+}
+
+// The straggler analyzer: the rank with the shortest kernel of a call arrived last.
+TEST(Trace, StragglerRanksByWhatTheyMean) {
+  // rank 0 waited 900 us in the kernel; rank 1 arrived last: a short kernel
+  const auto ranks = two_ranks(two_kernels(900), two_kernels(100));
+  ASSERT_EQ(ranks.size(), 2u);
+  const TraceFile &a = ranks[0], &b = ranks[1];
   const auto s = analyze_stragglers({a, b});
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].late_rank, 1);
@@ -499,15 +509,11 @@ TEST(Trace, StragglerCallsPairInTimeOrder) {
            R"(,"args":{"Collective name":"allreduce","In msg nelems":1024,"dtype":"Float",)" +
            R"("Group size":2}})";
   };
-  auto r0 =
-      read_trace_text("a.json", R"({"traceEvents":[)" + call(0, 900) + "," + call(2000, 60) + "]}");
-  auto r1 = read_trace_text("b.json", R"({"traceEvents":[)" + call(2000, 50) + "," + call(0, 500) +
-                                          "]}");  // listed late first
-  ASSERT_TRUE(r0.ok() && r1.ok());
-  TraceFile a = *r0, b = *r1;
-  set_rank(a, 0);
-  set_rank(b, 1);
-  const auto s = analyze_stragglers({a, b});
+  const auto ranks =
+      two_ranks(R"({"traceEvents":[)" + call(0, 900) + "," + call(2000, 60) + "]}",
+                R"({"traceEvents":[)" + call(2000, 50) + "," + call(0, 500) + "]}");  // late first
+  ASSERT_EQ(ranks.size(), 2u);
+  const auto s = analyze_stragglers(ranks);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].call, 0u);
   EXPECT_NEAR(s[0].max_s - s[0].min_s, 400e-6, 1e-12);  // 900 against 500
