@@ -277,9 +277,12 @@ Result<TraceCalibration> calibrate_from_trace(const std::vector<TraceFile>& trac
     }
   }
   Calibration cal = fit_all(gpu, 1.0, out.classes, out.warnings);
-  // The traced attention kernels are what the fitted efficiency says: whichever backend a later
-  // plan names is priced at it (the preset's separate FlashAttention figure no longer applies).
-  if (kernels[kAttention] > 0 && traced[kAttention] > 0) cal.flash_attention_efficiency = 0;
+  // Where the traced attention kernels set the attention's efficiency, whichever backend a later
+  // plan names is priced at it (the preset's separate FlashAttention figure no longer applies);
+  // where the preset's was kept (not identifiable from the trace), so is its FlashAttention one.
+  for (const auto& f : out.classes)
+    if (f.op_class == kClassNames[kAttention] && f.efficiency != f.base_efficiency)
+      cal.flash_attention_efficiency = 0;
   for (const auto& f : out.classes)
     if (f.kernels == 0 && f.base_s > 0)
       out.warnings.push_back(fmt::format(

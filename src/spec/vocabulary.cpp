@@ -99,7 +99,9 @@ bool collective_from_name(std::string_view name, Collective& out) {
 }
 
 double bus_factor(Collective c, int n) {
-  n = std::max(n, 1);  // nccl-tests' factors at one rank: 0 for the n - 1 ones, 1 for the others
+  // nccl-tests' formulas at every rank count: at one rank the (n - 1) ones are 0, and broadcast,
+  // reduce and send/receive stay 1
+  n = std::max(n, 1);
   switch (c) {
     case Collective::all_reduce:
       return 2.0 * (n - 1) / n;

@@ -11,9 +11,9 @@
 namespace commscope {
 
 namespace {
-// How deep a JSON text nests its arrays and objects (outside strings), and the byte where it
-// first passes `limit`: the parsed value is copied recursively later, so a text nested
-// hundreds of thousands deep would exhaust the stack there.
+// The byte where a JSON text's arrays and objects (outside strings) first nest deeper than
+// `limit`, or npos: the parsed value is copied recursively later, so a text nested hundreds of
+// thousands deep would exhaust the stack there.
 std::size_t first_byte_deeper_than(const std::string& text, int limit) {
   int depth = 0;
   bool in_string = false, escaped = false;
