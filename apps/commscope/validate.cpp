@@ -423,11 +423,12 @@ Verb add_calibrate(CLI::App& app) {
         // The defaults, so that a fit does not depend on an earlier one; or, with --start
         // preset, the preset's own calibration, refined on the same rows.
         Calibration start;
-        if (st->start == "preset") {
-          auto sys = load_system(st->system);
-          if (!sys) return fail(sys.error().message);
-          start = sys->calibration;
-        }
+        auto sys = load_system(st->system);
+        if (!sys) return fail(sys.error().message);
+        if (st->start == "preset") start = sys->calibration;
+        // A measured term, not a fitted one: the preset's, whatever the start (the fit rows'
+        // FlashAttention kernels are priced at it, and the written preset keeps it).
+        start.flash_attention_efficiency = sys->calibration.flash_attention_efficiency;
         auto progress = [&](int n, double f) {
           check_interrupt();  // Ctrl-C in Python (embed.h)
           if (tty) std::fprintf(stderr, "\rcommscope: evaluation %d: mean |log error| %.4f", n, f);

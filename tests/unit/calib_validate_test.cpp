@@ -296,6 +296,22 @@ TEST(ValidateGpu, FlashAttentionEfficiencyIsTheKernelSweeps) {
   EXPECT_NEAR(c.flash_attention_efficiency, std::exp(log_sum / rows), 5e-5);
 }
 
+// `calibrate` writes the preset's measured FlashAttention figure back, whatever its start: it is
+// no fit term (until 2026-11-30, a fit from the defaults dropped it from the written preset).
+TEST(ValidateGpu, CalibrateKeepsTheMeasuredFlashAttentionFigure) {
+  const std::string out = scratch_dir("calibrate_flash").string() + "/h100.json";
+  for (const char* start : {"defaults", "preset"}) {
+    SCOPED_TRACE(start);
+    auto r = testing::run_shell(std::string(COMMSCOPE_BIN) + " calibrate " +
+                                COMMSCOPE_SOURCE_DIR "/data/validation-gpu/h100-runs.csv" +
+                                " --system dgx-h100 --rows all --compute-only --evaluations 10 " +
+                                "--start " + start + " -o " + out + " </dev/null");
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto j = nlohmann::json::parse(std::ifstream(out));
+    EXPECT_EQ(j["calibration"]["flash_attention_efficiency"], 0.3851);
+  }
+}
+
 // The closed loop on a real GPU: `calibrate --from-trace` fits the H100's GEMM, attention and
 // element-wise efficiencies on the PyTorch profiler trace of one run, and the fitted system then
 // predicts the runs it never saw, in the same eager PyTorch forms (h100-runs-eager.csv). Both
