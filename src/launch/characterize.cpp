@@ -27,6 +27,7 @@
 #include "commscope/spec/system.h"
 #include "commscope/timeline/breakdown_json.h"
 #include "commscope/util/atomic_file.h"
+#include "commscope/util/input_file.h"
 
 namespace commscope::launch {
 
@@ -590,6 +591,15 @@ Status check_characterize_options(const CharacterizeOptions& o) {
                      ? "--emulate/--hostfile: expected one of them (emulated nodes on this "
                        "machine, or the cluster's hostfile), got neither"
                      : "--emulate/--hostfile: expected one of them, got both"};
+  // Given values are checked as given (settings_of takes 0 for "by --quick"): a negative one
+  // was silently replaced by the default.
+  if (o.steps < 0) return Error{fmt::format("--steps: expected 2 to 10000, got {}", o.steps)};
+  if (o.micro_batch < 0)
+    return Error{fmt::format("--micro-batch-size: expected 1 to 4096, got {}", o.micro_batch)};
+  if (!o.hostfile.empty()) {
+    if (Status st = check_regular_file(o.hostfile); !st.ok())
+      return Error{fmt::format("--hostfile: {}", st.error().message)};
+  }
   const Settings s = settings_of(o);
   for (int r : s.ranks)
     if (r < 1 || r > kMaxLocalRanks)

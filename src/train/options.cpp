@@ -4,6 +4,7 @@
 #include "commscope/gpt/parallel.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/train/checkpoint.h"
+#include "commscope/util/atomic_file.h"
 #include "commscope/util/input_file.h"
 
 #include <unistd.h>
@@ -336,11 +337,15 @@ bool writable_dir(const std::filesystem::path& dir) {
          ::access((dir.empty() ? std::filesystem::path(".") : dir).c_str(), W_OK | X_OK) == 0;
 }
 
-// A file the run will write: its folder exists and is writable, and it is not a folder.
+// A file the run will write, checked by the routine every verb's outputs use
+// (check_output_path: a folder, a dangling link or an unwritable place refused), in a folder
+// that exists and is writable (the trainer makes no folder for a file it may never write).
 Status check_file(const std::string& flag, const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return Error{fmt::format("{}: expected a file to write, got the folder '{}'", flag, path)};
+  if (Status s = check_output_path(path); !s.ok())
+    return Error{fmt::format("{}: {}", flag, s.error().message)};
   const auto dir = std::filesystem::path(path).parent_path();
   if (!writable_dir(dir))
     return Error{
@@ -579,8 +584,26 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "size {}",
         o.model.seq, o.tp)};
   // Layers per stage, the schedule, sequence parallelism without TP: resolve_scenario's checks.
-  if (model_parallel(o) || o.vpp != 1 || o.schedule || o.sequence_parallel)
+  if (model_parallel(o) || o.vpp != 1 || o.schedule || o.sequence_parallel) {
     if (Result<Scenario> sc = train_scenario(o, world); !sc.ok()) return sc.error();
+  } else {
+    // The system and network the communication is checked against, here and not in the ranks
+    // behind Open MPI's banner.
+    if (auto system = load_system(o.system); !system.ok()) return system.error();
+    if (!o.network.empty())
+      if (auto net = load_network(o.network); !net.ok()) return net.error();
+  }
+  // The text data every rank opens: a regular, readable, non-empty file (a FIFO would block
+  // every rank's open, a missing file fail in each behind the banner).
+  if (!o.data.empty()) {
+    if (Status s = check_regular_file(o.data); !s.ok())
+      return Error{fmt::format("--data: {}", s.error().message)};
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(o.data, ec);
+    if (ec || size == 0 || ::access(o.data.c_str(), R_OK) != 0)
+      return Error{
+          fmt::format("--data: expected a readable, non-empty text file, got '{}'", o.data)};
+  }
   // Pipeline messages are tagged by (virtual stage, micro-batch, direction); MPI guarantees
   // tags up to 32767.
   if (o.pp > 1 && 2 * static_cast<std::int64_t>(o.pp) * o.vpp * (g / per_step) > 32767)

@@ -112,6 +112,7 @@ int print_report(const RunRecord& r) {
                {"routing_imbalance", ranks / counted},
                {"expert_imbalance", experts / counted}};
   }
+  bool written = true;
   {
     nlohmann::json steps = nlohmann::json::array();
     for (const StepRow& row : rows_) {
@@ -160,7 +161,10 @@ int print_report(const RunRecord& r) {
     if (o_.format == "json") std::printf("%s\n", j.dump(2).c_str());
     if (!o_.output.empty()) {
       const Status s = write_file_atomic(o_.output, j.dump(2) + "\n");
-      if (!s.ok()) std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+      if (!s.ok()) {
+        std::fprintf(stderr, "commscope: %s\n", s.error().message.c_str());
+        written = false;  // the run's figures are lost: not a success
+      }
     }
   }
   if (o_.format == "table") {
@@ -206,7 +210,7 @@ int print_report(const RunRecord& r) {
       std::printf("# MISMATCH: another rank's communication differs from its stage's workload\n");
     return 1;
   }
-  return match ? 0 : 1;
+  return match && written ? 0 : 1;
 }
 
 nlohmann::json comm_table(const MeasuredComm& measured, const std::vector<CommVolume>& expected,

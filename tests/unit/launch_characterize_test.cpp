@@ -235,6 +235,18 @@ TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
   EXPECT_NE(msg().find("--warmup"), std::string::npos);
   o.warmup = -2;
   EXPECT_NE(msg().find("--warmup: expected a non-negative integer, got -2"), std::string::npos);
+  // Negative values were replaced by the defaults (found by probing, 2026-11-30); a hostfile
+  // that does not exist was found only by mpirun, after the folder was made.
+  o.warmup = 1;
+  o.steps = -7;
+  EXPECT_EQ(msg(), "--steps: expected 2 to 10000, got -7");
+  o.steps = 3;
+  o.micro_batch = -5;
+  EXPECT_EQ(msg(), "--micro-batch-size: expected 1 to 4096, got -5");
+  o.micro_batch = 0;
+  o.emulate = {};
+  o.hostfile = commscope::testing::scratch() + "no-such-hostfile";
+  EXPECT_EQ(msg().rfind("--hostfile: ", 0), 0u) << msg();
 }
 
 // --compute-only needs no --emulate/--hostfile and refuses either, naming the flag.

@@ -4,6 +4,8 @@
 #include "commscope/train/options.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -106,6 +108,37 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
   EXPECT_EQ(validate(*moe, 3, 1).error().message,
             "--expert-model-parallel-size: expected a divisor of the data-parallel size 3 "
             "(experts split over data-parallel ranks), got 2");
+}
+
+// What the ranks would open or the report would need is checked before mpirun starts (found by
+// probing, 2026-11-30): --data that is a FIFO blocked every rank's open; a missing or empty one,
+// or an unknown --system/--network, failed in the ranks behind Open MPI's banner; -o through a
+// dangling link trained and then lost the report with exit status 0.
+TEST(TrainOptions, InputsAndOutputsAreCheckedBeforeLaunch) {
+  const std::string dir = commscope::testing::scratch();
+  const std::string fifo = dir + "train-fifo", empty = dir + "train-empty.txt",
+                    dangling = dir + "train-dangling.json";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(empty).close();
+  std::filesystem::remove(dangling);
+  std::filesystem::create_symlink(dir + "no-such-folder/x.json", dangling);
+  for (const auto& [args, start] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--data", fifo}, "--data: " + fifo + ": not a regular file"},
+           {{"--data", dir + "no-such-data.txt"}, "--data: "},
+           {{"--data", empty}, "--data: expected a readable, non-empty text file"},
+           {{"--system", "nosuch"}, "--system: unknown system preset 'nosuch'"},
+           {{"--network", "nosuch"}, "--network: unknown network preset 'nosuch'"},
+           {{"-o", dangling}, "-o/--output: " + dangling + ": is a symbolic link to a missing"}}) {
+    std::vector<std::string> a = {"--micro-batch-size", "1", "--steps", "2", "--warmup", "1"};
+    a.insert(a.end(), args.begin(), args.end());
+    auto o = parse(a, nullptr);
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    const Status s = validate(*o, 2, 1);
+    ASSERT_FALSE(s.ok()) << start;
+    EXPECT_EQ(s.error().message.rfind(start, 0), 0u) << s.error().message;
+  }
+  ::unlink(fifo.c_str());
 }
 
 // Tensor and pipeline parallelism are plans of the trainer now: checked against the rank count
@@ -247,14 +280,14 @@ TEST(TrainOptions, RanksAndOutputsAreCheckedBeforeLaunch) {
   EXPECT_FALSE(check_ranks(0).ok());
   TrainOptions o;
   o.model = {2, 64, 4, 256, 32, 32};
+  const std::string file = commscope::testing::scratch() + "train_options_a_file";
+  { std::ofstream(file) << "x"; }
   o.output = "/nonexistent/dir/summary.json";
   auto s = validate(o, 1, 1);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().message.rfind("-o/--output: cannot write '/nonexistent/dir/summary.json'", 0),
             0u);
   o.output.clear();
-  const std::string file = commscope::testing::scratch() + "train_options_a_file";
-  { std::ofstream(file) << "x"; }
   o.trace = file + "/traces/";  // a folder below a file cannot be created
   auto t = validate(o, 1, 1);
   ASSERT_FALSE(t.ok());
