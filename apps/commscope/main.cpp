@@ -179,7 +179,8 @@ int run(int argc, char** argv) {
     // A value given empty (`--cp ''`) is a mistake, not "not given": say so for every option of
     // the verb that takes a value, whatever its own parsing would make of it.
     for (const CLI::Option* o : v.command->get_options()) {
-      if (o->count() == 0 || o->get_expected_min() == 0) continue;
+      // (positionals are the verb's own to check: files, or arguments passed through after --)
+      if (o->count() == 0 || o->get_expected_min() == 0 || !o->nonpositional()) continue;
       for (const std::string& r : o->results())
         if (r.empty())
           return fail(fmt::format("{}: expected a value, got ''",

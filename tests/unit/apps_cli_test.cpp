@@ -455,6 +455,8 @@ TEST_F(Cli, DegenerateValuesAreOneLineNotACrash) {
                 "commscope: --zero3-host-per-rank-call: expected a value, got ''\n"},
            Case{"plan --gpus 8 --framework ''",
                 "commscope: --framework: expected a value, got ''\n"},
+           // arguments passed through to commscope-bench are its own to check, by name
+           Case{"bench --ranks 2 -- -b ''", "commscope: -b: expected a size"},
        }) {
     SCOPED_TRACE(c.args);
     Outcome r = run(c.args);
