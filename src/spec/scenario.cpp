@@ -14,8 +14,11 @@ namespace {
 Error bad(std::string_view field, std::string_view expected, std::string_view got) {
   return Error{fmt::format("{}: expected {}, got {}", field, expected, got)};
 }
-std::string num(std::int64_t v) {
-  return std::to_string(v);
+// A value as the user wrote it: integers as integers, factors with their fraction (a double
+// through an int64_t parameter printed 0.5 as "0").
+template <class T>
+std::string num(T v) {
+  return fmt::format("{}", v);
 }
 
 // Modern training (issue 15, docs/workload.md): the attention kernel (the flag, else the model
@@ -359,18 +362,18 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
     plan.moe_capacity_factor = *in.moe_capacity_factor;
     if (!(plan.moe_capacity_factor > 0) || plan.moe_capacity_factor > 1e3)
       return bad("--moe-expert-capacity-factor", "a positive factor of at most 1000",
-                 fmt::format("{}", plan.moe_capacity_factor));
+                 num(plan.moe_capacity_factor));
     if (!model.moe())
       return bad("--moe-expert-capacity-factor",
                  fmt::format("none for {}, which has no experts", model.name),
-                 fmt::format("{}", plan.moe_capacity_factor));
+                 num(plan.moe_capacity_factor));
   }
   plan.moe_aux_loss_coeff = in.moe_aux_loss_coeff.value_or(0);
   if (!(plan.moe_aux_loss_coeff >= 0) || plan.moe_aux_loss_coeff > 1e3)
-    return bad("--moe-aux-loss-coeff", "0 to 1000", fmt::format("{}", plan.moe_aux_loss_coeff));
+    return bad("--moe-aux-loss-coeff", "0 to 1000", num(plan.moe_aux_loss_coeff));
   if (plan.moe_aux_loss_coeff > 0 && !model.moe())
     return bad("--moe-aux-loss-coeff", fmt::format("0 for {}, which has no experts", model.name),
-               fmt::format("{}", plan.moe_aux_loss_coeff));
+               num(plan.moe_aux_loss_coeff));
   plan.moe_pad_to_capacity = in.moe_pad_to_capacity.value_or(false);
   if (plan.moe_pad_to_capacity && plan.moe_capacity_factor <= 0)  // as Megatron-LM asserts
     return bad("--moe-pad-expert-input-to-capacity", "a --moe-expert-capacity-factor with it",
