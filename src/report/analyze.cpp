@@ -104,22 +104,17 @@ std::vector<CallSpread> analyze_stragglers(const std::vector<TraceFile>& files) 
   // name -> rank -> (start, duration) of its calls, put in time order below: a trace file need
   // not list its events by time (Kineto's does not always), and the k-th call is the k-th to
   // start, as --diff pairs them (calls_of).
-  std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> starts;
+  std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> per_rank_calls;
   for (const TraceFile& tf : files)
     for (std::size_t i = 0; i < tf.timeline.events.size(); ++i) {
       const std::string cname = collective_label(tf, i);
       const Event& e = tf.timeline.events[i];
-      if (!cname.empty()) starts[cname][e.rank].emplace_back(e.start, e.dur);
+      if (!cname.empty()) per_rank_calls[cname][e.rank].emplace_back(e.start, e.dur);
     }
-  std::map<std::string, std::map<int, std::vector<double>>> per_rank_calls;
-  for (auto& [name, by_rank] : starts)
-    for (auto& [rank, calls] : by_rank) {
+  for (auto& [name, by_rank] : per_rank_calls)
+    for (auto& [rank, calls] : by_rank)
       std::stable_sort(calls.begin(), calls.end(),
                        [](const auto& a, const auto& b) { return a.first < b.first; });
-      auto& v = per_rank_calls[name][rank];
-      v.reserve(calls.size());
-      for (const auto& c : calls) v.push_back(c.second);
-    }
   // The k-th call of a collective on each rank; NCCL kernels wait for the last rank to arrive,
   // so the rank with the shortest kernel arrived last.
   std::vector<CallSpread> spreads;
@@ -131,8 +126,9 @@ std::vector<CallSpread> analyze_stragglers(const std::vector<TraceFile>& files) 
       CallSpread cs;
       cs.collective = name, cs.call = k, cs.min_s = 1e300, cs.max_s = -1;
       for (const auto& [r, v] : by_rank) {
-        if (v[k] < cs.min_s) cs.min_s = v[k], cs.late_rank = r;
-        if (v[k] > cs.max_s) cs.max_s = v[k], cs.waiting_rank = r;
+        const double dur = v[k].second;
+        if (dur < cs.min_s) cs.min_s = dur, cs.late_rank = r;
+        if (dur > cs.max_s) cs.max_s = dur, cs.waiting_rank = r;
       }
       spreads.push_back(cs);
     }
