@@ -2,6 +2,7 @@
 #include "train_flags.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -45,7 +46,8 @@ void add_train_flags(CLI::App& app, TrainFlags& f) {
       ->group(g_train);
   app.add_option("--lr", o.lr, "AdamW learning rate [1e-3]")->group(g_train);
   app.add_option("--clip", o.clip, "gradient-norm clipping, 0 for none [1.0]")->group(g_train);
-  app.add_option("--seed", o.seed, "initialisation and synthetic data seed [1234]")->group(g_train);
+  app.add_option("--seed", f.seed, "initialisation and synthetic data seed, 0 to 2^64 - 1 [1234]")
+      ->group(g_train);
   app.add_option("--data", o.data, "a text file, byte-level tokens [a synthetic stream]")
       ->group(g_train);
   app.add_option("--threads", o.threads, "BLAS threads per rank [1]")->group(g_train);
@@ -128,6 +130,13 @@ Result<train::TrainOptions> train_options(const TrainFlags& f, std::vector<std::
     old("--summary", "-o/--output");
     o.output = f.old_summary;
   }
+  if (!f.seed.empty()) {  // read here: CLI11 would wrap -1 and values past 2^64 into range
+    const char* end = f.seed.data() + f.seed.size();
+    auto [at, ec] = std::from_chars(f.seed.data(), end, o.seed);
+    if (ec != std::errc() || at != end)
+      return Error{fmt::format(
+          "--seed: expected an integer from 0 to 18446744073709551615, got '{}'", f.seed)};
+  }
   CS_ASSIGN_OR_RETURN(ScenarioInput in, scenario_input(s));
   // The trainer's own defaults: its small GPT on the CPU host, sized by the rank count.
   if (s.model.empty()) in.model = train::kDefaultModel;
@@ -139,6 +148,12 @@ Result<train::TrainOptions> train_options(const TrainFlags& f, std::vector<std::
     in.plan.zero_allgather_bucket = *f.zero_bucket;
   }
   CS_RETURN_IF_ERROR(train::apply_plan(in, o));
+  if (o.sequence_parallel && o.tp == 1) {  // as describe and Megatron-LM: a warning, then off
+    if (warnings)
+      warnings->push_back(
+          "--sequence-parallel has no effect with tensor-parallel size 1; turned off");
+    o.sequence_parallel = false;
+  }
   if (f.layers) o.model.layers = *f.layers;
   if (f.hidden) o.model.hidden = *f.hidden;
   if (f.heads) o.model.heads = *f.heads;

@@ -19,6 +19,7 @@ struct TrainFlags {
   train::TrainOptions o;
   std::optional<int> layers, hidden, heads, vocab;
   std::optional<std::int64_t> zero_bucket;
+  std::string seed;  // --seed as given, read into o.seed by train_options
   // Deprecated spellings (one warning each): --micro-batch, --global-batch, --strategy,
   // --bucket-mb, --summary, --seq.
   std::optional<std::int64_t> old_micro_batch, old_global_batch, old_seq;

@@ -196,14 +196,14 @@ int main(int argc, char** argv) {
                      {"size_bytes", r.bytes},
                      {"count", r.count},
                      {"type", bench::to_string(r.dtype)},
-                     {"redop", bench::to_string(r.op)},
+                     {"redop", bench::redop_name(r)},
                      {"root", r.root},
                      {"out_of_place", m(r.out_of_place)},
                      {"in_place", m(r.in_place)}});
         csv += fmt::format(
             "{},{},{},{},{},{},{},{:.3f},{:.4f},{:.4f},{},{:.3f},{:.4f},{:.4f},{}\n",
             to_string(r.collective), r.ranks, r.bytes, r.count, bench::to_string(r.dtype),
-            bench::to_string(r.op), r.root, r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9,
+            bench::redop_name(r), r.root, r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9,
             r.out_of_place.busbw / 1e9, r.out_of_place.wrong, r.in_place.time_s * 1e6,
             r.in_place.algbw / 1e9, r.in_place.busbw / 1e9, r.in_place.wrong);
       }

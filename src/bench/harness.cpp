@@ -458,17 +458,20 @@ std::string render_nccl_header(Collective c, int ranks, const std::string& group
   return out;
 }
 
-std::string render_nccl_row(const Row& r) {
+std::string_view redop_name(const Row& r) {
   const Collective c = r.collective;
   const bool reduces =
       c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
+  return reduces ? to_string(r.op) : "none";
+}
+
+std::string render_nccl_row(const Row& r) {
   return fmt::format(
       "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7.2f}  {:>6.2f}  {:>6.2f}  {:>5}  {:>7.2f}  "
       "{:>6.2f}  {:>6.2f}  {:>5}\n",
-      r.bytes, r.count, to_string(r.dtype), reduces ? to_string(r.op) : "none", r.root,
-      r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9, r.out_of_place.busbw / 1e9,
-      r.out_of_place.wrong, r.in_place.time_s * 1e6, r.in_place.algbw / 1e9, r.in_place.busbw / 1e9,
-      r.in_place.wrong);
+      r.bytes, r.count, to_string(r.dtype), redop_name(r), r.root, r.out_of_place.time_s * 1e6,
+      r.out_of_place.algbw / 1e9, r.out_of_place.busbw / 1e9, r.out_of_place.wrong,
+      r.in_place.time_s * 1e6, r.in_place.algbw / 1e9, r.in_place.busbw / 1e9, r.in_place.wrong);
 }
 
 std::string render_nccl_footer(const std::vector<Row>& rows) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace commscope::launch {
 
@@ -169,6 +170,23 @@ Result<BenchSweep> check_bench_flags(const BenchFlags& f, int ranks) {
           "count, got '{}'",
           f.routing)};
   }
+  // --p2p runs its own test between ranks 0 and 1: the sweep's selections mean nothing there.
+  if (f.p2p && !f.collectives.empty())
+    return Error{fmt::format(
+        "--collectives: expected none with --p2p (its latency and bandwidth tests between ranks "
+        "0 and 1), got '{}'",
+        fmt::join(f.collectives, ","))};
+  if (f.p2p && !f.split.empty())
+    return Error{
+        fmt::format("--split: expected none with --p2p (ranks 0 and 1 only), got '{}'", f.split)};
+  if (!f.routing.empty() && (f.p2p || (!s.collectives.empty() &&
+                                       std::find(s.collectives.begin(), s.collectives.end(),
+                                                 Collective::all_to_all) == s.collectives.end())))
+    return Error{
+        fmt::format("--routing: expected all_to_all among the collectives it shapes ({}), got '{}'",
+                    f.p2p ? "--p2p runs none"
+                          : "--collectives " + fmt::format("{}", fmt::join(f.collectives, ",")),
+                    f.routing)};
   if (f.window < 1 || f.window > 1024)
     return Error{fmt::format("--window: expected 1 to 1024 messages, got {}", f.window)};
   if (f.p2p && ranks > 0 && ranks < 2)

@@ -372,12 +372,15 @@ Result<json> measure_network(const CharacterizeOptions& o, const Settings& s, co
         Redirect r(tmp, o.out + "/logs/bench-" + name + ".log");
         rc = run_job_here(o, p, bench, args, sw.ranks, stderr, nullptr);
       }
-      if (!rc.ok()) return rc.error();
-      if (*rc != 0 || !read_json_file(tmp))
+      if (!rc.ok() || *rc != 0 || !read_json_file(tmp)) {
+        std::error_code gone;
+        fs::remove(tmp, gone);  // a failed sweep's partial output is not kept
+        if (!rc.ok()) return rc.error();
         return Error{
             fmt::format("network {}: the sweep over {} ranks ended with status {} "
                         "(see {}/logs/bench-{}.log)",
                         p.label, sw.ranks, *rc, o.out, name)};
+      }
       CS_RETURN_IF_ERROR(write_file_atomic(path + ".args", json(args).dump() + "\n"));
       fs::rename(tmp, path);
     }
@@ -649,6 +652,13 @@ Status check_characterize_options(const CharacterizeOptions& o) {
       return Error{
           fmt::format("--emulate: expected distinct profiles, got '{}' twice", profile_label(e))};
   }
+  // --nodes counts the hostfile's nodes; emulated profiles say theirs (nodes=K) and
+  // --compute-only runs on this host alone: there it would be ignored.
+  if (o.hostfile.empty() && o.nodes != 0)
+    return Error{fmt::format(
+        "--nodes: expected it only with --hostfile (emulated profiles say nodes=K, --compute-only "
+        "uses this host), got {}",
+        o.nodes)};
   if (!o.hostfile.empty()) {
     if (o.nodes < 1) return Error{fmt::format("--nodes: expected at least 1, got {}", o.nodes)};
     for (int r : s.ranks)
@@ -665,6 +675,8 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
     if (!o.compute_only && ::access((o.bin_dir + p).c_str(), X_OK) != 0)
       return Error{fmt::format("{}{}: not found (built without MPI or OpenBLAS?)", o.bin_dir, p)};
   const Settings s = settings_of(o);
+  // The model, before any folder is made: an unknown one leaves nothing behind.
+  CS_ASSIGN_OR_RETURN(ModelSpec model, load_model(o.model));
   std::error_code ec;
   // A folder this call creates is removed again when the trainer's check refuses a run, so
   // that a refused invocation leaves nothing behind.
@@ -689,7 +701,6 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   } close_tty{tty};
 
   // The model: the preset, smaller in --quick; written to the folder for predict and train.
-  CS_ASSIGN_OR_RETURN(ModelSpec model, load_model(o.model));
   if (o.quick) {
     model.decoder_layers = std::min(model.decoder_layers, 2);
     model.hidden = std::min<std::int64_t>(model.hidden, 128);

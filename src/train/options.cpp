@@ -243,9 +243,16 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   if (p.micro_batch) {
     if (*p.micro_batch < 1 || *p.micro_batch > (1 << 20))
       return refuse("--micro-batch-size", std::to_string(*p.micro_batch),
-                    "expected a positive integer");
+                    "expected a positive integer up to 1048576");
     o.micro_batch = static_cast<int>(*p.micro_batch);
   }
+  // 0 is the options' "not given"; given, each must be positive.
+  if (p.global_batch && *p.global_batch < 1)
+    return refuse("--global-batch-size", std::to_string(*p.global_batch),
+                  "expected a positive integer");
+  if (p.grad_accum && *p.grad_accum < 1)
+    return refuse("--gradient-accumulation-steps", std::to_string(*p.grad_accum),
+                  "expected a positive integer");
   if (p.global_batch) o.global_batch = *p.global_batch;
   if (p.grad_accum) o.grad_accum = *p.grad_accum;
   if (p.ddp_bucket_mb) o.bucket_mb = *p.ddp_bucket_mb;

@@ -80,6 +80,11 @@ TEST(Bench, BadFlagsAreRefusedBeforeLaunch) {
       {"-- --routing zipf:-1", "--routing: expected"},
       {"-- --routing zipf", "--routing: expected"},
       {"--ranks 2 -- --routing imbalance:3", "--routing: expected"},
+      // Flags the chosen test would ignore.
+      {"-- --p2p --collectives all_reduce", "--collectives: expected none with --p2p"},
+      {"-- --p2p --split node", "--split: expected none with --p2p"},
+      {"-- --p2p --routing zipf:1", "--routing: expected all_to_all"},
+      {"-- --collectives all_reduce --routing zipf:1", "--routing: expected all_to_all"},
       {"-- --no-such-flag", "--no-such-flag"},
       {"--ranks 100000", "--ranks: expected an integer from 1 to 256"},
       {"--ranks 0", "--ranks: expected an integer from 1 to 256"},
@@ -219,6 +224,8 @@ TEST(Bench, SplitNode) {
   for (const auto& r : j) {
     EXPECT_EQ(r["group"], "intra-node");
     EXPECT_EQ(r["ranks"], 4);
+    // nccl-tests' redop column: the operation where the collective reduces, else none.
+    EXPECT_EQ(r["redop"], r["collective"] == "all_gather" ? "none" : "sum") << r.dump();
     EXPECT_EQ(r["out_of_place"]["wrong"], 0);
   }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -265,6 +266,23 @@ TEST(Characterize, ComputeOnlyNeedsNoNetwork) {
   o.compute_only = false;  // the full loop still needs one of them
   o.hostfile = "";
   EXPECT_FALSE(check_characterize_options(o).ok());
+  // --nodes counts a hostfile's nodes: elsewhere it was accepted and ignored (found by probing,
+  // 2026-11-30).
+  o.compute_only = true;
+  o.nodes = 2;
+  s = check_characterize_options(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message.rfind("--nodes: expected it only with --hostfile", 0), 0u)
+      << s.error().message;
+  // An unknown model is refused before the output folder is made: nothing is left behind.
+  o.nodes = 0;
+  o.model = "no-such-model";
+  o.out = commscope::testing::scratch() + "unknown-model-out";
+  std::filesystem::remove_all(o.out);
+  auto r = characterize(o, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("no-such-model"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(std::filesystem::exists(o.out));
 }
 
 // The fit reproduces a host that behaves exactly as the cost model says: kernels timed from a

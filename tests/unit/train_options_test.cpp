@@ -110,6 +110,39 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
             "(experts split over data-parallel ranks), got 2");
 }
 
+// Values are refused, not read as "not given" or wrapped into range (found by probing,
+// 2026-11-30): --global-batch-size 0 and --gradient-accumulation-steps 0 were the options'
+// "unset", --seed -1 became 2^64 - 1, and --sequence-parallel at TP 1 was dropped without a word.
+TEST(TrainOptions, ValuesAreRefusedNotReadAsUnsetOrWrapped) {
+  for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--global-batch-size", "0"}, "--global-batch-size: expected a positive integer"},
+           {{"--gradient-accumulation-steps", "0"},
+            "--gradient-accumulation-steps: expected a positive integer"},
+           {{"--seed", "-1"}, "--seed: expected an integer from 0 to 18446744073709551615"},
+           {{"--seed", "18446744073709551616"}, "--seed: expected an integer from 0"},
+           {{"--seed", "12x"}, "--seed: expected an integer from 0"},
+           {{"--micro-batch-size", "100000000"}, "expected a positive integer up to 1048576"}}) {
+    auto o = parse(args, nullptr);
+    ASSERT_FALSE(o.ok()) << args[0] << " " << args[1];
+    EXPECT_NE(o.error().message.find(want), std::string::npos) << o.error().message;
+  }
+  auto big = parse({"--seed", "18446744073709551615"}, nullptr);
+  ASSERT_TRUE(big.ok()) << big.error().message;
+  EXPECT_EQ(big->seed, 18446744073709551615u);
+  std::vector<std::string> w;
+  auto sp = parse({"--sequence-parallel"}, &w);
+  ASSERT_TRUE(sp.ok()) << sp.error().message;
+  EXPECT_FALSE(sp->sequence_parallel);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("--sequence-parallel has no effect with tensor-parallel size 1"),
+            std::string::npos);
+  w.clear();
+  auto tp2 = parse({"--sequence-parallel", "--tp", "2"}, &w);
+  ASSERT_TRUE(tp2.ok()) << tp2.error().message;
+  EXPECT_TRUE(tp2->sequence_parallel);
+  EXPECT_TRUE(w.empty());
+}
+
 // What the ranks would open or the report would need is checked before mpirun starts (found by
 // probing, 2026-11-30): --data that is a FIFO blocked every rank's open; a missing or empty one,
 // or an unknown --system/--network, failed in the ranks behind Open MPI's banner; -o through a

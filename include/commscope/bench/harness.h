@@ -78,6 +78,9 @@ std::string render_osu(const std::vector<P2PRow>& rows);
 // the header, one line per row, the footer (render_nccl_tests is the three together).
 std::string render_nccl_header(Collective c, int ranks, const std::string& group);
 std::string render_nccl_row(const Row& r);
+// The row's redop column as nccl-tests prints it: the operation for all-reduce, reduce and
+// reduce-scatter, "none" for the collectives that reduce nothing.
+std::string_view redop_name(const Row& r);
 std::string render_nccl_footer(const std::vector<Row>& rows);
 std::string render_nccl_tests(const std::vector<Row>& rows, Collective c);
 
