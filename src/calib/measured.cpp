@@ -517,8 +517,11 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     r.measured_s = flops / (value * 1e12 * static_cast<double>(*gpus));
   } else
     return (reason = fmt::format("metric '{}' not known", clip(metric)), r);
-  if (!(r.measured_s > 0) || !std::isfinite(r.measured_s))
-    return row.bad("value", "a value giving a positive finite iteration time");
+  if (!(r.measured_s >= limits::kMinMeasuredIterationS) ||
+      !(r.measured_s <= limits::kMaxMeasuredIterationS))
+    return row.bad(
+        "value",
+        fmt::format("a value giving an iteration of 1e-6 to 1e6 s (it gives {} s)", r.measured_s));
   return r;
 }
 
@@ -630,12 +633,14 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
       for (std::size_t c = 0; c < header.size(); ++c) {
         double x = 0;
         // Sizes and counts become integers: at most 2^31.
+        const bool time = header[c] == "iteration time (ms)";
         if (!parse(cells[c], x) || !(x > 0) || !std::isfinite(x) ||
-            (header[c] != "iteration time (ms)" && x > std::numeric_limits<int>::max()))
-          return Error{
-              fmt::format("{}: line {}: column '{}': expected a positive finite number{}, got '{}'",
-                          path, lineno, header[c],
-                          header[c] != "iteration time (ms)" ? " up to 2147483647" : "", cells[c])};
+            (!time && x > std::numeric_limits<int>::max()) ||
+            (time && !(x >= 1e3 * limits::kMinMeasuredIterationS &&
+                       x <= 1e3 * limits::kMaxMeasuredIterationS)))
+          return Error{fmt::format(
+              "{}: line {}: column '{}': expected a positive finite number{}, got '{}'", path,
+              lineno, header[c], time ? " from 1e-3 to 1e9 (ms)" : " up to 2147483647", cells[c])};
         v[header[c]] = x;
       }
       for (const char* need :
@@ -664,8 +669,9 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         else if (h == "network")
           r.input.network = x;
         else if (h == "measured_s") {
-          if (!parse(x, d) || !(d > 0) || !std::isfinite(d))
-            return bad("a positive, finite number of seconds");
+          if (!parse(x, d) || !(d >= limits::kMinMeasuredIterationS) ||
+              !(d <= limits::kMaxMeasuredIterationS))
+            return bad("a number of seconds from 1e-6 to 1e6");
           r.measured_s = d;
         } else if (h == "precision") {
           auto p = precision_from_name(x);
@@ -689,8 +695,9 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           r.input.plan.attention_backend = *k;
         } else if (h == "measured_memory_gib") {
           // Bounded like the GPUs' memories commscope knows of: a bad unit (bytes) is an error.
-          if (!parse(x, d) || !(d > 0) || !(d <= 1e6))
-            return bad("a number of GiB above 0, at most 1e6");
+          if (!parse(x, d) || !(d >= limits::kMinMeasuredMemoryGiB) ||
+              !(d <= limits::kMaxMeasuredMemoryGiB))
+            return bad("a number of GiB from 1/1024 (1 MiB) to 1e6");
           r.measured_memory_gib = d;
         } else if (h == "outcome") {
           if (x == "oom")

@@ -81,18 +81,19 @@ double logit(double p) {
   return std::log(p / (1.0 - p));
 }
 
-// Unconstrained coordinates: efficiencies through a logistic, sizes and times through exp.
+// Unconstrained coordinates: efficiencies through a logistic, sizes and times through exp,
+// clamped to the ranges a system file accepts (system.cpp), so that the preset written loads.
 Calibration decode(const Vec& x, Calibration c) {
   c.gemm_efficiency = logistic(x[0]);
-  c.gemm_half_flops = std::exp(x[1]);
+  c.gemm_half_flops = std::min(std::exp(x[1]), 1e18);
   c.attention_efficiency = logistic(x[2]);
   c.memory_efficiency = logistic(x[3]);
-  c.kernel_overhead = Seconds(std::exp(x[4]));
+  c.kernel_overhead = Seconds(std::min(std::exp(x[4]), 1.0));
   c.intra_node_efficiency = logistic(x[5]);
-  c.iteration_overhead = Seconds(std::exp(x[6]));
-  c.microbatch_overhead = Seconds(std::exp(x[7]));
-  c.intra_node_latency = Seconds(std::exp(x[8]));
-  c.gemm_steepness = std::exp(x[9]);
+  c.iteration_overhead = Seconds(std::min(std::exp(x[6]), 1e3));
+  c.microbatch_overhead = Seconds(std::min(std::exp(x[7]), 1e3));
+  c.intra_node_latency = Seconds(std::min(std::exp(x[8]), 1.0));
+  c.gemm_steepness = std::clamp(std::exp(x[9]), 0.01, 16.0);
   return c;
 }
 Vec encode(const Calibration& c) {

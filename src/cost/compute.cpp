@@ -9,6 +9,7 @@ namespace commscope {
 double matmul_efficiency(double flops, double eff_max, double half_flops, double steepness) {
   if (flops <= 0 || half_flops <= 0) return eff_max;
   const double r = steepness == 1.0 ? flops / half_flops : std::pow(flops / half_flops, steepness);
+  if (!std::isfinite(r)) return eff_max;  // far above the half point (a tiny half_flops)
   return eff_max * r / (1.0 + r);
 }
 

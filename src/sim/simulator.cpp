@@ -875,6 +875,9 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   }
   for (int s = 0; s < pp; ++s)
     pred.iteration_time = std::max(pred.iteration_time, step_start[s] + steps[s].end);
+  // The system's host time per iteration (framework, launch gaps): idle at the end, no bubble.
+  const double overhead = sc.system.calibration.iteration_overhead.value();
+  pred.iteration_time += overhead;
   const double T = pred.iteration_time;
   if (!breakdowns && !timeline) return pred;
   CS_CHECK(runs.breakdowns);  // runs prepared for times only cannot give breakdowns
@@ -1052,7 +1055,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     b.wall = T;
     const double outside = std::max(0.0, T - busy_time);
     b.idle = outside + idle_inside + step.idle;
-    b.bubble = pp > 1 ? std::max(0.0, outside - waiting) : 0.0;
+    b.bubble = pp > 1 ? std::max(0.0, outside - waiting - overhead) : 0.0;
     StagePrediction sp;
     sp.stage = s;
     sp.end = step_start[s] + steps[s].end;

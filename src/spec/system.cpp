@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <optional>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -27,12 +29,16 @@ constexpr EnumName<Transport> kTransportNames[] = {{Transport::tcp, "tcp"},
                                                    {Transport::roce, "roce"},
                                                    {Transport::slingshot, "slingshot"}};
 
-// Reads a required positive number.
+// Reads a required positive number, bounded so that no product of the cost model overflows
+// (a latency of 1e308 us printed a 300-digit iteration, 1e-300 Gb/s an infinite one): every
+// rate, size and latency of a system or network lies in [1e-6, 1e9] of its unit.
 double positive(FieldReader& r, std::string_view key, bool required = true) {
+  constexpr double kLow = 1e-6, kHigh = 1e9;
   double v = 0;
   bool present = r.read(key, v);
   if (!present && required) r.fail(key, "a positive number", "nothing (missing)");
-  if (present && !(v > 0)) r.fail(key, "a positive number", fmt::format("{}", v));
+  if (present && !(v >= kLow && v <= kHigh))
+    r.fail(key, "a positive number from 1e-6 to 1e9", fmt::format("{}", v));
   return v;
 }
 }  // namespace
@@ -336,16 +342,26 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j_in, const std::strin
     fraction("flash_attention_efficiency", c.flash_attention_efficiency);
     fraction("memory_efficiency", c.memory_efficiency);
     fraction("intra_node_efficiency", c.intra_node_efficiency);
-    double v = 0;
-    if (cal.read("gemm_half_gflops", v)) c.gemm_half_flops = v * 1e9;
-    if (cal.read("gemm_steepness", v)) c.gemm_steepness = v;
-    if (cal.read("kernel_overhead_us", v)) c.kernel_overhead = units::us(v);
-    if (cal.read("intra_node_latency_us", v)) c.intra_node_latency = units::us(v);
-    if (cal.read("iteration_overhead_ms", v)) c.iteration_overhead = Seconds(v * 1e-3);
-    if (cal.read("microbatch_overhead_us", v)) c.microbatch_overhead = units::us(v);
-    cal.check(c.gemm_half_flops >= 0 && c.gemm_steepness > 0 && c.kernel_overhead.value() >= 0 &&
-                  c.intra_node_latency.value() >= 0,
-              "gemm_half_gflops", "non-negative values", "a negative one");
+    // Each term within a range no fit or measurement leaves (a steepness of 150 overflowed
+    // the GEMM curve into NaN; a negative overhead gave an MFU of 188%).
+    auto bounded = [&](std::string_view key, double lo, double hi, const char* what) {
+      double v = 0;
+      if (!cal.read(key, v)) return std::optional<double>();
+      cal.check(v >= lo && v <= hi, key, what, fmt::format("{}", v));
+      return std::optional<double>(v);
+    };
+    if (auto v = bounded("gemm_half_gflops", 0, 1e9, "GFLOP from 0 to 1e9"))
+      c.gemm_half_flops = *v * 1e9;
+    if (auto v = bounded("gemm_steepness", 0.01, 16, "an exponent from 0.01 to 16"))
+      c.gemm_steepness = *v;
+    if (auto v = bounded("kernel_overhead_us", 0, 1e6, "microseconds from 0 to 1e6"))
+      c.kernel_overhead = units::us(*v);
+    if (auto v = bounded("intra_node_latency_us", 0, 1e6, "microseconds from 0 to 1e6"))
+      c.intra_node_latency = units::us(*v);
+    if (auto v = bounded("iteration_overhead_ms", 0, 1e6, "milliseconds from 0 to 1e6"))
+      c.iteration_overhead = Seconds(*v * 1e-3);
+    if (auto v = bounded("microbatch_overhead_us", 0, 1e9, "microseconds from 0 to 1e9"))
+      c.microbatch_overhead = units::us(*v);
   }
   auto sc = r.object("scale");
   if (r.has("scale")) {

@@ -2,7 +2,14 @@
 // hundreds of thousands of events.
 #include "commscope/timeline/chrome.h"
 
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
 #include <fmt/format.h>
+
+#include "commscope/util/result.h"
 
 namespace commscope {
 
@@ -35,7 +42,71 @@ std::string escaped(std::string_view s) {
 }
 }  // namespace
 
+namespace {
+// Tracks per thread that hold slices overlapping without nesting: lane k > 0 of thread `tid` is
+// thread tid + k x kLaneStride, named "<thread> (k + 1)".
+constexpr std::int32_t kLaneStride = 1000;
+
+// Each event's slice in whole nanoseconds, rounded once (its end is its start plus the duration
+// written, so slices that abut on a thread do not overlap by a rounding), and its lane: Perfetto's
+// JSON importer keeps the slices of one thread only where they nest or are disjoint, so a slice
+// that overlaps another without nesting (a stage's send beside its receive) goes to the first
+// lane of its thread where it nests or is disjoint.
+struct Slice {
+  std::int64_t ts = 0, end = 0;
+  std::int32_t lane = 0;
+};
+std::vector<Slice> slices_of(const Timeline& t) {
+  std::vector<Slice> out(t.events.size());
+  std::vector<std::size_t> order(t.events.size());
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    const double ts = (e.start - e.wait) * 1e9, end = e.end() * 1e9;
+    CS_CHECK(std::isfinite(ts) && std::isfinite(end) && std::fabs(ts) < 9e18 &&
+             std::fabs(end) < 9e18);
+    out[i].ts = std::llround(ts);
+    out[i].end = std::max<std::int64_t>(out[i].ts, std::llround(end));
+    order[i] = i;
+  }
+  // Per thread, in start order (the longer first where two start together, so that it holds
+  // the other): each lane a stack of the open slices.
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const Event &x = t.events[a], &y = t.events[b];
+    if (x.rank != y.rank) return x.rank < y.rank;
+    if (x.stream != y.stream) return x.stream < y.stream;
+    if (out[a].ts != out[b].ts) return out[a].ts < out[b].ts;
+    return out[a].end > out[b].end;
+  });
+  std::vector<std::vector<std::int64_t>> lanes;  // per lane: the ends of its open slices
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    const Event& e = t.events[i];
+    if (k == 0 || t.events[order[k - 1]].rank != e.rank ||
+        t.events[order[k - 1]].stream != e.stream)
+      lanes.clear();
+    std::size_t lane = 0;
+    for (; lane < lanes.size(); ++lane) {
+      auto& open = lanes[lane];
+      while (!open.empty() && open.back() <= out[i].ts) open.pop_back();
+      if (open.empty() || out[i].end <= open.back()) break;
+    }
+    if (lane == lanes.size()) lanes.emplace_back();
+    lanes[lane].push_back(out[i].end);
+    out[i].lane = static_cast<std::int32_t>(lane);
+  }
+  return out;
+}
+}  // namespace
+
 std::string chrome_trace_json(const Timeline& t) {
+  const std::vector<Slice> slices = slices_of(t);
+  // the extra lanes each thread needed
+  std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> lanes;
+  for (std::size_t i = 0; i < slices.size(); ++i)
+    if (slices[i].lane > 0) {
+      auto& n = lanes[{t.events[i].rank, t.events[i].stream}];
+      n = std::max(n, slices[i].lane);
+    }
   fmt::memory_buffer out;
   fmt::format_to(std::back_inserter(out), "{{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   bool first = true;
@@ -55,13 +126,29 @@ std::string chrome_trace_json(const Timeline& t) {
                    R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})",
                    key.first, key.second, escaped(name));
   }
-  for (const auto& e : t.events) {
+  for (const auto& [key, extra] : lanes) {
+    auto named = t.stream_names.find(key);
+    const std::string base =
+        named != t.stream_names.end() ? named->second : fmt::format("stream {}", key.second);
+    for (std::int32_t k = 1; k <= extra; ++k) {
+      sep();
+      fmt::format_to(
+          std::back_inserter(out),
+          R"x({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{} ({})"}}}})x",
+          key.first, key.second + k * kLaneStride, escaped(base), k + 1);
+    }
+  }
+  // microseconds with three decimals, from whole nanoseconds
+  auto us = [](std::int64_t ns) { return static_cast<double>(ns) / 1e3; };
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    const Slice& sl = slices[i];
     sep();
     fmt::format_to(
         std::back_inserter(out),
         R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
-        escaped(t.name(e)), to_string(e.kind), e.rank, e.stream, (e.start - e.wait) * 1e6,
-        (e.dur + e.wait) * 1e6);
+        escaped(t.name(e)), to_string(e.kind), e.rank, e.stream + sl.lane * kLaneStride, us(sl.ts),
+        us(sl.end - sl.ts));
     bool a = false;
     auto arg = [&](std::string_view k, auto v) {
       fmt::format_to(std::back_inserter(out), "{}\"{}\":{}", a ? "," : "", k, v);

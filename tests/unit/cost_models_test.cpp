@@ -5,10 +5,12 @@
 #include "commscope/cost/collective.h"
 #include "commscope/cost/compute.h"
 #include "commscope/report/describe.h"
+#include "commscope/sim/simulator.h"
 #include "test_util.h"
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -207,6 +209,68 @@ TEST(Cost, PresetScaleAndNcclFields) {
   nlohmann::json b4 = j;
   b4["nccl"]["hop_latency"] = 1;
   bad(b4, "field 'nccl.hop_latency': unknown field");
+}
+
+// Every number of a system or network file is bounded where the cost model stays finite and
+// the breakdown's identity holds (found by probing, 2026-11-30): a GEMM steepness of 150 gave
+// NaN shares and a trace that was not JSON, a latency of 1e308 us a 300-digit iteration, a
+// negative micro-batch overhead an MFU of 188%.
+TEST(Cost, SystemAndNetworkValuesAreBounded) {
+  auto base = load_system("dgx-a100-80gb");
+  ASSERT_TRUE(base.ok());
+  const nlohmann::json j = to_json(*base);
+  for (const auto& [path, value, expect] :
+       std::vector<std::tuple<std::vector<std::string>, double, std::string>>{
+           {{"calibration", "gemm_steepness"}, 150, "calibration.gemm_steepness"},
+           {{"calibration", "gemm_half_gflops"}, 1e308, "calibration.gemm_half_gflops"},
+           {{"calibration", "microbatch_overhead_us"}, -1e6, "calibration.microbatch_overhead_us"},
+           {{"calibration", "iteration_overhead_ms"}, -1, "calibration.iteration_overhead_ms"},
+           {{"calibration", "kernel_overhead_us"}, 1e300, "calibration.kernel_overhead_us"},
+           {{"gpu", "memory_bandwidth_gbs"}, 1e-300, "gpu.memory_bandwidth_gbs"},
+           {{"nics", "line_rate_gbps"}, 1e300, "nics.line_rate_gbps"}}) {
+    nlohmann::json k = j;
+    k[path[0]][path[1]] = value;
+    auto r = system_from_json(k, "x.json");
+    ASSERT_FALSE(r.ok()) << expect;
+    EXPECT_NE(r.error().message.find(expect), std::string::npos) << r.error().message;
+  }
+  auto net = load_network("ib-hdr-200");
+  ASSERT_TRUE(net.ok());
+  nlohmann::json n = {{"name", "n"},
+                      {"transport", "rdma"},
+                      {"line_rate_gbps", 100},
+                      {"achievable_gbps", 90},
+                      {"latency_us", 1e308}};
+  auto r = network_from_json(n, "n.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("field 'latency_us': expected a positive number from 1e-6 to "
+                                   "1e9, got 1e+308"),
+            std::string::npos)
+      << r.error().message;
+  n["latency_us"] = 2;
+  n["achievable_gbps"] = 1e-300;
+  EXPECT_FALSE(network_from_json(n, "n.json").ok());
+  // The GEMM curve far above its half point is its plateau, not NaN.
+  EXPECT_EQ(matmul_efficiency(1e15, 0.8, 1e-300, 16), 0.8);
+}
+
+// A system's iteration_overhead_ms (host time per iteration: framework, launch gaps) ends each
+// iteration: the prediction grows by exactly it, as idle time, and no stage's bubble grows (it
+// was read and fitted by calibrate but priced nowhere, found by probing, 2026-11-30).
+TEST(Cost, IterationOverheadEndsTheIteration) {
+  for (int pp : {1, 4}) {
+    SCOPED_TRACE(pp);
+    PlanInput p = testing::plan(32, 2, pp, 1, 64);
+    Scenario sc = testing::scenario("megatron-1.7b", "dgx-a100-80gb", p);
+    const Prediction a = simulate(build_workload(sc));
+    sc.system.calibration.iteration_overhead = Seconds(5e-3);
+    const Prediction b = simulate(build_workload(sc));
+    EXPECT_NEAR(b.iteration_time - a.iteration_time, 5e-3, 1e-12);
+    EXPECT_NEAR(b.mean.idle - a.mean.idle, 5e-3, 1e-9);
+    EXPECT_NEAR(b.mean.bubble, a.mean.bubble, 1e-12);
+    EXPECT_NEAR(b.mean.compute, a.mean.compute, 1e-12);
+    EXPECT_NEAR(b.mean.wall, b.iteration_time, 1e-12);
+  }
 }
 
 // Across nodes: NCCL's ring or tree; hierarchical (asked for, not NCCL's) is intra-node

@@ -42,6 +42,27 @@ TEST(Loaders, EveryPresetLoads) {
                    // llama3.2-1b, deepseek-v2-lite, qwen3 dense x6, llama4 x2
 }
 
+// Each size within its limit, the parameter count is bounded too (found by probing,
+// 2026-11-30: 4096 layers of 262,144 experts of width 2^20 wrapped to -4.6e18 parameters, 0 B
+// per rank, "fits").
+TEST(Loaders, ParameterCountIsBounded) {
+  const nlohmann::json hf = {
+      {"model_type", "qwen3_moe"}, {"num_hidden_layers", 4096},       {"hidden_size", 4096},
+      {"num_attention_heads", 32}, {"num_key_value_heads", 8},        {"intermediate_size", 12288},
+      {"vocab_size", 151936},      {"max_position_embeddings", 4096}, {"num_experts", 262144},
+      {"num_experts_per_tok", 8},  {"moe_intermediate_size", 1048576}};
+  auto m = model_from_hf_config(hf, "huge.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("expected at most 1.13e+15 parameters"), std::string::npos)
+      << m.error().message;
+  // The largest shipped models are far inside it.
+  for (const char* n : {"deepseek-v3", "megatron-1t", "llama4-maverick"}) {
+    auto ok = load_model(n);
+    ASSERT_TRUE(ok.ok()) << n;
+    EXPECT_LT(count_params(*ok).total, std::int64_t{1} << 50) << n;
+  }
+}
+
 TEST(Loaders, SeedProtocolsOrderedByRate) {
   // The presets come from independent measurements (data/seeds/protocols.csv; their values are
   // checked against that file in report_seeds_test): TCP on 10 GbE below IPoIB below RDMA.

@@ -20,6 +20,10 @@ inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 // Transformer layers (encoder + decoder): 4096; published models have at most a few hundred.
 // Workload building is linear in it.
 inline constexpr std::int64_t kMaxLayers = 4096;
+// Parameters of a model: 2^50 (about 1.1e15; the largest published models have a few 1e12).
+// Each size above may be within its limit while their product is not: the bytes of weights,
+// gradients and optimizer state (16 per parameter) stay far inside 64 bits.
+inline constexpr std::int64_t kMaxParameters = std::int64_t{1} << 50;
 // Multi-token-prediction depths: 64; DeepSeek-V3 trains 1. Each is one more block on the last
 // pipeline stage.
 inline constexpr std::int64_t kMaxMtpLayers = 64;
@@ -49,6 +53,12 @@ inline constexpr std::int64_t kMaxTraceEvents = std::int64_t{1} << 20;
 inline constexpr std::int64_t kMaxSweepPlans = 100000;
 // Rows in a measured-run CSV for validate and calibrate: 1,000,000.
 inline constexpr std::int64_t kMaxMeasuredRows = 1000000;
+// A measured iteration: 1 us to 1e6 s (11.6 days), and a measured memory peak: 1 MiB to 1e6
+// GiB. Outside, a relative error has no meaning (1e-300 s gave a 300-digit percentage).
+inline constexpr double kMinMeasuredIterationS = 1e-6;
+inline constexpr double kMaxMeasuredIterationS = 1e6;
+inline constexpr double kMinMeasuredMemoryGiB = 1.0 / 1024;
+inline constexpr double kMaxMeasuredMemoryGiB = 1e6;
 
 // Error{"<field>: expected at most <limit> (<what>), got <value>"} when value > limit.
 inline Status check_at_most(std::string_view field, std::int64_t value, std::int64_t limit,
