@@ -316,7 +316,9 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
        "model chunks per pipeline rank (interleaved 1F1B) [1]")
       ->group(g_plan);
   cmd.add_flag(
-         "--sequence-parallel", [&o](std::int64_t) { o.flags.sequence_parallel = true; },
+         "--sequence-parallel",
+         // --sequence-parallel=false (or 0, no) counts below 1: off (it turned it on)
+         [&o](std::int64_t n) { o.flags.sequence_parallel = n > 0; },
          "Megatron sequence parallelism (with TP > 1)")
       ->group(g_plan);
   list(cmd, "--zero,--zero-stage", o.zero, "ZeRO stage 0, 1, 2 or 3 [0]")->group(g_plan);

@@ -95,10 +95,11 @@ Verb add_analyze(CLI::App& app) {
         if (!st->html.empty() && !st->diff.empty())
           return fail(
               "--html: expected no --diff with it (a diff is reported as text, csv or json)");
-        if (Status s = st->html.empty() ? Status{} : check_output_path(st->html); !s.ok())
-          return fail("--html: " + s.error().message);
-        if (!st->diff_trace.empty())
-          if (Status s = check_output_path(st->diff_trace); !s.ok()) return fail(s.error().message);
+        if (Status s = check_outputs({{"-o/--output", st->out.path},
+                                      {"--html", st->html},
+                                      {"--diff-trace", st->diff_trace}});
+            !s.ok())
+          return fail(s.error().message);
         TraceReadOptions o;
         o.jobs = static_cast<int>(std::min<long long>(st->jobs, 1024));
         o.rank = static_cast<int>(st->rank);

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <string_view>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "commscope/spec/preset.h"
@@ -52,7 +54,30 @@ int emit(const std::string& text, const std::string& output_path) {
     return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
   }
   Status s = write_file_atomic(output_path, text);
-  return s.ok() ? 0 : fail(s.error().message);
+  return s.ok() ? 0 : fail("-o/--output: " + s.error().message);
+}
+
+Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, fs::path>> files;  // (flag, the file it names)
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    if (Status s = check_output_path(path); !s.ok())
+      return Error{fmt::format("{}: {}", flag, s.error().message)};
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (!ec && fs::exists(st) && !fs::is_regular_file(st)) continue;  // a device or FIFO
+    const fs::path same = fs::weakly_canonical(fs::absolute(path), ec);
+    if (ec) continue;
+    for (const auto& [other_flag, other] : files)
+      if (other == same)
+        return Error{
+            fmt::format("{}: expected a file other than {}'s, got '{}' (both would be "
+                        "written there, one lost)",
+                        flag, other_flag, path)};
+    files.emplace_back(flag, same);
+  }
+  return {};
 }
 
 Verb add_presets(CLI::App& app) {
@@ -68,11 +93,12 @@ Verb add_presets(CLI::App& app) {
             if (kinds.empty())
               return fail(
                   fmt::format("presets: expected one of models|systems|networks, got '{}'", *kind));
+            std::string text;  // through emit: the Python module captures it
             for (auto k : kinds) {
-              fmt::print("{}:\n", preset_folder(k));
-              for (const auto& n : list_presets(k)) fmt::print("  {}\n", n);
+              text += fmt::format("{}:\n", preset_folder(k));
+              for (const auto& n : list_presets(k)) text += fmt::format("  {}\n", n);
             }
-            return 0;
+            return emit(text, "");
           }};
 }
 
@@ -137,6 +163,13 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    // The help of the verb asked about (through emit: the Python module captures it).
+    if (current_capture()) {
+      const CLI::App* asked = &app;
+      for (const auto& v : verbs)
+        if (v.command->parsed()) asked = v.command;
+      return emit(asked->help(), "");
+    }
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
@@ -181,10 +214,18 @@ int run(int argc, char** argv) {
     for (const CLI::Option* o : v.command->get_options()) {
       // (positionals are the verb's own to check: files, or arguments passed through after --)
       if (o->count() == 0 || o->get_expected_min() == 0 || !o->nonpositional()) continue;
-      for (const std::string& r : o->results())
+      for (const std::string& r : o->results()) {
         if (r.empty())
           return fail(fmt::format("{}: expected a value, got ''",
                                   o->get_name().empty() ? where : o->get_name()));
+        // `--html --format=json` took the next option as the file's name and wrote a file
+        // called "--format=json" (found by probing, 2026-11-30): no value is a long option.
+        if (r.rfind("--", 0) == 0)
+          return fail(
+              fmt::format("{}: expected a value, got the option '{}' (a value that "
+                          "begins with -- is taken for a forgotten one)",
+                          o->get_name(), r));
+      }
     }
     return v.run();
   }

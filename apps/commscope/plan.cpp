@@ -210,9 +210,8 @@ Verb add_plan(CLI::App& app) {
           return fail(fmt::format("--{}: expected at most 16 options, got {}",
                                   st->system.size() > 16 ? "system" : "network",
                                   std::max(st->system.size(), st->network.size())));
-        if (Status s = st->html.empty() ? Status{} : check_output_path(st->html); !s.ok())
-          return fail("--html: " + s.error().message);
-        if (Status s = st->out.path.empty() ? Status{} : check_output_path(st->out.path); !s.ok())
+        if (Status s = check_outputs({{"-o/--output", st->out.path}, {"--html", st->html}});
+            !s.ok())
           return fail(s.error().message);
 
         PlanInput base;

@@ -104,8 +104,10 @@ Verb add_predict(CLI::App& app) {
             so.trace = !st->trace.empty();
             auto inputs = scenario_inputs(st->scenario);
             if (!inputs) return fail(inputs.error().message);
-            if (Status s = st->html.empty() ? Status{} : check_output_path(st->html); !s.ok())
-              return fail("--html: " + s.error().message);
+            if (Status s = check_outputs(
+                    {{"-o/--output", st->out.path}, {"--trace", st->trace}, {"--html", st->html}});
+                !s.ok())
+              return fail(s.error().message);
             // Progress on a terminal once a sweep has run for 2 s, at most ten updates a second.
             const bool tty = ::isatty(STDERR_FILENO);
             const auto t0 = std::chrono::steady_clock::now();

@@ -45,4 +45,10 @@ void print_warnings(const std::vector<std::string>& warnings);
 // Writes text to --output (atomically) or stdout. Returns an exit status.
 int emit(const std::string& text, const std::string& output_path);
 
+// A verb's output files, checked before any work and before any of them is written: each as
+// check_output_path says (the error prefixed by its flag), and no two naming the same file
+// (-o x --trace x kept one of them; a device or FIFO may take several). `outputs`: (flag, path)
+// pairs; empty paths are left out.
+Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
+
 }  // namespace commscope::cli

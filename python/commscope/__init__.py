@@ -130,6 +130,8 @@ def _document(verb, positionals, flags, rows_key=None):
     """Runs a verb that prints a --format document: JSON unless format= says otherwise; the text
     for table/csv/md; None when output= wrote it to a file."""
     flags = dict(flags)
+    if flags.get("help"):  # the verb's help text, not a document
+        return _call(argv(verb, *positionals, help=True))
     fmt = flags.setdefault("format", "json")
     text = _call(argv(verb, *positionals, **flags))
     if flags.get("output") or fmt != "json":

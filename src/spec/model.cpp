@@ -186,6 +186,24 @@ static Status validate_moe(const ModelSpec& m, const std::string& where) {
   return {};
 }
 
+double parameters_at_most(const ModelSpec& m) {
+  // Over-counted in floating point: every block as a MoE block with a dense MLP beside it, both
+  // attentions of a T5 decoder block, latent-attention parts on top of the plain ones.
+  const double h = static_cast<double>(m.hidden), hd = static_cast<double>(m.head_dim);
+  const double heads = static_cast<double>(m.heads), kv = static_cast<double>(m.kv_heads);
+  const double fe = static_cast<double>(m.moe_ffn > 0 ? m.moe_ffn : m.ffn);
+  const double attention =
+      h * hd * (2 * heads + 2 * kv) +
+      heads * static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) *
+          (h + static_cast<double>(m.q_lora_rank + m.kv_lora_rank)) +
+      h * static_cast<double>(m.q_lora_rank + m.kv_lora_rank);
+  const double mlp = 3 * h * static_cast<double>(m.ffn) +
+                     3 * h * fe * static_cast<double>(m.experts + m.shared_experts);
+  const double layers = static_cast<double>(m.encoder_layers) + m.decoder_layers + m.mtp_layers;
+  return layers * (2 * attention + mlp + 8 * h) +
+         h * static_cast<double>(2 * m.vocab + m.max_positions + m.type_vocab);
+}
+
 Status validate_model(const ModelSpec& m, const std::string& where) {
   auto err = [&](std::string_view field, auto value, std::string_view expected) {
     return Error{fmt::format("{}: field '{}': expected {}, got {}", where, field, expected, value)};
@@ -240,29 +258,14 @@ Status validate_model(const ModelSpec& m, const std::string& where) {
       break;
   }
   CS_RETURN_IF_ERROR(validate_moe(m, where));
-  {
-    // Each size within its limit, the parameter count still could leave 64 bits (4096 layers of
-    // 262,144 experts of width 2^20 wrapped to -4.6e18 parameters): bounded here, over-counted
-    // in floating point (every block as a MoE block, both attentions of a T5 decoder block).
-    const double h = static_cast<double>(m.hidden), hd = static_cast<double>(m.head_dim);
-    const double heads = static_cast<double>(m.heads), kv = static_cast<double>(m.kv_heads);
-    const double fe = static_cast<double>(m.moe_ffn > 0 ? m.moe_ffn : m.ffn);
-    const double attention =
-        h * hd * (2 * heads + 2 * kv) +
-        heads * (static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)) *
-            (h + static_cast<double>(m.q_lora_rank + m.kv_lora_rank)) +
-        h * static_cast<double>(m.q_lora_rank + m.kv_lora_rank);
-    const double mlp = 3 * h * static_cast<double>(m.ffn) +
-                       3 * h * fe * static_cast<double>(m.experts + m.shared_experts);
-    const double layers = static_cast<double>(m.encoder_layers) + m.decoder_layers + m.mtp_layers;
-    const double total = layers * (2 * attention + mlp + 8 * h) +
-                         h * static_cast<double>(2 * m.vocab + m.max_positions + m.type_vocab);
-    if (total > static_cast<double>(limits::kMaxParameters))
-      return err("layers", fmt::format("a model of about {:.3g} parameters", total),
-                 fmt::format("at most {:.3g} parameters (commscope's limit, docs/limits.md: the "
-                             "sizes' product)",
-                             static_cast<double>(limits::kMaxParameters)));
-  }
+  // Each size within its limit, the parameter count still could leave 64 bits (4096 layers of
+  // 262,144 experts of width 2^20 wrapped to -4.6e18 parameters).
+  if (const double total = parameters_at_most(m);
+      total > static_cast<double>(limits::kMaxParameters))
+    return err("layers", fmt::format("a model of about {:.3g} parameters", total),
+               fmt::format("at most {:.3g} parameters (commscope's limit, docs/limits.md: the "
+                           "sizes' product)",
+                           static_cast<double>(limits::kMaxParameters)));
   if (m.position == PositionEmbedding::learned && m.seq_length > m.max_positions)
     return err("seq_length", m.seq_length,
                fmt::format("at most max_positions ({}) with learned position embeddings",

@@ -2,6 +2,8 @@
 // a plan possible for a model on a system.
 #include "commscope/spec/scenario.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "commscope/spec/framework_config.h"
@@ -780,15 +782,38 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  fmt::format("{}", *in.ddp_bucket_mb));
     plan.ddp_bucket = units::mib(*in.ddp_bucket_mb);
   }
+  // Buckets: each one collective, so the model's parameters in at most kMaxBuckets of them
+  // (an allgather_bucket_size of 1 built 6.7e9 collectives for Llama 2 7B and ran out of memory).
+  const double most_params = parameters_at_most(model);
+  const double least_bucket = std::ceil(most_params / static_cast<double>(limits::kMaxBuckets));
+  auto few_enough = [&](const char* field, double elements, const std::string& got) -> Status {
+    if (elements >= least_bucket) return {};
+    const bool mib = std::string_view(field) == "--ddp-bucket-size";  // fp32: 4 bytes an element
+    return bad(field,
+               fmt::format("at least {} (the model's about {:.3g} parameters in at most {} "
+                           "buckets, commscope's limit)",
+                           mib ? fmt::format("{:.3g} MiB", least_bucket * 4 / (1 << 20))
+                               : fmt::format("{:.0f} elements", least_bucket),
+                           most_params, limits::kMaxBuckets),
+               got);
+  };
+  if (in.ddp_bucket_mb)
+    CS_RETURN_IF_ERROR(few_enough("--ddp-bucket-size", plan.ddp_bucket.value() / 4,
+                                  fmt::format("{} MiB", *in.ddp_bucket_mb)));
   if (in.zero_reduce_bucket) {
     if (*in.zero_reduce_bucket < 1)
       return bad("reduce_bucket_size", "a positive element count", num(*in.zero_reduce_bucket));
+    CS_RETURN_IF_ERROR(few_enough("reduce_bucket_size", static_cast<double>(*in.zero_reduce_bucket),
+                                  num(*in.zero_reduce_bucket)));
     plan.zero_reduce_bucket = *in.zero_reduce_bucket;
   }
   if (in.zero_allgather_bucket) {
     if (*in.zero_allgather_bucket < 1)
       return bad("allgather_bucket_size", "a positive element count",
                  num(*in.zero_allgather_bucket));
+    CS_RETURN_IF_ERROR(few_enough("allgather_bucket_size",
+                                  static_cast<double>(*in.zero_allgather_bucket),
+                                  num(*in.zero_allgather_bucket)));
     plan.zero_allgather_bucket = *in.zero_allgather_bucket;
   }
   plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);

@@ -178,3 +178,14 @@ def test_to_pandas(commscope):
     assert len(plain) == 3
     events = commscope.load_trace(NCCL_TRACE).to_pandas()
     assert len(events) == len(commscope.load_trace(NCCL_TRACE))
+
+
+def test_help_and_presets_are_returned_not_printed(cli, commscope, capfd):
+    # Found by probing, 2026-11-30: both went to the process's stdout and run() returned ''.
+    listing = commscope.run("presets")
+    assert listing == cli.run("presets").stdout
+    text = commscope.run("plan", help=True)
+    assert text.splitlines()[0] == cli.run("plan", "--help").stdout.splitlines()[0]
+    assert "--gpus" in text
+    assert commscope.plan(help=True) == text
+    assert capfd.readouterr().out == ""

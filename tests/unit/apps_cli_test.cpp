@@ -165,6 +165,55 @@ TEST_F(Cli, OutputFileIsWholeOrAbsent) {
   EXPECT_EQ(files, 1);
 }
 
+// Every output path is checked before anything is predicted or written, and two outputs may not
+// name one file (found by probing, 2026-11-30: a bad -o failed after --trace and --html were
+// written; -o x --trace x kept one of the two without a word).
+TEST_F(Cli, OutputsAreCheckedFirstAndDistinct) {
+  const fs::path trace = dir_ / "t.json", page = dir_ / "p.html", same = dir_ / "same.json";
+  Outcome folder = run("predict --trace " + trace.string() + " --html " + page.string() + " -o " +
+                       dir_.string());
+  EXPECT_EQ(folder.status, 2);
+  EXPECT_EQ(folder.err.rfind("commscope: -o/--output: ", 0), 0u) << folder.err;
+  EXPECT_FALSE(fs::exists(trace));
+  EXPECT_FALSE(fs::exists(page));
+  for (const std::string& args :
+       {"predict --format json -o " + same.string() + " --trace " + same.string(),
+        "predict --html " + same.string() + " -o " + (dir_ / "." / "same.json").string(),
+        "plan --gpus 8 --top 1 -o " + same.string() + " --html " + same.string(),
+        "analyze " COMMSCOPE_SOURCE_DIR "/data/traces/trace_filter_sampled_rank-0.json.gz -o " +
+            same.string() + " --html " + same.string()}) {
+    Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << args;
+    EXPECT_NE(o.err.find("expected a file other than"), std::string::npos) << o.err;
+    EXPECT_EQ(lines(o.err), 1) << o.err;
+    EXPECT_FALSE(fs::exists(same)) << args;
+  }
+  // A device takes both.
+  EXPECT_EQ(run("predict -o /dev/null --trace /dev/null").status, 0);
+}
+
+// Found by probing, 2026-11-30: `--sequence-parallel=false` turned sequence parallelism on, and
+// an option given no value took the next option as it (`--html --format=json` wrote a file named
+// "--format=json").
+TEST_F(Cli, FlagValuesMeanWhatTheySay) {
+  for (const auto& [spelling, on] :
+       std::vector<std::pair<std::string, bool>>{{"--sequence-parallel", true},
+                                                 {"--sequence-parallel=true", true},
+                                                 {"--sequence-parallel=false", false},
+                                                 {"--sequence-parallel=0", false}}) {
+    Outcome o = run("predict --tp 2 --format json " + spelling);
+    ASSERT_EQ(o.status, 0) << spelling << ": " << o.err;
+    EXPECT_EQ(nlohmann::json::parse(o.out)["predictions"][0]["plan"]["sequence_parallel"], on)
+        << spelling;
+  }
+  Outcome o = run("plan --gpus 8 --top 1 --html --format=json");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(o.err,
+            "commscope: --html: expected a value, got the option '--format=json' (a value that "
+            "begins with -- is taken for a forgotten one)\n");
+  EXPECT_FALSE(fs::exists("--format=json"));
+}
+
 TEST_F(Cli, DoesNotFitIsAWarningNotAnError) {
   Outcome r = run("describe --format json --model gpt3-175b --system thetagpu-tg40 --nodes 2");
   ASSERT_EQ(r.status, 0) << r.err;

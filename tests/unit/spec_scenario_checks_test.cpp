@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "commscope/report/describe.h"
 #include "commscope/spec/limits.h"
@@ -32,6 +33,35 @@ TEST(Validation, TensorParallelMustDivideKvHeads) {
   std::string e = scenario_error("llama2-70b", "dgx-a100-80gb", plan(16, 16));
   EXPECT_NE(e.find("divisor of the 8 key/value heads"), std::string::npos) << e;
   EXPECT_NE(e.find("got 16"), std::string::npos) << e;
+}
+
+// Each bucket is one collective: the model's parameters in at most kMaxBuckets of them (found
+// by probing, 2026-11-30: allgather_bucket_size 1 built 6.7e9 collectives for Llama 2 7B and
+// ran out of memory). The defaults and any size of the order of DeepSpeed's are far inside it.
+TEST(Validation, BucketsAreFewEnoughToBuild) {
+  for (const auto& [set, field] :
+       std::vector<std::pair<std::function<void(PlanInput&)>, std::string>>{
+           {[](PlanInput& p) { p.zero_allgather_bucket = 1; }, "allgather_bucket_size"},
+           {[](PlanInput& p) { p.zero_reduce_bucket = 100; }, "reduce_bucket_size"},
+           {[](PlanInput& p) { p.ddp_bucket_mb = 1e-6; }, "--ddp-bucket-size"}}) {
+    PlanInput p = plan(16);
+    p.zero = 2;
+    set(p);
+    const std::string e = scenario_error("llama2-7b", "dgx-a100-80gb", p);
+    EXPECT_EQ(e.rfind(field + ": expected at least ", 0), 0u) << e;
+    EXPECT_NE(e.find("in at most 1048576 buckets"), std::string::npos) << e;
+    expect_one_line(e);
+  }
+  PlanInput ok = plan(16);
+  ok.zero = 2;
+  ok.zero_allgather_bucket = ok.zero_reduce_bucket = 5000000;
+  ok.ddp_bucket_mb = 1;
+  ScenarioInput in;
+  in.model = "llama2-7b";
+  in.system = "dgx-a100-80gb";
+  in.plan = ok;
+  auto sc = resolve_scenario(in);
+  EXPECT_TRUE(sc.ok()) << sc.error().message;
 }
 
 TEST(Validation, PipelineMustDivideLayers) {

@@ -24,6 +24,9 @@ inline constexpr std::int64_t kMaxLayers = 4096;
 // Each size above may be within its limit while their product is not: the bytes of weights,
 // gradients and optimizer state (16 per parameter) stay far inside 64 bits.
 inline constexpr std::int64_t kMaxParameters = std::int64_t{1} << 50;
+// Gradient or parameter buckets (each one collective): 2^20, with the model's parameters over
+// them; DeepSpeed's default 5e8 elements gives 2,000 for a 1T model, PyTorch DDP's 25 MB 160,000.
+inline constexpr std::int64_t kMaxBuckets = std::int64_t{1} << 20;
 // Multi-token-prediction depths: 64; DeepSeek-V3 trains 1. Each is one more block on the last
 // pipeline stage.
 inline constexpr std::int64_t kMaxMtpLayers = 64;

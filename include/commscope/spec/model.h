@@ -122,6 +122,10 @@ std::optional<ExpertGroupsProblem> check_expert_groups(std::int64_t experts, std
 Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& where);
 
 // A Hugging Face config.json (model_type gpt2, bert, t5, llama, mistral).
+// An upper bound on the model's parameters, in floating point (workload/params.h counts them
+// exactly): what the limits check before anything is built from the sizes.
+double parameters_at_most(const ModelSpec& m);
+
 Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::string& where);
 
 // Loads a model preset by name (presets/models/<name>.json) or by path.
