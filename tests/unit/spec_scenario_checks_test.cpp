@@ -56,12 +56,7 @@ TEST(Validation, BucketsAreFewEnoughToBuild) {
   ok.zero = 2;
   ok.zero_allgather_bucket = ok.zero_reduce_bucket = 5000000;
   ok.ddp_bucket_mb = 1;
-  ScenarioInput in;
-  in.model = "llama2-7b";
-  in.system = "dgx-a100-80gb";
-  in.plan = ok;
-  auto sc = resolve_scenario(in);
-  EXPECT_TRUE(sc.ok()) << sc.error().message;
+  EXPECT_EQ(scenario("llama2-7b", "dgx-a100-80gb", ok).plan.zero_allgather_bucket, 5000000);
 }
 
 TEST(Validation, PipelineMustDivideLayers) {
