@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace commscope {
@@ -218,9 +219,15 @@ std::string heading(const PlanReport& r) {
           : fmt::format("per system ({} options)", r.options.size());
   std::string room;
   if (!s.top.empty() && s.top.front().result.headroom > 0) {
-    const auto& e = s.top.front().result;
-    room = fmt::format(", {} of each GPU's {} kept free (--memory-headroom)",
-                       human_bytes(Bytes(e.headroom)), human_bytes(Bytes(e.gpu_memory)));
+    // per system where a what-if varies it (a percentage keeps a different size free on each)
+    std::vector<std::string> parts;
+    for (const auto& w : r.what_if_kind == "system" ? r.options : std::vector{r.options.front()}) {
+      if (w.result.top.empty()) continue;
+      const auto& e = w.result.top.front().result;
+      parts.push_back(fmt::format("{} of {}", human_bytes(Bytes(e.headroom)),
+                                  human_bytes(Bytes(e.gpu_memory))));
+    }
+    room = fmt::format(", {} kept free on each GPU (--memory-headroom)", fmt::join(parts, ", "));
   }
   std::string every;
   for (const std::string& e : r.every_plan) every += (every.empty() ? "; every plan: " : ", ") + e;

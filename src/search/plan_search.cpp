@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <barrier>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -216,15 +217,11 @@ Status set_memory_headroom(SearchSpace& s, std::string_view text) {
   for (char c : text)
     if (c != ' ') t += c;
   if (t.empty() || t.size() > 32) return bad();
-  std::size_t used = 0;
+  // A decimal number (std::from_chars: no hex, as std::stod took "0x10"), then the unit.
   double v = 0;
-  try {
-    v = std::stod(t, &used);
-  } catch (const std::exception&) {
-    return bad();
-  }
-  if (!std::isfinite(v) || v < 0) return bad();
-  const std::string unit = t.substr(used);
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || !std::isfinite(v) || v < 0) return bad();
+  const std::string unit = t.substr(static_cast<std::size_t>(end - t.data()));
   static const std::pair<const char*, double> kUnits[] = {{"", 1024.0 * 1024 * 1024},
                                                           {"GiB", 1024.0 * 1024 * 1024},
                                                           {"MiB", 1024.0 * 1024},
@@ -806,16 +803,20 @@ std::string why_better(const Evaluated& a, const Evaluated& b) {
     const char* name;
     double a, b;
   };
-  const Term terms[] = {{"compute", a.compute, b.compute},
-                        {"exposed communication", a.exposed, b.exposed},
-                        {"pipeline bubble", a.bubble, b.bubble}};
+  // The terms for the space's batch, as score_time is (plans whose batch was rounded up run
+  // more samples an iteration: their iteration's terms compared raw contradicted the ranking).
+  const double ka = a.iteration_time > 0 ? a.score_time / a.iteration_time : 1.0;
+  const double kb = b.iteration_time > 0 ? b.score_time / b.iteration_time : 1.0;
+  const Term terms[] = {{"compute", a.compute * ka, b.compute * kb},
+                        {"exposed communication", a.exposed * ka, b.exposed * kb},
+                        {"pipeline bubble", a.bubble * ka, b.bubble * kb}};
   if (a.score_time == b.score_time)
     return fmt::format("a tie ({} each; kept in candidate order)", ms_or_s(a.score_time));
   const Term* best = nullptr;
   for (const Term& t : terms)
     if (t.b - t.a > 0 && (!best || t.b - t.a > best->b - best->a)) best = &t;
   if (!best)
-    return fmt::format("no term of the breakdown is smaller (iteration {} against {})",
+    return fmt::format("no term of the breakdown is smaller (time for the batch {} against {})",
                        ms_or_s(a.score_time), ms_or_s(b.score_time));
   return fmt::format("{} {} less ({} against {})", best->name, ms_or_s(best->b - best->a),
                      ms_or_s(best->a), ms_or_s(best->b));
@@ -946,6 +947,35 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
           "replica (global batch {} over DP ranks{}), got {}",
           out.global_batch, s.fixed_global_batch ? "" : ", rounded up",
           fmt::join(s.micro_batch, ","))};
+  }
+  if (plans.empty() && !s.zero.empty()) {
+    // So may the ZeRO stages with the framework (FSDP and Megatron take no stage 0/1 or 2/3
+    // of commscope's; found by probing, 2026-11-30: --gpus was blamed).
+    SearchSpace any = s;
+    any.zero.clear();
+    if (!enumerate_plans(any).empty())
+      return Error{
+          fmt::format("--zero: expected a stage some plan of the framework{} can take, got {}",
+                      s.frameworks.size() > 1 ? "s" : "", fmt::join(s.zero, ","))};
+  }
+  if (plans.empty() &&
+      (!s.frameworks.empty() || s.base.framework.value_or(Framework::none) != Framework::none)) {
+    // Or the framework: DeepSpeed and FSDP take no experts, FSDP no CP, ...
+    SearchSpace any = s;
+    any.frameworks = {Framework::none};
+    any.base.framework.reset();
+    if (!enumerate_plans(any).empty()) {
+      std::vector<std::string> names;
+      for (Framework f : s.frameworks.empty()
+                             ? std::vector<Framework>{s.base.framework.value_or(Framework::none)}
+                             : s.frameworks)
+        names.emplace_back(to_string(f));
+      return Error{fmt::format(
+          "--framework: expected one that can lay {} out on {} GPUs{}, got {} (commscope's own "
+          "pattern can; docs/plan.md lists what each framework's plans may be)",
+          s.model.name, s.gpus, s.zero.empty() ? "" : " at the --zero stages given",
+          fmt::join(names, ","))};
+    }
   }
   if (plans.empty())
     return Error{fmt::format(
@@ -1091,10 +1121,16 @@ Result<SearchResult> search(const SearchSpace& s, const SearchOptions& o) {
       // The search's own path with best_there as the K-th best: the simulator's bound from
       // the runs (tighter than the blocks' that may have skipped it) may skip it again, as it
       // cannot beat best_there, which only falls.
+      const bool was_unbuilt = results[i].unbuilt;
       evaluate_group(s, plans, {i}, o.prune, rescuer, results, nullptr, best_there * (1 + 1e-12),
                      nullptr);
       const Evaluated::Status st = results[i].status;
-      if (st == Evaluated::Status::skipped) continue;
+      // (skipped_unbuilt is part of skipped: it follows the plan's new status)
+      out.skipped_unbuilt -= was_unbuilt ? 1 : 0;
+      if (st == Evaluated::Status::skipped) {
+        out.skipped_unbuilt += results[i].unbuilt ? 1 : 0;
+        continue;
+      }
       --out.skipped;
       if (st != Evaluated::Status::ok) {  // not reached: the same checks passed before
         ++(st == Evaluated::Status::no_fit ? out.no_fit : out.invalid);
