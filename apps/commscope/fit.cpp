@@ -1,6 +1,7 @@
 // `commscope fit`: alpha-beta fits and measured bus-bandwidth curves of commscope-bench results
 // or nccl-tests/rccl-tests logs, and the network profile that `predict --network` accepts.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/alpha_beta.h"
@@ -72,6 +73,13 @@ Verb add_fit(CLI::App& app) {
             }
             const BenchFits fits = fit_bench(all);
             print_warnings(fits.warnings);
+            // Nothing fitted is a failure, not an empty table (an empty results array, or no
+            // collective with two sizes, exited 0).
+            if (fits.rows.empty())
+              return fail(fmt::format(
+                  "fit: expected a collective measured at two or more sizes in {}, got none{}",
+                  fmt::join(st->inputs, ", "),
+                  fits.warnings.empty() ? "" : " (the warnings above say why)"));
             Table t;
             t.header = {"group",    "collective", "ranks",          "nodes", "sizes",
                         "alpha_us", "busbw_GBps", "max_busbw_GBps", "r2",    "max_residual"};

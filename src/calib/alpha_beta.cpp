@@ -1,6 +1,7 @@
 // Least-squares alpha-beta fits and the bench JSON reader.
 #include "commscope/calib/alpha_beta.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -30,9 +31,17 @@ Result<AlphaBetaFit> fit_alpha_beta(const std::vector<Sample>& s) {
     distinct += i == 0 || p.bytes != s[0].bytes;
   }
   const double den = sw * sxx - sx * sx;
-  if (s.size() < 2 || distinct < 2 || !(std::fabs(den) > 0))
-    return Error{
-        fmt::format("alpha-beta fit: expected samples at two or more sizes, got {}", s.size())};
+  if (s.size() < 2 || distinct < 2)
+    return Error{fmt::format("alpha-beta fit: expected samples at two or more sizes, got {} at {}",
+                             s.size(), distinct)};
+  if (!(std::fabs(den) > 0) || !std::isfinite(den))
+    return Error{fmt::format(
+        "alpha-beta fit: expected times of one scale (weighted by 1/time^2, the shortest, {} s, "
+        "outweighs the others until the sizes' spread vanishes), got {} samples",
+        std::min_element(s.begin(), s.end(),
+                         [](const Sample& a, const Sample& b) { return a.seconds < b.seconds; })
+            ->seconds,
+        s.size())};
   AlphaBetaFit f;
   f.beta = (sw * sxy - sx * sy) / den;
   f.alpha = (sy - f.beta * sx) / sw;
@@ -91,15 +100,20 @@ Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path)
         ranks_j.get<std::int64_t>() > limits::kMaxGpus)
       return bad("ranks", fmt::format("an integer from 1 to {}", limits::kMaxGpus), ranks_j);
     const int ranks = static_cast<int>(ranks_j.get<std::int64_t>());
+    // (a result without its size was dropped without a word: every result has one)
     const auto& bytes_j = at(r, "size_bytes");
     const double bytes = bytes_j.is_number() ? bytes_j.get<double>() : -1.0;
-    if (!bytes_j.is_null() && !(bytes >= 0 && bytes <= 1e15))
+    if (!(bytes >= 0 && bytes <= 1e15))
       return bad("size_bytes", "a byte count from 0 to 1e15", bytes_j);
+    // A collective takes at least a nanosecond; a time far below the others' weighed a
+    // relative-error fit so much that the fit of 18 sizes said "expected two or more sizes".
     const auto& oop = at(r, "out_of_place");
     const auto& us_j = oop.is_object() ? at(oop, "time_us") : none;
     const double us = us_j.is_number() ? us_j.get<double>() : -1.0;
-    if (!(us >= 0 && us <= 1e12))
-      return bad("out_of_place.time_us", "a time in microseconds from 0 to 1e12",
+    if (!(us >= (bytes > 0 ? 1e-3 : 0.0) && us <= 1e12))
+      return bad("out_of_place.time_us",
+                 bytes > 0 ? "a time in microseconds from 0.001 to 1e12"
+                           : "a time in microseconds from 0 to 1e12",
                  oop.is_object() ? us_j : oop);
     const auto& group_j = at(r, "group");
     if (!group_j.is_null() && !group_j.is_string()) return bad("group", "a string", group_j);

@@ -81,6 +81,9 @@ struct Layout {
   struct Group {
     bool in_place = false;
     int time = -1, algbw = -1, busbw = -1;
+    // "#wrong": the results nccl-tests found wrong (older builds print "error", the largest
+    // deviation, which float reductions leave above 0: not read)
+    int wrong = -1;
   };
   std::vector<Group> groups;
 };
@@ -104,6 +107,7 @@ Layout layout_of(const std::vector<std::string_view>& cols, const std::vector<bo
     }
     if (!l.groups.empty() && c == "algbw") l.groups.back().algbw = at;
     if (!l.groups.empty() && c == "busbw") l.groups.back().busbw = at;
+    if (!l.groups.empty() && (c == "#wrong" || c == "wrong")) l.groups.back().wrong = at;
   }
   return l;
 }
@@ -217,7 +221,12 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
     const std::string_view b = body(line);
     const bool comment = line.find_first_not_of(" \t") != std::string_view::npos &&
                          line[line.find_first_not_of(" \t")] == '#';
-    // A data row: inside a table, a line that starts with a digit.
+    // A data row: inside a table, a line that starts with a digit. One that starts with a
+    // sign and a digit is a row gone wrong (a negative size), not another program's line.
+    if (!comment && have_layout && b.size() > 1 && (b[0] == '-' || b[0] == '+') &&
+        std::isdigit(static_cast<unsigned char>(b[1])))
+      return Error{fmt::format("{}:{}: size: expected a byte count from 0 to 1e15, got '{}'", where,
+                               line_no, split(b).front())};
     if (!comment && have_layout && !b.empty() && std::isdigit(static_cast<unsigned char>(b[0]))) {
       const auto f = split(b);
       auto bad = [&](std::string_view what, std::string_view expected, std::string_view got) {
@@ -249,6 +258,14 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
                      fa);
         if (bw > 2 * a + 0.011)
           return bad("busbw", "at most twice algbw (nccl-tests' factors are below 2)", fb);
+        // Results nccl-tests found wrong time a broken run: not fitted (commscope bench fails
+        // on them too).
+        if (g.wrong >= 0) {
+          const auto fw = f[static_cast<std::size_t>(g.wrong)];
+          double wrong = 0;
+          if (fw != "N/A" && (!number(fw, wrong) || wrong != 0))
+            return bad("#wrong", "0 (nccl-tests checked the results and found them wrong)", fw);
+        }
         (g.in_place ? r.has_in_place : r.has_out_of_place) = true;
         (g.in_place ? r.ip_seconds : r.oop_seconds) = t * 1e-6;
         (g.in_place ? r.ip_algbw : r.oop_algbw) = a * 1e9;

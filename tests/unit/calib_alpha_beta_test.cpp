@@ -165,7 +165,7 @@ TEST(FitCli, BenchJsonFieldsAreCheckedByTypeAndRange) {
   };
   nlohmann::json ranks_text = good(1024), ranks_big = good(1024), time_text = good(1024),
                  oop_number = good(1024), group_number = good(1024), name_number = good(1024),
-                 bytes_negative = good(1024);
+                 bytes_negative = good(1024), bytes_missing = good(1024), time_tiny = good(1024);
   ranks_text["ranks"] = "4";
   ranks_big["ranks"] = std::int64_t{1} << 40;
   time_text["out_of_place"]["time_us"] = "10";
@@ -173,6 +173,10 @@ TEST(FitCli, BenchJsonFieldsAreCheckedByTypeAndRange) {
   group_number["group"] = 7;
   name_number["collective"] = 1;
   bytes_negative["size_bytes"] = -5;
+  // Found by probing, 2026-11-30: a result without its size was dropped silently, and a time of
+  // 1e-9 us outweighed the other 17 sizes until the fit said "expected two or more sizes".
+  bytes_missing.erase("size_bytes");
+  time_tiny["out_of_place"]["time_us"] = 1e-9;
   for (const Case& c : {Case{1, "results[0]: expected an object, got 1"},
                         Case{ranks_text, "results[0].ranks: expected an integer from 1 to"},
                         Case{ranks_big,
@@ -182,7 +186,13 @@ TEST(FitCli, BenchJsonFieldsAreCheckedByTypeAndRange) {
                         Case{oop_number, "results[0].out_of_place.time_us: expected a time"},
                         Case{group_number, "results[0].group: expected a string, got 7"},
                         Case{name_number, "results[0].collective: expected a collective's name"},
-                        Case{bytes_negative, "results[0].size_bytes: expected a byte count"}}) {
+                        Case{bytes_negative, "results[0].size_bytes: expected a byte count"},
+                        Case{bytes_missing,
+                             "results[0].size_bytes: expected a byte count from 0 "
+                             "to 1e15, got nothing"},
+                        Case{time_tiny,
+                             "results[0].out_of_place.time_us: expected a time in "
+                             "microseconds from 0.001 to 1e12"}}) {
     SCOPED_TRACE(c.expected);
     nlohmann::json results = nlohmann::json::array({c.first});
     for (double b = 2048; b <= 1 << 20; b *= 2) results.push_back(good(b));
@@ -228,6 +238,16 @@ TEST(FitCli, FlagsAndOutputFolder) {
   EXPECT_EQ(run("fit " + in + " --transport foo"), 2) << "checked without -o too";
   ASSERT_EQ(run("fit " + in + " -o " + out + " --transport roce --line-rate-gbps 100"), 0);
   EXPECT_EQ(run("predict --network " + out), 0);
+  // Nothing to fit is a failure, not an empty table with status 0 (found by probing,
+  // 2026-11-30).
+  std::ofstream(dir / "empty.json") << R"({"results": []})";
+  EXPECT_EQ(run("fit " + (dir / "empty.json").string()), 2);
+  std::ifstream err(dir / "err");
+  std::string line;
+  std::getline(err, line);
+  EXPECT_NE(line.find("fit: expected a collective measured at two or more sizes"),
+            std::string::npos)
+      << line;
   fs::remove_all(dir);
 }
 

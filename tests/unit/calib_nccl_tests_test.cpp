@@ -210,6 +210,29 @@ TEST(NcclTests, MalformedRowsNameTheLine) {
   EXPECT_NE(b.error().message.find("bad.txt:42: time: expected a positive number"),
             std::string::npos)
       << b.error().message;
+  // Found by probing, 2026-11-30: rows nccl-tests marked wrong were fitted, and a row whose size
+  // is negative was skipped without a word.
+  const std::string a3 = slurp(data(kA3));
+  const std::string row =
+      "     1048576        262144     float     sum      -1    203.2    5.16    9.68      0    "
+      "207.2    5.06    9.49      0";
+  ASSERT_NE(a3.find(row), std::string::npos);
+  std::string wrong = a3;
+  wrong.replace(wrong.find(row), row.size(),
+                "     1048576        262144     float     sum      -1    203.2    5.16    9.68     "
+                "12    207.2    5.06    9.49      0");
+  auto w = parse_nccl_tests(wrong, "wrong.txt");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("wrong.txt:49: #wrong: expected 0 (nccl-tests checked the "
+                                   "results and found them wrong), got '12'"),
+            std::string::npos)
+      << w.error().message;
+  std::string negative = a3;
+  negative.replace(negative.find(row), 12, "    -1048576");
+  auto neg = parse_nccl_tests(negative, "neg.txt");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.error().message,
+            "neg.txt:49: size: expected a byte count from 0 to 1e15, got '-1048576'");
   // No table at all.
   EXPECT_FALSE(parse_nccl_tests("hello\nworld\n", "x").ok());
   EXPECT_FALSE(looks_like_nccl_tests("{\"results\": []}"));
