@@ -339,6 +339,11 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
         cv.points.push_back({r.number(pts[q], pp, "bytes"),
                              r.number(pts[q], pp, "measured_busbw_gbps"),
                              r.number(pts[q], pp, "model_busbw_gbps")});
+        // a curve's sizes rise (the chart draws the points in order)
+        if (q > 0 && !(cv.points[q].bytes > cv.points[q - 1].bytes))
+          r.fail(pp + ".bytes",
+                 fmt::format("a size above the point before's ({})", cv.points[q - 1].bytes),
+                 fmt::format("{}", cv.points[q].bytes));
       }
       n.curves.push_back(std::move(cv));
     }
@@ -370,11 +375,25 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
     run.strategy = r.text(runs[i], p, "strategy");
     run.ranks = r.count(runs[i], p, "ranks");
     run.nodes = r.count(runs[i], p, "nodes");
+    if (run.nodes > run.ranks)
+      r.fail(p + ".nodes", fmt::format("at most the run's ranks ({})", run.ranks),
+             std::to_string(run.nodes));
     run.network = r.text(runs[i], p, "network");
     run.trace_dir = r.text(runs[i], p, "trace_dir");
     run.measured = read_times(r, r.at(runs[i], p, "measured", "an object"), p + ".measured");
     run.predicted = read_times(r, r.at(runs[i], p, "predicted", "an object"), p + ".predicted");
     run.error_pct = r.number(runs[i], p, "iteration_error_pct", false);
+    // The error the two iterations give (written to 0.1 points; found by probing, 2026-11-30:
+    // -90% was drawn beside times 4% apart).
+    if (run.measured.iteration > 0) {
+      const double e =
+          100 * (run.predicted.iteration - run.measured.iteration) / run.measured.iteration;
+      if (std::fabs(run.error_pct - e) > 0.1 + 1e-3 * std::fabs(e))
+        r.fail(p + ".iteration_error_pct",
+               fmt::format(
+                   "the iterations' error, 100 x (predicted - measured) / measured = {:.2f}", e),
+               fmt::format("{}", run.error_pct));
+    }
     const auto& cols = r.array(runs[i], p, "collectives", 256);
     for (std::size_t k = 0; k < cols.size(); ++k) {
       const std::string cp = fmt::format("{}.collectives[{}]", p, k);
@@ -388,12 +407,26 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
       rc.error_pct = r.number(cols[k], cp, "error_pct", false);
       if (cols[k].contains("profiler_error_pct"))
         rc.profiler_error_pct = r.number(cols[k], cp, "profiler_error_pct", false);
+      // One collective's time lies inside its run's iteration (a measured_s of 3 s in a 0.44 s
+      // iteration was drawn as a 679% share).
+      for (const auto& [key, v, of] :
+           {std::tuple{"measured_s", rc.measured, run.measured.iteration},
+            std::tuple{"predicted_s", rc.predicted, run.predicted.iteration},
+            std::tuple{"measured_profiler_s", rc.measured_profiler, run.measured.iteration},
+            std::tuple{"predicted_profiler_s", rc.predicted_profiler, run.predicted.iteration}})
+        if (v > of + 1e-6 * of + 1e-9)
+          r.fail(cp + "." + key, fmt::format("at most the run's iteration ({} s)", of),
+                 fmt::format("{}", v));
       run.collectives.push_back(std::move(rc));
     }
     const auto& tp = r.array(runs[i], p, "throughput_gbps_per_node", 100000);
     for (std::size_t k = 0; k < tp.size(); ++k) {
       const std::string cp = fmt::format("{}.throughput_gbps_per_node[{}]", p, k);
       run.throughput.push_back({r.number(tp[k], cp, "t_s"), r.number(tp[k], cp, "gbps")});
+      if (k > 0 && run.throughput[k].x < run.throughput[k - 1].x)
+        r.fail(cp + ".t_s",
+               fmt::format("a time at or after the window before's ({})", run.throughput[k - 1].x),
+               fmt::format("{}", run.throughput[k].x));
     }
     c.runs.push_back(std::move(run));
   }
@@ -407,6 +440,8 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
     if (!ids.count(pr.run)) r.fail(p + ".run", "the id of a run in 'runs'", json_excerpt(pr.run));
     if (!ids.count(pr.base_run))
       r.fail(p + ".base_run", "the id of a run in 'runs'", json_excerpt(pr.base_run));
+    if (pr.base_run == pr.run)
+      r.fail(p + ".base_run", "another run than the one projected", json_excerpt(pr.base_run));
     pr.measured = r.number(proj[i], p, "measured_iteration_s");
     pr.projected = r.number(proj[i], p, "projected_iteration_s");
     pr.projection_error_pct = r.number(proj[i], p, "projection_error_pct", false);
@@ -421,6 +456,22 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
            json_excerpt(sum.at("runs")));
   c.mape = r.number(sum, "summary", "iteration_mape_pct");
   c.max_error = r.number(sum, "summary", "iteration_max_error_pct");
+  // The summary is the runs' (a MAPE of 55% printed over runs whose errors average 7%).
+  if (!c.runs.empty()) {
+    double mean = 0, most = 0;
+    for (const Run& run : c.runs) {
+      mean += std::fabs(run.error_pct) / static_cast<double>(c.runs.size());
+      most = std::max(most, std::fabs(run.error_pct));
+    }
+    if (std::fabs(c.mape - mean) > 0.1 + 1e-3 * mean)
+      r.fail("summary.iteration_mape_pct",
+             fmt::format("the mean of the runs' |iteration_error_pct| ({:.2f})", mean),
+             fmt::format("{}", c.mape));
+    if (std::fabs(c.max_error - most) > 0.1 + 1e-3 * most)
+      r.fail("summary.iteration_max_error_pct",
+             fmt::format("the largest of the runs' |iteration_error_pct| ({:.2f})", most),
+             fmt::format("{}", c.max_error));
+  }
   c.collective_mape = r.number(sum, "summary", "collective_mape_pct");
   if (sum.contains("collective_profiler_mape_pct"))
     c.collective_profiler_mape = r.number(sum, "summary", "collective_profiler_mape_pct");

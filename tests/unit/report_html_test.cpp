@@ -415,6 +415,23 @@ TEST(HtmlPages, CharacterizeErrorsNameTheField) {
        "field 'runs[0].predicted.compute_s': expected at most iteration_s (0.45978), got 1"},
       {"/runs/0/measured/iteration_s", 1e308,
        "field 'runs[0].measured.iteration_s': expected at most 1e6 seconds, got 1e+308"},
+      // figures that contradict the others (found by probing, 2026-11-30)
+      {"/runs/0/collectives/0/measured_s", 3.0,
+       "field 'runs[0].collectives[0].measured_s': expected at most the run's iteration (0.4421 "
+       "s), got 3"},
+      {"/runs/0/iteration_error_pct", -90.0,
+       "field 'runs[0].iteration_error_pct': expected the iterations' error, 100 x (predicted - "
+       "measured) / measured = 4.00, got -90"},
+      {"/summary/iteration_mape_pct", 55.0,
+       "field 'summary.iteration_mape_pct': expected the mean of the runs' |iteration_error_pct| "
+       "(7.24), got 55"},
+      {"/runs/0/nodes", 9, "field 'runs[0].nodes': expected at most the run's ranks (4), got 9"},
+      {"/projection/0/base_run", "ddp-tcp-10g-4x2",
+       "field 'projection[0].base_run': expected another run than the one projected, got "
+       "\"ddp-tcp-10g-4x2\""},
+      {"/network/0/curves/0/points/1/bytes", 1.0,
+       "field 'network[0].curves[0].points[1].bytes': expected a size above the point before's "
+       "(1024), got 1"},
   };
   for (const auto& c : cases) {
     nlohmann::json j = fixture();
