@@ -14,6 +14,7 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -1158,11 +1159,24 @@ class Reader {
     for (auto f : info) {
       std::string_view k;
       if (f.unescaped_key().get(k)) break;
-      std::int64_t v = 0;
-      if (k == "rank"sv && !f.value().get_int64().get(v))
-        tf.rank = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : -1;
-      else if (k == "world_size"sv && !f.value().get_int64().get(v))
-        tf.world_size = v >= 0 && v < (1 << 24) ? static_cast<int>(v) : 0;
+      if (k != "rank"sv && k != "world_size"sv) continue;
+      // The value's text, read as an integer here: a value that is none (-1, "1", 1.5, 2^40) is
+      // kept for the warning, not taken for a missing rank (found by probing, 2026-11-30).
+      std::string_view raw;
+      if (f.value().raw_json_token().get(raw)) break;
+      while (!raw.empty() && std::isspace(static_cast<unsigned char>(raw.back())))
+        raw.remove_suffix(1);
+      std::int64_t v = -1;
+      auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), v);
+      const bool ok = ec == std::errc() && end == raw.data() + raw.size() && v >= 0 &&
+                      v < (1 << 24) && (k == "world_size"sv ? v > 0 : true);
+      std::string& bad = k == "rank"sv ? tf.bad_rank : tf.bad_world_size;
+      if (!ok)
+        bad = std::string(raw.substr(0, 40));
+      else if (k == "rank"sv)
+        tf.rank = static_cast<int>(v);
+      else
+        tf.world_size = static_cast<int>(v);
     }
   }
 
@@ -1361,8 +1375,8 @@ class Reader {
           name_, index, ev.has_dur ? fmt::format("{}", ev.dur) : std::string("nothing"))};
     if (ev.dur > kMaxDurationUs)  // more than a day
       return Error{
-          fmt::format("{}: event {}: field 'dur': expected at most a day (1e11 us), got {}", name_,
-                      index, ev.dur)};
+          fmt::format("{}: event {}: field 'dur': expected at most a day (8.64e10 us), got {}",
+                      name_, index, ev.dur)};
     const double start = ev.ts * 1e-6, dur = ev.dur * 1e-6;
     std::size_t hta_kept = own || !hta_ ? 0 : take_hta(ev, tf);
     if (step || cpu_step) {

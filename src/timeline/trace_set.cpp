@@ -101,6 +101,16 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
   if (!set.bad.empty() && (options.strict || set.files.empty())) return Error{set.bad.front()};
 
   // Ranks: distributedInfo, the file name, --rank, else the first free numbers.
+  for (const auto& f : set.files) {
+    if (!f.bad_rank.empty())
+      set.warnings.push_back(
+          fmt::format("{}: distributedInfo.rank: expected an integer from 0 to {}, got {}; ignored",
+                      f.path, (1 << 24) - 1, f.bad_rank));
+    if (!f.bad_world_size.empty())
+      set.warnings.push_back(fmt::format(
+          "{}: distributedInfo.world_size: expected an integer from 1 to {}, got {}; ignored",
+          f.path, (1 << 24) - 1, f.bad_world_size));
+  }
   std::set<int> used;
   for (const auto& f : set.files)
     if (f.rank >= 0 && !used.insert(f.rank).second)
@@ -121,6 +131,11 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
       set.warnings.push_back(
           fmt::format("{}: no rank in the trace or its name; taken as rank {}", f.path, f.rank));
     }
+  for (const auto& f : set.files)
+    if (f.world_size > 0 && f.rank >= f.world_size)
+      set.warnings.push_back(
+          fmt::format("{}: rank {} is not below its distributedInfo.world_size {}", f.path, f.rank,
+                      f.world_size));
   for (const auto& f : set.files)
     if (f.unknown_comm_names > 0) {
       std::string names;

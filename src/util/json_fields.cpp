@@ -58,12 +58,27 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
                                j.type_name())};
     return j;
   } catch (const nlohmann::json::parse_error& e) {
-    // e.what() repeats the position; keep only the reason after the last ": ".
-    std::string what = e.what();
-    auto pos = what.rfind(": ");
-    std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
-    return Error{fmt::format("{}: invalid JSON at byte {}: {}", path.string(), e.byte, reason)};
+    return Error{fmt::format("{}: invalid JSON at byte {}: {}", path.string(), e.byte,
+                             json_parse_reason(e.what()))};
   }
+}
+
+std::string json_parse_reason(std::string_view what) {
+  // nlohmann's text: "[json.exception.parse_error.101] parse error at line 1, column 5520:
+  // syntax error while parsing value - invalid literal; last read: '"iteration_s": N'". The
+  // reason follows the position; the input it echoes may hold ": " itself (the last ": " cut
+  // it to "N'"), so it is clipped to its last 40 characters.
+  std::size_t at = what.find("column ");
+  at = what.find(": ", at == std::string_view::npos ? 0 : at);
+  std::string_view reason = at == std::string_view::npos ? what : what.substr(at + 2);
+  const std::string_view mark = "; last read: '";
+  const std::size_t read = reason.find(mark);
+  if (read == std::string_view::npos) return std::string(reason);
+  std::string_view echo = reason.substr(read + mark.size());
+  if (!echo.empty() && echo.back() == '\'') echo.remove_suffix(1);
+  const bool clipped = echo.size() > 40;
+  if (clipped) echo = echo.substr(echo.size() - 40);
+  return fmt::format("{}; last read: '{}{}'", reason.substr(0, read), clipped ? "..." : "", echo);
 }
 
 std::string json_excerpt(const nlohmann::json& v) {

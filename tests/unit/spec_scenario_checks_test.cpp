@@ -100,6 +100,17 @@ TEST(Validation, MalformedJsonPreset) {
   EXPECT_NE(m.error().message.find("truncated-model.json: invalid JSON at byte"), std::string::npos)
       << m.error().message;
   expect_one_line(m.error().message);
+  // The reason follows the position, and the input it echoes is kept whole (found by probing,
+  // 2026-11-30: a NaN read "...: N'", the text after the echo's last ": ").
+  EXPECT_EQ(json_parse_reason("[json.exception.parse_error.101] parse error at line 1, column 20: "
+                              "syntax error while parsing value - invalid literal; last read: "
+                              "'{\"iteration_s\": N'"),
+            "syntax error while parsing value - invalid literal; last read: '{\"iteration_s\": N'");
+  EXPECT_EQ(json_parse_reason("parse error at line 1, column 9: syntax error while parsing value - "
+                              "invalid literal; last read: '" +
+                              std::string(60, 'x') + "'"),
+            "syntax error while parsing value - invalid literal; last read: '..." +
+                std::string(40, 'x') + "'");
 }
 
 TEST(Validation, UnknownPresetName) {

@@ -388,6 +388,44 @@ TEST(Trace, ChromeSlicesOfAThreadNestOrAreDisjoint) {
   EXPECT_GT(laned, 0);  // this schedule sends beside its receives
 }
 
+// A distributedInfo rank or world size that is none is named in a warning, not taken for a
+// missing rank in silence; a rank at or above its world size is warned about too (found by
+// probing, 2026-11-30).
+TEST(Trace, InvalidDistributedInfoIsNamed) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("commscope_badrank_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& info) {
+    std::ofstream(dir / name)
+        << R"({"distributedInfo": )" << info
+        << R"(, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7,)"
+        << R"( "ts": 0, "dur": 5, "args": {"stream": 7}}]})";
+  };
+  write("a.json", R"({"rank": -1, "world_size": 2})");
+  write("b.json", R"({"rank": "1", "world_size": 0})");
+  write("c.json", R"({"rank": 5, "world_size": 2})");
+  auto set = read_traces({dir.string()}, TraceReadOptions{});
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  std::string all;
+  for (const auto& w : set->warnings) all += w + "\n";
+  EXPECT_NE(all.find("a.json: distributedInfo.rank: expected an integer from 0 to 16777215, got "
+                     "-1; ignored"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("b.json: distributedInfo.rank: expected an integer from 0 to 16777215, got "
+                     "\"1\"; ignored"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("b.json: distributedInfo.world_size: expected an integer from 1"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("c.json: rank 5 is not below its distributedInfo.world_size 2"),
+            std::string::npos)
+      << all;
+  std::filesystem::remove_all(dir);
+}
+
 std::string error_of(const std::string& text) {
   auto r = read_trace_text("bad.json", text);
   EXPECT_FALSE(r.ok()) << text.substr(0, 60);

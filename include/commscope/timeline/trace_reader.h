@@ -53,8 +53,11 @@ struct HtaView {
 
 struct TraceFile {
   std::string path;
-  int rank = -1;                 // distributedInfo.rank, else from the file name, else assigned
-  int world_size = 0;            // distributedInfo.world_size (0: unknown)
+  int rank = -1;       // distributedInfo.rank, else from the file name, else assigned
+  int world_size = 0;  // distributedInfo.world_size (0: unknown)
+  // distributedInfo.rank / world_size as written where they are no rank or size (read_traces
+  // warns naming them; the rank is then taken as if missing).
+  std::string bad_rank, bad_world_size;
   bool own_format = false;       // a commscope Chrome trace (its pids are ranks or stages)
   std::uint64_t json_bytes = 0;  // uncompressed size
   Timeline timeline;             // GPU events; times in seconds from the trace's own origin
@@ -103,9 +106,9 @@ struct ReadLimits {
 };
 
 // Bounds of the sane values of an event (microseconds): |ts| <= 1e17 (3 000 years),
-// 0 <= dur <= 1e11 (a day). Values outside are refused with the event's index.
+// 0 <= dur <= 8.64e10 (a day). Values outside are refused with the event's index.
 inline constexpr double kMaxAbsTimestampUs = 1e17;
-inline constexpr double kMaxDurationUs = 1e11;
+inline constexpr double kMaxDurationUs = 8.64e10;
 
 // Reads one .json or .json.gz trace. Errors name the file and the byte offset or the event
 // index: "trace.json: byte 1234: ...", "trace.json: event 17: field 'dur': expected ...".

@@ -21,6 +21,9 @@ namespace commscope {
 Result<nlohmann::json> read_json_file(const std::filesystem::path& path);
 
 // A short rendering of a JSON value for error messages (strings quoted, long values cut).
+// The reason of nlohmann::json's parse error text, without its position and with the input it
+// echoes clipped: "syntax error while parsing value - invalid literal; last read: '...: N'".
+std::string json_parse_reason(std::string_view what);
 std::string json_excerpt(const nlohmann::json& v);
 
 // Reads the fields of one JSON object. The first error wins and is returned by status().
