@@ -477,6 +477,10 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
                   "dp",
                   "tp",
                   "pp",
+                  "vp",
+                  "cp",
+                  "ep",
+                  "expert_tp",
                   "zero",
                   "micro_batch",
                   "global_batch",
@@ -493,7 +497,12 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
                   "comm_tensor_bytes",
                   "comm_pipeline_bytes",
                   "comm_embedding_bytes",
+                  "comm_expert_bytes",
+                  "comm_context_bytes",
+                  "comm_expert_data_bytes",
                   "wire_bytes"};
+      // (a column per group: the expert, context and expert-data groups were left out)
+      static_assert(kCommGroupCount == 7, "a comm_<group>_bytes column per CommGroup");
       for (const auto& s : d.stages) {
         double by_group[kCommGroupCount] = {}, wire = 0;
         for (const auto& c : s.comm) {
@@ -509,6 +518,10 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
                std::to_string(p.dp),
                std::to_string(p.tp),
                std::to_string(p.pp),
+               std::to_string(p.virtual_stages),
+               std::to_string(p.cp),
+               std::to_string(p.ep),
+               std::to_string(p.expert_tp),
                std::to_string(p.zero),
                std::to_string(p.micro_batch),
                std::to_string(p.global_batch),
@@ -525,6 +538,9 @@ std::string render_describe(const Workload& w, const Description& d, Format f) {
                num(by_group[1]),
                num(by_group[2]),
                num(by_group[3]),
+               num(by_group[4]),
+               num(by_group[5]),
+               num(by_group[6]),
                num(wire)});
       }
       return render_csv(t);

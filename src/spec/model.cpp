@@ -495,8 +495,57 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
         where, type)};
   }
   CS_RETURN_IF_ERROR(r.status());
+  // Fields whose absence (or null) means "the default" are positive when given: an explicit 0
+  // was read as absent (num_key_value_heads 0 became the heads), a negative table accepted
+  // (found by probing, 2026-11-30).
+  for (const char* key : {"num_key_value_heads", "head_dim", "n_inner", "max_position_embeddings",
+                          "n_positions", "moe_intermediate_size", "num_decoder_layers"})
+    if (j.contains(key) && j.at(key).is_number() && !(j.at(key).get<double>() >= 1))
+      return Error{fmt::format("{}: field '{}': expected a positive integer, got {}", where, key,
+                               json_excerpt(j.at(key)))};
   apply_model_defaults(m);
-  CS_RETURN_IF_ERROR(validate_model(m, where));
+  // validate_model names commscope's fields: name the config's beside them.
+  if (Status st = validate_model(m, where); !st.ok()) {
+    static const std::pair<std::string_view, std::string_view> kLlama[] = {
+        {"layers", "num_hidden_layers"},
+        {"decoder_layers", "num_hidden_layers"},
+        {"hidden", "hidden_size"},
+        {"heads", "num_attention_heads"},
+        {"kv_heads", "num_key_value_heads"},
+        {"ffn", "intermediate_size"},
+        {"vocab", "vocab_size"},
+        {"experts_per_token", "num_experts_per_tok"},
+        {"moe_ffn", "moe_intermediate_size"},
+        {"shared_experts", "n_shared_experts"},
+        {"first_dense_layers", "first_k_dense_replace"},
+        {"expert_groups", "n_group"},
+        {"expert_groups_per_token", "topk_group"},
+        {"moe_layer_step", "decoder_sparse_step"},
+        {"mtp_layers", "num_nextn_predict_layers"},
+        {"max_positions", "max_position_embeddings"}};
+    static const std::pair<std::string_view, std::string_view> kGpt2[] = {
+        {"layers", "n_layer"},
+        {"decoder_layers", "n_layer"},
+        {"hidden", "n_embd"},
+        {"heads", "n_head"},
+        {"ffn", "n_inner"},
+        {"vocab", "vocab_size"},
+        {"max_positions", "n_positions"}};
+    std::string msg = st.error().message;
+    auto rename = [&](std::string_view ours, std::string_view theirs) {
+      const std::string from = fmt::format("field '{}':", ours);
+      if (auto at = msg.find(from); at != std::string::npos)
+        msg.replace(at, from.size(), fmt::format("field '{}' (commscope's {}):", theirs, ours));
+    };
+    if (m.kind == ArchKind::llama)
+      for (const auto& [ours, theirs] : kLlama) rename(ours, theirs);
+    if (type == "gpt2")
+      for (const auto& [ours, theirs] : kGpt2) rename(ours, theirs);
+    rename("experts", type == "mixtral"     ? "num_local_experts"
+                      : type == "qwen3_moe" ? "num_experts"
+                                            : "n_routed_experts");
+    return Error{msg};
+  }
   return m;
 }
 

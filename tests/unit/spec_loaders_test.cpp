@@ -2,6 +2,8 @@
 // a plan; the presets themselves all load.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <nlohmann/json.hpp>
 
 #include "commscope/spec/preset.h"
@@ -113,6 +115,33 @@ TEST(Loaders, HuggingFaceConfigs) {
   auto llama = load_model(kData + "hf/llama-2-70b.json");
   EXPECT_EQ(llama->name, "meta-llama/Llama-2-70b-hf");
   EXPECT_EQ(llama->seq_length, 4096);
+}
+
+// A config.json's explicit 0 is not "absent", and errors name the config's own fields (found by
+// probing, 2026-11-30: num_key_value_heads 0 became the heads, errors said kv_heads).
+TEST(Loaders, HuggingFaceValuesAndFieldNames) {
+  nlohmann::json base = nlohmann::json::parse(testing::slurp(kData + "hf/llama-2-70b.json"));
+  for (const auto& [key, value, want] :
+       std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"num_key_value_heads", 0,
+            "field 'num_key_value_heads': expected a positive integer, "
+            "got 0"},
+           {"head_dim", 0, "field 'head_dim': expected a positive integer, got 0"},
+           {"max_position_embeddings", -5,
+            "field 'max_position_embeddings': expected a positive integer, got -5"},
+           {"num_key_value_heads", 3,
+            "field 'num_key_value_heads' (commscope's kv_heads): expected a positive divisor of "
+            "heads (64), got 3"},
+           {"vocab_size", 0, "field 'vocab_size' (commscope's vocab): expected a positive"}}) {
+    nlohmann::json j = base;
+    j[key] = value;
+    auto m = model_from_hf_config(j, "c.json");
+    ASSERT_FALSE(m.ok()) << key;
+    EXPECT_NE(m.error().message.find(want), std::string::npos) << m.error().message;
+  }
+  nlohmann::json null_inner = base;  // null stays "the default", as GPT-2's own config has it
+  null_inner["head_dim"] = nullptr;
+  EXPECT_TRUE(model_from_hf_config(null_inner, "c.json").ok());
 }
 
 TEST(Loaders, HuggingFaceUnsupportedType) {
