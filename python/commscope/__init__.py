@@ -10,6 +10,7 @@ docs/python.md says more.
 
 import json as _json
 import math as _math
+import numbers as _numbers
 import os as _os
 import tempfile as _tempfile
 import warnings as _warnings
@@ -269,18 +270,30 @@ class Trace:
             if not ranks:
                 raise Error(f"{self.path}: no events to break down")
             rank = ranks[0]
-        if rank not in ranks:
+        # An integer (numpy's too), not a bool (False was taken as rank 0).
+        if isinstance(rank, bool) or not isinstance(rank, _numbers.Integral) or rank not in ranks:
             raise Error(f"rank: expected one of the trace's ranks {ranks}, got {rank!r}")
         if t0 is None and t1 is None:
             return _wrap(_json.loads(self._t.breakdown_json(int(rank), 0.0, -1.0)))
         if t0 is None or t1 is None:
             raise Error(f"t0, t1: expected both bounds or neither, got t0={t0!r} t1={t1!r}")
+        bounds = []
         for name, v in (("t0", t0), ("t1", t1)):
-            if not isinstance(v, (int, float)) or not _math.isfinite(v):
-                raise Error(f"{name}: expected a finite number of seconds, got {v!r}")
-        if not t1 > t0:
+            # Any real number (numpy's float32 and int64 too), not a bool; within +-1e11 s, so
+            # that t1 - t0 stays finite (1e308 - -1e308 gave a wall of null).
+            x = None
+            if not isinstance(v, bool) and isinstance(v, _numbers.Real):
+                try:
+                    x = float(v)
+                except OverflowError:
+                    x = None
+            if x is None or not _math.isfinite(x) or abs(x) > 1e11:
+                raise Error(f"{name}: expected a finite number of seconds within +-1e11, "
+                            f"got {v!r}")
+            bounds.append(x)
+        if not bounds[1] > bounds[0]:
             raise Error(f"t1: expected a time after t0 ({t0!r}), got {t1!r}")
-        return _wrap(_json.loads(self._t.breakdown_json(int(rank), float(t0), float(t1))))
+        return _wrap(_json.loads(self._t.breakdown_json(int(rank), bounds[0], bounds[1])))
 
     def to_pandas(self):
         return self.events().to_pandas()
@@ -289,4 +302,14 @@ class Trace:
 def load_trace(path, max_events=0):
     """Reads one .json or .json.gz trace (``commscope analyze``'s reader) into a Trace.
     ``max_events``: refuse files with more events (0: bounded by available memory only)."""
-    return Trace(_commscope.load_trace(_os.fspath(path), int(max_events)))
+    if not isinstance(path, (str, bytes, _os.PathLike)):
+        raise Error(f"path: expected a file name, got {path!r}")
+    path = _os.fsdecode(_os.fspath(path))
+    if "\0" in path:
+        raise Error(f"path: expected a file name without NUL characters, got {path!r}")
+    # An integer from 0 to 2^62 (numpy's too), not a bool, a float or None (1.9 was read as 1).
+    if (isinstance(max_events, bool) or not isinstance(max_events, _numbers.Integral)
+            or not 0 <= max_events <= 2**62):
+        raise Error(f"max_events: expected an integer from 0 (no limit) to 2**62, "
+                    f"got {max_events!r}")
+    return Trace(_commscope.load_trace(path, int(max_events)))

@@ -164,3 +164,25 @@ def test_trace_breakdown_refuses_bad_windows(commscope):
                    {"t0": 0.0}, {"rank": 5}, {"t0": "0", "t1": 1.0}):
         with pytest.raises(commscope.Error):
             trace.breakdown(**kwargs)
+
+
+def test_trace_values_are_checked_as_numbers(commscope, tmp_path):
+    # Found by probing, 2026-11-30: bools were taken as numbers (rank False as rank 0), +-1e308
+    # bounds gave a wall of null, 10**400 raised OverflowError, max_events 1.9 was read as 1,
+    # None or 123 as a path raised TypeError. numpy's scalars are numbers.Integral/Real and pass
+    # the same checks (numpy is not installed here; fractions stand in for other Real types).
+    import fractions
+    trace = commscope.load_trace(TRACE)
+    step = trace.steps()[0]
+    whole = trace.breakdown(t0=step["start_s"], t1=step["end_s"])
+    same = trace.breakdown(t0=fractions.Fraction(step["start_s"]),
+                           t1=fractions.Fraction(step["end_s"]))
+    assert same == whole
+    for kwargs in ({"rank": False}, {"rank": 0.0}, {"t0": True, "t1": 2.0},
+                   {"t0": -1e308, "t1": 1e308}, {"t0": 0, "t1": 10**400}):
+        with pytest.raises(commscope.Error):
+            trace.breakdown(**kwargs)
+    for path, limit in ((None, 0), (123, 0), ("a\0b.json", 0), (TRACE, 1.9), (TRACE, True),
+                        (TRACE, None), (TRACE, -1), (TRACE, 2**63), (TRACE, float("nan"))):
+        with pytest.raises(commscope.Error):
+            commscope.load_trace(path, max_events=limit)
