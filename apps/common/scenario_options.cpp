@@ -120,7 +120,9 @@ Status compression_flags(const ScenarioOptions& o, PlanInput& flags) {
       auto r = parse_number<int>(c.substr(prefix.size()));
       if (!r || *r < 1 || *r > 1 << 20)
         return Error{fmt::format(
-            "--grad-compression: expected powersgd:rank=R with R a positive integer, got '{}'", c)};
+            "--grad-compression: expected powersgd:rank=R with R an integer from 1 to {}, got "
+            "'{}'",
+            1 << 20, c)};
       flags.grad_compression = GradCompression::powersgd;
       flags.powersgd_rank = *r;
     } else {
@@ -736,11 +738,36 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
 
 Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
   CS_ASSIGN_OR_RETURN(auto all, scenario_inputs(o));
-  if (all.size() != 1)
-    return Error{
-        fmt::format("expected one value per flag (this verb does not sweep), got {} combinations; "
-                    "use `commscope predict` for sweeps",
-                    all.size())};
+  if (all.size() != 1) {
+    // The first flag given a list names the error (it said only "got 2 combinations").
+    const std::pair<const char*, std::size_t> lists[] = {
+        {"--model", o.model.size()},
+        {"--system", o.system.size()},
+        {"--network", o.network.size()},
+        {"--nodes", o.nodes.size()},
+        {"--gpus", o.gpus.size()},
+        {"--tensor-model-parallel-size", o.tp.size()},
+        {"--pipeline-model-parallel-size", o.pp.size()},
+        {"--data-parallel-size", o.dp.size()},
+        {"--virtual-pipeline-stages", o.vp.size()},
+        {"--zero", o.zero.size()},
+        {"--micro-batch-size", o.micro_batch.size()},
+        {"--global-batch-size", o.global_batch.size()},
+        {"--seq-length", o.seq_length.size()},
+        {"--decoder-seq-length", o.decoder_seq_length.size()},
+        {"--gradient-accumulation-steps", o.grad_accum.size()},
+        {"--ddp-bucket-size", o.ddp_bucket_mb.size()}};
+    const char* flag = "a flag";
+    for (const auto& [name, n] : lists)
+      if (n > 1) {
+        flag = name;
+        break;
+      }
+    return Error{fmt::format(
+        "{}: expected one value (this verb does not sweep), got a list; the flags' lists make {} "
+        "combinations: use `commscope predict` for sweeps",
+        flag, all.size())};
+  }
   return all.front();
 }
 

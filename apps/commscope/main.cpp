@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/spec/preset.h"
 #include "commscope/util/atomic_file.h"
@@ -187,8 +188,12 @@ int run(int argc, char** argv) {
       for (const auto& v : verbs)
         if (const CLI::Option* o = v.command->get_option_no_throw(flag)) {
           const std::string type = o->get_type_name();
-          if (type == "INT")
-            expected = "an integer";
+          const std::string value = msg.substr(eq + 3);
+          const bool digits =
+              !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+          if (type == "INT")  // a whole number too large says so (it said "an integer")
+            expected =
+                digits ? "a smaller integer (this one is out of the flag's range)" : "an integer";
           else if (type == "UINT")
             expected = "a non-negative integer";
           else if (type == "FLOAT")
@@ -204,6 +209,16 @@ int run(int argc, char** argv) {
     std::string msg = one_line(e.what());
     auto dash = msg.find("--");
     return fail(dash == std::string::npos ? where + msg : msg.substr(dash));
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the arguments it did not expect last first ("3 --bar --foo 2 --tp"): in the
+    // order given, from the verb's remaining arguments.
+    std::vector<std::string> extra;
+    for (const auto& v : verbs)
+      if (v.command->parsed()) extra = v.command->remaining();
+    if (extra.empty()) extra = app.remaining();
+    if (extra.empty()) return fail(where + one_line(e.what()) + " (see --help)");
+    return fail(fmt::format("{}expected flags this verb has (see --help), got '{}'", where,
+                            fmt::format("{}", fmt::join(extra, " "))));
   } catch (const CLI::ParseError& e) {
     return fail(where + one_line(e.what()) + " (see --help)");
   }

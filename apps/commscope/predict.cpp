@@ -58,8 +58,8 @@ Verb add_predict(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("predict",
                                      "Predict one training iteration: time, tokens/s, TFLOP/s per "
                                      "GPU, MFU, communication and bubble "
-                                     "shares, memory per GPU. Numeric flags, --model, --system and "
-                                     "--network take comma lists: every "
+                                     "shares, memory per GPU. The flags marked (comma list) "
+                                     "below take comma lists: every "
                                      "combination is predicted.");
   add_scenario_options(*cmd, st->scenario);
   add_output_options(*cmd, st->out);

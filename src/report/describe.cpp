@@ -194,7 +194,11 @@ std::string headline(const Workload& w) {
                : "",
       p.pp, p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "",
       p.ep > 1 ? fmt::format(", EP {}{}", p.ep, flex_note(sc)) : "", p.zero, p.micro_batch,
-      p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es", to_string(p.precision),
+      p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
+      // (with --fp8 the GEMMs run in FP8 beside the precision: the line said only "fp16")
+      p.fp8 ? fmt::format("{} with FP8 GEMMs{}", to_string(p.precision),
+                          p.fp8_param_gather ? " and FP8 weights" : "")
+            : std::string(to_string(p.precision)),
       p.recompute == Recompute::selective && p.recompute_modules != recompute_module::core_attn
           ? fmt::format("selective ({})", recompute_modules_string(p.recompute_modules))
       : p.recompute == Recompute::full && p.recompute_block_layers > 0

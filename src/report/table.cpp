@@ -63,9 +63,17 @@ std::string render_csv(const Table& t) {
 }
 
 std::string render_markdown(const Table& t) {
+  // A pipe is escaped; a line break (a model name from a config) would end the row: <br>.
   auto esc = [](const std::string& s) {
     std::string o;
-    for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
+    for (char c : s) {
+      if (c == '|')
+        o += "\\|";
+      else if (c == '\n')
+        o += "<br>";
+      else if (c != '\r')
+        o += c;
+    }
     return o;
   };
   std::string out = "|";
