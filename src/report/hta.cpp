@@ -134,13 +134,13 @@ HtaKernelType hta_kernel_type(std::string_view name) {
 }
 
 double HtaBreakdown::idle_pctg() const {
-  return kernel_time_us > 0 ? round2(100 * idle_us / kernel_time_us) : 0;
+  return kernel_time_us > 0 ? round2(100 * idle_us / kernel_time_us) : NAN;  // HTA: NaN
 }
 double HtaBreakdown::compute_pctg() const {
-  return kernel_time_us > 0 ? round2(100 * compute_us / kernel_time_us) : 0;
+  return kernel_time_us > 0 ? round2(100 * compute_us / kernel_time_us) : NAN;  // HTA: NaN
 }
 double HtaBreakdown::non_compute_pctg() const {
-  return kernel_time_us > 0 ? round2(100 * non_compute_us / kernel_time_us) : 0;
+  return kernel_time_us > 0 ? round2(100 * non_compute_us / kernel_time_us) : NAN;  // HTA: NaN
 }
 double HtaBreakdown::overlap_pctg() const {
   return comm_us > 0 ? round2(100 * overlap_us / comm_us) : NAN;
@@ -235,6 +235,13 @@ Table hta_table(const std::vector<HtaBreakdown>& ranks) {
   return t;
 }
 
+namespace {
+// A share of nothing (no kernel time, no communication): null, as HTA's NaN, not 0.
+nlohmann::json pct_or_null(double x) {
+  return std::isnan(x) ? nlohmann::json() : nlohmann::json(x);
+}
+}  // namespace
+
 nlohmann::json hta_json(const std::vector<HtaBreakdown>& ranks) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : ranks) {
@@ -245,9 +252,9 @@ nlohmann::json hta_json(const std::vector<HtaBreakdown>& ranks) {
                  {"compute_time_us", r.compute_us},
                  {"non_compute_time_us", r.non_compute_us},
                  {"kernel_time_us", r.kernel_time_us},
-                 {"idle_time_pctg", r.idle_pctg()},
-                 {"compute_time_pctg", r.compute_pctg()},
-                 {"non_compute_time_pctg", r.non_compute_pctg()},
+                 {"idle_time_pctg", pct_or_null(r.idle_pctg())},
+                 {"compute_time_pctg", pct_or_null(r.compute_pctg())},
+                 {"non_compute_time_pctg", pct_or_null(r.non_compute_pctg())},
                  {"comp_comm_overlap_pctg", std::isnan(ov) ? nlohmann::json() : nlohmann::json(ov)},
                  {"events", r.events},
                  {"last_step_dropped", r.last_step_dropped}});

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include <fmt/format.h>
@@ -99,6 +101,19 @@ HtaBreakdown one(const std::string& text, HtaOptions o = {}) {
 // it under the GEMM), a memcpy [60, 70]; in the last step a GEMM [210, 260] launched at 205.
 // HTA drops what was launched in the last step: kernel time 10..70 = 60, union 20+20+10=50
 // (10..50 and 60..70), idle 10, compute 20, non-compute 30, overlap 10/30.
+// A trace without kernels has no shares: "-" in the table and null in JSON, as HTA's NaN, not
+// 0.00 (found by probing, 2026-11-30).
+TEST(Hta, SharesOfNothingAreNotZero) {
+  const HtaBreakdown r = one(R"({"traceEvents": []})");
+  EXPECT_EQ(r.kernel_time_us, 0);
+  EXPECT_TRUE(std::isnan(r.idle_pctg()));
+  EXPECT_TRUE(std::isnan(r.compute_pctg()));
+  const Table t = hta_table({r});
+  ASSERT_EQ(t.rows.size(), 1u);
+  for (std::size_t c = 5; c < t.rows[0].size(); ++c) EXPECT_EQ(t.rows[0][c], "-") << c;
+  EXPECT_TRUE(hta_json({r})[0]["idle_time_pctg"].is_null());
+}
+
 TEST(Hta, LastStepIsDroppedByLaunchTime) {
   Builder b;
   b.step(1, 0, 100), b.step(2, 100, 100), b.step(3, 200, 100);

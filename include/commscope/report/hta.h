@@ -50,7 +50,8 @@ struct HtaBreakdown {
   std::size_t events = 0;  // events counted
   bool last_step_dropped = false;
   bool from_timeline = false;  // a commscope Chrome trace: its events, typed by kind
-  double idle_pctg() const;    // percent of kernel time, as HTA rounds them (2 decimals)
+  // percent of kernel time, as HTA rounds them (2 decimals); NaN without kernel time (as HTA)
+  double idle_pctg() const;
   double compute_pctg() const;
   double non_compute_pctg() const;
   double overlap_pctg() const;  // NaN without communication (HTA divides by zero)
