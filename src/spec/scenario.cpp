@@ -891,6 +891,12 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
       plan.tp > 1 && in.tp_async_allreduce.value_or(plan.framework == Framework::megatron);
   CS_RETURN_IF_ERROR(resolve_compression(in, plan, sc.gpus_per_node));  // compressed comm
   CS_RETURN_IF_ERROR(resolve_modern_training(in, model, system, plan, layout));
+  // Whose flash kernel says nothing without one (found by probing, 2026-11-30: accepted and
+  // ignored in silence). A warning, not an error: CSV rows carry the column for every run.
+  if (in.attention_backend && plan.attention == AttentionKernel::standard)
+    warn.push_back(fmt::format(
+        "--attention-backend {} has no effect with --attention standard (no flash kernel runs)",
+        to_string(*in.attention_backend)));
   CS_RETURN_IF_ERROR(resolve_ep_overlap(in, plan));
   CS_RETURN_IF_ERROR(resolve_op_recompute(model, plan));
   // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").

@@ -59,6 +59,23 @@ TEST(Validation, BucketsAreFewEnoughToBuild) {
   EXPECT_EQ(scenario("llama2-7b", "dgx-a100-80gb", ok).plan.zero_allgather_bucket, 5000000);
 }
 
+// Whose flash kernel, asked for where no flash kernel runs, is said to do nothing (found by
+// probing, 2026-11-30: accepted in silence).
+TEST(Validation, AttentionBackendWithoutFlashIsAWarning) {
+  PlanInput p = plan(8);
+  p.attention = AttentionKernel::standard;
+  p.attention_backend = AttentionBackend::flash;
+  const Scenario sc = scenario("gpt2-large", "dgx-h100", p);
+  ASSERT_FALSE(sc.warnings.empty());
+  EXPECT_NE(std::find(sc.warnings.begin(), sc.warnings.end(),
+                      "--attention-backend flash has no effect with --attention standard (no "
+                      "flash kernel runs)"),
+            sc.warnings.end());
+  p.attention = AttentionKernel::flash;
+  const Scenario ok = scenario("gpt2-large", "dgx-h100", p);
+  for (const auto& w : ok.warnings) EXPECT_EQ(w.find("--attention-backend"), std::string::npos);
+}
+
 TEST(Validation, PipelineMustDivideLayers) {
   std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", plan(8, 1, 8));
   EXPECT_NE(e.find("--pipeline-model-parallel-size"), std::string::npos) << e;
