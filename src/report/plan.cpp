@@ -280,9 +280,13 @@ nlohmann::json plan_json(const PlanReport& r) {
     }
     options.push_back(std::move(o));
   }
+  // What a what-if varies is each option's (their "option"), not the first one's.
+  auto unless_varied = [&](const char* kind, const std::string& v) {
+    return r.what_if_kind == kind ? nlohmann::json(nullptr) : nlohmann::json(v);
+  };
   return {{"model", r.model},
-          {"system", r.system},
-          {"network", r.network},
+          {"system", unless_varied("system", r.system)},
+          {"network", unless_varied("network", r.network)},
           {"gpus", r.gpus},
           {"what_if",
            r.what_if_kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.what_if_kind)},

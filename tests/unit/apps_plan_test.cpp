@@ -108,6 +108,8 @@ TEST_F(PlanCli, WhatIfPerNetwork) {
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["what_if"], "network");
+  EXPECT_TRUE(j["network"].is_null());  // each option names its own (was the first's)
+  EXPECT_TRUE(j["system"].is_string());
   ASSERT_EQ(j["options"].size(), 2u);
   EXPECT_EQ(j["plans"].size(), 4u);
   EXPECT_EQ(j["plans"][2]["option"], "tcp-10g");
