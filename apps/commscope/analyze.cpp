@@ -1,6 +1,7 @@
 // `commscope analyze`: where the time went in PyTorch profiler (Kineto) and Chrome traces.
 // Flags -> read_traces (timeline) -> analyze (report) -> print.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/report/analyze.h"
 #include "commscope/report/diff.h"
@@ -115,15 +116,22 @@ Verb add_analyze(CLI::App& app) {
             for (const auto& b : s->bad) print_warnings({"skipped " + b});
             print_warnings(s->warnings);
           }
+          const TraceDiff d =
+              diff_traces(base->files, next->files, static_cast<std::size_t>(st->top));
+          // Runs with no rank in common compare nothing (an all-zero table, status 0, found by
+          // probing, 2026-11-30).
+          if (d.common_ranks.empty())
+            return fail(fmt::format(
+                "--diff: expected two runs with a rank in common, got ranks {} in {} and {} in {} "
+                "(a single trace's rank can be set with --rank)",
+                fmt::join(d.base_ranks, ","), st->diff[0], fmt::join(d.new_ranks, ","),
+                st->diff[1]));
           if (!st->diff_trace.empty())
             if (Status s = write_file_atomic(
                     st->diff_trace, chrome_trace_json(diff_timeline(base->files, next->files)));
                 !s.ok())
               return fail(s.error().message);
-          return emit(
-              render_diff(diff_traces(base->files, next->files, static_cast<std::size_t>(st->top)),
-                          *format),
-              st->out.path);
+          return emit(render_diff(d, *format), st->out.path);
         }
         auto set = read_traces(st->inputs, o);
         if (!set) return fail(set.error().message);

@@ -116,6 +116,11 @@ TraceDiff diff_traces(const std::vector<TraceFile>& base, const std::vector<Trac
                       std::size_t top_kernels) {
   TraceDiff d;
   const auto b = ranks_of(base), n = ranks_of(next);
+  for (const auto& [r, v] : b) {
+    d.base_ranks.push_back(r);
+    if (n.count(r)) d.common_ranks.push_back(r);
+  }
+  for (const auto& [r, v] : n) d.new_ranks.push_back(r);
   for (const auto& [r, v] : b)
     if (!n.count(r)) d.notes.push_back(fmt::format("rank {} is in the base run only", r));
   for (const auto& [r, v] : n)

@@ -151,6 +151,12 @@ TEST(Diff, UnmatchedCallsAndRanksAreListed) {
   Timeline t = diff_timeline(base, next);
   EXPECT_EQ(t.events.size(), 2u + 3u + 1u);
   EXPECT_EQ(t.rank_names.size(), 3u);
+  // The ranks of each run and those in both: analyze --diff refuses runs with none in common
+  // (they gave an all-zero table and status 0, found by probing, 2026-11-30).
+  EXPECT_EQ(d.base_ranks, std::vector<int>{0});
+  EXPECT_EQ(d.new_ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d.common_ranks, std::vector<int>{0});
+  EXPECT_TRUE(diff_traces(one(trace(2, 0)), one(trace(2, 1))).common_ranks.empty());
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ struct TraceDiff {
   std::vector<CallDiff> calls;      // every aligned (or unmatched) collective call, in order
   std::vector<KernelDiff> kernels;  // changed kernels, largest |change| first, the first k
   std::vector<std::string> notes;   // ranks or steps present in one run only
+  std::vector<int> base_ranks, new_ranks, common_ranks;  // the runs' ranks, and those in both
   // The calls whose time or exposed time changed (or that one run lacks), largest first.
   std::vector<CallDiff> changed_calls(std::size_t max = 0) const;
 };
