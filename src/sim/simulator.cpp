@@ -991,20 +991,28 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     prev_count.swap(count);
     prev_pair_count.swap(pair_count);
     Breakdown b = runs_sum;
-    const auto [p2p_total, p2p_hidden] = union_and_overlap(transfers[s], busy);
+    // The stage's transfers: all of them (the pipeline group), its receives (lists 0 and 1) and
+    // its sends (2 and 3), each collective on its own as a profiler lists recv and send (both
+    // were booked as send, and the seeds' receive headline read an empty recv).
+    const auto sides = union_and_overlap_sides(transfers[s], busy);
+    const auto [p2p_total, p2p_hidden] = sides[0];
     // (the union's length does not depend on the busy list)
-    const double p2p_profiled = recv_waits ? union_and_overlap(profiled[s], {}).first : p2p_total;
+    const std::array<std::pair<double, double>, 3> prof_sides =
+        recv_waits ? union_and_overlap_sides(profiled[s], {}) : sides;
+    const double p2p_profiled = prof_sides[0].first;
     b.profiler_comm += p2p_profiled;
     b.by_group[CommGroup::pipeline].profiler += p2p_profiled;
-    if (p2p_profiled > 0) b.by_collective[Collective::send].profiler += p2p_profiled;
     b.comm += p2p_total;
     b.overlapped += p2p_hidden;
     b.exposed += p2p_total - p2p_hidden;
     b.by_group[CommGroup::pipeline].total += p2p_total;
     b.by_group[CommGroup::pipeline].exposed += p2p_total - p2p_hidden;
-    if (p2p_total > 0) {
-      b.by_collective[Collective::send].total += p2p_total;
-      b.by_collective[Collective::send].exposed += p2p_total - p2p_hidden;
+    for (const auto& [c, k] : {std::pair{Collective::recv, 1}, std::pair{Collective::send, 2}}) {
+      const auto [total, hidden] = sides[k];
+      if (total <= 0 && prof_sides[k].first <= 0) continue;
+      b.by_collective[c].total += total;
+      b.by_collective[c].exposed += total - hidden;
+      b.by_collective[c].profiler += prof_sides[k].first;
     }
     // the wait for gradient reduction after the last task: exposed, not overlapped
     // (at most the communication booked as overlapped: beyond it the wait is for stragglers,

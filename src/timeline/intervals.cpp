@@ -65,6 +65,52 @@ Intervals united(const Intervals& a, const Intervals& b) {
 // Length of the union of up to four sorted interval lists, and of its overlap with a sorted,
 // disjoint list: the lists merged by start into per-thread scratch (two pairwise merges, then
 // one), then one sweep. Intervals of equal start may come in any order: the union is the same.
+namespace {
+// The length of the union of `v` (sorted by start, possibly overlapping), and of that union's
+// overlap with `busy` (sorted, disjoint): one sweep.
+std::pair<double, double> sweep_union(const Intervals& v, const Intervals& busy) {
+  std::size_t j0 = 0;
+  double total = 0, hidden = 0, cs = 0, ce = -1;
+  bool open = false;
+  auto close = [&] {
+    total += ce - cs;
+    while (j0 < busy.size() && busy[j0].second <= cs) ++j0;
+    for (std::size_t j = j0; j < busy.size() && busy[j].first < ce; ++j)
+      hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
+  };
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (open && iv.first <= ce) {
+      ce = std::max(ce, iv.second);
+    } else {
+      if (open) close();
+      cs = iv.first, ce = iv.second, open = true;
+    }
+  }
+  if (open) close();
+  return {total, hidden};
+}
+}  // namespace
+
+std::array<std::pair<double, double>, 3> union_and_overlap_sides(
+    const std::array<Intervals, 4>& lists, const Intervals& busy) {
+  thread_local Intervals a, b, all;
+  auto by_start = [](const std::pair<double, double>& x, const std::pair<double, double>& y) {
+    return x.first < y.first;
+  };
+  auto merge2 = [&](const Intervals& x, const Intervals& y, Intervals& out) -> const Intervals& {
+    if (y.empty()) return x;
+    if (x.empty()) return y;
+    out.resize(x.size() + y.size());
+    std::merge(x.begin(), x.end(), y.begin(), y.end(), out.begin(), by_start);
+    return out;
+  };
+  const Intervals& in = merge2(lists[0], lists[1], a);
+  const Intervals& out = merge2(lists[2], lists[3], b);
+  const Intervals& v = merge2(in, out, all);
+  return {sweep_union(v, busy), sweep_union(in, busy), sweep_union(out, busy)};
+}
+
 std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
                                             const Intervals& busy) {
   thread_local Intervals a, b, all;

@@ -23,5 +23,9 @@ Intervals united(const Intervals& a, const Intervals& b);
 // that union's overlap with `busy` (sorted, disjoint): one merging sweep, no allocation.
 std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
                                             const Intervals& busy);
+// The same for all four lists, for lists 0 and 1 alone, and for lists 2 and 3 alone (a stage's
+// receives and its sends: the pipeline's two collectives).
+std::array<std::pair<double, double>, 3> union_and_overlap_sides(
+    const std::array<Intervals, 4>& lists, const Intervals& busy);
 
 }  // namespace commscope
