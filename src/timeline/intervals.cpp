@@ -92,8 +92,13 @@ std::pair<double, double> sweep_union(const Intervals& v, const Intervals& busy)
 }
 }  // namespace
 
-std::array<std::pair<double, double>, 3> union_and_overlap_sides(
-    const std::array<Intervals, 4>& lists, const Intervals& busy) {
+namespace {
+// Lists 0 and 1 merged by start, lists 2 and 3, and all four: views into per-thread buffers
+// (or into the lists themselves where one of a pair is empty), valid until the next call.
+struct Merged {
+  const Intervals *in, *out, *all;
+};
+Merged merged(const std::array<Intervals, 4>& lists) {
   thread_local Intervals a, b, all;
   auto by_start = [](const std::pair<double, double>& x, const std::pair<double, double>& y) {
     return x.first < y.first;
@@ -107,46 +112,19 @@ std::array<std::pair<double, double>, 3> union_and_overlap_sides(
   };
   const Intervals& in = merge2(lists[0], lists[1], a);
   const Intervals& out = merge2(lists[2], lists[3], b);
-  const Intervals& v = merge2(in, out, all);
-  return {sweep_union(v, busy), sweep_union(in, busy), sweep_union(out, busy)};
+  return {&in, &out, &merge2(in, out, all)};
+}
+}  // namespace
+
+std::array<std::pair<double, double>, 3> union_and_overlap_sides(
+    const std::array<Intervals, 4>& lists, const Intervals& busy) {
+  const Merged m = merged(lists);
+  return {sweep_union(*m.all, busy), sweep_union(*m.in, busy), sweep_union(*m.out, busy)};
 }
 
 std::pair<double, double> union_and_overlap(const std::array<Intervals, 4>& lists,
                                             const Intervals& busy) {
-  thread_local Intervals a, b, all;
-  auto by_start = [](const std::pair<double, double>& x, const std::pair<double, double>& y) {
-    return x.first < y.first;
-  };
-  auto merge2 = [&](const Intervals& x, const Intervals& y, Intervals& out) -> const Intervals& {
-    if (y.empty()) return x;
-    if (x.empty()) return y;
-    out.resize(x.size() + y.size());
-    std::merge(x.begin(), x.end(), y.begin(), y.end(), out.begin(), by_start);
-    return out;
-  };
-  const Intervals& in = merge2(lists[0], lists[1], a);
-  const Intervals& out = merge2(lists[2], lists[3], b);
-  const Intervals& v = merge2(in, out, all);
-  std::size_t j0 = 0;
-  double total = 0, hidden = 0, cs = 0, ce = -1;
-  bool open = false;
-  auto close = [&] {
-    total += ce - cs;
-    while (j0 < busy.size() && busy[j0].second <= cs) ++j0;
-    for (std::size_t j = j0; j < busy.size() && busy[j].first < ce; ++j)
-      hidden += std::max(0.0, std::min(ce, busy[j].second) - std::max(cs, busy[j].first));
-  };
-  for (const auto& iv : v) {
-    if (iv.second <= iv.first) continue;
-    if (open && iv.first <= ce) {
-      ce = std::max(ce, iv.second);
-    } else {
-      if (open) close();
-      cs = iv.first, ce = iv.second, open = true;
-    }
-  }
-  if (open) close();
-  return {total, hidden};
+  return sweep_union(*merged(lists).all, busy);
 }
 
 }  // namespace commscope
