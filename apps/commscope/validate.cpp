@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <map>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -199,20 +201,14 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
        {std::pair{"--micro-batch-size", st.micro_batch}, {"--global-batch-size", st.global_batch}})
     if (cmd.count(flag) > 0 && v < 1)
       return fail(fmt::format("{}: expected a positive integer, got '{}'", flag, v));
-  if (Status s = check_output_path(st.output); !s.ok())
-    return fail("--output: " + s.error().message);
-  if (Status s = st.network_output.empty() ? Status{} : check_output_path(st.network_output);
+  // Both checked, and not one file (two spellings of a new file kept only the second written,
+  // found by probing, 2026-11-30), before anything is read.
+  if (Status s = check_outputs({{"--output", st.output}, {"--network-output", st.network_output}});
       !s.ok())
-    return fail("--network-output: " + s.error().message);
+    return fail(s.error().message);
   if (!st.network_output.empty()) {
-    // One file for both would keep only the second written: the same path, or two names of one
-    // file (a link).
-    namespace fs = std::filesystem;
-    std::error_code e1, e2, e3;
-    const fs::path a = fs::weakly_canonical(st.output, e1),
-                   b = fs::weakly_canonical(st.network_output, e2);
-    const bool same = (!e1 && !e2 && a == b) || fs::equivalent(st.output, st.network_output, e3);
-    if (same)
+    std::error_code ec;  // two names of one existing file (a hard link)
+    if (std::filesystem::equivalent(st.output, st.network_output, ec))
       return fail(fmt::format("--network-output: expected a file other than --output's, got '{}'",
                               st.network_output));
   }
@@ -274,13 +270,15 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
           "{} rank(s)); the traced iteration predicted with {:+.2f}% error",
           st.from_trace.substr(st.from_trace.find_last_of('/') + 1), c->iterations, c->ranks,
           c->error * 100));
+  // The system first: where -o cannot be written (a FIFO nobody reads), nothing is (the network
+  // profile was written before it, found by probing, 2026-11-30).
+  if (Status s = write_file_atomic(st.output, j.dump(2) + "\n"); !s.ok())
+    return fail("--output: " + s.error().message);
   if (!st.network_output.empty()) {
     if (Status s = write_file_atomic(st.network_output, to_json(c->network).dump(2) + "\n");
         !s.ok())
       return fail("--network-output: " + s.error().message);
   }
-  if (Status s = write_file_atomic(st.output, j.dump(2) + "\n"); !s.ok())
-    return fail("--output: " + s.error().message);
   return emit(render_trace_calibration(*c), "");
 }
 
@@ -390,6 +388,12 @@ Verb add_calibrate(CLI::App& app) {
                 r.source, st->rows));
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
         print_warnings(skipped);
+        // The system whose calibration is fitted: its own rows only (a corpus names each row's
+        // system by its GPU; rows of other systems were fitted into --system's calibration
+        // without a word, found by probing, 2026-11-30).
+        auto sys = load_system(st->system);
+        if (!sys) return fail(sys.error().message);
+        std::map<std::string, int> elsewhere;  // rows of other systems, by system
         std::vector<const PreparedRun*> fit;
         int unmodelled = 0, framework_fitted = 0;
         // A run that ran out of memory has no time to fit on; a corpus row whose run does what
@@ -399,7 +403,9 @@ Verb add_calibrate(CLI::App& app) {
         // the calibration on them would go round in a circle.
         for (const auto& r : *runs)
           if (in_split(r, st->rows) && !r.out_of_memory) {
-            if (!r.unmodelled.empty())
+            if (r.workload.scenario.system.name != sys->name)
+              ++elsewhere[r.workload.scenario.system.name];
+            else if (!r.unmodelled.empty())
               ++unmodelled;
             else if (!r.workload.scenario.plan.deepspeed_version.empty())
               ++framework_fitted;
@@ -418,13 +424,24 @@ Verb add_calibrate(CLI::App& app) {
                      "release whose terms are fitted on the calibration (column framework, "
                      "'deepspeed 0.3'; validate --fit-framework-overhead)\n",
                      framework_fitted, framework_fitted == 1 ? "" : "s");
-        if (fit.empty()) return fail("--rows: no rows to fit on");
+        if (!elsewhere.empty()) {
+          std::string which;
+          int n = 0;
+          for (const auto& [name, k] : elsewhere) {
+            which += fmt::format("{}{} on {}", which.empty() ? "" : ", ", k, name);
+            n += k;
+          }
+          fmt::print(stderr,
+                     "commscope: note: {} row{} not fitted on: {} (--system {}'s calibration is "
+                     "fitted on its own rows)\n",
+                     n, n == 1 ? "" : "s", which, sys->name);
+        }
+        if (fit.empty())
+          return fail(fmt::format("--rows: no rows of --system {} to fit on", sys->name));
         const bool tty = ::isatty(STDERR_FILENO);
         // The defaults, so that a fit does not depend on an earlier one; or, with --start
         // preset, the preset's own calibration, refined on the same rows.
         Calibration start;
-        auto sys = load_system(st->system);
-        if (!sys) return fail(sys.error().message);
         if (st->start == "preset") start = sys->calibration;
         // A measured term, not a fitted one: the preset's, whatever the start (the fit rows'
         // FlashAttention kernels are priced at it, and the written preset keeps it).

@@ -259,6 +259,26 @@ TEST_F(Cli, FlagValuesMeanWhatTheySay) {
   EXPECT_FALSE(fs::exists("--format=json"));
 }
 
+// calibrate fits --system's calibration on that system's rows only: the corpus's rows of other
+// GPUs were fitted into it without a word (found by probing, 2026-11-30). They are counted in a
+// note, and a file with none of its rows is refused.
+TEST_F(Cli, CalibrateFitsTheSystemOnItsOwnRows) {
+  const std::string corpus = COMMSCOPE_SOURCE_DIR "/data/validation-comm/training.csv";
+  Outcome o = run("calibrate " + corpus + " --system dgx-h100 --rows fit --compute-only " +
+                  "--evaluations 10 -o " + (dir_ / "h100.json").string());
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("on dgx-a100-40gb"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("(--system dgx-h100's calibration is fitted on its own rows)"),
+            std::string::npos)
+      << o.err;
+  Outcome none = run("calibrate " + corpus + " --system polaris --rows fit --compute-only " +
+                     "--evaluations 10 -o " + (dir_ / "p.json").string());
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.err.find("--rows: no rows of --system polaris to fit on"), std::string::npos)
+      << none.err;
+  EXPECT_FALSE(fs::exists(dir_ / "p.json"));
+}
+
 TEST_F(Cli, DoesNotFitIsAWarningNotAnError) {
   Outcome r = run("describe --format json --model gpt3-175b --system thetagpu-tg40 --nodes 2");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -221,6 +221,10 @@ TEST_F(FromTraceCli, BadInput) {
            // one file for both outputs would keep only the second (found by probing)
            {" --from-trace " + trace + out + " --network-output " + (dir_ / "o.json").string(),
             "--network-output: expected a file other than --output's"},
+           // ... also when spelt another way (found by probing, 2026-11-30)
+           {" --from-trace " + trace + out + " --network-output " +
+                (dir_ / "." / "o.json").string(),
+            "--network-output: expected a file other than --output's"},
            {"", "files"},
        }) {
     auto r = run_shell(kBin + " calibrate --system polaris" + k.args);
