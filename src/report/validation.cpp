@@ -43,11 +43,16 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
     slot.first.split = sp;
     if (e) slot.second.push_back(*e);
   };
+  // Files by their base name, unless two given files share one (a/x.csv and b/x.csv were summed
+  // as one "x.csv", found by probing, 2026-11-30): then by the path given.
+  auto base_of = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
+  std::map<std::string, std::set<std::string>> sources;
+  for (const auto& r : runs) sources[base_of(r.source)].insert(r.source);
   for (const auto& r : runs) {
     if (!in_split(r, split)) continue;
     const Scenario& sc = r.workload.scenario;
     ValidationRow row;
-    row.file = r.source.substr(r.source.find_last_of('/') + 1);
+    row.file = sources[base_of(r.source)].size() > 1 ? r.source : base_of(r.source);
     row.line = r.line;
     row.scenario = &sc;
     row.measured_s = r.measured_s;
@@ -81,10 +86,12 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
       }
     } else {
       row.split = r.index % 2 ? "odd" : "even";
-      add(row.file, "(all)", "all", e);
       add(row.file, "(all)", row.split, e);
-      add("(all files)", "(all)", "all", e);
+      if (split == "all") add(row.file, "(all)", "all", e);  // (--rows odd was labelled all too)
     }
+    // Every file's rows, the corpus's among them (they were left out of it), under the rows
+    // asked for.
+    add("(all files)", "(all)", split, e);
     v.rows.push_back(std::move(row));
     if (progress) progress(v.rows.size());
   }
@@ -183,14 +190,16 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
     };
     summary.add({sr.file, sr.group, sr.split, std::to_string(s.rows), pct(s.mape, "{:.1f}%"),
                  pct(s.median, "{:.1f}%"), pct(s.max, "{:.1f}%"), pct(s.bias, "{:+.1f}%")});
+    // (no rows: null, as the table's "-", not 0)
+    auto num = [&](double x) { return s.rows == 0 ? nlohmann::json() : nlohmann::json(x); };
     jsum.push_back({{"file", sr.file},
                     {"group", sr.group},
                     {"rows", sr.split},
                     {"n", s.rows},
-                    {"mape", s.mape},
-                    {"median_ape", s.median},
-                    {"max_ape", s.max},
-                    {"bias", s.bias}});
+                    {"mape", num(s.mape)},
+                    {"median_ape", num(s.median)},
+                    {"max_ape", num(s.max)},
+                    {"bias", num(s.bias)}});
   }
   // The memory verdicts against what happened (every row ran, or ran out of memory); the text
   // names the first 20 rows that disagree (the JSON all of them).
@@ -206,7 +215,7 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
   switch (f) {
     case Format::json:
       return nlohmann::json{{"system", system},
-                            {"rows", jrows},
+                            {"rows", summary_only ? nlohmann::json::array() : jrows},
                             {"summary", jsum},
                             {"memory_verdicts",
                              {{"checked", v.verdicts},
@@ -214,8 +223,8 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                               {"disagree", v.verdicts_disagree}}}}
                  .dump(2) +
              "\n";
-    case Format::csv:
-      return render_csv(rows);
+    case Format::csv:  // the rows, or with --summary-only the summary
+      return render_csv(summary_only ? summary : rows);
     case Format::md:
       return (summary_only ? "" : render_markdown(rows) + "\n") + render_markdown(summary) + "\n" +
              verdicts;

@@ -608,6 +608,41 @@ TEST(Validate, ValidateRunsRowsAndSummaries) {
   EXPECT_TRUE(found);
   const std::string csv = render_validation(v, Format::csv, "vtrain-a100", false);
   EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')), errors.size() + 1);
+  // Found by probing, 2026-11-30: --rows odd labelled its subset "all" too; --summary-only left
+  // the JSON's rows in and gave CSV no summary; a summary of no rows said 0.0 in JSON.
+  for (const auto& sr : v.summary) EXPECT_EQ(sr.split, "odd") << sr.file;
+  const auto j = nlohmann::json::parse(render_validation(v, Format::json, "vtrain-a100", true));
+  EXPECT_TRUE(j["rows"].empty());
+  EXPECT_FALSE(j["summary"].empty());
+  const std::string sum_csv = render_validation(v, Format::csv, "vtrain-a100", true);
+  EXPECT_EQ(sum_csv.rfind("file,group,rows,n,MAPE,median,max,bias", 0), 0u) << sum_csv;
+  Validation none = validate_runs({}, "all");
+  none.summary.push_back(ValidationSummary{});
+  const auto jn = nlohmann::json::parse(render_validation(none, Format::json, "x", false));
+  EXPECT_TRUE(jn["summary"][0]["mape"].is_null());
+}
+
+// The corpus's rows count in "(all files)" beside another file's (they were left out of it, found
+// by probing, 2026-11-30).
+TEST(Validate, AllFilesHoldEveryFile) {
+  std::vector<std::string> skipped;
+  auto corpus = read_measured_csv(COMMSCOPE_SOURCE_DIR "/data/validation-comm/training.csv",
+                                  "vtrain-a100", nullptr);
+  auto single = read_measured_csv(kVtrain + "ground_truth_single.csv", "vtrain-a100");
+  ASSERT_TRUE(corpus.ok() && single.ok());
+  std::vector<MeasuredRun> all = *corpus;
+  all.insert(all.end(), single->begin(), single->end());
+  auto prepared = prepare_runs(all, skipped);
+  Validation v = validate_runs(prepared, "all");
+  std::size_t timed = 0;
+  for (const auto& r : v.rows) timed += r.out_of_memory ? 0 : 1;
+  bool found = false;
+  for (const auto& sr : v.summary)
+    if (sr.file == "(all files)") {
+      found = true;
+      EXPECT_EQ(sr.errors.rows, timed);
+    }
+  EXPECT_TRUE(found);
 }
 
 // calibrate's output: the fitted values in the system files' units, one "fitted by" note.
