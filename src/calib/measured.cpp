@@ -100,7 +100,7 @@ MeasuredRun vtrain_run(const std::map<std::string, double>& v, const std::string
   const std::int64_t unit = 128 * static_cast<std::int64_t>(v.at("tensor parallelism"));
   m.vocab = (50257 + unit - 1) / unit * unit;
   m.kv_heads = m.heads;
-  m.head_dim = m.hidden / m.heads;
+  m.head_dim = m.hidden / m.heads;  // (the heads divide hidden: checked by read_measured_csv)
   m.ffn = 4 * m.hidden;
   m.name = fmt::format("gpt-h{}-l{}", m.hidden, m.decoder_layers);
   m.sources = {"vTrain ground truth (MICRO 2024), publishers' model settings"};
@@ -290,6 +290,8 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     m.seq_length = m.max_positions = *seq;
     m.vocab = vocab ? *vocab : 50257;
     m.kv_heads = m.heads;
+    if (m.hidden % m.heads != 0)  // (head_dim was floored: 3072 / 33 = 93)
+      return row.bad("heads", fmt::format("a divisor of hidden ({})", m.hidden));
     m.head_dim = m.hidden / m.heads;
     m.ffn = 4 * m.hidden;
     m.name = row.get("model");
@@ -634,13 +636,20 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         double x = 0;
         // Sizes and counts become integers: at most 2^31.
         const bool time = header[c] == "iteration time (ms)";
-        if (!parse(cells[c], x) || !(x > 0) || !std::isfinite(x) ||
+        // Counts and sizes are whole (64.9 GPUs was read as 64): only the time and the model's
+        // size in billions may have a fraction.
+        const bool whole = !time && header[c] != "Parameters (billion)";
+        if (!parse(cells[c], x) || !(x > 0) || !std::isfinite(x) || (whole && x != std::floor(x)) ||
             (!time && x > std::numeric_limits<int>::max()) ||
             (time && !(x >= 1e3 * limits::kMinMeasuredIterationS &&
                        x <= 1e3 * limits::kMaxMeasuredIterationS)))
-          return Error{fmt::format(
-              "{}: line {}: column '{}': expected a positive finite number{}, got '{}'", path,
-              lineno, header[c], time ? " from 1e-3 to 1e9 (ms)" : " up to 2147483647", cells[c])};
+          return Error{
+              fmt::format("{}: line {}: column '{}': expected a positive finite number{}, got '{}'",
+                          path, lineno, header[c],
+                          time    ? " from 1e-3 to 1e9 (ms)"
+                          : whole ? " (a whole number) up to 2147483647"
+                                  : " up to 2147483647",
+                          cells[c])};
         v[header[c]] = x;
       }
       for (const char* need :
@@ -648,6 +657,11 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
             "sequence length", "tensor parallelism", "data parallelism", "pipeline parallelism"})
         if (!v.count(need))
           return Error{fmt::format("{}: line 1: expected a column '{}'", path, need)};
+      if (std::fmod(v["hidden size"], v["attention heads"]) != 0)  // (head_dim was floored)
+        return Error{fmt::format(
+            "{}: line {}: column 'attention heads': expected a divisor of the hidden size ({}), "
+            "got {}",
+            path, lineno, v["hidden size"], v["attention heads"])};
       r = vtrain_run(v, system);
     } else {
       r.input.system = system;

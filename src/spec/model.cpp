@@ -276,6 +276,20 @@ Status validate_model(const ModelSpec& m, const std::string& where) {
   return {};
 }
 
+namespace {
+// head_dim, when not given, is hidden / heads: the heads must divide hidden (hidden 1600 with 33
+// heads gave head_dim 48 and 33 x 48 = 1584 in silence, found by probing, 2026-11-30).
+Status check_head_split(const ModelSpec& m, const std::string& where, std::string_view heads,
+                        std::string_view hidden) {
+  if (m.head_dim != 0 || m.kv_lora_rank > 0 || m.heads <= 0 || m.hidden <= 0 ||
+      m.hidden % m.heads == 0)
+    return {};
+  return Error{fmt::format(
+      "{}: field '{}': expected a divisor of {} ({}) when head_dim is not given, got {}", where,
+      heads, hidden, m.hidden, m.heads)};
+}
+}  // namespace
+
 Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& where) {
   if (j.contains("model_type")) return model_from_hf_config(j, where);
   ModelSpec m;
@@ -339,6 +353,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
     }
   }
   CS_RETURN_IF_ERROR(r.status());
+  CS_RETURN_IF_ERROR(check_head_split(m, where, "heads", "hidden"));
   apply_model_defaults(m);
   CS_RETURN_IF_ERROR(validate_model(m, where));
   return m;
@@ -495,6 +510,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
         where, type)};
   }
   CS_RETURN_IF_ERROR(r.status());
+  CS_RETURN_IF_ERROR(check_head_split(m, where, type == "gpt2" ? "n_head" : "num_attention_heads",
+                                      type == "gpt2" ? "n_embd" : "hidden_size"));
   // Fields whose absence (or null) means "the default" are positive when given: an explicit 0
   // was read as absent (num_key_value_heads 0 became the heads), a negative table accepted
   // (found by probing, 2026-11-30).

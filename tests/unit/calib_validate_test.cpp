@@ -543,6 +543,25 @@ TEST(Validate, RefusesMissingModelNonFiniteTimesAndFifos) {
   auto blank = read_measured_csv(write("blank.csv", "model,measured_s\n,0.25\n"), "x");
   ASSERT_FALSE(blank.ok());
   EXPECT_NE(blank.error().message.find("line 2: column 'model'"), std::string::npos);
+  // vTrain rows: counts are whole (64.9 GPUs was read as 64) and the heads divide hidden (33
+  // heads of hidden 3072 floored head_dim to 93); found by probing, 2026-11-30.
+  const std::string vtrain_header =
+      "Parameters (billion),# GPUs,global batch,micro batch,hidden size,attention heads,# layers,"
+      "sequence length,tensor parallelism,data parallelism,pipeline parallelism,iteration time "
+      "(ms)\n";
+  for (const auto& [row, want] : std::vector<std::pair<std::string, std::string>>{
+           {"3.6,64.9,512,8,3072,32,30,2048,1,64,1,3566.5",
+            "column '# GPUs': expected a positive finite number (a whole number)"},
+           {"3.6,64,512,8,3072,33,30,2048,1,64,1,3566.5",
+            "column 'attention heads': expected a divisor of the hidden size (3072), got 33"}}) {
+    auto r = read_measured_csv(write("vt.csv", vtrain_header + row + "\n"), "vtrain-a100");
+    ASSERT_FALSE(r.ok()) << row;
+    EXPECT_NE(r.error().message.find(want), std::string::npos) << r.error().message;
+  }
+  auto fine = read_measured_csv(
+      write("vt.csv", vtrain_header + "3.6,64,512,8,3072,32,30,2048,1,64,1,3566.5\n"),
+      "vtrain-a100");
+  EXPECT_TRUE(fine.ok()) << fine.error().message;
   // 1e-300 s gave a 300-digit error, 1e300 s an error of -100% (found by probing, 2026-11-30).
   for (const char* t : {"inf", "-inf", "nan", "1e999", "0", "-1", "1e-300", "1e300"}) {
     SCOPED_TRACE(t);

@@ -139,6 +139,24 @@ TEST(Loaders, HuggingFaceValuesAndFieldNames) {
     ASSERT_FALSE(m.ok()) << key;
     EXPECT_NE(m.error().message.find(want), std::string::npos) << m.error().message;
   }
+  // Without head_dim the heads divide the width (33 heads of 8192 floored head_dim in silence).
+  nlohmann::json odd = base;
+  odd["num_attention_heads"] = 33;
+  odd["num_key_value_heads"] = 33;
+  auto o = model_from_hf_config(odd, "c.json");
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.error().message.find("field 'num_attention_heads': expected a divisor of "
+                                   "hidden_size (8192) when head_dim is not given, got 33"),
+            std::string::npos)
+      << o.error().message;
+  nlohmann::json mine = nlohmann::json::parse(
+      testing::slurp(std::string(COMMSCOPE_SOURCE_DIR) + "/presets/models/gpt2-xl.json"));
+  mine["heads"] = 33;
+  auto g = model_from_json(mine, "m.json");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message.find("field 'heads': expected a divisor of hidden (1600)"),
+            std::string::npos)
+      << g.error().message;
   nlohmann::json null_inner = base;  // null stays "the default", as GPT-2's own config has it
   null_inner["head_dim"] = nullptr;
   EXPECT_TRUE(model_from_hf_config(null_inner, "c.json").ok());
