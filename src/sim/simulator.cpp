@@ -1014,10 +1014,19 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       b.by_collective[c].exposed += total - hidden;
       b.by_collective[c].profiler += prof_sides[k].first;
     }
-    // the wait for gradient reduction after the last task: exposed, not overlapped
-    // (at most the communication booked as overlapped: beyond it the wait is for stragglers,
-    // which the causal view counts as idle and the profiler's view as communication)
-    const double tail_wait = std::min(std::max(0.0, ready[s] - last_task_end[s]), b.overlapped);
+    // the wait for gradient reduction after the last task: exposed, not overlapped, less the
+    // tail's own waits for stragglers (its idle), which the causal view counts as idle and the
+    // profiler's view as communication (they were booked as exposed: more exposed time than
+    // the one group's, found by probing, 2026-11-30); at most the communication booked as
+    // overlapped
+    double tail_idle = 0;
+    for (const auto& t : order[s])
+      if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s])
+        tail_idle = std::max(tail_idle, runs_of(s, t.chunk).bwd_last_tail.idle);
+    const double tail_wait =
+        std::min(std::max(0.0, ready[s] - last_task_end[s] - tail_idle), b.overlapped);
+    // (that straggler wait is idle, but no pipeline bubble)
+    const double tail_stragglers = std::min(tail_idle, std::max(0.0, ready[s] - last_task_end[s]));
     b.overlapped -= tail_wait;
     b.exposed += tail_wait;
     for (const auto& t : order[s])
@@ -1063,7 +1072,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     b.wall = T;
     const double outside = std::max(0.0, T - busy_time);
     b.idle = outside + idle_inside + step.idle;
-    b.bubble = pp > 1 ? std::max(0.0, outside - waiting - overhead) : 0.0;
+    b.bubble = pp > 1 ? std::max(0.0, outside - waiting - overhead - tail_stragglers) : 0.0;
     StagePrediction sp;
     sp.stage = s;
     sp.end = step_start[s] + steps[s].end;
