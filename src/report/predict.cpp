@@ -356,6 +356,12 @@ nlohmann::json scale_effects_json(const PredictRow& r) {
   const ScaleEffects& e = sc.system.scale;
   nlohmann::json sharing = nlohmann::json::object();
   for (auto g : {CommGroup::data, CommGroup::tensor, CommGroup::pipeline}) {
+    // A group the plan does not have is not listed (a PP 1 plan listed a pipeline pair spanning
+    // two nodes, found by probing, 2026-11-30).
+    const int size = g == CommGroup::data     ? sc.plan.dp
+                     : g == CommGroup::tensor ? sc.plan.tp
+                                              : sc.plan.pp;
+    if (size < 2) continue;
     const GroupPlacement p = place_group(sc, g);
     if (p.nodes > 1)
       sharing[std::string(to_string(g))] = {

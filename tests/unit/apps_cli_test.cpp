@@ -279,6 +279,20 @@ TEST_F(Cli, CalibrateFitsTheSystemOnItsOwnRows) {
   EXPECT_FALSE(fs::exists(dir_ / "p.json"));
 }
 
+// scale_effects lists the groups the plan has (a PP 1 plan listed a pipeline pair across two
+// nodes, found by probing, 2026-11-30).
+TEST_F(Cli, ScaleEffectsListThePlansGroups) {
+  Outcome one = run("predict --format json");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto g1 = nlohmann::json::parse(one.out)["predictions"][0]["scale_effects"];
+  EXPECT_TRUE(g1["inter_node_groups"].contains("data"));
+  EXPECT_FALSE(g1["inter_node_groups"].contains("pipeline"));
+  Outcome two = run("predict --pp 2 --global-batch-size 64 --format json");
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_TRUE(nlohmann::json::parse(two.out)["predictions"][0]["scale_effects"]["inter_node_groups"]
+                  .contains("pipeline"));
+}
+
 TEST_F(Cli, DoesNotFitIsAWarningNotAnError) {
   Outcome r = run("describe --format json --model gpt3-175b --system thetagpu-tg40 --nodes 2");
   ASSERT_EQ(r.status, 0) << r.err;
