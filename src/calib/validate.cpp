@@ -291,10 +291,17 @@ nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const st
     j["calibration"]["flash_attention_efficiency"] = c.flash_attention_efficiency;
   auto& sources = j["sources"];
   if (!sources.is_array()) sources = nlohmann::json::array();
+  // The old fit's notes go with it: "calibration fitted by ..." (this writer's), "calibration:
+  // ..." (the shipped presets' spelling, kept until 2026-11-30 beside the new note), and the
+  // measured FlashAttention figure's note where the figure is no longer in the calibration.
+  auto superseded = [&](const std::string& t) {
+    return t.rfind("calibration fitted by", 0) == 0 || t.rfind("calibration: ", 0) == 0 ||
+           (c.flash_attention_efficiency <= 0 &&
+            t.rfind("calibration.flash_attention_efficiency", 0) == 0);
+  };
   nlohmann::json kept = nlohmann::json::array();
   for (const auto& s : sources)
-    if (!(s.is_string() && s.get<std::string>().rfind("calibration fitted by", 0) == 0))
-      kept.push_back(s);
+    if (!(s.is_string() && superseded(s.get<std::string>()))) kept.push_back(s);
   kept.push_back(note);
   j["sources"] = kept;
   return j;

@@ -676,6 +676,16 @@ TEST(Validate, WithCalibrationReplacesTheFitNote) {
   EXPECT_NEAR(j["calibration"]["kernel_overhead_us"].get<double>(), 4.0, 1e-9);
   EXPECT_EQ(j["sources"], nlohmann::json({"vendor sheet", "calibration fitted by this run"}));
   EXPECT_EQ(j["name"], "x");
+  // The shipped presets spell their fit's note "calibration: ..." (it was kept beside the new
+  // one), and the FlashAttention figure's note goes where the figure does (found by probing,
+  // 2026-11-30).
+  sys["sources"] = {"vendor sheet", "calibration: compute terms only, fitted on ...",
+                    "calibration.flash_attention_efficiency 0.3851 (...)"};
+  EXPECT_EQ(with_calibration(sys, c, "new")["sources"], nlohmann::json({"vendor sheet", "new"}));
+  c.flash_attention_efficiency = 0.3851;
+  EXPECT_EQ(with_calibration(sys, c, "new")["sources"],
+            nlohmann::json(
+                {"vendor sheet", "calibration.flash_attention_efficiency 0.3851 (...)", "new"}));
 }
 
 // A calibration inside the compute-only fit's bounds, and every 48th vTrain single-node run
