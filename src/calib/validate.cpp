@@ -236,15 +236,19 @@ Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs,
   double best_seen = 1e300;
   std::map<std::string, std::size_t> per_file;
   for (const auto* r : runs) per_file[r->source]++;
+  // The mean |log error| of a calibration, each file weighing alike.
+  auto score = [&](const Calibration& c) {
+    double s = 0;
+    for (const auto* r : runs)
+      s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) / per_file[r->source];
+    return s / std::max<std::size_t>(per_file.size(), 1);
+  };
   auto objective = [&](const CVec& x) {
     Calibration c = decode_compute(x, start, b);
     if (b.hold_gemm_shape)
       c.gemm_half_flops = start.gemm_half_flops, c.gemm_steepness = start.gemm_steepness;
-    double s = 0;
-    for (const auto* r : runs)
-      s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) / per_file[r->source];
     ++evaluations;
-    double f = s / std::max<std::size_t>(per_file.size(), 1);
+    double f = score(c);
     if (f < best_seen) {
       best_seen = f;
       if (progress) progress(evaluations, f);
@@ -268,12 +272,16 @@ Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs,
                        start, b);
     c.gemm_half_flops = start.gemm_half_flops;  // exactly, not through the encoding
     c.gemm_steepness = start.gemm_steepness;
-    return c;
+    return score(c) <= score(start) ? c : start;
   }
-  return decode_compute(nelder_mead(
-                            encode_compute(start, b), [](int) { return 0.7; }, 1e-7,
-                            max_evaluations, evaluations, objective),
-                        start, b);
+  const Calibration c = decode_compute(nelder_mead(
+                                           encode_compute(start, b), [](int) { return 0.7; }, 1e-7,
+                                           max_evaluations, evaluations, objective),
+                                       start, b);
+  // Never worse than the start: a start outside the bounds is clamped into them where the
+  // search begins, and the search may not find its way back (found by probing, 2026-11-30:
+  // --start preset ended at 0.0576 from 0.0571).
+  return score(c) <= score(start) ? c : start;
 }
 
 nlohmann::json with_calibration(nlohmann::json j, const Calibration& c, const std::string& note) {
