@@ -138,6 +138,17 @@ Verb add_validate(CLI::App& app) {
         if (!runs) return fail(runs.error().message);
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
         if (st->fit_overhead) {
+          // It prints one JSON document: the flags that shape validate's tables do not apply
+          // (they were accepted and ignored, found by probing, 2026-11-30).
+          if (*format != Format::json && *format != Format::table)
+            return fail(fmt::format(
+                "--format: expected json (or none) with --fit-framework-overhead, which prints "
+                "its fit as JSON, got '{}'",
+                st->out.format));
+          if (st->quiet)
+            return fail(
+                "--summary-only: expected none with --fit-framework-overhead (it prints no "
+                "rows)");
           if (st->rows != "all" && st->rows != "fit")
             return fail(fmt::format(
                 "--rows: expected fit (or all) with --fit-framework-overhead, which fits on "

@@ -277,6 +277,14 @@ TEST_F(Cli, CalibrateFitsTheSystemOnItsOwnRows) {
   EXPECT_NE(none.err.find("--rows: no rows of --system polaris to fit on"), std::string::npos)
       << none.err;
   EXPECT_FALSE(fs::exists(dir_ / "p.json"));
+  // --fit-framework-overhead prints one JSON document: table flags are refused with it (they
+  // were accepted and ignored).
+  for (const std::string& flag : {"--format csv", "--summary-only"}) {
+    Outcome o2 = run("validate " + corpus + " --fit-framework-overhead " + flag);
+    EXPECT_EQ(o2.status, 2) << flag;
+    EXPECT_NE(o2.err.find(flag.substr(0, flag.find(' ')) + ": expected"), std::string::npos)
+        << o2.err;
+  }
 }
 
 // scale_effects lists the groups the plan has (a PP 1 plan listed a pipeline pair across two
