@@ -417,7 +417,9 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   if (p.zero && (*p.zero < 0 || *p.zero > 3))
     z.fail("stage", "0, 1, 2 or 3", std::to_string(*p.zero));
   bool fp16 = enabled(r, "fp16");
-  bool bf16 = enabled(r, "bf16");
+  // DeepSpeed's get_bfloat16_enabled reads "bf16" and its older spelling "bfloat16" (it was
+  // ignored: the plan ran in fp32, found by probing, 2026-11-30).
+  bool bf16 = enabled(r, "bf16") || enabled(r, "bfloat16");
   if (fp16 && bf16) r.fail("bf16.enabled", "not both fp16 and bf16 enabled", "true");
   // DeepSpeed trains in fp32 unless fp16 or bf16 is enabled.
   p.precision = fp16 ? Precision::fp16 : bf16 ? Precision::bf16 : Precision::fp32;

@@ -816,7 +816,11 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                                   num(*in.zero_allgather_bucket)));
     plan.zero_allgather_bucket = *in.zero_allgather_bucket;
   }
-  plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(true);
+  // DeepSpeed's overlap_comm defaults to on at stage 3 only (DeepSpeedZeroConfig
+  // overlap_comm_valid: stage == weights); it was on at every stage (found by probing,
+  // 2026-11-30). Elsewhere, as Megatron-LM's --overlap-grad-reduce and PyTorch's DDP/FSDP, on.
+  plan.overlap_grad_reduce = in.overlap_grad_reduce.value_or(
+      !(in.framework.value_or(Framework::none) == Framework::deepspeed && plan.zero < 3));
   plan.overlap_param_gather = in.overlap_param_gather.value_or(true);
   plan.rank_order = in.rank_order.value_or(RankOrder::tp_dp_pp);
   // The gradients' wire type first: Megatron's buffer holds its gradients in it

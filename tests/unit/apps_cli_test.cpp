@@ -301,6 +301,17 @@ TEST_F(Cli, ScaleEffectsListThePlansGroups) {
                   .contains("pipeline"));
 }
 
+// --scenario sets its runs: every scenario flag beside it is refused, the framework and
+// compression ones too (they were accepted and ignored, found by probing, 2026-11-30).
+TEST_F(Cli, ScenarioRefusesEveryPlanFlag) {
+  for (const std::string& flag : {"--tp 2", "--framework deepspeed", "--grad-compression onebit",
+                                  "--zero-quantized-weights"}) {
+    Outcome o = run("predict --scenario seeds " + flag);
+    EXPECT_EQ(o.status, 2) << flag;
+    EXPECT_NE(o.err.find("--scenario: cannot be combined with"), std::string::npos) << o.err;
+  }
+}
+
 TEST_F(Cli, DoesNotFitIsAWarningNotAnError) {
   Outcome r = run("describe --format json --model gpt3-175b --system thetagpu-tg40 --nodes 2");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -2,6 +2,7 @@
 // a plan; the presets themselves all load.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -201,6 +202,34 @@ TEST(Loaders, DeepSpeedConfig) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("gradient_accumulation_steps"), std::string::npos)
       << bad.error().message;
+}
+
+// DeepSpeed's own defaults and spellings (found by probing, 2026-11-30): "bfloat16" is the older
+// key of "bf16" (it was ignored: fp32), and overlap_comm is on by default at stage 3 only.
+TEST(Loaders, DeepSpeedDefaultsAndSpellings) {
+  const std::string dir = testing::scratch();
+  auto ds = [&](const std::string& text) {
+    const std::string f = dir + "ds.json";
+    std::ofstream(f) << text;
+    return load_deepspeed_config(f);
+  };
+  auto old = ds(R"({"bfloat16": {"enabled": true}, "zero_optimization": {"stage": 2}})");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(*old->precision, Precision::bf16);
+  for (int stage : {0, 1, 2, 3}) {
+    SCOPED_TRACE(stage);
+    PlanInput p = testing::plan(16);
+    p.framework = Framework::deepspeed;
+    p.zero = stage;
+    EXPECT_EQ(testing::scenario("gpt2-large", "dgx-a100-80gb", p).plan.overlap_grad_reduce,
+              stage == 3);
+    p.overlap_grad_reduce = true;  // "overlap_comm": true
+    EXPECT_TRUE(testing::scenario("gpt2-large", "dgx-a100-80gb", p).plan.overlap_grad_reduce);
+  }
+  // Commscope's own pattern and the other frameworks keep theirs: on.
+  PlanInput own = testing::plan(16);
+  own.zero = 1;
+  EXPECT_TRUE(testing::scenario("gpt2-large", "dgx-a100-80gb", own).plan.overlap_grad_reduce);
 }
 
 TEST(Loaders, DeepSpeedAutoLeavesFieldsUnset) {
