@@ -610,6 +610,10 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
     if (ec || size == 0 || ::access(o.data.c_str(), R_OK) != 0)
       return Error{
           fmt::format("--data: expected a readable, non-empty text file, got '{}'", o.data)};
+    // Byte-level tokens need 256 ids: here, not in the ranks behind Open MPI's banner.
+    if (o.model.vocab < 256)
+      return Error{fmt::format(
+          "--vocab: expected at least 256 with --data (byte-level tokens), got {}", o.model.vocab)};
   }
   // Pipeline messages are tagged by (virtual stage, micro-batch, direction); MPI guarantees
   // tags up to 32767.
@@ -623,7 +627,9 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   if (o.warmup < 0 || o.warmup >= o.steps)
     return Error{
         fmt::format("--warmup: expected 0 to steps - 1 = {}, got {}", o.steps - 1, o.warmup)};
-  if (!(o.lr > 0)) return Error{fmt::format("--lr: expected a positive number, got {}", o.lr)};
+  // (inf was taken: the loss went to NaN and the run exited 0, found by probing, 2026-11-30)
+  if (!(o.lr > 0) || !std::isfinite(o.lr))
+    return Error{fmt::format("--lr: expected a positive finite number, got {}", o.lr)};
   if (!(o.clip >= 0))
     return Error{fmt::format("--clip: expected 0 or a positive number, got {}", o.clip)};
   if (!(o.bucket_mb > 0))
@@ -640,6 +646,12 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
     return Error{fmt::format("--checkpoint-every: expected 0 or more, got {}", o.checkpoint_every)};
   if ((o.checkpoint_every > 0 || o.resume) && o.checkpoint_dir.empty())
     return Error{"--checkpoint: expected a folder with --checkpoint-every or --resume"};
+  // A folder alone wrote nothing, in silence (found by probing, 2026-11-30).
+  if (!o.checkpoint_dir.empty() && o.checkpoint_every == 0 && !o.resume)
+    return Error{fmt::format(
+        "--checkpoint-every: expected a step count K >= 1 with --checkpoint '{}' (or --resume), "
+        "got none",
+        o.checkpoint_dir)};
 
   // Memory, before anything is allocated.
   const double need = memory_per_rank_bytes(o, world);
@@ -664,6 +676,16 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   // Outputs, before training: a run must not train for an hour and then fail to write.
   if (!o.output.empty()) CS_RETURN_IF_ERROR(check_file("-o/--output", o.output));
   if (!o.trace.empty()) {
+    // One file per rank beside the given name: a device or FIFO cannot be written through, and
+    // /dev/null.rank0 was created in /dev (found by probing, 2026-11-30).
+    std::error_code tec;
+    const auto st = std::filesystem::status(o.trace, tec);
+    if (!tec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) &&
+        !std::filesystem::is_directory(st))
+      return Error{fmt::format(
+          "--trace: expected a file name or a folder (one trace per rank is written beside it), "
+          "got '{}', which is neither",
+          o.trace)};
     if (trace_is_folder(o.trace))
       CS_RETURN_IF_ERROR(check_folder("--trace", o.trace));
     else

@@ -1030,6 +1030,7 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
     e.start = task_start - t0_;
     e.dur = Gpt::now() - task_start;
     e.kind = EventKind::compute;
+    e.marker = true;  // (cat "range" in the trace: analyze counted it as compute)
     e.name = tl_.intern(task.backward ? "backward_step" : "forward_step");
     e.microbatch = mb;
     e.layer = task.chunk;

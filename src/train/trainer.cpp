@@ -489,7 +489,7 @@ Result<std::int64_t> Trainer::load() {
   const std::int64_t step = j["step"].get<std::int64_t>();
   const nlohmann::json want = manifest(step);
   for (const char* key :
-       {"ranks", "strategy", "seed", "layers", "hidden", "vocab", "seq", "global_batch"})
+       {"ranks", "strategy", "seed", "layers", "hidden", "heads", "vocab", "seq", "global_batch"})
     if (!j.contains(key) || j[key] != want[key])
       return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key,
                                j.value(key, nlohmann::json()).dump(), want[key].dump())};

@@ -126,6 +126,21 @@ TEST(TrainOptions, ValuesAreRefusedNotReadAsUnsetOrWrapped) {
     ASSERT_FALSE(o.ok()) << args[0] << " " << args[1];
     EXPECT_NE(o.error().message.find(want), std::string::npos) << o.error().message;
   }
+  // Checked with the rank count (validate): --lr inf trained into NaN with status 0; a
+  // --checkpoint folder alone wrote nothing; --trace /dev/null made /dev/null.rank0; --vocab
+  // below 256 with --data failed in the ranks (found by probing, 2026-11-30).
+  const std::string data = COMMSCOPE_SOURCE_DIR "/README.md";
+  for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--lr", "inf"}, "--lr: expected a positive finite number, got inf"},
+           {{"--checkpoint", "/tmp/commscope-no-every"}, "--checkpoint-every: expected a step"},
+           {{"--trace", "/dev/null"}, "--trace: expected a file name or a folder"},
+           {{"--data", data, "--vocab", "100"}, "--vocab: expected at least 256 with --data"}}) {
+    auto o = parse(args, nullptr);
+    ASSERT_TRUE(o.ok()) << args[0] << ": " << o.error().message;
+    Status st = validate(*o, 2, 1);
+    ASSERT_FALSE(st.ok()) << args[0];
+    EXPECT_NE(st.error().message.find(want), std::string::npos) << st.error().message;
+  }
   auto big = parse({"--seed", "18446744073709551615"}, nullptr);
   ASSERT_TRUE(big.ok()) << big.error().message;
   EXPECT_EQ(big->seed, 18446744073709551615u);

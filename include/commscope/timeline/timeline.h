@@ -37,6 +37,10 @@ struct Event {
   // comm: seconds this rank spent in the call before the transfer could begin, waiting for its
   // peers (a profiler records the kernel from start - wait to end; the causal view from start).
   double wait = 0;
+  // A range on a track of its own that marks work rather than doing it (the trainer's
+  // forward-/backward-step ranges): written to Chrome traces with cat "range", which no reader
+  // of a breakdown counts (analyze counted a pipeline run's ranges as compute).
+  bool marker = false;
   double end() const { return start + dur; }
 };
 
