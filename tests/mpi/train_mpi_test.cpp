@@ -346,6 +346,12 @@ TEST(Train, DamagedOrForeignCheckpointsAreRefused) {
   Outcome o = train(2, common + " --steps 4 --resume --seed 7");
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("seed is 1234, this run has 7"), std::string::npos) << o.err;
+  // Another head count: the DDP manifest was not compared on it (found by probing, 2026-11-30).
+  std::string eight = common;
+  eight.replace(eight.find("--heads 4"), 9, "--heads 8");
+  o = train(2, eight + " --steps 4 --resume");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("heads is 4, this run has 8"), std::string::npos) << o.err;
   // Another rank count.
   o = train(1, kSmall + "--steps 4 --warmup 1 --zero 1 --checkpoint " + dir + " --resume");
   EXPECT_NE(o.status, 0);
