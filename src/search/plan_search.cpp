@@ -133,12 +133,18 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.expert_tp.reset();
   in.stage_layers.reset();
   in.pipeline_layout.reset();  // the candidate's own split, not a fixed layout
-  if (p.first_layers > 0) {
+  in.first_stage_layers.reset();
+  in.last_stage_layers.reset();
+  if (p.first_layers > 0 && p.virtual_stages == 1) {
     in.first_stage_layers = p.first_layers;
     in.last_stage_layers = p.last_layers;
-  } else {
-    in.first_stage_layers.reset();
-    in.last_stage_layers.reset();
+  } else if (p.first_layers > 0) {
+    // Interleaved: only the first and the last *virtual* stage lighter, as a list (Megatron's
+    // first/last counts are the first and last rank's, over all of its chunks).
+    std::vector<int> split(static_cast<std::size_t>(p.pp * p.virtual_stages), p.middle_layers);
+    split.front() = p.first_layers;
+    split.back() = p.last_layers;
+    in.stage_layers = std::move(split);
   }
   in.dp.reset();
   in.nodes.reset();

@@ -143,19 +143,34 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     if (in.last_stage_layers && (last < 1 || last > layers))
       return bad("--decoder-last-pipeline-num-layers",
                  fmt::format("a layer count from 1 to the {} layers", layers), num(last));
+    // Megatron-Core (TransformerConfig, get_transformer_layer_offset): the counts are the first
+    // and the last pipeline *rank*'s layers, split evenly over its model chunks (so a multiple
+    // of the virtual stages); the remaining layers split evenly over the other ranks and their
+    // chunks. (They were put on the first and last virtual stage alone: with --vp the first
+    // rank's other chunks got a middle share, found by probing, 2026-11-30.)
+    const int v = plan.virtual_stages;
+    for (const auto& [f, count] : {std::pair{"--decoder-first-pipeline-num-layers", first},
+                                   std::pair{"--decoder-last-pipeline-num-layers", last}})
+      if (count > 0 && count % v != 0)
+        return bad(f,
+                   fmt::format("a layer count the {} virtual stages divide (the first or last "
+                               "pipeline rank's layers, split over its model chunks)",
+                               v),
+                   num(count));
     const int fixed = (first > 0 ? first : 0) + (last > 0 ? last : 0);
-    const int middle = n - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+    const int middle = plan.pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);  // ranks
     const int rest = layers - fixed;
-    // Megatron: the remaining layers split evenly over the other (virtual) stages.
-    if (rest < middle || (middle > 0 && rest % middle != 0) || (middle == 0 && rest != 0))
+    if (rest < middle * v || (middle > 0 && rest % (middle * v) != 0) || (middle == 0 && rest != 0))
       return bad(flag,
-                 fmt::format("first/last stage layers leaving the other {} stages an equal, "
-                             "positive share of the {} layers",
-                             middle, layers),
-                 fmt::format("{} layers left for {} stages", rest, middle));
-    split.assign(static_cast<std::size_t>(n), middle > 0 ? rest / middle : 0);
-    if (first > 0) split.front() = first;
-    if (last > 0) split.back() = last;
+                 fmt::format("first/last stage layers leaving the other {} pipeline stages x {} "
+                             "virtual an equal, positive share of the {} layers",
+                             middle, v, layers),
+                 fmt::format("{} layers left for {} stages x {} virtual", rest, middle, v));
+    split.assign(static_cast<std::size_t>(n), middle > 0 ? rest / (middle * v) : 0);
+    for (int c = 0; c < v; ++c) {  // chunk c of stage s: virtual stage c x PP + s
+      if (first > 0) split[static_cast<std::size_t>(c * plan.pp)] = first / v;
+      if (last > 0) split[static_cast<std::size_t>(c * plan.pp + plan.pp - 1)] = last / v;
+    }
   }
   long long sum = 0;
   for (std::size_t i = 0; i < split.size(); ++i) {

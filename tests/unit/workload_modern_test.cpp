@@ -653,6 +653,26 @@ TEST(UnevenStages, FirstLastAndListAgree) {
   EXPECT_TRUE(named(w.roles[7].chunks[0].forward, "cross_entropy").empty());
 }
 
+// With virtual stages, --decoder-first/last-pipeline-num-layers are the first and last pipeline
+// rank's layers, split evenly over its chunks, as Megatron-Core's get_transformer_layer_offset
+// places them; the other ranks' chunks share the rest evenly (they were put on the first and last
+// virtual stage alone, found by probing, 2026-11-30). 32 layers, PP 4 x VP 2, first 2: rank 0's
+// chunks 1 + 1, every other chunk 5.
+TEST(UnevenStages, FirstAndLastAreTheRanksOverTheirChunks) {
+  PlanInput p = plan(16, 1, 4, 1, 64);
+  p.virtual_stages = 2;
+  p.schedule = Schedule::interleaved;
+  p.first_stage_layers = 2;
+  const Scenario a = scenario("llama2-7b", "dgx-a100-80gb", p);
+  EXPECT_EQ(a.plan.stage_layers, (std::vector<int>{1, 5, 5, 5, 1, 5, 5, 5}));
+  p.last_stage_layers = 4;  // 26 left for 2 ranks x 2 chunks: no even share
+  EXPECT_NE(scenario_error("llama2-7b", "dgx-a100-80gb", p).find("2 pipeline stages x 2 virtual"),
+            std::string::npos);
+  p.last_stage_layers = 6;  // 24 left: 6 a chunk
+  const Scenario b = scenario("llama2-7b", "dgx-a100-80gb", p);
+  EXPECT_EQ(b.plan.stage_layers, (std::vector<int>{1, 6, 6, 3, 1, 6, 6, 3}));
+}
+
 // Llama 3 405B's interleaved layout (Meta 2024, section 3.3.2): the first model chunk of the
 // first stage holds only the embedding and the last chunk of the last stage only the output
 // projection and loss; here 16 stages x 8 chunks of one layer each, 126 layers + 2 such chunks.
@@ -791,11 +811,19 @@ TEST(UnevenStages, ImpossibleListsAreRefused) {
     p.first_stage_layers = 7;
   });
   EXPECT_NE(e.find("not both"), std::string::npos) << e;
+  // With virtual stages the counts are the first and last rank's, over their chunks, as in
+  // Megatron-Core: 7 is no multiple of 2 chunks; 14 each leaves 98 layers for 14 ranks x 2.
   e = err([](PlanInput& p) {
     p.virtual_stages = 2;
     p.first_stage_layers = p.last_stage_layers = 7;
-  });  // 112 layers left for 30 virtual stages
-  EXPECT_NE(e.find("leaving the other 30 stages an equal"), std::string::npos) << e;
+  });
+  EXPECT_NE(e.find("a layer count the 2 virtual stages divide"), std::string::npos) << e;
+  e = err([](PlanInput& p) {
+    p.virtual_stages = 2;
+    p.first_stage_layers = p.last_stage_layers = 14;
+  });
+  EXPECT_NE(e.find("leaving the other 14 pipeline stages x 2 virtual an equal"), std::string::npos)
+      << e;
   e = err([](PlanInput& p) {
     std::vector<int> v(16, 8);
     v[0] = v[15] = 7;
