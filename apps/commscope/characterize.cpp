@@ -59,93 +59,84 @@ Verb add_characterize(CLI::App& app) {
                 "network, no runs, no --emulate/--hostfile");
   auto no_progress = std::make_shared<bool>(false);
   cmd->add_flag("--no-progress", *no_progress, "no progress line on a terminal");
-  return {
-      cmd, [o, no_progress, cmd]() -> int {
-        // Given values are checked as given: 0 (and -1 for --warmup) also stand for "not
-        // given" in the options, so --micro-batch-size 0 ran at 4 (found by probing,
-        // 2026-11-30).
-        if (cmd->count("--steps") > 0 && o->steps < 1)
-          return fail(fmt::format("--steps: expected 2 to 10000, got {}", o->steps));
-        if (cmd->count("--micro-batch-size") > 0 && o->micro_batch < 1)
-          return fail(
-              fmt::format("--micro-batch-size: expected 1 to 4096, got {}", o->micro_batch));
-        if (cmd->count("--warmup") > 0 && o->warmup < 0)
-          return fail(fmt::format("--warmup: expected a non-negative integer, got {}", o->warmup));
-        if (o->out.empty()) o->out = "characterize-out";
-        o->progress = !*no_progress && ::isatty(STDERR_FILENO) == 1;
-        o->bin_dir = launch::self_dir();
+  return {cmd, [o, no_progress]() -> int {
+            if (o->out.empty()) o->out = "characterize-out";
+            o->progress = !*no_progress && ::isatty(STDERR_FILENO) == 1;
+            o->bin_dir = launch::self_dir();
 #ifdef COMMSCOPE_HAVE_TRAIN
-        o->measure_compute = [](const ModelSpec& m, int batch, int reps,
-                                int concurrency) -> Result<ComputeMeasurement> {
-          if (m.kind == ArchKind::t5) {  // T5's own kernels (t5.h)
-            CS_ASSIGN_OR_RETURN(train::T5Config t5, train::t5_config(m));
-            return train::measure_t5_compute(t5, batch, reps, concurrency);
-          }
-          CS_ASSIGN_OR_RETURN(train::GptConfig cfg, train::config_from_model(m));
-          return train::measure_compute(cfg, batch, reps, concurrency);
-        };
-        // As `commscope train` checks before it launches (train.cpp).
-        o->check_train = [](const std::vector<std::string>& args, int ranks) -> Status {
-          CLI::App flags_app;
-          TrainFlags f;
-          add_train_flags(flags_app, f);
-          std::vector<std::string> reversed(args.rbegin(), args.rend());
-          try {
-            flags_app.parse(reversed);
-          } catch (const CLI::ParseError& e) {
-            return Error{std::string("trainer flags: ") + e.what()};
-          }
-          CS_ASSIGN_OR_RETURN(train::TrainOptions t, train_options(f, nullptr));
-          return train::validate(t, ranks, ranks);
-        };
+            o->measure_compute = [](const ModelSpec& m, int batch, int reps,
+                                    int concurrency) -> Result<ComputeMeasurement> {
+              if (m.kind == ArchKind::t5) {  // T5's own kernels (t5.h)
+                CS_ASSIGN_OR_RETURN(train::T5Config t5, train::t5_config(m));
+                return train::measure_t5_compute(t5, batch, reps, concurrency);
+              }
+              CS_ASSIGN_OR_RETURN(train::GptConfig cfg, train::config_from_model(m));
+              return train::measure_compute(cfg, batch, reps, concurrency);
+            };
+            // As `commscope train` checks before it launches (train.cpp).
+            o->check_train = [](const std::vector<std::string>& args, int ranks) -> Status {
+              CLI::App flags_app;
+              TrainFlags f;
+              add_train_flags(flags_app, f);
+              std::vector<std::string> reversed(args.rbegin(), args.rend());
+              try {
+                flags_app.parse(reversed);
+              } catch (const CLI::ParseError& e) {
+                return Error{std::string("trainer flags: ") + e.what()};
+              }
+              CS_ASSIGN_OR_RETURN(train::TrainOptions t, train_options(f, nullptr));
+              return train::validate(t, ranks, ranks);
+            };
 #endif
-        if (Status s = launch::check_characterize_options(*o); !s.ok())
-          return fail(s.error().message);
-        auto doc = launch::characterize(*o, stderr);
-        if (!doc.ok()) return fail(doc.error().message);
-        if (o->compute_only) {
-          const auto& c = (*doc)["compute"]["systems"]["1"];
-          return emit(
-              fmt::format("# commscope characterize --compute-only: {}/{} (GEMM "
-                          "{:.4f} TFLOP/s; micro-batch compute measured {:.4f} s, "
-                          "fitted {:.4f} s)\n",
-                          o->out, c["file"].get<std::string>(), c["gemm_tflops"].get<double>(),
-                          c["measured_compute_s"].get<double>(),
-                          c["predicted_compute_s"].get<double>()),
-              "");
-        }
-        // The report of the folder, as `commscope report DIR` writes it.
-        const std::string report = (std::filesystem::path(o->out) / "report.html").string();
-        auto page = html::render_characterize_dir(o->out);
-        if (!page.ok()) return fail(page.error().message);
-        if (Status s = write_file_atomic(report, *page); !s.ok()) return fail(s.error().message);
-        const auto& sum = (*doc)["summary"];
-        std::string text = fmt::format(
-            "# commscope characterize: {} runs in {}; iteration time error: mean {:.1f}%, "
-            "max {:.1f}% (with each run's kernels timed just before it: mean {:.1f}%); per "
-            "collective, mean over ranks: {:.1f}% (profiler's view, waits included: {:.1f}%; "
-            "weighted by time: {:.1f}%)\n",
-            sum["runs"].get<int>(), o->out, sum["iteration_mape_pct"].get<double>(),
-            sum["iteration_max_error_pct"].get<double>(),
-            sum["run_kernels_iteration_mape_pct"].get<double>(),
-            sum["collective_mape_pct"].get<double>(),
-            sum["collective_profiler_mape_pct"].get<double>(),
-            sum["collective_weighted_error_pct"].get<double>());
-        text += fmt::format("# {:<28} {:>12} {:>12} {:>8}\n", "run", "measured ms", "predicted ms",
-                            "err %");
-        for (const auto& r : (*doc)["runs"])
-          text += fmt::format("# {:<28} {:>12.2f} {:>12.2f} {:>8.1f}\n", r["id"].get<std::string>(),
+            if (Status s = launch::check_characterize_options(*o); !s.ok())
+              return fail(s.error().message);
+            auto doc = launch::characterize(*o, stderr);
+            if (!doc.ok()) return fail(doc.error().message);
+            if (o->compute_only) {
+              const auto& c = (*doc)["compute"]["systems"]["1"];
+              return emit(
+                  fmt::format("# commscope characterize --compute-only: {}/{} (GEMM "
+                              "{:.4f} TFLOP/s; micro-batch compute measured {:.4f} s, "
+                              "fitted {:.4f} s)\n",
+                              o->out, c["file"].get<std::string>(), c["gemm_tflops"].get<double>(),
+                              c["measured_compute_s"].get<double>(),
+                              c["predicted_compute_s"].get<double>()),
+                  "");
+            }
+            // The report of the folder, as `commscope report DIR` writes it.
+            const std::string report = (std::filesystem::path(o->out) / "report.html").string();
+            auto page = html::render_characterize_dir(o->out);
+            if (!page.ok()) return fail(page.error().message);
+            if (Status s = write_file_atomic(report, *page); !s.ok())
+              return fail(s.error().message);
+            const auto& sum = (*doc)["summary"];
+            std::string text = fmt::format(
+                "# commscope characterize: {} runs in {}; iteration time error: mean {:.1f}%, "
+                "max {:.1f}% (with each run's kernels timed just before it: mean {:.1f}%); per "
+                "collective, mean over ranks: {:.1f}% (profiler's view, waits included: {:.1f}%; "
+                "weighted by time: {:.1f}%)\n",
+                sum["runs"].get<int>(), o->out, sum["iteration_mape_pct"].get<double>(),
+                sum["iteration_max_error_pct"].get<double>(),
+                sum["run_kernels_iteration_mape_pct"].get<double>(),
+                sum["collective_mape_pct"].get<double>(),
+                sum["collective_profiler_mape_pct"].get<double>(),
+                sum["collective_weighted_error_pct"].get<double>());
+            text += fmt::format("# {:<28} {:>12} {:>12} {:>8}\n", "run", "measured ms",
+                                "predicted ms", "err %");
+            for (const auto& r : (*doc)["runs"])
+              text +=
+                  fmt::format("# {:<28} {:>12.2f} {:>12.2f} {:>8.1f}\n", r["id"].get<std::string>(),
                               r["measured"]["iteration_s"].get<double>() * 1e3,
                               r["predicted"]["iteration_s"].get<double>() * 1e3,
                               r["iteration_error_pct"].get<double>());
-        for (const auto& p : (*doc)["projection"])
-          text += fmt::format("# projection {:<28} from {:<20} err {:.1f}% (simulation {:.1f}%)\n",
-                              p["run"].get<std::string>(), p["base_run"].get<std::string>(),
-                              p["projection_error_pct"].get<double>(),
-                              p["simulation_error_pct"].get<double>());
-        text += fmt::format("# report: {}\n", report);
-        return emit(text, "");
-      }};
+            for (const auto& p : (*doc)["projection"])
+              text += fmt::format(
+                  "# projection {:<28} from {:<20} err {:.1f}% (simulation {:.1f}%)\n",
+                  p["run"].get<std::string>(), p["base_run"].get<std::string>(),
+                  p["projection_error_pct"].get<double>(), p["simulation_error_pct"].get<double>());
+            text += fmt::format("# report: {}\n", report);
+            return emit(text, "");
+          }};
 }
 
 }  // namespace commscope::cli

@@ -213,9 +213,9 @@ Settings settings_of(const CharacterizeOptions& o) {
     if (auto st = parse_strategy(name)) s.strategies.push_back(*st);
   // The default mode's figures keep it under 30 minutes on a 2-core host shared with other
   // work (docs/characterize.md, "Time").
-  s.steps = o.steps > 0 ? o.steps : (o.quick ? 5 : 8);
-  s.warmup = o.warmup >= 0 ? o.warmup : (o.quick ? 2 : 3);
-  s.micro_batch = o.micro_batch > 0 ? o.micro_batch : 4;
+  s.steps = o.steps.value_or(o.quick ? 5 : 8);
+  s.warmup = o.warmup.value_or(o.quick ? 2 : 3);
+  s.micro_batch = o.micro_batch.value_or(4);
   s.bench_iters = o.quick ? 8 : 10;
   s.bench_warmup = o.quick ? 1 : 2;
   s.compute_reps = o.quick ? 10 : 20;
@@ -594,11 +594,6 @@ Status check_characterize_options(const CharacterizeOptions& o) {
                      ? "--emulate/--hostfile: expected one of them (emulated nodes on this "
                        "machine, or the cluster's hostfile), got neither"
                      : "--emulate/--hostfile: expected one of them, got both"};
-  // Given values are checked as given (settings_of takes 0 for "by --quick"): a negative one
-  // was silently replaced by the default.
-  if (o.steps < 0) return Error{fmt::format("--steps: expected 2 to 10000, got {}", o.steps)};
-  if (o.micro_batch < 0)
-    return Error{fmt::format("--micro-batch-size: expected 1 to 4096, got {}", o.micro_batch)};
   if (!o.hostfile.empty()) {
     if (Status st = check_regular_file(o.hostfile); !st.ok())
       return Error{fmt::format("--hostfile: {}", st.error().message)};
@@ -630,8 +625,8 @@ Status check_characterize_options(const CharacterizeOptions& o) {
           st.name, st.model_parallel())};
   if (s.steps < 2 || s.steps > 10000)
     return Error{fmt::format("--steps: expected 2 to 10000, got {}", s.steps)};
-  if (o.warmup < -1 || s.warmup < 0)
-    return Error{fmt::format("--warmup: expected a non-negative integer, got {}", o.warmup)};
+  if (s.warmup < 0)
+    return Error{fmt::format("--warmup: expected a non-negative integer, got {}", s.warmup)};
   if (s.warmup >= s.steps)
     return Error{
         fmt::format("--warmup: expected at most --steps - 1 = {}, got {}", s.steps - 1, s.warmup)};

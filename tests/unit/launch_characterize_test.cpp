@@ -244,7 +244,7 @@ TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
   o.steps = 3;
   o.micro_batch = -5;
   EXPECT_EQ(msg(), "--micro-batch-size: expected 1 to 4096, got -5");
-  o.micro_batch = 0;
+  o.micro_batch.reset();
   o.emulate = {};
   o.hostfile = commscope::testing::scratch() + "no-such-hostfile";
   EXPECT_EQ(msg().rfind("--hostfile: ", 0), 0u) << msg();

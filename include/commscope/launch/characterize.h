@@ -36,10 +36,11 @@ struct CharacterizeOptions {
   std::string model = "gpt2-tiny-cpu";
   std::vector<int> ranks;               // empty: {2, 4}
   std::vector<std::string> strategies;  // empty: kDefaultStrategies
-  int steps = 0, warmup = -1;           // 0/-1: by --quick
-  int micro_batch = 0;                  // 0: by --quick
-  bool progress = false;                // one updating line on `progress_to`
-  std::string bin_dir;                  // where commscope-bench and commscope-train are
+  // Unset: by --quick. A value given is checked as given (a 0 that stood for "unset" ran at
+  // the default).
+  std::optional<int> steps, warmup, micro_batch;
+  bool progress = false;  // one updating line on `progress_to`
+  std::string bin_dir;    // where commscope-bench and commscope-train are
   // Step 2's measurement (the gpt library, which this layer does not link): the model's
   // kernels at `batch`, `reps` repetitions, `concurrency` processes at once.
   std::function<Result<ComputeMeasurement>(const ModelSpec&, int batch, int reps, int concurrency)>
