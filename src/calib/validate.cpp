@@ -170,21 +170,36 @@ std::array<double, N> nelder_mead(const std::array<double, N>& x0, Step step, do
 }
 }  // namespace
 
+namespace {
+// The fits' objective: the mean |log(predicted / measured)| of a calibration over the runs, each
+// file weighing the same, so that 109 multi-node runs are not drowned by 1,440 single-node ones.
+class MeanLogError {
+ public:
+  explicit MeanLogError(const std::vector<const PreparedRun*>& runs) : runs_(runs) {
+    for (const auto* r : runs) per_file_[r->source]++;
+  }
+  double operator()(const Calibration& c) const {
+    double s = 0;
+    for (const auto* r : runs_)
+      s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) /
+           static_cast<double>(per_file_.at(r->source));
+    return s / static_cast<double>(std::max<std::size_t>(per_file_.size(), 1));
+  }
+
+ private:
+  const std::vector<const PreparedRun*>& runs_;
+  std::map<std::string, std::size_t> per_file_;
+};
+}  // namespace
+
 Calibration fit_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
                             int max_evaluations, const std::function<void(int, double)>& progress) {
   int evaluations = 0;
   double best_seen = 1e300;
-  // Each file weighs the same, so that 109 multi-node runs are not drowned by 1,440 single-node
-  // ones.
-  std::map<std::string, std::size_t> per_file;
-  for (const auto* r : runs) per_file[r->source]++;
+  const MeanLogError score(runs);
   auto objective = [&](const Vec& x) {
-    Calibration c = decode(x, start);
-    double s = 0;
-    for (const auto* r : runs)
-      s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) / per_file[r->source];
     ++evaluations;
-    double f = s / std::max<std::size_t>(per_file.size(), 1);
+    double f = score(decode(x, start));
     if (f < best_seen) {
       best_seen = f;
       if (progress) progress(evaluations, f);
@@ -234,15 +249,7 @@ Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs,
                                     const std::function<void(int, double)>& progress) {
   int evaluations = 0;
   double best_seen = 1e300;
-  std::map<std::string, std::size_t> per_file;
-  for (const auto* r : runs) per_file[r->source]++;
-  // The mean |log error| of a calibration, each file weighing alike.
-  auto score = [&](const Calibration& c) {
-    double s = 0;
-    for (const auto* r : runs)
-      s += std::fabs(std::log(predicted_time(*r, c) / r->measured_s)) / per_file[r->source];
-    return s / std::max<std::size_t>(per_file.size(), 1);
-  };
+  const MeanLogError score(runs);
   auto objective = [&](const CVec& x) {
     Calibration c = decode_compute(x, start, b);
     if (b.hold_gemm_shape)
