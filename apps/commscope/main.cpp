@@ -70,8 +70,9 @@ Status check_outputs(const std::vector<std::pair<std::string, std::string>>& out
     if (!ec && fs::exists(st) && !fs::is_regular_file(st)) continue;  // a device or FIFO
     const fs::path same = fs::weakly_canonical(fs::absolute(path), ec);
     if (ec) continue;
+    // the same path, or two names of one existing file (a hard link)
     for (const auto& [other_flag, other] : files)
-      if (other == same)
+      if (other == same || fs::equivalent(other, same, ec))
         return Error{
             fmt::format("{}: expected a file other than {}'s, got '{}' (both would be "
                         "written there, one lost)",
@@ -185,12 +186,12 @@ int run(int argc, char** argv) {
     if (msg.rfind(prefix, 0) == 0 && eq != std::string::npos) {
       const std::string flag = msg.substr(prefix.size(), eq - prefix.size());
       std::string expected = "a number";
+      const std::string value = msg.substr(eq + 3);
+      const bool digits =
+          !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
       for (const auto& v : verbs)
         if (const CLI::Option* o = v.command->get_option_no_throw(flag)) {
           const std::string type = o->get_type_name();
-          const std::string value = msg.substr(eq + 3);
-          const bool digits =
-              !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
           if (type == "INT")  // a whole number too large says so (it said "an integer")
             expected =
                 digits ? "a smaller integer (this one is out of the flag's range)" : "an integer";
@@ -201,7 +202,7 @@ int run(int argc, char** argv) {
           else if (type == "BOOLEAN")
             expected = "true or false";
         }
-      return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, msg.substr(eq + 3)));
+      return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, value));
     }
     return fail(where + msg);
   } catch (const CLI::ValidationError& e) {
@@ -218,7 +219,7 @@ int run(int argc, char** argv) {
     if (extra.empty()) extra = app.remaining();
     if (extra.empty()) return fail(where + one_line(e.what()) + " (see --help)");
     return fail(fmt::format("{}expected flags this verb has (see --help), got '{}'", where,
-                            fmt::format("{}", fmt::join(extra, " "))));
+                            fmt::join(extra, " ")));
   } catch (const CLI::ParseError& e) {
     return fail(where + one_line(e.what()) + " (see --help)");
   }

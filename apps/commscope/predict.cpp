@@ -27,8 +27,8 @@ int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format form
   for (const char* other : {"--trace", "--scaling", "--sort", "--top"})
     if (cmd.count(other) > 0)
       return fail(fmt::format("--scenario: cannot be combined with {}", other));
-  if (Status s = html_path.empty() ? Status{} : check_output_path(html_path); !s.ok())
-    return fail("--html: " + s.error().message);
+  if (Status s = check_outputs({{"-o/--output", path}, {"--html", html_path}}); !s.ok())
+    return fail(s.error().message);
   auto scenario = load_seeds_scenario(name);
   if (!scenario) return fail(scenario.error().message);
   auto result = predict_seeds(*scenario);

@@ -233,6 +233,18 @@ TEST_F(Cli, OutputsAreCheckedFirstAndDistinct) {
     EXPECT_EQ(lines(o.err), 1) << o.err;
     EXPECT_FALSE(fs::exists(same)) << args;
   }
+  // Two names of one existing file (a hard link) are one file; so are --scenario's outputs.
+  const fs::path a = dir_ / "a.json", b = dir_ / "b.json";
+  std::ofstream(a) << "kept";
+  fs::create_hard_link(a, b);
+  for (const std::string& args :
+       {"predict -o " + a.string() + " --trace " + b.string(),
+        "predict --scenario seeds -o " + a.string() + " --html " + b.string()}) {
+    Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << args;
+    EXPECT_NE(o.err.find("expected a file other than -o/--output's"), std::string::npos) << o.err;
+    EXPECT_EQ(slurp(a), "kept");
+  }
   // A device takes both.
   EXPECT_EQ(run("predict -o /dev/null --trace /dev/null").status, 0);
 }
