@@ -184,8 +184,8 @@ Result<BenchSweep> check_bench_flags(const BenchFlags& f, int ranks) {
                                                  Collective::all_to_all) == s.collectives.end())))
     return Error{
         fmt::format("--routing: expected all_to_all among the collectives it shapes ({}), got '{}'",
-                    f.p2p ? "--p2p runs none"
-                          : "--collectives " + fmt::format("{}", fmt::join(f.collectives, ",")),
+                    f.p2p ? std::string("--p2p runs none")
+                          : fmt::format("--collectives {}", fmt::join(f.collectives, ",")),
                     f.routing)};
   if (f.window < 1 || f.window > 1024)
     return Error{fmt::format("--window: expected 1 to 1024 messages, got {}", f.window)};

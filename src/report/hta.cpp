@@ -245,7 +245,6 @@ nlohmann::json pct_or_null(double x) {
 nlohmann::json hta_json(const std::vector<HtaBreakdown>& ranks) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : ranks) {
-    const double ov = r.overlap_pctg();
     j.push_back({{"rank", r.rank},
                  {"file", r.file},
                  {"idle_time_us", r.idle_us},
@@ -255,7 +254,7 @@ nlohmann::json hta_json(const std::vector<HtaBreakdown>& ranks) {
                  {"idle_time_pctg", pct_or_null(r.idle_pctg())},
                  {"compute_time_pctg", pct_or_null(r.compute_pctg())},
                  {"non_compute_time_pctg", pct_or_null(r.non_compute_pctg())},
-                 {"comp_comm_overlap_pctg", std::isnan(ov) ? nlohmann::json() : nlohmann::json(ov)},
+                 {"comp_comm_overlap_pctg", pct_or_null(r.overlap_pctg())},
                  {"events", r.events},
                  {"last_step_dropped", r.last_step_dropped}});
   }

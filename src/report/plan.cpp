@@ -221,9 +221,11 @@ std::string heading(const PlanReport& r) {
   if (!s.top.empty() && s.top.front().result.headroom > 0) {
     // per system where a what-if varies it (a percentage keeps a different size free on each)
     std::vector<std::string> parts;
-    for (const auto& w : r.what_if_kind == "system" ? r.options : std::vector{r.options.front()}) {
-      if (w.result.top.empty()) continue;
-      const auto& e = w.result.top.front().result;
+    const std::size_t shown = r.what_if_kind == "system" ? r.options.size() : 1;
+    for (std::size_t i = 0; i < shown; ++i) {
+      const auto& top = r.options[i].result.top;
+      if (top.empty()) continue;
+      const auto& e = top.front().result;
       parts.push_back(fmt::format("{} of {}", human_bytes(Bytes(e.headroom)),
                                   human_bytes(Bytes(e.gpu_memory))));
     }
