@@ -799,11 +799,12 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   }
   // Buckets: each one collective, so the model's parameters in at most kMaxBuckets of them
   // (an allgather_bucket_size of 1 built 6.7e9 collectives for Llama 2 7B and ran out of memory).
-  const double most_params = parameters_at_most(model);
-  const double least_bucket = std::ceil(most_params / static_cast<double>(limits::kMaxBuckets));
-  auto few_enough = [&](const char* field, double elements, const std::string& got) -> Status {
+  // (the model's size over-counted only where a bucket is given: resolve is on the sweeps' path)
+  auto few_enough = [&](const char* field, double elements, const std::string& got,
+                        bool mib = false) -> Status {
+    const double most_params = parameters_at_most(model);
+    const double least_bucket = std::ceil(most_params / static_cast<double>(limits::kMaxBuckets));
     if (elements >= least_bucket) return {};
-    const bool mib = std::string_view(field) == "--ddp-bucket-size";  // fp32: 4 bytes an element
     return bad(field,
                fmt::format("at least {} (the model's about {:.3g} parameters in at most {} "
                            "buckets, commscope's limit)",
@@ -813,8 +814,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                got);
   };
   if (in.ddp_bucket_mb)
-    CS_RETURN_IF_ERROR(few_enough("--ddp-bucket-size", plan.ddp_bucket.value() / 4,
-                                  fmt::format("{} MiB", *in.ddp_bucket_mb)));
+    CS_RETURN_IF_ERROR(few_enough("--ddp-bucket-size", plan.ddp_bucket.value() / 4,  // fp32
+                                  fmt::format("{} MiB", *in.ddp_bucket_mb), /*mib=*/true));
   if (in.zero_reduce_bucket) {
     if (*in.zero_reduce_bucket < 1)
       return bad("reduce_bucket_size", "a positive element count", num(*in.zero_reduce_bucket));
