@@ -1019,27 +1019,29 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     // profiler's view as communication (they were booked as exposed: more exposed time than
     // the one group's, found by probing, 2026-11-30); at most the communication booked as
     // overlapped
+    // The tails: the last backwards that end the stage's tasks (found once, used twice).
+    thread_local std::vector<const Breakdown*> tails;
+    tails.clear();
     double tail_idle = 0;
     for (const auto& t : order[s])
-      if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s])
-        tail_idle = std::max(tail_idle, runs_of(s, t.chunk).bwd_last_tail.idle);
+      if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s]) {
+        tails.push_back(&runs_of(s, t.chunk).bwd_last_tail);
+        tail_idle = std::max(tail_idle, tails.back()->idle);
+      }
     const double tail_wait =
         std::min(std::max(0.0, ready[s] - last_task_end[s] - tail_idle), b.overlapped);
     // (that straggler wait is idle, but no pipeline bubble)
     const double tail_stragglers = std::min(tail_idle, std::max(0.0, ready[s] - last_task_end[s]));
     b.overlapped -= tail_wait;
     b.exposed += tail_wait;
-    for (const auto& t : order[s])
-      if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s]) {
-        runs_of(s, t.chunk)
-            .bwd_last_tail.by_group.for_each([&](CommGroup g, const CommShare& share) {
-              b.by_group[g].exposed += std::min(share.total, tail_wait);
-            });
-        runs_of(s, t.chunk)
-            .bwd_last_tail.by_collective.for_each([&](Collective c, const CommShare& share) {
-              b.by_collective[c].exposed += std::min(share.total, tail_wait);
-            });
-      }
+    for (const Breakdown* tail : tails) {
+      tail->by_group.for_each([&](CommGroup g, const CommShare& share) {
+        b.by_group[g].exposed += std::min(share.total, tail_wait);
+      });
+      tail->by_collective.for_each([&](Collective c, const CommShare& share) {
+        b.by_collective[c].exposed += std::min(share.total, tail_wait);
+      });
+    }
     // Interleaved chunks' parameter gathers, dispatched ahead: each chunk's all of them, the
     // part its first forward waited for exposed (as the tail's wait), the rest hidden.
     double gather_wait = 0;
