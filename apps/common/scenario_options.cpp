@@ -530,6 +530,29 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   add_modern_training_options(cmd, o, g_plan, g_batch);
 }
 
+namespace {
+// A ds_config.json's batch fields beside the batch flags. Flags win: of train_batch_size,
+// train_micro_batch_size_per_gpu and gradient_accumulation_steps two fix the third, so the
+// file's fields give way, the accumulation first and the global batch last, until the flags and
+// the file name at most two of them (--micro-batch-size 8 keeps the file's train_batch_size and
+// drops its accumulation).
+void deepspeed_batch(PlanInput& ds, bool micro_flag, bool global_flag, bool accum_flag) {
+  const int flags = int{micro_flag} + int{global_flag} + int{accum_flag};
+  if (flags == 0) return;
+  if (micro_flag) ds.micro_batch.reset();
+  if (global_flag) ds.global_batch.reset();
+  if (accum_flag) ds.grad_accum.reset();
+  int named = flags;
+  for (std::optional<std::int64_t>* field : {&ds.global_batch, &ds.micro_batch, &ds.grad_accum})
+    if (field->has_value()) {
+      if (named < 2)
+        ++named;
+      else
+        field->reset();
+    }
+}
+}  // namespace
+
 Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   ScenarioInput in = default_scenario_input();
   PlanInput flags = o.flags;
@@ -537,9 +560,12 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (!o.gpus.empty() || !o.dp.empty()) in.plan.nodes.reset();
   if (!o.torchtitan_config.empty() && !o.deepspeed_config.empty())
     return Error{"--torchtitan-config: expected it or --deepspeed-config, got both"};
+  bool micro_given = !o.micro_batch.empty();
   if (!o.deepspeed_config.empty()) {
     CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config));
+    deepspeed_batch(ds, !o.micro_batch.empty(), !o.global_batch.empty(), !o.grad_accum.empty());
     in.plan.merge(ds);
+    micro_given = micro_given || ds.micro_batch.has_value();
   }
   // A torchtitan job file: its model (unless --model names one) and plan; its batch gives way
   // to --micro-batch-size or --global-batch-size.
@@ -554,6 +580,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     in.plan.merge(job.plan);
     in.model = job.model;
     file_accum = job.plan.grad_accum.has_value();
+    micro_given = micro_given || job.plan.micro_batch.has_value();
     for (const std::string& note : job.notes)
       fmt::print(stderr, "commscope: note: {}: {}\n", o.torchtitan_config, note);
   }
@@ -700,6 +727,17 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   in.plan.merge(flags);
   if (file_accum && (!o.micro_batch.empty() || !o.global_batch.empty()) && o.grad_accum.empty())
     in.plan.grad_accum.reset();
+  // A micro-batch no flag or file names, beside a global batch and an accumulation that fix it,
+  // is derived (resolve_scenario: global batch / (accumulation x DP), as DeepSpeed derives it),
+  // not the default's 4.
+  const bool global_known = in.plan.global_batch || !o.global_batch.empty();
+  const bool accum_known = in.plan.grad_accum || !o.grad_accum.empty();
+  // Under a ds_config.json, DeepSpeed's own rule (deepspeed/runtime/config.py,
+  // _set_batch_related_parameters): a global batch alone means one accumulation step.
+  if (!o.deepspeed_config.empty() && !micro_given && global_known && !accum_known)
+    in.plan.grad_accum = 1;
+  if (!micro_given && global_known && (accum_known || in.plan.grad_accum))
+    in.plan.micro_batch.reset();
 
   // The sweep's size before it is built: the product of the comma lists' lengths.
   double plans = 1;

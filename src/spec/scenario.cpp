@@ -688,6 +688,18 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
 
   // ---- batch ----
   plan.micro_batch = in.micro_batch.value_or(1);
+  // No micro-batch, but a global batch and an accumulation: the micro-batch they fix, as
+  // DeepSpeed derives train_micro_batch_size_per_gpu (deepspeed/runtime/config.py).
+  if (!in.micro_batch && in.global_batch && in.grad_accum && *in.grad_accum >= 1) {
+    const std::int64_t per_micro = *in.grad_accum * plan.dp;
+    if (*in.global_batch < 1 || *in.global_batch % per_micro != 0)
+      return bad("--global-batch-size",
+                 fmt::format("a multiple of gradient accumulation x data-parallel size = {} x {} "
+                             "= {} (no micro-batch given: it is derived from them)",
+                             *in.grad_accum, plan.dp, per_micro),
+                 num(*in.global_batch));
+    plan.micro_batch = *in.global_batch / per_micro;
+  }
   if (plan.micro_batch < 1)
     return bad("--micro-batch-size", "a positive integer", num(plan.micro_batch));
   if (plan.micro_batch * model.seq_length > limits::kMaxTokensPerMicroBatch)  // messages only then

@@ -3,10 +3,14 @@
 #include "commscope/spec/torchtitan_config.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -112,6 +116,228 @@ class Fields {
 constexpr std::initializer_list<const char*> kParallel = {"parallelism", "training",
                                                           "experimental"};
 
+// The keys of those tables that set commscope's plan: a key one or two letters from one of them
+// that is none of them is a misspelling, which torchtitan refuses and which would otherwise
+// leave the plan at its default (a misspelt tensor_parallel_degree gave TP 1).
+constexpr std::array<std::string_view, 16> kPlanKeys = {"data_parallel_degree",
+                                                        "data_parallel_replicate_degree",
+                                                        "data_parallel_shard_degree",
+                                                        "tensor_parallel_degree",
+                                                        "pipeline_parallel_degree",
+                                                        "context_parallel_degree",
+                                                        "expert_parallel_degree",
+                                                        "expert_tensor_parallel_degree",
+                                                        "pipeline_parallel_schedule",
+                                                        "pipeline_parallel_microbatch_size",
+                                                        "pipeline_parallel_microbatches",
+                                                        "pipeline_parallel_layers_per_stage",
+                                                        "local_batch_size",
+                                                        "global_batch_size",
+                                                        "seq_len",
+                                                        "batch_size"};
+
+// torchtitan's other [parallelism] fields (torchtitan/config/job_config.py, class Parallelism,
+// 2025, with later additions): read by torchtitan, not by commscope.
+constexpr std::array<std::string_view, 13> kOtherParallelismKeys = {
+    "enable_compiled_autograd",
+    "fsdp_reshard_after_forward",
+    "disable_loss_parallel",
+    "enable_async_tensor_parallel",
+    "pipeline_parallel_split_points",
+    "pipeline_parallel_schedule_csv",
+    "pipeline_parallel_first_stage_less_layers",
+    "pipeline_parallel_last_stage_less_layers",
+    "module_fqns_per_model_part",
+    "context_parallel_rotate_method",
+    "expert_parallel_comm_backend",
+    "context_parallel_load_balancer",
+    "pipeline_parallel_expert_parallel_overlap"};
+
+// Levenshtein distance, stopping at `cap` (enough to tell "one or two letters" apart).
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t cap) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > cap) return cap + 1;
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Refuses a key of [parallelism], [training] or [experimental] that misspells a plan key, and
+// notes the [parallelism] keys that are neither commscope's nor torchtitan's.
+Status check_parallel_keys(const toml::table& t, const std::string& path,
+                           std::vector<std::string>& notes) {
+  auto in = [](const auto& list, std::string_view key) {
+    return std::find(list.begin(), list.end(), key) != list.end();
+  };
+  for (const char* table : kParallel) {
+    const toml::table* sub = t[table].as_table();
+    if (!sub) continue;
+    for (const auto& [k, node] : *sub) {
+      const std::string_view key = k.str();
+      if (in(kPlanKeys, key) || in(kOtherParallelismKeys, key)) continue;
+      for (std::string_view plan_key : kPlanKeys)
+        if (edit_distance(key, plan_key, 2) <= 2)
+          return Error{fmt::format(
+              "{}: [{}] {}: expected a torchtitan field (did you mean {}?), got an unknown key "
+              "(torchtitan refuses it; read as written, the plan would keep {}'s default)",
+              path, table, key, plan_key, plan_key)};
+      if (std::string_view(table) == "parallelism")
+        notes.push_back(fmt::format("[parallelism] {}: not a field commscope knows; ignored", key));
+    }
+  }
+  return {};
+}
+
+// The model chunks a pipeline rank holds and the layers of each stage, as torchtitan's
+// pipeline_llm splits them (torchtitan/distributed/pipeline_parallel.py, 2025):
+// `pipeline_parallel_layers_per_stage` k gives ceil((layers + first weight + last weight) / k)
+// stages, which PP must divide, one a rank for 1F1B and GPipe, two or more for Interleaved1F1B
+// (two without k); the stages take the layers in model order, the embedding weighing
+// `pipeline_parallel_first_stage_less_layers` layers (default 1) on the first and the norm and
+// output `pipeline_parallel_last_stage_less_layers` (default 1) on the last, the remainder one
+// more layer to each of the first stages (generate_llm_fqn_per_model_part). Explicit
+// `module_fqns_per_model_part` or `pipeline_parallel_split_points` ("layers.N") give the split
+// themselves. A 2024 file (no [parallelism] table) is split evenly, as torchtitan did then.
+// Returns the stages a rank holds; sets plan.stage_layers where the split is uneven.
+Result<int> torchtitan_stages(const Fields& f, const toml::table& t, int layers, std::int64_t pp,
+                              bool single, PlanInput& plan) {
+  const bool layout_2025 = t["parallelism"].as_table() != nullptr;
+  CS_ASSIGN_OR_RETURN(auto per_stage,
+                      f.integer(kParallel, "pipeline_parallel_layers_per_stage", 1, {}, layers));
+  CS_ASSIGN_OR_RETURN(
+      auto first_weight,
+      f.integer(kParallel, "pipeline_parallel_first_stage_less_layers", 0, {}, layers));
+  CS_ASSIGN_OR_RETURN(
+      auto last_weight,
+      f.integer(kParallel, "pipeline_parallel_last_stage_less_layers", 0, {}, layers));
+  CS_ASSIGN_OR_RETURN(auto points, f.strings(kParallel, "pipeline_parallel_split_points"));
+  const std::int64_t in = first_weight.value_or(1), out = last_weight.value_or(1);
+  const std::string schedule = single ? "a single-stage schedule (1F1B, GPipe)" : "Interleaved1F1B";
+  std::int64_t total = pp * (single ? 1 : 2);
+  if (per_stage) {
+    const std::int64_t n = (layers + in + out + *per_stage - 1) / *per_stage;
+    const std::string where = f.find(kParallel, "pipeline_parallel_layers_per_stage").where;
+    if (n % pp != 0)
+      return f.bad(where,
+                   fmt::format("a stage size giving a number of stages that PP {} divides "
+                               "(ceil(({} layers + {} + {}) / {}) = {} stages)",
+                               pp, layers, in, out, *per_stage, n),
+                   std::to_string(*per_stage));
+    if (single ? n != pp : n < 2 * pp)
+      return f.bad(where,
+                   fmt::format("{} a pipeline rank with {} (ceil(({} layers + {} + {}) / "
+                               "{}) = {} stages on PP {})",
+                               single ? "one stage" : "two or more stages", schedule, layers, in,
+                               out, *per_stage, n, pp),
+                   std::to_string(*per_stage));
+    total = n;
+  }
+  // Explicit splits: the layers of each part.
+  const toml::node* fqns = nullptr;
+  for (const char* table : kParallel)
+    if (const toml::table* sub = t[table].as_table(); sub && !fqns)
+      fqns = sub->get("module_fqns_per_model_part");
+  std::vector<int> counts;
+  auto layer_index = [&](std::string_view name) -> std::optional<int> {
+    if (name.rfind("layers.", 0) != 0) return std::nullopt;
+    const std::string_view digits = name.substr(7);
+    int v = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || end != digits.data() + digits.size() || v < 0 || v >= layers)
+      return std::nullopt;
+    return v;
+  };
+  if (fqns) {
+    const std::string where = f.find(kParallel, "module_fqns_per_model_part").where;
+    const toml::array* parts = fqns->as_array();
+    if (!parts) return f.bad(where, "an array of arrays of module names", describe(*fqns));
+    if (!per_stage && !single && parts->size() % static_cast<std::size_t>(pp) == 0 &&
+        parts->size() >= 2 * static_cast<std::size_t>(pp))
+      total = static_cast<std::int64_t>(parts->size());
+    if (static_cast<std::int64_t>(parts->size()) != total)
+      return f.bad(where, fmt::format("{} model parts (PP {} x {} a rank)", total, pp, total / pp),
+                   fmt::format("{} parts", parts->size()));
+    std::vector<char> seen(static_cast<std::size_t>(layers), 0);
+    for (const toml::node& part : *parts) {
+      const toml::array* names = part.as_array();
+      if (!names) return f.bad(where, "an array of arrays of module names", describe(part));
+      int count = 0;
+      for (const toml::node& name : *names) {
+        if (!name.is_string()) return f.bad(where, "module names (strings)", describe(name));
+        const std::string text = *name.value<std::string>();
+        if (text.rfind("layers", 0) != 0) continue;  // tok_embeddings, norm, output
+        const auto i = layer_index(text);
+        if (!i || seen[static_cast<std::size_t>(*i)])
+          return f.bad(where, fmt::format("each of layers.0 .. layers.{} in one part", layers - 1),
+                       fmt::format("\"{}\"", text));
+        seen[static_cast<std::size_t>(*i)] = 1;
+        ++count;
+      }
+      counts.push_back(count);
+    }
+    if (const auto missing = std::find(seen.begin(), seen.end(), 0); missing != seen.end())
+      return f.bad(where, fmt::format("every one of layers.0 .. layers.{} in a part", layers - 1),
+                   fmt::format("no part with layers.{}", missing - seen.begin()));
+  } else if (!points.empty()) {
+    const std::string where = f.find(kParallel, "pipeline_parallel_split_points").where;
+    if (!per_stage && !single && (points.size() + 1) % static_cast<std::size_t>(pp) == 0 &&
+        points.size() + 1 >= 2 * static_cast<std::size_t>(pp))
+      total = static_cast<std::int64_t>(points.size()) + 1;
+    if (static_cast<std::int64_t>(points.size()) + 1 != total)
+      return f.bad(where,
+                   fmt::format("{} split points (PP {} x {} stages a rank, less one)", total - 1,
+                               pp, total / pp),
+                   fmt::format("{} points", points.size()));
+    int previous = 0;
+    for (const std::string& point : points) {
+      const auto i = layer_index(point);
+      if (!i || *i <= previous)
+        return f.bad(where,
+                     fmt::format("increasing points from layers.1 to layers.{} after layers.{}",
+                                 layers - 1, previous),
+                     fmt::format("\"{}\"", point));
+      counts.push_back(*i - previous);
+      previous = *i;
+    }
+    counts.push_back(layers - previous);
+  } else if (layout_2025) {
+    const std::int64_t effective = layers + in + out, base = effective / total,
+                       extra = effective % total;
+    const std::string where =
+        f.find(kParallel, in > out ? "pipeline_parallel_first_stage_less_layers"
+                                   : "pipeline_parallel_last_stage_less_layers")
+            .where;
+    if (base < 1 || in > base || out > base)
+      return f.bad(where,
+                   fmt::format("weights of the embedding and the output of at most {} layers "
+                               "({} layers + {} + {} over {} stages)",
+                               base, layers, in, out, total),
+                   fmt::format("{} and {}", in, out));
+    int left = layers;
+    for (std::int64_t i = 0; i < total; ++i) {
+      std::int64_t c = base + (i < extra ? 1 : 0);
+      if (i == 0) c -= in;
+      if (i == total - 1) c -= out;
+      const int take = static_cast<int>(std::min<std::int64_t>(c, left));
+      counts.push_back(take);
+      left -= take;
+    }
+    if (left != 0)  // cannot happen: the counts sum to the effective layers less the weights
+      return f.bad(where, "a split that places every layer", fmt::format("{} left", left));
+  }
+  if (!counts.empty() &&
+      std::any_of(counts.begin(), counts.end(), [&](int c) { return c != counts.front(); }))
+    plan.stage_layers = counts;
+  return static_cast<int>(total / pp);
+}
 }  // namespace
 
 Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::string& path) {
@@ -124,6 +350,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   }
   const Fields f(t, path);
   TorchtitanJob job;
+  CS_RETURN_IF_ERROR(check_parallel_keys(t, path, job.notes));
   PlanInput& p = job.plan;
   // "[experimental] key" where a 2024 file has it, else "[parallelism] key".
   auto where = [&](const char* key) { return f.find(kParallel, key).where; };
@@ -357,24 +584,14 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
       p.schedule = Schedule::gpipe;
     } else if (sc == "Interleaved1F1B") {
       p.schedule = Schedule::interleaved;
-      // Its model chunks: the layers per stage where given, else two stages a rank.
-      CS_ASSIGN_OR_RETURN(auto per_stage,
-                          f.integer(kParallel, "pipeline_parallel_layers_per_stage", 1));
-      virtual_stages = 2;
-      if (per_stage) {
-        if (layers % (stages * *per_stage) != 0)
-          return f.bad(where("pipeline_parallel_layers_per_stage"),
-                       fmt::format("a divisor of {}'s {} layers over {} pipeline ranks", job.model,
-                                   layers, stages),
-                       std::to_string(*per_stage));
-        virtual_stages = static_cast<int>(layers / (stages * *per_stage));
-      }
-      p.virtual_stages = virtual_stages;
     } else {
       return f.bad(where("pipeline_parallel_schedule"),
                    "1F1B, GPipe or Interleaved1F1B (the schedules commscope models)",
                    fmt::format("\"{}\"", sc));
     }
+    CS_ASSIGN_OR_RETURN(virtual_stages,
+                        torchtitan_stages(f, t, layers, stages, sc != "Interleaved1F1B", p));
+    if (virtual_stages > 1) p.virtual_stages = virtual_stages;
     // A micro-batch: pipeline_parallel_microbatch_size samples (default 1), or in 2024's files
     // the local batch over pipeline_parallel_microbatches.
     CS_ASSIGN_OR_RETURN(auto size, f.integer(kParallel, "pipeline_parallel_microbatch_size", 1));

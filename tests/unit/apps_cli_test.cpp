@@ -156,6 +156,63 @@ TEST_F(Cli, MegatronAndDeepSpeedSpellings) {
   EXPECT_EQ(k["plan"]["global_batch"], 256);
 }
 
+// A ds_config.json's batch fields: DeepSpeed derives the one a file leaves out
+// (deepspeed/runtime/config.py, _set_batch_related_parameters: train_batch_size = micro x
+// accumulation x DP, a train_batch_size alone one accumulation step), and a batch flag wins,
+// the file's accumulation giving way first, its global batch last. Each expectation below is
+// that rule worked by hand at DP 64; before, a file without a micro-batch used the default 4
+// and was refused as inconsistent (train_batch_size 512, accumulation 4 at DP 64 needs 2).
+TEST_F(Cli, DeepSpeedBatchFieldsAreDerivedAndGiveWayToFlags) {
+  const std::string global_accum = (dir_ / "ga.json").string(), global = (dir_ / "g.json").string(),
+                    all = (dir_ / "all.json").string();
+  std::ofstream(global_accum) << R"({"train_batch_size": 512, "gradient_accumulation_steps": 4})";
+  std::ofstream(global) << R"({"train_batch_size": 512})";
+  std::ofstream(all) << R"({"train_batch_size": 512, "train_micro_batch_size_per_gpu": 4,
+                            "gradient_accumulation_steps": 2})";
+  struct Case {
+    std::string file, flags;
+    int micro, global, accum;
+  };
+  const Case cases[] = {
+      {global_accum, "", 2, 512, 4},  // 512 / (4 x 64)
+      {global, "", 8, 512, 1},        // 512 / 64, one step
+      {all, "", 4, 512, 2},
+      {all, "--micro-batch-size 8", 8, 512, 1},                // the file's accumulation gives way
+      {all, "--gradient-accumulation-steps 1", 8, 512, 1},     // its micro-batch: 512 / 64
+      {all, "--global-batch-size 1024", 4, 1024, 4},           // its accumulation
+      {global_accum, "--global-batch-size 1024", 4, 1024, 4},  // 1024 / (4 x 64)
+      {global, "--global-batch-size 1024", 16, 1024, 1},       // one step: 1024 / 64
+  };
+  for (const Case& c : cases) {
+    Outcome r =
+        run("describe --format json --model gpt2-large --system dgx-a100-80gb --gpus 64 "
+            "--deepspeed-config " +
+            c.file + " " + c.flags);
+    ASSERT_EQ(r.status, 0) << c.file << " " << c.flags << ": " << r.err;
+    auto plan = nlohmann::json::parse(r.out)["plan"];
+    EXPECT_EQ(plan["dp"], 64);
+    EXPECT_EQ(plan["micro_batch"], c.micro) << c.file << " " << c.flags;
+    EXPECT_EQ(plan["global_batch"], c.global) << c.file << " " << c.flags;
+    EXPECT_EQ(plan["grad_accum"], c.accum) << c.file << " " << c.flags;
+  }
+  // A global batch the accumulation and DP do not divide: one line naming the rule.
+  Outcome bad =
+      run("describe --model gpt2-large --system dgx-a100-80gb --gpus 64 "
+          "--deepspeed-config " +
+          global_accum + " --global-batch-size 1000");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(lines(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("gradient accumulation x data-parallel size = 4 x 64 = 256"),
+            std::string::npos)
+      << bad.err;
+  // Flags alone: a global batch and an accumulation fix the micro-batch too.
+  Outcome flags =
+      run("describe --format json --model gpt2-large --system dgx-a100-80gb "
+          "--gpus 64 --global-batch-size 1024 --gradient-accumulation-steps 2");
+  ASSERT_EQ(flags.status, 0) << flags.err;
+  EXPECT_EQ(nlohmann::json::parse(flags.out)["plan"]["micro_batch"], 8);
+}
+
 TEST_F(Cli, HuggingFaceConfigAsModel) {
   Outcome r = run(
       std::string(

@@ -120,7 +120,7 @@ TEST(TorchtitanConfig, ParallelismFields) {
                           "data_parallel_replicate_degree = 2\ntensor_parallel_degree = 2\n"
                           "enable_async_tensor_parallel = true\npipeline_parallel_degree = 4\n"
                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n"
-                          "pipeline_parallel_layers_per_stage = 4\n"
+                          "pipeline_parallel_layers_per_stage = 3\n"
                           "pipeline_parallel_microbatch_size = 2\n"
                           "context_parallel_degree = 2\n"
                           "context_parallel_rotate_method = \"alltoall\"\n"
@@ -139,7 +139,11 @@ TEST(TorchtitanConfig, ParallelismFields) {
   EXPECT_EQ(j.plan.tp_comm_overlap, true);
   EXPECT_EQ(j.plan.pp, 4);
   EXPECT_EQ(j.plan.schedule, Schedule::interleaved);
-  EXPECT_EQ(j.plan.virtual_stages, 2);  // 32 layers / (4 ranks x 4 layers a stage)
+  // torchtitan's pipeline_llm: ceil((32 layers + 1 for the embedding + 1 for the output) / 3)
+  // = 12 stages, 3 a rank; 34 = 12 x 2 + 10, so the first 10 stages weigh 3, the embedding
+  // and the output each taking one of their stage's.
+  EXPECT_EQ(j.plan.virtual_stages, 3);
+  EXPECT_EQ(j.plan.stage_layers, (std::vector<int>{2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 1}));
   EXPECT_EQ(j.plan.micro_batch, 2);
   EXPECT_EQ(j.plan.global_batch, 256);
   EXPECT_FALSE(j.plan.grad_accum.has_value());
@@ -363,6 +367,115 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
   // Malformed TOML: the parser's line and column.
   const std::string e = error_of("[model\nname = \"llama3\"\n");
   EXPECT_EQ(e.rfind("job.toml: line 1, column ", 0), 0u) << e;
+}
+
+// The layers of each pipeline stage as torchtitan's pipeline_llm places them (2025 layout):
+// the embedding and the output weigh one layer each on the first and last stage, the remainder
+// goes one layer more to the first stages; explicit split points and model parts are taken as
+// written; a 2024 file is split evenly. Each expectation is worked by hand from that rule.
+TEST(TorchtitanConfig, PipelineStagesSplitAsTorchtitanSplitsThem) {
+  const std::string head = kModel +
+                           "[activation_checkpoint]\nmode = \"full\"\n[parallelism]\n"
+                           "pipeline_parallel_degree = 4\n";
+  // 32 + 1 + 1 = 34 over 4 stages: 9, 9, 8, 8 less the weights
+  TorchtitanJob j = parse(head);
+  EXPECT_EQ(j.plan.stage_layers, (std::vector<int>{8, 9, 8, 7}));
+  EXPECT_FALSE(j.plan.virtual_stages.has_value());
+  // Interleaved1F1B without a stage size: two stages a rank, 34 over 8: 5, 5, 4 x 6 less
+  j = parse(head + "pipeline_parallel_schedule = \"Interleaved1F1B\"\n");
+  EXPECT_EQ(j.plan.virtual_stages, 2);
+  EXPECT_EQ(j.plan.stage_layers, (std::vector<int>{4, 5, 4, 4, 4, 4, 4, 3}));
+  // weights 0: an even split, no list
+  j = parse(head +
+            "pipeline_parallel_first_stage_less_layers = 0\n"
+            "pipeline_parallel_last_stage_less_layers = 0\n");
+  EXPECT_FALSE(j.plan.stage_layers.has_value());
+  // weights 2 and 0: 34 over 4 is 9, 9, 8, 8; the first stage gives two to the embedding
+  j = parse(head +
+            "pipeline_parallel_first_stage_less_layers = 2\n"
+            "pipeline_parallel_last_stage_less_layers = 0\n");
+  EXPECT_EQ(j.plan.stage_layers, (std::vector<int>{7, 9, 8, 8}));
+  j = parse(head +
+            "pipeline_parallel_split_points = [\"layers.10\", \"layers.20\", \"layers.25\"]\n");
+  EXPECT_EQ(j.plan.stage_layers, (std::vector<int>{10, 10, 5, 7}));
+  // model parts: layers 0-11, 12-19, 20-27, 28-31 with the embedding, norm and output
+  std::string parts = "module_fqns_per_model_part = [[\"tok_embeddings\"";
+  for (int layer = 0; layer < 32; ++layer)
+    parts += (layer == 12 || layer == 20 || layer == 28 ? "], [" : ", ") +
+             ("\"layers." + std::to_string(layer) + "\"");
+  parts += ", \"norm\", \"output\"]]\n";
+  j = parse(head + parts);
+  EXPECT_EQ(j.plan.stage_layers, (std::vector<int>{12, 8, 8, 4}));
+  // the 2024 layout: an even split
+  j = parse(kModel +
+            "[training]\nbatch_size = 8\npipeline_parallel_degree = 4\n"
+            "[activation_checkpoint]\nmode = \"full\"\n");
+  EXPECT_FALSE(j.plan.stage_layers.has_value());
+}
+
+TEST(TorchtitanConfig, PipelineStageErrorsNameTheField) {
+  const std::string head = kModel +
+                           "[activation_checkpoint]\nmode = \"full\"\n[parallelism]\n"
+                           "pipeline_parallel_degree = 4\n";
+  for (const auto& [toml, fragment] :
+       {std::pair<std::string, std::string>{
+            head + "pipeline_parallel_layers_per_stage = 4\n",
+            "[parallelism] pipeline_parallel_layers_per_stage: expected a stage size giving a "
+            "number of stages that PP 4 divides (ceil((32 layers + 1 + 1) / 4) = 9 stages), "
+            "got 4"},
+        {head + "pipeline_parallel_layers_per_stage = 3\n",
+         "expected one stage a pipeline rank with a single-stage schedule"},
+        {head + "pipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+                "pipeline_parallel_layers_per_stage = 9\n",
+         "expected two or more stages a pipeline rank with Interleaved1F1B"},
+        {head + "pipeline_parallel_split_points = [\"layers.10\", \"layers.5\", \"layers.25\"]\n",
+         "[parallelism] pipeline_parallel_split_points: expected increasing points from "
+         "layers.1 to layers.31 after layers.10, got \"layers.5\""},
+        {head + "pipeline_parallel_split_points = [\"layers.10\"]\n",
+         "pipeline_parallel_split_points: expected 3 split points"},
+        {head + "module_fqns_per_model_part = [[\"layers.0\"], [\"layers.1\"], [\"layers.2\"], "
+                "[\"layers.3\"]]\n",
+         "module_fqns_per_model_part: expected every one of layers.0 .. layers.31 in a part, "
+         "got no part with layers.4"},
+        {head + "pipeline_parallel_first_stage_less_layers = 12\n",  // 45 = 4 x 11 + 1
+         "pipeline_parallel_first_stage_less_layers: expected weights of the embedding and "
+         "the output of at most 11 layers"}}) {
+    const std::string e = error_of(toml);
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+  }
+}
+
+// A misspelt plan key is refused (torchtitan refuses unknown keys; read past, the plan kept TP
+// 1), naming the key meant; another unknown [parallelism] key is a note; torchtitan's own
+// fields that commscope does not read pass in silence.
+TEST(TorchtitanConfig, MisspeltPlanKeysAreRefused) {
+  for (const auto& [toml, fragment] :
+       {std::pair<std::string, std::string>{
+            kModel + "[parallelism]\ntensor_paralel_degree = 8\n",
+            "job.toml: [parallelism] tensor_paralel_degree: expected a torchtitan field (did "
+            "you mean tensor_parallel_degree?)"},
+        {kModel + "[training]\nlocal_batchsize = 2\n",
+         "[training] local_batchsize: expected a torchtitan field (did you mean "
+         "local_batch_size?)"},
+        {kModel + "[experimental]\npipeline_paralel_degree = 2\n",
+         "did you mean pipeline_parallel_degree?"}}) {
+    const std::string e = error_of(toml);
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+  }
+  const TorchtitanJob job =
+      parse(kModel +
+            "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"
+            "fsdp_reshard_after_forward = \"default\"\nmy_own_switch = 1\n"
+            "[training]\nsteps = 100\nseed = 1\ndataset = \"c4\"\n");
+  EXPECT_EQ(job.plan.tp, 2);
+  EXPECT_EQ(std::count_if(job.notes.begin(), job.notes.end(),
+                          [](const std::string& n) {
+                            return n ==
+                                   "[parallelism] my_own_switch: not a field commscope knows; "
+                                   "ignored";
+                          }),
+            1);
+  EXPECT_EQ(job.notes.size(), 1u);
 }
 
 // The CLI: the file's model and plan, --model and flags win, not with --deepspeed-config, and
