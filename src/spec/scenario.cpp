@@ -577,6 +577,14 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  fmt::format("{} x {} x {} = {}", *in.dp, plan.tp, plan.pp, product));
     gpus = static_cast<int>(product);
     nodes = in.nodes.value_or((gpus + gpn - 1) / gpn);
+    // As --gpus with --nodes: whole GPUs per node, at most the node's (DP 3 on 2 nodes was
+    // "2 nodes x 1 GPU = 3", DP 12 on 2 four-GPU nodes "2 nodes x 6 GPUs"; found 2026-11-30).
+    if (in.nodes && (gpus % nodes != 0 || gpus / nodes > gpn))
+      return bad("--dp",
+                 fmt::format("DP x TP x PP a multiple of --nodes {} with at most {} GPUs per node "
+                             "on {}",
+                             nodes, gpn, system.name),
+                 fmt::format("{} x {} x {} = {} GPUs", *in.dp, plan.tp, plan.pp, gpus));
   } else {
     nodes = in.nodes.value_or(1);
     const std::int64_t all = std::int64_t{nodes} * gpn;

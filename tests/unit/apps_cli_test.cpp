@@ -397,6 +397,29 @@ TEST_F(Cli, HelpAndPresets) {
   EXPECT_NE(p.out.find("rdma-100g"), std::string::npos);
 }
 
+// The `--help` blocks copied into docs/ are the binary's, word for word (they went stale: the
+// report block lacked `report seeds`, the plan block its first line, found 2026-11-30).
+TEST_F(Cli, DocsHelpBlocksAreTheBinarysHelp) {
+  for (const std::string verb : {"predict", "describe", "plan", "report"}) {
+    const std::string doc = slurp(COMMSCOPE_SOURCE_DIR "/docs/" + verb + ".md");
+    const std::size_t usage = doc.find("\nUsage: commscope " + verb + " ");
+    ASSERT_NE(usage, std::string::npos) << verb << ".md has no help block";
+    const std::size_t open = doc.rfind("```\n", usage + 1), close = doc.find("```\n", usage);
+    ASSERT_NE(open, std::string::npos);
+    ASSERT_NE(close, std::string::npos);
+    const std::string block = doc.substr(open + 4, close - open - 4);
+    Outcome h = run(verb + " --help");
+    ASSERT_EQ(h.status, 0);
+    std::string help = h.out;
+    const std::string bin = std::string("Usage: ") + COMMSCOPE_BIN;
+    if (const std::size_t at = help.find(bin); at != std::string::npos)
+      help.replace(at, bin.size(), "Usage: commscope");
+    while (!help.empty() && help.back() == '\n') help.pop_back();
+    EXPECT_EQ(block, help + "\n") << "docs/" << verb << ".md's help block differs from `" << verb
+                                  << " --help`";
+  }
+}
+
 }  // namespace
 
 namespace {

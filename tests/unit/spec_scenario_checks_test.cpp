@@ -100,6 +100,22 @@ TEST(Validation, ProductOfSizesMustEqualGpuCount) {
   // Without --dp, a GPU count that TP x PP does not divide.
   std::string e2 = scenario_error("gpt2-large", "dgx-a100-80gb", plan(8, 4, 3));
   EXPECT_NE(e2.find("multiple of TP x PP = 4 x 3 = 12"), std::string::npos) << e2;
+  // --dp with --nodes: whole GPUs per node, at most the node's 8, as --gpus with --nodes (DP 3
+  // on 2 nodes was "2 nodes x 1 GPU = 3"; DP 24 on 2 nodes 12 GPUs a node)
+  for (int dp : {3, 24}) {
+    PlanInput q;
+    q.dp = dp;
+    q.nodes = 2;
+    std::string e3 = scenario_error("gpt2-large", "dgx-a100-80gb", q);
+    EXPECT_NE(e3.find("--dp: expected DP x TP x PP a multiple of --nodes 2 with at most 8 GPUs "
+                      "per node"),
+              std::string::npos)
+        << e3;
+  }
+  PlanInput fits;
+  fits.dp = 12, fits.nodes = 2;
+  auto sc = scenario("gpt2-large", "dgx-a100-80gb", fits);
+  EXPECT_EQ(sc.gpus_per_node, 6);  // part of each node, as --gpus 12 --nodes 2
 }
 
 TEST(Validation, ModelThatDoesNotFitIsReported) {
