@@ -69,7 +69,10 @@ Verb add_fit(CLI::App& app) {
             for (const auto& in : st->inputs) {
               auto measured = read_measured(in, *format, collective);
               if (!measured) return fail(measured.error().message);
-              for (auto& m : *measured) all.push_back(std::move(m));
+              for (auto& m : *measured) {
+                for (const auto& note : m.notes) fmt::print(stderr, "commscope: note: {}\n", note);
+                all.push_back(std::move(m));
+              }
             }
             const BenchFits fits = fit_bench(all);
             print_warnings(fits.warnings);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/spec/limits.h"
 #include "commscope/util/input_file.h"
@@ -77,7 +78,7 @@ bool number(std::string_view s, double& out) {
 // Where each field of a row is, from the column header.
 struct Layout {
   std::size_t columns = 0;
-  int size = -1, redop = -1, root = -1;
+  int size = -1, redop = -1, root = -1, type = -1;
   struct Group {
     bool in_place = false;
     int time = -1, algbw = -1, busbw = -1;
@@ -97,6 +98,7 @@ Layout layout_of(const std::vector<std::string_view>& cols, const std::vector<bo
     if (c == "size") l.size = at;
     if (c == "redop") l.redop = at;
     if (c == "root") l.root = at;
+    if (c == "type") l.type = at;
     if (c == "time") {
       Layout::Group g;
       g.time = at;
@@ -110,6 +112,29 @@ Layout layout_of(const std::vector<std::string_view>& cols, const std::vector<bo
     if (!l.groups.empty() && (c == "#wrong" || c == "wrong")) l.groups.back().wrong = at;
   }
   return l;
+}
+
+// A log of several datatypes (nccl-tests `-d all`, or `-d` given a list) repeats every size per
+// type, and one curve through all of them mixes what the reductions cost in each: the log keeps
+// the rows of the type gradients are reduced in (bfloat16, else half, else float, else its first
+// type), and a note names the others (they were merged into one curve without a word).
+void keep_one_datatype(NcclTestsLog& log, const std::string& where) {
+  std::vector<std::string> types;
+  for (const auto& r : log.rows)
+    if (std::find(types.begin(), types.end(), r.type) == types.end()) types.push_back(r.type);
+  if (types.size() < 2) return;
+  std::string keep = types.front();
+  for (const char* preferred : {"float", "half", "bfloat16"})  // the last found wins
+    if (std::find(types.begin(), types.end(), preferred) != types.end()) keep = preferred;
+  const auto before = log.rows.size();
+  log.rows.erase(std::remove_if(log.rows.begin(), log.rows.end(),
+                                [&](const NcclTestsRow& r) { return r.type != keep; }),
+                 log.rows.end());
+  types.erase(std::find(types.begin(), types.end(), keep));
+  log.notes.push_back(
+      fmt::format("{}:{}: {} rows of {} datatypes; fitted the {} {} rows, left out {} ({} rows)",
+                  where, log.first_line, before, types.size() + 1, log.rows.size(), keep,
+                  fmt::join(types, ", "), before - log.rows.size()));
 }
 
 bool complete(const Layout& l) {
@@ -190,6 +215,7 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
           "or --collective, got neither (columns redop '{}' root '{}')",
           where, cur.first_line, redop, root)};
     }
+    keep_one_datatype(cur, where);
     if (logs.size() >= kMaxNcclTestsLogs)
       return Error{fmt::format("{}:{}: expected at most {} logs in one file, got more", where,
                                cur.first_line, kMaxNcclTestsLogs)};
@@ -238,6 +264,7 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
                    fmt::format("{} columns: {}", f.size(), b));
       NcclTestsRow r;
       r.line = line_no;
+      if (layout.type >= 0) r.type = std::string(f[static_cast<std::size_t>(layout.type)]);
       if (!number(f[0], r.bytes) || r.bytes < 0 || r.bytes != std::floor(r.bytes) || r.bytes > 1e15)
         return bad("size", "a byte count from 0 to 1e15", f[0]);
       for (const auto& g : layout.groups) {
@@ -391,6 +418,7 @@ std::vector<MeasuredCollective> to_measured(const std::vector<NcclTestsLog>& log
     m.ranks = log.ranks;
     m.nodes = log.nodes;
     m.group = log.nodes > 1 ? "inter-node" : "intra-node";
+    m.notes = log.notes;
     for (const auto& r : log.rows) {
       if (r.bytes <= 0) continue;
       if (r.has_out_of_place)

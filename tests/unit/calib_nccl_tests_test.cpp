@@ -106,6 +106,47 @@ TEST(NcclTests, ConcatenatedLogsAreReadInOrder) {
   EXPECT_GT((*logs)[1].first_line, (*logs)[0].rows.back().line);
 }
 
+// nccl-tests -d all: every size once per datatype in one table. The log keeps the rows of the
+// type gradients are reduced in (bfloat16 here) and a note names the others; before, all of
+// them went into one curve (three points at every size).
+TEST(NcclTests, SeveralDatatypesKeepOneWithANote) {
+  const std::string log = slurp(data(kA3));
+  std::string int8_rows, bf16_rows;
+  edit_lines(log, [&](const std::string& line) {
+    if (line.find("     float     sum") == std::string::npos) return std::string();
+    std::string b = line;
+    b.replace(b.find("     float"), 10, "  bfloat16");
+    bf16_rows += b + "\n";
+    std::string i = line;
+    i.replace(i.find("     float"), 10, "      int8");
+    int8_rows += i + "\n";
+    return std::string();
+  });
+  // the rows of float, then int8, then bfloat16, in one table as -d all prints them
+  const std::size_t end = log.find("# Out of bounds");
+  ASSERT_NE(end, std::string::npos);
+  const std::string all = log.substr(0, end) + int8_rows + bf16_rows + log.substr(end);
+  auto logs = parse_nccl_tests(all, "all.txt");
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  ASSERT_EQ(logs->size(), 1u);
+  const NcclTestsLog& l = (*logs)[0];
+  EXPECT_EQ(l.rows.size(), 31u);
+  for (const auto& r : l.rows) EXPECT_EQ(r.type, "bfloat16");
+  ASSERT_EQ(l.notes.size(), 1u);
+  EXPECT_EQ(l.notes[0],
+            "all.txt:" + std::to_string(l.first_line) +
+                ": 93 rows of 3 datatypes; fitted the 31 bfloat16 rows, left out float, int8 (62 "
+                "rows)");
+  // and they reach fit's input
+  const auto measured = to_measured(*logs);
+  ASSERT_EQ(measured.size(), 1u);
+  EXPECT_EQ(measured[0].notes, l.notes);
+  // one datatype: no note
+  auto one = parse_nccl_tests(log, "one.txt");
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE((*one)[0].notes.empty());
+}
+
 TEST(NcclTests, CollectiveFromProgramColumnsOrFlag) {
   // Without the command line, the columns (redop sum, root -1) and busbw/algbw = 2(n-1)/n say
   // all_reduce.

@@ -42,6 +42,7 @@ struct MeasuredCollective {
   int ranks = 0;
   int nodes = 0;  // nodes the ranks spanned (0: not known, as in commscope-bench JSON)
   std::vector<Sample> samples;
+  std::vector<std::string> notes;  // what the reader left out and why, printed by `fit`
 };
 Result<std::vector<MeasuredCollective>> read_bench_json(const std::string& path);
 

@@ -24,6 +24,7 @@ struct NcclTestsRow {
   bool has_out_of_place = false, has_in_place = false;
   double oop_seconds = 0, oop_algbw = 0, oop_busbw = 0;
   double ip_seconds = 0, ip_algbw = 0, ip_busbw = 0;
+  std::string type;  // the "type" column (float, bfloat16, ...); "" without one
 };
 
 struct NcclTestsLog {
@@ -34,6 +35,8 @@ struct NcclTestsLog {
   int first_line = 0;   // line of its `# nThread` header (or of its first row)
   std::vector<NcclTestsRow> rows;
   std::optional<double> avg_busbw;  // the `# Avg bus bandwidth` footer, bytes/s
+  // What was left out and why (a `-d all` log keeps one datatype's rows), for the user
+  std::vector<std::string> notes;
 };
 
 // Bounds on what one input may hold (docs/bench.md, "fit"): logs per file and rows per log.
