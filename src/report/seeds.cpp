@@ -112,7 +112,7 @@ Result<SeedsScenario> seeds_scenario_from_json(const nlohmann::json& j, const st
     const nlohmann::json& gj = *groups[gi];
     nlohmann::json grest = gj;
     grest.erase("plans");
-    FieldReader g(grest, where, fmt::format("groups[{}].", gi));
+    FieldReader g(grest, where, fmt::format("groups[{}]", gi));
     std::string id, study, label, system, precision, gcomment;
     std::vector<std::string> models, networks;
     g.require("id", id);
@@ -135,14 +135,14 @@ Result<SeedsScenario> seeds_scenario_from_json(const nlohmann::json& j, const st
     group_ids.insert(id);
     if (networks.empty()) networks.push_back("");  // the system's own
 
-    FieldReader gp(gj, where, fmt::format("groups[{}].", gi));
+    FieldReader gp(gj, where, fmt::format("groups[{}]", gi));
     gp.allow_unknown();
     std::vector<const nlohmann::json*> plans;
     object_array(gp, gj, "plans", true, plans);
     CS_RETURN_IF_ERROR(gp.status());
     std::vector<PlanInput> plan_inputs;
     for (std::size_t pi = 0; pi < plans.size(); ++pi) {
-      FieldReader p(*plans[pi], where, fmt::format("groups[{}].plans[{}].", gi, pi));
+      FieldReader p(*plans[pi], where, fmt::format("groups[{}].plans[{}]", gi, pi));
       PlanInput in;
       in.precision = prec;
       p.read("nodes", in.nodes);
@@ -177,7 +177,7 @@ Result<SeedsScenario> seeds_scenario_from_json(const nlohmann::json& j, const st
     return Error{fmt::format("{}: field 'headlines': expected at most {} headlines, got {}", where,
                              kMaxHeadlines, headlines.size())};
   for (std::size_t hi = 0; hi < headlines.size(); ++hi) {
-    FieldReader h(*headlines[hi], where, fmt::format("headlines[{}].", hi));
+    FieldReader h(*headlines[hi], where, fmt::format("headlines[{}]", hi));
     SeedHeadline x;
     std::string kind;
     h.require("id", x.id);
@@ -192,7 +192,7 @@ Result<SeedsScenario> seeds_scenario_from_json(const nlohmann::json& j, const st
     h.read("says", x.says);
     if (auto k = enum_from_name(kKindNames, kind))
       x.kind = *k;
-    else if (!kind.empty())
+    else  // (an empty kind was taken as the first kind, found 2026-11-29)
       h.fail("kind", "one of " + enum_choices(kKindNames), "'" + kind + "'");
     h.check(!x.groups.empty(), "groups", "a non-empty list of group ids", "[]");
     for (const auto& g : x.groups)

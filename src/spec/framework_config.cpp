@@ -54,7 +54,7 @@ Result<std::vector<DeepSpeedVersion>> load_deepspeed_versions(const std::string&
     if (!o.is_object())
       return Error{
           fmt::format("{}: versions[{}]: expected an object, got {}", file, i, json_excerpt(o))};
-    FieldReader r(o, file, fmt::format("versions[{}].", i));
+    FieldReader r(o, file, fmt::format("versions[{}]", i));
     DeepSpeedVersion v;
     r.require("version", v.version);
     r.read("releases", v.releases);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -33,7 +34,11 @@ std::string lower(std::string s) {
 std::string describe(const toml::node& n) {
   if (auto s = n.value<std::string>(); s && n.is_string()) return fmt::format("\"{}\"", *s);
   if (n.is_integer()) return std::to_string(*n.value<std::int64_t>());
-  if (n.is_floating_point()) return fmt::format("{}", *n.value<double>());
+  if (n.is_floating_point()) {  // 8.0 as written, not 8 (which reads as a valid integer)
+    const double v = *n.value<double>();
+    return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15 ? fmt::format("{:.1f}", v)
+                                                                         : fmt::format("{}", v);
+  }
   if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
   if (n.is_array()) return "an array";
   if (n.is_table()) return "a table";

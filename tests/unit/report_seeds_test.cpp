@@ -349,6 +349,17 @@ TEST(Seeds, BadScenarioFilesAreRefusedWithTheField) {
   j = good;
   j.erase("headlines");
   expect_error(j, "headlines");
+  // the field's path with one dot between its parts (it read 'groups[0].plans[0]..framework'),
+  // and an empty kind (it was taken as the first kind)
+  j = good;
+  j["groups"][0]["plans"][0]["framework"] = "x";
+  expect_error(j, "field 'groups[0].plans[0].framework': unknown field");
+  j = good;
+  j["groups"][0]["label"] = 3;
+  expect_error(j, "field 'groups[0].label'");
+  j = good;
+  j["headlines"][0]["kind"] = "";
+  expect_error(j, "field 'headlines[0].kind': expected one of");
   // More runs than docs/limits.md allows: refused while the runs are listed, before predicting.
   j = good;
   j["groups"][0]["models"] = std::vector<std::string>(101, "gpt2-medium");

@@ -335,6 +335,9 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
        "[activation_checkpoint] mode: expected none, full or selective"},
       {kModel + "[parallelism]\ntensor_parallel_degree = true\n",
        "tensor_parallel_degree: expected an integer of at least 1, got true"},
+      // a float as written (it read "got 8", a valid-looking integer)
+      {kModel + "[parallelism]\ntensor_parallel_degree = 8.0\n",
+       "tensor_parallel_degree: expected an integer of at least 1, got 8.0"},
       {kModel + "[parallelism]\ndata_parallel_replicate_degree = 8\n"
                 "data_parallel_shard_degree = 1\npipeline_parallel_degree = 2\n",
        "[parallelism] data_parallel_replicate_degree: expected a shard degree above 1 beside "
