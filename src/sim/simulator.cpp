@@ -994,7 +994,11 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     // The stage's transfers: all of them (the pipeline group), its receives (lists 0 and 1) and
     // its sends (2 and 3), each collective on its own as a profiler lists recv and send (both
     // were booked as send, and the seeds' receive headline read an empty recv).
+    // (the step's span too, as a task's: the last backward's send may run beside it; it was
+    // exposed there, where the trace has it beside the step's compute, found 2026-11-30)
+    busy.emplace_back(step_start[s], step_start[s] + steps[s].end);
     const auto sides = union_and_overlap_sides(transfers[s], busy);
+    busy.pop_back();
     const auto [p2p_total, p2p_hidden] = sides[0];
     // (the union's length does not depend on the busy list)
     const std::array<std::pair<double, double>, 3> prof_sides =

@@ -603,6 +603,44 @@ TEST(Sim, BreakdownAddsUpAndMatchesTheTimeline) {
   }
 }
 
+// The pipeline's rows against the trace (docs/predict.md, "Two definitions of a pipeline
+// transfer's exposed time"): the same totals; predict's exposed (time outside the stage's tasks)
+// at most the trace's (time under no compute kernel), since a task's span holds its compute.
+TEST(Sim, PipelineRowsBoundTheTimelines) {
+  struct Plan {
+    const char* model;
+    int gpus, tp, pp, vp;
+    bool sp;
+  };
+  double gap = 0;
+  for (const Plan& c :
+       {Plan{"llama3-70b", 64, 8, 4, 2, true}, Plan{"llama2-13b", 32, 4, 2, 1, false},
+        Plan{"llama2-7b", 16, 1, 4, 1, false}}) {
+    SCOPED_TRACE(c.model);
+    PlanInput p = plan(c.gpus, c.tp, c.pp, 1, 64);
+    if (c.vp > 1) p.virtual_stages = c.vp, p.schedule = Schedule::interleaved;
+    p.sequence_parallel = c.sp;
+    SimOptions o;
+    o.timeline = true;
+    const Prediction pred = simulate(build_workload(scenario(c.model, "dgx-h100", p)), o);
+    const double tol = 1e-9 * pred.iteration_time;
+    for (const auto& st : pred.stages) {
+      const Breakdown full = breakdown(pred.timeline, st.stage, 0, pred.iteration_time);
+      const Breakdown& b = st.breakdown;
+      EXPECT_NEAR(b.by_group[CommGroup::pipeline].total, full.by_group[CommGroup::pipeline].total,
+                  tol);
+      EXPECT_LE(b.by_group[CommGroup::pipeline].exposed,
+                full.by_group[CommGroup::pipeline].exposed + tol);
+      for (Collective k : {Collective::recv, Collective::send}) {
+        EXPECT_NEAR(b.by_collective[k].total, full.by_collective[k].total, tol) << to_string(k);
+        EXPECT_LE(b.by_collective[k].exposed, full.by_collective[k].exposed + tol) << to_string(k);
+      }
+      gap += full.by_group[CommGroup::pipeline].exposed - b.by_group[CommGroup::pipeline].exposed;
+    }
+  }
+  EXPECT_GT(gap, 0);  // the definitions differ where transfers run beside TP collectives
+}
+
 // Without a pipeline the composed breakdown is the timeline's to the rounding, stragglers and
 // all: the tail's waits for stragglers after the last backward are idle, not exposed
 // communication (they were booked as exposed: 12.8 ms against the data group's 11.0, found by
