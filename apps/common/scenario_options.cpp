@@ -312,7 +312,8 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   list(cmd, "--tp,--tensor-model-parallel-size", o.tp, "tensor-parallel size [1]")->group(g_plan);
   list(cmd, "--pp,--pipeline-model-parallel-size", o.pp, "pipeline-parallel size [1]")
       ->group(g_plan);
-  list(cmd, "--dp,--data-parallel-size", o.dp, "data-parallel size [GPUs / (TP x PP)]")
+  list(cmd, "--dp,--data-parallel-size", o.dp,
+       "data-parallel size, without CP [GPUs / (TP x CP x PP)]")
       ->group(g_plan);
   list(cmd, "--vp,--virtual-pipeline-stages", o.vp,
        "model chunks per pipeline rank (interleaved 1F1B) [1]")
@@ -727,6 +728,9 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   in.plan.merge(flags);
   if (file_accum && (!o.micro_batch.empty() || !o.global_batch.empty()) && o.grad_accum.empty())
     in.plan.grad_accum.reset();
+  // The file's local batch goes with its batch: a batch flag replaces both.
+  if (!o.micro_batch.empty() || !o.global_batch.empty() || !o.grad_accum.empty())
+    in.plan.local_batch.reset();
   // A micro-batch no flag or file names, beside a global batch and an accumulation that fix it,
   // is derived (resolve_scenario: global batch / (accumulation x DP), as DeepSpeed derives it),
   // not the default's 4.

@@ -307,6 +307,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(micro_batch, o.micro_batch);
   take(global_batch, o.global_batch);
   take(grad_accum, o.grad_accum);
+  take(local_batch, o.local_batch);
   take(precision, o.precision);
   take(recompute, o.recompute);
   take(schedule, o.schedule);
@@ -386,7 +387,18 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   read_or_auto(r, "train_batch_size", p.global_batch);
   read_or_auto(r, "train_micro_batch_size_per_gpu", p.micro_batch);
   read_or_auto(r, "gradient_accumulation_steps", p.grad_accum);
-  auto z = r.object("zero_optimization");
+  // The legacy spelling `"zero_optimization": true|false` is stage 1 or 0 (DeepSpeed's
+  // read_zero_config_deprecated; it was refused as "expected an object").
+  nlohmann::json zero_object;
+  const nlohmann::json* zero_field =
+      j.is_object() && j.contains("zero_optimization") ? &j.at("zero_optimization") : nullptr;
+  if (zero_field && zero_field->is_boolean()) {
+    p.zero = zero_field->get<bool>() ? 1 : 0;
+    zero_object = nlohmann::json::object();
+  }
+  auto z = zero_field && zero_field->is_boolean()
+               ? FieldReader(zero_object, where, "zero_optimization")
+               : r.object("zero_optimization");
   z.allow_unknown();
   read_or_auto(z, "stage", p.zero);
   read_or_auto(z, "reduce_bucket_size", p.zero_reduce_bucket);
@@ -403,8 +415,10 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   read_or_auto(z, "zero_quantized_weights", p.zeropp_qwz);
   read_or_auto(z, "zero_hpz_partition_size", p.zeropp_hpz);
   read_or_auto(z, "zero_quantized_gradients", p.zeropp_qgz);
-  if (p.zeropp_hpz && *p.zeropp_hpz < 1)
-    z.fail("zero_hpz_partition_size", "a positive number of ranks (1: off)",
+  // DeepSpeed declares it Field(1, ge=0): 0 and 1 both leave hpZ off.
+  if (p.zeropp_hpz && *p.zeropp_hpz == 0) p.zeropp_hpz = 1;
+  if (p.zeropp_hpz && *p.zeropp_hpz < 0)
+    z.fail("zero_hpz_partition_size", "a non-negative number of ranks (0 or 1: off)",
            std::to_string(*p.zeropp_hpz));
   for (auto [key, val] :
        {std::pair{"reduce_bucket_size", p.zero_reduce_bucket},
@@ -417,21 +431,24 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   if (p.zero && (*p.zero < 0 || *p.zero > 3))
     z.fail("stage", "0, 1, 2 or 3", std::to_string(*p.zero));
   bool fp16 = enabled(r, "fp16");
-  // DeepSpeed's get_bfloat16_enabled reads "bf16" and its older spelling "bfloat16" (it was
-  // ignored: the plan ran in fp32, found by probing, 2026-11-30).
-  bool bf16 = enabled(r, "bf16") || enabled(r, "bfloat16");
+  // DeepSpeed's get_bfloat16_enabled reads "bf16", else its older spelling "bfloat16": the
+  // first of them present decides (it was ignored: the plan ran in fp32, found by probing,
+  // 2026-11-30; then either enabled counted, where a "bf16" section disabled wins).
+  bool bf16 = j.is_object() && j.contains("bf16") ? enabled(r, "bf16") : enabled(r, "bfloat16");
   if (fp16 && bf16) r.fail("bf16.enabled", "not both fp16 and bf16 enabled", "true");
   // DeepSpeed trains in fp32 unless fp16 or bf16 is enabled.
   p.precision = fp16 ? Precision::fp16 : bf16 ? Precision::bf16 : Precision::fp32;
-  // deepspeed/runtime/config.py get_communication_data_type: fp32, fp16, bf16 (or bfp16).
+  // deepspeed/runtime/config.py get_communication_data_type: the value lower-cased, then fp32,
+  // fp16 or bf16, anything else a ValueError (bfp16 and float32 were accepted here).
   std::optional<std::string> comm_type;
   read_or_auto(r, "communication_data_type", comm_type);
   if (comm_type) {
-    auto d = grad_comm_dtype_from_name(*comm_type);
-    if (!d || *d == DType::fp8)
-      r.fail("communication_data_type", "one of fp32|fp16|bf16", "'" + *comm_type + "'");
+    std::string l = *comm_type;
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == "fp32" || l == "fp16" || l == "bf16")
+      p.grad_comm_dtype = *grad_comm_dtype_from_name(l);
     else
-      p.grad_comm_dtype = *d;
+      r.fail("communication_data_type", "one of fp32|fp16|bf16", "'" + *comm_type + "'");
   }
   for (auto [key, val] : {std::pair{"train_batch_size", p.global_batch},
                           std::pair{"train_micro_batch_size_per_gpu", p.micro_batch},

@@ -297,9 +297,6 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   plan.cp_comm_type = in.cp_comm_type.value_or(CpCommType::p2p);
   if (plan.cp < 1) return bad("--context-parallel-size", "a positive integer", num(plan.cp));
   if (plan.cp > 1) {
-    if (in.dp)
-      return bad("--data-parallel-size",
-                 "no --dp with --context-parallel-size (DP is GPUs / (TP x CP x PP))", num(*in.dp));
     if (plan.dp % plan.cp != 0)
       return bad("--context-parallel-size",
                  fmt::format("a divisor of GPUs / (TP x PP) = {}", plan.dp), num(plan.cp));
@@ -549,6 +546,10 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                fmt::format("a divisor of the {} key/value heads of {}", model.kv_heads, model.name),
                num(plan.tp));
   int gpus = 0, nodes = 0;
+  // A given DP is the data-parallel size without CP (world = DP x TP x CP x PP, as Megatron-LM
+  // and torchtitan count it; --dp beside --cp was refused, and torchtitan's shard degree with
+  // CP with it, found 2026-11-30). Checked for its sign in resolve_context_expert.
+  const int cp_given = std::max(1, in.cp.value_or(1));
   if (in.nodes && *in.nodes < 1) return bad("--nodes", "a positive integer", num(*in.nodes));
   if (in.gpus && *in.gpus < 1) return bad("--gpus", "a positive integer", num(*in.gpus));
   // before the GPU count is derived from it (a DP of 0 would make no nodes)
@@ -570,21 +571,22 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
           fmt::format("at most {} or a multiple of {} (GPUs per {} node)", gpn, gpn, system.name),
           num(gpus));
   } else if (in.dp) {
-    const std::int64_t product = std::int64_t{*in.dp} * plan.tp * plan.pp;
+    const std::int64_t product = std::int64_t{*in.dp} * plan.tp * plan.pp * cp_given;
     if (product > limits::kMaxGpus)
-      return bad("--dp",
-                 fmt::format("DP x TP x PP at most {} GPUs (commscope's limit)", limits::kMaxGpus),
-                 fmt::format("{} x {} x {} = {}", *in.dp, plan.tp, plan.pp, product));
+      return bad(
+          "--dp",
+          fmt::format("DP x TP x CP x PP at most {} GPUs (commscope's limit)", limits::kMaxGpus),
+          fmt::format("{} x {} x {} x {} = {}", *in.dp, plan.tp, cp_given, plan.pp, product));
     gpus = static_cast<int>(product);
     nodes = in.nodes.value_or((gpus + gpn - 1) / gpn);
     // As --gpus with --nodes: whole GPUs per node, at most the node's (DP 3 on 2 nodes was
     // "2 nodes x 1 GPU = 3", DP 12 on 2 four-GPU nodes "2 nodes x 6 GPUs"; found 2026-11-30).
     if (in.nodes && (gpus % nodes != 0 || gpus / nodes > gpn))
       return bad("--dp",
-                 fmt::format("DP x TP x PP a multiple of --nodes {} with at most {} GPUs per node "
-                             "on {}",
-                             nodes, gpn, system.name),
-                 fmt::format("{} x {} x {} = {} GPUs", *in.dp, plan.tp, plan.pp, gpus));
+                 fmt::format("DP x TP x {}PP a multiple of --nodes {} with at most {} GPUs per "
+                             "node on {}",
+                             cp_given > 1 ? "CP x " : "", nodes, gpn, system.name),
+                 fmt::format("{} GPUs", gpus));
   } else {
     nodes = in.nodes.value_or(1);
     const std::int64_t all = std::int64_t{nodes} * gpn;
@@ -604,11 +606,16 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (in.dp) {
     plan.dp = *in.dp;
     if (plan.dp < 1) return bad("--dp", "a positive integer", num(plan.dp));
-    if (plan.dp * plan.tp * plan.pp != gpus)
-      return bad(
-          "--dp",
-          fmt::format("DP x TP x PP = the GPU count {} (TP {} x PP {})", gpus, plan.tp, plan.pp),
-          fmt::format("DP {} (product {})", plan.dp, plan.dp * plan.tp * plan.pp));
+    if (std::int64_t{plan.dp} * plan.tp * plan.pp * cp_given != gpus)
+      return bad("--dp",
+                 cp_given > 1 ? fmt::format("DP x TP x CP x PP = the GPU count {} (TP {} x CP {} "
+                                            "x PP {})",
+                                            gpus, plan.tp, cp_given, plan.pp)
+                              : fmt::format("DP x TP x PP = the GPU count {} (TP {} x PP {})", gpus,
+                                            plan.tp, plan.pp),
+                 fmt::format("DP {} (product {})", plan.dp,
+                             std::int64_t{plan.dp} * plan.tp * plan.pp * cp_given));
+    plan.dp *= cp_given;  // the DP x CP ranks; resolve_context_expert takes CP's share
   } else {
     if (gpus % (plan.tp * plan.pp) != 0)
       return bad(
@@ -765,6 +772,27 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                     "as Megatron requires)",
                     plan.micro_batch, plan.dp, plan.pp, plan.micro_batch * plan.dp * plan.pp),
         fmt::format("{} (micro-batches per iteration: {})", plan.global_batch, plan.grad_accum));
+  // A torchtitan job's local batch (PlanInput::local_batch): its train.py asserts the global
+  // batch a multiple of local x DP, and runs global / (local x DP) accumulation steps, each
+  // under PP a pipeline schedule of its own (pipeline_parallel.py: one pp_schedule.step() a
+  // step), which commscope runs as one schedule of all the iteration's micro-batches.
+  if (in.local_batch) {
+    const std::int64_t per_step = *in.local_batch * plan.dp;
+    if (plan.global_batch % per_step != 0)
+      return bad("global_batch_size",
+                 fmt::format("a multiple of local_batch_size x data-parallel size = {} x {} = {} "
+                             "(torchtitan's rule)",
+                             *in.local_batch, plan.dp, per_step),
+                 num(plan.global_batch));
+    const std::int64_t steps = plan.global_batch / per_step;
+    if (plan.pp > 1 && steps > 1)
+      warn.push_back(fmt::format(
+          "torchtitan runs the {} accumulation steps (global batch {} / (local batch {} x DP "
+          "{})) as {} pipeline schedules of {} micro-batches, each with its own fill and drain; "
+          "commscope runs them as one schedule of {}, so its bubble and time are a lower bound",
+          steps, plan.global_batch, *in.local_batch, plan.dp, steps, plan.grad_accum / steps,
+          plan.grad_accum));
+  }
   if (plan.pp > 1 && plan.grad_accum < plan.pp)
     warn.push_back(fmt::format("{} micro-batches for {} pipeline stages: the bubble dominates",
                                plan.grad_accum, plan.pp));

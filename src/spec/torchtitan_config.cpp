@@ -435,9 +435,13 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     CS_ASSIGN_OR_RETURN(local, f.integer({"training"}, "batch_size", 1));  // 2024
     if (local) local_key = "batch_size";
   }
+  // torchtitan's defaults where the file says nothing (JobConfig: local_batch_size 8, seq_len
+  // 2048; the 2024 batch_size 8 too): commscope used 1 and the model's sequence length.
+  if (!local) local = 8;
   CS_ASSIGN_OR_RETURN(auto global, f.integer({"training"}, "global_batch_size", 1, -1));
   CS_ASSIGN_OR_RETURN(auto seq, f.integer({"training"}, "seq_len", 1, {}, limits::kMaxSeqLength));
-  if (seq) p.seq_length = *seq;
+  p.seq_length = seq.value_or(2048);
+  p.local_batch = *local;
   CS_ASSIGN_OR_RETURN(auto param_dtype, f.string({"training"}, "mixed_precision_param"));
   const std::string pd = param_dtype.value_or("bfloat16");  // torchtitan's default
   if (pd == "bfloat16")
@@ -521,6 +525,17 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel) and, with
   // enable_async_tensor_parallel, overlaps the gathers and reduce-scatters with the matmuls.
   CS_ASSIGN_OR_RETURN(auto async_tp, f.boolean(kParallel, "enable_async_tensor_parallel"));
+  if (async_tp.value_or(false)) {
+    // Async TP is an inductor pass: torchtitan (v0.2.0 on, maybe_enable_async_tp) raises
+    // "Async TP requires --training.compile" without it (v0.1.0 ran the eager kernels).
+    CS_ASSIGN_OR_RETURN(auto on, f.boolean({"compile", "training"}, "enable"));
+    CS_ASSIGN_OR_RETURN(auto on_2024, f.boolean({"training"}, "compile"));
+    if (!on.value_or(false) && !on_2024.value_or(false))
+      return f.bad(where("enable_async_tensor_parallel"),
+                   "[compile] enable = true beside it (torchtitan raises \"Async TP requires "
+                   "--training.compile\")",
+                   "true without compile");
+  }
   if (p.tp.value_or(1) > 1) {
     p.sequence_parallel = true;
     if (async_tp.value_or(false)) p.tp_comm_overlap = true;
@@ -656,6 +671,11 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
             "skips the last output projection where nothing after it is needed");
     } else if (!o.empty() &&
                std::all_of(o.begin(), o.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+               o.size() < 6 && std::stoi(o) == 0) {
+      // "0": every block (torchtitan's _apply_layer_sac: `not ac_freq or count % ac_freq == 0`)
+      p.recompute = Recompute::full;
+    } else if (!o.empty() &&
+               std::all_of(o.begin(), o.end(), [](unsigned char c) { return std::isdigit(c); }) &&
                o.size() < 6 && std::stoi(o) >= 1) {
       // Every k-th block of a model part fully checkpointed: Megatron's block method with the
       // chunk's layers / k blocks (the same time and memory; only which blocks differs).
@@ -677,8 +697,8 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
         }
       }
     } else {
-      return f.bad("[activation_checkpoint] selective_ac_option", "op or a positive layer interval",
-                   fmt::format("\"{}\"", o));
+      return f.bad("[activation_checkpoint] selective_ac_option",
+                   "op or a layer interval (0: every block)", fmt::format("\"{}\"", o));
     }
   } else {
     return f.bad("[activation_checkpoint] mode", "none, full or selective",

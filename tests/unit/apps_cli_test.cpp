@@ -594,7 +594,7 @@ TEST_F(CliLimits, HugeGpuCountsAreRefused) {
   expect_refused("predict --gpus 2000000000 --micro-batch-size 2000000000", "--gpus");
   expect_refused("predict --micro-batch-size 2000000000", "--micro-batch-size: expected at most");
   // DP x TP x PP each within the limit, the product not.
-  expect_refused("predict --dp 1048576 --tp 4", "DP x TP x PP at most");
+  expect_refused("predict --dp 1048576 --tp 4", "DP x TP x CP x PP at most");
   expect_refused("describe --nodes 1000000", "--nodes: expected at most");
 }
 

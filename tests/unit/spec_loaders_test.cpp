@@ -244,6 +244,34 @@ TEST(Loaders, DeepSpeedAutoLeavesFieldsUnset) {
   EXPECT_EQ(*p->precision, Precision::fp32);  // fp16 "auto" is not a decision
 }
 
+// DeepSpeed's own readings, from deepspeed/runtime/config.py and zero/config.py (found by
+// reading them, 2026-11-30): the legacy `"zero_optimization": true` is stage 1; hpZ's partition
+// size 0 is off like 1; communication_data_type lower-cased, then only fp32, fp16 or bf16; of
+// "bf16" and "bfloat16" the first present decides (a disabled "bf16" wins).
+TEST(Loaders, DeepSpeedReadsAsDeepSpeedDoes) {
+  auto ds = [](const nlohmann::json& j) { return plan_from_deepspeed(j, "ds.json"); };
+  auto legacy = ds({{"zero_optimization", true}});
+  ASSERT_TRUE(legacy.ok()) << legacy.error().message;
+  EXPECT_EQ(legacy->zero, 1);
+  EXPECT_EQ(ds({{"zero_optimization", false}})->zero, 0);
+  auto hpz = ds({{"zero_optimization", {{"stage", 3}, {"zero_hpz_partition_size", 0}}}});
+  ASSERT_TRUE(hpz.ok()) << hpz.error().message;
+  EXPECT_EQ(hpz->zeropp_hpz, 1);
+  EXPECT_FALSE(ds({{"zero_optimization", {{"zero_hpz_partition_size", -1}}}}).ok());
+  EXPECT_EQ(ds({{"communication_data_type", "BF16"}})->grad_comm_dtype, DType::bf16);
+  for (const char* bad : {"bfp16", "float32", "fp8"}) {
+    auto r = ds({{"communication_data_type", bad}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().message,
+              std::string("ds.json: field 'communication_data_type': expected one of "
+                          "fp32|fp16|bf16, got '") +
+                  bad + "'");
+  }
+  EXPECT_EQ(ds({{"bf16", {{"enabled", false}}}, {"bfloat16", {{"enabled", true}}}})->precision,
+            Precision::fp32);
+  EXPECT_EQ(ds({{"bfloat16", {{"enabled", true}}}})->precision, Precision::bf16);
+}
+
 TEST(Loaders, DeepSpeedBadStage) {
   nlohmann::json j = {{"zero_optimization", {{"stage", 4}}}};
   auto p = plan_from_deepspeed(j, "ds.json");

@@ -124,7 +124,7 @@ TEST(TorchtitanConfig, ParallelismFields) {
                           "pipeline_parallel_microbatch_size = 2\n"
                           "context_parallel_degree = 2\n"
                           "context_parallel_rotate_method = \"alltoall\"\n"
-                          "[activation_checkpoint]\nmode = \"full\"\n");
+                          "[activation_checkpoint]\nmode = \"full\"\n[compile]\nenable = true\n");
   EXPECT_EQ(j.plan.dp, 8);
   // HSDP that keeps the parameters after forward under PP (FSDP's _HYBRID_SHARD_ZERO2), its
   // gradients reduced once a step, after the last backward (PyTorch's pipelining), sharded over
@@ -133,7 +133,8 @@ TEST(TorchtitanConfig, ParallelismFields) {
   EXPECT_EQ(j.plan.fsdp_grad_sync, FsdpGradSync::step);
   EXPECT_EQ(j.plan.fsdp_shard_size, 4);
   EXPECT_FALSE(j.plan.fsdp_replicate_size.has_value());
-  EXPECT_TRUE(j.notes.empty());
+  ASSERT_EQ(j.notes.size(), 1u);  // torch.compile (async TP needs it) is not modelled
+  EXPECT_EQ(j.notes[0].rfind("[compile] enable", 0), 0u) << j.notes[0];
   EXPECT_EQ(j.plan.tp, 2);
   EXPECT_EQ(j.plan.sequence_parallel, true);
   EXPECT_EQ(j.plan.tp_comm_overlap, true);
@@ -330,7 +331,7 @@ TEST(TorchtitanConfig, ErrorsNameTheField) {
        "[parallelism] pipeline_parallel_schedule: expected 1F1B, GPipe or Interleaved1F1B"},
       {kModel + "[activation_checkpoint]\nmode = \"selective\"\n"
                 "selective_ac_option = \"sometimes\"\n",
-       "selective_ac_option: expected op or a positive layer interval, got \"sometimes\""},
+       "selective_ac_option: expected op or a layer interval (0: every block), got \"sometimes\""},
       {kModel + "[activation_checkpoint]\nmode = \"memory_budget\"\n",
        "[activation_checkpoint] mode: expected none, full or selective"},
       {kModel + "[parallelism]\ntensor_parallel_degree = true\n",
@@ -448,6 +449,68 @@ TEST(TorchtitanConfig, PipelineStageErrorsNameTheField) {
   }
 }
 
+// torchtitan's own defaults and rules where its code has them (found by reading
+// torchtitan/config/job_config.py, train.py, distributed/utils.py at v0.2.x, 2026-11-30):
+// local_batch_size 8 and seq_len 2048 where the file has none; async TP needs compile
+// (maybe_enable_async_tp raises); selective_ac_option "0" checkpoints every block.
+TEST(TorchtitanConfig, TorchtitansDefaultsAndRules) {
+  TorchtitanJob j = parse(kModel);
+  EXPECT_EQ(j.plan.micro_batch, 8);
+  EXPECT_EQ(j.plan.local_batch, 8);
+  EXPECT_EQ(j.plan.seq_length, 2048);
+  j = parse(kModel + "[training]\nlocal_batch_size = 2\nseq_len = 8192\n");
+  EXPECT_EQ(j.plan.micro_batch, 2);
+  EXPECT_EQ(j.plan.seq_length, 8192);
+  const std::string e = error_of(kModel +
+                                 "[parallelism]\ntensor_parallel_degree = 2\n"
+                                 "enable_async_tensor_parallel = true\n");
+  EXPECT_NE(e.find("[parallelism] enable_async_tensor_parallel: expected [compile] enable = true "
+                   "beside it"),
+            std::string::npos)
+      << e;
+  j = parse(kModel +
+            "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"0\"\n");
+  EXPECT_EQ(j.plan.recompute, Recompute::full);
+  EXPECT_FALSE(j.plan.recompute_block.has_value());
+}
+
+// The local batch against DP, through resolve_scenario: torchtitan's assertion (the global
+// batch a multiple of local x DP), and under PP the accumulation steps, each its own pipeline
+// schedule in torchtitan, named in a warning.
+TEST(TorchtitanConfig, LocalBatchAgainstDataParallel) {
+  const std::string pp4 = kModel +
+                          "[activation_checkpoint]\nmode = \"full\"\n[parallelism]\n"
+                          "pipeline_parallel_degree = 4\n[training]\nlocal_batch_size = 8\n";
+  auto resolve = [](const TorchtitanJob& job, int gpus) {
+    PlanInput p = job.plan;
+    p.gpus = gpus;
+    auto model = load_model(job.model);
+    EXPECT_TRUE(model.ok());
+    return resolve_scenario(*model, *load_system("dgx-h100"), *load_network("ib-ndr-400"), p);
+  };
+  // 16 GPUs, PP 4: DP 4; global 128 = 4 steps of local 8 x DP 4
+  auto sc = resolve(parse(pp4 + "global_batch_size = 128\n"), 16);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  EXPECT_EQ(sc->plan.grad_accum, 32);
+  bool warned = false;
+  for (const auto& w : sc->warnings)
+    warned |= w.find("runs the 4 accumulation steps") != std::string::npos &&
+              w.find("as 4 pipeline schedules of 8 micro-batches") != std::string::npos;
+  EXPECT_TRUE(warned);
+  // global 40: not a multiple of 8 x 4
+  auto bad = resolve(parse(pp4 + "global_batch_size = 40\n"), 16);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.rfind("global_batch_size: expected a multiple of local_batch_size "
+                                      "x data-parallel size = 8 x 4 = 32",
+                                      0),
+            0u)
+      << bad.error().message;
+  // one step (global = local x DP): no warning of it
+  auto one = resolve(parse(pp4), 16);
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  for (const auto& w : one->warnings) EXPECT_EQ(w.find("accumulation steps"), std::string::npos);
+}
+
 // A misspelt plan key is refused (torchtitan refuses unknown keys; read past, the plan kept TP
 // 1), naming the key meant; another unknown [parallelism] key is a note; torchtitan's own
 // fields that commscope does not read pass in silence.
@@ -467,7 +530,7 @@ TEST(TorchtitanConfig, MisspeltPlanKeysAreRefused) {
   }
   const TorchtitanJob job =
       parse(kModel +
-            "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"
+            "[parallelism]\ntensor_parallel_degree = 2\ndisable_loss_parallel = false\n"
             "fsdp_reshard_after_forward = \"default\"\nmy_own_switch = 1\n"
             "[training]\nsteps = 100\nseed = 1\ndataset = \"c4\"\n");
   EXPECT_EQ(job.plan.tp, 2);

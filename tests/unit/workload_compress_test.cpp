@@ -306,8 +306,8 @@ TEST(ZeroPlusPlus, FromDeepSpeedConfig) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("communication_data_type"), std::string::npos);
   EXPECT_NE(bad.error().message.find("int3"), std::string::npos);
-  auto bad_hpz =
-      plan_from_deepspeed({{"zero_optimization", {{"zero_hpz_partition_size", 0}}}}, "ds.json");
+  auto bad_hpz =  // (0 is off, as 1: DeepSpeed's Field(1, ge=0))
+      plan_from_deepspeed({{"zero_optimization", {{"zero_hpz_partition_size", -1}}}}, "ds.json");
   ASSERT_FALSE(bad_hpz.ok());
   EXPECT_NE(bad_hpz.error().message.find("zero_hpz_partition_size"), std::string::npos);
 }

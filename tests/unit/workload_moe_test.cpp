@@ -650,11 +650,18 @@ TEST(Moe, PlanChecksNameTheFlag) {
   c.cp = 3;
   EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", c).find("--context-parallel-size"),
             std::string::npos);
+  // A given DP is the size without CP (world = DP x TP x CP x PP, as Megatron-LM and torchtitan
+  // count it; it was refused beside CP): DP 32 x CP 2 on 64 GPUs, DP 64 x CP 2 not.
   c.cp = 2;
-  c.gpus.reset();
+  c.dp = 32;
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100", c).plan.dp, 32);
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100", c).plan.cp, 2);
   c.dp = 64;
-  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", c).find("--data-parallel-size"),
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", c)
+                .find("--dp: expected DP x TP x CP x PP = the GPU count 64"),
             std::string::npos);
+  c.gpus.reset();  // DP alone sizes the job: 64 x CP 2 = 128 GPUs
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100", c).plan.dp, 64);
 }
 
 // A dense model with CP = EP = 1 has no MoE or CP op and no expert field in its plan's JSON.

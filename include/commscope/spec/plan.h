@@ -453,6 +453,11 @@ struct PlanInput {
   std::optional<int> dp, tp, pp, virtual_stages, zero;
   std::optional<bool> sequence_parallel, overlap_grad_reduce, overlap_param_gather;
   std::optional<std::int64_t> micro_batch, global_batch, grad_accum;
+  // torchtitan's [training] local_batch_size: the samples of one data-parallel rank per
+  // accumulation step. Set, the global batch must be a multiple of it x DP (torchtitan's
+  // assertion), and under PP each accumulation step is its own pipeline schedule (a warning:
+  // commscope runs them as one).
+  std::optional<std::int64_t> local_batch;
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
   std::optional<std::uint8_t> recompute_modules;  // --recompute-modules (recompute_module bits)
