@@ -58,6 +58,7 @@ struct Step {
   // under selective recompute when the plan's recompute_modules name it.
   std::uint8_t module = 0;
   bool gathers_input = false;        // GEMM that reads an SP-gathered input (re-gathered for wgrad)
+  std::int64_t gather_width = 0;     // that input's width a token (0: the hidden size)
   bool vocab_parallel_loss = false;  // cross-entropy over a vocabulary split across TP ranks
   // Backward FLOPs and bytes when they are not twice the forward's (FlashAttention's backward
   // recomputes the scores; FP8 casts): negative means the default, twice the forward.
@@ -757,39 +758,59 @@ class Builder {
     prog.push_back(compute(elementwise("mlp_residual", ComputeClass::elementwise, layer,
                                        outside_tokens(T) * h, 2, 3.0 * a_)));
   }
-  // Multi-head latent attention (DeepSeek-V2/V3; Megatron-LM's MLASelfAttention): query and
-  // key/value down-projections (replicated on TP ranks) with their norms, up-projections split
-  // by heads, attention with (nope + rope)-channel keys and v_head_dim-channel values.
+  // Multi-head latent attention (DeepSeek-V2/V3; Megatron-Core's MLASelfAttention): query and
+  // key/value down-projections with their norms, up-projections split by heads, attention with
+  // (nope + rope)-channel keys and v_head_dim-channel values. The down-projections are
+  // duplicated Linears (TELinear, parallel_mode "duplicated") on the rank's own tokens, its
+  // sequence shard under SP; their outputs, the query latent, the key/value latent and the
+  // rotary key, enter the tensor-parallel region before the column-parallel up-projections
+  // (gathered under SP, three all-gathers; without SP the copies whose backward all-reduces).
+  // (The hidden state was gathered before the down-projections: 7168 channels a token where
+  // Megatron moves 2112, and each down-projection ran on every token on every TP rank; found
+  // by a closed-form check, 2026-11-30.) Without a query latent (DeepSeek-V2-Lite) the query
+  // projection is column-parallel on the hidden state, gathered for it.
   void attention_mla(std::vector<Step>& prog, int layer, std::int64_t s_q) const {
     const std::int64_t h = m_.hidden, T = b_ * s_q, heads = m_.heads / t_;
     const std::int64_t qk = m_.qk_nope_head_dim + m_.qk_rope_head_dim, v = m_.v_head_dim;
-    prog.push_back(tp(StepKind::tp_enter, T * h, layer));
+    // the down-projections' tokens on this rank
+    const std::int64_t local = p_.sequence_parallel && t_ > 1 ? T / t_ : T;
+    auto enter = [&](std::int64_t width) {
+      prog.push_back(tp(StepKind::tp_enter, T * width, layer));
+    };
     if (m_.q_lora_rank > 0) {
-      Step qd = compute(gemm("q_down", layer, T, h, m_.q_lora_rank), h * m_.q_lora_rank);
-      prog.push_back(qd);
+      prog.push_back(compute(gemm("q_down", layer, local, h, m_.q_lora_rank), h * m_.q_lora_rank));
       prog.push_back(
           compute(elementwise("q_norm", ComputeClass::norm, layer,
-                              static_cast<double>(T) * m_.q_lora_rank, 5, act_bytes_rw()),
+                              static_cast<double>(local) * m_.q_lora_rank, 5, act_bytes_rw()),
                   m_.q_lora_rank));
+      enter(m_.q_lora_rank);
       Step up =
           compute(gemm("q_up", layer, T, m_.q_lora_rank, heads * qk), m_.q_lora_rank * heads * qk);
       up.module = recompute_module::mla_up_proj;
+      up.gathers_input = true;
+      up.gather_width = m_.q_lora_rank;
       prog.push_back(up);
     } else {
-      prog.push_back(compute(gemm("q_proj", layer, T, h, heads * qk), h * heads * qk));
+      enter(h);
+      Step q = compute(gemm("q_proj", layer, T, h, heads * qk), h * heads * qk);
+      q.gathers_input = true;
+      prog.push_back(q);
     }
     const std::int64_t kv_down = m_.kv_lora_rank + m_.qk_rope_head_dim;
-    Step kd = compute(gemm("kv_down", layer, T, h, kv_down), h * kv_down);
-    kd.gathers_input = true;
-    prog.push_back(kd);
-    prog.push_back(compute(elementwise("kv_norm", ComputeClass::norm, layer,
-                                       static_cast<double>(T) * m_.kv_lora_rank, 5, act_bytes_rw()),
-                           m_.kv_lora_rank));
+    prog.push_back(compute(gemm("kv_down", layer, local, h, kv_down), h * kv_down));
+    prog.push_back(
+        compute(elementwise("kv_norm", ComputeClass::norm, layer,
+                            static_cast<double>(local) * m_.kv_lora_rank, 5, act_bytes_rw()),
+                m_.kv_lora_rank));
+    enter(m_.kv_lora_rank);
     Step kv_up =
         compute(gemm("kv_up", layer, T, m_.kv_lora_rank, heads * (m_.qk_nope_head_dim + v)),
                 m_.kv_lora_rank * heads * (m_.qk_nope_head_dim + v));
     kv_up.module = recompute_module::mla_up_proj;  // with q_up: Megatron's "mla_up_proj"
+    kv_up.gathers_input = true;
+    kv_up.gather_width = m_.kv_lora_rank;
     prog.push_back(kv_up);
+    enter(m_.qk_rope_head_dim);  // the rotary key, into the heads' attention
     if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_exchange, T * heads * (qk + v), layer));
     const std::int64_t s_kv = s_q * p_.cp;
     const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
@@ -1149,7 +1170,8 @@ class Builder {
           if (t_ > 1 && p_.sequence_parallel &&
               st.gathers_input) {  // Megatron re-gathers for wgrad
             Op ag = comm("sp_all_gather_wgrad", Collective::all_gather, CommGroup::tensor, t_,
-                         st.op.m * m_.hidden, gathered_type(prog, idx), layer);
+                         st.op.m * (st.gather_width > 0 ? st.gather_width : m_.hidden),
+                         gathered_type(prog, idx), layer);
             // The wgrad input's all-gather beside the GEMM's backward, with or without
             // userbuffers: Transformer Engine's linear layers (LayerNormLinear, LayerNormMLP:
             // "Overlap input AG with dgrad") and Megatron-Core's own ColumnParallelLinear (the

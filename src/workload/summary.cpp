@@ -306,8 +306,11 @@ Bytes block_bytes(const Scenario& sc, int layer, Recompute rc) {
     const double qk = static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim);
     const double v = static_cast<double>(m.v_head_dim);
     if (norms_kept) outside += g * sq * b * h;
-    whole += (a + g) * sq * b * static_cast<double>(m.q_lora_rank + m.kv_lora_rank) +
-             a * sq * b * static_cast<double>(m.qk_rope_head_dim);
+    // the latents and the rotary key: the rank's own tokens, a shard under SP (the duplicated
+    // down-projections run on it, and the up-projections keep their input's shard, gathered
+    // again for the weight gradient)
+    outside += (a + g) * sq * b * static_cast<double>(m.q_lora_rank + m.kv_lora_rank) +
+               a * sq * b * static_cast<double>(m.qk_rope_head_dim);
     if (!(sel & recompute_module::mla_up_proj)) inside += a * sq * b * heads * (2.0 * qk + v);
     if (keep_core) {
       const double scores = b * heads * sq * sq;

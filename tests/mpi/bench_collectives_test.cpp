@@ -200,12 +200,15 @@ TEST(Bench, PointToPointLatencyAndBandwidth) {
   ASSERT_EQ(o.status, 0) << o.out;
   auto j = nlohmann::json::parse(o.out)["p2p"];
   ASSERT_EQ(j.size(), 5u);  // 1, 32, 1K, 32K, 1M
-  for (const auto& r : j) {
-    EXPECT_GT(r["latency_us"].get<double>(), 0);
-    EXPECT_GT(r["bandwidth_MBps"].get<double>(), 0);
+  // The sweep's sizes as -b, -e and -f give them, each measured. (It also asserted that 1 MB
+  // takes longer than 1 B: timing, which a loaded 2-core host reversed in CI, 1,265 us for 1 B
+  // against 590 for 1 MB; tests do not fail on timing.)
+  const double sizes[] = {1, 32, 1024, 32768, 1048576};
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    EXPECT_EQ(j[i]["size_bytes"].get<double>(), sizes[i]);
+    EXPECT_GT(j[i]["latency_us"].get<double>(), 0);
+    EXPECT_GT(j[i]["bandwidth_MBps"].get<double>(), 0);
   }
-  EXPECT_GT(j[4]["latency_us"].get<double>(),
-            j[0]["latency_us"].get<double>());  // 1 MB takes longer than 1 B
 }
 
 }  // namespace

@@ -202,8 +202,10 @@ TEST(Train, BadFlagsAreOneLineErrors) {
       {1, "--layers 1000000000", "layers 1000000000"},
       {1, "--seq-length 100000", "--seq-length 100000 with --micro-batch-size 4: needs"},
       // Outputs are checked before training, not after it.
-      {1, "-o /nonexistent/dir/summary.json --steps 1", "-o/--output: cannot write"},
-      {2, "--trace /nonexistent/dir/run.json --steps 1", "--trace: cannot write"},
+      // (a folder that does not exist yet is made when written, as for every verb; one below
+      // a device cannot be)
+      {1, "-o /dev/null/dir/summary.json --steps 1", "-o/--output: /dev/null/dir/summary.json"},
+      {2, "--trace /dev/null/dir/run.json --steps 1", "--trace: /dev/null/dir/run"},
       {1, "--steps 2 --warmup 2", "--warmup: expected 0 to steps - 1 = 1, got 2"},
   };
   for (const Case& c : cases) {
@@ -242,8 +244,10 @@ TEST(Train, TheLauncherRefusesBadFlagsBeforeMpirun) {
       {"--ranks 2 --seq-length 100000", "--seq-length 100000 with --micro-batch-size 4: needs"},
       {"--ranks 2 --micro-batch-size 2 --global-batch-size 6",
        "--global-batch-size: expected a multiple of micro-batch x ranks = 2 x 2 = 4, got 6"},
-      {"--ranks 2 -o /nonexistent/dir/summary.json", "-o/--output: cannot write"},
-      {"--ranks 2 --trace /nonexistent/dir/run.json", "--trace: cannot write"},
+      // (a folder that does not exist yet is made when written, as for every verb; one below
+      // a device cannot be)
+      {"--ranks 2 -o /dev/null/dir/summary.json", "-o/--output: /dev/null/dir/summary.json: "},
+      {"--ranks 2 --trace /dev/null/dir/run.json", "--trace: /dev/null/dir/run"},
       {"--ranks 2 --steps 2 --warmup 2", "--warmup: expected 0 to steps - 1 = 1, got 2"},
       {"--ranks 2 --resume --checkpoint /nonexistent/ckpt", "latest.json: missing"},
       {"--ranks 2 --zero 5", "--zero: expected 0, 1, 2 or 3, got 5"},

@@ -258,6 +258,46 @@ TEST(Moe, AllToAllBytesPerLayerAreTheClosedForm) {
   }
 }
 
+// Latent attention under TP 2 with sequence parallelism, as Megatron-Core's MLASelfAttention
+// runs it: the duplicated down-projections on the rank's sequence shard, then the query latent,
+// the key/value latent and the rotary key gathered (b s x 1536, 512, 64 elements), their
+// reduce-scatters in backward, and the up-projections' inputs gathered again for the weight
+// gradient (1536 and 512). The hidden state (7168) is gathered by no latent attention (it was,
+// before the down-projections; found by a closed-form check, 2026-11-30). Per block: elements
+// of the tensor group's all-gathers and reduce-scatters on a dense-MLP layer of DeepSeek-V3
+// (layer 0: the MLP's own gather, reduce-scatter and wgrad gather of b s x 7168 beside).
+TEST(Moe, LatentAttentionGathersTheLatents) {
+  PlanInput p = moe_plan(32, 2, 16);
+  p.global_batch = 16;
+  const Scenario sc = scenario("deepseek-v3", "dgx-h100", p);
+  const ModelSpec& m = sc.model;
+  ASSERT_EQ(m.q_lora_rank, 1536);
+  ASSERT_EQ(m.kv_lora_rank, 512);
+  ASSERT_EQ(m.qk_rope_head_dim, 64);
+  const Workload w = build_workload(sc);
+  const Chunk& ch = w.roles[0].chunks[0];
+  const double T = static_cast<double>(sc.plan.micro_batch * m.seq_length);
+  auto elements = [&](const OpList& l, Collective c) {
+    double sum = 0;
+    for (const Op& o : l.ops())
+      if (o.kind == OpKind::comm && o.group == CommGroup::tensor && o.collective == c &&
+          o.layer == 0)
+        sum += static_cast<double>(o.elements);
+    return sum;
+  };
+  const double latents = static_cast<double>(m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim);
+  const double h = static_cast<double>(m.hidden);
+  // forward: the three latents' gathers and the MLP's input; the attention's and the MLP's
+  // reduce-scatters
+  EXPECT_DOUBLE_EQ(elements(ch.forward, Collective::all_gather), T * (latents + h));
+  EXPECT_DOUBLE_EQ(elements(ch.forward, Collective::reduce_scatter), T * 2 * h);
+  // backward: the latents' and the MLP input's reduce-scatters; the wgrad gathers of the
+  // up-projections' inputs and of the MLP's, and the outputs' gathers
+  EXPECT_DOUBLE_EQ(elements(ch.backward, Collective::reduce_scatter), T * (latents + h));
+  EXPECT_DOUBLE_EQ(elements(ch.backward, Collective::all_gather),
+                   T * (m.q_lora_rank + m.kv_lora_rank + h) + T * 2 * h);
+}
+
 // The flex dispatcher (--moe-token-dispatcher-type flex, DeepEP/HybridEP): each MoE layer's
 // dispatch and combine, forward and backward, carry the rank's tokens once (b x s x h x 2
 // bytes, x the load factor), tagged for the cost layer, where the all-to-all carries top-k
