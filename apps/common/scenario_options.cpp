@@ -728,6 +728,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   in.plan.merge(flags);
   if (file_accum && (!o.micro_batch.empty() || !o.global_batch.empty()) && o.grad_accum.empty())
     in.plan.grad_accum.reset();
+  // A precision flag is the user's word, not torchtitan's AMP rule.
+  if (flags.precision) in.plan.amp_needs_fsdp.reset();
   // The file's local batch goes with its batch: a batch flag replaces both.
   if (!o.micro_batch.empty() || !o.global_batch.empty() || !o.grad_accum.empty())
     in.plan.local_batch.reset();

@@ -308,6 +308,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(global_batch, o.global_batch);
   take(grad_accum, o.grad_accum);
   take(local_batch, o.local_batch);
+  take(amp_needs_fsdp, o.amp_needs_fsdp);
   take(precision, o.precision);
   take(recompute, o.recompute);
   take(schedule, o.schedule);

@@ -799,6 +799,17 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
 
   // ---- the rest ----
   plan.precision = in.precision.value_or(Precision::bf16);
+  // torchtitan (distributed/utils.py maybe_enable_amp): mixed precision only under FSDP or CP;
+  // TP or PP alone trains in fp32, with its warning "Mixed precision training with TP or PP is
+  // only supported when FSDP/HSDP/CP is enabled".
+  if (in.amp_needs_fsdp.value_or(false) && plan.precision != Precision::fp32 && plan.dp == 1 &&
+      plan.cp == 1 && (plan.tp > 1 || plan.pp > 1)) {
+    warn.push_back(fmt::format(
+        "torchtitan trains this plan in fp32: its mixed precision needs FSDP (a shard degree "
+        "above 1) or CP, and TP {} x PP {} has neither (maybe_enable_amp)",
+        plan.tp, plan.pp));
+    plan.precision = Precision::fp32;
+  }
   if (plan.precision == Precision::bf16 && system.gpu.peak.bf16.value() <= 0)
     return bad("--precision", fmt::format("fp16 or fp32 ({} has no bfloat16)", system.gpu.name),
                "bf16");

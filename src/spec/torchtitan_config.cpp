@@ -442,6 +442,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   CS_ASSIGN_OR_RETURN(auto seq, f.integer({"training"}, "seq_len", 1, {}, limits::kMaxSeqLength));
   p.seq_length = seq.value_or(2048);
   p.local_batch = *local;
+  p.amp_needs_fsdp = true;  // (resolve_scenario: no FSDP, no mixed precision)
   CS_ASSIGN_OR_RETURN(auto param_dtype, f.string({"training"}, "mixed_precision_param"));
   const std::string pd = param_dtype.value_or("bfloat16");  // torchtitan's default
   if (pd == "bfloat16")

@@ -511,6 +511,31 @@ TEST(TorchtitanConfig, LocalBatchAgainstDataParallel) {
   for (const auto& w : one->warnings) EXPECT_EQ(w.find("accumulation steps"), std::string::npos);
 }
 
+// torchtitan's mixed precision is FSDP's (maybe_enable_amp): TP alone on 8 GPUs trains in fp32,
+// with a warning; with a shard degree above 1 (16 GPUs: DP 2) in bf16; a --precision flag (the
+// CLI resets the rule) is the user's word.
+TEST(TorchtitanConfig, MixedPrecisionNeedsFsdp) {
+  const TorchtitanJob job =
+      parse(kModel +
+            "[activation_checkpoint]\nmode = \"full\"\n[training]\n"
+            "local_batch_size = 1\n[parallelism]\ntensor_parallel_degree = 8\n");
+  auto resolve = [&](int gpus, bool flag) {
+    PlanInput p = job.plan;
+    p.gpus = gpus;
+    if (flag) p.amp_needs_fsdp.reset();
+    return resolve_scenario(*load_model(job.model), *load_system("dgx-h100"),
+                            *load_network("ib-ndr-400"), p);
+  };
+  auto alone = resolve(8, false);
+  ASSERT_TRUE(alone.ok()) << alone.error().message;
+  EXPECT_EQ(alone->plan.precision, Precision::fp32);
+  EXPECT_TRUE(std::any_of(alone->warnings.begin(), alone->warnings.end(), [](const auto& w) {
+    return w.rfind("torchtitan trains this plan in fp32", 0) == 0;
+  }));
+  EXPECT_EQ(resolve(16, false)->plan.precision, Precision::bf16);
+  EXPECT_EQ(resolve(8, true)->plan.precision, Precision::bf16);
+}
+
 // A misspelt plan key is refused (torchtitan refuses unknown keys; read past, the plan kept TP
 // 1), naming the key meant; another unknown [parallelism] key is a note; torchtitan's own
 // fields that commscope does not read pass in silence.

@@ -458,6 +458,10 @@ struct PlanInput {
   // assertion), and under PP each accumulation step is its own pipeline schedule (a warning:
   // commscope runs them as one).
   std::optional<std::int64_t> local_batch;
+  // torchtitan's mixed precision rides on FSDP (fully_shard's MixedPrecisionPolicy): with TP or
+  // PP and no FSDP (shard degree 1, CP 1), maybe_enable_amp leaves the run in fp32. Set by a
+  // torchtitan file whose precision no flag overrides.
+  std::optional<bool> amp_needs_fsdp;
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
   std::optional<std::uint8_t> recompute_modules;  // --recompute-modules (recompute_module bits)
