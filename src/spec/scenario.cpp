@@ -642,6 +642,18 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     warn.push_back("--sequence-parallel has no effect with tensor-parallel size 1; turned off");
     plan.sequence_parallel = false;
   }
+  // Sequence parallelism splits each rank's sequence (s / CP) evenly over the TP ranks
+  // (Megatron-Core's _split_along_first_dim asserts "First dimension of the tensor should be
+  // divisible by tensor parallel size"); one TP does not divide was accepted and its shard
+  // floored (t5-base's 114-token decoder at TP 4, found 2026-11-30).
+  if (plan.sequence_parallel)
+    for (std::int64_t s : {model.seq_length, model.dec_seq()})
+      if (s % (std::int64_t{plan.cp} * plan.tp) != 0)
+        return bad("--sequence-parallel",
+                   fmt::format("TP x CP = {} x {} to divide the sequence length {} (each TP rank "
+                               "holds an equal shard, as Megatron-Core asserts)",
+                               plan.tp, plan.cp, s),
+                   fmt::format("{} tokens", s));
   // Megatron-LM refuses --tp-comm-overlap without sequence parallelism (arguments.py:
   // "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
   // enabled"); with TP 1 there is nothing to overlap.

@@ -90,6 +90,22 @@ TEST(Validation, GlobalBatchMustBeMultipleOfMicroTimesDp) {
   EXPECT_NE(e.find("got 100"), std::string::npos) << e;
 }
 
+// Sequence parallelism needs TP x CP to divide the sequence (Megatron-Core's even split of the
+// first dimension): t5-base's 114-token decoder at TP 4 was accepted and its shard floored.
+TEST(Validation, SequenceParallelNeedsAnEvenSplit) {
+  PlanInput p = plan(8, 4);
+  p.sequence_parallel = true;
+  const std::string e = scenario_error("t5-base", "dgx-a100-80gb", p);
+  EXPECT_EQ(e.rfind("--sequence-parallel: expected TP x CP = 4 x 1 to divide the sequence length "
+                    "114",
+                    0),
+            0u)
+      << e;
+  expect_one_line(e);
+  p.tp = 2;  // 512 and 114 both even
+  EXPECT_EQ(scenario("t5-base", "dgx-a100-80gb", p).plan.tp, 2);
+}
+
 TEST(Validation, ProductOfSizesMustEqualGpuCount) {
   PlanInput p = plan(16, 2, 2);
   p.dp = 3;
