@@ -390,16 +390,12 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   read_or_auto(r, "gradient_accumulation_steps", p.grad_accum);
   // The legacy spelling `"zero_optimization": true|false` is stage 1 or 0 (DeepSpeed's
   // read_zero_config_deprecated; it was refused as "expected an object").
-  nlohmann::json zero_object;
-  const nlohmann::json* zero_field =
-      j.is_object() && j.contains("zero_optimization") ? &j.at("zero_optimization") : nullptr;
-  if (zero_field && zero_field->is_boolean()) {
-    p.zero = zero_field->get<bool>() ? 1 : 0;
-    zero_object = nlohmann::json::object();
-  }
-  auto z = zero_field && zero_field->is_boolean()
-               ? FieldReader(zero_object, where, "zero_optimization")
-               : r.object("zero_optimization");
+  const bool legacy =
+      j.is_object() && j.contains("zero_optimization") && j.at("zero_optimization").is_boolean();
+  if (legacy) p.zero = j.at("zero_optimization").get<bool>() ? 1 : 0;
+  static const nlohmann::json kNoFields = nlohmann::json::object();
+  auto z =
+      legacy ? FieldReader(kNoFields, where, "zero_optimization") : r.object("zero_optimization");
   z.allow_unknown();
   read_or_auto(z, "stage", p.zero);
   read_or_auto(z, "reduce_bucket_size", p.zero_reduce_bucket);
