@@ -737,13 +737,14 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   // is derived (resolve_scenario: global batch / (accumulation x DP), as DeepSpeed derives it),
   // not the default's 4.
   const bool global_known = in.plan.global_batch || !o.global_batch.empty();
-  const bool accum_known = in.plan.grad_accum || !o.grad_accum.empty();
+  bool accum_known = in.plan.grad_accum || !o.grad_accum.empty();
   // Under a ds_config.json, DeepSpeed's own rule (deepspeed/runtime/config.py,
   // _set_batch_related_parameters): a global batch alone means one accumulation step.
-  if (!o.deepspeed_config.empty() && !micro_given && global_known && !accum_known)
+  if (!o.deepspeed_config.empty() && !micro_given && global_known && !accum_known) {
     in.plan.grad_accum = 1;
-  if (!micro_given && global_known && (accum_known || in.plan.grad_accum))
-    in.plan.micro_batch.reset();
+    accum_known = true;
+  }
+  if (!micro_given && global_known && accum_known) in.plan.micro_batch.reset();
 
   // The sweep's size before it is built: the product of the comma lists' lengths.
   double plans = 1;

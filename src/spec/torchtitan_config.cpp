@@ -526,12 +526,15 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   // torchtitan's tensor parallelism shards the norms' sequence (SequenceParallel) and, with
   // enable_async_tensor_parallel, overlaps the gathers and reduce-scatters with the matmuls.
   CS_ASSIGN_OR_RETURN(auto async_tp, f.boolean(kParallel, "enable_async_tensor_parallel"));
+  // torch.compile: [compile] enable (2025), [training] compile (2024); read once, for async TP
+  // here and for its note below.
+  CS_ASSIGN_OR_RETURN(auto compile, f.boolean({"compile", "training"}, "enable"));
+  CS_ASSIGN_OR_RETURN(auto compile_2024, f.boolean({"training"}, "compile"));
+  const bool compiled = compile.value_or(false) || compile_2024.value_or(false);
   if (async_tp.value_or(false)) {
     // Async TP is an inductor pass: torchtitan (v0.2.0 on, maybe_enable_async_tp) raises
     // "Async TP requires --training.compile" without it (v0.1.0 ran the eager kernels).
-    CS_ASSIGN_OR_RETURN(auto on, f.boolean({"compile", "training"}, "enable"));
-    CS_ASSIGN_OR_RETURN(auto on_2024, f.boolean({"training"}, "compile"));
-    if (!on.value_or(false) && !on_2024.value_or(false))
+    if (!compiled)
       return f.bad(where("enable_async_tensor_parallel"),
                    "[compile] enable = true beside it (torchtitan raises \"Async TP requires "
                    "--training.compile\")",
@@ -707,9 +710,7 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   }
 
   // ---- read, not modelled ----
-  CS_ASSIGN_OR_RETURN(auto compile, f.boolean({"compile", "training"}, "enable"));
-  CS_ASSIGN_OR_RETURN(auto compile_2024, f.boolean({"training"}, "compile"));
-  if (compile.value_or(false) || compile_2024.value_or(false))
+  if (compiled)
     job.notes.push_back(
         "[compile] enable: torch.compile's fused kernels are not modelled (commscope prices the "
         "eager kernels)");
