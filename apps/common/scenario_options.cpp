@@ -730,8 +730,12 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     in.plan.grad_accum.reset();
   // A precision flag is the user's word, not torchtitan's AMP rule.
   if (flags.precision) in.plan.amp_needs_fsdp.reset();
-  // The file's local batch goes with its batch: a batch flag replaces both.
-  if (!o.micro_batch.empty() || !o.global_batch.empty() || !o.grad_accum.empty())
+  // The file's local batch (torchtitan's samples per data-parallel rank and accumulation step)
+  // stays beside a global batch flag, as beside torchtitan's --training.global_batch_size: the
+  // steps, and under PP the pipeline schedules, follow from both. It goes with an accumulation
+  // flag, which sets the steps itself, and with a micro-batch flag without PP, where the local
+  // batch is the micro-batch (under PP the micro-batch is pipeline_parallel_microbatch_size's).
+  if (!o.grad_accum.empty() || (!o.micro_batch.empty() && in.plan.pp.value_or(1) <= 1))
     in.plan.local_batch.reset();
   // A micro-batch no flag or file names, beside a global batch and an accumulation that fix it,
   // is derived (resolve_scenario: global batch / (accumulation x DP), as DeepSpeed derives it),

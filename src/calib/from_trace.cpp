@@ -86,7 +86,9 @@ Result<TraceCalibration> calibrate_from_trace(const std::vector<TraceFile>& trac
         for (const auto& op : l->ops())
           if (op.kind == OpKind::compute) {
             ops[class_of(op.compute)].push_back(
-                {&op, static_cast<double>(runs_per_iteration(op, w.microbatches)) / roles});
+                {&op, static_cast<double>(
+                          runs_per_iteration(op, w.microbatches, w.scenario.plan.pipeline_rounds)) /
+                          roles});
             op_class.emplace(std::string(op.name), class_of(op.compute));
           }
     for (const auto& op : r.step.ops())

@@ -186,7 +186,7 @@ std::string headline(const Workload& w) {
       units::to_gbit_per_s(sc.network.line_rate));
   out += fmt::format(
       "plan: DP {} x TP {}{}{} x PP {}{}{}, ZeRO-{}; micro-batch {}, global batch {} ({} "
-      "micro-batch{} per iteration); {}, recompute {}, schedule {}\n",
+      "micro-batch{} per iteration{}); {}, recompute {}, schedule {}\n",
       p.dp, p.tp, p.sequence_parallel ? " (SP)" : "",
       // Context and expert parallelism, only when used (the line stays as before otherwise).
       p.cp > 1 ? fmt::format(" x CP {} ({})", p.cp,
@@ -195,6 +195,10 @@ std::string headline(const Workload& w) {
       p.pp, p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "",
       p.ep > 1 ? fmt::format(", EP {}{}", p.ep, flex_note(sc)) : "", p.zero, p.micro_batch,
       p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",
+      // torchtitan under PP: one pipeline schedule per accumulation step
+      p.pipeline_rounds > 1 ? fmt::format(", as {} pipeline schedules of {}", p.pipeline_rounds,
+                                          p.microbatches_per_round())
+                            : "",
       // (with --fp8 the GEMMs run in FP8 beside the precision: the line said only "fp16")
       p.fp8 ? fmt::format("{} with FP8 GEMMs{}", to_string(p.precision),
                           p.fp8_param_gather ? " and FP8 weights" : "")

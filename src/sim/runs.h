@@ -67,6 +67,16 @@ struct Runs {
   std::vector<std::vector<std::size_t>> pair_index;
   std::vector<ListRun> steps;      // each stage's step, from time 0
   std::vector<Breakdown> step_in;  // and its breakdown over [0, its end]
+  // Each stage's gradient reduction that ends a pipeline schedule when an iteration runs several
+  // (ParallelPlan::pipeline_rounds): the reductions at the head of its step (the ops of phase
+  // backward, --fsdp-grad-sync step's units), run from time 0; an empty run where the step has
+  // none, and both lists empty where no stage's step has (round_end(s) reads either).
+  std::vector<ListRun> round_ends;
+  std::vector<Breakdown> round_end_in;  // and its breakdown over [0, its end]
+  const ListRun& round_end(int s) const {
+    static const ListRun kNone;
+    return round_ends.empty() ? kNone : round_ends[static_cast<std::size_t>(s)];
+  }
   bool breakdowns = true;  // the runs' breakdowns were computed (else finish gives times only)
 };
 

@@ -201,17 +201,24 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
 
 namespace {
 // pipeline_order into `order`, reusing its storage (cleared, not freed).
-void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined,
+void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined, int rounds,
                          std::vector<std::vector<PipelineTask>>& order) {
   CS_CHECK(v <= std::numeric_limits<std::int16_t>::max());  // PipelineTask::chunk
+  CS_CHECK(rounds >= 1 && m % rounds == 0);
+  // Several schedules (ParallelPlan::pipeline_rounds): the first of m / rounds micro-batches,
+  // then copies of it for the next micro-batches, one after another on each stage.
+  const int total_m = m;
+  m /= rounds;
   order.resize(pp);
   for (int st = 0; st < pp; ++st) {
     auto& o = order[st];
     o.clear();
-    o.reserve(static_cast<std::size_t>(2) * m * v);
+    o.reserve(static_cast<std::size_t>(2) * total_m * v);
     auto task = [&](int chunk, int mb, bool bw) {
       PipelineTask t;
       t.stage = st, t.chunk = static_cast<std::int16_t>(chunk), t.microbatch = mb, t.backward = bw;
+      t.edge = static_cast<std::uint8_t>((mb == 0 ? kFirstOfSchedule : 0) |
+                                         (mb == m - 1 ? kLastOfSchedule : 0));
       o.push_back(t);
     };
     // The last two tasks as a combined 1F1B pair (a forward, then a backward).
@@ -269,6 +276,17 @@ void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined,
       }
       for (int k = total - warmup; k < total; ++k) bwd(k);
     }
+    if (rounds > 1) {
+      const std::size_t n = o.size();
+      o.reserve(n * static_cast<std::size_t>(rounds));
+      for (int r = 1; r < rounds; ++r)
+        for (std::size_t i = 0; i < n; ++i) {
+          PipelineTask t = o[i];
+          t.microbatch += r * m;
+          o.push_back(t);
+        }
+    }
+    CS_CHECK(o.empty() || o.back().microbatch < total_m);
   }
 }
 }  // namespace
@@ -281,10 +299,10 @@ namespace {
 // (about 29 MB per thread at most); larger ones 4 entries of their own (as many as
 // limits::kMaxPipelineTasks allows each, as before there were 4 entries in all).
 std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, int m,
-                                                     bool combined) {
+                                                     bool combined, int rounds) {
   struct Entry {
     Schedule s = Schedule::one_f_one_b;
-    int pp = -1, v = -1, m = -1;
+    int pp = -1, v = -1, m = -1, rounds = 1;
     bool combined = false;
     std::vector<std::vector<PipelineTask>> order;
   };
@@ -295,12 +313,14 @@ std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, 
   const bool is_small = std::int64_t{pp} * v * m <= kSmallOrder;
   auto find = [&](auto& cache, std::size_t& next) -> std::vector<std::vector<PipelineTask>>& {
     for (Entry& e : cache)
-      if (e.pp == pp && e.v == v && e.m == m && e.s == s && e.combined == combined) return e.order;
+      if (e.pp == pp && e.v == v && e.m == m && e.s == s && e.combined == combined &&
+          e.rounds == rounds)
+        return e.order;
     Entry& e = cache[next];
     next = (next + 1) % cache.size();
     e.pp = -1;  // not valid while it is rebuilt
-    pipeline_order_into(s, pp, v, m, combined, e.order);
-    e.s = s, e.pp = pp, e.v = v, e.m = m, e.combined = combined;
+    pipeline_order_into(s, pp, v, m, combined, rounds, e.order);
+    e.s = s, e.pp = pp, e.v = v, e.m = m, e.combined = combined, e.rounds = rounds;
     return e.order;
   };
   return is_small ? find(small, next_small) : find(large, next_large);
@@ -308,9 +328,9 @@ std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, 
 }  // namespace
 
 std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m,
-                                                      bool combined) {
+                                                      bool combined, int rounds) {
   std::vector<std::vector<PipelineTask>> order;
-  pipeline_order_into(s, pp, v, m, combined, order);
+  pipeline_order_into(s, pp, v, m, combined, rounds, order);
   return order;
 }
 
@@ -717,6 +737,32 @@ void prepare_runs(const Scenario& sc, const std::vector<Role>& roles, bool accum
     // the same for every micro-batch count and schedule: once here, not per finish
     if (breakdowns) out.step_in[s] = breakdown(out.steps[s].events, 0, out.steps[s].end);
   }
+  // (3, the reductions that end each schedule but the last, where an iteration runs several)
+  // The step's head of gradient reductions (its ops of phase backward), as its own list: the
+  // other ops at the head depend only on ops before them, so the head runs alone. Left empty
+  // where no stage's step has such a head (Runs::round_end).
+  out.round_ends.clear();
+  out.round_end_in.clear();
+  for (int s = 0; s < pp; ++s) {
+    const OpList& step = roles[s].step;
+    std::size_t head = 0;
+    while (head < step.size() && step[head].phase == Phase::backward) ++head;
+    if (head == 0) continue;
+    out.round_ends.resize(pp);
+    out.round_end_in.resize(pp);
+    ListRun& r = out.round_ends[s];
+    OpList list;
+    list.reserve(head);
+    for (std::uint32_t i = 0; i < head; ++i) list.add(step[i], step.deps_of(i));
+    durations_into(step_dur, list, costs);
+    Stragglers st = costs.stragglers;
+    if (!index[s].empty()) {
+      const ListRun& last = pool[index[s][0]].bwd_last;
+      std::copy(std::begin(last.compute_tail), std::end(last.compute_tail), std::begin(st.carried));
+    }
+    run_list_into(r, list, step_dur, plan, true, names, &st);
+    if (breakdowns) out.round_end_in[s] = breakdown(r.events, 0, r.end);
+  }
 }
 
 double lower_bound(const Scenario& sc, int microbatches, const Runs& runs) {
@@ -739,14 +785,24 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   const ParallelPlan& plan = sc.plan;
   const int pp = plan.pp, v = plan.virtual_stages, m = microbatches;
   CS_CHECK(std::int64_t{pp} * v * m <= limits::kMaxPipelineTasks);
+  // Several schedules an iteration (ParallelPlan::pipeline_rounds), each of m / rounds
+  // micro-batches with its own first forward (parameter gathers) and last backward (gradient
+  // reduction); the next begins on a stage once its reduction is done (PyTorch's REDUCE_GRAD ends
+  // each schedule's step). Not with Megatron-Core's combined 1F1B or gathers ahead
+  // (resolve_scenario).
+  const int rounds = static_cast<int>(plan.pipeline_rounds);
+  CS_CHECK(rounds >= 1 && m % rounds == 0);
+  CS_CHECK(rounds == 1 || (!plan.overlap_moe_ep_comm && !plan.megatron_gathers_ahead()));
+  auto first_of_round = [](const PipelineTask& t) { return (t.edge & kFirstOfSchedule) != 0; };
+  auto last_of_round = [](const PipelineTask& t) { return (t.edge & kLastOfSchedule) != 0; };
   const std::vector<ChunkRuns>& pool = runs.pool;
   const std::vector<std::vector<std::size_t>>& index = runs.index;
   const std::vector<ListRun>& steps = runs.steps;
   auto runs_of = [&](int s, int c) -> const ChunkRuns& { return pool[index[s][c]]; };
   auto run_of = [&](const PipelineTask& t) -> const ListRun& {
     const ChunkRuns& r = runs_of(t.stage, t.chunk);
-    if (!t.backward) return t.microbatch == 0 ? r.first_fwd() : r.fwd;
-    return t.microbatch == m - 1 ? r.bwd_last : r.bwd;
+    if (!t.backward) return first_of_round(t) ? r.first_fwd() : r.fwd;
+    return last_of_round(t) ? r.bwd_last : r.bwd;
   };
   // Combined 1F1B: a pair's run, from either of its tasks.
   auto pair_of = [&](const PipelineTask& t) -> const PairRun& {
@@ -779,7 +835,7 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
   thread_local Intervals busy;
   std::vector<std::vector<PipelineTask>>& order =
-      cached_order(plan.schedule, pp, v, m, plan.overlap_moe_ep_comm);
+      cached_order(plan.schedule, pp, v, m, plan.overlap_moe_ep_comm, rounds);
   // Megatron's interleaved schedule gathers each chunk's parameters ahead
   // (ParallelPlan::megatron_gathers_ahead): on stage s, chunks 0 and 1 when the schedule starts,
   // chunk k >= 2 at the start of the forward of virtual micro-batch (k - 1) x PP - s; they queue
@@ -806,6 +862,35 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     const TaskCost& k = cost_of(t);
     return t.backward ? k.bwd_p2p : k.fwd_p2p;
   };
+  // Several schedules: per (stage, schedule but the last), when the schedule's tasks and their
+  // gradient reductions were done (round_ready) and its last task ended (round_last); the next
+  // schedule's first task waits for round_ready and the step's head of reductions after it
+  // (Runs::round_ends). The data-parallel stream's queue runs on over the schedules.
+  const std::size_t per_round = rounds > 1 ? order[0].size() / rounds : 0;
+  thread_local std::vector<double> round_ready, round_last, round_data_free;
+  if (rounds > 1) {
+    round_ready.assign(static_cast<std::size_t>(pp) * (rounds - 1), 0.0);
+    round_last.assign(static_cast<std::size_t>(pp) * (rounds - 1), 0.0);
+    round_data_free.assign(pp, 0.0);
+  }
+  auto round_gate = [&](std::size_t s, std::size_t here) {
+    const std::size_t r = here / per_round - 1;  // the schedule that ended
+    double last = 0, ready = 0;
+    double& data_free = round_data_free[s];
+    for (std::size_t k = here - per_round; k < here; ++k) {
+      const PipelineTask& t = order[s][k];
+      last = std::max(last, t.end);
+      if (t.backward && last_of_round(t))
+        ready =
+            std::max(ready, t.start + host + runs_of(static_cast<int>(s), t.chunk).bwd_last.end);
+      const ListRun& run = run_of(t);
+      if (run.data_first >= 0) data_free = queue_data(run, t.start + host, data_free, nullptr);
+    }
+    ready = std::max({ready, last, data_free});
+    round_ready[s * (rounds - 1) + r] = ready;
+    round_last[s * (rounds - 1) + r] = last;
+    return ready + runs.round_end(s).end;
+  };
   schedule_pipeline(
       order, pp, v,
       [&](const PipelineTask& t) {
@@ -814,11 +899,14 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
           return 2 * host + (t.backward ? p.bwd_end : p.fwd_end);
         }
         const TaskCost& k = cost_of(t);
-        if (!t.backward) return t.microbatch == 0 ? k.fwd_first : k.fwd;
-        return t.microbatch == m - 1 ? k.bwd_last : k.bwd;
+        if (!t.backward) return first_of_round(t) ? k.fwd_first : k.fwd;
+        return last_of_round(t) ? k.bwd_last : k.bwd;
       },
       p2p_of,
       [&](std::size_t s, std::size_t here, const PipelineTask& t) {
+        // a schedule's first task after another's: once the stage's reductions are done (its
+        // host time runs beside them)
+        if (rounds > 1 && here > 0 && here % per_round == 0) return round_gate(s, here) - host;
         if (!gathered_ahead(t)) return 0.0;
         const int c = t.chunk;
         const double g = runs_of(static_cast<int>(s), c).ahead_gather;
@@ -950,8 +1038,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         busy.emplace_back(t.start, std::max(t.end, u.end));
         continue;
       }
-      const bool last = t.backward && t.microbatch == m - 1;
-      const bool first = !t.backward && t.microbatch == 0 && runs_of(s, t.chunk).has_fwd_first;
+      const bool last = t.backward && last_of_round(t);
+      const bool first = !t.backward && first_of_round(t) && runs_of(s, t.chunk).has_fwd_first;
       count[t.chunk][first ? 3 : !t.backward ? 0 : last ? 2 : 1] += 1;
       busy.emplace_back(t.start, t.end);
     }
@@ -1018,33 +1106,54 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       b.by_collective[c].exposed += total - hidden;
       b.by_collective[c].profiler += prof_sides[k].first;
     }
-    // the wait for gradient reduction after the last task: exposed, not overlapped, less the
-    // tail's own waits for stragglers (its idle), which the causal view counts as idle and the
+    // The wait for gradient reduction after the last task of each schedule (the iteration's
+    // one, or each of several: ParallelPlan::pipeline_rounds): exposed, not overlapped, less the
+    // tails' own waits for stragglers (their idle), which the causal view counts as idle and the
     // profiler's view as communication (they were booked as exposed: more exposed time than
     // the one group's, found by probing, 2026-11-30); at most the communication booked as
-    // overlapped
-    // The tails: the last backwards that end the stage's tasks (found once, used twice).
+    // overlapped. (That straggler wait is idle, but no pipeline bubble.) A schedule before
+    // another ends as the iteration does, its wait then followed by the step's head of
+    // reductions (below) before the next schedule's first task.
+    // The tails: the last backwards that end the schedule's tasks (found once, used twice).
     thread_local std::vector<const Breakdown*> tails;
-    tails.clear();
-    double tail_idle = 0;
-    for (const auto& t : order[s])
-      if (t.backward && t.microbatch == m - 1 && t.end == last_task_end[s]) {
-        tails.push_back(&runs_of(s, t.chunk).bwd_last_tail);
-        tail_idle = std::max(tail_idle, tails.back()->idle);
+    double tail_wait = 0, tail_stragglers = 0;
+    const std::size_t stage_per_round = order[s].size() / rounds;
+    for (int r = 0; r < rounds; ++r) {
+      const bool final = r + 1 == rounds;
+      const std::size_t at = static_cast<std::size_t>(s) * (rounds - 1) + r;
+      const double done = final ? ready[s] : round_ready[at];
+      const double last = final ? last_task_end[s] : round_last[at];
+      tails.clear();
+      double tail_idle = 0;
+      for (std::size_t k = r * stage_per_round; k < (r + 1) * stage_per_round; ++k) {
+        const PipelineTask& t = order[s][k];
+        if (t.backward && last_of_round(t) && t.end == last) {
+          tails.push_back(&runs_of(s, t.chunk).bwd_last_tail);
+          tail_idle = std::max(tail_idle, tails.back()->idle);
+        }
       }
-    const double tail_wait =
-        std::min(std::max(0.0, ready[s] - last_task_end[s] - tail_idle), b.overlapped);
-    // (that straggler wait is idle, but no pipeline bubble)
-    const double tail_stragglers = std::min(tail_idle, std::max(0.0, ready[s] - last_task_end[s]));
-    b.overlapped -= tail_wait;
-    b.exposed += tail_wait;
-    for (const Breakdown* tail : tails) {
-      tail->by_group.for_each([&](CommGroup g, const CommShare& share) {
-        b.by_group[g].exposed += std::min(share.total, tail_wait);
-      });
-      tail->by_collective.for_each([&](Collective c, const CommShare& share) {
-        b.by_collective[c].exposed += std::min(share.total, tail_wait);
-      });
+      const double gap = std::max(0.0, done - last);
+      const double wait = std::min(std::max(0.0, gap - tail_idle), b.overlapped);
+      tail_wait += wait;
+      tail_stragglers += std::min(tail_idle, gap);
+      b.overlapped -= wait;
+      b.exposed += wait;
+      for (const Breakdown* tail : tails) {
+        tail->by_group.for_each([&](CommGroup g, const CommShare& share) {
+          b.by_group[g].exposed += std::min(share.total, wait);
+        });
+        tail->by_collective.for_each([&](Collective c, const CommShare& share) {
+          b.by_collective[c].exposed += std::min(share.total, wait);
+        });
+      }
+    }
+    double round_heads = 0;
+    if (rounds > 1 && !runs.round_ends.empty()) {
+      Breakdown heads = runs.round_end_in[s];
+      heads.scale(rounds - 1);
+      b.add(heads);
+      waited += (rounds - 1) * runs.round_ends[s].wait;
+      round_heads = (rounds - 1) * runs.round_ends[s].end;
     }
     // Interleaved chunks' parameter gathers, dispatched ahead: each chunk's all of them, the
     // part its first forward waited for exposed (as the tail's wait), the rest hidden.
@@ -1073,8 +1182,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     const Breakdown& step = runs.step_in[s];
     b.add(step);
     const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
-    const double busy_time =
-        length(busy) + (p2p_total - p2p_hidden) + tail_wait + gather_wait + steps[s].end;
+    const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + gather_wait +
+                             round_heads + steps[s].end;
     b.wall = T;
     const double outside = std::max(0.0, T - busy_time);
     b.idle = outside + idle_inside + step.idle;
@@ -1161,6 +1270,12 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
           tl.events.push_back(e);
         }
       }
+      for (int r = 0; r + 1 < rounds; ++r)
+        for (Event e : runs.round_end(s).events) {
+          e.rank = s;
+          e.start += round_ready[static_cast<std::size_t>(s) * (rounds - 1) + r];
+          tl.events.push_back(e);
+        }
       for (Event e : steps[s].events) {
         e.rank = s;
         e.start += step_start[s];
@@ -1309,7 +1424,8 @@ std::int64_t timeline_events(const Workload& w) {
       if (!c.forward_first.empty())
         once += static_cast<std::int64_t>(c.forward_first.size() - c.forward.size());
     }
-    n += per_microbatch * w.microbatches + once;
+    // (each schedule's first forwards and, at most, a step's worth of reductions per schedule)
+    n += per_microbatch * w.microbatches + once * w.scenario.plan.pipeline_rounds;
   }
   return n;
 }

@@ -492,6 +492,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
                       {"overlap_grad_reduce", p.overlap_grad_reduce},
                       {"overlap_param_gather", p.overlap_param_gather},
                       {"rank_order", to_string(p.rank_order)}};
+  // Several pipeline schedules an iteration (torchtitan under PP) only where there are.
+  if (p.pipeline_rounds > 1) j["pipeline_schedules"] = p.pipeline_rounds;
   // Compressed communication only when chosen: the default plan's JSON is as before.
   if (p.grad_comm_dtype) j["grad_comm_dtype"] = to_string(*p.grad_comm_dtype);
   if (p.zeropp_qwz) j["zero_quantized_weights"] = true;

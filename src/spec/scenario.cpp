@@ -776,6 +776,37 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                       limits::kMaxPipelineTasks),
           fmt::format("{} x {} x {} = {}", plan.pp, plan.virtual_stages, plan.grad_accum, tasks));
   }
+  // A torchtitan job's local batch (PlanInput::local_batch): its train.py asserts the global
+  // batch a multiple of local x DP, and runs global / (local x DP) accumulation steps, each
+  // under PP a pipeline schedule of its own (pipeline_parallel.py: one pp_schedule.step() a
+  // step, of local / micro-batch micro-batches): ParallelPlan::pipeline_rounds. torchtitan's
+  // rules, for its FSDP2 runs: a --framework flag other than fsdp beside the file runs as that
+  // framework does (one schedule).
+  if (in.local_batch && in.framework.value_or(Framework::none) == Framework::fsdp) {
+    const std::int64_t local_step = *in.local_batch * plan.dp;
+    if (plan.global_batch % local_step != 0)
+      return bad("global_batch_size",
+                 fmt::format("a multiple of local_batch_size x data-parallel size = {} x {} = {} "
+                             "(torchtitan's rule)",
+                             *in.local_batch, plan.dp, local_step),
+                 num(plan.global_batch));
+    if (plan.pp > 1 && *in.local_batch % plan.micro_batch != 0)
+      return bad("--micro-batch-size",
+                 fmt::format("a divisor of the local batch of {} (torchtitan splits each "
+                             "accumulation step's local batch into the pipeline's micro-batches)",
+                             *in.local_batch),
+                 num(plan.micro_batch));
+    if (plan.pp > 1) plan.pipeline_rounds = plan.global_batch / local_step;
+  }
+  if (plan.schedule == Schedule::interleaved && plan.pipeline_rounds > 1 &&
+      plan.microbatches_per_round() % plan.pp != 0)
+    return bad("local_batch_size",
+               fmt::format("a multiple of micro-batch x PP = {} x {} = {} for the interleaved "
+                           "schedule (micro-batches per pipeline schedule a multiple of PP, as "
+                           "Megatron requires)",
+                           plan.micro_batch, plan.pp, plan.micro_batch * plan.pp),
+               fmt::format("{} ({} micro-batches per schedule)", *in.local_batch,
+                           plan.microbatches_per_round()));
   if (plan.schedule == Schedule::interleaved && plan.grad_accum % plan.pp != 0)
     return bad(
         "--global-batch-size",
@@ -784,30 +815,10 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                     "as Megatron requires)",
                     plan.micro_batch, plan.dp, plan.pp, plan.micro_batch * plan.dp * plan.pp),
         fmt::format("{} (micro-batches per iteration: {})", plan.global_batch, plan.grad_accum));
-  // A torchtitan job's local batch (PlanInput::local_batch): its train.py asserts the global
-  // batch a multiple of local x DP, and runs global / (local x DP) accumulation steps, each
-  // under PP a pipeline schedule of its own (pipeline_parallel.py: one pp_schedule.step() a
-  // step), which commscope runs as one schedule of all the iteration's micro-batches.
-  if (in.local_batch) {
-    const std::int64_t per_step = *in.local_batch * plan.dp;
-    if (plan.global_batch % per_step != 0)
-      return bad("global_batch_size",
-                 fmt::format("a multiple of local_batch_size x data-parallel size = {} x {} = {} "
-                             "(torchtitan's rule)",
-                             *in.local_batch, plan.dp, per_step),
-                 num(plan.global_batch));
-    const std::int64_t steps = plan.global_batch / per_step;
-    if (plan.pp > 1 && steps > 1)
-      warn.push_back(fmt::format(
-          "torchtitan runs the {} accumulation steps (global batch {} / (local batch {} x DP "
-          "{})) as {} pipeline schedules of {} micro-batches, each with its own fill and drain; "
-          "commscope runs them as one schedule of {}, so its bubble and time are a lower bound",
-          steps, plan.global_batch, *in.local_batch, plan.dp, steps, plan.grad_accum / steps,
-          plan.grad_accum));
-  }
-  if (plan.pp > 1 && plan.grad_accum < plan.pp)
-    warn.push_back(fmt::format("{} micro-batches for {} pipeline stages: the bubble dominates",
-                               plan.grad_accum, plan.pp));
+  if (plan.pp > 1 && plan.microbatches_per_round() < plan.pp)
+    warn.push_back(fmt::format("{} micro-batches {}for {} pipeline stages: the bubble dominates",
+                               plan.microbatches_per_round(),
+                               plan.pipeline_rounds > 1 ? "per schedule " : "", plan.pp));
 
   // ---- the rest ----
   plan.precision = in.precision.value_or(Precision::bf16);
@@ -990,6 +1001,13 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
         to_string(*in.attention_backend)));
   CS_RETURN_IF_ERROR(resolve_ep_overlap(in, plan));
   CS_RETURN_IF_ERROR(resolve_op_recompute(model, plan));
+  // Several pipeline schedules an iteration are torchtitan's; Megatron-Core's combined 1F1B
+  // and its interleaved gathers ahead run in one schedule.
+  if (plan.pipeline_rounds > 1 && (plan.overlap_moe_ep_comm || plan.megatron_gathers_ahead()))
+    return bad(
+        plan.overlap_moe_ep_comm ? "--overlap-moe-expert-parallel-comm" : "--overlap-param-gather",
+        "one pipeline schedule an iteration (Megatron-Core's)",
+        fmt::format("a torchtitan local batch that makes {} schedules", plan.pipeline_rounds));
   // NCCL_ALGO (--nccl-algo; docs/cost-model.md, "NVLS and CollNet").
   if (in.nccl_algo) CS_RETURN_IF_ERROR(apply_nccl_algo(*in.nccl_algo, system.name, system.nccl));
 

@@ -254,6 +254,7 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return refuse("--gradient-accumulation-steps", std::to_string(*p.grad_accum),
                   "expected a positive integer");
   if (p.global_batch) o.global_batch = *p.global_batch;
+  if (p.local_batch) o.local_batch = *p.local_batch;
   if (p.grad_accum) o.grad_accum = *p.grad_accum;
   if (p.ddp_bucket_mb) o.bucket_mb = *p.ddp_bucket_mb;
   if (p.zero_reduce_bucket) o.zero_reduce_bucket = *p.zero_reduce_bucket;
@@ -580,6 +581,12 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--gradient-accumulation-steps: expected global batch / (micro-batch x data-parallel "
         "ranks) = {}, got {}",
         g / per_step, o.grad_accum)};
+  if (o.local_batch && o.pp > 1 && g > *o.local_batch * dp)
+    return Error{fmt::format(
+        "--torchtitan-config: expected a global batch of local batch x data-parallel ranks = {} "
+        "x {} = {} under PP (the CPU trainer runs an iteration as one pipeline schedule; "
+        "torchtitan runs each of its accumulation steps as one), got {}",
+        *o.local_batch, dp, *o.local_batch * dp, g)};
   if (o.sequence_parallel && o.tp > 1 && o.model.seq % o.tp != 0)
     return Error{fmt::format(
         "--sequence-parallel: expected a sequence length ({}) divisible by the tensor-parallel "

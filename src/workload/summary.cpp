@@ -32,13 +32,16 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
         op.tag == OpTag::ep_forwarded ? op.bytes * (fc.network + fc.nvlink) : op.wire_bytes();
     it->wire_bytes += wire * static_cast<double>(runs);
   };
+  // Several pipeline schedules an iteration: each has its first forward and last backward, and
+  // ends with the step's gradient reductions (its ops of phase backward).
+  const std::int64_t rounds = sc.plan.pipeline_rounds;
   for (const Chunk& ch : r.chunks) {
-    for (const Op& op : ch.forward.ops()) add(op, runs_per_iteration(op, w.microbatches));
-    for (const Op& op : ch.backward.ops()) add(op, runs_per_iteration(op, w.microbatches));
+    for (const Op& op : ch.forward.ops()) add(op, runs_per_iteration(op, w.microbatches, rounds));
+    for (const Op& op : ch.backward.ops()) add(op, runs_per_iteration(op, w.microbatches, rounds));
     for (const Op& op : ch.forward_first.ops())
-      if (op.first_microbatch_only) add(op, 1);
+      if (op.first_microbatch_only) add(op, rounds);
   }
-  for (const Op& op : r.step.ops()) add(op, 1);
+  for (const Op& op : r.step.ops()) add(op, op.phase == Phase::backward ? rounds : 1);
   std::sort(out.begin(), out.end(), [](const CommVolume& a, const CommVolume& b) {
     return std::tie(a.group, a.collective, a.dtype, a.fp8_weights) <
            std::tie(b.group, b.collective, b.dtype, b.fp8_weights);
@@ -58,16 +61,23 @@ std::string_view to_string(PatternCollective::Every e) {
       return "first micro-batch's forward";
     case PatternCollective::Every::ahead_of_first_microbatch:
       return "ahead of its chunk's first forward";
+    case PatternCollective::Every::schedule_end:
+      return "end of each pipeline schedule";
   }
   return "";
 }
 
 std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
   std::vector<PatternCollective> out;
+  const std::int64_t rounds = w.scenario.plan.pipeline_rounds;
   auto add = [&](const Op& op, PatternCollective::Every every) {
     if (op.kind != OpKind::comm) return;
+    using E = PatternCollective::Every;
     const std::int64_t runs =
-        every == PatternCollective::Every::microbatch ? w.microbatches : std::int64_t{1};
+        every == E::microbatch ? w.microbatches
+        : every == E::last_microbatch || every == E::first_microbatch || every == E::schedule_end
+            ? rounds
+            : std::int64_t{1};
     auto it = std::find_if(out.begin(), out.end(), [&](const PatternCollective& v) {
       return v.name == op.name && v.collective == op.collective && v.group == op.group &&
              v.span == op.span && v.per_node == op.per_node && v.group_size == op.group_size &&
@@ -100,7 +110,9 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
   for (const Chunk& ch : r.chunks)
     for (const Op& op : ch.forward_first.ops())
       if (op.first_microbatch_only) add(op, first);
-  for (const Op& op : r.step.ops()) add(op, PatternCollective::Every::iteration);
+  for (const Op& op : r.step.ops())
+    add(op, rounds > 1 && op.phase == Phase::backward ? PatternCollective::Every::schedule_end
+                                                      : PatternCollective::Every::iteration);
   return out;
 }
 
@@ -112,7 +124,8 @@ FlopCount iteration_flops(const Workload& w) {
       for (const OpList* list : {&ch.forward, &ch.backward})
         for (const Op& op : list->ops()) {
           if (!op.is_matmul()) continue;
-          double runs = static_cast<double>(runs_per_iteration(op, w.microbatches));
+          double runs = static_cast<double>(
+              runs_per_iteration(op, w.microbatches, w.scenario.plan.pipeline_rounds));
           if (op.compute == ComputeClass::attention && op.phase != Phase::recompute &&
               (op.name == "flash_attn" || op.name == "cross_flash_attn")) {
             // Model FLOPs as PaLM counts attention (4 s_q s_kv per q channel forward, twice
@@ -134,7 +147,7 @@ FlopCount iteration_flops(const Workload& w) {
 
 std::int64_t inflight_microbatches(const Scenario& sc, int stage) {
   const auto& p = sc.plan;
-  const std::int64_t m = p.grad_accum;
+  const std::int64_t m = p.microbatches_per_round();  // (each schedule's, where there are several)
   // Combined 1F1B (overlap_moe_ep_comm) runs each forward beside the previous micro-batch's
   // backward, so two micro-batches' activations are held at once.
   if (p.pp == 1) return p.overlap_moe_ep_comm ? std::min<std::int64_t>(2, m) : 1;
@@ -170,7 +183,7 @@ Bytes stage_peak_activations(const Scenario& sc, int stage, const std::vector<By
   // backward each step, then the remaining backwards. A chunk-micro-batch's activations live
   // from its forward to its backward; the peak is the largest sum.
   const std::int64_t pv = static_cast<std::int64_t>(p.pp) * n;
-  const std::int64_t total = static_cast<std::int64_t>(p.grad_accum) * n;
+  const std::int64_t total = p.microbatches_per_round() * n;
   const std::int64_t warmup = std::min(total, inflight - 1);
   auto fwd = [&](std::int64_t k) { return chunk_bytes[static_cast<std::size_t>((k % pv) / p.pp)]; };
   auto bwd = [&](std::int64_t k) {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -492,11 +493,9 @@ TEST(TorchtitanConfig, LocalBatchAgainstDataParallel) {
   auto sc = resolve(parse(pp4 + "global_batch_size = 128\n"), 16);
   ASSERT_TRUE(sc.ok()) << sc.error().message;
   EXPECT_EQ(sc->plan.grad_accum, 32);
-  bool warned = false;
-  for (const auto& w : sc->warnings)
-    warned |= w.find("runs the 4 accumulation steps") != std::string::npos &&
-              w.find("as 4 pipeline schedules of 8 micro-batches") != std::string::npos;
-  EXPECT_TRUE(warned);
+  // each step its own schedule of 8 micro-batches (pp_schedule.step() per step)
+  EXPECT_EQ(sc->plan.pipeline_rounds, 4);
+  EXPECT_EQ(sc->plan.microbatches_per_round(), 8);
   // global 40: not a multiple of 8 x 4
   auto bad = resolve(parse(pp4 + "global_batch_size = 40\n"), 16);
   ASSERT_FALSE(bad.ok());
@@ -508,7 +507,30 @@ TEST(TorchtitanConfig, LocalBatchAgainstDataParallel) {
   // one step (global = local x DP): no warning of it
   auto one = resolve(parse(pp4), 16);
   ASSERT_TRUE(one.ok()) << one.error().message;
-  for (const auto& w : one->warnings) EXPECT_EQ(w.find("accumulation steps"), std::string::npos);
+  EXPECT_EQ(one->plan.pipeline_rounds, 1);
+  // a micro-batch flag that does not divide the local batch: torchtitan could not split it
+  PlanInput odd = parse(pp4 + "global_batch_size = 128\n").plan;
+  odd.micro_batch = 16;
+  odd.gpus = 16;
+  auto split = resolve_scenario(*load_model("llama3-8b"), *load_system("dgx-h100"),
+                                *load_network("ib-ndr-400"), odd);
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.error().message.rfind(
+                "--micro-batch-size: expected a divisor of the local batch of 8", 0),
+            0u)
+      << split.error().message;
+  // the interleaved schedule: each schedule's micro-batches a multiple of PP
+  auto inter = resolve(parse(kModel + "[activation_checkpoint]\nmode = \"full\"\n[parallelism]\n"
+                                      "pipeline_parallel_degree = 4\npipeline_parallel_schedule = "
+                                      "\"Interleaved1F1B\"\n[training]\nlocal_batch_size = 6\n"
+                                      "global_batch_size = 48\n"),
+                       16);
+  ASSERT_FALSE(inter.ok());
+  EXPECT_EQ(inter.error().message.rfind("local_batch_size: expected a multiple of micro-batch x "
+                                        "PP = 1 x 4 = 4 for the interleaved schedule",
+                                        0),
+            0u)
+      << inter.error().message;
 }
 
 // torchtitan's mixed precision is FSDP's (maybe_enable_amp): TP alone on 8 GPUs trains in fp32,
@@ -634,6 +656,34 @@ TEST(TorchtitanConfig, Cli) {
   ASSERT_EQ(every.status, 0) << every.err;
   EXPECT_EQ(file_pp.out, once.out);
   EXPECT_NE(file_pp.out, every.out);
+  // A global batch flag keeps the file's local batch, as torchtitan's --training.global_batch_size
+  // does: the file's own global batch (8 x DP 8 = 64) is the file alone; 128 is two steps, two
+  // schedules of 8 micro-batches (describe says so), not the one schedule of 16 the flags alone
+  // give (--fsdp-grad-sync step, as above).
+  auto same =
+      run_shell(bin + " predict --torchtitan-config " + pp + h100 + " --global-batch-size 64");
+  EXPECT_EQ(same.out, file_pp.out);
+  const std::string json = " --system dgx-h100 --gpus 16 --format json";
+  const std::string csv = " --format csv";
+  const std::string flags_json =
+      as_flags.substr(0, as_flags.size() - csv.size()) + " --format json";
+  auto two =
+      run_shell(bin + " predict --torchtitan-config " + pp + json + " --global-batch-size 128");
+  std::string flags_128 = flags_json;
+  flags_128.replace(flags_128.find("--global-batch-size 64"), 22, "--global-batch-size 128");
+  auto one_schedule = run_shell(bin + flags_128 + " --fsdp-grad-sync step");
+  ASSERT_EQ(two.status, 0) << two.err;
+  ASSERT_EQ(one_schedule.status, 0) << one_schedule.err;
+  const auto two_j = nlohmann::json::parse(two.out)["predictions"][0];
+  EXPECT_EQ(two_j["plan"]["pipeline_schedules"], 2);
+  EXPECT_GT(
+      two_j["iteration_time_s"].get<double>(),
+      nlohmann::json::parse(one_schedule.out)["predictions"][0]["iteration_time_s"].get<double>());
+  auto two_d = run_shell(bin + " describe --torchtitan-config " + pp +
+                         " --system dgx-h100 --gpus 16 --global-batch-size 128");
+  EXPECT_NE(two_d.out.find("(16 micro-batches per iteration, as 2 pipeline schedules of 8)"),
+            std::string::npos)
+      << two_d.out;
   const std::string fifo = testing::scratch() + "job.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   r = run_shell(bin + " predict --torchtitan-config " + fifo + " --system dgx-h100 --gpus 8");

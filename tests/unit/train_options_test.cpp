@@ -285,6 +285,33 @@ TEST(TrainOptions, DeepSpeedConfigSetsThePlan) {
   EXPECT_EQ(refused.error().message.rfind("--precision: ", 0), 0u) << refused.error().message;
 }
 
+// A torchtitan job file under PP whose global batch is several of its accumulation steps:
+// torchtitan runs each as a pipeline schedule of its own, the trainer runs one schedule an
+// iteration, so the plan is refused before launch; one step (the global batch the local batch on
+// each data-parallel rank) trains.
+TEST(TrainOptions, TorchtitanScheduleAStepIsRefusedUnderPp) {
+  const std::string tt = commscope::testing::scratch() + "train_tt.toml";
+  std::ofstream(tt) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+                       "local_batch_size = 4\nglobal_batch_size = 16\nseq_len = 64\n"
+                       "mixed_precision_param = \"float32\"\n[parallelism]\n"
+                       "data_parallel_shard_degree = 1\npipeline_parallel_degree = 2\n"
+                       "[activation_checkpoint]\nmode = \"none\"\n";
+  auto o = parse({"--torchtitan-config", tt, "--model", "gpt2-tiny-cpu"}, nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->local_batch, 4);
+  const Status s = validate(*o, 2, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message.rfind("--torchtitan-config: expected a global batch of local batch "
+                                    "x data-parallel ranks = 4 x 1 = 4 under PP",
+                                    0),
+            0u)
+      << s.error().message;
+  auto one = parse(
+      {"--torchtitan-config", tt, "--model", "gpt2-tiny-cpu", "--global-batch-size", "4"}, nullptr);
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_TRUE(validate(*one, 2, 1).ok()) << validate(*one, 2, 1).error().message;
+}
+
 TEST(TrainOptions, DefaultWarmupClampsToTheSteps) {
   auto one = parse({"--steps", "1"}, nullptr);
   ASSERT_TRUE(one.ok());

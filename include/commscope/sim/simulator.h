@@ -93,9 +93,13 @@ struct PipelineTask {
   std::int16_t other = -1;  // a pair's other task's chunk
   bool backward = false;
   std::uint8_t pair = 0;
+  // kFirstOfSchedule: the first micro-batch of its schedule; kLastOfSchedule: the last (of the
+  // iteration's, or of each of its schedules where it runs several: pipeline_order's rounds).
+  std::uint8_t edge = 0;
   double start = 0, end = 0;
 };
 static_assert(sizeof(PipelineTask) == 32);
+inline constexpr std::uint8_t kFirstOfSchedule = 1, kLastOfSchedule = 2;  // PipelineTask::edge
 
 // A placed schedule's task ends by (virtual stage, micro-batch, direction), which
 // schedule_pipeline fills as it places the tasks (-1: not placed yet).
@@ -153,9 +157,10 @@ inline TaskInput task_input(const std::vector<PipelineTask>& stage, std::size_t 
 // Megatron orders them). `combined`: Megatron-Core's combined 1F1B (overlap_moe_ep_comm): the
 // interleaved schedule warms up one forward more and pairs each steady-state forward with the
 // backward after it; without PP the first forward runs alone, then each forward with the
-// previous micro-batch's backward.
+// previous micro-batch's backward. `rounds` (ParallelPlan::pipeline_rounds): the m
+// micro-batches as that many schedules of m / rounds, one after another on each stage.
 std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m,
-                                                      bool combined = false);
+                                                      bool combined = false, int rounds = 1);
 
 // Places the tasks in time. duration(task) gives a task's length, p2p(task) the time of the
 // transfer that feeds it (activation for a forward, gradient for a backward). gate(stage, k,

@@ -148,6 +148,13 @@ struct ParallelPlan {
   std::int64_t micro_batch = 1;
   std::int64_t global_batch = 1;
   std::int64_t grad_accum = 1;  // micro-batches per iteration = global / (micro x dp)
+  // Pipeline schedules per iteration, each of grad_accum / pipeline_rounds micro-batches with
+  // its own fill and drain, its first forward's parameter gathers and its last backward's
+  // gradient reduction (torchtitan under PP: one pp_schedule.step() per accumulation step,
+  // each ending in PyTorch's REDUCE_GRAD); the optimizer steps once, after the last. 1: the
+  // iteration's micro-batches in one schedule, as Megatron-LM and DeepSpeed run them.
+  std::int64_t pipeline_rounds = 1;
+  std::int64_t microbatches_per_round() const { return grad_accum / pipeline_rounds; }
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
   // Under selective recompute, what is replayed (recompute_module bits; Megatron's default,
@@ -455,8 +462,8 @@ struct PlanInput {
   std::optional<std::int64_t> micro_batch, global_batch, grad_accum;
   // torchtitan's [training] local_batch_size: the samples of one data-parallel rank per
   // accumulation step. Set, the global batch must be a multiple of it x DP (torchtitan's
-  // assertion), and under PP each accumulation step is its own pipeline schedule (a warning:
-  // commscope runs them as one).
+  // assertion), and under PP each accumulation step is its own pipeline schedule
+  // (ParallelPlan::pipeline_rounds).
   std::optional<std::int64_t> local_batch;
   // torchtitan's mixed precision rides on FSDP (fully_shard's MixedPrecisionPolicy): with TP or
   // PP and no FSDP (shard degree 1, CP 1), maybe_enable_amp leaves the run in fp32. Set by a

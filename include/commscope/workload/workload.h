@@ -66,8 +66,10 @@ int stages_copied(const Scenario& sc);
 Workload build_layout(const Scenario& sc);
 
 // How often an op of a chunk list runs per iteration.
-inline std::int64_t runs_per_iteration(const Op& op, int microbatches) {
-  return op.last_microbatch_only || op.first_microbatch_only ? 1 : microbatches;
+// `rounds`: pipeline schedules per iteration (ParallelPlan::pipeline_rounds), each with its
+// first and last micro-batch.
+inline std::int64_t runs_per_iteration(const Op& op, int microbatches, std::int64_t rounds = 1) {
+  return op.last_microbatch_only || op.first_microbatch_only ? rounds : microbatches;
 }
 
 // ---- summaries ----
@@ -99,13 +101,16 @@ struct PatternCollective {
   Phase phase = Phase::forward;  // where it is issued: forward, backward, recompute, optimizer
   // How often: every micro-batch, the last micro-batch only, once per iteration (the step), in
   // the first micro-batch's forward, or (Megatron's interleaved parameter gathers,
-  // ParallelPlan::megatron_gathers_ahead) once per chunk, ahead of its first forward.
+  // ParallelPlan::megatron_gathers_ahead) once per chunk, ahead of its first forward. With
+  // several pipeline schedules an iteration (ParallelPlan::pipeline_rounds) the first and last
+  // micro-batch's are each schedule's, and the step's gradient reductions end each schedule.
   enum class Every : std::uint8_t {
     microbatch,
     last_microbatch,
     iteration,
     first_microbatch,
-    ahead_of_first_microbatch
+    ahead_of_first_microbatch,
+    schedule_end
   } every;
   std::int64_t calls = 0;             // per iteration
   double bytes = 0;                   // per iteration: the sum of nccl-tests sizes
