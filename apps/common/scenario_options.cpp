@@ -564,6 +564,16 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   bool micro_given = !o.micro_batch.empty();
   if (!o.deepspeed_config.empty()) {
     CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config));
+    // DeepSpeed's _set_batch_related_parameters asserts "Either train_batch_size or
+    // train_micro_batch_size_per_gpu needs to be provided" where the accumulation is the only
+    // batch field: so does commscope, unless a batch flag provides one.
+    if (ds.grad_accum && !ds.micro_batch && !ds.global_batch && o.micro_batch.empty() &&
+        o.global_batch.empty())
+      return Error{fmt::format(
+          "{}: gradient_accumulation_steps: expected train_batch_size or "
+          "train_micro_batch_size_per_gpu beside it (DeepSpeed asserts one of them), got {} "
+          "alone",
+          o.deepspeed_config, *ds.grad_accum)};
     deepspeed_batch(ds, !o.micro_batch.empty(), !o.global_batch.empty(), !o.grad_accum.empty());
     in.plan.merge(ds);
     micro_given = micro_given || ds.micro_batch.has_value();

@@ -628,8 +628,13 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   CS_RETURN_IF_ERROR(resolve_context_expert(in, model, plan));
 
   // ---- tensor parallel ----
-  if (model.vocab % plan.tp != 0) {
-    // Megatron pads the vocabulary to a multiple of 128 x TP (--make-vocab-size-divisible-by).
+  // Megatron pads the vocabulary to a multiple of 128 x TP (--make-vocab-size-divisible-by 128,
+  // megatron/training/tokenizer _vocab_size_with_padding) at any TP: under --framework megatron
+  // always, otherwise where TP would not divide it (the frameworks that shard the embedding
+  // without padding need a vocabulary TP divides).
+  const bool megatron_pads = in.framework.value_or(Framework::none) == Framework::megatron &&
+                             model.vocab % (128LL * plan.tp) != 0;
+  if (model.vocab % plan.tp != 0 || megatron_pads) {
     std::int64_t unit = 128LL * plan.tp;
     std::int64_t padded = (model.vocab + unit - 1) / unit * unit;
     warn.push_back(

@@ -205,6 +205,27 @@ TEST_F(Cli, DeepSpeedBatchFieldsAreDerivedAndGiveWayToFlags) {
   EXPECT_NE(bad.err.find("gradient accumulation x data-parallel size = 4 x 64 = 256"),
             std::string::npos)
       << bad.err;
+  // The accumulation as the file's only batch field: DeepSpeed asserts that train_batch_size or
+  // train_micro_batch_size_per_gpu is given, and so does commscope (it took the default
+  // micro-batch 4); a batch flag beside it provides one.
+  const std::string accum = (dir_ / "a.json").string();
+  std::ofstream(accum) << R"({"gradient_accumulation_steps": 4})";
+  Outcome alone =
+      run("describe --model gpt2-large --system dgx-a100-80gb --gpus 64 "
+          "--deepspeed-config " +
+          accum);
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_EQ(lines(alone.err), 1) << alone.err;
+  EXPECT_NE(alone.err.find(accum + ": gradient_accumulation_steps: expected train_batch_size or "
+                                   "train_micro_batch_size_per_gpu beside it"),
+            std::string::npos)
+      << alone.err;
+  Outcome with =
+      run("describe --format json --model gpt2-large --system dgx-a100-80gb --gpus 64 "
+          "--deepspeed-config " +
+          accum + " --micro-batch-size 2");
+  ASSERT_EQ(with.status, 0) << with.err;
+  EXPECT_EQ(nlohmann::json::parse(with.out)["plan"]["global_batch"], 512);  // 2 x 4 x 64
   // Flags alone: a global batch and an accumulation fix the micro-batch too.
   Outcome flags =
       run("describe --format json --model gpt2-large --system dgx-a100-80gb "

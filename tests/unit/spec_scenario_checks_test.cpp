@@ -106,6 +106,25 @@ TEST(Validation, SequenceParallelNeedsAnEvenSplit) {
   EXPECT_EQ(scenario("t5-base", "dgx-a100-80gb", p).plan.tp, 2);
 }
 
+// Megatron-LM pads the vocabulary to a multiple of 128 x TP at any TP
+// (--make-vocab-size-divisible-by 128, _vocab_size_with_padding): Llama 2's 32,000 at TP 4 is
+// 32,256 (63 x 512) under --framework megatron, whatever TP divides; other frameworks shard it
+// as it is where TP divides it, and pad it as Megatron where TP does not (GPT-2's 50,257).
+TEST(Validation, MegatronPadsTheVocabularyAtAnyTp) {
+  PlanInput p = plan(8, 4);
+  p.framework = Framework::megatron;
+  EXPECT_EQ(scenario("llama2-7b", "dgx-a100-80gb", p).model.vocab, 32256);
+  p.tp = 1;
+  EXPECT_EQ(scenario("llama2-7b", "dgx-a100-80gb", p).model.vocab, 32000);    // 250 x 128
+  EXPECT_EQ(scenario("gpt2-medium", "dgx-a100-80gb", p).model.vocab, 50304);  // 393 x 128
+  p.framework.reset();
+  p.tp = 4;
+  EXPECT_EQ(scenario("llama2-7b", "dgx-a100-80gb", p).model.vocab, 32000);
+  EXPECT_EQ(scenario("gpt2-medium", "dgx-a100-80gb", p).model.vocab, 50688);  // 99 x 512
+  p.tp = 1;
+  EXPECT_EQ(scenario("gpt2-medium", "dgx-a100-80gb", p).model.vocab, 50257);
+}
+
 TEST(Validation, ProductOfSizesMustEqualGpuCount) {
   PlanInput p = plan(16, 2, 2);
   p.dp = 3;
