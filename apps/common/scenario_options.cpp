@@ -552,6 +552,55 @@ void deepspeed_batch(PlanInput& ds, bool micro_flag, bool global_flag, bool accu
         field->reset();
     }
 }
+
+// The plan fields a configuration file set and no flag replaced, for errors that name the
+// file's field (ScenarioInput::file_fields): each as the flag resolve_scenario's errors name,
+// where a ds_config.json has it, and where a torchtitan job file has it.
+void note_file_fields(const ScenarioOptions& o, const PlanInput& flags, const PlanInput& file,
+                      bool deepspeed, ScenarioInput& in) {
+  const std::string& path = deepspeed ? o.deepspeed_config : o.torchtitan_config;
+  struct Field {
+    const char* flag;
+    const char* ds;  // nullptr: a ds_config does not set it
+    const char* tt;  // nullptr: a torchtitan file does not set it
+    bool in_file, by_flag;
+  };
+  const bool pipelined = file.pp.value_or(1) > 1;
+  const Field fields[] = {
+      {"--zero", "zero_optimization.stage", nullptr, file.zero.has_value(), !o.zero.empty()},
+      {"--micro-batch-size", "train_micro_batch_size_per_gpu",
+       pipelined ? "[parallelism] pipeline_parallel_microbatch_size"
+                 : "[training] local_batch_size",
+       file.micro_batch.has_value(), !o.micro_batch.empty()},
+      {"--global-batch-size", "train_batch_size", "[training] global_batch_size",
+       file.global_batch.has_value(), !o.global_batch.empty()},
+      {"--gradient-accumulation-steps", "gradient_accumulation_steps", nullptr,
+       file.grad_accum.has_value(), !o.grad_accum.empty()},
+      {"--precision", "fp16.enabled / bf16.enabled", "[training] mixed_precision_param",
+       file.precision.has_value(), flags.precision.has_value()},
+      {"--tensor-model-parallel-size", nullptr, "[parallelism] tensor_parallel_degree",
+       file.tp.has_value(), !o.tp.empty()},
+      {"--pipeline-model-parallel-size", nullptr, "[parallelism] pipeline_parallel_degree",
+       file.pp.has_value(), !o.pp.empty()},
+      {"--dp", nullptr, "[parallelism] data_parallel_shard_degree", file.dp.has_value(),
+       !o.dp.empty()},
+      {"--context-parallel-size", nullptr, "[parallelism] context_parallel_degree",
+       file.cp.has_value(), flags.cp.has_value()},
+      {"--expert-model-parallel-size", nullptr, "[parallelism] expert_parallel_degree",
+       file.ep.has_value(), flags.ep.has_value()},
+      {"--expert-tensor-parallel-size", nullptr, "[parallelism] expert_tensor_parallel_degree",
+       file.expert_tp.has_value(), flags.expert_tp.has_value()},
+      {"--seq-length", nullptr, "[training] seq_len", file.seq_length.has_value(),
+       !o.seq_length.empty()},
+      {"--recompute-granularity", nullptr, "[activation_checkpoint] mode",
+       file.recompute.has_value(), flags.recompute.has_value()},
+  };
+  for (const Field& f : fields) {
+    const char* where = deepspeed ? f.ds : f.tt;
+    if (where && f.in_file && !f.by_flag)
+      in.file_fields.emplace_back(f.flag, fmt::format("{}: {}", path, where));
+  }
+}
 }  // namespace
 
 Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
@@ -562,6 +611,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (!o.torchtitan_config.empty() && !o.deepspeed_config.empty())
     return Error{"--torchtitan-config: expected it or --deepspeed-config, got both"};
   bool micro_given = !o.micro_batch.empty();
+  PlanInput file_plan;  // what a configuration file set (ScenarioInput::file_fields)
   if (!o.deepspeed_config.empty()) {
     CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config));
     // DeepSpeed's _set_batch_related_parameters asserts "Either train_batch_size or
@@ -576,6 +626,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
           o.deepspeed_config, *ds.grad_accum)};
     deepspeed_batch(ds, !o.micro_batch.empty(), !o.global_batch.empty(), !o.grad_accum.empty());
     in.plan.merge(ds);
+    file_plan = ds;
     micro_given = micro_given || ds.micro_batch.has_value();
   }
   // A torchtitan job file: its model (unless --model names one) and plan; its batch gives way
@@ -589,6 +640,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       job.plan.recompute_num_layers.reset();
     }
     in.plan.merge(job.plan);
+    file_plan = job.plan;
     in.model = job.model;
     file_accum = job.plan.grad_accum.has_value();
     micro_given = micro_given || job.plan.micro_batch.has_value();
@@ -736,6 +788,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     flags.zero3_nics_per_group = *v;
   }
   in.plan.merge(flags);
+  if (!o.deepspeed_config.empty() || !o.torchtitan_config.empty())
+    note_file_fields(o, flags, file_plan, !o.deepspeed_config.empty(), in);
   if (file_accum && (!o.micro_batch.empty() || !o.global_batch.empty()) && o.grad_accum.empty())
     in.plan.grad_accum.reset();
   // A precision flag is the user's word, not torchtitan's AMP rule.

@@ -280,7 +280,15 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in) {
   CS_ASSIGN_OR_RETURN(auto model, load_model(in.model));
   CS_ASSIGN_OR_RETURN(auto system, load_system(in.system));
   CS_ASSIGN_OR_RETURN(auto network, load_network(in.network.empty() ? system.network : in.network));
-  return resolve_scenario(std::move(model), std::move(system), std::move(network), in.plan);
+  auto sc = resolve_scenario(std::move(model), std::move(system), std::move(network), in.plan);
+  if (sc.ok()) return sc;
+  // An error about a value a configuration file set names the file's field: the user wrote
+  // zero_optimization.stage in ds.json, not --zero.
+  const std::string& message = sc.error().message;
+  for (const auto& [flag, field] : in.file_fields)
+    if (message.rfind(flag + ": ", 0) == 0)
+      return Error{fmt::format("{} ({}){}", field, flag, message.substr(flag.size()))};
+  return sc;
 }
 
 // Context and expert parallelism (Megatron-LM's --context-parallel-size,

@@ -234,6 +234,36 @@ TEST_F(Cli, DeepSpeedBatchFieldsAreDerivedAndGiveWayToFlags) {
   EXPECT_EQ(nlohmann::json::parse(flags.out)["plan"]["micro_batch"], 8);
 }
 
+// An error about a value a configuration file set names the file's field, the flag after it;
+// given as a flag, the value's error names the flag as before.
+TEST_F(Cli, ConfigFileErrorsNameTheFilesField) {
+  const std::string ds = (dir_ / "z3.json").string(), tt = (dir_ / "tp3.toml").string();
+  std::ofstream(ds)
+      << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}})";
+  std::ofstream(tt) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                       "tensor_parallel_degree = 3\n";
+  struct Case {
+    std::string args, starts;
+  };
+  const Case cases[] = {
+      {"describe --deepspeed-config " + ds + " --pp 2 --gpus 8",
+       ds + ": zero_optimization.stage (--zero): expected 0 or 1 with pipeline parallelism"},
+      {"describe --deepspeed-config " + ds + " --pp 2 --gpus 8 --zero 3",
+       "--zero: expected 0 or 1 with pipeline parallelism"},
+      {"predict --torchtitan-config " + tt + " --system dgx-h100 --gpus 12",
+       tt + ": [parallelism] tensor_parallel_degree (--tensor-model-parallel-size): expected a "
+            "divisor of the 32 attention heads"},
+      {"predict --torchtitan-config " + tt + " --system dgx-h100 --gpus 12 --tp 3",
+       "--tensor-model-parallel-size: expected a divisor of the 32 attention heads"},
+  };
+  for (const Case& c : cases) {
+    Outcome r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("commscope: " + c.starts, 0), 0u) << r.err;
+  }
+}
+
 TEST_F(Cli, HuggingFaceConfigAsModel) {
   Outcome r = run(
       std::string(

@@ -19,6 +19,10 @@ struct ScenarioInput {
   std::string system = "polaris";
   std::string network;  // empty: the system's own
   PlanInput plan;
+  // Plan fields a configuration file set and no flag replaced: (the flag an error names, where
+  // the file has it: "ds.json: zero_optimization.stage"). resolve_scenario's errors that begin
+  // with such a flag name the file's field, the flag after it in brackets.
+  std::vector<std::pair<std::string, std::string>> file_fields;
 };
 
 struct Scenario {
