@@ -372,41 +372,54 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
   }
   m.name = name;
   m.sources = {"Hugging Face config.json: " + where};
+  // A field the file leaves out (or null) takes the default of transformers' config class for
+  // the type, as AutoConfig would give it (src/transformers/models/<type>/configuration_<type>.py
+  // at 008e574, the dataclass form; the older __init__ forms have the same values): noted, as the
+  // model then is not the file's alone. `required` fields have no default there.
+  std::vector<std::string> defaulted;
+  auto or_default = [&](const char* key, auto& out, auto value) {
+    if (r.read(key, out)) return;
+    out = value;
+    defaulted.push_back(fmt::format("{} {}", key, value));
+  };
   if (type == "gpt2") {
     m.kind = ArchKind::gpt;
     set_kind_defaults(m);
-    r.require("n_layer", m.decoder_layers);
-    r.require("n_embd", m.hidden);
-    r.require("n_head", m.heads);
-    r.require("vocab_size", m.vocab);
-    m.max_positions = 1024;
-    r.read("n_positions", m.max_positions);
+    // GPT2Config: n_layer 12, n_embd 768, n_head 12, vocab 50257, n_positions 1024; n_inner
+    // None is 4 x n_embd (the model's), tie_word_embeddings the base class's True.
+    or_default("n_layer", m.decoder_layers, 12);
+    or_default("n_embd", m.hidden, std::int64_t{768});
+    or_default("n_head", m.heads, std::int64_t{12});
+    or_default("vocab_size", m.vocab, std::int64_t{50257});
+    or_default("n_positions", m.max_positions, std::int64_t{1024});
     r.read("n_inner", m.ffn);
     r.read("tie_word_embeddings", m.tied_embeddings);
     m.seq_length = m.max_positions;
   } else if (type == "bert") {
     m.kind = ArchKind::bert;
     set_kind_defaults(m);
-    r.require("num_hidden_layers", m.encoder_layers);
-    r.require("hidden_size", m.hidden);
-    r.require("num_attention_heads", m.heads);
-    r.require("intermediate_size", m.ffn);
-    r.require("vocab_size", m.vocab);
-    m.max_positions = 512;
-    r.read("max_position_embeddings", m.max_positions);
-    r.read("type_vocab_size", m.type_vocab);
+    // BertConfig: 12 layers of 768, 12 heads, 3072, vocab 30522, 512 positions, 2 token types.
+    or_default("num_hidden_layers", m.encoder_layers, 12);
+    or_default("hidden_size", m.hidden, std::int64_t{768});
+    or_default("num_attention_heads", m.heads, std::int64_t{12});
+    or_default("intermediate_size", m.ffn, std::int64_t{3072});
+    or_default("vocab_size", m.vocab, std::int64_t{30522});
+    or_default("max_position_embeddings", m.max_positions, std::int64_t{512});
+    or_default("type_vocab_size", m.type_vocab, std::int64_t{2});
     m.seq_length = m.max_positions;
   } else if (type == "t5") {
     m.kind = ArchKind::t5;
     set_kind_defaults(m);
-    r.require("num_layers", m.encoder_layers);
+    // T5Config: 6 layers of 512, 8 heads of 64, d_ff 2048, vocab 32128, 32 buckets, relu;
+    // num_decoder_layers None is num_layers.
+    or_default("num_layers", m.encoder_layers, 6);
     m.decoder_layers = m.encoder_layers;
     r.read("num_decoder_layers", m.decoder_layers);
-    r.require("d_model", m.hidden);
-    r.require("num_heads", m.heads);
-    r.require("d_kv", m.head_dim);
-    r.require("d_ff", m.ffn);
-    r.require("vocab_size", m.vocab);
+    or_default("d_model", m.hidden, std::int64_t{512});
+    or_default("num_heads", m.heads, std::int64_t{8});
+    or_default("d_kv", m.head_dim, std::int64_t{64});
+    or_default("d_ff", m.ffn, std::int64_t{2048});
+    or_default("vocab_size", m.vocab, std::int64_t{32128});
     r.read("relative_attention_num_buckets", m.relative_attention_buckets);
     r.read("tie_word_embeddings", m.tied_embeddings);
     std::string ff = "relu";
@@ -428,23 +441,36 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // Qwen3-MoE (num_experts, moe_intermediate_size, decoder_sparse_step, mlp_only_layers).
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
-    r.require("num_hidden_layers", m.decoder_layers);
-    r.require("hidden_size", m.hidden);
-    r.require("num_attention_heads", m.heads);
-    r.read("num_key_value_heads", m.kv_heads);
+    // The classes' defaults: layers, width, heads, MLP, vocabulary, positions, key/value heads.
+    struct Base {
+      int layers;
+      std::int64_t hidden, heads, ffn, vocab, positions, kv_heads;  // kv 0: the heads
+    };
+    const Base d = type == "mixtral"       ? Base{32, 4096, 32, 14336, 32000, 4096 * 32, 8}
+                   : type == "qwen3_moe"   ? Base{24, 2048, 32, 6144, 151936, 32768, 4}
+                   : type == "deepseek_v3" ? Base{61, 7168, 128, 18432, 129280, 4096, 0}
+                                           : Base{32, 4096, 32, 11008, 32000, 2048, 0};
+    or_default("num_hidden_layers", m.decoder_layers, d.layers);
+    or_default("hidden_size", m.hidden, d.hidden);
+    or_default("num_attention_heads", m.heads, d.heads);
+    if (d.kv_heads > 0)
+      or_default("num_key_value_heads", m.kv_heads, d.kv_heads);
+    else
+      r.read("num_key_value_heads", m.kv_heads);
     r.read("head_dim", m.head_dim);
-    r.require("intermediate_size", m.ffn);
-    r.require("vocab_size", m.vocab);
-    r.read("max_position_embeddings", m.max_positions);
+    or_default("intermediate_size", m.ffn, d.ffn);
+    or_default("vocab_size", m.vocab, d.vocab);
+    or_default("max_position_embeddings", m.max_positions, d.positions);
     r.read("tie_word_embeddings", m.tied_embeddings);
-    r.require("num_experts_per_tok", m.experts_per_token);
     if (type == "mixtral") {
-      r.require("num_local_experts", m.experts);
+      or_default("num_local_experts", m.experts, std::int64_t{8});
+      or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{2});
     } else if (type == "qwen3_moe") {
       // Qwen3MoeDecoderLayer: a sparse block where (layer_idx + 1) % decoder_sparse_step == 0
       // and the layer is not in mlp_only_layers; no shared experts.
-      r.require("num_experts", m.experts);
-      r.require("moe_intermediate_size", m.moe_ffn);
+      or_default("num_experts", m.experts, std::int64_t{128});
+      or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{8});
+      or_default("moe_intermediate_size", m.moe_ffn, std::int64_t{768});
       r.read("decoder_sparse_step", m.moe_layer_step);
       if (r.has("mlp_only_layers") && r.raw().at("mlp_only_layers").is_array() &&
           !r.raw().at("mlp_only_layers").empty())
@@ -455,27 +481,44 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
       r.check(!attention_bias, "attention_bias", "false (biased attention is not modelled)",
               "true");
     } else {
-      r.require("n_routed_experts", m.experts);
-      r.read("n_shared_experts", m.shared_experts);
-      r.require("moe_intermediate_size", m.moe_ffn);
-      r.read("first_k_dense_replace", m.first_dense_layers);
-      // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4).
-      if (r.has("n_group") && !r.raw().at("n_group").is_null()) r.read("n_group", m.expert_groups);
-      if (r.has("topk_group") && !r.raw().at("topk_group").is_null())
+      // DeepseekV3Config: 256 routed experts and 1 shared of 2048, top 8, the first 3 blocks
+      // dense, 8 groups of which 4 are routed to; DeepseekV2Config: 64 and 2 of 1407, no dense
+      // blocks, no groups, and no default top-k (its None is required here). Both: q_lora_rank
+      // 1536, kv_lora_rank 512, rope 64, nope 128, v 128 channels.
+      const bool v3 = type == "deepseek_v3";
+      or_default("n_routed_experts", m.experts, std::int64_t{v3 ? 256 : 64});
+      or_default("n_shared_experts", m.shared_experts, std::int64_t{v3 ? 1 : 2});
+      or_default("moe_intermediate_size", m.moe_ffn, std::int64_t{v3 ? 2048 : 1407});
+      if (v3)
+        or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{8});
+      else
+        r.require("num_experts_per_tok", m.experts_per_token);
+      or_default("first_k_dense_replace", m.first_dense_layers, v3 ? 3 : 0);
+      // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4); null: none.
+      if (!r.raw().contains("n_group"))
+        or_default("n_group", m.expert_groups, v3 ? 8 : 0);
+      else
+        r.read("n_group", m.expert_groups);
+      if (!r.raw().contains("topk_group"))
+        or_default("topk_group", m.expert_groups_per_token, v3 ? 4 : 0);
+      else
         r.read("topk_group", m.expert_groups_per_token);
       int freq = 1;
       r.read("moe_layer_freq", freq);
       r.check(freq == 1, "moe_layer_freq", "1 (every layer after the dense ones is MoE)",
               std::to_string(freq));
-      if (r.has("q_lora_rank") && !r.raw().at("q_lora_rank").is_null())
+      // q_lora_rank null: queries without the low-rank compression (DeepSeek-V2-Lite).
+      if (!r.raw().contains("q_lora_rank"))
+        or_default("q_lora_rank", m.q_lora_rank, std::int64_t{1536});
+      else
         r.read("q_lora_rank", m.q_lora_rank);
-      r.require("kv_lora_rank", m.kv_lora_rank);
-      r.require("qk_rope_head_dim", m.qk_rope_head_dim);
-      r.require("qk_nope_head_dim", m.qk_nope_head_dim);
-      r.require("v_head_dim", m.v_head_dim);
-      // Multi-token prediction depths (DeepSeek-V3: 1).
-      if (r.has("num_nextn_predict_layers") && !r.raw().at("num_nextn_predict_layers").is_null())
-        r.read("num_nextn_predict_layers", m.mtp_layers);
+      or_default("kv_lora_rank", m.kv_lora_rank, std::int64_t{512});
+      or_default("qk_rope_head_dim", m.qk_rope_head_dim, std::int64_t{64});
+      or_default("qk_nope_head_dim", m.qk_nope_head_dim, std::int64_t{128});
+      or_default("v_head_dim", m.v_head_dim, std::int64_t{128});
+      // Multi-token prediction depths (DeepSeek-V3: 1); absent: none (transformers' model has
+      // no MTP module).
+      r.read("num_nextn_predict_layers", m.mtp_layers);
       // Latent attention has one key/value latent, not heads: kv_heads and head_dim describe
       // the query/key heads (nope + rope channels).
       m.kv_heads = m.heads;
@@ -487,14 +530,28 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // Qwen3 (dense) is a Llama with per-head query and key RMSNorms, which are not counted.
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
-    r.require("num_hidden_layers", m.decoder_layers);
-    r.require("hidden_size", m.hidden);
-    r.require("num_attention_heads", m.heads);
-    r.read("num_key_value_heads", m.kv_heads);
-    r.read("head_dim", m.head_dim);
-    r.require("intermediate_size", m.ffn);
-    r.require("vocab_size", m.vocab);
-    r.read("max_position_embeddings", m.max_positions);
+    // LlamaConfig: 32 layers of 4096, 32 heads, 11008, vocab 32000, 2048 positions, key/value
+    // heads the heads; MistralConfig: 14336, 131072 positions, 8 key/value heads; Qwen3Config:
+    // 22016, vocab 151936, 32768 positions, 32 key/value heads, head_dim 128 (not the width over
+    // the heads: Qwen3-0.6B's 1024 / 16 would be 64).
+    const bool mistral = type == "mistral", qwen3 = type == "qwen3";
+    or_default("num_hidden_layers", m.decoder_layers, 32);
+    or_default("hidden_size", m.hidden, std::int64_t{4096});
+    or_default("num_attention_heads", m.heads, std::int64_t{32});
+    if (mistral || qwen3)
+      or_default("num_key_value_heads", m.kv_heads, std::int64_t{mistral ? 8 : 32});
+    else
+      r.read("num_key_value_heads", m.kv_heads);
+    if (qwen3)
+      or_default("head_dim", m.head_dim, std::int64_t{128});
+    else
+      r.read("head_dim", m.head_dim);
+    or_default("intermediate_size", m.ffn, std::int64_t{mistral ? 14336 : qwen3 ? 22016 : 11008});
+    or_default("vocab_size", m.vocab, std::int64_t{qwen3 ? 151936 : 32000});
+    or_default("max_position_embeddings", m.max_positions,
+               std::int64_t{mistral ? 4096 * 32
+                            : qwen3 ? 32768
+                                    : 2048});
     r.read("tie_word_embeddings", m.tied_embeddings);
     bool attention_bias = false;
     r.read("attention_bias", attention_bias);
@@ -508,6 +565,13 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
         "gpt2|bert|t5|llama|mistral|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
         "'{}'",
         where, type)};
+  }
+  if (!defaulted.empty()) {
+    std::string list;
+    for (const std::string& d : defaulted) list += (list.empty() ? "" : ", ") + d;
+    m.notes.push_back(
+        fmt::format("{}: fields left out take transformers' {} defaults: {}", where, type, list));
+    m.sources.push_back("transformers' defaults for the fields the file leaves out: " + list);
   }
   CS_RETURN_IF_ERROR(r.status());
   CS_RETURN_IF_ERROR(check_head_split(m, where, type == "gpt2" ? "n_head" : "num_attention_heads",

@@ -480,6 +480,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   auto& plan = sc.plan;
   auto& warn = sc.warnings;
   const int gpn = system.node.gpus;
+  warn = model.notes;  // what the model's loader assumed (transformers' defaults)
 
   // ---- model overrides ----
   if (in.seq_length) {

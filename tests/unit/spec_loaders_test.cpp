@@ -163,6 +163,52 @@ TEST(Loaders, HuggingFaceValuesAndFieldNames) {
   EXPECT_TRUE(model_from_hf_config(null_inner, "c.json").ok());
 }
 
+// A config.json that leaves fields out gets transformers' defaults for them, as AutoConfig gives
+// them (the config classes at transformers 008e574), with a note naming them. The classes'
+// defaults are published models: LlamaConfig() is Llama 2 7B, MixtralConfig() Mixtral 8x7B,
+// DeepseekV3Config() DeepSeek-V3 without its MTP module (transformers' model has none), and
+// MistralConfig() Mistral 7B, whose count is worked by hand: 32 x (2 x 4096^2 + 2 x 4096 x 1024
+// + 3 x 4096 x 14336 + 2 x 4096) + 2 x 32000 x 4096 + 4096 = 7,241,732,096. Qwen3's head_dim
+// is 128 unless given, not the width over the heads. A complete file has no note.
+TEST(Loaders, HuggingFaceDefaultsAreTransformers) {
+  auto bare = [](const char* type) {
+    auto m = model_from_hf_config(nlohmann::json{{"model_type", type}}, "c.json");
+    EXPECT_TRUE(m.ok()) << type << ": " << m.error().message;
+    return m.ok() ? *m : ModelSpec{};
+  };
+  EXPECT_EQ(count_params(bare("llama")).total, count_params(testing::model("llama2-7b")).total);
+  EXPECT_EQ(count_params(bare("mixtral")).total,
+            count_params(*load_model(kData + "hf/mixtral-8x7b.json")).total);
+  nlohmann::json v3 = nlohmann::json::parse(testing::slurp(kData + "hf/deepseek-v3.json"));
+  v3.erase("num_nextn_predict_layers");
+  EXPECT_EQ(count_params(bare("deepseek_v3")).total,
+            count_params(*model_from_hf_config(v3, "v3.json")).total);
+  const ModelSpec mistral = bare("mistral");
+  EXPECT_EQ(mistral.kv_heads, 8);
+  EXPECT_EQ(count_params(mistral).total, 7241732096);
+  ASSERT_EQ(mistral.notes.size(), 1u);
+  EXPECT_NE(mistral.notes[0].find("c.json: fields left out take transformers' mistral defaults: "
+                                  "num_hidden_layers 32, hidden_size 4096"),
+            std::string::npos)
+      << mistral.notes[0];
+  const nlohmann::json small = {{"model_type", "qwen3"},      {"num_hidden_layers", 28},
+                                {"hidden_size", 1024},        {"num_attention_heads", 16},
+                                {"num_key_value_heads", 8},   {"intermediate_size", 3072},
+                                {"vocab_size", 151936},       {"max_position_embeddings", 40960},
+                                {"tie_word_embeddings", true}};
+  auto q = model_from_hf_config(small, "q.json");
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->head_dim, 128);
+  ASSERT_EQ(q->notes.size(), 1u);
+  EXPECT_NE(q->notes[0].find("defaults: head_dim 128"), std::string::npos) << q->notes[0];
+  EXPECT_TRUE(load_model(kData + "hf/llama-2-70b.json")->notes.empty());
+  // The note reaches the user as a warning of the scenario.
+  PlanInput p = testing::plan(8);
+  auto sc = resolve_scenario(*q, *load_system("dgx-h100"), *load_network("ib-ndr-400"), p);
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  EXPECT_EQ(sc->warnings.front(), q->notes[0]);
+}
+
 TEST(Loaders, HuggingFaceUnsupportedType) {
   nlohmann::json j = {{"model_type", "mamba"}};
   auto m = model_from_json(j, "config.json");

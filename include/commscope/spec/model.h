@@ -54,6 +54,9 @@ struct ModelSpec {
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;
   std::vector<std::string> sources;  // where the numbers come from
+  // What the loader assumed (transformers' defaults for fields a config.json leaves out), said
+  // as warnings where the model is used (resolve_scenario).
+  std::vector<std::string> notes;
   // The attention kernel the model's published runs trained with (preset field "attention":
   // "flash" or "standard"); the plan's --attention wins. Default standard: results unchanged.
   bool flash_attention = false;
