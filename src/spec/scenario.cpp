@@ -799,7 +799,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (in.local_batch && in.framework.value_or(Framework::none) == Framework::fsdp) {
     const std::int64_t local_step = *in.local_batch * plan.dp;
     if (plan.global_batch % local_step != 0)
-      return bad("global_batch_size",
+      return bad("--global-batch-size",
                  fmt::format("a multiple of local_batch_size x data-parallel size = {} x {} = {} "
                              "(torchtitan's rule)",
                              *in.local_batch, plan.dp, local_step),

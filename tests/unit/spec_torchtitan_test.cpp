@@ -499,8 +499,8 @@ TEST(TorchtitanConfig, LocalBatchAgainstDataParallel) {
   // global 40: not a multiple of 8 x 4
   auto bad = resolve(parse(pp4 + "global_batch_size = 40\n"), 16);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message.rfind("global_batch_size: expected a multiple of local_batch_size "
-                                      "x data-parallel size = 8 x 4 = 32",
+  EXPECT_EQ(bad.error().message.rfind("--global-batch-size: expected a multiple of "
+                                      "local_batch_size x data-parallel size = 8 x 4 = 32",
                                       0),
             0u)
       << bad.error().message;
@@ -684,6 +684,29 @@ TEST(TorchtitanConfig, Cli) {
   EXPECT_NE(two_d.out.find("(16 micro-batches per iteration, as 2 pipeline schedules of 8)"),
             std::string::npos)
       << two_d.out;
+  // The rule's error names the file's field where the file set the global batch, the flag
+  // where the flag did (local 8 x DP 8 = 64).
+  auto flag_72 =
+      run_shell(bin + " predict --torchtitan-config " + pp + h100 + " --global-batch-size 72");
+  EXPECT_EQ(flag_72.err.rfind("commscope: --global-batch-size: expected a multiple of "
+                              "local_batch_size x data-parallel size = 8 x 8 = 64",
+                              0),
+            0u)
+      << flag_72.err;
+  const std::string pp72 = testing::scratch() + "pp72.toml";
+  {
+    std::ofstream out(pp72);
+    out << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 8\n"
+           "global_batch_size = 72\n[parallelism]\npipeline_parallel_degree = 2\n"
+           "[activation_checkpoint]\nmode = \"full\"\n";
+  }
+  auto file_72 = run_shell(bin + " predict --torchtitan-config " + pp72 + h100);
+  EXPECT_EQ(file_72.err.rfind("commscope: " + pp72 +
+                                  ": [training] global_batch_size (--global-batch-size): expected "
+                                  "a multiple of local_batch_size",
+                              0),
+            0u)
+      << file_72.err;
   const std::string fifo = testing::scratch() + "job.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   r = run_shell(bin + " predict --torchtitan-config " + fifo + " --system dgx-h100 --gpus 8");
