@@ -201,7 +201,7 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
 
 namespace {
 // pipeline_order into `order`, reusing its storage (cleared, not freed).
-void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined, int rounds,
+void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined, int rounds, int group,
                          std::vector<std::vector<PipelineTask>>& order) {
   CS_CHECK(v <= std::numeric_limits<std::int16_t>::max());  // PipelineTask::chunk
   CS_CHECK(rounds >= 1 && m % rounds == 0);
@@ -259,15 +259,19 @@ void pipeline_order_into(Schedule s, int pp, int v, int m, bool combined, int ro
       }
       for (int i = m - warmup; i < m; ++i) task(0, i, true);
     } else {
-      // Megatron's interleaved 1F1B: the k-th forward runs chunk (k / pp) % v of micro-batch
-      // (k / (pp v)) pp + k % pp; backwards walk the chunks in reverse.
+      // Megatron's interleaved 1F1B: the k-th forward runs chunk (k / g) % v of micro-batch
+      // (k / (g v)) g + k % g, g the group (ParallelPlan::interleave_group: PP, or PyTorch's
+      // micro-batches per round); backwards walk the chunks in reverse. PyTorch's
+      // ScheduleInterleaved1F1B orders its tasks the same way (_get_1f1b_rank_ops with
+      // forward_stage_index (step // g) % v, the warm-up (v - 1) g + 2 (PP - 1 - rank)).
       // Combined 1F1B: one more warm-up forward (schedules.py, get_pp_rank_microbatches), so
       // that each steady-state forward and the backward run with it are independent.
+      const int g = group > 0 ? group : pp;
       const int total = m * v;
-      const int warmup = std::min((pp - st - 1) * 2 + (v - 1) * pp + (combined ? 1 : 0), total);
-      auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
-      auto fwd = [&](int k) { task((k / pp) % v, mb_of(k), false); };
-      auto bwd = [&](int k) { task(v - 1 - (k / pp) % v, mb_of(k), true); };
+      const int warmup = std::min((pp - st - 1) * 2 + (v - 1) * g + (combined ? 1 : 0), total);
+      auto mb_of = [&](int k) { return (k / (g * v)) * g + k % g; };
+      auto fwd = [&](int k) { task((k / g) % v, mb_of(k), false); };
+      auto bwd = [&](int k) { task(v - 1 - (k / g) % v, mb_of(k), true); };
       for (int k = 0; k < warmup; ++k) fwd(k);
       for (int i = 0; i < total - warmup; ++i) {
         fwd(warmup + i);
@@ -299,10 +303,10 @@ namespace {
 // (about 29 MB per thread at most); larger ones 4 entries of their own (as many as
 // limits::kMaxPipelineTasks allows each, as before there were 4 entries in all).
 std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, int m,
-                                                     bool combined, int rounds) {
+                                                     bool combined, int rounds, int group) {
   struct Entry {
     Schedule s = Schedule::one_f_one_b;
-    int pp = -1, v = -1, m = -1, rounds = 1;
+    int pp = -1, v = -1, m = -1, rounds = 1, group = 0;
     bool combined = false;
     std::vector<std::vector<PipelineTask>> order;
   };
@@ -314,13 +318,14 @@ std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, 
   auto find = [&](auto& cache, std::size_t& next) -> std::vector<std::vector<PipelineTask>>& {
     for (Entry& e : cache)
       if (e.pp == pp && e.v == v && e.m == m && e.s == s && e.combined == combined &&
-          e.rounds == rounds)
+          e.rounds == rounds && e.group == group)
         return e.order;
     Entry& e = cache[next];
     next = (next + 1) % cache.size();
     e.pp = -1;  // not valid while it is rebuilt
-    pipeline_order_into(s, pp, v, m, combined, rounds, e.order);
+    pipeline_order_into(s, pp, v, m, combined, rounds, group, e.order);
     e.s = s, e.pp = pp, e.v = v, e.m = m, e.combined = combined, e.rounds = rounds;
+    e.group = group;
     return e.order;
   };
   return is_small ? find(small, next_small) : find(large, next_large);
@@ -328,9 +333,9 @@ std::vector<std::vector<PipelineTask>>& cached_order(Schedule s, int pp, int v, 
 }  // namespace
 
 std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m,
-                                                      bool combined, int rounds) {
+                                                      bool combined, int rounds, int group) {
   std::vector<std::vector<PipelineTask>> order;
-  pipeline_order_into(s, pp, v, m, combined, rounds, order);
+  pipeline_order_into(s, pp, v, m, combined, rounds, group, order);
   return order;
 }
 
@@ -834,8 +839,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // Per-thread scratch for the per-plan lists: cleared, not freed, between plans.
   thread_local std::vector<std::array<Intervals, 4>> transfers, profiled;
   thread_local Intervals busy;
-  std::vector<std::vector<PipelineTask>>& order =
-      cached_order(plan.schedule, pp, v, m, plan.overlap_moe_ep_comm, rounds);
+  std::vector<std::vector<PipelineTask>>& order = cached_order(
+      plan.schedule, pp, v, m, plan.overlap_moe_ep_comm, rounds, plan.interleave_group);
   // Megatron's interleaved schedule gathers each chunk's parameters ahead
   // (ParallelPlan::megatron_gathers_ahead): on stage s, chunks 0 and 1 when the schedule starts,
   // chunk k >= 2 at the start of the forward of virtual micro-batch (k - 1) x PP - s; they queue

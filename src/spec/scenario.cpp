@@ -812,16 +812,26 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  num(plan.micro_batch));
     if (plan.pp > 1) plan.pipeline_rounds = plan.global_batch / local_step;
   }
-  if (plan.schedule == Schedule::interleaved && plan.pipeline_rounds > 1 &&
-      plan.microbatches_per_round() % plan.pp != 0)
-    return bad("local_batch_size",
-               fmt::format("a multiple of micro-batch x PP = {} x {} = {} for the interleaved "
-                           "schedule (micro-batches per pipeline schedule a multiple of PP, as "
-                           "Megatron requires)",
-                           plan.micro_batch, plan.pp, plan.micro_batch * plan.pp),
-               fmt::format("{} ({} micro-batches per schedule)", *in.local_batch,
-                           plan.microbatches_per_round()));
-  if (plan.schedule == Schedule::interleaved && plan.grad_accum % plan.pp != 0)
+  // torchtitan's interleaved schedule is PyTorch's ScheduleInterleaved1F1B: of a schedule's n
+  // micro-batches it runs max(1, n / PP) rounds of n / rounds (n a multiple of the rounds, or
+  // it raises), each chunk taking its turn for a round's micro-batches; Megatron's order with
+  // that group in place of PP (ParallelPlan::interleave_group).
+  const bool pytorch_interleaved = plan.schedule == Schedule::interleaved && in.local_batch &&
+                                   in.framework.value_or(Framework::none) == Framework::fsdp;
+  if (pytorch_interleaved) {
+    const std::int64_t n = plan.microbatches_per_round();
+    const std::int64_t turns = std::max<std::int64_t>(1, n / plan.pp);
+    if (n % turns != 0)
+      return bad("local_batch_size",
+                 fmt::format("micro-batches per pipeline schedule a multiple of their round count "
+                             "max(1, n / PP) = {} (PyTorch's ScheduleInterleaved1F1B raises "
+                             "otherwise)",
+                             turns),
+                 fmt::format("{} ({} micro-batches of {})", *in.local_batch, n, plan.micro_batch));
+    if (n / turns != plan.pp) plan.interleave_group = static_cast<int>(n / turns);
+  }
+  if (plan.schedule == Schedule::interleaved && !pytorch_interleaved &&
+      plan.grad_accum % plan.pp != 0)
     return bad(
         "--global-batch-size",
         fmt::format("a multiple of micro-batch x DP x PP = {} x {} x {} = {} for the "

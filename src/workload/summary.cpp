@@ -158,11 +158,13 @@ std::int64_t inflight_microbatches(const Scenario& sc, int stage) {
     case Schedule::one_f_one_b:
       return std::min<std::int64_t>(p.pp - stage, m);
     case Schedule::interleaved:
-      // Megatron's warm-up: (pp - stage - 1) x 2 + (v - 1) x pp chunk-micro-batches (one more
+      // Megatron's warm-up: (pp - stage - 1) x 2 + (v - 1) x g chunk-micro-batches, g the
+      // interleaved group (PP unless PyTorch's schedule sets it; one more
       // with the combined 1F1B), plus the one in flight; counted in chunks.
-      return std::min<std::int64_t>(m * p.virtual_stages, (p.pp - stage - 1) * 2LL +
-                                                              (p.virtual_stages - 1LL) * p.pp +
-                                                              (p.overlap_moe_ep_comm ? 2 : 1));
+      return std::min<std::int64_t>(m * p.virtual_stages,
+                                    (p.pp - stage - 1) * 2LL +
+                                        (p.virtual_stages - 1LL) * p.interleave_group_size() +
+                                        (p.overlap_moe_ep_comm ? 2 : 1));
   }
   return 1;
 }
@@ -178,21 +180,23 @@ Bytes stage_peak_activations(const Scenario& sc, int stage, const std::vector<By
     return *std::max_element(chunk_bytes.begin(), chunk_bytes.end()) *
            static_cast<double>(inflight);
   // Megatron's interleaved schedule in order (Narayanan et al. SC'21 sec. 2.2; Megatron-LM's
-  // forward_backward_pipelining_with_interleaving): forward k runs chunk (k mod pv) / p,
-  // backward k chunk v - 1 - (k mod pv) / p; the warm-up forwards, then one forward and one
+  // forward_backward_pipelining_with_interleaving): forward k runs chunk (k mod gv) / g,
+  // backward k chunk v - 1 - (k mod gv) / g, g the group (PP, or PyTorch's micro-batches per
+  // round: ParallelPlan::interleave_group); the warm-up forwards, then one forward and one
   // backward each step, then the remaining backwards. A chunk-micro-batch's activations live
   // from its forward to its backward; the peak is the largest sum.
-  const std::int64_t pv = static_cast<std::int64_t>(p.pp) * n;
+  const std::int64_t g = p.interleave_group_size();  // micro-batches per chunk turn
+  const std::int64_t pv = g * n;
   const std::int64_t total = p.microbatches_per_round() * n;
   const std::int64_t warmup = std::min(total, inflight - 1);
-  auto fwd = [&](std::int64_t k) { return chunk_bytes[static_cast<std::size_t>((k % pv) / p.pp)]; };
+  auto fwd = [&](std::int64_t k) { return chunk_bytes[static_cast<std::size_t>((k % pv) / g)]; };
   auto bwd = [&](std::int64_t k) {
-    return chunk_bytes[static_cast<std::size_t>(n - 1 - (k % pv) / p.pp)];
+    return chunk_bytes[static_cast<std::size_t>(n - 1 - (k % pv) / g)];
   };
   double held = 0, peak = 0;
   for (std::int64_t k = 0; k < warmup; ++k) peak = std::max(peak, held += fwd(k).value());
-  // In the steady state what is held repeats every p x v steps (each chunk's forward and
-  // backward come p times in any p x v consecutive steps): one period is enough.
+  // In the steady state what is held repeats every g x v steps (each chunk's forward and
+  // backward come g times in any g x v consecutive steps): one period is enough.
   const std::int64_t steady = std::min(total - warmup, pv);
   for (std::int64_t k = 0; k < steady; ++k) {
     peak = std::max(peak, held += fwd(k + warmup).value());

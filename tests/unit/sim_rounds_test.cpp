@@ -179,5 +179,78 @@ TEST(PipelineRounds, ActivationsInFlightAreOneSchedules) {
   EXPECT_EQ(inflight_microbatches(eight, 0), 4);
 }
 
+// torchtitan's Interleaved1F1B is PyTorch's ScheduleInterleaved1F1B: of n micro-batches,
+// max(1, n / PP) rounds of g = n / rounds, each chunk taking its turn for g micro-batches
+// (_get_1f1b_rank_ops: forward_stage_index (step // g) % v, each stage's micro-batches in
+// order; warm-up (v - 1) g + 2 (PP - 1 - rank)). The order with g = PP is Megatron's; with any
+// g every stage runs each (chunk, micro-batch) once each way, each chunk's micro-batches in
+// order, the k-th forward on chunk (k / g) % v; the schedule places every task (no deadlock);
+// and the activations describe counts in flight on the first stage are the order's own peak of
+// forwards whose backward has not run.
+TEST(PipelineRounds, PyTorchsInterleavedGroups) {
+  const int pp = 4, v = 2;
+  EXPECT_EQ(pipeline_order(Schedule::interleaved, pp, v, 8, false, 1, 0)[0].size(),
+            pipeline_order(Schedule::interleaved, pp, v, 8, false, 1, pp)[0].size());
+  {
+    const auto a = pipeline_order(Schedule::interleaved, pp, v, 8, false, 1, 0);
+    const auto b = pipeline_order(Schedule::interleaved, pp, v, 8, false, 1, pp);
+    for (int st = 0; st < pp; ++st)
+      for (std::size_t k = 0; k < a[st].size(); ++k) {
+        EXPECT_EQ(a[st][k].chunk, b[st][k].chunk);
+        EXPECT_EQ(a[st][k].microbatch, b[st][k].microbatch);
+        EXPECT_EQ(a[st][k].backward, b[st][k].backward);
+      }
+  }
+  for (const auto& [m, g] : {std::pair{6, 6}, std::pair{10, 5}, std::pair{2, 2}}) {
+    SCOPED_TRACE(fmt::format("{} micro-batches in groups of {}", m, g));
+    auto order = pipeline_order(Schedule::interleaved, pp, v, m, false, 1, g);
+    for (int st = 0; st < pp; ++st) {
+      ASSERT_EQ(order[st].size(), static_cast<std::size_t>(2 * v * m));
+      std::vector<int> next_fwd(v, 0), next_bwd(v, 0);
+      int k = 0;
+      for (const PipelineTask& t : order[st]) {
+        if (t.backward) {
+          EXPECT_EQ(t.microbatch, next_bwd[t.chunk]++);
+        } else {
+          EXPECT_EQ(t.chunk, (k / g) % v) << "forward " << k;
+          EXPECT_EQ(t.microbatch, next_fwd[t.chunk]++);
+          ++k;
+        }
+      }
+      for (int c = 0; c < v; ++c) {
+        EXPECT_EQ(next_fwd[c], m);
+        EXPECT_EQ(next_bwd[c], m);
+      }
+    }
+    schedule_pipeline(
+        order, pp, v, [](const PipelineTask& t) { return t.backward ? 2.0 : 1.0; },
+        [](const PipelineTask&) { return 0.0; });
+    for (const auto& stage : order)
+      for (const PipelineTask& t : stage) EXPECT_GT(t.end, 0) << "a task was not placed";
+  }
+  // In flight on the first stage: torchtitan's local batch 6 at PP 4 (one round of 6).
+  const std::string toml =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 6\n"
+      "global_batch_size = 24\nseq_len = 4096\n[parallelism]\ndata_parallel_shard_degree = 4\n"
+      "pipeline_parallel_degree = 4\npipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+      "[activation_checkpoint]\nmode = \"full\"\n";
+  auto job = torchtitan_from_toml(toml, "job.toml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  PlanInput p = job->plan;
+  p.gpus = 16;
+  const Scenario sc = testing::scenario(job->model, "dgx-h100", p);
+  ASSERT_EQ(sc.plan.interleave_group, 6);
+  const auto order = pipeline_order(Schedule::interleaved, pp, sc.plan.virtual_stages, 6, false, 1,
+                                    sc.plan.interleave_group);
+  std::int64_t held = 0, peak = 0;
+  for (const PipelineTask& t : order[0]) {
+    held += t.backward ? -1 : 1;
+    peak = std::max(peak, held);
+  }
+  EXPECT_EQ(inflight_microbatches(sc, 0), peak);
+  // and the iteration runs (two schedules of 6)
+  EXPECT_GT(predict(sc).iteration_time, 0);
+}
+
 }  // namespace
 }  // namespace commscope

@@ -519,15 +519,30 @@ TEST(TorchtitanConfig, LocalBatchAgainstDataParallel) {
                 "--micro-batch-size: expected a divisor of the local batch of 8", 0),
             0u)
       << split.error().message;
-  // the interleaved schedule: each schedule's micro-batches a multiple of PP
-  auto inter = resolve(parse(kModel + "[activation_checkpoint]\nmode = \"full\"\n[parallelism]\n"
-                                      "pipeline_parallel_degree = 4\npipeline_parallel_schedule = "
-                                      "\"Interleaved1F1B\"\n[training]\nlocal_batch_size = 6\n"
-                                      "global_batch_size = 48\n"),
-                       16);
+  // the interleaved schedule is PyTorch's ScheduleInterleaved1F1B: of a schedule's n micro-
+  // batches, max(1, n / PP) rounds of n / rounds each, n a multiple of the rounds. 6 on PP 4:
+  // one round of 6 (Megatron's rule, a multiple of PP, refused it); 9: two rounds do not divide.
+  auto interleaved = [&](int local) {
+    return resolve(
+        parse(kModel +
+              "[activation_checkpoint]\nmode = \"full\"\n[parallelism]\n"
+              "pipeline_parallel_degree = 4\npipeline_parallel_schedule = "
+              "\"Interleaved1F1B\"\n[training]\nlocal_batch_size = " +
+              std::to_string(local) + "\nglobal_batch_size = " + std::to_string(local * 8) + "\n"),
+        16);
+  };
+  auto six = interleaved(6);
+  ASSERT_TRUE(six.ok()) << six.error().message;
+  EXPECT_EQ(six->plan.interleave_group, 6);
+  EXPECT_EQ(six->plan.pipeline_rounds, 2);
+  auto eight = interleaved(8);  // two rounds of 4 = PP: Megatron's order
+  ASSERT_TRUE(eight.ok()) << eight.error().message;
+  EXPECT_EQ(eight->plan.interleave_group, 0);
+  auto inter = interleaved(9);
   ASSERT_FALSE(inter.ok());
-  EXPECT_EQ(inter.error().message.rfind("local_batch_size: expected a multiple of micro-batch x "
-                                        "PP = 1 x 4 = 4 for the interleaved schedule",
+  EXPECT_EQ(inter.error().message.rfind("local_batch_size: expected micro-batches per pipeline "
+                                        "schedule a multiple of their round count max(1, n / PP) "
+                                        "= 2",
                                         0),
             0u)
       << inter.error().message;

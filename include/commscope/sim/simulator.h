@@ -159,8 +159,11 @@ inline TaskInput task_input(const std::vector<PipelineTask>& stage, std::size_t 
 // backward after it; without PP the first forward runs alone, then each forward with the
 // previous micro-batch's backward. `rounds` (ParallelPlan::pipeline_rounds): the m
 // micro-batches as that many schedules of m / rounds, one after another on each stage.
+// `group` (ParallelPlan::interleave_group): the interleaved schedule's micro-batches per chunk
+// turn, 0 for PP (Megatron's).
 std::vector<std::vector<PipelineTask>> pipeline_order(Schedule s, int pp, int v, int m,
-                                                      bool combined = false, int rounds = 1);
+                                                      bool combined = false, int rounds = 1,
+                                                      int group = 0);
 
 // Places the tasks in time. duration(task) gives a task's length, p2p(task) the time of the
 // transfer that feeds it (activation for a forward, gradient for a backward). gate(stage, k,

@@ -155,6 +155,11 @@ struct ParallelPlan {
   // iteration's micro-batches in one schedule, as Megatron-LM and DeepSpeed run them.
   std::int64_t pipeline_rounds = 1;
   std::int64_t microbatches_per_round() const { return grad_accum / pipeline_rounds; }
+  // The interleaved schedule's group: the micro-batches each chunk runs before the next chunk's
+  // turn. 0: PP, Megatron-LM's (microbatch_group_size_per_vp_stage's default); PyTorch's
+  // ScheduleInterleaved1F1B (torchtitan) takes n / max(1, n / PP) of a schedule's n.
+  int interleave_group = 0;
+  int interleave_group_size() const { return interleave_group > 0 ? interleave_group : pp; }
   Precision precision = Precision::bf16;
   Recompute recompute = Recompute::none;
   // Under selective recompute, what is replayed (recompute_module bits; Megatron's default,
