@@ -594,6 +594,14 @@ void note_file_fields(const ScenarioOptions& o, const PlanInput& flags, const Pl
        !o.seq_length.empty()},
       {"--recompute-granularity", nullptr, "[activation_checkpoint] mode",
        file.recompute.has_value(), flags.recompute.has_value()},
+      {"--schedule", nullptr, "[parallelism] pipeline_parallel_schedule", file.schedule.has_value(),
+       !o.schedule.empty()},
+      {"--sequence-parallel", nullptr,
+       "[parallelism] tensor_parallel_degree (torchtitan's TP is sequence parallel)",
+       file.sequence_parallel.value_or(false), flags.sequence_parallel.has_value()},
+      // the fields named as written, not as a flag
+      {"local_batch_size", nullptr, "[training] local_batch_size", file.local_batch.has_value(),
+       false},
   };
   for (const Field& f : fields) {
     const char* where = deepspeed ? f.ds : f.tt;
@@ -638,6 +646,30 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     if (!o.recompute.empty() || o.recompute_activations) {
       job.plan.recompute_block.reset();
       job.plan.recompute_num_layers.reset();
+    }
+    // The file's stage split is for its own PP and schedule (torchtitan's pipeline_llm weighs
+    // the embedding and output as layers): a flag that changes either, or splits the layers
+    // itself, replaces it (it was kept and blamed on --pipeline-stage-layers, found by probing,
+    // 2026-11-30); so does a schedule flag the file's virtual stages.
+    const bool resplit = !o.pp.empty() || !o.vp.empty() || !o.schedule.empty() ||
+                         !o.pipeline_stage_layers.empty() || !o.first_stage_layers.empty() ||
+                         !o.last_stage_layers.empty() || !o.pipeline_layout.empty();
+    if (resplit && job.plan.stage_layers) {
+      job.plan.stage_layers.reset();
+      job.notes.push_back(
+          "its pipeline stage split (torchtitan's pipeline_llm, for the file's PP and schedule) "
+          "gives way to the pipeline flags; the layers split as commscope splits them unless "
+          "--pipeline-stage-layers says");
+    }
+    if (!o.schedule.empty() && o.vp.empty()) job.plan.virtual_stages.reset();
+    // torchtitan's tensor parallelism is sequence parallel: a --tp flag's TP is too (and a TP
+    // of 1 has none, without the warning for turning it off).
+    if (!o.tp.empty()) {
+      const bool all_tp = std::all_of(o.tp.begin(), o.tp.end(), [](int t) { return t > 1; });
+      if (all_tp)
+        job.plan.sequence_parallel = true;
+      else
+        job.plan.sequence_parallel.reset();
     }
     in.plan.merge(job.plan);
     file_plan = job.plan;

@@ -283,8 +283,15 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
     bool varied = false;
   };
   std::map<std::string, Reason> reasons;
+  // What the models' loaders assumed (transformers' defaults), once per model in a sweep (a
+  // single plan's come with its warnings).
+  std::vector<std::string> model_notes;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     auto sc = resolve_scenario(inputs[i]);
+    if (sc)
+      for (const std::string& note : sc->model.notes)
+        if (std::find(model_notes.begin(), model_notes.end(), note) == model_notes.end())
+          model_notes.push_back(note);
     if (!sc) {
       if (single) return sc.error();
       ++out.skipped;
@@ -324,7 +331,10 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
   if (out.rows.empty())
     return Error{fmt::format("no valid scenario among {} combinations; most frequent reason: {}",
                              inputs.size(), out.skip_reasons.front().first)};
-  if (!single) out.warnings = sweep_summary(out);
+  if (!single) {
+    out.warnings = model_notes;
+    for (std::string& w : sweep_summary(out)) out.warnings.push_back(std::move(w));
+  }
   if (o.scaling != Scaling::none) add_scaling(out.rows);
   sort_rows(out.rows, o.sort == SortKey::none && o.top > 0 ? SortKey::time : o.sort);
   if (o.top > 0 && static_cast<std::size_t>(o.top) < out.rows.size())

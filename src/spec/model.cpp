@@ -453,7 +453,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     or_default("num_hidden_layers", m.decoder_layers, d.layers);
     or_default("hidden_size", m.hidden, d.hidden);
     or_default("num_attention_heads", m.heads, d.heads);
-    if (d.kv_heads > 0)
+    // (an explicit null is the heads, as the classes' __post_init__ maps None)
+    if (d.kv_heads > 0 && !r.raw().contains("num_key_value_heads"))
       or_default("num_key_value_heads", m.kv_heads, d.kv_heads);
     else
       r.read("num_key_value_heads", m.kv_heads);
@@ -494,13 +495,14 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
       else
         r.require("num_experts_per_tok", m.experts_per_token);
       or_default("first_k_dense_replace", m.first_dense_layers, v3 ? 3 : 0);
-      // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4); null: none.
-      if (!r.raw().contains("n_group"))
-        or_default("n_group", m.expert_groups, v3 ? 8 : 0);
+      // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4; V2's None: none); null:
+      // none.
+      if (v3 && !r.raw().contains("n_group"))
+        or_default("n_group", m.expert_groups, 8);
       else
         r.read("n_group", m.expert_groups);
-      if (!r.raw().contains("topk_group"))
-        or_default("topk_group", m.expert_groups_per_token, v3 ? 4 : 0);
+      if (v3 && !r.raw().contains("topk_group"))
+        or_default("topk_group", m.expert_groups_per_token, 4);
       else
         r.read("topk_group", m.expert_groups_per_token);
       int freq = 1;
@@ -538,7 +540,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     or_default("num_hidden_layers", m.decoder_layers, 32);
     or_default("hidden_size", m.hidden, std::int64_t{4096});
     or_default("num_attention_heads", m.heads, std::int64_t{32});
-    if (mistral || qwen3)
+    // (an explicit null is the heads, as MistralConfig and Qwen3Config map None)
+    if ((mistral || qwen3) && !r.raw().contains("num_key_value_heads"))
       or_default("num_key_value_heads", m.kv_heads, std::int64_t{mistral ? 8 : 32});
     else
       r.read("num_key_value_heads", m.kv_heads);
@@ -566,16 +569,24 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
         "'{}'",
         where, type)};
   }
+  std::string list;
+  for (const std::string& d : defaulted) list += (list.empty() ? "" : ", ") + d;
   if (!defaulted.empty()) {
-    std::string list;
-    for (const std::string& d : defaulted) list += (list.empty() ? "" : ", ") + d;
     m.notes.push_back(
         fmt::format("{}: fields left out take transformers' {} defaults: {}", where, type, list));
     m.sources.push_back("transformers' defaults for the fields the file leaves out: " + list);
   }
+  // An error about the model says which values were transformers' defaults (the note above is
+  // never printed then): "got 32" for a num_key_value_heads the file left out.
+  auto said = [&](Status st) -> Status {
+    if (st.ok() || defaulted.empty()) return st;
+    return Error{fmt::format("{} (left out of the file, transformers' defaults: {})",
+                             st.error().message, list)};
+  };
   CS_RETURN_IF_ERROR(r.status());
-  CS_RETURN_IF_ERROR(check_head_split(m, where, type == "gpt2" ? "n_head" : "num_attention_heads",
-                                      type == "gpt2" ? "n_embd" : "hidden_size"));
+  CS_RETURN_IF_ERROR(
+      said(check_head_split(m, where, type == "gpt2" ? "n_head" : "num_attention_heads",
+                            type == "gpt2" ? "n_embd" : "hidden_size")));
   // Fields whose absence (or null) means "the default" are positive when given: an explicit 0
   // was read as absent (num_key_value_heads 0 became the heads), a negative table accepted
   // (found by probing, 2026-11-30).
@@ -625,7 +636,7 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     rename("experts", type == "mixtral"     ? "num_local_experts"
                       : type == "qwen3_moe" ? "num_experts"
                                             : "n_routed_experts");
-    return Error{msg};
+    return said(Error{msg}).error();
   }
   return m;
 }

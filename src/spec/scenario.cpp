@@ -287,7 +287,9 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in) {
   const std::string& message = sc.error().message;
   for (const auto& [flag, field] : in.file_fields)
     if (message.rfind(flag + ": ", 0) == 0)
-      return Error{fmt::format("{} ({}){}", field, flag, message.substr(flag.size()))};
+      return Error{flag.rfind("--", 0) == 0
+                       ? fmt::format("{} ({}){}", field, flag, message.substr(flag.size()))
+                       : fmt::format("{}{}", field, message.substr(flag.size()))};
   return sc;
 }
 
@@ -541,7 +543,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                                              limits::kMaxGlobalBatch,
                                              "samples per iteration, commscope's limit"));
   if (in.grad_accum)
-    CS_RETURN_IF_ERROR(limits::check_at_most("gradient_accumulation_steps", *in.grad_accum,
+    CS_RETURN_IF_ERROR(limits::check_at_most("--gradient-accumulation-steps", *in.grad_accum,
                                              limits::kMaxMicroBatches,
                                              "micro-batches per iteration, commscope's limit"));
 
@@ -751,6 +753,15 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                            "commscope's limit",
                            model.seq_length))
         .error();
+  // (torchtitan's pipeline splits each accumulation step's local batch into micro-batches:
+  // checked before the global batch against them, which a micro-batch flag would fail first)
+  if (in.local_batch && in.framework.value_or(Framework::none) == Framework::fsdp && plan.pp > 1 &&
+      *in.local_batch % plan.micro_batch != 0)
+    return bad("--micro-batch-size",
+               fmt::format("a divisor of the local batch of {} (torchtitan splits each "
+                           "accumulation step's local batch into the pipeline's micro-batches)",
+                           *in.local_batch),
+               num(plan.micro_batch));
   const std::int64_t per_step = plan.micro_batch * plan.dp;
   if (in.global_batch) {
     plan.global_batch = *in.global_batch;
@@ -761,14 +772,14 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  num(plan.global_batch));
     plan.grad_accum = plan.global_batch / per_step;
     if (in.grad_accum && *in.grad_accum != plan.grad_accum)
-      return bad("gradient_accumulation_steps",
+      return bad("--gradient-accumulation-steps",
                  fmt::format("global batch / (micro-batch x DP) = {} / {} = {}", plan.global_batch,
                              per_step, plan.grad_accum),
                  num(*in.grad_accum));
   } else {
     plan.grad_accum = in.grad_accum.value_or(1);
     if (plan.grad_accum < 1)
-      return bad("gradient_accumulation_steps", "a positive integer", num(plan.grad_accum));
+      return bad("--gradient-accumulation-steps", "a positive integer", num(plan.grad_accum));
     plan.global_batch = per_step * plan.grad_accum;
   }
   if (plan.global_batch > limits::kMaxGlobalBatch)
@@ -779,13 +790,13 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                            plan.micro_batch, plan.dp, plan.grad_accum))
         .error();
   CS_RETURN_IF_ERROR(limits::check_at_most(
-      in.global_batch ? "--global-batch-size" : "gradient_accumulation_steps", plan.grad_accum,
+      in.global_batch ? "--global-batch-size" : "--gradient-accumulation-steps", plan.grad_accum,
       limits::kMaxMicroBatches, "micro-batches per iteration, commscope's limit"));
   {
     const std::int64_t tasks = std::int64_t{plan.pp} * plan.virtual_stages * plan.grad_accum;
     if (tasks > limits::kMaxPipelineTasks)
       return bad(
-          "gradient_accumulation_steps",
+          "--gradient-accumulation-steps",
           fmt::format("PP x virtual stages x micro-batches at most {} (commscope's limit)",
                       limits::kMaxPipelineTasks),
           fmt::format("{} x {} x {} = {}", plan.pp, plan.virtual_stages, plan.grad_accum, tasks));
@@ -804,12 +815,6 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                              "(torchtitan's rule)",
                              *in.local_batch, plan.dp, local_step),
                  num(plan.global_batch));
-    if (plan.pp > 1 && *in.local_batch % plan.micro_batch != 0)
-      return bad("--micro-batch-size",
-                 fmt::format("a divisor of the local batch of {} (torchtitan splits each "
-                             "accumulation step's local batch into the pipeline's micro-batches)",
-                             *in.local_batch),
-                 num(plan.micro_batch));
     if (plan.pp > 1) plan.pipeline_rounds = plan.global_batch / local_step;
   }
   // torchtitan's interleaved schedule is PyTorch's ScheduleInterleaved1F1B: of a schedule's n

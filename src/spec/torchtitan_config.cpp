@@ -601,20 +601,24 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   int virtual_stages = 1;
   if (stages > 1) {
     CS_ASSIGN_OR_RETURN(auto schedule, f.string(kParallel, "pipeline_parallel_schedule"));
-    const std::string sc = schedule.value_or("1F1B");  // torchtitan's default
-    if (sc == "1F1B") {
+    // torchtitan's default 1F1B; PyTorch's get_schedule_class compares lower-cased names
+    const std::string written = schedule.value_or("1F1B");
+    std::string sc = written;
+    std::transform(sc.begin(), sc.end(), sc.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (sc == "1f1b") {
       p.schedule = Schedule::one_f_one_b;
-    } else if (sc == "GPipe") {
+    } else if (sc == "gpipe") {
       p.schedule = Schedule::gpipe;
-    } else if (sc == "Interleaved1F1B") {
+    } else if (sc == "interleaved1f1b") {
       p.schedule = Schedule::interleaved;
     } else {
       return f.bad(where("pipeline_parallel_schedule"),
                    "1F1B, GPipe or Interleaved1F1B (the schedules commscope models)",
-                   fmt::format("\"{}\"", sc));
+                   fmt::format("\"{}\"", written));
     }
     CS_ASSIGN_OR_RETURN(virtual_stages,
-                        torchtitan_stages(f, t, layers, stages, sc != "Interleaved1F1B", p));
+                        torchtitan_stages(f, t, layers, stages, sc != "interleaved1f1b", p));
     if (virtual_stages > 1) p.virtual_stages = virtual_stages;
     // A micro-batch: pipeline_parallel_microbatch_size samples (default 1), or in 2024's files
     // the local batch over pipeline_parallel_microbatches.

@@ -63,6 +63,8 @@ std::string_view to_string(PatternCollective::Every e) {
       return "ahead of its chunk's first forward";
     case PatternCollective::Every::schedule_end:
       return "end of each pipeline schedule";
+    case PatternCollective::Every::schedule_first_microbatch:
+      return "first micro-batch's forward of each pipeline schedule";
   }
   return "";
 }
@@ -73,11 +75,12 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
   auto add = [&](const Op& op, PatternCollective::Every every) {
     if (op.kind != OpKind::comm) return;
     using E = PatternCollective::Every;
-    const std::int64_t runs =
-        every == E::microbatch ? w.microbatches
-        : every == E::last_microbatch || every == E::first_microbatch || every == E::schedule_end
-            ? rounds
-            : std::int64_t{1};
+    const std::int64_t runs = every == E::microbatch ? w.microbatches
+                              : every == E::last_microbatch || every == E::first_microbatch ||
+                                      every == E::schedule_end ||
+                                      every == E::schedule_first_microbatch
+                                  ? rounds
+                                  : std::int64_t{1};
     auto it = std::find_if(out.begin(), out.end(), [&](const PatternCollective& v) {
       return v.name == op.name && v.collective == op.collective && v.group == op.group &&
              v.span == op.span && v.per_node == op.per_node && v.group_size == op.group_size &&
@@ -106,7 +109,8 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
                                         : PatternCollective::Every::microbatch);
   const auto first = w.scenario.plan.megatron_gathers_ahead()
                          ? PatternCollective::Every::ahead_of_first_microbatch
-                         : PatternCollective::Every::first_microbatch;
+                     : rounds > 1 ? PatternCollective::Every::schedule_first_microbatch
+                                  : PatternCollective::Every::first_microbatch;
   for (const Chunk& ch : r.chunks)
     for (const Op& op : ch.forward_first.ops())
       if (op.first_microbatch_only) add(op, first);

@@ -264,6 +264,19 @@ TEST_F(Cli, ConfigFileErrorsNameTheFilesField) {
   }
 }
 
+// The note of transformers' defaults comes once per model file in a sweep too (it came with a
+// single plan's warnings only).
+TEST_F(Cli, HuggingFaceDefaultsNoteOncePerSweep) {
+  const std::string q = (dir_ / "q.json").string();
+  std::ofstream(q) << R"({"model_type": "qwen3"})";
+  Outcome r = run("predict --model " + q + " --system dgx-h100 --gpus 8 --tp 1,2,4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string note = "fields left out take transformers' qwen3 defaults";
+  const auto at = r.err.find(note);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(note, at + 1), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, HuggingFaceConfigAsModel) {
   Outcome r = run(
       std::string(
@@ -665,7 +678,7 @@ TEST_F(CliLimits, HugeModelFilesAreRefusedBeforeAllocating) {
 TEST_F(CliLimits, HugeBatchesSequencesSweepsAndTracesAreRefused) {
   expect_refused("predict --global-batch-size 4294967296000", "--global-batch-size");
   expect_refused("predict --gradient-accumulation-steps 1000000000",
-                 "gradient_accumulation_steps: expected at most 65536");
+                 "--gradient-accumulation-steps: expected at most 65536");
   expect_refused("predict --seq-length 100000000", "seq_length");
   std::string twenty = "1";  // 20^4 = 160,000 plans, more than the 100,000 allowed
   for (int i = 2; i <= 20; ++i) twenty += "," + std::to_string(i);

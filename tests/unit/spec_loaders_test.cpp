@@ -202,6 +202,18 @@ TEST(Loaders, HuggingFaceDefaultsAreTransformers) {
   ASSERT_EQ(q->notes.size(), 1u);
   EXPECT_NE(q->notes[0].find("defaults: head_dim 128"), std::string::npos) << q->notes[0];
   EXPECT_TRUE(load_model(kData + "hf/llama-2-70b.json")->notes.empty());
+  // An explicit null is the heads, as MistralConfig maps None; an error about a value the file
+  // left out says it was transformers' default.
+  auto null_kv = model_from_hf_config(
+      nlohmann::json{{"model_type", "mistral"}, {"num_key_value_heads", nullptr}}, "n.json");
+  ASSERT_TRUE(null_kv.ok()) << null_kv.error().message;
+  EXPECT_EQ(null_kv->kv_heads, 32);
+  auto odd = model_from_hf_config(
+      nlohmann::json{{"model_type", "qwen3"}, {"num_attention_heads", 16}}, "o.json");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.error().message.find("got 32 (left out of the file, transformers' defaults: "),
+            std::string::npos)
+      << odd.error().message;
   // The note reaches the user as a warning of the scenario.
   PlanInput p = testing::plan(8);
   auto sc = resolve_scenario(*q, *load_system("dgx-h100"), *load_network("ib-ndr-400"), p);
@@ -246,7 +258,19 @@ TEST(Loaders, DeepSpeedConfig) {
   in.plan.gpus = 8;
   auto bad = resolve_scenario(in);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("gradient_accumulation_steps"), std::string::npos)
+  EXPECT_EQ(bad.error().message.rfind("--gradient-accumulation-steps: expected global batch / "
+                                      "(micro-batch x DP) = 256 / 32 = 8, got 4",
+                                      0),
+            0u)
+      << bad.error().message;
+  // Where the file set the value (as scenario_inputs records it), the error names its field.
+  in.file_fields = {{"--gradient-accumulation-steps", "ds.json: gradient_accumulation_steps"}};
+  bad = resolve_scenario(in);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.rfind("ds.json: gradient_accumulation_steps "
+                                      "(--gradient-accumulation-steps): expected global batch",
+                                      0),
+            0u)
       << bad.error().message;
 }
 

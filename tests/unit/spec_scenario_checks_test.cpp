@@ -269,7 +269,7 @@ TEST(Validation, LimitsAreEnforcedAtTheirBoundary) {
   PlanInput accum = plan(8);
   accum.grad_accum = limits::kMaxMicroBatches + 1;
   EXPECT_NE(scenario_error("gpt2-large", "dgx-a100-80gb", accum)
-                .find("gradient_accumulation_steps: expected at most 65536"),
+                .find("--gradient-accumulation-steps: expected at most 65536"),
             std::string::npos);
   accum.grad_accum = limits::kMaxMicroBatches;  // at the limit: a valid plan
   ScenarioInput at_limit;

@@ -722,6 +722,32 @@ TEST(TorchtitanConfig, Cli) {
                               0),
             0u)
       << file_72.err;
+  // A pipeline flag replaces the file's stage split (Llama 3 8B on PP 4: 8, 9, 8, 7), with a
+  // note: --pp 2 predicts (it was refused, blaming --pipeline-stage-layers, which no one gave);
+  // a lower-case schedule name is read as PyTorch reads it; a micro-batch flag that does not
+  // divide the local batch is named before the global batch is checked against it.
+  const std::string pp4 = testing::scratch() + "pp4.toml";
+  {
+    std::ofstream out(pp4);
+    out << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 8\n"
+           "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"1f1b\"\n"
+           "[activation_checkpoint]\nmode = \"full\"\n";
+  }
+  auto four =
+      run_shell(bin + " describe --torchtitan-config " + pp4 + " --system dgx-h100 --gpus 16");
+  ASSERT_EQ(four.status, 0) << four.err;
+  EXPECT_NE(four.out.find("layers per stage 8, 9, 8, 7"), std::string::npos) << four.out;
+  auto two_stages = run_shell(bin + " describe --torchtitan-config " + pp4 +
+                              " --system dgx-h100 --gpus 16 --pp 2");
+  ASSERT_EQ(two_stages.status, 0) << two_stages.err;
+  EXPECT_NE(two_stages.err.find("its pipeline stage split"), std::string::npos) << two_stages.err;
+  auto micro3 = run_shell(bin + " describe --torchtitan-config " + pp4 +
+                          " --system dgx-h100 --gpus 16 --micro-batch-size 3");
+  EXPECT_EQ(micro3.err.rfind("commscope: --micro-batch-size: expected a divisor of the local "
+                             "batch of 8",
+                             0),
+            0u)
+      << micro3.err;
   const std::string fifo = testing::scratch() + "job.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   r = run_shell(bin + " predict --torchtitan-config " + fifo + " --system dgx-h100 --gpus 8");

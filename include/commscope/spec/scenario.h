@@ -21,7 +21,8 @@ struct ScenarioInput {
   PlanInput plan;
   // Plan fields a configuration file set and no flag replaced: (the flag an error names, where
   // the file has it: "ds.json: zero_optimization.stage"). resolve_scenario's errors that begin
-  // with such a flag name the file's field, the flag after it in brackets.
+  // with such a flag name the file's field, the flag after it in brackets; a name without "--"
+  // (a field no flag sets, "local_batch_size") is replaced by the file's.
   std::vector<std::pair<std::string, std::string>> file_fields;
 };
 

@@ -110,7 +110,8 @@ struct PatternCollective {
     iteration,
     first_microbatch,
     ahead_of_first_microbatch,
-    schedule_end
+    schedule_end,
+    schedule_first_microbatch
   } every;
   std::int64_t calls = 0;             // per iteration
   double bytes = 0;                   // per iteration: the sum of nccl-tests sizes
