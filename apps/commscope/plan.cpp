@@ -220,7 +220,7 @@ Verb add_plan(CLI::App& app) {
         PlanInput base;
         // A torchtitan job file: what it fixes (flags win), what the search varies, notes.
         std::string model_name = st->model;
-        std::string notes;  // the job file's, printed once the flags are checked
+        std::string notes;  // the job file's and the model's, printed once the flags are checked
         if (!st->torchtitan_config.empty()) {
           auto job = load_torchtitan_config(st->torchtitan_config);
           if (!job) return fail(job.error().message);
@@ -339,6 +339,9 @@ Verb add_plan(CLI::App& app) {
           return fail(hs.error().message);
         auto model = load_model(model_name);
         if (!model) return fail(model.error().message);
+        // what the model's loader assumed (transformers' defaults), as predict warns of it
+        for (const std::string& note : model->notes)
+          notes += fmt::format("commscope: warning: {}\n", note);
         const std::vector<std::string> systems =
             st->system.empty() ? std::vector<std::string>{"polaris"} : st->system;
         const std::vector<std::string> networks =

@@ -264,8 +264,8 @@ TEST_F(Cli, ConfigFileErrorsNameTheFilesField) {
   }
 }
 
-// The note of transformers' defaults comes once per model file in a sweep too (it came with a
-// single plan's warnings only).
+// The note of transformers' defaults comes once per model file in a sweep too, and in plan (it
+// came with a single plan's warnings only).
 TEST_F(Cli, HuggingFaceDefaultsNoteOncePerSweep) {
   const std::string q = (dir_ / "q.json").string();
   std::ofstream(q) << R"({"model_type": "qwen3"})";
@@ -275,6 +275,9 @@ TEST_F(Cli, HuggingFaceDefaultsNoteOncePerSweep) {
   const auto at = r.err.find(note);
   ASSERT_NE(at, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(note, at + 1), std::string::npos) << r.err;
+  Outcome plan = run("plan --model " + q + " --system dgx-h100 --gpus 8 --top 1");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  EXPECT_NE(plan.err.find(note), std::string::npos) << plan.err;
 }
 
 TEST_F(Cli, HuggingFaceConfigAsModel) {
