@@ -382,6 +382,38 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     out = value;
     defaulted.push_back(fmt::format("{} {}", key, value));
   };
+  // The Llama-shaped classes' common fields and defaults (layers, width, heads, key/value heads
+  // (0: the heads), head_dim (0: the width over the heads), MLP, vocabulary, positions), as
+  // LlamaConfig, MistralConfig, Qwen3Config, MixtralConfig, Qwen3MoeConfig and DeepseekV2/V3Config
+  // have them; Qwen3's head_dim is 128 (not the width over the heads: Qwen3-0.6B's 1024 / 16
+  // would be 64). An explicit null num_key_value_heads is the heads, as the classes map None.
+  auto read_llama_base = [&] {
+    struct Base {
+      int layers;
+      std::int64_t hidden, heads, kv_heads, head_dim, ffn, vocab, positions;
+    };
+    const Base d = type == "mistral"       ? Base{32, 4096, 32, 8, 0, 14336, 32000, 4096 * 32}
+                   : type == "qwen3"       ? Base{32, 4096, 32, 32, 128, 22016, 151936, 32768}
+                   : type == "mixtral"     ? Base{32, 4096, 32, 8, 0, 14336, 32000, 4096 * 32}
+                   : type == "qwen3_moe"   ? Base{24, 2048, 32, 4, 0, 6144, 151936, 32768}
+                   : type == "deepseek_v3" ? Base{61, 7168, 128, 0, 0, 18432, 129280, 4096}
+                                           : Base{32, 4096, 32, 0, 0, 11008, 32000, 2048};
+    or_default("num_hidden_layers", m.decoder_layers, d.layers);
+    or_default("hidden_size", m.hidden, d.hidden);
+    or_default("num_attention_heads", m.heads, d.heads);
+    if (d.kv_heads > 0 && !r.raw().contains("num_key_value_heads"))
+      or_default("num_key_value_heads", m.kv_heads, d.kv_heads);
+    else
+      r.read("num_key_value_heads", m.kv_heads);
+    if (d.head_dim > 0)
+      or_default("head_dim", m.head_dim, d.head_dim);
+    else
+      r.read("head_dim", m.head_dim);
+    or_default("intermediate_size", m.ffn, d.ffn);
+    or_default("vocab_size", m.vocab, d.vocab);
+    or_default("max_position_embeddings", m.max_positions, d.positions);
+    r.read("tie_word_embeddings", m.tied_embeddings);
+  };
   if (type == "gpt2") {
     m.kind = ArchKind::gpt;
     set_kind_defaults(m);
@@ -441,28 +473,7 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // Qwen3-MoE (num_experts, moe_intermediate_size, decoder_sparse_step, mlp_only_layers).
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
-    // The classes' defaults: layers, width, heads, MLP, vocabulary, positions, key/value heads.
-    struct Base {
-      int layers;
-      std::int64_t hidden, heads, ffn, vocab, positions, kv_heads;  // kv 0: the heads
-    };
-    const Base d = type == "mixtral"       ? Base{32, 4096, 32, 14336, 32000, 4096 * 32, 8}
-                   : type == "qwen3_moe"   ? Base{24, 2048, 32, 6144, 151936, 32768, 4}
-                   : type == "deepseek_v3" ? Base{61, 7168, 128, 18432, 129280, 4096, 0}
-                                           : Base{32, 4096, 32, 11008, 32000, 2048, 0};
-    or_default("num_hidden_layers", m.decoder_layers, d.layers);
-    or_default("hidden_size", m.hidden, d.hidden);
-    or_default("num_attention_heads", m.heads, d.heads);
-    // (an explicit null is the heads, as the classes' __post_init__ maps None)
-    if (d.kv_heads > 0 && !r.raw().contains("num_key_value_heads"))
-      or_default("num_key_value_heads", m.kv_heads, d.kv_heads);
-    else
-      r.read("num_key_value_heads", m.kv_heads);
-    r.read("head_dim", m.head_dim);
-    or_default("intermediate_size", m.ffn, d.ffn);
-    or_default("vocab_size", m.vocab, d.vocab);
-    or_default("max_position_embeddings", m.max_positions, d.positions);
-    r.read("tie_word_embeddings", m.tied_embeddings);
+    read_llama_base();
     if (type == "mixtral") {
       or_default("num_local_experts", m.experts, std::int64_t{8});
       or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{2});
@@ -532,30 +543,7 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // Qwen3 (dense) is a Llama with per-head query and key RMSNorms, which are not counted.
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
-    // LlamaConfig: 32 layers of 4096, 32 heads, 11008, vocab 32000, 2048 positions, key/value
-    // heads the heads; MistralConfig: 14336, 131072 positions, 8 key/value heads; Qwen3Config:
-    // 22016, vocab 151936, 32768 positions, 32 key/value heads, head_dim 128 (not the width over
-    // the heads: Qwen3-0.6B's 1024 / 16 would be 64).
-    const bool mistral = type == "mistral", qwen3 = type == "qwen3";
-    or_default("num_hidden_layers", m.decoder_layers, 32);
-    or_default("hidden_size", m.hidden, std::int64_t{4096});
-    or_default("num_attention_heads", m.heads, std::int64_t{32});
-    // (an explicit null is the heads, as MistralConfig and Qwen3Config map None)
-    if ((mistral || qwen3) && !r.raw().contains("num_key_value_heads"))
-      or_default("num_key_value_heads", m.kv_heads, std::int64_t{mistral ? 8 : 32});
-    else
-      r.read("num_key_value_heads", m.kv_heads);
-    if (qwen3)
-      or_default("head_dim", m.head_dim, std::int64_t{128});
-    else
-      r.read("head_dim", m.head_dim);
-    or_default("intermediate_size", m.ffn, std::int64_t{mistral ? 14336 : qwen3 ? 22016 : 11008});
-    or_default("vocab_size", m.vocab, std::int64_t{qwen3 ? 151936 : 32000});
-    or_default("max_position_embeddings", m.max_positions,
-               std::int64_t{mistral ? 4096 * 32
-                            : qwen3 ? 32768
-                                    : 2048});
-    r.read("tie_word_embeddings", m.tied_embeddings);
+    read_llama_base();
     bool attention_bias = false;
     r.read("attention_bias", attention_bias);
     r.check(!attention_bias, "attention_bias", "false (biased attention is not modelled)", "true");
