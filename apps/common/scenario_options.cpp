@@ -661,7 +661,19 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
           "gives way to the pipeline flags; the layers split as commscope splits them unless "
           "--pipeline-stage-layers says");
     }
-    if (!o.schedule.empty() && o.vp.empty()) job.plan.virtual_stages.reset();
+    // A schedule flag replaces the file's virtual stages; torchtitan's multi-stage schedules
+    // have 2 stages per rank where nothing says (pipeline_module_split's default), so
+    // --schedule interleaved does too (it asked for --vp, 2026-11-30).
+    if (!o.schedule.empty() && o.vp.empty()) {
+      if (schedule_from_name(o.schedule) == Schedule::interleaved) {
+        job.plan.virtual_stages = 2;
+        job.notes.push_back(
+            "--schedule interleaved: 2 virtual stages per pipeline rank, torchtitan's default "
+            "for a multi-stage schedule (--vp says otherwise)");
+      } else {
+        job.plan.virtual_stages.reset();
+      }
+    }
     // torchtitan's tensor parallelism is sequence parallel: a --tp flag's TP is too (and a TP
     // of 1 has none, without the warning for turning it off).
     if (!o.tp.empty()) {

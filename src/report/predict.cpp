@@ -311,6 +311,16 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
       Prediction p = simulate(w, so);
       out.rows.push_back(predict_row(w, p));
       if (!out.rows.back().fits) ++out.do_not_fit;
+      // A sweep's per-plan warnings (the model's notes lead them and are listed once): counted
+      // and summarised in one line, each plan's in its JSON row (they were dropped: a Megatron
+      // vocabulary padded at one TP of a sweep said nothing, found by probing, 2026-11-30).
+      if (!single && sc->warnings.size() > sc->model.notes.size()) {
+        ++out.warned;
+        for (std::size_t k = sc->model.notes.size(); k < sc->warnings.size(); ++k)
+          if (std::find(out.plan_warnings.begin(), out.plan_warnings.end(), sc->warnings[k]) ==
+              out.plan_warnings.end())
+            out.plan_warnings.push_back(sc->warnings[k]);
+      }
       if (single) {
         out.warnings = sc->warnings;
         if (!out.rows.back().fits)
@@ -358,6 +368,12 @@ std::vector<std::string> sweep_summary(const SweepResult& r) {
     lines.push_back(
         fmt::format("{} of {} predicted plans do not fit in GPU memory (their fits column says no)",
                     r.do_not_fit, r.plans - r.skipped));
+  if (r.warned > 0 && !r.plan_warnings.empty())
+    lines.push_back(
+        fmt::format("{} of {} predicted plans came with warnings ({} distinct{}: {}){}", r.warned,
+                    r.plans - r.skipped, r.plan_warnings.size(),
+                    r.plan_warnings.size() > 1 ? ", the first" : "", r.plan_warnings.front(),
+                    r.plan_warnings.size() > 1 ? "; --format json lists each plan's" : ""));
   return lines;
 }
 
@@ -401,7 +417,8 @@ nlohmann::json predictions_json(const std::vector<PredictRow>& rows, bool scalin
                         {"mfu", r.mfu},
                         {"memory_per_gpu_bytes", r.memory_per_gpu},
                         {"fits", r.fits},
-                        {"stage_end_s", r.stage_times}};
+                        {"stage_end_s", r.stage_times},
+                        {"warnings", sc.warnings}};
     // The breakdown's one JSON form, flat in the row, and each part's share of the iteration.
     const Breakdown& b = r.breakdown;
     j.update(breakdown_to_json(b));

@@ -845,8 +845,9 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                     plan.micro_batch, plan.dp, plan.pp, plan.micro_batch * plan.dp * plan.pp),
         fmt::format("{} (micro-batches per iteration: {})", plan.global_batch, plan.grad_accum));
   if (plan.pp > 1 && plan.microbatches_per_round() < plan.pp)
-    warn.push_back(fmt::format("{} micro-batches {}for {} pipeline stages: the bubble dominates",
+    warn.push_back(fmt::format("{} micro-batch{} {}for {} pipeline stages: the bubble dominates",
                                plan.microbatches_per_round(),
+                               plan.microbatches_per_round() == 1 ? "" : "es",
                                plan.pipeline_rounds > 1 ? "per schedule " : "", plan.pp));
 
   // ---- the rest ----

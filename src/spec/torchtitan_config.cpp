@@ -686,14 +686,12 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
                std::all_of(o.begin(), o.end(), [](unsigned char c) { return std::isdigit(c); }) &&
                o.size() < 6 && std::stoi(o) >= 1) {
       // Every k-th block of a model part fully checkpointed: Megatron's block method with the
-      // chunk's layers / k blocks (the same time and memory; only which blocks differs).
+      // chunk's layers / k blocks (the same time and memory; only which blocks differs). Under
+      // Interleaved1F1B a rank's chunks share torchtitan's count (_apply_layer_sac._count runs
+      // on over the model parts), so each chunk has its share within one block; it was refused
+      // (torchtitan's default "2" too, named as if the file set it; 2026-11-30).
       const int k = std::stoi(o);
-      if (virtual_stages > 1)
-        return f.bad("[activation_checkpoint] selective_ac_option",
-                     "op with Interleaved1F1B (layer-level selective checkpointing across model "
-                     "chunks is not modelled)",
-                     fmt::format("\"{}\"", o));
-      const int per_chunk = static_cast<int>(layers / stages);
+      const int per_chunk = static_cast<int>(layers / (stages * virtual_stages));
       const int every = per_chunk / k;
       if (every == 0) {
         p.recompute = Recompute::none;

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/timeline/breakdown_json.h"
@@ -556,9 +557,34 @@ TEST_F(CliPredict, SweepSummaryTopAndSort) {
   const std::size_t skipped = 6 * 4 * 3 - rows.size();
   ASSERT_GT(skipped, 0u);
   ASSERT_GT(no_fit, 0u);
-  EXPECT_EQ(lines(all.err), 2) << all.err;
+  EXPECT_EQ(lines(all.err), 3) << all.err;
   EXPECT_NE(all.err.find(std::to_string(skipped) + " of 72 plans skipped: "), std::string::npos)
       << all.err;
+  // The plans' own warnings (they were dropped in a sweep): counted in one line with the first
+  // of them, each row's in its JSON; a single plan's row carries what it prints.
+  std::size_t warned = 0;
+  std::set<std::string> distinct;
+  std::string first;
+  for (const auto& p : rows) {
+    warned += !p["warnings"].empty();
+    for (const auto& w : p["warnings"]) {
+      if (first.empty()) first = w.get<std::string>();
+      distinct.insert(w.get<std::string>());
+    }
+  }
+  ASSERT_GT(warned, 0u);
+  EXPECT_NE(all.err.find(fmt::format("{} of {} predicted plans came with warnings ({} distinct, "
+                                     "the first: {})",
+                                     warned, rows.size(), distinct.size(), first)),
+            std::string::npos)
+      << all.err;
+  Outcome one = run("predict --format json --tp 2 --pp 2 --micro-batch-size 1");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto one_warnings = nlohmann::json::parse(one.out)["predictions"][0]["warnings"];
+  ASSERT_EQ(one_warnings.size(), 2u) << one.out;
+  for (const auto& w : one_warnings)
+    EXPECT_NE(one.err.find("commscope: warning: " + w.get<std::string>() + "\n"), std::string::npos)
+        << one.err;
   EXPECT_NE(all.err.find(std::to_string(no_fit) + " of " + std::to_string(rows.size()) +
                          " predicted plans do not fit"),
             std::string::npos)

@@ -473,6 +473,21 @@ TEST(TorchtitanConfig, TorchtitansDefaultsAndRules) {
             "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"0\"\n");
   EXPECT_EQ(j.plan.recompute, Recompute::full);
   EXPECT_FALSE(j.plan.recompute_block.has_value());
+  // Interleaved1F1B with a layer interval (torchtitan's default "2" here): every k-th block of
+  // each of the rank's chunks, 32 layers on 4 x 2 chunks of 4 (it was refused, naming the
+  // default "2" as if the file set it).
+  j = parse(kModel +
+            "[parallelism]\npipeline_parallel_degree = 4\n"
+            "pipeline_parallel_schedule = \"Interleaved1F1B\"\n");
+  EXPECT_EQ(j.plan.virtual_stages, 2);
+  EXPECT_EQ(j.plan.recompute, Recompute::full);
+  EXPECT_EQ(j.plan.recompute_block, true);
+  EXPECT_EQ(j.plan.recompute_num_layers, 2);  // 4 / 2
+  j = parse(kModel +
+            "[parallelism]\npipeline_parallel_degree = 4\n"
+            "pipeline_parallel_schedule = \"Interleaved1F1B\"\n[activation_checkpoint]\n"
+            "mode = \"selective\"\nselective_ac_option = \"3\"\n");
+  EXPECT_EQ(j.plan.recompute_num_layers, 1);  // 4 / 3
 }
 
 // The local batch against DP, through resolve_scenario: torchtitan's assertion (the global
@@ -741,6 +756,17 @@ TEST(TorchtitanConfig, Cli) {
                               " --system dgx-h100 --gpus 16 --pp 2");
   ASSERT_EQ(two_stages.status, 0) << two_stages.err;
   EXPECT_NE(two_stages.err.find("its pipeline stage split"), std::string::npos) << two_stages.err;
+  // --schedule interleaved beside the file takes torchtitan's 2 stages per rank (it asked for
+  // --vp); --vp still says otherwise.
+  auto inter = run_shell(bin + " describe --torchtitan-config " + pp4 +
+                         " --system dgx-h100 --gpus 16 --schedule interleaved");
+  ASSERT_EQ(inter.status, 0) << inter.err;
+  EXPECT_NE(inter.out.find("PP 4 (x2 virtual)"), std::string::npos) << inter.out;
+  EXPECT_NE(inter.err.find("2 virtual stages per pipeline rank"), std::string::npos) << inter.err;
+  auto inter4 = run_shell(bin + " describe --torchtitan-config " + pp4 +
+                          " --system dgx-h100 --gpus 16 --schedule interleaved --vp 4");
+  ASSERT_EQ(inter4.status, 0) << inter4.err;
+  EXPECT_NE(inter4.out.find("PP 4 (x4 virtual)"), std::string::npos) << inter4.out;
   auto micro3 = run_shell(bin + " describe --torchtitan-config " + pp4 +
                           " --system dgx-h100 --gpus 16 --micro-batch-size 3");
   EXPECT_EQ(micro3.err.rfind("commscope: --micro-batch-size: expected a divisor of the local "

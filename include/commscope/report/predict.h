@@ -89,7 +89,11 @@ struct SweepResult {
   // Reasons for skipping ("--tp: expected a divisor of the 20 attention heads of gpt2-large")
   // and how many plans each skipped, most frequent first.
   std::vector<std::pair<std::string, std::size_t>> skip_reasons;
-  std::size_t do_not_fit = 0;         // predicted plans that need more memory than a GPU has
+  std::size_t do_not_fit = 0;  // predicted plans that need more memory than a GPU has
+  // A sweep's predicted plans that came with warnings of their own (beyond the model's notes,
+  // listed once), and those warnings, each once, in the order first seen.
+  std::size_t warned = 0;
+  std::vector<std::string> plan_warnings;
   std::vector<std::string> warnings;  // a single scenario's warnings (a sweep's: the summary)
   std::string trace_json;             // with SweepOptions::trace
 };
@@ -100,8 +104,8 @@ struct SweepResult {
 // the projection are computed against the first valid row, before sorting.
 Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs, const SweepOptions& o);
 
-// The sweep's warnings as at most two lines: "N of M plans skipped: reasons with counts" and
-// "K plans do not fit in GPU memory".
+// The sweep's warnings as at most three lines: "N of M plans skipped: reasons with counts",
+// "K plans do not fit in GPU memory" and "J plans came with warnings, e.g. the first".
 std::vector<std::string> sweep_summary(const SweepResult& r);
 
 std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bool scaling);
