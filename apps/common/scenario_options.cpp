@@ -871,6 +871,18 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
         "sweep: expected at most {} plans (the product of the comma lists' lengths; commscope's "
         "limit), got {:.0f}",
         limits::kMaxSweepPlans, plans)};
+  // A list's name that is no preset and no readable file is an error, as it is alone: it was
+  // skipped like a plan whose sizes do not fit together, and a sweep with one plan left looked
+  // like a prediction that exited 0 (found by probing, 2026-11-30).
+  if (o.model.size() > 1)
+    for (const std::string& m : o.model)
+      if (auto r = load_model(m); !r) return r.error();
+  if (o.system.size() > 1)
+    for (const std::string& m : o.system)
+      if (auto r = load_system(m); !r) return r.error();
+  if (o.network.size() > 1)
+    for (const std::string& m : o.network)
+      if (auto r = load_network(m); !m.empty() && !r) return r.error();
   std::vector<ScenarioInput> all = {in};
   all = times(all, o.model, [](ScenarioInput& x, const std::string& v) { x.model = v; });
   all = times(all, o.system, [](ScenarioInput& x, const std::string& v) { x.system = v; });

@@ -48,12 +48,25 @@ std::string collective_label(const TraceFile& tf, std::size_t i) {
 std::vector<RankAnalysis> analyze_breakdowns(const std::vector<TraceFile>& files) {
   std::vector<RankAnalysis> ranks;
   for (const TraceFile& tf : files) {
+    // commscope's own trace: its processes are the pipeline stages of one iteration on one
+    // clock, each measured over the whole iteration, from the first call's entry to the last
+    // stage's end, as `predict` measures them (a later stage's window began after its first
+    // receive's wait and ended at its own end: wall, idle and profiler comm fell short of
+    // predict's, found by probing, 2026-11-30). A Kineto rank: its own first to last event.
+    double t0 = 0, t1 = 0;
+    if (tf.own_format && !tf.timeline.events.empty()) {
+      t0 = 1e300, t1 = -1e300;
+      for (const Event& e : tf.timeline.events) {
+        t0 = std::min(t0, e.start - std::max(e.wait, 0.0));
+        t1 = std::max(t1, e.end());
+      }
+    }
     for (std::int32_t r :
          tf.own_format ? tf.timeline.ranks() : std::vector<std::int32_t>{std::max(tf.rank, 0)}) {
       RankAnalysis ra;
       ra.rank = r;
       ra.file = tf.path;
-      ra.total = breakdown(tf.timeline, r);
+      ra.total = breakdown(tf.timeline, r, t0, t1);
       for (const auto& s : tf.steps)
         ra.steps.push_back({s.name, breakdown(tf.timeline, r, s.start, s.end)});
       if (!tf.own_format)
@@ -105,12 +118,17 @@ std::vector<CallSpread> analyze_stragglers(const std::vector<TraceFile>& files) 
   // not list its events by time (Kineto's does not always), and the k-th call is the k-th to
   // start, as --diff pairs them (calls_of).
   std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> per_rank_calls;
-  for (const TraceFile& tf : files)
+  for (const TraceFile& tf : files) {
+    // commscope's own trace is left out, as from the other across-ranks figures: its processes
+    // are pipeline stages whose k-th calls of one collective belong to different groups (an
+    // embedding all-reduce was paired with a tensor-parallel one, found by probing, 2026-11-30).
+    if (tf.own_format) continue;
     for (std::size_t i = 0; i < tf.timeline.events.size(); ++i) {
       const std::string cname = collective_label(tf, i);
       const Event& e = tf.timeline.events[i];
       if (!cname.empty()) per_rank_calls[cname][e.rank].emplace_back(e.start, e.dur);
     }
+  }
   for (auto& [name, by_rank] : per_rank_calls)
     for (auto& [rank, calls] : by_rank)
       std::stable_sort(calls.begin(), calls.end(),

@@ -303,6 +303,16 @@ Times read_times(const Reader& r, const nlohmann::json& o, const std::string& pa
   return t;
 }
 
+// A stated error against the one its two times give, 100 x (predicted - measured) / measured
+// (written to 0.1 points); none where nothing was measured (characterize writes 0 there).
+void check_error(const Reader& r, const std::string& where, double given, double measured,
+                 double predicted, const char* formula) {
+  if (!(measured > 0)) return;
+  const double e = 100 * (predicted - measured) / measured;
+  if (std::fabs(given - e) > 0.1 + 1e-3 * std::fabs(e))
+    r.fail(where, fmt::format("{} = {:.2f}", formula, e), fmt::format("{}", given));
+}
+
 Characterization read_characterization(const nlohmann::json& j, const Reader& r) {
   Characterization c;
   const std::string schema = r.text(j, "", "schema");
@@ -383,17 +393,11 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
     run.measured = read_times(r, r.at(runs[i], p, "measured", "an object"), p + ".measured");
     run.predicted = read_times(r, r.at(runs[i], p, "predicted", "an object"), p + ".predicted");
     run.error_pct = r.number(runs[i], p, "iteration_error_pct", false);
-    // The error the two iterations give (written to 0.1 points; found by probing, 2026-11-30:
-    // -90% was drawn beside times 4% apart).
-    if (run.measured.iteration > 0) {
-      const double e =
-          100 * (run.predicted.iteration - run.measured.iteration) / run.measured.iteration;
-      if (std::fabs(run.error_pct - e) > 0.1 + 1e-3 * std::fabs(e))
-        r.fail(p + ".iteration_error_pct",
-               fmt::format(
-                   "the iterations' error, 100 x (predicted - measured) / measured = {:.2f}", e),
-               fmt::format("{}", run.error_pct));
-    }
+    // The error the two iterations give (found by probing, 2026-11-30: -90% was drawn beside
+    // times 4% apart).
+    check_error(r, p + ".iteration_error_pct", run.error_pct, run.measured.iteration,
+                run.predicted.iteration,
+                "the iterations' error, 100 x (predicted - measured) / measured");
     const auto& cols = r.array(runs[i], p, "collectives", 256);
     for (std::size_t k = 0; k < cols.size(); ++k) {
       const std::string cp = fmt::format("{}.collectives[{}]", p, k);
@@ -417,6 +421,14 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
         if (v > of + 1e-6 * of + 1e-9)
           r.fail(cp + "." + key, fmt::format("at most the run's iteration ({} s)", of),
                  fmt::format("{}", v));
+      // Its errors are its times' (an error_pct of 50 beside times 6% apart was drawn as it
+      // stood, found by probing, 2026-11-30).
+      check_error(r, cp + ".error_pct", rc.error_pct, rc.measured, rc.predicted,
+                  "100 x (predicted_s - measured_s) / measured_s");
+      if (rc.profiler_error_pct)
+        check_error(r, cp + ".profiler_error_pct", *rc.profiler_error_pct, rc.measured_profiler,
+                    rc.predicted_profiler,
+                    "100 x (predicted_profiler_s - measured_profiler_s) / measured_profiler_s");
       run.collectives.push_back(std::move(rc));
     }
     const auto& tp = r.array(runs[i], p, "throughput_gbps_per_node", 100000);
@@ -446,6 +458,14 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
     pr.projected = r.number(proj[i], p, "projected_iteration_s");
     pr.projection_error_pct = r.number(proj[i], p, "projection_error_pct", false);
     pr.simulation_error_pct = r.number(proj[i], p, "simulation_error_pct", false);
+    check_error(r, p + ".projection_error_pct", pr.projection_error_pct, pr.measured, pr.projected,
+                "100 x (projected - measured) / measured");
+    for (const Run& run : c.runs)
+      if (run.id == pr.run && std::fabs(run.error_pct - pr.simulation_error_pct) >
+                                  0.1 + 1e-3 * std::fabs(run.error_pct))
+        r.fail(p + ".simulation_error_pct",
+               fmt::format("the iteration_error_pct of run '{}' ({:.2f})", run.id, run.error_pct),
+               fmt::format("{}", pr.simulation_error_pct));
     c.projection.push_back(std::move(pr));
   }
 
@@ -477,6 +497,34 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
     c.collective_profiler_mape = r.number(sum, "summary", "collective_profiler_mape_pct");
   if (sum.contains("collective_weighted_error_pct"))
     c.collective_weighted = r.number(sum, "summary", "collective_weighted_error_pct");
+  // The collective summary is the collectives' too, as characterize computes it over the rows
+  // that measured a time (a collective MAPE of 99% was drawn over errors averaging 11%).
+  if (!c.runs.empty()) {
+    double abs_sum = 0, prof_sum = 0, w_abs = 0, w_meas = 0;
+    int n = 0, pn = 0;
+    for (const Run& run : c.runs)
+      for (const RunCollective& rc : run.collectives) {
+        if (!(rc.measured > 0)) continue;
+        abs_sum += std::fabs(rc.error_pct), ++n;
+        w_abs += std::fabs(rc.predicted - rc.measured), w_meas += rc.measured;
+        if (rc.measured_profiler > 0 && rc.profiler_error_pct)
+          prof_sum += std::fabs(*rc.profiler_error_pct), ++pn;
+      }
+    auto agree = [&](const char* key, double given, double want, const char* what) {
+      if (std::fabs(given - want) > 0.1 + 1e-3 * std::fabs(want))
+        r.fail(std::string("summary.") + key, fmt::format("{} ({:.2f})", what, want),
+               fmt::format("{}", given));
+    };
+    agree("collective_mape_pct", c.collective_mape, n ? abs_sum / n : 0.0,
+          "the mean |error_pct| of the runs' collectives with a measured time");
+    if (c.collective_profiler_mape)
+      agree("collective_profiler_mape_pct", *c.collective_profiler_mape, pn ? prof_sum / pn : 0.0,
+            "the mean |profiler_error_pct| of the runs' collectives with a measured profiler time");
+    if (c.collective_weighted)
+      agree("collective_weighted_error_pct", *c.collective_weighted,
+            w_meas > 0 ? w_abs / w_meas * 100 : 0.0,
+            "100 x the sum of |predicted_s - measured_s| over the sum of measured_s");
+  }
   return c;
 }
 

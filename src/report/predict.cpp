@@ -243,6 +243,11 @@ void sort_rows(std::vector<PredictRow>& rows, SortKey key) {
       by([](const PredictRow& r) { return r.memory_per_gpu; }, true);
       break;
   }
+  // The best plans are plans that run: those that fit in GPU memory first, each part in the
+  // key's order (--sort mfu --top 3 listed three that need 128-346 GiB of 80 GiB GPUs, found by
+  // probing, 2026-11-30).
+  if (key != SortKey::none)
+    std::stable_partition(rows.begin(), rows.end(), [](const PredictRow& r) { return r.fits; });
 }
 }  // namespace
 

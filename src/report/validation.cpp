@@ -162,6 +162,7 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
                      {"split", r.split},
                      {"group", r.group},
                      {"model", sc.model.name},
+                     {"system", sc.system.name},
                      {"gpus", sc.gpus()},
                      {"plan", to_json(sc.plan)},
                      {"measured_s", r.measured_s},
@@ -173,6 +174,8 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
     if (r.out_of_memory) {
       jrows.back()["outcome"] = "oom";
       jrows.back().erase("error");
+      // no time was measured: null, as the table's "-" (it said 0.0, found by probing)
+      if (!(r.measured_s > 0)) jrows.back()["measured_s"] = nullptr;
     }
     if (r.measured_memory > 0) {
       jrows.back()["measured_memory_per_gpu"] = r.measured_memory;

@@ -352,6 +352,15 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
         r.fail("attention", "flash or standard", "'" + attention + "'");
     }
   }
+  // A field whose absence takes a default (apply_model_defaults) is positive where written: an
+  // explicit "ffn": 0 became 4 x hidden in silence (found by probing, 2026-11-30).
+  for (auto [key, value] : {std::pair{"kv_heads", m.kv_heads}, std::pair{"head_dim", m.head_dim},
+                            std::pair{"ffn", m.ffn}, std::pair{"moe_ffn", m.moe_ffn},
+                            std::pair{"max_positions", m.max_positions},
+                            std::pair{"decoder_seq_length", m.decoder_seq_length}})
+    if (r.has(key) && value <= 0)
+      r.fail(key, "a positive integer (leave the field out for its default)",
+             std::to_string(value));
   CS_RETURN_IF_ERROR(r.status());
   CS_RETURN_IF_ERROR(check_head_split(m, where, "heads", "hidden"));
   apply_model_defaults(m);

@@ -1212,12 +1212,12 @@ class Reader {
         return fmt::format("event {}: bad value of '{}'", index, key_text(rk));
       if (key == Key::ph) {
         od::raw_json_string raw;
-        if (v.get_raw_json_string().get(raw)) return type_error(index, "ph", "a string");
+        if (v.get_raw_json_string().get(raw)) return type_error(index, "ph", "a string", v);
         ev.ph_x = raw.raw()[0] == 'X' && raw.raw()[1] == '"';
         skip = skip || !ev.ph_x;
       } else if (key == Key::cat) {
         std::string_view cat;
-        if (v.get_string().get(cat)) return type_error(index, "cat", "a string");
+        if (v.get_string().get(cat)) return type_error(index, "cat", "a string", v);
         ev.cat = category(cat);
         if (!kept_category(ev.cat)) {
           ev.light = hta_ && light_category(ev.cat);
@@ -1231,31 +1231,31 @@ class Reader {
       } else if (key == Key::name) {
         if (no_args) {  // a CPU op: its raw name is tested before it is unescaped
           od::raw_json_string raw;
-          if (v.get_raw_json_string().get(raw)) return type_error(index, "name", "a string");
+          if (v.get_raw_json_string().get(raw)) return type_error(index, "name", "a string", v);
           if (std::strncmp(raw.raw(), "ProfilerStep#", 13) != 0) {
             break;  // not a step: the rest of the CPU op is not read
           }
         }
-        if (v.get_string().get(ev.name)) return type_error(index, "name", "a string");
+        if (v.get_string().get(ev.name)) return type_error(index, "name", "a string", v);
       } else if (key == Key::ts) {
-        if (v.get_double().get(ev.ts)) return type_error(index, "ts", "a number");
+        if (v.get_double().get(ev.ts)) return type_error(index, "ts", "a number", v);
       } else if (key == Key::dur) {
-        if (v.get_double().get(ev.dur)) return type_error(index, "dur", "a number");
+        if (v.get_double().get(ev.dur)) return type_error(index, "dur", "a number", v);
         ev.has_dur = true;
       } else if (key == Key::pid || key == Key::tid) {
         const std::string_view kname = key == Key::pid ? "pid"sv : "tid"sv;
         std::int64_t x = 0;
         od::json_type t;
-        if (v.type().get(t)) return type_error(index, kname, "a number or a string");
+        if (v.type().get(t)) return type_error(index, kname, "a number or a string", v);
         if (t == od::json_type::number) {
           double d = 0;
-          if (v.get_double().get(d)) return type_error(index, kname, "a number");
+          if (v.get_double().get(d)) return type_error(index, kname, "a number", v);
           if (!(std::fabs(d) < 2e9))
-            return type_error(index, kname, "a process or thread id below 2^31");
+            return type_error(index, kname, "a process or thread id below 2^31", v);
           x = static_cast<std::int64_t>(d);
         } else if (t == od::json_type::string) {
           std::string_view s;  // "stream 7", "PID 12": the digits
-          if (v.get_string().get(s)) return type_error(index, kname, "a string");
+          if (v.get_string().get(s)) return type_error(index, kname, "a string", v);
           for (char c : s)
             if (c >= '0' && c <= '9' && x < 100000000) x = x * 10 + (c - '0');
         }
@@ -1281,26 +1281,28 @@ class Reader {
             continue;
           } else if (k == Key::collective) {
             if (av.get_string().get(ev.collective_name))
-              return type_error(index, "args.Collective name", "a string");
+              return type_error(index, "args.Collective name", "a string", av);
           } else if (k == Key::in_nelems) {
             if (av.get_int64().get(ev.in_nelems))
-              return type_error(index, "args.In msg nelems", "an integer");
+              return type_error(index, "args.In msg nelems", "an integer", av);
           } else if (k == Key::out_nelems) {
             if (av.get_int64().get(ev.out_nelems))
-              return type_error(index, "args.Out msg nelems", "an integer");
+              return type_error(index, "args.Out msg nelems", "an integer", av);
           } else if (k == Key::group_size) {
             if (av.get_int64().get(ev.group_size))
-              return type_error(index, "args.Group size", "an integer");
+              return type_error(index, "args.Group size", "an integer", av);
           } else if (k == Key::dtype) {
-            if (av.get_string().get(ev.dtype)) return type_error(index, "args.dtype", "a string");
+            if (av.get_string().get(ev.dtype))
+              return type_error(index, "args.dtype", "a string", av);
           } else if (k == Key::group) {
             if (av.get_string().get(ev.group_name))
-              return type_error(index, "args.group", "a string");
+              return type_error(index, "args.group", "a string", av);
           } else if (k == Key::bytes) {
-            if (av.get_double().get(ev.bytes)) return type_error(index, "args.bytes", "a number");
+            if (av.get_double().get(ev.bytes))
+              return type_error(index, "args.bytes", "a number", av);
           } else if (k == Key::wait_us) {
             if (av.get_double().get(ev.wait_us))
-              return type_error(index, "args.wait_us", "a number");
+              return type_error(index, "args.wait_us", "a number", av);
           }
         }
       }
@@ -1342,9 +1344,21 @@ class Reader {
     return {};
   }
 
-  static std::string type_error(std::size_t index, std::string_view key,
-                                std::string_view expected) {
-    return fmt::format("event {}: field '{}': expected {}", index, key, expected);
+  // "event N: field 'K': expected X, got V", V as written (at most 40 characters; an object
+  // or array by its kind). The value was left out until 2026-11-30 (found by probing: a
+  // "Group size" of 1e30 was refused without saying what it was).
+  static std::string type_error(std::size_t index, std::string_view key, std::string_view expected,
+                                od::value& v) {
+    std::string_view tok = v.raw_json_token();
+    while (!tok.empty() &&
+           (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t' ||
+            tok.back() == ',' || tok.back() == '}' || tok.back() == ']'))
+      tok.remove_suffix(1);
+    std::string got = !tok.empty() && tok.front() == '{'   ? std::string("an object")
+                      : !tok.empty() && tok.front() == '[' ? std::string("an array")
+                      : tok.size() > 40                    ? std::string(tok.substr(0, 40)) + "..."
+                                                           : std::string(tok);
+    return fmt::format("event {}: field '{}': expected {}, got {}", index, key, expected, got);
   }
 
   Status take(const RawEvent& ev, std::size_t index, TraceFile& tf) {

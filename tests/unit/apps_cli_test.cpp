@@ -541,6 +541,15 @@ TEST_F(CliPredict, InvalidCombinationsAreSkippedWithAWarning) {
   Outcome all_bad = run("predict --tp 3,7");
   EXPECT_EQ(all_bad.status, 2);
   EXPECT_EQ(lines(all_bad.err), 1) << all_bad.err;
+  // A typo in a list of presets is an error, as alone (it was skipped, and the one plan left
+  // exited 0 as if nothing were wrong).
+  for (const char* list :
+       {"--network tcp-10g,fooo", "--system polaris,nosuch", "--model nosuch.json,gpt2-large"}) {
+    Outcome typo = run(std::string("predict ") + list);
+    EXPECT_EQ(typo.status, 2) << list;
+    EXPECT_EQ(lines(typo.err), 1) << typo.err;
+    EXPECT_TRUE(typo.out.empty()) << typo.out;
+  }
 }
 
 // A sweep says what it skipped in one line with counts (it printed a line per plan), and how
@@ -589,10 +598,16 @@ TEST_F(CliPredict, SweepSummaryTopAndSort) {
                          " predicted plans do not fit"),
             std::string::npos)
       << all.err;
-  // --top 3 --sort tokens: the three highest tokens/s of the full sweep, best first.
-  std::vector<double> tokens;
-  for (const auto& p : rows) tokens.push_back(p["tokens_per_s"]);
+  // --top 3 --sort tokens: the three highest tokens/s of the plans that fit, best first (the
+  // sweep's fastest plans do not fit: they were listed first).
+  std::vector<double> tokens, all_tokens;
+  for (const auto& p : rows) {
+    if (p["fits"] == true) tokens.push_back(p["tokens_per_s"]);
+    all_tokens.push_back(p["tokens_per_s"]);
+  }
   std::sort(tokens.rbegin(), tokens.rend());
+  ASSERT_GE(tokens.size(), 3u);
+  ASSERT_GT(*std::max_element(all_tokens.begin(), all_tokens.end()), tokens[0]);
   Outcome top = run(sweep + " --top 3 --sort tokens");
   ASSERT_EQ(top.status, 0) << top.err;
   auto best = nlohmann::json::parse(top.out)["predictions"];
@@ -610,7 +625,8 @@ TEST_F(CliPredict, SweepSummaryTopAndSort) {
   Outcome fastest = run(sweep + " --top 1");
   ASSERT_EQ(fastest.status, 0) << fastest.err;
   double min_time = 1e300;
-  for (const auto& p : rows) min_time = std::min(min_time, p["iteration_time_s"].get<double>());
+  for (const auto& p : rows)
+    if (p["fits"] == true) min_time = std::min(min_time, p["iteration_time_s"].get<double>());
   EXPECT_DOUBLE_EQ(
       nlohmann::json::parse(fastest.out)["predictions"][0]["iteration_time_s"].get<double>(),
       min_time);

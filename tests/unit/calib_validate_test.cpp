@@ -517,6 +517,10 @@ TEST(Validate, OutcomeColumnAndMemoryVerdicts) {
             std::string::npos);
   EXPECT_EQ(j["rows"][1]["outcome"], "oom");
   EXPECT_FALSE(j["rows"][1].contains("error"));
+  // No time was measured: null, as the table's "-" (it was 0.0); each row names its system.
+  EXPECT_TRUE(j["rows"][1]["measured_s"].is_null()) << j["rows"][1];
+  EXPECT_EQ(j["rows"][0]["measured_s"], 0.25);
+  EXPECT_EQ(j["rows"][1]["system"], "dgx-h100");
 
   for (const auto& [csv, expected] : std::vector<std::pair<std::string, std::string>>{
            {"model,measured_s,outcome\ngpt2-xl,1,crashed\n",

@@ -426,6 +426,18 @@ TEST(HtmlPages, CharacterizeErrorsNameTheField) {
        "field 'summary.iteration_mape_pct': expected the mean of the runs' |iteration_error_pct| "
        "(7.24), got 55"},
       {"/runs/0/nodes", 9, "field 'runs[0].nodes': expected at most the run's ranks (4), got 9"},
+      {"/runs/0/collectives/0/error_pct", 50.0,
+       "field 'runs[0].collectives[0].error_pct': expected 100 x (predicted_s - measured_s) / "
+       "measured_s = 6.00, got 50"},
+      {"/summary/collective_mape_pct", 99.0,
+       "field 'summary.collective_mape_pct': expected the mean |error_pct| of the runs' "
+       "collectives with a measured time (11.26), got 99"},
+      {"/projection/0/projection_error_pct", 40.0,
+       "field 'projection[0].projection_error_pct': expected 100 x (projected - measured) / "
+       "measured = -14.31, got 40"},
+      {"/projection/0/simulation_error_pct", -70.0,
+       "field 'projection[0].simulation_error_pct': expected the iteration_error_pct of run "
+       "'ddp-tcp-10g-4x2' (7.00), got -70"},
       {"/projection/0/base_run", "ddp-tcp-10g-4x2",
        "field 'projection[0].base_run': expected another run than the one projected, got "
        "\"ddp-tcp-10g-4x2\""},

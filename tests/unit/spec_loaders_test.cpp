@@ -5,6 +5,7 @@
 #include <fstream>
 #include <tuple>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/spec/preset.h"
@@ -158,6 +159,18 @@ TEST(Loaders, HuggingFaceValuesAndFieldNames) {
   EXPECT_NE(g.error().message.find("field 'heads': expected a divisor of hidden (1600)"),
             std::string::npos)
       << g.error().message;
+  // A field left out takes its default; written as 0 it is an error ("ffn": 0 was 4 x hidden).
+  for (const char* key :
+       {"ffn", "kv_heads", "head_dim", "moe_ffn", "max_positions", "decoder_seq_length"}) {
+    nlohmann::json zero = nlohmann::json::parse(
+        testing::slurp(std::string(COMMSCOPE_SOURCE_DIR) + "/presets/models/gpt2-xl.json"));
+    zero[key] = 0;
+    auto z = model_from_json(zero, "m.json");
+    ASSERT_FALSE(z.ok()) << key;
+    EXPECT_NE(z.error().message.find(fmt::format("field '{}': expected a positive integer", key)),
+              std::string::npos)
+        << z.error().message;
+  }
   nlohmann::json null_inner = base;  // null stays "the default", as GPT-2's own config has it
   null_inner["head_dim"] = nullptr;
   EXPECT_TRUE(model_from_hf_config(null_inner, "c.json").ok());
