@@ -15,6 +15,21 @@
 namespace commscope::cli {
 
 namespace {
+NoteSink g_note_sink = nullptr;
+}  // namespace
+
+void set_note_sink(NoteSink sink) {
+  g_note_sink = sink;
+}
+
+void print_note(const std::string& note) {
+  if (g_note_sink)
+    g_note_sink(note);
+  else
+    fmt::print(stderr, "commscope: note: {}\n", note);
+}
+
+namespace {
 // One item of a comma list. Integers may be written as exact decimal exponents ("1e9"), as
 // configs often are; "1.5" or "1e-3" are not integers.
 template <class T>
@@ -46,6 +61,10 @@ CLI::Option* list(CLI::App& cmd, const std::string& names, std::vector<T>& targe
       [&target, names](const std::string& text) {
         target.clear();
         std::string flag = "--" + names.substr(names.rfind("--") + 2);
+        // "--zero --tp 2" took "--tp" for ZeRO's value and called it no integer (Python's
+        // zero=True did the same with its --format=json, found by probing, 2026-11-30).
+        if (text.size() > 2 && text.compare(0, 2, "--") == 0)
+          throw CLI::ValidationError(flag + ": expected a value, got the flag '" + text + "'");
         std::size_t pos = 0;
         while (pos <= text.size()) {
           std::size_t comma = text.find(',', pos);
@@ -602,6 +621,10 @@ void note_file_fields(const ScenarioOptions& o, const PlanInput& flags, const Pl
       // the fields named as written, not as a flag
       {"local_batch_size", nullptr, "[training] local_batch_size", file.local_batch.has_value(),
        false},
+      {"reduce_bucket_size", "zero_optimization.reduce_bucket_size", nullptr,
+       file.zero_reduce_bucket.has_value(), false},
+      {"allgather_bucket_size", "zero_optimization.allgather_bucket_size", nullptr,
+       file.zero_allgather_bucket.has_value(), false},
   };
   for (const Field& f : fields) {
     const char* where = deepspeed ? f.ds : f.tt;
@@ -689,7 +712,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     file_accum = job.plan.grad_accum.has_value();
     micro_given = micro_given || job.plan.micro_batch.has_value();
     for (const std::string& note : job.notes)
-      fmt::print(stderr, "commscope: note: {}: {}\n", o.torchtitan_config, note);
+      print_note(fmt::format("{}: {}", o.torchtitan_config, note));
   }
   if (o.fp16 && o.bf16) return Error{"--fp16/--bf16: expected at most one of them, got both"};
   if (o.fp16) flags.precision = Precision::fp16;

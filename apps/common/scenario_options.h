@@ -97,6 +97,13 @@ struct ScenarioOptions {
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 
+// A note for the user ("commscope: note: ..." on stderr): what a configuration file's reading
+// assumed or set aside. A host that captures the verbs' output (the `commscope` program's
+// run_command for the Python module) installs a sink; without one it goes to stderr.
+using NoteSink = void (*)(const std::string& note);
+void set_note_sink(NoteSink sink);
+void print_note(const std::string& note);
+
 // Builds the ScenarioInputs from the built-in defaults, the DeepSpeed config and the flags:
 // one per combination of the comma lists, the last flag varying fastest.
 Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o);

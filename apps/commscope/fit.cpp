@@ -70,7 +70,7 @@ Verb add_fit(CLI::App& app) {
               auto measured = read_measured(in, *format, collective);
               if (!measured) return fail(measured.error().message);
               for (auto& m : *measured) {
-                for (const auto& note : m.notes) fmt::print(stderr, "commscope: note: {}\n", note);
+                print_notes(m.notes);
                 all.push_back(std::move(m));
               }
             }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/scenario_options.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/atomic_file.h"
 #include "embed.h"
@@ -31,6 +32,16 @@ void print_warnings(const std::vector<std::string>& warnings) {
     return;
   }
   for (const auto& w : warnings) std::fprintf(stderr, "commscope: warning: %s\n", w.c_str());
+}
+
+// Notes reach a capture as warnings that say "note: " (the Python module's CommscopeWarning;
+// they went to the process's stderr past it, found by probing, 2026-11-30).
+void print_notes(const std::vector<std::string>& notes) {
+  if (Capture* c = current_capture()) {
+    for (const auto& n : notes) c->warnings.push_back("note: " + n);
+    return;
+  }
+  for (const auto& n : notes) std::fprintf(stderr, "commscope: note: %s\n", n.c_str());
 }
 
 void add_output_options(CLI::App& cmd, OutputOptions& o) {
@@ -251,6 +262,7 @@ int run(int argc, char** argv) {
 
 // The same parser and verbs for a host program (embed.h): the Python module.
 int commscope::cli::run_command(int argc, char** argv) {
+  set_note_sink([](const std::string& note) { print_notes({note}); });
   return run(argc, argv);
 }
 
@@ -258,6 +270,8 @@ int commscope::cli::run_command(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Out of memory and the like: one line and status 2, not a crash.
   try {
+    commscope::cli::set_note_sink(
+        [](const std::string& note) { commscope::cli::print_notes({note}); });
     return run(argc, argv);
   } catch (const std::exception& e) {
     return commscope::cli::fail(std::string("internal error: ") + e.what());

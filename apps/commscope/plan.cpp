@@ -220,12 +220,13 @@ Verb add_plan(CLI::App& app) {
         PlanInput base;
         // A torchtitan job file: what it fixes (flags win), what the search varies, notes.
         std::string model_name = st->model;
-        std::string notes;  // the job file's and the model's, printed once the flags are checked
+        // The job file's notes and the model's warnings, printed once the flags are checked.
+        std::vector<std::string> notes, model_warnings;
         if (!st->torchtitan_config.empty()) {
           auto job = load_torchtitan_config(st->torchtitan_config);
           if (!job) return fail(job.error().message);
           for (const std::string& note : job->notes)
-            notes += fmt::format("commscope: note: {}: {}\n", st->torchtitan_config, note);
+            notes.push_back(fmt::format("{}: {}", st->torchtitan_config, note));
           const PlanInput& f = job->plan;
           if (cmd->count("--model") == 0) model_name = job->model;
           base.seq_length = f.seq_length;
@@ -259,10 +260,10 @@ Verb add_plan(CLI::App& app) {
           }
           if (st->framework.empty() && st->frameworks.empty()) {
             st->framework = "fsdp";
-            notes += fmt::format(
-                "commscope: note: {}: FSDP's plans searched (torchtitan's FSDP2, with its tensor "
-                "and pipeline parallelism; --frameworks commscope,fsdp adds commscope's own)\n",
-                st->torchtitan_config);
+            notes.push_back(fmt::format(
+                "{}: FSDP's plans searched (torchtitan's FSDP2, with its tensor and pipeline "
+                "parallelism; --frameworks commscope,fsdp adds commscope's own)",
+                st->torchtitan_config));
           }
         }
         if (st->seq_length > 0) base.seq_length = st->seq_length;
@@ -340,8 +341,7 @@ Verb add_plan(CLI::App& app) {
         auto model = load_model(model_name);
         if (!model) return fail(model.error().message);
         // what the model's loader assumed (transformers' defaults), as predict warns of it
-        for (const std::string& note : model->notes)
-          notes += fmt::format("commscope: warning: {}\n", note);
+        for (const std::string& note : model->notes) model_warnings.push_back(note);
         const std::vector<std::string> systems =
             st->system.empty() ? std::vector<std::string>{"polaris"} : st->system;
         const std::vector<std::string> networks =
@@ -409,7 +409,8 @@ Verb add_plan(CLI::App& app) {
           std::fprintf(stderr, "\rcommscope: plan %zu/%zu", done, total);
           return true;
         };
-        std::fputs(notes.c_str(), stderr);
+        print_notes(notes);
+        print_warnings(model_warnings);
         auto result = search::what_if(spaces, names, so);
         if (shown) std::fprintf(stderr, "\r\033[K");
         if (interrupted) throw Interrupted();

@@ -418,17 +418,17 @@ Verb add_calibrate(CLI::App& app) {
               fit.push_back(&r);
           }
         if (unmodelled > 0)
-          fmt::print(stderr,
-                     "commscope: note: {} row{} not fitted on: {} run{} what commscope does not "
-                     "model (column unmodelled)\n",
-                     unmodelled, unmodelled == 1 ? "" : "s", unmodelled == 1 ? "it" : "they",
-                     unmodelled == 1 ? "s" : "");
+          print_notes(
+              {fmt::format("{} row{} not fitted on: {} run{} what commscope does not model (column "
+                           "unmodelled)",
+                           unmodelled, unmodelled == 1 ? "" : "s", unmodelled == 1 ? "it" : "they",
+                           unmodelled == 1 ? "s" : "")});
         if (framework_fitted > 0)
-          fmt::print(stderr,
-                     "commscope: note: {} row{} not fitted on: predicted with a framework "
-                     "release whose terms are fitted on the calibration (column framework, "
-                     "'deepspeed 0.3'; validate --fit-framework-overhead)\n",
-                     framework_fitted, framework_fitted == 1 ? "" : "s");
+          print_notes({fmt::format(
+              "{} row{} not fitted on: predicted with a framework release whose terms are fitted "
+              "on the calibration (column framework, 'deepspeed 0.3'; validate "
+              "--fit-framework-overhead)",
+              framework_fitted, framework_fitted == 1 ? "" : "s")});
         if (!elsewhere.empty()) {
           std::string which;
           int n = 0;
@@ -436,13 +436,20 @@ Verb add_calibrate(CLI::App& app) {
             which += fmt::format("{}{} on {}", which.empty() ? "" : ", ", k, name);
             n += k;
           }
-          fmt::print(stderr,
-                     "commscope: note: {} row{} not fitted on: {} (--system {}'s calibration is "
-                     "fitted on its own rows)\n",
-                     n, n == 1 ? "" : "s", which, sys->name);
+          print_notes({fmt::format(
+              "{} row{} not fitted on: {} (--system {}'s calibration is fitted on its own rows)", n,
+              n == 1 ? "" : "s", which, sys->name)});
         }
         if (fit.empty())
           return fail(fmt::format("--rows: no rows of --system {} to fit on", sys->name));
+        // One row fitted all the terms in silence (found by probing, 2026-11-30): each row
+        // constrains one iteration time, so fewer rows than terms leave some of them free.
+        if (const int terms = fitted_terms(st->compute_only, st->hold_gemm_shape);
+            static_cast<int>(fit.size()) < terms)
+          print_warnings({fmt::format(
+              "{} row{} to fit {} terms: the fit is underdetermined (some terms move without "
+              "changing any prediction); fit on at least {} rows, and validate on others",
+              fit.size(), fit.size() == 1 ? "" : "s", terms, terms)});
         const bool tty = ::isatty(STDERR_FILENO);
         // The defaults, so that a fit does not depend on an earlier one; or, with --start
         // preset, the preset's own calibration, refined on the same rows.

@@ -42,6 +42,8 @@ Result<Format> output_format(const OutputOptions& o);
 int fail(const std::string& message);
 // Prints each warning as "commscope: warning: <text>" on stderr.
 void print_warnings(const std::vector<std::string>& warnings);
+// Prints "commscope: note: <note>" for each (or hands them to the capture as "note: ...").
+void print_notes(const std::vector<std::string>& notes);
 // Writes text to --output (atomically) or stdout. Returns an exit status.
 int emit(const std::string& text, const std::string& output_path);
 

@@ -89,23 +89,39 @@ def _flag_value(name, value):
     return str(value)
 
 
+# The CLI's flags that take true or false (their --help says BOOLEAN; the default may be true):
+# False passes "=false", where leaving the flag out kept a default of true (found by probing,
+# 2026-11-30). tests/python checks this set against the verbs' --help.
+_BOOLEAN_FLAGS = frozenset({
+    "fsdp-limit-all-gathers", "pipe-partitioned", "scatter-gather-tensors-in-pipeline"})
+
+
+def _check_text(name, text):
+    # A NUL ends the C string the CLI reads: "gpt2-small\0xyz" was gpt2-small.
+    if "\0" in text:
+        raise Error(f"--{name}: expected a value without NUL characters, got {text!r}")
+    return text
+
+
 def argv(verb, *positionals, **flags):
     """The argument vector ``commscope`` gets for these arguments (after the program name):
     ``argv("predict", nodes=[4, 8])`` is ``["predict", "--nodes=4,8"]``."""
-    args = [str(verb)]
+    args = [_check_text("verb", str(verb))]
     for p in positionals:
-        if isinstance(p, (list, tuple)):
-            args.extend(_os.fspath(x) if isinstance(x, _os.PathLike) else str(x) for x in p)
-        else:
-            args.append(_os.fspath(p) if isinstance(p, _os.PathLike) else str(p))
+        items = p if isinstance(p, (list, tuple)) else [p]
+        args.extend(_check_text("path", _os.fspath(x) if isinstance(x, _os.PathLike) else str(x))
+                    for x in items)
     for key, value in flags.items():
         name = key.replace("_", "-")
+        if value is False and name in _BOOLEAN_FLAGS:
+            args.append(f"--{name}=false")
+            continue
         if value is None or value is False:
             continue
         if value is True:
             args.append(f"--{name}")
         else:
-            args.append(f"--{name}={_flag_value(name, value)}")
+            args.append(f"--{name}={_check_text(name, _flag_value(name, value))}")
     return args
 
 
@@ -133,7 +149,10 @@ def _document(verb, positionals, flags, rows_key=None):
     flags = dict(flags)
     if flags.get("help"):  # the verb's help text, not a document
         return _call(argv(verb, *positionals, help=True))
-    fmt = flags.setdefault("format", "json")
+    fmt = flags.pop("format", "json")
+    # format first: a flag given True that takes a value (zero=True) is then last, and the CLI
+    # says its value is missing (it took "--format=json" for it)
+    flags = {"format": fmt, **flags}
     text = _call(argv(verb, *positionals, **flags))
     if flags.get("output") or fmt != "json":
         return None if flags.get("output") else text

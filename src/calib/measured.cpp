@@ -693,7 +693,7 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           r.input.plan.precision = p;
         } else if (h == "recompute") {
           auto p = recompute_from_name(x);
-          if (!p) return bad("none, selective or full");
+          if (!p) return bad("none, selective, full or op");
           r.input.plan.recompute = p;
         } else if (h == "schedule") {
           auto p = schedule_from_name(x);

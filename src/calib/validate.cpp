@@ -244,6 +244,10 @@ CVec encode_compute(const Calibration& c, const ComputeFitBounds& b) {
 }
 }  // namespace
 
+int fitted_terms(bool compute_only, bool hold_gemm_shape) {
+  return !compute_only ? kParams : hold_gemm_shape ? 4 : kComputeParams;
+}
+
 Calibration fit_compute_calibration(const std::vector<const PreparedRun*>& runs, Calibration start,
                                     int max_evaluations, const ComputeFitBounds& b,
                                     const std::function<void(int, double)>& progress) {

@@ -410,10 +410,18 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     or_default("num_hidden_layers", m.decoder_layers, d.layers);
     or_default("hidden_size", m.hidden, d.hidden);
     or_default("num_attention_heads", m.heads, d.heads);
-    if (d.kv_heads > 0 && !r.raw().contains("num_key_value_heads"))
+    const bool kv_given =
+        r.raw().contains("num_key_value_heads") && !r.raw().at("num_key_value_heads").is_null();
+    if (d.kv_heads > 0 && !r.raw().contains("num_key_value_heads")) {
       or_default("num_key_value_heads", m.kv_heads, d.kv_heads);
-    else
+    } else if (kv_given) {
       r.read("num_key_value_heads", m.kv_heads);
+    } else if (type != "deepseek_v3" && type != "deepseek_v2") {
+      // None (left out or null) is the heads: multi-head attention, named (it was silent;
+      // latent attention has no key/value heads to name).
+      m.kv_heads = m.heads;
+      defaulted.push_back(fmt::format("num_key_value_heads {} (the heads)", m.heads));
+    }
     if (d.head_dim > 0)
       or_default("head_dim", m.head_dim, d.head_dim);
     else
@@ -421,7 +429,37 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     or_default("intermediate_size", m.ffn, d.ffn);
     or_default("vocab_size", m.vocab, d.vocab);
     or_default("max_position_embeddings", m.max_positions, d.positions);
-    r.read("tie_word_embeddings", m.tied_embeddings);
+    // These classes pass tie_word_embeddings=False (the base class's default is True).
+    or_default("tie_word_embeddings", m.tied_embeddings, false);
+    // mlp_bias (LlamaConfig) is refused as attention_bias is: biased projections are not
+    // counted (it was read past, the biases left out, found by probing, 2026-11-30).
+    bool mlp_bias = false;
+    r.read("mlp_bias", mlp_bias);
+    r.check(!mlp_bias, "mlp_bias", "false (a biased MLP is not modelled)", "true");
+    // The attention kernel: transformers' default attn_implementation is "sdpa", whose
+    // FlashAttention-2 backend PyTorch picks for bf16 causal attention on A100 and later (as
+    // the Llama 3 presets say); "eager" is the unfused kernel. The presets of these models and
+    // their config.json predicted apart (standard for the file), found by probing, 2026-11-30.
+    std::string impl = "sdpa";
+    for (const char* key : {"_attn_implementation", "attn_implementation"})
+      if (r.raw().contains(key) && r.raw().at(key).is_string()) impl = r.raw().at(key);
+    if (impl == "eager") {
+      m.flash_attention = false;
+    } else if (impl == "sdpa" || impl == "flex_attention" ||
+               impl.rfind("flash_attention", 0) == 0) {
+      m.flash_attention = true;
+      m.sources.push_back(fmt::format(
+          "attention flash: attn_implementation {}{} (PyTorch's SDPA runs bf16 causal attention "
+          "on its FlashAttention-2 backend); --attention standard for the unfused kernel",
+          impl,
+          impl == "sdpa" && !r.raw().contains("_attn_implementation") &&
+                  !r.raw().contains("attn_implementation")
+              ? ", transformers' default"
+              : ""));
+    } else {
+      r.fail("_attn_implementation", "eager, sdpa, flex_attention or flash_attention_2/3",
+             "'" + impl + "'");
+    }
   };
   if (type == "gpt2") {
     m.kind = ArchKind::gpt;
@@ -563,8 +601,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     return Error{fmt::format(
         "{}: field 'model_type': expected one of "
         "gpt2|bert|t5|llama|mistral|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
-        "'{}'",
-        where, type)};
+        "{}",
+        where, json_excerpt(j.at("model_type")))};
   }
   std::string list;
   for (const std::string& d : defaulted) list += (list.empty() ? "" : ", ") + d;

@@ -495,7 +495,20 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  num(*in.decoder_seq_length));
     model.decoder_seq_length = *in.decoder_seq_length;
   }
-  CS_RETURN_IF_ERROR(validate_model(model, "model '" + model.name + "'"));
+  if (Status st = validate_model(model, "model '" + model.name + "'"); !st.ok()) {
+    // A length a flag gave is the flag's error (it was blamed on the model's field: "model
+    // 'bert-base': field 'seq_length': expected at most max_positions (512)", found by probing,
+    // 2026-11-30).
+    const std::string& msg = st.error().message;
+    for (auto [field, flag, given] :
+         {std::tuple{"field 'seq_length': ", "--seq-length", in.seq_length.has_value()},
+          std::tuple{"field 'decoder_seq_length': ", "--decoder-seq-length",
+                     in.decoder_seq_length.has_value()}})
+      if (const auto at = msg.find(field); given && at != std::string::npos)
+        return Error{fmt::format("{}: {} (model {})", flag,
+                                 msg.substr(at + std::string_view(field).size()), model.name)};
+    return st.error();
+  }
 
   // ---- sizes ----
   plan.tp = in.tp.value_or(1);
@@ -918,8 +931,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     const double least_bucket = std::ceil(most_params / static_cast<double>(limits::kMaxBuckets));
     if (elements >= least_bucket) return {};
     return bad(field,
-               fmt::format("at least {} (the model's about {:.3g} parameters in at most {} "
-                           "buckets, commscope's limit)",
+               fmt::format("at least {} (a bound of {:.3g} on the model's parameters in at "
+                           "most {} buckets, commscope's limit)",
                            mib ? fmt::format("{:.3g} MiB", least_bucket * 4 / (1 << 20))
                                : fmt::format("{:.0f} elements", least_bucket),
                            most_params, limits::kMaxBuckets),

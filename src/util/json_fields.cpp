@@ -50,9 +50,18 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
         fmt::format("{}: JSON nested deeper than {} levels at byte {}, expected a "
                     "configuration",
                     path.string(), kMaxDepth, at)};
+  // The key being read, for a number too large for a double ("num_hidden_layers": 1e400 was
+  // an "internal error" naming neither file nor field, found by probing, 2026-11-30).
+  std::string last_key;
+  const nlohmann::json::parser_callback_t keys = [&](int, nlohmann::json::parse_event_t event,
+                                                     nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && parsed.is_string())
+      last_key = parsed.get<std::string>();
+    return true;
+  };
   try {
     // Files written on Windows (and the vTrain CSVs) may carry a UTF-8 byte-order mark.
-    auto j = nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/false);
+    auto j = nlohmann::json::parse(text, keys, true, /*ignore_comments=*/false);
     if (!j.is_object())
       return Error{fmt::format("{}: expected a JSON object at the top level, got {}", path.string(),
                                j.type_name())};
@@ -60,6 +69,16 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
   } catch (const nlohmann::json::parse_error& e) {
     return Error{fmt::format("{}: invalid JSON at byte {}: {}", path.string(), e.byte,
                              json_parse_reason(e.what()))};
+  } catch (const nlohmann::json::out_of_range& e) {
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+    std::string_view what = e.what();
+    const std::size_t q = what.find('\'');
+    const std::string value =
+        q == std::string_view::npos ? std::string("a number") : std::string(what.substr(q));
+    return Error{fmt::format(
+        "{}: field '{}': expected a number within a double's range (about 1.8e308), got {}",
+        path.string(), last_key.empty() ? "?" : last_key,
+        value.size() > 42 ? value.substr(0, 42) + "...'" : value)};
   }
 }
 

@@ -186,3 +186,30 @@ def test_trace_values_are_checked_as_numbers(commscope, tmp_path):
                         (TRACE, None), (TRACE, -1), (TRACE, 2**63), (TRACE, float("nan"))):
         with pytest.raises(commscope.Error):
             commscope.load_trace(path, max_events=limit)
+
+
+def test_boolean_flags_false_and_values_the_cli_would_misread(cli, commscope):
+    # The module's true/false flags are the CLI's BOOLEAN options (its --help), and False passes
+    # "=false" for them: leaving the flag out kept a default of true.
+    import re
+    listed = set()
+    for verb in ("predict", "describe", "plan", "validate", "train"):
+        for names in re.findall(r"(--[a-z0-9-]+(?:,--[a-z0-9-]+)*) BOOLEAN",
+                                cli.run(verb, "--help").stdout):
+            listed.update(n[2:] for n in names.split(","))
+    assert listed == set(commscope._BOOLEAN_FLAGS)
+    plan = {"framework": "deepspeed", "tp": 2, "pp": 2}
+    off = commscope.predict(pipe_partitioned=False, **plan)["predictions"][0]
+    on = commscope.predict(pipe_partitioned=True, **plan)["predictions"][0]
+    assert off == cli.json("predict", "--pipe-partitioned=false", "--framework", "deepspeed",
+                           "--tp", "2", "--pp", "2", "--format", "json")["predictions"][0]
+    assert off["iteration_time_s"] != on["iteration_time_s"]
+    # True for a flag that takes a value: the CLI says its value is missing (the module's own
+    # --format=json was taken for it), and a flag after it is not taken for its value either.
+    with pytest.raises(commscope.Error, match="--zero: 1 required"):
+        commscope.predict(zero=True)
+    with pytest.raises(commscope.Error, match="expected a value, got the flag '--tp=2'"):
+        commscope.predict(zero=True, tp=2)
+    # A NUL would end the CLI's string there ("gpt2-small\0xyz" was gpt2-small).
+    with pytest.raises(commscope.Error, match="without NUL"):
+        commscope.describe(model="gpt2-small\0xyz")

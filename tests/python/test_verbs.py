@@ -131,6 +131,22 @@ def test_warnings_are_the_cli_warnings(cli, commscope):
     assert [str(w.message) for w in record] == expected
 
 
+def test_notes_arrive_as_warnings(cli, commscope):
+    # A torchtitan file's notes ("commscope: note: ...") arrive as warnings saying "note: "
+    # (they went to the process's stderr past the module).
+    toml = source_path("tests/data/torchtitan/llama3_8b_op_ac.toml")
+    args = ["--system", "dgx-h100", "--gpus", "8"]
+    r = cli.run("describe", "--torchtitan-config", toml, *args)
+    notes = [line[len("commscope: "):] for line in r.stderr.splitlines()
+             if line.startswith("commscope: note: ")]
+    assert notes, r.stderr
+    with pytest.warns(commscope.CommscopeWarning) as record:
+        commscope.describe(torchtitan_config=toml, system="dgx-h100", gpus=8)
+    messages = [str(w.message) for w in record]
+    for note in notes:
+        assert note in messages
+
+
 def test_generic_run_and_argv(cli, commscope):
     assert commscope.argv("predict", nodes=[4, 8], sequence_parallel=True, trace=None,
                           fp16=False, micro_batch_size=1) == [

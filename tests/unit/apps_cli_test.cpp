@@ -243,10 +243,15 @@ TEST_F(Cli, ConfigFileErrorsNameTheFilesField) {
       << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}})";
   std::ofstream(tt) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
                        "tensor_parallel_degree = 3\n";
+  const std::string bucket = (dir_ / "bucket.json").string();
+  std::ofstream(bucket) << R"({"zero_optimization": {"stage": 3, "reduce_bucket_size": 1}})";
   struct Case {
     std::string args, starts;
   };
   const Case cases[] = {
+      // a field no flag sets, named as the file has it (the file was not named)
+      {"predict --deepspeed-config " + bucket + " --model llama2-7b",
+       bucket + ": zero_optimization.reduce_bucket_size: expected at least 8475 elements"},
       {"describe --deepspeed-config " + ds + " --pp 2 --gpus 8",
        ds + ": zero_optimization.stage (--zero): expected 0 or 1 with pipeline parallelism"},
       {"describe --deepspeed-config " + ds + " --pp 2 --gpus 8 --zero 3",
@@ -263,6 +268,22 @@ TEST_F(Cli, ConfigFileErrorsNameTheFilesField) {
     EXPECT_EQ(lines(r.err), 1) << r.err;
     EXPECT_EQ(r.err.rfind("commscope: " + c.starts, 0), 0u) << r.err;
   }
+}
+
+// calibrate on fewer rows than the terms it fits says the fit is underdetermined (one row fitted
+// ten terms in silence), and still writes it.
+TEST_F(Cli, CalibrateWarnsOfTooFewRows) {
+  const std::string csv = (dir_ / "one.csv").string(), out = (dir_ / "cal.json").string();
+  std::ofstream(csv) << "model,system,gpus,micro_batch,measured_s\ngpt2-xl,dgx-h100,1,8,0.25\n";
+  Outcome r = run("calibrate " + csv + " --system dgx-h100 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "commscope: warning: 1 row to fit 10 terms: the fit is underdetermined (some terms "
+            "move without changing any prediction); fit on at least 10 rows, and validate on "
+            "others\n");
+  EXPECT_TRUE(fs::exists(out));
+  Outcome compute = run("calibrate " + csv + " --system dgx-h100 --compute-only -o " + out);
+  EXPECT_NE(compute.err.find("1 row to fit 6 terms"), std::string::npos) << compute.err;
 }
 
 // The note of transformers' defaults comes once per model file in a sweep too, and in plan (it
@@ -724,7 +745,7 @@ TEST_F(CliLimits, HugeBatchesSequencesSweepsAndTracesAreRefused) {
   expect_refused("predict --global-batch-size 4294967296000", "--global-batch-size");
   expect_refused("predict --gradient-accumulation-steps 1000000000",
                  "--gradient-accumulation-steps: expected at most 65536");
-  expect_refused("predict --seq-length 100000000", "seq_length");
+  expect_refused("predict --seq-length 100000000", "--seq-length: expected at most 16777216");
   std::string twenty = "1";  // 20^4 = 160,000 plans, more than the 100,000 allowed
   for (int i = 2; i <= 20; ++i) twenty += "," + std::to_string(i);
   expect_refused("predict --tp " + twenty + " --pp " + twenty + " --dp " + twenty +
@@ -775,11 +796,22 @@ TEST_F(Cli, DegenerateValuesAreOneLineNotACrash) {
     std::ofstream f(deep);
     f << "{\"name\":\"n\",\"x\":" << std::string(300000, '[') << std::string(300000, ']') << "}";
   }
+  // A number beyond a double's range names the file and the field (it was an "internal error").
+  const std::string huge = (dir_ / "huge.json").string();
+  std::ofstream(huge) << R"({"model_type": "llama", "num_hidden_layers": 1e400})";
   struct Case {
     std::string args, err;
   };
   for (const Case& c : {
            Case{"predict --dp 0", "commscope: --dp: expected a positive integer, got 0\n"},
+           // a length the flag gave is the flag's (it was blamed on the model's field)
+           Case{"describe --model bert-base --seq-length 4096",
+                "commscope: --seq-length: expected at most max_positions (512) with learned "
+                "position embeddings, got 4096 (model bert-base)\n"},
+           Case{"describe --model " + huge,
+                "commscope: " + huge +
+                    ": field 'num_hidden_layers': expected a number within a double's range "
+                    "(about 1.8e308), got '1e400'\n"},
            Case{"describe --dp -4 --tp 1",
                 "commscope: --dp: expected a positive integer, got -4\n"},
            Case{"predict --network " + deep,

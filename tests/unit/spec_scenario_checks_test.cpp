@@ -210,7 +210,7 @@ TEST(Validation, SequenceLongerThanPositionTable) {
   PlanInput p = plan(8);
   p.seq_length = 2048;
   std::string e = scenario_error("gpt2-large", "dgx-a100-80gb", p);
-  EXPECT_NE(e.find("'seq_length': expected at most max_positions (1024)"), std::string::npos) << e;
+  EXPECT_NE(e.find("--seq-length: expected at most max_positions (1024)"), std::string::npos) << e;
   EXPECT_NE(e.find("got 2048"), std::string::npos) << e;
 }
 

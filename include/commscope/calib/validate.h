@@ -48,6 +48,10 @@ ErrorSummary summarize(const std::vector<double>& signed_errors);
 // the validation corpus "fit" or "heldout" (its `split` column).
 bool in_split(const PreparedRun& r, const std::string& split);
 
+// How many terms a fit adjusts: fit_calibration's, or fit_compute_calibration's (fewer with the
+// GEMM curve's shape held). Fewer rows than terms leave the fit underdetermined.
+int fitted_terms(bool compute_only, bool hold_gemm_shape);
+
 // Fits gemm_efficiency, gemm_half_flops, attention_efficiency, memory_efficiency,
 // kernel_overhead and intra_node_efficiency to the runs, starting from `start`. `progress`
 // is called after each improvement with the evaluation count and the objective.
