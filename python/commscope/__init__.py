@@ -98,7 +98,7 @@ _BOOLEAN_FLAGS = frozenset({
 
 def _check_text(name, text):
     # A NUL ends the C string the CLI reads: "gpt2-small\0xyz" was gpt2-small.
-    if "\0" in text:
+    if isinstance(text, str) and "\0" in text:
         raise Error(f"--{name}: expected a value without NUL characters, got {text!r}")
     return text
 
