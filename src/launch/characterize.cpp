@@ -669,6 +669,10 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   for (const char* p : {"/commscope-bench", "/commscope-train"})
     if (!o.compute_only && ::access((o.bin_dir + p).c_str(), X_OK) != 0)
       return Error{fmt::format("{}{}: not found (built without MPI or OpenBLAS?)", o.bin_dir, p)};
+  // mpirun before any folder is made, as train and bench check it (it made the folders, then
+  // said "ended with status 127" beside an empty log, found by probing, 2026-11-30).
+  if (!o.compute_only && !on_path("mpirun"))
+    return Error{"mpirun: not found on PATH: install openmpi-bin (scripts/install-deps.sh)"};
   const Settings s = settings_of(o);
   // The model, before any folder is made: an unknown one leaves nothing behind.
   CS_ASSIGN_OR_RETURN(ModelSpec model, load_model(o.model));

@@ -592,9 +592,22 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "--sequence-parallel: expected a sequence length ({}) divisible by the tensor-parallel "
         "size {}",
         o.model.seq, o.tp)};
-  // Layers per stage, the schedule, sequence parallelism without TP: resolve_scenario's checks.
-  if (model_parallel(o) || o.vpp != 1 || o.schedule || o.sequence_parallel) {
-    if (Result<Scenario> sc = train_scenario(o, world); !sc.ok()) return sc.error();
+  // resolve_scenario's checks, as every rank makes them (Trainer::plan). The trainer names
+  // DeepSpeed's two bucket fields by its own flag (a ds_config's are its too).
+  auto resolved = [&]() -> Status {
+    Result<Scenario> sc = train_scenario(o, world);
+    if (sc.ok()) return ok_status();
+    std::string m = sc.error().message;
+    for (std::string_view field : {"reduce_bucket_size: ", "allgather_bucket_size: "})
+      if (m.rfind(field, 0) == 0)
+        m = fmt::format("--zero-bucket ({}): {}", field.substr(0, field.size() - 2),
+                        m.substr(field.size()));
+    return Error{m};
+  };
+  // Layers per stage, the schedule, sequence parallelism without TP.
+  const bool shaped = model_parallel(o) || o.vpp != 1 || o.schedule || o.sequence_parallel;
+  if (shaped) {
+    CS_RETURN_IF_ERROR(resolved());
   } else {
     // The system and network the communication is checked against, here and not in the ranks
     // behind Open MPI's banner.
@@ -674,6 +687,11 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
         "activations, x {} ranks on this machine; it has {:.3g} bytes ({}) available",
         what, need, gib(need), here, have, gib(have))};
   }
+
+  // A data-parallel plan's too, after the sizes and memory above: its bucket sizes and
+  // micro-batches per iteration (a --zero-bucket of 1 or 100,000 accumulation steps were refused
+  // in the ranks behind Open MPI's banner, found by probing, 2026-11-30).
+  if (!shaped) CS_RETURN_IF_ERROR(resolved());
 
   // Outputs, before training: a run must not train for an hour and then fail to write.
   if (!o.output.empty()) CS_RETURN_IF_ERROR(check_file("-o/--output", o.output));

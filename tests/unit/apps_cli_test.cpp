@@ -270,6 +270,23 @@ TEST_F(Cli, ConfigFileErrorsNameTheFilesField) {
   }
 }
 
+// characterize without mpirun on PATH says so in one line before it makes any folder, as train
+// and bench do (it made the folders, then reported "status 127" beside an empty log).
+TEST_F(Cli, CharacterizeWithoutMpirunSaysSoFirst) {
+  const fs::path bin = fs::path(COMMSCOPE_BIN).parent_path();
+  if (!fs::exists(bin / "commscope-bench")) GTEST_SKIP() << "built without MPI";
+  const std::string hosts = (dir_ / "hosts").string(), out = (dir_ / "char").string();
+  std::ofstream(hosts) << "localhost slots=2\n";
+  auto r = commscope::testing::run_shell("PATH=/nonexistent " + std::string(COMMSCOPE_BIN) +
+                                         " characterize --hostfile " + hosts + " --nodes 1 -o " +
+                                         out + " </dev/null");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(
+      r.err,
+      "commscope: mpirun: not found on PATH: install openmpi-bin (scripts/install-deps.sh)\n");
+  EXPECT_FALSE(fs::exists(out));
+}
+
 // calibrate on fewer rows than the terms it fits says the fit is underdetermined (one row fitted
 // ten terms in silence), and still writes it.
 TEST_F(Cli, CalibrateWarnsOfTooFewRows) {

@@ -177,7 +177,12 @@ TEST(TrainOptions, InputsAndOutputsAreCheckedBeforeLaunch) {
            {{"--data", empty}, "--data: expected a readable, non-empty text file"},
            {{"--system", "nosuch"}, "--system: unknown system preset 'nosuch'"},
            {{"--network", "nosuch"}, "--network: unknown network preset 'nosuch'"},
-           {{"-o", dangling}, "-o/--output: " + dangling + ": is a symbolic link to a missing"}}) {
+           {{"-o", dangling}, "-o/--output: " + dangling + ": is a symbolic link to a missing"},
+           // a data-parallel plan's bucket sizes and micro-batch count (refused in the ranks)
+           {{"--zero", "2", "--zero-bucket", "1"},
+            "--zero-bucket (reduce_bucket_size): expected at least"},
+           {{"--gradient-accumulation-steps", "100000"},
+            "--gradient-accumulation-steps: expected at most 65536"}}) {
     std::vector<std::string> a = {"--micro-batch-size", "1", "--steps", "2", "--warmup", "1"};
     a.insert(a.end(), args.begin(), args.end());
     auto o = parse(a, nullptr);
