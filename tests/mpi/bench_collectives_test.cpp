@@ -59,6 +59,18 @@ TEST(Bench, BusbwIsAlgbwTimesTheNcclTestsFactor) {
   }
 }
 
+// A negative -f steps by bytes from -b to -e inclusive, as nccl-tests' stepBytes: 0, 16, 32, 48,
+// 64 (from 0 it went 1, 17, 33, 49 and left 64 out).
+TEST(Bench, ByteStepsReachTheLastSize) {
+  Outcome o =
+      run("--ranks 2 -- -b 0 -e 64 -f -16 -n 1 -w 0 --collectives all_reduce --format json");
+  ASSERT_EQ(o.status, 0) << o.out;
+  std::vector<long> bytes;
+  const auto j = nlohmann::json::parse(o.out);
+  for (const auto& r : j["results"]) bytes.push_back(r["size_bytes"]);
+  EXPECT_EQ(bytes, (std::vector<long>{0, 16, 32, 48, 64}));
+}
+
 // Bad flags of commscope-bench are refused by `commscope bench` itself before mpirun starts:
 // one line naming the flag, status 2, nothing on stdout, no Open MPI banner, no allocation
 // (-e 100G aborted with std::bad_alloc and a backtrace).
