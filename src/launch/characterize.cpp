@@ -635,7 +635,11 @@ Status check_characterize_options(const CharacterizeOptions& o) {
   std::set<std::string> labels;
   for (const auto& e : o.emulate) {
     auto spec = parse_emulation(e);
-    if (!spec.ok()) return Error{"--emulate: " + spec.error().message};
+    // parse_emulation's message names --emulate already (it said "--emulate: --emulate:")
+    if (!spec.ok()) {
+      const std::string& m = spec.error().message;
+      return Error{m.rfind("--emulate: ", 0) == 0 ? m : "--emulate: " + m};
+    }
     const int k = spec->nodes > 0 ? spec->nodes : 2;
     for (int r : s.ranks)
       if (r % k != 0)

@@ -665,8 +665,8 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   if (!o.checkpoint_dir.empty() && o.checkpoint_every == 0 && !o.resume)
     return Error{fmt::format(
         "--checkpoint-every: expected a step count K >= 1 with --checkpoint '{}' (or --resume), "
-        "got none",
-        o.checkpoint_dir)};
+        "got {}",
+        o.checkpoint_dir, o.checkpoint_every)};
 
   // Memory, before anything is allocated.
   const double need = memory_per_rank_bytes(o, world);
@@ -697,8 +697,15 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   if (!o.output.empty()) CS_RETURN_IF_ERROR(check_file("-o/--output", o.output));
   if (!o.trace.empty()) {
     // One file per rank beside the given name: a device or FIFO cannot be written through, and
-    // /dev/null.rank0 was created in /dev (found by probing, 2026-11-30).
+    // /dev/null.rank0 was created in /dev (found by probing, 2026-11-30); nor a link whose
+    // target is missing (the files were written beside the link, found by probing again).
     std::error_code tec;
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(o.trace, tec)) &&
+        !std::filesystem::exists(o.trace, tec))
+      return Error{fmt::format(
+          "--trace: expected a file name or a folder, got '{}', a symbolic link to a missing "
+          "file",
+          o.trace)};
     const auto st = std::filesystem::status(o.trace, tec);
     if (!tec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) &&
         !std::filesystem::is_directory(st))

@@ -178,6 +178,13 @@ TEST(TrainOptions, InputsAndOutputsAreCheckedBeforeLaunch) {
            {{"--system", "nosuch"}, "--system: unknown system preset 'nosuch'"},
            {{"--network", "nosuch"}, "--network: unknown network preset 'nosuch'"},
            {{"-o", dangling}, "-o/--output: " + dangling + ": is a symbolic link to a missing"},
+           // the per-rank traces were written beside a dangling link
+           {{"--trace", dangling},
+            "--trace: expected a file name or a folder, got '" + dangling +
+                "', a symbolic link to a missing file"},
+           {{"--checkpoint", dir + "ck", "--checkpoint-every", "0"},
+            "--checkpoint-every: expected a step count K >= 1 with --checkpoint '" + dir +
+                "ck' (or --resume), got 0"},
            // a data-parallel plan's bucket sizes and micro-batch count (refused in the ranks)
            {{"--zero", "2", "--zero-bucket", "1"},
             "--zero-bucket (reduce_bucket_size): expected at least"},
