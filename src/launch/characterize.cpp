@@ -675,8 +675,7 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
       return Error{fmt::format("{}{}: not found (built without MPI or OpenBLAS?)", o.bin_dir, p)};
   // mpirun before any folder is made, as train and bench check it (it made the folders, then
   // said "ended with status 127" beside an empty log, found by probing, 2026-11-30).
-  if (!o.compute_only && !on_path("mpirun"))
-    return Error{"mpirun: not found on PATH: install openmpi-bin (scripts/install-deps.sh)"};
+  if (!o.compute_only) CS_RETURN_IF_ERROR(require_mpirun());
   const Settings s = settings_of(o);
   // The model, before any folder is made: an unknown one leaves nothing behind.
   CS_ASSIGN_OR_RETURN(ModelSpec model, load_model(o.model));

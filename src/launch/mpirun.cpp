@@ -92,6 +92,12 @@ Status check_job_options(const JobOptions& o) {
   return {};
 }
 
+Status require_mpirun() {
+  if (!on_path("mpirun"))
+    return Error{"mpirun: not found on PATH: install openmpi-bin (scripts/install-deps.sh)"};
+  return Status{};
+}
+
 Result<int> run_mpi_job(const std::string& program, const std::vector<std::string>& args,
                         const JobOptions& o, std::FILE* report,
                         std::vector<NodeTraffic>* traffic_out) {
@@ -101,8 +107,7 @@ Result<int> run_mpi_job(const std::string& program, const std::vector<std::strin
         "{}: not found: commscope was built without MPI (install libopenmpi-dev openmpi-bin with "
         "scripts/install-deps.sh and rebuild)",
         program)};
-  if (!on_path("mpirun"))
-    return Error{"mpirun: not found on PATH: install openmpi-bin (scripts/install-deps.sh)"};
+  CS_RETURN_IF_ERROR(require_mpirun());
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(o.ranks)};
   if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
 

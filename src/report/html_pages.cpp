@@ -303,8 +303,16 @@ Times read_times(const Reader& r, const nlohmann::json& o, const std::string& pa
   return t;
 }
 
-// A stated error against the one its two times give, 100 x (predicted - measured) / measured
-// (written to 0.1 points); none where nothing was measured (characterize writes 0 there).
+// A stated percentage against the one the other figures give (written to 0.1 points):
+// "expected <what> (<want>)".
+void check_agrees(const Reader& r, const std::string& where, double given, double want,
+                  const std::string& what) {
+  if (std::fabs(given - want) > 0.1 + 1e-3 * std::fabs(want))
+    r.fail(where, fmt::format("{} ({:.2f})", what, want), fmt::format("{}", given));
+}
+
+// A stated error against the one its two times give, 100 x (predicted - measured) / measured;
+// none where nothing was measured (characterize writes 0 there).
 void check_error(const Reader& r, const std::string& where, double given, double measured,
                  double predicted, const char* formula) {
   if (!(measured > 0)) return;
@@ -461,11 +469,9 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
     check_error(r, p + ".projection_error_pct", pr.projection_error_pct, pr.measured, pr.projected,
                 "100 x (projected - measured) / measured");
     for (const Run& run : c.runs)
-      if (run.id == pr.run && std::fabs(run.error_pct - pr.simulation_error_pct) >
-                                  0.1 + 1e-3 * std::fabs(run.error_pct))
-        r.fail(p + ".simulation_error_pct",
-               fmt::format("the iteration_error_pct of run '{}' ({:.2f})", run.id, run.error_pct),
-               fmt::format("{}", pr.simulation_error_pct));
+      if (run.id == pr.run)
+        check_agrees(r, p + ".simulation_error_pct", pr.simulation_error_pct, run.error_pct,
+                     fmt::format("the iteration_error_pct of run '{}'", run.id));
     c.projection.push_back(std::move(pr));
   }
 
@@ -483,14 +489,10 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
       mean += std::fabs(run.error_pct) / static_cast<double>(c.runs.size());
       most = std::max(most, std::fabs(run.error_pct));
     }
-    if (std::fabs(c.mape - mean) > 0.1 + 1e-3 * mean)
-      r.fail("summary.iteration_mape_pct",
-             fmt::format("the mean of the runs' |iteration_error_pct| ({:.2f})", mean),
-             fmt::format("{}", c.mape));
-    if (std::fabs(c.max_error - most) > 0.1 + 1e-3 * most)
-      r.fail("summary.iteration_max_error_pct",
-             fmt::format("the largest of the runs' |iteration_error_pct| ({:.2f})", most),
-             fmt::format("{}", c.max_error));
+    check_agrees(r, "summary.iteration_mape_pct", c.mape, mean,
+                 "the mean of the runs' |iteration_error_pct|");
+    check_agrees(r, "summary.iteration_max_error_pct", c.max_error, most,
+                 "the largest of the runs' |iteration_error_pct|");
   }
   c.collective_mape = r.number(sum, "summary", "collective_mape_pct");
   if (sum.contains("collective_profiler_mape_pct"))
@@ -511,9 +513,7 @@ Characterization read_characterization(const nlohmann::json& j, const Reader& r)
           prof_sum += std::fabs(*rc.profiler_error_pct), ++pn;
       }
     auto agree = [&](const char* key, double given, double want, const char* what) {
-      if (std::fabs(given - want) > 0.1 + 1e-3 * std::fabs(want))
-        r.fail(std::string("summary.") + key, fmt::format("{} ({:.2f})", what, want),
-               fmt::format("{}", given));
+      check_agrees(r, std::string("summary.") + key, given, want, what);
     };
     agree("collective_mape_pct", c.collective_mape, n ? abs_sum / n : 0.0,
           "the mean |error_pct| of the runs' collectives with a measured time");

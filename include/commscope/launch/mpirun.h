@@ -38,6 +38,9 @@ Result<std::vector<std::string>> transport_args(const std::string& transport);
 // flag.
 Status check_job_options(const JobOptions& options);
 
+// mpirun on PATH, or the one-line error naming the package that installs it.
+Status require_mpirun();
+
 // Runs `mpirun ... program args` and returns its exit status. With emulation the nodes exist
 // only while the job runs, and the per-node traffic is printed to `report` afterwards.
 // Errors (one line): program or mpirun missing, bad --emulate/--transport, no privileges.
