@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -13,12 +14,19 @@ void add_train_flags(CLI::App& app, TrainFlags& f) {
   // The trainer's defaults differ from describe's.
   app.get_option("--model")->description(
       "model preset name or JSON file, GPT-2-shaped or a BERT without pooler (bert-tiny-cpu) "
-      "[gpt2-tiny-cpu: 4 layers, hidden 256, 4 heads, vocab 4096, seq 128] (comma list)");
+      "[gpt2-tiny-cpu: 4 layers, hidden 256, 4 heads, vocab 4096, seq 128]");
   app.get_option("--system")
-      ->description("system preset the plan is resolved and described on [cpu-host] (comma list)");
+      ->description("system preset the plan is resolved and described on [cpu-host]");
   app.get_option("--nodes")->description("nodes the ranks span [as the system's node size says]");
   app.get_option("--gpus")->description("ranks in all: must equal the MPI rank count");
   app.get_option("--precision")->description("fp32 only: the CPU trainer has no mixed precision");
+  // One run trains one plan: the shared flags' "(comma list)" is describe's and predict's.
+  for (CLI::Option* opt : app.get_options()) {
+    std::string d = opt->get_description();
+    constexpr std::string_view kList = " (comma list)";
+    if (d.size() >= kList.size() && d.compare(d.size() - kList.size(), kList.size(), kList) == 0)
+      opt->description(d.substr(0, d.size() - kList.size()));
+  }
   train::TrainOptions& o = f.o;
   const char* g_model = "Model and system";
   const char* g_train = "Training";

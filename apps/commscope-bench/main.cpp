@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
       }
       if (progress) {
         std::fprintf(stderr, "\r\033[Kcommscope-bench: %s %s: %d/%d sizes (%zu bytes), sweep %d/%d",
-                     r.group.c_str(), std::string(to_string(r.collective)).c_str(), done_in_sweep,
-                     per_sweep, r.bytes, sweep_index, sweeps);
+                     r.group.c_str(), std::string(bench::collective_name(r.collective)).c_str(),
+                     done_in_sweep, per_sweep, r.bytes, sweep_index, sweeps);
         std::fflush(stderr);
       }
     };
@@ -162,16 +162,17 @@ int main(int argc, char** argv) {
     }
     CS_MPI_CHECK(MPI_Comm_free(&node));
     CS_MPI_CHECK(MPI_Comm_free(&cross));
-    if (mpi.rank() == 0 && rows.empty())
-      std::fprintf(
-          stderr,
-          "commscope: --split node: every group has a single rank (%d ranks per node, %d nodes)\n",
-          per_node, nodes);
+    // Every rank knows: rank 0's groups are single only when the world is one rank.
+    if (rows.empty())
+      return mpi.fail(fmt::format(
+          "--split node: every group has a single rank ({} ranks per node, {} nodes): nothing "
+          "to measure",
+          per_node, nodes));
   } else {
     rows = bench::run(o, MPI_COMM_WORLD);
   }
   long wrong = 0;
-  for (const auto& r : rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
+  for (const auto& r : rows) wrong += bench::wrong_values(r);
   CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD));
   if (mpi.rank() == 0) {
     clear_progress();
@@ -183,14 +184,21 @@ int main(int argc, char** argv) {
           "collective,ranks,size_bytes,count,type,redop,root,oop_time_us,oop_algbw_GBps,oop_busbw_"
           "GBps,oop_wrong,"
           "ip_time_us,ip_algbw_GBps,ip_busbw_GBps,ip_wrong\n";
+      // Not checked (-c 0): an empty field in CSV, null in JSON (nccl-tests' N/A).
+      auto csv_wrong = [](const bench::Measure& x) {
+        return x.wrong < 0 ? std::string() : fmt::to_string(x.wrong);
+      };
       for (const auto& r : rows) {
         auto m = [](const bench::Measure& x) {
           return nlohmann::json{
-              {"time_us", x.time_s * 1e6},         {"time_min_us", x.time_min_s * 1e6},
-              {"time_avg_us", x.time_avg_s * 1e6}, {"algbw_GBps", x.algbw / 1e9},
-              {"busbw_GBps", x.busbw / 1e9},       {"wrong", x.wrong}};
+              {"time_us", x.time_s * 1e6},
+              {"time_min_us", x.time_min_s * 1e6},
+              {"time_avg_us", x.time_avg_s * 1e6},
+              {"algbw_GBps", x.algbw / 1e9},
+              {"busbw_GBps", x.busbw / 1e9},
+              {"wrong", x.wrong < 0 ? nlohmann::json() : nlohmann::json(x.wrong)}};
         };
-        j.push_back({{"collective", to_string(r.collective)},
+        j.push_back({{"collective", bench::collective_name(r.collective)},
                      {"group", r.group},
                      {"ranks", r.ranks},
                      {"size_bytes", r.bytes},
@@ -200,12 +208,13 @@ int main(int argc, char** argv) {
                      {"root", r.root},
                      {"out_of_place", m(r.out_of_place)},
                      {"in_place", m(r.in_place)}});
-        csv += fmt::format(
-            "{},{},{},{},{},{},{},{:.3f},{:.4f},{:.4f},{},{:.3f},{:.4f},{:.4f},{}\n",
-            to_string(r.collective), r.ranks, r.bytes, r.count, bench::to_string(r.dtype),
-            bench::redop_name(r), r.root, r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9,
-            r.out_of_place.busbw / 1e9, r.out_of_place.wrong, r.in_place.time_s * 1e6,
-            r.in_place.algbw / 1e9, r.in_place.busbw / 1e9, r.in_place.wrong);
+        csv += fmt::format("{},{},{},{},{},{},{},{:.3f},{:.4f},{:.4f},{},{:.3f},{:.4f},{:.4f},{}\n",
+                           bench::collective_name(r.collective), r.ranks, r.bytes, r.count,
+                           bench::to_string(r.dtype), bench::redop_name(r), r.root,
+                           r.out_of_place.time_s * 1e6, r.out_of_place.algbw / 1e9,
+                           r.out_of_place.busbw / 1e9, csv_wrong(r.out_of_place),
+                           r.in_place.time_s * 1e6, r.in_place.algbw / 1e9, r.in_place.busbw / 1e9,
+                           csv_wrong(r.in_place));
       }
       std::fputs(
           format == "json" ? (nlohmann::json{{"results", j}}.dump(2) + "\n").c_str() : csv.c_str(),

@@ -64,7 +64,8 @@ Verb add_fit(CLI::App& app) {
               collective = c;
             }
             if (!st->output.empty())
-              if (Status s = check_output_path(st->output); !s.ok()) return fail(s.error().message);
+              if (Status s = check_outputs({{"-o/--output", st->output}}); !s.ok())
+                return fail(s.error().message);
             std::vector<MeasuredCollective> all;
             for (const auto& in : st->inputs) {
               auto measured = read_measured(in, *format, collective);

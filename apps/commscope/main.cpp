@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -53,6 +54,9 @@ Result<Format> output_format(const OutputOptions& o) {
   auto f = format_from_name(o.format);
   if (!f)
     return Error{fmt::format("--format: expected one of {}, got '{}'", format_choices(), o.format)};
+  // -o is checked here, before the verb reads anything (the verbs with more outputs check
+  // them all together again).
+  if (Status s = check_outputs({{"-o/--output", o.path}}); !s.ok()) return s.error();
   return *f;
 }
 
@@ -65,8 +69,54 @@ int emit(const std::string& text, const std::string& output_path) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
   }
+  if (Status s = check_not_an_input("-o/--output", output_path); !s.ok())
+    return fail(s.error().message);
   Status s = write_file_atomic(output_path, text);
   return s.ok() ? 0 : fail("-o/--output: " + s.error().message);
+}
+
+namespace {
+std::vector<std::string>& command_args() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace
+
+Status check_not_an_input(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || !fs::is_regular_file(path, ec)) return {};
+  // The output's own word (the first word spelling its path) names it; any other word (or
+  // --flag=value) naming the same file is an input that writing the output would replace.
+  // The values of the verbs' output flags are outputs, not inputs (check_outputs compares
+  // outputs with each other).
+  static const std::set<std::string> kOutputFlags = {"-o",      "--output",     "--html",
+                                                     "--trace", "--diff-trace", "--network-output"};
+  bool own_seen = false;
+  std::string input;
+  const std::vector<std::string>& args = command_args();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    const std::size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
+    const bool output_value = (i > 0 && kOutputFlags.count(args[i - 1])) ||
+                              (eq != std::string::npos && kOutputFlags.count(arg.substr(0, eq)));
+    for (const std::string& word :
+         {arg, eq != std::string::npos ? arg.substr(eq + 1) : std::string()}) {
+      if (word.empty() || !fs::is_regular_file(word, ec) || !fs::equivalent(word, path, ec))
+        continue;
+      if (output_value && word != path) continue;  // another output naming it: not an input
+      if (word == path && !own_seen)
+        own_seen = true;
+      else
+        input = word;
+    }
+  }
+  if (!input.empty())
+    return Error{fmt::format(
+        "{}: expected a file other than the inputs, got '{}' (it is the input '{}', which "
+        "writing would replace)",
+        flag, path, input)};
+  return {};
 }
 
 Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
@@ -90,6 +140,9 @@ Status check_outputs(const std::vector<std::pair<std::string, std::string>>& out
                         flag, other_flag, path)};
     files.emplace_back(flag, same);
   }
+  // Then inputs: the outputs now name distinct files, so no output's word is taken for one.
+  for (const auto& [flag, path] : outputs)
+    if (Status s = check_not_an_input(flag, path); !s.ok()) return s;
   return {};
 }
 
@@ -120,6 +173,7 @@ Verb add_presets(CLI::App& app) {
 namespace {
 int run(int argc, char** argv) {
   using namespace commscope::cli;
+  command_args().assign(argv + std::min(argc, 1), argv + argc);
   CLI::App app{
       "commscope: where distributed LLM training time goes, what the network delivers, and what "
       "training "

@@ -35,7 +35,8 @@ Verb add_report(CLI::App& app) {
             std::error_code ec;
             if (st->dir == "seeds" && !std::filesystem::is_directory(st->dir, ec)) {
               const std::string out = st->output.empty() ? "seeds-report.html" : st->output;
-              if (Status s = check_output_path(out); !s.ok()) return fail(s.error().message);
+              if (Status s = check_outputs({{"-o/--output", out}}); !s.ok())
+                return fail(s.error().message);
               auto scenario = load_seeds_scenario(st->dir);
               if (!scenario) return fail(scenario.error().message);
               auto result = predict_seeds(*scenario);
@@ -48,7 +49,15 @@ Verb add_report(CLI::App& app) {
             const std::string out = st->output.empty()
                                         ? (std::filesystem::path(st->dir) / "report.html").string()
                                         : st->output;
-            if (Status s = check_output_path(out); !s.ok()) return fail(s.error().message);
+            if (Status s = check_outputs({{"-o/--output", out}}); !s.ok())
+              return fail(s.error().message);
+            // The folder's own files are inputs too (characterize.json and what it names).
+            if (std::filesystem::equivalent(
+                    out, std::filesystem::path(st->dir) / "characterize.json", ec))
+              return fail(fmt::format(
+                  "-o/--output: expected a file other than the inputs, got '{}' (it is the "
+                  "folder's characterize.json, which writing would replace)",
+                  out));
             auto text = html::render_characterize_dir(st->dir);
             if (!text) return fail(text.error().message);
             if (Status s = write_file_atomic(out, *text); !s.ok()) return fail(s.error().message);

@@ -133,8 +133,8 @@ Verb add_train(CLI::App& app) {
           if (st->emulate.size() > 1)
             return fail("--html: expected one run, got " + std::to_string(st->emulate.size()) +
                         " --emulate profiles");
-          if (Status s = check_output_path(st->html); !s.ok())
-            return fail("--html: " + s.error().message);
+          if (Status s = check_outputs({{"--html", st->html}}); !s.ok())
+            return fail(s.error().message);
           auto j = html_json.open(args);
           if (!j.ok()) return fail("--html: " + j.error().message);
         }

@@ -35,7 +35,8 @@ struct OutputOptions {
   std::string path;  // empty: stdout
 };
 void add_output_options(CLI::App& cmd, OutputOptions& o);
-// The parsed --format, or "--format: expected one of table|json|csv|md, got 'x'".
+// The parsed --format, or "--format: expected one of table|json|csv|md, got 'x'"; -o checked
+// as check_outputs checks it (so a bad or input-naming -o fails before the work).
 Result<Format> output_format(const OutputOptions& o);
 
 // Prints "commscope: <message>" on stderr and returns exit status 2.
@@ -52,5 +53,9 @@ int emit(const std::string& text, const std::string& output_path);
 // (-o x --trace x kept one of them; a device or FIFO may take several). `outputs`: (flag, path)
 // pairs; empty paths are left out.
 Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
+// An output that is also one of the command's inputs (a word of its command line, or the
+// value of --flag=value, naming the same existing file) is refused: writing it would replace
+// the trace, log or table read. check_outputs and emit check it; `flag` leads the error.
+Status check_not_an_input(const std::string& flag, const std::string& path);
 
 }  // namespace commscope::cli

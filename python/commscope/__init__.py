@@ -96,6 +96,12 @@ _BOOLEAN_FLAGS = frozenset({
     "fsdp-limit-all-gathers", "pipe-partitioned", "scatter-gather-tensors-in-pipeline"})
 
 
+# The CLI's flags that take several separate values (`--diff BASE NEW`): a list passes each as
+# its own argument, where other flags join a list with commas (`diff=[a, b]` gave "--diff=a,b",
+# one value, found by probing, 2026-11-30).
+_SEPARATE_VALUE_FLAGS = frozenset({"diff"})
+
+
 def _check_text(name, text):
     # A NUL ends the C string the CLI reads: "gpt2-small\0xyz" was gpt2-small.
     if isinstance(text, str) and "\0" in text:
@@ -120,6 +126,11 @@ def argv(verb, *positionals, **flags):
             continue
         if value is True:
             args.append(f"--{name}")
+        elif name in _SEPARATE_VALUE_FLAGS and isinstance(value, (list, tuple)):
+            if not value:
+                raise Error(f"--{name}: expected at least one value, got {value!r}")
+            args.append(f"--{name}")
+            args.extend(_check_text(name, _flag_value(name, v)) for v in value)
         else:
             args.append(f"--{name}={_check_text(name, _flag_value(name, value))}")
     return args

@@ -316,7 +316,7 @@ Measure measure(const Descriptor& d, const Options& o, std::size_t count, bool i
   CS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, comm));
   m.time_s = m.time_max_s;
   m.time_avg_s = sum / n;
-  m.wrong = wrong;
+  m.wrong = o.check ? wrong : -1;
   const double bytes = static_cast<double>(count) * element_bytes(o.dtype);
   m.algbw = m.time_s > 0 ? bytes / m.time_s : 0;
   m.busbw = m.algbw * bus_factor(d.kind, n);
@@ -446,7 +446,7 @@ std::string render_osu(const std::vector<P2PRow>& rows) {
 }
 
 std::string render_nccl_header(Collective c, int ranks, const std::string& group) {
-  std::string out = fmt::format("# {} over {} ranks ({})\n", to_string(c), ranks, group);
+  std::string out = fmt::format("# {} over {} ranks ({})\n", collective_name(c), ranks, group);
   out +=
       "#                                                              out-of-place                 "
       "      in-place\n";
@@ -466,13 +466,25 @@ std::string_view redop_name(const Row& r) {
   return reduces ? to_string(r.op) : "none";
 }
 
+std::string_view collective_name(Collective c) {
+  return c == Collective::send ? "sendrecv" : to_string(c);
+}
+
+long wrong_values(const Row& r) {
+  return std::max(r.out_of_place.wrong, 0L) + std::max(r.in_place.wrong, 0L);
+}
+
 std::string render_nccl_row(const Row& r) {
+  // nccl-tests prints N/A in #wrong when the results are not checked (-c 0).
+  auto wrong = [](const Measure& m) {
+    return m.wrong < 0 ? std::string("N/A") : fmt::to_string(m.wrong);
+  };
   return fmt::format(
       "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7.2f}  {:>6.2f}  {:>6.2f}  {:>5}  {:>7.2f}  "
       "{:>6.2f}  {:>6.2f}  {:>5}\n",
       r.bytes, r.count, to_string(r.dtype), redop_name(r), r.root, r.out_of_place.time_s * 1e6,
-      r.out_of_place.algbw / 1e9, r.out_of_place.busbw / 1e9, r.out_of_place.wrong,
-      r.in_place.time_s * 1e6, r.in_place.algbw / 1e9, r.in_place.busbw / 1e9, r.in_place.wrong);
+      r.out_of_place.algbw / 1e9, r.out_of_place.busbw / 1e9, wrong(r.out_of_place),
+      r.in_place.time_s * 1e6, r.in_place.algbw / 1e9, r.in_place.busbw / 1e9, wrong(r.in_place));
 }
 
 std::string render_nccl_footer(const std::vector<Row>& rows) {
@@ -481,10 +493,10 @@ std::string render_nccl_footer(const std::vector<Row>& rows) {
   int n = 0;
   for (const auto& r : rows) {
     busbw_sum += r.out_of_place.busbw + r.in_place.busbw;
-    wrong += r.out_of_place.wrong + r.in_place.wrong;
+    wrong += wrong_values(r);
     n += 2;
   }
-  std::string out = fmt::format("# Out of bounds values : {} {}\n", wrong, wrong ? "WRONG" : "OK");
+  std::string out = fmt::format("# Out of bounds values : {} {}\n", wrong, wrong ? "FAILED" : "OK");
   out += fmt::format("# Avg bus bandwidth    : {:.4f} \n#\n", n ? busbw_sum / n / 1e9 : 0.0);
   return out;
 }

@@ -117,6 +117,9 @@ Result<BenchSweep> check_bench_flags(const BenchFlags& f, int ranks) {
     return Error{fmt::format("-e: expected at least -b ({}), got '{}'", f.min_bytes, f.max_bytes)};
   if (!std::isfinite(f.factor) || (f.factor <= 1 && f.factor > -1))
     return Error{fmt::format("-f: expected a finite factor above 1, got {}", f.factor)};
+  if (f.factor < 0 && f.factor != std::floor(f.factor))
+    return Error{fmt::format("-f: expected a whole number of bytes to step by (negative), got {}",
+                             f.factor)};
   if (f.iters < 1 || f.iters > kMaxIters)
     return Error{
         fmt::format("-n: expected an iteration count from 1 to {}, got {}", kMaxIters, f.iters)};
@@ -191,6 +194,10 @@ Result<BenchSweep> check_bench_flags(const BenchFlags& f, int ranks) {
     return Error{fmt::format("--window: expected 1 to 1024 messages, got {}", f.window)};
   if (f.p2p && ranks > 0 && ranks < 2)
     return Error{fmt::format("--p2p: expected at least 2 ranks, got {}", ranks)};
+  if (f.split == "node" && ranks == 1)
+    return Error{
+        "--split node: expected at least 2 ranks, got 1 (every group would have a "
+        "single rank: nothing to measure)"};
   // The sizes the harness's loop visits (bench::run: sizes that round to the same element count
   // run once), counted without running it. Repeats happen only below 8 bytes, so the loop is
   // bounded by the limit on distinct sizes.

@@ -225,8 +225,9 @@ std::string headline(const Workload& w) {
     for (std::size_t i = 0; i < p.stage_layers.size();) {
       std::size_t j = i;
       while (j < p.stage_layers.size() && p.stage_layers[j] == p.stage_layers[i]) ++j;
-      stages += fmt::format("{}{}{}", i ? ", " : "", p.stage_layers[i],
-                            j - i > 1 ? fmt::format(" x{}", j - i) : "");
+      // a run of equal stages as plan's layers column writes it: (stages)x(layers)
+      stages += fmt::format("{}{}{}", i ? ", " : "", j - i > 1 ? fmt::format("{}x", j - i) : "",
+                            p.stage_layers[i]);
       i = j;
     }
     double mtp_params = 0;  // the plan's depths, which may differ from the model's

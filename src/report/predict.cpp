@@ -464,9 +464,21 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
   if (f == Format::json)
     return nlohmann::json{{"predictions", predictions_json(rows, scaling)}}.dump(2) + "\n";
   const bool human = f != Format::csv;
+  // The plan's other sizes: CSV has them always (as describe's CSV), the table and Markdown
+  // where a row has one that is not 1 (a --vp sweep's rows looked alike without them).
+  bool vp = !human, cp = !human, ep = !human;
+  for (const auto& r : rows) {
+    vp = vp || r.scenario.plan.virtual_stages > 1;
+    cp = cp || r.scenario.plan.cp > 1;
+    ep = ep || r.scenario.plan.ep > 1 || r.scenario.plan.expert_tp > 1;
+  }
   Table t;
-  t.header = {"model", "system", "network", "nodes", "gpus", "dp",
-              "tp",    "pp",     "zero",    "mbs",   "gbs"};
+  t.header = {"model", "system", "network", "nodes", "gpus", "dp", "tp", "pp"};
+  if (vp) t.header.push_back("vp");
+  if (cp) t.header.push_back("cp");
+  if (ep) t.header.insert(t.header.end(), {"ep", "expert_tp"});
+  t.header.insert(t.header.end(), {"zero", "mbs", "gbs"});
+  if (!human) t.header.push_back("pipeline_schedules");
   if (human) {
     t.header.insert(t.header.end(), {"iter", "tokens/s", "TFLOP/s/GPU", "MFU", "comm", "exposed",
                                      "bubble", "prof comm", "mem/GPU", "fits"});
@@ -495,10 +507,13 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
         std::to_string(sc.gpus()),
         std::to_string(p.dp),
         std::to_string(p.tp) + (p.sequence_parallel && human ? "sp" : ""),
-        std::to_string(p.pp),
-        std::to_string(p.zero),
-        std::to_string(p.micro_batch),
-        std::to_string(p.global_batch)};
+        std::to_string(p.pp)};
+    if (vp) row.push_back(std::to_string(p.virtual_stages));
+    if (cp) row.push_back(std::to_string(p.cp));
+    if (ep) row.insert(row.end(), {std::to_string(p.ep), std::to_string(p.expert_tp)});
+    row.insert(row.end(), {std::to_string(p.zero), std::to_string(p.micro_batch),
+                           std::to_string(p.global_batch)});
+    if (!human) row.push_back(std::to_string(p.pipeline_rounds));
     if (human) {
       auto pct = [&](double x) { return fmt::format("{:.1f}%", 100 * r.share(x)); };
       row.insert(

@@ -228,9 +228,13 @@ std::string render_across_ranks(const CrossRank& c) {
   Table clocks;
   clocks.header = {"rank", "offset_ms", "residual_us", "max_residual_us", "calls"};
   clocks.right.assign(5, true);
-  for (const auto& o : c.clocks)
-    clocks.add({std::to_string(o.rank), ms(o.offset_s), us(o.residual_s), us(o.max_residual_s),
+  // A rank with no call to pair with the reference's is not aligned: "-", not a perfect 0.
+  for (const auto& o : c.clocks) {
+    const bool aligned = o.rank == c.reference_rank || o.calls > 0;
+    clocks.add({std::to_string(o.rank), aligned ? ms(o.offset_s) : "-",
+                aligned ? us(o.residual_s) : "-", aligned ? us(o.max_residual_s) : "-",
                 std::to_string(o.calls)});
+  }
   std::string out = fmt::format(
       "\nClocks aligned on collective end times (reference rank {}; reference time = own time - "
       "offset)\n",
@@ -267,12 +271,15 @@ nlohmann::json across_ranks_json(const CrossRank& c) {
   nlohmann::json j;
   j["reference_rank"] = c.reference_rank;
   j["clocks"] = nlohmann::json::array();
-  for (const auto& o : c.clocks)
+  for (const auto& o : c.clocks) {
+    const bool aligned = o.rank == c.reference_rank || o.calls > 0;
+    auto value = [&](double v) { return aligned ? nlohmann::json(v) : nlohmann::json(); };
     j["clocks"].push_back({{"rank", o.rank},
-                           {"offset_s", o.offset_s},
-                           {"residual_s", o.residual_s},
-                           {"max_residual_s", o.max_residual_s},
+                           {"offset_s", value(o.offset_s)},
+                           {"residual_s", value(o.residual_s)},
+                           {"max_residual_s", value(o.max_residual_s)},
                            {"calls", o.calls}});
+  }
   j["arrivals"] = nlohmann::json::array();
   for (std::size_t i = 0; i < c.arrivals.size() && i < 1000; ++i) {
     const auto& a = c.arrivals[i];

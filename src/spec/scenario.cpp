@@ -809,7 +809,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     const std::int64_t tasks = std::int64_t{plan.pp} * plan.virtual_stages * plan.grad_accum;
     if (tasks > limits::kMaxPipelineTasks)
       return bad(
-          "--gradient-accumulation-steps",
+          in.global_batch ? "--global-batch-size" : "--gradient-accumulation-steps",
           fmt::format("PP x virtual stages x micro-batches at most {} (commscope's limit)",
                       limits::kMaxPipelineTasks),
           fmt::format("{} x {} x {} = {}", plan.pp, plan.virtual_stages, plan.grad_accum, tasks));

@@ -111,7 +111,10 @@ class GzSource : public Source {
     const int got = gzread(f_, out.tail(n), static_cast<unsigned>(n));
     out.commit(static_cast<std::size_t>(std::max(got, 0)));
     int code = Z_OK;
-    const char* msg = gzerror(f_, &code);
+    std::string_view msg = gzerror(f_, &code);
+    // zlib writes "<path>: <what>"; the reader's error names the path already.
+    if (const auto colon = msg.rfind(": "); colon != std::string_view::npos)
+      msg.remove_prefix(colon + 2);
     if (got < 0 || (code != Z_OK && code != Z_STREAM_END && code != Z_BUF_ERROR))
       return Error{fmt::format("corrupt gzip stream after {} uncompressed bytes: {}", total_, msg)};
     total_ += static_cast<std::size_t>(std::max(got, 0));
@@ -703,7 +706,11 @@ class Reader {
       }
       switch (mode) {
         case Mode::start:
-          if (c != '{') return bad(at, "expected a JSON object at the top level");
+          if (c != '{')
+            return bad(at, static_cast<unsigned char>(c) == 0x1f
+                               ? "expected a JSON object at the top level, got gzip's magic "
+                                 "bytes (a compressed trace is read when its name ends in .gz)"
+                               : "expected a JSON object at the top level");
           depth = 1;
           mode = Mode::key;
           break;

@@ -117,6 +117,25 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
       set.warnings.push_back(
           fmt::format("{}: rank {} is claimed by another trace too (traces of different jobs?)",
                       f.path, f.rank));
+  // Files of one job state one world size (a 2-rank and a 128-rank trace were aligned as
+  // ranks of one run, found by probing, 2026-11-30).
+  for (const auto& f : set.files)
+    if (f.world_size > 0 && set.files.front().world_size > 0 &&
+        f.world_size != set.files.front().world_size) {
+      set.warnings.push_back(fmt::format(
+          "{}: distributedInfo.world_size {} differs from {}'s {} (traces of different jobs?)",
+          f.path, f.world_size, set.files.front().path, set.files.front().world_size));
+      break;
+    }
+  if (options.rank >= 0 && set.files.size() == 1 && set.files[0].rank >= 0 &&
+      set.files[0].rank != options.rank && !set.files[0].own_format)
+    set.warnings.push_back(fmt::format("--rank {}: ignored; {} states rank {}", options.rank,
+                                       set.files[0].path, set.files[0].rank));
+  for (const auto& f : set.files)
+    if (f.timeline.events.empty())
+      set.warnings.push_back(fmt::format(
+          "{}: no GPU kernels or memory copies (a CPU-only capture?): every figure is zero",
+          f.path));
   if (options.rank >= 0 && set.files.size() == 1 && set.files[0].rank < 0 &&
       !set.files[0].own_format) {
     set_rank(set.files[0], options.rank);

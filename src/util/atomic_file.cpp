@@ -226,11 +226,30 @@ Status write_replacing(const std::string& path, const Plan& plan, std::string_vi
   return {};
 }
 
+// A folder can pass access() and still refuse new files: root passes every permission check,
+// and /proc or /sys take no new files. So a file is made and removed in the nearest folder that
+// exists (the one the temporary file, or the first missing folder, will be made in).
+Status probe_folder(const std::string& path, const std::string& dir) {
+  fs::path d = dir;
+  struct stat st {};
+  while (::stat(d.c_str(), &st) != 0 && d.has_parent_path() && d.parent_path() != d)
+    d = d.parent_path();
+  if (::stat(d.c_str(), &st) != 0) d = ".";
+  std::string probe = (d / ".commscope-probe.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    return Error{fmt::format("{}: cannot create a file in folder {}: {}", path, d.string(),
+                             std::strerror(errno))};
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
+}
+
 }  // namespace
 
 Status check_output_path(const std::string& path) {
-  auto plan = plan_for(path);
-  if (!plan.ok()) return plan.error();
+  CS_ASSIGN_OR_RETURN(Plan plan, plan_for(path));
+  if (plan.kind == Kind::file) return probe_folder(path, parent_of(plan.target));
   return {};
 }
 

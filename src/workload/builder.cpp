@@ -1015,8 +1015,10 @@ class Builder {
     Op fa = elementwise(cross ? "cross_flash_attn" : "flash_attn", ComputeClass::attention, layer,
                         0, 0, 0);
     fa.flops = fwd;
-    // The shape in PaLM's terms (queries, keys, q width) for the model-FLOP count (MFU).
-    fa.m = b_ * s_q, fa.n = s_kv, fa.k = static_cast<std::int64_t>(q_w);
+    // The shape in PaLM's terms (queries, keys, width) for the model-FLOP count (MFU): 4 m n k
+    // forward is 2 m n q_w for the scores and 2 m n o_w for the context, so k is the mean of
+    // the two widths (they differ under latent attention: 192 and 128 per head in DeepSeek-V3).
+    fa.m = b_ * s_q, fa.n = s_kv, fa.k = static_cast<std::int64_t>(std::llround((q_w + o_w) / 2));
     fa.mem_bytes = a_ * (Q + K + V + O) + 4.0 * rows;
     Step st = compute(fa, bias_grads);
     st.backward_flops = 2.5 * fwd;

@@ -122,14 +122,34 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
 
 FlopCount iteration_flops(const Workload& w) {
   FlopCount f;
+  const ParallelPlan& plan = w.scenario.plan;
   for (const Role& r : w.roles) {
     double model = 0, recompute = 0;
     for (const Chunk& ch : r.chunks)
-      for (const OpList* list : {&ch.forward, &ch.backward})
+      for (const OpList* list : {&ch.forward, &ch.backward}) {
+        // A rank's routed-expert GEMMs take the busiest EP rank's rows (routing imbalance) or
+        // rows padded to capacity, which its time must pay. Over all ranks, though, the
+        // tokens x top-k rows are the useful work (model FLOPs: imbalance moves tokens between
+        // ranks, padding adds none), and the mean rank's rows the work done (hardware FLOPs:
+        // padded rows are computed on every rank). The router's rows are the rank's tokens.
+        double tokens = 0;
+        for (const Op& op : list->ops())
+          if (op.name == "moe_router" && op.compute == ComputeClass::gemm) {
+            tokens = static_cast<double>(op.m);
+            break;
+          }
         for (const Op& op : list->ops()) {
           if (!op.is_matmul()) continue;
-          double runs = static_cast<double>(
-              runs_per_iteration(op, w.microbatches, w.scenario.plan.pipeline_rounds));
+          double runs =
+              static_cast<double>(runs_per_iteration(op, w.microbatches, plan.pipeline_rounds));
+          if (tokens > 0 && op.m > 0 && (op.name == "expert_in" || op.name == "expert_out")) {
+            const double rows = static_cast<double>(op.m) / std::max(plan.expert_tp, 1);
+            const double useful = tokens * w.scenario.model.experts_per_token;
+            const double done = plan.moe_pad_to_capacity ? rows : std::min(rows, useful);
+            (op.phase == Phase::recompute ? recompute : model) += op.flops * runs * useful / rows;
+            recompute += op.flops * runs * (done - useful) / rows;
+            continue;
+          }
           if (op.compute == ComputeClass::attention && op.phase != Phase::recompute &&
               (op.name == "flash_attn" || op.name == "cross_flash_attn")) {
             // Model FLOPs as PaLM counts attention (4 s_q s_kv per q channel forward, twice
@@ -143,6 +163,7 @@ FlopCount iteration_flops(const Workload& w) {
           }
           (op.phase == Phase::recompute ? recompute : model) += op.flops * runs;
         }
+      }
     f.model += model * r.ranks;
     f.hardware += (model + recompute) * r.ranks;
   }

@@ -35,7 +35,7 @@ commscope::Collective kind(const std::string& name) {
   for (auto c :
        {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
         Collective::broadcast, Collective::reduce, Collective::all_to_all, Collective::send})
-    if (to_string(c) == name) return c;
+    if ((c == Collective::send ? "sendrecv" : to_string(c)) == name) return c;
   ADD_FAILURE() << name;
   return Collective::all_reduce;
 }
@@ -80,6 +80,8 @@ TEST(Bench, BadFlagsAreRefusedBeforeLaunch) {
       {"-- -f nan", "-f: expected a finite factor"},
       {"-- -f inf", "-f: expected a finite factor"},
       {"-- -f -0.5", "-f: expected a finite factor"},
+      {"-- -f -2.5", "-f: expected a whole number of bytes"},
+      {"--ranks 1 -- --split node", "--split node: expected at least 2 ranks, got 1"},
       {"-- -n 0", "-n: expected"},
       {"-- -n -5", "-n: expected"},
       {"-- -w -1", "-w: expected"},
@@ -291,6 +293,34 @@ TEST(Bench, TableHasTheNcclTestsShape) {
   EXPECT_EQ(rows, 2 * 3);  // 8, 64, 512 bytes each
   EXPECT_EQ(oob, 2);
   EXPECT_EQ(avg, 2);
+}
+
+// -c 0 leaves the results unchecked: nccl-tests prints N/A in #wrong, so does the table; JSON
+// says null (0 would claim a check that passed). The send/receive pair is named as
+// --collectives and nccl-tests' sendrecv_perf name it.
+TEST(Bench, UncheckedResultsSayNotApplicable) {
+  Outcome t = run("--ranks 2 -- -b 8 -e 64 -f 8 -n 1 -w 0 --collectives sendrecv -c 0");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("# sendrecv over 2 ranks (world)"), std::string::npos) << t.out;
+  std::istringstream in(t.out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    std::vector<std::string> cols{std::istream_iterator<std::string>(f), {}};
+    ASSERT_EQ(cols.size(), 13u) << line;
+    EXPECT_EQ(cols[8], "N/A") << line;
+    EXPECT_EQ(cols[12], "N/A") << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+  Outcome j = run("--ranks 2 -- -b 64 -e 64 -n 1 -w 0 --collectives all_reduce -c 0 --format json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["results"].size(), 1u);
+  EXPECT_TRUE(doc["results"][0]["out_of_place"]["wrong"].is_null()) << j.out;
+  EXPECT_TRUE(doc["results"][0]["in_place"]["wrong"].is_null()) << j.out;
 }
 
 }  // namespace

@@ -156,6 +156,18 @@ def test_generic_run_and_argv(cli, commscope):
         "describe", "--nodes", "2", "--format", "json")
 
 
+def test_diff_takes_its_two_traces_as_separate_values(commscope):
+    # Found by probing, 2026-11-30: diff=[a, b] became "--diff=a,b", one value, and the CLI
+    # refused it ("At least 2 required but received 1").
+    assert commscope.argv("analyze", diff=["a.json", "b.json"]) == [
+        "analyze", "--diff", "a.json", "b.json"]
+    same = commscope.analyze([], diff=[NCCL_TRACE, NCCL_TRACE])
+    assert same["total"]["delta_wall_s"] == 0
+    assert same["calls_compared"] > 0
+    with pytest.raises(commscope.Error):
+        commscope.analyze([], diff=[])
+
+
 def test_load_trace_matches_analyze(commscope):
     trace = commscope.load_trace(NCCL_TRACE)
     analysis = commscope.analyze(NCCL_TRACE)

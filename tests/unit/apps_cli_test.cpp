@@ -412,6 +412,76 @@ TEST_F(Cli, OutputsAreCheckedFirstAndDistinct) {
   EXPECT_EQ(run("predict -o /dev/null --trace /dev/null").status, 0);
 }
 
+// The plan's vp, cp, ep and expert_tp are columns: always in CSV (as describe's), in the table
+// where a row has one above 1 (found by probing, 2026-11-30: a --vp 2,4 sweep printed two rows
+// with the same plan columns and different times).
+TEST_F(Cli, PredictTablesNameEveryPlanSize) {
+  const std::string sweep =
+      "predict --model llama3-8b --system dgx-h100 --gpus 8 --pp 4 --vp 2,4 --schedule "
+      "interleaved --micro-batch-size 1 --global-batch-size 16";
+  Outcome csv = run(sweep + " --format csv");
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  std::istringstream in(csv.out);
+  std::string header, a, b;
+  std::getline(in, header);
+  std::getline(in, a);
+  std::getline(in, b);
+  EXPECT_EQ(header.rfind("model,system,network,nodes,gpus,dp,tp,pp,vp,cp,ep,expert_tp,zero,mbs,"
+                         "gbs,pipeline_schedules,",
+                         0),
+            0u)
+      << header;
+  EXPECT_NE(a.find(",4,2,1,1,1,"), std::string::npos) << a;  // pp 4, vp 2, cp, ep, expert_tp 1
+  EXPECT_NE(b.find(",4,4,1,1,1,"), std::string::npos) << b;
+  Outcome table = run(sweep);
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find(" vp "), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find(" cp "), std::string::npos) << table.out;
+  Outcome plain = run("predict");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.out.find(" vp "), std::string::npos) << plain.out;
+}
+
+// An output that names one of the inputs is refused before anything is written, in every verb
+// that reads files (found by probing, 2026-11-30: `analyze t.json.gz -o t.json.gz` replaced the
+// trace with its table; `fit log -o log`, `validate m.csv -o m.csv` and `report dir -o
+// dir/characterize.json` did the same to their inputs).
+TEST_F(Cli, OutputThatIsAnInputIsRefused) {
+  auto copy = [&](const std::string& from, const std::string& name) {
+    const fs::path to = dir_ / name;
+    fs::copy_file(from, to);
+    return to.string();
+  };
+  const std::string trace =
+      copy(COMMSCOPE_SOURCE_DIR "/data/traces/trace_filter_sampled_rank-0.json.gz", "t.json.gz");
+  const std::string log =
+      copy(COMMSCOPE_SOURCE_DIR "/tests/data/nccl-tests/a3mega-h100-2x8-all_reduce.txt", "log.txt");
+  const std::string csv = copy(COMMSCOPE_SOURCE_DIR "/data/validation-comm/training.csv", "m.csv");
+  const fs::path link = dir_ / "link.json.gz";
+  fs::create_symlink(trace, link);
+  fs::create_directories(dir_ / "char");
+  const std::string char_json = copy(
+      COMMSCOPE_SOURCE_DIR "/tests/data/characterize/characterize.json", "char/characterize.json");
+  for (const auto& [args, input] : std::vector<std::pair<std::string, std::string>>{
+           {"analyze " + trace + " -o " + trace, trace},
+           {"analyze " + link.string() + " --output=" + trace, trace},
+           {"analyze " + trace + " " + trace + " --html " + trace, trace},
+           {"fit " + log + " -o " + log, log},
+           {"validate " + csv + " -o " + csv, csv},
+           {"report " + (dir_ / "char").string() + " -o " + char_json, char_json}}) {
+    const std::string before = slurp(input);
+    Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << args << ": " << o.err;
+    EXPECT_NE(o.err.find("expected a file other than the inputs"), std::string::npos) << o.err;
+    EXPECT_EQ(lines(o.err), 1) << o.err;
+    EXPECT_EQ(slurp(input), before) << args;
+  }
+  // Another file, or one written twice, is an output as before.
+  const std::string out = (dir_ / "out.txt").string();
+  EXPECT_EQ(run("analyze " + trace + " -o " + out).status, 0);
+  EXPECT_EQ(run("analyze " + trace + " -o " + out).status, 0);
+}
+
 // Found by probing, 2026-11-30: `--sequence-parallel=false` turned sequence parallelism on, and
 // an option given no value took the next option as it (`--html --format=json` wrote a file named
 // "--format=json").

@@ -413,6 +413,11 @@ TEST(HtmlPages, CharacterizeErrorsNameTheField) {
        "field 'runs[0].measured.exposed_comm_s': expected at most iteration_s (0.4421), got 5"},
       {"/runs/0/predicted/compute_s", 1.0,
        "field 'runs[0].predicted.compute_s': expected at most iteration_s (0.45978), got 1"},
+      {"/runs/0/measured/profiler_comm_s", 50.0,
+       "field 'runs[0].measured.profiler_comm_s': expected at most iteration_s (0.4421), got 50"},
+      {"/runs/0/measured/overlapped_comm_s", 0.3,
+       "field 'runs[0].measured.overlapped_comm_s': expected at most profiler_comm_s (0.0638), got "
+       "0.3"},
       {"/runs/0/measured/iteration_s", 1e308,
        "field 'runs[0].measured.iteration_s': expected at most 1e6 seconds, got 1e+308"},
       // figures that contradict the others (found by probing, 2026-11-30)

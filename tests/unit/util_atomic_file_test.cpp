@@ -122,6 +122,24 @@ TEST_F(OutputFile, DirectoryIsRefusedWithOneLine) {
   EXPECT_FALSE(check_output_path("").ok());
 }
 
+// A folder that passes access() for root but takes no new file (procfs) is refused by the
+// check, so a long verb (train) fails before it starts, not after it has run.
+TEST_F(OutputFile, FolderThatTakesNoNewFileIsRefusedByTheCheck) {
+  struct stat st {};
+  if (::stat("/proc/version", &st) != 0 || !S_ISREG(st.st_mode))
+    GTEST_SKIP() << "no /proc/version here";
+  for (const std::string p : {"/proc/version", "/proc/commscope-new.json"}) {
+    Status c = check_output_path(p);
+    ASSERT_FALSE(c.ok()) << p;
+    EXPECT_NE(c.error().message.find("cannot create a file in folder /proc"), std::string::npos)
+        << c.error().message;
+    EXPECT_FALSE(write_file_atomic(p, "x").ok()) << "the check agrees with the write";
+  }
+  // The probe file the check makes in a writable folder does not stay.
+  ASSERT_TRUE(check_output_path(dir_ / "sub" / "new.json").ok());
+  EXPECT_TRUE(entries().empty());
+}
+
 TEST_F(OutputFile, DevNullStaysACharacterDevice) {
   // First a private copy of /dev/null (made with mknod, as root), so that a broken writer
   // replaces that and not the machine's /dev/null.

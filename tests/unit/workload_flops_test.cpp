@@ -101,5 +101,52 @@ TEST(Flops, CausalFlashAttentionBelowModelFlops) {
   EXPECT_EQ(standard.out.find("below model FLOPs"), std::string::npos) << standard.out;
 }
 
+// Routing imbalance gives the busiest EP rank more rows, and every rank's program is that rank's
+// (its time must pay them); but over all ranks the tokens x top-k rows are the same, so model
+// FLOPs (MFU's numerator) do not move and hardware FLOPs stay the mean rank's. Padding to
+// capacity adds hardware FLOPs only. (Found by probing, 2026-11-30: imbalance 4 made Mixtral's
+// 82.9 GFLOP per token 285.9, above 6 x its 46.7B parameters, and raised MFU as the run slowed.)
+TEST(Flops, MoeImbalanceAndPaddingAreNoModelFlops) {
+  auto flops = [](double imbalance, double capacity, bool pad) {
+    PlanInput p = plan(16, 2, 1, 1, 64);
+    p.ep = 8;
+    p.sequence_parallel = true;
+    p.moe_routing_imbalance = imbalance;
+    if (capacity > 0) p.moe_capacity_factor = capacity;
+    if (pad) p.moe_pad_to_capacity = true;
+    return iteration_flops(build_workload(scenario("mixtral-8x7b", "dgx-h100", p)));
+  };
+  const FlopCount even = flops(1, 0, false);
+  for (double imbalance : {2.0, 4.0}) {
+    SCOPED_TRACE(imbalance);
+    const FlopCount f = flops(imbalance, 0, false);
+    EXPECT_NEAR(f.model / even.model, 1.0, 1e-12);
+    EXPECT_NEAR(f.hardware / even.hardware, 1.0, 1e-12);
+  }
+  // Padded to capacity 2: every expert computes twice its even share of rows.
+  const FlopCount padded = flops(1, 2, true);
+  EXPECT_NEAR(padded.model / even.model, 1.0, 1e-12);
+  EXPECT_GT(padded.hardware, even.hardware * 1.2);
+  // Mixtral 8x7B: 6 x the 12.9B active matmul weights plus attention, about 83 GFLOP per token
+  // at 4096 tokens (within 6 x 46.7B = 280 whatever the routing).
+  const double tokens = 64.0 * 4096;
+  EXPECT_GT(even.model / tokens, 75e9);
+  EXPECT_LT(even.model / tokens, 90e9);
+}
+
+// Latent attention's scores are qk = 192 channels a head wide and its context v = 128: PaLM's
+// count is 2 s^2 (qk + v) a head forward, whichever kernel runs it, so DeepSeek-V3's model FLOPs
+// are the same under FlashAttention and the standard core (the fused path counted the context
+// 192 wide: 4.3% more FLOPs, found by probing, 2026-11-30).
+TEST(Flops, LatentAttentionModelFlopsIgnoreTheKernel) {
+  auto model = [](AttentionKernel k) {
+    PlanInput p = plan(64, 1, 1, 1, 64);
+    p.ep = 64;
+    p.attention = k;
+    return iteration_flops(build_workload(scenario("deepseek-v3", "dgx-h100", p))).model;
+  };
+  EXPECT_NEAR(model(AttentionKernel::flash) / model(AttentionKernel::standard), 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace commscope

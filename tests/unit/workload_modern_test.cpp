@@ -1235,7 +1235,7 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
       "--decoder-last-pipeline-num-layers 7");
   EXPECT_EQ(d.status, 0) << d.err;
   EXPECT_NE(d.out.find("kernels: attention flash (cuDNN's fused kernel), FP8 GEMMs (Transformer "
-                       "Engine); layers per stage 7, 8 x14, 7\n"),
+                       "Engine); layers per stage 7, 14x8, 7\n"),
             std::string::npos)
       << d.out;
   testing::Outcome plain = testing::run_shell(std::string(COMMSCOPE_BIN) + " describe");

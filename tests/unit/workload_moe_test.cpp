@@ -258,6 +258,23 @@ TEST(Moe, AllToAllBytesPerLayerAreTheClosedForm) {
   }
 }
 
+// A capacity factor cuts the busiest rank's rows, but Megatron-LM's capacity is a ceil: at least
+// one token per expert, padded or not (a factor of 1e-9 without padding left 0-byte all-to-alls,
+// found by probing, 2026-11-30). Rows are tokens x top-k x min(imbalance, factor) above that.
+TEST(Moe, CapacityKeepsOneTokenPerExpert) {
+  ParallelPlan p;
+  p.moe_capacity_factor = 1e-9;
+  EXPECT_DOUBLE_EQ(p.moe_routed_rows(4096, 2, 8), 8.0);
+  p.moe_pad_to_capacity = true;
+  EXPECT_DOUBLE_EQ(p.moe_routed_rows(4096, 2, 8), 8.0);
+  p.moe_pad_to_capacity = false;
+  p.moe_capacity_factor = 1.25;
+  p.moe_routing_imbalance = 2;
+  EXPECT_DOUBLE_EQ(p.moe_routed_rows(4096, 2, 8), 4096 * 2 * 1.25);
+  p.moe_routing_imbalance = 1.1;
+  EXPECT_DOUBLE_EQ(p.moe_routed_rows(4096, 2, 8), 4096 * 2 * 1.1);
+}
+
 // Latent attention under TP 2 with sequence parallelism, as Megatron-Core's MLASelfAttention
 // runs it: the duplicated down-projections on the rank's sequence shard, then the query latent,
 // the key/value latent and the rotary key gathered (b s x 1536, 512, 64 elements), their

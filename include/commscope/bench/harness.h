@@ -42,7 +42,7 @@ struct Measure {
   double time_s = 0;  // the slowest rank's time per iteration (what the collective costs)
   double time_min_s = 0, time_avg_s = 0, time_max_s = 0;  // over ranks
   double algbw = 0, busbw = 0;
-  long wrong = 0;
+  long wrong = 0;  // values that differ from the expected result; -1: not checked (-c 0)
 };
 
 struct Row {
@@ -74,6 +74,10 @@ struct P2PRow {
 std::vector<P2PRow> run_p2p(const Options& o, MPI_Comm comm, int window = 64);
 std::string render_osu(const std::vector<P2PRow>& rows);
 
+// A row's collective as --collectives and nccl-tests name it: "sendrecv" for the send/receive
+// pair (sendrecv_perf), which the rows carry as Collective::send.
+std::string_view collective_name(Collective c);
+
 // nccl-tests' table for one collective, with the "#wrong" and average bus bandwidth lines:
 // the header, one line per row, the footer (render_nccl_tests is the three together).
 std::string render_nccl_header(Collective c, int ranks, const std::string& group);
@@ -81,6 +85,8 @@ std::string render_nccl_row(const Row& r);
 // The row's redop column as nccl-tests prints it: the operation for all-reduce, reduce and
 // reduce-scatter, "none" for the collectives that reduce nothing.
 std::string_view redop_name(const Row& r);
+// The row's wrong values, in and out of place; a measure not checked (-c 0) counts none.
+long wrong_values(const Row& r);
 std::string render_nccl_footer(const std::vector<Row>& rows);
 std::string render_nccl_tests(const std::vector<Row>& rows, Collective c);
 

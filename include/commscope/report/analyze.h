@@ -38,6 +38,9 @@ Distribution distribution(std::vector<double> v);
 
 struct CollectiveStats {
   Collective collective = Collective::all_reduce;
+  // false: a collective commscope has no kind for (PyTorch's gather, scatter, barrier,
+  // coalesced): its row has the trace's name, kind "other", no bus bandwidth.
+  bool known = true;
   std::string name;  // as the trace calls it ("allreduce")
   std::size_t calls = 0;
   double total_s = 0;

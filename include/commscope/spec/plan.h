@@ -434,10 +434,15 @@ struct ParallelPlan {
   // rank routed top_k over `experts`: tokens x top_k x the load factor; padded to capacity,
   // experts x min(capacity, tokens) with Megatron-LM's capacity ceil(tokens x top_k / experts x
   // the capacity factor) (get_capacity; above the tokens, every token goes to every expert).
+  // Dropping without padding keeps at least that capacity's one token per expert, as
+  // Megatron-LM's ceil does (a tiny factor cut every expert to zero rows).
   double moe_routed_rows(double tokens, int top_k, int experts) const {
-    if (!moe_pad_to_capacity || moe_capacity_factor <= 0 || experts <= 0)
-      return tokens * top_k * moe_load_factor();
+    if (moe_capacity_factor <= 0 || experts <= 0) return tokens * top_k * moe_load_factor();
     const double capacity = std::ceil(tokens * top_k / experts * moe_capacity_factor);
+    if (!moe_pad_to_capacity)
+      return std::min(
+          tokens * top_k * moe_routing_imbalance,
+          std::max(tokens * top_k * moe_load_factor(), experts * std::min(1.0, tokens)));
     return experts * std::min(capacity, tokens);
   }
   DType dtype() const { return compute_dtype(precision); }

@@ -27,10 +27,11 @@ inline constexpr int kFifoReaderWaitSeconds = 30;
 // Writes `content` to `path` by the rules above. Errors name the path: "<path>: <why>".
 Status write_file_atomic(const std::string& path, std::string_view content);
 
-// Says now whether write_file_atomic(path, ...) could succeed, without creating or changing
-// anything: verbs call it before long work so that a bad -o fails in a second, not after it.
-// Checks the kind of thing the path names, that a dangling link or a non-folder does not stand
-// in the way of the parent folders, and that the folder to be written is writable.
+// Says now whether write_file_atomic(path, ...) could succeed, changing nothing that stays:
+// verbs call it before long work so that a bad -o fails in a second, not after it. Checks the
+// kind of thing the path names, that a dangling link or a non-folder does not stand in the way
+// of the parent folders, and that the nearest existing folder takes a new file: one is made
+// there and removed at once (root passes access(), and /proc or /sys take no new files).
 Status check_output_path(const std::string& path);
 
 }  // namespace commscope
