@@ -98,7 +98,14 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
     else
       set.bad.push_back(r.error().message);
   }
-  if (!set.bad.empty() && (options.strict || set.files.empty())) return Error{set.bad.front()};
+  // The first file's error, and how many others failed (a folder of bad files named only its
+  // first, found by probing, 2026-11-30).
+  if (!set.bad.empty() && (options.strict || set.files.empty()))
+    return Error{set.bad.size() == 1
+                     ? set.bad.front()
+                     : fmt::format("{} (and {} other trace{} could not be read either)",
+                                   set.bad.front(), set.bad.size() - 1,
+                                   set.bad.size() == 2 ? "" : "s")};
 
   // Ranks: distributedInfo, the file name, --rank, else the first free numbers.
   for (const auto& f : set.files) {

@@ -159,6 +159,15 @@ TEST_F(CliAnalyze, BadInputs) {
   EXPECT_NE(broken.err.find("gzip stream"), std::string::npos) << broken.err;
   const std::string name = "broken.json.gz";
   EXPECT_EQ(broken.err.find(name), broken.err.rfind(name)) << broken.err;
+  // A folder of bad traces names the first and counts the others.
+  fs::create_directories(dir_ / "bad");
+  for (const char* f : {"a.json", "b.json", "c.json"}) std::ofstream(dir_ / "bad" / f) << "x";
+  Outcome folder = run("analyze " + (dir_ / "bad").string());
+  EXPECT_EQ(folder.status, 2);
+  EXPECT_EQ(lines(folder.err), 1) << folder.err;
+  EXPECT_NE(folder.err.find("a.json: byte 0"), std::string::npos) << folder.err;
+  EXPECT_NE(folder.err.find("(and 2 other traces could not be read either)"), std::string::npos)
+      << folder.err;
 }
 
 // --convention hta: HTA 0.6.1's figures for its own trace (measured with HTA, quoted in issue
