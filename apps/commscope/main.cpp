@@ -82,7 +82,8 @@ std::vector<std::string>& command_args() {
 }
 }  // namespace
 
-Status check_not_an_input(const std::string& flag, const std::string& path) {
+Status check_not_an_input(const std::string& flag, const std::string& path,
+                          const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (path.empty() || !fs::is_regular_file(path, ec)) return {};
@@ -111,6 +112,8 @@ Status check_not_an_input(const std::string& flag, const std::string& path) {
         input = word;
     }
   }
+  for (const std::string& other : inputs)
+    if (fs::is_regular_file(other, ec) && fs::equivalent(other, path, ec)) input = other;
   if (!input.empty())
     return Error{fmt::format(
         "{}: expected a file other than the inputs, got '{}' (it is the input '{}', which "
@@ -119,7 +122,8 @@ Status check_not_an_input(const std::string& flag, const std::string& path) {
   return {};
 }
 
-Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                     const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   std::vector<std::pair<std::string, fs::path>> files;  // (flag, the file it names)
   for (const auto& [flag, path] : outputs) {
@@ -142,7 +146,7 @@ Status check_outputs(const std::vector<std::pair<std::string, std::string>>& out
   }
   // Then inputs: the outputs now name distinct files, so no output's word is taken for one.
   for (const auto& [flag, path] : outputs)
-    if (Status s = check_not_an_input(flag, path); !s.ok()) return s;
+    if (Status s = check_not_an_input(flag, path, inputs); !s.ok()) return s;
   return {};
 }
 

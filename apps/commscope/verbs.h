@@ -52,10 +52,14 @@ int emit(const std::string& text, const std::string& output_path);
 // check_output_path says (the error prefixed by its flag), and no two naming the same file
 // (-o x --trace x kept one of them; a device or FIFO may take several). `outputs`: (flag, path)
 // pairs; empty paths are left out.
-Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
+// `inputs`: files the verb reads that its command line does not name (report's folder's
+// characterize.json), refused as outputs as check_not_an_input refuses the named ones.
+Status check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                     const std::vector<std::string>& inputs = {});
 // An output that is also one of the command's inputs (a word of its command line, or the
 // value of --flag=value, naming the same existing file) is refused: writing it would replace
 // the trace, log or table read. check_outputs and emit check it; `flag` leads the error.
-Status check_not_an_input(const std::string& flag, const std::string& path);
+Status check_not_an_input(const std::string& flag, const std::string& path,
+                          const std::vector<std::string>& inputs = {});
 
 }  // namespace commscope::cli

@@ -11,6 +11,7 @@
 #include "commscope/comm/collectives.h"
 #include "commscope/comm/mpi.h"
 #include "commscope/comm/partition.h"
+#include "commscope/launch/bench_flags.h"
 
 namespace commscope::bench {
 
@@ -41,13 +42,6 @@ int element_bytes(DataType d) {
 }
 
 namespace {
-// The size after b, as nccl-tests steps: times the factor (from 0: 1 first, which a factor
-// cannot leave), or plus -factor bytes (-f -16 from 0: 16, 32, 48, 64; it went 1, 17, ... and
-// left the last size out, found by probing, 2026-11-30).
-double next_size(double b, double factor) {
-  if (factor > 1) return b < 1 ? 1 : b * factor;
-  return b + std::max(1.0, -factor);
-}
 
 MPI_Datatype mpi_type(DataType d) {
   return d == DataType::f32 ? MPI_FLOAT : d == DataType::f64 ? MPI_DOUBLE : MPI_INT;
@@ -346,7 +340,8 @@ std::vector<Row> run(const Options& o, MPI_Comm comm) {
       continue;
     std::size_t last = SIZE_MAX;
     for (double b = static_cast<double>(o.min_bytes);
-         b <= static_cast<double>(o.max_bytes) * 1.0000001; b = next_size(b, o.factor)) {
+         b <= static_cast<double>(o.max_bytes) * 1.0000001;
+         b = launch::next_bench_size(b, o.factor)) {
       std::size_t count = static_cast<std::size_t>(b) / elem;
       if (count == last) continue;
       last = count;
@@ -380,7 +375,8 @@ std::vector<P2PRow> run_p2p(const Options& o, MPI_Comm comm, int window) {
                std::max<std::size_t>(kWindowBytes, o.max_bytes)));
   char ack = 0;
   for (double b = static_cast<double>(o.min_bytes);
-       b <= static_cast<double>(o.max_bytes) * 1.0000001; b = next_size(b, o.factor)) {
+       b <= static_cast<double>(o.max_bytes) * 1.0000001;
+       b = launch::next_bench_size(b, o.factor)) {
     const auto bytes = static_cast<std::size_t>(b);
     const int c = static_cast<int>(bytes);
     P2PRow r;

@@ -103,6 +103,11 @@ bool parse_bench_size(const std::string& s, std::uint64_t& out) {
   return true;
 }
 
+double next_bench_size(double b, double factor) {
+  if (factor > 1) return b < 1 ? 1 : b * factor;
+  return b + std::max(1.0, -factor);
+}
+
 Result<BenchSweep> check_bench_flags(const BenchFlags& f, int ranks) {
   BenchSweep s;
   const std::string size_help = "a size such as 8, 64K, 1M or 1G";
@@ -205,9 +210,7 @@ Result<BenchSweep> check_bench_flags(const BenchFlags& f, int ranks) {
   const std::uint64_t elem = static_cast<std::uint64_t>(s.element_bytes);
   std::uint64_t last = UINT64_MAX;
   for (double b = static_cast<double>(s.min_bytes); b <= hi * 1.0000001;
-       b = b < 1          ? 1
-           : f.factor > 1 ? b * f.factor
-                          : b + std::max(1.0, -f.factor)) {
+       b = next_bench_size(b, f.factor)) {
     const std::uint64_t count = static_cast<std::uint64_t>(b) / elem;
     if (count != last) ++s.sizes;
     last = count;

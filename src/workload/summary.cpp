@@ -133,11 +133,12 @@ FlopCount iteration_flops(const Workload& w) {
         // ranks, padding adds none), and the mean rank's rows the work done (hardware FLOPs:
         // padded rows are computed on every rank). The router's rows are the rank's tokens.
         double tokens = 0;
-        for (const Op& op : list->ops())
-          if (op.name == "moe_router" && op.compute == ComputeClass::gemm) {
-            tokens = static_cast<double>(op.m);
-            break;
-          }
+        if (w.scenario.model.moe())  // (dense models skip the scan: predict's and plan's path)
+          for (const Op& op : list->ops())
+            if (op.name == "moe_router" && op.compute == ComputeClass::gemm) {
+              tokens = static_cast<double>(op.m);
+              break;
+            }
         for (const Op& op : list->ops()) {
           if (!op.is_matmul()) continue;
           double runs =

@@ -60,6 +60,12 @@ struct BenchSweep {
   int sizes = 0;                        // sizes in one collective's sweep
 };
 
+// The size after b, as nccl-tests steps: times the factor (from 0: 1 first, which a factor
+// cannot leave), or plus -factor bytes (-f -16 from 0: 16, 32, 48, 64; it went 1, 17, ... and
+// left the last size out, found by probing, 2026-11-30). The harness's sweep and the flag
+// check's count of its sizes both step by it.
+double next_bench_size(double b, double factor);
+
 // Checks every flag: sizes (8, 64K, 1M, 1G; -b <= -e <= kMaxBytes), -f finite and above 1 (or
 // at most -1: a step of that many bytes), at most kMaxSizesPerSweep sizes, -n 1..kMaxIters,
 // -w 0..kMaxIters, the names of -d, -o, --format, --split and --collectives, -c 0|1,
