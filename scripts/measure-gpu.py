@@ -9,7 +9,7 @@ Writes into DIR:
   kernels.csv   kind,shape,dtype,seconds,tflops,gbs: bf16 and fp8 matrix products, FlashAttention
                 and cuDNN attention forward and forward+backward, a device copy, the launch cost
                 of a tiny kernel
-  runs.csv      commscope's validate CSV (model, system, gpus, micro_batch, global_batch,
+  runs.csv      commscope's validate CSV (model, system (--system, else the GPU's preset), gpus, micro_batch, global_batch,
                 seq_length, precision, recompute, attention, measured_s, measured_memory_gib:
                 PyTorch's peak allocated memory, outcome: ran, notes: the spread of the timed
                 steps)
@@ -462,6 +462,23 @@ def device_info():
     return info
 
 
+def longer(cfg, factor):
+    """The model at `factor` times its sequence length."""
+    return dict(cfg, seq_length=cfg["seq_length"] * factor)
+
+
+def system_preset(gpu_name):
+    """commscope's system preset for a GPU named as CUDA names it, or None."""
+    name = gpu_name.upper()
+    if "H200" in name:
+        return "dgx-h200"
+    if "H100" in name:
+        return "dgx-h100"
+    if "A100" in name:
+        return "dgx-a100-80gb" if "80GB" in name else "dgx-a100-40gb"
+    return "cpu-host" if DEV == "cpu" else None
+
+
 GPT2_XL = dict(kind="gpt", layers=48, hidden=1600, heads=25, ffn=6400, vocab=50257, seq_length=1024)
 LLAMA32_1B = dict(kind="llama", layers=16, hidden=2048, heads=32, kv_heads=8, ffn=8192, vocab=128256,
                   seq_length=4096)
@@ -479,6 +496,8 @@ def main():
     ap.add_argument("--trace-rows", default="0", help="rows whose two steps are traced [0]")
     ap.add_argument("--kernels", choices=["megatron", "eager"], default="megatron",
                     help="the training runs' attention, loss and SwiGLU forms (see KERNELS)")
+    ap.add_argument("--system", help="the commscope system preset the runs' CSV names [from the GPU's "
+                    "name: dgx-h100 for an H100, dgx-h200 for an H200, dgx-a100-80gb or -40gb for an A100]")
     args = ap.parse_args()
     global KERNELS
     KERNELS = args.kernels
@@ -496,6 +515,10 @@ def main():
                 print(r, flush=True)
     if args.skip_runs:
         return
+    system = args.system or system_preset(device_info().get("name", ""))
+    if not system:
+        sys.exit(f"measure-gpu.py: --system: expected the commscope system preset of this GPU, got none "
+                 f"(no preset is known for '{device_info().get('name', DEV)}')")
     gpt, llama = (TINY, TINY_LLAMA) if args.quick else (GPT2_XL, LLAMA32_1B)
     gname, lname = ("tiny", "tiny-llama") if args.quick else ("gpt2-xl", "llama3.2-1b")
     steps, warm = (2, 1) if args.quick else (10, 3)
@@ -521,6 +544,28 @@ def main():
         # Added after the first runs: the edge between micro-batch 16 (ran) and 20 (did not).
         (gname, gpt, 18, 18, False, True),
         (gname, gpt, 19, 19, False, True),
+        # Added for the H200 (139.8 GiB usable): plans near its memory by commscope's count on
+        # dgx-h200 (gpt2-xl flash 32 and 40: 112.5 and 134.8 GiB; standard 12: 127.0; Llama 12
+        # and 14: 109.6 and 124.8), then three above it, last (Llama 16: 140.0; gpt2-xl flash 44:
+        # 146.0; standard 14: 144.2). On an 80 GB GPU each of these runs out of memory.
+        (gname, gpt, 32, 32, False, True),
+        (gname, gpt, 40, 40, False, True),
+        (gname, gpt, 12, 12, False, False),
+        (lname, llama, 12, 12, False, True),
+        (lname, llama, 14, 14, False, True),
+        (lname, llama, 16, 16, False, True),
+        (gname, gpt, 44, 44, False, True),
+        (gname, gpt, 14, 14, False, False),
+        # Added for long sequences (FlashAttention's memory is linear in the sequence, its time
+        # quadratic): Llama 3.2 1B at 2, 4, 8 and 16 times its sequence (8,192 to 65,536 tokens
+        # on a GPU), the same tokens per micro-batch as micro-batch 4 at first; by commscope's
+        # count on dgx-h200 48.8, 48.8, 79.2 and 140.0 GiB (the last above the H200's memory, so
+        # run last but one), then 65,536 tokens with full recompute (69.9 GiB).
+        (lname, longer(llama, 2), 2, 2, False, True),
+        (lname, longer(llama, 4), 1, 1, False, True),
+        (lname, longer(llama, 8), 1, 1, False, True),
+        (lname, longer(llama, 16), 1, 1, False, True),
+        (lname, longer(llama, 16), 1, 1, True, True),
     ]
     cols = ["model", "system", "gpus", "tp", "pp", "dp", "zero", "micro_batch", "global_batch",
             "seq_length", "precision", "recompute", "attention", "measured_s", "measured_memory_gib",
@@ -535,7 +580,7 @@ def main():
         for i in rows:
             name, cfg, mb, gbs, rc, flash = plan[i]
             trace = os.path.join(args.out, f"trace-{i}.json.gz") if i in traced else None
-            row = dict(model=name, system="dgx-h100", gpus=1, tp=1, pp=1, dp=1, zero=0, micro_batch=mb,
+            row = dict(model=name, system=system, gpus=1, tp=1, pp=1, dp=1, zero=0, micro_batch=mb,
                        global_batch=gbs, seq_length=cfg["seq_length"], precision="bf16",
                        recompute="full" if rc else "none", attention="flash" if flash else "standard",
                        attention_backend="flash" if flash else "")

@@ -255,16 +255,26 @@ TEST_F(CliAnalyze, ReadsCommscopeTraces) {
 // GPU windows must be the run's step time that the script measured with its own clock
 // (h100-traced-runs.csv, the median of 10 other steps of the same process), the GPU busy (flash
 // 97%, standard 85%: its unfused elementwise kernels leave gaps), and the top kernels those of the
-// attention kernel named.
+// attention kernel named. The H200's trace (h200-gpt2-xl-flash-trace.json.gz, micro-batch 8 with
+// FlashAttention) was taken in the process that timed h200-runs.csv's first row, after its 10
+// timed steps; the 32K-token Llama trace in the process that timed its h200-runs-long.csv row.
 TEST_F(CliAnalyze, H100TraceStepsAreTheMeasuredSteps) {
   const std::string dir = COMMSCOPE_SOURCE_DIR "/data/validation-gpu/";
   const std::vector<std::tuple<std::string, double, std::string>> cases = {
       {"h100-gpt2-xl-flash-trace.json.gz", 0.248616, "flash_bwd"},
-      {"h100-gpt2-xl-standard-trace.json.gz", 0.280704, "softmax_warp_backward"}};
-  // The measured step times above are the file's.
+      {"h100-gpt2-xl-standard-trace.json.gz", 0.280704, "softmax_warp_backward"},
+      {"h200-gpt2-xl-flash-trace.json.gz", 0.237725, "flash_bwd"},
+      {"h200-llama3.2-1b-32k-trace.json.gz", 1.54848, "flash_bwd"}};
+  // The measured step times above are the files'.
   const std::string runs = commscope::testing::slurp(dir + "h100-traced-runs.csv");
   EXPECT_NE(runs.find(",flash,0.248616,"), std::string::npos);
   EXPECT_NE(runs.find(",standard,0.280704,"), std::string::npos);
+  const std::string h200 = commscope::testing::slurp(dir + "h200-runs.csv");
+  EXPECT_NE(h200.find("\ngpt2-xl,dgx-h200,1,1,1,1,0,8,8,1024,bf16,none,flash,0.237725,"),
+            std::string::npos);
+  const std::string h200_long = commscope::testing::slurp(dir + "h200-runs-long.csv");
+  EXPECT_NE(h200_long.find("\nllama3.2-1b,dgx-h200,1,1,1,1,0,1,1,32768,bf16,none,flash,1.54848,"),
+            std::string::npos);
   for (const auto& [file, measured_s, kernel] : cases) {
     SCOPED_TRACE(file);
     Outcome r = run("analyze --format json " + dir + file);
