@@ -431,15 +431,15 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
       ->group(g_fw);
   // ---- context and expert parallelism ----
   const char* g_moe = "Context and expert parallelism (Megatron-LM spellings)";
-  cmd.add_option("--cp,--context-parallel-size", o.cp,
-                 "context-parallel size: each sequence split over CP ranks, ring attention [1]")
+  list(cmd, "--cp,--context-parallel-size", o.cp,
+       "context-parallel size: each sequence split over CP ranks, ring attention [1]")
       ->group(g_moe);
   cmd.add_option("--cp-comm-type", o.cp_comm_type,
                  "how CP exchanges K and V: p2p (ring beside the attention blocks) | all_gather "
                  "(all-gather before attention, reduce-scatter of dK and dV after) [p2p]")
       ->group(g_moe);
-  cmd.add_option("--ep,--expert-model-parallel-size", o.ep,
-                 "expert-parallel size: a MoE layer's experts split over EP ranks [1]")
+  list(cmd, "--ep,--expert-model-parallel-size", o.ep,
+       "expert-parallel size: a MoE layer's experts split over EP ranks [1]")
       ->group(g_moe);
   cmd.add_option("--expert-tensor-parallel-size", o.expert_tp,
                  "tensor-parallel size inside each expert: 1 or TP [TP]")
@@ -604,9 +604,9 @@ void note_file_fields(const ScenarioOptions& o, const PlanInput& flags, const Pl
       {"--dp", nullptr, "[parallelism] data_parallel_shard_degree", file.dp.has_value(),
        !o.dp.empty()},
       {"--context-parallel-size", nullptr, "[parallelism] context_parallel_degree",
-       file.cp.has_value(), flags.cp.has_value()},
+       file.cp.has_value(), !o.cp.empty()},
       {"--expert-model-parallel-size", nullptr, "[parallelism] expert_parallel_degree",
-       file.ep.has_value(), flags.ep.has_value()},
+       file.ep.has_value(), !o.ep.empty()},
       {"--expert-tensor-parallel-size", nullptr, "[parallelism] expert_tensor_parallel_degree",
        file.expert_tp.has_value(), flags.expert_tp.has_value()},
       {"--seq-length", nullptr, "[training] seq_len", file.seq_length.has_value(),
@@ -813,10 +813,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       into = *v;
       return {};
     };
-    CS_RETURN_IF_ERROR(whole("--context-parallel-size", o.cp, flags.cp));
     CS_RETURN_IF_ERROR(named_value("--cp-comm-type", o.cp_comm_type, cp_comm_type_from_name,
                                    "p2p or all_gather", flags.cp_comm_type));
-    CS_RETURN_IF_ERROR(whole("--expert-model-parallel-size", o.ep, flags.ep));
     CS_RETURN_IF_ERROR(whole("--fsdp-shard-size", o.fsdp_shard_size, flags.fsdp_shard_size));
     CS_RETURN_IF_ERROR(
         whole("--fsdp-replicate-size", o.fsdp_replicate_size, flags.fsdp_replicate_size));
@@ -885,9 +883,9 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   double plans = 1;
   for (std::size_t n :
        {o.model.size(), o.system.size(), o.network.size(), o.nodes.size(), o.gpus.size(),
-        o.tp.size(), o.pp.size(), o.dp.size(), o.vp.size(), o.zero.size(), o.micro_batch.size(),
-        o.global_batch.size(), o.seq_length.size(), o.decoder_seq_length.size(),
-        o.grad_accum.size(), o.ddp_bucket_mb.size()})
+        o.tp.size(), o.pp.size(), o.dp.size(), o.vp.size(), o.cp.size(), o.ep.size(), o.zero.size(),
+        o.micro_batch.size(), o.global_batch.size(), o.seq_length.size(),
+        o.decoder_seq_length.size(), o.grad_accum.size(), o.ddp_bucket_mb.size()})
     plans *= static_cast<double>(std::max<std::size_t>(n, 1));
   if (plans > static_cast<double>(limits::kMaxSweepPlans))
     return Error{fmt::format(
@@ -916,6 +914,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   all = times(all, o.pp, [](ScenarioInput& x, int v) { x.plan.pp = v; });
   all = times(all, o.dp, [](ScenarioInput& x, int v) { x.plan.dp = v; });
   all = times(all, o.vp, [](ScenarioInput& x, int v) { x.plan.virtual_stages = v; });
+  all = times(all, o.cp, [](ScenarioInput& x, int v) { x.plan.cp = v; });
+  all = times(all, o.ep, [](ScenarioInput& x, int v) { x.plan.ep = v; });
   all = times(all, o.zero, [](ScenarioInput& x, int v) { x.plan.zero = v; });
   all = times(all, o.micro_batch, [](ScenarioInput& x, std::int64_t v) { x.plan.micro_batch = v; });
   all =
@@ -942,6 +942,8 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
         {"--pipeline-model-parallel-size", o.pp.size()},
         {"--data-parallel-size", o.dp.size()},
         {"--virtual-pipeline-stages", o.vp.size()},
+        {"--context-parallel-size", o.cp.size()},
+        {"--expert-model-parallel-size", o.ep.size()},
         {"--zero", o.zero.size()},
         {"--micro-batch-size", o.micro_batch.size()},
         {"--global-batch-size", o.global_batch.size()},

@@ -52,7 +52,7 @@ Status cross_entropy_flags(const std::string& name, bool fusion, PlanInput& flag
 struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.
   std::vector<std::string> model, system, network;
-  std::vector<int> nodes, gpus, tp, pp, dp, vp, zero;
+  std::vector<int> nodes, gpus, tp, pp, dp, vp, cp, ep, zero;
   std::vector<std::int64_t> micro_batch, global_batch, seq_length, decoder_seq_length, grad_accum;
   std::vector<double> ddp_bucket_mb;
   std::string deepspeed_config;
@@ -89,7 +89,7 @@ struct ScenarioOptions {
   bool overlap_moe_ep_comm = false, delay_wgrad_compute = false;
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
   // given, checked in scenario_inputs
-  std::string cp, cp_comm_type, ep, expert_tp, moe_capacity_factor, moe_routing_imbalance,
+  std::string cp_comm_type, expert_tp, moe_capacity_factor, moe_routing_imbalance,
       moe_aux_loss_coeff, moe_dispatcher, moe_router_groups, moe_router_group_topk;
   // DeepSpeed's release (issue 11; docs/cost-model.md, "DeepSpeed 0.3-0.5"): as given
   std::string deepspeed_version, zero3_host_per_rank_call, zero3_nics_per_group;

@@ -442,6 +442,48 @@ TEST_F(Cli, PredictTablesNameEveryPlanSize) {
   EXPECT_EQ(plain.out.find(" vp "), std::string::npos) << plain.out;
 }
 
+// --cp and --ep take comma lists as the other plan sizes do (they took one value): a sweep's rows
+// come in the flags' order, EP varying fastest, and each row is the plan predicted alone,
+// byte for byte. A verb that does not sweep names the flag; a bad item is the list's error.
+TEST_F(Cli, PredictSweepsContextAndExpertParallelSizes) {
+  const std::string base =
+      "predict --model mixtral-8x7b --system dgx-h100 --nodes 2 --tp 2 --sequence-parallel "
+      "--seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --format csv";
+  // The output's lines: the CSV's header, then one per plan.
+  auto lines_of = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  Outcome sweep = run(base + " --cp 1,2 --ep 2,4");
+  ASSERT_EQ(sweep.status, 0) << sweep.err;
+  const std::vector<std::string> rows = lines_of(sweep.out);
+  ASSERT_EQ(rows.size(), 5u) << sweep.out;
+  std::size_t at = 1;
+  for (const auto& [cp, ep] : std::vector<std::pair<int, int>>{{1, 2}, {1, 4}, {2, 2}, {2, 4}}) {
+    const std::string& row = rows[at++];
+    SCOPED_TRACE(row);
+    // dp (16 GPUs over TP 2 x CP), tp 2, pp 1, vp 1, cp, ep
+    const std::string sizes = "," + std::to_string(8 / cp) + ",2,1,1," + std::to_string(cp) + "," +
+                              std::to_string(ep) + ",";
+    EXPECT_NE(row.find(sizes), std::string::npos);
+    Outcome one = run(base + " --cp " + std::to_string(cp) + " --ep " + std::to_string(ep));
+    ASSERT_EQ(one.status, 0) << one.err;
+    EXPECT_EQ(lines_of(one.out), (std::vector<std::string>{rows[0], row}));
+  }
+  Outcome describe = run("describe --model mixtral-8x7b --system dgx-h100 --nodes 2 --ep 2,4");
+  EXPECT_EQ(describe.status, 2);
+  EXPECT_NE(describe.err.find("--expert-model-parallel-size: expected one value"),
+            std::string::npos)
+      << describe.err;
+  Outcome bad = run(base + " --cp 1,x");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--context-parallel-size: expected an integer, got 'x'"),
+            std::string::npos)
+      << bad.err;
+}
+
 // An output that names one of the inputs is refused before anything is written, in every verb
 // that reads files (found by probing, 2026-11-30: `analyze t.json.gz -o t.json.gz` replaced the
 // trace with its table; `fit log -o log`, `validate m.csv -o m.csv` and `report dir -o
@@ -524,7 +566,7 @@ TEST_F(Cli, CalibrateFitsTheSystemOnItsOwnRows) {
   EXPECT_FALSE(fs::exists(dir_ / "p.json"));
   // --fit-framework-overhead prints one JSON document: table flags are refused with it (they
   // were accepted and ignored).
-  for (const std::string& flag : {"--format csv", "--summary-only"}) {
+  for (const std::string flag : {"--format csv", "--summary-only"}) {
     Outcome o2 = run("validate " + corpus + " --fit-framework-overhead " + flag);
     EXPECT_EQ(o2.status, 2) << flag;
     EXPECT_NE(o2.err.find(flag.substr(0, flag.find(' ')) + ": expected"), std::string::npos)
@@ -549,8 +591,8 @@ TEST_F(Cli, ScaleEffectsListThePlansGroups) {
 // --scenario sets its runs: every scenario flag beside it is refused, the framework and
 // compression ones too (they were accepted and ignored, found by probing, 2026-11-30).
 TEST_F(Cli, ScenarioRefusesEveryPlanFlag) {
-  for (const std::string& flag : {"--tp 2", "--framework deepspeed", "--grad-compression onebit",
-                                  "--zero-quantized-weights"}) {
+  for (const std::string flag : {"--tp 2", "--framework deepspeed", "--grad-compression onebit",
+                                 "--zero-quantized-weights"}) {
     Outcome o = run("predict --scenario seeds " + flag);
     EXPECT_EQ(o.status, 2) << flag;
     EXPECT_NE(o.err.find("--scenario: cannot be combined with"), std::string::npos) << o.err;
@@ -917,7 +959,8 @@ TEST_F(Cli, DegenerateValuesAreOneLineNotACrash) {
            Case{"predict --tp 2 --expert-tensor-parallel-size 1",
                 "commscope: --expert-tensor-parallel-size: expected the TP size 2 for gpt2-large, "
                 "which has no experts, got 1\n"},
-           Case{"predict --cp ''", "commscope: --cp: expected a value, got ''\n"},
+           Case{"predict --cp-comm-type ''",
+                "commscope: --cp-comm-type: expected a value, got ''\n"},
            Case{"predict --zero3-host-per-rank-call ''",
                 "commscope: --zero3-host-per-rank-call: expected a value, got ''\n"},
            Case{"plan --gpus 8 --framework ''",
