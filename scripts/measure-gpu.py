@@ -9,10 +9,10 @@ Writes into DIR:
   kernels.csv   kind,shape,dtype,seconds,tflops,gbs: bf16 and fp8 matrix products, FlashAttention
                 and cuDNN attention forward and forward+backward, a device copy, the launch cost
                 of a tiny kernel
-  runs.csv      commscope's validate CSV (model, system (--system, else the GPU's preset), gpus, micro_batch, global_batch,
-                seq_length, precision, recompute, attention, measured_s, measured_memory_gib:
-                PyTorch's peak allocated memory, outcome: ran, notes: the spread of the timed
-                steps)
+  runs.csv      commscope's validate CSV (model, system: --system, else the GPU's preset; gpus,
+                micro_batch, global_batch, seq_length, precision, recompute, attention,
+                measured_s, measured_memory_gib: PyTorch's peak allocated memory, outcome: ran,
+                notes: the spread of the timed steps)
   oom.csv       the plans that ran out of memory, in the same columns (outcome oom, no times)
   trace-N.json.gz  PyTorch profiler (Kineto) traces of two steps of the runs --trace-rows names
 
@@ -468,13 +468,16 @@ def longer(cfg, factor):
 
 
 def system_preset(gpu_name):
-    """commscope's system preset for a GPU named as CUDA names it, or None."""
+    """commscope's system preset for a GPU named as CUDA names it, or None. The presets are the
+    SXM parts of DGX systems: a PCIe or NVL card (other clocks, power and memory) has none."""
     name = gpu_name.upper()
-    if "H200" in name:
+    if "PCIE" in name or "NVL" in name:
+        return None
+    if "H200" in name:  # "NVIDIA H200"
         return "dgx-h200"
-    if "H100" in name:
+    if "H100" in name and "HBM3" in name:  # "NVIDIA H100 80GB HBM3"
         return "dgx-h100"
-    if "A100" in name:
+    if "A100-SXM4" in name:  # "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB"
         return "dgx-a100-80gb" if "80GB" in name else "dgx-a100-40gb"
     return "cpu-host" if DEV == "cpu" else None
 
@@ -497,7 +500,8 @@ def main():
     ap.add_argument("--kernels", choices=["megatron", "eager"], default="megatron",
                     help="the training runs' attention, loss and SwiGLU forms (see KERNELS)")
     ap.add_argument("--system", help="the commscope system preset the runs' CSV names [from the GPU's "
-                    "name: dgx-h100 for an H100, dgx-h200 for an H200, dgx-a100-80gb or -40gb for an A100]")
+                    "name: dgx-h100, dgx-h200, dgx-a100-80gb or -40gb for those SXM parts; others "
+                    "must name one]")
     args = ap.parse_args()
     global KERNELS
     KERNELS = args.kernels

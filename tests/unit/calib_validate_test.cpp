@@ -543,7 +543,7 @@ TEST(ValidateGpu, H100OutOfMemoryPlans) {
 // The same script on an H200 (data/validation-gpu/h200-*, 2026-11-30), predicted with the
 // dgx-h200 preset, whose calibration is dgx-h100's carried over unchanged before any H200 was
 // measured (the same GH100 die and clocks, faster HBM3e): nothing was fitted on these runs. With
-// the round defaults it had until then, every run was predicted 27-48% too fast (MAPE 38.7% over
+// the round defaults it had until then, every run was predicted 30-48% too fast (MAPE 38.7% over
 // 32 runs, docs/validate.md). Bounds as the H100's: the gpt2-xl FlashAttention rows each within
 // 15% and their mean within 10% (measured -3.4% to +8.3%; mean 3.0% in the fused forms, 5.8% in
 // the eager ones), the fused forms' peak memory within 10% (measured -1.7% to +9.7%), and every
