@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -339,6 +340,31 @@ TEST(ValidateGpu, CalibrateKeepsTheMeasuredFlashAttentionFigure) {
 // other Llama plan. Bound: the 10% (measured -4.8% and +5.5% at most). The fit reads only
 // the trace, never the CSV's times.
 namespace {
+// Writes the data rows of data/validation-gpu's `files` that `keep` accepts into `csv`, under the
+// first file's header, with their system column `from` pointing at the fitted system `to`.
+// Returns the rows written.
+int runs_on_fitted_system(const std::filesystem::path& csv, const std::vector<std::string>& files,
+                          const std::string& from, const std::string& to,
+                          const std::function<bool(const std::string&)>& keep) {
+  std::ofstream out(csv);
+  const std::string column = "," + from + ",";
+  int rows = 0;
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    std::ifstream in(COMMSCOPE_SOURCE_DIR "/data/validation-gpu/" + files[f]);
+    std::string line;
+    std::getline(in, line);
+    if (f == 0) out << line << "\n";
+    while (std::getline(in, line)) {
+      if (!keep(line)) continue;
+      const std::size_t at = line.find(column);
+      if (at != std::string::npos) line.replace(at, column.size(), "," + to + ",");
+      out << line << "\n";
+      ++rows;
+    }
+  }
+  return rows;
+}
+
 // The closed loop of one GPU's files (`gpu` is the files' prefix, h100 or h200): each trace
 // calibrates `system`, which then predicts that GPU's eager-form runs it did not trace, each
 // within `bound` (the Llama trace's, which predicts the standard kernel's rows too, within
@@ -396,20 +422,10 @@ void trace_calibration_loop(const std::string& gpu, const std::string& system_na
     EXPECT_TRUE(preset.contains("flash_attention_efficiency"));
     EXPECT_FALSE(cal.contains("flash_attention_efficiency"));
 
-    std::ifstream in(data + gpu + "-runs-eager.csv");
     const fs::path csv = dir / (c.model + "-runs.csv");
-    std::ofstream out(csv);
-    std::string line;
-    int rows = 0;
-    const std::string column = "," + system_name + ",";
-    while (std::getline(in, line)) {
-      const std::size_t at = line.find(column);
-      if (at != std::string::npos) line.replace(at, column.size(), "," + system + ",");
-      out << line << "\n";
-      ++rows;
-    }
-    out.close();
-    ASSERT_EQ(rows, runs + 1);
+    ASSERT_EQ(runs_on_fitted_system(csv, {gpu + "-runs-eager.csv"}, system_name, system,
+                                    [](const std::string&) { return true; }),
+              runs);
     const auto prepared = prepared_csv(csv.string());
     ASSERT_EQ(prepared.size(), static_cast<std::size_t>(runs));
     Validation v = validate_runs(prepared, "all");
@@ -608,23 +624,11 @@ TEST(ValidateGpu, LongSequencesOnTheH200) {
   ASSERT_EQ(r.status, 0) << r.err;
   // Every Megatron-form Llama run but the traced one, with the fitted system.
   const fs::path csv = dir / "llama.csv";
-  std::ofstream out(csv);
-  bool header = true;
-  for (const char* file : {"h200-runs.csv", "h200-runs-expandable.csv", "h200-runs-long.csv"}) {
-    std::ifstream in(data + file);
-    std::string line;
-    std::getline(in, line);
-    if (header) out << line << "\n";
-    header = false;
-    while (std::getline(in, line)) {
-      if (line.rfind("llama3.2-1b,dgx-h200,", 0) != 0) continue;
-      if (line.find(",1,1,32768,") != std::string::npos) continue;  // the traced run
-      const std::size_t at = line.find(",dgx-h200,");
-      if (at != std::string::npos) line.replace(at, 10, "," + system + ",");
-      out << line << "\n";
-    }
-  }
-  out.close();
+  runs_on_fitted_system(csv, {"h200-runs.csv", "h200-runs-expandable.csv", "h200-runs-long.csv"},
+                        "dgx-h200", system, [](const std::string& line) {
+                          return line.rfind("llama3.2-1b,dgx-h200,", 0) == 0 &&
+                                 line.find(",1,1,32768,") == std::string::npos;  // not the traced
+                        });
   Validation v = validate_runs(prepared_csv(csv.string()), "all");
   ASSERT_EQ(v.rows.size(), 8u);  // 4K x 4, 2 x 4, 8, 12, 14; 8K x 2; 16K; 64K with recompute
   for (const ValidationRow& row : v.rows) {
