@@ -665,11 +665,15 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   bool file_accum = false;
   if (!o.torchtitan_config.empty()) {
     CS_ASSIGN_OR_RETURN(TorchtitanJob job, load_torchtitan_config(o.torchtitan_config));
-    // --recompute-granularity replaces the file's checkpointing, its every-k-th block with it.
+    // --recompute-granularity replaces the file's checkpointing, its every-k-th block with it;
+    // --recompute-method or --recompute-num-layers replaces the file's interval.
     if (!o.recompute.empty() || o.recompute_activations) {
       job.plan.recompute_block.reset();
       job.plan.recompute_num_layers.reset();
+      job.plan.recompute_layer_interval.reset();
     }
+    if (!o.recompute_method.empty() || !o.recompute_num_layers.empty())
+      job.plan.recompute_layer_interval.reset();
     // The file's stage split is for its own PP and schedule (torchtitan's pipeline_llm weighs
     // the embedding and output as layers): a flag that changes either, or splits the layers
     // itself, replaces it (it was kept and blamed on --pipeline-stage-layers, found by probing,

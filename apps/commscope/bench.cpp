@@ -10,6 +10,7 @@
 #include "commscope/launch/bench_flags.h"
 #include "commscope/launch/mpirun.h"
 #include "commscope/launch/process.h"
+#include "commscope/util/flag_error.h"
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -32,11 +33,25 @@ Verb add_bench(CLI::App& app) {
   cmd->add_option("--ranks", st->job.ranks, "ranks to launch on this machine, 1 to 256 [2]");
   cmd->add_option("--transport", st->job.transport, launch::kTransportHelp);
   cmd->add_option("--emulate", st->job.emulate, launch::kEmulateHelp);
-  cmd->add_option("args", st->args, "arguments for commscope-bench (after --)");
+  // commscope-bench's flags, with or without `--` before them, in the order given: the flags
+  // before the first value are CLI11's extras, and from the first value on (a flag's value, or
+  // `--`) everything is the positional list. (The list took the values and CLI11 the flags, so
+  // `bench -b 8 -e 1K` ran commscope-bench with "-b -e 8 1K": found by probing, 2026-12-01.)
+  cmd->add_option("args", st->args, "commscope-bench's flags (after --, or after this verb's)");
   cmd->allow_extras();
+  cmd->positionals_at_end();
   return {cmd, [st, cmd]() -> int {
-            std::vector<std::string> args = st->args;
-            for (const auto& a : cmd->remaining()) args.push_back(a);
+            std::vector<std::string> args = cmd->remaining();
+            args.insert(args.end(), st->args.begin(), st->args.end());
+            std::erase(args, "--");
+            // This verb's own flags go first: after commscope-bench's they would be its.
+            for (const std::string& a : args)
+              for (const char* own : {"--ranks", "--transport", "--emulate"})
+                if (a == own || a.rfind(std::string(own) + "=", 0) == 0)
+                  return fail(fmt::format(
+                      "bench: {}: expected before commscope-bench's flags (bench {} ... -- "
+                      "-b 8 -e 128M), got it among them",
+                      own, own));
             // commscope-bench's flags, parsed and checked here by the same definition before
             // anything is launched (launch/bench_flags.h).
             launch::BenchFlags flags;
@@ -44,16 +59,14 @@ Verb add_bench(CLI::App& app) {
             program.name("commscope-bench");
             launch::add_bench_flags(program, flags);
             try {
-              std::vector<std::string> reversed;
-              for (auto it = args.rbegin(); it != args.rend(); ++it)
-                if (*it != "--") reversed.push_back(*it);
+              std::vector<std::string> reversed(args.rbegin(), args.rend());
               program.parse(reversed);
             } catch (const CLI::CallForHelp&) {
               std::fputs(program.help().c_str(), stdout);
               return 0;
             } catch (const CLI::ParseError& ex) {
               return fail(fmt::format("bench: {} (commscope-bench's flags, see bench -- --help)",
-                                      ex.what()));
+                                      util::flag_error(program, ex)));
             }
             if (Status s = launch::check_job_options(st->job); !s.ok())
               return fail(s.error().message);

@@ -13,6 +13,7 @@
 #include "commscope/launch/process.h"
 #include "commscope/report/html_pages.h"
 #include "commscope/util/atomic_file.h"
+#include "commscope/util/flag_error.h"
 #ifdef COMMSCOPE_HAVE_TRAIN
 #include "common/train_flags.h"
 #include "commscope/gpt/measure.h"
@@ -82,7 +83,7 @@ Verb add_characterize(CLI::App& app) {
               try {
                 flags_app.parse(reversed);
               } catch (const CLI::ParseError& e) {
-                return Error{std::string("trainer flags: ") + e.what()};
+                return Error{"trainer flags: " + util::flag_error(flags_app, e)};
               }
               CS_ASSIGN_OR_RETURN(train::TrainOptions t, train_options(f, nullptr));
               return train::validate(t, ranks, ranks);

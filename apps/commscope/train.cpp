@@ -15,6 +15,7 @@
 #include "commscope/launch/process.h"
 #include "commscope/report/html_pages.h"
 #include "commscope/util/atomic_file.h"
+#include "commscope/util/flag_error.h"
 #ifdef COMMSCOPE_HAVE_TRAIN
 #include "common/train_flags.h"
 #endif
@@ -40,7 +41,7 @@ int check_trainer_flags(const std::vector<std::string>& args, int ranks) {
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    std::string msg = e.what();
+    std::string msg = util::flag_error(app, e);
     for (auto& c : msg)
       if (c == '\n') c = ' ';
     const auto dash = msg.find("--");

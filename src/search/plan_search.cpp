@@ -98,6 +98,7 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   if (p.recompute != Recompute::full) {
     in.recompute_block.reset();
     in.recompute_num_layers.reset();
+    in.recompute_layer_interval.reset();
   }
   in.sequence_parallel = p.sequence_parallel;
   // --tp-comm-overlap applies where Megatron-LM allows it: TP > 1 with sequence parallelism.

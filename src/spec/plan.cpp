@@ -353,6 +353,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(recompute_modules, o.recompute_modules);
   take(recompute_block, o.recompute_block);
   take(recompute_num_layers, o.recompute_num_layers);
+  take(recompute_layer_interval, o.recompute_layer_interval);
   take(precision_aware_optimizer, o.precision_aware_optimizer);
   take(exp_avg_dtype, o.exp_avg_dtype);
   take(exp_avg_sq_dtype, o.exp_avg_sq_dtype);

@@ -892,6 +892,28 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  model.name);
     plan.recompute_modules = *in.recompute_modules;
   }
+  // torchtitan's layer interval k (selective_ac_option): every k-th block of each model chunk,
+  // counted against this plan's chunk of layers / (PP x VP) as Megatron's block method; no block
+  // where the chunk has fewer than k, and every block at k 1.
+  if (in.recompute_layer_interval) {
+    const int k = *in.recompute_layer_interval;
+    if (in.recompute_block || in.recompute_num_layers)
+      return bad("--recompute-num-layers",
+                 "no torchtitan layer interval (selective_ac_option) beside it",
+                 fmt::format("selective_ac_option \"{}\"", k));
+    if (k < 1 || k > limits::kMaxLayers)
+      return bad("selective_ac_option",
+                 fmt::format("a layer interval from 1 to {}", limits::kMaxLayers), num(k));
+    if (plan.recompute != Recompute::full)
+      return bad("selective_ac_option", "full recompute of the blocks it names",
+                 std::string(to_string(plan.recompute)));
+    const int per_chunk = layers / (plan.pp * plan.virtual_stages);
+    const int every = per_chunk / k;
+    if (every == 0)
+      plan.recompute = Recompute::none;
+    else if (every < per_chunk)
+      plan.recompute_block_layers = every;
+  }
   // Megatron's --recompute-method and --recompute-num-layers: read under full granularity
   // only. uniform replays every block, grouped N at a time, keeping one input per group;
   // block replays the first N blocks of each model chunk.

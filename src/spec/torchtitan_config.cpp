@@ -689,19 +689,12 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
       // chunk's layers / k blocks (the same time and memory; only which blocks differs). Under
       // Interleaved1F1B a rank's chunks share torchtitan's count (_apply_layer_sac._count runs
       // on over the model parts), so each chunk has its share within one block; it was refused
-      // (torchtitan's default "2" too, named as if the file set it; 2026-11-30).
-      const int k = std::stoi(o);
-      const int per_chunk = static_cast<int>(layers / (stages * virtual_stages));
-      const int every = per_chunk / k;
-      if (every == 0) {
-        p.recompute = Recompute::none;
-      } else {
-        p.recompute = Recompute::full;
-        if (every < per_chunk) {
-          p.recompute_block = true;
-          p.recompute_num_layers = every;
-        }
-      }
+      // (torchtitan's default "2" too, named as if the file set it; 2026-11-30). The interval is
+      // kept, not the count: resolve_scenario counts it against the plan's PP and VP, which
+      // flags may change (the file's count was kept: 20 of Llama 2 13B's 40 blocks at PP 4,
+      // where each stage has 10, replayed all of them; 2026-12-01).
+      p.recompute = Recompute::full;
+      p.recompute_layer_interval = std::stoi(o);
     } else {
       return f.bad("[activation_checkpoint] selective_ac_option",
                    "op or a layer interval (0: every block)", fmt::format("\"{}\"", o));

@@ -103,6 +103,15 @@ TEST(Bench, BadFlagsAreRefusedBeforeLaunch) {
       {"--ranks 100000", "--ranks: expected an integer from 1 to 256"},
       {"--ranks 0", "--ranks: expected an integer from 1 to 256"},
       {"--ranks 2 --emulate rate=1e30", "--emulate: rate: expected a shaped rate"},
+      // CLI11's own messages, said with the flag as typed and what it takes (-n 1.5 was
+      // "--iters: 1 required INT missing"), with or without `--`.
+      {"-n 1.5", "bench: -n/--iters: expected an integer, got '1.5'"},
+      {"-- -n 1.5", "bench: -n/--iters: expected an integer, got '1.5'"},
+      {"-- -w", "bench: -w/--warmup_iters: expected an integer, got nothing"},
+      {"-f x", "bench: -f/--stepfactor: expected a number, got 'x'"},
+      // this verb's flags after commscope-bench's would be commscope-bench's
+      {"-b 8 --ranks 3", "bench: --ranks: expected before commscope-bench's flags"},
+      {"-- -b 8 --emulate tcp-10g", "bench: --emulate: expected before commscope-bench's flags"},
   };
   for (const auto& [args, want] : cases) {
     Outcome o = run(args);
@@ -114,11 +123,36 @@ TEST(Bench, BadFlagsAreRefusedBeforeLaunch) {
   }
 }
 
+// commscope-bench's flags without `--` are passed in the order given, as with it (CLI11 took
+// their values as a list and the flags apart: `-b 8 -e 16` ran "-b -e 8 16").
+TEST(Bench, FlagsWithoutTheSeparatorKeepTheirOrder) {
+  auto sizes = [](const Outcome& o) {
+    std::vector<std::pair<std::string, long>> rows;
+    if (o.status != 0) return rows;
+    const auto j = nlohmann::json::parse(o.out);
+    for (const auto& r : j["results"]) rows.emplace_back(r["collective"], r["size_bytes"]);
+    return rows;
+  };
+  const std::string flags = "-b 8 -e 32 -f 4 -n 1 -w 0 --collectives all_reduce all_gather";
+  Outcome plain = run("--ranks 2 " + flags + " --format json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  Outcome separated = run("--ranks 2 -- " + flags + " --format json");
+  ASSERT_EQ(separated.status, 0) << separated.err;
+  using Row = std::pair<std::string, long>;
+  const std::vector<Row> want{
+      {"all_reduce", 8}, {"all_reduce", 32}, {"all_gather", 8}, {"all_gather", 32}};
+  EXPECT_EQ(sizes(plain), want);
+  EXPECT_EQ(sizes(separated), want);
+}
+
 // commscope-bench run directly under mpirun checks the same flags, and its memory, itself.
 TEST(Bench, TheMpiProgramChecksItsFlagsToo) {
   for (const auto& [args, want] :
        std::vector<std::pair<std::string, std::string>>{{"-f nan", "-f: expected a finite"},
                                                         {"-n 0", "-n: expected"},
+                                                        {"-n 1.5",
+                                                         "-n/--iters: expected an "
+                                                         "integer, got '1.5'"},
                                                         {"-b 100G -e 100G", "-e: 100G needs"}}) {
     // The flags commscope bench adds for its own launches (launch/mpirun.cpp).
     Outcome o = commscope::testing::run_shell(commscope::testing::mpiexec(2) + COMMSCOPE_BENCH_BIN +

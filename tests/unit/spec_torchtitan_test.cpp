@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "commscope/calib/validate.h"
 #include "commscope/sim/simulator.h"
@@ -52,8 +54,8 @@ TEST(TorchtitanConfig, LayerCheckpointingFileGivesTheCorpusRowsPlan) {
   ASSERT_TRUE(job.ok()) << job.error().message;
   EXPECT_EQ(job->model, "llama2-13b");
   EXPECT_EQ(job->plan.recompute, Recompute::full);
-  EXPECT_EQ(job->plan.recompute_block, true);
-  EXPECT_EQ(job->plan.recompute_num_layers, 20);
+  EXPECT_EQ(job->plan.recompute_layer_interval, 2);  // counted by resolve_scenario: 40 / 2
+  EXPECT_FALSE(job->plan.recompute_block.has_value());
   EXPECT_EQ(job->plan.micro_batch, 2);
   EXPECT_EQ(job->plan.seq_length, 4096);
   EXPECT_FALSE(job->plan.dp.has_value());  // -1: what the GPUs leave
@@ -70,6 +72,7 @@ TEST(TorchtitanConfig, LayerCheckpointingFileGivesTheCorpusRowsPlan) {
   auto sc = resolve_scenario(in);
   ASSERT_TRUE(sc.ok()) << sc.error().message;
   EXPECT_EQ(sc->plan.global_batch, 128);
+  EXPECT_EQ(sc->plan.recompute_block_layers, 20);
 
   // The corpus row as `validate --framework row` predicts it: its own columns, FSDP's pattern.
   auto runs =
@@ -202,7 +205,7 @@ TEST(TorchtitanConfig, ParallelismFields) {
   // No [activation_checkpoint]: torchtitan's default, selective every second block.
   j = parse(kModel + "[training]\nlocal_batch_size = 1\n");
   EXPECT_EQ(j.plan.recompute, Recompute::full);
-  EXPECT_EQ(j.plan.recompute_num_layers, 16);
+  EXPECT_EQ(j.plan.recompute_layer_interval, 2);  // 16 of Llama 3 8B's 32 blocks, once resolved
 }
 
 // MoE models: expert_parallel_degree and expert_tensor_parallel_degree (torchtitan's default
@@ -476,18 +479,39 @@ TEST(TorchtitanConfig, TorchtitansDefaultsAndRules) {
   // Interleaved1F1B with a layer interval (torchtitan's default "2" here): every k-th block of
   // each of the rank's chunks, 32 layers on 4 x 2 chunks of 4 (it was refused, naming the
   // default "2" as if the file set it).
+  auto blocks = [](const TorchtitanJob& job) {
+    PlanInput p = job.plan;
+    p.gpus = 16;
+    auto sc = resolve_scenario(*load_model(job.model), *load_system("dgx-h100"),
+                               *load_network("ib-ndr-400"), p);
+    EXPECT_TRUE(sc.ok()) << sc.error().message;
+    return sc.ok() ? std::pair{sc->plan.recompute, sc->plan.recompute_block_layers}
+                   : std::pair{Recompute::none, -1};
+  };
   j = parse(kModel +
             "[parallelism]\npipeline_parallel_degree = 4\n"
             "pipeline_parallel_schedule = \"Interleaved1F1B\"\n");
   EXPECT_EQ(j.plan.virtual_stages, 2);
   EXPECT_EQ(j.plan.recompute, Recompute::full);
-  EXPECT_EQ(j.plan.recompute_block, true);
-  EXPECT_EQ(j.plan.recompute_num_layers, 2);  // 4 / 2
-  j = parse(kModel +
-            "[parallelism]\npipeline_parallel_degree = 4\n"
-            "pipeline_parallel_schedule = \"Interleaved1F1B\"\n[activation_checkpoint]\n"
-            "mode = \"selective\"\nselective_ac_option = \"3\"\n");
-  EXPECT_EQ(j.plan.recompute_num_layers, 1);  // 4 / 3
+  EXPECT_EQ(j.plan.recompute_layer_interval, 2);
+  EXPECT_EQ(blocks(j), std::pair(Recompute::full, 2));  // 4 / 2
+  const std::string interleaved = kModel +
+                                  "[parallelism]\npipeline_parallel_degree = 4\n"
+                                  "pipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+                                  "[activation_checkpoint]\nmode = \"selective\"\n";
+  EXPECT_EQ(blocks(parse(interleaved + "selective_ac_option = \"3\"\n")),
+            std::pair(Recompute::full, 1));  // 4 / 3
+  // 1F1B on PP 4, 8 blocks a rank: an interval above 8 checkpoints none (torchtitan's count on
+  // the rank never reaches it), 8 one block, and 1 every block (the full recompute of "0")
+  const std::string one_f_one_b = kModel +
+                                  "[parallelism]\npipeline_parallel_degree = 4\n"
+                                  "[activation_checkpoint]\nmode = \"selective\"\n";
+  EXPECT_EQ(blocks(parse(one_f_one_b + "selective_ac_option = \"9\"\n")),
+            std::pair(Recompute::none, 0));
+  EXPECT_EQ(blocks(parse(one_f_one_b + "selective_ac_option = \"8\"\n")),
+            std::pair(Recompute::full, 1));
+  EXPECT_EQ(blocks(parse(one_f_one_b + "selective_ac_option = \"1\"\n")),
+            std::pair(Recompute::full, 0));
 }
 
 // The local batch against DP, through resolve_scenario: torchtitan's assertion (the global
@@ -661,6 +685,33 @@ TEST(TorchtitanConfig, Cli) {
         a100 + " --recompute-granularity " + g);
     ASSERT_EQ(flags.status, 0) << flags.err;
     EXPECT_EQ(with.out, flags.out);
+  }
+  // A PP flag counts the file's layer interval (every 2nd block) against its own stages: 10 of
+  // 20 blocks at PP 2 and 5 of 10 at PP 4, each row the plan written as Megatron's flags. The
+  // file's count of 20 was kept, and replayed every block of a stage.
+  const std::string layer_flags =
+      " predict --model llama2-13b --framework fsdp --attention flash --cross-entropy torch "
+      "--micro-batch-size 2 --seq-length 4096 --grad-comm-dtype fp32" +
+      a100 + " --recompute-granularity full --recompute-method block";
+  auto split_lines = [](const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  auto swept = run_shell(bin + " predict --torchtitan-config " + layer + a100 + " --pp 2,4");
+  ASSERT_EQ(swept.status, 0) << swept.err;
+  const auto rows = split_lines(swept.out);
+  ASSERT_EQ(rows.size(), 3u) << swept.out;
+  for (auto [pp, blocks, row] : {std::tuple{2, 10, 1}, std::tuple{4, 5, 2}}) {
+    SCOPED_TRACE(pp);
+    const std::string plan = " --pp " + std::to_string(pp) + " --recompute-num-layers ";
+    auto want = run_shell(bin + layer_flags + plan + std::to_string(blocks));
+    ASSERT_EQ(want.status, 0) << want.err;
+    EXPECT_EQ(split_lines(want.out).back(), rows[row]);
+    auto all = run_shell(bin + layer_flags + plan + "20");
+    ASSERT_EQ(all.status, 0) << all.err;
+    EXPECT_NE(split_lines(all.out).back(), rows[row]);
   }
   // Under PP the file's FSDP keeps its parameters and reduces once a step: the same as the
   // plan written as flags with --fsdp-grad-sync step, and not the per-micro-batch pricing.

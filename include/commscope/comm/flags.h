@@ -5,9 +5,11 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commscope/comm/mpi.h"
+#include "commscope/util/flag_error.h"
 
 namespace commscope::comm {
 
@@ -19,7 +21,7 @@ inline std::optional<int> parse_flags(CLI::App& app, int argc, char** argv, cons
   } catch (const CLI::CallForHelp& ex) {
     return mpi.rank() == 0 ? app.exit(ex) : 0;
   } catch (const CLI::ParseError& ex) {
-    return mpi.fail(std::string(ex.what()) + " (see --help)");
+    return mpi.fail(util::flag_error(app, ex) + " (see --help)");
   }
   return std::nullopt;
 }

@@ -485,6 +485,10 @@ struct PlanInput {
   // --recompute-method (true: block, false: uniform) and --recompute-num-layers (Megatron's)
   std::optional<bool> recompute_block;
   std::optional<int> recompute_num_layers;
+  // torchtitan's selective_ac_option k, a layer interval: every k-th block of each model chunk
+  // fully checkpointed. resolve_scenario counts it against the plan's own chunk, Megatron's block
+  // method with (layers / (PP x VP)) / k blocks, so a PP or VP flag counts it again.
+  std::optional<int> recompute_layer_interval;
   // --use-precision-aware-optimizer and its dtypes (Megatron-Core's)
   std::optional<bool> precision_aware_optimizer;
   std::optional<DType> exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype, main_grads_dtype;

@@ -1,0 +1,39 @@
+// A CLI11 parse error said as commscope says a bad flag: the flag as the user may have typed it,
+// what it takes and what it got. Header-only: the programs link CLI11, the libraries do not.
+#pragma once
+
+#include <string>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+namespace commscope::util {
+
+// CLI11's message for a flag, said as commscope says it: the flag as the
+// user may have typed it (-n/--iters), what it takes and what it got. CLI11 names the long form
+// only ("Could not convert: --iters = 1.5", "--iters: 1 required INT missing").
+inline std::string flag_error(const CLI::App& program, const CLI::ParseError& e) {
+  std::string msg = e.what();
+  std::string name, got;
+  if (const std::string prefix = "Could not convert: "; msg.rfind(prefix, 0) == 0) {
+    const auto eq = msg.find(" = ");
+    if (eq == std::string::npos) return msg;
+    name = msg.substr(prefix.size(), eq - prefix.size());
+    got = fmt::format("'{}'", msg.substr(eq + 3));
+  } else if (const auto colon = msg.find(": ");
+             colon != std::string::npos && msg.find(" required ") != std::string::npos) {
+    name = msg.substr(0, colon);
+    got = "nothing";
+  } else {
+    return msg;
+  }
+  const CLI::Option* o = program.get_option_no_throw(name);
+  if (o == nullptr) return msg;
+  const std::string type = o->get_type_name();
+  const char* expected = type == "INT" ? "an integer" : type == "FLOAT" ? "a number" : "a value";
+  std::string shown = name;
+  if (!o->get_snames().empty()) shown = fmt::format("-{}/{}", o->get_snames().front(), name);
+  return fmt::format("{}: expected {}, got {}", shown, expected, got);
+}
+
+}  // namespace commscope::util
