@@ -13,6 +13,7 @@
 #include "common/scenario_options.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/atomic_file.h"
+#include "commscope/util/flag_error.h"
 #include "embed.h"
 #include "verbs.h"
 
@@ -290,7 +291,11 @@ int run(int argc, char** argv) {
     return fail(fmt::format("{}expected flags this verb has (see --help), got '{}'", where,
                             fmt::join(extra, " ")));
   } catch (const CLI::ParseError& e) {
-    return fail(where + one_line(e.what()) + " (see --help)");
+    // "--zero: 1 required TEXT missing" said as "--zero: expected a value, got nothing"
+    const CLI::App* asked = &app;
+    for (const auto& v : verbs)
+      if (v.command->parsed()) asked = v.command;
+    return fail(where + one_line(commscope::util::flag_error(*asked, e)) + " (see --help)");
   }
   for (const auto& v : verbs) {
     if (!v.command->parsed()) continue;

@@ -990,6 +990,10 @@ TEST_F(Cli, MessagesSayWhatWasExpected) {
   EXPECT_EQ(wide.err,
             "commscope: --tensor-model-parallel-size: expected an integer of at most 2147483647, "
             "got '99999999999'\n");
+  // A flag without its value (CLI11: "--top: 1 required INT missing")
+  Outcome bare = run("plan --gpus 8 --top");
+  EXPECT_EQ(bare.status, 2);
+  EXPECT_EQ(bare.err, "commscope: plan: --top: expected an integer, got nothing (see --help)\n");
   Outcome inf = run("predict --ddp-bucket-size inf");
   EXPECT_EQ(inf.status, 2);
   EXPECT_EQ(inf.err, "commscope: --ddp-bucket-size: expected a finite number, got 'inf'\n");
