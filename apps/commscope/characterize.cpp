@@ -77,6 +77,7 @@ Verb add_characterize(CLI::App& app) {
             // As `commscope train` checks before it launches (train.cpp).
             o->check_train = [](const std::vector<std::string>& args, int ranks) -> Status {
               CLI::App flags_app;
+              flags_app.name("commscope-train");
               TrainFlags f;
               add_train_flags(flags_app, f);
               std::vector<std::string> reversed(args.rbegin(), args.rend());

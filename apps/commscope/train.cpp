@@ -32,14 +32,19 @@ bool under_mpi_launcher() {
 
 #ifdef COMMSCOPE_HAVE_TRAIN
 // The trainer's flags parsed and checked here, as every rank of commscope-train will, so that a
-// bad flag fails at once instead of from inside the MPI job behind Open MPI's banner.
+// bad flag fails at once instead of from inside the MPI job behind Open MPI's banner. -1 after
+// printing the trainer's help (nothing to launch), else the exit status of a failure, or 0.
 int check_trainer_flags(const std::vector<std::string>& args, int ranks) {
   CLI::App app;
+  app.name("commscope-train");
   TrainFlags f;
   add_train_flags(app, f);
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {  // `train -- --help`: the trainer's flags (it said "This
+    std::fputs(app.help().c_str(), stdout);  // should be caught in your main function")
+    return -1;
   } catch (const CLI::ParseError& e) {
     std::string msg = util::flag_error(app, e);
     for (auto& c : msg)
@@ -151,7 +156,7 @@ Verb add_train(CLI::App& app) {
         }
 #ifdef COMMSCOPE_HAVE_TRAIN
         if (Status r = train::check_ranks(st->job.ranks); !r.ok()) return fail(r.error().message);
-        if (int rc = check_trainer_flags(args, st->job.ranks); rc != 0) return rc;
+        if (int rc = check_trainer_flags(args, st->job.ranks); rc != 0) return rc < 0 ? 0 : rc;
 #endif
         // The ranks' stderr is mpirun's pipe: rank 0 shows its progress line when ours is a
         // terminal (one run: the comparison of several profiles prints its own lines).

@@ -109,6 +109,7 @@ TEST(Bench, BadFlagsAreRefusedBeforeLaunch) {
       {"-- -n 1.5", "bench: -n/--iters: expected an integer, got '1.5'"},
       {"-- -w", "bench: -w/--warmup_iters: expected an integer, got nothing"},
       {"-f x", "bench: -f/--stepfactor: expected a number, got 'x'"},
+      {"-- --nope x y", "bench: expected flags commscope-bench has, got '--nope x y'"},
       // this verb's flags after commscope-bench's would be commscope-bench's
       {"-b 8 --ranks 3", "bench: --ranks: expected before commscope-bench's flags"},
       {"-- -b 8 --emulate tcp-10g", "bench: --emulate: expected before commscope-bench's flags"},

@@ -252,6 +252,11 @@ TEST(Train, TheLauncherRefusesBadFlagsBeforeMpirun) {
       {"--ranks 2 --resume --checkpoint /nonexistent/ckpt", "latest.json: missing"},
       {"--ranks 2 --zero 5", "--zero: expected 0, 1, 2 or 3, got 5"},
       {"--ranks 2 -- --no-such-flag", "--no-such-flag"},
+      // in the order given (CLI11 lists them last first), and a value without its flag's
+      // conversion said the commscope way
+      {"--ranks 2 -- --checkpoint-dir /x",
+       "expected flags commscope-train has, got '--checkpoint-dir /x'"},
+      {"--ranks 2 -- --steps 1.5", "--steps: expected an integer, got '1.5'"},
   };
   for (const Case& c : cases) {
     Outcome o = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " train " + c.args);
@@ -260,6 +265,12 @@ TEST(Train, TheLauncherRefusesBadFlagsBeforeMpirun) {
     EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << c.args << ": " << o.err;
   }
+  // `train -- --help` is the trainer's help (it said "This should be caught in your main
+  // function"), and launches nothing.
+  Outcome help = commscope::testing::run_shell(std::string(COMMSCOPE_BIN) + " train -- --help");
+  EXPECT_EQ(help.status, 0) << help.err;
+  EXPECT_EQ(help.out.rfind("Usage: commscope-train", 0), 0u) << help.out;
+  EXPECT_TRUE(help.err.empty()) << help.err;
 }
 
 // The spellings of earlier releases still work, give the same run, and each warns once (rank 0).

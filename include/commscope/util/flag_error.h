@@ -5,6 +5,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 namespace commscope::util {
@@ -14,6 +15,14 @@ namespace commscope::util {
 // only ("Could not convert: --iters = 1.5", "--iters: 1 required INT missing").
 inline std::string flag_error(const CLI::App& program, const CLI::ParseError& e) {
   std::string msg = e.what();
+  // CLI11 lists what it did not expect last first, from the reversed vector it parses; the
+  // program's remaining arguments are in the order given.
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !program.remaining().empty()) {
+    const std::string& path = program.get_name();  // argv[0] where nothing named it
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    return fmt::format("expected flags {}has, got '{}'", name.empty() ? "it " : name + " ",
+                       fmt::join(program.remaining(), " "));
+  }
   std::string name, got;
   if (const std::string prefix = "Could not convert: "; msg.rfind(prefix, 0) == 0) {
     const auto eq = msg.find(" = ");
