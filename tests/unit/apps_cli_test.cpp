@@ -994,6 +994,13 @@ TEST_F(Cli, MessagesSayWhatWasExpected) {
   Outcome bare = run("plan --gpus 8 --top");
   EXPECT_EQ(bare.status, 2);
   EXPECT_EQ(bare.err, "commscope: plan: --top: expected an integer, got nothing (see --help)\n");
+  // A required argument left out (CLI11: "files is required"), named with what it takes
+  Outcome no_files = run("validate");
+  EXPECT_EQ(no_files.status, 2);
+  EXPECT_EQ(no_files.err,
+            "commscope: validate: files: expected measured-run CSV files, got none (see --help)\n");
+  EXPECT_EQ(run("plan").err,
+            "commscope: plan: --gpus: expected GPUs in the job, got none (see --help)\n");
   Outcome inf = run("predict --ddp-bucket-size inf");
   EXPECT_EQ(inf.status, 2);
   EXPECT_EQ(inf.err, "commscope: --ddp-bucket-size: expected a finite number, got 'inf'\n");

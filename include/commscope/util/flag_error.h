@@ -2,6 +2,7 @@
 // what it takes and what it got. Header-only: the programs link CLI11, the libraries do not.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
@@ -22,6 +23,18 @@ inline std::string flag_error(const CLI::App& program, const CLI::ParseError& e)
     const std::string name = path.substr(path.find_last_of('/') + 1);
     return fmt::format("expected flags {}has, got '{}'", name.empty() ? "it " : name + " ",
                        fmt::join(program.remaining(), " "));
+  }
+  // "files is required": the argument's name and what it takes, from its help
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    const auto is = msg.find(" is required");
+    const CLI::Option* o =
+        is == std::string::npos ? nullptr : program.get_option_no_throw(msg.substr(0, is));
+    if (o != nullptr && !o->get_description().empty()) {
+      const std::string& d = o->get_description();
+      const std::string what = d.substr(0, std::min({d.find(" ("), d.find(';'), d.find(": ")}));
+      return fmt::format("{}: expected {}, got none", msg.substr(0, is), what);
+    }
+    return msg;
   }
   std::string name, got;
   if (const std::string prefix = "Could not convert: "; msg.rfind(prefix, 0) == 0) {
