@@ -644,7 +644,10 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   bool micro_given = !o.micro_batch.empty();
   PlanInput file_plan;  // what a configuration file set (ScenarioInput::file_fields)
   if (!o.deepspeed_config.empty()) {
-    CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config));
+    std::vector<std::string> ds_notes;
+    CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config, &ds_notes));
+    for (const std::string& note : ds_notes)
+      print_note(fmt::format("{}: {}", o.deepspeed_config, note));
     // DeepSpeed's _set_batch_related_parameters asserts "Either train_batch_size or
     // train_micro_batch_size_per_gpu needs to be provided" where the accumulation is the only
     // batch field: so does commscope, unless a batch flag provides one.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <numeric>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -382,8 +383,12 @@ void PlanInput::merge(const PlanInput& o) {
   take(nccl_algo, o.nccl_algo);
 }
 
-Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where) {
+Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where,
+                                      std::vector<std::string>* notes) {
   PlanInput p;
+  auto note = [&](std::string text) {
+    if (notes) notes->push_back(std::move(text));
+  };
   FieldReader r(j, where);
   r.allow_unknown();
   read_or_auto(r, "train_batch_size", p.global_batch);
@@ -465,15 +470,81 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
               fmt::format("the same as pipe_partitioned ({})", act.value_or(true)),
               fmt::format("{}", grad.value_or(true)));
   if (act || grad) p.pipe_partitioned = act.value_or(true) && grad.value_or(true);
+  // The optimizer: DeepSpeed lower-cases its type and compares it with its own names
+  // (deepspeed/runtime/config.py, DEEPSPEED_OPTIMIZERS). Its 1-bit optimizers are commscope's
+  // --grad-compression onebit; the others (Adam, AdamW, Lamb, a client's own) are priced as Adam.
+  auto opt = r.object("optimizer");
+  opt.allow_unknown();
+  std::optional<std::string> type;
+  read_or_auto(opt, "type", type);
+  if (type) {
+    std::string l = *type;
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == "onebitadam" || l == "onebitlamb" || l == "zerooneadam") {
+      // DeepSpeed's engine asserts it ("1bit-Adam is not compatible with ZeRO")
+      if (p.zero.value_or(0) > 0)
+        opt.fail("type",
+                 fmt::format("ZeRO stage 0 beside {} (DeepSpeed runs its 1-bit "
+                             "optimizers without ZeRO)",
+                             *type),
+                 fmt::format("zero_optimization.stage {}", *p.zero));
+      p.grad_compression = GradCompression::onebit;
+      note(fmt::format(
+          "optimizer.type {}: the gradients' all-reduce is priced as 1-bit Adam's compressed "
+          "stage (--grad-compression onebit){}; the uncompressed warm-up before freeze_step is "
+          "not",
+          *type,
+          l == "onebitlamb"    ? " (1-bit LAMB's momentum signs and scales)"
+          : l == "zerooneadam" ? " every step (0/1 Adam's local steps, which skip it, are not)"
+                               : ""));
+    }
+  }
+  // Read, not modelled: where the optimizer states, parameters or checkpointed activations live
+  // off the GPU (deepspeed/runtime/zero/offload_config.py, activation_checkpointing/config.py),
+  // which changes both the memory per GPU and the step's time. Said, not guessed at.
+  const nlohmann::json zo =
+      j.is_object() && !legacy ? j.value("zero_optimization", kNoFields) : kNoFields;
+  auto flag = [](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o.at(key).is_boolean() && o.at(key).get<bool>();
+  };
+  for (auto [key, legacy_key, what] :
+       {std::tuple{"offload_optimizer", "cpu_offload", "the optimizer states and step"},
+        std::tuple{"offload_param", "cpu_offload_params", "the parameters"}}) {
+    std::string field;  // the setting as written, where it moves them off the GPU
+    if (zo.is_object() && zo.contains(key) && zo.at(key).is_object()) {
+      const auto& d = zo.at(key).value("device", nlohmann::json("none"));
+      if (d == "cpu" || d == "nvme") field = fmt::format("{}.device {}", key, d.get<std::string>());
+    } else if (flag(zo, legacy_key)) {
+      field = fmt::format("{} true", legacy_key);  // DeepSpeed's deprecated spelling: the host
+    }
+    if (!field.empty())
+      note(fmt::format(
+          "zero_optimization.{}: {} off the GPU (ZeRO-Offload) are not modelled: commscope keeps "
+          "them on the GPU, in its memory and in its time",
+          field, what));
+  }
+  const nlohmann::json ac =
+      j.is_object() ? j.value("activation_checkpointing", kNoFields) : kNoFields;
+  for (auto [key, what] :
+       {std::pair{"partition_activations",
+                  "checkpointed activations split over the model-"
+                  "parallel ranks"},
+        std::pair{"cpu_checkpointing", "checkpointed activations kept on the host"}})
+    if (flag(ac, key))
+      note(
+          fmt::format("activation_checkpointing.{}: {} are not modelled (the checkpointing "
+                      "itself is --recompute-granularity's)",
+                      key, what));
+  CS_RETURN_IF_ERROR(opt.status());
   CS_RETURN_IF_ERROR(z.status());
   CS_RETURN_IF_ERROR(pipe.status());
   CS_RETURN_IF_ERROR(r.status());
   return p;
 }
 
-Result<PlanInput> load_deepspeed_config(const std::string& path) {
+Result<PlanInput> load_deepspeed_config(const std::string& path, std::vector<std::string>* notes) {
   CS_ASSIGN_OR_RETURN(auto j, read_json_file(path));
-  return plan_from_deepspeed(j, path);
+  return plan_from_deepspeed(j, path, notes);
 }
 
 nlohmann::json to_json(const ParallelPlan& p) {

@@ -235,6 +235,36 @@ TEST_F(Cli, DeepSpeedBatchFieldsAreDerivedAndGiveWayToFlags) {
   EXPECT_EQ(nlohmann::json::parse(flags.out)["plan"]["micro_batch"], 8);
 }
 
+// A ds_config.json with DeepSpeed's 1-bit Adam predicts what --grad-compression onebit does,
+// with a note; with ZeRO-Offload it notes what is not modelled and predicts the plan without it.
+TEST_F(Cli, DeepSpeedOptimizerAndOffloadFromTheFile) {
+  const std::string onebit = (dir_ / "onebit.json").string(), off = (dir_ / "off.json").string();
+  std::ofstream(onebit) << R"({"train_micro_batch_size_per_gpu": 4, "fp16": {"enabled": true},
+    "optimizer": {"type": "OneBitAdam", "params": {"lr": 1e-4, "freeze_step": 400}}})";
+  std::ofstream(off) << R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})";
+  const std::string where = " --model gpt2-large --system dgx-a100-80gb --gpus 16 --format csv";
+  Outcome file = run("predict --deepspeed-config " + onebit + where);
+  ASSERT_EQ(file.status, 0) << file.err;
+  EXPECT_NE(file.err.find("optimizer.type OneBitAdam: the gradients' all-reduce is priced as "
+                          "1-bit Adam's compressed stage"),
+            std::string::npos)
+      << file.err;
+  Outcome flags = run("predict --micro-batch-size 4 --fp16 --grad-compression onebit" + where);
+  ASSERT_EQ(flags.status, 0) << flags.err;
+  EXPECT_EQ(file.out, flags.out);
+  Outcome plain = run("predict --micro-batch-size 4 --fp16" + where);
+  EXPECT_NE(file.out, plain.out);  // the compression moved the prediction
+
+  Outcome offload = run("predict --deepspeed-config " + off + where);
+  ASSERT_EQ(offload.status, 0) << offload.err;
+  EXPECT_NE(offload.err.find("zero_optimization.offload_optimizer.device cpu: the optimizer "
+                             "states and step off the GPU (ZeRO-Offload) are not modelled"),
+            std::string::npos)
+      << offload.err;
+  EXPECT_EQ(offload.out, run("predict --micro-batch-size 4 --bf16 --zero 2" + where).out);
+}
+
 // An error about a value a configuration file set names the file's field, the flag after it;
 // given as a flag, the value's error names the flag as before.
 TEST_F(Cli, ConfigFileErrorsNameTheFilesField) {

@@ -402,6 +402,70 @@ TEST(Loaders, DeepSpeedReadsAsDeepSpeedDoes) {
   EXPECT_EQ(ds({{"bfloat16", {{"enabled", true}}}})->precision, Precision::bf16);
 }
 
+// DeepSpeed's 1-bit optimizers (optimizer.type, lower-cased as DeepSpeed compares it) are
+// --grad-compression onebit, with a note of what is priced; ZeRO beside them is DeepSpeed's
+// assertion. ZeRO-Offload and activation partitioning are read and said, not modelled: one note
+// each, and the plan is the one without them.
+TEST(Loaders, DeepSpeedOptimizerAndOffload) {
+  std::vector<std::string> notes;
+  auto ds = [&](const nlohmann::json& j) {
+    notes.clear();
+    return plan_from_deepspeed(j, "ds.json", &notes);
+  };
+  for (const char* type : {"OneBitAdam", "onebitlamb", "ZeroOneAdam"}) {
+    auto p = ds({{"optimizer", {{"type", type}, {"params", {{"freeze_step", 100}}}}}});
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_EQ(p->grad_compression, GradCompression::onebit) << type;
+    ASSERT_EQ(notes.size(), 1u) << type;
+    EXPECT_EQ(notes[0].rfind(std::string("optimizer.type ") + type +
+                                 ": the gradients' all-reduce is priced as 1-bit Adam's",
+                             0),
+              0u)
+        << notes[0];
+  }
+  for (const char* type : {"AdamW", "Lamb", "MyOwnOptimizer"}) {
+    auto p = ds({{"optimizer", {{"type", type}}}});
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_FALSE(p->grad_compression.has_value()) << type;
+    EXPECT_TRUE(notes.empty()) << type;
+  }
+  auto zero = ds({{"optimizer", {{"type", "OneBitAdam"}}}, {"zero_optimization", {{"stage", 2}}}});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().message,
+            "ds.json: field 'optimizer.type': expected ZeRO stage 0 beside OneBitAdam (DeepSpeed "
+            "runs its 1-bit optimizers without ZeRO), got zero_optimization.stage 2");
+
+  auto off = ds({{"zero_optimization",
+                  {{"stage", 3},
+                   {"offload_optimizer", {{"device", "cpu"}, {"pin_memory", true}}},
+                   {"offload_param", {{"device", "nvme"}}}}},
+                 {"activation_checkpointing", {{"partition_activations", true}}}});
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[0].rfind("zero_optimization.offload_optimizer.device cpu: the optimizer states "
+                           "and step off the GPU (ZeRO-Offload) are not modelled",
+                           0),
+            0u)
+      << notes[0];
+  EXPECT_EQ(notes[1].rfind("zero_optimization.offload_param.device nvme: the parameters", 0), 0u)
+      << notes[1];
+  EXPECT_EQ(notes[2].rfind("activation_checkpointing.partition_activations:", 0), 0u) << notes[2];
+  auto plain = ds({{"zero_optimization", {{"stage", 3}}}});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(notes.empty());
+  // the deprecated spelling, and devices that keep them on the GPU
+  ASSERT_TRUE(ds({{"zero_optimization", {{"stage", 2}, {"cpu_offload", true}}}}).ok());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("zero_optimization.cpu_offload true:", 0), 0u) << notes[0];
+  ASSERT_TRUE(ds({{"zero_optimization",
+                   {{"stage", 3},
+                    {"offload_optimizer", {{"device", "none"}}},
+                    {"offload_param", nlohmann::json::object()}}},
+                  {"activation_checkpointing", {{"partition_activations", false}}}})
+                  .ok());
+  EXPECT_TRUE(notes.empty());
+}
+
 TEST(Loaders, DeepSpeedBadStage) {
   nlohmann::json j = {{"zero_optimization", {{"stage", 4}}}};
   auto p = plan_from_deepspeed(j, "ds.json");

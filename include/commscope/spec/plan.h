@@ -550,9 +550,13 @@ struct PlanInput {
 };
 
 // A DeepSpeed ds_config.json as a plan: batch sizes, gradient accumulation, ZeRO stage and
-// bucket sizes, fp16/bf16, overlap_comm. "auto" (Hugging Face Trainer) leaves a field unset.
-Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where);
-Result<PlanInput> load_deepspeed_config(const std::string& path);
+// bucket sizes, fp16/bf16, overlap_comm, ZeRO++, the 1-bit optimizers. "auto" (Hugging Face
+// Trainer) leaves a field unset. `notes`, where given, receives one line for each setting read
+// but not modelled (ZeRO-Offload, activation partitioning) or modelled in part.
+Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string& where,
+                                      std::vector<std::string>* notes = nullptr);
+Result<PlanInput> load_deepspeed_config(const std::string& path,
+                                        std::vector<std::string>* notes = nullptr);
 
 nlohmann::json to_json(const ParallelPlan& p);
 
