@@ -5,7 +5,6 @@
 #include <optional>
 #include <string>
 
-#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commscope/comm/mpi.h"

@@ -11,9 +11,9 @@
 
 namespace commscope::util {
 
-// CLI11's message for a flag, said as commscope says it: the flag as the
-// user may have typed it (-n/--iters), what it takes and what it got. CLI11 names the long form
-// only ("Could not convert: --iters = 1.5", "--iters: 1 required INT missing").
+// CLI11's message for a flag, said as commscope says it: the flag as the user may have typed it
+// (-n/--iters), what it takes and what it got. CLI11 names the long form only ("Could not
+// convert: --iters = 1.5", "--iters: 1 required INT missing"). Other messages pass unchanged.
 inline std::string flag_error(const CLI::App& program, const CLI::ParseError& e) {
   std::string msg = e.what();
   // CLI11 lists what it did not expect last first, from the reversed vector it parses; the
