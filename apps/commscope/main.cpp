@@ -257,21 +257,9 @@ int run(int argc, char** argv) {
       const std::string flag = msg.substr(prefix.size(), eq - prefix.size());
       std::string expected = "a number";
       const std::string value = msg.substr(eq + 3);
-      const bool digits =
-          !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
       for (const auto& v : verbs)
-        if (const CLI::Option* o = v.command->get_option_no_throw(flag)) {
-          const std::string type = o->get_type_name();
-          if (type == "INT")  // a whole number too large says so (it said "an integer")
-            expected =
-                digits ? "a smaller integer (this one is out of the flag's range)" : "an integer";
-          else if (type == "UINT")
-            expected = "a non-negative integer";
-          else if (type == "FLOAT")
-            expected = "a number";
-          else if (type == "BOOLEAN")
-            expected = "true or false";
-        }
+        if (const CLI::Option* o = v.command->get_option_no_throw(flag))
+          if (auto e = commscope::util::expected_of(*o, value)) expected = *e;
       return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, value));
     }
     return fail(where + msg);

@@ -502,39 +502,43 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   // Read, not modelled: where the optimizer states, parameters or checkpointed activations live
   // off the GPU (deepspeed/runtime/zero/offload_config.py, activation_checkpointing/config.py),
   // which changes both the memory per GPU and the step's time. Said, not guessed at.
-  const nlohmann::json zo =
-      j.is_object() && !legacy ? j.value("zero_optimization", kNoFields) : kNoFields;
-  auto flag = [](const nlohmann::json& o, const char* key) {
-    return o.is_object() && o.contains(key) && o.at(key).is_boolean() && o.at(key).get<bool>();
-  };
   for (auto [key, legacy_key, what] :
        {std::tuple{"offload_optimizer", "cpu_offload", "the optimizer states and step"},
         std::tuple{"offload_param", "cpu_offload_params", "the parameters"}}) {
+    auto off = z.object(key);
+    off.allow_unknown();
+    std::optional<std::string> device;
+    read_or_auto(off, "device", device);
+    std::optional<bool> legacy_on;  // DeepSpeed's deprecated spelling: the host
+    read_or_auto(z, legacy_key, legacy_on);
+    CS_RETURN_IF_ERROR(off.status());
     std::string field;  // the setting as written, where it moves them off the GPU
-    if (zo.is_object() && zo.contains(key) && zo.at(key).is_object()) {
-      const auto& d = zo.at(key).value("device", nlohmann::json("none"));
-      if (d == "cpu" || d == "nvme") field = fmt::format("{}.device {}", key, d.get<std::string>());
-    } else if (flag(zo, legacy_key)) {
-      field = fmt::format("{} true", legacy_key);  // DeepSpeed's deprecated spelling: the host
-    }
+    if (device == "cpu" || device == "nvme")
+      field = fmt::format("{}.device {}", key, *device);
+    else if (!z.raw().contains(key) && legacy_on.value_or(false))
+      field = fmt::format("{} true", legacy_key);
     if (!field.empty())
       note(fmt::format(
           "zero_optimization.{}: {} off the GPU (ZeRO-Offload) are not modelled: commscope keeps "
           "them on the GPU, in its memory and in its time",
           field, what));
   }
-  const nlohmann::json ac =
-      j.is_object() ? j.value("activation_checkpointing", kNoFields) : kNoFields;
+  auto ac = r.object("activation_checkpointing");
+  ac.allow_unknown();
   for (auto [key, what] :
        {std::pair{"partition_activations",
                   "checkpointed activations split over the model-"
                   "parallel ranks"},
-        std::pair{"cpu_checkpointing", "checkpointed activations kept on the host"}})
-    if (flag(ac, key))
+        std::pair{"cpu_checkpointing", "checkpointed activations kept on the host"}}) {
+    std::optional<bool> on;
+    read_or_auto(ac, key, on);
+    if (on.value_or(false))
       note(
           fmt::format("activation_checkpointing.{}: {} are not modelled (the checkpointing "
                       "itself is --recompute-granularity's)",
                       key, what));
+  }
+  CS_RETURN_IF_ERROR(ac.status());
   CS_RETURN_IF_ERROR(opt.status());
   CS_RETURN_IF_ERROR(z.status());
   CS_RETURN_IF_ERROR(pipe.status());

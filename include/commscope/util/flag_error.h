@@ -3,13 +3,28 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 namespace commscope::util {
+
+// What a flag of CLI11's type takes, for "expected ...": nothing for a type without a word
+// here. A whole number CLI11 could not convert is out of the flag's range and says so.
+inline std::optional<std::string> expected_of(const CLI::Option& o, std::string_view got) {
+  const std::string type = o.get_type_name();
+  const bool digits = !got.empty() && got.find_first_not_of("0123456789") == std::string::npos;
+  if (type == "INT")
+    return digits ? "a smaller integer (this one is out of the flag's range)" : "an integer";
+  if (type == "UINT") return "a non-negative integer";
+  if (type == "FLOAT") return "a number";
+  if (type == "BOOLEAN") return "true or false";
+  return std::nullopt;
+}
 
 // CLI11's message for a flag, said as commscope says it: the flag as the user may have typed it
 // (-n/--iters), what it takes and what it got. CLI11 names the long form only ("Could not
@@ -36,12 +51,13 @@ inline std::string flag_error(const CLI::App& program, const CLI::ParseError& e)
     }
     return msg;
   }
-  std::string name, got;
+  std::string name, value, got;
   if (const std::string prefix = "Could not convert: "; msg.rfind(prefix, 0) == 0) {
     const auto eq = msg.find(" = ");
     if (eq == std::string::npos) return msg;
     name = msg.substr(prefix.size(), eq - prefix.size());
-    got = fmt::format("'{}'", msg.substr(eq + 3));
+    value = msg.substr(eq + 3);
+    got = fmt::format("'{}'", value);
   } else if (const auto colon = msg.find(": ");
              colon != std::string::npos && msg.find(" required ") != std::string::npos) {
     name = msg.substr(0, colon);
@@ -51,8 +67,7 @@ inline std::string flag_error(const CLI::App& program, const CLI::ParseError& e)
   }
   const CLI::Option* o = program.get_option_no_throw(name);
   if (o == nullptr) return msg;
-  const std::string type = o->get_type_name();
-  const char* expected = type == "INT" ? "an integer" : type == "FLOAT" ? "a number" : "a value";
+  const std::string expected = expected_of(*o, value).value_or("a value");
   std::string shown = name;
   if (!o->get_snames().empty()) shown = fmt::format("-{}/{}", o->get_snames().front(), name);
   return fmt::format("{}: expected {}, got {}", shown, expected, got);
