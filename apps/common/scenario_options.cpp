@@ -120,36 +120,7 @@ std::vector<ScenarioInput> times(const std::vector<ScenarioInput>& in, const std
 // the plan).
 Status compression_flags(const ScenarioOptions& o, PlanInput& flags) {
   CS_RETURN_IF_ERROR(grad_comm_dtype_flags(o.grad_comm_dtype, o.grad_reduce_in_bf16, flags));
-  if (o.zero_quantized_weights) flags.zeropp_qwz = true;
-  if (o.zero_quantized_gradients) flags.zeropp_qgz = true;
-  if (o.zero_hpz_flag && o.zero_hpz_flag->count() > 0) {
-    if (o.zero_hpz_partition_size < 1)
-      return Error{fmt::format("--zero-hpz-partition-size: expected a positive integer, got '{}'",
-                               o.zero_hpz_partition_size)};
-    flags.zeropp_hpz = o.zero_hpz_partition_size;
-  }
-  const std::string& c = o.grad_compression;
-  if (!c.empty()) {
-    const std::string prefix = "powersgd:rank=";
-    if (c == "none") {
-      flags.grad_compression = GradCompression::none;
-    } else if (c == "onebit" || c == "1bit") {
-      flags.grad_compression = GradCompression::onebit;
-    } else if (c.rfind(prefix, 0) == 0) {
-      auto r = parse_number<int>(c.substr(prefix.size()));
-      if (!r || *r < 1 || *r > 1 << 20)
-        return Error{fmt::format(
-            "--grad-compression: expected powersgd:rank=R with R an integer from 1 to {}, got "
-            "'{}'",
-            1 << 20, c)};
-      flags.grad_compression = GradCompression::powersgd;
-      flags.powersgd_rank = *r;
-    } else {
-      return Error{
-          fmt::format("--grad-compression: expected powersgd:rank=R, onebit or none, got '{}'", c)};
-    }
-  }
-  return {};
+  return compression_option_flags(o.compression, flags);
 }
 
 // ---- modern training (issue 15): attention kernel, FP8, uneven pipeline stages ----
@@ -517,22 +488,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
 
   const char* g_cc = "Compressed communication (docs/workload.md)";
   add_grad_comm_dtype_options(cmd, o.grad_comm_dtype, o.grad_reduce_in_bf16, g_cc);
-  cmd.add_flag("--zero-quantized-weights", o.zero_quantized_weights,
-               "ZeRO++ qwZ: ZeRO-3 parameter all-gather in int8 with per-block fp32 scales")
-      ->group(g_cc);
-  o.zero_hpz_flag =
-      cmd.add_option("--zero-hpz-partition-size", o.zero_hpz_partition_size,
-                     "ZeRO++ hpZ: secondary parameter shard over this many ranks of a node; the "
-                     "backward all-gather stays within it [1: off]")
-          ->group(g_cc);
-  cmd.add_flag("--zero-quantized-gradients", o.zero_quantized_gradients,
-               "ZeRO++ qgZ: gradient reduce-scatter as int4 all-to-all, intra-node then "
-               "inter-node")
-      ->group(g_cc);
-  cmd.add_option("--grad-compression", o.grad_compression,
-                 "DDP gradient compression: powersgd:rank=R (PowerSGD) | onebit (1-bit Adam) | "
-                 "none [none]")
-      ->group(g_cc);
+  add_compression_options(cmd, o.compression, g_cc);
 
   list(cmd, "--micro-batch-size", o.micro_batch,
        "samples per GPU per micro-batch [4 with the defaults]")
@@ -970,6 +926,64 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
         flag, all.size())};
   }
   return all.front();
+}
+
+void add_compression_options(CLI::App& cmd, CompressionOptions& o, const std::string& group,
+                             const std::string& zeropp_where,
+                             const std::string& compression_where) {
+  cmd.add_flag("--zero-quantized-weights", o.zero_quantized_weights,
+               "ZeRO++ qwZ: ZeRO-3 parameter all-gather in int8 with per-block fp32 scales" +
+                   zeropp_where)
+      ->group(group);
+  o.zero_hpz_flag =
+      cmd.add_option("--zero-hpz-partition-size", o.zero_hpz_partition_size,
+                     "ZeRO++ hpZ: secondary parameter shard over this many ranks of a node; the "
+                     "backward all-gather stays within it" +
+                         zeropp_where + " [1: off]")
+          ->group(group);
+  cmd.add_flag("--zero-quantized-gradients", o.zero_quantized_gradients,
+               "ZeRO++ qgZ: gradient reduce-scatter as int4 all-to-all, intra-node then "
+               "inter-node" +
+                   zeropp_where)
+      ->group(group);
+  cmd.add_option("--grad-compression", o.grad_compression,
+                 "DDP gradient compression: powersgd:rank=R (PowerSGD) | onebit (1-bit Adam) | "
+                 "none" +
+                     compression_where + " [none]")
+      ->group(group);
+}
+
+Status compression_option_flags(const CompressionOptions& o, PlanInput& flags) {
+  if (o.zero_quantized_weights) flags.zeropp_qwz = true;
+  if (o.zero_quantized_gradients) flags.zeropp_qgz = true;
+  if (o.zero_hpz_flag && o.zero_hpz_flag->count() > 0) {
+    if (o.zero_hpz_partition_size < 1)
+      return Error{fmt::format("--zero-hpz-partition-size: expected a positive integer, got '{}'",
+                               o.zero_hpz_partition_size)};
+    flags.zeropp_hpz = o.zero_hpz_partition_size;
+  }
+  const std::string& c = o.grad_compression;
+  if (!c.empty()) {
+    const std::string prefix = "powersgd:rank=";
+    if (c == "none") {
+      flags.grad_compression = GradCompression::none;
+    } else if (c == "onebit" || c == "1bit") {
+      flags.grad_compression = GradCompression::onebit;
+    } else if (c.rfind(prefix, 0) == 0) {
+      auto r = parse_number<int>(c.substr(prefix.size()));
+      if (!r || *r < 1 || *r > 1 << 20)
+        return Error{fmt::format(
+            "--grad-compression: expected powersgd:rank=R with R an integer from 1 to {}, got "
+            "'{}'",
+            1 << 20, c)};
+      flags.grad_compression = GradCompression::powersgd;
+      flags.powersgd_rank = *r;
+    } else {
+      return Error{
+          fmt::format("--grad-compression: expected powersgd:rank=R, onebit or none, got '{}'", c)};
+    }
+  }
+  return {};
 }
 
 void add_grad_comm_dtype_options(CLI::App& cmd, std::string& dtype, bool& in_bf16,

@@ -49,6 +49,22 @@ Status grad_comm_dtype_flags(const std::string& dtype, bool in_bf16, PlanInput& 
 // name the flag.
 Status cross_entropy_flags(const std::string& name, bool fusion, PlanInput& flags);
 
+// ZeRO++ (qwZ, hpZ, qgZ) and DDP gradient compression (PowerSGD, 1-bit Adam), as given: the
+// scenario verbs and plan take them alike.
+struct CompressionOptions {
+  bool zero_quantized_weights = false, zero_quantized_gradients = false;
+  int zero_hpz_partition_size = 1;
+  CLI::Option* zero_hpz_flag = nullptr;  // given or not
+  std::string grad_compression;
+};
+// `zeropp_where` ends the ZeRO++ flags' help, `compression_where` --grad-compression's (plan:
+// which candidates).
+void add_compression_options(CLI::App& cmd, CompressionOptions& o, const std::string& group,
+                             const std::string& zeropp_where = "",
+                             const std::string& compression_where = "");
+// Into the PlanInput (only what was given); errors name the flag.
+Status compression_option_flags(const CompressionOptions& o, PlanInput& flags);
+
 struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.
   std::vector<std::string> model, system, network;
@@ -69,11 +85,9 @@ struct ScenarioOptions {
   CLI::Option* fsdp_limit_all_gathers_flag = nullptr;  // given or not
   CLI::Option* pipe_partitioned_flag = nullptr;        // given or not
   // compressed communication (docs/workload.md, "Compressed communication")
-  std::string grad_comm_dtype, grad_compression;
-  bool grad_reduce_in_bf16 = false, zero_quantized_weights = false,
-       zero_quantized_gradients = false;
-  int zero_hpz_partition_size = 1;
-  CLI::Option* zero_hpz_flag = nullptr;  // given or not
+  std::string grad_comm_dtype;
+  bool grad_reduce_in_bf16 = false;
+  CompressionOptions compression;
   // modern training (issue 15; docs/workload.md)
   OptimizerPrecisionOptions optimizer_precision;
   std::string attention, attention_backend, pipeline_stage_layers, pipeline_layout,

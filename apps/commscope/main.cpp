@@ -259,7 +259,7 @@ int run(int argc, char** argv) {
       const std::string value = msg.substr(eq + 3);
       for (const auto& v : verbs)
         if (const CLI::Option* o = v.command->get_option_no_throw(flag))
-          if (auto e = commscope::util::expected_of(*o, value)) expected = *e;
+          if (auto words = commscope::util::expected_of(*o, value)) expected = *words;
       return fail(fmt::format("{}: expected {}, got '{}'", flag, expected, value));
     }
     return fail(where + msg);

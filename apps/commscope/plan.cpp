@@ -7,11 +7,13 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/scenario_options.h"
 #include "commscope/report/plan.h"
 #include "commscope/search/plan_search.h"
 #include "commscope/spec/limits.h"
+#include "commscope/spec/plan.h"
 #include "commscope/spec/torchtitan_config.h"
 #include "commscope/util/atomic_file.h"
 #include "embed.h"
@@ -39,8 +41,9 @@ Verb add_plan(CLI::App& app) {
     int threads = 0;
     std::vector<std::string> frameworks;
     std::string memory_headroom = "2GiB";
-    std::string torchtitan_config;
+    std::string torchtitan_config, deepspeed_config;
     OptimizerPrecisionOptions optimizer_precision;
+    CompressionOptions compression;
     std::string grad_comm_dtype;
     bool grad_reduce_in_bf16 = false;
     OutputOptions out;
@@ -84,7 +87,11 @@ Verb add_plan(CLI::App& app) {
       " in every plan with a sharded optimizer under commscope or megatron (Megatron-Core's "
       "rule); the others keep plain Adam");
   add_grad_comm_dtype_options(*cmd, st->grad_comm_dtype, st->grad_reduce_in_bf16, "Options",
-                              " in every plan (over the torchtitan file's reduce type)");
+                              " in every plan (over the job file's reduce type)");
+  add_compression_options(*cmd, st->compression, "Options",
+                          ", in every ZeRO-3 plan under commscope or deepspeed",
+                          ", in every plan without ZeRO under commscope (DDP's hook) or "
+                          "deepspeed (its 1-bit optimizers)");
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
                 "the logits in the compute type (Megatron-LM --cross-entropy-loss-fusion)");
@@ -128,6 +135,12 @@ Verb add_plan(CLI::App& app) {
                   "converter, gradient reduce type), loss and global batch; the plans FSDP's "
                   "(--framework fsdp) unless --framework(s) says otherwise; its parallelism and "
                   "checkpointing are what the search varies (flags win; docs/plan.md)");
+  cmd->add_option("--deepspeed-config,--deepspeed_config", st->deepspeed_config,
+                  "DeepSpeed ds_config.json: its precision, global batch (train_batch_size, or "
+                  "micro-batch x accumulation x the GPUs), buckets, communication_data_type, "
+                  "ZeRO++ and 1-bit optimizer; the plans DeepSpeed's (--framework deepspeed) "
+                  "unless --framework(s) says otherwise; its ZeRO stage and micro-batch are what "
+                  "the search varies (flags win; docs/plan.md)");
   cmd->add_option("--memory-headroom", st->memory_headroom,
                   "memory kept free on each GPU for the CUDA context, NCCL buffers and "
                   "fragmentation, which the memory model does not count: a size (2GiB, 512MiB) "
@@ -222,6 +235,8 @@ Verb add_plan(CLI::App& app) {
         std::string model_name = st->model;
         // The job file's notes and the model's warnings, printed once the flags are checked.
         std::vector<std::string> notes, model_warnings;
+        if (!st->torchtitan_config.empty() && !st->deepspeed_config.empty())
+          return fail("--torchtitan-config: expected it or --deepspeed-config, got both");
         if (!st->torchtitan_config.empty()) {
           auto job = load_torchtitan_config(st->torchtitan_config);
           if (!job) return fail(job.error().message);
@@ -266,6 +281,76 @@ Verb add_plan(CLI::App& app) {
                 st->torchtitan_config));
           }
         }
+        // A ds_config.json: what it fixes for every plan (flags win); the search sets the ZeRO
+        // stage, the micro-batch and the accumulation.
+        if (!st->deepspeed_config.empty()) {
+          const std::string& path = st->deepspeed_config;
+          std::vector<std::string> ds_notes;
+          auto ds = load_deepspeed_config(path, &ds_notes);
+          if (!ds) return fail(ds.error().message);
+          for (const std::string& note : ds_notes)
+            notes.push_back(fmt::format("{}: {}", path, note));
+          PlanInput f = std::move(*ds);
+          if (cmd->count("--global-batch-size") == 0) {
+            if (f.global_batch) {
+              st->global_batch = *f.global_batch;
+            } else if (f.micro_batch) {
+              // DeepSpeed's rule (deepspeed/runtime/config.py, _set_batch_related_parameters):
+              // micro-batch x accumulation x data-parallel ranks; the file names no model
+              // parallelism, so every GPU is one.
+              const std::int64_t accum = f.grad_accum.value_or(1);
+              if (static_cast<double>(*f.micro_batch) * static_cast<double>(accum) * st->gpus >
+                  static_cast<double>(limits::kMaxGlobalBatch))
+                return fail(fmt::format(
+                    "--deepspeed-config: {}: expected a global batch (micro-batch x "
+                    "accumulation x {} GPUs) of at most {} samples, got micro-batch {} and "
+                    "accumulation {}",
+                    path, st->gpus, limits::kMaxGlobalBatch, *f.micro_batch, accum));
+              st->global_batch = *f.micro_batch * accum * st->gpus;
+            } else if (f.grad_accum) {
+              return fail(fmt::format(
+                  "{}: gradient_accumulation_steps: expected train_batch_size or "
+                  "train_micro_batch_size_per_gpu beside it (DeepSpeed asserts one of them), "
+                  "got {} alone",
+                  path, *f.grad_accum));
+            }
+          }
+          if (f.zero || f.micro_batch) {
+            std::vector<std::string> said, flags;
+            if (f.zero) {
+              said.push_back(fmt::format("ZeRO stage {}", *f.zero));
+              flags.push_back(fmt::format("--zero {}", *f.zero));
+            }
+            if (f.micro_batch) {
+              said.push_back(fmt::format("micro-batch {}", *f.micro_batch));
+              flags.push_back(fmt::format("--micro-batch-size {}", *f.micro_batch));
+            }
+            notes.push_back(fmt::format("{}: its {} searched among the others ({} to keep {})",
+                                        path, fmt::join(said, " and "), fmt::join(flags, " "),
+                                        said.size() > 1 ? "them" : "it"));
+          }
+          f.zero.reset();
+          f.micro_batch.reset();
+          f.global_batch.reset();
+          f.grad_accum.reset();
+          base.merge(f);
+          if (st->framework.empty() && st->frameworks.empty()) {
+            st->framework = "deepspeed";
+            notes.push_back(
+                fmt::format("{}: DeepSpeed's plans searched (--frameworks commscope,deepspeed adds "
+                            "commscope's own)",
+                            path));
+          }
+        }
+        // A job file's global batch, held to the flag's limit (it was the flag's error, after
+        // the whole search).
+        if (cmd->count("--global-batch-size") == 0 && st->global_batch > limits::kMaxGlobalBatch)
+          return fail(fmt::format(
+              "{}: expected at most {} samples per iteration (commscope's limit), got {}",
+              st->deepspeed_config.empty()
+                  ? st->torchtitan_config + ": [training] global_batch_size"
+                  : st->deepspeed_config + ": train_batch_size",
+              limits::kMaxGlobalBatch, st->global_batch));
         if (st->seq_length > 0) base.seq_length = st->seq_length;
         // Named values are parsed as the scenario verbs parse theirs (cli::named_value).
         if (Status s = cli::named_value("--precision", st->precision, precision_from_name,
@@ -295,6 +380,16 @@ Verb add_plan(CLI::App& app) {
         if (Status s = grad_comm_dtype_flags(st->grad_comm_dtype, st->grad_reduce_in_bf16, base);
             !s.ok())
           return fail(s.error().message);
+        // ZeRO++ and gradient compression: the candidates that may have them
+        // (search::to_plan_input); over the file's (flags win)
+        if (Status s = compression_option_flags(st->compression, base); !s.ok())
+          return fail(s.error().message);
+        const GradCompression compression = base.grad_compression.value_or(GradCompression::none);
+        if (compression != GradCompression::none && base.grad_comm_dtype)
+          return fail(fmt::format(
+              "--grad-comm-dtype: expected none with --grad-compression {} (the compressed "
+              "gradient has its own wire format), got {}",
+              to_string(compression), to_string(*base.grad_comm_dtype)));
         // the optimizer's precision: every candidate with a sharded optimizer under commscope
         // or megatron (search::to_plan_input); its rules checked once, here
         if (Status s = optimizer_precision_flags(st->optimizer_precision, base); !s.ok())
@@ -335,6 +430,39 @@ Verb add_plan(CLI::App& app) {
         } else if (frameworks.empty()) {
           frameworks = {Framework::none, Framework::deepspeed, Framework::fsdp};
         }
+        // ZeRO++ and gradient compression need a candidate that may have them (the rules of
+        // search::to_plan_input), or they would change nothing without a word.
+        std::vector<std::string_view> framework_names;
+        for (Framework f : frameworks) framework_names.push_back(search::framework_choice_name(f));
+        const std::string searched = fmt::format(
+            "--zero {} and --frameworks {}",
+            st->zero.empty() ? std::string("0,1,2,3") : fmt::format("{}", fmt::join(st->zero, ",")),
+            fmt::join(framework_names, ","));
+        auto allows = [&](int stage, std::initializer_list<Framework> with) {
+          const bool stage_ok = st->zero.empty() || std::find(st->zero.begin(), st->zero.end(),
+                                                              stage) != st->zero.end();
+          return stage_ok && std::any_of(frameworks.begin(), frameworks.end(), [&](Framework f) {
+                   return std::find(with.begin(), with.end(), f) != with.end();
+                 });
+        };
+        if ((base.zeropp_qwz.value_or(false) || base.zeropp_qgz.value_or(false) ||
+             base.zeropp_hpz.value_or(1) > 1) &&
+            !allows(3, {Framework::none, Framework::deepspeed}))
+          return fail(fmt::format(
+              "{}: expected ZeRO stage 3 under commscope or deepspeed among the candidates "
+              "(ZeRO++ extends DeepSpeed's ZeRO-3), got {}",
+              base.zeropp_qwz.value_or(false) ? "--zero-quantized-weights (zero_quantized_weights)"
+              : base.zeropp_qgz.value_or(false)
+                  ? "--zero-quantized-gradients (zero_quantized_gradients)"
+                  : "--zero-hpz-partition-size (zero_hpz_partition_size)",
+              searched));
+        if (compression != GradCompression::none &&
+            !allows(0, {Framework::none, Framework::deepspeed}))
+          return fail(
+              fmt::format("--grad-compression: expected ZeRO stage 0 under commscope or deepspeed "
+                          "among the candidates (PowerSGD and 1-bit Adam replace the data-parallel "
+                          "all-reduce), got {}",
+                          searched));
         search::SearchSpace headroom;
         if (Status hs = search::set_memory_headroom(headroom, st->memory_headroom); !hs.ok())
           return fail(hs.error().message);

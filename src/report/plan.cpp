@@ -310,6 +310,24 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
   if (b.cross_entropy == CrossEntropy::flash_attn) out.push_back("FlashAttention's cross entropy");
   if (b.grad_comm_dtype)
     out.push_back(fmt::format("gradients reduced in {}", to_string(*b.grad_comm_dtype)));
+  std::vector<std::string> zeropp;
+  if (b.zeropp_qwz.value_or(false)) zeropp.push_back("qwZ");
+  if (b.zeropp_hpz.value_or(1) > 1) zeropp.push_back(fmt::format("hpZ {}", *b.zeropp_hpz));
+  if (b.zeropp_qgz.value_or(false)) zeropp.push_back("qgZ");
+  if (!zeropp.empty())
+    out.push_back(fmt::format("ZeRO++ ({}) where ZeRO-3 under commscope or deepspeed",
+                              fmt::join(zeropp, ", ")));
+  switch (b.grad_compression.value_or(GradCompression::none)) {
+    case GradCompression::none:
+      break;
+    case GradCompression::onebit:
+      out.push_back("1-bit compressed gradients where no ZeRO under commscope or deepspeed");
+      break;
+    case GradCompression::powersgd:
+      out.push_back(fmt::format("PowerSGD rank {} where no ZeRO under commscope or deepspeed",
+                                b.powersgd_rank.value_or(0)));
+      break;
+  }
   if (b.precision_aware_optimizer.value_or(false))
     out.push_back(fmt::format(
         "precision-aware Adam (moments {} and {}, master weights {}, main gradients {}) where the "

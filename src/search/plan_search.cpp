@@ -116,6 +116,21 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.main_params_dtype.reset();
     in.main_grads_dtype.reset();
   }
+  // ZeRO++ where DeepSpeed has it: ZeRO-3 under DeepSpeed's pattern or commscope's. PowerSGD or
+  // 1-bit Adam where they replace the data-parallel all-reduce: no ZeRO, under commscope's
+  // pattern (PyTorch DDP's hook) or DeepSpeed's (its optimizer). The other candidates are
+  // searched without them.
+  const bool commscope_or_deepspeed =
+      p.framework == Framework::none || p.framework == Framework::deepspeed;
+  if (p.zero != 3 || !commscope_or_deepspeed) {
+    in.zeropp_qwz.reset();
+    in.zeropp_qgz.reset();
+    in.zeropp_hpz.reset();
+  }
+  if (p.zero != 0 || !commscope_or_deepspeed) {
+    in.grad_compression.reset();
+    in.powersgd_rank.reset();
+  }
   // --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute) where Megatron-Core allows
   // it: EP > 1, the interleaved schedule under PP, no full recompute.
   if (base.overlap_moe_ep_comm.value_or(false)) {

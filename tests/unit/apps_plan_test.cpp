@@ -411,6 +411,160 @@ TEST_F(PlanCli, TorchtitanJobFileFixesModelBatchAndPrecision) {
   }
 }
 
+// A ds_config.json fixes the precision, the global batch, the buckets and DeepSpeed's
+// compression for every plan, and keeps the search to DeepSpeed's plans (with a note); its ZeRO
+// stage and micro-batch are searched. Each plan is what `predict` says of the same file with that
+// plan's stage, micro-batch and checkpointing. The 1-bit optimizer reaches the plans without ZeRO
+// alone and ZeRO++ the ZeRO-3 plans alone (DeepSpeed allows them nowhere else); the others are the
+// plans without them. What no candidate could have is refused.
+TEST_F(PlanCli, DeepSpeedConfigFixesPrecisionBatchAndCompression) {
+  const std::string where = " --model gpt2-xl --system dgx-a100-80gb --gpus 64";
+  // The plans of a search by name, and `predict` of one of them with the same file.
+  auto plans = [&](const std::string& args) { return times(args + where + " --format json"); };
+  // `predict` of plan p with these flags (a file, or a precision).
+  auto predicted = [&](const std::string& flags, const nlohmann::json& p) {
+    const std::string cmd =
+        std::string(COMMSCOPE_BIN) + " predict" + where + " --framework deepspeed " + flags +
+        " --tp " + std::to_string(p["tp"].get<int>()) + " --pp " +
+        std::to_string(p["pp"].get<int>()) + " --zero " + std::to_string(p["zero"].get<int>()) +
+        " --micro-batch-size " + std::to_string(p["micro_batch"].get<int>()) +
+        " --global-batch-size " + std::to_string(p["global_batch"].get<int>()) +
+        " --recompute-granularity " + p["recompute"].get<std::string>() +
+        " --format json </dev/null";
+    auto r = commscope::testing::run_shell(cmd);
+    EXPECT_EQ(r.status, 0) << cmd << "\n" << r.err;
+    return nlohmann::json::parse(r.out)["predictions"][0];
+  };
+
+  // The test data's ZeRO-3 file: bf16, train_batch_size 256, micro-batch 4, ZeRO-3 buckets.
+  const std::string zero3 = COMMSCOPE_SOURCE_DIR "/tests/data/deepspeed/zero3_bf16.json";
+  Outcome r = run("--deepspeed-config " + zero3 + where + " --top 3 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("DeepSpeed's plans searched"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its ZeRO stage 3 and micro-batch 4 searched among the others (--zero 3 "
+                       "--micro-batch-size 4 to keep them)"),
+            std::string::npos)
+      << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["plans"].size(), 3u);
+  std::set<int> stages;
+  for (const auto& p : j["plans"]) {
+    EXPECT_EQ(p["framework"], "deepspeed");
+    EXPECT_EQ(p["global_batch"], 256);
+    stages.insert(p["zero"].get<int>());
+    const auto one = predicted("--deepspeed-config " + zero3, p);
+    EXPECT_DOUBLE_EQ(one["iteration_time_s"].get<double>(), p["iteration_time_s"].get<double>());
+    EXPECT_DOUBLE_EQ(one["memory_per_gpu_bytes"].get<double>(),
+                     p["memory_per_gpu_bytes"].get<double>());
+  }
+  EXPECT_GT(stages.size(), 1u);  // the file's stage is not the only one searched
+  // Flags win: the precision (fp32 is slower than the file's bf16) and the frameworks.
+  auto bf16 = plans("--deepspeed-config " + zero3 +
+                    " --zero 3 --micro-batch-size 4 --max-tp 1 "
+                    "--max-pp 1 --top 1");
+  auto fp32 = plans("--deepspeed-config " + zero3 +
+                    " --zero 3 --micro-batch-size 4 --max-tp 1 "
+                    "--max-pp 1 --top 1 --precision fp32 --frameworks commscope,deepspeed");
+  ASSERT_EQ(bf16.size(), 1u);
+  ASSERT_EQ(fp32.size(), 1u);
+  EXPECT_GT(fp32.begin()->second.first, 1.5 * bf16.begin()->second.first);
+
+  // DeepSpeed's 1-bit Adam: fp16, train_batch_size 512. The plan without ZeRO is the compressed
+  // one (predict of the file), faster than the same plan uncompressed; the ZeRO-3 plan is the
+  // uncompressed plan.
+  const fs::path onebit = dir_ / "onebit.json";
+  std::ofstream(onebit) << R"({"train_batch_size": 512, "fp16": {"enabled": true},
+      "optimizer": {"type": "OneBitAdam", "params": {"lr": 1e-4, "freeze_step": 400}}})";
+  auto found = plans("--deepspeed-config " + onebit.string() +
+                     " --zero 0,3 --micro-batch-size 4 --max-tp 1 --max-pp 1 --top 10");
+  std::set<int> seen;
+  for (const auto& [name, found_plan] : found) {
+    SCOPED_TRACE(name);
+    const auto& [time, p] = found_plan;
+    EXPECT_EQ(p["global_batch"], 512);
+    const int stage = p["zero"].get<int>();
+    seen.insert(stage);
+    const double plain = predicted("--fp16", p)["iteration_time_s"].get<double>();
+    if (stage == 0) {
+      EXPECT_DOUBLE_EQ(
+          time,
+          predicted("--deepspeed-config " + onebit.string(), p)["iteration_time_s"].get<double>());
+      EXPECT_LT(time, 0.99 * plain);
+    } else {
+      EXPECT_DOUBLE_EQ(time, plain);
+    }
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 3}));
+  Outcome said = run("--deepspeed-config " + onebit.string() + where + " --top 1");
+  ASSERT_EQ(said.status, 0) << said.err;
+  EXPECT_NE(said.out.find("every plan: 1-bit compressed gradients where no ZeRO under commscope "
+                          "or deepspeed\n"),
+            std::string::npos)
+      << said.out;
+
+  // ZeRO++ (qwZ, hpZ 8, qgZ), and the global batch as DeepSpeed derives it: micro-batch 4 x
+  // accumulation 2 x 64 GPUs. ZeRO-3 is the file's prediction; ZeRO-1 is the plan without ZeRO++.
+  const fs::path zpp = dir_ / "zeropp.json";
+  std::ofstream(zpp) << R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "zero_quantized_weights": true,
+      "zero_hpz_partition_size": 8, "zero_quantized_gradients": true}})";
+  auto zeropp = plans("--deepspeed-config " + zpp.string() +
+                      " --zero 1,3 --micro-batch-size 4 --max-tp 1 --max-pp 1 --top 10");
+  seen.clear();
+  for (const auto& [name, found_plan] : zeropp) {
+    SCOPED_TRACE(name);
+    const auto& [time, p] = found_plan;
+    EXPECT_EQ(p["global_batch"], 512);
+    const int stage = p["zero"].get<int>();
+    seen.insert(stage);
+    const double plain = predicted("--bf16", p)["iteration_time_s"].get<double>();
+    if (stage == 3) {
+      EXPECT_DOUBLE_EQ(
+          time,
+          predicted("--deepspeed-config " + zpp.string(), p)["iteration_time_s"].get<double>());
+      EXPECT_NE(time, plain);
+    } else {
+      EXPECT_DOUBLE_EQ(time, plain);
+    }
+  }
+  EXPECT_EQ(seen, (std::set<int>{1, 3}));
+
+  // What no candidate could have, or a file that cannot be read: one line, nothing written.
+  const fs::path accum = dir_ / "accum.json", huge = dir_ / "huge.json", both = dir_ / "both.json";
+  std::ofstream(accum) << R"({"gradient_accumulation_steps": 4})";
+  std::ofstream(huge) << R"({"train_micro_batch_size_per_gpu": 9000000000000000000,
+      "gradient_accumulation_steps": 9000000000000000000})";
+  std::ofstream(both) << R"({"train_batch_size": 64, "communication_data_type": "bf16",
+      "optimizer": {"type": "OneBitLamb"}})";
+  const std::string ds = "--deepspeed-config ";
+  for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {ds + accum.string(),
+            "gradient_accumulation_steps: expected train_batch_size or "
+            "train_micro_batch_size_per_gpu beside it"},
+           {ds + huge.string(), "expected a global batch (micro-batch x accumulation x 64 GPUs)"},
+           {ds + both.string(), "--grad-comm-dtype: expected none with --grad-compression onebit"},
+           {ds + zpp.string() + " --zero 1,2",
+            "--zero-quantized-weights (zero_quantized_weights): expected ZeRO stage 3 under "
+            "commscope or deepspeed among the candidates (ZeRO++ extends DeepSpeed's ZeRO-3), got "
+            "--zero 1,2 and --frameworks deepspeed\n"},
+           {ds + onebit.string() + " --framework fsdp",
+            "--grad-compression: expected ZeRO stage 0 under commscope or deepspeed among the "
+            "candidates"},
+           {"--grad-compression onebit --zero 3", "--grad-compression"},
+           {"--grad-compression powersgd:rank=0", "--grad-compression"},
+           {"--zero-quantized-gradients --frameworks fsdp,megatron", "--zero-quantized-gradients"},
+           {ds + zero3 + " --torchtitan-config x.toml", "--deepspeed-config"},
+           {ds + (dir_ / "none.json").string(), "none.json"}}) {
+    SCOPED_TRACE(args);
+    Outcome e = run(args + where + " -o " + (dir_ / "never").string());
+    EXPECT_EQ(e.status, 2);
+    EXPECT_TRUE(e.out.empty());
+    EXPECT_FALSE(fs::exists(dir_ / "never"));
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    EXPECT_NE(e.err.find(want), std::string::npos) << e.err;
+  }
+}
+
 }  // namespace
 
 namespace commscope {
