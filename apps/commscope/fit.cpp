@@ -7,6 +7,7 @@
 #include "commscope/calib/alpha_beta.h"
 #include "commscope/calib/nccl_tests.h"
 #include "commscope/report/table.h"
+#include "commscope/spec/limits.h"
 #include "commscope/util/atomic_file.h"
 #include "verbs.h"
 
@@ -18,23 +19,35 @@ Verb add_fit(CLI::App& app) {
     std::string output, format = "auto", collective;
     ProfileOptions profile;
     double line_rate_gbps = 0;
+    OsuRun osu;
   };
   auto st = std::make_shared<State>();
   CLI::App* cmd = app.add_subcommand("fit",
                                      "Fit latency and bandwidth (t = alpha + beta x size) to each "
-                                     "collective of commscope-bench --format json runs or "
-                                     "nccl-tests/rccl-tests logs, print the fits and their "
+                                     "collective of commscope-bench --format json runs, "
+                                     "nccl-tests/rccl-tests logs or OSU Micro-Benchmarks logs, "
+                                     "print the fits and their "
                                      "residuals, and write a network profile (the all-reduce fit "
                                      "and every measured busbw curve) for predict --network.");
   cmd->add_option("results", st->inputs,
-                  "commscope-bench --format json output or nccl-tests/rccl-tests text output "
-                  "(all_reduce_perf ...), one or more files")
+                  "commscope-bench --format json output, nccl-tests/rccl-tests text output "
+                  "(all_reduce_perf ...) or OSU Micro-Benchmarks text output (osu_allreduce, "
+                  "osu_allgather, osu_reduce_scatter, osu_alltoall, osu_bcast, osu_reduce, "
+                  "osu_latency, osu_bw), one or more files")
       ->required();
   cmd->add_option("--format", st->format,
-                  "auto|bench-json|nccl-tests: how to read the inputs [auto: by content]");
+                  "auto|bench-json|nccl-tests|osu: how to read the inputs [auto: by content]");
   cmd->add_option("--collective", st->collective,
                   "collective of nccl-tests logs that do not name their program "
                   "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send)");
+  CLI::Option* ranks =
+      cmd->add_option("--ranks", st->osu.ranks,
+                      "processes of the OSU collective runs (mpirun -np N), which OSU does not "
+                      "print (osu_latency and osu_bw: 2)");
+  CLI::Option* nodes = cmd->add_option(
+      "--nodes", st->osu.nodes,
+      "nodes the OSU runs spanned: 1 is intra-node, more inter-node (curves for predict "
+      "--network need it) [not known]");
   cmd->add_option("-o,--output", st->output,
                   "network profile JSON to write (from the all-reduce fit); missing folders are "
                   "created");
@@ -44,15 +57,24 @@ Verb add_fit(CLI::App& app) {
                   "NICs the measured node used (bandwidth is per NIC port), 1 to 1024 [1]");
   CLI::Option* line = cmd->add_option("--line-rate-gbps", st->line_rate_gbps,
                                       "NIC line rate, Gbit/s [the measured rate]");
-  return {cmd, [st, line]() -> int {
+  return {cmd, [st, line, ranks, nodes]() -> int {
             ProfileOptions& po = st->profile;
             for (const auto& in : st->inputs) po.source += (po.source.empty() ? "" : ", ") + in;
             if (line->count() > 0) po.line_rate_gbps = st->line_rate_gbps;
             if (Status s = check_profile_options(po); !s.ok()) return fail(s.error().message);
             const auto format = measured_format_from_name(st->format);
             if (!format)
-              return fail("fit: --format: expected auto, bench-json or nccl-tests, got '" +
+              return fail("fit: --format: expected auto, bench-json, nccl-tests or osu, got '" +
                           st->format + "'");
+            if (ranks->count() > 0 && (st->osu.ranks < 2 || st->osu.ranks > limits::kMaxGpus))
+              return fail(fmt::format("fit: --ranks: expected an integer from 2 to {}, got '{}'",
+                                      limits::kMaxGpus, st->osu.ranks));
+            if (nodes->count() > 0 &&
+                (st->osu.nodes < 1 || (st->osu.ranks > 0 && st->osu.nodes > st->osu.ranks) ||
+                 st->osu.nodes > limits::kMaxGpus))
+              return fail(fmt::format(
+                  "fit: --nodes: expected an integer from 1 to the ranks ({}), got '{}'",
+                  st->osu.ranks > 0 ? st->osu.ranks : limits::kMaxGpus, st->osu.nodes));
             std::optional<Collective> collective;
             if (!st->collective.empty()) {
               Collective c;
@@ -68,7 +90,7 @@ Verb add_fit(CLI::App& app) {
                 return fail(s.error().message);
             std::vector<MeasuredCollective> all;
             for (const auto& in : st->inputs) {
-              auto measured = read_measured(in, *format, collective);
+              auto measured = read_measured(in, *format, collective, st->osu);
               if (!measured) return fail(measured.error().message);
               for (auto& m : *measured) {
                 print_notes(m.notes);

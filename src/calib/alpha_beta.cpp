@@ -140,7 +140,9 @@ Result<std::vector<BusBwCurve>> measured_curves(const std::vector<MeasuredCollec
       if (warnings)
         warnings->push_back(fmt::format(
             "{} {} over {} ranks: no curve ({})", m.group, to_string(m.collective), m.ranks,
-            m.ranks < 2 ? "one rank" : "the nodes it spanned are unknown: use --split node"));
+            m.ranks < 2 ? "one rank"
+                        : "the nodes it spanned are unknown: commscope-bench --split node, or fit "
+                          "--nodes for OSU logs"));
       continue;
     }
     const CurveScope scope = nodes > 1 ? CurveScope::inter_node : CurveScope::intra_node;

@@ -17,10 +17,13 @@
 
 #include "commscope/spec/limits.h"
 #include "commscope/util/input_file.h"
+#include "commscope/util/text.h"
 
 namespace commscope {
 
 namespace {
+
+using util::split_words;
 
 struct ProgramName {
   std::string_view name;
@@ -48,31 +51,12 @@ std::optional<ProgramName> program_on(std::string_view line) {
   return std::nullopt;
 }
 
-std::vector<std::string_view> split(std::string_view s) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    std::size_t j = i;
-    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
-    if (j > i) out.push_back(s.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
-
 // The line without leading blanks and comment marks.
 std::string_view body(std::string_view line) {
   std::size_t i = 0;
   while (i < line.size() && (line[i] == '#' || std::isspace(static_cast<unsigned char>(line[i]))))
     ++i;
   return line.substr(i);
-}
-
-bool number(std::string_view s, double& out) {
-  if (s.empty()) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size() && std::isfinite(out);
 }
 
 // Where each field of a row is, from the column header.
@@ -252,9 +236,9 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
     if (!comment && have_layout && b.size() > 1 && (b[0] == '-' || b[0] == '+') &&
         std::isdigit(static_cast<unsigned char>(b[1])))
       return Error{fmt::format("{}:{}: size: expected a byte count from 0 to 1e15, got '{}'", where,
-                               line_no, split(b).front())};
+                               line_no, split_words(b).front())};
     if (!comment && have_layout && !b.empty() && std::isdigit(static_cast<unsigned char>(b[0]))) {
-      const auto f = split(b);
+      const auto f = split_words(b);
       auto bad = [&](std::string_view what, std::string_view expected, std::string_view got) {
         return Error{
             fmt::format("{}:{}: {}: expected {}, got '{}'", where, line_no, what, expected, got)};
@@ -265,17 +249,21 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
       NcclTestsRow r;
       r.line = line_no;
       if (layout.type >= 0) r.type = std::string(f[static_cast<std::size_t>(layout.type)]);
-      if (!number(f[0], r.bytes) || r.bytes < 0 || r.bytes != std::floor(r.bytes) || r.bytes > 1e15)
+      if (!util::finite_number(f[0], r.bytes) || r.bytes < 0 || r.bytes != std::floor(r.bytes) ||
+          r.bytes > 1e15)
         return bad("size", "a byte count from 0 to 1e15", f[0]);
       for (const auto& g : layout.groups) {
         double t = 0, a = 0, bw = 0;
         const auto ft = f[static_cast<std::size_t>(g.time)];
         if (ft == "N/A") continue;  // not run (some builds print N/A for in-place)
-        if (!number(ft, t) || !(t > 0)) return bad("time", "a positive number of us", ft);
+        if (!util::finite_number(ft, t) || !(t > 0))
+          return bad("time", "a positive number of us", ft);
         const auto fa = f[static_cast<std::size_t>(g.algbw)];
         const auto fb = f[static_cast<std::size_t>(g.busbw)];
-        if (!number(fa, a) || a < 0) return bad("algbw", "a non-negative number of GB/s", fa);
-        if (!number(fb, bw) || bw < 0) return bad("busbw", "a non-negative number of GB/s", fb);
+        if (!util::finite_number(fa, a) || a < 0)
+          return bad("algbw", "a non-negative number of GB/s", fa);
+        if (!util::finite_number(fb, bw) || bw < 0)
+          return bad("busbw", "a non-negative number of GB/s", fb);
         // The row's own columns agree, as nccl-tests computes them: algbw is size over time, and
         // busbw is algbw times a factor below 2 (both printed to 0.01 GB/s, the time rounded).
         const double expect = r.bytes / (t * 1e3);  // GB/s
@@ -290,7 +278,7 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
         if (g.wrong >= 0) {
           const auto fw = f[static_cast<std::size_t>(g.wrong)];
           double wrong = 0;
-          if (fw != "N/A" && (!number(fw, wrong) || wrong != 0))
+          if (fw != "N/A" && (!util::finite_number(fw, wrong) || wrong != 0))
             return bad("#wrong", "0 (nccl-tests checked the results and found them wrong)", fw);
         }
         (g.in_place ? r.has_in_place : r.has_out_of_place) = true;
@@ -319,18 +307,20 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
     if (b.rfind("nThread", 0) == 0 && b.find("nGpus") != std::string_view::npos) {
       CS_RETURN_IF_ERROR(finish());
       start_log(line_no);
-      const auto f = split(b);
+      const auto f = split_words(b);
       int threads = 1, gpus = 1;
       for (std::size_t i = 0; i + 1 < f.size(); ++i) {
         double v = 0;
-        if (f[i] == "nThread" && number(f[i + 1], v) && v >= 1 && v <= 1 << 20) threads = int(v);
-        if (f[i] == "nGpus" && number(f[i + 1], v) && v >= 1 && v <= 1 << 20) gpus = int(v);
+        if (f[i] == "nThread" && util::finite_number(f[i + 1], v) && v >= 1 && v <= 1 << 20)
+          threads = int(v);
+        if (f[i] == "nGpus" && util::finite_number(f[i + 1], v) && v >= 1 && v <= 1 << 20)
+          gpus = int(v);
       }
       header_ranks = threads * gpus;
       continue;
     }
     if (b.rfind("Rank", 0) == 0 && in_log && !rows_started) {
-      const auto f = split(b);
+      const auto f = split_words(b);
       for (std::size_t i = 0; i + 1 < f.size(); ++i)
         if (f[i] == "on") {
           hosts.emplace(f[i + 1]);
@@ -344,12 +334,12 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
     if (b.find("out-of-place") != std::string_view::npos ||
         (b.rfind("in-place", 0) == 0 && b.find("time") == std::string_view::npos)) {
       labels.clear();
-      for (const auto w : split(b))
+      for (const auto w : split_words(b))
         if (w == "out-of-place" || w == "in-place") labels.push_back(w == "in-place");
       continue;
     }
     if (b.rfind("size", 0) == 0 && b.find("busbw") != std::string_view::npos) {
-      Layout l = layout_of(split(b), labels);
+      Layout l = layout_of(split_words(b), labels);
       if (!complete(l))
         return Error{fmt::format(
             "{}:{}: column header: expected size ... time algbw busbw columns, got '{}'", where,
@@ -364,8 +354,8 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
       const auto colon = b.find(':');
       double v = 0;
       if (colon != std::string_view::npos) {
-        const auto f = split(b.substr(colon + 1));
-        if (!f.empty() && number(f[0], v)) cur.avg_busbw = v * 1e9;
+        const auto f = split_words(b.substr(colon + 1));
+        if (!f.empty() && util::finite_number(f[0], v)) cur.avg_busbw = v * 1e9;
       }
       CS_RETURN_IF_ERROR(finish());
       continue;
@@ -390,21 +380,35 @@ std::optional<MeasuredFormat> measured_format_from_name(std::string_view name) {
   if (name == "auto") return MeasuredFormat::automatic;
   if (name == "bench-json") return MeasuredFormat::bench_json;
   if (name == "nccl-tests") return MeasuredFormat::nccl_tests;
+  if (name == "osu") return MeasuredFormat::osu;
   return std::nullopt;
 }
 
 Result<std::vector<MeasuredCollective>> read_measured(const std::string& path, MeasuredFormat f,
-                                                      std::optional<Collective> collective) {
+                                                      std::optional<Collective> collective,
+                                                      const OsuRun& osu) {
   if (f == MeasuredFormat::bench_json) return read_bench_json(path);
-  CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 64ull << 20, "nccl-tests output"));
+  CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 64ull << 20, "benchmark output"));
   if (f == MeasuredFormat::automatic) {
     const auto first = text.find_first_not_of(" \t\r\n\xef\xbb\xbf");
     if (first != std::string::npos && text[first] == '{') return read_bench_json(path);
-    if (!looks_like_nccl_tests(text))
+    if (looks_like_nccl_tests(text))
+      f = MeasuredFormat::nccl_tests;
+    else if (looks_like_osu(text))
+      f = MeasuredFormat::osu;
+    else
       return Error{fmt::format(
-          "{}: expected commscope-bench JSON or nccl-tests output (a '# nThread ... nGpus' "
-          "header and a 'size ... time algbw busbw' column header), got neither (--format)",
+          "{}: expected commscope-bench JSON, nccl-tests output (a '# nThread ... nGpus' header "
+          "and a 'size ... time algbw busbw' column header) or OSU Micro-Benchmarks output (a "
+          "'# OSU ... Test' header), got none of them (--format)",
           path)};
+  }
+  if (f == MeasuredFormat::osu) {
+    std::vector<std::string> skipped;
+    CS_ASSIGN_OR_RETURN(auto logs, parse_osu(text, path, &skipped));
+    CS_ASSIGN_OR_RETURN(auto measured, osu_to_measured(logs, osu, path));
+    measured.front().notes.insert(measured.front().notes.begin(), skipped.begin(), skipped.end());
+    return measured;
   }
   CS_ASSIGN_OR_RETURN(auto logs, parse_nccl_tests(text, path, collective));
   return to_measured(logs);

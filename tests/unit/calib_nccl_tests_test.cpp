@@ -357,12 +357,13 @@ TEST(NcclTests, FitWritesTheCurves) {
   fs::remove_all(dir);
   auto neither = testing::run_shell(bin + " fit " + data("README.md") + " -o " + out);
   EXPECT_EQ(neither.status, 2);
-  EXPECT_NE(neither.err.find("expected commscope-bench JSON or nccl-tests output"),
+  EXPECT_NE(neither.err.find("expected commscope-bench JSON, nccl-tests output (a '# nThread ... "
+                             "nGpus' header"),
             std::string::npos)
       << neither.err;
   auto fmt = testing::run_shell(bin + " fit --format csv " + data(kA3) + " -o " + out);
   EXPECT_EQ(fmt.status, 2);
-  EXPECT_NE(fmt.err.find("--format: expected auto, bench-json or nccl-tests, got 'csv'"),
+  EXPECT_NE(fmt.err.find("--format: expected auto, bench-json, nccl-tests or osu, got 'csv'"),
             std::string::npos)
       << fmt.err;
   EXPECT_FALSE(fs::exists(out));

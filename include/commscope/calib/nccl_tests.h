@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commscope/calib/alpha_beta.h"
+#include "commscope/calib/osu.h"
 #include "commscope/util/result.h"
 
 namespace commscope {
@@ -64,12 +65,16 @@ Result<std::vector<NcclTestsLog>> read_nccl_tests(const std::string& path,
 // Rows of size 0 are left out.
 std::vector<MeasuredCollective> to_measured(const std::vector<NcclTestsLog>& logs);
 
-// What `commscope fit` reads: commscope-bench --format json, nccl-tests/rccl-tests text, or
-// either, told apart by content (a JSON object, or nccl-tests' header and columns).
-enum class MeasuredFormat : std::uint8_t { automatic, bench_json, nccl_tests };
-// "auto", "bench-json", "nccl-tests"; nullopt otherwise.
+// What `commscope fit` reads: commscope-bench --format json, nccl-tests/rccl-tests text, OSU
+// Micro-Benchmarks text (calib/osu.h), or any of them, told apart by content (a JSON object,
+// nccl-tests' header and columns, or OSU's header).
+enum class MeasuredFormat : std::uint8_t { automatic, bench_json, nccl_tests, osu };
+// "auto", "bench-json", "nccl-tests", "osu"; nullopt otherwise.
 std::optional<MeasuredFormat> measured_format_from_name(std::string_view name);
+// `collective` is for nccl-tests logs that do not name their program; `osu` the processes and
+// nodes of OSU runs, which their output does not state.
 Result<std::vector<MeasuredCollective>> read_measured(const std::string& path, MeasuredFormat f,
-                                                      std::optional<Collective> collective = {});
+                                                      std::optional<Collective> collective = {},
+                                                      const OsuRun& osu = {});
 
 }  // namespace commscope
