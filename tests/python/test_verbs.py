@@ -9,6 +9,7 @@ from conftest import source_path
 
 MEASURED = source_path("data", "vtrain", "ground_truth_multi.csv")
 NCCL_LOG = source_path("tests", "data", "nccl-tests", "a3mega-h100-2x8-all_reduce.txt")
+OSU_LOG = source_path("tests", "data", "osu", "omb-7.4-openmpi-1x4-collectives.txt")
 TRACES = source_path("data", "traces")
 NCCL_TRACE = source_path("data", "traces", "nccl_parser_config_nccl_data.json.gz")
 TORCHTITAN = source_path("tests", "data", "torchtitan", "llama3_8b_op_ac.toml")
@@ -98,6 +99,19 @@ def test_fit_returns_the_profile_the_cli_writes(cli, commscope, tmp_path):
     # The profile is what predict --network accepts.
     rows = commscope.predict(network=str(mine))["predictions"]
     assert rows[0]["network"] == expected["name"]
+
+
+def test_fit_of_osu_logs_takes_the_ranks_and_nodes_as_keywords(cli, commscope, tmp_path):
+    out = tmp_path / "osu-profile.json"
+    r = cli.run("fit", OSU_LOG, "--ranks", "4", "--nodes", "1", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    profile = commscope.fit(OSU_LOG, ranks=4, nodes=1)
+    assert profile == json.loads(out.read_text())
+    assert {c["collective"] for c in profile["curves"]} == {
+        "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"}
+    # OSU does not print the ranks: without them, the CLI's one-line error as an exception
+    with pytest.raises(commscope.Error, match="expected --ranks N"):
+        commscope.fit(OSU_LOG)
 
 
 def test_calibrate_returns_the_system_the_cli_prints(cli, commscope):
