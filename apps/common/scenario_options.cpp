@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <type_traits>
 
@@ -290,6 +291,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
        "model preset name or JSON file (own format or Hugging Face config.json) [gpt2-large]")
       ->group(g_model);
   list(cmd, "--system", o.system, "system preset name or JSON file [polaris]")->group(g_model);
+
   list(cmd, "--network", o.network, "network protocol preset name or JSON file [the system's own]")
       ->group(g_model);
   list(cmd, "--nodes", o.nodes, "nodes [4 with the defaults]")->group(g_model);
@@ -298,6 +300,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
       ->group(g_model);
   list(cmd, "--decoder-seq-length", o.decoder_seq_length, "decoder tokens per sample (T5)")
       ->group(g_model);
+  add_model_flag_options(cmd, o.model_flags, "Model (Megatron-LM's flags; docs/predict.md)");
 
   list(cmd, "--tp,--tensor-model-parallel-size", o.tp, "tensor-parallel size [1]")->group(g_plan);
   list(cmd, "--pp,--pipeline-model-parallel-size", o.pp, "pipeline-parallel size [1]")
@@ -867,6 +870,10 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   if (o.network.size() > 1)
     for (const std::string& m : o.network)
       if (auto r = load_network(m); !m.empty() && !r) return r.error();
+  // Megatron-LM's model flags: a model of their own without --model (or a job file's model),
+  // else each model of --model changed by them.
+  CS_RETURN_IF_ERROR(model_flag_options(o.model_flags, in.model_flags));
+  if (in.model_flags.any() && o.model.empty() && o.torchtitan_config.empty()) in.model.clear();
   std::vector<ScenarioInput> all = {in};
   all = times(all, o.model, [](ScenarioInput& x, const std::string& v) { x.model = v; });
   all = times(all, o.system, [](ScenarioInput& x, const std::string& v) { x.system = v; });
@@ -926,6 +933,80 @@ Result<ScenarioInput> scenario_input(const ScenarioOptions& o) {
         flag, all.size())};
   }
   return all.front();
+}
+
+void add_model_flag_options(CLI::App& cmd, ModelFlagOptions& o, const std::string& group) {
+  static const std::map<std::string, std::string> kHelp = {
+      {"--num-layers", "transformer blocks (without --model: a GPT of these flags)"},
+      {"--hidden-size", "model width"},
+      {"--ffn-hidden-size", "MLP inner width [4 x hidden; with --swiglu 8/3 x hidden, to 64]"},
+      {"--num-attention-heads", "attention heads"},
+      {"--num-query-groups", "key/value heads, with --group-query-attention"},
+      {"--kv-channels", "channels per head [hidden / heads]"},
+      {"--max-position-embeddings", "learned position table [the sequence length]"},
+      {"--vocab-size", "vocabulary, as padded [50304 without --model]"},
+      {"--num-experts", "routed experts per MoE layer"},
+      {"--moe-router-topk", "experts per token [2]"},
+      {"--moe-ffn-hidden-size", "one expert's inner width [--ffn-hidden-size]"},
+      {"--moe-shared-expert-intermediate-size", "the shared experts' inner width in all"}};
+  for (auto& size : o.sizes)
+    size.option = cmd.add_option(size.flag, size.value, kHelp.at(size.flag))->group(group);
+  cmd.add_flag("--group-query-attention", o.group_query_attention,
+               "grouped-query attention (--num-query-groups)")
+      ->group(group);
+  cmd.add_flag("--swiglu", o.swiglu, "SwiGLU MLP (gated)")->group(group);
+  cmd.add_option("--normalization", o.normalization, "LayerNorm | RMSNorm [LayerNorm]")
+      ->group(group);
+  cmd.add_option("--position-embedding-type", o.position_embedding,
+                 "learned_absolute | rope | none [learned_absolute]")
+      ->group(group);
+  cmd.add_flag("--untie-embeddings-and-output-weights", o.untie,
+               "an output layer of its own, not the input embedding's")
+      ->group(group);
+  cmd.add_flag("--disable-bias-linear", o.disable_bias, "linear layers without biases")
+      ->group(group);
+  o.attention_dropout_option =
+      cmd.add_option("--attention-dropout", o.attention_dropout,
+                     "dropout on the attention probabilities; with --hidden-dropout, 0 for both "
+                     "stores no masks [0.1 without --model]")
+          ->group(group);
+  o.hidden_dropout_option = cmd.add_option("--hidden-dropout", o.hidden_dropout,
+                                           "dropout on the block outputs [0.1 without --model]")
+                                ->group(group);
+  cmd.add_flag("--use-flash-attn", o.flash,
+               "FlashAttention, as the model's own kernel (--attention flash)")
+      ->group(group);
+}
+
+Status model_flag_options(const ModelFlagOptions& o, ModelFlags& flags) {
+  std::optional<std::int64_t>* into[] = {&flags.num_layers,
+                                         &flags.hidden_size,
+                                         &flags.ffn_hidden_size,
+                                         &flags.num_attention_heads,
+                                         &flags.num_query_groups,
+                                         &flags.kv_channels,
+                                         &flags.max_position_embeddings,
+                                         &flags.vocab_size,
+                                         &flags.num_experts,
+                                         &flags.moe_router_topk,
+                                         &flags.moe_ffn_hidden_size,
+                                         &flags.moe_shared_expert_intermediate_size};
+  static_assert(std::size(into) == 12);
+  for (std::size_t i = 0; i < o.sizes.size() && i < std::size(into); ++i)
+    if (o.sizes[i].option && o.sizes[i].option->count() > 0) *into[i] = o.sizes[i].value;
+  flags.group_query_attention = o.group_query_attention;
+  flags.swiglu = o.swiglu;
+  flags.untie_embeddings = o.untie;
+  flags.disable_bias_linear = o.disable_bias;
+  flags.use_flash_attn = o.flash;
+  if (o.attention_dropout_option && o.attention_dropout_option->count() > 0)
+    flags.attention_dropout = o.attention_dropout;
+  if (o.hidden_dropout_option && o.hidden_dropout_option->count() > 0)
+    flags.hidden_dropout = o.hidden_dropout;
+  CS_RETURN_IF_ERROR(named_value("--normalization", o.normalization, megatron_normalization,
+                                 "LayerNorm or RMSNorm", flags.normalization));
+  return named_value("--position-embedding-type", o.position_embedding, megatron_position_embedding,
+                     "learned_absolute, rope or none", flags.position_embedding);
 }
 
 void add_compression_options(CLI::App& cmd, CompressionOptions& o, const std::string& group,

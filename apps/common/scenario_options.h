@@ -65,9 +65,40 @@ void add_compression_options(CLI::App& cmd, CompressionOptions& o, const std::st
 // Into the PlanInput (only what was given); errors name the flag.
 Status compression_option_flags(const CompressionOptions& o, PlanInput& flags);
 
+// Megatron-LM's model-architecture flags (--num-layers, --hidden-size, ...), as given: the
+// scenario verbs and plan take them alike (docs/predict.md, "Megatron-LM's model flags").
+struct ModelFlagOptions {
+  struct Size {
+    const char* flag;
+    std::int64_t value = 0;
+    CLI::Option* option = nullptr;  // given or not
+  };
+  std::vector<Size> sizes = {{"--num-layers"},
+                             {"--hidden-size"},
+                             {"--ffn-hidden-size"},
+                             {"--num-attention-heads"},
+                             {"--num-query-groups"},
+                             {"--kv-channels"},
+                             {"--max-position-embeddings"},
+                             {"--vocab-size"},
+                             {"--num-experts"},
+                             {"--moe-router-topk"},
+                             {"--moe-ffn-hidden-size"},
+                             {"--moe-shared-expert-intermediate-size"}};
+  bool group_query_attention = false, swiglu = false, untie = false, disable_bias = false,
+       flash = false;
+  std::string normalization, position_embedding;
+  double attention_dropout = 0, hidden_dropout = 0;
+  CLI::Option *attention_dropout_option = nullptr, *hidden_dropout_option = nullptr;
+};
+void add_model_flag_options(CLI::App& cmd, ModelFlagOptions& o, const std::string& group);
+// Into `flags` (only what was given); a bad name is an error naming the flag.
+Status model_flag_options(const ModelFlagOptions& o, ModelFlags& flags);
+
 struct ScenarioOptions {
   // Sweepable: each takes a comma list; predict runs every combination.
   std::vector<std::string> model, system, network;
+  ModelFlagOptions model_flags;
   std::vector<int> nodes, gpus, tp, pp, dp, vp, cp, ep, zero;
   std::vector<std::int64_t> micro_batch, global_batch, seq_length, decoder_seq_length, grad_accum;
   std::vector<double> ddp_bucket_mb;

@@ -44,6 +44,7 @@ Verb add_plan(CLI::App& app) {
     std::string torchtitan_config, deepspeed_config;
     OptimizerPrecisionOptions optimizer_precision;
     CompressionOptions compression;
+    ModelFlagOptions model_flags;
     std::string grad_comm_dtype;
     bool grad_reduce_in_bf16 = false;
     OutputOptions out;
@@ -58,6 +59,7 @@ Verb add_plan(CLI::App& app) {
       "K with why each beats the next and the seeds' rules of thumb checked against the "
       "numbers. --network/--system lists: the search per option (what-if).");
   cmd->add_option("--model", st->model, "model preset name or JSON file [gpt2-large]");
+  add_model_flag_options(*cmd, st->model_flags, "Model (Megatron-LM's flags; docs/predict.md)");
   cmd->add_option("--system", st->system,
                   "system preset name or JSON file; a comma list searches each [polaris]")
       ->delimiter(',');
@@ -466,7 +468,23 @@ Verb add_plan(CLI::App& app) {
         search::SearchSpace headroom;
         if (Status hs = search::set_memory_headroom(headroom, st->memory_headroom); !hs.ok())
           return fail(hs.error().message);
-        auto model = load_model(model_name);
+        // Megatron-LM's model flags: a model of their own without --model (or a job file's),
+        // else the named model changed by them.
+        ModelFlags model_flags;
+        if (Status s = model_flag_options(st->model_flags, model_flags); !s.ok())
+          return fail(s.error().message);
+        Result<ModelSpec> model = Error{""};
+        if (!model_flags.any()) {
+          model = load_model(model_name);
+        } else {
+          std::optional<ModelSpec> named;
+          if (cmd->count("--model") > 0 || !st->torchtitan_config.empty()) {
+            auto m = load_model(model_name);
+            if (!m) return fail(m.error().message);
+            named = std::move(*m);
+          }
+          model = apply_model_flags(named, model_flags, base.seq_length.value_or(0));
+        }
         if (!model) return fail(model.error().message);
         // what the model's loader assumed (transformers' defaults), as predict warns of it
         for (const std::string& note : model->notes) model_warnings.push_back(note);

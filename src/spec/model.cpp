@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/spec/limits.h"
@@ -723,6 +724,224 @@ nlohmann::json to_json(const ModelSpec& m) {
   }
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   return j;
+}
+
+}  // namespace commscope
+
+namespace commscope {
+
+bool ModelFlags::any() const {
+  return num_layers || hidden_size || ffn_hidden_size || num_attention_heads || num_query_groups ||
+         kv_channels || max_position_embeddings || vocab_size || num_experts || moe_router_topk ||
+         moe_ffn_hidden_size || moe_shared_expert_intermediate_size || group_query_attention ||
+         swiglu || untie_embeddings || disable_bias_linear || use_flash_attn || attention_dropout ||
+         hidden_dropout || normalization || position_embedding;
+}
+
+std::string ModelFlags::summary() const {
+  std::vector<std::string> out;
+  for (auto [flag, v] :
+       {std::pair{"--num-layers", num_layers},
+        {"--hidden-size", hidden_size},
+        {"--ffn-hidden-size", ffn_hidden_size},
+        {"--num-attention-heads", num_attention_heads},
+        {"--num-query-groups", num_query_groups},
+        {"--kv-channels", kv_channels},
+        {"--max-position-embeddings", max_position_embeddings},
+        {"--vocab-size", vocab_size},
+        {"--num-experts", num_experts},
+        {"--moe-router-topk", moe_router_topk},
+        {"--moe-ffn-hidden-size", moe_ffn_hidden_size},
+        {"--moe-shared-expert-intermediate-size", moe_shared_expert_intermediate_size}})
+    if (v) out.push_back(fmt::format("{} {}", flag, *v));
+  for (auto [flag, v] :
+       {std::pair{"--attention-dropout", attention_dropout}, {"--hidden-dropout", hidden_dropout}})
+    if (v) out.push_back(fmt::format("{} {}", flag, *v));
+  if (group_query_attention) out.emplace_back("--group-query-attention");
+  if (use_flash_attn) out.emplace_back("--use-flash-attn");
+  if (swiglu) out.emplace_back("--swiglu");
+  if (untie_embeddings) out.emplace_back("--untie-embeddings-and-output-weights");
+  if (disable_bias_linear) out.emplace_back("--disable-bias-linear");
+  if (normalization)
+    out.push_back(fmt::format("--normalization {}",
+                              *normalization == NormKind::rmsnorm ? "RMSNorm" : "LayerNorm"));
+  if (position_embedding)
+    out.push_back(fmt::format("--position-embedding-type {}",
+                              *position_embedding == PositionEmbedding::rotary ? "rope"
+                              : *position_embedding == PositionEmbedding::none
+                                  ? "none"
+                                  : "learned_absolute"));
+  return fmt::format("{}", fmt::join(out, " "));
+}
+
+std::optional<NormKind> megatron_normalization(std::string_view name) {
+  if (name == "LayerNorm") return NormKind::layernorm;
+  if (name == "RMSNorm") return NormKind::rmsnorm;
+  return std::nullopt;
+}
+
+std::optional<PositionEmbedding> megatron_position_embedding(std::string_view name) {
+  if (name == "learned_absolute") return PositionEmbedding::learned;
+  if (name == "rope") return PositionEmbedding::rotary;
+  if (name == "none") return PositionEmbedding::none;
+  return std::nullopt;
+}
+
+Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const ModelFlags& f,
+                                    std::int64_t seq_length) {
+  auto bad = [](std::string_view flag, std::string_view expected, auto got) {
+    return Error{fmt::format("{}: expected {}, got {}", flag, expected, got)};
+  };
+  // Each size positive and within commscope's limits (docs/limits.md).
+  for (auto [flag, v, limit] :
+       {std::tuple{"--num-layers", f.num_layers, limits::kMaxLayers},
+        std::tuple{"--hidden-size", f.hidden_size, limits::kMaxHidden},
+        std::tuple{"--ffn-hidden-size", f.ffn_hidden_size, limits::kMaxFfn},
+        std::tuple{"--num-attention-heads", f.num_attention_heads, limits::kMaxHidden},
+        std::tuple{"--num-query-groups", f.num_query_groups, limits::kMaxHidden},
+        std::tuple{"--kv-channels", f.kv_channels, limits::kMaxHidden},
+        std::tuple{"--max-position-embeddings", f.max_position_embeddings, limits::kMaxSeqLength},
+        std::tuple{"--vocab-size", f.vocab_size, limits::kMaxVocab},
+        std::tuple{"--num-experts", f.num_experts, limits::kMaxHidden},
+        std::tuple{"--moe-router-topk", f.moe_router_topk, limits::kMaxHidden},
+        std::tuple{"--moe-ffn-hidden-size", f.moe_ffn_hidden_size, limits::kMaxFfn},
+        std::tuple{"--moe-shared-expert-intermediate-size", f.moe_shared_expert_intermediate_size,
+                   limits::kMaxFfn}})
+    if (v && (*v < 1 || *v > limit))
+      return bad(flag, fmt::format("an integer from 1 to {} (commscope's limit)", limit), *v);
+  // Megatron-LM reads --num-query-groups only under --group-query-attention.
+  if (f.num_query_groups && !f.group_query_attention)
+    return bad("--num-query-groups",
+               "--group-query-attention beside it (Megatron-LM ignores the groups without it)",
+               *f.num_query_groups);
+  if (f.group_query_attention && !f.num_query_groups)
+    return bad("--group-query-attention", "--num-query-groups beside it", "none");
+
+  ModelSpec m;
+  if (base) {
+    m = *base;
+    if (m.kind != ArchKind::gpt && m.kind != ArchKind::llama)
+      return Error{fmt::format(
+          "{}: expected a decoder-only model (gpt or llama kind) for Megatron-LM's model flags, "
+          "got {} ({})",
+          f.summary(), m.name, to_string(m.kind))};
+    if (m.mla() && (f.num_attention_heads || f.kv_channels || f.num_query_groups))
+      return Error{fmt::format(
+          "{}: expected no attention-shape flags for {} (latent attention: its heads and "
+          "channels come with its latent ranks)",
+          f.summary(), m.name)};
+  } else {
+    // Megatron-LM's own required arguments (megatron/training/arguments.py).
+    for (auto [flag, v] : {std::pair{"--num-layers", f.num_layers},
+                           {"--hidden-size", f.hidden_size},
+                           {"--num-attention-heads", f.num_attention_heads}})
+      if (!v)
+        return bad(flag,
+                   "a value (the model flags without --model define the model, and Megatron-LM "
+                   "requires --num-layers, --hidden-size and --num-attention-heads)",
+                   "none");
+    if (seq_length < 1)
+      return bad("--seq-length",
+                 "the tokens per sample (the model flags without --model define the model, and "
+                 "Megatron-LM requires --seq-length)",
+                 "none");
+    m.kind = ArchKind::gpt;
+    m.position = PositionEmbedding::learned;
+    m.norm = NormKind::layernorm;
+    m.mlp = MlpKind::gelu;
+    m.bias = m.dropout = m.tied_embeddings = true;
+    m.seq_length = seq_length;
+    m.vocab = 50304;
+    m.notes.push_back(
+        "vocabulary 50,304: GPT-2's BPE (50,257) padded to a multiple of 128, as Megatron-LM "
+        "pads it at TP 1 (--vocab-size sets it)");
+  }
+  const bool reshaped = f.hidden_size || f.num_attention_heads;
+  if (f.num_layers) m.decoder_layers = static_cast<int>(*f.num_layers);
+  if (f.hidden_size) m.hidden = *f.hidden_size;
+  if (f.num_attention_heads) {
+    // a new head count: every head its own key/value unless --num-query-groups says
+    m.heads = *f.num_attention_heads;
+    m.kv_heads = m.heads;
+  }
+  if (f.num_query_groups) m.kv_heads = *f.num_query_groups;
+  if (f.kv_channels)
+    m.head_dim = *f.kv_channels;
+  else if (reshaped || !base)
+    m.head_dim = 0;  // hidden / heads, below, as Megatron-LM derives kv_channels
+  if (f.swiglu) m.mlp = MlpKind::swiglu;
+  if (f.normalization) m.norm = *f.normalization;
+  if (f.position_embedding) m.position = *f.position_embedding;
+  if (f.untie_embeddings) m.tied_embeddings = false;
+  if (f.disable_bias_linear) m.bias = false;
+  if (f.use_flash_attn) m.flash_attention = true;
+  // Megatron-LM's dropouts (0.1 by default): commscope stores the masks of both or neither.
+  for (auto [flag, v] : {std::pair{"--attention-dropout", f.attention_dropout},
+                         {"--hidden-dropout", f.hidden_dropout}})
+    if (v && !(*v >= 0 && *v < 1)) return bad(flag, "a probability from 0 to below 1", *v);
+  // The one not given: Megatron-LM's 0.1, or none where the named model has no dropout.
+  const double unstated = base && !base->dropout ? 0.0 : 0.1;
+  if (f.attention_dropout || f.hidden_dropout)
+    m.dropout =
+        f.attention_dropout.value_or(unstated) > 0 || f.hidden_dropout.value_or(unstated) > 0;
+  if (f.vocab_size) {
+    m.vocab = *f.vocab_size;
+    if (!base) m.notes.clear();
+  }
+  if (f.ffn_hidden_size) {
+    m.ffn = *f.ffn_hidden_size;
+  } else if (!base) {
+    // Megatron-LM's default (arguments.py): 4h, or under --swiglu 2/3 of it rounded down to 64.
+    m.ffn = m.gated_mlp() ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+  }
+  if (f.max_position_embeddings) {
+    m.max_positions = *f.max_position_embeddings;
+  } else if (!base) {
+    m.max_positions = 0;  // the sequence length (apply_model_defaults), as Megatron-LM's
+  }
+  if (m.position != PositionEmbedding::learned) m.max_positions = 0;
+  // Mixture of experts: Megatron-LM's top-k default is 2; the shared experts' width is their
+  // count x the expert width.
+  if (f.num_experts) {
+    m.experts = *f.num_experts;
+    if (!f.moe_router_topk && m.experts_per_token == 0) m.experts_per_token = 2;
+  }
+  if (f.moe_router_topk) m.experts_per_token = *f.moe_router_topk;
+  if (f.moe_ffn_hidden_size) m.moe_ffn = *f.moe_ffn_hidden_size;
+  if ((f.moe_router_topk || f.moe_ffn_hidden_size || f.moe_shared_expert_intermediate_size) &&
+      !m.moe())
+    return bad(f.moe_router_topk       ? "--moe-router-topk"
+               : f.moe_ffn_hidden_size ? "--moe-ffn-hidden-size"
+                                       : "--moe-shared-expert-intermediate-size",
+               "--num-experts beside it (or a MoE model)", "a dense model");
+  if (m.moe() && m.experts_per_token > m.experts)
+    return bad("--moe-router-topk", fmt::format("at most the {} experts", m.experts),
+               m.experts_per_token);
+  if (f.moe_shared_expert_intermediate_size) {
+    const std::int64_t width = m.expert_ffn();
+    if (*f.moe_shared_expert_intermediate_size % width != 0)
+      return bad("--moe-shared-expert-intermediate-size",
+                 fmt::format("a multiple of the expert width {} (the shared experts' count x "
+                             "it)",
+                             width),
+                 *f.moe_shared_expert_intermediate_size);
+    m.shared_experts = *f.moe_shared_expert_intermediate_size / width;
+  }
+  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    return bad(f.num_query_groups ? "--num-query-groups" : "--num-attention-heads",
+               fmt::format("heads ({}) a multiple of the query groups ({})", m.heads, m.kv_heads),
+               f.num_query_groups ? *f.num_query_groups : m.heads);
+  if (m.head_dim == 0 && m.heads > 0 && m.hidden % m.heads != 0)
+    return bad("--num-attention-heads",
+               fmt::format("a divisor of --hidden-size {} (or --kv-channels)", m.hidden), m.heads);
+  apply_model_defaults(m);
+  const std::string flags = f.summary();
+  m.name = base ? fmt::format("{} ({})", base->name, flags) : std::string("megatron-gpt");
+  m.sources.push_back(
+      base ? fmt::format("{} changed by Megatron-LM's model flags: {}", base->name, flags)
+           : fmt::format("Megatron-LM's model flags: {}", flags));
+  CS_RETURN_IF_ERROR(validate_model(m, "the model flags (" + flags + ")"));
+  return m;
 }
 
 }  // namespace commscope

@@ -672,6 +672,79 @@ TEST_F(Cli, DocsHelpBlocksAreTheBinarysHelp) {
 
 namespace {
 
+// Megatron-LM's model flags on the command line: Llama 3 8B written as its Megatron-LM flags is
+// predicted as the preset is, to the last digit; --model with flags changes each model of a
+// sweep (and says so in its name); plan takes them too, and its best plan is predict's; every
+// error is one line naming the flag.
+TEST_F(Cli, MegatronModelFlags) {
+  const std::string llama =
+      " --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+      "--group-query-attention --num-query-groups 8 --swiglu --normalization RMSNorm "
+      "--position-embedding-type rope --untie-embeddings-and-output-weights "
+      "--disable-bias-linear --vocab-size 128256 --seq-length 8192 --attention-dropout 0 "
+      "--hidden-dropout 0 --use-flash-attn";
+  const std::string where = " --system dgx-h100 --gpus 16 --tp 2 --format json";
+  auto first = [](const Outcome& r) { return nlohmann::json::parse(r.out)["predictions"][0]; };
+  Outcome flags = run("predict" + llama + where), preset = run("predict --model llama3-8b" + where);
+  ASSERT_EQ(flags.status, 0) << flags.err;
+  ASSERT_EQ(preset.status, 0) << preset.err;
+  EXPECT_EQ(first(flags)["model"], "megatron-gpt");
+  for (const char* k : {"iteration_time_s", "memory_per_gpu_bytes", "comm_s"})
+    EXPECT_DOUBLE_EQ(first(flags)[k].get<double>(), first(preset)[k].get<double>()) << k;
+  // Without --vocab-size the note says what was assumed.
+  Outcome gpt =
+      run("predict --num-layers 24 --hidden-size 2048 --num-attention-heads 16 "
+          "--seq-length 2048 --format json");
+  ASSERT_EQ(gpt.status, 0) << gpt.err;
+  EXPECT_NE(gpt.err.find("vocabulary 50,304"), std::string::npos) << gpt.err;
+
+  Outcome sweep =
+      run("predict --model llama3-8b,llama3-70b --num-layers 16 --system dgx-h100 "
+          "--gpus 8 --tp 8 --format json");
+  ASSERT_EQ(sweep.status, 0) << sweep.err;
+  const auto rows = nlohmann::json::parse(sweep.out)["predictions"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["model"], "llama3-8b (--num-layers 16)");
+  EXPECT_EQ(rows[1]["model"], "llama3-70b (--num-layers 16)");
+
+  Outcome plan = run("plan" + llama +
+                     " --system dgx-h100 --gpus 16 --max-pp 1 --frameworks "
+                     "commscope --top 1 --format json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const auto best = nlohmann::json::parse(plan.out)["plans"][0];
+  EXPECT_EQ(nlohmann::json::parse(plan.out)["model"], "megatron-gpt");
+  Outcome same =
+      run("predict" + llama + " --system dgx-h100 --gpus 16 --format json --tp " +
+          std::to_string(best["tp"].get<int>()) + " --cp " + std::to_string(best["cp"].get<int>()) +
+          " --zero " + std::to_string(best["zero"].get<int>()) + " --micro-batch-size " +
+          std::to_string(best["micro_batch"].get<int>()) + " --global-batch-size " +
+          std::to_string(best["global_batch"].get<int>()) + " --recompute-granularity " +
+          best["recompute"].get<std::string>() +
+          (best["sequence_parallel"].get<bool>() ? " --sequence-parallel" : ""));
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_DOUBLE_EQ(first(same)["iteration_time_s"].get<double>(),
+                   best["iteration_time_s"].get<double>());
+
+  for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"predict --num-layers 4 --hidden-size 96 --num-attention-heads 3",
+            "commscope: --seq-length: expected the tokens per sample"},
+           {"predict --model llama3-8b --num-query-groups 4",
+            "commscope: --num-query-groups: expected --group-query-attention beside it"},
+           {"predict --model llama3-8b --normalization rms",
+            "commscope: --normalization: expected LayerNorm or RMSNorm, got 'rms'"},
+           {"describe --model t5-small --num-layers 4",
+            "commscope: --num-layers 4: expected a decoder-only model"},
+           {"plan --gpus 8 --num-layers 2 --hidden-size 64", "commscope: --num-attention-heads"},
+           {"predict --num-layers x", "commscope: --num-layers: expected an integer, got 'x'"}}) {
+    SCOPED_TRACE(args);
+    Outcome e = run(args);
+    EXPECT_EQ(e.status, 2);
+    EXPECT_TRUE(e.out.empty());
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    EXPECT_EQ(e.err.rfind(want, 0), 0u) << e.err;
+  }
+}
+
 class CliPredict : public Cli {};
 
 TEST_F(CliPredict, DefaultPredictionAndDocumentedFields) {

@@ -136,4 +136,37 @@ Result<ModelSpec> load_model(const std::string& name_or_path);
 
 nlohmann::json to_json(const ModelSpec& m);
 
+// Megatron-LM's model-architecture flags, as given (docs/predict.md, "Megatron-LM's model
+// flags"): a decoder-only model from them alone, with Megatron-LM's GPT defaults (learned
+// positions, LayerNorm, GeLU, biases, tied embeddings), or a preset they change (--model X).
+struct ModelFlags {
+  std::optional<std::int64_t> num_layers, hidden_size, ffn_hidden_size, num_attention_heads,
+      num_query_groups, kv_channels, max_position_embeddings, vocab_size, num_experts,
+      moe_router_topk, moe_ffn_hidden_size, moe_shared_expert_intermediate_size;
+  std::optional<double> attention_dropout, hidden_dropout;  // either above 0: dropout masks
+  bool group_query_attention = false, swiglu = false, untie_embeddings = false,
+       disable_bias_linear = false, use_flash_attn = false;
+  std::optional<NormKind> normalization;
+  std::optional<PositionEmbedding> position_embedding;
+
+  bool any() const;
+  // The flags as given, in Megatron-LM's spelling ("--num-layers 16 --swiglu"), for the model's
+  // name and sources.
+  std::string summary() const;
+};
+
+// Megatron-LM's names: LayerNorm or RMSNorm (--normalization), learned_absolute, rope or none
+// (--position-embedding-type); nullopt otherwise.
+std::optional<NormKind> megatron_normalization(std::string_view name);
+std::optional<PositionEmbedding> megatron_position_embedding(std::string_view name);
+
+// `base` changed by the flags, or (no base) the model they define with Megatron-LM's defaults,
+// which needs --num-layers, --hidden-size, --num-attention-heads and the sequence length
+// (`seq_length`, the plan's --seq-length; 0: not given). Megatron-LM's derived defaults follow
+// where a flag leaves them: kv channels = hidden / heads (also when a flag changes either), the
+// MLP 4 x hidden (with --swiglu int(8 x hidden / 3 / 64) x 64), the positions the sequence
+// length, the GPT-2 vocabulary padded to 50,304 (with a note). Errors name the flag.
+Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const ModelFlags& f,
+                                    std::int64_t seq_length);
+
 }  // namespace commscope

@@ -15,7 +15,8 @@
 namespace commscope {
 
 struct ScenarioInput {
-  std::string model = "gpt2-large";
+  std::string model = "gpt2-large";  // empty: the model of model_flags alone
+  ModelFlags model_flags;            // Megatron-LM's model flags, applied to `model`
   std::string system = "polaris";
   std::string network;  // empty: the system's own
   PlanInput plan;

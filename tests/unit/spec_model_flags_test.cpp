@@ -1,0 +1,193 @@
+// Megatron-LM's model flags (apply_model_flags): a GPT from the flags alone against the Megatron
+// closed form of Narayanan et al. 2021 (Eq. 2's parameter count, P = 12 l h^2 (1 + 13 / (12 h) +
+// (V + s) / (12 l h)), plus the final LayerNorm's 2h); Megatron-LM's derived defaults
+// (megatron/training/arguments.py: kv channels h / heads, the MLP 4h, under --swiglu
+// int(4h x 2/3 / 64) x 64); the Llama 3 8B and Mixtral 8x7B architectures written as flags
+// against their presets (the published counts of workload_params_test and
+// workload_moe_test); a preset changed by flags; and the errors, each naming its flag.
+#include <gtest/gtest.h>
+
+#include "commscope/spec/model.h"
+#include "commscope/workload/params.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::model;
+
+ModelFlags gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  ModelFlags f;
+  f.num_layers = layers;
+  f.hidden_size = hidden;
+  f.num_attention_heads = heads;
+  return f;
+}
+
+TEST(ModelFlags, MegatronGptMatchesTheClosedForm) {
+  // GPT-3 6.7B's shape (Brown et al. 2020, Table 2.1) at sequence 2048.
+  auto m = apply_model_flags(std::nullopt, gpt(32, 4096, 32), 2048);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->name, "megatron-gpt");
+  EXPECT_EQ(m->head_dim, 128);
+  EXPECT_EQ(m->ffn, 4 * 4096);
+  EXPECT_EQ(m->vocab, 50304);  // GPT-2's 50,257 padded to a multiple of 128
+  EXPECT_EQ(m->seq_length, 2048);
+  EXPECT_TRUE(m->tied_embeddings);
+  EXPECT_TRUE(m->bias);
+  EXPECT_TRUE(m->dropout);
+  ASSERT_EQ(m->notes.size(), 1u);  // the vocabulary it assumed
+  const std::int64_t l = 32, h = 4096, V = 50304, s = 2048;
+  EXPECT_EQ(count_params(*m).total, 12 * l * h * h + 13 * l * h + (V + s) * h + 2 * h);
+  // --vocab-size replaces the assumption (and its note); --max-position-embeddings the table.
+  ModelFlags f = gpt(32, 4096, 32);
+  f.vocab_size = 51200;
+  f.max_position_embeddings = 4096;
+  auto v = apply_model_flags(std::nullopt, f, 2048);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->notes.empty());
+  EXPECT_EQ(count_params(*v).total, count_params(*m).total + (51200 - V) * h + (4096 - s) * h);
+}
+
+TEST(ModelFlags, MegatronDerivedDefaults) {
+  ModelFlags f = gpt(2, 4096, 32);
+  f.swiglu = true;
+  auto m = apply_model_flags(std::nullopt, f, 1024);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->ffn, 10880);  // int(16384 x 2/3 / 64) x 64 = int(170.67) x 64
+  f.kv_channels = 64;
+  f.ffn_hidden_size = 11008;
+  auto k = apply_model_flags(std::nullopt, f, 1024);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->head_dim, 64);
+  EXPECT_EQ(k->q_dim(), 32 * 64);
+  EXPECT_EQ(k->ffn, 11008);
+  // Rotary positions have no table; a dropout of 0 for both stores no masks.
+  f.position_embedding = PositionEmbedding::rotary;
+  f.attention_dropout = 0;
+  f.hidden_dropout = 0;
+  auto r = apply_model_flags(std::nullopt, f, 1024);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_positions, 0);
+  EXPECT_FALSE(r->dropout);
+  EXPECT_EQ(count_params(*r).embedding, r->vocab * r->hidden);
+}
+
+// Llama 3 8B and Mixtral 8x7B as their Megatron-LM flags: the presets' architecture, the same
+// parameters (published: 8,030,261,248; Mixtral's 46,702,792,704 total, 12,879,925,248 active).
+TEST(ModelFlags, LlamaAndMixtralWrittenAsFlagsAreTheirPresets) {
+  auto llama_like = [](std::int64_t ffn, std::int64_t vocab) {
+    ModelFlags f = gpt(32, 4096, 32);
+    f.ffn_hidden_size = ffn;
+    f.group_query_attention = true;
+    f.num_query_groups = 8;
+    f.swiglu = true;
+    f.normalization = NormKind::rmsnorm;
+    f.position_embedding = PositionEmbedding::rotary;
+    f.untie_embeddings = true;
+    f.disable_bias_linear = true;
+    f.vocab_size = vocab;
+    f.attention_dropout = 0;
+    f.hidden_dropout = 0;
+    f.use_flash_attn = true;
+    return f;
+  };
+  auto llama = apply_model_flags(std::nullopt, llama_like(14336, 128256), 8192);
+  ASSERT_TRUE(llama.ok()) << llama.error().message;
+  const ModelSpec preset = model("llama3-8b");
+  EXPECT_EQ(count_params(*llama).total, 8030261248);
+  EXPECT_EQ(count_params(*llama).total, count_params(preset).total);
+  for (auto [got, want] : {std::pair{llama->kv_heads, preset.kv_heads},
+                           {llama->head_dim, preset.head_dim},
+                           {llama->ffn, preset.ffn},
+                           {llama->vocab, preset.vocab}})
+    EXPECT_EQ(got, want);
+  EXPECT_EQ(llama->norm, preset.norm);
+  EXPECT_EQ(llama->mlp, preset.mlp);
+  EXPECT_EQ(llama->position, preset.position);
+  EXPECT_EQ(llama->dropout, preset.dropout);
+  EXPECT_EQ(llama->flash_attention, preset.flash_attention);
+
+  ModelFlags mf = llama_like(14336, 32000);
+  mf.num_experts = 8;  // --moe-router-topk left at Megatron-LM's 2
+  auto mixtral = apply_model_flags(std::nullopt, mf, 4096);
+  ASSERT_TRUE(mixtral.ok()) << mixtral.error().message;
+  const ParamCount c = count_params(*mixtral), p = count_params(model("mixtral-8x7b"));
+  EXPECT_EQ(mixtral->experts_per_token, 2);
+  EXPECT_EQ(c.total, p.total);
+  EXPECT_EQ(c.active, p.active);
+  EXPECT_EQ(c.total, 46702792704);
+  EXPECT_EQ(c.active, 12879925248);
+}
+
+TEST(ModelFlags, APresetChangedByFlags) {
+  const ModelSpec base = model("llama3-8b");
+  ModelFlags f;
+  f.num_layers = 16;
+  auto half = apply_model_flags(base, f, 0);
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(half->name, "llama3-8b (--num-layers 16)");
+  EXPECT_EQ(half->decoder_layers, 16);
+  EXPECT_EQ(count_params(*half).total,
+            count_params(base).total - 16 * block_params(base, 0));  // every block alike
+  EXPECT_EQ(half->kv_heads, base.kv_heads);
+  EXPECT_EQ(half->seq_length, base.seq_length);
+  EXPECT_TRUE(half->notes.empty());
+  // A new width re-derives the channels per head, as Megatron-LM derives kv_channels; the MLP
+  // keeps the preset's unless given.
+  ModelFlags w;
+  w.hidden_size = 2048;
+  auto narrow = apply_model_flags(base, w, 0);
+  ASSERT_TRUE(narrow.ok());
+  EXPECT_EQ(narrow->head_dim, 2048 / 32);
+  EXPECT_EQ(narrow->ffn, base.ffn);
+  // New heads: every head its own key/value unless --num-query-groups says.
+  ModelFlags h;
+  h.num_attention_heads = 16;
+  auto heads = apply_model_flags(base, h, 0);
+  ASSERT_TRUE(heads.ok());
+  EXPECT_EQ(heads->kv_heads, 16);
+  EXPECT_EQ(heads->head_dim, 256);
+}
+
+TEST(ModelFlags, ErrorsNameTheFlag) {
+  const ModelSpec llama = model("llama3-8b");
+  auto expect = [](const Result<ModelSpec>& r, const std::string& want) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message.rfind(want, 0), 0u) << r.error().message;
+  };
+  ModelFlags f = gpt(4, 96, 3);
+  expect(apply_model_flags(std::nullopt, f, 0), "--seq-length: expected the tokens per sample");
+  ModelFlags missing;
+  missing.num_layers = 4;
+  expect(apply_model_flags(std::nullopt, missing, 128), "--hidden-size: expected a value");
+  expect(apply_model_flags(std::nullopt, gpt(4, 100, 3), 128),
+         "--num-attention-heads: expected a divisor of --hidden-size 100");
+  expect(apply_model_flags(std::nullopt, gpt(0, 96, 3), 128),
+         "--num-layers: expected an integer from 1 to 4096");
+  ModelFlags groups = gpt(4, 96, 3);
+  groups.num_query_groups = 3;
+  expect(apply_model_flags(std::nullopt, groups, 128),
+         "--num-query-groups: expected --group-query-attention beside it");
+  groups.group_query_attention = true;
+  groups.num_query_groups = 2;
+  expect(apply_model_flags(std::nullopt, groups, 128),
+         "--num-query-groups: expected heads (3) a multiple of the query groups (2)");
+  ModelFlags topk;
+  topk.moe_router_topk = 4;
+  expect(apply_model_flags(llama, topk, 0), "--moe-router-topk: expected --num-experts");
+  ModelFlags drop = gpt(4, 96, 3);
+  drop.hidden_dropout = 1.5;
+  expect(apply_model_flags(std::nullopt, drop, 128), "--hidden-dropout: expected a probability");
+  ModelFlags layers;
+  layers.num_layers = 4;
+  expect(apply_model_flags(model("t5-small"), layers, 0),
+         "--num-layers 4: expected a decoder-only model");
+  ModelFlags mla;
+  mla.num_attention_heads = 8;
+  expect(apply_model_flags(model("deepseek-v3"), mla, 0),
+         "--num-attention-heads 8: expected no attention-shape flags for deepseek-v3");
+}
+
+}  // namespace
+}  // namespace commscope
