@@ -291,7 +291,6 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
        "model preset name or JSON file (own format or Hugging Face config.json) [gpt2-large]")
       ->group(g_model);
   list(cmd, "--system", o.system, "system preset name or JSON file [polaris]")->group(g_model);
-
   list(cmd, "--network", o.network, "network protocol preset name or JSON file [the system's own]")
       ->group(g_model);
   list(cmd, "--nodes", o.nodes, "nodes [4 with the defaults]")->group(g_model);

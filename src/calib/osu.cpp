@@ -203,8 +203,8 @@ Result<std::vector<MeasuredCollective>> osu_to_measured(const std::vector<OsuLog
           where, log.first_line, log.benchmark,
           run.ranks > 0 ? std::to_string(run.ranks) : std::string("none"))};
     m.ranks = p2p ? 2 : run.ranks;
-    m.nodes = run.nodes;
-    m.group = run.nodes <= 0 ? "world" : run.nodes > 1 ? "inter-node" : "intra-node";
+    m.nodes = std::min(run.nodes, m.ranks);  // the point-to-point pair spans at most 2
+    m.group = m.nodes <= 0 ? "world" : m.nodes > 1 ? "inter-node" : "intra-node";
     // nccl-tests' size: the whole buffer where OMB counts one rank's block
     const double scale =
         log.collective == Collective::all_gather || log.collective == Collective::all_to_all

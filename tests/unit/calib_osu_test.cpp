@@ -155,6 +155,11 @@ TEST(Osu, PointToPointLatencyAndBandwidth) {
       EXPECT_DOUBLE_EQ(c.samples[k].bytes, size);
     }
   }
+  // The pair spans at most two of the nodes the collective runs did.
+  auto across = osu_to_measured(*logs, {16, 4}, kP2p);
+  ASSERT_TRUE(across.ok());
+  EXPECT_EQ(across->front().nodes, 2);
+  EXPECT_EQ(across->front().group, "inter-node");
   // The largest message's bandwidth as printed comes back from the time.
   const auto& bw = (*m)[1].samples.back();
   EXPECT_NEAR(bw.bytes / bw.seconds / 1e6, independent[1].back().second, 1e-9);
