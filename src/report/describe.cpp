@@ -292,11 +292,16 @@ std::string headline(const Workload& w) {
     case Framework::none:
       break;
     case Framework::deepspeed:
-      out += fmt::format(
-          "framework: DeepSpeed (stage3 prefetch bucket {}, max live {}, reuse distance {}, "
-          "persistence threshold {}, reduce bucket {}, overlap_comm {})\n",
-          p.zero3_prefetch_bucket, p.zero3_max_live_params, p.zero3_max_reuse_distance,
-          p.zero3_persistence_threshold, p.zero_reduce_bucket, p.overlap_grad_reduce);
+      // ZeRO-3's fetch rules only where the plan runs ZeRO-3 (they were listed for every stage)
+      out +=
+          p.zero == 3
+              ? fmt::format(
+                    "framework: DeepSpeed (stage3 prefetch bucket {}, max live {}, reuse "
+                    "distance {}, persistence threshold {}, reduce bucket {}, overlap_comm {})\n",
+                    p.zero3_prefetch_bucket, p.zero3_max_live_params, p.zero3_max_reuse_distance,
+                    p.zero3_persistence_threshold, p.zero_reduce_bucket, p.overlap_grad_reduce)
+              : fmt::format("framework: DeepSpeed ZeRO-{} (reduce bucket {}, overlap_comm {})\n",
+                            p.zero, p.zero_reduce_bucket, p.overlap_grad_reduce);
       if (!p.deepspeed_version.empty()) {  // the release (presets/frameworks/deepspeed.json)
         std::int64_t calls = 0;            // host calls per micro-batch, summed over the chunks
         for (const auto& ch : w.roles.front().chunks)

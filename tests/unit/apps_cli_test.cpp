@@ -263,6 +263,20 @@ TEST_F(Cli, DeepSpeedOptimizerAndOffloadFromTheFile) {
             std::string::npos)
       << offload.err;
   EXPECT_EQ(offload.out, run("predict --micro-batch-size 4 --bf16 --zero 2" + where).out);
+
+  // describe lists ZeRO-3's fetch rules only for a ZeRO-3 plan (they were listed for ZeRO-0).
+  const std::string ds =
+      " --framework deepspeed --model gpt2-large --system dgx-a100-80gb --gpus 16";
+  Outcome zero0 = run("describe --deepspeed-config " + onebit + ds);
+  ASSERT_EQ(zero0.status, 0) << zero0.err;
+  EXPECT_NE(zero0.out.find("framework: DeepSpeed ZeRO-0 (reduce bucket 500000000, overlap_comm "),
+            std::string::npos)
+      << zero0.out;
+  EXPECT_EQ(zero0.out.find("stage3 prefetch bucket"), std::string::npos);
+  Outcome zero3 = run("describe --micro-batch-size 4 --zero 3" + ds);
+  ASSERT_EQ(zero3.status, 0) << zero3.err;
+  EXPECT_NE(zero3.out.find("framework: DeepSpeed (stage3 prefetch bucket "), std::string::npos)
+      << zero3.out;
 }
 
 // An error about a value a configuration file set names the file's field, the flag after it;
