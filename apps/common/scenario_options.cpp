@@ -1,6 +1,7 @@
 // Scenario options: flag names follow Megatron-LM (and DeepSpeed where it has the term).
 #include "scenario_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -9,9 +10,12 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/spec/limits.h"
+#include "commscope/spec/shell_words.h"
 #include "commscope/spec/torchtitan_config.h"
+#include "commscope/util/input_file.h"
 
 namespace commscope::cli {
 
@@ -300,6 +304,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   list(cmd, "--decoder-seq-length", o.decoder_seq_length, "decoder tokens per sample (T5)")
       ->group(g_model);
   add_model_flag_options(cmd, o.model_flags, "Model (Megatron-LM's flags; docs/predict.md)");
+  add_megatron_args_option(cmd, o.megatron_args, g_model);
 
   list(cmd, "--tp,--tensor-model-parallel-size", o.tp, "tensor-parallel size [1]")->group(g_plan);
   list(cmd, "--pp,--pipeline-model-parallel-size", o.pp, "pipeline-parallel size [1]")
@@ -1168,6 +1173,121 @@ std::string first_scenario_flag_given(const CLI::App& cmd) {
       return opt->get_name(false, true).substr(0, opt->get_name(false, true).find(','));
   }
   return "";
+}
+
+}  // namespace commscope::cli
+
+namespace commscope::cli {
+
+void add_megatron_args_option(CLI::App& cmd, std::string& path, const std::string& group) {
+  cmd.add_option("--megatron-args", path,
+                 "a Megatron-LM launch script or argument file: the flags this verb has are "
+                 "read from it (the command line's win), the rest skipped with a note "
+                 "(docs/predict.md)")
+      ->group(group);
+}
+
+Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
+                                                      const std::vector<std::string>& args) {
+  // Where the option is, and whether the command line names it at all.
+  std::string path;
+  for (std::size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i] == "--megatron-args" && i + 1 < args.size()) path = args[i + 1];
+    if (args[i].rfind("--megatron-args=", 0) == 0) path = args[i].substr(16);
+  }
+  if (path.empty()) return args;
+  auto option = [&](std::string_view name) -> const CLI::Option* {
+    try {
+      return verb.get_option_no_throw(std::string(name));
+    } catch (...) {
+      return nullptr;
+    }
+  };
+  // The options the command line gives (by option, so that --tp and
+  // --tensor-model-parallel-size are one).
+  std::vector<const CLI::Option*> given;
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0) continue;
+    if (const CLI::Option* o = option(a.substr(0, a.find('=')))) given.push_back(o);
+  }
+  CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 1u << 20, "a Megatron-LM argument file"));
+  CS_ASSIGN_OR_RETURN(auto words, shell_words(text, path));
+  std::vector<std::string> taken, skipped, kept_own;
+  std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
+  std::size_t read = 0;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i].text;
+    if (w.size() < 3 || w.rfind("--", 0) != 0) continue;  // the program, values, bash's own
+    const int line = words[i].line;
+    const std::size_t eq = w.find('=');
+    std::string name = w.substr(0, eq);
+    std::optional<std::string> value;
+    if (eq != std::string::npos) value = w.substr(eq + 1);
+    std::size_t next = i + 1;
+    bool as_flag = false;
+    if (name == "--fp8-format") {  // Megatron-LM's FP8 recipe: commscope's --fp8
+      name = "--fp8";
+      as_flag = true;
+    }
+    const CLI::Option* o = name == "--megatron-args" ? nullptr : option(name);
+    if (!o) {
+      if (std::find(skipped.begin(), skipped.end(), name) == skipped.end()) skipped.push_back(name);
+      // what an unknown flag takes is not known: every word up to the next flag
+      if (!value)
+        while (next < words.size() && words[next].text.rfind("--", 0) != 0) ++next;
+      i = next - 1;
+      continue;
+    }
+    const bool flag = as_flag || o->get_expected_max() == 0;
+    if (as_flag) {
+      if (!value && next < words.size() && words[next].text.rfind("--", 0) != 0)
+        ++next;  // --fp8-format's own value (hybrid, e4m3)
+      value.reset();
+    } else if (!flag && !value) {
+      if (next >= words.size() || words[next].text.rfind("--", 0) == 0)
+        return Error{
+            fmt::format("{}:{}: {}: expected a value after it, got none", path, line, name)};
+      value = words[next++].text;
+    } else if (flag) {
+      value.reset();
+    }
+    if (value && value->find('$') != std::string::npos)
+      return Error{fmt::format(
+          "{}:{}: {}: expected a value, got '{}' (a shell variable: write its value in the file, "
+          "or give {} on the command line)",
+          path, line, name, *value, name)};
+    i = next - 1;
+    ++read;
+    if (std::find(given.begin(), given.end(), o) != given.end()) {
+      kept_own.push_back(fmt::format("{} (line {})", name, line));
+      continue;
+    }
+    if (std::find(seen.begin(), seen.end(), o) != seen.end()) continue;
+    seen.push_back(o);
+    taken.push_back(name);
+    if (value) taken.push_back(*value);
+  }
+  // The file is Megatron-LM's: its collective pattern, unless the command line says otherwise.
+  const CLI::Option* framework = option("--framework");
+  const bool pattern = framework && std::find(given.begin(), given.end(), framework) == given.end();
+  if (pattern) {
+    taken.push_back("--framework");
+    taken.push_back("megatron");
+  }
+  print_note(
+      fmt::format("{}: {} of Megatron-LM's flags read{}{}", path, read,
+                  pattern ? " (with Megatron-LM's collective pattern, --framework megatron)" : "",
+                  skipped.empty() ? std::string()
+                                  : fmt::format("; skipped, not flags of {}: {}", verb.get_name(),
+                                                fmt::join(skipped, ", "))));
+  if (!kept_own.empty())
+    print_note(fmt::format("{}: {} given on the command line too: the command line's kept", path,
+                           fmt::join(kept_own, ", ")));
+  // The file's flags first, then the command line's.
+  std::vector<std::string> out = taken;
+  out.insert(out.end(), args.begin(), args.end());
+  return out;
 }
 
 }  // namespace commscope::cli

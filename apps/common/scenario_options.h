@@ -104,6 +104,7 @@ struct ScenarioOptions {
   std::vector<double> ddp_bucket_mb;
   std::string deepspeed_config;
   std::string torchtitan_config;  // --torchtitan-config / --job.config_file (TOML)
+  std::string megatron_args;      // read before parsing (expand_megatron_args)
   PlanInput flags;
   std::string precision, recompute, schedule, rank_order;
   bool fp16 = false, bf16 = false, recompute_activations = false;
@@ -141,6 +142,16 @@ struct ScenarioOptions {
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
+
+// `--megatron-args FILE` (predict, describe, plan): the flags of a Megatron-LM launch script or
+// argument file that `verb` has, put before the command line's own (which win: a flag given on
+// both keeps the command line's); Megatron-LM's `--fp8-format` is `--fp8`. The others (learning
+// rate, data, checkpointing, ...) are skipped, named in a note. `args` are the arguments after
+// the verb; the result replaces them. A known flag whose value is a shell variable, or a file
+// that cannot be read, is an error naming the file and line.
+Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
+                                                      const std::vector<std::string>& args);
+void add_megatron_args_option(CLI::App& cmd, std::string& path, const std::string& group);
 
 // A note for the user ("commscope: note: ..." on stderr): what a configuration file's reading
 // assumed or set aside. A host that captures the verbs' output (the `commscope` program's

@@ -203,6 +203,20 @@ int run(int argc, char** argv) {
   }
   if (argc < 2)
     return fail(fmt::format("expected a verb; the verbs are {} (see --help)", verb_list));
+  // --megatron-args FILE: the file's flags that the verb has, before the command line's.
+  std::vector<std::string> expanded;
+  std::vector<char*> expanded_argv;
+  for (const auto& v : verbs)
+    if (argc > 1 && v.command->get_name() == argv[1] &&
+        v.command->get_option_no_throw("--megatron-args")) {
+      auto args = expand_megatron_args(*v.command, std::vector<std::string>(argv + 2, argv + argc));
+      if (!args) return fail(args.error().message);
+      expanded.assign(argv, argv + 2);
+      expanded.insert(expanded.end(), args->begin(), args->end());
+      for (auto& a : expanded) expanded_argv.push_back(a.data());
+      argc = static_cast<int>(expanded_argv.size());
+      argv = expanded_argv.data();
+    }
   // CLI11's own messages as one line, prefixed with the verb they concern.
   std::string where;
   for (const auto& v : verbs)

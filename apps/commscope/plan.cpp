@@ -41,7 +41,7 @@ Verb add_plan(CLI::App& app) {
     int threads = 0;
     std::vector<std::string> frameworks;
     std::string memory_headroom = "2GiB";
-    std::string torchtitan_config, deepspeed_config;
+    std::string torchtitan_config, deepspeed_config, megatron_args;
     OptimizerPrecisionOptions optimizer_precision;
     CompressionOptions compression;
     ModelFlagOptions model_flags;
@@ -60,6 +60,7 @@ Verb add_plan(CLI::App& app) {
       "numbers. --network/--system lists: the search per option (what-if).");
   cmd->add_option("--model", st->model, "model preset name or JSON file [gpt2-large]");
   add_model_flag_options(*cmd, st->model_flags, "Model (Megatron-LM's flags; docs/predict.md)");
+  add_megatron_args_option(*cmd, st->megatron_args, "Options");
   cmd->add_option("--system", st->system,
                   "system preset name or JSON file; a comma list searches each [polaris]")
       ->delimiter(',');

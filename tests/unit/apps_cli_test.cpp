@@ -759,6 +759,65 @@ TEST_F(Cli, MegatronModelFlags) {
   }
 }
 
+// --megatron-args: a Megatron-LM launch script (tests/data/megatron/, written in the style of
+// Megatron-LM's examples) is predicted as its flags written out by hand are, with Megatron-LM's
+// pattern; the flags the verb lacks are named in one note; the command line wins; a shell
+// variable where a value is needed, an unclosed quote or a missing file is one line.
+TEST_F(Cli, MegatronArgsFile) {
+  const std::string script = COMMSCOPE_SOURCE_DIR "/tests/data/megatron/pretrain_llama3_8b.sh";
+  const std::string where = " --system dgx-h100 --gpus 16 --format json";
+  auto first = [](const Outcome& r) { return nlohmann::json::parse(r.out)["predictions"][0]; };
+  Outcome file = run("predict --megatron-args " + script + where);
+  ASSERT_EQ(file.status, 0) << file.err;
+  EXPECT_NE(file.err.find("pretrain_llama3_8b.sh: 26 of Megatron-LM's flags read (with "
+                          "Megatron-LM's collective pattern, --framework megatron); skipped, not "
+                          "flags of predict: --nproc_per_node, --nnodes, --master_addr, "
+                          "--master_port, --use-mcore-models, --train-iters, --lr,"),
+            std::string::npos)
+      << file.err;
+  Outcome hand =
+      run("predict --model llama3-8b --framework megatron --tp 2 --pp 2 --sequence-parallel "
+          "--use-distributed-optimizer --overlap-grad-reduce --micro-batch-size 1 "
+          "--global-batch-size 128 --bf16 --recompute-activations" +
+          where);
+  ASSERT_EQ(hand.status, 0) << hand.err;
+  for (const char* k : {"iteration_time_s", "memory_per_gpu_bytes", "comm_s", "bubble_s"})
+    EXPECT_DOUBLE_EQ(first(file)[k].get<double>(), first(hand)[k].get<double>()) << k;
+  // The command line wins, and the note says which of the file's flags gave way.
+  Outcome own = run("predict --megatron-args " + script + where + " --tp 4");
+  ASSERT_EQ(own.status, 0) << own.err;
+  EXPECT_EQ(first(own)["plan"]["tp"], 4);
+  EXPECT_NE(own.err.find("--tensor-model-parallel-size (line 44) given on the command line too: "
+                         "the command line's kept"),
+            std::string::npos)
+      << own.err;
+  // plan searches the layouts the script fixed: its model, batch and pattern stay.
+  Outcome plan =
+      run("plan --megatron-args " + script + " --system dgx-h100 --gpus 16 --top 1 --format json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const auto best = nlohmann::json::parse(plan.out)["plans"][0];
+  EXPECT_EQ(best["framework"], "megatron");
+  EXPECT_EQ(best["global_batch"], 128);
+  EXPECT_EQ(best["micro_batch"], 1);
+
+  const std::string var = (dir_ / "var.sh").string(), quote = (dir_ / "quote.sh").string();
+  std::ofstream(var) << "--num-layers 4 \\\n  --tensor-model-parallel-size $TP\n";
+  std::ofstream(quote) << "--num-layers \"4\n";
+  for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"predict --megatron-args " + var,
+            var + ":2: --tensor-model-parallel-size: expected a value, got '$TP' (a shell "
+                  "variable"},
+           {"describe --megatron-args " + quote, quote + ":1: expected a closing \""},
+           {"plan --gpus 8 --megatron-args " + (dir_ / "none.sh").string(), "none.sh"}}) {
+    SCOPED_TRACE(args);
+    Outcome e = run(args);
+    EXPECT_EQ(e.status, 2);
+    EXPECT_TRUE(e.out.empty());
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    EXPECT_NE(e.err.find(want), std::string::npos) << e.err;
+  }
+}
+
 class CliPredict : public Cli {};
 
 TEST_F(CliPredict, DefaultPredictionAndDocumentedFields) {

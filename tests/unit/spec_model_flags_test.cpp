@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "commscope/spec/model.h"
+#include "commscope/spec/shell_words.h"
 #include "commscope/workload/params.h"
 #include "test_util.h"
 
@@ -187,6 +188,59 @@ TEST(ModelFlags, ErrorsNameTheFlag) {
   mla.num_attention_heads = 8;
   expect(apply_model_flags(model("deepseek-v3"), mla, 0),
          "--num-attention-heads 8: expected no attention-shape flags for deepseek-v3");
+}
+
+}  // namespace
+}  // namespace commscope
+
+namespace commscope {
+namespace {
+
+// The shell's word splitting of a launch script (spec/shell_words.h), as bash splits these lines:
+// comments, continuations, quotes, bash arrays, variables left as written.
+TEST(ShellWords, AsTheShellSplitsThem) {
+  const std::string script =
+      "#!/bin/bash\n"
+      "ARGS=(\n"
+      "    --num-layers 32   # the depth\n"
+      "    --tokenizer-model \"meta-llama/Meta Llama\" --split '949,50,1'\n"
+      ")\n"
+      "torchrun pretrain_gpt.py ${ARGS[@]} \\\n"
+      "    --data-path $DATA --name a\\ b --q \"say \\\"hi\\\"\"; echo done\n";
+  auto words = shell_words(script, "s.sh");
+  ASSERT_TRUE(words.ok()) << words.error().message;
+  std::vector<std::string> texts;
+  std::vector<int> lines;
+  for (const auto& w : *words) {
+    texts.push_back(w.text);
+    lines.push_back(w.line);
+  }
+  const std::vector<std::string> want = {"ARGS=",
+                                         "--num-layers",
+                                         "32",
+                                         "--tokenizer-model",
+                                         "meta-llama/Meta Llama",
+                                         "--split",
+                                         "949,50,1",
+                                         "torchrun",
+                                         "pretrain_gpt.py",
+                                         "${ARGS[@]}",
+                                         "--data-path",
+                                         "$DATA",
+                                         "--name",
+                                         "a b",
+                                         "--q",
+                                         "say \"hi\"",
+                                         "echo",
+                                         "done"};
+  EXPECT_EQ(texts, want);
+  EXPECT_EQ(lines[1], 3);   // --num-layers
+  EXPECT_EQ(lines[10], 7);  // --data-path, after the continuation
+  // An unclosed quote names the line it opened on.
+  auto open = shell_words("--a 1\n--b 'x\ny\n", "q.sh");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.error().message,
+            "q.sh:2: expected a closing ' for the quote opened here, got the end of the file");
 }
 
 }  // namespace
