@@ -312,7 +312,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   list(cmd, "--dp,--data-parallel-size", o.dp,
        "data-parallel size, without CP [GPUs / (TP x CP x PP)]")
       ->group(g_plan);
-  list(cmd, "--vp,--virtual-pipeline-stages", o.vp,
+  list(cmd, "--vp,--virtual-pipeline-stages,--num-virtual-stages-per-pipeline-rank", o.vp,
        "model chunks per pipeline rank (interleaved 1F1B) [1]")
       ->group(g_plan);
   cmd.add_flag(

@@ -791,6 +791,13 @@ TEST_F(Cli, MegatronArgsFile) {
                          "the command line's kept"),
             std::string::npos)
       << own.err;
+  // Megatron-Core's --num-virtual-stages-per-pipeline-rank is --vp.
+  const std::string pp = " --model llama3-8b --pp 2 --global-batch-size 64" + where;
+  Outcome vp = run("predict --vp 2" + pp),
+          mcore = run("predict --num-virtual-stages-per-pipeline-rank 2" + pp);
+  ASSERT_EQ(vp.status, 0) << vp.err;
+  EXPECT_EQ(vp.out, mcore.out);
+  EXPECT_EQ(first(vp)["plan"]["virtual_stages"], 2);
   // plan searches the layouts the script fixed: its model, batch and pattern stay.
   Outcome plan =
       run("plan --megatron-args " + script + " --system dgx-h100 --gpus 16 --top 1 --format json");
