@@ -1196,13 +1196,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     if (args[i].rfind("--megatron-args=", 0) == 0) path = args[i].substr(16);
   }
   if (path.empty()) return args;
-  auto option = [&](std::string_view name) -> const CLI::Option* {
-    try {
-      return verb.get_option_no_throw(std::string(name));
-    } catch (...) {
-      return nullptr;
-    }
-  };
+  auto option = [&](std::string_view name) { return verb.get_option_no_throw(std::string(name)); };
   // The options the command line gives (by option, so that --tp and
   // --tensor-model-parallel-size are one).
   std::vector<const CLI::Option*> given;

@@ -388,11 +388,8 @@ Verb add_plan(CLI::App& app) {
         if (Status s = compression_option_flags(st->compression, base); !s.ok())
           return fail(s.error().message);
         const GradCompression compression = base.grad_compression.value_or(GradCompression::none);
-        if (compression != GradCompression::none && base.grad_comm_dtype)
-          return fail(fmt::format(
-              "--grad-comm-dtype: expected none with --grad-compression {} (the compressed "
-              "gradient has its own wire format), got {}",
-              to_string(compression), to_string(*base.grad_comm_dtype)));
+        if (Status s = check_compressed_wire(compression, base.grad_comm_dtype); !s.ok())
+          return fail(s.error().message);
         // the optimizer's precision: every candidate with a sharded optimizer under commscope
         // or megatron (search::to_plan_input); its rules checked once, here
         if (Status s = optimizer_precision_flags(st->optimizer_precision, base); !s.ok())
@@ -441,16 +438,16 @@ Verb add_plan(CLI::App& app) {
             "--zero {} and --frameworks {}",
             st->zero.empty() ? std::string("0,1,2,3") : fmt::format("{}", fmt::join(st->zero, ",")),
             fmt::join(framework_names, ","));
-        auto allows = [&](int stage, std::initializer_list<Framework> with) {
+        // whether some candidate's stage and framework take a setting (search::to_plan_input)
+        auto allows = [&](bool (*applies)(int, Framework), int stage) {
           const bool stage_ok = st->zero.empty() || std::find(st->zero.begin(), st->zero.end(),
                                                               stage) != st->zero.end();
-          return stage_ok && std::any_of(frameworks.begin(), frameworks.end(), [&](Framework f) {
-                   return std::find(with.begin(), with.end(), f) != with.end();
-                 });
+          return stage_ok && std::any_of(frameworks.begin(), frameworks.end(),
+                                         [&](Framework f) { return applies(stage, f); });
         };
         if ((base.zeropp_qwz.value_or(false) || base.zeropp_qgz.value_or(false) ||
              base.zeropp_hpz.value_or(1) > 1) &&
-            !allows(3, {Framework::none, Framework::deepspeed}))
+            !allows(search::zeropp_applies, 3))
           return fail(fmt::format(
               "{}: expected ZeRO stage 3 under commscope or deepspeed among the candidates "
               "(ZeRO++ extends DeepSpeed's ZeRO-3), got {}",
@@ -459,8 +456,7 @@ Verb add_plan(CLI::App& app) {
                   ? "--zero-quantized-gradients (zero_quantized_gradients)"
                   : "--zero-hpz-partition-size (zero_hpz_partition_size)",
               searched));
-        if (compression != GradCompression::none &&
-            !allows(0, {Framework::none, Framework::deepspeed}))
+        if (compression != GradCompression::none && !allows(search::compression_applies, 0))
           return fail(
               fmt::format("--grad-compression: expected ZeRO stage 0 under commscope or deepspeed "
                           "among the candidates (PowerSGD and 1-bit Adam replace the data-parallel "
@@ -474,18 +470,9 @@ Verb add_plan(CLI::App& app) {
         ModelFlags model_flags;
         if (Status s = model_flag_options(st->model_flags, model_flags); !s.ok())
           return fail(s.error().message);
-        Result<ModelSpec> model = Error{""};
-        if (!model_flags.any()) {
-          model = load_model(model_name);
-        } else {
-          std::optional<ModelSpec> named;
-          if (cmd->count("--model") > 0 || !st->torchtitan_config.empty()) {
-            auto m = load_model(model_name);
-            if (!m) return fail(m.error().message);
-            named = std::move(*m);
-          }
-          model = apply_model_flags(named, model_flags, base.seq_length.value_or(0));
-        }
+        if (model_flags.any() && cmd->count("--model") == 0 && st->torchtitan_config.empty())
+          model_name.clear();
+        auto model = load_model(model_name, model_flags, base.seq_length.value_or(0));
         if (!model) return fail(model.error().message);
         // what the model's loader assumed (transformers' defaults), as predict warns of it
         for (const std::string& note : model->notes) model_warnings.push_back(note);

@@ -84,6 +84,14 @@ std::optional<Framework> framework_choice_from_name(std::string_view s) {
   return framework_from_name(s);
 }
 
+bool zeropp_applies(int zero, Framework f) {
+  return zero == 3 && (f == Framework::none || f == Framework::deepspeed);
+}
+
+bool compression_applies(int zero, Framework f) {
+  return zero == 0 && (f == Framework::none || f == Framework::deepspeed);
+}
+
 PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   PlanInput in = base;
   in.gpus = gpus;
@@ -116,18 +124,14 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.main_params_dtype.reset();
     in.main_grads_dtype.reset();
   }
-  // ZeRO++ where DeepSpeed has it: ZeRO-3 under DeepSpeed's pattern or commscope's. PowerSGD or
-  // 1-bit Adam where they replace the data-parallel all-reduce: no ZeRO, under commscope's
-  // pattern (PyTorch DDP's hook) or DeepSpeed's (its optimizer). The other candidates are
+  // ZeRO++ and gradient compression where DeepSpeed and DDP have them; the other candidates are
   // searched without them.
-  const bool commscope_or_deepspeed =
-      p.framework == Framework::none || p.framework == Framework::deepspeed;
-  if (p.zero != 3 || !commscope_or_deepspeed) {
+  if (!zeropp_applies(p.zero, p.framework)) {
     in.zeropp_qwz.reset();
     in.zeropp_qgz.reset();
     in.zeropp_hpz.reset();
   }
-  if (p.zero != 0 || !commscope_or_deepspeed) {
+  if (!compression_applies(p.zero, p.framework)) {
     in.grad_compression.reset();
     in.powersgd_rank.reset();
   }

@@ -944,4 +944,14 @@ Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const 
   return m;
 }
 
+Result<ModelSpec> load_model(const std::string& name_or_path, const ModelFlags& flags,
+                             std::int64_t seq_length) {
+  if (!flags.any()) return load_model(name_or_path);
+  std::optional<ModelSpec> base;
+  if (!name_or_path.empty()) {
+    CS_ASSIGN_OR_RETURN(base, load_model(name_or_path));
+  }
+  return apply_model_flags(base, flags, seq_length);
+}
+
 }  // namespace commscope

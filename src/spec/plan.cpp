@@ -275,13 +275,17 @@ Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per
           "--grad-compression: expected ZeRO stage 0 (PowerSGD and 1-bit Adam replace the DDP "
           "all-reduce), got ZeRO-{}",
           plan.zero)};
-    if (plan.grad_comm_dtype)
-      return Error{fmt::format(
-          "--grad-comm-dtype: expected none with --grad-compression {} (the compressed gradient "
-          "has its own wire format), got {}",
-          to_string(plan.grad_compression), to_string(*plan.grad_comm_dtype))};
+    CS_RETURN_IF_ERROR(check_compressed_wire(plan.grad_compression, plan.grad_comm_dtype));
   }
   return Status{};
+}
+
+Status check_compressed_wire(GradCompression c, const std::optional<DType>& wire) {
+  if (c == GradCompression::none || !wire) return Status{};
+  return Error{fmt::format(
+      "--grad-comm-dtype: expected none with --grad-compression {} (the compressed gradient has "
+      "its own wire format), got {}",
+      to_string(c), to_string(*wire))};
 }
 
 DType compute_dtype(Precision p) {

@@ -277,17 +277,8 @@ ScenarioInput default_scenario_input() {
 }
 
 Result<Scenario> resolve_scenario(const ScenarioInput& in) {
-  std::optional<ModelSpec> base;
-  if (!in.model.empty() || !in.model_flags.any()) {
-    CS_ASSIGN_OR_RETURN(base, load_model(in.model));
-  }
-  ModelSpec model;
-  if (in.model_flags.any()) {
-    CS_ASSIGN_OR_RETURN(model,
-                        apply_model_flags(base, in.model_flags, in.plan.seq_length.value_or(0)));
-  } else {
-    model = std::move(*base);
-  }
+  CS_ASSIGN_OR_RETURN(auto model,
+                      load_model(in.model, in.model_flags, in.plan.seq_length.value_or(0)));
   CS_ASSIGN_OR_RETURN(auto system, load_system(in.system));
   CS_ASSIGN_OR_RETURN(auto network, load_network(in.network.empty() ? system.network : in.network));
   auto sc = resolve_scenario(std::move(model), std::move(system), std::move(network), in.plan);

@@ -168,5 +168,9 @@ std::optional<PositionEmbedding> megatron_position_embedding(std::string_view na
 // length, the GPT-2 vocabulary padded to 50,304 (with a note). Errors name the flag.
 Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const ModelFlags& f,
                                     std::int64_t seq_length);
+// The model of the scenario verbs and plan: `name_or_path` loaded and changed by the flags, or
+// (an empty name with flags) the flags' model alone.
+Result<ModelSpec> load_model(const std::string& name_or_path, const ModelFlags& flags,
+                             std::int64_t seq_length);
 
 }  // namespace commscope

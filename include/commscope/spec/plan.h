@@ -564,6 +564,9 @@ nlohmann::json to_json(const ParallelPlan& p);
 // of fp32|bf16|fp16|fp8; ZeRO++ under ZeRO-3 only, hpZ a divisor of DP within a node
 // (gpus_per_node); PowerSGD's rank positive, compression under DDP (ZeRO-0) only.
 Status resolve_compression(const PlanInput& in, ParallelPlan& plan, int gpus_per_node);
+// A compressed gradient (PowerSGD, 1-bit) has its own wire format: no --grad-comm-dtype beside
+// it (resolve_compression, and plan's check before its search).
+Status check_compressed_wire(GradCompression c, const std::optional<DType>& wire);
 
 // Megatron-Core's --pipeline-model-parallel-layout (megatron/core/transformer/
 // pipeline_parallel_layer_layout.py): virtual stages separated by '|', in layer order (virtual
