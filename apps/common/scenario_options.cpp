@@ -1206,17 +1206,36 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     if (const CLI::Option* o = option(a.substr(0, a.find('=')))) given.push_back(o);
   }
   CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 1u << 20, "a Megatron-LM argument file"));
-  CS_ASSIGN_OR_RETURN(auto words, shell_words(text, path));
-  std::vector<std::string> taken, skipped, kept_own;
+  CS_ASSIGN_OR_RETURN(auto script, read_shell_script(text, path));
+  // A quoted array element holding a flag and its value ("--fp8-format hybrid"), or a variable
+  // holding several, is split as bash splits the array's unquoted expansion (`${ARGS[@]}`).
+  std::vector<ShellWord> words;
+  for (auto& w : script) {
+    if (w.text.rfind("--", 0) != 0 || w.text.find_first_of(" \t\n") == std::string::npos) {
+      words.push_back(std::move(w));
+      continue;
+    }
+    std::size_t at = 0;
+    while ((at = w.text.find_first_not_of(" \t\n", at)) != std::string::npos) {
+      const std::size_t end = std::min(w.text.find_first_of(" \t\n", at), w.text.size());
+      ShellWord part = w;
+      part.text = w.text.substr(at, end - at);
+      words.push_back(std::move(part));
+      at = end;
+    }
+  }
+  std::vector<std::string> taken, skipped, kept_own, defaults, undecided;
   std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
   std::size_t read = 0;
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i].text;
     if (w.size() < 3 || w.rfind("--", 0) != 0) continue;  // the program, values, bash's own
-    const int line = words[i].line;
+    const ShellWord& flag_word = words[i];
+    const int line = flag_word.line;
     const std::size_t eq = w.find('=');
     std::string name = w.substr(0, eq);
     std::optional<std::string> value;
+    const ShellWord* value_word = eq != std::string::npos ? &flag_word : nullptr;
     if (eq != std::string::npos) value = w.substr(eq + 1);
     std::size_t next = i + 1;
     bool as_flag = false;
@@ -1238,18 +1257,21 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       if (!value && next < words.size() && words[next].text.rfind("--", 0) != 0)
         ++next;  // --fp8-format's own value (hybrid, e4m3)
       value.reset();
+      value_word = nullptr;
     } else if (!flag && !value) {
       if (next >= words.size() || words[next].text.rfind("--", 0) == 0)
         return Error{
             fmt::format("{}:{}: {}: expected a value after it, got none", path, line, name)};
+      value_word = &words[next];
       value = words[next++].text;
     } else if (flag) {
       value.reset();
+      value_word = nullptr;
     }
-    if (value && value->find('$') != std::string::npos)
+    if (value_word && value_word->unresolved)
       return Error{fmt::format(
-          "{}:{}: {}: expected a value, got '{}' (a shell variable: write its value in the file, "
-          "or give {} on the command line)",
+          "{}:{}: {}: expected a value, got '{}' (an expansion the script does not set: write "
+          "its value in the file, or give {} on the command line)",
           path, line, name, *value, name)};
     i = next - 1;
     ++read;
@@ -1261,6 +1283,14 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     seen.push_back(o);
     taken.push_back(name);
     if (value) taken.push_back(*value);
+    // What the flag took that the environment or the script's conditions may change.
+    const int unknown_if = std::max(flag_word.unknown_if, value_word ? value_word->unknown_if : 0);
+    if (unknown_if) undecided.push_back(fmt::format("{} (the if on line {})", name, unknown_if));
+    for (const ShellWord* from : {&flag_word, value_word})
+      if (from)
+        for (const auto& d : from->defaults)
+          if (std::find(defaults.begin(), defaults.end(), d) == defaults.end())
+            defaults.push_back(d);
   }
   // The file is Megatron-LM's: its collective pattern, unless the command line says otherwise.
   const CLI::Option* framework = option("--framework");
@@ -1278,6 +1308,14 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   if (!kept_own.empty())
     print_note(fmt::format("{}: {} given on the command line too: the command line's kept", path,
                            fmt::join(kept_own, ", ")));
+  if (!defaults.empty())
+    print_note(
+        fmt::format("{}: the script's defaults taken for {} (the environment or the "
+                    "script's arguments may set others when it runs)",
+                    path, fmt::join(defaults, ", ")));
+  if (!undecided.empty())
+    print_note(fmt::format("{}: read from a branch whose condition commscope does not decide: {}",
+                           path, fmt::join(undecided, ", ")));
   // The file's flags first, then the command line's.
   std::vector<std::string> out = taken;
   out.insert(out.end(), args.begin(), args.end());

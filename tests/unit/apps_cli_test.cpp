@@ -812,8 +812,8 @@ TEST_F(Cli, MegatronArgsFile) {
   std::ofstream(quote) << "--num-layers \"4\n";
   for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
            {"predict --megatron-args " + var,
-            var + ":2: --tensor-model-parallel-size: expected a value, got '$TP' (a shell "
-                  "variable"},
+            var + ":2: --tensor-model-parallel-size: expected a value, got '$TP' (an "
+                  "expansion the script does not set"},
            {"describe --megatron-args " + quote, quote + ":1: expected a closing \""},
            {"plan --gpus 8 --megatron-args " + (dir_ / "none.sh").string(), "none.sh"}}) {
     SCOPED_TRACE(args);
@@ -823,6 +823,50 @@ TEST_F(Cli, MegatronArgsFile) {
     EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
     EXPECT_NE(e.err.find(want), std::string::npos) << e.err;
   }
+}
+
+// --megatron-args on a script in the shape of Megatron-LM's newer examples
+// (tests/data/megatron/train_mixtral_fp8.sh): sizes in variables, defaults the environment may
+// override (${NUM_NODES:-4}), the global batch from $((...)), FP8 chosen by an `if` on
+// ${DTYPE:-"fp8"}, quoted "--flag value" array elements, and an `if` on $SLURM_JOB_ID that
+// commscope cannot decide. It predicts as the flags bash would pass, written out by hand.
+TEST_F(Cli, MegatronArgsScriptVariables) {
+  const std::string script = COMMSCOPE_SOURCE_DIR "/tests/data/megatron/train_mixtral_fp8.sh";
+  const std::string where = " --system dgx-h100 --gpus 32 --format json";
+  auto first = [](const Outcome& r) { return nlohmann::json::parse(r.out)["predictions"][0]; };
+  Outcome file = run("predict --megatron-args " + script + where);
+  ASSERT_EQ(file.status, 0) << file.err;
+  // What bash passes with nothing in the environment and no arguments (the branch on
+  // SLURM_JOB_ID is read, and said to be).
+  Outcome hand = run(
+      "predict --framework megatron --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "
+      "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 4096 "
+      "--max-position-embeddings 32768 --position-embedding-type rope --swiglu --normalization "
+      "RMSNorm --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 "
+      "--hidden-dropout 0 --num-experts 8 --moe-router-topk 2 --moe-token-dispatcher-type "
+      "alltoall --moe-aux-loss-coeff 1e-2 --micro-batch-size 1 --global-batch-size 128 --bf16 "
+      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --fp8 "
+      "--tp 1 --pp 4 --ep 8 --use-distributed-optimizer --overlap-grad-reduce --vocab-size 32000" +
+      where);
+  ASSERT_EQ(hand.status, 0) << hand.err;
+  for (const char* k : {"iteration_time_s", "memory_per_gpu_bytes", "comm_s", "bubble_s"})
+    EXPECT_DOUBLE_EQ(first(file)[k].get<double>(), first(hand)[k].get<double>()) << k;
+  EXPECT_EQ(first(file)["plan"], first(hand)["plan"]);
+  EXPECT_EQ(first(file)["plan"]["global_batch"], 128);  // 32 / (1 x 4) x 16
+  EXPECT_EQ(first(file)["plan"]["fp8"], true);
+  for (const char* note :
+       {"train_mixtral_fp8.sh: the script's defaults taken for NUM_NODES, DTYPE, $2 (the "
+        "environment or the script's arguments may set others when it runs)",
+        "train_mixtral_fp8.sh: read from a branch whose condition commscope does not decide: "
+        "--overlap-grad-reduce (the if on line 87)",
+        "skipped, not flags of predict: --nproc_per_node, --nnodes, --master_addr, "
+        "--master_port, --use-mcore-models, --moe-grouped-gemm, --train-iters, --lr, "
+        "--fp8-amax-history-len, --fp8-amax-compute-algo, --mock-data, --tokenizer-type, "
+        "--save, --load\n"})
+    EXPECT_NE(file.err.find(note), std::string::npos) << note << "\n" << file.err;
+  // The data branch not taken (DATA_ARG is MOCK) gave nothing: its --vocab-size 32768 is not
+  // read, nor its --data-path.
+  EXPECT_EQ(file.err.find("--data-path"), std::string::npos) << file.err;
 }
 
 class CliPredict : public Cli {};

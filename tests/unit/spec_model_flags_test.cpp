@@ -5,6 +5,8 @@
 // int(4h x 2/3 / 64) x 64); the Llama 3 8B and Mixtral 8x7B architectures written as flags
 // against their presets (the published counts of workload_params_test and
 // workload_moe_test); a preset changed by flags; and the errors, each naming its flag.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "commscope/spec/model.h"
@@ -241,6 +243,118 @@ TEST(ShellWords, AsTheShellSplitsThem) {
   ASSERT_FALSE(open.ok());
   EXPECT_EQ(open.error().message,
             "q.sh:2: expected a closing ' for the quote opened here, got the end of the file");
+}
+
+// read_shell_script against what bash prints for the same lines (each case was run through
+// bash 5.2 here, `printf '[%s]' ...`, and its output is what is expected): assignments,
+// ${X:-default}, arithmetic, quotes, and what cannot be known kept as written and marked.
+TEST(ShellWords, ExpandedAsBashExpandsThem) {
+  const std::string script =
+      "A=2\n"
+      "B=${A}0; C=$(( A * B + 1 )); N=$((-(3 - 10) % 4))\n"
+      "D=${UNSET:-\"x y\"}\n"
+      "E=${E:-$A}\n"
+      "F=${A:-9} G=${EMPTY-z}\n"
+      "EMPTY=\n"
+      "H=${EMPTY:-h} I=${EMPTY-i}\n"
+      "A+=1\n"
+      "echo $A $B $C $N \"$D\" $E $F $G $H \"$I\" '$A' \\$A \"${A}x\" $(cmd) ${ARR[@]} $UNSET $1\n";
+  auto words = read_shell_script(script, "s.sh");
+  ASSERT_TRUE(words.ok()) << words.error().message;
+  std::vector<std::string> echo;
+  bool seen = false;
+  for (const auto& w : *words) {
+    if (w.text == "echo") seen = true;
+    if (seen && w.text != "echo") echo.push_back(w.text + (w.unresolved ? " ?" : ""));
+  }
+  // bash: [21][20][41][3][x y][2][2][z][h][][$A][$A][21x] and then what it runs or is unset
+  const std::vector<std::string> want = {"21",  "20",       "41",          "3",        "x y", "2",
+                                         "2",   "z",        "h",           "",         "$A",  "$A",
+                                         "21x", "$(cmd) ?", "${ARR[@]} ?", "$UNSET ?", "$1 ?"};
+  EXPECT_EQ(echo, want);
+  // Which defaults each value took: E's own (the environment may set E), not A's.
+  auto e = std::find_if(words->begin(), words->end(),
+                        [](const ShellWord& w) { return w.text == "E=2"; });
+  ASSERT_NE(e, words->end());
+  EXPECT_EQ(e->defaults, std::vector<std::string>{"E"});
+  // What arithmetic cannot know stays as written: an unset name, division by zero, overflow,
+  // an operator it does not take (bash: 8).
+  auto arith = read_shell_script(
+      "echo $((X + 1)) $((1 / 0)) $((9223372036854775807 + 1)) $((2 ** 3)) $((7/2))", "a.sh");
+  ASSERT_TRUE(arith.ok());
+  ASSERT_EQ(arith->size(), 6u);
+  for (std::size_t i = 1; i < 5; ++i) EXPECT_TRUE((*arith)[i].unresolved) << (*arith)[i].text;
+  EXPECT_EQ((*arith)[5].text, "3");
+  EXPECT_FALSE((*arith)[5].unresolved);
+}
+
+// The branch bash would run: decided conditions pick one branch (the others' words and
+// assignments are dropped); an undecided one keeps every branch, marked with its line; a branch
+// chosen by a default carries that default.
+TEST(ShellWords, TakesTheBranchBashWouldRun) {
+  const std::string script =
+      "P=${P:-fp8}; N=4\n"
+      "if [[ \"$P\" == \"fp8\" ]]; then\n"
+      "  X=--fp8\n"
+      "elif [ \"$P\" = bf16 ]; then\n"
+      "  X=--bf16\n"
+      "else\n"
+      "  X=--fp16\n"
+      "fi\n"
+      "if [ $N -gt 8 ] || [[ -z \"$P\" ]]; then big; elif ! [[ $N -eq 3 ]] && [[ -n $N ]]; then "
+      "mid; else small; fi\n"
+      "if [[ -n \"$SLURM_JOB_ID\" ]]; then\n"
+      "  cluster\n"
+      "  if [[ 1 == 1 ]]; then inner; fi\n"
+      "else\n"
+      "  local\n"
+      "fi\n"
+      "if [[ $P == fp* ]]; then glob; fi\n"
+      "echo $X\n";
+  auto words = read_shell_script(script, "s.sh");
+  ASSERT_TRUE(words.ok()) << words.error().message;
+  std::vector<std::string> got;
+  for (const auto& w : *words)
+    if (w.text.find('=') == std::string::npos)
+      got.push_back(w.text + (w.unknown_if ? "@" + std::to_string(w.unknown_if) : ""));
+  // bash (SLURM_JOB_ID unset): mid, local, glob, --fp8; commscope cannot know SLURM_JOB_ID nor
+  // decide a pattern, so both of that if's branches and the glob's are kept, marked.
+  const std::vector<std::string> want = {"mid",     "cluster@10", "inner@10", "local@10",
+                                         "glob@16", "echo",       "--fp8"};
+  EXPECT_EQ(got, want);
+  auto fp8 = std::find_if(words->begin(), words->end(),
+                          [](const ShellWord& w) { return w.text == "--fp8"; });
+  ASSERT_NE(fp8, words->end());
+  EXPECT_EQ(fp8->defaults, std::vector<std::string>{"P"});
+}
+
+// Expansions stay bounded: a variable doubled line after line is an error, not an allocation
+// without bound; an unclosed $( names its line.
+TEST(ShellWords, ExpansionIsBounded) {
+  std::string script = "A=" + std::string(1000, 'x') + "\n";
+  for (int i = 0; i < 30; ++i) script += "A=$A$A\n";
+  auto doubled = read_shell_script(script, "d.sh");
+  ASSERT_FALSE(doubled.ok());
+  EXPECT_NE(doubled.error().message.find("d.sh:"), std::string::npos);
+  EXPECT_NE(doubled.error().message.find("expected expansions of at most 4194304 characters"),
+            std::string::npos)
+      << doubled.error().message;
+  auto open = read_shell_script("A=1\nB=$(echo\n", "o.sh");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.error().message,
+            "o.sh:2: expected a closing ) for the $( opened here, got the end of the file");
+  // Every prefix of a script with each construct is read or refused with a message, and odd
+  // text is too: never a crash, never an unbounded loop.
+  const std::string all =
+      "A=${B:-\"x ${C:-$((1+(2*3)))}\"} `cmd` $(a $(b)) ${#A} ${A/x/y} $((--1)) $((2-)) $\n"
+      "if [[ ! $A == \"x\" ]] && [ -n \"$A\" ] || [[ 1 -lt 2 ]]; then X=$((A)); elif [; then\n"
+      "else fi fi then if [[ ]]; then then ${A:=${A:=$A}} \\\n'$A' \"\\$A\" ${1:-z} $@";
+  for (std::size_t n = 0; n <= all.size(); ++n) {
+    auto r = read_shell_script(all.substr(0, n), "p.sh");
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().message.rfind("p.sh:", 0), 0u) << r.error().message;
+    }
+  }
 }
 
 }  // namespace

@@ -1,14 +1,27 @@
 // The words of a shell script or argument file as the shell splits them, for reading
-// Megatron-LM's flags out of a launch script (`--megatron-args`, docs/predict.md): blanks
-// separate words; `#` at the start of a word comments out the rest of the line; a backslash
-// before a newline joins the lines and before any other character keeps it; single quotes keep
-// everything up to the next one, double quotes everything but `\"`, `\\`, `\$` and `\``; an
-// unquoted `(` or `)` (a bash array's) separates words. Variables (`$TP`, `${ARGS[@]}`) are not
-// expanded: they stay in the word, for the caller to refuse where a value is needed.
+// Megatron-LM's flags out of a launch script (`--megatron-args`, docs/predict.md).
+//
+// shell_words splits: blanks separate words; `#` at the start of a word comments out the rest of
+// the line; a backslash before a newline joins the lines and before any other character keeps
+// it; single quotes keep everything up to the next one, double quotes everything but `\"`, `\\`,
+// `\$` and `\``; an unquoted `(`, `)` or `;` separates words. Expansions (`$TP`, `${TP:-8}`,
+// `$((A*B))`, `$(cmd)`, `` `cmd` ``) outside single quotes stay in the word as written, and the
+// word says where they are.
+//
+// read_shell_script reads the words as bash would run a launch script from top to bottom,
+// without running anything: it keeps the variables the script assigns (`TP=8`, `export X=1`,
+// `X+=y`), expands `$X`, `${X}`, `${X:-default}` (`-`, `:=`, `=` too) and integer arithmetic
+// `$((...))` from them, takes only the branch of an `if ... elif ... else ... fi` whose condition
+// it can decide (`[[ A == B ]]`, `!=`, `=`, `-z`, `-n`, `-eq`..`-ge`, with `!`, `&&`, `||`), and
+// keeps both branches, marked, where it cannot. What it cannot expand (a variable the script does
+// not set, `$(cmd)`, `${ARGS[@]}`) stays as written, marked. Loops, functions and `case` are
+// read straight through.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "commscope/util/result.h"
@@ -17,11 +30,27 @@ namespace commscope {
 
 struct ShellWord {
   std::string text;
-  int line = 0;  // 1-based line where the word starts
+  int line = 0;         // 1-based line where the word starts
+  bool quoted = false;  // a quote or backslash in it (so never a keyword such as `if`)
+  // Where `text` holds an expansion as written: [begin, end) offsets, in order.
+  std::vector<std::pair<std::size_t, std::size_t>> expansions;
+
+  // Set by read_shell_script:
+  bool unresolved = false;            // an expansion left as written
+  std::vector<std::string> defaults;  // variables whose default in the script (${X:-d}) it took
+  int unknown_if = 0;  // the line of an `if` whose condition was not decided, in whose branch
+                       // the word (or a variable it took) stands; 0 where none
 };
 
-// At most kMaxShellWords words; an unclosed quote is an error naming the line it opened on.
+// At most kMaxShellWords words; an unclosed quote or `$(` is an error naming the line it opened
+// on.
 inline constexpr std::size_t kMaxShellWords = 1 << 16;
 Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::string& where);
+
+// The words bash would see, expanded (above). Expansions stay under kMaxShellExpansion
+// characters in all (a script that doubles a variable in a loop of lines is an error, not an
+// allocation without bound).
+inline constexpr std::size_t kMaxShellExpansion = 1 << 22;
+Result<std::vector<ShellWord>> read_shell_script(std::string_view text, const std::string& where);
 
 }  // namespace commscope
