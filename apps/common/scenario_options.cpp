@@ -34,7 +34,27 @@ void print_note(const std::string& note) {
     fmt::print(stderr, "commscope: note: {}\n", note);
 }
 
+Status attention_flags(const std::string& kernel, const std::string& backend, PlanInput& flags) {
+  CS_RETURN_IF_ERROR(named_value("--attention", kernel, attention_kernel_from_name,
+                                 "flash or standard", flags.attention));
+  // Megatron-Core's --attention-backend: flash and fused are Transformer Engine's fused kernels
+  // (so the kernel is flash unless --attention says), unfused and local its and Megatron's own
+  // s x s attention (--attention standard), auto Transformer Engine's choice (the framework's
+  // default, as when not given).
+  if (backend == "unfused" || backend == "local") {
+    if (flags.attention == AttentionKernel::flash)
+      return Error{fmt::format(
+          "--attention-backend: '{}' (s x s attention) contradicts --attention flash", backend)};
+    flags.attention = AttentionKernel::standard;
+    return {};
+  }
+  if (backend == "auto") return {};
+  return named_value("--attention-backend", backend, attention_backend_from_name,
+                     "fused, flash, unfused, local or auto", flags.attention_backend);
+}
+
 namespace {
+
 // One item of a comma list. Integers may be written as exact decimal exponents ("1e9"), as
 // configs often are; "1.5" or "1e-3" are not integers.
 template <class T>
@@ -133,12 +153,15 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                                  const char* g_batch) {
   cmd.add_option("--attention", o.attention,
                  "attention kernel: flash (FlashAttention-2, no s x s scores in memory) | "
-                 "standard [the model preset's `attention`, else standard]")
+                 "standard [flash with --attention-backend fused or flash, else the model "
+                 "preset's `attention`, else standard]")
       ->group(g_plan);
   cmd.add_option("--attention-backend", o.attention_backend,
-                 "whose flash attention kernel (its speed): fused (cuDNN's, Transformer Engine's "
-                 "choice on Hopper) | flash (FlashAttention's own, as PyTorch SDPA and "
-                 "flash-attn run it) [flash under --framework fsdp or deepspeed, else fused]")
+                 "whose flash attention kernel (its speed; given, the kernel is flash): fused "
+                 "(cuDNN's, Transformer Engine's choice on Hopper) | flash (FlashAttention's "
+                 "own, as PyTorch SDPA and flash-attn run it); Megatron-Core's unfused and local "
+                 "are --attention standard, auto the default [flash under --framework fsdp or "
+                 "deepspeed, else fused]")
       ->group(g_plan);
   cmd.add_option("--pipeline-stage-layers", o.pipeline_stage_layers,
                  "transformer layers of each pipeline stage, e.g. 7,8,8,...,8,7 (one per stage, "
@@ -201,11 +224,7 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
 
 // The modern-training flags into the plan input; each bad value is one error naming its flag.
 Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
-  CS_RETURN_IF_ERROR(named_value("--attention", o.attention, attention_kernel_from_name,
-                                 "flash or standard", flags.attention));
-  CS_RETURN_IF_ERROR(named_value("--attention-backend", o.attention_backend,
-                                 attention_backend_from_name, "fused or flash",
-                                 flags.attention_backend));
+  CS_RETURN_IF_ERROR(attention_flags(o.attention, o.attention_backend, flags));
   if (o.tp_comm_overlap) flags.tp_comm_overlap = true;
   if (o.async_tp_allreduce && o.no_async_tp_allreduce)
     return Error{

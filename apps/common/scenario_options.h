@@ -26,6 +26,11 @@ Status named_value(const char* flag, const std::string& text,
   return {};
 }
 
+// --attention and --attention-backend into the plan input (the scenario verbs and plan take
+// them alike): Megatron-Core's backend names fused, flash, unfused, local and auto; one error
+// naming the flag.
+Status attention_flags(const std::string& kernel, const std::string& backend, PlanInput& flags);
+
 // Megatron-Core's --use-precision-aware-optimizer and its state dtypes, as given: the scenario
 // verbs and plan take them alike.
 struct OptimizerPrecisionOptions {

@@ -104,12 +104,14 @@ Verb add_plan(CLI::App& app) {
                   "(FlashAttention's CrossEntropyLoss) [vocab-parallel; torch for a torchtitan "
                   "job file]");
   cmd->add_option("--attention", st->attention,
-                  "attention kernel of every plan: flash | standard [the model preset's "
-                  "`attention`, else standard]");
+                  "attention kernel of every plan: flash | standard [flash with "
+                  "--attention-backend fused or flash, else the model preset's `attention`, "
+                  "else standard]");
   cmd->add_option("--attention-backend", st->attention_backend,
-                  "whose flash attention kernel in every plan: fused (cuDNN's) | flash "
-                  "(FlashAttention's own) [flash under --framework fsdp or deepspeed, else "
-                  "fused]");
+                  "whose flash attention kernel in every plan (given, the kernel is flash): "
+                  "fused (cuDNN's) | flash (FlashAttention's own); Megatron-Core's unfused and "
+                  "local are --attention standard, auto the default [flash under --framework "
+                  "fsdp or deepspeed, else fused]");
   cmd->add_option("--cp-comm-type", st->cp_comm_type,
                   "how the plans with CP > 1 exchange K and V: p2p (ring) | all_gather [p2p]");
   cmd->add_option("--moe-token-dispatcher-type", st->moe_dispatcher,
@@ -398,11 +400,7 @@ Verb add_plan(CLI::App& app) {
             !s.ok())
           return fail(s.error().message);
         for (const Status& s :
-             {cli::named_value("--attention", st->attention, attention_kernel_from_name,
-                               "flash or standard", base.attention),
-              cli::named_value("--attention-backend", st->attention_backend,
-                               attention_backend_from_name, "fused or flash",
-                               base.attention_backend),
+             {cli::attention_flags(st->attention, st->attention_backend, base),
               cli::named_value("--cp-comm-type", st->cp_comm_type, cp_comm_type_from_name,
                                "p2p or all_gather", base.cp_comm_type),
               cli::named_value("--moe-token-dispatcher-type", st->moe_dispatcher,

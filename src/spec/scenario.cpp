@@ -193,8 +193,10 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
 }  // namespace
 
 AttentionKernel attention_kernel(const PlanInput& in, const ModelSpec& model) {
-  return in.attention.value_or(model.flash_attention ? AttentionKernel::flash
-                                                     : AttentionKernel::standard);
+  // A flash kernel named (--attention-backend fused or flash) runs one.
+  return in.attention.value_or(in.attention_backend || model.flash_attention
+                                   ? AttentionKernel::flash
+                                   : AttentionKernel::standard);
 }
 
 // torchtitan's op-level selective checkpointing (--recompute-granularity op) is modelled on

@@ -869,6 +869,43 @@ TEST_F(Cli, MegatronArgsScriptVariables) {
   EXPECT_EQ(file.err.find("--data-path"), std::string::npos) << file.err;
 }
 
+// Megatron-Core's --attention-backend names: fused and flash run the flash kernel on a model of
+// Megatron-LM's flags (standard without them), unfused and local are --attention standard on a
+// preset that trains with flash, auto is as if not given; a contradiction is one line.
+TEST_F(Cli, MegatronAttentionBackendNames) {
+  const std::string flags =
+      "predict --num-layers 8 --hidden-size 2048 --num-attention-heads 16 --seq-length 8192 "
+      "--system dgx-h100 --gpus 8 --format json";
+  auto plan = [](const Outcome& r) { return nlohmann::json::parse(r.out)["predictions"][0]; };
+  Outcome none = run(flags), fused = run(flags + " --attention-backend fused"),
+          flash = run(flags + " --attention flash"),
+          autob = run(flags + " --attention-backend auto");
+  for (const Outcome* r : {&none, &fused, &flash, &autob}) ASSERT_EQ(r->status, 0) << r->err;
+  EXPECT_FALSE(plan(none)["plan"].contains("attention"));  // standard, the default, unwritten
+  EXPECT_EQ(plan(fused)["plan"]["attention"], "flash");
+  EXPECT_EQ(fused.err.find("has no effect"), std::string::npos) << fused.err;
+  // the same prediction as --attention flash (fused is already Megatron's backend)
+  EXPECT_EQ(plan(fused)["iteration_time_s"], plan(flash)["iteration_time_s"]);
+  EXPECT_LT(plan(fused)["memory_per_gpu_bytes"].get<double>(),
+            plan(none)["memory_per_gpu_bytes"].get<double>());  // no s x s scores kept
+  EXPECT_EQ(autob.out, none.out);
+  const std::string preset = "predict --model llama3-8b --system dgx-h100 --gpus 8 --format json";
+  Outcome own = run(preset), unfused = run(preset + " --attention-backend unfused"),
+          local = run(preset + " --attention-backend local"),
+          standard = run(preset + " --attention standard");
+  for (const Outcome* r : {&own, &unfused, &local, &standard}) ASSERT_EQ(r->status, 0) << r->err;
+  EXPECT_EQ(plan(own)["plan"]["attention"], "flash");
+  EXPECT_EQ(unfused.out, standard.out);
+  EXPECT_EQ(local.out, standard.out);
+  for (const char* bad :
+       {"--attention flash --attention-backend unfused", "--attention-backend cudnn"}) {
+    Outcome e = run(preset + " " + bad);
+    EXPECT_EQ(e.status, 2) << bad;
+    EXPECT_EQ(lines(e.err), 1) << e.err;
+    EXPECT_NE(e.err.find("--attention-backend: "), std::string::npos) << e.err;
+  }
+}
+
 class CliPredict : public Cli {};
 
 TEST_F(CliPredict, DefaultPredictionAndDocumentedFields) {

@@ -74,6 +74,14 @@ TEST(Validation, AttentionBackendWithoutFlashIsAWarning) {
   p.attention = AttentionKernel::flash;
   const Scenario ok = scenario("gpt2-large", "dgx-h100", p);
   for (const auto& w : ok.warnings) EXPECT_EQ(w.find("--attention-backend"), std::string::npos);
+  // A flash backend named without --attention runs the flash kernel, on a model whose preset
+  // trains with standard attention (gpt2-large), with no warning; without either, standard.
+  p.attention.reset();
+  const Scenario named = scenario("gpt2-large", "dgx-h100", p);
+  EXPECT_EQ(named.plan.attention, AttentionKernel::flash);
+  for (const auto& w : named.warnings) EXPECT_EQ(w.find("--attention-backend"), std::string::npos);
+  p.attention_backend.reset();
+  EXPECT_EQ(scenario("gpt2-large", "dgx-h100", p).plan.attention, AttentionKernel::standard);
 }
 
 TEST(Validation, PipelineMustDivideLayers) {

@@ -1178,7 +1178,8 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
        {Case{"--attention fused",
              "commscope: --attention: expected flash or standard, got 'fused'"},
         Case{"--attention-backend cudnn",
-             "commscope: --attention-backend: expected fused or flash, got 'cudnn'"},
+             "commscope: --attention-backend: expected fused, flash, unfused, local or auto, got "
+             "'cudnn'"},
         Case{"--pipeline-stage-layers 7,x", "commscope: --pipeline-stage-layers: expected"},
         Case{"--decoder-first-pipeline-num-layers -1",
              "commscope: --decoder-first-pipeline-num-layers: expected"},

@@ -52,9 +52,10 @@ Result<Scenario> resolve_scenario(const ScenarioInput& in);
 // candidates out.
 std::optional<std::pair<std::string, std::string>> op_recompute_model_gap(const ModelSpec& m);
 
-// The attention kernel a plan runs: --attention, else the model preset's (flash where the model
-// trains with it). resolve_scenario sets ParallelPlan::attention with it; the plan search asks
-// it before any scenario is resolved.
+// The attention kernel a plan runs: --attention, else flash where --attention-backend names a
+// flash kernel, else the model preset's (flash where the model trains with it).
+// resolve_scenario sets ParallelPlan::attention with it; the plan search asks it before any
+// scenario is resolved.
 AttentionKernel attention_kernel(const PlanInput& in, const ModelSpec& model);
 
 // Megatron-Core's rules for --use-precision-aware-optimizer and its state dtypes under a plan's
