@@ -1227,10 +1227,13 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 1u << 20, "a Megatron-LM argument file"));
   CS_ASSIGN_OR_RETURN(auto script, read_shell_script(text, path));
   // A quoted array element holding a flag and its value ("--fp8-format hybrid"), or a variable
-  // holding several, is split as bash splits the array's unquoted expansion (`${ARGS[@]}`).
+  // holding several (OPTIONS=" --num-layers 32 ..." passed as ${OPTIONS}), is split as bash
+  // splits the unquoted expansion that passes it (`${ARGS[@]}`, `$OPTIONS`).
   std::vector<ShellWord> words;
   for (auto& w : script) {
-    if (w.text.rfind("--", 0) != 0 || w.text.find_first_of(" \t\n") == std::string::npos) {
+    const std::size_t first = w.text.find_first_not_of(" \t\n");
+    if (first == std::string::npos || w.text.compare(first, 2, "--") != 0 ||
+        w.text.find_first_of(" \t\n", first) == std::string::npos) {
       words.push_back(std::move(w));
       continue;
     }
@@ -1239,11 +1242,13 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       const std::size_t end = std::min(w.text.find_first_of(" \t\n", at), w.text.size());
       ShellWord part = w;
       part.text = w.text.substr(at, end - at);
+      // what was left as written stays so in its own part only
+      part.unresolved = w.unresolved && part.text.find_first_of("$`") != std::string::npos;
       words.push_back(std::move(part));
       at = end;
     }
   }
-  std::vector<std::string> taken, skipped, kept_own, defaults, undecided;
+  std::vector<std::string> taken, skipped, own, kept_own, defaults, undecided;
   std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
   std::size_t read = 0;
   for (std::size_t i = 0; i < words.size(); ++i) {
@@ -1262,9 +1267,19 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       name = "--fp8";
       as_flag = true;
     }
-    const CLI::Option* o = name == "--megatron-args" ? nullptr : option(name);
+    // commscope's own flags of what to write and how (a script's `--output` is some other
+    // program's: taken, commscope would write where the script says), never a script's.
+    static const std::vector<std::string_view> kOwn = {
+        "--megatron-args", "--output",  "--format",   "--trace",   "--html", "--sort",
+        "--top",           "--threads", "--scenario", "--scaling", "--help"};
+    const CLI::Option* o = option(name);
+    if (o && std::find(kOwn.begin(), kOwn.end(), name) != kOwn.end()) {
+      if (std::find(own.begin(), own.end(), name) == own.end()) own.push_back(name);
+      o = nullptr;
+    } else if (!o && std::find(skipped.begin(), skipped.end(), name) == skipped.end()) {
+      skipped.push_back(name);
+    }
     if (!o) {
-      if (std::find(skipped.begin(), skipped.end(), name) == skipped.end()) skipped.push_back(name);
       // what an unknown flag takes is not known: every word up to the next flag
       if (!value)
         while (next < words.size() && words[next].text.rfind("--", 0) != 0) ++next;
@@ -1318,12 +1333,15 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     taken.push_back("--framework");
     taken.push_back("megatron");
   }
-  print_note(
-      fmt::format("{}: {} of Megatron-LM's flags read{}{}", path, read,
-                  pattern ? " (with Megatron-LM's collective pattern, --framework megatron)" : "",
-                  skipped.empty() ? std::string()
-                                  : fmt::format("; skipped, not flags of {}: {}", verb.get_name(),
-                                                fmt::join(skipped, ", "))));
+  print_note(fmt::format(
+      "{}: {} of Megatron-LM's flags read{}{}{}", path, read,
+      pattern ? " (with Megatron-LM's collective pattern, --framework megatron)" : "",
+      skipped.empty() ? std::string()
+                      : fmt::format("; skipped, not flags of {}: {}", verb.get_name(),
+                                    fmt::join(skipped, ", ")),
+      own.empty() ? std::string()
+                  : fmt::format("; skipped, commscope's own, never read from a script: {}",
+                                fmt::join(own, ", "))));
   if (!kept_own.empty())
     print_note(fmt::format("{}: {} given on the command line too: the command line's kept", path,
                            fmt::join(kept_own, ", ")));

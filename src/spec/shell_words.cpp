@@ -132,6 +132,11 @@ Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::str
           CS_ASSIGN_OR_RETURN(const bool expanded, expansion(j));
           if (expanded) continue;
         }
+        if (c == '"' && text[j] == '\\' && j + 1 < text.size() && text[j + 1] == '\n') {
+          ++j;  // a continuation inside double quotes: both go
+          ++line;
+          continue;
+        }
         if (c == '"' && text[j] == '\\' && j + 1 < text.size() &&
             (text[j + 1] == '"' || text[j + 1] == '\\' || text[j + 1] == '$' ||
              text[j + 1] == '`')) {

@@ -867,6 +867,30 @@ TEST_F(Cli, MegatronArgsScriptVariables) {
   // The data branch not taken (DATA_ARG is MOCK) gave nothing: its --vocab-size 32768 is not
   // read, nor its --data-path.
   EXPECT_EQ(file.err.find("--data-path"), std::string::npos) << file.err;
+
+  // Flags in a string passed unquoted (NVIDIA's multimodal examples: OPTIONS=" \ ... "
+  // then ${OPTIONS}) are split as bash splits them; a value left as written (${NW}) spoils only
+  // its own flag, here one the verb skips. A script's --output (srun's, in Megatron-LM's SLURM
+  // examples) is never commscope's: nothing is written there.
+  const std::string opts = (dir_ / "opts.sh").string(), out = (dir_ / "from-script.txt").string();
+  std::ofstream(opts) << "OPTIONS=\" \\\n    --num-layers 4 \\\n    --num-workers ${NW} \\\n"
+                         "    --hidden-size 256 --num-attention-heads 8 --seq-length 1024\"\n"
+                         "srun --output="
+                      << out << " python pretrain_gpt.py ${OPTIONS}\n";
+  Outcome split = run("predict --megatron-args " + opts + where);
+  ASSERT_EQ(split.status, 0) << split.err;
+  Outcome by_hand =
+      run("predict --framework megatron --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+          "--seq-length 1024" +
+          where);
+  ASSERT_EQ(by_hand.status, 0) << by_hand.err;
+  EXPECT_EQ(split.out, by_hand.out);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_NE(split.err.find("4 of Megatron-LM's flags read (with Megatron-LM's collective pattern, "
+                           "--framework megatron); skipped, not flags of predict: --num-workers; "
+                           "skipped, commscope's own, never read from a script: --output\n"),
+            std::string::npos)
+      << split.err;
 }
 
 // Megatron-Core's --attention-backend names: fused and flash run the flash kernel on a model of

@@ -277,6 +277,12 @@ TEST(ShellWords, ExpandedAsBashExpandsThem) {
                         [](const ShellWord& w) { return w.text == "E=2"; });
   ASSERT_NE(e, words->end());
   EXPECT_EQ(e->defaults, std::vector<std::string>{"E"});
+  // A backslash before a newline inside double quotes joins the lines (bash: [   --a 1]).
+  auto joined = read_shell_script("O=\" \\\n  --a 1\"\necho \"$O\"", "j.sh");
+  ASSERT_TRUE(joined.ok());
+  ASSERT_EQ(joined->size(), 3u);
+  EXPECT_EQ((*joined)[2].text, "   --a 1");
+  EXPECT_EQ((*joined)[2].line, 3);
   // What arithmetic cannot know stays as written: an unset name, division by zero, overflow,
   // an operator it does not take (bash: 8).
   auto arith = read_shell_script(
