@@ -180,6 +180,18 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
   cmd.add_option("--decoder-last-pipeline-num-layers", o.last_stage_layers,
                  "Megatron-LM: layers of the last pipeline stage (the rest split evenly)")
       ->group(g_plan);
+  cmd.add_flag("--account-for-embedding-in-pipeline-split", o.account_embedding,
+               "Megatron-Core: the embedding counts as a layer in the split over the PP x VP "
+               "model chunks (the first holds one layer fewer)")
+      ->group(g_plan);
+  cmd.add_flag("--account-for-loss-in-pipeline-split", o.account_loss,
+               "Megatron-Core: the output layer and loss count as a layer in the split (the last "
+               "chunk holds one layer fewer)")
+      ->group(g_plan);
+  cmd.add_option("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
+                 "Megatron-LM: layers per model chunk; the virtual stages are the layers per "
+                 "pipeline stage over it (instead of --vp)")
+      ->group(g_plan);
   cmd.add_flag("--fp8", o.fp8,
                "Transformer Engine FP8 GEMMs (the system's fp8 peak; same as --precision fp8)")
       ->group(g_batch);
@@ -250,6 +262,10 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
       one("--decoder-first-pipeline-num-layers", o.first_stage_layers, flags.first_stage_layers));
   CS_RETURN_IF_ERROR(
       one("--decoder-last-pipeline-num-layers", o.last_stage_layers, flags.last_stage_layers));
+  CS_RETURN_IF_ERROR(one("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
+                         flags.layers_per_virtual_stage));
+  if (o.account_embedding) flags.account_embedding = true;
+  if (o.account_loss) flags.account_loss = true;
   if (!o.cpu_offload_layers.empty()) {
     auto v = parse_number<int>(o.cpu_offload_layers);
     if (!v || *v < 0)
@@ -665,7 +681,9 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
     // 2026-11-30); so does a schedule flag the file's virtual stages.
     const bool resplit = !o.pp.empty() || !o.vp.empty() || !o.schedule.empty() ||
                          !o.pipeline_stage_layers.empty() || !o.first_stage_layers.empty() ||
-                         !o.last_stage_layers.empty() || !o.pipeline_layout.empty();
+                         !o.last_stage_layers.empty() || !o.pipeline_layout.empty() ||
+                         !o.layers_per_virtual_stage.empty() || o.account_embedding ||
+                         o.account_loss;
     if (resplit && job.plan.stage_layers) {
       job.plan.stage_layers.reset();
       job.notes.push_back(

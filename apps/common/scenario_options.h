@@ -129,7 +129,8 @@ struct ScenarioOptions {
   OptimizerPrecisionOptions optimizer_precision;
   std::string attention, attention_backend, pipeline_stage_layers, pipeline_layout,
       first_stage_layers, last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules,
-      recompute_method, recompute_num_layers;
+      recompute_method, recompute_num_layers, layers_per_virtual_stage;
+  bool account_embedding = false, account_loss = false;  // in the pipeline split
   bool fp8 = false;
   bool fp8_param_gather = false;  // Megatron-Core --fp8-param-gather
   bool tp_comm_overlap = false;

@@ -461,7 +461,9 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
     if (!parsed)
       return row.bad_cell("pipeline_layout", parsed.error().message + " (or embedding_and_loss)");
     p.pipeline_layout = layout_cell;
-  } else if (const std::string& lay = lower(layout_cell); !lay.empty()) {
+  } else if (!layout_cell.empty()) {
+    // embedding_and_loss: split as Megatron-Core's two flags split it (spec/scenario.cpp); a
+    // split that cannot be is this cell's error, not the scenario's.
     if (r.input.model.empty()) return row.bad("pipeline_layout", "a row naming a model preset");
     auto model = load_model(r.input.model);
     if (!model) return model.error();
@@ -472,14 +474,12 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
                      fmt::format("PP x VP ({}) dividing the layers + 2 ({}) into chunks of at "
                                  "least 2",
                                  chunks, units));
-    std::vector<int> split(static_cast<std::size_t>(chunks), static_cast<int>(units / chunks));
-    split.front() -= 1;
-    split.back() -= 1;
-    p.stage_layers = split;
+    p.account_embedding = true;
+    p.account_loss = true;
   }
   // An interleaved row whose layers PP x VP does not divide needs a per-chunk layout the source
   // does not give (DeepSeek-V3's 61 layers on PP 8 x VP 4): skipped, not guessed.
-  if (vp && *vp > 1 && !p.stage_layers && !p.pipeline_layout) {
+  if (vp && *vp > 1 && !p.stage_layers && !p.pipeline_layout && !p.account_embedding) {
     std::int64_t n = layers.value_or(0);
     if (!r.input.model.empty()) {
       auto model = load_model(r.input.model);

@@ -368,6 +368,9 @@ void PlanInput::merge(const PlanInput& o) {
   take(pipeline_layout, o.pipeline_layout);
   take(first_stage_layers, o.first_stage_layers);
   take(last_stage_layers, o.last_stage_layers);
+  take(account_embedding, o.account_embedding);
+  take(account_loss, o.account_loss);
+  take(layers_per_virtual_stage, o.layers_per_virtual_stage);
   take(cp, o.cp);
   take(cp_comm_type, o.cp_comm_type);
   take(ep, o.ep);

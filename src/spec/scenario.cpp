@@ -109,6 +109,38 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     return bad("--pipeline-stage-layers",
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
                "both");
+  const bool account = in.account_embedding.value_or(false) || in.account_loss.value_or(false);
+  const char* account_flag = in.account_embedding.value_or(false)
+                                 ? "--account-for-embedding-in-pipeline-split"
+                                 : "--account-for-loss-in-pipeline-split";
+  // Megatron-Core refuses the two with a layout or first/last counts (TransformerConfig);
+  // commscope's per-stage list is a layout of its own.
+  if (account &&
+      (in.pipeline_layout || in.stage_layers || in.first_stage_layers || in.last_stage_layers))
+    return bad(account_flag,
+               "no layout or per-stage layer counts beside it (--pipeline-model-parallel-layout, "
+               "--pipeline-stage-layers, --decoder-first/last-pipeline-num-layers)",
+               "both");
+  if (account && plan.pp > 1) {
+    // The embedding and the loss count as a layer each: the layers + 1 or 2 split evenly over
+    // the PP x VP chunks, the first and the last holding one fewer (Megatron-Core's
+    // TransformerConfig checks, and its get_transformer_layer_offset).
+    const int e = in.account_embedding.value_or(false) ? 1 : 0;
+    const int l = in.account_loss.value_or(false) ? 1 : 0;
+    const std::int64_t units = std::int64_t{layers} + e + l;
+    const int n = plan.pp * plan.virtual_stages;
+    if (units % n != 0)
+      return bad(account_flag,
+                 fmt::format("the {} layers + {} (the embedding and loss counted) split evenly "
+                             "over PP x VP = {} x {} model chunks",
+                             layers, e + l, plan.pp, plan.virtual_stages),
+                 fmt::format("{} over {} chunks", units, n));
+    std::vector<int> split(static_cast<std::size_t>(n), static_cast<int>(units / n));
+    split.front() -= e;
+    split.back() -= l;
+    plan.stage_layers = std::move(split);
+    return {};
+  }
   // A layout is parsed whenever the flag is given (resolve_scenario).
   const std::optional<std::vector<int>>& listed =
       layout ? std::optional(layout->stages) : in.stage_layers;
@@ -533,6 +565,34 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
           fmt::format("{} stages", stages));
     plan.virtual_stages = static_cast<int>(std::min<std::int64_t>(stages / plan.pp, INT32_MAX));
   }
+  // Megatron-LM's layers per model chunk: the virtual stages are the layers (the embedding and
+  // loss counted where the split counts them) per pipeline stage over it (arguments.py).
+  if (in.layers_per_virtual_stage) {
+    const char* flag = "--num-layers-per-virtual-pipeline-stage";
+    const int per = *in.layers_per_virtual_stage;
+    if (in.virtual_stages || in.pipeline_layout)
+      return bad(flag,
+                 "no --vp (--num-virtual-stages-per-pipeline-rank) or "
+                 "--pipeline-model-parallel-layout beside it (Megatron-LM takes one of the three)",
+                 "both");
+    if (in.stage_layers || in.first_stage_layers || in.last_stage_layers)
+      return bad(flag,
+                 "no per-stage layer counts beside it (Megatron-LM asks for "
+                 "--num-virtual-stages-per-pipeline-rank with uneven stages)",
+                 "both");
+    const std::int64_t units = std::int64_t{model.layers()} +
+                               (in.account_embedding.value_or(false) ? 1 : 0) +
+                               (in.account_loss.value_or(false) ? 1 : 0);
+    if (per < 1 || plan.pp < 1 || units % plan.pp != 0 || (units / plan.pp) % per != 0)
+      return bad(
+          flag,
+          fmt::format("a divisor of the {} layers per pipeline stage ({} layers{} over "
+                      "PP {})",
+                      plan.pp >= 1 && units % plan.pp == 0 ? units / plan.pp : 0, units,
+                      units != model.layers() ? ", the embedding and loss counted" : "", plan.pp),
+          num(per));
+    plan.virtual_stages = static_cast<int>(units / plan.pp / per);
+  }
   if (plan.tp < 1) return bad("--tensor-model-parallel-size", "a positive integer", num(plan.tp));
   if (plan.pp < 1) return bad("--pipeline-model-parallel-size", "a positive integer", num(plan.pp));
   if (plan.virtual_stages < 1)
@@ -720,7 +780,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
     return bad("--virtual-pipeline-stages", "1 without pipeline parallelism (PP 1)",
                num(plan.virtual_stages));
   const bool uneven_stages =
-      in.stage_layers || in.pipeline_layout || in.first_stage_layers || in.last_stage_layers;
+      in.stage_layers || in.pipeline_layout || in.first_stage_layers || in.last_stage_layers ||
+      (plan.pp > 1 && (in.account_embedding.value_or(false) || in.account_loss.value_or(false)));
   if (!uneven_stages && layers % (plan.pp * plan.virtual_stages) != 0)
     return bad(
         plan.virtual_stages > 1 ? "--virtual-pipeline-stages" : "--pipeline-model-parallel-size",

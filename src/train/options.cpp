@@ -187,6 +187,16 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
         "--async-tensor-model-parallel-allreduce: the CPU trainer runs each tensor-parallel "
         "all-reduce after its GEMM (describe and predict model the overlap)"};
   if (p.attention) o.flash = *p.attention == AttentionKernel::flash;
+  for (const auto& [given, flag] :
+       {std::pair{p.account_embedding.value_or(false), "--account-for-embedding-in-pipeline-split"},
+        std::pair{p.account_loss.value_or(false), "--account-for-loss-in-pipeline-split"},
+        std::pair{p.layers_per_virtual_stage.has_value(),
+                  "--num-layers-per-virtual-pipeline-stage"}})
+    if (given)
+      return Error{
+          fmt::format("{}: the CPU trainer splits its layers by --pipeline-stage-layers or "
+                      "--decoder-first/last-pipeline-num-layers (describe and predict take it)",
+                      flag)};
   o.stage_layers = p.stage_layers;
   o.first_stage_layers = p.first_stage_layers;
   o.last_stage_layers = p.last_stage_layers;

@@ -1778,9 +1778,13 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   const MeasuredRun& off = find("t118");
   EXPECT_EQ(*off.input.plan.cpu_offload_layers, 40);
   EXPECT_NE(off.assumed.find("cpu_offloading_num_layers 40"), std::string::npos);
-  // 126 layers + embedding + loss = 128 units over 64 chunks: 1, 2 x 62, 1.
-  ASSERT_TRUE(l.input.plan.stage_layers.has_value());
-  const auto& st = *l.input.plan.stage_layers;
+  // 126 layers + embedding + loss = 128 units over 64 chunks: 1, 2 x 62, 1 (Megatron-Core's
+  // two flags, which the scenario splits).
+  EXPECT_TRUE(l.input.plan.account_embedding.value_or(false));
+  EXPECT_TRUE(l.input.plan.account_loss.value_or(false));
+  auto resolved = resolve_scenario(l.input);
+  ASSERT_TRUE(resolved.ok()) << resolved.error().message;
+  const auto& st = resolved->plan.stage_layers;
   ASSERT_EQ(st.size(), 64u);
   EXPECT_EQ(st.front(), 1);
   EXPECT_EQ(st.back(), 1);

@@ -700,6 +700,72 @@ TEST(UnevenStages, InterleavedWithEmbeddingAndLossChunks) {
   EXPECT_EQ(layers, 126);
 }
 
+// Megatron-Core's --account-for-embedding-in-pipeline-split and
+// --account-for-loss-in-pipeline-split (NVIDIA's Llama 3.1 405B recipe) give the split the
+// explicit list above spells: 126 layers + 2 over 16 x 8 chunks of one, the first and the last
+// empty; Megatron-LM's --num-layers-per-virtual-pipeline-stage makes the virtual stages the
+// layers (both counted) per stage over it (arguments.py): 128 / 16 / 1 = 8. Without the two,
+// the same flag on 32 layers, PP 4, 2 a chunk is --vp 4. The refusals are Megatron's.
+TEST(UnevenStages, AccountForEmbeddingAndLossAndLayersPerVirtualStage) {
+  PlanInput list = plan(128, 8, 16, 1, 64);
+  list.virtual_stages = 8;
+  std::vector<int> v(128, 1);
+  v.front() = v.back() = 0;
+  list.stage_layers = v;
+  PlanInput flags = plan(128, 8, 16, 1, 64);
+  flags.account_embedding = flags.account_loss = true;
+  flags.layers_per_virtual_stage = 1;
+  const Scenario a = scenario("llama3-405b", "dgx-h100", list),
+                 b = scenario("llama3-405b", "dgx-h100", flags);
+  EXPECT_EQ(b.plan.virtual_stages, 8);
+  EXPECT_EQ(b.plan.stage_layers, v);
+  EXPECT_DOUBLE_EQ(simulate(build_workload(b)).iteration_time,
+                   simulate(build_workload(a)).iteration_time);
+  // Without virtual stages: 128 / 16 = 8 a stage, the first and last 7 (the first/last flags).
+  PlanInput one = plan(128, 8, 16, 1, 64);
+  one.account_embedding = one.account_loss = true;
+  std::vector<int> seven(16, 8);
+  seven.front() = seven.back() = 7;
+  EXPECT_EQ(scenario("llama3-405b", "dgx-h100", one).plan.stage_layers, seven);
+  // Only the embedding counted: 127 layers over 16 stages does not split.
+  one.account_loss.reset();
+  EXPECT_NE(scenario_error("llama3-405b", "dgx-h100", one)
+                .find("--account-for-embedding-in-pipeline-split: expected the 126 layers + 1"),
+            std::string::npos)
+      << scenario_error("llama3-405b", "dgx-h100", one);
+  // Layers per chunk on an even model: --vp 4.
+  PlanInput per = plan(16, 1, 4, 1, 64), vp = plan(16, 1, 4, 1, 64);
+  per.layers_per_virtual_stage = 2;
+  vp.virtual_stages = 4;
+  EXPECT_EQ(scenario("llama2-7b", "dgx-a100-80gb", per).plan.virtual_stages, 4);
+  EXPECT_DOUBLE_EQ(
+      simulate(build_workload(scenario("llama2-7b", "dgx-a100-80gb", per))).iteration_time,
+      simulate(build_workload(scenario("llama2-7b", "dgx-a100-80gb", vp))).iteration_time);
+  // Megatron-LM's refusals: a count the stage's layers do not divide, beside --vp, beside a
+  // per-stage list; the account flags beside first/last counts.
+  per.layers_per_virtual_stage = 3;  // 8 layers a stage
+  EXPECT_NE(scenario_error("llama2-7b", "dgx-a100-80gb", per)
+                .find("--num-layers-per-virtual-pipeline-stage: expected a divisor of the 8 "
+                      "layers per pipeline stage"),
+            std::string::npos);
+  per.layers_per_virtual_stage = 2;
+  per.virtual_stages = 4;
+  EXPECT_NE(scenario_error("llama2-7b", "dgx-a100-80gb", per)
+                .find("--num-layers-per-virtual-pipeline-stage: expected no --vp"),
+            std::string::npos);
+  per.virtual_stages.reset();
+  per.first_stage_layers = 4;
+  EXPECT_NE(scenario_error("llama2-7b", "dgx-a100-80gb", per)
+                .find("--num-layers-per-virtual-pipeline-stage: expected no per-stage"),
+            std::string::npos);
+  PlanInput both = plan(128, 8, 16, 1, 64);
+  both.account_loss = true;
+  both.first_stage_layers = 7;
+  EXPECT_NE(scenario_error("llama3-405b", "dgx-h100", both)
+                .find("--account-for-loss-in-pipeline-split: expected no layout"),
+            std::string::npos);
+}
+
 // Megatron-Core's --pipeline-model-parallel-layout: its examples unroll as Megatron's parser
 // does (pipeline_parallel_layer_layout.py: "Ettt|(tt|)*29,m|L" is E t t t, 29 x (t t), m, L),
 // and a layout gives the same plan as the per-stage list it spells, the virtual stages inferred
@@ -1209,7 +1275,15 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
         Case{"--overlap-moe-expert-parallel-comm --train",
              "commscope: --overlap-moe-expert-parallel-comm: expected off: the CPU trainer"},
         Case{"--delay-wgrad-compute --train",
-             "commscope: --delay-wgrad-compute: expected off: the CPU trainer"}}) {
+             "commscope: --delay-wgrad-compute: expected off: the CPU trainer"},
+        Case{"--account-for-loss-in-pipeline-split --train",
+             "commscope: --account-for-loss-in-pipeline-split: the CPU trainer splits"},
+        Case{"--num-layers-per-virtual-pipeline-stage 0",
+             "commscope: --num-layers-per-virtual-pipeline-stage: expected a positive layer "
+             "count, got '0'"},
+        Case{"--pp 4 --num-layers-per-virtual-pipeline-stage 3",
+             "commscope: --num-layers-per-virtual-pipeline-stage: expected a divisor of the 8 "
+             "layers per pipeline stage"}}) {
     SCOPED_TRACE(c.args);
     std::string args = c.args;
     const bool train = args.ends_with(" --train");

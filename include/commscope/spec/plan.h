@@ -527,6 +527,13 @@ struct PlanInput {
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
   std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)
   std::optional<int> first_stage_layers, last_stage_layers;  // Megatron's first/last
+  // Megatron-Core's --account-for-embedding-in-pipeline-split and
+  // --account-for-loss-in-pipeline-split: the embedding and the loss each count as a layer when
+  // the layers split over the PP x VP model chunks (the first and last chunk hold one fewer).
+  std::optional<bool> account_embedding, account_loss;
+  // Megatron-LM's --num-layers-per-virtual-pipeline-stage: the virtual stages are the layers
+  // (with the two above) per pipeline stage over it.
+  std::optional<int> layers_per_virtual_stage;
   // context and expert parallelism
   std::optional<int> cp, ep, expert_tp;
   std::optional<CpCommType> cp_comm_type;
