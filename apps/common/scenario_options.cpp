@@ -1257,11 +1257,17 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     }
     std::size_t at = 0;
     while ((at = w.text.find_first_not_of(" \t\n", at)) != std::string::npos) {
+      if (words.size() >= kMaxShellWords)
+        return Error{fmt::format("{}:{}: expected at most {} words, got more", path, w.line,
+                                 kMaxShellWords)};
       const std::size_t end = std::min(w.text.find_first_of(" \t\n", at), w.text.size());
-      ShellWord part = w;
+      ShellWord part;  // the word's marks, not a copy of all its text
       part.text = w.text.substr(at, end - at);
+      part.line = w.line;
       // what was left as written stays so in its own part only
       part.unresolved = w.unresolved && part.text.find_first_of("$`") != std::string::npos;
+      part.defaults = w.defaults;
+      part.unknown_if = w.unknown_if;
       words.push_back(std::move(part));
       at = end;
     }

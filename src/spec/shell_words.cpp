@@ -21,6 +21,15 @@ bool name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
 
+// The variables whose defaults a word took, each once and at most kMaxDefaults of them (the
+// note names a few; a script of many defaults cannot make every word carry them all).
+constexpr std::size_t kMaxDefaults = 32;
+void add_defaults(std::vector<std::string>& into, const std::vector<std::string>& from) {
+  for (const auto& d : from)
+    if (into.size() < kMaxDefaults && std::find(into.begin(), into.end(), d) == into.end())
+      into.push_back(d);
+}
+
 // The end of the expansion that starts with the `$` (or backquote) at text[i], or npos where it
 // is no expansion (a lone `$`). Lines crossed are counted into `line`.
 Result<std::size_t> expansion_end(std::string_view text, std::size_t i, int& line,
@@ -212,9 +221,7 @@ class Reader {
     Variable& v = vars_[raw.text.substr(0, n)];
     v.value = append ? v.value + value : value;
     CS_RETURN_IF_ERROR(count(raw, v.value.size()));
-    for (const auto& d : expanded.defaults)
-      if (std::find(v.defaults.begin(), v.defaults.end(), d) == v.defaults.end())
-        v.defaults.push_back(d);
+    add_defaults(v.defaults, expanded.defaults);
     v.unresolved = (append && v.unresolved) || expanded.unresolved;
     if (expanded.unknown_if) v.unknown_if = expanded.unknown_if;
     return {};
@@ -308,11 +315,10 @@ class Reader {
       if (part.unresolved) return std::optional<std::string>{};
       if (!value.empty()) value += ' ';
       value += part.text;
-      for (auto& d : part.defaults) w.defaults.push_back(std::move(d));
+      add_defaults(w.defaults, part.defaults);
     }
     const std::string shown = std::isdigit(static_cast<unsigned char>(name[0])) ? "$" + name : name;
-    if (std::find(w.defaults.begin(), w.defaults.end(), shown) == w.defaults.end())
-      w.defaults.push_back(shown);
+    add_defaults(w.defaults, {shown});
     if (op[0] == '=') {  // ${X:=d} assigns too
       Variable& v = vars_[name];
       v.value = value;
@@ -325,9 +331,7 @@ class Reader {
   std::optional<std::string> lookup(const std::string& name, ShellWord& w) const {
     const auto it = vars_.find(name);
     if (it == vars_.end()) return std::nullopt;
-    for (const auto& d : it->second.defaults)
-      if (std::find(w.defaults.begin(), w.defaults.end(), d) == w.defaults.end())
-        w.defaults.push_back(d);
+    add_defaults(w.defaults, it->second.defaults);
     if (it->second.unknown_if && !w.unknown_if) w.unknown_if = it->second.unknown_if;
     if (it->second.unresolved) w.unresolved = true;
     return it->second.value;
@@ -524,10 +528,7 @@ Result<std::vector<ShellWord>> read_shell_script(std::string_view text, const st
       Frame& f = ifs.back();
       if (keyword(w, "then") && f.collecting) {
         f.collecting = false;
-        for (const auto& c : f.cond)
-          for (const auto& d : c.defaults)
-            if (std::find(f.defaults.begin(), f.defaults.end(), d) == f.defaults.end())
-              f.defaults.push_back(d);
+        for (const auto& c : f.cond) add_defaults(f.defaults, c.defaults);
         Truth t = f.parent_active && !f.any_taken ? Reader::decide(f.cond) : Truth::no;
         if (t == Truth::yes && f.any_unknown) t = Truth::unknown;  // an earlier branch may run
         f.branch = t;
@@ -562,11 +563,7 @@ Result<std::vector<ShellWord>> read_shell_script(std::string_view text, const st
     ShellWord expanded = w;
     CS_RETURN_IF_ERROR(reader.expand(expanded));
     if (const int line = unknown_line(); line && !expanded.unknown_if) expanded.unknown_if = line;
-    for (const auto& f : ifs)  // a branch the script's defaults chose
-      for (const auto& d : f.defaults)
-        if (std::find(expanded.defaults.begin(), expanded.defaults.end(), d) ==
-            expanded.defaults.end())
-          expanded.defaults.push_back(d);
+    for (const auto& f : ifs) add_defaults(expanded.defaults, f.defaults);  // chosen by defaults
     CS_RETURN_IF_ERROR(reader.assign(w, expanded));
     out.push_back(std::move(expanded));
   }
