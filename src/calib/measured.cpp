@@ -299,6 +299,14 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
                              row.path.substr(row.path.find_last_of('/') + 1), r.id,
                              row.get("source_id"))};
   }
+  // The row's decoder layers: its preset's, else its own (r.input.model is then the scenario's
+  // default, not the row's: until 2026-12-01 the checks below read gpt2-large's 36 layers for
+  // every GPT-shaped row, and skipped Narayanan's interleaved rows as "not divisible").
+  auto decoder_layers = [&]() -> Result<std::int64_t> {
+    if (preset.empty()) return std::int64_t{r.model.decoder_layers};
+    CS_ASSIGN_OR_RETURN(auto model, load_model(preset));
+    return std::int64_t{model.decoder_layers};
+  };
   // The plan.
   PlanInput& p = r.input.plan;
   p.gpus = static_cast<int>(*gpus);
@@ -464,11 +472,9 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   } else if (!layout_cell.empty()) {
     // embedding_and_loss: split as Megatron-Core's two flags split it (spec/scenario.cpp); a
     // split that cannot be is this cell's error, not the scenario's.
-    if (r.input.model.empty()) return row.bad("pipeline_layout", "a row naming a model preset");
-    auto model = load_model(r.input.model);
-    if (!model) return model.error();
+    CS_ASSIGN_OR_RETURN(const std::int64_t row_layers, decoder_layers());
     const std::int64_t chunks = pp.value_or(1) * vp.value_or(1);
-    const std::int64_t units = model->decoder_layers + 2;
+    const std::int64_t units = row_layers + 2;
     if (chunks < 2 || units % chunks != 0 || units / chunks < 2)
       return row.bad("pipeline_layout",
                      fmt::format("PP x VP ({}) dividing the layers + 2 ({}) into chunks of at "
@@ -480,12 +486,7 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   // An interleaved row whose layers PP x VP does not divide needs a per-chunk layout the source
   // does not give (DeepSeek-V3's 61 layers on PP 8 x VP 4): skipped, not guessed.
   if (vp && *vp > 1 && !p.stage_layers && !p.pipeline_layout && !p.account_embedding) {
-    std::int64_t n = layers.value_or(0);
-    if (!r.input.model.empty()) {
-      auto model = load_model(r.input.model);
-      if (!model) return model.error();
-      n = model->decoder_layers;
-    }
+    CS_ASSIGN_OR_RETURN(const std::int64_t n, decoder_layers());
     const std::int64_t chunks = pp.value_or(1) * *vp;
     if (n > 0 && n % chunks != 0)
       return (reason = "layers not divisible by pp x vp (no layout stated)", r);

@@ -1911,6 +1911,40 @@ TEST(ValidateCorpus, PlanColumnErrors) {
   EXPECT_EQ(sc->plan.virtual_stages, 5);
 }
 
+// A GPT-shaped row (no preset: its layers, hidden and heads) with virtual stages is checked
+// against its own layers: until 2026-12-01 the check read the scenario's default model
+// (gpt2-large, 36 layers), and skipped Narayanan et al.'s 145B row with the VP 2 its script
+// states (80 layers on PP 8 x VP 2) as "not divisible".
+TEST(ValidateCorpus, GptShapedRowsAreCheckedAgainstTheirOwnLayers) {
+  std::ifstream in(kCorpus);
+  std::string header;
+  std::getline(in, header);
+  // id .. gpu, framework, strategy, tp, pp, dp, micro, global, precision, recompute, metric,
+  // value, split, notes; then cp, vp
+  auto row = [](int vp) {
+    return fmt::format(
+        "x1,s,GPT-145.6B,145.6,80,12288,96,2048,51200,1536,8,A100-SXM4-80GB,,megatron,3d,8,8,,2,"
+        "2304,fp16,full,iteration_time_s,25,fit,n,1,{}",
+        vp);
+  };
+  const std::string path = testing::scratch() + "/gpt_shaped_vp.csv";
+  std::ofstream(path) << header << "\n" << row(2) << "\n";
+  SkipCounts skips;
+  auto runs = read_measured_csv(path, "vtrain-a100", &skips);
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  ASSERT_EQ(runs->size(), 1u) << (skips.empty() ? "" : skips.begin()->first);
+  auto sc = resolve_run(runs->front());
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  EXPECT_EQ(sc->model.decoder_layers, 80);
+  EXPECT_EQ(sc->plan.virtual_stages, 2);
+  std::ofstream(path) << header << "\n" << row(3) << "\n";  // 80 over 24 chunks: skipped
+  skips.clear();
+  runs = read_measured_csv(path, "vtrain-a100", &skips);
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  EXPECT_TRUE(runs->empty());
+  EXPECT_EQ(skips["layers not divisible by pp x vp (no layout stated)"], 1);
+}
+
 // The CLI's rows carry the memory verdict as predict computes it and the row's assumptions;
 // the summary shows both halves of the Megatron rows.
 TEST(ValidateCorpus, CliRowsCarryMemoryVerdictAndAssumptions) {
