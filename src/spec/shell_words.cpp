@@ -106,11 +106,41 @@ Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::str
     i = end - 1;
     return true;
   };
+  // Here-documents (`cat <<EOF > ds_config.json`): their bodies are data, not words; the lines
+  // after the one that opens them, up to the delimiter's line, are skipped (a tab-stripped line
+  // under `<<-`).
+  std::vector<std::pair<std::string, bool>> heredocs;  // delimiter, tabs stripped
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\n') {
       CS_RETURN_IF_ERROR(finish());
       ++line;
+      for (const auto& [delimiter, tabs] : heredocs) {
+        while (i + 1 < text.size()) {
+          const std::size_t start = i + 1;
+          std::size_t end = text.find('\n', start);
+          if (end == std::string_view::npos) end = text.size();
+          std::string_view body = text.substr(start, end - start);
+          if (tabs) body.remove_prefix(std::min(body.find_first_not_of('\t'), body.size()));
+          i = end < text.size() ? end : text.size() - 1;
+          if (end < text.size()) ++line;
+          if (body == delimiter) break;
+        }
+      }
+      heredocs.clear();
+    } else if (c == '<' && i + 2 < text.size() && text[i + 1] == '<' && text[i + 2] != '<') {
+      CS_RETURN_IF_ERROR(finish());
+      std::size_t j = i + 2;
+      const bool tabs = text[j] == '-';
+      if (tabs) ++j;
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
+      std::string delimiter;  // its quotes removed (they only stop expansion in the body)
+      for (; j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])) &&
+             std::string_view(";&|<>()").find(text[j]) == std::string_view::npos;
+           ++j)
+        if (text[j] != '\'' && text[j] != '"' && text[j] != '\\') delimiter += text[j];
+      if (!delimiter.empty()) heredocs.emplace_back(std::move(delimiter), tabs);
+      i = j - 1;
     } else if (std::isspace(static_cast<unsigned char>(c)) || c == '(' || c == ')' || c == ';') {
       CS_RETURN_IF_ERROR(finish());
     } else if (c == '#' && !in_word) {

@@ -277,6 +277,17 @@ TEST(ShellWords, ExpandedAsBashExpandsThem) {
                         [](const ShellWord& w) { return w.text == "E=2"; });
   ASSERT_NE(e, words->end());
   EXPECT_EQ(e->defaults, std::vector<std::string>{"E"});
+  // A here-document's body is data (Megatron-DeepSpeed's scripts write ds_config.json so): no
+  // words, an apostrophe in it no open quote; `<<-` strips the delimiter line's tabs.
+  auto here = read_shell_script(
+      "cat <<EOF > $C.json\n{ \"don't\": \"--num-layers 9\" }\nEOF\n"
+      "cat <<-'END'\n\t--num-layers 8\n\tEND\necho --a $((1<<2))",
+      "h.sh");
+  ASSERT_TRUE(here.ok()) << here.error().message;
+  std::vector<std::string> here_words;
+  for (const auto& w : *here) here_words.push_back(w.text + ":" + std::to_string(w.line));
+  EXPECT_EQ(here_words, (std::vector<std::string>{"cat:1", ">:1", "$C.json:1", "cat:4", "echo:7",
+                                                  "--a:7", "$((1<<2)):7"}));
   // A backslash before a newline inside double quotes joins the lines (bash: [   --a 1]).
   auto joined = read_shell_script("O=\" \\\n  --a 1\"\necho \"$O\"", "j.sh");
   ASSERT_TRUE(joined.ok());
@@ -354,7 +365,8 @@ TEST(ShellWords, ExpansionIsBounded) {
   const std::string all =
       "A=${B:-\"x ${C:-$((1+(2*3)))}\"} `cmd` $(a $(b)) ${#A} ${A/x/y} $((--1)) $((2-)) $\n"
       "if [[ ! $A == \"x\" ]] && [ -n \"$A\" ] || [[ 1 -lt 2 ]]; then X=$((A)); elif [; then\n"
-      "else fi fi then if [[ ]]; then then ${A:=${A:=$A}} \\\n'$A' \"\\$A\" ${1:-z} $@";
+      "else fi fi then if [[ ]]; then then ${A:=${A:=$A}} \\\n'$A' \"\\$A\" ${1:-z} $@\n"
+      "cat <<-'E' > f\n\t--x 'y\n\tE\ncat <<EOF\nz";
   for (std::size_t n = 0; n <= all.size(); ++n) {
     auto r = read_shell_script(all.substr(0, n), "p.sh");
     if (!r.ok()) {

@@ -4,8 +4,9 @@
 // shell_words splits: blanks separate words; `#` at the start of a word comments out the rest of
 // the line; a backslash before a newline joins the lines and before any other character keeps
 // it; single quotes keep everything up to the next one, double quotes everything but `\"`, `\\`,
-// `\$`, `\`` and a backslash before a newline (joined, as outside); an unquoted `(`, `)` or `;`
-// separates words. Expansions (`$TP`, `${TP:-8}`,
+// `\$`, `\`` and a backslash before a newline (joined, as outside); a here-document's body
+// (`<<EOF` ... `EOF`, `<<-`, quoted delimiters) is data and gives no words; an unquoted `(`, `)` or
+// `;` separates words. Expansions (`$TP`, `${TP:-8}`,
 // `$((A*B))`, `$(cmd)`, `` `cmd` ``) outside single quotes stay in the word as written, and the
 // word says where they are.
 //
