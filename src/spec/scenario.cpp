@@ -16,6 +16,12 @@ namespace {
 Error bad(std::string_view field, std::string_view expected, std::string_view got) {
   return Error{fmt::format("{}: expected {}, got {}", field, expected, got)};
 }
+// The layers the pipeline split counts beyond the transformer layers: one each for the
+// embedding and the loss where Megatron-Core's --account-for-*-in-pipeline-split say so.
+int split_extra_layers(const PlanInput& in) {
+  return (in.account_embedding.value_or(false) ? 1 : 0) + (in.account_loss.value_or(false) ? 1 : 0);
+}
+
 // A value as the user wrote it: integers as integers, factors with their fraction (a double
 // through an int64_t parameter printed 0.5 as "0").
 template <class T>
@@ -109,7 +115,7 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     return bad("--pipeline-stage-layers",
                "either a per-stage list or --decoder-first/last-pipeline-num-layers, not both",
                "both");
-  const bool account = in.account_embedding.value_or(false) || in.account_loss.value_or(false);
+  const bool account = split_extra_layers(in) > 0;
   const char* account_flag = in.account_embedding.value_or(false)
                                  ? "--account-for-embedding-in-pipeline-split"
                                  : "--account-for-loss-in-pipeline-split";
@@ -125,19 +131,17 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     // The embedding and the loss count as a layer each: the layers + 1 or 2 split evenly over
     // the PP x VP chunks, the first and the last holding one fewer (Megatron-Core's
     // TransformerConfig checks, and its get_transformer_layer_offset).
-    const int e = in.account_embedding.value_or(false) ? 1 : 0;
-    const int l = in.account_loss.value_or(false) ? 1 : 0;
-    const std::int64_t units = std::int64_t{layers} + e + l;
+    const std::int64_t units = std::int64_t{layers} + split_extra_layers(in);
     const int n = plan.pp * plan.virtual_stages;
     if (units % n != 0)
       return bad(account_flag,
                  fmt::format("the {} layers + {} (the embedding and loss counted) split evenly "
                              "over PP x VP = {} x {} model chunks",
-                             layers, e + l, plan.pp, plan.virtual_stages),
+                             layers, split_extra_layers(in), plan.pp, plan.virtual_stages),
                  fmt::format("{} over {} chunks", units, n));
     std::vector<int> split(static_cast<std::size_t>(n), static_cast<int>(units / n));
-    split.front() -= e;
-    split.back() -= l;
+    split.front() -= in.account_embedding.value_or(false) ? 1 : 0;
+    split.back() -= in.account_loss.value_or(false) ? 1 : 0;
     plan.stage_layers = std::move(split);
     return {};
   }
@@ -580,9 +584,7 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
                  "no per-stage layer counts beside it (Megatron-LM asks for "
                  "--num-virtual-stages-per-pipeline-rank with uneven stages)",
                  "both");
-    const std::int64_t units = std::int64_t{model.layers()} +
-                               (in.account_embedding.value_or(false) ? 1 : 0) +
-                               (in.account_loss.value_or(false) ? 1 : 0);
+    const std::int64_t units = std::int64_t{model.layers()} + split_extra_layers(in);
     if (per < 1 || plan.pp < 1 || units % plan.pp != 0 || (units / plan.pp) % per != 0)
       return bad(
           flag,
@@ -779,9 +781,8 @@ Result<Scenario> resolve_scenario(ModelSpec model, SystemSpec system, NetworkPro
   if (plan.virtual_stages > 1 && plan.pp < 2)
     return bad("--virtual-pipeline-stages", "1 without pipeline parallelism (PP 1)",
                num(plan.virtual_stages));
-  const bool uneven_stages =
-      in.stage_layers || in.pipeline_layout || in.first_stage_layers || in.last_stage_layers ||
-      (plan.pp > 1 && (in.account_embedding.value_or(false) || in.account_loss.value_or(false)));
+  const bool uneven_stages = in.stage_layers || in.pipeline_layout || in.first_stage_layers ||
+                             in.last_stage_layers || (plan.pp > 1 && split_extra_layers(in) > 0);
   if (!uneven_stages && layers % (plan.pp * plan.virtual_stages) != 0)
     return bad(
         plan.virtual_stages > 1 ? "--virtual-pipeline-stages" : "--pipeline-model-parallel-size",

@@ -673,15 +673,23 @@ TEST(UnevenStages, FirstAndLastAreTheRanksOverTheirChunks) {
   EXPECT_EQ(b.plan.stage_layers, (std::vector<int>{1, 6, 6, 3, 1, 6, 6, 3}));
 }
 
-// Llama 3 405B's interleaved layout (Meta 2024, section 3.3.2): the first model chunk of the
-// first stage holds only the embedding and the last chunk of the last stage only the output
-// projection and loss; here 16 stages x 8 chunks of one layer each, 126 layers + 2 such chunks.
-TEST(UnevenStages, InterleavedWithEmbeddingAndLossChunks) {
+// Llama 3 405B on 128 GPUs (TP 8, PP 16) interleaved over 8 chunks a stage, as an explicit list:
+// 126 layers in 128 chunks of one, the first holding only the embedding and the last only the
+// head and loss.
+PlanInput llama3_405b_interleaved() {
   PlanInput p = plan(128, 8, 16, 1, 64);
   p.virtual_stages = 8;
   std::vector<int> v(128, 1);
   v.front() = v.back() = 0;
   p.stage_layers = v;
+  return p;
+}
+
+// Llama 3 405B's interleaved layout (Meta 2024, section 3.3.2): the first model chunk of the
+// first stage holds only the embedding and the last chunk of the last stage only the output
+// projection and loss; here 16 stages x 8 chunks of one layer each, 126 layers + 2 such chunks.
+TEST(UnevenStages, InterleavedWithEmbeddingAndLossChunks) {
+  const PlanInput p = llama3_405b_interleaved();
   Scenario sc = scenario("llama3-405b", "dgx-h100", p);
   Workload w = build_workload(sc);
   const Chunk& first = w.roles[0].chunks[0];
@@ -707,11 +715,8 @@ TEST(UnevenStages, InterleavedWithEmbeddingAndLossChunks) {
 // layers (both counted) per stage over it (arguments.py): 128 / 16 / 1 = 8. Without the two,
 // the same flag on 32 layers, PP 4, 2 a chunk is --vp 4. The refusals are Megatron's.
 TEST(UnevenStages, AccountForEmbeddingAndLossAndLayersPerVirtualStage) {
-  PlanInput list = plan(128, 8, 16, 1, 64);
-  list.virtual_stages = 8;
-  std::vector<int> v(128, 1);
-  v.front() = v.back() = 0;
-  list.stage_layers = v;
+  const PlanInput list = llama3_405b_interleaved();
+  const std::vector<int>& v = *list.stage_layers;
   PlanInput flags = plan(128, 8, 16, 1, 64);
   flags.account_embedding = flags.account_loss = true;
   flags.layers_per_virtual_stage = 1;
