@@ -2,8 +2,10 @@
 #include "scenario_options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "commscope/spec/shell_words.h"
 #include "commscope/spec/torchtitan_config.h"
 #include "commscope/util/input_file.h"
+#include "commscope/util/json_fields.h"
 
 namespace commscope::cli {
 
@@ -643,7 +646,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   PlanInput file_plan;  // what a configuration file set (ScenarioInput::file_fields)
   if (!o.deepspeed_config.empty()) {
     std::vector<std::string> ds_notes;
-    CS_ASSIGN_OR_RETURN(PlanInput ds, load_deepspeed_config(o.deepspeed_config, &ds_notes));
+    CS_ASSIGN_OR_RETURN(PlanInput ds, read_deepspeed_config(o.deepspeed_config, &ds_notes));
     for (const std::string& note : ds_notes)
       print_note(fmt::format("{}: {}", o.deepspeed_config, note));
     // DeepSpeed's _set_batch_related_parameters asserts "Either train_batch_size or
@@ -1224,8 +1227,61 @@ void add_megatron_args_option(CLI::App& cmd, std::string& path, const std::strin
       ->group(group);
 }
 
+namespace {
+
+// The DeepSpeed configurations the --megatron-args script writes and names with its own
+// --deepspeed_config: by script_file_key, as written, or why commscope could not read them.
+struct ScriptConfigs {
+  std::string script;
+  std::map<std::string, ScriptFile> files;
+  std::map<std::string, std::string> unread;
+};
+ScriptConfigs& script_configs() {
+  static ScriptConfigs configs;
+  return configs;
+}
+
+}  // namespace
+
+Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std::string>* notes) {
+  const ScriptConfigs& s = script_configs();
+  const std::string key = script_file_key(path);
+  if (const auto it = s.files.find(key); it != s.files.end()) {
+    const ScriptFile& f = it->second;
+    const std::string where = fmt::format("{} (as {}:{} writes it)", path, s.script, f.line);
+    if (!f.unresolved.empty())
+      return Error{fmt::format(
+          "{}: expected the values the script writes into it, got '{}', which the script takes "
+          "from what commscope does not know (its arguments, the environment, a command): set it "
+          "in the script, or give --deepspeed-config a file",
+          where, f.unresolved)};
+    print_note(fmt::format(
+        "{}: read as {} writes it at line {} ({}) before it launches, not from disk{}{}", path,
+        s.script, f.line, f.how,
+        f.defaults.empty()
+            ? std::string()
+            : fmt::format("; with the script's defaults for {}", fmt::join(f.defaults, ", ")),
+        f.unknown_if ? fmt::format("; written in a branch whose condition commscope does not "
+                                   "decide (the if on line {})",
+                                   f.unknown_if)
+                     : std::string()));
+    CS_ASSIGN_OR_RETURN(auto j, parse_json_text(f.text, where));
+    return plan_from_deepspeed(j, where, notes);
+  }
+  if (const auto it = s.unread.find(key); it != s.unread.end()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec))
+      return Error{
+          fmt::format("{}: cannot open: No such file or directory; {} writes it ({}): give "
+                      "--deepspeed-config the file the script would write",
+                      path, s.script, it->second)};
+  }
+  return load_deepspeed_config(path, notes);
+}
+
 Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
                                                       const std::vector<std::string>& args) {
+  script_configs() = ScriptConfigs{};
   // Where the option is, and whether the command line names it at all.
   std::string path;
   for (std::size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
@@ -1247,10 +1303,25 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   // A quoted array element holding a flag and its value ("--fp8-format hybrid"), or a variable
   // holding several (OPTIONS=" --num-layers 32 ..." passed as ${OPTIONS}), is split as bash
   // splits the unquoted expansion that passes it (`${ARGS[@]}`, `$OPTIONS`).
+  // So is an unquoted expansion anywhere (`eval ${run_cmd}`, where run_cmd="deepspeed
+  // pretrain_gpt.py ${megatron_options}"), as bash's field splitting splits it; an assignment's
+  // value is not split (nor passed).
+  auto assignment = [](const ShellWord& w) {
+    std::size_t n = 0;
+    while (n < w.text.size() &&
+           (std::isalnum(static_cast<unsigned char>(w.text[n])) || w.text[n] == '_'))
+      ++n;
+    return n > 0 && !std::isdigit(static_cast<unsigned char>(w.text[0])) &&
+           (w.text.compare(n, 1, "=") == 0 || w.text.compare(n, 2, "+=") == 0) &&
+           (w.expansions.empty() || w.expansions.front().first > n);
+  };
   std::vector<ShellWord> words;
-  for (auto& w : script) {
+  bool in_eval = false;  // the words of `eval ...`, which bash parses again: split, quoted or not
+  for (auto& w : script.words) {
+    if (w.command_start) in_eval = !w.quoted && w.text == "eval";
     const std::size_t first = w.text.find_first_not_of(" \t\n");
-    if (first == std::string::npos || w.text.compare(first, 2, "--") != 0 ||
+    const bool field_split = (in_eval || (!w.quoted && !w.expansions.empty())) && !assignment(w);
+    if (first == std::string::npos || (w.text.compare(first, 2, "--") != 0 && !field_split) ||
         w.text.find_first_of(" \t\n", first) == std::string::npos) {
       words.push_back(std::move(w));
       continue;
@@ -1272,7 +1343,18 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       at = end;
     }
   }
-  std::vector<std::string> taken, skipped, own, kept_own, defaults, undecided;
+  // Megatron-DeepSpeed (`--deepspeed`): DeepSpeed's engine runs the data parallelism, with the
+  // ZeRO stage of its --deepspeed_config; the script's --zero-stage only tells Megatron-DeepSpeed
+  // how to build the model (gather_params_on_init under stage 3, megatron/model/*.py).
+  bool deepspeed = false, deepspeed_config = false;  // the first --zero-stage is named
+  for (const auto& w : words) {
+    const std::string name = w.text.substr(0, w.text.find('='));
+    deepspeed = deepspeed || w.text == "--deepspeed";
+    deepspeed_config = deepspeed_config || (w.text.rfind("--", 0) == 0 && option(name) &&
+                                            option(name) == option("--deepspeed-config"));
+  }
+  const CLI::Option* ds_config_option = option("--deepspeed-config");
+  std::vector<std::string> taken, skipped, own, kept_own, defaults, undecided, engine, dense;
   std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
   std::size_t read = 0;
   for (std::size_t i = 0; i < words.size(); ++i) {
@@ -1287,9 +1369,50 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     if (eq != std::string::npos) value = w.substr(eq + 1);
     std::size_t next = i + 1;
     bool as_flag = false;
-    if (name == "--fp8-format") {  // Megatron-LM's FP8 recipe: commscope's --fp8
+    std::optional<std::string> implied;  // the value a differently spelled flag stands for
+    std::string with;                    // a flag it stands for as well
+    if (name == "--fp8-format") {        // Megatron-LM's FP8 recipe: commscope's --fp8
       name = "--fp8";
       as_flag = true;
+    } else if (name == "--num-key-value-heads") {  // Megatron-DeepSpeed's grouped-query attention
+      name = "--num-query-groups";
+      with = "--group-query-attention";
+    } else if (name == "--use-rotary-position-embeddings") {  // Megatron-DeepSpeed's RoPE
+      name = "--position-embedding-type";
+      implied = "rope";
+    } else if (name == "--checkpoint-activations") {
+      // Megatron-DeepSpeed's (and 2021 Megatron-LM's) full recompute of each layer:
+      // transformer.py's _checkpointed_forward, checkpoint_num_layers 1
+      name = "--recompute-granularity";
+      implied = "full";
+    } else if (name == "--use-flash-attn-v1" || name == "--use-flash-attn-v2" ||
+               name == "--use-flash-attn-triton") {  // Megatron-DeepSpeed's FlashAttention kernels
+      name = "--use-flash-attn";
+    }
+    // Megatron-DeepSpeed's mixture of experts is another model than Megatron-LM's of the same
+    // flag: experts in every --expert-interval-th layer (2 by default), top-1 gating by default
+    // (--topk), a list of expert counts per MoE layer, PR-MoE's --mlp-type residual.
+    // Its `--num-experts 1` (its default) is a dense model, not Megatron-LM's MoE of one expert.
+    if (name == "--num-experts") {
+      const std::string n = value ? *value : next < words.size() ? words[next].text : "";
+      if (n == "1") {
+        dense.push_back(fmt::format("{} 1 (line {})", name, line));
+        i = value ? i : next;
+        continue;
+      }
+      if (deepspeed)
+        return Error{fmt::format(
+            "{}:{}: --num-experts: expected 1 under --deepspeed, got '{}': Megatron-DeepSpeed's "
+            "mixture of experts (MoE layers every --expert-interval, top-1 gating, "
+            "--moe-expert-parallel-size) is not read from a script; give the model with "
+            "--model-config and the plan on the command line",
+            path, line, n)};
+    }
+    if (deepspeed && deepspeed_config && option(name) && option(name) == option("--zero")) {
+      if (engine.empty()) engine.push_back(fmt::format("{} (line {})", name, line));
+      if (!value && next < words.size() && words[next].text.rfind("--", 0) != 0) ++next;
+      i = next - 1;
+      continue;
     }
     // commscope's own flags of what to write and how (a script's `--output` is some other
     // program's: taken, commscope would write where the script says), never a script's.
@@ -1311,7 +1434,10 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       continue;
     }
     const bool flag = as_flag || o->get_expected_max() == 0;
-    if (as_flag) {
+    if (implied) {
+      value = implied;
+      value_word = nullptr;
+    } else if (as_flag) {
       if (!value && next < words.size() && words[next].text.rfind("--", 0) != 0)
         ++next;  // --fp8-format's own value (hybrid, e4m3)
       value.reset();
@@ -1341,6 +1467,22 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     seen.push_back(o);
     taken.push_back(name);
     if (value) taken.push_back(*value);
+    if (const CLI::Option* also = with.empty() ? nullptr : option(with);
+        also && std::find(given.begin(), given.end(), also) == given.end() &&
+        std::find(seen.begin(), seen.end(), also) == seen.end()) {
+      seen.push_back(also);
+      taken.push_back(with);
+    }
+    // A ds_config.json the script writes before it launches is read as written.
+    if (o == ds_config_option && value) {
+      ScriptConfigs& configs = script_configs();
+      configs.script = path;
+      const std::string key = script_file_key(*value);
+      if (const auto f = script.files.find(key); f != script.files.end())
+        configs.files[key] = f->second;
+      else if (const auto u = script.unread.find(key); u != script.unread.end())
+        configs.unread[key] = u->second;
+    }
     // What the flag took that the environment or the script's conditions may change.
     const int unknown_if = std::max(flag_word.unknown_if, value_word ? value_word->unknown_if : 0);
     if (unknown_if) undecided.push_back(fmt::format("{} (the if on line {})", name, unknown_if));
@@ -1350,16 +1492,43 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           if (std::find(defaults.begin(), defaults.end(), d) == defaults.end())
             defaults.push_back(d);
   }
-  // The file is Megatron-LM's: its collective pattern, unless the command line says otherwise.
+  // The file is Megatron-LM's, or Megatron-DeepSpeed's under --deepspeed: its collective
+  // pattern, unless the command line says otherwise.
   const CLI::Option* framework = option("--framework");
   const bool pattern = framework && std::find(given.begin(), given.end(), framework) == given.end();
   if (pattern) {
     taken.push_back("--framework");
-    taken.push_back("megatron");
+    taken.push_back(deepspeed ? "deepspeed" : "megatron");
   }
+  if (read == 0)
+    return Error{fmt::format(
+        "{}: expected Megatron-LM flags that {} has (--num-layers, --tensor-model-parallel-size, "
+        "...), got none{}",
+        path, verb.get_name(),
+        skipped.empty()
+            ? std::string()
+            : fmt::format(" (only others: {}{})",
+                          fmt::join(skipped.begin(),
+                                    skipped.begin() + static_cast<std::ptrdiff_t>(
+                                                          std::min<std::size_t>(skipped.size(), 4)),
+                                    ", "),
+                          skipped.size() > 4 ? ", ..." : ""))};
+  if (!dense.empty())
+    print_note(
+        fmt::format("{}: {} read as a dense model (Megatron-DeepSpeed's default, not "
+                    "Megatron-LM's mixture of one expert)",
+                    path, fmt::join(dense, ", ")));
+  if (!engine.empty())
+    print_note(fmt::format(
+        "{}: {} not read: under --deepspeed, DeepSpeed runs its --deepspeed_config's "
+        "zero_optimization.stage (Megatron-DeepSpeed reads the flag to build the model only)",
+        path, fmt::join(engine, ", ")));
   print_note(fmt::format(
       "{}: {} of Megatron-LM's flags read{}{}{}", path, read,
-      pattern ? " (with Megatron-LM's collective pattern, --framework megatron)" : "",
+      !pattern    ? ""
+      : deepspeed ? " (Megatron-DeepSpeed's --deepspeed: with DeepSpeed's collective pattern, "
+                    "--framework deepspeed)"
+                  : " (with Megatron-LM's collective pattern, --framework megatron)",
       skipped.empty() ? std::string()
                       : fmt::format("; skipped, not flags of {}: {}", verb.get_name(),
                                     fmt::join(skipped, ", ")),

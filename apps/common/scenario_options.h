@@ -155,9 +155,20 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 // rate, data, checkpointing, ...) are skipped, named in a note. `args` are the arguments after
 // the verb; the result replaces them. A known flag whose value is a shell variable, or a file
 // that cannot be read, is an error naming the file and line.
+//
+// Megatron-DeepSpeed's scripts (`--deepspeed`) take DeepSpeed's collective pattern; their
+// `--deepspeed_config` may name a file the script writes before it launches (a here-document,
+// sed over a template: spec/shell_words.h), which read_deepspeed_config then reads as the script
+// writes it. Their spellings `--num-key-value-heads` and `--use-rotary-position-embeddings` are
+// `--num-query-groups` with `--group-query-attention` and `--position-embedding-type rope`.
 Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
                                                       const std::vector<std::string>& args);
 void add_megatron_args_option(CLI::App& cmd, std::string& path, const std::string& group);
+
+// A DeepSpeed configuration (spec/plan.h, load_deepspeed_config): as the --megatron-args
+// script writes it where the script's own --deepspeed_config names a file it writes, else
+// from disk.
+Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std::string>* notes);
 
 // A note for the user ("commscope: note: ..." on stderr): what a configuration file's reading
 // assumed or set aside. A host that captures the verbs' output (the `commscope` program's

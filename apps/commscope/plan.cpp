@@ -291,7 +291,7 @@ Verb add_plan(CLI::App& app) {
         if (!st->deepspeed_config.empty()) {
           const std::string& path = st->deepspeed_config;
           std::vector<std::string> ds_notes;
-          auto ds = load_deepspeed_config(path, &ds_notes);
+          auto ds = read_deepspeed_config(path, &ds_notes);
           if (!ds) return fail(ds.error().message);
           for (const std::string& note : ds_notes)
             notes.push_back(fmt::format("{}: {}", path, note));

@@ -775,8 +775,9 @@ std::string ModelFlags::summary() const {
 }
 
 std::optional<NormKind> megatron_normalization(std::string_view name) {
-  if (name == "LayerNorm") return NormKind::layernorm;
-  if (name == "RMSNorm") return NormKind::rmsnorm;
+  // Megatron-DeepSpeed spells them layernorm and rmsnorm (megatron/arguments.py's choices).
+  if (name == "LayerNorm" || name == "layernorm") return NormKind::layernorm;
+  if (name == "RMSNorm" || name == "rmsnorm") return NormKind::rmsnorm;
   return std::nullopt;
 }
 

@@ -4,11 +4,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
+#include <regex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commscope/util/input_file.h"
 
 namespace commscope {
 
@@ -72,12 +77,20 @@ Result<std::size_t> expansion_end(std::string_view text, std::size_t i, int& lin
   return std::string_view::npos;
 }
 
-}  // namespace
+// A here-document: its body as written, and where it stands among the words.
+struct HereDoc {
+  int line = 0;          // the line of its `<<`
+  std::size_t word = 0;  // the index of the word after its `<<` (so its command's words are before)
+  std::string body;      // the lines up to the delimiter's, each with its newline
+  bool quoted = false;   // a quoted delimiter: the body is not expanded
+};
 
-Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::string& where) {
+Result<std::vector<ShellWord>> split_words(std::string_view text, const std::string& where,
+                                           std::vector<HereDoc>* docs) {
   std::vector<ShellWord> out;
   ShellWord cur;
   bool in_word = false;
+  bool command_start = true;  // the next word starts a command
   int line = 1;
   auto finish = [&]() -> Status {
     if (!in_word) return {};
@@ -93,6 +106,8 @@ Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::str
     if (!in_word) {
       in_word = true;
       cur.line = line;
+      cur.command_start = command_start;
+      command_start = false;
     }
   };
   // An expansion at text[i] (outside single quotes): copied as written, its place noted.
@@ -109,39 +124,60 @@ Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::str
   // Here-documents (`cat <<EOF > ds_config.json`): their bodies are data, not words; the lines
   // after the one that opens them, up to the delimiter's line, are skipped (a tab-stripped line
   // under `<<-`).
-  std::vector<std::pair<std::string, bool>> heredocs;  // delimiter, tabs stripped
+  struct Pending {
+    std::string delimiter;
+    bool tabs = false;  // `<<-`: leading tabs stripped
+    HereDoc doc;
+  };
+  std::vector<Pending> heredocs;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\n') {
       CS_RETURN_IF_ERROR(finish());
       ++line;
-      for (const auto& [delimiter, tabs] : heredocs) {
+      command_start = true;
+      for (auto& h : heredocs) {
         while (i + 1 < text.size()) {
           const std::size_t start = i + 1;
           std::size_t end = text.find('\n', start);
           if (end == std::string_view::npos) end = text.size();
           std::string_view body = text.substr(start, end - start);
-          if (tabs) body.remove_prefix(std::min(body.find_first_not_of('\t'), body.size()));
+          if (h.tabs) body.remove_prefix(std::min(body.find_first_not_of('\t'), body.size()));
           i = end < text.size() ? end : text.size() - 1;
           if (end < text.size()) ++line;
-          if (body == delimiter) break;
+          if (body == h.delimiter) break;
+          if (docs) {
+            h.doc.body.append(body);
+            h.doc.body += '\n';
+          }
         }
+        if (docs) docs->push_back(std::move(h.doc));
       }
       heredocs.clear();
     } else if (c == '<' && i + 2 < text.size() && text[i + 1] == '<' && text[i + 2] != '<') {
       CS_RETURN_IF_ERROR(finish());
       std::size_t j = i + 2;
-      const bool tabs = text[j] == '-';
-      if (tabs) ++j;
+      Pending h;
+      h.tabs = text[j] == '-';
+      if (h.tabs) ++j;
       while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
-      std::string delimiter;  // its quotes removed (they only stop expansion in the body)
+      // The delimiter, its quotes removed: they only stop expansion in the body.
       for (; j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])) &&
              std::string_view(";&|<>()").find(text[j]) == std::string_view::npos;
-           ++j)
-        if (text[j] != '\'' && text[j] != '"' && text[j] != '\\') delimiter += text[j];
-      if (!delimiter.empty()) heredocs.emplace_back(std::move(delimiter), tabs);
+           ++j) {
+        if (text[j] == '\'' || text[j] == '"' || text[j] == '\\')
+          h.doc.quoted = true;
+        else
+          h.delimiter += text[j];
+      }
+      h.doc.line = line;
+      h.doc.word = out.size();
+      if (!h.delimiter.empty()) heredocs.push_back(std::move(h));
       i = j - 1;
-    } else if (std::isspace(static_cast<unsigned char>(c)) || c == '(' || c == ')' || c == ';') {
+    } else if (c == ';') {
+      CS_RETURN_IF_ERROR(finish());
+      command_start = true;
+    } else if (std::isspace(static_cast<unsigned char>(c)) || c == '(' || c == ')') {
       CS_RETURN_IF_ERROR(finish());
     } else if (c == '#' && !in_word) {
       while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
@@ -199,6 +235,12 @@ Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::str
   return out;
 }
 
+}  // namespace
+
+Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::string& where) {
+  return split_words(text, where, nullptr);
+}
+
 namespace {
 
 struct Variable {
@@ -215,13 +257,15 @@ class Reader {
   explicit Reader(const std::string& where) : where_(where) {}
 
   // The word with its expansions replaced where they can be; what it took is marked on it.
-  Status expand(ShellWord& w, int depth = 0) {
+  // `first_unresolved` (where given) gets the first expansion left as written.
+  Status expand(ShellWord& w, int depth = 0, std::string* first_unresolved = nullptr) {
     if (w.expansions.empty()) return {};
     std::string out;
     std::size_t pos = 0;
     for (const auto& [b, e] : w.expansions) {
       out.append(w.text, pos, b - pos);
       const std::string expr = w.text.substr(b, e - b);
+      const bool before = w.unresolved;
       CS_ASSIGN_OR_RETURN(auto value, expand_one(expr, w, depth));
       if (value) {
         out += *value;
@@ -229,6 +273,8 @@ class Reader {
         w.unresolved = true;
         out += expr;
       }
+      if (first_unresolved && !before && w.unresolved && first_unresolved->empty())
+        *first_unresolved = expr;  // left as written, or a variable holding such
       pos = e;
       if (out.size() > kMaxShellExpansion) return count(w, out.size());
     }
@@ -296,7 +342,7 @@ class Reader {
     return result.value_or(Truth::unknown);
   }
 
- private:
+  // Counts `size` characters (the word's line names where) against kMaxShellExpansion.
   Status count(const ShellWord& w, std::size_t size) {
     expanded_ += size;
     if (size > kMaxShellExpansion || expanded_ > kMaxShellExpansion)
@@ -307,6 +353,7 @@ class Reader {
     return {};
   }
 
+ private:
   // The value of one expansion, or nothing where it cannot be known here.
   Result<std::optional<std::string>> expand_one(const std::string& expr, ShellWord& w, int depth) {
     if (expr.rfind("$((", 0) == 0 && expr.size() >= 5 &&
@@ -315,7 +362,13 @@ class Reader {
       if (!v) return std::optional<std::string>{};
       return std::optional<std::string>{std::to_string(*v)};
     }
-    if (expr.rfind("${", 0) != 0) {  // $NAME, $1, $@, $(cmd), `cmd`
+    if (expr == "$0" || expr == "${0}")
+      return std::optional<std::string>{where_};  // as `bash FILE`
+    if (expr.rfind("$(", 0) == 0 && expr.size() >= 3)
+      return path_command(expr.substr(2, expr.size() - 3), w, depth);
+    if (expr.size() >= 2 && expr.front() == '`' && expr.back() == '`')
+      return path_command(expr.substr(1, expr.size() - 2), w, depth);
+    if (expr.rfind("${", 0) != 0) {  // $NAME, $1, $@
       if (expr.size() < 2 || !name_start(expr[1])) return std::optional<std::string>{};
       return lookup(expr.substr(1), w);
     }
@@ -356,6 +409,64 @@ class Reader {
       v.defaults = w.defaults;
     }
     return std::optional<std::string>{value};
+  }
+
+  // A command substitution whose output is a function of paths only, as scripts find their
+  // own directory (`$(dirname "$(readlink -f "$0")")`, `$(cd "$(dirname $0)" && pwd)`):
+  // `dirname`, `basename P [SUFFIX]`, `realpath P`, `readlink -f P`, `pwd`, `cd P && pwd`, the
+  // filesystem read as they read it. Nothing for any other command: none is run.
+  Result<std::optional<std::string>> path_command(const std::string& text, ShellWord& w,
+                                                  int depth) {
+    const std::optional<std::string> none;
+    if (depth >= 8) return none;
+    CS_ASSIGN_OR_RETURN(auto words, shell_words(text, where_));
+    std::vector<std::string> argv;
+    for (auto& part : words) {
+      part.line = w.line;
+      CS_RETURN_IF_ERROR(expand(part, depth + 1));
+      if (part.unresolved) return none;
+      add_defaults(w.defaults, part.defaults);
+      argv.push_back(part.text);
+    }
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (argv.size() == 4 && argv[0] == "cd" && argv[2] == "&&" && argv[3] == "pwd") {
+      const fs::path p = fs::absolute(argv[1], ec).lexically_normal();
+      if (ec || !fs::is_directory(p, ec)) return none;
+      std::string out = p.string();
+      while (out.size() > 1 && out.back() == '/') out.pop_back();
+      return std::optional<std::string>{out};
+    }
+    if (argv.size() == 1 && argv[0] == "pwd") {
+      const fs::path p = fs::current_path(ec);
+      if (ec) return none;
+      return std::optional<std::string>{p.string()};
+    }
+    if (argv.size() == 2 && argv[0] == "dirname") {  // POSIX dirname
+      std::string p = argv[1];
+      while (p.size() > 1 && p.back() == '/') p.pop_back();
+      const std::size_t slash = p.rfind('/');
+      if (slash == std::string::npos) return std::optional<std::string>{"."};
+      p.resize(slash);
+      while (p.size() > 1 && p.back() == '/') p.pop_back();
+      return std::optional<std::string>{p.empty() ? "/" : p};
+    }
+    if ((argv.size() == 2 || argv.size() == 3) && argv[0] == "basename") {
+      std::string p = argv[1];
+      while (p.size() > 1 && p.back() == '/') p.pop_back();
+      if (p != "/") p = p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1);
+      if (argv.size() == 3 && p.size() > argv[2].size() &&
+          p.compare(p.size() - argv[2].size(), argv[2].size(), argv[2]) == 0)
+        p.resize(p.size() - argv[2].size());
+      return std::optional<std::string>{p};
+    }
+    if ((argv.size() == 2 && argv[0] == "realpath") ||
+        (argv.size() == 3 && argv[0] == "readlink" && argv[1] == "-f")) {
+      const fs::path p = fs::weakly_canonical(fs::absolute(argv.back(), ec), ec);
+      if (ec || (argv[0] == "realpath" && !fs::exists(p, ec))) return none;
+      return std::optional<std::string>{p.string()};
+    }
+    return none;
   }
 
   std::optional<std::string> lookup(const std::string& name, ShellWord& w) const {
@@ -532,11 +643,310 @@ bool keyword(const ShellWord& w, std::string_view k) {
 
 }  // namespace
 
-Result<std::vector<ShellWord>> read_shell_script(std::string_view text, const std::string& where) {
-  CS_ASSIGN_OR_RETURN(auto words, shell_words(text, where));
+namespace {
+
+// A here-document's body as a word of its expansions: bash expands `$...` and backquotes in it
+// and drops the backslash before `$`, a backquote, `\` and a newline; quotes are text there.
+Result<ShellWord> body_word(const HereDoc& doc, const std::string& where) {
+  ShellWord w;
+  w.line = doc.line;
+  int line = doc.line + 1;
+  const std::string& body = doc.body;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c == '\n') ++line;
+    if (c == '\\' && i + 1 < body.size()) {
+      const char n = body[i + 1];
+      if (n == '\n') {
+        ++i;
+        ++line;
+        continue;
+      }
+      if (n == '$' || n == '`' || n == '\\') {
+        w.text += n;
+        ++i;
+        continue;
+      }
+    }
+    if (c == '$' || c == '`') {
+      CS_ASSIGN_OR_RETURN(const std::size_t end, expansion_end(body, i, line, where));
+      if (end != std::string_view::npos) {
+        w.expansions.emplace_back(w.text.size(), w.text.size() + (end - i));
+        w.text.append(body, i, end - i);
+        i = end - 1;
+        continue;
+      }
+    }
+    w.text += c;
+  }
+  return w;
+}
+
+// One sed substitution, `s/pattern/replacement/` with `g` or no flags and any delimiter.
+struct Substitution {
+  std::regex pattern;
+  std::string replacement;  // sed's: `&`, `\1`..`\9`, `\n`, `\&`, `\\`
+  bool global = false;
+};
+
+std::optional<Substitution> sed_substitution(const std::string& script, bool extended) {
+  if (script.size() < 4 || script[0] != 's' || script[1] == '\\' || script[1] == '\n')
+    return std::nullopt;
+  const char d = script[1];
+  std::size_t i = 2;
+  auto part = [&](bool keep_escapes) -> std::optional<std::string> {
+    std::string out;
+    for (; i < script.size() && script[i] != d; ++i) {
+      if (script[i] == '\\' && i + 1 < script.size()) {
+        if (script[i + 1] == d) {
+          out += d;
+          ++i;
+          continue;
+        }
+        if (keep_escapes) out += script[i];
+        out += script[++i];
+        continue;
+      }
+      out += script[i];
+    }
+    if (i >= script.size()) return std::nullopt;
+    ++i;  // the delimiter
+    return out;
+  };
+  const auto pattern = part(true);
+  if (!pattern) return std::nullopt;
+  const auto replacement = part(true);
+  if (!replacement) return std::nullopt;
+  const std::string flags = script.substr(i);
+  if (!flags.empty() && flags != "g") return std::nullopt;
+  try {
+    return Substitution{std::regex(*pattern, extended ? std::regex::extended : std::regex::basic),
+                        *replacement, flags == "g"};
+  } catch (const std::regex_error&) {
+    return std::nullopt;
+  }
+}
+
+// `text` through the substitutions in order, line by line, as a pipeline of seds runs them; nothing
+// where a line is longer than kMaxSedLine (libstdc++'s regex recurses once a character, so a long
+// line would exhaust the stack) or the output would pass kMaxShellExpansion.
+constexpr std::size_t kMaxSedLine = 4096;
+std::optional<std::string> apply_substitutions(const std::vector<Substitution>& subs,
+                                               const std::string& text) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    const bool newline = end != std::string::npos;
+    if (!newline) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    for (const auto& s : subs) {
+      if (line.size() > kMaxSedLine) return std::nullopt;
+      std::string next;
+      auto it = line.cbegin();
+      std::smatch m;
+      while (std::regex_search(it, line.cend(), m, s.pattern)) {
+        next.append(it, m[0].first);
+        for (std::size_t k = 0; k < s.replacement.size(); ++k) {
+          const char c = s.replacement[k];
+          if (c == '&') {
+            next += m.str(0);
+          } else if (c == '\\' && k + 1 < s.replacement.size()) {
+            const char n = s.replacement[++k];
+            if (n >= '1' && n <= '9')
+              next += m.str(static_cast<std::size_t>(n - '0'));
+            else
+              next += n == 'n' ? '\n' : n;
+          } else {
+            next += c;
+          }
+        }
+        if (next.size() > kMaxShellExpansion) return std::nullopt;
+        it = m[0].second;
+        if (m.length(0) == 0) {  // an empty match: one character on, as sed does
+          if (it == line.cend()) break;
+          next += *it++;
+        }
+        if (!s.global) break;
+      }
+      next.append(it, line.cend());
+      line = std::move(next);
+    }
+    out += line;
+    if (newline) out += '\n';
+    if (out.size() > kMaxShellExpansion) return std::nullopt;
+    pos = end + 1;
+  }
+  return out;
+}
+
+bool plain(const ShellWord& w, std::string_view text) {
+  return !w.quoted && w.text == text;
+}
+
+}  // namespace
+
+std::string script_file_key(const std::string& path) {
+  return std::filesystem::path(path).lexically_normal().string();
+}
+
+namespace {
+
+// What one command of the script writes, where that is known (spec/shell_words.h). `words` are
+// the command's words as bash would see them; `docs` the here-documents it reads.
+Status command_writes(const std::vector<ShellWord>& words, const std::vector<const HereDoc*>& docs,
+                      Reader& reader, const std::string& where, ShellScript& script) {
+  // The output redirection: `> f`, `>> f`, `>f`, `>>f` (the last one, as bash leaves it).
+  std::string target;
+  bool append = false;
+  std::size_t redirect = words.size();  // the first word of the last redirection
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const ShellWord& w = words[i];
+    if (w.quoted || w.text.empty() || w.text[0] != '>') continue;
+    const bool twice = w.text.rfind(">>", 0) == 0;
+    const std::string rest = w.text.substr(twice ? 2 : 1);
+    if (rest.rfind('&', 0) == 0) continue;  // >&2
+    if (!rest.empty()) {
+      if (w.unresolved) return {};
+      target = rest;
+    } else if (i + 1 < words.size()) {
+      if (words[i + 1].unresolved) return {};
+      target = words[i + 1].text;
+    } else {
+      continue;
+    }
+    append = twice;
+    redirect = std::min(redirect, i);
+  }
+  if (target.empty() || words.empty()) return {};
+  const std::string key = script_file_key(target);
+  const int line = words.front().line;
+  ScriptFile file;
+  file.line = line;
+  for (const auto& w : words) {
+    add_defaults(file.defaults, w.defaults);
+    if (w.unknown_if && !file.unknown_if) file.unknown_if = w.unknown_if;
+  }
+  auto unread = [&](const std::string& why) {
+    script.unread[key] = fmt::format("line {}: {}", line, why);
+    script.files.erase(key);
+    return Status{};
+  };
+  // The command's words before the redirection, split into the stages of a pipeline.
+  std::vector<std::vector<const ShellWord*>> stages(1);
+  for (std::size_t i = 0; i < redirect; ++i) {
+    if (plain(words[i], "|")) {
+      stages.emplace_back();
+    } else if (!words[i].quoted && words[i].text.rfind(">", 0) == 0) {
+      return unread(fmt::format("a command with a redirection commscope does not read ('{}')",
+                                words[i].text));
+    } else {
+      stages.back().push_back(&words[i]);
+    }
+  }
+  const std::string program = stages.front().empty() ? "" : stages.front().front()->text;
+  if (stages.size() == 1 && program == "cat" && stages.front().size() == 1 && !docs.empty()) {
+    const HereDoc& doc = *docs.back();  // the last one is the command's input, as in bash
+    file.how = "a here-document";
+    if (doc.quoted) {
+      file.text = doc.body;
+    } else {
+      CS_ASSIGN_OR_RETURN(ShellWord body, body_word(doc, where));
+      CS_RETURN_IF_ERROR(reader.expand(body, 0, &file.unresolved));
+      add_defaults(file.defaults, body.defaults);
+      if (body.unknown_if && !file.unknown_if) file.unknown_if = body.unknown_if;
+      file.text = std::move(body.text);
+    }
+  } else if (stages.size() == 1 && program == "echo") {
+    std::vector<std::string> args;
+    for (std::size_t k = 1; k < stages.front().size(); ++k) {
+      const ShellWord& w = *stages.front()[k];
+      if (w.unresolved && file.unresolved.empty()) file.unresolved = w.text;
+      args.push_back(w.text);
+    }
+    if (!args.empty() && !args.front().empty() && args.front()[0] == '-')
+      return unread(fmt::format("echo {}, an option commscope does not read", args.front()));
+    file.how = "echo";
+    file.text = fmt::format("{}\n", fmt::join(args, " "));
+  } else if (program == "sed") {
+    std::vector<Substitution> subs;
+    std::string input;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const auto& stage = stages[s];
+      if (stage.empty() || stage.front()->text != "sed")
+        return unread("a pipeline of sed and more");
+      bool extended = false;
+      std::vector<std::string> scripts, files;
+      for (std::size_t k = 1; k < stage.size(); ++k) {
+        const ShellWord& w = *stage[k];
+        if (w.unresolved) return unread(fmt::format("sed with '{}' left as written", w.text));
+        if (w.text == "-E" || w.text == "-r") {
+          extended = true;
+        } else if (w.text == "-e" && k + 1 < stage.size()) {
+          scripts.push_back(stage[++k]->text);
+        } else if (!w.text.empty() && w.text[0] == '-') {
+          return unread(fmt::format("sed {}, an option commscope does not run", w.text));
+        } else if (scripts.empty()) {
+          scripts.push_back(w.text);
+        } else {
+          files.push_back(w.text);
+        }
+      }
+      if (files.size() != (s == 0 ? 1u : 0u))
+        return unread("sed over other than one template file");
+      for (const auto& text : scripts) {
+        auto sub = sed_substitution(text, extended);
+        if (!sub) return unread(fmt::format("sed '{}', not one s/pattern/replacement/[g]", text));
+        subs.push_back(std::move(*sub));
+      }
+      if (s == 0) input = files.front();
+    }
+    // bash opens the template relative to the working directory; the script's own directory is
+    // where such scripts keep theirs (Megatron-DeepSpeed's run from there).
+    std::filesystem::path path = input;
+    std::error_code ec;
+    if (path.is_relative() && !std::filesystem::exists(path, ec)) {
+      const auto beside = std::filesystem::path(where).parent_path() / input;
+      if (std::filesystem::exists(beside, ec)) path = beside;
+    }
+    auto text = read_small_file(path.string(), 1u << 20, "a sed template");
+    if (!text)
+      return unread(
+          fmt::format("sed over {}, which is not in the working directory or beside "
+                      "the script, or cannot be read",
+                      input));
+    file.how = fmt::format("sed over {}", path.string());
+    auto substituted = apply_substitutions(subs, *text);
+    if (!substituted)
+      return unread(fmt::format("sed over {}, a line of over {} characters in or {} out in all",
+                                input, kMaxSedLine, kMaxShellExpansion));
+    file.text = std::move(*substituted);
+  } else {
+    return unread(fmt::format("'{}', a command commscope does not run", program));
+  }
+  if (append && script.files.count(key)) {
+    ScriptFile& old = script.files[key];
+    old.text += file.text;
+    old.line = file.line;
+    if (old.unresolved.empty()) old.unresolved = file.unresolved;
+    CS_RETURN_IF_ERROR(reader.count(words.front(), file.text.size()));
+    return {};
+  }
+  CS_RETURN_IF_ERROR(reader.count(words.front(), file.text.size()));
+  script.unread.erase(key);
+  script.files[key] = std::move(file);
+  return {};
+}
+
+}  // namespace
+
+Result<ShellScript> read_shell_script(std::string_view text, const std::string& where) {
+  std::vector<HereDoc> docs;
+  CS_ASSIGN_OR_RETURN(auto words, split_words(text, where, &docs));
   Reader reader(where);
+  ShellScript script;
   std::vector<Frame> ifs;
-  std::vector<ShellWord> out;
+  std::vector<ShellWord>& out = script.words;
   auto active = [&] {
     return ifs.empty() ||
            (ifs.back().parent_active && !ifs.back().collecting && ifs.back().branch != Truth::no);
@@ -546,7 +956,32 @@ Result<std::vector<ShellWord>> read_shell_script(std::string_view text, const st
       if (it->branch == Truth::unknown) return it->line;
     return 0;
   };
-  for (auto& w : words) {
+  // The command being read: its first word's index and its words that bash would run.
+  std::size_t command_begin = 0;
+  std::vector<ShellWord> command;
+  std::size_t next_doc = 0;
+  auto finish_command = [&](std::size_t end) -> Status {
+    // Its here-documents: those whose `<<` follows one of its words.
+    std::vector<const HereDoc*> its;
+    while (next_doc < docs.size() && docs[next_doc].word <= end) {
+      if (docs[next_doc].word > command_begin) its.push_back(&docs[next_doc]);
+      ++next_doc;
+    }
+    if (!command.empty()) CS_RETURN_IF_ERROR(command_writes(command, its, reader, where, script));
+    command.clear();
+    command_begin = end;
+    return {};
+  };
+  bool start_next = false;  // a keyword began the command: the next word starts it again
+  for (std::size_t k = 0; k < words.size(); ++k) {
+    ShellWord& w = words[k];
+    if (w.command_start || start_next) {
+      CS_RETURN_IF_ERROR(finish_command(k));
+      start_next = false;
+    }
+    if (keyword(w, "if") || keyword(w, "then") || keyword(w, "elif") || keyword(w, "else") ||
+        keyword(w, "fi"))
+      start_next = true;
     if (keyword(w, "if")) {
       Frame f;
       f.parent_active = active();
@@ -589,15 +1024,18 @@ Result<std::vector<ShellWord>> read_shell_script(std::string_view text, const st
         continue;
       }
     }
+    start_next = false;
     if (!active()) continue;
     ShellWord expanded = w;
     CS_RETURN_IF_ERROR(reader.expand(expanded));
     if (const int line = unknown_line(); line && !expanded.unknown_if) expanded.unknown_if = line;
     for (const auto& f : ifs) add_defaults(expanded.defaults, f.defaults);  // chosen by defaults
     CS_RETURN_IF_ERROR(reader.assign(w, expanded));
+    command.push_back(expanded);
     out.push_back(std::move(expanded));
   }
-  return out;
+  CS_RETURN_IF_ERROR(finish_command(words.size()));
+  return script;
 }
 
 }  // namespace commscope

@@ -42,14 +42,17 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
   // Configurations are kilobytes; a larger file is a mistake, not one to read into memory.
   CS_ASSIGN_OR_RETURN(const std::string text,
                       read_small_file(path.string(), 64ull << 20, "a JSON configuration"));
-  if (text.empty())
-    return Error{fmt::format("{}: empty file, expected a JSON object", path.string())};
+  return parse_json_text(text, path.string());
+}
+
+Result<nlohmann::json> parse_json_text(const std::string& text, const std::string& where) {
+  if (text.empty()) return Error{fmt::format("{}: empty file, expected a JSON object", where)};
   constexpr int kMaxDepth = 256;  // configurations nest a few levels
   if (const std::size_t at = first_byte_deeper_than(text, kMaxDepth); at != std::string::npos)
     return Error{
         fmt::format("{}: JSON nested deeper than {} levels at byte {}, expected a "
                     "configuration",
-                    path.string(), kMaxDepth, at)};
+                    where, kMaxDepth, at)};
   // The key being read, for a number too large for a double ("num_hidden_layers": 1e400 was
   // an "internal error" naming neither file nor field, found by probing, 2026-11-30).
   std::string last_key;
@@ -63,12 +66,12 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
     // Files written on Windows (and the vTrain CSVs) may carry a UTF-8 byte-order mark.
     auto j = nlohmann::json::parse(text, keys, true, /*ignore_comments=*/false);
     if (!j.is_object())
-      return Error{fmt::format("{}: expected a JSON object at the top level, got {}", path.string(),
-                               j.type_name())};
+      return Error{
+          fmt::format("{}: expected a JSON object at the top level, got {}", where, j.type_name())};
     return j;
   } catch (const nlohmann::json::parse_error& e) {
-    return Error{fmt::format("{}: invalid JSON at byte {}: {}", path.string(), e.byte,
-                             json_parse_reason(e.what()))};
+    return Error{
+        fmt::format("{}: invalid JSON at byte {}: {}", where, e.byte, json_parse_reason(e.what()))};
   } catch (const nlohmann::json::out_of_range& e) {
     // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
     std::string_view what = e.what();
@@ -76,8 +79,8 @@ Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
     const std::string value =
         q == std::string_view::npos ? std::string("a number") : std::string(what.substr(q));
     return Error{fmt::format(
-        "{}: field '{}': expected a number within a double's range (about 1.8e308), got {}",
-        path.string(), last_key.empty() ? "?" : last_key,
+        "{}: field '{}': expected a number within a double's range (about 1.8e308), got {}", where,
+        last_key.empty() ? "?" : last_key,
         value.size() > 42 ? value.substr(0, 42) + "...'" : value)};
   }
 }

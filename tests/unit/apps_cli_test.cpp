@@ -46,6 +46,13 @@ int lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
 
+// How often `what` occurs in `s`.
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
 TEST_F(Cli, DefaultScenario) {
   Outcome r = run("describe");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -891,6 +898,115 @@ TEST_F(Cli, MegatronArgsScriptVariables) {
                            "skipped, commscope's own, never read from a script: --output\n"),
             std::string::npos)
       << split.err;
+}
+
+// --megatron-args on Megatron-DeepSpeed's scripts (tests/data/megatron/, in the shape of its
+// examples_deepspeed/): the ds_config.json the script writes before it launches (a here-document;
+// a pipeline of sed over a template) is read as bash writes it, never written by commscope; the
+// script runs DeepSpeed's engine (--deepspeed), whose ZeRO stage is the config's; its own
+// spellings are Megatron-LM's. Each predicts as its flags and the file bash writes, by hand.
+TEST_F(Cli, MegatronDeepSpeedScripts) {
+  const std::string data = COMMSCOPE_SOURCE_DIR "/tests/data/megatron/";
+  auto first = [](const Outcome& r) { return nlohmann::json::parse(r.out)["predictions"][0]; };
+  const std::string where = " --system dgx-h100 --gpus 16 --format json";
+  Outcome file = run("predict --megatron-args " + data + "pretrain_llama_deepspeed.sh" + where);
+  ASSERT_EQ(file.status, 0) << file.err;
+  // What bash passes (`--num-key-value-heads 8`, `--use-rotary-position-embeddings`,
+  // `--normalization rmsnorm`, `--checkpoint-activations`, `--use-flash-attn-v2`, the config),
+  // in Megatron-LM's spellings, with the file bash writes.
+  Outcome hand =
+      run("predict --framework deepspeed --tp 2 --pp 1 --num-layers 32 --hidden-size 4096 "
+          "--ffn-hidden-size 11008 --num-attention-heads 32 --group-query-attention "
+          "--num-query-groups 8 --micro-batch-size 2 --global-batch-size 64 --seq-length 4096 "
+          "--max-position-embeddings 4096 --vocab-size 32000 --bf16 --attention-dropout 0 "
+          "--hidden-dropout 0 --position-embedding-type rope --untie-embeddings-and-output-weights "
+          "--swiglu --normalization RMSNorm --disable-bias-linear --use-flash-attn "
+          "--recompute-granularity full --deepspeed-config " +
+          data + "pretrain_llama_deepspeed.expected.json" + where);
+  ASSERT_EQ(hand.status, 0) << hand.err;
+  EXPECT_EQ(first(file)["plan"], first(hand)["plan"]);
+  for (const char* k : {"iteration_time_s", "memory_per_gpu_bytes", "comm_s", "bubble_s"})
+    EXPECT_DOUBLE_EQ(first(file)[k].get<double>(), first(hand)[k].get<double>()) << k;
+  EXPECT_EQ(first(file)["plan"]["zero"], 1);  // the config's stage
+  EXPECT_FALSE(fs::exists(data + "out-of-tree-never-written"));
+  for (const char* note :
+       {"pretrain_llama_deepspeed.sh: --zero-stage (line 87) not read: under --deepspeed, "
+        "DeepSpeed runs its --deepspeed_config's zero_optimization.stage",
+        "(Megatron-DeepSpeed's --deepspeed: with DeepSpeed's collective pattern, --framework "
+        "deepspeed)",
+        "out-of-tree-never-written/deepspeed.json: read as " COMMSCOPE_SOURCE_DIR
+        "/tests/data/megatron/pretrain_llama_deepspeed.sh writes it at line 34 (a here-document) "
+        "before it launches, not from disk\n"})
+    EXPECT_NE(file.err.find(note), std::string::npos) << note << "\n" << file.err;
+
+  // sed over the template, flags in strings launched by eval, run from the script's directory
+  // (the template beside it) and from elsewhere (found beside the script, as the scripts
+  // expect to be run from there).
+  const std::string a100 = " --system dgx-a100-40gb --gpus 32 --format json";
+  Outcome sed = run("predict --megatron-args " + data + "ds_pretrain_gpt_template.sh" + a100);
+  ASSERT_EQ(sed.status, 0) << sed.err;
+  Outcome sed_hand =
+      run("predict --framework deepspeed --tp 1 --pp 1 --num-layers 24 --hidden-size 2048 "
+          "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+          "--micro-batch-size 4 --global-batch-size 512 --fp16 --deepspeed-config " +
+          data + "ds_pretrain_gpt_template.expected.json" + a100);
+  ASSERT_EQ(sed_hand.status, 0) << sed_hand.err;
+  EXPECT_EQ(sed.out, sed_hand.out);
+  EXPECT_EQ(first(sed)["plan"]["zero"], 2);
+  EXPECT_NE(sed.err.find("ds_config_gbs512_mbs4_zero2.json: read as " + data +
+                         "ds_pretrain_gpt_template.sh writes it at line 23 (sed over " + data +
+                         "ds_config_TEMPLATE.json) before it launches, not from disk"),
+            std::string::npos)
+      << sed.err;
+  EXPECT_FALSE(fs::exists(data + "ds_config_gbs512_mbs4_zero2.json"));
+
+  // A config the script writes with what commscope does not run, or from what it cannot know,
+  // is one line saying so; a script that gives none of the verb's flags is one line, not a
+  // prediction of the defaults; Megatron-DeepSpeed's MoE is refused, its --num-experts 1 dense.
+  const std::string jq = (dir_ / "jq.sh").string(), arg = (dir_ / "arg.sh").string(),
+                    none = (dir_ / "eval.sh").string(), moe = (dir_ / "moe.sh").string();
+  std::ofstream(jq) << "jq '.stage=1' base.json > ds.json\n"
+                       "deepspeed pretrain_gpt.py --num-layers 4 --deepspeed --deepspeed_config "
+                       "ds.json\n";
+  std::ofstream(arg) << "Z=$1\ncat <<EOF > ds.json\n{\"zero_optimization\": {\"stage\": $Z}}\n"
+                        "EOF\npython pretrain_gpt.py --num-layers 4 --deepspeed_config ds.json\n";
+  std::ofstream(none) << "python eval.py --task lambada --results out.json\n";
+  std::ofstream(moe) << "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+                        "--num-attention-heads 8 --deepspeed --num-experts 64 --topk 1\n";
+  for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"predict --megatron-args " + jq,
+            "ds.json: cannot open: No such file or directory; " + jq +
+                " writes it (line 1: 'jq', a command commscope does not run): give "
+                "--deepspeed-config the file the script would write\n"},
+           {"describe --megatron-args " + arg,
+            "ds.json (as " + arg +
+                ":2 writes it): expected the values the script writes into it, got '$Z'"},
+           {"predict --megatron-args " + none,
+            none + ": expected Megatron-LM flags that predict has (--num-layers, "
+                   "--tensor-model-parallel-size, ...), got none (only others: --task, "
+                   "--results)"},
+           {"predict --megatron-args " + moe,
+            moe + ":1: --num-experts: expected 1 under --deepspeed, got '64'"}}) {
+    SCOPED_TRACE(args);
+    Outcome e = run(args);
+    EXPECT_EQ(e.status, 2);
+    EXPECT_TRUE(e.out.empty());
+    // one line of error after the reading's notes
+    EXPECT_EQ(lines(e.err) - count(e.err, "commscope: note: "), 1) << e.err;
+    EXPECT_NE(e.err.find(want), std::string::npos) << e.err;
+  }
+  const std::string dense = (dir_ / "dense.sh").string();
+  std::ofstream(dense) << "python pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+                          "--num-attention-heads 8 --seq-length 1024 --num-experts 1\n";
+  Outcome one = run("predict --megatron-args " + dense + where),
+          plain =
+              run("predict --framework megatron --num-layers 4 --hidden-size 256 "
+                  "--num-attention-heads 8 --seq-length 1024" +
+                  where);
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(one.out, plain.out);
+  EXPECT_NE(one.err.find("--num-experts 1 (line 1) read as a dense model"), std::string::npos)
+      << one.err;
 }
 
 // Megatron-Core's --attention-backend names: fused and flash run the flash kernel on a model of

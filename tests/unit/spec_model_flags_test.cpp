@@ -6,6 +6,9 @@
 // against their presets (the published counts of workload_params_test and
 // workload_moe_test); a preset changed by flags; and the errors, each naming its flag.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -263,7 +266,7 @@ TEST(ShellWords, ExpandedAsBashExpandsThem) {
   ASSERT_TRUE(words.ok()) << words.error().message;
   std::vector<std::string> echo;
   bool seen = false;
-  for (const auto& w : *words) {
+  for (const auto& w : words->words) {
     if (w.text == "echo") seen = true;
     if (seen && w.text != "echo") echo.push_back(w.text + (w.unresolved ? " ?" : ""));
   }
@@ -273,9 +276,9 @@ TEST(ShellWords, ExpandedAsBashExpandsThem) {
                                          "21x", "$(cmd) ?", "${ARR[@]} ?", "$UNSET ?", "$1 ?"};
   EXPECT_EQ(echo, want);
   // Which defaults each value took: E's own (the environment may set E), not A's.
-  auto e = std::find_if(words->begin(), words->end(),
+  auto e = std::find_if(words->words.begin(), words->words.end(),
                         [](const ShellWord& w) { return w.text == "E=2"; });
-  ASSERT_NE(e, words->end());
+  ASSERT_NE(e, words->words.end());
   EXPECT_EQ(e->defaults, std::vector<std::string>{"E"});
   // A here-document's body is data (Megatron-DeepSpeed's scripts write ds_config.json so): no
   // words, an apostrophe in it no open quote; `<<-` strips the delimiter line's tabs.
@@ -285,24 +288,25 @@ TEST(ShellWords, ExpandedAsBashExpandsThem) {
       "h.sh");
   ASSERT_TRUE(here.ok()) << here.error().message;
   std::vector<std::string> here_words;
-  for (const auto& w : *here) here_words.push_back(w.text + ":" + std::to_string(w.line));
+  for (const auto& w : here->words) here_words.push_back(w.text + ":" + std::to_string(w.line));
   EXPECT_EQ(here_words, (std::vector<std::string>{"cat:1", ">:1", "$C.json:1", "cat:4", "echo:7",
                                                   "--a:7", "$((1<<2)):7"}));
   // A backslash before a newline inside double quotes joins the lines (bash: [   --a 1]).
   auto joined = read_shell_script("O=\" \\\n  --a 1\"\necho \"$O\"", "j.sh");
   ASSERT_TRUE(joined.ok());
-  ASSERT_EQ(joined->size(), 3u);
-  EXPECT_EQ((*joined)[2].text, "   --a 1");
-  EXPECT_EQ((*joined)[2].line, 3);
+  ASSERT_EQ(joined->words.size(), 3u);
+  EXPECT_EQ((joined->words)[2].text, "   --a 1");
+  EXPECT_EQ((joined->words)[2].line, 3);
   // What arithmetic cannot know stays as written: an unset name, division by zero, overflow,
   // an operator it does not take (bash: 8).
   auto arith = read_shell_script(
       "echo $((X + 1)) $((1 / 0)) $((9223372036854775807 + 1)) $((2 ** 3)) $((7/2))", "a.sh");
   ASSERT_TRUE(arith.ok());
-  ASSERT_EQ(arith->size(), 6u);
-  for (std::size_t i = 1; i < 5; ++i) EXPECT_TRUE((*arith)[i].unresolved) << (*arith)[i].text;
-  EXPECT_EQ((*arith)[5].text, "3");
-  EXPECT_FALSE((*arith)[5].unresolved);
+  ASSERT_EQ(arith->words.size(), 6u);
+  for (std::size_t i = 1; i < 5; ++i)
+    EXPECT_TRUE((arith->words)[i].unresolved) << (arith->words)[i].text;
+  EXPECT_EQ((arith->words)[5].text, "3");
+  EXPECT_FALSE((arith->words)[5].unresolved);
 }
 
 // The branch bash would run: decided conditions pick one branch (the others' words and
@@ -331,7 +335,7 @@ TEST(ShellWords, TakesTheBranchBashWouldRun) {
   auto words = read_shell_script(script, "s.sh");
   ASSERT_TRUE(words.ok()) << words.error().message;
   std::vector<std::string> got;
-  for (const auto& w : *words)
+  for (const auto& w : words->words)
     if (w.text.find('=') == std::string::npos)
       got.push_back(w.text + (w.unknown_if ? "@" + std::to_string(w.unknown_if) : ""));
   // bash (SLURM_JOB_ID unset): mid, local, glob, --fp8; commscope cannot know SLURM_JOB_ID nor
@@ -339,10 +343,87 @@ TEST(ShellWords, TakesTheBranchBashWouldRun) {
   const std::vector<std::string> want = {"mid",     "cluster@10", "inner@10", "local@10",
                                          "glob@16", "echo",       "--fp8"};
   EXPECT_EQ(got, want);
-  auto fp8 = std::find_if(words->begin(), words->end(),
+  auto fp8 = std::find_if(words->words.begin(), words->words.end(),
                           [](const ShellWord& w) { return w.text == "--fp8"; });
-  ASSERT_NE(fp8, words->end());
+  ASSERT_NE(fp8, words->words.end());
   EXPECT_EQ(fp8->defaults, std::vector<std::string>{"P"});
+}
+
+// The files a script writes before it launches, as bash writes them (each expected text is what
+// bash 5.2 wrote for this script, run in a folder holding in.txt): here-documents expanded or not,
+// appended to, `echo`, a pipeline of sed substitutions over a file beside the script (`&`, `\1`,
+// `g`, another delimiter, -e); a branch bash skips writes nothing; another command's file is
+// named as unread. $0 is the script, and dirname, basename, readlink -f and `cd D && pwd` give
+// what they print.
+TEST(ShellWords, KeepsTheFilesTheScriptWrites) {
+  const std::filesystem::path dir = testing::scratch() + "writes";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "in.txt") << "abab xN\n";
+  const std::string script =
+      "N=3\n"
+      "D=$(dirname \"$(readlink -f \"$0\")\")\n"
+      "B=$(basename /a/b/c.json .json)\n"
+      "cat <<EOF > one.json\n"
+      "{\"n\": $N, \"sum\": $((N+1)), \"lit\": \"\\$N\", \"q\": \"it's\"}\n"
+      "EOF\n"
+      "cat > two.txt <<'EOF'\n"
+      "$N stays\n"
+      "EOF\n"
+      "cat <<EOF >> two.txt\n"
+      "and $N\n"
+      "EOF\n"
+      "echo \"x $N\" > three.txt\n"
+      "sed -e 's|a\\(b\\)|<&\\1>|g' -e \"s/N/$N/\" in.txt | sed 's/x/y/' > four.txt\n"
+      "if [[ $N == 4 ]]; then\n"
+      "  cat <<EOF > five.txt\n"
+      "no\n"
+      "EOF\n"
+      "fi\n"
+      "python gen.py > six.json\n"
+      "echo $D $B $(cd \"$D\" && pwd)\n";
+  const std::string path = (dir / "s.sh").string();
+  std::ofstream(path) << script;
+  auto read = read_shell_script(script, path);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  const std::map<std::string, std::string> want = {
+      {"one.json", "{\"n\": 3, \"sum\": 4, \"lit\": \"$N\", \"q\": \"it's\"}\n"},
+      {"two.txt", "$N stays\nand 3\n"},
+      {"three.txt", "x 3\n"},
+      {"four.txt", "<abb><abb> y3\n"}};
+  std::map<std::string, std::string> got;
+  for (const auto& [file, written] : read->files) got[file] = written.text;
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(read->files.at("four.txt").how, "sed over " + (dir / "in.txt").string());
+  EXPECT_EQ(read->files.at("one.json").line, 4);
+  ASSERT_EQ(read->unread.count("six.json"), 1u);
+  EXPECT_EQ(read->unread.at("six.json"), "line 20: 'python', a command commscope does not run");
+  std::vector<std::string> echo;
+  for (const auto& w : read->words)
+    if (w.line == 21) echo.push_back(w.text);
+  const std::string real = std::filesystem::canonical(dir).string();
+  EXPECT_EQ(echo, (std::vector<std::string>{"echo", real, "c", real}));
+  // The same key for the paths a flag may name it by.
+  EXPECT_EQ(script_file_key("./tmp//a.json"), script_file_key("tmp/a.json"));
+  // What a body leaves as written is named; the file count is bounded with the expansions.
+  auto unset = read_shell_script("cat <<EOF > u.json\n{\"stage\": $Z}\nEOF\n", "u.sh");
+  ASSERT_TRUE(unset.ok());
+  EXPECT_EQ(unset->files.at("u.json").unresolved, "$Z");
+  // A template line too long for std::regex's recursion is not substituted, but named.
+  std::ofstream(dir / "long.txt") << std::string(5000, 'x') << "\n";
+  const std::string long_path = (dir / "l.sh").string();
+  auto long_line = read_shell_script("sed 's/x*/y/' long.txt > l.json\n", long_path);
+  ASSERT_TRUE(long_line.ok());
+  EXPECT_EQ(long_line->files.count("l.json"), 0u);
+  ASSERT_EQ(long_line->unread.count("l.json"), 1u);
+  EXPECT_NE(long_line->unread.at("l.json").find("a line of over 4096 characters"),
+            std::string::npos);
+  std::string big = "A=" + std::string(1 << 20, 'x') + "\n";
+  for (int i = 0; i < 5; ++i) big += "cat <<EOF > f" + std::to_string(i) + "\n$A\nEOF\n";
+  auto bounded = read_shell_script(big, "b.sh");
+  ASSERT_FALSE(bounded.ok());
+  EXPECT_NE(bounded.error().message.find("expected expansions of at most 4194304 characters"),
+            std::string::npos)
+      << bounded.error().message;
 }
 
 // Expansions stay bounded: a variable doubled line after line is an error, not an allocation

@@ -155,7 +155,8 @@ struct ModelFlags {
   std::string summary() const;
 };
 
-// Megatron-LM's names: LayerNorm or RMSNorm (--normalization), learned_absolute, rope or none
+// Megatron-LM's names: LayerNorm or RMSNorm (--normalization; Megatron-DeepSpeed's layernorm and
+// rmsnorm too), learned_absolute, rope or none
 // (--position-embedding-type); nullopt otherwise.
 std::optional<NormKind> megatron_normalization(std::string_view name);
 std::optional<PositionEmbedding> megatron_position_embedding(std::string_view name);

@@ -18,9 +18,19 @@
 // keeps both branches, marked, where it cannot. What it cannot expand (a variable the script does
 // not set, `$(cmd)`, `${ARGS[@]}`) stays as written, marked. Loops, functions and `case` are
 // read straight through.
+//
+// It also keeps the files the script writes before it launches (Megatron-DeepSpeed's scripts
+// write their ds_config.json so), where what bash would write is known without running
+// anything: a here-document into a file (`cat <<EOT > $DS_CONFIG` ... `EOT`, `cat > f <<EOT`,
+// `>>`), its body expanded as bash expands it unless the delimiter is quoted; and a pipeline of
+// `sed` substitutions over a template (`sed "s/GBSIZE/${GBS}/" tmpl.json | sed "s/.../.../g"
+// > ds_config.json`), the template read relative to the working directory as bash would, else
+// to the script's. Any other command that writes a file is named (ShellScript::unread), so that
+// a flag that names the file can say why it is not there.
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,8 +42,9 @@ namespace commscope {
 
 struct ShellWord {
   std::string text;
-  int line = 0;         // 1-based line where the word starts
-  bool quoted = false;  // a quote or backslash in it (so never a keyword such as `if`)
+  int line = 0;                // 1-based line where the word starts
+  bool quoted = false;         // a quote or backslash in it (so never a keyword such as `if`)
+  bool command_start = false;  // the first word of a line or after `;`
   // Where `text` holds an expansion as written: [begin, end) offsets, in order.
   std::vector<std::pair<std::size_t, std::size_t>> expansions;
 
@@ -53,6 +64,29 @@ Result<std::vector<ShellWord>> shell_words(std::string_view text, const std::str
 // characters in all (a script that doubles a variable in a loop of lines is an error, not an
 // allocation without bound).
 inline constexpr std::size_t kMaxShellExpansion = 1 << 22;
-Result<std::vector<ShellWord>> read_shell_script(std::string_view text, const std::string& where);
+
+// A file the script writes (above), as bash would write it.
+struct ScriptFile {
+  std::string text;
+  int line = 0;                       // the line of the command that writes it (the last one)
+  std::string how;                    // "a here-document", "sed over tmpl.json"
+  std::string unresolved;             // the first expansion left as written in it, if any
+  int unknown_if = 0;                 // as ShellWord::unknown_if
+  std::vector<std::string> defaults;  // as ShellWord::defaults
+};
+
+struct ShellScript {
+  std::vector<ShellWord> words;
+  // By path as the script names it, lexically normalised (`./tmp/a.json` is `tmp/a.json`).
+  std::map<std::string, ScriptFile> files;
+  // Files the script writes with a command commscope does not run: path -> "line N: why".
+  std::map<std::string, std::string> unread;
+};
+
+// `where` is the script's path: it names the script in messages and places templates.
+Result<ShellScript> read_shell_script(std::string_view text, const std::string& where);
+
+// The key of ShellScript::files for a path as a flag names it.
+std::string script_file_key(const std::string& path);
 
 }  // namespace commscope

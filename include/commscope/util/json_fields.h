@@ -19,6 +19,8 @@ namespace commscope {
 // Parses a JSON file. Errors: "<path>: cannot open: ..." and
 // "<path>: invalid JSON at byte N: ...".
 Result<nlohmann::json> read_json_file(const std::filesystem::path& path);
+// The same for a JSON text already in memory; `where` names it in the messages.
+Result<nlohmann::json> parse_json_text(const std::string& text, const std::string& where);
 
 // A short rendering of a JSON value for error messages (strings quoted, long values cut).
 // The reason of nlohmann::json's parse error text, without its position and with the input it
