@@ -1353,6 +1353,26 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     deepspeed_config = deepspeed_config || (w.text.rfind("--", 0) == 0 && option(name) &&
                                             option(name) == option("--deepspeed-config"));
   }
+  // Megatron-Core's attention (megatron/core/transformer/transformer_config.py at d98e8a64:
+  // transformer_impl 'transformer_engine' and attention_backend auto by default, Transformer
+  // Engine then running its fused or flash kernel; the local spec runs Megatron's own s x s
+  // attention): read where the script runs Megatron-Core and names no attention of its own.
+  std::string mcore;  // the flag that says the script runs Megatron-Core
+  bool local_impl = false, names_attention = false;
+  for (std::size_t k = 0; k < words.size(); ++k) {
+    const std::string& t = words[k].text;
+    const std::size_t eq = t.find('=');
+    const std::string name = t.substr(0, eq);
+    const std::string value = eq != std::string::npos ? t.substr(eq + 1)
+                              : k + 1 < words.size()  ? words[k + 1].text
+                                                      : "";
+    if (name == "--use-mcore-models" && mcore.empty()) mcore = name;
+    if (name == "--transformer-impl" && value == "transformer_engine" && mcore.empty())
+      mcore = "--transformer-impl transformer_engine";
+    local_impl = local_impl || (name == "--transformer-impl" && value == "local");
+    names_attention = names_attention || name == "--attention-backend" || name == "--attention" ||
+                      name.rfind("--use-flash-attn", 0) == 0;
+  }
   const CLI::Option* ds_config_option = option("--deepspeed-config");
   std::vector<std::string> taken, skipped, own, kept_own, defaults, undecided, engine, dense;
   std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
@@ -1492,6 +1512,27 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           if (std::find(defaults.begin(), defaults.end(), d) == defaults.end())
             defaults.push_back(d);
   }
+  bool attention_given = false;
+  for (const char* flag : {"--attention", "--attention-backend", "--use-flash-attn"})
+    attention_given = attention_given || (option(flag) && std::find(given.begin(), given.end(),
+                                                                    option(flag)) != given.end());
+  std::string attention_note;
+  if (!deepspeed && !names_attention && !attention_given && option("--attention")) {
+    if (local_impl) {
+      taken.insert(taken.end(), {"--attention", "standard"});
+      attention_note =
+          "attention priced as s x s attention (--attention standard): the script runs "
+          "Megatron-Core's local spec (--transformer-impl local), whose attention is Megatron's "
+          "own unfused kernel";
+    } else if (!mcore.empty()) {
+      taken.insert(taken.end(), {"--attention", "flash"});
+      attention_note = fmt::format(
+          "attention priced as FlashAttention (--attention flash): the script runs Megatron-Core "
+          "({}) and names no --attention-backend, whose default (auto) lets Transformer "
+          "Engine run its fused or flash kernel",
+          mcore);
+    }
+  }
   // The file is Megatron-LM's, or Megatron-DeepSpeed's under --deepspeed: its collective
   // pattern, unless the command line says otherwise.
   const CLI::Option* framework = option("--framework");
@@ -1535,6 +1576,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       own.empty() ? std::string()
                   : fmt::format("; skipped, commscope's own, never read from a script: {}",
                                 fmt::join(own, ", "))));
+  if (!attention_note.empty()) print_note(fmt::format("{}: {}", path, attention_note));
   if (!kept_own.empty())
     print_note(fmt::format("{}: {} given on the command line too: the command line's kept", path,
                            fmt::join(kept_own, ", ")));

@@ -853,7 +853,8 @@ TEST_F(Cli, MegatronArgsScriptVariables) {
       "--hidden-dropout 0 --num-experts 8 --moe-router-topk 2 --moe-token-dispatcher-type "
       "alltoall --moe-aux-loss-coeff 1e-2 --micro-batch-size 1 --global-batch-size 128 --bf16 "
       "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --fp8 "
-      "--tp 1 --pp 4 --ep 8 --use-distributed-optimizer --overlap-grad-reduce --vocab-size 32000" +
+      "--tp 1 --pp 4 --ep 8 --use-distributed-optimizer --overlap-grad-reduce --vocab-size 32000 "
+      "--attention flash" +
       where);
   ASSERT_EQ(hand.status, 0) << hand.err;
   for (const char* k : {"iteration_time_s", "memory_per_gpu_bytes", "comm_s", "bubble_s"})
@@ -866,6 +867,8 @@ TEST_F(Cli, MegatronArgsScriptVariables) {
         "environment or the script's arguments may set others when it runs)",
         "train_mixtral_fp8.sh: read from a branch whose condition commscope does not decide: "
         "--overlap-grad-reduce (the if on line 87)",
+        "train_mixtral_fp8.sh: attention priced as FlashAttention (--attention flash): the "
+        "script runs Megatron-Core (--use-mcore-models) and names no --attention-backend",
         "skipped, not flags of predict: --nproc_per_node, --nnodes, --master_addr, "
         "--master_port, --use-mcore-models, --moe-grouped-gemm, --train-iters, --lr, "
         "--fp8-amax-history-len, --fp8-amax-compute-algo, --mock-data, --tokenizer-type, "
@@ -1037,6 +1040,28 @@ TEST_F(Cli, MegatronAttentionBackendNames) {
   EXPECT_EQ(plan(own)["plan"]["attention"], "flash");
   EXPECT_EQ(unfused.out, standard.out);
   EXPECT_EQ(local.out, standard.out);
+  // A launch script that runs Megatron-Core (--use-mcore-models) and names no backend gets
+  // Transformer Engine's default, flash; its local spec (--transformer-impl local) s x s
+  // attention; a backend it names, or the command line's, wins.
+  const std::string mcore = (dir_ / "mcore.sh").string(), local_spec = (dir_ / "local.sh").string();
+  std::ofstream(mcore) << "torchrun pretrain_gpt.py --use-mcore-models --num-layers 8 "
+                          "--hidden-size 2048 --num-attention-heads 16 --seq-length 8192\n";
+  std::ofstream(local_spec) << "torchrun pretrain_gpt.py --transformer-impl local "
+                               "--use-mcore-models --micro-batch-size 1\n";
+  const std::string on = " --system dgx-h100 --gpus 8 --format json";
+  Outcome te = run("predict --megatron-args " + mcore + on);
+  ASSERT_EQ(te.status, 0) << te.err;
+  EXPECT_EQ(te.out, run(flags + " --framework megatron --attention flash").out);
+  EXPECT_EQ(run("predict --megatron-args " + mcore + on + " --attention-backend unfused").out,
+            run(flags + " --framework megatron").out);
+  Outcome spec = run("predict --megatron-args " + local_spec + " --model llama3-8b" + on);
+  ASSERT_EQ(spec.status, 0) << spec.err;
+  EXPECT_EQ(spec.out,
+            run(preset + " --framework megatron --micro-batch-size 1 --attention standard").out);
+  EXPECT_NE(spec.err.find("attention priced as s x s attention (--attention standard): the "
+                          "script runs Megatron-Core's local spec"),
+            std::string::npos)
+      << spec.err;
   for (const char* bad :
        {"--attention flash --attention-backend unfused", "--attention-backend cudnn"}) {
     Outcome e = run(preset + " " + bad);
