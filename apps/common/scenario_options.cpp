@@ -1232,7 +1232,6 @@ namespace {
 // The DeepSpeed configurations the --megatron-args script writes and names with its own
 // --deepspeed_config: by script_file_key, as written, or why commscope could not read them.
 struct ScriptConfigs {
-  std::string script;
   std::map<std::string, ScriptFile> files;
   std::map<std::string, std::string> unread;
 };
@@ -1248,7 +1247,7 @@ Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std
   const std::string key = script_file_key(path);
   if (const auto it = s.files.find(key); it != s.files.end()) {
     const ScriptFile& f = it->second;
-    const std::string where = fmt::format("{} (as {}:{} writes it)", path, s.script, f.line);
+    const std::string where = fmt::format("{} (as {}:{} writes it)", path, f.where, f.line);
     if (!f.unresolved.empty())
       return Error{fmt::format(
           "{}: expected the values the script writes into it, got '{}', which the script takes "
@@ -1257,7 +1256,7 @@ Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std
           where, f.unresolved)};
     print_note(fmt::format(
         "{}: read as {} writes it at line {} ({}) before it launches, not from disk{}{}", path,
-        s.script, f.line, f.how,
+        f.where, f.line, f.how,
         f.defaults.empty()
             ? std::string()
             : fmt::format("; with the script's defaults for {}", fmt::join(f.defaults, ", ")),
@@ -1272,9 +1271,9 @@ Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std
     std::error_code ec;
     if (!std::filesystem::exists(path, ec))
       return Error{
-          fmt::format("{}: cannot open: No such file or directory; {} writes it ({}): give "
-                      "--deepspeed-config the file the script would write",
-                      path, s.script, it->second)};
+          fmt::format("{}: cannot open: No such file or directory; the script writes it at {}: "
+                      "give --deepspeed-config the file the script would write",
+                      path, it->second)};
   }
   return load_deepspeed_config(path, notes);
 }
@@ -1335,6 +1334,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       ShellWord part;  // the word's marks, not a copy of all its text
       part.text = w.text.substr(at, end - at);
       part.line = w.line;
+      part.source = w.source;
       // what was left as written stays so in its own part only
       part.unresolved = w.unresolved && part.text.find_first_of("$`") != std::string::npos;
       part.defaults = w.defaults;
@@ -1382,6 +1382,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     if (w.size() < 3 || w.rfind("--", 0) != 0) continue;  // the program, values, bash's own
     const ShellWord& flag_word = words[i];
     const int line = flag_word.line;
+    // the file the flag is in: the script, or one it sources
+    const std::string& at = script.sources.at(static_cast<std::size_t>(flag_word.source));
     const std::size_t eq = w.find('=');
     std::string name = w.substr(0, eq);
     std::optional<std::string> value;
@@ -1426,7 +1428,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
             "mixture of experts (MoE layers every --expert-interval, top-1 gating, "
             "--moe-expert-parallel-size) is not read from a script; give the model with "
             "--model-config and the plan on the command line",
-            path, line, n)};
+            at, line, n)};
     }
     if (deepspeed && deepspeed_config && option(name) && option(name) == option("--zero")) {
       if (engine.empty()) engine.push_back(fmt::format("{} (line {})", name, line));
@@ -1464,8 +1466,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       value_word = nullptr;
     } else if (!flag && !value) {
       if (next >= words.size() || words[next].text.rfind("--", 0) == 0)
-        return Error{
-            fmt::format("{}:{}: {}: expected a value after it, got none", path, line, name)};
+        return Error{fmt::format("{}:{}: {}: expected a value after it, got none", at, line, name)};
       value_word = &words[next];
       value = words[next++].text;
     } else if (flag) {
@@ -1476,7 +1477,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       return Error{fmt::format(
           "{}:{}: {}: expected a value, got '{}' (an expansion the script does not set: write "
           "its value in the file, or give {} on the command line)",
-          path, line, name, *value, name)};
+          at, line, name, *value, name)};
     i = next - 1;
     ++read;
     if (std::find(given.begin(), given.end(), o) != given.end()) {
@@ -1496,7 +1497,6 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     // A ds_config.json the script writes before it launches is read as written.
     if (o == ds_config_option && value) {
       ScriptConfigs& configs = script_configs();
-      configs.script = path;
       const std::string key = script_file_key(*value);
       if (const auto f = script.files.find(key); f != script.files.end())
         configs.files[key] = f->second;
@@ -1554,6 +1554,24 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
                                                           std::min<std::size_t>(skipped.size(), 4)),
                                     ", "),
                           skipped.size() > 4 ? ", ..." : ""))};
+  // A script without the model (Megatron-LM's post-training scripts take it from a file named by
+  // their argument) would price commscope's default model under the script's plan.
+  bool model = false;
+  for (const char* flag : {"--model", "--model-config", "--num-layers", "--hidden-size",
+                           "--num-attention-heads", "--torchtitan-config", "--scenario"}) {
+    const CLI::Option* o = option(flag);
+    model = model || (o && (std::find(seen.begin(), seen.end(), o) != seen.end() ||
+                            std::find(given.begin(), given.end(), o) != given.end()));
+  }
+  if (!model)
+    return Error{fmt::format(
+        "{}: expected the model, in the script (--num-layers, --hidden-size, "
+        "--num-attention-heads) or on the command line (--model, --model-config), got neither: "
+        "the {} flags it gives would otherwise plan commscope's default model{}",
+        path, read,
+        script.unfollowed.empty()
+            ? std::string()
+            : fmt::format(" (not followed: {})", fmt::join(script.unfollowed, "; ")))};
   if (!dense.empty())
     print_note(
         fmt::format("{}: {} read as a dense model (Megatron-DeepSpeed's default, not "
@@ -1576,6 +1594,12 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       own.empty() ? std::string()
                   : fmt::format("; skipped, commscope's own, never read from a script: {}",
                                 fmt::join(own, ", "))));
+  if (!script.sourced.empty())
+    print_note(
+        fmt::format("{}: read the files it sources: {}", path, fmt::join(script.sourced, ", ")));
+  if (!script.unfollowed.empty())
+    print_note(fmt::format("{}: not followed, as bash would go on without them: {}", path,
+                           fmt::join(script.unfollowed, "; ")));
   if (!attention_note.empty()) print_note(fmt::format("{}: {}", path, attention_note));
   if (!kept_own.empty())
     print_note(fmt::format("{}: {} given on the command line too: the command line's kept", path,

@@ -254,7 +254,12 @@ enum class Truth { no, yes, unknown };
 
 class Reader {
  public:
-  explicit Reader(const std::string& where) : where_(where) {}
+  explicit Reader(const std::string& where) : where_(where), file_(&where) {}
+
+  // The file whose words are being read (a sourced one names its own lines); $0 stays the
+  // script's.
+  void set_file(const std::string& file) { file_ = &file; }
+  const std::string& file() const { return *file_; }
 
   // The word with its expansions replaced where they can be; what it took is marked on it.
   // `first_unresolved` (where given) gets the first expansion left as written.
@@ -349,7 +354,7 @@ class Reader {
       return Error{
           fmt::format("{}:{}: expected expansions of at most {} characters in all, got "
                       "more",
-                      where_, w.line, kMaxShellExpansion)};
+                      *file_, w.line, kMaxShellExpansion)};
     return {};
   }
 
@@ -390,7 +395,7 @@ class Reader {
     if (it != vars_.end() && (!colon || !it->second.value.empty())) return lookup(name, w);
     // The script's default: what runs unless the environment or the command line sets it.
     if (depth >= 8) return std::optional<std::string>{};
-    CS_ASSIGN_OR_RETURN(auto words, shell_words(op.substr(1), where_));
+    CS_ASSIGN_OR_RETURN(auto words, shell_words(op.substr(1), *file_));
     std::string value;
     for (auto& part : words) {
       part.line = w.line;
@@ -419,7 +424,7 @@ class Reader {
                                                   int depth) {
     const std::optional<std::string> none;
     if (depth >= 8) return none;
-    CS_ASSIGN_OR_RETURN(auto words, shell_words(text, where_));
+    CS_ASSIGN_OR_RETURN(auto words, shell_words(text, *file_));
     std::vector<std::string> argv;
     for (auto& part : words) {
       part.line = w.line;
@@ -622,6 +627,7 @@ class Reader {
   }
 
   const std::string& where_;
+  const std::string* file_;
   std::map<std::string, Variable> vars_;
   std::size_t expanded_ = 0;
 };
@@ -822,13 +828,14 @@ Status command_writes(const std::vector<ShellWord>& words, const std::vector<con
   const std::string key = script_file_key(target);
   const int line = words.front().line;
   ScriptFile file;
+  file.where = where;
   file.line = line;
   for (const auto& w : words) {
     add_defaults(file.defaults, w.defaults);
     if (w.unknown_if && !file.unknown_if) file.unknown_if = w.unknown_if;
   }
   auto unread = [&](const std::string& why) {
-    script.unread[key] = fmt::format("line {}: {}", line, why);
+    script.unread[key] = fmt::format("{}:{}: {}", where, line, why);
     script.files.erase(key);
     return Status{};
   };
@@ -927,6 +934,7 @@ Status command_writes(const std::vector<ShellWord>& words, const std::vector<con
   if (append && script.files.count(key)) {
     ScriptFile& old = script.files[key];
     old.text += file.text;
+    old.where = file.where;
     old.line = file.line;
     if (old.unresolved.empty()) old.unresolved = file.unresolved;
     CS_RETURN_IF_ERROR(reader.count(words.front(), file.text.size()));
@@ -940,11 +948,19 @@ Status command_writes(const std::vector<ShellWord>& words, const std::vector<con
 
 }  // namespace
 
-Result<ShellScript> read_shell_script(std::string_view text, const std::string& where) {
+namespace {
+
+constexpr int kMaxSourceDepth = 8;
+
+// The words of one file, the script or one it sources, read into `script` with the variables
+// `reader` holds. `source` is the file's index in script.sources; `outer_unknown` the line of an
+// undecided `if` around the `source` that reads it.
+Status read_file(std::string_view text, std::size_t source, int depth, int outer_unknown,
+                 Reader& reader, ShellScript& script) {
+  const std::string where = script.sources[source];  // a copy: sources may grow
+  reader.set_file(where);
   std::vector<HereDoc> docs;
   CS_ASSIGN_OR_RETURN(auto words, split_words(text, where, &docs));
-  Reader reader(where);
-  ShellScript script;
   std::vector<Frame> ifs;
   std::vector<ShellWord>& out = script.words;
   auto active = [&] {
@@ -954,7 +970,42 @@ Result<ShellScript> read_shell_script(std::string_view text, const std::string& 
   auto unknown_line = [&] {
     for (auto it = ifs.rbegin(); it != ifs.rend(); ++it)
       if (it->branch == Truth::unknown) return it->line;
-    return 0;
+    return outer_unknown;
+  };
+  // `source FILE` / `. FILE`: the file's words read here, as bash runs them, with the same
+  // variables; relative to the working directory as bash opens it, else beside the script.
+  auto follow = [&](const std::vector<ShellWord>& command) -> Status {
+    const ShellWord& arg = command[1];
+    const std::string at =
+        fmt::format("{}:{}: {} {}", where, command[0].line, command[0].text, arg.text);
+    if (arg.unresolved) {
+      script.unfollowed.push_back(at + " (a path left as written)");
+      return {};
+    }
+    if (depth + 1 >= kMaxSourceDepth) {
+      script.unfollowed.push_back(
+          fmt::format("{} (sourced files nested deeper than {})", at, kMaxSourceDepth));
+      return {};
+    }
+    std::filesystem::path path = arg.text;
+    std::error_code ec;
+    if (path.is_relative() && !std::filesystem::exists(path, ec)) {
+      const auto beside = std::filesystem::path(script.sources.front()).parent_path() / arg.text;
+      if (std::filesystem::exists(beside, ec)) path = beside;
+    }
+    auto body = read_small_file(path.string(), 1u << 20, "a sourced shell file");
+    if (!body) {
+      script.unfollowed.push_back(fmt::format("{} ({})", at, body.error().message));
+      return {};
+    }
+    CS_RETURN_IF_ERROR(reader.count(command[0], body->size()));
+    script.sources.push_back(path.string());
+    script.sourced.push_back(
+        fmt::format("{} (line {} of {})", path.string(), command[0].line, where));
+    const Status read = read_file(*body, script.sources.size() - 1, depth + 1,
+                                  command[0].unknown_if, reader, script);
+    reader.set_file(where);
+    return read;
   };
   // The command being read: its first word's index and its words that bash would run.
   std::size_t command_begin = 0;
@@ -967,7 +1018,11 @@ Result<ShellScript> read_shell_script(std::string_view text, const std::string& 
       if (docs[next_doc].word > command_begin) its.push_back(&docs[next_doc]);
       ++next_doc;
     }
-    if (!command.empty()) CS_RETURN_IF_ERROR(command_writes(command, its, reader, where, script));
+    if (!command.empty()) {
+      CS_RETURN_IF_ERROR(command_writes(command, its, reader, where, script));
+      if (command.size() >= 2 && (plain(command[0], "source") || plain(command[0], ".")))
+        CS_RETURN_IF_ERROR(follow(command));
+    }
     command.clear();
     command_begin = end;
     return {};
@@ -975,6 +1030,7 @@ Result<ShellScript> read_shell_script(std::string_view text, const std::string& 
   bool start_next = false;  // a keyword began the command: the next word starts it again
   for (std::size_t k = 0; k < words.size(); ++k) {
     ShellWord& w = words[k];
+    w.source = static_cast<int>(source);
     if (w.command_start || start_next) {
       CS_RETURN_IF_ERROR(finish_command(k));
       start_next = false;
@@ -1034,7 +1090,16 @@ Result<ShellScript> read_shell_script(std::string_view text, const std::string& 
     command.push_back(expanded);
     out.push_back(std::move(expanded));
   }
-  CS_RETURN_IF_ERROR(finish_command(words.size()));
+  return finish_command(words.size());
+}
+
+}  // namespace
+
+Result<ShellScript> read_shell_script(std::string_view text, const std::string& where) {
+  ShellScript script;
+  script.sources.push_back(where);
+  Reader reader(where);  // not sources.front(): the vector grows
+  CS_RETURN_IF_ERROR(read_file(text, 0, 0, 0, reader, script));
   return script;
 }
 

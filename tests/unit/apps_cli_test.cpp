@@ -978,9 +978,9 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
                         "--num-attention-heads 8 --deepspeed --num-experts 64 --topk 1\n";
   for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
            {"predict --megatron-args " + jq,
-            "ds.json: cannot open: No such file or directory; " + jq +
-                " writes it (line 1: 'jq', a command commscope does not run): give "
-                "--deepspeed-config the file the script would write\n"},
+            "ds.json: cannot open: No such file or directory; the script writes it at " + jq +
+                ":1: 'jq', a command commscope does not run: give --deepspeed-config the file "
+                "the script would write\n"},
            {"describe --megatron-args " + arg,
             "ds.json (as " + arg +
                 ":2 writes it): expected the values the script writes into it, got '$Z'"},
@@ -1010,6 +1010,60 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
   EXPECT_EQ(one.out, plain.out);
   EXPECT_NE(one.err.find("--num-experts 1 (line 1) read as a dense model"), std::string::npos)
       << one.err;
+}
+
+// --megatron-args follows `source`: the sizes a launch script takes from a sourced file are
+// read, the note names the file, and a flag in the sourced file that cannot be read names that
+// file's line.
+TEST_F(Cli, MegatronArgsSourcedFiles) {
+  const std::string conf = (dir_ / "model.sh").string(), bad = (dir_ / "bad.sh").string(),
+                    script = (dir_ / "train.sh").string(), broken = (dir_ / "broken.sh").string();
+  std::ofstream(conf) << "NUM_LAYERS=8\nHIDDEN=1024\nMODEL_ARGS=\"--num-layers $NUM_LAYERS "
+                         "--hidden-size $HIDDEN --num-attention-heads 16\"\n";
+  std::ofstream(bad) << "# the launch, in a file of its own\n"
+                        "python pretrain_gpt.py --tensor-model-parallel-size $TP\n";
+  std::ofstream(script) << "DIR=$(cd \"$(dirname \"$0\")\" && pwd)\n. \"$DIR/model.sh\"\n"
+                           "torchrun pretrain_gpt.py ${MODEL_ARGS} --seq-length 2048\n";
+  std::ofstream(broken) << "source " << bad << "\n";
+  const std::string where = " --system dgx-h100 --gpus 8 --format json";
+  Outcome file = run("predict --megatron-args " + script + where);
+  ASSERT_EQ(file.status, 0) << file.err;
+  Outcome hand =
+      run("predict --framework megatron --num-layers 8 --hidden-size 1024 --num-attention-heads 16 "
+          "--seq-length 2048" +
+          where);
+  ASSERT_EQ(hand.status, 0) << hand.err;
+  EXPECT_EQ(file.out, hand.out);
+  EXPECT_NE(file.err.find("train.sh: read the files it sources: " + fs::canonical(dir_).string() +
+                          "/model.sh (line 2 of " + script + ")"),
+            std::string::npos)
+      << file.err;
+  Outcome e = run("predict --megatron-args " + broken + where);
+  EXPECT_EQ(e.status, 2);
+  EXPECT_NE(e.err.find(bad + ":2: --tensor-model-parallel-size: expected a value, got '$TP'"),
+            std::string::npos)
+      << e.err;
+  // A script whose model is in a file it cannot source (Megatron-LM's post-training scripts
+  // name it by their first argument) is one line naming that, not commscope's default model
+  // under the script's plan; --model on the command line completes it.
+  const std::string plan_only = (dir_ / "plan_only.sh").string();
+  std::ofstream(plan_only) << "source \"conf/${1}.sh\"\n"
+                              "torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n";
+  Outcome none = run("predict --megatron-args " + plan_only + where);
+  EXPECT_EQ(none.status, 2);
+  EXPECT_TRUE(none.out.empty());
+  EXPECT_EQ(lines(none.err) - count(none.err, "commscope: note: "), 1) << none.err;
+  EXPECT_NE(none.err.find(plan_only + ": expected the model, in the script (--num-layers, "
+                                      "--hidden-size, --num-attention-heads) or on the command "
+                                      "line (--model, --model-config), got neither"),
+            std::string::npos)
+      << none.err;
+  EXPECT_NE(none.err.find(plan_only + ":1: source conf/${1}.sh (a path left as written)"),
+            std::string::npos)
+      << none.err;
+  Outcome with_model = run("predict --megatron-args " + plan_only + " --model llama3-8b" + where);
+  ASSERT_EQ(with_model.status, 0) << with_model.err;
+  EXPECT_EQ(nlohmann::json::parse(with_model.out)["predictions"][0]["plan"]["tp"], 2);
 }
 
 // Megatron-Core's --attention-backend names: fused and flash run the flash kernel on a model of

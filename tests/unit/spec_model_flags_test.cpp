@@ -396,7 +396,7 @@ TEST(ShellWords, KeepsTheFilesTheScriptWrites) {
   EXPECT_EQ(read->files.at("four.txt").how, "sed over " + (dir / "in.txt").string());
   EXPECT_EQ(read->files.at("one.json").line, 4);
   ASSERT_EQ(read->unread.count("six.json"), 1u);
-  EXPECT_EQ(read->unread.at("six.json"), "line 20: 'python', a command commscope does not run");
+  EXPECT_EQ(read->unread.at("six.json"), path + ":20: 'python', a command commscope does not run");
   std::vector<std::string> echo;
   for (const auto& w : read->words)
     if (w.line == 21) echo.push_back(w.text);
@@ -424,6 +424,59 @@ TEST(ShellWords, KeepsTheFilesTheScriptWrites) {
   EXPECT_NE(bounded.error().message.find("expected expansions of at most 4194304 characters"),
             std::string::npos)
       << bounded.error().message;
+}
+
+// `source` and `.` read the file's words where they stand, with the same variables (bash 5.2
+// prints "--num-layers 24 --hidden-size 2048 --tp 2" for the echo lines below, with a
+// "No such file" for ./missing.sh and for /x.sh, and goes on); a path left as written or a file
+// that cannot be read is named; a file that sources itself stops at the depth bound.
+TEST(ShellWords, FollowsTheFilesItSources) {
+  const std::filesystem::path dir = testing::scratch() + "sources";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "conf.sh") << "NL=24\nif [[ $NL -gt 8 ]]; then HS=2048; else HS=1; fi\n"
+                                    "source \"$SCRIPT_DIR/deeper.sh\"\n";
+  std::ofstream(dir / "deeper.sh") << "TP=2\n";
+  const std::string script =
+      "SCRIPT_DIR=$(dirname \"$(readlink -f \"$0\")\")\n"
+      "source \"${SCRIPT_DIR}/conf.sh\"\n"
+      ". ./missing.sh\n"
+      "source $UNSET/x.sh\n"
+      "echo --num-layers $NL --hidden-size $HS --tp $TP\n";
+  const std::string path = (dir / "main.sh").string();
+  std::ofstream(path) << script;
+  auto read = read_shell_script(script, path);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  std::vector<std::string> echo;
+  for (const auto& w : read->words)
+    if (w.line == 5 && w.source == 0) echo.push_back(w.text);
+  EXPECT_EQ(echo, (std::vector<std::string>{"echo", "--num-layers", "24", "--hidden-size", "2048",
+                                            "--tp", "2"}));
+  const std::string real = std::filesystem::canonical(dir).string();
+  ASSERT_EQ(read->sources.size(), 3u);
+  EXPECT_EQ(read->sources[1], real + "/conf.sh");
+  EXPECT_EQ(read->sourced,
+            (std::vector<std::string>{real + "/conf.sh (line 2 of " + path + ")",
+                                      real + "/deeper.sh (line 3 of " + real + "/conf.sh)"}));
+  // the words of a sourced file name their file
+  auto tp = std::find_if(read->words.begin(), read->words.end(),
+                         [](const ShellWord& w) { return w.text == "TP=2"; });
+  ASSERT_NE(tp, read->words.end());
+  EXPECT_EQ(tp->source, 2);
+  EXPECT_EQ(tp->line, 1);
+  ASSERT_EQ(read->unfollowed.size(), 2u);
+  EXPECT_EQ(read->unfollowed[0].rfind(path + ":3: . ./missing.sh (./missing.sh: cannot open", 0),
+            0u)
+      << read->unfollowed[0];
+  EXPECT_EQ(read->unfollowed[1], path + ":4: source $UNSET/x.sh (a path left as written)");
+  // A file that sources itself: read 8 deep, then named, not an endless loop.
+  const std::string self = (dir / "self.sh").string();
+  std::ofstream(self) << "N+=x\nsource \"$0\"\n";
+  auto loop = read_shell_script("N+=x\nsource \"$0\"\necho $N\n", self);
+  ASSERT_TRUE(loop.ok()) << loop.error().message;
+  ASSERT_EQ(loop->unfollowed.size(), 1u);
+  EXPECT_NE(loop->unfollowed[0].find("(sourced files nested deeper than 8)"), std::string::npos)
+      << loop->unfollowed[0];
+  EXPECT_EQ(loop->words.back().text, "xxxxxxxx");
 }
 
 // Expansions stay bounded: a variable doubled line after line is an error, not an allocation

@@ -17,7 +17,11 @@
 // it can decide (`[[ A == B ]]`, `!=`, `=`, `-z`, `-n`, `-eq`..`-ge`, with `!`, `&&`, `||`), and
 // keeps both branches, marked, where it cannot. What it cannot expand (a variable the script does
 // not set, `$(cmd)`, `${ARGS[@]}`) stays as written, marked. Loops, functions and `case` are
-// read straight through.
+// read straight through. `source FILE` and `. FILE` read the file's words there with the same
+// variables (the path relative to the working directory, as bash opens it, else beside the
+// script; at most 1 MiB a file, 8 deep, counted with the expansions); a path left as written or
+// a file that cannot be read is named (ShellScript::unfollowed), and the reading goes on, as
+// bash's does.
 //
 // It also keeps the files the script writes before it launches (Megatron-DeepSpeed's scripts
 // write their ds_config.json so), where what bash would write is known without running
@@ -45,6 +49,7 @@ struct ShellWord {
   int line = 0;                // 1-based line where the word starts
   bool quoted = false;         // a quote or backslash in it (so never a keyword such as `if`)
   bool command_start = false;  // the first word of a line or after `;`
+  int source = 0;              // read_shell_script: the file it is in (ShellScript::sources)
   // Where `text` holds an expansion as written: [begin, end) offsets, in order.
   std::vector<std::pair<std::size_t, std::size_t>> expansions;
 
@@ -68,6 +73,7 @@ inline constexpr std::size_t kMaxShellExpansion = 1 << 22;
 // A file the script writes (above), as bash would write it.
 struct ScriptFile {
   std::string text;
+  std::string where;                  // the file of that command: the script, or one it sources
   int line = 0;                       // the line of the command that writes it (the last one)
   std::string how;                    // "a here-document", "sed over tmpl.json"
   std::string unresolved;             // the first expansion left as written in it, if any
@@ -77,6 +83,10 @@ struct ScriptFile {
 
 struct ShellScript {
   std::vector<ShellWord> words;
+  // The script (first), then each file it sources (`source f`, `. f`), as ShellWord::source
+  // indexes them; the ones it sources, "path (line N of script)"; those it could not follow,
+  // "script:N: source ... (why)".
+  std::vector<std::string> sources, sourced, unfollowed;
   // By path as the script names it, lexically normalised (`./tmp/a.json` is `tmp/a.json`).
   std::map<std::string, ScriptFile> files;
   // Files the script writes with a command commscope does not run: path -> "line N: why".
