@@ -1567,7 +1567,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     return Error{fmt::format(
         "{}: expected the model, in the script (--num-layers, --hidden-size, "
         "--num-attention-heads) or on the command line (--model, --model-config), got neither: "
-        "the {} flags it gives would otherwise plan commscope's default model{}",
+        "the {} flags it gives would otherwise be priced on commscope's default model{}",
         path, read,
         script.unfollowed.empty()
             ? std::string()
