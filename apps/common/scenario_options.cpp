@@ -1297,6 +1297,9 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     if (a.rfind("--", 0) != 0) continue;
     if (const CLI::Option* o = option(a.substr(0, a.find('=')))) given.push_back(o);
   }
+  auto on_command_line = [&](const CLI::Option* o) {
+    return o && std::find(given.begin(), given.end(), o) != given.end();
+  };
   CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 1u << 20, "a Megatron-LM argument file"));
   CS_ASSIGN_OR_RETURN(auto script, read_shell_script(text, path));
   // A quoted array element holding a flag and its value ("--fp8-format hybrid"), or a variable
@@ -1305,21 +1308,12 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   // So is an unquoted expansion anywhere (`eval ${run_cmd}`, where run_cmd="deepspeed
   // pretrain_gpt.py ${megatron_options}"), as bash's field splitting splits it; an assignment's
   // value is not split (nor passed).
-  auto assignment = [](const ShellWord& w) {
-    std::size_t n = 0;
-    while (n < w.text.size() &&
-           (std::isalnum(static_cast<unsigned char>(w.text[n])) || w.text[n] == '_'))
-      ++n;
-    return n > 0 && !std::isdigit(static_cast<unsigned char>(w.text[0])) &&
-           (w.text.compare(n, 1, "=") == 0 || w.text.compare(n, 2, "+=") == 0) &&
-           (w.expansions.empty() || w.expansions.front().first > n);
-  };
   std::vector<ShellWord> words;
   bool in_eval = false;  // the words of `eval ...`, which bash parses again: split, quoted or not
   for (auto& w : script.words) {
     if (w.command_start) in_eval = !w.quoted && w.text == "eval";
     const std::size_t first = w.text.find_first_not_of(" \t\n");
-    const bool field_split = (in_eval || (!w.quoted && !w.expansions.empty())) && !assignment(w);
+    const bool field_split = (in_eval || (!w.quoted && !w.expansions.empty())) && !w.assignment;
     if (first == std::string::npos || (w.text.compare(first, 2, "--") != 0 && !field_split) ||
         w.text.find_first_of(" \t\n", first) == std::string::npos) {
       words.push_back(std::move(w));
@@ -1347,12 +1341,6 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   // ZeRO stage of its --deepspeed_config; the script's --zero-stage only tells Megatron-DeepSpeed
   // how to build the model (gather_params_on_init under stage 3, megatron/model/*.py).
   bool deepspeed = false, deepspeed_config = false;  // the first --zero-stage is named
-  for (const auto& w : words) {
-    const std::string name = w.text.substr(0, w.text.find('='));
-    deepspeed = deepspeed || w.text == "--deepspeed";
-    deepspeed_config = deepspeed_config || (w.text.rfind("--", 0) == 0 && option(name) &&
-                                            option(name) == option("--deepspeed-config"));
-  }
   // Megatron-Core's attention (megatron/core/transformer/transformer_config.py at d98e8a64:
   // transformer_impl 'transformer_engine' and attention_backend auto by default, Transformer
   // Engine then running its fused or flash kernel; the local spec runs Megatron's own s x s
@@ -1366,6 +1354,9 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     const std::string value = eq != std::string::npos ? t.substr(eq + 1)
                               : k + 1 < words.size()  ? words[k + 1].text
                                                       : "";
+    deepspeed = deepspeed || t == "--deepspeed";
+    deepspeed_config = deepspeed_config || (t.rfind("--", 0) == 0 && option(name) &&
+                                            option(name) == option("--deepspeed-config"));
     if (name == "--use-mcore-models" && mcore.empty()) mcore = name;
     if (name == "--transformer-impl" && value == "transformer_engine" && mcore.empty())
       mcore = "--transformer-impl transformer_engine";
@@ -1480,7 +1471,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           at, line, name, *value, name)};
     i = next - 1;
     ++read;
-    if (std::find(given.begin(), given.end(), o) != given.end()) {
+    if (on_command_line(o)) {
       kept_own.push_back(fmt::format("{} (line {})", name, line));
       continue;
     }
@@ -1489,8 +1480,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     taken.push_back(name);
     if (value) taken.push_back(*value);
     if (const CLI::Option* also = with.empty() ? nullptr : option(with);
-        also && std::find(given.begin(), given.end(), also) == given.end() &&
-        std::find(seen.begin(), seen.end(), also) == seen.end()) {
+        also && !on_command_line(also) && std::find(seen.begin(), seen.end(), also) == seen.end()) {
       seen.push_back(also);
       taken.push_back(with);
     }
@@ -1512,10 +1502,9 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           if (std::find(defaults.begin(), defaults.end(), d) == defaults.end())
             defaults.push_back(d);
   }
-  bool attention_given = false;
-  for (const char* flag : {"--attention", "--attention-backend", "--use-flash-attn"})
-    attention_given = attention_given || (option(flag) && std::find(given.begin(), given.end(),
-                                                                    option(flag)) != given.end());
+  const bool attention_given = on_command_line(option("--attention")) ||
+                               on_command_line(option("--attention-backend")) ||
+                               on_command_line(option("--use-flash-attn"));
   std::string attention_note;
   if (!deepspeed && !names_attention && !attention_given && option("--attention")) {
     if (local_impl) {
@@ -1536,7 +1525,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   // The file is Megatron-LM's, or Megatron-DeepSpeed's under --deepspeed: its collective
   // pattern, unless the command line says otherwise.
   const CLI::Option* framework = option("--framework");
-  const bool pattern = framework && std::find(given.begin(), given.end(), framework) == given.end();
+  const bool pattern = framework && !on_command_line(framework);
   if (pattern) {
     taken.push_back("--framework");
     taken.push_back(deepspeed ? "deepspeed" : "megatron");
@@ -1560,8 +1549,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   for (const char* flag : {"--model", "--model-config", "--num-layers", "--hidden-size",
                            "--num-attention-heads", "--torchtitan-config", "--scenario"}) {
     const CLI::Option* o = option(flag);
-    model = model || (o && (std::find(seen.begin(), seen.end(), o) != seen.end() ||
-                            std::find(given.begin(), given.end(), o) != given.end()));
+    model = model ||
+            (o && (std::find(seen.begin(), seen.end(), o) != seen.end() || on_command_line(o)));
   }
   if (!model)
     return Error{fmt::format(

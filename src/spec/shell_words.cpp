@@ -290,7 +290,8 @@ class Reader {
   }
 
   // `NAME=value` or `NAME+=value` (the name written out, before any expansion): keeps it.
-  Status assign(const ShellWord& raw, const ShellWord& expanded) {
+  // Marks `expanded` as an assignment (ShellWord::assignment).
+  Status assign(const ShellWord& raw, ShellWord& expanded) {
     std::size_t n = 0;
     if (raw.text.empty() || !name_start(raw.text[0])) return {};
     while (n < raw.text.size() && name_char(raw.text[n])) ++n;
@@ -298,6 +299,7 @@ class Reader {
     if (!append && raw.text.compare(n, 1, "=") != 0) return {};
     if (!raw.expansions.empty() && raw.expansions.front().first < n) return {};
     // The expanded word starts with the same name and operator (expansions come after them).
+    expanded.assignment = true;
     const std::string value = expanded.text.substr(n + (append ? 2 : 1));
     Variable& v = vars_[raw.text.substr(0, n)];
     v.value = append ? v.value + value : value;
@@ -790,6 +792,18 @@ bool plain(const ShellWord& w, std::string_view text) {
   return !w.quoted && w.text == text;
 }
 
+// A file a script names (a sed template, a sourced file): relative to the working directory, as
+// bash opens it, else beside `script` (where such scripts keep theirs and are run from).
+std::filesystem::path script_path(const std::string& name, const std::string& script) {
+  std::filesystem::path path = name;
+  std::error_code ec;
+  if (path.is_relative() && !std::filesystem::exists(path, ec)) {
+    auto beside = std::filesystem::path(script).parent_path() / name;
+    if (std::filesystem::exists(beside, ec)) path = std::move(beside);
+  }
+  return path;
+}
+
 }  // namespace
 
 std::string script_file_key(const std::string& path) {
@@ -908,14 +922,7 @@ Status command_writes(const std::vector<ShellWord>& words, const std::vector<con
       }
       if (s == 0) input = files.front();
     }
-    // bash opens the template relative to the working directory; the script's own directory is
-    // where such scripts keep theirs (Megatron-DeepSpeed's run from there).
-    std::filesystem::path path = input;
-    std::error_code ec;
-    if (path.is_relative() && !std::filesystem::exists(path, ec)) {
-      const auto beside = std::filesystem::path(where).parent_path() / input;
-      if (std::filesystem::exists(beside, ec)) path = beside;
-    }
+    const std::filesystem::path path = script_path(input, where);
     auto text = read_small_file(path.string(), 1u << 20, "a sed template");
     if (!text)
       return unread(
@@ -987,12 +994,7 @@ Status read_file(std::string_view text, std::size_t source, int depth, int outer
           fmt::format("{} (sourced files nested deeper than {})", at, kMaxSourceDepth));
       return {};
     }
-    std::filesystem::path path = arg.text;
-    std::error_code ec;
-    if (path.is_relative() && !std::filesystem::exists(path, ec)) {
-      const auto beside = std::filesystem::path(script.sources.front()).parent_path() / arg.text;
-      if (std::filesystem::exists(beside, ec)) path = beside;
-    }
+    const std::filesystem::path path = script_path(arg.text, script.sources.front());
     auto body = read_small_file(path.string(), 1u << 20, "a sourced shell file");
     if (!body) {
       script.unfollowed.push_back(fmt::format("{} ({})", at, body.error().message));

@@ -55,6 +55,7 @@ struct ShellWord {
 
   // Set by read_shell_script:
   bool unresolved = false;            // an expansion left as written
+  bool assignment = false;            // `NAME=value` or `NAME+=value`, kept as a variable
   std::vector<std::string> defaults;  // variables whose default in the script (${X:-d}) it took
   int unknown_if = 0;  // the line of an `if` whose condition was not decided, in whose branch
                        // the word (or a variable it took) stands; 0 where none
