@@ -452,7 +452,9 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
       ->group(g_moe);
   cmd.add_option("--cp-comm-type", o.cp_comm_type,
                  "how CP exchanges K and V: p2p (ring beside the attention blocks) | all_gather "
-                 "(all-gather before attention, reduce-scatter of dK and dV after) [p2p]")
+                 "(all-gather before attention, reduce-scatter of dK and dV after) | a2a "
+                 "(all-to-all of Q, K, V and the output: heads scattered, as DeepSpeed-Ulysses) "
+                 "[p2p]")
       ->group(g_moe);
   list(cmd, "--ep,--expert-model-parallel-size", o.ep,
        "expert-parallel size: a MoE layer's experts split over EP ranks [1]")
@@ -824,7 +826,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       return {};
     };
     CS_RETURN_IF_ERROR(named_value("--cp-comm-type", o.cp_comm_type, cp_comm_type_from_name,
-                                   "p2p or all_gather", flags.cp_comm_type));
+                                   "p2p, all_gather or a2a", flags.cp_comm_type));
     CS_RETURN_IF_ERROR(whole("--fsdp-shard-size", o.fsdp_shard_size, flags.fsdp_shard_size));
     CS_RETURN_IF_ERROR(
         whole("--fsdp-replicate-size", o.fsdp_replicate_size, flags.fsdp_replicate_size));
@@ -1382,9 +1384,10 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     if (eq != std::string::npos) value = w.substr(eq + 1);
     std::size_t next = i + 1;
     bool as_flag = false;
-    std::optional<std::string> implied;  // the value a differently spelled flag stands for
-    std::string with;                    // a flag it stands for as well
-    if (name == "--fp8-format") {        // Megatron-LM's FP8 recipe: commscope's --fp8
+    std::optional<std::string> implied;     // the value a differently spelled flag stands for
+    std::string with;                       // a flag it stands for as well
+    std::optional<std::string> with_value;  // and that flag's value
+    if (name == "--fp8-format") {           // Megatron-LM's FP8 recipe: commscope's --fp8
       name = "--fp8";
       as_flag = true;
     } else if (name == "--num-key-value-heads") {  // Megatron-DeepSpeed's grouped-query attention
@@ -1401,6 +1404,13 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     } else if (name == "--use-flash-attn-v1" || name == "--use-flash-attn-v2" ||
                name == "--use-flash-attn-triton") {  // Megatron-DeepSpeed's FlashAttention kernels
       name = "--use-flash-attn";
+    } else if (name == "--ds-sequence-parallel-size") {
+      // Megatron-DeepSpeed's DeepSpeed-Ulysses: the sequence split over SP ranks, heads
+      // scattered by all-to-alls around attention (megatron/model/transformer.py wraps its core
+      // attention in deepspeed.sequence.layer.DistributedAttention): all-to-all CP.
+      name = "--context-parallel-size";
+      with = "--cp-comm-type";
+      with_value = "a2a";
     }
     // Megatron-DeepSpeed's mixture of experts is another model than Megatron-LM's of the same
     // flag: experts in every --expert-interval-th layer (2 by default), top-1 gating by default
@@ -1483,6 +1493,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         also && !on_command_line(also) && std::find(seen.begin(), seen.end(), also) == seen.end()) {
       seen.push_back(also);
       taken.push_back(with);
+      if (with_value) taken.push_back(*with_value);
     }
     // A ds_config.json the script writes before it launches is read as written.
     if (o == ds_config_option && value) {

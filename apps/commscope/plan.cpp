@@ -113,7 +113,9 @@ Verb add_plan(CLI::App& app) {
                   "local are --attention standard, auto the default [flash under --framework "
                   "fsdp or deepspeed, else fused]");
   cmd->add_option("--cp-comm-type", st->cp_comm_type,
-                  "how the plans with CP > 1 exchange K and V: p2p (ring) | all_gather [p2p]");
+                  "how the plans with CP > 1 exchange K and V: p2p (ring) | all_gather | a2a "
+                  "(all-to-all of Q, K, V and the output; CP sizes that do not divide the "
+                  "heads are left out) [p2p]");
   cmd->add_option("--moe-token-dispatcher-type", st->moe_dispatcher,
                   "how the plans with EP > 1 dispatch MoE tokens: alltoall (NCCL) | flex "
                   "(DeepEP/HybridEP: once per node across the network, then NVLink) [alltoall]");
@@ -402,7 +404,7 @@ Verb add_plan(CLI::App& app) {
         for (const Status& s :
              {cli::attention_flags(st->attention, st->attention_backend, base),
               cli::named_value("--cp-comm-type", st->cp_comm_type, cp_comm_type_from_name,
-                               "p2p or all_gather", base.cp_comm_type),
+                               "p2p, all_gather or a2a", base.cp_comm_type),
               cli::named_value("--moe-token-dispatcher-type", st->moe_dispatcher,
                                moe_dispatcher_from_name, "alltoall or flex", base.moe_dispatcher),
               cli::named_value("--framework", st->framework, framework_from_name,

@@ -106,6 +106,11 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
         fmt::format("--context-parallel-size: expected 2 x CP to divide the sequence length {} "
                     "(load-balanced causal chunks, as Megatron-LM requires), got {}",
                     cfg.seq, s.cp)};
+  if (s.cp > 1 && s.cp_a2a && (cfg.heads / s.tp) % s.cp != 0)
+    return Error{fmt::format(
+        "--context-parallel-size: expected a divisor of the attention heads per TP rank, {} "
+        "(--cp-comm-type a2a scatters the heads over the CP ranks), got {}",
+        cfg.heads / s.tp, s.cp)};
   if (s.cp > 1 && s.sequence_parallel && s.tp > 1 && (cfg.seq / s.cp) % s.tp != 0)
     return Error{fmt::format(
         "--sequence-parallel: expected each context-parallel rank's {} positions divisible by "
@@ -353,6 +358,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
       b.qkv.resize(3 * n * cl);
       b.att.resize(att);
       if (s.flash) b.lse.resize(static_cast<std::size_t>(batch) * heads_l_ * seq_l_);
+      if (s.cp > 1 && s.cp_a2a) b.qkv_h.resize(3 * n * cl);
       b.atty.resize(n * cl);
       b.res2.resize(r * c);
       b.ln2.resize(r * c);
@@ -387,7 +393,11 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   datty_.resize(n * cl);
   dfch_.resize(4 * n * cl);
   dfch_gelu_.resize(4 * n * cl);
-  if (s.cp > 1 && s.cp_ring) {
+  if (s.cp > 1 && s.cp_a2a) {
+    a2a_send_.resize(3 * n * cl);
+    a2a_recv_.resize(n * cl);
+    a2a_grad_.resize(3 * n * cl);
+  } else if (s.cp > 1 && s.cp_ring) {
     for (int i = 0; i < 2; ++i) {
       ring_kv_[i].resize(2 * n * cl);
       ring_dkv_[i].resize(2 * n * cl);
@@ -940,6 +950,37 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
 // at position kpos_[kk]; att [batch, heads_l, seq_l, seq] the probabilities (0 where masked:
 // a key after the query's position).
 
+namespace {
+// One query row's causal softmax over the tk keys of its sequence (key(kk) the key's head
+// slice, kpos[kk] its position): p[kk] = exp(q . k scale - max) / sum for the keys at or
+// before the query's position qp, 0 after it. Returns the row's logsumexp.
+template <class Key>
+float causal_softmax_row(const float* q, int qp, const std::vector<int>& kpos, int tk, int hs,
+                         float scale, Key&& key, float* p) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int kk = 0; kk < tk; ++kk) {
+    if (kpos[static_cast<std::size_t>(kk)] > qp) continue;
+    const float* k = key(kk);
+    float dot = 0;
+    for (int d = 0; d < hs; ++d) dot += q[d] * k[d];
+    p[kk] = dot * scale;
+    m = std::max(m, p[kk]);
+  }
+  double sum = 0;
+  for (int kk = 0; kk < tk; ++kk) {
+    if (kpos[static_cast<std::size_t>(kk)] > qp) {
+      p[kk] = 0;
+      continue;
+    }
+    p[kk] = std::exp(p[kk] - m);
+    sum += p[kk];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int kk = 0; kk < tk; ++kk) p[kk] *= inv;
+  return m + static_cast<float>(std::log(sum));
+}
+}  // namespace
+
 void GptShard::copy_kv(const BlockActs& a, float* kv) const {
   const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_, cl = hl_;
   for (std::int64_t r = 0; r < n; ++r)
@@ -954,6 +995,10 @@ void GptShard::gather_kv(const BlockActs& a, int l) {
 }
 
 void GptShard::cp_attention_forward(BlockActs& a, int l) {
+  if (s_.cp_a2a) {
+    a2a_attention_forward(a, l);
+    return;
+  }
   if (s_.cp_ring) {
     ring_attention_forward(a, l);
     return;
@@ -976,27 +1021,9 @@ void GptShard::cp_attention_forward(BlockActs& a, int l) {
         for (int i = 0; i < tl; ++i) {
           const float* q = a.qkv.data() + (static_cast<std::int64_t>(b) * tl + i) * 3 * cl + h * hs;
           float* p = a.att.data() + ((static_cast<std::int64_t>(b) * nh + h) * tl + i) * tk;
-          const int qp = pos_[static_cast<std::size_t>(i)];
-          float m = -std::numeric_limits<float>::infinity();
-          for (int kk = 0; kk < tk; ++kk) {
-            if (kpos_[static_cast<std::size_t>(kk)] > qp) continue;
-            const float* k = key(b, kk) + h * hs;
-            float dot = 0;
-            for (int d = 0; d < hs; ++d) dot += q[d] * k[d];
-            p[kk] = dot * scale;
-            m = std::max(m, p[kk]);
-          }
-          double sum = 0;
-          for (int kk = 0; kk < tk; ++kk) {
-            if (kpos_[static_cast<std::size_t>(kk)] > qp) {
-              p[kk] = 0;
-              continue;
-            }
-            p[kk] = std::exp(p[kk] - m);
-            sum += p[kk];
-          }
-          const float inv = static_cast<float>(1.0 / sum);
-          for (int kk = 0; kk < tk; ++kk) p[kk] *= inv;
+          causal_softmax_row(
+              q, pos_[static_cast<std::size_t>(i)], kpos_, tk, hs, scale,
+              [&](int kk) { return key(b, kk) + h * hs; }, p);
         }
   });
   timed("attn_values", l, false, flops, [&] {
@@ -1016,6 +1043,10 @@ void GptShard::cp_attention_forward(BlockActs& a, int l) {
 }
 
 void GptShard::cp_attention_backward(const BlockActs& a, int l) {
+  if (s_.cp_a2a) {
+    a2a_attention_backward(a, l);
+    return;
+  }
   if (s_.cp_ring) {
     ring_attention_backward(a, l);
     return;
@@ -1102,6 +1133,142 @@ void key_backward(float p, const float* q, const float* k, const float* v, const
   }
 }
 }  // namespace
+
+// ---- context parallelism: all-to-all (DeepSpeed-Ulysses) ----
+// Block r of each exchange holds CP rank r's heads, [r, r + 1) x heads_l / cp. After the Q, K, V
+// all-to-all this rank holds its heads at every position, source by source: key kk of sequence
+// b (position kk % seq_l of CP rank kk / seq_l, at kpos_[kk]) at row (kk / seq_l x batch + b) x
+// seq_l + kk % seq_l of a.qkv_h, the all-gather's order. Attention over the whole sequence is
+// then the unsplit model's for those heads; FlashAttention keeps each query row's logsumexp and
+// recomputes the probabilities in backward, the unfused form keeps them.
+
+void GptShard::a2a_attention_forward(BlockActs& a, int l) {
+  const int cp = s_.cp, nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_ / cp;
+  const int hs = cl / heads_l_, w = nh * hs;  // this rank's heads' channels
+  const std::int64_t n = static_cast<std::int64_t>(nb) * tl, stride = 3 * w;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  CS_CHECK(a2a_ != nullptr);
+  for (int r = 0; r < cp; ++r)
+    for (std::int64_t row = 0; row < n; ++row)
+      for (int part = 0; part < 3; ++part)
+        std::copy_n(a.qkv.data() + row * 3 * cl + part * cl + r * w, w,
+                    a2a_send_.data() + (r * n + row) * stride + part * w);
+  a2a_(a2a_send_.data(), a.qkv_h.data(), n * stride, "cp_qkv_all_to_all", l);
+  auto row_of = [&](int b, int kk) {
+    return (static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl;
+  };
+  // This rank's heads' output at every position, in a2a_send_ by source (the block it returns
+  // to), as a.qkv_h's rows.
+  const double flops = 2.0 * nb * tl * static_cast<double>(tk) * cl;
+  auto core = [&](bool values) {
+    std::vector<float> p(static_cast<std::size_t>(tk));
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int qk = 0; qk < tk; ++qk) {
+          const std::int64_t qr = row_of(b, qk),
+                             at = (static_cast<std::int64_t>(b) * nh + h) * tk + qk;
+          float* P = s_.flash ? p.data() : a.att.data() + at * tk;
+          if (s_.flash || !values) {  // the scores and softmax: the unfused first kernel's
+            const float lse = causal_softmax_row(
+                a.qkv_h.data() + qr * stride + h * hs, kpos_[static_cast<std::size_t>(qk)], kpos_,
+                tk, hs, scale,
+                [&](int kk) { return a.qkv_h.data() + row_of(b, kk) * stride + w + h * hs; }, P);
+            if (s_.flash) a.lse[static_cast<std::size_t>(at)] = lse;
+          }
+          if (!values) continue;
+          float* o = a2a_send_.data() + qr * w + h * hs;  // P V
+          std::fill(o, o + hs, 0.0f);
+          for (int kk = 0; kk < tk; ++kk) {
+            if (P[kk] == 0.0f) continue;
+            const float* v = a.qkv_h.data() + row_of(b, kk) * stride + 2 * w + h * hs;
+            for (int d = 0; d < hs; ++d) o[d] += P[kk] * v[d];
+          }
+        }
+  };
+  if (s_.flash) {
+    timed("flash_attn", l, false, 2 * flops, [&] { core(true); });
+  } else {
+    timed("attn_scores", l, false, flops, [&] { core(false); });
+    timed("attn_values", l, false, flops, [&] { core(true); });
+  }
+  a2a_(a2a_send_.data(), a2a_recv_.data(), n * w, "cp_out_all_to_all", l);
+  for (int r = 0; r < cp; ++r)
+    for (std::int64_t row = 0; row < n; ++row)
+      std::copy_n(a2a_recv_.data() + (r * n + row) * w, w, a.atty.data() + row * cl + r * w);
+}
+
+void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
+  const int cp = s_.cp, nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_ / cp;
+  const int hs = cl / heads_l_, w = nh * hs;
+  const std::int64_t n = static_cast<std::int64_t>(nb) * tl, stride = 3 * w;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  for (int r = 0; r < cp; ++r)
+    for (std::int64_t row = 0; row < n; ++row)
+      std::copy_n(datty_.data() + row * cl + r * w, w, a2a_send_.data() + (r * n + row) * w);
+  a2a_(a2a_send_.data(), a2a_recv_.data(), n * w, "cp_dout_all_to_all", l);  // dO, by source
+  auto row_of = [&](int b, int kk) {
+    return (static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl;
+  };
+  // dP = dO . v and D = sum P dP (= dO . O) per query row, then dS = P (dP - D) scale: dV +=
+  // P dO, dQ += dS k, dK += dS q; FlashAttention recomputes P from the row's logsumexp.
+  auto grad = [&] {
+    std::fill(a2a_grad_.begin(), a2a_grad_.end(), 0.0f);
+    std::vector<float> p(static_cast<std::size_t>(tk)), dp(static_cast<std::size_t>(tk));
+    for (int b = 0; b < nb; ++b)
+      for (int h = 0; h < nh; ++h)
+        for (int qk = 0; qk < tk; ++qk) {
+          const std::int64_t qr = row_of(b, qk),
+                             at = (static_cast<std::int64_t>(b) * nh + h) * tk + qk;
+          const int qp = kpos_[static_cast<std::size_t>(qk)];
+          const float* q = a.qkv_h.data() + qr * stride + h * hs;
+          const float* dout = a2a_recv_.data() + qr * w + h * hs;
+          float* dq = a2a_grad_.data() + qr * stride + h * hs;
+          double D = 0;
+          for (int kk = 0; kk < tk; ++kk) {
+            const auto k_ = static_cast<std::size_t>(kk);
+            if (kpos_[k_] > qp) continue;
+            const float* k = a.qkv_h.data() + row_of(b, kk) * stride + w + h * hs;
+            const float* v = k + w;
+            if (s_.flash) {
+              float dot = 0;
+              for (int d = 0; d < hs; ++d) dot += q[d] * k[d];
+              p[k_] = std::exp(dot * scale - a.lse[static_cast<std::size_t>(at)]);
+            } else {
+              p[k_] = a.att[static_cast<std::size_t>(at * tk + kk)];
+            }
+            float s = 0;
+            for (int d = 0; d < hs; ++d) s += dout[d] * v[d];
+            dp[k_] = s;
+            D += static_cast<double>(p[k_]) * s;
+          }
+          for (int kk = 0; kk < tk; ++kk) {
+            const auto k_ = static_cast<std::size_t>(kk);
+            if (kpos_[k_] > qp) continue;
+            const std::int64_t kr = row_of(b, kk) * stride + w + h * hs;
+            const float* k = a.qkv_h.data() + kr;
+            float* dk = a2a_grad_.data() + kr;
+            float* dv = dk + w;
+            const float ds = p[k_] * (dp[k_] - static_cast<float>(D)) * scale;
+            for (int d = 0; d < hs; ++d) {
+              dv[d] += p[k_] * dout[d];
+              dq[d] += ds * k[d];
+              dk[d] += ds * q[d];
+            }
+          }
+        }
+  };
+  const double flops = 4.0 * nb * tl * static_cast<double>(tk) * cl;
+  if (s_.flash)
+    timed("flash_attn", l, true, 2.5 * flops, grad);  // five s x s products to the forward's two
+  else
+    timed("attn_scores", l, true, flops, grad);
+  a2a_(a2a_grad_.data(), a2a_send_.data(), n * stride, "cp_dqkv_all_to_all", l);
+  for (int r = 0; r < cp; ++r)
+    for (std::int64_t row = 0; row < n; ++row)
+      for (int part = 0; part < 3; ++part)
+        std::copy_n(a2a_send_.data() + (r * n + row) * stride + part * w, w,
+                    dqkv_.data() + row * 3 * cl + part * cl + r * w);
+}
 
 // ---- context parallelism: ring attention ----
 // The rank's queries meet the CP ranks' K,V blocks one per step: step s holds the block of rank

@@ -90,8 +90,8 @@ constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 constexpr EnumName<AttentionBackend> kAttentionBackendNames[] = {
     {AttentionBackend::fused, "fused"}, {AttentionBackend::flash, "flash"}};
-constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
-                                                     {CpCommType::all_gather, "all_gather"}};
+constexpr EnumName<CpCommType> kCpCommTypeNames[] = {
+    {CpCommType::p2p, "p2p"}, {CpCommType::all_gather, "all_gather"}, {CpCommType::a2a, "a2a"}};
 constexpr EnumName<MoeDispatcher> kMoeDispatcherNames[] = {{MoeDispatcher::alltoall, "alltoall"},
                                                            {MoeDispatcher::flex, "flex"}};
 constexpr EnumName<GradCompression> kGradCompressionNames[] = {
@@ -207,6 +207,7 @@ std::string_view to_string(CpCommType c) {
   return enum_to_name(kCpCommTypeNames, c);
 }
 std::optional<CpCommType> cp_comm_type_from_name(std::string_view s) {
+  if (s == "allgather") return CpCommType::all_gather;  // Megatron-LM's --help spelling
   return enum_from_name(kCpCommTypeNames, s);
 }
 

@@ -363,6 +363,18 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
                  "1 for encoder models (ring attention is modelled "
                  "for decoder-only models)",
                  num(plan.cp));
+    // All-to-all CP gives each CP rank whole heads (Transformer Engine asserts that CP divides
+    // the query and the key-value heads of a TP rank; so does DeepSpeed-Ulysses).
+    if (plan.cp_comm_type == CpCommType::a2a)
+      for (auto [what, n] :
+           {std::pair{"attention heads", model.heads},
+            std::pair{"key-value heads", model.mla() ? model.heads : model.kv_heads}})
+        if ((n / plan.tp) % plan.cp != 0)
+          return bad("--context-parallel-size",
+                     fmt::format("a divisor of the {} per TP rank, {} (--cp-comm-type a2a "
+                                 "scatters the heads over the CP ranks)",
+                                 what, n / plan.tp),
+                     num(plan.cp));
   }
   plan.ep = in.ep.value_or(1);
   plan.expert_tp = in.expert_tp.value_or(plan.tp);

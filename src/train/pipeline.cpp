@@ -190,6 +190,9 @@ class PipelineTrainer {
   // previous one, started on the communication stream so that it overlaps the block the
   // shard computes meanwhile; a pass (its first step) counts as one call of the workload's op.
   GptShard::RingComm context_ring();
+  // All-to-all CP's exchanges over the CP group (MPI_Alltoall of equal blocks), counted as the
+  // send buffer, as the workload counts them.
+  GptShard::AllToAllComm context_a2a();
   // Expert parallelism's all-to-allvs over the EP group (each counted as this rank's own
   // tokens' rows: the dispatch's and the combine backward's sends, the combine's and the
   // dispatch backward's receives) and the routing counts before a dispatch (outside the
@@ -473,6 +476,7 @@ bool PipelineTrainer::setup() {
     s.cp = g_.cp;
     s.cp_rank = g_.c;
     s.cp_ring = o_.cp_ring;
+    s.cp_a2a = o_.cp_a2a;
     s.ep = g_.ep;
     s.ep_rank = g_.e();
     s.moe_aux_loss_coeff = o_.moe_aux_loss_coeff;
@@ -522,6 +526,7 @@ bool PipelineTrainer::setup() {
     ch.model->set_sequence_comm(sequence_comm());
     if (g_.cp > 1) ch.model->set_context_comm(context_comm());
     if (g_.cp > 1) ch.model->set_context_ring(context_ring());
+    if (g_.cp > 1) ch.model->set_context_a2a(context_a2a());
     if (g_.ep > 1) set_expert_comm(*ch.model);
     ch.experts = ch.model->layout().experts();
     ch.model->set_observer([this](const OpRecord& r) { record_compute(r); });
@@ -625,6 +630,19 @@ GptShard::RingComm PipelineTrainer::context_ring() {
         false, -1, -1, first ? 1 : 0);
     return [this, tk] { stream_.wait(tk); };
   };
+}
+
+GptShard::AllToAllComm PipelineTrainer::context_a2a() {
+  return
+      [this](const float* send, float* recv, std::int64_t block, std::string_view name, int layer) {
+        const std::uint64_t tk =
+            comm_op(name, Collective::all_to_all, CommGroup::context, g_.cp, layer,
+                    static_cast<double>(block) * g_.cp * sizeof(float), [this, send, recv, block] {
+                      CS_MPI_CHECK(MPI_Alltoall(send, static_cast<int>(block), MPI_FLOAT, recv,
+                                                static_cast<int>(block), MPI_FLOAT, cp_comm_));
+                    });
+        stream_.wait(tk);
+      };
 }
 
 void PipelineTrainer::set_expert_comm(GptShard& m) {

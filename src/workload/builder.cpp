@@ -619,7 +619,9 @@ class Builder {
           compute(gemm("qkv", layer, Tq, h, (q + 2 * kv) / t_), (h + bias) * (q + 2 * kv) / t_);
       qkv.gathers_input = true;
       prog.push_back(qkv);
-      if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_exchange, Tq * 2 * kv / t_, layer));
+      if (p_.cp > 1)
+        prog.push_back(
+            cp_step(StepKind::cp_exchange, Tq * (cp_a2a() ? q + 2 * kv : 2 * kv) / t_, layer));
     } else {
       Step qs = compute(gemm("cross_q", layer, Tq, h, q / t_), (h + bias) * q / t_);
       qs.gathers_input = true;
@@ -653,7 +655,8 @@ class Builder {
     va.module = recompute_module::core_attn;
     prog.push_back(va);
     if (p_.attention == AttentionKernel::flash) flash_attention_core(prog, layer, s_q, s_kv, cross);
-    if (p_.cp > 1 && !cross) prog.push_back(cp_step(StepKind::cp_wait, Tq * 2 * kv / t_, layer));
+    if (p_.cp > 1 && !cross)
+      prog.push_back(cp_step(StepKind::cp_wait, Tq * (cp_a2a() ? q : 2 * kv) / t_, layer));
     prog.push_back(compute(gemm(cross ? "cross_out" : "attn_out", layer, Tq, q / t_, h),
                            q / t_ * h + bias * h));
     prog.push_back(tp(StepKind::tp_exit, Tq * h, layer));
@@ -682,11 +685,17 @@ class Builder {
   }
 
   // ---- mixture of experts, latent attention, context parallelism ----
+  bool cp_a2a() const { return sc_.plan.cp_comm_type == CpCommType::a2a; }
+  // cp_exchange: the KV chunk of this rank (K and V, b x s/CP); under all-to-all CP this rank's
+  // Q, K and V (cp_exchange) and the attention output (cp_wait), whose all-to-alls sit inside
+  // the core attention that selective recompute replays (Transformer Engine's
+  // DotProductAttention runs them).
   Step cp_step(StepKind k, std::int64_t elements, int layer) const {
     Step s;
     s.kind = k;
-    s.tp_elements = elements;  // cp_exchange: the KV chunk of this rank (K and V, b x s/CP)
+    s.tp_elements = elements;
     s.op.layer = layer;
+    if (cp_a2a()) s.module = recompute_module::core_attn;
     return s;
   }
   // Tokens routed to this rank's experts per micro-batch: its own tokens x top-k, x the load
@@ -811,7 +820,9 @@ class Builder {
     kv_up.gather_width = m_.kv_lora_rank;
     prog.push_back(kv_up);
     enter(m_.qk_rope_head_dim);  // the rotary key, into the heads' attention
-    if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_exchange, T * heads * (qk + v), layer));
+    if (p_.cp > 1)               // all-to-all: Q, K (qk each a head) and V; the ring: K and V
+      prog.push_back(
+          cp_step(StepKind::cp_exchange, T * heads * ((cp_a2a() ? 2 * qk : qk) + v), layer));
     const std::int64_t s_kv = s_q * p_.cp;
     const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
     Op scores = elementwise("attn_scores", ComputeClass::attention, layer, 0, 0, 0);
@@ -834,7 +845,8 @@ class Builder {
     prog.push_back(va);
     if (p_.attention == AttentionKernel::flash)
       flash_attention_core(prog, layer, s_q, s_kv, false, qk, v, heads);
-    if (p_.cp > 1) prog.push_back(cp_step(StepKind::cp_wait, T * heads * (qk + v), layer));
+    if (p_.cp > 1)  // all-to-all: the output (v a head); the ring: K and V
+      prog.push_back(cp_step(StepKind::cp_wait, T * heads * (cp_a2a() ? v : qk + v), layer));
     prog.push_back(compute(gemm("attn_out", layer, T, heads * v, h), heads * v * h));
     prog.push_back(tp(StepKind::tp_exit, T * h, layer));
     prog.push_back(compute(elementwise("attn_residual", ComputeClass::elementwise, layer,
@@ -1282,6 +1294,18 @@ class Builder {
       case StepKind::cp_wait: {
         if (sc_.plan.cp <= 1) break;
         const bool issue = (st.kind == StepKind::cp_exchange) != backward;
+        if (cp_a2a()) {
+          // All-to-all CP (DeepSpeed-Ulysses): this rank's s/CP tokens of every head in, the
+          // whole sequence of its heads / CP out; on the chain, nothing to overlap them with.
+          // Forward: Q, K, V before the core, its output after; backward: the output's
+          // gradient before the backward core, dQ, dK, dV after. NCCL's count: the send buffer.
+          const bool qkv = st.kind == StepKind::cp_exchange;
+          e.chain(comm(qkv ? (backward ? "cp_dqkv_all_to_all" : "cp_qkv_all_to_all")
+                           : (backward ? "cp_dout_all_to_all" : "cp_out_all_to_all"),
+                       Collective::all_to_all, CommGroup::context, sc_.plan.cp, st.tp_elements, dt_,
+                       layer));
+          break;
+        }
         if (sc_.plan.cp_comm_type == CpCommType::all_gather) {
           // All-gather CP: K and V of the whole sequence gathered before the attention core
           // (forward, and again in backward: they are not kept), dK and dV reduce-scattered

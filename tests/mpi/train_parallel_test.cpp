@@ -120,6 +120,9 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       {8, "--cp 2 --pp 2 --zero 1"},
       {2, "--cp 2 --cp-comm-type all_gather"},
       {4, "--tp 2 --cp 2 --cp-comm-type all_gather --sequence-parallel"},
+      // All-to-all CP (DeepSpeed-Ulysses): alone, and inside TP with SP and FlashAttention.
+      {2, "--cp 2 --cp-comm-type a2a"},
+      {4, "--tp 2 --cp 2 --cp-comm-type a2a --sequence-parallel --attention flash"},
   };
   // T5: the plans its trainer runs (no virtual pipeline as Megatron, PP at most 2 split at the
   // encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
@@ -182,7 +185,8 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {4, "--tp 2 --cp 2 --cp-comm-type all_gather --sequence-parallel"},
                         {8, "--cp 2 --cp-comm-type all_gather --pp 2 --zero 1"},
                         {4, "--cp 4 --attention flash"},
-                        {8, "--tp 2 --cp 2 --sequence-parallel --pp 2"}};
+                        {8, "--tp 2 --cp 2 --sequence-parallel --pp 2"},
+                        {4, "--tp 2 --cp 2 --cp-comm-type a2a --sequence-parallel"}};
   // BERT: the plans that exercise what differs from GPT-2 (the embedding norm under SP, the
   // head without final norm on a last stage, ZeRO-1), to keep the suite short.
   const bool bert = model.starts_with("bert"), t5 = model.starts_with("t5");
@@ -732,7 +736,10 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--moe-aux-loss-coeff: expected 0 or a positive number, got '-1'"},
       // Context parallelism: GPT only, whole chunks.
       {2, "--seq-length 16 --layers 4 --heads 4 --cp 2 --cp-comm-type ring",
-       "--cp-comm-type: expected p2p or all_gather, got 'ring'"},
+       "--cp-comm-type: expected p2p, all_gather or a2a, got 'ring'"},
+      {4, "--seq-length 16 --layers 4 --heads 2 --cp 4 --cp-comm-type a2a",
+       "--context-parallel-size: expected a divisor of the attention heads per TP rank, 2 "
+       "(--cp-comm-type a2a scatters the heads over the CP ranks), got 4"},
       {2, "--seq-length 18 --layers 4 --heads 4 --cp 2",
        "--context-parallel-size: expected 2 x CP to divide the sequence length 18"},
       {4, "--seq-length 16 --layers 4 --heads 4 --cp 3",

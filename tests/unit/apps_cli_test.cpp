@@ -1010,6 +1010,31 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
   EXPECT_EQ(one.out, plain.out);
   EXPECT_NE(one.err.find("--num-experts 1 (line 1) read as a dense model"), std::string::npos)
       << one.err;
+
+  // DeepSpeed-Ulysses (--ds-sequence-parallel-size, the shape of Megatron-DeepSpeed's
+  // examples_deepspeed/sequence_parallel scripts) is all-to-all CP; Megatron-LM's own spellings
+  // of --cp-comm-type (a2a, allgather) are read too.
+  const std::string ulysses = (dir_ / "ulysses.sh").string();
+  const std::string model =
+      "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 32768 "
+      "--max-position-embeddings 32768 --micro-batch-size 1 --global-batch-size 4";
+  std::ofstream(ulysses) << "sp_size=4\ndeepspeed pretrain_gpt.py " << model
+                         << " --ds-sequence-parallel-size ${sp_size} --deepspeed\n";
+  Outcome sp = run("predict --megatron-args " + ulysses + where),
+          sp_hand = run("predict --framework deepspeed --cp 4 --cp-comm-type a2a " + model + where);
+  ASSERT_EQ(sp.status, 0) << sp.err;
+  ASSERT_EQ(sp_hand.status, 0) << sp_hand.err;
+  EXPECT_EQ(sp.out, sp_hand.out);
+  EXPECT_EQ(first(sp)["plan"]["context_parallel_size"], 4);
+  EXPECT_EQ(first(sp)["plan"]["cp_comm_type"], "a2a");
+  for (const char* type : {"a2a", "allgather"}) {
+    const std::string mcore = (dir_ / "mcore_cp.sh").string();
+    std::ofstream(mcore) << "torchrun pretrain_gpt.py " << model
+                         << " --context-parallel-size 4 --cp-comm-type " << type << "\n";
+    Outcome r = run("predict --megatron-args " + mcore + where);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(first(r)["plan"]["cp_comm_type"], type == std::string("a2a") ? "a2a" : "all_gather");
+  }
 }
 
 // --megatron-args follows `source`: the sizes a launch script takes from a sourced file are

@@ -270,12 +270,13 @@ TEST_F(PlanCli, AttentionAndCpCommTypeReachThePlans) {
   }
   EXPECT_GT(cp_plans, 0);
   EXPECT_GT(slower, 0);
-  for (auto [flag, line] : {std::pair{"--attention fused",
-                                      "commscope: --attention: expected flash or standard, got "
-                                      "'fused'\n"},
-                            std::pair{"--cp-comm-type ring",
-                                      "commscope: --cp-comm-type: expected p2p or all_gather, got "
-                                      "'ring'\n"}}) {
+  for (auto [flag, line] :
+       {std::pair{"--attention fused",
+                  "commscope: --attention: expected flash or standard, got "
+                  "'fused'\n"},
+        std::pair{"--cp-comm-type ring",
+                  "commscope: --cp-comm-type: expected p2p, all_gather or a2a, got "
+                  "'ring'\n"}}) {
     Outcome bad = run(std::string("--model gpt2-medium --gpus 8 ") + flag);
     EXPECT_EQ(bad.status, 2);
     EXPECT_EQ(bad.err, line);

@@ -380,6 +380,14 @@ struct ThreadGroup {
     }
     sync.arrive_and_wait();
   }
+  // All-to-all: out's block o = member o's block `me` of `in`, blocks of `block` floats.
+  void all_to_all(int me, const float* in, float* out, std::int64_t block) {
+    posted[static_cast<std::size_t>(me)] = in;
+    sync.arrive_and_wait();
+    for (int o = 0; o < size; ++o)
+      std::copy_n(posted[static_cast<std::size_t>(o)] + me * block, block, out + o * block);
+    sync.arrive_and_wait();
+  }
   // The ring's step: send `send` to member me + 1, receive member me - 1's into `recv`; the
   // copy happens at the wait, so a shard that touched either buffer before waiting would fail.
   std::function<void()> ring(int me, const float* send, float* recv, std::int64_t n) {
@@ -411,11 +419,13 @@ struct ThreadGroup {
 // where sequence parallelism leaves partial sums, are the model's, slice for slice. The CP
 // exchanges are the workload's: all-gather CP, per block K and V all-gathered in forward and
 // again in backward, dK and dV reduce-scattered; the ring, per block a pass of cp - 1 K,V
-// steps forward and of 2 (cp - 1) backward (K,V on, dK,dV on), each a chunk.
+// steps forward and of 2 (cp - 1) backward (K,V on, dK,dV on), each a chunk; all-to-all CP,
+// per block Q,K,V and the output forward, dO and dQ,dK,dV backward, each this rank's rows of
+// every head (3 or 1 x seq / cp x h / tp floats a sequence), the workload's send buffers.
 void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash = false,
-                             bool ring = false) {
-  SCOPED_TRACE(fmt::format("cp {} tp {}{}{}{}", cp, tp, sequence_parallel ? " sp" : "",
-                           flash ? " flash" : "", ring ? " ring" : ""));
+                             bool ring = false, bool a2a = false) {
+  SCOPED_TRACE(fmt::format("cp {} tp {}{}{}{}{}", cp, tp, sequence_parallel ? " sp" : "",
+                           flash ? " flash" : "", ring ? " ring" : "", a2a ? " a2a" : ""));
   GptConfig c = small();
   c.seq = c.max_positions = cp == 3 ? 12 : 16;  // 2 cp divides it
   const Reference r = reference(c, 2);
@@ -442,6 +452,8 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     s.sequence_parallel = sequence_parallel;
     s.flash = flash;
     s.cp_ring = ring;
+    s.cp_a2a = a2a;
+    ASSERT_TRUE(validate(c, s).ok()) << validate(c, s).error().message;
     GptShard m(c, s, 2, 1);
     chunk = 2 * 2 * (c.seq / cp) * (c.hidden / tp);
     m.set_sequence_comm([&, t](bool gather, const float* in, float* out, std::int64_t shard,
@@ -462,6 +474,15 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
       passes[static_cast<std::size_t>(me)] += first ? 1 : 0;
       sent[static_cast<std::size_t>(me)] += k;
       return cg.ring(ci, send, recv, k);
+    });
+    m.set_context_a2a([&, ci, me](const float* send, float* recv, std::int64_t block,
+                                  std::string_view name, int) {
+      EXPECT_TRUE(name == "cp_qkv_all_to_all" || name == "cp_out_all_to_all" ||
+                  name == "cp_dout_all_to_all" || name == "cp_dqkv_all_to_all")
+          << name;
+      ++cp_calls[static_cast<std::size_t>(me)];
+      sent[static_cast<std::size_t>(me)] += block * cp;
+      cg.all_to_all(ci, send, recv, block);
     });
     std::vector<float> p(static_cast<std::size_t>(m.layout().total()));
     m.layout().from_full(r.params.data(), p.data());
@@ -485,6 +506,11 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     EXPECT_NEAR(losses[static_cast<std::size_t>(me)], r.loss, 1e-5);
     expect_close(grads[static_cast<std::size_t>(me)], want[static_cast<std::size_t>(me)], 1e-3,
                  "gradients");
+    if (a2a) {  // per block: 2 x (3 + 1) x chunk / 2 floats (a chunk is K and V)
+      EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 4 * c.layers);
+      EXPECT_EQ(sent[static_cast<std::size_t>(me)], 4 * chunk * c.layers);
+      continue;
+    }
     if (!ring) {
       EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 3 * c.layers);
       continue;
@@ -511,6 +537,26 @@ TEST(GptShard, RingContextParallelShardsGiveTheModelsLossAndGradients) {
   context_parallel_shards(4, 1, false, true, true);
   context_parallel_shards(2, 2, true, false, true);
   context_parallel_shards(2, 2, true, true, true);
+}
+
+// All-to-all CP (DeepSpeed-Ulysses): each rank's heads over the whole sequence; unfused and
+// FlashAttention, CP 2 and 4, with TP and SP. CP must divide a TP rank's heads.
+TEST(GptShard, AllToAllContextParallelShardsGiveTheModelsLossAndGradients) {
+  context_parallel_shards(2, 1, false, false, false, true);
+  context_parallel_shards(4, 1, false, false, false, true);
+  context_parallel_shards(4, 1, false, true, false, true);
+  context_parallel_shards(2, 2, true, false, false, true);
+  context_parallel_shards(2, 2, true, true, false, true);
+  ShardSpec s;
+  s.cp = 4;
+  s.tp = 2;
+  s.cp_a2a = true;
+  s.layers = 2;
+  const Status bad = validate(small(), s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "--context-parallel-size: expected a divisor of the attention heads per TP rank, 2 "
+            "(--cp-comm-type a2a scatters the heads over the CP ranks), got 4");
 }
 
 TEST(GptShard, ContextTimesTensorParallelShardsGiveTheModelsLossAndGradients) {

@@ -669,6 +669,107 @@ TEST(ContextParallel, AllGatherBytesAreTheClosedFormAndTheRingsOnTheWire) {
                        .iteration_time);
 }
 
+// All-to-all CP (--cp-comm-type a2a; Transformer Engine's AttnFuncWithCPAndQKVOA2A, and
+// DeepSpeed-Ulysses, Megatron-DeepSpeed's --ds-sequence-parallel-size): per layer and
+// micro-batch each rank sends (CP - 1)/CP of its Q, K and V (b x s/CP tokens, (q + 2 kv) / TP
+// channels) before the attention core and of the core's output (q / TP channels) after it;
+// backward the same for dO and dQ, dK, dV. For multi-head attention at TP 1 the forward's four
+// all-to-alls move 4 N h / P elements per rank as (P - 1) / P tends to 1: Jacobs et al. 2023,
+// "DeepSpeed Ulysses", sec. 3.2 (per-link volume 4Nh/P, N the sequence, P the SP degree). The
+// attention core's FLOPs and the activation memory are the ring's (1/CP of the core either way:
+// the whole sequence for 1/CP of the heads, or 1/CP of the queries for all of them).
+TEST(ContextParallel, AllToAllBytesAreTheUlyssesClosedForm) {
+  auto forward_a2a = [](const Chunk& ch, int layer) {
+    return bytes_named(ch.forward, "cp_qkv_all_to_all", layer) +
+           bytes_named(ch.forward, "cp_out_all_to_all", layer);
+  };
+  for (auto [model, tp, cp] :
+       {std::tuple{"llama3-8b", 1, 2}, std::tuple{"llama3-8b", 1, 8}, std::tuple{"llama3-8b", 2, 4},
+        std::tuple{"llama2-7b", 1, 4}, std::tuple{"llama2-7b", 4, 8}}) {
+    SCOPED_TRACE(::testing::Message() << model << " tp " << tp << " cp " << cp);
+    PlanInput p = plan(64, tp, 1, 1);
+    p.cp = cp;
+    Scenario ring = scenario(model, "dgx-h100", p);
+    p.cp_comm_type = CpCommType::a2a;
+    Scenario sc = scenario(model, "dgx-h100", p);
+    const ModelSpec& m = sc.model;
+    Workload w = build_workload(sc), wr = build_workload(ring);
+    const Chunk& ch = w.roles[0].chunks[0];
+    const double tokens = static_cast<double>(m.seq_length) / cp;  // micro-batch 1
+    const double share = (cp - 1.0) / cp, bf16 = 2;
+    const double qkv = share * tokens * static_cast<double>(m.q_dim() + 2 * m.kv_dim()) / tp * bf16;
+    const double out = share * tokens * static_cast<double>(m.q_dim()) / tp * bf16;
+    for (int layer : {0, static_cast<int>(m.layers()) - 1}) {
+      EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_qkv_all_to_all", layer), qkv);
+      EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_out_all_to_all", layer), out);
+      EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "cp_dout_all_to_all", layer), out);
+      EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "cp_dqkv_all_to_all", layer), qkv);
+      EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_kv_send", layer), 0.0);
+    }
+    if (m.kv_heads == m.heads && tp == 1) {  // Ulysses' 4 N h / P, times (P - 1) / P
+      EXPECT_DOUBLE_EQ(forward_a2a(ch, 0), 4.0 * static_cast<double>(m.seq_length) *
+                                               static_cast<double>(m.hidden) / cp * share * bf16);
+    }
+    auto core = [](const Workload& x) {  // FlashAttention's kernel, or s x s attention's
+      double sum = 0;
+      for (const Op& o : x.roles[0].chunks[0].forward.ops())
+        if (o.name == "flash_attn" || o.name == "attn_scores" || o.name == "attn_values")
+          sum += o.flops;
+      return sum;
+    };
+    EXPECT_GT(core(w), 0.0);
+    EXPECT_DOUBLE_EQ(core(w), core(wr));
+    EXPECT_DOUBLE_EQ(memory_per_rank(w, w.roles[0]).activations.value(),
+                     memory_per_rank(wr, wr.roles[0]).activations.value());
+    for (const Op& o : ch.forward.ops())
+      if (o.kind == OpKind::comm && o.group == CommGroup::context) {
+        EXPECT_EQ(o.collective, Collective::all_to_all) << o.name;
+        EXPECT_EQ(o.group_size, cp);
+      }
+  }
+  // DeepSeek-V3's latent attention: Q and K of qk = 192 channels a head, V and the output 128.
+  PlanInput p = moe_plan(64, 2, 8);
+  p.cp = 2;
+  p.cp_comm_type = CpCommType::a2a;
+  p.global_batch = 64;
+  const Scenario mla = scenario("deepseek-v3", "dgx-h100", p);
+  const ModelSpec& m = mla.model;
+  const Workload wm = build_workload(mla);
+  const Chunk& ch = wm.roles[0].chunks[0];
+  const double heads = static_cast<double>(m.heads) / 2, tokens = m.seq_length / 2.0;
+  const double qk = static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim),
+               v = static_cast<double>(m.v_head_dim);
+  EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_qkv_all_to_all", 0),
+                   0.5 * tokens * heads * (2 * qk + v) * 2);
+  EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_out_all_to_all", 0), 0.5 * tokens * heads * v * 2);
+  // Whole heads per CP rank: CP must divide the query and key-value heads of a TP rank.
+  p = plan(64, 2, 1, 1);
+  p.cp = 8;
+  p.cp_comm_type = CpCommType::a2a;
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", p)
+                .find("--context-parallel-size: expected a divisor of the key-value heads per TP "
+                      "rank, 4 (--cp-comm-type a2a scatters the heads over the CP ranks), got 8"),
+            std::string::npos);
+  p.cp = 2;  // 16 query and 4 key-value heads a TP rank: 8 and 2 a CP rank
+  EXPECT_EQ(scenario("llama3-8b", "dgx-h100", p).plan.cp, 2);
+}
+
+// Selective recompute of the core attention replays its all-to-alls: they run inside Transformer
+// Engine's DotProductAttention, which Megatron-Core's core_attn recompute checkpoints.
+TEST(ContextParallel, CoreAttentionRecomputeReplaysTheAllToAlls) {
+  PlanInput p = plan(64, 1, 1, 1);
+  p.cp = 4;
+  p.cp_comm_type = CpCommType::a2a;
+  p.attention = AttentionKernel::standard;
+  const Chunk plain = build_workload(scenario("llama3-8b", "dgx-h100", p)).roles[0].chunks[0];
+  p.recompute = Recompute::selective;
+  const Chunk re = build_workload(scenario("llama3-8b", "dgx-h100", p)).roles[0].chunks[0];
+  for (const char* name : {"cp_qkv_all_to_all", "cp_out_all_to_all"}) {
+    EXPECT_DOUBLE_EQ(bytes_named(plain.backward, name, 3), 0.0) << name;
+    EXPECT_DOUBLE_EQ(bytes_named(re.backward, name, 3), bytes_named(re.forward, name, 3)) << name;
+  }
+}
+
 // The exchange overlaps the attention core: the next op after the core waits for it, so a
 // ring that takes less time than the core adds nothing; the CP group's time is in the breakdown.
 TEST(ContextParallel, PredictShowsTheRingAndActivationsShrink) {

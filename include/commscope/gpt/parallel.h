@@ -33,8 +33,10 @@ struct ShardSpec {
   // around the CP ring block by block, merging each block's attention into the running output
   // by its logsumexp, and pass dK, dV back around it in backward (ring attention: Transformer
   // Engine's P2P CP, --cp-comm-type p2p). Everything else is per position.
+  // With cp_a2a, all-to-alls of Q, K, V before attention and of its output after it give each
+  // rank the whole sequence of heads / cp heads (--cp-comm-type a2a, DeepSpeed-Ulysses).
   int cp = 1, cp_rank = 0;
-  bool cp_ring = false;
+  bool cp_ring = false, cp_a2a = false;
   // Expert parallelism (a model with experts, TP 1): this rank holds experts
   // [ep_rank E / ep, (ep_rank + 1) E / ep) of every MoE block; tokens are dispatched to their
   // experts' ranks and combined back by all-to-allv over the EP group (Megatron-LM's
@@ -157,6 +159,12 @@ class GptShard {
       std::function<std::function<void()>(const float* send, float* recv, std::int64_t n,
                                           std::string_view name, int layer, bool first)>;
   void set_context_ring(RingComm f) { ring_ = std::move(f); }
+  // All-to-all context parallelism (cp_a2a): an all-to-all over the CP group of `block` floats
+  // to and from each CP rank (in rank order in `send` and `recv`). Names "cp_qkv_all_to_all",
+  // "cp_out_all_to_all" (forward), "cp_dout_all_to_all", "cp_dqkv_all_to_all" (backward).
+  using AllToAllComm = std::function<void(const float* send, float* recv, std::int64_t block,
+                                          std::string_view name, int layer)>;
+  void set_context_a2a(AllToAllComm f) { a2a_ = std::move(f); }
   // Expert parallelism (ep > 1): an all-to-allv over the EP group of rows of `width` floats,
   // send_rows[r] rows to rank r (in rank order in `send`), recv_rows[r] from rank r into
   // `recv`. Names "moe_dispatch" and "moe_combine" (forward), "moe_combine_backward" and
@@ -215,7 +223,8 @@ class GptShard {
     // The load-balancing loss: the router's probabilities over all experts [n, E] and each
     // expert's weight in the loss's gradient, coeff x E x c_e / (k n^2).
     std::vector<float> probs, aux_w;
-    std::vector<float> lse;  // FlashAttention: each query row's logsumexp [batch, heads, seq]
+    std::vector<float> lse;    // FlashAttention: each query row's logsumexp [batch, heads, seq]
+    std::vector<float> qkv_h;  // all-to-all CP: Q, K, V of this rank's heads, every position
   };
   struct Slot {
     std::vector<std::int32_t> tokens, targets;
@@ -256,6 +265,11 @@ class GptShard {
   // row maxima and sums (the online softmax of FlashAttention), backward adding dQ into dqkv_
   // and dK, dV into `dkv`.
   void ring_attention_forward(BlockActs& a, int l);
+  // All-to-all context parallelism: the heads [cp_rank, cp_rank + 1) x heads_l / cp of every
+  // position, from a.qkv into a.qkv_h ([cp source][batch x seq_l][3 heads_l / cp x head size],
+  // the source's rows), attention over the whole sequence there, its output back into a.atty.
+  void a2a_attention_forward(BlockActs& a, int l);
+  void a2a_attention_backward(const BlockActs& a, int l);
   void ring_attention_backward(const BlockActs& a, int l);
   void ring_block_forward(BlockActs& a, int l, const float* kv, int src);
   void ring_block_backward(const BlockActs& a, int l, const float* kv, float* dkv, int src);
@@ -282,6 +296,7 @@ class GptShard {
   AllReduce all_reduce_;
   SequenceComm sequence_, context_;
   RingComm ring_;
+  AllToAllComm a2a_;
   ExpertComm expert_comm_;
   ExpertCounts expert_counts_;
   const float* params_ = nullptr;  // the buffers of the forward or backward under way
@@ -291,7 +306,8 @@ class GptShard {
   bool sp_ = false;
   int seq_l_ = 0;                // positions of each sequence on this rank: seq / cp
   std::vector<int> pos_, kpos_;  // their positions; every CP rank's, in gathered order
-  std::vector<float> kv_l_, kv_all_, dkv_all_;  // CP: this rank's K,V; gathered; their grads
+  std::vector<float> kv_l_, kv_all_, dkv_all_;         // CP: this rank's K,V; gathered; their grads
+  std::vector<float> a2a_send_, a2a_recv_, a2a_grad_;  // all-to-all CP: blocks out, in; dQ,dK,dV
   // Ring CP: the K,V block held and the one arriving; dK,dV of this rank's block, of the block
   // held and of the one arriving; per query row and head the running max, sum (the online
   // softmax), the last block's rescale factor, and D = dO . O in backward.

@@ -121,8 +121,10 @@ std::optional<AttentionBackend> attention_backend_from_name(std::string_view s);
 // implementations): `p2p` passes KV chunks round the CP ring beside the attention blocks
 // (AttnFuncWithCPAndKVP2P); `all_gather` all-gathers K and V before attention and, in backward,
 // all-gathers them again and reduce-scatters dK and dV (AttnFuncWithCPAndKVAllGather; the
-// method of Llama 3's training, Meta 2024 sec. 3.3.2).
-enum class CpCommType : std::uint8_t { p2p, all_gather };
+// method of Llama 3's training, Meta 2024 sec. 3.3.2); `a2a` scatters the attention heads over
+// the CP ranks and gathers the sequence with all-to-alls of Q, K, V before the attention core
+// and of its output after it (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses: Jacobs et al. 2023).
+enum class CpCommType : std::uint8_t { p2p, all_gather, a2a };
 std::string_view to_string(CpCommType c);
 std::optional<CpCommType> cp_comm_type_from_name(std::string_view s);
 // How a MoE layer moves its tokens to the experts and back (Megatron-LM

@@ -43,9 +43,10 @@ struct TrainOptions {
   // Context parallelism (GPT, Megatron-LM --context-parallel-size): each sequence's positions
   // split over cp ranks inside the tensor group's neighbours (rank = t + TP (c + CP ...)),
   // gradients reduced over DP x CP. cp_ring: K,V passed round the CP ring block by block
-  // (--cp-comm-type p2p, Megatron-LM's default), otherwise all-gathered (all_gather).
+  // (--cp-comm-type p2p, Megatron-LM's default); cp_a2a: heads scattered by all-to-alls of
+  // Q, K, V and the output (a2a, DeepSpeed-Ulysses); otherwise all-gathered (all_gather).
   int cp = 1;
-  bool cp_ring = true;
+  bool cp_ring = true, cp_a2a = false;
   // Expert parallelism (a model with experts, TP 1, DDP): experts split over ep data-parallel
   // ranks (Megatron-LM --expert-model-parallel-size), expert gradients reduced over DP / EP.
   int ep = 1;
