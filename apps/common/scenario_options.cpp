@@ -994,7 +994,9 @@ void add_model_flag_options(CLI::App& cmd, ModelFlagOptions& o, const std::strin
       {"--num-experts", "routed experts per MoE layer"},
       {"--moe-router-topk", "experts per token [2]"},
       {"--moe-ffn-hidden-size", "one expert's inner width [--ffn-hidden-size]"},
-      {"--moe-shared-expert-intermediate-size", "the shared experts' inner width in all"}};
+      {"--moe-shared-expert-intermediate-size", "the shared experts' inner width in all"},
+      {"--expert-interval",
+       "Megatron-DeepSpeed: MoE in blocks k, 2k, ... (1-based), dense between [1]"}};
   for (auto& size : o.sizes)
     size.option = cmd.add_option(size.flag, size.value, kHelp.at(size.flag))->group(group);
   cmd.add_flag("--group-query-attention", o.group_query_attention,
@@ -1036,8 +1038,9 @@ Status model_flag_options(const ModelFlagOptions& o, ModelFlags& flags) {
                                          &flags.num_experts,
                                          &flags.moe_router_topk,
                                          &flags.moe_ffn_hidden_size,
-                                         &flags.moe_shared_expert_intermediate_size};
-  static_assert(std::size(into) == 12);
+                                         &flags.moe_shared_expert_intermediate_size,
+                                         &flags.expert_interval};
+  static_assert(std::size(into) == 13);
   for (std::size_t i = 0; i < o.sizes.size() && i < std::size(into); ++i)
     if (o.sizes[i].option && o.sizes[i].option->count() > 0) *into[i] = o.sizes[i].value;
   flags.group_query_attention = o.group_query_attention;
@@ -1343,6 +1346,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   // ZeRO stage of its --deepspeed_config; the script's --zero-stage only tells Megatron-DeepSpeed
   // how to build the model (gather_params_on_init under stage 3, megatron/model/*.py).
   bool deepspeed = false, deepspeed_config = false;  // the first --zero-stage is named
+  bool dropless = false;                             // DeepSpeed-MoE's --disable-moe-token-dropping
+  bool experts = false;                              // --num-experts above 1
   // Megatron-Core's attention (megatron/core/transformer/transformer_config.py at d98e8a64:
   // transformer_impl 'transformer_engine' and attention_backend auto by default, Transformer
   // Engine then running its fused or flash kernel; the local spec runs Megatron's own s x s
@@ -1357,6 +1362,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
                               : k + 1 < words.size()  ? words[k + 1].text
                                                       : "";
     deepspeed = deepspeed || t == "--deepspeed";
+    dropless = dropless || t == "--disable-moe-token-dropping";
+    experts = experts || (name == "--num-experts" && value != "1");
     deepspeed_config = deepspeed_config || (t.rfind("--", 0) == 0 && option(name) &&
                                             option(name) == option("--deepspeed-config"));
     if (name == "--use-mcore-models" && mcore.empty()) mcore = name;
@@ -1368,6 +1375,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   }
   const CLI::Option* ds_config_option = option("--deepspeed-config");
   std::vector<std::string> taken, skipped, own, kept_own, defaults, undecided, engine, dense;
+  const bool moe = deepspeed && experts;  // DeepSpeed-MoE (Megatron-DeepSpeed's experts)
+  std::vector<std::string> moe_unpriced, moe_defaults;  // its flags read and not priced
   std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
   std::size_t read = 0;
   for (std::size_t i = 0; i < words.size(); ++i) {
@@ -1412,24 +1421,61 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       with = "--cp-comm-type";
       with_value = "a2a";
     }
-    // Megatron-DeepSpeed's mixture of experts is another model than Megatron-LM's of the same
-    // flag: experts in every --expert-interval-th layer (2 by default), top-1 gating by default
-    // (--topk), a list of expert counts per MoE layer, PR-MoE's --mlp-type residual.
+    // Megatron-DeepSpeed's mixture of experts (DeepSpeed-MoE) is another model than
+    // Megatron-LM's of the same flag: experts in every --expert-interval-th block (2 by
+    // default), top-1 gating by default (--topk), tokens dropped beyond and padded to the
+    // capacity (--moe-train-capacity-factor, 1.0) unless --disable-moe-token-dropping, a list
+    // of expert counts per MoE block, PR-MoE's --mlp-type residual (megatron/arguments.py).
     // Its `--num-experts 1` (its default) is a dense model, not Megatron-LM's MoE of one expert.
     if (name == "--num-experts") {
       const std::string n = value ? *value : next < words.size() ? words[next].text : "";
       if (n == "1") {
-        dense.push_back(fmt::format("{} 1 (line {})", name, line));
+        if (dense.empty()) dense.push_back(fmt::format("{} 1 (line {})", name, line));
         i = value ? i : next;
         continue;
       }
-      if (deepspeed)
+      // its nargs='+': one count for every MoE block, or one a block (PR-MoE's pyramid)
+      for (std::size_t k = next + (value ? 0 : 1);
+           deepspeed && k < words.size() && !words[k].text.empty() &&
+           words[k].text.find_first_not_of("0123456789") == std::string::npos;
+           ++k)
+        if (words[k].text != n)
+          return Error{fmt::format(
+              "{}:{}: --num-experts: expected one expert count for every MoE block, got '{}' "
+              "then '{}' (PR-MoE's per-block counts are not modelled)",
+              at, line, n, words[k].text)};
+    }
+    if (moe && name == "--mlp-type") {
+      const std::string t = value ? *value : next < words.size() ? words[next].text : "";
+      if (t != "standard")
         return Error{fmt::format(
-            "{}:{}: --num-experts: expected 1 under --deepspeed, got '{}': Megatron-DeepSpeed's "
-            "mixture of experts (MoE layers every --expert-interval, top-1 gating, "
-            "--moe-expert-parallel-size) is not read from a script; give the model with "
-            "--model-config and the plan on the command line",
-            at, line, n)};
+            "{}:{}: --mlp-type: expected standard, got '{}' (PR-MoE's residual MoE is not "
+            "modelled)",
+            at, line, t)};
+    }
+    if (moe) {  // DeepSpeed-MoE's flags in Megatron-LM's (and commscope's) spelling
+      if (name == "--topk") {
+        name = "--moe-router-topk";
+      } else if (name == "--moe-expert-parallel-size") {
+        name = "--expert-model-parallel-size";
+      } else if (name == "--moe-loss-coeff") {
+        name = "--moe-aux-loss-coeff";
+      } else if (name == "--moe-train-capacity-factor" && !dropless) {
+        name = "--moe-expert-capacity-factor";
+      } else if (name == "--moe-train-capacity-factor" || name == "--moe-min-capacity" ||
+                 name == "--disable-moe-token-dropping") {
+        // read, not passed: without dropping DeepSpeed pads every expert to the busiest one's
+        // load, not to a capacity; the floor of the capacity is not modelled
+        if (name != "--disable-moe-token-dropping") {
+          if (!value && next < words.size()) value = words[next++].text;
+          if (std::none_of(moe_unpriced.begin(), moe_unpriced.end(),
+                           [&](const std::string& u) { return u.starts_with(name + " "); }))
+            moe_unpriced.push_back(fmt::format("{} {} (line {})", name, value.value_or(""), line));
+        }
+        ++read;
+        i = next - 1;
+        continue;
+      }
     }
     if (deepspeed && deepspeed_config && option(name) && option(name) == option("--zero")) {
       if (engine.empty()) engine.push_back(fmt::format("{} (line {})", name, line));
@@ -1513,6 +1559,25 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           if (std::find(defaults.begin(), defaults.end(), d) == defaults.end())
             defaults.push_back(d);
   }
+  // DeepSpeed-MoE's defaults where the script leaves them (megatron/arguments.py): top-1 gating,
+  // MoE every second block, tokens beyond 1.0 x the even share dropped and the rest padded to
+  // it (deepspeed/moe/sharded_moe.py: drop_tokens, capacity_factor).
+  if (moe) {
+    auto fill = [&](const char* flag, const char* v, std::string what) {
+      const CLI::Option* o = option(flag);
+      if (!o || on_command_line(o) || std::find(seen.begin(), seen.end(), o) != seen.end()) return;
+      seen.push_back(o);
+      taken.push_back(flag);
+      if (v) taken.push_back(v);
+      if (!what.empty()) moe_defaults.push_back(std::move(what));
+    };
+    fill("--moe-router-topk", "1", "--topk 1");
+    fill("--expert-interval", "2", "--expert-interval 2");
+    if (!dropless) {
+      fill("--moe-expert-capacity-factor", "1.0", "--moe-train-capacity-factor 1.0");
+      fill("--moe-pad-expert-input-to-capacity", nullptr, "");
+    }
+  }
   const bool attention_given = on_command_line(option("--attention")) ||
                                on_command_line(option("--attention-backend")) ||
                                on_command_line(option("--use-flash-attn"));
@@ -1577,6 +1642,16 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         fmt::format("{}: {} read as a dense model (Megatron-DeepSpeed's default, not "
                     "Megatron-LM's mixture of one expert)",
                     path, fmt::join(dense, ", ")));
+  if (moe)
+    print_note(fmt::format(
+        "{}: Megatron-DeepSpeed's mixture of experts (DeepSpeed-MoE) read{}{}{}", path,
+        moe_defaults.empty() ? std::string()
+                             : fmt::format(", with its defaults {}", fmt::join(moe_defaults, ", ")),
+        dropless ? "; --disable-moe-token-dropping: no capacity, the all-to-alls priced with "
+                   "the routed tokens (--moe-routing-imbalance for the busiest expert's pad)"
+                 : "; tokens beyond the capacity dropped, the rest padded to it",
+        moe_unpriced.empty() ? std::string()
+                             : fmt::format("; not priced: {}", fmt::join(moe_unpriced, ", "))));
   if (!engine.empty())
     print_note(fmt::format(
         "{}: {} not read: under --deepspeed, DeepSpeed runs its --deepspeed_config's "

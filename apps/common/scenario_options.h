@@ -89,7 +89,8 @@ struct ModelFlagOptions {
                              {"--num-experts"},
                              {"--moe-router-topk"},
                              {"--moe-ffn-hidden-size"},
-                             {"--moe-shared-expert-intermediate-size"}};
+                             {"--moe-shared-expert-intermediate-size"},
+                             {"--expert-interval"}};
   bool group_query_attention = false, swiglu = false, untie = false, disable_bias = false,
        flash = false;
   std::string normalization, position_embedding;

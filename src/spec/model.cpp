@@ -733,9 +733,10 @@ namespace commscope {
 bool ModelFlags::any() const {
   return num_layers || hidden_size || ffn_hidden_size || num_attention_heads || num_query_groups ||
          kv_channels || max_position_embeddings || vocab_size || num_experts || moe_router_topk ||
-         moe_ffn_hidden_size || moe_shared_expert_intermediate_size || group_query_attention ||
-         swiglu || untie_embeddings || disable_bias_linear || use_flash_attn || attention_dropout ||
-         hidden_dropout || normalization || position_embedding;
+         moe_ffn_hidden_size || moe_shared_expert_intermediate_size || expert_interval ||
+         group_query_attention || swiglu || untie_embeddings || disable_bias_linear ||
+         use_flash_attn || attention_dropout || hidden_dropout || normalization ||
+         position_embedding;
 }
 
 std::string ModelFlags::summary() const {
@@ -752,7 +753,8 @@ std::string ModelFlags::summary() const {
         {"--num-experts", num_experts},
         {"--moe-router-topk", moe_router_topk},
         {"--moe-ffn-hidden-size", moe_ffn_hidden_size},
-        {"--moe-shared-expert-intermediate-size", moe_shared_expert_intermediate_size}})
+        {"--moe-shared-expert-intermediate-size", moe_shared_expert_intermediate_size},
+        {"--expert-interval", expert_interval}})
     if (v) out.push_back(fmt::format("{} {}", flag, *v));
   for (auto [flag, v] :
        {std::pair{"--attention-dropout", attention_dropout}, {"--hidden-dropout", hidden_dropout}})
@@ -807,7 +809,8 @@ Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const 
         std::tuple{"--moe-router-topk", f.moe_router_topk, limits::kMaxHidden},
         std::tuple{"--moe-ffn-hidden-size", f.moe_ffn_hidden_size, limits::kMaxFfn},
         std::tuple{"--moe-shared-expert-intermediate-size", f.moe_shared_expert_intermediate_size,
-                   limits::kMaxFfn}})
+                   limits::kMaxFfn},
+        std::tuple{"--expert-interval", f.expert_interval, limits::kMaxLayers}})
     if (v && (*v < 1 || *v > limit))
       return bad(flag, fmt::format("an integer from 1 to {} (commscope's limit)", limit), *v);
   // Megatron-LM reads --num-query-groups only under --group-query-attention.
@@ -909,11 +912,17 @@ Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const 
   }
   if (f.moe_router_topk) m.experts_per_token = *f.moe_router_topk;
   if (f.moe_ffn_hidden_size) m.moe_ffn = *f.moe_ffn_hidden_size;
-  if ((f.moe_router_topk || f.moe_ffn_hidden_size || f.moe_shared_expert_intermediate_size) &&
+  // Megatron-DeepSpeed's interval: blocks k, 2k, ... (1-based) are MoE, the others dense
+  // (megatron/model/transformer.py get_num_experts_per_layer): the (l + 1) % k rule of
+  // moe_layer_step.
+  if (f.expert_interval) m.moe_layer_step = static_cast<int>(*f.expert_interval);
+  if ((f.moe_router_topk || f.moe_ffn_hidden_size || f.moe_shared_expert_intermediate_size ||
+       f.expert_interval) &&
       !m.moe())
-    return bad(f.moe_router_topk       ? "--moe-router-topk"
-               : f.moe_ffn_hidden_size ? "--moe-ffn-hidden-size"
-                                       : "--moe-shared-expert-intermediate-size",
+    return bad(f.moe_router_topk                       ? "--moe-router-topk"
+               : f.moe_ffn_hidden_size                 ? "--moe-ffn-hidden-size"
+               : f.moe_shared_expert_intermediate_size ? "--moe-shared-expert-intermediate-size"
+                                                       : "--expert-interval",
                "--num-experts beside it (or a MoE model)", "a dense model");
   if (m.moe() && m.experts_per_token > m.experts)
     return bad("--moe-router-topk", fmt::format("at most the {} experts", m.experts),

@@ -412,10 +412,20 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
       return bad("--zero",
                  "0 or 1 with experts (expert-parallel sharding under ZeRO-2/3 is not modelled)",
                  num(*in.zero));
+    // DeepSpeed-MoE (deepspeed.moe.layer.MoE, as Megatron-DeepSpeed builds it), ZeRO 0 or 1
+    // (above): its dense gradients over DP, its experts' over the expert-data group, its tokens
+    // all-to-all over EP. Its de-duplication of the tokens over TP, MoE under its pipeline
+    // engine (Megatron-DeepSpeed runs MoE with --no-pipeline-parallel) and with its sequence
+    // parallelism are not modelled.
     if (in.framework && *in.framework == Framework::deepspeed)
-      return bad("--framework",
-                 "megatron, fsdp or none with experts (DeepSpeed-MoE's pattern is not modelled)",
-                 std::string(to_string(*in.framework)));
+      for (auto [flag, size] : {std::pair{"--tensor-model-parallel-size", plan.tp},
+                                std::pair{"--pipeline-model-parallel-size", plan.pp},
+                                std::pair{"--context-parallel-size", plan.cp}})
+        if (size > 1)
+          return bad(flag,
+                     "1 with experts under --framework deepspeed (DeepSpeed-MoE is modelled "
+                     "with data and expert parallelism only)",
+                     num(size));
     // FSDP2 as torchtitan applies it to MoE models: a unit per block, its routed experts
     // sharded over the expert-data group (torchtitan's efsdp), the rest over DP x CP; under
     // HSDP each over its shard group, replicated over the replicas (checked below).

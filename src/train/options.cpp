@@ -278,7 +278,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   o.system = in.system.empty() ? kDefaultSystem : in.system;
   o.network = in.network;
 
-  CS_ASSIGN_OR_RETURN(ModelSpec m, load_model(in.model.empty() ? kDefaultModel : in.model));
+  // Megatron-LM's model flags change the model as they change describe's (they were accepted
+  // and not applied until 2026-12-01); the trainer's shape checks below then apply.
+  CS_ASSIGN_OR_RETURN(ModelSpec m, load_model(in.model.empty() ? kDefaultModel : in.model,
+                                              in.model_flags, p.seq_length.value_or(0)));
   if (m.kind == ArchKind::t5) {  // the model-parallel trainer's T5 (gpt/t5.h)
     Result<T5Config> t5 = t5_config(m);
     if (!t5.ok()) return Error{"--model " + m.name + ": " + t5.error().message};

@@ -975,7 +975,11 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
                         "EOF\npython pretrain_gpt.py --num-layers 4 --deepspeed_config ds.json\n";
   std::ofstream(none) << "python eval.py --task lambada --results out.json\n";
   std::ofstream(moe) << "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 256 "
-                        "--num-attention-heads 8 --deepspeed --num-experts 64 --topk 1\n";
+                        "--num-attention-heads 8 --deepspeed --num-experts 64 64 128 --topk 1\n";
+  const std::string residual = (dir_ / "residual.sh").string();
+  std::ofstream(residual) << "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+                             "--num-attention-heads 8 --deepspeed --num-experts 64 --mlp-type "
+                             "residual\n";
   for (auto [args, want] : std::vector<std::pair<std::string, std::string>>{
            {"predict --megatron-args " + jq,
             "ds.json: cannot open: No such file or directory; the script writes it at " + jq +
@@ -989,7 +993,11 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
                    "--tensor-model-parallel-size, ...), got none (only others: --task, "
                    "--results)"},
            {"predict --megatron-args " + moe,
-            moe + ":1: --num-experts: expected 1 under --deepspeed, got '64'"}}) {
+            moe + ":1: --num-experts: expected one expert count for every MoE block, got '64' "
+                  "then '128' (PR-MoE's per-block counts are not modelled)"},
+           {"predict --megatron-args " + residual,
+            residual + ":1: --mlp-type: expected standard, got 'residual' (PR-MoE's residual "
+                       "MoE is not modelled)"}}) {
     SCOPED_TRACE(args);
     Outcome e = run(args);
     EXPECT_EQ(e.status, 2);
@@ -1010,6 +1018,36 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
   EXPECT_EQ(one.out, plain.out);
   EXPECT_NE(one.err.find("--num-experts 1 (line 1) read as a dense model"), std::string::npos)
       << one.err;
+
+  // Megatron-DeepSpeed's MoE (the shape of its examples_deepspeed/MoE scripts: the flags in a
+  // string passed to eval, also echoed) is DeepSpeed-MoE: its flags in Megatron-LM's spelling,
+  // with its defaults (top-1, every second block, capacity 1.0 padded), --framework deepspeed.
+  const std::string ds_moe = (dir_ / "ds_moe.sh").string();
+  std::ofstream(ds_moe)
+      << "EP_SIZE=8\nrun_cmd=\"deepspeed pretrain_gpt.py --num-layers 8 --hidden-size 1024 "
+         "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+         "--micro-batch-size 4 --global-batch-size 64 --fp16 --moe-expert-parallel-size "
+         "${EP_SIZE} --num-experts ${EP_SIZE} --moe-loss-coeff 0.01 --moe-min-capacity 4 "
+         "--moe-eval-capacity-factor 1.0 --create-moe-param-group --deepspeed\"\n"
+         "echo ${run_cmd}\neval ${run_cmd}\n";
+  Outcome ds = run("predict --megatron-args " + ds_moe + where),
+          ds_hand = run(
+              "predict --framework deepspeed --num-layers 8 --hidden-size 1024 "
+              "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+              "--micro-batch-size 4 --global-batch-size 64 --fp16 --expert-model-parallel-size 8 "
+              "--num-experts 8 --moe-aux-loss-coeff 0.01 --moe-router-topk 1 --expert-interval 2 "
+              "--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity" +
+              where);
+  ASSERT_EQ(ds.status, 0) << ds.err;
+  ASSERT_EQ(ds_hand.status, 0) << ds_hand.err;
+  EXPECT_EQ(ds.out, ds_hand.out);
+  EXPECT_EQ(first(ds)["plan"]["expert_model_parallel_size"], 8);
+  EXPECT_NE(ds.err.find("ds_moe.sh: Megatron-DeepSpeed's mixture of experts (DeepSpeed-MoE) "
+                        "read, with its defaults --topk 1, --expert-interval 2, "
+                        "--moe-train-capacity-factor 1.0; tokens beyond the capacity dropped, "
+                        "the rest padded to it; not priced: --moe-min-capacity 4 (line 3)\n"),
+            std::string::npos)
+      << ds.err;
 
   // DeepSpeed-Ulysses (--ds-sequence-parallel-size, the shape of Megatron-DeepSpeed's
   // examples_deepspeed/sequence_parallel scripts) is all-to-all CP; Megatron-LM's own spellings

@@ -48,6 +48,26 @@ TEST(TrainOptions, PlanFlagsMeanWhatDescribeSays) {
   EXPECT_EQ(o->system, "cpu-host");
 }
 
+// Megatron-LM's model flags change the trainer's model as they change describe's (until
+// 2026-12-01 they were accepted and ignored: --num-experts 4 trained the dense model); what the
+// CPU trainer cannot run is one line.
+TEST(TrainOptions, MegatronModelFlagsChangeTheModel) {
+  auto moe = parse({"--num-experts", "4", "--moe-router-topk", "1", "--num-layers", "2"}, nullptr);
+  ASSERT_TRUE(moe.ok()) << moe.error().message;
+  EXPECT_EQ(moe->model.experts, 4);
+  EXPECT_EQ(moe->model.experts_per_token, 1);
+  EXPECT_EQ(moe->model.layers, 2);
+  EXPECT_EQ(moe->model_name, "gpt2-tiny-cpu (--num-layers 2 --num-experts 4 --moe-router-topk 1)");
+  for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--swiglu"}, "expected a GPT-2-shaped model"},
+           {{"--model", "gpt2-moe-tiny-cpu", "--expert-interval", "2"}, "MoE every 2 layers"},
+           {{"--expert-interval", "2"}, "--expert-interval: expected --num-experts beside it"}}) {
+    auto bad = parse(args, nullptr);
+    ASSERT_FALSE(bad.ok()) << args.front();
+    EXPECT_NE(bad.error().message.find(want), std::string::npos) << bad.error().message;
+  }
+}
+
 TEST(TrainOptions, OldSpellingsWarnOnceEachAndMeanTheSame) {
   std::vector<std::string> w;
   auto old = parse({"--strategy", "zero1", "--micro-batch", "2", "--global-batch", "8",

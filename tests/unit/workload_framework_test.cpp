@@ -816,9 +816,12 @@ TEST(Fsdp, ExpertsShardOverTheExpertDataGroup) {
   ddp.fsdp_sharding = FsdpSharding::no_shard;
   EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", ddp).find("--fsdp-sharding"),
             std::string::npos);
-  PlanInput ds = p;
+  PlanInput ds = p;  // DeepSpeed-MoE: data and expert parallelism only
   ds.framework = Framework::deepspeed, ds.fsdp_sharding.reset();
-  EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", ds).find("--framework"),
+  ds.tp = 2, ds.sequence_parallel = true;
+  EXPECT_NE(testing::scenario_error("mixtral-8x7b", "dgx-h100", ds)
+                .find("--tensor-model-parallel-size: expected 1 with experts under --framework "
+                      "deepspeed"),
             std::string::npos);
 }
 

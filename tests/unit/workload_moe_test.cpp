@@ -787,6 +787,73 @@ TEST(ContextParallel, PredictShowsTheRingAndActivationsShrink) {
             memory_per_rank(whole, whole.roles[0]).activations.value());
 }
 
+// DeepSpeed-MoE (--framework deepspeed with experts; Megatron-DeepSpeed's MoE): experts in
+// every second block (--expert-interval 2: blocks 2, 4, ... 1-based), top-1 gating, tokens
+// dropped beyond and padded to the capacity ceil(T / E x 1.0) (deepspeed/moe/sharded_moe.py
+// top1gating), so each MoE block's dispatch and combine move E x C rows of h, (EP - 1) / EP of
+// them off the rank, forward and backward, and a dense block none; the dense gradients are
+// all-reduced over DP, the experts' over DP / EP (DeepSpeed's expert-data-parallel group).
+TEST(Moe, DeepSpeedMoeIsPaddedToCapacityEveryIntervalBlock) {
+  ModelSpec m = testing::model("mixtral-8x7b");
+  m.experts_per_token = 1;
+  m.moe_layer_step = 2;
+  PlanInput p = plan(16, 1, 1, 1);
+  p.framework = Framework::deepspeed;
+  p.zero = 0;
+  p.ep = 8;
+  p.moe_capacity_factor = 1.0;
+  p.moe_pad_to_capacity = true;
+  p.global_batch = 16;
+  auto resolved = resolve_scenario(m, *load_system("dgx-h100"), *load_network("ib-ndr-400"), p);
+  ASSERT_TRUE(resolved.ok()) << resolved.error().message;
+  const Scenario& sc = *resolved;
+  const Workload w = build_workload(sc);
+  const Chunk& ch = w.roles[0].chunks[0];
+  const double T = static_cast<double>(sc.model.seq_length);  // micro-batch 1
+  const double capacity = std::ceil(T / 8 * 1.0), h = static_cast<double>(sc.model.hidden);
+  const double moved = 8 * capacity * h * 2 /*bf16*/ * 7.0 / 8;
+  for (int layer = 0; layer < 4; ++layer) {
+    SCOPED_TRACE(layer);
+    const double want = layer % 2 == 1 ? moved : 0.0;
+    EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "moe_dispatch", layer), want);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "moe_combine", layer), want);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "moe_dispatch_backward", layer), want);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "moe_combine_backward", layer), want);
+  }
+  // Gradients: the experts' (16 MoE blocks, one expert of three h x f matrices a rank) over
+  // DP / EP = 2, the rest over DP = 16.
+  const double expert = 16.0 * 3 * h * static_cast<double>(sc.model.expert_ffn());
+  double expert_grads = 0, dense_grads = 0;
+  for (const OpList* l : {&ch.backward, &w.roles[0].step})
+    for (const Op& o : l->ops()) {
+      if (o.kind != OpKind::comm) continue;
+      if (o.group == CommGroup::expert_data) {
+        EXPECT_EQ(o.group_size, 2) << o.name;
+        expert_grads += o.elements;
+      }
+      if (o.group == CommGroup::data && o.collective == Collective::all_reduce) {
+        EXPECT_EQ(o.group_size, 16) << o.name;
+        dense_grads += o.elements;
+      }
+    }
+  EXPECT_DOUBLE_EQ(expert_grads, expert);
+  EXPECT_GT(dense_grads, 0.0);
+  EXPECT_DOUBLE_EQ(dense_grads + expert_grads, static_cast<double>(w.roles[0].params));
+  // Data and expert parallelism only: TP, PP and CP are one line each.
+  for (auto [flag, set] : {std::pair{"--tensor-model-parallel-size", &PlanInput::tp},
+                           std::pair{"--pipeline-model-parallel-size", &PlanInput::pp}}) {
+    PlanInput q = p;
+    q.*set = 2;
+    q.sequence_parallel = true;
+    auto bad = resolve_scenario(m, *load_system("dgx-h100"), *load_network("ib-ndr-400"), q);
+    ASSERT_FALSE(bad.ok()) << flag;
+    EXPECT_EQ(bad.error().message,
+              std::string(flag) +
+                  ": expected 1 with experts under --framework deepspeed (DeepSpeed-MoE is "
+                  "modelled with data and expert parallelism only), got 2");
+  }
+}
+
 TEST(Moe, PlanChecksNameTheFlag) {
   PlanInput p = moe_plan(64, 1, 3);
   EXPECT_NE(scenario_error("mixtral-8x7b", "dgx-h100", p).find("--expert-model-parallel-size"),

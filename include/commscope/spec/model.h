@@ -142,7 +142,8 @@ nlohmann::json to_json(const ModelSpec& m);
 struct ModelFlags {
   std::optional<std::int64_t> num_layers, hidden_size, ffn_hidden_size, num_attention_heads,
       num_query_groups, kv_channels, max_position_embeddings, vocab_size, num_experts,
-      moe_router_topk, moe_ffn_hidden_size, moe_shared_expert_intermediate_size;
+      moe_router_topk, moe_ffn_hidden_size, moe_shared_expert_intermediate_size,
+      expert_interval;  // Megatron-DeepSpeed's: MoE in every expert_interval-th block
   std::optional<double> attention_dropout, hidden_dropout;  // either above 0: dropout masks
   bool group_query_attention = false, swiglu = false, untie_embeddings = false,
        disable_bias_linear = false, use_flash_attn = false;
