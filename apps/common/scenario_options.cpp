@@ -1445,6 +1445,20 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
               "then '{}' (PR-MoE's per-block counts are not modelled)",
               at, line, n, words[k].text)};
     }
+    if (name == "--cp-comm-type") {  // Megatron-LM's nargs='+': one type, or one a layer
+      static const std::vector<std::string_view> kTypes = {"p2p", "a2a", "allgather", "all_gather",
+                                                           "a2a+p2p"};
+      const std::string first = value ? *value : next < words.size() ? words[next].text : "";
+      for (std::size_t k = next + (value ? 0 : 1);
+           k < words.size() && !words[k].command_start &&
+           std::find(kTypes.begin(), kTypes.end(), words[k].text) != kTypes.end();
+           ++k)
+        if (words[k].text != first)
+          return Error{fmt::format(
+              "{}:{}: --cp-comm-type: expected one type for every layer, got '{}' then '{}' "
+              "(per-layer types are not modelled)",
+              at, line, first, words[k].text)};
+    }
     if (moe && name == "--mlp-type") {
       const std::string t = value ? *value : next < words.size() ? words[next].text : "";
       if (t != "standard")

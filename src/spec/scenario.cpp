@@ -350,13 +350,20 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
       return bad("--context-parallel-size",
                  fmt::format("a divisor of GPUs / (TP x PP) = {}", plan.dp), num(plan.cp));
     plan.dp /= plan.cp;
-    // Load-balanced causal chunking: the sequence in 2 x CP chunks (Megatron-LM).
+    // Load-balanced causal chunking: the sequence in 2 x CP chunks (Megatron-LM, whatever the
+    // exchange). DeepSpeed-Ulysses (all-to-all CP under DeepSpeed) cuts it in CP contiguous
+    // chunks: after its all-to-all every rank attends over whole sequences, balanced as they are.
+    const bool ulysses = plan.cp_comm_type == CpCommType::a2a &&
+                         in.framework.value_or(Framework::none) == Framework::deepspeed;
     for (std::int64_t s : {model.seq_length, model.dec_seq()})
-      if (s % (2 * plan.cp) != 0)
+      if (s % (ulysses ? plan.cp : 2 * plan.cp) != 0)
         return bad("--context-parallel-size",
-                   fmt::format("2 x CP to divide the sequence length {} (load-balanced causal "
-                               "chunks, as Megatron-LM requires)",
-                               s),
+                   ulysses ? fmt::format("CP to divide the sequence length {} "
+                                         "(DeepSpeed-Ulysses' contiguous chunks)",
+                                         s)
+                           : fmt::format("2 x CP to divide the sequence length {} (load-balanced "
+                                         "causal chunks, as Megatron-LM requires)",
+                                         s),
                    num(plan.cp));
     if (model.kind == ArchKind::t5 || model.kind == ArchKind::bert)
       return bad("--context-parallel-size",

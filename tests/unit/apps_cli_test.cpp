@@ -1073,6 +1073,16 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(first(r)["plan"]["cp_comm_type"], type == std::string("a2a") ? "a2a" : "all_gather");
   }
+  // Its per-layer list: one type for every layer is read, several are one line.
+  const std::string layers = (dir_ / "cp_layers.sh").string();
+  std::ofstream(layers) << "torchrun pretrain_gpt.py " << model
+                        << " --context-parallel-size 4 --cp-comm-type a2a a2a p2p a2a\n";
+  Outcome mixed = run("predict --megatron-args " + layers + where);
+  EXPECT_EQ(mixed.status, 2);
+  EXPECT_NE(mixed.err.find("cp_layers.sh:1: --cp-comm-type: expected one type for every layer, "
+                           "got 'a2a' then 'p2p' (per-layer types are not modelled)"),
+            std::string::npos)
+      << mixed.err;
 }
 
 // --megatron-args follows `source`: the sizes a launch script takes from a sourced file are

@@ -752,6 +752,31 @@ TEST(ContextParallel, AllToAllBytesAreTheUlyssesClosedForm) {
             std::string::npos);
   p.cp = 2;  // 16 query and 4 key-value heads a TP rank: 8 and 2 a CP rank
   EXPECT_EQ(scenario("llama3-8b", "dgx-h100", p).plan.cp, 2);
+  // Megatron-Core cuts the sequence in 2 x CP chunks whatever the exchange; DeepSpeed-Ulysses
+  // in CP contiguous ones: a sequence of 4 x 1025 tokens runs CP 4 under DeepSpeed only.
+  p = plan(16, 1, 1, 1);
+  p.cp = 4;
+  p.cp_comm_type = CpCommType::a2a;
+  p.seq_length = 4100;
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", p)
+                .find("--context-parallel-size: expected 2 x CP to divide the sequence length "
+                      "4100"),
+            std::string::npos);
+  p.framework = Framework::deepspeed;
+  const Scenario uly = scenario("llama3-8b", "dgx-h100", p);
+  EXPECT_EQ(uly.plan.cp, 4);
+  EXPECT_DOUBLE_EQ(
+      bytes_named(build_workload(uly).roles[0].chunks[0].forward, "cp_out_all_to_all", 0),
+      0.75 * 1025 * static_cast<double>(uly.model.q_dim()) * 2);
+  PlanInput q = plan(24, 1, 1, 1);
+  q.cp = 3;
+  q.cp_comm_type = CpCommType::a2a;
+  q.framework = Framework::deepspeed;
+  q.seq_length = 4100;
+  EXPECT_NE(scenario_error("llama2-7b", "dgx-h100", q)
+                .find("--context-parallel-size: expected CP to divide the sequence length 4100 "
+                      "(DeepSpeed-Ulysses' contiguous chunks), got 3"),
+            std::string::npos);
 }
 
 // Selective recompute of the core attention replays its all-to-alls: they run inside Transformer
