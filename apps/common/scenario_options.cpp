@@ -1427,46 +1427,50 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     // capacity (--moe-train-capacity-factor, 1.0) unless --disable-moe-token-dropping, a list
     // of expert counts per MoE block, PR-MoE's --mlp-type residual (megatron/arguments.py).
     // Its `--num-experts 1` (its default) is a dense model, not Megatron-LM's MoE of one expert.
+    // The flag's value as written (its own `=value`, else the next word); for Megatron's
+    // nargs='+' flags, the first of the values after it that differs from it (one a block or a
+    // layer: read while `accept` takes the word, within the flag's command).
+    const std::string written = value ? *value : next < words.size() ? words[next].text : "";
+    auto differing = [&](auto accept) -> const ShellWord* {
+      for (std::size_t k = next + (value ? 0 : 1);
+           k < words.size() && !words[k].command_start && accept(words[k].text); ++k)
+        if (words[k].text != written) return &words[k];
+      return nullptr;
+    };
     if (name == "--num-experts") {
-      const std::string n = value ? *value : next < words.size() ? words[next].text : "";
+      const std::string& n = written;
       if (n == "1") {
         if (dense.empty()) dense.push_back(fmt::format("{} 1 (line {})", name, line));
         i = value ? i : next;
         continue;
       }
       // its nargs='+': one count for every MoE block, or one a block (PR-MoE's pyramid)
-      for (std::size_t k = next + (value ? 0 : 1);
-           deepspeed && k < words.size() && !words[k].text.empty() &&
-           words[k].text.find_first_not_of("0123456789") == std::string::npos;
-           ++k)
-        if (words[k].text != n)
-          return Error{fmt::format(
-              "{}:{}: --num-experts: expected one expert count for every MoE block, got '{}' "
-              "then '{}' (PR-MoE's per-block counts are not modelled)",
-              at, line, n, words[k].text)};
+      const ShellWord* other = deepspeed ? differing([](const std::string& t) {
+        return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+      })
+                                         : nullptr;
+      if (other)
+        return Error{fmt::format(
+            "{}:{}: --num-experts: expected one expert count for every MoE block, got '{}' "
+            "then '{}' (PR-MoE's per-block counts are not modelled)",
+            at, line, n, other->text)};
     }
     if (name == "--cp-comm-type") {  // Megatron-LM's nargs='+': one type, or one a layer
       static const std::vector<std::string_view> kTypes = {"p2p", "a2a", "allgather", "all_gather",
                                                            "a2a+p2p"};
-      const std::string first = value ? *value : next < words.size() ? words[next].text : "";
-      for (std::size_t k = next + (value ? 0 : 1);
-           k < words.size() && !words[k].command_start &&
-           std::find(kTypes.begin(), kTypes.end(), words[k].text) != kTypes.end();
-           ++k)
-        if (words[k].text != first)
-          return Error{fmt::format(
-              "{}:{}: --cp-comm-type: expected one type for every layer, got '{}' then '{}' "
-              "(per-layer types are not modelled)",
-              at, line, first, words[k].text)};
-    }
-    if (moe && name == "--mlp-type") {
-      const std::string t = value ? *value : next < words.size() ? words[next].text : "";
-      if (t != "standard")
+      if (const ShellWord* other = differing([](const std::string& t) {
+            return std::find(kTypes.begin(), kTypes.end(), t) != kTypes.end();
+          }))
         return Error{fmt::format(
-            "{}:{}: --mlp-type: expected standard, got '{}' (PR-MoE's residual MoE is not "
-            "modelled)",
-            at, line, t)};
+            "{}:{}: --cp-comm-type: expected one type for every layer, got '{}' then '{}' "
+            "(per-layer types are not modelled)",
+            at, line, written, other->text)};
     }
+    if (moe && name == "--mlp-type" && written != "standard")
+      return Error{fmt::format(
+          "{}:{}: --mlp-type: expected standard, got '{}' (PR-MoE's residual MoE is not "
+          "modelled)",
+          at, line, written)};
     if (moe) {  // DeepSpeed-MoE's flags in Megatron-LM's (and commscope's) spelling
       if (name == "--topk") {
         name = "--moe-router-topk";
@@ -1481,10 +1485,10 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         // read, not passed: without dropping DeepSpeed pads every expert to the busiest one's
         // load, not to a capacity; the floor of the capacity is not modelled
         if (name != "--disable-moe-token-dropping") {
-          if (!value && next < words.size()) value = words[next++].text;
+          if (!value && next < words.size()) ++next;
           if (std::none_of(moe_unpriced.begin(), moe_unpriced.end(),
                            [&](const std::string& u) { return u.starts_with(name + " "); }))
-            moe_unpriced.push_back(fmt::format("{} {} (line {})", name, value.value_or(""), line));
+            moe_unpriced.push_back(fmt::format("{} {} (line {})", name, written, line));
         }
         ++read;
         i = next - 1;

@@ -979,6 +979,21 @@ float causal_softmax_row(const float* q, int qp, const std::vector<int>& kpos, i
   for (int kk = 0; kk < tk; ++kk) p[kk] *= inv;
   return m + static_cast<float>(std::log(sum));
 }
+
+// All-to-all CP's exchange layout: rows [n][parts x cl] (each part cl channels, the heads in
+// order) and blocks [cp][n][parts x w], block r holding channels [r w, (r + 1) w) of every
+// part of every row; from the rows into the blocks (into_blocks) or back.
+void copy_head_blocks(const float* from, float* to, std::int64_t n, int cp, int parts, int cl,
+                      int w, bool into_blocks) {
+  for (int r = 0; r < cp; ++r)
+    for (std::int64_t row = 0; row < n; ++row)
+      for (int part = 0; part < parts; ++part) {
+        const std::int64_t in_rows = (row * parts + part) * cl + r * w,
+                           in_blocks = ((r * n + row) * parts + part) * w;
+        std::copy_n(from + (into_blocks ? in_rows : in_blocks), w,
+                    to + (into_blocks ? in_blocks : in_rows));
+      }
+}
 }  // namespace
 
 void GptShard::copy_kv(const BlockActs& a, float* kv) const {
@@ -1011,8 +1026,7 @@ void GptShard::cp_attention_forward(BlockActs& a, int l) {
     return;
   }
   auto key = [&](int b, int kk) {  // the gathered row of key kk of sequence b
-    const int r = kk / tl, j = kk % tl;
-    return kv_all_.data() + ((static_cast<std::int64_t>(r) * nb + b) * tl + j) * 2 * cl;
+    return kv_all_.data() + gathered_row(b, kk) * 2 * cl;
   };
   const double flops = 2.0 * nb * tl * static_cast<double>(tk) * cl;
   timed("attn_scores", l, false, flops, [&] {
@@ -1055,10 +1069,7 @@ void GptShard::cp_attention_backward(const BlockActs& a, int l) {
   const std::int64_t n = static_cast<std::int64_t>(nb) * tl;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   gather_kv(a, l);  // again (not kept from the forward), as Transformer Engine does
-  auto row = [&](int b, int kk) {
-    const int r = kk / tl, j = kk % tl;
-    return ((static_cast<std::int64_t>(r) * nb + b) * tl + j) * 2 * cl;
-  };
+  auto row = [&](int b, int kk) { return gathered_row(b, kk) * 2 * cl; };
   const double flops = 4.0 * nb * tl * static_cast<double>(tk) * cl;
   if (s_.flash) {
     zero(dqkv_);
@@ -1148,15 +1159,8 @@ void GptShard::a2a_attention_forward(BlockActs& a, int l) {
   const std::int64_t n = static_cast<std::int64_t>(nb) * tl, stride = 3 * w;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   CS_CHECK(a2a_ != nullptr);
-  for (int r = 0; r < cp; ++r)
-    for (std::int64_t row = 0; row < n; ++row)
-      for (int part = 0; part < 3; ++part)
-        std::copy_n(a.qkv.data() + row * 3 * cl + part * cl + r * w, w,
-                    a2a_send_.data() + (r * n + row) * stride + part * w);
+  copy_head_blocks(a.qkv.data(), a2a_send_.data(), n, cp, 3, cl, w, true);
   a2a_(a2a_send_.data(), a.qkv_h.data(), n * stride, "cp_qkv_all_to_all", l);
-  auto row_of = [&](int b, int kk) {
-    return (static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl;
-  };
   // This rank's heads' output at every position, in a2a_send_ by source (the block it returns
   // to), as a.qkv_h's rows.
   const double flops = 2.0 * nb * tl * static_cast<double>(tk) * cl;
@@ -1165,14 +1169,15 @@ void GptShard::a2a_attention_forward(BlockActs& a, int l) {
     for (int b = 0; b < nb; ++b)
       for (int h = 0; h < nh; ++h)
         for (int qk = 0; qk < tk; ++qk) {
-          const std::int64_t qr = row_of(b, qk),
+          const std::int64_t qr = gathered_row(b, qk),
                              at = (static_cast<std::int64_t>(b) * nh + h) * tk + qk;
           float* P = s_.flash ? p.data() : a.att.data() + at * tk;
           if (s_.flash || !values) {  // the scores and softmax: the unfused first kernel's
             const float lse = causal_softmax_row(
                 a.qkv_h.data() + qr * stride + h * hs, kpos_[static_cast<std::size_t>(qk)], kpos_,
                 tk, hs, scale,
-                [&](int kk) { return a.qkv_h.data() + row_of(b, kk) * stride + w + h * hs; }, P);
+                [&](int kk) { return a.qkv_h.data() + gathered_row(b, kk) * stride + w + h * hs; },
+                P);
             if (s_.flash) a.lse[static_cast<std::size_t>(at)] = lse;
           }
           if (!values) continue;
@@ -1180,7 +1185,7 @@ void GptShard::a2a_attention_forward(BlockActs& a, int l) {
           std::fill(o, o + hs, 0.0f);
           for (int kk = 0; kk < tk; ++kk) {
             if (P[kk] == 0.0f) continue;
-            const float* v = a.qkv_h.data() + row_of(b, kk) * stride + 2 * w + h * hs;
+            const float* v = a.qkv_h.data() + gathered_row(b, kk) * stride + 2 * w + h * hs;
             for (int d = 0; d < hs; ++d) o[d] += P[kk] * v[d];
           }
         }
@@ -1192,9 +1197,7 @@ void GptShard::a2a_attention_forward(BlockActs& a, int l) {
     timed("attn_values", l, false, flops, [&] { core(true); });
   }
   a2a_(a2a_send_.data(), a2a_recv_.data(), n * w, "cp_out_all_to_all", l);
-  for (int r = 0; r < cp; ++r)
-    for (std::int64_t row = 0; row < n; ++row)
-      std::copy_n(a2a_recv_.data() + (r * n + row) * w, w, a.atty.data() + row * cl + r * w);
+  copy_head_blocks(a2a_recv_.data(), a.atty.data(), n, cp, 1, cl, w, false);
 }
 
 void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
@@ -1202,13 +1205,8 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
   const int hs = cl / heads_l_, w = nh * hs;
   const std::int64_t n = static_cast<std::int64_t>(nb) * tl, stride = 3 * w;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (int r = 0; r < cp; ++r)
-    for (std::int64_t row = 0; row < n; ++row)
-      std::copy_n(datty_.data() + row * cl + r * w, w, a2a_send_.data() + (r * n + row) * w);
+  copy_head_blocks(datty_.data(), a2a_send_.data(), n, cp, 1, cl, w, true);
   a2a_(a2a_send_.data(), a2a_recv_.data(), n * w, "cp_dout_all_to_all", l);  // dO, by source
-  auto row_of = [&](int b, int kk) {
-    return (static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl;
-  };
   // dP = dO . v and D = sum P dP (= dO . O) per query row, then dS = P (dP - D) scale: dV +=
   // P dO, dQ += dS k, dK += dS q; FlashAttention recomputes P from the row's logsumexp.
   auto grad = [&] {
@@ -1217,7 +1215,7 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
     for (int b = 0; b < nb; ++b)
       for (int h = 0; h < nh; ++h)
         for (int qk = 0; qk < tk; ++qk) {
-          const std::int64_t qr = row_of(b, qk),
+          const std::int64_t qr = gathered_row(b, qk),
                              at = (static_cast<std::int64_t>(b) * nh + h) * tk + qk;
           const int qp = kpos_[static_cast<std::size_t>(qk)];
           const float* q = a.qkv_h.data() + qr * stride + h * hs;
@@ -1227,7 +1225,7 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
           for (int kk = 0; kk < tk; ++kk) {
             const auto k_ = static_cast<std::size_t>(kk);
             if (kpos_[k_] > qp) continue;
-            const float* k = a.qkv_h.data() + row_of(b, kk) * stride + w + h * hs;
+            const float* k = a.qkv_h.data() + gathered_row(b, kk) * stride + w + h * hs;
             const float* v = k + w;
             if (s_.flash) {
               float dot = 0;
@@ -1244,7 +1242,7 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
           for (int kk = 0; kk < tk; ++kk) {
             const auto k_ = static_cast<std::size_t>(kk);
             if (kpos_[k_] > qp) continue;
-            const std::int64_t kr = row_of(b, kk) * stride + w + h * hs;
+            const std::int64_t kr = gathered_row(b, kk) * stride + w + h * hs;
             const float* k = a.qkv_h.data() + kr;
             float* dk = a2a_grad_.data() + kr;
             float* dv = dk + w;
@@ -1263,11 +1261,7 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
   else
     timed("attn_scores", l, true, flops, grad);
   a2a_(a2a_grad_.data(), a2a_send_.data(), n * stride, "cp_dqkv_all_to_all", l);
-  for (int r = 0; r < cp; ++r)
-    for (std::int64_t row = 0; row < n; ++row)
-      for (int part = 0; part < 3; ++part)
-        std::copy_n(a2a_send_.data() + (r * n + row) * stride + part * w, w,
-                    dqkv_.data() + row * 3 * cl + part * cl + r * w);
+  copy_head_blocks(a2a_send_.data(), dqkv_.data(), n, cp, 3, cl, w, false);
 }
 
 // ---- context parallelism: ring attention ----
@@ -1821,9 +1815,7 @@ void GptShard::flash_forward(BlockActs& a, int l, const float* k, std::int64_t s
   const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const bool causal = !bert_;
-  auto key = [&](int b, int kk) {
-    return k + ((static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl) * stride;
-  };
+  auto key = [&](int b, int kk) { return k + gathered_row(b, kk) * stride; };
   timed("flash_attn", l, false, 4.0 * nb * tl * static_cast<double>(tk) * cl, [&] {
     std::vector<float> p(static_cast<std::size_t>(tk));
     for (int b = 0; b < nb; ++b)
@@ -1864,9 +1856,6 @@ void GptShard::flash_backward(const BlockActs& a, int l, const float* k, std::in
   const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const bool causal = !bert_;
-  auto at = [&](int b, int kk) {
-    return (static_cast<std::int64_t>(kk / tl) * nb + b) * tl + kk % tl;
-  };
   // The recomputed scores, dV, dP, dQ and dK: five s x s products to the forward's two.
   timed("flash_attn", l, true, 10.0 * nb * tl * static_cast<double>(tk) * cl, [&] {
     for (int b = 0; b < nb; ++b)
@@ -1884,7 +1873,7 @@ void GptShard::flash_backward(const BlockActs& a, int l, const float* k, std::in
           for (int d = 0; d < hs; ++d) D += dout[d] * o[d];
           for (int kk = 0; kk < tk; ++kk) {
             if (causal && kpos_[static_cast<std::size_t>(kk)] > qp) continue;
-            const std::int64_t r = at(b, kk);
+            const std::int64_t r = gathered_row(b, kk);
             const float* kr = k + r * stride + h * hs;
             const float* vr = kr + cl;
             float* dkr = dk + r * dstride + h * hs;

@@ -208,10 +208,7 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
       return refuse("--context-parallel-size", std::to_string(*p.cp), "expected a positive size");
     o.cp = *p.cp;
   }
-  if (p.cp_comm_type) {
-    o.cp_ring = *p.cp_comm_type == CpCommType::p2p;
-    o.cp_a2a = *p.cp_comm_type == CpCommType::a2a;
-  }
+  if (p.cp_comm_type) o.cp_comm_type = *p.cp_comm_type;
   if (p.ep) {
     if (*p.ep < 1)
       return refuse("--expert-model-parallel-size", std::to_string(*p.ep),
@@ -764,9 +761,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   if (o.model.experts > 0 && o.moe_aux_loss_coeff > 0) p.moe_aux_loss_coeff = o.moe_aux_loss_coeff;
   if (o.cp > 1) {  // DP follows from the GPUs (resolve_scenario refuses both)
     p.cp = o.cp;
-    p.cp_comm_type = o.cp_ring  ? CpCommType::p2p
-                     : o.cp_a2a ? CpCommType::a2a
-                                : CpCommType::all_gather;
+    p.cp_comm_type = o.cp_comm_type;
   } else {
     p.dp = data_parallel(o, world);
   }

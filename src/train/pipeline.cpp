@@ -475,8 +475,8 @@ bool PipelineTrainer::setup() {
     s.sequence_parallel = o_.sequence_parallel;
     s.cp = g_.cp;
     s.cp_rank = g_.c;
-    s.cp_ring = o_.cp_ring;
-    s.cp_a2a = o_.cp_a2a;
+    s.cp_ring = o_.cp_comm_type == CpCommType::p2p;
+    s.cp_a2a = o_.cp_comm_type == CpCommType::a2a;
     s.ep = g_.ep;
     s.ep_rank = g_.e();
     s.moe_aux_loss_coeff = o_.moe_aux_loss_coeff;

@@ -112,8 +112,8 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
   auto ring = parse({"--cp", "2"}, nullptr),
        gathered = parse({"--cp", "2", "--cp-comm-type", "all_gather"}, nullptr);
   ASSERT_TRUE(ring.ok() && gathered.ok());
-  EXPECT_TRUE(ring->cp_ring);
-  EXPECT_FALSE(gathered->cp_ring);
+  EXPECT_EQ(ring->cp_comm_type, CpCommType::p2p);
+  EXPECT_EQ(gathered->cp_comm_type, CpCommType::all_gather);
   // Expert parallelism is checked against the model and the ranks: a dense model has no
   // experts to split; the MoE preset's 4 experts over EP 2 on 2 ranks run.
   auto dense = parse({"--ep", "2"}, nullptr);

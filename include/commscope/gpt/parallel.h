@@ -247,6 +247,11 @@ class GptShard {
   // This rank's K and V rows out of a.qkv into `kv` ([batch x seq_l, 2 hl_]: k then v).
   void copy_kv(const BlockActs& a, float* kv) const;
   void cp_attention_forward(BlockActs& a, int l);
+  // The row of key kk of sequence b where every CP rank's rows stand in rank order (the K,V
+  // all-gather's layout, and all-to-all CP's): (kk / seq_l x batch + b) x seq_l + kk % seq_l.
+  std::int64_t gathered_row(int b, int kk) const {
+    return (static_cast<std::int64_t>(kk / seq_l_) * batch_ + b) * seq_l_ + kk % seq_l_;
+  }
   // Mixture of experts: tmp_ = the MoE output of a.ln2 (router, dispatch, experts, combine);
   // backward from dtmp_ into dln_ (d ln2) and the router's and experts' gradients.
   void moe_forward(BlockActs& a, int l, const float* block);

@@ -42,11 +42,11 @@ struct TrainOptions {
   int tp = 1, pp = 1, vpp = 1;
   // Context parallelism (GPT, Megatron-LM --context-parallel-size): each sequence's positions
   // split over cp ranks inside the tensor group's neighbours (rank = t + TP (c + CP ...)),
-  // gradients reduced over DP x CP. cp_ring: K,V passed round the CP ring block by block
-  // (--cp-comm-type p2p, Megatron-LM's default); cp_a2a: heads scattered by all-to-alls of
-  // Q, K, V and the output (a2a, DeepSpeed-Ulysses); otherwise all-gathered (all_gather).
+  // gradients reduced over DP x CP. cp_comm_type: K,V passed round the CP ring block by block
+  // (p2p, Megatron-LM's default), all-gathered (all_gather), or the heads scattered by
+  // all-to-alls of Q, K, V and the output (a2a, DeepSpeed-Ulysses).
   int cp = 1;
-  bool cp_ring = true, cp_a2a = false;
+  CpCommType cp_comm_type = CpCommType::p2p;
   // Expert parallelism (a model with experts, TP 1, DDP): experts split over ep data-parallel
   // ranks (Megatron-LM --expert-model-parallel-size), expert gradients reduced over DP / EP.
   int ep = 1;
