@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -454,7 +455,14 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "how CP exchanges K and V: p2p (ring beside the attention blocks) | all_gather "
                  "(all-gather before attention, reduce-scatter of dK and dV after) | a2a "
                  "(all-to-all of Q, K, V and the output: heads scattered, as DeepSpeed-Ulysses) "
-                 "[p2p]")
+                 "| a2a+p2p (all-to-alls over the first level of "
+                 "--hierarchical-context-parallel-sizes, the ring over the second) [p2p]")
+      ->group(g_moe);
+  cmd.add_option("--hierarchical-context-parallel-sizes", o.hierarchical_cp_sizes,
+                 "a2a+p2p: the all-to-all level's CP size, then the ring's (product: CP), as "
+                 "Megatron-LM spells them ('2 4')")
+      ->expected(1, 8)
+      ->type_name("INT INT")
       ->group(g_moe);
   list(cmd, "--ep,--expert-model-parallel-size", o.ep,
        "expert-parallel size: a MoE layer's experts split over EP ranks [1]")
@@ -826,7 +834,14 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
       return {};
     };
     CS_RETURN_IF_ERROR(named_value("--cp-comm-type", o.cp_comm_type, cp_comm_type_from_name,
-                                   "p2p, all_gather or a2a", flags.cp_comm_type));
+                                   "p2p, all_gather, a2a or a2a+p2p", flags.cp_comm_type));
+    for (const std::string& text : o.hierarchical_cp_sizes) {
+      auto v = parse_number<int>(text);
+      if (!v || *v < 1)
+        return Error{fmt::format(
+            "--hierarchical-context-parallel-sizes: expected positive integers, got '{}'", text)};
+      flags.hierarchical_cp_sizes.push_back(*v);
+    }
     CS_RETURN_IF_ERROR(whole("--fsdp-shard-size", o.fsdp_shard_size, flags.fsdp_shard_size));
     CS_RETURN_IF_ERROR(
         whole("--fsdp-replicate-size", o.fsdp_replicate_size, flags.fsdp_replicate_size));
@@ -1378,7 +1393,9 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   const bool moe = deepspeed && experts;  // DeepSpeed-MoE (Megatron-DeepSpeed's experts)
   std::vector<std::string> moe_unpriced, moe_defaults;  // its flags read and not priced
   std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
-  std::size_t read = 0;
+  // the flags read, each once (an echoed and an evaluated command, or a flag given twice, are
+  // one flag's words twice)
+  std::set<std::string> read;
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i].text;
     if (w.size() < 3 || w.rfind("--", 0) != 0) continue;  // the program, values, bash's own
@@ -1490,7 +1507,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
                            [&](const std::string& u) { return u.starts_with(name + " "); }))
             moe_unpriced.push_back(fmt::format("{} {} (line {})", name, written, line));
         }
-        ++read;
+        read.insert(name);
         i = next - 1;
         continue;
       }
@@ -1521,6 +1538,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       continue;
     }
     const bool flag = as_flag || o->get_expected_max() == 0;
+    bool spaced = false;  // its value the next word (not `=value`)
     if (implied) {
       value = implied;
       value_word = nullptr;
@@ -1534,6 +1552,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         return Error{fmt::format("{}:{}: {}: expected a value after it, got none", at, line, name)};
       value_word = &words[next];
       value = words[next++].text;
+      spaced = true;
     } else if (flag) {
       value.reset();
       value_word = nullptr;
@@ -1543,8 +1562,21 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           "{}:{}: {}: expected a value, got '{}' (an expansion the script does not set: write "
           "its value in the file, or give {} on the command line)",
           at, line, name, *value, name)};
+    // A flag of several values (Megatron's nargs='+' --hierarchical-context-parallel-sizes):
+    // the words after the first, up to the next flag or command.
+    std::vector<std::string> more;
+    if (spaced && o->get_expected_max() > 1)
+      while (next < words.size() && !words[next].command_start &&
+             words[next].text.rfind("--", 0) != 0) {
+        if (words[next].unresolved)
+          return Error{
+              fmt::format("{}:{}: {}: expected a value, got '{}' (an expansion the "
+                          "script does not set)",
+                          at, line, name, words[next].text)};
+        more.push_back(words[next++].text);
+      }
     i = next - 1;
-    ++read;
+    read.insert(name);
     if (on_command_line(o)) {
       kept_own.push_back(fmt::format("{} (line {})", name, line));
       continue;
@@ -1553,6 +1585,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     seen.push_back(o);
     taken.push_back(name);
     if (value) taken.push_back(*value);
+    taken.insert(taken.end(), more.begin(), more.end());
     if (const CLI::Option* also = with.empty() ? nullptr : option(with);
         also && !on_command_line(also) && std::find(seen.begin(), seen.end(), also) == seen.end()) {
       seen.push_back(also);
@@ -1624,7 +1657,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     taken.push_back("--framework");
     taken.push_back(deepspeed ? "deepspeed" : "megatron");
   }
-  if (read == 0)
+  if (read.empty())
     return Error{fmt::format(
         "{}: expected Megatron-LM flags that {} has (--num-layers, --tensor-model-parallel-size, "
         "...), got none{}",
@@ -1651,7 +1684,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         "{}: expected the model, in the script (--num-layers, --hidden-size, "
         "--num-attention-heads) or on the command line (--model, --model-config), got neither: "
         "the {} flags it gives would otherwise be priced on commscope's default model{}",
-        path, read,
+        path, read.size(),
         script.unfollowed.empty()
             ? std::string()
             : fmt::format(" (not followed: {})", fmt::join(script.unfollowed, "; ")))};
@@ -1676,7 +1709,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         "zero_optimization.stage (Megatron-DeepSpeed reads the flag to build the model only)",
         path, fmt::join(engine, ", ")));
   print_note(fmt::format(
-      "{}: {} of Megatron-LM's flags read{}{}{}", path, read,
+      "{}: {} of Megatron-LM's flags read{}{}{}", path, read.size(),
       !pattern    ? ""
       : deepspeed ? " (Megatron-DeepSpeed's --deepspeed: with DeepSpeed's collective pattern, "
                     "--framework deepspeed)"

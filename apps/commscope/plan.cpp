@@ -410,6 +410,11 @@ Verb add_plan(CLI::App& app) {
               cli::named_value("--framework", st->framework, framework_from_name,
                                "one of megatron|deepspeed|fsdp", base.framework)})
           if (!s.ok()) return fail(s.error().message);
+        if (base.cp_comm_type == CpCommType::a2a_p2p)  // its levels would be a search of their own
+          return fail(
+              "--cp-comm-type: expected p2p, all_gather or a2a (plan does not search "
+              "hierarchical CP's levels: describe or predict a2a+p2p with "
+              "--hierarchical-context-parallel-sizes), got a2a+p2p");
         std::vector<Framework> frameworks;
         if (!st->frameworks.empty() && !st->framework.empty())
           return fail(

@@ -98,8 +98,9 @@ _BOOLEAN_FLAGS = frozenset({
 
 # The CLI's flags that take several separate values (`--diff BASE NEW`): a list passes each as
 # its own argument, where other flags join a list with commas (`diff=[a, b]` gave "--diff=a,b",
-# one value, found by probing, 2026-11-30).
-_SEPARATE_VALUE_FLAGS = frozenset({"diff"})
+# one value, found by probing, 2026-11-30); Megatron-LM's --hierarchical-context-parallel-sizes
+# (nargs='+': `2 4`) likewise.
+_SEPARATE_VALUE_FLAGS = frozenset({"diff", "hierarchical-context-parallel-sizes"})
 
 
 def _check_text(name, text):

@@ -90,8 +90,10 @@ constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::standard, "standard"}, {AttentionKernel::flash, "flash"}};
 constexpr EnumName<AttentionBackend> kAttentionBackendNames[] = {
     {AttentionBackend::fused, "fused"}, {AttentionBackend::flash, "flash"}};
-constexpr EnumName<CpCommType> kCpCommTypeNames[] = {
-    {CpCommType::p2p, "p2p"}, {CpCommType::all_gather, "all_gather"}, {CpCommType::a2a, "a2a"}};
+constexpr EnumName<CpCommType> kCpCommTypeNames[] = {{CpCommType::p2p, "p2p"},
+                                                     {CpCommType::all_gather, "all_gather"},
+                                                     {CpCommType::a2a, "a2a"},
+                                                     {CpCommType::a2a_p2p, "a2a+p2p"}};
 constexpr EnumName<MoeDispatcher> kMoeDispatcherNames[] = {{MoeDispatcher::alltoall, "alltoall"},
                                                            {MoeDispatcher::flex, "flex"}};
 constexpr EnumName<GradCompression> kGradCompressionNames[] = {
@@ -374,6 +376,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(layers_per_virtual_stage, o.layers_per_virtual_stage);
   take(cp, o.cp);
   take(cp_comm_type, o.cp_comm_type);
+  if (!o.hierarchical_cp_sizes.empty()) hierarchical_cp_sizes = o.hierarchical_cp_sizes;
   take(ep, o.ep);
   take(expert_tp, o.expert_tp);
   take(moe_capacity_factor, o.moe_capacity_factor);
@@ -653,6 +656,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.cross_entropy == CrossEntropy::torch || p.cross_entropy == CrossEntropy::flash_attn)
     j["cross_entropy"] = to_string(p.cross_entropy);
   if (p.cp > 1 && p.cp_comm_type != CpCommType::p2p) j["cp_comm_type"] = to_string(p.cp_comm_type);
+  if (p.cp > 1 && p.cp_comm_type == CpCommType::a2a_p2p)
+    j["hierarchical_context_parallel_sizes"] = {p.cp_a2a, p.cp_ring()};
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/spec/framework_config.h"
 #include "commscope/spec/limits.h"
@@ -345,6 +346,41 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   plan.cp = in.cp.value_or(1);
   plan.cp_comm_type = in.cp_comm_type.value_or(CpCommType::p2p);
   if (plan.cp < 1) return bad("--context-parallel-size", "a positive integer", num(plan.cp));
+  // Hierarchical CP (Megatron-LM's a2a+p2p): --hierarchical-context-parallel-sizes, whose
+  // product Megatron asserts is CP and which a2a+p2p requires; Transformer Engine takes two
+  // levels, [a2a group, p2p group], and runs a level of one rank as the other form alone
+  // (attn_forward_func_with_cp).
+  const std::vector<int>& hs = in.hierarchical_cp_sizes;
+  if (!hs.empty()) {
+    const std::string sizes = fmt::format("{}", fmt::join(hs, " "));
+    constexpr const char* kFlag = "--hierarchical-context-parallel-sizes";
+    std::int64_t product = 1;
+    for (int v : hs) {
+      if (v < 1) return bad(kFlag, "positive integers", sizes);
+      product *= v;
+      if (product > plan.cp) break;
+    }
+    if (product != plan.cp)
+      return bad(kFlag, fmt::format("sizes whose product is the context-parallel size {}", plan.cp),
+                 sizes);
+    if (plan.cp_comm_type == CpCommType::a2a_p2p && hs.size() != 2)
+      return bad(kFlag,
+                 "two sizes with --cp-comm-type a2a+p2p (Transformer Engine's all-to-all level, "
+                 "then its ring's)",
+                 sizes);
+  }
+  if (plan.cp_comm_type == CpCommType::a2a_p2p) {
+    if (hs.empty())
+      return bad("--cp-comm-type",
+                 "--hierarchical-context-parallel-sizes beside a2a+p2p (its all-to-all and ring "
+                 "levels, as Megatron-LM requires)",
+                 "a2a+p2p without it");
+    plan.cp_a2a = hs[0];
+    if (hs[0] == 1 || hs[1] == 1) {  // one level: the ring alone, or the all-to-alls alone
+      plan.cp_comm_type = hs[0] == 1 ? CpCommType::p2p : CpCommType::a2a;
+      plan.cp_a2a = 1;
+    }
+  }
   if (plan.cp > 1) {
     if (plan.dp % plan.cp != 0)
       return bad("--context-parallel-size",
@@ -372,16 +408,23 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
                  num(plan.cp));
     // All-to-all CP gives each CP rank whole heads (Transformer Engine asserts that CP divides
     // the query and the key-value heads of a TP rank; so does DeepSpeed-Ulysses).
-    if (plan.cp_comm_type == CpCommType::a2a)
+    // Under a2a+p2p the all-to-all level does.
+    const bool a2a = plan.cp_comm_type == CpCommType::a2a;
+    if (a2a || plan.cp_comm_type == CpCommType::a2a_p2p)
       for (auto [what, n] :
            {std::pair{"attention heads", model.heads},
             std::pair{"key-value heads", model.mla() ? model.heads : model.kv_heads}})
-        if ((n / plan.tp) % plan.cp != 0)
-          return bad("--context-parallel-size",
-                     fmt::format("a divisor of the {} per TP rank, {} (--cp-comm-type a2a "
-                                 "scatters the heads over the CP ranks)",
-                                 what, n / plan.tp),
-                     num(plan.cp));
+        if ((n / plan.tp) % (a2a ? plan.cp : plan.cp_a2a) != 0)
+          return a2a ? bad("--context-parallel-size",
+                           fmt::format("a divisor of the {} per TP rank, {} (--cp-comm-type a2a "
+                                       "scatters the heads over the CP ranks)",
+                                       what, n / plan.tp),
+                           num(plan.cp))
+                     : bad("--hierarchical-context-parallel-sizes",
+                           fmt::format("an all-to-all level that divides the {} per TP rank, {} "
+                                       "(a2a+p2p scatters the heads over it)",
+                                       what, n / plan.tp),
+                           fmt::format("{}", fmt::join(hs, " ")));
   }
   plan.ep = in.ep.value_or(1);
   plan.expert_tp = in.expert_tp.value_or(plan.tp);

@@ -200,15 +200,21 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   o.stage_layers = p.stage_layers;
   o.first_stage_layers = p.first_stage_layers;
   o.last_stage_layers = p.last_stage_layers;
-  // Context parallelism runs as the ring (p2p) or all-gather CP; expert parallelism dropless,
-  // without expert TP (the capacity factor and a routing imbalance are describe's and
+  // Context parallelism runs as the ring (p2p), all-gather or all-to-all CP; expert parallelism
+  // dropless, without expert TP (the capacity factor and a routing imbalance are describe's and
   // predict's).
   if (p.cp) {
     if (*p.cp < 1)
       return refuse("--context-parallel-size", std::to_string(*p.cp), "expected a positive size");
     o.cp = *p.cp;
   }
-  if (p.cp_comm_type) o.cp_comm_type = *p.cp_comm_type;
+  if (p.cp_comm_type) {
+    if (*p.cp_comm_type == CpCommType::a2a_p2p)
+      return refuse("--cp-comm-type", "a2a+p2p",
+                    "expected p2p, all_gather or a2a: the CPU trainer runs no hierarchical CP "
+                    "(describe and predict model it)");
+    o.cp_comm_type = *p.cp_comm_type;
+  }
   if (p.ep) {
     if (*p.ep < 1)
       return refuse("--expert-model-parallel-size", std::to_string(*p.ep),

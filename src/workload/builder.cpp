@@ -64,6 +64,9 @@ struct Step {
   // recomputes the scores; FP8 casts): negative means the default, twice the forward.
   double backward_flops = -1, backward_mem = -1;
   bool expert = false;  // routed experts' GEMM: its gradients go to the expert-data group
+  // cp_exchange/cp_wait: the ring's KV chunk (K and V of this rank's tokens); tp_elements is
+  // the all-to-alls' payload under a2a and a2a+p2p, this chunk otherwise.
+  std::int64_t cp_ring_elements = 0;
 };
 
 class Emitter {
@@ -621,7 +624,7 @@ class Builder {
       prog.push_back(qkv);
       if (p_.cp > 1)
         prog.push_back(
-            cp_step(StepKind::cp_exchange, Tq * (cp_a2a() ? q + 2 * kv : 2 * kv) / t_, layer));
+            cp_step(StepKind::cp_exchange, Tq * (q + 2 * kv) / t_, Tq * 2 * kv / t_, layer));
     } else {
       Step qs = compute(gemm("cross_q", layer, Tq, h, q / t_), (h + bias) * q / t_);
       qs.gathers_input = true;
@@ -642,21 +645,21 @@ class Builder {
     Step sc = compute(scores, first_in_stack && m_.position == PositionEmbedding::relative
                                   ? m_.relative_attention_buckets * m_.heads / t_
                                   : 0);
-    sc.module = recompute_module::core_attn;
+    sc.module = core_module();
     prog.push_back(sc);
     Step sm = softmax_dropout(cross ? "cross_softmax" : "softmax", layer, score_elems);
-    sm.module = recompute_module::core_attn;
+    sm.module = core_module();
     prog.push_back(sm);
     Op values = scores;
     values.name = cross ? "cross_values" : "attn_values";
     values.mem_bytes =
         a_ * (score_elems + static_cast<double>(Tkv) * kv / t_ + static_cast<double>(Tq) * q / t_);
     Step va = compute(values);
-    va.module = recompute_module::core_attn;
+    va.module = core_module();
     prog.push_back(va);
     if (p_.attention == AttentionKernel::flash) flash_attention_core(prog, layer, s_q, s_kv, cross);
     if (p_.cp > 1 && !cross)
-      prog.push_back(cp_step(StepKind::cp_wait, Tq * (cp_a2a() ? q : 2 * kv) / t_, layer));
+      prog.push_back(cp_step(StepKind::cp_wait, Tq * q / t_, Tq * 2 * kv / t_, layer));
     prog.push_back(compute(gemm(cross ? "cross_out" : "attn_out", layer, Tq, q / t_, h),
                            q / t_ * h + bias * h));
     prog.push_back(tp(StepKind::tp_exit, Tq * h, layer));
@@ -686,16 +689,24 @@ class Builder {
 
   // ---- mixture of experts, latent attention, context parallelism ----
   bool cp_a2a() const { return sc_.plan.cp_comm_type == CpCommType::a2a; }
-  // cp_exchange: the KV chunk of this rank (K and V, b x s/CP); under all-to-all CP this rank's
-  // Q, K and V (cp_exchange) and the attention output (cp_wait), whose all-to-alls sit inside
-  // the core attention that selective recompute replays (Transformer Engine's
-  // DotProductAttention runs them).
-  Step cp_step(StepKind k, std::int64_t elements, int layer) const {
+  bool cp_hierarchical() const { return sc_.plan.cp_comm_type == CpCommType::a2a_p2p; }
+  // The recompute module of the attention core's steps, and of the CP exchange that runs inside
+  // the core (ParallelPlan::core_attention_is_recomputable): core_attn, or none.
+  std::uint8_t core_module() const {
+    return p_.core_attention_is_recomputable() ? recompute_module::core_attn : 0;
+  }
+  // The CP exchange around the attention core: `ring`, the KV chunk of this rank (K and V,
+  // b x s/CP tokens), passed or gathered by the ring and all-gather forms (and a2a+p2p's
+  // ring); `a2a`, what the all-to-alls carry: this rank's Q, K and V (cp_exchange) and the
+  // attention output (cp_wait). Selective core_attn recompute replays them with the core
+  // (under Megatron-Core, Transformer Engine's DotProductAttention runs every form).
+  Step cp_step(StepKind k, std::int64_t a2a, std::int64_t ring, int layer) const {
     Step s;
     s.kind = k;
-    s.tp_elements = elements;
+    s.tp_elements = cp_a2a() || cp_hierarchical() ? a2a : ring;
+    s.cp_ring_elements = ring;
     s.op.layer = layer;
-    if (cp_a2a()) s.module = recompute_module::core_attn;
+    s.module = core_module();
     return s;
   }
   // Tokens routed to this rank's experts per micro-batch: its own tokens x top-k, x the load
@@ -822,7 +833,7 @@ class Builder {
     enter(m_.qk_rope_head_dim);  // the rotary key, into the heads' attention
     if (p_.cp > 1)               // all-to-all: Q, K (qk each a head) and V; the ring: K and V
       prog.push_back(
-          cp_step(StepKind::cp_exchange, T * heads * ((cp_a2a() ? 2 * qk : qk) + v), layer));
+          cp_step(StepKind::cp_exchange, T * heads * (2 * qk + v), T * heads * (qk + v), layer));
     const std::int64_t s_kv = s_q * p_.cp;
     const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
     Op scores = elementwise("attn_scores", ComputeClass::attention, layer, 0, 0, 0);
@@ -830,10 +841,10 @@ class Builder {
     scores.mem_bytes = a_ * (static_cast<double>(T) * heads * qk +
                              static_cast<double>(b_) * s_kv * heads * qk + score_elems);
     Step sc = compute(scores);
-    sc.module = recompute_module::core_attn;
+    sc.module = core_module();
     prog.push_back(sc);
     Step sm = softmax_dropout("softmax", layer, score_elems);
-    sm.module = recompute_module::core_attn;
+    sm.module = core_module();
     prog.push_back(sm);
     Op values = scores;
     values.name = "attn_values";
@@ -841,12 +852,12 @@ class Builder {
     values.mem_bytes = a_ * (score_elems + static_cast<double>(b_) * s_kv * heads * v +
                              static_cast<double>(T) * heads * v);
     Step va = compute(values);
-    va.module = recompute_module::core_attn;
+    va.module = core_module();
     prog.push_back(va);
     if (p_.attention == AttentionKernel::flash)
       flash_attention_core(prog, layer, s_q, s_kv, false, qk, v, heads);
     if (p_.cp > 1)  // all-to-all: the output (v a head); the ring: K and V
-      prog.push_back(cp_step(StepKind::cp_wait, T * heads * (cp_a2a() ? v : qk + v), layer));
+      prog.push_back(cp_step(StepKind::cp_wait, T * heads * v, T * heads * (qk + v), layer));
     prog.push_back(compute(gemm("attn_out", layer, T, heads * v, h), heads * v * h));
     prog.push_back(tp(StepKind::tp_exit, T * h, layer));
     prog.push_back(compute(elementwise("attn_residual", ComputeClass::elementwise, layer,
@@ -1036,7 +1047,7 @@ class Builder {
     st.backward_flops = 2.5 * fwd;
     st.backward_mem = a_ * (Q + 2.0 * O + K + V) + 2.0 * 4.0 * rows  // read Q, O, dO, K, V, lse, D
                       + a_ * (Q + K + V);                            // write dQ, dK, dV
-    if (p_.framework == Framework::megatron) st.module = recompute_module::core_attn;
+    st.module = core_module();
     prog.push_back(st);
   }
 
@@ -1294,6 +1305,28 @@ class Builder {
       case StepKind::cp_wait: {
         if (sc_.plan.cp <= 1) break;
         const bool issue = (st.kind == StepKind::cp_exchange) != backward;
+        if (cp_hierarchical()) {
+          // a2a+p2p (Transformer Engine's AttnFuncWithCPAndKVP2P with an all-to-all group): the
+          // all-to-alls of the a2a form over the inner level (cp_a2a CP neighbours), around the
+          // ring over the outer one (cp / cp_a2a ranks cp_a2a apart), which passes the KV chunks
+          // of the gathered sequence's 1 / cp_a2a of the heads: as many elements as this rank's
+          // chunk. Forward: Q, K, V all-to-all, ring beside the core, output all-to-all;
+          // backward: dO all-to-all, the ring of KV and dKV, dQ, dK, dV all-to-all.
+          const int a = sc_.plan.cp_a2a, r = sc_.plan.cp_ring();
+          const bool qkv = st.kind == StepKind::cp_exchange;
+          Op a2a = comm(qkv ? (backward ? "cp_dqkv_all_to_all" : "cp_qkv_all_to_all")
+                            : (backward ? "cp_dout_all_to_all" : "cp_out_all_to_all"),
+                        Collective::all_to_all, CommGroup::context, a, st.tp_elements, dt_, layer);
+          place_sub_group(a2a, a, cp_level_per_node(a, 1));
+          if (issue) {
+            e.chain(a2a);
+            issue_ring(e, st.cp_ring_elements, r, a, backward, layer);
+          } else {
+            await_ring(e);
+            e.chain(a2a);
+          }
+          break;
+        }
         if (cp_a2a()) {
           // All-to-all CP (DeepSpeed-Ulysses): this rank's s/CP tokens of every head in, the
           // whole sequence of its heads / CP out; on the chain, nothing to overlap them with.
@@ -1320,23 +1353,40 @@ class Builder {
                          sc_.plan.cp, all, dt_, layer));
           break;
         }
-        if (issue) {
-          const std::int64_t steps = sc_.plan.cp - 1;
-          Op op =
-              comm(backward ? "cp_kv_dkv_send" : "cp_kv_send", Collective::send, CommGroup::context,
-                   sc_.plan.cp, (backward ? 2 : 1) * steps * st.tp_elements, dt_, layer);
-          op.index = static_cast<std::int32_t>(steps);
-          cp_op_ = e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
-          cp_pending_ = true;
-        } else if (cp_pending_) {
-          e.need(cp_op_);
-          cp_pending_ = false;
-        }
+        if (issue)
+          issue_ring(e, st.cp_ring_elements, sc_.plan.cp, 1, backward, layer);
+        else
+          await_ring(e);
         break;
       }
       default:
         break;
     }
+  }
+
+  // The ring's exchange over `size` CP ranks `apart` CP ranks apart: the KV chunk (`elements`)
+  // passed size - 1 times in forward, with its gradient in backward; issued beside the chain,
+  // after the op before it, and awaited by await_ring.
+  void issue_ring(Emitter& e, std::int64_t elements, int size, int apart, bool backward,
+                  int layer) const {
+    const std::int64_t steps = size - 1;
+    Op op = comm(backward ? "cp_kv_dkv_send" : "cp_kv_send", Collective::send, CommGroup::context,
+                 size, (backward ? 2 : 1) * steps * elements, dt_, layer);
+    op.index = static_cast<std::int32_t>(steps);
+    if (size < sc_.plan.cp) place_sub_group(op, size, cp_level_per_node(size, apart));
+    cp_op_ = e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
+    cp_pending_ = true;
+  }
+  void await_ring(Emitter& e) const {
+    if (!cp_pending_) return;
+    e.need(cp_op_);
+    cp_pending_ = false;
+  }
+  // How many of a level of `size` CP ranks, `apart` CP ranks (TP x apart ranks) apart, share a
+  // node (place_group's count for the whole CP group, apart 1).
+  int cp_level_per_node(int size, int apart) const {
+    const int stride = p_.tp * apart;
+    return stride >= sc_.gpus_per_node ? 1 : std::min(size, sc_.gpus_per_node / stride);
   }
 
   // ZeRO-3: gather a module's parameters before its forward and before its backward.

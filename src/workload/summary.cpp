@@ -364,7 +364,8 @@ Bytes block_bytes(const Scenario& sc, int layer, Recompute rc) {
     outside += mask * sq * b * h + a * sq * b * h;  // dropout mask; norm input
   };
   const bool keep_core =
-      !(sel & recompute_module::core_attn) && p.attention != AttentionKernel::flash;
+      p.attention != AttentionKernel::flash &&
+      !((sel & recompute_module::core_attn) && p.core_attention_is_recomputable());
   if (m.mla())
     attention_mla(s, keep_core);  // CP: each rank's queries over its own chunk (below)
   else

@@ -182,6 +182,19 @@ def test_diff_takes_its_two_traces_as_separate_values(commscope):
         commscope.analyze([], diff=[])
 
 
+def test_hierarchical_cp_sizes_are_separate_values(commscope):
+    # Megatron-LM's nargs='+' flag: a list is its words, as on the command line.
+    assert commscope.argv("predict", cp=8, cp_comm_type="a2a+p2p",
+                          hierarchical_context_parallel_sizes=[2, 4]) == [
+        "predict", "--cp=8", "--cp-comm-type=a2a+p2p",
+        "--hierarchical-context-parallel-sizes", "2", "4"]
+    row = commscope.predict(model="llama3-8b", system="dgx-h100", gpus=16, cp=8,
+                            cp_comm_type="a2a+p2p", hierarchical_context_parallel_sizes=[2, 4])
+    plan = row["predictions"][0]["plan"]
+    assert plan["hierarchical_context_parallel_sizes"] == [2, 4]
+    assert row["predictions"][0]["comm_by_group"]["context"]["total_s"] > 0
+
+
 def test_load_trace_matches_analyze(commscope):
     trace = commscope.load_trace(NCCL_TRACE)
     analysis = commscope.analyze(NCCL_TRACE)

@@ -1042,6 +1042,8 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
   ASSERT_EQ(ds_hand.status, 0) << ds_hand.err;
   EXPECT_EQ(ds.out, ds_hand.out);
   EXPECT_EQ(first(ds)["plan"]["expert_model_parallel_size"], 8);
+  // The command is echoed and evaluated: its 12 flags are counted once (they were 24).
+  EXPECT_NE(ds.err.find("ds_moe.sh: 12 of Megatron-LM's flags read"), std::string::npos) << ds.err;
   EXPECT_NE(ds.err.find("ds_moe.sh: Megatron-DeepSpeed's mixture of experts (DeepSpeed-MoE) "
                         "read, with its defaults --topk 1, --expert-interval 2, "
                         "--moe-train-capacity-factor 1.0; tokens beyond the capacity dropped, "
@@ -1083,6 +1085,36 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
                            "got 'a2a' then 'p2p' (per-layer types are not modelled)"),
             std::string::npos)
       << mixed.err;
+  // Hierarchical CP: a2a+p2p with Megatron's nargs='+' --hierarchical-context-parallel-sizes,
+  // both values read (the flag's words up to the next flag), as the command line takes them.
+  const std::string hcp = (dir_ / "hcp.sh").string();
+  std::ofstream(hcp) << "torchrun pretrain_gpt.py " << model
+                     << " --context-parallel-size 8 --cp-comm-type a2a+p2p \\\n"
+                     << "  --hierarchical-context-parallel-sizes 2 4 --use-flash-attn\n";
+  Outcome h = run("predict --megatron-args " + hcp + where),
+          h_hand =
+              run("predict --framework megatron --cp 8 --cp-comm-type a2a+p2p "
+                  "--hierarchical-context-parallel-sizes 2 4 --use-flash-attn " +
+                  model + where);
+  ASSERT_EQ(h.status, 0) << h.err;
+  ASSERT_EQ(h_hand.status, 0) << h_hand.err;
+  EXPECT_EQ(h.out, h_hand.out);
+  EXPECT_EQ(first(h)["plan"]["cp_comm_type"], "a2a+p2p");
+  EXPECT_EQ(first(h)["plan"]["hierarchical_context_parallel_sizes"], nlohmann::json({2, 4}));
+  Outcome bare = run("predict --cp 8 --cp-comm-type a2a+p2p " + model + where);
+  EXPECT_EQ(bare.status, 2);
+  EXPECT_EQ(bare.err,
+            "commscope: --cp-comm-type: expected --hierarchical-context-parallel-sizes beside "
+            "a2a+p2p (its all-to-all and ring levels, as Megatron-LM requires), got a2a+p2p "
+            "without it\n");
+  Outcome odd =
+      run("predict --cp 8 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes "
+          "2 x " +
+          model + where);
+  EXPECT_EQ(odd.status, 2);
+  EXPECT_EQ(odd.err,
+            "commscope: --hierarchical-context-parallel-sizes: expected positive integers, got "
+            "'x'\n");
 }
 
 // --megatron-args follows `source`: the sizes a launch script takes from a sourced file are

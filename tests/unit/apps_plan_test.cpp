@@ -276,7 +276,11 @@ TEST_F(PlanCli, AttentionAndCpCommTypeReachThePlans) {
                   "'fused'\n"},
         std::pair{"--cp-comm-type ring",
                   "commscope: --cp-comm-type: expected p2p, all_gather or a2a, got "
-                  "'ring'\n"}}) {
+                  "'ring'\n"},
+        std::pair{"--cp-comm-type a2a+p2p",
+                  "commscope: --cp-comm-type: expected p2p, all_gather or a2a (plan does not "
+                  "search hierarchical CP's levels: describe or predict a2a+p2p with "
+                  "--hierarchical-context-parallel-sizes), got a2a+p2p\n"}}) {
     Outcome bad = run(std::string("--model gpt2-medium --gpus 8 ") + flag);
     EXPECT_EQ(bad.status, 2);
     EXPECT_EQ(bad.err, line);

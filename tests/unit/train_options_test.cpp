@@ -97,6 +97,10 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--recompute-granularity", "full"}, "--recompute-granularity"},
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
            {{"--cp", "2", "--cp-comm-type", "ring"}, "--cp-comm-type"},
+           {{"--cp", "4", "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2",
+             "2"},
+            "--cp-comm-type: expected p2p, all_gather or a2a: the CPU trainer runs no "
+            "hierarchical CP"},
            {{"--cp", "0"}, "--context-parallel-size"},
            {{"--ep", "0"}, "--expert-model-parallel-size"},
            {{"--ep", "2", "--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},

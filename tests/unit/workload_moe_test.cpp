@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -779,20 +782,194 @@ TEST(ContextParallel, AllToAllBytesAreTheUlyssesClosedForm) {
             std::string::npos);
 }
 
-// Selective recompute of the core attention replays its all-to-alls: they run inside Transformer
-// Engine's DotProductAttention, which Megatron-Core's core_attn recompute checkpoints.
-TEST(ContextParallel, CoreAttentionRecomputeReplaysTheAllToAlls) {
-  PlanInput p = plan(64, 1, 1, 1);
-  p.cp = 4;
-  p.cp_comm_type = CpCommType::a2a;
-  p.attention = AttentionKernel::standard;
-  const Chunk plain = build_workload(scenario("llama3-8b", "dgx-h100", p)).roles[0].chunks[0];
-  p.recompute = Recompute::selective;
-  const Chunk re = build_workload(scenario("llama3-8b", "dgx-h100", p)).roles[0].chunks[0];
-  for (const char* name : {"cp_qkv_all_to_all", "cp_out_all_to_all"}) {
-    EXPECT_DOUBLE_EQ(bytes_named(plain.backward, name, 3), 0.0) << name;
-    EXPECT_DOUBLE_EQ(bytes_named(re.backward, name, 3), bytes_named(re.forward, name, 3)) << name;
+// Selective recompute of the core attention replays the CP exchange inside it: under
+// Megatron-Core, Transformer Engine's DotProductAttention runs the ring, the all-gather and the
+// all-to-alls, and core_attn recompute checkpoints that module (its fused kernel as its unfused
+// core). Where the core is not replayed (the fused kernel outside Megatron-Core; DeepSpeed-
+// Ulysses, whose DistributedAttention Megatron-DeepSpeed does not checkpoint) neither is the
+// exchange, and the core's tensors stay in memory.
+TEST(ContextParallel, CoreAttentionRecomputeReplaysTheExchange) {
+  struct Case {
+    CpCommType type;
+    AttentionKernel kernel;
+    std::optional<Framework> framework;
+    bool replayed;
+  };
+  const Case cases[] = {
+      {CpCommType::a2a, AttentionKernel::standard, std::nullopt, true},
+      {CpCommType::p2p, AttentionKernel::standard, std::nullopt, true},
+      {CpCommType::all_gather, AttentionKernel::standard, std::nullopt, true},
+      {CpCommType::p2p, AttentionKernel::flash, Framework::megatron, true},
+      {CpCommType::all_gather, AttentionKernel::flash, Framework::megatron, true},
+      {CpCommType::a2a, AttentionKernel::flash, Framework::megatron, true},
+      {CpCommType::p2p, AttentionKernel::flash, std::nullopt, false},
+      {CpCommType::a2a, AttentionKernel::standard, Framework::deepspeed, false},
+      {CpCommType::a2a, AttentionKernel::flash, Framework::deepspeed, false},
+  };
+  for (const Case& c : cases) {
+    const std::string what = fmt::format("{} {} {}", to_string(c.type), to_string(c.kernel),
+                                         c.framework ? to_string(*c.framework) : "none");
+    PlanInput p = plan(64, 1, 1, 1);
+    p.cp = 4;
+    p.cp_comm_type = c.type;
+    p.attention = c.kernel;
+    p.framework = c.framework;
+    if (c.framework == Framework::deepspeed) p.zero = 1;
+    const Workload plain_w = build_workload(scenario("llama3-8b", "dgx-h100", p));
+    p.recompute = Recompute::selective;
+    const Workload re_w = build_workload(scenario("llama3-8b", "dgx-h100", p));
+    const Chunk &plain = plain_w.roles[0].chunks[0], &re = re_w.roles[0].chunks[0];
+    // The forward's exchanges, and what the backward runs of them without recompute (the
+    // all-gather form gathers K and V again in backward; the others nothing of the forward's).
+    const std::vector<std::string> names =
+        c.type == CpCommType::a2a
+            ? std::vector<std::string>{"cp_qkv_all_to_all", "cp_out_all_to_all"}
+        : c.type == CpCommType::p2p ? std::vector<std::string>{"cp_kv_send"}
+                                    : std::vector<std::string>{"cp_kv_all_gather"};
+    for (const std::string& name : names) {
+      const double forward = bytes_named(re.forward, name, 3);
+      ASSERT_GT(forward, 0.0) << what << " " << name;
+      EXPECT_DOUBLE_EQ(bytes_named(plain.forward, name, 3), forward) << what << " " << name;
+      const double own = c.type == CpCommType::all_gather ? forward : 0.0;
+      EXPECT_DOUBLE_EQ(bytes_named(plain.backward, name, 3), own) << what << " " << name;
+      EXPECT_DOUBLE_EQ(bytes_named(re.backward, name, 3), own + (c.replayed ? forward : 0.0))
+          << what << " " << name;
+    }
+    // The standard core's scores, softmax and values leave memory where they are replayed.
+    if (c.kernel == AttentionKernel::standard) {
+      const double kept = memory_per_rank(plain_w, plain_w.roles[0]).activations.value();
+      const double left = memory_per_rank(re_w, re_w.roles[0]).activations.value();
+      if (c.replayed)
+        EXPECT_LT(left, kept) << what;
+      else
+        EXPECT_DOUBLE_EQ(left, kept) << what;
+    }
   }
+}
+
+// Hierarchical CP (Megatron-LM's a2a+p2p, --hierarchical-context-parallel-sizes 2 4): the
+// all-to-all form over the inner level of 2 CP neighbours, the ring over the outer 4, 2 CP
+// ranks apart. Per block and micro-batch, closed forms of the two forms over their own levels:
+// the all-to-alls carry this rank's Q, K, V (out: its output) and put (a - 1) / a of it on the
+// wire; the ring passes the KV chunk of the gathered sequence's 1 / a of the heads, as many
+// elements as this rank's own chunk, r - 1 times (twice with dKV in backward). A level of one
+// rank is the other form alone (Transformer Engine's attn_forward_func_with_cp), and the core's
+// FLOPs and the activations are the ring's.
+TEST(ContextParallel, HierarchicalCpIsTheAllToAllsAroundTheRing) {
+  PlanInput p = plan(128, 2, 1, 1);  // TP 2, CP 8, DP 8 on DGX H100 (8 GPUs a node)
+  p.sequence_parallel = true;
+  p.cp = 8;
+  p.cp_comm_type = CpCommType::a2a_p2p;
+  p.hierarchical_cp_sizes = {2, 4};
+  const Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+  EXPECT_EQ(sc.plan.cp_a2a, 2);
+  EXPECT_EQ(sc.plan.cp_ring(), 4);
+  const ModelSpec& m = sc.model;
+  const Workload w = build_workload(sc);
+  const Chunk& ch = w.roles[0].chunks[0];
+  const double tokens = m.seq_length / 8.0, bf16 = 2, tp = 2;
+  const double qkv = tokens * static_cast<double>(m.q_dim() + 2 * m.kv_dim()) / tp * bf16;
+  const double out = tokens * static_cast<double>(m.q_dim()) / tp * bf16;
+  const double kv = tokens * 2.0 * static_cast<double>(m.kv_dim()) / tp * bf16;
+  for (int layer : {0, 5}) {
+    EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_qkv_all_to_all", layer), qkv / 2);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_out_all_to_all", layer), out / 2);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "cp_dout_all_to_all", layer), out / 2);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "cp_dqkv_all_to_all", layer), qkv / 2);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.forward, "cp_kv_send", layer), 3 * kv);
+    EXPECT_DOUBLE_EQ(bytes_named(ch.backward, "cp_kv_dkv_send", layer), 2 * 3 * kv);
+  }
+  // The levels' placement: the all-to-all's 2 ranks TP apart on one node; the ring's 4 ranks
+  // 2 x TP = 4 apart, 2 on each of 2 nodes.
+  int a2a = 0, ring = 0;
+  for (const Op& o : ch.forward.ops()) {
+    if (o.kind != OpKind::comm || o.group != CommGroup::context) continue;
+    if (o.collective == Collective::all_to_all) {
+      ++a2a;
+      EXPECT_EQ(o.group_size, 2);
+      EXPECT_EQ(o.span, GroupSpan::intra_node);
+    } else {
+      ++ring;
+      EXPECT_EQ(o.collective, Collective::send);
+      EXPECT_EQ(o.group_size, 4);
+      EXPECT_EQ(o.span, GroupSpan::nodes);
+      EXPECT_EQ(o.per_node, 2);
+    }
+  }
+  EXPECT_EQ(a2a, 2 * static_cast<int>(m.layers()));
+  EXPECT_EQ(ring, static_cast<int>(m.layers()));
+  // The core and the activations are the ring's.
+  PlanInput q = p;
+  q.cp_comm_type = CpCommType::p2p;
+  q.hierarchical_cp_sizes.clear();
+  const Workload wr = build_workload(scenario("llama3-8b", "dgx-h100", q));
+  auto core = [](const Workload& x) {
+    double sum = 0;
+    for (const Op& o : x.roles[0].chunks[0].forward.ops())
+      if (o.kind == OpKind::compute && o.compute == ComputeClass::attention) sum += o.flops;
+    return sum;
+  };
+  EXPECT_GT(core(w), 0.0);
+  EXPECT_DOUBLE_EQ(core(w), core(wr));
+  EXPECT_DOUBLE_EQ(memory_per_rank(w, w.roles[0]).activations.value(),
+                   memory_per_rank(wr, wr.roles[0]).activations.value());
+  // A level of one rank: the ring alone ({1, 8}) or the all-to-alls alone ({8, 1}), op for op.
+  auto same = [](const Workload& x, const Workload& y) {
+    const OpList &a = x.roles[0].chunks[0].backward, &b = y.roles[0].chunks[0].backward;
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a.ops()[i].name, b.ops()[i].name);
+      EXPECT_EQ(a.ops()[i].bytes, b.ops()[i].bytes);
+      EXPECT_EQ(a.ops()[i].group_size, b.ops()[i].group_size);
+      EXPECT_EQ(a.ops()[i].span, b.ops()[i].span);
+    }
+  };
+  PlanInput one = plan(64, 1, 1, 1);
+  one.cp = 8;
+  one.cp_comm_type = CpCommType::a2a_p2p;
+  for (auto [sizes, alone] : {std::pair{std::vector<int>{1, 8}, CpCommType::p2p},
+                              std::pair{std::vector<int>{8, 1}, CpCommType::a2a}}) {
+    one.hierarchical_cp_sizes = sizes;
+    PlanInput ref = one;
+    ref.cp_comm_type = alone;
+    ref.hierarchical_cp_sizes.clear();
+    const Scenario a = scenario("llama3-8b", "dgx-h100", one);
+    EXPECT_EQ(a.plan.cp_comm_type, alone);
+    same(build_workload(a), build_workload(scenario("llama3-8b", "dgx-h100", ref)));
+  }
+  // The levels' rules: Megatron-LM's (a2a+p2p needs the sizes; their product is CP) and
+  // Transformer Engine's (two levels; the all-to-all level divides the heads of a TP rank).
+  PlanInput bad = p;
+  bad.hierarchical_cp_sizes.clear();
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", bad)
+                .find("--cp-comm-type: expected --hierarchical-context-parallel-sizes beside "
+                      "a2a+p2p"),
+            std::string::npos);
+  bad.hierarchical_cp_sizes = {2, 2};
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", bad)
+                .find("--hierarchical-context-parallel-sizes: expected sizes whose product is "
+                      "the context-parallel size 8, got 2 2"),
+            std::string::npos);
+  bad.hierarchical_cp_sizes = {2, 2, 2};
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", bad)
+                .find("--hierarchical-context-parallel-sizes: expected two sizes with "
+                      "--cp-comm-type a2a+p2p"),
+            std::string::npos);
+  bad.hierarchical_cp_sizes = {8, 1};  // the all-to-all form: 4 key-value heads a TP rank
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", bad)
+                .find("--context-parallel-size: expected a divisor of the key-value heads per "
+                      "TP rank, 4"),
+            std::string::npos);
+  bad = plan(128, 2, 1, 1);
+  bad.sequence_parallel = true;
+  bad.cp = 16;
+  bad.cp_comm_type = CpCommType::a2a_p2p;
+  bad.hierarchical_cp_sizes = {8, 2};
+  EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", bad)
+                .find("--hierarchical-context-parallel-sizes: expected an all-to-all level that "
+                      "divides the key-value heads per TP rank, 4 (a2a+p2p scatters the heads "
+                      "over it), got 8 2"),
+            std::string::npos);
 }
 
 // The exchange overlaps the attention core: the next op after the core waits for it, so a

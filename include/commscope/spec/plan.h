@@ -123,8 +123,10 @@ std::optional<AttentionBackend> attention_backend_from_name(std::string_view s);
 // all-gathers them again and reduce-scatters dK and dV (AttnFuncWithCPAndKVAllGather; the
 // method of Llama 3's training, Meta 2024 sec. 3.3.2); `a2a` scatters the attention heads over
 // the CP ranks and gathers the sequence with all-to-alls of Q, K, V before the attention core
-// and of its output after it (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses: Jacobs et al. 2023).
-enum class CpCommType : std::uint8_t { p2p, all_gather, a2a };
+// and of its output after it (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses: Jacobs et al. 2023);
+// `a2a_p2p` ("a2a+p2p", hierarchical CP) does both: the all-to-alls over the inner level of
+// Megatron's --hierarchical-context-parallel-sizes, the ring over the outer one.
+enum class CpCommType : std::uint8_t { p2p, all_gather, a2a, a2a_p2p };
 std::string_view to_string(CpCommType c);
 std::optional<CpCommType> cp_comm_type_from_name(std::string_view s);
 // How a MoE layer moves its tokens to the experts and back (Megatron-LM
@@ -268,6 +270,20 @@ struct ParallelPlan {
     return framework == Framework::megatron && recompute == Recompute::selective &&
            (recompute_modules & recompute_module::core_attn) != 0;
   }
+  // DeepSpeed-Ulysses: all-to-all CP under DeepSpeed (Megatron-DeepSpeed's
+  // --ds-sequence-parallel-size), whose DistributedAttention wraps the core attention.
+  bool ulysses() const {
+    return framework == Framework::deepspeed && cp > 1 && cp_comm_type == CpCommType::a2a;
+  }
+  // Whether the core attention, with the CP exchange that runs inside it, is a core_attn step of
+  // selective recompute: the fused kernel as replays_fused_attention says; the standard core
+  // everywhere but under DeepSpeed-Ulysses (Megatron-DeepSpeed's ParallelAttention sets
+  // checkpoint_core_attention only where no DistributedAttention wraps the core,
+  // megatron/model/transformer.py). Under Megatron-Core every CP exchange (p2p, all_gather,
+  // a2a) runs inside Transformer Engine's DotProductAttention, which the module checkpoints.
+  bool core_attention_is_recomputable() const {
+    return attention == AttentionKernel::flash ? framework == Framework::megatron : !ulysses();
+  }
   // Megatron-LM's interleaved schedule with --overlap-param-gather dispatches all of a model
   // chunk's parameter all-gathers ahead of the chunk's first forward
   // (megatron/core/pipeline_parallel/schedules.py, config.param_sync_func; DDP
@@ -344,6 +360,12 @@ struct ParallelPlan {
   CrossEntropy cross_entropy = CrossEntropy::vocab_parallel;
   // Context parallelism's KV exchange (CpCommType); only read when cp > 1.
   CpCommType cp_comm_type = CpCommType::p2p;
+  // a2a+p2p: the all-to-all level's size, the first of Megatron's
+  // --hierarchical-context-parallel-sizes (CP ranks next to each other); the ring's is cp /
+  // cp_a2a, CP ranks cp_a2a apart (Transformer Engine's AttnFuncWithCPAndKVP2P with a
+  // [a2a group, p2p group] pair). 1 otherwise.
+  int cp_a2a = 1;
+  int cp_ring() const { return cp / cp_a2a; }
   // Megatron-Core --cpu-offloading with --cpu-offloading-num-layers N (activations only, as
   // Transformer Engine's CPU offload context does it): the saved activations of the first N
   // transformer layers go to host memory after each layer's forward and come back before its
@@ -539,6 +561,9 @@ struct PlanInput {
   // context and expert parallelism
   std::optional<int> cp, ep, expert_tp;
   std::optional<CpCommType> cp_comm_type;
+  // Megatron-LM's --hierarchical-context-parallel-sizes (a2a+p2p: the all-to-all level, then
+  // the ring's); empty: not given.
+  std::vector<int> hierarchical_cp_sizes;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
   std::optional<bool> moe_pad_to_capacity;
   std::optional<MoeDispatcher> moe_dispatcher;
