@@ -1652,7 +1652,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   // The file is Megatron-LM's, or Megatron-DeepSpeed's under --deepspeed: its collective
   // pattern, unless the command line says otherwise.
   const CLI::Option* framework = option("--framework");
-  const bool pattern = framework && !on_command_line(framework);
+  // (train runs its own pattern, and refuses a framework's)
+  const bool pattern = framework && !on_command_line(framework) && verb.get_name() != "train";
   if (pattern) {
     taken.push_back("--framework");
     taken.push_back(deepspeed ? "deepspeed" : "megatron");

@@ -146,6 +146,26 @@ Result<train::TrainOptions> train_options(const TrainFlags& f, std::vector<std::
           "--seed: expected an integer from 0 to 18446744073709551615, got '{}'", f.seed)};
   }
   CS_ASSIGN_OR_RETURN(ScenarioInput in, scenario_input(s));
+  // The trainer runs commscope's own collective pattern, its ZeRO stages by --zero: a framework's
+  // was accepted and not applied until 2026-12-01 (`--framework deepspeed` trained DDP, and so
+  // did a torchtitan job file's FSDP2 over every rank). FSDP that shards over one rank, or not at
+  // all, is DDP, which the trainer runs.
+  if (const PlanInput& p = in.plan; p.framework && *p.framework != Framework::none) {
+    const bool ddp = *p.framework == Framework::fsdp &&
+                     (p.fsdp_sharding == FsdpSharding::no_shard ||
+                      (p.dp == 1 && !p.fsdp_replicate_size && !p.fsdp_shard_size));
+    if (!ddp && s.framework.empty() && !s.torchtitan_config.empty())
+      return Error{fmt::format(
+          "--torchtitan-config: expected data_parallel_shard_degree 1 (the CPU trainer does "
+          "not run FSDP2: its own pattern shards by --zero; describe and predict model FSDP), "
+          "got FSDP over {} data-parallel ranks in {}",
+          p.dp ? std::to_string(*p.dp) : std::string("all"), s.torchtitan_config)};
+    if (!ddp)
+      return Error{fmt::format(
+          "--framework: the CPU trainer runs commscope's own collective pattern (ZeRO stages by "
+          "--zero; describe and predict model {}'s), got {}",
+          to_string(*p.framework), to_string(*p.framework))};
+  }
   // The trainer's own defaults: its small GPT on the CPU host, sized by the rank count.
   if (s.model.empty()) in.model = train::kDefaultModel;
   if (s.system.empty()) in.system = train::kDefaultSystem;

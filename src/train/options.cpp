@@ -256,6 +256,44 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
       return refuse("--zero", std::to_string(*p.zero), "expected 0, 1, 2 or 3");
     o.strategy = static_cast<Strategy>(*p.zero);
   }
+  // The trainer runs commscope's own collective pattern, its ZeRO stages by --zero (a framework's
+  // pattern is refused by train_options). Megatron-LM's distributed optimizer is its ZeRO-1:
+  // gradients reduce-scattered and parameters all-gathered over DP, as describe reads ZeRO-1
+  // under --framework megatron. A framework's own options were accepted and not applied until
+  // 2026-12-01; they are refused, as describe refuses them without their framework.
+  if (p.use_distributed_optimizer.value_or(false)) {
+    if (p.zero && *p.zero != 1)
+      return refuse("--use-distributed-optimizer", fmt::format("--zero {}", *p.zero),
+                    "expected ZeRO-1 beside it (Megatron-LM's distributed optimizer is the CPU "
+                    "trainer's ZeRO-1)");
+    o.strategy = Strategy::zero1;
+  }
+  // (FSDP's options stand beside a torchtitan file's FSDP2, which train_options vetted.)
+  const bool fsdp = p.framework == Framework::fsdp;
+  constexpr const char* kFsdp =
+      "the CPU trainer does not run FSDP (its own pattern: ZeRO stages by --zero; describe and "
+      "predict model FSDP under --framework fsdp)";
+  constexpr const char* kDeepSpeed =
+      "a term of DeepSpeed's ZeRO-3 under --framework deepspeed, which the CPU trainer does not "
+      "run (describe and predict model it)";
+  struct Unrun {
+    bool given;
+    const char* flag;
+    const char* why;
+  };
+  for (const Unrun& u :
+       {Unrun{!fsdp && p.fsdp_sharding, "--fsdp-sharding", kFsdp},
+        Unrun{!fsdp && p.fsdp_wrap, "--fsdp-wrap", kFsdp},
+        Unrun{!fsdp && p.fsdp_prefetch, "--fsdp-prefetch", kFsdp},
+        Unrun{!fsdp && p.fsdp_grad_sync, "--fsdp-grad-sync", kFsdp},
+        Unrun{!fsdp && p.fsdp_limit_all_gathers, "--fsdp-limit-all-gathers", kFsdp},
+        Unrun{!fsdp && p.fsdp_shard_size, "--fsdp-shard-size", kFsdp},
+        Unrun{!fsdp && p.fsdp_replicate_size, "--fsdp-replicate-size", kFsdp},
+        Unrun{p.deepspeed_version.has_value(), "--deepspeed-version", kDeepSpeed},
+        Unrun{p.zero3_host_s_per_rank_per_call.has_value(), "--zero3-host-per-rank-call",
+              kDeepSpeed},
+        Unrun{p.zero3_nics_per_group.has_value(), "--zero3-nics-per-group", kDeepSpeed}})
+    if (u.given) return Error{fmt::format("{}: {}", u.flag, u.why)};
   if (p.micro_batch) {
     if (*p.micro_batch < 1 || *p.micro_batch > (1 << 20))
       return refuse("--micro-batch-size", std::to_string(*p.micro_batch),

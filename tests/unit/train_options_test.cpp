@@ -106,12 +106,27 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--ep", "2", "--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},
            {{"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size"},
            {{"--tp", "2", "--sequence-parallel", "--tp-comm-overlap"}, "--tp-comm-overlap"},
-           {{"--zero", "0,1"}, "combinations"}}) {
+           {{"--zero", "0,1"}, "combinations"},
+           // a framework's collective pattern and its options (accepted and not applied until
+           // 2026-12-01: --framework deepspeed trained DDP)
+           {{"--framework", "deepspeed"},
+            "--framework: the CPU trainer runs commscope's own collective pattern (ZeRO stages "
+            "by --zero; describe and predict model deepspeed's), got deepspeed"},
+           {{"--fsdp-sharding", "full_shard"},
+            "--fsdp-sharding: the CPU trainer does not run FSDP"},
+           {{"--deepspeed-version", "0.3"}, "--deepspeed-version: a term of DeepSpeed's ZeRO-3"},
+           {{"--use-distributed-optimizer", "--zero", "2"},
+            "--use-distributed-optimizer: expected ZeRO-1 beside it"}}) {
     auto o = parse(args, nullptr);
     ASSERT_FALSE(o.ok()) << flag;
     EXPECT_NE(o.error().message.find(flag), std::string::npos) << o.error().message;
   }
   EXPECT_TRUE(parse({"--precision", "fp32", "--tp", "1"}, nullptr).ok());
+  // Megatron-LM's distributed optimizer is the trainer's ZeRO-1 (gradients reduce-scattered,
+  // parameters all-gathered over DP).
+  auto dist = parse({"--use-distributed-optimizer"}, nullptr);
+  ASSERT_TRUE(dist.ok()) << dist.error().message;
+  EXPECT_EQ(dist->strategy, Strategy::zero1);
   // Context parallelism runs as the ring by default (Megatron-LM's p2p), or all-gathered.
   auto ring = parse({"--cp", "2"}, nullptr),
        gathered = parse({"--cp", "2", "--cp-comm-type", "all_gather"}, nullptr);
@@ -325,13 +340,22 @@ TEST(TrainOptions, DeepSpeedConfigSetsThePlan) {
 // torchtitan runs each as a pipeline schedule of its own, the trainer runs one schedule an
 // iteration, so the plan is refused before launch; one step (the global batch the local batch on
 // each data-parallel rank) trains.
-TEST(TrainOptions, TorchtitanScheduleAStepIsRefusedUnderPp) {
-  const std::string tt = commscope::testing::scratch() + "train_tt.toml";
+// A torchtitan job file of Llama 3 8B in fp32 without recompute: `training` and `parallelism`
+// are its sections' extra lines.
+std::string torchtitan_file(const std::string& name, const std::string& training,
+                            const std::string& parallelism) {
+  const std::string tt = commscope::testing::scratch() + name;
   std::ofstream(tt) << "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
-                       "local_batch_size = 4\nglobal_batch_size = 16\nseq_len = 64\n"
-                       "mixed_precision_param = \"float32\"\n[parallelism]\n"
-                       "data_parallel_shard_degree = 1\npipeline_parallel_degree = 2\n"
-                       "[activation_checkpoint]\nmode = \"none\"\n";
+                    << "local_batch_size = 4\nseq_len = 64\n"
+                    << training << "mixed_precision_param = \"float32\"\n[parallelism]\n"
+                    << parallelism << "[activation_checkpoint]\nmode = \"none\"\n";
+  return tt;
+}
+
+TEST(TrainOptions, TorchtitanScheduleAStepIsRefusedUnderPp) {
+  const std::string tt =
+      torchtitan_file("train_tt.toml", "global_batch_size = 16\n",
+                      "data_parallel_shard_degree = 1\npipeline_parallel_degree = 2\n");
   auto o = parse({"--torchtitan-config", tt, "--model", "gpt2-tiny-cpu"}, nullptr);
   ASSERT_TRUE(o.ok()) << o.error().message;
   EXPECT_EQ(o->local_batch, 4);
@@ -346,6 +370,21 @@ TEST(TrainOptions, TorchtitanScheduleAStepIsRefusedUnderPp) {
       {"--torchtitan-config", tt, "--model", "gpt2-tiny-cpu", "--global-batch-size", "4"}, nullptr);
   ASSERT_TRUE(one.ok()) << one.error().message;
   EXPECT_TRUE(validate(*one, 2, 1).ok()) << validate(*one, 2, 1).error().message;
+}
+
+// A torchtitan job file's FSDP2 over more than one rank is not the trainer's pattern (it trained
+// as DDP, silently, until 2026-12-01): one line naming the file's field. Over one shard rank it
+// is DDP, which the trainer runs (above).
+TEST(TrainOptions, TorchtitanFsdpOverSeveralRanksIsRefused) {
+  const std::string tt =
+      torchtitan_file("train_tt_fsdp.toml", "", "data_parallel_shard_degree = 2\n");
+  auto o = parse({"--torchtitan-config", tt, "--model", "gpt2-tiny-cpu"}, nullptr);
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.error().message.rfind("--torchtitan-config: expected data_parallel_shard_degree 1 "
+                                    "(the CPU trainer does not run FSDP2",
+                                    0),
+            0u)
+      << o.error().message;
 }
 
 TEST(TrainOptions, DefaultWarmupClampsToTheSteps) {
