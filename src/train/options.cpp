@@ -186,12 +186,18 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--async-tensor-model-parallel-allreduce: the CPU trainer runs each tensor-parallel "
         "all-reduce after its GEMM (describe and predict model the overlap)"};
-  if (p.attention) o.flash = *p.attention == AttentionKernel::flash;
+  // A fused backend given makes the kernel flash, as in describe (it was ignored until
+  // 2026-12-01: --attention-backend flash trained the unfused kernels).
+  if (p.attention)
+    o.flash = *p.attention == AttentionKernel::flash;
+  else if (p.attention_backend)
+    o.flash = true;
   for (const auto& [given, flag] :
        {std::pair{p.account_embedding.value_or(false), "--account-for-embedding-in-pipeline-split"},
         std::pair{p.account_loss.value_or(false), "--account-for-loss-in-pipeline-split"},
         std::pair{p.layers_per_virtual_stage.has_value(),
-                  "--num-layers-per-virtual-pipeline-stage"}})
+                  "--num-layers-per-virtual-pipeline-stage"},
+        std::pair{p.pipeline_layout.has_value(), "--pipeline-model-parallel-layout"}})
     if (given)
       return Error{
           fmt::format("{}: the CPU trainer splits its layers by --pipeline-stage-layers or "
@@ -268,7 +274,9 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
                     "trainer's ZeRO-1)");
     o.strategy = Strategy::zero1;
   }
-  // (FSDP's options stand beside a torchtitan file's FSDP2, which train_options vetted.)
+  // Other plan fields the trainer does not apply (accepted and ignored until 2026-12-01; describe
+  // refuses most of them without their framework or mode). FSDP's options stand beside a
+  // torchtitan file's FSDP2, which train_options vetted.
   const bool fsdp = p.framework == Framework::fsdp;
   constexpr const char* kFsdp =
       "the CPU trainer does not run FSDP (its own pattern: ZeRO stages by --zero; describe and "
@@ -276,13 +284,30 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   constexpr const char* kDeepSpeed =
       "a term of DeepSpeed's ZeRO-3 under --framework deepspeed, which the CPU trainer does not "
       "run (describe and predict model it)";
+  constexpr const char* kAdam =
+      "the CPU trainer's AdamW keeps fp32 weights, gradients and moments (describe and predict "
+      "model Megatron-Core's precision-aware optimizer)";
+  auto not_fp32 = [](const std::optional<DType>& t) { return t && *t != DType::fp32; };
   struct Unrun {
     bool given;
     const char* flag;
     const char* why;
   };
   for (const Unrun& u :
-       {Unrun{!fsdp && p.fsdp_sharding, "--fsdp-sharding", kFsdp},
+       {Unrun{p.recompute_modules.has_value(), "--recompute-modules",
+              "the CPU trainer keeps every activation (describe and predict model recompute)"},
+        Unrun{p.precision_aware_optimizer.value_or(false), "--use-precision-aware-optimizer",
+              kAdam},
+        Unrun{not_fp32(p.exp_avg_dtype), "--exp-avg-dtype", kAdam},
+        Unrun{not_fp32(p.exp_avg_sq_dtype), "--exp-avg-sq-dtype", kAdam},
+        Unrun{not_fp32(p.main_params_dtype), "--main-params-dtype", kAdam},
+        Unrun{not_fp32(p.main_grads_dtype), "--main-grads-dtype", kAdam},
+        Unrun{!p.hierarchical_cp_sizes.empty(), "--hierarchical-context-parallel-sizes",
+              "the CPU trainer runs no hierarchical CP (describe and predict model it)"},
+        Unrun{p.nccl_algo.has_value(), "--nccl-algo",
+              "the CPU trainer's collectives are Open MPI's, which NCCL_ALGO does not choose "
+              "(describe and predict price NCCL's algorithms)"},
+        Unrun{!fsdp && p.fsdp_sharding, "--fsdp-sharding", kFsdp},
         Unrun{!fsdp && p.fsdp_wrap, "--fsdp-wrap", kFsdp},
         Unrun{!fsdp && p.fsdp_prefetch, "--fsdp-prefetch", kFsdp},
         Unrun{!fsdp && p.fsdp_grad_sync, "--fsdp-grad-sync", kFsdp},

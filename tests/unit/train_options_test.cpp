@@ -116,7 +116,16 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
             "--fsdp-sharding: the CPU trainer does not run FSDP"},
            {{"--deepspeed-version", "0.3"}, "--deepspeed-version: a term of DeepSpeed's ZeRO-3"},
            {{"--use-distributed-optimizer", "--zero", "2"},
-            "--use-distributed-optimizer: expected ZeRO-1 beside it"}}) {
+            "--use-distributed-optimizer: expected ZeRO-1 beside it"},
+           {{"--recompute-modules", "mlp"}, "--recompute-modules: the CPU trainer keeps every"},
+           {{"--exp-avg-dtype", "bf16"}, "--exp-avg-dtype: the CPU trainer's AdamW keeps fp32"},
+           {{"--use-precision-aware-optimizer", "--zero", "1"},
+            "--use-precision-aware-optimizer: the CPU trainer's AdamW"},
+           {{"--hierarchical-context-parallel-sizes", "2", "2"},
+            "--hierarchical-context-parallel-sizes: the CPU trainer runs no hierarchical CP"},
+           {{"--nccl-algo", "ring"}, "--nccl-algo: the CPU trainer's collectives are Open MPI's"},
+           {{"--pp", "2", "--pipeline-model-parallel-layout", "Et|tt|tL"},
+            "--pipeline-model-parallel-layout: the CPU trainer splits its layers"}}) {
     auto o = parse(args, nullptr);
     ASSERT_FALSE(o.ok()) << flag;
     EXPECT_NE(o.error().message.find(flag), std::string::npos) << o.error().message;
@@ -127,6 +136,13 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
   auto dist = parse({"--use-distributed-optimizer"}, nullptr);
   ASSERT_TRUE(dist.ok()) << dist.error().message;
   EXPECT_EQ(dist->strategy, Strategy::zero1);
+  // A fused attention backend makes the kernel flash, as describe reads it; unfused is standard.
+  for (auto [backend, flash] :
+       {std::pair{"flash", true}, std::pair{"fused", true}, std::pair{"unfused", false}}) {
+    auto b = parse({"--attention-backend", backend}, nullptr);
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    EXPECT_EQ(b->flash, flash) << backend;
+  }
   // Context parallelism runs as the ring by default (Megatron-LM's p2p), or all-gathered.
   auto ring = parse({"--cp", "2"}, nullptr),
        gathered = parse({"--cp", "2", "--cp-comm-type", "all_gather"}, nullptr);
