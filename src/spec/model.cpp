@@ -904,6 +904,10 @@ Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const 
     m.max_positions = 0;  // the sequence length (apply_model_defaults), as Megatron-LM's
   }
   if (m.position != PositionEmbedding::learned) m.max_positions = 0;
+  // The sequence the run takes (--seq-length), checked against the table above: a preset's own
+  // was checked instead until 2026-12-01, so a shorter --max-position-embeddings with the
+  // --seq-length that fits it was refused.
+  if (base && seq_length > 0) m.seq_length = seq_length;
   // Mixture of experts: Megatron-LM's top-k default is 2; the shared experts' width is their
   // count x the expert width.
   if (f.num_experts) {

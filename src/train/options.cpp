@@ -80,14 +80,27 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
         "{}: expected a GPT-2-shaped model or a BERT; T5 trains only in commscope train's "
         "model-parallel trainer (src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
         where)};
-  if ((m.kind != ArchKind::gpt && m.kind != ArchKind::bert) ||
-      m.position != PositionEmbedding::learned || m.norm != NormKind::layernorm ||
-      m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias || m.kv_heads != m.heads ||
-      m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden)
+  // What the model has that GPT-2's shape does not, the first of them (the line said only
+  // "got kind gpt" whatever differed, until 2026-12-01).
+  const std::string differs =
+      m.kind != ArchKind::gpt && m.kind != ArchKind::bert
+          ? fmt::format("kind {}", to_string(m.kind))
+      : m.position != PositionEmbedding::learned
+          ? fmt::format("position embedding {}", to_string(m.position))
+      : m.norm != NormKind::layernorm ? fmt::format("norm {}", to_string(m.norm))
+      : m.mlp != MlpKind::gelu        ? fmt::format("MLP {}", to_string(m.mlp))
+      : !m.tied_embeddings            ? std::string("an untied LM head")
+      : !m.bias                       ? std::string("no biases")
+      : m.kv_heads != m.heads ? fmt::format("{} key-value heads for {} heads", m.kv_heads, m.heads)
+      : m.ffn != 4 * m.hidden ? fmt::format("MLP width {} (4h is {})", m.ffn, 4 * m.hidden)
+      : m.head_dim * m.heads != m.hidden
+          ? fmt::format("{} heads of {} channels for hidden {}", m.heads, m.head_dim, m.hidden)
+          : std::string();
+  if (!differs.empty())
     return Error{fmt::format(
         "{}: expected a GPT-2-shaped model (learned positions, LayerNorm, GELU MLP of 4h, biases, "
-        "tied LM head, no GQA); got kind {}",
-        where, to_string(m.kind))};
+        "tied LM head, no GQA); got {}",
+        where, differs)};
   constexpr std::int64_t kInt = 1 << 30;
   if (m.hidden > kInt || m.heads > kInt || m.vocab > kInt || m.seq_length > kInt ||
       m.max_positions > kInt)

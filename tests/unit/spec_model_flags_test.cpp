@@ -154,6 +154,18 @@ TEST(ModelFlags, APresetChangedByFlags) {
   ASSERT_TRUE(heads.ok());
   EXPECT_EQ(heads->kv_heads, 16);
   EXPECT_EQ(heads->head_dim, 256);
+  // A shorter position table with the sequence that fits it (Megatron-LM's --seq-length beside
+  // --max-position-embeddings): checked against that sequence, not the preset's (gpt2-small's
+  // 1024 positions cut to 512 for 512 tokens was refused, "got 1024", until 2026-12-01); a
+  // sequence above the table is still refused.
+  ModelFlags p;
+  p.max_position_embeddings = 512;
+  auto short_table = apply_model_flags(model("gpt2-small"), p, 512);
+  ASSERT_TRUE(short_table.ok()) << short_table.error().message;
+  EXPECT_EQ(short_table->seq_length, 512);
+  EXPECT_EQ(short_table->max_positions, 512);
+  EXPECT_FALSE(apply_model_flags(model("gpt2-small"), p, 0).ok());
+  EXPECT_FALSE(apply_model_flags(model("gpt2-small"), p, 1024).ok());
 }
 
 TEST(ModelFlags, ErrorsNameTheFlag) {

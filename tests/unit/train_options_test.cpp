@@ -60,6 +60,10 @@ TEST(TrainOptions, MegatronModelFlagsChangeTheModel) {
   EXPECT_EQ(moe->model_name, "gpt2-tiny-cpu (--num-layers 2 --num-experts 4 --moe-router-topk 1)");
   for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--swiglu"}, "expected a GPT-2-shaped model"},
+           // the line names what differs (it said "got kind gpt" whatever it was)
+           {{"--swiglu"}, "got MLP swiglu"},
+           {{"--hidden-size", "64"}, "got MLP width 1024 (4h is 256)"},
+           {{"--disable-bias-linear"}, "got no biases"},
            {{"--model", "gpt2-moe-tiny-cpu", "--expert-interval", "2"}, "MoE every 2 layers"},
            {{"--expert-interval", "2"}, "--expert-interval: expected --num-experts beside it"}}) {
     auto bad = parse(args, nullptr);
