@@ -478,6 +478,10 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                "with a capacity factor: every expert takes exactly its capacity of each rank's "
                "tokens (padded), so the all-to-all's size does not follow the routing")
       ->group(g_moe);
+  cmd.add_option("--moe-min-capacity", o.moe_min_capacity,
+                 "DeepSpeed-MoE (--framework deepspeed): the capacity's floor in tokens, "
+                 "Megatron-DeepSpeed's flag [4]")
+      ->group(g_moe);
   cmd.add_option("--moe-token-dispatcher-type", o.moe_dispatcher,
                  "how MoE tokens reach the experts: alltoall (NCCL's all-to-all, a copy per "
                  "routed expert) | flex (DeepEP/HybridEP: a token crosses the network once per "
@@ -847,6 +851,13 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
         whole("--fsdp-replicate-size", o.fsdp_replicate_size, flags.fsdp_replicate_size));
     CS_RETURN_IF_ERROR(
         whole("--moe-router-num-groups", o.moe_router_groups, flags.moe_router_groups));
+    if (!o.moe_min_capacity.empty()) {  // 0 is DeepSpeed's "no floor"
+      auto v = parse_number<int>(o.moe_min_capacity);
+      if (!v || *v < 0)
+        return Error{fmt::format("--moe-min-capacity: expected 0 or a positive integer, got '{}'",
+                                 o.moe_min_capacity)};
+      flags.moe_min_capacity = *v;
+    }
     CS_RETURN_IF_ERROR(
         whole("--moe-router-group-topk", o.moe_router_group_topk, flags.moe_router_group_topk));
     if (o.overlap_moe_ep_comm) flags.overlap_moe_ep_comm = true;
@@ -1497,10 +1508,9 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         name = "--moe-aux-loss-coeff";
       } else if (name == "--moe-train-capacity-factor" && !dropless) {
         name = "--moe-expert-capacity-factor";
-      } else if (name == "--moe-train-capacity-factor" || name == "--moe-min-capacity" ||
-                 name == "--disable-moe-token-dropping") {
+      } else if (name == "--moe-train-capacity-factor" || name == "--disable-moe-token-dropping") {
         // read, not passed: without dropping DeepSpeed pads every expert to the busiest one's
-        // load, not to a capacity; the floor of the capacity is not modelled
+        // load, not to a capacity (its floor, --moe-min-capacity, is passed: the plan's)
         if (name != "--disable-moe-token-dropping") {
           if (!value && next < words.size()) ++next;
           if (std::none_of(moe_unpriced.begin(), moe_unpriced.end(),

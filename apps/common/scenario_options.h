@@ -143,7 +143,8 @@ struct ScenarioOptions {
   // context and expert parallelism (docs/workload.md, "Mixture of experts, EP and CP"): as
   // given, checked in scenario_inputs
   std::string cp_comm_type, expert_tp, moe_capacity_factor, moe_routing_imbalance,
-      moe_aux_loss_coeff, moe_dispatcher, moe_router_groups, moe_router_group_topk;
+      moe_aux_loss_coeff, moe_dispatcher, moe_router_groups, moe_router_group_topk,
+      moe_min_capacity;
   std::vector<std::string> hierarchical_cp_sizes;
   // DeepSpeed's release (issue 11; docs/cost-model.md, "DeepSpeed 0.3-0.5"): as given
   std::string deepspeed_version, zero3_host_per_rank_call, zero3_nics_per_group;

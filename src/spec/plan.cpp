@@ -382,6 +382,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(moe_capacity_factor, o.moe_capacity_factor);
   take(moe_routing_imbalance, o.moe_routing_imbalance);
   take(moe_pad_to_capacity, o.moe_pad_to_capacity);
+  take(moe_min_capacity, o.moe_min_capacity);
   take(moe_dispatcher, o.moe_dispatcher);
   take(overlap_moe_ep_comm, o.overlap_moe_ep_comm);
   take(delay_wgrad_compute, o.delay_wgrad_compute);
@@ -597,6 +598,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
     j["expert_tensor_parallel_size"] = p.expert_tp;
   }
   if (p.moe_capacity_factor > 0) j["moe_expert_capacity_factor"] = p.moe_capacity_factor;
+  if (p.moe_capacity_factor > 0 && p.moe_min_capacity > 0)
+    j["moe_min_capacity"] = p.moe_min_capacity;
   if (p.moe_routing_imbalance != 1) j["moe_routing_imbalance"] = p.moe_routing_imbalance;
   if (p.moe_pad_to_capacity) j["moe_pad_expert_input_to_capacity"] = true;
   if (p.ep > 1 && p.moe_dispatcher != MoeDispatcher::alltoall)

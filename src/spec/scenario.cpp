@@ -513,6 +513,19 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   if (plan.moe_pad_to_capacity && plan.moe_capacity_factor <= 0)  // as Megatron-LM asserts
     return bad("--moe-pad-expert-input-to-capacity", "a --moe-expert-capacity-factor with it",
                "none");
+  // DeepSpeed-MoE's floor of the capacity (min_capacity, 4 unless given): Megatron-LM's
+  // capacity has none.
+  const bool deepspeed_moe =
+      model.moe() && in.framework.value_or(Framework::none) == Framework::deepspeed;
+  if (in.moe_min_capacity && !deepspeed_moe)
+    return bad("--moe-min-capacity",
+               "--framework deepspeed with experts (DeepSpeed-MoE's floor of the capacity; "
+               "Megatron-LM's has none)",
+               num(*in.moe_min_capacity));
+  plan.moe_min_capacity = in.moe_min_capacity.value_or(deepspeed_moe ? 4 : 0);
+  if (plan.moe_min_capacity < 0 || plan.moe_min_capacity > limits::kMaxSeqLength)
+    return bad("--moe-min-capacity", fmt::format("0 to {} tokens", limits::kMaxSeqLength),
+               num(plan.moe_min_capacity));
   // Group-limited routing: the plan's flags, else the model's (DeepSeek-V3's n_group 8,
   // topk_group 4), checked as the model's are.
   if ((in.moe_router_groups || in.moe_router_group_topk) && !model.moe())

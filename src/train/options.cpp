@@ -328,6 +328,9 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
         Unrun{!fsdp && p.fsdp_shard_size, "--fsdp-shard-size", kFsdp},
         Unrun{!fsdp && p.fsdp_replicate_size, "--fsdp-replicate-size", kFsdp},
         Unrun{p.deepspeed_version.has_value(), "--deepspeed-version", kDeepSpeed},
+        Unrun{p.moe_min_capacity.has_value(), "--moe-min-capacity",
+              "DeepSpeed-MoE's floor of the capacity under --framework deepspeed, which the CPU "
+              "trainer does not run (its capacity is Megatron-LM's)"},
         Unrun{p.zero3_host_s_per_rank_per_call.has_value(), "--zero3-host-per-rank-call",
               kDeepSpeed},
         Unrun{p.zero3_nics_per_group.has_value(), "--zero3-nics-per-group", kDeepSpeed}})

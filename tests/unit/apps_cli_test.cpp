@@ -1047,9 +1047,11 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
   EXPECT_NE(ds.err.find("ds_moe.sh: Megatron-DeepSpeed's mixture of experts (DeepSpeed-MoE) "
                         "read, with its defaults --topk 1, --expert-interval 2, "
                         "--moe-train-capacity-factor 1.0; tokens beyond the capacity dropped, "
-                        "the rest padded to it; not priced: --moe-min-capacity 4 (line 3)\n"),
+                        "the rest padded to it\n"),
             std::string::npos)
       << ds.err;
+  // its --moe-min-capacity is the plan's (priced since 2026-12-01; 4 is also DeepSpeed's default)
+  EXPECT_EQ(first(ds)["plan"]["moe_min_capacity"], 4);
 
   // DeepSpeed-Ulysses (--ds-sequence-parallel-size, the shape of Megatron-DeepSpeed's
   // examples_deepspeed/sequence_parallel scripts) is all-to-all CP; Megatron-LM's own spellings

@@ -995,17 +995,24 @@ TEST(ContextParallel, PredictShowsTheRingAndActivationsShrink) {
 // top1gating), so each MoE block's dispatch and combine move E x C rows of h, (EP - 1) / EP of
 // them off the rank, forward and backward, and a dense block none; the dense gradients are
 // all-reduced over DP, the experts' over DP / EP (DeepSpeed's expert-data-parallel group).
-TEST(Moe, DeepSpeedMoeIsPaddedToCapacityEveryIntervalBlock) {
-  ModelSpec m = testing::model("mixtral-8x7b");
-  m.experts_per_token = 1;
-  m.moe_layer_step = 2;
-  PlanInput p = plan(16, 1, 1, 1);
+// DeepSpeed-MoE as Megatron-DeepSpeed runs it by default: ZeRO-0, EP 8 over `gpus` ranks,
+// micro-batch 1, tokens dropped beyond a capacity factor of 1.0 and padded to it.
+PlanInput deepspeed_moe_plan(int gpus) {
+  PlanInput p = plan(gpus, 1, 1, 1);
   p.framework = Framework::deepspeed;
   p.zero = 0;
   p.ep = 8;
   p.moe_capacity_factor = 1.0;
   p.moe_pad_to_capacity = true;
-  p.global_batch = 16;
+  p.global_batch = gpus;
+  return p;
+}
+
+TEST(Moe, DeepSpeedMoeIsPaddedToCapacityEveryIntervalBlock) {
+  ModelSpec m = testing::model("mixtral-8x7b");
+  m.experts_per_token = 1;
+  m.moe_layer_step = 2;
+  PlanInput p = deepspeed_moe_plan(16);
   auto resolved = resolve_scenario(m, *load_system("dgx-h100"), *load_network("ib-ndr-400"), p);
   ASSERT_TRUE(resolved.ok()) << resolved.error().message;
   const Scenario& sc = *resolved;
@@ -1054,6 +1061,40 @@ TEST(Moe, DeepSpeedMoeIsPaddedToCapacityEveryIntervalBlock) {
                   ": expected 1 with experts under --framework deepspeed (DeepSpeed-MoE is "
                   "modelled with data and expert parallelism only), got 2");
   }
+}
+
+// DeepSpeed-MoE's capacity has a floor, min_capacity (4 by default; deepspeed/moe/sharded_moe.py
+// _capacity: max(ceil(T / E x factor), min_capacity)): at 16 tokens a micro-batch over 8 experts
+// the top-1 capacity 2 is raised to 4, so the dispatch moves 8 x 4 rows of h, (EP - 1) / EP of
+// them off the rank; --moe-min-capacity 0 leaves 2 (8 x 2 rows); at 4,096 tokens (capacity 512)
+// the floor changes nothing. Megatron-LM's capacity has no floor: the flag is one line there.
+TEST(Moe, DeepSpeedCapacityHasItsFloor) {
+  ModelSpec m = testing::model("mixtral-8x7b");
+  m.experts_per_token = 1;
+  PlanInput p = deepspeed_moe_plan(8);
+  auto dispatched = [&](const PlanInput& q) {
+    auto sc = resolve_scenario(m, *load_system("dgx-h100"), *load_network("ib-ndr-400"), q);
+    EXPECT_TRUE(sc.ok()) << sc.error().message;
+    return sc.ok() ? bytes_named(build_workload(*sc).roles[0].chunks[0].forward, "moe_dispatch", 0)
+                   : -1.0;
+  };
+  const double h = static_cast<double>(m.hidden), off = 7.0 / 8, bf16 = 2;
+  p.seq_length = 16;
+  EXPECT_DOUBLE_EQ(dispatched(p), 8 * 4 * h * bf16 * off);  // the default floor, 4
+  p.moe_min_capacity = 0;
+  EXPECT_DOUBLE_EQ(dispatched(p), 8 * 2 * h * bf16 * off);  // ceil(16 / 8)
+  p.moe_min_capacity = 3;
+  EXPECT_DOUBLE_EQ(dispatched(p), 8 * 3 * h * bf16 * off);
+  p.moe_min_capacity.reset();
+  p.seq_length = 4096;
+  EXPECT_DOUBLE_EQ(dispatched(p), 8 * 512 * h * bf16 * off);
+  p.framework.reset();
+  p.moe_min_capacity = 4;
+  auto bad = resolve_scenario(m, *load_system("dgx-h100"), *load_network("ib-ndr-400"), p);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "--moe-min-capacity: expected --framework deepspeed with experts (DeepSpeed-MoE's "
+            "floor of the capacity; Megatron-LM's has none), got 4");
 }
 
 TEST(Moe, PlanChecksNameTheFlag) {

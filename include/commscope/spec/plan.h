@@ -398,6 +398,10 @@ struct ParallelPlan {
   // with weight 0 (Megatron-LM's apply_router_token_dropping), so the all-to-all and the
   // expert GEMMs have a size independent of the routing.
   bool moe_pad_to_capacity = false;
+  // DeepSpeed-MoE's min_capacity (Megatron-DeepSpeed's --moe-min-capacity, 4 by default): the
+  // capacity's floor, deepspeed/moe/sharded_moe.py _capacity; 0 elsewhere (Megatron-LM's
+  // capacity has none). Only read with padding to a capacity.
+  int moe_min_capacity = 0;
   // --moe-token-dispatcher-type (MoeDispatcher); only read when ep > 1.
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
   // Megatron-Core --overlap-moe-expert-parallel-comm (docs/workload.md, "EP all-to-all
@@ -457,12 +461,14 @@ struct ParallelPlan {
   // Rows an EP rank's experts take per MoE block and micro-batch from `tokens` tokens of each
   // rank routed top_k over `experts`: tokens x top_k x the load factor; padded to capacity,
   // experts x min(capacity, tokens) with Megatron-LM's capacity ceil(tokens x top_k / experts x
-  // the capacity factor) (get_capacity; above the tokens, every token goes to every expert).
+  // the capacity factor) (get_capacity; above the tokens, every token goes to every expert),
+  // at least DeepSpeed's moe_min_capacity.
   // Dropping without padding keeps at least that capacity's one token per expert, as
   // Megatron-LM's ceil does (a tiny factor cut every expert to zero rows).
   double moe_routed_rows(double tokens, int top_k, int experts) const {
     if (moe_capacity_factor <= 0 || experts <= 0) return tokens * top_k * moe_load_factor();
-    const double capacity = std::ceil(tokens * top_k / experts * moe_capacity_factor);
+    const double capacity = std::max<double>(
+        std::ceil(tokens * top_k / experts * moe_capacity_factor), moe_min_capacity);
     if (!moe_pad_to_capacity)
       return std::min(
           tokens * top_k * moe_routing_imbalance,
@@ -566,6 +572,7 @@ struct PlanInput {
   std::vector<int> hierarchical_cp_sizes;
   std::optional<double> moe_capacity_factor, moe_routing_imbalance;
   std::optional<bool> moe_pad_to_capacity;
+  std::optional<int> moe_min_capacity;  // Megatron-DeepSpeed's --moe-min-capacity
   std::optional<MoeDispatcher> moe_dispatcher;
   std::optional<bool> overlap_moe_ep_comm, delay_wgrad_compute;
   std::optional<int> moe_router_groups, moe_router_group_topk;
