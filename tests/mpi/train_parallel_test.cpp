@@ -736,7 +736,7 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--moe-aux-loss-coeff: expected 0 or a positive number, got '-1'"},
       // Context parallelism: GPT only, whole chunks.
       {2, "--seq-length 16 --layers 4 --heads 4 --cp 2 --cp-comm-type ring",
-       "--cp-comm-type: expected p2p, all_gather or a2a, got 'ring'"},
+       "--cp-comm-type: expected p2p, all_gather, a2a or a2a+p2p, got 'ring'"},
       {4, "--seq-length 16 --layers 4 --heads 2 --cp 4 --cp-comm-type a2a",
        "--context-parallel-size: expected a divisor of the attention heads per TP rank, 2 "
        "(--cp-comm-type a2a scatters the heads over the CP ranks), got 4"},
