@@ -1499,6 +1499,12 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           "{}:{}: --mlp-type: expected standard, got '{}' (PR-MoE's residual MoE is not "
           "modelled)",
           at, line, written)};
+    if (!moe && name == "--moe-min-capacity") {   // a dense model's (Megatron-DeepSpeed's
+      if (!value && next < words.size()) ++next;  // dense examples pass it): it has no capacity
+      read.insert(name);
+      i = next - 1;
+      continue;
+    }
     if (moe) {  // DeepSpeed-MoE's flags in Megatron-LM's (and commscope's) spelling
       if (name == "--topk") {
         name = "--moe-router-topk";

@@ -1007,8 +1007,10 @@ TEST_F(Cli, MegatronDeepSpeedScripts) {
     EXPECT_NE(e.err.find(want), std::string::npos) << e.err;
   }
   const std::string dense = (dir_ / "dense.sh").string();
+  // (its dense examples pass --moe-min-capacity too: a dense model has no capacity)
   std::ofstream(dense) << "python pretrain_gpt.py --num-layers 4 --hidden-size 256 "
-                          "--num-attention-heads 8 --seq-length 1024 --num-experts 1\n";
+                          "--num-attention-heads 8 --seq-length 1024 --num-experts 1 "
+                          "--moe-min-capacity 4\n";
   Outcome one = run("predict --megatron-args " + dense + where),
           plain =
               run("predict --framework megatron --num-layers 4 --hidden-size 256 "
