@@ -128,6 +128,8 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--hierarchical-context-parallel-sizes", "2", "2"},
             "--hierarchical-context-parallel-sizes: the CPU trainer runs no hierarchical CP"},
            {{"--nccl-algo", "ring"}, "--nccl-algo: the CPU trainer's collectives are Open MPI's"},
+           {{"--model", "gpt2-moe-tiny-cpu", "--moe-min-capacity", "4"},
+            "--moe-min-capacity: DeepSpeed-MoE's floor of the capacity"},
            {{"--pp", "2", "--pipeline-model-parallel-layout", "Et|tt|tL"},
             "--pipeline-model-parallel-layout: the CPU trainer splits its layers"}}) {
     auto o = parse(args, nullptr);
