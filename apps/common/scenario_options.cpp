@@ -818,11 +818,14 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   CS_RETURN_IF_ERROR(compression_flags(o, flags));
   CS_RETURN_IF_ERROR(modern_training_flags(o, flags));
   {
-    auto whole = [](const char* flag, const std::string& text, std::optional<int>& into) -> Status {
+    // A positive integer, or with zero_ok also 0 (as `factor` below).
+    auto whole = [](const char* flag, const std::string& text, std::optional<int>& into,
+                    bool zero_ok = false) -> Status {
       if (text.empty()) return {};
       auto v = parse_number<int>(text);
-      if (!v || *v < 1)
-        return Error{fmt::format("{}: expected a positive integer, got '{}'", flag, text)};
+      if (!v || !(zero_ok ? *v >= 0 : *v > 0))
+        return Error{fmt::format("{}: expected {}a positive integer, got '{}'", flag,
+                                 zero_ok ? "0 or " : "", text)};
       into = *v;
       return {};
     };
@@ -851,13 +854,8 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
         whole("--fsdp-replicate-size", o.fsdp_replicate_size, flags.fsdp_replicate_size));
     CS_RETURN_IF_ERROR(
         whole("--moe-router-num-groups", o.moe_router_groups, flags.moe_router_groups));
-    if (!o.moe_min_capacity.empty()) {  // 0 is DeepSpeed's "no floor"
-      auto v = parse_number<int>(o.moe_min_capacity);
-      if (!v || *v < 0)
-        return Error{fmt::format("--moe-min-capacity: expected 0 or a positive integer, got '{}'",
-                                 o.moe_min_capacity)};
-      flags.moe_min_capacity = *v;
-    }
+    CS_RETURN_IF_ERROR(whole("--moe-min-capacity", o.moe_min_capacity, flags.moe_min_capacity,
+                             /*zero_ok=*/true));  // 0 is DeepSpeed's "no floor"
     CS_RETURN_IF_ERROR(
         whole("--moe-router-group-topk", o.moe_router_group_topk, flags.moe_router_group_topk));
     if (o.overlap_moe_ep_comm) flags.overlap_moe_ep_comm = true;
@@ -1499,8 +1497,18 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           "{}:{}: --mlp-type: expected standard, got '{}' (PR-MoE's residual MoE is not "
           "modelled)",
           at, line, written)};
-    if (!moe && name == "--moe-min-capacity") {   // a dense model's (Megatron-DeepSpeed's
-      if (!value && next < words.size()) ++next;  // dense examples pass it): it has no capacity
+    // Read, not passed: a dense model's --moe-min-capacity (Megatron-DeepSpeed's dense examples
+    // pass it; a dense model has no capacity); under --disable-moe-token-dropping the switch and
+    // the capacity factor (DeepSpeed then pads every expert to the busiest one's load, not to a
+    // capacity), the factor named in the note.
+    if ((!moe && name == "--moe-min-capacity") ||
+        (moe && (name == "--disable-moe-token-dropping" ||
+                 (dropless && name == "--moe-train-capacity-factor")))) {
+      if (name != "--disable-moe-token-dropping" && !value && next < words.size()) ++next;
+      if (name == "--moe-train-capacity-factor" &&
+          std::none_of(moe_unpriced.begin(), moe_unpriced.end(),
+                       [&](const std::string& u) { return u.starts_with(name + " "); }))
+        moe_unpriced.push_back(fmt::format("{} {} (line {})", name, written, line));
       read.insert(name);
       i = next - 1;
       continue;
@@ -1512,20 +1520,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         name = "--expert-model-parallel-size";
       } else if (name == "--moe-loss-coeff") {
         name = "--moe-aux-loss-coeff";
-      } else if (name == "--moe-train-capacity-factor" && !dropless) {
+      } else if (name == "--moe-train-capacity-factor") {  // not dropless (above)
         name = "--moe-expert-capacity-factor";
-      } else if (name == "--moe-train-capacity-factor" || name == "--disable-moe-token-dropping") {
-        // read, not passed: without dropping DeepSpeed pads every expert to the busiest one's
-        // load, not to a capacity (its floor, --moe-min-capacity, is passed: the plan's)
-        if (name != "--disable-moe-token-dropping") {
-          if (!value && next < words.size()) ++next;
-          if (std::none_of(moe_unpriced.begin(), moe_unpriced.end(),
-                           [&](const std::string& u) { return u.starts_with(name + " "); }))
-            moe_unpriced.push_back(fmt::format("{} {} (line {})", name, written, line));
-        }
-        read.insert(name);
-        i = next - 1;
-        continue;
       }
     }
     if (deepspeed && deepspeed_config && option(name) && option(name) == option("--zero")) {

@@ -351,23 +351,23 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
   // levels, [a2a group, p2p group], and runs a level of one rank as the other form alone
   // (attn_forward_func_with_cp).
   const std::vector<int>& hs = in.hierarchical_cp_sizes;
+  auto sizes = [&] { return fmt::format("{}", fmt::join(hs, " ")); };  // as given, for errors
   if (!hs.empty()) {
-    const std::string sizes = fmt::format("{}", fmt::join(hs, " "));
     constexpr const char* kFlag = "--hierarchical-context-parallel-sizes";
     std::int64_t product = 1;
     for (int v : hs) {
-      if (v < 1) return bad(kFlag, "positive integers", sizes);
+      if (v < 1) return bad(kFlag, "positive integers", sizes());
       product *= v;
       if (product > plan.cp) break;
     }
     if (product != plan.cp)
       return bad(kFlag, fmt::format("sizes whose product is the context-parallel size {}", plan.cp),
-                 sizes);
+                 sizes());
     if (plan.cp_comm_type == CpCommType::a2a_p2p && hs.size() != 2)
       return bad(kFlag,
                  "two sizes with --cp-comm-type a2a+p2p (Transformer Engine's all-to-all level, "
                  "then its ring's)",
-                 sizes);
+                 sizes());
   }
   if (plan.cp_comm_type == CpCommType::a2a_p2p) {
     if (hs.empty())
@@ -424,7 +424,7 @@ static Status resolve_context_expert(const PlanInput& in, const ModelSpec& model
                            fmt::format("an all-to-all level that divides the {} per TP rank, {} "
                                        "(a2a+p2p scatters the heads over it)",
                                        what, n / plan.tp),
-                           fmt::format("{}", fmt::join(hs, " ")));
+                           sizes());
   }
   plan.ep = in.ep.value_or(1);
   plan.expert_tp = in.expert_tp.value_or(plan.tp);

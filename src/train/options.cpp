@@ -66,22 +66,8 @@ ModelSpec model_spec(const GptConfig& c, const std::string& name) {
 
 Result<GptConfig> config_from_model(const ModelSpec& m) {
   const std::string where = "--model " + m.name;
-  if (m.kind == ArchKind::bert &&
-      (m.position != PositionEmbedding::learned || m.norm != NormKind::layernorm ||
-       m.mlp != MlpKind::gelu || !m.tied_embeddings || !m.bias || m.kv_heads != m.heads ||
-       m.ffn != 4 * m.hidden || m.head_dim * m.heads != m.hidden || m.pooler || m.type_vocab > 2))
-    return Error{fmt::format(
-        "{}: expected a BERT the trainer has (learned positions, LayerNorm, GELU MLP of 4h, "
-        "biases, tied LM head, at most 2 token types, \"pooler\": false: masked-LM only, "
-        "presets/models/bert-tiny-cpu.json); got pooler {}, type_vocab {}",
-        where, m.pooler, m.type_vocab)};
-  if (m.kind == ArchKind::t5)
-    return Error{fmt::format(
-        "{}: expected a GPT-2-shaped model or a BERT; T5 trains only in commscope train's "
-        "model-parallel trainer (src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
-        where)};
-  // What the model has that GPT-2's shape does not, the first of them (the line said only
-  // "got kind gpt" whatever differed, until 2026-12-01).
+  // What the model has that GPT-2's shape (a BERT's too) does not, the first of them (the line
+  // said only "got kind gpt" whatever differed, until 2026-12-01).
   const std::string differs =
       m.kind != ArchKind::gpt && m.kind != ArchKind::bert
           ? fmt::format("kind {}", to_string(m.kind))
@@ -96,6 +82,17 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
       : m.head_dim * m.heads != m.hidden
           ? fmt::format("{} heads of {} channels for hidden {}", m.heads, m.head_dim, m.hidden)
           : std::string();
+  if (m.kind == ArchKind::bert && (!differs.empty() || m.pooler || m.type_vocab > 2))
+    return Error{fmt::format(
+        "{}: expected a BERT the trainer has (learned positions, LayerNorm, GELU MLP of 4h, "
+        "biases, tied LM head, at most 2 token types, \"pooler\": false: masked-LM only, "
+        "presets/models/bert-tiny-cpu.json); got pooler {}, type_vocab {}",
+        where, m.pooler, m.type_vocab)};
+  if (m.kind == ArchKind::t5)
+    return Error{fmt::format(
+        "{}: expected a GPT-2-shaped model or a BERT; T5 trains only in commscope train's "
+        "model-parallel trainer (src/gpt/t5.cpp, docs/train.md \"T5\"), got kind t5",
+        where)};
   if (!differs.empty())
     return Error{fmt::format(
         "{}: expected a GPT-2-shaped model (learned positions, LayerNorm, GELU MLP of 4h, biases, "

@@ -757,10 +757,14 @@ TEST(ContextParallel, AllToAllBytesAreTheUlyssesClosedForm) {
   EXPECT_EQ(scenario("llama3-8b", "dgx-h100", p).plan.cp, 2);
   // Megatron-Core cuts the sequence in 2 x CP chunks whatever the exchange; DeepSpeed-Ulysses
   // in CP contiguous ones: a sequence of 4 x 1025 tokens runs CP 4 under DeepSpeed only.
-  p = plan(16, 1, 1, 1);
-  p.cp = 4;
-  p.cp_comm_type = CpCommType::a2a;
-  p.seq_length = 4100;
+  auto a2a_plan = [](int gpus, int cp) {  // sequence 4,100 = 4 x 1025
+    PlanInput q = plan(gpus, 1, 1, 1);
+    q.cp = cp;
+    q.cp_comm_type = CpCommType::a2a;
+    q.seq_length = 4100;
+    return q;
+  };
+  p = a2a_plan(16, 4);
   EXPECT_NE(scenario_error("llama3-8b", "dgx-h100", p)
                 .find("--context-parallel-size: expected 2 x CP to divide the sequence length "
                       "4100"),
@@ -771,11 +775,8 @@ TEST(ContextParallel, AllToAllBytesAreTheUlyssesClosedForm) {
   EXPECT_DOUBLE_EQ(
       bytes_named(build_workload(uly).roles[0].chunks[0].forward, "cp_out_all_to_all", 0),
       0.75 * 1025 * static_cast<double>(uly.model.q_dim()) * 2);
-  PlanInput q = plan(24, 1, 1, 1);
-  q.cp = 3;
-  q.cp_comm_type = CpCommType::a2a;
+  PlanInput q = a2a_plan(24, 3);
   q.framework = Framework::deepspeed;
-  q.seq_length = 4100;
   EXPECT_NE(scenario_error("llama2-7b", "dgx-h100", q)
                 .find("--context-parallel-size: expected CP to divide the sequence length 4100 "
                       "(DeepSpeed-Ulysses' contiguous chunks), got 3"),
