@@ -262,6 +262,12 @@ Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, con
   return collective_cost(c, bytes, g, l, a).time;
 }
 
+Seconds collective_time(Collective c, double bytes, int messages, const GroupPlacement& g,
+                        const LinkModel& l) {
+  if (messages <= 1) return collective_time(c, bytes, g, l);
+  return Seconds(messages * collective_time(c, bytes / messages, g, l).value());
+}
+
 namespace {
 // Share of the bandwidth the channels NCCL runs for `bytes` with protocol p reach: one
 // channel per channel_bytes (LL's ring threshold grows with the ranks), from 1 to
@@ -446,7 +452,7 @@ Seconds comm_time(const Op& op, const Scenario& sc) {
   const GroupPlacement g = place_group(sc, op.group);
   if (op.tag == OpTag::ep_forwarded)
     return forwarded_time(op.bytes, forwarded_copies(sc, g), g, link_model(sc));
-  return collective_time(op.collective, op.bytes, g, link_model(sc));
+  return collective_time(op.collective, op.bytes, op.messages, g, link_model(sc));
 }
 
 }  // namespace commscope

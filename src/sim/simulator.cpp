@@ -416,16 +416,19 @@ struct Costs {
     if (op.tag == OpTag::ep_forwarded)
       return forwarded_time(op.bytes, forwarded, place[static_cast<int>(op.group)], links).value();
     if (op.span != GroupSpan::whole)
-      return collective_time(op.collective, op.bytes, sub(op), links).value();
+      return collective_time(op.collective, op.bytes, op.messages, sub(op), links).value();
     // Layers repeat the same few collectives: remember the last distinct ones (NCCL's model
     // weighs up to six algorithm/protocol paths per call).
     for (std::size_t i = 0; i < cached; ++i) {
       const Memo& m = memo[i];
-      if (m.bytes == op.bytes && m.collective == op.collective && m.group == op.group) return m.t;
+      if (m.bytes == op.bytes && m.collective == op.collective && m.group == op.group &&
+          m.messages == op.messages)
+        return m.t;
     }
-    const double t =
-        collective_time(op.collective, op.bytes, place[static_cast<int>(op.group)], links).value();
-    memo[next_memo] = {op.bytes, t, op.collective, op.group};
+    const double t = collective_time(op.collective, op.bytes, op.messages,
+                                     place[static_cast<int>(op.group)], links)
+                         .value();
+    memo[next_memo] = {op.bytes, t, op.collective, op.group, op.messages};
     next_memo = (next_memo + 1) % memo.size();
     cached = std::min(cached + 1, memo.size());
     return t;
@@ -448,6 +451,7 @@ struct Costs {
     double bytes, t;
     Collective collective;
     CommGroup group;
+    std::int32_t messages;
   };
   mutable std::array<Memo, 16> memo{};
   struct KernelMemo {

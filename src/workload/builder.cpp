@@ -1366,13 +1366,15 @@ class Builder {
 
   // The ring's exchange over `size` CP ranks `apart` CP ranks apart: the KV chunk (`elements`)
   // passed size - 1 times in forward, with its gradient in backward; issued beside the chain,
-  // after the op before it, and awaited by await_ring.
+  // after the op before it, and awaited by await_ring. Messages as Transformer Engine's
+  // AttnFuncWithCPAndKVP2P sends them, one a step: size - 1 forward; size backward (KV alone
+  // first, KV and dKV together between, dKV alone last).
   void issue_ring(Emitter& e, std::int64_t elements, int size, int apart, bool backward,
                   int layer) const {
     const std::int64_t steps = size - 1;
     Op op = comm(backward ? "cp_kv_dkv_send" : "cp_kv_send", Collective::send, CommGroup::context,
                  size, (backward ? 2 : 1) * steps * elements, dt_, layer);
-    op.index = static_cast<std::int32_t>(steps);
+    op.messages = static_cast<std::int32_t>(backward ? size : steps);
     if (size < sc_.plan.cp) place_sub_group(op, size, cp_level_per_node(size, apart));
     cp_op_ = e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
     cp_pending_ = true;

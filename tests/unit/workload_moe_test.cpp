@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "commscope/cost/collective.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/spec/placement.h"
 #include "commscope/workload/params.h"
@@ -619,6 +620,45 @@ TEST(ContextParallel, RingExchangeBytesAreTheClosedForm) {
         EXPECT_EQ(o.group_size, sc.plan.dp * cp);
       }
     }
+  }
+}
+
+// The ring passes its chunks one step at a time, each step a send of its own with its own
+// latency, as Transformer Engine's AttnFuncWithCPAndKVP2P issues them: CP - 1 forward, CP
+// backward (K,V alone first, K,V with dK,dV between, dK,dV alone last). A pass's time is its
+// messages' times: m x t(bytes / m), against a one-message pass (m - 1) hops more, the hop
+// taken as the intercept 2 t(x) - t(2 x) of the send's time, which is affine in its size here.
+TEST(ContextParallel, RingStepsAreMessagesWithTheirOwnLatency) {
+  for (int cp : {2, 4, 8}) {
+    SCOPED_TRACE(::testing::Message() << "cp " << cp);
+    PlanInput p = plan(64, 1, 1, 1);
+    p.cp = cp;
+    p.global_batch = 64 / cp;
+    Scenario sc = scenario("llama3-8b", "dgx-h100", p);
+    Workload w = build_workload(sc);
+    const Chunk& ch = w.roles[0].chunks[0];
+    double ring_s = 0;
+    for (const auto& [list, name, want] :
+         {std::tuple{&ch.forward, "cp_kv_send", cp - 1}, {&ch.backward, "cp_kv_dkv_send", cp}}) {
+      const std::vector<Op> ops = named(*list, name);
+      ASSERT_EQ(static_cast<int>(ops.size()), sc.model.layers());
+      for (const Op& o : ops) EXPECT_EQ(o.messages, want);
+      const Op& op = ops[0];
+      Op one = op, part = op, twice = op;
+      one.messages = part.messages = twice.messages = 1;
+      part.bytes = op.bytes / want;
+      twice.bytes = 2 * part.bytes;
+      const double t = comm_time(op, sc).value();
+      EXPECT_NEAR(t, want * comm_time(part, sc).value(), 1e-12 * t);
+      const double hop = 2 * comm_time(part, sc).value() - comm_time(twice, sc).value();
+      EXPECT_GT(hop, 0.0);
+      EXPECT_NEAR(t - comm_time(one, sc).value(), (want - 1) * hop, 1e-9 * t);
+      ring_s += t * sc.model.layers();
+    }
+    // The simulator prices the ops so: the context group's communication over one micro-batch
+    // (no recompute, one stage) is the layers' passes.
+    const Prediction pr = simulate(w);
+    EXPECT_NEAR(pr.mean.by_group[CommGroup::context].total, ring_s, 1e-9 * ring_s);
   }
 }
 

@@ -135,6 +135,11 @@ CollectiveCost collective_cost(Collective c, double bytes, const GroupPlacement&
 Seconds collective_time(Collective c, double bytes, const GroupPlacement& g, const LinkModel& l,
                         CollectiveAlgorithm a = CollectiveAlgorithm::automatic);
 
+// `messages` collectives of bytes / messages each, one after another (Op::messages: a CP
+// ring's passes, each with its own latency): messages x collective_time of one.
+Seconds collective_time(Collective c, double bytes, int messages, const GroupPlacement& g,
+                        const LinkModel& l);
+
 // The curve collective_cost uses for this collective over this group, or nullptr (the model).
 const BusBwCurve* curve_for(Collective c, const GroupPlacement& g, const LinkModel& l);
 

@@ -66,6 +66,7 @@ struct Op {
   // A parameter all-gather under --fp8-param-gather whose GEMM weights travel in FP8 and the
   // rest in dtype (bytes counts both): describe labels it float8+dtype.
   bool fp8_weights = false;
+  std::int8_t peer = 0;           // send/recv: +1 next stage, -1 previous stage
   std::uint16_t per_node = 0;     // GroupSpan::nodes: the sub-group's ranks on one node
   std::int32_t layer = kNoLayer;  // transformer block (encoder blocks first), or k*Layer
   std::int32_t index = 0;         // bucket number, or 0
@@ -79,8 +80,10 @@ struct Op {
   double host_seconds = 0;           // ComputeClass::host: the host work's duration
 
   // comm
-  int group_size = 1;         // ranks in the process group
-  int peer = 0;               // send/recv: +1 next stage, -1 previous stage
+  int group_size = 1;  // ranks in the process group
+  // A send's messages, one after another, each with its own latency and bytes / messages of
+  // the bytes: a CP ring's passes (Transformer Engine's one batched send and receive a step).
+  std::int32_t messages = 1;
   std::int64_t elements = 0;  // nccl-tests "count" x ranks where the buffer is split: see bytes
   // Bytes per rank in nccl-tests' "size" sense: the all-reduce buffer, the all-gather output,
   // the reduce-scatter input, the broadcast buffer, the message of a send or receive.
