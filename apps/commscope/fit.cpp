@@ -33,7 +33,7 @@ Verb add_fit(CLI::App& app) {
                   "commscope-bench --format json output, nccl-tests/rccl-tests text output "
                   "(all_reduce_perf ...) or OSU Micro-Benchmarks text output (osu_allreduce, "
                   "osu_allgather, osu_reduce_scatter, osu_alltoall, osu_bcast, osu_reduce, "
-                  "osu_latency, osu_bw), one or more files")
+                  "osu_latency, osu_bw, osu_bibw, osu_mbw_mr -p 1), one or more files")
       ->required();
   cmd->add_option("--format", st->format,
                   "auto|bench-json|nccl-tests|osu: how to read the inputs [auto: by content]");
@@ -43,7 +43,7 @@ Verb add_fit(CLI::App& app) {
   CLI::Option* ranks =
       cmd->add_option("--ranks", st->osu.ranks,
                       "processes of the OSU collective runs (mpirun -np N), which OSU does not "
-                      "print (osu_latency and osu_bw: 2)");
+                      "print (the point-to-point tests: 2)");
   CLI::Option* nodes = cmd->add_option(
       "--nodes", st->osu.nodes,
       "nodes the OSU runs spanned: 1 is intra-node, more inter-node (curves for predict "

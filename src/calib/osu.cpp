@@ -24,6 +24,7 @@ struct Known {
   std::string_view name;
   Collective collective;
   bool bandwidth;
+  int streams = 1;  // OsuLog::streams; 0: osu_mbw_mr's pairs, from its pairs line
 };
 constexpr Known kKnown[] = {
     {"Allreduce Latency", Collective::all_reduce, false},
@@ -42,7 +43,13 @@ constexpr Known kKnown[] = {
     {"Latency Persistent", Collective::send, false},
     {"Bandwidth", Collective::send, true},
     {"Bandwidth Persistent", Collective::send, true},
+    {"Bi-Directional Bandwidth", Collective::send, true, 2},
+    {"Bi-Directional Bandwidth Persistent", Collective::send, true, 2},
+    {"Multiple Bandwidth / Message Rate", Collective::send, true, 0},
 };
+constexpr std::string_view kFitted =
+    "osu_allreduce, osu_allgather, osu_reduce_scatter[_block], osu_alltoall, osu_bcast, "
+    "osu_reduce, osu_latency, osu_bw, osu_bibw and osu_mbw_mr";
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -115,11 +122,8 @@ Result<std::vector<OsuLog>> parse_osu(std::string_view text, const std::string& 
       if (known == std::end(kKnown)) {
         skipping = true;
         if (notes)
-          notes->push_back(fmt::format(
-              "{}:{}: {}: skipped (commscope fits osu_allreduce, osu_allgather, "
-              "osu_reduce_scatter[_block], osu_alltoall, osu_bcast, osu_reduce, osu_latency and "
-              "osu_bw)",
-              where, line_no, benchmark));
+          notes->push_back(fmt::format("{}:{}: {}: skipped (commscope fits {})", where, line_no,
+                                       benchmark, kFitted));
         continue;
       }
       skipping = false;
@@ -129,26 +133,55 @@ Result<std::vector<OsuLog>> parse_osu(std::string_view text, const std::string& 
       cur.benchmark = benchmark;
       cur.collective = known->collective;
       cur.bandwidth = known->bandwidth;
+      cur.streams = known->streams;
       cur.first_line = line_no;
       continue;
     }
     if (!reading || skipping) continue;
     if (b.front() == '#') {
       const std::string_view c = trim(b.substr(1));
+      if (cur.streams == 0 && c.rfind("[ pairs:", 0) == 0) {
+        // osu_mbw_mr's "[ pairs: N ] [ window size: W ]"
+        const auto f = split_words(c.substr(8));
+        double pairs = 0;
+        if (f.empty() || !util::finite_number(f[0], pairs) || pairs < 1 ||
+            pairs != std::floor(pairs) || pairs > limits::kMaxGpus)
+          return Error{
+              fmt::format("{}:{}: {}: expected '[ pairs: N ]' with a whole N >= 1, got '{}'", where,
+                          line_no, cur.benchmark, c)};
+        if (pairs > 1) {
+          // The pairs share the links: their MB/s together is not one pair's.
+          reading = false;
+          skipping = true;
+          if (notes)
+            notes->push_back(fmt::format(
+                "{}:{}: {}: skipped: {} pairs share the links, so its MB/s is theirs together, "
+                "not one pair's (commscope reads osu_mbw_mr with -p 1, as osu_bw)",
+                where, cur.first_line, cur.benchmark, f[0]));
+          continue;
+        }
+        cur.streams = 1;
+        continue;
+      }
       if (c.rfind("Datatype:", 0) == 0) {
         std::string_view t = trim(c.substr(9));
         if (!t.empty() && t.back() == '.') t.remove_suffix(1);
         cur.datatype = std::string(t);
       } else if (c.rfind("Size", 0) == 0) {
-        const bool bw = c.find("Bandwidth") != std::string_view::npos &&
-                        c.find("MB/s") != std::string_view::npos;
+        const bool bw = c.find("MB/s") != std::string_view::npos;
         const bool lat =
             c.find("Latency") != std::string_view::npos && c.find("us)") != std::string_view::npos;
         if (bw != cur.bandwidth || (!bw && !lat))
-          return Error{fmt::format(
-              "{}:{}: column header: expected 'Size' and {} for {}, got '{}'", where, line_no,
-              cur.bandwidth ? "'Bandwidth (MB/s)'" : "'Avg Latency(us)' or 'Latency (us)'",
-              cur.benchmark, c)};
+          return Error{fmt::format("{}:{}: column header: expected 'Size' and {} for {}, got '{}'",
+                                   where, line_no,
+                                   cur.bandwidth ? "'Bandwidth (MB/s)' or 'MB/s'"
+                                                 : "'Avg Latency(us)' or 'Latency (us)'",
+                                   cur.benchmark, c)};
+        if (cur.streams == 0)
+          return Error{
+              fmt::format("{}:{}: {}: expected its '# [ pairs: N ] ...' line before the "
+                          "column header, got none",
+                          where, line_no, cur.benchmark)};
         columns = true;
       }
       continue;
@@ -181,10 +214,9 @@ Result<std::vector<OsuLog>> parse_osu(std::string_view text, const std::string& 
   CS_RETURN_IF_ERROR(finish());
   if (logs.empty())
     return Error{fmt::format(
-        "{}: expected OSU Micro-Benchmarks output of osu_allreduce, osu_allgather, "
-        "osu_reduce_scatter[_block], osu_alltoall, osu_bcast, osu_reduce, osu_latency or osu_bw "
-        "(a '# OSU ... Test' header, a '# Size ...' column header and rows), got none",
-        where)};
+        "{}: expected OSU Micro-Benchmarks output of {} (a '# OSU ... Test' header, a '# Size "
+        "...' column header and rows), got none",
+        where, kFitted)};
   return logs;
 }
 
@@ -214,7 +246,8 @@ Result<std::vector<MeasuredCollective>> osu_to_measured(const std::vector<OsuLog
       if (r.bytes <= 0) continue;
       Sample s;
       s.bytes = r.bytes * scale;
-      s.seconds = log.bandwidth ? r.bytes / (r.value * 1e6) : r.value * 1e-6;
+      // osu_bibw: both directions' MB/s, each direction's message at half of it.
+      s.seconds = log.bandwidth ? r.bytes * log.streams / (r.value * 1e6) : r.value * 1e-6;
       s.busbw = s.bytes * bus_factor(m.collective, m.ranks) / s.seconds;
       m.samples.push_back(s);
     }
