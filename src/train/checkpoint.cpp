@@ -110,4 +110,56 @@ Result<nlohmann::json> read_manifest(const std::string& dir) {
   return j;
 }
 
+Status check_manifest(const nlohmann::json& j, const TrainOptions& o, int world,
+                      const std::string& where) {
+  auto differs = [&](const char* key, const nlohmann::json& have,
+                     const nlohmann::json& want) -> Status {
+    if (have == want) return ok_status();
+    return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key, have.dump(),
+                             want.dump())};
+  };
+  auto required = [&](const char* key, const nlohmann::json& want) {
+    return differs(key, j.value(key, nlohmann::json()), want);
+  };
+  CS_RETURN_IF_ERROR(required("ranks", world));
+  CS_RETURN_IF_ERROR(required("strategy", to_string(o.strategy)));
+  if (!model_parallel(o)) {
+    for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size"})
+      if (j.contains(key)) CS_RETURN_IF_ERROR(differs(key, j[key], 1));  // a model-parallel run's
+  } else {
+    CS_RETURN_IF_ERROR(required("tensor_model_parallel_size", o.tp));
+    CS_RETURN_IF_ERROR(required("pipeline_model_parallel_size", o.pp));
+    CS_RETURN_IF_ERROR(required("virtual_pipeline_stages", o.vpp));
+    CS_RETURN_IF_ERROR(required("rank_order", to_string(o.rank_order)));
+    CS_RETURN_IF_ERROR(required("sequence_parallel", o.sequence_parallel));
+  }
+  CS_RETURN_IF_ERROR(required("seed", o.seed));
+  for (auto [key, want] : {std::pair{"layers", o.model.layers}, std::pair{"hidden", o.model.hidden},
+                           std::pair{"heads", o.model.heads}, std::pair{"vocab", o.model.vocab},
+                           std::pair{"seq", o.model.seq}})
+    CS_RETURN_IF_ERROR(required(key, want));
+  CS_RETURN_IF_ERROR(required("global_batch", global_batch(o, world)));
+  if (model_parallel(o)) {
+    // Later fields: a manifest without them was written with their defaults.
+    for (auto [key, unset, want] : {std::tuple{"context_parallel_size", 1, std::max(o.cp, 1)},
+                                    std::tuple{"expert_model_parallel_size", 1, std::max(o.ep, 1)},
+                                    std::tuple{"experts", 0, o.model.experts},
+                                    std::tuple{"experts_per_token", 0, o.model.experts_per_token}})
+      CS_RETURN_IF_ERROR(differs(key, j.value(key, nlohmann::json(unset)), want));
+  }
+  return ok_status();
+}
+
+Status check_rank_files(const std::string& dir, std::int64_t step, int world) {
+  for (int r = 0; r < world; ++r) {
+    const std::string path = checkpoint_file(dir, step, r);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      return Error{
+          fmt::format("--resume: {}: {} (the manifest names it)", path,
+                      std::filesystem::exists(path, ec) ? "not a regular file" : "missing")};
+  }
+  return ok_status();
+}
+
 }  // namespace commscope::train

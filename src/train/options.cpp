@@ -823,6 +823,9 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
           "--steps: expected more than the checkpoint's step {} (--steps counts every step, the "
           "resumed ones included; {} continues at step {}), got {}: nothing to do",
           step, manifest, step + 1, o.steps)};
+    // The checkpoint is this run's and its rank files are there: here, not in the ranks.
+    CS_RETURN_IF_ERROR(check_manifest(j, o, world, manifest));
+    CS_RETURN_IF_ERROR(check_rank_files(o.checkpoint_dir, step, world));
   }
   return ok_status();
 }

@@ -1455,22 +1455,7 @@ bool PipelineTrainer::resume() {
   auto load = [&]() -> Result<std::int64_t> {
     CS_ASSIGN_OR_RETURN(nlohmann::json j, read_manifest(o_.checkpoint_dir));
     const std::int64_t step = j["step"].get<std::int64_t>();
-    const nlohmann::json want = manifest(step);
-    for (const char* key :
-         {"ranks", "strategy", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-          "virtual_pipeline_stages", "rank_order", "sequence_parallel", "seed", "layers", "hidden",
-          "heads", "vocab", "seq", "global_batch"})
-      if (!j.contains(key) || j[key] != want[key])
-        return Error{fmt::format("--resume: {}: {} is {}, this run has {}",
-                                 manifest_file(o_.checkpoint_dir), key,
-                                 j.value(key, nlohmann::json()).dump(), want[key].dump())};
-    for (auto [key, unset] :
-         {std::pair{"context_parallel_size", 1}, std::pair{"expert_model_parallel_size", 1},
-          std::pair{"experts", 0}, std::pair{"experts_per_token", 0}})
-      if (j.value(key, unset) != want[key].get<int>())
-        return Error{fmt::format("--resume: {}: {} is {}, this run has {}",
-                                 manifest_file(o_.checkpoint_dir), key, j.value(key, unset),
-                                 want[key].dump())};
+    CS_RETURN_IF_ERROR(check_manifest(j, o_, n_, manifest_file(o_.checkpoint_dir)));
     std::vector<std::vector<float>*> parts = checkpoint_parts();
     CS_RETURN_IF_ERROR(read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), parts));
     return step;

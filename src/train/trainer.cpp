@@ -487,16 +487,7 @@ Result<std::int64_t> Trainer::load() {
   CS_ASSIGN_OR_RETURN(nlohmann::json j, read_manifest(o_.checkpoint_dir));
   const std::string where = manifest_file(o_.checkpoint_dir);
   const std::int64_t step = j["step"].get<std::int64_t>();
-  const nlohmann::json want = manifest(step);
-  for (const char* key :
-       {"ranks", "strategy", "seed", "layers", "hidden", "heads", "vocab", "seq", "global_batch"})
-    if (!j.contains(key) || j[key] != want[key])
-      return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key,
-                               j.value(key, nlohmann::json()).dump(), want[key].dump())};
-  for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size"})
-    if (j.contains(key) && j[key] != 1)  // a model-parallel run's shards
-      return Error{
-          fmt::format("--resume: {}: {} is {}, this run has 1", where, key, j[key].dump())};
+  CS_RETURN_IF_ERROR(check_manifest(j, o_, n_, where));
   std::vector<float>& p = sh_.shards_optimizer() ? shard_params_ : params_;
   CS_RETURN_IF_ERROR(
       read_checkpoint(checkpoint_file(o_.checkpoint_dir, step, me_), {&p, &m_, &v_}));

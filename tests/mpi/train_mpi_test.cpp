@@ -367,9 +367,9 @@ TEST(Train, DamagedOrForeignCheckpointsAreRefused) {
   o = train(2, eight + " --steps 4 --resume");
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("heads is 4, this run has 8"), std::string::npos) << o.err;
-  // Another rank count.
+  // Another rank count (refused before launch since 2026-12-01, with status 2).
   o = train(1, kSmall + "--steps 4 --warmup 1 --zero 1 --checkpoint " + dir + " --resume");
-  EXPECT_NE(o.status, 0);
+  EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("ranks is 2, this run has 1"), std::string::npos) << o.err;
   // --steps at or below the checkpoint's step: nothing to do, said before training (it used to
   // run nothing and report a false communication mismatch).

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "common/train_flags.h"
+#include "commscope/train/checkpoint.h"
 #include "commscope/workload/workload.h"
 #include "test_util.h"
 
@@ -275,6 +276,86 @@ TEST(TrainOptions, InputsAndOutputsAreCheckedBeforeLaunch) {
 
 // Tensor and pipeline parallelism are plans of the trainer now: checked against the rank count
 // (TP x PP divides it, DP is the rest) and the model, each error naming its flag.
+// --resume's checkpoint is checked before launch (until 2026-12-01 only in the ranks, behind Open
+// MPI's banner): the manifest's fields against the run's, a data-parallel run against a
+// model-parallel checkpoint, a model-parallel manifest written before its later fields, and
+// every rank file of the step. The manifests are written here by hand, as the trainers write them
+// (train_mpi_test's KillAndResumeReproducesTheTrajectory resumes the trainers' own).
+TEST(TrainOptions, AResumedCheckpointIsCheckedBeforeLaunch) {
+  const std::string dir = commscope::testing::scratch() + "train-resume-check";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const nlohmann::json ddp = {{"step", 2},     {"ranks", 2},         {"strategy", "ddp"},
+                              {"seed", 1234},  {"data_position", 8}, {"layers", 4},
+                              {"hidden", 256}, {"heads", 4},         {"vocab", 4096},
+                              {"seq", 128},    {"global_batch", 2}};
+  ASSERT_TRUE(write_manifest(dir, ddp).ok());
+  for (int r : {0, 1}) std::ofstream(train::checkpoint_file(dir, 2, r)).put('x');
+  const std::string where = dir + "/latest.json";
+  auto check = [&](std::vector<std::string> extra, int world) {
+    std::vector<std::string> a = {"--micro-batch-size", "1", "--steps", "4",
+                                  "--checkpoint",       dir, "--resume"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    auto o = parse(a, nullptr);
+    EXPECT_TRUE(o.ok()) << o.error().message;
+    return o.ok() ? validate(*o, world, 1) : Status(o.error());
+  };
+  {
+    auto o = parse({}, nullptr);
+    ASSERT_TRUE(o.ok());
+    ASSERT_EQ(o->model.vocab, 4096);  // the manifest above is the default model's
+    ASSERT_EQ(o->model.seq, 128);
+  }
+  EXPECT_TRUE(check({}, 2).ok()) << check({}, 2).error().message;
+  for (const auto& [extra, world, want] :
+       std::vector<std::tuple<std::vector<std::string>, int, std::string>>{
+           {{"--seed", "7"}, 2, "seed is 1234, this run has 7"},
+           {{}, 4, "ranks is 2, this run has 4"},
+           {{"--zero", "1"}, 2, "strategy is \"ddp\", this run has \"zero1\""},
+           {{"--num-layers", "2"}, 2, "layers is 4, this run has 2"},
+           {{"--global-batch-size", "4"}, 2, "global_batch is 2, this run has 4"},
+           {{"--tp", "2"}, 2, "tensor_model_parallel_size is null, this run has 2"}}) {
+    SCOPED_TRACE(want);
+    const Status s = check(extra, world);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().message, "--resume: " + where + ": " + want);
+  }
+  // A TP 2 checkpoint, written before CP, EP and the experts were in the manifest: a TP 2 run
+  // resumes it; a data-parallel run, or one of another CP, does not.
+  nlohmann::json tp2 = ddp;
+  tp2.update({{"tensor_model_parallel_size", 2},
+              {"pipeline_model_parallel_size", 1},
+              {"virtual_pipeline_stages", 1},
+              {"rank_order", "tp-dp-pp"},
+              {"sequence_parallel", false}});
+  tp2["global_batch"] = 1;
+  ASSERT_TRUE(write_manifest(dir, tp2).ok());
+  EXPECT_TRUE(check({"--tp", "2"}, 2).ok()) << check({"--tp", "2"}, 2).error().message;
+  for (const auto& [extra, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "tensor_model_parallel_size is 2, this run has 1"},
+           {{"--context-parallel-size", "2", "--global-batch-size", "1"},
+            "tensor_model_parallel_size is 2, this run has 1"},
+           {{"--tp", "2", "--sequence-parallel"},
+            "sequence_parallel is false, this run has true"}}) {
+    SCOPED_TRACE(want);
+    const Status s = check(extra, 2);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().message, "--resume: " + where + ": " + want);
+  }
+  // The rank files: each there, each a regular file.
+  std::filesystem::remove(train::checkpoint_file(dir, 2, 1));
+  Status s = check({"--tp", "2"}, 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message,
+            "--resume: " + train::checkpoint_file(dir, 2, 1) + ": missing (the manifest names it)");
+  std::filesystem::create_directory(train::checkpoint_file(dir, 2, 1));
+  s = check({"--tp", "2"}, 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, "--resume: " + train::checkpoint_file(dir, 2, 1) +
+                                   ": not a regular file (the manifest names it)");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainOptions, ModelParallelPlansAreCheckedAgainstTheRankCount) {
   auto o = parse({"--tp", "2", "--pp", "2", "--layers", "4", "--micro-batch-size", "1"}, nullptr);
   ASSERT_TRUE(o.ok()) << o.error().message;

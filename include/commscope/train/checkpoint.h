@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commscope/train/options.h"
 #include "commscope/util/result.h"
 
 namespace commscope::train {
@@ -25,8 +26,21 @@ Status write_checkpoint(const std::string& path,
 // it is missing, truncated, damaged (checksum), or from another model.
 Status read_checkpoint(const std::string& path, const std::vector<std::vector<float>*>& parts);
 
-// The manifest: {"step", "ranks", "strategy", "seed", "data_position", sizes, "global_batch"}.
+// The manifest: {"step", "ranks", "strategy", "seed", "data_position", sizes, "global_batch"}
+// (and a model-parallel run's plan: TP, PP, virtual stages, rank order, SP, CP, EP, experts).
 Status write_manifest(const std::string& dir, const nlohmann::json& manifest);
 Result<nlohmann::json> read_manifest(const std::string& dir);
+
+// Whether manifest `j` (read from `where`) is a checkpoint of the run o on `world` ranks: the
+// fields a run of o writes, each equal (a field a manifest lacks, written before it was, by the
+// value it had then); a data-parallel run takes no model-parallel checkpoint. The one check both
+// trainers make in the ranks and `commscope train` makes before it launches them (options.h's
+// validate). The error names the field, the checkpoint's value and the run's.
+Status check_manifest(const nlohmann::json& j, const TrainOptions& o, int world,
+                      const std::string& where);
+
+// Every rank file of the manifest's step in `dir` for `world` ranks is there, a regular file
+// (their sizes depend on the sharding, which the ranks check as they read them).
+Status check_rank_files(const std::string& dir, std::int64_t step, int world);
 
 }  // namespace commscope::train
