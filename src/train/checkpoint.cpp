@@ -139,8 +139,9 @@ Status check_manifest(const nlohmann::json& j, const TrainOptions& o, int world,
                            std::pair{"seq", o.model.seq}})
     CS_RETURN_IF_ERROR(required(key, want));
   CS_RETURN_IF_ERROR(required("global_batch", global_batch(o, world)));
-  if (model_parallel(o)) {
-    // Later fields: a manifest without them was written with their defaults.
+  {
+    // Later fields: a manifest without them (the data-parallel trainer's, or one written before
+    // them) was written with their defaults.
     for (auto [key, unset, want] : {std::tuple{"context_parallel_size", 1, std::max(o.cp, 1)},
                                     std::tuple{"expert_model_parallel_size", 1, std::max(o.ep, 1)},
                                     std::tuple{"experts", 0, o.model.experts},

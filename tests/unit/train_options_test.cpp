@@ -320,6 +320,19 @@ TEST(TrainOptions, AResumedCheckpointIsCheckedBeforeLaunch) {
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error().message, "--resume: " + where + ": " + want);
   }
+  // A MoE checkpoint of one rank's plan is not a dense data-parallel run's (its later fields
+  // are compared whoever resumes).
+  nlohmann::json moe = ddp;
+  moe.update({{"tensor_model_parallel_size", 1},
+              {"pipeline_model_parallel_size", 1},
+              {"experts", 4},
+              {"experts_per_token", 1}});
+  ASSERT_TRUE(write_manifest(dir, moe).ok());
+  {
+    const Status s = check({}, 2);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().message, "--resume: " + where + ": experts is 4, this run has 0");
+  }
   // A TP 2 checkpoint, written before CP, EP and the experts were in the manifest: a TP 2 run
   // resumes it; a data-parallel run, or one of another CP, does not.
   nlohmann::json tp2 = ddp;
