@@ -148,6 +148,8 @@ Table pattern_table(const Description& d, bool human) {
       std::string per_call = c.min_call == c.max_call
                                  ? bytes(c.max_call)
                                  : bytes(c.min_call) + " - " + bytes(c.max_call);
+      // A call of several messages (the CP ring's steps, priced each with its latency).
+      if (human && c.messages > 1) per_call += fmt::format(" in {} messages", c.messages);
       merged.add(s.stage, {std::string(c.name), std::string(to_string(c.collective)), group,
                            std::to_string(c.group_size), dtype_label(c.dtype, c.fp8_weights),
                            std::string(to_string(c.phase)), std::string(to_string(c.every)),
@@ -461,6 +463,7 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                               {"min_bytes_per_call", c.min_call},
                               {"max_bytes_per_call", c.max_call}});
       if (c.span == GroupSpan::nodes) j["pattern"].back()["ranks_per_node"] = c.per_node;
+      if (c.messages > 1) j["pattern"].back()["messages_per_call"] = c.messages;
       if (c.fp8_weights) j["pattern"].back()["fp8_weights"] = true;
     }
     for (const auto& c : s.comm) {

@@ -85,7 +85,7 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
       return v.name == op.name && v.collective == op.collective && v.group == op.group &&
              v.span == op.span && v.per_node == op.per_node && v.group_size == op.group_size &&
              v.dtype == op.dtype && v.fp8_weights == op.fp8_weights && v.phase == op.phase &&
-             v.every == every;
+             v.every == every && v.messages == op.messages;
     });
     if (it == out.end()) {
       PatternCollective p;
@@ -93,6 +93,7 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
       p.per_node = op.per_node;
       p.group_size = op.group_size, p.dtype = op.dtype, p.phase = op.phase, p.every = every;
       p.fp8_weights = op.fp8_weights;
+      p.messages = op.messages;
       p.min_call = p.max_call = op.bytes;
       out.push_back(p);
       it = out.end() - 1;

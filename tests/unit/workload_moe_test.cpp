@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/cost/collective.h"
+#include "commscope/report/describe.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/spec/placement.h"
 #include "commscope/workload/params.h"
@@ -655,6 +656,26 @@ TEST(ContextParallel, RingStepsAreMessagesWithTheirOwnLatency) {
       EXPECT_NEAR(t - comm_time(one, sc).value(), (want - 1) * hop, 1e-9 * t);
       ring_s += t * sc.model.layers();
     }
+    // describe's pattern says each call's messages (JSON: messages_per_call).
+    int seen = 0;
+    for (const PatternCollective& c : comm_pattern(w, w.roles[0]))
+      if (c.name == "cp_kv_send" || c.name == "cp_kv_dkv_send") {
+        EXPECT_EQ(c.messages, c.name == "cp_kv_send" ? cp - 1 : cp) << c.name;
+        ++seen;
+      }
+    EXPECT_EQ(seen, 2);
+    PlanInput mp = p;  // describe prints the pattern of a framework's plan
+    mp.framework = Framework::megatron;
+    const Workload wm = build_workload(scenario("llama3-8b", "dgx-h100", mp));
+    const nlohmann::json d = describe_json(wm, describe(wm));
+    seen = 0;
+    for (const auto& c : d["pattern"])
+      if (c["name"] == "cp_kv_send" || c["name"] == "cp_kv_dkv_send") {
+        const int want = c["name"] == "cp_kv_send" ? cp - 1 : cp;
+        EXPECT_EQ(c.value("messages_per_call", 1), want) << c.dump();
+        ++seen;
+      }
+    EXPECT_EQ(seen, 2);
     // The simulator prices the ops so: the context group's communication over one micro-batch
     // (no recompute, one stage) is the layers' passes.
     const Prediction pr = simulate(w);

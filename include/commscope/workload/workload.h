@@ -116,6 +116,7 @@ struct PatternCollective {
   std::int64_t calls = 0;             // per iteration
   double bytes = 0;                   // per iteration: the sum of nccl-tests sizes
   double min_call = 0, max_call = 0;  // the smallest and largest call
+  int messages = 1;                   // Op::messages: each call's (the CP ring's steps)
 };
 std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r);
 std::string_view to_string(PatternCollective::Every e);  // "micro-batch", ...
