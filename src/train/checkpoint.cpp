@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -110,43 +111,58 @@ Result<nlohmann::json> read_manifest(const std::string& dir) {
   return j;
 }
 
+namespace {
+// A manifest field: its key, this run's value, whether only a model-parallel run (the pipeline
+// trainer) writes it, and what a manifest without it was written with (null: it is required).
+// In the order check_manifest names the first that differs.
+struct Field {
+  const char* key;
+  nlohmann::json value;
+  bool model_parallel;
+  nlohmann::json unset;
+};
+std::vector<Field> run_fields(const TrainOptions& o, int world) {
+  return {{"ranks", world, false, nullptr},
+          {"strategy", to_string(o.strategy), false, nullptr},
+          {"tensor_model_parallel_size", o.tp, true, nullptr},
+          {"pipeline_model_parallel_size", o.pp, true, nullptr},
+          {"virtual_pipeline_stages", o.vpp, true, nullptr},
+          {"rank_order", to_string(o.rank_order), true, nullptr},
+          {"sequence_parallel", o.sequence_parallel, true, nullptr},
+          {"seed", o.seed, false, nullptr},
+          {"layers", o.model.layers, false, nullptr},
+          {"hidden", o.model.hidden, false, nullptr},
+          {"heads", o.model.heads, false, nullptr},
+          {"vocab", o.model.vocab, false, nullptr},
+          {"seq", o.model.seq, false, nullptr},
+          {"global_batch", global_batch(o, world), false, nullptr},
+          // Later fields: a manifest without them was written with their defaults.
+          {"context_parallel_size", std::max(o.cp, 1), true, 1},
+          {"expert_model_parallel_size", std::max(o.ep, 1), true, 1},
+          {"experts", o.model.experts, true, 0},
+          {"experts_per_token", o.model.experts_per_token, true, 0}};
+}
+}  // namespace
+
+nlohmann::json run_manifest(const TrainOptions& o, int world, std::int64_t step) {
+  nlohmann::json j = {{"step", step}, {"data_position", step * global_batch(o, world)}};
+  const bool mp = model_parallel(o);
+  for (const Field& f : run_fields(o, world))
+    if (mp || !f.model_parallel) j[f.key] = f.value;
+  return j;
+}
+
 Status check_manifest(const nlohmann::json& j, const TrainOptions& o, int world,
                       const std::string& where) {
-  auto differs = [&](const char* key, const nlohmann::json& have,
-                     const nlohmann::json& want) -> Status {
-    if (have == want) return ok_status();
-    return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, key, have.dump(),
-                             want.dump())};
-  };
-  auto required = [&](const char* key, const nlohmann::json& want) {
-    return differs(key, j.value(key, nlohmann::json()), want);
-  };
-  CS_RETURN_IF_ERROR(required("ranks", world));
-  CS_RETURN_IF_ERROR(required("strategy", to_string(o.strategy)));
-  if (!model_parallel(o)) {
-    for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size"})
-      if (j.contains(key)) CS_RETURN_IF_ERROR(differs(key, j[key], 1));  // a model-parallel run's
-  } else {
-    CS_RETURN_IF_ERROR(required("tensor_model_parallel_size", o.tp));
-    CS_RETURN_IF_ERROR(required("pipeline_model_parallel_size", o.pp));
-    CS_RETURN_IF_ERROR(required("virtual_pipeline_stages", o.vpp));
-    CS_RETURN_IF_ERROR(required("rank_order", to_string(o.rank_order)));
-    CS_RETURN_IF_ERROR(required("sequence_parallel", o.sequence_parallel));
-  }
-  CS_RETURN_IF_ERROR(required("seed", o.seed));
-  for (auto [key, want] : {std::pair{"layers", o.model.layers}, std::pair{"hidden", o.model.hidden},
-                           std::pair{"heads", o.model.heads}, std::pair{"vocab", o.model.vocab},
-                           std::pair{"seq", o.model.seq}})
-    CS_RETURN_IF_ERROR(required(key, want));
-  CS_RETURN_IF_ERROR(required("global_batch", global_batch(o, world)));
-  {
-    // Later fields: a manifest without them (the data-parallel trainer's, or one written before
-    // them) was written with their defaults.
-    for (auto [key, unset, want] : {std::tuple{"context_parallel_size", 1, std::max(o.cp, 1)},
-                                    std::tuple{"expert_model_parallel_size", 1, std::max(o.ep, 1)},
-                                    std::tuple{"experts", 0, o.model.experts},
-                                    std::tuple{"experts_per_token", 0, o.model.experts_per_token}})
-      CS_RETURN_IF_ERROR(differs(key, j.value(key, nlohmann::json(unset)), want));
+  const bool mp = model_parallel(o);
+  for (const Field& f : run_fields(o, world)) {
+    const nlohmann::json have = j.contains(f.key) ? j[f.key] : f.unset;
+    // A field this run does not write (a data-parallel run's TP, PP, ...) is compared where the
+    // manifest has it or a default for it: a model-parallel run's checkpoint holds its shards.
+    if (!mp && f.model_parallel && have.is_null()) continue;
+    if (have != f.value)
+      return Error{fmt::format("--resume: {}: {} is {}, this run has {}", where, f.key, have.dump(),
+                               f.value.dump())};
   }
   return ok_status();
 }

@@ -290,7 +290,6 @@ class PipelineTrainer {
   int tag(int virtual_stage, int mb, bool gradient) const {
     return (virtual_stage * static_cast<int>(accum_) + mb) * 2 + (gradient ? 1 : 0);
   }
-  nlohmann::json manifest(std::int64_t step) const;
   Status save(std::int64_t step);
   void write_trace() const;
   void gather_ranks();
@@ -1411,30 +1410,6 @@ std::vector<std::vector<float>*> PipelineTrainer::checkpoint_parts() {
   return parts;
 }
 
-nlohmann::json PipelineTrainer::manifest(std::int64_t step) const {
-  return {{"step", step},
-          {"ranks", n_},
-          {"strategy", to_string(o_.strategy)},
-          {"tensor_model_parallel_size", o_.tp},
-          {"pipeline_model_parallel_size", o_.pp},
-          {"virtual_pipeline_stages", o_.vpp},
-          {"rank_order", to_string(o_.rank_order)},
-          {"sequence_parallel", o_.sequence_parallel},
-          {"seed", o_.seed},
-          {"data_position", step * accum_ * g_.dp * o_.micro_batch},
-          {"layers", o_.model.layers},
-          {"hidden", o_.model.hidden},
-          {"heads", o_.model.heads},
-          {"vocab", o_.model.vocab},
-          {"seq", o_.model.seq},
-          {"global_batch", accum_ * g_.dp * o_.micro_batch},
-          // Later fields: a checkpoint without them was written with their defaults.
-          {"context_parallel_size", g_.cp},
-          {"expert_model_parallel_size", g_.ep},
-          {"experts", o_.model.experts},
-          {"experts_per_token", o_.model.experts_per_token}};
-}
-
 Status PipelineTrainer::save(std::int64_t step) {
   std::vector<const std::vector<float>*> parts;
   for (std::vector<float>* p : checkpoint_parts()) parts.push_back(p);
@@ -1446,7 +1421,7 @@ Status PipelineTrainer::save(std::int64_t step) {
   stream_.drain();
   if (!s.ok()) return s;
   if (!all) return Error{"--checkpoint: another rank could not write its checkpoint file"};
-  if (me_ == 0) CS_RETURN_IF_ERROR(write_manifest(o_.checkpoint_dir, manifest(step)));
+  if (me_ == 0) CS_RETURN_IF_ERROR(write_manifest(o_.checkpoint_dir, run_manifest(o_, n_, step)));
   return ok_status();
 }
 

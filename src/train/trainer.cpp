@@ -99,7 +99,6 @@ class Trainer {
   float forward_backward_zero3(const std::int32_t* tok, const std::int32_t* tgt);
   void optimizer_step(std::int64_t step, double* grad_norm);
   Status save(std::int64_t step);
-  nlohmann::json manifest(std::int64_t step) const;
   Result<std::int64_t> load();
   bool setup();
   bool resume();
@@ -465,22 +464,8 @@ Status Trainer::save(std::int64_t step) {
   stream_.drain();
   if (!s.ok()) return s;
   if (!all) return Error{"--checkpoint: another rank could not write its checkpoint file"};
-  if (me_ == 0) CS_RETURN_IF_ERROR(write_manifest(o_.checkpoint_dir, manifest(step)));
+  if (me_ == 0) CS_RETURN_IF_ERROR(write_manifest(o_.checkpoint_dir, run_manifest(o_, n_, step)));
   return ok_status();
-}
-
-nlohmann::json Trainer::manifest(std::int64_t step) const {
-  return {{"step", step},
-          {"ranks", n_},
-          {"strategy", to_string(o_.strategy)},
-          {"seed", o_.seed},
-          {"data_position", step * accum_ * n_ * o_.micro_batch},
-          {"layers", o_.model.layers},
-          {"hidden", o_.model.hidden},
-          {"heads", o_.model.heads},
-          {"vocab", o_.model.vocab},
-          {"seq", o_.model.seq},
-          {"global_batch", accum_ * n_ * o_.micro_batch}};
 }
 
 Result<std::int64_t> Trainer::load() {

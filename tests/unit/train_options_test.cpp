@@ -286,7 +286,7 @@ TEST(TrainOptions, AResumedCheckpointIsCheckedBeforeLaunch) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const nlohmann::json ddp = {{"step", 2},     {"ranks", 2},         {"strategy", "ddp"},
-                              {"seed", 1234},  {"data_position", 8}, {"layers", 4},
+                              {"seed", 1234},  {"data_position", 4}, {"layers", 4},
                               {"hidden", 256}, {"heads", 4},         {"vocab", 4096},
                               {"seq", 128},    {"global_batch", 2}};
   ASSERT_TRUE(write_manifest(dir, ddp).ok());
@@ -307,6 +307,18 @@ TEST(TrainOptions, AResumedCheckpointIsCheckedBeforeLaunch) {
     ASSERT_EQ(o->model.seq, 128);
   }
   EXPECT_TRUE(check({}, 2).ok()) << check({}, 2).error().message;
+  {
+    // What the trainers write is that manifest, and what a model-parallel run writes it resumes.
+    auto o = parse({"--micro-batch-size", "1"}, nullptr);
+    ASSERT_TRUE(o.ok());
+    EXPECT_EQ(run_manifest(*o, 2, 2), ddp);
+    auto tp = parse({"--micro-batch-size", "1", "--tp", "2", "--sequence-parallel"}, nullptr);
+    ASSERT_TRUE(tp.ok());
+    const nlohmann::json written = run_manifest(*tp, 2, 2);
+    EXPECT_EQ(written["tensor_model_parallel_size"], 2);
+    EXPECT_EQ(written["experts"], 0);
+    EXPECT_TRUE(check_manifest(written, *tp, 2, where).ok());
+  }
   for (const auto& [extra, world, want] :
        std::vector<std::tuple<std::vector<std::string>, int, std::string>>{
            {{"--seed", "7"}, 2, "seed is 1234, this run has 7"},

@@ -31,6 +31,10 @@ Status read_checkpoint(const std::string& path, const std::vector<std::vector<fl
 Status write_manifest(const std::string& dir, const nlohmann::json& manifest);
 Result<nlohmann::json> read_manifest(const std::string& dir);
 
+// The manifest a run of o on `world` ranks writes at `step`: both trainers write it, and
+// check_manifest compares against the same fields.
+nlohmann::json run_manifest(const TrainOptions& o, int world, std::int64_t step);
+
 // Whether manifest `j` (read from `where`) is a checkpoint of the run o on `world` ranks: the
 // fields a run of o writes, each equal (a field a manifest lacks, written before it was, by the
 // value it had then); a data-parallel run takes no model-parallel checkpoint. The one check both
