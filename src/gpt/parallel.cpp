@@ -111,6 +111,19 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
         "--context-parallel-size: expected a divisor of the attention heads per TP rank, {} "
         "(--cp-comm-type a2a scatters the heads over the CP ranks), got {}",
         cfg.heads / s.tp, s.cp)};
+  if (s.cp_a2a_size != 1) {
+    const int a = s.cp_a2a_size;
+    if (!s.cp_ring || s.cp_a2a || a < 1 || a >= s.cp || s.cp % a != 0)
+      return Error{fmt::format(
+          "--hierarchical-context-parallel-sizes: expected an all-to-all level that divides the "
+          "context-parallel size {} beside a ring of 2 or more, got {}",
+          s.cp, a)};
+    if ((cfg.heads / s.tp) % a != 0)
+      return Error{fmt::format(
+          "--hierarchical-context-parallel-sizes: expected an all-to-all level that divides the "
+          "attention heads per TP rank, {} (a2a+p2p scatters the heads over it), got {}",
+          cfg.heads / s.tp, a)};
+  }
   if (s.cp > 1 && s.sequence_parallel && s.tp > 1 && (cfg.seq / s.cp) % s.tp != 0)
     return Error{fmt::format(
         "--sequence-parallel: expected each context-parallel rank's {} positions divisible by "
@@ -358,7 +371,8 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
       b.qkv.resize(3 * n * cl);
       b.att.resize(att);
       if (s.flash) b.lse.resize(static_cast<std::size_t>(batch) * heads_l_ * seq_l_);
-      if (s.cp > 1 && s.cp_a2a) b.qkv_h.resize(3 * n * cl);
+      if (s.cp > 1 && (s.cp_a2a || s.cp_a2a_size > 1)) b.qkv_h.resize(3 * n * cl);
+      if (s.cp > 1 && s.cp_a2a_size > 1) b.out_h.resize(n * cl);
       b.atty.resize(n * cl);
       b.res2.resize(r * c);
       b.ln2.resize(r * c);
@@ -393,11 +407,12 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   datty_.resize(n * cl);
   dfch_.resize(4 * n * cl);
   dfch_gelu_.resize(4 * n * cl);
-  if (s.cp > 1 && s.cp_a2a) {
+  if (s.cp > 1 && (s.cp_a2a || s.cp_a2a_size > 1)) {
     a2a_send_.resize(3 * n * cl);
     a2a_recv_.resize(n * cl);
     a2a_grad_.resize(3 * n * cl);
-  } else if (s.cp > 1 && s.cp_ring) {
+  }
+  if (s.cp > 1 && s.cp_ring) {
     for (int i = 0; i < 2; ++i) {
       ring_kv_[i].resize(2 * n * cl);
       ring_dkv_[i].resize(2 * n * cl);
@@ -408,7 +423,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
     ring_scale_.resize(rows);
     ring_d_.resize(rows);
     ring_sum_.resize(rows);
-  } else if (s.cp > 1) {
+  } else if (s.cp > 1 && !s.cp_a2a) {
     kv_l_.resize(2 * n * cl);
     kv_all_.resize(2 * n * cl * static_cast<std::size_t>(s.cp));
     dkv_all_.resize(kv_all_.size());
@@ -1265,44 +1280,73 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
 }
 
 // ---- context parallelism: ring attention ----
-// The rank's queries meet the CP ranks' K,V blocks one per step: step s holds the block of rank
-// (cp_rank - s) mod cp while the next one travels (the pass overlaps the attention core, as in
-// Transformer Engine's P2P CP). Forward keeps per query row and head the running maximum m and
-// sum l of exp(score - m) and rescales the partial output when m grows (FlashAttention's online
-// softmax): after the last block O = O / l and, with FlashAttention, L = m + log l. Unfused
-// attention also keeps the raw scores in a.att and turns them into probabilities at the end,
-// so backward reads P from it; FlashAttention recomputes P = exp(S - L). Backward uses D = dO .
-// O (= sum P dP), so each block's dQ, dK, dV need only that block. K,V go round again in
+// The rank's queries meet the ring members' K,V blocks one per step: step s holds the block of
+// member (index - s) mod size while the next one travels (the pass overlaps the attention core,
+// as in Transformer Engine's P2P CP). Forward keeps per query row and head the running maximum m
+// and sum l of exp(score - m) and rescales the partial output when m grows (FlashAttention's
+// online softmax): after the last block O = O / l and, with FlashAttention, L = m + log l.
+// Unfused attention also keeps the raw scores in a.att and turns them into probabilities at the
+// end, so backward reads P from it; FlashAttention recomputes P = exp(S - L). Backward uses D =
+// dO . O (= sum P dP), so each block's dQ, dK, dV need only that block. K,V go round again in
 // backward, and each block's dK,dV accumulate as they follow it: a block's owner keeps its own
-// contribution, the other ranks' come back with the last step, 2 (cp - 1) chunks in all.
+// contribution, the other members' come back with the last step, 2 (size - 1) chunks in all.
 // Causality is by position (kpos_): the load-balanced chunks make some blocks fully visible,
-// some half, and the rank's own block diagonal.
+// some half, and the rank's own block diagonal. Hierarchical CP runs the same ring on the rows
+// its all-to-all gathered (RingView): a member's block is then its group's positions, kpos_
+// from member x T on, since kpos_ lists the CP ranks' positions in rank order.
+
+GptShard::RingView GptShard::ring_view(const BlockActs& a) const {
+  RingView v;
+  const int inner = s_.cp_a2a_size;
+  v.size = s_.cp / inner;
+  v.index = s_.cp_rank / inner;
+  v.T = inner * seq_l_;
+  v.nh = heads_l_ / inner;
+  v.hs = hl_ / heads_l_;
+  v.w = v.nh * v.hs;
+  v.qkv = inner > 1 ? a.qkv_h.data() : a.qkv.data();
+  v.qpos = kpos_.data() + static_cast<std::ptrdiff_t>(v.index) * v.T;
+  return v;
+}
+
+void GptShard::copy_kv(const RingView& v, std::int64_t rows, float* kv) {
+  const std::int64_t w = v.w;
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::copy(v.qkv + r * 3 * w + w, v.qkv + (r + 1) * 3 * w, kv + r * 2 * w);
+}
 
 void GptShard::ring_attention_forward(BlockActs& a, int l) {
-  const int cp = s_.cp, cl = hl_;
+  const int inner = s_.cp_a2a_size, cl = hl_;
   const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_;
   CS_CHECK(ring_ != nullptr);
-  copy_kv(a, ring_kv_[0].data());  // this rank's K and V start the ring
+  const RingView v = ring_view(a);
+  if (inner > 1) {  // the group's positions of this rank's heads / a heads
+    CS_CHECK(a2a_ != nullptr);
+    copy_head_blocks(a.qkv.data(), a2a_send_.data(), n, inner, 3, cl, v.w, true);
+    a2a_(a2a_send_.data(), a.qkv_h.data(), n * 3 * v.w, "cp_qkv_all_to_all", l);
+  }
+  float* out = inner > 1 ? a.out_h.data() : a.atty.data();
+  copy_kv(v, inner * n, ring_kv_[0].data());  // this rank's K and V start the ring
   std::fill(ring_max_.begin(), ring_max_.end(), -std::numeric_limits<float>::infinity());
   std::fill(ring_sum_.begin(), ring_sum_.end(), 0.0);
-  zero(a.atty);
-  for (int step = 0; step < cp; ++step) {
-    const int cur = step % 2, src = (s_.cp_rank - step + cp) % cp;
+  std::fill_n(out, inner * n * v.w, 0.0f);
+  for (int step = 0; step < v.size; ++step) {
+    const int cur = step % 2, src = (v.index - step + v.size) % v.size;
     std::function<void()> wait;
-    if (step + 1 < cp)
+    if (step + 1 < v.size)
       wait = ring_(ring_kv_[cur].data(), ring_kv_[1 - cur].data(), n * 2 * cl, "cp_kv_send", l,
                    step == 0);
-    ring_block_forward(a, l, ring_kv_[cur].data(), src);
+    ring_block_forward(a, v, out, l, ring_kv_[cur].data(), src);
     if (wait) wait();
   }
-  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, nh = heads_l_, hs = cl / nh;
+  const int nb = batch_, tk = cfg_.seq, nh = v.nh, hs = v.hs, T = v.T;
   timed(s_.flash ? "flash_attn" : "softmax", l, false, 0, [&] {
     for (int b = 0; b < nb; ++b)
       for (int h = 0; h < nh; ++h)
-        for (int i = 0; i < tl; ++i) {
-          const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+        for (int t = 0; t < T; ++t) {
+          const std::size_t q = static_cast<std::size_t>((b * nh + h) * T + t);
           const float lse = ring_max_[q] + static_cast<float>(std::log(ring_sum_[q]));
-          float* o = a.atty.data() + (static_cast<std::int64_t>(b) * tl + i) * cl + h * hs;
+          float* o = out + gathered_row(b, t) * v.w + h * hs;
           const float inv = static_cast<float>(1.0 / ring_sum_[q]);
           for (int d = 0; d < hs; ++d) o[d] *= inv;
           if (s_.flash) {
@@ -1310,32 +1354,37 @@ void GptShard::ring_attention_forward(BlockActs& a, int l) {
             continue;
           }
           float* p = a.att.data() + static_cast<std::int64_t>(q) * tk;
-          const int qp = pos_[static_cast<std::size_t>(i)];
+          const int qp = v.qpos[t];
           for (int kk = 0; kk < tk; ++kk)
             p[kk] = kpos_[static_cast<std::size_t>(kk)] > qp ? 0.0f : std::exp(p[kk] - lse);
         }
   });
+  if (inner > 1) {  // the output of those heads and positions back to the positions' ranks
+    a2a_(a.out_h.data(), a2a_recv_.data(), n * v.w, "cp_out_all_to_all", l);
+    copy_head_blocks(a2a_recv_.data(), a.atty.data(), n, inner, 1, cl, v.w, false);
+  }
 }
 
-void GptShard::ring_block_forward(BlockActs& a, int l, const float* kv, int src) {
-  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+void GptShard::ring_block_forward(BlockActs& a, const RingView& v, float* out, int l,
+                                  const float* kv, int src) {
+  const int nb = batch_, T = v.T, tk = cfg_.seq, nh = v.nh, hs = v.hs, w = v.w;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const int* kpos = kpos_.data() + static_cast<std::ptrdiff_t>(src) * tl;  // the block's keys
-  const double flops = 2.0 * nb * tl * static_cast<double>(tl) * cl;
-  std::vector<float> scratch(static_cast<std::size_t>(tl));
-  // The block's scores of row (b, h, i) (kept in a.att at the block's columns when unfused),
+  const int* kpos = kpos_.data() + static_cast<std::ptrdiff_t>(src) * T;  // the block's keys
+  const double flops = 2.0 * nb * T * static_cast<double>(T) * w;
+  std::vector<float> scratch(static_cast<std::size_t>(T));
+  // The block's scores of row (b, h, t) (kept in a.att at the block's columns when unfused),
   // the new running maximum, the sum rescaled to it; the output's rescale factor in ring_scale_.
-  auto scores = [&](int b, int h, int i) -> float* {
-    const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+  auto scores = [&](int b, int h, int t) -> float* {
+    const std::size_t q = static_cast<std::size_t>((b * nh + h) * T + t);
     float* p = s_.flash ? scratch.data()
                         : a.att.data() + static_cast<std::int64_t>(q) * tk +
-                              static_cast<std::int64_t>(src) * tl;
-    const float* qv = a.qkv.data() + (static_cast<std::int64_t>(b) * tl + i) * 3 * cl + h * hs;
-    const int qp = pos_[static_cast<std::size_t>(i)];
+                              static_cast<std::int64_t>(src) * T;
+    const float* qv = v.qkv + gathered_row(b, t) * 3 * w + h * hs;
+    const int qp = v.qpos[t];
     float m = ring_max_[q];
-    for (int j = 0; j < tl; ++j) {
+    for (int j = 0; j < T; ++j) {
       if (kpos[j] > qp) continue;
-      const float* k = kv + (static_cast<std::int64_t>(b) * tl + j) * 2 * cl + h * hs;
+      const float* k = kv + gathered_row(b, j) * 2 * w + h * hs;
       float dot = 0;
       for (int d = 0; d < hs; ++d) dot += qv[d] * k[d];
       p[j] = dot * scale;
@@ -1344,119 +1393,133 @@ void GptShard::ring_block_forward(BlockActs& a, int l, const float* kv, int src)
     const float f =
         ring_max_[q] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(ring_max_[q] - m);
     double sum = ring_sum_[q] * f;
-    for (int j = 0; j < tl; ++j)
+    for (int j = 0; j < T; ++j)
       if (kpos[j] <= qp) sum += std::exp(static_cast<double>(p[j] - m));
     ring_max_[q] = m, ring_sum_[q] = sum, ring_scale_[q] = f;
     return p;
   };
   // The output rescaled and the block's values added with weights exp(score - m).
-  auto values = [&](int b, int h, int i, const float* p) {
-    const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
+  auto values = [&](int b, int h, int t, const float* p) {
+    const std::size_t q = static_cast<std::size_t>((b * nh + h) * T + t);
     if (ring_max_[q] == -std::numeric_limits<float>::infinity()) return;  // nothing visible yet
-    float* o = a.atty.data() + (static_cast<std::int64_t>(b) * tl + i) * cl + h * hs;
+    float* o = out + gathered_row(b, t) * w + h * hs;
     for (int d = 0; d < hs; ++d) o[d] *= ring_scale_[q];
-    const int qp = pos_[static_cast<std::size_t>(i)];
-    for (int j = 0; j < tl; ++j) {
+    const int qp = v.qpos[t];
+    for (int j = 0; j < T; ++j) {
       if (kpos[j] > qp) continue;
-      const float w = std::exp(p[j] - ring_max_[q]);
-      const float* v = kv + (static_cast<std::int64_t>(b) * tl + j) * 2 * cl + cl + h * hs;
-      for (int d = 0; d < hs; ++d) o[d] += w * v[d];
+      const float wt = std::exp(p[j] - ring_max_[q]);
+      const float* val = kv + gathered_row(b, j) * 2 * w + w + h * hs;
+      for (int d = 0; d < hs; ++d) o[d] += wt * val[d];
     }
   };
   if (s_.flash) {
     timed("flash_attn", l, false, 2 * flops, [&] {
       for (int b = 0; b < nb; ++b)
         for (int h = 0; h < nh; ++h)
-          for (int i = 0; i < tl; ++i) values(b, h, i, scores(b, h, i));
+          for (int t = 0; t < T; ++t) values(b, h, t, scores(b, h, t));
     });
     return;
   }
   timed("attn_scores", l, false, flops, [&] {
     for (int b = 0; b < nb; ++b)
       for (int h = 0; h < nh; ++h)
-        for (int i = 0; i < tl; ++i) scores(b, h, i);
+        for (int t = 0; t < T; ++t) scores(b, h, t);
   });
   timed("attn_values", l, false, flops, [&] {
     for (int b = 0; b < nb; ++b)
       for (int h = 0; h < nh; ++h)
-        for (int i = 0; i < tl; ++i) {
-          const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
-          values(b, h, i,
+        for (int t = 0; t < T; ++t) {
+          const std::size_t q = static_cast<std::size_t>((b * nh + h) * T + t);
+          values(b, h, t,
                  a.att.data() + static_cast<std::int64_t>(q) * tk +
-                     static_cast<std::int64_t>(src) * tl);
+                     static_cast<std::int64_t>(src) * T);
         }
   });
 }
 
 void GptShard::ring_attention_backward(const BlockActs& a, int l) {
-  const int cp = s_.cp, nb = batch_, tl = seq_l_, cl = hl_, nh = heads_l_, hs = cl / nh;
-  const std::int64_t n = static_cast<std::int64_t>(nb) * tl, chunk = n * 2 * cl;
+  const int inner = s_.cp_a2a_size, nb = batch_, cl = hl_;
+  const std::int64_t n = static_cast<std::int64_t>(nb) * seq_l_, chunk = n * 2 * cl;
+  const RingView v = ring_view(a);
+  const int nh = v.nh, hs = v.hs, T = v.T, w = v.w;
+  const float* out = inner > 1 ? a.out_h.data() : a.atty.data();
+  const float* dout = datty_.data();
+  float* dq = dqkv_.data();
+  if (inner > 1) {  // dO of the group's positions of this rank's heads / a heads
+    copy_head_blocks(datty_.data(), a2a_send_.data(), n, inner, 1, cl, w, true);
+    a2a_(a2a_send_.data(), a2a_recv_.data(), n * w, "cp_dout_all_to_all", l);
+    dout = a2a_recv_.data();
+    dq = a2a_grad_.data();
+  }
   for (int b = 0; b < nb; ++b)  // D = dO . O per query row and head
     for (int h = 0; h < nh; ++h)
-      for (int i = 0; i < tl; ++i) {
-        const std::int64_t row = static_cast<std::int64_t>(b) * tl + i;
+      for (int t = 0; t < T; ++t) {
+        const std::int64_t at = gathered_row(b, t) * w + h * hs;
         float D = 0;
-        for (int d = 0; d < hs; ++d)
-          D += datty_[static_cast<std::size_t>(row * cl + h * hs + d)] *
-               a.atty[static_cast<std::size_t>(row * cl + h * hs + d)];
-        ring_d_[static_cast<std::size_t>((b * nh + h) * tl + i)] = D;
+        for (int d = 0; d < hs; ++d) D += dout[at + d] * out[at + d];
+        ring_d_[static_cast<std::size_t>((b * nh + h) * T + t)] = D;
       }
-  copy_kv(a, ring_kv_[0].data());
-  zero(dqkv_);
+  const std::int64_t rows = inner * n;
+  copy_kv(v, rows, ring_kv_[0].data());
+  std::fill_n(dq, rows * 3 * w, 0.0f);
   zero(ring_dkv_own_);
-  // Step s: K,V of rank src travel on while this rank adds its part of their gradients to the
+  // Step s: K,V of member src travel on while this rank adds its part of their gradients to the
   // dK,dV that came with them (its own block's into ring_dkv_own_; at step 1 a block arrives
-  // with none); from step 1 the dK,dV go on to the next rank after the step, and the last step
-  // brings this rank's block's back from the other ranks.
-  for (int step = 0; step < cp; ++step) {
-    const int cur = step % 2, src = (s_.cp_rank - step + cp) % cp;
+  // with none); from step 1 the dK,dV go on to the next member after the step, and the last step
+  // brings this rank's block's back from the other members.
+  for (int step = 0; step < v.size; ++step) {
+    const int cur = step % 2, src = (v.index - step + v.size) % v.size;
     std::function<void()> wait_kv;
-    if (step + 1 < cp)
+    if (step + 1 < v.size)
       wait_kv = ring_(ring_kv_[cur].data(), ring_kv_[1 - cur].data(), chunk, "cp_kv_dkv_send", l,
                       step == 0);
     float* dkv = step == 0 ? ring_dkv_own_.data() : ring_dkv_[cur].data();
     if (step == 1) std::fill(ring_dkv_[cur].begin(), ring_dkv_[cur].end(), 0.0f);
-    ring_block_backward(a, l, ring_kv_[cur].data(), dkv, src);
+    ring_block_backward(a, v, dout, dq, l, ring_kv_[cur].data(), dkv, src);
     if (wait_kv) wait_kv();
     if (step >= 1) ring_(dkv, ring_dkv_[1 - cur].data(), chunk, "cp_kv_dkv_send", l, false)();
   }
-  // The other ranks' parts of this rank's dK,dV arrived last; with its own, into dqkv_.
-  const float* back = ring_dkv_[cp % 2].data();
+  // The other members' parts of this rank's dK,dV arrived last; with its own, beside dQ.
+  const float* back = ring_dkv_[v.size % 2].data();
   timed("attn_values", l, true, 0, [&] {
-    for (std::int64_t r = 0; r < n; ++r)
-      for (std::int64_t c = 0; c < 2 * cl; ++c)
-        dqkv_[static_cast<std::size_t>(r * 3 * cl + cl + c)] =
-            ring_dkv_own_[static_cast<std::size_t>(r * 2 * cl + c)] + back[r * 2 * cl + c];
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < 2 * w; ++c)
+        dq[r * 3 * w + w + c] =
+            ring_dkv_own_[static_cast<std::size_t>(r * 2 * w + c)] + back[r * 2 * w + c];
   });
+  if (inner > 1) {  // dQ, dK, dV back to the positions' ranks
+    a2a_(a2a_grad_.data(), a2a_send_.data(), n * 3 * w, "cp_dqkv_all_to_all", l);
+    copy_head_blocks(a2a_send_.data(), dqkv_.data(), n, inner, 3, cl, w, false);
+  }
 }
 
-void GptShard::ring_block_backward(const BlockActs& a, int l, const float* kv, float* dkv,
-                                   int src) {
-  const int nb = batch_, tl = seq_l_, tk = cfg_.seq, cl = hl_, nh = heads_l_, hs = cl / nh;
+void GptShard::ring_block_backward(const BlockActs& a, const RingView& v, const float* dout,
+                                   float* dqkv, int l, const float* kv, float* dkv, int src) {
+  const int nb = batch_, T = v.T, tk = cfg_.seq, nh = v.nh, hs = v.hs, w = v.w;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const int* kpos = kpos_.data() + static_cast<std::ptrdiff_t>(src) * tl;
-  const double flops = 4.0 * nb * tl * static_cast<double>(tl) * cl;
+  const int* kpos = kpos_.data() + static_cast<std::ptrdiff_t>(src) * T;
+  const double flops = 4.0 * nb * T * static_cast<double>(T) * w;
   // The unfused kernels' dP, dV, dQ, dK (four products); FlashAttention also recomputes S.
   timed(s_.flash ? "flash_attn" : "attn_scores", l, true, s_.flash ? 2.5 * flops : flops, [&] {
     for (int b = 0; b < nb; ++b)
       for (int h = 0; h < nh; ++h)
-        for (int i = 0; i < tl; ++i) {
-          const std::size_t q = static_cast<std::size_t>((b * nh + h) * tl + i);
-          const std::int64_t row = static_cast<std::int64_t>(b) * tl + i;
-          const float* qv = a.qkv.data() + row * 3 * cl + h * hs;
-          const float* dout = datty_.data() + row * cl + h * hs;
-          float* dq = dqkv_.data() + row * 3 * cl + h * hs;
+        for (int t = 0; t < T; ++t) {
+          const std::size_t q = static_cast<std::size_t>((b * nh + h) * T + t);
+          const std::int64_t row = gathered_row(b, t);
+          const float* qv = v.qkv + row * 3 * w + h * hs;
+          const float* dov = dout + row * w + h * hs;
+          float* dq = dqkv + row * 3 * w + h * hs;
           const float* p = s_.flash ? nullptr
                                     : a.att.data() + static_cast<std::int64_t>(q) * tk +
-                                          static_cast<std::int64_t>(src) * tl;
-          const int qp = pos_[static_cast<std::size_t>(i)];
-          for (int j = 0; j < tl; ++j) {
+                                          static_cast<std::int64_t>(src) * T;
+          const int qp = v.qpos[t];
+          for (int j = 0; j < T; ++j) {
             if (kpos[j] > qp) continue;
-            const std::int64_t at = (static_cast<std::int64_t>(b) * tl + j) * 2 * cl + h * hs;
+            const std::int64_t at = gathered_row(b, j) * 2 * w + h * hs;
             const float* k = kv + at;
-            const float* v = k + cl;
+            const float* val = k + w;
             float* dk = dkv + at;
-            float* dv = dk + cl;
+            float* dv = dk + w;
             float pj;
             if (s_.flash) {
               float s = 0;
@@ -1465,7 +1528,7 @@ void GptShard::ring_block_backward(const BlockActs& a, int l, const float* kv, f
             } else {
               pj = p[j];
             }
-            key_backward(pj, qv, k, v, dout, ring_d_[q], scale, hs, dq, dk, dv);
+            key_backward(pj, qv, k, val, dov, ring_d_[q], scale, hs, dq, dk, dv);
           }
         }
   });

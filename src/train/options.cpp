@@ -224,13 +224,8 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
       return refuse("--context-parallel-size", std::to_string(*p.cp), "expected a positive size");
     o.cp = *p.cp;
   }
-  if (p.cp_comm_type) {
-    if (*p.cp_comm_type == CpCommType::a2a_p2p)
-      return refuse("--cp-comm-type", "a2a+p2p",
-                    "expected p2p, all_gather or a2a: the CPU trainer runs no hierarchical CP "
-                    "(describe and predict model it)");
-    o.cp_comm_type = *p.cp_comm_type;
-  }
+  if (p.cp_comm_type) o.cp_comm_type = *p.cp_comm_type;
+  o.hierarchical_cp_sizes = p.hierarchical_cp_sizes;
   if (p.ep) {
     if (*p.ep < 1)
       return refuse("--expert-model-parallel-size", std::to_string(*p.ep),
@@ -312,8 +307,6 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
         Unrun{not_fp32(p.exp_avg_sq_dtype), "--exp-avg-sq-dtype", kAdam},
         Unrun{not_fp32(p.main_params_dtype), "--main-params-dtype", kAdam},
         Unrun{not_fp32(p.main_grads_dtype), "--main-grads-dtype", kAdam},
-        Unrun{!p.hierarchical_cp_sizes.empty(), "--hierarchical-context-parallel-sizes",
-              "the CPU trainer runs no hierarchical CP (describe and predict model it)"},
         Unrun{p.nccl_algo.has_value(), "--nccl-algo",
               "the CPU trainer's collectives are Open MPI's, which NCCL_ALGO does not choose "
               "(describe and predict price NCCL's algorithms)"},
@@ -416,6 +409,16 @@ int activations_in_flight(const TrainOptions& o, int world, int stage) {
   return most;
 }
 
+CpForm cp_form(const TrainOptions& o) {
+  if (o.cp_comm_type != CpCommType::a2a_p2p) return {o.cp_comm_type, 1};
+  const std::vector<int>& hs = o.hierarchical_cp_sizes;
+  if (hs.size() != 2 || hs[0] < 1 || hs[1] < 1 || hs[0] * static_cast<std::int64_t>(hs[1]) != o.cp)
+    return {};
+  if (hs[0] == 1) return {CpCommType::p2p, 1};
+  if (hs[1] == 1) return {CpCommType::a2a, 1};
+  return {CpCommType::a2a_p2p, hs[0]};
+}
+
 int data_parallel(const TrainOptions& o, int world) {
   const int mp = std::max(o.tp, 1) * std::max(o.pp, 1) * std::max(o.cp, 1);
   return std::max(world / mp, 1);
@@ -491,7 +494,13 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
     const double accum = activations_in_flight(o, world);  // micro-batches held at once
     // FlashAttention keeps a logsumexp per query row instead of the s x keys probabilities.
     const double scores = o.flash ? b * c.heads / t * s : b * c.heads / t * s * keys;
-    const double acts = accum * (l * (16 * b * s * h + scores) + 2 * b * s * v / t) +
+    // All-to-all CP keeps Q, K, V of its heads' positions; hierarchical CP their output too.
+    const CpForm form = cp_form(o);
+    const double heads_layout = cp <= 1                            ? 0
+                                : form.type == CpCommType::a2a     ? 3 * b * s * h / t
+                                : form.type == CpCommType::a2a_p2p ? 4 * b * s * h / t
+                                                                   : 0;
+    const double acts = accum * (l * (16 * b * s * h + scores + heads_layout) + 2 * b * s * v / t) +
                         8 * b * s * h + (cp > 1 ? 4 * b * keys * h / t : 0);
     // ZeRO-2/3 (PP 1): besides the parameters and the backward's working gradient buffer, the
     // parts (moments, gradients, ZeRO-3's parameters: at most 4 P / DP <= 2 P) and the bucket
@@ -850,6 +859,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   } else {
     p.dp = data_parallel(o, world);
   }
+  p.hierarchical_cp_sizes = o.hierarchical_cp_sizes;  // resolve_scenario checks them
   p.gpus = world;
   p.tp = o.tp;
   p.pp = o.pp;

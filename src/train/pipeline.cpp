@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -165,8 +166,8 @@ class PipelineTrainer {
     v_ = o.vpp;
   }
   ~PipelineTrainer() {
-    for (MPI_Comm* c :
-         {&tp_comm_, &dp_comm_, &pp_comm_, &emb_comm_, &mp_comm_, &cp_comm_, &ep_comm_, &edp_comm_})
+    for (MPI_Comm* c : {&tp_comm_, &dp_comm_, &pp_comm_, &emb_comm_, &mp_comm_, &cp_comm_,
+                        &cp_a2a_comm_, &cp_ring_comm_, &ep_comm_, &edp_comm_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
   int run();
@@ -186,12 +187,14 @@ class PipelineTrainer {
   GptShard::SequenceComm context_comm() {
     return gather_scatter(CommGroup::context, g_.cp, &cp_comm_);
   }
-  // Ring CP's steps over the CP group: a send to the next CP rank and a receive from the
-  // previous one, started on the communication stream so that it overlaps the block the
-  // shard computes meanwhile; a pass (its first step) counts as one call of the workload's op.
+  // Ring CP's steps over the CP group (hierarchical CP: over the ring level, cp_ring_comm_): a
+  // send to the next member and a receive from the previous one, started on the communication
+  // stream so that it overlaps the block the shard computes meanwhile; a pass (its first step)
+  // counts as one call of the workload's op.
   GptShard::RingComm context_ring();
-  // All-to-all CP's exchanges over the CP group (MPI_Alltoall of equal blocks), counted as the
-  // send buffer, as the workload counts them.
+  // All-to-all CP's exchanges over the CP group (hierarchical CP: over the all-to-all level,
+  // cp_a2a_comm_), MPI_Alltoall of equal blocks, counted as the send buffer, as the workload
+  // counts them.
   GptShard::AllToAllComm context_a2a();
   // Expert parallelism's all-to-allvs over the EP group (each counted as this rank's own
   // tokens' rows: the dispatch's and the combine backward's sends, the combine's and the
@@ -305,6 +308,10 @@ class PipelineTrainer {
   MPI_Comm tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pp_comm_ = MPI_COMM_NULL,
            emb_comm_ = MPI_COMM_NULL, mp_comm_ = MPI_COMM_NULL, cp_comm_ = MPI_COMM_NULL,
            ep_comm_ = MPI_COMM_NULL, edp_comm_ = MPI_COMM_NULL;
+  // Hierarchical CP: the all-to-all level (CP ranks [c / a x a, + a)) and the ring level (CP
+  // ranks alike in c % a); null otherwise.
+  MPI_Comm cp_a2a_comm_ = MPI_COMM_NULL, cp_ring_comm_ = MPI_COMM_NULL;
+  CpForm cp_form_;
   int me_ = 0, n_ = 1, v_ = 1;
   Grid g_;
   std::int64_t accum_ = 1;
@@ -410,6 +417,11 @@ bool PipelineTrainer::setup() {
   CS_MPI_CHECK(MPI_Comm_split(world_, replica * g_.tp + t, p, &pp_comm_));
   CS_MPI_CHECK(MPI_Comm_split(world_, replica, me_, &mp_comm_));
   CS_MPI_CHECK(MPI_Comm_split(world_, (p * g_.dp + d) * g_.tp + t, cr, &cp_comm_));
+  cp_form_ = cp_form(o_);
+  if (const int a = cp_form_.a2a; a > 1) {
+    CS_MPI_CHECK(MPI_Comm_split(cp_comm_, cr / a, cr % a, &cp_a2a_comm_));
+    CS_MPI_CHECK(MPI_Comm_split(cp_comm_, cr % a, cr / a, &cp_ring_comm_));
+  }
   // Expert parallelism (CP 1 with experts): ranks alike but for d % EP (the EP group) or for
   // d / EP (the expert-data-parallel group).
   const int ep = g_.ep;
@@ -474,8 +486,9 @@ bool PipelineTrainer::setup() {
     s.sequence_parallel = o_.sequence_parallel;
     s.cp = g_.cp;
     s.cp_rank = g_.c;
-    s.cp_ring = o_.cp_comm_type == CpCommType::p2p;
-    s.cp_a2a = o_.cp_comm_type == CpCommType::a2a;
+    s.cp_ring = cp_form_.type == CpCommType::p2p || cp_form_.type == CpCommType::a2a_p2p;
+    s.cp_a2a = cp_form_.type == CpCommType::a2a;
+    s.cp_a2a_size = cp_form_.a2a;
     s.ep = g_.ep;
     s.ep_rank = g_.e();
     s.moe_aux_loss_coeff = o_.moe_aux_loss_coeff;
@@ -617,13 +630,15 @@ GptShard::SequenceComm PipelineTrainer::gather_scatter(CommGroup group, int size
 GptShard::RingComm PipelineTrainer::context_ring() {
   return [this](const float* send, float* recv, std::int64_t n, std::string_view name, int layer,
                 bool first) -> std::function<void()> {
-    const int next = (g_.c + 1) % g_.cp, prev = (g_.c + g_.cp - 1) % g_.cp;
+    const int a = cp_form_.a2a, size = g_.cp / a, me = g_.c / a;
+    const int next = (me + 1) % size, prev = (me + size - 1) % size;
+    const MPI_Comm comm = a > 1 ? cp_ring_comm_ : cp_comm_;
     const std::uint64_t tk = comm_op(
-        name, Collective::send, CommGroup::context, g_.cp, layer,
+        name, Collective::send, CommGroup::context, size, layer,
         static_cast<double>(n) * sizeof(float),
-        [this, send, recv, n, next, prev] {
+        [send, recv, n, next, prev, comm] {
           CS_MPI_CHECK(MPI_Sendrecv(send, static_cast<int>(n), MPI_FLOAT, next, 0, recv,
-                                    static_cast<int>(n), MPI_FLOAT, prev, 0, cp_comm_,
+                                    static_cast<int>(n), MPI_FLOAT, prev, 0, comm,
                                     MPI_STATUS_IGNORE));
         },
         false, -1, -1, first ? 1 : 0);
@@ -634,11 +649,13 @@ GptShard::RingComm PipelineTrainer::context_ring() {
 GptShard::AllToAllComm PipelineTrainer::context_a2a() {
   return
       [this](const float* send, float* recv, std::int64_t block, std::string_view name, int layer) {
+        const int size = cp_form_.a2a > 1 ? cp_form_.a2a : g_.cp;
+        const MPI_Comm comm = cp_form_.a2a > 1 ? cp_a2a_comm_ : cp_comm_;
         const std::uint64_t tk =
-            comm_op(name, Collective::all_to_all, CommGroup::context, g_.cp, layer,
-                    static_cast<double>(block) * g_.cp * sizeof(float), [this, send, recv, block] {
+            comm_op(name, Collective::all_to_all, CommGroup::context, size, layer,
+                    static_cast<double>(block) * size * sizeof(float), [send, recv, block, comm] {
                       CS_MPI_CHECK(MPI_Alltoall(send, static_cast<int>(block), MPI_FLOAT, recv,
-                                                static_cast<int>(block), MPI_FLOAT, cp_comm_));
+                                                static_cast<int>(block), MPI_FLOAT, comm));
                     });
         stream_.wait(tk);
       };
@@ -1068,17 +1085,25 @@ void PipelineTrainer::attribute_waits(std::size_t first) {
   const std::size_t end = comm_events_.size();
   // Collectives: per group, this step's calls in program order, each one's wait for the last
   // member to enter it (train/report.h, attribute_waits).
-  auto collectives = [&](CommGroup g, MPI_Comm comm) {
+  // Hierarchical CP: the all-to-alls over their level, the ring's steps over theirs.
+  auto collectives = [&](CommGroup g, MPI_Comm comm, std::optional<Collective> only = {}) {
     if (comm == MPI_COMM_NULL) return;
     std::vector<std::size_t> idx;
     for (std::size_t i = first; i < end; ++i)
-      if (comm_meta_[i].kind == Kind::collective && comm_events_[i].group == g) idx.push_back(i);
+      if (comm_meta_[i].kind == Kind::collective && comm_events_[i].group == g &&
+          (!only || comm_events_[i].collective == *only))
+        idx.push_back(i);
     train::attribute_waits(comm_events_, idx, t0_, comm);
   };
   collectives(CommGroup::tensor, tp_comm_);
   collectives(CommGroup::data, dp_comm_);
   collectives(CommGroup::embedding, emb_comm_);
-  collectives(CommGroup::context, g_.cp > 1 ? cp_comm_ : MPI_COMM_NULL);
+  if (cp_form_.a2a > 1) {
+    collectives(CommGroup::context, cp_a2a_comm_, Collective::all_to_all);
+    collectives(CommGroup::context, cp_ring_comm_, Collective::send);
+  } else {
+    collectives(CommGroup::context, g_.cp > 1 ? cp_comm_ : MPI_COMM_NULL);
+  }
   collectives(CommGroup::expert, g_.ep > 1 ? ep_comm_ : MPI_COMM_NULL);
   collectives(CommGroup::expert_data, g_.ep > 1 ? edp_comm_ : MPI_COMM_NULL);
   if (g_.pp < 2) return;
@@ -1634,6 +1659,11 @@ int PipelineTrainer::report() {
                 {"schedule", to_string(schedule_)},
                 {"sequence_parallel", o_.sequence_parallel},
                 {"rank_order", to_string(o_.rank_order)}};
+  if (g_.cp > 1) {  // the form that ran (a level of one rank resolved to the other form)
+    r.parallel["cp_comm_type"] = to_string(cp_form_.type);
+    if (cp_form_.a2a > 1)
+      r.parallel["hierarchical_context_parallel_sizes"] = {cp_form_.a2a, g_.cp / cp_form_.a2a};
+  }
   return print_report(r);
 }
 

@@ -682,13 +682,24 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
   if (me == 0 && o.format == "table" && model_parallel(o)) {
     const int dp = data_parallel(o, n);
     const std::int64_t g = global_batch(o, n);
+    // The CP form as describe's plan line names it.
+    const CpForm f = cp_form(o);
+    const std::string cp =
+        o.cp <= 1
+            ? ""
+            : fmt::format("CP {} ({}) x ", o.cp,
+                          f.type == CpCommType::all_gather ? "all-gather"
+                          : f.type == CpCommType::a2a      ? "all-to-all"
+                          : f.type == CpCommType::a2a_p2p
+                              ? fmt::format("all-to-all over {}, ring over {}", f.a2a, o.cp / f.a2a)
+                              : "ring");
     std::printf(
         "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), TP %d x %sPP %d "
         "x DP %d over %d ranks (%s), global batch %lld (micro-batch %d x %lld micro-batches x %d "
         "data-parallel ranks)\n",
         o.model_name.c_str(), o.model.layers, o.model.hidden, o.model.heads, o.model.vocab,
-        o.model.seq, o.tp, o.cp > 1 ? fmt::format("CP {} x ", o.cp).c_str() : "", o.pp, dp, n,
-        std::string(to_string(o.rank_order)).c_str(), static_cast<long long>(g), o.micro_batch,
+        o.model.seq, o.tp, cp.c_str(), o.pp, dp, n, std::string(to_string(o.rank_order)).c_str(),
+        static_cast<long long>(g), o.micro_batch,
         static_cast<long long>(g / (static_cast<std::int64_t>(o.micro_batch) * dp)), dp);
     std::printf("%6s %10s %10s %10s %9s %9s %9s %9s %9s\n", "step", "loss", "time_ms", "tokens/s",
                 "GFLOP/s", "comp_ms", "ovl_ms", "exp_ms", "idle_ms");

@@ -123,6 +123,12 @@ void expect_same_loss_as_one_rank(const std::string& model) {
       // All-to-all CP (DeepSpeed-Ulysses): alone, and inside TP with SP and FlashAttention.
       {2, "--cp 2 --cp-comm-type a2a"},
       {4, "--tp 2 --cp 2 --cp-comm-type a2a --sequence-parallel --attention flash"},
+      // Hierarchical CP (a2a+p2p): all-to-alls over pairs, the ring over the pairs; inside TP
+      // with SP and FlashAttention.
+      {4, "--cp 4 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2"},
+      {8,
+       "--tp 2 --cp 4 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2 "
+       "--sequence-parallel --attention flash"},
   };
   // T5: the plans its trainer runs (no virtual pipeline as Megatron, PP at most 2 split at the
   // encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
@@ -186,7 +192,10 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                         {8, "--cp 2 --cp-comm-type all_gather --pp 2 --zero 1"},
                         {4, "--cp 4 --attention flash"},
                         {8, "--tp 2 --cp 2 --sequence-parallel --pp 2"},
-                        {4, "--tp 2 --cp 2 --cp-comm-type a2a --sequence-parallel"}};
+                        {4, "--tp 2 --cp 2 --cp-comm-type a2a --sequence-parallel"},
+                        {4,
+                         "--cp 4 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 "
+                         "2 --attention flash"}};
   // BERT: the plans that exercise what differs from GPT-2 (the embedding norm under SP, the
   // head without final norm on a last stage, ZeRO-1), to keep the suite short.
   const bool bert = model.starts_with("bert"), t5 = model.starts_with("t5");
@@ -214,6 +223,10 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
     const auto described = nlohmann::json::parse(d.out)["comm"];
     const auto tj = nlohmann::json::parse(t.out);
     EXPECT_TRUE(tj["communication_matches_workload"].get<bool>()) << p.flags;
+    if (p.flags.find("a2a+p2p") != std::string::npos) {  // the form that ran, as given
+      EXPECT_EQ(tj["parallel"]["cp_comm_type"], "a2a+p2p");
+      EXPECT_EQ(tj["parallel"]["hierarchical_context_parallel_sizes"], nlohmann::json({2, 2}));
+    }
     const auto& stages = tj["communication_by_stage"];
     const bool pipelined = p.flags.find("--pp") != std::string::npos;
     int checked = 0, embedding = 0;

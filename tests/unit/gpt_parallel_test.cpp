@@ -422,27 +422,39 @@ struct ThreadGroup {
 // steps forward and of 2 (cp - 1) backward (K,V on, dK,dV on), each a chunk; all-to-all CP,
 // per block Q,K,V and the output forward, dO and dQ,dK,dV backward, each this rank's rows of
 // every head (3 or 1 x seq / cp x h / tp floats a sequence), the workload's send buffers.
+// Hierarchical CP (ring with inner > 1): the all-to-alls over each group of `inner` CP
+// neighbours, the ring over the cp / inner ranks `inner` apart; per block the all-to-all form's
+// four exchanges and the ring's passes of cp / inner - 1 steps, each step a chunk as the plain
+// ring's.
 void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash = false,
-                             bool ring = false, bool a2a = false) {
-  SCOPED_TRACE(fmt::format("cp {} tp {}{}{}{}{}", cp, tp, sequence_parallel ? " sp" : "",
-                           flash ? " flash" : "", ring ? " ring" : "", a2a ? " a2a" : ""));
+                             bool ring = false, bool a2a = false, int inner = 1) {
+  SCOPED_TRACE(fmt::format("cp {} tp {}{}{}{}{} inner {}", cp, tp, sequence_parallel ? " sp" : "",
+                           flash ? " flash" : "", ring ? " ring" : "", a2a ? " a2a" : "", inner));
   GptConfig c = small();
-  c.seq = c.max_positions = cp == 3 ? 12 : 16;  // 2 cp divides it
+  c.seq = c.max_positions = cp % 3 == 0 ? 12 : 16;  // 2 cp divides it
   const Reference r = reference(c, 2);
-  std::vector<std::unique_ptr<ThreadGroup>> tp_groups, cp_groups;
+  std::vector<std::unique_ptr<ThreadGroup>> tp_groups, cp_groups, inner_groups, outer_groups;
   for (int i = 0; i < cp; ++i) tp_groups.push_back(std::make_unique<ThreadGroup>(tp));
   for (int i = 0; i < tp; ++i) cp_groups.push_back(std::make_unique<ThreadGroup>(cp));
+  // Per TP rank: cp / inner groups of inner neighbours, inner rings of cp / inner members.
+  for (int i = 0; i < tp * cp / inner; ++i)
+    inner_groups.push_back(std::make_unique<ThreadGroup>(inner));
+  for (int i = 0; i < tp * inner; ++i)
+    outer_groups.push_back(std::make_unique<ThreadGroup>(cp / inner));
   const int n = cp * tp;
   std::vector<float> losses(static_cast<std::size_t>(n));
   std::vector<std::vector<float>> grads(static_cast<std::size_t>(n)),
       want(static_cast<std::size_t>(n));
-  std::vector<int> cp_calls(static_cast<std::size_t>(n)), passes(static_cast<std::size_t>(n));
+  std::vector<int> cp_calls(static_cast<std::size_t>(n)), passes(static_cast<std::size_t>(n)),
+      a2a_calls(static_cast<std::size_t>(n));
   std::vector<std::int64_t> sent(static_cast<std::size_t>(n));
   std::int64_t chunk = 0;  // one rank's K,V of a micro-batch: 2 x seq / cp x h / tp per sequence
   auto rank = [&](int me) {
     const int ci = me / tp, t = me % tp;
     ThreadGroup& tg = *tp_groups[static_cast<std::size_t>(ci)];
     ThreadGroup& cg = *cp_groups[static_cast<std::size_t>(t)];
+    ThreadGroup& ig = *inner_groups[static_cast<std::size_t>(t * (cp / inner) + ci / inner)];
+    ThreadGroup& og = *outer_groups[static_cast<std::size_t>(t * inner + ci % inner)];
     ShardSpec s;
     s.tp = tp;
     s.tp_rank = t;
@@ -453,6 +465,7 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     s.flash = flash;
     s.cp_ring = ring;
     s.cp_a2a = a2a;
+    s.cp_a2a_size = inner;
     ASSERT_TRUE(validate(c, s).ok()) << validate(c, s).error().message;
     GptShard m(c, s, 2, 1);
     chunk = 2 * 2 * (c.seq / cp) * (c.hidden / tp);
@@ -473,16 +486,19 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
       ++cp_calls[static_cast<std::size_t>(me)];
       passes[static_cast<std::size_t>(me)] += first ? 1 : 0;
       sent[static_cast<std::size_t>(me)] += k;
-      return cg.ring(ci, send, recv, k);
+      return inner > 1 ? og.ring(ci / inner, send, recv, k) : cg.ring(ci, send, recv, k);
     });
     m.set_context_a2a([&, ci, me](const float* send, float* recv, std::int64_t block,
                                   std::string_view name, int) {
       EXPECT_TRUE(name == "cp_qkv_all_to_all" || name == "cp_out_all_to_all" ||
                   name == "cp_dout_all_to_all" || name == "cp_dqkv_all_to_all")
           << name;
-      ++cp_calls[static_cast<std::size_t>(me)];
-      sent[static_cast<std::size_t>(me)] += block * cp;
-      cg.all_to_all(ci, send, recv, block);
+      ++a2a_calls[static_cast<std::size_t>(me)];
+      sent[static_cast<std::size_t>(me)] += block * (inner > 1 ? inner : cp);
+      if (inner > 1)
+        ig.all_to_all(ci % inner, send, recv, block);
+      else
+        cg.all_to_all(ci, send, recv, block);
     });
     std::vector<float> p(static_cast<std::size_t>(m.layout().total()));
     m.layout().from_full(r.params.data(), p.data());
@@ -506,18 +522,21 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     EXPECT_NEAR(losses[static_cast<std::size_t>(me)], r.loss, 1e-5);
     expect_close(grads[static_cast<std::size_t>(me)], want[static_cast<std::size_t>(me)], 1e-3,
                  "gradients");
+    const std::size_t i = static_cast<std::size_t>(me);
     if (a2a) {  // per block: 2 x (3 + 1) x chunk / 2 floats (a chunk is K and V)
-      EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 4 * c.layers);
-      EXPECT_EQ(sent[static_cast<std::size_t>(me)], 4 * chunk * c.layers);
+      EXPECT_EQ(a2a_calls[i], 4 * c.layers);
+      EXPECT_EQ(sent[i], 4 * chunk * c.layers);
       continue;
     }
     if (!ring) {
-      EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 3 * c.layers);
+      EXPECT_EQ(cp_calls[i], 3 * c.layers);
       continue;
     }
-    EXPECT_EQ(cp_calls[static_cast<std::size_t>(me)], 3 * (cp - 1) * c.layers);
-    EXPECT_EQ(passes[static_cast<std::size_t>(me)], 2 * c.layers);
-    EXPECT_EQ(sent[static_cast<std::size_t>(me)], 3 * (cp - 1) * chunk * c.layers);
+    const int steps = cp / inner - 1;  // the ring's members but this rank
+    EXPECT_EQ(a2a_calls[i], inner > 1 ? 4 * c.layers : 0);
+    EXPECT_EQ(cp_calls[i], 3 * steps * c.layers);
+    EXPECT_EQ(passes[i], 2 * c.layers);
+    EXPECT_EQ(sent[i], (3 * steps + (inner > 1 ? 4 : 0)) * chunk * c.layers);
   }
 }
 
@@ -537,6 +556,35 @@ TEST(GptShard, RingContextParallelShardsGiveTheModelsLossAndGradients) {
   context_parallel_shards(4, 1, false, true, true);
   context_parallel_shards(2, 2, true, false, true);
   context_parallel_shards(2, 2, true, true, true);
+}
+
+// Hierarchical CP (a2a+p2p): all-to-alls over groups of 2 or 4 neighbours, the ring over the
+// groups (2 or 3 members); unfused and FlashAttention, with TP and SP. The all-to-all level must
+// divide a TP rank's heads, and leave a ring of 2 or more.
+TEST(GptShard, HierarchicalContextParallelShardsGiveTheModelsLossAndGradients) {
+  context_parallel_shards(4, 1, false, false, true, false, 2);
+  context_parallel_shards(4, 1, false, true, true, false, 2);
+  context_parallel_shards(6, 1, false, false, true, false, 2);
+  context_parallel_shards(8, 1, false, true, true, false, 4);
+  context_parallel_shards(4, 2, true, false, true, false, 2);
+  context_parallel_shards(4, 2, true, true, true, false, 2);
+  ShardSpec s;
+  s.cp = 8;
+  s.tp = 2;
+  s.cp_ring = true;
+  s.cp_a2a_size = 4;
+  s.layers = 2;
+  GptConfig c = small();
+  c.seq = c.max_positions = 16;
+  const Status bad = validate(c, s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "--hierarchical-context-parallel-sizes: expected an all-to-all level that divides the "
+            "attention heads per TP rank, 2 (a2a+p2p scatters the heads over it), got 4");
+  s.cp_a2a_size = 8;
+  EXPECT_EQ(validate(c, s).error().message,
+            "--hierarchical-context-parallel-sizes: expected an all-to-all level that divides the "
+            "context-parallel size 8 beside a ring of 2 or more, got 8");
 }
 
 // All-to-all CP (DeepSpeed-Ulysses): each rank's heads over the whole sequence; unfused and

@@ -102,10 +102,6 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--recompute-granularity", "full"}, "--recompute-granularity"},
            {{"--no-overlap-grad-reduce"}, "--no-overlap-grad-reduce"},
            {{"--cp", "2", "--cp-comm-type", "ring"}, "--cp-comm-type"},
-           {{"--cp", "4", "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2",
-             "2"},
-            "--cp-comm-type: expected p2p, all_gather or a2a: the CPU trainer runs no "
-            "hierarchical CP"},
            {{"--cp", "0"}, "--context-parallel-size"},
            {{"--ep", "0"}, "--expert-model-parallel-size"},
            {{"--ep", "2", "--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},
@@ -126,8 +122,6 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--exp-avg-dtype", "bf16"}, "--exp-avg-dtype: the CPU trainer's AdamW keeps fp32"},
            {{"--use-precision-aware-optimizer", "--zero", "1"},
             "--use-precision-aware-optimizer: the CPU trainer's AdamW"},
-           {{"--hierarchical-context-parallel-sizes", "2", "2"},
-            "--hierarchical-context-parallel-sizes: the CPU trainer runs no hierarchical CP"},
            {{"--nccl-algo", "ring"}, "--nccl-algo: the CPU trainer's collectives are Open MPI's"},
            {{"--model", "gpt2-moe-tiny-cpu", "--moe-min-capacity", "4"},
             "--moe-min-capacity: DeepSpeed-MoE's floor of the capacity"},
@@ -420,6 +414,55 @@ TEST(TrainOptions, ModelParallelPlansAreCheckedAgainstTheRankCount) {
   const Status vs = validate(*v, 1, 1);
   ASSERT_FALSE(vs.ok());
   EXPECT_NE(vs.error().message.find("--virtual-pipeline-stages"), std::string::npos);
+}
+
+// Hierarchical CP (a2a+p2p with --hierarchical-context-parallel-sizes) runs as describe
+// resolves it: a level of one rank is the other form alone; sizes describe refuses are refused
+// before launch with describe's line (until 2026-12-01 the trainer refused a2a+p2p).
+TEST(TrainOptions, HierarchicalContextParallelRunsAsDescribeResolvesIt) {
+  struct Case {
+    std::vector<std::string> sizes;
+    CpCommType type;
+    int a2a;
+  };
+  for (const Case& c :
+       {Case{{"2", "2"}, CpCommType::a2a_p2p, 2}, Case{{"1", "4"}, CpCommType::p2p, 1},
+        Case{{"4", "1"}, CpCommType::a2a, 1}}) {
+    std::vector<std::string> args = {
+        "--cp",         "4",       "--cp-comm-type",
+        "a2a+p2p",      "--heads", "4",
+        "--seq-length", "16",      "--hierarchical-context-parallel-sizes"};
+    args.insert(args.end(), c.sizes.begin(), c.sizes.end());
+    auto o = parse(args, nullptr);
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    const CpForm f = cp_form(*o);
+    EXPECT_EQ(f.type, c.type) << c.sizes[0];
+    EXPECT_EQ(f.a2a, c.a2a) << c.sizes[0];
+    EXPECT_TRUE(validate(*o, 4, 1).ok()) << validate(*o, 4, 1).error().message;
+  }
+  for (const auto& [args, line] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--cp", "4", "--cp-comm-type", "a2a+p2p"},
+            "--cp-comm-type: expected --hierarchical-context-parallel-sizes beside a2a+p2p (its "
+            "all-to-all and ring levels, as Megatron-LM requires), got a2a+p2p without it"},
+           {{"--cp", "4", "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2",
+             "3"},
+            "--hierarchical-context-parallel-sizes: expected sizes whose product is the "
+            "context-parallel size 4, got 2 3"},
+           {{"--hierarchical-context-parallel-sizes", "2", "2"},
+            "--hierarchical-context-parallel-sizes: expected sizes whose product is the "
+            "context-parallel size 1, got 2 2"},
+           {{"--cp", "4", "--heads", "2", "--cp-comm-type", "a2a+p2p",
+             "--hierarchical-context-parallel-sizes", "4", "1"},
+            "--context-parallel-size: expected a divisor of the attention heads per TP rank, 2 "
+            "(--cp-comm-type a2a scatters the heads over the CP ranks), got 4"}}) {
+    std::vector<std::string> a = args;
+    for (const char* x : {"--seq-length", "16"}) a.push_back(x);
+    auto o = parse(a, nullptr);
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    const Status s = validate(*o, 4, 1);
+    ASSERT_FALSE(s.ok()) << line;
+    EXPECT_EQ(s.error().message.substr(0, line.size()), line);
+  }
 }
 
 // The activations a stage holds at once follow the schedule: GPipe every micro-batch of the

@@ -35,8 +35,14 @@ struct ShardSpec {
   // Engine's P2P CP, --cp-comm-type p2p). Everything else is per position.
   // With cp_a2a, all-to-alls of Q, K, V before attention and of its output after it give each
   // rank the whole sequence of heads / cp heads (--cp-comm-type a2a, DeepSpeed-Ulysses).
+  // With cp_ring and cp_a2a_size a > 1, both (--cp-comm-type a2a+p2p, Transformer Engine's
+  // hierarchical CP): all-to-alls over each group of a neighbouring CP ranks give every rank
+  // the group's positions of heads / a of its heads, and the ring runs over the cp / a ranks
+  // that hold the same heads in the other groups (CP ranks a apart), passing those positions'
+  // K and V: as many floats a step as the plain ring's.
   int cp = 1, cp_rank = 0;
   bool cp_ring = false, cp_a2a = false;
+  int cp_a2a_size = 1;
   // Expert parallelism (a model with experts, TP 1): this rank holds experts
   // [ep_rank E / ep, (ep_rank + 1) E / ep) of every MoE block; tokens are dispatched to their
   // experts' ranks and combined back by all-to-allv over the EP group (Megatron-LM's
@@ -154,7 +160,9 @@ class GptShard {
   // which the shard calls after computing the block it holds (the transfer overlaps it). A
   // pass is cp - 1 such steps per block forward ("cp_kv_send": K,V) and 2 (cp - 1) backward
   // ("cp_kv_dkv_send": K,V on, then dK,dV on); `first` marks a pass's first step, since the
-  // workload counts a pass as one op of (cp - 1) or 2 (cp - 1) chunks.
+  // workload counts a pass as one op of (cp - 1) or 2 (cp - 1) chunks. Hierarchical CP
+  // (cp_a2a_size a > 1): the ring of the cp / a ranks a apart (cp_rank + a mod cp next), cp /
+  // a - 1 steps for cp - 1.
   using RingComm =
       std::function<std::function<void()>(const float* send, float* recv, std::int64_t n,
                                           std::string_view name, int layer, bool first)>;
@@ -162,6 +170,8 @@ class GptShard {
   // All-to-all context parallelism (cp_a2a): an all-to-all over the CP group of `block` floats
   // to and from each CP rank (in rank order in `send` and `recv`). Names "cp_qkv_all_to_all",
   // "cp_out_all_to_all" (forward), "cp_dout_all_to_all", "cp_dqkv_all_to_all" (backward).
+  // Hierarchical CP (cp_a2a_size a > 1): over the group of a CP ranks [cp_rank / a x a, + a),
+  // in that order.
   using AllToAllComm = std::function<void(const float* send, float* recv, std::int64_t block,
                                           std::string_view name, int layer)>;
   void set_context_a2a(AllToAllComm f) { a2a_ = std::move(f); }
@@ -225,6 +235,9 @@ class GptShard {
     std::vector<float> probs, aux_w;
     std::vector<float> lse;    // FlashAttention: each query row's logsumexp [batch, heads, seq]
     std::vector<float> qkv_h;  // all-to-all CP: Q, K, V of this rank's heads, every position
+    // Hierarchical CP: the attention output of those heads and positions, which backward's
+    // D = dO . O reads in their layout (the all-to-all form recomputes nothing from it).
+    std::vector<float> out_h;
   };
   struct Slot {
     std::vector<std::int32_t> tokens, targets;
@@ -276,8 +289,25 @@ class GptShard {
   void a2a_attention_forward(BlockActs& a, int l);
   void a2a_attention_backward(const BlockActs& a, int l);
   void ring_attention_backward(const BlockActs& a, int l);
-  void ring_block_forward(BlockActs& a, int l, const float* kv, int src);
-  void ring_block_backward(const BlockActs& a, int l, const float* kv, float* dkv, int src);
+  // What the ring works on. Plain ring: this rank's seq / cp positions of its heads, rows of
+  // a.qkv. Hierarchical CP: after the all-to-all, its group's a x seq / cp positions of heads
+  // / a of them, rows of a.qkv_h. Rows in gathered_row's layout (position t of sequence b at
+  // (t / seq_l x batch + b) x seq_l + t % seq_l; b seq_l + t for the plain ring), Q, K, V of a
+  // row 3 w floats (Q of head h at h hs, K at w + h hs, V at 2 w + h hs), the output's and
+  // dO's w; a ring block is every row's K and V, 2 w floats a row.
+  struct RingView {
+    int size = 1, index = 0;           // ring members and this rank's place among them
+    int T = 0, nh = 0, hs = 0, w = 0;  // positions a sequence, heads, head size, nh x hs
+    const float* qkv = nullptr;
+    const int* qpos = nullptr;  // the T query positions (kpos_ from index x T)
+  };
+  RingView ring_view(const BlockActs& a) const;
+  // Every row's K and V of the view's Q, K, V rows into `kv`.
+  static void copy_kv(const RingView& v, std::int64_t rows, float* kv);
+  void ring_block_forward(BlockActs& a, const RingView& v, float* out, int l, const float* kv,
+                          int src);
+  void ring_block_backward(const BlockActs& a, const RingView& v, const float* dout, float* dqkv,
+                           int l, const float* kv, float* dkv, int src);
   // FlashAttention, row by row, over keys at `k` (key kk of sequence b at row
   // ((kk / seq_l) batch + b) seq_l + kk % seq_l, `stride` floats apart, its value hl_ floats
   // after it): the local keys of a.qkv, or the CP-gathered ones. Backward adds dK, dV at the

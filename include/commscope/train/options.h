@@ -45,8 +45,12 @@ struct TrainOptions {
   // gradients reduced over DP x CP. cp_comm_type: K,V passed round the CP ring block by block
   // (p2p, Megatron-LM's default), all-gathered (all_gather), or the heads scattered by
   // all-to-alls of Q, K, V and the output (a2a, DeepSpeed-Ulysses).
+  // a2a+p2p (Transformer Engine's hierarchical CP) with hierarchical_cp_sizes [a, r]
+  // (Megatron-LM's --hierarchical-context-parallel-sizes): all-to-alls over groups of a CP
+  // neighbours, the ring over the r ranks a apart (cp_form).
   int cp = 1;
   CpCommType cp_comm_type = CpCommType::p2p;
+  std::vector<int> hierarchical_cp_sizes;
   // Expert parallelism (a model with experts, TP 1, DDP): experts split over ep data-parallel
   // ranks (Megatron-LM --expert-model-parallel-size), expert gradients reduced over DP / EP.
   int ep = 1;
@@ -122,6 +126,16 @@ std::int64_t global_batch(const TrainOptions& o, int world);
 // most forwards begun and not yet backward (GPipe: all of them; 1F1B: at most PP - stage).
 // Over every stage and chunk when stage < 0.
 int activations_in_flight(const TrainOptions& o, int world, int stage = -1);
+
+// The CP form the trainer runs, as resolve_scenario resolves the plan: a2a+p2p with a level of
+// one rank is the other form alone (Transformer Engine runs it so); `a2a`, the all-to-all
+// level's size under a2a+p2p, 1 otherwise. Sizes resolve_scenario refuses (validate() runs it
+// before launch) read as the ring alone.
+struct CpForm {
+  CpCommType type = CpCommType::p2p;
+  int a2a = 1;
+};
+CpForm cp_form(const TrainOptions& o);
 
 // Data-parallel replicas among `world` ranks: world / (tp x cp x pp) (at least 1).
 int data_parallel(const TrainOptions& o, int world);
