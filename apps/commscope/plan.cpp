@@ -115,7 +115,9 @@ Verb add_plan(CLI::App& app) {
   cmd->add_option("--cp-comm-type", st->cp_comm_type,
                   "how the plans with CP > 1 exchange K and V: p2p (ring) | all_gather | a2a "
                   "(all-to-all of Q, K, V and the output; CP sizes that do not divide the "
-                  "heads are left out) [p2p]");
+                  "heads are left out) | a2a+p2p (hierarchical: each CP size's all-to-all level "
+                  "searched over its divisors that divide the heads, the ring over the rest) "
+                  "[p2p]");
   cmd->add_option("--moe-token-dispatcher-type", st->moe_dispatcher,
                   "how the plans with EP > 1 dispatch MoE tokens: alltoall (NCCL) | flex "
                   "(DeepEP/HybridEP: once per node across the network, then NVLink) [alltoall]");
@@ -404,17 +406,12 @@ Verb add_plan(CLI::App& app) {
         for (const Status& s :
              {cli::attention_flags(st->attention, st->attention_backend, base),
               cli::named_value("--cp-comm-type", st->cp_comm_type, cp_comm_type_from_name,
-                               "p2p, all_gather or a2a", base.cp_comm_type),
+                               "p2p, all_gather, a2a or a2a+p2p", base.cp_comm_type),
               cli::named_value("--moe-token-dispatcher-type", st->moe_dispatcher,
                                moe_dispatcher_from_name, "alltoall or flex", base.moe_dispatcher),
               cli::named_value("--framework", st->framework, framework_from_name,
                                "one of megatron|deepspeed|fsdp", base.framework)})
           if (!s.ok()) return fail(s.error().message);
-        if (base.cp_comm_type == CpCommType::a2a_p2p)  // its levels would be a search of their own
-          return fail(
-              "--cp-comm-type: expected p2p, all_gather or a2a (plan does not search "
-              "hierarchical CP's levels: describe or predict a2a+p2p with "
-              "--hierarchical-context-parallel-sizes), got a2a+p2p");
         std::vector<Framework> frameworks;
         if (!st->frameworks.empty() && !st->framework.empty())
           return fail(

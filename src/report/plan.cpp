@@ -32,6 +32,12 @@ std::string stage_layers_text(const search::PlanPoint& p, bool human) {
                      p.last_layers);
 }
 
+// The cp column: the size, or under a2a+p2p its levels, "2x4" (all-to-all x ring).
+std::string cp_text(const search::PlanPoint& p) {
+  if (p.cp > 1 && p.cp_a2a > 0) return fmt::format("{}x{}", p.cp_a2a, p.cp / p.cp_a2a);
+  return std::to_string(p.cp);
+}
+
 // The framework column: "" (table) or "commscope" (CSV) for commscope's own pattern;
 // "fsdp hybrid_shard", "fsdp hybrid_shard/16" (a shard group of 16 ranks, not one node's),
 // "megatron" ... otherwise.
@@ -53,6 +59,11 @@ nlohmann::json plan_row(const Ranked& x, int rank) {
       {"virtual_stages", p.virtual_stages},
       {"dp", p.dp},
       {"cp", p.cp},
+      // a2a+p2p: [all-to-all level, ring level] (Megatron-LM's
+      // --hierarchical-context-parallel-sizes); null for the other forms
+      {"hierarchical_context_parallel_sizes", p.cp > 1 && p.cp_a2a > 0
+                                                  ? nlohmann::json({p.cp_a2a, p.cp / p.cp_a2a})
+                                                  : nlohmann::json(nullptr)},
       {"ep", p.ep},
       {"expert_tp", p.expert_tp > 0 ? p.expert_tp : p.tp},
       {"first_stage_layers", p.first_layers},
@@ -143,8 +154,8 @@ Table plans_table(const PlanReport& r, bool human) {
       row.insert(row.end(),
                  {std::to_string(++rank), std::to_string(p.tp), std::to_string(p.pp),
                   std::to_string(p.virtual_stages), stage_layers_text(p, human),
-                  std::to_string(p.dp), std::to_string(p.cp), std::to_string(p.ep),
-                  std::to_string(p.zero), framework_text(p, human), std::to_string(p.micro_batch),
+                  std::to_string(p.dp), cp_text(p), std::to_string(p.ep), std::to_string(p.zero),
+                  framework_text(p, human), std::to_string(p.micro_batch),
                   std::to_string(p.global_batch), std::string(to_string(p.recompute)),
                   p.sequence_parallel ? (human ? "yes" : "true") : (human ? "" : "false"),
                   std::string(to_string(p.schedule)), std::string(to_string(p.rank_order))});

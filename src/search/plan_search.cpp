@@ -146,6 +146,14 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   in.schedule = p.schedule;
   in.rank_order = p.rank_order;
   in.cp = p.cp;
+  // Hierarchical CP: the candidate's levels (a plan of CP 1 has none: the ring's default form).
+  in.hierarchical_cp_sizes.clear();
+  if (base.cp_comm_type == CpCommType::a2a_p2p) {
+    if (p.cp > 1 && p.cp_a2a > 0)
+      in.hierarchical_cp_sizes = {p.cp_a2a, p.cp / p.cp_a2a};
+    else
+      in.cp_comm_type.reset();
+  }
   in.ep = p.ep;
   if (p.expert_tp > 0)
     in.expert_tp = p.expert_tp;
@@ -202,6 +210,7 @@ std::string describe(const PlanPoint& p) {
     s += fmt::format(" layers {}+{}x{}+{}", p.first_layers, n - 2, p.middle_layers, p.last_layers);
   }
   if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
+  if (p.cp > 1 && p.cp_a2a > 0) s += fmt::format(" a2a{} x ring{}", p.cp_a2a, p.cp / p.cp_a2a);
   if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
   if (p.expert_tp > 0 && p.expert_tp != p.tp) s += fmt::format(" ETP{}", p.expert_tp);
   switch (p.framework) {
@@ -299,6 +308,8 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
   const std::int64_t B = global_batch_of(s);
   const std::int64_t seq = s.base.seq_length.value_or(s.model.seq_length);
   const bool decoder_only = s.model.kind != ArchKind::t5 && s.model.kind != ArchKind::bert;
+  const bool hierarchical = s.base.cp_comm_type == CpCommType::a2a_p2p;
+  const std::int64_t kv_heads = s.model.mla() ? s.model.heads : s.model.kv_heads;
   const bool moe = s.model.moe();
   // Selective recompute of the attention core alone under FlashAttention (docs/workload.md,
   // "Attention kernels") replays nothing, the same plan as no recompute, or under Megatron-Core
@@ -340,6 +351,16 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
           if (!decoder_only || seq % (2 * cp) != 0) continue;
         }
         const std::int64_t dp = gpus / (tp * pp * cp);
+        // Hierarchical CP's all-to-all level: every divisor of CP that divides the heads and
+        // the key-value heads of a TP rank (resolve_scenario's rule; 1 and CP included: the
+        // ring alone and the all-to-alls alone, as Transformer Engine runs a level of one).
+        std::vector<int> levels = {0};
+        if (hierarchical && cp > 1) {
+          levels.clear();
+          for (std::int64_t a : divisors(cp))
+            if ((s.model.heads / tp) % a == 0 && (kv_heads / tp) % a == 0)
+              levels.push_back(static_cast<int>(a));
+        }
         // Micro-batches: divisors of each replica's samples (fixed: B / DP exactly).
         std::int64_t per_replica = 0;
         if (s.fixed_global_batch) {
@@ -440,46 +461,48 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
         // MoE with TP needs sequence parallelism (Megatron-LM).
         const int sp_from = moe && tp > 1 ? 1 : 0;
         for (const auto& st : stagings)
-          for (const auto& [ep, etp] : experts)
-            for (const Sharding& z : zeros)
-              for (std::int64_t mb : mbs)
-                for (Recompute rc :
-                     {Recompute::none, Recompute::selective, Recompute::full, Recompute::op})
-                  for (int sp = sp_from; sp <= (tp > 1 ? 1 : 0); ++sp)
-                    for (int order = 0; order <= (pp > 1 && dp > 1 ? 1 : 0); ++order) {
-                      // torchtitan's op-level checkpointing: FSDP plans of a model whose blocks
-                      // the policy is modelled for (resolve_op_recompute).
-                      if (rc == Recompute::op && (z.f != Framework::fsdp || !op_ok)) continue;
-                      if (rc == Recompute::selective && selective_is_none) continue;
-                      if (z.f == Framework::fsdp && tp > 1 && sp == 0) continue;
-                      // HSDP with experts: EP x expert TP inside a shard group (TP 1 here).
-                      if (z.fsdp == FsdpSharding::hybrid_shard &&
-                          (z.shard > 0 ? z.shard : gpn) % (ep * std::max(etp, 1)) != 0)
-                        continue;
-                      if (out.size() >= kMaxCandidates) return out;  // the caller reports it
-                      PlanPoint p;
-                      p.tp = static_cast<int>(tp);
-                      p.pp = static_cast<int>(pp);
-                      p.dp = static_cast<int>(dp);
-                      p.cp = static_cast<int>(cp);
-                      p.ep = ep;
-                      p.expert_tp = etp;
-                      p.virtual_stages = st.v;
-                      p.schedule = st.schedule;
-                      p.first_layers = st.split[0];
-                      p.middle_layers = st.split[1];
-                      p.last_layers = st.split[2];
-                      p.zero = z.zero;
-                      p.framework = z.f;
-                      p.fsdp_sharding = z.fsdp;
-                      p.fsdp_shard_size = z.shard;
-                      p.micro_batch = mb;
-                      p.global_batch = per_replica * dp;
-                      p.recompute = rc;
-                      p.sequence_parallel = sp == 1;
-                      p.rank_order = order ? RankOrder::tp_pp_dp : RankOrder::tp_dp_pp;
-                      out.push_back(p);
-                    }
+          for (int level : levels)
+            for (const auto& [ep, etp] : experts)
+              for (const Sharding& z : zeros)
+                for (std::int64_t mb : mbs)
+                  for (Recompute rc :
+                       {Recompute::none, Recompute::selective, Recompute::full, Recompute::op})
+                    for (int sp = sp_from; sp <= (tp > 1 ? 1 : 0); ++sp)
+                      for (int order = 0; order <= (pp > 1 && dp > 1 ? 1 : 0); ++order) {
+                        // torchtitan's op-level checkpointing: FSDP plans of a model whose blocks
+                        // the policy is modelled for (resolve_op_recompute).
+                        if (rc == Recompute::op && (z.f != Framework::fsdp || !op_ok)) continue;
+                        if (rc == Recompute::selective && selective_is_none) continue;
+                        if (z.f == Framework::fsdp && tp > 1 && sp == 0) continue;
+                        // HSDP with experts: EP x expert TP inside a shard group (TP 1 here).
+                        if (z.fsdp == FsdpSharding::hybrid_shard &&
+                            (z.shard > 0 ? z.shard : gpn) % (ep * std::max(etp, 1)) != 0)
+                          continue;
+                        if (out.size() >= kMaxCandidates) return out;  // the caller reports it
+                        PlanPoint p;
+                        p.tp = static_cast<int>(tp);
+                        p.pp = static_cast<int>(pp);
+                        p.dp = static_cast<int>(dp);
+                        p.cp = static_cast<int>(cp);
+                        p.cp_a2a = level;
+                        p.ep = ep;
+                        p.expert_tp = etp;
+                        p.virtual_stages = st.v;
+                        p.schedule = st.schedule;
+                        p.first_layers = st.split[0];
+                        p.middle_layers = st.split[1];
+                        p.last_layers = st.split[2];
+                        p.zero = z.zero;
+                        p.framework = z.f;
+                        p.fsdp_sharding = z.fsdp;
+                        p.fsdp_shard_size = z.shard;
+                        p.micro_batch = mb;
+                        p.global_batch = per_replica * dp;
+                        p.recompute = rc;
+                        p.sequence_parallel = sp == 1;
+                        p.rank_order = order ? RankOrder::tp_pp_dp : RankOrder::tp_dp_pp;
+                        out.push_back(p);
+                      }
       }
     }
   }
@@ -696,10 +719,11 @@ class BlockGraphCache {
  private:
   // What a block's ops depend on (builder.cpp's block programs, the ZeRO and framework
   // patterns); not DP, PP, the stages, the batch, the schedule or the rank order.
-  using Key = std::tuple<int, int, int, int, std::int64_t, int, bool, int, int, int, int>;
+  using Key = std::tuple<int, int, int, int, int, std::int64_t, int, bool, int, int, int, int>;
   static Key key(const PlanPoint& p) {
     return {p.tp,
             p.cp,
+            p.cp_a2a,
             p.ep,
             p.expert_tp,
             p.micro_batch,
@@ -776,7 +800,7 @@ void evaluate_group(const SearchSpace& s, const std::vector<PlanPoint>& plans,
 // their first member.
 std::vector<std::vector<std::size_t>> schedule_groups(const std::vector<PlanPoint>& plans) {
   auto key = [](const PlanPoint& p) {
-    return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.dp, p.cp, p.ep, p.expert_tp,
+    return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.dp, p.cp, p.cp_a2a, p.ep, p.expert_tp,
                            p.first_layers, p.zero, p.micro_batch, p.global_batch,
                            static_cast<int>(p.recompute), p.sequence_parallel,
                            static_cast<int>(p.rank_order), static_cast<int>(p.framework),
@@ -919,8 +943,8 @@ int replica_nodes(const PlanPoint& p, int gpus_per_node) {
 namespace {
 // Every field but the micro-batch (and the batch it rounds): plans alike but for it.
 auto layout_key(const PlanPoint& p) {
-  return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.cp, p.ep, p.expert_tp, p.first_layers,
-                         p.zero, static_cast<int>(p.recompute), p.sequence_parallel,
+  return std::make_tuple(p.tp, p.pp, p.virtual_stages, p.cp, p.cp_a2a, p.ep, p.expert_tp,
+                         p.first_layers, p.zero, static_cast<int>(p.recompute), p.sequence_parallel,
                          static_cast<int>(p.schedule), static_cast<int>(p.rank_order),
                          static_cast<int>(p.framework), static_cast<int>(p.fsdp_sharding),
                          p.fsdp_shard_size);

@@ -33,7 +33,11 @@ std::optional<Framework> framework_choice_from_name(std::string_view s);
 // One point of the search space: every field of a plan the search chooses.
 struct PlanPoint {
   int tp = 1, pp = 1, virtual_stages = 1, dp = 1;
-  int cp = 1;         // context-parallel size (DP is GPUs / (TP x CP x PP))
+  int cp = 1;  // context-parallel size (DP is GPUs / (TP x CP x PP))
+  // --cp-comm-type a2a+p2p (hierarchical CP): the all-to-all level's size, the first of
+  // --hierarchical-context-parallel-sizes (1: the ring alone, CP: the all-to-alls alone);
+  // 0 for the other forms and for CP 1.
+  int cp_a2a = 0;
   int ep = 1;         // expert-parallel size (MoE models only)
   int expert_tp = 0;  // expert tensor-parallel size (0: TP, Megatron's default)
   // Uneven pipeline stages (Megatron's --decoder-first/last-pipeline-num-layers): the layers of
@@ -59,7 +63,8 @@ struct PlanPoint {
 // The plan flags of `predict` that give this point (resolve_scenario's input).
 PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base);
 // "TP8 PP4 v2 DP2 ZeRO-1 mbs 2 gbs 512 recompute selective SP 1f1b tp-dp-pp" (fields that
-// matter only: v when above 1, SP when on, rank order when DP and PP are both above 1; CP, EP,
+// matter only: v when above 1, SP when on, rank order when DP and PP are both above 1; CP (with
+// its levels under a2a+p2p, "CP8 a2a2 x ring4"), EP,
 // expert TP and the uneven split "layers 7+14x8+7" (first + others x each + last) when not
 // the default; the framework when not commscope's own: "FSDP hybrid_shard" (with "shard 16"
 // when its shard group is not one node's), "DeepSpeed", "Megatron").
