@@ -373,6 +373,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
       if (s.flash) b.lse.resize(static_cast<std::size_t>(batch) * heads_l_ * seq_l_);
       if (s.cp > 1 && (s.cp_a2a || s.cp_a2a_size > 1)) b.qkv_h.resize(3 * n * cl);
       if (s.cp > 1 && s.cp_a2a_size > 1) b.out_h.resize(n * cl);
+      if (s.cp > 1 && s.cp_ring) b.ring_kv_last.resize(2 * n * cl);
       b.atty.resize(n * cl);
       b.res2.resize(r * c);
       b.ln2.resize(r * c);
@@ -413,10 +414,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
     a2a_grad_.resize(3 * n * cl);
   }
   if (s.cp > 1 && s.cp_ring) {
-    for (int i = 0; i < 2; ++i) {
-      ring_kv_[i].resize(2 * n * cl);
-      ring_dkv_[i].resize(2 * n * cl);
-    }
+    for (int i = 0; i < 2; ++i) ring_kv_[i].resize(4 * n * cl);
     ring_dkv_own_.resize(2 * n * cl);
     const std::size_t rows = static_cast<std::size_t>(batch) * heads_l_ * seq_l_;
     ring_max_.resize(rows);
@@ -1335,10 +1333,12 @@ void GptShard::ring_attention_forward(BlockActs& a, int l) {
     std::function<void()> wait;
     if (step + 1 < v.size)
       wait = ring_(ring_kv_[cur].data(), ring_kv_[1 - cur].data(), n * 2 * cl, "cp_kv_send", l,
-                   step == 0);
+                   step == 0, false);
     ring_block_forward(a, v, out, l, ring_kv_[cur].data(), src);
     if (wait) wait();
   }
+  // The block held last (the next member's) starts backward's ring.
+  std::copy_n(ring_kv_[(v.size - 1) % 2].data(), n * 2 * cl, a.ring_kv_last.data());
   const int nb = batch_, tk = cfg_.seq, nh = v.nh, hs = v.hs, T = v.T;
   timed(s_.flash ? "flash_attn" : "softmax", l, false, 0, [&] {
     for (int b = 0; b < nb; ++b)
@@ -1460,33 +1460,39 @@ void GptShard::ring_attention_backward(const BlockActs& a, int l) {
         ring_d_[static_cast<std::size_t>((b * nh + h) * T + t)] = D;
       }
   const std::int64_t rows = inner * n;
-  copy_kv(v, rows, ring_kv_[0].data());
   std::fill_n(dq, rows * 3 * w, 0.0f);
-  zero(ring_dkv_own_);
-  // Step s: K,V of member src travel on while this rank adds its part of their gradients to the
-  // dK,dV that came with them (its own block's into ring_dkv_own_; at step 1 a block arrives
-  // with none); from step 1 the dK,dV go on to the next member after the step, and the last step
-  // brings this rank's block's back from the other members.
+  // Transformer Engine's order: the ring the other way round from the block the forward held
+  // last, so that step s holds member index + 1 + s's block and the last step this rank's own.
+  // Each step is one message, sent as the step starts and awaited after its compute: K,V on
+  // alone at the first; K,V on with the dK,dV of the step before between; that dK,dV alone at
+  // the last. A block's dK,dV thus follow it one step behind, each member adding its part
+  // after the wait (what came with the block, plus this step's), and the last step leaves this
+  // rank's own block's whole. A message is [K,V | dK,dV] in ring_kv_ (chunk floats each).
+  float* msg[2] = {ring_kv_[0].data(), ring_kv_[1].data()};
+  std::copy_n(a.ring_kv_last.data(), chunk, msg[0]);
   for (int step = 0; step < v.size; ++step) {
-    const int cur = step % 2, src = (v.index - step + v.size) % v.size;
-    std::function<void()> wait_kv;
-    if (step + 1 < v.size)
-      wait_kv = ring_(ring_kv_[cur].data(), ring_kv_[1 - cur].data(), chunk, "cp_kv_dkv_send", l,
-                      step == 0);
-    float* dkv = step == 0 ? ring_dkv_own_.data() : ring_dkv_[cur].data();
-    if (step == 1) std::fill(ring_dkv_[cur].begin(), ring_dkv_[cur].end(), 0.0f);
-    ring_block_backward(a, v, dout, dq, l, ring_kv_[cur].data(), dkv, src);
-    if (wait_kv) wait_kv();
-    if (step >= 1) ring_(dkv, ring_dkv_[1 - cur].data(), chunk, "cp_kv_dkv_send", l, false)();
+    const int cur = step % 2, src = (v.index + 1 + step) % v.size;
+    const bool first = step == 0, last = step + 1 == v.size;
+    const std::int64_t from = first ? 0 : last ? chunk : 0;  // K,V alone, both, dK,dV alone
+    const std::int64_t count = first || last ? chunk : 2 * chunk;
+    std::function<void()> wait =
+        ring_(msg[cur] + from, msg[1 - cur] + from, count, "cp_kv_dkv_send", l, first, true);
+    zero(ring_dkv_own_);
+    ring_block_backward(a, v, dout, dq, l, msg[cur], ring_dkv_own_.data(), src);
+    wait();
+    // This block's dK,dV so far, where the next step's message takes it from.
+    float* acc = msg[1 - cur] + chunk;
+    timed("attn_values", l, true, 0, [&] {
+      if (first)
+        std::copy_n(ring_dkv_own_.data(), chunk, acc);
+      else
+        for (std::int64_t i = 0; i < chunk; ++i)
+          acc[i] += ring_dkv_own_[static_cast<std::size_t>(i)];
+    });
   }
-  // The other members' parts of this rank's dK,dV arrived last; with its own, beside dQ.
-  const float* back = ring_dkv_[v.size % 2].data();
-  timed("attn_values", l, true, 0, [&] {
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < 2 * w; ++c)
-        dq[r * 3 * w + w + c] =
-            ring_dkv_own_[static_cast<std::size_t>(r * 2 * w + c)] + back[r * 2 * w + c];
-  });
+  // This rank's own block's dK,dV, beside dQ.
+  const float* own = msg[v.size % 2] + chunk;
+  for (std::int64_t r = 0; r < rows; ++r) std::copy_n(own + r * 2 * w, 2 * w, dq + r * 3 * w + w);
   if (inner > 1) {  // dQ, dK, dV back to the positions' ranks
     a2a_(a2a_grad_.data(), a2a_send_.data(), n * 3 * w, "cp_dqkv_all_to_all", l);
     copy_head_blocks(a2a_send_.data(), dqkv_.data(), n, inner, 3, cl, w, false);

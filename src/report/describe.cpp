@@ -473,6 +473,7 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                            {"group_size", c.group_size},
                            {"dtype", to_string(c.dtype)},
                            {"calls", c.calls},
+                           {"messages", c.messages},
                            {"bytes_per_rank", c.bytes},
                            {"wire_bytes_per_rank", c.wire_bytes}});
       if (c.fp8_weights) j["comm"].back()["fp8_weights"] = true;

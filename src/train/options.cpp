@@ -494,11 +494,13 @@ double memory_per_rank_bytes(const TrainOptions& o, int world) {
     const double accum = activations_in_flight(o, world);  // micro-batches held at once
     // FlashAttention keeps a logsumexp per query row instead of the s x keys probabilities.
     const double scores = o.flash ? b * c.heads / t * s : b * c.heads / t * s * keys;
-    // All-to-all CP keeps Q, K, V of its heads' positions; hierarchical CP their output too.
+    // All-to-all CP keeps Q, K, V of its heads' positions, hierarchical CP their output too,
+    // and the ring the K,V block its forward held last (backward's start).
     const CpForm form = cp_form(o);
     const double heads_layout = cp <= 1                            ? 0
                                 : form.type == CpCommType::a2a     ? 3 * b * s * h / t
-                                : form.type == CpCommType::a2a_p2p ? 4 * b * s * h / t
+                                : form.type == CpCommType::a2a_p2p ? 6 * b * s * h / t
+                                : form.type == CpCommType::p2p     ? 2 * b * s * h / t
                                                                    : 0;
     const double acts = accum * (l * (16 * b * s * h + scores + heads_layout) + 2 * b * s * v / t) +
                         8 * b * s * h + (cp > 1 ? 4 * b * keys * h / t : 0);

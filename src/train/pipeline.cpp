@@ -398,9 +398,10 @@ std::uint64_t PipelineTrainer::comm_op(std::string_view name, Collective c, Comm
                                              : Kind::collective;
     comm_meta_.push_back({k, peer, tag});
     if (!outside_workload) {
-      auto& m = measured_[{g, c}];
-      m.first += calls;
-      m.second += bytes;
+      CommCount& m = measured_[{g, c}];
+      m.calls += calls;
+      m.bytes += bytes;
+      m.messages += 1;
     }
   });
 }
@@ -629,9 +630,10 @@ GptShard::SequenceComm PipelineTrainer::gather_scatter(CommGroup group, int size
 
 GptShard::RingComm PipelineTrainer::context_ring() {
   return [this](const float* send, float* recv, std::int64_t n, std::string_view name, int layer,
-                bool first) -> std::function<void()> {
+                bool first, bool reverse) -> std::function<void()> {
     const int a = cp_form_.a2a, size = g_.cp / a, me = g_.c / a;
-    const int next = (me + 1) % size, prev = (me + size - 1) % size;
+    int next = (me + 1) % size, prev = (me + size - 1) % size;
+    if (reverse) std::swap(next, prev);
     const MPI_Comm comm = a > 1 ? cp_ring_comm_ : cp_comm_;
     const std::uint64_t tk = comm_op(
         name, Collective::send, CommGroup::context, size, layer,

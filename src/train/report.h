@@ -34,8 +34,15 @@ struct StepRow {
   double moe_aux_loss = 0, moe_rank_imbalance = 1, moe_expert_imbalance = 1;
 };
 
-// Calls and bytes sent, by group and collective, over the whole run.
-using MeasuredComm = std::map<std::pair<CommGroup, Collective>, std::pair<std::int64_t, double>>;
+// Calls, bytes and messages sent, by group and collective, over the whole run: a call is one
+// of the workload's ops, a message one MPI call (the CP ring's pass is one call of several
+// messages, Op::messages).
+struct CommCount {
+  std::int64_t calls = 0;
+  double bytes = 0;
+  std::int64_t messages = 0;
+};
+using MeasuredComm = std::map<std::pair<CommGroup, Collective>, CommCount>;
 
 // The steps the averages count: those after start + warmup, or all of them when there are no
 // more.
@@ -89,13 +96,13 @@ struct RunRecord {
   nlohmann::json by_stage;  // per pipeline stage: its first rank's communication table
 };
 
-// Per group and collective: calls and bytes per iteration, measured and the workload's
-// (`matches`: whether all are equal). The json "communication" array.
+// Per group and collective: calls, bytes and messages per iteration, measured and the
+// workload's (`matches`: whether all are equal). The json "communication" array.
 nlohmann::json comm_table(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
                           std::int64_t iterations, bool* matches = nullptr);
 
-// Whether the measured calls and bytes per iteration equal the workload's, for every group and
-// collective either has.
+// Whether the measured calls, bytes and messages per iteration equal the workload's, for every
+// group and collective either has (comm_table's `matches`).
 bool comm_matches(const MeasuredComm& measured, const std::vector<CommVolume>& expected,
                   std::int64_t iterations);
 

@@ -189,9 +189,10 @@ std::uint64_t Trainer::collective(const CommOp& op, std::function<void()> call,
     e.bytes = static_cast<double>(op.elements) * op.element_bytes;
     comm_events_.push_back(e);
     if (!outside_workload) {
-      auto& m = measured_[{CommGroup::data, op.collective}];
-      m.first += 1;
-      m.second += e.bytes;
+      CommCount& m = measured_[{CommGroup::data, op.collective}];
+      m.calls += 1;
+      m.bytes += e.bytes;
+      m.messages += 1;
     }
   });
 }

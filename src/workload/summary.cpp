@@ -23,10 +23,11 @@ std::vector<CommVolume> comm_volume(const Workload& w, const Role& r) {
              v.fp8_weights == op.fp8_weights;
     });
     if (it == out.end()) {
-      out.push_back({op.group, op.collective, op.group_size, op.dtype, op.fp8_weights, 0, 0, 0});
+      out.push_back({op.group, op.collective, op.group_size, op.dtype, op.fp8_weights, 0, 0, 0, 0});
       it = out.end() - 1;
     }
     it->calls += runs;
+    it->messages += runs * std::max<std::int64_t>(op.messages, 1);
     it->bytes += op.bytes * static_cast<double>(runs);
     const double wire =
         op.tag == OpTag::ep_forwarded ? op.bytes * (fc.network + fc.nvlink) : op.wire_bytes();

@@ -166,8 +166,8 @@ TEST(TrainParallel, T5SameLossAsOneRankForEveryPlanAndSchedule) {
   expect_same_loss_as_one_rank("t5-tiny-cpu");
 }
 
-// Every stage's measured calls and bytes per iteration equal describe's for that stage, with
-// the same flags; the tied embedding's all-reduce appears only when PP > 1.
+// Every stage's measured calls, bytes and messages per iteration equal describe's for that stage,
+// with the same flags; the tied embedding's all-reduce appears only when PP > 1.
 void expect_every_stage_sends_what_describe_says(const std::string& model) {
   SCOPED_TRACE(model);
   struct Plan {
@@ -243,6 +243,11 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
               << p.flags << " stage " << stage << " " << c["group"] << " " << c["collective"];
           EXPECT_EQ(m["calls_per_iteration"].get<double>(), c["calls"].get<double>())
               << p.flags << " stage " << stage << " " << c["group"] << " " << c["collective"];
+          // One MPI call a message: the CP ring's passes are several (Transformer Engine's).
+          EXPECT_EQ(m["messages_per_iteration"].get<double>(), c["messages"].get<double>())
+              << p.flags << " stage " << stage << " " << c["group"] << " " << c["collective"];
+          if (c["collective"] == "send" && c["group"] == "context")
+            EXPECT_GT(c["messages"].get<double>(), c["calls"].get<double>()) << p.flags;
         }
       EXPECT_TRUE(found) << p.flags << " stage " << stage << " " << c["group"];
       if (c["group"] == "embedding") ++embedding;

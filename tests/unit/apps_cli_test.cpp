@@ -74,8 +74,8 @@ TEST_F(Cli, JsonCarriesTheDocumentedFields) {
   EXPECT_EQ(j["plan"]["dp"], 4);
   bool saw_pipeline = false, saw_tensor = false;
   for (const auto& c : j["comm"]) {
-    for (const char* k :
-         {"group", "collective", "calls", "bytes_per_rank", "wire_bytes_per_rank", "stage"})
+    for (const char* k : {"group", "collective", "calls", "messages", "bytes_per_rank",
+                          "wire_bytes_per_rank", "stage"})
       EXPECT_TRUE(c.contains(k)) << k;
     saw_pipeline |= c["group"] == "pipeline";
     saw_tensor |= c["group"] == "tensor";

@@ -388,13 +388,15 @@ struct ThreadGroup {
       std::copy_n(posted[static_cast<std::size_t>(o)] + me * block, block, out + o * block);
     sync.arrive_and_wait();
   }
-  // The ring's step: send `send` to member me + 1, receive member me - 1's into `recv`; the
-  // copy happens at the wait, so a shard that touched either buffer before waiting would fail.
-  std::function<void()> ring(int me, const float* send, float* recv, std::int64_t n) {
+  // The ring's step: send `send` to member me + 1, receive member me - 1's into `recv`
+  // (reverse: to me - 1, from me + 1); the copy happens at the wait, so a shard that touched
+  // either buffer before waiting would fail.
+  std::function<void()> ring(int me, const float* send, float* recv, std::int64_t n,
+                             bool reverse = false) {
     posted[static_cast<std::size_t>(me)] = send;
-    return [this, me, recv, n] {
+    return [this, me, recv, n, reverse] {
       sync.arrive_and_wait();
-      const float* from = posted[static_cast<std::size_t>((me + size - 1) % size)];
+      const float* from = posted[static_cast<std::size_t>((me + (reverse ? 1 : size - 1)) % size)];
       std::copy(from, from + n, recv);
       sync.arrive_and_wait();
     };
@@ -419,7 +421,8 @@ struct ThreadGroup {
 // where sequence parallelism leaves partial sums, are the model's, slice for slice. The CP
 // exchanges are the workload's: all-gather CP, per block K and V all-gathered in forward and
 // again in backward, dK and dV reduce-scattered; the ring, per block a pass of cp - 1 K,V
-// steps forward and of 2 (cp - 1) backward (K,V on, dK,dV on), each a chunk; all-to-all CP,
+// messages forward, each a chunk, and of cp backward the other way round (K,V alone, K,V with
+// dK,dV, dK,dV alone: Transformer Engine's), 2 (cp - 1) chunks; all-to-all CP,
 // per block Q,K,V and the output forward, dO and dQ,dK,dV backward, each this rank's rows of
 // every head (3 or 1 x seq / cp x h / tp floats a sequence), the workload's send buffers.
 // Hierarchical CP (ring with inner > 1): the all-to-alls over each group of `inner` CP
@@ -481,12 +484,13 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
       cg.sequence(ci, gather, in, out, shard);
     });
     m.set_context_ring([&, ci, me](const float* send, float* recv, std::int64_t k,
-                                   std::string_view name, int, bool first) {
-      EXPECT_TRUE(name == "cp_kv_send" || name == "cp_kv_dkv_send") << name;
+                                   std::string_view name, int, bool first, bool reverse) {
+      EXPECT_TRUE(name == (reverse ? "cp_kv_dkv_send" : "cp_kv_send")) << name;
       ++cp_calls[static_cast<std::size_t>(me)];
       passes[static_cast<std::size_t>(me)] += first ? 1 : 0;
       sent[static_cast<std::size_t>(me)] += k;
-      return inner > 1 ? og.ring(ci / inner, send, recv, k) : cg.ring(ci, send, recv, k);
+      return inner > 1 ? og.ring(ci / inner, send, recv, k, reverse)
+                       : cg.ring(ci, send, recv, k, reverse);
     });
     m.set_context_a2a([&, ci, me](const float* send, float* recv, std::int64_t block,
                                   std::string_view name, int) {
@@ -532,9 +536,10 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
       EXPECT_EQ(cp_calls[i], 3 * c.layers);
       continue;
     }
-    const int steps = cp / inner - 1;  // the ring's members but this rank
+    // Messages a block: the ring's members but this rank forward, all of them backward.
+    const int steps = cp / inner - 1;
     EXPECT_EQ(a2a_calls[i], inner > 1 ? 4 * c.layers : 0);
-    EXPECT_EQ(cp_calls[i], 3 * steps * c.layers);
+    EXPECT_EQ(cp_calls[i], (2 * steps + 1) * c.layers);
     EXPECT_EQ(passes[i], 2 * c.layers);
     EXPECT_EQ(sent[i], (3 * steps + (inner > 1 ? 4 : 0)) * chunk * c.layers);
   }

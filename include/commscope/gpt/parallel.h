@@ -156,16 +156,18 @@ class GptShard {
   // backward); false reduce-scatters dK and dV to their owners ("cp_dkv_reduce_scatter").
   void set_context_comm(SequenceComm f) { context_ = std::move(f); }
   // Ring context parallelism (cp_ring): start sending n floats of `send` to the next CP rank
-  // (cp_rank + 1 mod cp) and receiving n from the previous one into `recv`; returns the wait,
-  // which the shard calls after computing the block it holds (the transfer overlaps it). A
-  // pass is cp - 1 such steps per block forward ("cp_kv_send": K,V) and 2 (cp - 1) backward
-  // ("cp_kv_dkv_send": K,V on, then dK,dV on); `first` marks a pass's first step, since the
-  // workload counts a pass as one op of (cp - 1) or 2 (cp - 1) chunks. Hierarchical CP
-  // (cp_a2a_size a > 1): the ring of the cp / a ranks a apart (cp_rank + a mod cp next), cp /
-  // a - 1 steps for cp - 1.
-  using RingComm =
-      std::function<std::function<void()>(const float* send, float* recv, std::int64_t n,
-                                          std::string_view name, int layer, bool first)>;
+  // (cp_rank + 1 mod cp) and receiving n from the previous one into `recv` (`reverse`: to the
+  // previous, from the next); returns the wait, which the shard calls after computing the
+  // block it holds (the transfer overlaps it). Each call is one message. A pass is cp - 1
+  // messages per block forward ("cp_kv_send": K,V) and cp backward, the other way round
+  // ("cp_kv_dkv_send": K,V alone, then K,V with the dK,dV of the step before, then dK,dV
+  // alone), as Transformer Engine's AttnFuncWithCPAndKVP2P sends them and as the workload's
+  // Op::messages counts them; `first` marks a pass's first message, since the workload counts
+  // a pass as one op of (cp - 1) or 2 (cp - 1) chunks. Hierarchical CP (cp_a2a_size a > 1):
+  // the ring of the cp / a ranks a apart (cp_rank + a mod cp next), cp / a for cp.
+  using RingComm = std::function<std::function<void()>(const float* send, float* recv,
+                                                       std::int64_t n, std::string_view name,
+                                                       int layer, bool first, bool reverse)>;
   void set_context_ring(RingComm f) { ring_ = std::move(f); }
   // All-to-all context parallelism (cp_a2a): an all-to-all over the CP group of `block` floats
   // to and from each CP rank (in rank order in `send` and `recv`). Names "cp_qkv_all_to_all",
@@ -238,6 +240,9 @@ class GptShard {
     // Hierarchical CP: the attention output of those heads and positions, which backward's
     // D = dO . O reads in their layout (the all-to-all form recomputes nothing from it).
     std::vector<float> out_h;
+    // Ring CP: the K,V block the forward held last (the next ring member's), where backward's
+    // ring starts (Transformer Engine saves it so).
+    std::vector<float> ring_kv_last;
   };
   struct Slot {
     std::vector<std::int32_t> tokens, targets;
@@ -343,10 +348,11 @@ class GptShard {
   std::vector<int> pos_, kpos_;  // their positions; every CP rank's, in gathered order
   std::vector<float> kv_l_, kv_all_, dkv_all_;         // CP: this rank's K,V; gathered; their grads
   std::vector<float> a2a_send_, a2a_recv_, a2a_grad_;  // all-to-all CP: blocks out, in; dQ,dK,dV
-  // Ring CP: the K,V block held and the one arriving; dK,dV of this rank's block, of the block
-  // held and of the one arriving; per query row and head the running max, sum (the online
-  // softmax), the last block's rescale factor, and D = dO . O in backward.
-  std::vector<float> ring_kv_[2], ring_dkv_own_, ring_dkv_[2], ring_max_, ring_scale_, ring_d_;
+  // Ring CP: the message held and the one arriving, each a K,V block and, in backward, the
+  // dK,dV travelling with the next (2 chunks); this step's dK,dV of the block held (backward);
+  // per query row and head the running max, sum (the online softmax), the last block's rescale
+  // factor, and D = dO . O in backward.
+  std::vector<float> ring_kv_[2], ring_dkv_own_, ring_max_, ring_scale_, ring_d_;
   std::vector<double> ring_sum_;
   bool bert_ = false;
   std::int64_t rows_l_ = 0;  // rows of the residual stream on this rank

@@ -82,8 +82,9 @@ struct CommVolume {
   DType dtype = DType::fp32;
   bool fp8_weights = false;  // Op::fp8_weights: GEMM weights in FP8, the rest in dtype
   std::int64_t calls = 0;
-  double bytes = 0;       // sum of nccl-tests sizes over the calls
-  double wire_bytes = 0;  // sum of bytes x bus factor: what crosses this rank's links
+  std::int64_t messages = 0;  // Op::messages over the calls (the CP ring's steps)
+  double bytes = 0;           // sum of nccl-tests sizes over the calls
+  double wire_bytes = 0;      // sum of bytes x bus factor: what crosses this rank's links
 };
 std::vector<CommVolume> comm_volume(const Workload& w, const Role& r);
 
