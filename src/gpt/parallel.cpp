@@ -106,17 +106,17 @@ Status validate(const GptConfig& cfg, const ShardSpec& s) {
         fmt::format("--context-parallel-size: expected 2 x CP to divide the sequence length {} "
                     "(load-balanced causal chunks, as Megatron-LM requires), got {}",
                     cfg.seq, s.cp)};
-  if (s.cp > 1 && s.cp_a2a && (cfg.heads / s.tp) % s.cp != 0)
+  if (s.cp > 1 && s.cp_comm == CpCommType::a2a && (cfg.heads / s.tp) % s.cp != 0)
     return Error{fmt::format(
         "--context-parallel-size: expected a divisor of the attention heads per TP rank, {} "
         "(--cp-comm-type a2a scatters the heads over the CP ranks), got {}",
         cfg.heads / s.tp, s.cp)};
-  if (s.cp_a2a_size != 1) {
+  if (s.cp_comm == CpCommType::a2a_p2p) {
     const int a = s.cp_a2a_size;
-    if (!s.cp_ring || s.cp_a2a || a < 1 || a >= s.cp || s.cp % a != 0)
+    if (a <= 1 || a >= s.cp || s.cp % a != 0)
       return Error{fmt::format(
-          "--hierarchical-context-parallel-sizes: expected an all-to-all level that divides the "
-          "context-parallel size {} beside a ring of 2 or more, got {}",
+          "--hierarchical-context-parallel-sizes: expected an all-to-all level of 2 or more that "
+          "divides the context-parallel size {} beside a ring of 2 or more, got {}",
           s.cp, a)};
     if ((cfg.heads / s.tp) % a != 0)
       return Error{fmt::format(
@@ -371,9 +371,9 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
       b.qkv.resize(3 * n * cl);
       b.att.resize(att);
       if (s.flash) b.lse.resize(static_cast<std::size_t>(batch) * heads_l_ * seq_l_);
-      if (s.cp > 1 && (s.cp_a2a || s.cp_a2a_size > 1)) b.qkv_h.resize(3 * n * cl);
-      if (s.cp > 1 && s.cp_a2a_size > 1) b.out_h.resize(n * cl);
-      if (s.cp > 1 && s.cp_ring) b.ring_kv_last.resize(2 * n * cl);
+      if (s.cp > 1 && s.cp_a2a_level() > 1) b.qkv_h.resize(3 * n * cl);
+      if (s.cp > 1 && s.cp_comm == CpCommType::a2a_p2p) b.out_h.resize(n * cl);
+      if (s.cp > 1 && s.cp_ring()) b.ring_kv_last.resize(2 * n * cl);
       b.atty.resize(n * cl);
       b.res2.resize(r * c);
       b.ln2.resize(r * c);
@@ -408,12 +408,12 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
   datty_.resize(n * cl);
   dfch_.resize(4 * n * cl);
   dfch_gelu_.resize(4 * n * cl);
-  if (s.cp > 1 && (s.cp_a2a || s.cp_a2a_size > 1)) {
+  if (s.cp > 1 && s.cp_a2a_level() > 1) {
     a2a_send_.resize(3 * n * cl);
     a2a_recv_.resize(n * cl);
     a2a_grad_.resize(3 * n * cl);
   }
-  if (s.cp > 1 && s.cp_ring) {
+  if (s.cp > 1 && s.cp_ring()) {
     for (int i = 0; i < 2; ++i) ring_kv_[i].resize(4 * n * cl);
     ring_dkv_own_.resize(2 * n * cl);
     const std::size_t rows = static_cast<std::size_t>(batch) * heads_l_ * seq_l_;
@@ -421,7 +421,7 @@ GptShard::GptShard(const GptConfig& cfg, const ShardSpec& s, int batch, int slot
     ring_scale_.resize(rows);
     ring_d_.resize(rows);
     ring_sum_.resize(rows);
-  } else if (s.cp > 1 && !s.cp_a2a) {
+  } else if (s.cp > 1 && s.cp_comm == CpCommType::all_gather) {
     kv_l_.resize(2 * n * cl);
     kv_all_.resize(2 * n * cl * static_cast<std::size_t>(s.cp));
     dkv_all_.resize(kv_all_.size());
@@ -1023,11 +1023,11 @@ void GptShard::gather_kv(const BlockActs& a, int l) {
 }
 
 void GptShard::cp_attention_forward(BlockActs& a, int l) {
-  if (s_.cp_a2a) {
+  if (s_.cp_comm == CpCommType::a2a) {
     a2a_attention_forward(a, l);
     return;
   }
-  if (s_.cp_ring) {
+  if (s_.cp_ring()) {
     ring_attention_forward(a, l);
     return;
   }
@@ -1070,11 +1070,11 @@ void GptShard::cp_attention_forward(BlockActs& a, int l) {
 }
 
 void GptShard::cp_attention_backward(const BlockActs& a, int l) {
-  if (s_.cp_a2a) {
+  if (s_.cp_comm == CpCommType::a2a) {
     a2a_attention_backward(a, l);
     return;
   }
-  if (s_.cp_ring) {
+  if (s_.cp_ring()) {
     ring_attention_backward(a, l);
     return;
   }
@@ -1295,7 +1295,7 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
 
 GptShard::RingView GptShard::ring_view(const BlockActs& a) const {
   RingView v;
-  const int inner = s_.cp_a2a_size;
+  const int inner = s_.cp_a2a_level();
   v.size = s_.cp / inner;
   v.index = s_.cp_rank / inner;
   v.T = inner * seq_l_;
@@ -1314,7 +1314,7 @@ void GptShard::copy_kv(const RingView& v, std::int64_t rows, float* kv) {
 }
 
 void GptShard::ring_attention_forward(BlockActs& a, int l) {
-  const int inner = s_.cp_a2a_size, cl = hl_;
+  const int inner = s_.cp_a2a_level(), cl = hl_;
   const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_;
   CS_CHECK(ring_ != nullptr);
   const RingView v = ring_view(a);
@@ -1438,7 +1438,7 @@ void GptShard::ring_block_forward(BlockActs& a, const RingView& v, float* out, i
 }
 
 void GptShard::ring_attention_backward(const BlockActs& a, int l) {
-  const int inner = s_.cp_a2a_size, nb = batch_, cl = hl_;
+  const int inner = s_.cp_a2a_level(), nb = batch_, cl = hl_;
   const std::int64_t n = static_cast<std::int64_t>(nb) * seq_l_, chunk = n * 2 * cl;
   const RingView v = ring_view(a);
   const int nh = v.nh, hs = v.hs, T = v.T, w = v.w;

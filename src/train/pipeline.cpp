@@ -487,8 +487,7 @@ bool PipelineTrainer::setup() {
     s.sequence_parallel = o_.sequence_parallel;
     s.cp = g_.cp;
     s.cp_rank = g_.c;
-    s.cp_ring = cp_form_.type == CpCommType::p2p || cp_form_.type == CpCommType::a2a_p2p;
-    s.cp_a2a = cp_form_.type == CpCommType::a2a;
+    s.cp_comm = cp_form_.type;
     s.cp_a2a_size = cp_form_.a2a;
     s.ep = g_.ep;
     s.ep_rank = g_.e();

@@ -466,8 +466,10 @@ void context_parallel_shards(int cp, int tp, bool sequence_parallel, bool flash 
     s.layers = c.layers;
     s.sequence_parallel = sequence_parallel;
     s.flash = flash;
-    s.cp_ring = ring;
-    s.cp_a2a = a2a;
+    s.cp_comm = inner > 1 ? CpCommType::a2a_p2p
+                : ring    ? CpCommType::p2p
+                : a2a     ? CpCommType::a2a
+                          : CpCommType::all_gather;
     s.cp_a2a_size = inner;
     ASSERT_TRUE(validate(c, s).ok()) << validate(c, s).error().message;
     GptShard m(c, s, 2, 1);
@@ -576,7 +578,7 @@ TEST(GptShard, HierarchicalContextParallelShardsGiveTheModelsLossAndGradients) {
   ShardSpec s;
   s.cp = 8;
   s.tp = 2;
-  s.cp_ring = true;
+  s.cp_comm = CpCommType::a2a_p2p;
   s.cp_a2a_size = 4;
   s.layers = 2;
   GptConfig c = small();
@@ -586,10 +588,14 @@ TEST(GptShard, HierarchicalContextParallelShardsGiveTheModelsLossAndGradients) {
   EXPECT_EQ(bad.error().message,
             "--hierarchical-context-parallel-sizes: expected an all-to-all level that divides the "
             "attention heads per TP rank, 2 (a2a+p2p scatters the heads over it), got 4");
-  s.cp_a2a_size = 8;
-  EXPECT_EQ(validate(c, s).error().message,
-            "--hierarchical-context-parallel-sizes: expected an all-to-all level that divides the "
-            "context-parallel size 8 beside a ring of 2 or more, got 8");
+  for (int a : {8, 1, 3}) {  // no ring; no all-to-alls; not a divisor
+    s.cp_a2a_size = a;
+    EXPECT_EQ(validate(c, s).error().message,
+              fmt::format("--hierarchical-context-parallel-sizes: expected an all-to-all level of "
+                          "2 or more that divides the context-parallel size 8 beside a ring of 2 "
+                          "or more, got {}",
+                          a));
+  }
 }
 
 // All-to-all CP (DeepSpeed-Ulysses): each rank's heads over the whole sequence; unfused and
@@ -603,7 +609,7 @@ TEST(GptShard, AllToAllContextParallelShardsGiveTheModelsLossAndGradients) {
   ShardSpec s;
   s.cp = 4;
   s.tp = 2;
-  s.cp_a2a = true;
+  s.cp_comm = CpCommType::a2a;
   s.layers = 2;
   const Status bad = validate(small(), s);
   ASSERT_FALSE(bad.ok());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commscope/gpt/gpt.h"
+#include "commscope/spec/plan.h"
 
 namespace commscope::train {
 
@@ -27,22 +28,28 @@ struct ShardSpec {
   // the regions' entries all-gather them, their exits reduce-scatter.
   bool sequence_parallel = false;
   // Context parallelism (GPT only): each rank holds seq / cp positions of every sequence, the
-  // load-balanced causal chunks r and 2 cp - 1 - r of 2 cp (Megatron-LM); attention all-gathers
-  // K and V over the CP group and reduce-scatters their gradients (Transformer Engine's
-  // all-gather CP, Megatron-LM --cp-comm-type all_gather), or, with cp_ring, pass K and V
-  // around the CP ring block by block, merging each block's attention into the running output
-  // by its logsumexp, and pass dK, dV back around it in backward (ring attention: Transformer
-  // Engine's P2P CP, --cp-comm-type p2p). Everything else is per position.
-  // With cp_a2a, all-to-alls of Q, K, V before attention and of its output after it give each
-  // rank the whole sequence of heads / cp heads (--cp-comm-type a2a, DeepSpeed-Ulysses).
-  // With cp_ring and cp_a2a_size a > 1, both (--cp-comm-type a2a+p2p, Transformer Engine's
-  // hierarchical CP): all-to-alls over each group of a neighbouring CP ranks give every rank
-  // the group's positions of heads / a of its heads, and the ring runs over the cp / a ranks
-  // that hold the same heads in the other groups (CP ranks a apart), passing those positions'
-  // K and V: as many floats a step as the plain ring's.
+  // load-balanced causal chunks r and 2 cp - 1 - r of 2 cp (Megatron-LM). Everything but
+  // attention is per position; attention exchanges K and V in one of four forms (cp_comm):
+  // - all_gather: K and V all-gathered over the CP group, their gradients reduce-scattered
+  //   (Transformer Engine's all-gather CP, Megatron-LM --cp-comm-type all_gather);
+  // - p2p: K and V passed around the CP ring block by block, each block's attention merged
+  //   into the running output by its logsumexp, dK, dV passed back around it in backward (ring
+  //   attention: Transformer Engine's P2P CP, --cp-comm-type p2p);
+  // - a2a: all-to-alls of Q, K, V before attention and of its output after it give each rank
+  //   the whole sequence of heads / cp heads (--cp-comm-type a2a, DeepSpeed-Ulysses);
+  // - a2a_p2p: both (Transformer Engine's hierarchical CP): all-to-alls over each group of
+  //   cp_a2a_size a neighbouring CP ranks give every rank the group's positions of heads / a of
+  //   its heads, and the ring runs over the cp / a ranks that hold the same heads in the other
+  //   groups (CP ranks a apart), passing those positions' K and V: as many floats a step as the
+  //   plain ring's. 1 < a < cp (a level of one rank is the other form alone).
   int cp = 1, cp_rank = 0;
-  bool cp_ring = false, cp_a2a = false;
-  int cp_a2a_size = 1;
+  CpCommType cp_comm = CpCommType::all_gather;
+  int cp_a2a_size = 1;  // a2a_p2p's all-to-all level
+  bool cp_ring() const { return cp_comm == CpCommType::p2p || cp_comm == CpCommType::a2a_p2p; }
+  // The all-to-all level's size: a2a_p2p's; cp for a2a (the whole group); 1 otherwise.
+  int cp_a2a_level() const {
+    return cp_comm == CpCommType::a2a_p2p ? cp_a2a_size : cp_comm == CpCommType::a2a ? cp : 1;
+  }
   // Expert parallelism (a model with experts, TP 1): this rank holds experts
   // [ep_rank E / ep, (ep_rank + 1) E / ep) of every MoE block; tokens are dispatched to their
   // experts' ranks and combined back by all-to-allv over the EP group (Megatron-LM's
@@ -155,7 +162,7 @@ class GptShard {
   // all-gathers this rank's K and V ("cp_kv_all_gather", before attention, forward and
   // backward); false reduce-scatters dK and dV to their owners ("cp_dkv_reduce_scatter").
   void set_context_comm(SequenceComm f) { context_ = std::move(f); }
-  // Ring context parallelism (cp_ring): start sending n floats of `send` to the next CP rank
+  // Ring context parallelism (p2p, a2a_p2p): start sending n floats of `send` to the next CP rank
   // (cp_rank + 1 mod cp) and receiving n from the previous one into `recv` (`reverse`: to the
   // previous, from the next); returns the wait, which the shard calls after computing the
   // block it holds (the transfer overlaps it). Each call is one message. A pass is cp - 1
@@ -169,11 +176,11 @@ class GptShard {
                                                        std::int64_t n, std::string_view name,
                                                        int layer, bool first, bool reverse)>;
   void set_context_ring(RingComm f) { ring_ = std::move(f); }
-  // All-to-all context parallelism (cp_a2a): an all-to-all over the CP group of `block` floats
-  // to and from each CP rank (in rank order in `send` and `recv`). Names "cp_qkv_all_to_all",
-  // "cp_out_all_to_all" (forward), "cp_dout_all_to_all", "cp_dqkv_all_to_all" (backward).
-  // Hierarchical CP (cp_a2a_size a > 1): over the group of a CP ranks [cp_rank / a x a, + a),
-  // in that order.
+  // All-to-all context parallelism (a2a, a2a_p2p): an all-to-all over the CP group of `block`
+  // floats to and from each CP rank (in rank order in `send` and `recv`). Names
+  // "cp_qkv_all_to_all", "cp_out_all_to_all" (forward), "cp_dout_all_to_all", "cp_dqkv_all_to_all"
+  // (backward). Hierarchical CP (cp_a2a_size a > 1): over the group of a CP ranks [cp_rank / a x a,
+  // + a), in that order.
   using AllToAllComm = std::function<void(const float* send, float* recv, std::int64_t block,
                                           std::string_view name, int layer)>;
   void set_context_a2a(AllToAllComm f) { a2a_ = std::move(f); }
