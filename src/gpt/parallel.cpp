@@ -1007,17 +1007,18 @@ void copy_head_blocks(const float* from, float* to, std::int64_t n, int cp, int 
                     to + (into_blocks ? in_blocks : in_rows));
       }
 }
-}  // namespace
 
-void GptShard::copy_kv(const BlockActs& a, float* kv) const {
-  const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_, cl = hl_;
-  for (std::int64_t r = 0; r < n; ++r)
-    std::copy(a.qkv.data() + r * 3 * cl + cl, a.qkv.data() + (r + 1) * 3 * cl, kv + r * 2 * cl);
+// The K and V of `rows` rows of Q, K, V (3 w floats a row: q, k, v of w each) into `kv` (2 w
+// floats a row: k then v): the all-gather's and the ring's block.
+void copy_kv(const float* qkv, std::int64_t rows, std::int64_t w, float* kv) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::copy(qkv + r * 3 * w + w, qkv + (r + 1) * 3 * w, kv + r * 2 * w);
 }
+}  // namespace
 
 void GptShard::gather_kv(const BlockActs& a, int l) {
   const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_, cl = hl_;
-  copy_kv(a, kv_l_.data());  // this rank's K and V, then everyone's
+  copy_kv(a.qkv.data(), n, cl, kv_l_.data());  // this rank's K and V, then everyone's
   CS_CHECK(context_ != nullptr);
   context_(true, kv_l_.data(), kv_all_.data(), n * 2 * cl, "cp_kv_all_gather", l);
 }
@@ -1286,8 +1287,9 @@ void GptShard::a2a_attention_backward(const BlockActs& a, int l) {
 // Unfused attention also keeps the raw scores in a.att and turns them into probabilities at the
 // end, so backward reads P from it; FlashAttention recomputes P = exp(S - L). Backward uses D =
 // dO . O (= sum P dP), so each block's dQ, dK, dV need only that block. K,V go round again in
-// backward, and each block's dK,dV accumulate as they follow it: a block's owner keeps its own
-// contribution, the other members' come back with the last step, 2 (size - 1) chunks in all.
+// backward, the other way (ring_attention_backward), and each block's dK,dV accumulate as they
+// follow it one step behind, ending with the block's owner: 2 (size - 1) chunks in size
+// messages.
 // Causality is by position (kpos_): the load-balanced chunks make some blocks fully visible,
 // some half, and the rank's own block diagonal. Hierarchical CP runs the same ring on the rows
 // its all-to-all gathered (RingView): a member's block is then its group's positions, kpos_
@@ -1307,12 +1309,6 @@ GptShard::RingView GptShard::ring_view(const BlockActs& a) const {
   return v;
 }
 
-void GptShard::copy_kv(const RingView& v, std::int64_t rows, float* kv) {
-  const std::int64_t w = v.w;
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::copy(v.qkv + r * 3 * w + w, v.qkv + (r + 1) * 3 * w, kv + r * 2 * w);
-}
-
 void GptShard::ring_attention_forward(BlockActs& a, int l) {
   const int inner = s_.cp_a2a_level(), cl = hl_;
   const std::int64_t n = static_cast<std::int64_t>(batch_) * seq_l_;
@@ -1324,7 +1320,7 @@ void GptShard::ring_attention_forward(BlockActs& a, int l) {
     a2a_(a2a_send_.data(), a.qkv_h.data(), n * 3 * v.w, "cp_qkv_all_to_all", l);
   }
   float* out = inner > 1 ? a.out_h.data() : a.atty.data();
-  copy_kv(v, inner * n, ring_kv_[0].data());  // this rank's K and V start the ring
+  copy_kv(v.qkv, inner * n, v.w, ring_kv_[0].data());  // this rank's K and V start the ring
   std::fill(ring_max_.begin(), ring_max_.end(), -std::numeric_limits<float>::infinity());
   std::fill(ring_sum_.begin(), ring_sum_.end(), 0.0);
   std::fill_n(out, inner * n * v.w, 0.0f);

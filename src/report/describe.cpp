@@ -191,14 +191,8 @@ std::string headline(const Workload& w) {
       "micro-batch{} per iteration{}); {}, recompute {}, schedule {}\n",
       p.dp, p.tp, p.sequence_parallel ? " (SP)" : "",
       // Context and expert parallelism, only when used (the line stays as before otherwise).
-      p.cp > 1
-          ? fmt::format(" x CP {} ({})", p.cp,
-                        p.cp_comm_type == CpCommType::all_gather ? "all-gather"
-                        : p.cp_comm_type == CpCommType::a2a      ? "all-to-all"
-                        : p.cp_comm_type == CpCommType::a2a_p2p
-                            ? fmt::format("all-to-all over {}, ring over {}", p.cp_a2a, p.cp_ring())
-                            : "ring")
-          : "",
+      p.cp > 1 ? fmt::format(" x CP {} ({})", p.cp, cp_form_text(p.cp_comm_type, p.cp, p.cp_a2a))
+               : "",
       p.pp, p.virtual_stages > 1 ? fmt::format(" (x{} virtual)", p.virtual_stages) : "",
       p.ep > 1 ? fmt::format(", EP {}{}", p.ep, flex_note(sc)) : "", p.zero, p.micro_batch,
       p.global_batch, p.grad_accum, p.grad_accum == 1 ? "" : "es",

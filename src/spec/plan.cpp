@@ -208,6 +208,19 @@ std::optional<AttentionBackend> attention_backend_from_name(std::string_view s) 
 std::string_view to_string(CpCommType c) {
   return enum_to_name(kCpCommTypeNames, c);
 }
+std::string cp_form_text(CpCommType c, int cp, int cp_a2a) {
+  switch (c) {
+    case CpCommType::all_gather:
+      return "all-gather";
+    case CpCommType::a2a:
+      return "all-to-all";
+    case CpCommType::a2a_p2p:
+      return fmt::format("all-to-all over {}, ring over {}", cp_a2a, cp / std::max(cp_a2a, 1));
+    case CpCommType::p2p:
+      break;
+  }
+  return "ring";
+}
 std::optional<CpCommType> cp_comm_type_from_name(std::string_view s) {
   if (s == "allgather") return CpCommType::all_gather;  // Megatron-LM's --help spelling
   return enum_from_name(kCpCommTypeNames, s);

@@ -686,14 +686,7 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
     // The CP form as describe's plan line names it.
     const CpForm f = cp_form(o);
     const std::string cp =
-        o.cp <= 1
-            ? ""
-            : fmt::format("CP {} ({}) x ", o.cp,
-                          f.type == CpCommType::all_gather ? "all-gather"
-                          : f.type == CpCommType::a2a      ? "all-to-all"
-                          : f.type == CpCommType::a2a_p2p
-                              ? fmt::format("all-to-all over {}, ring over {}", f.a2a, o.cp / f.a2a)
-                              : "ring");
+        o.cp <= 1 ? "" : fmt::format("CP {} ({}) x ", o.cp, cp_form_text(f.type, o.cp, f.a2a));
     std::printf(
         "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), TP %d x %sPP %d "
         "x DP %d over %d ranks (%s), global batch %lld (micro-batch %d x %lld micro-batches x %d "

@@ -269,8 +269,6 @@ class GptShard {
   // Context parallelism: attention of this rank's queries over the gathered keys and values.
   // Context parallelism: this rank's K and V out of a.qkv, all-gathered into kv_all_.
   void gather_kv(const BlockActs& a, int l);
-  // This rank's K and V rows out of a.qkv into `kv` ([batch x seq_l, 2 hl_]: k then v).
-  void copy_kv(const BlockActs& a, float* kv) const;
   void cp_attention_forward(BlockActs& a, int l);
   // The row of key kk of sequence b where every CP rank's rows stand in rank order (the K,V
   // all-gather's layout, and all-to-all CP's): (kk / seq_l x batch + b) x seq_l + kk % seq_l.
@@ -314,8 +312,6 @@ class GptShard {
     const int* qpos = nullptr;  // the T query positions (kpos_ from index x T)
   };
   RingView ring_view(const BlockActs& a) const;
-  // Every row's K and V of the view's Q, K, V rows into `kv`.
-  static void copy_kv(const RingView& v, std::int64_t rows, float* kv);
   void ring_block_forward(BlockActs& a, const RingView& v, float* out, int l, const float* kv,
                           int src);
   void ring_block_backward(const BlockActs& a, const RingView& v, const float* dout, float* dqkv,

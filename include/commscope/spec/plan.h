@@ -128,6 +128,9 @@ std::optional<AttentionBackend> attention_backend_from_name(std::string_view s);
 // Megatron's --hierarchical-context-parallel-sizes, the ring over the outer one.
 enum class CpCommType : std::uint8_t { p2p, all_gather, a2a, a2a_p2p };
 std::string_view to_string(CpCommType c);
+// The form in words, as describe's plan line and train's header name it: "ring", "all-gather",
+// "all-to-all", or for a2a+p2p "all-to-all over A, ring over CP / A" (A = cp_a2a).
+std::string cp_form_text(CpCommType c, int cp, int cp_a2a);
 std::optional<CpCommType> cp_comm_type_from_name(std::string_view s);
 // How a MoE layer moves its tokens to the experts and back (Megatron-LM
 // --moe-token-dispatcher-type; docs/workload.md, "The flex dispatcher"): `alltoall` is NCCL's
