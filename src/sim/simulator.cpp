@@ -138,9 +138,21 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
     const Op& op = list[i];
     double ready = 0;
     bool uses_gather = false;
+    // A forward CP ring beside this attention core (OpTag::cp_ring_steps): the core's steps,
+    // one a block, and when the last message arrives; only the last step waits for it.
+    std::int32_t ring_steps = 0;
+    double ring_end = 0;
     for (auto d : list.deps_of(i)) {
+      const Op& dep = list[d];
+      if (dep.tag != OpTag::none) [[unlikely]] {
+        if (dep.tag == OpTag::cp_ring_steps && op.kind == OpKind::compute) {
+          ring_steps = dep.messages + 1;
+          ring_end = std::max(ring_end, end[d]);
+          continue;
+        }
+        uses_gather |= is_param_gather(dep);
+      }
       ready = std::max(ready, end[d]);
-      uses_gather |= is_param_gather(list[d]);
     }
     if ((op.last_microbatch_only && !last_microbatch) ||
         (op.kind == OpKind::comm && op.group == CommGroup::pipeline)) {
@@ -167,12 +179,24 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
       computed += dur[i];
     }
     end[i] = start + dur[i];
+    const double begin = start;
+    // The core's last step (1 / ring_steps of it) after the ring's last message: when that
+    // comes later than the other steps end, the core is two events, the wait between them.
+    double piece = dur[i];
+    if (ring_steps > 0 && ring_end > start + dur[i] - dur[i] / ring_steps) {
+      piece = dur[i] - dur[i] / ring_steps;
+      end[i] = ring_end + dur[i] / ring_steps;
+      fill_event(r.events.emplace_back(), op, start, piece, names);
+      if (detail) detail->event_op.push_back(i);
+      start = ring_end;
+      piece = dur[i] / ring_steps;
+    }
     stream_free[q] = end[i];
     if (s == kComputeStream || s == kTensorStream || s == kExpertStream)
       chain_end = std::max(chain_end, end[i]);
-    if (s == kDataStream && r.data_first < 0) r.data_first = start;
-    if (uses_gather) consumer_start = start;
-    fill_event(r.events.emplace_back(), op, start, dur[i], names);
+    if (s == kDataStream && r.data_first < 0) r.data_first = begin;
+    if (uses_gather) consumer_start = begin;
+    fill_event(r.events.emplace_back(), op, start, piece, names);
     r.events.back().stream = s;
     r.events.back().wait = wait;
     r.wait += wait;
@@ -1336,7 +1360,16 @@ double longest_compute_path(const BlockGraph& g, const Costs& costs) {
     const Op& op = g.ops[i];
     const bool compute = op.kind == OpKind::compute;
     double before = compute ? 0 : kNone;
-    for (auto d : g.deps[i]) before = std::max(before, best[d]);
+    double ring = kNone;  // a forward CP ring's path, which only the core's last step waits for
+    std::int32_t ring_steps = 1;
+    for (auto d : g.deps[i]) {
+      if (compute && g.ops[d].tag == OpTag::cp_ring_steps) {
+        ring = std::max(ring, best[d]);
+        ring_steps = g.ops[d].messages + 1;
+        continue;
+      }
+      before = std::max(before, best[d]);
+    }
     if (before == kNone) continue;
     double t = 0;
     if (!op.last_microbatch_only && !op.first_microbatch_only &&
@@ -1345,6 +1378,7 @@ double longest_compute_path(const BlockGraph& g, const Costs& costs) {
                             op.group == CommGroup::context))))
       t = costs.of(op);
     best[i] = before + t;
+    if (ring != kNone) best[i] = std::max(best[i], ring + t / ring_steps);
     if (compute) out = std::max(out, best[i]);
   }
   return out;

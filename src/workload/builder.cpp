@@ -1369,14 +1369,22 @@ class Builder {
   // after the op before it, and awaited by await_ring. Messages as Transformer Engine's
   // AttnFuncWithCPAndKVP2P sends them, one a step: size - 1 forward; size backward (KV alone
   // first, KV and dKV together between, dKV alone last).
+  // Forward, the core runs a step per block and its last step needs the last message: with
+  // FlashAttention (one op, next on the chain) the core waits for the pass with its last
+  // 1 / size only (OpTag::cp_ring_steps, run_list), so a ring longer than the core costs
+  // c + (size - 1) s, as TE's does, not (size - 1) s. The standard core (three ops, which TE
+  // does not run under CP) waits after its last op, as before.
   void issue_ring(Emitter& e, std::int64_t elements, int size, int apart, bool backward,
                   int layer) const {
     const std::int64_t steps = size - 1;
     Op op = comm(backward ? "cp_kv_dkv_send" : "cp_kv_send", Collective::send, CommGroup::context,
                  size, (backward ? 2 : 1) * steps * elements, dt_, layer);
     op.messages = static_cast<std::int32_t>(backward ? size : steps);
+    const bool steps_of_core = !backward && p_.attention == AttentionKernel::flash;
+    if (steps_of_core) op.tag = OpTag::cp_ring_steps;
     if (size < sc_.plan.cp) place_sub_group(op, size, cp_level_per_node(size, apart));
     cp_op_ = e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
+    if (steps_of_core) e.need(cp_op_);
     cp_pending_ = true;
   }
   void await_ring(Emitter& e) const {

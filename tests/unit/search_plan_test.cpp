@@ -1226,7 +1226,8 @@ TEST(SearchPlan, TimeBoundKeepsTheTopAndTheRules) {
 // candidate of four spaces (every PP, interleaving, uneven stage, ZeRO stage, recompute, SP,
 // rank order): a dense model under every framework, a MoE model with EP and expert TP (its own
 // pattern and FSDP's, op-level recompute among FSDP's), a MoE
-// model with leading dense blocks (DeepSeek-V3 cut to 8 layers), and T5.
+// model with leading dense blocks (DeepSeek-V3 cut to 8 layers), T5, and CP rings longer than
+// the attention they run beside (Llama 3 8B cut to 4 layers at sequence 32,768).
 TEST(SearchPlan, BlocksAtPp1BoundEveryPlanAsItsOwnBlocks) {
   std::vector<SearchSpace> spaces;
   spaces.push_back(space("gpt2-medium", "dgx-a100-80gb", 16, 64));
@@ -1247,7 +1248,15 @@ TEST(SearchPlan, BlocksAtPp1BoundEveryPlanAsItsOwnBlocks) {
   spaces.back().max_pp = 4;
   spaces.push_back(space("t5-base", "dgx-a100-80gb", 16, 64));
   spaces.back().micro_batch = {2};
-  int checked = 0;
+  // CP rings across nodes at sequence 32,768, longer than the FlashAttention core they run
+  // beside, which waits for them with its last step only.
+  spaces.push_back(space("llama3-8b", "dgx-h100", 16, 16));
+  spaces.back().model.decoder_layers = 4;
+  spaces.back().base.seq_length = 32768;
+  spaces.back().micro_batch = {1};
+  spaces.back().max_pp = 2;
+  spaces.back().frameworks = {Framework::megatron};
+  int checked = 0, cp_checked = 0;
   double tightest = 0;
   for (const SearchSpace& s : spaces) {
     for (const PlanPoint& p : enumerate_plans(s)) {
@@ -1270,9 +1279,11 @@ TEST(SearchPlan, BlocksAtPp1BoundEveryPlanAsItsOwnBlocks) {
       EXPECT_LE(bound, t * (1 + 1e-12)) << what;
       tightest = std::max(tightest, bound / t);
       ++checked;
+      cp_checked += p.cp > 1;
     }
   }
   EXPECT_GT(checked, 300);
+  EXPECT_GT(cp_checked, 10);
   EXPECT_GT(tightest, 0.8);
 }
 

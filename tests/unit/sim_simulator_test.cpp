@@ -60,6 +60,47 @@ TEST(Sim, DdpBucketExposedIsCommMinusWindow) {
   }
 }
 
+// A forward CP ring beside a one-kernel attention core (OpTag::cp_ring_steps) runs as Transformer
+// Engine's AttnFuncWithCPAndKVP2P forward loop does (context_parallel.py): step i waits for the
+// message that brings block i, starts the message that passes it on, then computes on it. With a
+// step's compute c and a message's time s, recomputed here step by step: step i + 1 starts
+// max(c, s) after step i, so the core ends c + (CP - 1) max(c, s) after it starts, the last
+// step's compute after the last message; the ring's wait is exposed communication, not idle.
+TEST(Sim, ForwardRingsLastStepWaitsForItsLastMessage) {
+  for (int cp : {2, 4, 8})
+    for (double c : {0.5, 1.0, 2.0})
+      for (double s : {0.25, 1.0, 1.5, 4.0}) {
+        SCOPED_TRACE(::testing::Message() << "cp " << cp << " c " << c << " s " << s);
+        OpList l;
+        const auto qkv = l.add(compute_op("qkv"));
+        Op ring = comm_op("cp_kv_send", CommGroup::context);
+        ring.collective = Collective::send;
+        ring.messages = cp - 1;
+        ring.tag = OpTag::cp_ring_steps;
+        const auto pass = l.add(ring, {qkv});
+        Op core = compute_op("flash_attn");
+        core.compute = ComputeClass::attention;
+        const auto fa = l.add(core, {qkv, pass});
+        l.add(compute_op("attn_out"), {fa, pass});
+        const std::vector<double> dur{1.0, (cp - 1) * s, cp * c, 1.0};
+        double step_start = 1.0;  // TE's loop: the next step after this one's compute and message
+        for (int i = 0; i + 1 < cp; ++i) step_start += std::max(c, s);
+        const double core_end = step_start + c;
+        const ListRun r = run_list(l, dur, ParallelPlan{}, true);
+        EXPECT_NEAR(r.end, core_end + 1.0, 1e-12);
+        const Breakdown b = breakdown(r.events, 0, r.end);
+        EXPECT_NEAR(b.compute, 2.0 + cp * c, 1e-12);
+        EXPECT_NEAR(b.exposed, std::max(0.0, (cp - 1) * (s - c)), 1e-12);
+        EXPECT_NEAR(b.idle, 0.0, 1e-12);
+        // The core is two events when it waits (the steps before, the last step), else one.
+        EXPECT_EQ(r.events.size(), s > c ? 5u : 4u);
+        // Untagged (any other collective), the core waits for the whole pass before it starts.
+        l.edit(pass).tag = OpTag::none;
+        EXPECT_NEAR(run_list(l, dur, ParallelPlan{}, true).end, 1.0 + (cp - 1) * s + cp * c + 1.0,
+                    1e-12);
+      }
+}
+
 // ZeRO-3: gathers of 0.5 before each of 4 layers of 1.0. With one layer of prefetch only the
 // first gather is exposed: 0.5 + 4; without prefetch each layer waits: 4 x 1.5.
 TEST(Sim, ZeroThreePrefetchHidesGathersShorterThanALayer) {

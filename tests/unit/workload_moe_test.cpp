@@ -683,6 +683,57 @@ TEST(ContextParallel, RingStepsAreMessagesWithTheirOwnLatency) {
   }
 }
 
+// The forward ring's pass and the FlashAttention core beside it (Transformer Engine's forward
+// loop: a kernel a block, the last block's after the last message; Sim's
+// ForwardRingsLastStepWaitsForItsLastMessage times it): each forward pass, and its replay under
+// core-attention recompute, is tagged cp_ring_steps and the next compute op, its layer's
+// flash_attn, depends on it; backward's passes are not tagged (each of their messages overlaps
+// a step, awaited after the core as before), nor are the standard core's (three ops, which TE
+// does not run under CP: awaited after the core). Hierarchical CP: the ring's r - 1 messages.
+TEST(ContextParallel, OnlyTheFlashCoresLastStepWaitsForTheForwardRing) {
+  struct Case {
+    AttentionKernel kernel;
+    bool hierarchical, recompute;
+  };
+  for (const Case c :
+       {Case{AttentionKernel::flash, false, false}, Case{AttentionKernel::flash, true, false},
+        Case{AttentionKernel::flash, false, true}, Case{AttentionKernel::standard, false, false}}) {
+    SCOPED_TRACE(::testing::Message() << to_string(c.kernel) << " hierarchical " << c.hierarchical
+                                      << " recompute " << c.recompute);
+    PlanInput p = plan(64, 1, 1, 1);
+    p.cp = 8;
+    p.attention = c.kernel;
+    p.framework = Framework::megatron;
+    if (c.hierarchical) {
+      p.cp_comm_type = CpCommType::a2a_p2p;
+      p.hierarchical_cp_sizes = {2, 4};
+    }
+    if (c.recompute) p.recompute = Recompute::selective;
+    const Workload w = build_workload(scenario("llama3-8b", "dgx-h100", p));
+    const Chunk& ch = w.roles[0].chunks[0];
+    const bool flash = c.kernel == AttentionKernel::flash;
+    int tagged = 0;
+    for (const OpList* list : {&ch.forward, &ch.backward})
+      for (std::uint32_t k = 0; k < list->size(); ++k) {
+        const Op& op = (*list)[k];
+        if (op.name == "cp_kv_dkv_send") EXPECT_EQ(op.tag, OpTag::none);
+        if (op.name != "cp_kv_send") continue;
+        EXPECT_EQ(op.messages, c.hierarchical ? 3 : 7);
+        ASSERT_EQ(op.tag, flash ? OpTag::cp_ring_steps : OpTag::none);
+        if (!flash) continue;
+        ++tagged;
+        std::uint32_t next = k + 1;
+        while (next < list->size() && (*list)[next].kind != OpKind::compute) ++next;
+        ASSERT_LT(next, list->size());
+        EXPECT_EQ((*list)[next].name, "flash_attn");
+        EXPECT_EQ((*list)[next].layer, op.layer);
+        const auto deps = list->deps_of(next);
+        EXPECT_NE(std::find(deps.begin(), deps.end(), k), deps.end());
+      }
+    EXPECT_EQ(tagged, flash ? w.scenario.model.layers() * (c.recompute ? 2 : 1) : 0);
+  }
+}
+
 // All-gather CP (--cp-comm-type all_gather; Transformer Engine's AttnFuncWithCPAndKVAllGather):
 // per layer and micro-batch the forward all-gathers K and V of the whole sequence (CP chunks),
 // the backward gathers them again and reduce-scatters dK and dV, each counted as NCCL counts

@@ -30,10 +30,12 @@ enum class ComputeClass : std::uint8_t {
   host
 };
 // Ops the simulator treats specially: ZeRO-3 parameter gathers (prefetched), gradient
-// buckets (deferred without overlap), and the flex dispatcher's MoE dispatch and combine
+// buckets (deferred without overlap), the flex dispatcher's MoE dispatch and combine
 // (ep_forwarded: an all_to_all whose bytes are the rank's tokens each once, priced by the
-// cost layer's forwarded_time and counted on the wire by its forwarded_copies).
-enum class OpTag : std::uint8_t { none, param_gather, grad_bucket, ep_forwarded };
+// cost layer's forwarded_time and counted on the wire by its forwarded_copies), and a forward
+// CP ring pass beside a one-kernel attention core (cp_ring_steps: the core that depends on it
+// runs messages + 1 steps, only the last of which waits for the pass's end).
+enum class OpTag : std::uint8_t { none, param_gather, grad_bucket, ep_forwarded, cp_ring_steps };
 // The part of its process group a collective runs over: the whole group, or (PyTorch FSDP's
 // HYBRID_SHARD) the group's ranks on one node (the shard group) or one rank per node (the
 // replicate group). group_size is then the sub-group's size.
