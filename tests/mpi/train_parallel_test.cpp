@@ -244,8 +244,9 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
           // One MPI call a message: the CP ring's passes are several (Transformer Engine's).
           EXPECT_EQ(m["messages_per_iteration"].get<double>(), c["messages"].get<double>())
               << p.flags << " stage " << stage << " " << c["group"] << " " << c["collective"];
-          if (c["collective"] == "send" && c["group"] == "context")
+          if (c["collective"] == "send" && c["group"] == "context") {
             EXPECT_GT(c["messages"].get<double>(), c["calls"].get<double>()) << p.flags;
+          }
         }
       EXPECT_TRUE(found) << p.flags << " stage " << stage << " " << c["group"];
       if (c["group"] == "embedding") ++embedding;

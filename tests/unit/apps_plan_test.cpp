@@ -306,7 +306,9 @@ TEST_F(PlanCli, HierarchicalCpLevelsAreSearched) {
       ++cp1;
       EXPECT_TRUE(sizes.is_null()) << plan;
       auto it = ring.find(plan);
-      if (it != ring.end()) EXPECT_DOUBLE_EQ(v.first, it->second.first) << plan;
+      if (it != ring.end()) {
+        EXPECT_DOUBLE_EQ(v.first, it->second.first) << plan;
+      }
       continue;
     }
     ASSERT_EQ(sizes.size(), 2u) << plan;

@@ -305,7 +305,7 @@ TEST(Osu, MalformedLogsNameTheLine) {
 // A log cut anywhere (a run killed mid-sweep, a partial copy) parses or is refused with the
 // file and line; no prefix crashes or is read as more rows than it holds.
 TEST(Osu, EveryPrefixOfARealLogIsReadOrRefused) {
-  for (const std::string name : {kColl, std::string("omb-7.4-openmpi-1x2-bibw-mbw.txt")}) {
+  for (const std::string& name : {kColl, std::string("omb-7.4-openmpi-1x2-bibw-mbw.txt")}) {
     SCOPED_TRACE(name);
     const std::string text = slurp(data(name));
     const std::size_t total = rows_of(text).size();
