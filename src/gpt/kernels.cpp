@@ -230,17 +230,27 @@ void matmul_forward(T* out, const T* inp, const T* w, const T* bias, std::int64_
 }
 
 template <class T>
-void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w,
-                     std::int64_t N, int C, int OC) {
-  const int n = to_blas(N);
-  if (dinp != nullptr) gemm(false, false, n, C, OC, T(1), dout, OC, w, C, T(1), dinp, C);
-  gemm(true, false, OC, C, n, T(1), dout, OC, inp, C, T(1), dw, C);
+void matmul_backward_data(T* dinp, const T* dout, const T* w, std::int64_t N, int C, int OC) {
+  gemm(false, false, to_blas(N), C, OC, T(1), dout, OC, w, C, T(1), dinp, C);
+}
+
+template <class T>
+void matmul_backward_weight(T* dw, T* dbias, const T* dout, const T* inp, std::int64_t N, int C,
+                            int OC) {
+  gemm(true, false, OC, C, to_blas(N), T(1), dout, OC, inp, C, T(1), dw, C);
   if (dbias != nullptr) {
     for (std::int64_t r = 0; r < N; ++r) {
       const T* d = dout + r * OC;
       for (int o = 0; o < OC; ++o) dbias[o] += d[o];
     }
   }
+}
+
+template <class T>
+void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w,
+                     std::int64_t N, int C, int OC) {
+  if (dinp != nullptr) matmul_backward_data(dinp, dout, w, N, C, OC);
+  matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }
 
 // ---- attention ----
@@ -502,6 +512,8 @@ void crossentropy_backward(T* dlogits, const T* probs, const std::int32_t* targe
   template void matmul_forward<T>(T*, const T*, const T*, const T*, std::int64_t, int, int);       \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, int,    \
                                    int);                                                           \
+  template void matmul_backward_data<T>(T*, const T*, const T*, std::int64_t, int, int);           \
+  template void matmul_backward_weight<T>(T*, T*, const T*, const T*, std::int64_t, int, int);     \
   template void attention_scores_forward<T>(T*, const T*, int, int, int, int, bool);               \
   template void attention_softmax_forward<T>(T*, int, int, int, bool);                             \
   template void attention_values_forward<T>(T*, const T*, const T*, int, int, int, int, bool);     \

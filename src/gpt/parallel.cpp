@@ -449,6 +449,47 @@ void GptShard::scatter(const float* full, float* shard, std::string_view name, i
   sequence_(false, full, shard, rows_l_ * cfg_.hidden, name, layer);
 }
 
+const float* GptShard::column_backward(std::string_view name, int layer, double flops,
+                                       const float* dout, const float* inp, const float* w,
+                                       float* dw, float* db, int oc) {
+  const int ch = cfg_.hidden;
+  const std::int64_t rows = static_cast<std::int64_t>(batch_) * seq_l_;
+  if (!sp_ && !(s_.tp_async && s_.tp > 1)) {  // the all-reduce after the whole backward
+    timed(name, layer, true, flops, [&] {
+      zero(dln_);
+      matmul_backward(dln_.data(), dw, db, dout, inp, w, rows, ch, oc);
+    });
+    reduce(dln_.data(), rows * ch, false, "tp_all_reduce", layer);
+    return dln_.data();
+  }
+  // Started where the trainer gives the asynchronous forms; else done at once.
+  auto start_sequence = [&](bool gather, const float* in, float* out, std::string_view what) {
+    if (start_sequence_) return start_sequence_(gather, in, out, rows_l_ * ch, what, layer);
+    gather ? this->gather(in, out, what, layer) : scatter(in, out, what, layer);
+    return std::function<void()>([] {});
+  };
+  std::function<void()> gathered = [] {};
+  if (sp_) gathered = start_sequence(true, inp, gath_.data(), "sp_all_gather_wgrad");
+  timed(name, layer, true, flops / 2, [&] {
+    zero(dln_);
+    matmul_backward_data(dln_.data(), dout, w, rows, ch, oc);
+  });
+  gathered();
+  std::function<void()> out;
+  if (sp_) {
+    out = start_sequence(false, dln_.data(), dln_s_.data(), "sp_reduce_scatter");
+  } else if (start_all_reduce_) {
+    out = start_all_reduce_(dln_.data(), rows * ch, "tp_all_reduce", layer);
+  } else {
+    reduce(dln_.data(), rows * ch, false, "tp_all_reduce", layer);
+    out = [] {};
+  }
+  timed(name, layer, true, flops / 2,
+        [&] { matmul_backward_weight(dw, db, dout, sp_ ? gath_.data() : inp, rows, ch, oc); });
+  out();
+  return sp_ ? dln_s_.data() : dln_.data();
+}
+
 std::int64_t GptShard::activation_elements() const {
   return rows_l_ * cfg_.hidden;
 }
@@ -837,26 +878,16 @@ void GptShard::backward_head(Slot& s, const float* wte, const float* lnf, float*
   }
   // Megatron re-gathers the LM head's input for its weight gradient.
   const float* normed = bert_ ? last_output(s) : s.lnf.data();
-  if (sp_) gather(normed, gath_.data(), "sp_all_gather_wgrad", kHeadLayer);
-  const float* xf = sp_ ? gath_.data() : normed;
-  timed("lm_head", kHeadLayer, true, 4.0 * static_cast<double>(rows) * ch * vl, [&] {
-    zero(dln_);
-    matmul_backward(dln_.data(), d_wte, static_cast<float*>(nullptr), s.probs.data(), xf, wte, rows,
-                    ch, vl);
-  });
-  if (sp_)
-    scatter(dln_.data(), dln_s_.data(), "sp_reduce_scatter", kHeadLayer);
-  else
-    reduce(dln_.data(), rows * ch, false, "tp_all_reduce", kHeadLayer);
+  const float* d = column_backward("lm_head", kHeadLayer, 4.0 * static_cast<double>(rows) * ch * vl,
+                                   s.probs.data(), normed, wte, d_wte, nullptr, vl);
   if (bert_) {  // no final norm: the head's input gradient is the last block's output gradient
-    const float* d = sp_ ? dln_s_.data() : dln_.data();
     std::copy(d, d + rows_l_ * ch, dres_.data());
     return;
   }
   timed("final_norm", kHeadLayer, true, 0, [&] {
     zero(dres_);
-    layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, sp_ ? dln_s_.data() : dln_.data(),
-                       last_output(s), lnf, s.lnf_mean.data(), s.lnf_rstd.data(), rows_l_, ch);
+    layernorm_backward(dres_.data(), d_lnf, d_lnf + ch, d, last_output(s), lnf, s.lnf_mean.data(),
+                       s.lnf_rstd.data(), rows_l_, ch);
   });
 }
 
@@ -883,16 +914,11 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
     });
     if (sp_) gather(dres_.data(), dtmp_.data(), "sp_all_gather", l);
   };
-  // Megatron's f, backward: the partial input gradients all-reduced (reduce-scattered onto
-  // the sequence shards).
-  auto out_of_region = [&] {
-    if (sp_)
-      scatter(dln_.data(), dln_s_.data(), "sp_reduce_scatter", l);
-    else
-      reduce(dln_.data(), rows * ch, false, "tp_all_reduce", l);
-    return sp_ ? dln_s_.data() : dln_.data();
-  };
-  if (cfg_.experts > 0) {  // TP 1: dtmp_ is the MoE output's gradient
+  // Megatron's f, backward (the partial input gradients all-reduced, or reduce-scattered onto
+  // the sequence shards): column_backward's, beside the weight gradients as Megatron-Core runs
+  // it. A block with experts is TP 1: moe_backward leaves d ln2 whole in dln_.
+  const float* dln2 = dln_.data();
+  if (cfg_.experts > 0) {  // dtmp_ is the MoE output's gradient
     into_region("mlp_residual", nullptr);
     moe_backward(a, l, block, d_block);
   } else {
@@ -907,14 +933,9 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
       zero(dfch_);
       gelu_backward(dfch_.data(), a.fch.data(), dfch_gelu_.data(), 4 * rows * cl);
     });
-    if (sp_) gather(a.ln2.data(), gath_.data(), "sp_all_gather_wgrad", l);
-    timed("mlp_in", l, true, 4 * fn * fc * 4 * fcl, [&] {
-      zero(dln_);
-      matmul_backward(dln_.data(), d_block + o.mlp_in_w, d_block + o.mlp_in_b, dfch_.data(),
-                      sp_ ? gath_.data() : a.ln2.data(), block + o.mlp_in_w, rows, ch, 4 * cl);
-    });
+    dln2 = column_backward("mlp_in", l, 4 * fn * fc * 4 * fcl, dfch_.data(), a.ln2.data(),
+                           block + o.mlp_in_w, d_block + o.mlp_in_w, d_block + o.mlp_in_b, 4 * cl);
   }
-  const float* dln2 = out_of_region();
   timed("norm_mlp", l, true, 0, [&] {
     layernorm_backward(dres_.data(), d_block + o.norm_mlp_w, d_block + o.norm_mlp_b, dln2,
                        a.res2.data(), block + o.norm_mlp_w, a.ln2_mean.data(), a.ln2_rstd.data(),
@@ -943,13 +964,9 @@ void GptShard::backward_block(Slot& s, int l, const float* block, float* d_block
       attention_scores_backward(dqkv_.data(), datt_.data(), a.qkv.data(), nb, seq, cl, nh, !bert_);
     });
   }
-  if (sp_) gather(a.ln1.data(), gath_.data(), "sp_all_gather_wgrad", l);
-  timed("qkv", l, true, 4 * fn * fc * 3 * fcl, [&] {
-    zero(dln_);
-    matmul_backward(dln_.data(), d_block + o.qkv_w, d_block + o.qkv_b, dqkv_.data(),
-                    sp_ ? gath_.data() : a.ln1.data(), block + o.qkv_w, rows, ch, 3 * cl);
-  });
-  const float* dln1 = out_of_region();
+  const float* dln1 =
+      column_backward("qkv", l, 4 * fn * fc * 3 * fcl, dqkv_.data(), a.ln1.data(), block + o.qkv_w,
+                      d_block + o.qkv_w, d_block + o.qkv_b, 3 * cl);
   timed("norm_attn", l, true, 0, [&] {
     layernorm_backward(dres_.data(), d_block + o.norm_attn_w, d_block + o.norm_attn_b, dln1, inp,
                        block + o.norm_attn_w, a.ln1_mean.data(), a.ln1_rstd.data(), rl, ch);

@@ -192,10 +192,8 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--tp-comm-overlap: the CPU trainer runs each tensor-parallel collective between its "
         "GEMMs (describe and predict model the overlap)"};
-  if (p.tp_async_allreduce && *p.tp_async_allreduce)
-    return Error{
-        "--async-tensor-model-parallel-allreduce: the CPU trainer runs each tensor-parallel "
-        "all-reduce after its GEMM (describe and predict model the overlap)"};
+  // Megatron-LM's asynchronous TP all-reduce: GptShard::column_backward (T5 refuses it below).
+  if (p.tp_async_allreduce) o.tp_async_allreduce = *p.tp_async_allreduce;
   // A fused backend given makes the kernel flash, as in describe (it was ignored until
   // 2026-12-01: --attention-backend flash trained the unfused kernels).
   if (p.attention)
@@ -577,6 +575,11 @@ Status validate_t5(const TrainOptions& o) {
     return Error{
         "--attention: expected standard for T5 (its trainer runs the unfused attention with "
         "relative position biases), got flash"};
+  if (o.tp_async_allreduce && o.tp > 1)
+    return Error{
+        "--async-tensor-model-parallel-allreduce: expected it off for T5 (its trainer runs each "
+        "tensor-parallel all-reduce after its GEMM; GPT and BERT run it beside the weight "
+        "gradient), got on"};
   if (o.strategy == Strategy::zero2 || o.strategy == Strategy::zero3)
     return Error{fmt::format("--zero: expected 0 or 1 for T5 (DDP or ZeRO-1 over DP), got {}",
                              static_cast<int>(o.strategy))};
@@ -869,6 +872,7 @@ Result<Scenario> train_scenario(const TrainOptions& o, int world) {
   if (o.schedule) p.schedule = *o.schedule;
   p.rank_order = o.rank_order;
   p.sequence_parallel = o.sequence_parallel;
+  if (o.tp_async_allreduce) p.tp_async_allreduce = true;
   // Ranks per node: as the rank count fits the system's nodes; a rank count the node size does
   // not divide runs as one node of that many ranks (the communication ops do not depend on it).
   const int gpn = system.node.gpus;

@@ -184,6 +184,12 @@ class PipelineTrainer {
   GptShard::SequenceComm sequence_comm() {
     return gather_scatter(CommGroup::tensor, g_.tp, &tp_comm_);
   }
+  // The same started on the communication stream, awaited when the shard calls the wait it
+  // returns (Megatron-Core's asynchronous TP communication, GptShard::column_backward).
+  GptShard::StartSequence gather_scatter_start(CommGroup group, int size, const MPI_Comm* comm);
+  GptShard::StartAllReduce tp_all_reduce_start();
+  std::uint64_t submit_tp_all_reduce(float* data, std::int64_t n, bool max, std::string_view name,
+                                     int layer);
   GptShard::SequenceComm context_comm() {
     return gather_scatter(CommGroup::context, g_.cp, &cp_comm_);
   }
@@ -485,6 +491,7 @@ bool PipelineTrainer::setup() {
     s.embedding = wc.virtual_stage == 0;
     s.head = wc.virtual_stage == last_vs;
     s.sequence_parallel = o_.sequence_parallel;
+    s.tp_async = o_.tp_async_allreduce;
     s.cp = g_.cp;
     s.cp_rank = g_.c;
     s.cp_comm = cp_form_.type;
@@ -536,6 +543,8 @@ bool PipelineTrainer::setup() {
       if (task.backward && task.chunk == c) ch.last_backward_mb = task.microbatch;
     ch.model->set_all_reduce(tp_all_reduce());
     ch.model->set_sequence_comm(sequence_comm());
+    ch.model->set_async_tp(tp_all_reduce_start(),
+                           gather_scatter_start(CommGroup::tensor, g_.tp, &tp_comm_));
     if (g_.cp > 1) ch.model->set_context_comm(context_comm());
     if (g_.cp > 1) ch.model->set_context_ring(context_ring());
     if (g_.cp > 1) ch.model->set_context_a2a(context_a2a());
@@ -606,9 +615,19 @@ bool PipelineTrainer::setup() {
 
 GptShard::SequenceComm PipelineTrainer::gather_scatter(CommGroup group, int size,
                                                        const MPI_Comm* comm) {
-  return [this, group, size, comm](bool gather, const float* in, float* out, std::int64_t shard,
-                                   std::string_view name, int layer) {
+  return [this, start = gather_scatter_start(group, size, comm)](bool gather, const float* in,
+                                                                 float* out, std::int64_t shard,
+                                                                 std::string_view name, int layer) {
     t5_compute_segment();
+    start(gather, in, out, shard, name, layer)();
+    t5_segment_start_ = Gpt::now();
+  };
+}
+
+GptShard::StartSequence PipelineTrainer::gather_scatter_start(CommGroup group, int size,
+                                                              const MPI_Comm* comm) {
+  return [this, group, size, comm](bool gather, const float* in, float* out, std::int64_t shard,
+                                   std::string_view name, int layer) -> std::function<void()> {
     const int count = static_cast<int>(shard);
     const std::vector<int> counts(static_cast<std::size_t>(size), count);
     std::vector<int> displs(counts.size());
@@ -622,8 +641,7 @@ GptShard::SequenceComm PipelineTrainer::gather_scatter(CommGroup group, int size
                   else
                     comm::reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, *comm);
                 });
-    stream_.wait(tk);
-    t5_segment_start_ = Gpt::now();
+    return [this, tk] { stream_.wait(tk); };
   };
 }
 
@@ -699,18 +717,29 @@ void PipelineTrainer::set_expert_comm(GptShard& m) {
       });
 }
 
+std::uint64_t PipelineTrainer::submit_tp_all_reduce(float* data, std::int64_t n, bool max,
+                                                    std::string_view name, int layer) {
+  return comm_op(name, Collective::all_reduce, CommGroup::tensor, g_.tp, layer,
+                 static_cast<double>(n) * sizeof(float), [this, data, n, max] {
+                   comm::all_reduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT,
+                                    max ? MPI_MAX : MPI_SUM, tp_comm_);
+                 });
+}
+
 std::function<void(float*, std::int64_t, bool, std::string_view, int)>
 PipelineTrainer::tp_all_reduce() {
   return [this](float* data, std::int64_t n, bool max, std::string_view name, int layer) {
     t5_compute_segment();
-    const std::uint64_t tk =
-        comm_op(name, Collective::all_reduce, CommGroup::tensor, g_.tp, layer,
-                static_cast<double>(n) * sizeof(float), [this, data, n, max] {
-                  comm::all_reduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT,
-                                   max ? MPI_MAX : MPI_SUM, tp_comm_);
-                });
-    stream_.wait(tk);
+    stream_.wait(submit_tp_all_reduce(data, n, max, name, layer));
     t5_segment_start_ = Gpt::now();
+  };
+}
+
+GptShard::StartAllReduce PipelineTrainer::tp_all_reduce_start() {
+  return [this](float* data, std::int64_t n, std::string_view name,
+                int layer) -> std::function<void()> {
+    const std::uint64_t tk = submit_tp_all_reduce(data, n, false, name, layer);
+    return [this, tk] { stream_.wait(tk); };
   };
 }
 
@@ -1659,6 +1688,8 @@ int PipelineTrainer::report() {
                 {"virtual_pipeline_stages", v_},
                 {"schedule", to_string(schedule_)},
                 {"sequence_parallel", o_.sequence_parallel},
+                {"async_tensor_model_parallel_allreduce",
+                 o_.tp_async_allreduce && g_.tp > 1 && !o_.sequence_parallel},
                 {"rank_order", to_string(o_.rank_order)}};
   if (g_.cp > 1) {  // the form that ran (a level of one rank resolved to the other form)
     r.parallel["cp_comm_type"] = to_string(cp_form_.type);

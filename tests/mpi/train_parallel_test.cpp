@@ -80,6 +80,7 @@ void expect_same_loss_as_one_rank(const std::string& model) {
   const Plan plans[] = {
       {2, "--tp 2"},
       {2, "--tp 2 --sequence-parallel"},
+      {2, "--tp 2 --async-tensor-model-parallel-allreduce"},  // GPT and BERT
       {2, "--pp 2 --schedule gpipe"},
       {2, "--pp 2 --schedule 1f1b"},
       {2, "--pp 2 --virtual-pipeline-stages 2"},  // interleaved 1F1B
@@ -132,8 +133,9 @@ void expect_same_loss_as_one_rank(const std::string& model) {
   // encoder/decoder boundary, ZeRO at most 1; BadPlansAreOneLineErrors checks those).
   const bool t5 = model.starts_with("t5");
   auto t5_runs = [](const std::string& flags) {
-    for (const char* no : {"--virtual-pipeline-stages", "--pp 4", "--zero 2", "--zero 3",
-                           "--pipeline-stage-layers", "--decoder-first", "--attention flash"})
+    for (const char* no :
+         {"--virtual-pipeline-stages", "--pp 4", "--zero 2", "--zero 3", "--pipeline-stage-layers",
+          "--decoder-first", "--attention flash", "--async-tensor"})
       if (flags.find(no) != std::string::npos) return false;
     return true;
   };
@@ -174,6 +176,7 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
   };
   const Plan plans[] = {{2, "--tp 2"},
                         {2, "--tp 2 --sequence-parallel"},
+                        {2, "--tp 2 --async-tensor-model-parallel-allreduce"},
                         {4, "--pp 4 --schedule gpipe"},
                         {4, "--tp 2 --pp 2"},
                         {8, "--tp 2 --pp 2"},
@@ -204,7 +207,8 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
                p.flags.find("--pipeline-stage-layers") != std::string::npos ||
                p.flags.find("--pp 4") != std::string::npos ||
                p.flags.find("--zero 2") != std::string::npos ||
-               p.flags.find("--zero 3") != std::string::npos))
+               p.flags.find("--zero 3") != std::string::npos ||
+               p.flags.find("--async-tensor") != std::string::npos))
       continue;
     if (bert && p.flags != "--tp 2 --sequence-parallel" && p.flags != "--pp 4 --schedule gpipe" &&
         p.flags != "--tp 2 --pp 2 --sequence-parallel" && p.flags != "--tp 2 --pp 2 --zero 1" &&
@@ -221,6 +225,10 @@ void expect_every_stage_sends_what_describe_says(const std::string& model) {
     const auto described = nlohmann::json::parse(d.out)["comm"];
     const auto tj = nlohmann::json::parse(t.out);
     EXPECT_TRUE(tj["communication_matches_workload"].get<bool>()) << p.flags;
+    // The asynchronous TP all-reduce ran (the same calls and bytes as the blocking one).
+    EXPECT_EQ(tj["parallel"].value("async_tensor_model_parallel_allreduce", false),
+              p.flags.find("--async-tensor") != std::string::npos)
+        << p.flags;
     if (p.flags.find("a2a+p2p") != std::string::npos) {  // the form that ran, as given
       EXPECT_EQ(tj["parallel"]["cp_comm_type"], "a2a+p2p");
       EXPECT_EQ(tj["parallel"]["hierarchical_context_parallel_sizes"], nlohmann::json({2, 2}));
@@ -743,6 +751,10 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --pp 2 "
        "--pipeline-stage-layers 1,3",
        "--pipeline-stage-layers: expected none for T5"},
+      {2,
+       "--model t5-tiny-cpu --seq-length 16 --layers 4 --heads 4 --tp 2 "
+       "--async-tensor-model-parallel-allreduce",
+       "--async-tensor-model-parallel-allreduce: expected it off for T5"},
       // Token dropping only padded to the capacity.
       {2, "--model gpt2-moe-tiny-cpu --seq-length 16 --ep 2 --moe-expert-capacity-factor 1",
        "--moe-expert-capacity-factor: expected it with --moe-pad-expert-input-to-capacity"},

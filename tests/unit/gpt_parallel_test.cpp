@@ -112,9 +112,16 @@ TEST(GptShard, OneShardOfEverythingIsTheModel) {
 // Two tensor-parallel ranks on two threads: each all-reduce sums (or takes the maximum of) the
 // two ranks' buffers; with sequence parallelism the gathers and reduce-scatters go the same
 // way, and the norms' and row-parallel biases' partial gradients are summed at the end.
-void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = small()) {
+// `async`: the shard is given the started forms too (set_async_tp), which here do nothing until
+// their wait, so a shard that read a result before its wait would get it unreduced; with
+// tp_async (Megatron-LM's asynchronous TP all-reduce) the column-parallel backward's all-reduce
+// is started between its data and weight gradients, as under sequence parallelism its
+// re-gather and reduce-scatter are.
+void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = small(),
+                                bool async = false) {
   SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "tensor parallel");
   SCOPED_TRACE(c.arch == ModelArch::bert ? "bert" : "gpt");
+  SCOPED_TRACE(async ? "asynchronous" : "blocking");
   const Reference r = reference(c, 2);
   constexpr int kTp = 2;
   std::barrier sync(kTp);
@@ -122,16 +129,17 @@ void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = sma
   std::vector<float> mine[kTp];
   float losses[kTp] = {};
   std::vector<float> grads[kTp], full_slice[kTp];
-  int calls[kTp] = {};
+  int calls[kTp] = {}, started[kTp] = {};
   auto rank = [&](int t) {
     ShardSpec s;
     s.tp = kTp;
     s.tp_rank = t;
     s.layers = c.layers;
     s.sequence_parallel = sequence_parallel;
+    s.tp_async = async;
     GptShard m(c, s, 2, 1);
-    m.set_sequence_comm([&, t](bool gather, const float* in, float* out, std::int64_t shard,
-                               std::string_view, int) {
+    auto sequence = [&, t](bool gather, const float* in, float* out, std::int64_t shard,
+                           std::string_view, int) {
       ++calls[t];
       posted[t] = const_cast<float*>(in);
       sync.arrive_and_wait();
@@ -143,8 +151,8 @@ void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = sma
           for (std::int64_t i = 0; i < shard; ++i) out[i] += posted[o][t * shard + i];
       }
       sync.arrive_and_wait();
-    });
-    m.set_all_reduce([&, t](float* data, std::int64_t n, bool max, std::string_view, int) {
+    };
+    auto all_reduce = [&, t](float* data, std::int64_t n, bool max, std::string_view, int) {
       ++calls[t];
       posted[t] = data;
       sync.arrive_and_wait();
@@ -157,7 +165,21 @@ void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = sma
                     : mine[t][static_cast<std::size_t>(i)] + posted[o][i];
       sync.arrive_and_wait();  // every rank has read the others' buffers
       std::copy(mine[t].begin(), mine[t].end(), data);
-    });
+    };
+    m.set_sequence_comm(sequence);
+    m.set_all_reduce(all_reduce);
+    if (async)
+      m.set_async_tp(
+          [&, t](float* data, std::int64_t n, std::string_view name, int layer) {
+            ++started[t];
+            return std::function<void()>(
+                [=] { all_reduce(data, n, false, name, layer); });  // at the wait
+          },
+          [&, t](bool gather, const float* in, float* out, std::int64_t shard,
+                 std::string_view name, int layer) {
+            ++started[t];
+            return std::function<void()>([=] { sequence(gather, in, out, shard, name, layer); });
+          });
     std::vector<float> p(static_cast<std::size_t>(m.layout().total()));
     m.layout().from_full(r.params.data(), p.data());
     grads[t].assign(p.size(), 0.0f);
@@ -190,6 +212,12 @@ void two_tensor_parallel_shards(bool sequence_parallel, const GptConfig& c = sma
     // head's re-gather and scatter, 6 per block (gather into each region, re-gather each
     // column-parallel GEMM's input, scatter out of each), the embedding's gather: 10L + 8.
     EXPECT_EQ(calls[t], sequence_parallel ? 10 * c.layers + 8 : 4 * c.layers + 5) << t;
+    // Started ones: each column-parallel linear's backward (qkv, mlp_in, the LM head) starts its
+    // all-reduce, or under SP its re-gather and its reduce-scatter.
+    EXPECT_EQ(started[t], !async              ? 0
+                          : sequence_parallel ? 2 * (2 * c.layers + 1)
+                                              : 2 * c.layers + 1)
+        << t;
   }
 }
 
@@ -199,6 +227,13 @@ TEST(GptShard, TwoTensorParallelShardsGiveTheModelsLossAndGradients) {
 
 TEST(GptShard, TwoSequenceParallelShardsGiveTheModelsLossAndGradients) {
   two_tensor_parallel_shards(true);
+}
+
+// Megatron-Core's asynchronous TP backward (GptShard::column_backward): the same loss and
+// gradients, GPT and BERT, with and without sequence parallelism.
+TEST(GptShard, AsynchronousTensorParallelBackwardGivesTheModelsLossAndGradients) {
+  for (const GptConfig& c : {small(), small_bert()})
+    for (bool sp : {false, true}) two_tensor_parallel_shards(sp, c, true);
 }
 
 // BERT (bidirectional attention, token types, the embedding norm on the sequence shards, no

@@ -47,6 +47,13 @@ void matmul_forward(T* out, const T* inp, const T* w, const T* bias, std::int64_
 template <class T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w,
                      std::int64_t N, int C, int OC);
+// Its two halves, for a caller that communicates between them (Megatron-Core's asynchronous
+// tensor-parallel backward): dinp += dout @ w; then dw += dout^T @ inp and dbias (may be null).
+template <class T>
+void matmul_backward_data(T* dinp, const T* dout, const T* w, std::int64_t N, int C, int OC);
+template <class T>
+void matmul_backward_weight(T* dw, T* dbias, const T* dout, const T* inp, std::int64_t N, int C,
+                            int OC);
 
 // ---- multi-head self-attention, in three steps: causal (GPT) or bidirectional (BERT) ----
 // causal = false (BERT's encoder): every query sees every key; the comments below describe the

@@ -27,6 +27,11 @@ struct ShardSpec {
   // residuals, the stream between blocks and stages) each rank holds batch x seq / tp rows;
   // the regions' entries all-gather them, their exits reduce-scatter.
   bool sequence_parallel = false;
+  // Megatron-LM's asynchronous TP all-reduce without sequence parallelism
+  // (--async-tensor-model-parallel-allreduce): a column-parallel linear's input gradient is
+  // all-reduced while its weight gradient is computed (GptShard::column_backward). Under
+  // sequence parallelism its reduce-scatter always runs so.
+  bool tp_async = false;
   // Context parallelism (GPT only): each rank holds seq / cp positions of every sequence, the
   // load-balanced causal chunks r and 2 cp - 1 - r of 2 cp (Megatron-LM). Everything but
   // attention is per position; attention exchanges K and V in one of four forms (cp_comm):
@@ -158,6 +163,18 @@ class GptShard {
   using SequenceComm = std::function<void(bool gather, const float* in, float* out,
                                           std::int64_t shard, std::string_view name, int layer)>;
   void set_sequence_comm(SequenceComm f) { sequence_ = std::move(f); }
+  // The same collectives started and not awaited: each returns its wait, which the shard calls
+  // after the compute it overlaps (column_backward). Unset: the blocking ones above, done at
+  // once (the wait does nothing).
+  using StartAllReduce = std::function<std::function<void()>(float* data, std::int64_t n,
+                                                             std::string_view name, int layer)>;
+  using StartSequence =
+      std::function<std::function<void()>(bool gather, const float* in, float* out,
+                                          std::int64_t shard, std::string_view name, int layer)>;
+  void set_async_tp(StartAllReduce all_reduce, StartSequence sequence) {
+    start_all_reduce_ = std::move(all_reduce);
+    start_sequence_ = std::move(sequence);
+  }
   // Context parallelism (cp > 1), the same contract over the CP group: gather = true
   // all-gathers this rank's K and V ("cp_kv_all_gather", before attention, forward and
   // backward); false reduce-scatters dK and dV to their owners ("cp_dkv_reduce_scatter").
@@ -265,6 +282,15 @@ class GptShard {
   void reduce(float* data, std::int64_t n, bool max, std::string_view name, int layer);
   void gather(const float* shard, float* full, std::string_view name, int layer);
   void scatter(const float* full, float* shard, std::string_view name, int layer);
+  // A column-parallel linear's backward (qkv, mlp_in, the LM head: weight w [oc, h], input
+  // `inp` this rank's rows, or its sequence shard under SP) with its input gradient out of the
+  // tensor-parallel region into dln_ (dln_s_ under SP, which it returns), as Megatron-Core's
+  // LinearWithGradAccumulationAndAsyncCommunication runs it: under SP the input's all-gather
+  // ("sp_all_gather_wgrad") beside the data gradient, then the data gradient's reduce-scatter
+  // beside the weight gradient; without SP the all-reduce beside the weight gradient under
+  // tp_async, after the whole backward otherwise. The workload's order (docs/workload.md).
+  const float* column_backward(std::string_view name, int layer, double flops, const float* dout,
+                               const float* inp, const float* w, float* dw, float* db, int oc);
   void forward_block(Slot& s, int l, const float* block);
   // Context parallelism: attention of this rank's queries over the gathered keys and values.
   // Context parallelism: this rank's K and V out of a.qkv, all-gathered into kv_all_.
@@ -338,6 +364,8 @@ class GptShard {
   OpObserver observer_;
   AllReduce all_reduce_;
   SequenceComm sequence_, context_;
+  StartAllReduce start_all_reduce_;
+  StartSequence start_sequence_;
   RingComm ring_;
   AllToAllComm a2a_;
   ExpertComm expert_comm_;

@@ -69,9 +69,11 @@ struct TrainOptions {
   std::optional<Schedule> schedule;
   RankOrder rank_order = RankOrder::tp_dp_pp;
   bool sequence_parallel = false;  // Megatron's, with tp > 1
-  int micro_batch = 4;             // sequences per rank per micro-batch
-  std::int64_t global_batch = 0;   // sequences per step (0: micro_batch x ranks x accum)
-  std::int64_t grad_accum = 0;     // micro-batches per step (0: from the global batch)
+  // --async-tensor-model-parallel-allreduce (GPT and BERT, tp > 1, no SP): ShardSpec::tp_async.
+  bool tp_async_allreduce = false;
+  int micro_batch = 4;            // sequences per rank per micro-batch
+  std::int64_t global_batch = 0;  // sequences per step (0: micro_batch x ranks x accum)
+  std::int64_t grad_accum = 0;    // micro-batches per step (0: from the global batch)
   // A torchtitan file's local batch (PlanInput::local_batch): under PP torchtitan runs each of
   // its accumulation steps as a pipeline schedule of its own, which the trainer does not (one
   // schedule an iteration); such a plan is refused.
