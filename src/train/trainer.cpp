@@ -687,13 +687,18 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
     const CpForm f = cp_form(o);
     const std::string cp =
         o.cp <= 1 ? "" : fmt::format("CP {} ({}) x ", o.cp, cp_form_text(f.type, o.cp, f.a2a));
+    // How TP's collectives run, as the JSON's parallel object says.
+    const std::string tp = o.tp <= 1              ? ""
+                           : o.sequence_parallel  ? " (sequence parallel)"
+                           : o.tp_async_allreduce ? " (asynchronous all-reduce)"
+                                                  : "";
     std::printf(
-        "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), TP %d x %sPP %d "
-        "x DP %d over %d ranks (%s), global batch %lld (micro-batch %d x %lld micro-batches x %d "
-        "data-parallel ranks)\n",
+        "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), TP %d%s x %sPP "
+        "%d x DP %d over %d ranks (%s), global batch %lld (micro-batch %d x %lld micro-batches x "
+        "%d data-parallel ranks)\n",
         o.model_name.c_str(), o.model.layers, o.model.hidden, o.model.heads, o.model.vocab,
-        o.model.seq, o.tp, cp.c_str(), o.pp, dp, n, std::string(to_string(o.rank_order)).c_str(),
-        static_cast<long long>(g), o.micro_batch,
+        o.model.seq, o.tp, tp.c_str(), cp.c_str(), o.pp, dp, n,
+        std::string(to_string(o.rank_order)).c_str(), static_cast<long long>(g), o.micro_batch,
         static_cast<long long>(g / (static_cast<std::int64_t>(o.micro_batch) * dp)), dp);
     std::printf("%6s %10s %10s %10s %9s %9s %9s %9s %9s\n", "step", "loss", "time_ms", "tokens/s",
                 "GFLOP/s", "comp_ms", "ovl_ms", "exp_ms", "idle_ms");
