@@ -491,7 +491,7 @@ bool PipelineTrainer::setup() {
     s.embedding = wc.virtual_stage == 0;
     s.head = wc.virtual_stage == last_vs;
     s.sequence_parallel = o_.sequence_parallel;
-    s.tp_async = o_.tp_async_allreduce;
+    s.tp_async = async_tp_all_reduce(o_);
     s.cp = g_.cp;
     s.cp_rank = g_.c;
     s.cp_comm = cp_form_.type;
@@ -1688,8 +1688,7 @@ int PipelineTrainer::report() {
                 {"virtual_pipeline_stages", v_},
                 {"schedule", to_string(schedule_)},
                 {"sequence_parallel", o_.sequence_parallel},
-                {"async_tensor_model_parallel_allreduce",
-                 o_.tp_async_allreduce && g_.tp > 1 && !o_.sequence_parallel},
+                {"async_tensor_model_parallel_allreduce", async_tp_all_reduce(o_)},
                 {"rank_order", to_string(o_.rank_order)}};
   if (g_.cp > 1) {  // the form that ran (a level of one rank resolved to the other form)
     r.parallel["cp_comm_type"] = to_string(cp_form_.type);

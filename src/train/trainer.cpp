@@ -688,10 +688,9 @@ int run_training(const TrainOptions& o, MPI_Comm comm) {
     const std::string cp =
         o.cp <= 1 ? "" : fmt::format("CP {} ({}) x ", o.cp, cp_form_text(f.type, o.cp, f.a2a));
     // How TP's collectives run, as the JSON's parallel object says.
-    const std::string tp = o.tp <= 1              ? ""
-                           : o.sequence_parallel  ? " (sequence parallel)"
-                           : o.tp_async_allreduce ? " (asynchronous all-reduce)"
-                                                  : "";
+    const std::string tp = o.tp > 1 && o.sequence_parallel ? " (sequence parallel)"
+                           : async_tp_all_reduce(o)        ? " (asynchronous all-reduce)"
+                                                           : "";
     std::printf(
         "# commscope train: %s (layers %d, hidden %d, heads %d, vocab %d, seq %d), TP %d%s x %sPP "
         "%d x DP %d over %d ranks (%s), global batch %lld (micro-batch %d x %lld micro-batches x "

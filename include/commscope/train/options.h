@@ -138,6 +138,12 @@ struct CpForm {
   int a2a = 1;
 };
 CpForm cp_form(const TrainOptions& o);
+// Whether the asynchronous TP all-reduce runs (--async-tensor-model-parallel-allreduce with TP
+// above 1 and without SP, whose reduce-scatter runs beside the weight gradient anyway): the
+// header, the JSON's parallel object and the shards (ShardSpec::tp_async) say it alike.
+inline bool async_tp_all_reduce(const TrainOptions& o) {
+  return o.tp_async_allreduce && o.tp > 1 && !o.sequence_parallel;
+}
 
 // Data-parallel replicas among `world` ranks: world / (tp x cp x pp) (at least 1).
 int data_parallel(const TrainOptions& o, int world);
