@@ -1686,8 +1686,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   // A script without the model (Megatron-LM's post-training scripts take it from a file named by
   // their argument) would price commscope's default model under the script's plan.
   bool model = false;
-  for (const char* flag : {"--model", "--model-config", "--num-layers", "--hidden-size",
-                           "--num-attention-heads", "--torchtitan-config", "--scenario"}) {
+  for (const char* flag : {"--model", "--num-layers", "--hidden-size", "--num-attention-heads",
+                           "--torchtitan-config", "--scenario"}) {
     const CLI::Option* o = option(flag);
     model = model ||
             (o && (std::find(seen.begin(), seen.end(), o) != seen.end() || on_command_line(o)));
@@ -1695,7 +1695,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   if (!model)
     return Error{fmt::format(
         "{}: expected the model, in the script (--num-layers, --hidden-size, "
-        "--num-attention-heads) or on the command line (--model, --model-config), got neither: "
+        "--num-attention-heads) or on the command line (--model, --torchtitan-config), got "
+        "neither: "
         "the {} flags it gives would otherwise be priced on commscope's default model{}",
         path, read.size(),
         script.unfollowed.empty()

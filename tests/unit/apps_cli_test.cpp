@@ -1164,7 +1164,7 @@ TEST_F(Cli, MegatronArgsSourcedFiles) {
   EXPECT_EQ(lines(none.err) - count(none.err, "commscope: note: "), 1) << none.err;
   EXPECT_NE(none.err.find(plan_only + ": expected the model, in the script (--num-layers, "
                                       "--hidden-size, --num-attention-heads) or on the command "
-                                      "line (--model, --model-config), got neither"),
+                                      "line (--model, --torchtitan-config), got neither"),
             std::string::npos)
       << none.err;
   EXPECT_NE(none.err.find(plan_only + ":1: source conf/${1}.sh (a path left as written)"),
