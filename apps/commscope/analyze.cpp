@@ -96,11 +96,9 @@ Verb add_analyze(CLI::App& app) {
         if (!st->html.empty() && !st->diff.empty())
           return fail(
               "--html: expected no --diff with it (a diff is reported as text, csv or json)");
-        if (Status s = check_outputs({{"-o/--output", st->out.path},
-                                      {"--html", st->html},
-                                      {"--diff-trace", st->diff_trace}});
-            !s.ok())
-          return fail(s.error().message);
+        const std::vector<std::pair<std::string, std::string>> outputs = {
+            {"-o/--output", st->out.path}, {"--html", st->html}, {"--diff-trace", st->diff_trace}};
+        if (Status s = check_outputs(outputs); !s.ok()) return fail(s.error().message);
         TraceReadOptions o;
         o.jobs = static_cast<int>(std::min<long long>(st->jobs, 1024));
         o.rank = static_cast<int>(st->rank);
@@ -116,6 +114,8 @@ Verb add_analyze(CLI::App& app) {
             for (const auto& b : s->bad) print_warnings({"skipped " + b});
             print_warnings(s->warnings);
           }
+          if (Status s = check_outputs(outputs, read_paths(*base, &*next)); !s.ok())
+            return fail(s.error().message);
           const TraceDiff d =
               diff_traces(base->files, next->files, static_cast<std::size_t>(st->top));
           // Runs with no rank in common compare nothing (an all-zero table, status 0, found by
@@ -126,15 +126,21 @@ Verb add_analyze(CLI::App& app) {
                 "(a single trace's rank can be set with --rank)",
                 fmt::join(d.base_ranks, ","), st->diff[0], fmt::join(d.new_ranks, ","),
                 st->diff[1]));
-          if (!st->diff_trace.empty())
-            if (Status s = write_file_atomic(
-                    st->diff_trace, chrome_trace_json(diff_timeline(base->files, next->files)));
-                !s.ok())
+          if (!st->diff_trace.empty()) {
+            const Timeline t = diff_timeline(base->files, next->files);
+            if (Status s = check_chrome_trace(t, "--diff-trace"); !s.ok())
               return fail(s.error().message);
+            if (Status s = write_file_atomic(st->diff_trace, chrome_trace_json(t)); !s.ok())
+              return fail(s.error().message);
+          }
           return emit(render_diff(d, *format), st->out.path);
         }
         auto set = read_traces(st->inputs, o);
         if (!set) return fail(set.error().message);
+        // The traces a folder held are inputs too: -o naming one replaced it (found by
+        // probing, 2026-12-02).
+        if (Status s = check_outputs(outputs, read_paths(*set)); !s.ok())
+          return fail(s.error().message);
         for (const auto& b : set->bad) print_warnings({"skipped " + b});
         print_warnings(set->warnings);
         Analysis a = analyze(set->files, static_cast<std::size_t>(st->top));

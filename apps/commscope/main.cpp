@@ -67,8 +67,13 @@ int emit(const std::string& text, const std::string& output_path) {
       c->out += text;
       return 0;
     }
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return std::fflush(stdout) == 0 ? 0 : fail("stdout: write failed");
+    // A text longer than stdio's buffer fails in fwrite, after which fflush has nothing left
+    // to write and succeeds: describe --format json > /dev/full exited 0 (found by probing,
+    // 2026-12-02). Each call's result and the stream's error flag say it.
+    const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+    return written && std::fflush(stdout) == 0 && !std::ferror(stdout)
+               ? 0
+               : fail("stdout: write failed");
   }
   if (Status s = check_not_an_input("-o/--output", output_path); !s.ok())
     return fail(s.error().message);

@@ -301,6 +301,20 @@ Verb add_plan(CLI::App& app) {
             notes.push_back(fmt::format("{}: {}", path, note));
           PlanInput f = std::move(*ds);
           if (cmd->count("--global-batch-size") == 0) {
+            // DeepSpeed asserts train_batch_size = micro x accumulation x DP: with all three
+            // given, a batch that micro x accumulation does not divide runs under no plan (it
+            // searched 256 for 255, where predict refuses the file; found by probing,
+            // 2026-12-02).
+            if (f.global_batch && f.micro_batch && f.grad_accum) {
+              const double step = static_cast<double>(*f.micro_batch) * *f.grad_accum;
+              if (step > static_cast<double>(*f.global_batch) ||
+                  *f.global_batch % static_cast<std::int64_t>(step) != 0)
+                return fail(fmt::format(
+                    "{}: train_batch_size: expected a multiple of train_micro_batch_size_per_gpu "
+                    "x gradient_accumulation_steps = {} x {} = {:.0f} (DeepSpeed asserts "
+                    "train_batch_size = micro-batch x accumulation x data-parallel size), got {}",
+                    path, *f.micro_batch, *f.grad_accum, step, *f.global_batch));
+            }
             if (f.global_batch) {
               st->global_batch = *f.global_batch;
             } else if (f.micro_batch) {

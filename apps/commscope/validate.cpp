@@ -264,6 +264,12 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
   ro.strict = true;
   auto traces = read_traces({st.from_trace}, ro);
   if (!traces) return fail("--from-trace: " + traces.error().message);
+  // The traces a folder held are inputs too (-o naming one replaced it, found by probing,
+  // 2026-12-02).
+  if (Status s = check_outputs({{"--output", st.output}, {"--network-output", st.network_output}},
+                               read_paths(*traces));
+      !s.ok())
+    return fail(s.error().message);
   print_warnings(traces->warnings);
   auto c = calibrate_from_trace(traces->files, *sc);
   if (!c) return fail(c.error().message);

@@ -219,6 +219,11 @@ Status validate_model(const ModelSpec& m, const std::string& where) {
   if (m.seq_length <= 0) return err("seq_length", m.seq_length, "a positive integer");
   if (m.encoder_layers < 0) return err("encoder_layers", m.encoder_layers, "zero or more");
   if (m.decoder_layers < 0) return err("decoder_layers", m.decoder_layers, "zero or more");
+  // Counted into the embeddings and the attention bias: a negative count subtracted parameters
+  // (found by probing, 2026-12-02).
+  if (m.type_vocab < 0) return err("type_vocab", m.type_vocab, "zero or more");
+  if (m.relative_attention_buckets < 0)
+    return err("relative_attention_buckets", m.relative_attention_buckets, "zero or more");
   // The limits (spec/limits.h) before anything is built from the sizes.
   for (auto [field, value, limit] :
        {std::tuple{"hidden", m.hidden, limits::kMaxHidden},
@@ -441,9 +446,20 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // FlashAttention-2 backend PyTorch picks for bf16 causal attention on A100 and later (as
     // the Llama 3 presets say); "eager" is the unfused kernel. The presets of these models and
     // their config.json predicted apart (standard for the file), found by probing, 2026-11-30.
-    std::string impl = "sdpa";
+    // A value that is not a name is refused, naming the key it was under (a number was read
+    // past as sdpa, and the error named _attn_implementation for either key; found by probing,
+    // 2026-12-02).
+    std::string impl = "sdpa", impl_key = "_attn_implementation";
     for (const char* key : {"_attn_implementation", "attn_implementation"})
-      if (r.raw().contains(key) && r.raw().at(key).is_string()) impl = r.raw().at(key);
+      if (r.raw().contains(key) && !r.raw().at(key).is_null()) {
+        impl_key = key;
+        if (!r.raw().at(key).is_string()) {
+          r.fail(key, "eager, sdpa, flex_attention or flash_attention_2/3",
+                 json_excerpt(r.raw().at(key)));
+          break;
+        }
+        impl = r.raw().at(key);
+      }
     if (impl == "eager") {
       m.flash_attention = false;
     } else if (impl == "sdpa" || impl == "flex_attention" ||
@@ -458,8 +474,7 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
               ? ", transformers' default"
               : ""));
     } else {
-      r.fail("_attn_implementation", "eager, sdpa, flex_attention or flash_attention_2/3",
-             "'" + impl + "'");
+      r.fail(impl_key, "eager, sdpa, flex_attention or flash_attention_2/3", "'" + impl + "'");
     }
   };
   if (type == "gpt2") {
@@ -626,8 +641,9 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
   // Fields whose absence (or null) means "the default" are positive when given: an explicit 0
   // was read as absent (num_key_value_heads 0 became the heads), a negative table accepted
   // (found by probing, 2026-11-30).
-  for (const char* key : {"num_key_value_heads", "head_dim", "n_inner", "max_position_embeddings",
-                          "n_positions", "moe_intermediate_size", "num_decoder_layers"})
+  for (const char* key :
+       {"num_key_value_heads", "head_dim", "n_inner", "max_position_embeddings", "n_positions",
+        "moe_intermediate_size", "num_decoder_layers", "intermediate_size", "d_kv", "d_ff"})
     if (j.contains(key) && j.at(key).is_number() && !(j.at(key).get<double>() >= 1))
       return Error{fmt::format("{}: field '{}': expected a positive integer, got {}", where, key,
                                json_excerpt(j.at(key)))};
@@ -669,6 +685,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
       for (const auto& [ours, theirs] : kLlama) rename(ours, theirs);
     if (type == "gpt2")
       for (const auto& [ours, theirs] : kGpt2) rename(ours, theirs);
+    if (type == "bert") rename("type_vocab", "type_vocab_size");
+    if (type == "t5") rename("relative_attention_buckets", "relative_attention_num_buckets");
     rename("experts", type == "mixtral"     ? "num_local_experts"
                       : type == "qwen3_moe" ? "num_experts"
                                             : "n_routed_experts");

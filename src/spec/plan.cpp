@@ -124,6 +124,11 @@ bool enabled(FieldReader& parent, std::string_view key) {
   o.allow_unknown();
   if (is_auto(o, "enabled")) return false;
   bool on = false;
+  // A nested reader's error is its own (status()): "enabled": "true" was read as off, and the
+  // plan ran in fp32 without a word (found by probing, 2026-12-02).
+  if (o.has("enabled") && !o.raw().at("enabled").is_boolean())
+    parent.fail(fmt::format("{}.enabled", key), "true, false or \"auto\"",
+                json_excerpt(o.raw().at("enabled")));
   o.read("enabled", on);
   return on;
 }

@@ -56,14 +56,19 @@ struct Slice {
   std::int64_t ts = 0, end = 0;
   std::int32_t lane = 0;
 };
+bool within_chrome_trace(const Event& e) {
+  const double ts = e.start - e.wait, end = e.end();
+  return std::isfinite(ts) && std::isfinite(end) && std::fabs(ts) < kMaxChromeTraceS &&
+         std::fabs(end) < kMaxChromeTraceS;
+}
+
 std::vector<Slice> slices_of(const Timeline& t) {
   std::vector<Slice> out(t.events.size());
   std::vector<std::size_t> order(t.events.size());
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
+    CS_CHECK(within_chrome_trace(e));
     const double ts = (e.start - e.wait) * 1e9, end = e.end() * 1e9;
-    CS_CHECK(std::isfinite(ts) && std::isfinite(end) && std::fabs(ts) < 9e18 &&
-             std::fabs(end) < 9e18);
     out[i].ts = std::llround(ts);
     out[i].end = std::max<std::int64_t>(out[i].ts, std::llround(end));
     order[i] = i;
@@ -97,6 +102,16 @@ std::vector<Slice> slices_of(const Timeline& t) {
   return out;
 }
 }  // namespace
+
+Status check_chrome_trace(const Timeline& t, std::string_view what) {
+  for (const Event& e : t.events)
+    if (!within_chrome_trace(e))
+      return Error{fmt::format(
+          "{}: expected a timeline a Chrome trace can hold (every time within {:g} s: whole "
+          "nanoseconds in 64 bits), got an event '{}' from {:.4g} s to {:.4g} s",
+          what, kMaxChromeTraceS, e.name, e.start - e.wait, e.end())};
+  return {};
+}
 
 std::string chrome_trace_json(const Timeline& t) {
   const std::vector<Slice> slices = slices_of(t);

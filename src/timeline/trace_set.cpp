@@ -52,6 +52,14 @@ Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inp
   return paths;
 }
 
+std::vector<std::string> read_paths(const TraceSet& a, const TraceSet* b) {
+  std::vector<std::string> out;
+  for (const TraceSet* s : {&a, b})
+    if (s)
+      for (const TraceFile& f : s->files) out.push_back(f.path);
+  return out;
+}
+
 Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
                              const TraceReadOptions& options) {
   CS_ASSIGN_OR_RETURN(std::vector<std::string> paths, list_traces(inputs));

@@ -453,3 +453,28 @@ TEST_F(CliAnalyze, GzipBombsAreRefusedWithinMemory) {
 }
 
 }  // namespace
+
+namespace {
+// A trace reached through a folder is an input as one named is: an output naming it is
+// refused and the trace is kept (-o replaced it, found by probing, 2026-12-02).
+TEST_F(CliAnalyze, OutputsNamingATraceOfAFolderAreRefused) {
+  const fs::path d = dir_ / "run";
+  fs::create_directories(d);
+  fs::copy_file(COMMSCOPE_SOURCE_DIR "/data/traces/trace_filter_sampled_rank-0.json.gz",
+                d / "r0.json.gz");
+  const std::string kept = commscope::testing::slurp(d / "r0.json.gz");
+  const std::string r0 = (d / "r0.json.gz").string();
+  for (const std::string args :
+       {"analyze " + d.string() + " -o " + r0, "analyze " + d.string() + " --html " + r0,
+        "analyze --diff " + d.string() + " " + d.string() + " --diff-trace " + r0}) {
+    SCOPED_TRACE(args);
+    Outcome r = run(args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("expected a file other than the inputs, got '" + r0 + "'"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(commscope::testing::slurp(d / "r0.json.gz"), kept);
+  }
+}
+}  // namespace

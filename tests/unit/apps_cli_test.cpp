@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -1622,3 +1623,150 @@ TEST_F(Cli, MessagesSayWhatWasExpected) {
 }
 
 }  // namespace
+
+namespace {
+// A shipped preset's JSON, to change one field of.
+nlohmann::json preset(const std::string& kind, const std::string& name) {
+  return nlohmann::json::parse(
+      slurp(fs::path(COMMSCOPE_SOURCE_DIR) / "presets" / kind / (name + ".json")));
+}
+}  // namespace
+
+// Inputs a probe of the CLI found read past, taken wrongly or crashing (2026-12-02): each is
+// now one line naming the file's field (or the flag), status 2 and no output.
+TEST_F(Cli, ProbedInputsAreOneLineErrors) {
+  auto write = [&](const std::string& name, const nlohmann::json& j) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << j.dump();
+    return path;
+  };
+  nlohmann::json sys = preset("systems", "dgx-h100");
+  sys["calibration"]["gemm_efficiency"] = 1e-300;
+  const std::string tiny_eff = write("tiny_eff.json", sys);
+  sys = preset("systems", "dgx-h100");
+  sys["economics"]["price_per_gpu_hour_usd"] = "12.29";
+  const std::string price = write("price.json", sys);
+  nlohmann::json net = preset("networks", "ib-ndr-400");
+  net["curves"] = nlohmann::json::parse(
+      R"([{"collective": "all_reduce", "scope": "inter_node", "ranks": 16, "nodes": 2,
+           "points": [[8, 1e-300], [1024, 1e-300]]}])");
+  const std::string slow_curve = write("slow_curve.json", net);
+  net["curves"][0]["points"] = nlohmann::json::parse("[[8, 1], [1024, 2]]");
+  net["curves"][0]["collective"] = "";
+  const std::string unnamed_curve = write("unnamed_curve.json", net);
+  nlohmann::json bert = preset("models", "bert-base");
+  bert["type_vocab"] = -1;
+  const std::string bert_neg = write("bert_neg.json", bert);
+  const std::string hf_bert =
+      write("hf_bert.json", nlohmann::json{{"model_type", "bert"}, {"intermediate_size", 0}});
+  const std::string hf_impl =
+      write("hf_impl.json", nlohmann::json{{"model_type", "llama"}, {"attn_implementation", 3}});
+  const std::string ds_bf16 =
+      write("ds_bf16.json", nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1,
+            "bf16": {"enabled": "true"}, "zero_optimization": {"stage": 1}})"));
+  const std::string ds_batch = write("ds_batch.json", nlohmann::json::parse(R"({
+      "train_batch_size": 255, "train_micro_batch_size_per_gpu": 4,
+      "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 3}})"));
+  struct Case {
+    std::string args, err;
+  };
+  for (const Case& c : {
+           // an efficiency of 1e-300 printed a 300-digit iteration time
+           Case{"predict --model llama2-7b --nodes 2 --system " + tiny_eff,
+                "commscope: " + tiny_eff +
+                    ": field 'calibration.gemm_efficiency': expected a fraction in [1e-4, 1], "
+                    "got 1e-300\n"},
+           // the economics block's errors were dropped: the price read as none
+           Case{"predict --system " + price,
+                "commscope: " + price +
+                    ": field 'economics.price_per_gpu_hour_usd': expected a number, got "
+                    "\"12.29\"\n"},
+           Case{"predict --model llama2-7b --system dgx-h100 --nodes 2 --network " + slow_curve,
+                "commscope: " + slow_curve +
+                    ": field 'curves[0].points[0]': expected [size_bytes in (0, 1e15], busbw_gbs "
+                    "in [1e-6, 1e6]], got [8,1e-300]\n"},
+           // an empty name priced the curve as an all-reduce
+           Case{"predict --model llama2-7b --system dgx-h100 --nodes 2 --network " + unnamed_curve,
+                "commscope: " + unnamed_curve +
+                    ": field 'curves[0].collective': expected a collective (all_reduce, "
+                    "all_gather, ...), got ''\n"},
+           // a negative count subtracted parameters
+           Case{"describe --model " + bert_neg,
+                "commscope: " + bert_neg + ": field 'type_vocab': expected zero or more, got -1\n"},
+           // 0 took transformers' default in silence
+           Case{"describe --model " + hf_bert,
+                "commscope: " + hf_bert +
+                    ": field 'intermediate_size': expected a positive integer, got 0\n"},
+           Case{"describe --model " + hf_impl,
+                "commscope: " + hf_impl +
+                    ": field 'attn_implementation': expected eager, sdpa, flex_attention or "
+                    "flash_attention_2/3, got 3\n"},
+           // a string read as off: the plan ran in fp32
+           Case{"describe --model llama2-7b --system dgx-h100 --nodes 2 --deepspeed-config " +
+                    ds_bf16,
+                "commscope: " + ds_bf16 +
+                    ": field 'bf16.enabled': expected true, false or \"auto\", got \"true\"\n"},
+           // predict refused the file; plan searched 256 for 255
+           Case{"plan --model llama2-7b --system dgx-h100 --gpus 16 --deepspeed-config " + ds_batch,
+                "commscope: " + ds_batch +
+                    ": train_batch_size: expected a multiple of train_micro_batch_size_per_gpu x "
+                    "gradient_accumulation_steps = 4 x 4 = 16 (DeepSpeed asserts "
+                    "train_batch_size = micro-batch x accumulation x data-parallel size), got "
+                    "255\n"},
+           // an iteration beyond a Chrome trace's nanoseconds aborted the writer
+           Case{"predict --system cpu-host --model llama3-405b --gpus 1 --seq-length 1048576 "
+                "--global-batch-size 32 --trace " +
+                    (dir_ / "long.json").string(),
+                "commscope: --trace: expected a timeline a Chrome trace can hold (every time "
+                "within 9e+09 s: whole nanoseconds in 64 bits), got an event"},
+       }) {
+    SCOPED_TRACE(c.args);
+    Outcome r = run(c.args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.rfind(c.err, 0), 0u) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "long.json"));
+}
+
+// Output longer than stdio's buffer that cannot be written is an error (fwrite failed and the
+// fflush after it, with nothing left, succeeded: status 0).
+TEST_F(Cli, StdoutThatCannotBeWrittenIsAnError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const std::string args : {"describe --format json", "plan --gpus 8 --format json",
+                                 "predict --nodes 1,2,4 --format json"}) {
+    SCOPED_TRACE(args);
+    const std::string cmd = std::string(COMMSCOPE_BIN) + " " + args + " >/dev/full 2>" +
+                            (dir_ / "err").string() + " </dev/null";
+    const int rc = std::system(cmd.c_str());
+    EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 2);
+    EXPECT_NE(slurp(dir_ / "err").find("commscope: stdout: write failed\n"), std::string::npos);
+  }
+}
+
+// --scaling compares each row with the first of its series, the rows alike but in their scale:
+// two models (or micro-batches) in one sweep scale each on its own. Checked against the speedup
+// recomputed from the rows' own tokens/s.
+TEST_F(Cli, ScalingComparesEachSeriesWithItsOwnFirstRow) {
+  Outcome r = run(
+      "predict --nodes 1,2,4 --model gpt2-large,bert-base --micro-batch-size 1,4 --scaling weak "
+      "--format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out)["predictions"];
+  ASSERT_EQ(rows.size(), 12u);
+  std::map<std::pair<std::string, std::int64_t>, nlohmann::json> first;
+  for (const auto& row : rows) {
+    const auto key =
+        std::pair{row["model"].get<std::string>(), row["plan"]["micro_batch"].get<std::int64_t>()};
+    const auto [at, inserted] = first.emplace(key, row);
+    const nlohmann::json& g = at->second;
+    EXPECT_EQ(inserted, row["nodes"] == 1) << row.dump();
+    const double speedup = row["tokens_per_s"].get<double>() / g["tokens_per_s"].get<double>();
+    EXPECT_NEAR(row["speedup"].get<double>(), speedup, 1e-9 * speedup);
+    EXPECT_NEAR(row["scaling_efficiency"].get<double>(),
+                speedup * g["gpus"].get<double>() / row["gpus"].get<double>(), 1e-9);
+    EXPECT_LE(row["scaling_efficiency"].get<double>(), 1.0 + 1e-9) << row.dump();
+  }
+  EXPECT_EQ(first.size(), 4u);
+}

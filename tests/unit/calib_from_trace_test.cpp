@@ -192,6 +192,17 @@ TEST_F(FromTraceCli, PredictTraceRoundTrip) {
   EXPECT_NEAR(j["calibration"]["memory_efficiency"].get<double>() / 0.6, 1, 0.02);
   auto n = nlohmann::json::parse(testing::slurp(net));
   EXPECT_TRUE(n.contains("curves")) << n.dump();
+  // The trace read from a folder is an input: -o naming it is refused, the trace kept.
+  const std::string folder = (dir_ / "run").string();
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(trace, folder + "/t.json");
+  const std::string kept = testing::slurp(folder + "/t.json");
+  auto over = run_shell(kBin + " calibrate --from-trace " + folder + " --system polaris" + plan +
+                        " -o " + folder + "/t.json");
+  EXPECT_EQ(over.status, 2);
+  EXPECT_NE(over.err.find("--output: expected a file other than the inputs"), std::string::npos)
+      << over.err;
+  EXPECT_EQ(testing::slurp(folder + "/t.json"), kept);
   // What-ifs with the fitted profile: more nodes, its own network.
   auto w = run_shell(kBin + " predict --system " + out + " --network " + net +
                      " --model llama2-7b --nodes 4 --tp 4 --pp 2 --micro-batch-size 1");

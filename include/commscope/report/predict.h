@@ -58,12 +58,14 @@ inline constexpr int kCostPathCount = 12;
 // oversubscription, NIC sharing of each inter-node group (docs/cost-model.md).
 nlohmann::json scale_effects_json(const PredictRow& r);
 
-// Fills speedup, scaling efficiency and the projection of every row from rows[0].
+// Fills speedup, scaling efficiency and the projection of every row from the first row of its
+// series: the rows alike in all but their scale (nodes, GPUs, DP, micro-batches per iteration,
+// and under weak scaling the global batch).
 // Projection (ExaComm'24 panel, 003 seed): t(n) = t_compute(g) x work(n)/work(g) +
 // t_comm(g) / eff(g -> n), with t_comm the exposed communication, work the model FLOPs per
 // GPU, and eff(g -> n) the ratio of the modelled times of the data-parallel gradient
 // all-reduce at g and at n ranks.
-void add_scaling(std::vector<PredictRow>& rows);
+void add_scaling(std::vector<PredictRow>& rows, Scaling scaling);
 
 // ---- sweeps: every combination resolved, built and simulated ----
 

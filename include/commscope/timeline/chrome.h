@@ -7,9 +7,15 @@
 #include <string>
 
 #include "commscope/timeline/timeline.h"
+#include "commscope/util/result.h"
 
 namespace commscope {
 
+// The writer's times are whole nanoseconds in 64 bits: every event's start (less its wait) and
+// end must lie within +-kMaxChromeTraceS seconds. check_chrome_trace says, naming `what` (the
+// flag), whether `t` does; chrome_trace_json requires it.
+inline constexpr double kMaxChromeTraceS = 9e9;
+Status check_chrome_trace(const Timeline& t, std::string_view what);
 std::string chrome_trace_json(const Timeline& t);
 
 }  // namespace commscope

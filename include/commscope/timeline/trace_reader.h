@@ -150,6 +150,9 @@ struct TraceSet {
   std::vector<std::string> warnings;  // ranks claimed twice, ranks assigned
 };
 
+// The paths of the files read, of one set or two (a verb's outputs must name none of them).
+std::vector<std::string> read_paths(const TraceSet& a, const TraceSet* b = nullptr);
+
 // Lists and reads traces in parallel threads and gives every Kineto file a rank:
 // distributedInfo, else its name, else options.rank (one file only), else the first free one.
 // Without a limit in options.limits, each file may keep an eighth of the available
