@@ -31,6 +31,15 @@ struct Outcome {
 
 class Cli : public commscope::testing::TestFolder {
  protected:
+  // `args` fails with status 2, nothing on stdout and one stderr line starting with `err`.
+  void expect_one_line_error(const std::string& args, const std::string& err) {
+    SCOPED_TRACE(args);
+    Outcome r = run(args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind(err, 0), 0u) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
   Outcome run(const std::string& args) {
     std::string cmd = std::string(COMMSCOPE_BIN) + " " + args + " >" + (dir_ / "out").string() +
                       " 2>" + (dir_ / "err").string() + " </dev/null";
@@ -1561,12 +1570,7 @@ TEST_F(Cli, DegenerateValuesAreOneLineNotACrash) {
            // arguments passed through to commscope-bench are its own to check, by name
            Case{"bench --ranks 2 -- -b ''", "commscope: -b: expected a size"},
        }) {
-    SCOPED_TRACE(c.args);
-    Outcome r = run(c.args);
-    EXPECT_EQ(r.status, 2);
-    EXPECT_EQ(lines(r.err), 1) << r.err;
-    EXPECT_EQ(r.err.rfind(c.err, 0), 0u) << r.err;
-    EXPECT_TRUE(r.out.empty()) << r.out;
+    expect_one_line_error(c.args, c.err);
   }
   // In a sweep the bad point is skipped with a warning that names the flag (docs/predict.md).
   Outcome sweep = run("predict --dp 0,16 --format csv");
@@ -1720,12 +1724,7 @@ TEST_F(Cli, ProbedInputsAreOneLineErrors) {
                 "commscope: --trace: expected a timeline a Chrome trace can hold (every time "
                 "within 9e+09 s: whole nanoseconds in 64 bits), got an event"},
        }) {
-    SCOPED_TRACE(c.args);
-    Outcome r = run(c.args);
-    EXPECT_EQ(r.status, 2);
-    EXPECT_EQ(lines(r.err), 1) << r.err;
-    EXPECT_EQ(r.err.rfind(c.err, 0), 0u) << r.err;
-    EXPECT_TRUE(r.out.empty()) << r.out;
+    expect_one_line_error(c.args, c.err);
   }
   EXPECT_FALSE(fs::exists(dir_ / "long.json"));
 }
