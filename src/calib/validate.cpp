@@ -14,10 +14,22 @@
 
 namespace commscope {
 
-std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
-                                      std::vector<std::string>& skipped) {
+std::int64_t workload_ops(const Workload& w) {
+  std::int64_t n = 0;
+  for (const Role& r : w.roles) {
+    n += static_cast<std::int64_t>(r.step.size());
+    for (const Chunk& c : r.chunks)
+      n += static_cast<std::int64_t>(c.forward.size() + c.backward.size() + c.forward_first.size());
+  }
+  return n;
+}
+
+Result<std::vector<PreparedRun>> prepare_runs(const std::vector<MeasuredRun>& runs,
+                                              std::vector<std::string>& skipped,
+                                              std::int64_t max_ops) {
   std::vector<PreparedRun> out;
   std::map<std::string, int> index;
+  std::int64_t ops = 0;
   for (const auto& r : runs) {
     int i = index[r.source]++;
     auto sc = resolve_run(r);
@@ -35,6 +47,13 @@ std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
     p.assumed = r.assumed;
     p.unmodelled = r.unmodelled;
     p.workload = build_workload(*sc);
+    ops += workload_ops(p.workload);
+    if (ops > max_ops)
+      return Error{fmt::format(
+          "{}: line {}: expected measured runs whose workloads hold at most {} ops in all "
+          "(commscope's limit, docs/limits.md: each run's is kept), got {} with this row, after "
+          "{} runs; validate fewer rows at once",
+          r.source, r.line, max_ops, ops, out.size())};
     p.measured_s = r.measured_s;
     p.measured_memory_gib = r.measured_memory_gib;
     p.out_of_memory = r.out_of_memory;

@@ -72,6 +72,33 @@ TEST(Validate, ReadsVtrainCsv) {
   EXPECT_EQ(multi->size(), 109u);
 }
 
+// The workloads validate and calibrate keep are bounded in ops, in all: the run that passes the
+// bound is an error naming its line, the runs before it counted (20,000 vTrain rows took 3.5 GB
+// before, found by probing, 2026-12-02).
+TEST(Validate, PreparedRunsAreBoundedInOps) {
+  auto runs = read_measured_csv(kVtrain + "ground_truth_multi.csv", "vtrain-a100");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  std::vector<std::string> skipped;
+  auto all = prepare_runs(*runs, skipped);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  ASSERT_EQ(all->size(), runs->size());
+  std::int64_t total = 0;
+  for (const PreparedRun& r : *all) total += workload_ops(r.workload);
+  const std::int64_t last = workload_ops(all->back().workload);
+  ASSERT_GT(last, 0);
+  EXPECT_TRUE(prepare_runs(*runs, skipped, total).ok());
+  auto over = prepare_runs(*runs, skipped, total - 1);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(
+      over.error().message,
+      fmt::format("{}: line {}: expected measured runs whose workloads hold at most {} ops "
+                  "in all (commscope's limit, docs/limits.md: each run's is kept), got {} "
+                  "with this row, after {} runs; validate fewer rows at once",
+                  runs->back().source, runs->back().line, total - 1, total, runs->size() - 1));
+  // The whole of vTrain's files is far inside the shipped bound.
+  EXPECT_LT(total, limits::kMaxPreparedOps / 10);
+}
+
 TEST(Validate, CommscopeCsvAndErrors) {
   const std::filesystem::path dir = scratch_dir("commscope_csv");
   {
@@ -90,7 +117,7 @@ TEST(Validate, CommscopeCsvAndErrors) {
   EXPECT_EQ((*ok)[1].input.system, "dgx-a100-80gb");
   EXPECT_EQ(*(*ok)[1].input.plan.tp, 8);
   std::vector<std::string> skipped;
-  auto prepared = prepare_runs(*ok, skipped);
+  auto prepared = *prepare_runs(*ok, skipped);
   EXPECT_EQ(prepared.size(), 2u);
   EXPECT_TRUE(skipped.empty());
   auto bad = read_measured_csv((dir / "bad.csv").string(), "x");
@@ -124,7 +151,7 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
   EXPECT_DOUBLE_EQ((*ok)[0].measured_memory_gib, 43.5);
   EXPECT_DOUBLE_EQ((*ok)[1].measured_memory_gib, 0);
   std::vector<std::string> skipped;
-  auto prepared = prepare_runs(*ok, skipped);
+  auto prepared = *prepare_runs(*ok, skipped);
   ASSERT_EQ(prepared.size(), 2u);
   Validation v = validate_runs(prepared, "all");
   // The memory error is the predicted peak over the measured one; the standard kernel's s x s
@@ -205,7 +232,7 @@ std::vector<PreparedRun> prepared_csv(const std::string& path) {
   EXPECT_TRUE(runs.ok()) << runs.error().message;
   if (!runs.ok()) return {};
   std::vector<std::string> skipped;
-  auto prepared = prepare_runs(*runs, skipped);
+  auto prepared = *prepare_runs(*runs, skipped);
   EXPECT_TRUE(skipped.empty());
   return prepared;
 }
@@ -889,7 +916,7 @@ TEST(Validate, ValidateRunsRowsAndSummaries) {
   auto runs = read_measured_csv(kVtrain + "ground_truth_single.csv", "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   std::vector<std::string> skipped;
-  auto prepared = prepare_runs(*runs, skipped);
+  auto prepared = *prepare_runs(*runs, skipped);
   ASSERT_GT(prepared.size(), 4u);
   Validation v = validate_runs(prepared, "odd");
   std::vector<double> errors;
@@ -935,7 +962,7 @@ TEST(Validate, AllFilesHoldEveryFile) {
   ASSERT_TRUE(corpus.ok() && single.ok());
   std::vector<MeasuredRun> all = *corpus;
   all.insert(all.end(), single->begin(), single->end());
-  auto prepared = prepare_runs(all, skipped);
+  auto prepared = *prepare_runs(all, skipped);
   Validation v = validate_runs(prepared, "all");
   std::size_t timed = 0;
   for (const auto& r : v.rows) timed += r.out_of_memory ? 0 : 1;
@@ -990,7 +1017,7 @@ std::vector<PreparedRun> runs_timed_by(const Calibration& truth) {
   std::vector<MeasuredRun> some;
   for (std::size_t i = 0; i < runs->size(); i += 48) some.push_back((*runs)[i]);
   std::vector<std::string> skipped;
-  std::vector<PreparedRun> prepared = prepare_runs(some, skipped);
+  std::vector<PreparedRun> prepared = *prepare_runs(some, skipped);
   for (auto& p : prepared) p.measured_s = predicted_time(p, truth);
   return prepared;
 }
@@ -1060,7 +1087,7 @@ TEST(Validate, HeldOutErrorOnVtrain) {
     auto runs = read_measured_csv(kVtrain + file, "vtrain-a100");
     ASSERT_TRUE(runs.ok());
     std::vector<std::string> skipped;
-    auto prepared = prepare_runs(*runs, skipped);
+    auto prepared = *prepare_runs(*runs, skipped);
     EXPECT_TRUE(skipped.empty()) << skipped.front();
     std::vector<double> errors;
     for (const auto& p : prepared)
@@ -1165,7 +1192,7 @@ TEST(ValidateCorpus, ReadsTheShippedCorpus) {
   }
   EXPECT_EQ(k, runs->size());
   std::vector<std::string> why;
-  auto prepared = prepare_runs(*runs, why);
+  auto prepared = *prepare_runs(*runs, why);
   EXPECT_EQ(prepared.size(), runs->size()) << (why.empty() ? "" : why.front());
 
   // Two rows by hand. t001: 125m, 8 A100-40GB, gbs 624, seq 2048, 136334 tokens/s/GPU.
@@ -1351,7 +1378,7 @@ TEST(ValidateCorpus, SplitSelectionAndSummaries) {
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok());
   std::vector<std::string> why;
-  auto prepared = prepare_runs(*runs, why);
+  auto prepared = *prepare_runs(*runs, why);
   std::size_t fit = 0, held = 0;
   for (const auto& p : prepared) (p.split == "fit" ? fit : held)++;
   ASSERT_GT(fit, 0u);
@@ -1809,7 +1836,7 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   EXPECT_NE(sync.assumed.find("async_tp_allreduce 0"), std::string::npos);
 
   std::vector<std::string> why;
-  auto prepared = prepare_runs(*runs, why);
+  auto prepared = *prepare_runs(*runs, why);
   EXPECT_EQ(prepared.size(), runs->size()) << (why.empty() ? "" : why.front());
   auto prep = [&](const char* id) -> const PreparedRun& {
     auto it = std::find_if(prepared.begin(), prepared.end(), [&](auto& r) { return r.id == id; });
@@ -1836,7 +1863,7 @@ TEST(ValidateCorpus, PlanColumnsReachThePlan) {
   MeasuredRun one = find("t126");
   one.input.plan.ep = 1;
   std::vector<std::string> why1;
-  auto p1 = prepare_runs({one}, why1);
+  auto p1 = *prepare_runs({one}, why1);
   ASSERT_EQ(p1.size(), 1u) << (why1.empty() ? "" : why1.front());
   EXPECT_EQ(all_to_alls(p1.front().workload), 0u);
 }
@@ -1994,7 +2021,7 @@ TEST(ValidateCorpus, DeepSpeed03FitIsReproducibleFromTheFitRowsAlone) {
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   std::vector<std::string> why;
-  auto prepared = prepare_runs(*runs, why);
+  auto prepared = *prepare_runs(*runs, why);
   std::set<std::string> ds03;
   for (const auto& r : prepared)
     if (r.workload.scenario.plan.deepspeed_version == "0.3") ds03.insert(r.id);
@@ -2059,7 +2086,7 @@ void expect_calibration_is_the_fit_on_its_fit_rows(const std::string& system, st
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   std::vector<std::string> why;
-  auto prepared = prepare_runs(*runs, why);
+  auto prepared = *prepare_runs(*runs, why);
   auto fit_rows = [&] {
     std::vector<const PreparedRun*> out;
     for (const auto& r : prepared)
@@ -2150,7 +2177,7 @@ TEST(ValidateCorpus, EveryRunFitsAndZero3RowsStateTheirRecompute) {
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   std::vector<std::string> why;
-  const auto prepared = prepare_runs(*runs, why);
+  const auto prepared = *prepare_runs(*runs, why);
   int zero3 = 0;
   for (const PreparedRun& r : prepared) {
     if (r.id < "t099" || r.id > "t104") continue;
@@ -2196,7 +2223,7 @@ TEST(ValidateCorpus, TorchtitanSequenceLengthsGiveTheirMfu) {
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   std::vector<std::string> why;
-  const auto prepared = prepare_runs(*runs, why);
+  const auto prepared = *prepare_runs(*runs, why);
   std::map<std::string, std::map<std::string, std::string>> by_id;
   for (const auto& row : corpus_rows()) by_id[row.at("id")] = row;
   int checked = 0;
@@ -2253,7 +2280,7 @@ TEST(ValidateCorpus, TorchtitanRowsReduceGradientsInFp32) {
     }
   EXPECT_EQ(rows, 14 + 19);
   std::vector<std::string> why;
-  const auto prepared = prepare_runs(*runs, why);
+  const auto prepared = *prepare_runs(*runs, why);
   int checked = 0;
   for (const PreparedRun& r : prepared) {
     if (!fp32_reduce(by_id.at(r.id))) {
@@ -2298,7 +2325,7 @@ TEST(ValidateCorpus, HeldOutHalfWithinTheIssuesBounds) {
   auto runs = read_measured_csv(kCorpus, "vtrain-a100");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   std::vector<std::string> why;
-  const auto prepared = prepare_runs(*runs, why);
+  const auto prepared = *prepare_runs(*runs, why);
   std::map<std::string, std::vector<double>> errors;
   for (const auto& p : prepared) {
     if (p.split != "heldout") continue;
@@ -2368,7 +2395,7 @@ TEST(ValidateCorpus, TorchtitanMeasuredMemoryOnH100) {
     EXPECT_EQ(r.input.plan.recompute, Recompute::op);
   }
   std::vector<std::string> why;
-  const auto prepared = prepare_runs(*runs, why);
+  const auto prepared = *prepare_runs(*runs, why);
   ASSERT_EQ(prepared.size(), 2u) << fmt::format("{}", fmt::join(why, "; "));
   std::map<std::string, std::string> notes;
   for (const auto& row : corpus_rows()) notes[row.at("id")] = row.at("notes");
@@ -2443,7 +2470,8 @@ TEST(ValidateCorpus, AttentionBackendColumnFollowsTheFramework) {
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   std::vector<std::string> why;
   int prepared_flash = 0;
-  for (const auto& r : prepare_runs(*runs, why)) {
+  const auto prepared = *prepare_runs(*runs, why);
+  for (const auto& r : prepared) {
     SCOPED_TRACE(r.id);
     const bool is_flash = r.workload.scenario.plan.attention_backend == AttentionBackend::flash;
     // empty: the framework the row is predicted under (DeepSpeed 0.3's rows: its own)

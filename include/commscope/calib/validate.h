@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/measured.h"
+#include "commscope/spec/limits.h"
 #include "commscope/workload/workload.h"
 
 namespace commscope {
@@ -28,9 +29,14 @@ struct PreparedRun {
   bool out_of_memory = false;      // MeasuredRun's: no time, only a memory verdict to check
 };
 
-// Builds the workloads; runs whose plan is invalid are reported in `skipped`.
-std::vector<PreparedRun> prepare_runs(const std::vector<MeasuredRun>& runs,
-                                      std::vector<std::string>& skipped);
+// Builds the workloads; runs whose plan is invalid are reported in `skipped`. The workloads
+// are kept, so their ops are bounded in all (limits::kMaxPreparedOps): runs beyond that are
+// an error naming the row, not gigabytes (175 KB a vTrain row).
+Result<std::vector<PreparedRun>> prepare_runs(const std::vector<MeasuredRun>& runs,
+                                              std::vector<std::string>& skipped,
+                                              std::int64_t max_ops = limits::kMaxPreparedOps);
+// The ops of a workload's lists (chunks' forward, backward, first forward; roles' step).
+std::int64_t workload_ops(const Workload& w);
 
 // Simulated iteration time of a run under a calibration.
 double predicted_time(const PreparedRun& run, const Calibration& cal);

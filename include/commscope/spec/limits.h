@@ -56,6 +56,11 @@ inline constexpr std::int64_t kMaxTraceEvents = std::int64_t{1} << 20;
 inline constexpr std::int64_t kMaxSweepPlans = 100000;
 // Rows in a measured-run CSV for validate and calibrate: 1,000,000.
 inline constexpr std::int64_t kMaxMeasuredRows = 1000000;
+// Ops of the workloads validate and calibrate hold at once (each measured run's workload is
+// built once and kept, as calibration changes costs, not ops): 2^23, about 1.2 GB at the
+// ~150 bytes an op measured on vTrain's rows (about 2,200 ops a row: some 3,700 rows at once;
+// 20,000 rows took 3.5 GB before this bound, and the row limit alone allowed 175 GB).
+inline constexpr std::int64_t kMaxPreparedOps = std::int64_t{1} << 23;
 // A measured iteration: 1 us to 1e6 s (11.6 days), and a measured memory peak: 1 MiB to 1e6
 // GiB. Outside, a relative error has no meaning (1e-300 s gave a 300-digit percentage).
 inline constexpr double kMinMeasuredIterationS = 1e-6;
