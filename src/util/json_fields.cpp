@@ -36,6 +36,35 @@ std::size_t first_byte_deeper_than(const std::string& text, int limit) {
   }
   return std::string::npos;
 }
+
+// The last object key read before the parse failed, by a SAX pass that builds nothing (the
+// DOM parser's error names no field).
+std::string key_before_error(const std::string& text) {
+  struct Keys : nlohmann::json_sax<nlohmann::json> {
+    std::string last;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t& k) override {
+      last = k;
+      return true;
+    }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+      return false;
+    }
+  } keys;
+  nlohmann::json::sax_parse(text, &keys, nlohmann::json::input_format_t::json, true,
+                            /*ignore_comments=*/false);
+  return keys.last;
+}
 }  // namespace
 
 Result<nlohmann::json> read_json_file(const std::filesystem::path& path) {
@@ -53,18 +82,14 @@ Result<nlohmann::json> parse_json_text(const std::string& text, const std::strin
         fmt::format("{}: JSON nested deeper than {} levels at byte {}, expected a "
                     "configuration",
                     where, kMaxDepth, at)};
-  // The key being read, for a number too large for a double ("num_hidden_layers": 1e400 was
-  // an "internal error" naming neither file nor field, found by probing, 2026-11-30).
-  std::string last_key;
-  const nlohmann::json::parser_callback_t keys = [&](int, nlohmann::json::parse_event_t event,
-                                                     nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && parsed.is_string())
-      last_key = parsed.get<std::string>();
-    return true;
-  };
+  // A number too large for a double names the key being read ("num_hidden_layers": 1e400 was
+  // an "internal error" naming neither file nor field, found by probing, 2026-11-30), found by
+  // a SAX pass after the error: the parser callback that followed the keys took time quadratic
+  // in the text's objects (640,000 empty objects, 2.5 MB, ran past a minute, found by probing,
+  // 2026-12-02).
   try {
     // Files written on Windows (and the vTrain CSVs) may carry a UTF-8 byte-order mark.
-    auto j = nlohmann::json::parse(text, keys, true, /*ignore_comments=*/false);
+    auto j = nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/false);
     if (!j.is_object())
       return Error{
           fmt::format("{}: expected a JSON object at the top level, got {}", where, j.type_name())};
@@ -74,6 +99,7 @@ Result<nlohmann::json> parse_json_text(const std::string& text, const std::strin
         fmt::format("{}: invalid JSON at byte {}: {}", where, e.byte, json_parse_reason(e.what()))};
   } catch (const nlohmann::json::out_of_range& e) {
     // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+    const std::string last_key = key_before_error(text);
     std::string_view what = e.what();
     const std::size_t q = what.find('\'');
     const std::string value =

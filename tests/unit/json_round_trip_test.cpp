@@ -3,6 +3,8 @@
 // hand-built timelines (through text, so number formatting is part of the trip).
 #include <gtest/gtest.h>
 
+#include "commscope/util/json_fields.h"
+
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/alpha_beta.h"
@@ -175,3 +177,20 @@ TEST(JsonRoundTrip, BreakdownReaderNamesWhatIsWrong) {
 
 }  // namespace
 }  // namespace commscope
+
+// A configuration text of many objects parses (the parser callback that followed the keys took
+// time quadratic in them: 640,000, 2.5 MB, ran past a minute), and a number beyond a double
+// still names its key, past those objects.
+TEST(JsonParse, ManyObjectsParseAndOverflowNamesItsKey) {
+  std::string many = "{\"name\": \"n\", \"zzz\": [";
+  for (int i = 0; i < 640000; ++i) many += i ? ",{}" : "{}";
+  many += "]";
+  auto ok = commscope::parse_json_text(many + "}", "many.json");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ((*ok)["zzz"].size(), 640000u);
+  auto over = commscope::parse_json_text(many + ", \"layers\": {\"count\": 1e400}}", "many.json");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().message,
+            "many.json: field 'count': expected a number within a double's range (about "
+            "1.8e308), got '1e400'");
+}
