@@ -201,6 +201,17 @@ Result<std::vector<OsuLog>> parse_osu(std::string_view text, const std::string& 
       return Error{fmt::format(
           "{}:{}: expected a row 'size {}' with a whole size and a positive value, got '{}'", where,
           line_no, cur.bandwidth ? "MB/s" : "us", b)};
+    // Every row of a log has its first row's columns (a row cut short, "4194304  28" in a log
+    // of five columns, was read as 28 us and bent the whole curve), and nccl-tests' bound on
+    // sizes (found by probing, 2026-12-02).
+    if (r.bytes > 1e15)
+      return Error{fmt::format("{}:{}: size: expected a byte count from 0 to 1e15, got '{}'", where,
+                               line_no, f[0])};
+    if (!cur.rows.empty() && f.size() != cur.fields)
+      return Error{fmt::format(
+          "{}:{}: expected {} columns, as the log's first row (line {}) has, got {}: '{}'", where,
+          line_no, cur.fields, cur.rows.front().line, f.size(), b)};
+    cur.fields = f.size();
     if (f.back() == "Fail")
       return Error{
           fmt::format("{}:{}: {}: the row of size {} failed OSU's validation (-c): its "

@@ -288,7 +288,14 @@ TEST(Osu, MalformedLogsNameTheLine) {
             "x.txt:2: column header: expected 'Size' and 'Bandwidth (MB/s)' or 'MB/s'"},
            {"# OSU MPI Gather Latency Test v7.4\n# Size       Avg Latency(us)\n8 1\n",
             "x.txt: expected OSU Micro-Benchmarks output of osu_allreduce"},
-           {"", "x.txt: expected OSU Micro-Benchmarks output"}}) {
+           {"", "x.txt: expected OSU Micro-Benchmarks output"},
+           // a row cut short among rows of -f's five columns (it was read as 28 us and bent the
+           // curve), and a size past nccl-tests' bound
+           {"# OSU MPI Allreduce Latency Test v7.4\n# Size  Avg Latency(us)  Min Latency(us)  "
+            "Max Latency(us)  Iterations\n8  10.0  9.0  11.0  100\n16  28\n",
+            "x.txt:4: expected 5 columns, as the log's first row (line 3) has, got 2: '16  28'"},
+           {head + "4194304000000000000000  10.0\n",
+            "x.txt:3: size: expected a byte count from 0 to 1e15, got '4194304000000000000000'"}}) {
     SCOPED_TRACE(text);
     auto logs = parse_osu(text, "x.txt");
     ASSERT_FALSE(logs.ok());

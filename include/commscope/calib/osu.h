@@ -39,6 +39,7 @@ struct OsuLog {
   int first_line = 0;    // line of its header
   std::string datatype;  // "MPI_CHAR", from `# Datatype:`; "" without one
   std::vector<OsuRow> rows;
+  std::size_t fields = 0;  // columns of each row (2; 5 with -f; one more with -c)
 };
 
 // Whether `text` holds an OMB header (`# OSU ... Test`), for `fit`'s format detection.
