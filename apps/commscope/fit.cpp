@@ -9,6 +9,7 @@
 #include "commscope/report/table.h"
 #include "commscope/spec/limits.h"
 #include "commscope/util/atomic_file.h"
+#include "commscope/util/input_file.h"
 #include "verbs.h"
 
 namespace commscope::cli {
@@ -88,6 +89,8 @@ Verb add_fit(CLI::App& app) {
             if (!st->output.empty())
               if (Status s = check_outputs({{"-o/--output", st->output}}); !s.ok())
                 return fail(s.error().message);
+            if (Status s = check_distinct_files(st->inputs, "log"); !s.ok())
+              return fail(s.error().message);
             std::vector<MeasuredCollective> all;
             for (const auto& in : st->inputs) {
               auto measured = read_measured(in, *format, collective, st->osu);

@@ -17,6 +17,7 @@
 #include "commscope/spec/framework_config.h"
 #include "commscope/spec/preset.h"
 #include "commscope/util/atomic_file.h"
+#include "commscope/util/input_file.h"
 #include "commscope/util/json_fields.h"
 #include "embed.h"
 #include "verbs.h"
@@ -29,6 +30,7 @@ Result<std::vector<PreparedRun>> load_runs(const std::vector<std::string>& files
                                            const std::string& system,
                                            std::vector<std::string>& skipped,
                                            const std::string& framework = "") {
+  CS_RETURN_IF_ERROR(check_distinct_files(files, "measured-run file"));
   std::vector<MeasuredRun> all;
   for (const auto& f : files) {
     SkipCounts skips;

@@ -136,6 +136,36 @@ constexpr const char* kCorpusColumns[] = {
     "precision",    "recompute", "metric",        "value",
     "split",        "notes"};
 
+// The columns after `notes`, each optional (docs/validate.md): a header naming any other is a
+// typo or another tool's table, whose cells would be read past (found by probing, 2026-12-02).
+constexpr const char* kCorpusOptionalColumns[] = {"cp",
+                                                  "vp",
+                                                  "ep",
+                                                  "fp8",
+                                                  "sequence_parallel",
+                                                  "distributed_optimizer",
+                                                  "attention",
+                                                  "pipeline_layout",
+                                                  "assumed",
+                                                  "cpu_offloading_num_layers",
+                                                  "tp_comm_overlap",
+                                                  "expert_tp",
+                                                  "moe_dispatcher",
+                                                  "overlap_grad_reduce",
+                                                  "overlap_param_gather",
+                                                  "async_tp_allreduce",
+                                                  "recompute_modules",
+                                                  "precision_aware_optimizer",
+                                                  "moe_a2a_overlap",
+                                                  "delay_wgrad_compute",
+                                                  "recompute_method",
+                                                  "recompute_num_layers",
+                                                  "grad_comm_dtype",
+                                                  "fp8_param_gather",
+                                                  "cross_entropy",
+                                                  "attention_backend",
+                                                  "unmodelled"};
+
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -345,8 +375,12 @@ Result<MeasuredRun> corpus_run(const CorpusRow& row, std::string& reason) {
   p.precision = prec.find("fp16") != std::string::npos ? Precision::fp16
                 : prec.rfind("fp32", 0) == 0           ? Precision::fp32
                                                        : Precision::bf16;
-  // none, selective or full; unknown or empty is none.
-  auto rc = recompute_from_name(lower(row.get("recompute")));
+  // none, selective, full or op; unknown or empty is none; anything else is the row's error
+  // ("bogus" was read as none, found by probing, 2026-12-02).
+  const std::string rc_name = lower(row.get("recompute"));
+  auto rc = recompute_from_name(rc_name);
+  if (!rc && !rc_name.empty() && rc_name != "unknown")
+    return row.bad("recompute", "none, selective, full, op, unknown or empty");
   p.recompute = rc ? *rc : Recompute::none;
   // precision_aware_optimizer: Megatron-Core's --use-precision-aware-optimizer with both Adam
   // moments in the cell's dtype (--exp-avg-dtype, --exp-avg-sq-dtype; fp32 master weights).
@@ -592,6 +626,16 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
           std::end(kCommscopeColumns))
         return Error{fmt::format("{}: line 1: unknown column '{}'; expected {}", path, h,
                                  fmt::join(kCommscopeColumns, ", "))};
+  if (corpus)
+    for (const std::string& h : header)
+      if (std::find(std::begin(kCorpusColumns), std::end(kCorpusColumns), h) ==
+              std::end(kCorpusColumns) &&
+          std::find(std::begin(kCorpusOptionalColumns), std::end(kCorpusOptionalColumns), h) ==
+              std::end(kCorpusOptionalColumns))
+        return Error{fmt::format(
+            "{}: line 1: unknown column '{}'; expected the corpus's columns (id, ..., notes) and "
+            "after them any of {}",
+            path, h, fmt::join(kCorpusOptionalColumns, ", "))};
   // Every commscope row names its model: without the column every row would silently be the
   // default model.
   if (!vtrain && !corpus && !has("model"))
@@ -604,6 +648,7 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
       static_cast<std::size_t>(std::find(header.begin(), header.end(), "notes") - header.begin()) +
       1;
   std::vector<MeasuredRun> runs;
+  std::map<std::string, int> corpus_ids;  // id -> its line
   std::int64_t data_rows = 0;
   while (true) {
     CS_ASSIGN_OR_RETURN(const bool more, next_record(in, line, lineno, path));
@@ -625,6 +670,15 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                                header.size(), cells.size())};
     MeasuredRun r;
     if (corpus) {
+      // Each id once: validate's rows and calibrate's fit name rows by it (a second t005 was
+      // read as another run, found by probing, 2026-12-02).
+      const std::string& id = cells[static_cast<std::size_t>(
+          std::find(header.begin(), header.end(), "id") - header.begin())];
+      if (auto [at, fresh] = corpus_ids.emplace(id, lineno); !fresh)
+        return Error{
+            fmt::format("{}: line {}: column 'id': expected each row's id once, got '{}' "
+                        "again (line {})",
+                        path, lineno, id, at->second)};
       std::string reason;
       CS_ASSIGN_OR_RETURN(r, corpus_run(CorpusRow{header, cells, path, lineno}, reason));
       if (!reason.empty()) {

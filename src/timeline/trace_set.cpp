@@ -63,6 +63,7 @@ std::vector<std::string> read_paths(const TraceSet& a, const TraceSet* b) {
 Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
                              const TraceReadOptions& options) {
   CS_ASSIGN_OR_RETURN(std::vector<std::string> paths, list_traces(inputs));
+  CS_RETURN_IF_ERROR(check_distinct_files(paths, "trace"));
   if (options.rank >= 0 && paths.size() != 1)
     return Error{fmt::format("--rank: expected a single trace file, got {}", paths.size())};
   const unsigned threads = std::max(

@@ -10,11 +10,25 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
 
 namespace commscope {
+
+Status check_distinct_files(const std::vector<std::string>& paths, std::string_view what) {
+  // One stat a path: a folder of thousands of traces stays linear.
+  std::map<std::pair<dev_t, ino_t>, std::size_t> seen;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    struct stat st {};
+    if (::stat(paths[i].c_str(), &st) != 0) continue;  // its reader names what is wrong
+    if (auto [at, fresh] = seen.emplace(std::pair{st.st_dev, st.st_ino}, i); !fresh)
+      return Error{fmt::format("{}: expected each {} once, got the file '{}' names again", paths[i],
+                               what, paths[at->second])};
+  }
+  return {};
+}
 
 Status check_regular_file(const std::string& path) {
   struct stat st {};

@@ -1769,3 +1769,24 @@ TEST_F(Cli, ScalingComparesEachSeriesWithItsOwnFirstRow) {
   }
   EXPECT_EQ(first.size(), 4u);
 }
+
+// A file given twice (or by two names) is read once or refused, never counted twice: validate's
+// MAPE was over twice the rows, analyze warned of one rank claimed by two traces, fit printed
+// each fit twice (found by probing, 2026-12-02).
+TEST_F(Cli, AnInputFileGivenTwiceIsRefused) {
+  const std::string src = COMMSCOPE_SOURCE_DIR;
+  const std::string csv = src + "/data/vtrain/ground_truth_multi.csv";
+  const std::string trace = src + "/data/traces/trace_filter_sampled_rank-0.json.gz";
+  const std::string log = src + "/tests/data/nccl-tests/a3mega-h100-2x8-all_reduce.txt";
+  const std::string link = (dir_ / "again.csv").string();
+  fs::create_symlink(csv, link);
+  for (const auto& [args, err] : std::vector<std::pair<std::string, std::string>>{
+           {"validate --summary-only " + csv + " " + link,
+            link + ": expected each measured-run file once, got the file '" + csv +
+                "' names again"},
+           {"analyze " + trace + " " + trace,
+            trace + ": expected each trace once, got the file '" + trace + "' names again"},
+           {"fit " + log + " " + log,
+            log + ": expected each log once, got the file '" + log + "' names again"}})
+    expect_one_line_error(args, "commscope: " + err + "\n");
+}

@@ -1216,6 +1216,56 @@ TEST(ValidateCorpus, ReadsTheShippedCorpus) {
 // Every filled micro-batch of Narayanan et al.'s rows has its source: Table 2 states it in the
 // row; Table 1 does not, and its rows must cite the authors' script for that table, with the
 // same micro-batch in the quoted case (no row filled without a citation).
+// What a corpus file states is read or refused, never read past (found by probing, 2026-12-02):
+// a recompute that is no policy was read as none, an unknown column ignored, an id given twice
+// read as another run. Each is one line naming the line and column.
+TEST(ValidateCorpus, CellsColumnsAndIdsAreReadOrRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::scratch()) / "corpus_cells";
+  fs::create_directories(dir);
+  const std::string head =
+      "id,source_id,model,parameters_b,layers,hidden,heads,seq_length,vocab,gpus,gpus_per_node,"
+      "gpu,interconnect,framework,strategy,tp,pp,dp,micro_batch,global_batch,precision,"
+      "recompute,metric,value,split,notes";
+  auto row = [](const std::string& id, const std::string& recompute) {
+    return id + ",s,m,1,24,2048,16,2048,,16,,A100-80GB,,deepspeed,zero1,1,1,16,4,64,," + recompute +
+           ",iteration_time_s,1.5,fit,";
+  };
+  struct Case {
+    std::string text, error;
+  };
+  for (const Case& c : {
+           Case{head + "\n" + row("x1", "full") + "\n" + row("x2", "bogus") + "\n",
+                "line 3: column 'recompute': expected none, selective, full, op, unknown or "
+                "empty, got 'bogus'"},
+           Case{head + ",vp,zzz\n" + row("x1", "full") + ",,\n",
+                "line 1: unknown column 'zzz'; expected the corpus's columns (id, ..., notes) "
+                "and after them any of cp, vp, ep,"},
+           Case{head + "\n" + row("x1", "full") + "\n" + row("x1", "none") + "\n",
+                "line 3: column 'id': expected each row's id once, got 'x1' again (line 2)"},
+       }) {
+    SCOPED_TRACE(c.text);
+    std::ofstream(dir / "c.csv") << c.text;
+    auto runs = read_measured_csv((dir / "c.csv").string(), "vtrain-a100");
+    ASSERT_FALSE(runs.ok());
+    EXPECT_EQ(runs.error().message.rfind((dir / "c.csv").string() + ": " + c.error, 0), 0u)
+        << runs.error().message;
+  }
+  // Each accepted spelling reads as its policy; unknown and empty as none.
+  std::ofstream(dir / "ok.csv") << head << "\n"
+                                << row("a", "full") << "\n"
+                                << row("b", "unknown") << "\n"
+                                << row("c", "") << "\n"
+                                << row("d", "selective") << "\n";
+  auto ok = read_measured_csv((dir / "ok.csv").string(), "vtrain-a100");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  ASSERT_EQ(ok->size(), 4u);
+  EXPECT_EQ((*ok)[0].input.plan.recompute, Recompute::full);
+  EXPECT_EQ((*ok)[1].input.plan.recompute, Recompute::none);
+  EXPECT_EQ((*ok)[2].input.plan.recompute, Recompute::none);
+  EXPECT_EQ((*ok)[3].input.plan.recompute, Recompute::selective);
+}
+
 TEST(ValidateCorpus, MegatronMicroBatchesAreCited) {
   int table1 = 0;
   for (const auto& row : corpus_rows()) {

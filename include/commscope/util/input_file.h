@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commscope/util/result.h"
 
@@ -20,6 +21,11 @@ Status check_regular_file(const std::string& path);
 // torchtitan job file of at most 1 MiB").
 Result<std::string> read_small_file(const std::string& path, std::uintmax_t max_bytes,
                                     std::string_view what);
+
+// OK when no two of `paths` name one existing file (the same path, or two names of one file:
+// a link, "./x"); else "b: expected each <what> once, got the file 'a' names again". A file
+// read twice was counted twice (validate's MAPE over n = 10 for 5 rows).
+Status check_distinct_files(const std::vector<std::string>& paths, std::string_view what);
 
 // Bytes of memory this process may still use: the smaller of /proc/meminfo's MemAvailable and
 // the address-space limit (RLIMIT_AS) when one is set; 0 when neither is known.
