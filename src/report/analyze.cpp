@@ -75,8 +75,11 @@ std::vector<RankAnalysis> analyze_breakdowns(const std::vector<TraceFile>& files
       ra.rank = r;
       ra.file = tf.path;
       ra.total = breakdown(tf.timeline, r, t0, t1);
+      // A step of no length holds nothing (breakdown reads t1 <= t0 as the whole rank: its row
+      // was the whole trace, found by probing, 2026-12-02).
       for (const auto& s : tf.steps)
-        ra.steps.push_back({s.name, breakdown(tf.timeline, r, s.start, s.end)});
+        ra.steps.push_back(
+            {s.name, s.end > s.start ? breakdown(tf.timeline, r, s.start, s.end) : Breakdown{}});
       if (!tf.own_format)
         for (const Event& e : tf.timeline.events)
           if (e.kind != EventKind::memcpy)

@@ -21,7 +21,9 @@ namespace {
 struct RankView {
   const TraceFile* file = nullptr;
   int rank = 0;
-  std::vector<std::pair<double, double>> windows;  // [t0, t1); t1 <= t0: the whole rank
+  // [t0, t1); t1 < t0: the whole rank; t1 == t0: a step of no length, holding nothing (it was
+  // read as the whole rank, found by probing, 2026-12-02)
+  std::vector<std::pair<double, double>> windows;
   std::vector<std::string> names;
 };
 
@@ -46,7 +48,7 @@ std::map<int, RankView> ranks_of(const std::vector<TraceFile>& files) {
 }
 
 bool in_window(const Event& e, std::pair<double, double> w) {
-  return w.second <= w.first || (e.start >= w.first && e.start < w.second);
+  return w.second < w.first || (e.start >= w.first && e.start < w.second);
 }
 
 std::string call_label(const Timeline& t, const Event& e) {
@@ -86,7 +88,7 @@ std::vector<Call> calls_of(const RankView& v, std::size_t w) {
 
 Breakdown window_breakdown(const RankView& v, std::size_t w) {
   const auto [t0, t1] = v.windows[w];
-  return breakdown(v.file->timeline, v.rank, t0, t1);
+  return t1 == t0 ? Breakdown{} : breakdown(v.file->timeline, v.rank, t0, t1);
 }
 
 bool changed(double a, double b) {
@@ -125,10 +127,25 @@ TraceDiff diff_traces(const std::vector<TraceFile>& base, const std::vector<Trac
     if (!n.count(r)) d.notes.push_back(fmt::format("rank {} is in the base run only", r));
   for (const auto& [r, v] : n)
     if (!b.count(r)) d.notes.push_back(fmt::format("rank {} is in the new run only", r));
-  for (const auto& [r, bv] : b) {
+  for (const auto& [r, base_view] : b) {
     auto it = n.find(r);
     if (it == n.end()) continue;
-    const RankView& nv = it->second;
+    RankView bv = base_view, nv = it->second;
+    // A run without ProfilerSteps against one with them: the whole traces are compared (the
+    // first step was compared with the other's whole trace, a regression between two copies
+    // of one run, found by probing, 2026-12-02).
+    auto whole = [](const RankView& v) {
+      return v.windows.front().second < v.windows.front().first;
+    };
+    if (whole(bv) != whole(nv)) {
+      d.notes.push_back(
+          fmt::format("rank {}: the {} run has no ProfilerStep; the whole traces are compared", r,
+                      whole(bv) ? "base" : "new"));
+      for (RankView* v : {&bv, &nv}) {
+        v->windows = {{0, -1}};
+        v->names = {"trace"};
+      }
+    }
     const std::size_t steps = std::min(bv.windows.size(), nv.windows.size());
     if (bv.windows.size() != nv.windows.size())
       d.notes.push_back(

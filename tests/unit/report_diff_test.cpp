@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commscope/report/analyze.h"
 #include "commscope/report/diff.h"
 #include "commscope/timeline/trace_reader.h"
 
@@ -59,6 +60,41 @@ TEST(Diff, ATraceAgainstItselfIsAllZeros) {
   EXPECT_TRUE(d.changed_calls().empty());
   EXPECT_TRUE(d.kernels.empty());
   EXPECT_TRUE(d.notes.empty());
+}
+
+// A run without ProfilerSteps against the same run with them compares the whole traces (the
+// first step was compared with the whole trace, a regression between two copies of one run);
+// a step of no length holds nothing, in diff and in analyze (it was the whole trace). Found by
+// probing, 2026-12-02.
+TEST(Diff, StepsMissingOnOneSideOrOfNoLength) {
+  auto base = one(read_trace(kTrace)), next = one(read_trace(kTrace));
+  ASSERT_EQ(next.size(), 1u);
+  ASSERT_EQ(next[0].steps.size(), 3u);
+  next[0].steps.clear();
+  TraceDiff d = diff_traces(base, next);
+  ASSERT_EQ(d.steps.size(), 1u);
+  EXPECT_EQ(d.steps[0].base_name, "trace");
+  EXPECT_EQ(d.steps[0].new_name, "trace");
+  EXPECT_GT(d.steps[0].base.wall, 0);
+  EXPECT_EQ(d.steps[0].next.wall, d.steps[0].base.wall);
+  EXPECT_TRUE(d.changed_calls().empty());
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_EQ(d.notes[0], "rank 0: the new run has no ProfilerStep; the whole traces are compared");
+
+  auto zero = one(read_trace(kTrace));
+  StepWindow& s1 = zero[0].steps[1];
+  s1.end = s1.start;
+  TraceDiff z = diff_traces(base, zero);
+  ASSERT_EQ(z.steps.size(), 3u);
+  EXPECT_EQ(z.steps[1].next.wall, 0);
+  EXPECT_EQ(z.steps[1].next.compute, 0);
+  EXPECT_EQ(z.steps[0].next.wall, z.steps[0].base.wall);
+  const Analysis a = analyze(zero);
+  ASSERT_EQ(a.ranks.size(), 1u);
+  ASSERT_EQ(a.ranks[0].steps.size(), 3u);
+  EXPECT_EQ(a.ranks[0].steps[1].breakdown.wall, 0);
+  EXPECT_GT(a.ranks[0].steps[0].breakdown.wall, 0);
+  EXPECT_LT(a.ranks[0].steps[0].breakdown.wall, a.ranks[0].total.wall);
 }
 
 TEST(Diff, OneSlowedCollectiveShowsExactlyThatCall) {
