@@ -1591,6 +1591,14 @@ TEST_F(Cli, MessagesSayWhatWasExpected) {
   Outcome bare = run("plan --gpus 8 --top");
   EXPECT_EQ(bare.status, 2);
   EXPECT_EQ(bare.err, "commscope: plan: --top: expected an integer, got nothing (see --help)\n");
+  // A flag given twice (CLI11: "--gpus: At Most 1 required but received 2"; it was said as
+  // "expected a value, got nothing")
+  EXPECT_EQ(run("predict --gpus 16 --gpus 32").err,
+            "commscope: predict: --gpus: expected one value, got 2 (given more than once?) (see "
+            "--help)\n");
+  EXPECT_EQ(run("analyze --diff a.json b.json c.json").err,
+            "commscope: analyze: --diff: expected 2 values, got 3 (given more than once?) (see "
+            "--help)\n");
   // A required argument left out (CLI11: "files is required"), named with what it takes
   Outcome no_files = run("validate");
   EXPECT_EQ(no_files.status, 2);

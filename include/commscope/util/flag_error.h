@@ -51,6 +51,15 @@ inline std::string flag_error(const CLI::App& program, const CLI::ParseError& e)
     }
     return msg;
   }
+  // "--gpus: At Most 1 required but received 2": the flag given twice (it was said as "expected
+  // a value, got nothing", found by probing, 2026-12-02).
+  if (const auto at = msg.find(": At Most "); at != std::string::npos) {
+    const auto req = msg.find(" required", at), received = msg.find("received ");
+    const std::string most = msg.substr(at + 10, req == std::string::npos ? 0 : req - at - 10);
+    return fmt::format("{}: expected {}, got {} (given more than once?)", msg.substr(0, at),
+                       most == "1" ? std::string("one value") : most + " values",
+                       received == std::string::npos ? "more" : msg.substr(received + 9));
+  }
   std::string name, value, got;
   if (const std::string prefix = "Could not convert: "; msg.rfind(prefix, 0) == 0) {
     const auto eq = msg.find(" = ");
