@@ -37,6 +37,65 @@ std::size_t first_byte_deeper_than(const std::string& text, int limit) {
   return std::string::npos;
 }
 
+// The first key that an object holds twice, as a dotted path ("zero_optimization.stage"), or
+// "": nlohmann keeps the last silently, so {"layers": 32, "layers": 4000} was a 4000-layer
+// model (found by probing, 2026-12-02). DeepSpeed's own loader refuses duplicate keys.
+std::string first_duplicate_key(const std::string& text) {
+  struct Dups : nlohmann::json_sax<nlohmann::json> {
+    struct Level {
+      bool object = false;
+      std::string name;               // the key (or [index]) this level is under
+      std::vector<std::string> keys;  // an object's keys so far
+      std::size_t items = 0;          // an array's elements so far
+    };
+    std::vector<Level> stack;
+    std::string pending, found;
+    std::string path(const std::string& key) const {
+      std::string p;
+      for (std::size_t i = 1; i < stack.size(); ++i)
+        p += (stack[i].name.front() == '[' || p.empty() ? "" : ".") + stack[i].name;
+      return p + (key.front() == '[' || p.empty() ? "" : ".") + key;
+    }
+    void value() {
+      if (!stack.empty() && !stack.back().object) ++stack.back().items;
+    }
+    bool open(bool object) {
+      std::string name = pending;
+      if (!stack.empty() && !stack.back().object) name = fmt::format("[{}]", stack.back().items);
+      value();
+      stack.push_back({object, name, {}, 0});
+      return true;
+    }
+    bool null() override { return value(), true; }
+    bool boolean(bool) override { return value(), true; }
+    bool number_integer(number_integer_t) override { return value(), true; }
+    bool number_unsigned(number_unsigned_t) override { return value(), true; }
+    bool number_float(number_float_t, const string_t&) override { return value(), true; }
+    bool string(string_t&) override { return value(), true; }
+    bool binary(binary_t&) override { return value(), true; }
+    bool start_object(std::size_t) override { return open(true); }
+    bool key(string_t& k) override {
+      auto& keys = stack.back().keys;
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+        found = path(k.empty() ? std::string("\"\"") : k);
+        return false;
+      }
+      keys.push_back(k);
+      pending = k.empty() ? std::string("\"\"") : k;
+      return true;
+    }
+    bool end_object() override { return stack.pop_back(), true; }
+    bool start_array(std::size_t) override { return open(false); }
+    bool end_array() override { return stack.pop_back(), true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+      return false;
+    }
+  } dups;
+  nlohmann::json::sax_parse(text, &dups, nlohmann::json::input_format_t::json, false,
+                            /*ignore_comments=*/false);
+  return dups.found;
+}
+
 // The last object key read before the parse failed, by a SAX pass that builds nothing (the
 // DOM parser's error names no field).
 std::string key_before_error(const std::string& text) {
@@ -93,6 +152,11 @@ Result<nlohmann::json> parse_json_text(const std::string& text, const std::strin
     if (!j.is_object())
       return Error{
           fmt::format("{}: expected a JSON object at the top level, got {}", where, j.type_name())};
+    if (const std::string key = first_duplicate_key(text); !key.empty())
+      return Error{fmt::format(
+          "{}: field '{}': expected each key once in its object, got it twice (which one "
+          "counts is up to the reader)",
+          where, key)};
     return j;
   } catch (const nlohmann::json::parse_error& e) {
     return Error{

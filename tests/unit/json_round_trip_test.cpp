@@ -194,3 +194,25 @@ TEST(JsonParse, ManyObjectsParseAndOverflowNamesItsKey) {
             "many.json: field 'count': expected a number within a double's range (about "
             "1.8e308), got '1e400'");
 }
+
+// A key given twice in one object is refused with its path: nlohmann keeps the last in silence,
+// so {"layers": 32, "layers": 4000} was a 4000-layer model (found by probing, 2026-12-02).
+// Keys repeated in different objects are no duplicates.
+TEST(JsonParse, AKeyTwiceInOneObjectIsRefusedWithItsPath) {
+  for (const auto& [text, path] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"layers": 32, "layers": 4000})", "layers"},
+           {R"({"zero_optimization": {"stage": 3, "stage": 0}})", "zero_optimization.stage"},
+           {R"({"a": [{"b": 1}, {"c": [1, {"d": 1, "d": 2}]}]})", "a[1].c[1].d"},
+           {R"({"": {"x": 1, "x": 1}})", "\"\".x"}}) {
+    SCOPED_TRACE(text);
+    auto r = commscope::parse_json_text(text, "f.json");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message,
+              "f.json: field '" + path +
+                  "': expected each key once in its object, got it twice (which one counts is up "
+                  "to the reader)");
+  }
+  auto ok = commscope::parse_json_text(
+      R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 2}]})", "f.json");
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+}
