@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/cost/collective.h"
+#include "commscope/spec/limits.h"
 #include "commscope/timeline/breakdown_json.h"
 #include "commscope/timeline/chrome.h"
 #include "commscope/workload/params.h"
@@ -307,6 +308,7 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
   // What the models' loaders assumed (transformers' defaults), once per model in a sweep (a
   // single plan's come with its warnings).
   std::vector<std::string> model_notes;
+  std::int64_t tasks = 0;  // simulated so far (limits::simulated_tasks)
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     auto sc = resolve_scenario(inputs[i]);
     if (sc)
@@ -325,6 +327,14 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
       else
         r.varied |= rest != r.first;
     } else {
+      // The sweep's work is bounded in all, not only per plan (docs/limits.md).
+      tasks += limits::simulated_tasks(sc->plan.pp, sc->plan.virtual_stages, sc->plan.grad_accum);
+      if (tasks > o.max_tasks)
+        return Error{fmt::format(
+            "sweep: expected at most {} pipeline tasks in all (PP x virtual stages x "
+            "micro-batches, summed over the plans with PP above 1; commscope's limit, "
+            "docs/limits.md), got {} by plan {} of {}; sweep fewer plans or fewer micro-batches",
+            o.max_tasks, tasks, i + 1, inputs.size())};
       Workload w = build_workload(*sc);
       SimOptions so;
       so.timeline = o.trace;

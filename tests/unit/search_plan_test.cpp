@@ -97,6 +97,51 @@ TEST(SearchPlan, BestEqualsBruteForceOverPredict) {
   }
 }
 
+// A sweep and a search are bounded in the pipeline tasks they simulate in all, not only per plan
+// (400 plans of a 1T model, each within the per-plan limit, ran past a minute; found by
+// probing, 2026-12-02): the plan that passes the bound is an error naming the count, counted as
+// limits::simulated_tasks says (PP x v x micro-batches; 1 at PP 1), recomputed here.
+TEST(SearchPlan, SweepsAndSearchesAreBoundedInPipelineTasks) {
+  SearchSpace s = space("gpt2-medium", "polaris", 8, 32);
+  s.micro_batch = {1, 2, 4};
+  const auto plans = search::enumerate_plans(s);
+  std::vector<ScenarioInput> inputs;
+  std::int64_t total = 0;
+  for (const auto& p : plans) {
+    inputs.push_back(input_of(s, p, "polaris"));
+    auto sc = resolve_scenario(inputs.back());
+    if (sc) total += p.pp > 1 ? std::int64_t{p.pp} * p.virtual_stages * sc->plan.grad_accum : 1;
+  }
+  ASSERT_GT(total, static_cast<std::int64_t>(plans.size()));  // some plans pipeline
+  SweepOptions so;
+  so.max_tasks = total;
+  EXPECT_TRUE(predict_sweep(inputs, so).ok());
+  so.max_tasks = total - 1;
+  auto over = predict_sweep(inputs, so);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(
+      over.error().message.rfind(
+          fmt::format("sweep: expected at most {} pipeline tasks in all (PP x virtual stages x "
+                      "micro-batches, summed over the plans with PP above 1; commscope's limit, "
+                      "docs/limits.md), got {} by plan ",
+                      total - 1, total),
+          0),
+      0u)
+      << over.error().message;
+  SearchOptions o;
+  o.top = 3;
+  o.max_tasks = 1;
+  auto r = search::search(s, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message.rfind("--top: expected a search that simulates at most 1 pipeline "
+                                    "tasks in all",
+                                    0),
+            0u)
+      << r.error().message;
+  o.max_tasks = limits::kMaxSimulatedTasks;
+  EXPECT_TRUE(search::search(s, o).ok());
+}
+
 // The search's best plan has the fastest fitting iteration of brute force over `predict` of
 // every candidate; that plan, or nothing when something failed.
 std::optional<PlanPoint> search_equals_brute_force(const SearchSpace& s,

@@ -16,6 +16,7 @@
 #include "commscope/cost/collective.h"
 #include "commscope/report/table.h"
 #include "commscope/sim/simulator.h"
+#include "commscope/spec/limits.h"
 #include "commscope/spec/scenario.h"
 
 namespace commscope {
@@ -82,6 +83,8 @@ struct SweepOptions {
                                  // sort key given, rows are sorted by iteration time
   // Called after each plan with (plans done, plans in all); may be empty.
   std::function<void(std::size_t, std::size_t)> progress;
+  // The pipeline tasks the sweep may simulate in all (limits::simulated_tasks summed).
+  std::int64_t max_tasks = limits::kMaxSimulatedTasks;
 };
 
 struct SweepResult {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commscope/sim/simulator.h"
+#include "commscope/spec/limits.h"
 #include "commscope/spec/scenario.h"
 #include "commscope/util/result.h"
 
@@ -192,7 +193,9 @@ struct SearchOptions {
   Objective objective = Objective::time;
   std::int64_t top = 10;  // plans kept (> 0)
   int threads = 1;        // worker threads (>= 1); results do not depend on it
-  bool prune = true;      // false: build and check every valid plan (tests)
+  // The pipeline tasks of the plans it predicts, in all (limits::simulated_tasks summed).
+  std::int64_t max_tasks = limits::kMaxSimulatedTasks;
+  bool prune = true;  // false: build and check every valid plan (tests)
   // true: plans alike but for the schedule share one workload build and are predicted by
   // Evaluator::evaluate_resolved (the same results); false: each plan through evaluate()
   // (perf/bench_plan compares the two).

@@ -54,6 +54,16 @@ inline constexpr std::int64_t kMaxPipelineTasks = std::int64_t{1} << 20;
 inline constexpr std::int64_t kMaxTraceEvents = std::int64_t{1} << 20;
 // Plans in one predict sweep (the product of the comma lists' lengths): 100,000.
 inline constexpr std::int64_t kMaxSweepPlans = 100000;
+// Pipeline tasks (PP x virtual stages x micro-batches of each plan with PP > 1; 1 for PP 1,
+// whose micro-batches the simulator does not step through) simulated by one predict sweep or
+// plan search: 2^26, about 12 s at the 0.18 us a task measured on the 1T GPT (64 plans of 2^20
+// tasks, PP 64 x 2 virtual stages x 8,192 micro-batches: 11.8 s). Each plan within
+// kMaxPipelineTasks, 400 of them took over a minute, 100,000 would take hours (found by
+// probing, 2026-12-02).
+inline constexpr std::int64_t kMaxSimulatedTasks = std::int64_t{1} << 26;
+inline std::int64_t simulated_tasks(int pp, int virtual_stages, std::int64_t microbatches) {
+  return pp > 1 ? std::int64_t{pp} * virtual_stages * microbatches : 1;
+}
 // Rows in a measured-run CSV for validate and calibrate: 1,000,000.
 inline constexpr std::int64_t kMaxMeasuredRows = 1000000;
 // Ops of the workloads validate and calibrate hold at once (each measured run's workload is
