@@ -20,6 +20,13 @@ Verb add_describe(CLI::App& app) {
                                      "under a parallel plan on a system. Defaults: GPT-2 Large, "
                                      "data parallel on 4 Polaris nodes.");
   add_scenario_options(*cmd, st->scenario);
+  // describe takes one value a flag, so its help says no "(comma list)" (a list is refused:
+  // "this verb does not sweep"; the mark misled, found by probing, 2026-12-02).
+  for (CLI::Option* o : cmd->get_options()) {
+    const std::string mark = " (comma list)";
+    if (const std::string& d = o->get_description(); d.ends_with(mark))
+      o->description(d.substr(0, d.size() - mark.size()));
+  }
   add_output_options(*cmd, st->out);
   return {cmd, [st]() -> int {
             auto format = output_format(st->out);

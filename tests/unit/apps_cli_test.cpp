@@ -671,6 +671,9 @@ TEST_F(Cli, HelpAndPresets) {
   Outcome h = run("describe --help");
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.out.find("--tensor-model-parallel-size"), std::string::npos);
+  // describe takes one value a flag: its help marks none a comma list (predict's does)
+  EXPECT_EQ(h.out.find("(comma list)"), std::string::npos);
+  EXPECT_NE(run("predict --help").out.find("(comma list)"), std::string::npos);
   Outcome p = run("presets networks");
   EXPECT_EQ(p.status, 0);
   EXPECT_NE(p.out.find("rdma-100g"), std::string::npos);
