@@ -359,8 +359,16 @@ std::string render_analysis(const Analysis& a, Format f) {
     case Format::table: {
       std::string out =
           a.convention == "hta"
-              ? "Temporal breakdown per rank, HTA 0.6.1 convention (first to last kernel, the last "
-                "ProfilerStep dropped, memory and other kernels counted as non-compute)\n" +
+              // The title says what was done (with --include-last-step it said the step was
+              // dropped, found by probing, 2026-12-02).
+              ? fmt::format(
+                    "Temporal breakdown per rank, HTA 0.6.1 convention (first to last "
+                    "kernel, the last ProfilerStep {}, memory and other kernels counted "
+                    "as non-compute)\n",
+                    std::any_of(a.hta.begin(), a.hta.end(),
+                                [](const HtaBreakdown& r) { return r.last_step_dropped; })
+                        ? "dropped"
+                        : "included") +
                     render_text(hta_table(a.hta))
               : "Time per rank (GPU timeline)\n" + render_text(rank_table(a, true));
       if (!a.collectives.empty()) out += "\nCollectives\n" + render_text(collective_table(a));

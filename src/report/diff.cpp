@@ -240,8 +240,10 @@ namespace {
 std::string ms(double s) {
   return fmt::format("{:.3f}", s * 1e3);
 }
+// A change under kDiffEpsilon is none: "+0.000", never "-0.000" (a -5.5e-17 s change printed
+// so, found by probing, 2026-12-02).
 std::string dms(double s) {
-  return fmt::format("{:+.3f}", s * 1e3);
+  return fmt::format("{:+.3f}", changed(s, 0) ? s * 1e3 : 0.0);
 }
 
 Table step_table(const TraceDiff& d) {

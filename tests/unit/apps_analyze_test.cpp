@@ -194,6 +194,11 @@ TEST_F(CliAnalyze, HtaConvention) {
   ASSERT_EQ(t.status, 0) << t.err;
   EXPECT_NE(t.out.find("comp_comm_overlap_pctg"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("idle_time(us)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("the last ProfilerStep dropped"), std::string::npos) << t.out;
+  // The title says the last step is in when it is (it said dropped)
+  Outcome in = run("analyze --convention hta --include-last-step " + trace);
+  ASSERT_EQ(in.status, 0) << in.err;
+  EXPECT_NE(in.out.find("the last ProfilerStep included"), std::string::npos) << in.out;
   // HTA's include_last_profiler_step: a longer kernel time.
   Outcome all = run("analyze --convention hta --include-last-step --format json " + trace);
   ASSERT_EQ(all.status, 0) << all.err;
