@@ -37,12 +37,12 @@ Result<std::vector<std::string>> list_traces(const std::vector<std::string>& inp
     fs::directory_iterator it(in, ec);
     if (ec) return Error{fmt::format("{}: cannot open the directory: {}", in, ec.message())};
     for (const auto& e : it) {
-      std::error_code ec2;
-      // Every entry with a trace's name but a directory: the reader refuses what is no regular
-      // file (a FIFO named x.json would block it, a dangling link has nothing to read), and
-      // that refusal is reported as any unreadable trace is (a warning, or fatal under
-      // --strict), not dropped in silence.
-      if (is_trace_name(e.path()) && !e.is_directory(ec2)) found.push_back(e.path().string());
+      // Every entry with a trace's name: the reader refuses what is no regular file (a FIFO
+      // named x.json would block it, a dangling link has nothing to read, a folder named
+      // x.json is not read into), and that refusal is reported as any unreadable trace is (a
+      // warning, or fatal under --strict), not dropped in silence (a folder was, found by
+      // probing, 2026-12-02).
+      if (is_trace_name(e.path())) found.push_back(e.path().string());
     }
     std::sort(found.begin(), found.end());
     if (found.empty())

@@ -336,6 +336,21 @@ TEST_F(CliAnalyze, FifoAndDirectoryAreRefused) {
   // The directory holding only the FIFO: nothing to read, not a hang.
   Outcome only = run("analyze " + dir_.string(), "timeout 60 ");
   EXPECT_EQ(only.status, 2) << only.err;
+  // A folder named like a trace in a folder of traces is named, not skipped in silence: a
+  // warning, and under --strict the error.
+  const fs::path folder = dir_ / "run";
+  fs::create_directories(folder / "sub.json");
+  fs::copy_file(COMMSCOPE_SOURCE_DIR "/data/traces/trace_filter_sampled_rank-0.json.gz",
+                folder / "r0.json.gz");
+  Outcome warned = run("analyze " + folder.string());
+  EXPECT_EQ(warned.status, 0) << warned.err;
+  EXPECT_NE(warned.err.find("skipped " + (folder / "sub.json").string() + ": is a directory"),
+            std::string::npos)
+      << warned.err;
+  Outcome strict = run("analyze --strict " + folder.string());
+  EXPECT_EQ(strict.status, 2);
+  EXPECT_EQ(strict.err,
+            "commscope: " + (folder / "sub.json").string() + ": is a directory, expected a file\n");
 }
 
 // `analyze FILE --rank 3` reports the same as without it, relabelled as rank 3.

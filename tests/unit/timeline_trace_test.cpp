@@ -646,6 +646,28 @@ TEST(Trace, MemoryLimitsAreRefused) {
   EXPECT_TRUE(read_trace_text("many.json", many).ok());  // no limit: read
 }
 
+// The event an error names is the same on any number of threads: on several, a chunk merged
+// after the first error was drained, and its own error named a later event (--max-events 1000
+// said event 9615 on two threads, the first event of the second chunk; found by probing,
+// 2026-12-02).
+TEST(Trace, LimitErrorsNameTheSameEventOnAnyThreads) {
+  std::string many = R"({"traceEvents":[)";
+  for (int i = 0; i < 60000; ++i)  // several 1 MiB chunks
+    many += (i ? "," : "") + std::string(R"({"ph":"X","cat":"kernel","name":"k","ts":)") +
+            std::to_string(i) + R"(,"dur":1})";
+  many += "]}";
+  ReadLimits count;
+  count.max_events = 1000;
+  for (int threads : {1, 2, 4}) {
+    SCOPED_TRACE(threads);
+    auto m = read_trace_text("many.json", many, count, false, threads);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.error().message,
+              "many.json: event 1000: more than 1000 events kept (--max-events); raise the limit "
+              "or split the trace");
+  }
+}
+
 // Only regular files and directories with traces are listed.
 TEST(Trace, ListTracesRefusesWhatIsNoTrace) {
   const auto dir = std::filesystem::path(commscope::testing::scratch()) / "list";
