@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -172,7 +173,8 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
   NcclTestsLog cur;
   std::set<std::string, std::less<>> hosts;
   int rank_lines = 0;
-  int header_ranks = 0;  // nThread x nGpus
+  std::map<std::string, int, std::less<>> rank_ids;  // a Rank line's rank -> its line
+  int header_ranks = 0;                              // nThread x nGpus
   std::optional<ProgramName> pending;
   std::vector<bool> labels;  // in-place flags of the groups the label line names
   Layout layout;
@@ -210,6 +212,7 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
     cur.first_line = line;
     hosts.clear();
     rank_lines = 0;
+    rank_ids.clear();
     header_ranks = 0;
     labels.clear();
     have_layout = false;
@@ -328,6 +331,14 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
       if (++rank_lines > limits::kMaxGpus)
         return Error{fmt::format("{}:{}: expected at most {} Rank lines, got more", where, line_no,
                                  limits::kMaxGpus)};
+      // Each rank once: the ranks are counted from these lines, and a line pasted twice made 17
+      // of 16, with a bus factor to match (found by probing, 2026-12-02).
+      if (f.size() > 1)
+        if (auto [at, fresh] = rank_ids.emplace(std::string(f[1]), line_no); !fresh)
+          return Error{
+              fmt::format("{}:{}: expected each rank's line once, got Rank {} again "
+                          "(line {})",
+                          where, line_no, f[1], at->second)};
       continue;
     }
     if (b.find("out-of-place") != std::string_view::npos ||

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/alpha_beta.h"
@@ -70,6 +71,24 @@ TEST(NcclTests, RealTwoNodeH100Log) {
   // Every row: busbw = algbw x 2(n-1)/n as nccl-tests prints them (each rounded to 0.01).
   for (const auto& r : l.rows)
     EXPECT_NEAR(r.oop_busbw, r.oop_algbw * 2 * 15 / 16, 0.02e9) << "line " << r.line;
+}
+
+// The ranks are counted from the Rank lines, each rank once: a line given twice made 17 ranks
+// of 16 and a bus factor to match (found by probing, 2026-12-02).
+TEST(NcclTests, ARankLineGivenTwiceIsRefused) {
+  const std::string text = slurp(data(kA3));
+  const std::string line =
+      "#  Rank  1 Group  0 Pid   6900 on ztan-mig-235z device  1 [0000:05:00] NVIDIA H100 80GB "
+      "HBM3\n";
+  const std::size_t at = text.find(line);
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t line_no = static_cast<std::size_t>(
+      std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n') + 1);
+  auto logs = parse_nccl_tests(text.substr(0, at) + line + text.substr(at), "dup.txt");
+  ASSERT_FALSE(logs.ok());
+  EXPECT_EQ(logs.error().message,
+            fmt::format("dup.txt:{}: expected each rank's line once, got Rank 1 again (line {})",
+                        line_no + 1, line_no));
 }
 
 TEST(NcclTests, RealRcclLogOneNodeEightGpusOneProcess) {
