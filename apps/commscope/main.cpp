@@ -1,5 +1,6 @@
 // `commscope <verb>`: parses the command line, runs the verb, turns errors into one line on
 // stderr and exit status 2.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string_view>
@@ -19,7 +20,38 @@
 
 namespace commscope::cli {
 
-int fail(const std::string& message) {
+namespace {
+// An error is one line of bounded length, whatever it echoes: a line break in a trace's key
+// printed a message over several lines, and a 100 KB model name or a 20,000-deep $((...))
+// was echoed whole (found by probing, 2026-12-02). Control characters are written as \n, \r,
+// \t or \xNN; past 4,096 bytes the middle is left out (cut between UTF-8 characters).
+std::string one_bounded_line(const std::string& message) {
+  std::string out;
+  out.reserve(std::min<std::size_t>(message.size(), 4096) + 64);
+  for (char ch : message) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u != 0x7f)
+      out += ch;
+    else
+      out += ch == '\n'   ? "\\n"
+             : ch == '\r' ? "\\r"
+             : ch == '\t' ? "\\t"
+                          : fmt::format("\\x{:02x}", u);
+  }
+  constexpr std::size_t kMax = 4096, kHead = 3000, kTail = 600;
+  if (out.size() <= kMax) return out;
+  auto boundary = [&](std::size_t at) {  // back to the start of a UTF-8 character
+    while (at > 0 && (static_cast<unsigned char>(out[at]) & 0xc0) == 0x80) --at;
+    return at;
+  };
+  const std::size_t head = boundary(kHead), tail = boundary(out.size() - kTail);
+  return out.substr(0, head) + fmt::format(" [... {} bytes left out ...] ", tail - head) +
+         out.substr(tail);
+}
+}  // namespace
+
+int fail(const std::string& raw) {
+  const std::string message = one_bounded_line(raw);
   if (Capture* c = current_capture()) {
     c->errors.push_back(message);
     return 2;

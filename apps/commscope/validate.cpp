@@ -2,6 +2,7 @@
 // (fit a system's cost-model efficiencies to measured runs).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -108,8 +109,8 @@ Verb add_validate(CLI::App& app) {
                          "(data/validation-comm/training.csv; summary per split, strategy and GPU "
                          "band), docs/validate.md.");
   cmd->add_option("files", st->files, "measured-run CSV files")->required();
-  cmd->add_option("--system", st->system,
-                  "system profile for every row (vTrain rows) [vtrain-a100]");
+  CLI::Option* system = cmd->add_option("--system", st->system,
+                                        "system profile for every row (vTrain rows) [vtrain-a100]");
   cmd->add_option("--rows", st->rows,
                   "all|even|odd|fit|heldout: rows 0,2,4... or 1,3,5... of each file; fit or "
                   "heldout by the validation corpus's split column [all]");
@@ -125,7 +126,7 @@ Verb add_validate(CLI::App& app) {
                 "('deepspeed 0.3' rows of split fit; held-out rows never enter) and print it "
                 "with its provenance as JSON for presets/frameworks/deepspeed.json");
   return {
-      cmd, [st]() -> int {
+      cmd, [st, system]() -> int {
         auto format = output_format(st->out);
         if (!format) return fail(format.error().message);
         if (!st->framework.empty() && st->framework != "row" &&
@@ -139,6 +140,20 @@ Verb add_validate(CLI::App& app) {
         auto runs = load_runs(st->files, st->system, skipped, st->framework);
         if (!runs) return fail(runs.error().message);
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
+        // --system given where every row names its own system changes nothing: said, not
+        // ignored in silence (found by probing, 2026-12-02).
+        auto corpus_row = [](const PreparedRun& r) { return !r.split.empty(); };
+        if (auto sys = load_system(st->system);
+            system->count() > 0 && sys &&
+            (std::all_of(runs->begin(), runs->end(), corpus_row) ||
+             std::none_of(runs->begin(), runs->end(), [&](const PreparedRun& r) {
+               return r.workload.scenario.system.name == sys->name;
+             })))
+          print_warnings({fmt::format(
+              "--system {}: used by no row (each names its own system: corpus rows by their "
+              "gpu, commscope rows by their system column); it is for vTrain's rows and "
+              "commscope rows without a system",
+              st->system)});
         if (st->fit_overhead) {
           // It prints one JSON document: the flags that shape validate's tables do not apply
           // (they were accepted and ignored, found by probing, 2026-11-30).

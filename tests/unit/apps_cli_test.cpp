@@ -1801,3 +1801,42 @@ TEST_F(Cli, AnInputFileGivenTwiceIsRefused) {
             log + ": expected each log once, got the file '" + log + "' names again"}})
     expect_one_line_error(args, "commscope: " + err + "\n");
 }
+
+// A flag no input takes is said, not ignored in silence: validate --system beside rows that
+// each name their own system, fit --collective/--ranks/--nodes beside logs that state theirs
+// (found by probing, 2026-12-02). The results are those without the flag.
+TEST_F(Cli, FlagsNoInputTakesAreSaid) {
+  const std::string src = COMMSCOPE_SOURCE_DIR;
+  const std::string corpus = src + "/data/validation-comm/training.csv";
+  Outcome with = run("validate --summary-only --system dgx-h100 " + corpus);
+  Outcome without = run("validate --summary-only " + corpus);
+  ASSERT_EQ(with.status, 0) << with.err;
+  EXPECT_EQ(with.out, without.out);
+  EXPECT_NE(with.err.find("commscope: warning: --system dgx-h100: used by no row"),
+            std::string::npos)
+      << with.err;
+  EXPECT_EQ(without.err.find("used by no row"), std::string::npos) << without.err;
+  const std::string log = src + "/tests/data/nccl-tests/a3mega-h100-2x8-all_reduce.txt";
+  Outcome f = run("fit " + log + " --collective all_gather --ranks 4 --nodes 3");
+  ASSERT_EQ(f.status, 0) << f.err;
+  for (const char* said : {"--collective all_gather: taken by no log", "--ranks 4: taken by no log",
+                           "--nodes 3: taken by no log"})
+    EXPECT_NE(f.err.find(said), std::string::npos) << said << "\n" << f.err;
+  EXPECT_EQ(f.out, run("fit " + log).out);
+}
+
+// An error is one line of bounded length whatever it echoes: a 100 KB model name was echoed
+// whole, a line break in a file's value broke the line (found by probing, 2026-12-02).
+TEST_F(Cli, ErrorsAreOneBoundedLine) {
+  Outcome r = run("describe --model " + std::string(100000, 'x'));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1);
+  EXPECT_LT(r.err.size(), 4200u);
+  EXPECT_NE(r.err.find(" bytes left out ...] "), std::string::npos) << r.err.substr(0, 200);
+  const std::string bad = (dir_ / "kind.json").string();
+  std::ofstream(bad) << R"({"name": "m", "kind": "gpt\nllama"})";
+  Outcome k = run("describe --model " + bad);
+  EXPECT_EQ(k.status, 2);
+  EXPECT_EQ(lines(k.err), 1) << k.err;
+  EXPECT_NE(k.err.find("'gpt\\nllama'"), std::string::npos) << k.err;
+}
