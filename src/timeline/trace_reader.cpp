@@ -1422,6 +1422,12 @@ class Reader {
         (tf.timeline.names().size() > names ? 2 * ev.name.size() + 96 : 0) + hta_kept;
     std::int32_t comm_index = -1;
     if (own) {
+      // A commscope trace's process is its rank (or stage): never negative (-1 became rank -1,
+      // found by probing, 2026-12-02).
+      if (ev.pid < 0)
+        return Error{fmt::format(
+            "{}: event {}: field 'pid': expected a rank, 0 or more (a commscope trace), got {}",
+            name_, index, ev.pid)};
       tf.own_format = true;
       e.kind = ev.cat == Cat::own_compute ? EventKind::compute
                : ev.cat == Cat::own_comm  ? EventKind::comm

@@ -646,6 +646,21 @@ TEST(Trace, MemoryLimitsAreRefused) {
   EXPECT_TRUE(read_trace_text("many.json", many).ok());  // no limit: read
 }
 
+// A commscope trace's pid is its rank: a negative one is refused, naming the event (it became
+// rank -1, found by probing, 2026-12-02).
+TEST(Trace, CommscopeTraceRanksAreNotNegative) {
+  const std::string ok = R"({"traceEvents":[{"ph":"X","cat":"compute","name":"gemm","pid":0,)"
+                         R"("tid":0,"ts":0,"dur":5}]})";
+  ASSERT_TRUE(read_trace_text("own.json", ok).ok());
+  std::string bad = ok;
+  bad.replace(bad.find("\"pid\":0"), 7, "\"pid\":-1");
+  auto t = read_trace_text("own.json", bad);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().message,
+            "own.json: event 0: field 'pid': expected a rank, 0 or more (a commscope trace), got "
+            "-1");
+}
+
 // The event an error names is the same on any number of threads: on several, a chunk merged
 // after the first error was drained, and its own error named a later event (--max-events 1000
 // said event 9615 on two threads, the first event of the second chunk; found by probing,
