@@ -139,7 +139,14 @@ Verb add_train(CLI::App& app) {
           if (st->emulate.size() > 1)
             return fail("--html: expected one run, got " + std::to_string(st->emulate.size()) +
                         " --emulate profiles");
-          if (Status s = check_outputs({{"--html", st->html}}); !s.ok())
+        // -o with it: the two must be two files (the HTML would replace the JSON; found by
+        // probing, 2026-12-02)
+#ifdef COMMSCOPE_HAVE_TRAIN
+          const std::string json_out = st->flags.o.output;
+#else
+          const std::string json_out;
+#endif
+          if (Status s = check_outputs({{"-o/--output", json_out}, {"--html", st->html}}); !s.ok())
             return fail(s.error().message);
           auto j = html_json.open(args);
           if (!j.ok()) return fail("--html: " + j.error().message);

@@ -9,6 +9,7 @@ docs/python.md says more.
 """
 
 import json as _json
+import re as _re
 import math as _math
 import numbers as _numbers
 import os as _os
@@ -24,6 +25,36 @@ __all__ = [
 ]
 
 __version__ = _commscope.version()
+
+
+def _program_dir():
+    """The folder of commscope-train and commscope-bench, which train, bench and characterize
+    launch: the interpreter is this process's executable, so the CLI's "beside the running
+    program" names Python's folder (every MPI verb said "not found: built without MPI"). In
+    order: $COMMSCOPE_BIN's folder, the build tree (build/python/commscope -> build), the
+    installed prefix's bin, PATH."""
+    import shutil
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    candidates = []
+    if _os.environ.get("COMMSCOPE_BIN"):
+        candidates.append(_os.path.dirname(_os.path.abspath(_os.environ["COMMSCOPE_BIN"])))
+    candidates.append(_os.path.dirname(_os.path.dirname(here)))
+    import sys
+    candidates.append(_os.path.join(sys.prefix, "bin"))
+    found = shutil.which("commscope-train") or shutil.which("commscope-bench")
+    if found:
+        candidates.append(_os.path.dirname(found))
+    for d in candidates:
+        if any(_os.access(_os.path.join(d, p), _os.X_OK)
+               for p in ("commscope-train", "commscope-bench")):
+            return d
+    return None
+
+
+_dir = _program_dir()
+if _dir:
+    _commscope.set_program_dir(_dir)
+del _dir
 
 
 class CommscopeWarning(UserWarning):
@@ -110,15 +141,38 @@ def _check_text(name, text):
     return text
 
 
+def _path_text(x):
+    # A path as the CLI reads it: str, bytes (os.fsdecode, so a name that is not UTF-8 keeps its
+    # bytes) or os.PathLike; None is no path ("None" was looked for as a file).
+    if x is None:
+        raise Error("path: expected a file or folder name, got None")
+    if isinstance(x, (bytes, _os.PathLike)):
+        return _os.fsdecode(x)
+    return str(x)
+
+
 def argv(verb, *positionals, **flags):
     """The argument vector ``commscope`` gets for these arguments (after the program name):
-    ``argv("predict", nodes=[4, 8])`` is ``["predict", "--nodes=4,8"]``."""
+    ``argv("predict", nodes=[4, 8])`` is ``["predict", "--nodes=4,8"]``.
+
+    A positional that starts with "-" would be read as a flag (``validate(["--output=x"])``
+    wrote x): it is refused, unless it follows an explicit "--" positional (``run("bench",
+    "--", "-b", "8")`` passes the rest through). A keyword that is not a flag's name
+    (``**{"nodes=8 --tp": 2}``) is refused too."""
     args = [_check_text("verb", str(verb))]
+    passed_through = False
     for p in positionals:
         items = p if isinstance(p, (list, tuple)) else [p]
-        args.extend(_check_text("path", _os.fspath(x) if isinstance(x, _os.PathLike) else str(x))
-                    for x in items)
+        for x in items:
+            text = _check_text("path", _path_text(x))
+            if not passed_through and text.startswith("-") and text != "--":
+                raise Error(f"path: expected a file or folder name, got {text!r} (a name that "
+                            f"starts with - reads as a flag: write ./{text})")
+            passed_through = passed_through or text == "--"
+            args.append(text)
     for key, value in flags.items():
+        if not _re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_]*", key):
+            raise Error(f"{key!r}: expected a flag's name (letters, digits and _), got {key!r}")
         name = key.replace("_", "-")
         if value is False and name in _BOOLEAN_FLAGS:
             args.append(f"--{name}=false")
@@ -147,7 +201,9 @@ def _caller_stacklevel():
 
 
 def _call(args):
-    status, out, errors, warnings = _commscope.run(args)
+    # As bytes: a file name that is not UTF-8 (os.fsdecode's surrogates) reaches the CLI as the
+    # bytes it is (it was a pybind TypeError).
+    status, out, errors, warnings = _commscope.run([_os.fsencode(a) for a in args])
     for w in warnings:
         _warnings.warn(w, CommscopeWarning, stacklevel=_caller_stacklevel())
     if status != 0:
@@ -161,7 +217,7 @@ def _document(verb, positionals, flags, rows_key=None):
     flags = dict(flags)
     if flags.get("help"):  # the verb's help text, not a document
         return _call(argv(verb, *positionals, help=True))
-    fmt = flags.pop("format", "json")
+    fmt = flags.pop("format", None) or "json"  # None leaves the flag out: the default, JSON
     # format first: a flag given True that takes a value (zero=True) is then last, and the CLI
     # says its value is missing (it took "--format=json" for it)
     flags = {"format": fmt, **flags}
@@ -225,32 +281,44 @@ def calibrate(files=None, **flags):
     with the report the CLI prints (classes, busbw, traced and predicted iteration, error) as
     its ``report`` attribute."""
     positionals = () if files is None else (files,)
+    if flags.get("help"):
+        return _call(argv("calibrate", *positionals, help=True))
     if not flags.get("from_trace"):
         text = _call(argv("calibrate", *positionals, **flags))
         return None if flags.get("output") else _wrap(_json.loads(text))
-    with _tempfile.TemporaryDirectory(prefix="commscope-calibrate-") as tmp:
-        flags = dict(flags)
-        path = flags.pop("output", None) or _os.path.join(tmp, "system.json")
-        report = _call(argv("calibrate", *positionals, output=path, **flags))
-        with open(path, encoding="utf-8") as f:
-            doc = _wrap(_json.load(f))
+    flags = dict(flags)
+    output = flags.pop("output", None)
+    report, text = _written("calibrate", positionals, flags, output, "system.json")
+    doc = _wrap(_json.loads(text))
     doc.report = report
     return doc
+
+
+def _written(verb, positionals, flags, output, name):
+    """Runs a verb that writes its document to -o: (what it printed, the document's text). The
+    CLI writes a regular file (or a new one) itself; a device or FIFO (``/dev/null``), which
+    cannot be read back, gets the text written through after the CLI wrote a private copy."""
+    if output is not None and _os.path.exists(output) and not _os.path.isfile(output):
+        printed, text = _written(verb, positionals, flags, None, name)
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+        return printed, text
+    with _tempfile.TemporaryDirectory(prefix=f"commscope-{verb}-") as tmp:
+        path = output or _os.path.join(tmp, name)
+        printed = _call(argv(verb, *positionals, output=path, **flags))
+        with open(path, encoding="utf-8") as f:
+            return printed, f.read()
 
 
 def fit(results, **flags):
     """``commscope fit RESULTS``: the network profile (the all-reduce fit and the measured busbw
     curves) that ``predict(network=...)`` accepts, as a dict; also written to ``output=`` when
     given. ``format=`` is the CLI's input format (auto|bench-json|nccl-tests)."""
-    if flags.get("output"):
-        _call(argv("fit", results, **flags))
-        with open(flags["output"], encoding="utf-8") as f:
-            return _wrap(_json.load(f))
-    with _tempfile.TemporaryDirectory(prefix="commscope-fit-") as tmp:
-        path = _os.path.join(tmp, "profile.json")
-        _call(argv("fit", results, output=path, **flags))
-        with open(path, encoding="utf-8") as f:
-            return _wrap(_json.load(f))
+    if flags.get("help"):
+        return _call(argv("fit", results, help=True))
+    flags = dict(flags)
+    output = flags.pop("output", None)
+    return _wrap(_json.loads(_written("fit", (results,), flags, output, "profile.json")[1]))
 
 
 def presets(kind=None):

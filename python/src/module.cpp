@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commscope/launch/process.h"
 #include "commscope/spec/preset.h"
 #include "commscope/timeline/breakdown_json.h"
 #include "commscope/timeline/trace_reader.h"
@@ -59,7 +60,17 @@ py::tuple run(const std::vector<std::string>& args) {
       status = 2;
     }
   }
-  return py::make_tuple(status, py::bytes(capture.out), capture.errors, capture.warnings);
+  // Messages that echo a file name that is not UTF-8 keep its bytes as os.fsdecode would (a
+  // std::string -> str conversion raised UnicodeDecodeError).
+  auto texts = [](const std::vector<std::string>& v) {
+    py::list l;
+    for (const auto& t : v)
+      l.append(py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(t.data(), static_cast<Py_ssize_t>(t.size()), "surrogateescape")));
+    return l;
+  };
+  return py::make_tuple(status, py::bytes(capture.out), texts(capture.errors),
+                        texts(capture.warnings));
 }
 
 // One read trace (read_trace): its events, steps and breakdowns.
@@ -152,6 +163,8 @@ PYBIND11_MODULE(_commscope, m) {
     return out;
   });
   m.def("version", [] { return std::string(COMMSCOPE_VERSION); });
+  m.def("set_program_dir", &launch::set_program_dir, py::arg("dir"),
+        "The folder of commscope-train and commscope-bench (train, bench, characterize).");
   py::class_<Trace>(m, "_Trace")
       .def_property_readonly("path", [](const Trace& t) { return t.file.path; })
       .def_property_readonly("rank", [](const Trace& t) { return t.file.rank; })

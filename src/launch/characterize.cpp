@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -717,6 +718,13 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
         "64 tokens (at most), to finish in minutes");
   }
   const std::string model_file = o.out + "/model.json";
+  // What a refused run must put back: the folder's model.json as it was (a refused run wrote
+  // its own over the completed steps' model, found by probing, 2026-12-02).
+  std::optional<std::string> model_before;
+  if (out_existed && fs::is_regular_file(model_file, ec)) {
+    std::ifstream in(model_file, std::ios::binary);
+    model_before = std::string(std::istreambuf_iterator<char>(in), {});
+  }
   CS_RETURN_IF_ERROR(write_file_atomic(model_file, to_json(model).dump(2) + "\n"));
   CS_ASSIGN_OR_RETURN(model, load_model(model_file));
   // --compute-only: step 2 at one process, into OUT/system-cpu-host.json and OUT/compute.json.
@@ -748,17 +756,28 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   if (!o.hostfile.empty()) profiles.push_back({"", "cluster", o.nodes});
 
   // Every run's arguments checked by the trainer's own code before anything is measured.
+  std::vector<std::string> made;  // run folders this call made
   if (o.check_train)
     for (const Profile& p : profiles)
       for (int r : s.ranks)
         for (const Strategy& st : s.strategies) {
           if (!applies(st, r)) continue;
           const std::string id = fmt::format("{}-{}-r{}", p.label, st.name, r);
-          fs::create_directories(o.out + "/runs/" + id, ec);  // where its summary will go
+          // where its summary will go; made by this call, removed again on a refusal
+          if (fs::create_directories(o.out + "/runs/" + id, ec))
+            made.push_back(o.out + "/runs/" + id);
           Status checked = o.check_train(
               train_args(model_file, s, st, o.out + "/traces/" + id, o.out + "/runs/" + id), r);
           if (!checked.ok()) {
-            if (!out_existed) fs::remove_all(o.out, ec);
+            if (!out_existed) {
+              fs::remove_all(o.out, ec);
+            } else {
+              for (const std::string& d : made) fs::remove_all(d, ec);
+              if (model_before)
+                (void)write_file_atomic(model_file, *model_before);
+              else
+                fs::remove(model_file, ec);
+            }
             return checked.error();
           }
         }

@@ -141,7 +141,19 @@ bool on_path(const std::string& prog) {
   return false;
 }
 
+namespace {
+std::string& program_dir() {
+  static std::string dir;
+  return dir;
+}
+}  // namespace
+
+void set_program_dir(std::string dir) {
+  program_dir() = std::move(dir);
+}
+
 std::string self_dir() {
+  if (!program_dir().empty()) return program_dir();
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return ".";

@@ -188,6 +188,11 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
                   "and predict model them)");
   // Modern-training plan fields (issue 15) the CPU trainer cannot honour.
   if (p.fp8 && *p.fp8) return Error{"--fp8: the CPU trainer computes in fp32 (no FP8 GEMMs)"};
+  // (it was read past, found by probing, 2026-12-02)
+  if (p.fp8_param_gather && *p.fp8_param_gather)
+    return Error{
+        "--fp8-param-gather: the CPU trainer computes in fp32 (no FP8 weights to gather; "
+        "describe and predict model it)"};
   if (p.tp_comm_overlap && *p.tp_comm_overlap)
     return Error{
         "--tp-comm-overlap: the CPU trainer runs each tensor-parallel collective between its "

@@ -129,6 +129,21 @@ TEST(Characterize, ClusterModeWithAHostfile) {
   EXPECT_GT(waits, 0);
   EXPECT_GE(doc["runs"][0]["measured"]["profiler_comm_s"].get<double>(),
             doc["runs"][0]["measured"]["exposed_comm_s"].get<double>());
+  // A refused run into the folder leaves it as it was: its model.json (a refused run wrote its
+  // own over the completed steps' model) and no run folder of its own (found by probing,
+  // 2026-12-02).
+  const std::string model_before = commscope::testing::slurp(out / "model.json");
+  for (const std::string more :
+       {"--ranks 2 --strategies ddp --model gpt2-large", "--ranks 8 --strategies pp8"}) {
+    SCOPED_TRACE(more);
+    const Outcome refused = characterize("--hostfile '" COMMSCOPE_SOURCE_DIR
+                                         "/tests/data/mpi/hostfile' --nodes 1 --steps 3 "
+                                         "--warmup 1 -o '" +
+                                         out.string() + "' " + more);
+    EXPECT_EQ(refused.status, 2) << refused.err;
+    EXPECT_EQ(commscope::testing::slurp(out / "model.json"), model_before);
+    EXPECT_FALSE(fs::exists(out / "runs/cluster-pp8-r8"));
+  }
 }
 
 TEST(Characterize, QuickOneProfileEndToEndAndResume) {

@@ -213,3 +213,51 @@ def test_boolean_flags_false_and_values_the_cli_would_misread(cli, commscope):
     # A NUL would end the CLI's string there ("gpt2-small\0xyz" was gpt2-small).
     with pytest.raises(commscope.Error, match="without NUL"):
         commscope.describe(model="gpt2-small\0xyz")
+
+
+def test_names_that_read_as_flags_are_refused(commscope, tmp_path):
+    # A file name starting with "-" was read as a flag: validate(["gt.csv", "--output=x"]) wrote
+    # x and then failed to parse JSON; a keyword that is no flag's name injected flags (found
+    # by probing, 2026-12-02).
+    out = tmp_path / "inj.csv"
+    with pytest.raises(commscope.Error, match=r"^path: expected a file or folder name, got "
+                                              r"'--output="):
+        commscope.validate([MEASURED, f"--output={out}"])
+    assert not out.exists()
+    with pytest.raises(commscope.Error, match=r"^path: expected a file or folder name, got None"):
+        commscope.validate(None)
+    with pytest.raises(commscope.Error, match=r"expected a flag's name"):
+        commscope.predict(**{"nodes=8 --tp": 2})
+    # after an explicit "--" the rest passes through (bench's own flags)
+    assert commscope.argv("bench", "--", "-b", "8") == ["bench", "--", "-b", "8"]
+
+
+def test_paths_that_are_not_utf8_or_bytes(commscope, cli, tmp_path):
+    # A name that is not UTF-8 reached pybind as a str it could not convert (TypeError), and the
+    # CLI ended in an internal error where its JSON echoed it; bytes paths were looked for as
+    # "b'...'" (found by probing, 2026-12-02). Bytes paths work; a name that is not UTF-8 is one
+    # line asking for another, from Python as from the CLI.
+    path = tmp_path / "r0.json.gz"
+    path.write_bytes(open(TRACE, "rb").read())
+    by_str = commscope.analyze(str(path))
+    by_bytes = commscope.analyze(os.fsencode(str(path)))
+    assert by_str["ranks"][0]["breakdown"] == by_bytes["ranks"][0]["breakdown"]
+    odd = tmp_path / os.fsdecode(b"r\xff.json.gz")
+    odd.write_bytes(open(TRACE, "rb").read())
+    with pytest.raises(commscope.Error) as info:
+        commscope.analyze(odd)
+    assert "expected UTF-8 text" in str(info.value)
+    import subprocess
+    r = subprocess.run([cli.path, "analyze", "--format", "json", os.fsencode(str(odd))],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"expected UTF-8 text" in r.stderr, r.stderr
+
+
+def test_help_format_none_and_outputs_that_cannot_be_read_back(commscope, tmp_path):
+    assert "--line-rate-gbps" in commscope.fit(NCCL_LOG, help=True)
+    assert "--evaluations" in commscope.calibrate(MEASURED, help=True)
+    # format=None leaves the flag out: the default document, a dict
+    assert "predictions" in commscope.predict(format=None)
+    # an output that is a device: the document is returned and written through
+    profile = commscope.fit(NCCL_LOG, output="/dev/null")
+    assert profile == commscope.fit(NCCL_LOG)

@@ -1728,6 +1728,11 @@ TEST_F(Cli, ProbedInputsAreOneLineErrors) {
                     "gradient_accumulation_steps = 4 x 4 = 16 (DeepSpeed asserts "
                     "train_batch_size = micro-batch x accumulation x data-parallel size), got "
                     "255\n"},
+           // train's --html and -o on one file: the HTML would have replaced the JSON
+           Case{"train --ranks 2 --html " + (dir_ / "h.html").string() + " -o " +
+                    (dir_ / "h.html").string(),
+                "commscope: --html: expected a file other than -o/--output's, got '" +
+                    (dir_ / "h.html").string() + "'"},
            // an iteration beyond a Chrome trace's nanoseconds aborted the writer
            Case{"predict --system cpu-host --model llama3-405b --gpus 1 --seq-length 1048576 "
                 "--global-batch-size 32 --trace " +

@@ -107,6 +107,8 @@ TEST(TrainOptions, PlanFlagsTheCpuTrainerCannotHonourAreRefused) {
            {{"--ep", "2", "--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},
            {{"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size"},
            {{"--tp", "2", "--sequence-parallel", "--tp-comm-overlap"}, "--tp-comm-overlap"},
+           // read past until 2026-12-02 (found by probing)
+           {{"--zero", "1", "--fp8-param-gather"}, "--fp8-param-gather: the CPU trainer"},
            {{"--zero", "0,1"}, "combinations"},
            // a framework's collective pattern and its options (accepted and not applied until
            // 2026-12-01: --framework deepspeed trained DDP)

@@ -39,8 +39,11 @@ class SignalGuard {
   }, old_term_{}, old_hup_{};
 };
 
-// Whether `prog` is an executable on PATH; the folder of the running executable.
+// Whether `prog` is an executable on PATH; the folder of the running executable, where
+// commscope-train and commscope-bench lie beside commscope, unless set_program_dir named
+// another (a host program such as the Python module, whose executable is the interpreter).
 bool on_path(const std::string& prog);
 std::string self_dir();
+void set_program_dir(std::string dir);
 
 }  // namespace commscope::launch
