@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -44,9 +45,10 @@ std::string first_duplicate_key(const std::string& text) {
   struct Dups : nlohmann::json_sax<nlohmann::json> {
     struct Level {
       bool object = false;
-      std::string name;               // the key (or [index]) this level is under
-      std::vector<std::string> keys;  // an object's keys so far
-      std::size_t items = 0;          // an array's elements so far
+      std::string name;                      // the key (or [index]) this level is under
+      std::unordered_set<std::string> keys;  // an object's keys so far (a set: an object of
+                                             // a million keys stays linear)
+      std::size_t items = 0;                 // an array's elements so far
     };
     std::vector<Level> stack;
     std::string pending, found;
@@ -76,11 +78,10 @@ std::string first_duplicate_key(const std::string& text) {
     bool start_object(std::size_t) override { return open(true); }
     bool key(string_t& k) override {
       auto& keys = stack.back().keys;
-      if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+      if (!keys.insert(k).second) {
         found = path(k.empty() ? std::string("\"\"") : k);
         return false;
       }
-      keys.push_back(k);
       pending = k.empty() ? std::string("\"\"") : k;
       return true;
     }
