@@ -778,7 +778,11 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
               else
                 fs::remove(model_file, ec);
             }
-            return checked.error();
+            // Which run it was: the flag it names may be one the user never gave (pp8's
+            // --pipeline-model-parallel-size, T5's --zero from the default strategies; found
+            // by probing, 2026-12-02).
+            return Error{fmt::format("--strategies {} at --ranks {}: {}", st.name, r,
+                                     checked.error().message)};
           }
         }
 

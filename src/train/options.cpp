@@ -759,8 +759,8 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   // (inf was taken: the loss went to NaN and the run exited 0, found by probing, 2026-11-30)
   if (!(o.lr > 0) || !std::isfinite(o.lr))
     return Error{fmt::format("--lr: expected a positive finite number, got {}", o.lr)};
-  if (!(o.clip >= 0))
-    return Error{fmt::format("--clip: expected 0 or a positive number, got {}", o.clip)};
+  if (!(o.clip >= 0) || !std::isfinite(o.clip))  // inf was accepted (probing, 2026-12-02)
+    return Error{fmt::format("--clip: expected 0 or a positive finite number, got {}", o.clip)};
   if (!(o.bucket_mb > 0))
     return Error{
         fmt::format("--ddp-bucket-size: expected a positive number (MiB), got {}", o.bucket_mb)};

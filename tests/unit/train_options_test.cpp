@@ -190,6 +190,8 @@ TEST(TrainOptions, ValuesAreRefusedNotReadAsUnsetOrWrapped) {
   const std::string data = COMMSCOPE_SOURCE_DIR "/README.md";
   for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--lr", "inf"}, "--lr: expected a positive finite number, got inf"},
+           // accepted until 2026-12-02 (found by probing)
+           {{"--clip", "inf"}, "--clip: expected 0 or a positive finite number, got inf"},
            {{"--checkpoint", "/tmp/commscope-no-every"}, "--checkpoint-every: expected a step"},
            {{"--trace", "/dev/null"}, "--trace: expected a file name or a folder"},
            {{"--data", data, "--vocab", "100"}, "--vocab: expected at least 256 with --data"}}) {
