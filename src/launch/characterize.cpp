@@ -598,12 +598,31 @@ Status check_characterize_options(const CharacterizeOptions& o) {
   if (!o.hostfile.empty()) {
     if (Status st = check_regular_file(o.hostfile); !st.ok())
       return Error{fmt::format("--hostfile: {}", st.error().message)};
+    // A hostfile that names no host (empty, or comments alone) reached mpirun (found by
+    // probing, 2026-12-02).
+    std::ifstream in(o.hostfile);
+    bool host = false;
+    for (std::string line; !host && std::getline(in, line);) {
+      const auto b = line.find_first_not_of(" \t\r");
+      host = b != std::string::npos && line[b] != '#';
+    }
+    if (!host)
+      return Error{
+          fmt::format("--hostfile: expected a file naming the nodes (one host a line, "
+                      "mpirun's format), got '{}' with none",
+                      o.hostfile)};
   }
   const Settings s = settings_of(o);
   for (int r : s.ranks)
     if (r < 1 || r > kMaxLocalRanks)
       return Error{
           fmt::format("--ranks: expected integers from 1 to {}, got {}", kMaxLocalRanks, r)};
+  // Each rank count once, as each strategy and profile (2,2 ran every run twice into one
+  // folder; found by probing, 2026-12-02).
+  for (std::size_t i = 0; i < s.ranks.size(); ++i)
+    if (std::find(s.ranks.begin(), s.ranks.begin() + static_cast<std::ptrdiff_t>(i), s.ranks[i]) !=
+        s.ranks.begin() + static_cast<std::ptrdiff_t>(i))
+      return Error{fmt::format("--ranks: expected distinct rank counts, got {} twice", s.ranks[i])};
   for (const auto& st : o.strategies)
     if (!parse_strategy(st))
       return Error{fmt::format(

@@ -775,6 +775,13 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
     return Error{fmt::format("--checkpoint-every: expected 0 or more, got {}", o.checkpoint_every)};
   if ((o.checkpoint_every > 0 || o.resume) && o.checkpoint_dir.empty())
     return Error{"--checkpoint: expected a folder with --checkpoint-every or --resume"};
+  // Checkpoints at steps K, 2K, ... up to --steps: K above it wrote none, in silence (found by
+  // probing, 2026-12-02).
+  if (o.checkpoint_every > o.steps)
+    return Error{fmt::format(
+        "--checkpoint-every: expected at most --steps ({}): checkpoints are written at steps K, "
+        "2K, ..., got {}, so none would be",
+        o.steps, o.checkpoint_every)};
   // A folder alone wrote nothing, in silence (found by probing, 2026-11-30).
   if (!o.checkpoint_dir.empty() && o.checkpoint_every == 0 && !o.resume)
     return Error{fmt::format(

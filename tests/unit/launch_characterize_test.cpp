@@ -2,6 +2,8 @@
 // option checks, and the compute calibration's fit (calib/compute_fit.h).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <cmath>
 #include <filesystem>
 
@@ -248,6 +250,19 @@ TEST(Characterize, OptionsAreCheckedWithTheFlagNamed) {
   o.emulate = {};
   o.hostfile = commscope::testing::scratch() + "no-such-hostfile";
   EXPECT_EQ(msg().rfind("--hostfile: ", 0), 0u) << msg();
+  // A hostfile naming no host, and a rank count given twice, reached mpirun (found by probing,
+  // 2026-12-02).
+  o.hostfile = commscope::testing::scratch() + "empty-hostfile";
+  std::ofstream(o.hostfile) << "# no hosts\n\n";
+  o.nodes = 1;
+  EXPECT_EQ(msg(),
+            "--hostfile: expected a file naming the nodes (one host a line, mpirun's "
+            "format), got '" +
+                o.hostfile + "' with none");
+  std::ofstream(o.hostfile) << "# one host\nlocalhost slots=4\n";
+  EXPECT_EQ(msg(), "");
+  o.ranks = {2, 4, 2};
+  EXPECT_EQ(msg(), "--ranks: expected distinct rank counts, got 2 twice");
 }
 
 // --compute-only needs no --emulate/--hostfile and refuses either, naming the flag.

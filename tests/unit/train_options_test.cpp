@@ -193,6 +193,9 @@ TEST(TrainOptions, ValuesAreRefusedNotReadAsUnsetOrWrapped) {
            // accepted until 2026-12-02 (found by probing)
            {{"--clip", "inf"}, "--clip: expected 0 or a positive finite number, got inf"},
            {{"--checkpoint", "/tmp/commscope-no-every"}, "--checkpoint-every: expected a step"},
+           {{"--checkpoint", "/tmp/commscope-every", "--checkpoint-every", "100"},
+            "--checkpoint-every: expected at most --steps (20): checkpoints are written at steps "
+            "K, 2K, ..., got 100, so none would be"},
            {{"--trace", "/dev/null"}, "--trace: expected a file name or a folder"},
            {{"--data", data, "--vocab", "100"}, "--vocab: expected at least 256 with --data"}}) {
     auto o = parse(args, nullptr);
