@@ -15,6 +15,7 @@
 #include "commscope/spec/preset.h"
 #include "commscope/util/atomic_file.h"
 #include "commscope/util/flag_error.h"
+#include "commscope/util/text.h"
 #include "embed.h"
 #include "verbs.h"
 
@@ -213,28 +214,13 @@ Verb add_presets(CLI::App& app) {
 }  // namespace commscope::cli
 
 namespace {
-namespace {
-// Whether `s` is UTF-8 (the JSON documents carry names and paths as given).
-bool utf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    if (n < 0 || i + static_cast<std::size_t>(n) >= s.size()) return false;
-    for (int k = 1; k <= n; ++k)
-      if ((static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]) >> 6) != 2) return false;
-    i += static_cast<std::size_t>(n) + 1;
-  }
-  return true;
-}
-}  // namespace
-
 int run(int argc, char** argv) {
   using namespace commscope::cli;
   command_args().assign(argv + std::min(argc, 1), argv + argc);
   // An argument that is not UTF-8 (a file name of other bytes) ended in an internal error where
   // a JSON document echoed it (found by probing, 2026-12-02): one line, before anything runs.
   for (const std::string& a : command_args())
-    if (!utf8(a))
+    if (commscope::util::first_invalid_utf8(a) != a.size())
       return fail(
           fmt::format("'{}': expected UTF-8 text (names and paths are written into JSON "
                       "documents as given), got other bytes; rename it",

@@ -142,13 +142,16 @@ Verb add_validate(CLI::App& app) {
         if (auto s = check_split(*runs, st->rows); !s.ok()) return fail(s.error().message);
         // --system given where every row names its own system changes nothing: said, not
         // ignored in silence (found by probing, 2026-12-02).
+        // (the preset is read again only when the flag was given)
         auto corpus_row = [](const PreparedRun& r) { return !r.split.empty(); };
-        if (auto sys = load_system(st->system);
-            system->count() > 0 && sys &&
-            (std::all_of(runs->begin(), runs->end(), corpus_row) ||
-             std::none_of(runs->begin(), runs->end(), [&](const PreparedRun& r) {
-               return r.workload.scenario.system.name == sys->name;
-             })))
+        auto unused_system = [&] {
+          auto sys = load_system(st->system);
+          return sys && (std::all_of(runs->begin(), runs->end(), corpus_row) ||
+                         std::none_of(runs->begin(), runs->end(), [&](const PreparedRun& r) {
+                           return r.workload.scenario.system.name == sys->name;
+                         }));
+        };
+        if (system->count() > 0 && unused_system())
           print_warnings({fmt::format(
               "--system {}: used by no row (each names its own system: corpus rows by their "
               "gpu, commscope rows by their system column); it is for vTrain's rows and "

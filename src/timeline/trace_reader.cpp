@@ -3,6 +3,7 @@
 #include "commscope/timeline/trace_reader.h"
 
 #include "commscope/util/input_file.h"
+#include "commscope/util/text.h"
 
 #include <zlib.h>
 
@@ -1102,8 +1103,8 @@ class Reader {
     std::size_t index = c.first_index;
     if (auto e = parser.iterate(view).get(doc)) {
       if (e == simdjson::UTF8_ERROR)
-        c.error =
-            fmt::format("{}: byte {}: invalid UTF-8", name_, file_byte(first_invalid_utf8(c.text)));
+        c.error = fmt::format("{}: byte {}: invalid UTF-8", name_,
+                              file_byte(util::first_invalid_utf8(c.text)));
       else if (e == simdjson::CAPACITY)
         c.error = fmt::format(
             "{}: byte {}: event {} is over simdjson's 4 GiB document limit; split the trace "
@@ -1190,25 +1191,6 @@ class Reader {
       else
         tf.world_size = static_cast<int>(v);
     }
-  }
-
-  // Offset of the first byte that breaks UTF-8 (RFC 3629).
-  static std::size_t first_invalid_utf8(const std::string& text) {
-    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-    const std::size_t n = text.size();
-    for (std::size_t i = 0; i < n;) {
-      const unsigned char c = p[i];
-      std::size_t len = c < 0x80         ? 1
-                        : (c >> 5) == 6  ? 2
-                        : (c >> 4) == 14 ? 3
-                        : (c >> 3) == 30 ? 4
-                                         : 0;
-      if (len == 0 || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4)) return i;
-      for (std::size_t k = 1; k < len; ++k)
-        if ((p[i + k] & 0xC0) != 0x80) return i;
-      i += len;
-    }
-    return n;
   }
 
   // Reads the fields of one event in document order.

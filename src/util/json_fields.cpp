@@ -38,92 +38,69 @@ std::size_t first_byte_deeper_than(const std::string& text, int limit) {
   return std::string::npos;
 }
 
-// The first key that an object holds twice, as a dotted path ("zero_optimization.stage"), or
-// "": nlohmann keeps the last silently, so {"layers": 32, "layers": 4000} was a 4000-layer
-// model (found by probing, 2026-12-02). DeepSpeed's own loader refuses duplicate keys.
-std::string first_duplicate_key(const std::string& text) {
-  struct Dups : nlohmann::json_sax<nlohmann::json> {
-    struct Level {
-      bool object = false;
-      std::string name;                      // the key (or [index]) this level is under
-      std::unordered_set<std::string> keys;  // an object's keys so far (a set: an object of
-                                             // a million keys stays linear)
-      std::size_t items = 0;                 // an array's elements so far
-    };
-    std::vector<Level> stack;
-    std::string pending, found;
-    std::string path(const std::string& key) const {
-      std::string p;
-      for (std::size_t i = 1; i < stack.size(); ++i)
-        p += (stack[i].name.front() == '[' || p.empty() ? "" : ".") + stack[i].name;
-      return p + (key.front() == '[' || p.empty() ? "" : ".") + key;
-    }
-    void value() {
-      if (!stack.empty() && !stack.back().object) ++stack.back().items;
-    }
-    bool open(bool object) {
-      std::string name = pending;
-      if (!stack.empty() && !stack.back().object) name = fmt::format("[{}]", stack.back().items);
-      value();
-      stack.push_back({object, name, {}, 0});
-      return true;
-    }
-    bool null() override { return value(), true; }
-    bool boolean(bool) override { return value(), true; }
-    bool number_integer(number_integer_t) override { return value(), true; }
-    bool number_unsigned(number_unsigned_t) override { return value(), true; }
-    bool number_float(number_float_t, const string_t&) override { return value(), true; }
-    bool string(string_t&) override { return value(), true; }
-    bool binary(binary_t&) override { return value(), true; }
-    bool start_object(std::size_t) override { return open(true); }
-    bool key(string_t& k) override {
-      auto& keys = stack.back().keys;
-      if (!keys.insert(k).second) {
-        found = path(k.empty() ? std::string("\"\"") : k);
-        return false;
-      }
-      pending = k.empty() ? std::string("\"\"") : k;
-      return true;
-    }
-    bool end_object() override { return stack.pop_back(), true; }
-    bool start_array(std::size_t) override { return open(false); }
-    bool end_array() override { return stack.pop_back(), true; }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+// One SAX pass over a JSON text that builds nothing: the last object key read (where a parse
+// stops, the key of what failed: the DOM parser's error names no field) and, when asked, the
+// first key an object holds twice, as a dotted path ("zero_optimization.stage"): nlohmann keeps
+// the last silently, so {"layers": 32, "layers": 4000} was a 4000-layer model (found by
+// probing, 2026-12-02; DeepSpeed's own loader refuses duplicate keys).
+struct KeyWalk : nlohmann::json_sax<nlohmann::json> {
+  struct Level {
+    bool object = false;
+    std::string name;                      // the key (or [index]) this level is under
+    std::unordered_set<std::string> keys;  // an object's keys so far (a set: an object of a
+                                           // million keys stays linear)
+    std::size_t items = 0;                 // an array's elements so far
+  };
+  bool find_duplicates = false;
+  std::vector<Level> stack;
+  std::string last, pending, duplicate;
+  std::string path(const std::string& key) const {
+    std::string p;
+    for (std::size_t i = 1; i < stack.size(); ++i)
+      p += (stack[i].name.front() == '[' || p.empty() ? "" : ".") + stack[i].name;
+    return p + (key.front() == '[' || p.empty() ? "" : ".") + key;
+  }
+  void value() {
+    if (!stack.empty() && !stack.back().object) ++stack.back().items;
+  }
+  bool open(bool object) {
+    std::string name = pending;
+    if (!stack.empty() && !stack.back().object) name = fmt::format("[{}]", stack.back().items);
+    value();
+    stack.push_back({object, name, {}, 0});
+    return true;
+  }
+  bool null() override { return value(), true; }
+  bool boolean(bool) override { return value(), true; }
+  bool number_integer(number_integer_t) override { return value(), true; }
+  bool number_unsigned(number_unsigned_t) override { return value(), true; }
+  bool number_float(number_float_t, const string_t&) override { return value(), true; }
+  bool string(string_t&) override { return value(), true; }
+  bool binary(binary_t&) override { return value(), true; }
+  bool start_object(std::size_t) override { return open(true); }
+  bool key(string_t& k) override {
+    last = k;
+    pending = k.empty() ? std::string("\"\"") : k;
+    if (find_duplicates && !stack.back().keys.insert(k).second) {
+      duplicate = path(pending);
       return false;
     }
-  } dups;
-  nlohmann::json::sax_parse(text, &dups, nlohmann::json::input_format_t::json, false,
-                            /*ignore_comments=*/false);
-  return dups.found;
-}
+    return true;
+  }
+  bool end_object() override { return stack.pop_back(), true; }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return stack.pop_back(), true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
 
-// The last object key read before the parse failed, by a SAX pass that builds nothing (the
-// DOM parser's error names no field).
-std::string key_before_error(const std::string& text) {
-  struct Keys : nlohmann::json_sax<nlohmann::json> {
-    std::string last;
-    bool null() override { return true; }
-    bool boolean(bool) override { return true; }
-    bool number_integer(number_integer_t) override { return true; }
-    bool number_unsigned(number_unsigned_t) override { return true; }
-    bool number_float(number_float_t, const string_t&) override { return true; }
-    bool string(string_t&) override { return true; }
-    bool binary(binary_t&) override { return true; }
-    bool start_object(std::size_t) override { return true; }
-    bool key(string_t& k) override {
-      last = k;
-      return true;
-    }
-    bool end_object() override { return true; }
-    bool start_array(std::size_t) override { return true; }
-    bool end_array() override { return true; }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-      return false;
-    }
-  } keys;
-  nlohmann::json::sax_parse(text, &keys, nlohmann::json::input_format_t::json, true,
+KeyWalk walk_keys(const std::string& text, bool find_duplicates) {
+  KeyWalk w;
+  w.find_duplicates = find_duplicates;
+  nlohmann::json::sax_parse(text, &w, nlohmann::json::input_format_t::json, true,
                             /*ignore_comments=*/false);
-  return keys.last;
+  return w;
 }
 }  // namespace
 
@@ -153,7 +130,7 @@ Result<nlohmann::json> parse_json_text(const std::string& text, const std::strin
     if (!j.is_object())
       return Error{
           fmt::format("{}: expected a JSON object at the top level, got {}", where, j.type_name())};
-    if (const std::string key = first_duplicate_key(text); !key.empty())
+    if (const std::string key = walk_keys(text, true).duplicate; !key.empty())
       return Error{fmt::format(
           "{}: field '{}': expected each key once in its object, got it twice (which one "
           "counts is up to the reader)",
@@ -164,7 +141,7 @@ Result<nlohmann::json> parse_json_text(const std::string& text, const std::strin
         fmt::format("{}: invalid JSON at byte {}: {}", where, e.byte, json_parse_reason(e.what()))};
   } catch (const nlohmann::json::out_of_range& e) {
     // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
-    const std::string last_key = key_before_error(text);
+    const std::string last_key = walk_keys(text, false).last;
     std::string_view what = e.what();
     const std::size_t q = what.find('\'');
     const std::string value =

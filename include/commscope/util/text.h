@@ -1,4 +1,4 @@
-// Small text helpers the line-oriented readers share (nccl-tests and OSU logs).
+// Small text helpers the readers share (nccl-tests and OSU logs, traces, the command line).
 #pragma once
 
 #include <cctype>
@@ -29,6 +29,26 @@ inline bool finite_number(std::string_view s, double& out) {
   if (s.empty()) return false;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && p == s.data() + s.size() && std::isfinite(out);
+}
+
+// Offset of the first byte of s that breaks UTF-8 (RFC 3629: no overlong two-byte forms, nothing
+// above U+10FFFF), or s.size() when it is all UTF-8.
+inline std::size_t first_invalid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    std::size_t len = c < 0x80         ? 1
+                      : (c >> 5) == 6  ? 2
+                      : (c >> 4) == 14 ? 3
+                      : (c >> 3) == 30 ? 4
+                                       : 0;
+    if (len == 0 || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4)) return i;
+    for (std::size_t k = 1; k < len; ++k)
+      if ((p[i + k] & 0xC0) != 0x80) return i;
+    i += len;
+  }
+  return n;
 }
 
 }  // namespace commscope::util
