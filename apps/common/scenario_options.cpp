@@ -682,6 +682,7 @@ Result<std::vector<ScenarioInput>> scenario_inputs(const ScenarioOptions& o) {
   // to --micro-batch-size or --global-batch-size.
   bool file_accum = false;
   if (!o.torchtitan_config.empty()) {
+    CS_RETURN_IF_ERROR(check_flag_file("--torchtitan-config", o.torchtitan_config));
     CS_ASSIGN_OR_RETURN(TorchtitanJob job, load_torchtitan_config(o.torchtitan_config));
     // --recompute-granularity replaces the file's checkpointing, its every-k-th block with it;
     // --recompute-method or --recompute-num-layers replaces the file's interval.
@@ -1271,6 +1272,14 @@ ScriptConfigs& script_configs() {
 
 }  // namespace
 
+Status check_flag_file(std::string_view flag, const std::string& path) {
+  // A file that cannot be read is named with its flag (it was the path alone, found by probing,
+  // 2026-12-02), as --model and --system name theirs.
+  if (Status st = check_regular_file(path); !st.ok())
+    return Error{fmt::format("{}: {}", flag, st.error().message)};
+  return {};
+}
+
 Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std::string>* notes) {
   const ScriptConfigs& s = script_configs();
   const std::string key = script_file_key(path);
@@ -1300,10 +1309,12 @@ Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std
     std::error_code ec;
     if (!std::filesystem::exists(path, ec))
       return Error{
-          fmt::format("{}: cannot open: No such file or directory; the script writes it at {}: "
-                      "give --deepspeed-config the file the script would write",
+          fmt::format("--deepspeed-config: {}: cannot open: No such file or directory; the "
+                      "script writes it at {}: give --deepspeed-config the file the script would "
+                      "write",
                       path, it->second)};
   }
+  CS_RETURN_IF_ERROR(check_flag_file("--deepspeed-config", path));
   return load_deepspeed_config(path, notes);
 }
 
@@ -1329,6 +1340,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   auto on_command_line = [&](const CLI::Option* o) {
     return o && std::find(given.begin(), given.end(), o) != given.end();
   };
+  CS_RETURN_IF_ERROR(check_flag_file("--megatron-args", path));
   CS_ASSIGN_OR_RETURN(auto text, read_small_file(path, 1u << 20, "a Megatron-LM argument file"));
   CS_ASSIGN_OR_RETURN(auto script, read_shell_script(text, path));
   // A quoted array element holding a flag and its value ("--fp8-format hybrid"), or a variable

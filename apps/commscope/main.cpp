@@ -336,6 +336,22 @@ int run(int argc, char** argv) {
       if (v.command->parsed()) extra = v.command->remaining();
     if (extra.empty()) extra = app.remaining();
     if (extra.empty()) return fail(where + one_line(e.what()) + " (see --help)");
+    // A switch's value after a space (`--fsdp-limit-all-gathers false`) is an argument of its
+    // own: say how to give it (found by probing, 2026-12-02).
+    for (int i = 2; i + 1 < argc; ++i)
+      if (argv[i + 1] == extra.front()) {
+        const std::string flag = argv[i];
+        const CLI::Option* o = nullptr;
+        for (const auto& v : verbs)
+          if (v.command->parsed() && flag.rfind("--", 0) == 0)
+            o = v.command->get_option_no_throw(flag);
+        if (o && o->get_expected_max() == 0)
+          return fail(fmt::format(
+              "{}: a switch takes a value only after '=' ({}={}), got '{}' as an argument of "
+              "its own",
+              flag, flag, extra.front(), extra.front()));
+        break;
+      }
     return fail(fmt::format("{}expected flags this verb has (see --help), got '{}'", where,
                             fmt::join(extra, " ")));
   } catch (const CLI::ParseError& e) {

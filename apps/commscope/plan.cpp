@@ -247,6 +247,8 @@ Verb add_plan(CLI::App& app) {
         if (!st->torchtitan_config.empty() && !st->deepspeed_config.empty())
           return fail("--torchtitan-config: expected it or --deepspeed-config, got both");
         if (!st->torchtitan_config.empty()) {
+          if (Status ok = check_flag_file("--torchtitan-config", st->torchtitan_config); !ok.ok())
+            return fail(ok.error().message);
           auto job = load_torchtitan_config(st->torchtitan_config);
           if (!job) return fail(job.error().message);
           for (const std::string& note : job->notes)

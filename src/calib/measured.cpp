@@ -49,13 +49,14 @@ std::vector<std::string> split(const std::string& line) {
 
 // The next CSV record (RFC 4180): physical lines joined while a quoted cell is open (an odd
 // count of quotes so far; "" adds two), so a cell may hold line breaks. False at the end of the
-// file; an error when a quote is still open there or a record passes 1 MiB. `lineno`: the
-// record's last line.
-Result<bool> next_record(std::istream& in, std::string& record, int& lineno,
+// file; an error when a quote is still open there or a record passes 1 MiB. `physical`: the
+// lines read so far; `lineno`: the record's first line, which errors name (a cell that spans
+// lines was named by the record's last, found by probing, 2026-12-02).
+Result<bool> next_record(std::istream& in, std::string& record, int& physical, int& lineno,
                          const std::string& path) {
   constexpr std::size_t kMaxRecord = std::size_t{1} << 20;
   if (!std::getline(in, record)) return false;
-  ++lineno;
+  lineno = ++physical;
   const int first = lineno;
   std::string more;
   while (std::count(record.begin(), record.end(), '"') % 2 == 1) {
@@ -65,7 +66,7 @@ Result<bool> next_record(std::istream& in, std::string& record, int& lineno,
     if (!std::getline(in, more))
       return Error{fmt::format("{}: line {}: a quoted cell is not closed by the end of the file",
                                path, first)};
-    ++lineno;
+    ++physical;
     record += '\n';
     record += more;
   }
@@ -579,6 +580,20 @@ std::string system_for_gpu(const std::string& gpu) {
 }
 
 // The columns of commscope's own CSV (docs/validate.md).
+// vTrain's ground-truth columns (data/vtrain; "Parameters (billion)" only in the multi-node file).
+constexpr std::string_view kVtrainColumns[] = {"Parameters (billion)",
+                                               "# GPUs",
+                                               "global batch",
+                                               "micro batch",
+                                               "hidden size",
+                                               "attention heads",
+                                               "# layers",
+                                               "sequence length",
+                                               "tensor parallelism",
+                                               "data parallelism",
+                                               "pipeline parallelism",
+                                               "iteration time (ms)"};
+
 constexpr std::string_view kCommscopeColumns[] = {
     "model",       "system",       "network",
     "nodes",       "gpus",         "tp",
@@ -595,10 +610,17 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open", path)};
   std::string line;
-  int lineno = 0;
-  CS_ASSIGN_OR_RETURN(const bool has_header, next_record(in, line, lineno, path));
+  int physical = 0, lineno = 0;
+  CS_ASSIGN_OR_RETURN(const bool has_header, next_record(in, line, physical, lineno, path));
   if (!has_header) return Error{fmt::format("{}: empty file, expected a header line", path)};
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // UTF-8 byte-order mark
+  // Line ends of a lone CR (classic Mac OS, some spreadsheet exports) make the file one line:
+  // say so rather than naming the whole file as a header no reader knows.
+  for (std::size_t cr = line.find('\r'); cr != std::string::npos; cr = line.find('\r', cr + 1))
+    if (cr + 1 < line.size() && line[cr + 1] != '\n')
+      return Error{fmt::format(
+          "{}: line 1: expected LF or CRLF line ends, got a line ended by a lone CR (byte {})",
+          path, cr + 1)};
   const std::vector<std::string> header = split(line);
   // A column twice would let one of its cells silently win over the other.
   for (std::size_t c = 0; c < header.size(); ++c)
@@ -618,6 +640,14 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
         "(model,…,measured_s) or the validation corpus header (id,source_id,…,split,notes), "
         "got '{}'",
         path, line.substr(0, 80))};
+  // vTrain's files have these columns and no other: one more (a typo of one of them, another
+  // tool's) was read past (found by probing, 2026-12-02).
+  if (vtrain)
+    for (const std::string& h : header)
+      if (std::find(std::begin(kVtrainColumns), std::end(kVtrainColumns), h) ==
+          std::end(kVtrainColumns))
+        return Error{fmt::format("{}: line 1: unknown column '{}' in a vTrain file; expected {}",
+                                 path, h, fmt::join(kVtrainColumns, ", "))};
   // A commscope header names only known columns: an unknown one (a typo, a column of another
   // tool) is an error before any row is read, whatever its cells hold.
   if (!vtrain && !corpus)
@@ -651,7 +681,7 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
   std::map<std::string, int> corpus_ids;  // id -> its line
   std::int64_t data_rows = 0;
   while (true) {
-    CS_ASSIGN_OR_RETURN(const bool more, next_record(in, line, lineno, path));
+    CS_ASSIGN_OR_RETURN(const bool more, next_record(in, line, physical, lineno, path));
     if (!more) break;
     if (line.empty() || line == "\r") continue;
     // Skipped corpus rows count too: the reasons kept for them are bounded by the same limit.
@@ -707,10 +737,9 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
                           cells[c])};
         v[header[c]] = x;
       }
-      for (const char* need :
-           {"# GPUs", "global batch", "micro batch", "hidden size", "attention heads", "# layers",
-            "sequence length", "tensor parallelism", "data parallelism", "pipeline parallelism"})
-        if (!v.count(need))
+      for (std::string_view need : kVtrainColumns)
+        if (need != "Parameters (billion)" && need != "iteration time (ms)" &&
+            !v.count(std::string(need)))
           return Error{fmt::format("{}: line 1: expected a column '{}'", path, need)};
       if (std::fmod(v["hidden size"], v["attention heads"]) != 0)  // (head_dim was floored)
         return Error{fmt::format(

@@ -590,6 +590,15 @@ Status check_characterize_options(const CharacterizeOptions& o) {
         fmt::format("--compute-only: expected no --emulate/--hostfile (it measures this "
                     "host's kernels alone), got '{}'",
                     o.emulate.empty() ? o.hostfile : o.emulate.front())};
+  // It runs no training: flags of the training runs would be ignored in silence (found by
+  // probing, 2026-12-02).
+  if (o.compute_only && (!o.strategies.empty() || o.steps || o.warmup))
+    return Error{fmt::format(
+        "--compute-only: expected no --strategies/--steps/--warmup (it measures kernels and runs "
+        "no training), got {}",
+        !o.strategies.empty() ? "--strategies"
+        : o.steps             ? "--steps"
+                              : "--warmup")};
   if (!o.compute_only && o.emulate.empty() == o.hostfile.empty())
     return Error{o.emulate.empty()
                      ? "--emulate/--hostfile: expected one of them (emulated nodes on this "

@@ -700,6 +700,12 @@ class Reader {
           in_string = false;
           if (mode == Mode::key) {
             key.assign(buf_.data() + key_start_ + 1, at - key_start_ - 1);
+            // JSON forbids raw control characters in a string; simdjson checks the events'.
+            for (std::size_t k = 0; k < key.size(); ++k)
+              if (static_cast<unsigned char>(key[k]) < 0x20)
+                return bad(key_start_ + 1 + k,
+                           "a raw control character in a top-level key (JSON requires it "
+                           "escaped)");
             mode = Mode::colon;
           }
         }
@@ -711,6 +717,13 @@ class Reader {
       }
       switch (mode) {
         case Mode::start:
+          // A UTF-8 byte-order mark (Windows editors write one) is skipped, as the CSV and
+          // config readers skip it.
+          if (consumed_ + at == 0 && buf_.size() - at >= 3 &&
+              std::memcmp(buf_.data() + at, "\xEF\xBB\xBF", 3) == 0) {
+            i = at + 3;
+            break;
+          }
           if (c != '{')
             return bad(at, static_cast<unsigned char>(c) == 0x1f
                                ? "expected a JSON object at the top level, got gzip's magic "

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -757,10 +758,19 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
     return Error{
         fmt::format("--warmup: expected 0 to steps - 1 = {}, got {}", o.steps - 1, o.warmup)};
   // (inf was taken: the loss went to NaN and the run exited 0, found by probing, 2026-11-30)
-  if (!(o.lr > 0) || !std::isfinite(o.lr))
-    return Error{fmt::format("--lr: expected a positive finite number, got {}", o.lr)};
-  if (!(o.clip >= 0) || !std::isfinite(o.clip))  // inf was accepted (probing, 2026-12-02)
-    return Error{fmt::format("--clip: expected 0 or a positive finite number, got {}", o.clip)};
+  // The optimizer's floats must hold them: 1e-50 became 0 (probing, 2026-12-02).
+  const auto as_float = [](double x) { return static_cast<float>(x); };
+  if (!(as_float(o.lr) >= std::numeric_limits<float>::min()) || !std::isfinite(as_float(o.lr)))
+    return Error{fmt::format(
+        "--lr: expected a positive finite number a 32-bit float holds (1.2e-38 to 3.4e38), got {}",
+        o.lr)};
+  // inf was accepted (probing, 2026-12-02)
+  if (!(o.clip == 0 || as_float(o.clip) >= std::numeric_limits<float>::min()) ||
+      !std::isfinite(as_float(o.clip)))
+    return Error{fmt::format(
+        "--clip: expected 0 or a positive finite number a 32-bit float holds (1.2e-38 to "
+        "3.4e38), got {}",
+        o.clip)};
   if (!(o.bucket_mb > 0))
     return Error{
         fmt::format("--ddp-bucket-size: expected a positive number (MiB), got {}", o.bucket_mb)};

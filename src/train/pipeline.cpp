@@ -1186,7 +1186,7 @@ float PipelineTrainer::clip_scale(double sq, double* grad_norm) {
   const float scale = 1.0f / static_cast<float>(accum_ * g_.grad_dp());
   const double norm = std::sqrt(std::max(sq, 0.0)) * scale;
   *grad_norm = norm;
-  return scale * clip_factor(norm, o_.clip);
+  return scale * clip_factor(norm, static_cast<float>(o_.clip));
 }
 
 void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
@@ -1271,7 +1271,7 @@ void PipelineTrainer::optimizer_step(std::int64_t step, double* grad_norm) {
   sq += expert_sq;
   const float k = clip_scale(sq, grad_norm);
   AdamW h;
-  h.lr = o_.lr;
+  h.lr = static_cast<float>(o_.lr);
   const double t = Gpt::now();
   for (ChunkState& ch : chunks_) {
     adamw_step(ch.params.data(), ch.grads.data(), ch.m.data(), ch.v.data(),
@@ -1362,7 +1362,7 @@ void PipelineTrainer::zero1_step(std::int64_t step, double* grad_norm) {
   stream_.drain();
   const float k = clip_scale(sq, grad_norm);
   AdamW h;
-  h.lr = o_.lr;
+  h.lr = static_cast<float>(o_.lr);
   const double t = Gpt::now();
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     ChunkState& ch = chunks_[c];

@@ -410,7 +410,7 @@ float Trainer::micro_step(std::int64_t first, bool last) {
 void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   const float scale = 1.0f / static_cast<float>(accum_ * n_);  // mean over the global batch
   AdamW h;
-  h.lr = o_.lr;
+  h.lr = static_cast<float>(o_.lr);
   const bool sharded = sh_.shards_optimizer();
   if (o_.strategy == Strategy::zero1 && n_ > 1)
     for (const CommOp& op : sh_.step_reduce_scatter)
@@ -431,7 +431,7 @@ void Trainer::optimizer_step(std::int64_t step, double* grad_norm) {
   }
   const double norm = std::sqrt(sq) * scale;
   *grad_norm = norm;
-  const float k = scale * clip_factor(norm, o_.clip);
+  const float k = scale * clip_factor(norm, static_cast<float>(o_.clip));
   const double t = Gpt::now();
   if (sharded) {
     adamw_step(shard_params_.data(), shard_grads_.data(), m_.data(), v_.data(),

@@ -78,8 +78,10 @@ TEST(Characterize, BadFlagsAreOneLineAndStatus2) {
         std::string("--emulate tcp-10g,nodes=3 --ranks 2,4"), "--emulate tcp-10g -o '" + file + "'",
         std::string("--emulate tcp-10g --steps 1"), std::string("--emulate tcp-10g --ranks x"),
         // 0 given is no "not given" (found by probing, 2026-11-30: it ran at the defaults)
-        std::string("--compute-only --micro-batch-size 0"), std::string("--compute-only --steps 0"),
-        std::string("--compute-only --warmup -1"),
+        std::string("--compute-only --micro-batch-size 0"),
+        std::string("--emulate tcp-10g --steps 0"), std::string("--emulate tcp-10g --warmup -1"),
+        // it runs no training (found by probing, 2026-12-02: --steps was ignored)
+        std::string("--compute-only --steps 4"),
         // the trainer's memory check, before anything is measured (as root; otherwise the
         // privileges line)
         std::string("--emulate tcp-10g --model gpt2-xl")}) {

@@ -1602,6 +1602,13 @@ TEST_F(Cli, MessagesSayWhatWasExpected) {
   EXPECT_EQ(run("analyze --diff a.json b.json c.json").err,
             "commscope: analyze: --diff: expected 2 values, got 3 (given more than once?) (see "
             "--help)\n");
+  // A switch's value after a space was "expected flags this verb has, got 'false'" (found by
+  // probing, 2026-12-02); an argument after a flag that takes a value is still that.
+  EXPECT_EQ(run("predict --fsdp-limit-all-gathers false").err,
+            "commscope: --fsdp-limit-all-gathers: a switch takes a value only after '=' "
+            "(--fsdp-limit-all-gathers=false), got 'false' as an argument of its own\n");
+  EXPECT_EQ(run("predict --tp 2 bogus").err,
+            "commscope: predict: expected flags this verb has (see --help), got 'bogus'\n");
   // A required argument left out (CLI11: "files is required"), named with what it takes
   Outcome no_files = run("validate");
   EXPECT_EQ(no_files.status, 2);
@@ -1739,6 +1746,22 @@ TEST_F(Cli, ProbedInputsAreOneLineErrors) {
                     (dir_ / "long.json").string(),
                 "commscope: --trace: expected a timeline a Chrome trace can hold (every time "
                 "within 9e+09 s: whole nanoseconds in 64 bits), got an event"},
+           // a config file that cannot be read was named by its path alone
+           Case{"predict --deepspeed-config " + (dir_ / "nope.json").string(),
+                "commscope: --deepspeed-config: " + (dir_ / "nope.json").string() +
+                    ": cannot open: No such file or directory\n"},
+           Case{"plan --gpus 8 --deepspeed-config " + dir_.string(),
+                "commscope: --deepspeed-config: " + dir_.string() +
+                    ": is a directory, expected a file\n"},
+           Case{"predict --torchtitan-config /dev/null",
+                "commscope: --torchtitan-config: /dev/null: not a regular file (a FIFO, socket or "
+                "device), expected a file\n"},
+           Case{"plan --gpus 8 --torchtitan-config " + (dir_ / "nope.toml").string(),
+                "commscope: --torchtitan-config: " + (dir_ / "nope.toml").string() +
+                    ": cannot open: No such file or directory\n"},
+           Case{"describe --megatron-args " + (dir_ / "nope.sh").string(),
+                "commscope: --megatron-args: " + (dir_ / "nope.sh").string() +
+                    ": cannot open: No such file or directory\n"},
        }) {
     expect_one_line_error(c.args, c.err);
   }

@@ -190,7 +190,21 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
            {"model,measured_s\ngpt2-xl,inf\n", "line 2: column 'measured_s'"},
            // a quote left open used to be accepted, the rest of the line its cell
            {"model,measured_s,notes\ngpt2-xl,1,\"open\ngpt2-xl,2,x\n",
-            "line 2: a quoted cell is not closed by the end of the file"}}) {
+            "line 2: a quoted cell is not closed by the end of the file"},
+           // a record whose quoted cell spans lines is named by its first line, where it
+           // starts (it was named by its last, found by probing, 2026-12-02)
+           {"model,measured_s,notes\ngpt2-xl,fast,\"one\ntwo\nthree\"\n",
+            "line 2: column 'measured_s': expected a number of seconds"},
+           // lone-CR line ends made the file one header line no reader knew
+           {"model,measured_s\rgpt2-xl,1\r",
+            "line 1: expected LF or CRLF line ends, got a line "
+            "ended by a lone CR (byte 17)"},
+           // vTrain's files have a fixed set of columns: one more was read past
+           {"# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence "
+            "length,tensor parallelism,data parallelism,pipeline parallelism,iteration time "
+            "(ms),dropout\n2,16,8,1024,16,24,1024,1,1,2,372.1,0.1\n",
+            "line 1: unknown column 'dropout' in a vTrain file; expected Parameters (billion), "
+            "# GPUs,"}}) {
     auto r = read_measured_csv(write("bad.csv", csv.c_str()), "x");
     ASSERT_FALSE(r.ok()) << csv;
     EXPECT_NE(r.error().message.find(expected), std::string::npos) << r.error().message;
@@ -206,6 +220,7 @@ TEST(Validate, CommscopeCsvAttentionMemoryAndNotes) {
   ASSERT_TRUE(quoted.ok()) << quoted.error().message;
   ASSERT_EQ(quoted->size(), 2u);
   EXPECT_DOUBLE_EQ((*quoted)[0].measured_s, 0.25);
+  EXPECT_EQ((*quoted)[0].line, 2);  // where the record starts
   EXPECT_EQ(*(*quoted)[0].input.plan.attention_backend, AttentionBackend::flash);
   EXPECT_DOUBLE_EQ((*quoted)[1].measured_s, 0.5);
   EXPECT_FALSE((*quoted)[1].input.plan.attention_backend.has_value());

@@ -278,6 +278,23 @@ TEST(Characterize, ComputeOnlyNeedsNoNetwork) {
   o.emulate = {};
   o.hostfile = "hosts";
   EXPECT_FALSE(check_characterize_options(o).ok());
+  o.hostfile = "";
+  // It runs no training: the runs' flags were ignored in silence (found by probing, 2026-12-02).
+  o.steps = 4;
+  s = check_characterize_options(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message,
+            "--compute-only: expected no --strategies/--steps/--warmup (it measures kernels and "
+            "runs no training), got --steps");
+  o.steps.reset();
+  o.strategies = {"ddp"};
+  EXPECT_FALSE(check_characterize_options(o).ok());
+  o.strategies = {};
+  o.warmup = 1;
+  EXPECT_FALSE(check_characterize_options(o).ok());
+  o.warmup.reset();
+  EXPECT_TRUE(check_characterize_options(o).ok());
+  o.hostfile = "hosts";
   o.compute_only = false;  // the full loop still needs one of them
   o.hostfile = "";
   EXPECT_FALSE(check_characterize_options(o).ok());

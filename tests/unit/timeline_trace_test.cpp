@@ -458,12 +458,31 @@ TEST(Trace, BadInputIsOneLineNamingWhere) {
       {R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1e15}]})",
        "event 0: field 'dur': expected at most a day"},
       {R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","dur":4}]})", "event 0: field 'ts'"},
+      // JSON forbids a raw line break in a string; the top-level scanner let one through in a
+      // key (found by probing, 2026-12-02).
+      {"{\"schema\nVersion\":1,\"traceEvents\":[" + ok_event + "]}",
+       "byte 8: a raw control character in a top-level key"},
+      {"\xEF\xBB\xBF\xEF\xBB\xBF{\"traceEvents\":[]}", "byte 3: expected a JSON object"},
   };
   for (const auto& c : cases) {
     std::string e = error_of(c.text);
     EXPECT_NE(e.find(c.expect), std::string::npos) << "got: " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
+}
+
+TEST(Trace, AByteOrderMarkIsSkipped) {
+  // A UTF-8 BOM (Windows editors write one) is read past, as the CSV and config readers do;
+  // the events and their times are the same as without it.
+  const std::string text =
+      R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":5}]})";
+  auto plain = read_trace_text("a.json", text);
+  auto bom = read_trace_text("a.json", "\xEF\xBB\xBF" + text);
+  ASSERT_TRUE(plain.ok() && bom.ok()) << (bom.ok() ? "" : bom.error().message);
+  ASSERT_EQ(bom->timeline.events.size(), 1u);
+  EXPECT_EQ(bom->timeline.events.size(), plain->timeline.events.size());
+  EXPECT_DOUBLE_EQ(bom->timeline.events[0].dur, plain->timeline.events[0].dur);
+  EXPECT_DOUBLE_EQ(bom->timeline.events[0].dur, 5e-6);
 }
 
 TEST(Trace, CorruptGzip) {

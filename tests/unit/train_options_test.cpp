@@ -189,9 +189,18 @@ TEST(TrainOptions, ValuesAreRefusedNotReadAsUnsetOrWrapped) {
   // below 256 with --data failed in the ranks (found by probing, 2026-11-30).
   const std::string data = COMMSCOPE_SOURCE_DIR "/README.md";
   for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--lr", "inf"}, "--lr: expected a positive finite number, got inf"},
+           {{"--lr", "inf"},
+            "--lr: expected a positive finite number a 32-bit float holds "
+            "(1.2e-38 to 3.4e38), got inf"},
+           // read into a float as 0 and reported as "got 0" (found by probing, 2026-12-02)
+           {{"--lr", "1e-50"},
+            "--lr: expected a positive finite number a 32-bit float holds "
+            "(1.2e-38 to 3.4e38), got 1e-50"},
+           {{"--lr", "1e39"}, "got 1e+39"},
            // accepted until 2026-12-02 (found by probing)
-           {{"--clip", "inf"}, "--clip: expected 0 or a positive finite number, got inf"},
+           {{"--clip", "inf"},
+            "--clip: expected 0 or a positive finite number a 32-bit float "
+            "holds (1.2e-38 to 3.4e38), got inf"},
            {{"--checkpoint", "/tmp/commscope-no-every"}, "--checkpoint-every: expected a step"},
            {{"--checkpoint", "/tmp/commscope-every", "--checkpoint-every", "100"},
             "--checkpoint-every: expected at most --steps (20): checkpoints are written at steps "

@@ -82,8 +82,10 @@ struct TrainOptions {
   int steps = 20;
   int warmup = 2;             // steps left out of the averages
   bool warmup_given = false;  // an explicit --warmup (the default is clamped to steps - 1)
-  float lr = 1e-3f;
-  float clip = 1.0f;  // global gradient-norm clipping (0: off)
+  // Read as doubles and checked to fit a float, which the optimizer takes (--lr 1e-50 was read
+  // as 0 and reported as "got 0", found by probing, 2026-12-02).
+  double lr = 1e-3;
+  double clip = 1.0;  // global gradient-norm clipping (0: off)
   std::uint64_t seed = 1234;
   std::string data;       // text file (byte-level tokens); empty: the synthetic stream
   double bucket_mb = 25;  // DDP bucket (MiB), PyTorch's bucket_cap_mb
