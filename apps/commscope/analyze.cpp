@@ -130,8 +130,8 @@ Verb add_analyze(CLI::App& app) {
             const Timeline t = diff_timeline(base->files, next->files);
             if (Status s = check_chrome_trace(t, "--diff-trace"); !s.ok())
               return fail(s.error().message);
-            if (Status s = write_file_atomic(st->diff_trace, chrome_trace_json(t)); !s.ok())
-              return fail(s.error().message);
+            return emit_with(render_diff(d, *format), st->out.path,
+                             {{"--diff-trace", st->diff_trace, chrome_trace_json(t)}});
           }
           return emit(render_diff(d, *format), st->out.path);
         }
@@ -147,10 +147,13 @@ Verb add_analyze(CLI::App& app) {
         a.bad_files = set->bad;
         a.convention = st->convention;
         if (a.convention == "hta") a.hta = hta_breakdowns(set->files, {st->include_last_step});
-        if (!st->html.empty())
-          if (Status s = html::write(st->html, html::analysis_page(a)); !s.ok())
-            return fail("--html: " + s.error().message);
-        return emit(render_analysis(a, *format), st->out.path);
+        std::string page;
+        if (!st->html.empty()) {
+          auto text = html::render(html::analysis_page(a));
+          if (!text) return fail("--html: " + text.error().message);
+          page = std::move(*text);
+        }
+        return emit_with(render_analysis(a, *format), st->out.path, {{"--html", st->html, page}});
       }};
 }
 

@@ -15,6 +15,7 @@
 #include "commscope/spec/preset.h"
 #include "commscope/util/atomic_file.h"
 #include "commscope/util/flag_error.h"
+#include "commscope/util/input_file.h"
 #include "commscope/util/text.h"
 #include "embed.h"
 #include "verbs.h"
@@ -108,10 +109,35 @@ int emit(const std::string& text, const std::string& output_path) {
                ? 0
                : fail("stdout: write failed");
   }
-  if (Status s = check_not_an_input("-o/--output", output_path); !s.ok())
-    return fail(s.error().message);
-  Status s = write_file_atomic(output_path, text);
-  return s.ok() ? 0 : fail("-o/--output: " + s.error().message);
+  return write_outputs({{"-o/--output", output_path, text}});
+}
+
+int write_outputs(const std::vector<OutputText>& outputs) {
+  std::vector<OutputFile> files;
+  std::vector<const OutputText*> of;
+  for (const OutputText& o : outputs) {
+    if (o.path.empty()) continue;
+    // Checked again now: the inputs the command has read are known (a preset by name, a
+    // file a script sources).
+    if (Status s = check_not_an_input(o.flag, o.path); !s.ok()) return fail(s.error().message);
+    files.push_back({o.path, o.text});
+    of.push_back(&o);
+  }
+  std::size_t failed = 0;
+  if (Status s = write_files_atomic(files, &failed); !s.ok())
+    return fail(
+        fmt::format("{}: {}", failed < of.size() ? of[failed]->flag : "output", s.error().message));
+  return 0;
+}
+
+int emit_with(const std::string& text, const std::string& output_path,
+              std::vector<OutputText> others) {
+  if (output_path.empty()) {
+    if (int rc = write_outputs(others); rc != 0) return rc;
+    return emit(text, "");
+  }
+  others.push_back({"-o/--output", output_path, text});
+  return write_outputs(others);
 }
 
 namespace {
@@ -137,9 +163,16 @@ Status check_not_an_input(const std::string& flag, const std::string& path,
   const std::vector<std::string>& args = command_args();
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    const std::size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
-    const bool output_value = (i > 0 && kOutputFlags.count(args[i - 1])) ||
-                              (eq != std::string::npos && kOutputFlags.count(arg.substr(0, eq)));
+    // --flag=value, and the short -oFILE (CLI11 takes it; the word "-om.json" named no file,
+    // so an input m.json was replaced, found by probing, 2026-12-02).
+    std::size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
+    std::string flag = eq != std::string::npos ? arg.substr(0, eq) : std::string();
+    if (eq == std::string::npos && arg.size() > 2 && arg[0] == '-' && arg[1] == 'o') {
+      eq = 1;
+      flag = "-o";
+    }
+    const bool output_value =
+        (i > 0 && kOutputFlags.count(args[i - 1])) || (!flag.empty() && kOutputFlags.count(flag));
     for (const std::string& word :
          {arg, eq != std::string::npos ? arg.substr(eq + 1) : std::string()}) {
       if (word.empty() || !fs::is_regular_file(word, ec) || !fs::equivalent(word, path, ec))
@@ -153,6 +186,8 @@ Status check_not_an_input(const std::string& flag, const std::string& path,
   }
   for (const std::string& other : inputs)
     if (fs::is_regular_file(other, ec) && fs::equivalent(other, path, ec)) input = other;
+  // Every file the command has read so far, named on its command line or not.
+  if (input.empty()) input = input_read_as(path);
   if (!input.empty())
     return Error{fmt::format(
         "{}: expected a file other than the inputs, got '{}' (it is the input '{}', which "
@@ -217,6 +252,7 @@ namespace {
 int run(int argc, char** argv) {
   using namespace commscope::cli;
   command_args().assign(argv + std::min(argc, 1), argv + argc);
+  commscope::clear_inputs_read();  // this command's (the Python module runs many in one process)
   // An argument that is not UTF-8 (a file name of other bytes) ended in an internal error where
   // a JSON document echoed it (found by probing, 2026-12-02): one line, before anything runs.
   for (const std::string& a : command_args())
@@ -399,6 +435,7 @@ int main(int argc, char** argv) {
   try {
     commscope::cli::set_note_sink(
         [](const std::string& note) { commscope::cli::print_notes({note}); });
+    commscope::remove_temporary_files_on_signals();
     return run(argc, argv);
   } catch (const std::exception& e) {
     return commscope::cli::fail(std::string("internal error: ") + e.what());

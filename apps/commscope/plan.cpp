@@ -575,10 +575,13 @@ Verb add_plan(CLI::App& app) {
         report.every_plan = every_plan_settings(base);
         report.options = std::move(*result);
         if (spaces.size() > 1) report.what_if_kind = systems.size() > 1 ? "system" : "network";
-        if (!st->html.empty())
-          if (Status s = html::write(st->html, plan_page(report)); !s.ok())
-            return fail("--html: " + s.error().message);
-        return emit(render_plan(report, *format), st->out.path);
+        std::string page;
+        if (!st->html.empty()) {
+          auto text = html::render(plan_page(report));
+          if (!text) return fail("--html: " + text.error().message);
+          page = std::move(*text);
+        }
+        return emit_with(render_plan(report, *format), st->out.path, {{"--html", st->html, page}});
       }};
 }
 

@@ -38,10 +38,13 @@ int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format form
         {fmt::format("{} of {} seed runs do not fit in GPU memory (their fits column "
                      "says no; the comparisons leave them out)",
                      result->do_not_fit, result->rows.size())});
-  if (!html_path.empty())
-    if (Status s = html::write(html_path, html::seeds_page(*result)); !s.ok())
-      return fail("--html: " + s.error().message);
-  return emit(render_seeds(*result, format), path);
+  std::string page;
+  if (!html_path.empty()) {
+    auto text = html::render(html::seeds_page(*result));
+    if (!text) return fail("--html: " + text.error().message);
+    page = std::move(*text);
+  }
+  return emit_with(render_seeds(*result, format), path, {{"--html", html_path, page}});
 }
 }  // namespace
 
@@ -128,17 +131,19 @@ Verb add_predict(CLI::App& app) {
             if (shown) std::fprintf(stderr, "\r\033[K");
             if (!result) return fail(result.error().message);
             print_warnings(result->warnings);
-            if (so.trace) {
-              Status s = write_file_atomic(st->trace, result->trace_json);
-              if (!s.ok()) return fail(s.error().message);
+            std::string page;
+            if (!st->html.empty()) {
+              auto text =
+                  html::render(html::predict_page(result->rows, so.scaling != Scaling::none));
+              if (!text) return fail("--html: " + text.error().message);
+              page = std::move(*text);
             }
-            if (!st->html.empty())
-              if (Status s = html::write(
-                      st->html, html::predict_page(result->rows, so.scaling != Scaling::none));
-                  !s.ok())
-                return fail("--html: " + s.error().message);
-            return emit(render_predictions(result->rows, *format, so.scaling != Scaling::none),
-                        st->out.path);
+            // All the files or none (-o /dev/full replaced --html and --trace, found by
+            // probing, 2026-12-02).
+            return emit_with(render_predictions(result->rows, *format, so.scaling != Scaling::none),
+                             st->out.path,
+                             {{"--trace", so.trace ? st->trace : std::string(), result->trace_json},
+                              {"--html", st->html, page}});
           }};
 }
 

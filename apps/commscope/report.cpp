@@ -41,8 +41,9 @@ Verb add_report(CLI::App& app) {
               if (!scenario) return fail(scenario.error().message);
               auto result = predict_seeds(*scenario);
               if (!result) return fail(result.error().message);
-              if (Status s = html::write(out, html::seeds_page(*result)); !s.ok())
-                return fail(s.error().message);
+              auto page = html::render(html::seeds_page(*result));
+              if (!page) return fail(page.error().message);
+              if (int rc = write_outputs({{"-o/--output", out, *page}}); rc != 0) return rc;
               std::fprintf(stderr, "commscope: wrote %s\n", out.c_str());
               return 0;
             }
@@ -57,7 +58,7 @@ Verb add_report(CLI::App& app) {
               return fail(s.error().message);
             auto text = html::render_characterize_dir(st->dir);
             if (!text) return fail(text.error().message);
-            if (Status s = write_file_atomic(out, *text); !s.ok()) return fail(s.error().message);
+            if (int rc = write_outputs({{"-o/--output", out, *text}}); rc != 0) return rc;
             std::fprintf(stderr, "commscope: wrote %s\n", out.c_str());
             return 0;
           }};

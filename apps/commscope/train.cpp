@@ -56,6 +56,22 @@ int check_trainer_flags(const std::vector<std::string>& args, int ranks) {
   auto o = train_options(f, nullptr);  // the trainer's rank 0 prints the deprecation warnings
   if (!o.ok()) return fail(o.error().message);
   if (Status st = train::validate(*o, ranks, ranks); !st.ok()) return fail(st.error().message);
+  // Its outputs against each other and its inputs, as every verb checks its own: -o and each
+  // rank's trace; the files the checks read (the model), --data and the checkpoint folder's
+  // files (each was replaced with status 0, found by probing, 2026-12-02).
+  std::vector<std::pair<std::string, std::string>> outputs = {{"-o/--output", o->output}};
+  if (!o->trace.empty())
+    for (int r = 0; r < ranks; ++r) outputs.push_back({"--trace", train::trace_path(o->trace, r)});
+  std::vector<std::string> inputs;
+  if (!o->data.empty()) inputs.push_back(o->data);
+  std::error_code ec;
+  if (!o->checkpoint_dir.empty() && std::filesystem::is_directory(o->checkpoint_dir, ec)) {
+    std::size_t seen = 0;  // bounded: a folder of a million files is not listed whole
+    for (auto it = std::filesystem::directory_iterator(o->checkpoint_dir, ec);
+         !ec && it != std::filesystem::directory_iterator() && seen++ < 100000; it.increment(ec))
+      inputs.push_back(it->path().string());
+  }
+  if (Status s = check_outputs(outputs, inputs); !s.ok()) return fail(s.error().message);
   return 0;
 }
 #endif

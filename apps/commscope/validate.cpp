@@ -303,13 +303,11 @@ int run_from_trace(const CLI::App& cmd, const State& st) {
           c->error * 100));
   // The system first: where -o cannot be written (a FIFO nobody reads), nothing is (the network
   // profile was written before it, found by probing, 2026-11-30).
-  if (Status s = write_file_atomic(st.output, j.dump(2) + "\n"); !s.ok())
-    return fail("--output: " + s.error().message);
-  if (!st.network_output.empty()) {
-    if (Status s = write_file_atomic(st.network_output, to_json(c->network).dump(2) + "\n");
-        !s.ok())
-      return fail("--network-output: " + s.error().message);
-  }
+  if (int rc = write_outputs(
+          {{"--output", st.output, j.dump(2) + "\n"},
+           {"--network-output", st.network_output, to_json(c->network).dump(2) + "\n"}});
+      rc != 0)
+    return rc;
   return emit(render_trace_calibration(*c), "");
 }
 
@@ -403,6 +401,10 @@ Verb add_calibrate(CLI::App& app) {
           return fail(fmt::format("--start: expected defaults or preset, got '{}'", st->start));
         if (st->evaluations < 10)
           return fail(fmt::format("--evaluations: expected at least 10, got {}", st->evaluations));
+        // -o before the fit (a folder was refused after 12 s of fitting, found by probing,
+        // 2026-12-02).
+        if (Status s = check_outputs({{"-o/--output", st->output}}); !s.ok())
+          return fail(s.error().message);
         auto path = find_preset(PresetKind::system, st->system);
         if (!path) return fail(path.error().message);
         auto raw = read_json_file(*path);

@@ -47,6 +47,17 @@ void print_warnings(const std::vector<std::string>& warnings);
 void print_notes(const std::vector<std::string>& notes);
 // Writes text to --output (atomically) or stdout. Returns an exit status.
 int emit(const std::string& text, const std::string& output_path);
+// One output file of a verb: its flag (which errors name), path (empty: none) and content.
+struct OutputText {
+  std::string flag, path, text;
+};
+// Writes a verb's output files all or none (write_files_atomic), each checked again against
+// every input the command has read. Returns an exit status.
+int write_outputs(const std::vector<OutputText>& outputs);
+// emit's text to -o (or stdout) together with the verb's other outputs (--html, --trace):
+// the files all or none, stdout after them.
+int emit_with(const std::string& text, const std::string& output_path,
+              std::vector<OutputText> others);
 
 // A verb's output files, checked before any work and before any of them is written: each as
 // check_output_path says (the error prefixed by its flag), and no two naming the same file

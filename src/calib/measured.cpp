@@ -609,6 +609,7 @@ Result<std::vector<MeasuredRun>> read_measured_csv(const std::string& path,
   CS_RETURN_IF_ERROR(check_regular_file(path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open", path)};
+  note_input_read(path);  // no output may replace it
   std::string line;
   int physical = 0, lineno = 0;
   CS_ASSIGN_OR_RETURN(const bool has_header, next_record(in, line, physical, lineno, path));

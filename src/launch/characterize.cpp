@@ -590,6 +590,15 @@ Status check_characterize_options(const CharacterizeOptions& o) {
         fmt::format("--compute-only: expected no --emulate/--hostfile (it measures this "
                     "host's kernels alone), got '{}'",
                     o.emulate.empty() ? o.hostfile : o.emulate.front())};
+  // The folder's model.json is written from --model: naming it as the model replaced the
+  // user's file with the model characterize made of it (--quick's smaller one; found by
+  // probing, 2026-12-02).
+  if (fs::is_regular_file(o.model, ec) &&
+      fs::equivalent(o.model, fs::path(o.out) / "model.json", ec))
+    return Error{fmt::format(
+        "--model: expected a file outside the -o folder's model.json (characterize writes it), "
+        "got '{}'",
+        o.model)};
   // It runs no training: flags of the training runs would be ignored in silence (found by
   // probing, 2026-12-02).
   if (o.compute_only && (!o.strategies.empty() || o.steps || o.warmup))

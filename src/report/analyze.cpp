@@ -61,14 +61,7 @@ std::vector<RankAnalysis> analyze_breakdowns(const std::vector<TraceFile>& files
     // stage's end, as `predict` measures them (a later stage's window began after its first
     // receive's wait and ended at its own end: wall, idle and profiler comm fell short of
     // predict's, found by probing, 2026-11-30). A Kineto rank: its own first to last event.
-    double t0 = 0, t1 = 0;
-    if (tf.own_format && !tf.timeline.events.empty()) {
-      t0 = 1e300, t1 = -1e300;
-      for (const Event& e : tf.timeline.events) {
-        t0 = std::min(t0, e.start - std::max(e.wait, 0.0));
-        t1 = std::max(t1, e.end());
-      }
-    }
+    const auto [t0, t1] = whole_trace_window(tf);
     for (std::int32_t r :
          tf.own_format ? tf.timeline.ranks() : std::vector<std::int32_t>{std::max(tf.rank, 0)}) {
       RankAnalysis ra;

@@ -25,6 +25,7 @@ struct RankView {
   // read as the whole rank, found by probing, 2026-12-02)
   std::vector<std::pair<double, double>> windows;
   std::vector<std::string> names;
+  bool stepped = false;  // windows are its ProfilerSteps (else one, the whole trace)
 };
 
 std::map<int, RankView> ranks_of(const std::vector<TraceFile>& files) {
@@ -38,8 +39,9 @@ std::map<int, RankView> ranks_of(const std::vector<TraceFile>& files) {
         v.windows.emplace_back(s.start, s.end);
         v.names.push_back(s.name);
       }
+      v.stepped = !v.windows.empty();
       if (v.windows.empty()) {
-        v.windows.emplace_back(0, -1);
+        v.windows.push_back(whole_trace_window(tf));  // as analyze measures it
         v.names.emplace_back("trace");
       }
       out.emplace(r, std::move(v));  // a rank claimed twice: the first file
@@ -134,16 +136,14 @@ TraceDiff diff_traces(const std::vector<TraceFile>& base, const std::vector<Trac
     // A run without ProfilerSteps against one with them: the whole traces are compared (the
     // first step was compared with the other's whole trace, a regression between two copies
     // of one run, found by probing, 2026-12-02).
-    auto whole = [](const RankView& v) {
-      return v.windows.front().second < v.windows.front().first;
-    };
-    if (whole(bv) != whole(nv)) {
+    if (bv.stepped != nv.stepped) {
       d.notes.push_back(
           fmt::format("rank {}: the {} run has no ProfilerStep; the whole traces are compared", r,
-                      whole(bv) ? "base" : "new"));
+                      bv.stepped ? "new" : "base"));
       for (RankView* v : {&bv, &nv}) {
-        v->windows = {{0, -1}};
+        v->windows = {whole_trace_window(*v->file)};
         v->names = {"trace"};
+        v->stepped = false;
       }
     }
     const std::size_t steps = std::min(bv.windows.size(), nv.windows.size());
@@ -215,9 +215,12 @@ Timeline diff_timeline(const std::vector<TraceFile>& base, const std::vector<Tra
   auto add = [&](const std::map<int, RankView>& m, int which, const char* label) {
     for (const auto& [r, v] : m) {
       const Timeline& t = v.file->timeline;
+      // Each run's first event at 0: a call's slice begins at its entry (start - wait); a
+      // commscope trace's stages share the iteration's clock. (The entry was left out: a later
+      // stage's receive began at -39.7 ms, found by probing, 2026-12-02.)
       double origin = INFINITY;
       for (const Event& e : t.events)
-        if (e.rank == r) origin = std::min(origin, e.start);
+        if (e.rank == r) origin = std::min(origin, e.start - std::max(e.wait, 0.0));
       if (v.windows[0].second > v.windows[0].first) origin = v.windows[0].first;
       const std::int32_t pid = 2 * index[r] + which;
       out.rank_names[pid] = fmt::format("{} rank {} ({})", label, r, v.file->path);

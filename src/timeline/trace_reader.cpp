@@ -1606,6 +1606,7 @@ Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits, 
                              int threads) {
   // A FIFO or a device would block or never end: only regular files are read.
   if (auto st = check_regular_file(path); !st.ok()) return st.error();
+  note_input_read(path);  // no output may replace it
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
   if (gz) {
     gzFile f = gzopen(path.c_str(), "rb");
@@ -1623,6 +1624,16 @@ Result<TraceFile> read_trace(const std::string& path, const ReadLimits& limits, 
   if (!f) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
   FileSource source(f);
   return Reader(path, source, limits, hta_view, parse_threads(threads)).run();
+}
+
+std::pair<double, double> whole_trace_window(const TraceFile& tf) {
+  if (!tf.own_format || tf.timeline.events.empty()) return {0, -1};
+  double t0 = INFINITY, t1 = -INFINITY;
+  for (const Event& e : tf.timeline.events) {
+    t0 = std::min(t0, e.start - std::max(e.wait, 0.0));
+    t1 = std::max(t1, e.end());
+  }
+  return {t0, t1};
 }
 
 }  // namespace commscope

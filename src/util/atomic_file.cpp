@@ -2,8 +2,10 @@
 #include "commscope/util/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -194,19 +196,64 @@ Status write_stream(const std::string& path, std::string_view content) {
   return {};
 }
 
-// A regular file or a new path: write, fsync, rename; a reader never sees half a file.
-Status write_replacing(const std::string& path, const Plan& plan, std::string_view content) {
+// Temporary files being written, for the signal handler to remove (a run killed between the
+// write and the rename left "o.json.tmp.IIE7sz" beside its output, found by probing,
+// 2026-12-02). Fixed slots: the handler may only touch memory that is already there.
+constexpr int kTempSlots = 16;
+struct TempSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 holds a path
+  char path[PATH_MAX] = {};
+};
+TempSlot g_temps[kTempSlots];
+
+int hold_temp(const std::string& tmp) {
+  if (tmp.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kTempSlots; ++i) {
+    int free = 0;
+    if (!g_temps[i].state.compare_exchange_strong(free, 1)) continue;
+    std::memcpy(g_temps[i].path, tmp.c_str(), tmp.size() + 1);
+    g_temps[i].state.store(2);
+    return i;
+  }
+  return -1;  // more at once than slots: written all the same, not removed on a signal
+}
+
+void release_temp(int slot) {
+  if (slot >= 0) g_temps[slot].state.store(0);
+}
+
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (TempSlot& t : g_temps)
+    if (t.state.load() == 2) ::unlink(t.path);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// A regular file's new content, written beside it and flushed to disk, not yet in its place.
+struct Staged {
+  std::string path, tmp, target;
+  int slot = -1;
+};
+
+void discard(Staged& s) {
+  ::unlink(s.tmp.c_str());
+  release_temp(s.slot);
+  s.slot = -1;
+}
+
+Result<Staged> stage(const std::string& path, const Plan& plan, std::string_view content) {
   const std::string dir = parent_of(plan.target);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Error{fmt::format("{}: cannot create folder {}: {}", path, dir, ec.message())};
-  std::string tmp = plan.target + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
+  Staged st{path, plan.target + ".tmp.XXXXXX", plan.target};
+  int fd = ::mkstemp(st.tmp.data());
   if (fd < 0)
     return Error{fmt::format("{}: cannot create a file beside it: {}", path, std::strerror(errno))};
+  st.slot = hold_temp(st.tmp);
   auto fail = [&](const std::string& what) {
     ::close(fd);
-    ::unlink(tmp.c_str());
+    discard(st);
     return Error{fmt::format("{}: {}", path, what)};
   };
   if (Status s = write_all(fd, content); !s.ok()) return fail("write failed: " + s.error().message);
@@ -215,14 +262,36 @@ Status write_replacing(const std::string& path, const Plan& plan, std::string_vi
   if (::fsync(fd) != 0) return fail(fmt::format("fsync failed: {}", std::strerror(errno)));
   if (::close(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
+    discard(st);
     return Error{fmt::format("{}: close failed: {}", path, std::strerror(err))};
   }
-  if (std::rename(tmp.c_str(), plan.target.c_str()) != 0) {
+  return st;
+}
+
+// Renames the staged file over its target; a reader never sees half a file.
+Status commit(Staged& s) {
+  if (std::rename(s.tmp.c_str(), s.target.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("{}: rename failed: {}", path, std::strerror(err))};
+    discard(s);
+    return Error{fmt::format("{}: rename failed: {}", s.path, std::strerror(err))};
   }
+  release_temp(s.slot);
+  s.slot = -1;
+  return {};
+}
+
+Status write_replacing(const std::string& path, const Plan& plan, std::string_view content) {
+  CS_ASSIGN_OR_RETURN(Staged st, stage(path, plan, content));
+  return commit(st);
+}
+
+// A descriptor this process holds open (/dev/stdout, /dev/fd/N).
+Status write_descriptor(const std::string& path, const Plan& plan, std::string_view content) {
+  // stdout may hold buffered text of this process: it goes first.
+  if (plan.fd == 1) std::fflush(stdout);
+  if (plan.fd == 2) std::fflush(stderr);
+  if (Status s = write_all(plan.fd, content); !s.ok())
+    return Error{fmt::format("{}: write failed: {}", path, s.error().message)};
   return {};
 }
 
@@ -256,15 +325,63 @@ Status check_output_path(const std::string& path) {
 Status write_file_atomic(const std::string& path, std::string_view content) {
   CS_ASSIGN_OR_RETURN(Plan plan, plan_for(path));
   if (plan.kind == Kind::stream) return write_stream(path, content);
-  if (plan.kind == Kind::descriptor) {
-    // stdout may hold buffered text of this process: it goes first.
-    if (plan.fd == 1) std::fflush(stdout);
-    if (plan.fd == 2) std::fflush(stderr);
-    if (Status s = write_all(plan.fd, content); !s.ok())
-      return Error{fmt::format("{}: write failed: {}", path, s.error().message)};
-    return {};
-  }
+  if (plan.kind == Kind::descriptor) return write_descriptor(path, plan, content);
   return write_replacing(path, plan, content);
+}
+
+Status write_files_atomic(const std::vector<OutputFile>& files, std::size_t* failed) {
+  std::vector<Plan> plans;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    auto plan = plan_for(files[i].path);
+    if (!plan) {
+      if (failed) *failed = i;
+      return plan.error();
+    }
+    plans.push_back(std::move(plan).value());
+  }
+  // The regular files first, each whole beside its target; then the devices and FIFOs, which
+  // cannot be taken back; the renames last. A failure before the renames leaves every file as
+  // it was (-o /dev/full replaced --html and --trace and then failed, found by probing,
+  // 2026-12-02).
+  std::vector<Staged> staged;
+  auto give_up = [&](std::size_t i, Error e) {
+    for (Staged& s : staged) discard(s);
+    if (failed) *failed = i;
+    return e;
+  };
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (plans[i].kind != Kind::file) continue;
+    auto st = stage(files[i].path, plans[i], files[i].content);
+    if (!st) return give_up(i, st.error());
+    staged.push_back(std::move(st).value());
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    Status s = plans[i].kind == Kind::stream ? write_stream(files[i].path, files[i].content)
+               : plans[i].kind == Kind::descriptor
+                   ? write_descriptor(files[i].path, plans[i], files[i].content)
+                   : Status{};
+    if (!s.ok()) return give_up(i, s.error());
+  }
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (plans[i].kind != Kind::file) continue;
+    if (Status s = commit(staged[k++]); !s.ok()) {
+      staged.erase(staged.begin(), staged.begin() + static_cast<std::ptrdiff_t>(k));
+      return give_up(i, s.error());
+    }
+  }
+  return {};
+}
+
+void remove_temporary_files_on_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction sa {};
+    if (::sigaction(sig, nullptr, &sa) == 0 && sa.sa_handler == SIG_IGN) continue;  // nohup
+    sa = {};
+    sa.sa_handler = remove_temps_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 }  // namespace commscope

@@ -11,11 +11,46 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
 
 namespace commscope {
+
+namespace {
+struct InputsRead {
+  std::mutex mu;
+  std::map<std::pair<dev_t, ino_t>, std::string> files;
+};
+InputsRead& inputs_read() {
+  static InputsRead r;
+  return r;
+}
+}  // namespace
+
+void note_input_read(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  InputsRead& r = inputs_read();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.files.emplace(std::pair{st.st_dev, st.st_ino}, path);
+}
+
+void clear_inputs_read() {
+  InputsRead& r = inputs_read();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.files.clear();
+}
+
+std::string input_read_as(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  InputsRead& r = inputs_read();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto it = r.files.find(std::pair{st.st_dev, st.st_ino});
+  return it == r.files.end() ? std::string() : it->second;
+}
 
 Status check_distinct_files(const std::vector<std::string>& paths, std::string_view what) {
   // One stat a path: a folder of thousands of traces stays linear.
@@ -49,6 +84,7 @@ Result<std::string> read_small_file(const std::string& path, std::uintmax_t max_
                              max_bytes >> 20)};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+  note_input_read(path);
   std::stringstream buf;
   buf << in.rdbuf();
   return buf.str();

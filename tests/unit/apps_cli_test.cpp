@@ -585,6 +585,76 @@ TEST_F(Cli, OutputThatIsAnInputIsRefused) {
   EXPECT_EQ(run("analyze " + trace + " -o " + out).status, 0);
 }
 
+// Inputs the command line does not name as they are opened, found by probing, 2026-12-02; each
+// was replaced with status 0: -oFILE, a preset by name, the second file of a comma list, a file
+// a Megatron script sources. Every file the command read is an input (util/input_file.h).
+TEST_F(Cli, InputsReadButNotNamedAreNotReplaced) {
+  // A copy of the presets, so that a regression replaces nothing shipped.
+  const fs::path presets = dir_ / "presets";
+  fs::copy(COMMSCOPE_SOURCE_DIR "/presets", presets, fs::copy_options::recursive);
+  const char* was = std::getenv("COMMSCOPE_PRESETS");
+  const std::string restore = was ? was : "";
+  ::setenv("COMMSCOPE_PRESETS", presets.c_str(), 1);
+  const std::string model = (dir_ / "m.json").string();
+  fs::copy_file(presets / "models" / "gpt2-large.json", model);
+  const std::string s1 = (dir_ / "s1.json").string(), s2 = (dir_ / "s2.json").string();
+  fs::copy_file(presets / "systems" / "polaris.json", s1);
+  fs::copy_file(presets / "systems" / "polaris.json", s2);
+  const std::string vars = (dir_ / "vars.sh").string(), script = (dir_ / "s.sh").string();
+  std::ofstream(vars) << "LAYERS=4\n";
+  std::ofstream(script) << ". " << vars
+                        << "\npython pretrain_gpt.py --num-layers $LAYERS --hidden-size 256 "
+                           "--num-attention-heads 8 --seq-length 512\n";
+  const std::string preset_model = (presets / "models" / "gpt2-large.json").string();
+  const std::string preset_system = (presets / "systems" / "polaris.json").string();
+  for (const auto& [args, input] : std::vector<std::pair<std::string, std::string>>{
+           {"describe --model " + model + " -o" + model, model},
+           {"predict --model=" + model + " -o" + model, model},
+           {"describe --model gpt2-large -o " + preset_model, preset_model},
+           {"describe --system polaris -o " + preset_system, preset_system},
+           {"predict --system " + s1 + "," + s2 + " -o " + s2, s2},
+           {"predict --model gpt2-large," + model + " --html " + model, model},
+           {"describe --megatron-args " + script + " --system polaris -o " + vars, vars}}) {
+    SCOPED_TRACE(args);
+    const std::string before = slurp(input);
+    Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << o.err;
+    // One error line, the last (the script's reading notes may precede it).
+    const auto at = o.err.find("expected a file other than the inputs");
+    EXPECT_NE(at, std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find('\n', at), o.err.size() - 1) << o.err;
+    EXPECT_EQ(o.err.find("commscope: note", at), std::string::npos) << o.err;
+    EXPECT_EQ(slurp(input), before);
+  }
+  if (was)
+    ::setenv("COMMSCOPE_PRESETS", restore.c_str(), 1);
+  else
+    ::unsetenv("COMMSCOPE_PRESETS");
+}
+
+// A verb's output files are written all or none: -o that cannot be written left --html and
+// --trace replaced, with status 2 (found by probing, 2026-12-02).
+TEST_F(Cli, OutputsAreWrittenAllOrNone) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string html = (dir_ / "p.html").string(), trace = (dir_ / "p.json").string();
+  std::ofstream(html) << "old html\n";
+  std::ofstream(trace) << "old trace\n";
+  Outcome o = run("predict -o /dev/full --html " + html + " --trace " + trace);
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(o.err, "commscope: -o/--output: /dev/full: write failed: No space left on device\n");
+  EXPECT_EQ(slurp(html), "old html\n");
+  EXPECT_EQ(slurp(trace), "old trace\n");
+  Outcome plan = run("plan --gpus 8 --top 1 -o /dev/full --html " + html);
+  EXPECT_EQ(plan.status, 2);
+  EXPECT_EQ(slurp(html), "old html\n");
+  // Without the failure, all of them.
+  const std::string out = (dir_ / "p.txt").string();
+  ASSERT_EQ(run("predict -o " + out + " --html " + html + " --trace " + trace).status, 0);
+  EXPECT_EQ(slurp(html).rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(nlohmann::json::parse(slurp(trace)).count("traceEvents"), 1u);
+  EXPECT_FALSE(slurp(out).empty());
+}
+
 // Found by probing, 2026-11-30: `--sequence-parallel=false` turned sequence parallelism on, and
 // an option given no value took the next option as it (`--html --format=json` wrote a file named
 // "--format=json").
@@ -1689,6 +1759,8 @@ TEST_F(Cli, ProbedInputsAreOneLineErrors) {
   const std::string ds_batch = write("ds_batch.json", nlohmann::json::parse(R"({
       "train_batch_size": 255, "train_micro_batch_size_per_gpu": 4,
       "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 3}})"));
+  const std::string tiny = (dir_ / "tiny.json").string();
+  fs::copy_file(COMMSCOPE_SOURCE_DIR "/presets/models/gpt2-tiny-cpu.json", tiny);
   struct Case {
     std::string args, err;
   };
@@ -1746,6 +1818,19 @@ TEST_F(Cli, ProbedInputsAreOneLineErrors) {
                     (dir_ / "long.json").string(),
                 "commscope: --trace: expected a timeline a Chrome trace can hold (every time "
                 "within 9e+09 s: whole nanoseconds in 64 bits), got an event"},
+           // train's -o and --trace were checked against no input and not against each
+           // other: the trainer replaced them (found by probing, 2026-12-02)
+           Case{
+               "train --ranks 2 --model " + tiny + " -o " + tiny,
+               "commscope: -o/--output: expected a file other than the inputs, got '" + tiny + "'"},
+           Case{"train --ranks 2 -o " + (dir_ / "x.rank0.json").string() + " --trace " +
+                    (dir_ / "x.json").string(),
+                "commscope: --trace: expected a file other than -o/--output's, got '" +
+                    (dir_ / "x.rank0.json").string() + "'"},
+           // calibrate's -o was checked after the fit
+           Case{"calibrate " COMMSCOPE_SOURCE_DIR "/data/vtrain/ground_truth_single.csv -o " +
+                    dir_.string(),
+                "commscope: -o/--output: " + dir_.string() + ": is a folder"},
            // a config file that cannot be read was named by its path alone
            Case{"predict --deepspeed-config " + (dir_ / "nope.json").string(),
                 "commscope: --deepspeed-config: " + (dir_ / "nope.json").string() +

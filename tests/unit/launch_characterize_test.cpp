@@ -294,6 +294,18 @@ TEST(Characterize, ComputeOnlyNeedsNoNetwork) {
   EXPECT_FALSE(check_characterize_options(o).ok());
   o.warmup.reset();
   EXPECT_TRUE(check_characterize_options(o).ok());
+  // --model naming the folder's model.json, which characterize writes: the user's file was
+  // replaced by the model made of it (found by probing, 2026-12-02).
+  std::filesystem::create_directories(o.out);
+  std::ofstream(o.out + "/model.json") << "{}";
+  o.model = o.out + "/./model.json";
+  s = check_characterize_options(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message,
+            "--model: expected a file outside the -o folder's model.json (characterize writes "
+            "it), got '" +
+                o.model + "'");
+  o.model = "gpt2-tiny-cpu";
   o.hostfile = "hosts";
   o.compute_only = false;  // the full loop still needs one of them
   o.hostfile = "";

@@ -11,6 +11,7 @@
 
 #include "commscope/report/analyze.h"
 #include "commscope/report/diff.h"
+#include "commscope/timeline/chrome.h"
 #include "commscope/timeline/trace_reader.h"
 
 namespace commscope {
@@ -95,6 +96,50 @@ TEST(Diff, StepsMissingOnOneSideOrOfNoLength) {
   EXPECT_EQ(a.ranks[0].steps[1].breakdown.wall, 0);
   EXPECT_GT(a.ranks[0].steps[0].breakdown.wall, 0);
   EXPECT_LT(a.ranks[0].steps[0].breakdown.wall, a.ranks[0].total.wall);
+}
+
+// A commscope trace's stages are measured over the whole iteration by --diff as by analyze: a
+// later stage's window began after its first receive's wait in --diff only (rank 1's wall
+// 185.9 ms against analyze's 225.6), and --diff-trace put that receive at a negative time.
+// Found by probing, 2026-12-02. Two stages by hand: stage 1 waits 2 s in its receive.
+TEST(Diff, CommscopeTraceStagesAreMeasuredAsAnalyzeMeasuresThem) {
+  Timeline t;
+  auto add = [&](int rank, int stream, double start, double dur, EventKind kind, double wait,
+                 Collective c) {
+    Event e;
+    e.rank = rank, e.stream = stream, e.start = start, e.dur = dur, e.kind = kind, e.wait = wait;
+    e.has_collective = kind == EventKind::comm, e.collective = c;
+    e.group = CommGroup::pipeline, e.bytes = 1024;
+    e.name = t.intern(kind == EventKind::comm ? "pp_transfer" : "block");
+    t.events.push_back(e);
+  };
+  add(0, 0, 0.0, 2.0, EventKind::compute, 0, Collective::send);
+  add(0, 1, 2.0, 0.5, EventKind::comm, 0, Collective::send);
+  add(1, 1, 2.0, 0.5, EventKind::comm, 2.0, Collective::recv);  // entered at 0
+  add(1, 0, 2.5, 3.0, EventKind::compute, 0, Collective::send);
+  t.rank_names = {{0, "stage 0"}, {1, "stage 1"}};
+  auto base = one(read_trace_text("pp.json", chrome_trace_json(t)));
+  auto next = one(read_trace_text("pp.json", chrome_trace_json(t)));
+  ASSERT_EQ(base.size(), 1u);
+  ASSERT_TRUE(base[0].own_format);
+  const auto analysed = analyze_breakdowns(base);
+  TraceDiff d = diff_traces(base, next);
+  ASSERT_EQ(d.steps.size(), 2u);
+  ASSERT_EQ(analysed.size(), 2u);
+  for (std::size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_NEAR(d.steps[r].base.wall, 5.5, 1e-9);  // the iteration: 0 to stage 1's end
+    EXPECT_NEAR(d.steps[r].base.wall, analysed[r].total.wall, 1e-12);
+    EXPECT_NEAR(d.steps[r].base.idle, analysed[r].total.idle, 1e-12);
+    EXPECT_NEAR(d.steps[r].base.profiler_comm, analysed[r].total.profiler_comm, 1e-12);
+  }
+  EXPECT_NEAR(d.steps[1].base.profiler_comm, 2.5, 1e-9);  // the receive from its entry
+  // The combined timeline starts at 0: the receive's slice from its entry.
+  const Timeline both = diff_timeline(base, next);
+  ASSERT_FALSE(both.events.empty());
+  double first = INFINITY;
+  for (const Event& e : both.events) first = std::min(first, e.start - e.wait);
+  EXPECT_NEAR(first, 0.0, 1e-12);
 }
 
 TEST(Diff, OneSlowedCollectiveShowsExactlyThatCall) {

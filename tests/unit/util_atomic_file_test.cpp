@@ -50,6 +50,65 @@ TEST_F(OutputFile, RegularFileIsReplacedWholeAndKeepsItsMode) {
   EXPECT_EQ(entries(), std::vector<std::string>{"out.json"});
 }
 
+// Several outputs of one command, all or none: a device that fails (/dev/full) leaves every
+// regular file as it was and no temporary file (-o /dev/full replaced --html and --trace, then
+// failed, found by probing, 2026-12-02); without a failure each file is whole.
+TEST_F(OutputFile, SeveralOutputsAreWrittenAllOrNone) {
+  const fs::path a = dir_ / "a.html", b = dir_ / "b.json";
+  std::ofstream(a) << "old a\n";
+  std::ofstream(b) << "old b\n";
+  if (fs::exists("/dev/full")) {
+    std::size_t failed = 99;
+    Status s = write_files_atomic({{a, "new a\n"}, {"/dev/full", "text"}, {b, "new b\n"}}, &failed);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(failed, 1u);
+    EXPECT_EQ(s.error().message.rfind("/dev/full: write failed", 0), 0u) << s.error().message;
+    EXPECT_EQ(slurp(a), "old a\n");
+    EXPECT_EQ(slurp(b), "old b\n");
+    EXPECT_EQ(entries(), (std::vector<std::string>{"a.html", "b.json"}));
+  }
+  // A path that cannot be written at all is named before anything is written.
+  std::size_t failed = 99;
+  Status bad = write_files_atomic({{a, "new a\n"}, {dir_.string(), "x"}}, &failed);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(failed, 1u);
+  EXPECT_EQ(slurp(a), "old a\n");
+  ASSERT_TRUE(write_files_atomic({{a, "new a\n"}, {b, "new b\n"}}).ok());
+  EXPECT_EQ(slurp(a), "new a\n");
+  EXPECT_EQ(slurp(b), "new b\n");
+  EXPECT_EQ(entries(), (std::vector<std::string>{"a.html", "b.json"}));
+}
+
+// A command killed while its outputs are being written leaves no temporary file (one was left
+// beside its output, found by probing, 2026-12-02). A child stages a regular file, then waits
+// for a reader of a FIFO that never comes; SIGTERM ends it there.
+TEST_F(OutputFile, ASignalRemovesTheTemporaryFiles) {
+  const fs::path out = dir_ / "out.json", fifo = dir_ / "fifo";
+  std::ofstream(out) << "old\n";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    remove_temporary_files_on_signals();
+    (void)write_files_atomic({{out.string(), "new\n"}, {fifo.string(), "x"}});
+    ::_exit(0);
+  }
+  // Wait until the temporary file exists beside out.json, then end the child.
+  bool staged = false;
+  for (int i = 0; i < 500 && !staged; ++i) {
+    for (const auto& e : fs::directory_iterator(dir_))
+      staged = staged || e.path().filename().string().rfind("out.json.tmp.", 0) == 0;
+    if (!staged) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(staged);
+  ASSERT_EQ(::kill(child, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_EQ(slurp(out), "old\n");
+  EXPECT_EQ(entries(), (std::vector<std::string>{"fifo", "out.json"}));
+}
+
 TEST_F(OutputFile, NewPathIsCreated) {
   const fs::path p = dir_ / "new.csv";
   ASSERT_TRUE(check_output_path(p).ok());

@@ -110,6 +110,15 @@ struct ReadLimits {
 inline constexpr double kMaxAbsTimestampUs = 1e17;
 inline constexpr double kMaxDurationUs = 8.64e10;
 
+// The window a trace's ranks are measured over when it has no ProfilerStep. A commscope trace
+// (predict --trace, train --trace): its processes are pipeline stages or ranks of one iteration
+// on one clock, each measured over the whole iteration, from the first call's entry (start -
+// wait) to the last event's end, as predict measures them. Any other trace, or an empty one:
+// {0, -1}, each rank's own first to last event (breakdown's t1 <= t0). analyze and analyze
+// --diff both use it (--diff started a later stage after its first receive's wait, found by
+// probing, 2026-12-02).
+std::pair<double, double> whole_trace_window(const TraceFile& tf);
+
 // Reads one .json or .json.gz trace. Errors name the file and the byte offset or the event
 // index: "trace.json: byte 1234: ...", "trace.json: event 17: field 'dur': expected ...".
 // Anything but a regular file is refused (a FIFO would block forever). With hta_view the reader

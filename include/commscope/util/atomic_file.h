@@ -17,6 +17,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commscope/util/result.h"
 
@@ -26,6 +27,21 @@ inline constexpr int kFifoReaderWaitSeconds = 30;
 
 // Writes `content` to `path` by the rules above. Errors name the path: "<path>: <why>".
 Status write_file_atomic(const std::string& path, std::string_view content);
+
+// Several outputs of one command, all or none: every regular file is written whole beside its
+// target first, then the devices and FIFOs, then the renames. Until the renames, a failure
+// leaves every file as it was (the renames themselves are not undone: one failing after others
+// is left as it is, which takes a folder changing under the command). `failed`: the index of
+// the output the error is about.
+struct OutputFile {
+  std::string path;
+  std::string_view content;
+};
+Status write_files_atomic(const std::vector<OutputFile>& files, std::size_t* failed = nullptr);
+
+// On SIGINT, SIGTERM and SIGHUP (unless ignored), the temporary files being written are
+// removed before the signal ends the process as it would have. main() calls it once.
+void remove_temporary_files_on_signals();
 
 // Says now whether write_file_atomic(path, ...) could succeed, changing nothing that stays:
 // verbs call it before long work so that a bad -o fails in a second, not after it. Checks the

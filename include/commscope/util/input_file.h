@@ -27,6 +27,17 @@ Result<std::string> read_small_file(const std::string& path, std::uintmax_t max_
 // read twice was counted twice (validate's MAPE over n = 10 for 5 rows).
 Status check_distinct_files(const std::vector<std::string>& paths, std::string_view what);
 
+// The input files this command read: read_small_file (and so every JSON, TOML, script and log
+// reader), the trace and CSV readers note each file they open. An output must be none of them:
+// the command line names only some of a command's inputs (a preset by name, a file a Megatron
+// script sources, the second of a comma list), and `-oFILE` spelled the output unseen (found
+// by probing, 2026-12-02: each overwrote its input with status 0). Kept by (device, inode);
+// thread-safe. clear_inputs_read() starts a command (the Python module runs many in a process).
+void note_input_read(const std::string& path);
+void clear_inputs_read();
+// The input read that `path` (an existing regular file) is another name of; empty when none.
+std::string input_read_as(const std::string& path);
+
 // Bytes of memory this process may still use: the smaller of /proc/meminfo's MemAvailable and
 // the address-space limit (RLIMIT_AS) when one is set; 0 when neither is known.
 std::uint64_t available_memory_bytes();
