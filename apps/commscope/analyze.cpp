@@ -131,7 +131,8 @@ Verb add_analyze(CLI::App& app) {
             if (Status s = check_chrome_trace(t, "--diff-trace"); !s.ok())
               return fail(s.error().message);
             return emit_with(render_diff(d, *format), st->out.path,
-                             {{"--diff-trace", st->diff_trace, chrome_trace_json(t)}});
+                             {{"--diff-trace", st->diff_trace,
+                               trace_file_bytes(st->diff_trace, chrome_trace_json(t))}});
           }
           return emit(render_diff(d, *format), st->out.path);
         }

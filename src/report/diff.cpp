@@ -236,6 +236,18 @@ Timeline diff_timeline(const std::vector<TraceFile>& base, const std::vector<Tra
   };
   add(b, 0, "base");
   add(n, 1, "new");
+  // Each track named by what it holds (the tracks were bare "Thread N" in Perfetto, found by
+  // probing, 2026-12-02; the reader keeps no thread names).
+  std::map<std::pair<std::int32_t, std::int32_t>, unsigned> kinds;  // bit per EventKind
+  for (const Event& e : out.events)
+    kinds[{e.rank, e.stream}] |= 1u << static_cast<unsigned>(e.kind);
+  for (const auto& [key, k] : kinds) {
+    const char* what = k == 1u << static_cast<unsigned>(EventKind::compute)  ? "compute"
+                       : k == 1u << static_cast<unsigned>(EventKind::comm)   ? "communication"
+                       : k == 1u << static_cast<unsigned>(EventKind::memcpy) ? "memory copies"
+                                                                             : "mixed";
+    out.stream_names[key] = fmt::format("stream {} ({})", key.second, what);
+  }
   return out;
 }
 

@@ -1234,17 +1234,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
   // (5) the full timeline, when asked for
   if (timeline) {
     Timeline& tl = pred.timeline;
-    static const char* kStreams[] = {
-        "compute",        "tensor-parallel comm", "data-parallel comm",  "pipeline comm",
-        "embedding comm", "host copies",          "expert-parallel comm"};
     const std::uint32_t send_name = tl.intern("pp_transfer");
     for (int s = 0; s < pp; ++s) {
       tl.rank_names[s] =
           "stage " + std::to_string(s) + " (" + std::to_string(roles[s].ranks) + " ranks)";
-      // (the expert stream only where combined 1F1B steps use it)
-      const int streams =
-          static_cast<int>(std::size(kStreams)) - (plan.overlap_moe_ep_comm ? 0 : 1);
-      for (int k = 0; k < streams; ++k) tl.stream_names[{s, k}] = kStreams[k];
       double data_free = 0;
       std::vector<double> data_starts;
       for (std::size_t j = 0; j < order[s].size(); ++j) {
@@ -1315,6 +1308,25 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         tl.events.push_back(e);
       }
     }
+    // Each call on the track of what it is (kContextTrack), and the tracks that hold events
+    // named; the compute track always.
+    static const char* kTracks[] = {
+        "compute",         "tensor-parallel comm", "data-parallel comm",   "pipeline send",
+        "embedding comm",  "host copies",          "expert-parallel comm", "context-parallel comm",
+        "pipeline receive"};
+    for (Event& e : tl.events) {
+      if (e.kind != EventKind::comm) continue;
+      if (e.group == CommGroup::expert)
+        e.stream = kExpertStream;
+      else if (e.group == CommGroup::context)
+        e.stream = kContextTrack;
+      else if (e.group == CommGroup::pipeline && e.collective == Collective::recv)
+        e.stream = kPipelineRecvTrack;
+    }
+    for (int s = 0; s < pp; ++s) tl.stream_names[{s, kComputeStream}] = kTracks[kComputeStream];
+    for (const Event& e : tl.events)
+      if (e.stream >= 0 && e.stream < static_cast<std::int32_t>(std::size(kTracks)))
+        tl.stream_names.try_emplace({e.rank, e.stream}, kTracks[e.stream]);
   }
   return pred;
 }

@@ -2,6 +2,8 @@
 // hundreds of thousands of events.
 #include "commscope/timeline/chrome.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -183,6 +185,40 @@ std::string chrome_trace_json(const Timeline& t) {
   }
   fmt::format_to(std::back_inserter(out), "\n]}}\n");
   return fmt::to_string(out);
+}
+
+std::string trace_file_bytes(const std::string& path, std::string json) {
+  if (path.size() < 3 || path.compare(path.size() - 3, 3, ".gz") != 0) return json;
+  z_stream z{};
+  // windowBits 15 + 16: a gzip header and trailer (RFC 1952), not a bare zlib stream.
+  CS_CHECK(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) ==
+           Z_OK);
+  std::string out;
+  out.resize(deflateBound(&z, static_cast<uLong>(json.size())) + 64);
+  std::size_t in_done = 0;
+  int rc = Z_OK;
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size(), 1u << 30));
+  while (rc != Z_STREAM_END) {
+    // Input in pieces a uInt holds (a trace may pass 4 GiB).
+    if (z.avail_in == 0 && in_done < json.size()) {
+      const std::size_t n = std::min<std::size_t>(json.size() - in_done, 1u << 30);
+      z.next_in = reinterpret_cast<Bytef*>(json.data() + in_done);
+      z.avail_in = static_cast<uInt>(n);
+      in_done += n;
+    }
+    if (z.avail_out == 0) {
+      const std::size_t used = z.total_out;
+      if (used == out.size()) out.resize(out.size() * 2);
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + used);
+      z.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - used, 1u << 30));
+    }
+    rc = deflate(&z, in_done < json.size() || z.avail_in > 0 ? Z_NO_FLUSH : Z_FINISH);
+    CS_CHECK(rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR);
+  }
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
 }
 
 }  // namespace commscope

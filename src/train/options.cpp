@@ -932,8 +932,11 @@ std::string trace_path(const std::string& trace, int rank) {
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     return fmt::format("{}/rank{}.json", dir, rank);
   }
-  const std::filesystem::path p(trace);
-  const std::string ext = p.extension().string();
+  // t.json.gz: t.rank0.json.gz (it was t.json.rank0.gz, which analyze of the folder did not
+  // take for a trace; found by probing, 2026-12-02).
+  const bool gz = trace.size() > 8 && trace.compare(trace.size() - 8, 8, ".json.gz") == 0;
+  const std::filesystem::path p(gz ? trace.substr(0, trace.size() - 3) : trace);
+  const std::string ext = p.extension().string() + (gz ? ".gz" : "");
   std::filesystem::path out = p;
   out.replace_extension();
   return fmt::format("{}.rank{}{}", out.string(), rank, ext);

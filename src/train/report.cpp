@@ -47,7 +47,8 @@ void write_rank_trace(const std::string& trace, int rank, const Timeline& names,
   t.rank_names[rank] = rank_name;
   int stream = 0;
   for (const char* s : streams) t.stream_names[{rank, stream++}] = s;
-  const Status s = write_file_atomic(trace_path(trace, rank), chrome_trace_json(t));
+  const std::string path = trace_path(trace, rank);
+  const Status s = write_file_atomic(path, trace_file_bytes(path, chrome_trace_json(t)));
   if (!s.ok()) std::fprintf(stderr, "commscope: rank %d: %s\n", rank, s.error().message.c_str());
 }
 

@@ -140,6 +140,13 @@ TEST(Diff, CommscopeTraceStagesAreMeasuredAsAnalyzeMeasuresThem) {
   double first = INFINITY;
   for (const Event& e : both.events) first = std::min(first, e.start - e.wait);
   EXPECT_NEAR(first, 0.0, 1e-12);
+  // Every track is named by what it holds.
+  for (const Event& e : both.events) {
+    const std::string& name = both.stream_names.at({e.rank, e.stream});
+    EXPECT_NE(name.find(e.kind == EventKind::comm ? "(communication)" : "(compute)"),
+              std::string::npos)
+        << name;
+  }
 }
 
 TEST(Diff, OneSlowedCollectiveShowsExactlyThatCall) {

@@ -821,7 +821,7 @@ TEST(Sim, PipelineReceiveWaitIsTheProfilersView) {
   EXPECT_GT(recv->wait, 0.0);
   double first_fwd_end = 0;
   for (const Event& e : p.timeline.events)
-    if (e.rank == 0 && e.microbatch == 0 && e.stream != kPipelineStream &&
+    if (e.rank == 0 && e.microbatch == 0 && e.group != CommGroup::pipeline &&
         e.end() <= recv->start + 1e-15)
       first_fwd_end = std::max(first_fwd_end, e.end());
   EXPECT_NEAR(recv->start, first_fwd_end, 1e-9);

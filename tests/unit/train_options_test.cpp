@@ -590,6 +590,9 @@ TEST(TrainOptions, TracePaths) {
   EXPECT_EQ(trace_path("run.json", 3), "run.rank3.json");
   EXPECT_EQ(trace_path("out/run.trace.json", 0), "out/run.trace.rank0.json");
   EXPECT_EQ(trace_path("run", 1), "run.rank1");
+  // A gzip trace keeps its .json.gz (t.json.rank0.gz was no trace to analyze; probing,
+  // 2026-12-02).
+  EXPECT_EQ(trace_path("out/t.json.gz", 1), "out/t.rank1.json.gz");
   EXPECT_EQ(trace_path("traces/", 2), "traces/rank2.json");
   const std::string dir = commscope::testing::scratch() + "train_trace_dir";
   std::filesystem::create_directories(dir);

@@ -25,6 +25,12 @@ enum SimStream : std::int32_t {
   kExpertStream = 6,
   kStreamCount = 7
 };
+// Tracks of the trace only (Prediction::timeline), past the simulator's streams: the trace puts
+// each call on the track of what it is, whichever stream ran it (the CP ring ran on the pipeline
+// stream and was drawn as "pipeline comm", the MoE all-to-alls as "tensor-parallel comm"; a
+// stage's receive nested its sends; found by probing, 2026-12-02).
+inline constexpr std::int32_t kContextTrack = 7;
+inline constexpr std::int32_t kPipelineRecvTrack = 8;
 std::int32_t stream_of(const Op& op);
 // A gradient reduction or parameter gather (a comm op of the data-parallel stream): it waits for
 // a weight gradient, not a data gradient, and may outlast the task that issued it.

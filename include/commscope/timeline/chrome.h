@@ -18,4 +18,9 @@ inline constexpr double kMaxChromeTraceS = 9e9;
 Status check_chrome_trace(const Timeline& t, std::string_view what);
 std::string chrome_trace_json(const Timeline& t);
 
+// A trace file's bytes: `json` gzip-compressed when `path` ends in ".gz" (as PyTorch's profiler
+// writes trace.json.gz, and as analyze reads it), else `json` itself. (A ".gz" name held plain
+// JSON, which zcat, Python's gzip and Perfetto's loader refuse; found by probing, 2026-12-02.)
+std::string trace_file_bytes(const std::string& path, std::string json);
+
 }  // namespace commscope
