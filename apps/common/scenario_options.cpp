@@ -1414,6 +1414,8 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
   const bool moe = deepspeed && experts;  // DeepSpeed-MoE (Megatron-DeepSpeed's experts)
   std::vector<std::string> moe_unpriced, moe_defaults;  // its flags read and not priced
   std::vector<const CLI::Option*> seen;  // the file's: its first occurrence of a flag is kept
+  int job_nodes = 0, job_per_node = 0;   // the launcher's job size (0: not given)
+  std::vector<std::string> job_from;
   // the flags read, each once (an echoed and an evaluated command, or a flag given twice, are
   // one flag's words twice)
   std::set<std::string> read;
@@ -1475,6 +1477,26 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         if (words[k].text != written) return &words[k];
       return nullptr;
     };
+    // The launcher's job size: torchrun's (and torch.distributed.launch's) --nnodes and
+    // --nproc_per_node, the deepspeed launcher's --num_nodes and --num_gpus. It was skipped, and
+    // the plan priced on the default node count (found by probing, 2026-12-02). Taken below as
+    // --nodes and --gpus where the command line gives neither; a value that is no plain count
+    // (torchrun's elastic "1:4", "gpu") is left out.
+    if (name == "--nnodes" || name == "--nproc_per_node" || name == "--nproc-per-node" ||
+        name == "--num_nodes" || name == "--num_gpus" || name == "--num-nodes" ||
+        name == "--num-gpus") {
+      const bool nodes = name == "--nnodes" || name.find("nodes") != std::string::npos;
+      const bool whole = !written.empty() && written.size() < 7 &&
+                         written.find_first_not_of("0123456789") == std::string::npos &&
+                         std::stoi(written) > 0;
+      const ShellWord* vw = value ? value_word : next < words.size() ? &words[next] : nullptr;
+      if (whole && !(vw && vw->unresolved) && (nodes ? job_nodes : job_per_node) == 0) {
+        (nodes ? job_nodes : job_per_node) = std::stoi(written);
+        job_from.push_back(fmt::format("{} {} (line {})", name, written, line));
+      }
+      i = value ? i : next;
+      continue;
+    }
     if (name == "--num-experts") {
       const std::string& n = written;
       if (n == "1") {
@@ -1542,6 +1564,31 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
       i = next - 1;
       continue;
     }
+    // Megatron-LM flags that change the architecture, which commscope reads from a model (a
+    // preset or a Hugging Face config.json) and not from flags: skipped, the model was counted
+    // without them (DeepSeek-V3's script: 721B for 671B; found by probing, 2026-12-02). With
+    // --model on the command line the model has them, and they are skipped as before.
+    static const std::vector<std::pair<std::string_view, std::string_view>> kArchitecture = {
+        {"--multi-latent-attention", "multi-latent attention"},
+        {"--q-lora-rank", "multi-latent attention"},
+        {"--kv-lora-rank", "multi-latent attention"},
+        {"--qk-head-dim", "multi-latent attention"},
+        {"--qk-pos-emb-head-dim", "multi-latent attention"},
+        {"--v-head-dim", "multi-latent attention"},
+        {"--moe-layer-freq", "dense and MoE blocks mixed"},
+        {"--add-qkv-bias", "query, key and value biases"},
+        {"--qk-layernorm", "query and key norms"},
+        {"--window-size", "sliding-window attention"},
+        {"--hybrid-override-pattern", "Mamba blocks"}};
+    if (const auto arch = std::find_if(kArchitecture.begin(), kArchitecture.end(),
+                                       [&](const auto& a) { return a.first == name; });
+        arch != kArchitecture.end() && !on_command_line(option("--model")) &&
+        !(name == "--moe-layer-freq" && written == "1"))
+      return Error{fmt::format(
+          "{}:{}: {}: expected the architecture from --model (a preset or a Hugging Face "
+          "config.json) for a model with {}: commscope does not read it from Megatron-LM's flags, "
+          "and without it the model would be counted wrong",
+          at, line, name, arch->second)};
     // commscope's own flags of what to write and how (a script's `--output` is some other
     // program's: taken, commscope would write where the script says), never a script's.
     static const std::vector<std::string_view> kOwn = {
@@ -1634,6 +1681,34 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
           if (std::find(defaults.begin(), defaults.end(), d) == defaults.end())
             defaults.push_back(d);
   }
+  // The launcher's job size, where neither the command line nor the script's own flags give
+  // one: --nodes N and --gpus N x per-node (a part of each node when fewer than its GPUs).
+  std::string job_note;
+  if (job_nodes > 0 || job_per_node > 0) {
+    const CLI::Option* gpus = option("--gpus");
+    const CLI::Option* nodes = option("--nodes");
+    auto given = [&](const CLI::Option* o) {
+      return o && (on_command_line(o) || std::find(seen.begin(), seen.end(), o) != seen.end());
+    };
+    if (!given(gpus) && !given(nodes) && job_nodes > 0) {
+      if (nodes) taken.insert(taken.end(), {"--nodes", std::to_string(job_nodes)});
+      if (gpus && job_per_node > 0)
+        taken.insert(taken.end(), {"--gpus", std::to_string(job_nodes * job_per_node)});
+      job_note =
+          fmt::format("the job's size from the launcher's {}: {}{}", fmt::join(job_from, ", "),
+                      nodes ? fmt::format("--nodes {}", job_nodes) : std::string(),
+                      gpus && job_per_node > 0
+                          ? fmt::format("{}--gpus {}", nodes ? " " : "", job_nodes * job_per_node)
+                          : std::string());
+    } else if (!given(gpus) && !given(nodes) && job_per_node > 0 && gpus) {
+      // one node (torchrun's default --nnodes 1)
+      taken.insert(taken.end(), {"--gpus", std::to_string(job_per_node)});
+      if (nodes) taken.insert(taken.end(), {"--nodes", "1"});
+      job_note = fmt::format("the job's size from the launcher's {} on one node: --gpus {}",
+                             fmt::join(job_from, ", "), job_per_node);
+    }
+  }
+  if (!job_note.empty()) print_note(fmt::format("{}: {}", path, job_note));
   // DeepSpeed-MoE's defaults where the script leaves them (megatron/arguments.py): top-1 gating,
   // MoE every second block, tokens beyond 1.0 x the even share dropped and the rest padded to
   // it (deepspeed/moe/sharded_moe.py: drop_tokens, capacity_factor).

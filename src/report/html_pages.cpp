@@ -27,9 +27,11 @@ struct Part {
   const char* light;  // the same part of a prediction beside a measurement
 };
 constexpr Part kParts[] = {
-    {"compute", "#4e79a7", "#a0cbe8"},      {"overlapped comm", "#f28e2b", "#ffbe7d"},
-    {"exposed comm", "#e15759", "#ff9d9a"}, {"memcpy", "#76b7b2", "#b7e0dc"},
-    {"bubble", "#9c755f", "#d4b9a6"},       {"idle", "#bab0ac", "#e0dbd8"}};
+    // "compute alone": compute less the overlapped part, so the parts add up; the CLI's
+    // compute is the whole (the two were both "compute", found by probing, 2026-12-02).
+    {"compute alone", "#4e79a7", "#a0cbe8"}, {"overlapped comm", "#f28e2b", "#ffbe7d"},
+    {"exposed comm", "#e15759", "#ff9d9a"},  {"memcpy", "#76b7b2", "#b7e0dc"},
+    {"bubble", "#9c755f", "#d4b9a6"},        {"idle", "#bab0ac", "#e0dbd8"}};
 constexpr std::size_t kPartCount = std::size(kParts);
 
 // A breakdown's parts in seconds, in kParts order (never negative).
@@ -553,7 +555,7 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
     });
     d.facts = {{"plans", std::to_string(all_rows.size())},
                {"most tokens/s", labels[static_cast<std::size_t>(best - rows.begin())]},
-               {"its tokens/s", with_commas(static_cast<std::int64_t>(best->tokens_per_s))},
+               {"its tokens/s", with_commas(std::llround(best->tokens_per_s))},
                {"its iteration", fmt::format("{} ms", ms(best->iteration_time))},
                {"its MFU", fmt::format("{} %", pct(best->mfu))}};
   }
@@ -613,9 +615,9 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       s.values.push_back(rows[i].tokens_per_s);
       c.table.add({labels[i], ms(rows[i].iteration_time),
-                   with_commas(static_cast<std::int64_t>(rows[i].tokens_per_s)),
-                   num(rows[i].tflops_per_gpu, 1), pct(rows[i].mfu),
-                   human_bytes(Bytes(rows[i].memory_per_gpu)), rows[i].fits ? "yes" : "no"});
+                   with_commas(std::llround(rows[i].tokens_per_s)), num(rows[i].tflops_per_gpu, 1),
+                   pct(rows[i].mfu), human_bytes(Bytes(rows[i].memory_per_gpu)),
+                   rows[i].fits ? "yes" : "no"});
     }
     c.series.push_back(std::move(s));
     thr.charts.push_back(std::move(c));
@@ -854,8 +856,7 @@ Result<Document> train_page(const nlohmann::json& doc, const std::string& where)
         {"parameters", human_count(r.number(model, "model", "parameters"))},
         {"global batch", std::to_string(r.count(doc, "", "global_batch"))},
         {"step time (after warm-up)", fmt::format("{} ms", ms(r.number(avg, "average", "time_s")))},
-        {"tokens/s",
-         with_commas(static_cast<std::int64_t>(r.number(avg, "average", "tokens_per_s")))},
+        {"tokens/s", with_commas(std::llround(r.number(avg, "average", "tokens_per_s")))},
         {"GFLOP/s", num(r.number(avg, "average", "gflops"), 1)}};
     if (doc.contains("communication_matches_workload") &&
         doc.at("communication_matches_workload").is_boolean() &&
@@ -945,7 +946,7 @@ Result<Document> train_page(const nlohmann::json& doc, const std::string& where)
         exposed.points.push_back({t, b->exposed * 1e3});
         g.points.push_back({t, rate_gbps});
         st.table.add({num(r.number(steps[i], p, "step"), 0), num(t, 3), ms(sec), ms(b->exposed),
-                      with_commas(static_cast<std::int64_t>(r.number(steps[i], p, "tokens_per_s"))),
+                      with_commas(std::llround(r.number(steps[i], p, "tokens_per_s"))),
                       std::isfinite(rate_gbps) ? num(rate_gbps, 3) : "-"});
       }
       st.series = {std::move(total), std::move(exposed)};

@@ -298,6 +298,15 @@ Status check_head_split(const ModelSpec& m, const std::string& where, std::strin
 
 Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& where) {
   if (j.contains("model_type")) return model_from_hf_config(j, where);
+  // A Hugging Face config without its model_type was read as commscope's format and refused
+  // as "field 'name': expected a value" (found by probing, 2026-12-02).
+  if (j.is_object() && !j.contains("name") && !j.contains("kind"))
+    for (const char* hf : {"architectures", "num_hidden_layers", "hidden_size", "n_embd"})
+      if (j.contains(hf))
+        return Error{fmt::format(
+            "{}: field 'model_type': expected it in a Hugging Face config.json (the file has "
+            "'{}'), or commscope's model format with 'name' and 'kind', got neither",
+            where, hf)};
   ModelSpec m;
   FieldReader r(j, where);
   r.require("name", m.name);
@@ -619,6 +628,18 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
         "gpt2|bert|t5|llama|mistral|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
         "{}",
         where, json_excerpt(j.at("model_type")))};
+  }
+  // Sliding-window attention (Mistral 7B v0.1's 4096, Qwen's use_sliding_window) is priced as
+  // full causal attention: said, as it overstates attention at longer sequences (it was read past
+  // in silence, found by probing, 2026-12-02).
+  if (const auto w = j.find("sliding_window");
+      w != j.end() && w->is_number_integer() && w->get<std::int64_t>() > 0) {
+    const auto use = j.find("use_sliding_window");
+    if (use == j.end() || !use->is_boolean() || use->get<bool>())
+      m.notes.push_back(fmt::format(
+          "{}: sliding_window {}: attention is priced as full causal attention (sliding windows "
+          "are not modelled), which overstates its FLOPs and time at sequences above {}",
+          where, w->get<std::int64_t>(), w->get<std::int64_t>()));
   }
   std::string list;
   for (const std::string& d : defaulted) list += (list.empty() ? "" : ", ") + d;

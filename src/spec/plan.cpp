@@ -469,8 +469,25 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   // 2026-11-30; then either enabled counted, where a "bf16" section disabled wins).
   bool bf16 = j.is_object() && j.contains("bf16") ? enabled(r, "bf16") : enabled(r, "bfloat16");
   if (fp16 && bf16) r.fail("bf16.enabled", "not both fp16 and bf16 enabled", "true");
-  // DeepSpeed trains in fp32 unless fp16 or bf16 is enabled.
-  p.precision = fp16 ? Precision::fp16 : bf16 ? Precision::bf16 : Precision::fp32;
+  // DeepSpeed trains in fp32 unless fp16 or bf16 is enabled. "auto" (Hugging Face's Trainer
+  // fills it from its --fp16/--bf16) decides nothing: the precision is left to --precision and
+  // its default, with a note (it was fp32, in silence: a bf16 run priced twice as slow, found by
+  // probing, 2026-12-02).
+  auto section_auto = [&](const char* key) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    return it != j.end() && it->is_object() && it->contains("enabled") &&
+           it->at("enabled").is_string() && it->at("enabled").get<std::string>() == "auto";
+  };
+  const bool precision_auto =
+      !fp16 && !bf16 &&
+      (section_auto("fp16") ||
+       section_auto(j.is_object() && j.contains("bf16") ? "bf16" : "bfloat16"));
+  if (precision_auto)
+    note(
+        "fp16.enabled/bf16.enabled \"auto\" (Hugging Face's Trainer sets them from its --fp16 or "
+        "--bf16): the precision is --precision's (bf16 unless given)");
+  else
+    p.precision = fp16 ? Precision::fp16 : bf16 ? Precision::bf16 : Precision::fp32;
   // deepspeed/runtime/config.py get_communication_data_type: the value lower-cased, then fp32,
   // fp16 or bf16, anything else a ValueError (bfp16 and float32 were accepted here).
   std::optional<std::string> comm_type;

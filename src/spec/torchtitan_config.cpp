@@ -61,7 +61,8 @@ class Fields {
   };
   Found find(std::initializer_list<const char*> tables, const char* key) const {
     for (const char* table : tables)
-      if (const toml::table* sub = t_[table].as_table())
+      // a dotted name is a nested table ([quantize.linear.float8])
+      if (const toml::table* sub = t_.at_path(table).as_table())
         if (const toml::node* n = sub->get(key)) return {n, fmt::format("[{}] {}", table, key)};
     return {nullptr, fmt::format("[{}] {}", *tables.begin(), key)};
   }
@@ -413,10 +414,14 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   p.mtp_layers = 0;
   CS_ASSIGN_OR_RETURN(auto converters, f.strings({"model"}, "converters"));
   for (const std::string& c : converters) {
-    if (c == "float8")
+    // "quantize.linear.float8": torchtitan's spelling since its quantize section (2025; the
+    // Float8 section [quantize.linear.float8]); "float8" before. (The newer one was refused,
+    // found by probing, 2026-12-02.)
+    if (c == "float8" || c == "quantize.linear.float8")
       p.fp8 = true;
     else
-      return f.bad("[model] converters", "float8 or nothing (the converters commscope models)",
+      return f.bad("[model] converters",
+                   "float8, quantize.linear.float8 or nothing (the converters commscope models)",
                    fmt::format("\"{}\"", c));
   }
   CS_ASSIGN_OR_RETURN(auto float8_linear, f.boolean({"float8"}, "enable_float8_linear"));
@@ -710,10 +715,13 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
         "[compile] enable: torch.compile's fused kernels are not modelled (commscope prices the "
         "eager kernels)");
   CS_ASSIGN_OR_RETURN(auto fp8_gather, f.boolean({"float8"}, "enable_fsdp_float8_all_gather"));
-  if (fp8_gather.value_or(false))
-    job.notes.push_back(
-        "[float8] enable_fsdp_float8_all_gather: FSDP's all-gathers are priced in the "
-        "parameters' type, not in float8");
+  CS_ASSIGN_OR_RETURN(auto fp8_gather_q,
+                      f.boolean({"quantize.linear.float8"}, "enable_fsdp_float8_all_gather"));
+  if (fp8_gather.value_or(false) || fp8_gather_q.value_or(false))
+    job.notes.push_back(fmt::format(
+        "[{}] enable_fsdp_float8_all_gather: FSDP's all-gathers are priced in the parameters' "
+        "type, not in float8",
+        fp8_gather.value_or(false) ? "float8" : "quantize.linear.float8"));
   return job;
 }
 

@@ -632,6 +632,47 @@ TEST_F(Cli, InputsReadButNotNamedAreNotReplaced) {
     ::unsetenv("COMMSCOPE_PRESETS");
 }
 
+// A Megatron-LM script's launcher gives the job's size (torchrun --nnodes x --nproc_per_node):
+// it was skipped and the plan priced on the default 4 nodes, DP 8 for the script's DP 4; flags
+// of an architecture commscope reads only from a model are refused unless --model gives it
+// (DeepSeek-V3's multi-latent attention counted 721B for 671B). Found by probing, 2026-12-02.
+TEST_F(Cli, MegatronScriptsLauncherAndArchitectureFlags) {
+  const std::string script = (dir_ / "llama.sh").string();
+  std::ofstream(script)
+      << "NUM_NODES=${NUM_NODES:-2}\nGPUS_PER_NODE=8\n"
+         "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES pretrain_gpt.py "
+         "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+         "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --micro-batch-size 1 "
+         "--global-batch-size 64\n";
+  Outcome o = run("predict --megatron-args " + script + " --system dgx-h100 --format json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto p = nlohmann::json::parse(o.out)["predictions"][0];
+  EXPECT_EQ(p["nodes"], 2);
+  EXPECT_EQ(p["gpus"], 16);
+  EXPECT_EQ(p["plan"]["dp"], 4);  // 16 / (TP 2 x PP 2)
+  EXPECT_NE(o.err.find("the job's size from the launcher's --nproc_per_node 8 (line 3), --nnodes 2 "
+                       "(line 3): --nodes 2 --gpus 16"),
+            std::string::npos)
+      << o.err;
+  // The command line's size wins.
+  Outcome four =
+      run("predict --megatron-args " + script + " --system dgx-h100 --nodes 4 --format json");
+  ASSERT_EQ(four.status, 0) << four.err;
+  EXPECT_EQ(nlohmann::json::parse(four.out)["predictions"][0]["gpus"], 32);
+  const std::string mla = (dir_ / "mla.sh").string();
+  std::ofstream(mla) << "python pretrain_gpt.py --seq-length 4096 --multi-latent-attention "
+                        "--q-lora-rank 1536\n";
+  Outcome refused = run("describe --megatron-args " + mla + " --system dgx-h100");
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find(mla + ":1: --multi-latent-attention: expected the architecture from "
+                                   "--model (a preset or a Hugging Face config.json) for a model "
+                                   "with multi-latent attention"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(
+      run("describe --megatron-args " + mla + " --system dgx-h100 --model deepseek-v3").status, 0);
+}
+
 // A verb's output files are written all or none: -o that cannot be written left --html and
 // --trace replaced, with status 2 (found by probing, 2026-12-02).
 TEST_F(Cli, OutputsAreWrittenAllOrNone) {
@@ -861,7 +902,7 @@ TEST_F(Cli, MegatronArgsFile) {
   ASSERT_EQ(file.status, 0) << file.err;
   EXPECT_NE(file.err.find("pretrain_llama3_8b.sh: 26 of Megatron-LM's flags read (with "
                           "Megatron-LM's collective pattern, --framework megatron); skipped, not "
-                          "flags of predict: --nproc_per_node, --nnodes, --master_addr, "
+                          "flags of predict: --master_addr, "
                           "--master_port, --use-mcore-models, --train-iters, --lr,"),
             std::string::npos)
       << file.err;
@@ -952,7 +993,7 @@ TEST_F(Cli, MegatronArgsScriptVariables) {
         "--overlap-grad-reduce (the if on line 87)",
         "train_mixtral_fp8.sh: attention priced as FlashAttention (--attention flash): the "
         "script runs Megatron-Core (--use-mcore-models) and names no --attention-backend",
-        "skipped, not flags of predict: --nproc_per_node, --nnodes, --master_addr, "
+        "skipped, not flags of predict: --master_addr, "
         "--master_port, --use-mcore-models, --moe-grouped-gemm, --train-iters, --lr, "
         "--fp8-amax-history-len, --fp8-amax-compute-algo, --mock-data, --tokenizer-type, "
         "--save, --load\n"})

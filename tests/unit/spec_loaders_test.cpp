@@ -2,6 +2,8 @@
 // a plan; the presets themselves all load.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fstream>
 #include <tuple>
 
@@ -183,6 +185,39 @@ TEST(Loaders, HuggingFaceValuesAndFieldNames) {
 // MistralConfig() Mistral 7B, whose count is worked by hand: 32 x (2 x 4096^2 + 2 x 4096 x 1024
 // + 3 x 4096 x 14336 + 2 x 4096) + 2 x 32000 x 4096 + 4096 = 7,241,732,096. Qwen3's head_dim
 // is 128 unless given, not the width over the heads. A complete file has no note.
+// A sliding window is priced as full causal attention, and said (Mistral 7B v0.1's 4096 was read
+// past in silence, found by probing, 2026-12-02); a window turned off (Qwen's
+// use_sliding_window false) or null is no window.
+TEST(Loaders, HuggingFaceSlidingWindowIsSaid) {
+  auto notes_of = [](nlohmann::json j) {
+    j["model_type"] = "mistral";
+    auto m = model_from_hf_config(j, "m.json");
+    EXPECT_TRUE(m.ok()) << m.error().message;
+    std::string all;
+    for (const auto& n : m.ok() ? m->notes : std::vector<std::string>{}) all += n + "\n";
+    return all;
+  };
+  EXPECT_NE(notes_of({{"sliding_window", 4096}})
+                .find("m.json: sliding_window 4096: attention is priced as full causal attention "
+                      "(sliding windows are not modelled), which overstates its FLOPs and time at "
+                      "sequences above 4096"),
+            std::string::npos);
+  EXPECT_EQ(notes_of({{"sliding_window", 4096}, {"use_sliding_window", false}}).find("sliding"),
+            std::string::npos);
+  EXPECT_EQ(notes_of({{"sliding_window", nullptr}}).find("sliding"), std::string::npos);
+}
+
+// A config.json without its model_type is named as one (it was refused as commscope's format,
+// "field 'name': expected a value"; found by probing, 2026-12-02).
+TEST(Loaders, HuggingFaceConfigWithoutModelTypeIsNamed) {
+  auto m = model_from_json(
+      nlohmann::json{{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 4096}}, "c.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().message,
+            "c.json: field 'model_type': expected it in a Hugging Face config.json (the file has "
+            "'architectures'), or commscope's model format with 'name' and 'kind', got neither");
+}
+
 TEST(Loaders, HuggingFaceDefaultsAreTransformers) {
   auto bare = [](const char* type) {
     auto m = model_from_hf_config(nlohmann::json{{"model_type", type}}, "c.json");
@@ -371,7 +406,18 @@ TEST(Loaders, DeepSpeedAutoLeavesFieldsUnset) {
   EXPECT_FALSE(p->zero_reduce_bucket.has_value());
   EXPECT_EQ(*p->zero_allgather_bucket, 500000000);
   EXPECT_FALSE(*p->overlap_grad_reduce);
-  EXPECT_EQ(*p->precision, Precision::fp32);  // fp16 "auto" is not a decision
+  // fp16 "auto" is not a decision: the precision is left to --precision and its default (it
+  // was fp32, found by probing, 2026-12-02), and a note says so.
+  EXPECT_FALSE(p->precision.has_value());
+  std::vector<std::string> notes;
+  ASSERT_TRUE(load_deepspeed_config(kData + "deepspeed/hf_trainer_auto.json", &notes).ok());
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("bf16.enabled \"auto\"") != std::string::npos;
+  }));
+  // Nothing enabled and nothing "auto": fp32, as DeepSpeed trains.
+  auto off = plan_from_deepspeed(nlohmann::json{{"fp16", {{"enabled", false}}}}, "ds.json");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(*off->precision, Precision::fp32);
 }
 
 // DeepSpeed's own readings, from deepspeed/runtime/config.py and zero/config.py (found by

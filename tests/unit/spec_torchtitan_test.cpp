@@ -169,6 +169,15 @@ TEST(TorchtitanConfig, ParallelismFields) {
   EXPECT_EQ(j.plan.schedule, Schedule::one_f_one_b);
   EXPECT_EQ(j.plan.fp8, true);
   EXPECT_EQ(j.plan.recompute, Recompute::none);
+  // torchtitan's spelling since its quantize section, with its nested table (it was refused,
+  // found by probing, 2026-12-02).
+  j = parse(kModel +
+            "converters = [\"quantize.linear.float8\"]\n[quantize.linear.float8]\n"
+            "enable_fsdp_float8_all_gather = true\n");
+  EXPECT_EQ(j.plan.fp8, true);
+  ASSERT_EQ(j.notes.size(), 1u);
+  EXPECT_EQ(j.notes[0].rfind("[quantize.linear.float8] enable_fsdp_float8_all_gather", 0), 0u)
+      << j.notes[0];
   // fsdp_reshard_after_forward: "default" keeps the gathered parameters under PP (FSDP's
   // SHARD_GRAD_OP), frees them without; "always" and "never" say so whatever the PP. Under PP
   // the gradients are reduced once a step (and "always" keeps the parameters after each
