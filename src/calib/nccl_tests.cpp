@@ -200,6 +200,26 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
           "or --collective, got neither (columns redop '{}' root '{}')",
           where, cur.first_line, redop, root)};
     }
+    // The rank count against the log's own figures: nccl-tests prints busbw = algbw x the
+    // collective's bus factor of its ranks (its doc/PERFORMANCE.md). A log whose Rank lines were
+    // cut (3 of 32 kept) or left out gave that many ranks, with busbw fits to match (found by
+    // probing, 2026-12-02). The row of the largest algbw, where two decimals resolve the ratio.
+    {
+      const NcclTestsRow* best = nullptr;
+      double algbw = 0, busbw = 0;
+      for (const NcclTestsRow& r : cur.rows)
+        for (auto [a, b] : {std::pair{r.oop_algbw, r.oop_busbw}, std::pair{r.ip_algbw, r.ip_busbw}})
+          if (a > algbw) best = &r, algbw = a, busbw = b;
+      const double expect = bus_factor(cur.collective, std::max(cur.ranks, 1));
+      if (best && algbw >= 1 && std::fabs(busbw / algbw - expect) > 0.02 * expect + 0.01 / algbw)
+        return Error{fmt::format(
+            "{}:{}: ranks: expected busbw / algbw = {:.4g}, the {} bus factor of the {} ranks "
+            "the log lists ({}), got {:.4g} (busbw {} / algbw {}): a log whose Rank lines were "
+            "cut or left out, or another collective's; give the whole log",
+            where, best->line, expect, to_string(cur.collective), cur.ranks,
+            rank_lines > 0 ? "Rank lines" : "nThread x nGpus, no Rank lines", busbw / algbw, busbw,
+            algbw)};
+    }
     keep_one_datatype(cur, where);
     if (logs.size() >= kMaxNcclTestsLogs)
       return Error{fmt::format("{}:{}: expected at most {} logs in one file, got more", where,

@@ -383,7 +383,9 @@ std::string headline(const Workload& w) {
 
 Table summary_table(const Workload& w, const Description& d) {
   const Scenario& sc = w.scenario;
-  const double tokens = static_cast<double>(sc.plan.global_batch) * sc.model.seq_length;
+  // predict's tokens (T5: the encoder's and the decoder's; describe counted the encoder's
+  // alone, so the two did not multiply back to FLOP/s; found by checking, 2026-12-02)
+  const double tokens = iteration_tokens(sc);
   Table t;
   t.header = {"quantity", "value", "note"};
   t.right = {false, true, false};

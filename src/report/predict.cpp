@@ -20,10 +20,7 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
   PredictRow r;
   r.scenario = sc;
   r.iteration_time = p.iteration_time;
-  const double tokens =
-      static_cast<double>(sc.plan.global_batch) *
-      static_cast<double>(sc.model.kind == ArchKind::t5 ? sc.model.seq_length + sc.model.dec_seq()
-                                                        : sc.model.seq_length);
+  const double tokens = iteration_tokens(sc);
   const FlopCount f = iteration_flops(w);
   r.tokens_per_s = tokens / p.iteration_time;
   r.tflops_per_gpu = f.model / p.iteration_time / sc.gpus() / 1e12;
@@ -499,7 +496,10 @@ std::string render_predictions(const std::vector<PredictRow>& rows, Format f, bo
   for (const auto& r : rows) {
     vp = vp || r.scenario.plan.virtual_stages > 1;
     cp = cp || r.scenario.plan.cp > 1;
-    ep = ep || r.scenario.plan.ep > 1 || r.scenario.plan.expert_tp > 1;
+    // (a dense model's expert TP is its TP: "ep 1, expert_tp 2" on bert-large, found by
+    // checking, 2026-12-02)
+    ep =
+        ep || (r.scenario.model.moe() && (r.scenario.plan.ep > 1 || r.scenario.plan.expert_tp > 1));
   }
   Table t;
   t.header = {"model", "system", "network", "nodes", "gpus", "dp", "tp", "pp"};

@@ -122,6 +122,13 @@ std::vector<PatternCollective> comm_pattern(const Workload& w, const Role& r) {
   return out;
 }
 
+double iteration_tokens(const Scenario& sc) {
+  return static_cast<double>(sc.plan.global_batch) *
+         static_cast<double>(sc.model.kind == ArchKind::t5
+                                 ? sc.model.seq_length + sc.model.dec_seq()
+                                 : sc.model.seq_length);
+}
+
 FlopCount iteration_flops(const Workload& w) {
   FlopCount f;
   const ParallelPlan& plan = w.scenario.plan;
@@ -162,6 +169,21 @@ FlopCount iteration_flops(const Workload& w) {
                                 static_cast<double>(op.n) * static_cast<double>(op.k);
             model += palm * runs;
             recompute += (op.flops - palm) * runs;
+            continue;
+          }
+          // A product every TP rank runs whole on the same rows (the pooler; without sequence
+          // parallelism the router and the latent down-projections, which run on the rank's
+          // whole sequence) is useful once per TP group: its other copies are hardware FLOPs
+          // (BERT's pooler counted TP times, found by checking, 2026-12-02).
+          const bool tp_replicated =
+              plan.tp > 1 &&
+              (op.name == "pooler" ||
+               (!plan.sequence_parallel &&
+                (op.name == "moe_router" || op.name == "q_down" || op.name == "kv_down")));
+          if (tp_replicated) {
+            const double once = op.flops * runs / plan.tp;
+            (op.phase == Phase::recompute ? recompute : model) += once;
+            recompute += op.flops * runs - once;
             continue;
           }
           (op.phase == Phase::recompute ? recompute : model) += op.flops * runs;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/calib/alpha_beta.h"
@@ -187,16 +188,54 @@ TEST(NcclTests, CollectiveFromProgramColumnsOrFlag) {
   ASSERT_FALSE(ambiguous.ok());
   EXPECT_NE(ambiguous.error().message.find("--collective"), std::string::npos);
   EXPECT_EQ(ambiguous.error().message.rfind("none.txt:", 0), 0u);
-  auto given = parse_nccl_tests(none, "none.txt", Collective::all_gather);
-  ASSERT_TRUE(given.ok());
+  // An all-gather's busbw is algbw x (n-1)/n, half an all-reduce's: the rows made so.
+  const std::string gathered = edit_lines(none, [](const std::string& l) {
+    std::istringstream in(l);
+    std::vector<std::string> f;
+    for (std::string w; in >> w;) f.push_back(w);
+    if (f.size() != 13 || f[0].find_first_not_of("0123456789") != std::string::npos) return l;
+    for (std::size_t k : {7u, 11u}) f[k] = fmt::format("{:.2f}", std::stod(f[k]) / 2);
+    return fmt::format("{}", fmt::join(f, "  "));
+  });
+  auto given = parse_nccl_tests(gathered, "none.txt", Collective::all_gather);
+  ASSERT_TRUE(given.ok()) << given.error().message;
   EXPECT_EQ(given->front().collective, Collective::all_gather);
+  // The flag naming another collective than the rows' figures is refused (checked since
+  // 2026-12-02: busbw / algbw is the bus factor of the collective and the ranks).
+  auto wrong = parse_nccl_tests(none, "none.txt", Collective::all_gather);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message.find("ranks: expected busbw / algbw = 0.9375, the all_gather "
+                                       "bus factor of the 16 ranks the log lists (Rank lines)"),
+            std::string::npos)
+      << wrong.error().message;
   // The program name wins over the flag; "reduce_perf" is not read inside "all_reduce_perf".
   auto named = parse_nccl_tests(slurp(data(kA3)), "a3", Collective::reduce);
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(named->front().collective, Collective::all_reduce);
-  auto gather = parse_nccl_tests("$ ./build/all_gather_perf -b 8 -e 128M\n" + none, "g");
-  ASSERT_TRUE(gather.ok());
+  auto gather = parse_nccl_tests("$ ./build/all_gather_perf -b 8 -e 128M\n" + gathered, "g");
+  ASSERT_TRUE(gather.ok()) << gather.error().message;
   EXPECT_EQ(gather->front().collective, Collective::all_gather);
+}
+
+// Rank lines cut from a log (3 of 32 kept) or all left out gave that many ranks and busbw fits
+// to match (found by probing, 2026-12-02): busbw / algbw, nccl-tests' bus factor of the ranks,
+// says so.
+TEST(NcclTests, RankLinesCutAreRefused) {
+  const std::string log = slurp(data(kA3));
+  int kept = 0;
+  const std::string cut = edit_lines(log, [&](const std::string& l) {
+    if (l.find("#  Rank") == std::string::npos) return l;
+    return kept++ < 3 ? l : std::string();
+  });
+  auto r = parse_nccl_tests(cut, "cut.txt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("the all_reduce bus factor of the 3 ranks the log lists (Rank "
+                                   "lines), got 1.875"),
+            std::string::npos)
+      << r.error().message;
+  auto whole = parse_nccl_tests(log, "a3.txt");
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(whole->front().ranks, 16);
 }
 
 // Older nccl-tests builds print no redop and root columns and call #wrong "error".

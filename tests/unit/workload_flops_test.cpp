@@ -46,6 +46,24 @@ TEST(Flops, MegatronClosedForms) {
   }
 }
 
+// BERT: Megatron's form without the causal mask's discount (72 B s l h^2 (1 + s/(6h))), the
+// tied MLM head (6 B s h V) and the pooler on each sample's first token (6 B h^2), whatever the
+// TP: the pooler, which every TP rank runs whole, is useful once (it was counted TP times, found
+// by checking, 2026-12-02) and its copies are hardware FLOPs.
+TEST(Flops, BertPoolerCountsOncePerTensorParallelGroup) {
+  for (int tp : {1, 2, 4}) {
+    SCOPED_TRACE(tp);
+    Scenario sc = scenario("bert-large", "dgx-a100-40gb", plan(16, tp, 1, 8, 256));
+    const ModelSpec& m = sc.model;
+    const double B = 256, s = m.seq_length, l = m.layers(), h = m.hidden, V = m.vocab;
+    const double expect =
+        72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V + 6 * B * h * h;
+    FlopCount f = iteration_flops(build_workload(sc));
+    EXPECT_NEAR(f.model / expect, 1.0, 1e-12);
+    EXPECT_NEAR(f.hardware - f.model, (tp - 1) * 6 * B * h * h, 1e-6 * 6 * B * h * h);
+  }
+}
+
 // Selective recompute repeats only QK^T and attention-over-values: 4 B s^2 h per layer
 // (Korthikanti et al. 2022, Section 5).
 TEST(Flops, SelectiveRecomputeAddsAttentionOnly) {

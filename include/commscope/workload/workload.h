@@ -127,6 +127,9 @@ struct FlopCount {
   double hardware = 0;  // model + recomputed matmuls
 };
 FlopCount iteration_flops(const Workload& w);
+// The tokens of one iteration, as tokens/s and FLOP per token count them: global batch x
+// sequence, the encoder's and the decoder's for an encoder-decoder (T5).
+double iteration_tokens(const Scenario& sc);
 
 // Memory of one rank of a role, by kind.
 struct MemoryBreakdown {
