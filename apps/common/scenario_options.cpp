@@ -1038,6 +1038,9 @@ void add_model_flag_options(CLI::App& cmd, ModelFlagOptions& o, const std::strin
       ->group(group);
   cmd.add_flag("--disable-bias-linear", o.disable_bias, "linear layers without biases")
       ->group(group);
+  cmd.add_flag("--add-qkv-bias", o.add_qkv_bias,
+               "biases on the QKV projection alone (with --disable-bias-linear: Qwen2's)")
+      ->group(group);
   o.attention_dropout_option =
       cmd.add_option("--attention-dropout", o.attention_dropout,
                      "dropout on the attention probabilities; with --hidden-dropout, 0 for both "
@@ -1072,6 +1075,7 @@ Status model_flag_options(const ModelFlagOptions& o, ModelFlags& flags) {
   flags.swiglu = o.swiglu;
   flags.untie_embeddings = o.untie;
   flags.disable_bias_linear = o.disable_bias;
+  flags.add_qkv_bias = o.add_qkv_bias;
   flags.use_flash_attn = o.flash;
   if (o.attention_dropout_option && o.attention_dropout_option->count() > 0)
     flags.attention_dropout = o.attention_dropout;
@@ -1576,7 +1580,6 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         {"--qk-pos-emb-head-dim", "multi-latent attention"},
         {"--v-head-dim", "multi-latent attention"},
         {"--moe-layer-freq", "dense and MoE blocks mixed"},
-        {"--add-qkv-bias", "query, key and value biases"},
         {"--qk-layernorm", "query and key norms"},
         {"--window-size", "sliding-window attention"},
         {"--hybrid-override-pattern", "Mamba blocks"}};

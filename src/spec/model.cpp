@@ -337,6 +337,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("relative_attention_buckets", m.relative_attention_buckets);
   r.read("tied_embeddings", m.tied_embeddings);
   r.read("bias", m.bias);
+  r.read("qkv_bias", m.qkv_bias);
   r.read("dropout", m.dropout);
   r.read("pooler", m.pooler);
   read_enum(r, "position_embedding", kPosNames, m.position);
@@ -418,6 +419,7 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     };
     const Base d = type == "mistral"       ? Base{32, 4096, 32, 8, 0, 14336, 32000, 4096 * 32}
                    : type == "qwen3"       ? Base{32, 4096, 32, 32, 128, 22016, 151936, 32768}
+                   : type == "qwen2"       ? Base{32, 4096, 32, 32, 0, 22016, 151936, 32768}
                    : type == "mixtral"     ? Base{32, 4096, 32, 8, 0, 14336, 32000, 4096 * 32}
                    : type == "qwen3_moe"   ? Base{24, 2048, 32, 4, 0, 6144, 151936, 32768}
                    : type == "deepseek_v3" ? Base{61, 7168, 128, 0, 0, 18432, 129280, 4096}
@@ -611,11 +613,14 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     }
     m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
     m.max_positions = 0;
-  } else if (type == "llama" || type == "mistral" || type == "qwen3") {
+  } else if (type == "llama" || type == "mistral" || type == "qwen3" || type == "qwen2") {
     // Qwen3 (dense) is a Llama with per-head query and key RMSNorms, which are not counted.
+    // Qwen2 (Qwen2 and Qwen2.5) is a Llama with biases on q, k and v (Qwen2Attention's
+    // nn.Linear(bias=True) for those three, o_proj without), which the config does not state.
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
     read_llama_base();
+    if (type == "qwen2") m.qkv_bias = true;
     bool attention_bias = false;
     r.read("attention_bias", attention_bias);
     r.check(!attention_bias, "attention_bias", "false (biased attention is not modelled)", "true");
@@ -625,7 +630,7 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
   } else {
     return Error{fmt::format(
         "{}: field 'model_type': expected one of "
-        "gpt2|bert|t5|llama|mistral|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
+        "gpt2|bert|t5|llama|mistral|qwen2|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
         "{}",
         where, json_excerpt(j.at("model_type")))};
   }
@@ -740,6 +745,13 @@ nlohmann::json to_json(const ModelSpec& m) {
                       {"mlp", to_string(m.mlp)}};
   if (m.kind == ArchKind::t5) j["decoder_seq_length"] = m.dec_seq();
   if (m.flash_attention) j["attention"] = "flash";
+  // Biases where they differ from the kind's (a --disable-bias-linear model lost them in the
+  // round trip characterize makes of its model.json); QKV biases where the model has them.
+  ModelSpec kind_default;
+  kind_default.kind = m.kind;
+  set_kind_defaults(kind_default);
+  if (m.bias != kind_default.bias) j["bias"] = m.bias;
+  if (m.qkv_bias && !m.bias) j["qkv_bias"] = true;
   // Mixture of experts and latent attention only where the model has them: a dense model's
   // JSON is as before.
   if (m.moe()) {
@@ -774,7 +786,7 @@ bool ModelFlags::any() const {
          kv_channels || max_position_embeddings || vocab_size || num_experts || moe_router_topk ||
          moe_ffn_hidden_size || moe_shared_expert_intermediate_size || expert_interval ||
          group_query_attention || swiglu || untie_embeddings || disable_bias_linear ||
-         use_flash_attn || attention_dropout || hidden_dropout || normalization ||
+         add_qkv_bias || use_flash_attn || attention_dropout || hidden_dropout || normalization ||
          position_embedding;
 }
 
@@ -803,6 +815,7 @@ std::string ModelFlags::summary() const {
   if (swiglu) out.emplace_back("--swiglu");
   if (untie_embeddings) out.emplace_back("--untie-embeddings-and-output-weights");
   if (disable_bias_linear) out.emplace_back("--disable-bias-linear");
+  if (add_qkv_bias) out.emplace_back("--add-qkv-bias");
   if (normalization)
     out.push_back(fmt::format("--normalization {}",
                               *normalization == NormKind::rmsnorm ? "RMSNorm" : "LayerNorm"));
@@ -917,6 +930,7 @@ Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const 
   if (f.position_embedding) m.position = *f.position_embedding;
   if (f.untie_embeddings) m.tied_embeddings = false;
   if (f.disable_bias_linear) m.bias = false;
+  if (f.add_qkv_bias) m.qkv_bias = true;
   if (f.use_flash_attn) m.flash_attention = true;
   // Megatron-LM's dropouts (0.1 by default): commscope stores the masks of both or neither.
   for (auto [flag, v] : {std::pair{"--attention-dropout", f.attention_dropout},

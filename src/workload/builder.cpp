@@ -618,8 +618,8 @@ class Builder {
     const std::int64_t Tq = b_ * s_q, Tkv = b_ * s_kv, heads = m_.heads / t_;
     prog.push_back(tp(StepKind::tp_enter, Tq * h, layer));
     if (!cross) {
-      Step qkv =
-          compute(gemm("qkv", layer, Tq, h, (q + 2 * kv) / t_), (h + bias) * (q + 2 * kv) / t_);
+      Step qkv = compute(gemm("qkv", layer, Tq, h, (q + 2 * kv) / t_),
+                         (h + (m_.qkv_bias ? 1 : bias)) * (q + 2 * kv) / t_);
       qkv.gathers_input = true;
       prog.push_back(qkv);
       if (p_.cp > 1)
@@ -1629,7 +1629,8 @@ class Builder {
         out.push_back({id(k++), std::min(left, m_.hidden)});
       return;
     }
-    if (o.compute == ComputeClass::gemm && m_.bias && st.grad_params > o.n) {
+    if (o.compute == ComputeClass::gemm && (m_.bias || (m_.qkv_bias && o.name == "qkv")) &&
+        st.grad_params > o.n) {
       out.push_back({id(0), st.grad_params - o.n});
       out.push_back({id(1), o.n});
       return;

@@ -36,9 +36,10 @@ BlockParts block_parts(const ModelSpec& m, int layer) {
       p.split += m.heads * m.v_head_dim * h;                                       // output
       return;
     }
-    p.split += h * (q + 2 * kv) + bias * (q + 2 * kv);  // QKV: column-parallel
-    p.split += q * h;                                   // output: row-parallel
-    p.replicated += bias * h;                           // its bias is added after the reduce
+    const std::int64_t qkv_bias = m.bias || m.qkv_bias ? 1 : 0;
+    p.split += h * (q + 2 * kv) + qkv_bias * (q + 2 * kv);  // QKV: column-parallel
+    p.split += q * h;                                       // output: row-parallel
+    p.replicated += bias * h;                               // its bias is added after the reduce
   };
   BlockKind kind = block_kind(m, layer);
   attention();

@@ -218,6 +218,34 @@ TEST(Loaders, HuggingFaceConfigWithoutModelTypeIsNamed) {
             "'architectures'), or commscope's model format with 'name' and 'kind', got neither");
 }
 
+// Qwen2 (Qwen2 and Qwen2.5) is a Llama with biases on q, k and v alone (Qwen2Attention), which
+// its config does not state; model_type qwen2 was refused (found by probing, 2026-12-02).
+// Qwen2.5-7B: 7,615,616,512 parameters (its Hugging Face model card's 7.61B; the safetensors
+// index's total_size 15,231,233,024 bytes of bf16), by hand: 28 x (3584 x (3584 + 2 x 512) +
+// (3584 + 2 x 512) + 3584^2 + 3 x 3584 x 18944 + 2 x 3584) + 2 x 152064 x 3584 + 3584. Megatron's
+// --disable-bias-linear --add-qkv-bias on the same sizes is the same model.
+TEST(Loaders, Qwen2HasQkvBiases) {
+  auto m = load_model(kData + "hf/qwen2.5-7b.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_TRUE(m->qkv_bias);
+  EXPECT_FALSE(m->bias);
+  EXPECT_EQ(count_params(*m).total, 7'615'616'512);
+  ModelFlags f;
+  f.num_layers = 28, f.hidden_size = 3584, f.ffn_hidden_size = 18944, f.num_attention_heads = 28,
+  f.num_query_groups = 4, f.vocab_size = 152064;
+  f.group_query_attention = f.swiglu = f.untie_embeddings = f.disable_bias_linear = true;
+  f.add_qkv_bias = true;
+  f.normalization = NormKind::rmsnorm;
+  f.position_embedding = PositionEmbedding::rotary;
+  auto flags = apply_model_flags(std::nullopt, f, 4096);
+  ASSERT_TRUE(flags.ok()) << flags.error().message;
+  EXPECT_EQ(count_params(*flags).total, 7'615'616'512);
+  // The model's JSON keeps its QKV biases (characterize writes and reads it back).
+  auto back = model_from_json(to_json(*m), "back.json");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(count_params(*back).total, 7'615'616'512);
+}
+
 TEST(Loaders, HuggingFaceDefaultsAreTransformers) {
   auto bare = [](const char* type) {
     auto m = model_from_hf_config(nlohmann::json{{"model_type", type}}, "c.json");
@@ -316,11 +344,12 @@ TEST(Loaders, HuggingFaceUnsupportedType) {
   nlohmann::json j = {{"model_type", "mamba"}};
   auto m = model_from_json(j, "config.json");
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find(
-                "field 'model_type': expected one of "
-                "gpt2|bert|t5|llama|mistral|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
-                "\"mamba\""),
-            std::string::npos)
+  EXPECT_NE(
+      m.error().message.find(
+          "field 'model_type': expected one of "
+          "gpt2|bert|t5|llama|mistral|qwen2|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
+          "\"mamba\""),
+      std::string::npos)
       << m.error().message;
   // null is named as null (it was "got ''")
   auto n = model_from_json(nlohmann::json{{"model_type", nullptr}}, "config.json");

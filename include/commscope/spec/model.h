@@ -48,8 +48,11 @@ struct ModelSpec {
   std::int64_t relative_attention_buckets = 0;  // T5 relative position bias buckets
   bool tied_embeddings = true;                  // LM head shares the input embedding
   bool bias = true;                             // linear layers carry biases
-  bool dropout = true;                          // dropout layers (masks are stored for backward)
-  bool pooler = false;                          // BERT pooler (dense h x h on [CLS])
+  // The QKV projection alone carries biases (Qwen2's q, k and v; Megatron-LM's --add-qkv-bias,
+  // beside --disable-bias-linear); implied where every linear layer has them.
+  bool qkv_bias = false;
+  bool dropout = true;  // dropout layers (masks are stored for backward)
+  bool pooler = false;  // BERT pooler (dense h x h on [CLS])
   PositionEmbedding position = PositionEmbedding::learned;
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;
@@ -146,7 +149,7 @@ struct ModelFlags {
       expert_interval;  // Megatron-DeepSpeed's: MoE in every expert_interval-th block
   std::optional<double> attention_dropout, hidden_dropout;  // either above 0: dropout masks
   bool group_query_attention = false, swiglu = false, untie_embeddings = false,
-       disable_bias_linear = false, use_flash_attn = false;
+       disable_bias_linear = false, add_qkv_bias = false, use_flash_attn = false;
   std::optional<NormKind> normalization;
   std::optional<PositionEmbedding> position_embedding;
 
