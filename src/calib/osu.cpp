@@ -91,6 +91,8 @@ Result<std::vector<OsuLog>> parse_osu(std::string_view text, const std::string& 
   OsuLog cur;
   // reading: a log commscope fits; skipping: one it does not (its rows are passed over)
   bool reading = false, skipping = false, columns = false;
+  int skipped_lines = 0;  // inside a log, lines that start with no number
+  std::string first_skipped;
   auto finish = [&]() -> Status {
     if (!reading) return {};
     reading = false;
@@ -186,6 +188,18 @@ Result<std::vector<OsuLog>> parse_osu(std::string_view text, const std::string& 
       }
       continue;
     }
+    // A line that starts with no number is no row: a warning of the MPI library or UCX
+    // between the rows (stderr merged into the log), skipped as the nccl-tests reader skips
+    // NCCL's, and counted in a note (they were refused as bad rows, found by probing,
+    // 2026-12-02).
+    {
+      const auto w = split_words(b);
+      double first = 0;
+      if (w.empty() || !util::finite_number(w[0], first)) {
+        if (skipped_lines++ == 0) first_skipped = fmt::format("{}:{}", where, line_no);
+        continue;
+      }
+    }
     // A row: the size, the value, then (-f) min, max, iterations and (-c) Pass or Fail.
     if (!columns)
       return Error{
@@ -223,6 +237,11 @@ Result<std::vector<OsuLog>> parse_osu(std::string_view text, const std::string& 
     cur.rows.push_back(r);
   }
   CS_RETURN_IF_ERROR(finish());
+  if (skipped_lines > 0 && notes)
+    notes->push_back(fmt::format(
+        "{}: {} line(s) that start with no number skipped as no rows (the first at {}: an MPI "
+        "or UCX message in the log?)",
+        where, skipped_lines, first_skipped));
   if (logs.empty())
     return Error{fmt::format(
         "{}: expected OSU Micro-Benchmarks output of {} (a '# OSU ... Test' header, a '# Size "

@@ -309,6 +309,32 @@ TEST(Osu, MalformedLogsNameTheLine) {
   EXPECT_NE(bounded.error().message.find("expected at most"), std::string::npos);
 }
 
+// stderr merged into the log: an MPI banner before the column header and a UCX warning between
+// the rows are no rows, skipped with a note (they were refused; found by probing, 2026-12-02).
+// A line that starts with a number is still a row, and checked as one.
+TEST(Osu, MessagesBetweenTheRowsAreSkipped) {
+  const std::string text =
+      "# OSU MPI Allreduce Latency Test v7.4\n"
+      "--------------------------------------------------------------------------\n"
+      "WARNING: There was an error initializing an OpenFabrics device.\n"
+      "--------------------------------------------------------------------------\n"
+      "# Size       Avg Latency(us)\n"
+      "8                       1.50\n"
+      "[1701234567.123456] [node1:1234:0]    ucp_context.c:1234 UCX  WARN  unused env var\n"
+      "16                      1.60\n";
+  std::vector<std::string> notes;
+  auto logs = parse_osu(text, "x.txt", &notes);
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  ASSERT_EQ(logs->size(), 1u);
+  ASSERT_EQ(logs->front().rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(logs->front().rows[1].bytes, 16);
+  EXPECT_DOUBLE_EQ(logs->front().rows[1].value, 1.6);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "x.txt: 4 line(s) that start with no number skipped as no rows (the first at x.txt:2: "
+            "an MPI or UCX message in the log?)");
+}
+
 // A log cut anywhere (a run killed mid-sweep, a partial copy) parses or is refused with the
 // file and line; no prefix crashes or is read as more rows than it holds.
 TEST(Osu, EveryPrefixOfARealLogIsReadOrRefused) {
