@@ -1539,6 +1539,11 @@ class Reader {
   void finish(TraceFile& tf) {
     if (tf.rank < 0 && !tf.own_format) tf.rank = rank_from_file_name(name_);
     if (!tf.own_format) {
+      // The devices the GPU events came from (Kineto's pid of a device event is the GPU).
+      std::set<std::int32_t> devices;
+      for (const auto& e : tf.timeline.events)
+        if (devices.size() < 64) devices.insert(e.rank);
+      tf.devices.assign(devices.begin(), devices.end());
       // One rank per Kineto file: its events carry the file's rank.
       for (auto& e : tf.timeline.events) e.rank = std::max(tf.rank, 0);
     }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commscope/timeline/trace_reader.h"
 #include "commscope/util/input_file.h"
@@ -171,6 +172,18 @@ Result<TraceSet> read_traces(const std::vector<std::string>& inputs,
       set.warnings.push_back(
           fmt::format("{}: rank {} is not below its distributedInfo.world_size {}", f.path, f.rank,
                       f.world_size));
+  // One process driving several GPUs: their events are merged into the file's one rank (found
+  // by probing, 2026-12-02: two GPUs' steps read as one rank's, no word said).
+  for (const auto& f : set.files)
+    if (f.devices.size() > 1)
+      set.warnings.push_back(fmt::format(
+          "{}: GPU events of {}{} devices ({}{}) in one trace, read as one rank: their compute "
+          "and communication are merged (analyze expects one trace per GPU process, as "
+          "torchrun runs them)",
+          f.path, f.devices.size() >= 64 ? "at least " : "", f.devices.size(),
+          fmt::join(f.devices.begin(),
+                    f.devices.begin() + std::min<std::size_t>(f.devices.size(), 8), ", "),
+          f.devices.size() > 8 ? ", ..." : ""));
   for (const auto& f : set.files)
     if (f.unknown_comm_names > 0) {
       std::string names;

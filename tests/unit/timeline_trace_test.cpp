@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -524,6 +525,40 @@ TEST(Trace, TracesNamedGzAreCompressed) {
   ASSERT_TRUE(from_gz.ok() && from_json.ok());
   EXPECT_EQ(from_gz->timeline.events.size(), 2000u);
   EXPECT_EQ(from_gz->timeline.events.size(), from_json->timeline.events.size());
+}
+
+// One process driving two GPUs: Kineto puts each device's events under its own pid. They are
+// read as the file's one rank, and read_traces now says so (it merged them without a word,
+// found by probing, 2026-12-02); the shipped one-GPU traces say nothing.
+TEST(Trace, SeveralDevicesInOneTraceAreSaid) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (int dev : {0, 1}) {
+    ev.push_back({{"ph", "X"},
+                  {"cat", "kernel"},
+                  {"name", "gemm"},
+                  {"pid", dev},
+                  {"tid", 7},
+                  {"ts", 1000 + 500 * dev},
+                  {"dur", 400}});
+  }
+  const std::string path = commscope::testing::scratch() + "two_devices.json";
+  std::ofstream(path) << nlohmann::json{{"traceEvents", ev}}.dump();
+  auto set = read_traces({path}, TraceReadOptions{});
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  EXPECT_EQ(set->files[0].devices, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_TRUE(std::any_of(set->warnings.begin(), set->warnings.end(), [&](const std::string& w) {
+    return w == path +
+                    ": GPU events of 2 devices (0, 1) in one trace, read as one rank: their "
+                    "compute and communication are merged (analyze expects one trace per GPU "
+                    "process, as torchrun runs them)";
+  }));
+  for (const char* shipped : {"trace_filter_sampled_rank-0.json.gz",
+                              "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"}) {
+    auto one = read_traces({COMMSCOPE_SOURCE_DIR "/data/traces/" + std::string(shipped)},
+                           TraceReadOptions{});
+    ASSERT_TRUE(one.ok()) << one.error().message;
+    EXPECT_EQ(one->files[0].devices.size(), 1u) << shipped;
+  }
 }
 
 TEST(Trace, CorruptGzip) {

@@ -69,6 +69,9 @@ struct TraceFile {
   // communication; read_traces warns about them). At most 64 names, then only the count.
   std::vector<std::string> unknown_comm_kernels;
   std::size_t unknown_comm_names = 0;  // distinct such names in all
+  // A Kineto trace's GPU events come from these devices (their pid); more than one is a process
+  // driving several GPUs, whose events are read as one rank (read_traces warns).
+  std::vector<std::int64_t> devices;
 };
 
 // The communication kernels of every NCCL and RCCL release, one row per naming generation (from
