@@ -1580,7 +1580,6 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
         {"--qk-pos-emb-head-dim", "multi-latent attention"},
         {"--v-head-dim", "multi-latent attention"},
         {"--moe-layer-freq", "dense and MoE blocks mixed"},
-        {"--qk-layernorm", "query and key norms"},
         {"--window-size", "sliding-window attention"},
         {"--hybrid-override-pattern", "Mamba blocks"}};
     if (const auto arch = std::find_if(kArchitecture.begin(), kArchitecture.end(),

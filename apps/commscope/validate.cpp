@@ -510,6 +510,11 @@ Verb add_calibrate(CLI::App& app) {
                 : "",
             st->start == "preset" ? " --start preset" : "", fit.size(), fmt::join(files, ", "));
         nlohmann::json j = with_calibration(raw.value(), c, note);
+        // The --system preset is the template the fit fills in: writing the fitted preset over
+        // it is how a calibration is shipped (docs/validate.md: `--system vtrain-a100 -o
+        // presets/systems/vtrain-a100.json`), so it is no input -o must spare. A --system
+        // path that -o also names on the command line is still refused by its word.
+        forget_input_read(*path);
         return emit(j.dump(2) + "\n", st->output);
       }};
 }

@@ -37,6 +37,14 @@ void note_input_read(const std::string& path) {
   r.files.emplace(std::pair{st.st_dev, st.st_ino}, path);
 }
 
+void forget_input_read(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  InputsRead& r = inputs_read();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.files.erase(std::pair{st.st_dev, st.st_ino});
+}
+
 void clear_inputs_read() {
   InputsRead& r = inputs_read();
   std::lock_guard<std::mutex> lock(r.mu);

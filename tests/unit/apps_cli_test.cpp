@@ -626,6 +626,17 @@ TEST_F(Cli, InputsReadButNotNamedAreNotReplaced) {
     EXPECT_EQ(o.err.find("commscope: note", at), std::string::npos) << o.err;
     EXPECT_EQ(slurp(input), before);
   }
+  // calibrate's --system preset is the template it refits: writing the fit over it is how a
+  // calibration is shipped (docs/validate.md), and stays allowed.
+  const std::string h100 = (presets / "systems" / "dgx-h100.json").string();
+  const std::string before = slurp(h100);
+  Outcome refit = run("calibrate " COMMSCOPE_SOURCE_DIR
+                      "/data/validation-comm/training.csv --system dgx-h100 --rows fit "
+                      "--compute-only --evaluations 10 -o " +
+                      h100);
+  EXPECT_EQ(refit.status, 0) << refit.err;
+  EXPECT_NE(slurp(h100), before);
+  EXPECT_NE(slurp(h100).find("calibration"), std::string::npos);
   if (was)
     ::setenv("COMMSCOPE_PRESETS", restore.c_str(), 1);
   else

@@ -35,6 +35,9 @@ Status check_distinct_files(const std::vector<std::string>& paths, std::string_v
 // thread-safe. clear_inputs_read() starts a command (the Python module runs many in a process).
 void note_input_read(const std::string& path);
 void clear_inputs_read();
+// Takes `path` off the inputs read: a verb whose output is meant to replace it (calibrate's
+// refitted --system preset).
+void forget_input_read(const std::string& path);
 // The input read that `path` (an existing regular file) is another name of; empty when none.
 std::string input_read_as(const std::string& path);
 
