@@ -152,13 +152,11 @@ Status check_not_an_input(const std::string& flag, const std::string& path,
   namespace fs = std::filesystem;
   std::error_code ec;
   if (path.empty() || !fs::is_regular_file(path, ec)) return {};
-  // The output's own word (the first word spelling its path) names it; any other word (or
-  // --flag=value) naming the same file is an input that writing the output would replace.
-  // The values of the verbs' output flags are outputs, not inputs (check_outputs compares
-  // outputs with each other).
+  // A word (or --flag=value's value) naming the same file is an input that writing the output
+  // would replace, unless it is an output flag's value: outputs, this one's own or others'
+  // (check_outputs compares outputs with each other).
   static const std::set<std::string> kOutputFlags = {"-o",      "--output",     "--html",
                                                      "--trace", "--diff-trace", "--network-output"};
-  bool own_seen = false;
   std::string input;
   const std::vector<std::string>& args = command_args();
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -177,11 +175,11 @@ Status check_not_an_input(const std::string& flag, const std::string& path,
          {arg, eq != std::string::npos ? arg.substr(eq + 1) : std::string()}) {
       if (word.empty() || !fs::is_regular_file(word, ec) || !fs::equivalent(word, path, ec))
         continue;
-      if (output_value && word != path) continue;  // another output naming it: not an input
-      if (word == path && !own_seen)
-        own_seen = true;
-      else
-        input = word;
+      // An output flag's value names an output, not an input: this one's own, or another
+      // output naming the same file, which check_outputs refuses as such (`-o X --html X` was
+      // said to be "the input 'X'" when X existed, found by probing, 2026-12-02).
+      if (output_value) continue;
+      input = word;
     }
   }
   for (const std::string& other : inputs)
@@ -328,6 +326,15 @@ int run(int argc, char** argv) {
       return fail(
           fmt::format("{}: expected a comma list without empty items, got '{}'", flag, value));
   }
+  // --help and --version print through CLI11 to std::cout: a stdout that cannot be written is
+  // an error (`--help > /dev/full` exited 0, found by probing, 2026-12-02).
+  auto printed = [&](const CLI::Error& e) {
+    const int rc = app.exit(e);
+    std::cout.flush();
+    if (!std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout))
+      return fail("stdout: write failed");
+    return rc;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -338,11 +345,11 @@ int run(int argc, char** argv) {
         if (v.command->parsed()) asked = v.command;
       return emit(asked->help(), "");
     }
-    return app.exit(e);
+    return printed(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return printed(e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return printed(e);
   } catch (const CLI::ConversionError& e) {
     // CLI11 says "Could not convert: --top = abc"; say it the commscope way, with the type the
     // flag takes.

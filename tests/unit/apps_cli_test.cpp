@@ -579,6 +579,14 @@ TEST_F(Cli, OutputThatIsAnInputIsRefused) {
     EXPECT_EQ(lines(o.err), 1) << o.err;
     EXPECT_EQ(slurp(input), before) << args;
   }
+  // Two outputs on one existing file are two outputs, not an output and an input (it was "the
+  // input 'X'", found by probing, 2026-12-02).
+  const std::string both = (dir_ / "both.txt").string();
+  std::ofstream(both) << "old\n";
+  Outcome twice = run("predict -o " + both + " --html " + both);
+  EXPECT_EQ(twice.err, "commscope: --html: expected a file other than -o/--output's, got '" + both +
+                           "' (both would be written there, one lost)\n");
+  EXPECT_EQ(slurp(both), "old\n");
   // Another file, or one written twice, is an output as before.
   const std::string out = (dir_ / "out.txt").string();
   EXPECT_EQ(run("analyze " + trace + " -o " + out).status, 0);
@@ -1909,8 +1917,10 @@ TEST_F(Cli, ProbedInputsAreOneLineErrors) {
 // fflush after it, with nothing left, succeeded: status 0).
 TEST_F(Cli, StdoutThatCannotBeWrittenIsAnError) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  for (const std::string args : {"describe --format json", "plan --gpus 8 --format json",
-                                 "predict --nodes 1,2,4 --format json"}) {
+  // (--help and --version print through CLI11: they exited 0, found by probing, 2026-12-02)
+  for (const std::string args :
+       {"describe --format json", "plan --gpus 8 --format json",
+        "predict --nodes 1,2,4 --format json", "describe --help", "--help", "--version"}) {
     SCOPED_TRACE(args);
     const std::string cmd = std::string(COMMSCOPE_BIN) + " " + args + " >/dev/full 2>" +
                             (dir_ / "err").string() + " </dev/null";
