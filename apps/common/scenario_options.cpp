@@ -1276,14 +1276,6 @@ ScriptConfigs& script_configs() {
 
 }  // namespace
 
-Status check_flag_file(std::string_view flag, const std::string& path) {
-  // A file that cannot be read is named with its flag (it was the path alone, found by probing,
-  // 2026-12-02), as --model and --system name theirs.
-  if (Status st = check_regular_file(path); !st.ok())
-    return Error{fmt::format("{}: {}", flag, st.error().message)};
-  return {};
-}
-
 Result<PlanInput> read_deepspeed_config(const std::string& path, std::vector<std::string>* notes) {
   const ScriptConfigs& s = script_configs();
   const std::string key = script_file_key(path);
@@ -1489,7 +1481,7 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
     if (name == "--nnodes" || name == "--nproc_per_node" || name == "--nproc-per-node" ||
         name == "--num_nodes" || name == "--num_gpus" || name == "--num-nodes" ||
         name == "--num-gpus") {
-      const bool nodes = name == "--nnodes" || name.find("nodes") != std::string::npos;
+      const bool nodes = name.find("nodes") != std::string::npos;
       const bool whole = !written.empty() && written.size() < 7 &&
                          written.find_first_not_of("0123456789") == std::string::npos &&
                          std::stoi(written) > 0;
@@ -1684,33 +1676,27 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
             defaults.push_back(d);
   }
   // The launcher's job size, where neither the command line nor the script's own flags give
-  // one: --nodes N and --gpus N x per-node (a part of each node when fewer than its GPUs).
-  std::string job_note;
+  // one: --nodes N (torchrun's default --nnodes 1 where only the GPUs per node are given) and
+  // --gpus N x per-node (a part of each node when fewer than its GPUs), with a note.
   if (job_nodes > 0 || job_per_node > 0) {
     const CLI::Option* gpus = option("--gpus");
     const CLI::Option* nodes = option("--nodes");
     auto given = [&](const CLI::Option* o) {
       return o && (on_command_line(o) || std::find(seen.begin(), seen.end(), o) != seen.end());
     };
-    if (!given(gpus) && !given(nodes) && job_nodes > 0) {
-      if (nodes) taken.insert(taken.end(), {"--nodes", std::to_string(job_nodes)});
+    if (!given(gpus) && !given(nodes) && (job_nodes > 0 || gpus)) {
+      const int n = std::max(job_nodes, 1);
+      std::vector<std::string> size;
+      if (nodes) size.insert(size.end(), {"--nodes", std::to_string(n)});
       if (gpus && job_per_node > 0)
-        taken.insert(taken.end(), {"--gpus", std::to_string(job_nodes * job_per_node)});
-      job_note =
-          fmt::format("the job's size from the launcher's {}: {}{}", fmt::join(job_from, ", "),
-                      nodes ? fmt::format("--nodes {}", job_nodes) : std::string(),
-                      gpus && job_per_node > 0
-                          ? fmt::format("{}--gpus {}", nodes ? " " : "", job_nodes * job_per_node)
-                          : std::string());
-    } else if (!given(gpus) && !given(nodes) && job_per_node > 0 && gpus) {
-      // one node (torchrun's default --nnodes 1)
-      taken.insert(taken.end(), {"--gpus", std::to_string(job_per_node)});
-      if (nodes) taken.insert(taken.end(), {"--nodes", "1"});
-      job_note = fmt::format("the job's size from the launcher's {} on one node: --gpus {}",
-                             fmt::join(job_from, ", "), job_per_node);
+        size.insert(size.end(), {"--gpus", std::to_string(n * job_per_node)});
+      if (!size.empty()) {
+        taken.insert(taken.end(), size.begin(), size.end());
+        print_note(fmt::format("{}: the job's size from the launcher's {}: {}", path,
+                               fmt::join(job_from, ", "), fmt::join(size, " ")));
+      }
     }
   }
-  if (!job_note.empty()) print_note(fmt::format("{}: {}", path, job_note));
   // DeepSpeed-MoE's defaults where the script leaves them (megatron/arguments.py): top-1 gating,
   // MoE every second block, tokens beyond 1.0 x the even share dropped and the rest padded to
   // it (deepspeed/moe/sharded_moe.py: drop_tokens, capacity_factor).

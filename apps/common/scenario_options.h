@@ -168,9 +168,6 @@ Result<std::vector<std::string>> expand_megatron_args(const CLI::App& verb,
                                                       const std::vector<std::string>& args);
 void add_megatron_args_option(CLI::App& cmd, std::string& path, const std::string& group);
 
-// `path` is a regular file; else the check's message with `flag` before it.
-Status check_flag_file(std::string_view flag, const std::string& path);
-
 // A DeepSpeed configuration (spec/plan.h, load_deepspeed_config): as the --megatron-args
 // script writes it where the script's own --deepspeed_config names a file it writes, else
 // from disk.

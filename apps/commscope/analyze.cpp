@@ -148,13 +148,9 @@ Verb add_analyze(CLI::App& app) {
         a.bad_files = set->bad;
         a.convention = st->convention;
         if (a.convention == "hta") a.hta = hta_breakdowns(set->files, {st->include_last_step});
-        std::string page;
-        if (!st->html.empty()) {
-          auto text = html::render(html::analysis_page(a));
-          if (!text) return fail("--html: " + text.error().message);
-          page = std::move(*text);
-        }
-        return emit_with(render_analysis(a, *format), st->out.path, {{"--html", st->html, page}});
+        auto page = html_output(st->html, [&] { return html::analysis_page(a); });
+        if (!page) return fail(page.error().message);
+        return emit_with(render_analysis(a, *format), st->out.path, {{"--html", st->html, *page}});
       }};
 }
 

@@ -130,6 +130,14 @@ int write_outputs(const std::vector<OutputText>& outputs) {
   return 0;
 }
 
+Result<std::string> html_output(const std::string& path,
+                                const std::function<html::Document()>& page) {
+  if (path.empty()) return std::string();
+  auto text = html::render(page());
+  if (!text) return Error{"--html: " + text.error().message};
+  return text;
+}
+
 int emit_with(const std::string& text, const std::string& output_path,
               std::vector<OutputText> others) {
   if (output_path.empty()) {

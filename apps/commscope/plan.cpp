@@ -16,6 +16,7 @@
 #include "commscope/spec/plan.h"
 #include "commscope/spec/torchtitan_config.h"
 #include "commscope/util/atomic_file.h"
+#include "commscope/util/input_file.h"
 #include "embed.h"
 #include "verbs.h"
 
@@ -575,13 +576,9 @@ Verb add_plan(CLI::App& app) {
         report.every_plan = every_plan_settings(base);
         report.options = std::move(*result);
         if (spaces.size() > 1) report.what_if_kind = systems.size() > 1 ? "system" : "network";
-        std::string page;
-        if (!st->html.empty()) {
-          auto text = html::render(plan_page(report));
-          if (!text) return fail("--html: " + text.error().message);
-          page = std::move(*text);
-        }
-        return emit_with(render_plan(report, *format), st->out.path, {{"--html", st->html, page}});
+        auto page = html_output(st->html, [&] { return plan_page(report); });
+        if (!page) return fail(page.error().message);
+        return emit_with(render_plan(report, *format), st->out.path, {{"--html", st->html, *page}});
       }};
 }
 

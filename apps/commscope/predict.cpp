@@ -39,13 +39,9 @@ int run_seeds_scenario(const CLI::App& cmd, const std::string& name, Format form
         {fmt::format("{} of {} seed runs do not fit in GPU memory (their fits column "
                      "says no; the comparisons leave them out)",
                      result->do_not_fit, result->rows.size())});
-  std::string page;
-  if (!html_path.empty()) {
-    auto text = html::render(html::seeds_page(*result));
-    if (!text) return fail("--html: " + text.error().message);
-    page = std::move(*text);
-  }
-  return emit_with(render_seeds(*result, format), path, {{"--html", html_path, page}});
+  auto page = html_output(html_path, [&] { return html::seeds_page(*result); });
+  if (!page) return fail(page.error().message);
+  return emit_with(render_seeds(*result, format), path, {{"--html", html_path, *page}});
 }
 }  // namespace
 
@@ -85,68 +81,66 @@ Verb add_predict(CLI::App& app) {
   cmd->add_option("--html", st->html,
                   "also write a self-contained HTML report (time distribution, collectives, "
                   "tokens/s: charts beside their tables; docs/report.md) to this file");
-  return {
-      cmd, [st, cmd]() -> int {
-        auto format = output_format(st->out);
-        if (!format) return fail(format.error().message);
-        if (cmd->count("--scenario") > 0)
-          return run_seeds_scenario(*cmd, st->scenario_name, *format, st->out.path, st->html);
-        SweepOptions so;
-        if (st->scaling == "strong")
-          so.scaling = Scaling::strong;
-        else if (st->scaling == "weak")
-          so.scaling = Scaling::weak;
-        else if (!st->scaling.empty())
-          return fail(fmt::format("--scaling: expected strong or weak, got '{}'", st->scaling));
-        if (!st->sort.empty()) {
-          auto key = sort_key_from_name(st->sort);
-          if (!key)
-            return fail(
-                fmt::format("--sort: expected time, tokens, mfu or memory, got '{}'", st->sort));
-          so.sort = *key;
-        }
-        so.top = st->top;
-        so.trace = !st->trace.empty();
-        auto inputs = scenario_inputs(st->scenario);
-        if (!inputs) return fail(inputs.error().message);
-        if (Status s = check_outputs(
-                {{"-o/--output", st->out.path}, {"--trace", st->trace}, {"--html", st->html}});
-            !s.ok())
-          return fail(s.error().message);
-        // Progress on a terminal once a sweep has run for 2 s, at most ten updates a second.
-        const bool tty = ::isatty(STDERR_FILENO);
-        const auto t0 = std::chrono::steady_clock::now();
-        auto last = t0;
-        bool shown = false;
-        if (tty)
-          so.progress = [&](std::size_t done, std::size_t total) {
-            const auto now = std::chrono::steady_clock::now();
-            if (now - t0 < std::chrono::seconds(2) ||
-                (now - last < std::chrono::milliseconds(100) && done < total))
-              return;
-            last = now;
-            shown = true;
-            std::fprintf(stderr, "\rcommscope: predicting %zu/%zu", done, total);
-          };
-        so.progress = with_interrupt_check(std::move(so.progress));  // Ctrl-C in Python
-        auto result = predict_sweep(*inputs, so);
-        if (shown) std::fprintf(stderr, "\r\033[K");
-        if (!result) return fail(result.error().message);
-        print_warnings(result->warnings);
-        std::string page;
-        if (!st->html.empty()) {
-          auto text = html::render(html::predict_page(result->rows, so.scaling != Scaling::none));
-          if (!text) return fail("--html: " + text.error().message);
-          page = std::move(*text);
-        }
-        // All the files or none (-o /dev/full replaced --html and --trace, found by
-        // probing, 2026-12-02).
-        return emit_with(
-            render_predictions(result->rows, *format, so.scaling != Scaling::none), st->out.path,
-            {{"--trace", so.trace ? st->trace : std::string(),
-              so.trace ? trace_file_bytes(st->trace, result->trace_json) : std::string()},
-             {"--html", st->html, page}});
-      }};
+  return {cmd, [st, cmd]() -> int {
+            auto format = output_format(st->out);
+            if (!format) return fail(format.error().message);
+            if (cmd->count("--scenario") > 0)
+              return run_seeds_scenario(*cmd, st->scenario_name, *format, st->out.path, st->html);
+            SweepOptions so;
+            if (st->scaling == "strong")
+              so.scaling = Scaling::strong;
+            else if (st->scaling == "weak")
+              so.scaling = Scaling::weak;
+            else if (!st->scaling.empty())
+              return fail(fmt::format("--scaling: expected strong or weak, got '{}'", st->scaling));
+            if (!st->sort.empty()) {
+              auto key = sort_key_from_name(st->sort);
+              if (!key)
+                return fail(fmt::format("--sort: expected time, tokens, mfu or memory, got '{}'",
+                                        st->sort));
+              so.sort = *key;
+            }
+            so.top = st->top;
+            so.trace = !st->trace.empty();
+            auto inputs = scenario_inputs(st->scenario);
+            if (!inputs) return fail(inputs.error().message);
+            if (Status s = check_outputs(
+                    {{"-o/--output", st->out.path}, {"--trace", st->trace}, {"--html", st->html}});
+                !s.ok())
+              return fail(s.error().message);
+            // Progress on a terminal once a sweep has run for 2 s, at most ten updates a second.
+            const bool tty = ::isatty(STDERR_FILENO);
+            const auto t0 = std::chrono::steady_clock::now();
+            auto last = t0;
+            bool shown = false;
+            if (tty)
+              so.progress = [&](std::size_t done, std::size_t total) {
+                const auto now = std::chrono::steady_clock::now();
+                if (now - t0 < std::chrono::seconds(2) ||
+                    (now - last < std::chrono::milliseconds(100) && done < total))
+                  return;
+                last = now;
+                shown = true;
+                std::fprintf(stderr, "\rcommscope: predicting %zu/%zu", done, total);
+              };
+            so.progress = with_interrupt_check(std::move(so.progress));  // Ctrl-C in Python
+            auto result = predict_sweep(*inputs, so);
+            if (shown) std::fprintf(stderr, "\r\033[K");
+            if (!result) return fail(result.error().message);
+            print_warnings(result->warnings);
+            auto page = html_output(st->html, [&] {
+              return html::predict_page(result->rows, so.scaling != Scaling::none);
+            });
+            if (!page) return fail(page.error().message);
+            // All the files or none (-o /dev/full replaced --html and --trace, found by
+            // probing, 2026-12-02).
+            return emit_with(
+                render_predictions(result->rows, *format, so.scaling != Scaling::none),
+                st->out.path,
+                {{"--trace", so.trace ? st->trace : std::string(),
+                  so.trace ? trace_file_bytes(st->trace, result->trace_json) : std::string()},
+                 {"--html", st->html, *page}});
+          }};
 }
 
 }  // namespace commscope::cli

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "commscope/report/html.h"
 #include "commscope/report/table.h"
 #include "commscope/util/result.h"
 
@@ -54,6 +55,10 @@ struct OutputText {
 // Writes a verb's output files all or none (write_files_atomic), each checked again against
 // every input the command has read. Returns an exit status.
 int write_outputs(const std::vector<OutputText>& outputs);
+// The HTML of `page` for --html `path` (empty, and the page not built, without one); a render
+// error is one line after "--html: ".
+Result<std::string> html_output(const std::string& path,
+                                const std::function<html::Document()>& page);
 // emit's text to -o (or stdout) together with the verb's other outputs (--html, --trace):
 // the files all or none, stdout after them.
 int emit_with(const std::string& text, const std::string& output_path,

@@ -579,7 +579,6 @@ std::string system_for_gpu(const std::string& gpu) {
   return "";
 }
 
-// The columns of commscope's own CSV (docs/validate.md).
 // vTrain's ground-truth columns (data/vtrain; "Parameters (billion)" only in the multi-node file).
 constexpr std::string_view kVtrainColumns[] = {"Parameters (billion)",
                                                "# GPUs",
@@ -594,6 +593,7 @@ constexpr std::string_view kVtrainColumns[] = {"Parameters (billion)",
                                                "pipeline parallelism",
                                                "iteration time (ms)"};
 
+// The columns of commscope's own CSV (docs/validate.md).
 constexpr std::string_view kCommscopeColumns[] = {
     "model",       "system",       "network",
     "nodes",       "gpus",         "tp",

@@ -614,8 +614,7 @@ Status check_characterize_options(const CharacterizeOptions& o) {
                        "machine, or the cluster's hostfile), got neither"
                      : "--emulate/--hostfile: expected one of them, got both"};
   if (!o.hostfile.empty()) {
-    if (Status st = check_regular_file(o.hostfile); !st.ok())
-      return Error{fmt::format("--hostfile: {}", st.error().message)};
+    CS_RETURN_IF_ERROR(check_flag_file("--hostfile", o.hostfile));
     // A hostfile that names no host (empty, or comments alone) reached mpirun (found by
     // probing, 2026-12-02).
     std::ifstream in(o.hostfile);

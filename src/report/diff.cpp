@@ -25,7 +25,6 @@ struct RankView {
   // read as the whole rank, found by probing, 2026-12-02)
   std::vector<std::pair<double, double>> windows;
   std::vector<std::string> names;
-  bool stepped = false;  // windows are its ProfilerSteps (else one, the whole trace)
 };
 
 std::map<int, RankView> ranks_of(const std::vector<TraceFile>& files) {
@@ -39,7 +38,6 @@ std::map<int, RankView> ranks_of(const std::vector<TraceFile>& files) {
         v.windows.emplace_back(s.start, s.end);
         v.names.push_back(s.name);
       }
-      v.stepped = !v.windows.empty();
       if (v.windows.empty()) {
         v.windows.push_back(whole_trace_window(tf));  // as analyze measures it
         v.names.emplace_back("trace");
@@ -136,14 +134,13 @@ TraceDiff diff_traces(const std::vector<TraceFile>& base, const std::vector<Trac
     // A run without ProfilerSteps against one with them: the whole traces are compared (the
     // first step was compared with the other's whole trace, a regression between two copies
     // of one run, found by probing, 2026-12-02).
-    if (bv.stepped != nv.stepped) {
+    if (bv.file->steps.empty() != nv.file->steps.empty()) {
       d.notes.push_back(
           fmt::format("rank {}: the {} run has no ProfilerStep; the whole traces are compared", r,
-                      bv.stepped ? "new" : "base"));
+                      bv.file->steps.empty() ? "base" : "new"));
       for (RankView* v : {&bv, &nv}) {
         v->windows = {whole_trace_window(*v->file)};
         v->names = {"trace"};
-        v->stepped = false;
       }
     }
     const std::size_t steps = std::min(bv.windows.size(), nv.windows.size());

@@ -1308,8 +1308,9 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
         tl.events.push_back(e);
       }
     }
-    // Each call on the track of what it is (kContextTrack), and the tracks that hold events
-    // named; the compute track always.
+    // Each call on the track of what it is (expert, context, pipeline receive: tracks past the
+    // streams that ran them, simulator.h), and the tracks that hold events named; the compute
+    // track always.
     static const char* kTracks[] = {
         "compute",         "tensor-parallel comm", "data-parallel comm",   "pipeline send",
         "embedding comm",  "host copies",          "expert-parallel comm", "context-parallel comm",

@@ -733,8 +733,7 @@ Status validate(const TrainOptions& o, int world, int ranks_here) {
   // The text data every rank opens: a regular, readable, non-empty file (a FIFO would block
   // every rank's open, a missing file fail in each behind the banner).
   if (!o.data.empty()) {
-    if (Status s = check_regular_file(o.data); !s.ok())
-      return Error{fmt::format("--data: {}", s.error().message)};
+    CS_RETURN_IF_ERROR(check_flag_file("--data", o.data));
     std::error_code ec;
     const auto size = std::filesystem::file_size(o.data, ec);
     if (ec || size == 0 || ::access(o.data.c_str(), R_OK) != 0)

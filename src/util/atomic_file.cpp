@@ -280,11 +280,6 @@ Status commit(Staged& s) {
   return {};
 }
 
-Status write_replacing(const std::string& path, const Plan& plan, std::string_view content) {
-  CS_ASSIGN_OR_RETURN(Staged st, stage(path, plan, content));
-  return commit(st);
-}
-
 // A descriptor this process holds open (/dev/stdout, /dev/fd/N).
 Status write_descriptor(const std::string& path, const Plan& plan, std::string_view content) {
   // stdout may hold buffered text of this process: it goes first.
@@ -323,10 +318,7 @@ Status check_output_path(const std::string& path) {
 }
 
 Status write_file_atomic(const std::string& path, std::string_view content) {
-  CS_ASSIGN_OR_RETURN(Plan plan, plan_for(path));
-  if (plan.kind == Kind::stream) return write_stream(path, content);
-  if (plan.kind == Kind::descriptor) return write_descriptor(path, plan, content);
-  return write_replacing(path, plan, content);
+  return write_files_atomic({{path, content}});
 }
 
 Status write_files_atomic(const std::vector<OutputFile>& files, std::size_t* failed) {

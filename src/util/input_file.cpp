@@ -82,6 +82,12 @@ Status check_regular_file(const std::string& path) {
   return {};
 }
 
+Status check_flag_file(std::string_view flag, const std::string& path) {
+  if (Status st = check_regular_file(path); !st.ok())
+    return Error{fmt::format("{}: {}", flag, st.error().message)};
+  return {};
+}
+
 Result<std::string> read_small_file(const std::string& path, std::uintmax_t max_bytes,
                                     std::string_view what) {
   CS_RETURN_IF_ERROR(check_regular_file(path));

@@ -15,6 +15,10 @@ namespace commscope {
 // the path: "x: cannot open: No such file or directory", "x: is a directory, expected a file",
 // "x: not a regular file (a FIFO, socket or device), expected a file".
 Status check_regular_file(const std::string& path);
+// The same, its message after the flag that named the file ("--hostfile: x: cannot open: ..."):
+// a file a flag names is named with its flag (--deepspeed-config's was the path alone, found by
+// probing, 2026-12-02).
+Status check_flag_file(std::string_view flag, const std::string& path);
 
 // The whole of a small text file: a regular file (check_regular_file) of at most `max_bytes`,
 // else one message naming the path, its size and `what` ("x: 2000000 bytes; expected a
