@@ -391,6 +391,13 @@ Table summary_table(const Workload& w, const Description& d) {
   t.right = {false, true, false};
   t.add({"parameters", with_commas(d.params.total),
          human_count(static_cast<double>(d.params.total))});
+  // A MoE model's published figures come in pairs (Mixtral 8x7B: 46.7B total, 12.9B active);
+  // the table gave only the first (found by probing, 2026-12-02).
+  if (sc.model.moe())
+    t.add({"active parameters", with_commas(d.params.active),
+           fmt::format("{} per token: {} of {} routed experts",
+                       human_count(static_cast<double>(d.params.active)),
+                       sc.model.experts_per_token, sc.model.experts)});
   t.add({"parameters per rank (max)", with_commas(d.max_params), "TP shard of the fullest stage"});
   t.add({"model FLOPs / iteration", human_si(d.flops.model, "FLOP"),
          fmt::format("{} per token", human_si(d.flops.model / tokens, "FLOP"))});
@@ -419,11 +426,10 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
   j["nodes"] = sc.nodes;
   j["gpus"] = sc.gpus();
   j["params_total"] = d.params.total;
-  j["params"] = {{"blocks", d.params.blocks},
-                 {"embedding", d.params.embedding},
-                 {"final_norm", d.params.final_norm},
-                 {"lm_head", d.params.lm_head},
-                 {"pooler", d.params.pooler}};
+  j["params"] = {{"blocks", d.params.blocks},         {"embedding", d.params.embedding},
+                 {"final_norm", d.params.final_norm}, {"lm_head", d.params.lm_head},
+                 {"pooler", d.params.pooler},         {"experts", d.params.experts}};
+  j["params_active"] = d.params.active;
   j["params_per_rank"] = d.max_params;
   j["flops_per_iteration"] = d.flops.model;
   j["hardware_flops_per_iteration"] = d.flops.hardware;

@@ -339,6 +339,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("bias", m.bias);
   r.read("qkv_bias", m.qkv_bias);
   r.read("dropout", m.dropout);
+  r.read("post_norms", m.post_norms);
   r.read("pooler", m.pooler);
   read_enum(r, "position_embedding", kPosNames, m.position);
   read_enum(r, "norm", kNormNames, m.norm);
@@ -346,6 +347,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("experts", m.experts);
   r.read("experts_per_token", m.experts_per_token);
   r.read("shared_experts", m.shared_experts);
+  r.read("shared_expert_gate", m.shared_expert_gate);
   r.read("moe_ffn", m.moe_ffn);
   r.read("first_dense_layers", m.first_dense_layers);
   r.read("moe_layer_step", m.moe_layer_step);
@@ -385,6 +387,37 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
 }
 
 Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::string& where) {
+  // Llama 4's config.json is the multimodal model's (model_type llama4): the language model's
+  // fields are in text_config (model_type llama4_text), which is what is priced; the vision
+  // encoder and its projector are not counted, as the presets leave them out.
+  if (const auto t = j.find("model_type"); t != j.end() && t->is_string() && *t == "llama4") {
+    const auto text = j.find("text_config");
+    if (text == j.end() || !text->is_object())
+      return Error{fmt::format(
+          "{}: field 'text_config': expected the language model's fields (an object), got {}",
+          where, text == j.end() ? "nothing (missing)" : json_excerpt(*text))};
+    nlohmann::json inner = *text;
+    if (const auto it = inner.find("model_type");
+        it != inner.end() && !(it->is_string() && *it == "llama4_text"))
+      return Error{fmt::format("{}: field 'text_config.model_type': expected llama4_text, got {}",
+                               where, json_excerpt(*it))};
+    inner["model_type"] = "llama4_text";
+    // The released configs state tie_word_embeddings beside text_config, not in it.
+    if (!inner.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+      inner["tie_word_embeddings"] = j.at("tie_word_embeddings");
+    std::string name = where.substr(
+        where.find_last_of('/') == std::string::npos ? 0 : where.find_last_of('/') + 1);
+    if (const auto n = j.find("_name_or_path"); n != j.end() && n->is_string() && !n->empty())
+      name = *n;
+    inner["_name_or_path"] = name;
+    CS_ASSIGN_OR_RETURN(ModelSpec m, model_from_hf_config(inner, where + ": text_config"));
+    m.sources.front() = "Hugging Face config.json: " + where + " (text_config)";
+    m.notes.push_back(fmt::format(
+        "{}: model_type llama4: its language model (text_config) is priced; the vision encoder "
+        "and projector are not counted",
+        where));
+    return m;
+  }
   ModelSpec m;
   FieldReader r(j, where);
   r.allow_unknown();
@@ -417,12 +450,19 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
       int layers;
       std::int64_t hidden, heads, kv_heads, head_dim, ffn, vocab, positions;
     };
+    // Phi3Config, GemmaConfig, Gemma2Config, Qwen2MoeConfig and Llama4TextConfig (whose
+    // intermediate_size is the experts' width) too.
     const Base d = type == "mistral"       ? Base{32, 4096, 32, 8, 0, 14336, 32000, 4096 * 32}
                    : type == "qwen3"       ? Base{32, 4096, 32, 32, 128, 22016, 151936, 32768}
                    : type == "qwen2"       ? Base{32, 4096, 32, 32, 0, 22016, 151936, 32768}
                    : type == "mixtral"     ? Base{32, 4096, 32, 8, 0, 14336, 32000, 4096 * 32}
                    : type == "qwen3_moe"   ? Base{24, 2048, 32, 4, 0, 6144, 151936, 32768}
                    : type == "deepseek_v3" ? Base{61, 7168, 128, 0, 0, 18432, 129280, 4096}
+                   : type == "phi3"        ? Base{32, 3072, 32, 0, 0, 8192, 32064, 4096}
+                   : type == "gemma"       ? Base{28, 3072, 16, 16, 256, 24576, 256000, 8192}
+                   : type == "gemma2"      ? Base{26, 2304, 8, 4, 256, 9216, 256000, 8192}
+                   : type == "qwen2_moe"   ? Base{24, 2048, 16, 16, 0, 5632, 151936, 32768}
+                   : type == "llama4_text" ? Base{48, 5120, 40, 8, 128, 8192, 202048, 4096 * 32}
                                            : Base{32, 4096, 32, 0, 0, 11008, 32000, 2048};
     or_default("num_hidden_layers", m.decoder_layers, d.layers);
     or_default("hidden_size", m.hidden, d.hidden);
@@ -446,8 +486,9 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     or_default("intermediate_size", m.ffn, d.ffn);
     or_default("vocab_size", m.vocab, d.vocab);
     or_default("max_position_embeddings", m.max_positions, d.positions);
-    // These classes pass tie_word_embeddings=False (the base class's default is True).
-    or_default("tie_word_embeddings", m.tied_embeddings, false);
+    // These classes pass tie_word_embeddings=False (the base class's default is True) but
+    // Gemma's, which tie the output head to the embedding.
+    or_default("tie_word_embeddings", m.tied_embeddings, type == "gemma" || type == "gemma2");
     // mlp_bias (LlamaConfig) is refused as attention_bias is: biased projections are not
     // counted (it was read past, the biases left out, found by probing, 2026-11-30).
     bool mlp_bias = false;
@@ -539,8 +580,35 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     // The T5 paper's pre-training lengths: 512 input tokens, 114 target tokens on average.
     m.seq_length = 512;
     m.decoder_seq_length = 114;
+  } else if (type == "gpt_neox") {
+    // GPT-NeoX (Pythia; GPTNeoXConfig: 44 layers of 6144, 64 heads, 24576, vocab 50432, 2048
+    // positions, untied): GPT-2's block (LayerNorm, biases on every linear layer, GELU) with
+    // rotary positions in place of a learned table and no dropout by default. Its parallel
+    // residual (use_parallel_residual) has the same operations, priced in sequence.
+    m.kind = ArchKind::gpt;
+    set_kind_defaults(m);
+    m.position = PositionEmbedding::rotary;
+    or_default("num_hidden_layers", m.decoder_layers, 44);
+    or_default("hidden_size", m.hidden, std::int64_t{6144});
+    or_default("num_attention_heads", m.heads, std::int64_t{64});
+    or_default("intermediate_size", m.ffn, std::int64_t{24576});
+    or_default("vocab_size", m.vocab, std::int64_t{50432});
+    or_default("max_position_embeddings", m.seq_length, std::int64_t{2048});
+    or_default("tie_word_embeddings", m.tied_embeddings, false);
+    bool attention_bias = true;
+    r.read("attention_bias", attention_bias);
+    r.check(attention_bias, "attention_bias",
+            "true (attention without biases beside a biased MLP is not modelled)", "false");
+    double attention_dropout = 0, hidden_dropout = 0;
+    r.read("attention_dropout", attention_dropout);
+    r.read("hidden_dropout", hidden_dropout);
+    m.dropout = attention_dropout > 0 || hidden_dropout > 0;
+    std::string act = "gelu";
+    r.read("hidden_act", act);
+    r.check(act.rfind("gelu", 0) == 0, "hidden_act", "a GELU (gelu, gelu_new, gelu_fast)",
+            "'" + act + "'");
   } else if (type == "mixtral" || type == "deepseek_v3" || type == "deepseek_v2" ||
-             type == "qwen3_moe") {
+             type == "qwen3_moe" || type == "qwen2_moe" || type == "llama4_text") {
     // Mixture of experts: Mixtral (transformers' MixtralConfig: num_local_experts,
     // num_experts_per_tok), DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
     // moe_intermediate_size, first_k_dense_replace, and multi-head latent attention) and
@@ -551,12 +619,54 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     if (type == "mixtral") {
       or_default("num_local_experts", m.experts, std::int64_t{8});
       or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{2});
-    } else if (type == "qwen3_moe") {
+    } else if (type == "llama4_text") {
+      // Llama4TextMoe: num_local_experts routed experts and one shared expert, each
+      // intermediate_size wide (read above as the base's), the dense blocks' MLP
+      // intermediate_size_mlp wide; MoE on the blocks in moe_layers, by default those with
+      // (layer_idx + 1) % interleave_moe_layer_step == 0.
+      or_default("num_local_experts", m.experts, std::int64_t{16});
+      or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{1});
+      m.shared_experts = 1;
+      m.moe_ffn = m.ffn;
+      or_default("intermediate_size_mlp", m.ffn, std::int64_t{16384});
+      or_default("interleave_moe_layer_step", m.moe_layer_step, 1);
+      if (r.has("moe_layers") && r.raw().at("moe_layers").is_array()) {
+        nlohmann::json pattern = nlohmann::json::array();
+        for (int l = 0; m.moe_layer_step > 0 && l < m.decoder_layers; ++l)
+          if ((l + 1) % m.moe_layer_step == 0) pattern.push_back(l);
+        if (r.raw().at("moe_layers") != pattern)
+          r.fail("moe_layers",
+                 "every interleave_moe_layer_step-th block (other choices are not modelled)",
+                 json_excerpt(r.raw().at("moe_layers")));
+      }
+      bool attention_bias = false;
+      r.read("attention_bias", attention_bias);
+      r.check(!attention_bias, "attention_bias", "false (biased attention is not modelled)",
+              "true");
+    } else if (type == "qwen3_moe" || type == "qwen2_moe") {
       // Qwen3MoeDecoderLayer: a sparse block where (layer_idx + 1) % decoder_sparse_step == 0
-      // and the layer is not in mlp_only_layers; no shared experts.
-      or_default("num_experts", m.experts, std::int64_t{128});
-      or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{8});
-      or_default("moe_intermediate_size", m.moe_ffn, std::int64_t{768});
+      // and the layer is not in mlp_only_layers; no shared experts. Qwen2MoeSparseMoeBlock (Qwen2
+      // and Qwen1.5 MoE): the same, and one shared expert shared_expert_intermediate_size wide
+      // (a multiple of the routed width: a SwiGLU k times as wide has the parameters and FLOPs
+      // of k routed-width ones, as which it is counted) behind a sigmoid gate, hidden x 1;
+      // Qwen2MoeAttention's q, k and v carry biases, as Qwen2's.
+      const bool q2 = type == "qwen2_moe";
+      or_default("num_experts", m.experts, std::int64_t{q2 ? 60 : 128});
+      or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{q2 ? 4 : 8});
+      or_default("moe_intermediate_size", m.moe_ffn, std::int64_t{q2 ? 1408 : 768});
+      if (q2) {
+        m.qkv_bias = true;
+        std::int64_t shared = 0;
+        or_default("shared_expert_intermediate_size", shared, std::int64_t{5632});
+        if (shared > 0 && m.moe_ffn > 0 && shared % m.moe_ffn == 0) {
+          m.shared_experts = shared / m.moe_ffn;
+          m.shared_expert_gate = true;
+        } else if (shared != 0) {
+          r.fail("shared_expert_intermediate_size",
+                 fmt::format("0 or a multiple of moe_intermediate_size {}", m.moe_ffn),
+                 std::to_string(shared));
+        }
+      }
       r.read("decoder_sparse_step", m.moe_layer_step);
       if (r.has("mlp_only_layers") && r.raw().at("mlp_only_layers").is_array() &&
           !r.raw().at("mlp_only_layers").empty())
@@ -613,14 +723,36 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     }
     m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
     m.max_positions = 0;
-  } else if (type == "llama" || type == "mistral" || type == "qwen3" || type == "qwen2") {
+  } else if (type == "llama" || type == "mistral" || type == "qwen3" || type == "qwen2" ||
+             type == "phi3" || type == "gemma" || type == "gemma2") {
     // Qwen3 (dense) is a Llama with per-head query and key RMSNorms, which are not counted.
     // Qwen2 (Qwen2 and Qwen2.5) is a Llama with biases on q, k and v (Qwen2Attention's
     // nn.Linear(bias=True) for those three, o_proj without), which the config does not state.
+    // Phi-3 (and Phi-4, model_type phi3) is a Llama whose q, k, v and gate, up projections are
+    // fused into two matrices of the same shapes. Gemma is a Llama with a gated GELU MLP
+    // (GeGLU), head_dim 256 and a tied head; Gemma 2 adds norms on the attention's and the
+    // MLP's outputs (post_attention_layernorm and post_feedforward_layernorm beside the two
+    // pre-norms) and tanh soft-capping of attention scores and logits, which is not priced.
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
     read_llama_base();
     if (type == "qwen2") m.qkv_bias = true;
+    if (type == "gemma" || type == "gemma2") {
+      m.mlp = MlpKind::geglu;
+      m.post_norms = type == "gemma2";
+      // GemmaConfig's hidden_activation (None: gelu_pytorch_tanh) wins over hidden_act.
+      for (const char* key : {"hidden_act", "hidden_activation"})
+        if (r.has(key) && r.raw().at(key).is_string()) {
+          const std::string act = r.raw().at(key);
+          r.check(act.rfind("gelu", 0) == 0, key, "a GELU (gelu, gelu_pytorch_tanh)",
+                  "'" + act + "'");
+        }
+      for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+        if (const auto c = j.find(key); c != j.end() && c->is_number() && c->get<double>() > 0)
+          m.notes.push_back(
+              fmt::format("{}: {} {}: the tanh soft-capping is not priced (an elementwise pass)",
+                          where, key, json_excerpt(*c)));
+    }
     bool attention_bias = false;
     r.read("attention_bias", attention_bias);
     r.check(!attention_bias, "attention_bias", "false (biased attention is not modelled)", "true");
@@ -630,22 +762,25 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
   } else {
     return Error{fmt::format(
         "{}: field 'model_type': expected one of "
-        "gpt2|bert|t5|llama|mistral|qwen2|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
-        "{}",
+        "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|qwen2|qwen3|mixtral|qwen2_moe|"
+        "qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got {}",
         where, json_excerpt(j.at("model_type")))};
   }
   // Sliding-window attention (Mistral 7B v0.1's 4096, Qwen's use_sliding_window) is priced as
   // full causal attention: said, as it overstates attention at longer sequences (it was read past
   // in silence, found by probing, 2026-12-02).
-  if (const auto w = j.find("sliding_window");
-      w != j.end() && w->is_number_integer() && w->get<std::int64_t>() > 0) {
-    const auto use = j.find("use_sliding_window");
-    if (use == j.end() || !use->is_boolean() || use->get<bool>())
-      m.notes.push_back(fmt::format(
-          "{}: sliding_window {}: attention is priced as full causal attention (sliding windows "
-          "are not modelled), which overstates its FLOPs and time at sequences above {}",
-          where, w->get<std::int64_t>(), w->get<std::int64_t>()));
-  }
+  // Llama 4's chunked attention (attention_chunk_size) likewise.
+  for (const char* key : {"sliding_window", "attention_chunk_size"})
+    if (const auto w = j.find(key);
+        w != j.end() && w->is_number_integer() && w->get<std::int64_t>() > 0) {
+      const auto use = j.find("use_sliding_window");
+      if (std::string_view(key) != "sliding_window" || use == j.end() || !use->is_boolean() ||
+          use->get<bool>())
+        m.notes.push_back(fmt::format(
+            "{}: {} {}: attention is priced as full causal attention (sliding windows and "
+            "chunks are not modelled), which overstates its FLOPs and time at sequences above {}",
+            where, key, w->get<std::int64_t>(), w->get<std::int64_t>()));
+    }
   std::string list;
   for (const std::string& d : defaulted) list += (list.empty() ? "" : ", ") + d;
   if (!defaulted.empty()) {
@@ -713,9 +848,9 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
       for (const auto& [ours, theirs] : kGpt2) rename(ours, theirs);
     if (type == "bert") rename("type_vocab", "type_vocab_size");
     if (type == "t5") rename("relative_attention_buckets", "relative_attention_num_buckets");
-    rename("experts", type == "mixtral"     ? "num_local_experts"
-                      : type == "qwen3_moe" ? "num_experts"
-                                            : "n_routed_experts");
+    rename("experts", type == "mixtral" || type == "llama4_text"   ? "num_local_experts"
+                      : type == "qwen3_moe" || type == "qwen2_moe" ? "num_experts"
+                                                                   : "n_routed_experts");
     return said(Error{msg}).error();
   }
   return m;
@@ -751,13 +886,16 @@ nlohmann::json to_json(const ModelSpec& m) {
   kind_default.kind = m.kind;
   set_kind_defaults(kind_default);
   if (m.bias != kind_default.bias) j["bias"] = m.bias;
+  if (m.dropout != kind_default.dropout) j["dropout"] = m.dropout;
   if (m.qkv_bias && !m.bias) j["qkv_bias"] = true;
+  if (m.post_norms) j["post_norms"] = true;
   // Mixture of experts and latent attention only where the model has them: a dense model's
   // JSON is as before.
   if (m.moe()) {
     j["experts"] = m.experts;
     j["experts_per_token"] = m.experts_per_token;
     j["shared_experts"] = m.shared_experts;
+    if (m.shared_expert_gate) j["shared_expert_gate"] = true;
     j["moe_ffn"] = m.expert_ffn();
     j["first_dense_layers"] = m.first_dense_layers;
     if (m.moe_layer_step > 1) j["moe_layer_step"] = m.moe_layer_step;

@@ -725,7 +725,9 @@ class Builder {
     const std::int64_t fe_in = m_.gated_mlp() ? 2 * fe : fe;
     const std::int64_t tokens = static_cast<std::int64_t>(outside_tokens(T));
     const std::int64_t routed = moe_routed_tokens(T), etp = p_.expert_tp;
-    prog.push_back(compute(gemm("moe_router", layer, tokens, h, m_.experts), m_.experts * h));
+    // Qwen2-MoE's shared-expert gate is one more output column of the same input.
+    const std::int64_t gates = m_.experts + (m_.shared_expert_gate ? 1 : 0);
+    prog.push_back(compute(gemm("moe_router", layer, tokens, h, gates), gates * h));
     Step dispatch;
     dispatch.kind = StepKind::ep_dispatch;
     // The all-to-all carries a copy per routed expert; the flex dispatcher's payload is the
@@ -883,6 +885,9 @@ class Builder {
       prog.push_back(norm("norm_cross", layer, b_ * s));
       attention(prog, layer, s, m_.seq_length, true, false);
     }
+    // Sandwich norms (Gemma 2): the attention's and the MLP's outputs are normed before their
+    // residual adds, at a norm's cost each (drawn after the sublayer; the add is elementwise).
+    if (m_.post_norms) prog.push_back(norm("norm_attn_post", layer, b_ * s));
     Step pre_mlp = norm("norm_mlp", layer, b_ * s);
     pre_mlp.module = recompute_module::layernorm;  // Megatron's "layernorm": the two pre-norms
     prog.push_back(pre_mlp);
@@ -890,6 +895,7 @@ class Builder {
       moe_mlp(prog, layer, s);
     else
       mlp(prog, layer, s);
+    if (m_.post_norms) prog.push_back(norm("norm_mlp_post", layer, b_ * s));
     if (p_.fp8) fp8_gemms(prog);
     return prog;
   }

@@ -43,7 +43,7 @@ BlockParts block_parts(const ModelSpec& m, int layer) {
   };
   BlockKind kind = block_kind(m, layer);
   attention();
-  p.replicated += 2 * norm_params(m);
+  p.replicated += (m.post_norms ? 4 : 2) * norm_params(m);
   if (kind == BlockKind::cross_decoder) {
     attention();
     p.replicated += norm_params(m);
@@ -53,7 +53,7 @@ BlockParts block_parts(const ModelSpec& m, int layer) {
     // the shared experts (tensor-parallel like a dense MLP of shared x moe_ffn).
     const std::int64_t fe = m.expert_ffn(), fe_in = m.gated_mlp() ? 2 * fe : fe;
     const std::int64_t one = h * fe_in + bias * fe_in + fe * h + bias * h;
-    p.replicated += m.experts * h;
+    p.replicated += (m.experts + (m.shared_expert_gate ? 1 : 0)) * h;  // router (and gate)
     p.expert += m.experts * one;
     p.split += m.shared_experts * (h * fe_in + bias * fe_in + fe * h);
     if (m.shared_experts > 0) p.replicated += bias * h;

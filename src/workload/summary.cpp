@@ -402,6 +402,8 @@ Bytes block_bytes(const Scenario& sc, int layer, Recompute rc) {
   // MLP: norm input, MLP input, activation input and output (gated: the two branches, 2f, and
   // the product, f), dropout mask.
   outside += a * s * b * h + (norms_kept ? g * s * b * h : 0.0) + mask * s * b * h;
+  // Sandwich norms (Gemma 2): each post-norm keeps its input, the sublayer's output.
+  if (m.post_norms) outside += 2.0 * a * s * b * h;
   if (m.moe_layer(layer)) {
     // MoE: the router's fp32 logits and the dispatched tokens on this rank (its tokens x top-k
     // x the load factor), each with the expert's input, its activation input and output

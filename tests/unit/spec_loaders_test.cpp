@@ -197,11 +197,13 @@ TEST(Loaders, HuggingFaceSlidingWindowIsSaid) {
     for (const auto& n : m.ok() ? m->notes : std::vector<std::string>{}) all += n + "\n";
     return all;
   };
-  EXPECT_NE(notes_of({{"sliding_window", 4096}})
-                .find("m.json: sliding_window 4096: attention is priced as full causal attention "
-                      "(sliding windows are not modelled), which overstates its FLOPs and time at "
-                      "sequences above 4096"),
-            std::string::npos);
+  EXPECT_NE(
+      notes_of({{"sliding_window", 4096}})
+          .find("m.json: sliding_window 4096: attention is priced as full causal attention "
+                "(sliding windows and chunks are not modelled), which overstates its FLOPs and "
+                "time at "
+                "sequences above 4096"),
+      std::string::npos);
   EXPECT_EQ(notes_of({{"sliding_window", 4096}, {"use_sliding_window", false}}).find("sliding"),
             std::string::npos);
   EXPECT_EQ(notes_of({{"sliding_window", nullptr}}).find("sliding"), std::string::npos);
@@ -244,6 +246,104 @@ TEST(Loaders, Qwen2HasQkvBiases) {
   auto back = model_from_json(to_json(*m), "back.json");
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(count_params(*back).total, 7'615'616'512);
+}
+
+// Six more model types, each counted against a published figure or an independent one:
+// - Pythia-1B (gpt_neox): Biderman et al. 2023, "Pythia", Table 1: 1,011,781,632 parameters,
+//   805,736,448 without the embeddings (input and output);
+// - Phi-3-mini (phi3): a Llama of 32 blocks of 3072, MLP 8192, 32064 tokens, untied:
+//   3,821,079,552, worked by hand (a block 4 x 3072^2 + 3 x 3072 x 8192 + 2 x 3072; the Hub
+//   lists 3.82B);
+// - Gemma 7B (gemma): Gemma Team 2024, "Gemma", Table 2: 7,751,248,896 non-embedding
+//   parameters (its embedding count is of 256,128 rows; the checkpoint has 256,000);
+// - Gemma 2 2B (gemma2, four norms a block): Gemma Team 2024, "Gemma 2", Table 2: 2,024,517,888
+//   non-embedding parameters;
+// - Qwen1.5-MoE-A2.7B (qwen2_moe): the Qwen team's release post, 14.3B in total and 2.7B
+//   activated; by hand 24 x (attention 4h^2 + 3h of biases, 60 experts and a shared one four
+//   experts wide of 3 x 2048 x 1408 each, router 60h, gate h, 2 norms) + 2 x 151936h + h =
+//   14,315,784,192, of which 2,689,173,504 active;
+// - Llama 4 Scout (llama4, the text_config of the multimodal config): the preset's count, which
+//   was written from the same config by hand, and its model card's 17B active.
+TEST(Loaders, MoreHuggingFaceTypesCountAsPublished) {
+  struct Case {
+    const char* file;
+    std::int64_t total, without_embeddings, active;
+  };
+  const Case cases[] = {
+      {"pythia-1b.json", 1'011'781'632, 805'736'448, 1'011'781'632},
+      {"phi-3-mini-4k.json", 3'821'079'552, 3'821'079'552 - 2 * 32064 * 3072, 3'821'079'552},
+      {"gemma-7b.json", 8'537'680'896, 7'751'248'896, 8'537'680'896},
+      {"gemma-2-2b.json", 2'614'341'888, 2'024'517'888, 2'614'341'888},
+      {"qwen1.5-moe-a2.7b.json", 14'315'784'192, 14'315'784'192 - 2 * 151936 * 2048, 2'689'173'504},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    auto m = load_model(kData + "hf/" + c.file);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const ParamCount n = count_params(*m);
+    EXPECT_EQ(n.total, c.total);
+    EXPECT_EQ(n.total - n.embedding - n.lm_head, c.without_embeddings);
+    EXPECT_EQ(n.active, c.active);
+    // commscope's model JSON keeps what the config said (characterize writes and reads it).
+    auto back = model_from_json(to_json(*m), "back.json");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(count_params(*back).total, c.total);
+    EXPECT_EQ(count_params(*back).active, c.active);
+  }
+  auto scout = load_model(kData + "hf/llama-4-scout.json");
+  ASSERT_TRUE(scout.ok()) << scout.error().message;
+  const ParamCount preset = count_params(testing::model("llama4-scout"));
+  EXPECT_EQ(count_params(*scout).total, preset.total);
+  EXPECT_EQ(count_params(*scout).active, preset.active);
+  EXPECT_NEAR(static_cast<double>(preset.active) / 1e9, 17.0, 0.5);
+  EXPECT_FALSE(scout->tied_embeddings);  // stated beside text_config, not in it
+  std::string notes;
+  for (const auto& n : scout->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("the vision encoder and projector are not counted"), std::string::npos);
+  EXPECT_NE(notes.find("attention_chunk_size 8192"), std::string::npos);
+  auto gemma2 = load_model(kData + "hf/gemma-2-2b.json");
+  ASSERT_TRUE(gemma2.ok());
+  EXPECT_TRUE(gemma2->post_norms);
+  EXPECT_EQ(gemma2->mlp, MlpKind::geglu);
+  auto pythia = load_model(kData + "hf/pythia-1b.json");
+  ASSERT_TRUE(pythia.ok());
+  EXPECT_EQ(pythia->position, PositionEmbedding::rotary);
+  EXPECT_FALSE(pythia->dropout);
+  EXPECT_EQ(pythia->seq_length, 2048);
+}
+
+// What these types' configs can say that is not modelled is refused, naming the field.
+TEST(Loaders, MoreHuggingFaceTypesRefuseWhatIsNotModelled) {
+  auto error_of = [](const std::string& file, const nlohmann::json& patch) {
+    nlohmann::json j = nlohmann::json::parse(testing::slurp(kData + "hf/" + file));
+    j.merge_patch(patch);
+    auto m = model_from_hf_config(j, "c.json");
+    EXPECT_FALSE(m.ok()) << file << " " << patch.dump();
+    return m.ok() ? std::string() : m.error().message;
+  };
+  EXPECT_EQ(error_of("qwen1.5-moe-a2.7b.json", {{"shared_expert_intermediate_size", 5000}}),
+            "c.json: field 'shared_expert_intermediate_size': expected 0 or a multiple of "
+            "moe_intermediate_size 1408, got 5000");
+  EXPECT_EQ(error_of("gemma-7b.json", {{"hidden_act", "relu"}}),
+            "c.json: field 'hidden_act': expected a GELU (gelu, gelu_pytorch_tanh), got 'relu'");
+  EXPECT_EQ(error_of("pythia-1b.json", {{"attention_bias", false}}),
+            "c.json: field 'attention_bias': expected true (attention without biases beside a "
+            "biased MLP is not modelled), got false");
+  EXPECT_EQ(error_of("llama-4-scout.json", {{"text_config", nullptr}}),
+            "c.json: field 'text_config': expected the language model's fields (an object), got "
+            "nothing (missing)");
+  EXPECT_EQ(error_of("llama-4-scout.json", {{"text_config", {{"moe_layers", {0, 2}}}}}),
+            "c.json: text_config: field 'moe_layers': expected every "
+            "interleave_moe_layer_step-th block (other choices are not modelled), got [0,2]");
+  EXPECT_EQ(error_of("llama-4-scout.json", {{"text_config", {{"model_type", "llama"}}}}),
+            "c.json: field 'text_config.model_type': expected llama4_text, got \"llama\"");
+  // A shared expert of width 0 is none, and no gate.
+  nlohmann::json none = nlohmann::json::parse(testing::slurp(kData + "hf/qwen1.5-moe-a2.7b.json"));
+  none["shared_expert_intermediate_size"] = 0;
+  auto m = model_from_hf_config(none, "c.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->shared_experts, 0);
+  EXPECT_FALSE(m->shared_expert_gate);
 }
 
 TEST(Loaders, HuggingFaceDefaultsAreTransformers) {
@@ -347,14 +447,15 @@ TEST(Loaders, HuggingFaceUnsupportedType) {
   EXPECT_NE(
       m.error().message.find(
           "field 'model_type': expected one of "
-          "gpt2|bert|t5|llama|mistral|qwen2|qwen3|mixtral|deepseek_v2|deepseek_v3|qwen3_moe, got "
-          "\"mamba\""),
+          "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|qwen2|qwen3|mixtral|qwen2_moe|"
+          "qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got \"mamba\""),
       std::string::npos)
       << m.error().message;
   // null is named as null (it was "got ''")
   auto n = model_from_json(nlohmann::json{{"model_type", nullptr}}, "config.json");
   ASSERT_FALSE(n.ok());
-  EXPECT_NE(n.error().message.find("qwen3_moe, got null"), std::string::npos) << n.error().message;
+  EXPECT_NE(n.error().message.find("llama4_text, got null"), std::string::npos)
+      << n.error().message;
 }
 
 TEST(Loaders, DeepSpeedConfig) {

@@ -232,6 +232,26 @@ TEST(Memory, GatedMlpAndFlashAttentionPerLayer) {
   }
 }
 
+// Gemma 2's sandwich norms keep their inputs, the attention's and the MLP's outputs: 2 a s b h
+// more a block than the same model with pre-norms only (a shard of it under SP).
+TEST(Memory, PostNormsKeepTheirInputs) {
+  const std::string gemma2 = COMMSCOPE_SOURCE_DIR "/tests/data/hf/gemma-2-2b.json";
+  for (int t : {1, 2}) {
+    SCOPED_TRACE(fmt::format("t {}", t));
+    PlanInput p = plan(t, t, 1, 2);
+    p.sequence_parallel = t > 1;
+    p.precision = Precision::bf16;
+    Scenario with = scenario(gemma2, "dgx-h100", p);
+    ASSERT_TRUE(with.model.post_norms);
+    Scenario without = with;
+    without.model.post_norms = false;
+    const double s = with.model.seq_length, b = 2, h = with.model.hidden;
+    EXPECT_DOUBLE_EQ(
+        block_activation_bytes(with, 1).value() - block_activation_bytes(without, 1).value(),
+        2 * 2 * s * b * h / t);
+  }
+}
+
 // Megatron's interleaved schedule (Narayanan et al. SC'21 sec. 2.2.2) with Llama 3 405B's
 // uneven split (Meta 2024, sec. 3.3.2: PP 16, v = 8, one block per chunk, the first chunk of the
 // first stage only the embedding and the last chunk of the last stage only the head and loss).

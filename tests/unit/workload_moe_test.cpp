@@ -14,6 +14,7 @@
 
 #include "commscope/cost/collective.h"
 #include "commscope/report/describe.h"
+#include "commscope/report/table.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/spec/placement.h"
 #include "commscope/workload/params.h"
@@ -1261,6 +1262,33 @@ TEST(Moe, DenseDefaultsAddNothing) {
   nlohmann::json j = to_json(sc.plan);
   EXPECT_FALSE(j.contains("context_parallel_size"));
   EXPECT_FALSE(j.contains("expert_model_parallel_size"));
+}
+
+// describe gives a MoE model's active parameters beside its total, as its publications do
+// (the table gave the total alone; found by probing, 2026-12-02), and a dense model no such row;
+// the JSON has params_active (the total for a dense model) and the routed experts' share.
+TEST(MoeCli, DescribeSaysTheActiveParameters) {
+  const std::string bin = COMMSCOPE_BIN;
+  const ParamCount c = count_params(testing::model("mixtral-8x7b"));
+  testing::Outcome table = testing::run_shell(bin + " describe --model mixtral-8x7b");
+  const auto at = table.out.find("\n  active parameters ");
+  ASSERT_NE(at, std::string::npos) << table.out;
+  const std::string line = table.out.substr(at + 1, table.out.find('\n', at + 1) - at - 1);
+  EXPECT_NE(line.find(" " + with_commas(c.active) + "  "), std::string::npos) << line;
+  EXPECT_NE(table.out.find("12.88B per token: 2 of 8 routed experts"), std::string::npos)
+      << table.out;
+  testing::Outcome dense = testing::run_shell(bin + " describe --model llama3-8b");
+  EXPECT_EQ(dense.out.find("active parameters"), std::string::npos);
+  for (const auto& [model, active, experts] :
+       {std::tuple{"mixtral-8x7b", c.active, c.experts},
+        std::tuple{"llama3-8b", count_params(testing::model("llama3-8b")).total,
+                   std::int64_t{0}}}) {
+    testing::Outcome j =
+        testing::run_shell(bin + " describe --format json --model " + std::string(model));
+    const auto doc = nlohmann::json::parse(j.out);
+    EXPECT_EQ(doc.at("params_active").get<std::int64_t>(), active) << model;
+    EXPECT_EQ(doc.at("params").at("experts").get<std::int64_t>(), experts) << model;
+  }
 }
 
 // The CLI: the flags in Megatron's spellings; bad values are one line naming the flag, exit 2,

@@ -24,6 +24,11 @@ const Case kCases[] = {
     {"llama2-70b", 64, 8, 4, 0, true, Recompute::full},
     {"t5-3b", 16, 2, 4, 0, false, Recompute::none},
     {"bert-large", 8, 2, 1, 3, true, Recompute::none},
+    // Gemma 2's sandwich norms and Qwen2-MoE's shared-expert gate (Hugging Face configs).
+    {COMMSCOPE_SOURCE_DIR "/tests/data/hf/gemma-2-2b.json", 16, 2, 2, 1, true,
+     Recompute::selective},
+    {COMMSCOPE_SOURCE_DIR "/tests/data/hf/qwen1.5-moe-a2.7b.json", 16, 2, 1, 0, true,
+     Recompute::none},
 };
 
 Workload build(const Case& c) {

@@ -52,6 +52,10 @@ struct ModelSpec {
   // beside --disable-bias-linear); implied where every linear layer has them.
   bool qkv_bias = false;
   bool dropout = true;  // dropout layers (masks are stored for backward)
+  // Norms on the outputs of attention and of the MLP too, before each residual add ("sandwich"
+  // norms: Gemma 2's post_attention_layernorm and post_feedforward_layernorm beside its two
+  // pre-norms): four norms a block, not two.
+  bool post_norms = false;
   bool pooler = false;  // BERT pooler (dense h x h on [CLS])
   PositionEmbedding position = PositionEmbedding::learned;
   NormKind norm = NormKind::layernorm;
@@ -68,8 +72,11 @@ struct ModelSpec {
   std::int64_t experts = 0;            // routed experts per MoE layer (num_local_experts)
   std::int64_t experts_per_token = 0;  // top-k routed experts per token (num_experts_per_tok)
   std::int64_t shared_experts = 0;     // experts every token passes (n_shared_experts)
-  std::int64_t moe_ffn = 0;            // inner width of one expert (moe_intermediate_size; 0: ffn)
-  int first_dense_layers = 0;          // leading blocks with a dense MLP (first_k_dense_replace)
+  // A learned sigmoid gate on the shared experts' output (Qwen2-MoE's shared_expert_gate, a
+  // hidden x 1 projection beside the router).
+  bool shared_expert_gate = false;
+  std::int64_t moe_ffn = 0;    // inner width of one expert (moe_intermediate_size; 0: ffn)
+  int first_dense_layers = 0;  // leading blocks with a dense MLP (first_k_dense_replace)
   // MoE on every step-th block, counted from the first (those with (l + 1) % step == 0: Llama 4
   // Maverick's interleave_moe_layer_step, Qwen2-MoE's decoder_sparse_step); the rest dense.
   int moe_layer_step = 1;
