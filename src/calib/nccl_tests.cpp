@@ -51,6 +51,42 @@ std::optional<ProgramName> program_on(std::string_view line) {
   return std::nullopt;
 }
 
+// The line without the tag a launcher puts before each line of a job's output: Open MPI's
+// mpirun --tag-output "[1,0]<stdout>:" (Open MPI 5 adds a blank), Slurm's srun --label "0: "
+// (the task, padded with blanks), MPICH's -prepend-rank and Intel MPI's -l "[0] ". Such logs
+// were refused as "none of them" (found by probing, 2026-12-02). No line of nccl-tests' own
+// starts so: its rows start with blanks and a size, which no colon follows.
+std::string_view untagged(std::string_view line) {
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
+  };
+  if (!line.empty() && line.front() == '[') {
+    const std::size_t close = line.find(']');
+    if (close == std::string_view::npos) return line;
+    const std::string_view inner = line.substr(1, close - 1), rest = line.substr(close + 1);
+    const std::size_t comma = inner.find(',');
+    if (comma != std::string_view::npos && digits(inner.substr(0, comma)) &&
+        digits(inner.substr(comma + 1))) {
+      for (std::string_view stream : {"<stdout>:", "<stderr>:"})
+        if (rest.rfind(stream, 0) == 0) {
+          const std::string_view after = rest.substr(stream.size());
+          return !after.empty() && after.front() == ' ' ? after.substr(1) : after;
+        }
+    } else if (digits(inner) && !rest.empty() && rest.front() == ' ') {
+      return rest.substr(1);
+    }
+    return line;
+  }
+  const std::size_t first = line.find_first_not_of(' ');
+  if (first == std::string_view::npos) return line;
+  const std::size_t colon = line.find(':', first);
+  if (colon == std::string_view::npos || !digits(line.substr(first, colon - first))) return line;
+  if (colon + 1 == line.size()) return line.substr(colon + 1);
+  return line[colon + 1] == ' ' ? line.substr(colon + 2) : line;
+}
+
 // The line without leading blanks and comment marks.
 std::string_view body(std::string_view line) {
   std::size_t i = 0;
@@ -155,7 +191,7 @@ bool looks_like_nccl_tests(std::string_view text) {
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    const std::string_view b = body(text.substr(start, end - start));
+    const std::string_view b = body(untagged(text.substr(start, end - start)));
     if (b.rfind("nThread", 0) == 0 && b.find("nGpus") != std::string_view::npos) header = true;
     if (header && b.rfind("size", 0) == 0 && b.find("busbw") != std::string_view::npos &&
         b.find("algbw") != std::string_view::npos)
@@ -250,6 +286,7 @@ Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const 
     start = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    line = untagged(line);
     const std::string_view b = body(line);
     const bool comment = line.find_first_not_of(" \t") != std::string_view::npos &&
                          line[line.find_first_not_of(" \t")] == '#';

@@ -25,6 +25,7 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -384,6 +385,8 @@ struct RawEvent {
   bool light = false;             // a host event read only for HTA's view
   std::int64_t correlation = -1;  // args.correlation
   double stream = NAN;            // args.stream as HTA's pandas reads it (NaN: not numeric)
+  std::int64_t external_id = -1;  // args["External id"]: a kernel's CPU op
+  bool param_comms = false;       // a record_param_comms CPU op (its args are a collective's)
 };
 
 // A stream id as pandas' to_numeric reads it: a number, or a string of a decimal number; else
@@ -430,7 +433,8 @@ enum class Key : std::uint8_t {
   dtype,
   group,
   bytes,
-  wait_us
+  wait_us,
+  external_id
 };
 
 Key event_key(const od::raw_json_string& k) {
@@ -466,6 +470,8 @@ Key args_key(const od::raw_json_string& k) {
                                                  : Key::other;
     case 'C':
       return k.unsafe_is_equal("Collective name"sv) ? Key::collective : Key::other;
+    case 'E':
+      return k.unsafe_is_equal("External id"sv) ? Key::external_id : Key::other;
     case 's':
       return k.unsafe_is_equal("stream"sv) ? Key::stream : Key::other;
     case 'I':
@@ -892,6 +898,15 @@ class Reader {
     if (!punct(':') || !string(cat, cat_n)) return false;
     if (!x) return true;
     const Cat c = category(std::string_view(cat, cat_n));
+    if (c == Cat::cpu_op && !hta_) {
+      // record_param_comms (its name next, as Kineto writes it) holds a collective's arguments,
+      // which older PyTorch did not copy onto the NCCL kernel: parsed.
+      const char* name = nullptr;
+      std::size_t name_n = 0;
+      return !(punct(',') && string(key, key_n) && std::string_view(key, key_n) == "name"sv &&
+               punct(':') && string(name, name_n) &&
+               std::string_view(name, name_n) == "record_param_comms"sv);
+    }
     return !kept_category(c) && !(hta_ && light_category(c));
   }
 
@@ -1229,7 +1244,7 @@ class Reader {
         if (!kept_category(ev.cat)) {
           ev.light = hta_ && light_category(ev.cat);
           no_args = ev.cat == Cat::cpu_op;
-          skip = skip || !ev.light;
+          skip = skip || (!ev.light && ev.cat != Cat::cpu_op);
         }
       } else if (skip) {
         break;  // flows, other host events: the rest of the event is skipped unread
@@ -1239,8 +1254,12 @@ class Reader {
         if (no_args) {  // a CPU op: its raw name is tested before it is unescaped
           od::raw_json_string raw;
           if (v.get_raw_json_string().get(raw)) return type_error(index, "name", "a string", v);
-          if (std::strncmp(raw.raw(), "ProfilerStep#", 13) != 0) {
-            break;  // not a step: the rest of the CPU op is not read
+          if (std::strncmp(raw.raw(), "record_param_comms\"", 19) == 0) {
+            ev.param_comms = true;  // its args are read (not for HTA's view)
+            ev.light = false;
+            no_args = false;
+          } else if (!ev.light || std::strncmp(raw.raw(), "ProfilerStep#", 13) != 0) {
+            break;  // not a step in HTA's view: the rest of the CPU op is not read
           }
         }
         if (v.get_string().get(ev.name)) return type_error(index, "name", "a string", v);
@@ -1279,7 +1298,10 @@ class Reader {
           if (a.value().get(av))
             return fmt::format("event {}: bad value of args.{}", index, key_text(rak));
           if (k == Key::other) continue;
-          if (hta_ && k == Key::correlation) {
+          if (k == Key::external_id) {
+            std::int64_t x = -1;
+            ev.external_id = av.get_int64().get(x) ? -1 : x;  // another type: none
+          } else if (hta_ && k == Key::correlation) {
             std::int64_t c = -1;
             ev.correlation = av.get_int64().get(c) ? -1 : c;  // another type: none, as in HTA
           } else if (hta_ && k == Key::stream) {
@@ -1370,6 +1392,18 @@ class Reader {
 
   Status take(const RawEvent& ev, std::size_t index, TraceFile& tf) {
     if (!ev.ph_x) return {};
+    if (ev.param_comms) {
+      // record_param_comms: a collective's arguments, under the External id that its NCCL
+      // kernel carries too (ProcessGroupNCCL launches the kernel inside it); kept for kernels
+      // without arguments of their own (finish). Bounded: past kMaxParamComms, not kept.
+      if (ev.external_id < 0 || ev.collective_name.empty() || param_comms_.size() >= kMaxParamComms)
+        return {};
+      CommArgs a{std::string(ev.collective_name), sane_nelems(ev.in_nelems),
+                 sane_nelems(ev.out_nelems), std::string(ev.dtype), sane_count(ev.group_size)};
+      string_bytes_ += a.collective.size() + a.dtype.size() + 128;
+      param_comms_.try_emplace(ev.external_id, std::move(a));
+      return {};
+    }
     const bool own =
         ev.cat == Cat::own_compute || ev.cat == Cat::own_comm || ev.cat == Cat::own_memcpy;
     const bool kernel = ev.cat == Cat::kernel;
@@ -1454,18 +1488,12 @@ class Reader {
       a.out_nelems = sane_nelems(ev.out_nelems);
       a.dtype = std::string(ev.dtype);
       a.group_size = sane_count(ev.group_size);
-      Collective c;
       // The argument is the truth when present (a SendRecv kernel may be an all-to-all).
-      if (collective_from_name(a.collective, c) ||
-          (!ev.collective_name.empty() && collective_from_name(ev.name, c))) {
-        e.has_collective = true;
-        e.collective = c;
-        e.group = CommGroup::data;  // a trace does not say which parallelism a group serves
-        e.group_size = a.group_size;
-        const double elem = profiler_dtype_bytes(a.dtype);
-        const std::int64_t nelems = c == Collective::all_gather ? a.out_nelems : a.in_nelems;
-        e.bytes = elem * static_cast<double>(nelems);
-      }
+      size_comm(e, a, !ev.collective_name.empty() ? ev.name : std::string_view());
+      // Without arguments (PyTorch before they were copied onto the kernel): its CPU op's.
+      if (ev.collective_name.empty() && a.in_nelems == 0 && a.out_nelems == 0 &&
+          ev.external_id >= 0)
+        unsized_.emplace_back(tf.timeline.events.size(), ev.external_id);
       comm_index = static_cast<std::int32_t>(tf.comm_args.size());
       kept += a.collective.size() + a.dtype.size();
       tf.comm_args.push_back(std::move(a));
@@ -1520,6 +1548,21 @@ class Reader {
     return true;
   }
 
+  // A communication event's collective, group size and bytes from its arguments (the
+  // collective by the argument's name, else by `also`, the kernel's).
+  static void size_comm(Event& e, const CommArgs& a, std::string_view also) {
+    Collective c;
+    if (!collective_from_name(a.collective, c) && (also.empty() || !collective_from_name(also, c)))
+      return;
+    e.has_collective = true;
+    e.collective = c;
+    e.group = CommGroup::data;  // a trace does not say which parallelism a group serves
+    e.group_size = a.group_size;
+    const double elem = profiler_dtype_bytes(a.dtype);
+    const std::int64_t nelems = c == Collective::all_gather ? a.out_nelems : a.in_nelems;
+    e.bytes = elem * static_cast<double>(nelems);
+  }
+
   // An element count as the profiler writes it; negative or absurd (over 2^50) is unknown (0).
   static std::int64_t sane_nelems(std::int64_t v) { return v > 0 && v < (1ll << 50) ? v : 0; }
 
@@ -1538,6 +1581,17 @@ class Reader {
 
   void finish(TraceFile& tf) {
     if (tf.rank < 0 && !tf.own_format) tf.rank = rank_from_file_name(name_);
+    // Kernels without the collective's arguments (older PyTorch releases wrote them on the
+    // record_param_comms CPU op alone) take those of the op with their External id: their
+    // bytes were 0 (found by probing, 2026-12-02).
+    for (const auto& [at, external] : unsized_) {
+      const auto it = param_comms_.find(external);
+      if (it == param_comms_.end()) continue;
+      CommArgs& a = tf.comm_args[static_cast<std::size_t>(tf.comm_index[at])];
+      a = it->second;
+      size_comm(tf.timeline.events[at], a, {});
+      ++tf.comm_args_from_cpu_ops;
+    }
     if (!tf.own_format) {
       // The devices the GPU events came from (Kineto's pid of a device event is the GPU).
       std::set<std::int32_t> devices;
@@ -1564,6 +1618,10 @@ class Reader {
   std::set<std::string> unknown_seen_;  // names of unknown communication-like kernels
   std::vector<std::int8_t> name_comm_;  // per name index: -1 undecided, 0 compute, 1 comm
   std::uint64_t string_bytes_ = 0, kept_events_ = 0;
+  // record_param_comms arguments by External id, and the comm events (index) without their own
+  static constexpr std::size_t kMaxParamComms = 1 << 20;
+  std::unordered_map<std::int64_t, CommArgs> param_comms_;
+  std::vector<std::pair<std::size_t, std::int64_t>> unsized_;
   ByteBuffer buf_;
   std::string info_;  // distributedInfo's text
   od::parser parser_;

@@ -74,6 +74,39 @@ TEST(NcclTests, RealTwoNodeH100Log) {
     EXPECT_NEAR(r.oop_busbw, r.oop_algbw * 2 * 15 / 16, 0.02e9) << "line " << r.line;
 }
 
+// A log saved from a launcher that tags each line (Open MPI's mpirun --tag-output, in its 4.x
+// and 5.x forms, Slurm's srun --label, MPICH's -prepend-rank) reads as the untagged log: the
+// same ranks, nodes and rows. Such logs were refused (found by probing, 2026-12-02).
+TEST(NcclTests, LauncherTagsAreRead) {
+  const std::string text = slurp(data(kA3));
+  auto plain = parse_nccl_tests(text, "a.txt");
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  for (const std::string tag : {"[1,0]<stdout>:", "[1,0]<stdout>: ", "0: ", " 0: ", "[0] "}) {
+    SCOPED_TRACE("'" + tag + "'");
+    const std::string tagged = edit_lines(text, [&](const std::string& l) { return tag + l; });
+    EXPECT_TRUE(looks_like_nccl_tests(tagged));
+    auto logs = parse_nccl_tests(tagged, "a.txt");
+    ASSERT_TRUE(logs.ok()) << logs.error().message;
+    ASSERT_EQ(logs->size(), 1u);
+    EXPECT_EQ(logs->front().ranks, plain->front().ranks);
+    EXPECT_EQ(logs->front().nodes, plain->front().nodes);
+    ASSERT_EQ(logs->front().rows.size(), plain->front().rows.size());
+    for (std::size_t i = 0; i < plain->front().rows.size(); ++i) {
+      EXPECT_EQ(logs->front().rows[i].bytes, plain->front().rows[i].bytes);
+      EXPECT_EQ(logs->front().rows[i].oop_seconds, plain->front().rows[i].oop_seconds);
+      EXPECT_EQ(logs->front().rows[i].ip_busbw, plain->front().rows[i].ip_busbw);
+    }
+  }
+  // Lines from other ranks (stderr warnings) between the tagged rows are other lines, as
+  // untagged.
+  const std::string mixed = edit_lines(text, [](const std::string& l) {
+    return "[1,0]<stdout>:" + l + "\n[1,3]<stderr>:NCCL WARN something on rank 3";
+  });
+  auto logs = parse_nccl_tests(mixed, "a.txt");
+  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  EXPECT_EQ(logs->front().rows.size(), plain->front().rows.size());
+}
+
 // The ranks are counted from the Rank lines, each rank once: a line given twice made 17 ranks
 // of 16 and a bus factor to match (found by probing, 2026-12-02).
 TEST(NcclTests, ARankLineGivenTwiceIsRefused) {

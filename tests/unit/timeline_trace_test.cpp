@@ -64,6 +64,73 @@ TEST(Trace, RealKinetoTraceCounts) {
   EXPECT_EQ(a.ranks[0].steps.size(), 3u);
 }
 
+// The text of a gzip file.
+std::string gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  std::string out;
+  if (!f) return out;
+  char buf[1 << 16];
+  for (int n; (n = gzread(f, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  gzclose(f);
+  return out;
+}
+
+// Older PyTorch wrote a collective's arguments on the record_param_comms CPU op alone, not on
+// its NCCL kernel: such a kernel takes the arguments of the op with its External id (it was
+// read as 0 bytes; found by probing, 2026-12-02). The real trace with its kernels' arguments
+// taken out reads as the real trace, in both views; without the CPU ops too, the kernels are 0
+// bytes, so the sizes come from the ops.
+TEST(Trace, KernelsWithoutArgumentsTakeTheirCpuOps) {
+  const std::string text = gunzip(kTraces + "nccl_parser_config_nccl_data.json.gz");
+  ASSERT_FALSE(text.empty());
+  // ordered_json: the fields stay in Kineto's order (ph, cat, name, ..., args)
+  auto doc = nlohmann::ordered_json::parse(text);
+  std::size_t stripped = 0, cpu_ops = 0;
+  for (auto& e : doc["traceEvents"]) {
+    if (e.value("cat", "") != "kernel" || !e.contains("args") ||
+        !e["args"].contains("Collective name"))
+      continue;
+    for (const char* k : {"Collective name", "In msg nelems", "Out msg nelems", "Group size",
+                          "dtype", "In split size", "Out split size", "Process Group Name",
+                          "Process Group Description", "Process Group Ranks"})
+      e["args"].erase(k);
+    ++stripped;
+  }
+  ASSERT_EQ(stripped, 21u);
+  for (auto& e : doc["traceEvents"]) cpu_ops += e.value("name", "") == "record_param_comms";
+  ASSERT_GT(cpu_ops, 0u);
+  nlohmann::ordered_json without = doc;
+  auto& w = without["traceEvents"];
+  w.erase(std::remove_if(w.begin(), w.end(),
+                         [](const auto& e) { return e.value("name", "") == "record_param_comms"; }),
+          w.end());
+  for (bool hta : {false, true}) {
+    SCOPED_TRACE(hta ? "hta view" : "plain");
+    auto real = read_trace_text("real.json", text, {}, hta);
+    auto from_ops = read_trace_text("ops.json", doc.dump(), {}, hta);
+    auto none = read_trace_text("none.json", without.dump(), {}, hta);
+    ASSERT_TRUE(real.ok() && from_ops.ok() && none.ok());
+    ASSERT_EQ(from_ops->timeline.events.size(), real->timeline.events.size());
+    EXPECT_EQ(real->comm_args_from_cpu_ops, 0u);
+    EXPECT_EQ(from_ops->comm_args_from_cpu_ops, 21u);
+    EXPECT_EQ(none->comm_args_from_cpu_ops, 0u);
+    std::size_t comm = 0;
+    for (std::size_t i = 0; i < real->timeline.events.size(); ++i) {
+      const Event &a = real->timeline.events[i], &b = from_ops->timeline.events[i],
+                  &c = none->timeline.events[i];
+      if (a.kind != EventKind::comm) continue;
+      ++comm;
+      EXPECT_GT(a.bytes, 0);
+      EXPECT_EQ(b.bytes, a.bytes) << i;
+      EXPECT_EQ(b.collective, a.collective) << i;
+      EXPECT_EQ(b.group_size, a.group_size) << i;
+      EXPECT_EQ(c.bytes, 0) << i;
+    }
+    EXPECT_EQ(comm, 21u);
+    EXPECT_EQ(from_ops->steps.size(), real->steps.size());
+  }
+}
+
 // The first all-reduce: "In msg nelems" 6,637,568 of "Float" in 2,636.669 us over "Group size"
 // 2: algbw = 6,637,568 x 4 B / 2,636.669 us = 10.0696 GB/s; busbw = algbw x 2(2-1)/2.
 TEST(Trace, AlgbwOfOneKernelByHand) {

@@ -52,7 +52,8 @@ bool looks_like_nccl_tests(std::string_view text);
 // collective comes from the program's name on any line before the log's rows (the command
 // line, `all_reduce_perf`, `rccl-tests/build/all_gather_perf`), else from `fallback`, else from
 // the columns (redop/root) and busbw/algbw; when none decides, an error asks for --collective.
-// Lines that are not rows are skipped; a row with missing or non-numeric fields is an error.
+// Lines that are not rows are skipped; a row with missing or non-numeric fields is an error. A
+// launcher's tag before each line (mpirun --tag-output, srun --label, -prepend-rank) is read past.
 Result<std::vector<NcclTestsLog>> parse_nccl_tests(std::string_view text, const std::string& where,
                                                    std::optional<Collective> fallback = {});
 

@@ -69,6 +69,9 @@ struct TraceFile {
   // communication; read_traces warns about them). At most 64 names, then only the count.
   std::vector<std::string> unknown_comm_kernels;
   std::size_t unknown_comm_names = 0;  // distinct such names in all
+  // NCCL kernels without the collective's arguments that took those of their
+  // record_param_comms CPU op (the same External id; older PyTorch releases)
+  std::size_t comm_args_from_cpu_ops = 0;
   // A Kineto trace's GPU events come from these devices (their pid); more than one is a process
   // driving several GPUs, whose events are read as one rank (read_traces warns).
   std::vector<std::int64_t> devices;
