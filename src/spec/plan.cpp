@@ -469,6 +469,21 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   // 2026-11-30; then either enabled counted, where a "bf16" section disabled wins).
   bool bf16 = j.is_object() && j.contains("bf16") ? enabled(r, "bf16") : enabled(r, "bfloat16");
   if (fp16 && bf16) r.fail("bf16.enabled", "not both fp16 and bf16 enabled", "true");
+  // NVIDIA Apex AMP ("amp": {"enabled": true, "opt_level": ...}): fp16 mixed precision, which
+  // DeepSpeed runs beside neither its own fp16/bf16 nor ZeRO (its engine asserts both); it was
+  // read as fp32 (found by probing, 2026-12-02).
+  const bool amp = enabled(r, "amp");
+  if (amp && (fp16 || bf16))
+    r.fail("amp.enabled", "false beside fp16 or bf16 enabled (DeepSpeed runs one of them)", "true");
+  if (amp && p.zero.value_or(0) > 0)
+    r.fail("amp.enabled", "false with ZeRO (DeepSpeed runs Apex AMP at ZeRO stage 0 only)",
+           fmt::format("true with zero_optimization.stage {}", *p.zero));
+  if (amp) {
+    fp16 = true;
+    note(
+        "amp.enabled (NVIDIA Apex AMP): priced as fp16 mixed precision; its opt_level's casts "
+        "are not priced");
+  }
   // DeepSpeed trains in fp32 unless fp16 or bf16 is enabled. "auto" (Hugging Face's Trainer
   // fills it from its --fp16/--bf16) decides nothing: the precision is left to --precision and
   // its default, with a note (it was fp32, in silence: a bf16 run priced twice as slow, found by

@@ -582,6 +582,34 @@ TEST(Loaders, DeepSpeedReadsAsDeepSpeedDoes) {
 // --grad-compression onebit, with a note of what is priced; ZeRO beside them is DeepSpeed's
 // assertion. ZeRO-Offload and activation partitioning are read and said, not modelled: one note
 // each, and the plan is the one without them.
+// NVIDIA Apex AMP in a DeepSpeed config is fp16 mixed precision, said in a note (it was read as
+// fp32); beside DeepSpeed's own fp16 or bf16, or with ZeRO, it is refused as DeepSpeed refuses it.
+TEST(Loaders, DeepSpeedApexAmpIsFp16) {
+  std::vector<std::string> notes;
+  auto amp = plan_from_deepspeed(
+      {{"amp", {{"enabled", true}, {"opt_level", "O1"}}}, {"train_batch_size", 32}}, "ds.json",
+      &notes);
+  ASSERT_TRUE(amp.ok()) << amp.error().message;
+  EXPECT_EQ(amp->precision, Precision::fp16);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("amp.enabled (NVIDIA Apex AMP): priced as fp16 mixed precision", 0), 0u);
+  auto off = plan_from_deepspeed({{"amp", {{"enabled", false}}}}, "ds.json", nullptr);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->precision, Precision::fp32);
+  auto both = plan_from_deepspeed({{"amp", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}},
+                                  "ds.json", nullptr);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.error().message,
+            "ds.json: field 'amp.enabled': expected false beside fp16 or bf16 enabled (DeepSpeed "
+            "runs one of them), got true");
+  auto zero = plan_from_deepspeed(
+      {{"amp", {{"enabled", true}}}, {"zero_optimization", {{"stage", 1}}}}, "ds.json", nullptr);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().message,
+            "ds.json: field 'amp.enabled': expected false with ZeRO (DeepSpeed runs Apex AMP at "
+            "ZeRO stage 0 only), got true with zero_optimization.stage 1");
+}
+
 TEST(Loaders, DeepSpeedOptimizerAndOffload) {
   std::vector<std::string> notes;
   auto ds = [&](const nlohmann::json& j) {
