@@ -164,8 +164,11 @@ std::string chrome_trace_json(const Timeline& t) {
     fmt::format_to(
         std::back_inserter(out),
         R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
-        escaped(t.name(e)), e.marker ? std::string_view("range") : to_string(e.kind), e.rank,
-        e.stream + sl.lane * kLaneStride, us(sl.ts), us(sl.end - sl.ts));
+        escaped(t.name(e)),
+        e.marker == Event::Marker::range  ? std::string_view("range")
+        : e.marker == Event::Marker::step ? std::string_view("user_annotation")
+                                          : to_string(e.kind),
+        e.rank, e.stream + sl.lane * kLaneStride, us(sl.ts), us(sl.end - sl.ts));
     bool a = false;
     auto arg = [&](std::string_view k, auto v) {
       fmt::format_to(std::back_inserter(out), "{}\"{}\":{}", a ? "," : "", k, v);

@@ -1094,7 +1094,7 @@ void PipelineTrainer::run_schedule(std::int64_t step, double* loss_sum) {
     e.start = task_start - t0_;
     e.dur = Gpt::now() - task_start;
     e.kind = EventKind::compute;
-    e.marker = true;  // (cat "range" in the trace: analyze counted it as compute)
+    e.marker = Event::Marker::range;  // (cat "range": analyze counted it as compute)
     e.name = tl_.intern(task.backward ? "backward_step" : "forward_step");
     e.microbatch = mb;
     e.layer = task.chunk;
@@ -1529,6 +1529,7 @@ Status PipelineTrainer::train() {
                comm_events_.end());
     rows_.push_back({step, loss_all / static_cast<double>(accum_ * g_.grad_dp()), te - ts, norm,
                      breakdown(evs, ts, te), 0});
+    rows_.back().start_s = ts;
     if (o_.model.experts > 0) moe_routing(rows_.back());
     // The pipeline bubble this stage saw: the time its receives waited for the neighbouring
     // stage to send (idle in the causal view; the receives run one at a time).
@@ -1606,7 +1607,7 @@ void PipelineTrainer::moe_routing(StepRow& row) {
 
 void PipelineTrainer::write_trace() const {
   write_rank_trace(
-      o_.trace, me_, tl_, {&compute_events_, &comm_events_, &task_events_},
+      o_.trace, me_, tl_, rows_, {&compute_events_, &comm_events_, &task_events_},
       g_.cp > 1 ? fmt::format("rank {} (tp {}, cp {}, pp {}, dp {})", me_, g_.t, g_.c, g_.p, g_.d)
                 : fmt::format("rank {} (tp {}, pp {}, dp {})", me_, g_.t, g_.p, g_.d),
       {"compute", "communication", "pipeline schedule"});

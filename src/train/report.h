@@ -32,6 +32,7 @@ struct StepRow {
   // busiest expert's (the same for EP = E), averaged over the step's blocks and groups.
   bool moe = false;
   double moe_aux_loss = 0, moe_rank_imbalance = 1, moe_expert_imbalance = 1;
+  double start_s = 0;  // the step's start on the rank's trace clock (its events' time base)
 };
 
 // Calls, bytes and messages sent, by group and collective, over the whole run: a call is one
@@ -54,8 +55,10 @@ void averages(const std::vector<StepRow>& rows, std::int64_t start, int warmup, 
 
 // Writes this rank's Chrome trace (trace_path(trace, rank)): `names` (the interned event names)
 // with the events of `lists`, the rank called `rank_name` and its streams 0, 1, ... called
-// `streams`. A failure is reported on stderr, not fatal: the run itself is measured.
+// `streams`, and each step of `rows` as ProfilerStep#N on a track "steps" after them. A failure
+// is reported on stderr, not fatal: the run itself is measured.
 void write_rank_trace(const std::string& trace, int rank, const Timeline& names,
+                      const std::vector<StepRow>& rows,
                       std::initializer_list<const std::vector<Event>*> lists,
                       const std::string& rank_name, std::initializer_list<const char*> streams);
 

@@ -593,6 +593,7 @@ Status Trainer::train() {
                comm_events_.end());
     rows_.push_back({step, loss_all / static_cast<double>(accum_ * n_), te - ts, norm,
                      breakdown(evs, ts, te), buckets_during_backward_});
+    rows_.back().start_s = ts;
     buckets_during_backward_ = 0;
     if (me_ == 0 && o_.format == "table")
       std::printf("%6lld %10.6f %10.2f %10.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
@@ -619,7 +620,7 @@ Status Trainer::train() {
 
 // --trace: this rank's timeline as a Chrome trace.
 void Trainer::write_trace() const {
-  write_rank_trace(o_.trace, me_, tl_, {&compute_events_, &comm_events_},
+  write_rank_trace(o_.trace, me_, tl_, rows_, {&compute_events_, &comm_events_},
                    fmt::format("rank {}", me_), {"compute", "communication"});
 }
 

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/spec/scenario.h"
@@ -566,6 +567,18 @@ TEST(Train, AnalyzeOfItsTracesAgreesWithItsReport) {
     EXPECT_NEAR(r["breakdown"]["compute_s"].get<double>(), compute, 1e-6);
     EXPECT_NEAR(r["breakdown"]["overlapped_comm_s"].get<double>(), overlapped, 1e-6);
     EXPECT_NEAR(r["breakdown"]["exposed_comm_s"].get<double>(), exposed, 1e-6);
+    // Each step is marked as PyTorch's profiler marks it (ProfilerStep#N): analyze gives each
+    // the trainer's own step time and breakdown (the trace had no steps until 2026-12-02).
+    ASSERT_EQ(r["steps"].size(), report["steps"].size());
+    for (std::size_t k = 0; k < r["steps"].size(); ++k) {
+      const auto &mine = r["steps"][k], &theirs = report["steps"][k];
+      EXPECT_EQ(mine["name"], fmt::format("ProfilerStep#{}", theirs["step"].get<int>()));
+      EXPECT_NEAR(mine["breakdown"]["wall_s"].get<double>(), theirs["time_s"].get<double>(), 2e-6);
+      for (const char* key : {"compute_s", "overlapped_comm_s", "exposed_comm_s"})
+        EXPECT_NEAR(mine["breakdown"][key].get<double>(), theirs["breakdown"][key].get<double>(),
+                    1e-6)
+            << k << " " << key;
+    }
   }
   EXPECT_TRUE(found) << a.out;
 }

@@ -37,10 +37,13 @@ struct Event {
   // comm: seconds this rank spent in the call before the transfer could begin, waiting for its
   // peers (a profiler records the kernel from start - wait to end; the causal view from start).
   double wait = 0;
-  // A range on a track of its own that marks work rather than doing it (the trainer's
-  // forward-/backward-step ranges): written to Chrome traces with cat "range", which no reader
-  // of a breakdown counts (analyze counted a pipeline run's ranges as compute).
-  bool marker = false;
+  // A range on a track of its own that marks work rather than doing it, written to Chrome traces
+  // with a category that no reader of a breakdown counts: `range` (the trainer's forward- and
+  // backward-step ranges; analyze counted a pipeline run's ranges as compute) with cat "range";
+  // `step` (a training step, named ProfilerStep#N) with cat "user_annotation", as PyTorch's
+  // profiler writes its steps, so that analyze splits the trace by them.
+  enum class Marker : std::uint8_t { none, range, step };
+  Marker marker = Marker::none;
   double end() const { return start + dur; }
 };
 
