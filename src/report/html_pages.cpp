@@ -10,6 +10,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commscope/timeline/breakdown_json.h"
@@ -114,27 +115,66 @@ std::string plan_label(const PredictRow& r) {
   return s;
 }
 
-// Labels that tell the rows apart: the plan, and the model, system or network when the rows
-// differ in them.
+// Labels that tell the rows apart: the plan, and the model, system, network, node count or
+// other plan field (CP, EP, SP, virtual stages, recompute, precision, FP8, attention kernel,
+// schedule, global batch, sequence) where the rows differ in it. (A sweep over one of the
+// latter gave labels told apart only by "#1", "#2"; found by probing, 2026-12-02.)
 std::vector<std::string> predict_labels(const std::vector<PredictRow>& rows) {
-  std::set<std::string> models, systems, networks;
-  for (const auto& r : rows) {
-    models.insert(r.scenario.model.name);
-    systems.insert(r.scenario.system.name);
-    networks.insert(r.scenario.network.name);
-  }
+  using Field = std::string (*)(const PredictRow&);
+  static const Field kFields[] = {
+      [](const PredictRow& r) { return r.scenario.model.name; },
+      [](const PredictRow& r) { return r.scenario.system.name; },
+      [](const PredictRow& r) { return r.scenario.network.name; },
+      [](const PredictRow& r) {
+        return fmt::format("{} node{}", r.scenario.nodes, r.scenario.nodes == 1 ? "" : "s");
+      },
+  };
+  static const Field kPlanFields[] = {
+      [](const PredictRow& r) { return fmt::format("cp{}", r.scenario.plan.cp); },
+      [](const PredictRow& r) { return fmt::format("ep{}", r.scenario.plan.ep); },
+      [](const PredictRow& r) {
+        return std::string(r.scenario.plan.sequence_parallel ? "sp" : "no-sp");
+      },
+      [](const PredictRow& r) { return fmt::format("vpp{}", r.scenario.plan.virtual_stages); },
+      [](const PredictRow& r) {
+        return fmt::format("recompute-{}", to_string(r.scenario.plan.recompute));
+      },
+      [](const PredictRow& r) { return std::string(to_string(r.scenario.plan.precision)); },
+      [](const PredictRow& r) { return std::string(r.scenario.plan.fp8 ? "fp8" : "no-fp8"); },
+      [](const PredictRow& r) {
+        return fmt::format("{}-attention", to_string(r.scenario.plan.attention));
+      },
+      [](const PredictRow& r) { return std::string(to_string(r.scenario.plan.schedule)); },
+      [](const PredictRow& r) { return fmt::format("gbs{}", r.scenario.plan.global_batch); },
+      [](const PredictRow& r) { return fmt::format("seq{}", r.scenario.model.seq_length); },
+  };
+  auto varies = [&](Field f) {
+    for (const auto& r : rows)
+      if (f(r) != f(rows.front())) return true;
+    return false;
+  };
+  std::vector<Field> before, after;
+  for (Field f : kFields)
+    if (varies(f)) before.push_back(f);
+  for (Field f : kPlanFields)
+    if (varies(f)) after.push_back(f);
   std::vector<std::string> out;
   for (const auto& r : rows) {
     std::string s;
-    if (models.size() > 1) s += r.scenario.model.name + " ";
-    if (systems.size() > 1) s += r.scenario.system.name + " ";
-    if (networks.size() > 1) s += r.scenario.network.name + " ";
-    out.push_back(s + plan_label(r));
+    for (Field f : before) s += f(r) + " ";
+    s += plan_label(r);
+    for (Field f : after) s += " " + f(r);
+    out.push_back(s);
   }
-  // Identical labels (a sweep over a flag not shown): number them.
-  std::map<std::string, int> seen;
+  // Identical labels (a sweep over a flag not shown): number them, all of them (the count was
+  // taken after the first was numbered, which left the last one bare).
+  std::map<std::string, int> count, seen;
+  for (const auto& l : out) ++count[l];
   for (auto& l : out)
-    if (std::count(out.begin(), out.end(), l) > 1) l += fmt::format(" #{}", ++seen[l]);
+    if (count[l] > 1) {
+      const std::string base = l;
+      l += fmt::format(" #{}", ++seen[base]);
+    }
   return out;
 }
 
@@ -547,9 +587,20 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
   const std::vector<PredictRow> rows(all_rows.begin(), all_rows.begin() + static_cast<long>(n));
   const auto labels = predict_labels(rows);
   if (!rows.empty()) {
-    const auto& sc = rows.front().scenario;
-    d.subtitle = fmt::format("{} on {} over {}: {} plan{}", sc.model.name, sc.system.name,
-                             sc.network.name, all_rows.size(), all_rows.size() == 1 ? "" : "s");
+    // Each of model, system and network: its name, or its names where the rows differ (the
+    // subtitle named the first row's alone).
+    auto names = [&](auto field) {
+      std::vector<std::string> seen;
+      for (const auto& r : all_rows)
+        if (std::find(seen.begin(), seen.end(), field(r)) == seen.end()) seen.push_back(field(r));
+      return seen.size() <= 3 ? fmt::format("{}", fmt::join(seen, ", "))
+                              : fmt::format("{} and {} more", seen.front(), seen.size() - 1);
+    };
+    d.subtitle = fmt::format("{} on {} over {}: {} plan{}",
+                             names([](const PredictRow& r) { return r.scenario.model.name; }),
+                             names([](const PredictRow& r) { return r.scenario.system.name; }),
+                             names([](const PredictRow& r) { return r.scenario.network.name; }),
+                             all_rows.size(), all_rows.size() == 1 ? "" : "s");
     const auto best = std::max_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
       return a.tokens_per_s < b.tokens_per_s;
     });
@@ -578,7 +629,9 @@ Document predict_page(const std::vector<PredictRow>& all_rows, bool scaling) {
     Chart c = chart(
         ChartKind::bar, "Share of the iteration per collective",
         "Per plan, the time each collective runs (the union of its calls, overlapped or not) as "
-        "a percentage of the iteration; the exposed part is in the table.",
+        "a percentage of the iteration; the exposed part is in the table. Collectives run "
+        "beside one another (a pipeline send beside its receive, a gradient reduce beside a "
+        "parameter gather), so the shares may add up to more than 100 %.",
         "plan", "share of the iteration (%)");
     c.categories = labels;
     std::set<Collective> used;
@@ -1080,7 +1133,8 @@ Result<Document> characterize_page(const nlohmann::json& doc, const std::string&
     Chart ch = chart(ChartKind::bar, "Share of the iteration per collective (measured)",
                      "Per run, the time each collective's transfers took (union of its calls) as a "
                      "percentage of the measured iteration; the table adds the prediction and the "
-                     "profiler's view (calls from entry, waits for peers included).",
+                     "profiler's view (calls from entry, waits for peers included). Collectives "
+                     "run beside one another, so the shares may add up to more than 100 %.",
                      "run", "share of the iteration (%)");
     ch.categories = labels;
     std::vector<std::string> keys;

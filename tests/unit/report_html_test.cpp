@@ -217,6 +217,38 @@ TEST(HtmlPages, PredictWithScalingShowsTheProjection) {
   EXPECT_GT(rows[2].projected_time, 0);
 }
 
+// A sweep's labels name what differs between its plans (a sweep over recompute and the network
+// gave labels told apart by "#1", "#2" only, and a subtitle naming the first network alone;
+// found by probing, 2026-12-02); what is the same in every plan is named once, in the subtitle.
+TEST(HtmlPages, PredictLabelsNameWhatTheSweepVaries) {
+  std::vector<ScenarioInput> inputs;
+  for (const char* network : {"roce-100", "ib-hdr-200"})
+    for (Recompute r : {Recompute::none, Recompute::full}) {
+      ScenarioInput in;
+      in.network = network;
+      in.plan.recompute = r;
+      inputs.push_back(in);
+    }
+  auto sweep = predict_sweep(inputs, {});
+  ASSERT_TRUE(sweep.ok()) << sweep.error().message;
+  const html::Document d = html::predict_page(sweep->rows, false);
+  const auto& labels = d.sections.at(0).charts.at(0).categories;
+  ASSERT_EQ(labels.size(), 4u);
+  const ParallelPlan& p0 = sweep->rows[0].scenario.plan;
+  const std::string plan = fmt::format("dp{} tp1 pp1 mbs{}", p0.dp, p0.micro_batch);
+  EXPECT_EQ(labels[0], "roce-100 " + plan + " recompute-none");
+  EXPECT_EQ(labels[1], "roce-100 " + plan + " recompute-full");
+  EXPECT_EQ(labels[3], "ib-hdr-200 " + plan + " recompute-full");
+  EXPECT_EQ(d.subtitle, "gpt2-large on polaris over roce-100, ib-hdr-200: 4 plans");
+  std::vector<ScenarioInput> one(2, inputs[0]);
+  auto same = predict_sweep(one, {});
+  ASSERT_TRUE(same.ok());
+  const html::Document twin_page = html::predict_page(same->rows, false);
+  const auto& twins = twin_page.sections.at(0).charts.at(0).categories;
+  EXPECT_EQ(twins[0], plan + " #1");  // nothing differs: numbered
+  EXPECT_EQ(twins[1], plan + " #2");
+}
+
 TEST(HtmlPages, PredictCutsLongSweepsAndSaysSo) {
   std::vector<PredictRow> rows(html::kMaxBars + 5);
   for (auto& r : rows) r.iteration_time = 1, r.breakdown.wall = 1, r.breakdown.compute = 1;
