@@ -1041,6 +1041,9 @@ void add_model_flag_options(CLI::App& cmd, ModelFlagOptions& o, const std::strin
   cmd.add_flag("--add-qkv-bias", o.add_qkv_bias,
                "biases on the QKV projection alone (with --disable-bias-linear: Qwen2's)")
       ->group(group);
+  cmd.add_flag("--qk-layernorm", o.qk_layernorm,
+               "a norm on each query and key head (Qwen3's q_norm and k_norm)")
+      ->group(group);
   o.attention_dropout_option =
       cmd.add_option("--attention-dropout", o.attention_dropout,
                      "dropout on the attention probabilities; with --hidden-dropout, 0 for both "
@@ -1076,6 +1079,7 @@ Status model_flag_options(const ModelFlagOptions& o, ModelFlags& flags) {
   flags.untie_embeddings = o.untie;
   flags.disable_bias_linear = o.disable_bias;
   flags.add_qkv_bias = o.add_qkv_bias;
+  flags.qk_layernorm = o.qk_layernorm;
   flags.use_flash_attn = o.flash;
   if (o.attention_dropout_option && o.attention_dropout_option->count() > 0)
     flags.attention_dropout = o.attention_dropout;

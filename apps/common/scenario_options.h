@@ -92,7 +92,7 @@ struct ModelFlagOptions {
                              {"--moe-shared-expert-intermediate-size"},
                              {"--expert-interval"}};
   bool group_query_attention = false, swiglu = false, untie = false, disable_bias = false,
-       add_qkv_bias = false, flash = false;
+       add_qkv_bias = false, qk_layernorm = false, flash = false;
   std::string normalization, position_embedding;
   double attention_dropout = 0, hidden_dropout = 0;
   CLI::Option *attention_dropout_option = nullptr, *hidden_dropout_option = nullptr;

@@ -340,6 +340,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("qkv_bias", m.qkv_bias);
   r.read("dropout", m.dropout);
   r.read("post_norms", m.post_norms);
+  r.read("qk_norm", m.qk_norm);
   r.read("pooler", m.pooler);
   read_enum(r, "position_embedding", kPosNames, m.position);
   read_enum(r, "norm", kNormNames, m.norm);
@@ -387,10 +388,13 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
 }
 
 Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::string& where) {
-  // Llama 4's config.json is the multimodal model's (model_type llama4): the language model's
-  // fields are in text_config (model_type llama4_text), which is what is priced; the vision
-  // encoder and its projector are not counted, as the presets leave them out.
-  if (const auto t = j.find("model_type"); t != j.end() && t->is_string() && *t == "llama4") {
+  // Llama 4's and Gemma 3's config.json are the multimodal model's (model_type llama4, gemma3):
+  // the language model's fields are in text_config (model_type llama4_text, gemma3_text), which
+  // is what is priced; the vision encoder and its projector are not counted, as the presets leave
+  // them out.
+  if (const auto t = j.find("model_type");
+      t != j.end() && t->is_string() && (*t == "llama4" || *t == "gemma3")) {
+    const std::string outer = *t, text_type = outer + "_text";
     const auto text = j.find("text_config");
     if (text == j.end() || !text->is_object())
       return Error{fmt::format(
@@ -398,10 +402,10 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
           where, text == j.end() ? "nothing (missing)" : json_excerpt(*text))};
     nlohmann::json inner = *text;
     if (const auto it = inner.find("model_type");
-        it != inner.end() && !(it->is_string() && *it == "llama4_text"))
-      return Error{fmt::format("{}: field 'text_config.model_type': expected llama4_text, got {}",
-                               where, json_excerpt(*it))};
-    inner["model_type"] = "llama4_text";
+        it != inner.end() && !(it->is_string() && *it == text_type))
+      return Error{fmt::format("{}: field 'text_config.model_type': expected {}, got {}", where,
+                               text_type, json_excerpt(*it))};
+    inner["model_type"] = text_type;
     // The released configs state tie_word_embeddings beside text_config, not in it.
     if (!inner.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
       inner["tie_word_embeddings"] = j.at("tie_word_embeddings");
@@ -413,9 +417,9 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     CS_ASSIGN_OR_RETURN(ModelSpec m, model_from_hf_config(inner, where + ": text_config"));
     m.sources.front() = "Hugging Face config.json: " + where + " (text_config)";
     m.notes.push_back(fmt::format(
-        "{}: model_type llama4: its language model (text_config) is priced; the vision encoder "
+        "{}: model_type {}: its language model (text_config) is priced; the vision encoder "
         "and projector are not counted",
-        where));
+        where, outer));
     return m;
   }
   ModelSpec m;
@@ -461,6 +465,7 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
                    : type == "phi3"        ? Base{32, 3072, 32, 0, 0, 8192, 32064, 4096}
                    : type == "gemma"       ? Base{28, 3072, 16, 16, 256, 24576, 256000, 8192}
                    : type == "gemma2"      ? Base{26, 2304, 8, 4, 256, 9216, 256000, 8192}
+                   : type == "gemma3_text" ? Base{26, 2304, 8, 4, 256, 9216, 262208, 131072}
                    : type == "qwen2_moe"   ? Base{24, 2048, 16, 16, 0, 5632, 151936, 32768}
                    : type == "llama4_text" ? Base{48, 5120, 40, 8, 128, 8192, 202048, 4096 * 32}
                                            : Base{32, 4096, 32, 0, 0, 11008, 32000, 2048};
@@ -488,7 +493,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     or_default("max_position_embeddings", m.max_positions, d.positions);
     // These classes pass tie_word_embeddings=False (the base class's default is True) but
     // Gemma's, which tie the output head to the embedding.
-    or_default("tie_word_embeddings", m.tied_embeddings, type == "gemma" || type == "gemma2");
+    or_default("tie_word_embeddings", m.tied_embeddings,
+               type == "gemma" || type == "gemma2" || type == "gemma3_text");
     // mlp_bias (LlamaConfig) is refused as attention_bias is: biased projections are not
     // counted (it was read past, the biases left out, found by probing, 2026-11-30).
     bool mlp_bias = false;
@@ -645,12 +651,13 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
               "true");
     } else if (type == "qwen3_moe" || type == "qwen2_moe") {
       // Qwen3MoeDecoderLayer: a sparse block where (layer_idx + 1) % decoder_sparse_step == 0
-      // and the layer is not in mlp_only_layers; no shared experts. Qwen2MoeSparseMoeBlock (Qwen2
-      // and Qwen1.5 MoE): the same, and one shared expert shared_expert_intermediate_size wide
-      // (a multiple of the routed width: a SwiGLU k times as wide has the parameters and FLOPs
-      // of k routed-width ones, as which it is counted) behind a sigmoid gate, hidden x 1;
-      // Qwen2MoeAttention's q, k and v carry biases, as Qwen2's.
+      // and the layer is not in mlp_only_layers; no shared experts; Qwen3's attention.
+      // Qwen2MoeSparseMoeBlock (Qwen2 and Qwen1.5 MoE): the same, and one shared expert
+      // shared_expert_intermediate_size wide (a multiple of the routed width: a SwiGLU k times as
+      // wide has the parameters and FLOPs of k routed-width ones, as which it is counted) behind a
+      // sigmoid gate, hidden x 1; Qwen2MoeAttention's q, k and v carry biases, as Qwen2's.
       const bool q2 = type == "qwen2_moe";
+      m.qk_norm = !q2;  // Qwen3-MoE's attention is Qwen3's, with per-head q and k norms
       or_default("num_experts", m.experts, std::int64_t{q2 ? 60 : 128});
       or_default("num_experts_per_tok", m.experts_per_token, std::int64_t{q2 ? 4 : 8});
       or_default("moe_intermediate_size", m.moe_ffn, std::int64_t{q2 ? 1408 : 768});
@@ -724,22 +731,25 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     m.seq_length = m.max_positions > 0 && m.max_positions < 4096 ? m.max_positions : 4096;
     m.max_positions = 0;
   } else if (type == "llama" || type == "mistral" || type == "qwen3" || type == "qwen2" ||
-             type == "phi3" || type == "gemma" || type == "gemma2") {
-    // Qwen3 (dense) is a Llama with per-head query and key RMSNorms, which are not counted.
+             type == "phi3" || type == "gemma" || type == "gemma2" || type == "gemma3_text") {
+    // Qwen3 (dense) is a Llama with per-head query and key RMSNorms (qk_norm).
     // Qwen2 (Qwen2 and Qwen2.5) is a Llama with biases on q, k and v (Qwen2Attention's
     // nn.Linear(bias=True) for those three, o_proj without), which the config does not state.
     // Phi-3 (and Phi-4, model_type phi3) is a Llama whose q, k, v and gate, up projections are
     // fused into two matrices of the same shapes. Gemma is a Llama with a gated GELU MLP
     // (GeGLU), head_dim 256 and a tied head; Gemma 2 adds norms on the attention's and the
     // MLP's outputs (post_attention_layernorm and post_feedforward_layernorm beside the two
-    // pre-norms) and tanh soft-capping of attention scores and logits, which is not priced.
+    // pre-norms) and tanh soft-capping of attention scores and logits, which is not priced;
+    // Gemma 3 (gemma3_text) has Gemma 2's four norms and Qwen3's per-head query and key norms in
+    // place of the soft-capping.
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
     read_llama_base();
     if (type == "qwen2") m.qkv_bias = true;
-    if (type == "gemma" || type == "gemma2") {
+    if (type == "qwen3" || type == "gemma3_text") m.qk_norm = true;
+    if (type == "gemma" || type == "gemma2" || type == "gemma3_text") {
       m.mlp = MlpKind::geglu;
-      m.post_norms = type == "gemma2";
+      m.post_norms = type != "gemma";
       // GemmaConfig's hidden_activation (None: gelu_pytorch_tanh) wins over hidden_act.
       for (const char* key : {"hidden_act", "hidden_activation"})
         if (r.has(key) && r.raw().at(key).is_string()) {
@@ -762,8 +772,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
   } else {
     return Error{fmt::format(
         "{}: field 'model_type': expected one of "
-        "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|qwen2|qwen3|mixtral|qwen2_moe|"
-        "qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got {}",
+        "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|gemma3|gemma3_text|qwen2|qwen3|"
+        "mixtral|qwen2_moe|qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got {}",
         where, json_excerpt(j.at("model_type")))};
   }
   // Sliding-window attention (Mistral 7B v0.1's 4096, Qwen's use_sliding_window) is priced as
@@ -889,6 +899,7 @@ nlohmann::json to_json(const ModelSpec& m) {
   if (m.dropout != kind_default.dropout) j["dropout"] = m.dropout;
   if (m.qkv_bias && !m.bias) j["qkv_bias"] = true;
   if (m.post_norms) j["post_norms"] = true;
+  if (m.qk_norm) j["qk_norm"] = true;
   // Mixture of experts and latent attention only where the model has them: a dense model's
   // JSON is as before.
   if (m.moe()) {
@@ -924,8 +935,8 @@ bool ModelFlags::any() const {
          kv_channels || max_position_embeddings || vocab_size || num_experts || moe_router_topk ||
          moe_ffn_hidden_size || moe_shared_expert_intermediate_size || expert_interval ||
          group_query_attention || swiglu || untie_embeddings || disable_bias_linear ||
-         add_qkv_bias || use_flash_attn || attention_dropout || hidden_dropout || normalization ||
-         position_embedding;
+         add_qkv_bias || qk_layernorm || use_flash_attn || attention_dropout || hidden_dropout ||
+         normalization || position_embedding;
 }
 
 std::string ModelFlags::summary() const {
@@ -954,6 +965,7 @@ std::string ModelFlags::summary() const {
   if (untie_embeddings) out.emplace_back("--untie-embeddings-and-output-weights");
   if (disable_bias_linear) out.emplace_back("--disable-bias-linear");
   if (add_qkv_bias) out.emplace_back("--add-qkv-bias");
+  if (qk_layernorm) out.emplace_back("--qk-layernorm");
   if (normalization)
     out.push_back(fmt::format("--normalization {}",
                               *normalization == NormKind::rmsnorm ? "RMSNorm" : "LayerNorm"));
@@ -1069,6 +1081,7 @@ Result<ModelSpec> apply_model_flags(const std::optional<ModelSpec>& base, const 
   if (f.untie_embeddings) m.tied_embeddings = false;
   if (f.disable_bias_linear) m.bias = false;
   if (f.add_qkv_bias) m.qkv_bias = true;
+  if (f.qk_layernorm) m.qk_norm = true;
   if (f.use_flash_attn) m.flash_attention = true;
   // Megatron-LM's dropouts (0.1 by default): commscope stores the masks of both or neither.
   for (auto [flag, v] : {std::pair{"--attention-dropout", f.attention_dropout},

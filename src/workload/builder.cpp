@@ -635,6 +635,14 @@ class Builder {
       kvs.gathers_input = true;
       prog.push_back(kvs);
     }
+    // Per-head query and key norms (Qwen3's q_norm and k_norm; --qk-layernorm): a norm's cost
+    // over this rank's heads of Q and K, whose weights (replicated) complete here.
+    if (m_.qk_norm)
+      prog.push_back(
+          compute(elementwise("qk_norm", ComputeClass::norm, layer,
+                              static_cast<double>(Tq) * q / t_ + static_cast<double>(Tkv) * kv / t_,
+                              5, act_bytes_rw()),
+                  2 * (m_.norm == NormKind::layernorm ? 2 : 1) * m_.head_dim));
     const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
     const double core_flops = 2.0 * score_elems * m_.head_dim;
     Op scores = elementwise(cross ? "cross_scores" : "attn_scores", ComputeClass::attention, layer,

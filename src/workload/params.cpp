@@ -7,6 +7,10 @@ namespace {
 std::int64_t norm_params(const ModelSpec& m) {
   return m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden;  // weight (+ bias)
 }
+// One per-head query or key norm (over head_dim channels).
+std::int64_t qk_norm_params(const ModelSpec& m) {
+  return m.norm == NormKind::layernorm ? 2 * m.head_dim : m.head_dim;
+}
 std::int64_t mlp_in_width(const ModelSpec& m) {
   return m.gated_mlp() ? 2 * m.ffn : m.ffn;
 }
@@ -38,6 +42,7 @@ BlockParts block_parts(const ModelSpec& m, int layer) {
     }
     const std::int64_t qkv_bias = m.bias || m.qkv_bias ? 1 : 0;
     p.split += h * (q + 2 * kv) + qkv_bias * (q + 2 * kv);  // QKV: column-parallel
+    if (m.qk_norm) p.replicated += 2 * qk_norm_params(m);   // q_norm, k_norm (per head)
     p.split += q * h;                                       // output: row-parallel
     p.replicated += bias * h;                               // its bias is added after the reduce
   };

@@ -347,9 +347,10 @@ Bytes block_bytes(const Scenario& sc, int layer, Recompute rc) {
 
   double outside = 0, inside = 0, whole = 0;  // whole: on every TP rank in full
   auto attention = [&](double sq, double skv, bool keep_core) {
-    if (norms_kept) outside += g * sq * b * h;  // norm output = QKV input
-    inside += a * (sq * b * q + skv * b * kv);  // Q and K
-    inside += a * skv * b * kv;                 // V
+    if (norms_kept) outside += g * sq * b * h;                 // norm output = QKV input
+    inside += a * (sq * b * q + skv * b * kv);                 // Q and K
+    if (m.qk_norm) inside += a * (sq * b * q + skv * b * kv);  // and the per-head norms' inputs
+    inside += a * skv * b * kv;                                // V
     if (keep_core) {
       double scores = b * heads * sq * skv;
       inside += a * scores;                           // softmax output

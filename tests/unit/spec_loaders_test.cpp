@@ -263,7 +263,11 @@ TEST(Loaders, Qwen2HasQkvBiases) {
 //   experts wide of 3 x 2048 x 1408 each, router 60h, gate h, 2 norms) + 2 x 151936h + h =
 //   14,315,784,192, of which 2,689,173,504 active;
 // - Llama 4 Scout (llama4, the text_config of the multimodal config): the preset's count, which
-//   was written from the same config by hand, and its model card's 17B active.
+//   was written from the same config by hand, and its model card's 17B active;
+// - Gemma 3 1B (gemma3_text: four norms a block and per-head q and k norms) and 4B (gemma3, its
+//   text_config): Gemma Team 2025, "Gemma 3 Technical Report", Table 1: 698M and 3,209M
+//   non-embedding parameters; 1B's total, 999,885,952, by hand (a block 1152 x (1024 + 2 x 256)
+//   + 1024 x 1152 + 3 x 1152 x 6912 + 4 x 1152 + 2 x 256; 262,144 x 1152 tied).
 TEST(Loaders, MoreHuggingFaceTypesCountAsPublished) {
   struct Case {
     const char* file;
@@ -275,6 +279,10 @@ TEST(Loaders, MoreHuggingFaceTypesCountAsPublished) {
       {"gemma-7b.json", 8'537'680'896, 7'751'248'896, 8'537'680'896},
       {"gemma-2-2b.json", 2'614'341'888, 2'024'517'888, 2'614'341'888},
       {"qwen1.5-moe-a2.7b.json", 14'315'784'192, 14'315'784'192 - 2 * 151936 * 2048, 2'689'173'504},
+      {"gemma-3-1b.json", 999'885'952, 697'896'064, 999'885'952},
+      // the multimodal config (gemma3): its text_config, which leaves heads, key/value heads,
+      // head_dim and vocabulary to Gemma3TextConfig's defaults
+      {"gemma-3-4b.json", 3'880'263'168, 3'209'010'688, 3'880'263'168},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);
@@ -289,6 +297,12 @@ TEST(Loaders, MoreHuggingFaceTypesCountAsPublished) {
     ASSERT_TRUE(back.ok()) << back.error().message;
     EXPECT_EQ(count_params(*back).total, c.total);
     EXPECT_EQ(count_params(*back).active, c.active);
+  }
+  for (const auto& [file, millions] :
+       {std::pair{"gemma-3-1b.json", 698.0}, std::pair{"gemma-3-4b.json", 3209.0}}) {
+    const ParamCount n = count_params(*load_model(kData + "hf/" + file));
+    EXPECT_NEAR(static_cast<double>(n.total - n.embedding - n.lm_head) / 1e6, millions, 0.5)
+        << file;
   }
   auto scout = load_model(kData + "hf/llama-4-scout.json");
   ASSERT_TRUE(scout.ok()) << scout.error().message;
@@ -447,8 +461,9 @@ TEST(Loaders, HuggingFaceUnsupportedType) {
   EXPECT_NE(
       m.error().message.find(
           "field 'model_type': expected one of "
-          "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|qwen2|qwen3|mixtral|qwen2_moe|"
-          "qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got \"mamba\""),
+          "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|gemma3|gemma3_text|qwen2|qwen3|"
+          "mixtral|qwen2_moe|qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got "
+          "\"mamba\""),
       std::string::npos)
       << m.error().message;
   // null is named as null (it was "got ''")

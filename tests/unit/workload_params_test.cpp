@@ -71,6 +71,35 @@ TEST(Params, Qwen3DenseMatchTheModelCards) {
   }
 }
 
+// The Qwen3 presets count the per-head query and key RMSNorms (qk_norm; 2 x head_dim a block),
+// so they equal Hugging Face's counts of the checkpoints exactly: 596,049,920, 8,190,735,360 and
+// 30,532,122,624 (the Hub's safetensors totals, which docs/presets.md gave beside the counts
+// 256 x layers short before 2026-12-02), and 235,093,634,560, worked by hand the same way
+// (94 blocks of GQA attention 4096 x (8192 + 2 x 512) + 8192 x 4096, 128 experts of
+// 3 x 4096 x 1536, the router, two norms' 2 x 4096 and the per-head norms' 2 x 128; two
+// embeddings of 151,936). The same count comes from each model's config.json.
+TEST(Params, Qwen3CountsAreHuggingFaces) {
+  for (const auto& [preset, total] :
+       {std::pair{"qwen3-0.6b", std::int64_t{596'049'920}},
+        std::pair{"qwen3-8b", std::int64_t{8'190'735'360}},
+        std::pair{"qwen3-30b-a3b", std::int64_t{30'532'122'624}},
+        std::pair{"qwen3-235b-a22b", std::int64_t{235'093'634'560}}}) {
+    SCOPED_TRACE(preset);
+    EXPECT_EQ(count_params(model(preset)).total, total);
+  }
+  const std::int64_t h = 4096, L = 94, V = 151936;
+  const std::int64_t block =
+      h * (8192 + 2 * 512) + 8192 * h + 128 * 3 * h * 1536 + 128 * h + 2 * h + 2 * 128;
+  EXPECT_EQ(L * block + 2 * V * h + h, 235'093'634'560);
+  for (const auto& [file, preset] :
+       {std::pair{"qwen3-8b.json", "qwen3-8b"}, std::pair{"qwen3-30b-a3b.json", "qwen3-30b-a3b"}}) {
+    auto hf = load_model(std::string(COMMSCOPE_SOURCE_DIR "/tests/data/hf/") + file);
+    ASSERT_TRUE(hf.ok()) << hf.error().message;
+    EXPECT_TRUE(hf->qk_norm);
+    EXPECT_EQ(count_params(*hf).total, count_params(model(preset)).total) << file;
+  }
+}
+
 // Narayanan et al. 2021 (SC'21), Section 5.1: P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh)),
 // i.e. 12lh^2 + 13lh + (V+s)h. The formula leaves out the final LayerNorm (2h), which the
 // model has; commscope counts it, so the count is the formula plus 2h.

@@ -56,6 +56,9 @@ struct ModelSpec {
   // norms: Gemma 2's post_attention_layernorm and post_feedforward_layernorm beside its two
   // pre-norms): four norms a block, not two.
   bool post_norms = false;
+  // Norms of each query and key head before attention (Qwen3's and Gemma 3's q_norm and k_norm,
+  // Megatron-LM's --qk-layernorm): 2 x head_dim weights a block (with biases under LayerNorm).
+  bool qk_norm = false;
   bool pooler = false;  // BERT pooler (dense h x h on [CLS])
   PositionEmbedding position = PositionEmbedding::learned;
   NormKind norm = NormKind::layernorm;
@@ -156,7 +159,8 @@ struct ModelFlags {
       expert_interval;  // Megatron-DeepSpeed's: MoE in every expert_interval-th block
   std::optional<double> attention_dropout, hidden_dropout;  // either above 0: dropout masks
   bool group_query_attention = false, swiglu = false, untie_embeddings = false,
-       disable_bias_linear = false, add_qkv_bias = false, use_flash_attn = false;
+       disable_bias_linear = false, add_qkv_bias = false, use_flash_attn = false,
+       qk_layernorm = false;
   std::optional<NormKind> normalization;
   std::optional<PositionEmbedding> position_embedding;
 
