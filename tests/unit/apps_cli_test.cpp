@@ -855,6 +855,24 @@ TEST_F(Cli, MegatronModelFlags) {
   EXPECT_EQ(first(flags)["model"], "megatron-gpt");
   for (const char* k : {"iteration_time_s", "memory_per_gpu_bytes", "comm_s"})
     EXPECT_DOUBLE_EQ(first(flags)[k].get<double>(), first(preset)[k].get<double>()) << k;
+  // Qwen3-8B as Megatron-Bridge writes it, --qk-layernorm included (it was skipped, and the
+  // model counted without the per-head norms): the preset's parameters and prediction.
+  const std::string qwen3 =
+      " --num-layers 36 --hidden-size 4096 --ffn-hidden-size 12288 --num-attention-heads 32 "
+      "--group-query-attention --num-query-groups 8 --kv-channels 128 --swiglu "
+      "--normalization RMSNorm --position-embedding-type rope "
+      "--untie-embeddings-and-output-weights --disable-bias-linear --vocab-size 151936 "
+      "--seq-length 4096 --attention-dropout 0 --hidden-dropout 0 --qk-layernorm";
+  Outcome q_flags = run("describe" + qwen3 + " --format json"),
+          q_preset = run("describe --model qwen3-8b --format json");
+  ASSERT_EQ(q_flags.status, 0) << q_flags.err;
+  EXPECT_EQ(nlohmann::json::parse(q_flags.out)["params_total"].get<std::int64_t>(), 8'190'735'360);
+  EXPECT_EQ(nlohmann::json::parse(q_preset.out)["params_total"].get<std::int64_t>(), 8'190'735'360);
+  Outcome q_pred = run("predict" + qwen3 + " --attention standard" + where),
+          q_pred_preset = run("predict --model qwen3-8b" + where);
+  ASSERT_EQ(q_pred.status, 0) << q_pred.err;
+  EXPECT_DOUBLE_EQ(first(q_pred)["iteration_time_s"].get<double>(),
+                   first(q_pred_preset)["iteration_time_s"].get<double>());
   // Without --vocab-size the note says what was assumed.
   Outcome gpt =
       run("predict --num-layers 24 --hidden-size 2048 --num-attention-heads 16 "
