@@ -13,7 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -31,6 +33,9 @@ struct Plan {
   std::string target;
   bool exists = false;
   mode_t mode = 0644;
+  // The replaced file's owner and group, given to its replacement where the process may (as root:
+  // a user's output rewritten by a root run became root's, found by probing, 2026-12-02).
+  std::optional<std::pair<uid_t, gid_t>> owner;
   int fd = -1;  // Kind::descriptor: the open descriptor the path names
 };
 
@@ -144,6 +149,7 @@ Result<Plan> plan_for(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return refused(path, st.st_mode);
   plan.exists = true;
   plan.mode = st.st_mode & 07777;
+  plan.owner = std::pair{st.st_uid, st.st_gid};
   if (S_ISLNK(lst.st_mode)) {
     char buf[PATH_MAX];
     if (!::realpath(path.c_str(), buf))
@@ -257,6 +263,12 @@ Result<Staged> stage(const std::string& path, const Plan& plan, std::string_view
     return Error{fmt::format("{}: {}", path, what)};
   };
   if (Status s = write_all(fd, content); !s.ok()) return fail("write failed: " + s.error().message);
+  // The owner first (chown may clear set-id bits), then the mode. Not being allowed to give
+  // the file away (an ordinary user replacing another's file in a folder it may write) is no
+  // error: the file is then the writer's, as any editor would leave it.
+  if (plan.owner && (plan.owner->first != ::geteuid() || plan.owner->second != ::getegid()) &&
+      ::fchown(fd, plan.owner->first, plan.owner->second) != 0 && errno != EPERM)
+    return fail(fmt::format("chown failed: {}", std::strerror(errno)));
   if (::fchmod(fd, plan.mode) != 0)
     return fail(fmt::format("chmod failed: {}", std::strerror(errno)));
   if (::fsync(fd) != 0) return fail(fmt::format("fsync failed: {}", std::strerror(errno)));

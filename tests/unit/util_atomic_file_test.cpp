@@ -50,6 +50,32 @@ TEST_F(OutputFile, RegularFileIsReplacedWholeAndKeepsItsMode) {
   EXPECT_EQ(entries(), std::vector<std::string>{"out.json"});
 }
 
+// A replaced file keeps its owner and group (a root run rewriting a user's output made it
+// root's, found by probing, 2026-12-02). As root the test gives the file to another owner first;
+// as anyone else it can only check that its own file stays its own.
+TEST_F(OutputFile, RegularFileKeepsItsOwner) {
+  const fs::path p = dir_ / "owned.json";
+  std::ofstream(p) << "old\n";
+  const bool root = ::geteuid() == 0;
+  const uid_t uid = root ? 4242 : ::geteuid();
+  const gid_t gid = root ? 4343 : ::getegid();
+  if (root) ASSERT_EQ(::chown(p.c_str(), uid, gid), 0);
+  ASSERT_EQ(::chmod(p.c_str(), 0640), 0);
+  Status s = write_file_atomic(p, "new\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(slurp(p), "new\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid);
+  EXPECT_EQ(st.st_gid, gid);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  // A new file is the writer's.
+  const fs::path fresh = dir_ / "fresh.json";
+  ASSERT_TRUE(write_file_atomic(fresh, "x\n").ok());
+  ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+}
+
 // Several outputs of one command, all or none: a device that fails (/dev/full) leaves every
 // regular file as it was and no temporary file (-o /dev/full replaced --html and --trace, then
 // failed, found by probing, 2026-12-02); without a failure each file is whole.
