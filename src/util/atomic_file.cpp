@@ -186,8 +186,15 @@ Status write_stream(const std::string& path, std::string_view content) {
     fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd >= 0) break;
     if (errno == EINTR) continue;
-    if (errno != ENXIO)
-      return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+    // ENXIO is "no reader yet" for a FIFO only; from a device it is final (/dev/tty without a
+    // controlling terminal was waited on for 30 s and then called a FIFO, found by probing,
+    // 2026-12-02).
+    struct stat st {};
+    const int err = errno;
+    if (err != ENXIO || ::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode))
+      return Error{fmt::format(
+          "{}: cannot open: {}{}", path, std::strerror(err),
+          err == ENXIO && path == "/dev/tty" ? " (the process has no controlling terminal)" : "")};
     if (std::chrono::steady_clock::now() >= deadline)
       return Error{
           fmt::format("{}: no reader opened the FIFO within {} s", path, kFifoReaderWaitSeconds)};

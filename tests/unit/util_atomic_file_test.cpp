@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -243,6 +244,37 @@ TEST_F(OutputFile, DevNullStaysACharacterDevice) {
   struct stat st {};
   ASSERT_EQ(::lstat("/dev/null", &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+// A device that cannot be opened fails at once: /dev/tty in a process without a controlling
+// terminal (a child in a session of its own) gives ENXIO, which was taken for a FIFO without a
+// reader, waited on for 30 s and then called a FIFO (found by probing, 2026-12-02). The message
+// says which; the old code's was the FIFO's.
+TEST_F(OutputFile, DeviceWithoutItsDeviceFailsAtOnce) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    ::setsid();  // no controlling terminal from here
+    Status s = write_file_atomic("/dev/tty", "x\n");
+    const std::string out = s.ok() ? "ok" : s.error().message;
+    if (::write(fds[1], out.data(), out.size()) < 0) ::_exit(2);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    got.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_NE(got.find("/dev/tty: cannot open: No such device or address (the process has no "
+                     "controlling terminal)"),
+            std::string::npos)
+      << got;
 }
 
 TEST_F(OutputFile, FifoIsWrittenIntoWithAReader) {
