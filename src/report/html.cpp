@@ -158,6 +158,7 @@ figure { margin: 1.4rem 0; }
 figcaption p, .caption { color: var(--muted); margin: 0 0 .6rem; }
 .figure-body { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1.2rem;
                align-items: start; }
+.figure-body.alone { grid-template-columns: minmax(0, 1fr); }
 .canvas-box { position: relative; height: 360px; }
 .table-box { max-height: 360px; overflow: auto; }
 table { border-collapse: collapse; font-size: .82rem; font-variant-numeric: tabular-nums;
@@ -394,11 +395,17 @@ Result<std::string> render(const Document& doc) {
       specs.push_back(chart_json(c, id));
       out += fmt::format(
           "<figure class=\"chart\" id=\"{}\">\n<figcaption><h3>{}</h3><p>{}</p></figcaption>\n"
-          "<div class=\"figure-body\"><div class=\"canvas-box\"><canvas role=\"img\" "
-          "aria-label=\"{}\"></canvas></div>\n<div class=\"table-box\">",
-          id, escape(c.title), escape(c.caption), escape(c.title));
-      if (!c.table.header.empty()) render_table(out, c.table);
-      out += "</div></div>\n</figure>\n";
+          "<div class=\"figure-body{}\"><div class=\"canvas-box\"><canvas role=\"img\" "
+          "aria-label=\"{}\"></canvas></div>\n",
+          id, escape(c.title), escape(c.caption), c.table.header.empty() ? " alone" : "",
+          escape(c.title));
+      // A chart without a table of its own (its numbers are in another's) gets no empty box.
+      if (!c.table.header.empty()) {
+        out += "<div class=\"table-box\">";
+        render_table(out, c.table);
+        out += "</div>";
+      }
+      out += "</div>\n</figure>\n";
     }
     for (const auto& t : s.tables) {
       out += "<div class=\"table-block\">";

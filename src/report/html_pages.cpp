@@ -961,8 +961,9 @@ Result<Document> train_page(const nlohmann::json& doc, const std::string& where)
         c.categories.push_back(g + " " + k);
         meas.values.push_back(bytes / 1e6);
         work.values.push_back(wbytes / 1e6);
-        c.table.add(
-            {g, k, num(calls, 1), num(bytes / 1e6, 3), num(wcalls, 1), num(wbytes / 1e6, 3)});
+        // Calls per iteration are whole unless averaged over uneven steps ("1.0" read oddly).
+        auto count = [](double n) { return n == std::floor(n) ? num(n, 0) : num(n, 1); };
+        c.table.add({g, k, count(calls), num(bytes / 1e6, 3), count(wcalls), num(wbytes / 1e6, 3)});
       }
       c.series = {std::move(meas), std::move(work)};
       s.charts.push_back(std::move(c));
@@ -981,7 +982,8 @@ Result<Document> train_page(const nlohmann::json& doc, const std::string& where)
       Chart rate = chart(ChartKind::line, "Collective payload rate per rank over time",
                          "Per step, the bytes one rank sends through collectives in an iteration "
                          "(the table above) divided by the step's wall time, in Gb/s: the "
-                         "communication rate the training sustains, not the link's peak.",
+                         "communication rate the training sustains, not the link's peak (the "
+                         "step table above has it in its last column).",
                          "time since start (s)", "Gb/s per rank");
       Series g{"payload rate", {}, {}, "", false, "#f28e2b"};
       st.table.header = {"step", "end s", "time ms", "exposed ms", "tokens/s", "Gb/s per rank"};

@@ -332,6 +332,17 @@ TEST(HtmlPages, TrainShowsRanksCollectivesAndTheRateOverTime) {
   ASSERT_EQ(rate.series.at(0).points.size(), 3u);
   EXPECT_DOUBLE_EQ(rate.series[0].points[2].x, 1.5);
   EXPECT_NEAR(rate.series[0].points[2].y, 18e6 * 8 / 0.5 / 1e9, 1e-12);
+  // Whole call counts are written whole (they read "2.0"); the rate chart, whose numbers are the
+  // step table's last column, has no table and so no empty box on the page.
+  const auto& calls = d->sections[1].charts.at(0).table;
+  ASSERT_FALSE(calls.rows.empty());
+  EXPECT_EQ(calls.rows[0][2], "2");
+  EXPECT_EQ(calls.rows[0][4], "2");
+  EXPECT_TRUE(rate.table.header.empty());
+  auto page = html::render(*d);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->find("<div class=\"table-box\"></div>"), std::string::npos);
+  EXPECT_NE(page->find("<div class=\"figure-body alone\">"), std::string::npos);
   auto bad = train_doc();
   bad["per_rank"][1].erase("compute_s");
   auto e = html::train_page(bad, "run.json");
