@@ -1421,7 +1421,8 @@ class Reader {
     }
     if (!std::isfinite(ev.ts) || std::fabs(ev.ts) > kMaxAbsTimestampUs)
       return Error{fmt::format(
-          "{}: event {}: field 'ts': expected a finite number of microseconds within +-1e17, got "
+          "{}: event {}: field 'ts': expected a finite number of microseconds within +-2^52 "
+          "(4.5e15, where a double resolves 1 us), got "
           "{}",
           name_, index, std::isnan(ev.ts) ? std::string("nothing") : fmt::format("{}", ev.ts))};
     if (!ev.has_dur || !std::isfinite(ev.dur) || ev.dur < 0)
