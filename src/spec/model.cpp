@@ -617,8 +617,10 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
              type == "qwen3_moe" || type == "qwen2_moe" || type == "llama4_text") {
     // Mixture of experts: Mixtral (transformers' MixtralConfig: num_local_experts,
     // num_experts_per_tok), DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
-    // moe_intermediate_size, first_k_dense_replace, and multi-head latent attention) and
-    // Qwen3-MoE (num_experts, moe_intermediate_size, decoder_sparse_step, mlp_only_layers).
+    // moe_intermediate_size, first_k_dense_replace, and multi-head latent attention),
+    // Qwen3-MoE and Qwen2-MoE (num_experts, moe_intermediate_size, decoder_sparse_step,
+    // mlp_only_layers; Qwen2-MoE's shared_expert_intermediate_size) and Llama 4's text model
+    // (num_local_experts, intermediate_size_mlp, interleave_moe_layer_step).
     m.kind = ArchKind::llama;
     set_kind_defaults(m);
     read_llama_base();
