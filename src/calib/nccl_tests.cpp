@@ -52,10 +52,10 @@ std::optional<ProgramName> program_on(std::string_view line) {
 }
 
 // The line without the tag a launcher puts before each line of a job's output: Open MPI's
-// mpirun --tag-output "[1,0]<stdout>:" (Open MPI 5 adds a blank), Slurm's srun --label "0: "
-// (the task, padded with blanks), MPICH's -prepend-rank and Intel MPI's -l "[0] ". Such logs
-// were refused as "none of them" (found by probing, 2026-12-02). No line of nccl-tests' own
-// starts so: its rows start with blanks and a size, which no colon follows.
+// mpirun --tag-output "[1,0]<stdout>:" (with or without a blank after it), Slurm's srun
+// --label "0: " (the task, padded with blanks), MPICH's -prepend-rank and Intel MPI's -l "[0] ".
+// Such logs were refused as "none of them" (found by probing, 2026-12-02). No line of
+// nccl-tests' own starts so: its rows start with blanks and a size, which no colon follows.
 std::string_view untagged(std::string_view line) {
   auto digits = [](std::string_view s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
