@@ -509,9 +509,7 @@ class Builder {
   double outside_tokens(std::int64_t tokens) const {
     return p_.sequence_parallel ? static_cast<double>(tokens) / t_ : static_cast<double>(tokens);
   }
-  std::int64_t norm_params() const {
-    return m_.norm == NormKind::layernorm ? 2 * m_.hidden : m_.hidden;
-  }
+  std::int64_t norm_params() const { return commscope::norm_params(m_); }
   double act_bytes_rw() const { return 2.0 * a_; }
   // The unfused attention's softmax over `scores` elements, as Megatron-LM runs it
   // (megatron/core/transformer/dot_product_attention.py, core_attention): its fused
@@ -642,7 +640,7 @@ class Builder {
           compute(elementwise("qk_norm", ComputeClass::norm, layer,
                               static_cast<double>(Tq) * q / t_ + static_cast<double>(Tkv) * kv / t_,
                               5, act_bytes_rw()),
-                  2 * (m_.norm == NormKind::layernorm ? 2 : 1) * m_.head_dim));
+                  2 * qk_norm_params(m_)));
     const double score_elems = static_cast<double>(b_) * heads * s_q * s_kv;
     const double core_flops = 2.0 * score_elems * m_.head_dim;
     Op scores = elementwise(cross ? "cross_scores" : "attn_scores", ComputeClass::attention, layer,

@@ -3,14 +3,14 @@
 
 namespace commscope {
 
-namespace {
 std::int64_t norm_params(const ModelSpec& m) {
   return m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden;  // weight (+ bias)
 }
-// One per-head query or key norm (over head_dim channels).
 std::int64_t qk_norm_params(const ModelSpec& m) {
   return m.norm == NormKind::layernorm ? 2 * m.head_dim : m.head_dim;
 }
+
+namespace {
 std::int64_t mlp_in_width(const ModelSpec& m) {
   return m.gated_mlp() ? 2 * m.ffn : m.ffn;
 }

@@ -15,6 +15,11 @@ enum class BlockKind : std::uint8_t {
   cross_decoder,  // causal self-attention + cross-attention + MLP (T5 decoder)
 };
 
+// One norm over the model's width: its weight (and bias under LayerNorm).
+std::int64_t norm_params(const ModelSpec& m);
+// One per-head query or key norm (ModelSpec::qk_norm), over head_dim channels.
+std::int64_t qk_norm_params(const ModelSpec& m);
+
 // Block kind of layer i (encoder blocks first).
 BlockKind block_kind(const ModelSpec& m, int layer);
 
