@@ -232,6 +232,11 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                  "Megatron-Core --cpu-offloading: the activations of the first N layers go to "
                  "host memory and back (copies beside the compute; PP 1) [0: off]")
       ->group(g_plan);
+  cmd.add_flag("--offload-optimizer", o.offload_optimizer,
+               "DeepSpeed ZeRO-Offload (offload_optimizer.device cpu): Adam's states and the "
+               "fp32 gradient shard in host memory, the step on the CPU; each step copies the "
+               "gradient shard out and the 16-bit weights back (ZeRO >= 1)")
+      ->group(g_plan);
   cmd.add_option("--mtp-num-layers", o.mtp_layers,
                  "Megatron-Core: multi-token-prediction depths on the last pipeline stage, each "
                  "a block, a projection and a second loss [the model's mtp_layers]")
@@ -269,6 +274,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   CS_RETURN_IF_ERROR(one("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
                          flags.layers_per_virtual_stage));
   if (o.account_embedding) flags.account_embedding = true;
+  if (o.offload_optimizer) flags.offload_optimizer = true;
   if (o.account_loss) flags.account_loss = true;
   if (!o.cpu_offload_layers.empty()) {
     auto v = parse_number<int>(o.cpu_offload_layers);

@@ -132,6 +132,7 @@ struct ScenarioOptions {
       first_stage_layers, last_stage_layers, cpu_offload_layers, mtp_layers, recompute_modules,
       recompute_method, recompute_num_layers, layers_per_virtual_stage;
   bool account_embedding = false, account_loss = false;  // in the pipeline split
+  bool offload_optimizer = false;                        // DeepSpeed ZeRO-Offload
   bool fp8 = false;
   bool fp8_param_gather = false;  // Megatron-Core --fp8-param-gather
   bool tp_comm_overlap = false;

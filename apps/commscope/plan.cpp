@@ -45,6 +45,7 @@ Verb add_plan(CLI::App& app) {
     std::string torchtitan_config, deepspeed_config, megatron_args;
     OptimizerPrecisionOptions optimizer_precision;
     CompressionOptions compression;
+    bool offload_optimizer = false;
     ModelFlagOptions model_flags;
     std::string grad_comm_dtype;
     bool grad_reduce_in_bf16 = false;
@@ -96,6 +97,10 @@ Verb add_plan(CLI::App& app) {
                           ", in every ZeRO-3 plan under commscope or deepspeed",
                           ", in every plan without ZeRO under commscope (DDP's hook) or "
                           "deepspeed (its 1-bit optimizers)");
+  cmd->add_flag("--offload-optimizer", st->offload_optimizer,
+                "DeepSpeed ZeRO-Offload (Adam's states on the host, the step on the CPU) in every "
+                "plan with ZeRO 1-3 under commscope or deepspeed; the others keep it on the GPU")
+      ->group("Options");
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
                 "the logits in the compute type (Megatron-LM --cross-entropy-loss-fusion)");
@@ -410,6 +415,7 @@ Verb add_plan(CLI::App& app) {
         // (search::to_plan_input); over the file's (flags win)
         if (Status s = compression_option_flags(st->compression, base); !s.ok())
           return fail(s.error().message);
+        if (st->offload_optimizer) base.offload_optimizer = true;
         const GradCompression compression = base.grad_compression.value_or(GradCompression::none);
         if (Status s = check_compressed_wire(compression, base.grad_comm_dtype); !s.ok())
           return fail(s.error().message);
@@ -474,6 +480,12 @@ Verb add_plan(CLI::App& app) {
               : base.zeropp_qgz.value_or(false)
                   ? "--zero-quantized-gradients (zero_quantized_gradients)"
                   : "--zero-hpz-partition-size (zero_hpz_partition_size)",
+              searched));
+        if (base.offload_optimizer.value_or(false) && !allows(search::offload_applies, 1) &&
+            !allows(search::offload_applies, 2) && !allows(search::offload_applies, 3))
+          return fail(fmt::format(
+              "--offload-optimizer: expected ZeRO stage 1, 2 or 3 under commscope or deepspeed "
+              "among the candidates (ZeRO-Offload is DeepSpeed's ZeRO optimizers'), got {}",
               searched));
         if (compression != GradCompression::none && !allows(search::compression_applies, 0))
           return fail(

@@ -284,6 +284,30 @@ std::string headline(const Workload& w) {
         "beside the compute)\n",
         p.cpu_offload_layers - 1, bytes / (1024.0 * 1024 * 1024), bytes / bw * 1e3, bw / 1e9);
   }
+  if (p.offload_optimizer) {
+    // The largest shard sets the node's step: every rank of a node steps its shard at once.
+    double owned = 0;
+    for (const Role& r : w.roles) owned = std::max(owned, optimizer_shard_params(sc, r));
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    std::string parts;
+    double seconds = 0;
+    for (const OffloadPart& part : offload_step(sc, owned)) {
+      const std::string what = part.name == "offload_grad_accumulate"
+                                   ? "accumulated gradients through the GPU"
+                               : part.name == "offload_grad_copy" ? "fp32 gradients out"
+                               : part.name == "cpu_adam"          ? "CPU Adam through host memory"
+                                                                  : "weights back";
+      parts += fmt::format("{}{} {:.2f} GiB, {:.1f} ms at {:.1f} GB/s", parts.empty() ? "" : "; ",
+                           what, part.bytes / gib, part.seconds() * 1e3, part.bandwidth / 1e9);
+      seconds += part.seconds();
+    }
+    out += fmt::format(
+        "optimizer offload (ZeRO-Offload): {:.1f}M parameters a rank stepped on the host, {} "
+        "ranks a node at once; {} ({:.1f} ms a step, the GPU waiting); host memory {:.2f} GiB a "
+        "node (states and fp32 gradients)\n",
+        owned / 1e6, sc.gpus_per_node, parts, seconds * 1e3,
+        offload_host_bytes(sc, owned).value() * sc.gpus_per_node / gib);
+  }
   if (p.pipe_partitioned && p.tp > 1 && p.pp > 1 && !p.sequence_parallel)
     out += fmt::format(
         "pipeline tensors: partitioned over TP (each rank sends 1/{} of the boundary tensor, the "

@@ -328,6 +328,8 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
   if (!zeropp.empty())
     out.push_back(fmt::format("ZeRO++ ({}) where ZeRO-3 under commscope or deepspeed",
                               fmt::join(zeropp, ", ")));
+  if (b.offload_optimizer.value_or(false))
+    out.push_back("optimizer offloaded to the host where ZeRO 1-3 under commscope or deepspeed");
   switch (b.grad_compression.value_or(GradCompression::none)) {
     case GradCompression::none:
       break;

@@ -88,6 +88,10 @@ bool zeropp_applies(int zero, Framework f) {
   return zero == 3 && (f == Framework::none || f == Framework::deepspeed);
 }
 
+bool offload_applies(int zero, Framework f) {
+  return zero >= 1 && (f == Framework::none || f == Framework::deepspeed);
+}
+
 bool compression_applies(int zero, Framework f) {
   return zero == 0 && (f == Framework::none || f == Framework::deepspeed);
 }
@@ -131,6 +135,7 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.zeropp_qgz.reset();
     in.zeropp_hpz.reset();
   }
+  if (!offload_applies(p.zero, p.framework)) in.offload_optimizer.reset();
   if (!compression_applies(p.zero, p.framework)) {
     in.grad_compression.reset();
     in.powersgd_rank.reset();
@@ -512,7 +517,9 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
 double memory_lower_bound(const Scenario& sc) {
   const ParallelPlan& p = sc.plan;
   const bool mixed = p.precision != Precision::fp32;
-  const double wb = mixed ? 2 : 4, gb = mixed ? 2 : 4, ob = p.optimizer_state_bytes();
+  const double wb = mixed ? 2 : 4, ob = p.offload_optimizer ? 0 : p.optimizer_state_bytes();
+  // ZeRO-Offload keeps the optimizer states, and under ZeRO-2/3 the gradient shard, on the host.
+  const double gb = p.offload_optimizer && p.zero >= 2 ? 0 : wb;
   const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
   // The stages' TP shards hold every parameter at least once over TP ranks (replicated ones
   // whole): the fullest stage holds at least all / (TP x PP), uneven stages or not (the fullest

@@ -77,7 +77,13 @@ void fill_event(Event& e, const Op& op, double start, double dur, Timeline* name
   e.stream = stream_index(op);
   e.start = start;
   e.dur = dur;
-  e.kind = op.kind == OpKind::compute ? EventKind::compute : EventKind::comm;
+  // ZeRO-Offload's copies over the host link (offload_step's offload_* parts) are memory
+  // copies in the breakdown; its CPU Adam is the step's compute, on the host.
+  const bool host_copy =
+      op.compute == ComputeClass::host && std::string_view(op.name).starts_with("offload_");
+  e.kind = op.kind == OpKind::comm ? EventKind::comm
+           : host_copy             ? EventKind::memcpy
+                                   : EventKind::compute;
   if (op.kind == OpKind::comm) {
     e.has_collective = true;
     e.collective = op.collective;

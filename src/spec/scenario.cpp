@@ -107,6 +107,27 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                              system.name),
                  num(plan.cpu_offload_layers));
   }
+  // DeepSpeed ZeRO-Offload: its ZeRO optimizers' cpu_offload path, under ZeRO 1-3 only.
+  plan.offload_optimizer = in.offload_optimizer.value_or(false);
+  if (plan.offload_optimizer) {
+    if (plan.framework == Framework::megatron || plan.framework == Framework::fsdp)
+      return bad("--offload-optimizer",
+                 "--framework deepspeed or none (ZeRO-Offload is DeepSpeed's optimizer path)",
+                 "--framework " + std::string(to_string(plan.framework)));
+    if (plan.zero < 1)
+      return bad("--offload-optimizer",
+                 "ZeRO stage 1, 2 or 3 (DeepSpeed offloads the optimizer of its ZeRO optimizers)",
+                 "ZeRO-0");
+    if (system.node.host_copy_pinned.value() <= 0 || system.node.host_memory_bandwidth.value() <= 0)
+      return bad(
+          "--offload-optimizer",
+          "a system whose preset gives node.host_copy_pinned_gbs and "
+          "node.host_memory_bandwidth_gbs (the host link's and the host memory's "
+          "bandwidths)",
+          fmt::format("{}, which gives no {}", system.name,
+                      system.node.host_copy_pinned.value() <= 0 ? "host_copy_pinned_gbs"
+                                                                : "host_memory_bandwidth_gbs"));
+  }
   if (in.pipeline_layout && (in.stage_layers || in.first_stage_layers || in.last_stage_layers))
     return bad("--pipeline-model-parallel-layout",
                "either a layout or per-stage layer counts (--pipeline-stage-layers, "

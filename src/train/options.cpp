@@ -160,6 +160,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--cpu-offloading-num-layers: the CPU trainer keeps activations where they are (describe "
         "and predict model the offloading)"};
+  if (p.offload_optimizer.value_or(false))
+    return Error{
+        "--offload-optimizer: the CPU trainer's optimizer already steps in host memory, beside "
+        "its weights (describe and predict model DeepSpeed's offload to a GPU's host)"};
   if (p.mtp_layers && *p.mtp_layers > 0)
     return Error{fmt::format(
         "--mtp-num-layers: expected 0 (the CPU trainer has no multi-token prediction; describe "

@@ -2324,15 +2324,22 @@ class Builder {
       e.chain(comm("grad_norm_all_reduce", Collective::all_reduce, CommGroup::data, p_.dp, 1,
                    DType::fp64, kNoLayer));
     }
-    const double owned =
-        (sharded ? static_cast<double>(dense) / p_.dp : static_cast<double>(dense)) +
-        (expert_sharded ? static_cast<double>(r.expert_params) / edp
-                        : static_cast<double>(r.expert_params));
+    const double owned = optimizer_shard_params(sc_, r);
     // Adam: fp32 master weight, two moments and the gradient read; master, moments and the
     // low-precision weight copy written: 28 bytes per parameter (fewer with the
     // precision-aware optimizer's narrower states); about 12 FLOPs per parameter.
-    e.chain(
-        elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, p_.adam_step_bytes()));
+    if (p_.offload_optimizer) {
+      for (const OffloadPart& part : offload_step(sc_, owned)) {
+        Op h;
+        h.compute = ComputeClass::host;
+        h.name = part.name;
+        h.host_seconds = part.seconds();
+        e.chain(h);
+      }
+    } else {
+      e.chain(
+          elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, p_.adam_step_bytes()));
+    }
     if (own && (p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
       bucketed(e, "zero_param_all_gather", Collective::all_gather, dense, p_.zero_allgather_bucket);
     if (expert_sharded && !experts_in_units)

@@ -523,6 +523,13 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   }
   if (E > 0 && p.zero >= 1)  // expert optimizer states: over the expert-DP group
     mem.optimizer = Bytes((P - E) * ob / d + E * ob / ed);
+  // ZeRO-Offload: the optimizer states live in host memory, and under ZeRO-2/3 so does the
+  // gradient shard, each bucket's part copied out as it is reduced and freed on the GPU
+  // (DeepSpeed sets the parameter's .grad to None); offload_host_bytes counts them.
+  if (p.offload_optimizer) {
+    mem.optimizer = Bytes(0);
+    if (p.zero >= 2) mem.gradients = Bytes(0);
+  }
 
   // Activations: each chunk's blocks per micro-batch, the first chunk of the first stage with
   // the embedding dropout mask and the last chunk of the last stage with the loss's tensors,

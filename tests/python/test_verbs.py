@@ -34,6 +34,11 @@ SAME = [
      ("predict", (), {"model": "megatron-18.4b", "nodes": "4,8,16", "tp": 4, "pp": 4,
                       "micro_batch_size": 1, "zero": 1, "scaling": "strong", "sort": "mfu",
                       "top": 2})),
+    # DeepSpeed ZeRO-Offload: a flag without a value
+    (["describe", "--model", "gpt2-xl", "--system", "dgx-a100-80gb", "--gpus", "16",
+      "--framework", "deepspeed", "--zero", "2", "--offload-optimizer"],
+     ("describe", (), {"model": "gpt2-xl", "system": "dgx-a100-80gb", "gpus": 16,
+                       "framework": "deepspeed", "zero": 2, "offload_optimizer": True})),
     (["predict", "--torchtitan-config", TORCHTITAN, "--system", "dgx-h100", "--gpus", "8"],
      ("predict", (), {"torchtitan_config": TORCHTITAN, "system": "dgx-h100", "gpus": 8})),
     (["plan", "--torchtitan-config", TORCHTITAN, "--system", "dgx-h100", "--gpus", "8",
@@ -262,3 +267,16 @@ def test_mpi_verbs_find_their_programs(commscope, cli, monkeypatch, tmp_path):
     doc = json.loads(out.read_text())
     assert len(doc["steps"]) == 2
     assert doc["steps"][-1]["loss"] > 0
+
+
+def test_offload_optimizer_keyword_reaches_the_plan(commscope):
+    # offload_optimizer=True is the CLI's --offload-optimizer: the plan says it and the GPU holds
+    # no optimizer state (the states live in host memory).
+    kw = {"model": "gpt2-xl", "system": "dgx-a100-80gb", "gpus": 16, "framework": "deepspeed",
+          "zero": 2}
+    on = commscope.describe(offload_optimizer=True, **kw)
+    off = commscope.describe(**kw)
+    assert on["plan"]["offload_optimizer"] == "cpu"
+    assert "offload_optimizer" not in off["plan"]
+    assert on["stages"][0]["memory"]["optimizer_bytes"] == 0
+    assert off["stages"][0]["memory"]["optimizer_bytes"] > 0

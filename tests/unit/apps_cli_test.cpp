@@ -253,7 +253,7 @@ TEST_F(Cli, DeepSpeedBatchFieldsAreDerivedAndGiveWayToFlags) {
 }
 
 // A ds_config.json with DeepSpeed's 1-bit Adam predicts what --grad-compression onebit does,
-// with a note; with ZeRO-Offload it notes what is not modelled and predicts the plan without it.
+// with a note; with ZeRO-Offload it predicts what --offload-optimizer does.
 TEST_F(Cli, DeepSpeedOptimizerAndOffloadFromTheFile) {
   const std::string onebit = (dir_ / "onebit.json").string(), off = (dir_ / "off.json").string();
   std::ofstream(onebit) << R"({"train_micro_batch_size_per_gpu": 4, "fp16": {"enabled": true},
@@ -275,11 +275,22 @@ TEST_F(Cli, DeepSpeedOptimizerAndOffloadFromTheFile) {
 
   Outcome offload = run("predict --deepspeed-config " + off + where);
   ASSERT_EQ(offload.status, 0) << offload.err;
-  EXPECT_NE(offload.err.find("zero_optimization.offload_optimizer.device cpu: the optimizer "
-                             "states and step off the GPU (ZeRO-Offload) are not modelled"),
-            std::string::npos)
-      << offload.err;
-  EXPECT_EQ(offload.out, run("predict --micro-batch-size 4 --bf16 --zero 2" + where).out);
+  EXPECT_EQ(offload.err.find("not modelled"), std::string::npos) << offload.err;
+  EXPECT_EQ(offload.out,
+            run("predict --micro-batch-size 4 --bf16 --zero 2 --offload-optimizer" + where).out);
+  EXPECT_NE(offload.out, run("predict --micro-batch-size 4 --bf16 --zero 2" + where).out);
+  // describe says what the step moves, and the GPU holds no optimizer state
+  const std::string on = " --model gpt2-large --system dgx-a100-80gb --gpus 16";
+  Outcome said = run("describe --deepspeed-config " + off + on);
+  ASSERT_EQ(said.status, 0) << said.err;
+  EXPECT_NE(said.out.find("\noptimizer offload (ZeRO-Offload): "), std::string::npos) << said.out;
+  EXPECT_NE(said.out.find("; CPU Adam through host memory "), std::string::npos) << said.out;
+  Outcome said_json = run("describe --format json --deepspeed-config " + off + on);
+  ASSERT_EQ(said_json.status, 0) << said_json.err;
+  const auto j = nlohmann::json::parse(said_json.out);
+  EXPECT_EQ(j["plan"]["offload_optimizer"], "cpu");
+  EXPECT_EQ(j["stages"][0]["memory"]["optimizer_bytes"], 0);
+  EXPECT_EQ(j["stages"][0]["memory"]["gradients_bytes"], 0);
 
   // describe lists ZeRO-3's fetch rules only for a ZeRO-3 plan (they were listed for ZeRO-0).
   const std::string ds =

@@ -660,22 +660,42 @@ TEST(Loaders, DeepSpeedOptimizerAndOffload) {
                    {"offload_param", {{"device", "nvme"}}}}},
                  {"activation_checkpointing", {{"partition_activations", true}}}});
   ASSERT_TRUE(off.ok()) << off.error().message;
-  ASSERT_EQ(notes.size(), 3u);
-  EXPECT_EQ(notes[0].rfind("zero_optimization.offload_optimizer.device cpu: the optimizer states "
-                           "and step off the GPU (ZeRO-Offload) are not modelled",
+  // The optimizer on the host is modelled (ZeRO-Offload); the parameters on NVMe are said.
+  EXPECT_EQ(off->offload_optimizer, true);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0].rfind("zero_optimization.offload_param.device nvme: the parameters off the "
+                           "GPU (ZeRO-Infinity) are not modelled",
                            0),
             0u)
       << notes[0];
-  EXPECT_EQ(notes[1].rfind("zero_optimization.offload_param.device nvme: the parameters", 0), 0u)
-      << notes[1];
-  EXPECT_EQ(notes[2].rfind("activation_checkpointing.partition_activations:", 0), 0u) << notes[2];
+  EXPECT_EQ(notes[1].rfind("activation_checkpointing.partition_activations:", 0), 0u) << notes[1];
   auto plain = ds({{"zero_optimization", {{"stage", 3}}}});
   ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->offload_optimizer.has_value());
   EXPECT_TRUE(notes.empty());
-  // the deprecated spelling, and devices that keep them on the GPU
-  ASSERT_TRUE(ds({{"zero_optimization", {{"stage", 2}, {"cpu_offload", true}}}}).ok());
+  // the deprecated spelling; NVMe (said, not modelled); no ZeRO (DeepSpeed leaves it alone)
+  auto legacy = ds({{"zero_optimization", {{"stage", 2}, {"cpu_offload", true}}}});
+  ASSERT_TRUE(legacy.ok());
+  EXPECT_EQ(legacy->offload_optimizer, true);
+  EXPECT_TRUE(notes.empty());
+  auto nvme =
+      ds({{"zero_optimization", {{"stage", 3}, {"offload_optimizer", {{"device", "nvme"}}}}}});
+  ASSERT_TRUE(nvme.ok());
+  EXPECT_FALSE(nvme->offload_optimizer.has_value());
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_EQ(notes[0].rfind("zero_optimization.cpu_offload true:", 0), 0u) << notes[0];
+  EXPECT_EQ(notes[0].rfind("zero_optimization.offload_optimizer.device nvme: the optimizer states "
+                           "and step off the GPU (ZeRO-Infinity) are not modelled",
+                           0),
+            0u)
+      << notes[0];
+  auto stage0 =
+      ds({{"zero_optimization", {{"stage", 0}, {"offload_optimizer", {{"device", "cpu"}}}}}});
+  ASSERT_TRUE(stage0.ok());
+  EXPECT_FALSE(stage0->offload_optimizer.has_value());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "zero_optimization.offload_optimizer.device cpu: no effect without ZeRO (stage 0)");
+  // devices that keep them on the GPU
   ASSERT_TRUE(ds({{"zero_optimization",
                    {{"stage", 3},
                     {"offload_optimizer", {{"device", "none"}}},

@@ -1269,6 +1269,11 @@ TEST(Cli, ModernFlagsRefuseBadValues) {
              "commscope: --cpu-offloading-num-layers: expected 0 to 31"},
         Case{"--cpu-offloading-num-layers 2 --train",
              "commscope: --cpu-offloading-num-layers: the CPU trainer"},
+        Case{"--offload-optimizer --zero 2 --train",
+             "commscope: --offload-optimizer: the CPU trainer's optimizer already steps in host "
+             "memory"},
+        Case{"--offload-optimizer",
+             "commscope: --offload-optimizer: expected ZeRO stage 1, 2 or 3"},
         Case{"--mtp-num-layers x",
              "commscope: --mtp-num-layers: expected a layer count (0: none), got 'x'"},
         Case{"--mtp-num-layers 65", "commscope: --mtp-num-layers: expected 0 to 64"},

@@ -375,6 +375,12 @@ struct ParallelPlan {
   // backward, on copy engines beside the compute (docs/workload.md, "Activation offloading").
   // 0: off. Megatron-Core refuses it with pipeline parallelism.
   int cpu_offload_layers = 0;
+  // DeepSpeed ZeRO-Offload (zero_optimization.offload_optimizer.device "cpu", or the older
+  // cpu_offload true; --offload-optimizer): the optimizer states and the fp32 gradient shard
+  // live in host memory and Adam steps on the CPU (DeepSpeedCPUAdam). Each step copies the
+  // rank's reduced gradient shard to the host, runs Adam there, and copies the updated 16-bit
+  // shard back (docs/workload.md, "Optimizer offload"). Needs ZeRO >= 1.
+  bool offload_optimizer = false;
   // Megatron-Core --mtp-num-layers: multi-token-prediction depths trained on the last pipeline
   // stage (docs/workload.md, "Multi-token prediction"); the model's mtp_layers unless given.
   int mtp_layers = 0;
@@ -556,6 +562,7 @@ struct PlanInput {
   std::optional<CrossEntropy> cross_entropy;  // --cross-entropy, --cross-entropy-loss-fusion
   std::optional<bool> fp8_param_gather;
   std::optional<int> cpu_offload_layers;
+  std::optional<bool> offload_optimizer;
   std::optional<int> mtp_layers;                 // --mtp-num-layers (unset: the model's)
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
   std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)

@@ -40,6 +40,9 @@ struct NodeSpec {
   BytesPerSecond p2p_bandwidth;       // measured GPU-to-GPU copy bandwidth
   BytesPerSecond host_copy_pinned;    // host<->device, pinned memory (measured)
   BytesPerSecond host_copy_pageable;  // host<->device, pageable memory (measured)
+  // The host's DRAM bandwidth, all sockets of the node together: what a CPU optimizer step
+  // streams its states at under ZeRO-Offload (ParallelPlan::offload_optimizer).
+  BytesPerSecond host_memory_bandwidth;
 };
 
 struct NicSpec {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "commscope/spec/scenario.h"
@@ -137,6 +138,28 @@ struct MemoryBreakdown {
   Bytes total() const { return weights + gradients + optimizer + activations + comm_buffers; }
 };
 MemoryBreakdown memory_per_rank(const Workload& w, const Role& r);
+
+// The parameters whose optimizer state one rank of a role holds and steps: its dense parameters
+// over the DP x CP ranks under ZeRO >= 1, its routed experts' over the expert-data group where
+// their states are sharded; all of them otherwise.
+double optimizer_shard_params(const Scenario& sc, const Role& r);
+
+// DeepSpeed ZeRO-Offload's step (ParallelPlan::offload_optimizer; docs/workload.md, "Optimizer
+// offload") for a rank whose optimizer shard holds `owned` parameters: its parts in order, each
+// a host op of the role's step list (the GPU waits for it).
+struct OffloadPart {
+  // offload_grad_accumulate (gradient accumulation only), offload_grad_copy, cpu_adam,
+  // offload_param_copy
+  std::string_view name;
+  // Bytes over the rank's host link, or, for cpu_adam, through the node's host memory (the
+  // node's ranks step their shards at once).
+  double bytes = 0;
+  double bandwidth = 0;  // bytes per second
+  double seconds() const { return bytes / bandwidth; }
+};
+std::vector<OffloadPart> offload_step(const Scenario& sc, double owned);
+// Host memory a rank's offloaded shard takes: the optimizer states and the fp32 gradients.
+Bytes offload_host_bytes(const Scenario& sc, double owned);
 
 // The GEMM weights of a role's transformer blocks on one of its ranks (the MTP blocks on the
 // last stage included): the dense ones over TP and its own experts over EP x expert TP, no

@@ -1,0 +1,60 @@
+// DeepSpeed ZeRO-Offload's step and the optimizer shard it moves (docs/workload.md, "Optimizer
+// offload").
+#include <algorithm>
+
+#include "commscope/workload/workload.h"
+
+namespace commscope {
+
+double optimizer_shard_params(const Scenario& sc, const Role& r) {
+  const ParallelPlan& p = sc.plan;
+  const int d = p.grad_dp(), edp = p.expert_dp();
+  const double dense = static_cast<double>(r.params - r.expert_params),
+               experts = static_cast<double>(r.expert_params);
+  const bool sharded = p.zero >= 1 && d > 1;
+  const bool expert_sharded =
+      experts > 0 && edp > 1 &&
+      (p.zero >= 1 || (p.framework == Framework::megatron && p.use_distributed_optimizer));
+  return (sharded ? dense / d : dense) + (expert_sharded ? experts / edp : experts);
+}
+
+std::vector<OffloadPart> offload_step(const Scenario& sc, double owned) {
+  const ParallelPlan& p = sc.plan;
+  const double link = sc.system.node.host_copy_pinned.value();
+  const double host = sc.system.node.host_memory_bandwidth.value();
+  const bool mixed = p.precision != Precision::fp32;
+  const bool stage3 = p.zero >= 3;
+  const double w = mixed ? 2 : 4;  // the GPU's copy of a weight, and of a gradient
+  std::vector<OffloadPart> parts;
+  // Gradient accumulation: the micro-batches' gradients are summed in a pinned host buffer
+  // through the GPU. Every micro-batch after the first brings the sum back (host to device) and
+  // every one before the last sends it out again, in the gradients' type (stage_1_and_2.py's
+  // async_accumulate_grad_in_cpu_via_gpu; stage3.py's partition_grads likewise).
+  if (p.grad_accum > 1)
+    parts.push_back(
+        {"offload_grad_accumulate", 2.0 * static_cast<double>(p.grad_accum - 1) * owned * w, link});
+  // The reduced gradient shard into the optimizer's fp32 gradients on the host. ZeRO-1/2 cast it
+  // on the GPU and copy fp32 (4 bytes; DeepSpeed's fp16_master_weights_and_gradients, off by
+  // default, would keep it 16-bit). ZeRO-3 copies each shard out in its own type as it is
+  // reduced, and at the last micro-batch of several the sum, on the GPU then, as fp32.
+  const double grad_out = !stage3 ? 4 : w + (p.grad_accum > 1 ? 4 : 0);
+  parts.push_back({"offload_grad_copy", grad_out * owned, link});
+  // DeepSpeedCPUAdam streams each parameter's fp32 weight, gradient and two moments in and the
+  // weight and moments out (28 bytes). Under mixed precision the updated weights are then cast
+  // to 16 bits on the host (4 in, 2 out): ZeRO-1/2 into a pinned buffer, ZeRO-3 by its blocking
+  // copy_ into the GPU's shard, which PyTorch converts on the CPU before the transfer. ZeRO-3
+  // without accumulation also casts the host's copy of the gradient into the fp32 gradients
+  // (w in, 4 out). Memory-bound on any host CPU (about 12 FLOPs a parameter), and every rank of
+  // a node steps its shard at once.
+  const double per_param = 28.0 + (mixed ? 6.0 : 0.0) + (stage3 && p.grad_accum == 1 ? w + 4 : 0.0);
+  parts.push_back({"cpu_adam", per_param * owned * sc.gpus_per_node, host});
+  // The updated weights back, in the GPU's type.
+  parts.push_back({"offload_param_copy", w * owned, link});
+  return parts;
+}
+
+Bytes offload_host_bytes(const Scenario& sc, double owned) {
+  return Bytes(owned * (sc.plan.optimizer_state_bytes() + 4.0));
+}
+
+}  // namespace commscope

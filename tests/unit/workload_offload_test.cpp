@@ -1,0 +1,184 @@
+// DeepSpeed ZeRO-Offload (docs/workload.md, "Optimizer offload"), against closed forms written
+// here from what DeepSpeed's ZeRO-1/2 optimizer moves per step (stage_1_and_2.py's cpu_offload
+// path) and the preset's bandwidths:
+// - each rank's reduced gradient shard goes to the host as fp32 (4 bytes a parameter) over its
+//   host link, and under gradient accumulation every micro-batch after the first brings the
+//   running sum back and every one before the last sends it out again (16-bit, each way);
+//   ZeRO-3 (stage3.py) sends each micro-batch's shard in its own type and, after several, the
+//   sum as fp32;
+// - DeepSpeedCPUAdam streams 28 bytes a parameter through host memory (fp32 weight, gradient
+//   and two moments in; weight and moments out), 6 more under mixed precision for the cast
+//   of the weights to 16 bits, and under ZeRO-3 without accumulation w + 4 more for the cast of
+//   the gradient to fp32, every rank of the node at once;
+// - the 16-bit weights come back over the host link (4 bytes under fp32);
+// - GPU memory loses the optimizer states (12 bytes a parameter of the shard, mixed precision)
+//   and, under ZeRO-2, the gradient shard (ZeRO paper's 2 + 2 + 12 accounting).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commscope/cost/compute.h"
+#include "commscope/search/plan_search.h"
+#include "commscope/sim/simulator.h"
+#include "commscope/workload/params.h"
+#include "test_util.h"
+
+namespace commscope {
+namespace {
+
+using testing::named;
+using testing::plan;
+using testing::scenario;
+
+// gpt2-xl on two DGX A100 80GB nodes, DeepSpeed's pattern, micro-batch 4.
+PlanInput deepspeed(int zero, std::int64_t global, bool offload,
+                    Precision precision = Precision::bf16) {
+  PlanInput p = plan(16, 1, 1, 4, global);
+  p.framework = Framework::deepspeed;
+  p.zero = zero;
+  p.precision = precision;
+  if (offload) p.offload_optimizer = true;
+  return p;
+}
+
+double host_seconds(const OpList& step, std::string_view name) {
+  const auto ops = named(step, name);
+  EXPECT_EQ(ops.size(), 1u) << name;
+  if (ops.size() != 1) return 0;
+  EXPECT_EQ(ops[0].compute, ComputeClass::host) << name;
+  return ops[0].host_seconds;
+}
+
+TEST(Offload, StepPartsAreTheClosedForms) {
+  // The preset's figures, as its file states them (GB/s).
+  const double link = 26.2e9, host = 409.6e9;
+  for (Precision precision : {Precision::bf16, Precision::fp32}) {
+    SCOPED_TRACE(std::string(to_string(precision)));
+    const bool mixed = precision != Precision::fp32;
+    const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(2, 64, true, precision));
+    ASSERT_EQ(sc.gpus_per_node, 8);
+    const double owned = static_cast<double>(count_params(sc.model).total) / 16;
+    const Workload w = build_workload(sc);
+    ASSERT_EQ(w.roles.size(), 1u);
+    const OpList& step = w.roles[0].step;
+    EXPECT_TRUE(named(step, "adam").empty());                     // no step on the GPU
+    EXPECT_TRUE(named(step, "offload_grad_accumulate").empty());  // one micro-batch
+    EXPECT_NEAR(host_seconds(step, "offload_grad_copy"), 4 * owned / link, 1e-12);
+    EXPECT_NEAR(host_seconds(step, "cpu_adam"), (mixed ? 34 : 28) * owned * 8 / host, 1e-12);
+    EXPECT_NEAR(host_seconds(step, "offload_param_copy"), (mixed ? 2 : 4) * owned / link, 1e-12);
+    // in that order, the parameters' all-gather after them
+    std::vector<std::string_view> order;
+    for (const Op& op : step.ops())
+      if (op.compute == ComputeClass::host || op.name == "zero_param_all_gather")
+        order.push_back(op.name);
+    ASSERT_GE(order.size(), 4u);
+    EXPECT_EQ(order[0], "offload_grad_copy");
+    EXPECT_EQ(order[1], "cpu_adam");
+    EXPECT_EQ(order[2], "offload_param_copy");
+    EXPECT_EQ(order[3], "zero_param_all_gather");
+    // describe's host memory: the shard's states and fp32 gradients
+    EXPECT_DOUBLE_EQ(offload_host_bytes(sc, owned).value(), owned * ((mixed ? 12 : 8) + 4));
+  }
+  // Gradient accumulation: 4 micro-batches send the sum out 3 times and bring it back 3 times.
+  const Scenario ga = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(2, 256, true));
+  ASSERT_EQ(ga.plan.grad_accum, 4);
+  const double owned = static_cast<double>(count_params(ga.model).total) / 16;
+  EXPECT_NEAR(host_seconds(build_workload(ga).roles[0].step, "offload_grad_accumulate"),
+              2 * 3 * 2 * owned / link, 1e-12);
+  EXPECT_NEAR(host_seconds(build_workload(ga).roles[0].step, "offload_grad_copy"), 4 * owned / link,
+              1e-12);
+  // ZeRO-3: the shard out in bf16 each micro-batch, the sum as fp32 after several; without
+  // accumulation the host casts it (2 bytes in, 4 out).
+  for (std::int64_t global : {64, 256}) {
+    SCOPED_TRACE(global);
+    const Scenario z3 = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(3, global, true));
+    const bool several = z3.plan.grad_accum > 1;
+    const Workload w3 = build_workload(z3);
+    const OpList& step = w3.roles[0].step;
+    EXPECT_EQ(named(step, "offload_grad_accumulate").size(), several ? 1u : 0u);
+    EXPECT_NEAR(host_seconds(step, "offload_grad_copy"), (2 + (several ? 4 : 0)) * owned / link,
+                1e-12);
+    EXPECT_NEAR(host_seconds(step, "cpu_adam"), (34 + (several ? 0 : 6)) * owned * 8 / host, 1e-12);
+    EXPECT_NEAR(host_seconds(step, "offload_param_copy"), 2 * owned / link, 1e-12);
+  }
+}
+
+// The step's host parts replace the GPU's Adam on the critical path: the iteration grows by
+// exactly their sum less the GPU step's time (DeepSpeed ZeRO-2 without overlap_comm steps
+// after the last backward, the all-gather after it).
+TEST(Offload, IterationGrowsByTheHostStep) {
+  const Scenario on = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(2, 64, true));
+  const Scenario off = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(2, 64, false));
+  const Workload w_on = build_workload(on), w_off = build_workload(off);
+  double host = 0;
+  for (const Op& op : w_on.roles[0].step.ops())
+    if (op.compute == ComputeClass::host) host += op.host_seconds;
+  const auto adam = named(w_off.roles[0].step, "adam");
+  ASSERT_EQ(adam.size(), 1u);
+  const double gpu_step = compute_time(adam[0], off.system.gpu, off.system.calibration).value();
+  ASSERT_GT(gpu_step, 0);
+  const Prediction p_on = simulate(w_on), p_off = simulate(w_off);
+  // The step's all-gather waits for stragglers in proportion to the work since the last
+  // collective (docs/cost-model.md), which the host step lengthens: that wait aside.
+  EXPECT_NEAR(
+      (p_on.iteration_time - p_on.straggler_wait) - (p_off.iteration_time - p_off.straggler_wait),
+      host - gpu_step, 1e-9);
+  EXPECT_GT(host, 10 * gpu_step);  // the host step is the slower (64.6 ms of CPU Adam alone)
+  // The copies are memory copies in the breakdown, CPU Adam the step's compute.
+  const OpList& step = w_on.roles[0].step;
+  EXPECT_NEAR(p_on.mean.memcpy,
+              host_seconds(step, "offload_grad_copy") + host_seconds(step, "offload_param_copy"),
+              1e-12);
+  EXPECT_EQ(p_off.mean.memcpy, 0);
+  EXPECT_NEAR(p_on.mean.compute - p_off.mean.compute, host_seconds(step, "cpu_adam") - gpu_step,
+              1e-9);
+}
+
+TEST(Offload, GpuMemoryLosesTheStatesAndUnderZero2TheGradientShard) {
+  for (int zero : {1, 2, 3}) {
+    SCOPED_TRACE(zero);
+    const Scenario on = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(zero, 64, true));
+    const Scenario off = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(zero, 64, false));
+    const Workload w_on = build_workload(on), w_off = build_workload(off);
+    const MemoryBreakdown a = memory_per_rank(w_on, w_on.roles[0]),
+                          b = memory_per_rank(w_off, w_off.roles[0]);
+    const double P = static_cast<double>(w_off.roles[0].params);
+    EXPECT_NEAR(b.optimizer.value(), 12 * P / 16, 1);  // mixed-precision Adam, sharded
+    EXPECT_EQ(a.optimizer.value(), 0);
+    EXPECT_NEAR(b.gradients.value(), zero >= 2 ? 2 * P / 16 : 2 * P, 1);
+    EXPECT_EQ(a.gradients.value(), zero >= 2 ? 0 : b.gradients.value());
+    EXPECT_EQ(a.weights.value(), b.weights.value());
+    EXPECT_EQ(a.activations.value(), b.activations.value());
+    // The plan search's bound stays below what the plan holds.
+    EXPECT_LE(search::memory_lower_bound(on), a.total().value());
+  }
+}
+
+TEST(Offload, PlansThatCannotOffloadAreRefused) {
+  EXPECT_EQ(testing::scenario_error("gpt2-xl", "dgx-a100-80gb", deepspeed(0, 64, true)),
+            "--offload-optimizer: expected ZeRO stage 1, 2 or 3 (DeepSpeed offloads the "
+            "optimizer of its ZeRO optimizers), got ZeRO-0");
+  PlanInput megatron = deepspeed(0, 64, true);
+  megatron.zero.reset();
+  megatron.framework = Framework::megatron;
+  megatron.use_distributed_optimizer = true;
+  EXPECT_EQ(testing::scenario_error("gpt2-xl", "dgx-a100-80gb", megatron),
+            "--offload-optimizer: expected --framework deepspeed or none (ZeRO-Offload is "
+            "DeepSpeed's optimizer path), got --framework megatron");
+  // vtrain-a100 states no host figures.
+  EXPECT_EQ(testing::scenario_error("gpt2-xl", "vtrain-a100", deepspeed(2, 64, true)),
+            "--offload-optimizer: expected a system whose preset gives node.host_copy_pinned_gbs "
+            "and node.host_memory_bandwidth_gbs (the host link's and the host memory's "
+            "bandwidths), got vtrain-a100, which gives no host_copy_pinned_gbs");
+  // The plan's JSON says it.
+  EXPECT_EQ(to_json(scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(2, 64, true)).plan)
+                .value("offload_optimizer", ""),
+            "cpu");
+  EXPECT_FALSE(to_json(scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(2, 64, false)).plan)
+                   .contains("offload_optimizer"));
+}
+
+}  // namespace
+}  // namespace commscope
