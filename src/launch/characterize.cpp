@@ -720,6 +720,19 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
   // A folder this call creates is removed again when the trainer's check refuses a run, so
   // that a refused invocation leaves nothing behind.
   const bool out_existed = fs::exists(o.out, ec);
+  // The folder is new, empty, or one characterize wrote before (its marker, or the
+  // characterize.json of a finished run): it writes model.json, report.html and CSVs into it,
+  // which in any other folder would replace a user's files (until 2026-12-02 any existing
+  // folder was written into).
+  const std::string marker = o.out + "/" + std::string(kCharacterizeMarker);
+  const bool marked = out_existed && fs::exists(marker, ec);
+  // (a file there is refused by check_characterize_options)
+  if (out_existed && !marked && !fs::exists(o.out + "/characterize.json", ec) &&
+      !fs::is_empty(o.out, ec))
+    return Error{fmt::format(
+        "-o/--output: expected a new or empty folder, or one characterize wrote before (it holds "
+        "{}), got '{}', which holds other files",
+        kCharacterizeMarker, o.out)};
   for (const char* d : {"", "/logs", "/runs", "/traces", "/compute"}) {
     fs::create_directories(o.out + d, ec);
     if (ec)
@@ -762,6 +775,11 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
     model_before = std::string(std::istreambuf_iterator<char>(in), {});
   }
   CS_RETURN_IF_ERROR(write_file_atomic(model_file, to_json(model).dump(2) + "\n"));
+  if (!marked)
+    CS_RETURN_IF_ERROR(write_file_atomic(
+        marker,
+        "This folder is commscope characterize's output: a later characterize may write "
+        "into it again.\n"));
   CS_ASSIGN_OR_RETURN(model, load_model(model_file));
   // --compute-only: step 2 at one process, into OUT/system-cpu-host.json and OUT/compute.json.
   if (o.compute_only) {
@@ -809,6 +827,7 @@ Result<json> characterize(const CharacterizeOptions& o, std::FILE* progress_to) 
               fs::remove_all(o.out, ec);
             } else {
               for (const std::string& d : made) fs::remove_all(d, ec);
+              if (!marked) fs::remove(marker, ec);
               if (model_before)
                 (void)write_file_atomic(model_file, *model_before);
               else

@@ -209,23 +209,31 @@ std::string gbs(double bps) {
   return fmt::format("{:.2f}", bps / 1e9);
 }
 
+// `human`: the shares as "17.5%" under their names; otherwise (CSV) as numbers under *_pct
+// names, empty where the window has no length, so that a CSV reader gets numeric columns (they
+// were "17.5%" strings until 2026-12-02).
 Table rank_table(const Analysis& a, bool human) {
   Table t;
-  t.header = {
-      "rank",      "window",  "wall_ms", "compute_ms", "exposed_comm_ms", "overlapped_comm_ms",
-      "memcpy_ms", "idle_ms", "compute", "exposed",    "overlapped",      "idle"};
+  t.header = {"rank",       "window",          "wall_ms",
+              "compute_ms", "exposed_comm_ms", "overlapped_comm_ms",
+              "memcpy_ms",  "idle_ms"};
+  for (const char* share : {"compute", "exposed", "overlapped", "idle"})
+    t.header.push_back(human ? std::string(share) : std::string(share) + "_pct");
   t.right.assign(t.header.size(), true);
   t.right[1] = false;
+  auto share = [&](double part, double whole) {
+    if (human) return pct(part, whole);
+    return whole > 0 ? fmt::format("{:.2f}", 100 * part / whole) : std::string();
+  };
   auto row = [&](int rank, const std::string& window, const Breakdown& b) {
     t.add({std::to_string(rank), window, ms(b.wall), ms(b.compute), ms(b.exposed), ms(b.overlapped),
-           ms(b.memcpy), ms(b.idle), pct(b.compute, b.wall), pct(b.exposed, b.wall),
-           pct(b.overlapped, b.wall), pct(b.idle, b.wall)});
+           ms(b.memcpy), ms(b.idle), share(b.compute, b.wall), share(b.exposed, b.wall),
+           share(b.overlapped, b.wall), share(b.idle, b.wall)});
   };
   for (const auto& r : a.ranks) {
     row(r.rank, "trace", r.total);
     for (const auto& s : r.steps) row(r.rank, s.name, s.breakdown);
   }
-  (void)human;
   return t;
 }
 

@@ -112,19 +112,31 @@ Validation validate_runs(const std::vector<PreparedRun>& runs, const std::string
 
 std::string render_validation(const Validation& v, Format f, const std::string& system,
                               bool summary_only) {
+  // CSV: a fixed header whatever the input (the memory and outcome columns always, empty where
+  // the input has none) and numbers under *_pct names, where the text table says "+1.5%" and
+  // adds those columns only where the input has them (until 2026-12-02 the CSV was the text
+  // table's cells, its header depending on the input).
+  const bool csv = f == Format::csv;
   Table rows;
   rows.header = {"file",       "line",        "id",    "split",   "group", "model",
                  "gpus",       "tp",          "pp",    "dp",      "mbs",   "gbs",
                  "measured_s", "predicted_s", "error", "mem_gib", "fits",  "assumed"};
+  if (csv) rows.header[14] = "error_pct";
   rows.right = {false, true, false, false, false, false, true, true,  true,
                 true,  true, true,  true,  true,  true,  true, false, false};
   // Runs with a measured peak memory (commscope CSV's measured_memory_gib) add it and the
   // memory's error, and rows that ran out of memory (its outcome) the outcome: columns inserted
   // before `fits`, in the header here and in each row below.
-  const bool memory = std::any_of(v.rows.begin(), v.rows.end(),
-                                  [](const ValidationRow& r) { return r.measured_memory > 0; });
-  const bool outcomes = std::any_of(v.rows.begin(), v.rows.end(),
-                                    [](const ValidationRow& r) { return r.out_of_memory; });
+  const bool memory = csv || std::any_of(v.rows.begin(), v.rows.end(), [](const ValidationRow& r) {
+                        return r.measured_memory > 0;
+                      });
+  const bool outcomes = csv || std::any_of(v.rows.begin(), v.rows.end(),
+                                           [](const ValidationRow& r) { return r.out_of_memory; });
+  // A missing number: "-" in the text table, empty in CSV.
+  const std::string none = csv ? "" : "-";
+  auto percent = [&](double x) {
+    return csv ? fmt::format("{:.2f}", 100 * x) : fmt::format("{:+.1f}%", 100 * x);
+  };
   const auto fits_at = static_cast<std::ptrdiff_t>(
       std::find(rows.header.begin(), rows.header.end(), "fits") - rows.header.begin());
   auto insert = [&](std::vector<std::string>& cells, std::vector<std::string> extra) {
@@ -132,7 +144,9 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
   };
   std::vector<std::string> extra_header;
   std::vector<bool> extra_right;
-  if (memory) extra_header = {"measured_mem_gib", "mem_error"}, extra_right = {true, true};
+  if (memory)
+    extra_header = {"measured_mem_gib", csv ? "mem_error_pct" : "mem_error"},
+    extra_right = {true, true};
   if (outcomes) extra_header.push_back("outcome"), extra_right.push_back(false);
   insert(rows.header, extra_header);
   rows.right.insert(rows.right.begin() + fits_at, extra_right.begin(), extra_right.end());
@@ -143,16 +157,15 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
               r.group.empty() ? "-" : r.group, sc.model.name, std::to_string(sc.gpus()),
               std::to_string(sc.plan.tp), std::to_string(sc.plan.pp), std::to_string(sc.plan.dp),
               std::to_string(sc.plan.micro_batch), std::to_string(sc.plan.global_batch),
-              r.out_of_memory ? "-" : fmt::format("{:.4f}", r.measured_s),
-              fmt::format("{:.4f}", r.predicted_s),
-              r.out_of_memory ? "-" : fmt::format("{:+.1f}%", 100 * r.error),
+              r.out_of_memory ? none : fmt::format("{:.4f}", r.measured_s),
+              fmt::format("{:.4f}", r.predicted_s), r.out_of_memory ? none : percent(r.error),
               fmt::format("{:.1f}", r.memory_per_gpu / 1073741824.0), r.fits ? "yes" : "NO",
               r.assumed.empty() ? "-" : r.assumed});
     std::vector<std::string> extra;
     if (memory) {
       const bool m = r.measured_memory > 0;
-      extra = {m ? fmt::format("{:.1f}", r.measured_memory / 1073741824.0) : "-",
-               m ? fmt::format("{:+.1f}%", 100 * (r.memory_per_gpu / r.measured_memory - 1)) : "-"};
+      extra = {m ? fmt::format("{:.1f}", r.measured_memory / 1073741824.0) : none,
+               m ? percent(r.memory_per_gpu / r.measured_memory - 1) : none};
     }
     if (outcomes) extra.push_back(r.out_of_memory ? "oom" : "ran");
     insert(rows.rows.back(), extra);
@@ -184,12 +197,16 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
   }
   Table summary;
   summary.header = {"file", "group", "rows", "n", "MAPE", "median", "max", "bias"};
+  if (csv)
+    summary.header = {"file",     "group",      "rows",    "n",
+                      "mape_pct", "median_pct", "max_pct", "bias_pct"};
   summary.right = {false, false, false, true, true, true, true, true};
   nlohmann::json jsum = nlohmann::json::array();
   for (const auto& sr : v.summary) {
     const ErrorSummary& s = sr.errors;
     auto pct = [&](double x, const char* spec) {
-      return s.rows == 0 ? std::string("-") : fmt::format(fmt::runtime(spec), 100 * x);
+      if (s.rows == 0) return none;
+      return csv ? fmt::format("{:.2f}", 100 * x) : fmt::format(fmt::runtime(spec), 100 * x);
     };
     summary.add({sr.file, sr.group, sr.split, std::to_string(s.rows), pct(s.mape, "{:.1f}%"),
                  pct(s.median, "{:.1f}%"), pct(s.max, "{:.1f}%"), pct(s.bias, "{:+.1f}%")});

@@ -72,6 +72,29 @@ TEST_F(CliAnalyze, RealTracesAndDirectories) {
     EXPECT_TRUE(j["ranks"][0]["breakdown"].contains(k)) << k;
   EXPECT_EQ(j["collectives"][0]["calls"], 15);
   EXPECT_TRUE(j["collectives"][0].contains("busbw_bytes_per_s"));
+  // CSV: the shares are numbers of percent under *_pct names (they were "17.5%" strings), each
+  // the JSON's part over the wall to 2 decimals.
+  Outcome csv = run("analyze --format csv " + traces + "nccl_parser_config_nccl_data.json.gz");
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("rank,window,wall_ms,compute_ms,exposed_comm_ms,overlapped_comm_ms,"
+                          "memcpy_ms,idle_ms,compute_pct,exposed_pct,overlapped_pct,idle_pct\n",
+                          0),
+            0u)
+      << csv.out;
+  EXPECT_EQ(csv.out.find('%'), std::string::npos) << csv.out;
+  const auto& b = j["ranks"][0]["breakdown"];
+  const double wall = b["wall_s"].get<double>();
+  EXPECT_NE(
+      csv.out.find(fmt::format(
+          "\n0,trace,{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.2f},{:.2f},{:.2f},{:.2f}\n",
+          wall * 1e3, b["compute_s"].get<double>() * 1e3, b["exposed_comm_s"].get<double>() * 1e3,
+          b["overlapped_comm_s"].get<double>() * 1e3, b["memcpy_s"].get<double>() * 1e3,
+          b["idle_s"].get<double>() * 1e3, 100 * b["compute_s"].get<double>() / wall,
+          100 * b["exposed_comm_s"].get<double>() / wall,
+          100 * b["overlapped_comm_s"].get<double>() / wall,
+          100 * b["idle_s"].get<double>() / wall)),
+      std::string::npos)
+      << csv.out;
 
   // A directory with two ranks and one bad file: the good ones are analysed, the bad one reported.
   fs::path d = dir_ / "traces";

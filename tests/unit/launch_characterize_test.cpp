@@ -329,6 +329,38 @@ TEST(Characterize, ComputeOnlyNeedsNoNetwork) {
   EXPECT_FALSE(std::filesystem::exists(o.out));
 }
 
+// The output folder is new, empty or characterize's own: a folder of other files is refused
+// before anything is written into it (it wrote model.json, CSVs and report.html into any
+// existing folder until 2026-12-02), and so is a file.
+TEST(Characterize, OutputFolderOfOtherFilesIsRefused) {
+  namespace fs = std::filesystem;
+  CharacterizeOptions o;
+  o.compute_only = true;
+  o.model = "gpt2-tiny-cpu";
+  o.out = commscope::testing::scratch() + "someone-elses-folder";
+  fs::remove_all(o.out);
+  fs::create_directories(o.out);
+  std::ofstream(o.out + "/model.json") << "{\"mine\": true}\n";
+  auto r = characterize(o, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message,
+            "-o/--output: expected a new or empty folder, or one characterize wrote before (it "
+            "holds .commscope-characterize), got '" +
+                o.out + "', which holds other files");
+  // untouched: the one file, as it was
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(o.out)) names.push_back(e.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"model.json"});
+  EXPECT_EQ(commscope::testing::slurp(o.out + "/model.json"), "{\"mine\": true}\n");
+  // a file named as the folder
+  o.out += "/model.json";
+  r = characterize(o, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message,
+            "-o/--output: expected a folder, got '" + o.out + "' (not a folder)");
+  EXPECT_EQ(commscope::testing::slurp(o.out), "{\"mine\": true}\n");
+}
+
 // The fit reproduces a host that behaves exactly as the cost model says: kernels timed from a
 // known calibration (one per op of the one-rank workload) are fitted back so that the fitted
 // system prices the same ops within 1% of the kernels' total, and the fastest GEMM is found.

@@ -26,6 +26,9 @@ namespace commscope::launch {
 
 inline constexpr const char* kCharacterizeSchema = "commscope.characterize/1";
 inline constexpr const char* kRunSchema = "commscope.characterize.run/1";
+// The file characterize leaves in its output folder, by which a later run knows the folder is
+// its own to write into again (any other non-empty folder is refused).
+inline constexpr const char* kCharacterizeMarker = ".commscope-characterize";
 
 struct CharacterizeOptions {
   std::string out;                   // the output folder
