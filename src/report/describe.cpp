@@ -32,7 +32,14 @@ Description describe(const Workload& w) {
     d.fits = d.fits && s.fits;
     d.stages.push_back(std::move(s));
   }
-  if (!d.fits)
+  if (!offload_fits_host(w)) {
+    d.fits = false;
+    d.warnings.push_back(fmt::format(
+        "does not fit: ZeRO-Offload holds {:.1f} GiB of optimizer states and fp32 gradients in "
+        "each node's host memory, {} has {:.1f} GiB (on more nodes each holds less)",
+        units::to_gib(offload_host_bytes_per_node(w)), sc.system.name,
+        units::to_gib(sc.system.node.host_memory)));
+  } else if (!d.fits)
     d.warnings.push_back(fmt::format(
         "does not fit: {} per rank needed at the fullest stage, {} has {} per GPU (try ZeRO, TP, "
         "PP, "
@@ -301,12 +308,14 @@ std::string headline(const Workload& w) {
                            what, part.bytes / gib, part.seconds() * 1e3, part.bandwidth / 1e9);
       seconds += part.seconds();
     }
+    const double host = sc.system.node.host_memory.value();
     out += fmt::format(
         "optimizer offload (ZeRO-Offload): {:.1f}M parameters a rank stepped on the host, {} "
         "ranks a node at once; {} ({:.1f} ms a step, the GPU waiting); host memory {:.2f} GiB a "
-        "node (states and fp32 gradients)\n",
+        "node (states and fp32 gradients){}\n",
         owned / 1e6, sc.gpus_per_node, parts, seconds * 1e3,
-        offload_host_bytes(sc, owned).value() * sc.gpus_per_node / gib);
+        offload_host_bytes_per_node(w).value() / gib,
+        host > 0 ? fmt::format(" of the node's {:.0f} GiB", host / gib) : "");
   }
   if (p.pipe_partitioned && p.tp > 1 && p.pp > 1 && !p.sequence_parallel)
     out += fmt::format(

@@ -33,7 +33,8 @@ PredictRow predict_row(const Workload& w, const Prediction& p) {
     double m = memory_per_rank(w, role).total().value();
     r.memory_per_gpu = std::max(r.memory_per_gpu, m);
   }
-  r.fits = r.memory_per_gpu <= sc.system.gpu.memory.value();
+  // (and under ZeRO-Offload, the node's share of the optimizer in its host memory)
+  r.fits = r.memory_per_gpu <= sc.system.gpu.memory.value() && offload_fits_host(w);
   // Which source each collective's cost came from (the simulator asks collective_cost the same).
   const LinkModel links = link_model(sc);
   GroupPlacement place[kCommGroupCount];
@@ -351,7 +352,13 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
       }
       if (single) {
         out.warnings = sc->warnings;
-        if (!out.rows.back().fits)
+        if (!offload_fits_host(w))
+          out.warnings.push_back(fmt::format(
+              "does not fit: ZeRO-Offload holds {:.1f} GiB in each node's host memory, {:.1f} GiB "
+              "available",
+              units::to_gib(offload_host_bytes_per_node(w)),
+              units::to_gib(sc->system.node.host_memory)));
+        else if (!out.rows.back().fits)
           out.warnings.push_back(fmt::format("does not fit: {} per GPU needed, {} available",
                                              human_bytes(Bytes(out.rows.back().memory_per_gpu)),
                                              human_bytes(sc->system.gpu.memory)));

@@ -624,7 +624,8 @@ std::optional<Scenario> resolve_and_bound(const SearchSpace& s, const PlanPoint&
 bool fits(const Workload& w, Evaluated& e) {
   for (const Role& role : w.roles)
     e.memory = std::max(e.memory, memory_per_rank(w, role).total().value());
-  if (e.memory > e.gpu_memory - e.headroom) {
+  // (under ZeRO-Offload the node's host memory holds the optimizer: it must fit there too)
+  if (e.memory > e.gpu_memory - e.headroom || !offload_fits_host(w)) {
     e.status = Evaluated::Status::no_fit;
     return false;
   }

@@ -340,6 +340,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j, const std::string& wh
   r.read("qkv_bias", m.qkv_bias);
   r.read("dropout", m.dropout);
   r.read("post_norms", m.post_norms);
+  r.read("shared_norm", m.shared_norm);
   r.read("qk_norm", m.qk_norm);
   r.read("pooler", m.pooler);
   read_enum(r, "position_embedding", kPosNames, m.position);
@@ -443,6 +444,18 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     if (r.read(key, out)) return;
     out = value;
     defaulted.push_back(fmt::format("{} {}", key, value));
+  };
+  // GPT-NeoX's and Falcon's dropout (either rate above 0: masks kept) and GELU activation,
+  // under the key each class names it.
+  auto read_dropout_and_gelu = [&](const char* act_key) {
+    double attention_dropout = 0, hidden_dropout = 0;
+    r.read("attention_dropout", attention_dropout);
+    r.read("hidden_dropout", hidden_dropout);
+    m.dropout = attention_dropout > 0 || hidden_dropout > 0;
+    std::string act = "gelu";
+    r.read(act_key, act);
+    r.check(act.rfind("gelu", 0) == 0, act_key, "a GELU (gelu, gelu_new, gelu_fast)",
+            "'" + act + "'");
   };
   // The Llama-shaped classes' common fields and defaults (layers, width, heads, key/value heads
   // (0: the heads), head_dim (0: the width over the heads), MLP, vocabulary, positions), as
@@ -605,14 +618,44 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
     r.read("attention_bias", attention_bias);
     r.check(attention_bias, "attention_bias",
             "true (attention without biases beside a biased MLP is not modelled)", "false");
-    double attention_dropout = 0, hidden_dropout = 0;
-    r.read("attention_dropout", attention_dropout);
-    r.read("hidden_dropout", hidden_dropout);
-    m.dropout = attention_dropout > 0 || hidden_dropout > 0;
-    std::string act = "gelu";
-    r.read("hidden_act", act);
-    r.check(act.rfind("gelu", 0) == 0, "hidden_act", "a GELU (gelu, gelu_new, gelu_fast)",
-            "'" + act + "'");
+    read_dropout_and_gelu("hidden_act");
+  } else if (type == "falcon") {
+    // Falcon (transformers' FalconConfig: 32 layers of 4544, 71 heads, vocab 65024, 2048
+    // positions, tied head): LayerNorm (with its bias), a GELU MLP ffn_hidden_size wide (None:
+    // 4 h), no biases on the linear layers (bias false), rotary positions (alibi false). Keys and
+    // values: one head under multi_query (Falcon-7B), num_kv_heads under
+    // new_decoder_architecture (Falcon-40B/180B; None: the heads), FalconAttention's rule.
+    // Norms (FalconDecoderLayer): ln_attn and ln_mlp under new_decoder_architecture with
+    // num_ln_in_parallel_attn 2 (its default there); otherwise input_layernorm, shared by the
+    // attention and the MLP under parallel_attn, with a post_attention_layernorm without it.
+    // The parallel attention and MLP are priced in sequence, as GPT-NeoX's.
+    m.kind = ArchKind::gpt;
+    set_kind_defaults(m);
+    m.position = PositionEmbedding::rotary;
+    or_default("num_hidden_layers", m.decoder_layers, 32);
+    or_default("hidden_size", m.hidden, std::int64_t{4544});
+    or_default("num_attention_heads", m.heads, std::int64_t{71});
+    or_default("vocab_size", m.vocab, std::int64_t{65024});
+    or_default("max_position_embeddings", m.seq_length, std::int64_t{2048});
+    or_default("tie_word_embeddings", m.tied_embeddings, true);
+    m.ffn = 4 * m.hidden;
+    r.read("ffn_hidden_size", m.ffn);
+    bool new_arch = false, multi_query = true, parallel_attn = true, alibi = false;
+    or_default("new_decoder_architecture", new_arch, false);
+    if (!new_arch) or_default("multi_query", multi_query, true);  // (read only without it)
+    or_default("parallel_attn", parallel_attn, true);
+    or_default("bias", m.bias, false);
+    r.read("alibi", alibi);
+    r.check(!alibi, "alibi", "false (ALiBi's position biases are not modelled)", "true");
+    m.kv_heads = m.heads;
+    if (new_arch || !multi_query)
+      r.read("num_kv_heads", m.kv_heads);
+    else
+      m.kv_heads = 1;
+    int ln_in_parallel = new_arch ? 2 : 1;
+    r.read("num_ln_in_parallel_attn", ln_in_parallel);
+    m.shared_norm = parallel_attn && !(new_arch && ln_in_parallel == 2);
+    read_dropout_and_gelu("activation");
   } else if (type == "mixtral" || type == "deepseek_v3" || type == "deepseek_v2" ||
              type == "qwen3_moe" || type == "qwen2_moe" || type == "llama4_text") {
     // Mixture of experts: Mixtral (transformers' MixtralConfig: num_local_experts,
@@ -774,7 +817,8 @@ Result<ModelSpec> model_from_hf_config(const nlohmann::json& j, const std::strin
   } else {
     return Error{fmt::format(
         "{}: field 'model_type': expected one of "
-        "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|gemma3|gemma3_text|qwen2|qwen3|"
+        "gpt2|gpt_neox|falcon|bert|t5|llama|mistral|phi3|gemma|gemma2|gemma3|gemma3_text|qwen2|"
+        "qwen3|"
         "mixtral|qwen2_moe|qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got {}",
         where, json_excerpt(j.at("model_type")))};
   }
@@ -901,6 +945,7 @@ nlohmann::json to_json(const ModelSpec& m) {
   if (m.dropout != kind_default.dropout) j["dropout"] = m.dropout;
   if (m.qkv_bias && !m.bias) j["qkv_bias"] = true;
   if (m.post_norms) j["post_norms"] = true;
+  if (m.shared_norm) j["shared_norm"] = true;
   if (m.qk_norm) j["qk_norm"] = true;
   // Mixture of experts and latent attention only where the model has them: a dense model's
   // JSON is as before.

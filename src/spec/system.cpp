@@ -314,6 +314,7 @@ Result<SystemSpec> system_from_json(const nlohmann::json& j_in, const std::strin
   s.node.host_copy_pinned = units::gb_per_s(positive(n, "host_copy_pinned_gbs", false));
   s.node.host_copy_pageable = units::gb_per_s(positive(n, "host_copy_pageable_gbs", false));
   s.node.host_memory_bandwidth = units::gb_per_s(positive(n, "host_memory_bandwidth_gbs", false));
+  s.node.host_memory = units::gib(positive(n, "host_memory_gib", false));
 
   if (r.has("economics")) {
     // Its reader's errors are returned (a price written "12.29" was dropped without a word, and
@@ -462,6 +463,7 @@ nlohmann::json to_json(const SystemSpec& s) {
   optional(node, "host_copy_pinned_gbs", for_file(to_gb_per_s(s.node.host_copy_pinned)));
   optional(node, "host_copy_pageable_gbs", for_file(to_gb_per_s(s.node.host_copy_pageable)));
   optional(node, "host_memory_bandwidth_gbs", for_file(to_gb_per_s(s.node.host_memory_bandwidth)));
+  optional(node, "host_memory_gib", for_file(units::to_gib(s.node.host_memory)));
   nlohmann::json nics = {{"count", s.nics.count},
                          {"line_rate_gbps", for_file(to_gbit_per_s(s.nics.line_rate))}};
   if (!s.nics.model.empty()) nics["model"] = s.nics.model;

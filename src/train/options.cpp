@@ -78,6 +78,10 @@ Result<GptConfig> config_from_model(const ModelSpec& m) {
       : m.mlp != MlpKind::gelu        ? fmt::format("MLP {}", to_string(m.mlp))
       : !m.tied_embeddings            ? std::string("an untied LM head")
       : !m.bias                       ? std::string("no biases")
+      // (the norms were not checked until 2026-12-02: a GPT-2 JSON with them trained without)
+      : m.shared_norm         ? std::string("one norm a block (shared_norm)")
+      : m.post_norms          ? std::string("norms after the sublayers (post_norms)")
+      : m.qk_norm             ? std::string("per-head query and key norms (qk_norm)")
       : m.kv_heads != m.heads ? fmt::format("{} key-value heads for {} heads", m.kv_heads, m.heads)
       : m.ffn != 4 * m.hidden ? fmt::format("MLP width {} (4h is {})", m.ffn, 4 * m.hidden)
       : m.head_dim * m.heads != m.hidden

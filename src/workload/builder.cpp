@@ -894,9 +894,12 @@ class Builder {
     // Sandwich norms (Gemma 2): the attention's and the MLP's outputs are normed before their
     // residual adds, at a norm's cost each (drawn after the sublayer; the add is elementwise).
     if (m_.post_norms) prog.push_back(norm("norm_attn_post", layer, b_ * s));
-    Step pre_mlp = norm("norm_mlp", layer, b_ * s);
-    pre_mlp.module = recompute_module::layernorm;  // Megatron's "layernorm": the two pre-norms
-    prog.push_back(pre_mlp);
+    // (one pre-norm a block feeds the MLP too where the model shares it: Falcon-7B)
+    if (!m_.shared_norm) {
+      Step pre_mlp = norm("norm_mlp", layer, b_ * s);
+      pre_mlp.module = recompute_module::layernorm;  // Megatron's "layernorm": the two pre-norms
+      prog.push_back(pre_mlp);
+    }
     if (m_.moe_layer(layer))
       moe_mlp(prog, layer, s);
     else

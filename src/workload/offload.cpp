@@ -57,4 +57,17 @@ Bytes offload_host_bytes(const Scenario& sc, double owned) {
   return Bytes(owned * (sc.plan.optimizer_state_bytes() + 4.0));
 }
 
+Bytes offload_host_bytes_per_node(const Workload& w) {
+  const Scenario& sc = w.scenario;
+  if (!sc.plan.offload_optimizer) return Bytes(0);
+  double owned = 0;
+  for (const Role& r : w.roles) owned = std::max(owned, optimizer_shard_params(sc, r));
+  return Bytes(offload_host_bytes(sc, owned).value() * sc.gpus_per_node);
+}
+
+bool offload_fits_host(const Workload& w) {
+  const Bytes host = w.scenario.system.node.host_memory;
+  return host.value() <= 0 || offload_host_bytes_per_node(w) <= host;
+}
+
 }  // namespace commscope

@@ -48,7 +48,7 @@ BlockParts block_parts(const ModelSpec& m, int layer) {
   };
   BlockKind kind = block_kind(m, layer);
   attention();
-  p.replicated += (m.post_norms ? 4 : 2) * norm_params(m);
+  p.replicated += ((m.shared_norm ? 1 : 2) + (m.post_norms ? 2 : 0)) * norm_params(m);
   if (kind == BlockKind::cross_decoder) {
     attention();
     p.replicated += norm_params(m);

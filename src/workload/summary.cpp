@@ -402,7 +402,12 @@ Bytes block_bytes(const Scenario& sc, int layer, Recompute rc) {
   if (kind == BlockKind::cross_decoder) attention(s, static_cast<double>(m.seq_length), keep_core);
   // MLP: norm input, MLP input, activation input and output (gated: the two branches, 2f, and
   // the product, f), dropout mask.
-  outside += a * s * b * h + (norms_kept ? g * s * b * h : 0.0) + mask * s * b * h;
+  // A shared pre-norm (Falcon-7B): no norm of its own, and its output, the MLP's input, is the
+  // QKV's, kept once (under FP8 each Linear keeps its own cast of it).
+  if (m.shared_norm)
+    outside += (norms_kept && p.fp8 ? g * s * b * h : 0.0) + mask * s * b * h;
+  else
+    outside += a * s * b * h + (norms_kept ? g * s * b * h : 0.0) + mask * s * b * h;
   // Sandwich norms (Gemma 2): each post-norm keeps its input, the sublayer's output.
   if (m.post_norms) outside += 2.0 * a * s * b * h;
   if (m.moe_layer(layer)) {

@@ -268,6 +268,54 @@ TEST(Loaders, Qwen2HasQkvBiases) {
 //   text_config): Gemma Team 2025, "Gemma 3 Technical Report", Table 1: 698M and 3,209M
 //   non-embedding parameters; 1B's total, 999,885,952, by hand (a block 1152 x (1024 + 2 x 256)
 //   + 1024 x 1152 + 3 x 1152 x 6912 + 4 x 1152 + 2 x 256; 262,144 x 1152 tied).
+// Falcon (transformers' FalconConfig and FalconDecoderLayer): Falcon-7B's 6,921,720,704
+// parameters, the checkpoint's count, and Falcon-40B's worked by hand here. Per block of 7B
+// (hidden 4544, 71 heads of 64, one key/value head, one LayerNorm, no linear biases): the norm
+// 2 x 4544, QKV 4544 x (71 + 2) x 64, the output 4544^2, the MLP 2 x 4544 x 18176; the tied
+// embedding 65024 x 4544 and the final norm 2 x 4544. 40B (hidden 8192, 128 heads, 8 key/value
+// heads, ln_attn and ln_mlp): QKV 8192 x (128 + 16) x 64, output 8192^2, MLP 2 x 8192 x 32768,
+// two norms 2 x 2 x 8192, 60 blocks; embedding 65024 x 8192, final norm 2 x 8192.
+TEST(Loaders, FalconCountsAsPublished) {
+  const std::int64_t block7 = 2 * 4544 + 4544LL * 73 * 64 + 4544LL * 4544 + 2 * 4544LL * 18176;
+  const std::int64_t block40 =
+      2 * 2 * 8192 + 8192LL * 144 * 64 + 8192LL * 8192 + 2 * 8192LL * 32768;
+  ASSERT_EQ(32 * block7 + 65024LL * 4544 + 2 * 4544, 6'921'720'704);
+  struct Case {
+    const char* file;
+    std::int64_t total, kv_heads;
+    bool shared_norm;
+  };
+  for (const Case& c :
+       {Case{"falcon-7b.json", 6'921'720'704, 1, true},
+        Case{"falcon-40b.json", 60 * block40 + 65024LL * 8192 + 2 * 8192, 8, false}}) {
+    SCOPED_TRACE(c.file);
+    auto m = load_model(kData + "hf/" + c.file);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(count_params(*m).total, c.total);
+    EXPECT_EQ(m->kv_heads, c.kv_heads);
+    EXPECT_EQ(m->shared_norm, c.shared_norm);
+    EXPECT_FALSE(m->bias);
+    EXPECT_FALSE(m->dropout);
+    EXPECT_TRUE(m->tied_embeddings);
+    EXPECT_EQ(m->position, PositionEmbedding::rotary);
+    EXPECT_EQ(m->norm, NormKind::layernorm);
+    auto back = model_from_json(to_json(*m), "back.json");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(count_params(*back).total, c.total);
+    EXPECT_EQ(back->shared_norm, c.shared_norm);
+  }
+  // What is not modelled is refused, one line naming the field.
+  for (const auto& [fields, start] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"model_type", "falcon"}, {"alibi", true}},
+            "f.json: field 'alibi': expected false (ALiBi's position biases are not modelled)"},
+           {{{"model_type", "falcon"}, {"activation", "relu"}},
+            "f.json: field 'activation': expected a GELU"}}) {
+    auto m = model_from_hf_config(fields, "f.json");
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.error().message.rfind(start, 0), 0u) << m.error().message;
+  }
+}
+
 TEST(Loaders, MoreHuggingFaceTypesCountAsPublished) {
   struct Case {
     const char* file;
@@ -461,9 +509,9 @@ TEST(Loaders, HuggingFaceUnsupportedType) {
   EXPECT_NE(
       m.error().message.find(
           "field 'model_type': expected one of "
-          "gpt2|gpt_neox|bert|t5|llama|mistral|phi3|gemma|gemma2|gemma3|gemma3_text|qwen2|qwen3|"
-          "mixtral|qwen2_moe|qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, got "
-          "\"mamba\""),
+          "gpt2|gpt_neox|falcon|bert|t5|llama|mistral|phi3|gemma|gemma2|gemma3|gemma3_text|"
+          "qwen2|qwen3|mixtral|qwen2_moe|qwen3_moe|deepseek_v2|deepseek_v3|llama4|llama4_text, "
+          "got \"mamba\""),
       std::string::npos)
       << m.error().message;
   // null is named as null (it was "got ''")

@@ -65,12 +65,33 @@ TEST(TrainOptions, MegatronModelFlagsChangeTheModel) {
            {{"--swiglu"}, "got MLP swiglu"},
            {{"--hidden-size", "64"}, "got MLP width 1024 (4h is 256)"},
            {{"--disable-bias-linear"}, "got no biases"},
+           // the norms were not checked: a model with them trained without (until 2026-12-02)
+           {{"--qk-layernorm"}, "got per-head query and key norms (qk_norm)"},
            {{"--model", "gpt2-moe-tiny-cpu", "--expert-interval", "2"}, "MoE every 2 layers"},
            {{"--expert-interval", "2"}, "--expert-interval: expected --num-experts beside it"}}) {
     auto bad = parse(args, nullptr);
     ASSERT_FALSE(bad.ok()) << args.front();
     EXPECT_NE(bad.error().message.find(want), std::string::npos) << bad.error().message;
   }
+}
+
+// A model JSON with a norm layout the CPU GPT-2 does not have is refused by name (Falcon's one
+// norm a block, Gemma 2's post-norms; they trained as GPT-2's two norms until 2026-12-02).
+TEST(TrainOptions, NormLayoutsTheTrainerLacksAreRefused) {
+  ModelSpec m = commscope::testing::model("gpt2-tiny-cpu");
+  ASSERT_TRUE(config_from_model(m).ok());
+  m.shared_norm = true;
+  auto shared = config_from_model(m);
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.error().message.find("got one norm a block (shared_norm)"), std::string::npos)
+      << shared.error().message;
+  m.shared_norm = false;
+  m.post_norms = true;
+  auto post = config_from_model(m);
+  ASSERT_FALSE(post.ok());
+  EXPECT_NE(post.error().message.find("got norms after the sublayers (post_norms)"),
+            std::string::npos)
+      << post.error().message;
 }
 
 TEST(TrainOptions, OldSpellingsWarnOnceEachAndMeanTheSame) {

@@ -252,6 +252,34 @@ TEST(Memory, PostNormsKeepTheirInputs) {
   }
 }
 
+// Falcon-7B's one pre-norm a block (parallel_attn, not new_decoder_architecture): against the
+// same model with two norms, a block keeps neither the second norm's input nor its output (the
+// MLP's input, which is the QKV's, kept once): 2 a s b h fewer (a = 2 bytes, bf16), and its
+// workload runs one norm op fewer a block. Falcon-40B (ln_attn and ln_mlp) has two.
+TEST(Memory, SharedNormKeepsOneInput) {
+  const std::string dir = COMMSCOPE_SOURCE_DIR "/tests/data/hf/";
+  PlanInput p = plan(1, 1, 1, 2);
+  p.precision = Precision::bf16;
+  Scenario shared = scenario(dir + "falcon-7b.json", "dgx-h100", p);
+  ASSERT_TRUE(shared.model.shared_norm);
+  EXPECT_FALSE(scenario(dir + "falcon-40b.json", "dgx-h100", p).model.shared_norm);
+  Scenario two = shared;
+  two.model.shared_norm = false;
+  const double s = shared.model.seq_length, b = 2, h = shared.model.hidden;
+  EXPECT_DOUBLE_EQ(
+      block_activation_bytes(two, 1).value() - block_activation_bytes(shared, 1).value(),
+      2 * 2 * s * b * h);
+  const Workload w_shared = build_workload(shared), w_two = build_workload(two);
+  auto norms = [](const Workload& w) {
+    int n = 0;
+    for (const Op& op : w.roles[0].chunks[0].forward.ops())
+      if (op.kind == OpKind::compute && op.compute == ComputeClass::norm) ++n;
+    return n;
+  };
+  EXPECT_EQ(norms(w_two) - norms(w_shared), shared.model.decoder_layers);
+  EXPECT_TRUE(testing::named(w_shared.roles[0].chunks[0].forward, "norm_mlp").empty());
+}
+
 // Megatron's interleaved schedule (Narayanan et al. SC'21 sec. 2.2.2) with Llama 3 405B's
 // uneven split (Meta 2024, sec. 3.3.2: PP 16, v = 8, one block per chunk, the first chunk of the
 // first stage only the embedding and the last chunk of the last stage only the head and loss).

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commscope/cost/compute.h"
+#include "commscope/report/describe.h"
 #include "commscope/search/plan_search.h"
 #include "commscope/sim/simulator.h"
 #include "commscope/workload/params.h"
@@ -154,6 +155,40 @@ TEST(Offload, GpuMemoryLosesTheStatesAndUnderZero2TheGradientShard) {
     // The plan search's bound stays below what the plan holds.
     EXPECT_LE(search::memory_lower_bound(on), a.total().value());
   }
+}
+
+// The host holds every rank's shard of the node: 16 bytes a parameter (12 of states, 4 of fp32
+// gradients) of the node's share. Llama 2 70B on one DGX A100 40GB node holds all of it, 16 P =
+// 1,027.8 GiB, above the node's 1,024 GiB (its datasheet's 1 TB): the plan does not fit; on two
+// nodes each holds half.
+TEST(Offload, HostMemoryMustHoldTheNodesShards) {
+  PlanInput p = deepspeed(3, 8, true);
+  p.gpus = 8;
+  p.micro_batch = 1;
+  const Scenario one = scenario("llama2-70b", "dgx-a100-40gb", p);
+  const double P = static_cast<double>(count_params(one.model).total);
+  const Workload w1 = build_workload(one);
+  EXPECT_NEAR(offload_host_bytes_per_node(w1).value(), 16 * P, 1e-6 * P);
+  EXPECT_FALSE(offload_fits_host(w1));
+  const Description d = describe(w1);
+  EXPECT_FALSE(d.fits);
+  ASSERT_FALSE(d.warnings.empty());
+  EXPECT_EQ(d.warnings.back().rfind("does not fit: ZeRO-Offload holds 1027.8 GiB", 0), 0u)
+      << d.warnings.back();
+  p.gpus = 16;
+  p.global_batch = 16;
+  const Workload w2 = build_workload(scenario("llama2-70b", "dgx-a100-40gb", p));
+  EXPECT_NEAR(offload_host_bytes_per_node(w2).value(), 8 * P, 1e-6 * P);
+  EXPECT_TRUE(offload_fits_host(w2));
+  // Without offload the host holds nothing of it; a preset without host_memory_gib checks none.
+  EXPECT_EQ(offload_host_bytes_per_node(
+                build_workload(scenario("llama2-70b", "dgx-a100-40gb", deepspeed(3, 64, false))))
+                .value(),
+            0);
+  PlanInput tg = p;
+  tg.gpus = 8;
+  tg.global_batch = 8;
+  EXPECT_TRUE(offload_fits_host(build_workload(scenario("llama2-70b", "thetagpu-tg80", tg))));
 }
 
 TEST(Offload, PlansThatCannotOffloadAreRefused) {

@@ -56,6 +56,9 @@ struct ModelSpec {
   // norms: Gemma 2's post_attention_layernorm and post_feedforward_layernorm beside its two
   // pre-norms): four norms a block, not two.
   bool post_norms = false;
+  // One pre-norm a block whose output feeds both the attention and the MLP (Falcon-7B's
+  // input_layernorm under parallel_attn, GPT-J's ln_1): one norm a block, not two.
+  bool shared_norm = false;
   // Norms of each query and key head before attention (Qwen3's and Gemma 3's q_norm and k_norm,
   // Megatron-LM's --qk-layernorm): 2 x head_dim weights a block (with biases under LayerNorm).
   bool qk_norm = false;

@@ -43,6 +43,9 @@ struct NodeSpec {
   // The host's DRAM bandwidth, all sockets of the node together: what a CPU optimizer step
   // streams its states at under ZeRO-Offload (ParallelPlan::offload_optimizer).
   BytesPerSecond host_memory_bandwidth;
+  // The host's memory, all sockets of the node together (0: not stated): where ZeRO-Offload's
+  // states live.
+  Bytes host_memory;
 };
 
 struct NicSpec {

@@ -160,6 +160,11 @@ struct OffloadPart {
 std::vector<OffloadPart> offload_step(const Scenario& sc, double owned);
 // Host memory a rank's offloaded shard takes: the optimizer states and the fp32 gradients.
 Bytes offload_host_bytes(const Scenario& sc, double owned);
+// What a node's ranks hold in host memory under ZeRO-Offload (each as the fullest role's rank),
+// 0 without it; and whether that fits the system's node.host_memory_gib (true where the preset
+// states none).
+Bytes offload_host_bytes_per_node(const Workload& w);
+bool offload_fits_host(const Workload& w);
 
 // The GEMM weights of a role's transformer blocks on one of its ranks (the MTP blocks on the
 // last stage included): the dense ones over TP and its own experts over EP x expert TP, no
