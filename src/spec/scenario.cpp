@@ -118,6 +118,10 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
       return bad("--offload-optimizer",
                  "ZeRO stage 1, 2 or 3 (DeepSpeed offloads the optimizer of its ZeRO optimizers)",
                  "ZeRO-0");
+    if (plan.precision_aware_optimizer)
+      return bad("--offload-optimizer",
+                 "plain Adam (DeepSpeedCPUAdam keeps fp32 master weights and moments)",
+                 "--use-precision-aware-optimizer");
     if (system.node.host_copy_pinned.value() <= 0 || system.node.host_memory_bandwidth.value() <= 0)
       return bad(
           "--offload-optimizer",

@@ -202,6 +202,12 @@ TEST(Offload, PlansThatCannotOffloadAreRefused) {
   EXPECT_EQ(testing::scenario_error("gpt2-xl", "dgx-a100-80gb", megatron),
             "--offload-optimizer: expected --framework deepspeed or none (ZeRO-Offload is "
             "DeepSpeed's optimizer path), got --framework megatron");
+  PlanInput narrow = deepspeed(2, 64, true);
+  narrow.framework = Framework::none;
+  narrow.precision_aware_optimizer = true;
+  EXPECT_EQ(testing::scenario_error("gpt2-xl", "dgx-a100-80gb", narrow),
+            "--offload-optimizer: expected plain Adam (DeepSpeedCPUAdam keeps fp32 master weights "
+            "and moments), got --use-precision-aware-optimizer");
   // vtrain-a100 states no host figures.
   EXPECT_EQ(testing::scenario_error("gpt2-xl", "vtrain-a100", deepspeed(2, 64, true)),
             "--offload-optimizer: expected a system whose preset gives node.host_copy_pinned_gbs "
