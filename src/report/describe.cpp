@@ -293,8 +293,7 @@ std::string headline(const Workload& w) {
   }
   if (p.offload_optimizer) {
     // The largest shard sets the node's step: every rank of a node steps its shard at once.
-    double owned = 0;
-    for (const Role& r : w.roles) owned = std::max(owned, optimizer_shard_params(sc, r));
+    const double owned = largest_optimizer_shard(w);
     constexpr double gib = 1024.0 * 1024 * 1024;
     std::string parts;
     double seconds = 0;
@@ -513,6 +512,21 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                            {"wire_bytes_per_rank", c.wire_bytes}});
       if (c.fp8_weights) j["comm"].back()["fp8_weights"] = true;
     }
+  }
+  if (sc.plan.offload_optimizer) {
+    // ZeRO-Offload's step, as the text's line says it (the fullest role's shard).
+    const double owned = largest_optimizer_shard(w);
+    nlohmann::json parts = nlohmann::json::array();
+    for (const OffloadPart& part : offload_step(sc, owned))
+      parts.push_back({{"name", part.name},
+                       {"bytes", part.bytes},
+                       {"bytes_per_s", part.bandwidth},
+                       {"seconds", part.seconds()}});
+    j["offload"] = {{"params_per_rank", owned},
+                    {"parts", parts},
+                    {"host_bytes_per_node", offload_host_bytes_per_node(w).value()},
+                    {"host_memory_bytes", sc.system.node.host_memory.value()},
+                    {"fits_host", offload_fits_host(w)}};
   }
   j["warnings"] = d.warnings;
   return j;

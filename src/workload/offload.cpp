@@ -18,6 +18,12 @@ double optimizer_shard_params(const Scenario& sc, const Role& r) {
   return (sharded ? dense / d : dense) + (expert_sharded ? experts / edp : experts);
 }
 
+double largest_optimizer_shard(const Workload& w) {
+  double owned = 0;
+  for (const Role& r : w.roles) owned = std::max(owned, optimizer_shard_params(w.scenario, r));
+  return owned;
+}
+
 std::vector<OffloadPart> offload_step(const Scenario& sc, double owned) {
   const ParallelPlan& p = sc.plan;
   const double link = sc.system.node.host_copy_pinned.value();
@@ -60,9 +66,7 @@ Bytes offload_host_bytes(const Scenario& sc, double owned) {
 Bytes offload_host_bytes_per_node(const Workload& w) {
   const Scenario& sc = w.scenario;
   if (!sc.plan.offload_optimizer) return Bytes(0);
-  double owned = 0;
-  for (const Role& r : w.roles) owned = std::max(owned, optimizer_shard_params(sc, r));
-  return Bytes(offload_host_bytes(sc, owned).value() * sc.gpus_per_node);
+  return Bytes(offload_host_bytes(sc, largest_optimizer_shard(w)).value() * sc.gpus_per_node);
 }
 
 bool offload_fits_host(const Workload& w) {

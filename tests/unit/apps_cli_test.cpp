@@ -291,6 +291,16 @@ TEST_F(Cli, DeepSpeedOptimizerAndOffloadFromTheFile) {
   EXPECT_EQ(j["plan"]["offload_optimizer"], "cpu");
   EXPECT_EQ(j["stages"][0]["memory"]["optimizer_bytes"], 0);
   EXPECT_EQ(j["stages"][0]["memory"]["gradients_bytes"], 0);
+  // The JSON has the step's parts, each its bytes over its bandwidth, and the host's figures.
+  const auto& off_json = j["offload"];
+  ASSERT_EQ(off_json["parts"].size(), 3u) << off_json.dump();
+  EXPECT_EQ(off_json["parts"][1]["name"], "cpu_adam");
+  for (const auto& part : off_json["parts"])
+    EXPECT_DOUBLE_EQ(part["seconds"].get<double>(),
+                     part["bytes"].get<double>() / part["bytes_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(off_json["host_bytes_per_node"].get<double>(),
+                   16 * off_json["params_per_rank"].get<double>() * 8);
+  EXPECT_EQ(off_json["fits_host"], true);
 
   // describe lists ZeRO-3's fetch rules only for a ZeRO-3 plan (they were listed for ZeRO-0).
   const std::string ds =

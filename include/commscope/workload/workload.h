@@ -143,6 +143,8 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r);
 // over the DP x CP ranks under ZeRO >= 1, its routed experts' over the expert-data group where
 // their states are sharded; all of them otherwise.
 double optimizer_shard_params(const Scenario& sc, const Role& r);
+// The largest of them over a workload's roles (the rank a ZeRO-Offload node waits for).
+double largest_optimizer_shard(const Workload& w);
 
 // DeepSpeed ZeRO-Offload's step (ParallelPlan::offload_optimizer; docs/workload.md, "Optimizer
 // offload") for a rank whose optimizer shard holds `owned` parameters: its parts in order, each
