@@ -2296,9 +2296,7 @@ class Builder {
       bucketed(e, "zero_grad_reduce_scatter", Collective::reduce_scatter, dense,
                p_.zero_reduce_bucket);
     const int edp = sc_.plan.expert_dp();
-    const bool expert_sharded =
-        r.expert_params > 0 && edp > 1 &&
-        (p_.zero >= 1 || (p_.framework == Framework::megatron && p_.use_distributed_optimizer));
+    const bool expert_sharded = r.expert_params > 0 && expert_states_sharded(sc_.plan);
     // FSDP reduces and gathers its experts in their blocks' units (fsdp_experts_apart).
     const bool experts_in_units = fsdp() && r.expert_params > 0;
     if (r.expert_params > 0 && edp > 1 && !expert_grads_in_backward() && !experts_in_units) {

@@ -6,16 +6,19 @@
 
 namespace commscope {
 
+bool expert_states_sharded(const ParallelPlan& p) {
+  return p.expert_dp() > 1 &&
+         (p.zero >= 1 || (p.framework == Framework::megatron && p.use_distributed_optimizer));
+}
+
 double optimizer_shard_params(const Scenario& sc, const Role& r) {
   const ParallelPlan& p = sc.plan;
-  const int d = p.grad_dp(), edp = p.expert_dp();
+  const int d = p.grad_dp();
   const double dense = static_cast<double>(r.params - r.expert_params),
                experts = static_cast<double>(r.expert_params);
   const bool sharded = p.zero >= 1 && d > 1;
-  const bool expert_sharded =
-      experts > 0 && edp > 1 &&
-      (p.zero >= 1 || (p.framework == Framework::megatron && p.use_distributed_optimizer));
-  return (sharded ? dense / d : dense) + (expert_sharded ? experts / edp : experts);
+  const bool expert_sharded = experts > 0 && expert_states_sharded(p);
+  return (sharded ? dense / d : dense) + (expert_sharded ? experts / p.expert_dp() : experts);
 }
 
 double largest_optimizer_shard(const Workload& w) {

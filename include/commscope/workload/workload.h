@@ -143,6 +143,10 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r);
 // over the DP x CP ranks under ZeRO >= 1, its routed experts' over the expert-data group where
 // their states are sharded; all of them otherwise.
 double optimizer_shard_params(const Scenario& sc, const Role& r);
+// Whether a plan shards its routed experts' optimizer states (and reduce-scatters their
+// gradients) over the expert-data group: ZeRO >= 1 or Megatron's distributed optimizer, with
+// more than one expert-data rank.
+bool expert_states_sharded(const ParallelPlan& p);
 // The largest of them over a workload's roles (the rank a ZeRO-Offload node waits for).
 double largest_optimizer_shard(const Workload& w);
 
