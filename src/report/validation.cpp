@@ -118,10 +118,10 @@ std::string render_validation(const Validation& v, Format f, const std::string& 
   // table's cells, its header depending on the input).
   const bool csv = f == Format::csv;
   Table rows;
-  rows.header = {"file",       "line",        "id",    "split",   "group", "model",
-                 "gpus",       "tp",          "pp",    "dp",      "mbs",   "gbs",
-                 "measured_s", "predicted_s", "error", "mem_gib", "fits",  "assumed"};
-  if (csv) rows.header[14] = "error_pct";
+  rows.header = {"file",    "line", "id",         "split",       "group",
+                 "model",   "gpus", "tp",         "pp",          "dp",
+                 "mbs",     "gbs",  "measured_s", "predicted_s", csv ? "error_pct" : "error",
+                 "mem_gib", "fits", "assumed"};
   rows.right = {false, true, false, false, false, false, true, true,  true,
                 true,  true, true,  true,  true,  true,  true, false, false};
   // Runs with a measured peak memory (commscope CSV's measured_memory_gib) add it and the
