@@ -110,7 +110,8 @@ Status check_chrome_trace(const Timeline& t, std::string_view what) {
     if (!within_chrome_trace(e))
       return Error{fmt::format(
           "{}: expected a timeline a Chrome trace can hold (every time within {:g} s: whole "
-          "nanoseconds in 64 bits), got an event '{}' from {:.4g} s to {:.4g} s",
+          "nanoseconds in 64 bits that commscope's reader takes back), got an event '{}' from "
+          "{:.4g} s to {:.4g} s",
           what, kMaxChromeTraceS, e.name, e.start - e.wait, e.end())};
   return {};
 }

@@ -405,6 +405,28 @@ TEST(Trace, ChromeRoundTrip) {
   }
 }
 
+// What the writer takes, the reader reads back: the writer's bound is the reader's (it took
+// 9e9 s, twice what the reader's 2^52 us allows, until 2026-12-02).
+TEST(Trace, ChromeWriterKeepsToTheReadersTimes) {
+  EXPECT_LE(kMaxChromeTraceS * 1e6, kMaxAbsTimestampUs);
+  for (double start : {4.4e9, 4.6e9}) {
+    SCOPED_TRACE(start);
+    Timeline t;
+    Event e;
+    e.start = start;
+    e.dur = 1.0;
+    e.name = t.intern("late");
+    t.events.push_back(e);
+    const bool writable = check_chrome_trace(t, "--trace").ok();
+    EXPECT_EQ(writable, start + 1.0 < kMaxChromeTraceS);
+    if (!writable) continue;
+    auto back = read_trace_text("late.json", chrome_trace_json(t));
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    ASSERT_EQ(back->timeline.events.size(), 1u);
+    EXPECT_NEAR(back->timeline.events[0].start, start, 1e-6);
+  }
+}
+
 // Perfetto's JSON importer keeps a thread's slices only where they nest or are disjoint (found
 // by probing, 2026-11-30: an interleaved pipeline's send beside its receive on one stage's
 // pipeline stream, and slices that abut overlapping by a nanosecond after rounding ts and dur

@@ -11,10 +11,12 @@
 
 namespace commscope {
 
-// The writer's times are whole nanoseconds in 64 bits: every event's start (less its wait) and
-// end must lie within +-kMaxChromeTraceS seconds. check_chrome_trace says, naming `what` (the
+// The writer's times are whole nanoseconds in 64 bits (up to 9.2e9 s), and the trace reader
+// takes times within 2^52 us (kMaxAbsTimestampUs, 4.5e9 s): every event's start (less its wait)
+// and end must lie within +-kMaxChromeTraceS seconds, so that what commscope writes it reads
+// back (the writer allowed 9e9 s until 2026-12-02). check_chrome_trace says, naming `what` (the
 // flag), whether `t` does; chrome_trace_json requires it.
-inline constexpr double kMaxChromeTraceS = 9e9;
+inline constexpr double kMaxChromeTraceS = 4.5e9;
 Status check_chrome_trace(const Timeline& t, std::string_view what);
 std::string chrome_trace_json(const Timeline& t);
 
