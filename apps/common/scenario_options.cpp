@@ -237,6 +237,11 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                "fp32 gradient shard in host memory, the step on the CPU; each step copies the "
                "gradient shard out and the 16-bit weights back (ZeRO >= 1)")
       ->group(g_plan);
+  cmd.add_flag("--offload-param", o.offload_param,
+               "DeepSpeed ZeRO-3 parameter offload (offload_param.device cpu): each rank's "
+               "16-bit parameter partition in host memory, copied to the GPU before each of the "
+               "coordinator's all-gathers (--framework deepspeed --zero 3)")
+      ->group(g_plan);
   cmd.add_option("--mtp-num-layers", o.mtp_layers,
                  "Megatron-Core: multi-token-prediction depths on the last pipeline stage, each "
                  "a block, a projection and a second loss [the model's mtp_layers]")
@@ -275,6 +280,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
                          flags.layers_per_virtual_stage));
   if (o.account_embedding) flags.account_embedding = true;
   if (o.offload_optimizer) flags.offload_optimizer = true;
+  if (o.offload_param) flags.offload_param = true;
   if (o.account_loss) flags.account_loss = true;
   if (!o.cpu_offload_layers.empty()) {
     auto v = parse_number<int>(o.cpu_offload_layers);
@@ -646,6 +652,10 @@ void note_file_fields(const ScenarioOptions& o, const PlanInput& flags, const Pl
        file.zero_reduce_bucket.has_value(), false},
       {"allgather_bucket_size", "zero_optimization.allgather_bucket_size", nullptr,
        file.zero_allgather_bucket.has_value(), false},
+      {"--offload-optimizer", "zero_optimization.offload_optimizer", nullptr,
+       file.offload_optimizer.value_or(false), flags.offload_optimizer.has_value()},
+      {"--offload-param", "zero_optimization.offload_param", nullptr,
+       file.offload_param.value_or(false), flags.offload_param.has_value()},
   };
   for (const Field& f : fields) {
     const char* where = deepspeed ? f.ds : f.tt;

@@ -133,6 +133,7 @@ struct ScenarioOptions {
       recompute_method, recompute_num_layers, layers_per_virtual_stage;
   bool account_embedding = false, account_loss = false;  // in the pipeline split
   bool offload_optimizer = false;                        // DeepSpeed ZeRO-Offload
+  bool offload_param = false;                            // DeepSpeed ZeRO-3 parameter offload
   bool fp8 = false;
   bool fp8_param_gather = false;  // Megatron-Core --fp8-param-gather
   bool tp_comm_overlap = false;

@@ -46,6 +46,7 @@ Verb add_plan(CLI::App& app) {
     OptimizerPrecisionOptions optimizer_precision;
     CompressionOptions compression;
     bool offload_optimizer = false;
+    bool offload_param = false;
     ModelFlagOptions model_flags;
     std::string grad_comm_dtype;
     bool grad_reduce_in_bf16 = false;
@@ -100,6 +101,11 @@ Verb add_plan(CLI::App& app) {
   cmd->add_flag("--offload-optimizer", st->offload_optimizer,
                 "DeepSpeed ZeRO-Offload (Adam's states on the host, the step on the CPU) in every "
                 "plan with ZeRO 1-3 under commscope or deepspeed; the others keep it on the GPU")
+      ->group("Options");
+  cmd->add_flag("--offload-param", st->offload_param,
+                "DeepSpeed ZeRO-3 parameter offload (each rank's 16-bit partition on the host, "
+                "copied to the GPU before each all-gather) in every ZeRO-3 plan under deepspeed "
+                "with DP > 1; the others keep it on the GPU")
       ->group("Options");
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
@@ -416,6 +422,7 @@ Verb add_plan(CLI::App& app) {
         if (Status s = compression_option_flags(st->compression, base); !s.ok())
           return fail(s.error().message);
         if (st->offload_optimizer) base.offload_optimizer = true;
+        if (st->offload_param) base.offload_param = true;
         const GradCompression compression = base.grad_compression.value_or(GradCompression::none);
         if (Status s = check_compressed_wire(compression, base.grad_comm_dtype); !s.ok())
           return fail(s.error().message);
@@ -487,6 +494,16 @@ Verb add_plan(CLI::App& app) {
               "--offload-optimizer: expected ZeRO stage 1, 2 or 3 under commscope or deepspeed "
               "among the candidates (ZeRO-Offload is DeepSpeed's ZeRO optimizers'), got {}",
               searched));
+        if (base.offload_param.value_or(false) && !allows(search::param_offload_applies, 3))
+          return fail(fmt::format(
+              "--offload-param: expected ZeRO stage 3 under deepspeed among the candidates "
+              "(DeepSpeed offloads parameters only there), got {}",
+              searched));
+        if (base.offload_param.value_or(false) &&
+            (base.zeropp_qwz.value_or(false) || base.zeropp_hpz.value_or(1) > 1))
+          return fail(
+              "--offload-param: expected no ZeRO++ qwZ or hpZ (not modelled with parameter "
+              "offload)");
         if (compression != GradCompression::none && !allows(search::compression_applies, 0))
           return fail(
               fmt::format("--grad-compression: expected ZeRO stage 0 under commscope or deepspeed "

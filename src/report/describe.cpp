@@ -35,10 +35,10 @@ Description describe(const Workload& w) {
   if (!offload_fits_host(w)) {
     d.fits = false;
     d.warnings.push_back(fmt::format(
-        "does not fit: ZeRO-Offload holds {:.1f} GiB of optimizer states and fp32 gradients in "
-        "each node's host memory, {} has {:.1f} GiB (on more nodes each holds less)",
-        units::to_gib(offload_host_bytes_per_node(w)), sc.system.name,
-        units::to_gib(sc.system.node.host_memory)));
+        "does not fit: offload holds {:.1f} GiB of {} in each node's host memory, {} has {:.1f} "
+        "GiB (on more nodes each holds less)",
+        units::to_gib(offload_host_bytes_per_node(w)), offload_host_contents(sc.plan),
+        sc.system.name, units::to_gib(sc.system.node.host_memory)));
   } else if (!d.fits)
     d.warnings.push_back(fmt::format(
         "does not fit: {} per rank needed at the fullest stage, {} has {} per GPU (try ZeRO, TP, "
@@ -307,14 +307,33 @@ std::string headline(const Workload& w) {
                            what, part.bytes / gib, part.seconds() * 1e3, part.bandwidth / 1e9);
       seconds += part.seconds();
     }
-    const double host = sc.system.node.host_memory.value();
     out += fmt::format(
         "optimizer offload (ZeRO-Offload): {:.1f}M parameters a rank stepped on the host, {} "
-        "ranks a node at once; {} ({:.1f} ms a step, the GPU waiting); host memory {:.2f} GiB a "
-        "node (states and fp32 gradients){}\n",
-        owned / 1e6, sc.gpus_per_node, parts, seconds * 1e3,
-        offload_host_bytes_per_node(w).value() / gib,
-        host > 0 ? fmt::format(" of the node's {:.0f} GiB", host / gib) : "");
+        "ranks a node at once; {} ({:.1f} ms a step, the GPU waiting)\n",
+        owned / 1e6, sc.gpus_per_node, parts, seconds * 1e3);
+  }
+  if (p.offload_param) {
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    const ParamFetches f = param_fetches(w);
+    std::string step;
+    for (const OffloadPart& part : param_offload_step(sc, largest_optimizer_shard(w)))
+      step += fmt::format("; {} {:.2f} GiB, {:.1f} ms at {:.1f} GB/s",
+                          part.name == "offload_param_out" ? "step: the fp32 weights out"
+                                                           : "their cast on the host",
+                          part.bytes / gib, part.seconds() * 1e3, part.bandwidth / 1e9);
+    out += fmt::format(
+        "parameter offload (ZeRO-3 offload_param): each rank's 16-bit partition in pinned host "
+        "memory; a micro-batch's {} fetches copy {:.2f} GiB to the GPU before their all-gathers, "
+        "{:.1f} ms at {:.1f} GB/s on the gathers' stream (the module waits for each copy){}\n",
+        f.copies, f.bytes / gib, f.seconds * 1e3, sc.system.node.host_copy_pinned.value() / 1e9,
+        step);
+  }
+  if (p.offload_optimizer || p.offload_param) {
+    const double host = sc.system.node.host_memory.value();
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    out += fmt::format("host memory: {:.2f} GiB a node ({}){}\n",
+                       offload_host_bytes_per_node(w).value() / gib, offload_host_contents(p),
+                       host > 0 ? fmt::format(" of the node's {:.0f} GiB", host / gib) : "");
   }
   if (p.pipe_partitioned && p.tp > 1 && p.pp > 1 && !p.sequence_parallel)
     out += fmt::format(
@@ -513,20 +532,29 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
       if (c.fp8_weights) j["comm"].back()["fp8_weights"] = true;
     }
   }
-  if (sc.plan.offload_optimizer) {
-    // ZeRO-Offload's step, as the text's line says it (the fullest role's shard).
+  if (sc.plan.offload_optimizer || sc.plan.offload_param) {
+    // ZeRO-Offload's step and the parameter offload's, as the text's lines say them (the
+    // fullest role's shard); the parameter fetches of a micro-batch.
     const double owned = largest_optimizer_shard(w);
     nlohmann::json parts = nlohmann::json::array();
-    for (const OffloadPart& part : offload_step(sc, owned))
-      parts.push_back({{"name", part.name},
-                       {"bytes", part.bytes},
-                       {"bytes_per_s", part.bandwidth},
-                       {"seconds", part.seconds()}});
-    j["offload"] = {{"params_per_rank", owned},
+    for (const auto& step : {offload_step(sc, owned), param_offload_step(sc, owned)})
+      for (const OffloadPart& part : step)
+        parts.push_back({{"name", part.name},
+                         {"bytes", part.bytes},
+                         {"bytes_per_s", part.bandwidth},
+                         {"seconds", part.seconds()}});
+    j["offload"] = {{"optimizer", sc.plan.offload_optimizer},
+                    {"param", sc.plan.offload_param},
+                    {"params_per_rank", owned},
                     {"parts", parts},
                     {"host_bytes_per_node", offload_host_bytes_per_node(w).value()},
                     {"host_memory_bytes", sc.system.node.host_memory.value()},
                     {"fits_host", offload_fits_host(w)}};
+    if (sc.plan.offload_param) {
+      const ParamFetches f = param_fetches(w);
+      j["offload"]["param_fetches_per_microbatch"] = {
+          {"copies", f.copies}, {"bytes", f.bytes}, {"seconds", f.seconds}};
+    }
   }
   j["warnings"] = d.warnings;
   return j;

@@ -330,6 +330,8 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
                               fmt::join(zeropp, ", ")));
   if (b.offload_optimizer.value_or(false))
     out.push_back("optimizer offloaded to the host where ZeRO 1-3 under commscope or deepspeed");
+  if (b.offload_param.value_or(false))
+    out.push_back("parameters offloaded to the host where ZeRO-3 under deepspeed with DP > 1");
   switch (b.grad_compression.value_or(GradCompression::none)) {
     case GradCompression::none:
       break;

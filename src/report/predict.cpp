@@ -354,9 +354,9 @@ Result<SweepResult> predict_sweep(const std::vector<ScenarioInput>& inputs_in,
         out.warnings = sc->warnings;
         if (!offload_fits_host(w))
           out.warnings.push_back(fmt::format(
-              "does not fit: ZeRO-Offload holds {:.1f} GiB in each node's host memory, {:.1f} GiB "
-              "available",
-              units::to_gib(offload_host_bytes_per_node(w)),
+              "does not fit: offload holds {:.1f} GiB of {} in each node's host memory, {:.1f} "
+              "GiB available",
+              units::to_gib(offload_host_bytes_per_node(w)), offload_host_contents(sc->plan),
               units::to_gib(sc->system.node.host_memory)));
         else if (!out.rows.back().fits)
           out.warnings.push_back(fmt::format("does not fit: {} per GPU needed, {} available",

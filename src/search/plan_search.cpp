@@ -92,6 +92,10 @@ bool offload_applies(int zero, Framework f) {
   return zero >= 1 && (f == Framework::none || f == Framework::deepspeed);
 }
 
+bool param_offload_applies(int zero, Framework f) {
+  return zero == 3 && f == Framework::deepspeed;
+}
+
 bool compression_applies(int zero, Framework f) {
   return zero == 0 && (f == Framework::none || f == Framework::deepspeed);
 }
@@ -136,6 +140,7 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.zeropp_hpz.reset();
   }
   if (!offload_applies(p.zero, p.framework)) in.offload_optimizer.reset();
+  if (!param_offload_applies(p.zero, p.framework) || p.dp < 2) in.offload_param.reset();
   if (!compression_applies(p.zero, p.framework)) {
     in.grad_compression.reset();
     in.powersgd_rank.reset();
@@ -536,7 +541,8 @@ double memory_lower_bound(const Scenario& sc) {
   // Under --fp8-param-gather a ZeRO-3 shard holds its GEMM weights in 1 byte: 1 byte a
   // parameter keeps the bound below (without ZeRO-3 the FP8 data and its transpose are the
   // 16-bit weights' bytes).
-  const double wb3 = p.zero >= 3 && p.fp8_param_gather ? 1 : wb;
+  // Under --offload-param the partitions are on the host.
+  const double wb3 = p.offload_param ? 0 : p.zero >= 3 && p.fp8_param_gather ? 1 : wb;
   const double states = dense * (wb3 / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) +
                                  ob / (p.zero >= 1 ? d : 1)) +
                         experts * (wb3 / (p.zero >= 3 ? ed : 1) + gb / (p.zero >= 2 ? ed : 1) +

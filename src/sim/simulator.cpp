@@ -26,7 +26,8 @@ namespace commscope {
 namespace {
 // stream_of, inlined where the simulator calls it per op.
 inline std::int32_t stream_index(const Op& op) {
-  if (op.kind == OpKind::compute) return kComputeStream;
+  if (op.kind == OpKind::compute)
+    return op.tag == OpTag::data_stream ? kDataStream : kComputeStream;
   switch (op.group) {
     case CommGroup::tensor:
       return kTensorStream;
@@ -77,8 +78,9 @@ void fill_event(Event& e, const Op& op, double start, double dur, Timeline* name
   e.stream = stream_index(op);
   e.start = start;
   e.dur = dur;
-  // ZeRO-Offload's copies over the host link (offload_step's offload_* parts) are memory
-  // copies in the breakdown; its CPU Adam is the step's compute, on the host.
+  // ZeRO-Offload's copies over the host link (offload_step's offload_* parts, the parameter
+  // partitions' offload_param_fetch) are memory copies in the breakdown; its CPU Adam is the
+  // step's compute, on the host.
   const bool host_copy =
       op.compute == ComputeClass::host && std::string_view(op.name).starts_with("offload_");
   e.kind = op.kind == OpKind::comm ? EventKind::comm
@@ -181,7 +183,7 @@ void run_list_into(ListRun& r, const OpList& list, const std::vector<double>& du
     double wait = 0;
     if (op.kind == OpKind::comm) {
       wait = straggle(s, ready, start, start);
-    } else {
+    } else if (s == kComputeStream) {
       computed += dur[i];
     }
     end[i] = start + dur[i];

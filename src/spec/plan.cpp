@@ -376,6 +376,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(cross_entropy, o.cross_entropy);
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(offload_optimizer, o.offload_optimizer);
+  take(offload_param, o.offload_param);
   take(mtp_layers, o.mtp_layers);
   take(recompute_modules, o.recompute_modules);
   take(recompute_block, o.recompute_block);
@@ -564,8 +565,8 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
   }
   // Where the optimizer states, parameters or checkpointed activations live off the GPU
   // (deepspeed/runtime/zero/offload_config.py, activation_checkpointing/config.py). The
-  // optimizer on the host (ZeRO-Offload) is modelled; NVMe (ZeRO-Infinity) and the parameters
-  // off the GPU are said, not guessed at.
+  // optimizer and, under ZeRO-3, the parameters on the host (ZeRO-Offload) are modelled; NVMe
+  // (ZeRO-Infinity) is said, not guessed at.
   for (auto [key, legacy_key, what] :
        {std::tuple{"offload_optimizer", "cpu_offload", "the optimizer states and step"},
         std::tuple{"offload_param", "cpu_offload_params", "the parameters"}}) {
@@ -581,14 +582,21 @@ Result<PlanInput> plan_from_deepspeed(const nlohmann::json& j, const std::string
       field = fmt::format("{}.device {}", key, *device);
     else if (!z.raw().contains(key) && legacy_on.value_or(false))
       field = fmt::format("{} true", legacy_key);
-    const bool host_optimizer = std::string_view(key) == "offload_optimizer" &&
-                                (device == "cpu" || field == "cpu_offload true");
-    if (host_optimizer) {
+    const bool optimizer = std::string_view(key) == "offload_optimizer";
+    const bool host = device == "cpu" || field == fmt::format("{} true", legacy_key);
+    if (host && optimizer) {
       // DeepSpeed offloads only under ZeRO (stage 0 leaves the optimizer alone).
       if (p.zero.value_or(0) >= 1)
         p.offload_optimizer = true;
       else
         note(fmt::format("zero_optimization.{}: no effect without ZeRO (stage 0)", field));
+    } else if (host) {
+      // Only stage 3's optimizer reads offload_param; stages 1-2 ignore it in silence.
+      if (p.zero.value_or(0) == 3)
+        p.offload_param = true;
+      else
+        note(fmt::format("zero_optimization.{}: no effect below ZeRO-3 (stage {})", field,
+                         p.zero.value_or(0)));
     } else if (!field.empty())
       note(fmt::format(
           "zero_optimization.{}: {} off the GPU ({}) are not modelled: commscope keeps them on "
@@ -724,6 +732,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.pipe_partitioned) j["pipe_partitioned"] = true;
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (p.offload_optimizer) j["offload_optimizer"] = "cpu";
+  if (p.offload_param) j["offload_param"] = "cpu";
   if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;
   if (p.overlap_moe_ep_comm) j["overlap_moe_expert_parallel_comm"] = true;
   if (p.delay_wgrad_compute) j["delay_wgrad_compute"] = true;

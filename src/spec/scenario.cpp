@@ -107,6 +107,18 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                              system.name),
                  num(plan.cpu_offload_layers));
   }
+  // An offload's figures of the system: the host link, and where the host steps or casts, its
+  // memory's bandwidth.
+  auto host_figures = [&](std::string_view flag, bool memory) -> Status {
+    const bool link = system.node.host_copy_pinned.value() > 0;
+    if (link && (!memory || system.node.host_memory_bandwidth.value() > 0)) return {};
+    return bad(flag,
+               "a system whose preset gives node.host_copy_pinned_gbs and "
+               "node.host_memory_bandwidth_gbs (the host link's and the host memory's "
+               "bandwidths)",
+               fmt::format("{}, which gives no {}", system.name,
+                           link ? "host_memory_bandwidth_gbs" : "host_copy_pinned_gbs"));
+  };
   // DeepSpeed ZeRO-Offload: its ZeRO optimizers' cpu_offload path, under ZeRO 1-3 only.
   plan.offload_optimizer = in.offload_optimizer.value_or(false);
   if (plan.offload_optimizer) {
@@ -122,15 +134,31 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
       return bad("--offload-optimizer",
                  "plain Adam (DeepSpeedCPUAdam keeps fp32 master weights and moments)",
                  "--use-precision-aware-optimizer");
-    if (system.node.host_copy_pinned.value() <= 0 || system.node.host_memory_bandwidth.value() <= 0)
-      return bad(
-          "--offload-optimizer",
-          "a system whose preset gives node.host_copy_pinned_gbs and "
-          "node.host_memory_bandwidth_gbs (the host link's and the host memory's "
-          "bandwidths)",
-          fmt::format("{}, which gives no {}", system.name,
-                      system.node.host_copy_pinned.value() <= 0 ? "host_copy_pinned_gbs"
-                                                                : "host_memory_bandwidth_gbs"));
+    CS_RETURN_IF_ERROR(host_figures("--offload-optimizer", true));
+  }
+  // DeepSpeed ZeRO-3's parameter offload: the partitions its coordinator fetches.
+  plan.offload_param = in.offload_param.value_or(false);
+  if (plan.offload_param) {
+    if (plan.framework != Framework::deepspeed)
+      return bad("--offload-param",
+                 "--framework deepspeed (the partitions are fetched by DeepSpeed's ZeRO-3 "
+                 "coordinator)",
+                 "--framework " + std::string(to_string(plan.framework)));
+    if (plan.zero != 3)
+      return bad("--offload-param", "ZeRO stage 3 (DeepSpeed offloads parameters only there)",
+                 fmt::format("ZeRO-{}", plan.zero));
+    if (plan.dp < 2)
+      return bad("--offload-param",
+                 "data-parallel size 2 or more (commscope prices the fetches with ZeRO-3's "
+                 "gathers)",
+                 "data-parallel size 1");
+    if (plan.zeropp_qwz || plan.zeropp_hpz > 1)
+      return bad("--offload-param", "no ZeRO++ qwZ or hpZ (not modelled with parameter offload)",
+                 plan.zeropp_qwz ? "--zero-quantized-weights" : "--zero-hpz-partition-size");
+    // Without ZeRO-Offload the step's 16-bit cast of the weights runs on the host (PyTorch's
+    // blocking copy_ converts there) and needs the host memory's bandwidth.
+    CS_RETURN_IF_ERROR(host_figures("--offload-param",
+                                    !plan.offload_optimizer && plan.precision != Precision::fp32));
   }
   if (in.pipeline_layout && (in.stage_layers || in.first_stage_layers || in.last_stage_layers))
     return bad("--pipeline-model-parallel-layout",

@@ -168,6 +168,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--offload-optimizer: the CPU trainer's optimizer already steps in host memory, beside "
         "its weights (describe and predict model DeepSpeed's offload to a GPU's host)"};
+  if (p.offload_param.value_or(false))
+    return Error{
+        "--offload-param: the CPU trainer's parameters are in host memory already (describe "
+        "and predict model DeepSpeed's ZeRO-3 parameter offload)"};
   if (p.mtp_layers && *p.mtp_layers > 0)
     return Error{fmt::format(
         "--mtp-num-layers: expected 0 (the CPU trainer has no multi-token prediction; describe "

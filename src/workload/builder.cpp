@@ -1590,14 +1590,19 @@ class Builder {
   // with the GPU waiting; nothing when that parameter is 0.
   void ds_host_call(Emitter& e, int layer) const {
     if (p_.zero3_host_s_per_rank_per_call <= 0) return;
+    e.chain(host_op("ds_host_call", layer,
+                    zero3_host_seconds_per_call(p_.zero3_host_s_per_rank_per_call, p_.dp)));
+  }
+  // A host op of the given seconds (ComputeClass::host: no FLOPs, no bytes), in the plan's type.
+  Op host_op(const char* name, int layer, double seconds) const {
     Op h;
     h.kind = OpKind::compute;
     h.compute = ComputeClass::host;
     h.dtype = dt_;
-    h.name = "ds_host_call";
+    h.name = name;
     h.layer = layer;
-    h.host_seconds = zero3_host_seconds_per_call(p_.zero3_host_s_per_rank_per_call, p_.dp);
-    e.chain(h);
+    h.host_seconds = seconds;
+    return h;
   }
   void ds_reduce_per_param(Emitter& e, const Step& st, int layer, std::size_t idx) const {
     if (st.grad_params <= 0) return;
@@ -1610,6 +1615,17 @@ class Builder {
       rs.tag = OpTag::grad_bucket;
       e.chain(rs);
     }
+  }
+
+  // DeepSpeed's copy of a rank's offloaded partition of `elements` gathered parameters (padded
+  // to a multiple of DP) from pinned host memory to the GPU, in the parameters' type, over the
+  // rank's host link, on the data-parallel stream (docs/workload.md, "Parameter offload").
+  Op param_fetch(std::int64_t elements, int layer) const {
+    Op f = host_op("offload_param_fetch", layer,
+                   static_cast<double>(elements / p_.dp) * dtype_bytes(dt_) /
+                       sc_.system.node.host_copy_pinned.value());
+    f.tag = OpTag::data_stream;
+    return f;
   }
 
   // The parameter tensors of the nn.Module a compute step stands for (DeepSpeed's hooks fire
@@ -1669,10 +1685,22 @@ class Builder {
                    plan.gathers[g].elements, dt_, layer);
       op.tag = OpTag::param_gather;
       op.index = static_cast<std::int32_t>(g);
+      // --offload-param: the rank's partition of the gathered parameters, copied to the GPU
+      // first on the all-gather stream (partition_parameters.py _all_gather_dtype:
+      // ds_tensor.to(device), blocking; the hook returns, and the module's kernels launch, only
+      // after it).
+      std::optional<Op> fetch;
+      if (p_.offload_param) fetch = param_fetch(plan.gathers[g].elements, layer);
       if (p_.zero3_sync_gathers) {  // DeepSpeed 0.3-0.5: host work, then the gather, in line
         ds_host_call(e, layer);
+        if (fetch) e.chain(*fetch);
         gather_op_[g] = e.chain(op);
         e.edit(gather_op_[g]).layer = layer;
+      } else if (fetch) {
+        const std::uint32_t f =
+            after_prev && e.has_prev() ? e.side(*fetch, {e.prev()}) : e.side(*fetch, {});
+        gather_op_[g] = e.side(op, {f});
+        e.need(f);
       } else {
         gather_op_[g] = after_prev && e.has_prev() ? e.side(op, {e.prev()}) : e.side(op, {});
       }
@@ -2329,17 +2357,21 @@ class Builder {
     // Adam: fp32 master weight, two moments and the gradient read; master, moments and the
     // low-precision weight copy written: 28 bytes per parameter (fewer with the
     // precision-aware optimizer's narrower states); about 12 FLOPs per parameter.
-    if (p_.offload_optimizer) {
-      for (const OffloadPart& part : offload_step(sc_, owned)) {
+    auto on_host = [&](const std::vector<OffloadPart>& parts) {
+      for (const OffloadPart& part : parts) {
         Op h;
         h.compute = ComputeClass::host;
         h.name = part.name;
         h.host_seconds = part.seconds();
         e.chain(h);
       }
+    };
+    if (p_.offload_optimizer) {
+      on_host(offload_step(sc_, owned));
     } else {
       e.chain(
           elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, p_.adam_step_bytes()));
+      on_host(param_offload_step(sc_, owned));  // --offload-param: the weights to the host
     }
     if (own && (p_.zero == 1 || p_.zero == 2) && p_.dp > 1)
       bucketed(e, "zero_param_all_gather", Collective::all_gather, dense, p_.zero_allgather_bucket);

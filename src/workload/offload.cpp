@@ -1,6 +1,8 @@
 // DeepSpeed ZeRO-Offload's step and the optimizer shard it moves (docs/workload.md, "Optimizer
 // offload").
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include "commscope/workload/workload.h"
 
@@ -29,6 +31,7 @@ double largest_optimizer_shard(const Workload& w) {
 
 std::vector<OffloadPart> offload_step(const Scenario& sc, double owned) {
   const ParallelPlan& p = sc.plan;
+  if (!p.offload_optimizer) return {};
   const double link = sc.system.node.host_copy_pinned.value();
   const double host = sc.system.node.host_memory_bandwidth.value();
   const bool mixed = p.precision != Precision::fp32;
@@ -57,19 +60,66 @@ std::vector<OffloadPart> offload_step(const Scenario& sc, double owned) {
   // a node steps its shard at once.
   const double per_param = 28.0 + (mixed ? 6.0 : 0.0) + (stage3 && p.grad_accum == 1 ? w + 4 : 0.0);
   parts.push_back({"cpu_adam", per_param * owned * sc.gpus_per_node, host});
-  // The updated weights back, in the GPU's type.
-  parts.push_back({"offload_param_copy", w * owned, link});
+  // The updated weights back, in the GPU's type; under --offload-param the partition they are
+  // cast into is on the host already (stage3.py's fp16_partitioned_groups_flat, a view of its
+  // pinned buffer), and the next fetch brings it over.
+  if (!p.offload_param) parts.push_back({"offload_param_copy", w * owned, link});
   return parts;
 }
 
+std::vector<OffloadPart> param_offload_step(const Scenario& sc, double owned) {
+  const ParallelPlan& p = sc.plan;
+  if (!p.offload_param || p.offload_optimizer) return {};
+  // Adam steps on the GPU, and stage3.py's _reassign_or_swap_out_partitioned_parameters copies
+  // each fp32 master partition into the 16-bit one on the host: a blocking copy_, for which
+  // PyTorch converts on the CPU (copy_kernel_cuda), so the fp32 values cross the host link and
+  // are cast there (4 bytes in, w out), every rank of a node at once.
+  std::vector<OffloadPart> parts{
+      {"offload_param_out", 4.0 * owned, sc.system.node.host_copy_pinned.value()}};
+  if (p.precision != Precision::fp32)
+    parts.push_back({"cpu_param_cast", 6.0 * owned * sc.gpus_per_node,
+                     sc.system.node.host_memory_bandwidth.value()});
+  return parts;
+}
+
+ParamFetches param_fetches(const Workload& w) {
+  ParamFetches most;
+  const double link = w.scenario.system.node.host_copy_pinned.value();
+  for (const Role& r : w.roles) {
+    ParamFetches f;
+    for (const Chunk& ch : r.chunks)
+      for (const OpList* list : {&ch.forward, &ch.backward})
+        for (std::uint32_t i = 0; i < list->size(); ++i) {
+          const Op& op = (*list)[i];
+          if (op.tag != OpTag::data_stream || std::string_view(op.name) != "offload_param_fetch")
+            continue;
+          ++f.copies;
+          f.seconds += op.host_seconds;
+          f.bytes += op.host_seconds * link;
+        }
+    if (f.seconds > most.seconds) most = f;
+  }
+  return most;
+}
+
 Bytes offload_host_bytes(const Scenario& sc, double owned) {
-  return Bytes(owned * (sc.plan.optimizer_state_bytes() + 4.0));
+  const ParallelPlan& p = sc.plan;
+  // The optimizer states and fp32 gradients; the 16-bit parameter partition (ZeRO-3's
+  // partition is the optimizer's shard).
+  return Bytes(owned * ((p.offload_optimizer ? p.optimizer_state_bytes() + 4.0 : 0.0) +
+                        (p.offload_param ? dtype_bytes(p.dtype()) : 0.0)));
 }
 
 Bytes offload_host_bytes_per_node(const Workload& w) {
   const Scenario& sc = w.scenario;
-  if (!sc.plan.offload_optimizer) return Bytes(0);
+  if (!sc.plan.offload_optimizer && !sc.plan.offload_param) return Bytes(0);
   return Bytes(offload_host_bytes(sc, largest_optimizer_shard(w)).value() * sc.gpus_per_node);
+}
+
+std::string offload_host_contents(const ParallelPlan& p) {
+  if (p.offload_optimizer && p.offload_param)
+    return "optimizer states, fp32 gradients and 16-bit parameter partitions";
+  return p.offload_param ? "16-bit parameter partitions" : "optimizer states and fp32 gradients";
 }
 
 bool offload_fits_host(const Workload& w) {

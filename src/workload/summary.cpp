@@ -503,6 +503,11 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     mem.gradients = Bytes(P * (p.grad_comm_dtype ? dtype_bytes(*p.grad_comm_dtype) : gb));
   // ZeRO++ hpZ: the secondary copy of the weights, sharded over zero_hpz_partition_size ranks.
   if (p.zero >= 3 && p.zeropp_hpz > 1) mem.weights += Bytes(P * wb / p.zeropp_hpz);
+  // DeepSpeed's parameter offload: the rank's 16-bit partition lives in host memory
+  // (offload_host_bytes); what the GPU holds of the weights is the coordinator's gathered
+  // buffers, counted below. (Persistent parameters, at most stage3_param_persistence_threshold
+  // elements each, stay gathered on the GPU with or without it; commscope counts neither.)
+  if (p.offload_param) mem.weights = Bytes(0);
   if (p.fp8) {
     // Transformer Engine keeps an FP8 copy of every GEMM weight of the blocks beside the
     // bf16/fp16 weights, cast once per iteration and reused by every micro-batch (Megatron

@@ -280,3 +280,18 @@ def test_offload_optimizer_keyword_reaches_the_plan(commscope):
     assert "offload_optimizer" not in off["plan"]
     assert on["stages"][0]["memory"]["optimizer_bytes"] == 0
     assert off["stages"][0]["memory"]["optimizer_bytes"] > 0
+
+
+def test_offload_param_keyword_reaches_the_plan(commscope):
+    # offload_param=True is the CLI's --offload-param: the plan says it, the GPU holds none of
+    # the 16-bit partition, and describe counts the fetches' copies of a micro-batch.
+    kw = {"model": "gpt2-xl", "system": "dgx-a100-80gb", "gpus": 16, "framework": "deepspeed",
+          "zero": 3}
+    on = commscope.describe(offload_param=True, **kw)
+    off = commscope.describe(**kw)
+    assert on["plan"]["offload_param"] == "cpu"
+    assert "offload_param" not in off["plan"]
+    assert on["stages"][0]["memory"]["weights_bytes"] == 0
+    assert off["stages"][0]["memory"]["weights_bytes"] > 0
+    assert on["offload"]["param_fetches_per_microbatch"]["copies"] > 0
+    assert "offload" not in off

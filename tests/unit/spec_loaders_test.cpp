@@ -743,6 +743,22 @@ TEST(Loaders, DeepSpeedOptimizerAndOffload) {
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0],
             "zero_optimization.offload_optimizer.device cpu: no effect without ZeRO (stage 0)");
+  // ZeRO-3's parameters on the host (and the older spelling); below ZeRO-3 DeepSpeed ignores it
+  for (const nlohmann::json& z :
+       {nlohmann::json{{"stage", 3}, {"offload_param", {{"device", "cpu"}}}},
+        nlohmann::json{{"stage", 3}, {"cpu_offload_params", true}}}) {
+    auto params = ds({{"zero_optimization", z}});
+    ASSERT_TRUE(params.ok()) << params.error().message;
+    EXPECT_EQ(params->offload_param, true) << z.dump();
+    EXPECT_FALSE(params->offload_optimizer.has_value());
+    EXPECT_TRUE(notes.empty()) << z.dump();
+  }
+  auto stage2 = ds({{"zero_optimization", {{"stage", 2}, {"offload_param", {{"device", "cpu"}}}}}});
+  ASSERT_TRUE(stage2.ok());
+  EXPECT_FALSE(stage2->offload_param.has_value());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "zero_optimization.offload_param.device cpu: no effect below ZeRO-3 (stage 2)");
   // devices that keep them on the GPU
   ASSERT_TRUE(ds({{"zero_optimization",
                    {{"stage", 3},

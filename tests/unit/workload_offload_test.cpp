@@ -173,7 +173,7 @@ TEST(Offload, HostMemoryMustHoldTheNodesShards) {
   const Description d = describe(w1);
   EXPECT_FALSE(d.fits);
   ASSERT_FALSE(d.warnings.empty());
-  EXPECT_EQ(d.warnings.back().rfind("does not fit: ZeRO-Offload holds 1027.8 GiB", 0), 0u)
+  EXPECT_EQ(d.warnings.back().rfind("does not fit: offload holds 1027.8 GiB", 0), 0u)
       << d.warnings.back();
   p.gpus = 16;
   p.global_batch = 16;
@@ -219,6 +219,191 @@ TEST(Offload, PlansThatCannotOffloadAreRefused) {
             "cpu");
   EXPECT_FALSE(to_json(scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(2, 64, false)).plan)
                    .contains("offload_optimizer"));
+}
+
+// DeepSpeed ZeRO-3's parameter offload (docs/workload.md, "Parameter offload"), against closed
+// forms written here from DeepSpeed's stage-3 code paths (partition_parameters.py, stage3.py):
+// - every all-gather of the coordinator is preceded by a copy of the rank's partition of what
+//   it gathers (its padded elements / DP, 2 bytes each under bf16) from the host over the rank's
+//   host link, on the gathers' stream, and the module whose hook issued it waits for the copy
+//   (a blocking .to(device));
+// - the GPU holds none of the 16-bit partition (2 P / DP bytes fewer); the host holds it;
+// - with ZeRO-Offload the step's updated weights stay on the host (no copy back); without it
+//   the GPU's fp32 master goes out (4 bytes a parameter) and is cast on the host (4 in, 2 out,
+//   every rank of the node at once).
+PlanInput param_offload(bool optimizer, Precision precision = Precision::bf16) {
+  PlanInput p = deepspeed(3, 64, optimizer, precision);
+  p.offload_param = true;
+  return p;
+}
+
+TEST(ParamOffload, EachGatherIsPrecededByACopyOfItsPartition) {
+  const double link = 26.2e9;  // dgx-a100-80gb's host_copy_pinned_gbs
+  const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", param_offload(false));
+  const Scenario plain = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(3, 64, false));
+  const Workload w = build_workload(sc), w0 = build_workload(plain);
+  ASSERT_EQ(w.roles.size(), 1u);
+  int gathers = 0, fetches = 0, waited = 0;
+  double bytes = 0;
+  for (std::size_t c = 0; c < w.roles[0].chunks.size(); ++c) {
+    for (auto list : {&Chunk::forward, &Chunk::backward}) {
+      const OpList& l = w.roles[0].chunks[c].*list;
+      const OpList& l0 = w0.roles[0].chunks[c].*list;
+      // the same gathers as without the offload, each after its own copy
+      std::vector<std::int64_t> with, without;
+      for (std::uint32_t i = 0; i < l.size(); ++i) {
+        const Op& op = l[i];
+        if (op.name == "offload_param_fetch") {
+          ++fetches;
+          EXPECT_EQ(op.compute, ComputeClass::host);
+          EXPECT_EQ(stream_of(op), kDataStream);
+          bytes += op.host_seconds * link;
+          // the next op of the compute chain waits for it
+          bool needed = false;
+          for (std::uint32_t k = i + 1; k < l.size() && !needed; ++k)
+            for (auto d : l.deps_of(k)) needed |= d == i && l[k].kind == OpKind::compute;
+          waited += needed;
+        }
+        if (op.name != "ds_param_all_gather") continue;
+        ++gathers;
+        with.push_back(op.elements);
+        const auto deps = l.deps_of(i);
+        ASSERT_EQ(deps.size(), 1u);
+        const Op& fetch = l[deps[0]];
+        ASSERT_EQ(fetch.name, std::string_view("offload_param_fetch"));
+        EXPECT_NEAR(fetch.host_seconds, static_cast<double>(op.elements) / 16 * 2 / link, 1e-15);
+      }
+      for (std::uint32_t i = 0; i < l0.size(); ++i)
+        if (l0[i].name == "ds_param_all_gather") without.push_back(l0[i].elements);
+      EXPECT_EQ(with, without);
+      EXPECT_TRUE(named(l0, "offload_param_fetch").empty());
+    }
+  }
+  EXPECT_GT(gathers, 0);
+  EXPECT_EQ(fetches, gathers);
+  EXPECT_EQ(waited, fetches);
+  // describe's figures are these copies'
+  const ParamFetches f = param_fetches(w);
+  EXPECT_EQ(f.copies, fetches);
+  EXPECT_NEAR(f.bytes, bytes, 1e-6 * bytes);
+  // Each micro-batch fetches at least the whole partition (forward) once.
+  EXPECT_GE(f.bytes, 2.0 * static_cast<double>(count_params(sc.model).total) / 16 * 0.999);
+}
+
+TEST(ParamOffload, CopiesAreMemoryCopiesOnTheDataStreamAndCostTime) {
+  const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", param_offload(false));
+  const Scenario plain = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(3, 64, false));
+  const Workload w = build_workload(sc);
+  SimOptions o;
+  o.timeline = true;
+  const Prediction on = simulate(w, o), off = simulate(build_workload(plain));
+  const ParamFetches f = param_fetches(w);
+  ASSERT_EQ(sc.plan.grad_accum, 1);
+  double copied = 0;
+  int copies = 0;
+  for (const Event& e : on.timeline.events)
+    if (on.timeline.name(e) == "offload_param_fetch") {
+      EXPECT_EQ(e.kind, EventKind::memcpy);
+      EXPECT_EQ(e.stream, kDataStream);
+      copied += e.dur;
+      ++copies;
+    }
+  EXPECT_EQ(copies, f.copies);  // one micro-batch
+  EXPECT_NEAR(copied, f.seconds, 1e-12);
+  // The module waits for each copy, and each copy is issued after the op before the hook: the
+  // compute (CPU cast included), the copies and the step's copy out follow one another, none
+  // beside another.
+  const double out = host_seconds(w.roles[0].step, "offload_param_out");
+  EXPECT_GT(on.iteration_time, off.iteration_time);
+  EXPECT_GE(on.iteration_time - on.straggler_wait, on.mean.compute + copied + out - 1e-9);
+  EXPECT_LT(off.iteration_time - off.straggler_wait, off.mean.compute + copied + out);
+  EXPECT_NEAR(on.mean.compute + on.mean.exposed + on.mean.memcpy + on.mean.idle, on.mean.wall,
+              1e-9 * on.mean.wall);
+}
+
+TEST(ParamOffload, TheStepWritesTheWeightsToTheHost) {
+  const double link = 26.2e9, host = 409.6e9;
+  for (Precision precision : {Precision::bf16, Precision::fp32}) {
+    SCOPED_TRACE(std::string(to_string(precision)));
+    const bool mixed = precision != Precision::fp32;
+    const Scenario gpu = scenario("gpt2-xl", "dgx-a100-80gb", param_offload(false, precision));
+    const double owned = static_cast<double>(count_params(gpu.model).total) / 16;
+    const OpList& step = build_workload(gpu).roles[0].step;
+    EXPECT_EQ(named(step, "adam").size(), 1u);  // Adam on the GPU
+    EXPECT_NEAR(host_seconds(step, "offload_param_out"), 4 * owned / link, 1e-12);
+    if (mixed)
+      EXPECT_NEAR(host_seconds(step, "cpu_param_cast"), 6 * owned * 8 / host, 1e-12);
+    else
+      EXPECT_TRUE(named(step, "cpu_param_cast").empty());
+    // With ZeRO-Offload: the host steps and casts into the host partition; nothing comes back.
+    const Scenario both = scenario("gpt2-xl", "dgx-a100-80gb", param_offload(true, precision));
+    const Scenario opt = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(3, 64, true, precision));
+    const OpList& s2 = build_workload(both).roles[0].step;
+    EXPECT_TRUE(named(s2, "offload_param_copy").empty());
+    EXPECT_TRUE(named(s2, "offload_param_out").empty());
+    EXPECT_DOUBLE_EQ(host_seconds(s2, "cpu_adam"),
+                     host_seconds(build_workload(opt).roles[0].step, "cpu_adam"));
+  }
+}
+
+TEST(ParamOffload, TheGpuHoldsNoPartitionAndTheHostDoes) {
+  for (bool optimizer : {false, true}) {
+    SCOPED_TRACE(optimizer);
+    const Scenario on = scenario("gpt2-xl", "dgx-a100-80gb", param_offload(optimizer));
+    const Scenario off = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(3, 64, optimizer));
+    const Workload w_on = build_workload(on), w_off = build_workload(off);
+    const MemoryBreakdown a = memory_per_rank(w_on, w_on.roles[0]),
+                          b = memory_per_rank(w_off, w_off.roles[0]);
+    const double P = static_cast<double>(w_off.roles[0].params);
+    EXPECT_NEAR(b.weights.value(), 2 * P / 16, 16);  // partitions padded to DP
+    EXPECT_EQ(a.weights.value(), 0);
+    EXPECT_EQ(a.gradients.value(), b.gradients.value());
+    EXPECT_EQ(a.optimizer.value(), b.optimizer.value());
+    EXPECT_EQ(a.comm_buffers.value(), b.comm_buffers.value());  // the gathered working set stays
+    EXPECT_EQ(a.activations.value(), b.activations.value());
+    // host: 2 bytes a parameter of each of the node's 8 ranks' partitions, with ZeRO-Offload's
+    // 16 beside them
+    const double owned = optimizer_shard_params(on, w_on.roles[0]);
+    EXPECT_NEAR(offload_host_bytes_per_node(w_on).value(), (optimizer ? 18 : 2) * owned * 8, 1);
+    EXPECT_LE(search::memory_lower_bound(on), a.total().value());
+  }
+}
+
+TEST(ParamOffload, PlansThatCannotOffloadParametersAreRefused) {
+  using testing::scenario_error;
+  PlanInput none = param_offload(false);
+  none.framework = Framework::none;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", none),
+            "--offload-param: expected --framework deepspeed (the partitions are fetched by "
+            "DeepSpeed's ZeRO-3 coordinator), got --framework none");
+  PlanInput two = param_offload(false);
+  two.zero = 2;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", two),
+            "--offload-param: expected ZeRO stage 3 (DeepSpeed offloads parameters only there), "
+            "got ZeRO-2");
+  PlanInput one = param_offload(false);
+  one.gpus = 1;
+  one.global_batch = 4;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", one)
+                .rfind("--offload-param: expected data-parallel size 2 or more", 0),
+            0u);
+  PlanInput hpz = param_offload(false);
+  hpz.zeropp_hpz = 8;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", hpz),
+            "--offload-param: expected no ZeRO++ qwZ or hpZ (not modelled with parameter "
+            "offload), got --zero-hpz-partition-size");
+  EXPECT_EQ(scenario_error("gpt2-xl", "vtrain-a100", param_offload(false))
+                .rfind("--offload-param: expected a system whose preset gives "
+                       "node.host_copy_pinned_gbs",
+                       0),
+            0u);
+  EXPECT_EQ(to_json(scenario("gpt2-xl", "dgx-a100-80gb", param_offload(false)).plan)
+                .value("offload_param", ""),
+            "cpu");
+  // The search applies it to DeepSpeed's ZeRO-3 only.
+  EXPECT_TRUE(search::param_offload_applies(3, Framework::deepspeed));
+  EXPECT_FALSE(search::param_offload_applies(3, Framework::none));
+  EXPECT_FALSE(search::param_offload_applies(2, Framework::deepspeed));
 }
 
 }  // namespace

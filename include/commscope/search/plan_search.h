@@ -25,11 +25,12 @@ std::optional<Objective> objective_from_name(std::string_view s);  // time|token
 // megatron, deepspeed, fsdp; "none" is taken for commscope too.
 std::string_view framework_choice_name(Framework f);
 // Where a candidate takes the base's ZeRO++ (ZeRO-3 under DeepSpeed's pattern or commscope's),
-// its optimizer offload (ZeRO 1-3, likewise) and its gradient compression (no ZeRO, under
-// commscope's pattern, DDP's hook, or DeepSpeed's, its 1-bit optimizers); to_plan_input drops
-// them elsewhere.
+// its optimizer offload (ZeRO 1-3, likewise), its parameter offload (ZeRO-3 under DeepSpeed's,
+// DP > 1) and its gradient compression (no ZeRO, under commscope's pattern, DDP's hook, or
+// DeepSpeed's, its 1-bit optimizers); to_plan_input drops them elsewhere.
 bool zeropp_applies(int zero, Framework f);
 bool offload_applies(int zero, Framework f);
+bool param_offload_applies(int zero, Framework f);
 bool compression_applies(int zero, Framework f);
 std::optional<Framework> framework_choice_from_name(std::string_view s);
 

@@ -381,6 +381,13 @@ struct ParallelPlan {
   // rank's reduced gradient shard to the host, runs Adam there, and copies the updated 16-bit
   // shard back (docs/workload.md, "Optimizer offload"). Needs ZeRO >= 1.
   bool offload_optimizer = false;
+  // DeepSpeed ZeRO-3 parameter offload (zero_optimization.offload_param.device "cpu", or the
+  // older cpu_offload_params true; --offload-param): each rank's 16-bit parameter partition lives
+  // in pinned host memory. Every fetch of DeepSpeed's coordinator copies the partition to the GPU
+  // (a blocking copy on the all-gather stream) before the all-gather, and the step writes the
+  // updated partition back to the host (docs/workload.md, "Parameter offload"). Needs
+  // --framework deepspeed, ZeRO-3 and DP > 1.
+  bool offload_param = false;
   // Megatron-Core --mtp-num-layers: multi-token-prediction depths trained on the last pipeline
   // stage (docs/workload.md, "Multi-token prediction"); the model's mtp_layers unless given.
   int mtp_layers = 0;
@@ -562,7 +569,7 @@ struct PlanInput {
   std::optional<CrossEntropy> cross_entropy;  // --cross-entropy, --cross-entropy-loss-fusion
   std::optional<bool> fp8_param_gather;
   std::optional<int> cpu_offload_layers;
-  std::optional<bool> offload_optimizer;
+  std::optional<bool> offload_optimizer, offload_param;
   std::optional<int> mtp_layers;                 // --mtp-num-layers (unset: the model's)
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
   std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)

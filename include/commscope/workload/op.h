@@ -34,8 +34,17 @@ enum class ComputeClass : std::uint8_t {
 // (ep_forwarded: an all_to_all whose bytes are the rank's tokens each once, priced by the
 // cost layer's forwarded_time and counted on the wire by its forwarded_copies), and a forward
 // CP ring pass beside a one-kernel attention core (cp_ring_steps: the core that depends on it
-// runs messages + 1 steps, only the last of which waits for the pass's end).
-enum class OpTag : std::uint8_t { none, param_gather, grad_bucket, ep_forwarded, cp_ring_steps };
+// runs messages + 1 steps, only the last of which waits for the pass's end), and a host op on
+// the data-parallel stream (data_stream: DeepSpeed's copy of an offloaded parameter partition
+// to the GPU, made on the all-gather stream before the gather).
+enum class OpTag : std::uint8_t {
+  none,
+  param_gather,
+  grad_bucket,
+  ep_forwarded,
+  cp_ring_steps,
+  data_stream
+};
 // The part of its process group a collective runs over: the whole group, or (PyTorch FSDP's
 // HYBRID_SHARD) the group's ranks on one node (the shard group) or one rank per node (the
 // replicate group). group_size is then the sub-group's size.

@@ -152,10 +152,11 @@ double largest_optimizer_shard(const Workload& w);
 
 // DeepSpeed ZeRO-Offload's step (ParallelPlan::offload_optimizer; docs/workload.md, "Optimizer
 // offload") for a rank whose optimizer shard holds `owned` parameters: its parts in order, each
-// a host op of the role's step list (the GPU waits for it).
+// a host op of the role's step list (the GPU waits for it); none without it.
 struct OffloadPart {
   // offload_grad_accumulate (gradient accumulation only), offload_grad_copy, cpu_adam,
-  // offload_param_copy
+  // offload_param_copy (not under --offload-param); param_offload_step's offload_param_out,
+  // cpu_param_cast
   std::string_view name;
   // Bytes over the rank's host link, or, for cpu_adam, through the node's host memory (the
   // node's ranks step their shards at once).
@@ -164,12 +165,28 @@ struct OffloadPart {
   double seconds() const { return bytes / bandwidth; }
 };
 std::vector<OffloadPart> offload_step(const Scenario& sc, double owned);
-// Host memory a rank's offloaded shard takes: the optimizer states and the fp32 gradients.
+// DeepSpeed ZeRO-3's parameter offload without ZeRO-Offload (ParallelPlan::offload_param, the
+// optimizer on the GPU): the step's updated partition out to the host, offload_param_out, and
+// under mixed precision its cast there, cpu_param_cast; none otherwise.
+std::vector<OffloadPart> param_offload_step(const Scenario& sc, double owned);
+// --offload-param's copies of the partitions to the GPU in one micro-batch's forward and
+// backward (the builder's offload_param_fetch ops) of the role that copies longest.
+struct ParamFetches {
+  int copies = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+ParamFetches param_fetches(const Workload& w);
+// Host memory a rank's offloaded shard takes: the optimizer states and the fp32 gradients
+// (ZeRO-Offload), the 16-bit parameter partition (--offload-param).
 Bytes offload_host_bytes(const Scenario& sc, double owned);
-// What a node's ranks hold in host memory under ZeRO-Offload (each as the fullest role's rank),
-// 0 without it; and whether that fits the system's node.host_memory_gib (true where the preset
-// states none).
+// What a node's ranks hold in host memory under ZeRO-Offload or parameter offload (each as the
+// fullest role's rank), 0 without either; and whether that fits the system's
+// node.host_memory_gib (true where the preset states none).
 Bytes offload_host_bytes_per_node(const Workload& w);
+// What those bytes are, in words ("optimizer states and fp32 gradients", "16-bit parameter
+// partitions" or both), for describe's and predict's lines.
+std::string offload_host_contents(const ParallelPlan& p);
 bool offload_fits_host(const Workload& w);
 
 // The GEMM weights of a role's transformer blocks on one of its ranks (the MTP blocks on the
