@@ -242,6 +242,12 @@ void add_modern_training_options(CLI::App& cmd, ScenarioOptions& o, const char* 
                "16-bit parameter partition in host memory, copied to the GPU before each of the "
                "coordinator's all-gathers (--framework deepspeed --zero 3)")
       ->group(g_plan);
+  cmd.add_flag("--fsdp-cpu-offload", o.fsdp_cpu_offload,
+               "PyTorch FSDP CPU offload (CPUOffload(offload_params=True), FSDP2's "
+               "CPUOffloadPolicy, torchtitan's enable_cpu_offload): each rank's fp32 shard, "
+               "gradients and Adam's states in host memory, copied in before each all-gather and "
+               "out after each reduction, torch's AdamW on the CPU (--framework fsdp)")
+      ->group(g_plan);
   cmd.add_option("--mtp-num-layers", o.mtp_layers,
                  "Megatron-Core: multi-token-prediction depths on the last pipeline stage, each "
                  "a block, a projection and a second loss [the model's mtp_layers]")
@@ -281,6 +287,7 @@ Status modern_training_flags(const ScenarioOptions& o, PlanInput& flags) {
   if (o.account_embedding) flags.account_embedding = true;
   if (o.offload_optimizer) flags.offload_optimizer = true;
   if (o.offload_param) flags.offload_param = true;
+  if (o.fsdp_cpu_offload) flags.fsdp_cpu_offload = true;
   if (o.account_loss) flags.account_loss = true;
   if (!o.cpu_offload_layers.empty()) {
     auto v = parse_number<int>(o.cpu_offload_layers);

@@ -134,6 +134,7 @@ struct ScenarioOptions {
   bool account_embedding = false, account_loss = false;  // in the pipeline split
   bool offload_optimizer = false;                        // DeepSpeed ZeRO-Offload
   bool offload_param = false;                            // DeepSpeed ZeRO-3 parameter offload
+  bool fsdp_cpu_offload = false;  // PyTorch FSDP CPUOffload(offload_params=True)
   bool fp8 = false;
   bool fp8_param_gather = false;  // Megatron-Core --fp8-param-gather
   bool tp_comm_overlap = false;

@@ -47,6 +47,7 @@ Verb add_plan(CLI::App& app) {
     CompressionOptions compression;
     bool offload_optimizer = false;
     bool offload_param = false;
+    bool fsdp_cpu_offload = false;
     ModelFlagOptions model_flags;
     std::string grad_comm_dtype;
     bool grad_reduce_in_bf16 = false;
@@ -106,6 +107,11 @@ Verb add_plan(CLI::App& app) {
                 "DeepSpeed ZeRO-3 parameter offload (each rank's 16-bit partition on the host, "
                 "copied to the GPU before each all-gather) in every ZeRO-3 plan under deepspeed "
                 "with DP > 1; the others keep it on the GPU")
+      ->group("Options");
+  cmd->add_flag("--fsdp-cpu-offload", st->fsdp_cpu_offload,
+                "PyTorch FSDP's CPU offload (shards, gradients and Adam on the host) in every plan "
+                "under fsdp with FULL_SHARD or SHARD_GRAD_OP that reduces once an iteration; the "
+                "others keep them on the GPU")
       ->group("Options");
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "
@@ -272,7 +278,8 @@ Verb add_plan(CLI::App& app) {
           base.fp8 = f.fp8;
           base.grad_comm_dtype = f.grad_comm_dtype;
           base.attention = f.attention;
-          base.cross_entropy = f.cross_entropy;  // torchtitan's loss (flags win, below)
+          base.cross_entropy = f.cross_entropy;        // torchtitan's loss (flags win, below)
+          base.fsdp_cpu_offload = f.fsdp_cpu_offload;  // enable_cpu_offload
           if (cmd->count("--global-batch-size") == 0) {
             // The file's global batch: stated, or its local batch on each of its
             // data-parallel ranks (the GPUs its other degrees leave, as torchtitan's -1).
@@ -423,6 +430,7 @@ Verb add_plan(CLI::App& app) {
           return fail(s.error().message);
         if (st->offload_optimizer) base.offload_optimizer = true;
         if (st->offload_param) base.offload_param = true;
+        if (st->fsdp_cpu_offload) base.fsdp_cpu_offload = true;
         const GradCompression compression = base.grad_compression.value_or(GradCompression::none);
         if (Status s = check_compressed_wire(compression, base.grad_comm_dtype); !s.ok())
           return fail(s.error().message);
@@ -498,6 +506,11 @@ Verb add_plan(CLI::App& app) {
           return fail(fmt::format(
               "--offload-param: expected ZeRO stage 3 under deepspeed among the candidates "
               "(DeepSpeed offloads parameters only there), got {}",
+              searched));
+        if (base.fsdp_cpu_offload.value_or(false) &&
+            std::find(frameworks.begin(), frameworks.end(), Framework::fsdp) == frameworks.end())
+          return fail(fmt::format(
+              "--fsdp-cpu-offload: expected fsdp among the candidates' frameworks, got {}",
               searched));
         if (base.offload_param.value_or(false) &&
             (base.zeropp_qwz.value_or(false) || base.zeropp_hpz.value_or(1) > 1))

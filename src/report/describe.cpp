@@ -328,7 +328,25 @@ std::string headline(const Workload& w) {
         f.copies, f.bytes / gib, f.seconds * 1e3, sc.system.node.host_copy_pinned.value() / 1e9,
         step);
   }
-  if (p.offload_optimizer || p.offload_param) {
+  if (p.fsdp_cpu_offload) {
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    const ParamFetches f = param_fetches(w);
+    const double owned = largest_optimizer_shard(w);
+    std::string step;
+    for (const OffloadPart& part : fsdp_offload_step(sc, owned))
+      step = fmt::format(
+          "torch's AdamW on the CPU {:.2f} GiB through host memory, {:.1f} ms at "
+          "{:.1f} GB/s, the node's {} ranks at once",
+          part.bytes / gib, part.seconds() * 1e3, part.bandwidth / 1e9, sc.gpus_per_node);
+    out += fmt::format(
+        "FSDP CPU offload: each rank's fp32 shard of {:.1f}M parameters, its gradients and "
+        "Adam's moments in pinned host memory; the first micro-batch's {} copies of shards to the "
+        "GPU before their all-gathers {:.2f} GiB, {:.1f} ms at {:.1f} GB/s; each reduced "
+        "gradient shard copied out as fp32; the step: {}\n",
+        owned / 1e6, f.copies, f.bytes / gib, f.seconds * 1e3,
+        sc.system.node.host_copy_pinned.value() / 1e9, step);
+  }
+  if (p.offload_optimizer || p.offload_param || p.fsdp_cpu_offload) {
     const double host = sc.system.node.host_memory.value();
     constexpr double gib = 1024.0 * 1024 * 1024;
     out += fmt::format("host memory: {:.2f} GiB a node ({}){}\n",
@@ -532,12 +550,13 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
       if (c.fp8_weights) j["comm"].back()["fp8_weights"] = true;
     }
   }
-  if (sc.plan.offload_optimizer || sc.plan.offload_param) {
-    // ZeRO-Offload's step and the parameter offload's, as the text's lines say them (the
-    // fullest role's shard); the parameter fetches of a micro-batch.
+  if (sc.plan.offload_optimizer || sc.plan.offload_param || sc.plan.fsdp_cpu_offload) {
+    // ZeRO-Offload's step, the parameter offload's and FSDP's, as the text's lines say them
+    // (the fullest role's shard); the parameter fetches of a micro-batch.
     const double owned = largest_optimizer_shard(w);
     nlohmann::json parts = nlohmann::json::array();
-    for (const auto& step : {offload_step(sc, owned), param_offload_step(sc, owned)})
+    for (const auto& step :
+         {offload_step(sc, owned), param_offload_step(sc, owned), fsdp_offload_step(sc, owned)})
       for (const OffloadPart& part : step)
         parts.push_back({{"name", part.name},
                          {"bytes", part.bytes},
@@ -545,12 +564,13 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
                          {"seconds", part.seconds()}});
     j["offload"] = {{"optimizer", sc.plan.offload_optimizer},
                     {"param", sc.plan.offload_param},
+                    {"fsdp", sc.plan.fsdp_cpu_offload},
                     {"params_per_rank", owned},
                     {"parts", parts},
                     {"host_bytes_per_node", offload_host_bytes_per_node(w).value()},
                     {"host_memory_bytes", sc.system.node.host_memory.value()},
                     {"fits_host", offload_fits_host(w)}};
-    if (sc.plan.offload_param) {
+    if (sc.plan.offload_param || sc.plan.fsdp_cpu_offload) {
       const ParamFetches f = param_fetches(w);
       j["offload"]["param_fetches_per_microbatch"] = {
           {"copies", f.copies}, {"bytes", f.bytes}, {"seconds", f.seconds}};

@@ -141,6 +141,15 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   }
   if (!offload_applies(p.zero, p.framework)) in.offload_optimizer.reset();
   if (!param_offload_applies(p.zero, p.framework) || p.dp < 2) in.offload_param.reset();
+  // FSDP's CPU offload where a candidate shards over FSDP without HSDP, and reduces each
+  // micro-batch's gradients only where it runs one.
+  const bool accumulates =
+      p.global_batch > p.micro_batch * p.dp &&
+      base.fsdp_grad_sync.value_or(FsdpGradSync::micro_batch) == FsdpGradSync::micro_batch;
+  if (p.framework != Framework::fsdp || p.dp * p.cp < 2 || accumulates ||
+      (p.fsdp_sharding != FsdpSharding::full_shard &&
+       p.fsdp_sharding != FsdpSharding::shard_grad_op))
+    in.fsdp_cpu_offload.reset();
   if (!compression_applies(p.zero, p.framework)) {
     in.grad_compression.reset();
     in.powersgd_rank.reset();
@@ -522,9 +531,11 @@ std::vector<PlanPoint> enumerate_plans(const SearchSpace& s) {
 double memory_lower_bound(const Scenario& sc) {
   const ParallelPlan& p = sc.plan;
   const bool mixed = p.precision != Precision::fp32;
-  const double wb = mixed ? 2 : 4, ob = p.offload_optimizer ? 0 : p.optimizer_state_bytes();
-  // ZeRO-Offload keeps the optimizer states, and under ZeRO-2/3 the gradient shard, on the host.
-  const double gb = p.offload_optimizer && p.zero >= 2 ? 0 : wb;
+  // ZeRO-Offload keeps the optimizer states, and under ZeRO-2/3 the gradient shard, on the host;
+  // FSDP's CPU offload the states, the gradient shards and the parameter shards.
+  const bool host_states = p.offload_optimizer || p.fsdp_cpu_offload;
+  const double wb = mixed ? 2 : 4, ob = host_states ? 0 : p.optimizer_state_bytes();
+  const double gb = (p.offload_optimizer && p.zero >= 2) || p.fsdp_cpu_offload ? 0 : wb;
   const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
   // The stages' TP shards hold every parameter at least once over TP ranks (replicated ones
   // whole): the fullest stage holds at least all / (TP x PP), uneven stages or not (the fullest
@@ -542,7 +553,9 @@ double memory_lower_bound(const Scenario& sc) {
   // parameter keeps the bound below (without ZeRO-3 the FP8 data and its transpose are the
   // 16-bit weights' bytes).
   // Under --offload-param the partitions are on the host.
-  const double wb3 = p.offload_param ? 0 : p.zero >= 3 && p.fp8_param_gather ? 1 : wb;
+  const double wb3 = p.offload_param || p.fsdp_cpu_offload ? 0
+                     : p.zero >= 3 && p.fp8_param_gather   ? 1
+                                                           : wb;
   const double states = dense * (wb3 / (p.zero >= 3 ? d : 1) + gb / (p.zero >= 2 ? d : 1) +
                                  ob / (p.zero >= 1 ? d : 1)) +
                         experts * (wb3 / (p.zero >= 3 ? ed : 1) + gb / (p.zero >= 2 ? ed : 1) +

@@ -1156,8 +1156,10 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     // another ends as the iteration does, its wait then followed by the step's head of
     // reductions (below) before the next schedule's first task.
     // The tails: the last backwards that end the schedule's tasks (found once, used twice).
+    // Memory copies in the tails (FSDP's CPU offload: gradient shards copied out after their
+    // reduction) are the run's memcpy already: neither the wait nor idle.
     thread_local std::vector<const Breakdown*> tails;
-    double tail_wait = 0, tail_stragglers = 0;
+    double tail_wait = 0, tail_stragglers = 0, tail_copies = 0;
     const std::size_t stage_per_round = order[s].size() / rounds;
     for (int r = 0; r < rounds; ++r) {
       const bool final = r + 1 == rounds;
@@ -1165,16 +1167,19 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
       const double done = final ? ready[s] : round_ready[at];
       const double last = final ? last_task_end[s] : round_last[at];
       tails.clear();
-      double tail_idle = 0;
+      double tail_idle = 0, tail_copy = 0;
       for (std::size_t k = r * stage_per_round; k < (r + 1) * stage_per_round; ++k) {
         const PipelineTask& t = order[s][k];
         if (t.backward && last_of_round(t) && t.end == last) {
           tails.push_back(&runs_of(s, t.chunk).bwd_last_tail);
           tail_idle = std::max(tail_idle, tails.back()->idle);
+          tail_copy = std::max(tail_copy, tails.back()->memcpy);
         }
       }
       const double gap = std::max(0.0, done - last);
-      const double wait = std::min(std::max(0.0, gap - tail_idle), b.overlapped);
+      const double copies = std::min(gap, tail_copy);
+      tail_copies += copies;
+      const double wait = std::min(std::max(0.0, gap - tail_idle - copies), b.overlapped);
       tail_wait += wait;
       tail_stragglers += std::min(tail_idle, gap);
       b.overlapped -= wait;
@@ -1223,8 +1228,8 @@ Prediction finish(const Scenario& sc, int microbatches, const std::vector<Role>&
     const Breakdown& step = runs.step_in[s];
     b.add(step);
     const double waiting = step_start[s] - ready[s];  // for the partner's embedding gradient
-    const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + gather_wait +
-                             round_heads + steps[s].end;
+    const double busy_time = length(busy) + (p2p_total - p2p_hidden) + tail_wait + tail_copies +
+                             gather_wait + round_heads + steps[s].end;
     b.wall = T;
     const double outside = std::max(0.0, T - busy_time);
     b.idle = outside + idle_inside + step.idle;

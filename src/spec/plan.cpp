@@ -377,6 +377,7 @@ void PlanInput::merge(const PlanInput& o) {
   take(cpu_offload_layers, o.cpu_offload_layers);
   take(offload_optimizer, o.offload_optimizer);
   take(offload_param, o.offload_param);
+  take(fsdp_cpu_offload, o.fsdp_cpu_offload);
   take(mtp_layers, o.mtp_layers);
   take(recompute_modules, o.recompute_modules);
   take(recompute_block, o.recompute_block);
@@ -733,6 +734,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.cpu_offload_layers > 0) j["cpu_offloading_num_layers"] = p.cpu_offload_layers;
   if (p.offload_optimizer) j["offload_optimizer"] = "cpu";
   if (p.offload_param) j["offload_param"] = "cpu";
+  if (p.fsdp_cpu_offload) j["fsdp_cpu_offload"] = true;
   if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;
   if (p.overlap_moe_ep_comm) j["overlap_moe_expert_parallel_comm"] = true;
   if (p.delay_wgrad_compute) j["delay_wgrad_compute"] = true;

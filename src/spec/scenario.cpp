@@ -160,6 +160,30 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     CS_RETURN_IF_ERROR(host_figures("--offload-param",
                                     !plan.offload_optimizer && plan.precision != Precision::fp32));
   }
+  // PyTorch FSDP's CPU offload: every sharded unit's shard on the host.
+  plan.fsdp_cpu_offload = in.fsdp_cpu_offload.value_or(false);
+  if (plan.fsdp_cpu_offload) {
+    if (plan.framework != Framework::fsdp)
+      return bad("--fsdp-cpu-offload", "--framework fsdp (PyTorch FSDP's CPU offload)",
+                 "--framework " + std::string(to_string(plan.framework)));
+    if (plan.fsdp_sharding == FsdpSharding::no_shard || plan.grad_dp() < 2)
+      return bad(
+          "--fsdp-cpu-offload",
+          "a sharded strategy over 2 or more data-parallel ranks (the offload moves the "
+          "shards)",
+          plan.fsdp_sharding == FsdpSharding::no_shard ? "NO_SHARD" : "data-parallel size 1");
+    if (plan.hsdp())
+      return bad("--fsdp-cpu-offload",
+                 "FULL_SHARD or SHARD_GRAD_OP (HSDP with CPU offload is not modelled)",
+                 "--fsdp-sharding " + std::string(to_string(plan.fsdp_sharding)));
+    if (plan.grad_accum > 1 && plan.fsdp_grad_sync == FsdpGradSync::micro_batch)
+      return bad("--fsdp-cpu-offload",
+                 "one micro-batch an iteration, or --fsdp-grad-sync last-micro-batch or step "
+                 "(FSDP1 does not accumulate offloaded gradients; FSDP2's blocking accumulation "
+                 "on the host is not modelled)",
+                 fmt::format("{} micro-batches reduced each", plan.grad_accum));
+    CS_RETURN_IF_ERROR(host_figures("--fsdp-cpu-offload", true));
+  }
   if (in.pipeline_layout && (in.stage_layers || in.first_stage_layers || in.last_stage_layers))
     return bad("--pipeline-model-parallel-layout",
                "either a layout or per-stage layer counts (--pipeline-stage-layers, "

@@ -433,6 +433,10 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
   if (flex.value_or(false))
     job.notes.push_back("[model] use_flex_attn: FlexAttention is priced as FlashAttention");
 
+  // torchtitan's FSDP2 CPU offload (apply_fsdp: CPUOffloadPolicy(), pinned): --fsdp-cpu-offload.
+  CS_ASSIGN_OR_RETURN(auto cpu_offload, f.boolean({"training"}, "enable_cpu_offload"));
+  if (cpu_offload.value_or(false)) p.fsdp_cpu_offload = true;
+
   // ---- [training]: batch, sequence, precision ----
   CS_ASSIGN_OR_RETURN(auto local, f.integer({"training"}, "local_batch_size", 1));
   const char* local_key = "local_batch_size";
@@ -714,14 +718,6 @@ Result<TorchtitanJob> torchtitan_from_toml(std::string_view text, const std::str
     job.notes.push_back(
         "[compile] enable: torch.compile's fused kernels are not modelled (commscope prices the "
         "eager kernels)");
-  // torchtitan's FSDP2 CPU offload (CPUOffloadPolicy: the sharded parameters, gradients and
-  // optimizer states in pinned host memory, the optimizer stepping on the CPU).
-  CS_ASSIGN_OR_RETURN(auto cpu_offload, f.boolean({"training"}, "enable_cpu_offload"));
-  if (cpu_offload.value_or(false))
-    job.notes.push_back(
-        "[training] enable_cpu_offload: FSDP2's CPU offload (parameters, gradients and optimizer "
-        "states on the host, the optimizer step on the CPU) is not modelled: commscope keeps "
-        "them on the GPU, in its memory and in its time");
   CS_ASSIGN_OR_RETURN(auto fp8_gather, f.boolean({"float8"}, "enable_fsdp_float8_all_gather"));
   CS_ASSIGN_OR_RETURN(auto fp8_gather_q,
                       f.boolean({"quantize.linear.float8"}, "enable_fsdp_float8_all_gather"));

@@ -168,6 +168,10 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
     return Error{
         "--offload-optimizer: the CPU trainer's optimizer already steps in host memory, beside "
         "its weights (describe and predict model DeepSpeed's offload to a GPU's host)"};
+  if (p.fsdp_cpu_offload.value_or(false))
+    return Error{
+        "--fsdp-cpu-offload: the CPU trainer's shards are in host memory already (describe and "
+        "predict model PyTorch FSDP's CPU offload)"};
   if (p.offload_param.value_or(false))
     return Error{
         "--offload-param: the CPU trainer's parameters are in host memory already (describe "

@@ -1798,7 +1798,30 @@ class Builder {
     op.tag = OpTag::param_gather;
     if (g.hybrid) place_sub_group(op, g.shard, g.shard_per_node);
     op.first_microbatch_only = fsdp_gathers_once() || fsdp_forward_gathers_once(e);
+    if (p_.fsdp_cpu_offload) {
+      // --fsdp-cpu-offload: the rank's fp32 shard to the GPU first, non-blocking from pinned
+      // memory on FSDP's pre-unshard (FSDP1) or copy-in (FSDP2) stream, cast to the gathered
+      // type there (FlatParamHandle._use_low_precision_shard, FSDPParam.all_gather_inputs).
+      Op fetch = host_op("offload_param_fetch", layer, shard_copy_seconds(op.elements / g.shard));
+      fetch.tag = OpTag::data_stream;
+      fetch.first_microbatch_only = op.first_microbatch_only;
+      const std::uint32_t f = after ? e.side(fetch, {*after}) : e.side(fetch, {});
+      return e.side(op, {f});
+    }
     return after ? e.side(op, {*after}) : e.side(op, {});
+  }
+  // --fsdp-cpu-offload: `elements` fp32 values of a shard over the rank's host link.
+  double shard_copy_seconds(std::int64_t elements) const {
+    return 4.0 * static_cast<double>(elements) / sc_.system.node.host_copy_pinned.value();
+  }
+  // --fsdp-cpu-offload: a unit's reduced gradient shard, cast to fp32, out to the host's pinned
+  // buffer (FSDP1 _offload_grad, FSDP2 foreach_reduce), after its reduction; none otherwise.
+  std::optional<Op> fsdp_grad_out(std::int64_t params, int layer, bool expert) const {
+    if (!p_.fsdp_cpu_offload) return std::nullopt;
+    const int shard = (expert ? fsdp_expert_groups() : fsdp_groups()).shard;
+    Op out = host_op("offload_grad_copy", layer, shard_copy_seconds((params + shard - 1) / shard));
+    out.tag = OpTag::data_stream;
+    return out;
   }
   // Block l's unit gathered: its parameters over DP (x CP), then its experts' over the
   // expert-data group (need_all: the next chain op waits for both).
@@ -1858,6 +1881,10 @@ class Builder {
     for (Op& op : fsdp_reduction(params, layer, expert)) {
       op.last_microbatch_only = p_.fsdp_grad_sync == FsdpGradSync::last_micro_batch;
       last = e.side(op, {last});
+    }
+    if (auto out = fsdp_grad_out(params, layer, expert)) {
+      out->last_microbatch_only = p_.fsdp_grad_sync == FsdpGradSync::last_micro_batch;
+      e.side(*out, {last});
     }
   }
   // FSDP gathers a unit's parameters once a step: it keeps them after forward (SHARD_GRAD_OP)
@@ -2273,9 +2300,12 @@ class Builder {
     // --fsdp-grad-sync step: every unit's gradients reduced after the last backward, one unit
     // after another on the reduction stream (torch.distributed.pipelining's post-backward pass
     // over the FSDP states), before the optimizer.
-    for (const FsdpUnit& u : fsdp_step_units_)
+    for (const FsdpUnit& u : fsdp_step_units_) {
       for (const Op& op : fsdp_reduction(u.params, u.layer, u.expert))
         e.edit(e.chain(op)).phase = Phase::backward;
+      if (auto out = fsdp_grad_out(u.params, u.layer, u.expert))
+        e.edit(e.chain(*out)).phase = Phase::backward;
+    }
     if (p_.sequence_parallel) {
       // Norm weights and row-parallel biases see only their sequence shard: all-reduce over TP.
       std::int64_t replicated = 0;
@@ -2368,6 +2398,8 @@ class Builder {
     };
     if (p_.offload_optimizer) {
       on_host(offload_step(sc_, owned));
+    } else if (p_.fsdp_cpu_offload) {
+      on_host(fsdp_offload_step(sc_, owned));
     } else {
       e.chain(
           elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, p_.adam_step_bytes()));

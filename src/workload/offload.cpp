@@ -82,13 +82,26 @@ std::vector<OffloadPart> param_offload_step(const Scenario& sc, double owned) {
   return parts;
 }
 
+std::vector<OffloadPart> fsdp_offload_step(const Scenario& sc, double owned) {
+  if (!sc.plan.fsdp_cpu_offload) return {};
+  // The user's torch.optim.AdamW on the CPU shards: PyTorch picks neither foreach nor fused
+  // kernels for CPU tensors (_default_to_fused_or_foreach), so _single_tensor_adamw runs, one
+  // pass over memory an operation: the weight decay (4 in, 4 out), lerp_ of the first moment
+  // (8, 4), mul_ and addcmul_ of the second (4, 4; 8, 4), its sqrt, the division by the bias
+  // correction and add_ of eps (4, 4 each), and addcdiv_ into the weight (12, 4): 80 bytes a
+  // parameter, every rank of the node at once. The shards are fp32 already: no cast.
+  return {
+      {"cpu_adamw", 80.0 * owned * sc.gpus_per_node, sc.system.node.host_memory_bandwidth.value()}};
+}
+
 ParamFetches param_fetches(const Workload& w) {
   ParamFetches most;
   const double link = w.scenario.system.node.host_copy_pinned.value();
   for (const Role& r : w.roles) {
     ParamFetches f;
     for (const Chunk& ch : r.chunks)
-      for (const OpList* list : {&ch.forward, &ch.backward})
+      for (const OpList* list :
+           {ch.forward_first.empty() ? &ch.forward : &ch.forward_first, &ch.backward})
         for (std::uint32_t i = 0; i < list->size(); ++i) {
           const Op& op = (*list)[i];
           if (op.tag != OpTag::data_stream || std::string_view(op.name) != "offload_param_fetch")
@@ -106,17 +119,21 @@ Bytes offload_host_bytes(const Scenario& sc, double owned) {
   const ParallelPlan& p = sc.plan;
   // The optimizer states and fp32 gradients; the 16-bit parameter partition (ZeRO-3's
   // partition is the optimizer's shard).
+  // FSDP's CPU offload: the fp32 shard, its fp32 gradients and Adam's two fp32 moments.
   return Bytes(owned * ((p.offload_optimizer ? p.optimizer_state_bytes() + 4.0 : 0.0) +
-                        (p.offload_param ? dtype_bytes(p.dtype()) : 0.0)));
+                        (p.offload_param ? dtype_bytes(p.dtype()) : 0.0) +
+                        (p.fsdp_cpu_offload ? 16.0 : 0.0)));
 }
 
 Bytes offload_host_bytes_per_node(const Workload& w) {
   const Scenario& sc = w.scenario;
-  if (!sc.plan.offload_optimizer && !sc.plan.offload_param) return Bytes(0);
+  if (!sc.plan.offload_optimizer && !sc.plan.offload_param && !sc.plan.fsdp_cpu_offload)
+    return Bytes(0);
   return Bytes(offload_host_bytes(sc, largest_optimizer_shard(w)).value() * sc.gpus_per_node);
 }
 
 std::string offload_host_contents(const ParallelPlan& p) {
+  if (p.fsdp_cpu_offload) return "fp32 parameter shards, their gradients and Adam's moments";
   if (p.offload_optimizer && p.offload_param)
     return "optimizer states, fp32 gradients and 16-bit parameter partitions";
   return p.offload_param ? "16-bit parameter partitions" : "optimizer states and fp32 gradients";

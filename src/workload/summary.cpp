@@ -508,6 +508,8 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   // buffers, counted below. (Persistent parameters, at most stage3_param_persistence_threshold
   // elements each, stay gathered on the GPU with or without it; commscope counts neither.)
   if (p.offload_param) mem.weights = Bytes(0);
+  // FSDP's CPU offload: the shard on the host (what a strategy keeps gathered stays).
+  if (p.fsdp_cpu_offload && sharded_weights) mem.weights = Bytes(0);
   if (p.fp8) {
     // Transformer Engine keeps an FP8 copy of every GEMM weight of the blocks beside the
     // bf16/fp16 weights, cast once per iteration and reused by every micro-batch (Megatron
@@ -539,6 +541,12 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
   if (p.offload_optimizer) {
     mem.optimizer = Bytes(0);
     if (p.zero >= 2) mem.gradients = Bytes(0);
+  }
+  // FSDP's CPU offload: the optimizer's states and the reduced gradient shards on the host (the
+  // unsharded gradients FSDP keeps until a later reduction stay on the GPU).
+  if (p.fsdp_cpu_offload) {
+    mem.optimizer = Bytes(0);
+    if (!p.fsdp_whole_gradients()) mem.gradients = Bytes(0);
   }
 
   // Activations: each chunk's blocks per micro-batch, the first chunk of the first stage with

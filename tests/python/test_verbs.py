@@ -295,3 +295,14 @@ def test_offload_param_keyword_reaches_the_plan(commscope):
     assert off["stages"][0]["memory"]["weights_bytes"] > 0
     assert on["offload"]["param_fetches_per_microbatch"]["copies"] > 0
     assert "offload" not in off
+
+
+def test_fsdp_cpu_offload_keyword_reaches_the_plan(commscope):
+    # fsdp_cpu_offload=True is the CLI's --fsdp-cpu-offload: the GPU holds no shard, gradient
+    # shard or optimizer state, and the step is torch's AdamW on the host.
+    kw = {"model": "gpt2-xl", "system": "dgx-a100-80gb", "gpus": 16, "framework": "fsdp"}
+    on = commscope.describe(fsdp_cpu_offload=True, **kw)
+    assert on["plan"]["fsdp_cpu_offload"] is True
+    memory = on["stages"][0]["memory"]
+    assert memory["weights_bytes"] == memory["optimizer_bytes"] == 0
+    assert [p["name"] for p in on["offload"]["parts"]] == ["cpu_adamw"]

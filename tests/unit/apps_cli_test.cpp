@@ -344,6 +344,42 @@ TEST_F(Cli, DeepSpeedOptimizerAndOffloadFromTheFile) {
   EXPECT_DOUBLE_EQ(pj["offload"]["host_bytes_per_node"].get<double>(),
                    2 * pj["offload"]["params_per_rank"].get<double>() * 8);
 
+  // torchtitan's enable_cpu_offload is --fsdp-cpu-offload (it was ignored without a word).
+  const std::string tt = (dir_ / "offload.toml").string(), tt0 = (dir_ / "plain.toml").string();
+  const std::string job =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+      "local_batch_size = 1\nseq_len = 4096\n";
+  std::ofstream(tt) << job << "enable_cpu_offload = true\n";
+  std::ofstream(tt0) << job;
+  const std::string h100 = " --system dgx-h100 --gpus 8";
+  Outcome t_on = run("describe --format json --torchtitan-config " + tt + h100);
+  Outcome t_off = run("describe --format json --torchtitan-config " + tt0 + h100);
+  ASSERT_EQ(t_on.status, 0) << t_on.err;
+  ASSERT_EQ(t_off.status, 0) << t_off.err;
+  EXPECT_EQ(t_on.err.find("enable_cpu_offload"), std::string::npos) << t_on.err;
+  const auto on_j = nlohmann::json::parse(t_on.out), off_j = nlohmann::json::parse(t_off.out);
+  EXPECT_EQ(on_j["plan"]["fsdp_cpu_offload"], true);
+  EXPECT_FALSE(off_j["plan"].contains("fsdp_cpu_offload"));
+  for (const char* part : {"weights_bytes", "gradients_bytes", "optimizer_bytes"}) {
+    EXPECT_EQ(on_j["stages"][0]["memory"][part], 0) << part;
+    EXPECT_GT(off_j["stages"][0]["memory"][part].get<double>(), 0) << part;
+  }
+  EXPECT_EQ(on_j["offload"]["fsdp"], true);
+  ASSERT_EQ(on_j["offload"]["parts"].size(), 1u);
+  EXPECT_EQ(on_j["offload"]["parts"][0]["name"], "cpu_adamw");
+  EXPECT_DOUBLE_EQ(on_j["offload"]["parts"][0]["bytes"].get<double>(),
+                   80 * on_j["offload"]["params_per_rank"].get<double>() * 8);
+  EXPECT_DOUBLE_EQ(on_j["offload"]["host_bytes_per_node"].get<double>(),
+                   16 * on_j["offload"]["params_per_rank"].get<double>() * 8);
+  Outcome t_text = run("describe --torchtitan-config " + tt + h100);
+  EXPECT_NE(t_text.out.find("\nFSDP CPU offload: each rank's fp32 shard of "), std::string::npos)
+      << t_text.out;
+  Outcome wrong = run("predict --framework deepspeed --zero 3 --fsdp-cpu-offload" + where);
+  EXPECT_NE(wrong.status, 0);
+  EXPECT_EQ(wrong.err,
+            "commscope: --fsdp-cpu-offload: expected --framework fsdp (PyTorch FSDP's CPU "
+            "offload), got --framework deepspeed\n");
+
   // describe lists ZeRO-3's fetch rules only for a ZeRO-3 plan (they were listed for ZeRO-0).
   const std::string ds =
       " --framework deepspeed --model gpt2-large --system dgx-a100-80gb --gpus 16";

@@ -178,12 +178,12 @@ TEST(TorchtitanConfig, ParallelismFields) {
   ASSERT_EQ(j.notes.size(), 1u);
   EXPECT_EQ(j.notes[0].rfind("[quantize.linear.float8] enable_fsdp_float8_all_gather", 0), 0u)
       << j.notes[0];
-  // FSDP2's CPU offload is said, not modelled (it was ignored without a word until 2026-12-02).
+  // FSDP2's CPU offload is --fsdp-cpu-offload (it was ignored without a word until 2026-12-02).
   j = parse(kModel + "[training]\nenable_cpu_offload = true\n");
-  ASSERT_EQ(j.notes.size(), 1u);
-  EXPECT_EQ(j.notes[0].rfind("[training] enable_cpu_offload: FSDP2's CPU offload", 0), 0u)
-      << j.notes[0];
-  EXPECT_TRUE(parse(kModel + "[training]\nenable_cpu_offload = false\n").notes.empty());
+  EXPECT_EQ(j.plan.fsdp_cpu_offload, true);
+  EXPECT_TRUE(j.notes.empty());
+  EXPECT_FALSE(parse(kModel + "[training]\nenable_cpu_offload = false\n")
+                   .plan.fsdp_cpu_offload.value_or(false));
   // fsdp_reshard_after_forward: "default" keeps the gathered parameters under PP (FSDP's
   // SHARD_GRAD_OP), frees them without; "always" and "never" say so whatever the PP. Under PP
   // the gradients are reduced once a step (and "always" keeps the parameters after each

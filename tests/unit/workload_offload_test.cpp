@@ -231,6 +231,16 @@ TEST(Offload, PlansThatCannotOffloadAreRefused) {
 // - with ZeRO-Offload the step's updated weights stay on the host (no copy back); without it
 //   the GPU's fp32 master goes out (4 bytes a parameter) and is cast on the host (4 in, 2 out,
 //   every rank of the node at once).
+// The one op a gather waits for, which must be the copy of its shard to the GPU (the gather
+// itself where it waits for none, failing the test).
+const Op& copy_before(const OpList& l, std::uint32_t gather) {
+  const auto deps = l.deps_of(gather);
+  EXPECT_EQ(deps.size(), 1u);
+  const Op& copy = deps.size() == 1 ? l[deps[0]] : l[gather];
+  EXPECT_EQ(copy.name, std::string_view("offload_param_fetch"));
+  return copy;
+}
+
 PlanInput param_offload(bool optimizer, Precision precision = Precision::bf16) {
   PlanInput p = deepspeed(3, 64, optimizer, precision);
   p.offload_param = true;
@@ -267,10 +277,7 @@ TEST(ParamOffload, EachGatherIsPrecededByACopyOfItsPartition) {
         if (op.name != "ds_param_all_gather") continue;
         ++gathers;
         with.push_back(op.elements);
-        const auto deps = l.deps_of(i);
-        ASSERT_EQ(deps.size(), 1u);
-        const Op& fetch = l[deps[0]];
-        ASSERT_EQ(fetch.name, std::string_view("offload_param_fetch"));
+        const Op& fetch = copy_before(l, i);
         EXPECT_NEAR(fetch.host_seconds, static_cast<double>(op.elements) / 16 * 2 / link, 1e-15);
       }
       for (std::uint32_t i = 0; i < l0.size(); ++i)
@@ -404,6 +411,173 @@ TEST(ParamOffload, PlansThatCannotOffloadParametersAreRefused) {
   EXPECT_TRUE(search::param_offload_applies(3, Framework::deepspeed));
   EXPECT_FALSE(search::param_offload_applies(3, Framework::none));
   EXPECT_FALSE(search::param_offload_applies(2, Framework::deepspeed));
+}
+
+// PyTorch FSDP's CPU offload (docs/workload.md, "FSDP CPU offload"), against closed forms
+// written here from FSDP1's FlatParamHandle and FSDP2's FSDPParam / foreach_reduce:
+// - every all-gather is preceded by a copy of the rank's fp32 shard of what it gathers (its
+//   padded elements / DP x 4 bytes) over the host link, and every reduce-scatter followed by a
+//   copy of the reduced shard out, as fp32 (the same bytes);
+// - torch's AdamW steps on the CPU: 80 bytes a parameter of the shard through host memory
+//   (_single_tensor_adamw's passes), every rank of the node at once; no Adam on the GPU;
+// - the GPU holds no parameter shard, gradient shard or optimizer state; the host holds 16
+//   bytes a parameter of the shard (fp32 weight, gradient and two moments).
+PlanInput fsdp(bool offload, Precision precision = Precision::bf16) {
+  PlanInput p = plan(16, 1, 1, 4, 64);
+  p.framework = Framework::fsdp;
+  p.precision = precision;
+  if (offload) p.fsdp_cpu_offload = true;
+  return p;
+}
+
+TEST(FsdpOffload, EachGatherAndReductionHasItsCopy) {
+  const double link = 26.2e9;
+  const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", fsdp(true));
+  const Workload w = build_workload(sc),
+                 w0 = build_workload(scenario("gpt2-xl", "dgx-a100-80gb", fsdp(false)));
+  int gathers = 0, fetches = 0, reductions = 0, outs = 0;
+  for (std::size_t c = 0; c < w.roles[0].chunks.size(); ++c) {
+    for (auto list : {&Chunk::forward_first, &Chunk::forward, &Chunk::backward}) {
+      const OpList& l = w.roles[0].chunks[c].*list;
+      const OpList& l0 = w0.roles[0].chunks[c].*list;
+      std::vector<std::int64_t> with, without;
+      for (std::uint32_t i = 0; i < l.size(); ++i) {
+        const Op& op = l[i];
+        fetches += op.name == "offload_param_fetch";
+        if (op.name == "offload_grad_copy") {
+          ++outs;
+          EXPECT_EQ(stream_of(op), kDataStream);
+          const auto deps = l.deps_of(i);
+          ASSERT_EQ(deps.size(), 1u);
+          const Op& rs = l[deps[0]];
+          EXPECT_EQ(rs.name, std::string_view("fsdp_reduce_scatter"));
+          EXPECT_NEAR(op.host_seconds, static_cast<double>(rs.elements) / 16 * 4 / link, 1e-15);
+        }
+        reductions += op.name == "fsdp_reduce_scatter";
+        if (op.name != "fsdp_all_gather") continue;
+        ++gathers;
+        with.push_back(op.elements);
+        const Op& fetch = copy_before(l, i);
+        EXPECT_EQ(stream_of(fetch), kDataStream);
+        // the fp32 shard, whatever the gathered type (bf16 here)
+        EXPECT_NEAR(fetch.host_seconds, static_cast<double>(op.elements) / 16 * 4 / link, 1e-15);
+        EXPECT_EQ(fetch.first_microbatch_only, op.first_microbatch_only);
+      }
+      for (std::uint32_t i = 0; i < l0.size(); ++i)
+        if (l0[i].name == "fsdp_all_gather") without.push_back(l0[i].elements);
+      EXPECT_EQ(with, without);
+    }
+  }
+  EXPECT_GT(gathers, 0);
+  EXPECT_EQ(fetches, gathers);
+  EXPECT_GT(reductions, 0);
+  EXPECT_EQ(outs, reductions);
+}
+
+TEST(FsdpOffload, TheStepIsTorchsAdamWOnTheHost) {
+  const double host = 409.6e9;
+  for (Precision precision : {Precision::bf16, Precision::fp32}) {
+    SCOPED_TRACE(std::string(to_string(precision)));
+    const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", fsdp(true, precision));
+    const Workload w = build_workload(sc);
+    const double owned = optimizer_shard_params(sc, w.roles[0]);
+    EXPECT_NEAR(owned, static_cast<double>(count_params(sc.model).total) / 16, 1);
+    const OpList& step = w.roles[0].step;
+    EXPECT_TRUE(named(step, "adam").empty());
+    EXPECT_NEAR(host_seconds(step, "cpu_adamw"), 80 * owned * 8 / host, 1e-12);
+  }
+  // The copies are memory copies on the data-parallel stream; the iteration grows.
+  SimOptions o;
+  o.timeline = true;
+  const Prediction on = simulate(build_workload(scenario("gpt2-xl", "dgx-a100-80gb", fsdp(true))),
+                                 o),
+                   off =
+                       simulate(build_workload(scenario("gpt2-xl", "dgx-a100-80gb", fsdp(false))));
+  int copies = 0;
+  for (const Event& e : on.timeline.events) {
+    const std::string& n = on.timeline.name(e);
+    if (n != "offload_param_fetch" && n != "offload_grad_copy") continue;
+    ++copies;
+    EXPECT_EQ(e.kind, EventKind::memcpy) << n;
+    EXPECT_EQ(e.stream, kDataStream) << n;
+  }
+  EXPECT_GT(copies, 0);
+  EXPECT_GT(on.iteration_time, off.iteration_time);
+  EXPECT_NEAR(on.mean.compute + on.mean.exposed + on.mean.memcpy + on.mean.idle, on.mean.wall,
+              1e-9 * on.mean.wall);
+}
+
+TEST(FsdpOffload, TheGpuHoldsNoShardAndTheHostHoldsSixteenBytes) {
+  const Scenario on = scenario("gpt2-xl", "dgx-a100-80gb", fsdp(true));
+  const Scenario off = scenario("gpt2-xl", "dgx-a100-80gb", fsdp(false));
+  const Workload w_on = build_workload(on), w_off = build_workload(off);
+  const MemoryBreakdown a = memory_per_rank(w_on, w_on.roles[0]),
+                        b = memory_per_rank(w_off, w_off.roles[0]);
+  EXPECT_GT(b.weights.value(), 0);
+  EXPECT_GT(b.gradients.value(), 0);
+  EXPECT_GT(b.optimizer.value(), 0);
+  EXPECT_EQ(a.weights.value(), 0);
+  EXPECT_EQ(a.gradients.value(), 0);
+  EXPECT_EQ(a.optimizer.value(), 0);
+  EXPECT_EQ(a.comm_buffers.value(), b.comm_buffers.value());  // the gathered units stay
+  EXPECT_EQ(a.activations.value(), b.activations.value());
+  const double owned = optimizer_shard_params(on, w_on.roles[0]);
+  EXPECT_NEAR(offload_host_bytes_per_node(w_on).value(), 16 * owned * 8, 1);
+  EXPECT_EQ(offload_host_bytes_per_node(w_off).value(), 0);
+  EXPECT_LE(search::memory_lower_bound(on), a.total().value());
+}
+
+TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
+  using testing::scenario_error;
+  PlanInput ds = fsdp(true);
+  ds.framework = Framework::deepspeed;
+  ds.zero = 3;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", ds),
+            "--fsdp-cpu-offload: expected --framework fsdp (PyTorch FSDP's CPU offload), got "
+            "--framework deepspeed");
+  PlanInput ns = fsdp(true);
+  ns.fsdp_sharding = FsdpSharding::no_shard;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", ns)
+                .rfind("--fsdp-cpu-offload: expected a sharded strategy", 0),
+            0u);
+  PlanInput hybrid = fsdp(true);
+  hybrid.fsdp_sharding = FsdpSharding::hybrid_shard;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", hybrid),
+            "--fsdp-cpu-offload: expected FULL_SHARD or SHARD_GRAD_OP (HSDP with CPU offload is "
+            "not modelled), got --fsdp-sharding hybrid_shard");
+  PlanInput accum = fsdp(true);
+  accum.global_batch = 256;
+  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", accum)
+                .rfind("--fsdp-cpu-offload: expected one micro-batch an iteration", 0),
+            0u);
+  accum.fsdp_grad_sync = FsdpGradSync::last_micro_batch;  // FSDP1's no_sync: offloaded at the end
+  const Scenario later = scenario("gpt2-xl", "dgx-a100-80gb", accum);
+  EXPECT_TRUE(later.plan.fsdp_cpu_offload);
+  EXPECT_EQ(scenario_error("gpt2-xl", "vtrain-a100", fsdp(true))
+                .rfind("--fsdp-cpu-offload: expected a system whose preset gives", 0),
+            0u);
+  EXPECT_EQ(to_json(scenario("gpt2-xl", "dgx-a100-80gb", fsdp(true)).plan)
+                .value("fsdp_cpu_offload", false),
+            true);
+  // The search gives it to FSDP candidates that shard without HSDP and reduce once.
+  PlanInput base;
+  base.fsdp_cpu_offload = true;
+  search::PlanPoint pt;
+  pt.dp = 8;
+  pt.framework = Framework::fsdp;
+  pt.zero = 3;
+  pt.micro_batch = 1;
+  pt.global_batch = 8;
+  EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
+  pt.global_batch = 16;  // two micro-batches, each reduced
+  EXPECT_FALSE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.has_value());
+  base.fsdp_grad_sync = FsdpGradSync::last_micro_batch;
+  EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
+  pt.fsdp_sharding = FsdpSharding::hybrid_shard;
+  EXPECT_FALSE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.has_value());
+  pt.fsdp_sharding = FsdpSharding::full_shard;
+  pt.framework = Framework::deepspeed;
+  EXPECT_FALSE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.has_value());
 }
 
 }  // namespace

@@ -388,6 +388,13 @@ struct ParallelPlan {
   // updated partition back to the host (docs/workload.md, "Parameter offload"). Needs
   // --framework deepspeed, ZeRO-3 and DP > 1.
   bool offload_param = false;
+  // PyTorch FSDP's CPU offload (FSDP1 CPUOffload(offload_params=True), FSDP2 CPUOffloadPolicy;
+  // torchtitan's [training] enable_cpu_offload; --fsdp-cpu-offload): each rank's fp32 parameter
+  // shard, its gradient shard and the optimizer's states live in pinned host memory and the
+  // optimizer steps on the CPU. Every all-gather copies the shard to the GPU first, every
+  // reduction copies the gradient shard out (docs/workload.md, "FSDP CPU offload"). Needs
+  // --framework fsdp, a sharded strategy without HSDP.
+  bool fsdp_cpu_offload = false;
   // Megatron-Core --mtp-num-layers: multi-token-prediction depths trained on the last pipeline
   // stage (docs/workload.md, "Multi-token prediction"); the model's mtp_layers unless given.
   int mtp_layers = 0;
@@ -569,7 +576,7 @@ struct PlanInput {
   std::optional<CrossEntropy> cross_entropy;  // --cross-entropy, --cross-entropy-loss-fusion
   std::optional<bool> fp8_param_gather;
   std::optional<int> cpu_offload_layers;
-  std::optional<bool> offload_optimizer, offload_param;
+  std::optional<bool> offload_optimizer, offload_param, fsdp_cpu_offload;
   std::optional<int> mtp_layers;                 // --mtp-num-layers (unset: the model's)
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
   std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)

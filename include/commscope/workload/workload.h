@@ -169,8 +169,12 @@ std::vector<OffloadPart> offload_step(const Scenario& sc, double owned);
 // optimizer on the GPU): the step's updated partition out to the host, offload_param_out, and
 // under mixed precision its cast there, cpu_param_cast; none otherwise.
 std::vector<OffloadPart> param_offload_step(const Scenario& sc, double owned);
-// --offload-param's copies of the partitions to the GPU in one micro-batch's forward and
-// backward (the builder's offload_param_fetch ops) of the role that copies longest.
+// PyTorch FSDP's CPU offload (ParallelPlan::fsdp_cpu_offload): the step's torch AdamW on the
+// CPU shards, cpu_adamw; none without it.
+std::vector<OffloadPart> fsdp_offload_step(const Scenario& sc, double owned);
+// The copies of parameter shards to the GPU (--offload-param, --fsdp-cpu-offload: the
+// builder's offload_param_fetch ops) in one micro-batch's forward and backward, the first
+// micro-batch's where it differs, of the role that copies longest.
 struct ParamFetches {
   int copies = 0;
   double bytes = 0;
