@@ -552,7 +552,7 @@ double memory_lower_bound(const Scenario& sc) {
   // Under --fp8-param-gather a ZeRO-3 shard holds its GEMM weights in 1 byte: 1 byte a
   // parameter keeps the bound below (without ZeRO-3 the FP8 data and its transpose are the
   // 16-bit weights' bytes).
-  // Under --offload-param the partitions are on the host.
+  // Under --offload-param and --fsdp-cpu-offload the parameter shards are on the host.
   const double wb3 = p.offload_param || p.fsdp_cpu_offload ? 0
                      : p.zero >= 3 && p.fp8_param_gather   ? 1
                                                            : wb;

@@ -35,8 +35,8 @@ enum class ComputeClass : std::uint8_t {
 // cost layer's forwarded_time and counted on the wire by its forwarded_copies), and a forward
 // CP ring pass beside a one-kernel attention core (cp_ring_steps: the core that depends on it
 // runs messages + 1 steps, only the last of which waits for the pass's end), and a host op on
-// the data-parallel stream (data_stream: DeepSpeed's copy of an offloaded parameter partition
-// to the GPU, made on the all-gather stream before the gather).
+// the data-parallel stream (data_stream: the copies of offloaded parameter shards to the GPU
+// before their gathers, DeepSpeed's and FSDP's, and FSDP's of reduced gradient shards out).
 enum class OpTag : std::uint8_t {
   none,
   param_gather,

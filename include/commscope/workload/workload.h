@@ -182,14 +182,16 @@ struct ParamFetches {
 };
 ParamFetches param_fetches(const Workload& w);
 // Host memory a rank's offloaded shard takes: the optimizer states and the fp32 gradients
-// (ZeRO-Offload), the 16-bit parameter partition (--offload-param).
+// (ZeRO-Offload), the 16-bit parameter partition (--offload-param), the fp32 shard, its
+// gradients and Adam's moments (--fsdp-cpu-offload).
 Bytes offload_host_bytes(const Scenario& sc, double owned);
-// What a node's ranks hold in host memory under ZeRO-Offload or parameter offload (each as the
-// fullest role's rank), 0 without either; and whether that fits the system's
-// node.host_memory_gib (true where the preset states none).
+// What a node's ranks hold in host memory under any of those offloads (each as the fullest
+// role's rank), 0 without one; and whether that fits the system's node.host_memory_gib (true
+// where the preset states none).
 Bytes offload_host_bytes_per_node(const Workload& w);
 // What those bytes are, in words ("optimizer states and fp32 gradients", "16-bit parameter
-// partitions" or both), for describe's and predict's lines.
+// partitions", both, or FSDP's shards, gradients and moments), for describe's and predict's
+// lines.
 std::string offload_host_contents(const ParallelPlan& p);
 bool offload_fits_host(const Workload& w);
 
