@@ -1617,15 +1617,19 @@ class Builder {
     }
   }
 
+  // A copy of `bytes` over the rank's host link, on the data-parallel stream (the offloads'
+  // copies of parameter shards in and gradient shards out).
+  Op host_link_copy(const char* name, int layer, double bytes) const {
+    Op c = host_op(name, layer, bytes / sc_.system.node.host_copy_pinned.value());
+    c.tag = OpTag::data_stream;
+    return c;
+  }
   // DeepSpeed's copy of a rank's offloaded partition of `elements` gathered parameters (padded
-  // to a multiple of DP) from pinned host memory to the GPU, in the parameters' type, over the
-  // rank's host link, on the data-parallel stream (docs/workload.md, "Parameter offload").
+  // to a multiple of DP) from pinned host memory to the GPU, in the parameters' type
+  // (docs/workload.md, "Parameter offload").
   Op param_fetch(std::int64_t elements, int layer) const {
-    Op f = host_op("offload_param_fetch", layer,
-                   static_cast<double>(elements / p_.dp) * dtype_bytes(dt_) /
-                       sc_.system.node.host_copy_pinned.value());
-    f.tag = OpTag::data_stream;
-    return f;
+    return host_link_copy("offload_param_fetch", layer,
+                          static_cast<double>(elements / p_.dp) * dtype_bytes(dt_));
   }
 
   // The parameter tensors of the nn.Module a compute step stands for (DeepSpeed's hooks fire
@@ -1802,26 +1806,21 @@ class Builder {
       // --fsdp-cpu-offload: the rank's fp32 shard to the GPU first, non-blocking from pinned
       // memory on FSDP's pre-unshard (FSDP1) or copy-in (FSDP2) stream, cast to the gathered
       // type there (FlatParamHandle._use_low_precision_shard, FSDPParam.all_gather_inputs).
-      Op fetch = host_op("offload_param_fetch", layer, shard_copy_seconds(op.elements / g.shard));
-      fetch.tag = OpTag::data_stream;
+      Op fetch = host_link_copy("offload_param_fetch", layer,
+                                4.0 * static_cast<double>(op.elements / g.shard));
       fetch.first_microbatch_only = op.first_microbatch_only;
       const std::uint32_t f = after ? e.side(fetch, {*after}) : e.side(fetch, {});
       return e.side(op, {f});
     }
     return after ? e.side(op, {*after}) : e.side(op, {});
   }
-  // --fsdp-cpu-offload: `elements` fp32 values of a shard over the rank's host link.
-  double shard_copy_seconds(std::int64_t elements) const {
-    return 4.0 * static_cast<double>(elements) / sc_.system.node.host_copy_pinned.value();
-  }
   // --fsdp-cpu-offload: a unit's reduced gradient shard, cast to fp32, out to the host's pinned
   // buffer (FSDP1 _offload_grad, FSDP2 foreach_reduce), after its reduction; none otherwise.
   std::optional<Op> fsdp_grad_out(std::int64_t params, int layer, bool expert) const {
     if (!p_.fsdp_cpu_offload) return std::nullopt;
     const int shard = (expert ? fsdp_expert_groups() : fsdp_groups()).shard;
-    Op out = host_op("offload_grad_copy", layer, shard_copy_seconds((params + shard - 1) / shard));
-    out.tag = OpTag::data_stream;
-    return out;
+    return host_link_copy("offload_grad_copy", layer,
+                          4.0 * static_cast<double>((params + shard - 1) / shard));
   }
   // Block l's unit gathered: its parameters over DP (x CP), then its experts' over the
   // expert-data group (need_all: the next chain op waits for both).
