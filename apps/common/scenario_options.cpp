@@ -1233,6 +1233,20 @@ void add_optimizer_precision_options(CLI::App& cmd, OptimizerPrecisionOptions& o
                  "fp32|bf16; bf16 keeps Megatron's gradient buffer and its reduction in bf16 "
                  "[fp32]")
       ->group(group);
+  cmd.add_flag("--optimizer-cpu-offload", o.optimizer_cpu_offload,
+               "Megatron-Core's HybridDeviceOptimizer: a fraction of the distributed "
+               "optimizer's shard keeps its fp32 master, moments and gradients in host memory "
+               "and steps with torch's AdamW on the CPU (needs --use-precision-aware-optimizer)")
+      ->group(group);
+  cmd.add_option("--optimizer-offload-fraction", o.optimizer_offload_fraction,
+                 "under --optimizer-cpu-offload, the share of the shard's elements stepped on "
+                 "the CPU, in (0, 1] [1]")
+      ->group(group);
+  cmd.add_flag("--overlap-cpu-optimizer-d2h-h2d", o.overlap_cpu_optimizer_d2h_h2d,
+               "under --optimizer-cpu-offload, one CPU optimizer a parameter, its copies on "
+               "streams of their own: the gradients out, the CPU steps and the weights back "
+               "pipelined")
+      ->group(group);
 }
 
 Status optimizer_precision_flags(const OptimizerPrecisionOptions& o, PlanInput& flags) {
@@ -1256,6 +1270,15 @@ Status optimizer_precision_flags(const OptimizerPrecisionOptions& o, PlanInput& 
       return Error{fmt::format("--main-grads-dtype: expected one of fp32|bf16, got '{}'",
                                o.main_grads_dtype)};
     flags.main_grads_dtype = *d;
+  }
+  if (o.optimizer_cpu_offload) flags.optimizer_cpu_offload = true;
+  if (o.overlap_cpu_optimizer_d2h_h2d) flags.overlap_cpu_optimizer_d2h_h2d = true;
+  if (!o.optimizer_offload_fraction.empty()) {
+    const auto f = parse_number<double>(o.optimizer_offload_fraction);
+    if (!f || !(*f > 0) || *f > 1)
+      return Error{fmt::format("--optimizer-offload-fraction: expected a share in (0, 1], got '{}'",
+                               o.optimizer_offload_fraction)};
+    flags.optimizer_offload_fraction = *f;
   }
   return {};
 }

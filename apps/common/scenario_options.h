@@ -36,6 +36,9 @@ Status attention_flags(const std::string& kernel, const std::string& backend, Pl
 struct OptimizerPrecisionOptions {
   bool precision_aware_optimizer = false;
   std::string exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype, main_grads_dtype;
+  // Megatron-Core's optimizer CPU offload (HybridDeviceOptimizer)
+  bool optimizer_cpu_offload = false, overlap_cpu_optimizer_d2h_h2d = false;
+  std::string optimizer_offload_fraction;
 };
 // `where`, when given, ends --use-precision-aware-optimizer's help (plan: which candidates).
 void add_optimizer_precision_options(CLI::App& cmd, OptimizerPrecisionOptions& o,

@@ -512,6 +512,17 @@ Verb add_plan(CLI::App& app) {
           return fail(fmt::format(
               "--fsdp-cpu-offload: expected fsdp among the candidates' frameworks, got {}",
               searched));
+        if (base.optimizer_cpu_offload.value_or(false) &&
+            std::find(frameworks.begin(), frameworks.end(), Framework::megatron) ==
+                frameworks.end())
+          return fail(fmt::format(
+              "--optimizer-cpu-offload: expected megatron among the candidates' frameworks, got {}",
+              searched));
+        if (base.optimizer_cpu_offload.value_or(false) &&
+            !base.precision_aware_optimizer.value_or(false))
+          return fail(
+              "--optimizer-cpu-offload: expected --use-precision-aware-optimizer beside it "
+              "(Megatron-LM asserts it), got none");
         if (base.offload_param.value_or(false) &&
             (base.zeropp_qwz.value_or(false) || base.zeropp_hpz.value_or(1) > 1))
           return fail(

@@ -346,7 +346,30 @@ std::string headline(const Workload& w) {
         owned / 1e6, f.copies, f.bytes / gib, f.seconds * 1e3,
         sc.system.node.host_copy_pinned.value() / 1e9, step);
   }
-  if (p.offload_optimizer || p.offload_param || p.fsdp_cpu_offload) {
+  if (p.optimizer_cpu_offload) {
+    constexpr double gib = 1024.0 * 1024 * 1024;
+    const double owned = largest_optimizer_shard(w);
+    const MegatronOffloadStep st = megatron_offload_step(sc, owned);
+    std::string parts;
+    for (const OffloadPart& part : st.parts) {
+      const std::string what = part.name == "offload_grad_copy" ? "fp32 gradients out"
+                               : part.name == "cpu_adamw"       ? "torch's AdamW on the CPU"
+                               : part.name == "cpu_param_cast"  ? "the weights' cast on the CPU"
+                                                                : "16-bit weights back";
+      parts += fmt::format("; {} {:.2f} GiB, {:.1f} ms at {:.1f} GB/s", what, part.bytes / gib,
+                           part.seconds() * 1e3, part.bandwidth / 1e9);
+    }
+    const bool pipelined = p.overlap_cpu_optimizer_d2h_h2d;
+    out += fmt::format(
+        "optimizer CPU offload (Megatron HybridDeviceOptimizer): {:.1f}M of the shard's {:.1f}M "
+        "parameters a rank stepped on the host ({:.0f}%), the node's {} ranks at once{}; {:.1f} "
+        "ms a step {}\n",
+        (owned - st.gpu_params) / 1e6, owned / 1e6, p.optimizer_offload_fraction * 100,
+        sc.gpus_per_node, parts, megatron_offload_seconds(st, pipelined) * 1e3,
+        pipelined ? "(pipelined a parameter at a time: the slowest part)"
+                  : "(one after another, the GPU's Adam beside the CPU's)");
+  }
+  if (p.offload_optimizer || p.offload_param || p.fsdp_cpu_offload || p.optimizer_cpu_offload) {
     const double host = sc.system.node.host_memory.value();
     constexpr double gib = 1024.0 * 1024 * 1024;
     out += fmt::format("host memory: {:.2f} GiB a node ({}){}\n",
@@ -550,13 +573,14 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
       if (c.fp8_weights) j["comm"].back()["fp8_weights"] = true;
     }
   }
-  if (sc.plan.offload_optimizer || sc.plan.offload_param || sc.plan.fsdp_cpu_offload) {
+  if (sc.plan.offload_optimizer || sc.plan.offload_param || sc.plan.fsdp_cpu_offload ||
+      sc.plan.optimizer_cpu_offload) {
     // ZeRO-Offload's step, the parameter offload's and FSDP's, as the text's lines say them
     // (the fullest role's shard); the parameter fetches of a micro-batch.
     const double owned = largest_optimizer_shard(w);
     nlohmann::json parts = nlohmann::json::array();
-    for (const auto& step :
-         {offload_step(sc, owned), param_offload_step(sc, owned), fsdp_offload_step(sc, owned)})
+    for (const auto& step : {offload_step(sc, owned), param_offload_step(sc, owned),
+                             fsdp_offload_step(sc, owned), megatron_offload_step(sc, owned).parts})
       for (const OffloadPart& part : step)
         parts.push_back({{"name", part.name},
                          {"bytes", part.bytes},
@@ -565,6 +589,7 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
     j["offload"] = {{"optimizer", sc.plan.offload_optimizer},
                     {"param", sc.plan.offload_param},
                     {"fsdp", sc.plan.fsdp_cpu_offload},
+                    {"megatron", sc.plan.optimizer_cpu_offload},
                     {"params_per_rank", owned},
                     {"parts", parts},
                     {"host_bytes_per_node", offload_host_bytes_per_node(w).value()},

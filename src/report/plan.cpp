@@ -336,6 +336,11 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
     out.push_back(
         "FSDP's CPU offload where fsdp shards (FULL_SHARD, SHARD_GRAD_OP) and reduces once an "
         "iteration");
+  if (b.optimizer_cpu_offload.value_or(false))
+    out.push_back(
+        fmt::format("Megatron's optimizer CPU offload ({:.0f}% of the shard{}) where megatron",
+                    b.optimizer_offload_fraction.value_or(1.0) * 100,
+                    b.overlap_cpu_optimizer_d2h_h2d.value_or(false) ? ", copies pipelined" : ""));
   switch (b.grad_compression.value_or(GradCompression::none)) {
     case GradCompression::none:
       break;

@@ -150,6 +150,13 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
       (p.fsdp_sharding != FsdpSharding::full_shard &&
        p.fsdp_sharding != FsdpSharding::shard_grad_op))
     in.fsdp_cpu_offload.reset();
+  // Megatron's optimizer CPU offload with the precision-aware optimizer it needs.
+  if (p.framework != Framework::megatron || !in.precision_aware_optimizer.value_or(false) ||
+      in.fp8_param_gather.value_or(false)) {
+    in.optimizer_cpu_offload.reset();
+    in.optimizer_offload_fraction.reset();
+    in.overlap_cpu_optimizer_d2h_h2d.reset();
+  }
   if (!compression_applies(p.zero, p.framework)) {
     in.grad_compression.reset();
     in.powersgd_rank.reset();
@@ -534,7 +541,12 @@ double memory_lower_bound(const Scenario& sc) {
   // ZeRO-Offload keeps the optimizer states, and under ZeRO-2/3 the gradient shard, on the host;
   // FSDP's CPU offload the states, the gradient shards and the parameter shards.
   const bool host_states = p.offload_optimizer || p.fsdp_cpu_offload;
-  const double wb = mixed ? 2 : 4, ob = host_states ? 0 : p.optimizer_state_bytes();
+  // (Megatron's optimizer CPU offload keeps the rest of the fraction's states on the GPU.)
+  const double wb = mixed ? 2 : 4,
+               ob = host_states ? 0
+                    : p.optimizer_cpu_offload
+                        ? p.optimizer_state_bytes() * (1 - p.optimizer_offload_fraction)
+                        : p.optimizer_state_bytes();
   const double gb = (p.offload_optimizer && p.zero >= 2) || p.fsdp_cpu_offload ? 0 : wb;
   const double d = p.grad_dp();  // DP x CP: the ranks a ZeRO shard is cut over
   // The stages' TP shards hold every parameter at least once over TP ranks (replicated ones

@@ -378,6 +378,9 @@ void PlanInput::merge(const PlanInput& o) {
   take(offload_optimizer, o.offload_optimizer);
   take(offload_param, o.offload_param);
   take(fsdp_cpu_offload, o.fsdp_cpu_offload);
+  take(optimizer_cpu_offload, o.optimizer_cpu_offload);
+  take(optimizer_offload_fraction, o.optimizer_offload_fraction);
+  take(overlap_cpu_optimizer_d2h_h2d, o.overlap_cpu_optimizer_d2h_h2d);
   take(mtp_layers, o.mtp_layers);
   take(recompute_modules, o.recompute_modules);
   take(recompute_block, o.recompute_block);
@@ -735,6 +738,11 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.offload_optimizer) j["offload_optimizer"] = "cpu";
   if (p.offload_param) j["offload_param"] = "cpu";
   if (p.fsdp_cpu_offload) j["fsdp_cpu_offload"] = true;
+  if (p.optimizer_cpu_offload) {
+    j["optimizer_cpu_offload"] = true;
+    j["optimizer_offload_fraction"] = p.optimizer_offload_fraction;
+    j["overlap_cpu_optimizer_d2h_h2d"] = p.overlap_cpu_optimizer_d2h_h2d;
+  }
   if (p.mtp_layers > 0) j["mtp_num_layers"] = p.mtp_layers;
   if (p.overlap_moe_ep_comm) j["overlap_moe_expert_parallel_comm"] = true;
   if (p.delay_wgrad_compute) j["delay_wgrad_compute"] = true;

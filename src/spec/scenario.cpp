@@ -184,6 +184,35 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
                  fmt::format("{} micro-batches reduced each", plan.grad_accum));
     CS_RETURN_IF_ERROR(host_figures("--fsdp-cpu-offload", true));
   }
+  // Megatron-Core's HybridDeviceOptimizer: the part of the distributed optimizer's shard it steps
+  // on the host.
+  plan.optimizer_cpu_offload = in.optimizer_cpu_offload.value_or(false);
+  plan.optimizer_offload_fraction = in.optimizer_offload_fraction.value_or(1.0);
+  plan.overlap_cpu_optimizer_d2h_h2d = in.overlap_cpu_optimizer_d2h_h2d.value_or(false);
+  if (!plan.optimizer_cpu_offload &&
+      (in.optimizer_offload_fraction || in.overlap_cpu_optimizer_d2h_h2d.value_or(false)))
+    return bad(in.optimizer_offload_fraction ? "--optimizer-offload-fraction"
+                                             : "--overlap-cpu-optimizer-d2h-h2d",
+               "--optimizer-cpu-offload beside it", "no --optimizer-cpu-offload");
+  if (plan.optimizer_cpu_offload) {
+    if (plan.framework != Framework::megatron)
+      return bad("--optimizer-cpu-offload",
+                 "--framework megatron (Megatron-Core's HybridDeviceOptimizer)",
+                 "--framework " + std::string(to_string(plan.framework)));
+    // arguments.py: "The optimizer cpu offload must be used in conjunction with
+    // --use-precision-aware-optimizer" (which needs the distributed optimizer, checked above).
+    if (!plan.precision_aware_optimizer)
+      return bad("--optimizer-cpu-offload",
+                 "--use-precision-aware-optimizer beside it (Megatron-LM asserts it: the hybrid "
+                 "optimizer reuses its code path)",
+                 "none");
+    if (plan.fp8_param_gather)
+      return bad("--optimizer-cpu-offload",
+                 "no --fp8-param-gather (its FP8 parameters with the CPU offload are not "
+                 "modelled)",
+                 "--fp8-param-gather");
+    CS_RETURN_IF_ERROR(host_figures("--optimizer-cpu-offload", true));
+  }
   if (in.pipeline_layout && (in.stage_layers || in.first_stage_layers || in.last_stage_layers))
     return bad("--pipeline-model-parallel-layout",
                "either a layout or per-stage layer counts (--pipeline-stage-layers, "

@@ -321,6 +321,11 @@ Status apply_plan(const ScenarioInput& in, TrainOptions& o) {
   for (const Unrun& u :
        {Unrun{p.recompute_modules.has_value(), "--recompute-modules",
               "the CPU trainer keeps every activation (describe and predict model recompute)"},
+        Unrun{p.optimizer_cpu_offload.value_or(false) || p.optimizer_offload_fraction ||
+                  p.overlap_cpu_optimizer_d2h_h2d.value_or(false),
+              "--optimizer-cpu-offload",
+              "the CPU trainer's optimizer already steps in host memory (describe and predict "
+              "model Megatron-Core's HybridDeviceOptimizer)"},
         Unrun{p.precision_aware_optimizer.value_or(false), "--use-precision-aware-optimizer",
               kAdam},
         Unrun{not_fp32(p.exp_avg_dtype), "--exp-avg-dtype", kAdam},

@@ -1829,6 +1829,49 @@ class Builder {
     return {fsdp_gather(e, fsdp_dense_params(l), l, after),
             fsdp_gather(e, fsdp_expert_params(l), l, after, true)};
   }
+  // Megatron-Core's HybridDeviceOptimizer step (megatron_offload_step's parts). Without
+  // --overlap-cpu-optimizer-d2h-h2d its copies run on the current stream: the gradients out, then
+  // the GPU's Adam beside the CPU's AdamW (which waits only for the copies), then the weights
+  // back after both. With it, one CPU optimizer a parameter and streams of their own: the host
+  // path is a pipeline beside the GPU's Adam, and its first copy back waits for that Adam
+  // (param_copy_back_gpu_hook's wait_stream).
+  void megatron_offload(Emitter& e, double owned) const {
+    const MegatronOffloadStep st = megatron_offload_step(sc_, owned);
+    auto host = [](std::string_view name, double seconds) {
+      Op h;
+      h.compute = ComputeClass::host;
+      h.name = name;
+      h.host_seconds = seconds;
+      return h;
+    };
+    auto gpu_adam = [&] {
+      if (st.gpu_params > 0)
+        e.chain(elementwise("adam", ComputeClass::optimizer, kNoLayer, st.gpu_params, 12,
+                            p_.adam_step_bytes()));
+    };
+    if (p_.overlap_cpu_optimizer_d2h_h2d) {
+      Op pipe = host("cpu_adamw", megatron_offload_seconds(st, true));
+      if (st.gpu_params <= 0) {
+        e.chain(pipe);
+        return;
+      }
+      gpu_adam();
+      pipe.tag = OpTag::data_stream;  // beside the GPU's Adam
+      e.need(e.with_last(pipe));
+      return;
+    }
+    const std::uint32_t out =
+        e.chain(host(st.parts.front().name, st.parts.front().seconds()));  // gradients out
+    gpu_adam();
+    std::uint32_t last = out;
+    for (std::size_t i = 1; i + 1 < st.parts.size(); ++i) {  // the CPU's AdamW and cast
+      Op h = host(st.parts[i].name, st.parts[i].seconds());
+      h.tag = OpTag::data_stream;  // beside the GPU's Adam, waiting for the copies out only
+      last = e.with(h, {last});
+    }
+    e.need(last);
+    e.chain(host(st.parts.back().name, st.parts.back().seconds()));  // weights back
+  }
   static void need_all(Emitter& e, const UnitGathers& g) {
     for (const auto& op : g)
       if (op) e.need(*op);
@@ -2399,6 +2442,8 @@ class Builder {
       on_host(offload_step(sc_, owned));
     } else if (p_.fsdp_cpu_offload) {
       on_host(fsdp_offload_step(sc_, owned));
+    } else if (p_.optimizer_cpu_offload) {
+      megatron_offload(e, owned);
     } else {
       e.chain(
           elementwise("adam", ComputeClass::optimizer, kNoLayer, owned, 12, p_.adam_step_bytes()));

@@ -94,6 +94,41 @@ std::vector<OffloadPart> fsdp_offload_step(const Scenario& sc, double owned) {
       {"cpu_adamw", 80.0 * owned * sc.gpus_per_node, sc.system.node.host_memory_bandwidth.value()}};
 }
 
+MegatronOffloadStep megatron_offload_step(const Scenario& sc, double owned) {
+  const ParallelPlan& p = sc.plan;
+  MegatronOffloadStep out;
+  if (!p.optimizer_cpu_offload) return out;
+  // HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py) moves
+  // whole parameters of the shard, in order, until the fraction of its elements is reached.
+  const double cpu = p.optimizer_offload_fraction * owned;
+  out.gpu_params = owned - cpu;
+  const double link = sc.system.node.host_copy_pinned.value();
+  const double host = sc.system.node.host_memory_bandwidth.value();
+  const double ranks = sc.gpus_per_node;
+  // _set_sub_optimizer_grads: each gradient into a pinned fp32 host buffer (the fp32 master's
+  // type; a bf16 buffer is converted on the GPU before the copy), 4 bytes a parameter.
+  out.parts.push_back({"offload_grad_copy", 4.0 * cpu, link});
+  // torch.optim.AdamW on the fp32 CPU copies: single-tensor, 80 bytes a parameter of memory
+  // traffic (fsdp_offload_step counts them), every rank of the node at once.
+  out.parts.push_back({"cpu_adamw", 80.0 * cpu * ranks, host});
+  // param_copy_back_gpu_hook: gpu_param.copy_(fp32 host param) into the 16-bit parameter, which
+  // PyTorch converts on the CPU before the transfer (4 bytes in, 2 out), then 2 bytes over.
+  out.parts.push_back({"cpu_param_cast", 6.0 * cpu * ranks, host});
+  out.parts.push_back({"offload_param_copy", 2.0 * cpu, link});
+  return out;
+}
+
+double megatron_offload_seconds(const MegatronOffloadStep& s, bool overlapped) {
+  double d2h = 0, cpu = 0, h2d = 0;
+  for (const OffloadPart& part : s.parts) {
+    const std::string_view n = part.name;
+    (n == "offload_grad_copy" ? d2h : n == "offload_param_copy" ? h2d : cpu) += part.seconds();
+  }
+  // With one CPU optimizer a parameter the three run as a pipeline: the slowest of them,
+  // without its fill and drain (a lower bound); without, one after another.
+  return overlapped ? std::max({d2h, cpu, h2d}) : d2h + cpu + h2d;
+}
+
 ParamFetches param_fetches(const Workload& w) {
   ParamFetches most;
   const double link = w.scenario.system.node.host_copy_pinned.value();
@@ -120,20 +155,24 @@ Bytes offload_host_bytes(const Scenario& sc, double owned) {
   // The optimizer states and fp32 gradients; the 16-bit parameter partition (ZeRO-3's
   // partition is the optimizer's shard).
   // FSDP's CPU offload: the fp32 shard, its fp32 gradients and Adam's two fp32 moments.
+  // Megatron's HybridDeviceOptimizer: its fraction's fp32 master, moments and gradient buffer.
   return Bytes(owned * ((p.offload_optimizer ? p.optimizer_state_bytes() + 4.0 : 0.0) +
                         (p.offload_param ? dtype_bytes(p.dtype()) : 0.0) +
-                        (p.fsdp_cpu_offload ? 16.0 : 0.0)));
+                        (p.fsdp_cpu_offload ? 16.0 : 0.0) +
+                        (p.optimizer_cpu_offload ? 16.0 * p.optimizer_offload_fraction : 0.0)));
 }
 
 Bytes offload_host_bytes_per_node(const Workload& w) {
   const Scenario& sc = w.scenario;
-  if (!sc.plan.offload_optimizer && !sc.plan.offload_param && !sc.plan.fsdp_cpu_offload)
+  if (!sc.plan.offload_optimizer && !sc.plan.offload_param && !sc.plan.fsdp_cpu_offload &&
+      !sc.plan.optimizer_cpu_offload)
     return Bytes(0);
   return Bytes(offload_host_bytes(sc, largest_optimizer_shard(w)).value() * sc.gpus_per_node);
 }
 
 std::string offload_host_contents(const ParallelPlan& p) {
   if (p.fsdp_cpu_offload) return "fp32 parameter shards, their gradients and Adam's moments";
+  if (p.optimizer_cpu_offload) return "fp32 master weights, their gradients and Adam's moments";
   if (p.offload_optimizer && p.offload_param)
     return "optimizer states, fp32 gradients and 16-bit parameter partitions";
   return p.offload_param ? "16-bit parameter partitions" : "optimizer states and fp32 gradients";

@@ -548,6 +548,11 @@ MemoryBreakdown memory_per_rank(const Workload& w, const Role& r) {
     mem.optimizer = Bytes(0);
     if (!p.fsdp_whole_gradients()) mem.gradients = Bytes(0);
   }
+  // Megatron's HybridDeviceOptimizer: its fraction's states on the host; the rest keeps an fp32
+  // copy and its moments on the GPU (param_update_in_fp32). The gradient buffer and the 16-bit
+  // parameters stay.
+  if (p.optimizer_cpu_offload)
+    mem.optimizer = Bytes(mem.optimizer.value() * (1 - p.optimizer_offload_fraction));
 
   // Activations: each chunk's blocks per micro-batch, the first chunk of the first stage with
   // the embedding dropout mask and the last chunk of the last stage with the loss's tensors,

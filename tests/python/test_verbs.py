@@ -306,3 +306,20 @@ def test_fsdp_cpu_offload_keyword_reaches_the_plan(commscope):
     memory = on["stages"][0]["memory"]
     assert memory["weights_bytes"] == memory["optimizer_bytes"] == 0
     assert [p["name"] for p in on["offload"]["parts"]] == ["cpu_adamw"]
+
+
+def test_optimizer_cpu_offload_keywords_reach_the_plan(commscope):
+    # optimizer_cpu_offload=True and optimizer_offload_fraction are Megatron-Core's flags: half of
+    # the distributed optimizer's states leave the GPU, and the host path's four parts are priced.
+    kw = {"model": "llama3-8b", "system": "dgx-h100", "gpus": 8, "framework": "megatron",
+          "use_distributed_optimizer": True, "use_precision_aware_optimizer": True}
+    on = commscope.describe(optimizer_cpu_offload=True, optimizer_offload_fraction=0.5, **kw)
+    off = commscope.describe(**kw)
+    assert on["plan"]["optimizer_cpu_offload"] is True
+    assert on["plan"]["optimizer_offload_fraction"] == 0.5
+    assert on["offload"]["megatron"] is True
+    assert [p["name"] for p in on["offload"]["parts"]] == [
+        "offload_grad_copy", "cpu_adamw", "cpu_param_cast", "offload_param_copy"]
+    a = on["stages"][0]["memory"]["optimizer_bytes"]
+    b = off["stages"][0]["memory"]["optimizer_bytes"]
+    assert abs(a - b / 2) <= 1

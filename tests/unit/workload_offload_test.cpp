@@ -15,6 +15,8 @@
 //   and, under ZeRO-2, the gradient shard (ZeRO paper's 2 + 2 + 12 accounting).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -578,6 +580,204 @@ TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   pt.fsdp_sharding = FsdpSharding::full_shard;
   pt.framework = Framework::deepspeed;
   EXPECT_FALSE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.has_value());
+}
+
+// Megatron-Core's optimizer CPU offload (--optimizer-cpu-offload; docs/workload.md, "Megatron
+// optimizer CPU offload"), against closed forms written here from
+// megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py and the preset's bandwidths
+// (DGX H100: PCIe Gen5 64 GB/s a GPU, host DRAM 614.4 GB/s a node):
+// - the fraction f of the distributed optimizer's shard is stepped on the host: each gradient
+//   copied out into a pinned fp32 buffer (4 bytes a parameter over the host link), torch's
+//   single-tensor AdamW on the fp32 master (80 bytes a parameter through host memory), the fp32
+//   weight cast to 16 bits on the CPU (4 in, 2 out) and copied back (2 bytes over the link);
+//   the CPU parts count every rank of the node at once;
+// - the rest (1 - f) keeps Adam on the GPU;
+// - GPU memory keeps the gradient buffer and the 16-bit weights and loses f of the optimizer
+//   states; the host holds 16 bytes a parameter of the fraction (fp32 master, gradient, moments).
+PlanInput megatron_offload(double fraction, bool overlap) {
+  PlanInput p = plan(8, 1, 1, 1, 8);
+  p.framework = Framework::megatron;
+  p.use_distributed_optimizer = true;
+  p.precision = Precision::bf16;
+  p.precision_aware_optimizer = true;
+  if (fraction > 0) {
+    p.optimizer_cpu_offload = true;
+    p.optimizer_offload_fraction = fraction;
+    if (overlap) p.overlap_cpu_optimizer_d2h_h2d = true;
+  }
+  return p;
+}
+
+TEST(MegatronOffload, StepPartsAreTheClosedForms) {
+  const double link = 64e9, host = 614.4e9;
+  for (double f : {1.0, 0.25}) {
+    SCOPED_TRACE(f);
+    const Scenario sc = scenario("llama3-8b", "dgx-h100", megatron_offload(f, false));
+    const Workload w = build_workload(sc);
+    const double owned = optimizer_shard_params(sc, w.roles[0]);
+    EXPECT_NEAR(owned, static_cast<double>(count_params(sc.model).total) / 8, 1);
+    const OpList& step = w.roles[0].step;
+    EXPECT_NEAR(host_seconds(step, "offload_grad_copy"), 4 * f * owned / link, 1e-12);
+    EXPECT_NEAR(host_seconds(step, "cpu_adamw"), 80 * f * owned * 8 / host, 1e-12);
+    EXPECT_NEAR(host_seconds(step, "cpu_param_cast"), 6 * f * owned * 8 / host, 1e-12);
+    EXPECT_NEAR(host_seconds(step, "offload_param_copy"), 2 * f * owned / link, 1e-12);
+    // The GPU's Adam over the rest: its bytes the plan's per parameter (30 under bf16 with
+    // fp32 states), over (1 - f) of the shard.
+    const auto adam = named(step, "adam");
+    if (f == 1.0) {
+      EXPECT_TRUE(adam.empty());
+    } else {
+      ASSERT_EQ(adam.size(), 1u);
+      EXPECT_NEAR(adam[0].mem_bytes, (1 - f) * owned * sc.plan.adam_step_bytes(), 64);
+    }
+  }
+}
+
+// The step is the iteration's tail (no --overlap-param-gather): without the overlap flag the
+// iteration grows by d2h + max(GPU Adam, CPU step) + h2d - the whole GPU Adam it replaces; with
+// it, by the slowest of the three host stages beside the GPU's part. Without stragglers (the
+// preset's straggler_cv would add the groups' wait for their slowest rank, which grows with
+// the compute stream's work between collectives: docs/cost-model.md).
+TEST(MegatronOffload, IterationGrowsByTheHostPath) {
+  const double link = 64e9, host = 614.4e9;
+  SimOptions o;
+  o.timeline = true;
+  auto adam_seconds = [](const Prediction& p) {
+    double s = 0;
+    for (const Event& e : p.timeline.events)
+      if (e.rank == 0 && p.timeline.name(e) == "adam") s += e.dur;
+    return s;
+  };
+  auto steady = [](double f, bool overlap) {
+    Scenario sc = scenario("llama3-8b", "dgx-h100", megatron_offload(f, overlap));
+    sc.system.scale.straggler_cv = 0;
+    return sc;
+  };
+  const Scenario base = steady(0, false);
+  const Prediction off = simulate(build_workload(base), o);
+  const double adam = adam_seconds(off);
+  ASSERT_GT(adam, 0);
+  const double owned = optimizer_shard_params(base, build_workload(base).roles[0]);
+  for (double f : {1.0, 0.5}) {
+    SCOPED_TRACE(f);
+    const double d2h = 4 * f * owned / link, cpu = 86 * f * owned * 8 / host,
+                 h2d = 2 * f * owned / link;
+    const Prediction serial = simulate(build_workload(steady(f, false)), o);
+    const double gpu = adam_seconds(serial);  // the GPU's Adam over the rest of the shard
+    if (f == 1.0) EXPECT_EQ(gpu, 0);
+    EXPECT_NEAR(serial.iteration_time - off.iteration_time, d2h + std::max(gpu, cpu) + h2d - adam,
+                1e-6 * off.iteration_time);
+    const Prediction piped = simulate(build_workload(steady(f, true)), o);
+    EXPECT_NEAR(piped.iteration_time - off.iteration_time,
+                std::max(gpu, std::max({d2h, cpu, h2d})) - adam, 1e-6 * off.iteration_time);
+    EXPECT_LT(piped.iteration_time, serial.iteration_time);
+  }
+}
+
+TEST(MegatronOffload, TheGpuLosesTheFractionsStatesAndTheHostHoldsSixteenBytes) {
+  const Scenario off = scenario("llama3-8b", "dgx-h100", megatron_offload(0, false));
+  const Workload w_off = build_workload(off);
+  const MemoryBreakdown b = memory_per_rank(w_off, w_off.roles[0]);
+  EXPECT_GT(b.optimizer.value(), 0);
+  for (double f : {1.0, 0.3}) {
+    SCOPED_TRACE(f);
+    const Scenario on = scenario("llama3-8b", "dgx-h100", megatron_offload(f, false));
+    const Workload w_on = build_workload(on);
+    const MemoryBreakdown a = memory_per_rank(w_on, w_on.roles[0]);
+    EXPECT_NEAR(a.optimizer.value(), b.optimizer.value() * (1 - f), 1);
+    EXPECT_EQ(a.weights.value(), b.weights.value());
+    EXPECT_EQ(a.gradients.value(), b.gradients.value());
+    EXPECT_EQ(a.activations.value(), b.activations.value());
+    const double owned = optimizer_shard_params(on, w_on.roles[0]);
+    EXPECT_NEAR(offload_host_bytes_per_node(w_on).value(), 16 * f * owned * 8, 8);
+    EXPECT_LE(search::memory_lower_bound(on), a.total().value());
+  }
+  EXPECT_EQ(offload_host_bytes_per_node(w_off).value(), 0);
+}
+
+TEST(MegatronOffload, PlansThatCannotOffloadAreRefused) {
+  using testing::scenario_error;
+  PlanInput ds = megatron_offload(1, false);
+  ds.framework = Framework::deepspeed;
+  ds.use_distributed_optimizer.reset();
+  ds.precision_aware_optimizer.reset();  // Megatron's own (refused first outside it)
+  ds.zero = 1;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", ds),
+            "--optimizer-cpu-offload: expected --framework megatron (Megatron-Core's "
+            "HybridDeviceOptimizer), got --framework deepspeed");
+  PlanInput plain = megatron_offload(1, false);
+  plain.precision_aware_optimizer.reset();
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", plain)
+                .rfind("--optimizer-cpu-offload: expected --use-precision-aware-optimizer", 0),
+            0u);
+  PlanInput alone = megatron_offload(0, false);
+  alone.optimizer_offload_fraction = 0.5;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", alone),
+            "--optimizer-offload-fraction: expected --optimizer-cpu-offload beside it, got no "
+            "--optimizer-cpu-offload");
+  PlanInput piped = megatron_offload(0, false);
+  piped.overlap_cpu_optimizer_d2h_h2d = true;
+  EXPECT_EQ(scenario_error("llama3-8b", "dgx-h100", piped)
+                .rfind("--overlap-cpu-optimizer-d2h-h2d: expected --optimizer-cpu-offload", 0),
+            0u);
+  EXPECT_EQ(scenario_error("llama3-8b", "vtrain-a100", megatron_offload(1, false))
+                .rfind("--optimizer-cpu-offload: expected a system whose preset gives", 0),
+            0u);
+  const nlohmann::json j =
+      to_json(scenario("llama3-8b", "dgx-h100", megatron_offload(0.5, true)).plan);
+  EXPECT_EQ(j.value("optimizer_cpu_offload", false), true);
+  EXPECT_EQ(j.value("optimizer_offload_fraction", 0.0), 0.5);
+  EXPECT_EQ(j.value("overlap_cpu_optimizer_d2h_h2d", false), true);
+  // The search keeps it for Megatron candidates only.
+  PlanInput base = megatron_offload(1, false);
+  search::PlanPoint pt;
+  pt.dp = 8;
+  pt.framework = Framework::megatron;
+  pt.zero = 1;  // the distributed optimizer
+  pt.micro_batch = 1;
+  pt.global_batch = 8;
+  EXPECT_TRUE(search::to_plan_input(pt, 8, base).optimizer_cpu_offload.value_or(false));
+  pt.framework = Framework::deepspeed;
+  EXPECT_FALSE(search::to_plan_input(pt, 8, base).optimizer_cpu_offload.has_value());
+}
+
+// A Megatron-LM script's flags are read as commscope's: the same prediction.
+using MegatronOffloadScript = testing::TestFolder;
+TEST_F(MegatronOffloadScript, FlagsPredictAsTheCommandLines) {
+  const std::string dir = dir_.string();
+  const std::string script = dir + "/offload.sh";
+  std::ofstream(script) << "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py "
+                           "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                           "--seq-length 4096 --micro-batch-size 1 --global-batch-size 8 --bf16 "
+                           "--use-distributed-optimizer --use-precision-aware-optimizer "
+                           "--optimizer-cpu-offload --optimizer-offload-fraction 0.5 "
+                           "--overlap-cpu-optimizer-d2h-h2d\n";
+  const std::string bin = COMMSCOPE_BIN;
+  const testing::Outcome a = testing::run_shell(bin + " predict --megatron-args " + script +
+                                                " --system dgx-h100 --format json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.err.find("optimizer-cpu-offload"), std::string::npos) << a.err;  // not skipped
+  const nlohmann::json pa = nlohmann::json::parse(a.out)["predictions"][0];
+  EXPECT_EQ(pa["plan"]["optimizer_cpu_offload"], true);
+  EXPECT_EQ(pa["plan"]["optimizer_offload_fraction"], 0.5);
+  EXPECT_EQ(pa["plan"]["overlap_cpu_optimizer_d2h_h2d"], true);
+  const std::string same = dir + "/same.sh";
+  std::ofstream(same) << "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py "
+                         "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                         "--seq-length 4096 --micro-batch-size 1 --global-batch-size 8 --bf16 "
+                         "--use-distributed-optimizer --use-precision-aware-optimizer\n";
+  const testing::Outcome b = testing::run_shell(
+      bin + " predict --megatron-args " + same +
+      " --system dgx-h100 --format json --optimizer-cpu-offload --optimizer-offload-fraction 0.5 "
+      "--overlap-cpu-optimizer-d2h-h2d");
+  ASSERT_EQ(b.status, 0) << b.err;
+  const nlohmann::json pb = nlohmann::json::parse(b.out)["predictions"][0];
+  EXPECT_EQ(pa["iteration_time_s"], pb["iteration_time_s"]);
+  const testing::Outcome c = testing::run_shell(bin + " predict --megatron-args " + same +
+                                                " --system dgx-h100 --format json");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(nlohmann::json::parse(c.out)["predictions"][0]["iteration_time_s"],
+            pa["iteration_time_s"]);
 }
 
 }  // namespace

@@ -395,6 +395,16 @@ struct ParallelPlan {
   // reduction copies the gradient shard out (docs/workload.md, "FSDP CPU offload"). Needs
   // --framework fsdp, a sharded strategy without HSDP.
   bool fsdp_cpu_offload = false;
+  // Megatron-Core's optimizer CPU offload (--optimizer-cpu-offload, HybridDeviceOptimizer):
+  // the first `optimizer_offload_fraction` of the distributed optimizer's shard (by elements,
+  // whole parameters in order) keeps its fp32 master copy, Adam's moments and an fp32 gradient
+  // buffer in pinned host memory and steps with torch's AdamW on the CPU; the rest steps on
+  // the GPU. Each step copies the gradients out and the updated weights back, pipelined a
+  // parameter at a time under --overlap-cpu-optimizer-d2h-h2d (docs/workload.md, "Megatron
+  // optimizer CPU offload"). Needs --framework megatron and --use-precision-aware-optimizer.
+  bool optimizer_cpu_offload = false;
+  double optimizer_offload_fraction = 1.0;
+  bool overlap_cpu_optimizer_d2h_h2d = false;
   // Megatron-Core --mtp-num-layers: multi-token-prediction depths trained on the last pipeline
   // stage (docs/workload.md, "Multi-token prediction"); the model's mtp_layers unless given.
   int mtp_layers = 0;
@@ -577,6 +587,8 @@ struct PlanInput {
   std::optional<bool> fp8_param_gather;
   std::optional<int> cpu_offload_layers;
   std::optional<bool> offload_optimizer, offload_param, fsdp_cpu_offload;
+  std::optional<bool> optimizer_cpu_offload, overlap_cpu_optimizer_d2h_h2d;
+  std::optional<double> optimizer_offload_fraction;
   std::optional<int> mtp_layers;                 // --mtp-num-layers (unset: the model's)
   std::optional<std::vector<int>> stage_layers;  // --pipeline-stage-layers
   std::optional<std::string> pipeline_layout;    // --pipeline-model-parallel-layout (Megatron's)

@@ -172,6 +172,19 @@ std::vector<OffloadPart> param_offload_step(const Scenario& sc, double owned);
 // PyTorch FSDP's CPU offload (ParallelPlan::fsdp_cpu_offload): the step's torch AdamW on the
 // CPU shards, cpu_adamw; none without it.
 std::vector<OffloadPart> fsdp_offload_step(const Scenario& sc, double owned);
+// Megatron-Core's optimizer CPU offload (ParallelPlan::optimizer_cpu_offload;
+// docs/workload.md, "Megatron optimizer CPU offload") for a shard of `owned` parameters: the
+// parameters Adam steps on the GPU, and the host path's parts in order: offload_grad_copy,
+// cpu_adamw, cpu_param_cast, offload_param_copy.
+struct MegatronOffloadStep {
+  double gpu_params = 0;
+  std::vector<OffloadPart> parts;
+};
+MegatronOffloadStep megatron_offload_step(const Scenario& sc, double owned);
+// The host path's seconds: the parts' sum, or under --overlap-cpu-optimizer-d2h-h2d the slowest
+// of the copies out, the CPU's work and the copies back (a pipeline; its fill and drain, one
+// parameter's copies, not counted).
+double megatron_offload_seconds(const MegatronOffloadStep& s, bool overlapped);
 // The copies of parameter shards to the GPU (--offload-param, --fsdp-cpu-offload: the
 // builder's offload_param_fetch ops) in one micro-batch's forward and backward, the first
 // micro-batch's where it differs, of the role that copies longest.
