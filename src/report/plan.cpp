@@ -334,8 +334,8 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
     out.push_back("parameters offloaded to the host where ZeRO-3 under deepspeed with DP > 1");
   if (b.fsdp_cpu_offload.value_or(false))
     out.push_back(
-        "FSDP's CPU offload where fsdp shards (FULL_SHARD, SHARD_GRAD_OP) and reduces once an "
-        "iteration");
+        "FSDP's CPU offload where fsdp shards (FULL_SHARD, SHARD_GRAD_OP, HSDP) and reduces once "
+        "an iteration");
   if (b.optimizer_cpu_offload.value_or(false))
     out.push_back(
         fmt::format("Megatron's optimizer CPU offload ({:.0f}% of the shard{}) where megatron",

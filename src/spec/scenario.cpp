@@ -172,10 +172,6 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
           "a sharded strategy over 2 or more data-parallel ranks (the offload moves the "
           "shards)",
           plan.fsdp_sharding == FsdpSharding::no_shard ? "NO_SHARD" : "data-parallel size 1");
-    if (plan.hsdp())
-      return bad("--fsdp-cpu-offload",
-                 "FULL_SHARD or SHARD_GRAD_OP (HSDP with CPU offload is not modelled)",
-                 "--fsdp-sharding " + std::string(to_string(plan.fsdp_sharding)));
     if (plan.grad_accum > 1 && plan.fsdp_grad_sync == FsdpGradSync::micro_batch)
       return bad("--fsdp-cpu-offload",
                  "one micro-batch an iteration, or --fsdp-grad-sync last-micro-batch or step "

@@ -15,12 +15,17 @@ bool expert_states_sharded(const ParallelPlan& p) {
 
 double optimizer_shard_params(const Scenario& sc, const Role& r) {
   const ParallelPlan& p = sc.plan;
-  const int d = p.grad_dp();
+  // DP x CP, or under FSDP's HSDP its shard group (every replica steps the same shard, as
+  // memory_per_rank counts its states); the experts over the expert-data group, or its shard.
+  // (Until 2026-12-03 HSDP's step was priced over DP x CP: its Adam a replica count too short.)
+  const int d = p.hsdp() ? hsdp_shard_ranks(p, sc.gpus_per_node) : p.grad_dp();
   const double dense = static_cast<double>(r.params - r.expert_params),
                experts = static_cast<double>(r.expert_params);
   const bool sharded = p.zero >= 1 && d > 1;
   const bool expert_sharded = experts > 0 && expert_states_sharded(p);
-  return (sharded ? dense / d : dense) + (expert_sharded ? experts / p.expert_dp() : experts);
+  return (sharded ? dense / d : dense) +
+         (expert_sharded ? experts / std::max(1, hsdp_expert_shard_ranks(p, sc.gpus_per_node))
+                         : experts);
 }
 
 double largest_optimizer_shard(const Workload& w) {

@@ -529,6 +529,59 @@ TEST(FsdpOffload, TheGpuHoldsNoShardAndTheHostHoldsSixteenBytes) {
   EXPECT_LE(search::memory_lower_bound(on), a.total().value());
 }
 
+// HSDP over two nodes (a shard group a node, 8 ranks, replicated twice): each copy in is the
+// shard group's fp32 shard, each gradient shard goes out after the replicate group's all-reduce
+// (FSDP2's foreach_reduce copies on the all-reduce's stream; FSDP1 offloads after its
+// _all_reduce_hook), and the host holds 16 bytes a parameter of the 8-way shard. Without the
+// offload the GPU's Adam steps that shard too.
+TEST(FsdpOffload, UnderHsdpTheShardIsTheShardGroupsAndTheCopyFollowsTheAllReduce) {
+  const double link = 26.2e9;
+  PlanInput in = fsdp(true);
+  in.fsdp_sharding = FsdpSharding::hybrid_shard;
+  const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", in);
+  const Workload w = build_workload(sc);
+  int gathers = 0, outs = 0;
+  for (const Chunk& ch : w.roles[0].chunks) {
+    for (const OpList* l : {&ch.forward_first, &ch.forward, &ch.backward}) {
+      for (std::uint32_t i = 0; i < l->size(); ++i) {
+        const Op& op = (*l)[i];
+        if (op.name == "fsdp_all_gather") {
+          ++gathers;
+          EXPECT_EQ(op.group_size, 8);
+          EXPECT_NEAR(copy_before(*l, i).host_seconds,
+                      static_cast<double>(op.elements) / 8 * 4 / link, 1e-15);
+        }
+        if (op.name != "offload_grad_copy") continue;
+        ++outs;
+        const auto deps = l->deps_of(i);
+        ASSERT_EQ(deps.size(), 1u);
+        const Op& ar = (*l)[deps[0]];
+        EXPECT_EQ(ar.name, std::string_view("fsdp_replicate_all_reduce"));
+        EXPECT_EQ(ar.group_size, 2);
+        EXPECT_NEAR(op.host_seconds, static_cast<double>(ar.elements) * 4 / link, 1e-15);
+      }
+    }
+  }
+  EXPECT_GT(gathers, 0);
+  EXPECT_GT(outs, 0);
+  const double owned = optimizer_shard_params(sc, w.roles[0]);
+  EXPECT_NEAR(owned, static_cast<double>(count_params(sc.model).total) / 8, 8);
+  EXPECT_NEAR(offload_host_bytes_per_node(w).value(), 16 * owned * 8, 1);
+  const MemoryBreakdown m = memory_per_rank(w, w.roles[0]);
+  EXPECT_EQ(m.weights.value() + m.gradients.value() + m.optimizer.value(), 0);
+  EXPECT_LE(search::memory_lower_bound(sc), m.total().value());
+  // Without the offload every replica's Adam steps the same 8-way shard whose states its GPU
+  // holds (it was priced over all 16 ranks until 2026-12-03).
+  in.fsdp_cpu_offload.reset();
+  const Scenario gpu = scenario("gpt2-xl", "dgx-a100-80gb", in);
+  const Workload wg = build_workload(gpu);
+  const auto adam = named(wg.roles[0].step, "adam");
+  ASSERT_EQ(adam.size(), 1u);
+  EXPECT_NEAR(adam[0].mem_bytes, owned * gpu.plan.adam_step_bytes(), 64);
+  EXPECT_NEAR(memory_per_rank(wg, wg.roles[0]).optimizer.value(),
+              owned * gpu.plan.optimizer_state_bytes(), 64);
+}
+
 TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   using testing::scenario_error;
   PlanInput ds = fsdp(true);
@@ -542,11 +595,6 @@ TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", ns)
                 .rfind("--fsdp-cpu-offload: expected a sharded strategy", 0),
             0u);
-  PlanInput hybrid = fsdp(true);
-  hybrid.fsdp_sharding = FsdpSharding::hybrid_shard;
-  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", hybrid),
-            "--fsdp-cpu-offload: expected FULL_SHARD or SHARD_GRAD_OP (HSDP with CPU offload is "
-            "not modelled), got --fsdp-sharding hybrid_shard");
   PlanInput accum = fsdp(true);
   accum.global_batch = 256;
   EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", accum)
@@ -575,7 +623,9 @@ TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   EXPECT_FALSE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.has_value());
   base.fsdp_grad_sync = FsdpGradSync::last_micro_batch;
   EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
-  pt.fsdp_sharding = FsdpSharding::hybrid_shard;
+  pt.fsdp_sharding = FsdpSharding::hybrid_shard;  // HSDP too
+  EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
+  pt.fsdp_sharding = FsdpSharding::no_shard;
   EXPECT_FALSE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.has_value());
   pt.fsdp_sharding = FsdpSharding::full_shard;
   pt.framework = Framework::deepspeed;
