@@ -105,8 +105,8 @@ Verb add_plan(CLI::App& app) {
       ->group("Options");
   cmd->add_flag("--offload-param", st->offload_param,
                 "DeepSpeed ZeRO-3 parameter offload (each rank's 16-bit partition on the host, "
-                "copied to the GPU before each all-gather) in every ZeRO-3 plan under deepspeed "
-                "with DP > 1; the others keep it on the GPU")
+                "copied to the GPU before each all-gather, or whole at DP 1) in every ZeRO-3 plan "
+                "under deepspeed; the others keep it on the GPU")
       ->group("Options");
   cmd->add_flag("--fsdp-cpu-offload", st->fsdp_cpu_offload,
                 "PyTorch FSDP's CPU offload (shards, gradients and Adam on the host) in every plan "

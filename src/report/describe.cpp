@@ -323,10 +323,11 @@ std::string headline(const Workload& w) {
                           part.bytes / gib, part.seconds() * 1e3, part.bandwidth / 1e9);
     out += fmt::format(
         "parameter offload (ZeRO-3 offload_param): each rank's 16-bit partition in pinned host "
-        "memory; a micro-batch's {} fetches copy {:.2f} GiB to the GPU before their all-gathers, "
-        "{:.1f} ms at {:.1f} GB/s on the gathers' stream (the module waits for each copy){}\n",
-        f.copies, f.bytes / gib, f.seconds * 1e3, sc.system.node.host_copy_pinned.value() / 1e9,
-        step);
+        "memory; a micro-batch's {} fetches copy {:.2f} GiB to the GPU {}, {:.1f} ms at {:.1f} "
+        "GB/s on the gathers' stream (the module waits for each copy){}\n",
+        f.copies, f.bytes / gib,
+        p.dp > 1 ? "before their all-gathers" : "(one rank: the parameters whole, no gather)",
+        f.seconds * 1e3, sc.system.node.host_copy_pinned.value() / 1e9, step);
   }
   if (p.fsdp_cpu_offload) {
     constexpr double gib = 1024.0 * 1024 * 1024;

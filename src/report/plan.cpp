@@ -331,7 +331,7 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
   if (b.offload_optimizer.value_or(false))
     out.push_back("optimizer offloaded to the host where ZeRO 1-3 under commscope or deepspeed");
   if (b.offload_param.value_or(false))
-    out.push_back("parameters offloaded to the host where ZeRO-3 under deepspeed with DP > 1");
+    out.push_back("parameters offloaded to the host where ZeRO-3 under deepspeed");
   if (b.fsdp_cpu_offload.value_or(false))
     out.push_back(
         "FSDP's CPU offload where fsdp shards (FULL_SHARD, SHARD_GRAD_OP, HSDP) and reduces once "

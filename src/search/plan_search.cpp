@@ -140,7 +140,7 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
     in.zeropp_hpz.reset();
   }
   if (!offload_applies(p.zero, p.framework)) in.offload_optimizer.reset();
-  if (!param_offload_applies(p.zero, p.framework) || p.dp < 2) in.offload_param.reset();
+  if (!param_offload_applies(p.zero, p.framework)) in.offload_param.reset();
   // FSDP's CPU offload where a candidate shards over FSDP (HSDP too), and reduces each
   // micro-batch's gradients only where it runs one.
   const bool accumulates =

@@ -147,11 +147,6 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
     if (plan.zero != 3)
       return bad("--offload-param", "ZeRO stage 3 (DeepSpeed offloads parameters only there)",
                  fmt::format("ZeRO-{}", plan.zero));
-    if (plan.dp < 2)
-      return bad("--offload-param",
-                 "data-parallel size 2 or more (commscope prices the fetches with ZeRO-3's "
-                 "gathers)",
-                 "data-parallel size 1");
     if (plan.zeropp_qwz || plan.zeropp_hpz > 1)
       return bad("--offload-param", "no ZeRO++ qwZ or hpZ (not modelled with parameter offload)",
                  plan.zeropp_qwz ? "--zero-quantized-weights" : "--zero-hpz-partition-size");

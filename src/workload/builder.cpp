@@ -1578,13 +1578,17 @@ class Builder {
       return p_.overlap_grad_reduce && !p_.use_distributed_optimizer;
     return p_.framework == Framework::none;
   }
+  // (At DP 1 only under --offload-param: the coordinator then fetches each parameter whole from
+  // the host, NoGatherHandle, with nothing to gather or reduce.)
   bool deepspeed_zero3() const {
-    return p_.framework == Framework::deepspeed && p_.zero == 3 && p_.dp > 1;
+    return p_.framework == Framework::deepspeed && p_.zero == 3 && (p_.dp > 1 || p_.offload_param);
   }
   // DeepSpeed 0.3-0.5 (--deepspeed-version 0.3): each gradient reduce-scattered on its own
   // (partition_parameters.py _reduce_scatter_gradients loops over the bucket's parameters),
   // in line with compute (the next gather's torch.cuda.synchronize() waits for it).
-  bool ds_per_param_reduce() const { return deepspeed_zero3() && p_.zero3_per_param_calls; }
+  bool ds_per_param_reduce() const {
+    return deepspeed_zero3() && p_.dp > 1 && p_.zero3_per_param_calls;
+  }
   // The host work DeepSpeed 0.3-0.5 does before each of its ZeRO-3 collectives (a Python list
   // of world_size tensor views, filled one by one): zero3_host_s_per_rank_per_call x DP seconds
   // with the GPU waiting; nothing when that parameter is 0.
@@ -1695,6 +1699,17 @@ class Builder {
       // after it).
       std::optional<Op> fetch;
       if (p_.offload_param) fetch = param_fetch(plan.gathers[g].elements, layer);
+      if (p_.dp == 1) {
+        // One rank (partition_parameters.py NoGatherHandle): each parameter copied whole to the
+        // GPU, non-blocking on the all-gather stream, the stream synchronized by the handle's
+        // wait() before the module runs; no gather (DeepSpeed 0.3-0.5's in line).
+        gather_op_[g] = p_.zero3_sync_gathers        ? e.chain(*fetch)
+                        : after_prev && e.has_prev() ? e.side(*fetch, {e.prev()})
+                                                     : e.side(*fetch, {});
+        gather_in_backward_[g] = backward;
+        gather_emitted_[g] = true;
+        return;
+      }
       if (p_.zero3_sync_gathers) {  // DeepSpeed 0.3-0.5: host work, then the gather, in line
         ds_host_call(e, layer);
         if (fetch) e.chain(*fetch);
@@ -2208,7 +2223,7 @@ class Builder {
     std::optional<Bucketer> bucketer;
     if (ds_per_param_reduce()) {
       // DeepSpeed 0.3-0.5: no bucket collective; emit_backward reduces each parameter.
-    } else if (deepspeed_zero3()) {
+    } else if (deepspeed_zero3() && p_.dp > 1) {
       // stage3.py: gradients reduce-scattered in reduce_bucket_size buckets every micro-batch,
       // on their own stream under overlap_comm, on the compute stream otherwise.
       Op proto = comm("ds_grad_reduce_scatter", Collective::reduce_scatter, CommGroup::data, p_.dp,

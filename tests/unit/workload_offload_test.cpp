@@ -299,6 +299,65 @@ TEST(ParamOffload, EachGatherIsPrecededByACopyOfItsPartition) {
   EXPECT_GE(f.bytes, 2.0 * static_cast<double>(count_params(sc.model).total) / 16 * 0.999);
 }
 
+// One rank (DeepSpeed's NoGatherHandle): the coordinator's replay is the same, each fetch copies
+// the parameters whole (DP 16's gathered elements, without the padding to 16), nothing is
+// gathered or reduced, and the module waits for its copy; the GPU holds no weights.
+TEST(ParamOffload, OneRankFetchesWholeParametersWithoutGathers) {
+  const double link = 26.2e9;
+  PlanInput one = param_offload(false);
+  one.gpus = 1;
+  one.global_batch = 4;
+  const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", one);
+  ASSERT_EQ(sc.plan.dp, 1);
+  const Workload w = build_workload(sc),
+                 w16 = build_workload(scenario("gpt2-xl", "dgx-a100-80gb", param_offload(false)));
+  double bytes = 0, gathered = 0;
+  int fetches = 0, waited = 0, gathers = 0;
+  for (const Chunk& ch : w.roles[0].chunks) {
+    for (const OpList* l : {&ch.forward, &ch.backward}) {
+      for (std::uint32_t i = 0; i < l->size(); ++i) {
+        const Op& op = (*l)[i];
+        EXPECT_NE(op.kind, OpKind::comm) << op.name;
+        if (op.name != "offload_param_fetch") continue;
+        ++fetches;
+        bytes += op.host_seconds * link;
+        bool needed = false;
+        for (std::uint32_t k = i + 1; k < l->size() && !needed; ++k)
+          for (auto d : l->deps_of(k)) needed |= d == i && (*l)[k].kind == OpKind::compute;
+        waited += needed;
+      }
+    }
+  }
+  for (const Chunk& ch : w16.roles[0].chunks)
+    for (const OpList* l : {&ch.forward, &ch.backward})
+      for (const Op& op : l->ops())
+        if (op.name == "ds_param_all_gather") {
+          ++gathers;
+          gathered += static_cast<double>(op.elements) * 2;
+        }
+  EXPECT_GT(fetches, 0);
+  EXPECT_EQ(fetches, gathers);
+  EXPECT_EQ(waited, fetches);
+  EXPECT_LE(bytes, gathered * (1 + 1e-12));
+  EXPECT_GE(bytes, gathered - gathers * 16 * 2 - 1);  // the padding to a multiple of 16
+  const ParamFetches f = param_fetches(w);
+  EXPECT_EQ(f.copies, fetches);
+  EXPECT_NEAR(f.bytes, bytes, 1e-6 * bytes);
+  EXPECT_EQ(memory_per_rank(w, w.roles[0]).weights.value(), 0);
+  PlanInput plain = one;
+  plain.offload_param.reset();
+  EXPECT_GT(simulate(w).iteration_time,
+            simulate(build_workload(scenario("gpt2-xl", "dgx-a100-80gb", plain))).iteration_time);
+  // The search keeps it at DP 1.
+  search::PlanPoint pt;
+  pt.dp = 1;
+  pt.framework = Framework::deepspeed;
+  pt.zero = 3;
+  pt.micro_batch = 1;
+  pt.global_batch = 1;
+  EXPECT_TRUE(search::to_plan_input(pt, 1, one).offload_param.value_or(false));
+}
+
 TEST(ParamOffload, CopiesAreMemoryCopiesOnTheDataStreamAndCostTime) {
   const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", param_offload(false));
   const Scenario plain = scenario("gpt2-xl", "dgx-a100-80gb", deepspeed(3, 64, false));
@@ -390,12 +449,6 @@ TEST(ParamOffload, PlansThatCannotOffloadParametersAreRefused) {
   EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", two),
             "--offload-param: expected ZeRO stage 3 (DeepSpeed offloads parameters only there), "
             "got ZeRO-2");
-  PlanInput one = param_offload(false);
-  one.gpus = 1;
-  one.global_batch = 4;
-  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", one)
-                .rfind("--offload-param: expected data-parallel size 2 or more", 0),
-            0u);
   PlanInput hpz = param_offload(false);
   hpz.zeropp_hpz = 8;
   EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", hpz),
