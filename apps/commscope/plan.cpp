@@ -110,8 +110,7 @@ Verb add_plan(CLI::App& app) {
       ->group("Options");
   cmd->add_flag("--fsdp-cpu-offload", st->fsdp_cpu_offload,
                 "PyTorch FSDP's CPU offload (shards, gradients and Adam on the host) in every plan "
-                "under fsdp that shards (HSDP too) and reduces once an iteration; the others keep "
-                "them on the GPU")
+                "under fsdp that shards (HSDP too); the others keep them on the GPU")
       ->group("Options");
   cmd->add_flag("--cross-entropy-loss-fusion", st->cross_entropy_fusion,
                 "every plan's loss is the fused (Transformer Engine) cross entropy, which keeps "

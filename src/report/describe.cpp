@@ -343,9 +343,16 @@ std::string headline(const Workload& w) {
         "FSDP CPU offload: each rank's fp32 shard of {:.1f}M parameters, its gradients and "
         "Adam's moments in pinned host memory; the first micro-batch's {} copies of shards to the "
         "GPU before their all-gathers {:.2f} GiB, {:.1f} ms at {:.1f} GB/s; each reduced "
-        "gradient shard copied out as fp32; the step: {}\n",
+        "gradient shard copied out as fp32{}; the step: {}\n",
         owned / 1e6, f.copies, f.bytes / gib, f.seconds * 1e3,
-        sc.system.node.host_copy_pinned.value() / 1e9, step);
+        sc.system.node.host_copy_pinned.value() / 1e9,
+        p.grad_accum > 1 && p.fsdp_grad_sync == FsdpGradSync::micro_batch
+            ? fmt::format(", blocking, and added to the host's on the CPU (FSDP2's accumulation "
+                          "over {} micro-batches: the backward waits for each reduction, copy "
+                          "and add)",
+                          p.grad_accum)
+            : std::string(),
+        step);
   }
   if (p.optimizer_cpu_offload) {
     constexpr double gib = 1024.0 * 1024 * 1024;

@@ -333,9 +333,7 @@ std::vector<std::string> every_plan_settings(const PlanInput& b) {
   if (b.offload_param.value_or(false))
     out.push_back("parameters offloaded to the host where ZeRO-3 under deepspeed");
   if (b.fsdp_cpu_offload.value_or(false))
-    out.push_back(
-        "FSDP's CPU offload where fsdp shards (FULL_SHARD, SHARD_GRAD_OP, HSDP) and reduces once "
-        "an iteration");
+    out.push_back("FSDP's CPU offload where fsdp shards (FULL_SHARD, SHARD_GRAD_OP, HSDP)");
   if (b.optimizer_cpu_offload.value_or(false))
     out.push_back(
         fmt::format("Megatron's optimizer CPU offload ({:.0f}% of the shard{}) where megatron",

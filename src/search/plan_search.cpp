@@ -141,12 +141,8 @@ PlanInput to_plan_input(const PlanPoint& p, int gpus, const PlanInput& base) {
   }
   if (!offload_applies(p.zero, p.framework)) in.offload_optimizer.reset();
   if (!param_offload_applies(p.zero, p.framework)) in.offload_param.reset();
-  // FSDP's CPU offload where a candidate shards over FSDP (HSDP too), and reduces each
-  // micro-batch's gradients only where it runs one.
-  const bool accumulates =
-      p.global_batch > p.micro_batch * p.dp &&
-      base.fsdp_grad_sync.value_or(FsdpGradSync::micro_batch) == FsdpGradSync::micro_batch;
-  if (p.framework != Framework::fsdp || p.dp * p.cp < 2 || accumulates ||
+  // FSDP's CPU offload where a candidate shards over FSDP (HSDP too).
+  if (p.framework != Framework::fsdp || p.dp * p.cp < 2 ||
       p.fsdp_sharding == FsdpSharding::no_shard)
     in.fsdp_cpu_offload.reset();
   // Megatron's optimizer CPU offload with the precision-aware optimizer it needs.

@@ -167,12 +167,6 @@ Status resolve_modern_training(const PlanInput& in, const ModelSpec& model,
           "a sharded strategy over 2 or more data-parallel ranks (the offload moves the "
           "shards)",
           plan.fsdp_sharding == FsdpSharding::no_shard ? "NO_SHARD" : "data-parallel size 1");
-    if (plan.grad_accum > 1 && plan.fsdp_grad_sync == FsdpGradSync::micro_batch)
-      return bad("--fsdp-cpu-offload",
-                 "one micro-batch an iteration, or --fsdp-grad-sync last-micro-batch or step "
-                 "(FSDP1 does not accumulate offloaded gradients; FSDP2's blocking accumulation "
-                 "on the host is not modelled)",
-                 fmt::format("{} micro-batches reduced each", plan.grad_accum));
     CS_RETURN_IF_ERROR(host_figures("--fsdp-cpu-offload", true));
   }
   // Megatron-Core's HybridDeviceOptimizer: the part of the distributed optimizer's shard it steps

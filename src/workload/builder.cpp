@@ -1833,9 +1833,12 @@ class Builder {
   // buffer (FSDP1 _offload_grad, FSDP2 foreach_reduce), after its reduction; none otherwise.
   std::optional<Op> fsdp_grad_out(std::int64_t params, int layer, bool expert) const {
     if (!p_.fsdp_cpu_offload) return std::nullopt;
+    return host_link_copy("offload_grad_copy", layer, 4.0 * fsdp_grad_shard(params, expert));
+  }
+  // A unit's gradient shard on this rank (elements): its padded parameters over the shard group.
+  double fsdp_grad_shard(std::int64_t params, bool expert) const {
     const int shard = (expert ? fsdp_expert_groups() : fsdp_groups()).shard;
-    return host_link_copy("offload_grad_copy", layer,
-                          4.0 * static_cast<double>((params + shard - 1) / shard));
+    return static_cast<double>((params + shard - 1) / shard);
   }
   // Block l's unit gathered: its parameters over DP (x CP), then its experts' over the
   // expert-data group (need_all: the next chain op waits for both).
@@ -1941,8 +1944,27 @@ class Builder {
     }
     if (auto out = fsdp_grad_out(params, layer, expert)) {
       out->last_microbatch_only = p_.fsdp_grad_sync == FsdpGradSync::last_micro_batch;
-      e.side(*out, {last});
+      const std::uint32_t copy = e.side(*out, {last});
+      if (fsdp_offload_accumulates()) {
+        // FSDP2's foreach_reduce with a gradient already on the host: the copy out is blocking
+        // (.to("cpu") without non_blocking) and the shard is added to the host's gradient on the
+        // CPU (fp32: 8 bytes in, 4 out, every rank of the node at once), both on the thread
+        // that launches the backward: the next kernel waits for the reduction, the copy and
+        // the add. (The first micro-batch's copies, with no gradient to add to, are
+        // non-blocking in FSDP2; commscope charges every micro-batch as the later ones: an
+        // upper bound, by the first micro-batch's waits.)
+        e.need(copy);
+        e.chain(host_op("cpu_grad_add", layer,
+                        12.0 * fsdp_grad_shard(params, expert) * sc_.gpus_per_node /
+                            sc_.system.node.host_memory_bandwidth.value()));
+      }
     }
+  }
+  // --fsdp-cpu-offload with gradients reduced every micro-batch of several (FSDP2 accumulates
+  // them on the host: fsdp_reduce's cpu_grad_add).
+  bool fsdp_offload_accumulates() const {
+    return p_.fsdp_cpu_offload && p_.grad_accum > 1 &&
+           p_.fsdp_grad_sync == FsdpGradSync::micro_batch;
   }
   // FSDP gathers a unit's parameters once a step: it keeps them after forward (SHARD_GRAD_OP)
   // and, not reducing every micro-batch, after backward too (FSDP1's _should_free_in_backward;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -635,6 +636,76 @@ TEST(FsdpOffload, UnderHsdpTheShardIsTheShardGroupsAndTheCopyFollowsTheAllReduce
               owned * gpu.plan.optimizer_state_bytes(), 64);
 }
 
+// Gradient accumulation with a reduction every micro-batch (FSDP2's foreach_reduce, a gradient
+// already on the host): each copy out blocks the thread that launches the backward, which then
+// adds the shard to the host's fp32 gradient (8 bytes in, 4 out a parameter, the node's 8 ranks
+// at once over the host's bandwidth); the next backward kernel waits for both. Reduced once at
+// the end (--fsdp-grad-sync last-micro-batch) nothing is added.
+TEST(FsdpOffload, AccumulatingOnTheHostBlocksTheBackward) {
+  const double host = 409.6e9;
+  PlanInput in = fsdp(true);
+  in.global_batch = 256;  // 4 micro-batches of 4 on 16 ranks
+  const Scenario sc = scenario("gpt2-xl", "dgx-a100-80gb", in);
+  ASSERT_EQ(sc.plan.grad_accum, 4);
+  const Workload w = build_workload(sc);
+  int adds = 0, copies = 0;
+  for (const Chunk& ch : w.roles[0].chunks) {
+    const OpList& l = ch.backward;
+    for (std::uint32_t i = 0; i < l.size(); ++i) {
+      copies += l[i].name == "offload_grad_copy";
+      if (l[i].name != "cpu_grad_add") continue;
+      ++adds;
+      EXPECT_EQ(stream_of(l[i]), kComputeStream);
+      // it waits for its copy, which waits for its reduce-scatter
+      const Op* copy = nullptr;
+      for (auto d : l.deps_of(i))
+        if (l[d].name == "offload_grad_copy") {
+          copy = &l[d];
+          const auto cd = l.deps_of(d);
+          ASSERT_EQ(cd.size(), 1u);
+          const Op& rs = l[cd[0]];
+          EXPECT_EQ(rs.name, std::string_view("fsdp_reduce_scatter"));
+          EXPECT_NEAR(l[i].host_seconds, 12.0 * static_cast<double>(rs.elements) / 16 * 8 / host,
+                      1e-15);
+        }
+      EXPECT_NE(copy, nullptr);
+      // and the next compute op of the backward waits for the add
+      for (std::uint32_t k = i + 1; k < l.size(); ++k) {
+        if (l[k].kind != OpKind::compute || stream_of(l[k]) != kComputeStream) continue;
+        const auto kd = l.deps_of(k);
+        EXPECT_NE(std::find(kd.begin(), kd.end(), i), kd.end()) << l[k].name;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(adds, 0);
+  EXPECT_EQ(adds, copies);
+  // In the timeline every add starts after the copy of its unit and micro-batch ends.
+  SimOptions o;
+  o.timeline = true;
+  const Prediction p = simulate(w, o);
+  std::map<std::pair<int, int>, double> copied;  // (layer, micro-batch) -> the copy's end
+  for (const Event& e : p.timeline.events)
+    if (e.rank == 0 && p.timeline.name(e) == "offload_grad_copy")
+      copied[{e.layer, e.microbatch}] = e.start + e.dur;
+  int timed = 0;
+  for (const Event& e : p.timeline.events) {
+    if (e.rank != 0 || p.timeline.name(e) != "cpu_grad_add") continue;
+    ++timed;
+    EXPECT_EQ(e.kind, EventKind::compute);  // the CPU's work, not a copy
+    const auto c = copied.find({e.layer, e.microbatch});
+    ASSERT_NE(c, copied.end()) << e.layer << " " << e.microbatch;
+    EXPECT_GE(e.start, c->second - 1e-12);
+  }
+  EXPECT_GT(timed, 0);
+  // Reduced once at the end: no add, and a faster iteration.
+  in.fsdp_grad_sync = FsdpGradSync::last_micro_batch;
+  const Workload once = build_workload(scenario("gpt2-xl", "dgx-a100-80gb", in));
+  for (const Chunk& ch : once.roles[0].chunks)
+    EXPECT_TRUE(named(ch.backward, "cpu_grad_add").empty());
+  EXPECT_LT(simulate(once).iteration_time, p.iteration_time);
+}
+
 TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   using testing::scenario_error;
   PlanInput ds = fsdp(true);
@@ -648,14 +719,6 @@ TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", ns)
                 .rfind("--fsdp-cpu-offload: expected a sharded strategy", 0),
             0u);
-  PlanInput accum = fsdp(true);
-  accum.global_batch = 256;
-  EXPECT_EQ(scenario_error("gpt2-xl", "dgx-a100-80gb", accum)
-                .rfind("--fsdp-cpu-offload: expected one micro-batch an iteration", 0),
-            0u);
-  accum.fsdp_grad_sync = FsdpGradSync::last_micro_batch;  // FSDP1's no_sync: offloaded at the end
-  const Scenario later = scenario("gpt2-xl", "dgx-a100-80gb", accum);
-  EXPECT_TRUE(later.plan.fsdp_cpu_offload);
   EXPECT_EQ(scenario_error("gpt2-xl", "vtrain-a100", fsdp(true))
                 .rfind("--fsdp-cpu-offload: expected a system whose preset gives", 0),
             0u);
@@ -672,9 +735,7 @@ TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   pt.micro_batch = 1;
   pt.global_batch = 8;
   EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
-  pt.global_batch = 16;  // two micro-batches, each reduced
-  EXPECT_FALSE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.has_value());
-  base.fsdp_grad_sync = FsdpGradSync::last_micro_batch;
+  pt.global_batch = 16;  // two micro-batches, each reduced (FSDP2 accumulates on the host)
   EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
   pt.fsdp_sharding = FsdpSharding::hybrid_shard;  // HSDP too
   EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
