@@ -1868,7 +1868,7 @@ class Builder {
                             p_.adam_step_bytes()));
     };
     if (p_.overlap_cpu_optimizer_d2h_h2d) {
-      Op pipe = host("cpu_adamw", megatron_offload_seconds(st, true));
+      Op pipe = host("cpu_optimizer_pipelined", megatron_offload_seconds(st, true));
       if (st.gpu_params <= 0) {
         e.chain(pipe);
         return;
