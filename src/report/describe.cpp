@@ -331,7 +331,7 @@ std::string headline(const Workload& w) {
   }
   if (p.fsdp_cpu_offload) {
     constexpr double gib = 1024.0 * 1024 * 1024;
-    const ParamFetches f = param_fetches(w);
+    const ParamFetches f = param_fetches(w), adds = grad_adds(w);
     const double owned = largest_optimizer_shard(w);
     std::string step;
     for (const OffloadPart& part : fsdp_offload_step(sc, owned))
@@ -346,11 +346,12 @@ std::string headline(const Workload& w) {
         "gradient shard copied out as fp32{}; the step: {}\n",
         owned / 1e6, f.copies, f.bytes / gib, f.seconds * 1e3,
         sc.system.node.host_copy_pinned.value() / 1e9,
-        p.grad_accum > 1 && p.fsdp_grad_sync == FsdpGradSync::micro_batch
+        adds.copies > 0
             ? fmt::format(", blocking, and added to the host's on the CPU (FSDP2's accumulation "
                           "over {} micro-batches: the backward waits for each reduction, copy "
-                          "and add)",
-                          p.grad_accum)
+                          "and add; {} adds a micro-batch, {:.2f} GiB a rank through host "
+                          "memory, {:.1f} ms)",
+                          p.grad_accum, adds.copies, adds.bytes / gib, adds.seconds * 1e3)
             : std::string(),
         step);
   }
@@ -608,6 +609,9 @@ nlohmann::json describe_json(const Workload& w, const Description& d) {
       j["offload"]["param_fetches_per_microbatch"] = {
           {"copies", f.copies}, {"bytes", f.bytes}, {"seconds", f.seconds}};
     }
+    if (const ParamFetches a = grad_adds(w); a.copies > 0)
+      j["offload"]["grad_adds_per_microbatch"] = {
+          {"adds", a.copies}, {"bytes", a.bytes}, {"seconds", a.seconds}};
   }
   j["warnings"] = d.warnings;
   return j;

@@ -134,25 +134,40 @@ double megatron_offload_seconds(const MegatronOffloadStep& s, bool overlapped) {
   return overlapped ? std::max({d2h, cpu, h2d}) : d2h + cpu + h2d;
 }
 
-ParamFetches param_fetches(const Workload& w) {
+namespace {
+// The host ops named `name` of one micro-batch (the first's forward where it differs), of the
+// role whose take longest; their bytes at `bandwidth`.
+ParamFetches longest_role_ops(const Workload& w, std::string_view name, double bandwidth) {
   ParamFetches most;
-  const double link = w.scenario.system.node.host_copy_pinned.value();
   for (const Role& r : w.roles) {
     ParamFetches f;
     for (const Chunk& ch : r.chunks)
       for (const OpList* list :
            {ch.forward_first.empty() ? &ch.forward : &ch.forward_first, &ch.backward})
-        for (std::uint32_t i = 0; i < list->size(); ++i) {
-          const Op& op = (*list)[i];
-          if (op.tag != OpTag::data_stream || std::string_view(op.name) != "offload_param_fetch")
-            continue;
+        for (const Op& op : list->ops()) {
+          if (op.compute != ComputeClass::host || std::string_view(op.name) != name) continue;
           ++f.copies;
           f.seconds += op.host_seconds;
-          f.bytes += op.host_seconds * link;
+          f.bytes += op.host_seconds * bandwidth;
         }
     if (f.seconds > most.seconds) most = f;
   }
   return most;
+}
+}  // namespace
+
+ParamFetches param_fetches(const Workload& w) {
+  return longest_role_ops(w, "offload_param_fetch",
+                          w.scenario.system.node.host_copy_pinned.value());
+}
+
+ParamFetches grad_adds(const Workload& w) {
+  const Scenario& sc = w.scenario;
+  if (!sc.plan.fsdp_cpu_offload) return {};
+  // cpu_grad_add's bytes are the node's ranks' (fsdp_reduce): a rank's share of the host's
+  // bandwidth.
+  return longest_role_ops(w, "cpu_grad_add",
+                          sc.system.node.host_memory_bandwidth.value() / sc.gpus_per_node);
 }
 
 Bytes offload_host_bytes(const Scenario& sc, double owned) {

@@ -680,6 +680,13 @@ TEST(FsdpOffload, AccumulatingOnTheHostBlocksTheBackward) {
   }
   EXPECT_GT(adds, 0);
   EXPECT_EQ(adds, copies);
+  // describe's figures: a micro-batch adds the rank's whole shard, 12 bytes a parameter (the
+  // units' padding aside).
+  const ParamFetches a = grad_adds(w);
+  EXPECT_EQ(a.copies, adds);
+  const double owned = optimizer_shard_params(sc, w.roles[0]);
+  EXPECT_NEAR(a.bytes, 12 * owned, 12.0 * adds);
+  EXPECT_NEAR(a.seconds, 12 * owned * 8 / host, 12.0 * adds * 8 / host);
   // In the timeline every add starts after the copy of its unit and micro-batch ends.
   SimOptions o;
   o.timeline = true;
@@ -701,6 +708,7 @@ TEST(FsdpOffload, AccumulatingOnTheHostBlocksTheBackward) {
   // Reduced once at the end: no add, and a faster iteration.
   in.fsdp_grad_sync = FsdpGradSync::last_micro_batch;
   const Workload once = build_workload(scenario("gpt2-xl", "dgx-a100-80gb", in));
+  EXPECT_EQ(grad_adds(once).copies, 0);
   for (const Chunk& ch : once.roles[0].chunks)
     EXPECT_TRUE(named(ch.backward, "cpu_grad_add").empty());
   EXPECT_LT(simulate(once).iteration_time, p.iteration_time);

@@ -194,6 +194,10 @@ struct ParamFetches {
   double seconds = 0;
 };
 ParamFetches param_fetches(const Workload& w);
+// FSDP2's additions of each reduced gradient shard to the host's under --fsdp-cpu-offload with
+// gradients reduced every micro-batch of several (the builder's cpu_grad_add ops) in one
+// micro-batch, a rank's bytes; none otherwise.
+ParamFetches grad_adds(const Workload& w);
 // Host memory a rank's offloaded shard takes: the optimizer states and the fp32 gradients
 // (ZeRO-Offload), the 16-bit parameter partition (--offload-param), the fp32 shard, its
 // gradients and Adam's moments (--fsdp-cpu-offload).
