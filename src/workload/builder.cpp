@@ -1855,20 +1855,14 @@ class Builder {
   // (param_copy_back_gpu_hook's wait_stream).
   void megatron_offload(Emitter& e, double owned) const {
     const MegatronOffloadStep st = megatron_offload_step(sc_, owned);
-    auto host = [](std::string_view name, double seconds) {
-      Op h;
-      h.compute = ComputeClass::host;
-      h.name = name;
-      h.host_seconds = seconds;
-      return h;
-    };
+    auto host = [](const OffloadPart& part) { return step_host_op(part.name, part.seconds()); };
     auto gpu_adam = [&] {
       if (st.gpu_params > 0)
         e.chain(elementwise("adam", ComputeClass::optimizer, kNoLayer, st.gpu_params, 12,
                             p_.adam_step_bytes()));
     };
     if (p_.overlap_cpu_optimizer_d2h_h2d) {
-      Op pipe = host("cpu_optimizer_pipelined", megatron_offload_seconds(st, true));
+      Op pipe = step_host_op("cpu_optimizer_pipelined", megatron_offload_seconds(st, true));
       if (st.gpu_params <= 0) {
         e.chain(pipe);
         return;
@@ -1878,17 +1872,24 @@ class Builder {
       e.need(e.with_last(pipe));
       return;
     }
-    const std::uint32_t out =
-        e.chain(host(st.parts.front().name, st.parts.front().seconds()));  // gradients out
+    const std::uint32_t out = e.chain(host(st.parts.front()));  // gradients out
     gpu_adam();
     std::uint32_t last = out;
     for (std::size_t i = 1; i + 1 < st.parts.size(); ++i) {  // the CPU's AdamW and cast
-      Op h = host(st.parts[i].name, st.parts[i].seconds());
+      Op h = host(st.parts[i]);
       h.tag = OpTag::data_stream;  // beside the GPU's Adam, waiting for the copies out only
       last = e.with(h, {last});
     }
     e.need(last);
-    e.chain(host(st.parts.back().name, st.parts.back().seconds()));  // weights back
+    e.chain(host(st.parts.back()));  // weights back
+  }
+  // An optimizer step's host op (an offload's part): no layer, the default type.
+  static Op step_host_op(std::string_view name, double seconds) {
+    Op h;
+    h.compute = ComputeClass::host;
+    h.name = name;
+    h.host_seconds = seconds;
+    return h;
   }
   static void need_all(Emitter& e, const UnitGathers& g) {
     for (const auto& op : g)
@@ -2467,13 +2468,7 @@ class Builder {
     // low-precision weight copy written: 28 bytes per parameter (fewer with the
     // precision-aware optimizer's narrower states); about 12 FLOPs per parameter.
     auto on_host = [&](const std::vector<OffloadPart>& parts) {
-      for (const OffloadPart& part : parts) {
-        Op h;
-        h.compute = ComputeClass::host;
-        h.name = part.name;
-        h.host_seconds = part.seconds();
-        e.chain(h);
-      }
+      for (const OffloadPart& part : parts) e.chain(step_host_op(part.name, part.seconds()));
     };
     if (p_.offload_optimizer) {
       on_host(offload_step(sc_, owned));

@@ -47,6 +47,17 @@ PlanInput deepspeed(int zero, std::int64_t global, bool offload,
   return p;
 }
 
+// A search candidate of `dp` data-parallel ranks, micro-batch 1, one micro-batch each.
+search::PlanPoint candidate(int dp, Framework framework, int zero) {
+  search::PlanPoint pt;
+  pt.dp = dp;
+  pt.framework = framework;
+  pt.zero = zero;
+  pt.micro_batch = 1;
+  pt.global_batch = dp;
+  return pt;
+}
+
 double host_seconds(const OpList& step, std::string_view name) {
   const auto ops = named(step, name);
   EXPECT_EQ(ops.size(), 1u) << name;
@@ -350,12 +361,7 @@ TEST(ParamOffload, OneRankFetchesWholeParametersWithoutGathers) {
   EXPECT_GT(simulate(w).iteration_time,
             simulate(build_workload(scenario("gpt2-xl", "dgx-a100-80gb", plain))).iteration_time);
   // The search keeps it at DP 1.
-  search::PlanPoint pt;
-  pt.dp = 1;
-  pt.framework = Framework::deepspeed;
-  pt.zero = 3;
-  pt.micro_batch = 1;
-  pt.global_batch = 1;
+  const search::PlanPoint pt = candidate(1, Framework::deepspeed, 3);
   EXPECT_TRUE(search::to_plan_input(pt, 1, one).offload_param.value_or(false));
 }
 
@@ -733,15 +739,10 @@ TEST(FsdpOffload, PlansThatCannotOffloadAreRefused) {
   EXPECT_EQ(to_json(scenario("gpt2-xl", "dgx-a100-80gb", fsdp(true)).plan)
                 .value("fsdp_cpu_offload", false),
             true);
-  // The search gives it to FSDP candidates that shard without HSDP and reduce once.
+  // The search gives it to FSDP candidates that shard (HSDP too), reducing once or not.
   PlanInput base;
   base.fsdp_cpu_offload = true;
-  search::PlanPoint pt;
-  pt.dp = 8;
-  pt.framework = Framework::fsdp;
-  pt.zero = 3;
-  pt.micro_batch = 1;
-  pt.global_batch = 8;
+  search::PlanPoint pt = candidate(8, Framework::fsdp, 3);
   EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
   pt.global_batch = 16;  // two micro-batches, each reduced (FSDP2 accumulates on the host)
   EXPECT_TRUE(search::to_plan_input(pt, 8, base).fsdp_cpu_offload.value_or(false));
@@ -902,12 +903,7 @@ TEST(MegatronOffload, PlansThatCannotOffloadAreRefused) {
   EXPECT_EQ(j.value("overlap_cpu_optimizer_d2h_h2d", false), true);
   // The search keeps it for Megatron candidates only.
   PlanInput base = megatron_offload(1, false);
-  search::PlanPoint pt;
-  pt.dp = 8;
-  pt.framework = Framework::megatron;
-  pt.zero = 1;  // the distributed optimizer
-  pt.micro_batch = 1;
-  pt.global_batch = 8;
+  search::PlanPoint pt = candidate(8, Framework::megatron, 1);  // the distributed optimizer
   EXPECT_TRUE(search::to_plan_input(pt, 8, base).optimizer_cpu_offload.value_or(false));
   pt.framework = Framework::deepspeed;
   EXPECT_FALSE(search::to_plan_input(pt, 8, base).optimizer_cpu_offload.has_value());
