@@ -52,7 +52,7 @@ std::function<void(std::size_t, std::size_t)> with_interrupt_check(
 
 // Parses argv exactly as the `commscope` program does ("commscope", verb, flags...) and runs the
 // verb; returns its exit status (0, or 2 with the error in the capture / on stderr). Defined in
-// main.cpp.
+// cli.cpp; the `commscope` program's main() (main.cpp) calls it too.
 int run_command(int argc, char** argv);
 
 }  // namespace commscope::cli
