@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "commscope/spec/scenario.h"
@@ -45,10 +48,12 @@ inline const std::string& scratch() {
 // scratch(), not into the $TMPDIR/ompi.<host>.<uid> every job of the machine shares: Open MPI
 // 4.1 fails to start ("A call to mkdir was unable to create the desired directory") when a
 // job of another test, ending at that moment, removes that folder.
-inline std::string mpiexec(int ranks) {
+// `tag` names a session folder of the launch's own, for launches that run at the same time
+// in one test (run_shell_all): for the same reason, one job's end must not remove another's.
+inline std::string mpiexec(int ranks, const std::string& tag = "") {
   return std::string(MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe " +
          (::geteuid() == 0 ? "--allow-run-as-root " : "") + "--mca orte_tmpdir_base '" + scratch() +
-         "ompi' ";
+         "ompi" + tag + "' ";
 }
 #endif
 
@@ -133,8 +138,9 @@ struct Outcome {
   std::string out, err;
 };
 inline Outcome run_shell(const std::string& cmd) {
-  // One file per process and call: tests run in parallel processes.
-  static int calls = 0;
+  // One file per process and call: tests run in parallel processes, and run_shell_all runs
+  // calls in parallel threads.
+  static std::atomic<int> calls = 0;
   const std::string err_path = ::testing::TempDir() + "commscope_stderr_" +
                                std::to_string(::getpid()) + "_" + std::to_string(++calls) + ".txt";
   Outcome o;
@@ -151,6 +157,21 @@ inline Outcome run_shell(const std::string& cmd) {
   }
   std::remove(err_path.c_str());
   return o;
+}
+
+// The outcomes of `cmds`, in their order, run `at_once` at a time. For many short launches
+// that mostly wait (an mpirun that refuses a bad plan takes about 1 s of wall time and 0.2 s
+// of CPU here): the test's assertions stay in its own thread, on the results.
+inline std::vector<Outcome> run_shell_all(const std::vector<std::string>& cmds, int at_once = 4) {
+  std::vector<Outcome> out(cmds.size());
+  std::atomic<std::size_t> next = 0;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < std::max(1, at_once); ++w)
+    workers.emplace_back([&] {
+      for (std::size_t i = next++; i < cmds.size(); i = next++) out[i] = run_shell(cmds[i]);
+    });
+  for (auto& t : workers) t.join();
+  return out;
 }
 
 }  // namespace commscope::testing

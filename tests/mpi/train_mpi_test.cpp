@@ -209,8 +209,16 @@ TEST(Train, BadFlagsAreOneLineErrors) {
       {2, "--trace /dev/null/dir/run.json --steps 1", "--trace: /dev/null/dir/run"},
       {1, "--steps 2 --warmup 2", "--warmup: expected 0 to steps - 1 = 1, got 2"},
   };
-  for (const Case& c : cases) {
-    Outcome o = train(c.ranks, c.args);
+  // Launched four at a time, each with a session folder of its own: each mostly waits for
+  // mpirun to start.
+  std::vector<std::string> cmds;
+  for (const Case& c : cases)
+    cmds.push_back(commscope::testing::mpiexec(c.ranks, "_" + std::to_string(cmds.size())) +
+                   COMMSCOPE_TRAIN_BIN + " " + c.args);
+  const auto outcomes = commscope::testing::run_shell_all(cmds);
+  for (std::size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    const Outcome& o = outcomes[i];
     EXPECT_EQ(o.status, 2) << c.args << ": " << o.err;
     EXPECT_NE(o.err.find(c.expect), std::string::npos) << c.args << ": " << o.err;
     EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << o.err;

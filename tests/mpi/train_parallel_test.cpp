@@ -795,8 +795,17 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--sequence-parallel: expected each context-parallel rank's 6 positions divisible by the "
        "tensor-parallel size 4"},
   };
-  for (const Case& c : cases) {
-    Outcome o = train(c.ranks, " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " + c.args);
+  // Launched four at a time, each with a session folder of its own: each mostly waits for
+  // mpirun to start.
+  std::vector<std::string> cmds;
+  for (const Case& c : cases)
+    cmds.push_back(commscope::testing::mpiexec(c.ranks, "_" + std::to_string(cmds.size())) +
+                   COMMSCOPE_TRAIN_BIN +
+                   " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " + c.args);
+  const auto outcomes = commscope::testing::run_shell_all(cmds);
+  for (std::size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    const Outcome& o = outcomes[i];
     EXPECT_EQ(o.status, 2) << c.args << ": " << o.err;
     EXPECT_NE(o.err.find(c.expect), std::string::npos) << c.args << ": " << o.err;
     EXPECT_EQ(o.err.rfind("commscope: ", 0), 0u) << c.args << ": " << o.err;

@@ -507,7 +507,7 @@ TEST_F(CliAnalyze, OutputsNamingATraceOfAFolderAreRefused) {
                 d / "r0.json.gz");
   const std::string kept = commscope::testing::slurp(d / "r0.json.gz");
   const std::string r0 = (d / "r0.json.gz").string();
-  for (const std::string args :
+  for (const std::string& args :
        {"analyze " + d.string() + " -o " + r0, "analyze " + d.string() + " --html " + r0,
         "analyze --diff " + d.string() + " " + d.string() + " --diff-trace " + r0}) {
     SCOPED_TRACE(args);
