@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "commscope/spec/scenario.h"
@@ -49,7 +50,7 @@ inline const std::string& scratch() {
 // 4.1 fails to start ("A call to mkdir was unable to create the desired directory") when a
 // job of another test, ending at that moment, removes that folder.
 // `tag` names a session folder of the launch's own, for launches that run at the same time
-// in one test (run_shell_all): for the same reason, one job's end must not remove another's.
+// in one test (run_mpi_all): for the same reason, one job's end must not remove another's.
 inline std::string mpiexec(int ranks, const std::string& tag = "") {
   return std::string(MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe " +
          (::geteuid() == 0 ? "--allow-run-as-root " : "") + "--mca orte_tmpdir_base '" + scratch() +
@@ -173,5 +174,16 @@ inline std::vector<Outcome> run_shell_all(const std::vector<std::string>& cmds, 
   for (auto& t : workers) t.join();
   return out;
 }
+
+#ifdef MPIEXEC
+// The outcomes of mpirun launches, each (ranks, the program and its arguments), run as
+// run_shell_all runs them, each with a session folder of its own (mpiexec's tag).
+inline std::vector<Outcome> run_mpi_all(const std::vector<std::pair<int, std::string>>& launches) {
+  std::vector<std::string> cmds;
+  for (const auto& [ranks, program] : launches)
+    cmds.push_back(mpiexec(ranks, "_" + std::to_string(cmds.size())) + program);
+  return run_shell_all(cmds);
+}
+#endif
 
 }  // namespace commscope::testing

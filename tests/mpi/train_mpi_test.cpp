@@ -209,13 +209,10 @@ TEST(Train, BadFlagsAreOneLineErrors) {
       {2, "--trace /dev/null/dir/run.json --steps 1", "--trace: /dev/null/dir/run"},
       {1, "--steps 2 --warmup 2", "--warmup: expected 0 to steps - 1 = 1, got 2"},
   };
-  // Launched four at a time, each with a session folder of its own: each mostly waits for
-  // mpirun to start.
-  std::vector<std::string> cmds;
-  for (const Case& c : cases)
-    cmds.push_back(commscope::testing::mpiexec(c.ranks, "_" + std::to_string(cmds.size())) +
-                   COMMSCOPE_TRAIN_BIN + " " + c.args);
-  const auto outcomes = commscope::testing::run_shell_all(cmds);
+  // Launched four at a time: each mostly waits for mpirun to start.
+  std::vector<std::pair<int, std::string>> launches;
+  for (const Case& c : cases) launches.emplace_back(c.ranks, COMMSCOPE_TRAIN_BIN " " + c.args);
+  const auto outcomes = commscope::testing::run_mpi_all(launches);
   for (std::size_t i = 0; i < std::size(cases); ++i) {
     const Case& c = cases[i];
     const Outcome& o = outcomes[i];

@@ -795,14 +795,13 @@ TEST(TrainParallel, BadPlansAreOneLineErrors) {
        "--sequence-parallel: expected each context-parallel rank's 6 positions divisible by the "
        "tensor-parallel size 4"},
   };
-  // Launched four at a time, each with a session folder of its own: each mostly waits for
-  // mpirun to start.
-  std::vector<std::string> cmds;
+  // Launched four at a time: each mostly waits for mpirun to start.
+  std::vector<std::pair<int, std::string>> launches;
   for (const Case& c : cases)
-    cmds.push_back(commscope::testing::mpiexec(c.ranks, "_" + std::to_string(cmds.size())) +
-                   COMMSCOPE_TRAIN_BIN +
-                   " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " + c.args);
-  const auto outcomes = commscope::testing::run_shell_all(cmds);
+    launches.emplace_back(c.ranks, COMMSCOPE_TRAIN_BIN
+                                       " --hidden 64 --vocab 256 --micro-batch-size 1 --steps 1 " +
+                                       c.args);
+  const auto outcomes = commscope::testing::run_mpi_all(launches);
   for (std::size_t i = 0; i < std::size(cases); ++i) {
     const Case& c = cases[i];
     const Outcome& o = outcomes[i];
